@@ -1,0 +1,52 @@
+/*
+ * One table per daemon describes every setting once: its name, type, default and
+ * help.  The same table reads the config file (`name = value` lines, `#` comments)
+ * and the command line (`--name value` or `--name=value`; flags win over the
+ * file), and prints --help.  Settings are stored into a caller-owned struct
+ * through offsets, so a test can build a config without touching globals.
+ */
+#ifndef QCG_CONFIG_H
+#define QCG_CONFIG_H
+
+#include <stddef.h>
+
+enum config_type {
+    CONFIG_STRING,   /* char * (malloc'd; free with config_free) */
+    CONFIG_INT,      /* int, range-checked against min..max */
+    CONFIG_BOOL,     /* int 0/1; accepts yes/no/true/false/1/0; a flag alone means 1 */
+    CONFIG_PORTS,    /* int[2] "LOW-HIGH", 1..65535, LOW <= HIGH */
+};
+
+struct config_option {
+    const char *name;
+    enum config_type type;
+    size_t offset;        /* offsetof(the daemon's struct, field) */
+    long min, max;        /* CONFIG_INT only */
+    const char *def;      /* default as text, NULL = unset / required check by caller */
+    const char *help;
+};
+
+enum config_result {
+    CONFIG_OK = 0,
+    CONFIG_EXIT_OK = 1,  /* --help or --version was printed: exit 0 */
+    CONFIG_ERROR = -1,   /* err holds a one-line reason: exit non-zero */
+};
+
+/*
+ * Applies defaults, then `--config FILE` (if given), then the other flags.
+ * Arguments that are not options (and everything after `--`) are left in
+ * argv[*first_arg..argc-1] for the caller.  `usage` is the synopsis line printed
+ * by --help before the option list.
+ */
+enum config_result config_load(const struct config_option *options, void *cfg, int argc,
+                               char **argv, const char *usage, int *first_arg, char *err,
+                               size_t errlen);
+/* Parses one file into cfg; used by config_load and by tests. */
+int config_read_file(const struct config_option *options, void *cfg, const char *path, char *err,
+                     size_t errlen);
+/* Sets one option from text; -1 with err on unknown name or bad value. */
+int config_set(const struct config_option *options, void *cfg, const char *name,
+               const char *value, char *err, size_t errlen);
+void config_free(const struct config_option *options, void *cfg);
+
+#endif

@@ -1,0 +1,38 @@
+/* Constants and name rules shared by every component of the control plane. */
+#ifndef QCG_PROTO_H
+#define QCG_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define QCG_PROTOCOL_VERSION 1
+
+/* Longest job id, secret, cluster/node name, address text, token accepted anywhere. */
+#define QCG_JOB_MAX 64
+#define QCG_SECRET_MAX 128
+#define QCG_NAME_MAX 64
+#define QCG_ADDR_MAX 48
+#define QCG_TOKEN_MAX 128
+
+enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEND, QCG_ROLE_HELPER };
+
+enum cluster_kind { CLUSTER_OPEN, CLUSTER_FIREWALLED, CLUSTER_NAT, CLUSTER_SYMNAT };
+
+/* The technique names used in plans, logs and --json. */
+enum technique { TECH_NONE, TECH_DIRECT, TECH_REVERSED, TECH_TRAVERSING, TECH_HOLEPUNCH, TECH_PROXY };
+
+const char *role_name(enum qcg_role role);
+enum qcg_role role_parse(const char *name);           /* QCG_ROLE_NONE if unknown */
+const char *cluster_kind_name(enum cluster_kind kind);
+int cluster_kind_parse(const char *name);             /* -1 if unknown */
+const char *technique_name(enum technique t);
+int technique_parse(const char *name);                /* -1 if unknown */
+
+/* Cluster, node, proxy names: [A-Za-z0-9][A-Za-z0-9._-]{0,62} (as certs/qcg-certs). */
+bool name_valid(const char *name);
+/* Job ids: the same alphabet, up to QCG_JOB_MAX-1 characters. */
+bool job_valid(const char *job);
+/* Secrets: 1..QCG_SECRET_MAX-1 printable ASCII characters. */
+bool secret_valid(const char *secret);
+
+#endif

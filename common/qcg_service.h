@@ -1,0 +1,139 @@
+/*
+ * qcg-connect control plane: the one definition of every SOAP message.
+ *
+ * soapcpp2 -c generates the C stubs, the WSDL and the XSD from this file at build
+ * time (see common/CMakeLists.txt); nothing generated is committed.  The broker
+ * and the frontend serve this service; the frontend and the helper call it.
+ * Which role may call which operation is decided by the server from the caller's
+ * certificate (OU = role, CN = name), never from the message.
+ *
+ * Every request carries `version` (QCG_PROTOCOL_VERSION in common/proto.h) and
+ * every response echoes the server's; a mismatch is refused with a fault whose
+ * subcode is qcg:version and whose text names both versions.
+ *
+ * Faults use these subcodes: qcg:version, qcg:denied (caller may not do this,
+ * or wrong job secret), qcg:invalid (malformed field), qcg:busy (rank already
+ * published by a live process), qcg:notfound, qcg:unavailable (upstream down).
+ */
+
+//gsoap qcg service name: qcg
+//gsoap qcg service namespace: urn:qcg-connect:1
+//gsoap qcg service location: https://localhost:7700/
+//gsoap qcg service style: document
+//gsoap qcg service encoding: literal
+//gsoap qcg schema namespace: urn:qcg-connect:1
+//gsoap qcg schema form: unqualified
+
+/* A cluster as its frontend declares it.  kind: open | firewalled | nat | symnat. */
+struct qcg__cluster {
+    char *name;                 /* must equal the frontend certificate's CN */
+    char *kind;
+    int __sizePublicAddress;
+    char **publicAddress;       /* the addresses the site's nodes appear from */
+    int portLow;                /* open inbound port range, 0-0 when none */
+    int portHigh;
+};
+
+/* A compute node as its helper declares it. */
+struct qcg__node {
+    char *name;                 /* must equal the node part of the helper's CN */
+    char *address;              /* the node's address inside its site */
+    int portLow;                /* the node's own listening/ephemeral port range */
+    int portHigh;
+    int canIntercept;           /* 1 when the helper holds NET_ADMIN/NET_RAW */
+};
+
+/* A process's listening contact. `node` and `cluster` are filled by the service
+   that relays the call from what it knows of the caller, never trusted from below. */
+struct qcg__contact {
+    char *job;
+    char *secret;               /* the job secret; the broker keeps only its hash */
+    int rank;
+    char *cluster;
+    char *node;
+    char *address;
+    int port;
+};
+
+/* How to reach a peer.  status: ok | unavailable | notfound.
+   technique: direct | reversed | traversing | holepunch | proxy.
+   When status is unavailable, technique names the technique that would be needed
+   and reason says why it cannot be used. */
+struct qcg__plan {
+    char *status;
+    char *technique;
+    char *cluster;              /* the target's cluster and node */
+    char *node;
+    char *address;              /* where to connect (direct) */
+    int port;
+    char *token;                /* one-time token (later techniques); never cached */
+    int cacheable;              /* 1: a frontend may cache this plan */
+    char *reason;
+};
+
+/* An order sent down a long-poll.  kind: invalidate (job, rank) — a contact was
+   withdrawn or replaced; later issues add connect-back, proxy, inject, punch. */
+struct qcg__command {
+    unsigned long long seq;     /* increasing per queue, within one epoch */
+    char *kind;
+    char *job;
+    int rank;
+    char *node;                 /* the node the order is for, when it is for one */
+    char *address;
+    int port;
+    char *token;
+};
+
+struct qcg__counter {
+    char *name;
+    unsigned long long value;
+};
+
+struct qcg__registerResponse {
+    int version;
+    unsigned long long epoch;   /* changes when the server restarts: re-register */
+};
+
+struct qcg__ackResponse {
+    int version;
+};
+
+struct qcg__lookupResponse {
+    int version;
+    struct qcg__plan plan;
+};
+
+struct qcg__pollResponse {
+    int version;
+    unsigned long long epoch;
+    int __sizeCommand;
+    struct qcg__command *command;
+};
+
+struct qcg__statsResponse {
+    int version;
+    char *role;
+    char *name;
+    int __sizeCounter;
+    struct qcg__counter *counter;
+};
+
+/* frontend -> broker */
+int qcg__registerCluster(int version, struct qcg__cluster *cluster,
+                         struct qcg__registerResponse *response);
+/* helper -> frontend, frontend -> broker (the frontend relays its nodes) */
+int qcg__registerNode(int version, struct qcg__node *node, struct qcg__registerResponse *response);
+/* helper -> frontend -> broker */
+int qcg__publish(int version, struct qcg__contact *contact, struct qcg__ackResponse *response);
+int qcg__withdraw(int version, char *job, char *secret, int rank, char *node,
+                  struct qcg__ackResponse *response);
+int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank,
+                struct qcg__lookupResponse *response);
+/* Long-poll: returns the caller's queued commands with seq > ackSeq, waiting up to
+   waitSeconds for one.  Commands stay queued until acknowledged by a later poll,
+   so a lost response loses nothing.  A caller whose epoch differs gets the
+   server's epoch and no commands: it must re-register and restart at ackSeq 0. */
+int qcg__poll(int version, unsigned long long epoch, unsigned long long ackSeq, int waitSeconds,
+              struct qcg__pollResponse *response);
+/* any authenticated member of the grid */
+int qcg__stats(int version, struct qcg__statsResponse *response);

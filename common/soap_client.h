@@ -1,0 +1,52 @@
+/*
+ * Mutual-TLS gSOAP clients towards an upstream service (helper -> frontend,
+ * frontend -> broker), with timeouts and keep-alive, and the mapping of a failed
+ * call to something a daemon can act on.
+ */
+#ifndef QCG_SOAP_CLIENT_H
+#define QCG_SOAP_CLIENT_H
+
+#include <stddef.h>
+#include "soap_server.h"
+
+struct soap;
+
+struct soap_client_config {
+    const char *url;            /* https://host:port/ */
+    struct tls_files tls;
+    int connect_timeout;        /* seconds */
+    int io_timeout;             /* seconds for send/recv of ordinary calls */
+};
+
+/* A new client context; NULL with a reason in err.  The caller owns it. */
+struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, size_t errlen);
+void soap_client_free(struct soap *soap);
+/* Before a long-poll of `wait` seconds: the receive timeout must exceed it. */
+void soap_client_set_wait(struct soap *soap, int wait_seconds);
+/* Frees what the last call allocated (soap_destroy + soap_end). */
+void soap_client_reset(struct soap *soap);
+
+enum call_status {
+    CALL_OK,
+    CALL_UNREACHABLE,   /* transport: refused, timed out, TLS failed, EOF */
+    CALL_FAULT,         /* the server answered with a fault */
+};
+
+/* Classifies the result of soap_call_*: for faults, subcode is set to the text
+   after "qcg:" (e.g. "denied") or "" and msg to the fault string; for transport
+   errors msg says what happened.  Returns the status. */
+enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
+                                  char *msg, size_t msg_len);
+
+/* A small pool of client contexts for threads that call upstream concurrently. */
+struct soap_pool;
+struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, char *err,
+                                size_t errlen);
+/* Blocks until a context is free.  Give it back with soap_pool_put (after
+   soap_client_reset); pass broken=1 to have it reconnect next time. */
+struct soap *soap_pool_get(struct soap_pool *pool);
+void soap_pool_put(struct soap_pool *pool, struct soap *soap, int broken);
+void soap_pool_free(struct soap_pool *pool);
+const char *soap_pool_url(const struct soap_pool *pool);
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * A mutual-TLS gSOAP server with the limits of ../shared/notes/gsoap.md: one
+ * thread per connection up to a cap, timeouts, size limits, and the WSDL
+ * generated from qcg_service.h (embedded at build time) served at GET /?wsdl.  Only
+ * certificates issued by the grid CA are accepted (no system CAs); the caller's
+ * identity is read once per connection and handed to the operations.
+ */
+#ifndef QCG_SOAP_SERVER_H
+#define QCG_SOAP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "identity.h"
+
+struct soap;
+
+struct tls_files {
+    const char *ca;        /* the grid CA certificate (PEM) */
+    const char *certkey;   /* this service's certificate chain and key in one PEM */
+};
+
+struct soap_server_config {
+    const char *listen_addr;   /* NULL or "" = any */
+    int port;
+    struct tls_files tls;
+    int max_connections;       /* connections served at once; more wait in the backlog */
+    void *user;                /* the daemon's state, for the operations */
+};
+
+struct soap_server;
+
+/* Binds and sets up TLS; NULL with a one-line reason in err on failure. */
+struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *err,
+                                    size_t errlen);
+/* Accepts and serves until soap_server_stop; returns 0, or -1 on a fatal error. */
+int soap_server_run(struct soap_server *srv);
+/* Async-signal-safe: the accept loop notices within a second; open connections
+   are closed at their next request or timeout and run() waits for them. */
+void soap_server_stop(struct soap_server *srv);
+void soap_server_free(struct soap_server *srv);
+/* The port actually bound (useful when the config said 0). */
+int soap_server_port(const struct soap_server *srv);
+
+/* Inside an operation: the daemon state and who is calling. */
+void *soap_server_state(struct soap *soap);
+const struct identity *soap_caller(struct soap *soap);
+
+/* Sets a SOAP fault with subcode "qcg:<subcode>" and returns SOAP_FAULT. */
+int soap_qcg_fault(struct soap *soap, const char *subcode, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 0 when version matches ours; else sets the qcg:version fault naming both and
+   returns SOAP_FAULT. */
+int soap_check_version(struct soap *soap, int version);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * The local protocol between libqcgconn and qcg-helper over the helper's Unix
+ * stream socket: the one definition of every message.
+ *
+ * Each message is a header followed by exactly header.length payload bytes,
+ * whose size must equal local_payload_size[type] (checked before any copy).
+ * Strings are fixed-size, NUL-terminated arrays; a payload whose string has no
+ * NUL inside its array is rejected.  A connection starts with HELLO; the
+ * helper answers every request with exactly one reply carrying the same
+ * request_id, in order.  Descriptors travel with SCM_RIGHTS attached to the
+ * header of an INCOMING message.
+ */
+#ifndef QCG_LOCALPROTO_H
+#define QCG_LOCALPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LOCAL_MAGIC 0x51434731u /* "QCG1" */
+#define LOCAL_VERSION 1
+
+#define LOCAL_JOB_MAX 64
+#define LOCAL_SECRET_MAX 128
+#define LOCAL_NAME_MAX 64
+#define LOCAL_ADDR_MAX 48
+#define LOCAL_TOKEN_MAX 128
+#define LOCAL_MESSAGE_MAX 256
+
+enum local_type {
+    LOCAL_HELLO = 1,   /* lib -> helper: struct local_hello */
+    LOCAL_HELLO_OK,    /* helper -> lib: struct local_hello_ok */
+    LOCAL_PUBLISH,     /* lib -> helper: struct local_publish; reply LOCAL_OK */
+    LOCAL_WITHDRAW,    /* lib -> helper: no payload; reply LOCAL_OK */
+    LOCAL_LOOKUP,      /* lib -> helper: struct local_lookup; reply LOCAL_PLAN */
+    LOCAL_PLAN,        /* helper -> lib: struct local_plan */
+    LOCAL_OK,          /* helper -> lib: no payload */
+    LOCAL_ERROR,       /* helper -> lib: struct local_error */
+    LOCAL_INCOMING,    /* helper -> lib, unsolicited: struct local_incoming + one fd */
+    LOCAL_TYPE_COUNT
+};
+
+struct local_header {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t reserved;     /* 0 */
+    uint32_t length;       /* payload bytes that follow */
+    uint32_t request_id;   /* echoed in the reply; 0 for unsolicited messages */
+};
+
+struct local_hello {
+    uint32_t version;
+    int32_t rank;
+    char job[LOCAL_JOB_MAX];
+    char secret[LOCAL_SECRET_MAX];
+};
+
+struct local_hello_ok {
+    uint32_t version;
+    uint16_t port_low;       /* the node's listening port range */
+    uint16_t port_high;
+    char cluster[LOCAL_NAME_MAX];
+    char node[LOCAL_NAME_MAX];
+    char address[LOCAL_ADDR_MAX];  /* the node's address inside its site */
+};
+
+struct local_publish {
+    uint16_t port;
+    uint16_t reserved;
+};
+
+struct local_lookup {
+    int32_t to_rank;
+    uint32_t timeout_ms;
+};
+
+struct local_plan {
+    uint32_t technique;          /* enum qcg_technique */
+    uint16_t port;
+    uint16_t reserved;
+    char cluster[LOCAL_NAME_MAX];
+    char node[LOCAL_NAME_MAX];
+    char address[LOCAL_ADDR_MAX];
+    char token[LOCAL_TOKEN_MAX];
+};
+
+struct local_error {
+    int32_t code;                /* a negative QCG_E* code */
+    char message[LOCAL_MESSAGE_MAX];
+};
+
+struct local_incoming {
+    int32_t peer_rank;
+    uint32_t technique;
+    char token[LOCAL_TOKEN_MAX];
+};
+
+/* Payload size of each type; 0 for types with no payload. */
+extern const size_t local_payload_size[LOCAL_TYPE_COUNT];
+
+/* Checks a received header: magic, known type, exact payload length.  Returns
+   0, or a negative QCG_E* code. */
+int local_header_check(const struct local_header *h);
+/* Checks that every string field of a payload of `type` is NUL-terminated
+   inside its array (and, for HELLO, that the version matches).  0 or QCG_EPROTO. */
+int local_payload_check(uint16_t type, const void *payload);
+
+#endif

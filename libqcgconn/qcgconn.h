@@ -1,0 +1,111 @@
+/*
+ * libqcgconn: open TCP connections between the processes of a grid job, across
+ * firewalls and NATs, through the local qcg-helper.
+ *
+ * A context is one process of one job: (job id, rank, job secret).  Every
+ * context listens and publishes its contact, so that later techniques can call
+ * it back.  Connections are plain connected TCP sockets, owned by the caller.
+ *
+ * Errors are negative QCG_E* codes; qcg_strerror() names them, and
+ * qcg_last_error() gives the detail of a context's last failure (e.g. which
+ * technique a peer would need).  The library never prints and never exits.
+ * Thread safety: a context and its operations are used by one thread at a time.
+ */
+#ifndef QCGCONN_H
+#define QCGCONN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum qcg_error {
+    QCG_OK = 0,
+    QCG_EAGAIN = -1,      /* not finished yet: poll the descriptor and call again */
+    QCG_EINVAL = -2,      /* bad argument */
+    QCG_ENOHELPER = -3,   /* the local helper is not running or refused us */
+    QCG_EPROTO = -4,      /* a peer or the helper broke the protocol */
+    QCG_EDENIED = -5,     /* wrong job secret, or not allowed */
+    QCG_ENOTFOUND = -6,   /* no such rank published in this job */
+    QCG_EBUSY = -7,       /* this rank is already published by a live process */
+    QCG_ETECHNIQUE = -8,  /* the peer needs a technique that is not available */
+    QCG_ETIMEDOUT = -9,
+    QCG_EUPSTREAM = -10,  /* the grid services (frontend, broker) are unreachable */
+    QCG_ESYS = -11,       /* a system call failed; see qcg_last_error() */
+    QCG_ENOMEM = -12,
+    QCG_EPEER = -13,      /* the peer refused the connection or hung up */
+};
+
+enum qcg_technique {
+    QCG_TECH_NONE = 0,
+    QCG_TECH_DIRECT,
+    QCG_TECH_REVERSED,
+    QCG_TECH_TRAVERSING,
+    QCG_TECH_HOLEPUNCH,
+    QCG_TECH_PROXY,
+};
+
+typedef struct qcg_ctx qcg_ctx;
+typedef struct qcg_connect_op qcg_connect_op;
+
+/* What the caller passes to qcg_open; NULL fields take the environment:
+   QCG_JOB, QCG_RANK, QCG_JOB_SECRET, QCG_HELPER_SOCKET (default
+   /run/qcg/helper.sock). */
+struct qcg_options {
+    const char *job;
+    int rank;                 /* -1 = from QCG_RANK */
+    const char *secret;
+    const char *helper_socket;
+};
+
+/* What is known about an established connection. */
+struct qcg_conn_info {
+    int peer_rank;
+    enum qcg_technique technique;
+    uint64_t setup_us;        /* from the connect call to the verified handshake */
+};
+
+/* Opens a context: connects to the helper and introduces the job.  Blocks for at
+   most a few seconds.  On success *ctx is the caller's; free with qcg_close. */
+int qcg_open(qcg_ctx **ctx, const struct qcg_options *opts);
+
+/* Binds a listener on a port of the node's range and publishes the contact.
+   Blocks until the publish is acknowledged by the grid.  Idempotent. */
+int qcg_listen(qcg_ctx *ctx);
+
+/* Connects to `rank` of the same job, blocking up to timeout_ms.  Returns the
+   connected socket (caller owns it) or a negative error; info may be NULL. */
+int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info);
+
+/* Non-blocking connect: starts it and returns 0 with *op set (caller frees it
+   with qcg_connect_free).  qcg_connect_pollfd(op) becomes readable whenever
+   progress is possible; then call qcg_connect_finish, which returns the
+   connected socket (>= 0), QCG_EAGAIN while in progress, or an error.  The
+   descriptor stays the same for the whole operation. */
+int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **op);
+int qcg_connect_pollfd(const qcg_connect_op *op);
+int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info);
+void qcg_connect_free(qcg_connect_op *op);
+
+/* A descriptor that becomes readable when an incoming connection may be waiting
+   (valid after qcg_listen).  qcg_accept never blocks for a new connection: it
+   returns one verified connection (caller owns it) or QCG_EAGAIN; it may wait
+   a bounded time for a connecting peer's handshake. */
+int qcg_accept_pollfd(const qcg_ctx *ctx);
+int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info);
+
+/* Withdraws the contact, closes the listener and the helper connection, frees
+   ctx.  Connections already returned stay open. */
+void qcg_close(qcg_ctx *ctx);
+
+const char *qcg_strerror(int err);
+/* The detail of the last failure of an operation on ctx ("" if none). */
+const char *qcg_last_error(const qcg_ctx *ctx);
+const char *qcg_technique_name(enum qcg_technique t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
