@@ -36,6 +36,8 @@ enum local_type {
     LOCAL_OK,          /* helper -> lib: no payload */
     LOCAL_ERROR,       /* helper -> lib: struct local_error */
     LOCAL_INCOMING,    /* helper -> lib, unsolicited: struct local_incoming + one fd */
+    LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
+    LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
     LOCAL_TYPE_COUNT
 };
 
@@ -92,6 +94,18 @@ struct local_incoming {
     int32_t peer_rank;
     uint32_t technique;
     char token[LOCAL_TOKEN_MAX];
+};
+
+struct local_status {
+    uint32_t upstream_connected;   /* 1 while registered with the frontend */
+    uint32_t clients;              /* local connections open now */
+    uint32_t contacts;             /* contacts published through this helper */
+    uint32_t reserved;
+    uint64_t upstream_epoch;       /* the frontend's epoch */
+    uint64_t lookups;              /* lookups relayed since start */
+    char cluster[LOCAL_NAME_MAX];
+    char node[LOCAL_NAME_MAX];
+    char frontend[LOCAL_MESSAGE_MAX];  /* the frontend's URL */
 };
 
 /* Payload size of each type; 0 for types with no payload. */
