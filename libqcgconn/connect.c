@@ -1,0 +1,534 @@
+/* qcg_connect_*: the connect state machine.  Each operation has its own
+   connection to the helper (so several can be pending at once) and an epoll
+   descriptor that stays the same for the whole operation while the socket it
+   watches changes:
+
+     HELLO -> PLAN (-> BACKOFF -> PLAN while the rank is not published)
+           -> TCP connect -> send hello -> receive answer -> DONE
+
+   A timerfd in the same epoll set wakes the caller for lookup retries and at
+   the deadline. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "handshake.h"
+#include "internal.h"
+
+enum op_state { OP_HELLO, OP_PLAN, OP_BACKOFF, OP_TCP, OP_HS_SEND, OP_HS_RECV, OP_DONE, OP_FAILED };
+
+struct qcg_connect_op {
+    qcg_ctx *ctx;
+    int32_t rank;
+    enum op_state state;
+    int result;                 /* the error once OP_FAILED */
+    int epfd;
+    int timerfd;
+    int watched;                /* the socket in epfd besides the timer, or -1 */
+    int usock;                  /* this operation's helper connection */
+    int tcp;
+    uint64_t start_us, deadline_us, retry_at_us;
+    unsigned backoff_ms;
+    unsigned lookups;
+    uint32_t hello_id, lookup_id;
+    struct lmsg_reader rd;
+    struct local_plan plan;
+    struct hs_hello hs;
+    uint8_t hello[HS_HELLO_SIZE];
+    size_t sent;
+    uint8_t answer[HS_ACCEPT_SIZE];
+    size_t got;
+    int timeout_ms;
+    char err[QCG_ERRMSG_MAX];
+};
+
+/* Step results. */
+#define STEP_MORE 1
+#define STEP_WAIT 0
+
+static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(op->err, sizeof(op->err), fmt, ap);
+    va_end(ap);
+    op->state = OP_FAILED;
+    op->result = code;
+    return code;
+}
+
+/* Makes fd (or nothing, -1) the socket epfd watches, for events. */
+static int watch(qcg_connect_op *op, int fd, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.fd = fd};
+
+    if (op->watched >= 0 && op->watched != fd) {
+        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->watched, NULL);
+        op->watched = -1;
+    }
+    if (fd < 0)
+        return 0;
+    if (epoll_ctl(op->epfd, op->watched == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0)
+        return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
+    op->watched = fd;
+    return 0;
+}
+
+/* Arms the timer at at_us (CLOCK_MONOTONIC, capped by the deadline). */
+static int arm_timer(qcg_connect_op *op, uint64_t at_us)
+{
+    struct itimerspec its;
+
+    if (at_us > op->deadline_us)
+        at_us = op->deadline_us;
+    memset(&its, 0, sizeof(its));
+    its.it_value.tv_sec = (time_t)(at_us / 1000000u);
+    its.it_value.tv_nsec = (long)(at_us % 1000000u) * 1000;
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1;
+    if (timerfd_settime(op->timerfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+        return fail(op, QCG_ESYS, "timerfd: %s", strerror(errno));
+    return 0;
+}
+
+static uint32_t remaining_ms(const qcg_connect_op *op)
+{
+    uint64_t now = now_us();
+
+    return now >= op->deadline_us ? 0 : (uint32_t)((op->deadline_us - now) / 1000u);
+}
+
+static int send_lookup(qcg_connect_op *op)
+{
+    struct local_lookup lk = {.to_rank = op->rank, .timeout_ms = remaining_ms(op)};
+    int rc;
+
+    op->lookup_id++;
+    op->lookups++;
+    rc = lmsg_send(op->usock, LOCAL_LOOKUP, op->lookup_id, &lk, now_us() + 1000000u);
+    if (rc < 0)
+        return fail(op, QCG_ENOHELPER, "sending LOOKUP to the helper: %s", qcg_strerror(rc));
+    return 0;
+}
+
+/* The plan says where the peer is: start the TCP connection. */
+static int start_tcp(qcg_connect_op *op)
+{
+    const struct local_plan *p = &op->plan;
+    struct sockaddr_storage sa;
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&sa;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+    socklen_t len;
+
+    if (p->technique != QCG_TECH_DIRECT) {
+        const char *name = p->technique <= QCG_TECH_PROXY
+                               ? qcg_technique_name((enum qcg_technique)p->technique)
+                               : "unknown";
+        return fail(op, QCG_ETECHNIQUE,
+                    "rank %d needs technique %s, not supported by this library version",
+                    op->rank, name);
+    }
+    memset(&sa, 0, sizeof(sa));
+    if (inet_pton(AF_INET, p->address, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(p->port);
+        len = sizeof(*in4);
+    } else if (inet_pton(AF_INET6, p->address, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(p->port);
+        len = sizeof(*in6);
+    } else {
+        return fail(op, QCG_EPROTO, "the plan for rank %d has an invalid address '%s'", op->rank,
+                    p->address);
+    }
+    if (p->port == 0)
+        return fail(op, QCG_EPROTO, "the plan for rank %d has port 0", op->rank);
+
+    /* The helper connection has served its purpose for a direct connection. */
+    watch(op, -1, 0);
+    close(op->usock);
+    op->usock = -1;
+
+    op->tcp = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (op->tcp < 0)
+        return fail(op, QCG_ESYS, "socket: %s", strerror(errno));
+    if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS)
+        return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank, p->address,
+                    p->port, strerror(errno));
+    op->state = OP_TCP;
+    if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->deadline_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
+/* A whole message arrived on the helper connection. */
+static int on_helper_message(qcg_connect_op *op)
+{
+    const struct local_header *h = &op->rd.hdr;
+    uint32_t expect = op->state == OP_HELLO ? op->hello_id : op->lookup_id;
+    int code;
+
+    if (h->request_id != expect)
+        return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u",
+                    h->request_id, expect);
+    if (h->type == LOCAL_ERROR) {
+        code = op->rd.payload.error.code;
+        if (code >= 0 || code < QCG_EPEER)
+            code = QCG_EPROTO;
+        if (op->state == OP_PLAN && code == QCG_ENOTFOUND) {
+            /* Not published yet: the peer may still be starting. */
+            uint64_t now = now_us();
+
+            op->retry_at_us = now + op->backoff_ms * 1000u;
+            op->backoff_ms *= 2;
+            if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
+                op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
+            op->state = OP_BACKOFF;
+            snprintf(op->err, sizeof(op->err), "%s", op->rd.payload.error.message);
+            if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
+                return op->result;
+            return STEP_MORE;
+        }
+        return fail(op, code, "%s", op->rd.payload.error.message[0]
+                                        ? op->rd.payload.error.message
+                                        : qcg_strerror(code));
+    }
+    if (op->state == OP_HELLO) {
+        if (h->type != LOCAL_HELLO_OK)
+            return fail(op, QCG_EPROTO, "helper answered HELLO with message type %u", h->type);
+        op->state = OP_PLAN;
+        return STEP_MORE;
+    }
+    if (h->type != LOCAL_PLAN)
+        return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", h->type);
+    op->plan = op->rd.payload.plan;
+    return start_tcp(op);
+}
+
+static int step_helper(qcg_connect_op *op)
+{
+    int rc = lmsg_read(op->usock, &op->rd);
+
+    if (rc == 0)
+        return STEP_WAIT;
+    if (rc < 0)
+        return fail(op, rc == QCG_EPROTO ? QCG_EPROTO : QCG_ENOHELPER, "helper connection: %s",
+                    rc == QCG_ENOHELPER ? "closed by the helper"
+                    : rc == QCG_EPROTO  ? "invalid message"
+                                        : strerror(errno));
+    rc = on_helper_message(op);
+    lmsg_reader_reset(&op->rd);
+    return rc;
+}
+
+static int step_backoff(qcg_connect_op *op)
+{
+    if (now_us() < op->retry_at_us)
+        return STEP_WAIT;
+    if (send_lookup(op) < 0)
+        return op->result;
+    op->state = OP_PLAN;
+    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
+static int step_tcp(qcg_connect_op *op)
+{
+    struct pollfd p = {.fd = op->tcp, .events = POLLOUT};
+    socklen_t len = sizeof(int);
+    int soerr = 0;
+    struct hs_self self = {.job = op->ctx->job, .rank = op->ctx->rank,
+                           .secret = op->ctx->secret, .cluster = op->ctx->cluster};
+
+    if (poll(&p, 1, 0) <= 0)
+        return STEP_WAIT;
+    if (getsockopt(op->tcp, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr != 0)
+        return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank,
+                    op->plan.address, op->plan.port, strerror(soerr));
+    if (hs_hello_build(op->hello, &op->hs, &self, op->rank) < 0)
+        return fail(op, QCG_ESYS, "cannot build the handshake hello");
+    op->state = OP_HS_SEND;
+    return STEP_MORE;
+}
+
+static int step_hs_send(qcg_connect_op *op)
+{
+    while (op->sent < sizeof(op->hello)) {
+        ssize_t n = send(op->tcp, op->hello + op->sent, sizeof(op->hello) - op->sent,
+                         MSG_NOSIGNAL);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
+            return fail(op, QCG_EPEER, "handshake with rank %d: send: %s", op->rank,
+                        strerror(errno));
+        }
+        op->sent += (size_t)n;
+    }
+    op->state = OP_HS_RECV;
+    return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_MORE;
+}
+
+static int step_hs_recv(qcg_connect_op *op)
+{
+    const char *why = "";
+    int rc;
+
+    while (op->got < sizeof(op->answer)) {
+        ssize_t n = recv(op->tcp, op->answer + op->got, sizeof(op->answer) - op->got, 0);
+
+        if (n == 0)
+            return fail(op, QCG_EPEER, "rank %d closed the connection during the handshake",
+                        op->rank);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return STEP_WAIT;
+            return fail(op, QCG_EPEER, "handshake with rank %d: %s", op->rank, strerror(errno));
+        }
+        op->got += (size_t)n;
+    }
+    rc = hs_accept_check(op->answer, &op->hs, op->ctx->secret, &why);
+    if (rc < 0)
+        return fail(op, rc, "rank %d at %s port %u: %s", op->rank, op->plan.address,
+                    op->plan.port, why);
+    op->state = OP_DONE;
+    return STEP_MORE;
+}
+
+static int step(qcg_connect_op *op)
+{
+    switch (op->state) {
+    case OP_HELLO:
+    case OP_PLAN:
+        return step_helper(op);
+    case OP_BACKOFF:
+        return step_backoff(op);
+    case OP_TCP:
+        return step_tcp(op);
+    case OP_HS_SEND:
+        return step_hs_send(op);
+    case OP_HS_RECV:
+        return step_hs_recv(op);
+    case OP_DONE:
+    case OP_FAILED:
+        break;
+    }
+    return STEP_WAIT;
+}
+
+/* Why the operation ran out of time, from the state it was in. */
+static int timed_out(qcg_connect_op *op)
+{
+    switch (op->state) {
+    case OP_HELLO:
+        return fail(op, QCG_ETIMEDOUT, "no answer from the helper within %d ms",
+                    op->timeout_ms);
+    case OP_PLAN:
+    case OP_BACKOFF:
+        if (op->lookups > 1 || op->state == OP_BACKOFF)
+            return fail(op, QCG_ETIMEDOUT,
+                        "rank %d is not published (%u lookups in %d ms; last answer: %s)",
+                        op->rank, op->lookups, op->timeout_ms, op->err);
+        return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,
+                    op->timeout_ms);
+    case OP_TCP:
+        return fail(op, QCG_ETIMEDOUT, "TCP connect to rank %d at %s port %u timed out",
+                    op->rank, op->plan.address, op->plan.port);
+    default:
+        return fail(op, QCG_ETIMEDOUT, "handshake with rank %d at %s port %u timed out",
+                    op->rank, op->plan.address, op->plan.port);
+    }
+}
+
+static void op_free(qcg_connect_op *op)
+{
+    if (op->epfd >= 0)
+        close(op->epfd);
+    if (op->timerfd >= 0)
+        close(op->timerfd);
+    if (op->usock >= 0)
+        close(op->usock);
+    if (op->tcp >= 0)
+        close(op->tcp);
+    lmsg_reader_reset(&op->rd);
+    free(op);
+}
+
+QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **opp)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    struct local_hello hello;
+    qcg_connect_op *op;
+    int rc;
+
+    if (opp != NULL)
+        *opp = NULL;
+    if (ctx == NULL || opp == NULL || rank < 0 || timeout_ms <= 0) {
+        if (ctx != NULL)
+            ctx_seterr(ctx, "connect: need a rank >= 0 and a timeout > 0 ms");
+        return QCG_EINVAL;
+    }
+    ctx_clearerr(ctx);
+    /* Every context listens: later techniques call it back. */
+    if (!ctx->published && (rc = qcg_listen(ctx)) < 0)
+        return rc;
+
+    op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return QCG_ENOMEM;
+    op->ctx = ctx;
+    op->rank = rank;
+    op->timeout_ms = timeout_ms;
+    op->epfd = op->timerfd = op->watched = op->usock = op->tcp = -1;
+    op->start_us = now_us();
+    op->deadline_us = op->start_us + (uint64_t)timeout_ms * 1000u;
+    op->backoff_ms = LOOKUP_BACKOFF_MIN_MS;
+    lmsg_reader_init(&op->rd);
+
+    op->epfd = epoll_create1(EPOLL_CLOEXEC);
+    op->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ev.data.fd = op->timerfd;
+    if (op->epfd < 0 || op->timerfd < 0 ||
+        epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->timerfd, &ev) < 0) {
+        ctx_seterr(ctx, "connect: %s", strerror(errno));
+        rc = QCG_ESYS;
+        goto fail;
+    }
+    op->usock = unix_connect(ctx->helper_path,
+                             timeout_ms < HELPER_HELLO_TIMEOUT_MS ? timeout_ms
+                                                                  : HELPER_HELLO_TIMEOUT_MS);
+    if (op->usock < 0) {
+        ctx_seterr(ctx, "cannot connect to the helper at %s: %s", ctx->helper_path,
+                   strerror(errno));
+        rc = QCG_ENOHELPER;
+        goto fail;
+    }
+    /* HELLO and LOOKUP pipelined: the helper answers in order. */
+    memset(&hello, 0, sizeof(hello));
+    hello.version = LOCAL_VERSION;
+    hello.rank = ctx->rank;
+    strcpy(hello.job, ctx->job);
+    strcpy(hello.secret, ctx->secret);
+    op->hello_id = 1;
+    op->lookup_id = 1;
+    rc = lmsg_send(op->usock, LOCAL_HELLO, op->hello_id, &hello, now_us() + 1000000u);
+    explicit_bzero(&hello, sizeof(hello));
+    if (rc < 0 || send_lookup(op) < 0) {
+        ctx_seterr(ctx, "sending to the helper at %s failed", ctx->helper_path);
+        rc = QCG_ENOHELPER;
+        goto fail;
+    }
+    op->state = OP_HELLO;
+    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0) {
+        ctx_seterr(ctx, "%s", op->err);
+        rc = op->result;
+        goto fail;
+    }
+    *opp = op;
+    return 0;
+fail:
+    op_free(op);
+    return rc;
+}
+
+QCG_EXPORT int qcg_connect_pollfd(const qcg_connect_op *op)
+{
+    return op == NULL ? QCG_EINVAL : op->epfd;
+}
+
+QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info)
+{
+    uint64_t expirations;
+    int rc, fd;
+
+    if (op == NULL)
+        return QCG_EINVAL;
+    if (op->state == OP_FAILED)
+        return op->result;
+    if (op->state == OP_DONE && op->tcp < 0)
+        return QCG_EINVAL; /* the socket was already returned */
+    if (read(op->timerfd, &expirations, sizeof(expirations)) < 0) {
+        /* EAGAIN: the timer has not fired. */
+    }
+    /* Bounded: every step either advances the state or waits. */
+    for (int i = 0; i < 64; i++) {
+        rc = step(op);
+        if (rc != STEP_MORE)
+            break;
+    }
+    if (op->state != OP_DONE && op->state != OP_FAILED && now_us() >= op->deadline_us)
+        timed_out(op);
+    if (op->state == OP_FAILED) {
+        ctx_seterr(op->ctx, "%s", op->err);
+        return op->result;
+    }
+    if (op->state != OP_DONE)
+        return QCG_EAGAIN;
+
+    /* The caller gets an ordinary blocking socket. */
+    fd = op->tcp;
+    watch(op, -1, 0);
+    if (set_nonblocking(fd, false) < 0 ||
+        conn_set_options(fd, strcmp(op->plan.cluster, op->ctx->cluster) != 0) < 0) {
+        rc = fail(op, QCG_ESYS, "socket options: %s", strerror(errno));
+        ctx_seterr(op->ctx, "%s", op->err);
+        return rc;
+    }
+    op->tcp = -1;
+    if (info != NULL) {
+        info->peer_rank = op->rank;
+        info->technique = QCG_TECH_DIRECT;
+        info->setup_us = now_us() - op->start_us;
+    }
+    return fd;
+}
+
+QCG_EXPORT void qcg_connect_free(qcg_connect_op *op)
+{
+    if (op != NULL)
+        op_free(op);
+}
+
+QCG_EXPORT int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info)
+{
+    qcg_connect_op *op;
+    int rc;
+
+    rc = qcg_connect_start(ctx, rank, timeout_ms, &op);
+    if (rc < 0)
+        return rc;
+    /* Bounded by the operation's deadline, after which finish fails. */
+    for (;;) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        rc = qcg_connect_finish(op, info);
+        if (rc != QCG_EAGAIN)
+            break;
+        if (poll(&p, 1, (int)remaining_ms(op) + 10) < 0 && errno != EINTR) {
+            ctx_seterr(ctx, "poll: %s", strerror(errno));
+            rc = QCG_ESYS;
+            break;
+        }
+    }
+    qcg_connect_free(op);
+    return rc;
+}

@@ -1,0 +1,312 @@
+/* A context: one process of one job and its control connection to the local
+   helper (qcg_open, qcg_close). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+_Static_assert(sizeof(struct local_header) == 16, "local header layout");
+
+bool job_id_valid(const char *job)
+{
+    size_t n = 0;
+
+    if (job == NULL)
+        return false;
+    for (const char *p = job; *p != '\0'; p++, n++) {
+        bool alnum = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9');
+
+        if (!alnum && (n == 0 || (*p != '.' && *p != '_' && *p != '-')))
+            return false;
+    }
+    return n > 0 && n < LOCAL_JOB_MAX;
+}
+
+bool job_secret_valid(const char *secret)
+{
+    size_t n = 0;
+
+    if (secret == NULL)
+        return false;
+    for (const char *p = secret; *p != '\0'; p++, n++) {
+        if (*p < 0x20 || *p > 0x7e)
+            return false;
+    }
+    return n > 0 && n < LOCAL_SECRET_MAX;
+}
+
+static int parse_rank(const char *s, int32_t *rank)
+{
+    char *end;
+    long v;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > INT32_MAX)
+        return -1;
+    *rank = (int32_t)v;
+    return 0;
+}
+
+/* Fills the identity fields of ctx from opts and the environment. */
+static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
+{
+    const char *job = opts && opts->job ? opts->job : getenv("QCG_JOB");
+    const char *secret = opts && opts->secret ? opts->secret : getenv("QCG_JOB_SECRET");
+    const char *sock = opts && opts->helper_socket ? opts->helper_socket
+                                                   : getenv("QCG_HELPER_SOCKET");
+
+    if (!job_id_valid(job)) {
+        open_seterr("job id %s: want 1-%d characters [A-Za-z0-9._-] (QCG_JOB)",
+                    job ? "invalid" : "missing", LOCAL_JOB_MAX - 1);
+        return QCG_EINVAL;
+    }
+    if (opts && opts->rank >= 0) {
+        ctx->rank = opts->rank;
+    } else if (parse_rank(getenv("QCG_RANK"), &ctx->rank) < 0) {
+        open_seterr("rank missing or invalid: want a number >= 0 (QCG_RANK)");
+        return QCG_EINVAL;
+    }
+    if (!job_secret_valid(secret)) {
+        open_seterr("job secret %s: want 1-%d printable characters (QCG_JOB_SECRET)",
+                    secret ? "invalid" : "missing", LOCAL_SECRET_MAX - 1);
+        return QCG_EINVAL;
+    }
+    if (sock == NULL || *sock == '\0')
+        sock = QCG_DEFAULT_HELPER_SOCKET;
+    if (strlen(sock) >= sizeof(ctx->helper_path)) {
+        open_seterr("helper socket path too long");
+        return QCG_EINVAL;
+    }
+    strcpy(ctx->job, job);
+    strcpy(ctx->secret, secret);
+    strcpy(ctx->helper_path, sock);
+    return 0;
+}
+
+static int check_hello_ok(qcg_ctx *ctx, const struct local_hello_ok *ok)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+
+    if (ok->version != LOCAL_VERSION || ok->port_low == 0 || ok->port_low > ok->port_high ||
+        (inet_pton(AF_INET, ok->address, addr) != 1 &&
+         inet_pton(AF_INET6, ok->address, addr) != 1)) {
+        open_seterr("helper at %s sent an invalid HELLO_OK (version %u, ports %u-%u, "
+                    "address '%s')",
+                    ctx->helper_path, ok->version, ok->port_low, ok->port_high, ok->address);
+        return QCG_EPROTO;
+    }
+    strcpy(ctx->cluster, ok->cluster);
+    strcpy(ctx->node, ok->node);
+    strcpy(ctx->address, ok->address);
+    ctx->port_low = ok->port_low;
+    ctx->port_high = ok->port_high;
+    return 0;
+}
+
+static void ctx_free(qcg_ctx *ctx)
+{
+    if (ctx->helper_fd >= 0)
+        close(ctx->helper_fd);
+    if (ctx->listen_fd >= 0)
+        close(ctx->listen_fd);
+    if (ctx->accept_epfd >= 0)
+        close(ctx->accept_epfd);
+    if (ctx->incoming_evfd >= 0)
+        close(ctx->incoming_evfd);
+    for (int i = 0; i < ctx->n_incoming; i++)
+        close(ctx->incoming[i].fd);
+    lmsg_reader_reset(&ctx->ctl);
+    explicit_bzero(ctx->secret, sizeof(ctx->secret));
+    free(ctx);
+}
+
+QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
+{
+    struct local_hello hello;
+    struct lmsg_reader reply;
+    qcg_ctx *ctx;
+    int rc;
+
+    open_seterr("%s", "");
+    if (ctxp == NULL) {
+        open_seterr("ctx pointer is NULL");
+        return QCG_EINVAL;
+    }
+    *ctxp = NULL;
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return QCG_ENOMEM;
+    ctx->helper_fd = ctx->listen_fd = ctx->accept_epfd = ctx->incoming_evfd = -1;
+    ctx->next_request_id = 1;
+    lmsg_reader_init(&ctx->ctl);
+    if ((rc = ctx_identity(ctx, opts)) < 0)
+        goto fail;
+
+    ctx->helper_fd = unix_connect(ctx->helper_path, HELPER_HELLO_TIMEOUT_MS);
+    if (ctx->helper_fd < 0) {
+        open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path,
+                    strerror(errno));
+        rc = QCG_ENOHELPER;
+        goto fail;
+    }
+    memset(&hello, 0, sizeof(hello));
+    hello.version = LOCAL_VERSION;
+    hello.rank = ctx->rank;
+    strcpy(hello.job, ctx->job);
+    strcpy(hello.secret, ctx->secret);
+    rc = ctx_request(ctx, LOCAL_HELLO, &hello, HELPER_HELLO_TIMEOUT_MS, &reply);
+    explicit_bzero(&hello, sizeof(hello));
+    if (rc == 0 && reply.hdr.type != LOCAL_HELLO_OK) {
+        ctx_seterr(ctx, "helper answered HELLO with message type %u", reply.hdr.type);
+        rc = QCG_EPROTO;
+    }
+    if (rc < 0) {
+        open_seterr("helper at %s: %s", ctx->helper_path,
+                    ctx->last_error[0] ? ctx->last_error : qcg_strerror(rc));
+        goto fail;
+    }
+    if ((rc = check_hello_ok(ctx, &reply.payload.hello_ok)) < 0)
+        goto fail;
+    *ctxp = ctx;
+    return 0;
+fail:
+    ctx_free(ctx);
+    return rc;
+}
+
+QCG_EXPORT void qcg_close(qcg_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    if (ctx->published && ctx->helper_fd >= 0) {
+        struct lmsg_reader reply;
+
+        /* The helper withdraws on close anyway; asking first makes the
+           withdrawal reach the grid before we are gone. */
+        (void)ctx_request(ctx, LOCAL_WITHDRAW, NULL, HELPER_WITHDRAW_TIMEOUT_MS, &reply);
+    }
+    ctx_free(ctx);
+}
+
+int ctx_queue_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
+{
+    struct incoming *in;
+    uint64_t one = 1;
+
+    if (r->fd < 0) {
+        ctx_seterr(ctx, "helper sent INCOMING without a descriptor");
+        return QCG_EPROTO;
+    }
+    if (ctx->n_incoming == INCOMING_QUEUE_MAX) {
+        ctx_seterr(ctx, "too many incoming connections queued: one dropped");
+        lmsg_reader_reset(r);
+        return 0;
+    }
+    in = &ctx->incoming[ctx->n_incoming++];
+    in->fd = r->fd;
+    in->peer_rank = r->payload.incoming.peer_rank;
+    in->technique = r->payload.incoming.technique;
+    r->fd = -1;
+    if (ctx->incoming_evfd >= 0 && write(ctx->incoming_evfd, &one, sizeof(one)) < 0) {
+        /* Cannot overflow: at most INCOMING_QUEUE_MAX increments. */
+    }
+    return 0;
+}
+
+void ctx_helper_lost(qcg_ctx *ctx)
+{
+    if (ctx->helper_fd < 0)
+        return;
+    if (ctx->accept_epfd >= 0)
+        epoll_ctl(ctx->accept_epfd, EPOLL_CTL_DEL, ctx->helper_fd, NULL);
+    close(ctx->helper_fd);
+    ctx->helper_fd = -1;
+    ctx->published = false;
+    lmsg_reader_reset(&ctx->ctl);
+}
+
+int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
+                struct lmsg_reader *reply)
+{
+    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
+    uint32_t id;
+    int rc;
+
+    lmsg_reader_init(reply);
+    if (ctx->helper_fd < 0) {
+        ctx_seterr(ctx, "the connection to the helper is lost");
+        return QCG_ENOHELPER;
+    }
+    id = ctx->next_request_id++;
+    if (ctx->next_request_id == 0)
+        ctx->next_request_id = 1;
+    rc = lmsg_send(ctx->helper_fd, type, id, payload, deadline);
+    if (rc < 0) {
+        ctx_seterr(ctx, "sending to the helper: %s",
+                   rc == QCG_ESYS ? strerror(errno) : qcg_strerror(rc));
+        ctx_helper_lost(ctx);
+        return rc == QCG_ETIMEDOUT ? rc : QCG_ENOHELPER;
+    }
+    /* Bounded by the deadline; every pass either reads or waits. */
+    for (;;) {
+        rc = lmsg_read(ctx->helper_fd, &ctx->ctl);
+        if (rc == 0) {
+            int w = wait_fd(ctx->helper_fd, POLLIN, deadline);
+
+            if (w == 0) {
+                ctx_seterr(ctx, "no answer from the helper within %d ms", timeout_ms);
+                /* The late reply would be taken for the next one's. */
+                ctx_helper_lost(ctx);
+                return QCG_ETIMEDOUT;
+            }
+            if (w < 0) {
+                rc = QCG_ESYS;
+            } else {
+                continue;
+            }
+        }
+        if (rc < 0) {
+            ctx_seterr(ctx, "%s", rc == QCG_ENOHELPER ? "the helper closed the connection"
+                                  : rc == QCG_EPROTO  ? "the helper sent an invalid message"
+                                                      : strerror(errno));
+            ctx_helper_lost(ctx);
+            return rc == QCG_ESYS ? QCG_ENOHELPER : rc;
+        }
+        if (ctx->ctl.hdr.type == LOCAL_INCOMING && ctx->ctl.hdr.request_id == 0) {
+            rc = ctx_queue_incoming(ctx, &ctx->ctl);
+            lmsg_reader_reset(&ctx->ctl);
+            if (rc < 0) {
+                ctx_helper_lost(ctx);
+                return rc;
+            }
+            continue;
+        }
+        if (ctx->ctl.hdr.request_id != id) {
+            ctx_seterr(ctx, "the helper answered request %u, expected %u",
+                       ctx->ctl.hdr.request_id, id);
+            ctx_helper_lost(ctx);
+            return QCG_EPROTO;
+        }
+        *reply = ctx->ctl;
+        lmsg_reader_init(&ctx->ctl);
+        if (reply->hdr.type == LOCAL_ERROR) {
+            rc = reply->payload.error.code;
+            ctx_seterr(ctx, "%s", reply->payload.error.message);
+            if (rc >= 0 || rc < QCG_EPEER)
+                rc = QCG_EPROTO;
+            return rc;
+        }
+        return 0;
+    }
+}

@@ -1,0 +1,96 @@
+/* Error codes, technique names and the detail of a context's last failure. */
+#include <stdio.h>
+
+#include "internal.h"
+
+/* The detail of a failed qcg_open, which has no context to hold it. */
+static _Thread_local char open_error[QCG_ERRMSG_MAX];
+
+QCG_EXPORT const char *qcg_strerror(int err)
+{
+    switch (err) {
+    case QCG_OK:
+        return "success";
+    case QCG_EAGAIN:
+        return "operation in progress, try again";
+    case QCG_EINVAL:
+        return "invalid argument";
+    case QCG_ENOHELPER:
+        return "local qcg-helper not running or refused the connection";
+    case QCG_EPROTO:
+        return "protocol error";
+    case QCG_EDENIED:
+        return "permission denied (wrong job secret?)";
+    case QCG_ENOTFOUND:
+        return "no such rank in this job";
+    case QCG_EBUSY:
+        return "rank already published by another process";
+    case QCG_ETECHNIQUE:
+        return "the peer needs a connection technique that is not available";
+    case QCG_ETIMEDOUT:
+        return "timed out";
+    case QCG_EUPSTREAM:
+        return "grid services unreachable";
+    case QCG_ESYS:
+        return "system call failed";
+    case QCG_ENOMEM:
+        return "out of memory";
+    case QCG_EPEER:
+        return "the peer refused the connection or hung up";
+    }
+    return "unknown error";
+}
+
+QCG_EXPORT const char *qcg_technique_name(enum qcg_technique t)
+{
+    switch (t) {
+    case QCG_TECH_NONE:
+        return "none";
+    case QCG_TECH_DIRECT:
+        return "direct";
+    case QCG_TECH_REVERSED:
+        return "reversed";
+    case QCG_TECH_TRAVERSING:
+        return "traversing";
+    case QCG_TECH_HOLEPUNCH:
+        return "holepunch";
+    case QCG_TECH_PROXY:
+        return "proxy";
+    }
+    return "unknown";
+}
+
+QCG_EXPORT const char *qcg_last_error(const qcg_ctx *ctx)
+{
+    if (ctx == NULL)
+        return open_error;
+    return ctx->last_error;
+}
+
+void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
+    va_end(ap);
+}
+
+void ctx_clearerr(qcg_ctx *ctx)
+{
+    ctx->last_error[0] = '\0';
+}
+
+void open_seterr(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(open_error, sizeof(open_error), fmt, ap);
+    va_end(ap);
+}
+
+const char *open_lasterr(void)
+{
+    return open_error;
+}

@@ -1,0 +1,145 @@
+/* libqcgconn's internal structures, shared by its files and never installed. */
+#ifndef QCG_INTERNAL_H
+#define QCG_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "localproto.h"
+#include "qcgconn.h"
+
+/* Built with -fvisibility=hidden: only definitions marked so are exported. */
+#define QCG_EXPORT __attribute__((visibility("default")))
+
+#define QCG_ERRMSG_MAX 320
+#define QCG_DEFAULT_HELPER_SOCKET "/run/qcg/helper.sock"
+
+/* Bounded waits on the helper (ms). */
+#define HELPER_HELLO_TIMEOUT_MS 5000
+#define HELPER_PUBLISH_TIMEOUT_MS 15000
+#define HELPER_WITHDRAW_TIMEOUT_MS 2000
+/* How long qcg_accept waits for a connecting peer's handshake. */
+#define ACCEPT_HANDSHAKE_TIMEOUT_MS 2000
+/* Lookup retries while a rank is not yet published. */
+#define LOOKUP_BACKOFF_MIN_MS 20
+#define LOOKUP_BACKOFF_MAX_MS 500
+
+#define RECENT_NONCES 64
+#define INCOMING_QUEUE_MAX 16
+
+/* The largest payload any local message carries. */
+union local_any_payload {
+    struct local_hello hello;
+    struct local_hello_ok hello_ok;
+    struct local_publish publish;
+    struct local_lookup lookup;
+    struct local_plan plan;
+    struct local_error error;
+    struct local_incoming incoming;
+    struct local_status status;
+};
+
+/* Reassembles one local message from a stream socket, with the descriptor
+   that may travel with it. */
+struct lmsg_reader {
+    struct local_header hdr;
+    union local_any_payload payload;
+    size_t have;   /* bytes of header + payload received */
+    int fd;        /* descriptor received with this message, or -1 */
+};
+
+/* A descriptor the helper handed us (LOCAL_INCOMING) that qcg_accept has not
+   yet taken. */
+struct incoming {
+    int fd;
+    int32_t peer_rank;
+    uint32_t technique;
+};
+
+struct qcg_ctx {
+    char job[LOCAL_JOB_MAX];
+    int32_t rank;
+    char secret[LOCAL_SECRET_MAX];
+    char helper_path[108];
+
+    /* From HELLO_OK. */
+    char cluster[LOCAL_NAME_MAX];
+    char node[LOCAL_NAME_MAX];
+    char address[LOCAL_ADDR_MAX];
+    uint16_t port_low, port_high;
+
+    int helper_fd;              /* control connection (-1 once the helper is gone) */
+    uint32_t next_request_id;
+    struct lmsg_reader ctl;     /* partial unsolicited message on helper_fd */
+
+    int listen_fd;
+    uint16_t listen_port;
+    bool published;
+
+    int accept_epfd;            /* listener + helper_fd + incoming_evfd */
+    int incoming_evfd;          /* readable while incoming[] is not empty */
+    struct incoming incoming[INCOMING_QUEUE_MAX];
+    int n_incoming;
+
+    /* Nonces of recently accepted hellos: a replayed hello is refused. */
+    uint8_t recent_nonces[RECENT_NONCES][16];
+    unsigned nonce_next;
+
+    char last_error[QCG_ERRMSG_MAX];
+};
+
+/* error.c */
+void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctx_clearerr(qcg_ctx *ctx);
+/* The detail of the last qcg_open failure in this thread. */
+void open_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *open_lasterr(void);
+
+/* util.c */
+uint64_t now_us(void);
+int set_nonblocking(int fd, bool on);
+/* TCP_NODELAY always, keepalive (60/10/6) when remote_cluster differs. */
+int conn_set_options(int fd, bool keepalive);
+int random_bytes(void *buf, size_t len);
+/* Waits for events on fd until deadline_us (CLOCK_MONOTONIC): 1 ready,
+   0 timed out, -1 error. */
+int wait_fd(int fd, short events, uint64_t deadline_us);
+/* Reads/writes exactly len bytes before the deadline on a non-blocking fd.
+   0, QCG_ETIMEDOUT, QCG_EPEER (EOF) or QCG_ESYS (errno kept). */
+int read_full(int fd, void *buf, size_t len, uint64_t deadline_us);
+int write_full(int fd, const void *buf, size_t len, uint64_t deadline_us);
+/* Connects a new non-blocking, close-on-exec Unix socket to path, waiting at
+   most timeout_ms for room in the listener's backlog.  fd or -1 (errno). */
+int unix_connect(const char *path, int timeout_ms);
+
+/* lmsg.c: local messages. */
+void lmsg_reader_init(struct lmsg_reader *r);
+/* Closes a descriptor held by the reader. */
+void lmsg_reader_reset(struct lmsg_reader *r);
+/* Reads what is available: 1 = a whole checked message is in r, 0 = not yet
+   (EAGAIN), QCG_ENOHELPER on EOF, QCG_EPROTO on a bad message, QCG_ESYS. */
+int lmsg_read(int sock, struct lmsg_reader *r);
+/* Sends one message, waiting at most until deadline_us. */
+int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
+              uint64_t deadline_us);
+
+/* ctx.c: one request on the control connection, waiting for its reply (and
+   queueing any LOCAL_INCOMING met on the way).  Returns 0 with the reply in
+   *reply, the code of a LOCAL_ERROR (message in last_error), or an error. */
+int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
+                struct lmsg_reader *reply);
+/* Queues a LOCAL_INCOMING (taking r's descriptor). */
+int ctx_queue_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
+/* Control connection lost: stop watching it. */
+void ctx_helper_lost(qcg_ctx *ctx);
+
+/* listen.c */
+int ctx_accept_setup(qcg_ctx *ctx);
+
+/* Validation shared by qcg_open and tests. */
+bool job_id_valid(const char *job);
+bool job_secret_valid(const char *secret);
+
+#endif

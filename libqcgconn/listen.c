@@ -1,0 +1,152 @@
+/* qcg_listen: a TCP listener on a port of the node's range, published
+   through the helper. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Fills sa with address:port; its length, or 0 if address is not an IP. */
+static socklen_t make_sockaddr(struct sockaddr_storage *sa, const char *address, uint16_t port)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+
+    memset(sa, 0, sizeof(*sa));
+    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        return sizeof(*in4);
+    }
+    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        return sizeof(*in6);
+    }
+    return 0;
+}
+
+/* Binds the first free port of the range, starting at a random offset so
+   that the processes of a node do not all race for the same port. */
+static int bind_in_range(qcg_ctx *ctx)
+{
+    unsigned span = (unsigned)ctx->port_high - ctx->port_low + 1;
+    uint32_t start = 0;
+    int fd, one = 1, last_errno = 0;
+
+    if (random_bytes(&start, sizeof(start)) < 0)
+        start = (uint32_t)now_us();
+    start %= span;
+    for (unsigned i = 0; i < span; i++) {
+        uint16_t port = (uint16_t)(ctx->port_low + (start + i) % span);
+        struct sockaddr_storage sa;
+        socklen_t len = make_sockaddr(&sa, ctx->address, port);
+
+        fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            ctx_seterr(ctx, "socket: %s", strerror(errno));
+            return QCG_ESYS;
+        }
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
+            ctx_seterr(ctx, "SO_REUSEADDR: %s", strerror(errno));
+            close(fd);
+            return QCG_ESYS;
+        }
+        if (bind(fd, (struct sockaddr *)&sa, len) == 0 && listen(fd, SOMAXCONN) == 0) {
+            ctx->listen_fd = fd;
+            ctx->listen_port = port;
+            return 0;
+        }
+        last_errno = errno;
+        close(fd);
+        if (last_errno != EADDRINUSE)
+            break;
+    }
+    ctx_seterr(ctx, "cannot listen on %s, ports %u-%u: %s", ctx->address, ctx->port_low,
+               ctx->port_high, strerror(last_errno));
+    return QCG_ESYS;
+}
+
+static int epoll_add(int epfd, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int ctx_accept_setup(qcg_ctx *ctx)
+{
+    if (ctx->accept_epfd >= 0)
+        return 0;
+    ctx->accept_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->accept_epfd < 0)
+        goto fail;
+    ctx->incoming_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ctx->incoming_evfd < 0 || epoll_add(ctx->accept_epfd, ctx->incoming_evfd) < 0)
+        goto fail;
+    if (ctx->helper_fd >= 0 && epoll_add(ctx->accept_epfd, ctx->helper_fd) < 0)
+        goto fail;
+    /* Descriptors queued before the eventfd existed must wake the caller. */
+    if (ctx->n_incoming > 0) {
+        uint64_t one = 1;
+
+        if (write(ctx->incoming_evfd, &one, sizeof(one)) < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
+    if (ctx->incoming_evfd >= 0)
+        close(ctx->incoming_evfd);
+    if (ctx->accept_epfd >= 0)
+        close(ctx->accept_epfd);
+    ctx->incoming_evfd = ctx->accept_epfd = -1;
+    return QCG_ESYS;
+}
+
+QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
+{
+    struct local_publish pub;
+    struct lmsg_reader reply;
+    int rc;
+
+    if (ctx == NULL)
+        return QCG_EINVAL;
+    if (ctx->published)
+        return 0;
+    ctx_clearerr(ctx);
+    if (ctx->listen_fd < 0 && (rc = bind_in_range(ctx)) < 0)
+        return rc;
+    if ((rc = ctx_accept_setup(ctx)) < 0)
+        return rc;
+
+    memset(&pub, 0, sizeof(pub));
+    pub.port = ctx->listen_port;
+    rc = ctx_request(ctx, LOCAL_PUBLISH, &pub, HELPER_PUBLISH_TIMEOUT_MS, &reply);
+    if (rc == 0 && reply.hdr.type != LOCAL_OK) {
+        ctx_seterr(ctx, "helper answered PUBLISH with message type %u", reply.hdr.type);
+        rc = QCG_EPROTO;
+    }
+    if (rc < 0)
+        goto fail;
+    if (epoll_add(ctx->accept_epfd, ctx->listen_fd) < 0 && errno != EEXIST) {
+        ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
+        rc = QCG_ESYS;
+        goto fail;
+    }
+    ctx->published = true;
+    return 0;
+fail:
+    /* Not published: nobody may reach this listener, so do not keep it. */
+    if (ctx->listen_fd >= 0) {
+        epoll_ctl(ctx->accept_epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+        close(ctx->listen_fd);
+        ctx->listen_fd = -1;
+    }
+    return rc;
+}
