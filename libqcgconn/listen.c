@@ -150,3 +150,20 @@ fail:
     }
     return rc;
 }
+
+QCG_EXPORT int qcg_local_contact(const qcg_ctx *ctx, struct qcg_contact *contact)
+{
+    _Static_assert(sizeof(contact->cluster) >= LOCAL_NAME_MAX &&
+                       sizeof(contact->node) >= LOCAL_NAME_MAX &&
+                       sizeof(contact->address) >= LOCAL_ADDR_MAX,
+                   "struct qcg_contact holds the helper's names");
+
+    if (ctx == NULL || contact == NULL || ctx->listen_fd < 0 || !ctx->published)
+        return QCG_EINVAL;
+    memset(contact, 0, sizeof(*contact));
+    strcpy(contact->cluster, ctx->cluster);
+    strcpy(contact->node, ctx->node);
+    strcpy(contact->address, ctx->address);
+    contact->port = ctx->listen_port;
+    return 0;
+}

@@ -75,14 +75,20 @@ int qcg_open(qcg_ctx **ctx, const struct qcg_options *opts);
 int qcg_listen(qcg_ctx *ctx);
 
 /* Connects to `rank` of the same job, blocking up to timeout_ms.  Returns the
-   connected socket (caller owns it) or a negative error; info may be NULL. */
+   connected socket (caller owns it) or a negative error; info may be NULL.
+   Returned sockets (here, qcg_connect_finish, qcg_accept) are ordinary
+   blocking TCP sockets with TCP_NODELAY (and keepalive across clusters). */
 int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info);
 
 /* Non-blocking connect: starts it and returns 0 with *op set (caller frees it
    with qcg_connect_free).  qcg_connect_pollfd(op) becomes readable whenever
    progress is possible; then call qcg_connect_finish, which returns the
    connected socket (>= 0), QCG_EAGAIN while in progress, or an error.  The
-   descriptor stays the same for the whole operation. */
+   descriptor stays the same for the whole operation.  Once timeout_ms has
+   passed, qcg_connect_finish returns QCG_ETIMEDOUT (the descriptor is also
+   made readable then, but callers should poll with a timeout anyway).  While
+   the peer's rank is not yet published the lookup is retried until then.
+   Finish or free every operation before qcg_close of its context. */
 int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **op);
 int qcg_connect_pollfd(const qcg_connect_op *op);
 int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info);
@@ -95,12 +101,24 @@ void qcg_connect_free(qcg_connect_op *op);
 int qcg_accept_pollfd(const qcg_ctx *ctx);
 int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info);
 
+/* Where this context listens (valid after qcg_listen): the node's cluster,
+   node name, address and the listening port.  0, or QCG_EINVAL before
+   qcg_listen.  (Added for tools that print the contact.) */
+struct qcg_contact {
+    char cluster[64];
+    char node[64];
+    char address[48];
+    uint16_t port;
+};
+int qcg_local_contact(const qcg_ctx *ctx, struct qcg_contact *contact);
+
 /* Withdraws the contact, closes the listener and the helper connection, frees
    ctx.  Connections already returned stay open. */
 void qcg_close(qcg_ctx *ctx);
 
 const char *qcg_strerror(int err);
-/* The detail of the last failure of an operation on ctx ("" if none). */
+/* The detail of the last failure of an operation on ctx ("" if none).  With
+   ctx NULL: the detail of this thread's last failed qcg_open. */
 const char *qcg_last_error(const qcg_ctx *ctx);
 const char *qcg_technique_name(enum qcg_technique t);
 

@@ -1,0 +1,364 @@
+/* qcg-cat: netcat over libqcgconn.
+ *
+ *   qcg-cat [options] listen          accept one connection, copy it to stdout
+ *   qcg-cat [options] connect PEER    copy stdin to rank PEER
+ *
+ * Options may come before or after the subcommand. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qcgconn.h"
+
+#define COPY_BUF (256 * 1024)
+
+struct cat_opts {
+    struct qcg_options q;
+    int timeout_s;      /* 0 = forever */
+    bool json;
+    const char *command;
+    const char *peer;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: qcg-cat [options] listen\n"
+            "       qcg-cat [options] connect PEER\n"
+            "\n"
+            "listen: publish this rank, accept one connection, copy it to stdout.\n"
+            "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
+            "\n"
+            "options (before or after the subcommand):\n"
+            "  --job ID        job id (default $QCG_JOB)\n"
+            "  --rank N        this process's rank (default $QCG_RANK)\n"
+            "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
+            "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
+            "/run/qcg/helper.sock)\n"
+            "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
+            "  --json          progress lines on stderr as JSON objects\n"
+            "  --help          this text\n");
+}
+
+static int parse_int(const char *s, int min, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > INT_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* 0 = run, 1 = --help shown, -1 = usage error (message printed). */
+static int parse_args(int argc, char **argv, struct cat_opts *o)
+{
+    static const char *const with_value[] = {"--job", "--rank", "--secret", "--helper",
+                                             "--timeout"};
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL;
+        char name[32];
+        size_t nlen;
+
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            if (o->command == NULL) {
+                o->command = arg;
+            } else if (o->peer == NULL && strcmp(o->command, "connect") == 0) {
+                o->peer = arg;
+            } else {
+                fprintf(stderr, "qcg-cat: unexpected argument '%s'\n", arg);
+                return -1;
+            }
+            continue;
+        }
+        if (strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        nlen = strcspn(arg, "=");
+        if (nlen >= sizeof(name)) {
+            fprintf(stderr, "qcg-cat: unknown option '%s'\n", arg);
+            return -1;
+        }
+        memcpy(name, arg, nlen);
+        name[nlen] = '\0';
+        bool known = false;
+        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+            known = known || strcmp(name, with_value[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "qcg-cat: unknown option '%s' (see --help)\n", arg);
+            return -1;
+        }
+        if (arg[nlen] == '=') {
+            val = arg + nlen + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            fprintf(stderr, "qcg-cat: option %s needs a value\n", name);
+            return -1;
+        }
+        if (strcmp(name, "--job") == 0) {
+            o->q.job = val;
+        } else if (strcmp(name, "--secret") == 0) {
+            o->q.secret = val;
+        } else if (strcmp(name, "--helper") == 0) {
+            o->q.helper_socket = val;
+        } else if (strcmp(name, "--rank") == 0) {
+            if (parse_int(val, 0, &o->q.rank) < 0) {
+                fprintf(stderr, "qcg-cat: --rank: want a number >= 0, not '%s'\n", val);
+                return -1;
+            }
+        } else if (parse_int(val, 0, &o->timeout_s) < 0) {
+            fprintf(stderr, "qcg-cat: --timeout: want seconds >= 0, not '%s'\n", val);
+            return -1;
+        }
+    }
+    if (o->command == NULL) {
+        usage(stderr);
+        return -1;
+    }
+    if (strcmp(o->command, "listen") != 0 && strcmp(o->command, "connect") != 0) {
+        fprintf(stderr, "qcg-cat: unknown command '%s' (listen or connect)\n", o->command);
+        return -1;
+    }
+    if (strcmp(o->command, "connect") == 0 && o->peer == NULL) {
+        fprintf(stderr, "qcg-cat: connect needs the peer's rank\n");
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ms left before deadline (0 = none: -1 for poll). */
+static int left_ms(uint64_t deadline)
+{
+    uint64_t now;
+
+    if (deadline == 0)
+        return -1;
+    now = now_ms();
+    if (now >= deadline)
+        return 0;
+    return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Copies from -> to until EOF; bytes copied, or -1 (errno; *which says
+   whether reading or writing failed). */
+static long long copy(int from, int to, char *buf, const char **which)
+{
+    long long total = 0;
+
+    for (;;) {
+        ssize_t n = read(from, buf, COPY_BUF);
+
+        if (n == 0)
+            return total;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *which = "read";
+            return -1;
+        }
+        if (write_all(to, buf, (size_t)n) < 0) {
+            *which = "write";
+            return -1;
+        }
+        total += n;
+    }
+}
+
+static void report(const struct cat_opts *o, const char *event, const struct qcg_conn_info *info,
+                   long long bytes)
+{
+    const char *tech = qcg_technique_name(info->technique);
+
+    if (o->json)
+        fprintf(stderr,
+                "{\"event\":\"%s\",\"peer\":%d,\"technique\":\"%s\",\"setup_us\":%llu,"
+                "\"bytes\":%lld}\n",
+                event, info->peer_rank, tech, (unsigned long long)info->setup_us, bytes);
+    else if (bytes < 0)
+        fprintf(stderr, "qcg-cat: %s rank %d (%s, setup %llu us)\n", event, info->peer_rank,
+                tech, (unsigned long long)info->setup_us);
+    else
+        fprintf(stderr, "qcg-cat: %s rank %d (%s, setup %llu us): %lld bytes\n", event,
+                info->peer_rank, tech, (unsigned long long)info->setup_us, bytes);
+}
+
+static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
+{
+    struct qcg_contact me;
+    struct qcg_conn_info info = {0};
+    uint64_t deadline = o->timeout_s ? now_ms() + (uint64_t)o->timeout_s * 1000u : 0;
+    const char *which = "";
+    long long bytes;
+    int rc, fd = -1;
+
+    rc = qcg_listen(ctx);
+    if (rc < 0) {
+        fprintf(stderr, "qcg-cat: listen: %s: %s\n", qcg_strerror(rc), qcg_last_error(ctx));
+        return 1;
+    }
+    if (qcg_local_contact(ctx, &me) == 0) {
+        if (o->json)
+            fprintf(stderr,
+                    "{\"event\":\"listening\",\"rank\":%d,\"cluster\":\"%s\",\"node\":\"%s\","
+                    "\"address\":\"%s\",\"port\":%u}\n",
+                    o->q.rank, me.cluster, me.node, me.address, me.port);
+        else
+            fprintf(stderr, "qcg-cat: rank %d listening on %s port %u (cluster %s, node %s)\n",
+                    o->q.rank, me.address, me.port, me.cluster, me.node);
+    }
+
+    /* Bounded by --timeout (unless 0); refused peers only restart the wait. */
+    while (fd < 0) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(ctx), .events = POLLIN};
+        int ms = left_ms(deadline), n;
+
+        if (ms == 0) {
+            fprintf(stderr, "qcg-cat: listen: %s: no connection within %d s\n",
+                    qcg_strerror(QCG_ETIMEDOUT), o->timeout_s);
+            return 1;
+        }
+        n = poll(&p, 1, ms);
+        if (n < 0 && errno != EINTR) {
+            fprintf(stderr, "qcg-cat: poll: %s\n", strerror(errno));
+            return 1;
+        }
+        if (n <= 0)
+            continue;
+        fd = qcg_accept(ctx, &info);
+        if (fd == QCG_EAGAIN) {
+            if (qcg_last_error(ctx)[0] != '\0' && !o->json)
+                fprintf(stderr, "qcg-cat: %s\n", qcg_last_error(ctx));
+            fd = -1;
+            continue;
+        }
+        if (fd < 0) {
+            fprintf(stderr, "qcg-cat: accept: %s: %s\n", qcg_strerror(fd), qcg_last_error(ctx));
+            return 1;
+        }
+    }
+    report(o, "accepted", &info, -1);
+    bytes = copy(fd, STDOUT_FILENO, buf, &which);
+    close(fd);
+    if (bytes < 0) {
+        fprintf(stderr, "qcg-cat: %s: %s\n", which, strerror(errno));
+        return 1;
+    }
+    report(o, "done", &info, bytes);
+    return 0;
+}
+
+static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
+{
+    struct qcg_conn_info info = {0};
+    int peer, fd, timeout_ms;
+    const char *which = "";
+    long long bytes, back;
+
+    if (parse_int(o->peer, 0, &peer) < 0) {
+        fprintf(stderr, "qcg-cat: connect: the peer's rank must be a number >= 0, not '%s'\n",
+                o->peer);
+        return 2;
+    }
+    timeout_ms = o->timeout_s == 0 || o->timeout_s > INT_MAX / 1000 ? INT_MAX
+                                                                     : o->timeout_s * 1000;
+    fd = qcg_connect(ctx, peer, timeout_ms, &info);
+    if (fd < 0) {
+        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, qcg_strerror(fd),
+                qcg_last_error(ctx));
+        return 1;
+    }
+    if (!o->json)
+        report(o, "connected to", &info, -1);
+    bytes = copy(STDIN_FILENO, fd, buf, &which);
+    if (bytes < 0) {
+        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, which, strerror(errno));
+        close(fd);
+        return 1;
+    }
+    /* The peer closes once it has read everything: that is our receipt. */
+    shutdown(fd, SHUT_WR);
+    back = copy(fd, STDOUT_FILENO, buf, &which);
+    close(fd);
+    if (back < 0) {
+        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, which, strerror(errno));
+        return 1;
+    }
+    report(o, "sent", &info, bytes);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct cat_opts o = {.q = {.rank = -1}, .timeout_s = 30};
+    qcg_ctx *ctx = NULL;
+    char *buf;
+    int rc;
+
+    rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    signal(SIGPIPE, SIG_IGN);
+
+    rc = qcg_open(&ctx, &o.q);
+    if (rc < 0) {
+        fprintf(stderr, "qcg-cat: open: %s: %s\n", qcg_strerror(rc), qcg_last_error(NULL));
+        return 1;
+    }
+    if (o.q.rank < 0 && getenv("QCG_RANK") != NULL)
+        o.q.rank = atoi(getenv("QCG_RANK"));
+    buf = malloc(COPY_BUF);
+    if (buf == NULL) {
+        fprintf(stderr, "qcg-cat: out of memory\n");
+        qcg_close(ctx);
+        return 1;
+    }
+    if (strcmp(o.command, "listen") == 0)
+        rc = do_listen(&o, ctx, buf);
+    else
+        rc = do_connect(&o, ctx, buf);
+    free(buf);
+    qcg_close(ctx);
+    return rc;
+}
