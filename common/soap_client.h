@@ -21,8 +21,11 @@ struct soap_client_config {
 /* A new client context; NULL with a reason in err.  The caller owns it. */
 struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, size_t errlen);
 void soap_client_free(struct soap *soap);
-/* Before a long-poll of `wait` seconds: the receive timeout must exceed it. */
+/* Before a long-poll of `wait` seconds: the receive timeout must exceed it.
+   wait_seconds = 0 restores the ordinary timeouts (soap_pool_put does). */
 void soap_client_set_wait(struct soap *soap, int wait_seconds);
+/* The URL the context was made for (owned by the context). */
+const char *soap_client_url(struct soap *soap);
 /* Frees what the last call allocated (soap_destroy + soap_end). */
 void soap_client_reset(struct soap *soap);
 

@@ -37,6 +37,10 @@ int soap_server_run(struct soap_server *srv);
 /* Async-signal-safe: the accept loop notices within a second; open connections
    are closed at their next request or timeout and run() waits for them. */
 void soap_server_stop(struct soap_server *srv);
+/* Optional: called by run() in its own thread once it stops accepting, before
+   it waits for the connections; a daemon closes its long-poll queues here
+   (cmdqueue_close) so waiting operations return at once. */
+void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg);
 void soap_server_free(struct soap_server *srv);
 /* The port actually bound (useful when the config said 0). */
 int soap_server_port(const struct soap_server *srv);

@@ -1,0 +1,326 @@
+/*
+ * gSOAP clients towards an upstream service: mutual TLS (the server's
+ * certificate must name the host dialled), the same size limits as the server,
+ * keep-alive, and a small pool for daemons that call upstream from several
+ * threads.
+ */
+#include "soap_client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "soapH.h"
+
+#define CLIENT_RECV_MAXLENGTH (1024 * 1024)
+#define CLIENT_MAXLENGTH (64 * 1024)
+#define CLIENT_MAXOCCURS 1000
+#define CLIENT_MAXLEVEL 32
+/* A long-poll answer may take the whole wait; the receive timeout gets this
+   much on top (docs/architecture.md: waitSeconds + 10). */
+#define CLIENT_WAIT_MARGIN 10
+
+/* What a client context remembers of its configuration (soap->user). */
+struct client_info {
+    char *url;
+    int io_timeout;
+};
+
+static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
+
+static void ssl_init(void)
+{
+    soap_ssl_init();
+}
+
+static void error_text(struct soap *soap, char *buf, size_t len)
+{
+    soap_set_fault(soap);
+    const char *s = soap_fault_string(soap);
+    const char *d = soap_fault_detail(soap);
+    snprintf(buf, len, "%s%s%s", s ? s : "unknown error", d && *d ? ": " : "", d && *d ? d : "");
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+}
+
+static void set_timeouts(struct soap *soap, int io_timeout, int wait)
+{
+    int recv = wait > 0 ? wait + CLIENT_WAIT_MARGIN : io_timeout;
+    if (recv < io_timeout)
+        recv = io_timeout;
+    soap->send_timeout = io_timeout;
+    soap->recv_timeout = recv;
+    /* The whole exchange: sending, the server's wait, receiving. */
+    soap->transfer_timeout = recv + 2 * io_timeout;
+}
+
+struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, size_t errlen)
+{
+    char msg[256];
+    if (cfg->url == NULL || strncmp(cfg->url, "https://", 8) != 0) {
+        snprintf(err, errlen, "upstream URL \"%.100s\" does not start with https://",
+                 cfg->url ? cfg->url : "");
+        return NULL;
+    }
+    if (cfg->tls.ca == NULL || cfg->tls.certkey == NULL) {
+        snprintf(err, errlen, "TLS: the CA file and the certificate/key file are required");
+        return NULL;
+    }
+    if (access(cfg->tls.ca, R_OK) < 0) {
+        snprintf(err, errlen, "CA file %s: %s", cfg->tls.ca, strerror(errno));
+        return NULL;
+    }
+    if (access(cfg->tls.certkey, R_OK) < 0) {
+        snprintf(err, errlen, "certificate file %s: %s", cfg->tls.certkey, strerror(errno));
+        return NULL;
+    }
+    pthread_once(&ssl_once, ssl_init);
+
+    struct client_info *info = calloc(1, sizeof(*info));
+    struct soap *soap = soap_new1(SOAP_IO_KEEPALIVE | SOAP_XML_STRICT | SOAP_C_UTFSTRING);
+    if (info == NULL || soap == NULL || (info->url = strdup(cfg->url)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(info);
+        if (soap)
+            soap_free(soap);
+        return NULL;
+    }
+    info->io_timeout = cfg->io_timeout > 0 ? cfg->io_timeout : 10;
+    soap->user = info;
+    soap->connect_timeout = cfg->connect_timeout > 0 ? cfg->connect_timeout : 10;
+    set_timeouts(soap, info->io_timeout, 0);
+    soap->recv_maxlength = CLIENT_RECV_MAXLENGTH;
+    soap->maxlength = CLIENT_MAXLENGTH;
+    soap->maxoccurs = CLIENT_MAXOCCURS;
+    soap->maxlevel = CLIENT_MAXLEVEL;
+    soap->socket_flags = MSG_NOSIGNAL;
+
+    if (soap_ssl_client_context(soap,
+                                SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 |
+                                    SOAP_TLSv1_3,
+                                cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL)) {
+        error_text(soap, msg, sizeof(msg));
+        snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
+        soap_client_free(soap);
+        return NULL;
+    }
+    return soap;
+}
+
+void soap_client_free(struct soap *soap)
+{
+    if (soap == NULL)
+        return;
+    struct client_info *info = soap->user;
+    soap_destroy(soap);
+    soap_end(soap);
+    soap_free(soap);
+    if (info) {
+        free(info->url);
+        free(info);
+    }
+}
+
+const char *soap_client_url(struct soap *soap)
+{
+    struct client_info *info = soap ? soap->user : NULL;
+    return info ? info->url : NULL;
+}
+
+void soap_client_set_wait(struct soap *soap, int wait_seconds)
+{
+    struct client_info *info = soap->user;
+    set_timeouts(soap, info ? info->io_timeout : 10, wait_seconds);
+}
+
+void soap_client_reset(struct soap *soap)
+{
+    soap_destroy(soap);
+    soap_end(soap);
+}
+
+/* "qcg:denied" -> "denied".  gSOAP rewrites the prefix to the one our
+   namespace table gives urn:qcg-connect:1, or to the quoted URI when the
+   namespace is unknown; both are accepted, anything else is no qcg subcode. */
+static const char *qcg_subcode(const char *code)
+{
+    static const char *const prefixes[] = {"qcg:", "\"urn:qcg-connect:1\":"};
+    if (code == NULL)
+        return "";
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (strncmp(code, prefixes[i], n) == 0)
+            return code + n;
+    }
+    return "";
+}
+
+enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
+                                  char *msg, size_t msg_len)
+{
+    if (subcode && subcode_len)
+        subcode[0] = '\0';
+    if (msg && msg_len)
+        msg[0] = '\0';
+    if (rc == SOAP_OK)
+        return CALL_OK;
+
+    char text[512];
+    if (rc == SOAP_FAULT) {
+        const char *code = soap_fault_subcode(soap);
+        const char *s = soap_fault_string(soap);
+        if (subcode && subcode_len)
+            snprintf(subcode, subcode_len, "%s", qcg_subcode(code));
+        snprintf(text, sizeof(text), "%s", s ? s : "fault without a reason");
+        for (char *p = text; *p; p++)
+            if ((unsigned char)*p < 0x20)
+                *p = ' ';
+        if (msg && msg_len)
+            snprintf(msg, msg_len, "%s", text);
+        return CALL_FAULT;
+    }
+
+    /* Everything else leaves the connection in an unknown state: the caller
+       reconnects and retries later. */
+    if (rc == SOAP_EOF && soap->errnum == 0)
+        snprintf(text, sizeof(text), "connection closed or timed out");
+    else
+        error_text(soap, text, sizeof(text));
+    if (msg && msg_len)
+        snprintf(msg, msg_len, "%s", text);
+    soap_closesock(soap);
+    return CALL_UNREACHABLE;
+}
+
+/* The pool: contexts are made on first need, at most size of them. */
+struct soap_pool {
+    struct soap_client_config cfg;   /* strings owned by the pool */
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    int size;
+    int created;
+    struct soap **idle;              /* stack of created, unused contexts */
+    int nidle;
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, char *err,
+                                size_t errlen)
+{
+    if (size < 1)
+        size = 1;
+    struct soap_pool *pool = calloc(1, sizeof(*pool));
+    if (pool == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pool->cfg = *cfg;
+    pool->cfg.url = dup_or_null(cfg->url);
+    pool->cfg.tls.ca = dup_or_null(cfg->tls.ca);
+    pool->cfg.tls.certkey = dup_or_null(cfg->tls.certkey);
+    pool->size = size;
+    pool->idle = calloc((size_t)size, sizeof(*pool->idle));
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&pool->freed, &attr);
+    pthread_condattr_destroy(&attr);
+    if (pool->idle == NULL || (cfg->url && !pool->cfg.url) || (cfg->tls.ca && !pool->cfg.tls.ca) ||
+        (cfg->tls.certkey && !pool->cfg.tls.certkey)) {
+        snprintf(err, errlen, "out of memory");
+        soap_pool_free(pool);
+        return NULL;
+    }
+    /* The first context is made now so a bad URL or TLS file is a start-up
+       error, and so soap_pool_get always has one to wait for. */
+    struct soap *first = soap_client_new(&pool->cfg, err, errlen);
+    if (first == NULL) {
+        soap_pool_free(pool);
+        return NULL;
+    }
+    pool->idle[pool->nidle++] = first;
+    pool->created = 1;
+    return pool;
+}
+
+struct soap *soap_pool_get(struct soap_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        if (pool->nidle > 0) {
+            struct soap *soap = pool->idle[--pool->nidle];
+            pthread_mutex_unlock(&pool->lock);
+            return soap;
+        }
+        if (pool->created < pool->size) {
+            pool->created++;
+            pthread_mutex_unlock(&pool->lock);
+            char err[256];
+            struct soap *soap = soap_client_new(&pool->cfg, err, sizeof(err));
+            if (soap)
+                return soap;
+            log_warnx("new upstream context: %s", err);
+            pthread_mutex_lock(&pool->lock);
+            pool->created--;
+            /* Fall through and wait for one of the existing contexts. */
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 10;
+        if (pthread_cond_timedwait(&pool->freed, &pool->lock, &ts) == ETIMEDOUT)
+            log_warnx("all %d upstream contexts busy for 10 s; still waiting", pool->created);
+    }
+}
+
+void soap_pool_put(struct soap_pool *pool, struct soap *soap, int broken)
+{
+    if (soap == NULL)
+        return;
+    soap_client_reset(soap);
+    soap_client_set_wait(soap, 0);
+    if (broken)
+        soap_closesock(soap);
+    pthread_mutex_lock(&pool->lock);
+    if (pool->nidle < pool->size) {
+        pool->idle[pool->nidle++] = soap;
+        soap = NULL;
+    }
+    pthread_cond_signal(&pool->freed);
+    pthread_mutex_unlock(&pool->lock);
+    if (soap) { /* more puts than gets: a caller bug, but no reason to leak */
+        log_warnx("context returned to a full pool: freed");
+        soap_client_free(soap);
+    }
+}
+
+void soap_pool_free(struct soap_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    for (int i = 0; i < pool->nidle; i++)
+        soap_client_free(pool->idle[i]);
+    pthread_cond_destroy(&pool->freed);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->idle);
+    free((char *)pool->cfg.url);
+    free((char *)pool->cfg.tls.ca);
+    free((char *)pool->cfg.tls.certkey);
+    free(pool);
+}
+
+const char *soap_pool_url(const struct soap_pool *pool)
+{
+    return pool->cfg.url;
+}

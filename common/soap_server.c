@@ -1,0 +1,488 @@
+/*
+ * The mutual-TLS gSOAP server shared by the broker and the frontend.
+ *
+ * One accept loop (soap_server_run) and one detached thread per connection,
+ * at most max_connections at once.  gSOAP's defaults are unsafe (no timeouts,
+ * 2 GB messages, gzip bombs): every limit from ../shared/notes/gsoap.md is set
+ * on the master context and inherited by the per-connection copies.
+ */
+#include "soap_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "soapH.h"
+
+/* Generated from qcg.wsdl into the qcgsoap library. */
+const char *qcg_wsdl_text(void);
+
+#define SERVER_BACKLOG 128
+#define SERVER_IO_TIMEOUT 10        /* seconds a send or recv may stall */
+#define SERVER_TRANSFER_TIMEOUT 30  /* seconds for a whole message */
+#define SERVER_RECV_MAXLENGTH (1024 * 1024)
+#define SERVER_MAXLENGTH (64 * 1024)
+#define SERVER_MAXOCCURS 1000
+#define SERVER_MAXLEVEL 32
+#define SERVER_MAX_KEEP_ALIVE 10000 /* requests per connection before it is recycled */
+/* How long run() waits for connection threads after a stop: long enough for a
+   stalled peer to hit the I/O timeout, bounded so a stop always completes. */
+#define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
+
+struct conn;
+
+struct soap_server {
+    struct soap *master;
+    int port;
+    int max_connections;
+    void *user;
+    volatile sig_atomic_t stop;
+    void (*on_stop)(void *);
+    void *on_stop_arg;
+    int (*orig_parsehdr)(struct soap *, const char *, const char *);
+    int (*orig_closesocket)(struct soap *, SOAP_SOCKET);
+
+    pthread_mutex_t lock; /* protects what follows */
+    pthread_cond_t changed;
+    int active;           /* connection threads alive */
+    struct conn *conns;   /* their list, to cut them off at stop */
+};
+
+/* One accepted connection; soap->user of its context points here. */
+struct conn {
+    struct soap_server *server;
+    struct soap *soap;
+    struct identity identity;
+    int fd;               /* -1 once closed; guarded by server->lock */
+    char peer[64];
+    struct conn *prev, *next;
+};
+
+static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
+
+static void ssl_init(void)
+{
+    soap_ssl_init();
+}
+
+/* One-line text for the error held in soap (for logs and err buffers). */
+static void error_text(struct soap *soap, char *buf, size_t len)
+{
+    soap_set_fault(soap);
+    const char *s = soap_fault_string(soap);
+    const char *d = soap_fault_detail(soap);
+    snprintf(buf, len, "%s%s%s", s ? s : "unknown error", d && *d ? ": " : "", d && *d ? d : "");
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = ' ';
+}
+
+static struct conn *conn_of(struct soap *soap)
+{
+    return soap ? (struct conn *)soap->user : NULL;
+}
+
+/* Requests must arrive uncompressed: gSOAP would otherwise inflate a gzip body
+   before any size limit applies (a gzip bomb). */
+static int parse_header(struct soap *soap, const char *key, const char *val)
+{
+    struct conn *c = conn_of(soap);
+    if (strcasecmp(key, "Content-Encoding") == 0 && strcasecmp(val, "identity") != 0) {
+        log_warnx("%s: refused a request with Content-Encoding \"%.32s\"", c ? c->peer : "?", val);
+        return 415; /* HTTP Unsupported Media Type */
+    }
+    return c->server->orig_parsehdr(soap, key, val);
+}
+
+/* Closing goes through here so that a stop never shuts down a descriptor
+   number that was already closed and reused. */
+static int close_socket(struct soap *soap, SOAP_SOCKET fd)
+{
+    struct conn *c = conn_of(soap);
+    pthread_mutex_lock(&c->server->lock);
+    if (c->fd == fd)
+        c->fd = -1;
+    int rc = c->server->orig_closesocket(soap, fd);
+    pthread_mutex_unlock(&c->server->lock);
+    return rc;
+}
+
+/* After each request: end keep-alive once the server is stopping. */
+static int serve_loop(struct soap *soap)
+{
+    struct conn *c = conn_of(soap);
+    if (c && c->server->stop)
+        soap->keep_alive = 0;
+    /* Each request's data is freed before the next one on the connection. */
+    soap_destroy(soap);
+    soap_end(soap);
+    return SOAP_OK;
+}
+
+/* GET /?wsdl (or /wsdl): the service description, generated from qcg_service.h. */
+static int serve_get(struct soap *soap)
+{
+    const char *q = strchr(soap->path, '?');
+    if (!((q && strcmp(q + 1, "wsdl") == 0) || strcmp(soap->path, "/wsdl") == 0))
+        return 404;
+    const char *wsdl = qcg_wsdl_text();
+    soap->http_content = "text/xml; charset=utf-8";
+    if (soap_response(soap, SOAP_FILE) || soap_send_raw(soap, wsdl, strlen(wsdl)) ||
+        soap_end_send(soap))
+        return soap_closesock(soap);
+    return SOAP_OK;
+}
+
+static void peer_text(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char addr[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+            port = ntohs(in->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+            port = ntohs(in6->sin6_port);
+        }
+    }
+    snprintf(buf, len, "%s:%d", addr, port);
+}
+
+static void *conn_main(void *arg)
+{
+    struct conn *c = arg;
+    struct soap *soap = c->soap;
+    char msg[256];
+
+    if (soap_ssl_accept(soap) != SOAP_OK) {
+        error_text(soap, msg, sizeof(msg));
+        log_warnx("%s: TLS handshake failed: %s", c->peer, msg);
+    } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
+        log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
+    } else {
+        log_debug("%s: connection from %s %s", c->peer, role_name(c->identity.role),
+                  c->identity.name);
+        int rc = soap_serve(soap);
+        if (rc != SOAP_OK && rc != SOAP_EOF) {
+            error_text(soap, msg, sizeof(msg));
+            log_info("%s: %s %s: connection ended: %s", c->peer, role_name(c->identity.role),
+                     c->identity.name, msg);
+        }
+    }
+    soap_destroy(soap);
+    soap_end(soap);
+    soap_free(soap);
+
+    struct soap_server *srv = c->server;
+    pthread_mutex_lock(&srv->lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->active--;
+    pthread_cond_broadcast(&srv->changed);
+    pthread_mutex_unlock(&srv->lock);
+    free(c);
+    return NULL;
+}
+
+struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *err, size_t errlen)
+{
+    char msg[256];
+    if (cfg->tls.ca == NULL || cfg->tls.certkey == NULL) {
+        snprintf(err, errlen, "TLS: the CA file and the certificate/key file are required");
+        return NULL;
+    }
+    if (access(cfg->tls.ca, R_OK) < 0) {
+        snprintf(err, errlen, "CA file %s: %s", cfg->tls.ca, strerror(errno));
+        return NULL;
+    }
+    if (access(cfg->tls.certkey, R_OK) < 0) {
+        snprintf(err, errlen, "certificate file %s: %s", cfg->tls.certkey, strerror(errno));
+        return NULL;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        snprintf(err, errlen, "port %d is not in 0..65535", cfg->port);
+        return NULL;
+    }
+    pthread_once(&ssl_once, ssl_init);
+
+    struct soap_server *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    srv->max_connections = cfg->max_connections > 0 ? cfg->max_connections : 64;
+    srv->user = cfg->user;
+    pthread_mutex_init(&srv->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->changed, &attr);
+    pthread_condattr_destroy(&attr);
+
+    struct soap *m = soap_new1(SOAP_IO_KEEPALIVE | SOAP_XML_STRICT | SOAP_C_UTFSTRING);
+    if (m == NULL) {
+        snprintf(err, errlen, "out of memory");
+        soap_server_free(srv);
+        return NULL;
+    }
+    srv->master = m;
+    m->user = NULL; /* set per connection */
+    m->recv_timeout = SERVER_IO_TIMEOUT;
+    m->send_timeout = SERVER_IO_TIMEOUT;
+    m->transfer_timeout = SERVER_TRANSFER_TIMEOUT;
+    m->recv_maxlength = SERVER_RECV_MAXLENGTH;
+    m->maxlength = SERVER_MAXLENGTH;
+    m->maxoccurs = SERVER_MAXOCCURS;
+    m->maxlevel = SERVER_MAXLEVEL;
+    m->max_keep_alive = SERVER_MAX_KEEP_ALIVE;
+    m->accept_timeout = 1;
+    m->socket_flags = MSG_NOSIGNAL;
+    m->bind_flags = SO_REUSEADDR;
+    m->fget = serve_get;
+    m->fserveloop = serve_loop;
+    srv->orig_parsehdr = m->fparsehdr;
+    srv->orig_closesocket = m->fclosesocket;
+
+    if (soap_ssl_server_context(m,
+                                SOAP_SSL_REQUIRE_CLIENT_AUTHENTICATION |
+                                    SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
+                                cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL, NULL,
+                                "qcg-connect")) {
+        error_text(m, msg, sizeof(msg));
+        snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
+        soap_server_free(srv);
+        return NULL;
+    }
+
+    const char *host = cfg->listen_addr && cfg->listen_addr[0] ? cfg->listen_addr : NULL;
+    if (!soap_valid_socket(soap_bind(m, host, cfg->port, SERVER_BACKLOG))) {
+        error_text(m, msg, sizeof(msg));
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", host ? host : "*", cfg->port, msg);
+        soap_server_free(srv);
+        return NULL;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(m->master, (struct sockaddr *)&ss, &sl) == 0)
+        srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    else
+        srv->port = cfg->port;
+    return srv;
+}
+
+/* Waits (bounded) until a connection slot is free; 0 once stopping. */
+static int wait_for_slot(struct soap_server *srv)
+{
+    pthread_mutex_lock(&srv->lock);
+    bool warned = false;
+    while (srv->active >= srv->max_connections && !srv->stop) {
+        if (!warned) {
+            log_warnx("%d connections open: not accepting until one ends", srv->active);
+            warned = true;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1; /* re-check the stop flag every second */
+        pthread_cond_timedwait(&srv->changed, &srv->lock, &ts);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return !srv->stop;
+}
+
+static void accept_one(struct soap_server *srv)
+{
+    struct soap *m = srv->master;
+    SOAP_SOCKET s = soap_accept(m);
+    if (!soap_valid_socket(s)) {
+        if (m->errnum != 0 && !srv->stop) {
+            char msg[256];
+            error_text(m, msg, sizeof(msg));
+            log_warnx("accept: %s", msg);
+            /* e.g. EMFILE: do not spin while descriptors are short. */
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        return;
+    }
+
+    struct conn *c = calloc(1, sizeof(*c));
+    struct soap *copy = c ? soap_copy(m) : NULL;
+    /* The accepted socket now belongs to the copy (or is closed below). */
+    m->socket = SOAP_INVALID_SOCKET;
+    if (copy == NULL) {
+        log_warnx("out of memory: connection dropped");
+        close(s);
+        free(c);
+        return;
+    }
+    c->server = srv;
+    c->soap = copy;
+    c->fd = s;
+    peer_text(s, c->peer, sizeof(c->peer));
+    copy->user = c;
+    copy->fparsehdr = parse_header;
+    copy->fclosesocket = close_socket;
+
+    pthread_mutex_lock(&srv->lock);
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->active++;
+    pthread_mutex_unlock(&srv->lock);
+
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, conn_main, c);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        log_warnx("%s: cannot start a thread: %s", c->peer, strerror(rc));
+        pthread_mutex_lock(&srv->lock);
+        srv->conns = c->next;
+        if (c->next)
+            c->next->prev = NULL;
+        srv->active--;
+        pthread_mutex_unlock(&srv->lock);
+        soap_destroy(copy);
+        soap_end(copy);
+        soap_free(copy); /* closes the socket */
+        free(c);
+    }
+}
+
+/* Bounded wait for the connection threads; 0 when all have ended. */
+static int drain(struct soap_server *srv, int seconds)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += seconds;
+    pthread_mutex_lock(&srv->lock);
+    /* Wake connections idle in keep-alive or stalled mid-message. */
+    for (struct conn *c = srv->conns; c; c = c->next)
+        if (c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
+    while (srv->active > 0) {
+        if (pthread_cond_timedwait(&srv->changed, &srv->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    int left = srv->active;
+    pthread_mutex_unlock(&srv->lock);
+    return left;
+}
+
+int soap_server_run(struct soap_server *srv)
+{
+    log_info("serving on port %d (at most %d connections)", srv->port, srv->max_connections);
+    while (!srv->stop) {
+        if (!wait_for_slot(srv))
+            break;
+        accept_one(srv);
+    }
+    log_info("stopping: closing connections");
+    if (srv->on_stop)
+        srv->on_stop(srv->on_stop_arg);
+    int left = drain(srv, SERVER_DRAIN_SECONDS);
+    if (left > 0) {
+        log_warnx("%d connections still busy after %d s", left, SERVER_DRAIN_SECONDS);
+        return -1;
+    }
+    return 0;
+}
+
+void soap_server_stop(struct soap_server *srv)
+{
+    if (srv)
+        srv->stop = 1;
+}
+
+void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg)
+{
+    srv->on_stop = fn;
+    srv->on_stop_arg = arg;
+}
+
+void soap_server_free(struct soap_server *srv)
+{
+    if (srv == NULL)
+        return;
+    srv->stop = 1;
+    if (drain(srv, SERVER_DRAIN_SECONDS) > 0) {
+        /* Threads still use the master's TLS context and our lock: leaking is
+           the only safe choice left. */
+        log_warnx("connections still busy: server state not freed");
+        return;
+    }
+    if (srv->master) {
+        soap_destroy(srv->master);
+        soap_end(srv->master);
+        soap_free(srv->master);
+    }
+    pthread_cond_destroy(&srv->changed);
+    pthread_mutex_destroy(&srv->lock);
+    free(srv);
+}
+
+int soap_server_port(const struct soap_server *srv)
+{
+    return srv->port;
+}
+
+void *soap_server_state(struct soap *soap)
+{
+    struct conn *c = conn_of(soap);
+    return c ? c->server->user : NULL;
+}
+
+const struct identity *soap_caller(struct soap *soap)
+{
+    static const struct identity nobody = {.role = QCG_ROLE_NONE};
+    struct conn *c = conn_of(soap);
+    return c ? &c->identity : &nobody;
+}
+
+int soap_qcg_fault(struct soap *soap, const char *subcode, const char *fmt, ...)
+{
+    char text[512], code[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    snprintf(code, sizeof(code), "qcg:%s", subcode);
+    struct conn *c = conn_of(soap);
+    log_debug("%s %s: fault %s: %s", c ? role_name(c->identity.role) : "?",
+              c ? c->identity.name : "?", code, text);
+    /* Copies in the context's memory: freed with the request by soap_end. */
+    return soap_sender_fault_subcode(soap, soap_strdup(soap, code), soap_strdup(soap, text), NULL);
+}
+
+int soap_check_version(struct soap *soap, int version)
+{
+    if (version == QCG_PROTOCOL_VERSION)
+        return 0;
+    return soap_qcg_fault(soap, "version", "protocol version mismatch: server speaks %d, client speaks %d",
+                          QCG_PROTOCOL_VERSION, version);
+}
