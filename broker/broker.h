@@ -1,0 +1,34 @@
+/* The broker daemon's state: what the SOAP operations reach through
+   soap_server_state().  One struct per broker; tests make as many as they like. */
+#ifndef BROKER_BROKER_H
+#define BROKER_BROKER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "proto.h"
+#include "registry.h"
+
+struct broker_stats {
+    atomic_ullong lookups;
+    atomic_ullong publishes;
+    atomic_ullong withdraws;
+    atomic_ullong polls;
+    atomic_ullong faults;       /* every refused call */
+    atomic_ullong connections;  /* connections that made at least one call */
+};
+
+struct broker {
+    struct registry *reg;
+    struct broker_stats stats;
+    char name[2 * QCG_NAME_MAX];  /* our certificate's CN, reported by stats */
+};
+
+/* A broker with a fresh epoch (start time and random bits).  NULL on ENOMEM. */
+struct broker *broker_new(size_t max_contacts, const char *name);
+void broker_free(struct broker *b);
+
+/* The epoch for a broker started at `now`: never 0, differs between restarts. */
+uint64_t broker_make_epoch(uint64_t now);
+
+#endif

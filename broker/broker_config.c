@@ -1,0 +1,105 @@
+/* qcg-broker's settings; see broker_config.h. */
+#include "broker_config.h"
+
+#include <errno.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define OPT(field) offsetof(struct broker_config, field)
+
+const struct config_option broker_options[] = {
+    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL, "address to listen on (default: any)"},
+    {"port", CONFIG_INT, OPT(port), 1, 65535, "7700", "TCP port to listen on"},
+    {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
+    {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
+     "the broker's certificate and key in one PEM file, required"},
+    {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "64",
+     "connections served at once"},
+    {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
+    {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
+    {"max-contacts", CONFIG_INT, OPT(max_contacts), 1, 100000000, "1000000",
+     "contacts held at most; publishes beyond are refused"},
+    {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
+     "print the counters of the running broker and exit"},
+    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
+    {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
+     "with --stats: the broker to ask (default https://127.0.0.1:PORT/)"},
+    {NULL, 0, 0, 0, 0, NULL, NULL},
+};
+
+static int readable(const char *what, const char *path, char *err, size_t errlen)
+{
+    if (path == NULL || path[0] == '\0') {
+        snprintf(err, errlen, "%s is required (--%s FILE)", what, what);
+        return -1;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot read %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
+                                      size_t errlen)
+{
+    int first = 0;
+    memset(cfg, 0, sizeof(*cfg));
+    enum config_result res =
+        config_load(broker_options, cfg, argc, argv,
+                    "usage: qcg-broker [--config FILE] [options]\n"
+                    "       qcg-broker --stats [--json] [--url URL] [options]",
+                    &first, err, errlen);
+    if (res != CONFIG_OK)
+        return res;
+    if (first < argc) {
+        snprintf(err, errlen, "unexpected argument: %s", argv[first]);
+        return CONFIG_ERROR;
+    }
+    if (log_level_parse(cfg->log_level) < 0) {
+        snprintf(err, errlen, "log-level: %s is not one of error, warn, info, debug",
+                 cfg->log_level ? cfg->log_level : "(none)");
+        return CONFIG_ERROR;
+    }
+    if (readable("ca", cfg->ca, err, errlen) != 0 || readable("cert", cfg->cert, err, errlen) != 0)
+        return CONFIG_ERROR;
+    if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {
+        snprintf(err, errlen, "url: %s does not start with https://", cfg->url);
+        return CONFIG_ERROR;
+    }
+    return CONFIG_OK;
+}
+
+void broker_config_free(struct broker_config *cfg)
+{
+    config_free(broker_options, cfg);
+}
+
+int cert_common_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cert: cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (x == NULL) {
+        snprintf(err, errlen, "cert: %s holds no PEM certificate", path);
+        return -1;
+    }
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)cnlen);
+    X509_free(x);
+    if (n <= 0) {
+        snprintf(err, errlen, "cert: the certificate in %s has no common name", path);
+        return -1;
+    }
+    return 0;
+}

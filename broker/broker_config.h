@@ -1,0 +1,36 @@
+/* qcg-broker's settings: one table (common/config.h) for the config file, the
+   command line and --help, plus the checks that need more than a type. */
+#ifndef BROKER_CONFIG_H
+#define BROKER_CONFIG_H
+
+#include <stddef.h>
+#include "config.h"
+
+#define BROKER_DEFAULT_PORT 7700
+
+struct broker_config {
+    char *listen;         /* NULL = any address */
+    int port;
+    char *ca;
+    char *cert;
+    int max_connections;
+    char *log_level;
+    int syslog;
+    int max_contacts;
+    int stats;            /* --stats: ask a running broker for its counters */
+    int json;
+    char *url;
+};
+
+extern const struct config_option broker_options[];
+
+/* config_load over broker_options, then: ca and cert given and readable,
+   log-level known.  CONFIG_ERROR leaves one line in err. */
+enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
+                                      size_t errlen);
+void broker_config_free(struct broker_config *cfg);
+
+/* The CN of the first certificate in a PEM file; -1 with err when unreadable. */
+int cert_common_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen);
+
+#endif

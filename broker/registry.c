@@ -1,0 +1,503 @@
+/* The broker's state; see registry.h. */
+#include "registry.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmdqueue.h"
+#include "htable.h"
+
+#define HASH_LEN 32
+
+struct cluster {
+    struct reg_cluster decl;
+    struct htable *nodes;    /* name -> struct reg_node */
+    struct cmdqueue *queue;
+};
+
+struct job {
+    char id[QCG_JOB_MAX];
+    unsigned char hash[HASH_LEN];  /* SHA-256(job ":" secret) */
+    size_t contacts;
+};
+
+struct contact {
+    struct job *job;
+    struct cluster *cluster;
+    struct reg_node *node;
+    int rank;
+    int port;
+    char address[QCG_ADDR_MAX];
+};
+
+struct contact_key {
+    const char *job;
+    int rank;
+};
+
+struct registry {
+    pthread_rwlock_t lock;
+    uint64_t epoch;
+    uint64_t seed;
+    size_t max_contacts;
+    size_t nodes;
+    bool closed;
+    struct htable *clusters;  /* name -> struct cluster */
+    struct htable *jobs;      /* id -> struct job */
+    struct htable *contacts;  /* (job, rank) -> struct contact */
+};
+
+/* The entries start with their name, so one comparison serves three tables. */
+static bool cluster_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct cluster *)entry)->decl.name, key) == 0;
+}
+
+static bool node_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct reg_node *)entry)->name, key) == 0;
+}
+
+static bool job_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct job *)entry)->id, key) == 0;
+}
+
+static bool contact_eq(const void *entry, const void *key)
+{
+    const struct contact *c = entry;
+    const struct contact_key *k = key;
+    return c->rank == k->rank && strcmp(c->job->id, k->job) == 0;
+}
+
+static uint64_t name_hash(const struct registry *r, const char *name)
+{
+    return htable_hash(name, strlen(name), r->seed);
+}
+
+static uint64_t contact_hash(const struct registry *r, const char *job, int rank)
+{
+    return htable_hash(&rank, sizeof(rank), name_hash(r, job));
+}
+
+static void copy_str(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src);
+}
+
+const char *reg_status_subcode(enum reg_status s)
+{
+    switch (s) {
+    case REG_OK:
+        return "";
+    case REG_DENIED:
+        return "denied";
+    case REG_INVALID:
+        return "invalid";
+    case REG_BUSY:
+        return "busy";
+    case REG_NOTFOUND:
+        return "notfound";
+    case REG_FULL:
+        return "unavailable";
+    }
+    return "invalid";
+}
+
+struct registry *registry_new(size_t max_contacts, uint64_t epoch)
+{
+    struct registry *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    if (RAND_bytes((unsigned char *)&r->seed, sizeof(r->seed)) != 1)
+        r->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)r;
+    r->epoch = epoch;
+    r->max_contacts = max_contacts;
+    r->clusters = htable_new(cluster_eq);
+    r->jobs = htable_new(job_eq);
+    r->contacts = htable_new(contact_eq);
+    if (r->clusters == NULL || r->jobs == NULL || r->contacts == NULL ||
+        pthread_rwlock_init(&r->lock, NULL) != 0) {
+        htable_free(r->clusters);
+        htable_free(r->jobs);
+        htable_free(r->contacts);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void registry_free(struct registry *r)
+{
+    if (r == NULL)
+        return;
+    void *e;
+    size_t i = 0;
+    while ((e = htable_next(r->contacts, &i)))
+        free(e);
+    i = 0;
+    while ((e = htable_next(r->jobs, &i)))
+        free(e);
+    i = 0;
+    while ((e = htable_next(r->clusters, &i))) {
+        struct cluster *c = e;
+        size_t j = 0;
+        void *n;
+        while ((n = htable_next(c->nodes, &j)))
+            free(n);
+        htable_free(c->nodes);
+        cmdqueue_free(c->queue);
+        free(c);
+    }
+    htable_free(r->contacts);
+    htable_free(r->jobs);
+    htable_free(r->clusters);
+    pthread_rwlock_destroy(&r->lock);
+    free(r);
+}
+
+uint64_t registry_epoch(const struct registry *r)
+{
+    return r->epoch;
+}
+
+static struct cluster *find_cluster(const struct registry *r, const char *name)
+{
+    return htable_find(r->clusters, name_hash(r, name), name);
+}
+
+static struct reg_node *find_node(const struct registry *r, const struct cluster *c,
+                                  const char *name)
+{
+    return htable_find(c->nodes, name_hash(r, name), name);
+}
+
+static struct contact *find_contact(const struct registry *r, const char *job, int rank)
+{
+    struct contact_key k = {job, rank};
+    return htable_find(r->contacts, contact_hash(r, job, rank), &k);
+}
+
+static void secret_hash(const char *job, const char *secret, unsigned char out[HASH_LEN])
+{
+    char buf[QCG_JOB_MAX + 1 + QCG_SECRET_MAX];
+    int n = snprintf(buf, sizeof(buf), "%s:%s", job, secret);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
+    unsigned int outlen = 0;
+    if (EVP_Digest(buf, len, out, &outlen, EVP_sha256(), NULL) != 1 || outlen != HASH_LEN)
+        /* A digest that cannot be computed must not match anything stored. */
+        RAND_bytes(out, HASH_LEN);
+    OPENSSL_cleanse(buf, sizeof(buf));
+}
+
+static bool secret_matches(const struct job *j, const char *secret)
+{
+    unsigned char h[HASH_LEN];
+    secret_hash(j->id, secret, h);
+    return CRYPTO_memcmp(h, j->hash, HASH_LEN) == 0;
+}
+
+enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *decl,
+                                          char *why, size_t whylen)
+{
+    enum reg_status st = REG_OK;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *c = find_cluster(r, decl->name);
+    if (c != NULL) {
+        c->decl = *decl;
+        goto out;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->nodes = htable_new(node_eq)) == NULL ||
+        (c->queue = cmdqueue_new(REG_QUEUE_CAPACITY)) == NULL ||
+        htable_insert(r->clusters, name_hash(r, decl->name), c) == -1) {
+        if (c != NULL) {
+            htable_free(c->nodes);
+            cmdqueue_free(c->queue);
+            free(c);
+        }
+        snprintf(why, whylen, "out of memory registering cluster %s", decl->name);
+        st = REG_FULL;
+        goto out;
+    }
+    c->decl = *decl;
+    if (r->closed)
+        cmdqueue_close(c->queue);
+out:
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+enum reg_status registry_register_node(struct registry *r, const char *cluster,
+                                       const struct reg_node *decl, char *why, size_t whylen)
+{
+    enum reg_status st = REG_OK;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *c = find_cluster(r, cluster);
+    if (c == NULL) {
+        snprintf(why, whylen, "cluster %s is not registered", cluster);
+        st = REG_NOTFOUND;
+        goto out;
+    }
+    struct reg_node *n = find_node(r, c, decl->name);
+    if (n != NULL) {
+        *n = *decl;
+        goto out;
+    }
+    if (htable_count(c->nodes) >= REG_MAX_NODES_PER_CLUSTER) {
+        snprintf(why, whylen, "cluster %s already has %d nodes", cluster,
+                 REG_MAX_NODES_PER_CLUSTER);
+        st = REG_FULL;
+        goto out;
+    }
+    n = malloc(sizeof(*n));
+    if (n == NULL || htable_insert(c->nodes, name_hash(r, decl->name), n) == -1) {
+        free(n);
+        snprintf(why, whylen, "out of memory registering node %s", decl->name);
+        st = REG_FULL;
+        goto out;
+    }
+    *n = *decl;
+    r->nodes++;
+out:
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+static enum reg_status publish_locked(struct registry *r, const struct reg_contact *in,
+                                      const char *secret, char *why, size_t whylen)
+{
+    struct cluster *c = find_cluster(r, in->cluster);
+    if (c == NULL) {
+        snprintf(why, whylen, "cluster %s is not registered", in->cluster);
+        return REG_NOTFOUND;
+    }
+    struct reg_node *n = find_node(r, c, in->node);
+    if (n == NULL) {
+        snprintf(why, whylen, "node %s is not registered in cluster %s", in->node, in->cluster);
+        return REG_NOTFOUND;
+    }
+    if (strcmp(n->address, in->address) != 0) {
+        snprintf(why, whylen, "address %s is not node %s's registered address %s", in->address,
+                 n->name, n->address);
+        return REG_DENIED;
+    }
+    if (in->port < n->port_low || in->port > n->port_high) {
+        snprintf(why, whylen, "port %d is outside node %s's range %d-%d", in->port, n->name,
+                 n->port_low, n->port_high);
+        return REG_INVALID;
+    }
+
+    struct job *j = htable_find(r->jobs, name_hash(r, in->job), in->job);
+    if (j != NULL && !secret_matches(j, secret)) {
+        snprintf(why, whylen, "wrong secret for job %s", in->job);
+        return REG_DENIED;
+    }
+    struct contact *old = j != NULL ? find_contact(r, in->job, in->rank) : NULL;
+    if (old != NULL) {
+        if (old->cluster == c && old->node == n && old->port == in->port &&
+            strcmp(old->address, in->address) == 0)
+            return REG_OK; /* the same process publishing again */
+        snprintf(why, whylen, "rank %d of job %s is already published by %s/%s at %s port %d",
+                 in->rank, in->job, old->cluster->decl.name, old->node->name, old->address,
+                 old->port);
+        return REG_BUSY;
+    }
+    if (htable_count(r->contacts) >= r->max_contacts) {
+        snprintf(why, whylen, "the broker holds its maximum of %zu contacts (max-contacts)",
+                 r->max_contacts);
+        return REG_FULL;
+    }
+
+    struct contact *ct = calloc(1, sizeof(*ct));
+    if (ct == NULL)
+        goto nomem;
+    bool new_job = j == NULL;
+    if (new_job) {
+        j = calloc(1, sizeof(*j));
+        if (j == NULL)
+            goto nomem;
+        copy_str(j->id, sizeof(j->id), in->job);
+        secret_hash(j->id, secret, j->hash);
+        if (htable_insert(r->jobs, name_hash(r, j->id), j) == -1) {
+            free(j);
+            goto nomem;
+        }
+    }
+    ct->job = j;
+    ct->cluster = c;
+    ct->node = n;
+    ct->rank = in->rank;
+    ct->port = in->port;
+    copy_str(ct->address, sizeof(ct->address), in->address);
+    if (htable_insert(r->contacts, contact_hash(r, j->id, ct->rank), ct) == -1) {
+        if (new_job) {
+            htable_remove(r->jobs, name_hash(r, j->id), j->id);
+            free(j);
+        }
+        goto nomem;
+    }
+    j->contacts++;
+    return REG_OK;
+nomem:
+    free(ct);
+    snprintf(why, whylen, "out of memory publishing rank %d of job %s", in->rank, in->job);
+    return REG_FULL;
+}
+
+enum reg_status registry_publish(struct registry *r, const struct reg_contact *c,
+                                 const char *secret, char *why, size_t whylen)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    enum reg_status st = publish_locked(r, c, secret, why, whylen);
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+static void queue_invalidate(struct registry *r, const char *job, int rank)
+{
+    struct command cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    copy_str(cmd.kind, sizeof(cmd.kind), "invalidate");
+    copy_str(cmd.job, sizeof(cmd.job), job);
+    cmd.rank = rank;
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)))
+        cmdqueue_push(c->queue, &cmd);
+}
+
+static enum reg_status withdraw_locked(struct registry *r, const char *cluster, const char *node,
+                                       const char *job, const char *secret, int rank, char *why,
+                                       size_t whylen)
+{
+    struct job *j = htable_find(r->jobs, name_hash(r, job), job);
+    struct contact *ct = j != NULL ? find_contact(r, job, rank) : NULL;
+    if (ct == NULL) {
+        snprintf(why, whylen, "rank %d of job %s is not published", rank, job);
+        return REG_NOTFOUND;
+    }
+    if (!secret_matches(j, secret)) {
+        snprintf(why, whylen, "wrong secret for job %s", job);
+        return REG_DENIED;
+    }
+    if (strcmp(ct->cluster->decl.name, cluster) != 0 ||
+        (node != NULL && node[0] != '\0' && strcmp(ct->node->name, node) != 0)) {
+        snprintf(why, whylen, "rank %d of job %s belongs to %s/%s, not to %s%s%s", rank, job,
+                 ct->cluster->decl.name, ct->node->name, cluster,
+                 node != NULL && node[0] != '\0' ? "/" : "", node != NULL ? node : "");
+        return REG_DENIED;
+    }
+    struct contact_key k = {job, rank};
+    htable_remove(r->contacts, contact_hash(r, job, rank), &k);
+    free(ct);
+    if (--j->contacts == 0) {
+        htable_remove(r->jobs, name_hash(r, job), job);
+        free(j);
+    }
+    queue_invalidate(r, job, rank);
+    return REG_OK;
+}
+
+enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
+                                  const char *job, const char *secret, int rank, char *why,
+                                  size_t whylen)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    enum reg_status st = withdraw_locked(r, cluster, node, job, secret, rank, why, whylen);
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+static void plan_end_of(const struct contact *ct, struct plan_end *e)
+{
+    e->cluster = ct->cluster->decl.name;
+    e->kind = ct->cluster->decl.kind;
+    e->open_low = ct->cluster->decl.port_low;
+    e->open_high = ct->cluster->decl.port_high;
+    e->can_intercept = ct->node->can_intercept;
+    e->port = ct->port;
+}
+
+static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
+                                     const char *secret, int from_rank, int to_rank,
+                                     struct reg_lookup *out, char *why, size_t whylen)
+{
+    struct job *j = htable_find(r->jobs, name_hash(r, job), job);
+    struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
+    /* Checked in this order so that a caller without the secret learns nothing
+       about which ranks exist. */
+    if (j == NULL || !secret_matches(j, secret)) {
+        snprintf(why, whylen, "job %s: no such job or wrong secret", job);
+        return REG_DENIED;
+    }
+    if (from == NULL || strcmp(from->cluster->decl.name, cluster) != 0) {
+        snprintf(why, whylen, "rank %d of job %s is not published in cluster %s", from_rank, job,
+                 cluster);
+        return REG_DENIED;
+    }
+    struct contact *to = find_contact(r, job, to_rank);
+    if (to == NULL)
+        return REG_OK; /* out->found stays false: the caller retries */
+
+    out->found = true;
+    struct reg_contact *t = &out->target;
+    copy_str(t->job, sizeof(t->job), job);
+    t->rank = to_rank;
+    copy_str(t->cluster, sizeof(t->cluster), to->cluster->decl.name);
+    copy_str(t->node, sizeof(t->node), to->node->name);
+    copy_str(t->address, sizeof(t->address), to->address);
+    t->port = to->port;
+    struct plan_end fe, te;
+    plan_end_of(from, &fe);
+    plan_end_of(to, &te);
+    plan_decide(&fe, &te, &out->decision);
+    return REG_OK;
+}
+
+enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
+                                const char *secret, int from_rank, int to_rank,
+                                struct reg_lookup *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_rwlock_rdlock(&r->lock);
+    enum reg_status st =
+        lookup_locked(r, cluster, job, secret, from_rank, to_rank, out, why, whylen);
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+struct cmdqueue *registry_queue(struct registry *r, const char *cluster)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    struct cluster *c = find_cluster(r, cluster);
+    pthread_rwlock_unlock(&r->lock);
+    return c != NULL ? c->queue : NULL;
+}
+
+void registry_close(struct registry *r)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    r->closed = true;
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)))
+        cmdqueue_close(c->queue);
+    pthread_rwlock_unlock(&r->lock);
+}
+
+void registry_counts(struct registry *r, struct registry_counts *out)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    out->clusters = htable_count(r->clusters);
+    out->nodes = r->nodes;
+    out->jobs = htable_count(r->jobs);
+    out->contacts = htable_count(r->contacts);
+    pthread_rwlock_unlock(&r->lock);
+}

@@ -1,0 +1,101 @@
+/*
+ * What the broker knows: clusters as their frontends declared them (with one
+ * command queue each), their nodes, jobs (id -> SHA-256(job ":" secret)) and
+ * contacts ((job, rank) -> cluster, node, address, port).  One struct, one
+ * rwlock: lookups take the read lock, changes the write lock.
+ *
+ * Callers (service.c) check who is calling and validate field syntax before;
+ * the registry checks what depends on its state (registered cluster/node,
+ * secret, busy ranks, capacity) and says why in `why` when it refuses.
+ */
+#ifndef BROKER_REGISTRY_H
+#define BROKER_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "plan.h"
+#include "proto.h"
+
+#define REG_MAX_PUBLIC 8              /* public addresses per cluster */
+#define REG_MAX_NODES_PER_CLUSTER 65536
+#define REG_QUEUE_CAPACITY 1024       /* unacknowledged commands per cluster */
+
+enum reg_status { REG_OK, REG_DENIED, REG_INVALID, REG_BUSY, REG_NOTFOUND, REG_FULL };
+
+struct reg_cluster {
+    char name[QCG_NAME_MAX];
+    enum cluster_kind kind;
+    int npublic;
+    char public_addr[REG_MAX_PUBLIC][QCG_ADDR_MAX];
+    int port_low, port_high;          /* open inbound range, 0-0 = none */
+};
+
+struct reg_node {
+    char name[QCG_NAME_MAX];
+    char address[QCG_ADDR_MAX];
+    int port_low, port_high;
+    bool can_intercept;
+};
+
+struct reg_contact {
+    char job[QCG_JOB_MAX];
+    int rank;
+    char cluster[QCG_NAME_MAX];
+    char node[QCG_NAME_MAX];
+    char address[QCG_ADDR_MAX];
+    int port;
+};
+
+struct reg_lookup {
+    bool found;                       /* false: toRank not published (plan status notfound) */
+    struct reg_contact target;
+    struct plan_decision decision;
+};
+
+struct registry_counts {
+    size_t clusters, nodes, jobs, contacts;
+};
+
+struct registry;
+struct cmdqueue;
+
+/* max_contacts: publishes beyond are refused with REG_FULL.  NULL on ENOMEM. */
+struct registry *registry_new(size_t max_contacts, uint64_t epoch);
+void registry_free(struct registry *r);
+uint64_t registry_epoch(const struct registry *r);
+
+/* The qcg:<subcode> for a refusal. */
+const char *reg_status_subcode(enum reg_status s);
+
+/* Registers or updates a cluster (its nodes and contacts are kept). */
+enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *c,
+                                          char *why, size_t whylen);
+/* Registers or updates a node of a registered cluster. */
+enum reg_status registry_register_node(struct registry *r, const char *cluster,
+                                       const struct reg_node *n, char *why, size_t whylen);
+/* c->cluster and c->node must be registered; c->address must be the node's and
+   c->port inside its range.  The first publish of a job stores the secret's
+   hash; the same contact again is OK, another contact for (job, rank) REG_BUSY. */
+enum reg_status registry_publish(struct registry *r, const struct reg_contact *c,
+                                 const char *secret, char *why, size_t whylen);
+/* Removes (job, rank) when it belongs to `cluster` (and `node`, unless NULL or
+   empty), and queues invalidate(job, rank) for every cluster.  The job goes
+   with its last contact. */
+enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
+                                  const char *job, const char *secret, int rank, char *why,
+                                  size_t whylen);
+/* For a caller in `cluster` whose from_rank is published there: the plan to
+   reach to_rank. */
+enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
+                                const char *secret, int from_rank, int to_rank,
+                                struct reg_lookup *out, char *why, size_t whylen);
+
+/* The command queue of a registered cluster (lives as long as the registry),
+   or NULL. */
+struct cmdqueue *registry_queue(struct registry *r, const char *cluster);
+/* Closes every queue so pending polls return at once (shutdown). */
+void registry_close(struct registry *r);
+void registry_counts(struct registry *r, struct registry_counts *out);
+
+#endif

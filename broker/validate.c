@@ -1,0 +1,144 @@
+/* Field checks; see validate.h. */
+#include "validate.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "soapH.h"
+
+bool address_valid(const char *addr)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (addr == NULL || strlen(addr) >= QCG_ADDR_MAX)
+        return false;
+    return inet_pton(AF_INET, addr, buf) == 1 || inet_pton(AF_INET6, addr, buf) == 1;
+}
+
+static int bad(char *why, size_t whylen, const char *fmt, const char *field)
+{
+    snprintf(why, whylen, fmt, field);
+    return -1;
+}
+
+static int check_name(const char *name, const char *field, char *why, size_t whylen)
+{
+    if (name == NULL || name[0] == '\0')
+        return bad(why, whylen, "%s is missing", field);
+    if (!name_valid(name))
+        return bad(why, whylen, "%s is not a valid name (1-63 of [A-Za-z0-9._-])", field);
+    return 0;
+}
+
+static int check_address(const char *addr, const char *field, char *why, size_t whylen)
+{
+    if (addr == NULL || addr[0] == '\0')
+        return bad(why, whylen, "%s is missing", field);
+    if (!address_valid(addr))
+        return bad(why, whylen, "%s is not an IPv4 or IPv6 address", field);
+    return 0;
+}
+
+static int check_port(int port, const char *field, char *why, size_t whylen)
+{
+    if (port < 1 || port > 65535)
+        return bad(why, whylen, "%s is outside 1..65535", field);
+    return 0;
+}
+
+int validate_job(const char *job, const char *secret, char *why, size_t whylen)
+{
+    if (job == NULL || !job_valid(job))
+        return bad(why, whylen, "%s is missing or not a valid job id", "job");
+    if (secret == NULL || !secret_valid(secret))
+        return bad(why, whylen, "%s is missing or not 1-127 printable characters", "secret");
+    return 0;
+}
+
+int validate_rank(int rank, const char *field, char *why, size_t whylen)
+{
+    if (rank < 0)
+        return bad(why, whylen, "%s is negative", field);
+    return 0;
+}
+
+int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
+                     size_t whylen)
+{
+    memset(out, 0, sizeof(*out));
+    if (in == NULL)
+        return bad(why, whylen, "%s is missing", "cluster");
+    if (check_name(in->name, "cluster.name", why, whylen))
+        return -1;
+    int kind = in->kind != NULL ? cluster_kind_parse(in->kind) : -1;
+    if (kind < 0)
+        return bad(why, whylen, "%s is not one of open, firewalled, nat, symnat", "cluster.kind");
+    if (in->__sizePublicAddress < 0 || in->__sizePublicAddress > REG_MAX_PUBLIC)
+        return bad(why, whylen, "%s: at most 8 are accepted", "cluster.publicAddress");
+    if (in->__sizePublicAddress > 0 && in->publicAddress == NULL)
+        return bad(why, whylen, "%s is missing", "cluster.publicAddress");
+    for (int i = 0; i < in->__sizePublicAddress; i++) {
+        if (check_address(in->publicAddress[i], "cluster.publicAddress", why, whylen))
+            return -1;
+        snprintf(out->public_addr[i], sizeof(out->public_addr[i]), "%s", in->publicAddress[i]);
+    }
+    bool none = in->portLow == 0 && in->portHigh == 0;
+    if (!none && (check_port(in->portLow, "cluster.portLow", why, whylen) ||
+                  check_port(in->portHigh, "cluster.portHigh", why, whylen)))
+        return -1;
+    if (in->portLow > in->portHigh)
+        return bad(why, whylen, "%s: portLow is above portHigh", "cluster");
+    snprintf(out->name, sizeof(out->name), "%s", in->name);
+    out->kind = (enum cluster_kind)kind;
+    out->npublic = in->__sizePublicAddress;
+    out->port_low = in->portLow;
+    out->port_high = in->portHigh;
+    return 0;
+}
+
+int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof(*out));
+    if (in == NULL)
+        return bad(why, whylen, "%s is missing", "node");
+    if (check_name(in->name, "node.name", why, whylen) ||
+        check_address(in->address, "node.address", why, whylen) ||
+        check_port(in->portLow, "node.portLow", why, whylen) ||
+        check_port(in->portHigh, "node.portHigh", why, whylen))
+        return -1;
+    if (in->portLow > in->portHigh)
+        return bad(why, whylen, "%s: portLow is above portHigh", "node");
+    if (in->canIntercept != 0 && in->canIntercept != 1)
+        return bad(why, whylen, "%s must be 0 or 1", "node.canIntercept");
+    snprintf(out->name, sizeof(out->name), "%s", in->name);
+    snprintf(out->address, sizeof(out->address), "%s", in->address);
+    out->port_low = in->portLow;
+    out->port_high = in->portHigh;
+    out->can_intercept = in->canIntercept == 1;
+    return 0;
+}
+
+int validate_contact(const struct qcg__contact *in, struct reg_contact *out, char *why,
+                     size_t whylen)
+{
+    memset(out, 0, sizeof(*out));
+    if (in == NULL)
+        return bad(why, whylen, "%s is missing", "contact");
+    if (validate_job(in->job, in->secret, why, whylen) ||
+        validate_rank(in->rank, "contact.rank", why, whylen) ||
+        check_name(in->node, "contact.node", why, whylen) ||
+        check_address(in->address, "contact.address", why, whylen) ||
+        check_port(in->port, "contact.port", why, whylen))
+        return -1;
+    if (in->cluster != NULL && in->cluster[0] != '\0') {
+        if (check_name(in->cluster, "contact.cluster", why, whylen))
+            return -1;
+        snprintf(out->cluster, sizeof(out->cluster), "%s", in->cluster);
+    }
+    snprintf(out->job, sizeof(out->job), "%s", in->job);
+    out->rank = in->rank;
+    snprintf(out->node, sizeof(out->node), "%s", in->node);
+    snprintf(out->address, sizeof(out->address), "%s", in->address);
+    out->port = in->port;
+    return 0;
+}

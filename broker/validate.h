@@ -1,0 +1,29 @@
+/*
+ * Field checks of what a frontend sent, done before anything touches the
+ * registry: NULL pointers, names, job ids, secrets, ranks, ports, addresses,
+ * kinds.  Each returns 0, or -1 with a sentence in `why` naming the field.
+ */
+#ifndef BROKER_VALIDATE_H
+#define BROKER_VALIDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "registry.h"
+
+struct qcg__cluster;
+struct qcg__node;
+struct qcg__contact;
+
+/* An IPv4 or IPv6 address in text form (inet_pton), shorter than QCG_ADDR_MAX. */
+bool address_valid(const char *addr);
+
+int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
+                     size_t whylen);
+int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, size_t whylen);
+/* in->cluster may be NULL or empty (the caller fills it); in->node must be set. */
+int validate_contact(const struct qcg__contact *in, struct reg_contact *out, char *why,
+                     size_t whylen);
+int validate_job(const char *job, const char *secret, char *why, size_t whylen);
+int validate_rank(int rank, const char *field, char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * broker-registry: the registry's operations through its internal API —
+ * publish, busy, idempotent re-publish, withdraw, secrets, a job leaving with
+ * its last contact, invalidations for every cluster, capacity — then 100,000
+ * contacts: every lookup right, resident memory bounded, all withdrawn again.
+ * Also the field checks the service runs before the registry.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cmdqueue.h"
+#include "log.h"
+#include "registry.h"
+#include "soapH.h"
+#include "validate.h"
+
+static char why[256];
+
+static struct reg_cluster cluster(const char *name, enum cluster_kind kind, int lo, int hi)
+{
+    struct reg_cluster c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    c.kind = kind;
+    c.port_low = lo;
+    c.port_high = hi;
+    return c;
+}
+
+static struct reg_node node(const char *name, const char *addr, int lo, int hi)
+{
+    struct reg_node n;
+    memset(&n, 0, sizeof(n));
+    snprintf(n.name, sizeof(n.name), "%s", name);
+    snprintf(n.address, sizeof(n.address), "%s", addr);
+    n.port_low = lo;
+    n.port_high = hi;
+    return n;
+}
+
+static struct reg_contact contact(const char *job, int rank, const char *cl, const char *nd,
+                                  const char *addr, int port)
+{
+    struct reg_contact c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.job, sizeof(c.job), "%s", job);
+    c.rank = rank;
+    snprintf(c.cluster, sizeof(c.cluster), "%s", cl);
+    snprintf(c.node, sizeof(c.node), "%s", nd);
+    snprintf(c.address, sizeof(c.address), "%s", addr);
+    c.port = port;
+    return c;
+}
+
+/* Two sites: nata (NAT, nodes nata1, nata2) and open (open, node open1). */
+static struct registry *two_sites(size_t max_contacts)
+{
+    struct registry *r = registry_new(max_contacts, 42);
+    struct reg_cluster a = cluster("nata", CLUSTER_NAT, 0, 0);
+    struct reg_cluster o = cluster("open", CLUSTER_OPEN, 0, 0);
+    struct reg_node n1 = node("nata1", "198.18.3.11", 20000, 20999);
+    struct reg_node n2 = node("nata2", "198.18.3.12", 21000, 21999);
+    struct reg_node o1 = node("open1", "203.0.113.21", 20000, 20999);
+    CHECK(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECK(registry_register_cluster(r, &o, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECK(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECK(registry_register_node(r, "nata", &n2, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECK(registry_register_node(r, "open", &o1, why, sizeof(why)) == REG_OK, "%s", why);
+    return r;
+}
+
+static enum reg_status publish(struct registry *r, struct reg_contact c, const char *secret)
+{
+    why[0] = '\0';
+    return registry_publish(r, &c, secret, why, sizeof(why));
+}
+
+static void test_registration(void)
+{
+    struct registry *r = registry_new(10, 7);
+    CHECK(registry_epoch(r) == 7, "epoch");
+    struct reg_node n = node("x1", "198.18.9.1", 1, 2);
+    CHECK(registry_register_node(r, "nope", &n, why, sizeof(why)) == REG_NOTFOUND,
+          "node of an unregistered cluster");
+    CHECK(strstr(why, "nope") != NULL, "why: %s", why);
+    CHECK(registry_queue(r, "nope") == NULL, "queue of an unregistered cluster");
+    struct reg_cluster c = cluster("x", CLUSTER_OPEN, 0, 0);
+    CHECK(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register");
+    CHECK(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register again");
+    CHECK(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node");
+    CHECK(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node again");
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECK(k.clusters == 1 && k.nodes == 1 && k.jobs == 0 && k.contacts == 0,
+          "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
+    registry_free(r);
+}
+
+static void test_publish(void)
+{
+    struct registry *r = two_sites(100);
+    struct reg_contact c = contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001);
+    CHECK(publish(r, c, "s3cret") == REG_OK, "first publish: %s", why);
+    CHECK(publish(r, c, "s3cret") == REG_OK, "same contact again is idempotent: %s", why);
+
+    struct reg_contact moved = c;
+    moved.port = 20002;
+    CHECK(publish(r, moved, "s3cret") == REG_BUSY, "same rank, other port");
+    CHECK(strstr(why, "already published") != NULL, "why: %s", why);
+    struct reg_contact other_node = contact("job1", 0, "nata", "nata2", "198.18.3.12", 21001);
+    CHECK(publish(r, other_node, "s3cret") == REG_BUSY, "same rank, other node");
+    struct reg_contact other_site = contact("job1", 0, "open", "open1", "203.0.113.21", 20001);
+    CHECK(publish(r, other_site, "s3cret") == REG_BUSY, "same rank, other cluster");
+
+    struct reg_contact r1 = contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001);
+    CHECK(publish(r, r1, "wrong") == REG_DENIED, "secret mismatch");
+    CHECK(strstr(why, "secret") != NULL, "why: %s", why);
+    CHECK(publish(r, r1, "s3cret") == REG_OK, "rank 1: %s", why);
+
+    struct reg_contact bad = contact("job1", 2, "nata", "nata9", "198.18.3.19", 20001);
+    CHECK(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered node");
+    bad = contact("job1", 2, "natz", "nata1", "198.18.3.11", 20001);
+    CHECK(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered cluster");
+    bad = contact("job1", 2, "nata", "nata1", "198.18.3.99", 20001);
+    CHECK(publish(r, bad, "s3cret") == REG_DENIED, "address not the node's");
+    bad = contact("job1", 2, "nata", "nata1", "198.18.3.11", 21001);
+    CHECK(publish(r, bad, "s3cret") == REG_INVALID, "port outside the node's range");
+
+    /* The same rank in another job is another contact. */
+    struct reg_contact j2 = contact("job2", 0, "open", "open1", "203.0.113.21", 20005);
+    CHECK(publish(r, j2, "other") == REG_OK, "job2: %s", why);
+
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECK(k.clusters == 2 && k.nodes == 3 && k.jobs == 2 && k.contacts == 3,
+          "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
+    registry_free(r);
+}
+
+static void test_capacity(void)
+{
+    struct registry *r = two_sites(2);
+    CHECK(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
+    CHECK(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK, "1");
+    CHECK(publish(r, contact("j", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_FULL,
+          "beyond max-contacts");
+    CHECK(strcmp(reg_status_subcode(REG_FULL), "unavailable") == 0, "subcode");
+    CHECK(strstr(why, "max-contacts") != NULL, "why: %s", why);
+    /* Re-publishing what is held still works when full. */
+    CHECK(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK,
+          "idempotent when full: %s", why);
+    registry_free(r);
+}
+
+static void test_withdraw(void)
+{
+    struct registry *r = two_sites(100);
+    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
+          "0");
+    CHECK(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
+          "1");
+    CHECK(registry_withdraw(r, "nata", NULL, "job1", "bad", 0, why, sizeof(why)) == REG_DENIED,
+          "wrong secret");
+    CHECK(registry_withdraw(r, "open", NULL, "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
+          "another cluster's contact");
+    CHECK(registry_withdraw(r, "nata", "nata2", "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
+          "another node's contact");
+    CHECK(registry_withdraw(r, "nata", NULL, "job1", "s", 7, why, sizeof(why)) == REG_NOTFOUND,
+          "unpublished rank");
+    CHECK(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_OK,
+          "withdraw 0: %s", why);
+    CHECK(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_NOTFOUND,
+          "withdraw 0 twice");
+
+    /* Every cluster's frontend is told to forget (job1, 0). */
+    const char *sites[] = {"nata", "open"};
+    for (int i = 0; i < 2; i++) {
+        struct command cmds[4];
+        int n = cmdqueue_wait(registry_queue(r, sites[i]), 0, 0, cmds, 4);
+        CHECK(n == 1 && strcmp(cmds[0].kind, "invalidate") == 0 &&
+                  strcmp(cmds[0].job, "job1") == 0 && cmds[0].rank == 0,
+              "%s: %d commands", sites[i], n);
+    }
+
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECK(k.jobs == 1 && k.contacts == 1, "after one withdraw: %zu jobs %zu contacts", k.jobs,
+          k.contacts);
+    CHECK(registry_withdraw(r, "nata", "", "job1", "s", 1, why, sizeof(why)) == REG_OK, "1: %s",
+          why);
+    registry_counts(r, &k);
+    CHECK(k.jobs == 0 && k.contacts == 0, "job removed with its last contact: %zu jobs", k.jobs);
+    /* The job is gone, and with it its secret: the id can start afresh. */
+    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "new") == REG_OK,
+          "job id reused with a new secret: %s", why);
+    registry_free(r);
+}
+
+static void test_lookup(void)
+{
+    struct registry *r = two_sites(100);
+    struct reg_lookup res;
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, &res, why, sizeof(why)) == REG_DENIED,
+          "unknown job");
+    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
+          "0");
+    CHECK(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
+          "1");
+    CHECK(publish(r, contact("job1", 2, "open", "open1", "203.0.113.21", 20002), "s") == REG_OK,
+          "2");
+
+    CHECK(registry_lookup(r, "nata", "job1", "x", 0, 1, &res, why, sizeof(why)) == REG_DENIED,
+          "wrong secret");
+    CHECK(registry_lookup(r, "open", "job1", "s", 0, 1, &res, why, sizeof(why)) == REG_DENIED,
+          "fromRank published in another cluster");
+    CHECK(registry_lookup(r, "nata", "job1", "s", 5, 1, &res, why, sizeof(why)) == REG_DENIED,
+          "fromRank not published");
+
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 9, &res, why, sizeof(why)) == REG_OK &&
+              !res.found,
+          "unpublished target is not found (status notfound, not a fault)");
+
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, &res, why, sizeof(why)) == REG_OK, "0->1");
+    CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
+              strcmp(res.target.address, "198.18.3.12") == 0 && res.target.port == 21001 &&
+              strcmp(res.target.node, "nata2") == 0 && strcmp(res.target.cluster, "nata") == 0,
+          "same cluster: %s %s:%d", res.decision.reason, res.target.address, res.target.port);
+
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 2, &res, why, sizeof(why)) == REG_OK, "0->2");
+    CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
+              strcmp(res.target.address, "203.0.113.21") == 0,
+          "to an open site: %s", res.decision.reason);
+
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, &res, why, sizeof(why)) == REG_OK, "2->0");
+    CHECK(res.found && !res.decision.ok && res.decision.technique == TECH_REVERSED,
+          "open -> nat: %s", res.decision.reason);
+
+    /* A frontend re-declaring its site changes the plans at once. */
+    struct reg_cluster a = cluster("nata", CLUSTER_OPEN, 0, 0);
+    CHECK(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "re-register");
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, &res, why, sizeof(why)) == REG_OK, "2->0");
+    CHECK(res.decision.ok && res.decision.technique == TECH_DIRECT, "now open: %s",
+          res.decision.reason);
+    registry_free(r);
+}
+
+static void test_close(void)
+{
+    struct registry *r = two_sites(10);
+    registry_close(r);
+    struct command cmds[1];
+    /* A poll after shutdown returns at once instead of waiting 25 s. */
+    CHECK(cmdqueue_wait(registry_queue(r, "nata"), 0, 25000, cmds, 1) == 0, "closed queue");
+    registry_free(r);
+}
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f != NULL && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib;
+}
+
+#define MANY 100000
+
+static void test_many(void)
+{
+    struct registry *r = two_sites(1000000);
+    for (int rank = 0; rank < MANY; rank++) {
+        bool one = rank % 2 == 0;
+        int port = (one ? 20000 : 21000) + rank % 1000;
+        enum reg_status st = publish(
+            r, contact("big", rank, "nata", one ? "nata1" : "nata2",
+                       one ? "198.18.3.11" : "198.18.3.12", port), "big-secret");
+        if (st != REG_OK) {
+            CHECK(st == REG_OK, "publish %d: %s", rank, why);
+            break;
+        }
+    }
+    long rss = rss_kib();
+    CHECK(rss > 0 && rss < 200 * 1024, "RSS with %d contacts: %ld KiB", MANY, rss);
+    printf("broker-registry: %d contacts, RSS %ld KiB\n", MANY, rss);
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECK(k.contacts == MANY && k.jobs == 1, "%zu contacts", k.contacts);
+
+    int wrong = 0;
+    for (int to = 0; to < MANY; to++) {
+        struct reg_lookup res;
+        bool one = to % 2 == 0;
+        if (registry_lookup(r, "nata", "big", "big-secret", 0, to, &res, why, sizeof(why)) !=
+                REG_OK ||
+            !res.found || res.target.port != (one ? 20000 : 21000) + to % 1000 ||
+            strcmp(res.target.node, one ? "nata1" : "nata2") != 0 || res.target.rank != to)
+            wrong++;
+    }
+    CHECK(wrong == 0, "%d of %d lookups wrong", wrong, MANY);
+
+    /* Withdraw the odd ranks (rank 0 stays, it is the caller), then check that
+       what remains is intact and what went is gone. */
+    for (int rank = 1; rank < MANY; rank += 2)
+        if (registry_withdraw(r, "nata", NULL, "big", "big-secret", rank, why, sizeof(why)) !=
+            REG_OK)
+            wrong++;
+    CHECK(wrong == 0, "%d withdraws failed", wrong);
+    for (int to = 0; to < MANY; to++) {
+        struct reg_lookup res;
+        registry_lookup(r, "nata", "big", "big-secret", 0, to, &res, why, sizeof(why));
+        if (res.found != (to % 2 == 0) || (res.found && res.target.rank != to))
+            wrong++;
+    }
+    CHECK(wrong == 0, "%d lookups wrong after withdrawing half", wrong);
+    registry_counts(r, &k);
+    CHECK(k.contacts == MANY / 2, "%zu contacts left", k.contacts);
+    registry_free(r);
+}
+
+static void test_validate(void)
+{
+    char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4",
+                      "203.0.113.5", "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
+    struct reg_cluster rc;
+    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0};
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
+              rc.kind == CLUSTER_NAT,
+          "good cluster: %s", why);
+    c.__sizePublicAddress = 9;
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "9 public addresses");
+    c.__sizePublicAddress = 1;
+    c.kind = "wormhole";
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "kind"), "kind: %s",
+          why);
+    c.kind = NULL;
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "no kind");
+    c.kind = "firewalled";
+    c.portLow = 30100;
+    c.portHigh = 30000;
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "reversed range");
+    c.portLow = 0;
+    c.portHigh = 70000;
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "port 70000");
+    c.portHigh = 0;
+    c.name = "../etc";
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "name"), "name: %s",
+          why);
+    c.name = "nata";
+    addrs[0] = "not-an-address";
+    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "publicAddress"),
+          "address: %s", why);
+    CHECK(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
+
+    struct reg_node rn;
+    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1};
+    CHECK(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s",
+          why);
+    n.portLow = 0;
+    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
+    n.portLow = 20000;
+    n.address = "198.18.3";
+    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "short address");
+    n.address = NULL;
+    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "no address");
+
+    struct reg_contact ct;
+    struct qcg__contact k = {"job1", "s", 3, NULL, "nata1", "198.18.3.11", 20001};
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
+          "good contact: %s", why);
+    k.rank = -1;
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "rank"), "rank: %s",
+          why);
+    k.rank = 3;
+    k.secret = "";
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "secret"), "secret");
+    k.secret = "s";
+    k.job = "job 1";
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "job"), "job");
+    k.job = "job1";
+    k.port = 65536;
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "port"), "port");
+    k.port = 20001;
+    k.node = NULL;
+    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "node"), "node");
+}
+
+int main(void)
+{
+    /* Withdrawing 50,000 ranks overflows the unacknowledged queues on purpose. */
+    log_init("broker", LOG_LEVEL_ERROR, false);
+    test_registration();
+    test_publish();
+    test_capacity();
+    test_withdraw();
+    test_lookup();
+    test_close();
+    test_validate();
+    test_many();
+    if (check_failures == 0)
+        printf("broker-registry: all checks passed\n");
+    return check_failures != 0;
+}
