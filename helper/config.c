@@ -1,0 +1,190 @@
+/* The helper's settings: one table for the config file, the flags and --help. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "helper.h"
+#include "log.h"
+#include "proto.h"
+
+#define OPT(n, t, f, lo, hi, d, h) {n, t, offsetof(struct helper_config, f), lo, hi, d, h}
+
+const struct config_option helper_options[] = {
+    OPT("socket", CONFIG_STRING, socket, 0, 0, HELPER_DEFAULT_SOCKET,
+        "the Unix socket processes connect to"),
+    OPT("socket-mode", CONFIG_STRING, socket_mode, 0, 0, "0666",
+        "permissions of the socket (octal); callers are authorized by job secret"),
+    OPT("allow-uids", CONFIG_STRING, allow_uids, 0, 0, "",
+        "comma list of uids or user names allowed to connect (empty: everyone)"),
+    OPT("max-clients", CONFIG_INT, max_clients, 1, 65536, "256",
+        "local connections served at once"),
+    OPT("frontend", CONFIG_STRING, frontend, 0, 0, NULL,
+        "the cluster frontend's URL, https://HOST:PORT/ (required)"),
+    OPT("ca", CONFIG_STRING, ca, 0, 0, NULL, "the grid CA certificate (PEM, required)"),
+    OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
+        "this helper's certificate and key in one PEM (required)"),
+    OPT("cluster", CONFIG_STRING, cluster, 0, 0, NULL,
+        "this node's cluster (default: from the certificate's CN)"),
+    OPT("node", CONFIG_STRING, node, 0, 0, NULL,
+        "this node's name (default: from the certificate's CN)"),
+    OPT("address", CONFIG_STRING, address, 0, 0, NULL,
+        "the node's address inside its site, an IPv4/IPv6 literal (required)"),
+    OPT("ports", CONFIG_PORTS, ports, 0, 0, NULL,
+        "the node's listening port range LOW-HIGH (required)"),
+    OPT("log-level", CONFIG_STRING, log_level, 0, 0, "info", "error, warn, info or debug"),
+    OPT("syslog", CONFIG_BOOL, syslog, 0, 0, "no", "log to syslog instead of stderr"),
+    OPT("status", CONFIG_BOOL, status, 0, 0, "no",
+        "ask the running helper (at --socket) for its state, print it and exit"),
+    OPT("json", CONFIG_BOOL, json, 0, 0, "no", "with --status: print one JSON object"),
+    {0},
+};
+
+static int parse_mode(const char *text, mode_t *mode)
+{
+    char *end;
+
+    errno = 0;
+    long v = strtol(text, &end, 8);
+    if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 0777)
+        return -1;
+    *mode = (mode_t)v;
+    return 0;
+}
+
+static int parse_uid(const char *text, uid_t *uid)
+{
+    char *end;
+
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno == 0 && end != text && *end == '\0' && text[0] != '-' && v < UINT_MAX) {
+        *uid = (uid_t)v;
+        return 0;
+    }
+    struct passwd *pw = getpwnam(text);
+    if (pw == NULL)
+        return -1;
+    *uid = pw->pw_uid;
+    return 0;
+}
+
+static int parse_uids(struct helper_config *cfg, char *err, size_t errlen)
+{
+    char *copy = strdup(cfg->allow_uids != NULL ? cfg->allow_uids : "");
+    char *save = NULL;
+
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    cfg->nuids = 0;
+    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        if (cfg->nuids == HELPER_MAX_UIDS) {
+            snprintf(err, errlen, "allow-uids: more than %d entries", HELPER_MAX_UIDS);
+            free(copy);
+            return -1;
+        }
+        if (parse_uid(tok, &cfg->uids[cfg->nuids]) < 0) {
+            snprintf(err, errlen, "allow-uids: '%s' is neither a uid nor a user name", tok);
+            free(copy);
+            return -1;
+        }
+        cfg->nuids++;
+    }
+    free(copy);
+    return 0;
+}
+
+static bool address_valid(const char *text)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    if (strlen(text) >= QCG_ADDR_MAX)
+        return false;
+    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
+}
+
+int helper_config_check_status(const struct helper_config *cfg, char *err, size_t errlen)
+{
+    const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path);
+
+    if (cfg->socket == NULL || cfg->socket[0] == '\0') {
+        snprintf(err, errlen, "socket: a path is required");
+        return -1;
+    }
+    if (strlen(cfg->socket) >= max) {
+        snprintf(err, errlen, "socket: path longer than %zu bytes: %s", max - 1, cfg->socket);
+        return -1;
+    }
+    return 0;
+}
+
+int helper_config_check(struct helper_config *cfg, char *err, size_t errlen)
+{
+    if (helper_config_check_status(cfg, err, errlen) < 0)
+        return -1;
+    if (cfg->socket_mode == NULL || parse_mode(cfg->socket_mode, &cfg->mode) < 0) {
+        snprintf(err, errlen, "socket-mode: '%s' is not an octal mode (e.g. 0660)",
+                 cfg->socket_mode != NULL ? cfg->socket_mode : "");
+        return -1;
+    }
+    if (parse_uids(cfg, err, errlen) < 0)
+        return -1;
+    if (cfg->frontend == NULL || cfg->frontend[0] == '\0') {
+        snprintf(err, errlen, "frontend: the frontend's URL is required (https://HOST:PORT/)");
+        return -1;
+    }
+    if (strncmp(cfg->frontend, "https://", 8) != 0 || cfg->frontend[8] == '\0' ||
+        strlen(cfg->frontend) >= 256) {
+        snprintf(err, errlen, "frontend: '%s' is not an https://HOST:PORT/ URL", cfg->frontend);
+        return -1;
+    }
+    if (cfg->ca == NULL || cfg->ca[0] == '\0') {
+        snprintf(err, errlen, "ca: the grid CA certificate is required");
+        return -1;
+    }
+    if (cfg->cert == NULL || cfg->cert[0] == '\0') {
+        snprintf(err, errlen, "cert: this helper's certificate and key are required");
+        return -1;
+    }
+    if (cfg->cluster != NULL && !name_valid(cfg->cluster)) {
+        snprintf(err, errlen, "cluster: '%s' is not a valid name", cfg->cluster);
+        return -1;
+    }
+    if (cfg->node != NULL && !name_valid(cfg->node)) {
+        snprintf(err, errlen, "node: '%s' is not a valid name", cfg->node);
+        return -1;
+    }
+    if (cfg->address == NULL || !address_valid(cfg->address)) {
+        snprintf(err, errlen, "address: %s%s%s", cfg->address == NULL ? "required, " : "'",
+                 cfg->address == NULL ? "an IPv4 or IPv6 literal" : cfg->address,
+                 cfg->address == NULL ? "" : "' is not an IPv4 or IPv6 literal");
+        return -1;
+    }
+    if (cfg->ports[0] <= 0 || cfg->ports[1] < cfg->ports[0]) {
+        snprintf(err, errlen, "ports: the node's port range LOW-HIGH is required");
+        return -1;
+    }
+    if (log_level_parse(cfg->log_level != NULL ? cfg->log_level : "") < 0) {
+        snprintf(err, errlen, "log-level: '%s' is not error, warn, info or debug",
+                 cfg->log_level != NULL ? cfg->log_level : "");
+        return -1;
+    }
+    return 0;
+}
+
+bool helper_uid_allowed(const struct helper_config *cfg, uid_t uid)
+{
+    if (cfg->nuids == 0)
+        return true;
+    for (int i = 0; i < cfg->nuids; i++) {
+        if (cfg->uids[i] == uid)
+            return true;
+    }
+    return false;
+}

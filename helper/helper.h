@@ -1,0 +1,66 @@
+/*
+ * qcg-helper: the per-node agent.  Processes talk to it over a Unix socket
+ * (libqcgconn/localproto.h); it talks to its cluster's frontend over SOAP.
+ *
+ *   main.c      wires the pieces and runs the libuv loop
+ *   config.c    the option table and its checks (this header)
+ *   cert.c      the certificate's CN must name this node (this header)
+ *   caps.c      whether we may intercept/inject packets (this header)
+ *   local.c     the Unix socket server and the dispatch of local messages
+ *   contacts.c  the contacts published through this node (thread-safe)
+ *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
+ *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
+ */
+#ifndef QCG_HELPER_H
+#define QCG_HELPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define HELPER_DEFAULT_SOCKET "/run/qcg/helper.sock"
+#define HELPER_MAX_UIDS 64
+
+struct helper_config {
+    char *socket;
+    char *socket_mode;   /* octal text, e.g. "0666" */
+    char *allow_uids;    /* comma list of uids or user names; empty = everyone */
+    int max_clients;
+    char *frontend;      /* https://host:port/ */
+    char *ca;
+    char *cert;          /* certificate chain and key in one PEM */
+    char *cluster;       /* default: from the certificate's CN */
+    char *node;
+    char *address;       /* the node's address inside its site */
+    int ports[2];        /* the node's listening port range */
+    char *log_level;
+    int syslog;
+    int status;          /* --status: ask a running helper, print, exit */
+    int json;
+
+    /* Derived by helper_config_check. */
+    mode_t mode;
+    uid_t uids[HELPER_MAX_UIDS];
+    int nuids;
+};
+
+extern const struct config_option helper_options[];
+
+/* Checks a loaded configuration for the daemon and fills the derived fields.
+   -1 with a one-line reason in err. */
+int helper_config_check(struct helper_config *cfg, char *err, size_t errlen);
+/* Only what `--status` needs (the socket path). */
+int helper_config_check_status(const struct helper_config *cfg, char *err, size_t errlen);
+bool helper_uid_allowed(const struct helper_config *cfg, uid_t uid);
+
+/* Reads the certificate in cfg->cert: it must be a helper certificate whose CN
+   is <cluster>/<node>.  Unset cluster/node are taken from it; set ones must
+   match.  -1 with a one-line reason in err. */
+int helper_cert_check(struct helper_config *cfg, char *err, size_t errlen);
+
+/* 1 when this process holds CAP_NET_ADMIN and CAP_NET_RAW (effective), else 0. */
+int helper_can_intercept(void);
+
+#endif

@@ -1,0 +1,782 @@
+/* The Unix socket server: one connection per process (or status tool), one
+   request at a time, every message checked before use, then dispatched
+   through a table. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "local.h"
+#include "log.h"
+#include "proto.h"
+#include "qcgconn.h"
+
+#define LISTEN_BACKLOG 128
+
+union local_payload {
+    struct local_hello hello;
+    struct local_hello_ok hello_ok;
+    struct local_publish publish;
+    struct local_lookup lookup;
+    struct local_plan plan;
+    struct local_error error;
+    struct local_incoming incoming;
+    struct local_status status;
+};
+
+struct local_server {
+    uv_loop_t *loop;
+    uv_pipe_t listener;
+    int closing;
+    const struct helper_config *cfg;
+    struct contacts *cs;
+    struct upstream *up;
+    dev_t dev;                  /* the socket file we made, so we remove only ours */
+    ino_t ino;
+    struct conn *conns;
+    unsigned nclients;
+    uint64_t next_id;
+    uint64_t lookups;
+};
+
+struct conn {
+    uv_pipe_t pipe;
+    struct local_server *srv;
+    struct conn *prev, *next;
+    uint64_t id;                /* the owner of its contact in the contacts table */
+    pid_t pid;
+    uid_t uid;
+    int refs;                   /* the handle, each write, each request in flight */
+    int closing;
+    int hello;
+    int pending;                /* an upstream request is in flight: not reading */
+    int published;              /* me is published upstream */
+    struct contact me;          /* job, secret, rank from HELLO; port once published */
+
+    /* The message being read: exactly a header, then exactly its payload. */
+    size_t have;
+    struct local_header hdr;
+    union local_payload in;
+};
+
+struct write_req {
+    uv_write_t req;
+    struct conn *c;
+    int close_after;
+    struct local_header hdr;
+    union local_payload payload;
+};
+
+struct request {
+    uv_work_t work;
+    struct local_server *srv;
+    struct conn *c;             /* NULL for the withdraw of a closed connection */
+    uint64_t owner;
+    uint16_t type;
+    uint32_t rid;
+    struct contact contact;
+    int32_t to_rank;
+    int skip_upstream;          /* stopping with the frontend away: local cleanup only */
+    int rc;
+    char msg[LOCAL_MESSAGE_MAX];
+    struct local_plan plan;
+};
+
+static void conn_close(struct conn *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void conn_unref(struct conn *c)
+{
+    if (--c->refs > 0)
+        return;
+    explicit_bzero(&c->me, sizeof(c->me));
+    explicit_bzero(&c->in, sizeof(c->in));
+    free(c);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct write_req *w = (struct write_req *)req;
+    struct conn *c = w->c;
+
+    if (status < 0 && !c->closing)
+        log_debug("pid %d: write failed: %s", (int)c->pid, uv_strerror(status));
+    if (status < 0 || w->close_after)
+        conn_close(c);
+    explicit_bzero(w, sizeof(*w));
+    free(w);
+    conn_unref(c);
+}
+
+static void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *payload, size_t len,
+                     int close_after)
+{
+    if (c->closing)
+        return;
+    struct write_req *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        log_warnx("pid %d: out of memory for a reply; closing", (int)c->pid);
+        conn_close(c);
+        return;
+    }
+    w->c = c;
+    w->close_after = close_after;
+    w->hdr = (struct local_header){
+        .magic = LOCAL_MAGIC, .type = type, .length = (uint32_t)len, .request_id = rid};
+    if (len > 0)
+        memcpy(&w->payload, payload, len);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)&w->hdr, sizeof(w->hdr)),
+                        uv_buf_init((char *)&w->payload, (unsigned)len)};
+    c->refs++;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, bufs, len > 0 ? 2 : 1, on_written);
+    if (rc < 0) {
+        log_warnx("pid %d: cannot queue a reply: %s", (int)c->pid, uv_strerror(rc));
+        free(w);
+        c->refs--;
+        conn_close(c);
+    }
+}
+
+__attribute__((format(printf, 5, 6))) static void send_error(struct conn *c, uint32_t rid,
+                                                             int code, int close_after,
+                                                             const char *fmt, ...)
+{
+    struct local_error e;
+    va_list ap;
+
+    memset(&e, 0, sizeof(e));
+    e.code = code;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    va_end(ap);
+    send_msg(c, LOCAL_ERROR, rid, &e, sizeof(e), close_after);
+}
+
+/* A protocol violation: say why, log it, close. */
+__attribute__((format(printf, 3, 4))) static void proto_fail(struct conn *c, uint32_t rid,
+                                                             const char *fmt, ...)
+{
+    char msg[LOCAL_MESSAGE_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_warnx("pid %d uid %d: %s; closing", (int)c->pid, (int)c->uid, msg);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    send_error(c, rid, QCG_EPROTO, 1, "%s", msg);
+}
+
+/* Upstream requests, on the thread pool. */
+
+static void do_request(uv_work_t *work)
+{
+    struct request *r = work->data;
+    struct local_server *srv = r->srv;
+
+    switch (r->type) {
+    case LOCAL_PUBLISH:
+        contacts_sync_shared(srv->cs);
+        r->rc = upstream_publish(srv->up, &r->contact, r->msg, sizeof(r->msg));
+        /* Published now, before the loop hears of it: a re-publish that
+           follows must include it. */
+        if (r->rc == 0)
+            contacts_set_state(srv->cs, r->contact.job, r->contact.rank, r->owner,
+                               CONTACT_PUBLISHED);
+        contacts_sync_end(srv->cs);
+        break;
+    case LOCAL_WITHDRAW:
+        contacts_sync_shared(srv->cs);
+        if (!r->skip_upstream) {
+            r->rc = upstream_withdraw(srv->up, &r->contact, r->msg, sizeof(r->msg));
+            if (r->rc == QCG_EUPSTREAM)
+                contacts_orphan_add(srv->cs, &r->contact);
+        }
+        contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+        contacts_sync_end(srv->cs);
+        break;
+    case LOCAL_LOOKUP:
+        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, &r->plan, r->msg,
+                                sizeof(r->msg));
+        break;
+    default:
+        r->rc = QCG_EPROTO;
+        break;
+    }
+}
+
+static void release_contact(struct conn *c);
+
+static void request_done(uv_work_t *work, int status)
+{
+    struct request *r = work->data;
+    struct local_server *srv = r->srv;
+    struct conn *c = r->c;
+
+    if (status == UV_ECANCELED) {
+        r->rc = QCG_EUPSTREAM;
+        snprintf(r->msg, sizeof(r->msg), "the helper is stopping");
+        if (r->type == LOCAL_WITHDRAW)
+            contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+    }
+    switch (r->type) {
+    case LOCAL_PUBLISH:
+        if (r->rc == 0) {
+            if (!c->published)
+                log_info("pid %d: published job %s rank %d port %u", (int)c->pid,
+                         r->contact.job, r->contact.rank, r->contact.port);
+            c->published = 1;
+            c->me.port = r->contact.port;
+            send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+        } else {
+            if (!c->published)
+                contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+            log_warnx("pid %d: publish of job %s rank %d failed: %s", (int)c->pid,
+                      r->contact.job, r->contact.rank, r->msg);
+            send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    case LOCAL_WITHDRAW:
+        if (r->rc == 0)
+            log_info("withdrew job %s rank %d (pid %d)", r->contact.job, r->contact.rank,
+                     (int)r->contact.pid);
+        else if (!r->skip_upstream)
+            log_warnx("withdraw of job %s rank %d: %s%s", r->contact.job, r->contact.rank,
+                      r->msg, r->rc == QCG_EUPSTREAM ? " (retried later)" : "");
+        if (c != NULL) {
+            if (r->rc == 0)
+                send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+            else
+                send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    case LOCAL_LOOKUP:
+        srv->lookups++;
+        if (r->rc == 0) {
+            log_debug("pid %d: job %s rank %d -> rank %d: %s %s:%u", (int)c->pid,
+                      r->contact.job, r->contact.rank, r->to_rank,
+                      technique_name((enum technique)r->plan.technique), r->plan.address,
+                      r->plan.port);
+            send_msg(c, LOCAL_PLAN, r->rid, &r->plan, sizeof(r->plan), 0);
+        } else {
+            log_debug("pid %d: lookup of rank %d: %s", (int)c->pid, r->to_rank, r->msg);
+            send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    }
+    if (c != NULL) {
+        c->pending = 0;
+        if (c->closing)
+            release_contact(c);
+        else
+            uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+        conn_unref(c);
+    }
+    explicit_bzero(r, sizeof(*r));
+    free(r);
+}
+
+/* Queues an upstream request; with a connection, stops reading from it until
+   the reply is sent (one request at a time, replies in order). */
+static int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
+                         const struct contact *ct, int32_t to_rank, uint64_t owner)
+{
+    struct request *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return QCG_ENOMEM;
+    r->work.data = r;
+    r->srv = srv;
+    r->c = c;
+    r->owner = owner;
+    r->type = type;
+    r->rid = rid;
+    r->contact = *ct;
+    r->to_rank = to_rank;
+    if (srv->closing && type == LOCAL_WITHDRAW) {
+        int connected;
+        uint64_t epoch;
+        upstream_state(srv->up, &connected, &epoch);
+        r->skip_upstream = !connected;
+    }
+    int rc = uv_queue_work(srv->loop, &r->work, do_request, request_done);
+    if (rc < 0) {
+        log_warnx("cannot queue a request: %s", uv_strerror(rc));
+        free(r);
+        return QCG_ESYS;
+    }
+    if (c != NULL) {
+        c->refs++;
+        c->pending = 1;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
+    return 0;
+}
+
+/* The connection's contact goes: withdraw it upstream (process death =
+   withdrawal). */
+static void release_contact(struct conn *c)
+{
+    struct local_server *srv = c->srv;
+
+    if (!c->published)
+        return;
+    c->published = 0;
+    contacts_set_state(srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
+    if (queue_request(srv, NULL, LOCAL_WITHDRAW, 0, &c->me, 0, c->id) < 0) {
+        contacts_orphan_add(srv->cs, &c->me);
+        contacts_remove(srv->cs, c->me.job, c->me.rank, c->id);
+    }
+}
+
+/* The handlers: 0 = answered (or failed and closing), 1 = waiting upstream. */
+
+static int on_hello(struct conn *c, uint32_t rid)
+{
+    const struct local_hello *h = &c->in.hello;
+    const struct helper_config *cfg = c->srv->cfg;
+    struct local_hello_ok ok;
+
+    if (c->hello) {
+        proto_fail(c, rid, "a second HELLO");
+        return 0;
+    }
+    if (!job_valid(h->job)) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid job id (1-63 of [A-Za-z0-9._-])");
+        return 0;
+    }
+    if (!secret_valid(h->secret)) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid job secret (1-127 printable characters)");
+        return 0;
+    }
+    if (h->rank < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", h->rank);
+        return 0;
+    }
+    c->hello = 1;
+    snprintf(c->me.job, sizeof(c->me.job), "%s", h->job);
+    snprintf(c->me.secret, sizeof(c->me.secret), "%s", h->secret);
+    c->me.rank = h->rank;
+    c->me.pid = c->pid;
+    log_info("pid %d: job %s rank %d", (int)c->pid, c->me.job, c->me.rank);
+
+    memset(&ok, 0, sizeof(ok));
+    ok.version = LOCAL_VERSION;
+    ok.port_low = (uint16_t)cfg->ports[0];
+    ok.port_high = (uint16_t)cfg->ports[1];
+    snprintf(ok.cluster, sizeof(ok.cluster), "%s", cfg->cluster);
+    snprintf(ok.node, sizeof(ok.node), "%s", cfg->node);
+    snprintf(ok.address, sizeof(ok.address), "%s", cfg->address);
+    send_msg(c, LOCAL_HELLO_OK, rid, &ok, sizeof(ok), 0);
+    return 0;
+}
+
+static int on_publish(struct conn *c, uint32_t rid)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    unsigned port = c->in.publish.port;
+    struct contact ct = c->me;
+    pid_t holder;
+
+    if ((int)port < cfg->ports[0] || (int)port > cfg->ports[1]) {
+        send_error(c, rid, QCG_EINVAL, 0, "port %u is outside this node's range %d-%d", port,
+                   cfg->ports[0], cfg->ports[1]);
+        return 0;
+    }
+    ct.port = (uint16_t)port;
+    int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder);
+    if (rc == QCG_EBUSY) {
+        if (holder != 0)
+            send_error(c, rid, QCG_EBUSY, 0,
+                       "job %s rank %d is already published by pid %d on this node", ct.job,
+                       ct.rank, (int)holder);
+        else
+            send_error(c, rid, QCG_EBUSY, 0,
+                       "job %s rank %d is being withdrawn on this node; retry", ct.job, ct.rank);
+        return 0;
+    }
+    if (rc == QCG_EINVAL) {
+        send_error(c, rid, QCG_EINVAL, 0, "already published on port %u; withdraw first",
+                   c->me.port);
+        return 0;
+    }
+    if (rc < 0) {
+        send_error(c, rid, rc, 0, "this helper holds too many contacts");
+        return 0;
+    }
+    rc = queue_request(c->srv, c, LOCAL_PUBLISH, rid, &ct, 0, c->id);
+    if (rc < 0) {
+        if (!c->published)
+            contacts_remove(c->srv->cs, ct.job, ct.rank, c->id);
+        send_error(c, rid, rc, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
+}
+
+static int on_withdraw(struct conn *c, uint32_t rid)
+{
+    if (!c->published) {
+        send_msg(c, LOCAL_OK, rid, NULL, 0, 0);
+        return 0;
+    }
+    contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
+    if (queue_request(c->srv, c, LOCAL_WITHDRAW, rid, &c->me, 0, c->id) < 0) {
+        contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_PUBLISHED);
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    c->published = 0;
+    return 1;
+}
+
+static int on_lookup(struct conn *c, uint32_t rid)
+{
+    int32_t to = c->in.lookup.to_rank;
+
+    if (to < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
+        return 0;
+    }
+    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
+}
+
+static int on_status(struct conn *c, uint32_t rid)
+{
+    struct local_server *srv = c->srv;
+    struct local_status s;
+    int connected;
+    uint64_t epoch;
+
+    memset(&s, 0, sizeof(s));
+    upstream_state(srv->up, &connected, &epoch);
+    s.upstream_connected = connected ? 1 : 0;
+    s.clients = srv->nclients;
+    s.contacts = (uint32_t)contacts_published(srv->cs);
+    s.upstream_epoch = epoch;
+    s.lookups = srv->lookups;
+    snprintf(s.cluster, sizeof(s.cluster), "%s", srv->cfg->cluster);
+    snprintf(s.node, sizeof(s.node), "%s", srv->cfg->node);
+    snprintf(s.frontend, sizeof(s.frontend), "%s", upstream_url(srv->up));
+    send_msg(c, LOCAL_STATUS_OK, rid, &s, sizeof(s), 0);
+    return 0;
+}
+
+/* What a process may send; everything else (the helper's own message types
+   included) is a protocol violation. */
+static const struct {
+    int (*handle)(struct conn *c, uint32_t rid);
+    int need_hello;
+    const char *name;
+} handlers[LOCAL_TYPE_COUNT] = {
+    [LOCAL_HELLO] = {on_hello, 0, "HELLO"},
+    [LOCAL_PUBLISH] = {on_publish, 1, "PUBLISH"},
+    [LOCAL_WITHDRAW] = {on_withdraw, 1, "WITHDRAW"},
+    [LOCAL_LOOKUP] = {on_lookup, 1, "LOOKUP"},
+    [LOCAL_STATUS] = {on_status, 0, "STATUS"},
+};
+
+static void dispatch(struct conn *c)
+{
+    uint16_t type = c->hdr.type;
+    uint32_t rid = c->hdr.request_id;
+
+    if (type == LOCAL_HELLO && c->in.hello.version != LOCAL_VERSION) {
+        proto_fail(c, rid, "HELLO of protocol version %u; this helper speaks %u",
+                   c->in.hello.version, LOCAL_VERSION);
+        return;
+    }
+    if (local_payload_check(type, &c->in) != 0) {
+        proto_fail(c, rid, "%s: a string field is not NUL-terminated", handlers[type].name);
+        return;
+    }
+    if (handlers[type].need_hello && !c->hello) {
+        proto_fail(c, rid, "%s before HELLO", handlers[type].name);
+        return;
+    }
+    log_debug("pid %d: %s request %u", (int)c->pid, handlers[type].name, rid);
+    handlers[type].handle(c, rid);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    (void)suggested;
+    /* Never read past the current message: the next one waits in the kernel
+       while a request is pending. */
+    if (c->have < sizeof(c->hdr)) {
+        buf->base = (char *)&c->hdr + c->have;
+        buf->len = sizeof(c->hdr) - c->have;
+    } else {
+        size_t off = c->have - sizeof(c->hdr);
+        buf->base = (char *)&c->in + off;
+        buf->len = c->hdr.length - off;
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+
+    (void)buf;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_debug("pid %d: read: %s", (int)c->pid, uv_strerror((int)nread));
+        else if (c->have > 0)
+            log_warnx("pid %d: connection closed in the middle of a message", (int)c->pid);
+        conn_close(c);
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    c->have += (size_t)nread;
+    if (c->have == sizeof(c->hdr)) {
+        const struct local_header *h = &c->hdr;
+        if (local_header_check(h) != 0) {
+            if (h->magic != LOCAL_MAGIC)
+                proto_fail(c, h->request_id, "bad magic 0x%08x", h->magic);
+            else if (h->type == 0 || h->type >= LOCAL_TYPE_COUNT)
+                proto_fail(c, h->request_id, "unknown message type %u", h->type);
+            else
+                proto_fail(c, h->request_id, "message type %u: length %u, expected %zu",
+                           h->type, h->length, local_payload_size[h->type]);
+            return;
+        }
+        if (handlers[h->type].handle == NULL) {
+            proto_fail(c, h->request_id, "message type %u is not a request", h->type);
+            return;
+        }
+    }
+    if (c->have == sizeof(c->hdr) + c->hdr.length) {
+        c->have = 0;
+        dispatch(c);
+    }
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn_unref(h->data);
+}
+
+static void conn_close(struct conn *c)
+{
+    struct local_server *srv = c->srv;
+
+    if (c->closing)
+        return;
+    c->closing = 1;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    srv->nclients--;
+    log_debug("pid %d: disconnected", (int)c->pid);
+    /* With a request in flight, its completion releases the contact. */
+    if (!c->pending)
+        release_contact(c);
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_unaccepted_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct local_server *srv = server->data;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    if (status < 0) {
+        log_warnx("accept: %s", uv_strerror(status));
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        log_warnx("out of memory for a new client");
+        return;
+    }
+    uv_pipe_init(srv->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0 || uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        log_warn("cannot accept a client");
+        uv_close((uv_handle_t *)&c->pipe, on_unaccepted_closed);
+        return;
+    }
+    c->srv = srv;
+    c->refs = 1;
+    c->id = ++srv->next_id;
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    c->next = srv->conns;
+    if (srv->conns != NULL)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nclients++;
+    log_debug("pid %d uid %d: connected", (int)c->pid, (int)c->uid);
+
+    if (!helper_uid_allowed(srv->cfg, cred.uid)) {
+        log_warnx("pid %d uid %d: uid not in allow-uids; refused", (int)c->pid, (int)c->uid);
+        send_error(c, 0, QCG_EDENIED, 1, "uid %d may not use this helper", (int)c->uid);
+        return;
+    }
+    if (srv->nclients > (unsigned)srv->cfg->max_clients) {
+        log_warnx("pid %d uid %d: more than max-clients (%d) connections; refused", (int)c->pid,
+                  (int)c->uid, srv->cfg->max_clients);
+        send_error(c, 0, QCG_ENOHELPER, 1, "the helper serves at most %d clients",
+                   srv->cfg->max_clients);
+        return;
+    }
+    int rc = uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    if (rc < 0) {
+        log_warnx("pid %d: %s", (int)c->pid, uv_strerror(rc));
+        conn_close(c);
+    }
+}
+
+static int make_parent(const char *path, char *err, size_t errlen)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            goto fail;
+        *p = '/';
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        goto fail;
+    return 0;
+fail:
+    snprintf(err, errlen, "socket: cannot create %s: %s", dir, strerror(errno));
+    return -1;
+}
+
+/* A socket file left by a helper that died is removed; one a live helper
+   listens on is not ours to take. */
+static int remove_stale(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    struct stat st;
+
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : (snprintf(err, errlen, "socket: %s: %s", path,
+                                               strerror(errno)), -1);
+    if (!S_ISSOCK(st.st_mode)) {
+        snprintf(err, errlen, "socket: %s exists and is not a socket", path);
+        return -1;
+    }
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+    int saved = errno;
+    close(fd);
+    if (rc == 0) {
+        snprintf(err, errlen, "socket: a helper is already listening on %s", path);
+        return -1;
+    }
+    if (saved != ECONNREFUSED) {
+        snprintf(err, errlen, "socket: %s: %s", path, strerror(saved));
+        return -1;
+    }
+    if (unlink(path) < 0) {
+        snprintf(err, errlen, "socket: cannot remove the stale %s: %s", path, strerror(errno));
+        return -1;
+    }
+    log_info("removed the stale socket %s", path);
+    return 0;
+}
+
+struct local_server *local_server_new(uv_loop_t *loop, const struct helper_config *cfg,
+                                      struct contacts *cs, struct upstream *up, char *err,
+                                      size_t errlen)
+{
+    struct local_server *srv = calloc(1, sizeof(*srv));
+    struct stat st;
+    int rc;
+
+    if (srv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    srv->loop = loop;
+    srv->cfg = cfg;
+    srv->cs = cs;
+    srv->up = up;
+    if (make_parent(cfg->socket, err, errlen) < 0 || remove_stale(cfg->socket, err, errlen) < 0) {
+        free(srv);
+        return NULL;
+    }
+    uv_pipe_init(loop, &srv->listener, 0);
+    srv->listener.data = srv;
+    if ((rc = uv_pipe_bind(&srv->listener, cfg->socket)) < 0) {
+        snprintf(err, errlen, "socket: cannot bind %s: %s", cfg->socket, uv_strerror(rc));
+        goto fail;
+    }
+    if (chmod(cfg->socket, cfg->mode) < 0 || stat(cfg->socket, &st) < 0) {
+        snprintf(err, errlen, "socket: %s: %s", cfg->socket, strerror(errno));
+        unlink(cfg->socket);
+        goto fail;
+    }
+    srv->dev = st.st_dev;
+    srv->ino = st.st_ino;
+    if ((rc = uv_listen((uv_stream_t *)&srv->listener, LISTEN_BACKLOG, on_connection)) < 0) {
+        snprintf(err, errlen, "socket: cannot listen on %s: %s", cfg->socket, uv_strerror(rc));
+        unlink(cfg->socket);
+        goto fail;
+    }
+    return srv;
+fail:
+    /* The handle must be closed by the loop before its memory goes. */
+    srv->closing = 1;
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    free(srv);
+    return NULL;
+}
+
+void local_server_close(struct local_server *srv)
+{
+    struct stat st;
+
+    if (srv->closing)
+        return;
+    srv->closing = 1;
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+    if (stat(srv->cfg->socket, &st) == 0 && st.st_dev == srv->dev && st.st_ino == srv->ino)
+        unlink(srv->cfg->socket);
+    while (srv->conns != NULL)
+        conn_close(srv->conns);
+}
+
+void local_server_free(struct local_server *srv)
+{
+    free(srv);
+}

@@ -1,0 +1,140 @@
+/* qcg-helper: wires the configuration, the upstream thread and the local
+   socket to one libuv loop, and stops cleanly on SIGTERM/SIGINT. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "contacts.h"
+#include "daemon.h"
+#include "helper.h"
+#include "local.h"
+#include "log.h"
+#include "status.h"
+#include "upstream.h"
+
+static const char usage[] =
+    "qcg-helper [--config FILE] --frontend URL --ca FILE --cert FILE --address ADDR "
+    "--ports LOW-HIGH [options]\n"
+    "       qcg-helper --status [--json] [--socket PATH]";
+
+struct helper {
+    uv_loop_t loop;
+    uv_async_t stop_async;
+    volatile sig_atomic_t stop;
+    struct contacts *contacts;
+    struct upstream *up;
+    struct local_server *srv;
+};
+
+/* From the signal handler: uv_async_send is async-signal-safe. */
+static void signal_stop(void *arg)
+{
+    uv_async_send(arg);
+}
+
+static void on_stop(uv_async_t *a)
+{
+    struct helper *h = a->data;
+
+    log_info("stopping");
+    upstream_stop(h->up);
+    local_server_close(h->srv);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static int run(struct helper_config *cfg)
+{
+    struct helper h;
+    char err[512];
+    int rc = 1;
+
+    memset(&h, 0, sizeof(h));
+    if (uv_loop_init(&h.loop) < 0)
+        fatalx("cannot create the event loop");
+    int can_intercept = helper_can_intercept();
+    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s", cfg->cluster, cfg->node,
+             cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
+             can_intercept ? "can intercept and inject"
+                           : "cannot intercept (no CAP_NET_ADMIN and CAP_NET_RAW)");
+
+    h.contacts = contacts_new((size_t)cfg->max_clients);
+    if (h.contacts == NULL)
+        fatalx("out of memory");
+    h.up = upstream_new(cfg, h.contacts, can_intercept, err, sizeof(err));
+    if (h.up == NULL) {
+        log_error("%s", err);
+        rc = 2;
+        goto out;
+    }
+    h.srv = local_server_new(&h.loop, cfg, h.contacts, h.up, err, sizeof(err));
+    if (h.srv == NULL) {
+        log_error("%s", err);
+        goto out;
+    }
+    uv_async_init(&h.loop, &h.stop_async, on_stop);
+    h.stop_async.data = &h;
+    daemon_signals(&h.stop, signal_stop, &h.stop_async);
+    if (upstream_start(h.up, err, sizeof(err)) < 0) {
+        log_error("%s", err);
+        h.stop = 1;
+        uv_async_send(&h.stop_async);
+    } else {
+        rc = 0;
+    }
+    log_info("listening on %s", cfg->socket);
+    uv_run(&h.loop, UV_RUN_DEFAULT);
+    log_info("stopped");
+out:
+    upstream_free(h.up);
+    local_server_free(h.srv);
+    contacts_free(h.contacts);
+    uv_run(&h.loop, UV_RUN_NOWAIT);
+    uv_loop_close(&h.loop);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct helper_config cfg;
+    char err[512];
+    int first = argc, rc;
+
+    memset(&cfg, 0, sizeof(cfg));
+    switch (config_load(helper_options, &cfg, argc, argv, usage, &first, err, sizeof(err))) {
+    case CONFIG_EXIT_OK:
+        config_free(helper_options, &cfg);
+        return 0;
+    case CONFIG_ERROR:
+        fprintf(stderr, "%s\n", err);
+        config_free(helper_options, &cfg);
+        return 2;
+    case CONFIG_OK:
+        break;
+    }
+    if (first < argc) {
+        fprintf(stderr, "qcg-helper: unexpected argument '%s'\n", argv[first]);
+        config_free(helper_options, &cfg);
+        return 2;
+    }
+    if (cfg.status) {
+        if (helper_config_check_status(&cfg, err, sizeof(err)) < 0) {
+            fprintf(stderr, "qcg-helper: %s\n", err);
+            rc = 2;
+        } else {
+            rc = helper_status(cfg.socket, cfg.json, stdout, stderr);
+        }
+        config_free(helper_options, &cfg);
+        return rc;
+    }
+    if (helper_config_check(&cfg, err, sizeof(err)) < 0 ||
+        helper_cert_check(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "qcg-helper: %s\n", err);
+        config_free(helper_options, &cfg);
+        return 2;
+    }
+    log_init("helper", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog);
+    rc = run(&cfg);
+    config_free(helper_options, &cfg);
+    return rc;
+}

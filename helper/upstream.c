@@ -1,0 +1,587 @@
+/* SOAP calls from the helper to its frontend: the registration/poll thread and
+   the blocking request calls made by worker threads. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "soapH.h"
+
+#include "daemon.h"
+#include "log.h"
+#include "proto.h"
+#include "qcgconn.h"
+#include "upstream.h"
+
+#define BACKOFF_BASE_MS 200
+#define BACKOFF_MAX_MS 10000
+
+struct upstream {
+    const struct helper_config *cfg;
+    struct contacts *cs;
+    int can_intercept;
+    struct soap_client_config scc;
+    struct soap_pool *pool;          /* for the workers' requests */
+    struct soap *soap;               /* the registration thread's own */
+    SOAP_SOCKET (*next_open)(struct soap *, const char *, const char *, int);
+    int (*next_closesocket)(struct soap *, SOAP_SOCKET);
+    pthread_t thread;
+    int started;
+    volatile sig_atomic_t stop;
+
+    pthread_mutex_t lock;            /* guards the fields below */
+    SOAP_SOCKET fd;                  /* the thread's connection, for upstream_stop */
+    int connected;
+    uint64_t epoch;
+};
+
+struct call_args {
+    const struct contact *c;
+    int32_t to_rank;
+    struct local_plan *plan;
+};
+
+typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen);
+
+/*
+ * A long-poll blocks in recv for up to UPSTREAM_POLL_WAIT seconds.  To stop
+ * promptly, the thread's socket is tracked through gSOAP's open/close hooks
+ * and shut down from upstream_stop; the lock makes sure the descriptor is
+ * never one gSOAP already closed (and the kernel may have reused).
+ */
+static const char plugin_id[] = "qcg-helper-upstream";
+
+static int plugin_copy(struct soap *soap, struct soap_plugin *dst, struct soap_plugin *src)
+{
+    (void)soap;
+    *dst = *src;
+    return SOAP_OK;
+}
+
+static void plugin_delete(struct soap *soap, struct soap_plugin *p)
+{
+    (void)soap;
+    (void)p;
+}
+
+static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
+{
+    (void)soap;
+    p->id = plugin_id;
+    p->data = arg;
+    p->fcopy = plugin_copy;
+    p->fdelete = plugin_delete;
+    return SOAP_OK;
+}
+
+static SOAP_SOCKET track_open(struct soap *soap, const char *endpoint, const char *host, int port)
+{
+    struct upstream *u = soap_lookup_plugin(soap, plugin_id);
+    SOAP_SOCKET fd = u->next_open(soap, endpoint, host, port);
+
+    pthread_mutex_lock(&u->lock);
+    u->fd = fd;
+    if (u->stop && soap_valid_socket(fd))
+        shutdown(fd, SHUT_RDWR);
+    pthread_mutex_unlock(&u->lock);
+    return fd;
+}
+
+static int track_closesocket(struct soap *soap, SOAP_SOCKET fd)
+{
+    struct upstream *u = soap_lookup_plugin(soap, plugin_id);
+
+    pthread_mutex_lock(&u->lock);
+    if (u->fd == fd)
+        u->fd = SOAP_INVALID_SOCKET;
+    pthread_mutex_unlock(&u->lock);
+    return u->next_closesocket(soap, fd);
+}
+
+struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
+                              int can_intercept, char *err, size_t errlen)
+{
+    struct upstream *u = calloc(1, sizeof(*u));
+
+    if (u == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    u->cfg = cfg;
+    u->cs = cs;
+    u->can_intercept = can_intercept;
+    u->fd = SOAP_INVALID_SOCKET;
+    pthread_mutex_init(&u->lock, NULL);
+    u->scc.url = cfg->frontend;
+    u->scc.tls.ca = cfg->ca;
+    u->scc.tls.certkey = cfg->cert;
+    u->scc.connect_timeout = UPSTREAM_CONNECT_TIMEOUT;
+    u->scc.io_timeout = UPSTREAM_IO_TIMEOUT;
+
+    u->pool = soap_pool_new(&u->scc, UPSTREAM_POOL_SIZE, err, errlen);
+    if (u->pool == NULL)
+        goto fail;
+    u->soap = soap_client_new(&u->scc, err, errlen);
+    if (u->soap == NULL)
+        goto fail;
+    if (soap_register_plugin_arg(u->soap, plugin_init, u) != SOAP_OK) {
+        snprintf(err, errlen, "cannot register the gSOAP plugin");
+        goto fail;
+    }
+    u->next_open = u->soap->fopen;
+    u->next_closesocket = u->soap->fclosesocket;
+    u->soap->fopen = track_open;
+    u->soap->fclosesocket = track_closesocket;
+    return u;
+fail:
+    upstream_free(u);
+    return NULL;
+}
+
+const char *upstream_url(const struct upstream *u)
+{
+    return u->cfg->frontend;
+}
+
+void upstream_state(struct upstream *u, int *connected, uint64_t *epoch)
+{
+    pthread_mutex_lock(&u->lock);
+    *connected = u->connected;
+    *epoch = u->epoch;
+    pthread_mutex_unlock(&u->lock);
+}
+
+static void set_state(struct upstream *u, int connected, uint64_t epoch)
+{
+    pthread_mutex_lock(&u->lock);
+    u->connected = connected;
+    if (connected)
+        u->epoch = epoch;
+    pthread_mutex_unlock(&u->lock);
+}
+
+int upstream_error(enum call_status st, const char *subcode)
+{
+    static const struct {
+        const char *subcode;
+        int code;
+    } faults[] = {
+        {"busy", QCG_EBUSY},       {"denied", QCG_EDENIED},  {"notfound", QCG_ENOTFOUND},
+        {"invalid", QCG_EINVAL},   {"version", QCG_EPROTO},  {"unavailable", QCG_EUPSTREAM},
+    };
+
+    if (st == CALL_OK)
+        return 0;
+    if (st == CALL_FAULT && subcode != NULL) {
+        for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+            if (strcmp(subcode, faults[i].subcode) == 0)
+                return faults[i].code;
+        }
+    }
+    return QCG_EUPSTREAM;
+}
+
+/* Classifies a finished call; fills msg and returns the QCG_E* code. */
+static int finish(struct upstream *u, struct soap *soap, int rc, const char *op,
+                  enum call_status *st, char *msg, size_t msglen)
+{
+    char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
+
+    *st = soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text));
+    if (*st == CALL_OK)
+        return 0;
+    if (*st == CALL_UNREACHABLE)
+        snprintf(msg, msglen, "%s: frontend %s unreachable: %s", op, u->cfg->frontend, text);
+    else
+        snprintf(msg, msglen, "%s refused: %s%s%s", op, subcode[0] ? subcode : "fault",
+                 text[0] ? ": " : "", text);
+    return upstream_error(*st, subcode);
+}
+
+static int call_publish(struct upstream *u, struct soap *soap, const struct call_args *a,
+                        enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__contact con = {
+        .job = c.job,
+        .secret = c.secret,
+        .rank = c.rank,
+        .cluster = u->cfg->cluster,
+        .node = u->cfg->node,
+        .address = u->cfg->address,
+        .port = c.port,
+    };
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__publish(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &con,
+                                    &resp);
+    rc = finish(u, soap, rc, "publish", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int call_withdraw(struct upstream *u, struct soap *soap, const struct call_args *a,
+                         enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__withdraw(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
+                                     c.secret, c.rank, u->cfg->node, &resp);
+    rc = finish(u, soap, rc, "withdraw", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int call_lookup(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__lookupResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
+                                   c.secret, c.rank, a->to_rank, &resp);
+    rc = finish(u, soap, rc, "lookup", st, msg, msglen);
+    if (rc == 0)
+        rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, char *msg,
+                     size_t msglen)
+{
+    for (int attempt = 0;; attempt++) {
+        struct soap *soap = soap_pool_get(u->pool);
+        int reused = soap_valid_socket(soap->socket);
+        enum call_status st;
+        int rc = fn(u, soap, a, &st, msg, msglen);
+
+        soap_client_reset(soap);
+        soap_pool_put(u->pool, soap, st == CALL_UNREACHABLE);
+        /* A kept-alive connection that the frontend dropped (it restarted)
+           fails once; a fresh connection tells whether it is really down. */
+        if (st == CALL_UNREACHABLE && reused && attempt == 0)
+            continue;
+        return rc;
+    }
+}
+
+int upstream_publish(struct upstream *u, const struct contact *c, char *msg, size_t msglen)
+{
+    struct call_args a = {.c = c};
+
+    return pool_call(u, call_publish, &a, msg, msglen);
+}
+
+int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, size_t msglen)
+{
+    struct call_args a = {.c = c};
+
+    return pool_call(u, call_withdraw, &a, msg, msglen);
+}
+
+int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
+                    struct local_plan *plan, char *msg, size_t msglen)
+{
+    struct call_args a = {.c = from, .to_rank = to_rank, .plan = plan};
+
+    return pool_call(u, call_lookup, &a, msg, msglen);
+}
+
+static int copy_field(char *dst, size_t size, const char *src)
+{
+    if (src == NULL) {
+        dst[0] = '\0';
+        return 0;
+    }
+    if (strlen(src) >= size)
+        return -1;
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+static uint32_t local_technique(enum technique t)
+{
+    switch (t) {
+    case TECH_DIRECT:
+        return QCG_TECH_DIRECT;
+    case TECH_REVERSED:
+        return QCG_TECH_REVERSED;
+    case TECH_TRAVERSING:
+        return QCG_TECH_TRAVERSING;
+    case TECH_HOLEPUNCH:
+        return QCG_TECH_HOLEPUNCH;
+    case TECH_PROXY:
+        return QCG_TECH_PROXY;
+    default:
+        return QCG_TECH_NONE;
+    }
+}
+
+int upstream_plan(const struct qcg__plan *p, int32_t to_rank, struct local_plan *out, char *msg,
+                  size_t msglen)
+{
+    memset(out, 0, sizeof(*out));
+    if (p->status == NULL) {
+        snprintf(msg, msglen, "lookup: the frontend sent a plan without a status");
+        return QCG_EUPSTREAM;
+    }
+    if (strcmp(p->status, "notfound") == 0) {
+        snprintf(msg, msglen, "rank %d is not published (yet)", to_rank);
+        return QCG_ENOTFOUND;
+    }
+    if (strcmp(p->status, "unavailable") == 0) {
+        snprintf(msg, msglen, "rank %d needs technique %s: %s", to_rank,
+                 p->technique != NULL ? p->technique : "(unnamed)",
+                 p->reason != NULL ? p->reason : "no reason given");
+        return QCG_ETECHNIQUE;
+    }
+    if (strcmp(p->status, "ok") != 0) {
+        snprintf(msg, msglen, "lookup: the frontend sent an unknown plan status");
+        return QCG_EUPSTREAM;
+    }
+    int t = p->technique != NULL ? technique_parse(p->technique) : -1;
+    if (t <= (int)TECH_NONE) {
+        snprintf(msg, msglen, "lookup: the frontend sent an unknown technique");
+        return QCG_EUPSTREAM;
+    }
+    if (copy_field(out->cluster, sizeof(out->cluster), p->cluster) < 0 ||
+        copy_field(out->node, sizeof(out->node), p->node) < 0 ||
+        copy_field(out->address, sizeof(out->address), p->address) < 0 ||
+        copy_field(out->token, sizeof(out->token), p->token) < 0 || p->port < 0 ||
+        p->port > 65535 || (t == TECH_DIRECT && (p->port == 0 || out->address[0] == '\0'))) {
+        snprintf(msg, msglen, "lookup: the frontend sent a malformed %s plan", p->technique);
+        memset(out, 0, sizeof(*out));
+        return QCG_EUPSTREAM;
+    }
+    out->technique = local_technique((enum technique)t);
+    out->port = (uint16_t)p->port;
+    return 0;
+}
+
+/* The registration thread. */
+
+static int register_node(struct upstream *u, uint64_t *epoch, char *msg, size_t msglen)
+{
+    struct qcg__node node = {
+        .name = u->cfg->node,
+        .address = u->cfg->address,
+        .portLow = u->cfg->ports[0],
+        .portHigh = u->cfg->ports[1],
+        .canIntercept = u->can_intercept,
+    };
+    struct qcg__registerResponse resp;
+    enum call_status st;
+
+    memset(&resp, 0, sizeof(resp));
+    soap_client_set_wait(u->soap, 0);
+    int rc = soap_call_qcg__registerNode(u->soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
+                                         &node, &resp);
+    rc = finish(u, u->soap, rc, "registerNode", &st, msg, msglen);
+    if (rc == 0)
+        *epoch = resp.epoch;
+    soap_client_reset(u->soap);
+    return rc == 0 ? 0 : -1;
+}
+
+/* After a (re-)registration: the frontend knows nothing of our contacts. */
+static int republish(struct upstream *u, size_t *count)
+{
+    struct contact *list;
+    size_t n;
+    int rc = 0;
+
+    *count = 0;
+    contacts_sync_exclusive(u->cs);
+    if (contacts_snapshot(u->cs, &list, &n) < 0) {
+        contacts_sync_end(u->cs);
+        log_warnx("out of memory: contacts not re-published");
+        return -1;
+    }
+    for (size_t i = 0; i < n && !u->stop; i++) {
+        struct call_args a = {.c = &list[i]};
+        char msg[LOCAL_MESSAGE_MAX];
+        enum call_status st;
+
+        if (call_publish(u, u->soap, &a, &st, msg, sizeof(msg)) == 0) {
+            (*count)++;
+        } else if (st == CALL_UNREACHABLE) {
+            log_warnx("re-publish of job %s rank %d: %s", list[i].job, list[i].rank, msg);
+            rc = -1;
+        } else {
+            log_warnx("re-publish of job %s rank %d (pid %d): %s", list[i].job, list[i].rank,
+                      (int)list[i].pid, msg);
+        }
+        soap_client_reset(u->soap);
+        if (rc < 0)
+            break;
+    }
+    contacts_sync_end(u->cs);
+    explicit_bzero(list, n * sizeof(*list));
+    free(list);
+    return rc;
+}
+
+/* Withdrawals that failed while the frontend was away. */
+static void retry_orphans(struct upstream *u)
+{
+    struct contact *list;
+    size_t n, i;
+
+    contacts_sync_exclusive(u->cs);
+    if (contacts_orphans_take(u->cs, &list, &n) < 0) {
+        contacts_sync_end(u->cs);
+        return;
+    }
+    for (i = 0; i < n && !u->stop; i++) {
+        struct call_args a = {.c = &list[i]};
+        char msg[LOCAL_MESSAGE_MAX];
+        enum call_status st;
+
+        /* A process published the same rank again meanwhile: its contact wins. */
+        if (contacts_held(u->cs, list[i].job, list[i].rank, 0))
+            continue;
+        int rc = call_withdraw(u, u->soap, &a, &st, msg, sizeof(msg));
+        soap_client_reset(u->soap);
+        if (st == CALL_UNREACHABLE)
+            break;
+        if (rc == 0)
+            log_info("withdrew job %s rank %d (its process ended while the frontend was away)",
+                     list[i].job, list[i].rank);
+        else
+            log_debug("late withdraw of job %s rank %d: %s", list[i].job, list[i].rank, msg);
+    }
+    for (; i < n; i++)
+        contacts_orphan_add(u->cs, &list[i]);
+    contacts_sync_end(u->cs);
+    explicit_bzero(list, n * sizeof(*list));
+    free(list);
+}
+
+/* One long-poll: 0 same epoch, 1 the frontend restarted, -1 failed. */
+static int poll_once(struct upstream *u, uint64_t epoch, uint64_t *ack, char *msg, size_t msglen)
+{
+    struct qcg__pollResponse resp;
+    enum call_status st;
+
+    memset(&resp, 0, sizeof(resp));
+    soap_client_set_wait(u->soap, UPSTREAM_POLL_WAIT);
+    int rc = soap_call_qcg__poll(u->soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, epoch,
+                                 *ack, UPSTREAM_POLL_WAIT, &resp);
+    rc = finish(u, u->soap, rc, "poll", &st, msg, msglen);
+    if (rc != 0) {
+        soap_client_reset(u->soap);
+        return -1;
+    }
+    if (resp.epoch != epoch) {
+        log_info("frontend %s restarted (epoch %llu, was %llu): registering again",
+                 u->cfg->frontend, (unsigned long long)resp.epoch, (unsigned long long)epoch);
+        soap_client_reset(u->soap);
+        return 1;
+    }
+    for (int i = 0; i < resp.__sizeCommand && resp.command != NULL; i++) {
+        const struct qcg__command *c = &resp.command[i];
+        /* No command needs the helper's action yet: invalidate and flush are
+           about caches, which the helper does not keep. */
+        log_info("command %llu: %s job %s rank %d", (unsigned long long)c->seq,
+                 c->kind != NULL ? c->kind : "(none)", c->job != NULL ? c->job : "-", c->rank);
+        if (c->seq > *ack)
+            *ack = c->seq;
+    }
+    soap_client_reset(u->soap);
+    return 0;
+}
+
+static void *upstream_main(void *arg)
+{
+    struct upstream *u = arg;
+    char msg[LOCAL_MESSAGE_MAX];
+    unsigned failures = 0;
+    uint64_t epoch = 0, ack = 0;
+    int registered = 0;
+
+    while (!u->stop) {
+        if (!registered) {
+            size_t n;
+            if (register_node(u, &epoch, msg, sizeof(msg)) < 0)
+                goto fail;
+            if (republish(u, &n) < 0)
+                goto fail;
+            registered = 1;
+            ack = 0;
+            set_state(u, 1, epoch);
+            log_info("registered node %s/%s with %s (epoch %llu, %zu contacts re-published)",
+                     u->cfg->cluster, u->cfg->node, u->cfg->frontend,
+                     (unsigned long long)epoch, n);
+            failures = 0;
+        }
+        retry_orphans(u);
+        int rc = poll_once(u, epoch, &ack, msg, sizeof(msg));
+        if (rc == 1) {
+            registered = 0;
+            set_state(u, 0, 0);
+            continue;
+        }
+        if (rc == 0)
+            continue;
+    fail:
+        if (u->stop)
+            break;
+        registered = 0;
+        set_state(u, 0, 0);
+        /* The first failure is news; the retries that follow are not. */
+        if (failures == 0)
+            log_warnx("%s; retrying", msg);
+        else
+            log_debug("%s (attempt %u)", msg, failures + 1);
+        sleep_unless_stopped(backoff_ms(failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS), &u->stop);
+        failures++;
+    }
+    set_state(u, 0, 0);
+    return NULL;
+}
+
+int upstream_start(struct upstream *u, char *err, size_t errlen)
+{
+    int rc = pthread_create(&u->thread, NULL, upstream_main, u);
+
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the upstream thread: %s", strerror(rc));
+        return -1;
+    }
+    u->started = 1;
+    return 0;
+}
+
+void upstream_stop(struct upstream *u)
+{
+    u->stop = 1;
+    pthread_mutex_lock(&u->lock);
+    if (soap_valid_socket(u->fd))
+        shutdown(u->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&u->lock);
+}
+
+void upstream_free(struct upstream *u)
+{
+    if (u == NULL)
+        return;
+    if (u->started) {
+        upstream_stop(u);
+        pthread_join(u->thread, NULL);
+    }
+    if (u->soap != NULL)
+        soap_client_free(u->soap);
+    if (u->pool != NULL)
+        soap_pool_free(u->pool);
+    pthread_mutex_destroy(&u->lock);
+    free(u);
+}

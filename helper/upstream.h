@@ -1,0 +1,60 @@
+/*
+ * The helper's side of the SOAP control plane, towards its frontend.
+ *
+ * One thread registers the node, long-polls for commands and, whenever the
+ * frontend was lost or restarted (new epoch), registers again and re-publishes
+ * every live contact.  Requests from processes (publish, withdraw, lookup) are
+ * made by the caller's worker threads through a small pool of connections;
+ * those functions block and must never run on the event loop.
+ */
+#ifndef QCG_HELPER_UPSTREAM_H
+#define QCG_HELPER_UPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contacts.h"
+#include "helper.h"
+#include "localproto.h"
+#include "soap_client.h"
+
+/* How long a poll waits at the frontend, and the limits of other calls. */
+#define UPSTREAM_POLL_WAIT 20
+#define UPSTREAM_CONNECT_TIMEOUT 5
+#define UPSTREAM_IO_TIMEOUT 10
+#define UPSTREAM_POOL_SIZE 4
+
+struct upstream;
+struct qcg__plan;
+
+/* cfg and cs must outlive it.  NULL with a reason in err. */
+struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
+                              int can_intercept, char *err, size_t errlen);
+/* Starts the registration/poll thread. */
+int upstream_start(struct upstream *u, char *err, size_t errlen);
+/* Asks the thread to stop and interrupts a pending poll; does not block. */
+void upstream_stop(struct upstream *u);
+/* Stops and waits for the thread, then frees everything. */
+void upstream_free(struct upstream *u);
+
+/* Whether the node is registered now, and the frontend's epoch. */
+void upstream_state(struct upstream *u, int *connected, uint64_t *epoch);
+const char *upstream_url(const struct upstream *u);
+
+/* Blocking calls for worker threads.  0, or a negative QCG_E* code with the
+   reason in msg. */
+int upstream_publish(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
+int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
+int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
+                    struct local_plan *plan, char *msg, size_t msglen);
+
+/* What a failed call means to a process: a QCG_E* code.  subcode is the fault's
+   qcg: subcode (ignored unless st is CALL_FAULT). */
+int upstream_error(enum call_status st, const char *subcode);
+/* Converts a lookup answer into a local plan: 0, QCG_ENOTFOUND,
+   QCG_ETECHNIQUE (msg names the technique needed and the broker's reason) or
+   QCG_EUPSTREAM when the answer is malformed. */
+int upstream_plan(const struct qcg__plan *p, int32_t to_rank, struct local_plan *out, char *msg,
+                  size_t msglen);
+
+#endif
