@@ -440,10 +440,23 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
     const char *prog = prog_name(argc, argv);
     char buf[64];
 
-    /* The caller's struct may hold garbage: start every string from NULL. */
-    for (const struct config_option *o = options; o->name; o++)
-        if (o->type == CONFIG_STRING)
-            *(char **)(void *)((char *)cfg + o->offset) = NULL;
+    /* The caller's struct may hold garbage: every setting starts from zero
+       (NULL string, 0, 0-0), which is also how "no default" reads. */
+    for (const struct config_option *o = options; o->name; o++) {
+        char *field = (char *)cfg + o->offset;
+        switch (o->type) {
+        case CONFIG_STRING:
+            *(char **)(void *)field = NULL;
+            break;
+        case CONFIG_INT:
+        case CONFIG_BOOL:
+            *(int *)(void *)field = 0;
+            break;
+        case CONFIG_PORTS:
+            memset(field, 0, 2 * sizeof(int));
+            break;
+        }
+    }
     for (const struct config_option *o = options; o->name; o++) {
         if (o->def == NULL)
             continue;
