@@ -1,0 +1,249 @@
+#include "cache.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strmap.h"
+
+/* Entries of one (job, rank) are chained from the map (one per secret seen,
+   normally one); all entries are also on the LRU list, most recent first. */
+struct entry {
+    struct entry *chain_next;
+    struct entry *lru_prev, *lru_next;
+    char job[QCG_JOB_MAX];
+    int rank;
+    unsigned char hash[JOB_HASH_LEN];
+    struct cached_plan plan;
+};
+
+struct cache {
+    pthread_mutex_t lock;
+    struct strmap *map;         /* "job:rank" -> first entry of the chain */
+    struct entry *lru_head, *lru_tail;
+    size_t count, capacity;
+    uint64_t generation;
+};
+
+int job_secret_hash(const char *job, const char *secret, unsigned char out[JOB_HASH_LEN])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned int len = 0;
+    int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             EVP_DigestUpdate(ctx, job, strlen(job)) == 1 &&
+             EVP_DigestUpdate(ctx, ":", 1) == 1 &&
+             EVP_DigestUpdate(ctx, secret, strlen(secret)) == 1 &&
+             EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == JOB_HASH_LEN;
+    EVP_MD_CTX_free(ctx);
+    return ok ? 0 : -1;
+}
+
+static void make_key(char *key, size_t len, const char *job, int rank)
+{
+    snprintf(key, len, "%s:%d", job, rank);
+}
+
+#define KEY_MAX (QCG_JOB_MAX + 16)
+
+struct cache *cache_new(size_t capacity)
+{
+    struct cache *cache = calloc(1, sizeof(*cache));
+    if (cache == NULL)
+        return NULL;
+    cache->map = strmap_new();
+    if (cache->map == NULL) {
+        free(cache);
+        return NULL;
+    }
+    pthread_mutex_init(&cache->lock, NULL);
+    cache->capacity = capacity;
+    return cache;
+}
+
+static void lru_unlink(struct cache *cache, struct entry *e)
+{
+    if (e->lru_prev != NULL)
+        e->lru_prev->lru_next = e->lru_next;
+    else
+        cache->lru_head = e->lru_next;
+    if (e->lru_next != NULL)
+        e->lru_next->lru_prev = e->lru_prev;
+    else
+        cache->lru_tail = e->lru_prev;
+    e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push_front(struct cache *cache, struct entry *e)
+{
+    e->lru_prev = NULL;
+    e->lru_next = cache->lru_head;
+    if (cache->lru_head != NULL)
+        cache->lru_head->lru_prev = e;
+    cache->lru_head = e;
+    if (cache->lru_tail == NULL)
+        cache->lru_tail = e;
+}
+
+/* Takes e off its chain (and the map when the chain empties) and the LRU list. */
+static void entry_drop(struct cache *cache, struct entry *e)
+{
+    char key[KEY_MAX];
+    make_key(key, sizeof(key), e->job, e->rank);
+    struct entry *head = strmap_get(cache->map, key);
+    if (head == e) {
+        if (e->chain_next != NULL)
+            strmap_put(cache->map, key, e->chain_next, NULL);  /* replaces: cannot fail */
+        else
+            strmap_remove(cache->map, key);
+    } else {
+        for (struct entry *p = head; p != NULL; p = p->chain_next)
+            if (p->chain_next == e) {
+                p->chain_next = e->chain_next;
+                break;
+            }
+    }
+    lru_unlink(cache, e);
+    cache->count--;
+    free(e);
+}
+
+static void free_nothing(void *v)
+{
+    (void)v;
+}
+
+size_t cache_flush(struct cache *cache)
+{
+    pthread_mutex_lock(&cache->lock);
+    size_t n = cache->count;
+    struct entry *e = cache->lru_head;
+    while (e != NULL) {
+        struct entry *next = e->lru_next;
+        free(e);
+        e = next;
+    }
+    strmap_clear(cache->map, free_nothing);
+    cache->lru_head = cache->lru_tail = NULL;
+    cache->count = 0;
+    cache->generation++;
+    pthread_mutex_unlock(&cache->lock);
+    return n;
+}
+
+void cache_free(struct cache *cache)
+{
+    if (cache == NULL)
+        return;
+    cache_flush(cache);
+    strmap_free(cache->map, NULL);
+    pthread_mutex_destroy(&cache->lock);
+    free(cache);
+}
+
+static struct entry *chain_find(struct cache *cache, const char *job,
+                                const unsigned char hash[JOB_HASH_LEN], int rank)
+{
+    char key[KEY_MAX];
+    make_key(key, sizeof(key), job, rank);
+    for (struct entry *e = strmap_get(cache->map, key); e != NULL; e = e->chain_next)
+        if (CRYPTO_memcmp(e->hash, hash, JOB_HASH_LEN) == 0)
+            return e;
+    return NULL;
+}
+
+int cache_get(struct cache *cache, const char *job, const unsigned char hash[JOB_HASH_LEN],
+              int rank, struct cached_plan *out)
+{
+    pthread_mutex_lock(&cache->lock);
+    struct entry *e = chain_find(cache, job, hash, rank);
+    if (e != NULL) {
+        lru_unlink(cache, e);
+        lru_push_front(cache, e);
+        *out = e->plan;
+    }
+    pthread_mutex_unlock(&cache->lock);
+    return e != NULL;
+}
+
+uint64_t cache_generation(struct cache *cache)
+{
+    pthread_mutex_lock(&cache->lock);
+    uint64_t g = cache->generation;
+    pthread_mutex_unlock(&cache->lock);
+    return g;
+}
+
+int cache_put(struct cache *cache, const char *job, const unsigned char hash[JOB_HASH_LEN],
+              int rank, const struct cached_plan *plan, uint64_t generation)
+{
+    if (strlen(job) >= QCG_JOB_MAX)
+        return 1;
+    int rc = 0;
+    pthread_mutex_lock(&cache->lock);
+    if (cache->capacity == 0 || generation != cache->generation) {
+        rc = 1;
+        goto out;
+    }
+    struct entry *e = chain_find(cache, job, hash, rank);
+    if (e != NULL) {
+        e->plan = *plan;
+        lru_unlink(cache, e);
+        lru_push_front(cache, e);
+        goto out;
+    }
+    while (cache->count >= cache->capacity && cache->lru_tail != NULL)
+        entry_drop(cache, cache->lru_tail);
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        rc = -1;
+        goto out;
+    }
+    snprintf(e->job, sizeof(e->job), "%s", job);
+    e->rank = rank;
+    memcpy(e->hash, hash, JOB_HASH_LEN);
+    e->plan = *plan;
+    char key[KEY_MAX];
+    make_key(key, sizeof(key), job, rank);
+    e->chain_next = strmap_get(cache->map, key);
+    if (strmap_put(cache->map, key, e, NULL) < 0) {
+        free(e);
+        rc = -1;
+        goto out;
+    }
+    lru_push_front(cache, e);
+    cache->count++;
+out:
+    pthread_mutex_unlock(&cache->lock);
+    return rc;
+}
+
+size_t cache_invalidate(struct cache *cache, const char *job, int rank)
+{
+    char key[KEY_MAX];
+    make_key(key, sizeof(key), job, rank);
+    size_t n = 0;
+    pthread_mutex_lock(&cache->lock);
+    struct entry *e = strmap_remove(cache->map, key);
+    while (e != NULL) {
+        struct entry *next = e->chain_next;
+        lru_unlink(cache, e);
+        free(e);
+        cache->count--;
+        n++;
+        e = next;
+    }
+    cache->generation++;
+    pthread_mutex_unlock(&cache->lock);
+    return n;
+}
+
+size_t cache_count(struct cache *cache)
+{
+    pthread_mutex_lock(&cache->lock);
+    size_t n = cache->count;
+    pthread_mutex_unlock(&cache->lock);
+    return n;
+}

@@ -1,0 +1,47 @@
+/* The frontend's state: one per daemon, shared by the operations (one thread
+   per helper connection) and the upstream loop. */
+#ifndef FRONTEND_FRONTEND_H
+#define FRONTEND_FRONTEND_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "proto.h"
+#include "soap_client.h"
+
+struct cache;
+struct frontend_config;
+struct soap_pool;
+struct store;
+
+struct frontend_counters {
+    atomic_ullong lookups_received;
+    atomic_ullong lookups_from_cache;
+    atomic_ullong lookups_forwarded;
+    atomic_ullong publishes;
+    atomic_ullong withdraws;
+    atomic_ullong denied;
+    atomic_ullong upstream_epoch;       /* the broker's, 0 before the first registration */
+    atomic_ullong upstream_registrations;
+};
+
+struct frontend {
+    const struct frontend_config *cfg;
+    const char *cluster;                /* cfg->cluster_name */
+    uint64_t epoch;                     /* ours, for the helpers; chosen at start */
+    struct store *store;
+    struct cache *cache;
+    struct soap_client_config upstream; /* how to reach the broker */
+    struct soap_pool *pool;             /* relayed helper calls */
+    struct frontend_counters counters;
+};
+
+/* Sizes: contexts in the pool of relayed calls, commands held per helper. */
+#define FRONTEND_POOL_SIZE 8
+#define FRONTEND_HELPER_QUEUE 1000
+
+/* cfg must outlive the frontend.  NULL with a reason in err. */
+struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size_t errlen);
+void frontend_free(struct frontend *fe);
+
+#endif

@@ -1,0 +1,211 @@
+#include "frontend_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "identity.h"
+#include "log.h"
+
+#define OFF(field) offsetof(struct frontend_config, field)
+
+const struct config_option frontend_options[] = {
+    {"listen", CONFIG_STRING, OFF(listen), 0, 0, NULL,
+     "address to accept helpers on (default: any)"},
+    {"port", CONFIG_INT, OFF(port), 1, 65535, "7701", "port to accept helpers on"},
+    {"ca", CONFIG_STRING, OFF(ca), 0, 0, NULL, "the grid CA certificate (PEM)"},
+    {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
+     "this frontend's certificate and key in one PEM (CN = cluster)"},
+    {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},
+    {"cluster", CONFIG_STRING, OFF(cluster), 0, 0, NULL,
+     "this cluster's name (default and must be: the certificate's CN)"},
+    {"kind", CONFIG_STRING, OFF(kind), 0, 0, NULL,
+     "what the site's router does: open | firewalled | nat | symnat"},
+    {"public-address", CONFIG_STRING, OFF(public_address), 0, 0, NULL,
+     "comma-separated addresses the nodes appear from (required for nat, symnat)"},
+    {"open-ports", CONFIG_PORTS, OFF(open_ports), 0, 0, NULL,
+     "LOW-HIGH inbound ports the firewall lets through (firewalled only)"},
+    {"cache-size", CONFIG_INT, OFF(cache_size), 0, 10000000, "100000",
+     "plans cached at most (0: no cache)"},
+    {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "256",
+     "helper connections served at once"},
+    {"log-level", CONFIG_STRING, OFF(log_level), 0, 0, "info", "error | warn | info | debug"},
+    {"syslog", CONFIG_BOOL, OFF(syslog), 0, 0, "no", "log to syslog instead of stderr"},
+    {"stats", CONFIG_BOOL, OFF(stats), 0, 0, "no",
+     "print the running frontend's counters and exit"},
+    {"json", CONFIG_BOOL, OFF(json), 0, 0, "no", "--stats: one JSON object"},
+    {"url", CONFIG_STRING, OFF(url), 0, 0, NULL,
+     "--stats: the frontend to ask (default: https://LISTEN:PORT/)"},
+    {NULL, 0, 0, 0, 0, NULL, NULL},
+};
+
+static const char usage[] = "qcg-frontend --broker URL --kind KIND --ca FILE --cert FILE "
+                            "[options]\n       qcg-frontend --stats [--json] [--url URL] "
+                            "--ca FILE --cert FILE";
+
+/* Reads the OU and CN of the certificate in path (the first one of the PEM). */
+static int cert_identity(const char *path, struct identity *id, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot read certificate %s: %s", path, strerror(errno));
+        return -1;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (x == NULL) {
+        snprintf(err, errlen, "%s holds no PEM certificate", path);
+        return -1;
+    }
+    char ou[QCG_NAME_MAX] = "", cn[2 * QCG_NAME_MAX] = "";
+    X509_NAME *subject = X509_get_subject_name(x);
+    int ok = X509_NAME_get_text_by_NID(subject, NID_organizationalUnitName, ou, sizeof(ou)) > 0 &&
+             X509_NAME_get_text_by_NID(subject, NID_commonName, cn, sizeof(cn)) > 0;
+    X509_free(x);
+    if (!ok || identity_from_fields(ou, cn, id) < 0) {
+        snprintf(err, errlen, "%s: subject is not O=qcg-connect/OU=<role>/CN=<name>", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int address_valid(const char *text)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
+}
+
+static int parse_public(struct frontend_config *cfg, char *err, size_t errlen)
+{
+    cfg->npublic = 0;
+    if (cfg->public_address == NULL)
+        return 0;
+    char *copy = strdup(cfg->public_address), *save = NULL;
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        if (!address_valid(tok) || strlen(tok) >= QCG_ADDR_MAX) {
+            snprintf(err, errlen, "public-address: '%.64s' is not an IP address", tok);
+            rc = -1;
+            break;
+        }
+        if (cfg->npublic == FRONTEND_PUBLIC_MAX) {
+            snprintf(err, errlen, "public-address: at most %d addresses", FRONTEND_PUBLIC_MAX);
+            rc = -1;
+            break;
+        }
+        snprintf(cfg->public_addrs[cfg->npublic++], QCG_ADDR_MAX, "%s", tok);
+    }
+    free(copy);
+    return rc;
+}
+
+static int check_stats_mode(struct frontend_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->url != NULL) {
+        snprintf(cfg->stats_url, sizeof(cfg->stats_url), "%s", cfg->url);
+        return 0;
+    }
+    const char *host = cfg->listen;
+    if (host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    int n;
+    if (strchr(host, ':') != NULL)
+        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://[%s]:%d/", host, cfg->port);
+    else
+        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://%s:%d/", host, cfg->port);
+    if (n < 0 || (size_t)n >= sizeof(cfg->stats_url)) {
+        snprintf(err, errlen, "listen: address too long");
+        return -1;
+    }
+    return 0;
+}
+
+int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
+{
+    cfg->log_level_value = log_level_parse(cfg->log_level != NULL ? cfg->log_level : "info");
+    if (cfg->log_level_value < 0) {
+        snprintf(err, errlen, "log-level: '%.32s' is not error, warn, info or debug",
+                 cfg->log_level);
+        return -1;
+    }
+    if (cfg->ca == NULL || cfg->cert == NULL) {
+        snprintf(err, errlen, "--ca and --cert are required");
+        return -1;
+    }
+    struct identity id;
+    if (cert_identity(cfg->cert, &id, err, errlen) < 0)
+        return -1;
+    if (cfg->stats)
+        return check_stats_mode(cfg, err, errlen);
+
+    if (id.role != QCG_ROLE_FRONTEND) {
+        snprintf(err, errlen, "%s is a %s certificate, not a frontend's", cfg->cert,
+                 role_name(id.role));
+        return -1;
+    }
+    if (cfg->cluster != NULL && strcmp(cfg->cluster, id.cluster) != 0) {
+        snprintf(err, errlen, "cluster '%.64s' differs from the certificate's CN '%s' (%s)",
+                 cfg->cluster, id.cluster, cfg->cert);
+        return -1;
+    }
+    snprintf(cfg->cluster_name, sizeof(cfg->cluster_name), "%s", id.cluster);
+    if (cfg->broker == NULL || strncmp(cfg->broker, "https://", 8) != 0) {
+        snprintf(err, errlen, "--broker https://HOST:PORT/ is required");
+        return -1;
+    }
+    if (cfg->kind == NULL) {
+        snprintf(err, errlen, "--kind is required: open, firewalled, nat or symnat");
+        return -1;
+    }
+    int kind = cluster_kind_parse(cfg->kind);
+    if (kind < 0) {
+        snprintf(err, errlen, "kind: '%.32s' is not open, firewalled, nat or symnat", cfg->kind);
+        return -1;
+    }
+    cfg->kind_value = (enum cluster_kind)kind;
+    if (parse_public(cfg, err, errlen) < 0)
+        return -1;
+    /* Behind a NAT the nodes' own addresses say nothing about where they
+       appear from; open and firewalled sites' nodes are public themselves. */
+    if ((kind == CLUSTER_NAT || kind == CLUSTER_SYMNAT) && cfg->npublic == 0) {
+        snprintf(err, errlen, "kind %s needs --public-address (the NAT's addresses)",
+                 cfg->kind);
+        return -1;
+    }
+    if (cfg->open_ports[0] != 0 && kind != CLUSTER_FIREWALLED) {
+        snprintf(err, errlen, "open-ports only applies to kind firewalled");
+        return -1;
+    }
+    return 0;
+}
+
+enum config_result frontend_config_load(struct frontend_config *cfg, int argc, char **argv,
+                                        char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    int first = argc;
+    enum config_result r =
+        config_load(frontend_options, cfg, argc, argv, usage, &first, err, errlen);
+    if (r != CONFIG_OK)
+        return r;
+    if (first < argc) {
+        snprintf(err, errlen, "unexpected argument '%.64s'", argv[first]);
+        return CONFIG_ERROR;
+    }
+    return frontend_config_check(cfg, err, errlen) < 0 ? CONFIG_ERROR : CONFIG_OK;
+}
+
+void frontend_config_free(struct frontend_config *cfg)
+{
+    config_free(frontend_options, cfg);
+}

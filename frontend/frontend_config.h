@@ -1,0 +1,48 @@
+/* The frontend's settings: one option table for the command line, the config
+   file and --help, plus the checks that turn text into usable values. */
+#ifndef FRONTEND_CONFIG_H
+#define FRONTEND_CONFIG_H
+
+#include <stddef.h>
+#include "config.h"
+#include "proto.h"
+
+#define FRONTEND_PUBLIC_MAX 16
+
+struct frontend_config {
+    /* as read (see the option table in frontend_config.c) */
+    char *listen;
+    int port;
+    char *ca;
+    char *cert;
+    char *broker;
+    char *cluster;
+    char *kind;
+    char *public_address;
+    int open_ports[2];
+    int cache_size;
+    int max_connections;
+    char *log_level;
+    int syslog;
+    int stats;
+    int json;
+    char *url;
+
+    /* derived by frontend_config_load */
+    enum cluster_kind kind_value;
+    int log_level_value;
+    int npublic;
+    char public_addrs[FRONTEND_PUBLIC_MAX][QCG_ADDR_MAX];
+    char cluster_name[QCG_NAME_MAX];   /* from the certificate, == cluster when given */
+    char stats_url[300];               /* --stats: url, or built from listen and port */
+};
+
+/* Reads and checks everything; CONFIG_ERROR with a one-line reason in err. */
+enum config_result frontend_config_load(struct frontend_config *cfg, int argc, char **argv,
+                                        char *err, size_t errlen);
+/* The checks alone, for a cfg filled by config_set (tests). */
+int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen);
+void frontend_config_free(struct frontend_config *cfg);
+extern const struct config_option frontend_options[];
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * qcg-frontend: one per cluster, on its head node.  Serves the qcg service to
+ * the helpers of its cluster, relays their requests to the broker, caches
+ * direct plans, and passes the broker's commands down to the helpers.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "frontend.h"
+#include "frontend_config.h"
+#include "log.h"
+#include "soap_server.h"
+#include "stats.h"
+#include "store.h"
+#include "upstream.h"
+
+static void stop_server(void *arg)
+{
+    soap_server_stop(arg);
+}
+
+static void close_queues(void *arg)
+{
+    store_close_queues(((struct frontend *)arg)->store);
+}
+
+int main(int argc, char **argv)
+{
+    struct frontend_config cfg;
+    char err[512];
+    switch (frontend_config_load(&cfg, argc, argv, err, sizeof(err))) {
+    case CONFIG_OK:
+        break;
+    case CONFIG_EXIT_OK:
+        frontend_config_free(&cfg);
+        return 0;
+    case CONFIG_ERROR:
+    default:
+        fprintf(stderr, "qcg-frontend: %s\n", err);
+        frontend_config_free(&cfg);
+        return 2;
+    }
+    if (cfg.stats) {
+        int rc = stats_query(&cfg);
+        frontend_config_free(&cfg);
+        return rc;
+    }
+
+    log_init("frontend", (enum log_level)cfg.log_level_value, cfg.syslog != 0);
+    struct frontend *fe = frontend_new(&cfg, err, sizeof(err));
+    if (fe == NULL) {
+        log_error("%s", err);
+        frontend_config_free(&cfg);
+        return 1;
+    }
+    struct soap_server_config scfg = {
+        .listen_addr = cfg.listen,
+        .port = cfg.port,
+        .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+        .max_connections = cfg.max_connections,
+        .user = fe,
+    };
+    struct soap_server *server = soap_server_new(&scfg, err, sizeof(err));
+    if (server == NULL) {
+        log_error("%s", err);
+        frontend_free(fe);
+        frontend_config_free(&cfg);
+        return 1;
+    }
+    soap_server_on_stop(server, close_queues, fe);
+    static volatile sig_atomic_t stop;
+    daemon_signals(&stop, stop_server, server);
+
+    struct upstream *up = upstream_start(fe, err, sizeof(err));
+    if (up == NULL) {
+        log_error("%s", err);
+        soap_server_free(server);
+        frontend_free(fe);
+        frontend_config_free(&cfg);
+        return 1;
+    }
+    log_info("frontend of cluster %s (%s) on port %d, broker %s, cache %d plans", fe->cluster,
+             cfg.kind, soap_server_port(server), cfg.broker, cfg.cache_size);
+    int rc = soap_server_run(server);
+    upstream_stop(up);
+    soap_server_free(server);
+    frontend_free(fe);
+    log_info("stopped");
+    frontend_config_free(&cfg);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,504 @@
+/*
+ * The qcg service as a frontend serves it to the helpers of its cluster:
+ * who may call what, then the relay to the broker (soap_pool) and the cache.
+ * Every refusal is a qcg fault and a log line; nothing from the message is
+ * trusted beyond what the caller's certificate allows.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cache.h"
+#include "cmdqueue.h"
+#include "frontend.h"
+#include "log.h"
+#include "relay.h"
+#include "soapH.h"
+#include "soap_server.h"
+#include "stats.h"
+#include "store.h"
+
+#define POLL_WAIT_MAX 25
+#define POLL_COMMANDS_MAX 32
+
+static int deny(struct soap *soap, struct frontend *fe, const char *op,
+                const struct identity *id, const char *why)
+{
+    atomic_fetch_add(&fe->counters.denied, 1);
+    log_warnx("%s from %s %s denied: %s", op, id ? role_name(id->role) : "unknown",
+              id ? id->name : "caller", why);
+    return soap_qcg_fault(soap, "denied", "%s", why);
+}
+
+/* Only helpers of this frontend's cluster call the relayed operations. */
+static int helper_only(struct soap *soap, struct frontend *fe, const char *op,
+                       const struct identity **out)
+{
+    const struct identity *id = soap_caller(soap);
+    char why[256];
+    *out = id;
+    if (id == NULL || id->role != QCG_ROLE_HELPER) {
+        snprintf(why, sizeof(why), "%s is served to the helpers of cluster %s only", op,
+                 fe->cluster);
+        return deny(soap, fe, op, id, why);
+    }
+    if (strcmp(id->cluster, fe->cluster) != 0) {
+        snprintf(why, sizeof(why), "helper %s belongs to cluster %s, this frontend serves %s",
+                 id->name, id->cluster, fe->cluster);
+        return deny(soap, fe, op, id, why);
+    }
+    return SOAP_OK;
+}
+
+static int begin(struct soap *soap, int version, const char *op, struct frontend **fe,
+                 const struct identity **id)
+{
+    *fe = soap_server_state(soap);
+    if (soap_check_version(soap, version) != 0)
+        return SOAP_FAULT;
+    return helper_only(soap, *fe, op, id);
+}
+
+static int invalid(struct soap *soap, const char *op, const struct identity *id, const char *why)
+{
+    log_warnx("%s from %s: %s", op, id->name, why);
+    return soap_qcg_fault(soap, "invalid", "%s", why);
+}
+
+static int address_valid(const char *text)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return text != NULL && strlen(text) < QCG_ADDR_MAX &&
+           (inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1);
+}
+
+/* Checks job, secret and a rank; NULL when fine, else why not. */
+static const char *job_fields_bad(const char *job, const char *secret, int rank)
+{
+    if (job == NULL || !job_valid(job))
+        return "job id missing or malformed";
+    if (secret == NULL || !secret_valid(secret))
+        return "job secret missing or malformed";
+    if (rank < 0)
+        return "rank must not be negative";
+    return NULL;
+}
+
+/* Secrets compared without leaking where they differ. */
+static int secret_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    return la == lb && CRYPTO_memcmp(a, b, la) == 0;
+}
+
+static int unavailable(struct soap *soap, const char *op, const char *reason)
+{
+    log_info("%s: broker unreachable: %s", op, reason);
+    return soap_qcg_fault(soap, "unavailable", "broker unreachable: %s", reason);
+}
+
+/* A failed relay becomes the helper's answer: the broker's fault as it was,
+   or qcg:unavailable when the broker could not be reached. */
+static int relay_failed(struct soap *soap, const char *op, const struct relay_error *err)
+{
+    if (err->status == CALL_UNREACHABLE)
+        return unavailable(soap, op, err->msg);
+    log_info("%s: broker answered %s: %s", op, err->subcode[0] ? err->subcode : "fault",
+             err->msg);
+    if (err->subcode[0] == '\0')
+        return soap_qcg_fault(soap, "unavailable", "broker failed: %s", err->msg);
+    return soap_qcg_fault(soap, err->subcode, "%s", err->msg);
+}
+
+/* One relayed call: a context from the pool, given back reset (and marked
+   broken when the broker could not be reached, so it reconnects). */
+static struct soap *pool_get(struct frontend *fe)
+{
+    return soap_pool_get(fe->pool);
+}
+
+static void pool_put(struct frontend *fe, struct soap *up, const struct relay_error *err, int rc)
+{
+    soap_client_reset(up);
+    soap_pool_put(fe->pool, up, rc < 0 && err->status == CALL_UNREACHABLE);
+}
+
+int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
+                         struct qcg__registerResponse *response)
+{
+    (void)cluster;
+    (void)response;
+    struct frontend *fe = soap_server_state(soap);
+    if (soap_check_version(soap, version) != 0)
+        return SOAP_FAULT;
+    return deny(soap, fe, "registerCluster", soap_caller(soap),
+                "registerCluster is served by the broker, not by a frontend");
+}
+
+int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
+                      struct qcg__registerResponse *response)
+{
+    static const char op[] = "registerNode";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    char why[256];
+    if (node == NULL || node->name == NULL)
+        return invalid(soap, op, id, "node missing");
+    if (strcmp(node->name, id->node) != 0) {
+        snprintf(why, sizeof(why), "node '%.64s' is not the caller's node '%s'", node->name,
+                 id->node);
+        return deny(soap, fe, op, id, why);
+    }
+    if (!address_valid(node->address))
+        return invalid(soap, op, id, "node address missing or not an IP address");
+    if (node->portLow < 1 || node->portHigh > 65535 || node->portLow > node->portHigh) {
+        snprintf(why, sizeof(why), "port range %d-%d is not within 1-65535", node->portLow,
+                 node->portHigh);
+        return invalid(soap, op, id, why);
+    }
+    struct node_info n;
+    memset(&n, 0, sizeof(n));
+    snprintf(n.name, sizeof(n.name), "%s", id->node);
+    snprintf(n.address, sizeof(n.address), "%s", node->address);
+    n.port_low = node->portLow;
+    n.port_high = node->portHigh;
+    n.can_intercept = node->canIntercept != 0;
+
+    /* Kept first: if the link is down, the upstream loop sends it when the
+       broker is back, and the helper may already poll its queue. */
+    int was_up = 0;
+    if (store_node_put(fe->store, &n, &was_up) < 0)
+        return soap_qcg_fault(soap, "unavailable", "out of memory");
+    if (was_up) {
+        struct relay_error err;
+        struct soap *up = pool_get(fe);
+        int rc = relay_register_node(up, soap_pool_url(fe->pool), &n, &err);
+        pool_put(fe, up, &err, rc);
+        if (rc < 0)
+            return relay_failed(soap, op, &err);
+    }
+    log_info("node %s registered: %s ports %d-%d%s%s", n.name, n.address, n.port_low,
+             n.port_high, n.can_intercept ? ", can intercept" : "",
+             was_up ? "" : " (broker will hear of it when reachable)");
+    response->version = QCG_PROTOCOL_VERSION;
+    response->epoch = fe->epoch;
+    return SOAP_OK;
+}
+
+int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
+                 struct qcg__ackResponse *response)
+{
+    static const char op[] = "publish";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    char why[300];
+    if (contact == NULL)
+        return invalid(soap, op, id, "contact missing");
+    const char *bad = job_fields_bad(contact->job, contact->secret, contact->rank);
+    if (bad != NULL)
+        return invalid(soap, op, id, bad);
+    if (!address_valid(contact->address))
+        return invalid(soap, op, id, "contact address missing or not an IP address");
+    if (contact->port < 1 || contact->port > 65535)
+        return invalid(soap, op, id, "contact port outside 1-65535");
+
+    struct node_info node;
+    if (store_node_get(fe->store, id->node, &node) < 0) {
+        snprintf(why, sizeof(why), "node %s has not registered with this frontend", id->node);
+        return deny(soap, fe, op, id, why);
+    }
+    if (strcmp(contact->address, node.address) != 0) {
+        snprintf(why, sizeof(why), "address %s is not node %s's registered address %s",
+                 contact->address, node.name, node.address);
+        return deny(soap, fe, op, id, why);
+    }
+    if (contact->port < node.port_low || contact->port > node.port_high) {
+        snprintf(why, sizeof(why), "port %d is outside node %s's range %d-%d", contact->port,
+                 node.name, node.port_low, node.port_high);
+        return deny(soap, fe, op, id, why);
+    }
+    char reason[256];
+    if (!store_link(fe->store, reason, sizeof(reason)))
+        return unavailable(soap, op, reason);
+
+    struct contact_info c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.job, sizeof(c.job), "%s", contact->job);
+    snprintf(c.secret, sizeof(c.secret), "%s", contact->secret);
+    c.rank = contact->rank;
+    snprintf(c.node, sizeof(c.node), "%s", node.name);
+    snprintf(c.address, sizeof(c.address), "%s", contact->address);
+    c.port = contact->port;
+
+    struct relay_error err;
+    struct soap *up = pool_get(fe);
+    int rc = relay_publish(up, soap_pool_url(fe->pool), &c, fe->cluster, &err);
+    pool_put(fe, up, &err, rc);
+    if (rc < 0) {
+        OPENSSL_cleanse(c.secret, sizeof(c.secret));
+        return relay_failed(soap, op, &err);
+    }
+    int stored = store_contact_put(fe->store, &c);
+    /* A contact published again may have moved: older plans are wrong. */
+    cache_invalidate(fe->cache, c.job, c.rank);
+    OPENSSL_cleanse(c.secret, sizeof(c.secret));
+    if (stored < 0) {
+        log_error("out of memory keeping job %s rank %d: not re-published after a broker restart",
+                  c.job, c.rank);
+    }
+    atomic_fetch_add(&fe->counters.publishes, 1);
+    log_info("job %s rank %d published from node %s at %s:%d", c.job, c.rank, c.node,
+             c.address, c.port);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int rank, char *node,
+                  struct qcg__ackResponse *response)
+{
+    static const char op[] = "withdraw";
+    struct frontend *fe;
+    const struct identity *id;
+    (void)node; /* the caller's certificate says which node it is */
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    const char *bad = job_fields_bad(job, secret, rank);
+    if (bad != NULL)
+        return invalid(soap, op, id, bad);
+
+    char why[300];
+    struct contact_info held;
+    int is_held = store_contact_get(fe->store, job, rank, &held) == 0;
+    if (is_held) {
+        int mine = strcmp(held.node, id->node) == 0;
+        int secret_ok = secret_equal(held.secret, secret);
+        OPENSSL_cleanse(held.secret, sizeof(held.secret));
+        if (!mine) {
+            snprintf(why, sizeof(why), "rank %d of job %s was published from node %s", rank,
+                     job, held.node);
+            return deny(soap, fe, op, id, why);
+        }
+        if (!secret_ok) {
+            snprintf(why, sizeof(why), "wrong secret for job %s", job);
+            return deny(soap, fe, op, id, why);
+        }
+        /* The process is gone whatever the broker says: forget it here now. */
+        store_contact_remove(fe->store, job, rank);
+        atomic_fetch_add(&fe->counters.withdraws, 1);
+    }
+    cache_invalidate(fe->cache, job, rank);
+
+    char reason[256];
+    int up_now = store_link(fe->store, reason, sizeof(reason));
+    struct relay_error err;
+    int rc = -1;
+    if (up_now) {
+        struct soap *up = pool_get(fe);
+        rc = relay_withdraw(up, soap_pool_url(fe->pool), job, secret, rank, id->node, &err);
+        pool_put(fe, up, &err, rc);
+    }
+    if (is_held) {
+        if (!up_now || (rc < 0 && err.status == CALL_UNREACHABLE)) {
+            struct withdrawal w;
+            memset(&w, 0, sizeof(w));
+            snprintf(w.job, sizeof(w.job), "%s", job);
+            snprintf(w.secret, sizeof(w.secret), "%s", secret);
+            w.rank = rank;
+            snprintf(w.node, sizeof(w.node), "%s", id->node);
+            store_withdrawal_add(fe->store, &w);
+            OPENSSL_cleanse(&w, sizeof(w));
+            log_info("job %s rank %d withdrawn; the broker will hear of it when reachable", job,
+                     rank);
+        } else if (rc < 0) {
+            log_info("job %s rank %d withdrawn; the broker answered %s: %s", job, rank,
+                     err.subcode, err.msg);
+        } else {
+            log_info("job %s rank %d withdrawn from node %s", job, rank, id->node);
+        }
+    } else {
+        /* Not held here (e.g. this frontend restarted): the broker decides. */
+        if (!up_now)
+            return unavailable(soap, op, reason);
+        if (rc < 0)
+            return relay_failed(soap, op, &err);
+        atomic_fetch_add(&fe->counters.withdraws, 1);
+        log_info("job %s rank %d withdrawn from node %s (not held here)", job, rank, id->node);
+    }
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+static void plan_to_soap(struct soap *soap, const struct plan *p, struct qcg__plan *out)
+{
+    out->status = soap_strdup(soap, p->status);
+    out->technique = soap_strdup(soap, p->technique);
+    out->cluster = soap_strdup(soap, p->cluster);
+    out->node = soap_strdup(soap, p->node);
+    out->address = soap_strdup(soap, p->address);
+    out->port = p->port;
+    out->token = p->token[0] ? soap_strdup(soap, p->token) : NULL;
+    out->cacheable = p->cacheable;
+    out->reason = soap_strdup(soap, p->reason);
+}
+
+static int plan_cacheable(const struct plan *p)
+{
+    return p->cacheable && strcmp(p->status, "ok") == 0 && p->token[0] == '\0';
+}
+
+int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                struct qcg__lookupResponse *response)
+{
+    static const char op[] = "lookup";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    atomic_fetch_add(&fe->counters.lookups_received, 1);
+    const char *bad = job_fields_bad(job, secret, fromRank);
+    if (bad == NULL && toRank < 0)
+        bad = "rank must not be negative";
+    if (bad != NULL)
+        return invalid(soap, op, id, bad);
+
+    /* Only a process of this cluster, holding the job's secret, resolves its
+       peers: checked here so a wrong secret never reaches the cache. */
+    char why[300];
+    struct contact_info from;
+    if (store_contact_get(fe->store, job, fromRank, &from) < 0) {
+        snprintf(why, sizeof(why), "rank %d of job %s is not published from cluster %s",
+                 fromRank, job, fe->cluster);
+        return deny(soap, fe, op, id, why);
+    }
+    int secret_ok = secret_equal(from.secret, secret);
+    OPENSSL_cleanse(from.secret, sizeof(from.secret));
+    if (!secret_ok) {
+        snprintf(why, sizeof(why), "wrong secret for job %s", job);
+        return deny(soap, fe, op, id, why);
+    }
+
+    unsigned char hash[JOB_HASH_LEN];
+    if (job_secret_hash(job, secret, hash) < 0)
+        return soap_qcg_fault(soap, "unavailable", "cannot hash the job secret");
+    struct plan plan;
+    memset(&plan, 0, sizeof(plan));
+    struct cached_plan cp;
+    if (cache_get(fe->cache, job, hash, toRank, &cp)) {
+        atomic_fetch_add(&fe->counters.lookups_from_cache, 1);
+        snprintf(plan.status, sizeof(plan.status), "ok");
+        memcpy(plan.technique, cp.technique, sizeof(plan.technique));
+        memcpy(plan.cluster, cp.cluster, sizeof(plan.cluster));
+        memcpy(plan.node, cp.node, sizeof(plan.node));
+        memcpy(plan.address, cp.address, sizeof(plan.address));
+        plan.port = cp.port;
+        plan.cacheable = 1;
+        log_debug("job %s %d -> %d: %s %s:%d (cache)", job, fromRank, toRank, plan.technique,
+                  plan.address, plan.port);
+    } else {
+        char reason[256];
+        if (!store_link(fe->store, reason, sizeof(reason)))
+            return unavailable(soap, op, reason);
+        uint64_t gen = cache_generation(fe->cache);
+        struct relay_error err;
+        struct soap *up = pool_get(fe);
+        atomic_fetch_add(&fe->counters.lookups_forwarded, 1);
+        int rc = relay_lookup(up, soap_pool_url(fe->pool), job, secret, fromRank, toRank, &plan,
+                              &err);
+        pool_put(fe, up, &err, rc);
+        if (rc < 0)
+            return relay_failed(soap, op, &err);
+        if (plan_cacheable(&plan)) {
+            memset(&cp, 0, sizeof(cp));
+            memcpy(cp.technique, plan.technique, sizeof(cp.technique));
+            memcpy(cp.cluster, plan.cluster, sizeof(cp.cluster));
+            memcpy(cp.node, plan.node, sizeof(cp.node));
+            memcpy(cp.address, plan.address, sizeof(cp.address));
+            cp.port = plan.port;
+            if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
+                log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);
+        }
+        log_debug("job %s %d -> %d: %s %s %s:%d", job, fromRank, toRank, plan.status,
+                  plan.technique, plan.address, plan.port);
+    }
+    OPENSSL_cleanse(hash, sizeof(hash));
+    response->version = QCG_PROTOCOL_VERSION;
+    plan_to_soap(soap, &plan, &response->plan);
+    return SOAP_OK;
+}
+
+int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
+              struct qcg__pollResponse *response)
+{
+    static const char op[] = "poll";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    response->version = QCG_PROTOCOL_VERSION;
+    response->epoch = fe->epoch;
+    response->__sizeCommand = 0;
+    response->command = NULL;
+    if (epoch != fe->epoch) {
+        log_debug("poll from %s with epoch %llu, ours is %llu: it must re-register", id->name,
+                  (unsigned long long)epoch, (unsigned long long)fe->epoch);
+        return SOAP_OK;
+    }
+    struct cmdqueue *q = store_node_queue(fe->store, id->node);
+    if (q == NULL) {
+        char why[200];
+        snprintf(why, sizeof(why), "node %s has not registered with this frontend", id->node);
+        return deny(soap, fe, op, id, why);
+    }
+    int wait = waitSeconds < 0 ? 0 : waitSeconds > POLL_WAIT_MAX ? POLL_WAIT_MAX : waitSeconds;
+    struct command cmds[POLL_COMMANDS_MAX];
+    int n = cmdqueue_wait(q, ackSeq, wait * 1000, cmds, POLL_COMMANDS_MAX);
+    if (n <= 0)
+        return SOAP_OK;
+    struct qcg__command *out = soap_malloc(soap, (size_t)n * sizeof(*out));
+    if (out == NULL)
+        return soap_qcg_fault(soap, "unavailable", "out of memory");
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].seq = cmds[i].seq;
+        out[i].kind = soap_strdup(soap, cmds[i].kind);
+        out[i].job = cmds[i].job[0] ? soap_strdup(soap, cmds[i].job) : NULL;
+        out[i].rank = cmds[i].rank;
+        out[i].node = cmds[i].node[0] ? soap_strdup(soap, cmds[i].node) : NULL;
+        out[i].address = cmds[i].address[0] ? soap_strdup(soap, cmds[i].address) : NULL;
+        out[i].port = cmds[i].port;
+        out[i].token = cmds[i].token[0] ? soap_strdup(soap, cmds[i].token) : NULL;
+    }
+    response->__sizeCommand = n;
+    response->command = out;
+    return SOAP_OK;
+}
+
+int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *response)
+{
+    struct frontend *fe = soap_server_state(soap);
+    if (soap_check_version(soap, version) != 0)
+        return SOAP_FAULT;
+    const struct identity *id = soap_caller(soap);
+    if (id == NULL || id->role == QCG_ROLE_NONE)
+        return deny(soap, fe, "stats", id, "stats is served to members of the grid only");
+    struct counter_value v[FRONTEND_STATS_MAX];
+    int n = stats_collect(fe, v, FRONTEND_STATS_MAX);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->role = soap_strdup(soap, "frontend");
+    response->name = soap_strdup(soap, fe->cluster);
+    response->counter = soap_malloc(soap, (size_t)n * sizeof(*response->counter));
+    if (response->counter == NULL)
+        return soap_qcg_fault(soap, "unavailable", "out of memory");
+    for (int i = 0; i < n; i++) {
+        response->counter[i].name = soap_strdup(soap, v[i].name);
+        response->counter[i].value = v[i].value;
+    }
+    response->__sizeCounter = n;
+    return SOAP_OK;
+}

@@ -1,0 +1,177 @@
+#include "relay.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cmdqueue.h"
+#include "log.h"
+#include "soapH.h"
+#include "store.h"
+
+static int call_failed(struct soap *soap, int rc, struct relay_error *err)
+{
+    err->subcode[0] = '\0';
+    err->msg[0] = '\0';
+    err->status = soap_call_status(soap, rc, err->subcode, sizeof(err->subcode), err->msg,
+                                   sizeof(err->msg));
+    return err->status == CALL_OK ? 0 : -1;
+}
+
+static int malformed(struct relay_error *err, const char *what)
+{
+    err->status = CALL_UNREACHABLE;
+    err->subcode[0] = '\0';
+    snprintf(err->msg, sizeof(err->msg), "the broker sent a malformed %s", what);
+    log_warnx("%s", err->msg);
+    return -1;
+}
+
+/* Copies an optional string from the broker; -1 when it does not fit. */
+static int copy_str(char *dst, size_t len, const char *src)
+{
+    if (src == NULL) {
+        dst[0] = '\0';
+        return 0;
+    }
+    if (strlen(src) >= len)
+        return -1;
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+int relay_register_cluster(struct soap *soap, const char *url, const struct cluster_decl *cluster,
+                           uint64_t *epoch, struct relay_error *err)
+{
+    struct qcg__cluster c;
+    struct qcg__registerResponse resp;
+    memset(&c, 0, sizeof(c));
+    memset(&resp, 0, sizeof(resp));
+    c.name = (char *)cluster->name;
+    c.kind = (char *)cluster->kind;
+    c.__sizePublicAddress = cluster->naddrs;
+    c.publicAddress = (char **)cluster->addrs;
+    c.portLow = cluster->port_low;
+    c.portHigh = cluster->port_high;
+    int rc = soap_call_qcg__registerCluster(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &resp);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    *epoch = resp.epoch;
+    return 0;
+}
+
+int relay_register_node(struct soap *soap, const char *url, const struct node_info *node,
+                        struct relay_error *err)
+{
+    struct qcg__node n;
+    struct qcg__registerResponse resp;
+    memset(&n, 0, sizeof(n));
+    memset(&resp, 0, sizeof(resp));
+    n.name = (char *)node->name;
+    n.address = (char *)node->address;
+    n.portLow = node->port_low;
+    n.portHigh = node->port_high;
+    n.canIntercept = node->can_intercept;
+    int rc = soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &n, &resp);
+    return call_failed(soap, rc, err);
+}
+
+int relay_publish(struct soap *soap, const char *url, const struct contact_info *contact,
+                  const char *cluster, struct relay_error *err)
+{
+    struct qcg__contact c;
+    struct qcg__ackResponse resp;
+    memset(&c, 0, sizeof(c));
+    memset(&resp, 0, sizeof(resp));
+    c.job = (char *)contact->job;
+    c.secret = (char *)contact->secret;
+    c.rank = contact->rank;
+    c.cluster = (char *)cluster;
+    c.node = (char *)contact->node;
+    c.address = (char *)contact->address;
+    c.port = contact->port;
+    int rc = soap_call_qcg__publish(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &resp);
+    return call_failed(soap, rc, err);
+}
+
+int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *secret,
+                   int rank, const char *node, struct relay_error *err)
+{
+    struct qcg__ackResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__withdraw(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
+                                     (char *)secret, rank, (char *)node, &resp);
+    return call_failed(soap, rc, err);
+}
+
+int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
+                 int from_rank, int to_rank, struct plan *plan, struct relay_error *err)
+{
+    struct qcg__lookupResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
+                                   (char *)secret, from_rank, to_rank, &resp);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    const struct qcg__plan *p = &resp.plan;
+    memset(plan, 0, sizeof(*plan));
+    if (p->status == NULL || copy_str(plan->status, sizeof(plan->status), p->status) < 0 ||
+        copy_str(plan->technique, sizeof(plan->technique), p->technique) < 0 ||
+        copy_str(plan->cluster, sizeof(plan->cluster), p->cluster) < 0 ||
+        copy_str(plan->node, sizeof(plan->node), p->node) < 0 ||
+        copy_str(plan->address, sizeof(plan->address), p->address) < 0 ||
+        copy_str(plan->token, sizeof(plan->token), p->token) < 0 ||
+        copy_str(plan->reason, sizeof(plan->reason), p->reason) < 0 || p->port < 0 ||
+        p->port > 65535)
+        return malformed(err, "plan");
+    plan->port = p->port;
+    plan->cacheable = p->cacheable != 0;
+    return 0;
+}
+
+static int command_from_soap(const struct qcg__command *in, struct command *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->seq = in->seq;
+    out->rank = in->rank;
+    out->port = in->port;
+    if (in->kind == NULL || copy_str(out->kind, sizeof(out->kind), in->kind) < 0 ||
+        copy_str(out->job, sizeof(out->job), in->job) < 0 ||
+        copy_str(out->node, sizeof(out->node), in->node) < 0 ||
+        copy_str(out->address, sizeof(out->address), in->address) < 0 ||
+        copy_str(out->token, sizeof(out->token), in->token) < 0)
+        return -1;
+    return 0;
+}
+
+int relay_poll(struct soap *soap, const char *url, uint64_t epoch, uint64_t ack, int wait_seconds,
+               uint64_t *server_epoch, struct command *out, int max, int *n, uint64_t *last_seq,
+               struct relay_error *err)
+{
+    struct qcg__pollResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    *n = 0;
+    *last_seq = ack;
+    int rc = soap_call_qcg__poll(soap, url, NULL, QCG_PROTOCOL_VERSION, epoch, ack, wait_seconds,
+                                 &resp);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    *server_epoch = resp.epoch;
+    if (resp.__sizeCommand > 0 && resp.command == NULL)
+        return malformed(err, "poll answer");
+    for (int i = 0; i < resp.__sizeCommand && *n < max; i++) {
+        const struct qcg__command *c = &resp.command[i];
+        if (c->seq <= *last_seq) {
+            log_warnx("command seq %llu after seq %llu: ignored", (unsigned long long)c->seq,
+                      (unsigned long long)*last_seq);
+            continue;
+        }
+        *last_seq = c->seq;
+        if (command_from_soap(c, &out[*n]) < 0) {
+            log_warnx("malformed command seq %llu (kind %.16s) skipped", (unsigned long long)c->seq,
+                      c->kind != NULL ? c->kind : "(none)");
+            continue;
+        }
+        (*n)++;
+    }
+    return 0;
+}

@@ -1,0 +1,66 @@
+/*
+ * Calls from the frontend to the broker, converting between the gSOAP structs
+ * and ours.  Every function takes the client context to use (one from the
+ * pool, or the upstream loop's own), returns 0 on success or -1 with *err
+ * saying whether the broker was unreachable or answered with a fault.  The
+ * caller resets the context (soap_client_reset) afterwards: nothing returned
+ * points into it.
+ */
+#ifndef FRONTEND_RELAY_H
+#define FRONTEND_RELAY_H
+
+#include <stdint.h>
+#include "proto.h"
+#include "soap_client.h"
+
+struct command;
+struct contact_info;
+struct node_info;
+
+struct relay_error {
+    enum call_status status;   /* CALL_UNREACHABLE or CALL_FAULT */
+    char subcode[32];          /* fault subcode without "qcg:", e.g. "denied" */
+    char msg[256];
+};
+
+/* Our form of struct qcg__plan. */
+struct plan {
+    char status[16];
+    char technique[16];
+    char cluster[QCG_NAME_MAX];
+    char node[QCG_NAME_MAX];
+    char address[QCG_ADDR_MAX];
+    int port;
+    char token[QCG_TOKEN_MAX];
+    int cacheable;
+    char reason[256];
+};
+
+struct cluster_decl {
+    const char *name;
+    const char *kind;
+    int naddrs;
+    const char *const *addrs;
+    int port_low, port_high;
+};
+
+int relay_register_cluster(struct soap *soap, const char *url, const struct cluster_decl *cluster,
+                           uint64_t *epoch, struct relay_error *err);
+int relay_register_node(struct soap *soap, const char *url, const struct node_info *node,
+                        struct relay_error *err);
+int relay_publish(struct soap *soap, const char *url, const struct contact_info *contact,
+                  const char *cluster, struct relay_error *err);
+int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *secret,
+                   int rank, const char *node, struct relay_error *err);
+/* A plan the broker sent that does not fit our limits is an error
+   (CALL_UNREACHABLE, "malformed plan"), not a truncated answer. */
+int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
+                 int from_rank, int to_rank, struct plan *plan, struct relay_error *err);
+/* Long-poll: *server_epoch gets the broker's epoch; up to max commands are
+   copied into out (malformed ones are logged and skipped, but *last_seq
+   still covers them so they are acknowledged).  *n = commands copied. */
+int relay_poll(struct soap *soap, const char *url, uint64_t epoch, uint64_t ack, int wait_seconds,
+               uint64_t *server_epoch, struct command *out, int max, int *n, uint64_t *last_seq,
+               struct relay_error *err);
+
+#endif

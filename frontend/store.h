@@ -1,0 +1,89 @@
+/*
+ * What the frontend holds for its cluster: the nodes its helpers registered
+ * (each with the queue its helper long-polls), the contacts published through
+ * it (secrets included, in memory only), the withdrawals the broker has not
+ * heard of yet, and whether the link to the broker is up.  Everything here is
+ * re-sent to the broker when it restarts or comes back.  Thread-safe.
+ */
+#ifndef FRONTEND_STORE_H
+#define FRONTEND_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "proto.h"
+
+struct cmdqueue;
+
+struct node_info {
+    char name[QCG_NAME_MAX];
+    char address[QCG_ADDR_MAX];
+    int port_low, port_high;
+    int can_intercept;
+};
+
+struct contact_info {
+    char job[QCG_JOB_MAX];
+    char secret[QCG_SECRET_MAX];
+    int rank;
+    char node[QCG_NAME_MAX];
+    char address[QCG_ADDR_MAX];
+    int port;
+};
+
+/* A withdrawal the broker did not acknowledge (it was unreachable). */
+struct withdrawal {
+    char job[QCG_JOB_MAX];
+    char secret[QCG_SECRET_MAX];
+    int rank;
+    char node[QCG_NAME_MAX];
+};
+
+struct store;
+
+/* queue_capacity: commands held per node for its helper (see cmdqueue.h). */
+struct store *store_new(size_t queue_capacity);
+void store_free(struct store *store);
+
+/* The upstream link.  Down: operations that need the broker fail at once with
+   `reason`.  Up only when nothing changed since the snapshot that was
+   re-registered (version from store_nodes): returns 1 when set up, 0 when the
+   held state changed meanwhile and must be re-sent first. */
+void store_link_down(struct store *store, const char *reason);
+int store_link_up_if(struct store *store, uint64_t version);
+/* 1 when up; 0 and the reason it is down. */
+int store_link(struct store *store, char *reason, size_t len);
+
+/* Adds or updates a node; *was_up tells whether the link was up at that
+   moment (then the caller relays it, else the upstream loop will).  -1 when
+   out of memory. */
+int store_node_put(struct store *store, const struct node_info *node, int *was_up);
+int store_node_get(struct store *store, const char *name, struct node_info *out);
+/* The node's helper queue; NULL for an unknown node.  Queues live as long as
+   the store. */
+struct cmdqueue *store_node_queue(struct store *store, const char *name);
+/* Wakes every helper's pending poll for good (shutdown). */
+void store_close_queues(struct store *store);
+
+/* Adds or replaces (job, rank); forgets a pending withdrawal of it.  -1 when
+   out of memory. */
+int store_contact_put(struct store *store, const struct contact_info *contact);
+int store_contact_get(struct store *store, const char *job, int rank, struct contact_info *out);
+/* 0 removed, -1 not held. */
+int store_contact_remove(struct store *store, const char *job, int rank);
+
+/* Bounded: the oldest is dropped (with a warning) when full. */
+void store_withdrawal_add(struct store *store, const struct withdrawal *w);
+/* Moves the pending withdrawals into a malloc'd array (*out, count returned). */
+size_t store_withdrawals_take(struct store *store, struct withdrawal **out);
+
+/* Snapshots (malloc'd arrays; NULL and 0 when empty or out of memory).  The
+   version identifies the state they were taken from (see store_link_up_if). */
+size_t store_nodes(struct store *store, struct node_info **out, uint64_t *version);
+size_t store_contacts(struct store *store, struct contact_info **out);
+/* Frees a contact or withdrawal snapshot, wiping the secrets first. */
+void store_secrets_free(void *array, size_t elem_size, size_t n);
+
+size_t store_node_count(struct store *store);
+size_t store_contact_count(struct store *store);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * frontend-call: performs one qcg operation against a frontend (or a broker)
+ * with a given certificate and prints the outcome, for the shell tests.
+ *
+ *   frontend-call URL CA CERTKEY OPERATION [ARGS...]
+ *
+ *   registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT]
+ *   registerCluster NAME KIND [PUBLIC_ADDRESS...]
+ *   publish JOB SECRET RANK ADDRESS PORT
+ *   withdraw JOB SECRET RANK [NODE]
+ *   lookup JOB SECRET FROM_RANK TO_RANK
+ *   poll EPOCH ACK WAIT_SECONDS
+ *   stats
+ *
+ * Prints "ok" then one "field=value" line per result field; a fault prints
+ * "fault SUBCODE: TEXT" (exit 1), an unreachable service "unreachable: TEXT"
+ * (exit 3); a bad command line exits 2.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapH.h"
+#include "soap_client.h"
+
+static const char *s(const char *v)
+{
+    return v != NULL ? v : "";
+}
+
+static int need(int argc, int n, const char *usage)
+{
+    if (argc != n) {
+        fprintf(stderr, "frontend-call: usage: ... %s\n", usage);
+        exit(2);
+    }
+    return 0;
+}
+
+static int to_int(const char *text)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0') {
+        fprintf(stderr, "frontend-call: '%s' is not a number\n", text);
+        exit(2);
+    }
+    return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: frontend-call URL CA CERTKEY OPERATION [ARGS...]\n");
+        return 2;
+    }
+    const char *url = argv[1], *op = argv[4];
+    struct soap_client_config cfg = {
+        .url = url, .tls = {.ca = argv[2], .certkey = argv[3]}, .connect_timeout = 5,
+        .io_timeout = 10};
+    char err[256];
+    struct soap *soap = soap_client_new(&cfg, err, sizeof(err));
+    if (soap == NULL) {
+        fprintf(stderr, "frontend-call: %s\n", err);
+        return 2;
+    }
+    int ac = argc - 5;
+    char **av = argv + 5;
+    int rc;
+    const int v = QCG_PROTOCOL_VERSION;
+    if (strcmp(op, "registerNode") == 0) {
+        if (ac != 4 && ac != 5)
+            need(0, 1, "registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT]");
+        struct qcg__node n = {av[0], av[1], to_int(av[2]), to_int(av[3]),
+                              ac == 5 ? to_int(av[4]) : 0};
+        struct qcg__registerResponse r = {0, 0};
+        rc = soap_call_qcg__registerNode(soap, url, NULL, v, &n, &r);
+        if (rc == SOAP_OK)
+            printf("ok\nepoch=%llu\n", (unsigned long long)r.epoch);
+    } else if (strcmp(op, "registerCluster") == 0) {
+        if (ac < 2)
+            need(0, 1, "registerCluster NAME KIND [PUBLIC_ADDRESS...]");
+        struct qcg__cluster c = {av[0], av[1], ac - 2, av + 2, 0, 0};
+        struct qcg__registerResponse r = {0, 0};
+        rc = soap_call_qcg__registerCluster(soap, url, NULL, v, &c, &r);
+        if (rc == SOAP_OK)
+            printf("ok\nepoch=%llu\n", (unsigned long long)r.epoch);
+    } else if (strcmp(op, "publish") == 0) {
+        need(ac, 5, "publish JOB SECRET RANK ADDRESS PORT");
+        struct qcg__contact c = {av[0], av[1], to_int(av[2]), NULL, NULL, av[3], to_int(av[4])};
+        struct qcg__ackResponse r = {0};
+        rc = soap_call_qcg__publish(soap, url, NULL, v, &c, &r);
+        if (rc == SOAP_OK)
+            printf("ok\n");
+    } else if (strcmp(op, "withdraw") == 0) {
+        if (ac != 3 && ac != 4)
+            need(0, 1, "withdraw JOB SECRET RANK [NODE]");
+        struct qcg__ackResponse r = {0};
+        rc = soap_call_qcg__withdraw(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
+                                     ac == 4 ? av[3] : NULL, &r);
+        if (rc == SOAP_OK)
+            printf("ok\n");
+    } else if (strcmp(op, "lookup") == 0) {
+        need(ac, 4, "lookup JOB SECRET FROM_RANK TO_RANK");
+        struct qcg__lookupResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
+                                   to_int(av[3]), &r);
+        if (rc == SOAP_OK)
+            printf("ok\nstatus=%s\ntechnique=%s\ncluster=%s\nnode=%s\naddress=%s\nport=%d\n"
+                   "token=%s\ncacheable=%d\nreason=%s\n",
+                   s(r.plan.status), s(r.plan.technique), s(r.plan.cluster), s(r.plan.node),
+                   s(r.plan.address), r.plan.port, s(r.plan.token), r.plan.cacheable,
+                   s(r.plan.reason));
+    } else if (strcmp(op, "poll") == 0) {
+        need(ac, 3, "poll EPOCH ACK WAIT_SECONDS");
+        struct qcg__pollResponse r;
+        memset(&r, 0, sizeof(r));
+        int wait = to_int(av[2]);
+        soap_client_set_wait(soap, wait);
+        rc = soap_call_qcg__poll(soap, url, NULL, v, strtoull(av[0], NULL, 10),
+                                 strtoull(av[1], NULL, 10), wait, &r);
+        if (rc == SOAP_OK) {
+            printf("ok\nepoch=%llu\ncommands=%d\n", (unsigned long long)r.epoch, r.__sizeCommand);
+            for (int i = 0; i < r.__sizeCommand && r.command != NULL; i++) {
+                const struct qcg__command *c = &r.command[i];
+                printf("command=%llu %s job=%s rank=%d node=%s address=%s port=%d\n",
+                       (unsigned long long)c->seq, s(c->kind), s(c->job), c->rank, s(c->node),
+                       s(c->address), c->port);
+            }
+        }
+    } else if (strcmp(op, "stats") == 0) {
+        need(ac, 0, "stats");
+        struct qcg__statsResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__stats(soap, url, NULL, v, &r);
+        if (rc == SOAP_OK) {
+            printf("ok\nrole=%s\nname=%s\n", s(r.role), s(r.name));
+            for (int i = 0; i < r.__sizeCounter && r.counter != NULL; i++)
+                printf("%s=%llu\n", s(r.counter[i].name), (unsigned long long)r.counter[i].value);
+        }
+    } else {
+        fprintf(stderr, "frontend-call: unknown operation '%s'\n", op);
+        soap_client_free(soap);
+        return 2;
+    }
+    char sub[64], msg[512];
+    enum call_status st = soap_call_status(soap, rc, sub, sizeof(sub), msg, sizeof(msg));
+    int status = 0;
+    if (st == CALL_FAULT) {
+        printf("fault %s: %s\n", sub[0] ? sub : "-", msg);
+        status = 1;
+    } else if (st == CALL_UNREACHABLE) {
+        printf("unreachable: %s\n", msg);
+        status = 3;
+    }
+    soap_client_reset(soap);
+    soap_client_free(soap);
+    return status;
+}
