@@ -35,12 +35,12 @@ const struct config_option broker_options[] = {
 static int readable(const char *what, const char *path, char *err, size_t errlen)
 {
     if (path == NULL || path[0] == '\0') {
-        snprintf(err, errlen, "%s is required (--%s FILE)", what, what);
+        snprintf(err, errlen, "qcg-broker: %s is required (--%s FILE)", what, what);
         return -1;
     }
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot read %s: %s", what, path, strerror(errno));
+        snprintf(err, errlen, "qcg-broker: %s: cannot read %s: %s", what, path, strerror(errno));
         return -1;
     }
     fclose(f);
@@ -54,24 +54,24 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
     memset(cfg, 0, sizeof(*cfg));
     enum config_result res =
         config_load(broker_options, cfg, argc, argv,
-                    "usage: qcg-broker [--config FILE] [options]\n"
+                    "qcg-broker [--config FILE] [options]\n"
                     "       qcg-broker --stats [--json] [--url URL] [options]",
                     &first, err, errlen);
     if (res != CONFIG_OK)
         return res;
     if (first < argc) {
-        snprintf(err, errlen, "unexpected argument: %s", argv[first]);
+        snprintf(err, errlen, "qcg-broker: unexpected argument: %s", argv[first]);
         return CONFIG_ERROR;
     }
     if (log_level_parse(cfg->log_level) < 0) {
-        snprintf(err, errlen, "log-level: %s is not one of error, warn, info, debug",
+        snprintf(err, errlen, "qcg-broker: --log-level: %s is not one of error, warn, info, debug",
                  cfg->log_level ? cfg->log_level : "(none)");
         return CONFIG_ERROR;
     }
     if (readable("ca", cfg->ca, err, errlen) != 0 || readable("cert", cfg->cert, err, errlen) != 0)
         return CONFIG_ERROR;
     if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {
-        snprintf(err, errlen, "url: %s does not start with https://", cfg->url);
+        snprintf(err, errlen, "qcg-broker: --url: %s does not start with https://", cfg->url);
         return CONFIG_ERROR;
     }
     return CONFIG_OK;

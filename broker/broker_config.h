@@ -25,7 +25,8 @@ struct broker_config {
 extern const struct config_option broker_options[];
 
 /* config_load over broker_options, then: ca and cert given and readable,
-   log-level known.  CONFIG_ERROR leaves one line in err. */
+   log-level known.  CONFIG_ERROR leaves one line in err, starting with
+   "qcg-broker: ". */
 enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
                                       size_t errlen);
 void broker_config_free(struct broker_config *cfg);

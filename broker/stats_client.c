@@ -1,6 +1,7 @@
 /* `qcg-broker --stats`; see stats_client.h. */
 #include "stats_client.h"
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "proto.h"
@@ -19,6 +20,8 @@ int stats_client_run(const struct broker_config *cfg)
         .url = url, .tls = {.ca = cfg->ca, .certkey = cfg->cert},
         .connect_timeout = 5, .io_timeout = 10,
     };
+    /* OpenSSL writes with write(2): a server that refused us must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
     struct soap *soap = soap_client_new(&cc, err, sizeof(err));
     if (soap == NULL) {
         fprintf(stderr, "qcg-broker: %s\n", err);

@@ -1,0 +1,97 @@
+/*
+ * qcg-broker: knows every cluster's capabilities and every process's contact,
+ * and answers lookups with plans.  This file only wires the parts together:
+ * settings, the state, the SOAP server, signals.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "broker.h"
+#include "broker_config.h"
+#include "daemon.h"
+#include "log.h"
+#include "soap_server.h"
+#include "stats_client.h"
+
+/* From the signal handler: only sets the server's stop flag. */
+static void stop_server(void *srv)
+{
+    soap_server_stop(srv);
+}
+
+/* From soap_server_run once it stops accepting: pending long-polls return at
+   once instead of holding the shutdown for up to 25 s. */
+static void end_polls(void *arg)
+{
+    struct broker *b = arg;
+    struct registry_counts k;
+    registry_counts(b->reg, &k);
+    log_info("stopping: dropping %zu clusters, %zu nodes, %zu contacts", k.clusters, k.nodes,
+             k.contacts);
+    registry_close(b->reg);
+}
+
+int main(int argc, char **argv)
+{
+    struct broker_config cfg;
+    char err[512], name[2 * QCG_NAME_MAX];
+
+    switch (broker_config_load(&cfg, argc, argv, err, sizeof(err))) {
+    case CONFIG_OK:
+        break;
+    case CONFIG_EXIT_OK:
+        broker_config_free(&cfg);
+        return 0;
+    default:
+        fprintf(stderr, "%s\n", err);
+        broker_config_free(&cfg);
+        return 2;
+    }
+    if (cfg.stats) {
+        log_init("broker", LOG_LEVEL_WARN, false);
+        int rc = stats_client_run(&cfg);
+        broker_config_free(&cfg);
+        return rc;
+    }
+    log_init("broker", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog != 0);
+    if (cert_common_name(cfg.cert, name, sizeof(name), err, sizeof(err)) != 0) {
+        fprintf(stderr, "qcg-broker: %s\n", err);
+        broker_config_free(&cfg);
+        return 2;
+    }
+
+    static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
+    struct broker *b = broker_new((size_t)cfg.max_contacts, name);
+    if (b == NULL)
+        fatalx("out of memory");
+    struct soap_server_config sc = {
+        .listen_addr = cfg.listen, .port = cfg.port,
+        .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+        .max_connections = cfg.max_connections, .user = b,
+    };
+    struct soap_server *srv = soap_server_new(&sc, err, sizeof(err));
+    if (srv == NULL) {
+        fprintf(stderr, "qcg-broker: %s\n", err);
+        if (cfg.syslog)
+            log_error("%s", err);
+        broker_free(b);
+        broker_config_free(&cfg);
+        return 2;
+    }
+    log_info("%s listening on %s port %d, epoch %llu, at most %d contacts", name,
+             cfg.listen ? cfg.listen : "any address", soap_server_port(srv),
+             (unsigned long long)registry_epoch(b->reg), cfg.max_contacts);
+
+    soap_server_on_stop(srv, end_polls, b);
+    daemon_signals(&stop, stop_server, srv);
+    int rc = soap_server_run(srv);
+    if (rc != 0)
+        log_error("the server did not stop cleanly");
+    else
+        log_info("stopped");
+    soap_server_free(srv);
+    broker_free(b);
+    broker_config_free(&cfg);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,291 @@
+/*
+ * The SOAP operations of the broker: version first, then who is calling (from
+ * the certificate, never from the message), then field checks, then the
+ * registry.  Every refusal is a fault with a qcg:<subcode> and a warn line
+ * naming the caller.  The generated skeleton (soapServer.c) calls these.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "broker.h"
+#include "cmdqueue.h"
+#include "log.h"
+#include "soapH.h"
+#include "soap_server.h"
+#include "stats.h"
+#include "validate.h"
+
+#define POLL_MAX_WAIT 25     /* seconds, whatever the caller asks */
+#define POLL_MAX_COMMANDS 64 /* per response; the rest follow on the next poll */
+
+static struct broker *state(struct soap *soap)
+{
+    return soap_server_state(soap);
+}
+
+static int vrefuse(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                   va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    const struct identity *id = soap_caller(soap);
+    log_warnx("%s from %s %s refused (qcg:%s): %s", op, id ? role_name(id->role) : "unknown",
+              id ? id->name : "caller", subcode, msg);
+    atomic_fetch_add(&state(soap)->stats.faults, 1);
+    return soap_qcg_fault(soap, subcode, "%s", msg);
+}
+
+static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vrefuse(soap, op, subcode, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Counts a connection the first time one of its calls reaches us.  gSOAP copies
+   the listening context for every connection, so a marker left in the copy's
+   `data` slot outlives the calls of that connection only. */
+static void count_connection(struct soap *soap)
+{
+    static const char marker[] = "counted";
+    if (soap->data[3] != marker) {
+        soap->data[3] = (void *)marker;
+        atomic_fetch_add(&state(soap)->stats.connections, 1);
+    }
+}
+
+/* The checks every operation starts with.  Returns SOAP_OK and the caller, or
+   the fault already set. */
+static int begin(struct soap *soap, const char *op, int version, bool frontend_only,
+                 const struct identity **idp)
+{
+    count_connection(soap);
+    const struct identity *id = soap_caller(soap);
+    if (soap_check_version(soap, version) != 0) {
+        log_warnx("%s from %s %s refused (qcg:version): version %d, ours is %d", op,
+                  id ? role_name(id->role) : "unknown", id ? id->name : "caller", version,
+                  QCG_PROTOCOL_VERSION);
+        atomic_fetch_add(&state(soap)->stats.faults, 1);
+        return SOAP_FAULT;
+    }
+    if (id == NULL || id->role == QCG_ROLE_NONE)
+        return refuse(soap, op, "denied", "the caller's certificate names no grid identity");
+    if (frontend_only && id->role != QCG_ROLE_FRONTEND)
+        return refuse(soap, op, "denied", "only a frontend may call %s at the broker, not a %s",
+                      op, role_name(id->role));
+    *idp = id;
+    return SOAP_OK;
+}
+
+static int refuse_status(struct soap *soap, const char *op, enum reg_status st, const char *why)
+{
+    return refuse(soap, op, reg_status_subcode(st), "%s", why);
+}
+
+int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
+                         struct qcg__registerResponse *response)
+{
+    const struct identity *id;
+    char why[256];
+    struct reg_cluster c;
+    if (begin(soap, "registerCluster", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_cluster(cluster, &c, why, sizeof(why)) != 0)
+        return refuse(soap, "registerCluster", "invalid", "%s", why);
+    if (strcmp(c.name, id->cluster) != 0)
+        return refuse(soap, "registerCluster", "denied",
+                      "frontend %s may register cluster %s only, not %s", id->name, id->cluster,
+                      c.name);
+    enum reg_status st = registry_register_cluster(state(soap)->reg, &c, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "registerCluster", st, why);
+    log_info("cluster %s registered: %s, %d public address%s, open ports %d-%d", c.name,
+             cluster_kind_name(c.kind), c.npublic, c.npublic == 1 ? "" : "es", c.port_low,
+             c.port_high);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->epoch = registry_epoch(state(soap)->reg);
+    return SOAP_OK;
+}
+
+int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
+                      struct qcg__registerResponse *response)
+{
+    const struct identity *id;
+    char why[256];
+    struct reg_node n;
+    if (begin(soap, "registerNode", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_node(node, &n, why, sizeof(why)) != 0)
+        return refuse(soap, "registerNode", "invalid", "%s", why);
+    enum reg_status st = registry_register_node(state(soap)->reg, id->cluster, &n, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "registerNode", st, why);
+    log_info("node %s/%s registered: %s, ports %d-%d%s", id->cluster, n.name, n.address,
+             n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "");
+    response->version = QCG_PROTOCOL_VERSION;
+    response->epoch = registry_epoch(state(soap)->reg);
+    return SOAP_OK;
+}
+
+int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
+                 struct qcg__ackResponse *response)
+{
+    const struct identity *id;
+    char why[256];
+    struct reg_contact c;
+    if (begin(soap, "publish", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_contact(contact, &c, why, sizeof(why)) != 0)
+        return refuse(soap, "publish", "invalid", "%s", why);
+    /* The contact's cluster is the caller's; naming another one is refused. */
+    if (c.cluster[0] != '\0' && strcmp(c.cluster, id->cluster) != 0)
+        return refuse(soap, "publish", "denied",
+                      "frontend %s may publish for cluster %s only, not %s", id->name,
+                      id->cluster, c.cluster);
+    snprintf(c.cluster, sizeof(c.cluster), "%s", id->cluster);
+    atomic_fetch_add(&state(soap)->stats.publishes, 1);
+    enum reg_status st = registry_publish(state(soap)->reg, &c, contact->secret, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "publish", st, why);
+    log_debug("published job %s rank %d at %s/%s %s port %d", c.job, c.rank, c.cluster, c.node,
+              c.address, c.port);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int rank, char *node,
+                  struct qcg__ackResponse *response)
+{
+    const struct identity *id;
+    char why[256];
+    if (begin(soap, "withdraw", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+        validate_rank(rank, "rank", why, sizeof(why)) != 0)
+        return refuse(soap, "withdraw", "invalid", "%s", why);
+    if (node != NULL && node[0] != '\0' && !name_valid(node))
+        return refuse(soap, "withdraw", "invalid", "node is not a valid name");
+    atomic_fetch_add(&state(soap)->stats.withdraws, 1);
+    enum reg_status st =
+        registry_withdraw(state(soap)->reg, id->cluster, node, job, secret, rank, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "withdraw", st, why);
+    log_debug("withdrew job %s rank %d (cluster %s)", job, rank, id->cluster);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                struct qcg__lookupResponse *response)
+{
+    const struct identity *id;
+    char why[256];
+    struct reg_lookup res;
+    if (begin(soap, "lookup", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+        validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
+        validate_rank(toRank, "toRank", why, sizeof(why)) != 0)
+        return refuse(soap, "lookup", "invalid", "%s", why);
+    atomic_fetch_add(&state(soap)->stats.lookups, 1);
+    enum reg_status st = registry_lookup(state(soap)->reg, id->cluster, job, secret, fromRank,
+                                         toRank, &res, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "lookup", st, why);
+
+    struct qcg__plan *p = &response->plan;
+    memset(p, 0, sizeof(*p));
+    response->version = QCG_PROTOCOL_VERSION;
+    if (!res.found) {
+        p->status = "notfound";
+        p->technique = (char *)technique_name(TECH_NONE);
+        p->reason = soap_strdup(soap, "rank is not published (yet)");
+        return SOAP_OK;
+    }
+    const struct plan_decision *d = &res.decision;
+    p->status = d->ok ? "ok" : "unavailable";
+    p->technique = (char *)technique_name(d->technique);
+    p->cluster = soap_strdup(soap, res.target.cluster);
+    p->node = soap_strdup(soap, res.target.node);
+    p->address = soap_strdup(soap, res.target.address);
+    p->port = res.target.port;
+    p->cacheable = d->cacheable ? 1 : 0;
+    p->reason = soap_strdup(soap, d->reason);
+    return SOAP_OK;
+}
+
+static void command_to_soap(struct soap *soap, const struct command *in, struct qcg__command *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->seq = in->seq;
+    out->kind = soap_strdup(soap, in->kind);
+    out->job = in->job[0] != '\0' ? soap_strdup(soap, in->job) : NULL;
+    out->rank = in->rank;
+    out->node = in->node[0] != '\0' ? soap_strdup(soap, in->node) : NULL;
+    out->address = in->address[0] != '\0' ? soap_strdup(soap, in->address) : NULL;
+    out->port = in->port;
+    out->token = in->token[0] != '\0' ? soap_strdup(soap, in->token) : NULL;
+}
+
+int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
+              struct qcg__pollResponse *response)
+{
+    const struct identity *id;
+    if (begin(soap, "poll", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    struct registry *reg = state(soap)->reg;
+    atomic_fetch_add(&state(soap)->stats.polls, 1);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->epoch = registry_epoch(reg);
+    response->__sizeCommand = 0;
+    response->command = NULL;
+    if (epoch != registry_epoch(reg)) {
+        /* An old epoch: the caller re-registers and restarts at ackSeq 0. */
+        log_debug("poll from frontend %s with epoch %llu, ours is %llu", id->name,
+                  (unsigned long long)epoch, (unsigned long long)registry_epoch(reg));
+        return SOAP_OK;
+    }
+    struct cmdqueue *q = registry_queue(reg, id->cluster);
+    if (q == NULL)
+        return refuse(soap, "poll", "notfound", "cluster %s is not registered", id->cluster);
+    int wait = waitSeconds < 0 ? 0 : waitSeconds > POLL_MAX_WAIT ? POLL_MAX_WAIT : waitSeconds;
+    log_debug("poll from frontend %s: ack %llu, waiting up to %d s", id->name,
+              (unsigned long long)ackSeq, wait);
+    struct command cmds[POLL_MAX_COMMANDS];
+    int n = cmdqueue_wait(q, ackSeq, wait * 1000, cmds, POLL_MAX_COMMANDS);
+    if (n <= 0)
+        return SOAP_OK;
+    response->command = soap_malloc(soap, (size_t)n * sizeof(*response->command));
+    if (response->command == NULL)
+        return refuse(soap, "poll", "unavailable", "out of memory");
+    for (int i = 0; i < n; i++)
+        command_to_soap(soap, &cmds[i], &response->command[i]);
+    response->__sizeCommand = n;
+    return SOAP_OK;
+}
+
+int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *response)
+{
+    const struct identity *id;
+    if (begin(soap, "stats", version, false, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    struct stat_counter counters[STATS_MAX];
+    int n = stats_collect(state(soap), counters, STATS_MAX);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->role = (char *)role_name(QCG_ROLE_BROKER);
+    response->name = soap_strdup(soap, state(soap)->name);
+    response->counter = soap_malloc(soap, (size_t)n * sizeof(*response->counter));
+    if (response->counter == NULL)
+        return refuse(soap, "stats", "unavailable", "out of memory");
+    for (int i = 0; i < n; i++) {
+        response->counter[i].name = (char *)counters[i].name;
+        response->counter[i].value = counters[i].value;
+    }
+    response->__sizeCounter = n;
+    return SOAP_OK;
+}

@@ -1,0 +1,162 @@
+/*
+ * broker-call: one SOAP call to a broker over mutual TLS, for the service test.
+ * Prints one line: the answer as key=value pairs, "fault SUBCODE: text"
+ * (exit 3) or "unreachable: text" (exit 4).
+ *
+ *   broker-call --url URL --ca CA --cert PEM [--version N] OPERATION ARGS...
+ *     register-cluster NAME KIND LOW HIGH [PUBLIC-ADDRESS...]
+ *     register-node NAME ADDRESS LOW HIGH CAN-INTERCEPT
+ *     publish JOB SECRET RANK CLUSTER|- NODE ADDRESS PORT
+ *     withdraw JOB SECRET RANK [NODE]
+ *     lookup JOB SECRET FROM-RANK TO-RANK
+ *     poll EPOCH ACK-SEQ WAIT-SECONDS
+ *     stats
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proto.h"
+#include "soapH.h"
+#include "soap_client.h"
+
+static const char *str(const char *s)
+{
+    return s != NULL ? s : "";
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: broker-call --url URL --ca CA --cert PEM [--version N] OPERATION "
+                    "ARGS...\n");
+    return 2;
+}
+
+/* Makes the call; *known = 0 for an unknown operation or wrong arguments.
+   Returns the gSOAP status (SOAP_EOF is -1, so it cannot be a sentinel). */
+static int call(struct soap *soap, const char *url, int version, int argc, char **argv, int *known)
+{
+    *known = 1;
+    const char *op = argv[0];
+    int rc;
+    if (strcmp(op, "register-cluster") == 0 && argc >= 5) {
+        struct qcg__cluster c = {argv[1], argv[2], argc - 5, argc > 5 ? argv + 5 : NULL,
+                                 atoi(argv[3]), atoi(argv[4])};
+        struct qcg__registerResponse r;
+        rc = soap_call_qcg__registerCluster(soap, url, NULL, version, &c, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
+    } else if (strcmp(op, "register-node") == 0 && argc == 6) {
+        struct qcg__node n = {argv[1], argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5])};
+        struct qcg__registerResponse r;
+        rc = soap_call_qcg__registerNode(soap, url, NULL, version, &n, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
+    } else if (strcmp(op, "publish") == 0 && argc == 8) {
+        struct qcg__contact c = {argv[1], argv[2], atoi(argv[3]),
+                                 strcmp(argv[4], "-") == 0 ? NULL : argv[4], argv[5], argv[6],
+                                 atoi(argv[7])};
+        struct qcg__ackResponse r;
+        rc = soap_call_qcg__publish(soap, url, NULL, version, &c, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d\n", r.version);
+    } else if (strcmp(op, "withdraw") == 0 && (argc == 4 || argc == 5)) {
+        struct qcg__ackResponse r;
+        rc = soap_call_qcg__withdraw(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+                                     argc == 5 ? argv[4] : NULL, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d\n", r.version);
+    } else if (strcmp(op, "lookup") == 0 && argc == 5) {
+        struct qcg__lookupResponse r;
+        rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+                                   atoi(argv[4]), &r);
+        if (rc == SOAP_OK)
+            printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
+                   "cacheable=%d reason=%s\n",
+                   str(r.plan.status), str(r.plan.technique), str(r.plan.cluster),
+                   str(r.plan.node), str(r.plan.address), r.plan.port, r.plan.cacheable,
+                   str(r.plan.reason));
+    } else if (strcmp(op, "poll") == 0 && argc == 4) {
+        struct qcg__pollResponse r;
+        int wait = atoi(argv[3]);
+        soap_client_set_wait(soap, wait);
+        rc = soap_call_qcg__poll(soap, url, NULL, version, strtoull(argv[1], NULL, 10),
+                                 strtoull(argv[2], NULL, 10), wait, &r);
+        if (rc == SOAP_OK) {
+            printf("ok epoch=%llu commands=%d", (unsigned long long)r.epoch, r.__sizeCommand);
+            for (int i = 0; i < r.__sizeCommand; i++)
+                printf(" %llu:%s:%s:%d", (unsigned long long)r.command[i].seq,
+                       str(r.command[i].kind), str(r.command[i].job), r.command[i].rank);
+            printf("\n");
+        }
+    } else if (strcmp(op, "stats") == 0 && argc == 1) {
+        struct qcg__statsResponse r;
+        rc = soap_call_qcg__stats(soap, url, NULL, version, &r);
+        if (rc == SOAP_OK) {
+            printf("ok role=%s name=%s", str(r.role), str(r.name));
+            for (int i = 0; i < r.__sizeCounter; i++)
+                printf(" %s=%llu", str(r.counter[i].name),
+                       (unsigned long long)r.counter[i].value);
+            printf("\n");
+        }
+    } else {
+        *known = 0;
+        return SOAP_OK;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct soap_client_config cc = {.connect_timeout = 5, .io_timeout = 10};
+    int version = QCG_PROTOCOL_VERSION;
+    int i = 1;
+    for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+        if (strcmp(argv[i], "--url") == 0)
+            cc.url = argv[i + 1];
+        else if (strcmp(argv[i], "--ca") == 0)
+            cc.tls.ca = argv[i + 1];
+        else if (strcmp(argv[i], "--cert") == 0)
+            cc.tls.certkey = argv[i + 1];
+        else if (strcmp(argv[i], "--version") == 0)
+            version = atoi(argv[i + 1]);
+        else
+            return usage();
+    }
+    if (cc.url == NULL || cc.tls.ca == NULL || cc.tls.certkey == NULL || i >= argc)
+        return usage();
+    log_init("broker-call", LOG_LEVEL_ERROR, false);
+    /* TLS writes to a server that refused us would otherwise kill us. */
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[256], sub[64], msg[512];
+    struct soap *soap = soap_client_new(&cc, err, sizeof(err));
+    if (soap == NULL) {
+        printf("unreachable: %s\n", err);
+        return 4;
+    }
+    int known;
+    int rc = call(soap, cc.url, version, argc - i, argv + i, &known);
+    int status = 0;
+    if (!known) {
+        status = usage();
+    } else {
+        switch (soap_call_status(soap, rc, sub, sizeof(sub), msg, sizeof(msg))) {
+        case CALL_OK:
+            break;
+        case CALL_FAULT:
+            printf("fault %s: %s\n", sub, msg);
+            status = 3;
+            break;
+        case CALL_UNREACHABLE:
+            printf("unreachable: %s\n", msg);
+            status = 4;
+            break;
+        }
+    }
+    soap_client_reset(soap);
+    soap_client_free(soap);
+    return status;
+}
