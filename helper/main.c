@@ -53,10 +53,6 @@ static int run(struct helper_config *cfg)
     if (uv_loop_init(&h.loop) < 0)
         fatalx("cannot create the event loop");
     int can_intercept = helper_can_intercept();
-    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s", cfg->cluster, cfg->node,
-             cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
-             can_intercept ? "can intercept and inject"
-                           : "cannot intercept (no CAP_NET_ADMIN and CAP_NET_RAW)");
 
     h.contacts = contacts_new((size_t)cfg->max_clients);
     if (h.contacts == NULL)
@@ -72,6 +68,10 @@ static int run(struct helper_config *cfg)
         log_error("%s", err);
         goto out;
     }
+    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s", cfg->cluster, cfg->node,
+             cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
+             can_intercept ? "can intercept and inject"
+                           : "cannot intercept (no CAP_NET_ADMIN and CAP_NET_RAW)");
     uv_async_init(&h.loop, &h.stop_async, on_stop);
     h.stop_async.data = &h;
     daemon_signals(&h.stop, signal_stop, &h.stop_async);

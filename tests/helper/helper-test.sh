@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+#
+# qcg-helper tests on loopback with a throw-away CA.
+#
+#   helper-test.sh local     BUILD_DIR SRC_DIR   helper alone: options, socket, limits, SIGTERM
+#   helper-test.sh proto     BUILD_DIR SRC_DIR   broker + frontend + helper: the local protocol
+#   helper-test.sh reconnect BUILD_DIR SRC_DIR   frontend restarted under a running helper
+#
+#   process (localproto_client) --unix--> qcg-helper --mTLS--> qcg-frontend --mTLS--> qcg-broker
+#                                          c1/n1             127.0.0.1:PORT_F      127.0.0.1:PORT_B
+#
+# Ports 17900-17999 belong to these tests.  Every wait is bounded and waits on
+# something observable (a listening port, the helper's status, a process exit).
+# Exit status: 0 passed, 1 failed, 77 skipped.
+
+set -euo pipefail
+export LC_ALL=C
+
+mode=${1:?usage: helper-test.sh local|proto|reconnect BUILD_DIR SRC_DIR}
+build=$(cd "${2:?build dir}" && pwd)
+src=$(cd "${3:?source dir}" && pwd)
+
+helper=$build/helper/qcg-helper
+client=$build/tests/helper/helper-localproto-client
+frontend=$build/frontend/qcg-frontend
+broker=$build/broker/qcg-broker
+certs=$src/certs/qcg-certs
+
+case $mode in
+local) port_b=0 port_f=17998 low=17950 high=17959 ;;
+proto) port_b=17900 port_f=17901 low=17960 high=17969 ;;
+reconnect) port_b=17910 port_f=17911 low=17970 high=17979 ;;
+restart-frontend) ;;
+*) echo "unknown mode $mode" >&2; exit 2 ;;
+esac
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	if [[ -s ${out:-/dev/null} ]]; then sed 's/^/     | /' "$out"; fi
+}
+
+# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
+wait_for() {
+	local desc=$1 tries=$2
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $desc" >&2
+	return 1
+}
+
+listening() { ss -Htln "sport = :$1" | grep -q .; }
+
+# Starts the frontend with the arguments saved in $work (the restart reuses them).
+start_frontend() {
+	local work=$1
+	# shellcheck disable=SC2046
+	"$frontend" $(cat "$work/frontend.args") >>"$work/frontend.log" 2>&1 &
+	echo $! >"$work/frontend.pid"
+	wait_for "the frontend on port $(cat "$work/frontend.port")" 100 \
+		listening "$(cat "$work/frontend.port")"
+}
+
+stop_pid() { # stop_pid PIDFILE: SIGTERM, then wait for it to go (bounded)
+	local pid
+	pid=$(cat "$1" 2>/dev/null) || return 0
+	kill "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+}
+
+# Called back by the reconnect client: bash helper-test.sh restart-frontend BUILD SRC WORK
+if [[ $mode == restart-frontend ]]; then
+	work=${4:?work dir}
+	stop_pid "$work/frontend.pid"
+	wait_for "port $(cat "$work/frontend.port") to close" 100 \
+		bash -c "! ss -Htln 'sport = :$(cat "$work/frontend.port")' | grep -q ."
+	start_frontend "$work"
+	exit 0
+fi
+
+for f in "$helper" "$client"; do
+	[[ -x $f ]] || { echo "missing $f"; exit 1; }
+done
+if [[ $mode != local ]]; then
+	for f in "$frontend" "$broker"; do
+		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
+	done
+fi
+command -v openssl >/dev/null || { echo "openssl missing: skipping"; exit 77; }
+command -v ss >/dev/null || { echo "ss missing: skipping"; exit 77; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/helper-test.XXXXXX")
+out=$work/out
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	[[ -f $work/frontend.pid ]] && kill "$(cat "$work/frontend.pid")" 2>/dev/null
+	wait 2>/dev/null || true
+	if ((failed > 0)); then
+		for log in "$work"/*.log; do
+			[[ -f $log ]] || continue
+			echo "--- $log (last 30 lines)"
+			tail -n 30 "$log"
+		done
+	fi
+	rm -rf -- "$work"
+}
+trap cleanup EXIT
+
+ca=$work/ca
+{
+	"$certs" --dir "$ca" init
+	"$certs" --dir "$ca" issue broker --san 127.0.0.1
+	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
+	"$certs" --dir "$ca" issue helper c1/n1
+	"$certs" --dir "$ca" issue helper c2/n9
+} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+
+sock=$work/run/qcg/helper.sock
+helper_args=(--socket "$sock" --frontend "https://127.0.0.1:$port_f/" --ca "$ca/ca.crt"
+	--cert "$ca/helper-c1-n1.pem" --address 127.0.0.1 --ports "$low-$high")
+
+# start_helper LOG [extra options]: the helper in the background, its pid in $helper_pid.
+start_helper() {
+	local log=$1
+	shift
+	"$helper" "${helper_args[@]}" "$@" >>"$work/$log" 2>&1 &
+	helper_pid=$!
+	pids+=("$helper_pid")
+	wait_for "the helper's socket" 100 grep -q "listening on $sock" "$work/$log"
+}
+
+connected() { "$helper" --status --json --socket "$sock" | grep -q '"upstream_connected":true'; }
+
+# check DESC CMD...: CMD must succeed.
+check() {
+	local desc=$1
+	shift
+	if "$@" >"$out" 2>&1; then pass "$desc"; else fail "$desc"; fi
+}
+
+# check_exit DESC CODE PATTERN CMD...: CMD exits with CODE printing one line matching PATTERN.
+check_exit() {
+	local desc=$1 code=$2 pattern=$3 rc=0
+	shift 3
+	"$@" >"$out" 2>&1 || rc=$?
+	if [[ $rc -eq $code ]] && [[ $(wc -l <"$out") -eq 1 ]] && grep -qE "$pattern" "$out"; then
+		pass "$desc"
+	else
+		echo "(exit $rc)" >>"$out"
+		fail "$desc"
+	fi
+}
+
+# stops the helper with SIGTERM: it must exit 0 promptly and remove its socket.
+check_sigterm() {
+	kill -TERM "$helper_pid"
+	local rc=0 gone=0
+	for ((i = 0; i < 100; i++)); do
+		if ! kill -0 "$helper_pid" 2>/dev/null; then gone=1; break; fi
+		sleep 0.1
+	done
+	if ((gone)); then wait "$helper_pid" || rc=$?; fi
+	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]]; then
+		pass "SIGTERM: the helper exits 0 within 10 s and removes its socket"
+	else
+		echo "gone=$gone rc=$rc socket: $(ls -l "$sock" 2>&1)" >"$out"
+		fail "SIGTERM: the helper exits 0 within 10 s and removes its socket"
+	fi
+}
+
+run_client() { # run_client DESC ARGS...: the C client's own checks, shown line by line
+	local desc=$1
+	shift
+	if "$client" "$@" >"$out" 2>&1; then
+		pass "$desc"
+		sed 's/^/     /' "$out"
+	else
+		fail "$desc"
+	fi
+}
+
+start_grid() {
+	"$broker" --port "$port_b" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+		>>"$work/broker.log" 2>&1 &
+	pids+=($!)
+	wait_for "the broker on port $port_b" 100 listening "$port_b"
+	echo "$port_f" >"$work/frontend.port"
+	echo "--port $port_f --broker https://127.0.0.1:$port_b/ --cluster c1 --kind open" \
+		"--public-address 127.0.0.1 --ca $ca/ca.crt --cert $ca/frontend-c1.pem" \
+		>"$work/frontend.args"
+	start_frontend "$work"
+}
+
+case $mode in
+local)
+	check_exit "no --frontend: one line, exit 2" 2 'frontend' \
+		"$helper" --ca x --cert y --address 127.0.0.1 --ports 1-2
+	check_exit "bad --address: one line, exit 2" 2 'address' \
+		"$helper" "${helper_args[@]}" --address not-an-ip
+	check_exit "no --ports: one line, exit 2" 2 'ports' \
+		"$helper" --socket "$sock" --frontend https://127.0.0.1:1/ --ca "$ca/ca.crt" \
+		--cert "$ca/helper-c1-n1.pem" --address 127.0.0.1
+	check_exit "bad --socket-mode: one line, exit 2" 2 'socket-mode' \
+		"$helper" "${helper_args[@]}" --socket-mode 999
+	check_exit "unknown option: one line, exit 2" 2 'unknown option' \
+		"$helper" "${helper_args[@]}" --no-such-thing 1
+	check_exit "--node not in the certificate: one line, exit 2" 2 "node 'n2' does not match" \
+		"$helper" "${helper_args[@]}" --node n2
+	check_exit "certificate of another cluster: one line, exit 2" 2 "cluster 'c1' does not match" \
+		"$helper" "${helper_args[@]}" --cluster c1 --cert "$ca/helper-c2-n9.pem"
+	check_exit "a frontend certificate is refused: one line, exit 2" 2 'not a helper certificate' \
+		"$helper" "${helper_args[@]}" --cert "$ca/frontend-c1.pem"
+	check_exit "--status with no helper: one line, exit 1" 1 'no helper reachable' \
+		"$helper" --status --socket "$sock"
+	check "--help exits 0" "$helper" --help
+
+	start_helper helper1.log --max-clients 2 --socket-mode 0640
+	check "the socket's parent directory is created, mode 0640 applied" \
+		test "$(stat -c %a "$sock")" = 640
+	check "--status works without the frontend, says not connected" \
+		bash -c "'$helper' --status --socket '$sock' | grep -E '^upstream connected +no$'"
+	check "--status --json parses, cluster/node taken from the certificate" \
+		bash -c "'$helper' --status --json --socket '$sock' | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"node\"] == \"n1\"
+'"
+	check_exit "a second helper on the same socket is refused" 1 'already listening' \
+		"$helper" "${helper_args[@]}"
+	run_client "max-clients: the third client is refused, the helper keeps serving" \
+		limits "$sock"
+	check_sigterm
+
+	# A helper killed hard leaves its socket behind; the next one takes it over.
+	start_helper helper2.log
+	kill -9 "$helper_pid"
+	wait "$helper_pid" 2>/dev/null || true
+	check "kill -9 leaves a stale socket file" test -S "$sock"
+	start_helper helper3.log --allow-uids 4242,4243
+	check "a stale socket is removed and replaced" grep -q 'removed the stale socket' \
+		"$work/helper3.log"
+	if [[ $(id -u) != 4242 ]]; then
+		run_client "allow-uids: other uids are refused" denied "$sock"
+	fi
+	check_sigterm
+	;;
+proto)
+	start_grid
+	start_helper helper.log --log-level debug
+	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	run_client "the local protocol against a real frontend and broker" \
+		proto "$sock" "$low" "$high" c1 n1 127.0.0.1
+	check "qcg-helper --status --json parses and says connected" \
+		bash -c "'$helper' --status --json --socket '$sock' | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d[\"upstream_connected\"] is True, d
+assert d[\"frontend\"] == \"https://127.0.0.1:$port_f/\", d
+assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
+'"
+	check "qcg-helper --status prints aligned lines" \
+		bash -c "'$helper' --status --socket '$sock' | grep -E '^upstream connected +yes$'"
+	check "every protocol violation was logged with the pid" \
+		bash -c "[ \$(grep -c 'pid [0-9]* uid [0-9]*: .*; closing' '$work/helper.log') -ge 9 ]"
+	check_sigterm
+	;;
+reconnect)
+	start_grid
+	start_helper helper.log
+	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	run_client "frontend restart: re-registration and re-publication" \
+		reconnect "$sock" "$low" "bash '$src/tests/helper/helper-test.sh' restart-frontend '$build' '$src' '$work'"
+	check "the helper logged the new registration" \
+		grep -q 'registered node c1/n1 .* 2 contacts re-published' "$work/helper.log"
+	check_sigterm
+	;;
+esac
+
+echo "$passed passed, $failed failed"
+((failed == 0))

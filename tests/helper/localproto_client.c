@@ -1,0 +1,532 @@
+/*
+ * A raw localproto client for the helper tests: speaks the protocol byte by
+ * byte (no libqcgconn), so it can also send what a correct library never
+ * would.  Each mode is one scenario; every check prints "ok" or "FAIL" and the
+ * exit status is the number of failures (capped), 2 for bad usage.
+ *
+ *   helper-localproto-client proto SOCKET LOW HIGH CLUSTER NODE ADDRESS
+ *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
+ *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
+ *   helper-localproto-client reconnect SOCKET LOW RESTART-COMMAND
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "localproto.h"
+#include "qcgconn.h"
+
+#define IO_TIMEOUT_MS 15000
+#define JOB "job-1"
+#define SECRET "s3cret"
+
+union payload {
+    struct local_hello hello;
+    struct local_hello_ok hello_ok;
+    struct local_publish publish;
+    struct local_lookup lookup;
+    struct local_plan plan;
+    struct local_error error;
+    struct local_status status;
+    unsigned char raw[1024];
+};
+
+struct reply {
+    struct local_header h;
+    union payload p;
+};
+
+static int failures;
+
+/* Names for messages only; the test does not link libqcgconn itself. */
+static const char *tech_name(uint32_t t)
+{
+    static const char *const names[] = {"none", "direct", "reversed", "traversing",
+                                        "holepunch", "proxy"};
+    return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+static uint32_t next_rid = 100;
+
+__attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("%s ", ok ? "ok  " : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    if (!ok)
+        failures++;
+}
+
+static int open_helper(const char *path)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        printf("     cannot connect to %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_raw(int fd, const void *buf, size_t len)
+{
+    return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_msg(int fd, uint16_t type, uint32_t rid, const void *payload, size_t len)
+{
+    unsigned char buf[sizeof(struct local_header) + sizeof(union payload)];
+    struct local_header h = {
+        .magic = LOCAL_MAGIC, .type = type, .length = (uint32_t)len, .request_id = rid};
+
+    memcpy(buf, &h, sizeof(h));
+    if (len > 0)
+        memcpy(buf + sizeof(h), payload, len);
+    return send_raw(fd, buf, sizeof(h) + len);
+}
+
+/* Exactly len bytes within the timeout; 1 on EOF before any byte, -1 on error. */
+static int read_full(int fd, void *buf, size_t len)
+{
+    size_t have = 0;
+
+    while (have < len) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, IO_TIMEOUT_MS) <= 0)
+            return -1;
+        ssize_t n = read(fd, (char *)buf + have, len - have);
+        if (n == 0)
+            return have == 0 ? 1 : -1;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return have == 0 && errno == ECONNRESET ? 1 : -1;
+        }
+        have += (size_t)n;
+    }
+    return 0;
+}
+
+/* A checked reply: 0, or -1 (EOF, timeout, malformed). */
+static int recv_msg(int fd, struct reply *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (read_full(fd, &r->h, sizeof(r->h)) != 0 || local_header_check(&r->h) != 0)
+        return -1;
+    if (read_full(fd, &r->p, r->h.length) != 0 || local_payload_check(r->h.type, &r->p) != 0)
+        return -1;
+    return 0;
+}
+
+static bool closed_by_peer(int fd)
+{
+    char c;
+
+    return read_full(fd, &c, 1) == 1;
+}
+
+/* Sends a request and waits for its reply. */
+static int request(int fd, uint16_t type, const void *payload, size_t len, struct reply *r)
+{
+    uint32_t rid = next_rid++;
+
+    if (send_msg(fd, type, rid, payload, len) < 0 || recv_msg(fd, r) < 0)
+        return -1;
+    if (r->h.request_id != rid) {
+        printf("     reply to request %u carries id %u\n", rid, r->h.request_id);
+        return -1;
+    }
+    return 0;
+}
+
+static bool is_error(const struct reply *r, int code)
+{
+    if (r->h.type != LOCAL_ERROR) {
+        printf("     expected error %d, got message type %u\n", code, r->h.type);
+        return false;
+    }
+    if (r->p.error.code != code)
+        printf("     expected error %d, got %d: %s\n", code, r->p.error.code,
+               r->p.error.message);
+    return r->p.error.code == code;
+}
+
+static int hello(int fd, const char *job, const char *secret, int rank, struct reply *r)
+{
+    struct local_hello h;
+
+    memset(&h, 0, sizeof(h));
+    h.version = LOCAL_VERSION;
+    h.rank = rank;
+    snprintf(h.job, sizeof(h.job), "%s", job);
+    snprintf(h.secret, sizeof(h.secret), "%s", secret);
+    return request(fd, LOCAL_HELLO, &h, sizeof(h), r);
+}
+
+/* A connection that said HELLO successfully, or -1. */
+static int joined(const char *path, const char *secret, int rank)
+{
+    struct reply r;
+    int fd = open_helper(path);
+
+    if (fd < 0)
+        return -1;
+    if (hello(fd, JOB, secret, rank, &r) < 0 || r.h.type != LOCAL_HELLO_OK) {
+        printf("     HELLO of rank %d refused\n", rank);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int publish(int fd, unsigned port, struct reply *r)
+{
+    struct local_publish p = {.port = (uint16_t)port};
+
+    return request(fd, LOCAL_PUBLISH, &p, sizeof(p), r);
+}
+
+static int lookup(int fd, int rank, struct reply *r)
+{
+    struct local_lookup l = {.to_rank = rank, .timeout_ms = 1000};
+
+    return request(fd, LOCAL_LOOKUP, &l, sizeof(l), r);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* A message that breaks the protocol must get EPROTO and a close. */
+static void expect_violation(const char *path, const char *what, const void *bytes, size_t len)
+{
+    struct reply r;
+    int fd = open_helper(path);
+
+    if (fd < 0) {
+        check(false, "%s: connect", what);
+        return;
+    }
+    bool ok = send_raw(fd, bytes, len) == 0 && recv_msg(fd, &r) == 0 && is_error(&r, QCG_EPROTO);
+    check(ok, "%s -> LOCAL_ERROR QCG_EPROTO (%s)", what, ok ? r.p.error.message : "");
+    check(closed_by_peer(fd), "%s -> connection closed", what);
+    close(fd);
+}
+
+static bool status_ok(const char *path, struct local_status *s)
+{
+    struct reply r;
+    int fd = open_helper(path);
+
+    if (fd < 0)
+        return false;
+    bool ok = request(fd, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
+    if (ok && s != NULL)
+        *s = r.p.status;
+    close(fd);
+    return ok;
+}
+
+static void violations(const char *path)
+{
+    struct {
+        struct local_header h;
+        struct local_hello p;
+    } m;
+
+    memset(&m, 0, sizeof(m));
+    m.h = (struct local_header){.magic = 0xdeadbeef, .type = LOCAL_STATUS, .request_id = 1};
+    expect_violation(path, "bad magic", &m.h, sizeof(m.h));
+
+    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = 99, .request_id = 2};
+    expect_violation(path, "unknown type", &m.h, sizeof(m.h));
+
+    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_PLAN, .request_id = 3,
+                                .length = sizeof(struct local_plan)};
+    expect_violation(path, "a helper-to-process type", &m.h, sizeof(m.h));
+
+    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .request_id = 4,
+                                .length = 10};
+    expect_violation(path, "wrong length", &m, sizeof(m.h) + 10);
+
+    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = 5,
+                                .length = 0xfffffff0u};
+    expect_violation(path, "oversized length", &m.h, sizeof(m.h));
+
+    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .request_id = 6,
+                                .length = sizeof(struct local_hello)};
+    m.p.version = LOCAL_VERSION;
+    memset(m.p.job, 'a', sizeof(m.p.job));
+    snprintf(m.p.secret, sizeof(m.p.secret), "x");
+    expect_violation(path, "unterminated job string", &m, sizeof(m));
+
+    memset(&m.p, 0, sizeof(m.p));
+    m.p.version = LOCAL_VERSION + 7;
+    snprintf(m.p.job, sizeof(m.p.job), "j");
+    snprintf(m.p.secret, sizeof(m.p.secret), "x");
+    expect_violation(path, "HELLO of another protocol version", &m, sizeof(m));
+
+    struct {
+        struct local_header h;
+        struct local_publish p;
+    } pub = {{.magic = LOCAL_MAGIC, .type = LOCAL_PUBLISH, .request_id = 7,
+              .length = sizeof(struct local_publish)},
+             {.port = 1}};
+    expect_violation(path, "PUBLISH before HELLO", &pub, sizeof(pub));
+
+    struct {
+        struct local_header h;
+        struct local_lookup p;
+    } look = {{.magic = LOCAL_MAGIC, .type = LOCAL_LOOKUP, .request_id = 8,
+               .length = sizeof(struct local_lookup)},
+              {.to_rank = 0}};
+    expect_violation(path, "LOOKUP before HELLO", &look, sizeof(look));
+
+    check(status_ok(path, NULL), "the helper still serves new clients after the violations");
+}
+
+static int mode_proto(int argc, char **argv)
+{
+    if (argc != 8)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]), high = (unsigned)atoi(argv[4]);
+    const char *cluster = argv[5], *node = argv[6], *address = argv[7];
+    struct reply r;
+
+    violations(path);
+
+    /* HELLO: rules of common/proto.h, then the node's facts. */
+    int fd = open_helper(path);
+    if (fd < 0)
+        return 100;
+    check(hello(fd, "bad/job", SECRET, 0, &r) == 0 && is_error(&r, QCG_EINVAL),
+          "HELLO with an invalid job id -> QCG_EINVAL");
+    check(hello(fd, JOB, SECRET, -3, &r) == 0 && is_error(&r, QCG_EINVAL),
+          "HELLO with a negative rank -> QCG_EINVAL");
+    check(hello(fd, JOB, SECRET, 0, &r) == 0 && r.h.type == LOCAL_HELLO_OK,
+          "HELLO -> HELLO_OK with the request id echoed");
+    check(r.p.hello_ok.port_low == low && r.p.hello_ok.port_high == high,
+          "HELLO_OK carries the port range %u-%u (got %u-%u)", low, high,
+          r.p.hello_ok.port_low, r.p.hello_ok.port_high);
+    check(strcmp(r.p.hello_ok.cluster, cluster) == 0 && strcmp(r.p.hello_ok.node, node) == 0 &&
+              strcmp(r.p.hello_ok.address, address) == 0,
+          "HELLO_OK carries cluster/node/address %s/%s/%s (got %s/%s/%s)", cluster, node,
+          address, r.p.hello_ok.cluster, r.p.hello_ok.node, r.p.hello_ok.address);
+    int a = fd;
+
+    check(publish(a, high + 1, &r) == 0 && is_error(&r, QCG_EINVAL),
+          "PUBLISH of a port outside the range -> QCG_EINVAL");
+    check(publish(a, low, &r) == 0 && r.h.type == LOCAL_OK, "rank 0 publishes port %u", low);
+    check(publish(a, low, &r) == 0 && r.h.type == LOCAL_OK,
+          "publishing the same port again is idempotent");
+
+    int b = joined(path, SECRET, 1);
+    check(b >= 0 && publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "rank 1 (second client) publishes port %u", low + 1);
+    bool plan = b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN;
+    check(plan, "rank 1 looks up rank 0 -> LOCAL_PLAN%s%s", plan ? "" : ": ",
+          plan ? "" : (r.h.type == LOCAL_ERROR ? r.p.error.message : "no plan"));
+    check(plan && r.p.plan.technique == QCG_TECH_DIRECT &&
+              strcmp(r.p.plan.address, address) == 0 && r.p.plan.port == low,
+          "the plan is direct to %s:%u (got %s %s:%u)", address, low,
+          tech_name(r.p.plan.technique), r.p.plan.address,
+          r.p.plan.port);
+    check(b >= 0 && lookup(b, 7, &r) == 0 && is_error(&r, QCG_ENOTFOUND),
+          "lookup of a rank nobody published -> QCG_ENOTFOUND");
+
+    /* Two requests at once: answered one at a time, in order. */
+    if (b >= 0) {
+        struct local_lookup l = {.to_rank = 0};
+        bool ok = send_msg(b, LOCAL_LOOKUP, 501, &l, sizeof(l)) == 0 &&
+                  send_msg(b, LOCAL_STATUS, 502, NULL, 0) == 0;
+        struct reply r1, r2;
+        ok = ok && recv_msg(b, &r1) == 0 && recv_msg(b, &r2) == 0;
+        check(ok && r1.h.request_id == 501 && r1.h.type == LOCAL_PLAN &&
+                  r2.h.request_id == 502 && r2.h.type == LOCAL_STATUS_OK,
+              "pipelined requests are answered in order with their ids");
+    }
+
+    int c = joined(path, "another-secret", 2);
+    check(c >= 0 && lookup(c, 0, &r) == 0 && is_error(&r, QCG_EDENIED),
+          "lookup with another job secret -> QCG_EDENIED");
+    if (c >= 0)
+        close(c);
+
+    int d = joined(path, SECRET, 0);
+    check(d >= 0 && publish(d, low + 2, &r) == 0 && is_error(&r, QCG_EBUSY),
+          "a second publisher of rank 0 -> QCG_EBUSY");
+
+    struct local_status st = {0};
+    bool got = status_ok(path, &st);
+    check(got && st.upstream_connected == 1 && st.contacts == 2 &&
+              st.lookups >= 3,
+          "STATUS: connected, 2 contacts, >= 3 lookups (got %u, %u, %llu)",
+          st.upstream_connected, st.contacts, (unsigned long long)st.lookups);
+
+    /* Process death is withdrawal. */
+    close(a);
+    bool gone = false;
+    for (int i = 0; i < 100 && b >= 0 && !gone; i++) {
+        if (lookup(b, 0, &r) < 0)
+            break;
+        gone = is_error(&r, QCG_ENOTFOUND);
+        if (!gone)
+            sleep_ms(100);
+    }
+    check(gone, "after rank 0's connection closes, its lookup -> QCG_ENOTFOUND");
+    check(d >= 0 && publish(d, low + 2, &r) == 0 && r.h.type == LOCAL_OK,
+          "then another process may publish rank 0");
+    check(b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN && r.p.plan.port == low + 2,
+          "and lookups find its new port %u", low + 2);
+
+    check(d >= 0 && request(d, LOCAL_WITHDRAW, NULL, 0, &r) == 0 && r.h.type == LOCAL_OK,
+          "WITHDRAW -> LOCAL_OK");
+    check(b >= 0 && lookup(b, 0, &r) == 0 && is_error(&r, QCG_ENOTFOUND),
+          "after WITHDRAW, rank 0 -> QCG_ENOTFOUND");
+    if (b >= 0)
+        close(b);
+    if (d >= 0)
+        close(d);
+    return 0;
+}
+
+/* The helper was started with --max-clients 2. */
+static int mode_limits(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    int a = open_helper(path), b = open_helper(path);
+    check(a >= 0 && b >= 0 && request(b, LOCAL_STATUS, NULL, 0, &r) == 0 &&
+              r.h.type == LOCAL_STATUS_OK,
+          "two clients are served");
+    int c = open_helper(path);
+    check(c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER) && closed_by_peer(c),
+          "a third client gets QCG_ENOHELPER and is closed");
+    if (c >= 0)
+        close(c);
+    close(a);
+    /* The slot frees up once the helper has seen the close. */
+    bool served = false;
+    for (int i = 0; i < 50 && !served; i++) {
+        c = open_helper(path);
+        served = c >= 0 && request(c, LOCAL_STATUS, NULL, 0, &r) == 0 &&
+                 r.h.type == LOCAL_STATUS_OK;
+        if (c >= 0)
+            close(c);
+        if (!served)
+            sleep_ms(100);
+    }
+    check(served, "after one client leaves, a new one is served");
+    close(b);
+    return 0;
+}
+
+/* The helper was started with allow-uids that exclude us. */
+static int mode_denied(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    struct reply r;
+    int fd = open_helper(argv[2]);
+    check(fd >= 0 && recv_msg(fd, &r) == 0 && is_error(&r, QCG_EDENIED) && closed_by_peer(fd),
+          "a uid outside allow-uids gets QCG_EDENIED and is closed");
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
+static int mode_reconnect(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    struct local_status before = {0}, after = {0};
+    struct reply r;
+
+    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
+    check(a >= 0 && b >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0 and 1 publish");
+    check(b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN, "lookup works");
+    bool got = status_ok(path, &before);
+    check(got && before.upstream_connected, "connected, epoch %llu",
+          (unsigned long long)before.upstream_epoch);
+
+    printf("     restarting the frontend\n");
+    fflush(stdout);
+    check(system(argv[4]) == 0, "the frontend restarted");
+
+    /* Bounded: backoff tops at 10 s. */
+    bool back = false;
+    for (int i = 0; i < 300 && !back; i++) {
+        back = status_ok(path, &after) && after.upstream_connected &&
+               after.upstream_epoch != before.upstream_epoch;
+        if (!back)
+            sleep_ms(100);
+    }
+    check(back, "the helper registered again (epoch %llu -> %llu)",
+          (unsigned long long)before.upstream_epoch, (unsigned long long)after.upstream_epoch);
+    check(after.contacts == 2, "it still holds 2 contacts (got %u)", after.contacts);
+    bool plan = false;
+    for (int i = 0; i < 50 && !plan && b >= 0; i++) {
+        if (lookup(b, 0, &r) < 0)
+            break;
+        plan = r.h.type == LOCAL_PLAN;
+        if (!plan)
+            sleep_ms(100);
+    }
+    check(plan && r.p.plan.port == low,
+          "lookups work again through the new frontend (contacts re-published)%s%s",
+          plan ? "" : ": ", plan ? "" : r.p.error.message);
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = 2;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 3 && strcmp(argv[1], "proto") == 0)
+        rc = mode_proto(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "limits") == 0)
+        rc = mode_limits(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "denied") == 0)
+        rc = mode_denied(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "reconnect") == 0)
+        rc = mode_reconnect(argc, argv);
+    if (rc == 2) {
+        fprintf(stderr, "usage: see the comment at the top of localproto_client.c\n");
+        return 2;
+    }
+    if (rc != 0)
+        failures++;
+    printf("%d failure(s)\n", failures);
+    return failures > 0 ? 1 : 0;
+}

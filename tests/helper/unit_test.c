@@ -1,0 +1,209 @@
+/* Unit tests of the helper's pure parts: the contacts table, the mapping of
+   upstream answers to local errors and plans, and the configuration checks. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapH.h"
+
+#include "contacts.h"
+#include "helper.h"
+#include "qcgconn.h"
+#include "upstream.h"
+
+static int failures;
+
+__attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("%s ", ok ? "ok  " : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!ok)
+        failures++;
+}
+
+static struct contact make(const char *job, int rank, unsigned port, pid_t pid)
+{
+    struct contact c;
+
+    memset(&c, 0, sizeof(c));
+    snprintf(c.job, sizeof(c.job), "%s", job);
+    snprintf(c.secret, sizeof(c.secret), "secret");
+    c.rank = rank;
+    c.port = (uint16_t)port;
+    c.pid = pid;
+    return c;
+}
+
+static void test_contacts(void)
+{
+    struct contacts *cs = contacts_new(2);
+    struct contact a = make("j", 0, 100, 11), b = make("j", 1, 101, 12), c = make("k", 0, 102, 13);
+    struct contact *list;
+    size_t n;
+    pid_t holder;
+
+    check(contacts_reserve(cs, &a, 1, &holder) == 0, "reserve a free (job, rank)");
+    check(contacts_reserve(cs, &a, 1, &holder) == 0, "the owner may reserve it again");
+    struct contact a2 = make("j", 0, 200, 14);
+    check(contacts_reserve(cs, &a2, 1, &holder) == QCG_EINVAL,
+          "the owner may not switch ports silently");
+    check(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 11,
+          "another owner gets QCG_EBUSY naming the holder's pid");
+    check(contacts_published(cs) == 0, "a pending contact is not counted as published");
+    contacts_set_state(cs, "j", 0, 2, CONTACT_PUBLISHED);
+    check(contacts_published(cs) == 0, "only the owner changes its state");
+    contacts_set_state(cs, "j", 0, 1, CONTACT_PUBLISHED);
+    check(contacts_published(cs) == 1, "published");
+    check(contacts_reserve(cs, &b, 2, &holder) == 0, "a second contact");
+    check(contacts_reserve(cs, &c, 3, &holder) == QCG_ENOMEM, "the table is bounded");
+    check(contacts_snapshot(cs, &list, &n) == 0 && n == 1 && list[0].rank == 0,
+          "the snapshot holds only published contacts");
+    free(list);
+    contacts_set_state(cs, "j", 0, 1, CONTACT_WITHDRAWING);
+    check(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 0,
+          "a contact being withdrawn is busy, with no holder");
+    check(contacts_held(cs, "j", 0, 0) && !contacts_held(cs, "j", 0, 2), "held by anyone / owner");
+    contacts_remove(cs, "j", 0, 2);
+    check(contacts_held(cs, "j", 0, 1), "only the owner removes it");
+    contacts_remove(cs, "j", 0, 1);
+    check(!contacts_held(cs, "j", 0, 0), "removed");
+    check(contacts_reserve(cs, &c, 3, &holder) == 0, "its slot is free again");
+
+    contacts_orphan_add(cs, &a);
+    contacts_orphan_add(cs, &b);
+    check(contacts_orphans_take(cs, &list, &n) == 0 && n == 2 && list[1].rank == 1,
+          "orphans are taken in order");
+    free(list);
+    check(contacts_orphans_take(cs, &list, &n) == 0 && n == 0, "and only once");
+    free(list);
+    contacts_free(cs);
+}
+
+static void test_errors(void)
+{
+    check(upstream_error(CALL_OK, "") == 0, "ok -> 0");
+    check(upstream_error(CALL_UNREACHABLE, "") == QCG_EUPSTREAM, "unreachable -> EUPSTREAM");
+    check(upstream_error(CALL_FAULT, "busy") == QCG_EBUSY, "busy -> EBUSY");
+    check(upstream_error(CALL_FAULT, "denied") == QCG_EDENIED, "denied -> EDENIED");
+    check(upstream_error(CALL_FAULT, "unavailable") == QCG_EUPSTREAM,
+          "unavailable -> EUPSTREAM");
+    check(upstream_error(CALL_FAULT, "notfound") == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
+    check(upstream_error(CALL_FAULT, "invalid") == QCG_EINVAL, "invalid -> EINVAL");
+    check(upstream_error(CALL_FAULT, "") == QCG_EUPSTREAM, "unknown fault -> EUPSTREAM");
+}
+
+static void test_plans(void)
+{
+    struct qcg__plan p;
+    struct local_plan out;
+    char msg[LOCAL_MESSAGE_MAX];
+    char longaddr[200];
+
+    memset(&p, 0, sizeof(p));
+    p.status = "ok";
+    p.technique = "direct";
+    p.cluster = "c1";
+    p.node = "n1";
+    p.address = "198.18.1.11";
+    p.port = 40000;
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == 0 &&
+              out.technique == QCG_TECH_DIRECT && out.port == 40000 &&
+              strcmp(out.address, "198.18.1.11") == 0 && strcmp(out.node, "n1") == 0,
+          "an ok direct plan is copied");
+    p.port = 0;
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+          "a direct plan without a port is malformed");
+    p.port = 70000;
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+          "a port above 65535 is malformed");
+    p.port = 1;
+    memset(longaddr, '1', sizeof(longaddr) - 1);
+    longaddr[sizeof(longaddr) - 1] = '\0';
+    p.address = longaddr;
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM &&
+              out.address[0] == '\0',
+          "an oversized address is refused, nothing half-copied");
+    p.address = "198.18.1.11";
+    p.technique = "teleport";
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+          "an unknown technique is refused");
+    p.status = "notfound";
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
+    p.status = "unavailable";
+    p.technique = "holepunch";
+    p.reason = "c1 (nat) -> c2 (nat): holepunch is not available in this version";
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ETECHNIQUE &&
+              strstr(msg, "holepunch") != NULL && strstr(msg, "c1 (nat)") != NULL,
+          "unavailable -> ETECHNIQUE naming the technique and the reason (%s)", msg);
+    p.status = NULL;
+    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM, "no status -> EUPSTREAM");
+}
+
+static int load(struct helper_config *cfg, const char *extra_name, const char *extra_value)
+{
+    char err[256];
+    char *argv[] = {"qcg-helper", "--frontend", "https://127.0.0.1:7701/", "--ca", "ca.crt",
+                    "--cert", "h.pem", "--address", "198.18.1.11", "--ports", "40000-40099",
+                    NULL, NULL, NULL};
+    int argc = 11;
+
+    if (extra_name != NULL) {
+        argv[argc++] = (char *)extra_name;
+        argv[argc++] = (char *)extra_value;
+    }
+    memset(cfg, 0, sizeof(*cfg));
+    if (config_load(helper_options, cfg, argc, argv, "test", NULL, err, sizeof(err)) != CONFIG_OK)
+        return -1;
+    int rc = helper_config_check(cfg, err, sizeof(err));
+    if (rc < 0)
+        printf("     (%s)\n", err);
+    return rc;
+}
+
+static void test_config(void)
+{
+    struct helper_config cfg;
+
+    check(load(&cfg, NULL, NULL) == 0 && cfg.mode == 0666 && cfg.max_clients == 256 &&
+              strcmp(cfg.socket, "/run/qcg/helper.sock") == 0 && cfg.ports[0] == 40000,
+          "defaults: socket, mode 0666, 256 clients");
+    check(cfg.nuids == 0 && helper_uid_allowed(&cfg, 1234), "empty allow-uids: everyone");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--allow-uids", "0, 1000,root") == 0 && cfg.nuids == 3 &&
+              helper_uid_allowed(&cfg, 1000) && !helper_uid_allowed(&cfg, 1001),
+          "allow-uids: numbers and names");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--allow-uids", "no-such-user-here") < 0, "allow-uids: unknown name");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--address", "fd00::11") == 0, "an IPv6 address");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--address", "node1.example") < 0, "a host name is not an address");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--socket-mode", "0660") == 0 && cfg.mode == 0660, "socket-mode 0660");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--socket-mode", "8") < 0, "socket-mode must be octal");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--frontend", "http://127.0.0.1:7701/") < 0, "the frontend URL is https");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--node", "bad/name") < 0, "node names follow the name rule");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--log-level", "loud") < 0, "unknown log level");
+    config_free(helper_options, &cfg);
+}
+
+int main(void)
+{
+    test_contacts();
+    test_errors();
+    test_plans();
+    test_config();
+    printf("%d failure(s)\n", failures);
+    return failures > 0;
+}
