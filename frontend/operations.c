@@ -112,17 +112,51 @@ static int relay_failed(struct soap *soap, const char *op, const struct relay_er
     return soap_qcg_fault(soap, err->subcode, "%s", err->msg);
 }
 
-/* One relayed call: a context from the pool, given back reset (and marked
-   broken when the broker could not be reached, so it reconnects). */
-static struct soap *pool_get(struct frontend *fe)
-{
-    return soap_pool_get(fe->pool);
-}
+/* One relayed call, made through a context from the pool.  A kept-alive
+   connection may have died since its last use (the broker restarted): the
+   call is then made once more on a fresh connection.  Every relayed
+   operation is idempotent at the broker, so a repeat is harmless. */
+struct relay_args {
+    const struct node_info *node;
+    const struct contact_info *contact;
+    const char *cluster;
+    const char *job, *secret, *node_name;
+    int from_rank, rank;
+    struct plan *plan;
+};
 
-static void pool_put(struct frontend *fe, struct soap *up, const struct relay_error *err, int rc)
+enum relay_op { RELAY_NODE, RELAY_PUBLISH, RELAY_WITHDRAW, RELAY_LOOKUP };
+
+static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_args *a,
+                      struct relay_error *err)
 {
-    soap_client_reset(up);
-    soap_pool_put(fe->pool, up, rc < 0 && err->status == CALL_UNREACHABLE);
+    const char *url = soap_pool_url(fe->pool);
+    int rc = -1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct soap *up = soap_pool_get(fe->pool);
+        int reused = soap_valid_socket(up->socket);
+        switch (op) {
+        case RELAY_NODE:
+            rc = relay_register_node(up, url, a->node, err);
+            break;
+        case RELAY_PUBLISH:
+            rc = relay_publish(up, url, a->contact, a->cluster, err);
+            break;
+        case RELAY_WITHDRAW:
+            rc = relay_withdraw(up, url, a->job, a->secret, a->rank, a->node_name, err);
+            break;
+        case RELAY_LOOKUP:
+            rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->plan, err);
+            break;
+        }
+        int broken = rc < 0 && err->status == CALL_UNREACHABLE;
+        soap_client_reset(up);
+        soap_pool_put(fe->pool, up, broken);
+        if (!broken || !reused)
+            break;
+        log_debug("kept-alive connection to the broker failed (%s): trying a new one", err->msg);
+    }
+    return rc;
 }
 
 int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
@@ -175,9 +209,8 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         return soap_qcg_fault(soap, "unavailable", "out of memory");
     if (was_up) {
         struct relay_error err;
-        struct soap *up = pool_get(fe);
-        int rc = relay_register_node(up, soap_pool_url(fe->pool), &n, &err);
-        pool_put(fe, up, &err, rc);
+        struct relay_args a = {.node = &n};
+        int rc = relay_call(fe, RELAY_NODE, &a, &err);
         if (rc < 0)
             return relay_failed(soap, op, &err);
     }
@@ -237,9 +270,8 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     c.port = contact->port;
 
     struct relay_error err;
-    struct soap *up = pool_get(fe);
-    int rc = relay_publish(up, soap_pool_url(fe->pool), &c, fe->cluster, &err);
-    pool_put(fe, up, &err, rc);
+    struct relay_args a = {.contact = &c, .cluster = fe->cluster};
+    int rc = relay_call(fe, RELAY_PUBLISH, &a, &err);
     if (rc < 0) {
         OPENSSL_cleanse(c.secret, sizeof(c.secret));
         return relay_failed(soap, op, &err);
@@ -299,9 +331,8 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     struct relay_error err;
     int rc = -1;
     if (up_now) {
-        struct soap *up = pool_get(fe);
-        rc = relay_withdraw(up, soap_pool_url(fe->pool), job, secret, rank, id->node, &err);
-        pool_put(fe, up, &err, rc);
+        struct relay_args a = {.job = job, .secret = secret, .rank = rank, .node_name = id->node};
+        rc = relay_call(fe, RELAY_WITHDRAW, &a, &err);
     }
     if (is_held) {
         if (!up_now || (rc < 0 && err.status == CALL_UNREACHABLE)) {
@@ -398,6 +429,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         memcpy(plan.address, cp.address, sizeof(plan.address));
         plan.port = cp.port;
         plan.cacheable = 1;
+        snprintf(plan.reason, sizeof(plan.reason), "cached by frontend %s", fe->cluster);
         log_debug("job %s %d -> %d: %s %s:%d (cache)", job, fromRank, toRank, plan.technique,
                   plan.address, plan.port);
     } else {
@@ -406,11 +438,10 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
             return unavailable(soap, op, reason);
         uint64_t gen = cache_generation(fe->cache);
         struct relay_error err;
-        struct soap *up = pool_get(fe);
+        struct relay_args a = {
+            .job = job, .secret = secret, .from_rank = fromRank, .rank = toRank, .plan = &plan};
         atomic_fetch_add(&fe->counters.lookups_forwarded, 1);
-        int rc = relay_lookup(up, soap_pool_url(fe->pool), job, secret, fromRank, toRank, &plan,
-                              &err);
-        pool_put(fe, up, &err, rc);
+        int rc = relay_call(fe, RELAY_LOOKUP, &a, &err);
         if (rc < 0)
             return relay_failed(soap, op, &err);
         if (plan_cacheable(&plan)) {

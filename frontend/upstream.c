@@ -41,13 +41,23 @@ struct upstream {
     int (*orig_fclosesocket)(struct soap *, SOAP_SOCKET);
 };
 
+/* gSOAP registers a plugin only with a delete function; the data is not
+   the plugin's to free (upstream_stop does). */
+static void plugin_delete(struct soap *soap, struct soap_plugin *p)
+{
+    (void)soap;
+    p->data = NULL;
+}
+
+/* The plugin only ties the upstream state to the context (soap->user is
+   taken by soap_client). */
 static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
 {
     (void)soap;
     p->id = UPSTREAM_PLUGIN;
-    p->data = arg;   /* not owned: the upstream frees itself */
+    p->data = arg;
     p->fcopy = NULL;
-    p->fdelete = NULL;
+    p->fdelete = plugin_delete;
     return SOAP_OK;
 }
 

@@ -1,0 +1,166 @@
+# Shared by the frontend's shell tests: a throw-away CA, a real qcg-broker and
+# qcg-frontend on 127.0.0.1, waits on log lines, calls with frontend-call.
+# Needs QCG_CERTS, QCG_BROKER, QCG_FRONTEND, QCG_CALL (set by ctest).
+
+set -euo pipefail
+export LC_ALL=C
+
+: "${QCG_CERTS:?}" "${QCG_BROKER:?}" "${QCG_FRONTEND:?}" "${QCG_CALL:?}"
+command -v openssl >/dev/null 2>&1 || { echo "openssl not found: skipping"; exit 77; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-frontend-test.XXXXXX")
+certs=$work/certs
+ca=$certs/ca.crt
+broker_pid=
+frontend_pid=
+failed=0
+
+cleanup() {
+	local p
+	for p in $frontend_pid $broker_pid; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $frontend_pid $broker_pid; do
+		wait_gone "$p" 20 || kill -9 "$p" 2>/dev/null || true
+	done
+	if [[ $failed -ne 0 || -n ${KEEP:-} ]]; then
+		echo "logs kept in $work"
+	else
+		rm -rf -- "$work"
+	fi
+}
+trap cleanup EXIT
+
+pass() { printf 'ok   %s\n' "$*"; }
+
+fail() {
+	failed=1
+	printf 'FAIL %s\n' "$*"
+	if [[ -n ${out:-} ]]; then printf '%s\n' "$out" | sed 's/^/     | /'; fi
+}
+
+# Prints the last lines of every log and stops the test.
+die() {
+	fail "$*"
+	local f
+	for f in "$work"/*.log; do
+		[[ -e $f ]] || continue
+		echo "--- $f"
+		tail -n 25 "$f"
+	done
+	exit 1
+}
+
+# wait_gone PID SECONDS: 0 once the process has exited.
+wait_gone() {
+	local pid=$1 i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# wait_log FILE EXTENDED-REGEX SECONDS [COUNT]: 0 once FILE holds COUNT (default
+# 1) lines matching.
+wait_log() {
+	local file=$1 re=$2 secs=$3 count=${4:-1} i n
+	for ((i = 0; i < secs * 10; i++)); do
+		n=$(grep -cE -- "$re" "$file" 2>/dev/null || true)
+		[[ ${n:-0} -ge $count ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+make_certs() {
+	local leaf
+	"$QCG_CERTS" --dir "$certs" init >/dev/null
+	"$QCG_CERTS" --dir "$certs" issue broker --san 127.0.0.1 >/dev/null
+	for leaf in "$@"; do
+		# helpers never serve: no SAN needed (and the warning about it is expected)
+		"$QCG_CERTS" --dir "$certs" issue $leaf --san 127.0.0.1 >/dev/null 2>&1
+	done
+}
+
+# start_broker PORT [LOGNAME]
+start_broker() {
+	broker_port=$1
+	local log=$work/${2:-broker}.log
+	"$QCG_BROKER" --listen 127.0.0.1 --port "$broker_port" --ca "$ca" \
+		--cert "$certs/broker-broker.pem" --log-level debug >"$log" 2>&1 &
+	broker_pid=$!
+	broker_url=https://127.0.0.1:$broker_port/
+	wait_log "$log" "serving on port $broker_port" 10 || die "the broker did not start"
+}
+
+# start_frontend CLUSTER PORT ARGS...
+start_frontend() {
+	local cluster=$1
+	frontend_port=$2
+	shift 2
+	"$QCG_FRONTEND" --listen 127.0.0.1 --port "$frontend_port" --ca "$ca" \
+		--cert "$certs/frontend-$cluster.pem" --broker "$broker_url" --log-level debug \
+		"$@" >"$work/frontend.log" 2>&1 &
+	frontend_pid=$!
+	frontend_url=https://127.0.0.1:$frontend_port/
+	wait_log "$work/frontend.log" "registered cluster $cluster" 10 ||
+		die "the frontend did not register with the broker"
+}
+
+# call CERTNAME OPERATION ARGS...: the frontend-call output in $out, its exit
+# status in $rc.
+call() {
+	local cert=$1
+	shift
+	rc=0
+	out=$("$QCG_CALL" "$frontend_url" "$ca" "$certs/$cert.pem" "$@" 2>&1) || rc=$?
+}
+
+call_broker() {
+	local cert=$1
+	shift
+	rc=0
+	out=$("$QCG_CALL" "$broker_url" "$ca" "$certs/$cert.pem" "$@" 2>&1) || rc=$?
+}
+
+# field NAME: the value of NAME=... in $out.
+field() {
+	printf '%s\n' "$out" | sed -n "s/^$1=//p" | head -n 1
+}
+
+# counter URL NAME: one counter from a service's stats operation.
+counter() {
+	local o
+	o=$("$QCG_CALL" "$1" "$ca" "$certs/helper-nata-nata1.pem" stats 2>&1) || {
+		echo "stats from $1 failed: $o" >&2
+		echo -1
+		return
+	}
+	printf '%s\n' "$o" | sed -n "s/^$2=//p"
+}
+
+# expect_ok DESCRIPTION: $rc is 0.
+expect_ok() {
+	if [[ $rc -eq 0 ]]; then pass "$1"; else fail "$1"; fi
+}
+
+# expect_fault SUBCODE DESCRIPTION [TEXT-REGEX]
+expect_fault() {
+	if [[ $rc -eq 1 && $out == "fault $1:"* ]] &&
+		{ [[ -z ${3:-} ]] || grep -qE -- "$3" <<<"$out"; }; then
+		pass "$2"
+	else
+		fail "$2 (wanted fault $1${3:+ matching /$3/})"
+	fi
+}
+
+now_ms() { date +%s%3N; }
+
+finish() {
+	if [[ $failed -ne 0 ]]; then
+		echo "some checks failed"
+		exit 1
+	fi
+	echo "all checks passed"
+}

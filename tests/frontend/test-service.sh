@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+#
+# frontend-service: a real qcg-broker and a qcg-frontend for cluster "nata"
+# on 127.0.0.1, called by helpers with their certificates:
+#
+#   frontend-call --(helper nata/nata1)--> qcg-frontend :17802 --> qcg-broker :17801
+#
+# registerNode, publish, lookup (direct), the second lookup from the cache
+# (the broker's lookup counter does not move), withdraw, and the refusals:
+# another job's secret, another cluster's helper, a frontend certificate, an
+# address that is not the node's.  Then --stats, bad command lines, SIGTERM.
+
+. "$(dirname -- "$0")/lib.sh"
+
+make_certs "frontend nata" "frontend natb" "helper nata/nata1" "helper nata/nata2" \
+	"helper natb/natb1"
+start_broker 17801
+start_frontend nata 17802 --kind nat --public-address 203.0.113.10
+
+H=helper-nata-nata1
+
+# --- registration and publication
+call $H registerNode nata1 198.18.1.1 5000 5099
+expect_ok "registerNode nata1"
+epoch=$(field epoch)
+call $H registerNode nata2 198.18.1.2 5000 5099
+expect_fault denied "registerNode of another node than the certificate's is denied" "nata2"
+call $H publish job1 s3cret 0 198.18.1.1 5001
+expect_ok "publish job1 rank 0"
+call $H publish job1 s3cret 1 198.18.1.1 5002
+expect_ok "publish job1 rank 1"
+call $H publish job2 job2secret 0 198.18.1.1 5003
+expect_ok "publish job2 rank 0"
+call $H publish job1 s3cret 2 198.18.1.9 5004
+expect_fault denied "publish with an address other than the node's is denied" \
+	"198.18.1.9 is not node nata1's registered address 198.18.1.1"
+call $H publish job1 s3cret 2 198.18.1.1 6000
+expect_fault denied "publish with a port outside the node's range is denied" "outside"
+call $H publish 'bad job!' s3cret 2 198.18.1.1 5004
+expect_fault invalid "publish with a malformed job id is invalid"
+
+# --- lookup: forwarded, then from the cache
+call $H lookup job1 s3cret 0 1
+if [[ $rc -eq 0 && $(field status) == ok && $(field technique) == direct &&
+	$(field address) == 198.18.1.1 && $(field port) == 5002 && $(field cacheable) == 1 ]]; then
+	pass "lookup job1 0 -> 1: direct plan to 198.18.1.1:5002"
+else
+	fail "lookup job1 0 -> 1: direct plan to 198.18.1.1:5002"
+fi
+b_lookups=$(counter "$broker_url" lookups)
+f_cache=$(counter "$frontend_url" lookups_from_cache)
+f_fwd=$(counter "$frontend_url" lookups_forwarded)
+call $H lookup job1 s3cret 0 1
+if [[ $rc -eq 0 && $(field address) == 198.18.1.1 && $(field port) == 5002 ]]; then
+	pass "second lookup: same plan"
+else
+	fail "second lookup: same plan"
+fi
+if [[ $(counter "$frontend_url" lookups_from_cache) -eq $((f_cache + 1)) &&
+	$(counter "$frontend_url" lookups_forwarded) -eq $f_fwd &&
+	$(counter "$broker_url" lookups) -eq $b_lookups ]]; then
+	pass "second lookup answered from the cache (broker lookups stay $b_lookups)"
+else
+	fail "second lookup answered from the cache"
+fi
+
+# --- another job's secret: denied, and not from the cache
+call $H lookup job1 job2secret 0 1
+expect_fault denied "lookup with another job's secret is denied" "secret"
+if [[ $(counter "$frontend_url" lookups_from_cache) -eq $((f_cache + 1)) &&
+	$(counter "$broker_url" lookups) -eq $b_lookups ]]; then
+	pass "the wrong secret hit neither the cache nor the broker"
+else
+	fail "the wrong secret hit neither the cache nor the broker"
+fi
+call $H lookup job1 s3cret 7 1
+expect_fault denied "lookup from a rank not published here is denied" \
+	"rank 7 of job job1 is not published from cluster nata"
+
+# --- who may call
+call helper-natb-natb1 lookup job1 s3cret 0 1
+expect_fault denied "a helper of another cluster is denied (lookup)" "cluster natb"
+call helper-natb-natb1 publish job1 s3cret 5 198.18.1.1 5005
+expect_fault denied "a helper of another cluster is denied (publish)"
+call frontend-nata lookup job1 s3cret 0 1
+expect_fault denied "a frontend certificate calling the frontend is denied (lookup)"
+call frontend-natb registerNode natb1 198.18.2.1 5000 5099
+expect_fault denied "a frontend certificate calling the frontend is denied (registerNode)"
+call $H registerCluster nata nat 203.0.113.10
+expect_fault denied "registerCluster is not served by a frontend"
+call frontend-natb stats
+if [[ $rc -eq 0 && $(field role) == frontend && $(field name) == nata ]]; then
+	pass "stats answers any grid certificate"
+else
+	fail "stats answers any grid certificate"
+fi
+
+# --- poll: a stale epoch gets the frontend's at once
+call $H poll 1 0 20
+if [[ $rc -eq 0 && $(field epoch) == "$epoch" && $(field commands) == 0 ]]; then
+	pass "poll with a stale epoch returns the frontend's epoch"
+else
+	fail "poll with a stale epoch returns the frontend's epoch"
+fi
+
+# --- withdraw: the next lookup goes to the broker again and finds nothing
+call $H withdraw job1 wrong 1
+expect_fault denied "withdraw with a wrong secret is denied"
+call helper-nata-nata2 withdraw job1 s3cret 1
+expect_fault denied "withdraw of another node's contact is denied" "node nata1"
+call $H withdraw job1 s3cret 1
+expect_ok "withdraw job1 rank 1"
+f_fwd=$(counter "$frontend_url" lookups_forwarded)
+b_lookups=$(counter "$broker_url" lookups)
+call $H lookup job1 s3cret 0 1
+if [[ $rc -eq 0 && $(field status) == notfound ]]; then
+	pass "lookup after withdraw: notfound"
+else
+	fail "lookup after withdraw: notfound"
+fi
+if [[ $(counter "$frontend_url" lookups_forwarded) -eq $((f_fwd + 1)) &&
+	$(counter "$broker_url" lookups) -eq $((b_lookups + 1)) ]]; then
+	pass "lookup after withdraw was forwarded to the broker"
+else
+	fail "lookup after withdraw was forwarded to the broker"
+fi
+[[ $(counter "$frontend_url" contacts) -eq 2 ]] && pass "frontend holds 2 contacts" ||
+	fail "frontend holds 2 contacts"
+
+# --- --stats, as an admin would run it
+out=$("$QCG_FRONTEND" --stats --url "$frontend_url" --ca "$ca" --cert "$certs/$H.pem" 2>&1) || true
+if grep -qE '^lookups_from_cache +1$' <<<"$out" && grep -qE '^name +nata$' <<<"$out"; then
+	pass "--stats prints aligned counters"
+else
+	fail "--stats prints aligned counters"
+fi
+out=$("$QCG_FRONTEND" --stats --json --url "$frontend_url" --ca "$ca" --cert "$certs/$H.pem" 2>&1) || true
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["role"]=="frontend" and d["lookups_from_cache"]==1 and d["upstream_connected"]==1' "$out" 2>/dev/null; then
+	pass "--stats --json prints one JSON object"
+else
+	fail "--stats --json prints one JSON object"
+fi
+
+# --- bad command lines: one line, exit 2
+check_bad() {
+	local what=$1 re=$2
+	shift 2
+	rc=0
+	out=$("$QCG_FRONTEND" --port 17803 "$@" 2>&1) || rc=$?
+	if [[ $rc -eq 2 && $(wc -l <<<"$out") -eq 1 ]] && grep -qE -- "$re" <<<"$out"; then
+		pass "misconfiguration: $what"
+	else
+		fail "misconfiguration: $what (wanted exit 2 and one line matching /$re/, got $rc)"
+	fi
+}
+F=(--ca "$ca" --cert "$certs/frontend-nata.pem")
+check_bad "no broker" "broker" "${F[@]}" --kind open
+check_bad "no kind" "kind" "${F[@]}" --broker "$broker_url"
+check_bad "unknown kind" "kind" "${F[@]}" --broker "$broker_url" --kind wide
+check_bad "nat without public address" "public-address" "${F[@]}" --broker "$broker_url" --kind nat
+check_bad "bad public address" "public-address" "${F[@]}" --broker "$broker_url" --kind nat \
+	--public-address 203.0.113.300
+check_bad "open-ports on a NAT" "open-ports" "${F[@]}" --broker "$broker_url" --kind nat \
+	--public-address 203.0.113.10 --open-ports 6000-6100
+check_bad "cluster differs from the certificate" "nata" "${F[@]}" --broker "$broker_url" \
+	--kind open --cluster natb
+check_bad "helper certificate" "frontend" --ca "$ca" --cert "$certs/$H.pem" \
+	--broker "$broker_url" --kind open
+check_bad "missing certificate file" "nosuch" --ca "$ca" --cert "$work/nosuch.pem" \
+	--broker "$broker_url" --kind open
+check_bad "unknown option" "nosuch" "${F[@]}" --broker "$broker_url" --kind open --nosuch 1
+rc=0
+out=$("$QCG_FRONTEND" --help 2>&1) || rc=$?
+[[ $rc -eq 0 && $out == *"--cache-size"* ]] && pass "--help" || fail "--help"
+
+# --- SIGTERM: a clean stop, promptly, even with a helper's poll pending
+n=$(grep -c "connection from helper nata/nata1" "$work/frontend.log" || true)
+"$QCG_CALL" "$frontend_url" "$ca" "$certs/$H.pem" poll "$epoch" 0 20 >"$work/poll.out" 2>&1 &
+poll_pid=$!
+wait_log "$work/frontend.log" "connection from helper nata/nata1" 10 $((n + 1)) ||
+	fail "the helper's poll did not reach the frontend"
+kill -TERM "$frontend_pid"
+t0=$(now_ms)
+if wait_gone "$frontend_pid" 15; then
+	rc=0
+	wait "$frontend_pid" || rc=$?
+	ms=$(($(now_ms) - t0))
+	if [[ $rc -eq 0 ]] && grep -q "stopped" "$work/frontend.log"; then
+		pass "SIGTERM: clean stop in $ms ms"
+	else
+		fail "SIGTERM: exit status $rc"
+	fi
+	frontend_pid=
+else
+	fail "SIGTERM: still running after 15 s"
+fi
+wait_gone "$poll_pid" 15 || kill "$poll_pid" 2>/dev/null || true
+
+finish
