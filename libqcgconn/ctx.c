@@ -120,12 +120,7 @@ static void ctx_free(qcg_ctx *ctx)
         close(ctx->helper_fd);
     if (ctx->listen_fd >= 0)
         close(ctx->listen_fd);
-    if (ctx->accept_epfd >= 0)
-        close(ctx->accept_epfd);
-    if (ctx->incoming_evfd >= 0)
-        close(ctx->incoming_evfd);
-    for (int i = 0; i < ctx->n_incoming; i++)
-        close(ctx->incoming[i].fd);
+    accept_cleanup(ctx);
     lmsg_reader_reset(&ctx->ctl);
     explicit_bzero(ctx->secret, sizeof(ctx->secret));
     free(ctx);
@@ -147,17 +142,29 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL)
         return QCG_ENOMEM;
-    ctx->helper_fd = ctx->listen_fd = ctx->accept_epfd = ctx->incoming_evfd = -1;
+    ctx->helper_fd = ctx->listen_fd = ctx->accept_epfd = ctx->accept_timer = -1;
+    for (int i = 0; i < PENDING_MAX; i++)
+        ctx->pending[i].fd = -1;
     ctx->next_request_id = 1;
     lmsg_reader_init(&ctx->ctl);
     if ((rc = ctx_identity(ctx, opts)) < 0)
         goto fail;
+    if (accept_init(ctx) < 0) {
+        open_seterr("epoll/timerfd: %s", strerror(errno));
+        rc = QCG_ESYS;
+        goto fail;
+    }
 
     ctx->helper_fd = unix_connect(ctx->helper_path, HELPER_HELLO_TIMEOUT_MS);
     if (ctx->helper_fd < 0) {
         open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path,
                     strerror(errno));
         rc = QCG_ENOHELPER;
+        goto fail;
+    }
+    if (accept_watch(ctx, ctx->helper_fd) < 0) {
+        open_seterr("epoll: %s", strerror(errno));
+        rc = QCG_ESYS;
         goto fail;
     }
     memset(&hello, 0, sizeof(hello));
@@ -199,28 +206,14 @@ QCG_EXPORT void qcg_close(qcg_ctx *ctx)
     ctx_free(ctx);
 }
 
-int ctx_queue_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
+int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
 {
-    struct incoming *in;
-    uint64_t one = 1;
-
     if (r->fd < 0) {
         ctx_seterr(ctx, "helper sent INCOMING without a descriptor");
         return QCG_EPROTO;
     }
-    if (ctx->n_incoming == INCOMING_QUEUE_MAX) {
-        ctx_seterr(ctx, "too many incoming connections queued: one dropped");
-        lmsg_reader_reset(r);
-        return 0;
-    }
-    in = &ctx->incoming[ctx->n_incoming++];
-    in->fd = r->fd;
-    in->peer_rank = r->payload.incoming.peer_rank;
-    in->technique = r->payload.incoming.technique;
+    accept_add_pending(ctx, r->fd, r->payload.incoming.peer_rank, r->payload.incoming.technique);
     r->fd = -1;
-    if (ctx->incoming_evfd >= 0 && write(ctx->incoming_evfd, &one, sizeof(one)) < 0) {
-        /* Cannot overflow: at most INCOMING_QUEUE_MAX increments. */
-    }
     return 0;
 }
 
@@ -284,7 +277,7 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
             return rc == QCG_ESYS ? QCG_ENOHELPER : rc;
         }
         if (ctx->ctl.hdr.type == LOCAL_INCOMING && ctx->ctl.hdr.request_id == 0) {
-            rc = ctx_queue_incoming(ctx, &ctx->ctl);
+            rc = ctx_take_incoming(ctx, &ctx->ctl);
             lmsg_reader_reset(&ctx->ctl);
             if (rc < 0) {
                 ctx_helper_lost(ctx);

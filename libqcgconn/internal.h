@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "handshake.h"
 #include "localproto.h"
 #include "qcgconn.h"
 
@@ -20,14 +21,14 @@
 #define HELPER_HELLO_TIMEOUT_MS 5000
 #define HELPER_PUBLISH_TIMEOUT_MS 15000
 #define HELPER_WITHDRAW_TIMEOUT_MS 2000
-/* How long qcg_accept waits for a connecting peer's handshake. */
+/* How long a connecting peer has to send its hello. */
 #define ACCEPT_HANDSHAKE_TIMEOUT_MS 2000
 /* Lookup retries while a rank is not yet published. */
 #define LOOKUP_BACKOFF_MIN_MS 20
 #define LOOKUP_BACKOFF_MAX_MS 500
 
 #define RECENT_NONCES 64
-#define INCOMING_QUEUE_MAX 16
+#define PENDING_MAX 32
 
 /* The largest payload any local message carries. */
 union local_any_payload {
@@ -50,12 +51,16 @@ struct lmsg_reader {
     int fd;        /* descriptor received with this message, or -1 */
 };
 
-/* A descriptor the helper handed us (LOCAL_INCOMING) that qcg_accept has not
-   yet taken. */
-struct incoming {
-    int fd;
-    int32_t peer_rank;
+/* A connection (accepted, or handed over by the helper) whose hello has not
+   all arrived yet.  qcg_accept reads hellos as they come instead of waiting,
+   so that one slow peer never stalls a process that also connects out. */
+struct pending {
+    int fd;                    /* -1: free slot */
+    int32_t expect_rank;       /* announced by LOCAL_INCOMING, or -1 */
     uint32_t technique;
+    uint64_t start_us;
+    size_t got;
+    uint8_t hello[HS_HELLO_SIZE];
 };
 
 struct qcg_ctx {
@@ -78,10 +83,9 @@ struct qcg_ctx {
     uint16_t listen_port;
     bool published;
 
-    int accept_epfd;            /* listener + helper_fd + incoming_evfd */
-    int incoming_evfd;          /* readable while incoming[] is not empty */
-    struct incoming incoming[INCOMING_QUEUE_MAX];
-    int n_incoming;
+    int accept_epfd;            /* listener, helper_fd, pending[].fd, accept_timer */
+    int accept_timer;           /* timerfd: the earliest pending hello's deadline */
+    struct pending pending[PENDING_MAX];
 
     /* Nonces of recently accepted hellos: a replayed hello is refused. */
     uint8_t recent_nonces[RECENT_NONCES][16];
@@ -126,17 +130,23 @@ int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
               uint64_t deadline_us);
 
 /* ctx.c: one request on the control connection, waiting for its reply (and
-   queueing any LOCAL_INCOMING met on the way).  Returns 0 with the reply in
+   taking any LOCAL_INCOMING met on the way).  Returns 0 with the reply in
    *reply, the code of a LOCAL_ERROR (message in last_error), or an error. */
 int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
                 struct lmsg_reader *reply);
-/* Queues a LOCAL_INCOMING (taking r's descriptor). */
-int ctx_queue_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
+/* Takes a LOCAL_INCOMING's descriptor into the pending handshakes. */
+int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
 /* Control connection lost: stop watching it. */
 void ctx_helper_lost(qcg_ctx *ctx);
 
-/* listen.c */
-int ctx_accept_setup(qcg_ctx *ctx);
+/* accept.c */
+/* Creates the accept descriptor and its timer; -1 with errno. */
+int accept_init(qcg_ctx *ctx);
+void accept_cleanup(qcg_ctx *ctx);
+/* Adds fd (taken: closed on failure) to the pending handshakes. */
+void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique);
+/* Watches fd (EPOLLIN) on the accept descriptor. */
+int accept_watch(qcg_ctx *ctx, int fd);
 
 /* Validation shared by qcg_open and tests. */
 bool job_id_valid(const char *job);

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,43 +71,6 @@ static int bind_in_range(qcg_ctx *ctx)
     return QCG_ESYS;
 }
 
-static int epoll_add(int epfd, int fd)
-{
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-int ctx_accept_setup(qcg_ctx *ctx)
-{
-    if (ctx->accept_epfd >= 0)
-        return 0;
-    ctx->accept_epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (ctx->accept_epfd < 0)
-        goto fail;
-    ctx->incoming_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (ctx->incoming_evfd < 0 || epoll_add(ctx->accept_epfd, ctx->incoming_evfd) < 0)
-        goto fail;
-    if (ctx->helper_fd >= 0 && epoll_add(ctx->accept_epfd, ctx->helper_fd) < 0)
-        goto fail;
-    /* Descriptors queued before the eventfd existed must wake the caller. */
-    if (ctx->n_incoming > 0) {
-        uint64_t one = 1;
-
-        if (write(ctx->incoming_evfd, &one, sizeof(one)) < 0)
-            goto fail;
-    }
-    return 0;
-fail:
-    ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
-    if (ctx->incoming_evfd >= 0)
-        close(ctx->incoming_evfd);
-    if (ctx->accept_epfd >= 0)
-        close(ctx->accept_epfd);
-    ctx->incoming_evfd = ctx->accept_epfd = -1;
-    return QCG_ESYS;
-}
-
 QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
 {
     struct local_publish pub;
@@ -122,8 +84,6 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
     ctx_clearerr(ctx);
     if (ctx->listen_fd < 0 && (rc = bind_in_range(ctx)) < 0)
         return rc;
-    if ((rc = ctx_accept_setup(ctx)) < 0)
-        return rc;
 
     memset(&pub, 0, sizeof(pub));
     pub.port = ctx->listen_port;
@@ -134,7 +94,7 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
     }
     if (rc < 0)
         goto fail;
-    if (epoll_add(ctx->accept_epfd, ctx->listen_fd) < 0 && errno != EEXIST) {
+    if (accept_watch(ctx, ctx->listen_fd) < 0) {
         ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
         rc = QCG_ESYS;
         goto fail;

@@ -1,0 +1,29 @@
+/* A fake qcg-helper for libqcgconn's tests: serves the local protocol from an
+   in-memory contact table in its own thread, every plan direct to 127.0.0.1. */
+#ifndef QCG_FAKE_HELPER_H
+#define QCG_FAKE_HELPER_H
+
+#include <stdint.h>
+
+struct fake_helper;
+
+/* Listens on the Unix socket path; nodes' ports are port_low..port_high. */
+struct fake_helper *fake_helper_new(const char *path, uint16_t port_low, uint16_t port_high);
+void fake_helper_free(struct fake_helper *fh);
+
+/* Lookups of rank answer LOCAL_ERROR code with message (code 0: forget). */
+void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, const char *msg);
+/* Sends an unsolicited LOCAL_INCOMING with fd (-1: none) on the connection
+   whose HELLO introduced `rank`.  0, or -1 if there is none. */
+int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
+                         uint32_t technique, int fd);
+/* Answers the next HELLO with a header of bad magic. */
+void fake_helper_garbage_next_hello(struct fake_helper *fh);
+
+/* Counters. */
+unsigned fake_helper_lookups(struct fake_helper *fh);
+unsigned fake_helper_withdraws(struct fake_helper *fh);
+/* 1 if rank is published now. */
+int fake_helper_published(struct fake_helper *fh, int32_t rank);
+
+#endif

@@ -1,0 +1,496 @@
+/* libqcgconn-fakehelper: the library against a fake helper (fake_helper.c):
+   open, listen, connect (lookup retries, timeouts, technique errors), accept
+   (listener and helper-passed descriptors), close.  Ports 18020-18039. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fake_helper.h"
+#include "handshake.h"
+#include "internal.h"
+#include "qcgconn.h"
+
+#define PORT_LOW 18020
+#define PORT_HIGH 18039
+
+static char sock_path[108];
+static struct fake_helper *fh;
+
+static qcg_ctx *open_rank(int rank, const char *secret)
+{
+    struct qcg_options o = {.job = "job1", .rank = rank, .secret = secret,
+                            .helper_socket = sock_path};
+    qcg_ctx *ctx = NULL;
+    int rc = qcg_open(&ctx, &o);
+
+    if (rc != 0)
+        fprintf(stderr, "qcg_open: %s: %s\n", qcg_strerror(rc), qcg_last_error(NULL));
+    CHECK_EQ(rc, 0);
+    return ctx;
+}
+
+/* Waits up to timeout_ms for one accepted connection; fd or the last error. */
+static int accept_one(qcg_ctx *ctx, int timeout_ms, struct qcg_conn_info *info)
+{
+    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
+    int rc = QCG_ETIMEDOUT;
+
+    while (now_us() < deadline) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(ctx), .events = POLLIN};
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        rc = qcg_accept(ctx, info);
+        if (rc != QCG_EAGAIN)
+            return rc;
+    }
+    return rc;
+}
+
+struct acceptor {
+    qcg_ctx *ctx;
+    int timeout_ms;
+    int fd;
+    struct qcg_conn_info info;
+    int echo; /* echo one byte back */
+};
+
+static void *acceptor_run(void *arg)
+{
+    struct acceptor *a = arg;
+
+    a->fd = accept_one(a->ctx, a->timeout_ms, &a->info);
+    if (a->fd >= 0 && a->echo) {
+        char b;
+
+        if (read(a->fd, &b, 1) == 1 && write(a->fd, &b, 1) != 1)
+            a->fd = -100;
+    }
+    return NULL;
+}
+
+static void test_open_errors(void)
+{
+    struct qcg_options o = {.job = "job1", .rank = 0, .secret = "s",
+                            .helper_socket = "/nonexistent/qcg.sock"};
+    qcg_ctx *ctx = (qcg_ctx *)1;
+
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_ENOHELPER);
+    CHECK(ctx == NULL);
+    CHECK(strstr(qcg_last_error(NULL), "/nonexistent/qcg.sock") != NULL);
+
+    o.helper_socket = sock_path;
+    o.job = "bad job";
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    CHECK(strstr(qcg_last_error(NULL), "job") != NULL);
+    o.job = "job1";
+    o.secret = "";
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    o.secret = "tab\there";
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    o.secret = "s";
+
+    /* The environment fills what the options leave out. */
+    setenv("QCG_JOB", "job1", 1);
+    setenv("QCG_RANK", "12", 1);
+    setenv("QCG_JOB_SECRET", "s", 1);
+    setenv("QCG_HELPER_SOCKET", sock_path, 1);
+    {
+        struct qcg_options env = {.rank = -1};
+
+        CHECK_EQ(qcg_open(&ctx, &env), 0);
+        qcg_close(ctx);
+        CHECK_EQ(qcg_open(&ctx, NULL), 0);
+        qcg_close(ctx);
+        setenv("QCG_RANK", "12x", 1);
+        CHECK_EQ(qcg_open(&ctx, &env), QCG_EINVAL);
+        CHECK(strstr(qcg_last_error(NULL), "QCG_RANK") != NULL);
+    }
+    unsetenv("QCG_JOB");
+    unsetenv("QCG_RANK");
+    unsetenv("QCG_JOB_SECRET");
+    unsetenv("QCG_HELPER_SOCKET");
+
+    /* A helper that answers garbage: a clean protocol error. */
+    fake_helper_garbage_next_hello(fh);
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_EPROTO);
+    CHECK(ctx == NULL);
+
+    /* Not listening yet. */
+    ctx = open_rank(0, "s");
+    CHECK_EQ(qcg_accept_pollfd(ctx), QCG_EINVAL);
+    CHECK_EQ(qcg_accept(ctx, NULL), QCG_EINVAL);
+    {
+        qcg_connect_op *op = (qcg_connect_op *)1;
+
+        CHECK_EQ(qcg_connect_start(ctx, -1, 1000, &op), QCG_EINVAL);
+        CHECK(op == NULL);
+        CHECK_EQ(qcg_connect_start(ctx, 1, 0, &op), QCG_EINVAL);
+    }
+    qcg_close(ctx);
+}
+
+static void test_direct(void)
+{
+    qcg_ctx *a = open_rank(0, "s"), *b = open_rank(1, "s");
+    struct acceptor acc = {.ctx = b, .timeout_ms = 3000, .echo = 1};
+    struct qcg_conn_info info;
+    struct qcg_contact me;
+    pthread_t t;
+    int fd, flag = 0;
+    socklen_t len = sizeof(flag);
+    char c = 'q';
+
+    CHECK_EQ(qcg_local_contact(b, &me), QCG_EINVAL);
+    CHECK_EQ(qcg_listen(b), 0);
+    CHECK_EQ(qcg_listen(b), 0); /* idempotent */
+    CHECK_EQ(qcg_local_contact(b, &me), 0);
+    CHECK(strcmp(me.address, "127.0.0.1") == 0);
+    CHECK(me.port >= PORT_LOW && me.port <= PORT_HIGH);
+    CHECK(strcmp(me.cluster, "c1") == 0);
+    CHECK(fake_helper_published(fh, 1));
+
+    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    fd = qcg_connect(a, 1, 3000, &info);
+    CHECK(fd >= 0);
+    /* Connecting published rank 0 too: every context listens. */
+    CHECK(fake_helper_published(fh, 0));
+    CHECK_EQ(info.peer_rank, 1);
+    CHECK_EQ(info.technique, QCG_TECH_DIRECT);
+    CHECK(info.setup_us > 0 && info.setup_us < 3000000u);
+    /* An ordinary blocking socket with TCP_NODELAY. */
+    CHECK_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flag, &len) == 0 && flag == 1);
+    /* Same cluster: no keepalive. */
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 0);
+    CHECK_EQ(write(fd, &c, 1), 1);
+    c = 0;
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK_EQ(c, 'q');
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(acc.fd >= 0);
+    CHECK_EQ(acc.info.peer_rank, 0);
+    CHECK_EQ(acc.info.technique, QCG_TECH_DIRECT);
+    CHECK_EQ(fcntl(acc.fd, F_GETFL) & O_NONBLOCK, 0);
+    close(acc.fd);
+    close(fd);
+
+    /* A second context for a published rank: busy. */
+    {
+        qcg_ctx *dup = open_rank(1, "s");
+
+        CHECK_EQ(qcg_listen(dup), QCG_EBUSY);
+        CHECK(qcg_last_error(dup)[0] != '\0');
+        qcg_close(dup);
+    }
+    /* Close withdraws; the rank is then unknown. */
+    {
+        unsigned before = fake_helper_withdraws(fh);
+
+        qcg_close(b);
+        CHECK_EQ(fake_helper_withdraws(fh), before + 1);
+        CHECK(!fake_helper_published(fh, 1));
+    }
+    qcg_close(a);
+}
+
+struct late {
+    int delay_ms;
+    int rank;
+    struct acceptor acc;
+};
+
+/* Opens and publishes a rank late, then accepts one connection. */
+static void *late_run(void *arg)
+{
+    struct late *l = arg;
+    struct pollfd none = {.fd = -1};
+
+    poll(&none, 0, l->delay_ms); /* the delay under test, not a wait for an event */
+    l->acc.ctx = open_rank(l->rank, "s");
+    CHECK_EQ(qcg_listen(l->acc.ctx), 0);
+    acceptor_run(&l->acc);
+    return NULL;
+}
+
+/* A rank published after the lookup started: the lookup is retried. */
+static void test_late_publish(void)
+{
+    qcg_ctx *a = open_rank(0, "s");
+    struct late l = {.delay_ms = 300, .rank = 2, .acc = {.timeout_ms = 3000, .echo = 1}};
+    struct qcg_conn_info info;
+    qcg_connect_op *op;
+    unsigned lookups = fake_helper_lookups(fh);
+    pthread_t t;
+    int fd = QCG_EAGAIN, pollfd;
+    char c = 'z';
+
+    CHECK_EQ(qcg_connect_start(a, 2, 3000, &op), 0);
+    pollfd = qcg_connect_pollfd(op);
+    CHECK(pthread_create(&t, NULL, late_run, &l) == 0);
+    for (int i = 0; i < 1000 && fd == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = pollfd, .events = POLLIN};
+
+        poll(&p, 1, 200);
+        CHECK_EQ(qcg_connect_pollfd(op), pollfd); /* the same descriptor throughout */
+        fd = qcg_connect_finish(op, &info);
+    }
+    if (fd < 0)
+        fprintf(stderr, "connect: %s: %s\n", qcg_strerror(fd), qcg_last_error(a));
+    CHECK(fd >= 0);
+    CHECK(fake_helper_lookups(fh) >= lookups + 3);
+    CHECK(info.setup_us >= 300000u);
+    /* After success the operation has nothing more to give. */
+    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_EINVAL);
+    qcg_connect_free(op);
+    CHECK_EQ(write(fd, &c, 1), 1);
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(l.acc.fd >= 0);
+    close(l.acc.fd);
+    close(fd);
+    qcg_close(l.acc.ctx);
+    qcg_close(a);
+}
+
+static void test_timeout(void)
+{
+    qcg_ctx *a = open_rank(0, "s");
+    qcg_connect_op *op;
+    uint64_t t0 = now_us();
+    int rc;
+
+    /* Blocking: the rank never appears. */
+    rc = qcg_connect(a, 7, 400, NULL);
+    CHECK_EQ(rc, QCG_ETIMEDOUT);
+    CHECK(now_us() - t0 >= 400000u && now_us() - t0 < 1500000u);
+    CHECK(strstr(qcg_last_error(a), "not published") != NULL);
+
+    /* Non-blocking: the descriptor wakes the caller at the deadline. */
+    t0 = now_us();
+    CHECK_EQ(qcg_connect_start(a, 7, 300, &op), 0);
+    rc = QCG_EAGAIN;
+    for (int i = 0; i < 100 && rc == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        CHECK(poll(&p, 1, 5000) == 1);
+        rc = qcg_connect_finish(op, NULL);
+    }
+    CHECK_EQ(rc, QCG_ETIMEDOUT);
+    CHECK(now_us() - t0 < 1500000u);
+    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_ETIMEDOUT); /* stays failed */
+    qcg_connect_free(op);
+    qcg_close(a);
+}
+
+static void test_technique(void)
+{
+    qcg_ctx *a = open_rank(0, "s");
+
+    fake_helper_set_error(fh, 9, QCG_ETECHNIQUE,
+                          "rank 9 (cluster sym, symnat) needs technique proxy");
+    CHECK_EQ(qcg_connect(a, 9, 2000, NULL), QCG_ETECHNIQUE);
+    CHECK(strstr(qcg_last_error(a), "proxy") != NULL);
+    fake_helper_set_error(fh, 10, QCG_EUPSTREAM, "frontend unreachable");
+    CHECK_EQ(qcg_connect(a, 10, 2000, NULL), QCG_EUPSTREAM);
+    /* A code outside the enum is a protocol error, not passed through. */
+    fake_helper_set_error(fh, 11, -1000, "nonsense");
+    CHECK_EQ(qcg_connect(a, 11, 2000, NULL), QCG_EPROTO);
+    qcg_close(a);
+}
+
+/* A connecting process with another secret (the fake helper does not check
+   secrets): the handshake refuses it on both sides; the acceptor's
+   qcg_accept says EAGAIN, and then accepts a good peer. */
+static void test_wrong_secret(void)
+{
+    qcg_ctx *good = open_rank(3, "s"), *bad = open_rank(4, "other"), *ok = open_rank(5, "s");
+    struct qcg_conn_info info;
+    int fd, rc = QCG_ETIMEDOUT;
+
+    CHECK_EQ(qcg_listen(good), 0);
+    /* One thread drives both sides: a non-blocking connect and accept. */
+    {
+        qcg_connect_op *op;
+
+        CHECK_EQ(qcg_connect_start(bad, 3, 2000, &op), 0);
+        rc = QCG_EAGAIN;
+        for (int i = 0; i < 200 && rc == QCG_EAGAIN; i++) {
+            struct pollfd p[2] = {{.fd = qcg_connect_pollfd(op), .events = POLLIN},
+                                  {.fd = qcg_accept_pollfd(good), .events = POLLIN}};
+
+            poll(p, 2, 100);
+            if (p[1].revents) {
+                CHECK_EQ(qcg_accept(good, NULL), QCG_EAGAIN);
+                CHECK(strstr(qcg_last_error(good), "secret") != NULL);
+            }
+            rc = qcg_connect_finish(op, NULL);
+        }
+        CHECK_EQ(rc, QCG_EDENIED);
+        CHECK(strstr(qcg_last_error(bad), "secret") != NULL);
+        qcg_connect_free(op);
+    }
+    {
+        struct acceptor acc = {.ctx = good, .timeout_ms = 3000};
+        pthread_t t;
+
+        CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+        fd = qcg_connect(ok, 3, 3000, &info);
+        CHECK(fd >= 0);
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK(acc.fd >= 0);
+        CHECK_EQ(acc.info.peer_rank, 5);
+        close(acc.fd);
+        close(fd);
+    }
+    qcg_close(good);
+    qcg_close(bad);
+    qcg_close(ok);
+}
+
+/* A TCP connection on loopback: *a connected to *b. */
+static void tcp_pair(int *a, int *b)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    CHECK(l >= 0);
+    CHECK(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK(listen(l, 1) == 0);
+    CHECK(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
+    *a = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    *b = accept(l, NULL, NULL);
+    CHECK(*b >= 0);
+    close(l);
+    CHECK(set_nonblocking(*a, true) == 0);
+}
+
+struct initiator {
+    int fd;
+    struct hs_self self;
+    int32_t to;
+    int rc;
+};
+
+static void *initiator_run(void *arg)
+{
+    struct initiator *in = arg;
+    char err[QCG_ERRMSG_MAX];
+
+    in->rc = hs_initiate(in->fd, &in->self, in->to, now_us() + 3000000u, err, sizeof(err));
+    return NULL;
+}
+
+/* Descriptors handed over by the helper (LOCAL_INCOMING): the same handshake,
+   the technique the helper names. */
+static void test_incoming(void)
+{
+    qcg_ctx *b = open_rank(6, "s");
+    struct initiator in = {.self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "far"},
+                           .to = 6};
+    struct qcg_conn_info info;
+    pthread_t t;
+    int mine, theirs, fd, flag = 0;
+    socklen_t len = sizeof(flag);
+    char c = 'i';
+
+    /* Sent before the publish: it arrives while qcg_listen waits for its
+       reply, is queued, and still wakes the accept descriptor. */
+    tcp_pair(&mine, &theirs);
+    in.fd = mine;
+    CHECK_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, theirs), 0);
+    close(theirs);
+    CHECK_EQ(qcg_listen(b), 0);
+    CHECK(pthread_create(&t, NULL, initiator_run, &in) == 0);
+    fd = accept_one(b, 3000, &info);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_EQ(in.rc, 0);
+    CHECK(fd >= 0);
+    CHECK_EQ(info.peer_rank, 5);
+    CHECK_EQ(info.technique, QCG_TECH_PROXY);
+    /* Another cluster: keepalive on. */
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 1);
+    CHECK_EQ(write(mine, &c, 1), 1);
+    c = 0;
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK_EQ(c, 'i');
+    close(fd);
+    close(mine);
+
+    /* The helper announces rank 8 but rank 5 says hello: refused. */
+    tcp_pair(&mine, &theirs);
+    in.fd = mine;
+    CHECK_EQ(fake_helper_incoming(fh, 6, 8, QCG_TECH_PROXY, theirs), 0);
+    close(theirs);
+    CHECK(pthread_create(&t, NULL, initiator_run, &in) == 0);
+    {
+        struct pollfd p = {.fd = qcg_accept_pollfd(b), .events = POLLIN};
+        int refused = 0;
+
+        /* Wakes for the INCOMING, then for the hello. */
+        for (int i = 0; i < 50 && !refused; i++) {
+            CHECK(poll(&p, 1, 3000) == 1);
+            CHECK_EQ(qcg_accept(b, &info), QCG_EAGAIN);
+            refused = strstr(qcg_last_error(b), "announced rank 8") != NULL;
+        }
+        CHECK(refused);
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    close(mine);
+
+    /* INCOMING without a descriptor: a protocol error, the helper link is
+       dropped, and the accept descriptor does not stay readable. */
+    CHECK_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, -1), 0);
+    {
+        struct pollfd p = {.fd = qcg_accept_pollfd(b), .events = POLLIN};
+
+        CHECK(poll(&p, 1, 3000) == 1);
+        CHECK(qcg_accept(b, &info) < 0);
+        CHECK(qcg_last_error(b)[0] != '\0');
+        CHECK_EQ(poll(&p, 1, 0), 0);
+        CHECK_EQ(qcg_accept(b, &info), QCG_EAGAIN);
+    }
+    qcg_close(b);
+}
+
+/* Errors have names. */
+static void test_names(void)
+{
+    for (int e = QCG_OK; e >= QCG_EPEER; e--)
+        CHECK(strcmp(qcg_strerror(e), "unknown error") != 0);
+    CHECK(strcmp(qcg_strerror(-99), "unknown error") == 0);
+    CHECK(strcmp(qcg_technique_name(QCG_TECH_DIRECT), "direct") == 0);
+    CHECK(strcmp(qcg_technique_name(QCG_TECH_REVERSED), "reversed") == 0);
+    CHECK(strcmp(qcg_technique_name(QCG_TECH_TRAVERSING), "traversing") == 0);
+    CHECK(strcmp(qcg_technique_name(QCG_TECH_HOLEPUNCH), "holepunch") == 0);
+    CHECK(strcmp(qcg_technique_name(QCG_TECH_PROXY), "proxy") == 0);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+    snprintf(sock_path, sizeof(sock_path), "%s/qcg-fakehelper-%d.sock", tmp, (int)getpid());
+    fh = fake_helper_new(sock_path, PORT_LOW, PORT_HIGH);
+    test_names();
+    test_open_errors();
+    test_direct();
+    test_late_publish();
+    test_timeout();
+    test_technique();
+    test_wrong_secret();
+    test_incoming();
+    fake_helper_free(fh);
+    printf("libqcgconn-fakehelper: ok\n");
+    return 0;
+}
