@@ -180,9 +180,18 @@ static void *conn_main(void *arg)
         log_debug("%s: connection from %s %s", c->peer, role_name(c->identity.role),
                   c->identity.name);
         int rc = soap_serve(soap);
-        if (rc != SOAP_OK && rc != SOAP_EOF) {
+        if (soap->recv_maxlength && soap->count > soap->recv_maxlength) {
+            /* gSOAP reports this as a plain end of file. */
+            log_warnx("%s: %s %s: request larger than %llu bytes refused", c->peer,
+                      role_name(c->identity.role), c->identity.name,
+                      (unsigned long long)soap->recv_maxlength);
+        } else if (rc == SOAP_FAULT) {
+            /* A fault answer (already logged by soap_qcg_fault) ends the
+               connection: gSOAP does not keep it alive after one. */
+            log_debug("%s: connection closed after a fault", c->peer);
+        } else if (rc != SOAP_OK && rc != SOAP_EOF) {
             error_text(soap, msg, sizeof(msg));
-            log_info("%s: %s %s: connection ended: %s", c->peer, role_name(c->identity.role),
+            log_info("%s: %s %s: request refused: %s", c->peer, role_name(c->identity.role),
                      c->identity.name, msg);
         }
     }
