@@ -364,7 +364,7 @@ static int on_hello(struct conn *c, uint32_t rid)
     snprintf(c->me.secret, sizeof(c->me.secret), "%s", h->secret);
     c->me.rank = h->rank;
     c->me.pid = c->pid;
-    log_info("pid %d: job %s rank %d", (int)c->pid, c->me.job, c->me.rank);
+    log_info("pid %d uid %d: job %s rank %d", (int)c->pid, (int)c->uid, c->me.job, c->me.rank);
 
     memset(&ok, 0, sizeof(ok));
     ok.version = LOCAL_VERSION;

@@ -38,8 +38,10 @@ static void on_stop(uv_async_t *a)
     struct helper *h = a->data;
 
     log_info("stopping");
-    upstream_stop(h->up);
+    /* Connections first: their withdrawals are queued while the upstream
+       state still says whether the frontend is there to hear them. */
     local_server_close(h->srv);
+    upstream_stop(h->up);
     uv_close((uv_handle_t *)a, NULL);
 }
 
@@ -54,7 +56,9 @@ static int run(struct helper_config *cfg)
         fatalx("cannot create the event loop");
     int can_intercept = helper_can_intercept();
 
-    h.contacts = contacts_new((size_t)cfg->max_clients);
+    /* Room for every client's contact plus those of closed clients whose
+       withdrawal is still in flight. */
+    h.contacts = contacts_new(2 * (size_t)cfg->max_clients);
     if (h.contacts == NULL)
         fatalx("out of memory");
     h.up = upstream_new(cfg, h.contacts, can_intercept, err, sizeof(err));

@@ -503,7 +503,7 @@ static int poll_once(struct upstream *u, uint64_t epoch, uint64_t *ack, char *ms
 static void *upstream_main(void *arg)
 {
     struct upstream *u = arg;
-    char msg[LOCAL_MESSAGE_MAX];
+    char msg[LOCAL_MESSAGE_MAX], last[LOCAL_MESSAGE_MAX] = "";
     unsigned failures = 0;
     uint64_t epoch = 0, ack = 0;
     int registered = 0;
@@ -537,11 +537,12 @@ static void *upstream_main(void *arg)
             break;
         registered = 0;
         set_state(u, 0, 0);
-        /* The first failure is news; the retries that follow are not. */
-        if (failures == 0)
+        /* A new failure is news; the same one again is not. */
+        if (failures == 0 || strcmp(msg, last) != 0)
             log_warnx("%s; retrying", msg);
         else
             log_debug("%s (attempt %u)", msg, failures + 1);
+        snprintf(last, sizeof(last), "%s", msg);
         sleep_unless_stopped(backoff_ms(failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS), &u->stop);
         failures++;
     }

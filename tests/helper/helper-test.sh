@@ -5,6 +5,7 @@
 #   helper-test.sh local     BUILD_DIR SRC_DIR   helper alone: options, socket, limits, SIGTERM
 #   helper-test.sh proto     BUILD_DIR SRC_DIR   broker + frontend + helper: the local protocol
 #   helper-test.sh reconnect BUILD_DIR SRC_DIR   frontend restarted under a running helper
+#   helper-test.sh qcgcat    BUILD_DIR SRC_DIR   two qcg-cat processes connect through the helper
 #
 #   process (localproto_client) --unix--> qcg-helper --mTLS--> qcg-frontend --mTLS--> qcg-broker
 #                                          c1/n1             127.0.0.1:PORT_F      127.0.0.1:PORT_B
@@ -30,6 +31,7 @@ case $mode in
 local) port_b=0 port_f=17998 low=17950 high=17959 ;;
 proto) port_b=17900 port_f=17901 low=17960 high=17969 ;;
 reconnect) port_b=17910 port_f=17911 low=17970 high=17979 ;;
+qcgcat) port_b=17920 port_f=17921 low=17980 high=17989 ;;
 restart-frontend) ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
@@ -91,8 +93,9 @@ fi
 for f in "$helper" "$client"; do
 	[[ -x $f ]] || { echo "missing $f"; exit 1; }
 done
+cat=$build/tools/qcg-cat
 if [[ $mode != local ]]; then
-	for f in "$frontend" "$broker"; do
+	for f in "$frontend" "$broker" $([[ $mode == qcgcat ]] && echo "$cat"); do
 		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
 	done
 fi
@@ -106,11 +109,12 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	[[ -f $work/frontend.pid ]] && kill "$(cat "$work/frontend.pid")" 2>/dev/null
 	wait 2>/dev/null || true
-	if ((failed > 0)); then
+	# HELPER_TEST_LOGS=1 shows the daemons' logs even when everything passed.
+	if ((failed > 0)) || [[ -n ${HELPER_TEST_LOGS:-} ]]; then
 		for log in "$work"/*.log; do
 			[[ -f $log ]] || continue
-			echo "--- $log (last 30 lines)"
-			tail -n 30 "$log"
+			echo "--- $log (last 60 lines)"
+			tail -n 60 "$log"
 		done
 	fi
 	rm -rf -- "$work"
@@ -283,6 +287,28 @@ reconnect)
 		reconnect "$sock" "$low" "bash '$src/tests/helper/helper-test.sh' restart-frontend '$build' '$src' '$work'"
 	check "the helper logged the new registration" \
 		grep -q 'registered node c1/n1 .* 2 contacts re-published' "$work/helper.log"
+	check_sigterm
+	;;
+qcgcat)
+	start_grid
+	start_helper helper.log
+	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	qcat=("$cat" --job cat-job --secret cat-secret --helper "$sock" --timeout 20)
+	"${qcat[@]}" --rank 0 listen >"$work/received" 2>"$work/listener.log" &
+	listener=$!
+	pids+=("$listener")
+	check "qcg-cat listen publishes rank 0 through the helper" \
+		wait_for "rank 0's contact" 100 grep -q 'published job cat-job rank 0' "$work/helper.log"
+	head -c 100000 /dev/urandom >"$work/sent"
+	check "qcg-cat connect 0 sends 100 kB to rank 0" \
+		"${qcat[@]}" --rank 1 connect 0 <"$work/sent"
+	rc=0
+	for ((i = 0; i < 100; i++)); do kill -0 "$listener" 2>/dev/null || break; sleep 0.1; done
+	wait "$listener" || rc=$?
+	check "the listener exits 0 with exactly the bytes sent" \
+		bash -c "[ $rc -eq 0 ] && cmp '$work/sent' '$work/received'"
+	check "both contacts are withdrawn when the processes end" \
+		wait_for "withdrawals" 100 bash -c "'$helper' --status --json --socket '$sock' | grep -q '\"contacts\":0'"
 	check_sigterm
 	;;
 esac
