@@ -246,6 +246,10 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		limits "$sock"
 	check_sigterm
 
+	start_helper helper-fuzz.log
+	run_client "fuzz: 1000 connections of noise and half-valid messages" fuzz "$sock" 1000
+	check_sigterm
+
 	# A helper killed hard leaves its socket behind; the next one takes it over.
 	start_helper helper2.log
 	kill -9 "$helper_pid"
@@ -265,6 +269,7 @@ proto)
 	check "the helper registers with the frontend" wait_for "registration" 150 connected
 	run_client "the local protocol against a real frontend and broker" \
 		proto "$sock" "$low" "$high" c1 n1 127.0.0.1
+	run_client "fuzz with the frontend behind: 300 connections" fuzz "$sock" 300
 	check "qcg-helper --status --json parses and says connected" \
 		bash -c "'$helper' --status --json --socket '$sock' | python3 -c '
 import json, sys

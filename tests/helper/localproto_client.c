@@ -8,6 +8,7 @@
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
  *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
  *   helper-localproto-client reconnect SOCKET LOW RESTART-COMMAND
+ *   helper-localproto-client fuzz SOCKET COUNT      (random and half-valid messages)
  */
 #include <errno.h>
 #include <poll.h>
@@ -508,6 +509,123 @@ static int mode_reconnect(int argc, char **argv)
     return 0;
 }
 
+/* xorshift: a fixed seed makes a failure reproducible. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)rng_state;
+}
+
+static void rnd_fill(void *buf, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        ((unsigned char *)buf)[i] = (unsigned char)rnd();
+}
+
+static void fuzz_one(const char *path)
+{
+    unsigned char buf[2048];
+    struct local_header h;
+    size_t len = 0;
+    int fd = open_helper(path);
+
+    if (fd < 0)
+        return;
+    switch (rnd() % 4) {
+    case 0: /* noise */
+        len = 1 + rnd() % 600;
+        rnd_fill(buf, len);
+        break;
+    case 1: /* a well-framed message of any type with a random payload */
+        h = (struct local_header){.magic = LOCAL_MAGIC, .type = (uint16_t)(rnd() % 14),
+                                  .request_id = rnd()};
+        h.length = h.type < LOCAL_TYPE_COUNT ? (uint32_t)local_payload_size[h.type] : rnd();
+        memcpy(buf, &h, sizeof(h));
+        len = sizeof(h) + (h.length < 1024 ? h.length : 64);
+        rnd_fill(buf + sizeof(h), len - sizeof(h));
+        break;
+    default: { /* a valid HELLO, then framed requests with random payloads */
+        struct local_hello hello = {.version = LOCAL_VERSION, .rank = (int32_t)(rnd() % 4)};
+        snprintf(hello.job, sizeof(hello.job), "fuzz");
+        snprintf(hello.secret, sizeof(hello.secret), "s");
+        h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO,
+                                  .length = sizeof(hello), .request_id = 1};
+        memcpy(buf, &h, sizeof(h));
+        memcpy(buf + sizeof(h), &hello, sizeof(hello));
+        len = sizeof(h) + sizeof(hello);
+        for (int i = 0; i < 4; i++) {
+            static const uint16_t types[] = {LOCAL_PUBLISH, LOCAL_LOOKUP, LOCAL_WITHDRAW,
+                                             LOCAL_STATUS, LOCAL_HELLO};
+            h.type = types[rnd() % 5];
+            h.length = (uint32_t)local_payload_size[h.type];
+            h.request_id = rnd();
+            if (len + sizeof(h) + h.length > sizeof(buf))
+                break;
+            memcpy(buf + len, &h, sizeof(h));
+            rnd_fill(buf + len + sizeof(h), h.length);
+            len += sizeof(h) + h.length;
+        }
+        break;
+    }
+    }
+    /* Whole, or split at a random point, or dribbled byte by byte. */
+    size_t cut = rnd() % 3 == 0 ? 1 + rnd() % len : len;
+    if (send(fd, buf, cut, MSG_NOSIGNAL | MSG_DONTWAIT) > 0 && cut < len)
+        (void)!send(fd, buf + cut, len - cut, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (rnd() % 2) { /* sometimes wait for the verdict, sometimes hang up at once */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) > 0)
+            (void)!read(fd, buf, sizeof(buf));
+    }
+    close(fd);
+}
+
+static int mode_fuzz(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    int count = atoi(argv[3]);
+    struct local_status st = {0};
+
+    for (int i = 0; i < count; i++)
+        fuzz_one(argv[2]);
+
+    /* Byte by byte, a valid HELLO is still a valid HELLO. */
+    struct {
+        struct local_header h;
+        struct local_hello p;
+    } m = {{.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .length = sizeof(struct local_hello),
+            .request_id = 77},
+           {.version = LOCAL_VERSION, .rank = 5}};
+    snprintf(m.p.job, sizeof(m.p.job), "dribble");
+    snprintf(m.p.secret, sizeof(m.p.secret), "s");
+    struct reply r;
+    int fd = open_helper(argv[2]);
+    bool ok = fd >= 0;
+    for (size_t i = 0; ok && i < sizeof(m); i++)
+        ok = send_raw(fd, (char *)&m + i, 1) == 0;
+    ok = ok && recv_msg(fd, &r) == 0 && r.h.type == LOCAL_HELLO_OK && r.h.request_id == 77;
+    check(ok, "a HELLO sent one byte at a time -> HELLO_OK");
+    if (fd >= 0)
+        close(fd);
+
+    /* The helper survived and forgot every fuzz client. */
+    bool clean = false;
+    for (int i = 0; i < 100 && !clean; i++) {
+        clean = status_ok(argv[2], &st) && st.clients == 1 && st.contacts == 0;
+        if (!clean)
+            sleep_ms(100);
+    }
+    check(clean, "after %d fuzzed connections the helper serves, holds 1 client (the status "
+                 "query) and 0 contacts (got %u, %u)",
+          count, st.clients, st.contacts);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = 2;
@@ -521,6 +639,8 @@ int main(int argc, char **argv)
         rc = mode_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "reconnect") == 0)
         rc = mode_reconnect(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
+        rc = mode_fuzz(argc, argv);
     if (rc == 2) {
         fprintf(stderr, "usage: see the comment at the top of localproto_client.c\n");
         return 2;
