@@ -13,14 +13,15 @@ certs=$work/certs
 ca=$certs/ca.crt
 broker_pid=
 frontend_pid=
+frontend_pids=
 failed=0
 
 cleanup() {
 	local p
-	for p in $frontend_pid $broker_pid; do
+	for p in $frontend_pids $broker_pid; do
 		kill "$p" 2>/dev/null || true
 	done
-	for p in $frontend_pid $broker_pid; do
+	for p in $frontend_pids $broker_pid; do
 		wait_gone "$p" 20 || kill -9 "$p" 2>/dev/null || true
 	done
 	if [[ $failed -ne 0 || -n ${KEEP:-} ]]; then
@@ -94,18 +95,32 @@ start_broker() {
 	wait_log "$log" "serving on port $broker_port" 10 || die "the broker did not start"
 }
 
-# start_frontend CLUSTER PORT ARGS...
+# start_frontend CLUSTER PORT ARGS...: its log is $work/frontend-CLUSTER.log;
+# frontend_pid and frontend_url (where `call` goes) are the last one started.
 start_frontend() {
 	local cluster=$1
 	frontend_port=$2
 	shift 2
 	"$QCG_FRONTEND" --listen 127.0.0.1 --port "$frontend_port" --ca "$ca" \
 		--cert "$certs/frontend-$cluster.pem" --broker "$broker_url" --log-level debug \
-		"$@" >"$work/frontend.log" 2>&1 &
+		"$@" >"$work/frontend-$cluster.log" 2>&1 &
 	frontend_pid=$!
+	frontend_pids="$frontend_pids $frontend_pid"
 	frontend_url=https://127.0.0.1:$frontend_port/
-	wait_log "$work/frontend.log" "registered cluster $cluster" 10 ||
-		die "the frontend did not register with the broker"
+	wait_log "$work/frontend-$cluster.log" "registered cluster $cluster" 10 ||
+		die "the frontend of $cluster did not register with the broker"
+}
+
+# stop_frontend PID LOG: SIGTERM, then a clean exit (status 0, "stopped"
+# logged) within 15 s; prints how long it took.
+stop_frontend() {
+	local pid=$1 log=$2 t0 status=0
+	kill -TERM "$pid"
+	t0=$(now_ms)
+	wait_gone "$pid" 15 || return 1
+	wait "$pid" || status=$?
+	stop_ms=$(($(now_ms) - t0))
+	[[ $status -eq 0 ]] && grep -q "stopped" "$log"
 }
 
 # call CERTNAME OPERATION ARGS...: the frontend-call output in $out, its exit
@@ -158,6 +173,9 @@ expect_fault() {
 now_ms() { date +%s%3N; }
 
 finish() {
+	if grep -lE "Sanitizer|runtime error" "$work"/*.log 2>/dev/null; then
+		fail "sanitizer reports in the logs above"
+	fi
 	if [[ $failed -ne 0 ]]; then
 		echo "some checks failed"
 		exit 1

@@ -33,7 +33,7 @@ kill -TERM "$broker_pid"
 wait_gone "$broker_pid" 20 || die "the broker did not stop"
 wait "$broker_pid" || true
 broker_pid=
-wait_log "$work/frontend.log" "lost the broker" 10 || die "the frontend did not notice"
+wait_log "$work/frontend-nata.log" "lost the broker" 10 || die "the frontend did not notice"
 [[ $(counter "$frontend_url" upstream_connected) -eq 0 ]] &&
 	pass "upstream_connected is 0 while the broker is down" ||
 	fail "upstream_connected is 0 while the broker is down"
@@ -65,7 +65,7 @@ done
 [[ $contacts -eq 3 ]] && pass "the restarted broker holds the 3 contacts again" ||
 	die "the restarted broker holds the 3 contacts again ($contacts)"
 [[ $(counter "$broker_url" nodes) -eq 1 ]] && pass "... and node nata1" || fail "... and node nata1"
-wait_log "$work/frontend.log" "registered cluster nata" 10 2 || fail "second registration logged"
+wait_log "$work/frontend-nata.log" "registered cluster nata" 10 2 || fail "second registration logged"
 [[ $(counter "$frontend_url" upstream_connected) -eq 1 &&
 	$(counter "$frontend_url" upstream_registrations) -eq 2 ]] &&
 	pass "upstream_connected 1 after 2 registrations" ||
@@ -76,5 +76,10 @@ call $H lookup job1 s3cret 0 2
 	pass "lookups reach the broker again" || fail "lookups reach the broker again"
 call $H publish job1 s3cret 3 198.18.1.1 5004
 expect_ok "publish works again"
+if stop_frontend "$frontend_pid" "$work/frontend-nata.log"; then
+	pass "SIGTERM: clean stop in $stop_ms ms"
+else
+	fail "SIGTERM: no clean stop within 15 s"
+fi
 
 finish

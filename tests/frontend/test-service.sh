@@ -8,12 +8,14 @@
 # registerNode, publish, lookup (direct), the second lookup from the cache
 # (the broker's lookup counter does not move), withdraw, and the refusals:
 # another job's secret, another cluster's helper, a frontend certificate, an
-# address that is not the node's.  Then --stats, bad command lines, SIGTERM.
+# address that is not the node's.  Then --stats; a second frontend (cluster
+# open1, port 17804) whose withdrawal makes the broker invalidate nata's
+# cached plan; bad command lines; SIGTERM.
 
 . "$(dirname -- "$0")/lib.sh"
 
-make_certs "frontend nata" "frontend natb" "helper nata/nata1" "helper nata/nata2" \
-	"helper natb/natb1"
+make_certs "frontend nata" "frontend natb" "frontend open1" "helper nata/nata1" \
+	"helper nata/nata2" "helper natb/natb1" "helper open1/o1"
 start_broker 17801
 start_frontend nata 17802 --kind nat --public-address 203.0.113.10
 
@@ -141,6 +143,36 @@ else
 	fail "--stats --json prints one JSON object"
 fi
 
+# --- a contact withdrawn in another cluster: the broker's invalidate command
+#     reaches this frontend through its long-poll and the cached plan goes
+nata_url=$frontend_url
+nata_pid=$frontend_pid
+start_frontend open1 17804 --kind open
+open1_url=$frontend_url
+call helper-open1-o1 registerNode o1 203.0.113.21 7000 7099
+expect_ok "registerNode o1 at the frontend of open1"
+call helper-open1-o1 publish job1 s3cret 9 203.0.113.21 7009
+expect_ok "publish job1 rank 9 from open1"
+frontend_url=$nata_url
+call $H lookup job1 s3cret 0 9
+call $H lookup job1 s3cret 0 9
+[[ $rc -eq 0 && $(field address) == 203.0.113.21 && $(field port) == 7009 &&
+	$(field reason) == "cached by frontend nata" ]] &&
+	pass "nata caches the direct plan to open1's rank 9" ||
+	fail "nata caches the direct plan to open1's rank 9"
+frontend_url=$open1_url
+call helper-open1-o1 withdraw job1 s3cret 9
+expect_ok "withdraw job1 rank 9 at open1"
+wait_log "$work/frontend-nata.log" "invalidate job job1 rank 9: 1 cached plans dropped" 10 &&
+	pass "nata dropped its plan on the broker's invalidate command" ||
+	fail "nata dropped its plan on the broker's invalidate command"
+frontend_url=$nata_url
+frontend_pid=$nata_pid
+call $H lookup job1 s3cret 0 9
+[[ $rc -eq 0 && $(field status) == notfound ]] &&
+	pass "the next lookup of rank 9 asks the broker: notfound" ||
+	fail "the next lookup of rank 9 asks the broker: notfound"
+
 # --- bad command lines: one line, exit 2
 check_bad() {
 	local what=$1 re=$2
@@ -174,25 +206,15 @@ out=$("$QCG_FRONTEND" --help 2>&1) || rc=$?
 [[ $rc -eq 0 && $out == *"--cache-size"* ]] && pass "--help" || fail "--help"
 
 # --- SIGTERM: a clean stop, promptly, even with a helper's poll pending
-n=$(grep -c "connection from helper nata/nata1" "$work/frontend.log" || true)
+n=$(grep -c "connection from helper nata/nata1" "$work/frontend-nata.log" || true)
 "$QCG_CALL" "$frontend_url" "$ca" "$certs/$H.pem" poll "$epoch" 0 20 >"$work/poll.out" 2>&1 &
 poll_pid=$!
-wait_log "$work/frontend.log" "connection from helper nata/nata1" 10 $((n + 1)) ||
+wait_log "$work/frontend-nata.log" "connection from helper nata/nata1" 10 $((n + 1)) ||
 	fail "the helper's poll did not reach the frontend"
-kill -TERM "$frontend_pid"
-t0=$(now_ms)
-if wait_gone "$frontend_pid" 15; then
-	rc=0
-	wait "$frontend_pid" || rc=$?
-	ms=$(($(now_ms) - t0))
-	if [[ $rc -eq 0 ]] && grep -q "stopped" "$work/frontend.log"; then
-		pass "SIGTERM: clean stop in $ms ms"
-	else
-		fail "SIGTERM: exit status $rc"
-	fi
-	frontend_pid=
+if stop_frontend "$frontend_pid" "$work/frontend-nata.log"; then
+	pass "SIGTERM: clean stop in $stop_ms ms with a helper's poll pending"
 else
-	fail "SIGTERM: still running after 15 s"
+	fail "SIGTERM: no clean stop within 15 s"
 fi
 wait_gone "$poll_pid" 15 || kill "$poll_pid" 2>/dev/null || true
 
