@@ -180,6 +180,12 @@ static int on_helper_message(qcg_connect_op *op)
     uint32_t expect = op->state == OP_HELLO ? op->hello_id : op->lookup_id;
     int code;
 
+    if (h->type == LOCAL_ERROR && h->request_id == 0) {
+        /* Refused as a whole (uid not allowed, too many clients). */
+        code = op->rd.payload.error.code;
+        return fail(op, code < 0 && code >= QCG_EPEER ? code : QCG_ENOHELPER, "helper: %s",
+                    op->rd.payload.error.message);
+    }
     if (h->request_id != expect)
         return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u",
                     h->request_id, expect);

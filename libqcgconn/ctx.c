@@ -285,6 +285,13 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
             }
             continue;
         }
+        if (ctx->ctl.hdr.type == LOCAL_ERROR && ctx->ctl.hdr.request_id == 0) {
+            /* Refused as a whole (uid not allowed, too many clients). */
+            rc = ctx->ctl.payload.error.code;
+            ctx_seterr(ctx, "%s", ctx->ctl.payload.error.message);
+            ctx_helper_lost(ctx);
+            return rc < 0 && rc >= QCG_EPEER ? rc : QCG_ENOHELPER;
+        }
         if (ctx->ctl.hdr.request_id != id) {
             ctx_seterr(ctx, "the helper answered request %u, expected %u",
                        ctx->ctl.hdr.request_id, id);

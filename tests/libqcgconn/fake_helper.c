@@ -40,6 +40,7 @@ struct fake_helper {
         char msg[LOCAL_MESSAGE_MAX];
     } errors[MAX_ERRORS];
     int garbage_hello;
+    int32_t refuse_code;
     unsigned lookups, withdraws;
 };
 
@@ -98,6 +99,11 @@ static int handle(struct fake_helper *fh, struct conn *c)
             fh->garbage_hello = 0;
             if (write(c->fd, &bad, sizeof(bad)) < 0)
                 return -1;
+            return -1;
+        }
+        if (fh->refuse_code != 0) {
+            reply_error(c, 0, fh->refuse_code, "uid 4242 may not use this helper");
+            fh->refuse_code = 0;
             return -1;
         }
         c->said_hello = 1;
@@ -313,6 +319,13 @@ void fake_helper_garbage_next_hello(struct fake_helper *fh)
 {
     pthread_mutex_lock(&fh->lock);
     fh->garbage_hello = 1;
+    pthread_mutex_unlock(&fh->lock);
+}
+
+void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code)
+{
+    pthread_mutex_lock(&fh->lock);
+    fh->refuse_code = code;
     pthread_mutex_unlock(&fh->lock);
 }
 

@@ -19,6 +19,9 @@ int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank
                          uint32_t technique, int fd);
 /* Answers the next HELLO with a header of bad magic. */
 void fake_helper_garbage_next_hello(struct fake_helper *fh);
+/* Answers the next HELLO as the helper refuses a client: an unsolicited
+   LOCAL_ERROR (request_id 0) with code, then closes. */
+void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code);
 
 /* Counters. */
 unsigned fake_helper_lookups(struct fake_helper *fh);

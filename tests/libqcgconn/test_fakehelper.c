@@ -123,6 +123,10 @@ static void test_open_errors(void)
     fake_helper_garbage_next_hello(fh);
     CHECK_EQ(qcg_open(&ctx, &o), QCG_EPROTO);
     CHECK(ctx == NULL);
+    /* A helper that refuses us says why. */
+    fake_helper_refuse_next_hello(fh, QCG_EDENIED);
+    CHECK_EQ(qcg_open(&ctx, &o), QCG_EDENIED);
+    CHECK(strstr(qcg_last_error(NULL), "uid 4242") != NULL);
 
     /* Not listening yet. */
     ctx = open_rank(0, "s");
