@@ -128,6 +128,7 @@ ca=$work/ca
 	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
 	"$certs" --dir "$ca" issue helper c1/n1
 	"$certs" --dir "$ca" issue helper c2/n9
+	"$certs" --dir "$ca" issue frontend c2 --san 127.0.0.1
 } >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
 
 sock=$work/run/qcg/helper.sock
@@ -270,6 +271,22 @@ proto)
 	run_client "the local protocol against a real frontend and broker" \
 		proto "$sock" "$low" "$high" c1 n1 127.0.0.1
 	run_client "fuzz with the frontend behind: 300 connections" fuzz "$sock" 300
+
+	# A second, NATed cluster c2 with its own frontend and helper.
+	"$frontend" --port 17902 --broker "https://127.0.0.1:$port_b/" --cluster c2 --kind nat \
+		--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-c2.pem" \
+		>>"$work/frontend-c2.log" 2>&1 &
+	pids+=($!)
+	check "the frontend of c2 (nat) starts" wait_for "port 17902" 100 listening 17902
+	sock2=$work/c2.sock
+	"$helper" --socket "$sock2" --frontend https://127.0.0.1:17902/ --ca "$ca/ca.crt" \
+		--cert "$ca/helper-c2-n9.pem" --address 127.0.0.1 --ports 17940-17949 \
+		>>"$work/helper-c2.log" 2>&1 &
+	pids+=($!)
+	check "the helper of c2/n9 registers" wait_for "registration" 150 \
+		bash -c "'$helper' --status --json --socket '$sock2' | grep -q '\"upstream_connected\":true'"
+	run_client "plans across clusters: direct, and the technique a pair would need" \
+		technique "$sock" "$low" "$sock2" 17940
 	check "qcg-helper --status --json parses and says connected" \
 		bash -c "'$helper' --status --json --socket '$sock' | python3 -c '
 import json, sys

@@ -9,6 +9,7 @@
  *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
  *   helper-localproto-client reconnect SOCKET LOW RESTART-COMMAND
  *   helper-localproto-client fuzz SOCKET COUNT      (random and half-valid messages)
+ *   helper-localproto-client technique OPEN-SOCKET OPEN-LOW NAT-SOCKET NAT-LOW
  */
 #include <errno.h>
 #include <poll.h>
@@ -509,6 +510,32 @@ static int mode_reconnect(int argc, char **argv)
     return 0;
 }
 
+/* Two helpers of two clusters: an open one and a NATed one. */
+static int mode_technique(int argc, char **argv)
+{
+    if (argc != 6)
+        return 2;
+    unsigned open_low = (unsigned)atoi(argv[3]), nat_low = (unsigned)atoi(argv[5]);
+    struct reply r;
+
+    int a = joined(argv[2], SECRET, 0), b = joined(argv[4], SECRET, 1);
+    check(a >= 0 && b >= 0 && publish(a, open_low, &r) == 0 && r.h.type == LOCAL_OK &&
+              publish(b, nat_low, &r) == 0 && r.h.type == LOCAL_OK,
+          "rank 0 publishes in the open cluster, rank 1 in the NATed one");
+    bool plan = b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN;
+    check(plan && r.p.plan.technique == QCG_TECH_DIRECT && r.p.plan.port == open_low,
+          "NATed -> open: a direct plan to port %u", open_low);
+    bool refused = a >= 0 && lookup(a, 1, &r) == 0 && is_error(&r, QCG_ETECHNIQUE);
+    check(refused && strstr(r.p.error.message, "reversed") != NULL,
+          "open -> NATed: QCG_ETECHNIQUE naming the technique needed (%s)",
+          refused ? r.p.error.message : "");
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    return 0;
+}
+
 /* xorshift: a fixed seed makes a failure reproducible. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -639,6 +666,8 @@ int main(int argc, char **argv)
         rc = mode_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "reconnect") == 0)
         rc = mode_reconnect(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "technique") == 0)
+        rc = mode_technique(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
         rc = mode_fuzz(argc, argv);
     if (rc == 2) {
