@@ -40,6 +40,14 @@ call $H publish job1 s3cret 2 198.18.1.1 6000
 expect_fault denied "publish with a port outside the node's range is denied" "outside"
 call $H publish 'bad job!' s3cret 2 198.18.1.1 5004
 expect_fault invalid "publish with a malformed job id is invalid"
+call $H publish "$(printf 'j%.0s' {1..200})" s3cret 2 198.18.1.1 5004
+expect_fault invalid "publish with a 200-character job id is invalid"
+call $H publish job1 s3cret -3 198.18.1.1 5004
+expect_fault invalid "publish with a negative rank is invalid"
+call $H registerNode nata1 198.18.1.1 5099 5000
+expect_fault invalid "registerNode with an inverted port range is invalid"
+call $H registerNode nata1 not-an-address 5000 5099
+expect_fault invalid "registerNode with a malformed address is invalid"
 
 # --- lookup: forwarded, then from the cache
 call $H lookup job1 s3cret 0 1
@@ -201,6 +209,9 @@ check_bad "helper certificate" "frontend" --ca "$ca" --cert "$certs/$H.pem" \
 check_bad "missing certificate file" "nosuch" --ca "$ca" --cert "$work/nosuch.pem" \
 	--broker "$broker_url" --kind open
 check_bad "unknown option" "nosuch" "${F[@]}" --broker "$broker_url" --kind open --nosuch 1
+printf 'ca = %s\ncert = %s\nbroker = %s\nkind = wide\n' "$ca" "$certs/frontend-nata.pem" \
+	"$broker_url" >"$work/bad.conf"
+check_bad "bad kind in a config file" "kind" --config "$work/bad.conf"
 rc=0
 out=$("$QCG_FRONTEND" --help 2>&1) || rc=$?
 [[ $rc -eq 0 && $out == *"--cache-size"* ]] && pass "--help" || fail "--help"
