@@ -47,6 +47,7 @@ struct qcg_connect_op {
     uint8_t answer[HS_ACCEPT_SIZE];
     size_t got;
     int timeout_ms;
+    char last_answer[LOCAL_MESSAGE_MAX];  /* the helper's last "not found" */
     char err[QCG_ERRMSG_MAX];
 };
 
@@ -202,7 +203,8 @@ static int on_helper_message(qcg_connect_op *op)
             if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
                 op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
             op->state = OP_BACKOFF;
-            snprintf(op->err, sizeof(op->err), "%s", op->rd.payload.error.message);
+            snprintf(op->last_answer, sizeof(op->last_answer), "%s",
+                     op->rd.payload.error.message);
             if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
                 return op->result;
             return STEP_MORE;
@@ -352,8 +354,8 @@ static int timed_out(qcg_connect_op *op)
     case OP_BACKOFF:
         if (op->lookups > 1 || op->state == OP_BACKOFF)
             return fail(op, QCG_ETIMEDOUT,
-                        "rank %d is not published (%u lookups in %d ms; last answer: %s)",
-                        op->rank, op->lookups, op->timeout_ms, op->err);
+                        "rank %d not published within %d ms (%u lookups; helper: %s)",
+                        op->rank, op->timeout_ms, op->lookups, op->last_answer);
         return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,
                     op->timeout_ms);
     case OP_TCP:
