@@ -19,7 +19,7 @@ struct cmdqueue {
     pthread_cond_t changed;
     struct command *ring;
     size_t capacity;
-    size_t head;       /* index of the oldest command */
+    size_t head; /* index of the oldest command */
     size_t count;
     uint64_t last_seq; /* last sequence number handed out; 0 = none yet */
     bool closed;

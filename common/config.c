@@ -162,8 +162,8 @@ static int set_value(const struct config_option *o, void *cfg, const char *value
     case CONFIG_INT: {
         long v;
         if (parse_long(value, &v) < 0 || v < o->min || v > o->max) {
-            set_err(err, errlen, "\"%s\" is not a number in %ld..%ld", shown(value, buf, sizeof(buf)),
-                    o->min, o->max);
+            set_err(err, errlen, "\"%s\" is not a number in %ld..%ld",
+                    shown(value, buf, sizeof(buf)), o->min, o->max);
             return -1;
         }
         *(int *)(void *)field = (int)v;
@@ -182,9 +182,10 @@ static int set_value(const struct config_option *o, void *cfg, const char *value
     case CONFIG_PORTS: {
         int v[2];
         if (parse_ports(value, v) < 0) {
-            set_err(err, errlen,
-                    "\"%s\" is not a port range LOW-HIGH with 1 <= LOW <= HIGH <= 65535 (or \"none\")",
-                    shown(value, buf, sizeof(buf)));
+            set_err(
+                err, errlen,
+                "\"%s\" is not a port range LOW-HIGH with 1 <= LOW <= HIGH <= 65535 (or \"none\")",
+                shown(value, buf, sizeof(buf)));
             return -1;
         }
         memcpy(field, v, sizeof(v));
@@ -195,8 +196,8 @@ static int set_value(const struct config_option *o, void *cfg, const char *value
     return -1;
 }
 
-int config_set(const struct config_option *options, void *cfg, const char *name,
-               const char *value, char *err, size_t errlen)
+int config_set(const struct config_option *options, void *cfg, const char *name, const char *value,
+               char *err, size_t errlen)
 {
     char buf[64];
     const struct config_option *o = name ? find_option(options, name, strlen(name)) : NULL;
@@ -386,7 +387,8 @@ static void print_help(const struct config_option *options, const char *prog, co
     printf("  --version\n      print the version and the protocol version and exit\n");
     for (const struct config_option *o = options; o->name; o++) {
         char buf[64];
-        printf("  --%s %s\n      %s", o->name, type_text(o, buf, sizeof(buf)), o->help ? o->help : "");
+        printf("  --%s %s\n      %s", o->name, type_text(o, buf, sizeof(buf)),
+               o->help ? o->help : "");
         if (o->def)
             printf(" (default: %s)", o->def[0] ? o->def : "\"\"");
         printf("\n");

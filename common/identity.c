@@ -112,8 +112,8 @@ int identity_from_ssl(SSL *ssl, struct identity *id)
     int has_ou, has_cn;
     if (subject == NULL) {
         log_warnx("peer certificate has no subject");
-    } else if ((has_ou = subject_field(subject, NID_organizationalUnitName, "OU", ou,
-                                       sizeof(ou))) < 0 ||
+    } else if ((has_ou = subject_field(subject, NID_organizationalUnitName, "OU", ou, sizeof(ou))) <
+                   0 ||
                (has_cn = subject_field(subject, NID_commonName, "CN", cn, sizeof(cn))) < 0) {
         /* logged */
     } else {

@@ -109,8 +109,8 @@ static void log_vemit(enum log_level level, const char *func, int with_errno, co
     snprintf(stamp + sl, sizeof(stamp) - sl, ".%03ldZ", ts.tv_nsec / 1000000L);
 
     char line[LOG_LINE_MAX + 256];
-    n = snprintf(line, sizeof(line), "%s %s[%ld] %s %s: %s\n", stamp, log_component,
-                 (long)getpid(), level_names[level], func, msg);
+    n = snprintf(line, sizeof(line), "%s %s[%ld] %s %s: %s\n", stamp, log_component, (long)getpid(),
+                 level_names[level], func, msg);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof(line)) {

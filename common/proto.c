@@ -16,8 +16,9 @@ static const char *const kind_names[] = {
 };
 
 static const char *const technique_names[] = {
-    [TECH_NONE] = "none",           [TECH_DIRECT] = "direct",       [TECH_REVERSED] = "reversed",
-    [TECH_TRAVERSING] = "traversing", [TECH_HOLEPUNCH] = "holepunch", [TECH_PROXY] = "proxy",
+    [TECH_NONE] = "none",           [TECH_DIRECT] = "direct",
+    [TECH_REVERSED] = "reversed",   [TECH_TRAVERSING] = "traversing",
+    [TECH_HOLEPUNCH] = "holepunch", [TECH_PROXY] = "proxy",
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -102,10 +102,9 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     soap->maxlevel = CLIENT_MAXLEVEL;
     soap->socket_flags = MSG_NOSIGNAL;
 
-    if (soap_ssl_client_context(soap,
-                                SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 |
-                                    SOAP_TLSv1_3,
-                                cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL)) {
+    if (soap_ssl_client_context(
+            soap, SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
+            cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL)) {
         error_text(soap, msg, sizeof(msg));
         snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
         soap_client_free(soap);
@@ -201,12 +200,12 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
 
 /* The pool: contexts are made on first need, at most size of them. */
 struct soap_pool {
-    struct soap_client_config cfg;   /* strings owned by the pool */
+    struct soap_client_config cfg; /* strings owned by the pool */
     pthread_mutex_t lock;
     pthread_cond_t freed;
     int size;
     int created;
-    struct soap **idle;              /* stack of created, unused contexts */
+    struct soap **idle; /* stack of created, unused contexts */
     int nidle;
 };
 

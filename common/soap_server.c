@@ -30,8 +30,8 @@
 const char *qcg_wsdl_text(void);
 
 #define SERVER_BACKLOG 128
-#define SERVER_IO_TIMEOUT 10        /* seconds a send or recv may stall */
-#define SERVER_TRANSFER_TIMEOUT 30  /* seconds for a whole message */
+#define SERVER_IO_TIMEOUT 10       /* seconds a send or recv may stall */
+#define SERVER_TRANSFER_TIMEOUT 30 /* seconds for a whole message */
 #define SERVER_RECV_MAXLENGTH (1024 * 1024)
 #define SERVER_MAXLENGTH (64 * 1024)
 #define SERVER_MAXOCCURS 1000
@@ -56,8 +56,8 @@ struct soap_server {
 
     pthread_mutex_t lock; /* protects what follows */
     pthread_cond_t changed;
-    int active;           /* connection threads alive */
-    struct conn *conns;   /* their list, to cut them off at stop */
+    int active;         /* connection threads alive */
+    struct conn *conns; /* their list, to cut them off at stop */
 };
 
 /* One accepted connection; soap->user of its context points here. */
@@ -65,7 +65,7 @@ struct conn {
     struct soap_server *server;
     struct soap *soap;
     struct identity identity;
-    int fd;               /* -1 once closed; guarded by server->lock */
+    int fd; /* -1 once closed; guarded by server->lock */
     char peer[64];
     struct conn *prev, *next;
 };
@@ -492,6 +492,7 @@ int soap_check_version(struct soap *soap, int version)
 {
     if (version == QCG_PROTOCOL_VERSION)
         return 0;
-    return soap_qcg_fault(soap, "version", "protocol version mismatch: server speaks %d, client speaks %d",
+    return soap_qcg_fault(soap, "version",
+                          "protocol version mismatch: server speaks %d, client speaks %d",
                           QCG_PROTOCOL_VERSION, version);
 }

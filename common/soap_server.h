@@ -34,8 +34,9 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
                                     size_t errlen);
 /* Accepts and serves until soap_server_stop; returns 0, or -1 on a fatal error. */
 int soap_server_run(struct soap_server *srv);
-/* Async-signal-safe: the accept loop notices within a second; open connections
-   are closed at their next request or timeout and run() waits for them. */
+/* Async-signal-safe: the accept loop notices within a second; then run() calls
+   the on_stop hook, shuts open connections down and waits (bounded, ~15 s) for
+   their threads. */
 void soap_server_stop(struct soap_server *srv);
 /* Optional: called by run() in its own thread once it stops accepting, before
    it waits for the connections; a daemon closes its long-poll queues here

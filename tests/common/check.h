@@ -8,33 +8,33 @@
 
 static int check_failures;
 
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-            check_failures++;                                                          \
-        }                                                                              \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
+            check_failures++;                                                                      \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_STR(got, want)                                                           \
-    do {                                                                               \
-        const char *g_ = (got), *w_ = (want);                                          \
-        if (g_ == NULL || strcmp(g_, w_) != 0) {                                       \
-            fprintf(stderr, "FAIL %s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__,   \
-                    __LINE__, #got, g_ ? g_ : "(null)", w_);                           \
-            check_failures++;                                                          \
-        }                                                                              \
+#define CHECK_STR(got, want)                                                                       \
+    do {                                                                                           \
+        const char *g_ = (got), *w_ = (want);                                                      \
+        if (g_ == NULL || strcmp(g_, w_) != 0) {                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, __LINE__,     \
+                    #got, g_ ? g_ : "(null)", w_);                                                 \
+            check_failures++;                                                                      \
+        }                                                                                          \
     } while (0)
 
 /* got contains the substring want. */
-#define CHECK_HAS(got, want)                                                           \
-    do {                                                                               \
-        const char *g_ = (got), *w_ = (want);                                          \
-        if (g_ == NULL || strstr(g_, w_) == NULL) {                                    \
-            fprintf(stderr, "FAIL %s:%d: %s is \"%s\", expected it to contain \"%s\"\n", \
-                    __FILE__, __LINE__, #got, g_ ? g_ : "(null)", w_);                 \
-            check_failures++;                                                          \
-        }                                                                              \
+#define CHECK_HAS(got, want)                                                                       \
+    do {                                                                                           \
+        const char *g_ = (got), *w_ = (want);                                                      \
+        if (g_ == NULL || strstr(g_, w_) == NULL) {                                                \
+            fprintf(stderr, "FAIL %s:%d: %s is \"%s\", expected it to contain \"%s\"\n", __FILE__, \
+                    __LINE__, #got, g_ ? g_ : "(null)", w_);                                       \
+            check_failures++;                                                                      \
+        }                                                                                          \
     } while (0)
 
 static inline int check_result(const char *name)

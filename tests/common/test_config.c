@@ -18,9 +18,11 @@ struct tcfg {
 };
 
 static const struct config_option options[] = {
-    {"listen", CONFIG_STRING, offsetof(struct tcfg, listen), 0, 0, "127.0.0.1", "address to listen on"},
+    {"listen", CONFIG_STRING, offsetof(struct tcfg, listen), 0, 0, "127.0.0.1",
+     "address to listen on"},
     {"port", CONFIG_INT, offsetof(struct tcfg, port), 1, 65535, "7700", "port to listen on"},
-    {"foreground", CONFIG_BOOL, offsetof(struct tcfg, foreground), 0, 0, "no", "stay in the foreground"},
+    {"foreground", CONFIG_BOOL, offsetof(struct tcfg, foreground), 0, 0, "no",
+     "stay in the foreground"},
     {"node-ports", CONFIG_PORTS, offsetof(struct tcfg, ports), 0, 0, NULL, "the node's port range"},
     {"url", CONFIG_STRING, offsetof(struct tcfg, url), 0, 0, NULL, "upstream URL"},
     {NULL, 0, 0, 0, 0, NULL, NULL},
@@ -61,7 +63,8 @@ static char *write_file(const char *name, const char *text, size_t len)
 }
 
 /* Captures what fn prints on stdout. */
-static enum config_result load_capturing(struct tcfg *cfg, const char *flag, char *out, size_t outlen)
+static enum config_result load_capturing(struct tcfg *cfg, const char *flag, char *out,
+                                         size_t outlen)
 {
     char path[256], err[256];
     snprintf(path, sizeof(path), "%s/stdout", tmpdir);
@@ -103,8 +106,17 @@ static void test_command_line(void)
     struct tcfg cfg;
     char err[256];
     int first = -1;
-    char *argv[] = {"qcg-helper", "pos1", "--port", "7800", "--listen=0.0.0.0", "--foreground",
-                    "pos2", "--node-ports=2000-2999", "--", "--port", NULL};
+    char *argv[] = {"qcg-helper",
+                    "pos1",
+                    "--port",
+                    "7800",
+                    "--listen=0.0.0.0",
+                    "--foreground",
+                    "pos2",
+                    "--node-ports=2000-2999",
+                    "--",
+                    "--port",
+                    NULL};
     memset(&cfg, 0, sizeof(cfg));
     CHECK(config_load(options, &cfg, 10, argv, "u", &first, err, sizeof(err)) == CONFIG_OK);
     CHECK(cfg.port == 7800);
@@ -119,7 +131,8 @@ static void test_command_line(void)
     }
     config_free(options, &cfg);
 
-    CHECK(load(&cfg, &first, err, sizeof(err), "--foreground=yes", "--no-foreground", NULL) == CONFIG_OK);
+    CHECK(load(&cfg, &first, err, sizeof(err), "--foreground=yes", "--no-foreground", NULL) ==
+          CONFIG_OK);
     CHECK(cfg.foreground == 0);
     config_free(options, &cfg);
     CHECK(load(&cfg, &first, err, sizeof(err), "--foreground=TRUE", NULL) == CONFIG_OK);
@@ -128,7 +141,8 @@ static void test_command_line(void)
     CHECK(load(&cfg, &first, err, sizeof(err), "--node-ports", "none", NULL) == CONFIG_OK);
     CHECK(cfg.ports[0] == 0 && cfg.ports[1] == 0);
     config_free(options, &cfg);
-    CHECK(load(&cfg, &first, err, sizeof(err), "--node-ports", "5-5", "--port=1", NULL) == CONFIG_OK);
+    CHECK(load(&cfg, &first, err, sizeof(err), "--node-ports", "5-5", "--port=1", NULL) ==
+          CONFIG_OK);
     CHECK(cfg.ports[0] == 5 && cfg.ports[1] == 5 && cfg.port == 1);
     config_free(options, &cfg);
 }
@@ -162,7 +176,8 @@ static void test_bad_flags(void)
 {
     expect_error("qcg-broker: --port: \"abc\" is not a number in 1..65535", "--port", "abc", NULL);
     expect_error("qcg-broker: --port: \"0\" is not a number in 1..65535", "--port=0", NULL);
-    expect_error("qcg-broker: --port: \"65536\" is not a number in 1..65535", "--port", "65536", NULL);
+    expect_error("qcg-broker: --port: \"65536\" is not a number in 1..65535", "--port", "65536",
+                 NULL);
     expect_error("qcg-broker: --port: \"99999999999999999999\" is not a number in 1..65535",
                  "--port", "99999999999999999999", NULL);
     expect_error("qcg-broker: --port: \" 80\" is not a number in 1..65535", "--port", " 80", NULL);
@@ -172,10 +187,11 @@ static void test_bad_flags(void)
     expect_error("qcg-broker: unknown option \"--no-port\" (see --help)", "--no-port", NULL);
     expect_error("qcg-broker: --port: missing value", "--port", NULL);
     expect_error("qcg-broker: --config: missing value", "--config", NULL);
-    expect_error("qcg-broker: --foreground: \"maybe\" is not a boolean (yes/no, true/false, on/off, 1/0)",
-                 "--foreground=maybe", NULL);
-    const char *bad_ranges[] = {"2000-1000", "0-5", "1-65536", "abc", "1000", "-5-10", "1000-",
-                                "10--20", "1 -2", "+1-2", "1-+2", "0x10-0x20"};
+    expect_error(
+        "qcg-broker: --foreground: \"maybe\" is not a boolean (yes/no, true/false, on/off, 1/0)",
+        "--foreground=maybe", NULL);
+    const char *bad_ranges[] = {"2000-1000", "0-5",    "1-65536", "abc",  "1000", "-5-10",
+                                "1000-",     "10--20", "1 -2",    "+1-2", "1-+2", "0x10-0x20"};
     for (size_t i = 0; i < sizeof(bad_ranges) / sizeof(bad_ranges[0]); i++) {
         char want[256];
         snprintf(want, sizeof(want),
@@ -225,14 +241,23 @@ static void test_file(void)
     struct {
         const char *name, *text, *want;
     } bad[] = {
-        {"unknown.conf", "port = 1\n# c\nprot = 2\n", "config file %s line 3: unknown option \"prot\""},
-        {"novalue.conf", "port\n", "config file %s line 1: port: missing value (expected \"port = value\")"},
-        {"badint.conf", "\n\nport = 12x\n", "config file %s line 3: port: \"12x\" is not a number in 1..65535"},
-        {"inline.conf", "port = 80 # http\n", "config file %s line 1: port: \"80 # http\" is not a number in 1..65535"},
-        {"badbool.conf", "foreground = 2\n", "config file %s line 1: foreground: \"2\" is not a boolean (yes/no, true/false, on/off, 1/0)"},
-        {"badports.conf", "node-ports = 9-8\n", "config file %s line 1: node-ports: \"9-8\" is not a port range LOW-HIGH with 1 <= LOW <= HIGH <= 65535 (or \"none\")"},
+        {"unknown.conf", "port = 1\n# c\nprot = 2\n",
+         "config file %s line 3: unknown option \"prot\""},
+        {"novalue.conf", "port\n",
+         "config file %s line 1: port: missing value (expected \"port = value\")"},
+        {"badint.conf", "\n\nport = 12x\n",
+         "config file %s line 3: port: \"12x\" is not a number in 1..65535"},
+        {"inline.conf", "port = 80 # http\n",
+         "config file %s line 1: port: \"80 # http\" is not a number in 1..65535"},
+        {"badbool.conf", "foreground = 2\n",
+         "config file %s line 1: foreground: \"2\" is not a boolean (yes/no, true/false, on/off, "
+         "1/0)"},
+        {"badports.conf", "node-ports = 9-8\n",
+         "config file %s line 1: node-ports: \"9-8\" is not a port range LOW-HIGH with 1 <= LOW <= "
+         "HIGH <= 65535 (or \"none\")"},
         {"noname.conf", " = 5\n", "config file %s line 1: expected \"name = value\""},
-        {"nested.conf", "config = /etc/passwd\n", "config file %s line 1: unknown option \"config\""},
+        {"nested.conf", "config = /etc/passwd\n",
+         "config file %s line 1: unknown option \"config\""},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *fp = write_file(bad[i].name, bad[i].text, strlen(bad[i].text));

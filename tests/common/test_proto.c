@@ -30,7 +30,7 @@ static void test_names(void)
     }
     CHECK(technique_parse("none") == -1);
     CHECK(technique_parse("direct ") == -1);
-    CHECK_STR(technique_name((enum technique)-1), "unknown");
+    CHECK_STR(technique_name((enum technique) - 1), "unknown");
 }
 
 static void test_validators(void)

@@ -226,8 +226,8 @@ static void call_stats(struct soap *soap, int version, struct stats *st)
     memset(&r, 0, sizeof(r));
     memset(st, 0, sizeof(*st));
     int rc = soap_call_qcg__stats(soap, soap_client_url(soap), NULL, version, &r);
-    st->status = soap_call_status(soap, rc, st->subcode, sizeof(st->subcode), st->msg,
-                                  sizeof(st->msg));
+    st->status =
+        soap_call_status(soap, rc, st->subcode, sizeof(st->subcode), st->msg, sizeof(st->msg));
     if (st->status == CALL_OK) {
         snprintf(st->role, sizeof(st->role), "%s", r.role ? r.role : "");
         snprintf(st->name, sizeof(st->name), "%s", r.name ? r.name : "");
@@ -357,15 +357,17 @@ static void raw_post(int port, const char *headers, const char *body_head, size_
     memcpy(body + strlen(body_head) + pad, body_tail, strlen(body_tail) + 1);
     char head[1024];
     if (chunked)
-        snprintf(head, sizeof(head),
-                 "POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/xml; charset=utf-8\r\n"
-                 "Transfer-Encoding: chunked\r\nConnection: close\r\n%s\r\n",
-                 port, headers);
+        snprintf(
+            head, sizeof(head),
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/xml; charset=utf-8\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n%s\r\n",
+            port, headers);
     else
-        snprintf(head, sizeof(head),
-                 "POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/xml; charset=utf-8\r\n"
-                 "Content-Length: %zu\r\nConnection: close\r\n%s\r\n",
-                 port, blen, headers);
+        snprintf(
+            head, sizeof(head),
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/xml; charset=utf-8\r\n"
+            "Content-Length: %zu\r\nConnection: close\r\n%s\r\n",
+            port, blen, headers);
     int ok = raw_write(&r, head, strlen(head)) == 0;
     if (!chunked) {
         ok = ok && raw_write(&r, body, blen) == 0;
@@ -385,8 +387,8 @@ static void raw_post(int port, const char *headers, const char *body_head, size_
     raw_close(&r);
 }
 
-static void raw_post_bytes(int port, const char *headers, const char *body, size_t blen,
-                           char *resp, size_t resplen)
+static void raw_post_bytes(int port, const char *headers, const char *body, size_t blen, char *resp,
+                           size_t resplen)
 {
     struct raw r;
     resp[0] = '\0';
@@ -483,10 +485,9 @@ static void test_refusals(struct server *s)
     /* No client certificate at all. */
     struct soap *soap = soap_new1(SOAP_IO_KEEPALIVE | SOAP_XML_STRICT | SOAP_C_UTFSTRING);
     soap->connect_timeout = soap->recv_timeout = soap->send_timeout = 5;
-    CHECK(soap_ssl_client_context(soap,
-                                  SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 |
-                                      SOAP_TLSv1_3,
-                                  NULL, NULL, ca, NULL, NULL) == SOAP_OK);
+    CHECK(soap_ssl_client_context(
+              soap, SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
+              NULL, NULL, ca, NULL, NULL) == SOAP_OK);
     struct qcg__statsResponse r;
     int rc = soap_call_qcg__stats(soap, s->url, NULL, QCG_PROTOCOL_VERSION, &r);
     char sub[32], msg[256];
@@ -534,8 +535,8 @@ static void test_faults(struct server *s)
     CHECK_HAS(st.msg, "protocol version mismatch: server speaks 1, client speaks 99");
 
     struct qcg__lookupResponse lr;
-    int rc = soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1,
-                                   &lr);
+    int rc =
+        soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1, &lr);
     CHECK(soap_call_status(soap, rc, st.subcode, sizeof(st.subcode), st.msg, sizeof(st.msg)) ==
           CALL_FAULT);
     CHECK_STR(st.subcode, "invalid");
@@ -589,11 +590,13 @@ static void test_bad_requests(struct server *s)
              sizeof(resp));
     CHECK(!is_http_200(resp));
     CHECK(strstr(resp, "not served by the test server") == NULL);
-    raw_call(s->port, "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
+    raw_call(s->port,
+             "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
              -10, 0, "<portLow>0</portLow><portHigh>0</portHigh></cluster></qcg:registerCluster>",
              resp, sizeof(resp));
     CHECK_HAS(resp, "not served by the test server");
-    raw_call(s->port, "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
+    raw_call(s->port,
+             "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
              -2000, 0, "<portLow>0</portLow><portHigh>0</portHigh></cluster></qcg:registerCluster>",
              resp, sizeof(resp));
     CHECK(!is_http_200(resp));

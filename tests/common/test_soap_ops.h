@@ -5,7 +5,7 @@
 #include "cmdqueue.h"
 
 struct test_state {
-    struct cmdqueue *queue;   /* behind qcg__poll */
+    struct cmdqueue *queue; /* behind qcg__poll */
 };
 
 #endif
