@@ -11,6 +11,7 @@
 #include "soapH.h"
 
 #include "daemon.h"
+#include "identity.h"
 #include "log.h"
 #include "proto.h"
 #include "qcgconn.h"
@@ -26,8 +27,6 @@ struct upstream {
     struct soap_client_config scc;
     struct soap_pool *pool;          /* for the workers' requests */
     struct soap *soap;               /* the registration thread's own */
-    SOAP_SOCKET (*next_open)(struct soap *, const char *, const char *, int);
-    int (*next_closesocket)(struct soap *, SOAP_SOCKET);
     pthread_t thread;
     int started;
     volatile sig_atomic_t stop;
@@ -48,58 +47,129 @@ typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_
                        enum call_status *st, char *msg, size_t msglen);
 
 /*
- * A long-poll blocks in recv for up to UPSTREAM_POLL_WAIT seconds.  To stop
- * promptly, the thread's socket is tracked through gSOAP's open/close hooks
- * and shut down from upstream_stop; the lock makes sure the descriptor is
- * never one gSOAP already closed (and the kernel may have reused).
+ * Every upstream connection goes through gSOAP's open/close hooks, installed
+ * as a plugin on each context:
+ *  - the frontend's certificate must name our own cluster: the job secrets we
+ *    relay go to nobody else, even another service of the same grid CA;
+ *  - a long-poll blocks in recv for up to UPSTREAM_POLL_WAIT seconds, so the
+ *    thread's socket is tracked and shut down from upstream_stop; the lock
+ *    makes sure the descriptor is never one gSOAP already closed (and the
+ *    kernel may have reused).
  */
 static const char plugin_id[] = "qcg-helper-upstream";
 
+struct hooks {
+    struct upstream *u;
+    SOAP_SOCKET (*next_open)(struct soap *, const char *, const char *, int);
+    int (*next_closesocket)(struct soap *, SOAP_SOCKET);
+};
+
 static int plugin_copy(struct soap *soap, struct soap_plugin *dst, struct soap_plugin *src)
 {
+    struct hooks *h = malloc(sizeof(*h));
+
     (void)soap;
+    if (h == NULL)
+        return SOAP_EOM;
+    *h = *(struct hooks *)src->data;
     *dst = *src;
+    dst->data = h;
     return SOAP_OK;
 }
 
 static void plugin_delete(struct soap *soap, struct soap_plugin *p)
 {
     (void)soap;
-    (void)p;
+    free(p->data);
 }
+
+static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char *host, int port);
+static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd);
 
 static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
 {
-    (void)soap;
+    struct hooks *h = malloc(sizeof(*h));
+
+    if (h == NULL)
+        return SOAP_EOM;
+    h->u = arg;
+    h->next_open = soap->fopen;
+    h->next_closesocket = soap->fclosesocket;
+    soap->fopen = hook_open;
+    soap->fclosesocket = hook_closesocket;
     p->id = plugin_id;
-    p->data = arg;
+    p->data = h;
     p->fcopy = plugin_copy;
     p->fdelete = plugin_delete;
     return SOAP_OK;
 }
 
-static SOAP_SOCKET track_open(struct soap *soap, const char *endpoint, const char *host, int port)
+/* Installs the hooks on a context once; -1 when out of memory. */
+static int hook(struct upstream *u, struct soap *soap)
 {
-    struct upstream *u = soap_lookup_plugin(soap, plugin_id);
-    SOAP_SOCKET fd = u->next_open(soap, endpoint, host, port);
+    if (soap_lookup_plugin(soap, plugin_id) != NULL)
+        return 0;
+    return soap_register_plugin_arg(soap, plugin_init, u) == SOAP_OK ? 0 : -1;
+}
 
-    pthread_mutex_lock(&u->lock);
-    u->fd = fd;
-    if (u->stop && soap_valid_socket(fd))
-        shutdown(fd, SHUT_RDWR);
-    pthread_mutex_unlock(&u->lock);
+/* 0 when the TLS peer is the frontend of our cluster; -1 with the reason. */
+static int check_frontend(struct upstream *u, struct soap *soap, char *why, size_t whylen)
+{
+    struct identity id;
+
+    if (soap->ssl == NULL || identity_from_ssl(soap->ssl, &id) < 0) {
+        snprintf(why, whylen, "the peer presented no qcg-connect certificate");
+        return -1;
+    }
+    if (id.role != QCG_ROLE_FRONTEND || strcmp(id.cluster, u->cfg->cluster) != 0) {
+        snprintf(why, whylen, "the peer is %s %s, not the frontend of cluster %s",
+                 role_name(id.role), id.name, u->cfg->cluster);
+        return -1;
+    }
+    return 0;
+}
+
+static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char *host, int port)
+{
+    struct hooks *h = soap_lookup_plugin(soap, plugin_id);
+    struct upstream *u = h->u;
+    SOAP_SOCKET fd = h->next_open(soap, endpoint, host, port);
+    char why[256];
+
+    if (!soap_valid_socket(fd))
+        return fd;
+    if (check_frontend(u, soap, why, sizeof(why)) < 0) {
+        /* Nothing was sent yet: close (TLS and socket) and fail the call. */
+        soap->socket = fd;
+        soap->fclose(soap);
+        soap->socket = SOAP_INVALID_SOCKET;
+        soap->keep_alive = 0;
+        /* gSOAP keeps the pointer: the text must live in its memory. */
+        soap_set_receiver_error(soap, soap_strdup(soap, why), NULL, SOAP_SSL_ERROR);
+        return SOAP_INVALID_SOCKET;
+    }
+    if (soap == u->soap) {
+        pthread_mutex_lock(&u->lock);
+        u->fd = fd;
+        if (u->stop)
+            shutdown(fd, SHUT_RDWR);
+        pthread_mutex_unlock(&u->lock);
+    }
     return fd;
 }
 
-static int track_closesocket(struct soap *soap, SOAP_SOCKET fd)
+static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd)
 {
-    struct upstream *u = soap_lookup_plugin(soap, plugin_id);
+    struct hooks *h = soap_lookup_plugin(soap, plugin_id);
+    struct upstream *u = h->u;
 
-    pthread_mutex_lock(&u->lock);
-    if (u->fd == fd)
-        u->fd = SOAP_INVALID_SOCKET;
-    pthread_mutex_unlock(&u->lock);
-    return u->next_closesocket(soap, fd);
+    if (soap == u->soap) {
+        pthread_mutex_lock(&u->lock);
+        if (u->fd == fd)
+            u->fd = SOAP_INVALID_SOCKET;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return h->next_closesocket(soap, fd);
 }
 
 struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
@@ -128,14 +198,10 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->soap = soap_client_new(&u->scc, err, errlen);
     if (u->soap == NULL)
         goto fail;
-    if (soap_register_plugin_arg(u->soap, plugin_init, u) != SOAP_OK) {
-        snprintf(err, errlen, "cannot register the gSOAP plugin");
+    if (hook(u, u->soap) < 0) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    u->next_open = u->soap->fopen;
-    u->next_closesocket = u->soap->fclosesocket;
-    u->soap->fopen = track_open;
-    u->soap->fclosesocket = track_closesocket;
     return u;
 fail:
     upstream_free(u);
@@ -262,6 +328,12 @@ static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, 
         struct soap *soap = soap_pool_get(u->pool);
         int reused = soap_valid_socket(soap->socket);
         enum call_status st;
+
+        if (hook(u, soap) < 0) {
+            soap_pool_put(u->pool, soap, 0);
+            snprintf(msg, msglen, "out of memory");
+            return QCG_ENOMEM;
+        }
         int rc = fn(u, soap, a, &st, msg, msglen);
 
         soap_client_reset(soap);

@@ -287,6 +287,18 @@ proto)
 		bash -c "'$helper' --status --json --socket '$sock2' | grep -q '\"upstream_connected\":true'"
 	run_client "plans across clusters: direct, and the technique a pair would need" \
 		technique "$sock" "$low" "$sock2" 17940
+
+	# c2's helper pointed at c1's frontend: it must not talk to it at all.
+	"$helper" --socket "$work/wrong.sock" --frontend "https://127.0.0.1:$port_f/" \
+		--ca "$ca/ca.crt" --cert "$ca/helper-c2-n9.pem" --address 127.0.0.1 \
+		--ports 17930-17939 >>"$work/helper-wrong.log" 2>&1 &
+	pids+=($!)
+	check "a helper refuses the frontend of another cluster before sending anything" \
+		wait_for "the refusal" 100 grep -q 'the peer is frontend c1, not the frontend of cluster c2' \
+		"$work/helper-wrong.log"
+	check "... and stays unregistered" bash -c "'$helper' --status --json \
+		--socket '$work/wrong.sock' | grep -q '\"upstream_connected\":false'"
+	check "... so the frontend never saw it" bash -c "! grep -q 'n9' '$work/frontend.log'"
 	check "qcg-helper --status --json parses and says connected" \
 		bash -c "'$helper' --status --json --socket '$sock' | python3 -c '
 import json, sys
