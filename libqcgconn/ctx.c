@@ -251,9 +251,13 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
         ctx_helper_lost(ctx);
         return rc == QCG_ETIMEDOUT ? rc : QCG_ENOHELPER;
     }
-    /* Bounded by the deadline; every pass either reads or waits. */
+    /* Bounded by the deadline, even against a helper that floods us. */
     for (;;) {
         rc = lmsg_read(ctx->helper_fd, &ctx->ctl);
+        if (rc == 1 && now_us() > deadline && ctx->ctl.hdr.request_id != id) {
+            lmsg_reader_reset(&ctx->ctl);
+            rc = 0;
+        }
         if (rc == 0) {
             int w = wait_fd(ctx->helper_fd, POLLIN, deadline);
 
