@@ -108,6 +108,10 @@ misconf "unreadable ca" "$work/nope.crt" --ca "$work/nope.crt" --cert "$ca/broke
 misconf "bad port" "port" --port 70000 --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
 misconf "bad log level" "log-level" --log-level loud --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
 misconf "certificate file is no PEM" "cert" --ca "$ca/ca.crt" --cert "$ca/ca.key" --port 17709
+printf 'port = 17708\nmax-contacts = many\n' >"$work/bad.conf"
+misconf "bad value in a config file" "max-contacts" --config "$work/bad.conf" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem"
+misconf "unreadable config file" "$work/none.conf" --config "$work/none.conf"
 "$broker_bin" --help | grep -q -- "--max-contacts" && pass "--help lists the options" ||
   fail "--help"
 
@@ -174,6 +178,8 @@ expect_fault "unregistered node" notfound "$fe" publish job1 s3cret 3 nata nata7
 # --- TLS: a foreign CA's certificate and no certificate are refused
 call "$work/foreign/frontend-nata.pem" stats
 [ $rc -eq 4 ] && pass "foreign-CA certificate refused at TLS ($out)" || fail "foreign CA: rc=$rc $out"
+wait_count "$log" "TLS handshake failed" 1 "$broker_pid" && pass "the broker logs the refused handshake" ||
+  fail "no log line for the refused handshake"
 envelope() { # body-xml
   printf '<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body>%s</SOAP-ENV:Body></SOAP-ENV:Envelope>' "$1"
 }
@@ -189,6 +195,8 @@ else
   grep -q statsResponse "$work/nocert.out" && fail "no certificate: got stats" ||
     pass "no client certificate: refused at TLS"
 fi
+wait_count "$log" "TLS handshake failed" 2 "$broker_pid" ||
+  fail "no log line for the handshake without a certificate"
 curl_fe --data-binary "$stats_xml" "$url" | grep -q "<role>broker</role>" &&
   pass "curl with a hand-written envelope" || fail "curl stats"
 
@@ -273,7 +281,8 @@ expect_ok "lookup of the withdrawn rank" "$fe" lookup job1 s3cret 0 1
 
 # --- max-contacts: a broker that holds 2 refuses the third
 small_log=$work/small.log
-start_broker "$small_log" small_pid 17701 --max-contacts 2
+printf '# a config file\nmax-contacts = 2\nlog-level = info\n' >"$work/small.conf"
+start_broker "$small_log" small_pid 17701 --config "$work/small.conf"
 URL=https://127.0.0.1:17701/
 expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0
 expect_ok "small broker: node" "$fe" register-node nata1 198.18.3.11 20000 20999 0
