@@ -14,14 +14,14 @@ struct broker_stats {
     atomic_ullong publishes;
     atomic_ullong withdraws;
     atomic_ullong polls;
-    atomic_ullong faults;       /* every refused call */
-    atomic_ullong connections;  /* connections that made at least one call */
+    atomic_ullong faults;      /* every refused call */
+    atomic_ullong connections; /* connections that made at least one call */
 };
 
 struct broker {
     struct registry *reg;
     struct broker_stats stats;
-    char name[2 * QCG_NAME_MAX];  /* our certificate's CN, reported by stats */
+    char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
 };
 
 /* A broker with a fresh epoch (start time and random bits).  NULL on ENOMEM. */

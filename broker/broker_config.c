@@ -52,11 +52,10 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
 {
     int first = 0;
     memset(cfg, 0, sizeof(*cfg));
-    enum config_result res =
-        config_load(broker_options, cfg, argc, argv,
-                    "qcg-broker [--config FILE] [options]\n"
-                    "       qcg-broker --stats [--json] [--url URL] [options]",
-                    &first, err, errlen);
+    enum config_result res = config_load(broker_options, cfg, argc, argv,
+                                         "qcg-broker [--config FILE] [options]\n"
+                                         "       qcg-broker --stats [--json] [--url URL] [options]",
+                                         &first, err, errlen);
     if (res != CONFIG_OK)
         return res;
     if (first < argc) {

@@ -9,7 +9,7 @@
 #define BROKER_DEFAULT_PORT 7700
 
 struct broker_config {
-    char *listen;         /* NULL = any address */
+    char *listen; /* NULL = any address */
     int port;
     char *ca;
     char *cert;
@@ -17,7 +17,7 @@ struct broker_config {
     char *log_level;
     int syslog;
     int max_contacts;
-    int stats;            /* --stats: ask a running broker for its counters */
+    int stats; /* --stats: ask a running broker for its counters */
     int json;
     char *url;
 };

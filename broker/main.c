@@ -66,9 +66,11 @@ int main(int argc, char **argv)
     if (b == NULL)
         fatalx("out of memory");
     struct soap_server_config sc = {
-        .listen_addr = cfg.listen, .port = cfg.port,
+        .listen_addr = cfg.listen,
+        .port = cfg.port,
         .tls = {.ca = cfg.ca, .certkey = cfg.cert},
-        .max_connections = cfg.max_connections, .user = b,
+        .max_connections = cfg.max_connections,
+        .user = b,
     };
     struct soap_server *srv = soap_server_new(&sc, err, sizeof(err));
     if (srv == NULL) {

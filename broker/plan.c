@@ -80,6 +80,5 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, struct 
     snprintf(d->reason, sizeof(d->reason),
              "cluster %s is %s and cluster %s is not reachable (%s): needs %s, which is not "
              "available in this version",
-             from->cluster, fdesc, to->cluster, tdesc,
-             technique_name(d->technique));
+             from->cluster, fdesc, to->cluster, tdesc, technique_name(d->technique));
 }

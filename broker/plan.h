@@ -13,16 +13,16 @@
 struct plan_end {
     const char *cluster;
     enum cluster_kind kind;
-    int open_low, open_high;  /* the cluster's open inbound port range, 0-0 = none */
-    bool can_intercept;       /* the contact's node helper can intercept/inject */
-    int port;                 /* the contact's listening port */
+    int open_low, open_high; /* the cluster's open inbound port range, 0-0 = none */
+    bool can_intercept;      /* the contact's node helper can intercept/inject */
+    int port;                /* the contact's listening port */
 };
 
 struct plan_decision {
     bool ok;                  /* false: status "unavailable" in this version */
     enum technique technique; /* the technique used, or the one that would be needed */
     bool cacheable;
-    char reason[400];         /* a sentence naming the clusters and their kinds */
+    char reason[400]; /* a sentence naming the clusters and their kinds */
 };
 
 /* Decides how `from` (the initiator) reaches `to`; always fills *d. */

@@ -17,13 +17,13 @@
 
 struct cluster {
     struct reg_cluster decl;
-    struct htable *nodes;    /* name -> struct reg_node */
+    struct htable *nodes; /* name -> struct reg_node */
     struct cmdqueue *queue;
 };
 
 struct job {
     char id[QCG_JOB_MAX];
-    unsigned char hash[HASH_LEN];  /* SHA-256(job ":" secret) */
+    unsigned char hash[HASH_LEN]; /* SHA-256(job ":" secret) */
     size_t contacts;
 };
 
@@ -48,9 +48,9 @@ struct registry {
     size_t max_contacts;
     size_t nodes;
     bool closed;
-    struct htable *clusters;  /* name -> struct cluster */
-    struct htable *jobs;      /* id -> struct job */
-    struct htable *contacts;  /* (job, rank) -> struct contact */
+    struct htable *clusters; /* name -> struct cluster */
+    struct htable *jobs;     /* id -> struct job */
+    struct htable *contacts; /* (job, rank) -> struct contact */
 };
 
 /* The entries start with their name, so one comparison serves three tables. */

@@ -17,9 +17,9 @@
 #include "plan.h"
 #include "proto.h"
 
-#define REG_MAX_PUBLIC 8              /* public addresses per cluster */
+#define REG_MAX_PUBLIC 8 /* public addresses per cluster */
 #define REG_MAX_NODES_PER_CLUSTER 65536
-#define REG_QUEUE_CAPACITY 1024       /* unacknowledged commands per cluster */
+#define REG_QUEUE_CAPACITY 1024 /* unacknowledged commands per cluster */
 
 enum reg_status { REG_OK, REG_DENIED, REG_INVALID, REG_BUSY, REG_NOTFOUND, REG_FULL };
 
@@ -28,7 +28,7 @@ struct reg_cluster {
     enum cluster_kind kind;
     int npublic;
     char public_addr[REG_MAX_PUBLIC][QCG_ADDR_MAX];
-    int port_low, port_high;          /* open inbound range, 0-0 = none */
+    int port_low, port_high; /* open inbound range, 0-0 = none */
 };
 
 struct reg_node {
@@ -48,7 +48,7 @@ struct reg_contact {
 };
 
 struct reg_lookup {
-    bool found;                       /* false: toRank not published (plan status notfound) */
+    bool found; /* false: toRank not published (plan status notfound) */
     struct reg_contact target;
     struct plan_decision decision;
 };

@@ -24,27 +24,21 @@ static struct broker *state(struct soap *soap)
     return soap_server_state(soap);
 }
 
-static int vrefuse(struct soap *soap, const char *op, const char *subcode, const char *fmt,
-                   va_list ap)
-{
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    const struct identity *id = soap_caller(soap);
-    log_warnx("%s from %s %s refused (qcg:%s): %s", op, id ? role_name(id->role) : "unknown",
-              id ? id->name : "caller", subcode, msg);
-    atomic_fetch_add(&state(soap)->stats.faults, 1);
-    return soap_qcg_fault(soap, subcode, "%s", msg);
-}
-
+/* Every refusal: a warn line naming the caller, the counter, the fault. */
 static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
 {
+    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    int rc = vrefuse(soap, op, subcode, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return rc;
+    const struct identity *id = soap_caller(soap);
+    log_warnx("%s from %s %s refused (qcg:%s): %s", op, role_name(id->role), id->name, subcode,
+              msg);
+    atomic_fetch_add(&state(soap)->stats.faults, 1);
+    return soap_qcg_fault(soap, subcode, "%s", msg);
 }
 
 /* Counts a connection the first time one of its calls reaches us.  gSOAP copies
@@ -61,23 +55,22 @@ static void count_connection(struct soap *soap)
 
 /* The checks every operation starts with.  Returns SOAP_OK and the caller, or
    the fault already set. */
-static int begin(struct soap *soap, const char *op, int version, bool frontend_only,
-                 const struct identity **idp)
+static int check_call(struct soap *soap, const char *op, int version, bool frontend_only,
+                      const struct identity **idp)
 {
     count_connection(soap);
     const struct identity *id = soap_caller(soap);
     if (soap_check_version(soap, version) != 0) {
         log_warnx("%s from %s %s refused (qcg:version): version %d, ours is %d", op,
-                  id ? role_name(id->role) : "unknown", id ? id->name : "caller", version,
-                  QCG_PROTOCOL_VERSION);
+                  role_name(id->role), id->name, version, QCG_PROTOCOL_VERSION);
         atomic_fetch_add(&state(soap)->stats.faults, 1);
         return SOAP_FAULT;
     }
-    if (id == NULL || id->role == QCG_ROLE_NONE)
+    if (id->role == QCG_ROLE_NONE)
         return refuse(soap, op, "denied", "the caller's certificate names no grid identity");
     if (frontend_only && id->role != QCG_ROLE_FRONTEND)
-        return refuse(soap, op, "denied", "only a frontend may call %s at the broker, not a %s",
-                      op, role_name(id->role));
+        return refuse(soap, op, "denied", "only a frontend may call %s at the broker, not a %s", op,
+                      role_name(id->role));
     *idp = id;
     return SOAP_OK;
 }
@@ -93,7 +86,7 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
     const struct identity *id;
     char why[256];
     struct reg_cluster c;
-    if (begin(soap, "registerCluster", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "registerCluster", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_cluster(cluster, &c, why, sizeof(why)) != 0)
         return refuse(soap, "registerCluster", "invalid", "%s", why);
@@ -118,15 +111,16 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
     const struct identity *id;
     char why[256];
     struct reg_node n;
-    if (begin(soap, "registerNode", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "registerNode", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_node(node, &n, why, sizeof(why)) != 0)
         return refuse(soap, "registerNode", "invalid", "%s", why);
-    enum reg_status st = registry_register_node(state(soap)->reg, id->cluster, &n, why, sizeof(why));
+    enum reg_status st =
+        registry_register_node(state(soap)->reg, id->cluster, &n, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "registerNode", st, why);
-    log_info("node %s/%s registered: %s, ports %d-%d%s", id->cluster, n.name, n.address,
-             n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "");
+    log_info("node %s/%s registered: %s, ports %d-%d%s", id->cluster, n.name, n.address, n.port_low,
+             n.port_high, n.can_intercept ? ", can intercept" : "");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;
@@ -138,15 +132,15 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     const struct identity *id;
     char why[256];
     struct reg_contact c;
-    if (begin(soap, "publish", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "publish", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_contact(contact, &c, why, sizeof(why)) != 0)
         return refuse(soap, "publish", "invalid", "%s", why);
     /* The contact's cluster is the caller's; naming another one is refused. */
     if (c.cluster[0] != '\0' && strcmp(c.cluster, id->cluster) != 0)
         return refuse(soap, "publish", "denied",
-                      "frontend %s may publish for cluster %s only, not %s", id->name,
-                      id->cluster, c.cluster);
+                      "frontend %s may publish for cluster %s only, not %s", id->name, id->cluster,
+                      c.cluster);
     snprintf(c.cluster, sizeof(c.cluster), "%s", id->cluster);
     atomic_fetch_add(&state(soap)->stats.publishes, 1);
     enum reg_status st = registry_publish(state(soap)->reg, &c, contact->secret, why, sizeof(why));
@@ -163,7 +157,7 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 {
     const struct identity *id;
     char why[256];
-    if (begin(soap, "withdraw", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "withdraw", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_job(job, secret, why, sizeof(why)) != 0 ||
         validate_rank(rank, "rank", why, sizeof(why)) != 0)
@@ -186,7 +180,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     const struct identity *id;
     char why[256];
     struct reg_lookup res;
-    if (begin(soap, "lookup", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_job(job, secret, why, sizeof(why)) != 0 ||
         validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
@@ -236,7 +230,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
               struct qcg__pollResponse *response)
 {
     const struct identity *id;
-    if (begin(soap, "poll", version, true, &id) != SOAP_OK)
+    if (check_call(soap, "poll", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     struct registry *reg = state(soap)->reg;
     atomic_fetch_add(&state(soap)->stats.polls, 1);
@@ -272,7 +266,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
 int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *response)
 {
     const struct identity *id;
-    if (begin(soap, "stats", version, false, &id) != SOAP_OK)
+    if (check_call(soap, "stats", version, false, &id) != SOAP_OK)
         return SOAP_FAULT;
     struct stat_counter counters[STATS_MAX];
     int n = stats_collect(state(soap), counters, STATS_MAX);

@@ -17,8 +17,10 @@ int stats_client_run(const struct broker_config *cfg)
     else
         snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg->port);
     struct soap_client_config cc = {
-        .url = url, .tls = {.ca = cfg->ca, .certkey = cfg->cert},
-        .connect_timeout = 5, .io_timeout = 10,
+        .url = url,
+        .tls = {.ca = cfg->ca, .certkey = cfg->cert},
+        .connect_timeout = 5,
+        .io_timeout = 10,
     };
     /* OpenSSL writes with write(2): a server that refused us must not kill us. */
     signal(SIGPIPE, SIG_IGN);

@@ -42,7 +42,7 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
     const char *op = argv[0];
     int rc;
     if (strcmp(op, "register-cluster") == 0 && argc >= 5) {
-        struct qcg__cluster c = {argv[1], argv[2], argc - 5, argc > 5 ? argv + 5 : NULL,
+        struct qcg__cluster c = {argv[1],       argv[2],      argc - 5, argc > 5 ? argv + 5 : NULL,
                                  atoi(argv[3]), atoi(argv[4])};
         struct qcg__registerResponse r;
         rc = soap_call_qcg__registerCluster(soap, url, NULL, version, &c, &r);
@@ -55,9 +55,9 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         if (rc == SOAP_OK)
             printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
     } else if (strcmp(op, "publish") == 0 && argc == 8) {
-        struct qcg__contact c = {argv[1], argv[2], atoi(argv[3]),
-                                 strcmp(argv[4], "-") == 0 ? NULL : argv[4], argv[5], argv[6],
-                                 atoi(argv[7])};
+        struct qcg__contact c = {
+            argv[1], argv[2], atoi(argv[3]), strcmp(argv[4], "-") == 0 ? NULL : argv[4],
+            argv[5], argv[6], atoi(argv[7])};
         struct qcg__ackResponse r;
         rc = soap_call_qcg__publish(soap, url, NULL, version, &c, &r);
         if (rc == SOAP_OK)
@@ -75,9 +75,8 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         if (rc == SOAP_OK)
             printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
                    "cacheable=%d reason=%s\n",
-                   str(r.plan.status), str(r.plan.technique), str(r.plan.cluster),
-                   str(r.plan.node), str(r.plan.address), r.plan.port, r.plan.cacheable,
-                   str(r.plan.reason));
+                   str(r.plan.status), str(r.plan.technique), str(r.plan.cluster), str(r.plan.node),
+                   str(r.plan.address), r.plan.port, r.plan.cacheable, str(r.plan.reason));
     } else if (strcmp(op, "poll") == 0 && argc == 4) {
         struct qcg__pollResponse r;
         int wait = atoi(argv[3]);
@@ -97,8 +96,7 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         if (rc == SOAP_OK) {
             printf("ok role=%s name=%s", str(r.role), str(r.name));
             for (int i = 0; i < r.__sizeCounter; i++)
-                printf(" %s=%llu", str(r.counter[i].name),
-                       (unsigned long long)r.counter[i].value);
+                printf(" %s=%llu", str(r.counter[i].name), (unsigned long long)r.counter[i].value);
             printf("\n");
         }
     } else {

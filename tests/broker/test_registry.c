@@ -276,9 +276,10 @@ static void test_many(void)
     for (int rank = 0; rank < MANY; rank++) {
         bool one = rank % 2 == 0;
         int port = (one ? 20000 : 21000) + rank % 1000;
-        enum reg_status st = publish(
-            r, contact("big", rank, "nata", one ? "nata1" : "nata2",
-                       one ? "198.18.3.11" : "198.18.3.12", port), "big-secret");
+        enum reg_status st = publish(r,
+                                     contact("big", rank, "nata", one ? "nata1" : "nata2",
+                                             one ? "198.18.3.11" : "198.18.3.12", port),
+                                     "big-secret");
         if (st != REG_OK) {
             CHECK(st == REG_OK, "publish %d: %s", rank, why);
             break;
@@ -324,8 +325,8 @@ static void test_many(void)
 
 static void test_validate(void)
 {
-    char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4",
-                      "203.0.113.5", "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
+    char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4", "203.0.113.5",
+                      "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
     struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0};
     CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
@@ -358,8 +359,7 @@ static void test_validate(void)
 
     struct reg_node rn;
     struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1};
-    CHECK(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s",
-          why);
+    CHECK(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
     n.portLow = 0;
     CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
     n.portLow = 20000;
