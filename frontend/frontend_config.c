@@ -198,11 +198,14 @@ enum config_result frontend_config_load(struct frontend_config *cfg, int argc, c
         config_load(frontend_options, cfg, argc, argv, usage, &first, err, errlen);
     if (r != CONFIG_OK)
         return r;
-    if (first < argc) {
-        snprintf(err, errlen, "unexpected argument '%.64s'", argv[first]);
-        return CONFIG_ERROR;
-    }
-    return frontend_config_check(cfg, err, errlen) < 0 ? CONFIG_ERROR : CONFIG_OK;
+    /* config_load's messages already start with the program name; ours get it too. */
+    char why[400];
+    if (first < argc)
+        snprintf(why, sizeof(why), "unexpected argument '%.64s'", argv[first]);
+    else if (frontend_config_check(cfg, why, sizeof(why)) == 0)
+        return CONFIG_OK;
+    snprintf(err, errlen, "qcg-frontend: %s", why);
+    return CONFIG_ERROR;
 }
 
 void frontend_config_free(struct frontend_config *cfg)

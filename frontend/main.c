@@ -38,7 +38,7 @@ int main(int argc, char **argv)
         return 0;
     case CONFIG_ERROR:
     default:
-        fprintf(stderr, "qcg-frontend: %s\n", err);
+        fprintf(stderr, "%s\n", err);
         frontend_config_free(&cfg);
         return 2;
     }
