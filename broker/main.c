@@ -12,7 +12,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "soap_server.h"
-#include "stats_client.h"
+#include "stats_query.h"
 
 /* From the signal handler: only sets the server's stop flag. */
 static void stop_server(void *srv)
@@ -50,7 +50,13 @@ int main(int argc, char **argv)
     }
     if (cfg.stats) {
         log_init("broker", LOG_LEVEL_WARN, false);
-        int rc = stats_client_run(&cfg);
+        char url[256];
+        if (cfg.url != NULL)
+            snprintf(url, sizeof(url), "%s", cfg.url);
+        else
+            snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.port);
+        struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
+        int rc = stats_query("qcg-broker", url, &tls, cfg.json != 0);
         broker_config_free(&cfg);
         return rc;
     }

@@ -12,7 +12,7 @@
 #include "frontend_config.h"
 #include "log.h"
 #include "soap_server.h"
-#include "stats.h"
+#include "stats_query.h"
 #include "store.h"
 #include "upstream.h"
 
@@ -43,7 +43,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cfg.stats) {
-        int rc = stats_query(&cfg);
+        struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
+        int rc = stats_query("qcg-frontend", cfg.stats_url, &tls, cfg.json != 0);
         frontend_config_free(&cfg);
         return rc;
     }

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "localproto.h"
 #include "status.h"
 
@@ -43,21 +44,6 @@ static int read_full(int fd, void *buf, size_t len)
         have += (size_t)n;
     }
     return 0;
-}
-
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(out, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(out, "\\u%04x", ch);
-        else
-            fputc(ch, out);
-    }
-    fputc('"', out);
 }
 
 static void print_status(const struct local_status *s, bool json, FILE *out)
