@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "soapH.h"
+#include "soap_util.h"
 
 #define CLIENT_RECV_MAXLENGTH (1024 * 1024)
 #define CLIENT_MAXLENGTH (64 * 1024)
@@ -31,24 +32,6 @@ struct client_info {
     char *url;
     int io_timeout;
 };
-
-static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
-
-static void ssl_init(void)
-{
-    soap_ssl_init();
-}
-
-static void error_text(struct soap *soap, char *buf, size_t len)
-{
-    soap_set_fault(soap);
-    const char *s = soap_fault_string(soap);
-    const char *d = soap_fault_detail(soap);
-    snprintf(buf, len, "%s%s%s", s ? s : "unknown error", d && *d ? ": " : "", d && *d ? d : "");
-    for (char *p = buf; *p; p++)
-        if ((unsigned char)*p < 0x20)
-            *p = ' ';
-}
 
 static void set_timeouts(struct soap *soap, int io_timeout, int wait)
 {
@@ -81,7 +64,7 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
         snprintf(err, errlen, "certificate file %s: %s", cfg->tls.certkey, strerror(errno));
         return NULL;
     }
-    pthread_once(&ssl_once, ssl_init);
+    soap_tls_init_once();
 
     struct client_info *info = calloc(1, sizeof(*info));
     struct soap *soap = soap_new1(SOAP_IO_KEEPALIVE | SOAP_XML_STRICT | SOAP_C_UTFSTRING);
@@ -105,7 +88,7 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     if (soap_ssl_client_context(
             soap, SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
             cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL)) {
-        error_text(soap, msg, sizeof(msg));
+        soap_error_text(soap, msg, sizeof(msg));
         snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
         soap_client_free(soap);
         return NULL;
@@ -191,7 +174,7 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
     if (rc == SOAP_EOF && soap->errnum == 0)
         snprintf(text, sizeof(text), "connection closed or timed out");
     else
-        error_text(soap, text, sizeof(text));
+        soap_error_text(soap, text, sizeof(text));
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", text);
     soap_closesock(soap);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "proto.h"
 #include "soapH.h"
+#include "soap_util.h"
 
 /* Generated from qcg.wsdl into the qcgsoap library. */
 const char *qcg_wsdl_text(void);
@@ -69,25 +70,6 @@ struct conn {
     char peer[64];
     struct conn *prev, *next;
 };
-
-static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
-
-static void ssl_init(void)
-{
-    soap_ssl_init();
-}
-
-/* One-line text for the error held in soap (for logs and err buffers). */
-static void error_text(struct soap *soap, char *buf, size_t len)
-{
-    soap_set_fault(soap);
-    const char *s = soap_fault_string(soap);
-    const char *d = soap_fault_detail(soap);
-    snprintf(buf, len, "%s%s%s", s ? s : "unknown error", d && *d ? ": " : "", d && *d ? d : "");
-    for (char *p = buf; *p; p++)
-        if ((unsigned char)*p < 0x20)
-            *p = ' ';
-}
 
 static struct conn *conn_of(struct soap *soap)
 {
@@ -172,7 +154,7 @@ static void *conn_main(void *arg)
     char msg[256];
 
     if (soap_ssl_accept(soap) != SOAP_OK) {
-        error_text(soap, msg, sizeof(msg));
+        soap_error_text(soap, msg, sizeof(msg));
         log_warnx("%s: TLS handshake failed: %s", c->peer, msg);
     } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
         log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
@@ -190,7 +172,7 @@ static void *conn_main(void *arg)
                connection: gSOAP does not keep it alive after one. */
             log_debug("%s: connection closed after a fault", c->peer);
         } else if (rc != SOAP_OK && rc != SOAP_EOF) {
-            error_text(soap, msg, sizeof(msg));
+            soap_error_text(soap, msg, sizeof(msg));
             log_info("%s: %s %s: request refused: %s", c->peer, role_name(c->identity.role),
                      c->identity.name, msg);
         }
@@ -233,7 +215,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         snprintf(err, errlen, "port %d is not in 0..65535", cfg->port);
         return NULL;
     }
-    pthread_once(&ssl_once, ssl_init);
+    soap_tls_init_once();
 
     struct soap_server *srv = calloc(1, sizeof(*srv));
     if (srv == NULL) {
@@ -278,7 +260,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
                                     SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
                                 cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL, NULL,
                                 "qcg-connect")) {
-        error_text(m, msg, sizeof(msg));
+        soap_error_text(m, msg, sizeof(msg));
         snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
         soap_server_free(srv);
         return NULL;
@@ -286,7 +268,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
 
     const char *host = cfg->listen_addr && cfg->listen_addr[0] ? cfg->listen_addr : NULL;
     if (!soap_valid_socket(soap_bind(m, host, cfg->port, SERVER_BACKLOG))) {
-        error_text(m, msg, sizeof(msg));
+        soap_error_text(m, msg, sizeof(msg));
         snprintf(err, errlen, "cannot listen on %s:%d: %s", host ? host : "*", cfg->port, msg);
         soap_server_free(srv);
         return NULL;
@@ -327,7 +309,7 @@ static void accept_one(struct soap_server *srv)
     if (!soap_valid_socket(s)) {
         if (m->errnum != 0 && !srv->stop) {
             char msg[256];
-            error_text(m, msg, sizeof(msg));
+            soap_error_text(m, msg, sizeof(msg));
             log_warnx("accept: %s", msg);
             /* e.g. EMFILE: do not spin while descriptors are short. */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};

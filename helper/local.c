@@ -18,17 +18,6 @@
 
 #define LISTEN_BACKLOG 128
 
-union local_payload {
-    struct local_hello hello;
-    struct local_hello_ok hello_ok;
-    struct local_publish publish;
-    struct local_lookup lookup;
-    struct local_plan plan;
-    struct local_error error;
-    struct local_incoming incoming;
-    struct local_status status;
-};
-
 struct local_server {
     uv_loop_t *loop;
     uv_pipe_t listener;

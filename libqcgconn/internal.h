@@ -30,23 +30,11 @@
 #define RECENT_NONCES 64
 #define PENDING_MAX 32
 
-/* The largest payload any local message carries. */
-union local_any_payload {
-    struct local_hello hello;
-    struct local_hello_ok hello_ok;
-    struct local_publish publish;
-    struct local_lookup lookup;
-    struct local_plan plan;
-    struct local_error error;
-    struct local_incoming incoming;
-    struct local_status status;
-};
-
 /* Reassembles one local message from a stream socket, with the descriptor
    that may travel with it. */
 struct lmsg_reader {
     struct local_header hdr;
-    union local_any_payload payload;
+    union local_payload payload;
     size_t have;   /* bytes of header + payload received */
     int fd;        /* descriptor received with this message, or -1 */
 };

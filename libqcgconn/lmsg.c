@@ -85,7 +85,7 @@ int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
 {
     struct {
         struct local_header hdr;
-        union local_any_payload payload;
+        union local_payload payload;
     } msg;
     size_t len = local_payload_size[type];
 

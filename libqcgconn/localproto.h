@@ -108,6 +108,18 @@ struct local_status {
     char frontend[LOCAL_MESSAGE_MAX];  /* the frontend's URL */
 };
 
+/* Room for the payload of any message. */
+union local_payload {
+    struct local_hello hello;
+    struct local_hello_ok hello_ok;
+    struct local_publish publish;
+    struct local_lookup lookup;
+    struct local_plan plan;
+    struct local_error error;
+    struct local_incoming incoming;
+    struct local_status status;
+};
+
 /* Payload size of each type; 0 for types with no payload. */
 extern const size_t local_payload_size[LOCAL_TYPE_COUNT];
 

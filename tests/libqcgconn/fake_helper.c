@@ -82,7 +82,7 @@ static void drop(struct conn *c)
 static int handle(struct fake_helper *fh, struct conn *c)
 {
     const struct local_header *h = &c->rd.hdr;
-    const union local_any_payload *p = &c->rd.payload;
+    const union local_payload *p = &c->rd.payload;
 
     if (!c->said_hello && h->type != LOCAL_HELLO) {
         reply_error(c, h->request_id, QCG_EPROTO, "HELLO first");
