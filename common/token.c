@@ -1,0 +1,183 @@
+/* One-time proxy tokens: issue, check, and the shared key file. */
+#include "token.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#define TOKEN_SIGNED_LEN (TOKEN_BIN_LEN - TOKEN_MAC_LEN)
+
+static int hex_value(int c, int allow_upper)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (allow_upper && c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int hex_decode(const char *text, size_t n, unsigned char *out, int allow_upper)
+{
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_value((unsigned char)text[2 * i], allow_upper);
+        int lo = hex_value((unsigned char)text[2 * i + 1], allow_upper);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+static int token_mac(const struct proxy_key *key, const unsigned char *msg, size_t len,
+                     unsigned char mac[TOKEN_MAC_LEN])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (HMAC(EVP_sha256(), key->bytes, sizeof(key->bytes), msg, len, md, &mdlen) == NULL ||
+        mdlen < TOKEN_MAC_LEN)
+        return -1;
+    memcpy(mac, md, TOKEN_MAC_LEN);
+    OPENSSL_cleanse(md, sizeof(md));
+    return 0;
+}
+
+int proxy_key_load(const char *path, struct proxy_key *key, char *err, size_t errlen)
+{
+    /* One byte more than a valid file may hold, to notice trailing junk. */
+    char buf[2 * sizeof(key->bytes) + 3];
+    struct stat st;
+    ssize_t n;
+    size_t len;
+    int fd, rc = -1;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, errlen, "proxy key %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "proxy key %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "proxy key %s: not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(err, errlen, "proxy key %s: mode %04o lets group or others access it (chmod 600)",
+                 path, (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    len = 0;
+    while (len < sizeof(buf)) {
+        n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, errlen, "proxy key %s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > 0 && buf[len - 1] == '\n')
+        len--;
+    if (len > 0 && buf[len - 1] == '\r')
+        len--;
+    if (len != 2 * sizeof(key->bytes) || hex_decode(buf, sizeof(key->bytes), key->bytes, 1) < 0) {
+        snprintf(err, errlen, "proxy key %s: expected %zu hex characters and a newline", path,
+                 2 * sizeof(key->bytes));
+        OPENSSL_cleanse(key->bytes, sizeof(key->bytes));
+        goto out;
+    }
+    rc = 0;
+out:
+    OPENSSL_cleanse(buf, sizeof(buf));
+    close(fd);
+    return rc;
+}
+
+int token_issue(const struct proxy_key *key, const unsigned char pair[16], int side,
+                uint64_t expiry, char *out, size_t outlen)
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char bin[TOKEN_BIN_LEN];
+    size_t i;
+
+    if (outlen < TOKEN_TEXT_LEN + 1 || (side != TOKEN_SIDE_INITIATOR && side != TOKEN_SIDE_TARGET))
+        return -1;
+    bin[0] = TOKEN_VERSION;
+    memcpy(bin + 1, pair, TOKEN_PAIR_LEN);
+    bin[1 + TOKEN_PAIR_LEN] = (unsigned char)side;
+    for (i = 0; i < 8; i++)
+        bin[2 + TOKEN_PAIR_LEN + i] = (unsigned char)(expiry >> (56 - 8 * i));
+    if (token_mac(key, bin, TOKEN_SIGNED_LEN, bin + TOKEN_SIGNED_LEN) < 0)
+        return -1;
+    for (i = 0; i < TOKEN_BIN_LEN; i++) {
+        out[2 * i] = digits[bin[i] >> 4];
+        out[2 * i + 1] = digits[bin[i] & 15];
+    }
+    out[TOKEN_TEXT_LEN] = '\0';
+    return 0;
+}
+
+int token_check(const struct proxy_key *key, const char *text, uint64_t now, uint64_t skew,
+                unsigned char pair[16], int *side, uint64_t *expiry)
+{
+    unsigned char bin[TOKEN_BIN_LEN], mac[TOKEN_MAC_LEN];
+    uint64_t exp = 0;
+    int s;
+
+    /* Only one spelling (lowercase) of a token is valid. */
+    if (text == NULL || strnlen(text, TOKEN_TEXT_LEN + 1) != TOKEN_TEXT_LEN ||
+        hex_decode(text, TOKEN_BIN_LEN, bin, 0) < 0)
+        return TOKEN_EMALFORMED;
+    if (bin[0] != TOKEN_VERSION)
+        return TOKEN_EMALFORMED;
+    s = bin[1 + TOKEN_PAIR_LEN];
+    if (s != TOKEN_SIDE_INITIATOR && s != TOKEN_SIDE_TARGET)
+        return TOKEN_EMALFORMED;
+    if (token_mac(key, bin, TOKEN_SIGNED_LEN, mac) < 0)
+        return TOKEN_EBADMAC;
+    if (CRYPTO_memcmp(mac, bin + TOKEN_SIGNED_LEN, TOKEN_MAC_LEN) != 0)
+        return TOKEN_EBADMAC;
+    for (int i = 0; i < 8; i++)
+        exp = exp << 8 | bin[2 + TOKEN_PAIR_LEN + i];
+    /* expiry + skew without overflow. */
+    if (now > exp && now - exp > skew)
+        return TOKEN_EEXPIRED;
+    if (pair)
+        memcpy(pair, bin + 1, TOKEN_PAIR_LEN);
+    if (side)
+        *side = s;
+    if (expiry)
+        *expiry = exp;
+    return TOKEN_OK;
+}
+
+const char *token_error(int code)
+{
+    switch (code) {
+    case TOKEN_OK:
+        return "ok";
+    case TOKEN_EMALFORMED:
+        return "malformed";
+    case TOKEN_EBADMAC:
+        return "bad MAC";
+    case TOKEN_EEXPIRED:
+        return "expired";
+    default:
+        return "unknown error";
+    }
+}
