@@ -2,7 +2,9 @@
 # lab-down-after-killed-up: `down` cleans up after an `up` killed half-way:
 #  1. up killed with SIGKILL (with whatever it was running) once the first
 #     namespaces exist;
-#  2. up --delay killed with SIGKILL once a delay line runs: the delay lines live on,
+#  2. up killed with its process group once the services start: broker, frontends
+#     and the first helpers run on, orphaned, and down must stop them too;
+#  3. up --delay killed with SIGKILL once a delay line runs: the delay lines live on,
 #     orphaned, and down must stop them too.
 # Runs before the shared lab is built (lab-up DEPENDS on it): it starts from nothing.
 . "$(dirname "$0")/test-lib.sh"
@@ -38,8 +40,12 @@ round() {
 
 some_namespaces() { [ "$(lab_netns_count)" -ge 3 ]; }
 a_delayline() { [ -n "$(ls "$LAB_STATE"/delayline-*.pid 2>/dev/null)" ] && [ -n "$(live_delaylines)" ]; }
+# A helper started: broker and frontends run (in sessions of their own: killing up's
+# process group leaves them running).
+a_helper() { [ -n "$(ls "$LAB_STATE"/run/helper-*.pid 2>/dev/null)" ]; }
 
 round "the first namespaces" some_namespaces group
+round "the services starting" a_helper group
 if [ -x "$QCG_BUILD_DIR/qcg-delayline" ]; then
 	round "a running delay line" a_delayline process --delay 5
 else

@@ -88,3 +88,99 @@ host_rules() {
 	nft -s list ruleset 2>/dev/null || true
 	iptables -S 2>/dev/null || true
 }
+
+# ---------------------------------------------------------------------------------
+# Tests through the lab's services: qcg-cat (and qcg-lab-accept) run with
+# `qcg-lab exec NODE --`, which gives them PATH, QCG_HELPER_SOCKET and the lab's
+# QCG_JOB_SECRET.  Each test uses a job of its own (new_job), works in a scratch
+# directory and kills what it started in the background (trap set by scratch).
+
+LAB_ACCEPT=$QCG_BUILD_DIR/tests/lab/qcg-lab-accept
+BROKER_URL=https://203.0.113.10:7700/
+WORK=""
+BG_PIDS=()
+
+require_services() {
+	[ -x "$QCG_BUILD_DIR/tools/qcg-cat" ] || skip "qcg-cat is not built in $QCG_BUILD_DIR"
+	grep -qx 'SERVICES=yes' "$LAB_STATE/config" 2>/dev/null ||
+		fail "the shared lab runs no services (did lab-up fail?)"
+}
+
+scratch() {
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/qcg-lab-test.XXXXXX")
+	trap scratch_cleanup EXIT
+}
+
+scratch_cleanup() {
+	local pid
+	for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	[ -n "$WORK" ] && rm -rf "$WORK"
+}
+
+# A job id no other test (or earlier run) uses.
+new_job() { echo "$1-$$-$RANDOM"; }
+
+ms() { date +%s%3N; }
+
+# run_bg NODE CMD...: CMD in NODE in the background, stdout and stderr to
+# $WORK/<name>.out/.err where name is $BG_NAME; its pid in $BG_PID.
+run_bg() {
+	local node=$1
+	shift
+	"$LAB" exec "$node" -- "$@" <"${BG_IN:-/dev/null}" >"$WORK/$BG_NAME.out" 2>"$WORK/$BG_NAME.err" &
+	BG_PID=$!
+	BG_PIDS+=("$BG_PID")
+}
+
+# cat_listen NODE RANK NAME [qcg-cat options]: a qcg-cat --json listen of job $JOB in
+# the background (output $WORK/NAME.out, progress $WORK/NAME.err); returns once it
+# has published, fails if it dies first.  Its pid in $BG_PID.
+cat_listen() {
+	local node=$1 rank=$2 name=$3
+	shift 3
+	BG_NAME=$name run_bg "$node" qcg-cat --job "$JOB" --rank "$rank" --json "$@" listen
+	wait_published "$BG_PID" "$WORK/$name.err" '"event":"listening"' "rank $rank on $node"
+}
+
+# wait_published PID FILE PATTERN WHAT: until FILE holds PATTERN; fails if PID exits.
+wait_published() {
+	local pid=$1 file=$2 pattern=$3 what=$4 i
+	for ((i = 0; i < 200; i++)); do
+		grep -q "$pattern" "$file" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || { cat "$file" >&2; fail "$what exited before listening"; }
+		sleep 0.05
+	done
+	cat "$file" >&2
+	fail "$what: not listening after 10 s"
+}
+
+# wait_exit PID SECONDS: the exit status of a background process, bounded.
+wait_exit() {
+	local pid=$1 secs=$2 i rc=0
+	for ((i = 0; i < secs * 20; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || rc=$?
+			return "$rc"
+		fi
+		sleep 0.05
+	done
+	fail "process $pid still runs after ${secs}s"
+}
+
+# One field of a flat JSON line on stdin: json_field KEY.
+json_field() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"' | tail -n 1; }
+
+# The last JSON line of a file that has EVENT.
+json_event() { grep "\"event\":\"$2\"" "$1" | tail -n 1; }
+
+broker_stat() {
+	"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --stats --json \
+		--url "$BROKER_URL" | json_field "$1"
+}
+
+# frontend_stat SITE KEY
+frontend_stat() {
+	"$LAB" exec "$1-head" -- qcg-frontend --config "$LAB_STATE/etc/frontend-$1.conf" --stats \
+		--json | json_field "$2"
+}

@@ -1,0 +1,443 @@
+# shellcheck shell=bash
+# The grid services in the lab (sourced by qcg-lab, after the plan):
+#
+#   qcg-broker    on broker       203.0.113.10:7700
+#   qcg-frontend  on <site>-head  <head address>:7701, --broker https://203.0.113.10:7700/
+#   qcg-helper    on <site>1, <site>2, --frontend https://<head address>:7701/,
+#                 socket $STATE/nodes/<node>/helper.sock
+#
+# Binaries come from $QCG_BUILD_DIR; certificates (certs/qcg-certs), one config file
+# per service, logs, pid files and the lab's job secret live in the state dir:
+#
+#   certs/  ca.crt, broker-broker.pem, frontend-<site>.pem, helper-<site>-<node>.pem
+#   etc/    <service>.conf            log/  <service>.log, certs.log
+#   run/    <service>.pid             nodes/<node>/helper.sock
+#   job-secret (0600)
+#
+# Services are named broker, frontend-<site>, helper-<node>.  `up` starts what is
+# missing, restarts a service whose config changed or whose binary was rebuilt, and
+# leaves the others alone; then it waits until every frontend and helper is
+# connected upstream.
+
+BROKER_BIN=$BUILD_DIR/broker/qcg-broker
+FRONTEND_BIN=$BUILD_DIR/frontend/qcg-frontend
+HELPER_BIN=$BUILD_DIR/helper/qcg-helper
+CAT_BIN=$BUILD_DIR/tools/qcg-cat
+CERTS_TOOL=$REPO/certs/qcg-certs
+BROKER_PORT=7700
+FRONTEND_PORT=7701
+BROKER_URL=https://${NODE_IP[broker]}:$BROKER_PORT/
+# Seconds `up` waits for the services to listen and connect upstream.
+SVC_WAIT=${QCG_LAB_SERVICE_WAIT:-20}
+SVC_LOG_LEVEL=${QCG_LAB_LOG_LEVEL:-info}
+
+CERT_DIR=$STATE/certs
+ETC_DIR=$STATE/etc
+LOG_DIR=$STATE/log
+RUN_DIR=$STATE/run
+NODE_DIR=$STATE/nodes
+SECRET_FILE=$STATE/job-secret
+
+compute_nodes() {
+	local s
+	for s in "${SITES[@]}"; do echo "${s}1" "${s}2"; done
+}
+
+is_compute_node() {
+	local s=${NODE_SITE[$1]:-}
+	[ -n "$s" ] && { [ "$1" = "${s}1" ] || [ "$1" = "${s}2" ]; }
+}
+
+# Start order; stop in reverse (a helper withdraws through its frontend).
+services_list() {
+	local s n
+	echo broker
+	for s in "${SITES[@]}"; do echo "frontend-$s"; done
+	for n in $(compute_nodes); do echo "helper-$n"; done
+}
+
+svc_node() {
+	case $1 in
+	broker) echo broker ;;
+	frontend-*) echo "${1#frontend-}-head" ;;
+	helper-*) echo "${1#helper-}" ;;
+	esac
+}
+
+svc_bin() {
+	case $1 in
+	broker) echo "$BROKER_BIN" ;;
+	frontend-*) echo "$FRONTEND_BIN" ;;
+	helper-*) echo "$HELPER_BIN" ;;
+	esac
+}
+
+svc_conf() { echo "$ETC_DIR/$1.conf"; }
+svc_log() { echo "$LOG_DIR/$1.log"; }
+svc_pidfile() { echo "$RUN_DIR/$1.pid"; }
+helper_socket() { echo "$NODE_DIR/$1/helper.sock"; }
+frontend_url() { echo "https://${NODE_IP[$1-head]}:$FRONTEND_PORT/"; }
+
+# The frontend's name for what the site's router does.
+frontend_kind() {
+	case ${SITE_KIND[$1]} in
+	symmetric-nat) echo symnat ;;
+	*) echo "${SITE_KIND[$1]}" ;;
+	esac
+}
+
+# The node's range minus the ports kept for verify (and from automatic assignment).
+helper_ports() { echo "$(port_first "$1")-$(($(port_last "$1") - VERIFY_PORTS))"; }
+
+# The pid of a running service ("" and 1 when it does not run).
+svc_pid() {
+	local f pid
+	f=$(svc_pidfile "$1")
+	[ -r "$f" ] || return 1
+	pid=$(cat "$f")
+	pid_alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$(svc_bin "$1")")" ] ||
+		return 1
+	echo "$pid"
+}
+
+# Processes of the service's program in its namespace that no pid file knows (left
+# by an `up` killed between starting one and writing its pid file).
+svc_strays() {
+	local name=$1 ns comm known pid
+	ns=$(node_ns "$(svc_node "$name")")
+	ns_exists "$ns" || return 0
+	comm=$(basename "$(svc_bin "$name")")
+	known=$(svc_pid "$name") || known=""
+	for pid in $(ip netns pids "$ns" 2>/dev/null); do
+		[ "$pid" = "$known" ] && continue
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && pid_alive "$pid" && echo "$pid"
+	done
+	return 0
+}
+
+# The binary was rebuilt (or QCG_BUILD_DIR changed) since the service started.
+svc_binary_changed() {
+	local exe
+	exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 0
+	[ "$exe" != "$(readlink -f "$2")" ]
+}
+
+# ---------------------------------------------------------------------------------
+# Certificates, configs, secret
+
+# Binaries and tools `up` needs for the services; dies before anything is made.
+services_check_tools() {
+	local f missing=()
+	for f in "$BROKER_BIN" "$FRONTEND_BIN" "$HELPER_BIN" "$CAT_BIN"; do
+		[ -x "$f" ] || missing+=("$f")
+	done
+	[ ${#missing[@]} -eq 0 ] ||
+		die "not built: ${missing[*]}; build first (cmake -S $REPO -B $BUILD_DIR && cmake --build $BUILD_DIR), set QCG_BUILD_DIR, or use up --no-services"
+	[ -x "$CERTS_TOOL" ] || die "missing $CERTS_TOOL"
+	need_tools openssl setsid ss
+}
+
+secret_ensure() {
+	[ -s "$SECRET_FILE" ] && return 0
+	(umask 077 && od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$SECRET_FILE.tmp") &&
+		mv "$SECRET_FILE.tmp" "$SECRET_FILE"
+}
+
+CERTS_ISSUED=0
+CERT_JOBS=()
+
+# cert_issue FILE ROLE NAME [--san ADDR]: issues FILE unless it exists, in the
+# background (each run has its own temporary directory); cert_wait collects them.
+# --force replaces what a killed run may have left half-made (a .crt, no .pem).
+cert_issue() {
+	local file=$1
+	shift
+	[ -s "$CERT_DIR/$file" ] && return 0
+	"$CERTS_TOOL" --dir "$CERT_DIR" issue "$@" --force >"$LOG_DIR/certs-$file.log" 2>&1 9<&- &
+	CERT_JOBS+=("$!:$file")
+	CERTS_ISSUED=1
+}
+
+cert_wait() {
+	local job failed=()
+	for job in "${CERT_JOBS[@]}"; do
+		wait "${job%%:*}" || failed+=("${job#*:}")
+		cat "$LOG_DIR/certs-${job#*:}.log" >>"$LOG_DIR/certs.log" 2>/dev/null || true
+		rm -f "$LOG_DIR/certs-${job#*:}.log"
+	done
+	CERT_JOBS=()
+	[ ${#failed[@]} -eq 0 ] || die "qcg-certs could not issue ${failed[*]}: $(tail -n 3 "$LOG_DIR/certs.log")"
+}
+
+certs_ensure() {
+	local s n
+	if [ ! -s "$CERT_DIR/ca.crt" ] || [ ! -s "$CERT_DIR/ca.key" ]; then
+		# A new CA: whatever was issued before no longer verifies.
+		rm -rf "$CERT_DIR"
+		"$CERTS_TOOL" --dir "$CERT_DIR" init >>"$LOG_DIR/certs.log" 2>&1 ||
+			die "qcg-certs init failed: $(tail -n 3 "$LOG_DIR/certs.log")"
+		CERTS_ISSUED=1
+	fi
+	cert_issue broker-broker.pem broker --san "${NODE_IP[broker]}"
+	for s in "${SITES[@]}"; do
+		cert_issue "frontend-$s.pem" frontend "$s" --san "${NODE_IP[$s-head]}"
+	done
+	for n in $(compute_nodes); do
+		cert_issue "helper-${NODE_SITE[$n]}-$n.pem" helper "${NODE_SITE[$n]}/$n"
+	done
+	cert_wait
+}
+
+# The config file of a service, on stdout.
+svc_config() {
+	local name=$1 s n
+	echo "# $name: written by qcg-lab up (rewritten, and the service restarted, when it changes)"
+	case $name in
+	broker)
+		cat <<-EOF
+			listen = ${NODE_IP[broker]}
+			port = $BROKER_PORT
+			ca = $CERT_DIR/ca.crt
+			cert = $CERT_DIR/broker-broker.pem
+			log-level = $SVC_LOG_LEVEL
+		EOF
+		;;
+	frontend-*)
+		s=${name#frontend-}
+		cat <<-EOF
+			listen = ${NODE_IP[$s-head]}
+			port = $FRONTEND_PORT
+			broker = $BROKER_URL
+			kind = $(frontend_kind "$s")
+			ca = $CERT_DIR/ca.crt
+			cert = $CERT_DIR/frontend-$s.pem
+			log-level = $SVC_LOG_LEVEL
+		EOF
+		# Open and firewalled sites' nodes are public themselves; NATed ones
+		# appear from the router's WAN address.
+		case ${SITE_KIND[$s]} in
+		nat | symmetric-nat) echo "public-address = $(wan_router_ip "$s")" ;;
+		esac
+		;;
+	helper-*)
+		n=${name#helper-}
+		cat <<-EOF
+			socket = $(helper_socket "$n")
+			frontend = $(frontend_url "${NODE_SITE[$n]}")
+			address = ${NODE_IP[$n]}
+			ports = $(helper_ports "$n")
+			ca = $CERT_DIR/ca.crt
+			cert = $CERT_DIR/helper-${NODE_SITE[$n]}-$n.pem
+			log-level = $SVC_LOG_LEVEL
+		EOF
+		;;
+	esac
+}
+
+# ---------------------------------------------------------------------------------
+# Start, stop, readiness
+
+svc_start() {
+	local name=$1 ns bin pid
+	ns=$(node_ns "$(svc_node "$name")")
+	bin=$(svc_bin "$name")
+	echo "=== $(date '+%F %T') qcg-lab starts $name" >>"$(svc_log "$name")"
+	# setsid: a daemon, not part of the caller's terminal job; fd 9 is the lab lock.
+	ip netns exec "$ns" setsid "$bin" --config "$(svc_conf "$name")" \
+		</dev/null >>"$(svc_log "$name")" 2>&1 9<&- &
+	pid=$!
+	echo "$pid" >"$(svc_pidfile "$name")"
+}
+
+# svc_stop NAME...: SIGTERM to all at once, a bounded wait, then SIGKILL.
+svc_stop() {
+	local name pid pids=() i
+	for name in "$@"; do
+		pid=$(svc_pid "$name") && pids+=("$pid")
+		for pid in $(svc_strays "$name"); do pids+=("$pid"); done
+		rm -f "$(svc_pidfile "$name")"
+	done
+	[ ${#pids[@]} -gt 0 ] || return 0
+	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for ((i = 0; i < 100; i++)); do
+		all_dead "${pids[@]}" && return 0
+		sleep 0.05
+	done
+	for pid in "${pids[@]}"; do pid_alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
+	for ((i = 0; i < 40; i++)); do
+		all_dead "${pids[@]}" && return 0
+		sleep 0.05
+	done
+	return 0
+}
+
+all_dead() {
+	local pid
+	for pid in "$@"; do pid_alive "$pid" && return 1; done
+	return 0
+}
+
+# Stops every service: helpers first (they withdraw through their frontend), then
+# frontends and broker together (each takes up to a second to see the stop).
+services_stop() {
+	local list
+	mapfile -t list < <(services_list)
+	svc_stop $(printf '%s\n' "${list[@]}" | grep '^helper-')
+	svc_stop $(printf '%s\n' "${list[@]}" | grep -v '^helper-')
+}
+
+# One value of a flat JSON object on stdin: json_value KEY.
+json_value() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"'; }
+
+broker_stats_json() {
+	ip netns exec "$(node_ns broker)" "$BROKER_BIN" --config "$(svc_conf broker)" \
+		--stats --json --url "$BROKER_URL" 2>/dev/null
+}
+
+frontend_stats_json() {
+	ip netns exec "$(node_ns "$1-head")" "$FRONTEND_BIN" --config "$(svc_conf "frontend-$1")" \
+		--stats --json 2>/dev/null
+}
+
+helper_status_json() {
+	ip netns exec "$(node_ns "$1")" "$HELPER_BIN" --status --json --socket "$(helper_socket "$1")" \
+		2>/dev/null
+}
+
+svc_listening() {
+	ip netns exec "$(node_ns "$1")" ss -ltnH "sport = :$2" 2>/dev/null | grep -q .
+}
+
+# Ready: the broker listens; a frontend listens and is connected to the broker; a
+# helper answers on its socket and is connected to its frontend.
+svc_ready() {
+	case $1 in
+	broker) svc_listening broker "$BROKER_PORT" ;;
+	frontend-*)
+		svc_listening "$(svc_node "$1")" "$FRONTEND_PORT" &&
+			[ "$(frontend_stats_json "${1#frontend-}" | json_value upstream_connected)" = 1 ] ;;
+	helper-*) [ "$(helper_status_json "${1#helper-}" | json_value upstream_connected)" = true ] ;;
+	esac
+}
+
+# svc_wait SECONDS NAME...: until every one is ready; dies naming the first that
+# died or is still not ready, with the tail of its log.
+svc_wait() {
+	local secs=$1 name pending=() left=() t_end
+	shift
+	pending=("$@")
+	t_end=$(($(date +%s%N) / 1000000 + secs * 1000))
+	while [ ${#pending[@]} -gt 0 ]; do
+		left=()
+		for name in "${pending[@]}"; do
+			if ! svc_pid "$name" >/dev/null; then
+				svc_failed "$name" "exited"
+			fi
+			svc_ready "$name" || left+=("$name")
+		done
+		pending=("${left[@]}")
+		[ ${#pending[@]} -eq 0 ] && return 0
+		[ "$(($(date +%s%N) / 1000000))" -lt "$t_end" ] || svc_failed "${pending[0]}" \
+			"not ready after ${secs}s (not ready: ${pending[*]})"
+		sleep 0.1
+	done
+}
+
+svc_failed() {
+	echo "$PROG: $1 on $(svc_node "$1") $2; the end of $(svc_log "$1"):" >&2
+	tail -n 15 "$(svc_log "$1")" 2>/dev/null | sed 's/^/    /' >&2
+	die "services not up (logs in $LOG_DIR; $PROG down removes everything)"
+}
+
+# services_up: certificates, configs, then each tier started and waited for.
+services_up() {
+	local name tier started=() all
+	mkdir -p "$ETC_DIR" "$LOG_DIR" "$RUN_DIR" "$NODE_DIR"
+	secret_ensure
+	certs_ensure
+	mapfile -t all < <(services_list)
+	for tier in broker frontend- helper-; do
+		started=()
+		for name in "${all[@]}"; do
+			case $name in "$tier"*) ;; *) continue ;; esac
+			svc_config "$name" >"$(svc_conf "$name").new"
+			local pid=""
+			pid=$(svc_pid "$name") || pid=""
+			if [ -n "$pid" ] && [ "$CERTS_ISSUED" = 0 ] &&
+				cmp -s "$(svc_conf "$name").new" "$(svc_conf "$name")" &&
+				! svc_binary_changed "$pid" "$(svc_bin "$name")"; then
+				rm -f "$(svc_conf "$name").new"
+				continue
+			fi
+			svc_stop "$name"
+			mv "$(svc_conf "$name").new" "$(svc_conf "$name")"
+			svc_start "$name"
+			started+=("$name")
+		done
+		[ ${#started[@]} -gt 0 ] && svc_wait "$SVC_WAIT" "${started[@]}"
+	done
+	# Also those left running: a frontend or helper may be reconnecting.
+	svc_wait "$SVC_WAIT" $(printf '%s\n' "${all[@]}" | grep -v '^broker$')
+}
+
+# ---------------------------------------------------------------------------------
+# status
+
+# One line per service: where, pid, upstream, and its counters.
+services_status() {
+	local name pid node js up detail ok=0
+	printf '%-15s %-10s %-9s %-9s %s\n' service node pid upstream counters
+	for name in $(services_list); do
+		node=$(svc_node "$name")
+		pid=$(svc_pid "$name") || { pid="-" ok=1; }
+		up="-" detail=""
+		if [ "$pid" != - ]; then
+			case $name in
+			broker)
+				js=$(broker_stats_json) || js=""
+				up="n/a"
+				detail=$(stats_line "$js" clusters nodes jobs contacts lookups publishes faults) ;;
+			frontend-*)
+				js=$(frontend_stats_json "${name#frontend-}") || js=""
+				up=$(yes_no "$(echo "$js" | json_value upstream_connected)")
+				detail=$(stats_line "$js" nodes contacts lookups_received lookups_from_cache lookups_forwarded denied) ;;
+			helper-*)
+				js=$(helper_status_json "$node") || js=""
+				up=$(yes_no "$(echo "$js" | json_value upstream_connected)")
+				detail=$(stats_line "$js" contacts clients lookups) ;;
+			esac
+			[ -n "$js" ] || detail="(no answer)"
+		fi
+		printf '%-15s %-10s %-9s %-9s %s\n' "$name" "$node" "$pid" "$up" "$detail"
+	done
+	return $ok
+}
+
+yes_no() {
+	case $1 in 1 | true) echo yes ;; 0 | false) echo no ;; *) echo "?" ;; esac
+}
+
+# stats_line JSON KEY...: "key value, key value".
+stats_line() {
+	local js=$1 k out=""
+	shift
+	[ -n "$js" ] || return 0
+	for k in "$@"; do out+="${out:+, }$k $(echo "$js" | json_value "$k")"; done
+	echo "$out"
+}
+
+# ---------------------------------------------------------------------------------
+# exec
+
+# The environment a command run in NODE needs to use the grid.
+services_env() {
+	local node=$1
+	export PATH="$BUILD_DIR/tools:$BUILD_DIR/broker:$BUILD_DIR/frontend:$BUILD_DIR/helper:$PATH"
+	[ -r "$SECRET_FILE" ] && export QCG_JOB_SECRET="$(cat "$SECRET_FILE")"
+	is_compute_node "$node" && export QCG_HELPER_SOCKET="$(helper_socket "$node")"
+	# CMake sets a run path to libqcgconn; a build without one needs this.
+	if [ -x "$CAT_BIN" ] && ldd "$CAT_BIN" 2>/dev/null | grep -q 'libqcgconn.*not found'; then
+		export LD_LIBRARY_PATH="$BUILD_DIR/libqcgconn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	fi
+	return 0
+}
