@@ -175,11 +175,12 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                struct qcg__lookupResponse *response)
+                char *tried, struct qcg__lookupResponse *response)
 {
     const struct identity *id;
     char why[256];
     struct reg_lookup res;
+    (void)tried;
     if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_job(job, secret, why, sizeof(why)) != 0 ||

@@ -58,7 +58,11 @@ struct qcg__contact {
 /* How to reach a peer.  status: ok | unavailable | notfound.
    technique: direct | reversed | traversing | holepunch | proxy.
    When status is unavailable, technique names the technique that would be needed
-   and reason says why it cannot be used. */
+   and reason says why it cannot be used.
+   direct: connect to address:port.  reversed: wait on the own listener for
+   the peer's connection whose hello carries `token`.  proxy: connect to the
+   proxy at address:port and present `token`.  A plan with a token is never
+   cacheable. */
 struct qcg__plan {
     char *status;
     char *technique;
@@ -71,8 +75,17 @@ struct qcg__plan {
     char *reason;
 };
 
-/* An order sent down a long-poll.  kind: invalidate (job, rank) — a contact was
-   withdrawn or replaced; later issues add connect-back, proxy, inject, punch. */
+/* An order sent down a long-poll.  kind:
+   invalidate (job, rank)  a contact was withdrawn or replaced;
+   flush                   forget every cached plan;
+   connect-back            for `node`: connect to address:port (the initiator
+                           peerRank's listener) and hand the socket to the
+                           local process (job, rank), which sends the hello
+                           carrying `token` (reversed technique);
+   proxy-connect           for `node`: connect to the proxy at address:port,
+                           present `token`, and hand the paired socket to
+                           (job, rank), which then waits for peerRank's hello.
+   Later issues add inject and punch. */
 struct qcg__command {
     unsigned long long seq;     /* increasing per queue, within one epoch */
     char *kind;
@@ -82,6 +95,7 @@ struct qcg__command {
     char *address;
     int port;
     char *token;
+    int peerRank;               /* connect-back, proxy-connect: the initiator's rank */
 };
 
 struct qcg__counter {
@@ -127,7 +141,11 @@ int qcg__registerNode(int version, struct qcg__node *node, struct qcg__registerR
 int qcg__publish(int version, struct qcg__contact *contact, struct qcg__ackResponse *response);
 int qcg__withdraw(int version, char *job, char *secret, int rank, char *node,
                   struct qcg__ackResponse *response);
-int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank,
+/* tried: the techniques the caller already tried for this pair and that
+   failed, comma-separated (NULL or "" for a first lookup); the plan is the
+   next technique in the preference order that is not among them.  A lookup
+   with tried techniques is never answered from a cache. */
+int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank, char *tried,
                 struct qcg__lookupResponse *response);
 /* Long-poll: returns the caller's queued commands with seq > ackSeq, waiting up to
    waitSeconds for one.  Commands stay queued until acknowledged by a later poll,

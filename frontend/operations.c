@@ -384,11 +384,12 @@ static int plan_cacheable(const struct plan *p)
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                struct qcg__lookupResponse *response)
+                char *tried, struct qcg__lookupResponse *response)
 {
     static const char op[] = "lookup";
     struct frontend *fe;
     const struct identity *id;
+    (void)tried;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
     atomic_fetch_add(&fe->counters.lookups_received, 1);

@@ -109,7 +109,7 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
     struct qcg__lookupResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
-                                   (char *)secret, from_rank, to_rank, &resp);
+                                   (char *)secret, from_rank, to_rank, NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     const struct qcg__plan *p = &resp.plan;

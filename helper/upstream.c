@@ -313,7 +313,7 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
 
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                   c.secret, c.rank, a->to_rank, &resp);
+                                   c.secret, c.rank, a->to_rank, NULL, &resp);
     rc = finish(u, soap, rc, "lookup", st, msg, msglen);
     if (rc == 0)
         rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);

@@ -68,15 +68,16 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                                      argc == 5 ? argv[4] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
-    } else if (strcmp(op, "lookup") == 0 && argc == 5) {
+    } else if (strcmp(op, "lookup") == 0 && (argc == 5 || argc == 6)) {
         struct qcg__lookupResponse r;
         rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
-                                   atoi(argv[4]), &r);
+                                   atoi(argv[4]), argc == 6 ? argv[5] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
-                   "cacheable=%d reason=%s\n",
+                   "cacheable=%d token=%s reason=%s\n",
                    str(r.plan.status), str(r.plan.technique), str(r.plan.cluster), str(r.plan.node),
-                   str(r.plan.address), r.plan.port, r.plan.cacheable, str(r.plan.reason));
+                   str(r.plan.address), r.plan.port, r.plan.cacheable, str(r.plan.token),
+                   str(r.plan.reason));
     } else if (strcmp(op, "poll") == 0 && argc == 4) {
         struct qcg__pollResponse r;
         int wait = atoi(argv[3]);

@@ -101,8 +101,9 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                struct qcg__lookupResponse *response)
+                char *tried, struct qcg__lookupResponse *response)
 {
-    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)response;
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried,
+        (void)response;
     return not_here(soap);
 }

@@ -101,11 +101,12 @@ int main(int argc, char **argv)
         if (rc == SOAP_OK)
             printf("ok\n");
     } else if (strcmp(op, "lookup") == 0) {
-        need(ac, 4, "lookup JOB SECRET FROM_RANK TO_RANK");
+        if (ac != 4 && ac != 5)
+            need(0, 1, "lookup JOB SECRET FROM_RANK TO_RANK [TRIED]");
         struct qcg__lookupResponse r;
         memset(&r, 0, sizeof(r));
         rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
-                                   to_int(av[3]), &r);
+                                   to_int(av[3]), ac == 5 ? av[4] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok\nstatus=%s\ntechnique=%s\ncluster=%s\nnode=%s\naddress=%s\nport=%d\n"
                    "token=%s\ncacheable=%d\nreason=%s\n",
