@@ -247,6 +247,15 @@ svc_start() {
 		</dev/null >>"$(svc_log "$name")" 2>&1 9<&- &
 	pid=$!
 	echo "$pid" >"$(svc_pidfile "$name")"
+	# Until it is the service (not yet ip or setsid): svc_pid knows it by name.
+	local i comm
+	comm=$(basename "$bin")
+	for ((i = 0; i < 250; i++)); do
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && return 0
+		pid_alive "$pid" || return 0 # svc_wait reports it, with its log
+		sleep 0.02
+	done
+	return 0
 }
 
 # svc_stop NAME...: SIGTERM to all at once, a bounded wait, then SIGKILL.
@@ -344,8 +353,10 @@ svc_wait() {
 }
 
 svc_failed() {
-	echo "$PROG: $1 on $(svc_node "$1") $2; the end of $(svc_log "$1"):" >&2
-	tail -n 15 "$(svc_log "$1")" 2>/dev/null | sed 's/^/    /' >&2
+	echo "$PROG: $1 on $(svc_node "$1") $2; its log since it was started ($(svc_log "$1")):" >&2
+	awk '/^=== .* qcg-lab starts / { n = 0 } { line[n++] = $0 }
+		END { for (i = (n > 15 ? n - 15 : 0); i < n; i++) print "    " line[i] }' \
+		"$(svc_log "$1")" >&2 2>/dev/null || true
 	die "services not up (logs in $LOG_DIR; $PROG down removes everything)"
 }
 

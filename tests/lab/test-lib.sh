@@ -41,6 +41,13 @@ poll() {
 	return 1
 }
 
+# Not running (gone, or a zombie nobody has reaped yet).
+pid_gone() {
+	local state
+	state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 0
+	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
+}
+
 lab_netns() { ip netns list 2>/dev/null | awk '$1 ~ /^qcg-/ { print $1 }' | sort; }
 lab_netns_count() { lab_netns | wc -l; }
 

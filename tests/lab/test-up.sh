@@ -67,3 +67,14 @@ fi
 [ "$pids" = "$(service_pids)" ] || fail "a second up restarted services"
 services_up
 note "a second up left the lab and its 16 services as they were"
+
+# A dead service is started again by the next up, and only that one.
+dead=$(cat "$LAB_STATE/run/helper-sym2.pid")
+kill -KILL "$dead"
+poll 5 "helper-sym2 to die" pid_gone "$dead" || fail "helper-sym2 survived SIGKILL"
+"$LAB" up >/dev/null
+[ "$(service_pids | grep -v helper-sym2)" = "$(echo "$pids" | grep -v helper-sym2)" ] ||
+	fail "up restarted more than the dead helper"
+[ "$(cat "$LAB_STATE/run/helper-sym2.pid")" != "$dead" ] || fail "up did not restart helper-sym2"
+services_up >/dev/null
+note "up restarted the killed helper-sym2 alone"
