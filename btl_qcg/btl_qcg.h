@@ -1,0 +1,164 @@
+/*
+ * btl_qcg: an Open MPI 4.1 BTL (send/recv only) whose TCP connections are
+ * made through libqcgconn, lazily, on the first send to a peer.
+ *
+ * One module per process.  Everything runs in the MPI thread: btl_send and
+ * the progress callback never block (non-blocking sockets, libqcgconn's
+ * pollable connect and accept), and both may be re-entered from the PML
+ * callbacks they make.  Frames on the wire: an 8-byte header {length, tag},
+ * the payload, padding to a multiple of 8 (frames stay aligned in the
+ * receive buffer).
+ */
+#ifndef BTL_QCG_H
+#define BTL_QCG_H
+
+#include "opal_config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "opal/mca/btl/btl.h"
+
+#include "qcgconn.h"
+
+/* The component: what Open MPI finds by name in mca_btl_qcg.so. */
+struct btl_qcg_component {
+    mca_btl_base_component_3_0_0_t super;
+    int verbose;                /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
+    int connect_timeout_ms;     /* btl_qcg_connect_timeout */
+    char *conn_log;             /* btl_qcg_conn_log: file getting a line per connection */
+    int local_peers;            /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
+};
+extern struct btl_qcg_component mca_btl_qcg_component;
+
+/* Wire header of every frame (integers in network byte order). */
+struct btl_qcg_hdr {
+    uint32_t length;            /* payload bytes, padding excluded */
+    uint8_t tag;
+    uint8_t reserved[3];
+};
+#define BTL_QCG_HDR_SIZE 8
+/* A frame larger than this is a protocol error, whatever the parameters. */
+#define BTL_QCG_FRAME_MAX (64u * 1024 * 1024)
+
+/* The verdict an acceptor writes first on every connection it accepts from
+   libqcgconn: the BTL-level answer that makes a simultaneous connect end with
+   exactly one channel (the one initiated by the lower rank). */
+#define BTL_QCG_VERDICT_SIZE 8
+#define BTL_QCG_VERSION 1
+enum { BTL_QCG_ACCEPT = 1, BTL_QCG_REFUSE = 2 };
+
+/* A send descriptor.  segments[0] is our buffer (data[]), segments[1] an
+   optional pointer into the user's contiguous data. */
+struct btl_qcg_frag {
+    mca_btl_base_descriptor_t base;
+    mca_btl_base_segment_t segments[2];
+    struct btl_qcg_endpoint *endpoint;
+    struct btl_qcg_frag *next;  /* in the endpoint's send queue or the cache */
+    struct btl_qcg_hdr hdr;
+    size_t total;               /* header + payload + padding */
+    size_t sent;                /* bytes of total already written */
+    size_t capacity;            /* bytes of data[] */
+    int pool;                   /* which cache it returns to, -1 none */
+    _Alignas(8) unsigned char data[];
+};
+
+enum btl_qcg_ep_state {
+    EP_IDLE,        /* no channel and no attempt (also after the peer closed) */
+    EP_CONNECTING,  /* our qcg connect operation runs */
+    EP_VERDICT,     /* connected; waiting for the acceptor's verdict */
+    EP_WAITPEER,    /* our connection was refused: the peer's is on its way */
+    EP_CONNECTED,
+    EP_FAILED,      /* the error was reported; sends fail */
+};
+
+enum btl_qcg_watch_kind { WATCH_ACCEPT, WATCH_OP, WATCH_SOCK };
+
+/* What an epoll event points at. */
+struct btl_qcg_watch {
+    enum btl_qcg_watch_kind kind;
+    struct btl_qcg_endpoint *endpoint;
+};
+
+struct btl_qcg_module;
+
+struct btl_qcg_endpoint {
+    struct btl_qcg_module *module;
+    struct opal_proc_t *proc;   /* NULL until add_procs names the peer */
+    uint32_t vpid;
+    enum btl_qcg_ep_state state;
+    bool initiator;             /* the channel is ours (we connected) */
+    int fd;                     /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
+    bool want_out;              /* fd is watched for EPOLLOUT */
+    qcg_connect_op *op;         /* in EP_CONNECTING */
+    struct btl_qcg_watch w_op, w_sock;
+    uint64_t t_start_us;        /* first send that needed a channel */
+    uint64_t deadline_us;       /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
+    struct qcg_conn_info info;
+    /* send queue: frames not (completely) written, in order */
+    struct btl_qcg_frag *sq_head, *sq_tail;
+    /* receive: verdict, then frames */
+    unsigned char verdict[BTL_QCG_VERDICT_SIZE];
+    size_t verdict_got;
+    unsigned char *rx;
+    size_t rx_cap, rx_off, rx_len; /* consumed up to rx_off, filled up to rx_len */
+    bool error_reported;
+};
+
+#define BTL_QCG_POOLS 2
+
+struct btl_qcg_module {
+    mca_btl_base_module_t super;
+    qcg_ctx *ctx;
+    uint32_t jobid, vpid;
+    int epfd;
+    struct btl_qcg_watch w_accept;
+    struct btl_qcg_endpoint **eps;  /* by vpid */
+    size_t neps;
+    int pending;                    /* endpoints in CONNECTING/VERDICT/WAITPEER */
+    uint64_t next_check_us;
+    int depth;                      /* progress nesting guard */
+    int shm_btl;                    /* -1 unknown, 0/1: a shared-memory BTL runs */
+    mca_btl_base_module_error_cb_fn_t error_cb;
+    struct btl_qcg_frag *pool[BTL_QCG_POOLS];
+    int pool_count[BTL_QCG_POOLS];
+    size_t pool_size[BTL_QCG_POOLS];
+};
+
+/* module.c */
+struct btl_qcg_module *btl_qcg_module_new(qcg_ctx *ctx, uint32_t jobid, uint32_t vpid);
+/* Defaults and parameters (mca_btl_base_param_register writes into it);
+   btl_qcg_module_new copies it. */
+extern mca_btl_base_module_t btl_qcg_module_template;
+
+/* frag.c */
+struct btl_qcg_frag *btl_qcg_frag_alloc(struct btl_qcg_module *m, size_t size);
+void btl_qcg_frag_release(struct btl_qcg_module *m, struct btl_qcg_frag *frag);
+void btl_qcg_frag_pools_free(struct btl_qcg_module *m);
+size_t btl_qcg_frag_iov(const struct btl_qcg_frag *frag, struct iovec *iov, size_t max);
+
+/* endpoint.c */
+struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t vpid);
+void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep);
+int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag);
+void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind kind,
+                            uint32_t events);
+void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now);
+void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info);
+
+/* progress.c */
+int btl_qcg_progress(void);
+extern struct btl_qcg_module *btl_qcg_active;
+int btl_qcg_watch(struct btl_qcg_module *m, int op, int fd, uint32_t events,
+                  struct btl_qcg_watch *w);
+
+/* report.c: verbose lines, errors, the connection log */
+uint64_t btl_qcg_now_us(void);
+void btl_qcg_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void btl_qcg_report_connected(struct btl_qcg_endpoint *ep);
+void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail);
+const char *btl_qcg_peer_host(const struct btl_qcg_endpoint *ep);
+
+#endif

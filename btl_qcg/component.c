@@ -1,0 +1,174 @@
+/* The component: parameters, and btl_init, which joins the grid (qcg_open,
+   qcg_listen) or opts out so that the other BTLs still run. */
+#include "btl_qcg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+static int component_register(void);
+static int component_open(void);
+static int component_close(void);
+static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threads,
+                                              bool mpi_threads);
+
+struct btl_qcg_component mca_btl_qcg_component = {
+    .super =
+        {
+            .btl_version =
+                {
+                    MCA_BTL_DEFAULT_VERSION("qcg"),
+                    .mca_open_component = component_open,
+                    .mca_close_component = component_close,
+                    .mca_register_component_params = component_register,
+                },
+            .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
+            .btl_init = component_init,
+            /* NULL on purpose: the BML registers btl_progress only once a
+               peer was added, and with dynamic add_procs (Open MPI's default
+               cutoff) a rank learns of a peer only by receiving from it:
+               btl_init registers our progress itself. */
+            .btl_progress = NULL,
+        },
+    .verbose = 0,
+    .connect_timeout_ms = 30000,
+    .conn_log = NULL,
+    .local_peers = -1,
+};
+
+static int component_register(void)
+{
+    mca_base_component_t *c = &mca_btl_qcg_component.super.btl_version;
+
+    mca_btl_qcg_component.verbose = 0;
+    (void)mca_base_component_var_register(
+        c, "verbose",
+        "0: errors only; 1: one line per peer (technique, setup time); 2: connection debugging",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.verbose);
+    mca_btl_qcg_component.connect_timeout_ms = 30000;
+    (void)mca_base_component_var_register(
+        c, "connect_timeout",
+        "Milliseconds a connection to a peer may take (lookup, technique, handshake) before "
+        "the send fails with an error naming the peer",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.connect_timeout_ms);
+    mca_btl_qcg_component.conn_log = NULL;
+    (void)mca_base_component_var_register(
+        c, "conn_log",
+        "File to which a line 'RANK PEER TECHNIQUE initiator|acceptor QCG_SETUP_US "
+        "SETUP_US' is appended for every connection (empty: none)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.conn_log);
+    mca_btl_qcg_component.local_peers = -1;
+    (void)mca_base_component_var_register(
+        c, "local_peers",
+        "Carry peers on the same node: -1 only when no shared-memory BTL (vader, sm) runs, "
+        "0 never, 1 always",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.local_peers);
+
+    /* TCP-like defaults; exclusivity above btl_tcp's so that qcg carries a
+       peer both could reach. */
+    btl_qcg_module_template.btl_exclusivity = MCA_BTL_EXCLUSIVITY_LOW + 200;
+    btl_qcg_module_template.btl_eager_limit = 64 * 1024;
+    btl_qcg_module_template.btl_rndv_eager_limit = 64 * 1024;
+    btl_qcg_module_template.btl_max_send_size = 128 * 1024;
+    btl_qcg_module_template.btl_rdma_pipeline_send_length = 128 * 1024;
+    btl_qcg_module_template.btl_rdma_pipeline_frag_size = 128 * 1024;
+    btl_qcg_module_template.btl_min_rdma_pipeline_size = 0;
+    btl_qcg_module_template.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE;
+    btl_qcg_module_template.btl_latency = 100;
+    btl_qcg_module_template.btl_bandwidth = 100;
+    return mca_btl_base_param_register(c, &btl_qcg_module_template);
+}
+
+static int component_open(void)
+{
+    return OPAL_SUCCESS;
+}
+
+static int component_close(void)
+{
+    return OPAL_SUCCESS;
+}
+
+static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threads,
+                                              bool mpi_threads)
+{
+    opal_process_name_t me = OPAL_PROC_MY_NAME;
+    struct qcg_options opts = {.job = NULL, .rank = -1, .secret = NULL, .helper_socket = NULL};
+    mca_btl_base_module_t **modules;
+    struct btl_qcg_module *m;
+    const char *secret = getenv("QCG_JOB_SECRET");
+    char job[32];
+    qcg_ctx *ctx = NULL;
+    int rc;
+
+    (void)progress_threads;
+    *num_btls = 0;
+    if (mpi_threads) {
+        btl_qcg_log(1, "not used: MPI_THREAD_MULTIPLE is not supported");
+        return NULL;
+    }
+    if (secret == NULL || secret[0] == '\0') {
+        btl_qcg_log(1, "not used: QCG_JOB_SECRET is not set (mpirun -x QCG_JOB_SECRET)");
+        return NULL;
+    }
+    if (me.vpid > (uint32_t)INT32_MAX) {
+        btl_qcg_log(1, "not used: rank %u out of range", me.vpid);
+        return NULL;
+    }
+    /* The job is Open MPI's own job id: every rank of one mpirun shares it. */
+    snprintf(job, sizeof(job), "%u", me.jobid);
+    opts.job = job;
+    opts.rank = (int)me.vpid;
+    rc = qcg_open(&ctx, &opts);
+    if (rc < 0) {
+        btl_qcg_log(1, "not used: no qcg-helper (QCG_HELPER_SOCKET=%s): %s: %s",
+                    getenv("QCG_HELPER_SOCKET") ? getenv("QCG_HELPER_SOCKET") : "(default)",
+                    qcg_strerror(rc), qcg_last_error(NULL));
+        return NULL;
+    }
+    rc = qcg_listen(ctx);
+    if (rc < 0) {
+        /* A helper is there but the grid does not take us: worth saying. */
+        opal_output(0, "btl_qcg: rank %u: not used: cannot publish a contact: %s: %s", me.vpid,
+                    qcg_strerror(rc), qcg_last_error(ctx));
+        qcg_close(ctx);
+        return NULL;
+    }
+    m = btl_qcg_module_new(ctx, me.jobid, me.vpid);
+    modules = malloc(sizeof(*modules));
+    if (m == NULL || modules == NULL) {
+        free(modules);
+        if (m != NULL)
+            m->super.btl_finalize(&m->super);
+        else
+            qcg_close(ctx);
+        return NULL;
+    }
+    btl_qcg_active = m;
+    if (opal_progress_register(btl_qcg_progress) != OPAL_SUCCESS) {
+        btl_qcg_active = NULL;
+        free(modules);
+        m->super.btl_finalize(&m->super);
+        return NULL;
+    }
+    if (mca_btl_qcg_component.verbose >= 2) {
+        struct qcg_contact c;
+
+        if (qcg_local_contact(ctx, &c) == 0)
+            btl_qcg_log(2, "job %s rank %u listens on %s:%u (cluster %s, node %s)", job, me.vpid,
+                        c.address, c.port, c.cluster, c.node);
+    }
+    modules[0] = &m->super;
+    *num_btls = 1;
+    return modules;
+}

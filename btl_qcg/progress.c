@@ -1,0 +1,91 @@
+/* Progress: one epoll set holds libqcgconn's accept descriptor, the pollable
+   descriptors of pending connects and every socket.  Called from
+   opal_progress; never blocks (epoll_wait with a zero timeout). */
+#include "btl_qcg.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* The module progress runs for (one per process). */
+struct btl_qcg_module *btl_qcg_active;
+
+/* Events handled per call, and connections accepted per call: bounded so
+   that one call stays short. */
+#define EVENTS_MAX 64
+#define ACCEPTS_MAX 16
+/* How often pending connections are checked for their deadline. */
+#define CHECK_INTERVAL_US 50000
+
+int btl_qcg_watch(struct btl_qcg_module *m, int op, int fd, uint32_t events,
+                  struct btl_qcg_watch *w)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+
+    if (fd < 0)
+        return -1;
+    if (epoll_ctl(m->epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev) < 0) {
+        btl_qcg_log(2, "epoll_ctl(%d, fd %d): %s", op, fd, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void accept_ready(struct btl_qcg_module *m)
+{
+    for (int i = 0; i < ACCEPTS_MAX; i++) {
+        struct qcg_conn_info info;
+        int fd = qcg_accept(m->ctx, &info);
+
+        if (fd == QCG_EAGAIN)
+            return;
+        if (fd < 0) {
+            /* A bad or replayed hello: the library dropped it; we go on. */
+            btl_qcg_log(2, "an incoming connection was dropped: %s: %s", qcg_strerror(fd),
+                        qcg_last_error(m->ctx));
+            continue;
+        }
+        btl_qcg_incoming(m, fd, &info);
+    }
+}
+
+static void check_deadlines(struct btl_qcg_module *m, uint64_t now)
+{
+    m->next_check_us = now + CHECK_INTERVAL_US;
+    for (size_t i = 0; i < m->neps && m->pending > 0; i++) {
+        struct btl_qcg_endpoint *ep = m->eps[i];
+
+        if (ep != NULL)
+            btl_qcg_endpoint_check_deadline(ep, now);
+    }
+}
+
+int btl_qcg_progress(void)
+{
+    struct btl_qcg_module *m = btl_qcg_active;
+    struct epoll_event evs[EVENTS_MAX];
+    int n;
+
+    /* Re-entered from a callback we made: the outer call carries on. */
+    if (m == NULL || m->depth > 0)
+        return 0;
+    m->depth++;
+    n = epoll_wait(m->epfd, evs, EVENTS_MAX, 0);
+    for (int i = 0; i < n; i++) {
+        struct btl_qcg_watch *w = evs[i].data.ptr;
+
+        if (w->kind == WATCH_ACCEPT)
+            accept_ready(m);
+        else
+            btl_qcg_endpoint_event(w->endpoint, w->kind, evs[i].events);
+    }
+    if (m->pending > 0) {
+        uint64_t now = btl_qcg_now_us();
+
+        if (now >= m->next_check_us)
+            check_deadlines(m, now);
+    }
+    m->depth--;
+    return n > 0 ? n : 0;
+}
