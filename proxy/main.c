@@ -1,0 +1,150 @@
+/*
+ * qcg-proxy: relays bytes between two processes that both connect out to it,
+ * paired by the one-time tokens the broker issued them.  This file only wires
+ * the parts together: settings, the token key, the relay loop (its own
+ * thread), the control endpoint (stats), signals.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "proxy_config.h"
+#include "relay.h"
+#include "service.h"
+#include "soap_server.h"
+#include "stats_query.h"
+#include "token.h"
+
+#define CONTROL_MAX_CONNECTIONS 16
+
+struct proxy {
+    struct relay *relay;
+    struct soap_server *control;
+};
+
+/* From the signal handler: both calls only set flags (and wake the relay). */
+static void stop_all(void *arg)
+{
+    struct proxy *px = arg;
+    soap_server_stop(px->control);
+    relay_stop(px->relay);
+}
+
+static void *relay_thread(void *arg)
+{
+    struct proxy *px = arg;
+    if (relay_run(px->relay) != 0)
+        log_error("relay loop failed: stopping");
+    /* Whatever ended the relay ends the daemon. */
+    soap_server_stop(px->control);
+    return NULL;
+}
+
+static int config_error(struct proxy_config *cfg, const char *err)
+{
+    fprintf(stderr, "%s\n", err);
+    if (cfg->syslog)
+        log_error("%s", err);
+    proxy_config_free(cfg);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    struct proxy_config cfg;
+    struct proxy_key key;
+    struct proxy_service svc = {0};
+    char err[512], msg[600];
+
+    switch (proxy_config_load(&cfg, argc, argv, err, sizeof(err))) {
+    case CONFIG_OK:
+        break;
+    case CONFIG_EXIT_OK:
+        proxy_config_free(&cfg);
+        return 0;
+    default:
+        fprintf(stderr, "%s\n", err);
+        proxy_config_free(&cfg);
+        return 2;
+    }
+    if (cfg.stats) {
+        log_init("proxy", LOG_LEVEL_WARN, false);
+        char url[256];
+        if (cfg.url != NULL)
+            snprintf(url, sizeof(url), "%s", cfg.url);
+        else
+            snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.control_port);
+        struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
+        int rc = stats_query("qcg-proxy", url, &tls, cfg.json != 0);
+        proxy_config_free(&cfg);
+        return rc;
+    }
+    log_init("proxy", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog != 0);
+    if (proxy_cert_name(cfg.cert, svc.name, sizeof(svc.name), err, sizeof(err)) != 0) {
+        snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
+        return config_error(&cfg, msg);
+    }
+    if (proxy_key_load(cfg.key_file, &key, err, sizeof(err)) != 0) {
+        snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
+        return config_error(&cfg, msg);
+    }
+
+    int max_pairs = relay_raise_nofile(cfg.max_pairs);
+    struct relay_config rc = {
+        .listen_addr = cfg.listen,
+        .port = cfg.port,
+        .key = &key,
+        .token_skew = (unsigned)cfg.token_skew,
+        .pair_timeout = (unsigned)cfg.pair_timeout,
+        .max_pairs = max_pairs,
+        .pipe_size = (size_t)cfg.pipe_size,
+    };
+    static struct proxy px; /* static: the signal handler keeps a pointer */
+    static volatile sig_atomic_t stop;
+    px.relay = relay_new(&rc, err, sizeof(err));
+    explicit_bzero(&key, sizeof(key));
+    if (px.relay == NULL) {
+        snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
+        return config_error(&cfg, msg);
+    }
+    svc.relay = px.relay;
+    struct soap_server_config sc = {
+        .listen_addr = cfg.listen,
+        .port = cfg.control_port,
+        .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+        .max_connections = CONTROL_MAX_CONNECTIONS,
+        .user = &svc,
+    };
+    px.control = soap_server_new(&sc, err, sizeof(err));
+    if (px.control == NULL) {
+        relay_free(px.relay);
+        snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
+        return config_error(&cfg, msg);
+    }
+    log_info("%s relaying on %s port %d (control port %d), at most %d pairs, pipes of %d bytes, "
+             "tokens accepted up to %d s after expiry, pair timeout %d s",
+             svc.name, cfg.listen ? cfg.listen : "any address", relay_port(px.relay),
+             soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
+             cfg.pair_timeout);
+
+    daemon_signals(&stop, stop_all, &px);
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, relay_thread, &px) != 0)
+        fatalx("cannot start the relay thread");
+    int rc_control = soap_server_run(px.control);
+    relay_stop(px.relay);
+    pthread_join(tid, NULL);
+    if (rc_control != 0) {
+        /* Control threads may still run and read the relay's counters. */
+        log_error("control connections still busy: exiting without a clean stop");
+        return 1;
+    }
+    log_info("stopped");
+    soap_server_free(px.control);
+    relay_free(px.relay);
+    proxy_config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,130 @@
+/* qcg-proxy's settings; see proxy_config.h. */
+#include "proxy_config.h"
+
+#include <errno.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "identity.h"
+#include "log.h"
+
+#define OPT(field) offsetof(struct proxy_config, field)
+
+const struct config_option proxy_options[] = {
+    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
+     "address to listen on, data and control (default: any)"},
+    {"port", CONFIG_INT, OPT(port), 1, 65535, "7703",
+     "TCP port where processes present their tokens (plain TCP)"},
+    {"control-port", CONFIG_INT, OPT(control_port), 1, 65535, "7702",
+     "TCP port of the mutual-TLS SOAP endpoint (stats)"},
+    {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
+    {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
+     "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required"},
+    {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,
+     "the token key shared with the broker: 64 hex characters, mode 0600, required"},
+    {"token-skew", CONFIG_INT, OPT(token_skew), 0, 86400, "300",
+     "seconds a token is still accepted after its expiry (clock skew with the broker)"},
+    {"pair-timeout", CONFIG_INT, OPT(pair_timeout), 1, 3600, "30",
+     "seconds a connection waits for the other side of its pair"},
+    {"max-pairs", CONFIG_INT, OPT(max_pairs), 1, 1000000, "10000",
+     "pairs relayed at once (also bounded by the descriptors the system allows)"},
+    {"pipe-size", CONFIG_INT, OPT(pipe_size), 4096, 1048576, "262144",
+     "bytes buffered per direction of a pair (a kernel pipe, made on first data)"},
+    {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
+    {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
+    {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
+     "print the counters of the running proxy and exit"},
+    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
+    {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
+     "with --stats: the proxy to ask (default https://127.0.0.1:CONTROL-PORT/)"},
+    {NULL, 0, 0, 0, 0, NULL, NULL},
+};
+
+static int readable(const char *what, const char *path, char *err, size_t errlen)
+{
+    if (path == NULL || path[0] == '\0') {
+        snprintf(err, errlen, "qcg-proxy: %s is required (--%s FILE)", what, what);
+        return -1;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "qcg-proxy: %s: cannot read %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **argv, char *err,
+                                     size_t errlen)
+{
+    int first = 0;
+    memset(cfg, 0, sizeof(*cfg));
+    enum config_result res = config_load(proxy_options, cfg, argc, argv,
+                                         "qcg-proxy [--config FILE] [options]\n"
+                                         "       qcg-proxy --stats [--json] [--url URL] [options]",
+                                         &first, err, errlen);
+    if (res != CONFIG_OK)
+        return res;
+    if (first < argc) {
+        snprintf(err, errlen, "qcg-proxy: unexpected argument: %s", argv[first]);
+        return CONFIG_ERROR;
+    }
+    if (log_level_parse(cfg->log_level) < 0) {
+        snprintf(err, errlen, "qcg-proxy: --log-level: %s is not one of error, warn, info, debug",
+                 cfg->log_level ? cfg->log_level : "(none)");
+        return CONFIG_ERROR;
+    }
+    if (readable("ca", cfg->ca, err, errlen) != 0 || readable("cert", cfg->cert, err, errlen) != 0)
+        return CONFIG_ERROR;
+    if (!cfg->stats && (cfg->key_file == NULL || cfg->key_file[0] == '\0')) {
+        snprintf(err, errlen, "qcg-proxy: key-file is required (--key-file FILE)");
+        return CONFIG_ERROR;
+    }
+    if (!cfg->stats && cfg->port == cfg->control_port) {
+        snprintf(err, errlen, "qcg-proxy: port and control-port are both %d", cfg->port);
+        return CONFIG_ERROR;
+    }
+    if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {
+        snprintf(err, errlen, "qcg-proxy: --url: %s does not start with https://", cfg->url);
+        return CONFIG_ERROR;
+    }
+    return CONFIG_OK;
+}
+
+void proxy_config_free(struct proxy_config *cfg)
+{
+    config_free(proxy_options, cfg);
+}
+
+int proxy_cert_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen)
+{
+    char ou[QCG_NAME_MAX];
+    struct identity id;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cert: cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (x == NULL) {
+        snprintf(err, errlen, "cert: %s holds no PEM certificate", path);
+        return -1;
+    }
+    X509_NAME *subject = X509_get_subject_name(x);
+    int n = X509_NAME_get_text_by_NID(subject, NID_commonName, cn, (int)cnlen);
+    int m = X509_NAME_get_text_by_NID(subject, NID_organizationalUnitName, ou, (int)sizeof(ou));
+    X509_free(x);
+    if (n <= 0 || m <= 0) {
+        snprintf(err, errlen, "cert: the certificate in %s has no common name or unit", path);
+        return -1;
+    }
+    if (identity_from_fields(ou, cn, &id) != 0 || id.role != QCG_ROLE_PROXY) {
+        snprintf(err, errlen, "cert: %s is not a proxy's certificate (OU=%s, CN=%s)", path, ou, cn);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* qcg-proxy's settings: one table (common/config.h) for the config file, the
+   command line and --help, plus the checks that need more than a type. */
+#ifndef PROXY_CONFIG_H
+#define PROXY_CONFIG_H
+
+#include <stddef.h>
+#include "config.h"
+
+#define PROXY_DEFAULT_PORT 7703
+#define PROXY_DEFAULT_CONTROL_PORT 7702
+
+struct proxy_config {
+    char *listen;     /* NULL = any address */
+    int port;         /* data: clients present their tokens here */
+    int control_port; /* mutual-TLS SOAP: stats only */
+    char *ca;
+    char *cert;
+    char *key_file;
+    int token_skew;   /* seconds a token is still accepted after its expiry */
+    int pair_timeout; /* seconds a connection waits for the other side */
+    int max_pairs;
+    int pipe_size; /* bytes buffered per direction of a pair */
+    char *log_level;
+    int syslog;
+    int stats; /* --stats: ask a running proxy for its counters */
+    int json;
+    char *url;
+};
+
+extern const struct config_option proxy_options[];
+
+/* config_load over proxy_options, then: ca, cert (and key-file unless --stats)
+   given and readable, log-level known, url https.  CONFIG_ERROR leaves one
+   line in err, starting with "qcg-proxy: ". */
+enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **argv, char *err,
+                                     size_t errlen);
+void proxy_config_free(struct proxy_config *cfg);
+
+/* The CN of the first certificate in a PEM file, which must be a proxy's
+   (OU=proxy); -1 with err otherwise. */
+int proxy_cert_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,878 @@
+/* The proxy's data loop: accept, token, pairing, timeouts; see relay.h. */
+#include "relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handle.h"
+#include "log.h"
+#include "pair.h"
+#include "pairtable.h"
+
+#define RELAY_BACKLOG 1024
+#define RELAY_EVENTS 256
+#define RELAY_ACCEPTS_PER_EVENT 64
+#define RELAY_HELLO_TIMEOUT_MS 10000 /* at most; pair-timeout when shorter */
+#define RELAY_TICK_MS 1000           /* timer housekeeping */
+#define RELAY_PIPE_IDLE_MS 2000      /* an empty pipe idle this long is dropped */
+#define RELAY_EXPIRE_EVERY_MS 10000  /* seen tokens past expiry + skew are forgotten */
+#define RELAY_TOKENS_PER_PAIR 16     /* seen-token table: entries per max-pairs */
+/* Descriptors kept for the control server, logs, the listener and such. */
+#define RELAY_FD_RESERVE 256
+/* Per pair: its own descriptors and one waiting connection's. */
+#define RELAY_FD_BUDGET (RELAY_FDS_PER_PAIR + 1)
+/* Keepalive like the processes' own connections (docs/architecture.md): a
+   vanished client frees its pair instead of holding it for ever. */
+#define RELAY_KEEPIDLE 60
+#define RELAY_KEEPINTVL 10
+#define RELAY_KEEPCNT 6
+
+enum conn_state { CONN_HELLO, CONN_WAITING };
+
+/* A connection that has not been paired yet. */
+struct conn {
+    struct handle h; /* HANDLE_CONN, HANDLE_DEAD once closed */
+    int fd;
+    enum conn_state state;
+    uint64_t deadline_ms;
+    size_t got;
+    unsigned char buf[RELAY_HELLO_LEN];
+    char addr[PAIR_ADDR_MAX];
+    struct pt_entry *entry; /* waiting: the pair's entry, and our side */
+    int side;
+    struct conn *prev, *next; /* the hello or waiting list, in deadline order */
+    struct conn *dead_next;
+};
+
+struct conn_list {
+    struct conn *head, *tail;
+};
+
+struct relay {
+    int epfd, listen_fd, wake_fd, spare_fd;
+    struct handle listen_h, wake_h;
+    int port;
+    struct proxy_key key;
+    unsigned token_skew, pair_timeout;
+    int max_pairs;
+    size_t pipe_size;
+    volatile sig_atomic_t stop;
+
+    struct pairtable *tokens;
+    struct conn_list hello, waiting;
+    size_t nconns;
+    struct pair *pairs_head, *pairs_tail; /* by last activity, oldest first */
+    struct pair *ready;                   /* pairs with work left */
+    struct conn *dead_conns;
+    struct pair *dead_pairs; /* linked through ready_next */
+    uint64_t now_ms, next_tick_ms, next_expire_ms;
+    uint64_t full_logged_ms;
+    unsigned long full_suppressed;
+
+    atomic_ullong pairs_active, pairs_total, bytes_relayed;
+    atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
+        refused_peer_gone, unpaired_timeouts, unpaired_waiting;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void count(atomic_ullong *c)
+{
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static void addr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN], serv[8];
+    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(out, outlen, "(unknown)");
+        return;
+    }
+    const char *h = host;
+    if (strncmp(h, "::ffff:", 7) == 0 && strchr(h + 7, ':') == NULL)
+        h += 7;
+    if (strchr(h, ':') != NULL)
+        snprintf(out, outlen, "[%s]:%s", h, serv);
+    else
+        snprintf(out, outlen, "%s:%s", h, serv);
+}
+
+/* ---- lists ---- */
+
+static void conn_list_add(struct conn_list *l, struct conn *c)
+{
+    c->next = NULL;
+    c->prev = l->tail;
+    if (l->tail)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+static void conn_list_del(struct conn_list *l, struct conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        l->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        l->tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void pairs_add(struct relay *r, struct pair *p)
+{
+    p->next = NULL;
+    p->prev = r->pairs_tail;
+    if (r->pairs_tail)
+        r->pairs_tail->next = p;
+    else
+        r->pairs_head = p;
+    r->pairs_tail = p;
+}
+
+static void pairs_del(struct relay *r, struct pair *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        r->pairs_head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    else
+        r->pairs_tail = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void make_ready(struct relay *r, struct pair *p)
+{
+    if (!p->ready) {
+        p->ready = true;
+        p->ready_next = r->ready;
+        r->ready = p;
+    }
+}
+
+/* ---- connections ---- */
+
+static struct conn_list *conn_list_of(struct relay *r, struct conn *c)
+{
+    return c->state == CONN_HELLO ? &r->hello : &r->waiting;
+}
+
+/* Closes c (its fd unless moved to a pair, fd == -1); freed after the batch. */
+static void conn_close(struct relay *r, struct conn *c)
+{
+    if (c->h.kind == HANDLE_DEAD)
+        return;
+    conn_list_del(conn_list_of(r, c), c);
+    if (c->state == CONN_WAITING) {
+        if (c->entry && c->entry->waiting[c->side] == c)
+            c->entry->waiting[c->side] = NULL;
+        atomic_fetch_sub_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->h.kind = HANDLE_DEAD;
+    r->nconns--;
+    c->dead_next = r->dead_conns;
+    r->dead_conns = c;
+}
+
+/* A refusal: one log line with the client's address and the reason. */
+static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter, const char *fmt,
+                        ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    log_warnx("refused %s: %s", c->addr, why);
+    if (counter)
+        count(counter);
+    conn_close(r, c);
+}
+
+/* Floods of connections beyond the caps: one line per second at most. */
+static void log_full(struct relay *r, const char *addr, const char *why)
+{
+    if (r->now_ms >= r->full_logged_ms + 1000) {
+        if (r->full_suppressed)
+            log_warnx("refused %s: %s (and %lu more refused since the last line)", addr, why,
+                      r->full_suppressed);
+        else
+            log_warnx("refused %s: %s", addr, why);
+        r->full_logged_ms = r->now_ms;
+        r->full_suppressed = 0;
+    } else {
+        r->full_suppressed++;
+    }
+    count(&r->refused_full);
+}
+
+static void set_socket_options(int fd)
+{
+    int one = 1, idle = RELAY_KEEPIDLE, intvl = RELAY_KEEPINTVL, cnt = RELAY_KEEPCNT;
+    /* Best effort: a relay forwards what arrives at once (latency), and
+       keepalive frees the pair of a vanished peer. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss, socklen_t len)
+{
+    char addr[PAIR_ADDR_MAX];
+
+    addr_text(ss, len, addr, sizeof(addr));
+    if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs ||
+        r->nconns >= (size_t)r->max_pairs) {
+        log_full(r, addr, "max-pairs reached");
+        close(fd);
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        log_full(r, addr, "out of memory");
+        close(fd);
+        return;
+    }
+    c->h.kind = HANDLE_CONN;
+    c->fd = fd;
+    c->state = CONN_HELLO;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    uint64_t wait = (uint64_t)r->pair_timeout * 1000;
+    c->deadline_ms = r->now_ms + (wait < RELAY_HELLO_TIMEOUT_MS ? wait : RELAY_HELLO_TIMEOUT_MS);
+    set_socket_options(fd);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        log_warn("epoll_ctl for %s", addr);
+        close(fd);
+        free(c);
+        return;
+    }
+    conn_list_add(&r->hello, c);
+    r->nconns++;
+    log_debug("connection from %s", addr);
+}
+
+static void do_accept(struct relay *r)
+{
+    for (int i = 0; i < RELAY_ACCEPTS_PER_EVENT; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            new_conn(r, fd, &ss, len);
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+            continue;
+        if ((errno == EMFILE || errno == ENFILE) && r->spare_fd >= 0) {
+            /* Out of descriptors: take the connection with the spare one and
+               close it, rather than leave it spinning in the backlog. */
+            close(r->spare_fd);
+            fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                char addr[PAIR_ADDR_MAX];
+                addr_text(&ss, len, addr, sizeof(addr));
+                log_full(r, addr, "out of file descriptors");
+                close(fd);
+            }
+            r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            continue;
+        }
+        log_warn("accept");
+        return;
+    }
+}
+
+/* ---- pairs ---- */
+
+static void pair_end_log(struct relay *r, struct pair *p, const char *how, const char *err)
+{
+    char id[9];
+    pair_id_text(p->id, id);
+    uint64_t ms = r->now_ms - p->started_ms;
+    if (err)
+        log_warnx("pair %s %s: %s; %llu bytes %s -> %s, %llu bytes back, %llu.%03llu s", id, how,
+                  err, (unsigned long long)p->dir[0].bytes, p->end[0].addr, p->end[1].addr,
+                  (unsigned long long)p->dir[1].bytes, (unsigned long long)(ms / 1000),
+                  (unsigned long long)(ms % 1000));
+    else
+        log_info("pair %s %s: %llu bytes %s -> %s, %llu bytes back, %llu.%03llu s", id, how,
+                 (unsigned long long)p->dir[0].bytes, p->end[0].addr, p->end[1].addr,
+                 (unsigned long long)p->dir[1].bytes, (unsigned long long)(ms / 1000),
+                 (unsigned long long)(ms % 1000));
+}
+
+static void pair_end(struct relay *r, struct pair *p, bool abort)
+{
+    pairs_del(r, p);
+    pair_close(p, abort);
+    atomic_fetch_sub_explicit(&r->pairs_active, 1, memory_order_relaxed);
+    p->ready_next = r->dead_pairs;
+    r->dead_pairs = p;
+}
+
+static void pair_step(struct relay *r, struct pair *p)
+{
+    char err[256];
+    uint64_t moved = 0;
+
+    enum pair_result res = pair_run(p, r->pipe_size, &moved, err, sizeof(err));
+    if (moved) {
+        atomic_fetch_add_explicit(&r->bytes_relayed, moved, memory_order_relaxed);
+        p->active_ms = r->now_ms;
+        if (r->pairs_tail != p) {
+            pairs_del(r, p);
+            pairs_add(r, p);
+        }
+    }
+    switch (res) {
+    case PAIR_WAIT:
+        break;
+    case PAIR_MORE:
+        make_ready(r, p);
+        break;
+    case PAIR_DONE:
+        pair_end_log(r, p, "done", NULL);
+        pair_end(r, p, false);
+        break;
+    case PAIR_FAILED:
+        pair_end_log(r, p, "aborted", err);
+        pair_end(r, p, true);
+        break;
+    }
+}
+
+static void pair_event(struct relay *r, struct pair_end *end, uint32_t events)
+{
+    struct pair *p = end->pair;
+
+    if (events & EPOLLERR) {
+        int e = 0;
+        socklen_t len = sizeof(e);
+        getsockopt(end->fd, SOL_SOCKET, SO_ERROR, &e, &len);
+        char err[128];
+        snprintf(err, sizeof(err), "%s: %s", end->addr, e ? strerror(e) : "socket error");
+        pair_end_log(r, p, "aborted", err);
+        pair_end(r, p, true);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+        end->readable = true;
+    if (events & (EPOLLOUT | EPOLLHUP))
+        end->writable = true;
+    pair_step(r, p);
+}
+
+/* Both sides are here: one pair from two waiting/hello connections. */
+static void make_pair(struct relay *r, struct conn *a, struct conn *b)
+{
+    struct conn *c[2];
+    c[a->side] = a;
+    c[b->side] = b;
+    char id[9];
+    pair_id_text(a->entry->pair, id);
+
+    if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs) {
+        conn_refuse(r, c[0], &r->refused_full, "pair %s: max-pairs reached", id);
+        conn_refuse(r, c[1], &r->refused_full, "pair %s: max-pairs reached", id);
+        return;
+    }
+    struct pair *p =
+        pair_new(a->entry->pair, c[0]->fd, c[0]->addr, c[1]->fd, c[1]->addr, r->now_ms);
+    if (p == NULL) {
+        conn_refuse(r, c[0], &r->refused_full, "pair %s: out of memory", id);
+        conn_close(r, c[1]);
+        return;
+    }
+    /* The sockets now belong to the pair. */
+    c[0]->fd = c[1]->fd = -1;
+    conn_close(r, c[0]);
+    conn_close(r, c[1]);
+    atomic_fetch_add_explicit(&r->pairs_active, 1, memory_order_relaxed);
+    count(&r->pairs_total);
+    pairs_add(r, p);
+
+    for (int i = 0; i < 2; i++) {
+        static const unsigned char paired = RELAY_PAIRED;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                                 .data.ptr = &p->end[i]};
+        if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, p->end[i].fd, &ev) < 0 ||
+            send(p->end[i].fd, &paired, 1, MSG_NOSIGNAL) != 1) {
+            char err[128];
+            snprintf(err, sizeof(err), "telling %s: %s", p->end[i].addr, strerror(errno));
+            pair_end_log(r, p, "aborted", err);
+            pair_end(r, p, true);
+            return;
+        }
+    }
+    log_info("pair %s: %s (initiator) <-> %s (target)", id, p->end[0].addr, p->end[1].addr);
+    /* Bytes sent right after the token are already waiting. */
+    p->end[0].readable = p->end[1].readable = true;
+    p->end[0].writable = p->end[1].writable = true;
+    make_ready(r, p);
+}
+
+static void hello_done(struct relay *r, struct conn *c)
+{
+    char text[RELAY_HELLO_TOKEN + 1];
+    unsigned char pair[TOKEN_PAIR_LEN];
+    uint64_t expiry = 0;
+    int side = 0;
+
+    if (memcmp(c->buf, RELAY_MAGIC, 4) != 0) {
+        conn_refuse(r, c, &r->refused_bad_token, "not a proxy client (bad magic)");
+        return;
+    }
+    memcpy(text, c->buf + 4, RELAY_HELLO_TOKEN);
+    text[RELAY_HELLO_TOKEN] = '\0';
+    size_t len = strlen(text);
+    for (size_t i = len; i < RELAY_HELLO_TOKEN; i++) {
+        if (text[i] != '\0') {
+            conn_refuse(r, c, &r->refused_bad_token, "malformed token (not NUL-padded)");
+            return;
+        }
+    }
+    int rc = token_check(&r->key, text, (uint64_t)time(NULL), r->token_skew, pair, &side, &expiry);
+    if (rc == TOKEN_EEXPIRED) {
+        conn_refuse(r, c, &r->refused_expired,
+                    "token expired (more than %u s of accepted clock skew ago)", r->token_skew);
+        return;
+    }
+    if (rc != TOKEN_OK) {
+        conn_refuse(r, c, &r->refused_bad_token, "%s token", token_error(rc));
+        return;
+    }
+    char id[9];
+    pair_id_text(pair, id);
+    const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
+    uint64_t forget_at = expiry > UINT64_MAX - r->token_skew ? UINT64_MAX : expiry + r->token_skew;
+    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at);
+    if (e == NULL) {
+        conn_refuse(r, c, &r->refused_full, "pair %s: too many tokens seen, try later", id);
+        return;
+    }
+    if (e->used[side]) {
+        conn_refuse(r, c, &r->refused_replay, "pair %s: the %s's token was already used", id,
+                    side_name);
+        return;
+    }
+    e->used[side] = 1;
+    c->entry = e;
+    c->side = side;
+    struct conn *peer = e->waiting[1 - side];
+    if (peer != NULL) {
+        e->waiting[1 - side] = NULL;
+        make_pair(r, c, peer);
+        return;
+    }
+    if (e->used[1 - side]) {
+        conn_refuse(r, c, &r->refused_peer_gone,
+                    "pair %s: the other side's connection came and is gone", id);
+        return;
+    }
+    conn_list_del(&r->hello, c);
+    c->state = CONN_WAITING;
+    c->deadline_ms = r->now_ms + (uint64_t)r->pair_timeout * 1000;
+    conn_list_add(&r->waiting, c);
+    e->waiting[side] = c;
+    atomic_fetch_add_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
+    log_debug("pair %s: %s (%s) waits for the other side", id, c->addr, side_name);
+}
+
+static void conn_event(struct relay *r, struct conn *c, uint32_t events)
+{
+    if (c->state == CONN_WAITING) {
+        /* Bytes sent early stay in the socket for the peer; only a reset
+           ends the wait early (a FIN may be a half-close after data). */
+        if (events & EPOLLERR)
+            conn_refuse(r, c, &r->unpaired_timeouts, "connection reset while waiting for its peer");
+        return;
+    }
+    while (c->got < RELAY_HELLO_LEN) {
+        /* Exactly the hello: what follows is the peer's, left in the socket. */
+        ssize_t n = recv(c->fd, c->buf + c->got, RELAY_HELLO_LEN - c->got, 0);
+        if (n > 0) {
+            c->got += (size_t)n;
+        } else if (n == 0) {
+            log_info("%s closed after %zu of the %d bytes of its token", c->addr, c->got,
+                     RELAY_HELLO_LEN);
+            conn_close(r, c);
+            return;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return;
+        } else if (errno != EINTR) {
+            log_info("%s: %s before its token", c->addr, strerror(errno));
+            conn_close(r, c);
+            return;
+        }
+    }
+    hello_done(r, c);
+}
+
+/* ---- timers ---- */
+
+static void expire_conns(struct relay *r)
+{
+    while (r->hello.head && r->hello.head->deadline_ms <= r->now_ms)
+        conn_refuse(r, r->hello.head, &r->unpaired_timeouts, "no token within %u s",
+                    r->pair_timeout < RELAY_HELLO_TIMEOUT_MS / 1000
+                        ? r->pair_timeout
+                        : RELAY_HELLO_TIMEOUT_MS / 1000);
+    while (r->waiting.head && r->waiting.head->deadline_ms <= r->now_ms) {
+        struct conn *c = r->waiting.head;
+        char id[9];
+        pair_id_text(c->entry->pair, id);
+        conn_refuse(r, c, &r->unpaired_timeouts, "pair %s: the other side did not come within %u s",
+                    id, r->pair_timeout);
+    }
+}
+
+static void tick(struct relay *r)
+{
+    /* Pairs are kept oldest activity first: stop at the first recent one. */
+    for (struct pair *p = r->pairs_head; p && p->active_ms + RELAY_PIPE_IDLE_MS <= r->now_ms;
+         p = p->next)
+        pair_trim(p);
+    if (r->now_ms >= r->next_expire_ms) {
+        size_t n = pairtable_expire(r->tokens, (uint64_t)time(NULL));
+        if (n)
+            log_debug("forgot %zu expired tokens, %zu remembered", n, pairtable_count(r->tokens));
+        r->next_expire_ms = r->now_ms + RELAY_EXPIRE_EVERY_MS;
+    }
+    r->next_tick_ms = r->now_ms + RELAY_TICK_MS;
+}
+
+static int next_timeout(struct relay *r)
+{
+    uint64_t next = r->next_tick_ms;
+    if (r->ready)
+        return 0;
+    if (r->hello.head && r->hello.head->deadline_ms < next)
+        next = r->hello.head->deadline_ms;
+    if (r->waiting.head && r->waiting.head->deadline_ms < next)
+        next = r->waiting.head->deadline_ms;
+    return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
+}
+
+static void run_ready(struct relay *r)
+{
+    struct pair *list = r->ready;
+    r->ready = NULL;
+    while (list) {
+        struct pair *p = list;
+        list = p->ready_next;
+        p->ready = false;
+        p->ready_next = NULL;
+        if (p->end[0].h.kind != HANDLE_DEAD)
+            pair_step(r, p);
+    }
+}
+
+static void free_dead(struct relay *r)
+{
+    while (r->dead_conns) {
+        struct conn *c = r->dead_conns;
+        r->dead_conns = c->dead_next;
+        free(c);
+    }
+    while (r->dead_pairs) {
+        struct pair *p = r->dead_pairs;
+        r->dead_pairs = p->ready_next;
+        free(p);
+    }
+}
+
+/* ---- the loop ---- */
+
+int relay_run(struct relay *r)
+{
+    struct epoll_event evs[RELAY_EVENTS];
+    int rc = 0;
+
+    r->now_ms = mono_ms();
+    r->next_tick_ms = r->now_ms + RELAY_TICK_MS;
+    r->next_expire_ms = r->now_ms + RELAY_EXPIRE_EVERY_MS;
+    while (!r->stop) {
+        int n = epoll_wait(r->epfd, evs, RELAY_EVENTS, next_timeout(r));
+        if (n < 0 && errno != EINTR) {
+            log_warn("epoll_wait");
+            rc = -1;
+            break;
+        }
+        r->now_ms = mono_ms();
+        for (int i = 0; i < n; i++) {
+            struct handle *h = evs[i].data.ptr;
+            switch (h->kind) {
+            case HANDLE_LISTEN:
+                do_accept(r);
+                break;
+            case HANDLE_WAKE:
+                break;
+            case HANDLE_CONN:
+                conn_event(r, (struct conn *)h, evs[i].events);
+                break;
+            case HANDLE_PAIR_END:
+                pair_event(r, (struct pair_end *)h, evs[i].events);
+                break;
+            case HANDLE_DEAD:
+                break;
+            }
+        }
+        run_ready(r);
+        expire_conns(r);
+        if (r->now_ms >= r->next_tick_ms)
+            tick(r);
+        free_dead(r);
+    }
+
+    /* Stop: nothing new, and every connection closed.  Pairs are reset so
+       neither side takes the cut for a clean end of its data. */
+    unsigned long long active = atomic_load(&r->pairs_active);
+    size_t unpaired = r->nconns;
+    epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->listen_fd, NULL);
+    close(r->listen_fd);
+    r->listen_fd = -1;
+    while (r->hello.head)
+        conn_close(r, r->hello.head);
+    while (r->waiting.head)
+        conn_close(r, r->waiting.head);
+    while (r->pairs_head)
+        pair_end(r, r->pairs_head, true);
+    r->ready = NULL;
+    free_dead(r);
+    log_info("relay stopped: closed %llu pairs and %zu unpaired connections", active, unpaired);
+    return rc;
+}
+
+void relay_stop(struct relay *r)
+{
+    uint64_t one = 1;
+    r->stop = 1;
+    /* Async-signal-safe; a full counter already wakes the loop. */
+    ssize_t n = write(r->wake_fd, &one, sizeof(one));
+    (void)n;
+}
+
+/* ---- set-up ---- */
+
+static int bind_listener(const char *addr, int port, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
+    char serv[16];
+    int fd = -1, one = 1, zero = 0;
+
+    snprintf(serv, sizeof(serv), "%d", port);
+    if (addr == NULL || addr[0] == '\0') {
+        /* Any address: IPv6 socket accepting IPv4 too, else IPv4 only. */
+        hints.ai_family = AF_INET6;
+        if (getaddrinfo("::", serv, &hints, &res) != 0 ||
+            (fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
+            if (res)
+                freeaddrinfo(res);
+            res = NULL;
+            hints.ai_family = AF_INET;
+            addr = "0.0.0.0";
+        } else {
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        }
+    }
+    if (res == NULL) {
+        int gai = getaddrinfo(addr, serv, &hints, &res);
+        if (gai != 0) {
+            snprintf(err, errlen, "listen %s: %s", addr, gai_strerror(gai));
+            return -1;
+        }
+        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            freeaddrinfo(res);
+            return -1;
+        }
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, RELAY_BACKLOG) < 0) {
+        snprintf(err, errlen, "cannot listen on %s port %d: %s", addr ? addr : "any address", port,
+                 strerror(errno));
+        close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen)
+{
+    struct relay *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->epfd = r->listen_fd = r->wake_fd = r->spare_fd = -1;
+    r->key = *cfg->key;
+    r->token_skew = cfg->token_skew;
+    r->pair_timeout = cfg->pair_timeout ? cfg->pair_timeout : 1;
+    r->max_pairs = cfg->max_pairs > 0 ? cfg->max_pairs : 1;
+    r->pipe_size = cfg->pipe_size;
+    r->listen_h.kind = HANDLE_LISTEN;
+    r->wake_h.kind = HANDLE_WAKE;
+    r->tokens = pairtable_new((size_t)r->max_pairs * RELAY_TOKENS_PER_PAIR);
+    if (r->tokens == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    r->listen_fd = bind_listener(cfg->listen_addr, cfg->port, err, errlen);
+    if (r->listen_fd < 0)
+        goto fail;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(r->listen_fd, (struct sockaddr *)&ss, &len) == 0)
+        r->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (r->epfd < 0 || r->wake_fd < 0) {
+        snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &r->listen_h};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &r->wake_h};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->listen_fd, &ev) < 0 ||
+        epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wake_fd, &wev) < 0) {
+        snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        goto fail;
+    }
+    return r;
+fail:
+    relay_free(r);
+    return NULL;
+}
+
+int relay_port(const struct relay *r)
+{
+    return r->port;
+}
+
+void relay_free(struct relay *r)
+{
+    if (r == NULL)
+        return;
+    /* relay_run closes every connection; this is for a relay never run. */
+    while (r->hello.head)
+        conn_close(r, r->hello.head);
+    while (r->waiting.head)
+        conn_close(r, r->waiting.head);
+    while (r->pairs_head)
+        pair_end(r, r->pairs_head, true);
+    free_dead(r);
+    if (r->listen_fd >= 0)
+        close(r->listen_fd);
+    if (r->wake_fd >= 0)
+        close(r->wake_fd);
+    if (r->spare_fd >= 0)
+        close(r->spare_fd);
+    if (r->epfd >= 0)
+        close(r->epfd);
+    pairtable_free(r->tokens);
+    explicit_bzero(&r->key, sizeof(r->key));
+    free(r);
+}
+
+void relay_counters(struct relay *r, struct relay_counters *out)
+{
+    out->pairs_active = atomic_load(&r->pairs_active);
+    out->pairs_total = atomic_load(&r->pairs_total);
+    out->bytes_relayed = atomic_load(&r->bytes_relayed);
+    out->refused_bad_token = atomic_load(&r->refused_bad_token);
+    out->refused_replay = atomic_load(&r->refused_replay);
+    out->refused_expired = atomic_load(&r->refused_expired);
+    out->refused_full = atomic_load(&r->refused_full);
+    out->refused_peer_gone = atomic_load(&r->refused_peer_gone);
+    out->unpaired_timeouts = atomic_load(&r->unpaired_timeouts);
+    out->unpaired_waiting = atomic_load(&r->unpaired_waiting);
+}
+
+int relay_raise_nofile(int max_pairs)
+{
+    struct rlimit rl, was;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("getrlimit(RLIMIT_NOFILE)");
+        return max_pairs;
+    }
+    was = rl;
+    rlim_t want = (rlim_t)max_pairs * RELAY_FD_BUDGET + RELAY_FD_RESERVE;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        /* Above the hard limit only with CAP_SYS_RESOURCE, and up to nr_open. */
+        struct rlimit up = {.rlim_cur = want, .rlim_max = want};
+        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long nr_open = 0;
+        if (f) {
+            if (fscanf(f, "%lu", &nr_open) == 1 && nr_open > rl.rlim_max && nr_open < want)
+                up.rlim_cur = up.rlim_max = nr_open;
+            fclose(f);
+        }
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want,
+                            .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = up.rlim_cur;
+        else
+            log_warn("setrlimit(RLIMIT_NOFILE, %llu)", (unsigned long long)up.rlim_cur);
+    }
+    long room = rl.rlim_cur == RLIM_INFINITY
+                    ? (long)max_pairs
+                    : ((long)rl.rlim_cur - RELAY_FD_RESERVE) / RELAY_FD_BUDGET;
+    if (room < 1)
+        room = 1;
+    if (room < max_pairs) {
+        log_warnx("file descriptors: %llu (was %llu, hard limit %llu): room for %ld pairs, not "
+                  "max-pairs %d; raise the hard limit (ulimit -Hn) to allow more",
+                  (unsigned long long)rl.rlim_cur, (unsigned long long)was.rlim_cur,
+                  (unsigned long long)rl.rlim_max, room, max_pairs);
+        return (int)room;
+    }
+    log_info("file descriptors: %llu (was %llu): room for max-pairs %d",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)was.rlim_cur, max_pairs);
+    return max_pairs;
+}

@@ -1,0 +1,64 @@
+/*
+ * The data side of qcg-proxy: one epoll loop (its own thread) that accepts
+ * plain TCP connections, reads each one's "QCGP" + token, checks the token
+ * (format, MAC, expiry, single use), holds it until the other side of its pair
+ * arrives, answers both with one 0x01 byte and then relays bytes both ways
+ * (pair.h).  Every refusal closes the connection without an answer and logs
+ * the reason with the client's address.
+ */
+#ifndef PROXY_RELAY_H
+#define PROXY_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "token.h"
+
+/* What a client sends first: the magic, then its token NUL-padded. */
+#define RELAY_MAGIC "QCGP"
+#define RELAY_HELLO_TOKEN 128
+#define RELAY_HELLO_LEN (4 + RELAY_HELLO_TOKEN)
+/* The proxy's one byte once both sides are there. */
+#define RELAY_PAIRED 0x01
+/* Descriptors a pair may hold: two sockets and two pipes. */
+#define RELAY_FDS_PER_PAIR 6
+
+struct relay_config {
+    const char *listen_addr; /* NULL or "" = any */
+    int port;                /* 0 = any free port (tests) */
+    const struct proxy_key *key;
+    unsigned token_skew;   /* seconds */
+    unsigned pair_timeout; /* seconds */
+    int max_pairs;
+    size_t pipe_size;
+};
+
+struct relay_counters {
+    unsigned long long pairs_active, pairs_total, bytes_relayed;
+    unsigned long long refused_bad_token, refused_replay, refused_expired;
+    unsigned long long refused_full;      /* max-pairs, waiting or token table full */
+    unsigned long long refused_peer_gone; /* the other side came and left */
+    unsigned long long unpaired_timeouts; /* no token, or no peer, in time */
+    unsigned long long unpaired_waiting;  /* connections waiting now */
+};
+
+struct relay;
+
+/* Binds the listener; NULL with a one-line reason in err. */
+struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen);
+int relay_port(const struct relay *r);
+/* Runs until relay_stop; then closes every connection and pair (resetting the
+   pairs, so no client takes the cut for a clean end).  0, or -1 on a fatal
+   error of the loop itself. */
+int relay_run(struct relay *r);
+/* Async-signal-safe. */
+void relay_stop(struct relay *r);
+void relay_free(struct relay *r);
+/* A consistent-enough snapshot, from any thread. */
+void relay_counters(struct relay *r, struct relay_counters *out);
+
+/* Raises RLIMIT_NOFILE as far as allowed towards what max_pairs needs, logs
+   what it got; returns how many pairs the limit leaves room for. */
+int relay_raise_nofile(int max_pairs);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The SOAP operations of qcg-proxy.  Its control endpoint answers stats to any
+ * grid certificate; every other operation of the service is refused with
+ * qcg:denied, since a proxy holds no registry.  The generated skeleton
+ * (soapServer.c) calls these.
+ */
+#include <stdio.h>
+
+#include "log.h"
+#include "relay.h"
+#include "service.h"
+#include "soapH.h"
+#include "soap_server.h"
+
+static int not_served(struct soap *soap, const char *op)
+{
+    const struct identity *id = soap_caller(soap);
+    log_warnx("%s from %s %s refused (qcg:denied): not served by a proxy", op, role_name(id->role),
+              id->name);
+    return soap_qcg_fault(soap, "denied", "%s is not served by a proxy", op);
+}
+
+int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
+                         struct qcg__registerResponse *response)
+{
+    (void)version, (void)cluster, (void)response;
+    return not_served(soap, "registerCluster");
+}
+
+int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
+                      struct qcg__registerResponse *response)
+{
+    (void)version, (void)node, (void)response;
+    return not_served(soap, "registerNode");
+}
+
+int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
+                 struct qcg__ackResponse *response)
+{
+    (void)version, (void)contact, (void)response;
+    return not_served(soap, "publish");
+}
+
+int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int rank, char *node,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)job, (void)secret, (void)rank, (void)node, (void)response;
+    return not_served(soap, "withdraw");
+}
+
+int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                char *tried, struct qcg__lookupResponse *response)
+{
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried;
+    (void)response;
+    return not_served(soap, "lookup");
+}
+
+int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
+              struct qcg__pollResponse *response)
+{
+    (void)version, (void)epoch, (void)ackSeq, (void)waitSeconds, (void)response;
+    return not_served(soap, "poll");
+}
+
+int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *response)
+{
+    struct proxy_service *svc = soap_server_state(soap);
+    const struct identity *id = soap_caller(soap);
+    struct relay_counters k;
+
+    if (soap_check_version(soap, version) != 0) {
+        log_warnx("stats from %s %s refused (qcg:version): version %d, ours is %d",
+                  role_name(id->role), id->name, version, QCG_PROTOCOL_VERSION);
+        return SOAP_FAULT;
+    }
+    if (id->role == QCG_ROLE_NONE) {
+        log_warnx("stats refused (qcg:denied): the caller's certificate names no grid identity");
+        return soap_qcg_fault(soap, "denied", "the caller's certificate names no grid identity");
+    }
+    relay_counters(svc->relay, &k);
+    const struct {
+        const char *name;
+        unsigned long long value;
+    } counters[] = {
+        {"pairs_active", k.pairs_active},           {"pairs_total", k.pairs_total},
+        {"bytes_relayed", k.bytes_relayed},         {"refused_bad_token", k.refused_bad_token},
+        {"refused_replay", k.refused_replay},       {"refused_expired", k.refused_expired},
+        {"refused_full", k.refused_full},           {"refused_peer_gone", k.refused_peer_gone},
+        {"unpaired_timeouts", k.unpaired_timeouts}, {"unpaired_waiting", k.unpaired_waiting},
+    };
+    int n = (int)(sizeof(counters) / sizeof(counters[0]));
+    response->version = QCG_PROTOCOL_VERSION;
+    response->role = (char *)role_name(QCG_ROLE_PROXY);
+    response->name = soap_strdup(soap, svc->name);
+    response->counter = soap_malloc(soap, (size_t)n * sizeof(*response->counter));
+    if (response->counter == NULL)
+        return soap_qcg_fault(soap, "unavailable", "out of memory");
+    for (int i = 0; i < n; i++) {
+        response->counter[i].name = (char *)counters[i].name;
+        response->counter[i].value = counters[i].value;
+    }
+    response->__sizeCounter = n;
+    return SOAP_OK;
+}

@@ -1,0 +1,520 @@
+/*
+ * The client side of the proxy-relay test: mints tokens with the test key and
+ * plays one scenario against a running qcg-proxy on 127.0.0.1, exit 0 when
+ * the proxy behaved as a user expects:
+ *
+ *   relay MIB     two matching clients get 0x01 and exchange MIB MiB each way,
+ *                 intact, with half-close: the initiator shuts down writing
+ *                 after its data, the target still sends (its data and a
+ *                 tail) after seeing that EOF, then the initiator sees EOF
+ *   early         the initiator sends data right after its token, before the
+ *                 target comes: delivered after pairing
+ *   replay        a second connection with a used token is closed without an
+ *                 answer; the first one still pairs
+ *   forged        a token with a bad MAC, garbage, and a bad magic: closed
+ *   expired       a token past expiry + skew (skew given): closed
+ *   unpaired S    a lone client is closed after about S seconds
+ *   stream        pairs, prints "streaming" and sends both ways until the
+ *                 proxy goes away; exit 0 when both ends saw an error or EOF
+ *                 within 5 s of it (the test kills the proxy)
+ *   idle          pairs, prints "paired", then waits for the proxy to close
+ *                 both connections (SIGTERM), at most 10 s
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "token.h"
+
+#define PATLEN 1048573 /* prime: a shifted or repeated block does not match */
+#define TAIL (256 * 1024)
+
+static struct proxy_key key;
+static int port;
+static unsigned char *pattern[2];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void mint(int side, const unsigned char pair[16], int64_t expiry_offset, char *out)
+{
+    uint64_t expiry = (uint64_t)((int64_t)time(NULL) + expiry_offset);
+    if (token_issue(&key, pair, side, expiry, out, TOKEN_TEXT_LEN + 1) != 0) {
+        fprintf(stderr, "token_issue failed\n");
+        exit(2);
+    }
+}
+
+static void new_pair(unsigned char pair[16])
+{
+    if (RAND_bytes(pair, 16) != 1)
+        exit(2);
+}
+
+/* Connects and sends the magic and token (raw: the 128 bytes as given). */
+static int connect_raw(const char *magic, const char *token)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    unsigned char hello[4 + 128] = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        perror("connect");
+        exit(1);
+    }
+    memcpy(hello, magic, 4);
+    memcpy(hello + 4, token, strnlen(token, 128));
+    if (write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello)) {
+        perror("write hello");
+        exit(1);
+    }
+    return fd;
+}
+
+static int connect_token(const char *token)
+{
+    return connect_raw("QCGP", token);
+}
+
+/* 1 = readable within ms, 0 = timeout. */
+static int wait_readable(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n;
+    do
+        n = poll(&p, 1, ms);
+    while (n < 0 && errno == EINTR);
+    return n > 0;
+}
+
+static int expect_paired(int fd, const char *who)
+{
+    unsigned char b = 0;
+    if (!wait_readable(fd, 5000)) {
+        fprintf(stderr, "%s: no 'paired' byte within 5 s\n", who);
+        return -1;
+    }
+    ssize_t n = recv(fd, &b, 1, 0);
+    if (n != 1 || b != 0x01) {
+        fprintf(stderr, "%s: expected the byte 0x01, got %zd bytes (%02x)\n", who, n, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* The proxy closes without a single byte; ms bound. */
+static int expect_closed(int fd, int ms, const char *who)
+{
+    unsigned char b;
+    if (!wait_readable(fd, ms)) {
+        fprintf(stderr, "%s: still open after %d ms\n", who, ms);
+        return -1;
+    }
+    ssize_t n = recv(fd, &b, 1, 0);
+    if (n > 0) {
+        fprintf(stderr, "%s: got a byte (%02x) instead of a close\n", who, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- relay: both directions through one poll loop ---- */
+
+struct flow {
+    int from, to;   /* fds */
+    uint64_t total; /* bytes to send before the tail */
+    uint64_t tail;  /* sent after seeing the peer's EOF */
+    uint64_t sent, recvd;
+    bool shut, eof;
+    const unsigned char *pat;
+};
+
+static int check_bytes(struct flow *f, const unsigned char *buf, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] != f->pat[(f->recvd + i) % PATLEN]) {
+            fprintf(stderr, "%s: byte %llu differs\n", name, (unsigned long long)(f->recvd + i));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int relay_scenario(uint64_t mib, bool early)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+    static unsigned char buf[256 * 1024];
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    int a = connect_token(t0);
+    struct flow f[2] = {
+        {.total = mib << 20, .tail = 0, .pat = pattern[0]},    /* initiator -> target */
+        {.total = mib << 20, .tail = TAIL, .pat = pattern[1]}, /* target -> initiator */
+    };
+    if (early) {
+        /* Sent right behind the token, before the peer exists: the proxy
+           must read no further than the token and keep this for the peer. */
+        size_t n = 1000;
+        if (write(a, pattern[0], n) != (ssize_t)n)
+            return -1;
+        f[0].sent = n;
+    }
+    int b = connect_token(t1);
+    if (expect_paired(a, "initiator") || expect_paired(b, "target"))
+        return -1;
+    f[0].from = a, f[0].to = b;
+    f[1].from = b, f[1].to = a;
+    fcntl(a, F_SETFL, O_NONBLOCK);
+    fcntl(b, F_SETFL, O_NONBLOCK);
+
+    uint64_t deadline = now_ms() + 60000;
+    while (!(f[0].eof && f[1].eof)) {
+        if (now_ms() > deadline) {
+            fprintf(stderr, "relay: not done in 60 s: sent %llu/%llu, received %llu/%llu\n",
+                    (unsigned long long)f[0].sent, (unsigned long long)f[1].sent,
+                    (unsigned long long)f[0].recvd, (unsigned long long)f[1].recvd);
+            return -1;
+        }
+        struct pollfd p[2] = {{.fd = a}, {.fd = b}};
+        for (int d = 0; d < 2; d++) {
+            struct flow *x = &f[d];
+            /* The target's tail may only go once it has seen the initiator's EOF. */
+            uint64_t limit = x->total + (d == 1 && f[0].eof ? x->tail : 0);
+            if (!x->shut && x->sent < limit)
+                p[d].events |= POLLOUT;
+            if (!x->eof)
+                p[1 - d].events |= POLLIN;
+        }
+        /* Direction d writes on f[d].from = p[d].fd and is read on p[1 - d].fd. */
+        if (poll(p, 2, 1000) < 0 && errno != EINTR)
+            return -1;
+        for (int d = 0; d < 2; d++) {
+            struct flow *x = &f[d];
+            uint64_t limit = x->total + (d == 1 && f[0].eof ? x->tail : 0);
+            if (!x->shut && x->sent < limit && (p[d].revents & (POLLOUT | POLLERR | POLLHUP))) {
+                size_t off = (size_t)(x->sent % PATLEN);
+                size_t n = PATLEN - off;
+                if (n > limit - x->sent)
+                    n = (size_t)(limit - x->sent);
+                if (n > sizeof(buf))
+                    n = sizeof(buf);
+                ssize_t w = send(x->from, x->pat + off, n, MSG_NOSIGNAL);
+                if (w < 0 && errno != EAGAIN) {
+                    fprintf(stderr, "relay: send on direction %d: %s\n", d, strerror(errno));
+                    return -1;
+                }
+                if (w > 0)
+                    x->sent += (uint64_t)w;
+            }
+            /* The initiator stops writing after its data; the target after its tail. */
+            if (!x->shut && ((d == 0 && x->sent == x->total) ||
+                             (d == 1 && f[0].eof && x->sent == x->total + x->tail))) {
+                shutdown(x->from, SHUT_WR);
+                x->shut = true;
+            }
+            if (!x->eof && (p[1 - d].revents & (POLLIN | POLLERR | POLLHUP))) {
+                ssize_t r = recv(x->to, buf, sizeof(buf), 0);
+                if (r > 0) {
+                    if (check_bytes(x, buf, (size_t)r,
+                                    d ? "target->initiator" : "initiator->target"))
+                        return -1;
+                    x->recvd += (uint64_t)r;
+                } else if (r == 0) {
+                    x->eof = true;
+                    uint64_t want = x->total + x->tail;
+                    if (x->recvd != want) {
+                        fprintf(stderr, "direction %d: EOF after %llu bytes, expected %llu\n", d,
+                                (unsigned long long)x->recvd, (unsigned long long)want);
+                        return -1;
+                    }
+                    if (d == 0 && f[1].recvd > f[1].total) {
+                        fprintf(stderr, "the target's tail arrived before its EOF was seen\n");
+                        return -1;
+                    }
+                } else if (errno != EAGAIN) {
+                    fprintf(stderr, "relay: recv on direction %d: %s\n", d, strerror(errno));
+                    return -1;
+                }
+            }
+        }
+    }
+    printf("relayed %llu bytes initiator->target and %llu back (%llu after the initiator's "
+           "shutdown), both EOFs seen\n",
+           (unsigned long long)f[0].recvd, (unsigned long long)f[1].recvd,
+           (unsigned long long)f[1].tail);
+    close(a);
+    close(b);
+    return 0;
+}
+
+static int replay_scenario(void)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    int a = connect_token(t0);
+    int again = connect_token(t0);
+    if (expect_closed(again, 5000, "replayed initiator token"))
+        return -1;
+    int b = connect_token(t1);
+    if (expect_paired(a, "initiator") || expect_paired(b, "target"))
+        return -1;
+    /* The pair still works. */
+    if (write(a, "ping", 4) != 4 || !wait_readable(b, 5000))
+        return -1;
+    char buf[8];
+    if (recv(b, buf, sizeof(buf), 0) != 4 || memcmp(buf, "ping", 4) != 0) {
+        fprintf(stderr, "replay: the original pair does not relay\n");
+        return -1;
+    }
+    /* Both sides used: a third connection with either token is a replay too. */
+    int late = connect_token(t1);
+    if (expect_closed(late, 5000, "replayed target token"))
+        return -1;
+    close(a);
+    close(b);
+    close(again);
+    close(late);
+    printf("replayed tokens refused, the original pair relays\n");
+    return 0;
+}
+
+static int forged_scenario(void)
+{
+    unsigned char pair[16];
+    char t[TOKEN_TEXT_LEN + 1], garbage[129];
+
+    new_pair(pair);
+    mint(0, pair, 60, t);
+    t[TOKEN_TEXT_LEN - 1] = t[TOKEN_TEXT_LEN - 1] == 'a' ? 'b' : 'a'; /* MAC */
+    int fd = connect_token(t);
+    if (expect_closed(fd, 5000, "bad MAC"))
+        return -1;
+    close(fd);
+    /* Right MAC, another key: a token from a different grid. */
+    struct proxy_key real = key;
+    key.bytes[0] ^= 0xff;
+    mint(1, pair, 60, t);
+    key = real;
+    fd = connect_token(t);
+    if (expect_closed(fd, 5000, "other key"))
+        return -1;
+    close(fd);
+    memset(garbage, 'x', 128);
+    garbage[128] = 0;
+    fd = connect_token(garbage);
+    if (expect_closed(fd, 5000, "garbage token"))
+        return -1;
+    close(fd);
+    mint(0, pair, 60, t);
+    fd = connect_raw("HTTP", t);
+    if (expect_closed(fd, 5000, "bad magic"))
+        return -1;
+    close(fd);
+    /* The refused valid token was not consumed by the bad magic: it pairs. */
+    char t1[TOKEN_TEXT_LEN + 1];
+    mint(1, pair, 60, t1);
+    int a = connect_token(t), b = connect_token(t1);
+    if (expect_paired(a, "initiator") || expect_paired(b, "target"))
+        return -1;
+    close(a);
+    close(b);
+    printf("forged, foreign, garbage and bad-magic hellos refused\n");
+    return 0;
+}
+
+static int expired_scenario(int skew)
+{
+    unsigned char pair[16];
+    char t[TOKEN_TEXT_LEN + 1];
+
+    new_pair(pair);
+    mint(0, pair, -(int64_t)skew - 5, t);
+    int fd = connect_token(t);
+    if (expect_closed(fd, 5000, "expired token"))
+        return -1;
+    close(fd);
+    /* Expired, but within the skew: accepted (the other side pairs it). */
+    new_pair(pair);
+    mint(0, pair, -(int64_t)skew + 30, t);
+    char t1[TOKEN_TEXT_LEN + 1];
+    mint(1, pair, -(int64_t)skew + 30, t1);
+    int a = connect_token(t), b = connect_token(t1);
+    if (expect_paired(a, "initiator within skew") || expect_paired(b, "target within skew"))
+        return -1;
+    close(a);
+    close(b);
+    printf("token past expiry + %d s refused, within the skew accepted\n", skew);
+    return 0;
+}
+
+static int unpaired_scenario(int seconds)
+{
+    unsigned char pair[16];
+    char t[TOKEN_TEXT_LEN + 1];
+
+    new_pair(pair);
+    mint(1, pair, 60, t);
+    uint64_t t0 = now_ms();
+    int fd = connect_token(t);
+    if (expect_closed(fd, seconds * 1000 + 3000, "unpaired"))
+        return -1;
+    uint64_t took = now_ms() - t0;
+    close(fd);
+    if (took + 300 < (uint64_t)seconds * 1000) {
+        fprintf(stderr, "unpaired: closed after %llu ms, before the %d s timeout\n",
+                (unsigned long long)took, seconds);
+        return -1;
+    }
+    printf("unpaired client closed after %llu ms (pair-timeout %d s)\n", (unsigned long long)took,
+           seconds);
+    return 0;
+}
+
+/* Both ends see an error or EOF within 5 s once the proxy is gone. */
+static int stream_scenario(void)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+    static unsigned char buf[65536];
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    int fd[2] = {connect_token(t0), connect_token(t1)};
+    if (expect_paired(fd[0], "initiator") || expect_paired(fd[1], "target"))
+        return -1;
+    fcntl(fd[0], F_SETFL, O_NONBLOCK);
+    fcntl(fd[1], F_SETFL, O_NONBLOCK);
+    printf("streaming\n");
+    fflush(stdout);
+    bool ended[2] = {false, false};
+    uint64_t first_end = 0, deadline = now_ms() + 30000;
+    while (!(ended[0] && ended[1])) {
+        uint64_t t = now_ms();
+        if (t > deadline || (first_end && t > first_end + 5000)) {
+            fprintf(stderr, "stream: ends %s/%s after the proxy went away\n",
+                    ended[0] ? "closed" : "OPEN", ended[1] ? "closed" : "OPEN");
+            return -1;
+        }
+        struct pollfd p[2];
+        for (int i = 0; i < 2; i++)
+            p[i] = (struct pollfd){.fd = ended[i] ? -1 : fd[i], .events = POLLIN | POLLOUT};
+        poll(p, 2, 200);
+        for (int i = 0; i < 2; i++) {
+            if (ended[i])
+                continue;
+            if (p[i].revents & POLLOUT) {
+                if (send(fd[i], buf, sizeof(buf), MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+                    ended[i] = true;
+            }
+            if (p[i].revents & (POLLIN | POLLERR | POLLHUP)) {
+                ssize_t r = recv(fd[i], buf, sizeof(buf), 0);
+                if (r == 0 || (r < 0 && errno != EAGAIN))
+                    ended[i] = true;
+            }
+            if (ended[i] && !first_end)
+                first_end = now_ms();
+        }
+    }
+    printf("both ends saw the proxy go\n");
+    return 0;
+}
+
+static int idle_scenario(void)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    int a = connect_token(t0), b = connect_token(t1);
+    if (expect_paired(a, "initiator") || expect_paired(b, "target"))
+        return -1;
+    printf("paired\n");
+    fflush(stdout);
+    if (expect_closed(a, 10000, "initiator at proxy stop") ||
+        expect_closed(b, 10000, "target at proxy stop"))
+        return -1;
+    printf("both ends closed by the proxy's stop\n");
+    return 0;
+}
+
+static int load_key(const char *path)
+{
+    char err[256];
+    if (proxy_key_load(path, &key, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: proxy-client PORT KEYFILE SCENARIO [ARG]\n");
+        return 2;
+    }
+    port = atoi(argv[1]);
+    if (load_key(argv[2]) != 0)
+        return 2;
+    const char *s = argv[3];
+    int arg = argc > 4 ? atoi(argv[4]) : 0;
+    for (int d = 0; d < 2; d++) {
+        pattern[d] = malloc(PATLEN);
+        if (pattern[d] == NULL || RAND_bytes(pattern[d], PATLEN) != 1)
+            return 2;
+    }
+    int rc;
+    if (strcmp(s, "relay") == 0)
+        rc = relay_scenario(arg > 0 ? (uint64_t)arg : 32, false);
+    else if (strcmp(s, "early") == 0)
+        rc = relay_scenario(1, true);
+    else if (strcmp(s, "replay") == 0)
+        rc = replay_scenario();
+    else if (strcmp(s, "forged") == 0)
+        rc = forged_scenario();
+    else if (strcmp(s, "expired") == 0)
+        rc = expired_scenario(arg);
+    else if (strcmp(s, "unpaired") == 0)
+        rc = unpaired_scenario(arg);
+    else if (strcmp(s, "stream") == 0)
+        rc = stream_scenario();
+    else if (strcmp(s, "idle") == 0)
+        rc = idle_scenario();
+    else {
+        fprintf(stderr, "unknown scenario %s\n", s);
+        return 2;
+    }
+    free(pattern[0]);
+    free(pattern[1]);
+    if (rc != 0)
+        fprintf(stderr, "proxy-client %s: FAILED\n", s);
+    return rc == 0 ? 0 : 1;
+}

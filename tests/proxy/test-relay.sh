@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# proxy-relay: the real qcg-proxy on 127.0.0.1 with a throw-away CA and key,
+# driven by proxy-client (which mints tokens with the same key).
+#
+#   test-relay.sh QCG-PROXY PROXY-CLIENT QCG-CERTS
+#
+#   proxy-client (initiator) --token--> qcg-proxy :18301 <--token-- proxy-client (target)
+#   qcg-proxy --stats ------(mutual TLS)--> :18302 (control)
+#   ports 18300-18399 are ours.
+set -u
+proxy_bin=$1 client_bin=$2 certs_bin=$3
+port=18301 cport=18302 skew=60
+work=$(mktemp -d /tmp/proxy-relay.XXXXXX)
+fails=0 proxy_pid= client_pid=
+
+cleanup() {
+  for pid in $proxy_pid $client_pid; do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok: $*"; }
+
+ca=$work/ca
+"$certs_bin" --dir "$ca" init >/dev/null
+"$certs_bin" --dir "$ca" issue proxy p1 --san 127.0.0.1 >/dev/null
+"$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
+key=$work/proxy.key
+(umask 077 && openssl rand -hex 32 >"$key")
+
+# Waits (bounded, 10 s) for a line matching $2 in file $1 while process $3 lives.
+wait_log() {
+  for _ in $(seq 200); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+start_proxy() { # log extra-args...
+  local log=$1
+  shift
+  "$proxy_bin" --listen 127.0.0.1 --port $port --control-port $cport --ca "$ca/ca.crt" \
+    --cert "$ca/proxy-p1.pem" --key-file "$key" --token-skew $skew --pair-timeout 1 \
+    --log-level debug "$@" 2>"$log" &
+  proxy_pid=$!
+  wait_log "$log" "relaying on" $proxy_pid || { echo "proxy did not start:"; cat "$log"; exit 1; }
+}
+
+scenario() { # description scenario [arg]
+  local what=$1
+  shift
+  if out=$(timeout 90 "$client_bin" $port "$key" "$@" 2>&1); then
+    pass "$what: $(echo "$out" | tail -1)"
+  else
+    fail "$what: $out"
+  fi
+}
+
+# ---- misconfiguration: one line, exit 2 ----
+expect_exit2() { # description args...
+  local what=$1
+  shift
+  out=$("$proxy_bin" --listen 127.0.0.1 --port $port --control-port $cport "$@" 2>&1)
+  local rc=$?
+  if [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ]; then
+    pass "$what: $out"
+  else
+    fail "$what: exit $rc: $out"
+  fi
+}
+base=(--ca "$ca/ca.crt" --cert "$ca/proxy-p1.pem")
+expect_exit2 "no key file" "${base[@]}"
+expect_exit2 "missing key file" "${base[@]}" --key-file "$work/nope"
+cp "$key" "$work/open.key" && chmod 644 "$work/open.key"
+expect_exit2 "world-readable key" "${base[@]}" --key-file "$work/open.key"
+echo "not hex" >"$work/bad.key" && chmod 600 "$work/bad.key"
+expect_exit2 "key not hex" "${base[@]}" --key-file "$work/bad.key"
+expect_exit2 "a helper's certificate" --ca "$ca/ca.crt" --cert "$ca/helper-nata-nata1.pem" \
+  --key-file "$key"
+expect_exit2 "pair-timeout 0" "${base[@]}" --key-file "$key" --pair-timeout 0
+expect_exit2 "unknown option" "${base[@]}" --key-file "$key" --no-such-thing 1
+printf 'ca = %s\ncert = %s\nkey-file = %s\nmax-pairs = lots\n' "$ca/ca.crt" "$ca/proxy-p1.pem" \
+  "$key" >"$work/bad.conf"
+expect_exit2 "bad config file" --config "$work/bad.conf"
+if "$proxy_bin" --help | grep -q -- "--pair-timeout"; then pass "--help"; else fail "--help"; fi
+
+# ---- a running proxy ----
+log=$work/proxy.log
+start_proxy "$log"
+grep -q "file descriptors" "$log" && pass "logs its descriptor limit: $(grep -o 'file descriptors.*' "$log")" \
+  || fail "no descriptor limit line"
+
+scenario "32 MiB each way with half-close" relay 32
+scenario "data sent right behind the token" early
+scenario "replayed token" replay
+grep -q "refused 127.0.0.1:[0-9]*: pair [0-9a-f]*: the initiator's token was already used" "$log" \
+  && pass "replay logged with the client's address" || fail "no replay log line"
+scenario "forged tokens" forged
+grep -q "refused 127.0.0.1:[0-9]*: bad MAC token" "$log" && pass "bad MAC logged" \
+  || fail "no bad MAC log line"
+grep -q "refused 127.0.0.1:[0-9]*: not a proxy client (bad magic)" "$log" \
+  && pass "bad magic logged" || fail "no bad magic log line"
+scenario "expired token" expired $skew
+grep -q "refused 127.0.0.1:[0-9]*: token expired" "$log" && pass "expiry logged" \
+  || fail "no expiry log line"
+scenario "unpaired client times out" unpaired 1
+grep -q "the other side did not come within 1 s" "$log" && pass "unpaired timeout logged" \
+  || fail "no unpaired log line"
+
+# A client that never sends its token is cut off too.
+exec 7<>/dev/tcp/127.0.0.1/$port
+if wait_log "$log" "no token within 1 s" $proxy_pid; then pass "silent client closed"; else
+  fail "silent client not closed"; fi
+exec 7<&-
+
+# ---- stats ----
+stats=$("$proxy_bin" --stats --json --control-port $cport --ca "$ca/ca.crt" \
+  --cert "$ca/helper-nata-nata1.pem" 2>&1)
+echo "stats: $stats"
+if python3 - "$stats" <<'PY'; then pass "--stats --json counters"; else fail "--stats --json: $stats"; fi
+import json, sys
+s = json.loads(sys.argv[1])
+assert s["role"] == "proxy" and s["name"] == "p1", s
+c = {k: v for k, v in s.items() if isinstance(v, int)}
+want = {"pairs_active": 0, "refused_replay": 2, "refused_expired": 1, "refused_bad_token": 4}
+bad = [f"{k}={c.get(k)} (want {v})" for k, v in want.items() if c.get(k) != v]
+if c.get("pairs_total", 0) < 5: bad.append(f"pairs_total={c.get('pairs_total')}")
+if c.get("bytes_relayed", 0) < 2 * 32 * 1024 * 1024: bad.append(f"bytes_relayed={c.get('bytes_relayed')}")
+if c.get("unpaired_timeouts", 0) < 2: bad.append(f"unpaired_timeouts={c.get('unpaired_timeouts')}")
+if bad:
+    print("unexpected:", ", ".join(bad)); sys.exit(1)
+PY
+out=$("$proxy_bin" --stats --control-port $cport --ca "$ca/ca.crt" --cert "$ca/proxy-p1.pem" 2>&1)
+echo "$out" | grep -q "pairs_active" && pass "--stats text" || fail "--stats text: $out"
+
+# Other operations are refused (qcg:denied) — ask with curl if present.
+if command -v curl >/dev/null; then
+  body='<?xml version="1.0"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body><qcg:lookup><version>1</version><job>j</job><secret>s</secret><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup></SOAP-ENV:Body></SOAP-ENV:Envelope>'
+  out=$(curl -s --cacert "$ca/ca.crt" --cert "$ca/helper-nata-nata1.pem" -H 'Content-Type: text/xml' \
+    --data "$body" "https://127.0.0.1:$cport/" 2>&1)
+  echo "$out" | grep -q "not served by a proxy" && pass "lookup at a proxy: qcg:denied" \
+    || fail "lookup at a proxy: $out"
+fi
+
+# ---- SIGTERM: pairs closed, exit 0 within 2 s ----
+"$client_bin" $port "$key" idle >"$work/idle.out" 2>&1 &
+client_pid=$!
+wait_log "$work/idle.out" "^paired" $client_pid || fail "idle pair did not pair: $(cat "$work/idle.out")"
+kill -TERM $proxy_pid
+rc=
+for _ in $(seq 40); do
+  kill -0 $proxy_pid 2>/dev/null || { wait $proxy_pid; rc=$?; break; }
+  sleep 0.05
+done
+if [ "$rc" = 0 ]; then pass "SIGTERM: exit 0 within 2 s"; else
+  fail "SIGTERM: exit ${rc:-(still running after 2 s)}"; tail -5 "$log"; fi
+if wait $client_pid; then pass "SIGTERM: both ends closed"; else fail "SIGTERM: $(cat "$work/idle.out")"; fi
+client_pid=
+grep -q "closed 1 pairs" "$log" && pass "stop logged" || fail "no stop line: $(tail -3 "$log")"
+
+# ---- SIGKILL mid-transfer: both ends notice within seconds ----
+log2=$work/proxy2.log
+start_proxy "$log2"
+"$client_bin" $port "$key" stream >"$work/stream.out" 2>&1 &
+client_pid=$!
+wait_log "$work/stream.out" "^streaming" $client_pid || fail "stream did not start: $(cat "$work/stream.out")"
+kill -9 $proxy_pid
+wait $proxy_pid 2>/dev/null
+proxy_pid=
+if wait $client_pid; then pass "killed proxy: $(tail -1 "$work/stream.out")"; else
+  fail "killed proxy: $(cat "$work/stream.out")"; fi
+client_pid=
+
+# Sanitizer builds: any report fails the test.
+if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2"; then
+  fail "sanitizer report in the proxy's log"
+fi
+echo "$fails failure(s)"
+[ $fails -eq 0 ]
