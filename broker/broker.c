@@ -35,5 +35,6 @@ void broker_free(struct broker *b)
     if (b == NULL)
         return;
     registry_free(b->reg);
+    proxies_clear(&b->proxies);
     free(b);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "proto.h"
+#include "proxies.h"
 #include "registry.h"
 
 struct broker_stats {
@@ -16,12 +17,15 @@ struct broker_stats {
     atomic_ullong polls;
     atomic_ullong faults;      /* every refused call */
     atomic_ullong connections; /* connections that made at least one call */
+    atomic_ullong plans_reversed;
+    atomic_ullong plans_proxy;
 };
 
 struct broker {
     struct registry *reg;
     struct broker_stats stats;
     char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
+    struct proxies proxies;      /* set once before serving */
 };
 
 /* A broker with a fresh epoch (start time and random bits).  NULL on ENOMEM. */

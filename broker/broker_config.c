@@ -29,6 +29,11 @@ const struct config_option broker_options[] = {
     {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
     {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
      "with --stats: the broker to ask (default https://127.0.0.1:PORT/)"},
+    {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
+     "proxies for pairs nothing else connects: NAME@HOST:PORT (qcg-proxy's data address), "
+     "comma-separated"},
+    {"proxy-key", CONFIG_STRING, OPT(proxy_key), 0, 0, NULL,
+     "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
@@ -73,11 +78,19 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         snprintf(err, errlen, "qcg-broker: --url: %s does not start with https://", cfg->url);
         return CONFIG_ERROR;
     }
+    if (!cfg->stats) {
+        char why[400];
+        if (proxies_parse(&cfg->proxies, cfg->proxy, cfg->proxy_key, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "qcg-broker: %s", why);
+            return CONFIG_ERROR;
+        }
+    }
     return CONFIG_OK;
 }
 
 void broker_config_free(struct broker_config *cfg)
 {
+    proxies_clear(&cfg->proxies);
     config_free(broker_options, cfg);
 }
 

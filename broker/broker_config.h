@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "config.h"
+#include "proxies.h"
 
 #define BROKER_DEFAULT_PORT 7700
 
@@ -20,12 +21,17 @@ struct broker_config {
     int stats; /* --stats: ask a running broker for its counters */
     int json;
     char *url;
+    char *proxy;     /* NAME@HOST:PORT[,...] */
+    char *proxy_key; /* the key shared with the proxies */
+
+    /* Derived by broker_config_load. */
+    struct proxies proxies;
 };
 
 extern const struct config_option broker_options[];
 
 /* config_load over broker_options, then: ca and cert given and readable,
-   log-level known.  CONFIG_ERROR leaves one line in err, starting with
+   log-level known, proxies parsed and their key loaded.  CONFIG_ERROR leaves one line in err, starting with
    "qcg-broker: ". */
 enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
                                       size_t errlen);

@@ -71,6 +71,12 @@ int main(int argc, char **argv)
     struct broker *b = broker_new((size_t)cfg.max_contacts, name);
     if (b == NULL)
         fatalx("out of memory");
+    b->proxies = cfg.proxies;
+    for (int i = 0; i < b->proxies.count; i++)
+        log_info("proxy %s at %s port %d", b->proxies.list[i].name, b->proxies.list[i].host,
+                 b->proxies.list[i].port);
+    if (b->proxies.count == 0)
+        log_info("no proxy configured: pairs that need one get status unavailable");
     struct soap_server_config sc = {
         .listen_addr = cfg.listen,
         .port = cfg.port,

@@ -1,8 +1,11 @@
-/* The plan table of docs/architecture.md, in the order the doc gives it. */
+/* The plan table of docs/architecture.md: one preference order, one rule per
+   technique. */
 #include "plan.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#define TRIED_MAX_LEN 128
 
 static bool port_in_open_range(const struct plan_end *e)
 {
@@ -15,6 +18,56 @@ static bool reachable(const struct plan_end *e)
 {
     return e->kind == CLUSTER_OPEN || (e->kind == CLUSTER_FIREWALLED && port_in_open_range(e));
 }
+
+static bool same_cluster(const struct plan_end *from, const struct plan_end *to)
+{
+    return strcmp(from->cluster, to->cluster) == 0;
+}
+
+/* When each technique can work for the pair, whatever this version offers. */
+static bool direct_applies(const struct plan_end *from, const struct plan_end *to)
+{
+    return same_cluster(from, to) || reachable(to);
+}
+
+/* The target's helper calls the initiator's listener back. */
+static bool reversed_applies(const struct plan_end *from, const struct plan_end *to)
+{
+    return same_cluster(from, to) || reachable(from);
+}
+
+static bool traversing_applies(const struct plan_end *from, const struct plan_end *to)
+{
+    return !same_cluster(from, to) && to->kind == CLUSTER_FIREWALLED && to->can_intercept &&
+           from->kind != CLUSTER_SYMNAT;
+}
+
+static bool holepunch_applies(const struct plan_end *from, const struct plan_end *to)
+{
+    return !same_cluster(from, to) && from->kind != CLUSTER_SYMNAT &&
+           to->kind != CLUSTER_SYMNAT;
+}
+
+/* Both sides connect out: works for every pair. */
+static bool proxy_applies(const struct plan_end *from, const struct plan_end *to)
+{
+    (void)from;
+    (void)to;
+    return true;
+}
+
+/* The preference order of DESIGN.md, and what this version implements. */
+static const struct {
+    enum technique technique;
+    bool available;
+    bool (*applies)(const struct plan_end *from, const struct plan_end *to);
+} preference[] = {
+    {TECH_DIRECT, true, direct_applies},
+    {TECH_REVERSED, true, reversed_applies},
+    {TECH_TRAVERSING, false, traversing_applies},
+    {TECH_HOLEPUNCH, false, holepunch_applies},
+    {TECH_PROXY, true, proxy_applies},
+};
 
 /* "open", "behind a NAT", "firewalled, port 20001 outside its open range 30000-30100". */
 static void describe(const struct plan_end *e, char *buf, size_t len)
@@ -44,41 +97,91 @@ static void describe(const struct plan_end *e, char *buf, size_t len)
     }
 }
 
-void plan_decide(const struct plan_end *from, const struct plan_end *to, struct plan_decision *d)
+/* Appends to the reason; snprintf truncates safely when it is full. */
+static void add(struct plan_decision *d, const char *fmt, const char *arg)
+{
+    size_t used = strlen(d->reason);
+    if (used + 1 < sizeof(d->reason))
+        snprintf(d->reason + used, sizeof(d->reason) - used, fmt, arg);
+}
+
+/* How the pair looks: the start of every reason. */
+static void situation(const struct plan_end *from, const struct plan_end *to,
+                      struct plan_decision *d)
 {
     char fdesc[96], tdesc[128];
-    memset(d, 0, sizeof(*d));
     describe(from, fdesc, sizeof(fdesc));
     describe(to, tdesc, sizeof(tdesc));
+    if (to->kind == CLUSTER_FIREWALLED && !to->can_intercept && !reachable(to))
+        strncat(tdesc, ", its helper cannot intercept", sizeof(tdesc) - strlen(tdesc) - 1);
+    if (same_cluster(from, to))
+        snprintf(d->reason, sizeof(d->reason), "same cluster %s", to->cluster);
+    else if (reachable(to))
+        snprintf(d->reason, sizeof(d->reason), "cluster %s is %s", to->cluster, tdesc);
+    else
+        snprintf(d->reason, sizeof(d->reason), "cluster %s is %s and cluster %s is not reachable (%s)",
+                 from->cluster, fdesc, to->cluster, tdesc);
+}
 
-    if (strcmp(from->cluster, to->cluster) == 0 || reachable(to)) {
+void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
+                 bool have_proxy, struct plan_decision *d)
+{
+    const char *sep = ": ";
+    memset(d, 0, sizeof(*d));
+    situation(from, to, d);
+    d->technique = TECH_NONE;
+    for (size_t i = 0; i < sizeof(preference) / sizeof(preference[0]); i++) {
+        enum technique t = preference[i].technique;
+        if (!preference[i].applies(from, to))
+            continue;
+        /* The last technique that applies is the one a failure names. */
+        d->technique = t;
+        add(d, "%s", sep);
+        sep = "; ";
+        if (tried & TECH_BIT(t)) {
+            add(d, "%s already tried", technique_name(t));
+            continue;
+        }
+        if (!preference[i].available) {
+            add(d, "%s not available in this version", technique_name(t));
+            continue;
+        }
+        if (t == TECH_PROXY && !have_proxy) {
+            add(d, "%s needed, but the broker has no proxy configured", technique_name(t));
+            continue;
+        }
         d->ok = true;
-        d->technique = TECH_DIRECT;
-        d->cacheable = true;
-        if (strcmp(from->cluster, to->cluster) == 0)
-            snprintf(d->reason, sizeof(d->reason), "same cluster %s: direct to the private address",
-                     to->cluster);
+        /* Only a direct plan holds nothing one-time: the others carry a
+           token or an order to the target's helper. */
+        d->cacheable = t == TECH_DIRECT;
+        if (t == TECH_DIRECT && same_cluster(from, to))
+            add(d, "%s", "direct to the private address");
         else
-            snprintf(d->reason, sizeof(d->reason), "cluster %s is %s: direct", to->cluster, tdesc);
+            add(d, "%s", technique_name(t));
         return;
     }
+    add(d, "%s", "; no technique left");
+}
 
-    /* Not reachable: name the technique that would be needed, in the preference
-       order of DESIGN.md, and say it is missing from this version. */
-    d->ok = false;
-    d->cacheable = false;
-    if (to->kind == CLUSTER_FIREWALLED && !to->can_intercept)
-        strncat(tdesc, ", its helper cannot intercept", sizeof(tdesc) - strlen(tdesc) - 1);
-    if (reachable(from))
-        d->technique = TECH_REVERSED;
-    else if (to->kind == CLUSTER_FIREWALLED && to->can_intercept && from->kind != CLUSTER_SYMNAT)
-        d->technique = TECH_TRAVERSING;
-    else if (from->kind != CLUSTER_SYMNAT && to->kind != CLUSTER_SYMNAT)
-        d->technique = TECH_HOLEPUNCH;
-    else
-        d->technique = TECH_PROXY;
-    snprintf(d->reason, sizeof(d->reason),
-             "cluster %s is %s and cluster %s is not reachable (%s): needs %s, which is not "
-             "available in this version",
-             from->cluster, fdesc, to->cluster, tdesc, technique_name(d->technique));
+int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen)
+{
+    char buf[TRIED_MAX_LEN];
+    char *save = NULL;
+    *tried = 0;
+    if (text == NULL || text[0] == '\0')
+        return 0;
+    if (strlen(text) >= sizeof(buf)) {
+        snprintf(why, whylen, "tried: longer than %d characters", TRIED_MAX_LEN - 1);
+        return -1;
+    }
+    memcpy(buf, text, strlen(text) + 1);
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        int t = technique_parse(tok);
+        if (t <= (int)TECH_NONE) {
+            snprintf(why, whylen, "tried: '%.32s' is not a technique", tok);
+            return -1;
+        }
+        *tried |= TECH_BIT(t);
+    }
+    return 0;
 }

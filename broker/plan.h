@@ -1,13 +1,19 @@
 /*
  * The broker's decision of how process A reaches process B (docs/architecture.md,
  * "Plans"): a pure function of what the two frontends declared about their
- * clusters and of the two contacts.  No locks, no allocation, no logging.
+ * clusters, of the two contacts, of the techniques the initiator already tried
+ * for this pair and of whether a proxy is configured.  No locks, no
+ * allocation, no logging.
  */
 #ifndef BROKER_PLAN_H
 #define BROKER_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include "proto.h"
+
+/* A set of techniques: bit (1 << enum technique) for each. */
+#define TECH_BIT(t) (1u << (unsigned)(t))
 
 /* One end of a connection: its cluster as declared, and its contact. */
 struct plan_end {
@@ -19,13 +25,21 @@ struct plan_end {
 };
 
 struct plan_decision {
-    bool ok;                  /* false: status "unavailable" in this version */
+    bool ok;                  /* false: status "unavailable" */
     enum technique technique; /* the technique used, or the one that would be needed */
     bool cacheable;
-    char reason[400]; /* a sentence naming the clusters and their kinds */
+    char reason[400]; /* a sentence naming the clusters, their kinds, what was skipped */
 };
 
-/* Decides how `from` (the initiator) reaches `to`; always fills *d. */
-void plan_decide(const struct plan_end *from, const struct plan_end *to, struct plan_decision *d);
+/* Decides how `from` (the initiator) reaches `to`: the first technique of the
+   preference order (DESIGN.md) that applies to the pair, is not in `tried`,
+   is available in this version and, for the proxy, has a proxy to use.
+   Always fills *d. */
+void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
+                 bool have_proxy, struct plan_decision *d);
+
+/* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
+   = none) into a set.  0, or -1 with the reason in why. */
+int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen);
 
 #endif

@@ -425,9 +425,20 @@ static void plan_end_of(const struct contact *ct, struct plan_end *e)
     e->port = ct->port;
 }
 
+static void contact_copy(const struct contact *ct, struct reg_contact *out)
+{
+    copy_str(out->job, sizeof(out->job), ct->job->id);
+    out->rank = ct->rank;
+    copy_str(out->cluster, sizeof(out->cluster), ct->cluster->decl.name);
+    copy_str(out->node, sizeof(out->node), ct->node->name);
+    copy_str(out->address, sizeof(out->address), ct->address);
+    out->port = ct->port;
+}
+
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *secret, int from_rank, int to_rank,
-                                     struct reg_lookup *out, char *why, size_t whylen)
+                                     unsigned tried, bool have_proxy, struct reg_lookup *out,
+                                     char *why, size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
     struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
@@ -447,28 +458,24 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         return REG_OK; /* out->found stays false: the caller retries */
 
     out->found = true;
-    struct reg_contact *t = &out->target;
-    copy_str(t->job, sizeof(t->job), job);
-    t->rank = to_rank;
-    copy_str(t->cluster, sizeof(t->cluster), to->cluster->decl.name);
-    copy_str(t->node, sizeof(t->node), to->node->name);
-    copy_str(t->address, sizeof(t->address), to->address);
-    t->port = to->port;
+    contact_copy(to, &out->target);
+    contact_copy(from, &out->from);
     struct plan_end fe, te;
     plan_end_of(from, &fe);
     plan_end_of(to, &te);
-    plan_decide(&fe, &te, &out->decision);
+    plan_decide(&fe, &te, tried, have_proxy, &out->decision);
     return REG_OK;
 }
 
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
-                                const char *secret, int from_rank, int to_rank,
-                                struct reg_lookup *out, char *why, size_t whylen)
+                                const char *secret, int from_rank, int to_rank, unsigned tried,
+                                bool have_proxy, struct reg_lookup *out, char *why,
+                                size_t whylen)
 {
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&r->lock);
-    enum reg_status st =
-        lookup_locked(r, cluster, job, secret, from_rank, to_rank, out, why, whylen);
+    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried,
+                                       have_proxy, out, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
 }

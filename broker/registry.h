@@ -50,6 +50,7 @@ struct reg_contact {
 struct reg_lookup {
     bool found; /* false: toRank not published (plan status notfound) */
     struct reg_contact target;
+    struct reg_contact from; /* the initiator's contact (a connect-back calls it) */
     struct plan_decision decision;
 };
 
@@ -86,10 +87,11 @@ enum reg_status registry_withdraw(struct registry *r, const char *cluster, const
                                   const char *job, const char *secret, int rank, char *why,
                                   size_t whylen);
 /* For a caller in `cluster` whose from_rank is published there: the plan to
-   reach to_rank. */
+   reach to_rank, skipping the techniques in `tried` (plan.h). */
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
-                                const char *secret, int from_rank, int to_rank,
-                                struct reg_lookup *out, char *why, size_t whylen);
+                                const char *secret, int from_rank, int to_rank, unsigned tried,
+                                bool have_proxy, struct reg_lookup *out, char *why,
+                                size_t whylen);
 
 /* The command queue of a registered cluster (lives as long as the registry),
    or NULL. */

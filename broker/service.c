@@ -4,9 +4,12 @@
  * registry.  Every refusal is a fault with a qcg:<subcode> and a warn line
  * naming the caller.  The generated skeleton (soapServer.c) calls these.
  */
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker.h"
 #include "cmdqueue.h"
@@ -14,6 +17,7 @@
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
+#include "token.h"
 #include "validate.h"
 
 #define POLL_MAX_WAIT 25     /* seconds, whatever the caller asks */
@@ -174,22 +178,81 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     return SOAP_OK;
 }
 
+/* 32 hex characters from 16 random bytes: the one-time token of a reversed
+   connection, which the target's process puts into its hello. */
+static int reversed_token(char *out, size_t len)
+{
+    unsigned char raw[16];
+    if (len < 2 * sizeof(raw) + 1 || RAND_bytes(raw, sizeof(raw)) != 1)
+        return -1;
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    OPENSSL_cleanse(raw, sizeof(raw));
+    return 0;
+}
+
+/* The order for the target's side of a reversed or proxied connection, to its
+   cluster's queue (the frontend passes it to the node's helper).  Fills the
+   plan's address, port and token.  0, or -1 with why. */
+static int order_target(struct broker *b, const struct reg_lookup *res, struct command *cmd,
+                        char *plan_token, size_t token_len, char *address, size_t addr_len,
+                        int *port, char *why, size_t whylen)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    snprintf(cmd->job, sizeof(cmd->job), "%s", res->target.job);
+    snprintf(cmd->node, sizeof(cmd->node), "%s", res->target.node);
+    cmd->rank = res->target.rank;
+    cmd->peer_rank = res->from.rank;
+    if (res->decision.technique == TECH_REVERSED) {
+        snprintf(cmd->kind, sizeof(cmd->kind), "connect-back");
+        snprintf(cmd->address, sizeof(cmd->address), "%s", res->from.address);
+        cmd->port = res->from.port;
+        if (reversed_token(cmd->token, sizeof(cmd->token)) < 0) {
+            snprintf(why, whylen, "no randomness for a token");
+            return -1;
+        }
+        snprintf(plan_token, token_len, "%s", cmd->token);
+        snprintf(address, addr_len, "%s", res->target.address);
+        *port = res->target.port;
+        return 0;
+    }
+    unsigned char pair[TOKEN_PAIR_LEN];
+    uint64_t expiry = (uint64_t)time(NULL) + PROXY_TOKEN_LIFETIME;
+    const struct proxy_addr *px;
+    if (RAND_bytes(pair, sizeof(pair)) != 1 || (px = proxies_pick(&b->proxies, pair)) == NULL ||
+        token_issue(&b->proxies.key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
+            0 ||
+        token_issue(&b->proxies.key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
+                    sizeof(cmd->token)) < 0) {
+        snprintf(why, whylen, "cannot issue proxy tokens");
+        return -1;
+    }
+    snprintf(cmd->kind, sizeof(cmd->kind), "proxy-connect");
+    snprintf(cmd->address, sizeof(cmd->address), "%s", px->host);
+    cmd->port = px->port;
+    snprintf(address, addr_len, "%s", px->host);
+    *port = px->port;
+    return 0;
+}
+
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, struct qcg__lookupResponse *response)
 {
     const struct identity *id;
     char why[256];
     struct reg_lookup res;
-    (void)tried;
+    unsigned tried_set = 0;
+    struct broker *b = state(soap);
     if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     if (validate_job(job, secret, why, sizeof(why)) != 0 ||
         validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
-        validate_rank(toRank, "toRank", why, sizeof(why)) != 0)
+        validate_rank(toRank, "toRank", why, sizeof(why)) != 0 ||
+        plan_tried_parse(tried, &tried_set, why, sizeof(why)) != 0)
         return refuse(soap, "lookup", "invalid", "%s", why);
-    atomic_fetch_add(&state(soap)->stats.lookups, 1);
-    enum reg_status st = registry_lookup(state(soap)->reg, id->cluster, job, secret, fromRank,
-                                         toRank, &res, why, sizeof(why));
+    atomic_fetch_add(&b->stats.lookups, 1);
+    enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank,
+                                         tried_set, b->proxies.count > 0, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "lookup", st, why);
 
@@ -203,14 +266,44 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         return SOAP_OK;
     }
     const struct plan_decision *d = &res.decision;
+    char token[QCG_TOKEN_MAX] = "", address[QCG_ADDR_MAX];
+    int port = res.target.port;
+    snprintf(address, sizeof(address), "%s", res.target.address);
+    if (d->ok && d->technique != TECH_DIRECT) {
+        struct command cmd;
+        struct cmdqueue *q = registry_queue(b->reg, res.target.cluster);
+        if (order_target(b, &res, &cmd, token, sizeof(token), address, sizeof(address), &port,
+                         why, sizeof(why)) < 0 ||
+            q == NULL) {
+            log_error("job %s rank %d -> %d: %s", job, fromRank, toRank,
+                      q == NULL ? "the target's cluster has no queue" : why);
+            OPENSSL_cleanse(token, sizeof(token));
+            return refuse(soap, "lookup", "unavailable", "cannot order the target's side");
+        }
+        uint64_t seq = cmdqueue_push(q, &cmd);
+        atomic_fetch_add(d->technique == TECH_REVERSED ? &b->stats.plans_reversed
+                                                       : &b->stats.plans_proxy,
+                         1);
+        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s ordered to %s (seq %llu)%s%s",
+                 job, fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
+                 technique_name(d->technique), cmd.kind, res.target.cluster,
+                 (unsigned long long)seq, tried_set ? ", tried before: " : "",
+                 tried_set ? tried : "");
+        OPENSSL_cleanse(&cmd, sizeof(cmd));
+    } else {
+        log_debug("job %s rank %d -> %d: %s %s: %s", job, fromRank, toRank,
+                  d->ok ? "ok" : "unavailable", technique_name(d->technique), d->reason);
+    }
     p->status = d->ok ? "ok" : "unavailable";
     p->technique = (char *)technique_name(d->technique);
     p->cluster = soap_strdup(soap, res.target.cluster);
     p->node = soap_strdup(soap, res.target.node);
-    p->address = soap_strdup(soap, res.target.address);
-    p->port = res.target.port;
+    p->address = soap_strdup(soap, address);
+    p->port = port;
+    p->token = token[0] != '\0' ? soap_strdup(soap, token) : NULL;
     p->cacheable = d->cacheable ? 1 : 0;
     p->reason = soap_strdup(soap, d->reason);
+    OPENSSL_cleanse(token, sizeof(token));
     return SOAP_OK;
 }
 
@@ -225,6 +318,7 @@ static void command_to_soap(struct soap *soap, const struct command *in, struct 
     out->address = in->address[0] != '\0' ? soap_strdup(soap, in->address) : NULL;
     out->port = in->port;
     out->token = in->token[0] != '\0' ? soap_strdup(soap, in->token) : NULL;
+    out->peerRank = in->peer_rank;
 }
 
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,

@@ -21,6 +21,8 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"polls", atomic_load(&b->stats.polls)},
         {"faults", atomic_load(&b->stats.faults)},
         {"connections", atomic_load(&b->stats.connections)},
+        {"plans_reversed", atomic_load(&b->stats.plans_reversed)},
+        {"plans_proxy", atomic_load(&b->stats.plans_proxy)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

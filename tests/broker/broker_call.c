@@ -86,9 +86,15 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                                  strtoull(argv[2], NULL, 10), wait, &r);
         if (rc == SOAP_OK) {
             printf("ok epoch=%llu commands=%d", (unsigned long long)r.epoch, r.__sizeCommand);
-            for (int i = 0; i < r.__sizeCommand; i++)
-                printf(" %llu:%s:%s:%d", (unsigned long long)r.command[i].seq,
-                       str(r.command[i].kind), str(r.command[i].job), r.command[i].rank);
+            for (int i = 0; i < r.__sizeCommand; i++) {
+                const struct qcg__command *c = &r.command[i];
+                printf(" %llu:%s:%s:%d", (unsigned long long)c->seq, str(c->kind), str(c->job),
+                       c->rank);
+                /* Orders for a node: node, initiator, address, port, token. */
+                if (c->node != NULL)
+                    printf(":%s:%d:%s:%d:%s", c->node, c->peerRank, str(c->address), c->port,
+                           str(c->token));
+            }
             printf("\n");
         }
     } else if (strcmp(op, "stats") == 0 && argc == 1) {

@@ -11,10 +11,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid= small_pid=
+fails=0 broker_pid= small_pid= proxied_pid=
 
 cleanup() {
-  for pid in $broker_pid $small_pid; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $broker_pid $small_pid $proxied_pid; do kill -9 "$pid" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$work"
 }
@@ -112,6 +112,17 @@ printf 'port = 17708\nmax-contacts = many\n' >"$work/bad.conf"
 misconf "bad value in a config file" "max-contacts" --config "$work/bad.conf" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem"
 misconf "unreadable config file" "$work/none.conf" --config "$work/none.conf"
+misconf "proxy without proxy-key" "proxy-key is required" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --proxy p1@127.0.0.1:17790
+misconf "proxy not NAME@HOST:PORT" "NAME@HOST:PORT" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --proxy 127.0.0.1:17790
+misconf "proxy host not an address" "not an IP address" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --proxy p1@proxy.example:17790
+openssl rand -hex 32 >"$work/proxy.key"
+chmod 0644 "$work/proxy.key"
+misconf "a proxy key others may read" "proxy-key" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --proxy p1@127.0.0.1:17790 --proxy-key "$work/proxy.key"
+chmod 0600 "$work/proxy.key"
 "$broker_bin" --help | grep -q -- "--max-contacts" && pass "--help lists the options" ||
   fail "--help"
 
@@ -142,8 +153,23 @@ expect_ok "lookup nata -> open" "$fe" lookup job1 s3cret 0 2
 [[ $out == *"status=ok technique=direct"*"address=203.0.113.21 port=20005"* ]] &&
   pass "plan to an open site: direct" || fail "plan: $out"
 expect_ok "lookup open -> nata" "$fo" lookup job1 s3cret 2 0
-[[ $out == *"status=unavailable technique=reversed"*"cacheable=0"*"cluster open is open and cluster nata is not reachable"* ]] &&
-  pass "plan to a NAT site: reversed, unavailable, with a reason" || fail "plan: $out"
+[[ $out =~ status=ok\ technique=reversed\ .*cacheable=0\ token=([0-9a-f]{32})\ reason=cluster\ open\ is\ open\ and\ cluster\ nata\ is\ not\ reachable.*:\ reversed$ ]] &&
+  pass "plan to a NAT site: reversed, a 32-hex token, not cacheable, with a reason" ||
+  fail "plan: $out"
+rev_token=${BASH_REMATCH[1]:-none}
+expect_ok "nata's queue after the reversed plan" "$fe" poll "$epoch" 0 0
+[[ $out =~ ^ok\ epoch=$epoch\ commands=1\ [0-9]+:connect-back:job1:0:nata1:2:203.0.113.21:20005:$rev_token$ ]] &&
+  pass "connect-back ordered to nata1: rank 0 calls rank 2 at 203.0.113.21:20005 with the token" ||
+  fail "connect-back: $out (token $rev_token)"
+cb_seq=$(sed -n 's/.* \([0-9]*\):connect-back.*/\1/p' <<<"$out")
+expect_ok "acknowledging the connect-back" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+expect_ok "lookup open -> nata, reversed tried, no proxy configured" "$fo" lookup job1 s3cret 2 0 reversed
+[[ $out == *"status=unavailable technique=proxy"*"cacheable=0 token= reason="*"reversed already tried"*"no proxy configured"* ]] &&
+  pass "fallback without a proxy: unavailable, naming proxy" || fail "plan: $out"
+expect_ok "lookup nata -> open, direct tried" "$fe" lookup job1 s3cret 0 2 direct
+[[ $out == *"status=unavailable technique=proxy"*"direct already tried"* ]] &&
+  pass "nothing after direct for a NATed initiator without a proxy" || fail "plan: $out"
+expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job1 s3cret 2 0 reversed,warp
 
 # --- who may do what
 expect_fault "helper calling registerCluster" denied "$helper" register-cluster nata nat 0 0
@@ -289,6 +315,49 @@ expect_ok "small broker: node" "$fe" register-node nata1 198.18.3.11 20000 20999
 expect_ok "small broker: contact 1" "$fe" publish j s 0 - nata1 198.18.3.11 20001
 expect_ok "small broker: contact 2" "$fe" publish j s 1 - nata1 198.18.3.11 20002
 expect_fault "small broker: contact 3 beyond max-contacts" unavailable "$fe" publish j s 2 - nata1 198.18.3.11 20003
+unset URL
+
+# --- proxies: a broker with two, configured in its file
+proxied_log=$work/proxied.log
+printf 'proxy = p1@127.0.0.1:17790, p2@127.0.0.1:17791\nproxy-key = %s\n' "$work/proxy.key" \
+  >"$work/proxied.conf"
+start_broker "$proxied_log" proxied_pid 17702 --config "$work/proxied.conf"
+URL=https://127.0.0.1:17702/
+expect_ok "proxied broker: register nata" "$fe" register-cluster nata nat 0 0
+epoch2=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
+expect_ok "proxied broker: register open" "$fo" register-cluster open open 0 0
+expect_ok "proxied broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 0
+expect_ok "proxied broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 0
+expect_ok "proxied broker: publish nata" "$fe" publish j s 0 - nata1 198.18.3.11 20001
+expect_ok "proxied broker: publish open" "$fo" publish j s 1 - open1 203.0.113.21 20001
+expect_ok "proxied broker: open -> nata, reversed tried" "$fo" lookup j s 1 0 reversed
+[[ $out =~ status=ok\ technique=proxy\ cluster=nata\ node=nata1\ address=127.0.0.1\ port=1779[01]\ cacheable=0\ token=([0-9a-f]{84})\ reason=.*reversed\ already\ tried.*proxy$ ]] &&
+  pass "fallback: a proxy plan with an 84-hex token, not cacheable" || fail "plan: $out"
+px_token=${BASH_REMATCH[1]:-none}
+px_port=$(sed -n 's/.* port=\([0-9]*\) .*/\1/p' <<<"$out")
+expect_ok "nata's queue at the proxied broker" "$fe" poll "${epoch2:-0}" 0 0
+[[ $out =~ [0-9]+:proxy-connect:j:0:nata1:1:127.0.0.1:$px_port:([0-9a-f]{84})$ ]] &&
+  pass "proxy-connect ordered to nata1 with the same proxy" || fail "proxy-connect: $out"
+tgt_token=${BASH_REMATCH[1]:-none}
+# version | pair (16 bytes) | side | ...: the same pair, the other side.
+if [ "${px_token:2:32}" = "${tgt_token:2:32}" ] && [ "${px_token:34:2}" = 00 ] &&
+  [ "${tgt_token:34:2}" = 01 ]; then
+  pass "the two tokens name one pair, initiator side 00 and target side 01"
+else
+  fail "tokens: $px_token / $tgt_token"
+fi
+expect_ok "proxied broker: the same lookup again" "$fo" lookup j s 1 0 reversed
+[[ $out == *"technique=proxy"* ]] && [[ $out != *"$px_token"* ]] &&
+  pass "each proxy plan has a new token" || fail "second plan: $out"
+expect_ok "proxied broker: stats" "$fe" stats
+[[ $out == *"plans_proxy=2"* ]] && pass "stats count the proxy plans" || fail "stats: $out"
+grep -q "proxy p2 at 127.0.0.1 port 17791" "$proxied_log" && pass "the proxies are logged at start" ||
+  fail "no log line for the proxies"
+grep -q "$px_token" "$proxied_log" && fail "a token in the broker's log" ||
+  pass "tokens are not logged"
+kill -TERM "$proxied_pid"
+wait "$proxied_pid" && pass "proxied broker: SIGTERM, exit 0" || fail "proxied broker: exit $?"
+proxied_pid=
 unset URL
 
 # --- SIGTERM: clean stop within a few seconds, exit 0, even with a poll pending

@@ -1,7 +1,8 @@
 /*
  * broker-plan: the plan table of docs/architecture.md over the five lab sites
- * (open, fw, nata, natb, sym) pairwise, the same cluster, and a firewalled
- * site with an open port range.
+ * (open, fw, nata, natb, sym) pairwise, the same cluster, a firewalled site
+ * with an open port range, and the fallback (techniques already tried, no
+ * proxy configured).
  */
 #include <string.h>
 
@@ -17,77 +18,93 @@ static const struct plan_end sym_site = {"sym", CLUSTER_SYMNAT, 0, 0, false, 200
 
 struct row {
     const struct plan_end *from, *to;
-    bool ok;
-    enum technique technique;
+    enum technique technique; /* with a proxy configured, nothing tried: always ok */
 };
 
-/* Rows: initiator, target, expected status and technique. */
+/* Rows: initiator, target, expected technique.  Reversed and proxy are
+   available; traversing and hole punching are not yet, so the proxy stands
+   in for them. */
 static const struct row pairs[] = {
     /* to open: always direct */
-    {&open_site, &open_site, true, TECH_DIRECT},
-    {&fw_site, &open_site, true, TECH_DIRECT},
-    {&nata_site, &open_site, true, TECH_DIRECT},
-    {&natb_site, &open_site, true, TECH_DIRECT},
-    {&sym_site, &open_site, true, TECH_DIRECT},
+    {&open_site, &open_site, TECH_DIRECT},
+    {&fw_site, &open_site, TECH_DIRECT},
+    {&nata_site, &open_site, TECH_DIRECT},
+    {&natb_site, &open_site, TECH_DIRECT},
+    {&sym_site, &open_site, TECH_DIRECT},
     /* to fw (no open range, node can intercept) */
-    {&open_site, &fw_site, false, TECH_REVERSED},
-    {&fw_site, &fw_site, true, TECH_DIRECT},
-    {&nata_site, &fw_site, false, TECH_TRAVERSING},
-    {&natb_site, &fw_site, false, TECH_TRAVERSING},
-    {&sym_site, &fw_site, false, TECH_PROXY},
+    {&open_site, &fw_site, TECH_REVERSED},
+    {&fw_site, &fw_site, TECH_DIRECT},
+    {&nata_site, &fw_site, TECH_PROXY}, /* traversing, holepunch: not yet */
+    {&natb_site, &fw_site, TECH_PROXY},
+    {&sym_site, &fw_site, TECH_PROXY},
     /* to nata */
-    {&open_site, &nata_site, false, TECH_REVERSED},
-    {&fw_site, &nata_site, false, TECH_HOLEPUNCH},
-    {&nata_site, &nata_site, true, TECH_DIRECT},
-    {&natb_site, &nata_site, false, TECH_HOLEPUNCH},
-    {&sym_site, &nata_site, false, TECH_PROXY},
+    {&open_site, &nata_site, TECH_REVERSED},
+    {&fw_site, &nata_site, TECH_PROXY}, /* holepunch: not yet */
+    {&nata_site, &nata_site, TECH_DIRECT},
+    {&natb_site, &nata_site, TECH_PROXY},
+    {&sym_site, &nata_site, TECH_PROXY},
     /* to natb */
-    {&open_site, &natb_site, false, TECH_REVERSED},
-    {&fw_site, &natb_site, false, TECH_HOLEPUNCH},
-    {&nata_site, &natb_site, false, TECH_HOLEPUNCH},
-    {&natb_site, &natb_site, true, TECH_DIRECT},
-    {&sym_site, &natb_site, false, TECH_PROXY},
+    {&open_site, &natb_site, TECH_REVERSED},
+    {&fw_site, &natb_site, TECH_PROXY},
+    {&nata_site, &natb_site, TECH_PROXY},
+    {&natb_site, &natb_site, TECH_DIRECT},
+    {&sym_site, &natb_site, TECH_PROXY},
     /* to sym */
-    {&open_site, &sym_site, false, TECH_REVERSED},
-    {&fw_site, &sym_site, false, TECH_PROXY},
-    {&nata_site, &sym_site, false, TECH_PROXY},
-    {&natb_site, &sym_site, false, TECH_PROXY},
-    {&sym_site, &sym_site, true, TECH_DIRECT},
+    {&open_site, &sym_site, TECH_REVERSED},
+    {&fw_site, &sym_site, TECH_PROXY},
+    {&nata_site, &sym_site, TECH_PROXY},
+    {&natb_site, &sym_site, TECH_PROXY},
+    {&sym_site, &sym_site, TECH_DIRECT},
 };
 
-static void check_row(const struct plan_end *from, const struct plan_end *to, bool ok,
-                      enum technique t)
+static void decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
+                   bool have_proxy, struct plan_decision *d)
+{
+    plan_decide(from, to, tried, have_proxy, d);
+}
+
+static void check_row(const struct plan_end *from, const struct plan_end *to, enum technique t)
 {
     struct plan_decision d;
-    plan_decide(from, to, &d);
-    CHECK(d.ok == ok && d.technique == t, "%s -> %s: got %s %s, want %s %s (%s)", from->cluster,
+    decide(from, to, 0, true, &d);
+    CHECK(d.ok && d.technique == t, "%s -> %s: got %s %s, want ok %s (%s)", from->cluster,
           to->cluster, d.ok ? "ok" : "unavailable", technique_name(d.technique),
-          ok ? "ok" : "unavailable", technique_name(t), d.reason);
+          technique_name(t), d.reason);
     /* Only direct plans may be cached, and every plan explains itself. */
-    CHECK(d.cacheable == ok, "%s -> %s: cacheable %d", from->cluster, to->cluster, d.cacheable);
+    CHECK(d.cacheable == (t == TECH_DIRECT), "%s -> %s: cacheable %d", from->cluster,
+          to->cluster, d.cacheable);
     CHECK(strstr(d.reason, to->cluster) != NULL, "%s -> %s: reason does not name the target: %s",
           from->cluster, to->cluster, d.reason);
-    if (!ok) {
-        CHECK(strstr(d.reason, from->cluster) != NULL && strstr(d.reason, "not available"),
-              "%s -> %s: reason: %s", from->cluster, to->cluster, d.reason);
-        CHECK(strstr(d.reason, technique_name(t)) != NULL, "%s -> %s: reason lacks %s: %s",
-              from->cluster, to->cluster, technique_name(t), d.reason);
+    if (t != TECH_DIRECT) {
+        CHECK(strstr(d.reason, from->cluster) != NULL, "%s -> %s: reason: %s", from->cluster,
+              to->cluster, d.reason);
+        /* The reason ends with the technique chosen. */
+        const char *name = technique_name(t);
+        size_t rl = strlen(d.reason), nl = strlen(name);
+        CHECK(rl > nl && strcmp(d.reason + rl - nl, name) == 0, "%s -> %s: reason: %s",
+              from->cluster, to->cluster, d.reason);
     }
 }
 
 static void test_reasons(void)
 {
     struct plan_decision d;
-    plan_decide(&nata_site, &natb_site, &d);
+    decide(&nata_site, &natb_site, 0, true, &d);
     CHECK(strcmp(d.reason, "cluster nata is behind a NAT and cluster natb is not reachable "
-                           "(behind a NAT): needs holepunch, which is not available in this "
-                           "version") == 0,
+                           "(behind a NAT): holepunch not available in this version; proxy") ==
+              0,
           "reason: %s", d.reason);
-    plan_decide(&nata_site, &sym_site, &d);
-    CHECK(strstr(d.reason, "behind a symmetric NAT") != NULL, "reason: %s", d.reason);
-    plan_decide(&open_site, &fw_site, &d);
-    CHECK(strstr(d.reason, "cluster open is open") != NULL &&
-              strstr(d.reason, "firewalled with no open port range") != NULL,
+    decide(&nata_site, &fw_site, 0, true, &d);
+    CHECK(strstr(d.reason, ": traversing not available in this version; holepunch not available "
+                           "in this version; proxy") != NULL,
+          "reason: %s", d.reason);
+    decide(&nata_site, &sym_site, 0, true, &d);
+    CHECK(strstr(d.reason, "behind a symmetric NAT") != NULL &&
+              strstr(d.reason, "not available") == NULL,
+          "reason: %s", d.reason);
+    decide(&open_site, &fw_site, 0, true, &d);
+    CHECK(strcmp(d.reason, "cluster open is open and cluster fw is not reachable (firewalled "
+                           "with no open port range): reversed") == 0,
           "reason: %s", d.reason);
 }
 
@@ -100,35 +117,32 @@ static void test_open_range(void)
     fw_out.port = 20001;
     struct plan_end fw_edge = fw_in;
     fw_edge.port = 30099;
-    check_row(&nata_site, &fw_in, true, TECH_DIRECT);
-    check_row(&sym_site, &fw_edge, true, TECH_DIRECT);
-    check_row(&nata_site, &fw_out, false, TECH_TRAVERSING);
+    check_row(&nata_site, &fw_in, TECH_DIRECT);
+    check_row(&sym_site, &fw_edge, TECH_DIRECT);
+    check_row(&nata_site, &fw_out, TECH_PROXY);
     /* As the initiator, a contact inside the open range can take a call back. */
-    check_row(&fw_in, &nata_site, false, TECH_REVERSED);
-    check_row(&fw_in, &sym_site, false, TECH_REVERSED);
-    check_row(&fw_out, &nata_site, false, TECH_HOLEPUNCH);
+    check_row(&fw_in, &nata_site, TECH_REVERSED);
+    check_row(&fw_in, &sym_site, TECH_REVERSED);
+    check_row(&fw_out, &nata_site, TECH_PROXY);
 
     struct plan_decision d;
-    plan_decide(&nata_site, &fw_out, &d);
+    decide(&nata_site, &fw_out, 0, true, &d);
     CHECK(strstr(d.reason, "port 20001 outside its open range 30000-30099") != NULL, "reason: %s",
           d.reason);
 }
 
 static void test_no_intercept(void)
 {
-    /* Without a helper able to intercept, traversing is out: hole punching,
-       or the proxy when a symmetric NAT is involved. */
+    /* Without a helper able to intercept, traversing does not even apply. */
     struct plan_end fw_plain = fw_site;
     fw_plain.can_intercept = false;
-    check_row(&nata_site, &fw_plain, false, TECH_HOLEPUNCH);
-    struct plan_end fw_other = fw_site;
-    fw_other.cluster = "fw2";
-    check_row(&fw_other, &fw_plain, false, TECH_HOLEPUNCH);
-    check_row(&open_site, &fw_plain, false, TECH_REVERSED);
-    check_row(&sym_site, &fw_plain, false, TECH_PROXY);
+    check_row(&nata_site, &fw_plain, TECH_PROXY);
+    check_row(&open_site, &fw_plain, TECH_REVERSED);
+    check_row(&sym_site, &fw_plain, TECH_PROXY);
     struct plan_decision d;
-    plan_decide(&nata_site, &fw_plain, &d);
-    CHECK(strstr(d.reason, "cannot intercept") != NULL, "reason: %s", d.reason);
+    decide(&nata_site, &fw_plain, 0, true, &d);
+    CHECK(strstr(d.reason, "cannot intercept") != NULL && strstr(d.reason, "traversing") == NULL,
+          "reason: %s", d.reason);
 }
 
 static void test_same_cluster(void)
@@ -139,21 +153,84 @@ static void test_same_cluster(void)
         struct plan_end other = *sites[i];
         other.port = 20002;
         struct plan_decision d;
-        plan_decide(sites[i], &other, &d);
+        decide(sites[i], &other, 0, false, &d);
         CHECK(d.ok && d.technique == TECH_DIRECT && d.cacheable, "%s internal: %s",
               sites[i]->cluster, d.reason);
         CHECK(strstr(d.reason, "same cluster") != NULL, "reason: %s", d.reason);
+        /* Direct failed inside a site: the target calls back. */
+        decide(sites[i], &other, TECH_BIT(TECH_DIRECT), true, &d);
+        CHECK(d.ok && d.technique == TECH_REVERSED && !d.cacheable, "%s internal, direct tried: %s",
+              sites[i]->cluster, d.reason);
     }
+}
+
+/* The fallback: what was tried is skipped, and without a proxy a pair that
+   needs one is unavailable, naming the proxy. */
+static void test_fallback(void)
+{
+    struct plan_decision d;
+    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED), true, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY && !d.cacheable &&
+              strstr(d.reason, "reversed already tried; holepunch not available in this "
+                                     "version; proxy") != NULL,
+          "open -> nata, reversed tried: %s", d.reason);
+    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_PROXY), true, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY &&
+              strstr(d.reason, "reversed already tried;") &&
+              strstr(d.reason, "proxy already tried; no technique left"),
+          "open -> nata, all tried: %s", d.reason);
+    decide(&open_site, &nata_site, 0, false, &d);
+    CHECK(d.ok && d.technique == TECH_REVERSED, "open -> nata, no proxy: %s", d.reason);
+    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED), false, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "no proxy configured"),
+          "open -> nata, reversed tried, no proxy: %s", d.reason);
+    decide(&sym_site, &nata_site, 0, false, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY && !d.cacheable &&
+              strstr(d.reason, "proxy needed, but the broker has no proxy configured"),
+          "sym -> nata, no proxy: %s", d.reason);
+    decide(&fw_site, &nata_site, 0, false, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY &&
+              strstr(d.reason, "holepunch not available in this version; proxy needed"),
+          "fw -> nata, no proxy: %s", d.reason);
+    /* Techniques that do not apply are not named as tried or skipped. */
+    decide(&nata_site, &open_site, TECH_BIT(TECH_DIRECT), true, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY && strstr(d.reason, "reversed") == NULL &&
+              strstr(d.reason, "direct already tried"),
+          "nata -> open, direct tried: %s", d.reason);
+}
+
+static void test_tried_parse(void)
+{
+    unsigned t = 99;
+    char why[128];
+    CHECK(plan_tried_parse(NULL, &t, why, sizeof(why)) == 0 && t == 0, "NULL");
+    CHECK(plan_tried_parse("", &t, why, sizeof(why)) == 0 && t == 0, "empty");
+    CHECK(plan_tried_parse("reversed,proxy", &t, why, sizeof(why)) == 0 &&
+              t == (TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_PROXY)),
+          "reversed,proxy: %x", t);
+    CHECK(plan_tried_parse("direct,,direct", &t, why, sizeof(why)) == 0 &&
+              t == TECH_BIT(TECH_DIRECT),
+          "repeats and empty items");
+    CHECK(plan_tried_parse("reversed,warp", &t, why, sizeof(why)) == -1 && strstr(why, "warp"),
+          "unknown name: %s", why);
+    CHECK(plan_tried_parse("none", &t, why, sizeof(why)) == -1, "none is no technique");
+    char longer[300];
+    memset(longer, 'a', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    CHECK(plan_tried_parse(longer, &t, why, sizeof(why)) == -1 && strstr(why, "longer"),
+          "too long: %s", why);
 }
 
 int main(void)
 {
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
-        check_row(pairs[i].from, pairs[i].to, pairs[i].ok, pairs[i].technique);
+        check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();
     test_open_range();
     test_no_intercept();
     test_reasons();
+    test_fallback();
+    test_tried_parse();
     if (check_failures == 0)
         printf("broker-plan: all checks passed\n");
     return check_failures != 0;

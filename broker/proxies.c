@@ -1,0 +1,102 @@
+/* The broker's proxies; see proxies.h. */
+#include "proxies.h"
+
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "validate.h"
+
+/* One "NAME@HOST:PORT"; -1 with err. */
+static int parse_one(const char *text, struct proxy_addr *out, char *err, size_t errlen)
+{
+    const char *at = strchr(text, '@');
+    const char *colon = strrchr(text, ':');
+    char *end;
+
+    memset(out, 0, sizeof(*out));
+    if (at == NULL || colon == NULL || colon < at) {
+        snprintf(err, errlen, "proxy: '%.80s' is not NAME@HOST:PORT", text);
+        return -1;
+    }
+    if ((size_t)(at - text) >= sizeof(out->name) || (size_t)(colon - at - 1) >= sizeof(out->host)) {
+        snprintf(err, errlen, "proxy: '%.80s': name or host too long", text);
+        return -1;
+    }
+    memcpy(out->name, text, (size_t)(at - text));
+    memcpy(out->host, at + 1, (size_t)(colon - at - 1));
+    long port = strtol(colon + 1, &end, 10);
+    if (!name_valid(out->name)) {
+        snprintf(err, errlen, "proxy: '%.80s': '%s' is not a valid name", text, out->name);
+        return -1;
+    }
+    if (!address_valid(out->host)) {
+        snprintf(err, errlen, "proxy: '%.80s': '%s' is not an IP address", text, out->host);
+        return -1;
+    }
+    if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535) {
+        snprintf(err, errlen, "proxy: '%.80s': the port must be 1-65535", text);
+        return -1;
+    }
+    out->port = (int)port;
+    return 0;
+}
+
+int proxies_parse(struct proxies *p, const char *spec, const char *key_file, char *err,
+                  size_t errlen)
+{
+    char *copy, *save = NULL;
+    int rc = 0;
+
+    memset(p, 0, sizeof(*p));
+    if (spec == NULL || spec[0] == '\0')
+        return 0;
+    copy = strdup(spec);
+    if (copy == NULL) {
+        snprintf(err, errlen, "proxy: out of memory");
+        return -1;
+    }
+    for (char *tok = strtok_r(copy, ", \t", &save); tok != NULL && rc == 0;
+         tok = strtok_r(NULL, ", \t", &save)) {
+        if (p->count == PROXIES_MAX) {
+            snprintf(err, errlen, "proxy: at most %d proxies", PROXIES_MAX);
+            rc = -1;
+            break;
+        }
+        rc = parse_one(tok, &p->list[p->count], err, errlen);
+        if (rc == 0)
+            p->count++;
+    }
+    free(copy);
+    if (rc == 0 && p->count > 0) {
+        if (key_file == NULL || key_file[0] == '\0') {
+            snprintf(err, errlen, "proxy-key is required with proxy (the key shared with the "
+                                  "proxies)");
+            rc = -1;
+        } else {
+            char why[256] = "";
+            if (proxy_key_load(key_file, &p->key, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "proxy-key: %s", why);
+                rc = -1;
+            }
+        }
+    }
+    if (rc < 0)
+        proxies_clear(p);
+    return rc;
+}
+
+const struct proxy_addr *proxies_pick(const struct proxies *p, const unsigned char pair[16])
+{
+    if (p->count == 0)
+        return NULL;
+    /* The pair id is random: spreads pairs evenly without shared state. */
+    unsigned v = ((unsigned)pair[0] << 8) | pair[1];
+    return &p->list[v % (unsigned)p->count];
+}
+
+void proxies_clear(struct proxies *p)
+{
+    OPENSSL_cleanse(p, sizeof(*p));
+}
