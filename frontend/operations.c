@@ -22,6 +22,7 @@
 
 #define POLL_WAIT_MAX 25
 #define POLL_COMMANDS_MAX 32
+#define TRIED_MAX 128
 
 static int deny(struct soap *soap, struct frontend *fe, const char *op,
                 const struct identity *id, const char *why)
@@ -120,7 +121,7 @@ struct relay_args {
     const struct node_info *node;
     const struct contact_info *contact;
     const char *cluster;
-    const char *job, *secret, *node_name;
+    const char *job, *secret, *node_name, *tried;
     int from_rank, rank;
     struct plan *plan;
 };
@@ -146,7 +147,8 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             rc = relay_withdraw(up, url, a->job, a->secret, a->rank, a->node_name, err);
             break;
         case RELAY_LOOKUP:
-            rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->plan, err);
+            rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->tried,
+                              a->plan, err);
             break;
         }
         int broken = rc < 0 && err->status == CALL_UNREACHABLE;
@@ -389,13 +391,17 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     static const char op[] = "lookup";
     struct frontend *fe;
     const struct identity *id;
-    (void)tried;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
     atomic_fetch_add(&fe->counters.lookups_received, 1);
     const char *bad = job_fields_bad(job, secret, fromRank);
     if (bad == NULL && toRank < 0)
         bad = "rank must not be negative";
+    /* The broker checks the names; here only the size, so a huge list is
+       not relayed. */
+    if (bad == NULL && tried != NULL && strlen(tried) > TRIED_MAX)
+        bad = "tried: too long";
+    int retry = tried != NULL && tried[0] != '\0';
     if (bad != NULL)
         return invalid(soap, op, id, bad);
 
@@ -421,7 +427,9 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     struct plan plan;
     memset(&plan, 0, sizeof(plan));
     struct cached_plan cp;
-    if (cache_get(fe->cache, job, hash, toRank, &cp)) {
+    /* A process asking again after a failed technique needs the broker's
+       next plan, never the cached one that failed. */
+    if (!retry && cache_get(fe->cache, job, hash, toRank, &cp)) {
         atomic_fetch_add(&fe->counters.lookups_from_cache, 1);
         snprintf(plan.status, sizeof(plan.status), "ok");
         memcpy(plan.technique, cp.technique, sizeof(plan.technique));
@@ -439,13 +447,17 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
             return unavailable(soap, op, reason);
         uint64_t gen = cache_generation(fe->cache);
         struct relay_error err;
-        struct relay_args a = {
-            .job = job, .secret = secret, .from_rank = fromRank, .rank = toRank, .plan = &plan};
+        struct relay_args a = {.job = job,
+                               .secret = secret,
+                               .from_rank = fromRank,
+                               .rank = toRank,
+                               .tried = tried,
+                               .plan = &plan};
         atomic_fetch_add(&fe->counters.lookups_forwarded, 1);
         int rc = relay_call(fe, RELAY_LOOKUP, &a, &err);
         if (rc < 0)
             return relay_failed(soap, op, &err);
-        if (plan_cacheable(&plan)) {
+        if (!retry && plan_cacheable(&plan)) {
             memset(&cp, 0, sizeof(cp));
             memcpy(cp.technique, plan.technique, sizeof(cp.technique));
             memcpy(cp.cluster, plan.cluster, sizeof(cp.cluster));
@@ -455,8 +467,9 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
             if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
                 log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);
         }
-        log_debug("job %s %d -> %d: %s %s %s:%d", job, fromRank, toRank, plan.status,
-                  plan.technique, plan.address, plan.port);
+        log_debug("job %s %d -> %d%s%s: %s %s %s:%d", job, fromRank, toRank,
+                  retry ? ", tried " : "", retry ? tried : "", plan.status, plan.technique,
+                  plan.address, plan.port);
     }
     OPENSSL_cleanse(hash, sizeof(hash));
     response->version = QCG_PROTOCOL_VERSION;
@@ -505,6 +518,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
         out[i].address = cmds[i].address[0] ? soap_strdup(soap, cmds[i].address) : NULL;
         out[i].port = cmds[i].port;
         out[i].token = cmds[i].token[0] ? soap_strdup(soap, cmds[i].token) : NULL;
+        out[i].peerRank = cmds[i].peer_rank;
     }
     response->__sizeCommand = n;
     response->command = out;

@@ -104,12 +104,14 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
 }
 
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, struct plan *plan, struct relay_error *err)
+                 int from_rank, int to_rank, const char *tried, struct plan *plan,
+                 struct relay_error *err)
 {
     struct qcg__lookupResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
-                                   (char *)secret, from_rank, to_rank, NULL, &resp);
+                                   (char *)secret, from_rank, to_rank,
+                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     const struct qcg__plan *p = &resp.plan;
@@ -134,6 +136,7 @@ static int command_from_soap(const struct qcg__command *in, struct command *out)
     out->seq = in->seq;
     out->rank = in->rank;
     out->port = in->port;
+    out->peer_rank = in->peerRank;
     if (in->kind == NULL || copy_str(out->kind, sizeof(out->kind), in->kind) < 0 ||
         copy_str(out->job, sizeof(out->job), in->job) < 0 ||
         copy_str(out->node, sizeof(out->node), in->node) < 0 ||

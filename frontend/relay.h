@@ -53,9 +53,11 @@ int relay_publish(struct soap *soap, const char *url, const struct contact_info 
 int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *secret,
                    int rank, const char *node, struct relay_error *err);
 /* A plan the broker sent that does not fit our limits is an error
-   (CALL_UNREACHABLE, "malformed plan"), not a truncated answer. */
+   (CALL_UNREACHABLE, "malformed plan"), not a truncated answer.  tried: the
+   techniques the process already tried (NULL or "" for none). */
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, struct plan *plan, struct relay_error *err);
+                 int from_rank, int to_rank, const char *tried, struct plan *plan,
+                 struct relay_error *err);
 /* Long-poll: *server_epoch gets the broker's epoch; up to max commands are
    copied into out (malformed ones are logged and skipped, but *last_seq
    still covers them so they are acknowledged).  *n = commands copied. */

@@ -125,9 +125,10 @@ int main(int argc, char **argv)
             printf("ok\nepoch=%llu\ncommands=%d\n", (unsigned long long)r.epoch, r.__sizeCommand);
             for (int i = 0; i < r.__sizeCommand && r.command != NULL; i++) {
                 const struct qcg__command *c = &r.command[i];
-                printf("command=%llu %s job=%s rank=%d node=%s address=%s port=%d\n",
+                printf("command=%llu %s job=%s rank=%d node=%s address=%s port=%d peer=%d "
+                       "token=%s\n",
                        (unsigned long long)c->seq, s(c->kind), s(c->job), c->rank, s(c->node),
-                       s(c->address), c->port);
+                       s(c->address), c->port, c->peerRank, s(c->token));
             }
         }
     } else if (strcmp(op, "stats") == 0) {

@@ -73,6 +73,18 @@ if [[ $(counter "$frontend_url" lookups_from_cache) -eq $((f_cache + 1)) &&
 else
 	fail "second lookup answered from the cache"
 fi
+call $H lookup job1 s3cret 0 1 reversed
+if [[ $rc -eq 0 && $(field technique) == direct &&
+	$(counter "$frontend_url" lookups_from_cache) -eq $((f_cache + 1)) &&
+	$(counter "$frontend_url" lookups_forwarded) -eq $((f_fwd + 1)) &&
+	$(counter "$broker_url" lookups) -eq $((b_lookups + 1)) ]]; then
+	pass "a lookup naming techniques tried skips the cache and reaches the broker"
+else
+	fail "a lookup naming techniques tried skips the cache and reaches the broker"
+fi
+b_lookups=$((b_lookups + 1))
+call $H lookup job1 s3cret 0 1 "$(printf 'reversed,%.0s' {1..20})"
+expect_fault invalid "a 180-character tried list is invalid" "tried"
 
 # --- another job's secret: denied, and not from the cache
 call $H lookup job1 job2secret 0 1
@@ -161,7 +173,20 @@ call helper-open1-o1 registerNode o1 203.0.113.21 7000 7099
 expect_ok "registerNode o1 at the frontend of open1"
 call helper-open1-o1 publish job1 s3cret 9 203.0.113.21 7009
 expect_ok "publish job1 rank 9 from open1"
+# open1's rank 9 calls nata's rank 0: the broker orders nata1 to connect
+# back, through nata's frontend, to nata1's helper queue.
+frontend_url=$open1_url
+call helper-open1-o1 lookup job1 s3cret 9 0
+token=$(field token)
+[[ $rc -eq 0 && $(field status) == ok && $(field technique) == reversed && ${#token} -eq 32 &&
+	$(field cacheable) == 0 ]] &&
+	pass "open1 -> nata: a reversed plan with a token" ||
+	fail "open1 -> nata: a reversed plan with a token"
 frontend_url=$nata_url
+call $H poll "$epoch" 0 10
+[[ $rc -eq 0 && $out =~ command=[0-9]+\ connect-back\ job=job1\ rank=0\ node=nata1\ address=203.0.113.21\ port=7009\ peer=9\ token=$token ]] &&
+	pass "the connect-back order reaches nata1's queue with the initiator and the token" ||
+	fail "the connect-back order reaches nata1's queue with the initiator and the token"
 call $H lookup job1 s3cret 0 9
 call $H lookup job1 s3cret 0 9
 [[ $rc -eq 0 && $(field address) == 203.0.113.21 && $(field port) == 7009 &&
