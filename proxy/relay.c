@@ -35,8 +35,8 @@
 #define RELAY_TOKENS_PER_PAIR 16     /* seen-token table: entries per max-pairs */
 /* Descriptors kept for the control server, logs, the listener and such. */
 #define RELAY_FD_RESERVE 256
-/* Per pair: its own descriptors and one waiting connection's. */
-#define RELAY_FD_BUDGET (RELAY_FDS_PER_PAIR + 1)
+/* Per pair: its own descriptors, and its two connections while unpaired. */
+#define RELAY_FD_BUDGET (RELAY_FDS_PER_PAIR + 2)
 /* Keepalive like the processes' own connections (docs/architecture.md): a
    vanished client frees its pair instead of holding it for ever. */
 #define RELAY_KEEPIDLE 60
@@ -257,7 +257,7 @@ static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss,
 
     addr_text(ss, len, addr, sizeof(addr));
     if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs ||
-        r->nconns >= (size_t)r->max_pairs) {
+        r->nconns >= 2 * (size_t)r->max_pairs) {
         log_full(r, addr, "max-pairs reached");
         close(fd);
         return;

@@ -19,6 +19,9 @@
  *                 within 5 s of it (the test kills the proxy)
  *   idle          pairs, prints "paired", then waits for the proxy to close
  *                 both connections (SIGTERM), at most 10 s
+ *   full          against --max-pairs 1: while one pair is up, another
+ *                 client is closed without an answer; once it ends, a new
+ *                 pair is relayed again
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -465,6 +468,60 @@ static int idle_scenario(void)
     return 0;
 }
 
+/* Connects both sides of a new pair; 0 and the fds when paired. */
+static int try_pair(int fd[2], int ms)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+    unsigned char b[2] = {0, 0};
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    fd[0] = connect_token(t0);
+    fd[1] = connect_token(t1);
+    for (int i = 0; i < 2; i++) {
+        if (!wait_readable(fd[i], ms) || recv(fd[i], &b[i], 1, 0) != 1 || b[i] != 0x01) {
+            close(fd[0]);
+            close(fd[1]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int full_scenario(void)
+{
+    int p[2], q[2];
+    unsigned char pair[16];
+    char t[TOKEN_TEXT_LEN + 1];
+
+    if (try_pair(p, 5000) != 0) {
+        fprintf(stderr, "full: the first pair did not pair\n");
+        return -1;
+    }
+    new_pair(pair);
+    mint(0, pair, 60, t);
+    int extra = connect_token(t);
+    if (expect_closed(extra, 5000, "a client beyond max-pairs"))
+        return -1;
+    close(extra);
+    close(p[0]);
+    close(p[1]);
+    /* The proxy frees the slot once it has seen both closes: retry, bounded. */
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (try_pair(q, 1000) == 0) {
+            close(q[0]);
+            close(q[1]);
+            printf("beyond max-pairs refused; a new pair relays once the first ended\n");
+            return 0;
+        }
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "full: no new pair within 50 attempts after the first ended\n");
+    return -1;
+}
+
 static int load_key(const char *path)
 {
     char err[256];
@@ -508,6 +565,8 @@ int main(int argc, char **argv)
         rc = stream_scenario();
     else if (strcmp(s, "idle") == 0)
         rc = idle_scenario();
+    else if (strcmp(s, "full") == 0)
+        rc = full_scenario();
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;

@@ -162,9 +162,12 @@ if wait $client_pid; then pass "SIGTERM: both ends closed"; else fail "SIGTERM: 
 client_pid=
 grep -q "closed 1 pairs" "$log" && pass "stop logged" || fail "no stop line: $(tail -3 "$log")"
 
-# ---- SIGKILL mid-transfer: both ends notice within seconds ----
+# ---- max-pairs, then SIGKILL mid-transfer: both ends notice within seconds ----
 log2=$work/proxy2.log
-start_proxy "$log2"
+start_proxy "$log2" --max-pairs 1
+scenario "max-pairs 1" full
+grep -q "refused 127.0.0.1:[0-9]*: max-pairs reached" "$log2" && pass "max-pairs refusal logged" \
+  || fail "no max-pairs log line"
 "$client_bin" $port "$key" stream >"$work/stream.out" 2>&1 &
 client_pid=$!
 wait_log "$work/stream.out" "^streaming" $client_pid || fail "stream did not start: $(cat "$work/stream.out")"
