@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+#
+# mpi-loopback: Open MPI jobs over btl_qcg against the real daemons on
+# loopback, with a throw-away CA.  vader is left out (--mca btl self,qcg), so
+# btl_qcg carries the same-host traffic of the 4 ranks.
+#
+#   rank 0..3 (mpirun -np 4, btl self,qcg) <===== TCP, direct, lazily =====> each other
+#        `--unix--> qcg-helper c1/n1 --mTLS--> qcg-frontend c1 127.0.0.1:18402
+#                                                  --mTLS--> qcg-broker 127.0.0.1:18401
+#
+# Ports 18400-18499 belong to these tests: broker 18401, frontend 18402, the
+# node's listening range 18450-18499.  Every wait is bounded and waits on
+# something observable (a port, the helper's status, an exit).
+#
+#   test-loopback.sh BUILD_DIR SRC_DIR      exit 0 passed, 1 failed, 77 skipped
+
+set -euo pipefail
+export LC_ALL=C
+
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+
+helper=$build/helper/qcg-helper
+frontend=$build/frontend/qcg-frontend
+broker=$build/broker/qcg-broker
+certs=$src/certs/qcg-certs
+btl=$build/btl_qcg/mca_btl_qcg.so
+progs=$build/tests/mpi
+port_b=18401 port_f=18402 low=18450 high=18499
+
+command -v mpirun >/dev/null || { echo "mpirun missing: skipping"; exit 77; }
+command -v ompi_info >/dev/null || { echo "ompi_info missing: skipping"; exit 77; }
+for f in "$helper" "$frontend" "$broker" "$certs" "$btl"; do
+	[[ -e $f ]] || { echo "$f not built: skipping"; exit 77; }
+done
+command -v ss >/dev/null || { echo "ss missing: skipping"; exit 77; }
+
+ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+component_path=$build/btl_qcg${ompi_dir:+:$ompi_dir}
+
+passed=0
+failed=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-mpi.XXXXXX")
+out=$work/out
+pids=()
+
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	if [[ -s $out ]]; then tail -n 40 "$out" | sed 's/^/     | /'; fi
+}
+
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
+		for log in "$work"/*.log; do
+			[[ -f $log ]] || continue
+			echo "--- $log (last 30 lines)"
+			tail -n 30 "$log"
+		done
+	fi
+	rm -rf -- "$work"
+}
+trap cleanup EXIT
+
+# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
+wait_for() {
+	local desc=$1 tries=$2
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $desc" >&2
+	return 1
+}
+
+listening() { ss -Htln "sport = :$1" | grep -q .; }
+connected() { "$helper" --status --json --socket "$sock" | grep -q '"upstream_connected":true'; }
+ms() { date +%s%3N; }
+
+# --- the grid -------------------------------------------------------------
+ca=$work/ca
+{
+	"$certs" --dir "$ca" init
+	"$certs" --dir "$ca" issue broker --san 127.0.0.1
+	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
+	"$certs" --dir "$ca" issue helper c1/n1
+} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+
+for p in $port_b $port_f; do
+	if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
+done
+
+"$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+	>>"$work/broker.log" 2>&1 &
+pids+=($!)
+wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
+"$frontend" --listen 127.0.0.1 --port $port_f --broker "https://127.0.0.1:$port_b/" \
+	--cluster c1 --kind open --public-address 127.0.0.1 --ca "$ca/ca.crt" \
+	--cert "$ca/frontend-c1.pem" >>"$work/frontend.log" 2>&1 &
+pids+=($!)
+wait_for "the frontend on port $port_f" 100 listening $port_f || exit 1
+sock=$work/helper.sock
+"$helper" --socket "$sock" --frontend "https://127.0.0.1:$port_f/" --cluster c1 --node n1 \
+	--address 127.0.0.1 --ports $low-$high --ca "$ca/ca.crt" --cert "$ca/helper-c1-n1.pem" \
+	>>"$work/helper.log" 2>&1 &
+pids+=($!)
+wait_for "the helper's socket" 100 test -S "$sock" || exit 1
+wait_for "the helper to register upstream" 100 connected || exit 1
+
+export QCG_HELPER_SOCKET=$sock
+QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export QCG_JOB_SECRET
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Under the sanitizer build the test programs carry ASan; Open MPI's own
+# allocations at exit are not ours to judge.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# A default that a test's own --mca overrides.
+export OMPI_MCA_btl_qcg_connect_timeout=20000
+
+# run_mpi SECONDS NP BTLS ARGS... : mpirun with the component path; status in $rc.
+run_mpi() {
+	local secs=$1 np=$2 btls=$3
+	shift 3
+	rc=0
+	timeout -k 5 "$secs" mpirun --oversubscribe -np "$np" --bind-to none \
+		--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl "$btls" \
+		--mca mpi_yield_when_idle 1 -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS "$@" >"$out" 2>&1 || rc=$?
+}
+
+# --- the component loads --------------------------------------------------
+if OMPI_MCA_mca_base_component_path=$component_path ompi_info >"$out" 2>&1 &&
+	grep -q "MCA btl: qcg" "$out"; then
+	pass "ompi_info lists 'MCA btl: qcg' with the build's component path"
+else fail "ompi_info lists 'MCA btl: qcg' with the build's component path"; fi
+
+# --- the MPI test programs over btl_qcg -------------------------------------
+for prog in allpairs ring anysource alltoall "firstsend --all-qcg"; do
+	name=${prog%% *}
+	t0=$(ms)
+	# shellcheck disable=SC2086
+	run_mpi 120 4 self,qcg "$progs/qcg-mpi-$name" ${prog#"$name"}
+	if [[ $rc -eq 0 ]] && grep -q "^PASS $name" "$out"; then
+		pass "$name over self,qcg, 4 ranks ($(($(ms) - t0)) ms): $(grep "^PASS" "$out" | cut -c1-110)"
+	else echo "(exit $rc)" >>"$out"; fail "$name over self,qcg, 4 ranks"; fi
+done
+
+# --- which technique connected each pair, verbose lines ----------------------
+run_mpi 60 4 self,qcg --mca btl_qcg_verbose 1 "$progs/qcg-mpi-pairs"
+if [[ $rc -eq 0 ]] && grep -q "^PASS pairs" "$out" && grep -q "summary: direct 6$" "$out"; then
+	pass "pairs: all 6 pairs 'direct' through btl_qcg"
+else echo "(exit $rc)" >>"$out"; fail "pairs: all 6 pairs 'direct' through btl_qcg"; fi
+# One line per connection end: 6 pairs x 2 ends, each naming technique and setup time.
+n=$(grep -cE '^(\[[^]]*\] )?btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup [0-9.]+ ms' "$out" || true)
+if [[ $n -eq 12 ]]; then pass "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"
+else echo "($n lines)" >>"$out"; fail "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"; fi
+
+# --- opting out: no job secret, the job runs over tcp ---------------------------
+rc=0
+timeout -k 5 60 env -u QCG_JOB_SECRET mpirun --oversubscribe -np 2 --bind-to none \
+	--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl self,tcp,qcg \
+	--mca btl_qcg_verbose 1 --mca btl_tcp_if_include 127.0.0.1/8 -x QCG_HELPER_SOCKET \
+	"$progs/qcg-mpi-ring" 10 >"$out" 2>&1 || rc=$?
+if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" &&
+	grep -q "btl_qcg: rank 0: not used: QCG_JOB_SECRET is not set" "$out"; then
+	pass "no QCG_JOB_SECRET: btl_qcg steps aside (verbose says why), the job runs over tcp"
+else echo "(exit $rc)" >>"$out"; fail "no QCG_JOB_SECRET: btl_qcg steps aside, the job runs over tcp"; fi
+
+# --- a peer that cannot be reached: an error naming it, not a hang ---------------
+# Two more clusters, both behind symmetric NATs (as far as the broker knows):
+# no technique of this grid (no proxy configured) connects them, so the
+# first send between rank 0 (c2) and rank 1 (c3) must fail with a message
+# naming the peer and the technique it would need.
+for c in 2 3; do
+	{
+		"$certs" --dir "$ca" issue frontend c$c --san 127.0.0.1
+		"$certs" --dir "$ca" issue helper c$c/n$c
+	} >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+	port=$((port_f + c - 1))
+	"$frontend" --listen 127.0.0.1 --port $port --broker "https://127.0.0.1:$port_b/" \
+		--cluster c$c --kind symnat --public-address 127.0.0.1 --ca "$ca/ca.crt" \
+		--cert "$ca/frontend-c$c.pem" >>"$work/frontend-c$c.log" 2>&1 &
+	pids+=($!)
+	wait_for "frontend c$c on port $port" 100 listening $port || exit 1
+	# Listening ranges: n2 18475-18486, n3 18487-18499.
+	"$helper" --socket "$work/helper-n$c.sock" --frontend "https://127.0.0.1:$port/" \
+		--cluster c$c --node n$c --address 127.0.0.1 \
+		--ports $((18475 + (c - 2) * 12))-$((18486 + (c - 2) * 13)) \
+		--ca "$ca/ca.crt" --cert "$ca/helper-c$c-n$c.pem" >>"$work/helper-n$c.log" 2>&1 &
+	pids+=($!)
+	wait_for "helper n$c's socket" 100 test -S "$work/helper-n$c.sock" || exit 1
+	sock=$work/helper-n$c.sock
+	wait_for "helper n$c to register upstream" 100 connected || exit 1
+done
+printf '#!/bin/sh\n# rank 0 on node n2 of cluster c2, rank 1 on node n3 of cluster c3\n%s\n' \
+	"QCG_HELPER_SOCKET=$work/helper-n\$((OMPI_COMM_WORLD_RANK + 2)).sock exec \"\$@\"" \
+	>"$work/split.sh"
+chmod +x "$work/split.sh"
+t0=$(ms)
+run_mpi 60 2 self,qcg "$work/split.sh" "$progs/qcg-mpi-ring" 1
+elapsed=$(($(ms) - t0))
+echo "(exit $rc after $elapsed ms)" >>"$out"
+cp "$out" "$work/unreachable.out"
+if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 30000)) &&
+	grep -qE "btl_qcg: rank [01] cannot reach rank [01] \(host .*\): connect failed: .*proxy" "$out"; then
+	pass "unreachable peer: the job aborts in $elapsed ms naming the peer and the technique needed"
+else fail "unreachable peer: the job aborts naming the peer and the technique needed"; fi
+
+[[ -n ${QCG_TEST_SHOW:-} ]] && cat "$work/unreachable.out"
+echo "passed $passed, failed $failed"
+((failed == 0))
