@@ -11,6 +11,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "nofile.h"
 #include "proxy_config.h"
 #include "relay.h"
 #include "service.h"
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
         return config_error(&cfg, msg);
     }
 
-    int max_pairs = relay_raise_nofile(cfg.max_pairs);
+    int max_pairs = nofile_raise(cfg.max_pairs);
     struct relay_config rc = {
         .listen_addr = cfg.listen,
         .port = cfg.port,

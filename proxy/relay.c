@@ -3,9 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -15,7 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,8 +20,8 @@
 #include "log.h"
 #include "pair.h"
 #include "pairtable.h"
+#include "sockets.h"
 
-#define RELAY_BACKLOG 1024
 #define RELAY_EVENTS 256
 #define RELAY_ACCEPTS_PER_EVENT 64
 #define RELAY_HELLO_TIMEOUT_MS 10000 /* at most; pair-timeout when shorter */
@@ -33,15 +29,6 @@
 #define RELAY_PIPE_IDLE_MS 2000      /* an empty pipe idle this long is dropped */
 #define RELAY_EXPIRE_EVERY_MS 10000  /* seen tokens past expiry + skew are forgotten */
 #define RELAY_TOKENS_PER_PAIR 16     /* seen-token table: entries per max-pairs */
-/* Descriptors kept for the control server, logs, the listener and such. */
-#define RELAY_FD_RESERVE 256
-/* Per pair: its own descriptors, and its two connections while unpaired. */
-#define RELAY_FD_BUDGET (RELAY_FDS_PER_PAIR + 2)
-/* Keepalive like the processes' own connections (docs/architecture.md): a
-   vanished client frees its pair instead of holding it for ever. */
-#define RELAY_KEEPIDLE 60
-#define RELAY_KEEPINTVL 10
-#define RELAY_KEEPCNT 6
 
 enum conn_state { CONN_HELLO, CONN_WAITING };
 
@@ -100,23 +87,6 @@ static uint64_t mono_ms(void)
 static void count(atomic_ullong *c)
 {
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-static void addr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen)
-{
-    char host[INET6_ADDRSTRLEN], serv[8];
-    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-        snprintf(out, outlen, "(unknown)");
-        return;
-    }
-    const char *h = host;
-    if (strncmp(h, "::ffff:", 7) == 0 && strchr(h + 7, ':') == NULL)
-        h += 7;
-    if (strchr(h, ':') != NULL)
-        snprintf(out, outlen, "[%s]:%s", h, serv);
-    else
-        snprintf(out, outlen, "%s:%s", h, serv);
 }
 
 /* ---- lists ---- */
@@ -239,23 +209,11 @@ static void log_full(struct relay *r, const char *addr, const char *why)
     count(&r->refused_full);
 }
 
-static void set_socket_options(int fd)
-{
-    int one = 1, idle = RELAY_KEEPIDLE, intvl = RELAY_KEEPINTVL, cnt = RELAY_KEEPCNT;
-    /* Best effort: a relay forwards what arrives at once (latency), and
-       keepalive frees the pair of a vanished peer. */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-}
-
 static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
     char addr[PAIR_ADDR_MAX];
 
-    addr_text(ss, len, addr, sizeof(addr));
+    sock_addr_text(ss, len, addr, sizeof(addr));
     if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs ||
         r->nconns >= 2 * (size_t)r->max_pairs) {
         log_full(r, addr, "max-pairs reached");
@@ -274,7 +232,7 @@ static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss,
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
     uint64_t wait = (uint64_t)r->pair_timeout * 1000;
     c->deadline_ms = r->now_ms + (wait < RELAY_HELLO_TIMEOUT_MS ? wait : RELAY_HELLO_TIMEOUT_MS);
-    set_socket_options(fd);
+    sock_tune(fd);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
     if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         log_warn("epoll_ctl for %s", addr);
@@ -308,7 +266,7 @@ static void do_accept(struct relay *r)
             fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
             if (fd >= 0) {
                 char addr[PAIR_ADDR_MAX];
-                addr_text(&ss, len, addr, sizeof(addr));
+                sock_addr_text(&ss, len, addr, sizeof(addr));
                 log_full(r, addr, "out of file descriptors");
                 close(fd);
             }
@@ -692,52 +650,6 @@ void relay_stop(struct relay *r)
 
 /* ---- set-up ---- */
 
-static int bind_listener(const char *addr, int port, char *err, size_t errlen)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
-    char serv[16];
-    int fd = -1, one = 1, zero = 0;
-
-    snprintf(serv, sizeof(serv), "%d", port);
-    if (addr == NULL || addr[0] == '\0') {
-        /* Any address: IPv6 socket accepting IPv4 too, else IPv4 only. */
-        hints.ai_family = AF_INET6;
-        if (getaddrinfo("::", serv, &hints, &res) != 0 ||
-            (fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
-            if (res)
-                freeaddrinfo(res);
-            res = NULL;
-            hints.ai_family = AF_INET;
-            addr = "0.0.0.0";
-        } else {
-            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-        }
-    }
-    if (res == NULL) {
-        int gai = getaddrinfo(addr, serv, &hints, &res);
-        if (gai != 0) {
-            snprintf(err, errlen, "listen %s: %s", addr, gai_strerror(gai));
-            return -1;
-        }
-        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-            snprintf(err, errlen, "socket: %s", strerror(errno));
-            freeaddrinfo(res);
-            return -1;
-        }
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, RELAY_BACKLOG) < 0) {
-        snprintf(err, errlen, "cannot listen on %s port %d: %s", addr ? addr : "any address", port,
-                 strerror(errno));
-        close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen)
 {
     struct relay *r = calloc(1, sizeof(*r));
@@ -758,14 +670,10 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    r->listen_fd = bind_listener(cfg->listen_addr, cfg->port, err, errlen);
+    r->listen_fd = sock_listen(cfg->listen_addr, cfg->port, err, errlen);
     if (r->listen_fd < 0)
         goto fail;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(r->listen_fd, (struct sockaddr *)&ss, &len) == 0)
-        r->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    r->port = sock_port(r->listen_fd);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -828,51 +736,4 @@ void relay_counters(struct relay *r, struct relay_counters *out)
     out->refused_peer_gone = atomic_load(&r->refused_peer_gone);
     out->unpaired_timeouts = atomic_load(&r->unpaired_timeouts);
     out->unpaired_waiting = atomic_load(&r->unpaired_waiting);
-}
-
-int relay_raise_nofile(int max_pairs)
-{
-    struct rlimit rl, was;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
-        log_warn("getrlimit(RLIMIT_NOFILE)");
-        return max_pairs;
-    }
-    was = rl;
-    rlim_t want = (rlim_t)max_pairs * RELAY_FD_BUDGET + RELAY_FD_RESERVE;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
-        /* Above the hard limit only with CAP_SYS_RESOURCE, and up to nr_open. */
-        struct rlimit up = {.rlim_cur = want, .rlim_max = want};
-        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
-        unsigned long nr_open = 0;
-        if (f) {
-            if (fscanf(f, "%lu", &nr_open) == 1 && nr_open > rl.rlim_max && nr_open < want)
-                up.rlim_cur = up.rlim_max = nr_open;
-            fclose(f);
-        }
-        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-            rl = up;
-    }
-    if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
-        struct rlimit up = {.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want,
-                            .rlim_max = rl.rlim_max};
-        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-            rl.rlim_cur = up.rlim_cur;
-        else
-            log_warn("setrlimit(RLIMIT_NOFILE, %llu)", (unsigned long long)up.rlim_cur);
-    }
-    long room = rl.rlim_cur == RLIM_INFINITY
-                    ? (long)max_pairs
-                    : ((long)rl.rlim_cur - RELAY_FD_RESERVE) / RELAY_FD_BUDGET;
-    if (room < 1)
-        room = 1;
-    if (room < max_pairs) {
-        log_warnx("file descriptors: %llu (was %llu, hard limit %llu): room for %ld pairs, not "
-                  "max-pairs %d; raise the hard limit (ulimit -Hn) to allow more",
-                  (unsigned long long)rl.rlim_cur, (unsigned long long)was.rlim_cur,
-                  (unsigned long long)rl.rlim_max, room, max_pairs);
-        return (int)room;
-    }
-    log_info("file descriptors: %llu (was %llu): room for max-pairs %d",
-             (unsigned long long)rl.rlim_cur, (unsigned long long)was.rlim_cur, max_pairs);
-    return max_pairs;
 }

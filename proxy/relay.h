@@ -57,8 +57,4 @@ void relay_free(struct relay *r);
 /* A consistent-enough snapshot, from any thread. */
 void relay_counters(struct relay *r, struct relay_counters *out);
 
-/* Raises RLIMIT_NOFILE as far as allowed towards what max_pairs needs, logs
-   what it got; returns how many pairs the limit leaves room for. */
-int relay_raise_nofile(int max_pairs);
-
 #endif

@@ -1,0 +1,19 @@
+/* The relay's sockets: the listener, per-connection options, addresses for
+   the logs. */
+#ifndef PROXY_SOCKETS_H
+#define PROXY_SOCKETS_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* A non-blocking listening TCP socket on addr (NULL or "" = any, IPv6 and
+   IPv4) and port; -1 with a one-line reason in err. */
+int sock_listen(const char *addr, int port, char *err, size_t errlen);
+/* The port a socket is bound to; 0 on error. */
+int sock_port(int fd);
+/* TCP_NODELAY and keepalive on an accepted connection (best effort). */
+void sock_tune(int fd);
+/* "a.b.c.d:port" or "[v6]:port" (IPv4-mapped shown as IPv4). */
+void sock_addr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen);
+
+#endif
