@@ -11,6 +11,13 @@
  *   tcp-stream --connect HOST:PORT [--proxy-token T] --pingpong N
  *                                                 N 8-byte round trips; prints the
  *                                                 median and p99 in µs
+ *   tcp-stream --connect HOST:PORT --hold TOKENFILE
+ *                                                 both sides of every pair in
+ *                                                 TOKENFILE ("T0 T1" lines, from
+ *                                                 proxy-token) through the proxy;
+ *                                                 prints "held N pairs" once all
+ *                                                 are paired, then holds them
+ *                                                 idle until stdin closes
  *
  * The driving side sends one byte first: 'S' (stream: the server counts bytes
  * until EOF and answers the count as 8 bytes) or 'P' (ping-pong: the server
@@ -215,9 +222,51 @@ static void pingpong(int fd, int n)
     free(rtt);
 }
 
+/* Idle pairs for the memory measurement: connect all, then wait. */
+static void hold(const char *hostport, const char *path, int retry_ms)
+{
+    char t0[200], t1[200];
+    int n = 0, cap = 0, *fds = NULL;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        die(path);
+    while (fscanf(f, "%199s %199s", t0, t1) == 2) {
+        if (n + 2 > cap) {
+            cap = cap ? 2 * cap : 256;
+            fds = realloc(fds, (size_t)cap * sizeof(*fds));
+            if (fds == NULL)
+                dief("out of memory");
+        }
+        /* Both hellos first: each side's 0x01 needs the other's token. */
+        const char *tok[2] = {t0, t1};
+        for (int i = 0; i < 2; i++) {
+            unsigned char hello[4 + 128] = {'Q', 'C', 'G', 'P'};
+            memcpy(hello + 4, tok[i], strnlen(tok[i], 128));
+            fds[n + i] = dial(hostport, retry_ms);
+            if (write_full(fds[n + i], hello, sizeof(hello)) < 0)
+                die("sending a token");
+        }
+        n += 2;
+    }
+    fclose(f);
+    for (int i = 0; i < n; i++) {
+        unsigned char b;
+        if (read_full(fds[i], &b, 1) < 0 || b != 0x01)
+            dief("a held connection was not paired");
+    }
+    printf("held %d pairs\n", n / 2);
+    fflush(stdout);
+    char c;
+    while (read(0, &c, 1) > 0)
+        ;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+}
+
 int main(int argc, char **argv)
 {
-    const char *connect_to = NULL, *token = NULL;
+    const char *connect_to = NULL, *token = NULL, *hold_file = NULL;
     int listen_port = 0, count = 1, do_serve = 0, pings = 0, retry_ms = 5000;
     double seconds = 0;
 
@@ -244,6 +293,8 @@ int main(int argc, char **argv)
             seconds = atof(v);
         else if (strcmp(a, "--pingpong") == 0)
             pings = atoi(v);
+        else if (strcmp(a, "--hold") == 0)
+            hold_file = v;
         else if (strcmp(a, "--retry-ms") == 0)
             retry_ms = atoi(v);
         else {
@@ -277,6 +328,10 @@ int main(int argc, char **argv)
     if (connect_to == NULL) {
         fprintf(stderr, "tcp-stream: --listen or --connect (see the comment in tcp-stream.c)\n");
         return 2;
+    }
+    if (hold_file) {
+        hold(connect_to, hold_file, retry_ms);
+        return 0;
     }
     int fd = dial(connect_to, retry_ms);
     if (token)
