@@ -44,6 +44,7 @@ struct conn {
     int closing;
     int hello;
     int pending;                /* an upstream request is in flight: not reading */
+    int throttled;              /* replies wait in the write queue: not reading */
     int published;              /* me is published upstream */
     struct contact me;          /* job, secret, rank from HELLO; port once published */
 
@@ -89,6 +90,31 @@ static void conn_unref(struct conn *c)
     free(c);
 }
 
+/* A process that sends requests without reading the replies would make
+   libuv queue them without end: while replies wait unsent, its requests wait
+   in the kernel (the socket buffers then stop the sender). */
+static int backlogged(struct conn *c)
+{
+    return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > 0;
+}
+
+/* Starts reading again unless a request is pending or replies wait. */
+static void resume_reading(struct conn *c)
+{
+    if (c->closing || c->pending)
+        return;
+    if (backlogged(c)) {
+        if (!c->throttled)
+            uv_read_stop((uv_stream_t *)&c->pipe);
+        c->throttled = 1;
+        return;
+    }
+    if (c->throttled) {
+        c->throttled = 0;
+        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    }
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     struct write_req *w = (struct write_req *)req;
@@ -98,6 +124,8 @@ static void on_written(uv_write_t *req, int status)
         log_debug("pid %d: write failed: %s", (int)c->pid, uv_strerror(status));
     if (status < 0 || w->close_after)
         conn_close(c);
+    else if (c->throttled)
+        resume_reading(c);
     explicit_bzero(w, sizeof(*w));
     free(w);
     conn_unref(c);
@@ -261,10 +289,13 @@ static void request_done(uv_work_t *work, int status)
     }
     if (c != NULL) {
         c->pending = 0;
-        if (c->closing)
+        if (c->closing) {
             release_contact(c);
-        else
-            uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+        } else {
+            /* Reading stopped for the request; the reply may still wait. */
+            c->throttled = 1;
+            resume_reading(c);
+        }
         conn_unref(c);
     }
     explicit_bzero(r, sizeof(*r));
@@ -550,6 +581,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->have == sizeof(c->hdr) + c->hdr.length) {
         c->have = 0;
         dispatch(c);
+        resume_reading(c);
     }
 }
 

@@ -250,6 +250,7 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 
 	start_helper helper-fuzz.log
 	run_client "fuzz: 1000 connections of noise and half-valid messages" fuzz "$sock" 1000
+	run_client "flood: requests whose replies are never read" flood "$sock" "$helper_pid"
 	check_sigterm
 
 	# A helper killed hard leaves its socket behind; the next one takes it over.

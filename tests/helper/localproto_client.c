@@ -9,6 +9,7 @@
  *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
  *   helper-localproto-client reconnect SOCKET LOW RESTART-COMMAND
  *   helper-localproto-client fuzz SOCKET COUNT      (random and half-valid messages)
+ *   helper-localproto-client flood SOCKET HELPER-PID (requests, replies left unread)
  *   helper-localproto-client technique OPEN-SOCKET OPEN-LOW NAT-SOCKET NAT-LOW
  */
 #include <errno.h>
@@ -653,6 +654,72 @@ static int mode_fuzz(int argc, char **argv)
     return 0;
 }
 
+/* The helper's resident memory in kB, or -1. */
+static long rss_kb(const char *pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+
+    snprintf(path, sizeof(path), "/proc/%s/status", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* A process that sends STATUS requests without reading the replies: the
+   helper must stop reading it (the sender blocks) instead of queueing
+   replies in memory without end, then answer every request, in order. */
+static int mode_flood(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    const char *pid = argv[3];
+    long before = rss_kb(pid);
+    int fd = open_helper(argv[2]);
+    if (fd < 0 || before < 0) {
+        check(false, "flood: connect to the helper and read its memory use");
+        return 0;
+    }
+    /* Up to 1M requests (16 MB); without back-pressure they all get in.  A
+       16-byte send on a Unix stream socket goes whole or not at all. */
+    const uint32_t first = next_rid;
+    uint32_t sent = 0;
+    bool blocked = false;
+    while (sent < 1024u * 1024u) {
+        struct local_header h = {.magic = LOCAL_MAGIC, .type = LOCAL_STATUS,
+                                 .request_id = first + sent};
+        ssize_t n = send(fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == (ssize_t)sizeof(h)) {
+            sent++;
+            continue;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (n < 0 && (errno == EAGAIN || errno == EINTR) && poll(&p, 1, 1000) != 0)
+            continue;
+        blocked = n < 0 && errno == EAGAIN;
+        break;
+    }
+    long after = rss_kb(pid);
+    check(blocked, "flood: the helper stops reading a client that reads no replies "
+                   "(%u requests got in)", sent);
+    check(after >= 0 && after - before < 64 * 1024,
+          "flood: the helper's memory stays bounded (%ld kB -> %ld kB)", before, after);
+    uint32_t got = 0;
+    struct reply r;
+    while (got < sent && recv_msg(fd, &r) == 0 && r.h.type == LOCAL_STATUS_OK &&
+           r.h.request_id == first + got)
+        got++;
+    check(got == sent, "flood: every request is answered, in order (%u of %u)", got, sent);
+    close(fd);
+    check(status_ok(argv[2], NULL), "flood: the helper still serves new clients");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = 2;
@@ -670,6 +737,8 @@ int main(int argc, char **argv)
         rc = mode_technique(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
         rc = mode_fuzz(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "flood") == 0)
+        rc = mode_flood(argc, argv);
     if (rc == 2) {
         fprintf(stderr, "usage: see the comment at the top of localproto_client.c\n");
         return 2;
