@@ -90,9 +90,11 @@ static const char *url(const struct upstream *up)
 }
 
 /* Sends what we hold again; -1 with reason when the broker cannot be reached
-   (or refuses the cluster itself), else the link is up. */
+   (or refuses the cluster itself), else the link is up.  *epoch holds the
+   broker's epoch seen last (0: none) and gets the new one. */
 static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size_t len)
 {
+    uint64_t previous = *epoch;
     struct frontend *fe = up->fe;
     const struct frontend_config *cfg = fe->cfg;
     const char *addrs[FRONTEND_PUBLIC_MAX];
@@ -120,6 +122,14 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
         return -1;
     }
     atomic_store(&fe->counters.upstream_epoch, *epoch);
+    if (previous != 0 && *epoch != previous) {
+        /* A restarted broker lost its queues, and with them the invalidations
+           meant for us (a contact withdrawn meanwhile is not even known to
+           it): every cached plan may be stale.  Dropped before the link is
+           up again. */
+        size_t n = cache_flush(fe->cache);
+        log_info("the broker restarted: %zu cached plans dropped", n);
+    }
 
     for (int round = 0; round < REGISTER_ROUNDS && !up->stop; round++) {
         uint64_t version;
@@ -223,6 +233,7 @@ static void *upstream_main(void *arg)
     struct command *cmds = calloc(POLL_COMMANDS, sizeof(*cmds));
     unsigned attempt = 0;
     uint64_t epoch = 0, ack = 0;
+    uint64_t ack_epoch = 0; /* the broker epoch `ack` counts in */
     int registered = 0;
     char reason[300];
 
@@ -250,7 +261,14 @@ static void *upstream_main(void *arg)
             }
             registered = 1;
             attempt = 0;
-            ack = 0;
+            /* The same broker kept our queue and what we acknowledged: ack 0
+               would have it send the last batch again (orders for helpers
+               would be passed down, and executed, twice).  A new broker
+               numbers from 1 again. */
+            if (epoch != ack_epoch) {
+                ack = 0;
+                ack_epoch = epoch;
+            }
         }
         uint64_t server_epoch = 0, last = ack;
         int n = 0;

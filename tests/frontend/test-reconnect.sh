@@ -65,6 +65,9 @@ done
 [[ $contacts -eq 3 ]] && pass "the restarted broker holds the 3 contacts again" ||
 	die "the restarted broker holds the 3 contacts again ($contacts)"
 [[ $(counter "$broker_url" nodes) -eq 1 ]] && pass "... and node nata1" || fail "... and node nata1"
+entries=$(counter "$frontend_url" cache_entries)
+[[ $entries -eq 0 ]] && pass "the broker's restart emptied the plan cache (invalidations were lost)" ||
+	fail "the broker's restart emptied the plan cache ($entries entries left)"
 wait_log "$work/frontend-nata.log" "registered cluster nata" 10 2 || fail "second registration logged"
 [[ $(counter "$frontend_url" upstream_connected) -eq 1 &&
 	$(counter "$frontend_url" upstream_registrations) -eq 2 ]] &&
