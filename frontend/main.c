@@ -86,9 +86,16 @@ int main(int argc, char **argv)
              cfg.kind, soap_server_port(server), cfg.broker, cfg.cache_size);
     int rc = soap_server_run(server);
     upstream_stop(up);
+    if (rc != 0) {
+        /* Connection threads still run (e.g. relays stalled on an unreachable
+           broker) and use the pool, the store and the cache: exit without
+           freeing them. */
+        log_error("connections still busy: exiting without a clean stop");
+        return 1;
+    }
     soap_server_free(server);
     frontend_free(fe);
     log_info("stopped");
     frontend_config_free(&cfg);
-    return rc == 0 ? 0 : 1;
+    return 0;
 }
