@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# btl_qcg against btl_tcp in the lab, in the same run (alternating, medians of
+# ROUNDS, default 5):
+#   1. NPopenmpi between open1 and open2 (plain TCP reaches both ways): bandwidth
+#      of large messages (mean Mbit/s over 1-8 MiB) and small-message latency
+#      (NetPIPE's half round trip, min over 1-8 bytes);
+#   2. MPI_Init+MPI_Finalize wall time (tests/mpi/initfini.c, the slowest rank):
+#      10 ranks on one site (open, 5 per node) qcg vs tcp, and 10 ranks over the
+#      five sites with qcg (tcp cannot connect them); "+connect" adds a 1-byte
+#      MPI_Alltoall, which sets up every connection.
+#   bench/mpi-netpipe.sh [ROUNDS]   (root; QCG_BUILD_DIR, default build/; brings the
+#                                   lab up if it is down, and down again after)
+# Share the lab: flock -w 1800 /tmp/qcg-lab.lock bench/mpi-netpipe.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
+rounds=${1:-5}
+lab=$root/tests/lab/qcg-lab
+initfini=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
+work=$(mktemp -d)
+lab_was_up=0
+ip netns list | grep -qw qcg-inet && lab_was_up=1
+
+cleanup() {
+  [ "$lab_was_up" = 1 ] || "$lab" down >/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+command -v NPopenmpi >/dev/null || { echo "mpi-netpipe.sh: NPopenmpi missing (apt-get install netpipe-openmpi)" >&2; exit 1; }
+[ -x "$initfini" ] || { echo "mpi-netpipe.sh: $initfini missing: build first" >&2; exit 1; }
+"$lab" up >/dev/null
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (--tcp or not).
+netpipe() {
+  local out=$work/np-$1-$2.out flag=""
+  [ "$1" = tcp ] && flag=--tcp
+  "$lab" mpirun --sites open $flag -- NPopenmpi -u 8388608 -o "$out" >"$work/np.log" 2>&1 ||
+    { cat "$work/np.log" >&2; exit 1; }
+  awk '$1 >= 1048576 { s += $2; n++ } END { printf "%.0f\n", s / n }' "$out" >>"$work/bw-$1"
+  awk '$1 <= 8 { if (m == "" || $3 < m) m = $3 } END { printf "%.2f\n", m * 1e6 }' "$out" >>"$work/lat-$1"
+}
+
+# initfini NAME ARGS...: the slowest rank's init+finalize (and connect) seconds.
+initfini() {
+  local name=$1 conn=""
+  shift
+  [ "${*: -1}" = --connect ] && conn=1
+  "$lab" mpirun "$@" >"$work/if.log" 2>&1 || { cat "$work/if.log" >&2; exit 1; }
+  awk '/^INITFINI/ { t = $5 + $9; if (t > m) m = t; c = $7; if (c > mc) mc = c }
+       END { printf "%.3f %.3f\n", m, mc }' "$work/if.log" >>"$work/if-$name${conn:++connect}"
+}
+
+for ((r = 1; r <= rounds; r++)); do
+  echo "round $r/$rounds" >&2
+  netpipe qcg "$r"
+  netpipe tcp "$r"
+  initfini site-qcg --sites open --ppn 5 -- "$initfini"
+  initfini site-tcp --sites open --ppn 5 --tcp -- "$initfini"
+  initfini grid-qcg -- "$initfini"
+  initfini site-qcg --sites open --ppn 5 -- "$initfini" --connect
+  initfini site-tcp --sites open --ppn 5 --tcp -- "$initfini" --connect
+  initfini grid-qcg -- "$initfini" --connect
+done
+
+bw_q=$(median <"$work/bw-qcg") bw_t=$(median <"$work/bw-tcp")
+lat_q=$(median <"$work/lat-qcg") lat_t=$(median <"$work/lat-tcp")
+echo
+echo "NPopenmpi open1 <-> open2, medians of $rounds alternating runs"
+printf '%-34s %12s %12s %8s\n' "" "btl_qcg" "btl_tcp" "qcg/tcp"
+printf '%-34s %12s %12s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_q" "$bw_t" "$(awk -v a="$bw_q" -v b="$bw_t" 'BEGIN { print a / b }')"
+printf '%-34s %12s %12s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_q" "$lat_t" "$(awk -v a="$lat_q" -v b="$lat_t" 'BEGIN { print a / b }')"
+echo
+echo "MPI_Init+MPI_Finalize, slowest of 10 ranks (s), medians of $rounds"
+for f in site-qcg site-tcp grid-qcg site-qcg+connect site-tcp+connect grid-qcg+connect; do
+  t=$(awk '{ print $1 }' "$work/if-$f" | median)
+  c=$(awk '{ print $2 }' "$work/if-$f" | median)
+  case $f in
+  site-*) what="10 ranks, open (5 per node)" ;;
+  grid-*) what="10 ranks, five sites" ;;
+  esac
+  printf '%-34s %-5s %8s s%s\n' "$what" "$(echo "$f" | sed 's/.*-\([a-z]*\).*/\1/')" "$t" \
+    "$([ "${f#*+}" != "$f" ] && echo "  (+ all connections: alltoall ${c} s)")"
+done
