@@ -18,7 +18,8 @@ static int component_close(void);
 static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threads,
                                               bool mpi_threads);
 
-struct btl_qcg_component mca_btl_qcg_component = {
+/* The one symbol Open MPI looks up (everything else is hidden). */
+__attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_component = {
     .super =
         {
             .btl_version =
