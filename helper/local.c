@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "local.h"
 #include "log.h"
 #include "proto.h"
@@ -71,6 +72,7 @@ struct request {
     uint32_t rid;
     struct contact contact;
     int32_t to_rank;
+    uint32_t tried_mask;
     int skip_upstream;          /* stopping with the frontend away: local cleanup only */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
@@ -219,7 +221,7 @@ static void do_request(uv_work_t *work)
         contacts_sync_end(srv->cs);
         break;
     case LOCAL_LOOKUP:
-        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, &r->plan, r->msg,
+        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, &r->plan, r->msg,
                                 sizeof(r->msg));
         break;
     default:
@@ -319,6 +321,8 @@ static int queue_request(struct local_server *srv, struct conn *c, uint16_t type
     r->rid = rid;
     r->contact = *ct;
     r->to_rank = to_rank;
+    if (type == LOCAL_LOOKUP && c != NULL)
+        r->tried_mask = c->in.lookup.tried_mask;
     if (srv->closing && type == LOCAL_WITHDRAW) {
         int connected;
         uint64_t epoch;
@@ -800,4 +804,110 @@ void local_server_close(struct local_server *srv)
 void local_server_free(struct local_server *srv)
 {
     free(srv);
+}
+
+static struct conn *publisher(struct local_server *srv, const char *job, int32_t rank)
+{
+    for (struct conn *c = srv->conns; c != NULL; c = c->next) {
+        if (c->hello && c->published && !c->closing && c->me.rank == rank &&
+            strcmp(c->me.job, job) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+int local_server_publishes(struct local_server *srv, const char *job, int32_t rank, char *why,
+                           size_t whylen)
+{
+    if (publisher(srv, job, rank) != NULL)
+        return 1;
+    snprintf(why, whylen, "no live process on this node publishes job %s rank %d", job, rank);
+    return 0;
+}
+
+/* The rest of a message the socket took only in part, queued behind it. */
+struct raw_write {
+    uv_write_t req;
+    struct conn *c;
+    unsigned char data[sizeof(struct local_header) + sizeof(struct local_incoming)];
+};
+
+static void on_raw_written(uv_write_t *req, int status)
+{
+    struct raw_write *w = (struct raw_write *)req;
+    struct conn *c = w->c;
+
+    if (status < 0)
+        conn_close(c);
+    explicit_bzero(w, sizeof(*w));
+    free(w);
+    conn_unref(c);
+}
+
+int local_server_deliver(struct local_server *srv, const char *job, int32_t rank,
+                         const struct local_incoming *in, int fd, pid_t *pid, char *why,
+                         size_t whylen)
+{
+    struct conn *c = publisher(srv, job, rank);
+    struct {
+        struct local_header hdr;
+        struct local_incoming in;
+    } msg;
+    uv_os_fd_t pipe_fd;
+
+    if (c == NULL) {
+        snprintf(why, whylen, "no live process on this node publishes job %s rank %d (any "
+                              "more)", job, rank);
+        return -1;
+    }
+    *pid = c->pid;
+    /* The descriptor travels with the first byte of the message, written
+       straight to the socket: only once every queued reply is out, so the
+       message cannot land inside another one. */
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > 0)
+        return 1;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &pipe_fd) < 0) {
+        snprintf(why, whylen, "pid %d: its connection has no descriptor", (int)c->pid);
+        return -1;
+    }
+    _Static_assert(sizeof(msg) == sizeof(struct local_header) + sizeof(struct local_incoming),
+                   "INCOMING message without padding");
+    memset(&msg, 0, sizeof(msg));
+    msg.hdr = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_INCOMING,
+                                    .length = sizeof(msg.in), .request_id = 0};
+    msg.in = *in;
+    ssize_t n = fdpass_send(pipe_fd, &msg, sizeof(msg), fd);
+    if (n < 0) {
+        explicit_bzero(&msg, sizeof(msg));
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 1;
+        snprintf(why, whylen, "pid %d: sending the descriptor: %s", (int)c->pid, strerror(errno));
+        return -1;
+    }
+    if ((size_t)n < sizeof(msg)) {
+        struct raw_write *w = calloc(1, sizeof(*w));
+        uv_buf_t buf;
+
+        if (w == NULL) {
+            /* Half a message on the stream: the connection is lost. */
+            explicit_bzero(&msg, sizeof(msg));
+            conn_close(c);
+            snprintf(why, whylen, "pid %d: out of memory", (int)c->pid);
+            return -1;
+        }
+        w->c = c;
+        memcpy(w->data, (unsigned char *)&msg + n, sizeof(msg) - (size_t)n);
+        buf = uv_buf_init((char *)w->data, (unsigned)(sizeof(msg) - (size_t)n));
+        c->refs++;
+        if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, on_raw_written) < 0) {
+            c->refs--;
+            free(w);
+            conn_close(c);
+            explicit_bzero(&msg, sizeof(msg));
+            snprintf(why, whylen, "pid %d: cannot queue the rest of the message", (int)c->pid);
+            return -1;
+        }
+    }
+    explicit_bzero(&msg, sizeof(msg));
+    return 0;
 }

@@ -10,6 +10,7 @@
 #include "helper.h"
 #include "local.h"
 #include "log.h"
+#include "orders.h"
 #include "status.h"
 #include "upstream.h"
 
@@ -25,7 +26,14 @@ struct helper {
     struct contacts *contacts;
     struct upstream *up;
     struct local_server *srv;
+    struct orders *orders;
 };
+
+/* From the upstream thread. */
+static void take_order(void *arg, const struct command *cmd)
+{
+    orders_push(arg, cmd);
+}
 
 /* From the signal handler: uv_async_send is async-signal-safe. */
 static void signal_stop(void *arg)
@@ -38,6 +46,7 @@ static void on_stop(uv_async_t *a)
     struct helper *h = a->data;
 
     log_info("stopping");
+    orders_close(h->orders);
     /* Connections first: their withdrawals are queued while the upstream
        state still says whether the frontend is there to hear them. */
     local_server_close(h->srv);
@@ -72,6 +81,14 @@ static int run(struct helper_config *cfg)
         log_error("%s", err);
         goto out;
     }
+    h.orders = orders_new(&h.loop, h.srv, err, sizeof(err));
+    if (h.orders == NULL) {
+        log_error("%s", err);
+        local_server_close(h.srv);
+        uv_run(&h.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    upstream_on_order(h.up, take_order, h.orders);
     log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s", cfg->cluster, cfg->node,
              cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
              can_intercept ? "can intercept and inject"
@@ -91,6 +108,7 @@ static int run(struct helper_config *cfg)
     log_info("stopped");
 out:
     upstream_free(h.up);
+    orders_free(h.orders);
     local_server_free(h.srv);
     contacts_free(h.contacts);
     uv_run(&h.loop, UV_RUN_NOWAIT);

@@ -8,9 +8,14 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "soapH.h"
 
+#include "cmdqueue.h"
 #include "daemon.h"
+#include "handshake.h"
 #include "identity.h"
 #include "log.h"
 #include "proto.h"
@@ -31,6 +36,11 @@ struct upstream {
     int started;
     volatile sig_atomic_t stop;
 
+    upstream_order_fn on_order;
+    void *order_arg;
+    uint64_t orders_epoch;           /* thread only: orders done so far in this epoch */
+    uint64_t orders_seq;
+
     pthread_mutex_t lock;            /* guards the fields below */
     SOAP_SOCKET fd;                  /* the thread's connection, for upstream_stop */
     int connected;
@@ -40,6 +50,7 @@ struct upstream {
 struct call_args {
     const struct contact *c;
     int32_t to_rank;
+    uint32_t tried_mask;
     struct local_plan *plan;
 };
 
@@ -310,10 +321,12 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
 {
     struct contact c = *a->c;
     struct qcg__lookupResponse resp;
+    char tried[128];
 
     memset(&resp, 0, sizeof(resp));
+    upstream_tried_text(a->tried_mask, tried, sizeof(tried));
     int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                   c.secret, c.rank, a->to_rank, NULL, &resp);
+                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL, &resp);
     rc = finish(u, soap, rc, "lookup", st, msg, msglen);
     if (rc == 0)
         rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);
@@ -361,11 +374,60 @@ int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, si
 }
 
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
-                    struct local_plan *plan, char *msg, size_t msglen)
+                    uint32_t tried_mask, struct local_plan *plan, char *msg, size_t msglen)
 {
-    struct call_args a = {.c = from, .to_rank = to_rank, .plan = plan};
+    struct call_args a = {.c = from, .to_rank = to_rank, .tried_mask = tried_mask, .plan = plan};
 
     return pool_call(u, call_lookup, &a, msg, msglen);
+}
+
+void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen)
+{
+    size_t used = 0;
+
+    if (outlen > 0)
+        out[0] = '\0';
+    for (int t = TECH_DIRECT; t <= TECH_PROXY; t++) {
+        if (!(tried_mask & (1u << t)))
+            continue;
+        int n = snprintf(out + used, outlen - used, "%s%s", used ? "," : "",
+                         technique_name((enum technique)t));
+        if (n < 0 || (size_t)n >= outlen - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg)
+{
+    u->on_order = fn;
+    u->order_arg = arg;
+}
+
+int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+    int back = strcmp(c->kind, "connect-back") == 0;
+    size_t tlen = strlen(c->token);
+
+    if (!back && strcmp(c->kind, "proxy-connect") != 0)
+        snprintf(why, whylen, "unknown order \"%s\"", c->kind);
+    else if (strcmp(c->node, node) != 0)
+        snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);
+    else if (!job_valid(c->job) || c->rank < 0 || c->peer_rank < 0)
+        snprintf(why, whylen, "malformed job id or rank");
+    else if (inet_pton(AF_INET, c->address, addr) != 1 &&
+             inet_pton(AF_INET6, c->address, addr) != 1)
+        snprintf(why, whylen, "address '%s' is not an IP address", c->address);
+    else if (c->port < 1 || c->port > 65535)
+        snprintf(why, whylen, "port %d outside 1-65535", c->port);
+    /* The token goes into the process's hello (connect-back) or the proxy's
+       preamble: both have fixed fields. */
+    else if (tlen == 0 || tlen >= (back ? (size_t)HS_TOKEN_MAX : (size_t)LOCAL_TOKEN_MAX))
+        snprintf(why, whylen, "token missing or too long (%zu characters)", tlen);
+    else
+        return 0;
+    return -1;
 }
 
 static int copy_field(char *dst, size_t size, const char *src)
@@ -538,6 +600,47 @@ static void retry_orphans(struct upstream *u)
     free(list);
 }
 
+/* An order for this node: checked, executed once per (epoch, seq) even when
+   a poll after a lost connection delivers it again. */
+static void take_order(struct upstream *u, uint64_t epoch, const struct qcg__command *in)
+{
+    struct command c;
+    char why[200];
+
+    memset(&c, 0, sizeof(c));
+    c.seq = in->seq;
+    c.rank = in->rank;
+    c.peer_rank = in->peerRank;
+    c.port = in->port;
+    if (in->kind == NULL || copy_field(c.kind, sizeof(c.kind), in->kind) < 0 ||
+        copy_field(c.job, sizeof(c.job), in->job) < 0 ||
+        copy_field(c.node, sizeof(c.node), in->node) < 0 ||
+        copy_field(c.address, sizeof(c.address), in->address) < 0 ||
+        copy_field(c.token, sizeof(c.token), in->token) < 0) {
+        log_warnx("command %llu: a field does not fit; ignored", (unsigned long long)in->seq);
+        return;
+    }
+    if (epoch == u->orders_epoch && c.seq <= u->orders_seq) {
+        log_debug("command %llu (%s) seen before; not repeated", (unsigned long long)c.seq,
+                  c.kind);
+        return;
+    }
+    u->orders_epoch = epoch;
+    u->orders_seq = c.seq;
+    if (upstream_order_check(&c, u->cfg->node, why, sizeof(why)) < 0) {
+        log_warnx("command %llu (%s for job %s rank %d) refused: %s", (unsigned long long)c.seq,
+                  c.kind, c.job, c.rank, why);
+    } else if (u->on_order == NULL) {
+        log_warnx("command %llu (%s) dropped: nothing executes orders", (unsigned long long)c.seq,
+                  c.kind);
+    } else {
+        log_debug("command %llu: %s job %s rank %d for initiator rank %d", (unsigned long long)c.seq,
+                  c.kind, c.job, c.rank, c.peer_rank);
+        u->on_order(u->order_arg, &c);
+    }
+    explicit_bzero(&c, sizeof(c));
+}
+
 /* One long-poll: 0 same epoch, 1 the frontend restarted, -1 failed. */
 static int poll_once(struct upstream *u, uint64_t epoch, uint64_t *ack, char *msg, size_t msglen)
 {
@@ -561,10 +664,14 @@ static int poll_once(struct upstream *u, uint64_t epoch, uint64_t *ack, char *ms
     }
     for (int i = 0; i < resp.__sizeCommand && resp.command != NULL; i++) {
         const struct qcg__command *c = &resp.command[i];
-        /* No command needs the helper's action yet: invalidate and flush are
-           about caches, which the helper does not keep. */
-        log_info("command %llu: %s job %s rank %d", (unsigned long long)c->seq,
-                 c->kind != NULL ? c->kind : "(none)", c->job != NULL ? c->job : "-", c->rank);
+        /* invalidate and flush are about caches, which the helper does not
+           keep; orders name this node. */
+        if (c->node != NULL && c->node[0] != '\0')
+            take_order(u, epoch, c);
+        else
+            log_debug("command %llu: %s job %s rank %d", (unsigned long long)c->seq,
+                      c->kind != NULL ? c->kind : "(none)", c->job != NULL ? c->job : "-",
+                      c->rank);
         if (c->seq > *ack)
             *ack = c->seq;
     }

@@ -26,10 +26,17 @@
 
 struct upstream;
 struct qcg__plan;
+struct command;
+
+/* Receives each new order for this node (connect-back, proxy-connect) on the
+   registration thread, checked and at most once; must not block. */
+typedef void (*upstream_order_fn)(void *arg, const struct command *cmd);
 
 /* cfg and cs must outlive it.  NULL with a reason in err. */
 struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
                               int can_intercept, char *err, size_t errlen);
+/* Before upstream_start: where orders go (none: they are logged and dropped). */
+void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg);
 /* Starts the registration/poll thread. */
 int upstream_start(struct upstream *u, char *err, size_t errlen);
 /* Asks the thread to stop and interrupts a pending poll; does not block. */
@@ -45,8 +52,14 @@ const char *upstream_url(const struct upstream *u);
    reason in msg. */
 int upstream_publish(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
 int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
+/* tried_mask: 1 << enum qcg_technique of each technique that failed. */
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
-                    struct local_plan *plan, char *msg, size_t msglen);
+                    uint32_t tried_mask, struct local_plan *plan, char *msg, size_t msglen);
+/* The tried list of a lookup: "reversed,proxy"; "" for none. */
+void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
+/* Checks an order from the poll: kind connect-back or proxy-connect, for
+   `node`, valid job, ranks, address, port and token.  0, or -1 with why. */
+int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen);
 
 /* What a failed call means to a process: a QCG_E* code.  subcode is the fault's
    qcg: subcode (ignored unless st is CALL_FAULT). */

@@ -1,13 +1,21 @@
 /* qcg_connect_*: the connect state machine.  Each operation has its own
    connection to the helper (so several can be pending at once) and an epoll
-   descriptor that stays the same for the whole operation while the socket it
-   watches changes:
+   descriptor that stays the same for the whole operation while the sockets
+   it watches change:
 
      HELLO -> PLAN (-> BACKOFF -> PLAN while the rank is not published)
-           -> TCP connect -> send hello -> receive answer -> DONE
+       direct:   TCP connect -> send hello -> receive answer -> DONE
+       reversed: REVERSED (the peer's helper calls our listener; the
+                 accept side verifies its hello and hands it to us) -> DONE
+       proxy:    TCP connect to the proxy -> preamble -> paired byte
+                 -> send hello -> receive answer -> DONE
 
-   A timerfd in the same epoll set wakes the caller for lookup retries and at
-   the deadline. */
+   A reversed or proxied attempt that fails (or, for reversed, does not
+   complete within REVERSED_TIMEOUT_MS) is recorded and the helper is asked
+   again with the techniques tried: the broker plans the next one.  The
+   caller sees one connect that succeeds, or one error naming every attempt.
+   A timerfd in the same epoll set wakes the caller for lookup retries, at
+   an attempt's deadline and at the operation's deadline. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,7 +31,19 @@
 #include "handshake.h"
 #include "internal.h"
 
-enum op_state { OP_HELLO, OP_PLAN, OP_BACKOFF, OP_TCP, OP_HS_SEND, OP_HS_RECV, OP_DONE, OP_FAILED };
+enum op_state {
+    OP_HELLO,
+    OP_PLAN,
+    OP_BACKOFF,
+    OP_TCP,
+    OP_PROXY_SEND,
+    OP_PROXY_WAIT,
+    OP_HS_SEND,
+    OP_HS_RECV,
+    OP_REVERSED,
+    OP_DONE,
+    OP_FAILED
+};
 
 struct qcg_connect_op {
     qcg_ctx *ctx;
@@ -36,11 +56,18 @@ struct qcg_connect_op {
     int usock;                  /* this operation's helper connection */
     int tcp;
     uint64_t start_us, deadline_us, retry_at_us;
+    uint64_t attempt_start_us, attempt_deadline_us;  /* reversed: when to ask for the next */
     unsigned backoff_ms;
     unsigned lookups;
     uint32_t hello_id, lookup_id;
     struct lmsg_reader rd;
     struct local_plan plan;
+    uint32_t technique;         /* of the plan being executed */
+    uint32_t tried_mask;        /* 1 << technique of each failed attempt */
+    struct waiter waiter;       /* reversed: listed in the context while waiting */
+    bool waiting;
+    uint8_t preamble[PROXY_PREAMBLE_SIZE];
+    size_t psent;
     struct hs_hello hs;
     uint8_t hello[HS_HELLO_SIZE];
     size_t sent;
@@ -48,6 +75,7 @@ struct qcg_connect_op {
     size_t got;
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX];  /* the helper's last "not found" */
+    char history[QCG_ERRMSG_MAX];         /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
 };
 
@@ -58,16 +86,39 @@ struct qcg_connect_op {
 static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Appends src to the string in dst[size], truncating. */
+static void append(char *dst, size_t size, const char *src)
+{
+    size_t used = strlen(dst), n = strlen(src);
+
+    if (used + 1 >= size)
+        return;
+    if (n > size - used - 1)
+        n = size - used - 1;
+    memcpy(dst + used, src, n);
+    dst[used + n] = '\0';
+}
+
+/* The operation's error: the failed attempts first, then what ended it. */
 static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
 {
+    char last[QCG_ERRMSG_MAX];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(op->err, sizeof(op->err), fmt, ap);
+    vsnprintf(last, sizeof(last), fmt, ap);
     va_end(ap);
+    op->err[0] = '\0';
+    append(op->err, sizeof(op->err), op->history);
+    append(op->err, sizeof(op->err), last);
     op->state = OP_FAILED;
     op->result = code;
     return code;
+}
+
+static const char *tech_name(uint32_t t)
+{
+    return t <= QCG_TECH_PROXY ? qcg_technique_name((enum qcg_technique)t) : "unknown";
 }
 
 /* Makes fd (or nothing, -1) the socket epfd watches, for events. */
@@ -104,6 +155,12 @@ static int arm_timer(qcg_connect_op *op, uint64_t at_us)
     return 0;
 }
 
+void connect_wake(qcg_connect_op *op)
+{
+    op->waiting = false;
+    (void)arm_timer(op, 1);
+}
+
 static uint32_t remaining_ms(const qcg_connect_op *op)
 {
     uint64_t now = now_us();
@@ -113,7 +170,8 @@ static uint32_t remaining_ms(const qcg_connect_op *op)
 
 static int send_lookup(qcg_connect_op *op)
 {
-    struct local_lookup lk = {.to_rank = op->rank, .timeout_ms = remaining_ms(op)};
+    struct local_lookup lk = {
+        .to_rank = op->rank, .timeout_ms = remaining_ms(op), .tried_mask = op->tried_mask};
     int rc;
 
     op->lookup_id++;
@@ -124,7 +182,59 @@ static int send_lookup(qcg_connect_op *op)
     return 0;
 }
 
-/* The plan says where the peer is: start the TCP connection. */
+/* Ends the current attempt's resources (not the helper connection). */
+static void attempt_cleanup(qcg_connect_op *op)
+{
+    if (op->waiting) {
+        accept_unwait(op->ctx, &op->waiter);
+        op->waiting = false;
+    }
+    if (op->waiter.fd >= 0) {
+        close(op->waiter.fd);
+        op->waiter.fd = -1;
+    }
+    watch(op, -1, 0);
+    if (op->tcp >= 0) {
+        close(op->tcp);
+        op->tcp = -1;
+    }
+}
+
+static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The attempt with the current plan failed: record why and ask the helper
+   for the next technique (with the failed ones excluded), while there is
+   time and a helper connection to ask on. */
+static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
+{
+    char why[QCG_ERRMSG_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    attempt_cleanup(op);
+    append(op->history, sizeof(op->history), tech_name(op->technique));
+    append(op->history, sizeof(op->history), ": ");
+    append(op->history, sizeof(op->history), why);
+    append(op->history, sizeof(op->history), "; ");
+    op->tried_mask |= 1u << op->technique;
+    if (now_us() >= op->deadline_us)
+        return fail(op, QCG_ETIMEDOUT, "no time left for another technique within %d ms",
+                    op->timeout_ms);
+    if (op->usock < 0)
+        return fail(op, code, "no helper connection to ask for another technique");
+    if (send_lookup(op) < 0)
+        return op->result;
+    op->state = OP_PLAN;
+    op->technique = QCG_TECH_NONE;
+    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
+/* Starts a non-blocking TCP connection to the plan's address. */
 static int start_tcp(qcg_connect_op *op)
 {
     const struct local_plan *p = &op->plan;
@@ -133,14 +243,6 @@ static int start_tcp(qcg_connect_op *op)
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
     socklen_t len;
 
-    if (p->technique != QCG_TECH_DIRECT) {
-        const char *name = p->technique <= QCG_TECH_PROXY
-                               ? qcg_technique_name((enum qcg_technique)p->technique)
-                               : "unknown";
-        return fail(op, QCG_ETECHNIQUE,
-                    "rank %d needs technique %s, not supported by this library version",
-                    op->rank, name);
-    }
     memset(&sa, 0, sizeof(sa));
     if (inet_pton(AF_INET, p->address, &in4->sin_addr) == 1) {
         in4->sin_family = AF_INET;
@@ -151,27 +253,83 @@ static int start_tcp(qcg_connect_op *op)
         in6->sin6_port = htons(p->port);
         len = sizeof(*in6);
     } else {
-        return fail(op, QCG_EPROTO, "the plan for rank %d has an invalid address '%s'", op->rank,
-                    p->address);
+        return fail(op, QCG_EPROTO, "the %s plan for rank %d has an invalid address '%s'",
+                    tech_name(op->technique), op->rank, p->address);
     }
     if (p->port == 0)
-        return fail(op, QCG_EPROTO, "the plan for rank %d has port 0", op->rank);
-
-    /* The helper connection has served its purpose for a direct connection. */
-    watch(op, -1, 0);
-    close(op->usock);
-    op->usock = -1;
+        return fail(op, QCG_EPROTO, "the %s plan for rank %d has port 0",
+                    tech_name(op->technique), op->rank);
 
     op->tcp = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (op->tcp < 0)
         return fail(op, QCG_ESYS, "socket: %s", strerror(errno));
-    if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS)
+    if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS) {
+        if (op->technique == QCG_TECH_PROXY)
+            return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
+                                  p->address, p->port, strerror(errno));
         return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank, p->address,
                     p->port, strerror(errno));
+    }
     op->state = OP_TCP;
     if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->deadline_us) < 0)
         return op->result;
     return STEP_MORE;
+}
+
+/* Waits on our listener for the peer's helper to call back with the token. */
+static int start_reversed(qcg_connect_op *op)
+{
+    qcg_ctx *ctx = op->ctx;
+    uint64_t now = now_us();
+
+    if (op->plan.token[0] == '\0' || strlen(op->plan.token) >= HS_TOKEN_MAX)
+        return fail(op, QCG_EPROTO, "the reversed plan for rank %d has no valid token", op->rank);
+    if (ctx->listen_fd < 0 || !ctx->accepting)
+        return fail(op, QCG_ENOHELPER, "a reversed connection needs this process's listener, "
+                                       "which is not published");
+    memset(&op->waiter, 0, sizeof(op->waiter));
+    op->waiter.op = op;
+    op->waiter.rank = op->rank;
+    memcpy(op->waiter.token, op->plan.token, strlen(op->plan.token) + 1);
+    op->waiting = true;
+    op->state = OP_REVERSED;
+    op->attempt_start_us = now;
+    op->attempt_deadline_us = now + REVERSED_TIMEOUT_MS * 1000u;
+    if (op->attempt_deadline_us > op->deadline_us)
+        op->attempt_deadline_us = op->deadline_us;
+    /* The accept side's descriptors wake us: the peer's connection and its
+       hello arrive there. */
+    if (watch(op, ctx->io_epfd, EPOLLIN) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+        return op->result;
+    accept_wait_token(ctx, &op->waiter);
+    return STEP_MORE;
+}
+
+/* The plan says how to reach the peer. */
+static int start_plan(qcg_connect_op *op)
+{
+    op->technique = op->plan.technique;
+    switch (op->plan.technique) {
+    case QCG_TECH_DIRECT:
+        /* The helper connection has served its purpose: a direct
+           connection has no next technique. */
+        watch(op, -1, 0);
+        close(op->usock);
+        op->usock = -1;
+        return start_tcp(op);
+    case QCG_TECH_REVERSED:
+        return start_reversed(op);
+    case QCG_TECH_PROXY:
+        if (op->plan.token[0] == '\0' || strlen(op->plan.token) >= PROXY_TOKEN_FIELD)
+            return fail(op, QCG_EPROTO, "the proxy plan for rank %d has no valid token",
+                        op->rank);
+        watch(op, -1, 0);
+        return start_tcp(op);
+    default:
+        return fail(op, QCG_ETECHNIQUE,
+                    "rank %d needs technique %s, not supported by this library version",
+                    op->rank, tech_name(op->plan.technique));
+    }
 }
 
 /* A whole message arrived on the helper connection. */
@@ -222,7 +380,12 @@ static int on_helper_message(qcg_connect_op *op)
     if (h->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", h->type);
     op->plan = op->rd.payload.plan;
-    return start_tcp(op);
+    /* A plan for a technique already tried would loop: the helper or the
+       broker misbehaves. */
+    if (op->plan.technique < 32 && (op->tried_mask & (1u << op->plan.technique)))
+        return fail(op, QCG_EPROTO, "the broker planned %s again after it failed",
+                    tech_name(op->plan.technique));
+    return start_plan(op);
 }
 
 static int step_helper(qcg_connect_op *op)
@@ -253,29 +416,102 @@ static int step_backoff(qcg_connect_op *op)
     return STEP_MORE;
 }
 
+static int build_hello(qcg_connect_op *op)
+{
+    struct hs_self self = {.job = op->ctx->job, .rank = op->ctx->rank,
+                           .secret = op->ctx->secret, .cluster = op->ctx->cluster};
+
+    if (hs_hello_build(op->hello, &op->hs, &self, op->rank, NULL) < 0)
+        return fail(op, QCG_ESYS, "cannot build the handshake hello");
+    op->state = OP_HS_SEND;
+    return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_MORE;
+}
+
 static int step_tcp(qcg_connect_op *op)
 {
     struct pollfd p = {.fd = op->tcp, .events = POLLOUT};
     socklen_t len = sizeof(int);
     int soerr = 0;
-    struct hs_self self = {.job = op->ctx->job, .rank = op->ctx->rank,
-                           .secret = op->ctx->secret, .cluster = op->ctx->cluster};
 
     if (poll(&p, 1, 0) <= 0)
         return STEP_WAIT;
     if (getsockopt(op->tcp, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
         soerr = errno;
+    if (soerr != 0 && op->technique == QCG_TECH_PROXY)
+        return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
+                              op->plan.address, op->plan.port, strerror(soerr));
     if (soerr != 0)
         return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank,
                     op->plan.address, op->plan.port, strerror(soerr));
-    if (hs_hello_build(op->hello, &op->hs, &self, op->rank) < 0)
-        return fail(op, QCG_ESYS, "cannot build the handshake hello");
-    op->state = OP_HS_SEND;
-    return STEP_MORE;
+    if (op->technique == QCG_TECH_PROXY) {
+        memset(op->preamble, 0, sizeof(op->preamble));
+        memcpy(op->preamble, PROXY_MAGIC, 4);
+        memcpy(op->preamble + 4, op->plan.token, strlen(op->plan.token));
+        op->psent = 0;
+        op->state = OP_PROXY_SEND;
+        return STEP_MORE;
+    }
+    return build_hello(op);
+}
+
+/* "QCGP" and our side's token, then the proxy's one byte once the peer
+   presented the other side's token. */
+static int step_proxy_send(qcg_connect_op *op)
+{
+    while (op->psent < sizeof(op->preamble)) {
+        ssize_t n = send(op->tcp, op->preamble + op->psent, sizeof(op->preamble) - op->psent,
+                         MSG_NOSIGNAL);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
+        if (n < 0)
+            return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: send: %s",
+                                  op->plan.address, op->plan.port, strerror(errno));
+        op->psent += (size_t)n;
+    }
+    op->state = OP_PROXY_WAIT;
+    return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_MORE;
+}
+
+static int step_proxy_wait(qcg_connect_op *op)
+{
+    uint8_t byte;
+    ssize_t n = recv(op->tcp, &byte, 1, 0);
+
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return STEP_WAIT;
+    if (n == 0)
+        return attempt_failed(op, QCG_EPEER,
+                              "the proxy at %s port %u closed the connection before pairing "
+                              "(token refused, or rank %d never came)",
+                              op->plan.address, op->plan.port, op->rank);
+    if (n < 0)
+        return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: %s", op->plan.address,
+                              op->plan.port, strerror(errno));
+    if (byte != PROXY_PAIRED)
+        return attempt_failed(op, QCG_EPROTO, "the proxy at %s port %u answered 0x%02x, not "
+                                              "the paired byte", op->plan.address,
+                              op->plan.port, byte);
+    explicit_bzero(op->preamble, sizeof(op->preamble));
+    return build_hello(op);
+}
+
+/* Where the handshake's peer sits, for messages. */
+static void path(const qcg_connect_op *op, char *buf, size_t len)
+{
+    if (op->technique == QCG_TECH_PROXY)
+        snprintf(buf, len, "rank %d via the proxy at %s port %u", op->rank, op->plan.address,
+                 op->plan.port);
+    else
+        snprintf(buf, len, "rank %d at %s port %u", op->rank, op->plan.address, op->plan.port);
 }
 
 static int step_hs_send(qcg_connect_op *op)
 {
+    char where[160];
+
     while (op->sent < sizeof(op->hello)) {
         ssize_t n = send(op->tcp, op->hello + op->sent, sizeof(op->hello) - op->sent,
                          MSG_NOSIGNAL);
@@ -285,8 +521,8 @@ static int step_hs_send(qcg_connect_op *op)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
-            return fail(op, QCG_EPEER, "handshake with rank %d: send: %s", op->rank,
-                        strerror(errno));
+            path(op, where, sizeof(where));
+            return fail(op, QCG_EPEER, "handshake with %s: send: %s", where, strerror(errno));
         }
         op->sent += (size_t)n;
     }
@@ -297,29 +533,51 @@ static int step_hs_send(qcg_connect_op *op)
 static int step_hs_recv(qcg_connect_op *op)
 {
     const char *why = "";
+    char where[160];
     int rc;
 
+    path(op, where, sizeof(where));
     while (op->got < sizeof(op->answer)) {
         ssize_t n = recv(op->tcp, op->answer + op->got, sizeof(op->answer) - op->got, 0);
 
         if (n == 0)
-            return fail(op, QCG_EPEER, "rank %d closed the connection during the handshake",
-                        op->rank);
+            return fail(op, QCG_EPEER, "%s closed the connection during the handshake", where);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return STEP_WAIT;
-            return fail(op, QCG_EPEER, "handshake with rank %d: %s", op->rank, strerror(errno));
+            return fail(op, QCG_EPEER, "handshake with %s: %s", where, strerror(errno));
         }
         op->got += (size_t)n;
     }
     rc = hs_accept_check(op->answer, &op->hs, op->ctx->secret, &why);
     if (rc < 0)
-        return fail(op, rc, "rank %d at %s port %u: %s", op->rank, op->plan.address,
-                    op->plan.port, why);
+        return fail(op, rc, "%s: %s", where, why);
     op->state = OP_DONE;
     return STEP_MORE;
+}
+
+/* The accept side verified the peer's hello and answered it for us. */
+static int step_reversed(qcg_connect_op *op)
+{
+    (void)accept_pump(op->ctx);
+    if (op->waiter.fd >= 0) {
+        op->tcp = op->waiter.fd;
+        op->waiter.fd = -1;
+        watch(op, -1, 0);
+        op->state = OP_DONE;
+        return STEP_MORE;
+    }
+    if (now_us() >= op->attempt_deadline_us)
+        return attempt_failed(op, QCG_ETIMEDOUT,
+                              "rank %d did not connect back within %llu ms (its helper "
+                              "could not reach %s port %u, or is down)",
+                              op->rank,
+                              (unsigned long long)(op->attempt_deadline_us -
+                                                   op->attempt_start_us) / 1000u,
+                              op->ctx->address, op->ctx->listen_port);
+    return STEP_WAIT;
 }
 
 static int step(qcg_connect_op *op)
@@ -332,10 +590,16 @@ static int step(qcg_connect_op *op)
         return step_backoff(op);
     case OP_TCP:
         return step_tcp(op);
+    case OP_PROXY_SEND:
+        return step_proxy_send(op);
+    case OP_PROXY_WAIT:
+        return step_proxy_wait(op);
     case OP_HS_SEND:
         return step_hs_send(op);
     case OP_HS_RECV:
         return step_hs_recv(op);
+    case OP_REVERSED:
+        return step_reversed(op);
     case OP_DONE:
     case OP_FAILED:
         break;
@@ -346,6 +610,9 @@ static int step(qcg_connect_op *op)
 /* Why the operation ran out of time, from the state it was in. */
 static int timed_out(qcg_connect_op *op)
 {
+    char where[160];
+
+    path(op, where, sizeof(where));
     switch (op->state) {
     case OP_HELLO:
         return fail(op, QCG_ETIMEDOUT, "no answer from the helper within %d ms",
@@ -359,25 +626,35 @@ static int timed_out(qcg_connect_op *op)
         return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,
                     op->timeout_ms);
     case OP_TCP:
+        if (op->technique == QCG_TECH_PROXY)
+            return fail(op, QCG_ETIMEDOUT, "proxy: TCP connect to %s port %u timed out",
+                        op->plan.address, op->plan.port);
         return fail(op, QCG_ETIMEDOUT, "TCP connect to rank %d at %s port %u timed out",
                     op->rank, op->plan.address, op->plan.port);
+    case OP_PROXY_SEND:
+    case OP_PROXY_WAIT:
+        return fail(op, QCG_ETIMEDOUT, "proxy: rank %d did not come to the proxy at %s port %u "
+                                       "within %d ms", op->rank, op->plan.address,
+                    op->plan.port, op->timeout_ms);
+    case OP_REVERSED:
+        return fail(op, QCG_ETIMEDOUT, "reversed: rank %d did not connect back within %d ms",
+                    op->rank, op->timeout_ms);
     default:
-        return fail(op, QCG_ETIMEDOUT, "handshake with rank %d at %s port %u timed out",
-                    op->rank, op->plan.address, op->plan.port);
+        return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
     }
 }
 
 static void op_free(qcg_connect_op *op)
 {
+    attempt_cleanup(op);
     if (op->epfd >= 0)
         close(op->epfd);
     if (op->timerfd >= 0)
         close(op->timerfd);
     if (op->usock >= 0)
         close(op->usock);
-    if (op->tcp >= 0)
-        close(op->tcp);
     lmsg_reader_reset(&op->rd);
+    explicit_bzero(op, sizeof(*op));
     free(op);
 }
 
@@ -396,7 +673,7 @@ QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_con
         return QCG_EINVAL;
     }
     ctx_clearerr(ctx);
-    /* Every context listens: later techniques call it back. */
+    /* Every context listens: a reversed connection calls it back. */
     if (!ctx->published && (rc = qcg_listen(ctx)) < 0)
         return rc;
 
@@ -407,6 +684,7 @@ QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_con
     op->rank = rank;
     op->timeout_ms = timeout_ms;
     op->epfd = op->timerfd = op->watched = op->usock = op->tcp = -1;
+    op->waiter.fd = -1;
     op->start_us = now_us();
     op->deadline_us = op->start_us + (uint64_t)timeout_ms * 1000u;
     op->backoff_ms = LOOKUP_BACKOFF_MIN_MS;
@@ -483,9 +761,12 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
         if (rc != STEP_MORE)
             break;
     }
-    if (op->state != OP_DONE && op->state != OP_FAILED && now_us() >= op->deadline_us)
+    if (op->state != OP_DONE && op->state != OP_FAILED && now_us() >= op->deadline_us) {
+        attempt_cleanup(op);
         timed_out(op);
+    }
     if (op->state == OP_FAILED) {
+        attempt_cleanup(op);
         ctx_seterr(op->ctx, "%s", op->err);
         return op->result;
     }
@@ -504,7 +785,8 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     op->tcp = -1;
     if (info != NULL) {
         info->peer_rank = op->rank;
-        info->technique = QCG_TECH_DIRECT;
+        info->technique = op->technique <= QCG_TECH_PROXY ? (enum qcg_technique)op->technique
+                                                          : QCG_TECH_NONE;
         info->setup_us = now_us() - op->start_us;
     }
     return fd;

@@ -143,6 +143,7 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
     if (ctx == NULL)
         return QCG_ENOMEM;
     ctx->helper_fd = ctx->listen_fd = ctx->accept_epfd = ctx->accept_timer = -1;
+    ctx->io_epfd = ctx->ready_efd = -1;
     for (int i = 0; i < PENDING_MAX; i++)
         ctx->pending[i].fd = -1;
     ctx->next_request_id = 1;
@@ -208,11 +209,23 @@ QCG_EXPORT void qcg_close(qcg_ctx *ctx)
 
 int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
 {
+    const struct local_incoming *in = &r->payload.incoming;
+
     if (r->fd < 0) {
         ctx_seterr(ctx, "helper sent INCOMING without a descriptor");
         return QCG_EPROTO;
     }
-    accept_add_pending(ctx, r->fd, r->payload.incoming.peer_rank, r->payload.incoming.technique);
+    if (in->peer_rank < 0 || in->technique == QCG_TECH_NONE || in->technique > QCG_TECH_PROXY ||
+        (in->role == LOCAL_ROLE_HELLO &&
+         (in->token[0] == '\0' || strlen(in->token) >= HS_TOKEN_MAX))) {
+        ctx_seterr(ctx, "helper sent INCOMING with an invalid rank %d, technique %u or token",
+                   in->peer_rank, in->technique);
+        return QCG_EPROTO;
+    }
+    if (in->role == LOCAL_ROLE_HELLO)
+        accept_add_hello(ctx, r->fd, in->peer_rank, in->technique, in->token);
+    else
+        accept_add_pending(ctx, r->fd, in->peer_rank, in->technique);
     r->fd = -1;
     return 0;
 }
@@ -221,8 +234,8 @@ void ctx_helper_lost(qcg_ctx *ctx)
 {
     if (ctx->helper_fd < 0)
         return;
-    if (ctx->accept_epfd >= 0)
-        epoll_ctl(ctx->accept_epfd, EPOLL_CTL_DEL, ctx->helper_fd, NULL);
+    if (ctx->io_epfd >= 0)
+        accept_unwatch(ctx, ctx->helper_fd);
     close(ctx->helper_fd);
     ctx->helper_fd = -1;
     ctx->published = false;

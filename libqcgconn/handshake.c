@@ -15,7 +15,11 @@ static const char accept_magic[4] = {'Q', 'C', 'G', 'A'};
 static const char hello_label[] = "qcg-hello";
 static const char accept_label[] = "qcg-accept";
 
+#define HS_CLUSTER_OFFSET (16 + HS_JOB_MAX)
+#define HS_TOKEN_OFFSET (HS_CLUSTER_OFFSET + HS_CLUSTER_MAX)
+#define HS_NONCE_OFFSET (HS_TOKEN_OFFSET + HS_TOKEN_MAX)
 #define HS_MAC_OFFSET (HS_HELLO_SIZE - HS_MAC_SIZE)
+_Static_assert(HS_NONCE_OFFSET + HS_NONCE_SIZE == HS_MAC_OFFSET, "hello layout");
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -59,21 +63,26 @@ static void encode_hello_body(uint8_t *out, const struct hs_hello *h)
     put32(out + 8, (uint32_t)h->from_rank);
     put32(out + 12, (uint32_t)h->to_rank);
     memcpy(out + 16, h->job, HS_JOB_MAX);
-    memcpy(out + 16 + HS_JOB_MAX, h->cluster, HS_CLUSTER_MAX);
-    memcpy(out + 16 + HS_JOB_MAX + HS_CLUSTER_MAX, h->nonce, HS_NONCE_SIZE);
+    memcpy(out + HS_CLUSTER_OFFSET, h->cluster, HS_CLUSTER_MAX);
+    memcpy(out + HS_TOKEN_OFFSET, h->token, HS_TOKEN_MAX);
+    memcpy(out + HS_NONCE_OFFSET, h->nonce, HS_NONCE_SIZE);
 }
 
 int hs_hello_build(uint8_t out[HS_HELLO_SIZE], struct hs_hello *h, const struct hs_self *self,
-                   int32_t to_rank)
+                   int32_t to_rank, const char *token)
 {
     memset(h, 0, sizeof(*h));
-    if (strlen(self->job) >= HS_JOB_MAX || strlen(self->cluster) >= HS_CLUSTER_MAX)
+    if (token == NULL)
+        token = "";
+    if (strlen(self->job) >= HS_JOB_MAX || strlen(self->cluster) >= HS_CLUSTER_MAX ||
+        strlen(token) >= HS_TOKEN_MAX)
         return -1;
     h->from_rank = self->rank;
     h->to_rank = to_rank;
     /* h is zeroed, so the padding the MAC covers is zero too. */
     memcpy(h->job, self->job, strlen(self->job) + 1);
     memcpy(h->cluster, self->cluster, strlen(self->cluster) + 1);
+    memcpy(h->token, token, strlen(token) + 1);
     if (random_bytes(h->nonce, HS_NONCE_SIZE) < 0)
         return -1;
     encode_hello_body(out, h);
@@ -95,12 +104,15 @@ enum hs_status hs_hello_check(const uint8_t in[HS_HELLO_SIZE], const struct hs_s
     h->from_rank = (int32_t)get32(in + 8);
     h->to_rank = (int32_t)get32(in + 12);
     memcpy(h->job, in + 16, HS_JOB_MAX);
-    memcpy(h->cluster, in + 16 + HS_JOB_MAX, HS_CLUSTER_MAX);
-    memcpy(h->nonce, in + 16 + HS_JOB_MAX + HS_CLUSTER_MAX, HS_NONCE_SIZE);
+    memcpy(h->cluster, in + HS_CLUSTER_OFFSET, HS_CLUSTER_MAX);
+    memcpy(h->token, in + HS_TOKEN_OFFSET, HS_TOKEN_MAX);
+    memcpy(h->nonce, in + HS_NONCE_OFFSET, HS_NONCE_SIZE);
     if (memchr(h->job, '\0', HS_JOB_MAX) == NULL ||
-        memchr(h->cluster, '\0', HS_CLUSTER_MAX) == NULL) {
+        memchr(h->cluster, '\0', HS_CLUSTER_MAX) == NULL ||
+        memchr(h->token, '\0', HS_TOKEN_MAX) == NULL) {
         memset(h->job, 0, HS_JOB_MAX);
         memset(h->cluster, 0, HS_CLUSTER_MAX);
+        memset(h->token, 0, HS_TOKEN_MAX);
         return HS_MALFORMED;
     }
     if (strcmp(h->job, self->job) != 0)
@@ -162,6 +174,9 @@ int hs_accept_check(const uint8_t in[HS_ACCEPT_SIZE], const struct hs_hello *h,
     case HS_BAD_VERSION:
         *why = "the peer speaks another handshake version";
         return QCG_EPROTO;
+    case HS_NO_WAITER:
+        *why = "the peer no longer waits for this connection (its connect ended)";
+        return QCG_EPEER;
     default:
         *why = "the peer refused our hello as malformed";
         return QCG_EPROTO;
@@ -189,6 +204,8 @@ const char *hs_status_name(enum hs_status status)
         return "replayed hello";
     case HS_MALFORMED:
         return "malformed hello";
+    case HS_NO_WAITER:
+        return "no connect waits for this token";
     }
     return "unknown status";
 }
@@ -217,7 +234,7 @@ int hs_initiate(int fd, const struct hs_self *self, int32_t to_rank, uint64_t de
     const char *why = "";
     int rc;
 
-    if (hs_hello_build(hello, &h, self, to_rank) < 0) {
+    if (hs_hello_build(hello, &h, self, to_rank, NULL) < 0) {
         snprintf(err, errlen, "handshake: cannot build the hello");
         return QCG_ESYS;
     }

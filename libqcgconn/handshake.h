@@ -8,13 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HS_VERSION 1
+/* 2: the hello carries a token (reversed connections). */
+#define HS_VERSION 2
 #define HS_JOB_MAX 64
 #define HS_CLUSTER_MAX 64
+#define HS_TOKEN_MAX 64
 #define HS_NONCE_SIZE 16
 #define HS_MAC_SIZE 32
-/* magic, version, reserved, from, to, job, cluster, nonce, mac */
-#define HS_HELLO_SIZE (4 + 2 + 2 + 4 + 4 + HS_JOB_MAX + HS_CLUSTER_MAX + HS_NONCE_SIZE + HS_MAC_SIZE)
+/* magic, version, reserved, from, to, job, cluster, token, nonce, mac: 256 bytes */
+#define HS_HELLO_SIZE                                                                              \
+    (4 + 2 + 2 + 4 + 4 + HS_JOB_MAX + HS_CLUSTER_MAX + HS_TOKEN_MAX + HS_NONCE_SIZE + HS_MAC_SIZE)
 /* magic, status, mac */
 #define HS_ACCEPT_SIZE (4 + 4 + HS_MAC_SIZE)
 
@@ -26,6 +29,7 @@ enum hs_status {
     HS_BAD_VERSION = 3,
     HS_REPLAY = 4,      /* a nonce seen before */
     HS_MALFORMED = 5,   /* bad magic, unterminated string */
+    HS_NO_WAITER = 6,   /* a token no connect of the acceptor waits for (it gave up) */
 };
 
 /* The decoded hello. */
@@ -34,6 +38,9 @@ struct hs_hello {
     int32_t to_rank;
     char job[HS_JOB_MAX];
     char cluster[HS_CLUSTER_MAX];
+    /* Empty, or the plan's one-time token: a reversed connection, made by the
+       target's side, names the connect of the acceptor it answers. */
+    char token[HS_TOKEN_MAX];
     uint8_t nonce[HS_NONCE_SIZE];
 };
 
@@ -49,10 +56,11 @@ struct hs_self {
     void *nonce_arg;
 };
 
-/* Fills h for a hello from self to to_rank, with a fresh random nonce, and
-   encodes it into out.  0 or -1 (no randomness, strings too long). */
+/* Fills h for a hello from self to to_rank carrying token (NULL or "" for
+   none), with a fresh random nonce, and encodes it into out.  0 or -1 (no
+   randomness, strings too long). */
 int hs_hello_build(uint8_t out[HS_HELLO_SIZE], struct hs_hello *h, const struct hs_self *self,
-                   int32_t to_rank);
+                   int32_t to_rank, const char *token);
 /* Decodes and checks a received hello against the acceptor self: magic,
    version, job, to_rank, MAC (constant time).  Returns an hs_status; h is
    filled as far as decoded. */

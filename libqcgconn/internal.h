@@ -14,7 +14,7 @@
 /* Built with -fvisibility=hidden: only definitions marked so are exported. */
 #define QCG_EXPORT __attribute__((visibility("default")))
 
-#define QCG_ERRMSG_MAX 320
+#define QCG_ERRMSG_MAX 512
 #define QCG_DEFAULT_HELPER_SOCKET "/run/qcg/helper.sock"
 
 /* Bounded waits on the helper (ms). */
@@ -23,6 +23,15 @@
 #define HELPER_WITHDRAW_TIMEOUT_MS 2000
 /* How long a connecting peer has to send its hello. */
 #define ACCEPT_HANDSHAKE_TIMEOUT_MS 2000
+/* How long the target's side of a reversed connection has to call us back
+   before the connect asks for the next technique; also how long that side
+   waits for our answer (our connect may be parked by the application). */
+#define REVERSED_TIMEOUT_MS 5000
+/* The proxy's preamble: "QCGP" and the token, NUL-padded. */
+#define PROXY_MAGIC "QCGP"
+#define PROXY_TOKEN_FIELD 128
+#define PROXY_PREAMBLE_SIZE (4 + PROXY_TOKEN_FIELD)
+#define PROXY_PAIRED 0x01
 /* Lookup retries while a rank is not yet published. */
 #define LOOKUP_BACKOFF_MIN_MS 20
 #define LOOKUP_BACKOFF_MAX_MS 500
@@ -39,16 +48,43 @@ struct lmsg_reader {
     int fd;        /* descriptor received with this message, or -1 */
 };
 
-/* A connection (accepted, or handed over by the helper) whose hello has not
-   all arrived yet.  qcg_accept reads hellos as they come instead of waiting,
-   so that one slow peer never stalls a process that also connects out. */
+/* A connection (accepted, or handed over by the helper) on its way through
+   the handshake.  Hellos and answers are read as they come instead of
+   waited for, so that one slow peer never stalls a process that also
+   connects out; whoever pumps (qcg_accept, or a connect waiting for a
+   reversed connection) moves every pending connection on. */
+enum pending_state {
+    P_FREE = 0,
+    P_HELLO_IN,   /* we accept: reading the peer's hello */
+    P_CLAIM,      /* a verified hello carrying a token, not claimed by a connect yet */
+    P_HELLO_OUT,  /* the helper connected for us (reversed): sending our hello */
+    P_ANSWER_IN,  /* ... reading the answer */
+    P_READY,      /* verified: for qcg_accept */
+};
+
 struct pending {
     int fd;                    /* -1: free slot */
+    enum pending_state state;
     int32_t expect_rank;       /* announced by LOCAL_INCOMING, or -1 */
     uint32_t technique;
-    uint64_t start_us;
-    size_t got;
-    uint8_t hello[HS_HELLO_SIZE];
+    uint64_t start_us;         /* for setup_us */
+    uint64_t deadline_us;      /* of the current state */
+    size_t got, sent;
+    int32_t peer_rank;         /* P_READY */
+    bool keepalive;            /* P_READY: the peer is in another cluster */
+    uint8_t hello[HS_HELLO_SIZE];     /* the peer's (accepting) or ours (sending) */
+    struct hs_hello hs;               /* decoded: the peer's (P_CLAIM) or ours */
+    uint8_t answer[HS_ACCEPT_SIZE];
+};
+
+/* A connect waiting for the reversed connection whose hello carries its
+   token; part of the connect operation, listed in its context. */
+struct waiter {
+    struct waiter *next;
+    qcg_connect_op *op;
+    int32_t rank;               /* the peer that must call */
+    char token[HS_TOKEN_MAX];
+    int fd;                     /* the verified connection once claimed, else -1 */
 };
 
 struct qcg_ctx {
@@ -71,9 +107,16 @@ struct qcg_ctx {
     uint16_t listen_port;
     bool published;
 
-    int accept_epfd;            /* listener, helper_fd, pending[].fd, accept_timer */
-    int accept_timer;           /* timerfd: the earliest pending hello's deadline */
+    int io_epfd;                /* listener, helper_fd, pending[].fd in progress, accept_timer */
+    int accept_epfd;            /* qcg_accept_pollfd: io_epfd and ready_efd */
+    int ready_efd;              /* eventfd: readable while a connection is P_READY */
+    bool ready_signalled;
+    bool accepting;             /* the listener is published: accept from it */
+    bool listener_watched;
+    int accept_timer;           /* timerfd: the earliest pending deadline */
+    int helper_error;           /* the helper connection's loss, for the next qcg_accept */
     struct pending pending[PENDING_MAX];
+    struct waiter *waiters;     /* connects waiting for a reversed connection */
 
     /* Nonces of recently accepted hellos: a replayed hello is refused. */
     uint8_t recent_nonces[RECENT_NONCES][16];
@@ -128,13 +171,32 @@ int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
 void ctx_helper_lost(qcg_ctx *ctx);
 
 /* accept.c */
-/* Creates the accept descriptor and its timer; -1 with errno. */
+/* Creates the accept descriptors and the timer; -1 with errno. */
 int accept_init(qcg_ctx *ctx);
 void accept_cleanup(qcg_ctx *ctx);
-/* Adds fd (taken: closed on failure) to the pending handshakes. */
+/* Adds fd (taken: closed on failure) to the pending handshakes: we wait for
+   the peer's hello. */
 void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique);
-/* Watches fd (EPOLLIN) on the accept descriptor. */
+/* Adds fd (taken) connected by the helper for a reversed connection: we send
+   peer_rank a hello carrying token and wait for its answer. */
+void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t technique,
+                      const char *token);
+/* Watches fd (EPOLLIN) on the I/O descriptor; the listener through
+   accept_listen_start. */
 int accept_watch(qcg_ctx *ctx, int fd);
+void accept_unwatch(qcg_ctx *ctx, int fd);
+int accept_listen_start(qcg_ctx *ctx);
+/* Moves every pending connection on (never blocks): new connections, the
+   helper's INCOMING, hellos, answers, timeouts, claims.  Returns 0 or the
+   error of accept(2). */
+int accept_pump(qcg_ctx *ctx);
+/* Lists w (w->fd = -1) in ctx; claims a matching hello that arrived first. */
+void accept_wait_token(qcg_ctx *ctx, struct waiter *w);
+/* Unlists w if listed. */
+void accept_unwait(qcg_ctx *ctx, struct waiter *w);
+
+/* connect.c: wakes an operation whose waiter was claimed. */
+void connect_wake(qcg_connect_op *op);
 
 /* Validation shared by qcg_open and tests. */
 bool job_id_valid(const char *job);

@@ -94,17 +94,19 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
     }
     if (rc < 0)
         goto fail;
-    if (accept_watch(ctx, ctx->listen_fd) < 0) {
+    ctx->published = true;
+    if (accept_listen_start(ctx) < 0) {
         ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
+        ctx->published = false;
         rc = QCG_ESYS;
         goto fail;
     }
-    ctx->published = true;
     return 0;
 fail:
     /* Not published: nobody may reach this listener, so do not keep it. */
     if (ctx->listen_fd >= 0) {
-        epoll_ctl(ctx->accept_epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+        accept_unwatch(ctx, ctx->listen_fd);
+        ctx->listener_watched = ctx->accepting = false;
         close(ctx->listen_fd);
         ctx->listen_fd = -1;
     }

@@ -75,7 +75,9 @@ int local_payload_check(uint16_t type, const void *payload)
     }
     case LOCAL_INCOMING: {
         const struct local_incoming *p = payload;
-        return STR_OK(p, token) ? 0 : QCG_EPROTO;
+        if (!STR_OK(p, token) || p->role > LOCAL_ROLE_HELLO)
+            return QCG_EPROTO;
+        return 0;
     }
     case LOCAL_STATUS_OK: {
         const struct local_status *p = payload;

@@ -17,7 +17,8 @@
 #include <stdint.h>
 
 #define LOCAL_MAGIC 0x51434731u /* "QCG1" */
-#define LOCAL_VERSION 1
+/* 2: LOOKUP carries tried_mask, INCOMING carries role. */
+#define LOCAL_VERSION 2
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -73,6 +74,8 @@ struct local_publish {
 struct local_lookup {
     int32_t to_rank;
     uint32_t timeout_ms;
+    uint32_t tried_mask;         /* 1 << enum qcg_technique for each technique that
+                                    failed for this peer: the broker plans the next */
 };
 
 struct local_plan {
@@ -90,10 +93,19 @@ struct local_error {
     char message[LOCAL_MESSAGE_MAX];
 };
 
+/* Which side of the process-to-process handshake the receiving process takes
+   on a handed-over connection. */
+enum local_role {
+    LOCAL_ROLE_ACCEPT = 0,       /* wait for the peer's hello (proxy) */
+    LOCAL_ROLE_HELLO = 1,        /* send a hello carrying `token` to peer_rank (reversed:
+                                    our helper was the TCP client) */
+};
+
 struct local_incoming {
-    int32_t peer_rank;
-    uint32_t technique;
-    char token[LOCAL_TOKEN_MAX];
+    int32_t peer_rank;           /* the initiator */
+    uint32_t technique;          /* enum qcg_technique */
+    uint32_t role;               /* enum local_role */
+    char token[LOCAL_TOKEN_MAX]; /* LOCAL_ROLE_HELLO: the plan's token */
 };
 
 struct local_status {

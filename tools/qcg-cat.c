@@ -206,6 +206,64 @@ static long long copy(int from, int to, char *buf, const char **which)
     }
 }
 
+/* connect: copies stdin to the connection while watching the connection, so
+   that a peer (or a relay) that goes away is noticed at once, not at the
+   next write.  Whatever the peer sends meanwhile goes to stdout.  Bytes
+   sent, or -1 with the error printed. */
+static long long send_stdin(int fd, int peer, char *buf)
+{
+    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+    long long total = 0;
+
+    for (;;) {
+        ssize_t n;
+
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "qcg-cat: poll: %s\n", strerror(errno));
+            return -1;
+        }
+        if (p[1].revents != 0) {
+            n = read(fd, buf, COPY_BUF);
+            if (n > 0) {
+                if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0) {
+                    fprintf(stderr, "qcg-cat: write: %s\n", strerror(errno));
+                    return -1;
+                }
+                continue;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n == 0)
+                fprintf(stderr, "qcg-cat: connect to rank %d: the connection was closed after "
+                                "%lld bytes were sent, before the end of the input\n",
+                        peer, total);
+            else
+                fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
+                                "bytes: %s\n", peer, total, strerror(errno));
+            return -1;
+        }
+        if (p[0].revents == 0)
+            continue;
+        n = read(STDIN_FILENO, buf, COPY_BUF);
+        if (n == 0)
+            return total;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "qcg-cat: read: %s\n", strerror(errno));
+            return -1;
+        }
+        if (write_all(fd, buf, (size_t)n) < 0) {
+            fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
+                            "bytes: %s\n", peer, total, strerror(errno));
+            return -1;
+        }
+        total += n;
+    }
+}
+
 static void report(const struct cat_opts *o, const char *event, const struct qcg_conn_info *info,
                    long long bytes)
 {
@@ -282,7 +340,8 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     bytes = copy(fd, STDOUT_FILENO, buf, &which);
     close(fd);
     if (bytes < 0) {
-        fprintf(stderr, "qcg-cat: %s: %s\n", which, strerror(errno));
+        fprintf(stderr, "qcg-cat: listen: connection from rank %d: %s: %s\n", info.peer_rank,
+                which, strerror(errno));
         return 1;
     }
     report(o, "done", &info, bytes);
@@ -311,9 +370,8 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     }
     if (!o->json)
         report(o, "connected to", &info, -1);
-    bytes = copy(STDIN_FILENO, fd, buf, &which);
+    bytes = send_stdin(fd, peer, buf);
     if (bytes < 0) {
-        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, which, strerror(errno));
         close(fd);
         return 1;
     }

@@ -205,11 +205,16 @@ static int publish(int fd, unsigned port, struct reply *r)
     return request(fd, LOCAL_PUBLISH, &p, sizeof(p), r);
 }
 
-static int lookup(int fd, int rank, struct reply *r)
+static int lookup_tried(int fd, int rank, uint32_t tried_mask, struct reply *r)
 {
-    struct local_lookup l = {.to_rank = rank, .timeout_ms = 1000};
+    struct local_lookup l = {.to_rank = rank, .timeout_ms = 1000, .tried_mask = tried_mask};
 
     return request(fd, LOCAL_LOOKUP, &l, sizeof(l), r);
+}
+
+static int lookup(int fd, int rank, struct reply *r)
+{
+    return lookup_tried(fd, rank, 0, r);
 }
 
 static void sleep_ms(long ms)
@@ -526,9 +531,16 @@ static int mode_technique(int argc, char **argv)
     bool plan = b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN;
     check(plan && r.p.plan.technique == QCG_TECH_DIRECT && r.p.plan.port == open_low,
           "NATed -> open: a direct plan to port %u", open_low);
-    bool refused = a >= 0 && lookup(a, 1, &r) == 0 && is_error(&r, QCG_ETECHNIQUE);
-    check(refused && strstr(r.p.error.message, "reversed") != NULL,
-          "open -> NATed: QCG_ETECHNIQUE naming the technique needed (%s)",
+    plan = a >= 0 && lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN;
+    check(plan && r.p.plan.technique == QCG_TECH_REVERSED && strlen(r.p.plan.token) == 32,
+          "open -> NATed: a reversed plan with a 32-character token (%s)",
+          plan ? r.p.plan.token : r.p.error.message);
+    /* Reversed failed: the next is the proxy, and this grid has none. */
+    bool refused = a >= 0 && lookup_tried(a, 1, 1u << QCG_TECH_REVERSED, &r) == 0 &&
+                   is_error(&r, QCG_ETECHNIQUE);
+    check(refused && strstr(r.p.error.message, "proxy") != NULL &&
+              strstr(r.p.error.message, "reversed already tried") != NULL,
+          "open -> NATed, reversed tried: QCG_ETECHNIQUE naming the proxy (%s)",
           refused ? r.p.error.message : "");
     if (a >= 0)
         close(a);

@@ -103,7 +103,7 @@ static void test_tampered_hello(void)
     uint8_t hello[HS_HELLO_SIZE];
     struct hs_hello h, peer;
 
-    CHECK(hs_hello_build(hello, &h, &rank0, 1) == 0);
+    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     CHECK_EQ(hs_hello_check(hello, &rank1, &peer), HS_OK);
     for (size_t i = 0; i < sizeof(hello); i++) {
         hello[i] ^= 0x01;
@@ -126,7 +126,7 @@ static void test_tampered_wire(void)
     int sp[2];
 
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    CHECK(hs_hello_build(hello, &h, &rank0, 1) == 0);
+    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     hello[HS_HELLO_SIZE - 1] ^= 0x80;
     CHECK_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
     CHECK_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)),
@@ -145,7 +145,7 @@ static void test_tampered_answer(void)
     struct hs_hello h;
     const char *why = "";
 
-    CHECK(hs_hello_build(hello, &h, &rank0, 1) == 0);
+    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     hs_accept_build(answer, HS_OK, &h, rank0.secret);
     CHECK_EQ(hs_accept_check(answer, &h, rank0.secret, &why), 0);
     for (size_t i = 0; i < sizeof(answer); i++) {
@@ -188,7 +188,7 @@ static void test_replay(void)
     char err[QCG_ERRMSG_MAX];
 
     acc.nonce_seen = nonce_seen;
-    CHECK(hs_hello_build(hello, &h, &rank0, 1) == 0);
+    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     for (int round = 0; round < 2; round++) {
         int sp[2], rc;
 

@@ -1,0 +1,425 @@
+/* The broker's orders for this node; see orders.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "orders.h"
+#include "qcgconn.h"
+
+#define PROXY_TOKEN_FIELD 128
+#define PROXY_PREAMBLE_SIZE (4 + PROXY_TOKEN_FIELD)
+#define PROXY_PAIRED 0x01
+/* A process busy writing to us: how often, and how many times, to retry. */
+#define DELIVER_RETRY_MS 10
+#define DELIVER_TRIES 200
+
+enum action_state { A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER };
+
+struct action {
+    struct orders *o;
+    struct action *prev, *next;
+    struct command cmd;
+    int proxy;                  /* proxy-connect, else connect-back */
+    int fd;
+    enum action_state state;
+    uv_poll_t poll;
+    uv_timer_t timer;
+    int handles;                /* open handles; the last close frees */
+    size_t sent;
+    uint8_t preamble[PROXY_PREAMBLE_SIZE];
+    unsigned tries;
+    uint64_t start_ms;
+};
+
+struct orders {
+    uv_loop_t *loop;
+    struct local_server *srv;
+    uv_async_t async;
+    struct action *active;
+    unsigned nactive;
+
+    pthread_mutex_t lock;       /* guards the fields below */
+    int closed;
+    size_t head, count;
+    struct command queue[ORDERS_QUEUED_MAX];
+};
+
+static void on_async(uv_async_t *h);
+
+struct orders *orders_new(uv_loop_t *loop, struct local_server *srv, char *err, size_t errlen)
+{
+    struct orders *o = calloc(1, sizeof(*o));
+
+    if (o == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    o->loop = loop;
+    o->srv = srv;
+    pthread_mutex_init(&o->lock, NULL);
+    if (uv_async_init(loop, &o->async, on_async) < 0) {
+        snprintf(err, errlen, "cannot create the orders' wake-up");
+        pthread_mutex_destroy(&o->lock);
+        free(o);
+        return NULL;
+    }
+    o->async.data = o;
+    return o;
+}
+
+void orders_push(struct orders *o, const struct command *cmd)
+{
+    pthread_mutex_lock(&o->lock);
+    if (o->closed || o->count == ORDERS_QUEUED_MAX) {
+        int closed = o->closed;
+
+        pthread_mutex_unlock(&o->lock);
+        if (!closed)
+            log_warnx("%s for job %s rank %d dropped: %d orders already waiting", cmd->kind,
+                      cmd->job, cmd->rank, ORDERS_QUEUED_MAX);
+        return;
+    }
+    o->queue[(o->head + o->count) % ORDERS_QUEUED_MAX] = *cmd;
+    o->count++;
+    /* Under the lock: orders_close cannot have closed the handle yet. */
+    uv_async_send(&o->async);
+    pthread_mutex_unlock(&o->lock);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct action *a = h->data;
+
+    if (--a->handles > 0)
+        return;
+    if (a->fd >= 0)
+        close(a->fd);
+    explicit_bzero(a, sizeof(*a));
+    free(a);
+}
+
+static const char *what(const struct action *a)
+{
+    return a->proxy ? "proxy-connect" : "connect-back";
+}
+
+static void finish(struct action *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Ends the action; fmt (NULL on success) says why it failed. */
+static void finish(struct action *a, const char *fmt, ...)
+{
+    struct orders *o = a->o;
+
+    if (fmt != NULL) {
+        char why[300];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        log_warnx("%s for job %s rank %d (initiator rank %d) failed after %llu ms: %s", what(a),
+                  a->cmd.job, a->cmd.rank, a->cmd.peer_rank,
+                  (unsigned long long)(uv_now(o->loop) - a->start_ms), why);
+    }
+    if (a->prev != NULL)
+        a->prev->next = a->next;
+    else
+        o->active = a->next;
+    if (a->next != NULL)
+        a->next->prev = a->prev;
+    o->nactive--;
+    uv_poll_stop(&a->poll);
+    uv_timer_stop(&a->timer);
+    uv_close((uv_handle_t *)&a->poll, on_closed);
+    uv_close((uv_handle_t *)&a->timer, on_closed);
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* The socket is ready for the process: hand it over on its control
+   connection, or retry shortly while that connection is busy. */
+static void deliver(struct action *a)
+{
+    struct local_incoming in;
+    char why[200] = "";
+    pid_t pid = 0;
+
+    uv_poll_stop(&a->poll);
+    memset(&in, 0, sizeof(in));
+    in.peer_rank = a->cmd.peer_rank;
+    in.technique = a->proxy ? QCG_TECH_PROXY : QCG_TECH_REVERSED;
+    in.role = a->proxy ? LOCAL_ROLE_ACCEPT : LOCAL_ROLE_HELLO;
+    if (!a->proxy)
+        snprintf(in.token, sizeof(in.token), "%s", a->cmd.token);
+    int rc = local_server_deliver(a->o->srv, a->cmd.job, a->cmd.rank, &in, a->fd, &pid, why,
+                                  sizeof(why));
+    explicit_bzero(&in, sizeof(in));
+    if (rc == 0) {
+        log_info("%s for job %s rank %d (initiator rank %d): connected to %s port %d in %llu ms, "
+                 "handed to pid %d",
+                 what(a), a->cmd.job, a->cmd.rank, a->cmd.peer_rank, a->cmd.address, a->cmd.port,
+                 (unsigned long long)(uv_now(a->o->loop) - a->start_ms), (int)pid);
+        finish(a, NULL);
+        return;
+    }
+    if (rc < 0) {
+        finish(a, "%s", why);
+        return;
+    }
+    if (++a->tries > DELIVER_TRIES) {
+        finish(a, "pid %d does not read its control connection", (int)pid);
+        return;
+    }
+    a->state = A_DELIVER;
+    uv_timer_start(&a->timer, on_timer, DELIVER_RETRY_MS, 0);
+}
+
+static void on_io(uv_poll_t *h, int status, int events);
+
+static void send_preamble(struct action *a)
+{
+    while (a->sent < sizeof(a->preamble)) {
+        ssize_t n = send(a->fd, a->preamble + a->sent, sizeof(a->preamble) - a->sent,
+                         MSG_NOSIGNAL);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0) {
+            finish(a, "the proxy at %s port %d: send: %s", a->cmd.address, a->cmd.port,
+                   strerror(errno));
+            return;
+        }
+        a->sent += (size_t)n;
+    }
+    explicit_bzero(a->preamble, sizeof(a->preamble));
+    a->state = A_PAIR;
+    uv_poll_start(&a->poll, UV_READABLE, on_io);
+    uv_timer_start(&a->timer, on_timer, PROXY_PAIR_TIMEOUT_MS, 0);
+}
+
+static void on_connected(struct action *a)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+
+    if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr == EINPROGRESS)
+        return;
+    if (soerr != 0) {
+        finish(a, "connect to %s port %d: %s", a->cmd.address, a->cmd.port, strerror(soerr));
+        return;
+    }
+    if (!a->proxy) {
+        deliver(a);
+        return;
+    }
+    memcpy(a->preamble, "QCGP", 4);
+    memcpy(a->preamble + 4, a->cmd.token, strlen(a->cmd.token));
+    a->state = A_PREAMBLE;
+    uv_poll_start(&a->poll, UV_WRITABLE, on_io);
+    send_preamble(a);
+}
+
+static void on_paired(struct action *a)
+{
+    uint8_t byte;
+    ssize_t n = recv(a->fd, &byte, 1, 0);
+
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n == 0)
+        finish(a, "the proxy at %s port %d closed the connection before pairing (token "
+                  "refused, or the initiator never came)", a->cmd.address, a->cmd.port);
+    else if (n < 0)
+        finish(a, "the proxy at %s port %d: %s", a->cmd.address, a->cmd.port, strerror(errno));
+    else if (byte != PROXY_PAIRED)
+        finish(a, "the proxy at %s port %d answered 0x%02x, not the paired byte",
+               a->cmd.address, a->cmd.port, byte);
+    else
+        deliver(a);
+}
+
+static void on_io(uv_poll_t *h, int status, int events)
+{
+    struct action *a = h->data;
+
+    (void)events;
+    if (status < 0) {
+        finish(a, "%s port %d: %s", a->cmd.address, a->cmd.port, uv_strerror(status));
+        return;
+    }
+    switch (a->state) {
+    case A_CONNECT:
+        on_connected(a);
+        break;
+    case A_PREAMBLE:
+        send_preamble(a);
+        break;
+    case A_PAIR:
+        on_paired(a);
+        break;
+    case A_DELIVER:
+        break;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct action *a = t->data;
+
+    switch (a->state) {
+    case A_DELIVER:
+        deliver(a);
+        break;
+    case A_PAIR:
+        finish(a, "no pairing at the proxy at %s port %d within %d s (the initiator never "
+                  "came)", a->cmd.address, a->cmd.port, PROXY_PAIR_TIMEOUT_MS / 1000);
+        break;
+    default:
+        finish(a, "connect to %s port %d: no answer within %d ms", a->cmd.address, a->cmd.port,
+               CONNECT_BACK_TIMEOUT_MS);
+        break;
+    }
+}
+
+static socklen_t make_addr(const char *address, int port, struct sockaddr_storage *sa)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+
+    memset(sa, 0, sizeof(*sa));
+    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        return sizeof(*in4);
+    }
+    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        return sizeof(*in6);
+    }
+    return 0;
+}
+
+static void start(struct orders *o, const struct command *cmd)
+{
+    struct sockaddr_storage sa;
+    socklen_t salen = make_addr(cmd->address, cmd->port, &sa);
+    int proxy = strcmp(cmd->kind, "proxy-connect") == 0;
+    char why[200] = "";
+
+    /* Only for a process that is here and published: the order could be
+       stale (it exited) or meant for a rank this node never had. */
+    if (!local_server_publishes(o->srv, cmd->job, cmd->rank, why, sizeof(why))) {
+        log_warnx("%s for job %s rank %d (initiator rank %d) refused: %s", cmd->kind, cmd->job,
+                  cmd->rank, cmd->peer_rank, why);
+        return;
+    }
+    if (o->nactive >= ORDERS_ACTIVE_MAX) {
+        log_warnx("%s for job %s rank %d refused: %d orders already in progress", cmd->kind,
+                  cmd->job, cmd->rank, ORDERS_ACTIVE_MAX);
+        return;
+    }
+    if (salen == 0)
+        return; /* upstream.c checked the address */
+    struct action *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        log_warnx("%s for job %s rank %d refused: out of memory", cmd->kind, cmd->job, cmd->rank);
+        return;
+    }
+    a->o = o;
+    a->cmd = *cmd;
+    a->proxy = proxy;
+    a->start_ms = uv_now(o->loop);
+    a->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (a->fd < 0 || (connect(a->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS)) {
+        log_warnx("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s",
+                  cmd->kind, cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port,
+                  strerror(errno));
+        if (a->fd >= 0)
+            close(a->fd);
+        explicit_bzero(a, sizeof(*a));
+        free(a);
+        return;
+    }
+    if (uv_poll_init_socket(o->loop, &a->poll, a->fd) < 0) {
+        log_warnx("%s for job %s rank %d: cannot watch the socket", cmd->kind, cmd->job,
+                  cmd->rank);
+        close(a->fd);
+        explicit_bzero(a, sizeof(*a));
+        free(a);
+        return;
+    }
+    uv_timer_init(o->loop, &a->timer);
+    a->poll.data = a->timer.data = a;
+    a->handles = 2;
+    a->next = o->active;
+    if (o->active != NULL)
+        o->active->prev = a;
+    o->active = a;
+    o->nactive++;
+    log_info("%s for job %s rank %d (initiator rank %d): connecting to %s port %d", cmd->kind,
+             cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port);
+    uv_poll_start(&a->poll, UV_WRITABLE, on_io);
+    uv_timer_start(&a->timer, on_timer, CONNECT_BACK_TIMEOUT_MS, 0);
+}
+
+static void on_async(uv_async_t *h)
+{
+    struct orders *o = h->data;
+
+    /* Bounded: at most what was queued. */
+    for (int i = 0; i < ORDERS_QUEUED_MAX; i++) {
+        struct command cmd;
+
+        pthread_mutex_lock(&o->lock);
+        if (o->count == 0 || o->closed) {
+            pthread_mutex_unlock(&o->lock);
+            return;
+        }
+        cmd = o->queue[o->head];
+        explicit_bzero(&o->queue[o->head], sizeof(cmd));
+        o->head = (o->head + 1) % ORDERS_QUEUED_MAX;
+        o->count--;
+        pthread_mutex_unlock(&o->lock);
+        start(o, &cmd);
+        explicit_bzero(&cmd, sizeof(cmd));
+    }
+}
+
+void orders_close(struct orders *o)
+{
+    pthread_mutex_lock(&o->lock);
+    if (o->closed) {
+        pthread_mutex_unlock(&o->lock);
+        return;
+    }
+    o->closed = 1;
+    explicit_bzero(o->queue, sizeof(o->queue));
+    o->count = 0;
+    uv_close((uv_handle_t *)&o->async, NULL);
+    pthread_mutex_unlock(&o->lock);
+    while (o->active != NULL) {
+        log_info("%s for job %s rank %d abandoned: the helper is stopping", what(o->active),
+                 o->active->cmd.job, o->active->cmd.rank);
+        finish(o->active, NULL);
+    }
+}
+
+void orders_free(struct orders *o)
+{
+    if (o == NULL)
+        return;
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}

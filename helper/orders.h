@@ -1,0 +1,44 @@
+/*
+ * Orders from the broker for this node, carried down the long-poll:
+ *
+ *   connect-back   connect to the initiator's listener (address:port), then
+ *                  hand the socket to the local process (job, rank), which
+ *                  sends its hello carrying the token (reversed technique);
+ *   proxy-connect  connect to the proxy, present the token ("QCGP" + token
+ *                  NUL-padded to 128 bytes), wait for the paired byte 0x01,
+ *                  then hand the socket to the process, which waits for the
+ *                  initiator's hello (proxy technique).
+ *
+ * Orders arrive on the upstream thread (orders_push, thread-safe) and run on
+ * the event loop: non-blocking sockets and timers, every step bounded.  An
+ * order for a (job, rank) that no live local process publishes is refused
+ * with a log line; so is one the process is gone for when the socket is
+ * ready.
+ */
+#ifndef QCG_HELPER_ORDERS_H
+#define QCG_HELPER_ORDERS_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "cmdqueue.h"
+#include "local.h"
+
+#define CONNECT_BACK_TIMEOUT_MS 5000  /* the TCP connect of either order */
+#define PROXY_PAIR_TIMEOUT_MS 30000   /* waiting at the proxy for the initiator */
+#define ORDERS_QUEUED_MAX 256         /* waiting for the loop */
+#define ORDERS_ACTIVE_MAX 256         /* sockets in progress */
+
+struct orders;
+
+/* srv must outlive the orders.  NULL with a reason in err. */
+struct orders *orders_new(uv_loop_t *loop, struct local_server *srv, char *err, size_t errlen);
+/* Any thread: hands an order (already checked by upstream.c) to the loop.
+   Dropped with a warning when the queue is full or closed. */
+void orders_push(struct orders *o, const struct command *cmd);
+/* Loop thread: takes no more orders and aborts those in progress. */
+void orders_close(struct orders *o);
+/* Once the loop has run the closes (after uv_run returned). */
+void orders_free(struct orders *o);
+
+#endif

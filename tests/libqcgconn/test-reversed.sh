@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+#
+# libqcgconn-reversed: reversed and proxied connections, and the fallback
+# between them, through the real daemons on loopback with a throw-away CA.
+# Everything runs on 127.0.0.1; the clusters differ by what their frontends
+# declare, which is all the broker's plans go by.
+#
+#   cluster pub (open)    helper pub/p1  ports 18520-18529   frontend :18511
+#   cluster nat (nat)     helper nat/n1  ports 18530-18539   frontend :18512
+#   cluster sym (symnat)  helper sym/s1  ports 18540-18549   frontend :18513
+#   qcg-broker :18501 (proxy lo@127.0.0.1:18503)      qcg-proxy data :18503, control :18502
+#
+#   pub -> nat   reversed: n1's helper connects to the pub process's listener
+#   sym -> nat   proxy: both sides connect out to qcg-proxy
+#
+# Ports 18500-18599 belong to these tests.  Every wait is bounded and waits
+# on something observable (a port, a log line, the helper's status, an exit).
+#
+#   test-reversed.sh BUILD_DIR SRC_DIR       exit 0 passed, 1 failed, 77 skipped
+
+set -euo pipefail
+export LC_ALL=C
+
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+
+cat_bin=$build/tools/qcg-cat
+helper=$build/helper/qcg-helper
+frontend=$build/frontend/qcg-frontend
+broker=$build/broker/qcg-broker
+proxy=$build/proxy/qcg-proxy
+certs=$src/certs/qcg-certs
+port_b=18501 port_pc=18502 port_pd=18503
+
+for f in "$cat_bin"; do
+	[[ -x $f ]] || { echo "missing $f"; exit 1; }
+done
+for f in "$helper" "$frontend" "$broker" "$proxy" "$certs"; do
+	[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
+done
+for t in ss python3 openssl; do
+	command -v $t >/dev/null || { echo "$t missing: skipping"; exit 77; }
+done
+
+passed=0
+failed=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-reversed.XXXXXX")
+out=$work/out
+pids=()
+
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	if [[ -s $out ]]; then sed 's/^/     | /' "$out"; fi
+}
+
+cleanup() {
+	for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
+		for log in "$work"/*.log "$work"/*.err; do
+			[[ -f $log ]] || continue
+			echo "--- $log (last 40 lines)"
+			tail -n 40 "$log"
+		done
+	fi
+	rm -rf -- "$work"
+}
+trap cleanup EXIT
+
+# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
+wait_for() {
+	local desc=$1 tries=$2
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $desc" >&2
+	return 1
+}
+
+# wait_exit PID TRIES: waits for a background process to end (bounded); its status in $rc.
+wait_exit() {
+	local pid=$1 tries=$2
+	for ((i = 0; i < tries; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			rc=0
+			wait "$pid" || rc=$?
+			return 0
+		fi
+		sleep 0.1
+	done
+	kill "$pid" 2>/dev/null || true
+	rc=124
+	return 1
+}
+
+listening() { ss -Htln "sport = :$1" | grep -q .; }
+connected() { "$helper" --status --json --socket "$1" | grep -q '"upstream_connected":true'; }
+ms() { date +%s%3N; }
+size_of() { stat -c %s "$1" 2>/dev/null || echo 0; }
+at_least() { (($(size_of "$1") >= $2)); }
+
+# --- the grid -------------------------------------------------------------
+ca=$work/ca
+{
+	"$certs" --dir "$ca" init
+	"$certs" --dir "$ca" issue broker --san 127.0.0.1
+	"$certs" --dir "$ca" issue proxy lo --san 127.0.0.1
+	for c in pub nat sym; do
+		"$certs" --dir "$ca" issue frontend $c --san 127.0.0.1
+	done
+	"$certs" --dir "$ca" issue helper pub/p1
+	"$certs" --dir "$ca" issue helper nat/n1
+	"$certs" --dir "$ca" issue helper sym/s1
+} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+openssl rand -hex 32 >"$work/proxy.key"
+chmod 0600 "$work/proxy.key"
+
+for p in $port_b $port_pc $port_pd 18511 18512 18513; do
+	if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
+done
+
+"$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+	--proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" >>"$work/broker.log" 2>&1 &
+pids+=($!)
+wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
+
+start_proxy() {
+	"$proxy" --listen 127.0.0.1 --port $port_pd --control-port $port_pc --ca "$ca/ca.crt" \
+		--cert "$ca/proxy-lo.pem" --key-file "$work/proxy.key" --pair-timeout 30 \
+		>>"$work/proxy.log" 2>&1 &
+	proxy_pid=$!
+	pids+=($proxy_pid)
+	wait_for "the proxy on port $port_pd" 100 listening $port_pd
+}
+start_proxy || exit 1
+
+declare -A fport=([pub]=18511 [nat]=18512 [sym]=18513)
+declare -A kind=([pub]="--kind open" [nat]="--kind nat --public-address 127.0.0.1"
+	[sym]="--kind symnat --public-address 127.0.0.1")
+declare -A node=([pub]=p1 [nat]=n1 [sym]=s1)
+declare -A range=([pub]=18520-18529 [nat]=18530-18539 [sym]=18540-18549)
+declare -A hpid
+for c in pub nat sym; do
+	# shellcheck disable=SC2086
+	"$frontend" --listen 127.0.0.1 --port "${fport[$c]}" --broker "https://127.0.0.1:$port_b/" \
+		--cluster $c ${kind[$c]} --ca "$ca/ca.crt" --cert "$ca/frontend-$c.pem" \
+		>>"$work/frontend-$c.log" 2>&1 &
+	pids+=($!)
+done
+for c in pub nat sym; do
+	wait_for "the frontend of $c" 100 listening "${fport[$c]}" || exit 1
+done
+
+# start_helper CLUSTER: the node's helper, its pid in hpid[CLUSTER].
+start_helper() {
+	local c=$1 n=${node[$1]}
+	"$helper" --socket "$work/$c.sock" --frontend "https://127.0.0.1:${fport[$c]}/" \
+		--cluster "$c" --node "$n" --address 127.0.0.1 --ports "${range[$c]}" \
+		--ca "$ca/ca.crt" --cert "$ca/helper-$c-$n.pem" --log-level debug \
+		>>"$work/helper-$c.log" 2>&1 &
+	hpid[$c]=$!
+	pids+=($!)
+	wait_for "the helper of $c to register" 100 connected "$work/$c.sock"
+}
+for c in pub nat sym; do start_helper $c || exit 1; done
+
+# listener CLUSTER JOB RANK OUT ERR [TIMEOUT]: qcg-cat listen in the background, pid in $lpid.
+listener() {
+	QCG_HELPER_SOCKET=$work/$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+		"$cat_bin" --json --timeout "${6:-20}" listen >"$4" 2>"$5" &
+	lpid=$!
+	pids+=($lpid)
+	wait_for "rank $3 listening" 100 grep -q '"event":"listening"' "$5"
+}
+
+# connector CLUSTER JOB RANK PEER TIMEOUT: qcg-cat connect (stdin from the caller).
+connector() {
+	QCG_HELPER_SOCKET=$work/$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+		"$cat_bin" --json --timeout "$5" connect "$4"
+}
+
+# json_is FILE LINE-EVENT KEY VALUE: the --json line of EVENT has KEY == VALUE.
+json_is() {
+	grep "\"event\":\"$2\"" "$1" | tail -n 1 | python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+want = sys.argv[2]
+got = str(d[sys.argv[1]])
+assert got == want, (sys.argv[1], got, want, d)
+' "$3" "$4"
+}
+
+head -c $((16 * 1024 * 1024)) /dev/urandom >"$work/in"
+
+# --- reversed: pub -> nat ----------------------------------------------------
+listener nat j1 1 "$work/recv1" "$work/listen1.err" || exit 1
+t0=$(ms)
+rc=0
+connector pub j1 0 1 20 <"$work/in" >/dev/null 2>"$work/connect1.err" || rc=$?
+wait_exit "$lpid" 100 || true
+cp "$work/connect1.err" "$out"
+[[ $rc -eq 0 ]] && cmp -s "$work/in" "$work/recv1" &&
+	pass "pub -> nat: 16 MiB arrive intact ($(($(ms) - t0)) ms)" ||
+	fail "pub -> nat: 16 MiB arrive intact (exit $rc)"
+json_is "$work/connect1.err" sent technique reversed >"$out" 2>&1 &&
+	pass "pub -> nat: the connecting side reports reversed" ||
+	fail "pub -> nat: the connecting side reports reversed"
+{ json_is "$work/listen1.err" accepted technique reversed &&
+	json_is "$work/listen1.err" accepted peer 0; } >"$out" 2>&1 &&
+	pass "pub -> nat: the target accepts rank 0's connection, reversed" ||
+	fail "pub -> nat: the target accepts rank 0's connection, reversed"
+grep -q "connect-back for job j1 rank 1 (initiator rank 0): connected to 127.0.0.1 port 1852[0-9] in [0-9]* ms, handed to pid $lpid" \
+	"$work/helper-nat.log" && pass "n1's helper made the connection and handed it to the target" ||
+	{ grep connect-back "$work/helper-nat.log" >"$out"; fail "n1's helper made the connection and handed it to the target"; }
+
+# --- proxy: sym -> nat, and nat -> sym ----------------------------------------
+for dir in "sym nat 2 3" "nat sym 4 5"; do
+	read -r from to r_from r_to <<<"$dir"
+	listener "$to" j2 "$r_to" "$work/recv2" "$work/listen2.err" || exit 1
+	rc=0
+	connector "$from" j2 "$r_from" "$r_to" 20 <"$work/in" >/dev/null 2>"$work/connect2.err" || rc=$?
+	wait_exit "$lpid" 100 || true
+	cat "$work/connect2.err" "$work/listen2.err" >"$out"
+	[[ $rc -eq 0 ]] && cmp -s "$work/in" "$work/recv2" &&
+		pass "$from -> $to: 16 MiB arrive intact through the proxy" ||
+		fail "$from -> $to: 16 MiB arrive intact through the proxy (exit $rc)"
+	{ json_is "$work/connect2.err" sent technique proxy &&
+		json_is "$work/listen2.err" accepted technique proxy &&
+		json_is "$work/listen2.err" accepted peer "$r_from"; } >"$out" 2>&1 &&
+		pass "$from -> $to: both sides report proxy" || fail "$from -> $to: both sides report proxy"
+done
+grep -q "proxy-connect for job j2 rank 3 (initiator rank 2): connected to 127.0.0.1 port $port_pd" \
+	"$work/helper-nat.log" && pass "n1's helper paired at the proxy for the target" ||
+	fail "n1's helper paired at the proxy for the target"
+
+# --- the proxy stops during a transfer: both ends fail within seconds ----------
+listener nat j3 7 "$work/recv3" "$work/listen3.err" 60 || exit 1
+# The input stays open after 4 MiB: the sender idles on stdin, as an
+# application between messages does.
+mkfifo "$work/feed"
+{ head -c $((4 * 1024 * 1024)) "$work/in"; exec sleep 60; } >"$work/feed" &
+feeder=$!
+pids+=($feeder)
+connector sym j3 6 7 20 <"$work/feed" >/dev/null 2>"$work/connect3.err" &
+cpid=$!
+pids+=($cpid)
+if wait_for "4 MiB through the proxy" 150 at_least "$work/recv3" $((4 * 1024 * 1024)); then
+	t0=$(ms)
+	kill -TERM "$proxy_pid"
+	wait_exit "$lpid" 100 || true
+	lrc=$rc
+	wait_exit "$cpid" 100 || true
+	crc=$rc
+	elapsed=$(($(ms) - t0))
+	cat "$work/connect3.err" "$work/listen3.err" >"$out"
+	echo "(listen exit $lrc, connect exit $crc, $elapsed ms)" >>"$out"
+	if [[ $lrc -eq 1 && $crc -eq 1 ]] && ((elapsed < 5000)) &&
+		grep -q "connection broke\|connection was closed" "$work/connect3.err" &&
+		grep -q "listen: connection from rank 6: read:" "$work/listen3.err"; then
+		pass "proxy stopped mid-transfer: both qcg-cat ends fail within 5 s"
+	else
+		fail "proxy stopped mid-transfer: both qcg-cat ends fail within 5 s"
+	fi
+else
+	cp "$work/listen3.err" "$out"
+	fail "proxy stopped mid-transfer: the transfer did not start"
+fi
+kill "$feeder" 2>/dev/null || true
+wait_exit "$proxy_pid" 50 || true
+start_proxy || { fail "the proxy starts again"; exit 1; }
+
+# --- fallback: the target's helper is frozen past the reversed attempt ---------
+# Its orders wait in its socket: when it resumes, the stale connect-back is
+# refused by the initiator (no connect waits for its token any more) and the
+# proxy-connect pairs.
+listener nat j4 9 "$work/recv4" "$work/listen4.err" 60 || exit 1
+kill -STOP "${hpid[nat]}"
+t0=$(ms)
+connector pub j4 8 9 20 <"$work/in" >/dev/null 2>"$work/connect4.err" &
+cpid=$!
+pids+=($cpid)
+if wait_for "the fallback lookup" 100 grep -q "j4 rank 8 (pub) -> rank 9 (nat/n1): proxy; proxy-connect ordered to nat (seq [0-9]*), tried before: reversed" \
+	"$work/broker.log"; then
+	pass "after 5 s without a connection back the broker is asked again and plans the proxy ($(($(ms) - t0)) ms)"
+else
+	grep "j4" "$work/broker.log" >"$out" || true
+	fail "after 5 s without a connection back the broker is asked again and plans the proxy"
+fi
+kill -CONT "${hpid[nat]}"
+wait_exit "$cpid" 200 || true
+crc=$rc
+wait_exit "$lpid" 100 || true
+cat "$work/connect4.err" "$work/listen4.err" >"$out"
+[[ $crc -eq 0 ]] && cmp -s "$work/in" "$work/recv4" && json_is "$work/connect4.err" sent technique proxy &&
+	json_is "$work/listen4.err" accepted technique proxy &&
+	pass "fallback: the connect succeeds through the proxy, 16 MiB intact, both sides say proxy" ||
+	fail "fallback: the connect succeeds through the proxy, 16 MiB intact, both sides say proxy"
+
+# --- the target's helper is gone: one error naming both techniques -------------
+listener nat j5 11 "$work/recv5" "$work/listen5.err" 60 || exit 1
+kill -KILL "${hpid[nat]}"
+wait "${hpid[nat]}" 2>/dev/null || true
+wait_exit "$lpid" 100 || true
+t0=$(ms)
+rc=0
+connector pub j5 10 11 12 </dev/null >/dev/null 2>"$work/connect5.err" || rc=$?
+elapsed=$(($(ms) - t0))
+cp "$work/connect5.err" "$out"
+echo "(exit $rc after $elapsed ms)" >>"$out"
+if [[ $rc -eq 1 ]] && ((elapsed >= 11000 && elapsed < 15000)) &&
+	grep -q "^qcg-cat: connect to rank 11: timed out: reversed: rank 11 did not connect back within 5000 ms.*; proxy: .*rank 11 did not come to the proxy" \
+		"$work/connect5.err"; then
+	pass "target helper killed: one 'timed out' error naming reversed and proxy, within the 12 s timeout"
+else
+	fail "target helper killed: one 'timed out' error naming reversed and proxy, within the 12 s timeout"
+fi
+start_helper nat || { fail "the helper of nat starts again"; exit 1; }
+
+# --- no leak of tokens into logs ---------------------------------------------
+token_re='[0-9a-f]{84}|[0-9a-f]{32}'
+if grep -Eq "$token_re" "$work"/broker.log "$work"/frontend-*.log "$work"/helper-*.log; then
+	grep -Eh "$token_re" "$work"/broker.log "$work"/frontend-*.log "$work"/helper-*.log | head -3 >"$out"
+	fail "no token appears in the daemons' logs"
+else
+	pass "no token appears in the daemons' logs"
+fi
+if grep -Eq "ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:" "$work"/*.log "$work"/*.err; then
+	grep -h -A5 "Sanitizer\|runtime error" "$work"/*.log "$work"/*.err | head -30 >"$out"
+	fail "no sanitizer report"
+fi
+
+echo "passed $passed, failed $failed"
+((failed == 0))
