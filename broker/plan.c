@@ -44,8 +44,7 @@ static bool traversing_applies(const struct plan_end *from, const struct plan_en
 
 static bool holepunch_applies(const struct plan_end *from, const struct plan_end *to)
 {
-    return !same_cluster(from, to) && from->kind != CLUSTER_SYMNAT &&
-           to->kind != CLUSTER_SYMNAT;
+    return !same_cluster(from, to) && from->kind != CLUSTER_SYMNAT && to->kind != CLUSTER_SYMNAT;
 }
 
 /* Both sides connect out: works for every pair. */
@@ -119,8 +118,9 @@ static void situation(const struct plan_end *from, const struct plan_end *to,
     else if (reachable(to))
         snprintf(d->reason, sizeof(d->reason), "cluster %s is %s", to->cluster, tdesc);
     else
-        snprintf(d->reason, sizeof(d->reason), "cluster %s is %s and cluster %s is not reachable (%s)",
-                 from->cluster, fdesc, to->cluster, tdesc);
+        snprintf(d->reason, sizeof(d->reason),
+                 "cluster %s is %s and cluster %s is not reachable (%s)", from->cluster, fdesc,
+                 to->cluster, tdesc);
 }
 
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,

@@ -71,8 +71,9 @@ int proxies_parse(struct proxies *p, const char *spec, const char *key_file, cha
     free(copy);
     if (rc == 0 && p->count > 0) {
         if (key_file == NULL || key_file[0] == '\0') {
-            snprintf(err, errlen, "proxy-key is required with proxy (the key shared with the "
-                                  "proxies)");
+            snprintf(err, errlen,
+                     "proxy-key is required with proxy (the key shared with the "
+                     "proxies)");
             rc = -1;
         } else {
             char why[256] = "";

@@ -272,8 +272,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     if (d->ok && d->technique != TECH_DIRECT) {
         struct command cmd;
         struct cmdqueue *q = registry_queue(b->reg, res.target.cluster);
-        if (order_target(b, &res, &cmd, token, sizeof(token), address, sizeof(address), &port,
-                         why, sizeof(why)) < 0 ||
+        if (order_target(b, &res, &cmd, token, sizeof(token), address, sizeof(address), &port, why,
+                         sizeof(why)) < 0 ||
             q == NULL) {
             log_error("job %s rank %d -> %d: %s", job, fromRank, toRank,
                       q == NULL ? "the target's cluster has no queue" : why);
@@ -281,11 +281,10 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
             return refuse(soap, "lookup", "unavailable", "cannot order the target's side");
         }
         uint64_t seq = cmdqueue_push(q, &cmd);
-        atomic_fetch_add(d->technique == TECH_REVERSED ? &b->stats.plans_reversed
-                                                       : &b->stats.plans_proxy,
-                         1);
-        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s ordered to %s (seq %llu)%s%s",
-                 job, fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
+        atomic_fetch_add(
+            d->technique == TECH_REVERSED ? &b->stats.plans_reversed : &b->stats.plans_proxy, 1);
+        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s ordered to %s (seq %llu)%s%s", job,
+                 fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
                  technique_name(d->technique), cmd.kind, res.target.cluster,
                  (unsigned long long)seq, tried_set ? ", tried before: " : "",
                  tried_set ? tried : "");

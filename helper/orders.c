@@ -26,12 +26,12 @@ struct action {
     struct orders *o;
     struct action *prev, *next;
     struct command cmd;
-    int proxy;                  /* proxy-connect, else connect-back */
+    int proxy; /* proxy-connect, else connect-back */
     int fd;
     enum action_state state;
     uv_poll_t poll;
     uv_timer_t timer;
-    int handles;                /* open handles; the last close frees */
+    int handles; /* open handles; the last close frees */
     size_t sent;
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
     unsigned tries;
@@ -45,7 +45,7 @@ struct orders {
     struct action *active;
     unsigned nactive;
 
-    pthread_mutex_t lock;       /* guards the fields below */
+    pthread_mutex_t lock; /* guards the fields below */
     int closed;
     size_t head, count;
     struct command queue[ORDERS_QUEUED_MAX];
@@ -186,8 +186,7 @@ static void on_io(uv_poll_t *h, int status, int events);
 static void send_preamble(struct action *a)
 {
     while (a->sent < sizeof(a->preamble)) {
-        ssize_t n = send(a->fd, a->preamble + a->sent, sizeof(a->preamble) - a->sent,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(a->fd, a->preamble + a->sent, sizeof(a->preamble) - a->sent, MSG_NOSIGNAL);
 
         if (n < 0 && errno == EINTR)
             continue;
@@ -238,13 +237,15 @@ static void on_paired(struct action *a)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     if (n == 0)
-        finish(a, "the proxy at %s port %d closed the connection before pairing (token "
-                  "refused, or the initiator never came)", a->cmd.address, a->cmd.port);
+        finish(a,
+               "the proxy at %s port %d closed the connection before pairing (token "
+               "refused, or the initiator never came)",
+               a->cmd.address, a->cmd.port);
     else if (n < 0)
         finish(a, "the proxy at %s port %d: %s", a->cmd.address, a->cmd.port, strerror(errno));
     else if (byte != PROXY_PAIRED)
-        finish(a, "the proxy at %s port %d answered 0x%02x, not the paired byte",
-               a->cmd.address, a->cmd.port, byte);
+        finish(a, "the proxy at %s port %d answered 0x%02x, not the paired byte", a->cmd.address,
+               a->cmd.port, byte);
     else
         deliver(a);
 }
@@ -282,8 +283,10 @@ static void on_timer(uv_timer_t *t)
         deliver(a);
         break;
     case A_PAIR:
-        finish(a, "no pairing at the proxy at %s port %d within %d s (the initiator never "
-                  "came)", a->cmd.address, a->cmd.port, PROXY_PAIR_TIMEOUT_MS / 1000);
+        finish(a,
+               "no pairing at the proxy at %s port %d within %d s (the initiator never "
+               "came)",
+               a->cmd.address, a->cmd.port, PROXY_PAIR_TIMEOUT_MS / 1000);
         break;
     default:
         finish(a, "connect to %s port %d: no answer within %d ms", a->cmd.address, a->cmd.port,
@@ -343,9 +346,8 @@ static void start(struct orders *o, const struct command *cmd)
     a->start_ms = uv_now(o->loop);
     a->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (a->fd < 0 || (connect(a->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS)) {
-        log_warnx("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s",
-                  cmd->kind, cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port,
-                  strerror(errno));
+        log_warnx("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s", cmd->kind,
+                  cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port, strerror(errno));
         if (a->fd >= 0)
             close(a->fd);
         explicit_bzero(a, sizeof(*a));
@@ -353,8 +355,7 @@ static void start(struct orders *o, const struct command *cmd)
         return;
     }
     if (uv_poll_init_socket(o->loop, &a->poll, a->fd) < 0) {
-        log_warnx("%s for job %s rank %d: cannot watch the socket", cmd->kind, cmd->job,
-                  cmd->rank);
+        log_warnx("%s for job %s rank %d: cannot watch the socket", cmd->kind, cmd->job, cmd->rank);
         close(a->fd);
         explicit_bzero(a, sizeof(*a));
         free(a);

@@ -24,10 +24,10 @@
 #include "cmdqueue.h"
 #include "local.h"
 
-#define CONNECT_BACK_TIMEOUT_MS 5000  /* the TCP connect of either order */
-#define PROXY_PAIR_TIMEOUT_MS 30000   /* waiting at the proxy for the initiator */
-#define ORDERS_QUEUED_MAX 256         /* waiting for the loop */
-#define ORDERS_ACTIVE_MAX 256         /* sockets in progress */
+#define CONNECT_BACK_TIMEOUT_MS 5000 /* the TCP connect of either order */
+#define PROXY_PAIR_TIMEOUT_MS 30000  /* waiting at the proxy for the initiator */
+#define ORDERS_QUEUED_MAX 256        /* waiting for the loop */
+#define ORDERS_ACTIVE_MAX 256        /* sockets in progress */
 
 struct orders;
 

@@ -211,8 +211,8 @@ void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t tech
 void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t technique,
                       const char *token)
 {
-    struct hs_self self = {.job = ctx->job, .rank = ctx->rank, .secret = ctx->secret,
-                           .cluster = ctx->cluster};
+    struct hs_self self = {
+        .job = ctx->job, .rank = ctx->rank, .secret = ctx->secret, .cluster = ctx->cluster};
     struct pending *p = new_pending(ctx, fd, EPOLLOUT, "reversed connection");
 
     if (p == NULL)
@@ -259,15 +259,15 @@ static void drain_helper(qcg_ctx *ctx)
         if (rc == 0)
             return;
         if (rc < 0) {
-            ctx_seterr(ctx, "%s", rc == QCG_ENOHELPER ? "the helper closed the connection"
-                                                      : "the helper sent an invalid message");
+            ctx_seterr(ctx, "%s",
+                       rc == QCG_ENOHELPER ? "the helper closed the connection"
+                                           : "the helper sent an invalid message");
             ctx->helper_error = rc == QCG_EPROTO ? rc : QCG_ENOHELPER;
             ctx_helper_lost(ctx);
             return;
         }
         if (ctx->ctl.hdr.type != LOCAL_INCOMING || ctx->ctl.hdr.request_id != 0) {
-            ctx_seterr(ctx, "the helper sent an unexpected message (type %u)",
-                       ctx->ctl.hdr.type);
+            ctx_seterr(ctx, "the helper sent an unexpected message (type %u)", ctx->ctl.hdr.type);
             ctx->helper_error = QCG_EPROTO;
             ctx_helper_lost(ctx);
             return;
@@ -354,8 +354,8 @@ static int claim(qcg_ctx *ctx, struct pending *p, struct waiter *w)
 /* The whole hello of p is in. */
 static void hello_in(qcg_ctx *ctx, struct pending *p)
 {
-    struct hs_self self = {.job = ctx->job, .rank = ctx->rank, .secret = ctx->secret,
-                           .cluster = ctx->cluster};
+    struct hs_self self = {
+        .job = ctx->job, .rank = ctx->rank, .secret = ctx->secret, .cluster = ctx->cluster};
     struct hs_hello peer;
     enum hs_status st = hs_hello_check(p->hello, &self, &peer);
 
@@ -370,8 +370,10 @@ static void hello_in(qcg_ctx *ctx, struct pending *p)
         return;
     }
     if (p->expect_rank >= 0 && peer.from_rank != p->expect_rank) {
-        ctx_seterr(ctx, "incoming connection refused: the helper announced rank %d, "
-                        "the hello says rank %d", p->expect_rank, peer.from_rank);
+        ctx_seterr(ctx,
+                   "incoming connection refused: the helper announced rank %d, "
+                   "the hello says rank %d",
+                   p->expect_rank, peer.from_rank);
         (void)answer(ctx, p, HS_DENIED, &peer);
         pending_drop(ctx, p);
         return;
@@ -478,8 +480,10 @@ static void expire(qcg_ctx *ctx, struct pending *p)
         break;
     case P_CLAIM:
         (void)answer(ctx, p, HS_NO_WAITER, &p->hs);
-        ctx_seterr(ctx, "reversed connection from rank %d dropped: no connect of ours waits "
-                        "for its token", p->hs.from_rank);
+        ctx_seterr(ctx,
+                   "reversed connection from rank %d dropped: no connect of ours waits "
+                   "for its token",
+                   p->hs.from_rank);
         break;
     default:
         ctx_seterr(ctx, "reversed connection to rank %d dropped: no answer within %d ms",
@@ -583,8 +587,8 @@ QCG_EXPORT int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info)
         }
         if (info != NULL) {
             info->peer_rank = p->peer_rank;
-            info->technique = p->technique <= QCG_TECH_PROXY ? (enum qcg_technique)p->technique
-                                                             : QCG_TECH_NONE;
+            info->technique =
+                p->technique <= QCG_TECH_PROXY ? (enum qcg_technique)p->technique : QCG_TECH_NONE;
             info->setup_us = now_us() - p->start_us;
         }
         pending_release(p);

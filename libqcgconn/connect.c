@@ -49,22 +49,22 @@ struct qcg_connect_op {
     qcg_ctx *ctx;
     int32_t rank;
     enum op_state state;
-    int result;                 /* the error once OP_FAILED */
+    int result; /* the error once OP_FAILED */
     int epfd;
     int timerfd;
-    int watched;                /* the socket in epfd besides the timer, or -1 */
-    int usock;                  /* this operation's helper connection */
+    int watched; /* the socket in epfd besides the timer, or -1 */
+    int usock;   /* this operation's helper connection */
     int tcp;
     uint64_t start_us, deadline_us, retry_at_us;
-    uint64_t attempt_start_us, attempt_deadline_us;  /* reversed: when to ask for the next */
+    uint64_t attempt_start_us, attempt_deadline_us; /* reversed: when to ask for the next */
     unsigned backoff_ms;
     unsigned lookups;
     uint32_t hello_id, lookup_id;
     struct lmsg_reader rd;
     struct local_plan plan;
-    uint32_t technique;         /* of the plan being executed */
-    uint32_t tried_mask;        /* 1 << technique of each failed attempt */
-    struct waiter waiter;       /* reversed: listed in the context while waiting */
+    uint32_t technique;   /* of the plan being executed */
+    uint32_t tried_mask;  /* 1 << technique of each failed attempt */
+    struct waiter waiter; /* reversed: listed in the context while waiting */
     bool waiting;
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
     size_t psent;
@@ -74,8 +74,8 @@ struct qcg_connect_op {
     uint8_t answer[HS_ACCEPT_SIZE];
     size_t got;
     int timeout_ms;
-    char last_answer[LOCAL_MESSAGE_MAX];  /* the helper's last "not found" */
-    char history[QCG_ERRMSG_MAX];         /* "reversed: why; proxy: why; " */
+    char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found" */
+    char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
 };
 
@@ -257,8 +257,8 @@ static int start_tcp(qcg_connect_op *op)
                     tech_name(op->technique), op->rank, p->address);
     }
     if (p->port == 0)
-        return fail(op, QCG_EPROTO, "the %s plan for rank %d has port 0",
-                    tech_name(op->technique), op->rank);
+        return fail(op, QCG_EPROTO, "the %s plan for rank %d has port 0", tech_name(op->technique),
+                    op->rank);
 
     op->tcp = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (op->tcp < 0)
@@ -285,8 +285,9 @@ static int start_reversed(qcg_connect_op *op)
     if (op->plan.token[0] == '\0' || strlen(op->plan.token) >= HS_TOKEN_MAX)
         return fail(op, QCG_EPROTO, "the reversed plan for rank %d has no valid token", op->rank);
     if (ctx->listen_fd < 0 || !ctx->accepting)
-        return fail(op, QCG_ENOHELPER, "a reversed connection needs this process's listener, "
-                                       "which is not published");
+        return fail(op, QCG_ENOHELPER,
+                    "a reversed connection needs this process's listener, "
+                    "which is not published");
     memset(&op->waiter, 0, sizeof(op->waiter));
     op->waiter.op = op;
     op->waiter.rank = op->rank;
@@ -321,14 +322,13 @@ static int start_plan(qcg_connect_op *op)
         return start_reversed(op);
     case QCG_TECH_PROXY:
         if (op->plan.token[0] == '\0' || strlen(op->plan.token) >= PROXY_TOKEN_FIELD)
-            return fail(op, QCG_EPROTO, "the proxy plan for rank %d has no valid token",
-                        op->rank);
+            return fail(op, QCG_EPROTO, "the proxy plan for rank %d has no valid token", op->rank);
         watch(op, -1, 0);
         return start_tcp(op);
     default:
         return fail(op, QCG_ETECHNIQUE,
-                    "rank %d needs technique %s, not supported by this library version",
-                    op->rank, tech_name(op->plan.technique));
+                    "rank %d needs technique %s, not supported by this library version", op->rank,
+                    tech_name(op->plan.technique));
     }
 }
 
@@ -346,8 +346,8 @@ static int on_helper_message(qcg_connect_op *op)
                     op->rd.payload.error.message);
     }
     if (h->request_id != expect)
-        return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u",
-                    h->request_id, expect);
+        return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u", h->request_id,
+                    expect);
     if (h->type == LOCAL_ERROR) {
         code = op->rd.payload.error.code;
         if (code >= 0 || code < QCG_EPEER)
@@ -361,15 +361,14 @@ static int on_helper_message(qcg_connect_op *op)
             if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
                 op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
             op->state = OP_BACKOFF;
-            snprintf(op->last_answer, sizeof(op->last_answer), "%s",
-                     op->rd.payload.error.message);
+            snprintf(op->last_answer, sizeof(op->last_answer), "%s", op->rd.payload.error.message);
             if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
                 return op->result;
             return STEP_MORE;
         }
-        return fail(op, code, "%s", op->rd.payload.error.message[0]
-                                        ? op->rd.payload.error.message
-                                        : qcg_strerror(code));
+        return fail(op, code, "%s",
+                    op->rd.payload.error.message[0] ? op->rd.payload.error.message
+                                                    : qcg_strerror(code));
     }
     if (op->state == OP_HELLO) {
         if (h->type != LOCAL_HELLO_OK)
@@ -418,8 +417,10 @@ static int step_backoff(qcg_connect_op *op)
 
 static int build_hello(qcg_connect_op *op)
 {
-    struct hs_self self = {.job = op->ctx->job, .rank = op->ctx->rank,
-                           .secret = op->ctx->secret, .cluster = op->ctx->cluster};
+    struct hs_self self = {.job = op->ctx->job,
+                           .rank = op->ctx->rank,
+                           .secret = op->ctx->secret,
+                           .cluster = op->ctx->cluster};
 
     if (hs_hello_build(op->hello, &op->hs, &self, op->rank, NULL) < 0)
         return fail(op, QCG_ESYS, "cannot build the handshake hello");
@@ -459,8 +460,8 @@ static int step_tcp(qcg_connect_op *op)
 static int step_proxy_send(qcg_connect_op *op)
 {
     while (op->psent < sizeof(op->preamble)) {
-        ssize_t n = send(op->tcp, op->preamble + op->psent, sizeof(op->preamble) - op->psent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(op->tcp, op->preamble + op->psent, sizeof(op->preamble) - op->psent, MSG_NOSIGNAL);
 
         if (n < 0 && errno == EINTR)
             continue;
@@ -491,9 +492,10 @@ static int step_proxy_wait(qcg_connect_op *op)
         return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: %s", op->plan.address,
                               op->plan.port, strerror(errno));
     if (byte != PROXY_PAIRED)
-        return attempt_failed(op, QCG_EPROTO, "the proxy at %s port %u answered 0x%02x, not "
-                                              "the paired byte", op->plan.address,
-                              op->plan.port, byte);
+        return attempt_failed(op, QCG_EPROTO,
+                              "the proxy at %s port %u answered 0x%02x, not "
+                              "the paired byte",
+                              op->plan.address, op->plan.port, byte);
     explicit_bzero(op->preamble, sizeof(op->preamble));
     return build_hello(op);
 }
@@ -513,8 +515,7 @@ static int step_hs_send(qcg_connect_op *op)
     char where[160];
 
     while (op->sent < sizeof(op->hello)) {
-        ssize_t n = send(op->tcp, op->hello + op->sent, sizeof(op->hello) - op->sent,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(op->tcp, op->hello + op->sent, sizeof(op->hello) - op->sent, MSG_NOSIGNAL);
 
         if (n < 0) {
             if (errno == EINTR)
@@ -570,13 +571,12 @@ static int step_reversed(qcg_connect_op *op)
         return STEP_MORE;
     }
     if (now_us() >= op->attempt_deadline_us)
-        return attempt_failed(op, QCG_ETIMEDOUT,
-                              "rank %d did not connect back within %llu ms (its helper "
-                              "could not reach %s port %u, or is down)",
-                              op->rank,
-                              (unsigned long long)(op->attempt_deadline_us -
-                                                   op->attempt_start_us) / 1000u,
-                              op->ctx->address, op->ctx->listen_port);
+        return attempt_failed(
+            op, QCG_ETIMEDOUT,
+            "rank %d did not connect back within %llu ms (its helper "
+            "could not reach %s port %u, or is down)",
+            op->rank, (unsigned long long)(op->attempt_deadline_us - op->attempt_start_us) / 1000u,
+            op->ctx->address, op->ctx->listen_port);
     return STEP_WAIT;
 }
 
@@ -615,27 +615,27 @@ static int timed_out(qcg_connect_op *op)
     path(op, where, sizeof(where));
     switch (op->state) {
     case OP_HELLO:
-        return fail(op, QCG_ETIMEDOUT, "no answer from the helper within %d ms",
-                    op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT, "no answer from the helper within %d ms", op->timeout_ms);
     case OP_PLAN:
     case OP_BACKOFF:
         if (op->lookups > 1 || op->state == OP_BACKOFF)
             return fail(op, QCG_ETIMEDOUT,
-                        "rank %d not published within %d ms (%u lookups; helper: %s)",
-                        op->rank, op->timeout_ms, op->lookups, op->last_answer);
+                        "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,
+                        op->timeout_ms, op->lookups, op->last_answer);
         return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,
                     op->timeout_ms);
     case OP_TCP:
         if (op->technique == QCG_TECH_PROXY)
             return fail(op, QCG_ETIMEDOUT, "proxy: TCP connect to %s port %u timed out",
                         op->plan.address, op->plan.port);
-        return fail(op, QCG_ETIMEDOUT, "TCP connect to rank %d at %s port %u timed out",
-                    op->rank, op->plan.address, op->plan.port);
+        return fail(op, QCG_ETIMEDOUT, "TCP connect to rank %d at %s port %u timed out", op->rank,
+                    op->plan.address, op->plan.port);
     case OP_PROXY_SEND:
     case OP_PROXY_WAIT:
-        return fail(op, QCG_ETIMEDOUT, "proxy: rank %d did not come to the proxy at %s port %u "
-                                       "within %d ms", op->rank, op->plan.address,
-                    op->plan.port, op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT,
+                    "proxy: rank %d did not come to the proxy at %s port %u "
+                    "within %d ms",
+                    op->rank, op->plan.address, op->plan.port, op->timeout_ms);
     case OP_REVERSED:
         return fail(op, QCG_ETIMEDOUT, "reversed: rank %d did not connect back within %d ms",
                     op->rank, op->timeout_ms);
@@ -699,9 +699,9 @@ QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_con
         rc = QCG_ESYS;
         goto fail;
     }
-    op->usock = unix_connect(ctx->helper_path,
-                             timeout_ms < HELPER_HELLO_TIMEOUT_MS ? timeout_ms
-                                                                  : HELPER_HELLO_TIMEOUT_MS);
+    op->usock =
+        unix_connect(ctx->helper_path,
+                     timeout_ms < HELPER_HELLO_TIMEOUT_MS ? timeout_ms : HELPER_HELLO_TIMEOUT_MS);
     if (op->usock < 0) {
         ctx_seterr(ctx, "cannot connect to the helper at %s: %s", ctx->helper_path,
                    strerror(errno));
@@ -785,8 +785,8 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     op->tcp = -1;
     if (info != NULL) {
         info->peer_rank = op->rank;
-        info->technique = op->technique <= QCG_TECH_PROXY ? (enum qcg_technique)op->technique
-                                                          : QCG_TECH_NONE;
+        info->technique =
+            op->technique <= QCG_TECH_PROXY ? (enum qcg_technique)op->technique : QCG_TECH_NONE;
         info->setup_us = now_us() - op->start_us;
     }
     return fd;
