@@ -289,10 +289,11 @@ all_dead() {
 # Stops every service: helpers first (they withdraw through their frontend), then
 # frontends and broker together (each takes up to a second to see the stop).
 services_stop() {
-	local list
-	mapfile -t list < <(services_list)
-	svc_stop $(printf '%s\n' "${list[@]}" | grep '^helper-')
-	svc_stop $(printf '%s\n' "${list[@]}" | grep -v '^helper-')
+	local helpers others
+	mapfile -t helpers < <(services_list | grep '^helper-')
+	mapfile -t others < <(services_list | grep -v '^helper-')
+	svc_stop "${helpers[@]}"
+	svc_stop "${others[@]}"
 }
 
 # One value of a flat JSON object on stdin: json_value KEY.
@@ -388,7 +389,7 @@ services_up() {
 		[ ${#started[@]} -gt 0 ] && svc_wait "$SVC_WAIT" "${started[@]}"
 	done
 	# Also those left running: a frontend or helper may be reconnecting.
-	svc_wait "$SVC_WAIT" $(printf '%s\n' "${all[@]}" | grep -v '^broker$')
+	svc_wait "$SVC_WAIT" "${all[@]:1}" # broker first in the list, and ready above
 }
 
 # ---------------------------------------------------------------------------------
@@ -444,8 +445,14 @@ stats_line() {
 services_env() {
 	local node=$1
 	export PATH="$BUILD_DIR/tools:$BUILD_DIR/broker:$BUILD_DIR/frontend:$BUILD_DIR/helper:$PATH"
-	[ -r "$SECRET_FILE" ] && export QCG_JOB_SECRET="$(cat "$SECRET_FILE")"
-	is_compute_node "$node" && export QCG_HELPER_SOCKET="$(helper_socket "$node")"
+	if [ -r "$SECRET_FILE" ]; then
+		QCG_JOB_SECRET=$(cat "$SECRET_FILE")
+		export QCG_JOB_SECRET
+	fi
+	if is_compute_node "$node"; then
+		QCG_HELPER_SOCKET=$(helper_socket "$node")
+		export QCG_HELPER_SOCKET
+	fi
 	# CMake sets a run path to libqcgconn; a build without one needs this.
 	if [ -x "$CAT_BIN" ] && ldd "$CAT_BIN" 2>/dev/null | grep -q 'libqcgconn.*not found'; then
 		export LD_LIBRARY_PATH="$BUILD_DIR/libqcgconn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -108,9 +108,14 @@ WORK=""
 BG_PIDS=()
 
 require_services() {
+	local owner
 	[ -x "$QCG_BUILD_DIR/tools/qcg-cat" ] || skip "qcg-cat is not built in $QCG_BUILD_DIR"
 	grep -qx 'SERVICES=yes' "$LAB_STATE/config" 2>/dev/null ||
 		fail "the shared lab runs no services (did lab-up fail?)"
+	# The lab is the machine's: another build's test suite may have replaced it.
+	owner=$(sed -n 's/^BUILD_DIR=//p' "$LAB_STATE/config")
+	[ "$(readlink -f "$owner")" = "$(readlink -f "$QCG_BUILD_DIR")" ] ||
+		fail "the lab runs the services of $owner, not of $QCG_BUILD_DIR: another lab test suite running?"
 }
 
 scratch() {
