@@ -16,6 +16,7 @@
 
 #define MAX_CONNS 64
 #define MAX_ERRORS 8
+#define MAX_PLANS 16
 
 struct conn {
     int fd;
@@ -39,9 +40,17 @@ struct fake_helper {
         int32_t rank, code;
         char msg[LOCAL_MESSAGE_MAX];
     } errors[MAX_ERRORS];
+    struct {
+        int used;
+        int32_t rank, code;
+        uint32_t tried;
+        struct local_plan plan;
+        char msg[LOCAL_MESSAGE_MAX];
+    } plans[MAX_PLANS];
     int garbage_hello;
     int32_t refuse_code;
     unsigned lookups, withdraws;
+    uint32_t last_tried;
 };
 
 static void reply(struct conn *c, uint16_t type, uint32_t id, const void *payload)
@@ -142,6 +151,17 @@ static int handle(struct fake_helper *fh, struct conn *c)
         char msg[LOCAL_MESSAGE_MAX];
 
         fh->lookups++;
+        fh->last_tried = p->lookup.tried_mask;
+        for (int i = 0; i < MAX_PLANS; i++) {
+            if (!fh->plans[i].used || fh->plans[i].rank != p->lookup.to_rank ||
+                fh->plans[i].tried != p->lookup.tried_mask)
+                continue;
+            if (fh->plans[i].code != 0)
+                reply_error(c, h->request_id, fh->plans[i].code, fh->plans[i].msg);
+            else
+                reply(c, LOCAL_PLAN, h->request_id, &fh->plans[i].plan);
+            return 0;
+        }
         for (int i = 0; i < MAX_ERRORS; i++) {
             if (fh->errors[i].code != 0 && fh->errors[i].rank == p->lookup.to_rank) {
                 reply_error(c, h->request_id, fh->errors[i].code, fh->errors[i].msg);
@@ -286,8 +306,43 @@ void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, c
     pthread_mutex_unlock(&fh->lock);
 }
 
+void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
+                          const struct local_plan *plan, int32_t code, const char *msg)
+{
+    pthread_mutex_lock(&fh->lock);
+    for (int i = 0; i < MAX_PLANS; i++) {
+        if (fh->plans[i].used && (fh->plans[i].rank != rank || fh->plans[i].tried != tried))
+            continue;
+        fh->plans[i].used = 1;
+        fh->plans[i].rank = rank;
+        fh->plans[i].tried = tried;
+        fh->plans[i].code = plan != NULL ? 0 : code;
+        if (plan != NULL)
+            fh->plans[i].plan = *plan;
+        snprintf(fh->plans[i].msg, sizeof(fh->plans[i].msg), "%s", msg != NULL ? msg : "");
+        break;
+    }
+    pthread_mutex_unlock(&fh->lock);
+}
+
+uint32_t fake_helper_last_tried(struct fake_helper *fh)
+{
+    uint32_t t;
+
+    pthread_mutex_lock(&fh->lock);
+    t = fh->last_tried;
+    pthread_mutex_unlock(&fh->lock);
+    return t;
+}
+
 int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
                          uint32_t technique, int fd)
+{
+    return fake_helper_incoming_role(fh, rank, peer_rank, technique, LOCAL_ROLE_ACCEPT, "", fd);
+}
+
+int fake_helper_incoming_role(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
+                              uint32_t technique, uint32_t role, const char *token, int fd)
 {
     struct {
         struct local_header h;
@@ -301,6 +356,8 @@ int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank
     msg.h.length = sizeof(msg.in);
     msg.in.peer_rank = peer_rank;
     msg.in.technique = technique;
+    msg.in.role = role;
+    snprintf(msg.in.token, sizeof(msg.in.token), "%s", token);
     pthread_mutex_lock(&fh->lock);
     for (int i = 0; i < MAX_CONNS; i++) {
         struct conn *c = &fh->conns[i];

@@ -13,6 +13,16 @@ void fake_helper_free(struct fake_helper *fh);
 
 /* Lookups of rank answer LOCAL_ERROR code with message (code 0: forget). */
 void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, const char *msg);
+/* Lookups of rank whose tried_mask is `tried` answer this plan, or (plan
+   NULL) LOCAL_ERROR code with msg.  Checked before set_error's answers. */
+struct local_plan;
+void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
+                          const struct local_plan *plan, int32_t code, const char *msg);
+/* The tried_mask of the last lookup. */
+uint32_t fake_helper_last_tried(struct fake_helper *fh);
+/* fake_helper_incoming with a role and a token (struct local_incoming). */
+int fake_helper_incoming_role(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
+                              uint32_t technique, uint32_t role, const char *token, int fd);
 /* Sends an unsolicited LOCAL_INCOMING with fd (-1: none) on the connection
    whose HELLO introduced `rank`.  0, or -1 if there is none. */
 int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank,

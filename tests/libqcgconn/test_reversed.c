@@ -1,0 +1,486 @@
+/* libqcgconn-reversed-unit: the library's side of reversed and proxied
+   connections against a fake helper (fake_helper.c), the peers played by
+   threads of this test: a reversed connection claimed by the connect that
+   waits for its token (also when it arrives before the plan), a wrong token
+   refused, the fallback with the techniques tried (to nothing, and to a
+   proxy), a proxy that refuses, and descriptors the helper hands over for
+   either handshake role.  Ports 18560-18579. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fake_helper.h"
+#include "handshake.h"
+#include "internal.h"
+#include "qcgconn.h"
+
+#define PORT_LOW 18560
+#define PORT_HIGH 18575
+#define PROXY_PORT 18579
+
+static char sock_path[108];
+static struct fake_helper *fh;
+
+static const char token_a[] = "0123456789abcdef0123456789abcdef";
+static const char token_b[] = "fedcba9876543210fedcba9876543210";
+
+static qcg_ctx *open_rank(int rank)
+{
+    struct qcg_options o = {.job = "job1", .rank = rank, .secret = "s",
+                            .helper_socket = sock_path};
+    qcg_ctx *ctx = NULL;
+
+    CHECK_EQ(qcg_open(&ctx, &o), 0);
+    CHECK_EQ(qcg_listen(ctx), 0);
+    return ctx;
+}
+
+static void set_plan(int32_t rank, uint32_t tried, uint32_t technique, uint16_t port,
+                     const char *token)
+{
+    struct local_plan p = {.technique = technique, .port = port};
+
+    strcpy(p.cluster, "far");
+    strcpy(p.node, "n9");
+    strcpy(p.address, "127.0.0.1");
+    snprintf(p.token, sizeof(p.token), "%s", token);
+    fake_helper_set_plan(fh, rank, tried, &p, 0, NULL);
+}
+
+static int tcp_connect(uint16_t port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    CHECK(fd >= 0);
+    CHECK_EQ(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    return fd;
+}
+
+/* The target's side of a reversed connection: its helper connected to the
+   initiator's listener; it sends the hello with the token and reads the
+   answer. */
+struct target {
+    uint16_t port;          /* the initiator's listener */
+    int32_t from, to;
+    const char *token;
+    unsigned delay_ms;
+    int rc;                 /* hs_accept_check's */
+    const char *why;
+    int echo;
+};
+
+static void *target_run(void *arg)
+{
+    struct target *t = arg;
+    struct hs_self self = {.job = "job1", .rank = t->from, .secret = "s", .cluster = "far"};
+    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
+    struct hs_hello h;
+    int fd;
+
+    if (t->delay_ms > 0)
+        usleep(t->delay_ms * 1000u);
+    fd = tcp_connect(t->port);
+    CHECK_EQ(hs_hello_build(hello, &h, &self, t->to, t->token), 0);
+    CHECK_EQ(write(fd, hello, sizeof(hello)), sizeof(hello));
+    CHECK(set_nonblocking(fd, true) == 0);
+    t->rc = read_full(fd, answer, sizeof(answer), now_us() + 8000000u);
+    if (t->rc == 0)
+        t->rc = hs_accept_check(answer, &h, "s", &t->why);
+    if (t->rc == 0 && t->echo) {
+        char b;
+
+        CHECK(set_nonblocking(fd, false) == 0);
+        CHECK(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
+    }
+    close(fd);
+    return NULL;
+}
+
+static uint16_t listen_port(qcg_ctx *ctx)
+{
+    struct qcg_contact me;
+
+    CHECK_EQ(qcg_local_contact(ctx, &me), 0);
+    return me.port;
+}
+
+static void echo_check(int fd)
+{
+    char c = 'x';
+
+    CHECK_EQ(write(fd, &c, 1), 1);
+    c = 0;
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK_EQ(c, 'x');
+}
+
+/* The peer calls back with the token: the connect completes with that
+   connection, technique reversed. */
+static void test_reversed(void)
+{
+    qcg_ctx *a = open_rank(0);
+    struct target t = {.port = listen_port(a), .from = 1, .to = 0, .token = token_a,
+                       .delay_ms = 100, .echo = 1};
+    struct qcg_conn_info info;
+    pthread_t th;
+    int fd;
+
+    set_plan(1, 0, QCG_TECH_REVERSED, 18570, token_a);
+    CHECK(pthread_create(&th, NULL, target_run, &t) == 0);
+    fd = qcg_connect(a, 1, 3000, &info);
+    if (fd < 0)
+        fprintf(stderr, "reversed: %s\n", qcg_last_error(a));
+    CHECK(fd >= 0);
+    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
+    CHECK_EQ(info.peer_rank, 1);
+    echo_check(fd);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_EQ(t.rc, 0);
+    close(fd);
+    /* The application never sees the reversed connection as an incoming one. */
+    CHECK_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
+    qcg_close(a);
+}
+
+/* The connection back arrives before the plan (its order overtook our
+   lookup's answer): it waits, verified, and the connect claims it. */
+static void test_early(void)
+{
+    qcg_ctx *a = open_rank(0);
+    struct target t = {.port = listen_port(a), .from = 1, .to = 0, .token = token_b, .echo = 1};
+    struct qcg_conn_info info;
+    pthread_t th;
+    int fd, parked = 0;
+    uint64_t t0;
+
+    set_plan(1, 0, QCG_TECH_REVERSED, 18570, token_b);
+    CHECK(pthread_create(&th, NULL, target_run, &t) == 0);
+    /* The application's accept reads the hello and parks it. */
+    for (int i = 0; i < 100 && !parked; i++) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
+
+        poll(&p, 1, 50);
+        CHECK_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
+        for (int k = 0; k < PENDING_MAX; k++)
+            parked = parked || (a->pending[k].fd >= 0 && a->pending[k].state == P_CLAIM);
+    }
+    CHECK(parked);
+    t0 = now_us();
+    fd = qcg_connect(a, 1, 3000, &info);
+    CHECK(fd >= 0);
+    CHECK(now_us() - t0 < 1000000u);
+    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
+    echo_check(fd);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_EQ(t.rc, 0);
+    close(fd);
+    qcg_close(a);
+}
+
+/* A hello with another token (or from another rank) is not ours: the caller
+   of it is told nobody waits; our connect gives up on reversed after
+   REVERSED_TIMEOUT_MS, asks again with reversed tried, and the error names
+   the attempt. */
+static void test_wrong_token(void)
+{
+    qcg_ctx *a = open_rank(0);
+    struct target wrong = {.port = listen_port(a), .from = 2, .to = 0, .token = token_b};
+    struct target other_rank = {.port = listen_port(a), .from = 7, .to = 0, .token = token_a};
+    pthread_t t1, t2;
+    uint64_t t0 = now_us();
+    int rc;
+
+    set_plan(2, 0, QCG_TECH_REVERSED, 18570, token_a);
+    fake_helper_set_plan(fh, 2, 1u << QCG_TECH_REVERSED, NULL, QCG_ETECHNIQUE,
+                         "rank 2 needs technique proxy: reversed already tried; proxy needed, "
+                         "but the broker has no proxy configured; no technique left");
+    CHECK(pthread_create(&t1, NULL, target_run, &wrong) == 0);
+    CHECK(pthread_create(&t2, NULL, target_run, &other_rank) == 0);
+    rc = qcg_connect(a, 2, 10000, NULL);
+    CHECK_EQ(rc, QCG_ETECHNIQUE);
+    CHECK(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
+    CHECK(now_us() - t0 < (REVERSED_TIMEOUT_MS + 2000) * 1000u);
+    CHECK_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_REVERSED);
+    CHECK(strstr(qcg_last_error(a), "reversed: rank 2 did not connect back within 5000 ms") !=
+          NULL);
+    CHECK(strstr(qcg_last_error(a), "no technique left") != NULL);
+    CHECK(pthread_join(t1, NULL) == 0);
+    CHECK(pthread_join(t2, NULL) == 0);
+    CHECK_EQ(wrong.rc, QCG_EPEER);
+    CHECK(strstr(wrong.why, "no longer waits") != NULL);
+    CHECK_EQ(other_rank.rc, QCG_EPEER);
+    qcg_close(a);
+}
+
+/* A proxy played by a thread: checks the preamble, answers the paired byte
+   (or closes), then takes the target's side of the handshake. */
+struct fake_proxy {
+    int lfd;
+    const char *token;
+    int refuse;
+    int rc;
+};
+
+static void *proxy_run(void *arg)
+{
+    struct fake_proxy *px = arg;
+    struct hs_self self = {.job = "job1", .rank = 3, .secret = "s", .cluster = "far"};
+    uint8_t pre[PROXY_PREAMBLE_SIZE], one = PROXY_PAIRED;
+    char err[QCG_ERRMSG_MAX];
+    struct hs_hello peer;
+    int fd = accept(px->lfd, NULL, NULL);
+
+    CHECK(fd >= 0);
+    CHECK(set_nonblocking(fd, true) == 0);
+    px->rc = read_full(fd, pre, sizeof(pre), now_us() + 5000000u);
+    if (px->rc == 0 && (memcmp(pre, "QCGP", 4) != 0 || strcmp((char *)pre + 4, px->token) != 0))
+        px->rc = -100;
+    if (px->rc == 0 && !px->refuse) {
+        CHECK_EQ(write(fd, &one, 1), 1);
+        px->rc = hs_respond(fd, &self, now_us() + 5000000u, &peer, err, sizeof(err));
+        if (px->rc == 0) {
+            char b;
+
+            CHECK(set_nonblocking(fd, false) == 0);
+            CHECK(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
+        }
+    }
+    close(fd);
+    return NULL;
+}
+
+static int proxy_listen(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    CHECK(fd >= 0);
+    CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+    CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK(listen(fd, 4) == 0);
+    return fd;
+}
+
+/* Nobody calls back: after the reversed attempt the connect goes through the
+   proxy, presents its token and completes the handshake over it. */
+static void test_fallback_to_proxy(void)
+{
+    static const char ptok[] = "01aa55aa55aa55aa55aa55aa55aa55aa5500000000000000000000000000000000"
+                               "1111222233334444ffff";
+    qcg_ctx *a = open_rank(0);
+    struct fake_proxy px = {.lfd = proxy_listen(), .token = ptok};
+    struct qcg_conn_info info;
+    pthread_t th;
+    uint64_t t0 = now_us();
+    int fd;
+
+    set_plan(3, 0, QCG_TECH_REVERSED, 18570, token_a);
+    set_plan(3, 1u << QCG_TECH_REVERSED, QCG_TECH_PROXY, PROXY_PORT, ptok);
+    CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
+    fd = qcg_connect(a, 3, 10000, &info);
+    if (fd < 0)
+        fprintf(stderr, "fallback: %s\n", qcg_last_error(a));
+    CHECK(fd >= 0);
+    CHECK(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
+    CHECK_EQ(info.technique, QCG_TECH_PROXY);
+    CHECK_EQ(info.peer_rank, 3);
+    echo_check(fd);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_EQ(px.rc, 0);
+    close(fd);
+    close(px.lfd);
+    qcg_close(a);
+}
+
+/* The proxy closes without pairing: the attempt fails at once, the next
+   lookup says proxy was tried, and the error names it. */
+static void test_proxy_refused(void)
+{
+    qcg_ctx *a = open_rank(0);
+    struct fake_proxy px = {.lfd = proxy_listen(), .token = "abc", .refuse = 1};
+    pthread_t th;
+    uint64_t t0 = now_us();
+
+    set_plan(4, 0, QCG_TECH_PROXY, PROXY_PORT, "abc");
+    fake_helper_set_plan(fh, 4, 1u << QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE,
+                         "rank 4 needs technique proxy: proxy already tried; no technique left");
+    CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
+    CHECK_EQ(qcg_connect(a, 4, 5000, NULL), QCG_ETECHNIQUE);
+    CHECK(now_us() - t0 < 2000000u);
+    CHECK_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_PROXY);
+    CHECK(strstr(qcg_last_error(a), "proxy: the proxy at 127.0.0.1 port 18579 closed the "
+                                    "connection before pairing") != NULL);
+    CHECK(pthread_join(th, NULL) == 0);
+    close(px.lfd);
+    qcg_close(a);
+}
+
+/* A TCP connection on loopback: *a connected to *b. */
+static void tcp_pair(int *a, int *b)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    CHECK(l >= 0);
+    CHECK(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    CHECK(listen(l, 1) == 0);
+    CHECK(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
+    *a = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    *b = accept(l, NULL, NULL);
+    CHECK(*b >= 0);
+    close(l);
+}
+
+/* The initiator's side when our helper connected for us: it reads our hello
+   (which must carry the token) and answers with status. */
+struct initiator {
+    int fd;
+    enum hs_status status;
+    char token[HS_TOKEN_MAX];
+    int rc;
+};
+
+static void *initiator_run(void *arg)
+{
+    struct initiator *in = arg;
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "c1"};
+    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
+    struct hs_hello h;
+
+    CHECK(set_nonblocking(in->fd, true) == 0);
+    in->rc = read_full(in->fd, hello, sizeof(hello), now_us() + 5000000u);
+    if (in->rc == 0 && hs_hello_check(hello, &self, &h) != HS_OK)
+        in->rc = -100;
+    if (in->rc == 0) {
+        memcpy(in->token, h.token, sizeof(in->token));
+        hs_accept_build(answer, in->status, &h, "s");
+        CHECK_EQ(write(in->fd, answer, sizeof(answer)), sizeof(answer));
+    }
+    return NULL;
+}
+
+static int accept_one(qcg_ctx *ctx, int timeout_ms, struct qcg_conn_info *info)
+{
+    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
+    int rc = QCG_ETIMEDOUT;
+
+    while (now_us() < deadline) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(ctx), .events = POLLIN};
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        rc = qcg_accept(ctx, info);
+        if (rc != QCG_EAGAIN)
+            return rc;
+    }
+    return rc;
+}
+
+/* LOCAL_INCOMING with role HELLO: we send the hello carrying the token; the
+   answer decides. */
+static void test_incoming_hello(void)
+{
+    qcg_ctx *b = open_rank(6);
+    struct initiator in = {.status = HS_OK};
+    struct qcg_conn_info info;
+    pthread_t th;
+    int mine, theirs, fd;
+    char c = 'r';
+
+    tcp_pair(&mine, &theirs);
+    in.fd = mine;
+    CHECK(pthread_create(&th, NULL, initiator_run, &in) == 0);
+    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_a,
+                                       theirs),
+             0);
+    close(theirs);
+    fd = accept_one(b, 3000, &info);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_EQ(in.rc, 0);
+    CHECK(strcmp(in.token, token_a) == 0);
+    CHECK(fd >= 0);
+    CHECK_EQ(info.peer_rank, 5);
+    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
+    CHECK_EQ(write(mine, &c, 1), 1);
+    c = 0;
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK_EQ(c, 'r');
+    close(fd);
+    close(mine);
+
+    /* The initiator no longer waits: refused, nothing for the application. */
+    tcp_pair(&mine, &theirs);
+    in = (struct initiator){.fd = mine, .status = HS_NO_WAITER};
+    CHECK(pthread_create(&th, NULL, initiator_run, &in) == 0);
+    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_b,
+                                       theirs),
+             0);
+    close(theirs);
+    CHECK(accept_one(b, 1000, &info) < 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(strstr(qcg_last_error(b), "no longer waits") != NULL);
+    close(mine);
+
+    /* Role HELLO without a token is the helper's error: the link goes. */
+    tcp_pair(&mine, &theirs);
+    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, "", theirs),
+             0);
+    close(theirs);
+    CHECK_EQ(accept_one(b, 3000, &info), QCG_EPROTO);
+    close(mine);
+    qcg_close(b);
+}
+
+/* A handed-over connection whose hello carries a token is refused: tokens
+   answer our own connects only. */
+static void test_incoming_token_refused(void)
+{
+    qcg_ctx *b = open_rank(8);
+    struct target t = {.from = 5, .to = 8, .token = token_a};
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "far"};
+    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
+    struct hs_hello h;
+    int mine, theirs;
+
+    tcp_pair(&mine, &theirs);
+    CHECK_EQ(fake_helper_incoming(fh, 8, 5, QCG_TECH_PROXY, theirs), 0);
+    close(theirs);
+    CHECK_EQ(hs_hello_build(hello, &h, &self, t.to, t.token), 0);
+    CHECK_EQ(write(mine, hello, sizeof(hello)), sizeof(hello));
+    CHECK(accept_one(b, 1000, NULL) < 0);
+    CHECK(set_nonblocking(mine, true) == 0);
+    CHECK_EQ(read_full(mine, answer, sizeof(answer), now_us() + 2000000u), 0);
+    CHECK_EQ(answer[7], HS_MALFORMED);
+    close(mine);
+    qcg_close(b);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+    snprintf(sock_path, sizeof(sock_path), "%s/qcg-fakehelper-rev-%d.sock", tmp, (int)getpid());
+    fh = fake_helper_new(sock_path, PORT_LOW, PORT_HIGH);
+    test_reversed();
+    test_early();
+    test_proxy_refused();
+    test_incoming_hello();
+    test_incoming_token_refused();
+    test_wrong_token();
+    test_fallback_to_proxy();
+    fake_helper_free(fh);
+    printf("libqcgconn-reversed-unit: ok\n");
+    return 0;
+}
