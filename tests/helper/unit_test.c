@@ -8,6 +8,7 @@
 
 #include "soapH.h"
 
+#include "cmdqueue.h"
 #include "contacts.h"
 #include "helper.h"
 #include "qcgconn.h"
@@ -198,12 +199,78 @@ static void test_config(void)
     config_free(helper_options, &cfg);
 }
 
+static struct command order(const char *kind)
+{
+    struct command c;
+
+    memset(&c, 0, sizeof(c));
+    snprintf(c.kind, sizeof(c.kind), "%s", kind);
+    snprintf(c.job, sizeof(c.job), "job1");
+    snprintf(c.node, sizeof(c.node), "n1");
+    snprintf(c.address, sizeof(c.address), "203.0.113.21");
+    snprintf(c.token, sizeof(c.token), "0123456789abcdef0123456789abcdef");
+    c.rank = 1;
+    c.peer_rank = 0;
+    c.port = 20001;
+    return c;
+}
+
+/* Orders from the broker are checked before anything acts on them. */
+static void test_orders(void)
+{
+    char why[200];
+    struct command c = order("connect-back");
+
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a connect-back order passes");
+    c = order("proxy-connect");
+    memset(c.token, 'a', 100);
+    c.token[100] = '\0';
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
+          "a proxy-connect order with a 100-character token passes");
+    c = order("connect-back");
+    memset(c.token, 'a', 100);
+    c.token[100] = '\0';
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "token"),
+          "a connect-back token that does not fit the hello is refused (%s)", why);
+    c = order("connect-back");
+    check(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
+          "an order for another node is refused (%s)", why);
+    c = order("inject");
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "unknown"),
+          "an unknown order is refused (%s)", why);
+    c = order("connect-back");
+    snprintf(c.address, sizeof(c.address), "proxy.example");
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "address"),
+          "a host name instead of an address is refused (%s)", why);
+    c = order("connect-back");
+    c.port = 0;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "port 0 is refused");
+    c = order("connect-back");
+    c.peer_rank = -1;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
+    c = order("proxy-connect");
+    c.token[0] = '\0';
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "an order without a token is refused");
+    c = order("connect-back");
+    snprintf(c.job, sizeof(c.job), "bad job");
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed job id is refused");
+
+    char text[64];
+    upstream_tried_text(0, text, sizeof(text));
+    check(strcmp(text, "") == 0, "no technique tried: empty list");
+    upstream_tried_text((1u << QCG_TECH_REVERSED) | (1u << QCG_TECH_PROXY), text, sizeof(text));
+    check(strcmp(text, "reversed,proxy") == 0, "reversed and proxy tried: '%s'", text);
+    upstream_tried_text(0xffffffffu, text, 12);
+    check(strlen(text) < 12, "a small buffer is not overrun: '%s'", text);
+}
+
 int main(void)
 {
     test_contacts();
     test_errors();
     test_plans();
     test_config();
+    test_orders();
     printf("%d failure(s)\n", failures);
     return failures > 0;
 }
