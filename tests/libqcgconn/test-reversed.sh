@@ -32,9 +32,7 @@ proxy=$build/proxy/qcg-proxy
 certs=$src/certs/qcg-certs
 port_b=18501 port_pc=18502 port_pd=18503
 
-for f in "$cat_bin"; do
-	[[ -x $f ]] || { echo "missing $f"; exit 1; }
-done
+[[ -x $cat_bin ]] || { echo "missing $cat_bin"; exit 1; }
 for f in "$helper" "$frontend" "$broker" "$proxy" "$certs"; do
 	[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
 done
@@ -125,7 +123,7 @@ done
 
 "$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
 	--proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" >>"$work/broker.log" 2>&1 &
-pids+=($!)
+pids+=("$!")
 wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
 
 start_proxy() {
@@ -133,7 +131,7 @@ start_proxy() {
 		--cert "$ca/proxy-lo.pem" --key-file "$work/proxy.key" --pair-timeout 30 \
 		>>"$work/proxy.log" 2>&1 &
 	proxy_pid=$!
-	pids+=($proxy_pid)
+	pids+=("$proxy_pid")
 	wait_for "the proxy on port $port_pd" 100 listening $port_pd
 }
 start_proxy || exit 1
@@ -149,7 +147,7 @@ for c in pub nat sym; do
 	"$frontend" --listen 127.0.0.1 --port "${fport[$c]}" --broker "https://127.0.0.1:$port_b/" \
 		--cluster $c ${kind[$c]} --ca "$ca/ca.crt" --cert "$ca/frontend-$c.pem" \
 		>>"$work/frontend-$c.log" 2>&1 &
-	pids+=($!)
+	pids+=("$!")
 done
 for c in pub nat sym; do
 	wait_for "the frontend of $c" 100 listening "${fport[$c]}" || exit 1
@@ -163,7 +161,7 @@ start_helper() {
 		--ca "$ca/ca.crt" --cert "$ca/helper-$c-$n.pem" --log-level debug \
 		>>"$work/helper-$c.log" 2>&1 &
 	hpid[$c]=$!
-	pids+=($!)
+	pids+=("$!")
 	wait_for "the helper of $c to register" 100 connected "$work/$c.sock"
 }
 for c in pub nat sym; do start_helper $c || exit 1; done
@@ -173,7 +171,7 @@ listener() {
 	QCG_HELPER_SOCKET=$work/$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
 		"$cat_bin" --json --timeout "${6:-20}" listen >"$4" 2>"$5" &
 	lpid=$!
-	pids+=($lpid)
+	pids+=("$lpid")
 	wait_for "rank $3 listening" 100 grep -q '"event":"listening"' "$5"
 }
 
@@ -244,10 +242,10 @@ listener nat j3 7 "$work/recv3" "$work/listen3.err" 60 || exit 1
 mkfifo "$work/feed"
 { head -c $((4 * 1024 * 1024)) "$work/in"; exec sleep 60; } >"$work/feed" &
 feeder=$!
-pids+=($feeder)
+pids+=("$feeder")
 connector sym j3 6 7 20 <"$work/feed" >/dev/null 2>"$work/connect3.err" &
 cpid=$!
-pids+=($cpid)
+pids+=("$cpid")
 if wait_for "4 MiB through the proxy" 150 at_least "$work/recv3" $((4 * 1024 * 1024)); then
 	t0=$(ms)
 	kill -TERM "$proxy_pid"
@@ -282,7 +280,7 @@ kill -STOP "${hpid[nat]}"
 t0=$(ms)
 connector pub j4 8 9 20 <"$work/in" >/dev/null 2>"$work/connect4.err" &
 cpid=$!
-pids+=($cpid)
+pids+=("$cpid")
 if wait_for "the fallback lookup" 100 grep -q "j4 rank 8 (pub) -> rank 9 (nat/n1): proxy; proxy-connect ordered to nat (seq [0-9]*), tried before: reversed" \
 	"$work/broker.log"; then
 	pass "after 5 s without a connection back the broker is asked again and plans the proxy ($(($(ms) - t0)) ms)"
