@@ -18,8 +18,8 @@
 # status is mpirun's.
 
 MPI_SITES_DEFAULT="open fw nata natb sym"
-# Where orteds and btl_tcp may talk: the lab's public and private ranges.
-MPI_NETS=203.0.113.0/24,198.51.100.0/24,198.18.0.0/15
+# Where orteds and btl_tcp talk: every lab host has one interface, qcg-eth0.
+MPI_IF=qcg-eth0
 
 mpirun_usage() {
 	cat <<-EOF
@@ -87,7 +87,7 @@ cmd_mpirun() {
 		ip netns exec "$(node_ns broker)" mpirun --allow-run-as-root -np "$np" \
 		--hostfile "$dir/hosts" --map-by slot --bind-to none \
 		--mca plm_rsh_agent "$dir/agent" --mca routed direct \
-		--mca oob_tcp_if_include "$MPI_NETS" --mca btl_tcp_if_include "$MPI_NETS" \
+		--mca oob_tcp_if_include "$MPI_IF" --mca btl_tcp_if_include "$MPI_IF" \
 		--mca pml ob1 --mca btl "$btls" --mca mpi_yield_when_idle 1 \
 		--mca mca_base_component_path "$cpath" -x QCG_JOB_SECRET \
 		"${extra[@]}" "$@" || rc=$?

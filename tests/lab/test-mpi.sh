@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# lab-mpi: MPI programs over btl_qcg across sites of the lab, through
+# `qcg-lab mpirun` (mpirun on broker, one rank per compute node of each site):
+# allpairs (0 B .. 16 MiB), ring, anysource storms, alltoall, firstsend (every
+# rank sends to every other at once: one channel per pair), and pairs, which
+# must show every pair carried by btl_qcg.
+#
+# Sites: $QCG_LAB_MPI_SITES; by default all five (open,fw,nata,natb,sym:
+# direct, reversed and proxied pairs) when the lab runs a proxy, else open,nata
+# (direct and reversed; NAT to NAT needs the proxy).  Then allpairs and pairs
+# with two ranks per node on nata alone: vader inside a node, qcg between.
+. "$(dirname "$0")/test-lib.sh"
+
+require_lab
+require_services
+command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed"
+[ -e "$QCG_BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || skip "btl_qcg is not built (libopenmpi-dev missing?)"
+progs=$QCG_BUILD_DIR/tests/mpi
+[ -x "$progs/qcg-mpi-allpairs" ] || skip "the MPI test programs are not built in $progs"
+if [ -n "${QCG_LAB_MPI_SITES:-}" ]; then
+	sites=$QCG_LAB_MPI_SITES
+elif [ -e "$LAB_STATE/etc/proxy.conf" ]; then
+	sites=open,fw,nata,natb,sym
+else
+	sites=open,nata
+	note "the lab runs no proxy: sites open,nata only"
+fi
+scratch
+failed=0
+out=$WORK/out
+
+# run NAME SECONDS ARGS...: qcg-lab mpirun ARGS (--sites $sites unless ARGS
+# name sites), bounded; the program's PASS line wanted.
+run() {
+	local name=$1 secs=$2 rc=0 t0 where=(--sites "$sites")
+	shift 2
+	[ "$1" = --sites ] && where=()
+	t0=$(ms)
+	timeout -k 10 "$secs" "$LAB" mpirun "${where[@]}" "$@" >"$out" 2>&1 || rc=$?
+	if [ "$rc" -eq 0 ] && grep -q "^PASS $name" "$out"; then
+		note "ok   $(grep "^PASS $name" "$out") [$*: $(($(ms) - t0)) ms]"
+		return 0
+	fi
+	echo "FAIL: $name: mpirun ${where[*]} $* (exit $rc after $(($(ms) - t0)) ms):" >&2
+	tail -n 30 "$out" | sed 's/^/     | /' >&2
+	failed=$((failed + 1))
+	return 1
+}
+
+run allpairs 240 -- "$progs/qcg-mpi-allpairs" || true
+run ring 120 -- "$progs/qcg-mpi-ring" || true
+run anysource 120 -- "$progs/qcg-mpi-anysource" || true
+run alltoall 120 -- "$progs/qcg-mpi-alltoall" || true
+run firstsend 120 -- "$progs/qcg-mpi-firstsend" --all-qcg || true
+if run pairs 120 -- "$progs/qcg-mpi-pairs"; then
+	sed -n '/^ranks:/,/^summary:/p' "$out"
+	# With one rank per node, btl_qcg carries every pair.
+	if grep -q '^summary:.*\(other BTL\|shared memory\)' "$out"; then
+		echo "FAIL: pairs: some pair was not carried by btl_qcg" >&2
+		failed=$((failed + 1))
+	fi
+fi
+# Two ranks per node: vader carries the pairs inside a node, qcg the others.
+run allpairs 240 --sites nata --ppn 2 -- "$progs/qcg-mpi-allpairs" || true
+if run pairs 120 --sites nata --ppn 2 -- "$progs/qcg-mpi-pairs"; then
+	grep -q '^summary: direct 4 shared memory 2$' "$out" || {
+		sed -n '/^ranks:/,/^summary:/p' "$out" >&2
+		echo "FAIL: pairs on nata, 2 per node: expected 4 direct and 2 shared-memory pairs" >&2
+		failed=$((failed + 1))
+	}
+fi
+[ "$failed" -eq 0 ] || fail "$failed MPI runs failed (sites $sites)"
+note "all MPI programs pass over btl_qcg across $sites, and on nata with 2 ranks per node"
