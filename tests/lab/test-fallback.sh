@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# lab-fallback: when the planned technique does not complete, the connect asks
+# for the next one; the application sees one connect.
+#
+# 1. open1 drops inbound SYNs to its listening ports (an iptables rule in its
+#    namespace, removed at the end): nata1's helper cannot connect back, so
+#    open1 -> nata1 gives up on reversed after 5 s and goes through the proxy;
+#    64 MiB intact, --json says proxy on both ends.
+# 2. nata1's helper crashes (qcg-lab service kill: its processes' contacts stay
+#    published upstream): open1 -> nata1 fails within its 12 s timeout with one
+#    error naming reversed and proxy and why each failed.
+# 3. nata1's helper is stopped cleanly (qcg-lab service stop: it withdraws its
+#    processes' contacts): the rank is no longer published; the connect says so
+#    when its timeout ends.  The helper is started again at the end.
+#
+#   open1 198.51.100.11 ---X--- nata1's helper connect-back (SYN dropped)
+#        \--> proxy 203.0.113.20 <--/ nata1 198.18.1.11
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+require_services
+[ -r "$LAB_STATE/etc/proxy.conf" ] || skip "the lab runs no qcg-proxy (no $LAB_STATE/etc/proxy.conf)"
+command -v iptables >/dev/null || skip "iptables is not installed"
+scratch
+JOB=$(new_job fallback)
+size=$((64 << 20))
+head -c "$size" /dev/urandom >"$WORK/in"
+ports=$(sed -n 's/^ports = \([0-9]*\)-\([0-9]*\)$/\1:\2/p' "$LAB_STATE/etc/helper-open1.conf")
+[ -n "$ports" ] || fail "no port range in $LAB_STATE/etc/helper-open1.conf"
+rule=(INPUT -p tcp --syn --dport "$ports" -j DROP)
+restore() {
+	"$LAB" exec open1 -- iptables -D "${rule[@]}" 2>/dev/null || true
+	"$LAB" service start nata1-helper >/dev/null || true
+}
+trap 'scratch_cleanup; restore' EXIT
+
+# --- 1: connect-back blocked -> proxy ---------------------------------------
+"$LAB" exec open1 -- iptables -I "${rule[@]}"
+cat_listen nata1 0 fb --timeout 60
+listener=$BG_PID
+t0=$(ms)
+"$LAB" exec open1 -- qcg-cat --job "$JOB" --rank 1 --json --timeout 20 connect 0 \
+	<"$WORK/in" >/dev/null 2>"$WORK/fb.cerr" || { cat "$WORK/fb.cerr"; fail "open1 -> nata1: connect failed"; }
+wait_exit "$listener" 30 || { cat "$WORK/fb.err"; fail "open1 -> nata1: the listener failed"; }
+cmp "$WORK/in" "$WORK/fb.out" || fail "open1 -> nata1: out differs from in"
+sent=$(json_event "$WORK/fb.cerr" sent)
+acc=$(json_event "$WORK/fb.err" accepted)
+[ "$(echo "$sent" | json_field technique)" = proxy ] || fail "the connecting side says: $sent"
+[ "$(echo "$acc" | json_field technique)" = proxy ] || fail "the accepting side says: $acc"
+setup=$(echo "$sent" | json_field setup_us)
+[ "$setup" -ge 5000000 ] || fail "set up in $setup us: the reversed attempt did not run its 5 s"
+grep -q "rank 1 (open) -> rank 0 (nata/nata1): proxy; proxy-connect ordered to nata (seq [0-9]*), tried before: reversed" \
+	"$LAB_STATE/log/broker.log" || fail "the broker did not plan the proxy after reversed"
+note "open1 -> nata1 with open1's SYNs dropped: reversed gave up, proxy made it: 64 MiB identical, setup $setup us, $(($(ms) - t0)) ms"
+"$LAB" exec open1 -- iptables -D "${rule[@]}"
+
+# --- 2: the target's helper crashed -----------------------------------------
+cat_listen nata1 2 crash --timeout 60
+listener=$BG_PID
+"$LAB" service kill nata1-helper
+# Its process loses the helper and ends; its contact stays published upstream.
+wait_exit "$listener" 10 || true
+t0=$(ms)
+rc=0
+"$LAB" exec open1 -- qcg-cat --job "$JOB" --rank 3 --timeout 12 connect 2 \
+	</dev/null >/dev/null 2>"$WORK/crash.cerr" || rc=$?
+elapsed=$(($(ms) - t0))
+cat "$WORK/crash.cerr"
+[ "$rc" -eq 1 ] || fail "exit $rc, not 1"
+[ "$(wc -l <"$WORK/crash.cerr")" -eq 1 ] || fail "more than one line"
+grep -q "^qcg-cat: connect to rank 2: timed out: reversed: rank 2 did not connect back within 5000 ms.*; proxy: .*rank 2 did not come to the proxy" \
+	"$WORK/crash.cerr" || fail "the error does not name reversed and proxy and why"
+[ "$elapsed" -ge 11000 ] && [ "$elapsed" -lt 15000 ] || fail "failed after $elapsed ms, timeout 12 s"
+note "nata1's helper killed: one error naming reversed and proxy after $elapsed ms"
+"$LAB" service start nata1-helper
+
+# --- 3: the target's helper stopped cleanly ---------------------------------
+cat_listen nata1 4 stop --timeout 60
+listener=$BG_PID
+"$LAB" service stop nata1-helper
+wait_exit "$listener" 10 || true
+t0=$(ms)
+rc=0
+"$LAB" exec open1 -- qcg-cat --job "$JOB" --rank 5 --timeout 4 connect 4 \
+	</dev/null >/dev/null 2>"$WORK/stop.cerr" || rc=$?
+elapsed=$(($(ms) - t0))
+cat "$WORK/stop.cerr"
+[ "$rc" -eq 1 ] && grep -q "connect to rank 4: timed out: rank 4 not published within 4000 ms" "$WORK/stop.cerr" ||
+	fail "a withdrawn rank: exit $rc"
+note "nata1's helper stopped: its processes withdrawn, 'not published' after $elapsed ms"
+"$LAB" service start nata1-helper
