@@ -2,6 +2,7 @@
 # The grid services in the lab (sourced by qcg-lab, after the plan):
 #
 #   qcg-broker    on broker       203.0.113.10:7700
+#   qcg-proxy     on proxy        203.0.113.20:7703 (data), :7702 (control, stats)
 #   qcg-frontend  on <site>-head  <head address>:7701, --broker https://203.0.113.10:7700/
 #   qcg-helper    on <site>1, <site>2, --frontend https://<head address>:7701/,
 #                 socket $STATE/nodes/<node>/helper.sock
@@ -9,17 +10,20 @@
 # Binaries come from $QCG_BUILD_DIR; certificates (certs/qcg-certs), one config file
 # per service, logs, pid files and the lab's job secret live in the state dir:
 #
-#   certs/  ca.crt, broker-broker.pem, frontend-<site>.pem, helper-<site>-<node>.pem
+#   certs/  ca.crt, broker-broker.pem, frontend-<site>.pem, helper-<site>-<node>.pem,
+#           proxy-lab.pem, proxy.key (the token key broker and proxy share, 0600)
 #   etc/    <service>.conf            log/  <service>.log, certs.log
 #   run/    <service>.pid             nodes/<node>/helper.sock
 #   job-secret (0600)
 #
-# Services are named broker, frontend-<site>, helper-<node>.  `up` starts what is
+# Services are named broker, proxy, frontend-<site>, helper-<node>.  `up` starts what is
 # missing, restarts a service whose config changed or whose binary was rebuilt, and
 # leaves the others alone; then it waits until every frontend and helper is
 # connected upstream.
 
 BROKER_BIN=$BUILD_DIR/broker/qcg-broker
+PROXY_BIN=$BUILD_DIR/proxy/qcg-proxy
+PROXY_CONTROL_PORT=7702
 FRONTEND_BIN=$BUILD_DIR/frontend/qcg-frontend
 HELPER_BIN=$BUILD_DIR/helper/qcg-helper
 CAT_BIN=$BUILD_DIR/tools/qcg-cat
@@ -53,6 +57,7 @@ is_compute_node() {
 services_list() {
 	local s n
 	echo broker
+	echo proxy
 	for s in "${SITES[@]}"; do echo "frontend-$s"; done
 	for n in $(compute_nodes); do echo "helper-$n"; done
 }
@@ -60,6 +65,7 @@ services_list() {
 svc_node() {
 	case $1 in
 	broker) echo broker ;;
+	proxy) echo proxy ;;
 	frontend-*) echo "${1#frontend-}-head" ;;
 	helper-*) echo "${1#helper-}" ;;
 	esac
@@ -68,6 +74,7 @@ svc_node() {
 svc_bin() {
 	case $1 in
 	broker) echo "$BROKER_BIN" ;;
+	proxy) echo "$PROXY_BIN" ;;
 	frontend-*) echo "$FRONTEND_BIN" ;;
 	helper-*) echo "$HELPER_BIN" ;;
 	esac
@@ -129,7 +136,7 @@ svc_binary_changed() {
 # Binaries and tools `up` needs for the services; dies before anything is made.
 services_check_tools() {
 	local f missing=()
-	for f in "$BROKER_BIN" "$FRONTEND_BIN" "$HELPER_BIN" "$CAT_BIN"; do
+	for f in "$BROKER_BIN" "$PROXY_BIN" "$FRONTEND_BIN" "$HELPER_BIN" "$CAT_BIN"; do
 		[ -x "$f" ] || missing+=("$f")
 	done
 	[ ${#missing[@]} -eq 0 ] ||
@@ -188,6 +195,7 @@ certs_ensure() {
 		CERTS_ISSUED=1
 	fi
 	cert_issue broker-broker.pem broker --san "${NODE_IP[broker]}"
+	cert_issue proxy-lab.pem proxy lab --san "${NODE_IP[proxy]}"
 	for s in "${SITES[@]}"; do
 		cert_issue "frontend-$s.pem" frontend "$s" --san "${NODE_IP[$s-head]}"
 	done
@@ -211,6 +219,17 @@ svc_config() {
 			log-level = $SVC_LOG_LEVEL
 			proxy = lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT
 			proxy-key = $CERT_DIR/proxy.key
+		EOF
+		;;
+	proxy)
+		cat <<-EOF
+			listen = ${NODE_IP[proxy]}
+			port = $LAB_PROXY_PORT
+			control-port = $PROXY_CONTROL_PORT
+			ca = $CERT_DIR/ca.crt
+			cert = $CERT_DIR/proxy-lab.pem
+			key-file = $CERT_DIR/proxy.key
+			log-level = $SVC_LOG_LEVEL
 		EOF
 		;;
 	frontend-*)
@@ -315,6 +334,11 @@ broker_stats_json() {
 		--stats --json --url "$BROKER_URL" 2>/dev/null
 }
 
+proxy_stats_json() {
+	ip netns exec "$(node_ns proxy)" "$PROXY_BIN" --config "$(svc_conf proxy)" --stats --json \
+		--url "https://${NODE_IP[proxy]}:$PROXY_CONTROL_PORT/" 2>/dev/null
+}
+
 frontend_stats_json() {
 	ip netns exec "$(node_ns "$1-head")" "$FRONTEND_BIN" --config "$(svc_conf "frontend-$1")" \
 		--stats --json 2>/dev/null
@@ -334,6 +358,7 @@ svc_listening() {
 svc_ready() {
 	case $1 in
 	broker) svc_listening broker "$BROKER_PORT" ;;
+	proxy) svc_listening proxy "$LAB_PROXY_PORT" && svc_listening proxy "$PROXY_CONTROL_PORT" ;;
 	frontend-*)
 		svc_listening "$(svc_node "$1")" "$FRONTEND_PORT" &&
 			[ "$(frontend_stats_json "${1#frontend-}" | json_value upstream_connected)" = 1 ] ;;
@@ -380,7 +405,7 @@ services_up() {
 	certs_ensure
 	broker_proxy_key_ensure
 	mapfile -t all < <(services_list)
-	for tier in broker frontend- helper-; do
+	for tier in broker proxy frontend- helper-; do
 		started=()
 		for name in "${all[@]}"; do
 			case $name in "$tier"*) ;; *) continue ;; esac
@@ -421,6 +446,10 @@ services_status() {
 				js=$(broker_stats_json) || js=""
 				up="n/a"
 				detail=$(stats_line "$js" clusters nodes jobs contacts lookups publishes faults) ;;
+			proxy)
+				js=$(proxy_stats_json) || js=""
+				up="n/a"
+				detail=$(stats_line "$js" pairs_active pairs_total bytes_relayed refused_bad_token refused_replay refused_expired unpaired_timeouts) ;;
 			frontend-*)
 				js=$(frontend_stats_json "${name#frontend-}") || js=""
 				up=$(yes_no "$(echo "$js" | json_value upstream_connected)")
@@ -456,7 +485,7 @@ stats_line() {
 # The environment a command run in NODE needs to use the grid.
 services_env() {
 	local node=$1
-	export PATH="$BUILD_DIR/tools:$BUILD_DIR/broker:$BUILD_DIR/frontend:$BUILD_DIR/helper:$PATH"
+	export PATH="$BUILD_DIR/tools:$BUILD_DIR/broker:$BUILD_DIR/proxy:$BUILD_DIR/frontend:$BUILD_DIR/helper:$PATH"
 	if [ -r "$SECRET_FILE" ]; then
 		QCG_JOB_SECRET=$(cat "$SECRET_FILE")
 		export QCG_JOB_SECRET
