@@ -52,6 +52,7 @@ x() { "$lab" exec "$1" -- "${@:2}"; }
 ticks_per_s=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 proxy_pid() { cat "$state/run/proxy.pid"; }
+nfds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l; }
 listening() { ip netns exec "qcg-$1" ss -ltnH "sport = :$2" 2>/dev/null | grep -q .; }
 # wait_until DESCRIPTION CMD...: bounded (10 s) wait for CMD to succeed.
 wait_until() {
@@ -139,7 +140,7 @@ done
 # ---- 1,000 idle pairs through qcg-proxy, then a new pair's throughput ----
 pid=$(proxy_pid)
 rss0=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
-fds0=$(ls "/proc/$pid/fd" | wc -l)
+fds0=$(nfds "$pid")
 # Four holders of 250 pairs each: a node has ~990 ephemeral ports.
 holders=(nata1 nata2 natb1 natb2)
 per=$((idle_pairs / ${#holders[@]}))
@@ -159,10 +160,10 @@ all_held() {
 for ((i = 0; i < 600; i++)); do all_held && break; sleep 0.1; done
 all_held || { echo "proxy-relay.sh: idle pairs not all paired:" >&2; cat "$work"/held-* >&2; exit 1; }
 # Idle pipes are dropped after 2 s: wait until only the sockets are left.
-idle_trimmed() { [ "$(ls "/proc/$pid/fd" | wc -l)" -le $((fds0 + 2 * idle_pairs + 8)) ]; }
+idle_trimmed() { [ "$(nfds "$pid")" -le $((fds0 + 2 * idle_pairs + 8)) ]; }
 wait_until "idle pairs to drop their pipes" idle_trimmed
 rss1=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
-fds1=$(ls "/proc/$pid/fd" | wc -l)
+fds1=$(nfds "$pid")
 for ((r = 0; r < runs; r++)); do
   line=$(run_proxy --seconds "$secs")
   echo "$line" | field gbps >>"$work/idle.tp"
