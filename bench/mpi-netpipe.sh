@@ -37,7 +37,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 netpipe() {
   local out=$work/np-$1-$2.out flag=""
   [ "$1" = tcp ] && flag=--tcp
-  "$lab" mpirun --sites open $flag -- NPopenmpi -u 8388608 -o "$out" >"$work/np.log" 2>&1 ||
+  "$lab" mpirun --sites open $flag -- NPopenmpi -p 0 -u 8388608 -o "$out" >"$work/np.log" 2>&1 ||
     { cat "$work/np.log" >&2; exit 1; }
   awk '$1 >= 1048576 { s += $2; n++ } END { printf "%.0f\n", s / n }' "$out" >>"$work/bw-$1"
   awk '$1 <= 8 { if (m == "" || $3 < m) m = $3 } END { printf "%.2f\n", m * 1e6 }' "$out" >>"$work/lat-$1"

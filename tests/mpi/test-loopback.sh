@@ -8,8 +8,9 @@
 #        `--unix--> qcg-helper c1/n1 --mTLS--> qcg-frontend c1 127.0.0.1:18402
 #                                                  --mTLS--> qcg-broker 127.0.0.1:18401
 #
-# Ports 18400-18499 belong to these tests: broker 18401, frontend 18402, the
-# node's listening range 18450-18499.  Every wait is bounded and waits on
+# Ports 18400-18499 belong to these tests: broker 18401, frontends 18402-18405
+# (clusters c1-c4), listening ranges n1 18450-18474, n2 18475-18486, n3
+# 18487-18499, n4 18430-18449.  Every wait is bounded and waits on
 # something observable (a port, the helper's status, an exit).
 #
 #   test-loopback.sh BUILD_DIR SRC_DIR      exit 0 passed, 1 failed, 77 skipped
@@ -26,7 +27,7 @@ broker=$build/broker/qcg-broker
 certs=$src/certs/qcg-certs
 btl=$build/btl_qcg/mca_btl_qcg.so
 progs=$build/tests/mpi
-port_b=18401 port_f=18402 low=18450 high=18499
+port_b=18401 port_f=18402 low=18450 high=18474
 
 command -v mpirun >/dev/null || { echo "mpirun missing: skipping"; exit 77; }
 command -v ompi_info >/dev/null || { echo "ompi_info missing: skipping"; exit 77; }
@@ -173,6 +174,47 @@ if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" &&
 	grep -q "btl_qcg: rank 0: not used: QCG_JOB_SECRET is not set" "$out"; then
 	pass "no QCG_JOB_SECRET: btl_qcg steps aside (verbose says why), the job runs over tcp"
 else echo "(exit $rc)" >>"$out"; fail "no QCG_JOB_SECRET: btl_qcg steps aside, the job runs over tcp"; fi
+
+# --- reversed: a NATed cluster ------------------------------------------------------
+# Even ranks on n1 (cluster c1, open), odd ranks on n4 (cluster c4, behind a NAT
+# as far as the broker knows): an even rank reaches an odd one by `reversed`
+# (the odd rank's helper connects back); firstsend makes both ends of each
+# such pair connect at once.
+{
+	"$certs" --dir "$ca" issue frontend c4 --san 127.0.0.1
+	"$certs" --dir "$ca" issue helper c4/n4
+} >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+port=$((port_f + 3))
+"$frontend" --listen 127.0.0.1 --port $port --broker "https://127.0.0.1:$port_b/" \
+	--cluster c4 --kind nat --public-address 127.0.0.1 --ca "$ca/ca.crt" \
+	--cert "$ca/frontend-c4.pem" >>"$work/frontend-c4.log" 2>&1 &
+pids+=($!)
+wait_for "frontend c4 on port $port" 100 listening $port || exit 1
+# Listening range 18430-18449.
+"$helper" --socket "$work/helper-n4.sock" --frontend "https://127.0.0.1:$port/" \
+	--cluster c4 --node n4 --address 127.0.0.1 --ports 18430-18449 \
+	--ca "$ca/ca.crt" --cert "$ca/helper-c4-n4.pem" >>"$work/helper-n4.log" 2>&1 &
+pids+=($!)
+wait_for "helper n4's socket" 100 test -S "$work/helper-n4.sock" || exit 1
+sock=$work/helper-n4.sock
+wait_for "helper n4 to register upstream" 100 connected || exit 1
+printf '#!/bin/sh\n# odd ranks on node n4 of cluster c4 (nat)\n%s\n%s\n' \
+	"[ \$((OMPI_COMM_WORLD_RANK % 2)) = 1 ] && QCG_HELPER_SOCKET=$work/helper-n4.sock" \
+	"export QCG_HELPER_SOCKET; exec \"\$@\"" >"$work/odd-nat.sh"
+chmod +x "$work/odd-nat.sh"
+run_mpi 60 4 self,qcg "$work/odd-nat.sh" "$progs/qcg-mpi-pairs"
+if [[ $rc -eq 0 ]] && grep -q "^PASS pairs" "$out" && grep -q "^summary: direct 4 reversed 2$" "$out" &&
+	grep -qE '^0 -> 1 +reversed' "$out" && grep -qE '^2 -> 3 +reversed' "$out"; then
+	pass "pairs with odd ranks behind a NAT: 0 -> 1 and 2 -> 3 reversed, the rest direct"
+else echo "(exit $rc)" >>"$out"; fail "pairs with odd ranks behind a NAT: 0 -> 1 and 2 -> 3 reversed"; fi
+for prog in "firstsend --all-qcg" "allpairs 4194304"; do
+	name=${prog%% *}
+	# shellcheck disable=SC2086
+	run_mpi 120 4 self,qcg "$work/odd-nat.sh" "$progs/qcg-mpi-$name" ${prog#"$name"}
+	if [[ $rc -eq 0 ]] && grep -q "^PASS $name" "$out"; then
+		pass "$name with odd ranks behind a NAT (reversed pairs)"
+	else echo "(exit $rc)" >>"$out"; fail "$name with odd ranks behind a NAT (reversed pairs)"; fi
+done
 
 # --- a peer that cannot be reached: an error naming it, not a hang ---------------
 # Two more clusters, both behind symmetric NATs (as far as the broker knows):
