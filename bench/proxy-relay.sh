@@ -171,6 +171,9 @@ done
 rss2=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
 exec 8>&-
 hold_fd=
+# The holders' subshells inherited fd 8, so closing ours gives them no EOF:
+# stop the holders themselves.
+pkill -f -- "--hold $work/tokens-" || true
 for p in "${bg_pids[@]}"; do wait "$p" || true; done
 bg_pids=()
 
