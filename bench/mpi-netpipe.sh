@@ -81,6 +81,7 @@ for f in site-qcg site-tcp grid-qcg site-qcg+connect site-tcp+connect grid-qcg+c
   site-*) what="10 ranks, open (5 per node)" ;;
   grid-*) what="10 ranks, five sites" ;;
   esac
-  printf '%-34s %-5s %8s s%s\n' "$what" "$(echo "$f" | sed 's/.*-\([a-z]*\).*/\1/')" "$t" \
+  btl=${f#*-}
+  printf '%-34s %-5s %8s s%s\n' "$what" "${btl%+*}" "$t" \
     "$([ "${f#*+}" != "$f" ] && echo "  (+ all connections: alltoall ${c} s)")"
 done

@@ -26,16 +26,16 @@
 /* The component: what Open MPI finds by name in mca_btl_qcg.so. */
 struct btl_qcg_component {
     mca_btl_base_component_3_0_0_t super;
-    int verbose;                /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
-    int connect_timeout_ms;     /* btl_qcg_connect_timeout */
-    char *conn_log;             /* btl_qcg_conn_log: file getting a line per connection */
-    int local_peers;            /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
+    int verbose;            /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
+    int connect_timeout_ms; /* btl_qcg_connect_timeout */
+    char *conn_log;         /* btl_qcg_conn_log: file getting a line per connection */
+    int local_peers;        /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
 };
 extern struct btl_qcg_component mca_btl_qcg_component;
 
 /* Wire header of every frame (integers in network byte order). */
 struct btl_qcg_hdr {
-    uint32_t length;            /* payload bytes, padding excluded */
+    uint32_t length; /* payload bytes, padding excluded */
     uint8_t tag;
     uint8_t reserved[3];
 };
@@ -56,22 +56,22 @@ struct btl_qcg_frag {
     mca_btl_base_descriptor_t base;
     mca_btl_base_segment_t segments[2];
     struct btl_qcg_endpoint *endpoint;
-    struct btl_qcg_frag *next;  /* in the endpoint's send queue or the cache */
+    struct btl_qcg_frag *next; /* in the endpoint's send queue or the cache */
     struct btl_qcg_hdr hdr;
-    size_t total;               /* header + payload + padding */
-    size_t sent;                /* bytes of total already written */
-    size_t capacity;            /* bytes of data[] */
-    int pool;                   /* which cache it returns to, -1 none */
+    size_t total;    /* header + payload + padding */
+    size_t sent;     /* bytes of total already written */
+    size_t capacity; /* bytes of data[] */
+    int pool;        /* which cache it returns to, -1 none */
     _Alignas(8) unsigned char data[];
 };
 
 enum btl_qcg_ep_state {
-    EP_IDLE,        /* no channel and no attempt (also after the peer closed) */
-    EP_CONNECTING,  /* our qcg connect operation runs */
-    EP_VERDICT,     /* connected; waiting for the acceptor's verdict */
-    EP_WAITPEER,    /* our connection was refused: the peer's is on its way */
+    EP_IDLE,       /* no channel and no attempt (also after the peer closed) */
+    EP_CONNECTING, /* our qcg connect operation runs */
+    EP_VERDICT,    /* connected; waiting for the acceptor's verdict */
+    EP_WAITPEER,   /* our connection was refused: the peer's is on its way */
     EP_CONNECTED,
-    EP_FAILED,      /* the error was reported; sends fail */
+    EP_FAILED, /* the error was reported; sends fail */
 };
 
 enum btl_qcg_watch_kind { WATCH_ACCEPT, WATCH_OP, WATCH_SOCK };
@@ -86,16 +86,16 @@ struct btl_qcg_module;
 
 struct btl_qcg_endpoint {
     struct btl_qcg_module *module;
-    struct opal_proc_t *proc;   /* NULL until add_procs names the peer */
+    struct opal_proc_t *proc; /* NULL until add_procs names the peer */
     uint32_t vpid;
     enum btl_qcg_ep_state state;
-    bool initiator;             /* the channel is ours (we connected) */
-    int fd;                     /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
-    bool want_out;              /* fd is watched for EPOLLOUT */
-    qcg_connect_op *op;         /* in EP_CONNECTING */
+    bool initiator;     /* the channel is ours (we connected) */
+    int fd;             /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
+    bool want_out;      /* fd is watched for EPOLLOUT */
+    qcg_connect_op *op; /* in EP_CONNECTING */
     struct btl_qcg_watch w_op, w_sock;
-    uint64_t t_start_us;        /* first send that needed a channel */
-    uint64_t deadline_us;       /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
+    uint64_t t_start_us;  /* first send that needed a channel */
+    uint64_t deadline_us; /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
     struct qcg_conn_info info;
     /* send queue: frames not (completely) written, in order */
     struct btl_qcg_frag *sq_head, *sq_tail;
@@ -115,12 +115,12 @@ struct btl_qcg_module {
     uint32_t jobid, vpid;
     int epfd;
     struct btl_qcg_watch w_accept;
-    struct btl_qcg_endpoint **eps;  /* by vpid */
+    struct btl_qcg_endpoint **eps; /* by vpid */
     size_t neps;
-    int pending;                    /* endpoints in CONNECTING/VERDICT/WAITPEER */
+    int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
-    int depth;                      /* progress nesting guard */
-    int shm_btl;                    /* -1 unknown, 0/1: a shared-memory BTL runs */
+    int depth;   /* progress nesting guard */
+    int shm_btl; /* -1 unknown, 0/1: a shared-memory BTL runs */
     mca_btl_base_module_error_cb_fn_t error_cb;
     struct btl_qcg_frag *pool[BTL_QCG_POOLS];
     int pool_count[BTL_QCG_POOLS];

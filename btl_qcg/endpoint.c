@@ -248,8 +248,8 @@ static void start_connect(struct btl_qcg_endpoint *ep)
     int rc;
 
     ep->t_start_us = btl_qcg_now_us();
-    rc = qcg_connect_start(m->ctx, (int)ep->vpid, mca_btl_qcg_component.connect_timeout_ms,
-                           &ep->op);
+    rc =
+        qcg_connect_start(m->ctx, (int)ep->vpid, mca_btl_qcg_component.connect_timeout_ms, &ep->op);
     if (rc < 0) {
         ep->op = NULL;
         fail_qcg(ep, "cannot start a connection", rc);
@@ -371,9 +371,8 @@ int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag
                 /* Done inline: the PML completes it unless it asked for the
                    callback anyway. */
                 if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)
-                    frag->base.des_cbfunc(&ep->module->super,
-                                          (struct mca_btl_base_endpoint_t *)ep, &frag->base,
-                                          OPAL_SUCCESS);
+                    frag->base.des_cbfunc(&ep->module->super, (struct mca_btl_base_endpoint_t *)ep,
+                                          &frag->base, OPAL_SUCCESS);
                 if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
                     btl_qcg_frag_release(ep->module, frag);
                 return 1;
@@ -452,8 +451,8 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        fail(ep, "connection setup", n == 0 ? "the peer closed the connection before answering"
-                                            : strerror(errno));
+        fail(ep, "connection setup",
+             n == 0 ? "the peer closed the connection before answering" : strerror(errno));
         return;
     }
     if (memcmp(v, "QBTL", 4) != 0 || v[4] != BTL_QCG_VERSION ||

@@ -102,8 +102,7 @@ size_t btl_qcg_frag_iov(const struct btl_qcg_frag *frag, struct iovec *iov, size
         payload += len;
     }
     if (frag->total > BTL_QCG_HDR_SIZE + payload)
-        parts[nparts++] =
-            (struct iovec){(void *)zeros, frag->total - BTL_QCG_HDR_SIZE - payload};
+        parts[nparts++] = (struct iovec){(void *)zeros, frag->total - BTL_QCG_HDR_SIZE - payload};
     for (size_t i = 0; i < nparts && n < max; i++) {
         if (skip >= parts[i].iov_len) {
             skip -= parts[i].iov_len;

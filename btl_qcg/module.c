@@ -20,7 +20,8 @@ static bool shm_btl_runs(void)
 {
     mca_btl_base_selected_module_t *sm;
 
-    OPAL_LIST_FOREACH (sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t) {
+    OPAL_LIST_FOREACH(sm, &mca_btl_base_modules_initialized, mca_btl_base_selected_module_t)
+    {
         const char *name = sm->btl_component->btl_version.mca_component_name;
 
         if (strcmp(name, "vader") == 0 || strcmp(name, "sm") == 0 || strcmp(name, "smcuda") == 0)
@@ -109,12 +110,12 @@ static int qcg_finalize(struct mca_btl_base_module_t *btl)
 static size_t max_payload(const mca_btl_base_module_t *btl)
 {
     return btl->btl_max_send_size > btl->btl_eager_limit ? btl->btl_max_send_size
-                                                          : btl->btl_eager_limit;
+                                                         : btl->btl_eager_limit;
 }
 
 static mca_btl_base_descriptor_t *qcg_alloc(struct mca_btl_base_module_t *btl,
-                                            struct mca_btl_base_endpoint_t *endpoint,
-                                            uint8_t order, size_t size, uint32_t flags)
+                                            struct mca_btl_base_endpoint_t *endpoint, uint8_t order,
+                                            size_t size, uint32_t flags)
 {
     struct btl_qcg_module *m = (struct btl_qcg_module *)btl;
     struct btl_qcg_frag *frag;
@@ -140,9 +141,8 @@ static int qcg_free(struct mca_btl_base_module_t *btl, mca_btl_base_descriptor_t
 
 static mca_btl_base_descriptor_t *qcg_prepare_src(struct mca_btl_base_module_t *btl,
                                                   struct mca_btl_base_endpoint_t *endpoint,
-                                                  struct opal_convertor_t *convertor,
-                                                  uint8_t order, size_t reserve, size_t *size,
-                                                  uint32_t flags)
+                                                  struct opal_convertor_t *convertor, uint8_t order,
+                                                  size_t reserve, size_t *size, uint32_t flags)
 {
     struct btl_qcg_module *m = (struct btl_qcg_module *)btl;
     bool packed = opal_convertor_need_buffers(convertor);

@@ -50,8 +50,8 @@ void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)
 
     if (mca_btl_qcg_component.verbose >= 1)
         opal_output(0, "btl_qcg: rank %u %s rank %u (host %s): %s, setup %.1f ms (qcg %.1f ms)",
-                    ep->module->vpid, ep->initiator ? "->" : "<-", ep->vpid,
-                    btl_qcg_peer_host(ep), tech, setup / 1000.0, ep->info.setup_us / 1000.0);
+                    ep->module->vpid, ep->initiator ? "->" : "<-", ep->vpid, btl_qcg_peer_host(ep),
+                    tech, setup / 1000.0, ep->info.setup_us / 1000.0);
     if (path != NULL && path[0] != '\0') {
         char line[256];
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -61,9 +61,9 @@ void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)
             btl_qcg_log(1, "btl_qcg_conn_log %s: %s", path, strerror(errno));
             return;
         }
-        len = snprintf(line, sizeof(line), "%u %u %s %s %llu %llu\n", ep->module->vpid, ep->vpid,
-                       tech, role, (unsigned long long)ep->info.setup_us,
-                       (unsigned long long)setup);
+        len =
+            snprintf(line, sizeof(line), "%u %u %s %s %llu %llu\n", ep->module->vpid, ep->vpid,
+                     tech, role, (unsigned long long)ep->info.setup_us, (unsigned long long)setup);
         /* One write of one short line with O_APPEND: lines never mix. */
         if (write(fd, line, (size_t)len) != len)
             btl_qcg_log(1, "btl_qcg_conn_log %s: short write", path);

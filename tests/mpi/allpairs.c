@@ -5,9 +5,8 @@
  * sent.  Prints PASS or FAIL on rank 0; exit status non-zero on failure. */
 #include "mpitest.h"
 
-static const size_t sizes[] = {0,     1,      8,      100,     1000,        4096,
-                               12288, 65000,  65536,  65600,   131072,      262147,
-                               1 << 20, 4 << 20, 16 << 20};
+static const size_t sizes[] = {0,     1,     8,      100,    1000,    4096,    12288,   65000,
+                               65536, 65600, 131072, 262147, 1 << 20, 4 << 20, 16 << 20};
 
 /* One round: rank r sends to r+d and receives from r-d, for every d. */
 static void exchange(int rank, int n, size_t size, MPI_Datatype stype, int scount,
@@ -78,8 +77,8 @@ int main(int argc, char **argv)
             moved += size * (size_t)(n - 1);
         }
     }
-    rc = mt_verdict("allpairs", "%zu sizes 0..%zu bytes, %.1f MiB sent per rank in %.2f s",
-                    nsizes, max, moved / 1048576.0, mt_now() - t0);
+    rc = mt_verdict("allpairs", "%zu sizes 0..%zu bytes, %.1f MiB sent per rank in %.2f s", nsizes,
+                    max, moved / 1048576.0, mt_now() - t0);
     free(sbuf);
     free(rbuf);
     free(scratch);

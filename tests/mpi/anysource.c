@@ -59,8 +59,8 @@ static void storm(int rank, int n, int count, int root)
         }
         if ((size_t)got != msg_size(seq) ||
             mt_sum(rbuf, (size_t)got) != mt_expected(src, rank, msg_size(seq), seq, scratch))
-            mt_error(rank, "message %d from rank %d (%d bytes) is not the one sent %d-th", seq,
-                     src, got, seq);
+            mt_error(rank, "message %d from rank %d (%d bytes) is not the one sent %d-th", seq, src,
+                     got, seq);
     }
     MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
     for (int s = 0; s < n; s++)
@@ -87,8 +87,9 @@ int main(int argc, char **argv)
     storm(rank, n, count, -1);
     MPI_Barrier(MPI_COMM_WORLD);
     storm(rank, n, count, 0);
-    rc = mt_verdict("anysource", "%d messages per pair, all-to-all and all-to-rank-0 storms, %.2f s",
-                    count, mt_now() - t0);
+    rc =
+        mt_verdict("anysource", "%d messages per pair, all-to-all and all-to-rank-0 storms, %.2f s",
+                   count, mt_now() - t0);
     MPI_Finalize();
     return rc;
 }

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 struct connrec {
-    int count;          /* connections to this peer (exactly 1 when btl_qcg carries it) */
+    int count; /* connections to this peer (exactly 1 when btl_qcg carries it) */
     char technique[16];
-    char role;          /* 'i' initiator, 'a' acceptor */
+    char role; /* 'i' initiator, 'a' acceptor */
     double qcg_ms, setup_ms;
 };
 

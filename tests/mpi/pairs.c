@@ -57,8 +57,8 @@ int main(int argc, char **argv)
     MPI_Gather(node, NAMELEN, MPI_CHAR, nodes, NAMELEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         int counts[8] = {0};
-        const char *names[8] = {"direct", "reversed", "traversing", "holepunch", "proxy",
-                                "shared memory", "other BTL", NULL};
+        const char *names[8] = {"direct", "reversed",      "traversing", "holepunch",
+                                "proxy",  "shared memory", "other BTL",  NULL};
 
         printf("ranks:");
         for (int i = 0; i < n; i++)

@@ -45,11 +45,9 @@ int main(int argc, char **argv)
         if (rank == 0) {
             mt_fill(buf, block, mt_seed(0, dir, block, 7));
             MPI_Send(buf, (int)block, MPI_BYTE, to, 100 + dir, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)block, MPI_BYTE, from, 100 + dir, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(buf, (int)block, MPI_BYTE, from, 100 + dir, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
-            MPI_Recv(buf, (int)block, MPI_BYTE, from, 100 + dir, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(buf, (int)block, MPI_BYTE, from, 100 + dir, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (mt_sum(buf, block) != expect)
                 mt_error(rank, "ring block (direction %d) corrupted on arrival", dir);
             MPI_Send(buf, (int)block, MPI_BYTE, to, 100 + dir, MPI_COMM_WORLD);
