@@ -4,7 +4,7 @@
    waits for its token (also when it arrives before the plan), a wrong token
    refused, the fallback with the techniques tried (to nothing, and to a
    proxy), a proxy that refuses, and descriptors the helper hands over for
-   either handshake role.  Ports 18560-18579. */
+   either handshake role.  Ports 18560-18575, the proxy's from the kernel. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,7 +23,6 @@
 
 #define PORT_LOW 18560
 #define PORT_HIGH 18575
-#define PROXY_PORT 18579
 
 static char sock_path[108];
 static struct fake_helper *fh;
@@ -258,16 +257,18 @@ static void *proxy_run(void *arg)
     return NULL;
 }
 
-static int proxy_listen(void)
+/* A listener on a port the kernel picks (*port). */
+static int proxy_listen(uint16_t *port)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     CHECK(fd >= 0);
-    CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
     CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
     CHECK(listen(fd, 4) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
+    *port = ntohs(sin.sin_port);
     return fd;
 }
 
@@ -278,14 +279,15 @@ static void test_fallback_to_proxy(void)
     static const char ptok[] = "01aa55aa55aa55aa55aa55aa55aa55aa5500000000000000000000000000000000"
                                "1111222233334444ffff";
     qcg_ctx *a = open_rank(0);
-    struct fake_proxy px = {.lfd = proxy_listen(), .token = ptok};
+    uint16_t port;
+    struct fake_proxy px = {.lfd = proxy_listen(&port), .token = ptok};
     struct qcg_conn_info info;
     pthread_t th;
     uint64_t t0 = now_us();
     int fd;
 
     set_plan(3, 0, QCG_TECH_REVERSED, 18570, token_a);
-    set_plan(3, 1u << QCG_TECH_REVERSED, QCG_TECH_PROXY, PROXY_PORT, ptok);
+    set_plan(3, 1u << QCG_TECH_REVERSED, QCG_TECH_PROXY, port, ptok);
     CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
     fd = qcg_connect(a, 3, 10000, &info);
     if (fd < 0)
@@ -307,19 +309,22 @@ static void test_fallback_to_proxy(void)
 static void test_proxy_refused(void)
 {
     qcg_ctx *a = open_rank(0);
-    struct fake_proxy px = {.lfd = proxy_listen(), .token = "abc", .refuse = 1};
+    uint16_t port;
+    struct fake_proxy px = {.lfd = proxy_listen(&port), .token = "abc", .refuse = 1};
+    char want[128];
     pthread_t th;
     uint64_t t0 = now_us();
 
-    set_plan(4, 0, QCG_TECH_PROXY, PROXY_PORT, "abc");
+    set_plan(4, 0, QCG_TECH_PROXY, port, "abc");
     fake_helper_set_plan(fh, 4, 1u << QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE,
                          "rank 4 needs technique proxy: proxy already tried; no technique left");
     CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
     CHECK_EQ(qcg_connect(a, 4, 5000, NULL), QCG_ETECHNIQUE);
     CHECK(now_us() - t0 < 2000000u);
     CHECK_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_PROXY);
-    CHECK(strstr(qcg_last_error(a), "proxy: the proxy at 127.0.0.1 port 18579 closed the "
-                                    "connection before pairing") != NULL);
+    snprintf(want, sizeof(want),
+             "proxy: the proxy at 127.0.0.1 port %u closed the connection before pairing", port);
+    CHECK(strstr(qcg_last_error(a), want) != NULL);
     CHECK(pthread_join(th, NULL) == 0);
     close(px.lfd);
     qcg_close(a);
