@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lab-proxy-kill: qcg-proxy stops in the middle of a proxied transfer (sym1 ->
-# nata1); both qcg-cat ends fail within seconds, never hang: the receiver is
+# nata1); both qcg-cat ends fail within seconds (8 s at most here, their
+# connect timeout being 20 s), never hang: the receiver is
 # reset while it reads, the sender while it waits for more input (it watches
 # its connection).  The proxy is started again at the end, whatever happened.
 #
@@ -38,7 +39,7 @@ rc=0
 wait_exit "$sender" 10 || rc=$?
 [ "$rc" -eq 1 ] || { cat "$WORK/send.err"; fail "the sender exited $rc, not 1"; }
 elapsed=$(($(ms) - t0))
-[ "$elapsed" -lt 5000 ] || fail "the ends took $elapsed ms to fail"
+[ "$elapsed" -lt 8000 ] || fail "the ends took $elapsed ms to fail"
 grep -q "listen: connection from rank 1: read:" "$WORK/recv.err" ||
 	fail "receiver: $(cat "$WORK/recv.err")"
 grep -q "connect to rank 0: the connection \(broke\|was closed\)" "$WORK/send.err" ||

@@ -256,12 +256,13 @@ if wait_for "4 MiB through the proxy" 150 at_least "$work/recv3" $((4 * 1024 * 1
 	elapsed=$(($(ms) - t0))
 	cat "$work/connect3.err" "$work/listen3.err" >"$out"
 	echo "(listen exit $lrc, connect exit $crc, $elapsed ms)" >>"$out"
-	if [[ $lrc -eq 1 && $crc -eq 1 ]] && ((elapsed < 5000)) &&
+	# Seconds, not the 20 s of the connect's timeout, even on a loaded machine.
+	if [[ $lrc -eq 1 && $crc -eq 1 ]] && ((elapsed < 8000)) &&
 		grep -q "connection broke\|connection was closed" "$work/connect3.err" &&
 		grep -q "listen: connection from rank 6: read:" "$work/listen3.err"; then
-		pass "proxy stopped mid-transfer: both qcg-cat ends fail within 5 s"
+		pass "proxy stopped mid-transfer: both qcg-cat ends fail within seconds ($elapsed ms)"
 	else
-		fail "proxy stopped mid-transfer: both qcg-cat ends fail within 5 s"
+		fail "proxy stopped mid-transfer: both qcg-cat ends fail within seconds"
 	fi
 else
 	cp "$work/listen3.err" "$out"
@@ -309,7 +310,7 @@ connector pub j5 10 11 12 </dev/null >/dev/null 2>"$work/connect5.err" || rc=$?
 elapsed=$(($(ms) - t0))
 cp "$work/connect5.err" "$out"
 echo "(exit $rc after $elapsed ms)" >>"$out"
-if [[ $rc -eq 1 ]] && ((elapsed >= 11000 && elapsed < 15000)) &&
+if [[ $rc -eq 1 ]] && ((elapsed >= 11000 && elapsed < 18000)) &&
 	grep -q "^qcg-cat: connect to rank 11: timed out: reversed: rank 11 did not connect back within 5000 ms.*; proxy: .*rank 11 did not come to the proxy" \
 		"$work/connect5.err"; then
 	pass "target helper killed: one 'timed out' error naming reversed and proxy, within the 12 s timeout"
