@@ -119,7 +119,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Under the sanitizer build the test programs carry ASan (any error aborts
 # the rank, so the job fails); leak checking is off: Open MPI leaves much
 # allocated at exit, and its frames are in every stack of ours too.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# The daemons above were started with the caller's ASAN_OPTIONS (leaks checked);
+# the MPI processes get leak checking off on top of them (the last setting wins).
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 # A default that a test's own --mca overrides.
 export OMPI_MCA_btl_qcg_connect_timeout=20000
 
