@@ -2,8 +2,6 @@
 #include "broker_config.h"
 
 #include <errno.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -92,26 +90,4 @@ void broker_config_free(struct broker_config *cfg)
 {
     proxies_clear(&cfg->proxies);
     config_free(broker_options, cfg);
-}
-
-int cert_common_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "cert: cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
-    fclose(f);
-    if (x == NULL) {
-        snprintf(err, errlen, "cert: %s holds no PEM certificate", path);
-        return -1;
-    }
-    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, (int)cnlen);
-    X509_free(x);
-    if (n <= 0) {
-        snprintf(err, errlen, "cert: the certificate in %s has no common name", path);
-        return -1;
-    }
-    return 0;
 }

@@ -37,7 +37,5 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
                                       size_t errlen);
 void broker_config_free(struct broker_config *cfg);
 
-/* The CN of the first certificate in a PEM file; -1 with err when unreadable. */
-int cert_common_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen);
 
 #endif

@@ -35,7 +35,7 @@ static void end_polls(void *arg)
 int main(int argc, char **argv)
 {
     struct broker_config cfg;
-    char err[512], name[2 * QCG_NAME_MAX];
+    char err[512];
 
     switch (broker_config_load(&cfg, argc, argv, err, sizeof(err))) {
     case CONFIG_OK:
@@ -61,14 +61,15 @@ int main(int argc, char **argv)
         return rc;
     }
     log_init("broker", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog != 0);
-    if (cert_common_name(cfg.cert, name, sizeof(name), err, sizeof(err)) != 0) {
+    struct identity self;
+    if (identity_from_file(cfg.cert, QCG_ROLE_BROKER, &self, err, sizeof(err)) != 0) {
         fprintf(stderr, "qcg-broker: %s\n", err);
         broker_config_free(&cfg);
         return 2;
     }
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
-    struct broker *b = broker_new((size_t)cfg.max_contacts, name);
+    struct broker *b = broker_new((size_t)cfg.max_contacts, self.name);
     if (b == NULL)
         fatalx("out of memory");
     b->proxies = cfg.proxies;
@@ -93,7 +94,7 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
-    log_info("%s listening on %s port %d, epoch %llu, at most %d contacts", name,
+    log_info("%s listening on %s port %d, epoch %llu, at most %d contacts", self.name,
              cfg.listen ? cfg.listen : "any address", soap_server_port(srv),
              (unsigned long long)registry_epoch(b->reg), cfg.max_contacts);
 

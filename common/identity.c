@@ -5,7 +5,9 @@
  */
 #include "identity.h"
 
+#include <errno.h>
 #include <openssl/asn1.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,4 +123,37 @@ int identity_from_ssl(SSL *ssl, struct identity *id)
     }
     X509_free(cert);
     return rc;
+}
+
+int identity_from_file(const char *path, enum qcg_role expect, struct identity *id, char *err,
+                       size_t errlen)
+{
+    memset(id, 0, sizeof(*id));
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cert: cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (x == NULL) {
+        snprintf(err, errlen, "cert: %s holds no PEM certificate", path);
+        return -1;
+    }
+    char ou[QCG_NAME_MAX] = "", cn[2 * QCG_NAME_MAX] = "";
+    X509_NAME *subject = X509_get_subject_name(x);
+    int n_ou = X509_NAME_get_text_by_NID(subject, NID_organizationalUnitName, ou, sizeof(ou));
+    int n_cn = X509_NAME_get_text_by_NID(subject, NID_commonName, cn, sizeof(cn));
+    X509_free(x);
+    if (n_ou <= 0 || n_cn <= 0 || (size_t)n_ou >= sizeof(ou) || (size_t)n_cn >= sizeof(cn) ||
+        identity_from_fields(ou, cn, id) < 0) {
+        snprintf(err, errlen, "cert: %s: subject is not O=qcg-connect/OU=<role>/CN=<name>", path);
+        return -1;
+    }
+    if (expect != QCG_ROLE_NONE && id->role != expect) {
+        snprintf(err, errlen, "cert: %s is not a %s certificate (OU=%s, CN=%s)", path,
+                 role_name(expect), ou, cn);
+        return -1;
+    }
+    return 0;
 }

@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,32 +44,6 @@ const struct config_option frontend_options[] = {
 static const char usage[] = "qcg-frontend --broker URL --kind KIND --ca FILE --cert FILE "
                             "[options]\n       qcg-frontend --stats [--json] [--url URL] "
                             "--ca FILE --cert FILE";
-
-/* Reads the OU and CN of the certificate in path (the first one of the PEM). */
-static int cert_identity(const char *path, struct identity *id, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot read certificate %s: %s", path, strerror(errno));
-        return -1;
-    }
-    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
-    fclose(f);
-    if (x == NULL) {
-        snprintf(err, errlen, "%s holds no PEM certificate", path);
-        return -1;
-    }
-    char ou[QCG_NAME_MAX] = "", cn[2 * QCG_NAME_MAX] = "";
-    X509_NAME *subject = X509_get_subject_name(x);
-    int ok = X509_NAME_get_text_by_NID(subject, NID_organizationalUnitName, ou, sizeof(ou)) > 0 &&
-             X509_NAME_get_text_by_NID(subject, NID_commonName, cn, sizeof(cn)) > 0;
-    X509_free(x);
-    if (!ok || identity_from_fields(ou, cn, id) < 0) {
-        snprintf(err, errlen, "%s: subject is not O=qcg-connect/OU=<role>/CN=<name>", path);
-        return -1;
-    }
-    return 0;
-}
 
 static int address_valid(const char *text)
 {
@@ -143,7 +115,7 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
         return -1;
     }
     struct identity id;
-    if (cert_identity(cfg->cert, &id, err, errlen) < 0)
+    if (identity_from_file(cfg->cert, QCG_ROLE_NONE, &id, err, errlen) < 0)
         return -1;
     if (cfg->stats)
         return check_stats_mode(cfg, err, errlen);

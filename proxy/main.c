@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "identity.h"
 #include "log.h"
 #include "nofile.h"
 #include "proxy_config.h"
@@ -84,10 +85,12 @@ int main(int argc, char **argv)
         return rc;
     }
     log_init("proxy", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog != 0);
-    if (proxy_cert_name(cfg.cert, svc.name, sizeof(svc.name), err, sizeof(err)) != 0) {
+    struct identity self;
+    if (identity_from_file(cfg.cert, QCG_ROLE_PROXY, &self, err, sizeof(err)) != 0) {
         snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
         return config_error(&cfg, msg);
     }
+    snprintf(svc.name, sizeof(svc.name), "%s", self.name);
     if (proxy_key_load(cfg.key_file, &key, err, sizeof(err)) != 0) {
         snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
         return config_error(&cfg, msg);

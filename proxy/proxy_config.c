@@ -2,8 +2,6 @@
 #include "proxy_config.h"
 
 #include <errno.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,34 +95,4 @@ enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **
 void proxy_config_free(struct proxy_config *cfg)
 {
     config_free(proxy_options, cfg);
-}
-
-int proxy_cert_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen)
-{
-    char ou[QCG_NAME_MAX];
-    struct identity id;
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "cert: cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
-    fclose(f);
-    if (x == NULL) {
-        snprintf(err, errlen, "cert: %s holds no PEM certificate", path);
-        return -1;
-    }
-    X509_NAME *subject = X509_get_subject_name(x);
-    int n = X509_NAME_get_text_by_NID(subject, NID_commonName, cn, (int)cnlen);
-    int m = X509_NAME_get_text_by_NID(subject, NID_organizationalUnitName, ou, (int)sizeof(ou));
-    X509_free(x);
-    if (n <= 0 || m <= 0) {
-        snprintf(err, errlen, "cert: the certificate in %s has no common name or unit", path);
-        return -1;
-    }
-    if (identity_from_fields(ou, cn, &id) != 0 || id.role != QCG_ROLE_PROXY) {
-        snprintf(err, errlen, "cert: %s is not a proxy's certificate (OU=%s, CN=%s)", path, ou, cn);
-        return -1;
-    }
-    return 0;
 }

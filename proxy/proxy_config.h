@@ -36,8 +36,5 @@ enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **
                                      size_t errlen);
 void proxy_config_free(struct proxy_config *cfg);
 
-/* The CN of the first certificate in a PEM file, which must be a proxy's
-   (OU=proxy); -1 with err otherwise. */
-int proxy_cert_name(const char *path, char *cn, size_t cnlen, char *err, size_t errlen);
 
 #endif
