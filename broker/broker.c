@@ -1,6 +1,8 @@
 /* The broker's state; see broker.h. */
 #include "broker.h"
+#include "outcomes.h"
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +18,21 @@ uint64_t broker_make_epoch(uint64_t now)
     return (now << 32) | rnd | 1;
 }
 
-struct broker *broker_new(size_t max_contacts, const char *name)
+struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry)
 {
     struct broker *b = calloc(1, sizeof(*b));
     if (b == NULL)
         return NULL;
     b->reg = registry_new(max_contacts, broker_make_epoch((uint64_t)time(NULL)));
-    if (b->reg == NULL) {
+    b->outcomes = outcomes_new(outcome_expiry);
+    if (b->reg == NULL || b->outcomes == NULL ||
+        RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
+        registry_free(b->reg);
+        outcomes_free(b->outcomes);
         free(b);
         return NULL;
     }
+    traversals_init(&b->traversals);
     snprintf(b->name, sizeof(b->name), "%s", name != NULL ? name : "broker");
     return b;
 }
@@ -35,6 +42,9 @@ void broker_free(struct broker *b)
     if (b == NULL)
         return;
     registry_free(b->reg);
+    outcomes_free(b->outcomes);
+    traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
+    OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));
     free(b);
 }

@@ -9,6 +9,10 @@
 #include "proto.h"
 #include "proxies.h"
 #include "registry.h"
+#include "traversals.h"
+
+struct outcomes;
+struct reflector;
 
 struct broker_stats {
     atomic_ullong lookups;
@@ -19,6 +23,11 @@ struct broker_stats {
     atomic_ullong connections; /* connections that made at least one call */
     atomic_ullong plans_reversed;
     atomic_ullong plans_proxy;
+    atomic_ullong plans_traversing;
+    atomic_ullong plans_holepunch;
+    atomic_ullong injects_ordered;  /* SYNs handed over and sent to the target */
+    atomic_ullong reports_ok;
+    atomic_ullong reports_failed;
 };
 
 struct broker {
@@ -26,10 +35,18 @@ struct broker {
     struct broker_stats stats;
     char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
     struct proxies proxies;      /* set once before serving */
+    struct outcomes *outcomes;   /* what worked between clusters */
+    struct traversals traversals;
+    struct proxy_key punch_key;  /* signs hole-punching and traversing tokens; random per start */
+    struct reflector *reflector; /* NULL: no hole punching */
+    char reflector_host[QCG_ADDR_MAX];
+    int reflector_port;
 };
 
-/* A broker with a fresh epoch (start time and random bits).  NULL on ENOMEM. */
-struct broker *broker_new(size_t max_contacts, const char *name);
+/* A broker with a fresh epoch (start time and random bits) and a fresh
+   punch key; outcome_expiry: seconds a failed technique is avoided between
+   two clusters.  NULL on ENOMEM. */
+struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry);
 void broker_free(struct broker *b);
 
 /* The epoch for a broker started at `now`: never 0, differs between restarts. */

@@ -1,7 +1,10 @@
 /* qcg-broker's settings; see broker_config.h. */
 #include "broker_config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,6 +35,12 @@ const struct config_option broker_options[] = {
      "comma-separated"},
     {"proxy-key", CONFIG_STRING, OPT(proxy_key), 0, 0, NULL,
      "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
+    {"reflector", CONFIG_STRING, OPT(reflector), 0, 0, NULL,
+     "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
+     "(an IP address of this host, e.g. 203.0.113.10:7704); plain TCP, the broker listens on "
+     "it; none = no hole punching"},
+    {"outcome-expiry", CONFIG_INT, OPT(outcome_expiry), 1, 86400, "600",
+     "seconds a technique that failed between two clusters is not planned again between them"},
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
@@ -47,6 +56,32 @@ static int readable(const char *what, const char *path, char *err, size_t errlen
         return -1;
     }
     fclose(f);
+    return 0;
+}
+
+/* "203.0.113.10:7704": a literal, non-wildcard IPv4 address (nodes connect to
+   it as given) and a port. */
+static int parse_reflector(struct broker_config *cfg, char *err, size_t errlen)
+{
+    const char *colon = strrchr(cfg->reflector, ':');
+    struct in_addr a;
+    char *end;
+    long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+    size_t hlen = colon != NULL ? (size_t)(colon - cfg->reflector) : 0;
+    if (colon == NULL || hlen == 0 || hlen >= sizeof(cfg->reflector_host) || *end != '\0' ||
+        port < 1 || port > 65535) {
+        snprintf(err, errlen, "qcg-broker: --reflector: '%.80s' is not ADDR:PORT", cfg->reflector);
+        return -1;
+    }
+    memcpy(cfg->reflector_host, cfg->reflector, hlen);
+    cfg->reflector_host[hlen] = '\0';
+    if (inet_pton(AF_INET, cfg->reflector_host, &a) != 1 || a.s_addr == htonl(INADDR_ANY)) {
+        snprintf(err, errlen,
+                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to",
+                 cfg->reflector_host);
+        return -1;
+    }
+    cfg->reflector_port = (int)port;
     return 0;
 }
 
@@ -76,6 +111,9 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         snprintf(err, errlen, "qcg-broker: --url: %s does not start with https://", cfg->url);
         return CONFIG_ERROR;
     }
+    if (!cfg->stats && cfg->reflector != NULL && cfg->reflector[0] != '\0' &&
+        strcmp(cfg->reflector, "none") != 0 && parse_reflector(cfg, err, errlen) < 0)
+        return CONFIG_ERROR;
     if (!cfg->stats) {
         char why[400];
         if (proxies_parse(&cfg->proxies, cfg->proxy, cfg->proxy_key, why, sizeof(why)) < 0) {

@@ -23,8 +23,12 @@ struct broker_config {
     char *url;
     char *proxy;     /* NAME@HOST:PORT[,...] */
     char *proxy_key; /* the key shared with the proxies */
+    char *reflector; /* ADDR:PORT, NULL = no hole punching */
+    int outcome_expiry;
 
     /* Derived by broker_config_load. */
+    char reflector_host[48];
+    int reflector_port;
     struct proxies proxies;
 };
 

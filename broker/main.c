@@ -11,6 +11,7 @@
 #include "broker_config.h"
 #include "daemon.h"
 #include "log.h"
+#include "reflector.h"
 #include "soap_server.h"
 #include "stats_query.h"
 
@@ -69,7 +70,8 @@ int main(int argc, char **argv)
     }
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
-    struct broker *b = broker_new((size_t)cfg.max_contacts, self.name);
+    struct broker *b =
+        broker_new((size_t)cfg.max_contacts, self.name, (unsigned)cfg.outcome_expiry);
     if (b == NULL)
         fatalx("out of memory");
     b->proxies = cfg.proxies;
@@ -78,6 +80,27 @@ int main(int argc, char **argv)
                  b->proxies.list[i].port);
     if (b->proxies.count == 0)
         log_info("no proxy configured: pairs that need one get status unavailable");
+    if (cfg.reflector_port > 0) {
+        char listen[64];
+        snprintf(listen, sizeof(listen), "%s:%d", cfg.reflector_host, cfg.reflector_port);
+        b->reflector = reflector_start(listen, &b->punch_key, NULL, NULL, err, sizeof(err));
+        if (b->reflector == NULL) {
+            fprintf(stderr, "qcg-broker: reflector: %s\n", err);
+            if (cfg.syslog)
+                log_error("reflector: %s", err);
+            broker_free(b);
+            broker_config_free(&cfg);
+            return 2;
+        }
+        snprintf(b->reflector_host, sizeof(b->reflector_host), "%s", cfg.reflector_host);
+        b->reflector_port = cfg.reflector_port;
+        log_info("reflector on %s port %d: hole punching available", b->reflector_host,
+                 b->reflector_port);
+    } else {
+        log_info("no reflector configured: hole punching is not planned");
+    }
+    log_info("a technique that failed between two clusters is avoided for %d s",
+             cfg.outcome_expiry);
     struct soap_server_config sc = {
         .listen_addr = cfg.listen,
         .port = cfg.port,
@@ -90,6 +113,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "qcg-broker: %s\n", err);
         if (cfg.syslog)
             log_error("%s", err);
+        if (b->reflector != NULL)
+            reflector_stop(b->reflector);
         broker_free(b);
         broker_config_free(&cfg);
         return 2;
@@ -106,6 +131,8 @@ int main(int argc, char **argv)
         log_error("connections still busy: exiting without a clean stop");
         return 1;
     }
+    if (b->reflector != NULL)
+        reflector_stop(b->reflector);
     log_info("stopped");
     soap_server_free(srv);
     broker_free(b);

@@ -36,12 +36,16 @@ static bool reversed_applies(const struct plan_end *from, const struct plan_end 
     return same_cluster(from, to) || reachable(from);
 }
 
+/* The initiator's SYN, as it leaves its site, is what the target's helper
+   injects: its public address and port must be known in advance (public, or
+   a NAT that keeps ports), and both helpers must intercept and inject. */
 static bool traversing_applies(const struct plan_end *from, const struct plan_end *to)
 {
-    return !same_cluster(from, to) && to->kind == CLUSTER_FIREWALLED && to->can_intercept &&
-           from->kind != CLUSTER_SYMNAT;
+    return !same_cluster(from, to) && to->kind == CLUSTER_FIREWALLED && !reachable(to) &&
+           to->can_intercept && from->can_intercept && from->kind != CLUSTER_SYMNAT;
 }
 
+/* Both mappings must be the same towards the reflector and towards the peer. */
 static bool holepunch_applies(const struct plan_end *from, const struct plan_end *to)
 {
     return !same_cluster(from, to) && from->kind != CLUSTER_SYMNAT && to->kind != CLUSTER_SYMNAT;
@@ -55,17 +59,14 @@ static bool proxy_applies(const struct plan_end *from, const struct plan_end *to
     return true;
 }
 
-/* The preference order of DESIGN.md, and what this version implements. */
+/* The preference order of DESIGN.md: fewest extra messages first. */
 static const struct {
     enum technique technique;
-    bool available;
     bool (*applies)(const struct plan_end *from, const struct plan_end *to);
 } preference[] = {
-    {TECH_DIRECT, true, direct_applies},
-    {TECH_REVERSED, true, reversed_applies},
-    {TECH_TRAVERSING, false, traversing_applies},
-    {TECH_HOLEPUNCH, false, holepunch_applies},
-    {TECH_PROXY, true, proxy_applies},
+    {TECH_DIRECT, direct_applies},         {TECH_REVERSED, reversed_applies},
+    {TECH_TRAVERSING, traversing_applies}, {TECH_HOLEPUNCH, holepunch_applies},
+    {TECH_PROXY, proxy_applies},
 };
 
 /* "open", "behind a NAT", "firewalled, port 20001 outside its open range 30000-30100". */
@@ -113,6 +114,9 @@ static void situation(const struct plan_end *from, const struct plan_end *to,
     describe(to, tdesc, sizeof(tdesc));
     if (to->kind == CLUSTER_FIREWALLED && !to->can_intercept && !reachable(to))
         strncat(tdesc, ", its helper cannot intercept", sizeof(tdesc) - strlen(tdesc) - 1);
+    if (!same_cluster(from, to) && to->kind == CLUSTER_FIREWALLED && !reachable(to) &&
+        to->can_intercept && !from->can_intercept)
+        strncat(fdesc, ", its helper cannot intercept", sizeof(fdesc) - strlen(fdesc) - 1);
     if (same_cluster(from, to))
         snprintf(d->reason, sizeof(d->reason), "same cluster %s", to->cluster);
     else if (reachable(to))
@@ -124,7 +128,7 @@ static void situation(const struct plan_end *from, const struct plan_end *to,
 }
 
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
-                 bool have_proxy, struct plan_decision *d)
+                 const struct plan_offer *offer, struct plan_decision *d)
 {
     const char *sep = ": ";
     memset(d, 0, sizeof(*d));
@@ -142,11 +146,15 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             add(d, "%s already tried", technique_name(t));
             continue;
         }
-        if (!preference[i].available) {
-            add(d, "%s not available in this version", technique_name(t));
+        if (offer->remembered & TECH_BIT(t)) {
+            add(d, "%s failed recently between these clusters", technique_name(t));
             continue;
         }
-        if (t == TECH_PROXY && !have_proxy) {
+        if (t == TECH_HOLEPUNCH && !offer->reflector) {
+            add(d, "%s needed, but the broker has no reflector configured", technique_name(t));
+            continue;
+        }
+        if (t == TECH_PROXY && !offer->proxy) {
             add(d, "%s needed, but the broker has no proxy configured", technique_name(t));
             continue;
         }

@@ -2,8 +2,9 @@
  * The broker's decision of how process A reaches process B (docs/architecture.md,
  * "Plans"): a pure function of what the two frontends declared about their
  * clusters, of the two contacts, of the techniques the initiator already tried
- * for this pair and of whether a proxy is configured.  No locks, no
- * allocation, no logging.
+ * for this pair, of what failed recently between the two clusters (the
+ * broker's outcome memory) and of what the broker offers (a proxy, a
+ * reflector).  No locks, no allocation, no logging.
  */
 #ifndef BROKER_PLAN_H
 #define BROKER_PLAN_H
@@ -24,6 +25,14 @@ struct plan_end {
     int port;                /* the contact's listening port */
 };
 
+/* What the broker has to offer, and what it remembers of the cluster pair. */
+struct plan_offer {
+    bool proxy;          /* a proxy is configured */
+    bool reflector;      /* hole punching has a reflector */
+    unsigned remembered; /* techniques whose last attempt between the two clusters failed,
+                            within the memory's expiry: skipped like tried ones */
+};
+
 struct plan_decision {
     bool ok;                  /* false: status "unavailable" */
     enum technique technique; /* the technique used, or the one that would be needed */
@@ -32,11 +41,11 @@ struct plan_decision {
 };
 
 /* Decides how `from` (the initiator) reaches `to`: the first technique of the
-   preference order (DESIGN.md) that applies to the pair, is not in `tried`,
-   is available in this version and, for the proxy, has a proxy to use.
-   Always fills *d. */
+   preference order (DESIGN.md) that applies to the pair, is neither in
+   `tried` nor remembered as failing, and has what it needs (a proxy, a
+   reflector).  Always fills *d. */
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
-                 bool have_proxy, struct plan_decision *d);
+                 const struct plan_offer *offer, struct plan_decision *d);
 
 /* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
    = none) into a set.  0, or -1 with the reason in why. */

@@ -1,5 +1,6 @@
 /* The broker's state; see registry.h. */
 #include "registry.h"
+#include "outcomes.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -437,8 +438,9 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
 
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *secret, int from_rank, int to_rank,
-                                     unsigned tried, bool have_proxy, struct reg_lookup *out,
-                                     char *why, size_t whylen)
+                                     unsigned tried, const struct plan_offer *offer,
+                                     struct outcomes *memory, struct reg_lookup *out, char *why,
+                                     size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
     struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
@@ -460,22 +462,35 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     out->found = true;
     contact_copy(to, &out->target);
     contact_copy(from, &out->from);
+    out->from_kind = from->cluster->decl.kind;
+    out->target_kind = to->cluster->decl.kind;
+    /* A NAT's nodes appear from its first public address, the others from
+       their own. */
+    if ((out->from_kind == CLUSTER_NAT || out->from_kind == CLUSTER_SYMNAT) &&
+        from->cluster->decl.npublic > 0)
+        copy_str(out->from_public, sizeof(out->from_public), from->cluster->decl.public_addr[0]);
+    else
+        copy_str(out->from_public, sizeof(out->from_public), out->from.address);
     struct plan_end fe, te;
     plan_end_of(from, &fe);
     plan_end_of(to, &te);
-    plan_decide(&fe, &te, tried, have_proxy, &out->decision);
+    struct plan_offer o = *offer;
+    o.remembered = memory != NULL ? outcomes_failing(memory, fe.cluster, te.cluster,
+                                                     (uint64_t)time(NULL))
+                                  : 0;
+    plan_decide(&fe, &te, tried, &o, &out->decision);
     return REG_OK;
 }
 
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
                                 const char *secret, int from_rank, int to_rank, unsigned tried,
-                                bool have_proxy, struct reg_lookup *out, char *why,
-                                size_t whylen)
+                                const struct plan_offer *offer, struct outcomes *memory,
+                                struct reg_lookup *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&r->lock);
-    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried,
-                                       have_proxy, out, why, whylen);
+    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried, offer,
+                                       memory, out, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
 }

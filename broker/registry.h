@@ -51,8 +51,12 @@ struct reg_lookup {
     bool found; /* false: toRank not published (plan status notfound) */
     struct reg_contact target;
     struct reg_contact from; /* the initiator's contact (a connect-back calls it) */
+    enum cluster_kind from_kind, target_kind;
+    char from_public[QCG_ADDR_MAX]; /* where the initiator's packets appear from (traversing) */
     struct plan_decision decision;
 };
+
+struct outcomes;
 
 struct registry_counts {
     size_t clusters, nodes, jobs, contacts;
@@ -87,11 +91,13 @@ enum reg_status registry_withdraw(struct registry *r, const char *cluster, const
                                   const char *job, const char *secret, int rank, char *why,
                                   size_t whylen);
 /* For a caller in `cluster` whose from_rank is published there: the plan to
-   reach to_rank, skipping the techniques in `tried` (plan.h). */
+   reach to_rank, skipping the techniques in `tried` and those `memory` (may
+   be NULL) holds as failing between the two clusters (plan.h).  offer's
+   `remembered` is ignored: the memory fills it. */
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
                                 const char *secret, int from_rank, int to_rank, unsigned tried,
-                                bool have_proxy, struct reg_lookup *out, char *why,
-                                size_t whylen);
+                                const struct plan_offer *offer, struct outcomes *memory,
+                                struct reg_lookup *out, char *why, size_t whylen);
 
 /* The command queue of a registered cluster (lives as long as the registry),
    or NULL. */

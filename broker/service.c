@@ -17,6 +17,9 @@
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
+#include "outcomes.h"
+#include "reflector.h"
+#include "syncheck.h"
 #include "token.h"
 #include "validate.h"
 
@@ -191,19 +194,23 @@ static int reversed_token(char *out, size_t len)
     return 0;
 }
 
-/* The order for the target's side of a reversed or proxied connection, to its
-   cluster's queue (the frontend passes it to the node's helper).  Fills the
-   plan's address, port and token.  0, or -1 with why. */
+/* The order for the target's side of a reversed, hole-punched or proxied
+   connection, to its cluster's queue (the frontend passes it to the node's
+   helper), and the plan's address, port and token.  A traversing plan
+   orders nothing yet: the target's order waits for the initiator's SYN
+   (qcg__traverse).  Returns 1 when *cmd is to be queued, 0 when not, -1 with
+   why. */
 static int order_target(struct broker *b, const struct reg_lookup *res, struct command *cmd,
                         char *plan_token, size_t token_len, char *address, size_t addr_len,
                         int *port, char *why, size_t whylen)
 {
+    enum technique t = res->decision.technique;
     memset(cmd, 0, sizeof(*cmd));
     snprintf(cmd->job, sizeof(cmd->job), "%s", res->target.job);
     snprintf(cmd->node, sizeof(cmd->node), "%s", res->target.node);
     cmd->rank = res->target.rank;
     cmd->peer_rank = res->from.rank;
-    if (res->decision.technique == TECH_REVERSED) {
+    if (t == TECH_REVERSED) {
         snprintf(cmd->kind, sizeof(cmd->kind), "connect-back");
         snprintf(cmd->address, sizeof(cmd->address), "%s", res->from.address);
         cmd->port = res->from.port;
@@ -214,12 +221,68 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         snprintf(plan_token, token_len, "%s", cmd->token);
         snprintf(address, addr_len, "%s", res->target.address);
         *port = res->target.port;
-        return 0;
+        return 1;
     }
     unsigned char pair[TOKEN_PAIR_LEN];
-    uint64_t expiry = (uint64_t)time(NULL) + PROXY_TOKEN_LIFETIME;
+    uint64_t now = (uint64_t)time(NULL);
+    if (RAND_bytes(pair, sizeof(pair)) != 1) {
+        snprintf(why, whylen, "no randomness for a token");
+        return -1;
+    }
+    if (t == TECH_TRAVERSING) {
+        struct traversal tr;
+        memset(&tr, 0, sizeof(tr));
+        memcpy(tr.pair, pair, sizeof(pair));
+        tr.expiry = now + TRAVERSAL_LIFETIME;
+        snprintf(tr.job, sizeof(tr.job), "%s", res->target.job);
+        tr.from_rank = res->from.rank;
+        tr.target_rank = res->target.rank;
+        snprintf(tr.from_cluster, sizeof(tr.from_cluster), "%s", res->from.cluster);
+        snprintf(tr.from_public, sizeof(tr.from_public), "%s", res->from_public);
+        snprintf(tr.target_cluster, sizeof(tr.target_cluster), "%s", res->target.cluster);
+        snprintf(tr.target_node, sizeof(tr.target_node), "%s", res->target.node);
+        snprintf(tr.target_address, sizeof(tr.target_address), "%s", res->target.address);
+        tr.target_port = res->target.port;
+        if (token_issue(&b->punch_key, pair, TOKEN_SIDE_INITIATOR, tr.expiry, plan_token,
+                        token_len) < 0 ||
+            traversals_add(&b->traversals, &tr, now) < 0) {
+            snprintf(why, whylen, "too many traversals waiting for their SYN");
+            return -1;
+        }
+        snprintf(address, addr_len, "%s", res->target.address);
+        *port = res->target.port;
+        return 0;
+    }
+    if (t == TECH_HOLEPUNCH) {
+        struct reflector_side sides[2];
+        uint64_t expiry = now + PROXY_TOKEN_LIFETIME;
+        const struct reg_contact *ends[2] = {&res->from, &res->target};
+        const enum cluster_kind kinds[2] = {res->from_kind, res->target_kind};
+        memset(sides, 0, sizeof(sides));
+        for (int i = 0; i < 2; i++) {
+            snprintf(sides[i].cluster, sizeof(sides[i].cluster), "%s", ends[i]->cluster);
+            snprintf(sides[i].node, sizeof(sides[i].node), "%s", ends[i]->node);
+            /* Declared public or port-keeping: the reflector checks it. */
+            sides[i].preserving = kinds[i] != CLUSTER_SYMNAT;
+        }
+        if (token_issue(&b->punch_key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token,
+                        token_len) < 0 ||
+            token_issue(&b->punch_key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
+                        sizeof(cmd->token)) < 0 ||
+            reflector_expect(b->reflector, pair, sides, expiry) < 0) {
+            snprintf(why, whylen, "cannot issue hole-punching tokens (reflector table full)");
+            return -1;
+        }
+        snprintf(cmd->kind, sizeof(cmd->kind), "punch");
+        snprintf(cmd->address, sizeof(cmd->address), "%s", b->reflector_host);
+        cmd->port = b->reflector_port;
+        snprintf(address, addr_len, "%s", b->reflector_host);
+        *port = b->reflector_port;
+        return 1;
+    }
+    uint64_t expiry = now + PROXY_TOKEN_LIFETIME;
     const struct proxy_addr *px;
-    if (RAND_bytes(pair, sizeof(pair)) != 1 || (px = proxies_pick(&b->proxies, pair)) == NULL ||
+    if ((px = proxies_pick(&b->proxies, pair)) == NULL ||
         token_issue(&b->proxies.key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
             0 ||
         token_issue(&b->proxies.key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
@@ -232,7 +295,21 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
     cmd->port = px->port;
     snprintf(address, addr_len, "%s", px->host);
     *port = px->port;
-    return 0;
+    return 1;
+}
+
+static atomic_ullong *plan_counter(struct broker *b, enum technique t)
+{
+    switch (t) {
+    case TECH_REVERSED:
+        return &b->stats.plans_reversed;
+    case TECH_TRAVERSING:
+        return &b->stats.plans_traversing;
+    case TECH_HOLEPUNCH:
+        return &b->stats.plans_holepunch;
+    default:
+        return &b->stats.plans_proxy;
+    }
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
@@ -251,8 +328,9 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         plan_tried_parse(tried, &tried_set, why, sizeof(why)) != 0)
         return refuse(soap, "lookup", "invalid", "%s", why);
     atomic_fetch_add(&b->stats.lookups, 1);
+    struct plan_offer offer = {.proxy = b->proxies.count > 0, .reflector = b->reflector != NULL};
     enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank,
-                                         tried_set, b->proxies.count > 0, &res, why, sizeof(why));
+                                         tried_set, &offer, b->outcomes, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "lookup", st, why);
 
@@ -272,20 +350,21 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     if (d->ok && d->technique != TECH_DIRECT) {
         struct command cmd;
         struct cmdqueue *q = registry_queue(b->reg, res.target.cluster);
-        if (order_target(b, &res, &cmd, token, sizeof(token), address, sizeof(address), &port, why,
-                         sizeof(why)) < 0 ||
-            q == NULL) {
+        int queue = q == NULL ? -1
+                              : order_target(b, &res, &cmd, token, sizeof(token), address,
+                                             sizeof(address), &port, why, sizeof(why));
+        if (queue < 0) {
             log_error("job %s rank %d -> %d: %s", job, fromRank, toRank,
                       q == NULL ? "the target's cluster has no queue" : why);
             OPENSSL_cleanse(token, sizeof(token));
             return refuse(soap, "lookup", "unavailable", "cannot order the target's side");
         }
-        uint64_t seq = cmdqueue_push(q, &cmd);
-        atomic_fetch_add(
-            d->technique == TECH_REVERSED ? &b->stats.plans_reversed : &b->stats.plans_proxy, 1);
-        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s ordered to %s (seq %llu)%s%s", job,
+        uint64_t seq = queue ? cmdqueue_push(q, &cmd) : 0;
+        atomic_fetch_add(plan_counter(b, d->technique), 1);
+        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
-                 technique_name(d->technique), cmd.kind, res.target.cluster,
+                 technique_name(d->technique), queue ? cmd.kind : "waiting for the SYN",
+                 queue ? " ordered to " : "", queue ? res.target.cluster : "",
                  (unsigned long long)seq, tried_set ? ", tried before: " : "",
                  tried_set ? tried : "");
         OPENSSL_cleanse(&cmd, sizeof(cmd));
@@ -318,6 +397,7 @@ static void command_to_soap(struct soap *soap, const struct command *in, struct 
     out->port = in->port;
     out->token = in->token[0] != '\0' ? soap_strdup(soap, in->token) : NULL;
     out->peerRank = in->peer_rank;
+    out->packet = in->packet[0] != '\0' ? soap_strdup(soap, in->packet) : NULL;
 }
 
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
@@ -354,6 +434,107 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
     for (int i = 0; i < n; i++)
         command_to_soap(soap, &cmds[i], &response->command[i]);
     response->__sizeCommand = n;
+    return SOAP_OK;
+}
+
+int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
+                  struct qcg__ackResponse *response)
+{
+    const struct identity *id;
+    struct broker *b = state(soap);
+    char why[256];
+    unsigned char pair[TOKEN_PAIR_LEN];
+    int side = -1;
+    uint64_t now = (uint64_t)time(NULL);
+    struct traversal tr;
+    if (check_call(soap, "traverse", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (token == NULL || strlen(token) >= QCG_TOKEN_MAX ||
+        token_check(&b->punch_key, token, now, 0, pair, &side, NULL) != TOKEN_OK ||
+        side != TOKEN_SIDE_INITIATOR)
+        return refuse(soap, "traverse", "denied", "not a traversing token of this broker");
+    if (traversals_take(&b->traversals, pair, now, &tr) < 0)
+        return refuse(soap, "traverse", "denied",
+                      "no traversal waits for this token (already used or expired)");
+    if (strcmp(tr.from_cluster, id->cluster) != 0)
+        return refuse(soap, "traverse", "denied", "the traversal was planned for cluster %s",
+                      tr.from_cluster);
+    struct syn_info syn;
+    if (syn_check_hex(packet, &syn, why, sizeof(why)) < 0)
+        return refuse(soap, "traverse", "invalid", "packet: %s", why);
+    if (syn.dport != tr.target_port || strcmp(syn.daddr, tr.target_address) != 0)
+        return refuse(soap, "traverse", "invalid",
+                      "the SYN goes to %s port %d, the plan was for %s port %d", syn.daddr,
+                      syn.dport, tr.target_address, tr.target_port);
+    struct cmdqueue *q = registry_queue(b->reg, tr.target_cluster);
+    if (q == NULL)
+        return refuse(soap, "traverse", "unavailable", "cluster %s is gone", tr.target_cluster);
+    struct command cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    snprintf(cmd.kind, sizeof(cmd.kind), "inject");
+    snprintf(cmd.job, sizeof(cmd.job), "%s", tr.job);
+    cmd.rank = tr.target_rank;
+    cmd.peer_rank = tr.from_rank;
+    snprintf(cmd.node, sizeof(cmd.node), "%s", tr.target_node);
+    /* A NAT that keeps ports shows the SYN's own source port. */
+    snprintf(cmd.address, sizeof(cmd.address), "%s", tr.from_public);
+    cmd.port = syn.sport;
+    snprintf(cmd.token, sizeof(cmd.token), "%s", token);
+    snprintf(cmd.packet, sizeof(cmd.packet), "%s", packet);
+    uint64_t seq = cmdqueue_push(q, &cmd);
+    atomic_fetch_add(&b->stats.injects_ordered, 1);
+    log_info("job %s rank %d (%s) -> rank %d (%s/%s): SYN from %s port %d, inject ordered "
+             "(seq %llu)",
+             tr.job, tr.from_rank, tr.from_cluster, tr.target_rank, tr.target_cluster,
+             tr.target_node, tr.from_public, syn.sport, (unsigned long long)seq);
+    OPENSSL_cleanse(&cmd, sizeof(cmd));
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                char *technique, int ok, int setupMs, char *why_failed,
+                struct qcg__ackResponse *response)
+{
+    const struct identity *id;
+    struct broker *b = state(soap);
+    char why[256];
+    struct reg_lookup res;
+    if (check_call(soap, "report", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    int t = technique != NULL ? technique_parse(technique) : -1;
+    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+        validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
+        validate_rank(toRank, "toRank", why, sizeof(why)) != 0)
+        return refuse(soap, "report", "invalid", "%s", why);
+    if (t <= (int)TECH_NONE || (ok != 0 && ok != 1) || setupMs < 0)
+        return refuse(soap, "report", "invalid", "technique, ok or setupMs out of range");
+    for (const char *c = why_failed; c != NULL && *c != '\0'; c++) {
+        if (*c < 0x20 || *c > 0x7e || c - why_failed >= 256)
+            return refuse(soap, "report", "invalid", "why: not one line of printable text");
+    }
+    /* The same checks as a lookup: only the initiator's side, with the
+       secret, reports; the two contacts give the cluster pair. */
+    struct plan_offer offer = {.proxy = true, .reflector = true};
+    enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, 0,
+                                         &offer, NULL, &res, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, "report", st, why);
+    response->version = QCG_PROTOCOL_VERSION;
+    if (!res.found)
+        return SOAP_OK; /* the peer is gone: nothing to learn about the pair */
+    outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t, ok != 0,
+                    (unsigned)setupMs, (uint64_t)time(NULL));
+    atomic_fetch_add(ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
+    if (ok)
+        log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", job, fromRank,
+                  res.from.cluster, toRank, res.target.cluster, technique, setupMs);
+    else
+        log_info("job %s rank %d (%s) -> rank %d (%s): %s failed after %d ms (%.200s); not "
+                 "planned again between %s and %s until it expires",
+                 job, fromRank, res.from.cluster, toRank, res.target.cluster, technique, setupMs,
+                 why_failed != NULL ? why_failed : "no reason given", res.from.cluster,
+                 res.target.cluster);
     return SOAP_OK;
 }
 

@@ -23,6 +23,11 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"connections", atomic_load(&b->stats.connections)},
         {"plans_reversed", atomic_load(&b->stats.plans_reversed)},
         {"plans_proxy", atomic_load(&b->stats.plans_proxy)},
+        {"plans_traversing", atomic_load(&b->stats.plans_traversing)},
+        {"plans_holepunch", atomic_load(&b->stats.plans_holepunch)},
+        {"injects_ordered", atomic_load(&b->stats.injects_ordered)},
+        {"reports_ok", atomic_load(&b->stats.reports_ok)},
+        {"reports_failed", atomic_load(&b->stats.reports_failed)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

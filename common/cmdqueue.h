@@ -13,14 +13,16 @@
 
 struct command {
     uint64_t seq;                   /* set by cmdqueue_push */
-    char kind[16];                  /* "invalidate", "flush", "connect-back", "proxy-connect" */
+    char kind[16];                  /* "invalidate", "flush", "connect-back", "proxy-connect",
+                                       "punch", "inject" */
     char job[QCG_JOB_MAX];
     int rank;
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port;
     char token[QCG_TOKEN_MAX];
-    int peer_rank;                  /* connect-back, proxy-connect: the initiator */
+    int peer_rank;                  /* connect-back, proxy-connect, punch, inject: the initiator */
+    char packet[QCG_PACKET_HEX_MAX]; /* inject: the initiator's SYN, hex */
 };
 
 struct cmdqueue;

@@ -13,6 +13,9 @@
 #define QCG_NAME_MAX 64
 #define QCG_ADDR_MAX 48
 #define QCG_TOKEN_MAX 128
+/* A SYN shipped for traversing: at most 120 bytes (IPv4 + TCP with options), hex. */
+#define QCG_PACKET_MAX 120
+#define QCG_PACKET_HEX_MAX (2 * QCG_PACKET_MAX + 1)
 
 enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEND, QCG_ROLE_HELPER };
 

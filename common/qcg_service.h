@@ -84,8 +84,16 @@ struct qcg__plan {
                            carrying `token` (reversed technique);
    proxy-connect           for `node`: connect to the proxy at address:port,
                            present `token`, and hand the paired socket to
-                           (job, rank), which then waits for peerRank's hello.
-   Later issues add inject and punch. */
+                           (job, rank), which then waits for peerRank's hello;
+   punch                   for `node`: punch a hole towards peerRank through
+                           the broker's reflector at address:port with `token`
+                           (helper/punch.h) and hand the connected socket to
+                           (job, rank), which then waits for peerRank's hello;
+   inject                  for `node`: inject `packet` (the initiator's SYN,
+                           hex) into the node's stack with its source rewritten
+                           to address:port (the initiator's public mapping) and
+                           complete the simultaneous open (helper/traverse.h);
+                           only towards the port (job, rank) published there. */
 struct qcg__command {
     unsigned long long seq;     /* increasing per queue, within one epoch */
     char *kind;
@@ -95,7 +103,8 @@ struct qcg__command {
     char *address;
     int port;
     char *token;
-    int peerRank;               /* connect-back, proxy-connect: the initiator's rank */
+    int peerRank;               /* connect-back, proxy-connect, punch, inject: the initiator */
+    char *packet;               /* inject: the SYN, lowercase hex, at most 2 x 120 characters */
 };
 
 struct qcg__counter {
@@ -153,5 +162,15 @@ int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank, 
    server's epoch and no commands: it must re-register and restart at ackSeq 0. */
 int qcg__poll(int version, unsigned long long epoch, unsigned long long ackSeq, int waitSeconds,
               struct qcg__pollResponse *response);
+/* helper -> frontend -> broker, traversing: the initiator's helper hands over
+   the SYN its process sent towards a traversing plan's target (lowercase hex
+   of the IPv4 packet); `token` is the plan's.  The broker orders the target's
+   helper to inject it.  Once per token. */
+int qcg__traverse(int version, char *token, char *packet, struct qcg__ackResponse *response);
+/* helper -> frontend -> broker: how an attempt from fromRank to toRank ended
+   (technique, ok 1/0, setup time, the process's reason when it failed).  The
+   broker remembers outcomes per ordered cluster pair and plans from them. */
+int qcg__report(int version, char *job, char *secret, int fromRank, int toRank, char *technique,
+                int ok, int setupMs, char *why, struct qcg__ackResponse *response);
 /* any authenticated member of the grid */
 int qcg__stats(int version, struct qcg__statsResponse *response);

@@ -23,6 +23,7 @@
 #define POLL_WAIT_MAX 25
 #define POLL_COMMANDS_MAX 32
 #define TRIED_MAX 128
+#define REPORT_WHY_MAX 256
 
 static int deny(struct soap *soap, struct frontend *fe, const char *op,
                 const struct identity *id, const char *why)
@@ -124,9 +125,18 @@ struct relay_args {
     const char *job, *secret, *node_name, *tried;
     int from_rank, rank;
     struct plan *plan;
+    const char *token, *packet;   /* traverse */
+    const struct report_args *report;
 };
 
-enum relay_op { RELAY_NODE, RELAY_PUBLISH, RELAY_WITHDRAW, RELAY_LOOKUP };
+enum relay_op {
+    RELAY_NODE,
+    RELAY_PUBLISH,
+    RELAY_WITHDRAW,
+    RELAY_LOOKUP,
+    RELAY_TRAVERSE,
+    RELAY_REPORT
+};
 
 static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_args *a,
                       struct relay_error *err)
@@ -149,6 +159,12 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
         case RELAY_LOOKUP:
             rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->tried,
                               a->plan, err);
+            break;
+        case RELAY_TRAVERSE:
+            rc = relay_traverse(up, url, a->token, a->packet, err);
+            break;
+        case RELAY_REPORT:
+            rc = relay_report(up, url, a->report, err);
             break;
         }
         int broken = rc < 0 && err->status == CALL_UNREACHABLE;
@@ -367,6 +383,27 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     return SOAP_OK;
 }
 
+/* The caller speaks for rank `rank` of `job`: published from this cluster,
+   with the job's secret.  SOAP_OK or the fault. */
+static int check_member(struct soap *soap, struct frontend *fe, const char *op,
+                        const struct identity *id, const char *job, const char *secret, int rank)
+{
+    char why[300];
+    struct contact_info from;
+    if (store_contact_get(fe->store, job, rank, &from) < 0) {
+        snprintf(why, sizeof(why), "rank %d of job %s is not published from cluster %s", rank, job,
+                 fe->cluster);
+        return deny(soap, fe, op, id, why);
+    }
+    int secret_ok = secret_equal(from.secret, secret);
+    OPENSSL_cleanse(from.secret, sizeof(from.secret));
+    if (!secret_ok) {
+        snprintf(why, sizeof(why), "wrong secret for job %s", job);
+        return deny(soap, fe, op, id, why);
+    }
+    return SOAP_OK;
+}
+
 static void plan_to_soap(struct soap *soap, const struct plan *p, struct qcg__plan *out)
 {
     out->status = soap_strdup(soap, p->status);
@@ -407,19 +444,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
 
     /* Only a process of this cluster, holding the job's secret, resolves its
        peers: checked here so a wrong secret never reaches the cache. */
-    char why[300];
-    struct contact_info from;
-    if (store_contact_get(fe->store, job, fromRank, &from) < 0) {
-        snprintf(why, sizeof(why), "rank %d of job %s is not published from cluster %s",
-                 fromRank, job, fe->cluster);
-        return deny(soap, fe, op, id, why);
-    }
-    int secret_ok = secret_equal(from.secret, secret);
-    OPENSSL_cleanse(from.secret, sizeof(from.secret));
-    if (!secret_ok) {
-        snprintf(why, sizeof(why), "wrong secret for job %s", job);
-        return deny(soap, fe, op, id, why);
-    }
+    if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
 
     unsigned char hash[JOB_HASH_LEN];
     if (job_secret_hash(job, secret, hash) < 0)
@@ -477,6 +503,85 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     return SOAP_OK;
 }
 
+/* Lowercase hex of at most max_len characters, even length, not empty. */
+static int hex_field_ok(const char *s, size_t max_len)
+{
+    size_t n = s != NULL ? strnlen(s, max_len + 1) : 0;
+    if (n == 0 || n > max_len)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    }
+    return 1;
+}
+
+int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
+                  struct qcg__ackResponse *response)
+{
+    static const char op[] = "traverse";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    /* The broker checks the token and the packet; here only their shape, so
+       nothing oversized is relayed. */
+    if (!hex_field_ok(token, QCG_TOKEN_MAX - 1))
+        return invalid(soap, op, id, "token: missing, too long or not lowercase hex");
+    if (!hex_field_ok(packet, QCG_PACKET_HEX_MAX - 1) || strlen(packet) % 2 != 0)
+        return invalid(soap, op, id, "packet: missing, too long or not lowercase hex");
+    char reason[256];
+    if (!store_link(fe->store, reason, sizeof(reason)))
+        return unavailable(soap, op, reason);
+    struct relay_error err;
+    struct relay_args a = {.token = token, .packet = packet};
+    if (relay_call(fe, RELAY_TRAVERSE, &a, &err) < 0)
+        return relay_failed(soap, op, &err);
+    log_debug("traverse from node %s relayed", id->node);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
+{
+    static const char op[] = "report";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    const char *bad = job_fields_bad(job, secret, fromRank);
+    if (bad == NULL && toRank < 0)
+        bad = "rank must not be negative";
+    if (bad == NULL && (technique == NULL || technique_parse(technique) <= (int)TECH_NONE))
+        bad = "technique: not a technique name";
+    if (bad == NULL && (setupMs < 0 || (ok != 0 && ok != 1)))
+        bad = "ok must be 0 or 1 and setupMs not negative";
+    if (bad == NULL && why != NULL && strlen(why) > REPORT_WHY_MAX)
+        bad = "why: too long";
+    if (bad != NULL)
+        return invalid(soap, op, id, bad);
+    if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
+    char reason[256];
+    if (!store_link(fe->store, reason, sizeof(reason)))
+        return unavailable(soap, op, reason);
+    struct report_args r = {.job = job,
+                            .secret = secret,
+                            .technique = technique,
+                            .why = why,
+                            .from_rank = fromRank,
+                            .to_rank = toRank,
+                            .ok = ok,
+                            .setup_ms = setupMs};
+    struct relay_error err;
+    struct relay_args a = {.report = &r};
+    if (relay_call(fe, RELAY_REPORT, &a, &err) < 0)
+        return relay_failed(soap, op, &err);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
               struct qcg__pollResponse *response)
 {
@@ -519,6 +624,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
         out[i].port = cmds[i].port;
         out[i].token = cmds[i].token[0] ? soap_strdup(soap, cmds[i].token) : NULL;
         out[i].peerRank = cmds[i].peer_rank;
+        out[i].packet = cmds[i].packet[0] ? soap_strdup(soap, cmds[i].packet) : NULL;
     }
     response->__sizeCommand = n;
     response->command = out;

@@ -130,6 +130,29 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
     return 0;
 }
 
+int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
+                   struct relay_error *err)
+{
+    struct qcg__ackResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__traverse(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)token,
+                                     (char *)packet, &resp);
+    return call_failed(soap, rc, err);
+}
+
+int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+                 struct relay_error *err)
+{
+    struct qcg__ackResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__report(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job,
+                                   (char *)r->secret, r->from_rank, r->to_rank,
+                                   (char *)r->technique, r->ok, r->setup_ms,
+                                   r->why != NULL && r->why[0] != '\0' ? (char *)r->why : NULL,
+                                   &resp);
+    return call_failed(soap, rc, err);
+}
+
 static int command_from_soap(const struct qcg__command *in, struct command *out)
 {
     memset(out, 0, sizeof(*out));
@@ -141,7 +164,8 @@ static int command_from_soap(const struct qcg__command *in, struct command *out)
         copy_str(out->job, sizeof(out->job), in->job) < 0 ||
         copy_str(out->node, sizeof(out->node), in->node) < 0 ||
         copy_str(out->address, sizeof(out->address), in->address) < 0 ||
-        copy_str(out->token, sizeof(out->token), in->token) < 0)
+        copy_str(out->token, sizeof(out->token), in->token) < 0 ||
+        copy_str(out->packet, sizeof(out->packet), in->packet) < 0)
         return -1;
     return 0;
 }

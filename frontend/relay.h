@@ -58,6 +58,16 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
                  int from_rank, int to_rank, const char *tried, struct plan *plan,
                  struct relay_error *err);
+/* Traversing: hands the initiator's SYN (hex) over with the plan's token. */
+int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
+                   struct relay_error *err);
+/* The outcome of one connection attempt (qcg__report). */
+struct report_args {
+    const char *job, *secret, *technique, *why;
+    int from_rank, to_rank, ok, setup_ms;
+};
+int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+                 struct relay_error *err);
 /* Long-poll: *server_epoch gets the broker's epoch; up to max commands are
    copied into out (malformed ones are logged and skipped, but *last_seq
    still covers them so they are acknowledged).  *n = commands copied. */

@@ -56,6 +56,21 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     return not_served(soap, "lookup");
 }
 
+int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)token, (void)packet, (void)response;
+    return not_served(soap, "traverse");
+}
+
+int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
+{
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)technique;
+    (void)ok, (void)setupMs, (void)why, (void)response;
+    return not_served(soap, "report");
+}
+
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
               struct qcg__pollResponse *response)
 {

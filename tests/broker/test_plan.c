@@ -9,21 +9,19 @@
 #include "check.h"
 #include "plan.h"
 
-/* The lab's sites as their frontends declare them.  fw's node can intercept. */
-static const struct plan_end open_site = {"open", CLUSTER_OPEN, 0, 0, false, 20001};
+/* The lab's sites as their frontends declare them; every helper can intercept. */
+static const struct plan_end open_site = {"open", CLUSTER_OPEN, 0, 0, true, 20001};
 static const struct plan_end fw_site = {"fw", CLUSTER_FIREWALLED, 0, 0, true, 20001};
-static const struct plan_end nata_site = {"nata", CLUSTER_NAT, 0, 0, false, 20001};
-static const struct plan_end natb_site = {"natb", CLUSTER_NAT, 0, 0, false, 20001};
-static const struct plan_end sym_site = {"sym", CLUSTER_SYMNAT, 0, 0, false, 20001};
+static const struct plan_end nata_site = {"nata", CLUSTER_NAT, 0, 0, true, 20001};
+static const struct plan_end natb_site = {"natb", CLUSTER_NAT, 0, 0, true, 20001};
+static const struct plan_end sym_site = {"sym", CLUSTER_SYMNAT, 0, 0, true, 20001};
 
 struct row {
     const struct plan_end *from, *to;
     enum technique technique; /* with a proxy configured, nothing tried: always ok */
 };
 
-/* Rows: initiator, target, expected technique.  Reversed and proxy are
-   available; traversing and hole punching are not yet, so the proxy stands
-   in for them. */
+/* Rows: initiator, target, expected technique (DESIGN.md's table). */
 static const struct row pairs[] = {
     /* to open: always direct */
     {&open_site, &open_site, TECH_DIRECT},
@@ -34,19 +32,19 @@ static const struct row pairs[] = {
     /* to fw (no open range, node can intercept) */
     {&open_site, &fw_site, TECH_REVERSED},
     {&fw_site, &fw_site, TECH_DIRECT},
-    {&nata_site, &fw_site, TECH_PROXY}, /* traversing, holepunch: not yet */
-    {&natb_site, &fw_site, TECH_PROXY},
+    {&nata_site, &fw_site, TECH_TRAVERSING},
+    {&natb_site, &fw_site, TECH_TRAVERSING},
     {&sym_site, &fw_site, TECH_PROXY},
     /* to nata */
     {&open_site, &nata_site, TECH_REVERSED},
-    {&fw_site, &nata_site, TECH_PROXY}, /* holepunch: not yet */
+    {&fw_site, &nata_site, TECH_HOLEPUNCH},
     {&nata_site, &nata_site, TECH_DIRECT},
-    {&natb_site, &nata_site, TECH_PROXY},
+    {&natb_site, &nata_site, TECH_HOLEPUNCH},
     {&sym_site, &nata_site, TECH_PROXY},
     /* to natb */
     {&open_site, &natb_site, TECH_REVERSED},
-    {&fw_site, &natb_site, TECH_PROXY},
-    {&nata_site, &natb_site, TECH_PROXY},
+    {&fw_site, &natb_site, TECH_HOLEPUNCH},
+    {&nata_site, &natb_site, TECH_HOLEPUNCH},
     {&natb_site, &natb_site, TECH_DIRECT},
     {&sym_site, &natb_site, TECH_PROXY},
     /* to sym */
@@ -60,7 +58,8 @@ static const struct row pairs[] = {
 static void decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
                    bool have_proxy, struct plan_decision *d)
 {
-    plan_decide(from, to, tried, have_proxy, d);
+    struct plan_offer offer = {.proxy = have_proxy, .reflector = true};
+    plan_decide(from, to, tried, &offer, d);
 }
 
 static void check_row(const struct plan_end *from, const struct plan_end *to, enum technique t)
@@ -91,21 +90,49 @@ static void test_reasons(void)
     struct plan_decision d;
     decide(&nata_site, &natb_site, 0, true, &d);
     CHECK(strcmp(d.reason, "cluster nata is behind a NAT and cluster natb is not reachable "
-                           "(behind a NAT): holepunch not available in this version; proxy") ==
-              0,
+                           "(behind a NAT): holepunch") == 0,
           "reason: %s", d.reason);
-    decide(&nata_site, &fw_site, 0, true, &d);
-    CHECK(strstr(d.reason, ": traversing not available in this version; holepunch not available "
-                           "in this version; proxy") != NULL,
+    decide(&nata_site, &fw_site, TECH_BIT(TECH_TRAVERSING), true, &d);
+    CHECK(strstr(d.reason, ": traversing already tried; holepunch") != NULL &&
+              d.technique == TECH_HOLEPUNCH,
           "reason: %s", d.reason);
     decide(&nata_site, &sym_site, 0, true, &d);
-    CHECK(strstr(d.reason, "behind a symmetric NAT") != NULL &&
-              strstr(d.reason, "not available") == NULL,
+    CHECK(strstr(d.reason, "behind a symmetric NAT") != NULL && d.technique == TECH_PROXY &&
+              strstr(d.reason, "holepunch") == NULL,
           "reason: %s", d.reason);
     decide(&open_site, &fw_site, 0, true, &d);
     CHECK(strcmp(d.reason, "cluster open is open and cluster fw is not reachable (firewalled "
                            "with no open port range): reversed") == 0,
           "reason: %s", d.reason);
+}
+
+/* What the broker offers and remembers: no reflector, no hole punching; a
+   technique remembered as failing is skipped like a tried one. */
+static void test_offer(void)
+{
+    struct plan_decision d;
+    struct plan_offer none = {.proxy = true, .reflector = false};
+    plan_decide(&nata_site, &natb_site, 0, &none, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY &&
+              strstr(d.reason, "holepunch needed, but the broker has no reflector configured"),
+          "no reflector: %s", d.reason);
+    struct plan_offer mem = {.proxy = true, .reflector = true,
+                             .remembered = TECH_BIT(TECH_HOLEPUNCH)};
+    plan_decide(&sym_site, &natb_site, 0, &mem, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY, "sym -> natb, remembered: %s", d.reason);
+    plan_decide(&nata_site, &natb_site, 0, &mem, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY &&
+              strstr(d.reason, "holepunch failed recently between these clusters; proxy"),
+          "nata -> natb, holepunch remembered: %s", d.reason);
+    mem.remembered = TECH_BIT(TECH_TRAVERSING);
+    plan_decide(&nata_site, &fw_site, 0, &mem, &d);
+    CHECK(d.ok && d.technique == TECH_HOLEPUNCH, "nata -> fw, traversing remembered: %s",
+          d.reason);
+    /* Memory never blocks direct inside a site: direct does not look at it
+       unless it failed there. */
+    mem.remembered = TECH_BIT(TECH_PROXY);
+    plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH), &mem, &d);
+    CHECK(!d.ok && strstr(d.reason, "no technique left"), "all failed: %s", d.reason);
 }
 
 static void test_open_range(void)
@@ -119,11 +146,11 @@ static void test_open_range(void)
     fw_edge.port = 30099;
     check_row(&nata_site, &fw_in, TECH_DIRECT);
     check_row(&sym_site, &fw_edge, TECH_DIRECT);
-    check_row(&nata_site, &fw_out, TECH_PROXY);
+    check_row(&nata_site, &fw_out, TECH_TRAVERSING);
     /* As the initiator, a contact inside the open range can take a call back. */
     check_row(&fw_in, &nata_site, TECH_REVERSED);
     check_row(&fw_in, &sym_site, TECH_REVERSED);
-    check_row(&fw_out, &nata_site, TECH_PROXY);
+    check_row(&fw_out, &nata_site, TECH_HOLEPUNCH);
 
     struct plan_decision d;
     decide(&nata_site, &fw_out, 0, true, &d);
@@ -133,15 +160,21 @@ static void test_open_range(void)
 
 static void test_no_intercept(void)
 {
-    /* Without a helper able to intercept, traversing does not even apply. */
-    struct plan_end fw_plain = fw_site;
+    /* A helper without privileges on either side: traversing is never
+       planned, hole punching takes over (no privileges needed). */
+    struct plan_end fw_plain = fw_site, nata_plain = nata_site;
     fw_plain.can_intercept = false;
-    check_row(&nata_site, &fw_plain, TECH_PROXY);
+    nata_plain.can_intercept = false;
+    check_row(&nata_site, &fw_plain, TECH_HOLEPUNCH);
+    check_row(&nata_plain, &fw_site, TECH_HOLEPUNCH);
     check_row(&open_site, &fw_plain, TECH_REVERSED);
     check_row(&sym_site, &fw_plain, TECH_PROXY);
     struct plan_decision d;
     decide(&nata_site, &fw_plain, 0, true, &d);
     CHECK(strstr(d.reason, "cannot intercept") != NULL && strstr(d.reason, "traversing") == NULL,
+          "reason: %s", d.reason);
+    decide(&nata_plain, &fw_site, 0, true, &d);
+    CHECK(strstr(d.reason, "nata is behind a NAT, its helper cannot intercept") != NULL,
           "reason: %s", d.reason);
 }
 
@@ -170,33 +203,41 @@ static void test_fallback(void)
 {
     struct plan_decision d;
     decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED), true, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY && !d.cacheable &&
-              strstr(d.reason, "reversed already tried; holepunch not available in this "
-                                     "version; proxy") != NULL,
+    CHECK(d.ok && d.technique == TECH_HOLEPUNCH && !d.cacheable &&
+              strstr(d.reason, "reversed already tried; holepunch") != NULL,
           "open -> nata, reversed tried: %s", d.reason);
-    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_PROXY), true, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "reversed already tried;") &&
+    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH), true, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY && !d.cacheable &&
+              strstr(d.reason, "reversed already tried; holepunch already tried; proxy") != NULL,
+          "open -> nata, reversed and holepunch tried: %s", d.reason);
+    decide(&open_site, &nata_site,
+           TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PROXY), true, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "reversed already tried;") &&
               strstr(d.reason, "proxy already tried; no technique left"),
           "open -> nata, all tried: %s", d.reason);
     decide(&open_site, &nata_site, 0, false, &d);
     CHECK(d.ok && d.technique == TECH_REVERSED, "open -> nata, no proxy: %s", d.reason);
-    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED), false, &d);
+    decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH), false, &d);
     CHECK(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "no proxy configured"),
-          "open -> nata, reversed tried, no proxy: %s", d.reason);
+          "open -> nata, reversed and holepunch tried, no proxy: %s", d.reason);
     decide(&sym_site, &nata_site, 0, false, &d);
     CHECK(!d.ok && d.technique == TECH_PROXY && !d.cacheable &&
               strstr(d.reason, "proxy needed, but the broker has no proxy configured"),
           "sym -> nata, no proxy: %s", d.reason);
-    decide(&fw_site, &nata_site, 0, false, &d);
+    decide(&fw_site, &nata_site, TECH_BIT(TECH_HOLEPUNCH), false, &d);
     CHECK(!d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "holepunch not available in this version; proxy needed"),
-          "fw -> nata, no proxy: %s", d.reason);
-    /* Techniques that do not apply are not named as tried or skipped. */
+              strstr(d.reason, "holepunch already tried; proxy needed"),
+          "fw -> nata, holepunch tried, no proxy: %s", d.reason);
+    /* Techniques that do not apply are not named as tried or skipped; a
+       direct connection that failed towards an open site (a wrong
+       declaration) falls to hole punching. */
     decide(&nata_site, &open_site, TECH_BIT(TECH_DIRECT), true, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY && strstr(d.reason, "reversed") == NULL &&
+    CHECK(d.ok && d.technique == TECH_HOLEPUNCH && strstr(d.reason, "reversed") == NULL &&
               strstr(d.reason, "direct already tried"),
           "nata -> open, direct tried: %s", d.reason);
+    decide(&sym_site, &open_site, TECH_BIT(TECH_DIRECT), true, &d);
+    CHECK(d.ok && d.technique == TECH_PROXY && strstr(d.reason, "holepunch") == NULL,
+          "sym -> open, direct tried: %s", d.reason);
 }
 
 static void test_tried_parse(void)
@@ -229,6 +270,7 @@ int main(void)
     test_open_range();
     test_no_intercept();
     test_reasons();
+    test_offer();
     test_fallback();
     test_tried_parse();
     if (check_failures == 0)

@@ -107,3 +107,18 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         (void)response;
     return not_here(soap);
 }
+
+int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)token, (void)packet, (void)response;
+    return not_here(soap);
+}
+
+int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+                char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
+{
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)technique;
+    (void)ok, (void)setupMs, (void)why, (void)response;
+    return not_here(soap);
+}

@@ -1,0 +1,151 @@
+/* Outcome memory: a chained hash of cluster pairs under one mutex.  Plans
+   read it on every lookup; the few hundred pairs of a real grid keep chains
+   short. */
+#include "outcomes.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#define BUCKETS 1024
+
+struct entry {
+    struct entry *next;
+    uint64_t touched; /* last report: the oldest goes first when full */
+    struct outcome_pair pair;
+};
+
+struct outcomes {
+    pthread_mutex_t lock;
+    unsigned expiry_s;
+    size_t count;
+    struct entry *bucket[BUCKETS];
+};
+
+struct outcomes *outcomes_new(unsigned expiry_s)
+{
+    struct outcomes *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    pthread_mutex_init(&o->lock, NULL);
+    o->expiry_s = expiry_s;
+    return o;
+}
+
+void outcomes_free(struct outcomes *o)
+{
+    if (o == NULL)
+        return;
+    for (size_t i = 0; i < BUCKETS; i++) {
+        struct entry *e = o->bucket[i];
+        while (e != NULL) {
+            struct entry *next = e->next;
+            free(e);
+            e = next;
+        }
+    }
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}
+
+/* FNV-1a over "from\nto". */
+static size_t slot(const char *from, const char *to)
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = from; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ '\n') * 16777619u;
+    for (const char *p = to; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h % BUCKETS;
+}
+
+static struct entry *find(struct outcomes *o, const char *from, const char *to)
+{
+    for (struct entry *e = o->bucket[slot(from, to)]; e != NULL; e = e->next) {
+        if (strcmp(e->pair.from, from) == 0 && strcmp(e->pair.to, to) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static void forget_oldest(struct outcomes *o)
+{
+    struct entry **oldest = NULL;
+    for (size_t i = 0; i < BUCKETS; i++) {
+        for (struct entry **pe = &o->bucket[i]; *pe != NULL; pe = &(*pe)->next) {
+            if (oldest == NULL || (*pe)->touched < (*oldest)->touched)
+                oldest = pe;
+        }
+    }
+    if (oldest != NULL) {
+        struct entry *e = *oldest;
+        *oldest = e->next;
+        free(e);
+        o->count--;
+    }
+}
+
+void outcomes_record(struct outcomes *o, const char *from, const char *to, enum technique t,
+                     bool ok, unsigned setup_ms, uint64_t now)
+{
+    if ((int)t <= (int)TECH_NONE || (int)t >= OUTCOMES_TECHNIQUES || strlen(from) >= QCG_NAME_MAX ||
+        strlen(to) >= QCG_NAME_MAX)
+        return;
+    pthread_mutex_lock(&o->lock);
+    struct entry *e = find(o, from, to);
+    if (e == NULL) {
+        if (o->count >= OUTCOMES_PAIRS_MAX)
+            forget_oldest(o);
+        e = calloc(1, sizeof(*e));
+        if (e == NULL) {
+            pthread_mutex_unlock(&o->lock);
+            return;
+        }
+        memcpy(e->pair.from, from, strlen(from) + 1);
+        memcpy(e->pair.to, to, strlen(to) + 1);
+        size_t s = slot(from, to);
+        e->next = o->bucket[s];
+        o->bucket[s] = e;
+        o->count++;
+    }
+    struct outcome_tally *k = &e->pair.tech[t];
+    if (ok) {
+        k->ok++;
+        k->last_setup_ms = setup_ms;
+    } else {
+        k->failed++;
+    }
+    k->last_ok = ok;
+    k->last = now;
+    e->touched = now;
+    pthread_mutex_unlock(&o->lock);
+}
+
+unsigned outcomes_failing(struct outcomes *o, const char *from, const char *to, uint64_t now)
+{
+    unsigned mask = 0;
+    pthread_mutex_lock(&o->lock);
+    const struct entry *e = find(o, from, to);
+    for (int t = TECH_DIRECT; e != NULL && t < OUTCOMES_TECHNIQUES; t++) {
+        const struct outcome_tally *k = &e->pair.tech[t];
+        if (k->last != 0 && !k->last_ok && now < k->last + o->expiry_s)
+            mask |= TECH_BIT(t);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return mask;
+}
+
+size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&o->lock);
+    for (size_t i = 0; i < BUCKETS && n < max; i++) {
+        for (const struct entry *e = o->bucket[i]; e != NULL && n < max; e = e->next)
+            out[n++] = e->pair;
+    }
+    pthread_mutex_unlock(&o->lock);
+    return n;
+}

@@ -1,0 +1,70 @@
+/* See syncheck.h. */
+#include "syncheck.h"
+
+#include <arpa/inet.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int syn_check_hex(const char *hex, struct syn_info *out, char *why, size_t whylen)
+{
+    uint8_t p[QCG_PACKET_MAX];
+    size_t n = hex != NULL ? strnlen(hex, 2 * QCG_PACKET_MAX + 1) : 0;
+    if (n == 0 || n % 2 != 0 || n > 2 * QCG_PACKET_MAX) {
+        snprintf(why, whylen, "not 1 to %d bytes of hex", QCG_PACKET_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            snprintf(why, whylen, "not lowercase hex");
+            return -1;
+        }
+        p[i] = (uint8_t)(hi << 4 | lo);
+    }
+    size_t len = n / 2;
+    size_t ihl = (size_t)(p[0] & 0x0f) * 4;
+    if (len < 40 || p[0] >> 4 != 4 || ihl < 20 || ihl + 20 > len) {
+        snprintf(why, whylen, "not an IPv4 packet with a TCP header");
+        return -1;
+    }
+    size_t total = (size_t)p[2] << 8 | p[3];
+    if (p[9] != 6 || total != len) {
+        snprintf(why, whylen, "not TCP, or its length %zu is not the %zu bytes sent", total, len);
+        return -1;
+    }
+    const uint8_t *tcp = p + ihl;
+    size_t doff = (size_t)(tcp[12] >> 4) * 4;
+    uint8_t flags = tcp[13];
+    if (doff < 20 || ihl + doff != len) {
+        snprintf(why, whylen, "TCP header length %zu does not fill the packet", doff);
+        return -1;
+    }
+    if ((flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) != TCP_SYN) {
+        snprintf(why, whylen, "not a SYN without ACK (flags 0x%02x)", flags);
+        return -1;
+    }
+    inet_ntop(AF_INET, p + 12, out->saddr, sizeof(out->saddr));
+    inet_ntop(AF_INET, p + 16, out->daddr, sizeof(out->daddr));
+    out->sport = tcp[0] << 8 | tcp[1];
+    out->dport = tcp[2] << 8 | tcp[3];
+    if (out->sport == 0 || out->dport == 0) {
+        snprintf(why, whylen, "port 0");
+        return -1;
+    }
+    return 0;
+}
