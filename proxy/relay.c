@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -407,6 +409,29 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
     make_ready(r, p);
 }
 
+/* The mapping observer (relay.h): where this connection came from, then close. */
+static void answer_mapped(struct relay *r, struct conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char host[INET6_ADDRSTRLEN], serv[8], line[96];
+
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) < 0 ||
+        getnameinfo((struct sockaddr *)&ss, len, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        log_info("%s: mapping asked, but its address is unknown", c->addr);
+        conn_close(r, c);
+        return;
+    }
+    const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, ':') == NULL ? host + 7
+                                                                                     : host;
+    int n = snprintf(line, sizeof(line), "MAPPED %s %s\n", h, serv);
+    if (send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+        log_info("%s: mapping not sent: %s", c->addr, strerror(errno));
+    log_debug("%s: mapping asked", c->addr);
+    conn_close(r, c);
+}
+
 static void hello_done(struct relay *r, struct conn *c)
 {
     char text[RELAY_HELLO_TOKEN + 1];
@@ -414,6 +439,10 @@ static void hello_done(struct relay *r, struct conn *c)
     uint64_t expiry = 0;
     int side = 0;
 
+    if (memcmp(c->buf, RELAY_MAP_MAGIC, 4) == 0) {
+        answer_mapped(r, c);
+        return;
+    }
     if (memcmp(c->buf, RELAY_MAGIC, 4) != 0) {
         conn_refuse(r, c, &r->refused_bad_token, "not a proxy client (bad magic)");
         return;

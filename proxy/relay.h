@@ -18,6 +18,10 @@
 #define RELAY_MAGIC "QCGP"
 #define RELAY_HELLO_TOKEN 128
 #define RELAY_HELLO_LEN (4 + RELAY_HELLO_TOKEN)
+/* A hello with this magic (its 128 other bytes ignored) is a mapping probe:
+   the proxy answers "MAPPED <addr> <port>\n", where the connection came from,
+   and closes.  qcg-probe compares it with the broker reflector's MAP. */
+#define RELAY_MAP_MAGIC "QCGM"
 /* The proxy's one byte once both sides are there. */
 #define RELAY_PAIRED 0x01
 /* Descriptors a pair may hold: two sockets and two pipes. */

@@ -1,0 +1,994 @@
+/* The broker's reflector: MAP, PUNCH and DIAL on one epoll thread; see
+   reflector.h. */
+#include "reflector.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "htable.h"
+#include "log.h"
+
+#define REFLECTOR_EVENTS 64
+#define REFLECTOR_ACCEPTS_PER_EVENT 64
+#define REFLECTOR_TICK_MS 1000
+#define REFLECTOR_PURGE_BATCH 64
+#define ANSWER_MAX 400
+#define ADDR_MAX 64
+
+enum handle_kind { H_LISTEN, H_WAKE, H_CONN, H_DIAL };
+enum conn_state { C_READ, C_WAIT, C_DIAL, C_WRITE, C_LINGER };
+
+struct handle {
+    enum handle_kind kind;
+    struct conn *c;
+};
+
+struct expected;
+
+struct conn {
+    struct handle h, dial_h;
+    int fd, dial_fd;
+    enum conn_state state;
+    int dead;
+    uint64_t deadline_ms;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    char addr[ADDR_MAX]; /* observed, without port */
+    int port;
+    char line[REFLECTOR_LINE_MAX + 1];
+    size_t got;
+    char out[ANSWER_MAX];
+    size_t outlen, sent;
+    /* PUNCH: the pair's entry while waiting, our side, what we said */
+    struct expected *e;
+    int side;
+    int local_port;
+    int dial_port;
+    struct conn *prev, *next, *dead_next;
+};
+
+struct expected {
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct reflector_side sides[2];
+    uint64_t forget_at; /* unix seconds */
+    unsigned char used[2];
+    struct conn *waiting[2];
+    char failed[320]; /* once set, the sides still to come get this FAIL */
+};
+
+struct reflector {
+    int epfd, listen_fd, wake_fd;
+    struct handle listen_h, wake_h;
+    int port;
+    struct proxy_key key;
+    reflector_observe_fn observe;
+    void *arg;
+    struct reflector_tuning t;
+    pthread_t thread;
+    atomic_int stop;
+
+    pthread_mutex_t lock; /* guards table (and entries) */
+    struct htable *table;
+    uint64_t seed;
+
+    struct conn *conns, *dead;
+    size_t nconns;
+    uint64_t now_ms, next_tick_ms, full_logged_ms;
+    unsigned long full_suppressed;
+
+    atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void count(atomic_ullong *c)
+{
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static void pair_text(const unsigned char pair[TOKEN_PAIR_LEN], char out[9])
+{
+    snprintf(out, 9, "%02x%02x%02x%02x", pair[0], pair[1], pair[2], pair[3]);
+}
+
+/* ---- the expected table ---- */
+
+static bool expected_eq(const void *entry, const void *key)
+{
+    return memcmp(((const struct expected *)entry)->pair, key, TOKEN_PAIR_LEN) == 0;
+}
+
+static uint64_t expected_hash(const struct reflector *r, const unsigned char *pair)
+{
+    return htable_hash(pair, TOKEN_PAIR_LEN, r->seed);
+}
+
+/* Forgets entries past forget_at that no connection waits on.  Lock held. */
+static size_t purge(struct reflector *r, uint64_t now)
+{
+    size_t total = 0;
+
+    /* The table may not change while iterated: collect, remove, repeat. */
+    for (;;) {
+        struct expected *old[REFLECTOR_PURGE_BATCH];
+        size_t n = 0, i = 0;
+        struct expected *e;
+
+        while (n < REFLECTOR_PURGE_BATCH && (e = htable_next(r->table, &i)) != NULL)
+            if (e->forget_at < now && e->waiting[0] == NULL && e->waiting[1] == NULL)
+                old[n++] = e;
+        for (size_t k = 0; k < n; k++) {
+            htable_remove(r->table, expected_hash(r, old[k]->pair), old[k]->pair);
+            free(old[k]);
+        }
+        total += n;
+        if (n < REFLECTOR_PURGE_BATCH)
+            return total;
+    }
+}
+
+int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN],
+                     const struct reflector_side sides[2], uint64_t expiry)
+{
+    uint64_t forget = expiry + REFLECTOR_TOKEN_SKEW;
+    char id[9];
+    int rc = 0;
+
+    pair_text(pair, id);
+    pthread_mutex_lock(&r->lock);
+    struct expected *e = htable_find(r->table, expected_hash(r, pair), pair);
+    if (e != NULL) {
+        /* A plan made again for the same pair: newer sides, later expiry. */
+        memcpy(e->sides, sides, sizeof(e->sides));
+        if (forget > e->forget_at)
+            e->forget_at = forget;
+        goto out;
+    }
+    if (htable_count(r->table) >= r->t.expected_max)
+        purge(r, (uint64_t)time(NULL));
+    if (htable_count(r->table) >= r->t.expected_max) {
+        log_warnx("pair %s not expected: %u punches already expected", id, r->t.expected_max);
+        rc = -1;
+        goto out;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL || htable_insert(r->table, expected_hash(r, pair), e) < 0) {
+        free(e);
+        log_warnx("pair %s not expected: out of memory", id);
+        rc = -1;
+        goto out;
+    }
+    memcpy(e->pair, pair, TOKEN_PAIR_LEN);
+    memcpy(e->sides, sides, sizeof(e->sides));
+    for (int i = 0; i < 2; i++) {
+        e->sides[i].cluster[sizeof(e->sides[i].cluster) - 1] = '\0';
+        e->sides[i].node[sizeof(e->sides[i].node) - 1] = '\0';
+    }
+    e->forget_at = forget;
+    log_debug("pair %s expected: %s/%s%s and %s/%s%s until %llu", id, sides[0].cluster,
+              sides[0].node, sides[0].preserving ? " (preserving)" : "", sides[1].cluster,
+              sides[1].node, sides[1].preserving ? " (preserving)" : "",
+              (unsigned long long)expiry);
+out:
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* ---- connections ---- */
+
+static void conn_events(struct reflector *r, struct conn *c, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = &c->h};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+        log_warn("epoll_ctl for %s:%d", c->addr, c->port);
+}
+
+static void conn_close(struct reflector *r, struct conn *c)
+{
+    if (c->dead)
+        return;
+    c->dead = 1;
+    if (c->e != NULL && c->e->waiting[c->side] == c) {
+        pthread_mutex_lock(&r->lock);
+        c->e->waiting[c->side] = NULL;
+        pthread_mutex_unlock(&r->lock);
+    }
+    c->e = NULL;
+    if (c->dial_fd >= 0)
+        close(c->dial_fd);
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = c->dial_fd = -1;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        r->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    r->nconns--;
+    c->dead_next = r->dead;
+    r->dead = c;
+}
+
+static void conn_send(struct reflector *r, struct conn *c);
+
+/* The one answer of this connection; then half-close and linger. */
+static void answer(struct reflector *r, struct conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void answer(struct reflector *r, struct conn *c, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (c->dead)
+        return;
+    if (c->e != NULL && c->e->waiting[c->side] == c) {
+        pthread_mutex_lock(&r->lock);
+        c->e->waiting[c->side] = NULL;
+        pthread_mutex_unlock(&r->lock);
+    }
+    c->e = NULL;
+    if (c->dial_fd >= 0) {
+        close(c->dial_fd);
+        c->dial_fd = -1;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(c->out, sizeof(c->out) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof(c->out) - 2)
+        n = (int)sizeof(c->out) - 2;
+    c->out[n++] = '\n';
+    c->outlen = (size_t)n;
+    c->sent = 0;
+    c->state = C_WRITE;
+    conn_events(r, c, EPOLLOUT);
+    conn_send(r, c);
+}
+
+static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* FAIL with a reason, and a log line with the client's address. */
+static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
+{
+    char why[360];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    log_warnx("refused %s:%d: %s", c->addr, c->port, why);
+    answer(r, c, "FAIL %s", why);
+}
+
+static void conn_send(struct reflector *r, struct conn *c)
+{
+    while (c->sent < c->outlen) {
+        ssize_t n = send(c->fd, c->out + c->sent, c->outlen - c->sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0) {
+            log_debug("%s:%d: send: %s", c->addr, c->port, strerror(errno));
+            conn_close(r, c);
+            return;
+        }
+        c->sent += (size_t)n;
+    }
+    /* The client reads to our FIN; lingering until its own keeps a reset (from
+       bytes we did not read) from destroying the answer in flight. */
+    shutdown(c->fd, SHUT_WR);
+    c->state = C_LINGER;
+    c->deadline_ms = r->now_ms + r->t.linger_ms;
+    conn_events(r, c, EPOLLIN | EPOLLRDHUP);
+}
+
+static void observe(struct reflector *r, const char *cluster, const char *node,
+                    const char *local_addr, int local_port, const struct conn *c)
+{
+    if (r->observe == NULL)
+        return;
+    struct reflector_observation o = {cluster, node, local_addr, local_port, c->addr, c->port};
+    r->observe(r->arg, &o);
+}
+
+/* ---- requests ---- */
+
+static void do_map(struct reflector *r, struct conn *c)
+{
+    count(&r->maps);
+    observe(r, NULL, NULL, NULL, 0, c);
+    answer(r, c, "MAPPED %s %d", c->addr, c->port);
+}
+
+static const char *dial_result(int err)
+{
+    switch (err) {
+    case 0:
+        return "open";
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+        return "refused";
+    case ETIMEDOUT:
+        return "timeout";
+    default:
+        return NULL;
+    }
+}
+
+static void dial_done(struct reflector *r, struct conn *c, int err)
+{
+    const char *res = dial_result(err);
+    if (res == NULL) {
+        fail(r, c, "dial to %s port %d: %s", c->addr, c->dial_port, strerror(err));
+        return;
+    }
+    log_debug("dial %s port %d: %s", c->addr, c->dial_port, res);
+    answer(r, c, "DIALED %s %d %s", c->addr, c->dial_port, res);
+}
+
+static void do_dial(struct reflector *r, struct conn *c, int port)
+{
+    struct sockaddr_storage to = c->ss;
+
+    count(&r->dials);
+    observe(r, NULL, NULL, NULL, 0, c);
+    c->dial_port = port;
+    if (to.ss_family == AF_INET)
+        ((struct sockaddr_in *)&to)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)&to)->sin6_port = htons((uint16_t)port);
+    c->dial_fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->dial_fd < 0) {
+        fail(r, c, "dial: socket: %s", strerror(errno));
+        return;
+    }
+    if (connect(c->dial_fd, (struct sockaddr *)&to, c->sslen) == 0) {
+        dial_done(r, c, 0);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        dial_done(r, c, errno);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->dial_h};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, c->dial_fd, &ev) < 0) {
+        fail(r, c, "dial: epoll: %s", strerror(errno));
+        return;
+    }
+    c->state = C_DIAL;
+    c->deadline_ms = r->now_ms + r->t.dial_timeout_ms;
+}
+
+static void dial_event(struct reflector *r, struct conn *c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (c->state != C_DIAL || c->dial_fd < 0)
+        return;
+    if (getsockopt(c->dial_fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        err = errno;
+    if (err == EINPROGRESS)
+        return;
+    dial_done(r, c, err);
+}
+
+/* Both sides are here: PEER to each, at once. */
+static void pair_up(struct reflector *r, struct expected *e, struct conn *a, struct conn *b)
+{
+    struct conn *c[2];
+    char id[9];
+
+    c[a->side] = a;
+    c[b->side] = b;
+    pair_text(e->pair, id);
+    e->waiting[0] = e->waiting[1] = NULL;
+    a->e = b->e = NULL;
+    count(&r->paired);
+    log_info("pair %s: %s/%s at %s:%d (local port %d) <-> %s/%s at %s:%d (local port %d)", id,
+             e->sides[0].cluster, e->sides[0].node, c[0]->addr, c[0]->port, c[0]->local_port,
+             e->sides[1].cluster, e->sides[1].node, c[1]->addr, c[1]->port, c[1]->local_port);
+    answer(r, c[0], "PEER %s %d %s %d", c[1]->addr, c[1]->port, c[0]->addr, c[0]->port);
+    answer(r, c[1], "PEER %s %d %s %d", c[0]->addr, c[0]->port, c[1]->addr, c[1]->port);
+}
+
+static void do_punch(struct reflector *r, struct conn *c, const struct reflector_request *req)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    uint64_t expiry = 0, now = (uint64_t)time(NULL);
+    int side = 0;
+    char id[9], why[320];
+    struct reflector_side me;
+
+    count(&r->punches);
+    int rc = token_check(&r->key, req->token, now, REFLECTOR_TOKEN_SKEW, pair, &side, &expiry);
+    if (rc != TOKEN_OK) {
+        count(&r->refused);
+        fail(r, c, "%s token", token_error(rc));
+        return;
+    }
+    pair_text(pair, id);
+    const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
+
+    pthread_mutex_lock(&r->lock);
+    struct expected *e = htable_find(r->table, expected_hash(r, pair), pair);
+    if (e == NULL || e->forget_at < now) {
+        pthread_mutex_unlock(&r->lock);
+        count(&r->refused);
+        fail(r, c, "pair %s: no punch expected", id);
+        return;
+    }
+    if (e->used[side]) {
+        pthread_mutex_unlock(&r->lock);
+        count(&r->refused);
+        fail(r, c, "pair %s: the %s's token was already used", id, side_name);
+        return;
+    }
+    e->used[side] = 1;
+    if (expiry + REFLECTOR_TOKEN_SKEW > e->forget_at)
+        e->forget_at = expiry + REFLECTOR_TOKEN_SKEW;
+    me = e->sides[side];
+    c->side = side;
+    c->local_port = req->port;
+    struct conn *peer = e->waiting[1 - side];
+
+    if (e->failed[0] != '\0') {
+        snprintf(why, sizeof(why), "%s", e->failed);
+        pthread_mutex_unlock(&r->lock);
+        count(&r->punch_failed);
+        fail(r, c, "%s", why);
+        return;
+    }
+    if (me.preserving && c->port != req->port) {
+        /* Declared port-preserving, observed otherwise: fail both sides now
+           rather than let them punch into a mapping that does not exist. */
+        snprintf(e->failed, sizeof(e->failed),
+                 "pair %s: misconfiguration: cluster %s node %s is declared port-preserving "
+                 "but local port %d was observed as %s:%d",
+                 id, me.cluster, me.node, req->port, c->addr, c->port);
+        snprintf(why, sizeof(why), "%s", e->failed);
+        e->waiting[1 - side] = NULL;
+        pthread_mutex_unlock(&r->lock);
+        count(&r->misdeclared);
+        count(&r->punch_failed);
+        log_warnx("misconfiguration: cluster %s node %s declared port-preserving: local port %d "
+                  "observed as %s:%d (pair %s)",
+                  me.cluster, me.node, req->port, c->addr, c->port, id);
+        observe(r, me.cluster, me.node, req->local_addr, req->port, c);
+        if (peer != NULL) {
+            peer->e = NULL;
+            count(&r->punch_failed);
+            fail(r, peer, "%s", why);
+        }
+        fail(r, c, "%s", why);
+        return;
+    }
+    if (peer == NULL && e->used[1 - side]) {
+        snprintf(e->failed, sizeof(e->failed), "pair %s: the other side came and is gone", id);
+        snprintf(why, sizeof(why), "%s", e->failed);
+        pthread_mutex_unlock(&r->lock);
+        count(&r->punch_failed);
+        fail(r, c, "%s", why);
+        return;
+    }
+    if (peer == NULL) {
+        e->waiting[side] = c;
+        c->e = e;
+    }
+    pthread_mutex_unlock(&r->lock);
+
+    observe(r, me.cluster, me.node, req->local_addr, req->port, c);
+    if (peer != NULL) {
+        pair_up(r, e, c, peer);
+        return;
+    }
+    log_debug("pair %s: %s/%s (%s) at %s:%d waits for the other side", id, me.cluster, me.node,
+              side_name, c->addr, c->port);
+    c->state = C_WAIT;
+    c->deadline_ms = r->now_ms + r->t.pair_wait_ms;
+}
+
+static void line_done(struct reflector *r, struct conn *c, size_t len)
+{
+    struct reflector_request req;
+    char why[160];
+
+    if (reflector_parse(c->line, len, &req, why, sizeof(why)) < 0) {
+        count(&r->refused);
+        fail(r, c, "%s", why);
+        return;
+    }
+    switch (req.verb) {
+    case REFLECTOR_MAP:
+        do_map(r, c);
+        break;
+    case REFLECTOR_DIAL:
+        do_dial(r, c, req.port);
+        break;
+    case REFLECTOR_PUNCH:
+        do_punch(r, c, &req);
+        break;
+    }
+    explicit_bzero(&req, sizeof(req));
+    explicit_bzero(c->line, sizeof(c->line));
+}
+
+static void conn_read(struct reflector *r, struct conn *c, uint32_t events)
+{
+    for (int i = 0; i < 4; i++) {
+        ssize_t n = recv(c->fd, c->line + c->got, sizeof(c->line) - c->got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            log_debug("%s:%d closed after %zu bytes without a request", c->addr, c->port, c->got);
+            conn_close(r, c);
+            return;
+        }
+        char *nl = memchr(c->line + c->got, '\n', (size_t)n);
+        c->got += (size_t)n;
+        if (nl != NULL) {
+            size_t len = (size_t)(nl - c->line);
+            if (len + 1 != c->got) {
+                count(&r->refused);
+                fail(r, c, "bytes after the request line");
+                return;
+            }
+            line_done(r, c, len);
+            return;
+        }
+        if (c->got == sizeof(c->line)) {
+            count(&r->refused);
+            fail(r, c, "line longer than %d bytes", REFLECTOR_LINE_MAX);
+            return;
+        }
+    }
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        log_debug("%s:%d closed after %zu bytes without a newline", c->addr, c->port, c->got);
+        conn_close(r, c);
+    }
+}
+
+static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
+{
+    char junk[512];
+    ssize_t n;
+
+    switch (c->state) {
+    case C_READ:
+        conn_read(r, c, events);
+        break;
+    case C_WAIT:
+    case C_DIAL:
+        /* Nothing may come while we work on the answer: a byte is a protocol
+           error, a close ends the request. */
+        n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (n > 0) {
+            count(&r->refused);
+            if (c->state == C_WAIT)
+                count(&r->punch_failed);
+            fail(r, c, "bytes after the request line");
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            log_info("%s:%d left while %s", c->addr, c->port,
+                     c->state == C_WAIT ? "waiting for its peer" : "we dialled");
+            if (c->state == C_WAIT)
+                count(&r->punch_failed);
+            conn_close(r, c);
+        }
+        break;
+    case C_WRITE:
+        if (events & EPOLLERR)
+            conn_close(r, c);
+        else
+            conn_send(r, c);
+        break;
+    case C_LINGER:
+        for (int i = 0; i < 8; i++) {
+            n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+            if (n > 0)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+            break;
+        }
+        if (n <= 0)
+            conn_close(r, c);
+        break;
+    }
+}
+
+/* ---- accept, deadlines, loop ---- */
+
+static void addr_text(const struct sockaddr_storage *ss, char *out, size_t outlen, int *port)
+{
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        *port = ntohs(s6->sin6_port);
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+            inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], out, (socklen_t)outlen);
+        else
+            inet_ntop(AF_INET6, &s6->sin6_addr, out, (socklen_t)outlen);
+        return;
+    }
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+    *port = ntohs(s4->sin_port);
+    inet_ntop(AF_INET, &s4->sin_addr, out, (socklen_t)outlen);
+}
+
+/* Floods beyond the cap: one line per second at most. */
+static void log_full(struct reflector *r, const char *addr)
+{
+    count(&r->refused);
+    if (r->now_ms < r->full_logged_ms + 1000) {
+        r->full_suppressed++;
+        return;
+    }
+    log_warnx("refused %s: %u connections already (and %lu more refused since the last line)",
+              addr, r->t.conns_max, r->full_suppressed);
+    r->full_logged_ms = r->now_ms;
+    r->full_suppressed = 0;
+}
+
+static void new_conn(struct reflector *r, int fd, const struct sockaddr_storage *ss, socklen_t len)
+{
+    char addr[ADDR_MAX];
+    int port = 0;
+
+    addr_text(ss, addr, sizeof(addr), &port);
+    if (r->nconns >= r->t.conns_max) {
+        log_full(r, addr);
+        close(fd);
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        log_full(r, addr);
+        close(fd);
+        return;
+    }
+    c->h.kind = H_CONN;
+    c->dial_h.kind = H_DIAL;
+    c->h.c = c->dial_h.c = c;
+    c->fd = fd;
+    c->dial_fd = -1;
+    c->ss = *ss;
+    c->sslen = len;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    c->port = port;
+    c->state = C_READ;
+    c->deadline_ms = r->now_ms + r->t.read_timeout_ms;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->h};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        log_warn("epoll_ctl for %s:%d", addr, port);
+        close(fd);
+        free(c);
+        return;
+    }
+    c->next = r->conns;
+    if (r->conns)
+        r->conns->prev = c;
+    r->conns = c;
+    r->nconns++;
+}
+
+static void do_accept(struct reflector *r)
+{
+    for (int i = 0; i < REFLECTOR_ACCEPTS_PER_EVENT; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            new_conn(r, fd, &ss, len);
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+            continue;
+        /* EMFILE and friends: level-triggered, so try again on the next tick
+           rather than spin. */
+        log_warn("accept");
+        return;
+    }
+}
+
+static void expire(struct reflector *r)
+{
+    struct conn *c = r->conns, *next;
+
+    for (; c != NULL; c = next) {
+        next = c->next;
+        if (c->dead || c->deadline_ms > r->now_ms)
+            continue;
+        switch (c->state) {
+        case C_READ:
+            count(&r->refused);
+            fail(r, c, "no request line within %u ms", r->t.read_timeout_ms);
+            break;
+        case C_WAIT:
+            count(&r->punch_failed);
+            fail(r, c, "the other side did not come within %u ms", r->t.pair_wait_ms);
+            break;
+        case C_DIAL:
+            dial_done(r, c, ETIMEDOUT);
+            break;
+        case C_WRITE:
+        case C_LINGER:
+            conn_close(r, c);
+            break;
+        }
+    }
+}
+
+static int next_timeout(struct reflector *r)
+{
+    uint64_t next = r->next_tick_ms;
+    for (struct conn *c = r->conns; c != NULL; c = c->next)
+        if (c->deadline_ms < next)
+            next = c->deadline_ms;
+    return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
+}
+
+static void free_dead(struct reflector *r)
+{
+    while (r->dead) {
+        struct conn *c = r->dead;
+        r->dead = c->dead_next;
+        free(c);
+    }
+}
+
+static void *run(void *arg)
+{
+    struct reflector *r = arg;
+    struct epoll_event evs[REFLECTOR_EVENTS];
+
+    r->now_ms = mono_ms();
+    r->next_tick_ms = r->now_ms + REFLECTOR_TICK_MS;
+    while (!atomic_load(&r->stop)) {
+        int n = epoll_wait(r->epfd, evs, REFLECTOR_EVENTS, next_timeout(r));
+        if (n < 0 && errno != EINTR) {
+            log_warn("epoll_wait");
+            break;
+        }
+        r->now_ms = mono_ms();
+        for (int i = 0; i < n; i++) {
+            struct handle *h = evs[i].data.ptr;
+            switch (h->kind) {
+            case H_LISTEN:
+                do_accept(r);
+                break;
+            case H_WAKE:
+                break;
+            case H_CONN:
+                if (!h->c->dead)
+                    conn_event(r, h->c, evs[i].events);
+                break;
+            case H_DIAL:
+                if (!h->c->dead)
+                    dial_event(r, h->c);
+                break;
+            }
+        }
+        expire(r);
+        if (r->now_ms >= r->next_tick_ms) {
+            pthread_mutex_lock(&r->lock);
+            size_t gone = purge(r, (uint64_t)time(NULL));
+            pthread_mutex_unlock(&r->lock);
+            if (gone)
+                log_debug("forgot %zu expired punches", gone);
+            r->next_tick_ms = r->now_ms + REFLECTOR_TICK_MS;
+        }
+        free_dead(r);
+    }
+    /* Stopping: the clients still waiting hear why, best effort. */
+    while (r->conns != NULL) {
+        struct conn *c = r->conns;
+        if (c->state == C_READ || c->state == C_WAIT || c->state == C_DIAL) {
+            const char bye[] = "FAIL the reflector is stopping\n";
+            ssize_t rc = send(c->fd, bye, sizeof(bye) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)rc;
+        }
+        conn_close(r, c);
+    }
+    free_dead(r);
+    return NULL;
+}
+
+/* ---- start, stop ---- */
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    char *end;
+
+    if (colon == NULL || (size_t)(colon - listen) >= sizeof(host) || colon[1] == '\0')
+        return -1;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535)
+        return -1;
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
+            return -1;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*s6);
+        return 0;
+    }
+    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+        return -1;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*s4);
+    return 0;
+}
+
+static void reflector_free(struct reflector *r)
+{
+    if (r->listen_fd >= 0)
+        close(r->listen_fd);
+    if (r->wake_fd >= 0)
+        close(r->wake_fd);
+    if (r->epfd >= 0)
+        close(r->epfd);
+    if (r->table != NULL) {
+        size_t i = 0;
+        struct expected *e;
+        while ((e = htable_next(r->table, &i)) != NULL)
+            free(e);
+        htable_free(r->table);
+    }
+    pthread_mutex_destroy(&r->lock);
+    explicit_bzero(&r->key, sizeof(r->key));
+    free(r);
+}
+
+static void tuning_defaults(struct reflector_tuning *t, const struct reflector_tuning *given)
+{
+    static const struct reflector_tuning none;
+    if (given == NULL)
+        given = &none;
+    t->read_timeout_ms = given->read_timeout_ms ? given->read_timeout_ms : REFLECTOR_READ_TIMEOUT_MS;
+    t->pair_wait_ms = given->pair_wait_ms ? given->pair_wait_ms : REFLECTOR_PAIR_WAIT_MS;
+    t->dial_timeout_ms = given->dial_timeout_ms ? given->dial_timeout_ms : REFLECTOR_DIAL_TIMEOUT_MS;
+    t->linger_ms = given->linger_ms ? given->linger_ms : REFLECTOR_LINGER_MS;
+    t->conns_max = given->conns_max ? given->conns_max : REFLECTOR_CONNS_MAX;
+    t->expected_max = given->expected_max ? given->expected_max : REFLECTOR_EXPECTED_MAX;
+}
+
+struct reflector *reflector_start_tuned(const char *where, const struct proxy_key *key,
+                                        reflector_observe_fn observe_fn, void *arg,
+                                        const struct reflector_tuning *tuning, char *err,
+                                        size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    int one = 1;
+
+    if (where == NULL || parse_listen(where, &ss, &sslen) < 0) {
+        snprintf(err, errlen, "reflector: listen address \"%s\" is not ADDR:PORT",
+                 where ? where : "");
+        return NULL;
+    }
+    struct reflector *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        snprintf(err, errlen, "reflector: out of memory");
+        return NULL;
+    }
+    r->epfd = r->listen_fd = r->wake_fd = -1;
+    pthread_mutex_init(&r->lock, NULL);
+    r->key = *key;
+    r->observe = observe_fn;
+    r->arg = arg;
+    tuning_defaults(&r->t, tuning);
+    if (getrandom(&r->seed, sizeof(r->seed), 0) != (ssize_t)sizeof(r->seed))
+        r->seed = (uint64_t)mono_ms() ^ (uint64_t)getpid();
+    r->table = htable_new(expected_eq);
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (r->table == NULL || r->epfd < 0 || r->wake_fd < 0 || r->listen_fd < 0) {
+        snprintf(err, errlen, "reflector: %s", strerror(errno ? errno : ENOMEM));
+        reflector_free(r);
+        return NULL;
+    }
+    setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(r->listen_fd, (struct sockaddr *)&ss, sslen) < 0 || listen(r->listen_fd, 512) < 0) {
+        snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));
+        reflector_free(r);
+        return NULL;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof(bound);
+    getsockname(r->listen_fd, (struct sockaddr *)&bound, &blen);
+    r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    r->listen_h.kind = H_LISTEN;
+    r->wake_h.kind = H_WAKE;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &r->listen_h};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &r->wake_h};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->listen_fd, &ev) < 0 ||
+        epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wake_fd, &wev) < 0) {
+        snprintf(err, errlen, "reflector: epoll: %s", strerror(errno));
+        reflector_free(r);
+        return NULL;
+    }
+    int rc = pthread_create(&r->thread, NULL, run, r);
+    if (rc != 0) {
+        snprintf(err, errlen, "reflector: cannot start its thread: %s", strerror(rc));
+        reflector_free(r);
+        return NULL;
+    }
+    log_info("reflector listening on %s (port %d)", where, r->port);
+    return r;
+}
+
+struct reflector *reflector_start(const char *listen, const struct proxy_key *key,
+                                  reflector_observe_fn observe_fn, void *arg, char *err,
+                                  size_t errlen)
+{
+    return reflector_start_tuned(listen, key, observe_fn, arg, NULL, err, errlen);
+}
+
+int reflector_port(const struct reflector *r)
+{
+    return r->port;
+}
+
+void reflector_stop(struct reflector *r)
+{
+    uint64_t one = 1;
+
+    if (r == NULL)
+        return;
+    atomic_store(&r->stop, 1);
+    if (write(r->wake_fd, &one, sizeof(one)) < 0)
+        log_warn("waking the reflector");
+    pthread_join(r->thread, NULL);
+    reflector_free(r);
+}
+
+void reflector_counters(struct reflector *r, struct reflector_counters *c)
+{
+    c->maps = atomic_load(&r->maps);
+    c->punches = atomic_load(&r->punches);
+    c->paired = atomic_load(&r->paired);
+    c->punch_failed = atomic_load(&r->punch_failed);
+    c->dials = atomic_load(&r->dials);
+    c->refused = atomic_load(&r->refused);
+    c->misdeclared = atomic_load(&r->misdeclared);
+}

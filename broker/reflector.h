@@ -1,0 +1,137 @@
+/*
+ * The broker's reflector: a plain-TCP endpoint (default port 7704) that tells
+ * a node the public address:port its connection came from, and the
+ * rendezvous of TCP hole punching.  Plain TCP on purpose: what it observes is
+ * the NAT mapping of that very TCP connection, and the one-time token
+ * authorises the only thing that matters (pairing two punches).
+ *
+ * Protocol: one request line from the client (<= 255 bytes, '\n'-terminated,
+ * within REFLECTOR_READ_TIMEOUT_MS), one answer line from the reflector, then
+ * the reflector closes.  Fields are separated by one space.
+ *
+ *   MAP                                   -> MAPPED <addr> <port>
+ *       the address:port this connection came from (qcg-probe compares it with
+ *       the proxy's observation: endpoint-(in)dependent mapping).
+ *   PUNCH <token> <local-addr> <local-port>
+ *                                         -> PEER <peer-addr> <peer-port> <own-addr> <own-port>
+ *       token: a hole-punching token the broker issued (common/token.h format,
+ *       the reflector's key; side 0 initiator, 1 target), single use.  The
+ *       connection is held until the other side of the same pair has arrived
+ *       (at most REFLECTOR_PAIR_WAIT_MS), then each gets the other's observed
+ *       mapping and its own, at the same moment, and both connect to each
+ *       other from the local port they came from.
+ *   DIAL <port>                           -> DIALED <addr> <port> open|refused|timeout
+ *       the reflector opens a TCP connection to the address this connection
+ *       came from, at <port> (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
+ *       whether unsolicited inbound TCP reaches the node ("timeout" = dropped,
+ *       "refused" = RST or ICMP).  Only towards the caller's own observed
+ *       address, one dial per connection.  Linux aborts a connect in SYN-SENT
+ *       on any ICMP error: port unreachable reads as ECONNREFUSED, host/net
+ *       unreachable and admin-prohibited as EHOSTUNREACH/ENETUNREACH; all of
+ *       these are "refused".  Any other error (e.g. the broker's own OUTPUT
+ *       rules) is a FAIL naming it.
+ *
+ *   Any error                             -> FAIL <one-line reason>
+ *
+ * PUNCH is refused with FAIL when the token is malformed, forged, expired,
+ * already used or not expected, when the peer does not come in time, and
+ * when a side declared port-preserving (reflector_expect's `preserving`) is
+ * observed with another port than <local-port>: then both sides get FAIL
+ * naming the misdeclared cluster at once (the broker logs it as a
+ * misconfiguration), so the attempt costs one round trip, not a timeout.
+ *
+ * Strictness: printable ASCII only, exactly one space between fields, no
+ * bytes after the '\n' (nor while waiting for the peer), port numbers without
+ * sign or leading zero, addresses as inet_pton reads them.  After the answer
+ * the reflector half-closes and waits (at most REFLECTOR_LINGER_MS) for the
+ * client's FIN, so the answer is never lost to a reset.
+ *
+ * Runs on its own thread (epoll); bounded: at most REFLECTOR_CONNS_MAX
+ * connections (further ones are closed at once), every connection has a
+ * deadline.
+ */
+#ifndef QCG_BROKER_REFLECTOR_H
+#define QCG_BROKER_REFLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "token.h"
+
+#define REFLECTOR_DEFAULT_PORT 7704
+#define REFLECTOR_READ_TIMEOUT_MS 5000
+#define REFLECTOR_PAIR_WAIT_MS 5000
+#define REFLECTOR_DIAL_TIMEOUT_MS 2000
+#define REFLECTOR_CONNS_MAX 1024
+#define REFLECTOR_EXPECTED_MAX 65536
+#define REFLECTOR_LINGER_MS 1000
+#define REFLECTOR_LINE_MAX 255
+/* Accepted clock skew on token expiry (the broker issues them on this host). */
+#define REFLECTOR_TOKEN_SKEW 5
+
+struct reflector;
+
+/* One side of an expected punch, as the broker planned it. */
+struct reflector_side {
+    char cluster[64];
+    char node[64];
+    bool preserving; /* declared public or port-preserving: observed port must equal local */
+};
+
+/* What the reflector saw of a node: for the broker's picture of the grid
+   (declared vs observed kinds).  Called on the reflector thread. */
+struct reflector_observation {
+    const char *cluster, *node; /* NULL for MAP/DIAL (unknown caller) */
+    const char *local_addr;     /* PUNCH: what the node said; else NULL */
+    int local_port;             /* PUNCH: what the node said; else 0 */
+    const char *addr;           /* observed */
+    int port;
+};
+typedef void (*reflector_observe_fn)(void *arg, const struct reflector_observation *o);
+
+/* listen: "ADDR:PORT" ("0.0.0.0:7704").  key: the key tokens are checked with
+   (the broker makes a random one at start).  NULL with a one-line reason. */
+struct reflector *reflector_start(const char *listen, const struct proxy_key *key,
+                                  reflector_observe_fn observe, void *arg, char *err,
+                                  size_t errlen);
+/* The waits and bounds, for tests (reflector_start uses the REFLECTOR_*
+   defaults).  A zero field takes its default. */
+struct reflector_tuning {
+    unsigned read_timeout_ms, pair_wait_ms, dial_timeout_ms, linger_ms;
+    unsigned conns_max, expected_max;
+};
+struct reflector *reflector_start_tuned(const char *listen, const struct proxy_key *key,
+                                        reflector_observe_fn observe, void *arg,
+                                        const struct reflector_tuning *tuning, char *err,
+                                        size_t errlen);
+/* The port it listens on (tests listen on port 0). */
+int reflector_port(const struct reflector *r);
+/* Stops the thread, closes every connection (waiting clients get FAIL). */
+void reflector_stop(struct reflector *r);
+
+/* The broker planned a punch for `pair` (the token's pair id): accept its two
+   tokens until expiry (unix seconds).  Thread-safe.  0, or -1 when the table
+   is full. */
+int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN],
+                     const struct reflector_side sides[2], uint64_t expiry);
+
+/* The request line parser (reflector_line.c), separate for tests and fuzzing. */
+enum reflector_verb { REFLECTOR_MAP, REFLECTOR_PUNCH, REFLECTOR_DIAL };
+struct reflector_request {
+    enum reflector_verb verb;
+    char token[TOKEN_TEXT_LEN + 1]; /* PUNCH: checked by token_check later */
+    char local_addr[46];            /* PUNCH: passed inet_pton (v4 or v6) */
+    int port;                       /* PUNCH: local-port; DIAL: port; 1..65535 */
+};
+/* line: len bytes without the '\n'.  0, or -1 with a one-line reason. */
+int reflector_parse(const char *line, size_t len, struct reflector_request *req, char *why,
+                    size_t whylen);
+
+/* Counters for --stats: requests by kind, pairs completed/failed, refused. */
+struct reflector_counters {
+    uint64_t maps, punches, paired, punch_failed, dials, refused, misdeclared;
+};
+void reflector_counters(struct reflector *r, struct reflector_counters *c);
+
+#endif

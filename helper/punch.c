@@ -1,0 +1,647 @@
+/* TCP hole punching, the node side; see punch.h. */
+#include "punch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define ANSWER_MAX 512
+#define LINE_MAX_LEN 256 /* the reflector's line limit, with the '\n' */
+#define ACCEPTS_PER_EVENT 4
+
+enum step { S_REFLECTOR, S_ANSWER, S_PEER };
+
+/* One socket on the loop.  Freed in its close callback, which also closes the
+   descriptor unless it was handed over (fd -1). */
+struct watch {
+    uv_poll_t poll;
+    struct punch *p;
+    int fd;
+};
+
+struct punch {
+    uv_loop_t *loop;
+    struct punch_params prm;
+    punch_fn cb;
+    void *arg;
+    enum step step;
+    bool over; /* the callback was called, or the punch cancelled */
+    int handles; /* open libuv handles; the last close frees */
+    uv_timer_t deadline, retry;
+    struct watch *refl, *listener, *conn;
+    uint64_t start_ms;
+    uint16_t port; /* the local port of every socket */
+    char line[LINE_MAX_LEN + 1];
+    size_t linelen, sent;
+    char ans[ANSWER_MAX];
+    size_t got;
+    struct sockaddr_in peer;
+    unsigned tries;
+    char last_err[64];
+    struct punch_result res;
+};
+
+static void maybe_free(struct punch *p)
+{
+    if (--p->handles > 0)
+        return;
+    explicit_bzero(p, sizeof(*p));
+    free(p);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    maybe_free(h->data);
+}
+
+static void on_watch_closed(uv_handle_t *h)
+{
+    struct watch *w = h->data;
+    struct punch *p = w->p;
+
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w);
+    maybe_free(p);
+}
+
+/* fd -1 when the descriptor goes to the caller. */
+static void watch_close(struct watch **wp, int keep_fd)
+{
+    struct watch *w = *wp;
+
+    if (w == NULL)
+        return;
+    *wp = NULL;
+    if (keep_fd)
+        w->fd = -1;
+    uv_poll_stop(&w->poll);
+    uv_close((uv_handle_t *)&w->poll, on_watch_closed);
+}
+
+static struct watch *watch_new(struct punch *p, int fd, int events, uv_poll_cb cb)
+{
+    struct watch *w = calloc(1, sizeof(*w));
+
+    if (w == NULL || uv_poll_init_socket(p->loop, &w->poll, fd) < 0) {
+        free(w);
+        close(fd);
+        return NULL;
+    }
+    w->p = p;
+    w->fd = fd;
+    w->poll.data = w;
+    p->handles++;
+    uv_poll_start(&w->poll, events, cb);
+    return w;
+}
+
+static void port_mark(uint16_t port, bool busy);
+
+static void teardown(struct punch *p)
+{
+    p->over = true;
+    port_mark(p->port, false);
+    watch_close(&p->refl, 0);
+    watch_close(&p->listener, 0);
+    watch_close(&p->conn, 0);
+    uv_timer_stop(&p->deadline);
+    uv_timer_stop(&p->retry);
+    uv_close((uv_handle_t *)&p->deadline, on_timer_closed);
+    uv_close((uv_handle_t *)&p->retry, on_timer_closed);
+}
+
+/* The socket's pending error.  libuv reports POLLERR as UV_EBADF, so the
+   status of a poll callback says only that there is one. */
+static int sock_error(int fd, int status)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return errno;
+    if (err == 0 && status < 0)
+        return -status;
+    return err;
+}
+
+static unsigned elapsed(struct punch *p)
+{
+    uv_update_time(p->loop);
+    return (unsigned)(uv_now(p->loop) - p->start_ms);
+}
+
+static void fail(struct punch *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(struct punch *p, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (p->over)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(p->res.why, sizeof(p->res.why), fmt, ap);
+    va_end(ap);
+    p->res.status = -1;
+    p->res.fd = -1;
+    p->res.setup_ms = elapsed(p);
+    log_warnx("punch from port %u failed after %u ms: %s", (unsigned)p->port, p->res.setup_ms,
+              p->res.why);
+    struct punch_result res = p->res;
+    punch_fn cb = p->cb;
+    void *arg = p->arg;
+    teardown(p);
+    cb(arg, &res);
+}
+
+/* The punch is through: fd goes to the caller. */
+static void succeed(struct punch *p, int fd, const char *how)
+{
+    p->res.status = 0;
+    p->res.fd = fd;
+    p->res.setup_ms = elapsed(p);
+    log_info("punch from port %u to %s:%u connected (%s) in %u ms, %u connect tries",
+             (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, how,
+             p->res.setup_ms, p->tries);
+    struct punch_result res = p->res;
+    punch_fn cb = p->cb;
+    void *arg = p->arg;
+    teardown(p);
+    cb(arg, &res);
+}
+
+/* A TCP socket bound to our address and port, sharing it with the others. */
+static int bound_socket(struct punch *p, int *err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = p->prm.local,
+                             .sin_port = htons(p->port)};
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Ports of this process's punches in progress.  One helper per node, so this
+   is every punch of the node; the kernel cannot tell us (our own sockets
+   share the port by design). */
+static unsigned char ports_busy[65536 / 8];
+
+static bool port_busy(uint16_t port)
+{
+    return ports_busy[port / 8] & (1u << (port % 8));
+}
+
+static void port_mark(uint16_t port, bool busy)
+{
+    if (busy)
+        ports_busy[port / 8] |= (unsigned char)(1u << (port % 8));
+    else
+        ports_busy[port / 8] &= (unsigned char)~(1u << (port % 8));
+}
+
+/* A port of the range no other program holds: a bind with SO_REUSEADDR alone
+   fails on a listener or a socket without it, and succeeds over TIME_WAIT
+   and over our own earlier punched connections (their peers differ). */
+static int pick_port(struct punch *p, char *why, size_t whylen)
+{
+    unsigned span = (unsigned)p->prm.port_high - p->prm.port_low + 1;
+    unsigned tries = span < PUNCH_BIND_TRIES ? span : PUNCH_BIND_TRIES;
+    unsigned start = 0;
+    int one = 1;
+
+    if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
+        start = (unsigned)getpid();
+    for (unsigned i = 0; i < tries; i++) {
+        /* Small ranges are walked in order from a random start, large ones
+           sampled. */
+        unsigned off = span <= PUNCH_BIND_TRIES ? (start + i) % span : (start + i * 40503u) % span;
+        uint16_t port = (uint16_t)(p->prm.port_low + off);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = p->prm.local,
+                                 .sin_port = htons(port)};
+        if (port_busy(port))
+            continue;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(why, whylen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = errno;
+        close(fd);
+        if (rc == 0) {
+            p->port = port;
+            port_mark(port, true);
+            return 0;
+        }
+        if (e != EADDRINUSE) {
+            snprintf(why, whylen, "bind to port %u: %s", (unsigned)port, strerror(e));
+            return -1;
+        }
+    }
+    snprintf(why, whylen, "no free port in %u-%u after %u tries", p->prm.port_low,
+             p->prm.port_high, tries);
+    return -1;
+}
+
+/* ---- the peer ---- */
+
+static void on_conn(uv_poll_t *h, int status, int events);
+static void on_retry(uv_timer_t *t);
+
+static void try_connect(struct punch *p)
+{
+    int err = 0;
+    int fd = bound_socket(p, &err);
+
+    p->tries++;
+    if (fd < 0) {
+        snprintf(p->last_err, sizeof(p->last_err), "bind: %s", strerror(err));
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&p->peer, sizeof(p->peer)) < 0 && errno != EINPROGRESS) {
+        snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(errno));
+        close(fd);
+        return;
+    }
+    p->conn = watch_new(p, fd, UV_WRITABLE, on_conn);
+    if (p->conn == NULL)
+        fail(p, "cannot watch the punch socket");
+}
+
+/* A refused connect (the peer's socket was not there yet, or our SYN met
+   its closed predecessor): again later, doubling, while tries remain; then
+   only the listener may still get the peer, else we fail now. */
+static void after_refusal(struct punch *p)
+{
+    if (p->tries <= PUNCH_RETRIES) {
+        uint64_t delay = (uint64_t)PUNCH_RETRY_MS << (p->tries - 1);
+        uv_timer_start(&p->retry, on_retry, delay, 0);
+    } else if (p->listener == NULL) {
+        fail(p, "connect to %s:%u: %s after %u tries", p->res.peer_addr,
+             (unsigned)p->res.peer_port, p->last_err, p->tries);
+    }
+}
+
+static void connect_or_retry(struct punch *p)
+{
+    try_connect(p);
+    if (!p->over && p->conn == NULL)
+        after_refusal(p);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    connect_or_retry(t->data);
+}
+
+static void on_conn(uv_poll_t *h, int status, int events)
+{
+    struct watch *w = h->data;
+    struct punch *p = w->p;
+    int err = sock_error(w->fd, status);
+
+    (void)events;
+    if (err == EINPROGRESS)
+        return;
+    if (err == 0) {
+        int fd = w->fd;
+        watch_close(&p->conn, 1);
+        succeed(p, fd, "connect");
+        return;
+    }
+    snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(err));
+    log_debug("punch from port %u to %s:%u: try %u: %s", (unsigned)p->port, p->res.peer_addr,
+              (unsigned)p->res.peer_port, p->tries, p->last_err);
+    watch_close(&p->conn, 0);
+    after_refusal(p);
+}
+
+/* The peer's SYN found no connecting socket of ours (it came between two
+   tries, or on a path without NAT): the listener takes it, if it is the
+   peer's. */
+static void on_accept(uv_poll_t *h, int status, int events)
+{
+    struct watch *w = h->data;
+    struct punch *p = w->p;
+
+    (void)events;
+    if (status < 0)
+        return;
+    for (int i = 0; i < ACCEPTS_PER_EVENT && !p->over; i++) {
+        struct sockaddr_in from;
+        socklen_t len = sizeof(from);
+        int fd = accept4(w->fd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        if (from.sin_family != AF_INET || from.sin_addr.s_addr != p->peer.sin_addr.s_addr ||
+            from.sin_port != p->peer.sin_port) {
+            char a[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &from.sin_addr, a, sizeof(a));
+            log_warnx("punch on port %u: dropped a connection from %s:%u, not the peer",
+                      (unsigned)p->port, a, (unsigned)ntohs(from.sin_port));
+            close(fd);
+            continue;
+        }
+        succeed(p, fd, "accept");
+    }
+}
+
+static void start_peer(struct punch *p)
+{
+    int err = 0;
+    int fd = bound_socket(p, &err);
+
+    p->step = S_PEER;
+    if (fd >= 0 && listen(fd, 4) == 0)
+        p->listener = watch_new(p, fd, UV_READABLE, on_accept);
+    else if (fd >= 0)
+        close(fd);
+    if (p->listener == NULL)
+        log_debug("punch on port %u: no listener (%s), connecting only", (unsigned)p->port,
+                  strerror(fd < 0 ? err : errno));
+    connect_or_retry(p);
+}
+
+/* ---- the reflector ---- */
+
+static int parse_port(const char *s, uint16_t *port)
+{
+    char *end;
+    long v;
+
+    if (*s < '1' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < 1 || v > 65535)
+        return -1;
+    *port = (uint16_t)v;
+    return 0;
+}
+
+/* "PEER <peer-addr> <peer-port> <own-addr> <own-port>" or "FAIL ...". */
+static void on_answer(struct punch *p, char *line)
+{
+    char *f[5], *save = NULL;
+    int n = 0;
+
+    if (strncmp(line, "FAIL ", 5) == 0) {
+        fail(p, "reflector: %s", line);
+        return;
+    }
+    for (char *t = strtok_r(line, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
+        f[n++] = t;
+    if (n != 5 || strtok_r(NULL, " ", &save) != NULL || strcmp(f[0], "PEER") != 0 ||
+        strlen(f[1]) >= sizeof(p->res.peer_addr) || strlen(f[3]) >= sizeof(p->res.own_addr) ||
+        inet_pton(AF_INET, f[1], &p->peer.sin_addr) != 1 ||
+        parse_port(f[2], &p->res.peer_port) < 0 || parse_port(f[4], &p->res.own_port) < 0) {
+        fail(p, "reflector: unexpected answer (want PEER <addr> <port> <addr> <port>)");
+        return;
+    }
+    snprintf(p->res.peer_addr, sizeof(p->res.peer_addr), "%s", f[1]);
+    snprintf(p->res.own_addr, sizeof(p->res.own_addr), "%s", f[3]);
+    p->peer.sin_family = AF_INET;
+    p->peer.sin_port = htons(p->res.peer_port);
+    log_debug("punch from port %u: peer %s:%u, we are %s:%u", (unsigned)p->port, f[1],
+              (unsigned)p->res.peer_port, f[3], (unsigned)p->res.own_port);
+    /* The reflector's FIN follows its answer: closing after it leaves the
+       TIME_WAIT on the reflector, not on our port (a later punch from this
+       port to the reflector would clash with it).  Meanwhile the punch
+       starts at once. */
+    start_peer(p);
+}
+
+static void read_answer(struct punch *p)
+{
+    for (int i = 0; i < 4; i++) {
+        ssize_t n = recv(p->refl->fd, p->ans + p->got, sizeof(p->ans) - 1 - p->got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0) {
+            fail(p, "reflector %s:%u: %s", p->prm.reflector_addr,
+                 (unsigned)p->prm.reflector_port, strerror(errno));
+            return;
+        }
+        if (n == 0) {
+            fail(p, "reflector %s:%u closed without an answer", p->prm.reflector_addr,
+                 (unsigned)p->prm.reflector_port);
+            return;
+        }
+        p->got += (size_t)n;
+        p->ans[p->got] = '\0';
+        char *nl = strchr(p->ans, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+            for (char *c = p->ans; *c; c++)
+                if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+                    *c = '?';
+            on_answer(p, p->ans);
+            return;
+        }
+        if (p->got == sizeof(p->ans) - 1) {
+            fail(p, "reflector: answer longer than %d bytes", ANSWER_MAX - 1);
+            return;
+        }
+    }
+}
+
+static void on_reflector(uv_poll_t *h, int status, int events)
+{
+    struct watch *w = h->data;
+    struct punch *p = w->p;
+    int err;
+
+    (void)events;
+    if (p->step == S_PEER) {
+        /* Only the reflector's FIN (or a reset) is left to come. */
+        char junk[64];
+        ssize_t n = status < 0 ? -1 : recv(w->fd, junk, sizeof(junk), 0);
+        if (n == 0 || (n < 0 && status < 0) || (n < 0 && errno != EAGAIN && errno != EINTR))
+            watch_close(&p->refl, 0);
+        return;
+    }
+    if (status < 0) {
+        err = sock_error(w->fd, status);
+        fail(p, "reflector %s:%u: %s", p->prm.reflector_addr, (unsigned)p->prm.reflector_port,
+             strerror(err));
+        return;
+    }
+    if (p->step == S_ANSWER) {
+        read_answer(p);
+        return;
+    }
+
+    if (p->sent == 0) {
+        err = sock_error(w->fd, 0);
+        if (err == EINPROGRESS)
+            return;
+        if (err != 0) {
+            fail(p, "reflector %s:%u: connect: %s", p->prm.reflector_addr,
+                 (unsigned)p->prm.reflector_port, strerror(err));
+            return;
+        }
+        /* Our address as the kernel chose it when we bound the wildcard. */
+        struct sockaddr_in me;
+        socklen_t mlen = sizeof(me);
+        char addr[INET_ADDRSTRLEN] = "0.0.0.0";
+        if (getsockname(w->fd, (struct sockaddr *)&me, &mlen) == 0)
+            inet_ntop(AF_INET, &me.sin_addr, addr, sizeof(addr));
+        int n = snprintf(p->line, sizeof(p->line), "PUNCH %s %s %u\n", p->prm.token, addr,
+                         (unsigned)p->port);
+        if (n < 0 || (size_t)n >= sizeof(p->line)) {
+            fail(p, "request line too long");
+            return;
+        }
+        p->linelen = (size_t)n;
+    }
+    while (p->sent < p->linelen) {
+        ssize_t n = send(w->fd, p->line + p->sent, p->linelen - p->sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0) {
+            fail(p, "reflector %s:%u: send: %s", p->prm.reflector_addr,
+                 (unsigned)p->prm.reflector_port, strerror(errno));
+            return;
+        }
+        p->sent += (size_t)n;
+    }
+    explicit_bzero(p->line, sizeof(p->line));
+    p->step = S_ANSWER;
+    uv_poll_start(&w->poll, UV_READABLE, on_reflector);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct punch *p = t->data;
+
+    switch (p->step) {
+    case S_REFLECTOR:
+    case S_ANSWER:
+        fail(p, "reflector %s:%u: no answer within %u ms", p->prm.reflector_addr,
+             (unsigned)p->prm.reflector_port, p->prm.timeout_ms);
+        break;
+    case S_PEER:
+        fail(p, "connect to %s:%u: %s after %u tries (%u ms)", p->res.peer_addr,
+             (unsigned)p->res.peer_port, p->last_err[0] ? p->last_err : "timed out", p->tries,
+             p->prm.timeout_ms);
+        break;
+    }
+}
+
+/* ---- start, cancel ---- */
+
+static int check_params(const struct punch_params *prm, struct sockaddr_in *refl, char *why,
+                        size_t whylen)
+{
+    size_t tlen = strnlen(prm->token, sizeof(prm->token));
+
+    memset(refl, 0, sizeof(*refl));
+    refl->sin_family = AF_INET;
+    refl->sin_port = htons(prm->reflector_port);
+    if (strnlen(prm->reflector_addr, sizeof(prm->reflector_addr)) == sizeof(prm->reflector_addr) ||
+        inet_pton(AF_INET, prm->reflector_addr, &refl->sin_addr) != 1 || prm->reflector_port == 0) {
+        snprintf(why, whylen, "the reflector's address is not an IPv4 address and port");
+        return -1;
+    }
+    if (tlen == 0 || tlen == sizeof(prm->token) || strcspn(prm->token, " \r\n") != tlen) {
+        snprintf(why, whylen, "the token is empty, too long or holds a space");
+        return -1;
+    }
+    if (prm->port_low == 0 || prm->port_low > prm->port_high) {
+        snprintf(why, whylen, "port range %u-%u is empty", prm->port_low, prm->port_high);
+        return -1;
+    }
+    if (prm->timeout_ms == 0) {
+        snprintf(why, whylen, "timeout is 0");
+        return -1;
+    }
+    return 0;
+}
+
+struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch_fn cb, void *arg,
+                          char *why, size_t whylen)
+{
+    struct sockaddr_in refl;
+    int err = 0;
+
+    if (check_params(prm, &refl, why, whylen) < 0)
+        return NULL;
+    struct punch *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    p->loop = loop;
+    p->prm = *prm;
+    p->cb = cb;
+    p->arg = arg;
+    p->res.fd = -1;
+    if (pick_port(p, why, whylen) < 0) {
+        explicit_bzero(p, sizeof(*p));
+        free(p);
+        return NULL;
+    }
+    p->res.local_port = p->port;
+    int fd = bound_socket(p, &err);
+    if (fd < 0 || (connect(fd, (struct sockaddr *)&refl, sizeof(refl)) < 0 && errno != EINPROGRESS)) {
+        snprintf(why, whylen, "reflector %s:%u from port %u: %s", prm->reflector_addr,
+                 (unsigned)prm->reflector_port, (unsigned)p->port, strerror(fd < 0 ? err : errno));
+        if (fd >= 0)
+            close(fd);
+        explicit_bzero(p, sizeof(*p));
+        free(p);
+        return NULL;
+    }
+    uv_timer_init(loop, &p->deadline);
+    uv_timer_init(loop, &p->retry);
+    p->deadline.data = p->retry.data = p;
+    p->handles = 2;
+    uv_update_time(loop);
+    p->start_ms = uv_now(loop);
+    p->step = S_REFLECTOR;
+    p->refl = watch_new(p, fd, UV_WRITABLE, on_reflector);
+    if (p->refl == NULL) {
+        snprintf(why, whylen, "cannot watch the reflector socket");
+        p->over = true;
+        uv_close((uv_handle_t *)&p->deadline, on_timer_closed);
+        uv_close((uv_handle_t *)&p->retry, on_timer_closed);
+        return NULL;
+    }
+    uv_timer_start(&p->deadline, on_deadline, prm->timeout_ms, 0);
+    log_debug("punch from port %u: asking the reflector %s:%u", (unsigned)p->port,
+              prm->reflector_addr, (unsigned)prm->reflector_port);
+    return p;
+}
+
+void punch_cancel(struct punch *p)
+{
+    if (p == NULL || p->over)
+        return;
+    log_info("punch from port %u cancelled after %u ms", (unsigned)p->port, elapsed(p));
+    teardown(p);
+}

@@ -1,0 +1,76 @@
+/*
+ * TCP hole punching, the node side.  Both helpers of a pair run the same
+ * steps on their event loop:
+ *
+ *   1. bind a free port of the node's range (SO_REUSEADDR + SO_REUSEPORT),
+ *   2. connect from it to the broker's reflector and send
+ *      "PUNCH <token> <local-addr> <local-port>" (broker/reflector.h),
+ *   3. read "PEER <peer-addr> <peer-port> <own-addr> <own-port>" (both sides
+ *      get it at the same moment) and close that connection,
+ *   4. connect from the same local port to the peer's public mapping: the two
+ *      SYNs cross, each leaves a conntrack entry in its own router that the
+ *      other's SYN then matches (TCP simultaneous open); a connect refused
+ *      (RST) is retried on a bounded schedule (PUNCH_RETRIES, doubling from
+ *      PUNCH_RETRY_MS) while time remains.  A listening socket shares the
+ *      port meanwhile (SO_REUSEPORT): a peer SYN that arrives between two
+ *      tries, or on a path without any stateful box (loopback, two public
+ *      hosts), is accepted instead of reset; only the peer's observed
+ *      address:port is accepted, anything else is closed and logged.
+ *
+ * The port is one nobody holds (a plain bind without reuse options succeeds
+ * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
+ * random start), so two punches of one node never share a port.
+ *
+ * The caller gets one connected non-blocking descriptor or one reason, within
+ * timeout_ms.  No privileges needed.
+ */
+#ifndef QCG_HELPER_PUNCH_H
+#define QCG_HELPER_PUNCH_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define PUNCH_RETRIES 4
+#define PUNCH_RETRY_MS 100
+#define PUNCH_BIND_TRIES 16
+
+struct punch;
+
+struct punch_params {
+    char reflector_addr[48]; /* the broker's reflector (IPv4 literal) */
+    uint16_t reflector_port;
+    char token[128];      /* this side's token */
+    struct in_addr local; /* this node's address (what we bind) */
+    uint16_t port_low;    /* the node's port range: the punch binds one of these */
+    uint16_t port_high;
+    unsigned timeout_ms; /* the whole exchange */
+};
+
+/* status 0: fd is connected to the peer (non-blocking; the callee owns it
+   now), peer/own are the public mappings used; else fd -1 and why says which
+   step failed ("reflector: FAIL ...", "connect to 203.0.113.82:23001: timed
+   out after 3 tries").  Called once, on the loop. */
+struct punch_result {
+    int status;
+    int fd;
+    char peer_addr[48];
+    uint16_t peer_port;
+    char own_addr[48];
+    uint16_t own_port;
+    uint16_t local_port;
+    unsigned setup_ms;
+    char why[256];
+};
+typedef void (*punch_fn)(void *arg, const struct punch_result *r);
+
+/* Starts a punch.  NULL with why (bad parameters, no free port). */
+struct punch *punch_start(uv_loop_t *loop, const struct punch_params *p, punch_fn cb, void *arg,
+                          char *why, size_t whylen);
+/* Aborts a punch in progress (its callback is not called); closes its
+   sockets and frees it on the next loop turn.  Loop thread.  Harmless after
+   the callback (also from inside it). */
+void punch_cancel(struct punch *p);
+
+#endif

@@ -1,0 +1,457 @@
+/*
+ * broker-reflector: the reflector on 127.0.0.1:18410 with short waits, driven
+ * by blocking clients.  MAP, PUNCH pairing, every token refusal, the missing
+ * peer, the misdeclared port-preserving side, malformed, overlong and slow
+ * requests, DIAL open/refused, the connection cap, the expected table's bound
+ * and a stop with a client waiting.  Ports 18410-18412.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "reflector.h"
+
+#define PORT 18410
+#define DIAL_OPEN_PORT 18411
+#define DIAL_CLOSED_PORT 18412
+#define WAIT_MS 300 /* the tuned read and pair waits */
+
+static struct proxy_key key, other_key;
+static atomic_int observed;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void on_observe(void *arg, const struct reflector_observation *o)
+{
+    (void)arg;
+    (void)o;
+    atomic_fetch_add(&observed, 1);
+}
+
+/* A connected client with a 3 s receive timeout; *local gets its port. */
+static int client(int *local)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    struct timeval tv = {3, 0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    socklen_t len = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    if (local)
+        *local = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void send_text(int fd, const char *text)
+{
+    size_t n = strlen(text);
+    if (send(fd, text, n, MSG_NOSIGNAL) != (ssize_t)n)
+        fprintf(stderr, "send: %s\n", strerror(errno));
+}
+
+/* Reads to EOF (or the timeout) into out, without the '\n'. */
+static void read_answer(int fd, char *out, size_t outlen)
+{
+    size_t got = 0;
+    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
+        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    char *nl = strchr(out, '\n');
+    if (nl)
+        *nl = '\0';
+}
+
+static void ask(const char *line, char *out, size_t outlen)
+{
+    int fd = client(NULL);
+    send_text(fd, line);
+    read_answer(fd, out, outlen);
+    close(fd);
+}
+
+static void make_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned char tag)
+{
+    memset(pair, 0, TOKEN_PAIR_LEN);
+    pair[0] = tag;
+    pair[1] = (unsigned char)(now_ms() & 0xff);
+}
+
+static void expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN], bool preserving0)
+{
+    struct reflector_side sides[2];
+    memset(sides, 0, sizeof(sides));
+    snprintf(sides[0].cluster, sizeof(sides[0].cluster), "nata");
+    snprintf(sides[0].node, sizeof(sides[0].node), "nata1");
+    sides[0].preserving = preserving0;
+    snprintf(sides[1].cluster, sizeof(sides[1].cluster), "natb");
+    snprintf(sides[1].node, sizeof(sides[1].node), "natb1");
+    CHECK(reflector_expect(r, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
+}
+
+static void punch_line(const struct proxy_key *k, const unsigned char pair[TOKEN_PAIR_LEN],
+                       int side, uint64_t expiry, int port, char *out, size_t outlen)
+{
+    char tok[TOKEN_TEXT_LEN + 1];
+    token_issue(k, pair, side, expiry, tok, sizeof(tok));
+    snprintf(out, outlen, "PUNCH %s 127.0.0.1 %d\n", tok, port);
+}
+
+static void test_parser(void)
+{
+    struct reflector_request req;
+    char why[160];
+    static const char *bad[] = {"", "HELLO", "MAP x", "MAP ", " MAP", "DIAL", "DIAL 0",
+                                "DIAL 65536", "DIAL 01", "DIAL -1", "DIAL 80 80", "DIAL 8a",
+                                "PUNCH a b c", "PUNCH", "map", "MAP\r", "DIAL  80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(reflector_parse(bad[i], strlen(bad[i]), &req, why, sizeof(why)) < 0, "'%s' parsed",
+              bad[i]);
+    char line[300];
+    char tok[TOKEN_TEXT_LEN + 1];
+    memset(tok, 'a', TOKEN_TEXT_LEN);
+    tok[TOKEN_TEXT_LEN] = '\0';
+    snprintf(line, sizeof(line), "PUNCH %s 999.1.1.1 5", tok);
+    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) < 0, "bad address parsed");
+    snprintf(line, sizeof(line), "PUNCH %s 198.18.1.11 40000", tok);
+    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0 &&
+              req.verb == REFLECTOR_PUNCH && req.port == 40000,
+          "good PUNCH: %s", why);
+    snprintf(line, sizeof(line), "PUNCH %s 2001:db8::1 65535", tok);
+    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0, "v6 PUNCH: %s", why);
+    CHECK(reflector_parse("DIAL 65535", 10, &req, why, sizeof(why)) == 0 && req.port == 65535,
+          "DIAL 65535");
+    memset(line, 'M', sizeof(line));
+    CHECK(reflector_parse(line, sizeof(line), &req, why, sizeof(why)) < 0, "overlong parsed");
+}
+
+static void test_map(void)
+{
+    char ans[400], want[64];
+    int local = 0, fd = client(&local);
+
+    send_text(fd, "MAP\n");
+    read_answer(fd, ans, sizeof(ans));
+    close(fd);
+    snprintf(want, sizeof(want), "MAPPED 127.0.0.1 %d", local);
+    CHECK(strcmp(ans, want) == 0, "MAP: '%s', want '%s'", ans, want);
+}
+
+static void test_pairing(struct reflector *r)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    char la[200], lb[200], aa[400], ab[400], want[128];
+    int pa = 0, pb = 0;
+    uint64_t exp = (uint64_t)time(NULL) + 60;
+
+    make_pair(pair, 1);
+    expect(r, pair, false);
+    int a = client(&pa), b = client(&pb);
+    punch_line(&key, pair, 0, exp, pa, la, sizeof(la));
+    punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
+    send_text(a, la);
+    usleep(50 * 1000); /* a waits for b */
+    send_text(b, lb);
+    read_answer(a, aa, sizeof(aa));
+    read_answer(b, ab, sizeof(ab));
+    close(a);
+    close(b);
+    snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pb, pa);
+    CHECK(strcmp(aa, want) == 0, "initiator got '%s', want '%s'", aa, want);
+    snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pa, pb);
+    CHECK(strcmp(ab, want) == 0, "target got '%s', want '%s'", ab, want);
+
+    /* Each token is good once. */
+    ask(la, aa, sizeof(aa));
+    CHECK(strstr(aa, "FAIL") == aa && strstr(aa, "already used"), "reuse: '%s'", aa);
+}
+
+static void test_refusals(struct reflector *r)
+{
+    unsigned char pair[TOKEN_PAIR_LEN], stranger[TOKEN_PAIR_LEN];
+    char line[300], ans[400], tok[TOKEN_TEXT_LEN + 1];
+    uint64_t exp = (uint64_t)time(NULL) + 60;
+
+    make_pair(pair, 2);
+    expect(r, pair, false);
+    memset(tok, 'f', TOKEN_TEXT_LEN);
+    tok[TOKEN_TEXT_LEN] = '\0';
+    snprintf(line, sizeof(line), "PUNCH %s 127.0.0.1 5000\n", tok);
+    ask(line, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "malformed"), "bad token: '%s'", ans);
+
+    punch_line(&other_key, pair, 0, exp, 5000, line, sizeof(line));
+    ask(line, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "bad MAC"), "forged: '%s'", ans);
+
+    punch_line(&key, pair, 0, (uint64_t)time(NULL) - 3600, 5000, line, sizeof(line));
+    ask(line, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "expired"), "expired: '%s'", ans);
+
+    make_pair(stranger, 3);
+    punch_line(&key, stranger, 0, exp, 5000, line, sizeof(line));
+    ask(line, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no punch expected"), "unexpected: '%s'",
+          ans);
+}
+
+static void test_missing_peer(struct reflector *r)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    char line[300], ans[400];
+    int pa = 0;
+
+    make_pair(pair, 4);
+    expect(r, pair, false);
+    int a = client(&pa);
+    punch_line(&key, pair, 0, (uint64_t)time(NULL) + 60, pa, line, sizeof(line));
+    uint64_t t0 = now_ms();
+    send_text(a, line);
+    read_answer(a, ans, sizeof(ans));
+    uint64_t took = now_ms() - t0;
+    close(a);
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "did not come"), "alone: '%s'", ans);
+    CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "alone: FAIL after %llu ms",
+          (unsigned long long)took);
+    printf("missing peer: FAIL after %llu ms (wait %d ms)\n", (unsigned long long)took, WAIT_MS);
+
+    /* The other side coming later hears that its peer has given up. */
+    punch_line(&key, pair, 1, (uint64_t)time(NULL) + 60, 5000, line, sizeof(line));
+    ask(line, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "came and is gone"), "late: '%s'", ans);
+}
+
+static void test_misdeclared(struct reflector *r)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    char la[300], lb[300], aa[400], ab[400];
+    int pa = 0, pb = 0;
+    uint64_t exp = (uint64_t)time(NULL) + 60;
+    struct reflector_counters c0, c1;
+
+    reflector_counters(r, &c0);
+    make_pair(pair, 5);
+    expect(r, pair, true); /* the initiator (nata/nata1) claims to keep ports */
+    int a = client(&pa), b = client(&pb);
+    punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
+    punch_line(&key, pair, 0, exp, pa + 1, la, sizeof(la)); /* as a NAT that moved it */
+    send_text(b, lb);
+    usleep(50 * 1000);
+    uint64_t t0 = now_ms();
+    send_text(a, la);
+    read_answer(a, aa, sizeof(aa));
+    read_answer(b, ab, sizeof(ab));
+    uint64_t took = now_ms() - t0;
+    close(a);
+    close(b);
+    reflector_counters(r, &c1);
+    for (int i = 0; i < 2; i++) {
+        const char *s = i ? ab : aa;
+        CHECK(strncmp(s, "FAIL", 4) == 0 && strstr(s, "misconfiguration") &&
+                  strstr(s, "cluster nata node nata1"),
+              "misdeclared side %d: '%s'", i, s);
+    }
+    char ports[64];
+    snprintf(ports, sizeof(ports), "local port %d was observed as 127.0.0.1:%d", pa + 1, pa);
+    CHECK(strstr(aa, ports) != NULL, "both ports named: '%s'", aa);
+    CHECK(took < 200, "misdeclared answered in %llu ms", (unsigned long long)took);
+    CHECK(c1.misdeclared == c0.misdeclared + 1, "misdeclared counter");
+    printf("misdeclared: FAIL to both in %llu ms\n", (unsigned long long)took);
+}
+
+static void test_bad_lines(void)
+{
+    char ans[400], big[400];
+
+    static const char *bad[] = {"HELLO\n", "MAP x\n", "DIAL 0\n", "DIAL 99999\n", "\x01\x02\n",
+                                "MAP\nMAP\n", "PUNCH 1 2 3\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ask(bad[i], ans, sizeof(ans));
+        CHECK(strncmp(ans, "FAIL ", 5) == 0, "line %zu: '%s'", i, ans);
+    }
+    memset(big, 'M', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ask(big, ans, sizeof(ans));
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "longer"), "overlong: '%s'", ans);
+
+    /* A slow client (no newline) is cut off at the read timeout. */
+    int fd = client(NULL);
+    uint64_t t0 = now_ms();
+    send_text(fd, "MA");
+    read_answer(fd, ans, sizeof(ans));
+    uint64_t took = now_ms() - t0;
+    close(fd);
+    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no request line"), "slow: '%s'", ans);
+    CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "slow: closed after %llu ms",
+          (unsigned long long)took);
+    printf("slow client: FAIL after %llu ms (read timeout %d ms)\n", (unsigned long long)took,
+           WAIT_MS);
+}
+
+static void test_dial(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DIAL_OPEN_PORT)};
+    int one = 1, l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char ans[400], want[80];
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    CHECK(bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 4) == 0,
+          "listen on %d: %s", DIAL_OPEN_PORT, strerror(errno));
+    snprintf(want, sizeof(want), "DIAL %d\n", DIAL_OPEN_PORT);
+    ask(want, ans, sizeof(ans));
+    snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d open", DIAL_OPEN_PORT);
+    CHECK(strcmp(ans, want) == 0, "dial open: '%s'", ans);
+    close(l);
+
+    snprintf(want, sizeof(want), "DIAL %d\n", DIAL_CLOSED_PORT);
+    ask(want, ans, sizeof(ans));
+    snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d refused", DIAL_CLOSED_PORT);
+    CHECK(strcmp(ans, want) == 0, "dial closed: '%s'", ans);
+}
+
+/* Twice the cap: the extra connections are closed, nothing crashes, and the
+   reflector serves again once they are gone. */
+static void test_cap(struct reflector *r, unsigned cap)
+{
+    int fds[64], closed = 0;
+    unsigned n = 2 * cap;
+    struct reflector_counters c0, c1;
+
+    reflector_counters(r, &c0);
+    for (unsigned i = 0; i < n; i++)
+        fds[i] = client(NULL);
+    for (unsigned i = 0; i < n; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char b;
+        if (fds[i] >= 0 && poll(&p, 1, 100) == 1 && recv(fds[i], &b, 1, MSG_DONTWAIT) <= 0)
+            closed++;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    reflector_counters(r, &c1);
+    CHECK(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
+    CHECK(c1.refused >= c0.refused + cap, "refused counted");
+    usleep(100 * 1000);
+    char ans[400];
+    ask("MAP\n", ans, sizeof(ans));
+    CHECK(strncmp(ans, "MAPPED ", 7) == 0, "after the flood: '%s'", ans);
+}
+
+static void test_table_bound(struct reflector *r, unsigned max)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct reflector_side sides[2];
+    uint64_t now = (uint64_t)time(NULL);
+    unsigned ok = 0;
+
+    memset(sides, 0, sizeof(sides));
+    /* Already expired entries make room; live ones do not. */
+    for (unsigned i = 0; i < max; i++) {
+        memset(pair, 0, sizeof(pair));
+        pair[0] = 0xee;
+        pair[1] = (unsigned char)i;
+        ok += reflector_expect(r, pair, sides, now - 60) == 0;
+    }
+    for (unsigned i = 0; i < max + 4; i++) {
+        memset(pair, 0, sizeof(pair));
+        pair[0] = 0xef;
+        pair[1] = (unsigned char)i;
+        ok += reflector_expect(r, pair, sides, now + 60) == 0;
+    }
+    /* Those of the earlier tests still live count too. */
+    CHECK(ok < 2 * max + 4 && ok >= max, "expected table bounded: %u accepted (max %u)", ok, max);
+}
+
+/* Stopping with a client half-way through its line: it hears why. */
+static void test_stop(struct reflector *r)
+{
+    char ans[400];
+    int a = client(NULL);
+
+    send_text(a, "MAP");
+    usleep(50 * 1000);
+    reflector_stop(r);
+    read_answer(a, ans, sizeof(ans));
+    close(a);
+    CHECK(strcmp(ans, "FAIL the reflector is stopping") == 0, "stop: '%s'", ans);
+}
+
+int main(void)
+{
+    struct reflector_tuning t = {.read_timeout_ms = WAIT_MS,
+                                 .pair_wait_ms = WAIT_MS,
+                                 .dial_timeout_ms = 500,
+                                 .linger_ms = 300,
+                                 .conns_max = 16,
+                                 .expected_max = 32};
+    char err[200], listen[32];
+
+    log_init("broker", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, false);
+    for (size_t i = 0; i < sizeof(key.bytes); i++) {
+        key.bytes[i] = (unsigned char)(i * 7 + 1);
+        other_key.bytes[i] = (unsigned char)(i * 7 + 2);
+    }
+    test_parser();
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", PORT);
+    CHECK(reflector_start("nonsense", &key, NULL, NULL, err, sizeof(err)) == NULL,
+          "bad listen accepted");
+    struct reflector *r = reflector_start_tuned(listen, &key, on_observe, NULL, &t, err, sizeof(err));
+    if (r == NULL) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    CHECK(reflector_port(r) == PORT, "port");
+    test_map();
+    test_pairing(r);
+    test_refusals(r);
+    test_missing_peer(r);
+    test_misdeclared(r);
+    test_bad_lines();
+    test_dial();
+    test_cap(r, t.conns_max);
+    test_table_bound(r, t.expected_max);
+
+    struct reflector_counters c;
+    reflector_counters(r, &c);
+    printf("counters: maps %llu punches %llu paired %llu failed %llu dials %llu refused %llu "
+           "misdeclared %llu; observed %d\n",
+           (unsigned long long)c.maps, (unsigned long long)c.punches,
+           (unsigned long long)c.paired, (unsigned long long)c.punch_failed,
+           (unsigned long long)c.dials, (unsigned long long)c.refused,
+           (unsigned long long)c.misdeclared, atomic_load(&observed));
+    CHECK(c.paired == 1 && c.maps >= 2 && c.dials == 2, "counters");
+    CHECK(atomic_load(&observed) > 0, "observe called");
+    test_stop(r);
+    if (check_failures)
+        fprintf(stderr, "broker-reflector: %d check(s) failed\n", check_failures);
+    else
+        printf("broker-reflector: all checks passed\n");
+    return check_failures != 0;
+}

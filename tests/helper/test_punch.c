@@ -1,0 +1,271 @@
+/*
+ * helper-punch: the reflector on 127.0.0.1:18420 and punches on one libuv
+ * loop.  Two punches pair up and get the two ends of one connection (bytes
+ * both ways); a refused token, a peer that never connects (the retry
+ * schedule, then the timeout), bad parameters, and cancels at each step.
+ * Ports 18420-18449.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "check.h"
+#include "log.h"
+#include "punch.h"
+#include "reflector.h"
+
+#define REFLECTOR_PORT 18420
+
+/* CHECK with a message, for the values worth seeing when it fails. */
+#define CHECKF(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static struct proxy_key key;
+static struct reflector *refl;
+
+struct outcome {
+    int called;
+    struct punch_result r;
+};
+
+static void on_result(void *arg, const struct punch_result *r)
+{
+    struct outcome *o = arg;
+    o->called++;
+    o->r = *r;
+}
+
+static void new_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned char tag)
+{
+    struct reflector_side sides[2];
+
+    memset(sides, 0, sizeof(sides));
+    memset(pair, 0, TOKEN_PAIR_LEN);
+    pair[0] = tag;
+    pair[1] = (unsigned char)time(NULL);
+    snprintf(sides[0].cluster, sizeof(sides[0].cluster), "lo");
+    snprintf(sides[1].cluster, sizeof(sides[1].cluster), "lo");
+    reflector_expect(refl, pair, sides, (uint64_t)time(NULL) + 60);
+}
+
+static void params(struct punch_params *p, const unsigned char pair[TOKEN_PAIR_LEN], int side,
+                   uint16_t low, uint16_t high, unsigned timeout_ms)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->reflector_addr, sizeof(p->reflector_addr), "127.0.0.1");
+    p->reflector_port = REFLECTOR_PORT;
+    token_issue(&key, pair, side, (uint64_t)time(NULL) + 60, p->token, sizeof(p->token));
+    inet_pton(AF_INET, "127.0.0.1", &p->local);
+    p->port_low = low;
+    p->port_high = high;
+    p->timeout_ms = timeout_ms;
+}
+
+static void run(uv_loop_t *loop)
+{
+    /* Bounded: every punch has its own deadline. */
+    for (int i = 0; i < 1000 && uv_run(loop, UV_RUN_ONCE); i++)
+        ;
+}
+
+static int blocking(int fd)
+{
+    return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+}
+
+static int transfer(int from, int to, size_t n)
+{
+    static unsigned char out[65536], in[65536];
+    for (size_t i = 0; i < n; i++)
+        out[i] = (unsigned char)(i * 31 + (size_t)from);
+    if (send(from, out, n, MSG_NOSIGNAL) != (ssize_t)n)
+        return -1;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = recv(to, in + got, n - got, 0);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return memcmp(in, out, n) == 0 ? 0 : -1;
+}
+
+static void test_pair(uv_loop_t *loop)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct punch_params pa, pb;
+    struct outcome a = {0}, b = {0};
+    char why[256];
+
+    new_pair(pair, 1);
+    params(&pa, pair, 0, 18430, 18434, 3000);
+    params(&pb, pair, 1, 18440, 18444, 3000);
+    struct punch *x = punch_start(loop, &pa, on_result, &a, why, sizeof(why));
+    struct punch *y = punch_start(loop, &pb, on_result, &b, why, sizeof(why));
+    CHECKF(x != NULL && y != NULL, "punch_start: %s", why);
+    run(loop);
+    CHECKF(a.called == 1 && b.called == 1, "callbacks %d %d", a.called, b.called);
+    CHECKF(a.r.status == 0 && a.r.fd >= 0, "a: %s", a.r.why);
+    CHECKF(b.r.status == 0 && b.r.fd >= 0, "b: %s", b.r.why);
+    if (a.r.status != 0 || b.r.status != 0)
+        return;
+    CHECKF(a.r.peer_port == b.r.local_port && b.r.peer_port == a.r.local_port,
+          "mappings: a %u->%u, b %u->%u", a.r.local_port, a.r.peer_port, b.r.local_port,
+          b.r.peer_port);
+    CHECKF(a.r.local_port >= 18430 && a.r.local_port <= 18434, "a's port %u", a.r.local_port);
+    struct sockaddr_in pa_peer, pb_me;
+    socklen_t l1 = sizeof(pa_peer), l2 = sizeof(pb_me);
+    getpeername(a.r.fd, (struct sockaddr *)&pa_peer, &l1);
+    getsockname(b.r.fd, (struct sockaddr *)&pb_me, &l2);
+    CHECKF(pa_peer.sin_port == pb_me.sin_port, "the two ends of one connection");
+    blocking(a.r.fd);
+    blocking(b.r.fd);
+    CHECKF(transfer(a.r.fd, b.r.fd, 65536) == 0, "a -> b");
+    CHECKF(transfer(b.r.fd, a.r.fd, 65536) == 0, "b -> a");
+    printf("pair: connected in %u and %u ms\n", a.r.setup_ms, b.r.setup_ms);
+    close(a.r.fd);
+    close(b.r.fd);
+}
+
+static void test_refused_token(uv_loop_t *loop)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct punch_params p;
+    struct outcome o = {0};
+    char why[256];
+
+    memset(pair, 0x5a, sizeof(pair)); /* never expected */
+    params(&p, pair, 0, 18430, 18434, 3000);
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) != NULL, "start: %s", why);
+    run(loop);
+    CHECKF(o.called == 1 && o.r.status < 0 && o.r.fd == -1, "refused token: status %d",
+          o.r.status);
+    CHECKF(strstr(o.r.why, "reflector: FAIL") && strstr(o.r.why, "no punch expected"),
+          "why: %s", o.r.why);
+}
+
+/* The peer's side is a bare client that gets PEER and leaves: every connect
+   is refused; the schedule runs out, the listener waits until the deadline. */
+static void test_peer_never_connects(uv_loop_t *loop)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct punch_params p;
+    struct outcome o = {0};
+    char why[256], line[300];
+
+    new_pair(pair, 2);
+    params(&p, pair, 0, 18430, 18434, 2500);
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) != NULL, "start: %s", why);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(REFLECTOR_PORT)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECKF(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bare client");
+    char tok[TOKEN_TEXT_LEN + 1];
+    token_issue(&key, pair, 1, (uint64_t)time(NULL) + 60, tok, sizeof(tok));
+    snprintf(line, sizeof(line), "PUNCH %s 127.0.0.1 18449\n", tok);
+    CHECKF(send(fd, line, strlen(line), 0) > 0, "send");
+    run(loop);
+    close(fd);
+    CHECKF(o.called == 1 && o.r.status < 0, "no peer: status %d", o.r.status);
+    CHECKF(strstr(o.r.why, "after 5 tries") != NULL, "why: %s", o.r.why);
+    CHECKF(o.r.setup_ms >= 2400 && o.r.setup_ms < 3500, "failed after %u ms", o.r.setup_ms);
+    printf("peer never connects: %s (%u ms)\n", o.r.why, o.r.setup_ms);
+}
+
+static void on_cancel_timer(uv_timer_t *t)
+{
+    punch_cancel(t->data);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_cancel(uv_loop_t *loop)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct punch_params p;
+    struct outcome o = {0};
+    char why[256];
+    uv_timer_t t;
+
+    new_pair(pair, 3);
+    params(&p, pair, 0, 18430, 18434, 3000);
+    /* At once (connecting to the reflector). */
+    struct punch *x = punch_start(loop, &p, on_result, &o, why, sizeof(why));
+    punch_cancel(x);
+    punch_cancel(x); /* twice is harmless before the loop turns */
+    run(loop);
+    /* While the reflector holds us, waiting for the peer. */
+    params(&p, pair, 1, 18430, 18434, 3000);
+    x = punch_start(loop, &p, on_result, &o, why, sizeof(why));
+    uv_timer_init(loop, &t);
+    t.data = x;
+    uv_timer_start(&t, on_cancel_timer, 100, 0);
+    run(loop);
+    CHECKF(o.called == 0, "a cancelled punch called back");
+}
+
+static void test_bad_params(uv_loop_t *loop)
+{
+    unsigned char pair[TOKEN_PAIR_LEN] = {0};
+    struct punch_params p;
+    struct outcome o = {0};
+    char why[256];
+
+    params(&p, pair, 0, 18430, 18434, 1000);
+    snprintf(p.reflector_addr, sizeof(p.reflector_addr), "broker.example");
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) == NULL, "name accepted");
+    params(&p, pair, 0, 18434, 18430, 1000);
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) == NULL, "empty range");
+    params(&p, pair, 0, 18430, 18434, 1000);
+    snprintf(p.token, sizeof(p.token), "two words");
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) == NULL, "token with a space");
+    /* A range whose only port is taken. */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(18435)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECKF(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind 18435");
+    params(&p, pair, 0, 18435, 18435, 1000);
+    CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) == NULL &&
+              strstr(why, "no free port"),
+          "taken range: %s", why);
+    close(fd);
+}
+
+int main(void)
+{
+    struct reflector_tuning t = {.pair_wait_ms = 2000};
+    char err[200];
+    uv_loop_t loop;
+
+    log_init("helper", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, false);
+    for (size_t i = 0; i < sizeof(key.bytes); i++)
+        key.bytes[i] = (unsigned char)(i * 13 + 5);
+    refl = reflector_start_tuned("127.0.0.1:18420", &key, NULL, NULL, &t, err, sizeof(err));
+    if (refl == NULL) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    uv_loop_init(&loop);
+    test_pair(&loop);
+    test_refused_token(&loop);
+    test_peer_never_connects(&loop);
+    test_cancel(&loop);
+    test_bad_params(&loop);
+    run(&loop);
+    CHECKF(uv_loop_close(&loop) == 0, "handles left on the loop");
+    reflector_stop(refl);
+    return check_result("helper-punch");
+}
