@@ -1,0 +1,646 @@
+/* Traversing TCP, the packet side; see traverse.h and traverse_rules.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/netfilter.h>
+
+#include "log.h"
+#include "nfq.h"
+#include "rawpkt.h"
+#include "traverse.h"
+#include "traverse_rules.h"
+
+#define WHY_MAX 200
+#define RULES_PER_PLAN 2
+/* Rules of finished plans are deleted in batches: every deletion costs a
+   kernel grace period (~15 ms) and holds up rule additions meanwhile, so
+   they wait for this much quiet (no plan starting or ending)... */
+#define DEL_IDLE_MS 100
+/* ... but never longer than this. */
+#define DEL_DEFER_MAX_MS 1000
+
+enum plan_kind { PLAN_WATCH, PLAN_INJECT };
+
+/* One planned connection: a SYN to watch for, or a SYN injected and its
+   handshake to complete. */
+struct plan {
+    struct traverse *t;
+    struct plan *prev, *next;
+    enum plan_kind kind;
+    struct in_addr peer; /* watch: the destination; inject: the initiator's public address */
+    uint16_t peer_port;
+    uint16_t port; /* inject: our listener's port */
+    struct tvrule rules[RULES_PER_PLAN];
+    int nrules;
+    uv_timer_t timer;
+    traverse_syn_fn syn_cb;
+    traverse_done_fn done_cb;
+    void *arg;
+    uint64_t start_ms;
+    int have_isn;     /* inject: our SYN/ACK was seen (and sent as a SYN) */
+    uint32_t our_isn; /* ... its sequence number */
+    unsigned synacks; /* ... how many times */
+};
+
+struct traverse {
+    uv_loop_t *loop;
+    struct traverse_config cfg;
+    struct nfq_queue *q;
+    int raw; /* IPPROTO_RAW socket for injection */
+    struct plan *plans;
+    unsigned next_id;
+    unsigned nrules;
+    struct tvrule *dels; /* rules of finished plans, to delete */
+    size_t ndels, dels_cap;
+    uint64_t oldest_del_ms, last_activity_ms;
+    uv_timer_t del_timer;
+    int deleting;     /* a batch is on the thread pool */
+    unsigned pending; /* batches and handles to finish before the memory goes */
+    int closed, free_asked;
+};
+
+/* A batch of deletions on the thread pool. */
+struct del_batch {
+    uv_work_t req;
+    struct traverse *t;
+    uint16_t queue;
+    struct tvrule rules[TVRULES_BATCH_MAX];
+    size_t n, removed;
+    char err[WHY_MAX];
+};
+
+static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len);
+
+static const char *ntoa(struct in_addr a, char *buf)
+{
+    return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+struct traverse *traverse_new(uv_loop_t *loop, const struct traverse_config *cfg, char *err,
+                              size_t errlen)
+{
+    struct traverse *t = calloc(1, sizeof(*t));
+
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->loop = loop;
+    t->cfg = *cfg;
+    t->next_id = 1;
+    t->raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (t->raw < 0) {
+        snprintf(err, errlen, "raw socket: %s%s", strerror(errno),
+                 errno == EPERM ? " (needs CAP_NET_RAW)" : "");
+        free(t);
+        return NULL;
+    }
+    /* The queue first: a second helper configured with our queue number
+       fails here, before it could sweep our chains. */
+    t->q = nfq_queue_open(loop, cfg->queue_num, on_packet, t, err, errlen);
+    if (t->q == NULL) {
+        close(t->raw);
+        free(t);
+        return NULL;
+    }
+    if (tvrules_setup(cfg->queue_num, err, errlen) < 0) {
+        /* The queue's memory goes with the loop's close callback. */
+        nfq_queue_close(t->q);
+        close(t->raw);
+        free(t);
+        return NULL;
+    }
+    uv_timer_init(loop, &t->del_timer);
+    t->del_timer.data = t;
+    log_info("traversing TCP ready on queue %u", cfg->queue_num);
+    return t;
+}
+
+static void maybe_free(struct traverse *t)
+{
+    if (t->free_asked && t->pending == 0) {
+        free(t->dels);
+        free(t);
+    }
+}
+
+static void schedule_deletions(struct traverse *t);
+
+static void on_batch_deleted(uv_work_t *req, int status)
+{
+    struct del_batch *d = req->data;
+    struct traverse *t = d->t;
+
+    /* After close the sweep removed everything, whatever this batch did. */
+    if (!t->closed) {
+        t->nrules -= (unsigned)d->removed;
+        if (status < 0 || d->removed < d->n)
+            log_warnx("%zu of %zu rules of queue %u not removed: %s", d->n - d->removed, d->n,
+                      d->queue, status < 0 ? uv_strerror(status) : d->err);
+    }
+    t->deleting = 0;
+    t->pending--;
+    free(d);
+    schedule_deletions(t);
+    maybe_free(t);
+}
+
+static void delete_batch_work(uv_work_t *req)
+{
+    struct del_batch *d = req->data;
+    char err[WHY_MAX];
+
+    if (tvrules_apply(d->queue, d->rules, d->n, 0, d->err, sizeof(d->err)) == 0) {
+        d->removed = d->n;
+        return;
+    }
+    /* All or none failed: one rule already gone?  Then one by one. */
+    for (size_t i = 0; i < d->n; i++)
+        if (tvrules_apply(d->queue, &d->rules[i], 1, 0, err, sizeof(err)) == 0)
+            d->removed++;
+}
+
+static void start_batch(struct traverse *t)
+{
+    struct del_batch *d = calloc(1, sizeof(*d));
+
+    if (d == NULL) {
+        log_error("out of memory: %zu rules stay until close", t->ndels);
+        return;
+    }
+    d->t = t;
+    d->queue = t->cfg.queue_num;
+    d->n = t->ndels < TVRULES_BATCH_MAX ? t->ndels : TVRULES_BATCH_MAX;
+    memcpy(d->rules, t->dels, d->n * sizeof(d->rules[0]));
+    d->req.data = d;
+    if (uv_queue_work(t->loop, &d->req, delete_batch_work, on_batch_deleted) < 0) {
+        log_error("cannot queue the deletion of %zu rules", d->n);
+        free(d);
+        return;
+    }
+    t->ndels -= d->n;
+    memmove(t->dels, t->dels + d->n, t->ndels * sizeof(t->dels[0]));
+    t->oldest_del_ms = uv_now(t->loop);
+    t->deleting = 1;
+    t->pending++;
+}
+
+static void on_del_timer(uv_timer_t *h)
+{
+    struct traverse *t = h->data;
+    uint64_t now = uv_now(t->loop);
+
+    if (t->deleting || t->ndels == 0)
+        return;
+    if (t->ndels < TVRULES_BATCH_MAX && now < t->last_activity_ms + DEL_IDLE_MS &&
+        now < t->oldest_del_ms + DEL_DEFER_MAX_MS) {
+        schedule_deletions(t);
+        return;
+    }
+    start_batch(t);
+}
+
+/* Arms the timer for the next batch (nothing while one runs: its end calls
+   us again). */
+static void schedule_deletions(struct traverse *t)
+{
+    uint64_t now = uv_now(t->loop), due;
+
+    if (t->closed || t->deleting || t->ndels == 0)
+        return;
+    due = t->last_activity_ms + DEL_IDLE_MS;
+    if (due > t->oldest_del_ms + DEL_DEFER_MAX_MS)
+        due = t->oldest_del_ms + DEL_DEFER_MAX_MS;
+    if (t->ndels >= TVRULES_BATCH_MAX)
+        due = now;
+    uv_timer_start(&t->del_timer, on_del_timer, due > now ? due - now : 0, 0);
+}
+
+/* Hands the plan's rules to the batched deletion. */
+static void remove_rules(struct plan *p)
+{
+    struct traverse *t = p->t;
+
+    if (p->nrules == 0)
+        return;
+    if (t->ndels + (size_t)p->nrules > t->dels_cap) {
+        size_t cap = t->dels_cap ? 2 * t->dels_cap : TVRULES_BATCH_MAX;
+        struct tvrule *n = realloc(t->dels, cap * sizeof(*n));
+
+        if (n == NULL) {
+            log_error("out of memory: %d rules stay until close", p->nrules);
+            p->nrules = 0;
+            return;
+        }
+        t->dels = n;
+        t->dels_cap = cap;
+    }
+    if (t->ndels == 0)
+        t->oldest_del_ms = uv_now(t->loop);
+    memcpy(t->dels + t->ndels, p->rules, (size_t)p->nrules * sizeof(p->rules[0]));
+    t->ndels += (size_t)p->nrules;
+    p->nrules = 0;
+    t->last_activity_ms = uv_now(t->loop);
+    schedule_deletions(t);
+}
+
+/* Adds the plan's rules in one transaction (blocking, ~3 ms, so that they
+   are in place when the call returns). */
+static int add_rules(struct plan *p, char *why, size_t whylen)
+{
+    struct traverse *t = p->t;
+
+    for (int i = 0; i < p->nrules; i++)
+        p->rules[i].id = t->next_id++;
+    t->last_activity_ms = uv_now(t->loop);
+    if (tvrules_apply(t->cfg.queue_num, p->rules, (size_t)p->nrules, 1, why, whylen) < 0) {
+        p->nrules = 0;
+        return -1;
+    }
+    t->nrules += (unsigned)p->nrules;
+    return 0;
+}
+
+static void on_plan_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* Ends a plan: detaches it, removes its rules, then calls back (the callback
+   may start new plans or close everything). */
+static void finish(struct plan *p, int status, const uint8_t *pkt, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void finish(struct plan *p, int status, const uint8_t *pkt, size_t len, const char *fmt, ...)
+{
+    struct traverse *t = p->t;
+    char why[WHY_MAX] = "";
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        t->plans = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    remove_rules(p);
+    uv_timer_stop(&p->timer);
+    uv_close((uv_handle_t *)&p->timer, on_plan_closed);
+    if (p->kind == PLAN_WATCH)
+        p->syn_cb(p->arg, status, pkt, len, why);
+    else
+        p->done_cb(p->arg, status, why);
+}
+
+static void on_timeout(uv_timer_t *h)
+{
+    struct plan *p = h->data;
+    char a[INET_ADDRSTRLEN];
+    unsigned long long ms = (unsigned long long)(uv_now(p->t->loop) - p->start_ms);
+
+    ntoa(p->peer, a);
+    if (p->kind == PLAN_WATCH) {
+        log_warnx("no SYN towards %s port %u within %llu ms", a, p->peer_port, ms);
+        finish(p, -ETIMEDOUT, NULL, 0, "no SYN towards %s port %u within %llu ms", a, p->peer_port,
+               ms);
+    } else {
+        log_warnx("port %u: no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours sent "
+                  "as SYNs)",
+                  p->port, a, p->peer_port, ms, p->synacks);
+        finish(p, -ETIMEDOUT, NULL, 0,
+               "no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours "
+               "sent as SYNs)",
+               a, p->peer_port, ms, p->synacks);
+    }
+}
+
+static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct in_addr peer,
+                             uint16_t peer_port, void *arg)
+{
+    struct plan *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->t = t;
+    p->kind = kind;
+    p->peer = peer;
+    p->peer_port = peer_port;
+    p->arg = arg;
+    p->start_ms = uv_now(t->loop);
+    uv_timer_init(t->loop, &p->timer);
+    p->timer.data = p;
+    return p;
+}
+
+/* Links a plan whose rules are in place and starts its clock. */
+static void plan_start(struct plan *p, unsigned timeout_ms)
+{
+    struct traverse *t = p->t;
+
+    p->next = t->plans;
+    if (t->plans != NULL)
+        t->plans->prev = p;
+    t->plans = p;
+    uv_timer_start(&p->timer, on_timeout, timeout_ms, 0);
+}
+
+static void plan_discard(struct plan *p)
+{
+    uv_close((uv_handle_t *)&p->timer, on_plan_closed);
+}
+
+int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
+                       traverse_syn_fn cb, void *arg, char *why, size_t whylen)
+{
+    char a[INET_ADDRSTRLEN];
+    struct plan *p;
+
+    ntoa(dst, a);
+    if (t->closed) {
+        snprintf(why, whylen, "traversing is closed");
+        return -1;
+    }
+    for (p = t->plans; p != NULL; p = p->next)
+        if (p->kind == PLAN_WATCH && p->peer.s_addr == dst.s_addr && p->peer_port == dport) {
+            snprintf(why, whylen, "already watching for a SYN towards %s port %u", a, dport);
+            return -1;
+        }
+    p = plan_new(t, PLAN_WATCH, dst, dport, arg);
+    if (p == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    p->syn_cb = cb;
+    p->nrules = 1;
+    p->rules[0] = (struct tvrule){.inbound = 0, .synack = 0, .dst = dst, .dport = dport};
+    if (add_rules(p, why, whylen) < 0) {
+        log_warnx("cannot watch for a SYN towards %s port %u: %s", a, dport, why);
+        plan_discard(p);
+        return -1;
+    }
+    plan_start(p, timeout_ms);
+    log_debug("watching for a SYN towards %s port %u (rule id %u)", a, dport, p->rules[0].id);
+    return 0;
+}
+
+static int inject(struct traverse *t, const uint8_t *pkt, size_t len, char *why, size_t whylen)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = t->cfg.node};
+
+    /* IPPROTO_RAW implies IP_HDRINCL: the kernel fills in only the IP checksum
+       (we set it anyway) and routes to our own address through loopback. */
+    if (sendto(t->raw, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len) {
+        snprintf(why, whylen, "raw send: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct in_addr pub,
+                    uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
+                    traverse_done_fn cb, void *arg, char *why, size_t whylen)
+{
+    uint8_t pkt[TRAVERSE_PACKET_MAX];
+    struct rawpkt_tcp s;
+    char a[INET_ADDRSTRLEN];
+    struct plan *p;
+
+    ntoa(pub, a);
+    if (t->closed) {
+        snprintf(why, whylen, "traversing is closed");
+        return -1;
+    }
+    if (len > sizeof(pkt)) {
+        snprintf(why, whylen, "a SYN of %zu bytes (at most %d)", len, TRAVERSE_PACKET_MAX);
+        goto refused;
+    }
+    if (rawpkt_parse(syn, len, &s, why, whylen) < 0 ||
+        rawpkt_check_syn(&s, t->cfg.node, allowed_port, why, whylen) < 0)
+        goto refused;
+    if (pub.s_addr == 0 || pub_port == 0) {
+        snprintf(why, whylen, "no public address or port for the initiator");
+        goto refused;
+    }
+    for (p = t->plans; p != NULL; p = p->next)
+        if (p->kind == PLAN_INJECT && p->peer.s_addr == pub.s_addr && p->peer_port == pub_port &&
+            p->port == allowed_port) {
+            snprintf(why, whylen, "already traversing from %s port %u to port %u", a, pub_port,
+                     allowed_port);
+            goto refused;
+        }
+    memcpy(pkt, syn, s.total);
+    rawpkt_set_source(pkt, s.total, pub, pub_port);
+
+    p = plan_new(t, PLAN_INJECT, pub, pub_port, arg);
+    if (p == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    p->port = allowed_port;
+    p->done_cb = cb;
+    p->nrules = 2;
+    /* Our SYN/ACK leaving, and the initiator's SYN/ACK arriving. */
+    p->rules[0] = (struct tvrule){.inbound = 0,
+                                  .synack = 1,
+                                  .src = t->cfg.node,
+                                  .sport = allowed_port,
+                                  .dst = pub,
+                                  .dport = pub_port};
+    p->rules[1] = (struct tvrule){.inbound = 1,
+                                  .synack = 1,
+                                  .src = pub,
+                                  .sport = pub_port,
+                                  .dst = t->cfg.node,
+                                  .dport = allowed_port};
+    if (add_rules(p, why, whylen) < 0) {
+        log_warnx("cannot traverse from %s port %u to port %u: %s", a, pub_port, allowed_port, why);
+        plan_discard(p);
+        return -1;
+    }
+    if (inject(t, pkt, s.total, why, whylen) < 0) {
+        log_warnx("cannot traverse from %s port %u to port %u: %s", a, pub_port, allowed_port, why);
+        remove_rules(p);
+        plan_discard(p);
+        return -1;
+    }
+    plan_start(p, timeout_ms);
+    log_debug("injected the SYN of %s port %u (seq %u) to port %u", a, pub_port, s.seq,
+              allowed_port);
+    return 0;
+refused:
+    log_warnx("refused a SYN to inject (from %s port %u, port %u allowed): %s", a, pub_port,
+              allowed_port, why);
+    return -1;
+}
+
+/* The initiator's SYN left (accepted first: our own NAT must see it). */
+static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
+                         const uint8_t *pkt)
+{
+    struct plan *p;
+
+    for (p = t->plans; p != NULL; p = p->next)
+        if (p->kind == PLAN_WATCH && p->peer.s_addr == s->dst.s_addr && p->peer_port == s->dport)
+            break;
+    nfq_queue_verdict(t->q, id, 1, NULL, 0);
+    if (p == NULL) {
+        log_debug("a SYN towards port %u nobody watches for: accepted", s->dport);
+        return;
+    }
+    if (s->total > TRAVERSE_PACKET_MAX) {
+        finish(p, -EMSGSIZE, NULL, 0, "the SYN is %zu bytes (at most %d)", s->total,
+               TRAVERSE_PACKET_MAX);
+        return;
+    }
+    log_debug("SYN from port %u towards port %u after %llu ms (seq %u)", s->sport, s->dport,
+              (unsigned long long)(uv_now(t->loop) - p->start_ms), s->seq);
+    finish(p, 0, pkt, s->total, "%s", "");
+}
+
+/* Our listener's SYN/ACK leaving: sent as a plain SYN, so that the firewall
+   sees an outbound SYN and the initiator's NAT a simultaneous open. */
+static void on_our_synack(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
+                          const uint8_t *pkt, size_t len)
+{
+    uint8_t out[TRAVERSE_PACKET_MAX];
+    struct plan *p;
+
+    for (p = t->plans; p != NULL; p = p->next)
+        if (p->kind == PLAN_INJECT && p->port == s->sport && p->peer.s_addr == s->dst.s_addr &&
+            p->peer_port == s->dport)
+            break;
+    if (p == NULL || s->total > sizeof(out)) {
+        log_debug("a SYN/ACK from port %u of no plan: accepted as is", s->sport);
+        nfq_queue_verdict(t->q, id, 1, NULL, 0);
+        return;
+    }
+    (void)len;
+    memcpy(out, pkt, s->total);
+    rawpkt_synack_to_syn(out, s->total);
+    nfq_queue_verdict(t->q, id, 1, out, s->total);
+    p->have_isn = 1;
+    p->our_isn = s->seq;
+    p->synacks++;
+    log_debug("port %u: our SYN/ACK (seq %u) sent as a SYN, %llu ms after the injection", p->port,
+              s->seq, (unsigned long long)(uv_now(t->loop) - p->start_ms));
+}
+
+/* The initiator's SYN/ACK arriving: let it in (our listener answers it with
+   the ACK the initiator is waiting for), then inject the third ACK "from"
+   the initiator so that our listener's connection is established at once. */
+static void on_their_synack(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s)
+{
+    uint8_t ack[TRAVERSE_PACKET_MAX];
+    char why[WHY_MAX];
+    struct plan *p;
+    size_t n;
+
+    for (p = t->plans; p != NULL; p = p->next)
+        if (p->kind == PLAN_INJECT && p->port == s->dport && p->peer.s_addr == s->src.s_addr &&
+            p->peer_port == s->sport)
+            break;
+    nfq_queue_verdict(t->q, id, 1, NULL, 0);
+    if (p == NULL) {
+        log_debug("a SYN/ACK to port %u of no plan: accepted", s->dport);
+        return;
+    }
+    if (!p->have_isn || s->ack != p->our_isn + 1) {
+        log_warnx("port %u: a SYN/ACK acknowledging %u, not our SYN (%s%u): ignored", p->port,
+                  s->ack, p->have_isn ? "" : "not seen yet, ", p->our_isn + 1);
+        return;
+    }
+    n = rawpkt_build_ack(s, ack, sizeof(ack));
+    if (n == 0 || inject(t, ack, n, why, sizeof(why)) < 0) {
+        log_warnx("port %u: cannot inject the third ACK: %s", p->port, n ? why : "no room");
+        finish(p, -EIO, NULL, 0, "cannot inject the third ACK: %s", n ? why : "no room");
+        return;
+    }
+    log_debug("port %u: third ACK injected (seq %u ack %u) %llu ms after the SYN", p->port,
+              s->seq + 1, s->ack, (unsigned long long)(uv_now(t->loop) - p->start_ms));
+    finish(p, 0, NULL, 0, "%s", "");
+}
+
+static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len)
+{
+    struct traverse *t = arg;
+    struct rawpkt_tcp s;
+    char why[WHY_MAX];
+
+    /* Whatever we do not understand goes on unchanged, as if we were not
+       there (--queue-bypass semantics). */
+    if (rawpkt_parse(pkt, len, &s, why, sizeof(why)) < 0) {
+        log_warnx("queue %u: a packet of %zu bytes we cannot parse (%s): accepted",
+                  t->cfg.queue_num, len, why);
+        nfq_queue_verdict(t->q, id, 1, NULL, 0);
+        return;
+    }
+    uint8_t synack = s.flags & (RAWPKT_SYN | RAWPKT_ACK | RAWPKT_RST);
+
+    if (hook == NF_INET_LOCAL_OUT && synack == RAWPKT_SYN)
+        on_local_syn(t, id, &s, pkt);
+    else if (hook == NF_INET_LOCAL_OUT && synack == (RAWPKT_SYN | RAWPKT_ACK) &&
+             s.src.s_addr == t->cfg.node.s_addr)
+        on_our_synack(t, id, &s, pkt, len);
+    else if (hook == NF_INET_PRE_ROUTING && synack == (RAWPKT_SYN | RAWPKT_ACK) &&
+             s.dst.s_addr == t->cfg.node.s_addr)
+        on_their_synack(t, id, &s);
+    else {
+        log_debug("queue %u: unexpected packet (hook %u, flags 0x%02x): accepted", t->cfg.queue_num,
+                  hook, s.flags);
+        nfq_queue_verdict(t->q, id, 1, NULL, 0);
+    }
+}
+
+static void on_del_timer_closed(uv_handle_t *h)
+{
+    struct traverse *t = h->data;
+
+    t->pending--;
+    maybe_free(t);
+}
+
+void traverse_close(struct traverse *t)
+{
+    if (t == NULL || t->closed)
+        return;
+    /* Closed first: a callback starting a new plan is refused. */
+    t->closed = 1;
+    while (t->plans != NULL)
+        finish(t->plans, -ECANCELED, NULL, 0, "traversing is closing");
+    /* The deletions still running find their rule gone; the sweep removes
+       everything whatever they do (iptables serialises the two). */
+    if (tvrules_sweep(t->cfg.queue_num) > 0)
+        log_warnx("the chains of queue %u were not fully removed", t->cfg.queue_num);
+    t->nrules = 0;
+    t->ndels = 0;
+    uv_timer_stop(&t->del_timer);
+    t->pending++;
+    uv_close((uv_handle_t *)&t->del_timer, on_del_timer_closed);
+    nfq_queue_close(t->q);
+    t->q = NULL;
+    close(t->raw);
+    t->raw = -1;
+    log_info("traversing TCP on queue %u closed", t->cfg.queue_num);
+}
+
+void traverse_free(struct traverse *t)
+{
+    if (t == NULL)
+        return;
+    traverse_close(t);
+    t->free_asked = 1;
+    maybe_free(t);
+}
+
+unsigned traverse_rules(const struct traverse *t)
+{
+    return t->nrules;
+}

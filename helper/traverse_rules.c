@@ -1,0 +1,264 @@
+/* The iptables rules of traversing TCP; see traverse_rules.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "traverse_rules.h"
+
+extern char **environ;
+
+#define IPT_TIMEOUT_MS 10000
+#define IPT_WAIT "5" /* seconds iptables waits for the xtables lock */
+#define CHAIN_MAX 32
+#define ARGV_MAX 40
+/* A leftover jump may have been added more than once (crashed runs). */
+#define SWEEP_JUMPS_MAX 8
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int tvrules_run(char *const argv[], const char *input, unsigned timeout_ms, char *err,
+                size_t errlen)
+{
+    posix_spawn_file_actions_t fa;
+    int pipefd[2], in[2] = {-1, -1}, rc, status = 0;
+    size_t got = 0, inlen = input != NULL ? strlen(input) : 0;
+    pid_t pid;
+    uint64_t deadline = now_ms() + timeout_ms;
+
+    err[0] = '\0';
+    /* The input is written whole before the command starts: it must fit the
+       pipe (64 KiB), hence TVRULES_BATCH_MAX. */
+    if (inlen >= 65536) {
+        snprintf(err, errlen, "input of %zu bytes too large", inlen);
+        return -1;
+    }
+    if (input != NULL && pipe2(in, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (input != NULL && write(in[1], input, inlen) != (ssize_t)inlen) {
+        snprintf(err, errlen, "pipe write: %s", strerror(errno));
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    if (in[1] >= 0)
+        close(in[1]);
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        if (in[0] >= 0)
+            close(in[0]);
+        return -1;
+    }
+    posix_spawn_file_actions_init(&fa);
+    if (in[0] >= 0)
+        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    else
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+    rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pipefd[1]);
+    if (in[0] >= 0)
+        close(in[0]);
+    if (rc != 0) {
+        close(pipefd[0]);
+        snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(rc));
+        return -1;
+    }
+    /* Its stderr, until it closes it (exits) or the time is up. */
+    for (;;) {
+        uint64_t now = now_ms();
+        struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+        char buf[256];
+
+        if (now >= deadline) {
+            kill(pid, SIGKILL);
+            snprintf(err, errlen, "%s did not finish within %u ms", argv[0], timeout_ms);
+            break;
+        }
+        if (poll(&pfd, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+            break;
+        if (!(pfd.revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t n = read(pipefd[0], buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (got + 1 < errlen) {
+            size_t take = (size_t)n < errlen - 1 - got ? (size_t)n : errlen - 1 - got;
+
+            memcpy(err + got, buf, take);
+            got += take;
+            err[got] = '\0';
+        }
+    }
+    close(pipefd[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    /* One line is enough for a log. */
+    char *nl = strchr(err, '\n');
+    if (nl != NULL)
+        *nl = '\0';
+    if (err[0] == '\0')
+        snprintf(err, errlen, "%s failed (status 0x%x)", argv[0], (unsigned)status);
+    return -1;
+}
+
+static void chain_name(char *out, size_t n, uint16_t queue, int inbound)
+{
+    snprintf(out, n, "QCG-TRAVERSE-%s-%u", inbound ? "IN" : "OUT", queue);
+}
+
+/* iptables -w 5 -t raw <args...>, with a log line on failure unless quiet. */
+static int ipt(int quiet, char *err, size_t errlen, const char *const *args)
+{
+    char *argv[ARGV_MAX];
+    char buf[256];
+    int n = 0;
+
+    argv[n++] = "iptables";
+    argv[n++] = "-w";
+    argv[n++] = IPT_WAIT;
+    argv[n++] = "-t";
+    argv[n++] = "raw";
+    for (; *args != NULL && n < ARGV_MAX - 1; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    if (err == NULL) {
+        err = buf;
+        errlen = sizeof(buf);
+    }
+    uint64_t t0 = now_ms();
+    int rc = tvrules_run(argv, NULL, IPT_TIMEOUT_MS, err, errlen);
+    if (rc < 0 && !quiet)
+        log_warnx("iptables -t raw %s %s: %s", argv[5], argv[6] ? argv[6] : "", err);
+    log_debug("iptables -t raw %s %s: %s in %llu ms", argv[5], argv[6] ? argv[6] : "",
+              rc == 0 ? "done" : "failed", (unsigned long long)(now_ms() - t0));
+    return rc;
+}
+
+/* The jump from the built-in chain: only packets with SYN set. */
+#define JUMP_ARGS(op, builtin, comment, chain)                                                     \
+    (const char *[])                                                                               \
+    {                                                                                              \
+        op, builtin, "-p", "tcp", "--tcp-flags", "SYN", "SYN", "-m", "comment", "--comment",       \
+            comment, "-j", chain, NULL                                                             \
+    }
+
+int tvrules_sweep(uint16_t queue)
+{
+    char chain[CHAIN_MAX], comment[64];
+    int failed = 0;
+
+    snprintf(comment, sizeof(comment), "qcg-helper traverse q%u", queue);
+    for (int in = 0; in <= 1; in++) {
+        const char *builtin = in ? "PREROUTING" : "OUTPUT";
+
+        chain_name(chain, sizeof(chain), queue, in);
+        /* Deleting the jump until there is none: bounded. */
+        for (int i = 0; i < SWEEP_JUMPS_MAX; i++)
+            if (ipt(1, NULL, 0, JUMP_ARGS("-D", builtin, comment, chain)) < 0)
+                break;
+        if (ipt(1, NULL, 0, (const char *[]){"-F", chain, NULL}) < 0)
+            continue; /* no such chain */
+        if (ipt(0, NULL, 0, (const char *[]){"-X", chain, NULL}) < 0)
+            failed++;
+    }
+    return failed;
+}
+
+int tvrules_setup(uint16_t queue, char *err, size_t errlen)
+{
+    char chain[CHAIN_MAX], comment[64];
+
+    if (tvrules_sweep(queue) > 0)
+        log_warnx("leftover chains of queue %u not fully removed", queue);
+    snprintf(comment, sizeof(comment), "qcg-helper traverse q%u", queue);
+    for (int in = 0; in <= 1; in++) {
+        const char *builtin = in ? "PREROUTING" : "OUTPUT";
+
+        chain_name(chain, sizeof(chain), queue, in);
+        if (ipt(0, err, errlen, (const char *[]){"-N", chain, NULL}) < 0 ||
+            ipt(0, err, errlen, JUMP_ARGS("-I", builtin, comment, chain)) < 0) {
+            tvrules_sweep(queue);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One rule as an iptables-restore line: "-A|-D CHAIN matches... -j NFQUEUE ...". */
+static int rule_line(char *out, size_t n, uint16_t queue, const struct tvrule *r, int add)
+{
+    char chain[CHAIN_MAX], src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
+    char sport[16] = "", dport[16] = "";
+
+    chain_name(chain, sizeof(chain), queue, r->inbound);
+    if (r->src.s_addr != 0)
+        inet_ntop(AF_INET, &r->src, src, sizeof(src));
+    if (r->dst.s_addr != 0)
+        inet_ntop(AF_INET, &r->dst, dst, sizeof(dst));
+    if (r->sport != 0)
+        snprintf(sport, sizeof(sport), " --sport %u", r->sport);
+    if (r->dport != 0)
+        snprintf(dport, sizeof(dport), " --dport %u", r->dport);
+    /* --queue-bypass: a helper that is gone must not black-hole anything. */
+    int len = snprintf(out, n,
+                       "%s %s -p tcp%s%s%s%s%s%s %s -m comment --comment "
+                       "\"qcg-helper traverse q%u id%u\" -j NFQUEUE --queue-num %u "
+                       "--queue-bypass\n",
+                       add ? "-A" : "-D", chain, src[0] ? " -s " : "", src, sport,
+                       dst[0] ? " -d " : "", dst, dport,
+                       r->synack ? "--tcp-flags SYN,ACK SYN,ACK" : "--syn", queue, r->id, queue);
+    return len > 0 && (size_t)len < n ? len : -1;
+}
+
+int tvrules_apply(uint16_t queue, const struct tvrule *r, size_t n, int add, char *err,
+                  size_t errlen)
+{
+    char input[TVRULES_BATCH_MAX * 256 + 32];
+    char *argv[] = {"iptables-restore", "-w", IPT_WAIT, "--noflush", NULL};
+    size_t used;
+
+    if (n == 0 || n > TVRULES_BATCH_MAX) {
+        snprintf(err, errlen, "%zu rules in one change (1 to %d)", n, TVRULES_BATCH_MAX);
+        return -1;
+    }
+    used = (size_t)snprintf(input, sizeof(input), "*raw\n");
+    for (size_t i = 0; i < n; i++) {
+        int len = rule_line(input + used, sizeof(input) - used, queue, &r[i], add);
+
+        if (len < 0) {
+            snprintf(err, errlen, "rule id %u does not fit", r[i].id);
+            return -1;
+        }
+        used += (size_t)len;
+    }
+    snprintf(input + used, sizeof(input) - used, "COMMIT\n");
+    uint64_t t0 = now_ms();
+    int rc = tvrules_run(argv, input, IPT_TIMEOUT_MS, err, errlen);
+    log_debug("iptables-restore: %s %zu rule(s) of queue %u (first id %u): %s in %llu ms",
+              add ? "add" : "delete", n, queue, r[0].id, rc == 0 ? "done" : err,
+              (unsigned long long)(now_ms() - t0));
+    return rc;
+}

@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+#
+# Traversing TCP (helper/traverse.c) against a real stateful firewall, in
+# network namespaces of its own (qcg-tv-*; the shared lab is not touched).
+#
+#   qcg-tv-a ---------- qcg-tv-ra -------- qcg-tv-inet -------- qcg-tv-rb ---------- qcg-tv-b
+#   198.18.101.11   lan .1   wan .201    .202 |      .206    .205 wan   lan .193   198.51.100.201
+#   (initiator)      MASQUERADE (ports kept),  |  drops 198.18/15   stateful firewall:  (target:
+#                    inbound NEW dropped       |                   ESTABLISHED,RELATED  listener +
+#                                              | .210               accepted, INVALID    engine)
+#                                        qcg-tv-p 203.0.113.209     and inbound NEW
+#                                        (public initiator)         dropped (FORWARD)
+#
+# The two drivers talk through a FIFO on the shared file system (the broker's
+# job in the real system).  Checks:
+#   1. without the engine, A -> B does not connect (the firewall drops it);
+#   2. with it, A -> B (NAT) and P -> B (public) connect, 64 MiB intact both ways;
+#   3. afterwards no rule of ours in any namespace, no half-open conntrack entry
+#      of the flow in the routers;
+#   4. the target refuses a SYN to another port, with ACK set, truncated, to
+#      another address, not hex - and injects nothing;
+#   5. the technique as published (SYN injected, SYN/ACK left alone) fails
+#      against the firewall: how is measured and printed;
+#   and connect times, traversing against a plain connect through the firewall
+#   opened for NEW (medians of 20).
+#
+# usage: traverse-ns.sh PATH/TO/traverse_driver      exit 0 passed, 1 failed, 77 skipped
+# Every wait is bounded; everything made is removed on exit (trap).
+
+set -euo pipefail
+export LC_ALL=C
+
+driver=${1:?usage: traverse-ns.sh PATH/TO/traverse_driver}
+NS=(qcg-tv-a qcg-tv-ra qcg-tv-inet qcg-tv-rb qcg-tv-b qcg-tv-p)
+A=198.18.101.11 RA_WAN=203.0.113.201 P=203.0.113.209 B=198.51.100.201
+PORT=5201 QA=7 QB=8 RUNS=${TRAVERSE_RUNS:-20}
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "skipped: needs root (network namespaces, iptables, NFQUEUE)"
+	exit 77
+fi
+for tool in ip iptables conntrack python3 sha256sum mkfifo; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "skipped: $tool missing (scripts/install-deps)"
+		exit 77
+	fi
+done
+for ns in "${NS[@]}"; do
+	if ip netns list | grep -qw "$ns"; then
+		echo "FAIL: namespace $ns exists already (another run?); remove it first" >&2
+		exit 1
+	fi
+done
+
+tmp=$(mktemp -d /tmp/qcg-tv.XXXXXX)
+made=()
+pids=()
+cleanup() {
+	local p ns
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+	# TRAVERSE_KEEP=DIR keeps the drivers' outputs.
+	if [[ -n ${TRAVERSE_KEEP:-} ]]; then
+		mkdir -p "$TRAVERSE_KEEP" && cp "$tmp"/connect-* "$tmp"/target-* "$tmp"/listen-* \
+			"$TRAVERSE_KEEP"/ 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+passed=0 failed=0
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	local f
+	for f in "${@:2}"; do
+		[[ -s $f ]] && awk -v n="$(basename "$f")" '{ print "     | " n ": " $0 }' "$f"
+	done
+	return 0
+}
+
+# One wrapper per namespace.
+a() { ip netns exec qcg-tv-a "$@"; }
+ra() { ip netns exec qcg-tv-ra "$@"; }
+inet() { ip netns exec qcg-tv-inet "$@"; }
+rb() { ip netns exec qcg-tv-rb "$@"; }
+b() { ip netns exec qcg-tv-b "$@"; }
+p() { ip netns exec qcg-tv-p "$@"; }
+
+# wait_for DESC TRIES CMD...: CMD every 0.05 s until it succeeds, TRIES times at most.
+wait_for() {
+	local desc=$1 tries=$2 i
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.05
+	done
+	echo "timed out waiting for $desc" >&2
+	return 1
+}
+
+# link NS1 IF1 ADDR1 NS2 IF2 ADDR2: a veth pair between two namespaces.
+link() {
+	ip link add "$2" netns "$1" type veth peer name "$5" netns "$4"
+	ip -n "$1" addr add "$3" dev "$2"
+	ip -n "$4" addr add "$6" dev "$5"
+	ip -n "$1" link set "$2" up
+	ip -n "$4" link set "$5" up
+}
+
+stateful_filter() {
+	cat <<-EOF
+		*filter
+		:INPUT ACCEPT [0:0]
+		:FORWARD DROP [0:0]
+		:OUTPUT ACCEPT [0:0]
+		-A INPUT -i wan -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+		-A INPUT -i wan -j DROP
+		-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+		-A FORWARD -m conntrack --ctstate INVALID -j DROP
+		-A FORWARD -i lan -o wan -j ACCEPT
+		COMMIT
+	EOF
+}
+
+topology() {
+	local ns
+	for ns in "${NS[@]}"; do
+		ip netns add "$ns"
+		made+=("$ns")
+		ip -n "$ns" link set lo up
+	done
+	link qcg-tv-a eth0 $A/24 qcg-tv-ra lan 198.18.101.1/24
+	link qcg-tv-ra wan $RA_WAN/30 qcg-tv-inet ra 203.0.113.202/30
+	link qcg-tv-rb wan 203.0.113.205/30 qcg-tv-inet rb 203.0.113.206/30
+	link qcg-tv-b eth0 $B/26 qcg-tv-rb lan 198.51.100.193/26
+	link qcg-tv-p eth0 $P/30 qcg-tv-inet p 203.0.113.210/30
+	a ip route add default via 198.18.101.1
+	ra ip route add default via 203.0.113.202
+	rb ip route add default via 203.0.113.206
+	b ip route add default via 198.51.100.193
+	p ip route add default via 203.0.113.210
+	inet ip route add 198.51.100.192/26 via 203.0.113.205
+	for ns in qcg-tv-ra qcg-tv-inet qcg-tv-rb; do
+		ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+	done
+	inet iptables -A FORWARD -s 198.18.0.0/15 -j DROP
+	# The NAT: plain MASQUERADE keeps source ports (endpoint-independent mapping).
+	{
+		printf '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n'
+		printf ':POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -o wan -j MASQUERADE\nCOMMIT\n'
+		stateful_filter
+	} | ra iptables-restore
+	stateful_filter | rb iptables-restore
+}
+
+# ours NS...: our rules or chains left in these namespaces (printed), else false.
+ours() {
+	local ns found=1
+	for ns in "$@"; do
+		if ip netns exec "$ns" iptables-save | grep -E 'QCG-TRAVERSE|NFQUEUE|qcg-helper'; then
+			found=0
+		fi
+	done
+	return $found
+}
+
+# half_open PORT: conntrack entries of the flow from source port PORT that are
+# not established, in both routers (printed), else false.
+half_open() {
+	local r found=1
+	for r in qcg-tv-ra qcg-tv-rb; do
+		if ip netns exec "$r" conntrack -L -p tcp 2>/dev/null | grep -w "sport=$1" |
+			grep -E 'SYN_SENT|SYN_RECV|UNREPLIED'; then
+			found=0
+		fi
+	done
+	return $found
+}
+
+invalid_drops() {
+	rb iptables -t filter -L FORWARD -v -x -n | awk '/ctstate INVALID/ { print $1 }'
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else print "n/a" }'; }
+
+# start NAME NS CMD...: runs CMD in namespace NS in the background, output in
+# $tmp/NAME; $last is its pid (ip netns exec execs CMD: the same process).
+start() {
+	local name=$1 ns=$2
+	shift 2
+	ip netns exec "$ns" "$@" >"$tmp/$name" 2>&1 &
+	pids+=($!)
+	last=$!
+}
+
+# traverse LABEL NSFN PUB: one traversing connection with 64 MiB both ways.
+traverse() {
+	local label=$1 ns=$2 pub=$3 t l
+	rm -f "$tmp/chan"
+	mkfifo "$tmp/chan"
+	start target-$label qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub "$pub" \
+		--port $PORT --count 1 --timeout 30 --debug
+	t=$last
+	wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-$label" ||
+		{ fail "$label: target did not start" "$tmp/target-$label"; return; }
+	start listen-$label qcg-tv-b "$driver" listen $B $PORT --send "$tmp/b.data" \
+		--recv "$tmp/b.got-$label" --timeout 30
+	l=$last
+	wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+	if $ns "$driver" connect $B $PORT --watch $QA --chan "$tmp/chan" --send "$tmp/a.data" \
+		--recv "$tmp/a.got-$label" --timeout 30 --debug >"$tmp/connect-$label" 2>&1 &&
+		wait "$l" && wait "$t"; then
+		if cmp -s <(sha256sum <"$tmp/a.data") <(sha256sum <"$tmp/b.got-$label") &&
+			cmp -s <(sha256sum <"$tmp/b.data") <(sha256sum <"$tmp/a.got-$label"); then
+			pass "$label: traversing connected in $(sed -n 's/^connected 1 from port [0-9]* in //p' \
+				"$tmp/connect-$label"), 64 MiB intact both ways (sha256)"
+		else
+			fail "$label: data corrupted" "$tmp/connect-$label" "$tmp/listen-$label"
+		fi
+	else
+		fail "$label: traversing did not connect" "$tmp/connect-$label" "$tmp/target-$label" \
+			"$tmp/listen-$label"
+	fi
+	wait "$t" 2>/dev/null || true
+	wait "$l" 2>/dev/null || true
+	local sport
+	sport=$(sed -n 's/^connected 1 from port \([0-9]*\) .*/\1/p' "$tmp/connect-$label")
+	if ours qcg-tv-a qcg-tv-b qcg-tv-p; then
+		fail "$label: rules left behind"
+	else
+		pass "$label: no rule or chain of ours left (iptables-save in a, b, p)"
+	fi
+	if [[ -n $sport ]] && ! half_open "$sport"; then
+		pass "$label: no half-open conntrack entry of the flow (port $sport) in ra, rb"
+	else
+		fail "$label: half-open conntrack entries left (port ${sport:-?})"
+	fi
+	grep -h '^syn ' "$tmp/connect-$label" | head -1 | cut -d' ' -f2 >"$tmp/syn-$label" || true
+}
+
+head -c 64M /dev/urandom >"$tmp/a.data"
+head -c 64M /dev/urandom >"$tmp/b.data"
+topology
+wait_for "A reaching the internet through its NAT" 60 a ping -c1 -W1 203.0.113.206 ||
+	{ fail "topology: A cannot reach the internet"; exit 1; }
+
+# 1. The firewall drops A's SYN: no connection without the engine.
+start listen-plain qcg-tv-b "$driver" listen $B $PORT --timeout 5
+wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+if a "$driver" connect $B $PORT --timeout 3 >"$tmp/connect-plain" 2>&1; then
+	fail "without the engine A connected: the firewall does not firewall" "$tmp/connect-plain"
+else
+	pass "without the engine A -> B fails: $(grep -m1 failed "$tmp/connect-plain")"
+fi
+kill "$last" 2>/dev/null || true
+wait "$last" 2>/dev/null || true
+
+# 2 and 3. Traversing, from behind the NAT and from a public host.
+traverse nat a $RA_WAN
+traverse public p $P
+
+# 4. What the target refuses; nothing may be injected (IP OutRequests of B).
+syn=$(cat "$tmp/syn-nat")
+if [[ -z $syn ]]; then
+	fail "refusals: no captured SYN to build them from"
+else
+	mutate() { # mutate HEX WHAT: the SYN with one thing wrong
+		python3 - "$1" "$2" <<-'EOF'
+			import sys
+			p = bytearray.fromhex(sys.argv[1]); ihl = (p[0] & 15) * 4; what = sys.argv[2]
+			if what == "port": p[ihl + 2:ihl + 4] = (5999).to_bytes(2, "big")
+			elif what == "ack": p[ihl + 13] |= 0x10
+			elif what == "short": p = p[:ihl + 10]
+			elif what == "dst": p[16:20] = bytes([198, 51, 100, 202])
+			elif what == "nosyn": p[ihl + 13] = 0x10
+			print(p.hex())
+		EOF
+	}
+	rm -f "$tmp/chan"
+	mkfifo "$tmp/chan"
+	out_before=$(b awk '/^Ip:/ { n++ } /^Ip:/ && n == 2 { print $11 }' /proc/net/snmp)
+	start target-refuse qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
+		--port $PORT --count 6 --timeout 10
+	t=$last
+	wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-refuse" || true
+	mkfifo "$tmp/chan2"
+	# A second helper-like process: with the same queue number it cannot start
+	# (nor touch the first one's chains); with another one it coexists.
+	if b "$driver" target $B --queue $QB --chan "$tmp/chan2" --pub $RA_WAN --port $PORT \
+		--timeout 1 >"$tmp/target-second" 2>&1; then
+		fail "a second engine on queue $QB started" "$tmp/target-second"
+	elif grep -q 'another process owns it' "$tmp/target-second" &&
+		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 4 ]]; then
+		pass "a second engine on queue $QB is refused ($(grep -o 'cannot bind[^(]*' "$tmp/target-second")), the first one's chains intact"
+	else
+		fail "a second engine on queue $QB" "$tmp/target-second"
+		b iptables-save -t raw
+	fi
+	b "$driver" target $B --queue $((QB + 1)) --chan "$tmp/chan2" --pub $RA_WAN --port $PORT \
+		--timeout 1 >"$tmp/target-third" 2>&1 || true
+	if grep -q 'target ready' "$tmp/target-third" && ! b iptables-save -t raw | grep -q "TRAVERSE-.*-$((QB + 1))" &&
+		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 4 ]]; then
+		pass "an engine on queue $((QB + 1)) coexists and leaves queue $QB's chains alone"
+	else
+		fail "an engine on another queue" "$tmp/target-third"
+	fi
+	{
+		mutate "$syn" port
+		mutate "$syn" ack
+		mutate "$syn" short
+		mutate "$syn" dst
+		mutate "$syn" nosyn
+		echo "zz${syn:2}"
+	} >"$tmp/chan"
+	wait "$t" || true
+	out_after=$(b awk '/^Ip:/ { n++ } /^Ip:/ && n == 2 { print $11 }' /proc/net/snmp)
+	n=$(grep -c '^line [0-9]*: refused' "$tmp/target-refuse" || true)
+	if [[ $n -eq 6 && $out_before == "$out_after" ]] && grep -q 'rules left: 0' "$tmp/target-refuse"; then
+		pass "refusals: other port, ACK set, truncated, other address, not a SYN, not hex: 6 refused, nothing injected (B's IpOutRequests $out_before -> $out_after)"
+		sed -n 's/^line \([0-9]\): refused: /     \1: /p' "$tmp/target-refuse"
+	else
+		fail "refusals: $n of 6 refused, IpOutRequests $out_before -> $out_after" "$tmp/target-refuse"
+	fi
+	if grep -q 'refused a SYN' "$tmp/target-refuse"; then
+		pass "refusals: each logged by the engine"
+	else
+		fail "refusals: no log line" "$tmp/target-refuse"
+	fi
+fi
+
+# 5. As published: A's SYN injected, B's SYN/ACK left alone.
+rm -f "$tmp/chan"
+mkfifo "$tmp/chan"
+drops_before=$(invalid_drops)
+start target-published qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
+	--port $PORT --count 1 --timeout 10 --published
+wait_for "the published target" 100 grep -q 'target ready' "$tmp/target-published" || true
+start listen-published qcg-tv-b "$driver" listen $B $PORT --timeout 10
+wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+t0=$(date +%s%N)
+if a "$driver" connect $B $PORT --watch $QA --chan "$tmp/chan" --timeout 6 \
+	>"$tmp/connect-published" 2>&1; then
+	fail "as published: A connected; the firewall should have dropped B's SYN/ACK" \
+		"$tmp/connect-published"
+else
+	secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+	drops=$(($(invalid_drops) - drops_before))
+	pass "as published: connect fails (gave up after $secs ms); rb dropped $drops of B's SYN/ACKs as INVALID"
+	rb conntrack -L -p tcp 2>/dev/null | grep "dport=$PORT" | sed 's/^/     rb conntrack: /' || true
+	grep -h '^connect' "$tmp/connect-published" | sed 's/^/     A: /' || true
+fi
+for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+
+# Connect times: traversing against a plain connect with the firewall open for NEW.
+rm -f "$tmp/chan"
+mkfifo "$tmp/chan"
+start target-bench qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
+	--port $((PORT + 1)) --count "$RUNS" --timeout 60 --debug
+wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-bench" || true
+start listen-bench qcg-tv-b "$driver" listen $B $((PORT + 1)) --count "$RUNS" --timeout 60
+wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 1))" || true
+a "$driver" connect $B $((PORT + 1)) --watch $QA --chan "$tmp/chan" --count "$RUNS" \
+	--timeout 10 --debug >"$tmp/connect-bench" 2>&1 || true
+trav=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-bench")
+n_trav=$(grep -c '^connected' "$tmp/connect-bench" || true)
+
+# A server that sends nothing before its client speaks: A's connect() must
+# not depend on B's first segment (B's listener answers A's SYN/ACK itself).
+start listen-silent qcg-tv-b "$driver" listen $B $((PORT + 3)) --count 5 --timeout 30 --silent
+wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 3))" || true
+start target-silent qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
+	--port $((PORT + 3)) --count 5 --timeout 30
+wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-silent" || true
+a "$driver" connect $B $((PORT + 3)) --watch $QA --chan "$tmp/chan" --count 5 --timeout 10 \
+	>"$tmp/connect-silent" 2>&1 || true
+silent=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-silent")
+if [[ $(wc -l <<<"$silent") -eq 5 ]] && awk '$1 > 500 { bad = 1 } END { exit bad }' <<<"$silent"; then
+	pass "silent server: 5 traversing connects, slowest $(sort -n <<<"$silent" | tail -1) ms"
+else
+	fail "silent server: connect times ${silent//$'\n'/ }" "$tmp/connect-silent" "$tmp/target-silent"
+fi
+
+rb iptables -I FORWARD -p tcp -d $B --dport $((PORT + 2)) -m conntrack --ctstate NEW -j ACCEPT
+start listen-plainbench qcg-tv-b "$driver" listen $B $((PORT + 2)) --count "$RUNS" --timeout 60
+wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 2))" || true
+a "$driver" connect $B $((PORT + 2)) --count "$RUNS" --timeout 10 >"$tmp/connect-plainbench" 2>&1 || true
+plain=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-plainbench")
+rb iptables -D FORWARD -p tcp -d $B --dport $((PORT + 2)) -m conntrack --ctstate NEW -j ACCEPT
+if [[ $n_trav -eq $RUNS ]]; then
+	pass "connect time, median of $RUNS: traversing $(median <<<"$trav") ms, plain (firewall open) $(median <<<"$plain") ms"
+else
+	fail "benchmark: $n_trav of $RUNS traversing connects" "$tmp/connect-bench" "$tmp/target-bench"
+fi
+if ours qcg-tv-a qcg-tv-b; then fail "benchmark: rules left behind"; fi
+
+echo "traverse-ns: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
