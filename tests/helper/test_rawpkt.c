@@ -2,6 +2,7 @@
    rewriting and checksums, against a SYN captured from Linux 6.18. */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -251,6 +252,43 @@ static void test_build_ack(void)
     CHECK(rawpkt_parse(ack, n, &a, why, sizeof(why)) == 0 && !a.has_ts && a.window == 64240);
 }
 
+/* Random damage to the kernel's SYN (fixed seed): whatever parses must be
+   safe to check, rewrite and answer; under ASan any overread shows. */
+static void test_mutations(void)
+{
+    uint32_t seed = 12345;
+    unsigned parsed = 0;
+
+    for (int round = 0; round < 200000; round++) {
+        uint8_t b[sizeof(kernel_syn)], out[80];
+        struct rawpkt_tcp p;
+        char why[128];
+
+        memcpy(b, kernel_syn, sizeof(b));
+        for (int k = 0; k < 1 + round % 4; k++) {
+            seed = seed * 1103515245u + 12345u;
+            b[(seed >> 8) % sizeof(b)] = (uint8_t)(seed >> 20);
+        }
+        seed = seed * 1103515245u + 12345u;
+        size_t len = (seed >> 16) % 4 == 0 ? (seed >> 8) % sizeof(b) : sizeof(b);
+        /* A heap copy of exactly len bytes, so that ASan sees any overread. */
+        uint8_t *h = malloc(len ? len : 1);
+
+        memcpy(h, b, len);
+        if (rawpkt_parse(h, len, &p, why, sizeof(why)) == 0) {
+            parsed++;
+            CHECK(p.total <= len && p.ip_len + p.tcp_len + p.payload == p.total);
+            rawpkt_check_syn(&p, addr("198.51.100.201"), 5201, why, sizeof(why));
+            rawpkt_set_source(h, p.total, addr("203.0.113.201"), 1);
+            CHECK(rawpkt_checksums_ok(h, p.total));
+            rawpkt_synack_to_syn(h, p.total);
+            CHECK(rawpkt_build_ack(&p, out, sizeof(out)) > 0);
+        }
+        free(h);
+    }
+    CHECK(parsed > 1000);
+}
+
 int main(void)
 {
     test_parse();
@@ -259,5 +297,6 @@ int main(void)
     test_rewrite();
     test_synack_to_syn();
     test_build_ack();
+    test_mutations();
     return check_result("test_rawpkt");
 }

@@ -68,6 +68,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap "exit 1" INT TERM HUP
 
 passed=0 failed=0
 pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
@@ -307,6 +308,22 @@ else
 	else
 		fail "an engine on another queue" "$tmp/target-third"
 	fi
+	# A crashed engine leaves its chains; the next one on that queue sweeps them.
+	qc=$((QB + 2))
+	start target-crash qcg-tv-b "$driver" target $B --queue $qc --chan "$tmp/chan2" \
+		--pub $RA_WAN --port $PORT --timeout 30
+	wait_for "the engine to crash" 100 grep -q 'target ready' "$tmp/target-crash" || true
+	kill -KILL "$last" 2>/dev/null || true
+	wait "$last" 2>/dev/null || true
+	left=$(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$qc" || true)
+	b "$driver" target $B --queue $qc --chan "$tmp/chan2" --pub $RA_WAN --port $PORT \
+		--timeout 1 >"$tmp/target-aftercrash" 2>&1 || true
+	if [[ $left -eq 4 ]] && grep -q 'target ready' "$tmp/target-aftercrash" &&
+		! b iptables-save -t raw | grep -q "TRAVERSE-.*-$qc"; then
+		pass "leftovers of a killed engine (queue $qc: $left lines) swept by the next one, nothing left after it"
+	else
+		fail "leftover sweep (queue $qc: $left lines after the kill)" "$tmp/target-aftercrash"
+	fi
 	{
 		mutate "$syn" port
 		mutate "$syn" ack
@@ -349,8 +366,14 @@ else
 	secs=$(( ($(date +%s%N) - t0) / 1000000 ))
 	drops=$(($(invalid_drops) - drops_before))
 	pass "as published: connect fails (gave up after $secs ms); rb dropped $drops of B's SYN/ACKs as INVALID"
-	rb conntrack -L -p tcp 2>/dev/null | grep "dport=$PORT" | sed 's/^/     rb conntrack: /' || true
-	grep -h '^connect' "$tmp/connect-published" | sed 's/^/     A: /' || true
+	# The flow's state in each router (A's source port from the SYN it shipped).
+	psyn=$(sed -n 's/^syn \([0-9a-f]*\) .*/\1/p' "$tmp/connect-published" | head -1)
+	if [[ -n $psyn ]]; then
+		pport=$((16#${psyn:40:4}))
+		echo "     A's SYNs from port $pport: ra tracks $(ra conntrack -L -p tcp --sport "$pport" \
+			2>/dev/null | grep -oE 'SYN_SENT|SYN_RECV|ESTABLISHED|UNREPLIED' | tr '\n' ' ')," \
+			"rb $(rb conntrack -L -p tcp 2>/dev/null | grep -c "port=$pport") entries of it"
+	fi
 fi
 for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 
@@ -395,6 +418,11 @@ else
 	fail "benchmark: $n_trav of $RUNS traversing connects" "$tmp/connect-bench" "$tmp/target-bench"
 fi
 if ours qcg-tv-a qcg-tv-b; then fail "benchmark: rules left behind"; fi
+
+# Under a sanitizer build, a report in any driver's output is a failure.
+if grep -l 'Sanitizer' "$tmp"/connect-* "$tmp"/target-* "$tmp"/listen-* 2>/dev/null; then
+	fail "sanitizer reports in the drivers' outputs (above)"
+fi
 
 echo "traverse-ns: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
