@@ -36,6 +36,11 @@ const struct config_option helper_options[] = {
         "the node's address inside its site, an IPv4/IPv6 literal (required)"),
     OPT("ports", CONFIG_PORTS, ports, 0, 0, NULL,
         "the node's listening port range LOW-HIGH (required)"),
+    OPT("intercept", CONFIG_BOOL, intercept, 0, 0, "yes",
+        "take part in traversing TCP (NFQUEUE + raw socket; needs CAP_NET_ADMIN and "
+        "CAP_NET_RAW); no: declare this node unable to, as a helper without privileges"),
+    OPT("nfqueue", CONFIG_INT, nfqueue, 0, 65535, "7710",
+        "the NFQUEUE number this helper's interception rules use"),
     OPT("log-level", CONFIG_STRING, log_level, 0, 0, "info", "error, warn, info or debug"),
     OPT("syslog", CONFIG_BOOL, syslog, 0, 0, "no", "log to syslog instead of stderr"),
     OPT("status", CONFIG_BOOL, status, 0, 0, "no",

@@ -6,6 +6,10 @@
  *   config.c    the option table and its checks (this header)
  *   cert.c      the certificate's CN must name this node (this header)
  *   caps.c      whether we may intercept/inject packets (this header)
+ *   attempts.c  the initiator's side of traversing and hole punching
+ *   orders.c    the broker's orders: connect-back, proxy-connect, punch, inject
+ *   punch.c     TCP hole punching through the broker's reflector
+ *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
  *   local.c     the Unix socket server and the dispatch of local messages
  *   contacts.c  the contacts published through this node (thread-safe)
  *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
@@ -35,6 +39,8 @@ struct helper_config {
     char *node;
     char *address;       /* the node's address inside its site */
     int ports[2];        /* the node's listening port range */
+    int intercept;       /* take part in traversing when privileged */
+    int nfqueue;         /* the NFQUEUE number of our interception rules */
     char *log_level;
     int syslog;
     int status;          /* --status: ask a running helper, print, exit */

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "attempts.h"
 #include "fdpass.h"
 #include "local.h"
 #include "log.h"
@@ -32,6 +33,7 @@ struct local_server {
     unsigned nclients;
     uint64_t next_id;
     uint64_t lookups;
+    struct attempts *attempts; /* traversing and hole punching, initiator side */
 };
 
 struct conn {
@@ -77,6 +79,7 @@ struct request {
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;
+    struct local_report report;
 };
 
 static void conn_close(struct conn *c);
@@ -224,6 +227,9 @@ static void do_request(uv_work_t *work)
         r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, &r->plan, r->msg,
                                 sizeof(r->msg));
         break;
+    case LOCAL_REPORT:
+        r->rc = upstream_report(srv->up, &r->contact, &r->report, r->msg, sizeof(r->msg));
+        break;
     default:
         r->rc = QCG_EPROTO;
         break;
@@ -231,6 +237,24 @@ static void do_request(uv_work_t *work)
 }
 
 static void release_contact(struct conn *c);
+
+/* A plan to the process.  Traversing and hole punching go on in the helper
+   (attempts.h); one that cannot even start is failed right after its plan,
+   so the process asks for the next technique at once. */
+static void answer_plan(struct conn *c, uint32_t rid, const struct local_plan *plan)
+{
+    char why[LOCAL_MESSAGE_MAX] = "";
+    int rc = 0;
+
+    if (plan->technique == QCG_TECH_TRAVERSING || plan->technique == QCG_TECH_HOLEPUNCH)
+        rc = attempt_begin(c->srv->attempts, c, rid, plan, why, sizeof(why));
+    send_msg(c, LOCAL_PLAN, rid, plan, sizeof(*plan), 0);
+    if (rc < 0) {
+        log_warnx("pid %d: %s to %s/%s cannot start: %s", (int)c->pid,
+                  technique_name((enum technique)plan->technique), plan->cluster, plan->node, why);
+        send_error(c, rid, QCG_EPEER, 0, "%s", why);
+    }
+}
 
 static void request_done(uv_work_t *work, int status)
 {
@@ -282,11 +306,17 @@ static void request_done(uv_work_t *work, int status)
                       r->contact.job, r->contact.rank, r->to_rank,
                       technique_name((enum technique)r->plan.technique), r->plan.address,
                       r->plan.port);
-            send_msg(c, LOCAL_PLAN, r->rid, &r->plan, sizeof(r->plan), 0);
+            answer_plan(c, r->rid, &r->plan);
         } else {
             log_debug("pid %d: lookup of rank %d: %s", (int)c->pid, r->to_rank, r->msg);
             send_error(c, r->rid, r->rc, 0, "%s", r->msg);
         }
+        break;
+    case LOCAL_REPORT:
+        /* No reply: the process may be gone already. */
+        if (r->rc < 0)
+            log_debug("report of job %s rank %d -> %d: %s", r->contact.job, r->contact.rank,
+                      r->report.to_rank, r->msg);
         break;
     }
     if (c != NULL) {
@@ -475,6 +505,37 @@ static int on_lookup(struct conn *c, uint32_t rid)
     return 1;
 }
 
+/* No reply (the process is usually closing this connection). */
+static int on_report(struct conn *c, uint32_t rid)
+{
+    const struct local_report *r = &c->in.report;
+
+    if (r->to_rank < 0 || r->technique < QCG_TECH_DIRECT || r->technique > QCG_TECH_PROXY) {
+        proto_fail(c, rid, "REPORT for rank %d, technique %u", r->to_rank, r->technique);
+        return 0;
+    }
+    /* Not tied to the connection: the process goes on (asks for the next
+       technique) without waiting for the broker to hear of it. */
+    struct request *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        log_warnx("pid %d: out of memory for a report", (int)c->pid);
+        return 0;
+    }
+    q->work.data = q;
+    q->srv = c->srv;
+    q->type = LOCAL_REPORT;
+    q->rid = rid;
+    q->contact = c->me;
+    q->to_rank = r->to_rank;
+    q->report = *r;
+    if (uv_queue_work(c->srv->loop, &q->work, do_request, request_done) < 0) {
+        log_warnx("pid %d: cannot queue a report", (int)c->pid);
+        explicit_bzero(q, sizeof(*q));
+        free(q);
+    }
+    return 0;
+}
+
 static int on_status(struct conn *c, uint32_t rid)
 {
     struct local_server *srv = c->srv;
@@ -508,6 +569,7 @@ static const struct {
     [LOCAL_WITHDRAW] = {on_withdraw, 1, "WITHDRAW"},
     [LOCAL_LOOKUP] = {on_lookup, 1, "LOOKUP"},
     [LOCAL_STATUS] = {on_status, 0, "STATUS"},
+    [LOCAL_REPORT] = {on_report, 1, "REPORT"},
 };
 
 static void dispatch(struct conn *c)
@@ -844,23 +906,21 @@ static void on_raw_written(uv_write_t *req, int status)
     conn_unref(c);
 }
 
-int local_server_deliver(struct local_server *srv, const char *job, int32_t rank,
-                         const struct local_incoming *in, int fd, pid_t *pid, char *why,
-                         size_t whylen)
+/* Sends INCOMING `in` with a copy of fd on c, as a reply to rid (0 =
+   unsolicited): 0 sent, 1 busy, -1 failed (why). */
+static int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,
+                   size_t whylen)
 {
-    struct conn *c = publisher(srv, job, rank);
     struct {
         struct local_header hdr;
         struct local_incoming in;
     } msg;
     uv_os_fd_t pipe_fd;
 
-    if (c == NULL) {
-        snprintf(why, whylen, "no live process on this node publishes job %s rank %d (any "
-                              "more)", job, rank);
+    if (c->closing) {
+        snprintf(why, whylen, "pid %d: its connection is closing", (int)c->pid);
         return -1;
     }
-    *pid = c->pid;
     /* The descriptor travels with the first byte of the message, written
        straight to the socket: only once every queued reply is out, so the
        message cannot land inside another one. */
@@ -874,7 +934,7 @@ int local_server_deliver(struct local_server *srv, const char *job, int32_t rank
                    "INCOMING message without padding");
     memset(&msg, 0, sizeof(msg));
     msg.hdr = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_INCOMING,
-                                    .length = sizeof(msg.in), .request_id = 0};
+                                    .length = sizeof(msg.in), .request_id = rid};
     msg.in = *in;
     ssize_t n = fdpass_send(pipe_fd, &msg, sizeof(msg), fd);
     if (n < 0) {
@@ -910,4 +970,57 @@ int local_server_deliver(struct local_server *srv, const char *job, int32_t rank
     }
     explicit_bzero(&msg, sizeof(msg));
     return 0;
+}
+
+int local_server_deliver(struct local_server *srv, const char *job, int32_t rank,
+                         const struct local_incoming *in, int fd, pid_t *pid, char *why,
+                         size_t whylen)
+{
+    struct conn *c = publisher(srv, job, rank);
+
+    if (c == NULL) {
+        snprintf(why, whylen, "no live process on this node publishes job %s rank %d (any "
+                              "more)", job, rank);
+        return -1;
+    }
+    *pid = c->pid;
+    return pass_fd(c, 0, in, fd, why, whylen);
+}
+
+int local_server_published_port(struct local_server *srv, const char *job, int32_t rank)
+{
+    struct conn *c = publisher(srv, job, rank);
+
+    return c != NULL ? (int)c->me.port : 0;
+}
+
+void local_server_set_attempts(struct local_server *srv, struct attempts *as)
+{
+    srv->attempts = as;
+}
+
+void local_conn_hold(struct conn *c)
+{
+    c->refs++;
+}
+
+void local_conn_drop(struct conn *c)
+{
+    conn_unref(c);
+}
+
+int local_conn_alive(const struct conn *c)
+{
+    return !c->closing;
+}
+
+void local_conn_error(struct conn *c, uint32_t rid, int code, const char *msg)
+{
+    send_error(c, rid, code, 0, "%s", msg);
+}
+
+int local_conn_pass(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd,
+                    char *why, size_t whylen)
+{
+    return pass_fd(c, rid, in, fd, why, whylen);
 }

@@ -38,4 +38,23 @@ int local_server_deliver(struct local_server *srv, const char *job, int32_t rank
                          const struct local_incoming *in, int fd, pid_t *pid, char *why,
                          size_t whylen);
 
+/* Loop thread.  The port (job, rank) published on this node, 0 when none. */
+int local_server_published_port(struct local_server *srv, const char *job, int32_t rank);
+struct attempts;
+/* Before serving: where traversing and hole-punching plans go. */
+void local_server_set_attempts(struct local_server *srv, struct attempts *as);
+
+/* A process's connection, for attempts.c (loop thread).  hold/drop keep its
+   memory while an attempt may still answer on it; alive: not closing. */
+struct conn;
+void local_conn_hold(struct conn *c);
+void local_conn_drop(struct conn *c);
+int local_conn_alive(const struct conn *c);
+/* An ERROR with request id rid. */
+void local_conn_error(struct conn *c, uint32_t rid, int code, const char *msg);
+/* An INCOMING with a copy of fd, request id rid: 0 sent, 1 busy (retry), -1
+   failed (why). */
+int local_conn_pass(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd,
+                    char *why, size_t whylen);
+
 #endif

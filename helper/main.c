@@ -5,6 +5,9 @@
 #include <string.h>
 #include <uv.h>
 
+#include <arpa/inet.h>
+
+#include "attempts.h"
 #include "contacts.h"
 #include "daemon.h"
 #include "helper.h"
@@ -12,6 +15,7 @@
 #include "log.h"
 #include "orders.h"
 #include "status.h"
+#include "traverse.h"
 #include "upstream.h"
 
 static const char usage[] =
@@ -27,6 +31,8 @@ struct helper {
     struct upstream *up;
     struct local_server *srv;
     struct orders *orders;
+    struct attempts *attempts;
+    struct traverse *traverse; /* NULL without privileges */
 };
 
 /* From the upstream thread. */
@@ -46,6 +52,11 @@ static void on_stop(uv_async_t *a)
     struct helper *h = a->data;
 
     log_info("stopping");
+    /* Attempts first (they stop answering), then the packet engine (its
+       pending callbacks fail), then the orders. */
+    attempts_close(h->attempts);
+    if (h->traverse != NULL)
+        traverse_close(h->traverse);
     orders_close(h->orders);
     /* Connections first: their withdrawals are queued while the upstream
        state still says whether the frontend is there to hear them. */
@@ -63,36 +74,69 @@ static int run(struct helper_config *cfg)
     memset(&h, 0, sizeof(h));
     if (uv_loop_init(&h.loop) < 0)
         fatalx("cannot create the event loop");
-    int can_intercept = helper_can_intercept();
+    int privileged = helper_can_intercept();
+    int can_intercept = 0;
+    const char *why_not = "intercept = no";
 
     /* Room for every client's contact plus those of closed clients whose
        withdrawal is still in flight. */
     h.contacts = contacts_new(2 * (size_t)cfg->max_clients);
     if (h.contacts == NULL)
         fatalx("out of memory");
+    if (cfg->intercept && !privileged) {
+        why_not = "no CAP_NET_ADMIN and CAP_NET_RAW";
+    } else if (cfg->intercept) {
+        struct traverse_config tc = {.queue_num = (uint16_t)cfg->nfqueue};
+        if (inet_pton(AF_INET, cfg->address, &tc.node) != 1) {
+            why_not = "the node's address is not IPv4";
+        } else {
+            h.traverse = traverse_new(&h.loop, &tc, err, sizeof(err));
+            if (h.traverse == NULL) {
+                log_warnx("traversing disabled: %s", err);
+                why_not = "the packet engine did not start";
+            }
+        }
+        can_intercept = h.traverse != NULL;
+    }
     h.up = upstream_new(cfg, h.contacts, can_intercept, err, sizeof(err));
     if (h.up == NULL) {
         log_error("%s", err);
         rc = 2;
+        if (h.traverse != NULL) {
+            traverse_close(h.traverse);
+            uv_run(&h.loop, UV_RUN_DEFAULT);
+        }
         goto out;
     }
     h.srv = local_server_new(&h.loop, cfg, h.contacts, h.up, err, sizeof(err));
     if (h.srv == NULL) {
         log_error("%s", err);
+        if (h.traverse != NULL) {
+            traverse_close(h.traverse);
+            uv_run(&h.loop, UV_RUN_DEFAULT);
+        }
         goto out;
     }
-    h.orders = orders_new(&h.loop, h.srv, err, sizeof(err));
-    if (h.orders == NULL) {
-        log_error("%s", err);
+    h.attempts = attempts_new(&h.loop, cfg, h.up, h.traverse);
+    h.orders = orders_new(&h.loop, h.srv, cfg, h.traverse, err, sizeof(err));
+    if (h.orders == NULL || h.attempts == NULL) {
+        if (h.orders == NULL)
+            log_error("%s", err);
+        else
+            log_error("out of memory");
         local_server_close(h.srv);
+        if (h.traverse != NULL)
+            traverse_close(h.traverse);
         uv_run(&h.loop, UV_RUN_DEFAULT);
         goto out;
     }
+    local_server_set_attempts(h.srv, h.attempts);
     upstream_on_order(h.up, take_order, h.orders);
-    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s", cfg->cluster, cfg->node,
-             cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
-             can_intercept ? "can intercept and inject"
-                           : "cannot intercept (no CAP_NET_ADMIN and CAP_NET_RAW)");
+    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s%s%s", cfg->cluster,
+             cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
+             can_intercept ? "can intercept and inject" : "cannot intercept (",
+             can_intercept ? "" : why_not, can_intercept ? "" : "): traversing is not planned "
+                                                                "towards or from this node");
     uv_async_init(&h.loop, &h.stop_async, on_stop);
     h.stop_async.data = &h;
     daemon_signals(&h.stop, signal_stop, &h.stop_async);
@@ -109,6 +153,10 @@ static int run(struct helper_config *cfg)
 out:
     upstream_free(h.up);
     orders_free(h.orders);
+    if (h.attempts != NULL)
+        attempts_free(h.attempts);
+    if (h.traverse != NULL)
+        traverse_free(h.traverse);
     local_server_free(h.srv);
     contacts_free(h.contacts);
     uv_run(&h.loop, UV_RUN_NOWAIT);

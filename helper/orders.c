@@ -11,7 +11,9 @@
 
 #include "log.h"
 #include "orders.h"
+#include "punch.h"
 #include "qcgconn.h"
+#include "traverse.h"
 
 #define PROXY_TOKEN_FIELD 128
 #define PROXY_PREAMBLE_SIZE (4 + PROXY_TOKEN_FIELD)
@@ -20,13 +22,18 @@
 #define DELIVER_RETRY_MS 10
 #define DELIVER_TRIES 200
 
-enum action_state { A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER };
+enum action_state { A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER, A_PUNCH, A_INJECT };
+enum action_kind { K_CONNECT_BACK, K_PROXY, K_PUNCH, K_INJECT };
 
 struct action {
     struct orders *o;
     struct action *prev, *next;
     struct command cmd;
-    int proxy; /* proxy-connect, else connect-back */
+    enum action_kind kind;
+    int proxy;     /* proxy-connect */
+    int polling;   /* the poll handle is initialised (it needs the socket) */
+    struct punch *punch;
+    int injecting; /* the traverse engine may still call back */
     int fd;
     enum action_state state;
     uv_poll_t poll;
@@ -41,6 +48,8 @@ struct action {
 struct orders {
     uv_loop_t *loop;
     struct local_server *srv;
+    const struct helper_config *cfg;
+    struct traverse *t;
     uv_async_t async;
     struct action *active;
     unsigned nactive;
@@ -53,7 +62,9 @@ struct orders {
 
 static void on_async(uv_async_t *h);
 
-struct orders *orders_new(uv_loop_t *loop, struct local_server *srv, char *err, size_t errlen)
+struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
+                          const struct helper_config *cfg, struct traverse *t, char *err,
+                          size_t errlen)
 {
     struct orders *o = calloc(1, sizeof(*o));
 
@@ -63,6 +74,8 @@ struct orders *orders_new(uv_loop_t *loop, struct local_server *srv, char *err, 
     }
     o->loop = loop;
     o->srv = srv;
+    o->cfg = cfg;
+    o->t = t;
     pthread_mutex_init(&o->lock, NULL);
     if (uv_async_init(loop, &o->async, on_async) < 0) {
         snprintf(err, errlen, "cannot create the orders' wake-up");
@@ -107,7 +120,7 @@ static void on_closed(uv_handle_t *h)
 
 static const char *what(const struct action *a)
 {
-    return a->proxy ? "proxy-connect" : "connect-back";
+    return a->cmd.kind;
 }
 
 static void finish(struct action *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -135,9 +148,15 @@ static void finish(struct action *a, const char *fmt, ...)
     if (a->next != NULL)
         a->next->prev = a->prev;
     o->nactive--;
-    uv_poll_stop(&a->poll);
+    if (a->punch != NULL) {
+        punch_cancel(a->punch);
+        a->punch = NULL;
+    }
     uv_timer_stop(&a->timer);
-    uv_close((uv_handle_t *)&a->poll, on_closed);
+    if (a->polling) {
+        uv_poll_stop(&a->poll);
+        uv_close((uv_handle_t *)&a->poll, on_closed);
+    }
     uv_close((uv_handle_t *)&a->timer, on_closed);
 }
 
@@ -151,12 +170,15 @@ static void deliver(struct action *a)
     char why[200] = "";
     pid_t pid = 0;
 
-    uv_poll_stop(&a->poll);
+    if (a->polling)
+        uv_poll_stop(&a->poll);
     memset(&in, 0, sizeof(in));
     in.peer_rank = a->cmd.peer_rank;
-    in.technique = a->proxy ? QCG_TECH_PROXY : QCG_TECH_REVERSED;
-    in.role = a->proxy ? LOCAL_ROLE_ACCEPT : LOCAL_ROLE_HELLO;
-    if (!a->proxy)
+    in.technique = a->kind == K_PROXY   ? QCG_TECH_PROXY
+                   : a->kind == K_PUNCH ? QCG_TECH_HOLEPUNCH
+                                        : QCG_TECH_REVERSED;
+    in.role = a->kind == K_CONNECT_BACK ? LOCAL_ROLE_HELLO : LOCAL_ROLE_ACCEPT;
+    if (a->kind == K_CONNECT_BACK)
         snprintf(in.token, sizeof(in.token), "%s", a->cmd.token);
     int rc = local_server_deliver(a->o->srv, a->cmd.job, a->cmd.rank, &in, a->fd, &pid, why,
                                   sizeof(why));
@@ -270,6 +292,8 @@ static void on_io(uv_poll_t *h, int status, int events)
         on_paired(a);
         break;
     case A_DELIVER:
+    case A_PUNCH:
+    case A_INJECT:
         break;
     }
 }
@@ -288,6 +312,9 @@ static void on_timer(uv_timer_t *t)
                "came)",
                a->cmd.address, a->cmd.port, PROXY_PAIR_TIMEOUT_MS / 1000);
         break;
+    case A_PUNCH:
+    case A_INJECT:
+        break; /* their own modules time out */
     default:
         finish(a, "connect to %s port %d: no answer within %d ms", a->cmd.address, a->cmd.port,
                CONNECT_BACK_TIMEOUT_MS);
@@ -314,11 +341,145 @@ static socklen_t make_addr(const char *address, int port, struct sockaddr_storag
     return 0;
 }
 
+static struct action *action_new(struct orders *o, const struct command *cmd)
+{
+    struct action *a = calloc(1, sizeof(*a));
+
+    if (a == NULL) {
+        log_warnx("%s for job %s rank %d refused: out of memory", cmd->kind, cmd->job, cmd->rank);
+        return NULL;
+    }
+    a->o = o;
+    a->cmd = *cmd;
+    a->kind = strcmp(cmd->kind, "proxy-connect") == 0 ? K_PROXY
+              : strcmp(cmd->kind, "punch") == 0       ? K_PUNCH
+              : strcmp(cmd->kind, "inject") == 0      ? K_INJECT
+                                                      : K_CONNECT_BACK;
+    a->proxy = a->kind == K_PROXY;
+    a->start_ms = uv_now(o->loop);
+    a->fd = -1;
+    return a;
+}
+
+/* Lists the action and opens its timer (its poll handle is open already when
+   it has a socket). */
+static void action_add(struct orders *o, struct action *a)
+{
+    uv_timer_init(o->loop, &a->timer);
+    a->timer.data = a;
+    a->handles = 1;
+    if (a->polling) {
+        a->poll.data = a;
+        a->handles++;
+    }
+    a->next = o->active;
+    if (o->active != NULL)
+        o->active->prev = a;
+    o->active = a;
+    o->nactive++;
+}
+
+static void on_punched(void *arg, const struct punch_result *r)
+{
+    struct action *a = arg;
+
+    a->punch = NULL;
+    if (r->status != 0) {
+        finish(a, "%s", r->why);
+        return;
+    }
+    a->fd = r->fd;
+    log_info("punch for job %s rank %d (initiator rank %d): connected from port %u (seen as "
+             "%s:%u) to %s:%u in %u ms",
+             a->cmd.job, a->cmd.rank, a->cmd.peer_rank, r->local_port, r->own_addr, r->own_port,
+             r->peer_addr, r->peer_port, r->setup_ms);
+    deliver(a);
+}
+
+static void start_punch(struct orders *o, struct action *a)
+{
+    struct punch_params p;
+    char why[200] = "";
+
+    memset(&p, 0, sizeof(p));
+    snprintf(p.reflector_addr, sizeof(p.reflector_addr), "%s", a->cmd.address);
+    p.reflector_port = (uint16_t)a->cmd.port;
+    snprintf(p.token, sizeof(p.token), "%s", a->cmd.token);
+    inet_pton(AF_INET, o->cfg->address, &p.local);
+    p.port_low = (uint16_t)o->cfg->ports[0];
+    p.port_high = (uint16_t)o->cfg->ports[1];
+    p.timeout_ms = ORDER_PUNCH_TIMEOUT_MS;
+    a->state = A_PUNCH;
+    action_add(o, a);
+    a->punch = punch_start(o->loop, &p, on_punched, a, why, sizeof(why));
+    explicit_bzero(&p, sizeof(p));
+    if (a->punch == NULL)
+        finish(a, "%s", why);
+}
+
+static int unhex(const char *hex, uint8_t *out, size_t max)
+{
+    size_t n = strlen(hex) / 2;
+
+    if (n > max)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+    }
+    return (int)n;
+}
+
+static void on_injected(void *arg, int status, const char *why)
+{
+    struct action *a = arg;
+
+    a->injecting = 0;
+    if (status < 0) {
+        finish(a, "%s", why);
+        return;
+    }
+    log_info("inject for job %s rank %d (initiator rank %d at %s port %d): handshake completed "
+             "in %llu ms",
+             a->cmd.job, a->cmd.rank, a->cmd.peer_rank, a->cmd.address, a->cmd.port,
+             (unsigned long long)(uv_now(a->o->loop) - a->start_ms));
+    finish(a, NULL);
+}
+
+/* Only towards the port the process of that job published here, and only
+   this once (an order's sequence number is executed once). */
+static void start_inject(struct orders *o, struct action *a)
+{
+    uint8_t pkt[QCG_PACKET_MAX];
+    struct in_addr pub;
+    char why[200] = "";
+    int port = local_server_published_port(o->srv, a->cmd.job, a->cmd.rank);
+    int len = unhex(a->cmd.packet, pkt, sizeof(pkt));
+
+    a->state = A_INJECT;
+    action_add(o, a);
+    if (o->t == NULL) {
+        finish(a, "refused: this helper cannot inject (no privileges, or intercept = no)");
+        return;
+    }
+    if (len <= 0 || inet_pton(AF_INET, a->cmd.address, &pub) != 1 || port <= 0) {
+        finish(a, "refused: %s", port <= 0 ? "nothing published" : "malformed packet or address");
+        return;
+    }
+    if (traverse_inject(o->t, pkt, (size_t)len, pub, (uint16_t)a->cmd.port, (uint16_t)port,
+                        ORDER_INJECT_TIMEOUT_MS, on_injected, a, why, sizeof(why)) < 0) {
+        finish(a, "refused: %s", why);
+        return;
+    }
+    a->injecting = 1;
+}
+
 static void start(struct orders *o, const struct command *cmd)
 {
     struct sockaddr_storage sa;
     socklen_t salen = make_addr(cmd->address, cmd->port, &sa);
-    int proxy = strcmp(cmd->kind, "proxy-connect") == 0;
     char why[200] = "";
 
     /* Only for a process that is here and published: the order could be
@@ -335,15 +496,23 @@ static void start(struct orders *o, const struct command *cmd)
     }
     if (salen == 0)
         return; /* upstream.c checked the address */
-    struct action *a = calloc(1, sizeof(*a));
-    if (a == NULL) {
-        log_warnx("%s for job %s rank %d refused: out of memory", cmd->kind, cmd->job, cmd->rank);
+    struct action *a = action_new(o, cmd);
+    if (a == NULL)
+        return;
+    log_info("%s for job %s rank %d (initiator rank %d): %s %s port %d", cmd->kind, cmd->job,
+             cmd->rank, cmd->peer_rank,
+             a->kind == K_INJECT  ? "SYN from"
+             : a->kind == K_PUNCH ? "through the reflector at"
+                                  : "connecting to",
+             cmd->address, cmd->port);
+    if (a->kind == K_PUNCH) {
+        start_punch(o, a);
         return;
     }
-    a->o = o;
-    a->cmd = *cmd;
-    a->proxy = proxy;
-    a->start_ms = uv_now(o->loop);
+    if (a->kind == K_INJECT) {
+        start_inject(o, a);
+        return;
+    }
     a->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (a->fd < 0 || (connect(a->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS)) {
         log_warnx("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s", cmd->kind,
@@ -361,16 +530,8 @@ static void start(struct orders *o, const struct command *cmd)
         free(a);
         return;
     }
-    uv_timer_init(o->loop, &a->timer);
-    a->poll.data = a->timer.data = a;
-    a->handles = 2;
-    a->next = o->active;
-    if (o->active != NULL)
-        o->active->prev = a;
-    o->active = a;
-    o->nactive++;
-    log_info("%s for job %s rank %d (initiator rank %d): connecting to %s port %d", cmd->kind,
-             cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port);
+    a->polling = 1;
+    action_add(o, a);
     uv_poll_start(&a->poll, UV_WRITABLE, on_io);
     uv_timer_start(&a->timer, on_timer, CONNECT_BACK_TIMEOUT_MS, 0);
 }

@@ -7,7 +7,13 @@
  *   proxy-connect  connect to the proxy, present the token ("QCGP" + token
  *                  NUL-padded to 128 bytes), wait for the paired byte 0x01,
  *                  then hand the socket to the process, which waits for the
- *                  initiator's hello (proxy technique).
+ *                  initiator's hello (proxy technique);
+ *   punch          punch a hole through the broker's reflector (punch.h) and
+ *                  hand the connected socket to the process, which waits for
+ *                  the initiator's hello (holepunch technique);
+ *   inject         inject the initiator's SYN into our stack and complete the
+ *                  simultaneous open (traverse.h), only towards the port the
+ *                  process published (traversing technique).
  *
  * Orders arrive on the upstream thread (orders_push, thread-safe) and run on
  * the event loop: non-blocking sockets and timers, every step bounded.  An
@@ -28,15 +34,22 @@
 #define PROXY_PAIR_TIMEOUT_MS 30000  /* waiting at the proxy for the initiator */
 #define ORDERS_QUEUED_MAX 256        /* waiting for the loop */
 #define ORDERS_ACTIVE_MAX 256        /* sockets in progress */
+#define ORDER_PUNCH_TIMEOUT_MS 5000  /* the whole punch */
+#define ORDER_INJECT_TIMEOUT_MS 5000 /* from the injected SYN to the third ACK */
 
 struct orders;
+struct traverse;
 
-/* srv must outlive the orders.  NULL with a reason in err. */
-struct orders *orders_new(uv_loop_t *loop, struct local_server *srv, char *err, size_t errlen);
+/* srv and cfg must outlive the orders; t may be NULL (no privileges: inject
+   orders are refused).  NULL with a reason in err. */
+struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
+                          const struct helper_config *cfg, struct traverse *t, char *err,
+                          size_t errlen);
 /* Any thread: hands an order (already checked by upstream.c) to the loop.
    Dropped with a warning when the queue is full or closed. */
 void orders_push(struct orders *o, const struct command *cmd);
-/* Loop thread: takes no more orders and aborts those in progress. */
+/* Loop thread: takes no more orders and aborts those in progress (call
+   before traverse_close). */
 void orders_close(struct orders *o);
 /* Once the loop has run the closes (after uv_run returned). */
 void orders_free(struct orders *o);

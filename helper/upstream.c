@@ -52,6 +52,8 @@ struct call_args {
     int32_t to_rank;
     uint32_t tried_mask;
     struct local_plan *plan;
+    const char *token, *packet;        /* traverse */
+    const struct local_report *report; /* report */
 };
 
 typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_args *a,
@@ -334,6 +336,35 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     return rc;
 }
 
+static int call_traverse(struct upstream *u, struct soap *soap, const struct call_args *a,
+                         enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__traverse(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
+                                     (char *)a->token, (char *)a->packet, &resp);
+    return finish(u, soap, rc, "traverse", st, msg, msglen);
+}
+
+static int call_report(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    const struct local_report *r = a->report;
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__report(
+        soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, c.secret, c.rank, r->to_rank,
+        (char *)technique_name((enum technique)r->technique), r->ok ? 1 : 0,
+        r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms,
+        r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    rc = finish(u, soap, rc, "report", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
 static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, char *msg,
                      size_t msglen)
 {
@@ -381,6 +412,22 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
     return pool_call(u, call_lookup, &a, msg, msglen);
 }
 
+int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
+                      size_t msglen)
+{
+    struct call_args a = {.token = token, .packet = packet_hex};
+
+    return pool_call(u, call_traverse, &a, msg, msglen);
+}
+
+int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
+                    char *msg, size_t msglen)
+{
+    struct call_args a = {.c = from, .report = r};
+
+    return pool_call(u, call_report, &a, msg, msglen);
+}
+
 void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen)
 {
     size_t used = 0;
@@ -404,27 +451,42 @@ void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg)
     u->order_arg = arg;
 }
 
+/* An inject order's packet: lowercase hex of a SYN that fits our engine. */
+static int packet_hex_ok(const char *p)
+{
+    size_t n = strlen(p);
+
+    if (n < 2 * 40 || n > 2 * QCG_PACKET_MAX || n % 2 != 0)
+        return 0;
+    return strspn(p, "0123456789abcdef") == n;
+}
+
 int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen)
 {
     unsigned char addr[sizeof(struct in6_addr)];
     int back = strcmp(c->kind, "connect-back") == 0;
+    int inject = strcmp(c->kind, "inject") == 0;
     size_t tlen = strlen(c->token);
 
-    if (!back && strcmp(c->kind, "proxy-connect") != 0)
+    if (!back && !inject && strcmp(c->kind, "proxy-connect") != 0 &&
+        strcmp(c->kind, "punch") != 0)
         snprintf(why, whylen, "unknown order \"%s\"", c->kind);
     else if (strcmp(c->node, node) != 0)
         snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);
     else if (!job_valid(c->job) || c->rank < 0 || c->peer_rank < 0)
         snprintf(why, whylen, "malformed job id or rank");
     else if (inet_pton(AF_INET, c->address, addr) != 1 &&
-             inet_pton(AF_INET6, c->address, addr) != 1)
-        snprintf(why, whylen, "address '%s' is not an IP address", c->address);
+             (inject || inet_pton(AF_INET6, c->address, addr) != 1))
+        snprintf(why, whylen, "address '%s' is not an IP%s address", c->address,
+                 inject ? "v4" : "");
     else if (c->port < 1 || c->port > 65535)
         snprintf(why, whylen, "port %d outside 1-65535", c->port);
     /* The token goes into the process's hello (connect-back) or the proxy's
-       preamble: both have fixed fields. */
+       preamble or the reflector's line: all have fixed fields. */
     else if (tlen == 0 || tlen >= (back ? (size_t)HS_TOKEN_MAX : (size_t)LOCAL_TOKEN_MAX))
         snprintf(why, whylen, "token missing or too long (%zu characters)", tlen);
+    else if (inject && !packet_hex_ok(c->packet))
+        snprintf(why, whylen, "packet is not the hex of 40 to %d bytes", QCG_PACKET_MAX);
     else
         return 0;
     return -1;
@@ -616,7 +678,8 @@ static void take_order(struct upstream *u, uint64_t epoch, const struct qcg__com
         copy_field(c.job, sizeof(c.job), in->job) < 0 ||
         copy_field(c.node, sizeof(c.node), in->node) < 0 ||
         copy_field(c.address, sizeof(c.address), in->address) < 0 ||
-        copy_field(c.token, sizeof(c.token), in->token) < 0) {
+        copy_field(c.token, sizeof(c.token), in->token) < 0 ||
+        copy_field(c.packet, sizeof(c.packet), in->packet) < 0) {
         log_warnx("command %llu: a field does not fit; ignored", (unsigned long long)in->seq);
         return;
     }

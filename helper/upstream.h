@@ -28,7 +28,8 @@ struct upstream;
 struct qcg__plan;
 struct command;
 
-/* Receives each new order for this node (connect-back, proxy-connect) on the
+/* Receives each new order for this node (connect-back, proxy-connect, punch,
+   inject) on the
    registration thread, checked and at most once; must not block. */
 typedef void (*upstream_order_fn)(void *arg, const struct command *cmd);
 
@@ -55,10 +56,18 @@ int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, si
 /* tried_mask: 1 << enum qcg_technique of each technique that failed. */
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
                     uint32_t tried_mask, struct local_plan *plan, char *msg, size_t msglen);
+/* Traversing: hands the SYN our process sent (hex) to the broker with the
+   plan's token. */
+int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
+                      size_t msglen);
+/* How a process's attempt ended, for the broker's outcome memory. */
+int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
+                    char *msg, size_t msglen);
 /* The tried list of a lookup: "reversed,proxy"; "" for none. */
 void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
-/* Checks an order from the poll: kind connect-back or proxy-connect, for
-   `node`, valid job, ranks, address, port and token.  0, or -1 with why. */
+/* Checks an order from the poll: kind connect-back, proxy-connect, punch or
+   inject, for `node`, valid job, ranks, address, port, token and (inject)
+   packet.  0, or -1 with why. */
 int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen);
 
 /* What a failed call means to a process: a QCG_E* code.  subcode is the fault's

@@ -4,18 +4,23 @@
    it watches change:
 
      HELLO -> PLAN (-> BACKOFF -> PLAN while the rank is not published)
-       direct:   TCP connect -> send hello -> receive answer -> DONE
-       reversed: REVERSED (the peer's helper calls our listener; the
-                 accept side verifies its hello and hands it to us) -> DONE
-       proxy:    TCP connect to the proxy -> preamble -> paired byte
-                 -> send hello -> receive answer -> DONE
+       direct:     TCP connect -> send hello -> receive answer -> DONE
+       traversing: the same; our helper watches for our SYN and hands it
+                   over (an ERROR from it ends the attempt early)
+       reversed:   REVERSED (the peer's helper calls our listener; the
+                   accept side verifies its hello and hands it to us) -> DONE
+       holepunch:  PUNCH (our helper punches and hands us the socket)
+                   -> send hello -> receive answer -> DONE
+       proxy:      TCP connect to the proxy -> preamble -> paired byte
+                   -> send hello -> receive answer -> DONE
 
-   A reversed or proxied attempt that fails (or, for reversed, does not
-   complete within REVERSED_TIMEOUT_MS) is recorded and the helper is asked
-   again with the techniques tried: the broker plans the next one.  The
-   caller sees one connect that succeeds, or one error naming every attempt.
-   A timerfd in the same epoll set wakes the caller for lookup retries, at
-   an attempt's deadline and at the operation's deadline. */
+   An attempt that fails before the handshake (or does not get there within
+   its technique's time) is recorded, reported to the helper (the broker
+   remembers outcomes per cluster pair) and the helper is asked again with
+   the techniques tried: the broker plans the next one.  The caller sees one
+   connect that succeeds, or one error naming every attempt.  A timerfd in
+   the same epoll set wakes the caller for lookup retries, at an attempt's
+   deadline and at the operation's deadline. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -41,6 +46,7 @@ enum op_state {
     OP_HS_SEND,
     OP_HS_RECV,
     OP_REVERSED,
+    OP_PUNCH,
     OP_DONE,
     OP_FAILED
 };
@@ -54,6 +60,7 @@ struct qcg_connect_op {
     int timerfd;
     int watched; /* the socket in epfd besides the timer, or -1 */
     int usock;   /* this operation's helper connection */
+    bool usock_polled; /* traversing: in epfd beside the TCP socket */
     int tcp;
     uint64_t start_us, deadline_us, retry_at_us;
     uint64_t attempt_start_us, attempt_deadline_us; /* reversed: when to ask for the next */
@@ -182,6 +189,22 @@ static int send_lookup(qcg_connect_op *op)
     return 0;
 }
 
+/* Tells the helper how the attempt ended (no reply: fire and forget). */
+static void report(qcg_connect_op *op, bool ok, const char *why)
+{
+    struct local_report r;
+
+    if (op->usock < 0 || op->technique <= QCG_TECH_NONE || op->technique > QCG_TECH_PROXY)
+        return;
+    memset(&r, 0, sizeof(r));
+    r.to_rank = op->rank;
+    r.technique = op->technique;
+    r.ok = ok ? 1 : 0;
+    r.setup_ms = (uint32_t)((now_us() - op->attempt_start_us) / 1000u);
+    snprintf(r.why, sizeof(r.why), "%s", why);
+    (void)lmsg_send(op->usock, LOCAL_REPORT, 0, &r, now_us() + 100000u);
+}
+
 /* Ends the current attempt's resources (not the helper connection). */
 static void attempt_cleanup(qcg_connect_op *op)
 {
@@ -194,6 +217,10 @@ static void attempt_cleanup(qcg_connect_op *op)
         op->waiter.fd = -1;
     }
     watch(op, -1, 0);
+    if (op->usock_polled) {
+        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->usock, NULL);
+        op->usock_polled = false;
+    }
     if (op->tcp >= 0) {
         close(op->tcp);
         op->tcp = -1;
@@ -220,6 +247,7 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     append(op->history, sizeof(op->history), why);
     append(op->history, sizeof(op->history), "; ");
     op->tried_mask |= 1u << op->technique;
+    report(op, false, why);
     if (now_us() >= op->deadline_us)
         return fail(op, QCG_ETIMEDOUT, "no time left for another technique within %d ms",
                     op->timeout_ms);
@@ -232,6 +260,16 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0)
         return op->result;
     return STEP_MORE;
+}
+
+/* How long an attempt of technique t may take before the next one is asked
+   for (capped by the operation's deadline). */
+static void attempt_begin(qcg_connect_op *op, unsigned ms)
+{
+    op->attempt_start_us = now_us();
+    op->attempt_deadline_us = op->attempt_start_us + (uint64_t)ms * 1000u;
+    if (op->attempt_deadline_us > op->deadline_us)
+        op->attempt_deadline_us = op->deadline_us;
 }
 
 /* Starts a non-blocking TCP connection to the plan's address. */
@@ -263,16 +301,27 @@ static int start_tcp(qcg_connect_op *op)
     op->tcp = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (op->tcp < 0)
         return fail(op, QCG_ESYS, "socket: %s", strerror(errno));
+    attempt_begin(op, op->technique == QCG_TECH_TRAVERSING ? TRAVERSING_TIMEOUT_MS
+                      : op->technique == QCG_TECH_PROXY    ? (unsigned)op->timeout_ms
+                                                           : DIRECT_TIMEOUT_MS);
     if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS) {
         if (op->technique == QCG_TECH_PROXY)
             return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
                                   p->address, p->port, strerror(errno));
-        return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank, p->address,
-                    p->port, strerror(errno));
+        return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", p->address, p->port,
+                              strerror(errno));
     }
     op->state = OP_TCP;
-    if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->deadline_us) < 0)
+    if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
         return op->result;
+    if (op->technique == QCG_TECH_TRAVERSING) {
+        /* The helper's ERROR (it could not hand our SYN over) wakes us too. */
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->usock};
+
+        if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->usock, &ev) < 0)
+            return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
+        op->usock_polled = true;
+    }
     return STEP_MORE;
 }
 
@@ -294,10 +343,8 @@ static int start_reversed(qcg_connect_op *op)
     memcpy(op->waiter.token, op->plan.token, strlen(op->plan.token) + 1);
     op->waiting = true;
     op->state = OP_REVERSED;
-    op->attempt_start_us = now;
-    op->attempt_deadline_us = now + REVERSED_TIMEOUT_MS * 1000u;
-    if (op->attempt_deadline_us > op->deadline_us)
-        op->attempt_deadline_us = op->deadline_us;
+    (void)now;
+    attempt_begin(op, REVERSED_TIMEOUT_MS);
     /* The accept side's descriptors wake us: the peer's connection and its
        hello arrive there. */
     if (watch(op, ctx->io_epfd, EPOLLIN) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
@@ -306,20 +353,30 @@ static int start_reversed(qcg_connect_op *op)
     return STEP_MORE;
 }
 
-/* The plan says how to reach the peer. */
+/* Our helper punches (or fails) and answers on our connection. */
+static int start_punch(qcg_connect_op *op)
+{
+    attempt_begin(op, HOLEPUNCH_TIMEOUT_MS);
+    op->state = OP_PUNCH;
+    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
+/* The plan says how to reach the peer.  The helper connection stays open
+   for the next technique and for the report. */
 static int start_plan(qcg_connect_op *op)
 {
     op->technique = op->plan.technique;
     switch (op->plan.technique) {
     case QCG_TECH_DIRECT:
-        /* The helper connection has served its purpose: a direct
-           connection has no next technique. */
+    case QCG_TECH_TRAVERSING:
         watch(op, -1, 0);
-        close(op->usock);
-        op->usock = -1;
         return start_tcp(op);
     case QCG_TECH_REVERSED:
         return start_reversed(op);
+    case QCG_TECH_HOLEPUNCH:
+        return start_punch(op);
     case QCG_TECH_PROXY:
         if (op->plan.token[0] == '\0' || strlen(op->plan.token) >= PROXY_TOKEN_FIELD)
             return fail(op, QCG_EPROTO, "the proxy plan for rank %d has no valid token", op->rank);
@@ -330,6 +387,26 @@ static int start_plan(qcg_connect_op *op)
                     "rank %d needs technique %s, not supported by this library version", op->rank,
                     tech_name(op->plan.technique));
     }
+}
+
+static int build_hello(qcg_connect_op *op);
+
+/* During a holepunch or traversing attempt the helper speaks again on our
+   connection: the punched socket, or why its side failed. */
+static int on_attempt_message(qcg_connect_op *op)
+{
+    const struct local_header *h = &op->rd.hdr;
+
+    if (h->type == LOCAL_ERROR)
+        return attempt_failed(op, QCG_EPEER, "%s", op->rd.payload.error.message);
+    if (h->type != LOCAL_INCOMING || op->state != OP_PUNCH || op->rd.fd < 0)
+        return fail(op, QCG_EPROTO, "the helper sent message type %u during a %s attempt",
+                    h->type, tech_name(op->technique));
+    op->tcp = op->rd.fd;
+    op->rd.fd = -1;
+    if (set_nonblocking(op->tcp, true) < 0)
+        return fail(op, QCG_ESYS, "socket options: %s", strerror(errno));
+    return build_hello(op);
 }
 
 /* A whole message arrived on the helper connection. */
@@ -348,6 +425,8 @@ static int on_helper_message(qcg_connect_op *op)
     if (h->request_id != expect)
         return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u", h->request_id,
                     expect);
+    if (op->state == OP_PUNCH || op->state == OP_TCP)
+        return on_attempt_message(op);
     if (h->type == LOCAL_ERROR) {
         code = op->rd.payload.error.code;
         if (code >= 0 || code < QCG_EPEER)
@@ -403,6 +482,18 @@ static int step_helper(qcg_connect_op *op)
     return rc;
 }
 
+static int step_punch(qcg_connect_op *op)
+{
+    int rc = step_helper(op);
+
+    if (rc != STEP_WAIT || op->state != OP_PUNCH)
+        return rc;
+    if (now_us() >= op->attempt_deadline_us && op->attempt_deadline_us < op->deadline_us)
+        return attempt_failed(op, QCG_ETIMEDOUT, "our helper did not punch through within %d ms",
+                              HOLEPUNCH_TIMEOUT_MS);
+    return STEP_WAIT;
+}
+
 static int step_backoff(qcg_connect_op *op)
 {
     if (now_us() < op->retry_at_us)
@@ -434,16 +525,29 @@ static int step_tcp(qcg_connect_op *op)
     socklen_t len = sizeof(int);
     int soerr = 0;
 
-    if (poll(&p, 1, 0) <= 0)
+    if (op->usock_polled) {
+        int rc = step_helper(op);
+
+        if (rc != STEP_WAIT || op->state != OP_TCP)
+            return rc;
+    }
+    if (poll(&p, 1, 0) <= 0) {
+        if (now_us() >= op->attempt_deadline_us && op->attempt_deadline_us < op->deadline_us)
+            return attempt_failed(op, QCG_ETIMEDOUT, "no connection to %s port %u within %llu ms",
+                                  op->plan.address, op->plan.port,
+                                  (unsigned long long)(op->attempt_deadline_us -
+                                                       op->attempt_start_us) /
+                                      1000u);
         return STEP_WAIT;
+    }
     if (getsockopt(op->tcp, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
         soerr = errno;
     if (soerr != 0 && op->technique == QCG_TECH_PROXY)
         return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
                               op->plan.address, op->plan.port, strerror(soerr));
     if (soerr != 0)
-        return fail(op, QCG_EPEER, "connect to rank %d at %s port %u: %s", op->rank,
-                    op->plan.address, op->plan.port, strerror(soerr));
+        return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", op->plan.address,
+                              op->plan.port, strerror(soerr));
     if (op->technique == QCG_TECH_PROXY) {
         memset(op->preamble, 0, sizeof(op->preamble));
         memcpy(op->preamble, PROXY_MAGIC, 4);
@@ -600,6 +704,8 @@ static int step(qcg_connect_op *op)
         return step_hs_recv(op);
     case OP_REVERSED:
         return step_reversed(op);
+    case OP_PUNCH:
+        return step_punch(op);
     case OP_DONE:
     case OP_FAILED:
         break;
@@ -639,8 +745,24 @@ static int timed_out(qcg_connect_op *op)
     case OP_REVERSED:
         return fail(op, QCG_ETIMEDOUT, "reversed: rank %d did not connect back within %d ms",
                     op->rank, op->timeout_ms);
+    case OP_PUNCH:
+        return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms",
+                    op->rank, op->timeout_ms);
     default:
         return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
+    }
+}
+
+/* The helper connection has served its purpose. */
+static void attempt_cleanup_helper(qcg_connect_op *op)
+{
+    if (op->usock_polled) {
+        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->usock, NULL);
+        op->usock_polled = false;
+    }
+    if (op->usock >= 0) {
+        close(op->usock);
+        op->usock = -1;
     }
 }
 
@@ -776,6 +898,8 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     /* The caller gets an ordinary blocking socket. */
     fd = op->tcp;
     watch(op, -1, 0);
+    report(op, true, "");
+    attempt_cleanup_helper(op);
     if (set_nonblocking(fd, false) < 0 ||
         conn_set_options(fd, strcmp(op->plan.cluster, op->ctx->cluster) != 0) < 0) {
         rc = fail(op, QCG_ESYS, "socket options: %s", strerror(errno));

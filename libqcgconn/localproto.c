@@ -17,6 +17,7 @@ const size_t local_payload_size[LOCAL_TYPE_COUNT] = {
     [LOCAL_INCOMING] = sizeof(struct local_incoming),
     [LOCAL_STATUS] = 0,
     [LOCAL_STATUS_OK] = sizeof(struct local_status),
+    [LOCAL_REPORT] = sizeof(struct local_report),
 };
 
 int local_header_check(const struct local_header *h)
@@ -82,6 +83,12 @@ int local_payload_check(uint16_t type, const void *payload)
     case LOCAL_STATUS_OK: {
         const struct local_status *p = payload;
         if (!STR_OK(p, cluster) || !STR_OK(p, node) || !STR_OK(p, frontend))
+            return QCG_EPROTO;
+        return 0;
+    }
+    case LOCAL_REPORT: {
+        const struct local_report *p = payload;
+        if (!STR_OK(p, why) || p->ok > 1)
             return QCG_EPROTO;
         return 0;
     }

@@ -6,9 +6,13 @@
  * whose size must equal local_payload_size[type] (checked before any copy).
  * Strings are fixed-size, NUL-terminated arrays; a payload whose string has no
  * NUL inside its array is rejected.  A connection starts with HELLO; the
- * helper answers every request with exactly one reply carrying the same
- * request_id, in order.  Descriptors travel with SCM_RIGHTS attached to the
- * header of an INCOMING message.
+ * helper answers every request but REPORT with exactly one reply carrying the
+ * same request_id, in order.  A holepunch or traversing PLAN is the start of
+ * an attempt the helper takes part in: for holepunch it later sends an
+ * INCOMING with the connected socket (role HELLO), for either an ERROR when
+ * the attempt failed on its side, both with the LOOKUP's request_id.
+ * Descriptors travel with SCM_RIGHTS attached to the header of an INCOMING
+ * message.
  */
 #ifndef QCG_LOCALPROTO_H
 #define QCG_LOCALPROTO_H
@@ -17,8 +21,11 @@
 #include <stdint.h>
 
 #define LOCAL_MAGIC 0x51434731u /* "QCG1" */
-/* 2: LOOKUP carries tried_mask, INCOMING carries role. */
-#define LOCAL_VERSION 2
+/* 2: LOOKUP carries tried_mask, INCOMING carries role.
+   3: REPORT; a LOOKUP answered with a holepunch or traversing plan may be
+      followed by an INCOMING (holepunch: the connected socket) or an ERROR
+      (the attempt failed) carrying the same request_id. */
+#define LOCAL_VERSION 3
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -39,6 +46,7 @@ enum local_type {
     LOCAL_INCOMING,    /* helper -> lib, unsolicited: struct local_incoming + one fd */
     LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
     LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
+    LOCAL_REPORT,      /* lib -> helper: struct local_report; no reply */
     LOCAL_TYPE_COUNT
 };
 
@@ -108,6 +116,16 @@ struct local_incoming {
     char token[LOCAL_TOKEN_MAX]; /* LOCAL_ROLE_HELLO: the plan's token */
 };
 
+/* How a connection attempt to to_rank ended (the broker remembers it per
+   cluster pair and plans the next ones from it). */
+struct local_report {
+    int32_t to_rank;
+    uint32_t technique;          /* enum qcg_technique */
+    uint32_t ok;                 /* 1 connected, 0 failed */
+    uint32_t setup_ms;
+    char why[LOCAL_MESSAGE_MAX]; /* failed: the reason, one line */
+};
+
 struct local_status {
     uint32_t upstream_connected;   /* 1 while registered with the frontend */
     uint32_t clients;              /* local connections open now */
@@ -130,6 +148,7 @@ union local_payload {
     struct local_error error;
     struct local_incoming incoming;
     struct local_status status;
+    struct local_report report;
 };
 
 /* Payload size of each type; 0 for types with no payload. */

@@ -31,10 +31,17 @@ CERTS_TOOL=$REPO/certs/qcg-certs
 BROKER_PORT=7700
 FRONTEND_PORT=7701
 LAB_PROXY_PORT=7703 # qcg-proxy's data port, named in the broker's `proxy` line
+REFLECTOR_PORT=7704 # the broker's reflector (hole punching, qcg-probe)
 BROKER_URL=https://${NODE_IP[broker]}:$BROKER_PORT/
 # Seconds `up` waits for the services to listen and connect upstream.
 SVC_WAIT=${QCG_LAB_SERVICE_WAIT:-20}
 SVC_LOG_LEVEL=${QCG_LAB_LOG_LEVEL:-info}
+# Deliberate deviations, for tests: QCG_LAB_DECLARE="sym=nat ..." makes a site's
+# frontend declare another kind than its router has; QCG_LAB_UNPRIVILEGED="fw ..."
+# runs a site's helpers without CAP_NET_ADMIN and CAP_NET_RAW.  `up` without them
+# puts everything back.
+LAB_DECLARE=${QCG_LAB_DECLARE:-}
+LAB_UNPRIVILEGED=${QCG_LAB_UNPRIVILEGED:-}
 
 CERT_DIR=$STATE/certs
 ETC_DIR=$STATE/etc
@@ -86,8 +93,12 @@ svc_pidfile() { echo "$RUN_DIR/$1.pid"; }
 helper_socket() { echo "$NODE_DIR/$1/helper.sock"; }
 frontend_url() { echo "https://${NODE_IP[$1-head]}:$FRONTEND_PORT/"; }
 
-# The frontend's name for what the site's router does.
+# The frontend's name for what the site's router does (or QCG_LAB_DECLARE's).
 frontend_kind() {
+	local d
+	for d in $LAB_DECLARE; do
+		[ "${d%%=*}" = "$1" ] && echo "${d#*=}" && return 0
+	done
 	case ${SITE_KIND[$1]} in
 	symmetric-nat) echo symnat ;;
 	*) echo "${SITE_KIND[$1]}" ;;
@@ -219,6 +230,7 @@ svc_config() {
 			log-level = $SVC_LOG_LEVEL
 			proxy = lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT
 			proxy-key = $CERT_DIR/proxy.key
+			reflector = ${NODE_IP[broker]}:$REFLECTOR_PORT
 		EOF
 		;;
 	proxy)
@@ -260,6 +272,7 @@ svc_config() {
 			cert = $CERT_DIR/helper-${NODE_SITE[$n]}-$n.pem
 			log-level = $SVC_LOG_LEVEL
 		EOF
+		helper_unprivileged "$n" && echo "# unprivileged: started without CAP_NET_ADMIN and CAP_NET_RAW"
 		;;
 	esac
 }
@@ -267,13 +280,23 @@ svc_config() {
 # ---------------------------------------------------------------------------------
 # Start, stop, readiness
 
+# Whether node N's helper runs without privileges (QCG_LAB_UNPRIVILEGED names its site).
+helper_unprivileged() {
+	local s
+	for s in $LAB_UNPRIVILEGED; do [ "$s" = "${NODE_SITE[$1]}" ] && return 0; done
+	return 1
+}
+
 svc_start() {
-	local name=$1 ns bin pid
+	local name=$1 ns bin pid drop=()
 	ns=$(node_ns "$(svc_node "$name")")
 	bin=$(svc_bin "$name")
 	echo "=== $(date '+%F %T') qcg-lab starts $name" >>"$(svc_log "$name")"
+	# Root without the two capabilities: they leave the bounding set before exec.
+	case $name in helper-*) helper_unprivileged "${name#helper-}" &&
+		drop=(setpriv --bounding-set=-net_admin,-net_raw --inh-caps=-net_admin,-net_raw) ;; esac
 	# setsid: a daemon, not part of the caller's terminal job; fd 9 is the lab lock.
-	ip netns exec "$ns" setsid "$bin" --config "$(svc_conf "$name")" \
+	ip netns exec "$ns" setsid "${drop[@]}" "$bin" --config "$(svc_conf "$name")" \
 		</dev/null >>"$(svc_log "$name")" 2>&1 9<&- &
 	pid=$!
 	echo "$pid" >"$(svc_pidfile "$name")"

@@ -1,0 +1,312 @@
+/* The initiator's side of traversing and hole punching; see attempts.h. */
+#include "attempts.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "local.h"
+#include "log.h"
+#include "proto.h"
+#include "punch.h"
+#include "qcgconn.h"
+#include "traverse.h"
+#include "upstream.h"
+
+struct attempt {
+    struct attempts *as;
+    struct attempt *prev, *next;
+    struct conn *c; /* held: the process's connection the plan went to */
+    uint32_t rid;
+    struct local_plan plan;
+    struct punch *punch;
+    int fd; /* holepunch: the connected socket until it is handed over */
+    uv_timer_t retry;
+    int timer_open;
+    unsigned tries;
+    int watching; /* traversing: the SYN watch may still call back */
+    uv_work_t work;
+    char packet[QCG_PACKET_HEX_MAX];
+    int rc;
+    char msg[LOCAL_MESSAGE_MAX];
+};
+
+struct attempts {
+    uv_loop_t *loop;
+    const struct helper_config *cfg;
+    struct upstream *up;
+    struct traverse *t;
+    struct attempt *list;
+    int closed;
+};
+
+struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
+                              struct upstream *up, struct traverse *t)
+{
+    struct attempts *as = calloc(1, sizeof(*as));
+
+    if (as == NULL)
+        return NULL;
+    as->loop = loop;
+    as->cfg = cfg;
+    as->up = up;
+    as->t = t;
+    return as;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct attempt *a = h->data;
+
+    explicit_bzero(a, sizeof(*a));
+    free(a);
+}
+
+/* Forgets the attempt; the memory goes once its timer handle is closed. */
+static void attempt_free(struct attempt *a)
+{
+    struct attempts *as = a->as;
+
+    if (a->prev != NULL)
+        a->prev->next = a->next;
+    else if (as->list == a)
+        as->list = a->next;
+    if (a->next != NULL)
+        a->next->prev = a->prev;
+    a->prev = a->next = NULL;
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+    if (a->c != NULL)
+        local_conn_drop(a->c);
+    a->c = NULL;
+    if (a->timer_open) {
+        a->timer_open = 0;
+        uv_close((uv_handle_t *)&a->retry, on_timer_closed);
+    } else {
+        explicit_bzero(a, sizeof(*a));
+        free(a);
+    }
+}
+
+/* The attempt failed on our side: tell the process at once. */
+static void attempt_fail(struct attempt *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void attempt_fail(struct attempt *a, int code, const char *fmt, ...)
+{
+    char why[LOCAL_MESSAGE_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    log_info("%s to %s/%s port %u failed on our side: %s",
+             technique_name((enum technique)a->plan.technique), a->plan.cluster, a->plan.node,
+             a->plan.port, why);
+    if (a->c != NULL && local_conn_alive(a->c))
+        local_conn_error(a->c, a->rid, code, why);
+    attempt_free(a);
+}
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static void do_traverse(uv_work_t *w)
+{
+    struct attempt *a = w->data;
+
+    a->rc = upstream_traverse(a->as->up, a->plan.token, a->packet, a->msg, sizeof(a->msg));
+}
+
+static void traverse_sent(uv_work_t *w, int status)
+{
+    struct attempt *a = w->data;
+
+    if (status == UV_ECANCELED || a->as->closed) {
+        attempt_free(a);
+        return;
+    }
+    if (a->rc < 0) {
+        attempt_fail(a, QCG_EPEER, "traversing: the broker did not take the SYN: %s", a->msg);
+        return;
+    }
+    log_debug("traversing to %s/%s port %u: SYN handed over", a->plan.cluster, a->plan.node,
+              a->plan.port);
+    attempt_free(a);
+}
+
+static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const char *why)
+{
+    struct attempt *a = arg;
+
+    a->watching = 0;
+    if (a->as->closed) {
+        attempt_free(a);
+        return;
+    }
+    if (status < 0 || len == 0 || len > QCG_PACKET_MAX) {
+        attempt_fail(a, QCG_EPEER, "traversing: no SYN towards %s port %u: %s", a->plan.address,
+                     a->plan.port, why != NULL ? why : "packet too long");
+        return;
+    }
+    hex(pkt, len, a->packet);
+    a->work.data = a;
+    if (uv_queue_work(a->as->loop, &a->work, do_traverse, traverse_sent) < 0)
+        attempt_fail(a, QCG_ESYS, "traversing: cannot queue the call to the broker");
+}
+
+static void deliver(struct attempt *a);
+
+static void on_retry(uv_timer_t *t)
+{
+    deliver(t->data);
+}
+
+/* The punched socket goes to the process on the connection the plan went to. */
+static void deliver(struct attempt *a)
+{
+    struct local_incoming in;
+    char why[200] = "";
+
+    if (a->c == NULL || !local_conn_alive(a->c)) {
+        log_info("holepunch to %s/%s: the process gave up before the socket was ready",
+                 a->plan.cluster, a->plan.node);
+        attempt_free(a);
+        return;
+    }
+    memset(&in, 0, sizeof(in));
+    in.peer_rank = -1; /* the op knows its peer */
+    in.technique = QCG_TECH_HOLEPUNCH;
+    in.role = LOCAL_ROLE_HELLO;
+    int rc = local_conn_pass(a->c, a->rid, &in, a->fd, why, sizeof(why));
+    if (rc == 0) {
+        attempt_free(a);
+        return;
+    }
+    if (rc < 0) {
+        attempt_fail(a, QCG_EPEER, "holepunch: %s", why);
+        return;
+    }
+    if (++a->tries > ATTEMPT_DELIVER_TRIES) {
+        attempt_fail(a, QCG_EPEER, "holepunch: the process does not read its connection");
+        return;
+    }
+    if (!a->timer_open) {
+        uv_timer_init(a->as->loop, &a->retry);
+        a->retry.data = a;
+        a->timer_open = 1;
+    }
+    uv_timer_start(&a->retry, on_retry, ATTEMPT_DELIVER_MS, 0);
+}
+
+static void on_punched(void *arg, const struct punch_result *r)
+{
+    struct attempt *a = arg;
+
+    a->punch = NULL;
+    if (r->status != 0) {
+        attempt_fail(a, QCG_EPEER, "holepunch: %s", r->why);
+        return;
+    }
+    a->fd = r->fd;
+    log_info("holepunch to %s/%s: connected from port %u (seen as %s:%u) to %s:%u in %u ms",
+             a->plan.cluster, a->plan.node, r->local_port, r->own_addr, r->own_port, r->peer_addr,
+             r->peer_port, r->setup_ms);
+    deliver(a);
+}
+
+int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struct local_plan *plan,
+                  char *why, size_t whylen)
+{
+    struct in_addr addr;
+    struct attempt *a;
+
+    if (as->closed) {
+        snprintf(why, whylen, "the helper is stopping");
+        return -1;
+    }
+    if (inet_pton(AF_INET, plan->address, &addr) != 1) {
+        snprintf(why, whylen, "%s plan: '%s' is not an IPv4 address",
+                 technique_name((enum technique)plan->technique), plan->address);
+        return -1;
+    }
+    if (plan->technique == QCG_TECH_TRAVERSING && as->t == NULL) {
+        snprintf(why, whylen, "traversing planned, but this helper cannot intercept");
+        return -1;
+    }
+    a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    a->as = as;
+    a->rid = rid;
+    a->plan = *plan;
+    a->fd = -1;
+    if (plan->technique == QCG_TECH_TRAVERSING) {
+        if (traverse_watch_syn(as->t, addr, plan->port, ATTEMPT_SYN_WAIT_MS, on_syn, a, why,
+                               whylen) < 0) {
+            free(a);
+            return -1;
+        }
+        a->watching = 1;
+    } else {
+        struct punch_params p;
+
+        memset(&p, 0, sizeof(p));
+        snprintf(p.reflector_addr, sizeof(p.reflector_addr), "%s", plan->address);
+        p.reflector_port = plan->port;
+        snprintf(p.token, sizeof(p.token), "%s", plan->token);
+        inet_pton(AF_INET, as->cfg->address, &p.local);
+        p.port_low = (uint16_t)as->cfg->ports[0];
+        p.port_high = (uint16_t)as->cfg->ports[1];
+        p.timeout_ms = ATTEMPT_PUNCH_MS;
+        a->punch = punch_start(as->loop, &p, on_punched, a, why, whylen);
+        explicit_bzero(&p, sizeof(p));
+        if (a->punch == NULL) {
+            free(a);
+            return -1;
+        }
+    }
+    a->c = c;
+    local_conn_hold(c);
+    a->next = as->list;
+    if (as->list != NULL)
+        as->list->prev = a;
+    as->list = a;
+    return 0;
+}
+
+void attempts_close(struct attempts *as)
+{
+    as->closed = 1;
+    /* Punches stop here; SYN watches end in traverse_close and calls to the
+       broker in the thread pool, both calling back into a closed set. */
+    for (struct attempt *a = as->list, *next; a != NULL; a = next) {
+        next = a->next;
+        if (a->punch != NULL) {
+            punch_cancel(a->punch);
+            a->punch = NULL;
+            attempt_free(a);
+        } else if (a->c != NULL) {
+            local_conn_drop(a->c);
+            a->c = NULL;
+        }
+    }
+}
+
+void attempts_free(struct attempts *as)
+{
+    free(as);
+}

@@ -1,0 +1,50 @@
+/*
+ * The initiator's side of a traversing or hole-punching attempt, which the
+ * helper takes part in after relaying the plan to its process:
+ *
+ *   traversing  before the plan reaches the process, watch for the SYN it
+ *               will send to the target (traverse.h); hand that SYN to the
+ *               broker (qcg__traverse), which orders the target's helper to
+ *               inject it.  The process's own connect() completes.
+ *   holepunch   punch through the broker's reflector (punch.h) and hand the
+ *               connected socket to the process (INCOMING, role HELLO).
+ *
+ * Either way, an attempt that fails on our side is answered with an ERROR
+ * carrying the LOOKUP's request id, so the process moves on to the next
+ * technique at once instead of waiting out its attempt timeout.
+ */
+#ifndef QCG_HELPER_ATTEMPTS_H
+#define QCG_HELPER_ATTEMPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "helper.h"
+#include "localproto.h"
+
+#define ATTEMPT_SYN_WAIT_MS 10000 /* from the plan to the process's SYN */
+#define ATTEMPT_PUNCH_MS 5000     /* the whole punch, both sides */
+#define ATTEMPT_DELIVER_MS 10     /* a busy control connection: retry after */
+#define ATTEMPT_DELIVER_TRIES 200
+
+struct attempts;
+struct conn;
+struct traverse;
+struct upstream;
+
+/* t may be NULL (no privileges: traversing is never planned for us). */
+struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
+                              struct upstream *up, struct traverse *t);
+/* Loop thread.  For a holepunch or traversing plan just relayed to c (or
+   about to be: traversing must be called before the plan is sent).  0, or -1
+   with why when the attempt cannot start (the caller then answers with an
+   ERROR after the plan). */
+int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struct local_plan *plan,
+                  char *why, size_t whylen);
+/* Aborts every attempt (no callbacks reach connections any more).  Call
+   before traverse_close. */
+void attempts_close(struct attempts *as);
+void attempts_free(struct attempts *as);
+
+#endif
