@@ -272,7 +272,9 @@ svc_config() {
 			cert = $CERT_DIR/helper-${NODE_SITE[$n]}-$n.pem
 			log-level = $SVC_LOG_LEVEL
 		EOF
-		helper_unprivileged "$n" && echo "# unprivileged: started without CAP_NET_ADMIN and CAP_NET_RAW"
+		if helper_unprivileged "$n"; then
+			echo "# unprivileged: started without CAP_NET_ADMIN and CAP_NET_RAW"
+		fi
 		;;
 	esac
 }
@@ -293,8 +295,9 @@ svc_start() {
 	bin=$(svc_bin "$name")
 	echo "=== $(date '+%F %T') qcg-lab starts $name" >>"$(svc_log "$name")"
 	# Root without the two capabilities: they leave the bounding set before exec.
-	case $name in helper-*) helper_unprivileged "${name#helper-}" &&
-		drop=(setpriv --bounding-set=-net_admin,-net_raw --inh-caps=-net_admin,-net_raw) ;; esac
+	if [[ $name == helper-* ]] && helper_unprivileged "${name#helper-}"; then
+		drop=(setpriv --bounding-set=-net_admin,-net_raw --inh-caps=-net_admin,-net_raw)
+	fi
 	# setsid: a daemon, not part of the caller's terminal job; fd 9 is the lab lock.
 	ip netns exec "$ns" setsid "${drop[@]}" "$bin" --config "$(svc_conf "$name")" \
 		</dev/null >>"$(svc_log "$name")" 2>&1 9<&- &
