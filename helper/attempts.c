@@ -138,7 +138,7 @@ static void traverse_sent(uv_work_t *w, int status)
         return;
     }
     if (a->rc < 0) {
-        attempt_fail(a, QCG_EPEER, "traversing: the broker did not take the SYN: %s", a->msg);
+        attempt_fail(a, QCG_EPEER, "the broker did not take the SYN: %s", a->msg);
         return;
     }
     log_debug("traversing to %s/%s port %u: SYN handed over", a->plan.cluster, a->plan.node,
@@ -156,7 +156,7 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
         return;
     }
     if (status < 0 || len == 0 || len > QCG_PACKET_MAX) {
-        attempt_fail(a, QCG_EPEER, "traversing: no SYN towards %s port %u: %s", a->plan.address,
+        attempt_fail(a, QCG_EPEER, "no SYN towards %s port %u: %s", a->plan.address,
                      a->plan.port, why != NULL ? why : "packet too long");
         return;
     }
@@ -216,7 +216,7 @@ static void on_punched(void *arg, const struct punch_result *r)
 
     a->punch = NULL;
     if (r->status != 0) {
-        attempt_fail(a, QCG_EPEER, "holepunch: %s", r->why);
+        attempt_fail(a, QCG_EPEER, "%s", r->why);
         return;
     }
     a->fd = r->fd;

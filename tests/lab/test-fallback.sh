@@ -4,11 +4,12 @@
 #
 # 1. open1 drops inbound SYNs to its listening ports (an iptables rule in its
 #    namespace, removed at the end): nata1's helper cannot connect back, so
-#    open1 -> nata1 gives up on reversed after 5 s and goes through the proxy;
-#    64 MiB intact, --json says proxy on both ends.
+#    open1 -> nata1 gives up on reversed after 5 s and punches a hole (a
+#    simultaneous open needs no inbound SYN to be accepted); 64 MiB intact,
+#    --json says holepunch on both ends.  The broker then forgets (restart).
 # 2. nata1's helper crashes (qcg-lab service kill: its processes' contacts stay
-#    published upstream): open1 -> nata1 fails within its 12 s timeout with one
-#    error naming reversed and proxy and why each failed.
+#    published upstream): open1 -> nata1 fails within its 16 s timeout with one
+#    error naming reversed, holepunch and proxy and why each failed.
 # 3. nata1's helper is stopped cleanly (qcg-lab service stop: it withdraws its
 #    processes' contacts): the rank is no longer published; the connect says so
 #    when its timeout ends.  The helper is started again at the end.
@@ -30,10 +31,12 @@ rule=(INPUT -p tcp --syn --dport "$ports" -j DROP)
 restore() {
 	"$LAB" exec open1 -- iptables -D "${rule[@]}" 2>/dev/null || true
 	"$LAB" service start nata1-helper >/dev/null || true
+	forget_outcomes || true
 }
 trap 'scratch_cleanup; restore' EXIT
+forget_outcomes # a clean slate: nothing remembered between open and nata
 
-# --- 1: connect-back blocked -> proxy ---------------------------------------
+# --- 1: connect-back blocked -> holepunch -----------------------------------
 "$LAB" exec open1 -- iptables -I "${rule[@]}"
 cat_listen nata1 0 fb --timeout 60
 listener=$BG_PID
@@ -44,14 +47,15 @@ wait_exit "$listener" 30 || { cat "$WORK/fb.err"; fail "open1 -> nata1: the list
 cmp "$WORK/in" "$WORK/fb.out" || fail "open1 -> nata1: out differs from in"
 sent=$(json_event "$WORK/fb.cerr" sent)
 acc=$(json_event "$WORK/fb.err" accepted)
-[ "$(echo "$sent" | json_field technique)" = proxy ] || fail "the connecting side says: $sent"
-[ "$(echo "$acc" | json_field technique)" = proxy ] || fail "the accepting side says: $acc"
+[ "$(echo "$sent" | json_field technique)" = holepunch ] || fail "the connecting side says: $sent"
+[ "$(echo "$acc" | json_field technique)" = holepunch ] || fail "the accepting side says: $acc"
 setup=$(echo "$sent" | json_field setup_us)
 [ "$setup" -ge 5000000 ] || fail "set up in $setup us: the reversed attempt did not run its 5 s"
-grep -q "rank 1 (open) -> rank 0 (nata/nata1): proxy; proxy-connect ordered to nata (seq [0-9]*), tried before: reversed" \
-	"$LAB_STATE/log/broker.log" || fail "the broker did not plan the proxy after reversed"
-note "open1 -> nata1 with open1's SYNs dropped: reversed gave up, proxy made it: 64 MiB identical, setup $setup us, $(($(ms) - t0)) ms"
+grep -q "job $JOB rank 1 (open) -> rank 0 (nata/nata1): holepunch; punch ordered to nata (seq [0-9]*), tried before: reversed" \
+	"$LAB_STATE/log/broker.log" || fail "the broker did not plan hole punching after reversed"
+note "open1 -> nata1 with open1's SYNs dropped: reversed gave up, a punched hole made it: 64 MiB identical, setup $setup us, $(($(ms) - t0)) ms"
 "$LAB" exec open1 -- iptables -D "${rule[@]}"
+forget_outcomes
 
 # --- 2: the target's helper crashed -----------------------------------------
 cat_listen nata1 2 crash --timeout 60
@@ -61,16 +65,16 @@ listener=$BG_PID
 wait_exit "$listener" 10 || true
 t0=$(ms)
 rc=0
-"$LAB" exec open1 -- qcg-cat --job "$JOB" --rank 3 --timeout 12 connect 2 \
+"$LAB" exec open1 -- qcg-cat --job "$JOB" --rank 3 --timeout 16 connect 2 \
 	</dev/null >/dev/null 2>"$WORK/crash.cerr" || rc=$?
 elapsed=$(($(ms) - t0))
 cat "$WORK/crash.cerr"
 [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
 [ "$(wc -l <"$WORK/crash.cerr")" -eq 1 ] || fail "more than one line"
-grep -q "^qcg-cat: connect to rank 2: timed out: reversed: rank 2 did not connect back within 5000 ms.*; proxy: .*rank 2 did not come to the proxy" \
-	"$WORK/crash.cerr" || fail "the error does not name reversed and proxy and why"
-[ "$elapsed" -ge 11000 ] && [ "$elapsed" -lt 18000 ] || fail "failed after $elapsed ms, timeout 12 s"
-note "nata1's helper killed: one error naming reversed and proxy after $elapsed ms"
+grep -q "^qcg-cat: connect to rank 2: timed out: reversed: rank 2 did not connect back within 5000 ms.*; holepunch: .*; proxy: .*rank 2 did not come to the proxy" \
+	"$WORK/crash.cerr" || fail "the error does not name reversed, holepunch and proxy and why"
+[ "$elapsed" -ge 15000 ] && [ "$elapsed" -lt 22000 ] || fail "failed after $elapsed ms, timeout 16 s"
+note "nata1's helper killed: one error naming reversed, holepunch and proxy after $elapsed ms"
 "$LAB" service start nata1-helper
 
 # --- 3: the target's helper stopped cleanly ---------------------------------

@@ -196,3 +196,11 @@ frontend_stat() {
 	"$LAB" exec "$1-head" -- qcg-frontend --config "$LAB_STATE/etc/frontend-$1.conf" --stats \
 		--json | json_field "$2"
 }
+
+# The broker remembers which technique failed between two clusters: a test that
+# makes one fail on purpose restarts the broker afterwards (memory is per run),
+# and `up` waits until every service is connected again.
+forget_outcomes() {
+	"$LAB" service stop broker >/dev/null
+	"$LAB" up >/dev/null
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# lab-techniques: every pair gets the most direct technique that can work, and
+# it does work: 64 MiB intact, the technique reported by the connecting side
+# (and by the accepting side, which sees a traversed connection arrive on its
+# listener like a direct one).
+#
+#   nata1 -> fw1     traversing  (nata1 is unreachable: no reversal; fw1's helper
+#                                 injects nata1's SYN behind the stateful firewall)
+#   open1 -> fw1     reversed    (the initiator is reachable: fewer messages)
+#   fw1   -> nata1   holepunch   (firewall and port-keeping NAT, simultaneous open)
+#   nata1 -> natb1   holepunch   (both directions)
+#   sym1  -> natb1   proxy       (the symmetric NAT's mapping cannot be predicted)
+#   sym1  -> fw1     proxy
+# Afterwards no interception rule is left in any node and no half-open
+# conntrack entry in any router.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+require_services
+scratch
+JOB=$(new_job techniques)
+size=$((64 << 20))
+head -c "$size" /dev/urandom >"$WORK/in"
+rank=0
+
+# transfer FROM TO TECHNIQUE
+transfer() {
+	local from=$1 to=$2 tech=$3 rto=$rank rfrom=$((rank + 1)) name="$1-$2" sent acc atech
+	rank=$((rank + 2))
+	cat_listen "$to" "$rto" "$name" --timeout 60
+	local listener=$BG_PID
+	"$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json --timeout 30 \
+		connect "$rto" <"$WORK/in" >/dev/null 2>"$WORK/$name.cerr" ||
+		{ cat "$WORK/$name.cerr"; fail "$from -> $to: connect failed"; }
+	wait_exit "$listener" 60 || { cat "$WORK/$name.err"; fail "$from -> $to: the listener failed"; }
+	cmp "$WORK/in" "$WORK/$name.out" || fail "$from -> $to: out differs from in"
+	sent=$(json_event "$WORK/$name.cerr" sent)
+	acc=$(json_event "$WORK/$name.err" accepted)
+	[ "$(echo "$sent" | json_field technique)" = "$tech" ] ||
+		fail "$from -> $to: the connecting side used $(echo "$sent" | json_field technique), not $tech"
+	atech=$(echo "$acc" | json_field technique)
+	[ "$atech" = "$tech" ] || { [ "$tech" = traversing ] && [ "$atech" = direct ]; } ||
+		fail "$from -> $to: the accepting side says $atech, not $tech"
+	[ "$(echo "$sent" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $sent"
+	note "$from -> $to: 64 MiB identical, $tech, setup $(echo "$sent" | json_field setup_us) us"
+}
+
+transfer nata1 fw1 traversing
+transfer open1 fw1 reversed
+transfer fw1 nata1 holepunch
+transfer nata1 natb1 holepunch
+transfer natb1 nata1 holepunch
+transfer sym1 natb1 proxy
+transfer sym1 fw1 proxy
+
+grep -q "inject for job $JOB rank 0 (initiator rank 1 at 203.0.113.66 port [0-9]*): handshake completed" \
+	"$LAB_STATE/log/helper-fw1.log" || fail "fw1's helper did not complete the injected handshake"
+grep -q "rank 1 (nata) -> rank 0 (fw/fw1): SYN from 203.0.113.66 port" "$LAB_STATE/log/broker.log" ||
+	fail "the broker did not order the injection from nata's public address"
+
+# Interception rules go when the exchange is over (deleted in batches).
+left=""
+for i in $(seq 1 40); do
+	left=""
+	for n in nata1 fw1; do
+		"$LAB" exec "$n" -- iptables -t raw -S 2>/dev/null | grep -q -- "--queue-num" && left="$left $n"
+	done
+	[ -z "$left" ] && break
+	sleep 0.1
+done
+[ -z "$left" ] || fail "NFQUEUE rules left in:$left"
+for r in fw nata natb sym; do
+	# verify's probes (each node's last ten ports) are not ours.
+	half=$("$LAB" exec "r-$r" -- conntrack -L 2>/dev/null | grep -E "SYN_SENT|SYN_RECV" |
+		grep -cvE "(sport|dport)=[0-9]*99[0-9] " || true)
+	[ "$half" -eq 0 ] || fail "router $r keeps $half half-open conntrack entries"
+done
+note "no interception rule left in nata1 or fw1; no half-open conntrack entry in any router"
