@@ -83,6 +83,18 @@ static int run(struct helper_config *cfg)
     h.contacts = contacts_new(2 * (size_t)cfg->max_clients);
     if (h.contacts == NULL)
         fatalx("out of memory");
+    h.up = upstream_new(cfg, h.contacts, can_intercept, err, sizeof(err));
+    if (h.up == NULL) {
+        log_error("%s", err);
+        rc = 2;
+        goto out;
+    }
+    h.srv = local_server_new(&h.loop, cfg, h.contacts, h.up, err, sizeof(err));
+    if (h.srv == NULL) {
+        log_error("%s", err);
+        goto out;
+    }
+    /* After the socket: a second helper on it stops before touching rules. */
     if (cfg->intercept && !privileged) {
         why_not = "no CAP_NET_ADMIN and CAP_NET_RAW";
     } else if (cfg->intercept) {
@@ -98,25 +110,7 @@ static int run(struct helper_config *cfg)
         }
         can_intercept = h.traverse != NULL;
     }
-    h.up = upstream_new(cfg, h.contacts, can_intercept, err, sizeof(err));
-    if (h.up == NULL) {
-        log_error("%s", err);
-        rc = 2;
-        if (h.traverse != NULL) {
-            traverse_close(h.traverse);
-            uv_run(&h.loop, UV_RUN_DEFAULT);
-        }
-        goto out;
-    }
-    h.srv = local_server_new(&h.loop, cfg, h.contacts, h.up, err, sizeof(err));
-    if (h.srv == NULL) {
-        log_error("%s", err);
-        if (h.traverse != NULL) {
-            traverse_close(h.traverse);
-            uv_run(&h.loop, UV_RUN_DEFAULT);
-        }
-        goto out;
-    }
+    upstream_set_can_intercept(h.up, can_intercept);
     h.attempts = attempts_new(&h.loop, cfg, h.up, h.traverse);
     h.orders = orders_new(&h.loop, h.srv, cfg, h.traverse, err, sizeof(err));
     if (h.orders == NULL || h.attempts == NULL) {

@@ -445,6 +445,11 @@ void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen)
     }
 }
 
+void upstream_set_can_intercept(struct upstream *u, int can_intercept)
+{
+    u->can_intercept = can_intercept;
+}
+
 void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg)
 {
     u->on_order = fn;

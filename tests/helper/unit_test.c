@@ -235,7 +235,7 @@ static void test_orders(void)
     c = order("connect-back");
     check(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
           "an order for another node is refused (%s)", why);
-    c = order("inject");
+    c = order("teleport");
     check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "unknown"),
           "an unknown order is refused (%s)", why);
     c = order("connect-back");

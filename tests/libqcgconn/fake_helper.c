@@ -182,6 +182,8 @@ static int handle(struct fake_helper *fh, struct conn *c)
         reply(c, LOCAL_PLAN, h->request_id, &plan);
         return 0;
     }
+    case LOCAL_REPORT:
+        return 0; /* no reply, as the real helper */
     default:
         reply_error(c, h->request_id, QCG_EPROTO, "unexpected message");
         return -1;

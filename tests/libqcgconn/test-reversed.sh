@@ -122,7 +122,7 @@ for p in $port_b $port_pc $port_pd 18511 18512 18513; do
 done
 
 "$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
-	--proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" >>"$work/broker.log" 2>&1 &
+	--outcome-expiry 1 --proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" >>"$work/broker.log" 2>&1 &
 pids+=("$!")
 wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
 
@@ -300,6 +300,8 @@ cat "$work/connect4.err" "$work/listen4.err" >"$out"
 	fail "fallback: the connect succeeds through the proxy, 16 MiB intact, both sides say proxy"
 
 # --- the target's helper is gone: one error naming both techniques -------------
+# The broker remembers the reversed failure above for its outcome-expiry (1 s here).
+sleep 1.2
 listener nat j5 11 "$work/recv5" "$work/listen5.err" 60 || exit 1
 kill -KILL "${hpid[nat]}"
 wait "${hpid[nat]}" 2>/dev/null || true
