@@ -141,12 +141,13 @@ start_broker() {
 
 # punch NAME NS0 ADDR0 LOW0 NS1 ADDR1 LOW1 RUN FIRST COUNT BYTES: both sides at once.
 punch() {
+  # 50 ports each: 20 punches in a row must not meet their own TIME_WAITs.
   local name=$1
   in_ns "$2" "$driver" punch 203.0.113.193 7704 "$KEY" "$8" "$9" "${10}" 0 "$3" "$4" \
-    $(($4 + 9)) $TIMEOUT_MS "${11}" >"$work/$name.0" 2>"$work/$name.0.log" &
+    $(($4 + 49)) $TIMEOUT_MS "${11}" >"$work/$name.0" 2>"$work/$name.0.log" &
   local p0=$!
   in_ns "$5" "$driver" punch 203.0.113.193 7704 "$KEY" "$8" "$9" "${10}" 1 "$6" "$7" \
-    $(($7 + 9)) $TIMEOUT_MS "${11}" >"$work/$name.1" 2>"$work/$name.1.log"
+    $(($7 + 49)) $TIMEOUT_MS "${11}" >"$work/$name.1" 2>"$work/$name.1.log"
   local rc1=$?
   wait $p0
   local rc0=$?
