@@ -264,14 +264,8 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
     } else {
         struct punch_params p;
 
-        memset(&p, 0, sizeof(p));
-        snprintf(p.reflector_addr, sizeof(p.reflector_addr), "%s", plan->address);
-        p.reflector_port = plan->port;
-        snprintf(p.token, sizeof(p.token), "%s", plan->token);
-        inet_pton(AF_INET, as->cfg->address, &p.local);
-        p.port_low = (uint16_t)as->cfg->ports[0];
-        p.port_high = (uint16_t)as->cfg->ports[1];
-        p.timeout_ms = ATTEMPT_PUNCH_MS;
+        punch_params_for_node(&p, plan->address, plan->port, plan->token, as->cfg->address,
+                              as->cfg->ports);
         a->punch = punch_start(as->loop, &p, on_punched, a, why, whylen);
         explicit_bzero(&p, sizeof(p));
         if (a->punch == NULL) {

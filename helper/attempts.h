@@ -24,7 +24,6 @@
 #include "localproto.h"
 
 #define ATTEMPT_SYN_WAIT_MS 10000 /* from the plan to the process's SYN */
-#define ATTEMPT_PUNCH_MS 5000     /* the whole punch, both sides */
 #define ATTEMPT_DELIVER_MS 10     /* a busy control connection: retry after */
 #define ATTEMPT_DELIVER_TRIES 200
 

@@ -401,14 +401,8 @@ static void start_punch(struct orders *o, struct action *a)
     struct punch_params p;
     char why[200] = "";
 
-    memset(&p, 0, sizeof(p));
-    snprintf(p.reflector_addr, sizeof(p.reflector_addr), "%s", a->cmd.address);
-    p.reflector_port = (uint16_t)a->cmd.port;
-    snprintf(p.token, sizeof(p.token), "%s", a->cmd.token);
-    inet_pton(AF_INET, o->cfg->address, &p.local);
-    p.port_low = (uint16_t)o->cfg->ports[0];
-    p.port_high = (uint16_t)o->cfg->ports[1];
-    p.timeout_ms = ORDER_PUNCH_TIMEOUT_MS;
+    punch_params_for_node(&p, a->cmd.address, a->cmd.port, a->cmd.token, o->cfg->address,
+                          o->cfg->ports);
     a->state = A_PUNCH;
     action_add(o, a);
     a->punch = punch_start(o->loop, &p, on_punched, a, why, sizeof(why));

@@ -34,7 +34,6 @@
 #define PROXY_PAIR_TIMEOUT_MS 30000  /* waiting at the proxy for the initiator */
 #define ORDERS_QUEUED_MAX 256        /* waiting for the loop */
 #define ORDERS_ACTIVE_MAX 256        /* sockets in progress */
-#define ORDER_PUNCH_TIMEOUT_MS 5000  /* the whole punch */
 #define ORDER_INJECT_TIMEOUT_MS 5000 /* from the injected SYN to the third ACK */
 
 struct orders;

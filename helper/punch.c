@@ -645,3 +645,17 @@ void punch_cancel(struct punch *p)
     log_info("punch from port %u cancelled after %u ms", (unsigned)p->port, elapsed(p));
     teardown(p);
 }
+
+void punch_params_for_node(struct punch_params *p, const char *reflector_addr,
+                           int reflector_port, const char *token, const char *node_addr,
+                           const int ports[2])
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->reflector_addr, sizeof(p->reflector_addr), "%s", reflector_addr);
+    p->reflector_port = (uint16_t)reflector_port;
+    snprintf(p->token, sizeof(p->token), "%s", token);
+    inet_pton(AF_INET, node_addr, &p->local);
+    p->port_low = (uint16_t)ports[0];
+    p->port_high = (uint16_t)ports[1];
+    p->timeout_ms = PUNCH_TIMEOUT_MS;
+}

@@ -65,6 +65,16 @@ struct punch_result {
 };
 typedef void (*punch_fn)(void *arg, const struct punch_result *r);
 
+/* Both helpers of a pair give their punch this long, from the plan or order. */
+#define PUNCH_TIMEOUT_MS 5000
+
+/* The parameters of a node's punch: through the reflector at
+   reflector_addr:reflector_port with `token`, from node_addr and a port of
+   its range ports[0]-ports[1], within PUNCH_TIMEOUT_MS. */
+void punch_params_for_node(struct punch_params *p, const char *reflector_addr,
+                           int reflector_port, const char *token, const char *node_addr,
+                           const int ports[2]);
+
 /* Starts a punch.  NULL with why (bad parameters, no free port). */
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *p, punch_fn cb, void *arg,
                           char *why, size_t whylen);
