@@ -104,7 +104,7 @@ static void *lookup_thread(void *arg)
         struct qcg__lookupResponse res;
         int to = (int)(rand_r(&seed) % (unsigned)ld->contacts);
         int rc = soap_call_qcg__lookup(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION, "bench",
-                                       "bench-secret", 0, to, NULL, &res);
+                                       "bench-secret", 0, to, NULL, NULL, &res);
         if (rc == SOAP_OK && res.plan.status && strcmp(res.plan.status, "ok") == 0)
             atomic_fetch_add(&ld->lookups, 1);
         else

@@ -16,6 +16,10 @@
 /* A SYN shipped for traversing: at most 120 bytes (IPv4 + TCP with options), hex. */
 #define QCG_PACKET_MAX 120
 #define QCG_PACKET_HEX_MAX (2 * QCG_PACKET_MAX + 1)
+/* qcg-probe's test endpoints (qcg__probe): longest life, and how many probe
+   jobs one cluster may have at once. */
+#define QCG_PROBE_TTL_MAX 120
+#define QCG_PROBES_PER_CLUSTER 8
 
 enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEND, QCG_ROLE_HELPER };
 

@@ -93,7 +93,11 @@ struct qcg__plan {
                            hex) into the node's stack with its source rewritten
                            to address:port (the initiator's public mapping) and
                            complete the simultaneous open (helper/traverse.h);
-                           only towards the port (job, rank) published there. */
+                           only towards the port (job, rank) published there.
+   probe-listen            for `node`: publish a test endpoint for qcg-probe as
+                           (job, rank) with job secret `token`, for `seconds`
+                           (at most QCG_PROBE_TTL_MAX); it accepts connections
+                           by every technique and echoes what it reads. */
 struct qcg__command {
     unsigned long long seq;     /* increasing per queue, within one epoch */
     char *kind;
@@ -105,6 +109,7 @@ struct qcg__command {
     char *token;
     int peerRank;               /* connect-back, proxy-connect, punch, inject: the initiator */
     char *packet;               /* inject: the SYN, lowercase hex, at most 2 x 120 characters */
+    int seconds;                /* probe-listen: how long the endpoint lives */
 };
 
 struct qcg__counter {
@@ -141,6 +146,83 @@ struct qcg__statsResponse {
     struct qcg__counter *counter;
 };
 
+/* A service endpoint, "address" and TCP port. */
+struct qcg__endpoint {
+    char *address;
+    int port;
+};
+
+/* What qcg-probe needs to know about the caller's site and the grid. */
+struct qcg__siteInfoResponse {
+    int version;
+    struct qcg__cluster cluster;    /* the caller's cluster as its frontend declared it */
+    char *broker;                   /* the broker's URL as the frontend reaches it (set by
+                                       the frontend; NULL from the broker) */
+    char *frontendSeenFrom;         /* the address the broker sees the frontend connect from */
+    struct qcg__endpoint *reflector; /* NULL when hole punching is off */
+    int __sizeProxy;
+    struct qcg__endpoint *proxy;    /* each configured proxy's data endpoint (its QCGM observer) */
+    int __sizePeer;
+    struct qcg__cluster *peer;      /* every registered cluster, the caller's included */
+};
+
+/* A test endpoint started for a probe. */
+struct qcg__probeResponse {
+    int version;
+    char *job;                      /* a fresh job, "probe-<32 hex>": the prober is rank 0 */
+    char *secret;                   /* its secret (random, 32 hex) */
+    int rank;                       /* the endpoint's rank: 1 */
+    char *cluster;                  /* where the endpoint runs */
+    char *node;
+    char *address;                  /* that node's address inside its site */
+    int seconds;                    /* how long it lives */
+};
+
+/* What a probe observed of its site (kind: open | firewalled | nat | symnat;
+   mapping: none | endpoint-independent | endpoint-dependent | unknown;
+   inbound: open | dropped | rejected | unknown).  `cluster` and `node` are set
+   by the frontend from the caller's certificate, never trusted from below;
+   `when` (unix seconds) by the broker. */
+struct qcg__observation {
+    char *cluster;
+    char *node;
+    char *kind;
+    char *publicAddress;
+    int portPreserving;             /* 1, 0, or -1 unknown */
+    char *mapping;
+    char *inbound;
+    unsigned long long when;
+};
+
+/* The outcomes the broker remembers for one ordered cluster pair and technique. */
+struct qcg__outcome {
+    char *from;
+    char *to;
+    char *technique;
+    unsigned long long ok;
+    unsigned long long failed;
+    int lastOk;                     /* 1: the last attempt connected */
+    int lastSetupMs;                /* of the last success */
+    unsigned long long age;         /* seconds since the last attempt */
+};
+
+/* One cluster of the grid picture. */
+struct qcg__gridCluster {
+    struct qcg__cluster declared;
+    int nodes;                      /* registered nodes */
+    struct qcg__observation *observed; /* the last probe's observation, NULL when none */
+    int punchesPreserved;           /* reflector: punches whose observed port was the local one */
+    int punchesChanged;             /* ... and whose port was changed by a NAT */
+};
+
+struct qcg__gridResponse {
+    int version;
+    int __sizeCluster;
+    struct qcg__gridCluster *cluster;
+    int __sizeOutcome;
+    struct qcg__outcome *outcome;
+};
+
 /* frontend -> broker */
 int qcg__registerCluster(int version, struct qcg__cluster *cluster,
                          struct qcg__registerResponse *response);
@@ -153,9 +235,13 @@ int qcg__withdraw(int version, char *job, char *secret, int rank, char *node,
 /* tried: the techniques the caller already tried for this pair and that
    failed, comma-separated (NULL or "" for a first lookup); the plan is the
    next technique in the preference order that is not among them.  A lookup
-   with tried techniques is never answered from a cache. */
+   with tried techniques is never answered from a cache.
+   only: NULL or "" for a normal lookup; else a technique name: the plan is
+   that technique, whatever the broker remembers of failures between the two
+   clusters, or status unavailable with the reason it cannot work for this
+   pair (qcg-probe tests each technique this way).  Never cached. */
 int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank, char *tried,
-                struct qcg__lookupResponse *response);
+                char *only, struct qcg__lookupResponse *response);
 /* Long-poll: returns the caller's queued commands with seq > ackSeq, waiting up to
    waitSeconds for one.  Commands stay queued until acknowledged by a later poll,
    so a lost response loses nothing.  A caller whose epoch differs gets the
@@ -172,5 +258,23 @@ int qcg__traverse(int version, char *token, char *packet, struct qcg__ackRespons
    broker remembers outcomes per ordered cluster pair and plans from them. */
 int qcg__report(int version, char *job, char *secret, int fromRank, int toRank, char *technique,
                 int ok, int setupMs, char *why, struct qcg__ackResponse *response);
+/* helper -> frontend -> broker: the caller's site, the broker's reflector and
+   proxies, and every registered cluster (qcg-probe). */
+int qcg__siteInfo(int version, struct qcg__siteInfoResponse *response);
+/* helper -> frontend -> broker: start a test endpoint in `cluster` for the
+   caller's probe, living `seconds` (1..QCG_PROBE_TTL_MAX).  The broker makes a
+   fresh job, picks a registered node of `cluster` (not the caller's node) and
+   orders its helper (probe-listen) to publish rank 1; the caller publishes
+   rank 0 and connects.  At most QCG_PROBES_PER_CLUSTER probe jobs per calling
+   cluster live at once (qcg:busy beyond).  qcg:notfound: no such cluster or
+   no node there. */
+int qcg__probe(int version, char *cluster, int seconds, struct qcg__probeResponse *response);
+/* helper -> frontend -> broker: what a probe observed of its site; the broker
+   keeps the last one per cluster for the grid picture. */
+int qcg__observed(int version, struct qcg__observation *observation,
+                  struct qcg__ackResponse *response);
+/* broker or frontend role (qcg-broker --grid): the clusters, declared and
+   observed, and the remembered outcomes between them. */
+int qcg__grid(int version, struct qcg__gridResponse *response);
 /* any authenticated member of the grid */
 int qcg__stats(int version, struct qcg__statsResponse *response);

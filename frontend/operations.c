@@ -423,8 +423,9 @@ static int plan_cacheable(const struct plan *p)
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                char *tried, struct qcg__lookupResponse *response)
+                char *tried, char *only, struct qcg__lookupResponse *response)
 {
+    (void)only; /* TODO(issue 7): plan exactly this technique */
     static const char op[] = "lookup";
     struct frontend *fe;
     const struct identity *id;
@@ -653,4 +654,31 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     }
     response->__sizeCounter = n;
     return SOAP_OK;
+}
+
+/* TODO(issue 7): placeholders until the probe operations are served here. */
+int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
+{
+    (void)version, (void)response;
+    return soap_qcg_fault(soap, "unavailable", "siteInfo: not served yet");
+}
+
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+               struct qcg__probeResponse *response)
+{
+    (void)version, (void)cluster, (void)seconds, (void)response;
+    return soap_qcg_fault(soap, "unavailable", "probe: not served yet");
+}
+
+int qcg__observed(struct soap *soap, int version, struct qcg__observation *observation,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)observation, (void)response;
+    return soap_qcg_fault(soap, "unavailable", "observed: not served yet");
+}
+
+int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
+{
+    (void)version, (void)response;
+    return soap_qcg_fault(soap, "unavailable", "grid: not served yet");
 }

@@ -111,7 +111,8 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
                                    (char *)secret, from_rank, to_rank,
-                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL, &resp);
+                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL, NULL,
+                                   &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     const struct qcg__plan *p = &resp.plan;

@@ -328,7 +328,7 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     memset(&resp, 0, sizeof(resp));
     upstream_tried_text(a->tried_mask, tried, sizeof(tried));
     int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL, &resp);
+                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL, NULL, &resp);
     rc = finish(u, soap, rc, "lookup", st, msg, msglen);
     if (rc == 0)
         rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);

@@ -24,8 +24,9 @@
 /* 2: LOOKUP carries tried_mask, INCOMING carries role.
    3: REPORT; a LOOKUP answered with a holepunch or traversing plan may be
       followed by an INCOMING (holepunch: the connected socket) or an ERROR
-      (the attempt failed) carrying the same request_id. */
-#define LOCAL_VERSION 3
+      (the attempt failed) carrying the same request_id.
+   4: LOOKUP carries `only`; SITE, PROBE and OBSERVED for qcg-probe. */
+#define LOCAL_VERSION 4
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -47,6 +48,14 @@ enum local_type {
     LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
     LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
     LOCAL_REPORT,      /* lib -> helper: struct local_report; no reply */
+    /* qcg-probe; allowed before HELLO (no job needed).  Errors: LOCAL_ERROR,
+       QCG_EUPSTREAM when the frontend or the broker cannot be reached. */
+    LOCAL_SITE,        /* tool -> helper: no payload; reply LOCAL_SITE_OK */
+    LOCAL_SITE_OK,     /* helper -> tool: struct local_site */
+    LOCAL_PROBE,       /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
+    LOCAL_PROBE_OK,    /* helper -> tool: struct local_probe_ok */
+    LOCAL_OBSERVED,    /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
+                          root or the helper's own user (QCG_EDENIED otherwise) */
     LOCAL_TYPE_COUNT
 };
 
@@ -84,6 +93,8 @@ struct local_lookup {
     uint32_t timeout_ms;
     uint32_t tried_mask;         /* 1 << enum qcg_technique for each technique that
                                     failed for this peer: the broker plans the next */
+    uint32_t only;               /* enum qcg_technique: plan exactly this one, whatever
+                                    the broker remembers (qcg-probe); 0 = normal */
 };
 
 struct local_plan {
@@ -138,6 +149,64 @@ struct local_status {
     char frontend[LOCAL_MESSAGE_MAX];  /* the frontend's URL */
 };
 
+#define LOCAL_KIND_MAX 16
+#define LOCAL_ENDPOINT_MAX 56        /* "address:port" */
+#define LOCAL_PUBLIC_MAX 4           /* declared public addresses carried */
+#define LOCAL_PROXIES_MAX 8
+#define LOCAL_CLUSTERS_MAX 32
+
+/* A cluster as its frontend declared it. */
+struct local_cluster {
+    char name[LOCAL_NAME_MAX];
+    char kind[LOCAL_KIND_MAX];                        /* open | firewalled | nat | symnat */
+    char public_address[LOCAL_PUBLIC_MAX][LOCAL_ADDR_MAX]; /* "" when unused */
+    uint16_t open_low, open_high;                     /* open inbound range, 0-0 = none */
+};
+
+/* The node, its site and the grid's services, for qcg-probe. */
+struct local_site {
+    char node[LOCAL_NAME_MAX];
+    char address[LOCAL_ADDR_MAX];       /* the node's address inside its site */
+    uint16_t port_low, port_high;       /* the node's port range */
+    uint32_t upstream_ms;               /* how long the helper's siteInfo call took */
+    struct local_cluster cluster;       /* this node's cluster, as declared */
+    char frontend[LOCAL_MESSAGE_MAX];   /* the frontend's URL */
+    char broker[LOCAL_MESSAGE_MAX];     /* the broker's URL as the frontend reaches it */
+    char frontend_seen_from[LOCAL_ADDR_MAX]; /* the frontend's address as the broker sees it */
+    char reflector[LOCAL_ENDPOINT_MAX]; /* "" when hole punching is off */
+    uint32_t proxies;
+    char proxy[LOCAL_PROXIES_MAX][LOCAL_ENDPOINT_MAX];
+    uint32_t can_intercept;             /* 1: the helper can intercept and inject */
+    uint32_t nfqueue;                   /* its NFQUEUE number (0 when it cannot) */
+    char intercept[LOCAL_MESSAGE_MAX];  /* why it can or cannot, one line */
+    uint32_t clusters;                  /* entries in peer[] (at most LOCAL_CLUSTERS_MAX) */
+    uint32_t clusters_total;            /* how many the broker knows */
+    struct local_cluster peer[LOCAL_CLUSTERS_MAX]; /* every cluster, this one included */
+};
+
+struct local_probe {
+    char cluster[LOCAL_NAME_MAX];       /* where the test endpoint should run */
+    uint32_t seconds;                   /* its life, 1..QCG_PROBE_TTL_MAX */
+};
+
+struct local_probe_ok {
+    char job[LOCAL_JOB_MAX];            /* the probe's job: the prober is rank 0 */
+    char secret[LOCAL_SECRET_MAX];
+    int32_t rank;                       /* the endpoint's rank */
+    uint32_t seconds;
+    char cluster[LOCAL_NAME_MAX];       /* where the endpoint runs */
+    char node[LOCAL_NAME_MAX];
+    char address[LOCAL_ADDR_MAX];
+};
+
+struct local_observed {
+    char kind[LOCAL_KIND_MAX];          /* open | firewalled | nat | symnat */
+    char public_address[LOCAL_ADDR_MAX];
+    int32_t port_preserving;            /* 1, 0, -1 unknown */
+    char mapping[24];                   /* none | endpoint-independent | endpoint-dependent | unknown */
+    char inbound[16];                   /* open | dropped | rejected | unknown */
+};
+
 /* Room for the payload of any message. */
 union local_payload {
     struct local_hello hello;
@@ -149,6 +218,10 @@ union local_payload {
     struct local_incoming incoming;
     struct local_status status;
     struct local_report report;
+    struct local_site site;
+    struct local_probe probe;
+    struct local_probe_ok probe_ok;
+    struct local_observed observed;
 };
 
 /* Payload size of each type; 0 for types with no payload. */

@@ -90,6 +90,13 @@ int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *in
    the peer's rank is not yet published the lookup is retried until then.
    Finish or free every operation before qcg_close of its context. */
 int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **op);
+/* Like qcg_connect_start, but with `technique` only: no fallback, and
+   whatever the broker remembers of failures between the two clusters (for
+   qcg-probe and tests).  When the broker says the technique cannot work for
+   this pair, finish returns QCG_ETECHNIQUE and qcg_last_error gives its
+   reason; a failed attempt returns its error as usual. */
+int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique,
+                           int timeout_ms, qcg_connect_op **op);
 int qcg_connect_pollfd(const qcg_connect_op *op);
 int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info);
 void qcg_connect_free(qcg_connect_op *op);

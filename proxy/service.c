@@ -49,9 +49,9 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                char *tried, struct qcg__lookupResponse *response)
+                char *tried, char *only, struct qcg__lookupResponse *response)
 {
-    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried;
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried, (void)only;
     (void)response;
     return not_served(soap, "lookup");
 }
@@ -69,6 +69,32 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)technique;
     (void)ok, (void)setupMs, (void)why, (void)response;
     return not_served(soap, "report");
+}
+
+int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
+{
+    (void)version, (void)response;
+    return not_served(soap, "siteInfo");
+}
+
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+               struct qcg__probeResponse *response)
+{
+    (void)version, (void)cluster, (void)seconds, (void)response;
+    return not_served(soap, "probe");
+}
+
+int qcg__observed(struct soap *soap, int version, struct qcg__observation *observation,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)observation, (void)response;
+    return not_served(soap, "observed");
+}
+
+int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
+{
+    (void)version, (void)response;
+    return not_served(soap, "grid");
 }
 
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,

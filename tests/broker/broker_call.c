@@ -71,7 +71,7 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
     } else if (strcmp(op, "lookup") == 0 && (argc == 5 || argc == 6)) {
         struct qcg__lookupResponse r;
         rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
-                                   atoi(argv[4]), argc == 6 ? argv[5] : NULL, &r);
+                                   atoi(argv[4]), argc == 6 ? argv[5] : NULL, NULL, &r);
         if (rc == SOAP_OK)
             printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
                    "cacheable=%d token=%s reason=%s\n",

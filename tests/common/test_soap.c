@@ -536,7 +536,7 @@ static void test_faults(struct server *s)
 
     struct qcg__lookupResponse lr;
     int rc =
-        soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1, NULL,
+        soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1, NULL, NULL,
                               &lr);
     CHECK(soap_call_status(soap, rc, st.subcode, sizeof(st.subcode), st.msg, sizeof(st.msg)) ==
           CALL_FAULT);

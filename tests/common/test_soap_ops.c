@@ -101,10 +101,36 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
-                char *tried, struct qcg__lookupResponse *response)
+                char *tried, char *only, struct qcg__lookupResponse *response)
 {
-    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried,
+    (void)version, (void)job, (void)secret, (void)fromRank, (void)toRank, (void)tried, (void)only,
         (void)response;
+    return not_here(soap);
+}
+
+int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
+{
+    (void)version, (void)response;
+    return not_here(soap);
+}
+
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+               struct qcg__probeResponse *response)
+{
+    (void)version, (void)cluster, (void)seconds, (void)response;
+    return not_here(soap);
+}
+
+int qcg__observed(struct soap *soap, int version, struct qcg__observation *observation,
+                  struct qcg__ackResponse *response)
+{
+    (void)version, (void)observation, (void)response;
+    return not_here(soap);
+}
+
+int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
+{
+    (void)version, (void)response;
     return not_here(soap);
 }
 

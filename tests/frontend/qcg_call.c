@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         struct qcg__lookupResponse r;
         memset(&r, 0, sizeof(r));
         rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
-                                   to_int(av[3]), ac == 5 ? av[4] : NULL, &r);
+                                   to_int(av[3]), ac == 5 ? av[4] : NULL, NULL, &r);
         if (rc == SOAP_OK)
             printf("ok\nstatus=%s\ntechnique=%s\ncluster=%s\nnode=%s\naddress=%s\nport=%d\n"
                    "token=%s\ncacheable=%d\nreason=%s\n",
