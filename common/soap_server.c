@@ -11,9 +11,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,13 +149,27 @@ static void peer_text(int fd, char *buf, size_t len)
     snprintf(buf, len, "%s:%d", addr, port);
 }
 
+/* A TCP connection closed before its first byte is a reachability check
+   (qcg-probe's round trip, a load balancer's health check), not a failed
+   handshake: it is logged at debug level only. */
+static bool closed_before_tls(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char byte;
+    if (poll(&p, 1, timeout_ms) != 1)
+        return false;
+    return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static void *conn_main(void *arg)
 {
     struct conn *c = arg;
     struct soap *soap = c->soap;
     char msg[256];
 
-    if (soap_ssl_accept(soap) != SOAP_OK) {
+    if (closed_before_tls(soap->socket, SERVER_IO_TIMEOUT * 1000)) {
+        log_debug("%s: closed before the TLS handshake (a reachability check)", c->peer);
+    } else if (soap_ssl_accept(soap) != SOAP_OK) {
         soap_error_text(soap, msg, sizeof(msg));
         log_warnx("%s: TLS handshake failed: %s", c->peer, msg);
     } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
