@@ -2,6 +2,7 @@
    technique. */
 #include "plan.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,51 +24,6 @@ static bool same_cluster(const struct plan_end *from, const struct plan_end *to)
 {
     return strcmp(from->cluster, to->cluster) == 0;
 }
-
-/* When each technique can work for the pair, whatever this version offers. */
-static bool direct_applies(const struct plan_end *from, const struct plan_end *to)
-{
-    return same_cluster(from, to) || reachable(to);
-}
-
-/* The target's helper calls the initiator's listener back. */
-static bool reversed_applies(const struct plan_end *from, const struct plan_end *to)
-{
-    return same_cluster(from, to) || reachable(from);
-}
-
-/* The initiator's SYN, as it leaves its site, is what the target's helper
-   injects: its public address and port must be known in advance (public, or
-   a NAT that keeps ports), and both helpers must intercept and inject. */
-static bool traversing_applies(const struct plan_end *from, const struct plan_end *to)
-{
-    return !same_cluster(from, to) && to->kind == CLUSTER_FIREWALLED && !reachable(to) &&
-           to->can_intercept && from->can_intercept && from->kind != CLUSTER_SYMNAT;
-}
-
-/* Both mappings must be the same towards the reflector and towards the peer. */
-static bool holepunch_applies(const struct plan_end *from, const struct plan_end *to)
-{
-    return !same_cluster(from, to) && from->kind != CLUSTER_SYMNAT && to->kind != CLUSTER_SYMNAT;
-}
-
-/* Both sides connect out: works for every pair. */
-static bool proxy_applies(const struct plan_end *from, const struct plan_end *to)
-{
-    (void)from;
-    (void)to;
-    return true;
-}
-
-/* The preference order of DESIGN.md: fewest extra messages first. */
-static const struct {
-    enum technique technique;
-    bool (*applies)(const struct plan_end *from, const struct plan_end *to);
-} preference[] = {
-    {TECH_DIRECT, direct_applies},         {TECH_REVERSED, reversed_applies},
-    {TECH_TRAVERSING, traversing_applies}, {TECH_HOLEPUNCH, holepunch_applies},
-    {TECH_PROXY, proxy_applies},
-};
 
 /* "open", "behind a NAT", "firewalled, port 20001 outside its open range 30000-30100". */
 static void describe(const struct plan_end *e, char *buf, size_t len)
@@ -96,6 +52,127 @@ static void describe(const struct plan_end *e, char *buf, size_t len)
         break;
     }
 }
+
+/* The rules below answer whether a technique can work for the pair; when it
+   cannot and `why` is not NULL (a buffer of WHY_LEN), they say why there,
+   cause then consequence, so that plan_only explains exactly the rule that
+   failed. */
+#define WHY_LEN 300
+
+static bool cannot(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool cannot(char *why, const char *fmt, ...)
+{
+    if (why != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, WHY_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+/* "node fw1" or "the target's node" when the caller did not name it. */
+static const char *node_of(const struct plan_end *e, const char *role, char *buf, size_t len)
+{
+    if (e->node != NULL && e->node[0] != '\0')
+        snprintf(buf, len, "node %s", e->node);
+    else
+        snprintf(buf, len, "the %s's node", role);
+    return buf;
+}
+
+static bool direct_applies(const struct plan_end *from, const struct plan_end *to, char *why)
+{
+    char desc[96];
+    if (same_cluster(from, to) || reachable(to))
+        return true;
+    describe(to, desc, sizeof(desc));
+    return cannot(why,
+                  "cluster %s is %s: it accepts no connection from outside \u2192 direct cannot "
+                  "work",
+                  to->cluster, desc);
+}
+
+/* The target's helper calls the initiator's listener back. */
+static bool reversed_applies(const struct plan_end *from, const struct plan_end *to, char *why)
+{
+    char desc[96];
+    if (same_cluster(from, to) || reachable(from))
+        return true;
+    describe(from, desc, sizeof(desc));
+    return cannot(why,
+                  "cluster %s (the initiator) is %s: the target's helper cannot connect back to "
+                  "it \u2192 reversed cannot work",
+                  from->cluster, desc);
+}
+
+/* The initiator's SYN, as it leaves its site, is what the target's helper
+   injects: its public address and port must be known in advance (public, or
+   a NAT that keeps ports), and both helpers must intercept and inject. */
+static bool traversing_applies(const struct plan_end *from, const struct plan_end *to, char *why)
+{
+    char desc[96], node[QCG_NAME_MAX + 16];
+    static const char no_caps[] =
+        "the helper of %s cannot intercept (no CAP_NET_ADMIN/CAP_NET_RAW) \u2192 traversing "
+        "cannot work";
+    if (same_cluster(from, to))
+        return cannot(why, "same cluster %s: only direct is used inside a cluster", to->cluster);
+    describe(to, desc, sizeof(desc));
+    if (to->kind == CLUSTER_NAT || to->kind == CLUSTER_SYMNAT)
+        return cannot(why, "cluster %s is %s, not a firewall: traversing is for firewalled targets",
+                      to->cluster, desc);
+    if (to->kind != CLUSTER_FIREWALLED || reachable(to))
+        return cannot(why,
+                      "cluster %s is %s: it accepts connections from outside, traversing is for "
+                      "firewalled targets that do not",
+                      to->cluster, desc);
+    if (!to->can_intercept)
+        return cannot(why, no_caps, node_of(to, "target", node, sizeof(node)));
+    if (!from->can_intercept)
+        return cannot(why, no_caps, node_of(from, "initiator", node, sizeof(node)));
+    if (from->kind == CLUSTER_SYMNAT)
+        return cannot(why,
+                      "cluster %s (the initiator) is behind a symmetric NAT: its mapping varies "
+                      "by destination, so the SYN's public source port cannot be predicted "
+                      "\u2192 traversing cannot work",
+                      from->cluster);
+    return true;
+}
+
+/* Both mappings must be the same towards the reflector and towards the peer. */
+static bool holepunch_applies(const struct plan_end *from, const struct plan_end *to, char *why)
+{
+    if (same_cluster(from, to))
+        return cannot(why, "same cluster %s: only direct is used inside a cluster", to->cluster);
+    const struct plan_end *sym = from->kind == CLUSTER_SYMNAT ? from
+                                 : to->kind == CLUSTER_SYMNAT ? to
+                                                              : NULL;
+    if (sym != NULL)
+        return cannot(why,
+                      "site %s: mapping varies by destination (symmetric NAT) \u2192 hole "
+                      "punching cannot work",
+                      sym->cluster);
+    return true;
+}
+
+/* Both sides connect out: works for every pair. */
+static bool proxy_applies(const struct plan_end *from, const struct plan_end *to, char *why)
+{
+    (void)from;
+    (void)to;
+    (void)why;
+    return true;
+}
+
+/* The preference order of DESIGN.md: fewest extra messages first. */
+static const struct {
+    enum technique technique;
+    bool (*applies)(const struct plan_end *from, const struct plan_end *to, char *why);
+} preference[] = {
+    {TECH_DIRECT, direct_applies},         {TECH_REVERSED, reversed_applies},
+    {TECH_TRAVERSING, traversing_applies}, {TECH_HOLEPUNCH, holepunch_applies},
+    {TECH_PROXY, proxy_applies},
+};
 
 /* Appends to the reason; snprintf truncates safely when it is full. */
 static void add(struct plan_decision *d, const char *fmt, const char *arg)
@@ -136,7 +213,7 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
     d->technique = TECH_NONE;
     for (size_t i = 0; i < sizeof(preference) / sizeof(preference[0]); i++) {
         enum technique t = preference[i].technique;
-        if (!preference[i].applies(from, to))
+        if (!preference[i].applies(from, to, NULL))
             continue;
         /* The last technique that applies is the one a failure names. */
         d->technique = t;
@@ -169,6 +246,46 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
         return;
     }
     add(d, "%s", "; no technique left");
+}
+
+void plan_only(const struct plan_end *from, const struct plan_end *to, enum technique t,
+               const struct plan_offer *offer, struct plan_decision *d)
+{
+    char why[WHY_LEN];
+    memset(d, 0, sizeof(*d));
+    d->technique = t;
+    /* A test of one technique: never cached, whatever it is. */
+    d->cacheable = false;
+    size_t i = 0;
+    while (i < sizeof(preference) / sizeof(preference[0]) && preference[i].technique != t)
+        i++;
+    if (i == sizeof(preference) / sizeof(preference[0])) {
+        snprintf(d->reason, sizeof(d->reason), "%s is not a technique", technique_name(t));
+        return;
+    }
+    why[0] = '\0';
+    if (t != TECH_DIRECT && same_cluster(from, to)) {
+        snprintf(d->reason, sizeof(d->reason),
+                 "same cluster %s: only direct is used inside a cluster", to->cluster);
+        return;
+    }
+    if (!preference[i].applies(from, to, why)) {
+        snprintf(d->reason, sizeof(d->reason), "%s", why);
+        return;
+    }
+    if (t == TECH_HOLEPUNCH && !offer->reflector) {
+        snprintf(d->reason, sizeof(d->reason),
+                 "the broker has no reflector configured \u2192 hole punching cannot work");
+        return;
+    }
+    if (t == TECH_PROXY && !offer->proxy) {
+        snprintf(d->reason, sizeof(d->reason),
+                 "the broker has no proxy configured \u2192 proxy cannot work");
+        return;
+    }
+    d->ok = true;
+    situation(from, to, d);
+    add(d, ": %s asked for alone", technique_name(t));
 }
 
 int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen)

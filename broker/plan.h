@@ -23,6 +23,7 @@ struct plan_end {
     int open_low, open_high; /* the cluster's open inbound port range, 0-0 = none */
     bool can_intercept;      /* the contact's node helper can intercept/inject */
     int port;                /* the contact's listening port */
+    const char *node;        /* the contact's node, named in reasons; may be NULL */
 };
 
 /* What the broker has to offer, and what it remembers of the cluster pair. */
@@ -46,6 +47,15 @@ struct plan_decision {
    reflector).  Always fills *d. */
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
                  const struct plan_offer *offer, struct plan_decision *d);
+
+/* Plans exactly technique t for the pair (qcg-probe's lookup `only`), with
+   no regard to the outcome memory (offer->remembered): ok when t can work
+   for the pair and the broker has what it needs; else not ok, technique t,
+   and a reason naming the clusters, their kinds, the cause and its
+   consequence.  Inside one cluster only direct applies.  Never cacheable.
+   Always fills *d. */
+void plan_only(const struct plan_end *from, const struct plan_end *to, enum technique t,
+               const struct plan_offer *offer, struct plan_decision *d);
 
 /* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
    = none) into a set.  0, or -1 with the reason in why. */

@@ -424,6 +424,7 @@ static void plan_end_of(const struct contact *ct, struct plan_end *e)
     e->open_high = ct->cluster->decl.port_high;
     e->can_intercept = ct->node->can_intercept;
     e->port = ct->port;
+    e->node = ct->node->name;
 }
 
 static void contact_copy(const struct contact *ct, struct reg_contact *out)
@@ -438,9 +439,9 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
 
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *secret, int from_rank, int to_rank,
-                                     unsigned tried, const struct plan_offer *offer,
-                                     struct outcomes *memory, struct reg_lookup *out, char *why,
-                                     size_t whylen)
+                                     unsigned tried, enum technique only,
+                                     const struct plan_offer *offer, struct outcomes *memory,
+                                     struct reg_lookup *out, char *why, size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
     struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
@@ -475,6 +476,10 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     plan_end_of(from, &fe);
     plan_end_of(to, &te);
     struct plan_offer o = *offer;
+    if (only != TECH_NONE) {
+        plan_only(&fe, &te, only, &o, &out->decision);
+        return REG_OK;
+    }
     o.remembered = memory != NULL ? outcomes_failing(memory, fe.cluster, te.cluster,
                                                      (uint64_t)time(NULL))
                                   : 0;
@@ -484,13 +489,14 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
 
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
                                 const char *secret, int from_rank, int to_rank, unsigned tried,
-                                const struct plan_offer *offer, struct outcomes *memory,
-                                struct reg_lookup *out, char *why, size_t whylen)
+                                enum technique only, const struct plan_offer *offer,
+                                struct outcomes *memory, struct reg_lookup *out, char *why,
+                                size_t whylen)
 {
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&r->lock);
-    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried, offer,
-                                       memory, out, why, whylen);
+    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried, only,
+                                       offer, memory, out, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
 }

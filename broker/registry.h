@@ -92,12 +92,14 @@ enum reg_status registry_withdraw(struct registry *r, const char *cluster, const
                                   size_t whylen);
 /* For a caller in `cluster` whose from_rank is published there: the plan to
    reach to_rank, skipping the techniques in `tried` and those `memory` (may
-   be NULL) holds as failing between the two clusters (plan.h).  offer's
-   `remembered` is ignored: the memory fills it. */
+   be NULL) holds as failing between the two clusters (plan_decide).  offer's
+   `remembered` is ignored: the memory fills it.  `only` other than TECH_NONE:
+   exactly that technique, tried and memory ignored (plan_only). */
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
                                 const char *secret, int from_rank, int to_rank, unsigned tried,
-                                const struct plan_offer *offer, struct outcomes *memory,
-                                struct reg_lookup *out, char *why, size_t whylen);
+                                enum technique only, const struct plan_offer *offer,
+                                struct outcomes *memory, struct reg_lookup *out, char *why,
+                                size_t whylen);
 
 /* The command queue of a registered cluster (lives as long as the registry),
    or NULL. */

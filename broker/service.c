@@ -315,11 +315,11 @@ static atomic_ullong *plan_counter(struct broker *b, enum technique t)
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
-    (void)only; /* TODO(issue 7): plan exactly this technique */
     const struct identity *id;
     char why[256];
     struct reg_lookup res;
     unsigned tried_set = 0;
+    int only_t = TECH_NONE;
     struct broker *b = state(soap);
     if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
@@ -328,10 +328,13 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         validate_rank(toRank, "toRank", why, sizeof(why)) != 0 ||
         plan_tried_parse(tried, &tried_set, why, sizeof(why)) != 0)
         return refuse(soap, "lookup", "invalid", "%s", why);
+    if (only != NULL && only[0] != '\0' && (only_t = technique_parse(only)) <= (int)TECH_NONE)
+        return refuse(soap, "lookup", "invalid", "only: '%.32s' is not a technique", only);
     atomic_fetch_add(&b->stats.lookups, 1);
     struct plan_offer offer = {.proxy = b->proxies.count > 0, .reflector = b->reflector != NULL};
-    enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank,
-                                         tried_set, &offer, b->outcomes, &res, why, sizeof(why));
+    enum reg_status st =
+        registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, tried_set,
+                        (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "lookup", st, why);
 
@@ -362,12 +365,12 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         }
         uint64_t seq = queue ? cmdqueue_push(q, &cmd) : 0;
         atomic_fetch_add(plan_counter(b, d->technique), 1);
-        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s; %s%s%s (seq %llu)%s%s", job,
+        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
-                 technique_name(d->technique), queue ? cmd.kind : "waiting for the SYN",
-                 queue ? " ordered to " : "", queue ? res.target.cluster : "",
-                 (unsigned long long)seq, tried_set ? ", tried before: " : "",
-                 tried_set ? tried : "");
+                 technique_name(d->technique), only_t != TECH_NONE ? " (asked for alone)" : "",
+                 queue ? cmd.kind : "waiting for the SYN", queue ? " ordered to " : "",
+                 queue ? res.target.cluster : "", (unsigned long long)seq,
+                 tried_set ? ", tried before: " : "", tried_set ? tried : "");
         OPENSSL_cleanse(&cmd, sizeof(cmd));
     } else {
         log_debug("job %s rank %d -> %d: %s %s: %s", job, fromRank, toRank,
@@ -518,7 +521,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
        secret, reports; the two contacts give the cluster pair. */
     struct plan_offer offer = {.proxy = true, .reflector = true};
     enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, 0,
-                                         &offer, NULL, &res, why, sizeof(why));
+                                         TECH_NONE, &offer, NULL, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "report", st, why);
     response->version = QCG_PROTOCOL_VERSION;

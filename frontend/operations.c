@@ -23,6 +23,7 @@
 #define POLL_WAIT_MAX 25
 #define POLL_COMMANDS_MAX 32
 #define TRIED_MAX 128
+#define ONLY_MAX 16
 #define REPORT_WHY_MAX 256
 
 static int deny(struct soap *soap, struct frontend *fe, const char *op,
@@ -122,7 +123,7 @@ struct relay_args {
     const struct node_info *node;
     const struct contact_info *contact;
     const char *cluster;
-    const char *job, *secret, *node_name, *tried;
+    const char *job, *secret, *node_name, *tried, *only;
     int from_rank, rank;
     struct plan *plan;
     const char *token, *packet;   /* traverse */
@@ -158,7 +159,7 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             break;
         case RELAY_LOOKUP:
             rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->tried,
-                              a->plan, err);
+                              a->only, a->plan, err);
             break;
         case RELAY_TRAVERSE:
             rc = relay_traverse(up, url, a->token, a->packet, err);
@@ -425,7 +426,6 @@ static int plan_cacheable(const struct plan *p)
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
-    (void)only; /* TODO(issue 7): plan exactly this technique */
     static const char op[] = "lookup";
     struct frontend *fe;
     const struct identity *id;
@@ -439,7 +439,13 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
        not relayed. */
     if (bad == NULL && tried != NULL && strlen(tried) > TRIED_MAX)
         bad = "tried: too long";
-    int retry = tried != NULL && tried[0] != '\0';
+    /* only: one technique name, checked here so junk is not relayed. */
+    int alone = only != NULL && only[0] != '\0';
+    if (bad == NULL && alone && (strlen(only) > ONLY_MAX || technique_parse(only) <= (int)TECH_NONE))
+        bad = "only: not a technique name";
+    /* A retry after a failed technique, or a test of one technique, needs
+       the broker's own plan: never answered from the cache nor cached. */
+    int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
 
@@ -479,6 +485,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
                                .from_rank = fromRank,
                                .rank = toRank,
                                .tried = tried,
+                               .only = only,
                                .plan = &plan};
         atomic_fetch_add(&fe->counters.lookups_forwarded, 1);
         int rc = relay_call(fe, RELAY_LOOKUP, &a, &err);
@@ -494,8 +501,9 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
             if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
                 log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);
         }
-        log_debug("job %s %d -> %d%s%s: %s %s %s:%d", job, fromRank, toRank,
-                  retry ? ", tried " : "", retry ? tried : "", plan.status, plan.technique,
+        log_debug("job %s %d -> %d%s%s%s%s: %s %s %s:%d", job, fromRank, toRank,
+                  tried != NULL && tried[0] ? ", tried " : "", tried != NULL ? tried : "",
+                  alone ? ", only " : "", alone ? only : "", plan.status, plan.technique,
                   plan.address, plan.port);
     }
     OPENSSL_cleanse(hash, sizeof(hash));

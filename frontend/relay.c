@@ -104,15 +104,15 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
 }
 
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, const char *tried, struct plan *plan,
-                 struct relay_error *err)
+                 int from_rank, int to_rank, const char *tried, const char *only,
+                 struct plan *plan, struct relay_error *err)
 {
     struct qcg__lookupResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
                                    (char *)secret, from_rank, to_rank,
-                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL, NULL,
-                                   &resp);
+                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL,
+                                   only != NULL && only[0] != '\0' ? (char *)only : NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     const struct qcg__plan *p = &resp.plan;

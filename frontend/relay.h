@@ -33,7 +33,7 @@ struct plan {
     int port;
     char token[QCG_TOKEN_MAX];
     int cacheable;
-    char reason[256];
+    char reason[400];   /* the broker's plan_decision.reason */
 };
 
 struct cluster_decl {
@@ -54,10 +54,11 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
                    int rank, const char *node, struct relay_error *err);
 /* A plan the broker sent that does not fit our limits is an error
    (CALL_UNREACHABLE, "malformed plan"), not a truncated answer.  tried: the
-   techniques the process already tried (NULL or "" for none). */
+   techniques the process already tried (NULL or "" for none); only: the one
+   technique to plan (NULL or "" for a normal lookup). */
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, const char *tried, struct plan *plan,
-                 struct relay_error *err);
+                 int from_rank, int to_rank, const char *tried, const char *only,
+                 struct plan *plan, struct relay_error *err);
 /* Traversing: hands the initiator's SYN (hex) over with the plan's token. */
 int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
                    struct relay_error *err);

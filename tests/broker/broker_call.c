@@ -8,7 +8,7 @@
  *     register-node NAME ADDRESS LOW HIGH CAN-INTERCEPT
  *     publish JOB SECRET RANK CLUSTER|- NODE ADDRESS PORT
  *     withdraw JOB SECRET RANK [NODE]
- *     lookup JOB SECRET FROM-RANK TO-RANK
+ *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
  *     poll EPOCH ACK-SEQ WAIT-SECONDS
  *     stats
  */
@@ -68,10 +68,11 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                                      argc == 5 ? argv[4] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
-    } else if (strcmp(op, "lookup") == 0 && (argc == 5 || argc == 6)) {
+    } else if (strcmp(op, "lookup") == 0 && argc >= 5 && argc <= 7) {
         struct qcg__lookupResponse r;
+        char *tried = argc >= 6 && strcmp(argv[5], "-") != 0 ? argv[5] : NULL;
         rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
-                                   atoi(argv[4]), argc == 6 ? argv[5] : NULL, NULL, &r);
+                                   atoi(argv[4]), tried, argc == 7 ? argv[6] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
                    "cacheable=%d token=%s reason=%s\n",

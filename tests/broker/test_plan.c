@@ -10,11 +10,11 @@
 #include "plan.h"
 
 /* The lab's sites as their frontends declare them; every helper can intercept. */
-static const struct plan_end open_site = {"open", CLUSTER_OPEN, 0, 0, true, 20001};
-static const struct plan_end fw_site = {"fw", CLUSTER_FIREWALLED, 0, 0, true, 20001};
-static const struct plan_end nata_site = {"nata", CLUSTER_NAT, 0, 0, true, 20001};
-static const struct plan_end natb_site = {"natb", CLUSTER_NAT, 0, 0, true, 20001};
-static const struct plan_end sym_site = {"sym", CLUSTER_SYMNAT, 0, 0, true, 20001};
+static const struct plan_end open_site = {"open", CLUSTER_OPEN, 0, 0, true, 20001, NULL};
+static const struct plan_end fw_site = {"fw", CLUSTER_FIREWALLED, 0, 0, true, 20001, NULL};
+static const struct plan_end nata_site = {"nata", CLUSTER_NAT, 0, 0, true, 20001, NULL};
+static const struct plan_end natb_site = {"natb", CLUSTER_NAT, 0, 0, true, 20001, NULL};
+static const struct plan_end sym_site = {"sym", CLUSTER_SYMNAT, 0, 0, true, 20001, NULL};
 
 struct row {
     const struct plan_end *from, *to;
@@ -139,7 +139,7 @@ static void test_open_range(void)
 {
     /* A firewalled site that opens 30000-30099: contacts inside are direct,
        outside they are like any firewalled contact. */
-    struct plan_end fw_in = {"fwr", CLUSTER_FIREWALLED, 30000, 30099, true, 30050};
+    struct plan_end fw_in = {"fwr", CLUSTER_FIREWALLED, 30000, 30099, true, 30050, NULL};
     struct plan_end fw_out = fw_in;
     fw_out.port = 20001;
     struct plan_end fw_edge = fw_in;
@@ -240,6 +240,134 @@ static void test_fallback(void)
           "sym -> open, direct tried: %s", d.reason);
 }
 
+/* Whether technique t can work between two different lab sites (every helper
+   able to intercept), as DESIGN.md's table says. */
+static bool works_between(const struct plan_end *from, const struct plan_end *to, enum technique t)
+{
+    switch (t) {
+    case TECH_DIRECT:
+        return to->kind == CLUSTER_OPEN;
+    case TECH_REVERSED:
+        return from->kind == CLUSTER_OPEN;
+    case TECH_TRAVERSING:
+        return to->kind == CLUSTER_FIREWALLED && from->kind != CLUSTER_SYMNAT;
+    case TECH_HOLEPUNCH:
+        return from->kind != CLUSTER_SYMNAT && to->kind != CLUSTER_SYMNAT;
+    default:
+        return true;
+    }
+}
+
+static void only(const struct plan_end *from, const struct plan_end *to, enum technique t,
+                 struct plan_decision *d)
+{
+    /* The memory says everything failed: `only` must not care. */
+    struct plan_offer offer = {.proxy = true, .reflector = true, .remembered = ~0u};
+    plan_only(from, to, t, &offer, d);
+}
+
+/* lookup `only`: every technique between every pair of lab sites. */
+static void test_only_matrix(void)
+{
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        const struct plan_end *from = pairs[i].from, *to = pairs[i].to;
+        bool same = strcmp(from->cluster, to->cluster) == 0;
+        for (enum technique t = TECH_DIRECT; t <= TECH_PROXY; t++) {
+            struct plan_decision d;
+            only(from, to, t, &d);
+            bool want = same ? t == TECH_DIRECT : works_between(from, to, t);
+            CHECK(d.ok == want && d.technique == t && !d.cacheable,
+                  "only %s, %s -> %s: got %s (%s)", technique_name(t), from->cluster, to->cluster,
+                  d.ok ? "ok" : "unavailable", d.reason);
+            if (d.ok) {
+                CHECK(strstr(d.reason, technique_name(t)) != NULL, "only %s: reason %s",
+                      technique_name(t), d.reason);
+            } else if (same) {
+                CHECK(strstr(d.reason, "only direct is used inside a cluster") != NULL,
+                      "only %s inside %s: %s", technique_name(t), to->cluster, d.reason);
+            } else {
+                /* A cause naming a cluster of the pair; its consequence. */
+                CHECK((strstr(d.reason, from->cluster) != NULL ||
+                       strstr(d.reason, to->cluster) != NULL) &&
+                          (strstr(d.reason, "cannot work") != NULL ||
+                           strstr(d.reason, "traversing is for firewalled targets") != NULL),
+                      "only %s, %s -> %s: reason %s", technique_name(t), from->cluster,
+                      to->cluster, d.reason);
+            }
+        }
+    }
+}
+
+static void test_only_reasons(void)
+{
+    struct plan_decision d;
+    only(&nata_site, &fw_site, TECH_DIRECT, &d);
+    CHECK(strcmp(d.reason, "cluster fw is firewalled with no open port range: it accepts no "
+                           "connection from outside \u2192 direct cannot work") == 0,
+          "direct: %s", d.reason);
+    only(&nata_site, &open_site, TECH_REVERSED, &d);
+    CHECK(strcmp(d.reason, "cluster nata (the initiator) is behind a NAT: the target's helper "
+                           "cannot connect back to it \u2192 reversed cannot work") == 0,
+          "reversed: %s", d.reason);
+    only(&open_site, &nata_site, TECH_TRAVERSING, &d);
+    CHECK(strcmp(d.reason, "cluster nata is behind a NAT, not a firewall: traversing is for "
+                           "firewalled targets") == 0,
+          "traversing to a NAT: %s", d.reason);
+    only(&open_site, &open_site, TECH_TRAVERSING, &d);
+    CHECK(!d.ok && strstr(d.reason, "same cluster open: only direct is used inside a cluster"),
+          "traversing inside: %s", d.reason);
+    only(&sym_site, &fw_site, TECH_TRAVERSING, &d);
+    CHECK(strstr(d.reason, "cluster sym (the initiator) is behind a symmetric NAT: its mapping "
+                           "varies by destination, so the SYN's public source port cannot be "
+                           "predicted \u2192 traversing cannot work") != NULL,
+          "traversing from sym: %s", d.reason);
+    struct plan_end fw1 = fw_site, nata1 = nata_site;
+    fw1.can_intercept = false;
+    fw1.node = "fw1";
+    only(&nata_site, &fw1, TECH_TRAVERSING, &d);
+    CHECK(!d.ok && strcmp(d.reason, "the helper of node fw1 cannot intercept (no "
+                                    "CAP_NET_ADMIN/CAP_NET_RAW) \u2192 traversing cannot work") ==
+                       0,
+          "traversing, target cannot intercept: %s", d.reason);
+    nata1.can_intercept = false;
+    nata1.node = "nata1";
+    only(&nata1, &fw_site, TECH_TRAVERSING, &d);
+    CHECK(!d.ok && strstr(d.reason, "the helper of node nata1 cannot intercept"),
+          "traversing, initiator cannot intercept: %s", d.reason);
+    struct plan_end fw_open = {"fwr", CLUSTER_FIREWALLED, 30000, 30099, true, 30050, "fwr1"};
+    only(&nata_site, &fw_open, TECH_TRAVERSING, &d);
+    CHECK(!d.ok && strstr(d.reason, "port 30050 in its open range") &&
+              strstr(d.reason, "traversing is for firewalled targets"),
+          "traversing to an open port: %s", d.reason);
+    only(&nata_site, &fw_open, TECH_DIRECT, &d);
+    CHECK(d.ok && !d.cacheable, "direct to an open port: %s", d.reason);
+    only(&nata_site, &sym_site, TECH_HOLEPUNCH, &d);
+    CHECK(strcmp(d.reason, "site sym: mapping varies by destination (symmetric NAT) \u2192 hole "
+                           "punching cannot work") == 0,
+          "holepunch to sym: %s", d.reason);
+    only(&sym_site, &nata_site, TECH_HOLEPUNCH, &d);
+    CHECK(!d.ok && strstr(d.reason, "site sym:"), "holepunch from sym: %s", d.reason);
+    struct plan_offer bare = {.proxy = false, .reflector = false};
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &bare, &d);
+    CHECK(!d.ok && d.technique == TECH_HOLEPUNCH &&
+              strstr(d.reason, "the broker has no reflector configured"),
+          "holepunch, no reflector: %s", d.reason);
+    plan_only(&nata_site, &natb_site, TECH_PROXY, &bare, &d);
+    CHECK(!d.ok && d.technique == TECH_PROXY &&
+              strstr(d.reason, "the broker has no proxy configured"),
+          "proxy, none configured: %s", d.reason);
+    /* Remembered failures are ignored; the reason says what was asked. */
+    only(&nata_site, &natb_site, TECH_HOLEPUNCH, &d);
+    CHECK(d.ok && !d.cacheable && strstr(d.reason, "cluster nata is behind a NAT") &&
+              strstr(d.reason, "holepunch asked for alone"),
+          "holepunch, memory says failed: %s", d.reason);
+    only(&fw_site, &fw_site, TECH_DIRECT, &d);
+    CHECK(d.ok && !d.cacheable && strstr(d.reason, "same cluster fw"), "direct inside: %s",
+          d.reason);
+    only(&fw_site, &nata_site, TECH_NONE, &d);
+    CHECK(!d.ok, "none is no technique: %s", d.reason);
+}
+
 static void test_tried_parse(void)
 {
     unsigned t = 99;
@@ -273,6 +401,8 @@ int main(void)
     test_offer();
     test_fallback();
     test_tried_parse();
+    test_only_matrix();
+    test_only_reasons();
     if (check_failures == 0)
         printf("broker-plan: all checks passed\n");
     return check_failures != 0;

@@ -207,7 +207,7 @@ static void test_lookup(void)
 {
     struct registry *r = two_sites(100);
     struct reg_lookup res;
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
           "unknown job");
     CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
           "0");
@@ -216,29 +216,29 @@ static void test_lookup(void)
     CHECK(publish(r, contact("job1", 2, "open", "open1", "203.0.113.21", 20002), "s") == REG_OK,
           "2");
 
-    CHECK(registry_lookup(r, "nata", "job1", "x", 0, 1, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
+    CHECK(registry_lookup(r, "nata", "job1", "x", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
           "wrong secret");
-    CHECK(registry_lookup(r, "open", "job1", "s", 0, 1, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
+    CHECK(registry_lookup(r, "open", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
           "fromRank published in another cluster");
-    CHECK(registry_lookup(r, "nata", "job1", "s", 5, 1, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
+    CHECK(registry_lookup(r, "nata", "job1", "s", 5, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
           "fromRank not published");
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 9, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK &&
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 9, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK &&
               !res.found,
           "unpublished target is not found (status notfound, not a fault)");
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->1");
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->1");
     CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
               strcmp(res.target.address, "198.18.3.12") == 0 && res.target.port == 21001 &&
               strcmp(res.target.node, "nata2") == 0 && strcmp(res.target.cluster, "nata") == 0,
           "same cluster: %s %s:%d", res.decision.reason, res.target.address, res.target.port);
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 2, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->2");
+    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 2, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->2");
     CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
               strcmp(res.target.address, "203.0.113.21") == 0,
           "to an open site: %s", res.decision.reason);
 
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
     CHECK(res.found && res.decision.ok && res.decision.technique == TECH_REVERSED &&
               !res.decision.cacheable,
           "open -> nat: %s", res.decision.reason);
@@ -248,11 +248,11 @@ static void test_lookup(void)
           "open -> nat: from %s/%s %s:%d", res.from.cluster, res.from.node, res.from.address,
           res.from.port);
     /* Reversed tried: the proxy next, or nothing without one. */
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), &offer_all, NULL, &res, why,
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE, &offer_all, NULL, &res, why,
                           sizeof(why)) == REG_OK &&
               res.decision.ok && res.decision.technique == TECH_PROXY,
           "open -> nat, reversed tried: %s", res.decision.reason);
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), &offer_noproxy, NULL, &res, why,
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE, &offer_noproxy, NULL, &res, why,
                           sizeof(why)) == REG_OK &&
               !res.decision.ok && res.decision.technique == TECH_PROXY,
           "open -> nat, reversed tried, no proxy: %s", res.decision.reason);
@@ -260,17 +260,29 @@ static void test_lookup(void)
        direction only. */
     struct outcomes *mem = outcomes_new(600);
     outcomes_record(mem, "open", "nata", TECH_REVERSED, false, 0, (uint64_t)time(NULL));
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, &offer_all, mem, &res, why,
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, mem, &res, why,
                           sizeof(why)) == REG_OK &&
               res.decision.ok && res.decision.technique == TECH_PROXY &&
               strstr(res.decision.reason, "reversed failed recently"),
           "open -> nat, reversed remembered as failing: %s", res.decision.reason);
+    /* `only` plans that technique whatever the memory says, and names the
+       target's node when it cannot work. */
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_REVERSED, &offer_all, mem, &res,
+                          why, sizeof(why)) == REG_OK &&
+              res.decision.ok && res.decision.technique == TECH_REVERSED &&
+              !res.decision.cacheable,
+          "open -> nat, only reversed, remembered as failing: %s", res.decision.reason);
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_DIRECT, &offer_all, mem, &res,
+                          why, sizeof(why)) == REG_OK &&
+              !res.decision.ok && res.decision.technique == TECH_DIRECT &&
+              strstr(res.decision.reason, "cluster nata is behind a NAT"),
+          "open -> nat, only direct: %s", res.decision.reason);
     outcomes_free(mem);
 
     /* A frontend re-declaring its site changes the plans at once. */
     struct reg_cluster a = cluster("nata", CLUSTER_OPEN, 0, 0);
     CHECK(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "re-register");
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
+    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
     CHECK(res.decision.ok && res.decision.technique == TECH_DIRECT, "now open: %s",
           res.decision.reason);
     registry_free(r);
@@ -327,7 +339,7 @@ static void test_many(void)
     for (int to = 0; to < MANY; to++) {
         struct reg_lookup res;
         bool one = to % 2 == 0;
-        if (registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, &offer_all, NULL, &res, why, sizeof(why)) !=
+        if (registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) !=
                 REG_OK ||
             !res.found || res.target.port != (one ? 20000 : 21000) + to % 1000 ||
             strcmp(res.target.node, one ? "nata1" : "nata2") != 0 || res.target.rank != to)
@@ -344,7 +356,7 @@ static void test_many(void)
     CHECK(wrong == 0, "%d withdraws failed", wrong);
     for (int to = 0; to < MANY; to++) {
         struct reg_lookup res;
-        registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, &offer_all, NULL, &res, why, sizeof(why));
+        registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why));
         if (res.found != (to % 2 == 0) || (res.found && res.target.rank != to))
             wrong++;
     }

@@ -8,7 +8,7 @@
  *   registerCluster NAME KIND [PUBLIC_ADDRESS...]
  *   publish JOB SECRET RANK ADDRESS PORT
  *   withdraw JOB SECRET RANK [NODE]
- *   lookup JOB SECRET FROM_RANK TO_RANK
+ *   lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]
  *   poll EPOCH ACK WAIT_SECONDS
  *   stats
  *
@@ -101,12 +101,13 @@ int main(int argc, char **argv)
         if (rc == SOAP_OK)
             printf("ok\n");
     } else if (strcmp(op, "lookup") == 0) {
-        if (ac != 4 && ac != 5)
-            need(0, 1, "lookup JOB SECRET FROM_RANK TO_RANK [TRIED]");
+        if (ac < 4 || ac > 6)
+            need(0, 1, "lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]");
         struct qcg__lookupResponse r;
         memset(&r, 0, sizeof(r));
+        char *tried = ac >= 5 && strcmp(av[4], "-") != 0 ? av[4] : NULL;
         rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
-                                   to_int(av[3]), ac == 5 ? av[4] : NULL, NULL, &r);
+                                   to_int(av[3]), tried, ac == 6 ? av[5] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok\nstatus=%s\ntechnique=%s\ncluster=%s\nnode=%s\naddress=%s\nport=%d\n"
                    "token=%s\ncacheable=%d\nreason=%s\n",
