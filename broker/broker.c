@@ -1,6 +1,7 @@
 /* The broker's state; see broker.h. */
 #include "broker.h"
 #include "outcomes.h"
+#include "reflector.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -47,4 +48,13 @@ void broker_free(struct broker *b)
     proxies_clear(&b->proxies);
     OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));
     free(b);
+}
+
+void broker_reflector_observed(void *arg, const struct reflector_observation *o)
+{
+    struct broker *b = arg;
+    /* Only a PUNCH names its cluster and the local port it came from. */
+    if (o->cluster == NULL || o->local_port <= 0)
+        return;
+    registry_punch_seen(b->reg, o->cluster, o->port == o->local_port);
 }

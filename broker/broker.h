@@ -13,6 +13,7 @@
 
 struct outcomes;
 struct reflector;
+struct reflector_observation;
 
 struct broker_stats {
     atomic_ullong lookups;
@@ -28,6 +29,8 @@ struct broker_stats {
     atomic_ullong injects_ordered;  /* SYNs handed over and sent to the target */
     atomic_ullong reports_ok;
     atomic_ullong reports_failed;
+    atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
+    atomic_ullong observations;     /* qcg__observed */
 };
 
 struct broker {
@@ -48,6 +51,11 @@ struct broker {
    two clusters.  NULL on ENOMEM. */
 struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry);
 void broker_free(struct broker *b);
+
+/* The reflector's observe callback (arg = the broker): tallies, per cluster,
+   the punches whose observed port was the local one and those a NAT
+   changed, for the grid picture.  Thread-safe. */
+void broker_reflector_observed(void *arg, const struct reflector_observation *o);
 
 /* The epoch for a broker started at `now`: never 0, differs between restarts. */
 uint64_t broker_make_epoch(uint64_t now);

@@ -83,7 +83,8 @@ int main(int argc, char **argv)
     if (cfg.reflector_port > 0) {
         char listen[64];
         snprintf(listen, sizeof(listen), "%s:%d", cfg.reflector_host, cfg.reflector_port);
-        b->reflector = reflector_start(listen, &b->punch_key, NULL, NULL, err, sizeof(err));
+        b->reflector = reflector_start(listen, &b->punch_key, broker_reflector_observed, b, err,
+                                       sizeof(err));
         if (b->reflector == NULL) {
             fprintf(stderr, "qcg-broker: reflector: %s\n", err);
             if (cfg.syslog)

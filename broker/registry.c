@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,10 @@ struct cluster {
     struct reg_cluster decl;
     struct htable *nodes; /* name -> struct reg_node */
     struct cmdqueue *queue;
+    struct reg_observation observed;              /* the last probe's; when 0 = none */
+    atomic_ullong punches_kept, punches_changed;  /* counted under the read lock */
+    uint64_t probe_expiry[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs; 0 = free */
+    unsigned next_node;                           /* round-robin of probe endpoints */
 };
 
 struct job {
@@ -499,6 +504,94 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
                                        offer, memory, out, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
+}
+
+enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
+                                     uint64_t now, uint64_t expiry, struct reg_node *node,
+                                     char *why, size_t whylen)
+{
+    enum reg_status st = REG_OK;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *from = find_cluster(r, caller);
+    struct cluster *to = find_cluster(r, cluster);
+    if (from == NULL || to == NULL) {
+        snprintf(why, whylen, "cluster %s is not registered", from == NULL ? caller : cluster);
+        st = REG_NOTFOUND;
+        goto out;
+    }
+    size_t count = htable_count(to->nodes);
+    if (count == 0) {
+        snprintf(why, whylen, "cluster %s has no registered node", cluster);
+        st = REG_NOTFOUND;
+        goto out;
+    }
+    int slot = -1;
+    for (int i = 0; i < QCG_PROBES_PER_CLUSTER && slot < 0; i++) {
+        if (from->probe_expiry[i] <= now)
+            slot = i;
+    }
+    if (slot < 0) {
+        snprintf(why, whylen, "cluster %s already has %d probe endpoints alive; try again when "
+                 "one expires", caller, QCG_PROBES_PER_CLUSTER);
+        st = REG_BUSY;
+        goto out;
+    }
+    size_t pick = to->next_node++ % count, i = 0;
+    const struct reg_node *n = NULL;
+    while ((n = htable_next(to->nodes, &i)) != NULL && pick > 0)
+        pick--;
+    *node = *n;
+    from->probe_expiry[slot] = expiry;
+out:
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+enum reg_status registry_observe(struct registry *r, const char *cluster,
+                                 const struct reg_observation *o, struct reg_cluster *decl,
+                                 char *why, size_t whylen)
+{
+    enum reg_status st = REG_OK;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *c = find_cluster(r, cluster);
+    if (c == NULL) {
+        snprintf(why, whylen, "cluster %s is not registered", cluster);
+        st = REG_NOTFOUND;
+    } else {
+        c->observed = *o;
+        *decl = c->decl;
+    }
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    struct cluster *c = find_cluster(r, cluster);
+    if (c != NULL)
+        atomic_fetch_add(port_kept ? &c->punches_kept : &c->punches_changed, 1);
+    pthread_rwlock_unlock(&r->lock);
+}
+
+int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t *n)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    size_t count = htable_count(r->clusters), k = 0, i = 0;
+    struct reg_cluster_view *v = calloc(count > 0 ? count : 1, sizeof(*v));
+    struct cluster *c;
+    while (v != NULL && (c = htable_next(r->clusters, &i)) != NULL) {
+        v[k].decl = c->decl;
+        v[k].nodes = htable_count(c->nodes);
+        v[k].observed = c->observed;
+        v[k].punches_kept = atomic_load(&c->punches_kept);
+        v[k].punches_changed = atomic_load(&c->punches_changed);
+        k++;
+    }
+    pthread_rwlock_unlock(&r->lock);
+    *out = v;
+    *n = k;
+    return v != NULL ? 0 : -1;
 }
 
 struct cmdqueue *registry_queue(struct registry *r, const char *cluster)

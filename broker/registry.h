@@ -56,6 +56,25 @@ struct reg_lookup {
     struct plan_decision decision;
 };
 
+/* What a probe (qcg-probe) observed of its site: the last one per cluster. */
+struct reg_observation {
+    uint64_t when; /* unix seconds; 0 = none */
+    char node[QCG_NAME_MAX];
+    enum cluster_kind kind;
+    char public_addr[QCG_ADDR_MAX]; /* "" when unknown */
+    int port_preserving;            /* 1, 0, -1 unknown */
+    char mapping[24];               /* none | endpoint-independent | endpoint-dependent | unknown */
+    char inbound[16];               /* open | dropped | rejected | unknown */
+};
+
+/* A cluster as the grid picture shows it. */
+struct reg_cluster_view {
+    struct reg_cluster decl;
+    size_t nodes;
+    struct reg_observation observed;
+    uint64_t punches_kept, punches_changed; /* reflector: PUNCH port kept / changed by a NAT */
+};
+
 struct outcomes;
 
 struct registry_counts {
@@ -100,6 +119,25 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
                                 enum technique only, const struct plan_offer *offer,
                                 struct outcomes *memory, struct reg_lookup *out, char *why,
                                 size_t whylen);
+
+/* qcg__probe: reserves one of the QCG_PROBES_PER_CLUSTER probe slots of
+   `caller` until `expiry` (REG_BUSY when all are live) and picks a node of
+   `cluster` for the test endpoint, round-robin (REG_NOTFOUND: no such
+   cluster, or no node there). */
+enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
+                                     uint64_t now, uint64_t expiry, struct reg_node *node,
+                                     char *why, size_t whylen);
+/* Keeps the last observation of `cluster` (REG_NOTFOUND when not
+   registered); *decl gets the cluster as declared, to compare. */
+enum reg_status registry_observe(struct registry *r, const char *cluster,
+                                 const struct reg_observation *o, struct reg_cluster *decl,
+                                 char *why, size_t whylen);
+/* The reflector saw a PUNCH from `cluster`: its local port kept or not.
+   Unknown clusters are ignored. */
+void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept);
+/* Every registered cluster: a malloc'ed array in *out (free() it), *n of
+   them.  0, or -1 when memory runs out. */
+int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t *n);
 
 /* The command queue of a registered cluster (lives as long as the registry),
    or NULL. */

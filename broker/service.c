@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -182,8 +183,9 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 /* 32 hex characters from 16 random bytes: the one-time token of a reversed
-   connection, which the target's process puts into its hello. */
-static int reversed_token(char *out, size_t len)
+   connection, which the target's process puts into its hello; a probe's job
+   id and secret. */
+static int random_hex(char *out, size_t len)
 {
     unsigned char raw[16];
     if (len < 2 * sizeof(raw) + 1 || RAND_bytes(raw, sizeof(raw)) != 1)
@@ -214,7 +216,7 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         snprintf(cmd->kind, sizeof(cmd->kind), "connect-back");
         snprintf(cmd->address, sizeof(cmd->address), "%s", res->from.address);
         cmd->port = res->from.port;
-        if (reversed_token(cmd->token, sizeof(cmd->token)) < 0) {
+        if (random_hex(cmd->token, sizeof(cmd->token)) < 0) {
             snprintf(why, whylen, "no randomness for a token");
             return -1;
         }
@@ -402,6 +404,7 @@ static void command_to_soap(struct soap *soap, const struct command *in, struct 
     out->token = in->token[0] != '\0' ? soap_strdup(soap, in->token) : NULL;
     out->peerRank = in->peer_rank;
     out->packet = in->packet[0] != '\0' ? soap_strdup(soap, in->packet) : NULL;
+    out->seconds = in->seconds;
 }
 
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
@@ -563,29 +566,267 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     return SOAP_OK;
 }
 
-/* TODO(issue 7): placeholders until the probe operations are served here. */
+/* ---- qcg-probe: siteInfo, probe, observed, grid ---- */
+
+static void cluster_to_soap(struct soap *soap, const struct reg_cluster *in, struct qcg__cluster *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->name = soap_strdup(soap, in->name);
+    out->kind = (char *)cluster_kind_name(in->kind);
+    out->portLow = in->port_low;
+    out->portHigh = in->port_high;
+    out->publicAddress = in->npublic > 0 ? soap_malloc(soap, (size_t)in->npublic * sizeof(char *))
+                                         : NULL;
+    if (out->publicAddress == NULL)
+        return;
+    for (int i = 0; i < in->npublic; i++)
+        out->publicAddress[i] = soap_strdup(soap, in->public_addr[i]);
+    out->__sizePublicAddress = in->npublic;
+}
+
+static struct qcg__endpoint *endpoint_new(struct soap *soap, const char *address, int port)
+{
+    struct qcg__endpoint *e = soap_malloc(soap, sizeof(*e));
+    if (e != NULL) {
+        e->address = soap_strdup(soap, address);
+        e->port = port;
+    }
+    return e;
+}
+
 int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
 {
-    (void)version, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "siteInfo: not served yet");
+    static const char op[] = "siteInfo";
+    const struct identity *id;
+    struct broker *b = state(soap);
+    struct reg_cluster_view *all;
+    size_t n;
+    if (check_call(soap, op, version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (registry_clusters(b->reg, &all, &n) < 0)
+        return refuse(soap, op, "unavailable", "out of memory");
+    memset(response, 0, sizeof(*response));
+    response->version = QCG_PROTOCOL_VERSION;
+    response->peer = soap_malloc(soap, (n > 0 ? n : 1) * sizeof(*response->peer));
+    int mine = -1;
+    for (size_t i = 0; response->peer != NULL && i < n; i++) {
+        cluster_to_soap(soap, &all[i].decl, &response->peer[i]);
+        if (strcmp(all[i].decl.name, id->cluster) == 0) {
+            mine = (int)i;
+            cluster_to_soap(soap, &all[i].decl, &response->cluster);
+        }
+    }
+    free(all);
+    if (response->peer == NULL)
+        return refuse(soap, op, "unavailable", "out of memory");
+    if (mine < 0)
+        return refuse(soap, op, "notfound", "cluster %s is not registered", id->cluster);
+    response->__sizePeer = (int)n;
+    response->frontendSeenFrom = soap->host[0] != '\0' ? soap_strdup(soap, soap->host) : NULL;
+    if (b->reflector != NULL)
+        response->reflector = endpoint_new(soap, b->reflector_host, b->reflector_port);
+    if (b->proxies.count > 0)
+        response->proxy = soap_malloc(soap, (size_t)b->proxies.count * sizeof(*response->proxy));
+    for (int i = 0; response->proxy != NULL && i < b->proxies.count; i++) {
+        response->proxy[i].address = soap_strdup(soap, b->proxies.list[i].host);
+        response->proxy[i].port = b->proxies.list[i].port;
+        response->__sizeProxy = i + 1;
+    }
+    log_debug("siteInfo for frontend %s (seen from %s): %zu clusters, %d proxies%s", id->name,
+              soap->host, n, response->__sizeProxy, b->reflector != NULL ? ", a reflector" : "");
+    return SOAP_OK;
 }
 
 int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
                struct qcg__probeResponse *response)
 {
-    (void)version, (void)cluster, (void)seconds, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "probe: not served yet");
+    static const char op[] = "probe";
+    const struct identity *id;
+    struct broker *b = state(soap);
+    char why[256];
+    struct reg_node node;
+    struct command cmd;
+    if (check_call(soap, op, version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (cluster == NULL || !name_valid(cluster))
+        return refuse(soap, op, "invalid", "cluster: missing or not a valid name");
+    if (seconds < 1 || seconds > QCG_PROBE_TTL_MAX)
+        return refuse(soap, op, "invalid", "seconds: %d is not within 1-%d", seconds,
+                      QCG_PROBE_TTL_MAX);
+    struct cmdqueue *q = registry_queue(b->reg, cluster);
+    uint64_t now = (uint64_t)time(NULL);
+    enum reg_status st = q == NULL ? REG_NOTFOUND
+                                   : registry_probe_start(b->reg, id->cluster, cluster, now,
+                                                          now + (uint64_t)seconds, &node, why,
+                                                          sizeof(why));
+    if (q == NULL)
+        snprintf(why, sizeof(why), "cluster %s is not registered", cluster);
+    if (st != REG_OK)
+        return refuse_status(soap, op, st, why);
+    memset(&cmd, 0, sizeof(cmd));
+    snprintf(cmd.kind, sizeof(cmd.kind), "probe-listen");
+    memcpy(cmd.job, "probe-", 6);
+    if (random_hex(cmd.job + 6, sizeof(cmd.job) - 6) < 0 ||
+        random_hex(cmd.token, sizeof(cmd.token)) < 0)
+        return refuse(soap, op, "unavailable", "no randomness for a probe job");
+    snprintf(cmd.node, sizeof(cmd.node), "%s", node.name);
+    cmd.rank = 1;
+    cmd.seconds = seconds;
+    uint64_t seq = cmdqueue_push(q, &cmd);
+    atomic_fetch_add(&b->stats.probes_started, 1);
+    log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s, seq %llu)",
+             id->cluster, cluster, node.name, cmd.job, seconds, (unsigned long long)seq);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->job = soap_strdup(soap, cmd.job);
+    response->secret = soap_strdup(soap, cmd.token);
+    response->rank = 1;
+    response->cluster = soap_strdup(soap, cluster);
+    response->node = soap_strdup(soap, node.name);
+    response->address = soap_strdup(soap, node.address);
+    response->seconds = seconds;
+    OPENSSL_cleanse(&cmd, sizeof(cmd));
+    return SOAP_OK;
+}
+
+/* Why an observed kind contradicts a declaration, in a few words. */
+static const char *kind_meaning(enum cluster_kind k)
+{
+    switch (k) {
+    case CLUSTER_OPEN:
+        return "unsolicited inbound connections reach it";
+    case CLUSTER_FIREWALLED:
+        return "public addresses, inbound connections filtered";
+    case CLUSTER_NAT:
+        return "behind a NAT with an endpoint-independent mapping";
+    default:
+        return "mapping varies by destination";
+    }
 }
 
 int qcg__observed(struct soap *soap, int version, struct qcg__observation *observation,
                   struct qcg__ackResponse *response)
 {
-    (void)version, (void)observation, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "observed: not served yet");
+    static const char op[] = "observed";
+    const struct identity *id;
+    struct broker *b = state(soap);
+    char why[256];
+    struct reg_observation o;
+    struct reg_cluster decl;
+    if (check_call(soap, op, version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (validate_observation(observation, &o, why, sizeof(why)) != 0)
+        return refuse(soap, op, "invalid", "%s", why);
+    if (strcmp(observation->cluster, id->cluster) != 0)
+        return refuse(soap, op, "denied", "frontend %s may report for cluster %s only, not %s",
+                      id->name, id->cluster, observation->cluster);
+    o.when = (uint64_t)time(NULL);
+    enum reg_status st = registry_observe(b->reg, id->cluster, &o, &decl, why, sizeof(why));
+    if (st != REG_OK)
+        return refuse_status(soap, op, st, why);
+    atomic_fetch_add(&b->stats.observations, 1);
+    bool listed = o.public_addr[0] == '\0' ||
+                  (decl.kind != CLUSTER_NAT && decl.kind != CLUSTER_SYMNAT) || decl.npublic == 0;
+    for (int i = 0; !listed && i < decl.npublic; i++)
+        listed = strcmp(decl.public_addr[i], o.public_addr) == 0;
+    if (o.kind != decl.kind)
+        log_warnx("misconfiguration: cluster %s declares %s but node %s observed %s (%s)",
+                  decl.name, cluster_kind_name(decl.kind), o.node, cluster_kind_name(o.kind),
+                  kind_meaning(o.kind));
+    if (!listed)
+        log_warnx("misconfiguration: cluster %s declares %s with public address%s %s%s but node "
+                  "%s appears from %s",
+                  decl.name, cluster_kind_name(decl.kind), decl.npublic > 1 ? "es" : "",
+                  decl.public_addr[0], decl.npublic > 1 ? ", ..." : "", o.node, o.public_addr);
+    log_info("observed: cluster %s node %s: %s, public address %s, mapping %s, inbound %s, "
+             "port preserving %s",
+             decl.name, o.node, cluster_kind_name(o.kind), o.public_addr[0] ? o.public_addr : "?",
+             o.mapping, o.inbound,
+             o.port_preserving < 0 ? "unknown" : o.port_preserving ? "yes" : "no");
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+static struct qcg__observation *observation_to_soap(struct soap *soap, const char *cluster,
+                                                    const struct reg_observation *in)
+{
+    struct qcg__observation *o = soap_malloc(soap, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    o->cluster = soap_strdup(soap, cluster);
+    o->node = soap_strdup(soap, in->node);
+    o->kind = (char *)cluster_kind_name(in->kind);
+    o->publicAddress = soap_strdup(soap, in->public_addr);
+    o->portPreserving = in->port_preserving;
+    o->mapping = soap_strdup(soap, in->mapping);
+    o->inbound = soap_strdup(soap, in->inbound);
+    o->when = in->when;
+    return o;
+}
+
+/* The outcomes of the grid answer; at most what a client accepts. */
+#define GRID_OUTCOMES_MAX 1000
+
+static int grid_outcomes(struct soap *soap, struct outcomes *mem, struct qcg__gridResponse *r)
+{
+    struct outcome_pair *pairs = malloc(OUTCOMES_PAIRS_MAX * sizeof(*pairs));
+    if (pairs == NULL)
+        return -1;
+    size_t n = outcomes_snapshot(mem, pairs, OUTCOMES_PAIRS_MAX);
+    uint64_t now = (uint64_t)time(NULL);
+    r->outcome = soap_malloc(soap, GRID_OUTCOMES_MAX * sizeof(*r->outcome));
+    r->__sizeOutcome = 0;
+    for (size_t i = 0; r->outcome != NULL && i < n; i++) {
+        for (int t = TECH_DIRECT; t < OUTCOMES_TECHNIQUES; t++) {
+            const struct outcome_tally *y = &pairs[i].tech[t];
+            if (y->ok + y->failed == 0 || r->__sizeOutcome >= GRID_OUTCOMES_MAX)
+                continue;
+            struct qcg__outcome *o = &r->outcome[r->__sizeOutcome++];
+            o->from = soap_strdup(soap, pairs[i].from);
+            o->to = soap_strdup(soap, pairs[i].to);
+            o->technique = (char *)technique_name((enum technique)t);
+            o->ok = y->ok;
+            o->failed = y->failed;
+            o->lastOk = y->last_ok ? 1 : 0;
+            o->lastSetupMs = (int)y->last_setup_ms;
+            o->age = now > y->last ? now - y->last : 0;
+        }
+    }
+    free(pairs);
+    return r->outcome != NULL ? 0 : -1;
 }
 
 int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
 {
-    (void)version, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "grid: not served yet");
+    static const char op[] = "grid";
+    const struct identity *id;
+    struct broker *b = state(soap);
+    struct reg_cluster_view *all;
+    size_t n;
+    if (check_call(soap, op, version, false, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (id->role != QCG_ROLE_BROKER && id->role != QCG_ROLE_FRONTEND)
+        return refuse(soap, op, "denied", "grid is served to the broker and frontends, not to a %s",
+                      role_name(id->role));
+    if (registry_clusters(b->reg, &all, &n) < 0)
+        return refuse(soap, op, "unavailable", "out of memory");
+    memset(response, 0, sizeof(*response));
+    response->version = QCG_PROTOCOL_VERSION;
+    response->cluster = soap_malloc(soap, (n > 0 ? n : 1) * sizeof(*response->cluster));
+    for (size_t i = 0; response->cluster != NULL && i < n; i++) {
+        struct qcg__gridCluster *g = &response->cluster[i];
+        cluster_to_soap(soap, &all[i].decl, &g->declared);
+        g->nodes = (int)all[i].nodes;
+        g->observed = all[i].observed.when != 0
+                          ? observation_to_soap(soap, all[i].decl.name, &all[i].observed)
+                          : NULL;
+        g->punchesPreserved = (int)all[i].punches_kept;
+        g->punchesChanged = (int)all[i].punches_changed;
+        response->__sizeCluster = (int)i + 1;
+    }
+    free(all);
+    if (response->cluster == NULL || grid_outcomes(soap, b->outcomes, response) < 0)
+        return refuse(soap, op, "unavailable", "out of memory");
+    log_debug("grid for %s %s: %d clusters, %d outcomes", role_name(id->role), id->name,
+              response->__sizeCluster, response->__sizeOutcome);
+    return SOAP_OK;
 }

@@ -28,6 +28,8 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"injects_ordered", atomic_load(&b->stats.injects_ordered)},
         {"reports_ok", atomic_load(&b->stats.reports_ok)},
         {"reports_failed", atomic_load(&b->stats.reports_failed)},
+        {"probes_started", atomic_load(&b->stats.probes_started)},
+        {"observations", atomic_load(&b->stats.observations)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

@@ -142,3 +142,50 @@ int validate_contact(const struct qcg__contact *in, struct reg_contact *out, cha
     out->port = in->port;
     return 0;
 }
+
+/* The index of text in a NULL-terminated list of words, or -1. */
+static int word_index(const char *text, const char *const *words)
+{
+    for (int i = 0; text != NULL && words[i] != NULL; i++) {
+        if (strcmp(text, words[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int validate_observation(const struct qcg__observation *in, struct reg_observation *out,
+                         char *why, size_t whylen)
+{
+    static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
+                                           "unknown", NULL};
+    static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown", NULL};
+    memset(out, 0, sizeof(*out));
+    if (in == NULL)
+        return bad(why, whylen, "%s is missing", "observation");
+    if (check_name(in->cluster, "observation.cluster", why, whylen) ||
+        check_name(in->node, "observation.node", why, whylen))
+        return -1;
+    int kind = in->kind != NULL ? cluster_kind_parse(in->kind) : -1;
+    if (kind < 0)
+        return bad(why, whylen, "%s: not open, firewalled, nat or symnat", "observation.kind");
+    if (word_index(in->mapping, mappings) < 0)
+        return bad(why, whylen,
+                   "%s: not none, endpoint-independent, endpoint-dependent or unknown",
+                   "observation.mapping");
+    if (word_index(in->inbound, inbounds) < 0)
+        return bad(why, whylen, "%s: not open, dropped, rejected or unknown",
+                   "observation.inbound");
+    if (in->portPreserving < -1 || in->portPreserving > 1)
+        return bad(why, whylen, "%s must be -1, 0 or 1", "observation.portPreserving");
+    if (in->publicAddress != NULL && in->publicAddress[0] != '\0' &&
+        check_address(in->publicAddress, "observation.publicAddress", why, whylen))
+        return -1;
+    snprintf(out->node, sizeof(out->node), "%s", in->node);
+    out->kind = (enum cluster_kind)kind;
+    snprintf(out->public_addr, sizeof(out->public_addr), "%s",
+             in->publicAddress != NULL ? in->publicAddress : "");
+    out->port_preserving = in->portPreserving;
+    snprintf(out->mapping, sizeof(out->mapping), "%s", in->mapping);
+    snprintf(out->inbound, sizeof(out->inbound), "%s", in->inbound);
+    return 0;
+}

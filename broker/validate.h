@@ -13,6 +13,7 @@
 struct qcg__cluster;
 struct qcg__node;
 struct qcg__contact;
+struct qcg__observation;
 
 /* An IPv4 or IPv6 address in text form (inet_pton), shorter than QCG_ADDR_MAX. */
 bool address_valid(const char *addr);
@@ -25,5 +26,10 @@ int validate_contact(const struct qcg__contact *in, struct reg_contact *out, cha
                      size_t whylen);
 int validate_job(const char *job, const char *secret, char *why, size_t whylen);
 int validate_rank(int rank, const char *field, char *why, size_t whylen);
+/* A probe's observation (qcg_service.h): names, the kind, mapping and
+   inbound words, portPreserving -1..1, publicAddress empty or an address.
+   out->when is left 0. */
+int validate_observation(const struct qcg__observation *in, struct reg_observation *out,
+                         char *why, size_t whylen);
 
 #endif

@@ -128,6 +128,11 @@ struct relay_args {
     struct plan *plan;
     const char *token, *packet;   /* traverse */
     const struct report_args *report;
+    struct soap *dst;             /* siteInfo, probe: the helper's context, for the answer */
+    struct qcg__siteInfoResponse *site;
+    struct qcg__probeResponse *probe;
+    int seconds;
+    const struct qcg__observation *observation;
 };
 
 enum relay_op {
@@ -136,7 +141,10 @@ enum relay_op {
     RELAY_WITHDRAW,
     RELAY_LOOKUP,
     RELAY_TRAVERSE,
-    RELAY_REPORT
+    RELAY_REPORT,
+    RELAY_SITE,
+    RELAY_PROBE,
+    RELAY_OBSERVED
 };
 
 static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_args *a,
@@ -166,6 +174,15 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             break;
         case RELAY_REPORT:
             rc = relay_report(up, url, a->report, err);
+            break;
+        case RELAY_SITE:
+            rc = relay_site_info(up, url, a->dst, a->site, err);
+            break;
+        case RELAY_PROBE:
+            rc = relay_probe(up, url, a->cluster, a->seconds, a->dst, a->probe, err);
+            break;
+        case RELAY_OBSERVED:
+            rc = relay_observed(up, url, a->observation, err);
             break;
         }
         int broken = rc < 0 && err->status == CALL_UNREACHABLE;
@@ -634,6 +651,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
         out[i].token = cmds[i].token[0] ? soap_strdup(soap, cmds[i].token) : NULL;
         out[i].peerRank = cmds[i].peer_rank;
         out[i].packet = cmds[i].packet[0] ? soap_strdup(soap, cmds[i].packet) : NULL;
+        out[i].seconds = cmds[i].seconds;
     }
     response->__sizeCommand = n;
     response->command = out;
@@ -664,29 +682,120 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     return SOAP_OK;
 }
 
-/* TODO(issue 7): placeholders until the probe operations are served here. */
+/* ---- qcg-probe: siteInfo, probe, observed (relayed); grid is the broker's ---- */
+
+/* One relayed call of a probe operation, the link checked first.  SOAP_OK or
+   the fault ("broker unreachable: ..." when it cannot be reached). */
+static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op,
+                          enum relay_op rop, const struct relay_args *a)
+{
+    char reason[256];
+    struct relay_error err;
+    if (!store_link(fe->store, reason, sizeof(reason)))
+        return unavailable(soap, op, reason);
+    if (relay_call(fe, rop, a, &err) < 0)
+        return relay_failed(soap, op, &err);
+    return SOAP_OK;
+}
+
 int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
 {
-    (void)version, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "siteInfo: not served yet");
+    static const char op[] = "siteInfo";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    struct relay_args a = {.dst = soap, .site = response};
+    if (relay_probe_op(soap, fe, op, RELAY_SITE, &a) != SOAP_OK)
+        return SOAP_FAULT;
+    response->broker = soap_strdup(soap, soap_pool_url(fe->pool));
+    log_debug("siteInfo for %s: %d clusters, %d proxies", id->name, response->__sizePeer,
+              response->__sizeProxy);
+    return SOAP_OK;
 }
 
 int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
                struct qcg__probeResponse *response)
 {
-    (void)version, (void)cluster, (void)seconds, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "probe: not served yet");
+    static const char op[] = "probe";
+    struct frontend *fe;
+    const struct identity *id;
+    char why[128];
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (cluster == NULL || !name_valid(cluster))
+        return invalid(soap, op, id, "cluster: missing or not a valid name");
+    if (seconds < 1 || seconds > QCG_PROBE_TTL_MAX) {
+        snprintf(why, sizeof(why), "seconds: %d is not within 1-%d", seconds, QCG_PROBE_TTL_MAX);
+        return invalid(soap, op, id, why);
+    }
+    memset(response, 0, sizeof(*response));
+    struct relay_args a = {.dst = soap, .probe = response, .cluster = cluster, .seconds = seconds};
+    if (relay_probe_op(soap, fe, op, RELAY_PROBE, &a) != SOAP_OK)
+        return SOAP_FAULT;
+    log_info("probe from %s: test endpoint in %s (node %s, job %s, %d s)", id->name,
+             cluster, response->node, response->job, response->seconds);
+    return SOAP_OK;
+}
+
+/* The observation's words; NULL when fine, else what is wrong.  The broker
+   checks again: here so that junk is not relayed. */
+static const char *observation_bad(const struct qcg__observation *o)
+{
+    static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
+                                           "unknown"};
+    static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown"};
+    int mapping_ok = 0, inbound_ok = 0;
+    for (size_t i = 0; i < 4; i++) {
+        mapping_ok |= o->mapping != NULL && strcmp(o->mapping, mappings[i]) == 0;
+        inbound_ok |= o->inbound != NULL && strcmp(o->inbound, inbounds[i]) == 0;
+    }
+    if (o->kind == NULL || cluster_kind_parse(o->kind) < 0)
+        return "kind: not open, firewalled, nat or symnat";
+    if (!mapping_ok)
+        return "mapping: not none, endpoint-independent, endpoint-dependent or unknown";
+    if (!inbound_ok)
+        return "inbound: not open, dropped, rejected or unknown";
+    if (o->portPreserving < -1 || o->portPreserving > 1)
+        return "portPreserving: not -1, 0 or 1";
+    if (o->publicAddress != NULL && o->publicAddress[0] != '\0' && !address_valid(o->publicAddress))
+        return "publicAddress: not an IP address";
+    return NULL;
 }
 
 int qcg__observed(struct soap *soap, int version, struct qcg__observation *observation,
                   struct qcg__ackResponse *response)
 {
-    (void)version, (void)observation, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "observed: not served yet");
+    static const char op[] = "observed";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (observation == NULL)
+        return invalid(soap, op, id, "observation missing");
+    const char *bad = observation_bad(observation);
+    if (bad != NULL)
+        return invalid(soap, op, id, bad);
+    /* Whose observation it is comes from the certificate, never the message. */
+    observation->cluster = soap_strdup(soap, id->cluster);
+    observation->node = soap_strdup(soap, id->node);
+    observation->when = 0;
+    struct relay_args a = {.observation = observation};
+    if (relay_probe_op(soap, fe, op, RELAY_OBSERVED, &a) != SOAP_OK)
+        return SOAP_FAULT;
+    log_info("observed from %s: %s, public address %s, mapping %s, inbound %s", id->name,
+             observation->kind, observation->publicAddress ? observation->publicAddress : "?",
+             observation->mapping, observation->inbound);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
 }
 
 int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
 {
-    (void)version, (void)response;
-    return soap_qcg_fault(soap, "unavailable", "grid: not served yet");
+    (void)response;
+    struct frontend *fe = soap_server_state(soap);
+    if (soap_check_version(soap, version) != 0)
+        return SOAP_FAULT;
+    return deny(soap, fe, "grid", soap_caller(soap),
+                "grid is served by the broker (qcg-broker --grid), not by a frontend");
 }

@@ -154,6 +154,93 @@ int relay_report(struct soap *soap, const char *url, const struct report_args *r
     return call_failed(soap, rc, err);
 }
 
+static char *dup_str(struct soap *dst, const char *s)
+{
+    return s != NULL ? soap_strdup(dst, s) : NULL;
+}
+
+/* Deep copies of what the broker sent: every pointer into `dst`, array
+   sizes trusted only with their array. */
+static void cluster_copy(struct soap *dst, const struct qcg__cluster *in, struct qcg__cluster *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->name = dup_str(dst, in->name);
+    out->kind = dup_str(dst, in->kind);
+    out->portLow = in->portLow;
+    out->portHigh = in->portHigh;
+    int n = in->publicAddress != NULL && in->__sizePublicAddress > 0 ? in->__sizePublicAddress : 0;
+    out->publicAddress = n > 0 ? soap_malloc(dst, (size_t)n * sizeof(char *)) : NULL;
+    for (int i = 0; out->publicAddress != NULL && i < n; i++)
+        out->publicAddress[i] = dup_str(dst, in->publicAddress[i]);
+    out->__sizePublicAddress = out->publicAddress != NULL ? n : 0;
+}
+
+int relay_site_info(struct soap *soap, const char *url, struct soap *dst,
+                    struct qcg__siteInfoResponse *out, struct relay_error *err)
+{
+    struct qcg__siteInfoResponse r;
+    memset(&r, 0, sizeof(r));
+    int rc = soap_call_qcg__siteInfo(soap, url, NULL, QCG_PROTOCOL_VERSION, &r);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    memset(out, 0, sizeof(*out));
+    out->version = QCG_PROTOCOL_VERSION;
+    cluster_copy(dst, &r.cluster, &out->cluster);
+    out->frontendSeenFrom = dup_str(dst, r.frontendSeenFrom);
+    if (r.reflector != NULL && (out->reflector = soap_malloc(dst, sizeof(*out->reflector)))) {
+        out->reflector->address = dup_str(dst, r.reflector->address);
+        out->reflector->port = r.reflector->port;
+    }
+    int np = r.proxy != NULL && r.__sizeProxy > 0 ? r.__sizeProxy : 0;
+    out->proxy = np > 0 ? soap_malloc(dst, (size_t)np * sizeof(*out->proxy)) : NULL;
+    for (int i = 0; out->proxy != NULL && i < np; i++) {
+        out->proxy[i].address = dup_str(dst, r.proxy[i].address);
+        out->proxy[i].port = r.proxy[i].port;
+        out->__sizeProxy = i + 1;
+    }
+    int nc = r.peer != NULL && r.__sizePeer > 0 ? r.__sizePeer : 0;
+    out->peer = nc > 0 ? soap_malloc(dst, (size_t)nc * sizeof(*out->peer)) : NULL;
+    for (int i = 0; out->peer != NULL && i < nc; i++) {
+        cluster_copy(dst, &r.peer[i], &out->peer[i]);
+        out->__sizePeer = i + 1;
+    }
+    if (r.cluster.name == NULL || (np > 0 && out->proxy == NULL) || (nc > 0 && out->peer == NULL))
+        return malformed(err, "siteInfo answer (or out of memory)");
+    return 0;
+}
+
+int relay_probe(struct soap *soap, const char *url, const char *cluster, int seconds,
+                struct soap *dst, struct qcg__probeResponse *out, struct relay_error *err)
+{
+    struct qcg__probeResponse r;
+    memset(&r, 0, sizeof(r));
+    int rc = soap_call_qcg__probe(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)cluster, seconds,
+                                  &r);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    if (r.job == NULL || r.secret == NULL || r.node == NULL || r.address == NULL)
+        return malformed(err, "probe answer");
+    out->version = QCG_PROTOCOL_VERSION;
+    out->job = dup_str(dst, r.job);
+    out->secret = dup_str(dst, r.secret);
+    out->rank = r.rank;
+    out->cluster = dup_str(dst, r.cluster);
+    out->node = dup_str(dst, r.node);
+    out->address = dup_str(dst, r.address);
+    out->seconds = r.seconds;
+    return 0;
+}
+
+int relay_observed(struct soap *soap, const char *url, const struct qcg__observation *o,
+                   struct relay_error *err)
+{
+    struct qcg__ackResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__observed(soap, url, NULL, QCG_PROTOCOL_VERSION,
+                                     (struct qcg__observation *)o, &resp);
+    return call_failed(soap, rc, err);
+}
+
 static int command_from_soap(const struct qcg__command *in, struct command *out)
 {
     memset(out, 0, sizeof(*out));
@@ -161,6 +248,7 @@ static int command_from_soap(const struct qcg__command *in, struct command *out)
     out->rank = in->rank;
     out->port = in->port;
     out->peer_rank = in->peerRank;
+    out->seconds = in->seconds;
     if (in->kind == NULL || copy_str(out->kind, sizeof(out->kind), in->kind) < 0 ||
         copy_str(out->job, sizeof(out->job), in->job) < 0 ||
         copy_str(out->node, sizeof(out->node), in->node) < 0 ||

@@ -69,6 +69,18 @@ struct report_args {
 };
 int relay_report(struct soap *soap, const char *url, const struct report_args *r,
                  struct relay_error *err);
+/* qcg-probe's operations.  The answers are deep-copied into `dst` (the
+   helper's server context, whose response they become) before the caller
+   resets `soap`. */
+struct qcg__siteInfoResponse;
+struct qcg__probeResponse;
+struct qcg__observation;
+int relay_site_info(struct soap *soap, const char *url, struct soap *dst,
+                    struct qcg__siteInfoResponse *out, struct relay_error *err);
+int relay_probe(struct soap *soap, const char *url, const char *cluster, int seconds,
+                struct soap *dst, struct qcg__probeResponse *out, struct relay_error *err);
+int relay_observed(struct soap *soap, const char *url, const struct qcg__observation *o,
+                   struct relay_error *err);
 /* Long-poll: *server_epoch gets the broker's epoch; up to max commands are
    copied into out (malformed ones are logged and skipped, but *last_seq
    still covers them so they are acknowledged).  *n = commands copied. */
