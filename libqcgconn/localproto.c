@@ -18,6 +18,11 @@ const size_t local_payload_size[LOCAL_TYPE_COUNT] = {
     [LOCAL_STATUS] = 0,
     [LOCAL_STATUS_OK] = sizeof(struct local_status),
     [LOCAL_REPORT] = sizeof(struct local_report),
+    [LOCAL_SITE] = 0,
+    [LOCAL_SITE_OK] = sizeof(struct local_site),
+    [LOCAL_PROBE] = sizeof(struct local_probe),
+    [LOCAL_PROBE_OK] = sizeof(struct local_probe_ok),
+    [LOCAL_OBSERVED] = sizeof(struct local_observed),
 };
 
 int local_header_check(const struct local_header *h)
@@ -40,6 +45,55 @@ static int terminated(const char *s, size_t size)
 }
 
 #define STR_OK(p, field) terminated((p)->field, sizeof((p)->field))
+
+/* A terminated field that holds exactly one of the words of a NULL-ended list. */
+static int one_of(const char *s, size_t size, const char *const *words)
+{
+    if (!terminated(s, size))
+        return 0;
+    for (; *words != NULL; words++) {
+        if (strcmp(s, *words) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+#define WORD_OK(p, field, words) one_of((p)->field, sizeof((p)->field), words)
+
+static const char *const kinds[] = {"open", "firewalled", "nat", "symnat", NULL};
+static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
+                                       "unknown", NULL};
+static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown", NULL};
+
+static int cluster_ok(const struct local_cluster *c)
+{
+    if (!STR_OK(c, name) || !STR_OK(c, kind))
+        return 0;
+    for (size_t i = 0; i < LOCAL_PUBLIC_MAX; i++) {
+        if (!terminated(c->public_address[i], sizeof(c->public_address[i])))
+            return 0;
+    }
+    return 1;
+}
+
+static int site_ok(const struct local_site *p)
+{
+    if (!STR_OK(p, node) || !STR_OK(p, address) || !cluster_ok(&p->cluster) ||
+        !STR_OK(p, frontend) || !STR_OK(p, broker) || !STR_OK(p, frontend_seen_from) ||
+        !STR_OK(p, reflector) || !STR_OK(p, intercept) || p->proxies > LOCAL_PROXIES_MAX ||
+        p->can_intercept > 1 || p->clusters > LOCAL_CLUSTERS_MAX ||
+        p->clusters > p->clusters_total)
+        return 0;
+    for (size_t i = 0; i < LOCAL_PROXIES_MAX; i++) {
+        if (!terminated(p->proxy[i], sizeof(p->proxy[i])))
+            return 0;
+    }
+    for (size_t i = 0; i < LOCAL_CLUSTERS_MAX; i++) {
+        if (!cluster_ok(&p->peer[i]))
+            return 0;
+    }
+    return 1;
+}
 
 int local_payload_check(uint16_t type, const void *payload)
 {
@@ -92,8 +146,37 @@ int local_payload_check(uint16_t type, const void *payload)
             return QCG_EPROTO;
         return 0;
     }
+    case LOCAL_LOOKUP: {
+        const struct local_lookup *p = payload;
+        return p->only <= QCG_TECH_PROXY ? 0 : QCG_EPROTO;
+    }
+    case LOCAL_SITE_OK:
+        return site_ok(payload) ? 0 : QCG_EPROTO;
+    case LOCAL_PROBE: {
+        const struct local_probe *p = payload;
+        if (!STR_OK(p, cluster) || p->cluster[0] == '\0' || p->seconds < 1 ||
+            p->seconds > LOCAL_PROBE_SECONDS_MAX)
+            return QCG_EPROTO;
+        return 0;
+    }
+    case LOCAL_PROBE_OK: {
+        const struct local_probe_ok *p = payload;
+        if (!STR_OK(p, job) || !STR_OK(p, secret) || !STR_OK(p, cluster) || !STR_OK(p, node) ||
+            !STR_OK(p, address) || p->rank < 0 || p->seconds < 1 ||
+            p->seconds > LOCAL_PROBE_SECONDS_MAX)
+            return QCG_EPROTO;
+        return 0;
+    }
+    case LOCAL_OBSERVED: {
+        const struct local_observed *p = payload;
+        if (!WORD_OK(p, kind, kinds) || !STR_OK(p, public_address) ||
+            !WORD_OK(p, mapping, mappings) || !WORD_OK(p, inbound, inbounds) ||
+            p->port_preserving < -1 || p->port_preserving > 1)
+            return QCG_EPROTO;
+        return 0;
+    }
     default:
-        /* PUBLISH, LOOKUP: integers only. */
+        /* PUBLISH: integers only. */
         return 0;
     }
 }

@@ -184,6 +184,10 @@ struct local_site {
     struct local_cluster peer[LOCAL_CLUSTERS_MAX]; /* every cluster, this one included */
 };
 
+/* The longest life of a probe's test endpoint: QCG_PROBE_TTL_MAX of
+   common/proto.h (the helper asserts they agree). */
+#define LOCAL_PROBE_SECONDS_MAX 120
+
 struct local_probe {
     char cluster[LOCAL_NAME_MAX];       /* where the test endpoint should run */
     uint32_t seconds;                   /* its life, 1..QCG_PROBE_TTL_MAX */
@@ -231,7 +235,9 @@ extern const size_t local_payload_size[LOCAL_TYPE_COUNT];
    0, or a negative QCG_E* code. */
 int local_header_check(const struct local_header *h);
 /* Checks that every string field of a payload of `type` is NUL-terminated
-   inside its array (and, for HELLO, that the version matches).  0 or QCG_EPROTO. */
+   inside its array (and, for HELLO, that the version matches), and the
+   ranges and words of the fields that have them (LOOKUP's only, PROBE's
+   cluster and seconds, OBSERVED's words, SITE_OK's counts).  0 or QCG_EPROTO. */
 int local_payload_check(uint16_t type, const void *payload);
 
 #endif

@@ -581,7 +581,7 @@ static void fuzz_one(const char *path)
         rnd_fill(buf, len);
         break;
     case 1: /* a well-framed message of any type with a random payload */
-        h = (struct local_header){.magic = LOCAL_MAGIC, .type = (uint16_t)(rnd() % 14),
+        h = (struct local_header){.magic = LOCAL_MAGIC, .type = (uint16_t)(rnd() % (LOCAL_TYPE_COUNT + 2)),
                                   .request_id = rnd()};
         h.length = h.type < LOCAL_TYPE_COUNT ? (uint32_t)local_payload_size[h.type] : rnd();
         memcpy(buf, &h, sizeof(h));
@@ -598,9 +598,10 @@ static void fuzz_one(const char *path)
         memcpy(buf + sizeof(h), &hello, sizeof(hello));
         len = sizeof(h) + sizeof(hello);
         for (int i = 0; i < 4; i++) {
-            static const uint16_t types[] = {LOCAL_PUBLISH, LOCAL_LOOKUP, LOCAL_WITHDRAW,
-                                             LOCAL_STATUS, LOCAL_HELLO};
-            h.type = types[rnd() % 5];
+            static const uint16_t types[] = {LOCAL_PUBLISH, LOCAL_LOOKUP,   LOCAL_WITHDRAW,
+                                             LOCAL_STATUS,  LOCAL_HELLO,    LOCAL_SITE,
+                                             LOCAL_PROBE,   LOCAL_OBSERVED, LOCAL_REPORT};
+            h.type = types[rnd() % (sizeof(types) / sizeof(types[0]))];
             h.length = (uint32_t)local_payload_size[h.type];
             h.request_id = rnd();
             if (len + sizeof(h) + h.length > sizeof(buf))

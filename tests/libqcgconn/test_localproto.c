@@ -56,6 +56,12 @@ static void test_headers(void)
     CHECK_EQ(local_payload_size[LOCAL_INCOMING], sizeof(struct local_incoming));
     CHECK_EQ(local_payload_size[LOCAL_STATUS], 0);
     CHECK_EQ(local_payload_size[LOCAL_STATUS_OK], sizeof(struct local_status));
+    CHECK_EQ(local_payload_size[LOCAL_REPORT], sizeof(struct local_report));
+    CHECK_EQ(local_payload_size[LOCAL_SITE], 0);
+    CHECK_EQ(local_payload_size[LOCAL_SITE_OK], sizeof(struct local_site));
+    CHECK_EQ(local_payload_size[LOCAL_PROBE], sizeof(struct local_probe));
+    CHECK_EQ(local_payload_size[LOCAL_PROBE_OK], sizeof(struct local_probe_ok));
+    CHECK_EQ(local_payload_size[LOCAL_OBSERVED], sizeof(struct local_observed));
 }
 
 /* A payload passes, then fails once the string field at [off, off+len) has
@@ -126,10 +132,151 @@ static void test_payloads(void)
     CHECK_EQ(local_payload_check(LOCAL_PLAN, NULL), QCG_EPROTO);
 }
 
+/* Version 4: LOOKUP's only, SITE_OK, PROBE, PROBE_OK, OBSERVED. */
+static void test_probe_payloads(void)
+{
+    struct local_lookup lk = {.to_rank = 1, .timeout_ms = 5};
+    static struct local_site site;
+    struct local_probe pr = {.seconds = 30};
+    struct local_probe_ok po = {.rank = 1, .seconds = 30};
+    struct local_observed ob = {.port_preserving = 1};
+
+    /* only: 0 (normal) or a technique, nothing beyond proxy. */
+    for (uint32_t t = 0; t <= QCG_TECH_PROXY; t++) {
+        lk.only = t;
+        CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), 0);
+    }
+    lk.only = QCG_TECH_PROXY + 1;
+    CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
+    lk.only = 0xffffffffu;
+    CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
+
+    CHECK_EQ(local_payload_check(LOCAL_SITE, NULL), 0);
+    memset(&site, 0, sizeof(site));
+    strcpy(site.node, "n1");
+    strcpy(site.cluster.name, "c1");
+    strcpy(site.cluster.kind, "nat");
+    site.clusters = 1;
+    site.clusters_total = 1;
+    FIELD(LOCAL_SITE_OK, site, node);
+    FIELD(LOCAL_SITE_OK, site, address);
+    FIELD(LOCAL_SITE_OK, site, cluster.name);
+    FIELD(LOCAL_SITE_OK, site, cluster.kind);
+    for (int i = 0; i < LOCAL_PUBLIC_MAX; i++) {
+        FIELD(LOCAL_SITE_OK, site, cluster.public_address[i]);
+    }
+    FIELD(LOCAL_SITE_OK, site, frontend);
+    FIELD(LOCAL_SITE_OK, site, broker);
+    FIELD(LOCAL_SITE_OK, site, frontend_seen_from);
+    FIELD(LOCAL_SITE_OK, site, reflector);
+    FIELD(LOCAL_SITE_OK, site, intercept);
+    for (int i = 0; i < LOCAL_PROXIES_MAX; i++) {
+        FIELD(LOCAL_SITE_OK, site, proxy[i]);
+    }
+    for (int i = 0; i < LOCAL_CLUSTERS_MAX; i++) {
+        FIELD(LOCAL_SITE_OK, site, peer[i].name);
+        FIELD(LOCAL_SITE_OK, site, peer[i].kind);
+        FIELD(LOCAL_SITE_OK, site, peer[i].public_address[LOCAL_PUBLIC_MAX - 1]);
+    }
+    /* Counts within their arrays. */
+    site.proxies = LOCAL_PROXIES_MAX;
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+    site.proxies = LOCAL_PROXIES_MAX + 1;
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    site.proxies = 0;
+    site.clusters = site.clusters_total = LOCAL_CLUSTERS_MAX + 1;
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    site.clusters = LOCAL_CLUSTERS_MAX; /* more known than carried */
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+    site.clusters_total = 3; /* more carried than known */
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    site.clusters = site.clusters_total = 1;
+    site.can_intercept = 2;
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    site.can_intercept = 1;
+    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+
+    /* PROBE: a cluster and 1..LOCAL_PROBE_SECONDS_MAX seconds. */
+    strcpy(pr.cluster, "c2");
+    FIELD(LOCAL_PROBE, pr, cluster);
+    pr.cluster[0] = '\0';
+    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    strcpy(pr.cluster, "c2");
+    pr.seconds = 0;
+    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    pr.seconds = LOCAL_PROBE_SECONDS_MAX;
+    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), 0);
+    pr.seconds = LOCAL_PROBE_SECONDS_MAX + 1;
+    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    CHECK_EQ(LOCAL_PROBE_SECONDS_MAX, 120);
+
+    strcpy(po.job, "probe-0123");
+    strcpy(po.secret, "s");
+    FIELD(LOCAL_PROBE_OK, po, job);
+    FIELD(LOCAL_PROBE_OK, po, secret);
+    FIELD(LOCAL_PROBE_OK, po, cluster);
+    FIELD(LOCAL_PROBE_OK, po, node);
+    FIELD(LOCAL_PROBE_OK, po, address);
+    po.rank = -1;
+    CHECK_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
+    po.rank = 1;
+    po.seconds = 0;
+    CHECK_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
+    po.seconds = 30;
+
+    /* OBSERVED: its words exactly, nothing longer, shorter or of another case. */
+    {
+        static const char *const kinds[] = {"open", "firewalled", "nat", "symnat"};
+        static const char *const maps[] = {"none", "endpoint-independent", "endpoint-dependent",
+                                           "unknown"};
+        static const char *const ins[] = {"open", "dropped", "rejected", "unknown"};
+        static const char *const bad[] = {"", "NAT", "nat ", "na", "symnatx", "endpoint", "x"};
+
+        strcpy(ob.public_address, "192.0.2.1");
+        for (int k = 0; k < 4; k++) {
+            for (int m = 0; m < 4; m++) {
+                strcpy(ob.kind, kinds[k]);
+                strcpy(ob.mapping, maps[m]);
+                strcpy(ob.inbound, ins[(k + m) % 4]);
+                CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+            }
+        }
+        FIELD(LOCAL_OBSERVED, ob, public_address);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            struct local_observed o = ob;
+
+            strcpy(o.kind, bad[i]);
+            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+            o = ob;
+            strcpy(o.mapping, bad[i]);
+            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+            o = ob;
+            strcpy(o.inbound, bad[i]);
+            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+        }
+        /* A valid word followed by garbage after its NUL is still the word. */
+        memset(ob.kind, 'z', sizeof(ob.kind));
+        strcpy(ob.kind, "nat");
+        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+        memset(ob.kind, 'z', sizeof(ob.kind));
+        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+        strcpy(ob.kind, "nat");
+        for (int32_t pp = -1; pp <= 1; pp++) {
+            ob.port_preserving = pp;
+            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+        }
+        ob.port_preserving = 2;
+        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+        ob.port_preserving = -2;
+        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+    }
+}
+
 int main(void)
 {
     test_headers();
     test_payloads();
+    test_probe_payloads();
     printf("libqcgconn-localproto: ok\n");
     return 0;
 }
