@@ -17,7 +17,10 @@
    An attempt that fails before the handshake (or does not get there within
    its technique's time) is recorded, reported to the helper (the broker
    remembers outcomes per cluster pair) and the helper is asked again with
-   the techniques tried: the broker plans the next one.  The caller sees one
+   the techniques tried: the broker plans the next one.  An operation of
+   qcg_connect_start_only asks for its one technique and never for another:
+   the attempt's failure, or the broker's reason why the technique cannot
+   work, ends it.  The caller sees one
    connect that succeeds, or one error naming every attempt.  A timerfd in
    the same epoll set wakes the caller for lookup retries, at an attempt's
    deadline and at the operation's deadline. */
@@ -71,6 +74,7 @@ struct qcg_connect_op {
     struct local_plan plan;
     uint32_t technique;   /* of the plan being executed */
     uint32_t tried_mask;  /* 1 << technique of each failed attempt */
+    uint32_t only;        /* qcg_connect_start_only's technique, else QCG_TECH_NONE */
     struct waiter waiter; /* reversed: listed in the context while waiting */
     bool waiting;
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
@@ -106,7 +110,11 @@ static void append(char *dst, size_t size, const char *src)
     dst[used + n] = '\0';
 }
 
-/* The operation's error: the failed attempts first, then what ended it. */
+static const char *tech_name(uint32_t t);
+
+/* The operation's error: the failed attempts first, then what ended it.
+   With one technique only, the one attempt's name leads (the broker's reason
+   before any attempt is given as it is). */
 static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
 {
     char last[QCG_ERRMSG_MAX];
@@ -117,6 +125,10 @@ static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
     va_end(ap);
     op->err[0] = '\0';
     append(op->err, sizeof(op->err), op->history);
+    if (op->only != QCG_TECH_NONE && op->technique != QCG_TECH_NONE) {
+        append(op->err, sizeof(op->err), tech_name(op->technique));
+        append(op->err, sizeof(op->err), ": ");
+    }
     append(op->err, sizeof(op->err), last);
     op->state = OP_FAILED;
     op->result = code;
@@ -177,8 +189,10 @@ static uint32_t remaining_ms(const qcg_connect_op *op)
 
 static int send_lookup(qcg_connect_op *op)
 {
-    struct local_lookup lk = {
-        .to_rank = op->rank, .timeout_ms = remaining_ms(op), .tried_mask = op->tried_mask};
+    struct local_lookup lk = {.to_rank = op->rank,
+                              .timeout_ms = remaining_ms(op),
+                              .tried_mask = op->tried_mask,
+                              .only = op->only};
     int rc;
 
     op->lookup_id++;
@@ -242,6 +256,11 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     attempt_cleanup(op);
+    if (op->only != QCG_TECH_NONE) {
+        /* No other technique to ask for: this attempt's failure is the answer. */
+        report(op, false, why);
+        return fail(op, code, "%s", why);
+    }
     append(op->history, sizeof(op->history), tech_name(op->technique));
     append(op->history, sizeof(op->history), ": ");
     append(op->history, sizeof(op->history), why);
@@ -458,6 +477,9 @@ static int on_helper_message(qcg_connect_op *op)
     if (h->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", h->type);
     op->plan = op->rd.payload.plan;
+    if (op->only != QCG_TECH_NONE && op->plan.technique != op->only)
+        return fail(op, QCG_EPROTO, "asked for %s only, the broker planned %s",
+                    tech_name(op->only), tech_name(op->plan.technique));
     /* A plan for a technique already tried would loop: the helper or the
        broker misbehaves. */
     if (op->plan.technique < 32 && (op->tried_mask & (1u << op->plan.technique)))
@@ -780,7 +802,9 @@ static void op_free(qcg_connect_op *op)
     free(op);
 }
 
-QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **opp)
+/* Both starts: every technique in the broker's order, or `only` that one. */
+static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
+                         qcg_connect_op **opp)
 {
     struct epoll_event ev = {.events = EPOLLIN};
     struct local_hello hello;
@@ -804,6 +828,7 @@ QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_con
         return QCG_ENOMEM;
     op->ctx = ctx;
     op->rank = rank;
+    op->only = only;
     op->timeout_ms = timeout_ms;
     op->epfd = op->timerfd = op->watched = op->usock = op->tcp = -1;
     op->waiter.fd = -1;
@@ -856,6 +881,24 @@ QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_con
 fail:
     op_free(op);
     return rc;
+}
+
+QCG_EXPORT int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **opp)
+{
+    return connect_start(ctx, rank, QCG_TECH_NONE, timeout_ms, opp);
+}
+
+QCG_EXPORT int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique,
+                                      int timeout_ms, qcg_connect_op **opp)
+{
+    if (technique < QCG_TECH_DIRECT || technique > QCG_TECH_PROXY) {
+        if (opp != NULL)
+            *opp = NULL;
+        if (ctx != NULL)
+            ctx_seterr(ctx, "connect: technique %d is not one of direct..proxy", (int)technique);
+        return QCG_EINVAL;
+    }
+    return connect_start(ctx, rank, (uint32_t)technique, timeout_ms, opp);
 }
 
 QCG_EXPORT int qcg_connect_pollfd(const qcg_connect_op *op)

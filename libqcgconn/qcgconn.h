@@ -94,7 +94,11 @@ int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **o
    whatever the broker remembers of failures between the two clusters (for
    qcg-probe and tests).  When the broker says the technique cannot work for
    this pair, finish returns QCG_ETECHNIQUE and qcg_last_error gives its
-   reason; a failed attempt returns its error as usual. */
+   reason as the broker wrote it; a failed attempt returns its error as usual
+   (QCG_ETIMEDOUT, QCG_EPEER...) with one line in qcg_last_error that starts
+   with the technique's name ("direct: connect to ... refused").  Attempts
+   are reported to the broker like any other.  QCG_EINVAL for a technique
+   outside direct..proxy. */
 int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique,
                            int timeout_ms, qcg_connect_op **op);
 int qcg_connect_pollfd(const qcg_connect_op *op);

@@ -43,14 +43,14 @@ struct fake_helper {
     struct {
         int used;
         int32_t rank, code;
-        uint32_t tried;
+        uint32_t tried, only;
         struct local_plan plan;
         char msg[LOCAL_MESSAGE_MAX];
     } plans[MAX_PLANS];
     int garbage_hello;
     int32_t refuse_code;
-    unsigned lookups, withdraws;
-    uint32_t last_tried;
+    unsigned lookups, withdraws, reports;
+    uint32_t last_tried, last_only;
 };
 
 static void reply(struct conn *c, uint16_t type, uint32_t id, const void *payload)
@@ -152,9 +152,10 @@ static int handle(struct fake_helper *fh, struct conn *c)
 
         fh->lookups++;
         fh->last_tried = p->lookup.tried_mask;
+        fh->last_only = p->lookup.only;
         for (int i = 0; i < MAX_PLANS; i++) {
             if (!fh->plans[i].used || fh->plans[i].rank != p->lookup.to_rank ||
-                fh->plans[i].tried != p->lookup.tried_mask)
+                fh->plans[i].tried != p->lookup.tried_mask || fh->plans[i].only != p->lookup.only)
                 continue;
             if (fh->plans[i].code != 0)
                 reply_error(c, h->request_id, fh->plans[i].code, fh->plans[i].msg);
@@ -183,6 +184,7 @@ static int handle(struct fake_helper *fh, struct conn *c)
         return 0;
     }
     case LOCAL_REPORT:
+        fh->reports++;
         return 0; /* no reply, as the real helper */
     default:
         reply_error(c, h->request_id, QCG_EPROTO, "unexpected message");
@@ -311,13 +313,22 @@ void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, c
 void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
                           const struct local_plan *plan, int32_t code, const char *msg)
 {
+    fake_helper_set_plan_only(fh, rank, tried, 0, plan, code, msg);
+}
+
+void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried,
+                               uint32_t only, const struct local_plan *plan, int32_t code,
+                               const char *msg)
+{
     pthread_mutex_lock(&fh->lock);
     for (int i = 0; i < MAX_PLANS; i++) {
-        if (fh->plans[i].used && (fh->plans[i].rank != rank || fh->plans[i].tried != tried))
+        if (fh->plans[i].used && (fh->plans[i].rank != rank || fh->plans[i].tried != tried ||
+                                  fh->plans[i].only != only))
             continue;
         fh->plans[i].used = 1;
         fh->plans[i].rank = rank;
         fh->plans[i].tried = tried;
+        fh->plans[i].only = only;
         fh->plans[i].code = plan != NULL ? 0 : code;
         if (plan != NULL)
             fh->plans[i].plan = *plan;
@@ -333,6 +344,16 @@ uint32_t fake_helper_last_tried(struct fake_helper *fh)
 
     pthread_mutex_lock(&fh->lock);
     t = fh->last_tried;
+    pthread_mutex_unlock(&fh->lock);
+    return t;
+}
+
+uint32_t fake_helper_last_only(struct fake_helper *fh)
+{
+    uint32_t t;
+
+    pthread_mutex_lock(&fh->lock);
+    t = fh->last_only;
     pthread_mutex_unlock(&fh->lock);
     return t;
 }
@@ -394,6 +415,16 @@ unsigned fake_helper_lookups(struct fake_helper *fh)
 
     pthread_mutex_lock(&fh->lock);
     n = fh->lookups;
+    pthread_mutex_unlock(&fh->lock);
+    return n;
+}
+
+unsigned fake_helper_reports(struct fake_helper *fh)
+{
+    unsigned n;
+
+    pthread_mutex_lock(&fh->lock);
+    n = fh->reports;
     pthread_mutex_unlock(&fh->lock);
     return n;
 }

@@ -18,8 +18,14 @@ void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, c
 struct local_plan;
 void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
                           const struct local_plan *plan, int32_t code, const char *msg);
-/* The tried_mask of the last lookup. */
+/* The same for lookups whose `only` is `only` (a technique; set_plan's are
+   those with only 0). */
+void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried,
+                               uint32_t only, const struct local_plan *plan, int32_t code,
+                               const char *msg);
+/* The tried_mask and the only of the last lookup. */
 uint32_t fake_helper_last_tried(struct fake_helper *fh);
+uint32_t fake_helper_last_only(struct fake_helper *fh);
 /* fake_helper_incoming with a role and a token (struct local_incoming). */
 int fake_helper_incoming_role(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
                               uint32_t technique, uint32_t role, const char *token, int fd);
@@ -36,6 +42,7 @@ void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code);
 /* Counters. */
 unsigned fake_helper_lookups(struct fake_helper *fh);
 unsigned fake_helper_withdraws(struct fake_helper *fh);
+unsigned fake_helper_reports(struct fake_helper *fh);
 /* 1 if rank is published now. */
 int fake_helper_published(struct fake_helper *fh, int32_t rank);
 

@@ -311,6 +311,124 @@ static void test_technique(void)
     qcg_close(a);
 }
 
+/* Runs a connect of `only` to rank to its end; the fd or the error. */
+static int connect_only(qcg_ctx *ctx, int rank, enum qcg_technique only, int timeout_ms,
+                        struct qcg_conn_info *info)
+{
+    qcg_connect_op *op;
+    int rc = qcg_connect_start_only(ctx, rank, only, timeout_ms, &op);
+
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < 1000 && (rc = qcg_connect_finish(op, info)) == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        poll(&p, 1, 200);
+    }
+    qcg_connect_free(op);
+    return rc;
+}
+
+/* qcg_connect_start_only: the lookup carries the technique; the plan is
+   that technique or the broker's reason verbatim; a failed attempt ends the
+   operation (no fallback: one lookup). */
+static void test_only(void)
+{
+    qcg_ctx *a = open_rank(0, "s"), *b = open_rank(21, "s");
+    struct acceptor acc = {.ctx = b, .timeout_ms = 3000, .echo = 1};
+    static const char reason[] =
+        "proxy: no proxy is configured in this grid (the broker's proxy list is empty)";
+    struct qcg_conn_info info;
+    qcg_connect_op *op = (qcg_connect_op *)1;
+    unsigned lookups;
+    pthread_t t;
+    int fd;
+    char c = 'o';
+
+    /* Arguments. */
+    CHECK_EQ(qcg_connect_start_only(a, 21, QCG_TECH_NONE, 1000, &op), QCG_EINVAL);
+    CHECK(op == NULL);
+    CHECK_EQ(qcg_connect_start_only(a, 21, (enum qcg_technique)(QCG_TECH_PROXY + 1), 1000, &op),
+             QCG_EINVAL);
+    CHECK(strstr(qcg_last_error(a), "technique") != NULL);
+    CHECK_EQ(qcg_connect_start_only(a, -1, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
+    CHECK_EQ(qcg_connect_start_only(NULL, 21, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
+
+    /* only = direct works, and the lookup said so. */
+    CHECK_EQ(qcg_listen(b), 0);
+    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    lookups = fake_helper_lookups(fh);
+    fd = connect_only(a, 21, QCG_TECH_DIRECT, 3000, &info);
+    if (fd < 0)
+        fprintf(stderr, "only direct: %s: %s\n", qcg_strerror(fd), qcg_last_error(a));
+    CHECK(fd >= 0);
+    CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
+    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_DIRECT);
+    CHECK_EQ(info.technique, QCG_TECH_DIRECT);
+    CHECK_EQ(write(fd, &c, 1), 1);
+    c = 0;
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK_EQ(c, 'o');
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(acc.fd >= 0);
+    close(acc.fd);
+    close(fd);
+    /* A normal connect still sends only = 0. */
+    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    fd = qcg_connect(a, 21, 3000, NULL);
+    CHECK(fd >= 0);
+    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_NONE);
+    CHECK_EQ(write(fd, &c, 1), 1);
+    CHECK_EQ(read(fd, &c, 1), 1);
+    CHECK(pthread_join(t, NULL) == 0);
+    close(acc.fd);
+    close(fd);
+
+    /* The broker says the technique cannot work: QCG_ETECHNIQUE, its reason
+       as it is, one lookup. */
+    fake_helper_set_plan_only(fh, 21, 0, QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE, reason);
+    lookups = fake_helper_lookups(fh);
+    CHECK_EQ(connect_only(a, 21, QCG_TECH_PROXY, 3000, NULL), QCG_ETECHNIQUE);
+    CHECK(strcmp(qcg_last_error(a), reason) == 0);
+    CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
+    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_PROXY);
+
+    /* A failed attempt is the answer: no second lookup, the technique named.
+       A direct plan to a port nobody listens on (the fake helper does not
+       check); a normal connect would ask for the next technique. */
+    {
+        struct local_plan dead = {.technique = QCG_TECH_DIRECT, .port = PORT_HIGH};
+        int rc;
+
+        strcpy(dead.cluster, "c1");
+        strcpy(dead.node, "n1");
+        strcpy(dead.address, "127.0.0.1");
+        unsigned reports = fake_helper_reports(fh);
+
+        fake_helper_set_plan_only(fh, 22, 0, QCG_TECH_DIRECT, &dead, 0, NULL);
+        lookups = fake_helper_lookups(fh);
+        rc = connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL);
+        CHECK_EQ(rc, QCG_EPEER);
+        CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
+        /* Reported all the same: a real observation for the broker. */
+        for (int i = 0; i < 100 && fake_helper_reports(fh) == reports; i++)
+            poll(NULL, 0, 10);
+        CHECK_EQ(fake_helper_reports(fh), reports + 1);
+        CHECK(strncmp(qcg_last_error(a), "direct: ", 8) == 0);
+        CHECK(strstr(qcg_last_error(a), "refused") != NULL);
+        CHECK(strchr(qcg_last_error(a), '\n') == NULL);
+
+        /* A plan of another technique than asked for is the helper's fault. */
+        dead.technique = QCG_TECH_PROXY;
+        strcpy(dead.token, "t");
+        fake_helper_set_plan_only(fh, 22, 0, QCG_TECH_DIRECT, &dead, 0, NULL);
+        CHECK_EQ(connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL), QCG_EPROTO);
+        CHECK(strstr(qcg_last_error(a), "direct only") != NULL);
+    }
+    qcg_close(b);
+    qcg_close(a);
+}
+
 /* A connecting process with another secret (the fake helper does not check
    secrets): the handshake refuses it on both sides; the acceptor's
    qcg_accept says EAGAIN, and then accepts a good peer. */
@@ -492,6 +610,7 @@ int main(void)
     test_late_publish();
     test_timeout();
     test_technique();
+    test_only();
     test_wrong_secret();
     test_incoming();
     fake_helper_free(fh);
