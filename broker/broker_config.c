@@ -27,9 +27,12 @@ const struct config_option broker_options[] = {
      "contacts held at most; publishes beyond are refused"},
     {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
      "print the counters of the running broker and exit"},
-    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
+    {"grid", CONFIG_BOOL, OPT(grid), 0, 0, "no",
+     "print the running broker's picture of the grid (clusters declared and observed by "
+     "qcg-probe, the techniques that last worked between them) and exit"},
+    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats or --grid: one JSON object"},
     {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
-     "with --stats: the broker to ask (default https://127.0.0.1:PORT/)"},
+     "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
      "proxies for pairs nothing else connects: NAME@HOST:PORT (qcg-proxy's data address), "
      "comma-separated"},
@@ -92,7 +95,8 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
     memset(cfg, 0, sizeof(*cfg));
     enum config_result res = config_load(broker_options, cfg, argc, argv,
                                          "qcg-broker [--config FILE] [options]\n"
-                                         "       qcg-broker --stats [--json] [--url URL] [options]",
+                                         "       qcg-broker --stats [--json] [--url URL] [options]\n"
+                                         "       qcg-broker --grid [--json] [--url URL] [options]",
                                          &first, err, errlen);
     if (res != CONFIG_OK)
         return res;
@@ -111,10 +115,11 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         snprintf(err, errlen, "qcg-broker: --url: %s does not start with https://", cfg->url);
         return CONFIG_ERROR;
     }
-    if (!cfg->stats && cfg->reflector != NULL && cfg->reflector[0] != '\0' &&
+    bool query = cfg->stats || cfg->grid;
+    if (!query && cfg->reflector != NULL && cfg->reflector[0] != '\0' &&
         strcmp(cfg->reflector, "none") != 0 && parse_reflector(cfg, err, errlen) < 0)
         return CONFIG_ERROR;
-    if (!cfg->stats) {
+    if (!query) {
         char why[400];
         if (proxies_parse(&cfg->proxies, cfg->proxy, cfg->proxy_key, why, sizeof(why)) < 0) {
             snprintf(err, errlen, "qcg-broker: %s", why);

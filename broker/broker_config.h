@@ -3,6 +3,7 @@
 #ifndef BROKER_CONFIG_H
 #define BROKER_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "config.h"
 #include "proxies.h"
@@ -19,6 +20,7 @@ struct broker_config {
     int syslog;
     int max_contacts;
     int stats; /* --stats: ask a running broker for its counters */
+    int grid;  /* --grid: ask it for its picture of the grid */
     int json;
     char *url;
     char *proxy;     /* NAME@HOST:PORT[,...] */

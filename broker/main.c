@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "broker_config.h"
 #include "daemon.h"
+#include "grid_query.h"
 #include "log.h"
 #include "reflector.h"
 #include "soap_server.h"
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
-    if (cfg.stats) {
+    if (cfg.stats || cfg.grid) {
         log_init("broker", LOG_LEVEL_WARN, false);
         char url[256];
         if (cfg.url != NULL)
@@ -57,7 +58,8 @@ int main(int argc, char **argv)
         else
             snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.port);
         struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
-        int rc = stats_query("qcg-broker", url, &tls, cfg.json != 0);
+        int rc = cfg.grid ? grid_query("qcg-broker", url, &tls, cfg.json != 0)
+                          : stats_query("qcg-broker", url, &tls, cfg.json != 0);
         broker_config_free(&cfg);
         return rc;
     }

@@ -574,6 +574,13 @@ void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept
     pthread_rwlock_unlock(&r->lock);
 }
 
+/* By name: what people read comes out in a stable order. */
+static int view_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct reg_cluster_view *)a)->decl.name,
+                  ((const struct reg_cluster_view *)b)->decl.name);
+}
+
 int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t *n)
 {
     pthread_rwlock_rdlock(&r->lock);
@@ -589,6 +596,8 @@ int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t 
         k++;
     }
     pthread_rwlock_unlock(&r->lock);
+    if (v != NULL)
+        qsort(v, k, sizeof(*v), view_cmp);
     *out = v;
     *n = k;
     return v != NULL ? 0 : -1;

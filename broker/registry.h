@@ -135,7 +135,7 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
 /* The reflector saw a PUNCH from `cluster`: its local port kept or not.
    Unknown clusters are ignored. */
 void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept);
-/* Every registered cluster: a malloc'ed array in *out (free() it), *n of
+/* Every registered cluster, by name: a malloc'ed array in *out (free() it), *n of
    them.  0, or -1 when memory runs out. */
 int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t *n);
 

@@ -10,6 +10,11 @@
  *     withdraw JOB SECRET RANK [NODE]
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
  *     poll EPOCH ACK-SEQ WAIT-SECONDS
+ *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS
+ *     site-info
+ *     probe CLUSTER SECONDS
+ *     observed CLUSTER NODE KIND PUBLIC-ADDRESS|- PORT-PRESERVING MAPPING INBOUND
+ *     grid
  *     stats
  */
 #include <signal.h>
@@ -95,7 +100,55 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                 if (c->node != NULL)
                     printf(":%s:%d:%s:%d:%s", c->node, c->peerRank, str(c->address), c->port,
                            str(c->token));
+                if (c->seconds != 0)
+                    printf(":%ds", c->seconds);
             }
+            printf("\n");
+        }
+    } else if (strcmp(op, "report") == 0 && argc == 8) {
+        struct qcg__ackResponse r;
+        rc = soap_call_qcg__report(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+                                   atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]), NULL, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d\n", r.version);
+    } else if (strcmp(op, "site-info") == 0 && argc == 1) {
+        struct qcg__siteInfoResponse r;
+        rc = soap_call_qcg__siteInfo(soap, url, NULL, version, &r);
+        if (rc == SOAP_OK) {
+            printf("ok cluster=%s kind=%s broker=%s seen-from=%s reflector=%s:%d proxies=",
+                   str(r.cluster.name), str(r.cluster.kind), str(r.broker),
+                   str(r.frontendSeenFrom), r.reflector ? str(r.reflector->address) : "",
+                   r.reflector ? r.reflector->port : 0);
+            for (int i = 0; i < r.__sizeProxy; i++)
+                printf("%s%s:%d", i ? "," : "", str(r.proxy[i].address), r.proxy[i].port);
+            printf(" peers=");
+            for (int i = 0; i < r.__sizePeer; i++)
+                printf("%s%s/%s", i ? "," : "", str(r.peer[i].name), str(r.peer[i].kind));
+            printf("\n");
+        }
+    } else if (strcmp(op, "probe") == 0 && argc == 3) {
+        struct qcg__probeResponse r;
+        rc = soap_call_qcg__probe(soap, url, NULL, version, argv[1], atoi(argv[2]), &r);
+        if (rc == SOAP_OK)
+            printf("ok job=%s secret=%s rank=%d cluster=%s node=%s address=%s seconds=%d\n",
+                   str(r.job), str(r.secret), r.rank, str(r.cluster), str(r.node),
+                   str(r.address), r.seconds);
+    } else if (strcmp(op, "observed") == 0 && argc == 8) {
+        struct qcg__observation o = {argv[1], argv[2], argv[3],
+                                     strcmp(argv[4], "-") == 0 ? NULL : argv[4],
+                                     atoi(argv[5]), argv[6], argv[7], 0};
+        struct qcg__ackResponse r;
+        rc = soap_call_qcg__observed(soap, url, NULL, version, &o, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d\n", r.version);
+    } else if (strcmp(op, "grid") == 0 && argc == 1) {
+        struct qcg__gridResponse r;
+        rc = soap_call_qcg__grid(soap, url, NULL, version, &r);
+        if (rc == SOAP_OK) {
+            printf("ok clusters=%d outcomes=%d", r.__sizeCluster, r.__sizeOutcome);
+            for (int i = 0; i < r.__sizeCluster; i++)
+                printf(" %s:%d:%s", str(r.cluster[i].declared.name), r.cluster[i].nodes,
+                       r.cluster[i].observed ? str(r.cluster[i].observed->kind) : "-");
             printf("\n");
         }
     } else if (strcmp(op, "stats") == 0 && argc == 1) {

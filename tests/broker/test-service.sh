@@ -11,10 +11,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid= small_pid= proxied_pid=
+fails=0 broker_pid= small_pid= proxied_pid= probed_pid=
 
 cleanup() {
-  for pid in $broker_pid $small_pid $proxied_pid; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $broker_pid $small_pid $proxied_pid $probed_pid; do kill -9 "$pid" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$work"
 }
@@ -29,6 +29,7 @@ ca=$work/ca
 "$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
 "$certs_bin" --dir "$ca" issue frontend nata --san 127.0.0.1 >/dev/null
 "$certs_bin" --dir "$ca" issue frontend open --san 127.0.0.1 >/dev/null
+for c in fw sym natb; do "$certs_bin" --dir "$ca" issue frontend $c --san 127.0.0.1 >/dev/null; done
 "$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
 "$certs_bin" --dir "$work/foreign" init >/dev/null
 "$certs_bin" --dir "$work/foreign" issue frontend nata --san 127.0.0.1 >/dev/null
@@ -125,6 +126,7 @@ misconf "a proxy key others may read" "proxy-key" --ca "$ca/ca.crt" \
 chmod 0600 "$work/proxy.key"
 "$broker_bin" --help | grep -q -- "--max-contacts" && pass "--help lists the options" ||
   fail "--help"
+"$broker_bin" --help | grep -q -- "--grid" && pass "--help lists --grid" || fail "--help: no --grid"
 
 # --- a frontend registers, publishes, looks up
 expect_ok "frontend registers its cluster" "$fe" register-cluster nata nat 0 0 203.0.113.30
@@ -358,6 +360,179 @@ grep -q "$px_token" "$proxied_log" && fail "a token in the broker's log" ||
 kill -TERM "$proxied_pid"
 wait "$proxied_pid" && pass "proxied broker: SIGTERM, exit 0" || fail "proxied broker: exit $?"
 proxied_pid=
+unset URL
+
+# --- qcg-probe's operations: a broker with a proxy and a reflector, five clusters
+#     nata (nat), open, fw (firewalled, fw1 cannot intercept), sym (symnat), natb (no node)
+probed_log=$work/probed.log
+printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\n' \
+  "$work/proxy.key" >"$work/probed.conf"
+start_broker "$probed_log" probed_pid 17703 --config "$work/probed.conf"
+URL=https://127.0.0.1:17703/
+ffw=$ca/frontend-fw.pem fsym=$ca/frontend-sym.pem fnatb=$ca/frontend-natb.pem
+expect_ok "probed broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30
+epoch3=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
+expect_ok "probed broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20
+expect_ok "probed broker: register fw" "$ffw" register-cluster fw firewalled 0 0 198.51.100.75
+expect_ok "probed broker: register sym" "$fsym" register-cluster sym symnat 0 0 203.0.113.98
+expect_ok "probed broker: register natb (no node)" "$fnatb" register-cluster natb nat 0 0 203.0.113.82
+expect_ok "probed broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
+expect_ok "probed broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
+expect_ok "probed broker: node fw1 (cannot intercept)" "$ffw" register-node fw1 198.51.100.75 20000 20999 0
+expect_ok "probed broker: node sym1" "$fsym" register-node sym1 198.18.5.11 20000 20999 1
+expect_ok "probed broker: publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
+expect_ok "probed broker: publish nata again" "$fe" publish p s 4 - nata1 198.18.3.11 20004
+expect_ok "probed broker: publish open" "$fo" publish p s 1 - open1 203.0.113.21 20001
+expect_ok "probed broker: publish fw" "$ffw" publish p s 2 - fw1 198.51.100.75 20001
+expect_ok "probed broker: publish sym" "$fsym" publish p s 3 - sym1 198.18.5.11 20001
+
+# lookup only: each technique, and why it cannot work
+only_is() { # description status-and-technique cert from to technique text
+  local what=$1 want=$2 cert=$3 from=$4 to=$5 t=$6 text=$7
+  call "$cert" lookup p s "$from" "$to" - "$t"
+  if [ $rc -eq 0 ] && [[ $out == "ok status=$want "* ]] && [[ $out == *" cacheable=0 "* ]] &&
+    [[ $out == *"$text"* ]]; then pass "only $t: $what"
+  else fail "only $t: $what: $out"; fi
+}
+only_is "nata -> fw direct: fw accepts nothing from outside" "unavailable technique=direct" "$fe" 0 2 direct \
+  "reason=cluster fw is firewalled with no open port range: it accepts no connection from outside → direct cannot work"
+only_is "nata -> open direct works, not cacheable" "ok technique=direct" "$fe" 0 1 direct "address=203.0.113.21 port=20001"
+only_is "nata -> open reversed: nata is behind a NAT" "unavailable technique=reversed" "$fe" 0 1 reversed \
+  "reason=cluster nata (the initiator) is behind a NAT: the target's helper cannot connect back to it → reversed cannot work"
+only_is "nata -> fw traversing: fw1 cannot intercept" "unavailable technique=traversing" "$fe" 0 2 traversing \
+  "reason=the helper of node fw1 cannot intercept (no CAP_NET_ADMIN/CAP_NET_RAW) → traversing cannot work"
+only_is "sym -> open traversing: open is no firewall" "unavailable technique=traversing" "$fsym" 3 1 traversing \
+  "reason=cluster open is open"
+only_is "nata -> sym holepunch: symmetric NAT" "unavailable technique=holepunch" "$fe" 0 3 holepunch \
+  "reason=site sym: mapping varies by destination (symmetric NAT) → hole punching cannot work"
+only_is "nata -> open holepunch through the reflector" "ok technique=holepunch" "$fe" 0 1 holepunch \
+  "address=127.0.0.1 port=17794"
+hp_token=$(sed -n 's/.* token=\([0-9a-f]*\) .*/\1/p' <<<"$out")
+only_is "sym -> nata proxy" "ok technique=proxy" "$fsym" 3 0 proxy "address=127.0.0.1 port=17790"
+only_is "nata -> nata reversed: inside a cluster only direct" "unavailable technique=reversed" "$fe" 0 4 reversed \
+  "only direct is used inside a cluster"
+only_is "open -> nata reversed" "ok technique=reversed" "$fo" 1 0 reversed "token="
+expect_ok "nata's queue: the orders of the only plans" "$fe" poll "$epoch3" 0 0
+[[ $out == *":connect-back:p:0:nata1:1:203.0.113.21:20001:"* && $out == *":proxy-connect:p:0:nata1:3:127.0.0.1:17790:"* ]] &&
+  pass "only plans queue their orders (connect-back, proxy-connect)" || fail "orders: $out"
+expect_fault "only with an unknown technique" invalid "$fe" lookup p s 0 1 - warp
+# The outcome memory is ignored: holepunch failed between nata and open.
+expect_ok "report: holepunch failed nata -> open" "$fe" report p s 0 1 holepunch 0 900
+expect_ok "lookup nata -> open, direct tried, after the failure" "$fe" lookup p s 0 1 direct
+[[ $out == *"technique=proxy"*"holepunch failed recently"* ]] &&
+  pass "a normal lookup skips the remembered failure" || fail "memory: $out"
+only_is "nata -> open holepunch although it failed recently" "ok technique=holepunch" "$fe" 0 1 holepunch \
+  "holepunch asked for alone"
+expect_ok "report: direct worked nata -> open" "$fe" report p s 0 1 direct 1 3
+
+# A PUNCH at the reflector from a local port kept as is: counted for nata.
+/usr/bin/python3 - "$hp_token" >"$work/punch.out" 2>&1 <<'PY'
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+port = s.getsockname()[1]
+s.settimeout(10)
+s.connect(("127.0.0.1", 17794))
+s.sendall(("PUNCH %s 127.0.0.1 %d\n" % (sys.argv[1], port)).encode())
+print(s.recv(300).decode().strip())
+PY
+grep -q "^FAIL" "$work/punch.out" && pass "a lone PUNCH is answered FAIL after the pair wait" ||
+  fail "punch: $(cat "$work/punch.out")"
+
+# siteInfo
+expect_ok "siteInfo for frontend nata" "$fe" site-info
+sites_ok=yes
+for c in nata/nat open/open fw/firewalled sym/symnat natb/nat; do [[ $out == *"$c"* ]] || sites_ok=no; done
+[[ $sites_ok == yes && $out == "ok cluster=nata kind=nat broker= seen-from=127.0.0.1 reflector=127.0.0.1:17794 proxies=127.0.0.1:17790 peers="* ]] &&
+  pass "siteInfo: the cluster, seen from 127.0.0.1, the reflector, the proxy, every cluster" ||
+  fail "siteInfo: $out"
+expect_fault "siteInfo from a helper" denied "$helper" site-info
+URL=https://127.0.0.1:17701/ expect_fault "siteInfo where the caller's cluster is unknown" notfound "$fo" site-info
+
+# probe
+expect_ok "probe: nata asks for a test endpoint in fw" "$fe" probe fw 30
+[[ $out =~ ^ok\ job=(probe-[0-9a-f]{32})\ secret=([0-9a-f]{32})\ rank=1\ cluster=fw\ node=fw1\ address=198.51.100.75\ seconds=30$ ]] &&
+  pass "probe: a fresh job, a 32-hex secret, rank 1 on fw1 for 30 s" || fail "probe: $out"
+pjob=${BASH_REMATCH[1]:-none} psecret=${BASH_REMATCH[2]:-none}
+expect_ok "fw's queue" "$ffw" poll "$epoch3" 0 0
+[[ $out =~ [0-9]+:probe-listen:$pjob:1:fw1:0::0:$psecret:30s ]] &&
+  pass "probe-listen ordered to fw1 with the job, rank 1, the secret and 30 s" || fail "probe-listen: $out"
+grep -q "probe: cluster nata asked for a test endpoint in fw (node fw1, job $pjob, 30 s" "$probed_log" &&
+  pass "the probe is logged at info" || fail "no info line for the probe"
+expect_fault "probe for 0 s" invalid "$fe" probe fw 0
+expect_fault "probe for 121 s" invalid "$fe" probe fw 121
+expect_fault "probe of an unknown cluster" notfound "$fe" probe nosuch 10
+expect_fault "probe of a cluster without nodes" notfound "$fe" probe natb 10
+expect_fault "probe with a bad cluster name" invalid "$fe" probe "a/b" 10
+expect_fault "probe from a helper" denied "$helper" probe fw 10
+for i in 2 3 4 5 6 7 8; do call "$fe" probe open 10; done
+[[ $out == "ok job=probe-"*"cluster=open node=open1"* ]] && pass "eight live probes for nata" || fail "probes: $out"
+expect_fault "the ninth live probe of nata" busy "$fe" probe open 10
+expect_ok "another cluster may still probe" "$fo" probe nata 10
+
+# observed
+expect_ok "nata observed as declared" "$fe" observed nata nata1 nat 203.0.113.30 1 endpoint-independent dropped
+expect_fault "nata reporting for open" denied "$fe" observed open open1 open 203.0.113.21 1 none open
+expect_fault "a bad mapping" invalid "$fe" observed nata nata1 nat 203.0.113.30 1 sideways dropped
+expect_fault "a bad kind" invalid "$fe" observed nata nata1 wormhole - 1 none dropped
+expect_fault "a public address that is not one" invalid "$fe" observed nata nata1 nat 203.0.113.300 1 none dropped
+expect_fault "portPreserving 2" invalid "$fe" observed nata nata1 nat 203.0.113.30 2 none dropped
+expect_ok "sym re-declares itself nat" "$fsym" register-cluster sym nat 0 0 203.0.113.98
+expect_ok "sym1 observes symnat" "$fsym" observed sym sym1 symnat 203.0.113.98 0 endpoint-dependent dropped
+grep -q "warn .*misconfiguration: cluster sym declares nat but node sym1 observed symnat (mapping varies by destination)" "$probed_log" &&
+  pass "the mismatch is logged as a warning" || fail "no warning: $(grep misconfiguration "$probed_log")"
+grep -q "misconfiguration: cluster nata" "$probed_log" && fail "nata warned about" || pass "no warning for nata"
+
+# grid
+expect_ok "grid for a frontend" "$fe" grid
+[[ $out == "ok clusters=5 outcomes=2"* && $out == *"sym:1:symnat"* && $out == *"nata:1:nat"* && $out == *"open:1:-"* ]] &&
+  pass "grid: five clusters, nodes, observations, two outcomes" || fail "grid: $out"
+expect_fault "grid for a helper" denied "$helper" grid
+"$broker_bin" --config "$work/probed.conf" --grid --url "$URL" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" >"$work/grid.txt" 2>&1
+if grep -Eq '^sym +nat .*symnat .*MISMATCH$' "$work/grid.txt" &&
+  grep -Eq '^open +open .*not probed$' "$work/grid.txt" && ! grep -Eq '^nata .*MISMATCH' "$work/grid.txt" &&
+  grep -Eq '^nata .*direct 3ms, x holepunch' "$work/grid.txt" &&
+  grep -q "reflector: nata punched 1 times, port kept 1, changed 0" "$work/grid.txt"; then
+  pass "--grid: clusters with MISMATCH and 'not probed', the technique matrix, the punches"
+  sed "s/^/    /" "$work/grid.txt"
+else
+  fail "--grid:"; cat "$work/grid.txt"
+fi
+"$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" >"$work/grid.json" 2>&1
+if /usr/bin/python3 - "$work/grid.json" <<'PY'; then
+import json, sys
+g = json.load(open(sys.argv[1]))
+c = {x["name"]: x for x in g["clusters"]}
+assert set(c) == {"nata", "open", "fw", "sym", "natb"}, c
+assert c["sym"]["declared"]["kind"] == "nat" and c["sym"]["observed"]["kind"] == "symnat", c["sym"]
+assert c["sym"]["mismatch"] is True and c["nata"]["mismatch"] is False, c
+assert c["nata"]["observed"]["port_preserving"] is True and c["nata"]["observed"]["node"] == "nata1"
+assert c["open"]["observed"] is None and c["natb"]["nodes"] == 0 and c["fw"]["nodes"] == 1
+assert c["fw"]["declared"]["public_addresses"] == ["198.51.100.75"], c["fw"]
+assert c["fw"]["declared"]["open_ports"] is None, c["fw"]
+assert c["nata"]["punches"] == {"port_kept": 1, "port_changed": 0}, c["nata"]["punches"]
+o = {(x["from"], x["to"], x["technique"]): x for x in g["outcomes"]}
+hp = o[("nata", "open", "holepunch")]
+assert hp["ok"] == 0 and hp["failed"] == 1 and hp["last_ok"] is False and hp["age_s"] >= 0, hp
+d = o[("nata", "open", "direct")]
+assert d["ok"] == 1 and d["last_ok"] is True and d["last_setup_ms"] == 3, d
+PY
+  pass "--grid --json parses and says the same"
+else
+  fail "--grid --json: $(cat "$work/grid.json")"
+fi
+"$broker_bin" --grid --port 17798 --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >/dev/null 2>"$work/grid.err"
+[ $? -eq 1 ] && [ "$(wc -l <"$work/grid.err")" -eq 1 ] &&
+  pass "--grid without a broker: exit 1, one line ($(cat "$work/grid.err"))" ||
+  fail "--grid to nothing: $(cat "$work/grid.err")"
+expect_ok "probed broker: stats" "$fe" stats
+[[ $out == *"probes_started=9"* && $out == *"observations=2"* ]] &&
+  pass "stats count probes and observations" || fail "stats: $out"
+kill -TERM "$probed_pid"
+wait "$probed_pid" && pass "probed broker: SIGTERM, exit 0" || fail "probed broker: exit $?"
+probed_pid=
 unset URL
 
 # --- SIGTERM: clean stop within a few seconds, exit 0, even with a poll pending

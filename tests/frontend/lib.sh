@@ -84,12 +84,13 @@ make_certs() {
 	done
 }
 
-# start_broker PORT [LOGNAME]
+# start_broker PORT [LOGNAME [ARGS...]]: ARGS go to qcg-broker.
 start_broker() {
 	broker_port=$1
 	local log=$work/${2:-broker}.log
+	shift $(($# < 2 ? $# : 2))
 	"$QCG_BROKER" --listen 127.0.0.1 --port "$broker_port" --ca "$ca" \
-		--cert "$certs/broker-broker.pem" --log-level debug >"$log" 2>&1 &
+		--cert "$certs/broker-broker.pem" --log-level debug "$@" >"$log" 2>&1 &
 	broker_pid=$!
 	broker_url=https://127.0.0.1:$broker_port/
 	wait_log "$log" "serving on port $broker_port" 10 || die "the broker did not start"

@@ -10,6 +10,10 @@
  *   withdraw JOB SECRET RANK [NODE]
  *   lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]
  *   poll EPOCH ACK WAIT_SECONDS
+ *   siteInfo
+ *   probe CLUSTER SECONDS
+ *   observed CLUSTER NODE KIND PUBLIC_ADDRESS|- PORT_PRESERVING MAPPING INBOUND
+ *   grid
  *   stats
  *
  * Prints "ok" then one "field=value" line per result field; a fault prints
@@ -127,9 +131,56 @@ int main(int argc, char **argv)
             for (int i = 0; i < r.__sizeCommand && r.command != NULL; i++) {
                 const struct qcg__command *c = &r.command[i];
                 printf("command=%llu %s job=%s rank=%d node=%s address=%s port=%d peer=%d "
-                       "token=%s\n",
+                       "token=%s seconds=%d\n",
                        (unsigned long long)c->seq, s(c->kind), s(c->job), c->rank, s(c->node),
-                       s(c->address), c->port, c->peerRank, s(c->token));
+                       s(c->address), c->port, c->peerRank, s(c->token), c->seconds);
+            }
+        }
+    } else if (strcmp(op, "siteInfo") == 0) {
+        need(ac, 0, "siteInfo");
+        struct qcg__siteInfoResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__siteInfo(soap, url, NULL, v, &r);
+        if (rc == SOAP_OK) {
+            printf("ok\ncluster=%s\nkind=%s\nbroker=%s\nseen_from=%s\n", s(r.cluster.name),
+                   s(r.cluster.kind), s(r.broker), s(r.frontendSeenFrom));
+            if (r.reflector != NULL)
+                printf("reflector=%s:%d\n", s(r.reflector->address), r.reflector->port);
+            for (int i = 0; i < r.__sizeProxy && r.proxy != NULL; i++)
+                printf("proxy=%s:%d\n", s(r.proxy[i].address), r.proxy[i].port);
+            for (int i = 0; i < r.__sizePeer && r.peer != NULL; i++)
+                printf("peer=%s %s\n", s(r.peer[i].name), s(r.peer[i].kind));
+        }
+    } else if (strcmp(op, "probe") == 0) {
+        need(ac, 2, "probe CLUSTER SECONDS");
+        struct qcg__probeResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__probe(soap, url, NULL, v, av[0], to_int(av[1]), &r);
+        if (rc == SOAP_OK)
+            printf("ok\njob=%s\nsecret=%s\nrank=%d\ncluster=%s\nnode=%s\naddress=%s\n"
+                   "seconds=%d\n",
+                   s(r.job), s(r.secret), r.rank, s(r.cluster), s(r.node), s(r.address),
+                   r.seconds);
+    } else if (strcmp(op, "observed") == 0) {
+        need(ac, 7, "observed CLUSTER NODE KIND PUBLIC_ADDRESS|- PORT_PRESERVING MAPPING INBOUND");
+        struct qcg__observation o = {av[0], av[1], av[2], strcmp(av[3], "-") == 0 ? NULL : av[3],
+                                     to_int(av[4]), av[5], av[6], 0};
+        struct qcg__ackResponse r = {0};
+        rc = soap_call_qcg__observed(soap, url, NULL, v, &o, &r);
+        if (rc == SOAP_OK)
+            printf("ok\n");
+    } else if (strcmp(op, "grid") == 0) {
+        need(ac, 0, "grid");
+        struct qcg__gridResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__grid(soap, url, NULL, v, &r);
+        if (rc == SOAP_OK) {
+            printf("ok\n");
+            for (int i = 0; i < r.__sizeCluster && r.cluster != NULL; i++) {
+                const struct qcg__observation *o = r.cluster[i].observed;
+                printf("cluster=%s nodes=%d observed=%s node=%s\n",
+                       s(r.cluster[i].declared.name), r.cluster[i].nodes,
+                       o ? s(o->kind) : "-", o ? s(o->node) : "-");
             }
         }
     } else if (strcmp(op, "stats") == 0) {

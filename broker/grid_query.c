@@ -1,0 +1,244 @@
+/* See grid_query.h. */
+#include "grid_query.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+#include "proto.h"
+#include "soapH.h"
+#include "soap_client.h"
+
+#define CELL_MAX 160
+
+static const char *or_dash(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? s : "-";
+}
+
+static uint64_t age(uint64_t now, uint64_t when)
+{
+    return now > when ? now - when : 0;
+}
+
+/* Observed differs from declared: another kind, or (behind a NAT) a public
+   address the frontend does not declare. */
+static bool mismatch(const struct qcg__gridCluster *c)
+{
+    const struct qcg__observation *o = c->observed;
+    const struct qcg__cluster *d = &c->declared;
+    if (o == NULL || o->kind == NULL || d->kind == NULL)
+        return false;
+    if (strcmp(o->kind, d->kind) != 0)
+        return true;
+    if (o->publicAddress == NULL || o->publicAddress[0] == '\0' || d->__sizePublicAddress == 0 ||
+        (strcmp(d->kind, "nat") != 0 && strcmp(d->kind, "symnat") != 0))
+        return false;
+    for (int i = 0; i < d->__sizePublicAddress; i++) {
+        if (d->publicAddress[i] != NULL && strcmp(d->publicAddress[i], o->publicAddress) == 0)
+            return false;
+    }
+    return true;
+}
+
+static void addresses(const struct qcg__cluster *d, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < d->__sizePublicAddress && used + 1 < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i > 0 ? "," : "",
+                         d->publicAddress[i] != NULL ? d->publicAddress[i] : "?");
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+}
+
+/* What worked last from `from` to `to`, and what failed: "holepunch 74ms, x proxy". */
+static void cell(const struct qcg__gridResponse *g, const char *from, const char *to, char *buf,
+                 size_t len)
+{
+    const struct qcg__outcome *best = NULL;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < g->__sizeOutcome; i++) {
+        const struct qcg__outcome *o = &g->outcome[i];
+        if (o->from == NULL || o->to == NULL || strcmp(o->from, from) != 0 ||
+            strcmp(o->to, to) != 0 || !o->lastOk)
+            continue;
+        if (best == NULL || o->age < best->age)
+            best = o;
+    }
+    if (best != NULL) {
+        int n = snprintf(buf, len, "%s %dms", best->technique, best->lastSetupMs);
+        used = n > 0 ? (size_t)n : 0;
+    }
+    for (int i = 0; i < g->__sizeOutcome && used + 1 < len; i++) {
+        const struct qcg__outcome *o = &g->outcome[i];
+        if (o->from == NULL || o->to == NULL || strcmp(o->from, from) != 0 ||
+            strcmp(o->to, to) != 0 || o->lastOk)
+            continue;
+        int n = snprintf(buf + used, len - used, "%sx %s", used > 0 ? ", " : "", o->technique);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+}
+
+static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
+{
+    int nc = g->cluster != NULL ? g->__sizeCluster : 0;
+    fprintf(out, "%-16s %-11s %-24s %5s  %s\n", "cluster", "declared", "public addresses",
+            "nodes", "observed");
+    for (int i = 0; i < nc; i++) {
+        const struct qcg__gridCluster *c = &g->cluster[i];
+        const struct qcg__observation *o = c->observed;
+        char addrs[128], seen[256];
+        addresses(&c->declared, addrs, sizeof(addrs));
+        if (o == NULL)
+            snprintf(seen, sizeof(seen), "not probed");
+        else
+            snprintf(seen, sizeof(seen), "%s from %s, mapping %s, inbound %s, by %s %llu s ago",
+                     or_dash(o->kind), or_dash(o->publicAddress), or_dash(o->mapping),
+                     or_dash(o->inbound), or_dash(o->node),
+                     (unsigned long long)age(now, o->when));
+        fprintf(out, "%-16s %-11s %-24s %5d  %s%s\n", or_dash(c->declared.name),
+                or_dash(c->declared.kind), addrs, c->nodes, seen,
+                mismatch(c) ? "  MISMATCH" : "");
+    }
+    for (int i = 0; i < nc; i++) {
+        const struct qcg__gridCluster *c = &g->cluster[i];
+        if (c->punchesPreserved + c->punchesChanged > 0)
+            fprintf(out, "reflector: %s punched %d times, port kept %d, changed %d\n",
+                    or_dash(c->declared.name), c->punchesPreserved + c->punchesChanged,
+                    c->punchesPreserved, c->punchesChanged);
+    }
+
+    /* The matrix: rows from, columns to; every column as wide as its widest cell. */
+    int width[nc > 0 ? nc : 1], first = 4;
+    char buf[CELL_MAX];
+    for (int j = 0; j < nc; j++) {
+        const char *to = or_dash(g->cluster[j].declared.name);
+        width[j] = (int)strlen(to);
+        if (width[j] > first)
+            first = width[j];
+        for (int i = 0; i < nc; i++) {
+            cell(g, or_dash(g->cluster[i].declared.name), to, buf, sizeof(buf));
+            if ((int)strlen(buf) > width[j])
+                width[j] = (int)strlen(buf);
+        }
+    }
+    fprintf(out, "\ntechniques that last worked (rows: from, columns: to; x = last attempt "
+                 "failed)\n%-*s", first, "");
+    for (int j = 0; j < nc; j++)
+        fprintf(out, "  %-*s", width[j], or_dash(g->cluster[j].declared.name));
+    fputc('\n', out);
+    for (int i = 0; i < nc; i++) {
+        const char *from = or_dash(g->cluster[i].declared.name);
+        fprintf(out, "%-*s", first, from);
+        for (int j = 0; j < nc; j++) {
+            cell(g, from, or_dash(g->cluster[j].declared.name), buf, sizeof(buf));
+            fprintf(out, "  %-*s", width[j], buf);
+        }
+        fputc('\n', out);
+    }
+}
+
+static void json_field(FILE *out, const char *sep, const char *name, const char *value)
+{
+    fprintf(out, "%s\"%s\":", sep, name);
+    if (value != NULL)
+        json_string(out, value);
+    else
+        fputs("null", out);
+}
+
+static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
+{
+    int nc = g->cluster != NULL ? g->__sizeCluster : 0;
+    int no = g->outcome != NULL ? g->__sizeOutcome : 0;
+    fputs("{\"clusters\":[", out);
+    for (int i = 0; i < nc; i++) {
+        const struct qcg__gridCluster *c = &g->cluster[i];
+        const struct qcg__cluster *d = &c->declared;
+        const struct qcg__observation *o = c->observed;
+        json_field(out, i > 0 ? ",{" : "{", "name", d->name);
+        json_field(out, ",\"declared\":{", "kind", d->kind);
+        fputs(",\"public_addresses\":[", out);
+        for (int k = 0; k < d->__sizePublicAddress; k++) {
+            if (k > 0)
+                fputc(',', out);
+            json_string(out, d->publicAddress[k]);
+        }
+        if (d->portLow > 0)
+            fprintf(out, "],\"open_ports\":\"%d-%d\"}", d->portLow, d->portHigh);
+        else
+            fputs("],\"open_ports\":null}", out);
+        fprintf(out, ",\"nodes\":%d,\"observed\":", c->nodes);
+        if (o != NULL) {
+            json_field(out, "{", "node", o->node);
+            json_field(out, ",", "kind", o->kind);
+            json_field(out, ",", "public_address",
+                       o->publicAddress != NULL && o->publicAddress[0] ? o->publicAddress : NULL);
+            fprintf(out, ",\"port_preserving\":%s",
+                    o->portPreserving < 0 ? "null" : o->portPreserving ? "true" : "false");
+            json_field(out, ",", "mapping", o->mapping);
+            json_field(out, ",", "inbound", o->inbound);
+            fprintf(out, ",\"age_s\":%llu}", (unsigned long long)age(now, o->when));
+        } else {
+            fputs("null", out);
+        }
+        fprintf(out, ",\"mismatch\":%s,\"punches\":{\"port_kept\":%d,\"port_changed\":%d}}",
+                mismatch(c) ? "true" : "false", c->punchesPreserved, c->punchesChanged);
+    }
+    fputs("],\"outcomes\":[", out);
+    for (int i = 0; i < no; i++) {
+        const struct qcg__outcome *o = &g->outcome[i];
+        json_field(out, i > 0 ? ",{" : "{", "from", o->from);
+        json_field(out, ",", "to", o->to);
+        json_field(out, ",", "technique", o->technique);
+        fprintf(out, ",\"ok\":%llu,\"failed\":%llu,\"last_ok\":%s,\"last_setup_ms\":%d,"
+                     "\"age_s\":%llu}",
+                (unsigned long long)o->ok, (unsigned long long)o->failed,
+                o->lastOk ? "true" : "false", o->lastSetupMs, (unsigned long long)o->age);
+    }
+    fputs("]}\n", out);
+}
+
+void grid_print(FILE *out, const struct qcg__gridResponse *g, bool json, uint64_t now)
+{
+    if (json)
+        print_json(out, g, now);
+    else
+        print_human(out, g, now);
+}
+
+int grid_query(const char *program, const char *url, const struct tls_files *tls, bool json)
+{
+    struct soap_client_config cc = {
+        .url = url, .tls = *tls, .connect_timeout = 5, .io_timeout = 10,
+    };
+    char err[256], sub[64], msg[256];
+    /* OpenSSL writes with write(2): a broker that refused us must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    struct soap *soap = soap_client_new(&cc, err, sizeof(err));
+    if (soap == NULL) {
+        fprintf(stderr, "%s: %s\n", program, err);
+        return 1;
+    }
+    struct qcg__gridResponse res;
+    memset(&res, 0, sizeof(res));
+    int rc = soap_call_qcg__grid(soap, url, NULL, QCG_PROTOCOL_VERSION, &res);
+    int status = 0;
+    if (soap_call_status(soap, rc, sub, sizeof(sub), msg, sizeof(msg)) != CALL_OK) {
+        fprintf(stderr, "%s: grid from %s: %s%s%s\n", program, url, sub, sub[0] ? ": " : "", msg);
+        status = 1;
+    } else {
+        grid_print(stdout, &res, json, (uint64_t)time(NULL));
+    }
+    soap_client_reset(soap);
+    soap_client_free(soap);
+    return status;
+}

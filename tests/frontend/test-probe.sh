@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+#
+# frontend-probe: qcg-probe's operations through a frontend, called by helpers
+# with their certificates:
+#
+#   frontend-call --(helper nata/nata1)--> qcg-frontend nata :17822 --> qcg-broker :17821
+#   frontend-call --(helper fw/fw1)------> qcg-frontend fw   :17823 ----^
+#                                          (proxy p1 127.0.0.1:17828, reflector 127.0.0.1:17829)
+#
+# siteInfo (the reflector, the proxy, every cluster, the broker's URL), probe
+# (the probe-listen order reaches fw1's helper with its seconds and secret;
+# refusals), observed (cluster and node come from the certificate; bad words
+# refused; a mismatch is a warning at the broker), lookup's only (never from
+# nor into the cache), and a broker out of reach.
+
+. "$(dirname -- "$0")/lib.sh"
+
+make_certs "frontend nata" "frontend fw" "helper nata/nata1" "helper fw/fw1" "helper natb/natb1"
+openssl rand -hex 32 >"$work/proxy.key"
+chmod 0600 "$work/proxy.key"
+start_broker 17821 broker --proxy p1@127.0.0.1:17828 --proxy-key "$work/proxy.key" \
+	--reflector 127.0.0.1:17829
+start_frontend fw 17823 --kind firewalled
+fw_url=$frontend_url
+start_frontend nata 17822 --kind nat --public-address 203.0.113.10
+nata_url=$frontend_url
+H=helper-nata-nata1 F=helper-fw-fw1
+
+call $H registerNode nata1 198.18.1.1 5000 5099
+expect_ok "registerNode nata1"
+call $H publish job1 s3cret 0 198.18.1.1 5001
+expect_ok "publish job1 rank 0 at nata1"
+call $H publish job1 s3cret 2 198.18.1.1 5002
+expect_ok "publish job1 rank 2 at nata1"
+frontend_url=$fw_url
+call $F registerNode fw1 198.51.100.75 6000 6099 0
+expect_ok "registerNode fw1 (cannot intercept)"
+fw_epoch=$(field epoch)
+call $F publish job1 s3cret 1 198.51.100.75 6001
+expect_ok "publish job1 rank 1 at fw1"
+frontend_url=$nata_url
+
+# --- siteInfo
+call $H siteInfo
+if [[ $rc -eq 0 && $(field cluster) == nata && $(field kind) == nat &&
+	$(field broker) == "$broker_url" && $(field seen_from) == 127.0.0.1 &&
+	$(field reflector) == 127.0.0.1:17829 && $(field proxy) == 127.0.0.1:17828 &&
+	$out == *"peer=fw firewalled"* && $out == *"peer=nata nat"* ]]; then
+	pass "siteInfo: nata as declared, the broker's URL, seen from 127.0.0.1, reflector, proxy, peers"
+else
+	fail "siteInfo: nata as declared, the broker's URL, seen from 127.0.0.1, reflector, proxy, peers"
+fi
+call helper-natb-natb1 siteInfo
+expect_fault denied "siteInfo: a helper of another cluster is refused" "cluster natb"
+call frontend-fw siteInfo
+expect_fault denied "siteInfo: a frontend certificate is refused"
+
+# --- probe: the order reaches fw1's helper through fw's frontend
+call $H probe fw 30
+job=$(field job) secret=$(field secret)
+if [[ $rc -eq 0 && $job =~ ^probe-[0-9a-f]{32}$ && $secret =~ ^[0-9a-f]{32}$ &&
+	$(field rank) == 1 && $(field cluster) == fw && $(field node) == fw1 &&
+	$(field address) == 198.51.100.75 && $(field seconds) == 30 ]]; then
+	pass "probe fw: job probe-<32 hex>, a secret, rank 1 on fw1 at 198.51.100.75 for 30 s"
+else
+	fail "probe fw: job probe-<32 hex>, a secret, rank 1 on fw1 at 198.51.100.75 for 30 s"
+fi
+frontend_url=$fw_url
+call $F poll "$fw_epoch" 0 10
+[[ $rc -eq 0 && $out =~ command=[0-9]+\ probe-listen\ job=$job\ rank=1\ node=fw1\ .*token=$secret\ seconds=30 ]] &&
+	pass "fw1's helper receives probe-listen with the job, rank 1, the secret as token, 30 s" ||
+	fail "fw1's helper receives probe-listen with the job, rank 1, the secret as token, 30 s"
+frontend_url=$nata_url
+call $H probe fw 0
+expect_fault invalid "probe for 0 s is refused at the frontend" "seconds"
+call $H probe fw 500
+expect_fault invalid "probe for 500 s is refused at the frontend" "seconds"
+call $H probe 'x/y' 10
+expect_fault invalid "probe of a malformed cluster name" "cluster"
+call $H probe nosuch 10
+expect_fault notfound "probe of an unknown cluster: the broker's notfound" "nosuch"
+for i in 2 3 4 5 6 7 8; do call $H probe fw 10; done
+call $H probe fw 10
+expect_fault busy "the ninth live probe of nata: the broker's busy" "8 probe endpoints"
+call helper-natb-natb1 probe fw 10
+expect_fault denied "probe: a helper of another cluster is refused"
+
+# --- observed: whose it is comes from the certificate
+call $H observed fw fw9 nat 203.0.113.10 1 endpoint-independent dropped
+expect_ok "observed (naming another cluster and node)"
+call_broker frontend-nata grid
+[[ $rc -eq 0 && $out == *"cluster=nata nodes=1 observed=nat node=nata1"* &&
+	$out == *"cluster=fw nodes=1 observed=- node=-"* ]] &&
+	pass "the broker holds it for nata, node nata1 (from the certificate), nothing for fw" ||
+	fail "the broker holds it for nata, node nata1 (from the certificate), nothing for fw"
+call $H observed nata nata1 nat 203.0.113.10 1 sideways dropped
+expect_fault invalid "observed: a bad mapping is refused" "mapping"
+call $H observed nata nata1 nat 203.0.113.10 1 none sometimes
+expect_fault invalid "observed: a bad inbound is refused" "inbound"
+call $H observed nata nata1 carrier-grade - 1 none dropped
+expect_fault invalid "observed: a bad kind is refused" "kind"
+call $H observed nata nata1 nat 203.0.113.999 1 none dropped
+expect_fault invalid "observed: a public address that is not one is refused" "publicAddress"
+call $H observed nata nata1 nat 203.0.113.10 7 none dropped
+expect_fault invalid "observed: portPreserving 7 is refused" "portPreserving"
+[[ $(counter "$broker_url" observations) -eq 1 ]] && pass "none of the bad ones reached the broker" ||
+	fail "none of the bad ones reached the broker"
+call $H observed nata nata1 symnat 203.0.113.10 0 endpoint-dependent dropped
+expect_ok "observed: symnat at a site declared nat"
+wait_log "$work/broker.log" "warn .*misconfiguration: cluster nata declares nat but node nata1 observed symnat \(mapping varies by destination\)" 5 &&
+	pass "the broker warns of the misconfiguration" ||
+	fail "the broker warns of the misconfiguration"
+call $H observed nata nata1 nat 203.0.113.99 1 endpoint-independent dropped
+expect_ok "observed: a public address nata does not declare"
+wait_log "$work/broker.log" "warn .*misconfiguration: cluster nata declares nat with public address 203.0.113.10 but node nata1 appears from 203.0.113.99" 5 &&
+	pass "the broker warns of the undeclared public address" ||
+	fail "the broker warns of the undeclared public address"
+call $H grid
+expect_fault denied "grid is not served by a frontend" "broker"
+
+# --- lookup only: relayed, never from nor into the cache
+call $H lookup job1 s3cret 0 2
+call $H lookup job1 s3cret 0 2
+[[ $(field reason) == "cached by frontend nata" ]] && pass "a normal lookup 0 -> 2 is cached" ||
+	fail "a normal lookup 0 -> 2 is cached"
+f_cache=$(counter "$frontend_url" lookups_from_cache)
+f_fwd=$(counter "$frontend_url" lookups_forwarded)
+call $H lookup job1 s3cret 0 2 - direct
+call $H lookup job1 s3cret 0 2 - direct
+if [[ $rc -eq 0 && $(field status) == ok && $(field technique) == direct &&
+	$(field cacheable) == 0 && $(field reason) != "cached by frontend nata" &&
+	$(counter "$frontend_url" lookups_from_cache) -eq $f_cache &&
+	$(counter "$frontend_url" lookups_forwarded) -eq $((f_fwd + 2)) ]]; then
+	pass "only direct: both lookups reach the broker, not cacheable"
+else
+	fail "only direct: both lookups reach the broker, not cacheable"
+fi
+call $H lookup job1 s3cret 0 1 - direct
+[[ $rc -eq 0 && $(field status) == unavailable && $(field technique) == direct &&
+	$(field reason) == *"cluster fw is firewalled with no open port range: it accepts no connection from outside"* ]] &&
+	pass "only direct to fw: unavailable, with why" || fail "only direct to fw: unavailable, with why"
+call $H lookup job1 s3cret 0 1 - traversing
+[[ $rc -eq 0 && $(field status) == unavailable &&
+	$(field reason) == *"the helper of node fw1 cannot intercept"* ]] &&
+	pass "only traversing to fw: fw1 cannot intercept" || fail "only traversing to fw: fw1 cannot intercept"
+call $H lookup job1 s3cret 0 1 - holepunch
+[[ $rc -eq 0 && $(field status) == ok && $(field technique) == holepunch &&
+	$(field address) == 127.0.0.1 && $(field port) == 17829 && -n $(field token) ]] &&
+	pass "only holepunch nata -> fw: through the reflector, with a token" ||
+	fail "only holepunch nata -> fw: through the reflector, with a token"
+f_fwd=$(counter "$frontend_url" lookups_forwarded)
+call $H lookup job1 s3cret 0 1 - warp
+expect_fault invalid "only: an unknown technique is refused at the frontend" "only"
+call $H lookup job1 s3cret 0 1 - "$(printf 'direct%.0s' {1..10})"
+expect_fault invalid "only: 60 characters are refused at the frontend" "only"
+[[ $(counter "$frontend_url" lookups_forwarded) -eq $f_fwd ]] &&
+	pass "junk in only is not relayed" || fail "junk in only is not relayed"
+
+# --- the broker out of reach: siteInfo says so
+kill -TERM "$broker_pid"
+wait_gone "$broker_pid" 20 || die "the broker did not stop"
+wait "$broker_pid" || true
+broker_pid=
+wait_log "$work/frontend-nata.log" "lost the broker" 10 || die "the frontend did not notice"
+call $H siteInfo
+expect_fault unavailable "siteInfo with the broker down: unavailable" "broker unreachable"
+call $H probe fw 10
+expect_fault unavailable "probe with the broker down: unavailable" "broker unreachable"
+
+finish
