@@ -178,6 +178,16 @@ static struct cluster *find_cluster(const struct registry *r, const char *name)
     return htable_find(r->clusters, name_hash(r, name), name);
 }
 
+/* The registered cluster `name`, or NULL with why saying so. */
+static struct cluster *registered(const struct registry *r, const char *name, char *why,
+                                  size_t whylen)
+{
+    struct cluster *c = find_cluster(r, name);
+    if (c == NULL)
+        snprintf(why, whylen, "cluster %s is not registered", name);
+    return c;
+}
+
 static struct reg_node *find_node(const struct registry *r, const struct cluster *c,
                                   const char *name)
 {
@@ -245,9 +255,8 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
-    struct cluster *c = find_cluster(r, cluster);
+    struct cluster *c = registered(r, cluster, why, whylen);
     if (c == NULL) {
-        snprintf(why, whylen, "cluster %s is not registered", cluster);
         st = REG_NOTFOUND;
         goto out;
     }
@@ -279,11 +288,9 @@ out:
 static enum reg_status publish_locked(struct registry *r, const struct reg_contact *in,
                                       const char *secret, char *why, size_t whylen)
 {
-    struct cluster *c = find_cluster(r, in->cluster);
-    if (c == NULL) {
-        snprintf(why, whylen, "cluster %s is not registered", in->cluster);
+    struct cluster *c = registered(r, in->cluster, why, whylen);
+    if (c == NULL)
         return REG_NOTFOUND;
-    }
     struct reg_node *n = find_node(r, c, in->node);
     if (n == NULL) {
         snprintf(why, whylen, "node %s is not registered in cluster %s", in->node, in->cluster);
@@ -512,10 +519,9 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
-    struct cluster *from = find_cluster(r, caller);
-    struct cluster *to = find_cluster(r, cluster);
-    if (from == NULL || to == NULL) {
-        snprintf(why, whylen, "cluster %s is not registered", from == NULL ? caller : cluster);
+    struct cluster *from = registered(r, caller, why, whylen);
+    struct cluster *to = from != NULL ? registered(r, cluster, why, whylen) : NULL;
+    if (to == NULL) {
         st = REG_NOTFOUND;
         goto out;
     }
@@ -553,9 +559,8 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
-    struct cluster *c = find_cluster(r, cluster);
+    struct cluster *c = registered(r, cluster, why, whylen);
     if (c == NULL) {
-        snprintf(why, whylen, "cluster %s is not registered", cluster);
         st = REG_NOTFOUND;
     } else {
         c->observed = *o;
