@@ -19,24 +19,14 @@ trap 'scratch_cleanup; restore' EXIT
 JOB=$(new_job declarations)
 size=$((16 << 20))
 head -c "$size" /dev/urandom >"$WORK/in"
-rank=0
 
 # transfer FROM TO TECHNIQUE: sets SETUP_US and FROM_RANK.
 transfer() {
-	local from=$1 to=$2 tech=$3 rto=$rank name="$1-$2-$rank" sent
-	FROM_RANK=$((rank + 1))
-	rank=$((rank + 2))
-	cat_listen "$to" "$rto" "$name" --timeout 60
-	local listener=$BG_PID
-	"$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$FROM_RANK" --json --timeout 30 \
-		connect "$rto" <"$WORK/in" >/dev/null 2>"$WORK/$name.cerr" ||
-		{ cat "$WORK/$name.cerr"; fail "$from -> $to: connect failed"; }
-	wait_exit "$listener" 60 || { cat "$WORK/$name.err"; fail "$from -> $to: the listener failed"; }
-	cmp "$WORK/in" "$WORK/$name.out" || fail "$from -> $to: out differs from in"
-	sent=$(json_event "$WORK/$name.cerr" sent)
-	[ "$(echo "$sent" | json_field technique)" = "$tech" ] ||
-		fail "$from -> $to: used $(echo "$sent" | json_field technique), not $tech"
-	SETUP_US=$(echo "$sent" | json_field setup_us)
+	local from=$1 to=$2 tech=$3
+	cat_transfer "$from" "$to"
+	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: used $XFER_TECH, not $tech"
+	SETUP_US=$XFER_SETUP_US
+	FROM_RANK=$XFER_FROM_RANK
 	note "$from -> $to: 16 MiB identical, $tech, setup $SETUP_US us"
 }
 

@@ -204,3 +204,28 @@ forget_outcomes() {
 	"$LAB" service stop broker >/dev/null
 	"$LAB" up >/dev/null
 }
+
+# cat_transfer FROM TO [NAME]: qcg-cat sends $WORK/in from node FROM to a listener
+# on node TO (job $JOB, the next two ranks of the counter XFER_RANK) and checks it
+# arrived intact.  Sets XFER_NAME (the files' name in $WORK), XFER_FROM_RANK,
+# XFER_SENT and XFER_ACCEPTED (the two sides' last JSON lines), XFER_TECH (what
+# the connecting side used) and XFER_SETUP_US.
+XFER_RANK=0
+cat_transfer() {
+	local from=$1 to=$2 rto=$XFER_RANK listener
+	XFER_NAME=${3:-$1-$2-$XFER_RANK}
+	XFER_FROM_RANK=$((XFER_RANK + 1))
+	XFER_RANK=$((XFER_RANK + 2))
+	cat_listen "$to" "$rto" "$XFER_NAME" --timeout 60
+	listener=$BG_PID
+	"$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$XFER_FROM_RANK" --json --timeout 30 \
+		connect "$rto" <"$WORK/in" >/dev/null 2>"$WORK/$XFER_NAME.cerr" ||
+		{ cat "$WORK/$XFER_NAME.cerr"; fail "$from -> $to: connect failed"; }
+	wait_exit "$listener" 60 || { cat "$WORK/$XFER_NAME.err"; fail "$from -> $to: the listener failed"; }
+	cmp -s "$WORK/in" "$WORK/$XFER_NAME.out" ||
+		fail "$from -> $to: what arrived differs from what was sent"
+	XFER_SENT=$(json_event "$WORK/$XFER_NAME.cerr" sent)
+	XFER_ACCEPTED=$(json_event "$WORK/$XFER_NAME.err" accepted)
+	XFER_TECH=$(echo "$XFER_SENT" | json_field technique)
+	XFER_SETUP_US=$(echo "$XFER_SENT" | json_field setup_us)
+}

@@ -17,27 +17,19 @@ JOB=$(new_job reversed)
 size=$((64 << 20))
 head -c "$size" /dev/urandom >"$WORK/in"
 
-# transfer FROM TO RANK_TO RANK_FROM TECHNIQUE: 64 MiB FROM -> TO, with TECHNIQUE.
+# transfer FROM TO TECHNIQUE: 64 MiB FROM -> TO, with TECHNIQUE on both ends.
 transfer() {
-	local from=$1 to=$2 rto=$3 rfrom=$4 tech=$5 name="$1-$2" t0 listener sent acc
-	cat_listen "$to" "$rto" "$name" --timeout 60
-	listener=$BG_PID
+	local from=$1 to=$2 tech=$3 t0
 	t0=$(ms)
-	"$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json --timeout 20 \
-		connect "$rto" <"$WORK/in" >/dev/null 2>"$WORK/$name.cerr" ||
-		{ cat "$WORK/$name.cerr"; fail "$from -> $to: connect failed"; }
-	wait_exit "$listener" 30 || { cat "$WORK/$name.err"; fail "$from -> $to: the listener failed"; }
-	cmp "$WORK/in" "$WORK/$name.out" || fail "$from -> $to: out differs from in"
-	sent=$(json_event "$WORK/$name.cerr" sent)
-	acc=$(json_event "$WORK/$name.err" accepted)
-	[ "$(echo "$sent" | json_field technique)" = "$tech" ] ||
-		fail "$from -> $to: the connecting side used $(echo "$sent" | json_field technique), not $tech"
-	[ "$(echo "$acc" | json_field technique)" = "$tech" ] ||
-		fail "$from -> $to: the accepting side says $(echo "$acc" | json_field technique), not $tech"
-	[ "$(echo "$acc" | json_field peer)" = "$rfrom" ] || fail "$from -> $to: accepted $acc"
-	[ "$(echo "$sent" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $sent"
-	note "$from -> $to: 64 MiB identical, $tech on both ends, setup $(echo "$sent" | json_field setup_us) us, $(($(ms) - t0)) ms"
+	cat_transfer "$from" "$to" "$1-$2"
+	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: the connecting side used $XFER_TECH, not $tech"
+	[ "$(echo "$XFER_ACCEPTED" | json_field technique)" = "$tech" ] ||
+		fail "$from -> $to: the accepting side says $(echo "$XFER_ACCEPTED" | json_field technique), not $tech"
+	[ "$(echo "$XFER_ACCEPTED" | json_field peer)" = "$XFER_FROM_RANK" ] ||
+		fail "$from -> $to: accepted $XFER_ACCEPTED"
+	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $XFER_SENT"
+	note "$from -> $to: 64 MiB identical, $tech on both ends, setup $XFER_SETUP_US us, $(($(ms) - t0)) ms"
 }
 
-transfer open1 nata1 0 1 reversed
-transfer open1 sym1 2 3 reversed
+transfer open1 nata1 reversed
+transfer open1 sym1 reversed

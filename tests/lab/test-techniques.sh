@@ -20,28 +20,17 @@ scratch
 JOB=$(new_job techniques)
 size=$((64 << 20))
 head -c "$size" /dev/urandom >"$WORK/in"
-rank=0
 
 # transfer FROM TO TECHNIQUE
 transfer() {
-	local from=$1 to=$2 tech=$3 rto=$rank rfrom=$((rank + 1)) name="$1-$2" sent acc atech
-	rank=$((rank + 2))
-	cat_listen "$to" "$rto" "$name" --timeout 60
-	local listener=$BG_PID
-	"$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json --timeout 30 \
-		connect "$rto" <"$WORK/in" >/dev/null 2>"$WORK/$name.cerr" ||
-		{ cat "$WORK/$name.cerr"; fail "$from -> $to: connect failed"; }
-	wait_exit "$listener" 60 || { cat "$WORK/$name.err"; fail "$from -> $to: the listener failed"; }
-	cmp "$WORK/in" "$WORK/$name.out" || fail "$from -> $to: out differs from in"
-	sent=$(json_event "$WORK/$name.cerr" sent)
-	acc=$(json_event "$WORK/$name.err" accepted)
-	[ "$(echo "$sent" | json_field technique)" = "$tech" ] ||
-		fail "$from -> $to: the connecting side used $(echo "$sent" | json_field technique), not $tech"
-	atech=$(echo "$acc" | json_field technique)
+	local from=$1 to=$2 tech=$3 atech
+	cat_transfer "$from" "$to" "$1-$2"
+	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: the connecting side used $XFER_TECH, not $tech"
+	atech=$(echo "$XFER_ACCEPTED" | json_field technique)
 	[ "$atech" = "$tech" ] || { [ "$tech" = traversing ] && [ "$atech" = direct ]; } ||
 		fail "$from -> $to: the accepting side says $atech, not $tech"
-	[ "$(echo "$sent" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $sent"
-	note "$from -> $to: 64 MiB identical, $tech, setup $(echo "$sent" | json_field setup_us) us"
+	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $XFER_SENT"
+	note "$from -> $to: 64 MiB identical, $tech, setup $XFER_SETUP_US us"
 }
 
 transfer nata1 fw1 traversing

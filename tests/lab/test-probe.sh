@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# lab-probe: qcg-probe tells each site what it is and what connects from it.
+#
+# 1. On a node of each of the five sites, `qcg-probe --json`: the site's kind as
+#    observed (public address, mapping endpoint-independent or -dependent, ports
+#    kept or not, unsolicited inbound open or dropped) is what qcg-lab built and
+#    what the frontend declares; every other site gets a test endpoint, every
+#    technique a verdict with a setup time or a reason, and a choice.
+# 2. The choice is what qcg-cat then gets for each of the 20 ordered pairs.
+# 3. --capture writes a pcap tcpdump reads, with the probe's SYNs to the
+#    reflector; the dial-back SYN reaches open1 and never fw1.
+# 4. A router that rejects instead of dropping is seen as "rejected".
+# 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
+#    and the broker's grid picture shows it.
+# 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
+# The lab is put back as it was at the end, also on failure.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+require_services
+[ -x "$QCG_BUILD_DIR/tools/qcg-probe" ] || skip "qcg-probe is not built in $QCG_BUILD_DIR"
+command -v tcpdump >/dev/null 2>&1 || skip "tcpdump is not installed (scripts/install-deps)"
+scratch
+CHECK=$LAB_SRC/probe_check.py
+RULES=() # "NODE TABLE-RULE" to delete at the end
+restore() {
+	local r
+	for r in "${RULES[@]}"; do
+		# shellcheck disable=SC2086 # the rule's words
+		"$LAB" exec "${r%% *}" -- iptables -D ${r#* } 2>/dev/null || true
+	done
+	QCG_LAB_DECLARE="" "$LAB" up >/dev/null 2>&1 || true
+}
+trap 'scratch_cleanup; restore' EXIT
+# add_rule NODE CHAIN SPEC...: iptables -I CHAIN 1 SPEC in NODE, deleted by
+# drop_rule (the last one added) or at the end.
+add_rule() {
+	local node=$1 chain=$2
+	shift 2
+	"$LAB" exec "$node" -- iptables -I "$chain" 1 "$@"
+	RULES+=("$node $chain $*")
+}
+drop_rule() {
+	local last=$((${#RULES[@]} - 1)) r
+	r=${RULES[$last]}
+	# shellcheck disable=SC2086 # the rule's words
+	"$LAB" exec "${r%% *}" -- iptables -D ${r#* }
+	unset "RULES[$last]"
+}
+declare -A KIND=([open]=open [fw]=firewalled [nata]=nat [natb]=nat [sym]=symnat)
+
+# --- 1: every site --------------------------------------------------------------
+for s in open fw nata natb sym; do
+	rc=0
+	"$LAB" exec "${s}1" -- qcg-probe --json --timeout 150 >"$WORK/$s.json" 2>"$WORK/$s.err" || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$WORK/$s.err" "$WORK/$s.json"; fail "${s}1: qcg-probe exited $rc"; }
+	python3 "$CHECK" site "$WORK/$s.json" "${KIND[$s]}" || fail "${s}1: the site is not what the lab built"
+	python3 "$CHECK" peers "$WORK/$s.json" >"$WORK/$s.chosen" || fail "${s}1: the peers' matrix"
+	note "${s}1: ${KIND[$s]} ($(python3 "$CHECK" field "$WORK/$s.json" nat.mapping)," \
+		"inbound $(python3 "$CHECK" field "$WORK/$s.json" inbound)), chosen:" \
+		"$(tr '\n' ' ' <"$WORK/$s.chosen")in $(python3 "$CHECK" field "$WORK/$s.json" elapsed_ms) ms"
+done
+
+# --- 2: the choices are what qcg-cat gets --------------------------------------------
+JOB=$(new_job probe)
+head -c $((1 << 20)) /dev/urandom >"$WORK/in"
+pairs=0
+for s in open fw nata natb sym; do
+	while read -r peer chosen; do
+		cat_transfer "${s}1" "${peer}1"
+		[ "$XFER_TECH" = "$chosen" ] ||
+			fail "${s}1 -> ${peer}1: the probe said $chosen, qcg-cat used $XFER_TECH"
+		pairs=$((pairs + 1))
+	done <"$WORK/$s.chosen"
+done
+[ "$pairs" -eq 20 ] || fail "$pairs pairs compared, not 20"
+note "20 pairs: qcg-cat used the technique each probe chose"
+
+# --- 3: the capture ---------------------------------------------------------------
+for n in open1 fw1; do
+	"$LAB" exec "$n" -- qcg-probe --json --local-only --capture "$WORK/$n.pcap" \
+		>"$WORK/$n-cap.json" 2>"$WORK/$n-cap.err" || { cat "$WORK/$n-cap.err"; fail "$n: --capture run"; }
+	tcpdump -nr "$WORK/$n.pcap" >"$WORK/$n.txt" 2>"$WORK/$n.tcpdump-err" ||
+		{ cat "$WORK/$n.tcpdump-err"; fail "$n: tcpdump cannot read the capture"; }
+	grep -q "> 203.0.113.10.7704: Flags \[S\]" "$WORK/$n.txt" ||
+		fail "$n: no SYN to the reflector in the capture"
+	[ "$(python3 "$CHECK" field "$WORK/$n-cap.json" capture.packets)" -eq "$(wc -l <"$WORK/$n.txt")" ] ||
+		fail "$n: the probe's packet count differs from tcpdump's"
+done
+[ "$(python3 "$CHECK" field "$WORK/open1-cap.json" inbound_syns_reached_node)" -ge 1 ] ||
+	fail "open1: the reflector's dial-back SYN is not in the capture"
+[ "$(python3 "$CHECK" field "$WORK/fw1-cap.json" inbound_syns_reached_node)" -eq 0 ] ||
+	fail "fw1: a dial-back SYN reached the node through the firewall"
+note "capture: tcpdump reads both files; the dial-back SYN reached open1, not fw1"
+
+# --- 4: rejected, not dropped ------------------------------------------------------
+add_rule r-fw FORWARD -i qcg-wan -p tcp --syn -j REJECT --reject-with tcp-reset
+"$LAB" exec fw1 -- qcg-probe --json --local-only >"$WORK/fw-reject.json"
+drop_rule
+[ "$(python3 "$CHECK" field "$WORK/fw-reject.json" inbound_filtering)" = rejected ] ||
+	fail "fw1 behind a rejecting router: $(python3 "$CHECK" field "$WORK/fw-reject.json" inbound_why)"
+note "a router that resets: inbound filtered (rejected)"
+
+# --- 5: a misdeclared site -----------------------------------------------------------
+QCG_LAB_DECLARE=sym=nat "$LAB" up >/dev/null
+"$LAB" exec sym1 -- qcg-probe --local-only >"$WORK/sym-mis.txt" || fail "sym1: probe failed"
+grep -q "^!! MISMATCH: site sym declares nat, but this node observed symnat" "$WORK/sym-mis.txt" ||
+	{ cat "$WORK/sym-mis.txt"; fail "sym1: the human output does not flag the mismatch"; }
+"$LAB" exec sym1 -- qcg-probe --local-only --json >"$WORK/sym-mis.json"
+python3 "$CHECK" mismatch "$WORK/sym-mis.json" nat symnat || fail "sym1: the mismatch in --json"
+"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --json \
+	--url "$BROKER_URL" >"$WORK/grid.json" || fail "qcg-broker --grid failed"
+python3 - "$WORK/grid.json" <<'PY' || fail "the broker's grid picture does not show sym's mismatch"
+import json, sys
+g = json.load(open(sys.argv[1]))
+sym = [c for c in g["clusters"] if c["name"] == "sym"][0]
+assert sym["declared"]["kind"] == "nat" and sym["observed"]["kind"] == "symnat" and sym["mismatch"], sym
+ok = [c for c in g["clusters"] if c["name"] == "nata"][0]
+assert ok["observed"]["kind"] == "nat" and not ok["mismatch"], ok
+assert any(o["from"] == "nata" and o["to"] == "fw" for o in g["outcomes"]), g["outcomes"]
+PY
+grep -q "misconfiguration: cluster sym declares nat but node sym1 observed symnat" \
+	"$LAB_STATE/log/broker.log" || fail "the broker did not log the observed misconfiguration"
+QCG_LAB_DECLARE="" "$LAB" up >/dev/null
+note "sym declared nat: the probe and the broker's grid flag it"
+
+# --- 6: exit status when a service is out of reach --------------------------------------
+add_rule nata-head OUTPUT -d 203.0.113.10 -p tcp --dport 7700 -j REJECT --reject-with tcp-reset
+rc=0
+"$LAB" exec nata1 -- qcg-probe --json --timeout 60 >"$WORK/nobroker.json" 2>&1 || rc=$?
+drop_rule
+[ "$rc" -eq 4 ] || { cat "$WORK/nobroker.json"; fail "broker out of the frontend's reach: exit $rc, not 4"; }
+add_rule nata1 OUTPUT -d 198.18.1.10 -p tcp --dport 7701 -j REJECT --reject-with tcp-reset
+rc=0
+"$LAB" exec nata1 -- qcg-probe --timeout 60 >"$WORK/nofrontend.txt" 2>&1 || rc=$?
+drop_rule
+[ "$rc" -eq 3 ] || { cat "$WORK/nofrontend.txt"; fail "frontend out of reach: exit $rc, not 3"; }
+grep -q "the frontend cannot be reached" "$WORK/nofrontend.txt" ||
+	{ cat "$WORK/nofrontend.txt"; fail "frontend out of reach: the message does not say so"; }
+"$LAB" up >/dev/null
+note "exit 4 with the broker out of the frontend's reach, 3 with the frontend out of the node's"

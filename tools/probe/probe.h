@@ -1,0 +1,185 @@
+/*
+ * qcg-probe: what the grid can do from this node, and why not.
+ *
+ *   probe.c          options, the order of the checks, the exit status
+ *   helper_ask.c     one request to the local helper (SITE, PROBE, OBSERVED)
+ *   site.c           this node's site: mappings seen by two observers,
+ *                    unsolicited inbound TCP, round trips, declared vs observed
+ *   peers.c          towards other sites: each technique against a test
+ *                    endpoint the helpers start there, and the broker's choice
+ *   capture.c        --capture: the probe's own packets into a pcap file
+ *   report.c         the human matrix and --json
+ *
+ * Everything is bounded by one deadline (--timeout); each network step has
+ * its own shorter bound on top.
+ */
+#ifndef QCG_PROBE_H
+#define QCG_PROBE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "localproto.h"
+#include "qcgconn.h"
+
+#define PROBE_TECHNIQUES (QCG_TECH_PROXY + 1)
+#define PROBE_WHY_MAX 400
+#define PROBE_RTT_MAX (3 + LOCAL_PROXIES_MAX)
+#define PROBE_MISMATCH_MAX 4
+
+struct probe_opts {
+    const char *helper_socket;
+    const char *site;       /* NULL: every other site */
+    const char *capture;    /* pcap file, or NULL */
+    int timeout_s;          /* the whole run */
+    bool json;
+    bool progress;          /* progress lines on stderr (a terminal) */
+    bool report;            /* tell the broker what was observed */
+};
+
+/* Monotonic milliseconds, and what is left before a deadline (never < 0). */
+double probe_now_ms(void);
+int probe_left_ms(double deadline_ms);
+/* "  checking mapping ..." on stderr when progress is on. */
+void probe_progress(const struct probe_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void probe_progress_done(const struct probe_opts *o);
+
+/* --- helper_ask.c --------------------------------------------------------- */
+
+/* Sends one request of `type` to the helper at socket_path and reads its
+   reply into *reply (a LOCAL_ERROR's code and message go to *code / why).
+   Returns the reply's type, or -1 with why set (helper unreachable, malformed
+   reply). */
+int helper_ask(const char *socket_path, uint16_t type, const void *payload, void *reply,
+               size_t reply_size, int timeout_ms, int *code, char *why, size_t whylen);
+
+/* --- site.c --------------------------------------------------------------- */
+
+struct probe_rtt {
+    char name[16];          /* frontend, broker, reflector, proxy */
+    char endpoint[LOCAL_ENDPOINT_MAX];
+    bool ok;
+    double ms;              /* median TCP handshake of PROBE_RTT_SAMPLES */
+    char why[160];
+};
+
+/* What one observer saw of a connection from local_port. */
+struct probe_mapping {
+    char observer[16];      /* "reflector" or "proxy" */
+    char endpoint[LOCAL_ENDPOINT_MAX];
+    int local_port;
+    bool ok;
+    char addr[LOCAL_ADDR_MAX];
+    int port;
+    char why[160];
+};
+
+struct probe_site {
+    const char *helper_socket;
+    struct local_site info;         /* from the helper */
+    bool helper_ok;                 /* the helper answered SITE */
+    bool upstream_ok;               /* the frontend (and through it the broker) answered */
+    char upstream_why[LOCAL_MESSAGE_MAX];
+
+    struct probe_mapping map[3];    /* reflector, proxy (same local port), reflector again
+                                       from another port */
+    int nmap;
+    char public_address[LOCAL_ADDR_MAX];
+    const char *mapping;            /* none | endpoint-independent | endpoint-dependent | unknown */
+    int port_preserving;            /* 1, 0, -1 unknown */
+    char mapping_why[200];
+
+    int dial_port;                  /* where the reflector dialled */
+    const char *inbound;            /* open | filtered | unknown */
+    const char *filtering;          /* dropped | rejected | NULL */
+    char inbound_why[200];
+    int dial_syns_seen;             /* by the capture; -1 without one */
+
+    const char *observed_kind;      /* open | firewalled | nat | symnat | NULL (unknown) */
+    char mismatch[PROBE_MISMATCH_MAX][240];
+    int nmismatch;
+    bool reported;                  /* the broker was told */
+    char report_why[160];
+
+    struct probe_rtt rtt[PROBE_RTT_MAX];
+    int nrtt;
+};
+
+struct capture;
+/* Asks the helper about this node and site.  0, or -1 when the helper or the
+   grid services cannot be reached (helper_ok, upstream_why and the frontend's
+   round trip say which). */
+int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+/* Mappings, inbound, declared vs observed, round trips; reports the
+   observation to the broker when o->report.  cap may be NULL. */
+void site_measure(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
+                  double deadline_ms);
+
+/* --- peers.c -------------------------------------------------------------- */
+
+struct probe_technique {
+    bool tried;             /* attempted, or the broker said why not */
+    bool impossible;        /* the broker said it cannot work for this pair */
+    bool works;
+    double setup_ms;
+    double echo_ms;         /* a round trip through the connection */
+    char why[PROBE_WHY_MAX];
+};
+
+struct probe_peer {
+    char site[LOCAL_NAME_MAX];
+    char kind[LOCAL_KIND_MAX];      /* as declared */
+    char node[LOCAL_NAME_MAX];      /* where the test endpoint ran */
+    char address[LOCAL_ADDR_MAX];
+    bool endpoint_ok;
+    char why[PROBE_WHY_MAX];        /* when !endpoint_ok */
+    struct probe_technique tech[PROBE_TECHNIQUES];
+    enum qcg_technique chosen;      /* what a plain connect used; NONE when it failed */
+    double chosen_ms;
+    char chosen_why[PROBE_WHY_MAX];
+};
+
+/* The peers to probe: every declared cluster but our own, or the one named.
+   Returns how many (0 with why set when the named one is unknown). */
+int peers_select(const struct probe_opts *o, const struct probe_site *s, struct probe_peer *out,
+                 int max, char *why, size_t whylen);
+/* cap (may be NULL): once the endpoint's node is known, its address joins
+   `filter` (a buffer of flen bytes) and the capture's filter. */
+void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct probe_peer *p,
+                struct capture *cap, char *filter, size_t flen, double deadline_ms);
+
+/* --- capture.c ------------------------------------------------------------ */
+
+/* Opens a capture on every interface, of TCP and ICMP to and from `hosts`
+   ("host A or host B"), written to path.  NULL with why set. */
+struct capture *capture_start(const char *path, const char *filter, char *why, size_t whylen);
+/* Replaces the filter (e.g. once a peer's address is known).  0 or -1. */
+int capture_refilter(struct capture *c, const char *filter, char *why, size_t whylen);
+/* TCP SYNs without ACK seen towards local port `port` so far. */
+int capture_syns_to(struct capture *c, int port);
+/* Stops, flushes and closes the file; returns the packets written. */
+long capture_stop(struct capture *c);
+/* Appends to a hosts filter (" or host A "). */
+void capture_filter_add(char *filter, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* --- report.c ------------------------------------------------------------- */
+
+struct probe_run {
+    const struct probe_opts *opts;
+    struct probe_site site;
+    struct probe_peer *peers;
+    int npeers;
+    const char *capture_file;
+    long capture_packets;
+    char capture_why[200];
+    double elapsed_ms;
+    bool timed_out;
+};
+
+void report_human(FILE *out, const struct probe_run *r);
+void report_json(FILE *out, const struct probe_run *r);
+
+#endif

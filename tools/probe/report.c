@@ -1,0 +1,268 @@
+/* What qcg-probe found: a page for people, an object for scripts. */
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "probe.h"
+
+static const char *yes_no_unknown(int v)
+{
+    return v == 1 ? "yes" : v == 0 ? "no" : "unknown";
+}
+
+static void human_site(FILE *out, const struct probe_site *s)
+{
+    const struct local_cluster *c = &s->info.cluster;
+
+    fprintf(out, "this site\n");
+    fprintf(out, "  %-14s %s", "declared", c->kind);
+    for (int i = 0; i < LOCAL_PUBLIC_MAX && c->public_address[i][0]; i++)
+        fprintf(out, "%s%s", i ? ", " : ", public address ", c->public_address[i]);
+    if (c->open_low > 0)
+        fprintf(out, ", open ports %u-%u", c->open_low, c->open_high);
+    fprintf(out, "\n");
+    fprintf(out, "  %-14s %s", "observed", s->observed_kind ? s->observed_kind : "unknown");
+    if (s->public_address[0])
+        fprintf(out, ": public address %s", s->public_address);
+    fprintf(out, "\n  %-14s %s, keeps ports: %s\n", "NAT mapping", s->mapping,
+            yes_no_unknown(s->port_preserving));
+    fprintf(out, "  %-14s %s\n", "", s->mapping_why);
+    for (int i = 0; i < s->nmap; i++) {
+        const struct probe_mapping *m = &s->map[i];
+        if (m->ok)
+            fprintf(out, "  %-14s local port %d -> %s saw %s:%d\n", "", m->local_port,
+                    m->observer, m->addr, m->port);
+        else
+            fprintf(out, "  %-14s local port %d -> %s %s: %s\n", "", m->local_port, m->observer,
+                    m->endpoint, m->why);
+    }
+    fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->inbound, s->filtering ? " (" : "",
+            s->filtering ? s->filtering : "", s->filtering ? ")" : "", s->inbound_why);
+    fprintf(out, "  %-14s %s: %s\n", "helper",
+            s->info.can_intercept ? "can intercept and inject" : "cannot intercept",
+            s->info.intercept);
+    fprintf(out, "  %-14s", "round trips");
+    for (int i = 0; i < s->nrtt; i++) {
+        const struct probe_rtt *r = &s->rtt[i];
+        fprintf(out, "%s%s", i ? "\n                 " : " ", r->name);
+        if (strcmp(r->name, "proxy") == 0 || strcmp(r->name, "reflector") == 0)
+            fprintf(out, " %s", r->endpoint);
+        if (r->ok)
+            fprintf(out, " %.1f ms", r->ms);
+        else
+            fprintf(out, " unreachable: %s", r->why);
+    }
+    fprintf(out, "\n");
+    if (!s->reported && s->report_why[0])
+        fprintf(out, "  %-14s not sent to the broker: %s\n", "", s->report_why);
+}
+
+static void human_peers(FILE *out, const struct probe_run *r)
+{
+    static const char *const head[PROBE_TECHNIQUES] = {"", "direct", "reversed", "traversing",
+                                                       "holepunch", "proxy"};
+    int n = 0;
+
+    fprintf(out, "\ntowards other sites (setup time; \"-\" the broker says it cannot work, "
+                 "\"x\" tried and failed)\n");
+    fprintf(out, "  %-8s %-11s %-9s", "site", "declared", "endpoint");
+    for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++)
+        fprintf(out, " %-11s", head[t]);
+    fprintf(out, " chosen\n");
+    for (int i = 0; i < r->npeers; i++) {
+        const struct probe_peer *p = &r->peers[i];
+        fprintf(out, "  %-8s %-11s %-9s", p->site, p->kind, p->endpoint_ok ? p->node : "none");
+        if (!p->endpoint_ok) {
+            fprintf(out, " %s\n", p->why);
+            continue;
+        }
+        for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++) {
+            char cell[32];
+            const struct probe_technique *x = &p->tech[t];
+            if (x->works)
+                snprintf(cell, sizeof(cell), "ok %.1fms", x->setup_ms);
+            else
+                snprintf(cell, sizeof(cell), "%s", !x->tried ? "?" : x->impossible ? "-" : "x");
+            fprintf(out, " %-11s", cell);
+        }
+        if (p->chosen != QCG_TECH_NONE)
+            fprintf(out, " %s\n", qcg_technique_name(p->chosen));
+        else
+            fprintf(out, " none: %s\n", p->chosen_why);
+    }
+    for (int i = 0; i < r->npeers; i++) {
+        const struct probe_peer *p = &r->peers[i];
+        for (int t = QCG_TECH_DIRECT; p->endpoint_ok && t <= QCG_TECH_PROXY; t++) {
+            const struct probe_technique *x = &p->tech[t];
+            if (x->works || !x->tried)
+                continue;
+            if (n++ == 0)
+                fprintf(out, "\nwhy not\n");
+            fprintf(out, "  %s %s: %s\n", p->site, qcg_technique_name((enum qcg_technique)t),
+                    x->why);
+        }
+    }
+}
+
+void report_human(FILE *out, const struct probe_run *r)
+{
+    const struct probe_site *s = &r->site;
+
+    fprintf(out, "qcg-probe: node %s (%s) of site %s\n", s->info.node, s->info.address,
+            s->info.cluster.name);
+    fprintf(out, "  frontend %s, broker %s\n\n", s->info.frontend,
+            s->info.broker[0] ? s->info.broker : "(not told)");
+    human_site(out, s);
+    for (int i = 0; i < s->nmismatch; i++)
+        fprintf(out, "\n!! MISMATCH: %s\n", s->mismatch[i]);
+    if (r->npeers > 0)
+        human_peers(out, r);
+    if (r->capture_file != NULL) {
+        if (r->capture_why[0])
+            fprintf(out, "\ncapture: none: %s\n", r->capture_why);
+        else
+            fprintf(out, "\ncapture: %ld packets in %s (tcpdump -nr %s, or Wireshark)\n",
+                    r->capture_packets, r->capture_file, r->capture_file);
+    }
+    fprintf(out, "\n%s in %.1f s\n", r->timed_out ? "stopped by --timeout" : "done",
+            r->elapsed_ms / 1000.0);
+}
+
+/* ,"key":"value" (NULL as null). */
+static void jstr(FILE *out, const char *sep, const char *key, const char *value)
+{
+    fprintf(out, "%s\"%s\":", sep, key);
+    if (value == NULL)
+        fputs("null", out);
+    else
+        json_string(out, value);
+}
+
+static void jtri(FILE *out, const char *sep, const char *key, int v)
+{
+    fprintf(out, "%s\"%s\":%s", sep, key, v == 1 ? "true" : v == 0 ? "false" : "null");
+}
+
+static void json_site(FILE *out, const struct probe_site *s)
+{
+    const struct local_cluster *c = &s->info.cluster;
+
+    jstr(out, "", "site", c->name);
+    jstr(out, ",", "node", s->info.node);
+    jstr(out, ",", "address", s->info.address);
+    jstr(out, ",", "public_address", s->public_address[0] ? s->public_address : NULL);
+    fprintf(out, ",\"nat\":{");
+    jstr(out, "", "mapping", s->mapping);
+    jtri(out, ",", "port_preserving", s->port_preserving);
+    jstr(out, ",", "why", s->mapping_why);
+    fprintf(out, ",\"observations\":[");
+    for (int i = 0; i < s->nmap; i++) {
+        const struct probe_mapping *m = &s->map[i];
+        char mapped[LOCAL_ENDPOINT_MAX];
+        snprintf(mapped, sizeof(mapped), "%s:%d", m->addr, m->port);
+        fprintf(out, "%s{", i ? "," : "");
+        jstr(out, "", "observer", m->observer);
+        jstr(out, ",", "endpoint", m->endpoint);
+        fprintf(out, ",\"local_port\":%d", m->local_port);
+        jstr(out, ",", "mapped", m->ok ? mapped : NULL);
+        jstr(out, ",", "error", m->ok ? NULL : m->why);
+        fprintf(out, "}");
+    }
+    fprintf(out, "]}");
+    jstr(out, ",", "inbound", s->inbound);
+    jstr(out, ",", "inbound_filtering", s->filtering);
+    jstr(out, ",", "inbound_why", s->inbound_why);
+    if (s->dial_syns_seen >= 0)
+        fprintf(out, ",\"inbound_syns_reached_node\":%d", s->dial_syns_seen);
+    jstr(out, ",", "observed_kind", s->observed_kind);
+    fprintf(out, ",\"declared\":{");
+    jstr(out, "", "kind", c->kind);
+    fprintf(out, ",\"public_addresses\":[");
+    for (int i = 0; i < LOCAL_PUBLIC_MAX && c->public_address[i][0]; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        json_string(out, c->public_address[i]);
+    }
+    fprintf(out, "]}");
+    fprintf(out, ",\"mismatch\":[");
+    for (int i = 0; i < s->nmismatch; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        json_string(out, s->mismatch[i]);
+    }
+    fprintf(out, "],\"reported_to_broker\":%s", s->reported ? "true" : "false");
+    fprintf(out, ",\"helper\":{\"can_intercept\":%s,\"nfqueue\":%u",
+            s->info.can_intercept ? "true" : "false", s->info.nfqueue);
+    jstr(out, ",", "detail", s->info.intercept);
+    fprintf(out, "},\"services\":{");
+    jstr(out, "", "frontend", s->info.frontend);
+    jstr(out, ",", "broker", s->info.broker[0] ? s->info.broker : NULL);
+    jstr(out, ",", "reflector", s->info.reflector[0] ? s->info.reflector : NULL);
+    fprintf(out, ",\"proxies\":[");
+    for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        json_string(out, s->info.proxy[i]);
+    }
+    fprintf(out, "]},\"rtt_ms\":[");
+    for (int i = 0; i < s->nrtt; i++) {
+        const struct probe_rtt *r = &s->rtt[i];
+        fprintf(out, "%s{", i ? "," : "");
+        jstr(out, "", "to", r->name);
+        jstr(out, ",", "endpoint", r->endpoint);
+        if (r->ok)
+            fprintf(out, ",\"ms\":%.3f", r->ms);
+        else
+            fprintf(out, ",\"ms\":null");
+        jstr(out, ",", "error", r->ok ? NULL : r->why);
+        fprintf(out, "}");
+    }
+    fprintf(out, "]");
+}
+
+static void json_peer(FILE *out, const struct probe_peer *p)
+{
+    fprintf(out, "{");
+    jstr(out, "", "site", p->site);
+    jstr(out, ",", "declared_kind", p->kind);
+    jstr(out, ",", "endpoint_node", p->endpoint_ok ? p->node : NULL);
+    jstr(out, ",", "error", p->endpoint_ok ? NULL : p->why);
+    jstr(out, ",", "chosen", p->chosen != QCG_TECH_NONE ? qcg_technique_name(p->chosen) : NULL);
+    if (p->chosen != QCG_TECH_NONE)
+        fprintf(out, ",\"chosen_setup_ms\":%.3f", p->chosen_ms);
+    else
+        jstr(out, ",", "chosen_why", p->endpoint_ok ? p->chosen_why : NULL);
+    fprintf(out, ",\"techniques\":{");
+    for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++) {
+        const struct probe_technique *x = &p->tech[t];
+        fprintf(out, "%s\"%s\":{\"works\":%s", t > QCG_TECH_DIRECT ? "," : "",
+                qcg_technique_name((enum qcg_technique)t), x->works ? "true" : "false");
+        if (x->works)
+            fprintf(out, ",\"setup_ms\":%.3f,\"echo_ms\":%.3f", x->setup_ms, x->echo_ms);
+        else
+            fprintf(out, ",\"setup_ms\":null");
+        fprintf(out, ",\"tried\":%s,\"possible\":%s", x->tried ? "true" : "false",
+                x->impossible ? "false" : "true");
+        jstr(out, ",", "why", x->works || !x->tried ? NULL : x->why);
+        fprintf(out, "}");
+    }
+    fprintf(out, "}}");
+}
+
+void report_json(FILE *out, const struct probe_run *r)
+{
+    fprintf(out, "{");
+    json_site(out, &r->site);
+    fprintf(out, ",\"peers\":[");
+    for (int i = 0; i < r->npeers; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        json_peer(out, &r->peers[i]);
+    }
+    fprintf(out, "]");
+    if (r->capture_file != NULL) {
+        fprintf(out, ",\"capture\":{");
+        jstr(out, "", "file", r->capture_file);
+        fprintf(out, ",\"packets\":%ld", r->capture_packets);
+        jstr(out, ",", "error", r->capture_why[0] ? r->capture_why : NULL);
+        fprintf(out, "}");
+    }
+    fprintf(out, ",\"timed_out\":%s,\"elapsed_ms\":%.1f}\n", r->timed_out ? "true" : "false",
+            r->elapsed_ms);
+}

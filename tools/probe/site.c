@@ -1,0 +1,543 @@
+/* This node's site as the grid sees it: the helper's view, then what two
+   observers (the broker's reflector and a proxy) see of connections from here,
+   whether unsolicited inbound TCP gets in, and round trips. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "probe.h"
+
+#define PROBE_RTT_SAMPLES 3
+#define STEP_TIMEOUT_MS 3000
+/* The reflector waits up to 2 s for its dial (REFLECTOR_DIAL_TIMEOUT_MS). */
+#define DIAL_ANSWER_TIMEOUT_MS 5000
+#define HELPER_TIMEOUT_MS 15000
+
+/* "addr:port" (the last colon) into its parts.  0 or -1. */
+static int split_endpoint(const char *text, char *addr, size_t alen, int *port)
+{
+    const char *colon = strrchr(text, ':');
+    char *end;
+    if (colon == NULL || (size_t)(colon - text) >= alen || colon == text)
+        return -1;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535)
+        return -1;
+    memcpy(addr, text, (size_t)(colon - text));
+    addr[colon - text] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+/* "https://198.18.1.10:7701/" into "198.18.1.10:7701".  0 or -1. */
+static int url_endpoint(const char *url, char *out, size_t len)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t n = strcspn(p, "/");
+    if (n == 0 || n >= len)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    if (strchr(out, ':') == NULL) {
+        if (strlen(out) + 5 >= len)
+            return -1;
+        strcat(out, strncmp(url, "https", 5) == 0 ? ":443" : ":80");
+    }
+    return 0;
+}
+
+static int sockaddr_of(const char *addr, int port, struct sockaddr_in *sin)
+{
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, addr, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+/* A TCP connection to addr:port from local_port (0 = any), within
+   timeout_ms.  Returns the connected socket with *ms the handshake time, or
+   -1 with why set. */
+static int connect_from(const char *local_addr, int local_port, const char *addr, int port,
+                        int timeout_ms, double *ms, char *why, size_t whylen)
+{
+    struct sockaddr_in to, from;
+    int one = 1, err = 0;
+    socklen_t elen = sizeof(err);
+
+    if (sockaddr_of(addr, port, &to) < 0) {
+        snprintf(why, whylen, "%s is not an IPv4 address", addr);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (local_port > 0) {
+        if (sockaddr_of(local_addr, local_port, &from) < 0 ||
+            bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) {
+            snprintf(why, whylen, "bind %s:%d: %s", local_addr, local_port, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    double start = probe_now_ms();
+    if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS) {
+        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int rc;
+    do
+        rc = poll(&p, 1, timeout_ms);
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) {
+        snprintf(why, whylen, "connect %s:%d: no answer in %d ms", addr, port, timeout_ms);
+        close(fd);
+        return -1;
+    }
+    if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
+        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err ? err : errno));
+        close(fd);
+        return -1;
+    }
+    *ms = probe_now_ms() - start;
+    return fd;
+}
+
+/* Sends req (len bytes), reads one '\n'-terminated line into line.  0 or -1. */
+static int exchange_line(int fd, const void *req, size_t len, char *line, size_t llen,
+                         int timeout_ms, char *why, size_t whylen)
+{
+    double deadline = probe_now_ms() + timeout_ms;
+    size_t got = 0;
+
+    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        snprintf(why, whylen, "send: %s", strerror(errno));
+        return -1;
+    }
+    while (got + 1 < llen) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int left = probe_left_ms(deadline);
+        if (left == 0 || poll(&p, 1, left) <= 0) {
+            snprintf(why, whylen, "no answer in %d ms", timeout_ms);
+            return -1;
+        }
+        ssize_t n = recv(fd, line + got, llen - 1 - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(why, whylen, "closed without an answer%s%s", n < 0 ? ": " : "",
+                     n < 0 ? strerror(errno) : "");
+            return -1;
+        }
+        got += (size_t)n;
+        line[got] = '\0';
+        char *nl = strchr(line, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+            return 0;
+        }
+    }
+    snprintf(why, whylen, "answer too long");
+    return -1;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median TCP handshake time to an endpoint: what a round trip costs. */
+static void measure_rtt(struct probe_rtt *r, const char *local_addr, double deadline_ms)
+{
+    char addr[LOCAL_ADDR_MAX];
+    double samples[PROBE_RTT_SAMPLES];
+    int port, n = 0;
+
+    if (split_endpoint(r->endpoint, addr, sizeof(addr), &port) < 0) {
+        snprintf(r->why, sizeof(r->why), "cannot read the endpoint '%s'", r->endpoint);
+        return;
+    }
+    for (int i = 0; i < PROBE_RTT_SAMPLES; i++) {
+        int left = probe_left_ms(deadline_ms);
+        if (left == 0)
+            break;
+        int fd = connect_from(local_addr, 0, addr, port, left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS,
+                              &samples[n], r->why, sizeof(r->why));
+        if (fd < 0)
+            break;
+        close(fd);
+        n++;
+    }
+    if (n < PROBE_RTT_SAMPLES)
+        return;
+    qsort(samples, (size_t)n, sizeof(double), compare_double);
+    r->ok = true;
+    r->ms = samples[n / 2];
+    r->why[0] = '\0';
+}
+
+static void add_rtt(struct probe_site *s, const char *name, const char *endpoint)
+{
+    if (s->nrtt >= PROBE_RTT_MAX || endpoint[0] == '\0')
+        return;
+    struct probe_rtt *r = &s->rtt[s->nrtt++];
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    snprintf(r->endpoint, sizeof(r->endpoint), "%s", endpoint);
+}
+
+/* "MAPPED <addr> <port>" from an observer, for a connection from local_port. */
+static void observe(struct probe_mapping *m, const struct probe_site *s, const char *request,
+                    size_t reqlen, double deadline_ms)
+{
+    char addr[LOCAL_ADDR_MAX], line[256], a[LOCAL_ADDR_MAX];
+    int port, p;
+    double ms;
+
+    if (split_endpoint(m->endpoint, addr, sizeof(addr), &port) < 0) {
+        snprintf(m->why, sizeof(m->why), "cannot read the endpoint '%s'", m->endpoint);
+        return;
+    }
+    int left = probe_left_ms(deadline_ms);
+    int fd = connect_from(s->info.address, m->local_port, addr, port,
+                          left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &ms, m->why,
+                          sizeof(m->why));
+    if (fd < 0)
+        return;
+    if (exchange_line(fd, request, reqlen, line, sizeof(line), STEP_TIMEOUT_MS, m->why,
+                      sizeof(m->why)) == 0) {
+        char extra;
+        if (sscanf(line, "MAPPED %45s %d %c", a, &p, &extra) == 2 && p > 0 && p < 65536) {
+            snprintf(m->addr, sizeof(m->addr), "%s", a);
+            m->port = p;
+            m->ok = true;
+        } else {
+            snprintf(m->why, sizeof(m->why), "unexpected answer '%.80s'", line);
+        }
+    }
+    close(fd);
+}
+
+/* A free port of this node: bound once with port 0 and released. */
+static int pick_port(const char *local_addr)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int port = -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || sockaddr_of(local_addr, 0, &sin) < 0 ||
+        bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+        goto out;
+    port = ntohs(sin.sin_port);
+out:
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static void check_mapping(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
+{
+    static const char map_line[] = "MAP\n";
+    char qcgm[4 + 128] = "QCGM";
+    int p1 = pick_port(s->info.address), p2 = pick_port(s->info.address);
+
+    s->mapping = "unknown";
+    s->port_preserving = -1;
+    if (s->info.reflector[0] == '\0') {
+        snprintf(s->mapping_why, sizeof(s->mapping_why),
+                 "the broker has no reflector configured: no observer to ask");
+        return;
+    }
+    if (p1 < 0 || p2 < 0) {
+        snprintf(s->mapping_why, sizeof(s->mapping_why), "no free local port on %s",
+                 s->info.address);
+        return;
+    }
+    /* The reflector, then a proxy from the same local port (RFC 5780's test:
+       does the mapping depend on the destination?), then the reflector from
+       another port (does the NAT keep ports, again?). */
+    probe_progress(o, "asking the reflector %s for the mapping", s->info.reflector);
+    struct probe_mapping *m = &s->map[s->nmap++];
+    snprintf(m->observer, sizeof(m->observer), "reflector");
+    snprintf(m->endpoint, sizeof(m->endpoint), "%s", s->info.reflector);
+    m->local_port = p1;
+    observe(m, s, map_line, strlen(map_line), deadline_ms);
+    if (s->info.proxies > 0) {
+        probe_progress(o, "asking the proxy %s for the mapping", s->info.proxy[0]);
+        m = &s->map[s->nmap++];
+        snprintf(m->observer, sizeof(m->observer), "proxy");
+        snprintf(m->endpoint, sizeof(m->endpoint), "%s", s->info.proxy[0]);
+        m->local_port = p1;
+        observe(m, s, qcgm, sizeof(qcgm), deadline_ms);
+    }
+    m = &s->map[s->nmap++];
+    snprintf(m->observer, sizeof(m->observer), "reflector");
+    snprintf(m->endpoint, sizeof(m->endpoint), "%s", s->info.reflector);
+    m->local_port = p2;
+    observe(m, s, map_line, strlen(map_line), deadline_ms);
+
+    const struct probe_mapping *r1 = &s->map[0], *px = s->nmap == 3 ? &s->map[1] : NULL,
+                               *r2 = &s->map[s->nmap - 1];
+    if (!r1->ok) {
+        snprintf(s->mapping_why, sizeof(s->mapping_why), "the reflector did not answer: %s",
+                 r1->why);
+        return;
+    }
+    snprintf(s->public_address, sizeof(s->public_address), "%s", r1->addr);
+    bool kept = r1->port == r1->local_port && (!r2->ok || r2->port == r2->local_port);
+    if (strcmp(r1->addr, s->info.address) == 0 && kept) {
+        s->mapping = "none";
+        s->port_preserving = 1;
+        snprintf(s->mapping_why, sizeof(s->mapping_why),
+                 "the reflector sees this node's own address and port");
+        return;
+    }
+    s->port_preserving = kept ? 1 : 0;
+    if (px == NULL || !px->ok) {
+        snprintf(s->mapping_why, sizeof(s->mapping_why),
+                 "a NAT, but only one observer answered (%.120s): mapping not compared",
+                 px ? px->why : "no proxy configured");
+        return;
+    }
+    if (strcmp(px->addr, r1->addr) == 0 && px->port == r1->port) {
+        s->mapping = "endpoint-independent";
+        snprintf(s->mapping_why, sizeof(s->mapping_why),
+                 "local port %d appeared as %s:%d to both the reflector and the proxy",
+                 r1->local_port, r1->addr, r1->port);
+    } else {
+        s->mapping = "endpoint-dependent";
+        snprintf(s->mapping_why, sizeof(s->mapping_why),
+                 "local port %d appeared as %s:%d to the reflector but %s:%d to the proxy",
+                 r1->local_port, r1->addr, r1->port, px->addr, px->port);
+    }
+}
+
+/* The reflector dials back to the address it sees us from, at a port we
+   listen on: does unsolicited inbound TCP get in? */
+static void check_inbound(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
+                          double deadline_ms)
+{
+    char addr[LOCAL_ADDR_MAX], req[32], line[256], a[LOCAL_ADDR_MAX], result[16];
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int port, p, one = 1;
+    double ms;
+
+    s->inbound = "unknown";
+    s->dial_syns_seen = -1;
+    if (s->info.reflector[0] == '\0' ||
+        split_endpoint(s->info.reflector, addr, sizeof(addr), &port) < 0) {
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "no reflector to dial back");
+        return;
+    }
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (lfd < 0 || sockaddr_of(s->info.address, 0, &sin) < 0 ||
+        bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 4) < 0 ||
+        getsockname(lfd, (struct sockaddr *)&sin, &len) < 0) {
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "cannot listen on %s: %s",
+                 s->info.address, strerror(errno));
+        if (lfd >= 0)
+            close(lfd);
+        return;
+    }
+    s->dial_port = ntohs(sin.sin_port);
+    probe_progress(o, "asking the reflector to dial back to port %d", s->dial_port);
+    int left = probe_left_ms(deadline_ms);
+    int fd = connect_from(s->info.address, 0, addr, port, left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS,
+                          &ms, s->inbound_why, sizeof(s->inbound_why));
+    if (fd < 0) {
+        close(lfd);
+        return;
+    }
+    int n = snprintf(req, sizeof(req), "DIAL %d\n", s->dial_port);
+    int rc = exchange_line(fd, req, (size_t)n, line, sizeof(line), DIAL_ANSWER_TIMEOUT_MS,
+                           s->inbound_why, sizeof(s->inbound_why));
+    close(fd);
+    int accepted = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (accepted >= 0)
+        close(accepted);
+    close(lfd);
+    if (cap != NULL)
+        s->dial_syns_seen = capture_syns_to(cap, s->dial_port);
+    if (rc < 0)
+        return;
+    char extra;
+    if (sscanf(line, "DIALED %45s %d %15s %c", a, &p, result, &extra) != 3) {
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'",
+                 line);
+        return;
+    }
+    if (strcmp(result, "open") == 0) {
+        s->inbound = "open";
+        snprintf(s->inbound_why, sizeof(s->inbound_why),
+                 "the reflector's connection to %s:%d was accepted", a, p);
+    } else if (strcmp(result, "refused") == 0) {
+        s->inbound = "filtered";
+        s->filtering = "rejected";
+        snprintf(s->inbound_why, sizeof(s->inbound_why),
+                 "the reflector's SYN to %s:%d was answered by a RST or an ICMP error", a, p);
+    } else if (strcmp(result, "timeout") == 0) {
+        s->inbound = "filtered";
+        s->filtering = "dropped";
+        snprintf(s->inbound_why, sizeof(s->inbound_why),
+                 "the reflector's SYN to %s:%d got no answer (silently dropped)", a, p);
+    } else {
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'",
+                 line);
+    }
+    if (s->dial_syns_seen > 0 && strcmp(s->inbound, "open") != 0) {
+        size_t used = strlen(s->inbound_why);
+        snprintf(s->inbound_why + used, sizeof(s->inbound_why) - used,
+                 "; the SYN reached this node: a filter on the node itself");
+    }
+}
+
+/* open | firewalled | nat | symnat from what was observed; NULL when unsure. */
+static const char *observed_kind(const struct probe_site *s)
+{
+    if (strcmp(s->mapping, "none") == 0) {
+        if (strcmp(s->inbound, "open") == 0)
+            return "open";
+        return strcmp(s->inbound, "filtered") == 0 ? "firewalled" : NULL;
+    }
+    /* In plans, "nat" promises that the public port is the local one (the
+       reflector holds punches to it); anything else is unpredictable. */
+    if (strcmp(s->mapping, "endpoint-independent") == 0)
+        return s->port_preserving == 1 ? "nat" : "symnat";
+    if (strcmp(s->mapping, "endpoint-dependent") == 0)
+        return "symnat";
+    return NULL;
+}
+
+static void add_mismatch(struct probe_site *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_mismatch(struct probe_site *s, const char *fmt, ...)
+{
+    va_list ap;
+    if (s->nmismatch >= PROBE_MISMATCH_MAX)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(s->mismatch[s->nmismatch++], sizeof(s->mismatch[0]), fmt, ap);
+    va_end(ap);
+}
+
+static void compare_declared(struct probe_site *s)
+{
+    const struct local_cluster *c = &s->info.cluster;
+    s->observed_kind = observed_kind(s);
+    if (s->observed_kind != NULL && strcmp(s->observed_kind, c->kind) != 0) {
+        const char *because = strcmp(s->mapping, "none") != 0 ? s->mapping_why : s->inbound_why;
+        add_mismatch(s, "site %s declares %s, but this node observed %s: %s", c->name, c->kind,
+                     s->observed_kind, because);
+    }
+    bool natted = strcmp(s->mapping, "none") != 0 && s->public_address[0] != '\0';
+    if (natted && c->public_address[0][0] != '\0') {
+        bool listed = false;
+        for (int i = 0; i < LOCAL_PUBLIC_MAX; i++)
+            listed = listed || strcmp(c->public_address[i], s->public_address) == 0;
+        if (!listed)
+            add_mismatch(s,
+                         "site %s declares public address %s, but the reflector sees this node "
+                         "as %s",
+                         c->name, c->public_address[0], s->public_address);
+    }
+}
+
+/* Tells the broker what was seen (root only, the helper checks). */
+static void report_observation(struct probe_site *s)
+{
+    struct local_observed ob;
+    int code;
+    memset(&ob, 0, sizeof(ob));
+    if (s->observed_kind == NULL) {
+        snprintf(s->report_why, sizeof(s->report_why), "nothing certain to report");
+        return;
+    }
+    snprintf(ob.kind, sizeof(ob.kind), "%s", s->observed_kind);
+    snprintf(ob.public_address, sizeof(ob.public_address), "%s", s->public_address);
+    ob.port_preserving = s->port_preserving;
+    snprintf(ob.mapping, sizeof(ob.mapping), "%s", s->mapping);
+    snprintf(ob.inbound, sizeof(ob.inbound), "%s",
+             s->filtering ? s->filtering : strcmp(s->inbound, "open") == 0 ? "open" : "unknown");
+    int t = helper_ask(s->helper_socket, LOCAL_OBSERVED, &ob, NULL, 0, HELPER_TIMEOUT_MS, &code,
+                       s->report_why, sizeof(s->report_why));
+    s->reported = t == LOCAL_OK;
+    if (s->reported)
+        s->report_why[0] = '\0';
+}
+
+int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
+{
+    int code;
+    char endpoint[LOCAL_ENDPOINT_MAX];
+    struct local_status st;
+
+    memset(s, 0, sizeof(*s));
+    s->helper_socket = o->helper_socket;
+    s->mapping = "unknown";
+    s->inbound = "unknown";
+    s->port_preserving = -1;
+    s->dial_syns_seen = -1;
+    probe_progress(o, "asking the helper at %s about this site", o->helper_socket);
+    int t = helper_ask(o->helper_socket, LOCAL_SITE, NULL, &s->info, sizeof(s->info),
+                       HELPER_TIMEOUT_MS, &code, s->upstream_why, sizeof(s->upstream_why));
+    if (t == LOCAL_SITE_OK) {
+        s->helper_ok = s->upstream_ok = true;
+        return 0;
+    }
+    if (t != LOCAL_ERROR)
+        return -1; /* no helper */
+    s->helper_ok = true;
+    /* The helper is there but the grid services did not answer: which one?
+       Its status names the frontend, which we can try ourselves. */
+    char why[LOCAL_MESSAGE_MAX];
+    if (helper_ask(o->helper_socket, LOCAL_STATUS, NULL, &st, sizeof(st), HELPER_TIMEOUT_MS,
+                   &code, why, sizeof(why)) == LOCAL_STATUS_OK &&
+        url_endpoint(st.frontend, endpoint, sizeof(endpoint)) == 0) {
+        snprintf(s->info.frontend, sizeof(s->info.frontend), "%s", st.frontend);
+        snprintf(s->info.node, sizeof(s->info.node), "%s", st.node);
+        snprintf(s->info.cluster.name, sizeof(s->info.cluster.name), "%s", st.cluster);
+        add_rtt(s, "frontend", endpoint);
+        measure_rtt(&s->rtt[0], "0.0.0.0", deadline_ms);
+    }
+    return -1;
+}
+
+/* The measurements, once the helper answered SITE. */
+void site_measure(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
+                  double deadline_ms)
+{
+    char endpoint[LOCAL_ENDPOINT_MAX];
+
+    check_mapping(o, s, deadline_ms);
+    check_inbound(o, s, cap, deadline_ms);
+    compare_declared(s);
+    if (url_endpoint(s->info.frontend, endpoint, sizeof(endpoint)) == 0)
+        add_rtt(s, "frontend", endpoint);
+    if (url_endpoint(s->info.broker, endpoint, sizeof(endpoint)) == 0)
+        add_rtt(s, "broker", endpoint);
+    add_rtt(s, "reflector", s->info.reflector);
+    for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++)
+        add_rtt(s, "proxy", s->info.proxy[i]);
+    for (int i = 0; i < s->nrtt; i++) {
+        probe_progress(o, "round trip to the %s %s", s->rtt[i].name, s->rtt[i].endpoint);
+        measure_rtt(&s->rtt[i], s->info.address, deadline_ms);
+    }
+    if (o->report)
+        report_observation(s);
+}
