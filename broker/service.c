@@ -674,7 +674,8 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
     atomic_fetch_add(&b->stats.probes_started, 1);
-    log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s, seq %llu)",
+    log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s); "
+             "probe-listen seq %llu",
              id->cluster, cluster, node.name, cmd.job, seconds, (unsigned long long)seq);
     response->version = QCG_PROTOCOL_VERSION;
     response->job = soap_strdup(soap, cmd.job);

@@ -457,7 +457,7 @@ pjob=${BASH_REMATCH[1]:-none} psecret=${BASH_REMATCH[2]:-none}
 expect_ok "fw's queue" "$ffw" poll "$epoch3" 0 0
 [[ $out =~ [0-9]+:probe-listen:$pjob:1:fw1:0::0:$psecret:30s ]] &&
   pass "probe-listen ordered to fw1 with the job, rank 1, the secret and 30 s" || fail "probe-listen: $out"
-grep -q "probe: cluster nata asked for a test endpoint in fw (node fw1, job $pjob, 30 s" "$probed_log" &&
+grep -q "info .*probe: cluster nata asked for a test endpoint in fw (node fw1, job $pjob, 30 s)" "$probed_log" &&
   pass "the probe is logged at info" || fail "no info line for the probe"
 expect_fault "probe for 0 s" invalid "$fe" probe fw 0
 expect_fault "probe for 121 s" invalid "$fe" probe fw 121
