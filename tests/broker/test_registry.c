@@ -432,6 +432,65 @@ static void test_validate(void)
     CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "node"), "node");
 }
 
+/* qcg-probe's state: probe slots per calling cluster (freed when they
+   expire), endpoints spread over the target's nodes, the last observation,
+   the reflector's punch tally, and the picture sorted by name. */
+static void test_probing(void)
+{
+    struct registry *r = two_sites(100);
+    struct reg_node n;
+    int on_nata1 = 0;
+    for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++) {
+        CHECK(registry_probe_start(r, "open", "nata", 1000, 1010, &n, why, sizeof(why)) == REG_OK,
+              "probe %d: %s", i, why);
+        on_nata1 += strcmp(n.name, "nata1") == 0;
+    }
+    CHECK(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
+          on_nata1);
+    CHECK(registry_probe_start(r, "open", "nata", 1005, 1015, &n, why, sizeof(why)) == REG_BUSY &&
+              strstr(why, "open already has 8 probe endpoints"),
+          "ninth live probe: %s", why);
+    CHECK(registry_probe_start(r, "nata", "nata", 1005, 1015, &n, why, sizeof(why)) == REG_OK,
+          "another caller, its own cluster: %s", why);
+    CHECK(registry_probe_start(r, "open", "nata", 1010, 1020, &n, why, sizeof(why)) == REG_OK,
+          "a slot is free once a probe expired: %s", why);
+    CHECK(registry_probe_start(r, "open", "nosuch", 1010, 1020, &n, why, sizeof(why)) ==
+                  REG_NOTFOUND && strstr(why, "nosuch"),
+          "unknown cluster: %s", why);
+    struct reg_cluster empty = cluster("empty", CLUSTER_OPEN, 0, 0);
+    CHECK(registry_register_cluster(r, &empty, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECK(registry_probe_start(r, "open", "empty", 1010, 1020, &n, why, sizeof(why)) ==
+                  REG_NOTFOUND && strstr(why, "no registered node"),
+          "cluster without nodes: %s", why);
+
+    struct reg_observation o = {.when = 1234, .kind = CLUSTER_SYMNAT, .port_preserving = 0};
+    struct reg_cluster decl;
+    snprintf(o.node, sizeof(o.node), "nata2");
+    snprintf(o.mapping, sizeof(o.mapping), "endpoint-dependent");
+    CHECK(registry_observe(r, "nata", &o, &decl, why, sizeof(why)) == REG_OK &&
+              decl.kind == CLUSTER_NAT,
+          "observe: %s", why);
+    CHECK(registry_observe(r, "nosuch", &o, &decl, why, sizeof(why)) == REG_NOTFOUND, "observe");
+    registry_punch_seen(r, "nata", true);
+    registry_punch_seen(r, "nata", false);
+    registry_punch_seen(r, "nata", false);
+    registry_punch_seen(r, "nosuch", true);
+
+    struct reg_cluster_view *v;
+    size_t nv;
+    CHECK(registry_clusters(r, &v, &nv) == 0 && nv == 3, "clusters: %zu", nv);
+    CHECK(strcmp(v[0].decl.name, "empty") == 0 && strcmp(v[1].decl.name, "nata") == 0 &&
+              strcmp(v[2].decl.name, "open") == 0,
+          "sorted by name");
+    CHECK(v[1].nodes == 2 && v[1].observed.when == 1234 && v[1].observed.kind == CLUSTER_SYMNAT &&
+              strcmp(v[1].observed.node, "nata2") == 0 && v[1].punches_kept == 1 &&
+              v[1].punches_changed == 2,
+          "nata's view");
+    CHECK(v[2].observed.when == 0 && v[2].punches_kept == 0 && v[0].nodes == 0, "open, empty");
+    free(v);
+    registry_free(r);
+}
+
 int main(void)
 {
     /* Withdrawing 50,000 ranks overflows the unacknowledged queues on purpose. */
@@ -442,6 +501,7 @@ int main(void)
     test_withdraw();
     test_lookup();
     test_close();
+    test_probing();
     test_validate();
     test_many();
     if (check_failures == 0)
