@@ -68,5 +68,7 @@ int helper_cert_check(struct helper_config *cfg, char *err, size_t errlen);
 
 /* 1 when this process holds CAP_NET_ADMIN and CAP_NET_RAW (effective), else 0. */
 int helper_can_intercept(void);
+/* How many of the two are missing; out names them ("CAP_NET_RAW"). */
+int helper_caps_missing(char *out, size_t outlen);
 
 #endif

@@ -34,6 +34,10 @@ struct local_server {
     uint64_t next_id;
     uint64_t lookups;
     struct attempts *attempts; /* traversing and hole punching, initiator side */
+    /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
+    int can_intercept;
+    int nfqueue;
+    char intercept[LOCAL_MESSAGE_MAX];
 };
 
 struct conn {
@@ -75,11 +79,17 @@ struct request {
     struct contact contact;
     int32_t to_rank;
     uint32_t tried_mask;
+    uint32_t only;              /* LOOKUP: one technique (qcg-probe) */
     int skip_upstream;          /* stopping with the frontend away: local cleanup only */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;
     struct local_report report;
+    struct local_site *site;    /* SITE: allocated with the request (it is large) */
+    uint32_t upstream_ms;       /* SITE: how long the call took */
+    struct local_probe probe;
+    struct local_probe_ok probe_ok;
+    struct local_observed observed;
 };
 
 static void conn_close(struct conn *c);
@@ -224,8 +234,21 @@ static void do_request(uv_work_t *work)
         contacts_sync_end(srv->cs);
         break;
     case LOCAL_LOOKUP:
-        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, &r->plan, r->msg,
-                                sizeof(r->msg));
+        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, r->only,
+                                &r->plan, r->msg, sizeof(r->msg));
+        break;
+    case LOCAL_SITE: {
+        uint64_t t0 = uv_hrtime();
+
+        r->rc = upstream_site(srv->up, r->site, r->msg, sizeof(r->msg));
+        r->upstream_ms = (uint32_t)((uv_hrtime() - t0) / 1000000u);
+        break;
+    }
+    case LOCAL_PROBE:
+        r->rc = upstream_probe(srv->up, &r->probe, &r->probe_ok, r->msg, sizeof(r->msg));
+        break;
+    case LOCAL_OBSERVED:
+        r->rc = upstream_observed(srv->up, &r->observed, r->msg, sizeof(r->msg));
         break;
     case LOCAL_REPORT:
         r->rc = upstream_report(srv->up, &r->contact, &r->report, r->msg, sizeof(r->msg));
@@ -253,6 +276,58 @@ static void answer_plan(struct conn *c, uint32_t rid, const struct local_plan *p
         log_warnx("pid %d: %s to %s/%s cannot start: %s", (int)c->pid,
                   technique_name((enum technique)plan->technique), plan->cluster, plan->node, why);
         send_error(c, rid, QCG_EPEER, 0, "%s", why);
+    }
+}
+
+/* qcg-probe's requests, answered (loop thread). */
+static void probe_done(struct request *r)
+{
+    struct local_server *srv = r->srv;
+    struct conn *c = r->c;
+
+    if (r->rc != 0) {
+        log_warnx("pid %d uid %d: %s: %s", (int)c->pid, (int)c->uid,
+                  r->type == LOCAL_SITE    ? "SITE"
+                  : r->type == LOCAL_PROBE ? "PROBE"
+                                           : "OBSERVED",
+                  r->msg);
+        send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        return;
+    }
+    switch (r->type) {
+    case LOCAL_SITE: {
+        struct local_site *st = r->site;
+        const struct helper_config *cfg = srv->cfg;
+
+        snprintf(st->node, sizeof(st->node), "%s", cfg->node);
+        snprintf(st->address, sizeof(st->address), "%s", cfg->address);
+        st->port_low = (uint16_t)cfg->ports[0];
+        st->port_high = (uint16_t)cfg->ports[1];
+        st->upstream_ms = r->upstream_ms;
+        snprintf(st->frontend, sizeof(st->frontend), "%s", upstream_url(srv->up));
+        st->can_intercept = srv->can_intercept ? 1 : 0;
+        st->nfqueue = srv->can_intercept ? (uint32_t)srv->nfqueue : 0;
+        snprintf(st->intercept, sizeof(st->intercept), "%s", srv->intercept);
+        log_debug("pid %d: SITE answered (%u ms upstream, %u clusters)", (int)c->pid,
+                  st->upstream_ms, st->clusters_total);
+        send_msg(c, LOCAL_SITE_OK, r->rid, st, sizeof(*st), 0);
+        break;
+    }
+    case LOCAL_PROBE:
+        log_info("pid %d uid %d: probe towards cluster %s: job %s, endpoint rank %d on node %s "
+                 "for %u s",
+                 (int)c->pid, (int)c->uid, r->probe_ok.cluster, r->probe_ok.job,
+                 r->probe_ok.rank, r->probe_ok.node, r->probe_ok.seconds);
+        send_msg(c, LOCAL_PROBE_OK, r->rid, &r->probe_ok, sizeof(r->probe_ok), 0);
+        break;
+    default:
+        log_info("pid %d uid %d: observed %s, public address %s, mapping %s, inbound %s, "
+                 "port preserving %d: sent to the broker",
+                 (int)c->pid, (int)c->uid, r->observed.kind,
+                 r->observed.public_address[0] ? r->observed.public_address : "-",
+                 r->observed.mapping, r->observed.inbound, r->observed.port_preserving);
+        send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+        break;
     }
 }
 
@@ -318,6 +393,11 @@ static void request_done(uv_work_t *work, int status)
             log_debug("report of job %s rank %d -> %d: %s", r->contact.job, r->contact.rank,
                       r->report.to_rank, r->msg);
         break;
+    case LOCAL_SITE:
+    case LOCAL_PROBE:
+    case LOCAL_OBSERVED:
+        probe_done(r);
+        break;
     }
     if (c != NULL) {
         c->pending = 0;
@@ -330,6 +410,7 @@ static void request_done(uv_work_t *work, int status)
         }
         conn_unref(c);
     }
+    free(r->site);
     explicit_bzero(r, sizeof(*r));
     free(r);
 }
@@ -351,8 +432,18 @@ static int queue_request(struct local_server *srv, struct conn *c, uint16_t type
     r->rid = rid;
     r->contact = *ct;
     r->to_rank = to_rank;
-    if (type == LOCAL_LOOKUP && c != NULL)
+    if (type == LOCAL_LOOKUP && c != NULL) {
         r->tried_mask = c->in.lookup.tried_mask;
+        r->only = c->in.lookup.only;
+    }
+    if (type == LOCAL_PROBE && c != NULL)
+        r->probe = c->in.probe;
+    if (type == LOCAL_OBSERVED && c != NULL)
+        r->observed = c->in.observed;
+    if (type == LOCAL_SITE && (r->site = calloc(1, sizeof(*r->site))) == NULL) {
+        free(r);
+        return QCG_ENOMEM;
+    }
     if (srv->closing && type == LOCAL_WITHDRAW) {
         int connected;
         uint64_t epoch;
@@ -362,6 +453,7 @@ static int queue_request(struct local_server *srv, struct conn *c, uint16_t type
     int rc = uv_queue_work(srv->loop, &r->work, do_request, request_done);
     if (rc < 0) {
         log_warnx("cannot queue a request: %s", uv_strerror(rc));
+        free(r->site);
         free(r);
         return QCG_ESYS;
     }
@@ -557,6 +649,47 @@ static int on_status(struct conn *c, uint32_t rid)
     return 0;
 }
 
+/* qcg-probe's requests need no HELLO; one at a time per connection like
+   every request (reading stops until the answer), so a connection has at
+   most one PROBE outstanding. */
+static int queue_probe_request(struct conn *c, uint16_t type, uint32_t rid)
+{
+    if (queue_request(c->srv, c, type, rid, &c->me, 0, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
+}
+
+static int on_site(struct conn *c, uint32_t rid)
+{
+    return queue_probe_request(c, LOCAL_SITE, rid);
+}
+
+static int on_probe(struct conn *c, uint32_t rid)
+{
+    return queue_probe_request(c, LOCAL_PROBE, rid);
+}
+
+/* What a site looks like from outside is the node administrator's word:
+   root's, or the helper's own user's (a probe run by the operator). */
+static int on_observed(struct conn *c, uint32_t rid)
+{
+    uid_t self = geteuid();
+
+    if (c->uid != 0 && c->uid != self) {
+        log_warnx("pid %d uid %d: OBSERVED refused: only root or the helper's uid %d may "
+                  "report what a probe observed",
+                  (int)c->pid, (int)c->uid, (int)self);
+        send_error(c, rid, QCG_EDENIED, 0,
+                   "OBSERVED is accepted from root or the helper's user (uid %d) only, not "
+                   "uid %d",
+                   (int)self, (int)c->uid);
+        return 0;
+    }
+    return queue_probe_request(c, LOCAL_OBSERVED, rid);
+}
+
 /* What a process may send; everything else (the helper's own message types
    included) is a protocol violation. */
 static const struct {
@@ -570,6 +703,9 @@ static const struct {
     [LOCAL_LOOKUP] = {on_lookup, 1, "LOOKUP"},
     [LOCAL_STATUS] = {on_status, 0, "STATUS"},
     [LOCAL_REPORT] = {on_report, 1, "REPORT"},
+    [LOCAL_SITE] = {on_site, 0, "SITE"},
+    [LOCAL_PROBE] = {on_probe, 0, "PROBE"},
+    [LOCAL_OBSERVED] = {on_observed, 0, "OBSERVED"},
 };
 
 static void dispatch(struct conn *c)
@@ -583,7 +719,8 @@ static void dispatch(struct conn *c)
         return;
     }
     if (local_payload_check(type, &c->in) != 0) {
-        proto_fail(c, rid, "%s: a string field is not NUL-terminated", handlers[type].name);
+        proto_fail(c, rid, "%s: a string field is not NUL-terminated, or a value is out of range",
+                   handlers[type].name);
         return;
     }
     if (handlers[type].need_hello && !c->hello) {
@@ -718,7 +855,9 @@ static void on_connection(uv_stream_t *server, int status)
     srv->nclients++;
     log_debug("pid %d uid %d: connected", (int)c->pid, (int)c->uid);
 
-    if (!helper_uid_allowed(srv->cfg, cred.uid)) {
+    /* The helper's own probe endpoints (responder.h) are served like any
+       process, whatever allow-uids says. */
+    if (cred.pid != getpid() && !helper_uid_allowed(srv->cfg, cred.uid)) {
         log_warnx("pid %d uid %d: uid not in allow-uids; refused", (int)c->pid, (int)c->uid);
         send_error(c, 0, QCG_EDENIED, 1, "uid %d may not use this helper", (int)c->uid);
         return;
@@ -997,6 +1136,14 @@ int local_server_published_port(struct local_server *srv, const char *job, int32
 void local_server_set_attempts(struct local_server *srv, struct attempts *as)
 {
     srv->attempts = as;
+}
+
+void local_server_set_intercept(struct local_server *srv, int can_intercept, int nfqueue,
+                                const char *why)
+{
+    srv->can_intercept = can_intercept;
+    srv->nfqueue = nfqueue;
+    snprintf(srv->intercept, sizeof(srv->intercept), "%s", why);
 }
 
 void local_conn_hold(struct conn *c)

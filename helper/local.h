@@ -44,6 +44,11 @@ struct attempts;
 /* Before serving: where traversing and hole-punching plans go. */
 void local_server_set_attempts(struct local_server *srv, struct attempts *as);
 
+/* Before serving: what SITE says of interception (can, its NFQUEUE number,
+   one line why it can or cannot). */
+void local_server_set_intercept(struct local_server *srv, int can_intercept, int nfqueue,
+                                const char *why);
+
 /* A process's connection, for attempts.c (loop thread).  hold/drop keep its
    memory while an attempt may still answer on it; alive: not closing. */
 struct conn;

@@ -14,6 +14,7 @@
 #include "local.h"
 #include "log.h"
 #include "orders.h"
+#include "responder.h"
 #include "status.h"
 #include "traverse.h"
 #include "upstream.h"
@@ -27,10 +28,12 @@ struct helper {
     uv_loop_t loop;
     uv_async_t stop_async;
     volatile sig_atomic_t stop;
+    int stopping;
     struct contacts *contacts;
     struct upstream *up;
     struct local_server *srv;
     struct orders *orders;
+    struct responders *responders; /* qcg-probe's test endpoints */
     struct attempts *attempts;
     struct traverse *traverse; /* NULL without privileges */
 };
@@ -47,10 +50,25 @@ static void signal_stop(void *arg)
     uv_async_send(arg);
 }
 
+/* Once the probe endpoints have withdrawn (or their time ran out). */
+static void stop_rest(void *arg)
+{
+    struct helper *h = arg;
+
+    /* Connections first: their withdrawals are queued while the upstream
+       state still says whether the frontend is there to hear them. */
+    local_server_close(h->srv);
+    upstream_stop(h->up);
+    uv_close((uv_handle_t *)&h->stop_async, NULL);
+}
+
 static void on_stop(uv_async_t *a)
 {
     struct helper *h = a->data;
 
+    if (h->stopping)
+        return;
+    h->stopping = 1;
     log_info("stopping");
     /* Attempts first (they stop answering), then the packet engine (its
        pending callbacks fail), then the orders. */
@@ -58,11 +76,9 @@ static void on_stop(uv_async_t *a)
     if (h->traverse != NULL)
         traverse_close(h->traverse);
     orders_close(h->orders);
-    /* Connections first: their withdrawals are queued while the upstream
-       state still says whether the frontend is there to hear them. */
-    local_server_close(h->srv);
-    upstream_stop(h->up);
-    uv_close((uv_handle_t *)a, NULL);
+    /* The probe endpoints withdraw through the socket, which stays open
+       for them (bounded by RESPONDERS_STOP_MS). */
+    responders_stop(h->responders, stop_rest, h);
 }
 
 static int run(struct helper_config *cfg)
@@ -74,9 +90,10 @@ static int run(struct helper_config *cfg)
     memset(&h, 0, sizeof(h));
     if (uv_loop_init(&h.loop) < 0)
         fatalx("cannot create the event loop");
-    int privileged = helper_can_intercept();
+    char missing[64], intercept[LOCAL_MESSAGE_MAX];
+    int privileged = helper_caps_missing(missing, sizeof(missing)) == 0;
     int can_intercept = 0;
-    const char *why_not = "intercept = no";
+    const char *why_not = "intercept = no in the config";
 
     /* Room for every client's contact plus those of closed clients whose
        withdrawal is still in flight. */
@@ -96,7 +113,8 @@ static int run(struct helper_config *cfg)
     }
     /* After the socket: a second helper on it stops before touching rules. */
     if (cfg->intercept && !privileged) {
-        why_not = "no CAP_NET_ADMIN and CAP_NET_RAW";
+        snprintf(intercept, sizeof(intercept), "no %s", missing);
+        why_not = intercept;
     } else if (cfg->intercept) {
         struct traverse_config tc = {.queue_num = (uint16_t)cfg->nfqueue};
         if (inet_pton(AF_INET, cfg->address, &tc.node) != 1) {
@@ -105,7 +123,9 @@ static int run(struct helper_config *cfg)
             h.traverse = traverse_new(&h.loop, &tc, err, sizeof(err));
             if (h.traverse == NULL) {
                 log_warnx("traversing disabled: %s", err);
-                why_not = "the packet engine did not start";
+                snprintf(intercept, sizeof(intercept), "the packet engine did not start: %.180s",
+                         err);
+                why_not = intercept;
             }
         }
         can_intercept = h.traverse != NULL;
@@ -113,11 +133,17 @@ static int run(struct helper_config *cfg)
     upstream_set_can_intercept(h.up, can_intercept);
     h.attempts = attempts_new(&h.loop, cfg, h.up, h.traverse);
     h.orders = orders_new(&h.loop, h.srv, cfg, h.traverse, err, sizeof(err));
-    if (h.orders == NULL || h.attempts == NULL) {
-        if (h.orders == NULL)
+    if (h.orders != NULL)
+        h.responders = responders_new(&h.loop, cfg, err, sizeof(err));
+    if (h.orders == NULL || h.responders == NULL || h.attempts == NULL) {
+        if (h.orders == NULL || h.responders == NULL)
             log_error("%s", err);
         else
             log_error("out of memory");
+        if (h.orders != NULL)
+            orders_close(h.orders);
+        if (h.responders != NULL)
+            responders_stop(h.responders, NULL, NULL);
         local_server_close(h.srv);
         if (h.traverse != NULL)
             traverse_close(h.traverse);
@@ -125,6 +151,18 @@ static int run(struct helper_config *cfg)
         goto out;
     }
     local_server_set_attempts(h.srv, h.attempts);
+    {
+        char line[LOCAL_MESSAGE_MAX];
+
+        if (can_intercept)
+            snprintf(line, sizeof(line), "CAP_NET_ADMIN and CAP_NET_RAW held, NFQUEUE %d bound",
+                     cfg->nfqueue);
+        else
+            snprintf(line, sizeof(line),
+                     "%.190s: traversing is not planned towards or from this node", why_not);
+        local_server_set_intercept(h.srv, can_intercept, cfg->nfqueue, line);
+    }
+    orders_set_responders(h.orders, h.responders);
     upstream_on_order(h.up, take_order, h.orders);
     log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s%s%s", cfg->cluster,
              cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
@@ -146,6 +184,7 @@ static int run(struct helper_config *cfg)
     log_info("stopped");
 out:
     upstream_free(h.up);
+    responders_free(h.responders);
     orders_free(h.orders);
     if (h.attempts != NULL)
         attempts_free(h.attempts);

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "orders.h"
 #include "punch.h"
+#include "responder.h"
 #include "qcgconn.h"
 #include "traverse.h"
 
@@ -50,6 +51,7 @@ struct orders {
     struct local_server *srv;
     const struct helper_config *cfg;
     struct traverse *t;
+    struct responders *responders; /* probe-listen */
     uv_async_t async;
     struct action *active;
     unsigned nactive;
@@ -473,8 +475,19 @@ static void start_inject(struct orders *o, struct action *a)
 static void start(struct orders *o, const struct command *cmd)
 {
     struct sockaddr_storage sa;
-    socklen_t salen = make_addr(cmd->address, cmd->port, &sa);
+    socklen_t salen;
     char why[200] = "";
+
+    /* A test endpoint publishes the rank itself: no process is expected. */
+    if (strcmp(cmd->kind, "probe-listen") == 0) {
+        if (o->responders != NULL)
+            responders_start(o->responders, cmd);
+        else
+            log_warnx("probe-listen for job %s rank %d dropped: no probe endpoints here",
+                      cmd->job, cmd->rank);
+        return;
+    }
+    salen = make_addr(cmd->address, cmd->port, &sa);
 
     /* Only for a process that is here and published: the order could be
        stale (it exited) or meant for a rank this node never had. */
@@ -551,6 +564,11 @@ static void on_async(uv_async_t *h)
         start(o, &cmd);
         explicit_bzero(&cmd, sizeof(cmd));
     }
+}
+
+void orders_set_responders(struct orders *o, struct responders *rs)
+{
+    o->responders = rs;
 }
 
 void orders_close(struct orders *o)

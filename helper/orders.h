@@ -13,7 +13,9 @@
  *                  the initiator's hello (holepunch technique);
  *   inject         inject the initiator's SYN into our stack and complete the
  *                  simultaneous open (traverse.h), only towards the port the
- *                  process published (traversing technique).
+ *                  process published (traversing technique);
+ *   probe-listen   start a test endpoint for qcg-probe (responder.h): it
+ *                  publishes (job, rank) itself, so no process is expected.
  *
  * Orders arrive on the upstream thread (orders_push, thread-safe) and run on
  * the event loop: non-blocking sockets and timers, every step bounded.  An
@@ -44,6 +46,10 @@ struct traverse;
 struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
                           const struct helper_config *cfg, struct traverse *t, char *err,
                           size_t errlen);
+struct responders;
+/* Before the orders flow: where probe-listen orders go (none: dropped with a
+   warning). */
+void orders_set_responders(struct orders *o, struct responders *rs);
 /* Any thread: hands an order (already checked by upstream.c) to the loop.
    Dropped with a warning when the queue is full or closed. */
 void orders_push(struct orders *o, const struct command *cmd);

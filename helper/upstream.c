@@ -54,6 +54,11 @@ struct call_args {
     struct local_plan *plan;
     const char *token, *packet;        /* traverse */
     const struct local_report *report; /* report */
+    uint32_t only;                     /* lookup: one technique (enum qcg_technique) */
+    struct local_site *site;           /* siteInfo */
+    const struct local_probe *probe;   /* probe */
+    struct local_probe_ok *probe_ok;
+    const struct local_observed *observed;
 };
 
 typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_args *a,
@@ -264,9 +269,11 @@ int upstream_error(enum call_status st, const char *subcode)
     return QCG_EUPSTREAM;
 }
 
-/* Classifies a finished call; fills msg and returns the QCG_E* code. */
-static int finish(struct upstream *u, struct soap *soap, int rc, const char *op,
-                  enum call_status *st, char *msg, size_t msglen)
+/* Classifies a finished call; fills msg and returns the QCG_E* code.  With
+   frontend_said, a qcg:unavailable fault (the frontend is there, the broker
+   behind it is not) says so rather than "refused". */
+static int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op,
+                       int frontend_said, enum call_status *st, char *msg, size_t msglen)
 {
     char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
 
@@ -275,10 +282,19 @@ static int finish(struct upstream *u, struct soap *soap, int rc, const char *op,
         return 0;
     if (*st == CALL_UNREACHABLE)
         snprintf(msg, msglen, "%s: frontend %s unreachable: %s", op, u->cfg->frontend, text);
+    else if (frontend_said && strcmp(subcode, "unavailable") == 0)
+        snprintf(msg, msglen, "%s: frontend %s reached, but it says: %s", op, u->cfg->frontend,
+                 text[0] ? text : "the broker is unavailable");
     else
         snprintf(msg, msglen, "%s refused: %s%s%s", op, subcode[0] ? subcode : "fault",
                  text[0] ? ": " : "", text);
     return upstream_error(*st, subcode);
+}
+
+static int finish(struct upstream *u, struct soap *soap, int rc, const char *op,
+                  enum call_status *st, char *msg, size_t msglen)
+{
+    return finish_call(u, soap, rc, op, 0, st, msg, msglen);
 }
 
 static int call_publish(struct upstream *u, struct soap *soap, const struct call_args *a,
@@ -324,14 +340,22 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     struct contact c = *a->c;
     struct qcg__lookupResponse resp;
     char tried[128];
+    const char *only =
+        a->only != QCG_TECH_NONE ? technique_name((enum technique)a->only) : NULL;
 
     memset(&resp, 0, sizeof(resp));
     upstream_tried_text(a->tried_mask, tried, sizeof(tried));
     int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL, NULL, &resp);
+                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL,
+                                   (char *)only, &resp);
     rc = finish(u, soap, rc, "lookup", st, msg, msglen);
     if (rc == 0)
         rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);
+    /* One technique asked for: the broker's reason is the whole answer
+       (qcg-probe prints it as the technique's "why"). */
+    if (rc == QCG_ETECHNIQUE && only != NULL)
+        snprintf(msg, msglen, "%s",
+                 resp.plan.reason != NULL ? resp.plan.reason : "no reason given");
     explicit_bzero(&c, sizeof(c));
     return rc;
 }
@@ -405,9 +429,11 @@ int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, si
 }
 
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
-                    uint32_t tried_mask, struct local_plan *plan, char *msg, size_t msglen)
+                    uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
+                    size_t msglen)
 {
-    struct call_args a = {.c = from, .to_rank = to_rank, .tried_mask = tried_mask, .plan = plan};
+    struct call_args a = {
+        .c = from, .to_rank = to_rank, .tried_mask = tried_mask, .only = only, .plan = plan};
 
     return pool_call(u, call_lookup, &a, msg, msglen);
 }
@@ -466,6 +492,25 @@ static int packet_hex_ok(const char *p)
     return strspn(p, "0123456789abcdef") == n;
 }
 
+/* probe-listen: a probe job's rank and secret on this node, for a while. */
+static int probe_order_check(const struct command *c, const char *node, char *why,
+                             size_t whylen)
+{
+    if (strcmp(c->node, node) != 0)
+        snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);
+    else if (!job_valid(c->job) || c->rank < 0)
+        snprintf(why, whylen, "malformed job id or rank");
+    else if (strncmp(c->job, "probe-", 6) != 0)
+        snprintf(why, whylen, "job '%s' is not a probe job (probe-...)", c->job);
+    else if (!secret_valid(c->token) || strlen(c->token) >= LOCAL_SECRET_MAX)
+        snprintf(why, whylen, "the job secret is missing or malformed");
+    else if (c->seconds < 1)
+        snprintf(why, whylen, "seconds %d: not a life", c->seconds);
+    else
+        return 0;
+    return -1;
+}
+
 int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen)
 {
     unsigned char addr[sizeof(struct in6_addr)];
@@ -473,6 +518,8 @@ int upstream_order_check(const struct command *c, const char *node, char *why, s
     int inject = strcmp(c->kind, "inject") == 0;
     size_t tlen = strlen(c->token);
 
+    if (strcmp(c->kind, "probe-listen") == 0)
+        return probe_order_check(c, node, why, whylen);
     if (!back && !inject && strcmp(c->kind, "proxy-connect") != 0 &&
         strcmp(c->kind, "punch") != 0)
         snprintf(why, whylen, "unknown order \"%s\"", c->kind);
@@ -566,6 +613,151 @@ int upstream_plan(const struct qcg__plan *p, int32_t to_rank, struct local_plan 
     out->technique = local_technique((enum technique)t);
     out->port = (uint16_t)p->port;
     return 0;
+}
+
+/* qcg-probe's calls. */
+
+/* "address:port" of a service endpoint into out ("" for none); -1 when it
+   does not fit or is malformed. */
+static int endpoint_text(const struct qcg__endpoint *e, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (e == NULL)
+        return 0;
+    if (e->address == NULL || e->address[0] == '\0' || e->port < 1 || e->port > 65535)
+        return -1;
+    int n = snprintf(out, outlen, "%s:%d", e->address, e->port);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+static int cluster_copy(const struct qcg__cluster *in, struct local_cluster *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (copy_field(out->name, sizeof(out->name), in->name) < 0 ||
+        copy_field(out->kind, sizeof(out->kind), in->kind) < 0 || in->portLow < 0 ||
+        in->portLow > 65535 || in->portHigh < 0 || in->portHigh > 65535)
+        return -1;
+    for (int i = 0; i < in->__sizePublicAddress && i < LOCAL_PUBLIC_MAX; i++) {
+        if (in->publicAddress == NULL ||
+            copy_field(out->public_address[i], sizeof(out->public_address[i]),
+                       in->publicAddress[i]) < 0)
+            return -1;
+    }
+    out->open_low = (uint16_t)in->portLow;
+    out->open_high = (uint16_t)in->portHigh;
+    return 0;
+}
+
+/* The grid's part of the answer (the helper adds the node's own). */
+static int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out)
+{
+    if (cluster_copy(&r->cluster, &out->cluster) < 0 ||
+        copy_field(out->broker, sizeof(out->broker), r->broker) < 0 ||
+        copy_field(out->frontend_seen_from, sizeof(out->frontend_seen_from),
+                   r->frontendSeenFrom) < 0 ||
+        endpoint_text(r->reflector, out->reflector, sizeof(out->reflector)) < 0 ||
+        r->__sizeProxy < 0 || r->__sizePeer < 0 || (r->__sizeProxy > 0 && r->proxy == NULL) ||
+        (r->__sizePeer > 0 && r->peer == NULL))
+        return -1;
+    for (int i = 0; i < r->__sizeProxy && i < LOCAL_PROXIES_MAX; i++) {
+        if (endpoint_text(&r->proxy[i], out->proxy[i], sizeof(out->proxy[i])) < 0)
+            return -1;
+        out->proxies++;
+    }
+    for (int i = 0; i < r->__sizePeer && i < LOCAL_CLUSTERS_MAX; i++) {
+        if (cluster_copy(&r->peer[i], &out->peer[i]) < 0)
+            return -1;
+        out->clusters++;
+    }
+    out->clusters_total = (uint32_t)r->__sizePeer;
+    return 0;
+}
+
+static int call_site(struct upstream *u, struct soap *soap, const struct call_args *a,
+                     enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__siteInfoResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__siteInfo(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &resp);
+    rc = finish_call(u, soap, rc, "siteInfo", 1, st, msg, msglen);
+    if (rc == 0 && site_copy(&resp, a->site) < 0) {
+        snprintf(msg, msglen, "siteInfo: the frontend sent a malformed or oversized answer");
+        rc = QCG_EUPSTREAM;
+    }
+    return rc;
+}
+
+static int call_probe(struct upstream *u, struct soap *soap, const struct call_args *a,
+                      enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__probeResponse resp;
+    struct local_probe_ok *out = a->probe_ok;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__probe(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
+                                  (char *)a->probe->cluster, (int)a->probe->seconds, &resp);
+    rc = finish_call(u, soap, rc, "probe", 1, st, msg, msglen);
+    if (rc != 0)
+        return rc;
+    memset(out, 0, sizeof(*out));
+    if (resp.job == NULL || !job_valid(resp.job) || resp.secret == NULL ||
+        !secret_valid(resp.secret) || copy_field(out->job, sizeof(out->job), resp.job) < 0 ||
+        copy_field(out->secret, sizeof(out->secret), resp.secret) < 0 ||
+        copy_field(out->cluster, sizeof(out->cluster), resp.cluster) < 0 ||
+        copy_field(out->node, sizeof(out->node), resp.node) < 0 ||
+        copy_field(out->address, sizeof(out->address), resp.address) < 0 || resp.rank < 0 ||
+        resp.seconds < 1 || resp.seconds > QCG_PROBE_TTL_MAX) {
+        explicit_bzero(out, sizeof(*out));
+        snprintf(msg, msglen, "probe: the frontend sent a malformed answer");
+        return QCG_EUPSTREAM;
+    }
+    out->rank = resp.rank;
+    out->seconds = (uint32_t)resp.seconds;
+    return 0;
+}
+
+static int call_observed(struct upstream *u, struct soap *soap, const struct call_args *a,
+                         enum call_status *st, char *msg, size_t msglen)
+{
+    const struct local_observed *o = a->observed;
+    /* cluster and node: the frontend sets them from our certificate. */
+    struct qcg__observation obs = {
+        .kind = (char *)o->kind,
+        .publicAddress = o->public_address[0] ? (char *)o->public_address : NULL,
+        .portPreserving = o->port_preserving,
+        .mapping = (char *)o->mapping,
+        .inbound = (char *)o->inbound,
+    };
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__observed(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &obs,
+                                     &resp);
+    return finish_call(u, soap, rc, "observed", 1, st, msg, msglen);
+}
+
+int upstream_site(struct upstream *u, struct local_site *site, char *msg, size_t msglen)
+{
+    struct call_args a = {.site = site};
+
+    return pool_call(u, call_site, &a, msg, msglen);
+}
+
+int upstream_probe(struct upstream *u, const struct local_probe *p, struct local_probe_ok *ok,
+                   char *msg, size_t msglen)
+{
+    struct call_args a = {.probe = p, .probe_ok = ok};
+
+    return pool_call(u, call_probe, &a, msg, msglen);
+}
+
+int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg,
+                      size_t msglen)
+{
+    struct call_args a = {.observed = o};
+
+    return pool_call(u, call_observed, &a, msg, msglen);
 }
 
 /* The registration thread. */
@@ -679,6 +871,7 @@ static void take_order(struct upstream *u, uint64_t epoch, const struct qcg__com
     c.rank = in->rank;
     c.peer_rank = in->peerRank;
     c.port = in->port;
+    c.seconds = in->seconds;
     if (in->kind == NULL || copy_field(c.kind, sizeof(c.kind), in->kind) < 0 ||
         copy_field(c.job, sizeof(c.job), in->job) < 0 ||
         copy_field(c.node, sizeof(c.node), in->node) < 0 ||

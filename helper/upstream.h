@@ -55,9 +55,12 @@ const char *upstream_url(const struct upstream *u);
    reason in msg. */
 int upstream_publish(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
 int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, size_t msglen);
-/* tried_mask: 1 << enum qcg_technique of each technique that failed. */
+/* tried_mask: 1 << enum qcg_technique of each technique that failed; only:
+   that technique alone (QCG_ETECHNIQUE then carries the broker's reason
+   verbatim in msg), or QCG_TECH_NONE. */
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
-                    uint32_t tried_mask, struct local_plan *plan, char *msg, size_t msglen);
+                    uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
+                    size_t msglen);
 /* Traversing: hands the SYN our process sent (hex) to the broker with the
    plan's token. */
 int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
@@ -65,11 +68,23 @@ int upstream_traverse(struct upstream *u, const char *token, const char *packet_
 /* How a process's attempt ended, for the broker's outcome memory. */
 int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
                     char *msg, size_t msglen);
+/* qcg-probe.  siteInfo: fills the grid's part of *site (cluster, broker,
+   frontend_seen_from, reflector, proxies, peers), not the node's.  probe:
+   a test endpoint in p->cluster (QCG_ENOTFOUND, QCG_EBUSY, QCG_EDENIED with
+   the fault's text).  observed: what a probe saw of this site.  A
+   qcg:unavailable fault is told apart from an unreachable frontend in msg
+   ("frontend ... reached, but it says: broker unreachable: ..."). */
+int upstream_site(struct upstream *u, struct local_site *site, char *msg, size_t msglen);
+int upstream_probe(struct upstream *u, const struct local_probe *p, struct local_probe_ok *ok,
+                   char *msg, size_t msglen);
+int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg,
+                      size_t msglen);
 /* The tried list of a lookup: "reversed,proxy"; "" for none. */
 void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
 /* Checks an order from the poll: kind connect-back, proxy-connect, punch or
    inject, for `node`, valid job, ranks, address, port, token and (inject)
-   packet.  0, or -1 with why. */
+   packet; probe-listen, for `node`, a probe-... job, rank, the job secret
+   (token) and seconds >= 1 (clamped later).  0, or -1 with why. */
 int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen);
 
 /* What a failed call means to a process: a QCG_E* code.  subcode is the fault's

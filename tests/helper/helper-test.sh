@@ -6,6 +6,8 @@
 #   helper-test.sh proto     BUILD_DIR SRC_DIR   broker + frontend + helper: the local protocol
 #   helper-test.sh reconnect BUILD_DIR SRC_DIR   frontend restarted under a running helper
 #   helper-test.sh qcgcat    BUILD_DIR SRC_DIR   two qcg-cat processes connect through the helper
+#   helper-test.sh probe     BUILD_DIR SRC_DIR   qcg-probe's requests: SITE, PROBE (a test
+#                                                endpoint on c1/n2 echoes qcg-cat), OBSERVED
 #
 #   process (localproto_client) --unix--> qcg-helper --mTLS--> qcg-frontend --mTLS--> qcg-broker
 #                                          c1/n1             127.0.0.1:PORT_F      127.0.0.1:PORT_B
@@ -32,6 +34,7 @@ local) port_b=0 port_f=17998 low=17950 high=17959 ;;
 proto) port_b=17900 port_f=17901 low=17960 high=17969 ;;
 reconnect) port_b=17910 port_f=17911 low=17970 high=17979 ;;
 qcgcat) port_b=17920 port_f=17921 low=17980 high=17989 ;;
+probe) port_b=17912 port_f=17913 low=17990 high=17993 ;;
 restart-frontend) ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
@@ -95,7 +98,7 @@ for f in "$helper" "$client"; do
 done
 cat=$build/tools/qcg-cat
 if [[ $mode != local ]]; then
-	for f in "$frontend" "$broker" $([[ $mode == qcgcat ]] && echo "$cat"); do
+	for f in "$frontend" "$broker" $([[ $mode == qcgcat || $mode == probe ]] && echo "$cat"); do
 		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
 	done
 fi
@@ -127,6 +130,7 @@ ca=$work/ca
 	"$certs" --dir "$ca" issue broker --san 127.0.0.1
 	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
 	"$certs" --dir "$ca" issue helper c1/n1
+	"$certs" --dir "$ca" issue helper c1/n2
 	"$certs" --dir "$ca" issue helper c2/n9
 	"$certs" --dir "$ca" issue frontend c2 --san 127.0.0.1
 } >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
@@ -185,10 +189,14 @@ check_sigterm() {
 	fi
 }
 
-run_client() { # run_client DESC ARGS...: the C client's own checks, shown line by line
-	local desc=$1
+run_client() { # run_client DESC ARGS... [--as-nobody]: the C client's own checks, line by line
+	local desc=$1 as=()
 	shift
-	if "$client" "$@" >"$out" 2>&1; then
+	if [[ ${*: -1} == --as-nobody ]]; then
+		as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+		set -- "${@:1:$#-1}"
+	fi
+	if "${as[@]}" "$client" "$@" >"$out" 2>&1; then
 		pass "$desc"
 		sed 's/^/     /' "$out"
 	else
@@ -345,6 +353,78 @@ qcgcat)
 		bash -c "[ $rc -eq 0 ] && cmp '$work/sent' '$work/received'"
 	check "both contacts are withdrawn when the processes end" \
 		wait_for "withdrawals" 100 bash -c "'$helper' --status --json --socket '$sock' | grep -q '\"contacts\":0'"
+	check_sigterm
+	;;
+probe)
+	#   helper-localproto-client / qcg-cat rank 0        test endpoint (job probe-..., rank 1)
+	#             |unix                                            |unix (a thread of a helper)
+	#   qcg-helper c1/n1 (17990-17993) ---mTLS--. .--mTLS--- qcg-helper c1/n2 (17994-17997)
+	#                                     qcg-frontend c1 --- qcg-broker
+	# The broker places each probe's endpoint on a node of the cluster (n1 or n2).
+	start_grid
+	start_helper helper.log --log-level debug
+	sock2=$work/n2.sock
+	"$helper" --socket "$sock2" --frontend "https://127.0.0.1:$port_f/" --ca "$ca/ca.crt" \
+		--cert "$ca/helper-c1-n2.pem" --address 127.0.0.1 --ports 17994-17997 --no-intercept \
+		--allow-uids 4242 >>"$work/helper-n2.log" 2>&1 &
+	n2_pid=$!
+	pids+=("$n2_pid")
+	check "n1's helper registers" wait_for "registration" 150 connected
+	check "n2's helper registers" wait_for "registration" 150 \
+		grep -q "registered node c1/n2" "$work/helper-n2.log"
+	log_of() { if [[ $1 == n2 ]]; then echo "$work/helper-n2.log"; else echo "$work/helper.log"; fi; }
+	run_client "SITE, PROBE and OBSERVED against the real frontend and broker" \
+		probe "$sock" c1 n1 "https://127.0.0.1:$port_f/" 6 "$work/probe.out"
+	read -r job secret rank node <"$work/probe.out" || true
+	check "the probe's endpoint is rank 1 on a node of c1" \
+		test "${rank:-}" = 1 -a \( "${node:-}" = n1 -o "${node:-}" = n2 \)
+	nlog=$(log_of "${node:-}")
+	check "$node's helper publishes the endpoint within 2 s" wait_for "the endpoint" 20 \
+		grep -qE "probe endpoint for job $job rank 1 on port 179(9[0-7]) for 6 s" "$nlog"
+	check "... as a process of the job (n2's allow-uids does not apply to its own endpoints)" \
+		grep -q "published job $job rank 1 port" "$nlog"
+	head -c 50000 /dev/urandom >"$work/sent"
+	check "qcg-cat as rank 0 connects to rank 1 and gets its 50 kB echoed intact" \
+		bash -c "'$cat' --job '$job' --secret '$secret' --helper '$sock' --rank 0 --timeout 10 \
+			connect 1 <'$work/sent' >'$work/echoed' && cmp '$work/sent' '$work/echoed'"
+	check "a wrong secret is refused by the endpoint" bash -c "! '$cat' --job '$job' \
+		--secret wrong --helper '$sock' --rank 2 --timeout 3 connect 1 </dev/null"
+	check "after 6 s the endpoint ends and tells what it served" wait_for "the end" 100 \
+		grep -q "probe endpoint for job $job rank 1 served [1-9][0-9]* connections (direct [1-9]" \
+		"$nlog"
+	check "... and its contact is withdrawn" wait_for "the withdrawal" 50 \
+		grep -q "withdrew job $job rank 1" "$nlog"
+	check "n2's SITE says why it does not intercept" bash -c "grep -q \
+		'cannot intercept (intercept = no in the config): traversing is not planned' \
+		'$work/helper-n2.log'"
+	if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+		chmod 0755 "$work"
+		run_client "OBSERVED from another uid is refused, SITE is not" \
+			observed-denied "$sock" --as-nobody
+	else
+		pass "OBSERVED from another uid: not tried (needs root to switch uid)"
+	fi
+	# SIGTERM while an endpoint lives: it withdraws, then its helper exits.
+	run_client "a second probe (60 s)" probe "$sock" c1 n1 "https://127.0.0.1:$port_f/" 60 \
+		"$work/probe2.out"
+	read -r job2 _ _ node2 <"$work/probe2.out" || true
+	nlog=$(log_of "${node2:-}")
+	check "the second endpoint is published on $node2" wait_for "the endpoint" 20 \
+		grep -q "probe endpoint for job $job2 rank 1 on port" "$nlog"
+	if [[ ${node2:-} == n2 ]]; then victim=$n2_pid; else victim=$helper_pid; fi
+	kill -TERM "$victim"
+	rc=0 gone=0
+	for ((i = 0; i < 60; i++)); do
+		if ! kill -0 "$victim" 2>/dev/null; then gone=1; break; fi
+		sleep 0.1
+	done
+	if ((gone)); then wait "$victim" || rc=$?; fi
+	check "SIGTERM with a live endpoint: ${node2:-}'s helper exits 0 within 6 s" \
+		test "$gone$rc" = 10
+	check "... the endpoint ended early and withdrew first" bash -c "grep -q \
+		'probe endpoint for job $job2 rank 1 served .*ended early' '$nlog' && \
+		grep -q 'withdrew job $job2 rank 1' '$nlog'"
+	if [[ ${node2:-} != n2 ]]; then helper_pid=$n2_pid sock=$sock2; fi
 	check_sigterm
 	;;
 esac

@@ -11,6 +11,10 @@
  *   helper-localproto-client fuzz SOCKET COUNT      (random and half-valid messages)
  *   helper-localproto-client flood SOCKET HELPER-PID (requests, replies left unread)
  *   helper-localproto-client technique OPEN-SOCKET OPEN-LOW NAT-SOCKET NAT-LOW
+ *   helper-localproto-client probe SOCKET CLUSTER NODE FRONTEND-URL SECONDS OUT-FILE
+ *                            (SITE, PROBE of CLUSTER: "job secret rank node" to OUT-FILE,
+ *                             OBSERVED from the helper's own user)
+ *   helper-localproto-client observed-denied SOCKET   (run as another uid than the helper's)
  */
 #include <errno.h>
 #include <poll.h>
@@ -39,6 +43,7 @@ union payload {
     struct local_plan plan;
     struct local_error error;
     struct local_status status;
+    union local_payload any; /* room for the largest (SITE_OK) */
     unsigned char raw[1024];
 };
 
@@ -733,6 +738,151 @@ static int mode_flood(int argc, char **argv)
     return 0;
 }
 
+/* One request on a fresh connection (no HELLO): 0 with the reply, or -1. */
+static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
+                       struct reply *r)
+{
+    int fd = open_helper(path);
+    int rc;
+
+    if (fd < 0)
+        return -1;
+    rc = request(fd, type, payload, len, r);
+    close(fd);
+    return rc;
+}
+
+static bool violation_closes(const char *path, uint16_t type, const void *payload, size_t len)
+{
+    struct reply r;
+
+    return one_request(path, type, payload, len, &r) == 0 && is_error(&r, QCG_EPROTO);
+}
+
+static void fill_observed(struct local_observed *o, const char *kind, const char *mapping,
+                          const char *inbound)
+{
+    memset(o, 0, sizeof(*o));
+    snprintf(o->kind, sizeof(o->kind), "%s", kind);
+    snprintf(o->public_address, sizeof(o->public_address), "127.0.0.1");
+    o->port_preserving = 1;
+    snprintf(o->mapping, sizeof(o->mapping), "%s", mapping);
+    snprintf(o->inbound, sizeof(o->inbound), "%s", inbound);
+}
+
+static int mode_probe(int argc, char **argv)
+{
+    if (argc != 8)
+        return 2;
+    const char *path = argv[2], *cluster = argv[3], *node = argv[4], *url = argv[5];
+
+    /* node: the caller's, for SITE. */
+    unsigned seconds = (unsigned)atoi(argv[6]);
+    struct reply r;
+    struct local_probe pr;
+    struct local_observed ob;
+    bool ok;
+
+    /* SITE needs no HELLO. */
+    check(one_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+          "SITE before HELLO is answered with SITE_OK");
+    if (r.h.type == LOCAL_SITE_OK) {
+        const struct local_site *st = &r.p.any.site;
+        bool own = false;
+
+        for (uint32_t i = 0; i < st->clusters; i++)
+            own = own || strcmp(st->peer[i].name, cluster) == 0;
+        check(strcmp(st->node, node) == 0 && strcmp(st->cluster.name, cluster) == 0,
+              "SITE: node %s of cluster %s", st->node, st->cluster.name);
+        check(strcmp(st->frontend, url) == 0, "SITE: frontend %s", st->frontend);
+        check(st->broker[0] != '\0' && st->frontend_seen_from[0] != '\0',
+              "SITE: broker %s, the frontend seen from %s", st->broker, st->frontend_seen_from);
+        check(st->clusters_total >= 1 && own, "SITE: %u cluster(s) known, %s among them",
+              st->clusters_total, cluster);
+        check(st->cluster.kind[0] != '\0' && st->port_low > 0 && st->port_high >= st->port_low,
+              "SITE: kind %s, ports %u-%u", st->cluster.kind, st->port_low, st->port_high);
+        check(st->intercept[0] != '\0' && (st->can_intercept || st->nfqueue == 0),
+              "SITE: can intercept %u: %s", st->can_intercept, st->intercept);
+        check(st->upstream_ms < 10000, "SITE: upstream call took %u ms", st->upstream_ms);
+    }
+
+    /* Bad PROBEs: out of range is a protocol violation, an unknown cluster
+       the broker's notfound. */
+    memset(&pr, 0, sizeof(pr));
+    snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
+    pr.seconds = LOCAL_PROBE_SECONDS_MAX + 1;
+    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)),
+          "PROBE of %u s: a protocol violation", pr.seconds);
+    pr.seconds = 0;
+    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)), "PROBE of 0 s: a violation");
+    snprintf(pr.cluster, sizeof(pr.cluster), "no-such-cluster");
+    pr.seconds = 5;
+    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 &&
+         is_error(&r, QCG_ENOTFOUND) && strstr(r.p.error.message, "no-such-cluster") != NULL;
+    check(ok, "PROBE of an unknown cluster: QCG_ENOTFOUND naming it (%s)",
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+
+    /* The probe itself. */
+    snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
+    pr.seconds = seconds;
+    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 && r.h.type == LOCAL_PROBE_OK;
+    check(ok, "PROBE of cluster %s for %u s: PROBE_OK%s%s", cluster, seconds,
+          r.h.type == LOCAL_ERROR ? ": " : "", r.h.type == LOCAL_ERROR ? r.p.error.message : "");
+    if (r.h.type == LOCAL_PROBE_OK) {
+        const struct local_probe_ok *po = &r.p.any.probe_ok;
+        FILE *f = fopen(argv[7], "w");
+
+        check(strncmp(po->job, "probe-", 6) == 0 && po->rank >= 1 && po->secret[0] != '\0',
+              "PROBE_OK: job %s rank %d", po->job, po->rank);
+        /* The broker picks any registered node of the cluster, round robin
+           (the caller's own included). */
+        check(strcmp(po->cluster, cluster) == 0 && po->node[0] != '\0' &&
+                  po->address[0] != '\0' && po->seconds == seconds,
+              "PROBE_OK: endpoint on node %s (%s) of %s, %u s", po->node, po->address,
+              po->cluster, po->seconds);
+        if (f == NULL || fprintf(f, "%s %s %d %s\n", po->job, po->secret, po->rank, po->node) < 0)
+            check(false, "writing %s", argv[7]);
+        if (f != NULL)
+            fclose(f);
+    }
+
+    /* OBSERVED from the helper's own user (this test runs as it). */
+    fill_observed(&ob, "open", "none", "open");
+    ok = one_request(path, LOCAL_OBSERVED, &ob, sizeof(ob), &r) == 0 && r.h.type == LOCAL_OK;
+    check(ok, "OBSERVED from the helper's uid: LOCAL_OK%s%s", r.h.type == LOCAL_ERROR ? ": " : "",
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "");
+    fill_observed(&ob, "nat", "endpoint-independent", "dropped");
+    check(one_request(path, LOCAL_OBSERVED, &ob, sizeof(ob), &r) == 0 && r.h.type == LOCAL_OK,
+          "OBSERVED nat, endpoint-independent, dropped: LOCAL_OK");
+    fill_observed(&ob, "Nat", "none", "open");
+    check(violation_closes(path, LOCAL_OBSERVED, &ob, sizeof(ob)),
+          "OBSERVED kind 'Nat': a protocol violation");
+    fill_observed(&ob, "open", "none", "open");
+    ob.port_preserving = 7;
+    check(violation_closes(path, LOCAL_OBSERVED, &ob, sizeof(ob)),
+          "OBSERVED port_preserving 7: a protocol violation");
+    return 0;
+}
+
+static int mode_observed_denied(int argc, char **argv)
+{
+    struct local_observed ob;
+    struct reply r;
+    bool ok;
+
+    if (argc != 3)
+        return 2;
+    fill_observed(&ob, "open", "none", "open");
+    ok = one_request(argv[2], LOCAL_OBSERVED, &ob, sizeof(ob), &r) == 0 &&
+         is_error(&r, QCG_EDENIED);
+    check(ok, "OBSERVED from uid %d: QCG_EDENIED (%s)", (int)getuid(),
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+    /* SITE is for everyone. */
+    check(one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+          "SITE from uid %d: SITE_OK", (int)getuid());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = 2;
@@ -752,6 +902,10 @@ int main(int argc, char **argv)
         rc = mode_fuzz(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "flood") == 0)
         rc = mode_flood(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "probe") == 0)
+        rc = mode_probe(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "observed-denied") == 0)
+        rc = mode_observed_denied(argc, argv);
     if (rc == 2) {
         fprintf(stderr, "usage: see the comment at the top of localproto_client.c\n");
         return 2;
