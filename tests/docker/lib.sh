@@ -31,11 +31,31 @@ require_docker() {
 
 # The host's state that no docker test may change: firewall rules, links,
 # IPv4 addresses.  host_state > FILE, then host_state | diff FILE -.
+# Not part of it: packet counters, and the interception chains of qcg-helpers
+# run on the host by other tests (QCG-TRAVERSE-*, in the raw table), which come
+# and go on their own; a table or built-in chain left with nothing in it but an
+# ACCEPT policy counts as absent.
 host_state() {
 	echo "# iptables"
-	iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' || true
+	iptables-save 2>/dev/null | sed 's/ *\[[0-9]*:[0-9]*\]//' | awk '
+		/^#/ || /QCG-TRAVERSE/ { next }
+		/^\*/ { n = 0; keep = 0 }
+		{ buf[n++] = $0 }
+		/^:[A-Z]+ ACCEPT$/ || /^\*/ { next }
+		/^COMMIT$/ { if (keep) for (i = 0; i < n; i++) print buf[i]; next }
+		{ keep = 1 }' || true
 	echo "# nft"
-	nft list ruleset 2>/dev/null || true
+	nft -s list ruleset 2>/dev/null | awk '
+		/^#/ || /^[ \t]*$/ || /jump QCG-TRAVERSE/ { next }
+		skip { if ($0 ~ /^\t}$/) skip = 0; next }
+		/^\tchain QCG-TRAVERSE/ { skip = 1; next }
+		/^table / { t = $0; tn = 0; next }
+		/^\t[a-z].*{$/ { c = $0; cn = 0; crules = $0 !~ /^\tchain /; next }
+		/^\t[a-z]/ { tl[tn++] = $0; next }
+		/^\t\t/ { cl[cn++] = $0; if ($0 !~ /^\t\ttype .* policy accept;$/) crules = 1; next }
+		/^\t}$/ { if (crules || cn == 0) { tl[tn++] = c; for (i = 0; i < cn; i++) tl[tn++] = cl[i]; tl[tn++] = $0 } next }
+		/^}$/ { if (tn) { print t; for (i = 0; i < tn; i++) print tl[i]; print } next }
+		{ print }' || true
 	echo "# links"
 	ip -o link show | awk '{print $2}'
 	echo "# addresses"
