@@ -7,7 +7,8 @@
  *   cert.c      the certificate's CN must name this node (this header)
  *   caps.c      whether we may intercept/inject packets (this header)
  *   attempts.c  the initiator's side of traversing and hole punching
- *   orders.c    the broker's orders: connect-back, proxy-connect, punch, inject
+ *   orders.c    the broker's orders: connect-back, proxy-connect, punch, inject, probe-listen
+ *   responder.c qcg-probe's test endpoints: libqcgconn threads on our own socket
  *   punch.c     TCP hole punching through the broker's reflector
  *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
  *   local.c     the Unix socket server and the dispatch of local messages

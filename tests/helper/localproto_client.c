@@ -738,6 +738,20 @@ static int mode_flood(int argc, char **argv)
     return 0;
 }
 
+/* A LOOKUP retried while the peer is not published yet (the probe's endpoint
+   publishes just after PROBE_OK), at most 3 s. */
+static int lookup_published(int fd, const struct local_lookup *lk, struct reply *r)
+{
+    for (int i = 0; i < 30; i++) {
+        if (request(fd, LOCAL_LOOKUP, lk, sizeof(*lk), r) < 0)
+            return -1;
+        if (r->h.type != LOCAL_ERROR || r->p.error.code != QCG_ENOTFOUND)
+            return 0;
+        sleep_ms(100);
+    }
+    return 0;
+}
+
 /* One request on a fresh connection (no HELLO): 0 with the reply, or -1. */
 static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
                        struct reply *r)
@@ -781,6 +795,7 @@ static int mode_probe(int argc, char **argv)
     struct reply r;
     struct local_probe pr;
     struct local_observed ob;
+    unsigned port_low = 0;
     bool ok;
 
     /* SITE needs no HELLO. */
@@ -790,6 +805,7 @@ static int mode_probe(int argc, char **argv)
         const struct local_site *st = &r.p.any.site;
         bool own = false;
 
+        port_low = st->port_low;
         for (uint32_t i = 0; i < st->clusters; i++)
             own = own || strcmp(st->peer[i].name, cluster) == 0;
         check(strcmp(st->node, node) == 0 && strcmp(st->cluster.name, cluster) == 0,
@@ -844,6 +860,31 @@ static int mode_probe(int argc, char **argv)
             check(false, "writing %s", argv[7]);
         if (f != NULL)
             fclose(f);
+
+        /* Rank 0 of the probe job asks for one technique at a time: the
+           broker plans exactly it, or says why not (no proxy in this grid),
+           and the helper passes the reason on as it is. */
+        int fd = open_helper(path);
+        struct local_lookup lk = {.to_rank = po->rank, .timeout_ms = 2000};
+        char job[LOCAL_JOB_MAX], secret[LOCAL_SECRET_MAX];
+
+        snprintf(job, sizeof(job), "%s", po->job);
+        snprintf(secret, sizeof(secret), "%s", po->secret);
+        ok = fd >= 0 && hello(fd, job, secret, 0, &r) == 0 && r.h.type == LOCAL_HELLO_OK;
+        ok = ok && publish(fd, port_low, &r) == 0 && r.h.type == LOCAL_OK;
+        check(ok, "HELLO and PUBLISH as rank 0 of the probe job");
+        lk.only = QCG_TECH_PROXY;
+        ok = ok && lookup_published(fd, &lk, &r) == 0 && is_error(&r, QCG_ETECHNIQUE) && r.p.error.message[0] != '\0' &&
+             strncmp(r.p.error.message, "rank ", 5) != 0;
+        check(ok, "LOOKUP only proxy: QCG_ETECHNIQUE with the broker's reason (%s)",
+              r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+        lk.only = QCG_TECH_DIRECT;
+        ok = fd >= 0 && request(fd, LOCAL_LOOKUP, &lk, sizeof(lk), &r) == 0 &&
+             r.h.type == LOCAL_PLAN && r.p.plan.technique == QCG_TECH_DIRECT;
+        check(ok, "LOOKUP only direct: a direct plan%s%s", r.h.type == LOCAL_ERROR ? ": " : "",
+              r.h.type == LOCAL_ERROR ? r.p.error.message : "");
+        if (fd >= 0)
+            close(fd);
     }
 
     /* OBSERVED from the helper's own user (this test runs as it). */

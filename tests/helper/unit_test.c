@@ -255,6 +255,37 @@ static void test_orders(void)
     snprintf(c.job, sizeof(c.job), "bad job");
     check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed job id is refused");
 
+    /* probe-listen: a probe job, its secret, a life; no address or port. */
+    memset(&c, 0, sizeof(c));
+    snprintf(c.kind, sizeof(c.kind), "probe-listen");
+    snprintf(c.job, sizeof(c.job), "probe-0123456789abcdef0123456789abcdef");
+    snprintf(c.node, sizeof(c.node), "n1");
+    snprintf(c.token, sizeof(c.token), "0123456789abcdef0123456789abcdef");
+    c.rank = 1;
+    c.seconds = 30;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a probe-listen order passes");
+    c.seconds = 500;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
+          "a probe-listen of 500 s passes (clamped when started)");
+    c.seconds = 0;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "seconds"),
+          "a probe-listen of 0 s is refused (%s)", why);
+    c.seconds = 30;
+    check(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
+          "a probe-listen for another node is refused (%s)", why);
+    snprintf(c.job, sizeof(c.job), "job-of-real-processes");
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "probe"),
+          "a probe-listen for a job that is not probe-... is refused (%s)", why);
+    snprintf(c.job, sizeof(c.job), "probe-1");
+    c.token[0] = '\0';
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "secret"),
+          "a probe-listen without a secret is refused (%s)", why);
+    snprintf(c.token, sizeof(c.token), "tab\there");
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed secret is refused");
+    snprintf(c.token, sizeof(c.token), "s");
+    c.rank = -1;
+    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
+
     char text[64];
     upstream_tried_text(0, text, sizeof(text));
     check(strcmp(text, "") == 0, "no technique tried: empty list");

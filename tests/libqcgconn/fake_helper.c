@@ -50,7 +50,7 @@ struct fake_helper {
     int garbage_hello;
     int32_t refuse_code;
     unsigned lookups, withdraws, reports;
-    uint32_t last_tried, last_only;
+    unsigned last_tried, last_only;
 };
 
 static void reply(struct conn *c, uint16_t type, uint32_t id, const void *payload)
@@ -296,6 +296,17 @@ void fake_helper_free(struct fake_helper *fh)
     free(fh);
 }
 
+/* A counter or a last value, read under the lock. */
+static unsigned read_locked(struct fake_helper *fh, const unsigned *p)
+{
+    unsigned v;
+
+    pthread_mutex_lock(&fh->lock);
+    v = *p;
+    pthread_mutex_unlock(&fh->lock);
+    return v;
+}
+
 void fake_helper_set_error(struct fake_helper *fh, int32_t rank, int32_t code, const char *msg)
 {
     pthread_mutex_lock(&fh->lock);
@@ -340,22 +351,12 @@ void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tr
 
 uint32_t fake_helper_last_tried(struct fake_helper *fh)
 {
-    uint32_t t;
-
-    pthread_mutex_lock(&fh->lock);
-    t = fh->last_tried;
-    pthread_mutex_unlock(&fh->lock);
-    return t;
+    return read_locked(fh, &fh->last_tried);
 }
 
 uint32_t fake_helper_last_only(struct fake_helper *fh)
 {
-    uint32_t t;
-
-    pthread_mutex_lock(&fh->lock);
-    t = fh->last_only;
-    pthread_mutex_unlock(&fh->lock);
-    return t;
+    return read_locked(fh, &fh->last_only);
 }
 
 int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank,
@@ -411,32 +412,17 @@ void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code)
 
 unsigned fake_helper_lookups(struct fake_helper *fh)
 {
-    unsigned n;
-
-    pthread_mutex_lock(&fh->lock);
-    n = fh->lookups;
-    pthread_mutex_unlock(&fh->lock);
-    return n;
+    return read_locked(fh, &fh->lookups);
 }
 
 unsigned fake_helper_reports(struct fake_helper *fh)
 {
-    unsigned n;
-
-    pthread_mutex_lock(&fh->lock);
-    n = fh->reports;
-    pthread_mutex_unlock(&fh->lock);
-    return n;
+    return read_locked(fh, &fh->reports);
 }
 
 unsigned fake_helper_withdraws(struct fake_helper *fh)
 {
-    unsigned n;
-
-    pthread_mutex_lock(&fh->lock);
-    n = fh->withdraws;
-    pthread_mutex_unlock(&fh->lock);
-    return n;
+    return read_locked(fh, &fh->withdraws);
 }
 
 int fake_helper_published(struct fake_helper *fh, int32_t rank)

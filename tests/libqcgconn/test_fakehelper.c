@@ -77,6 +77,16 @@ static void *acceptor_run(void *arg)
     return NULL;
 }
 
+/* Sends one byte on fd; the acceptor (echo = 1) sends it back. */
+static void echo_byte(int fd, char c)
+{
+    char back = 0;
+
+    CHECK_EQ(write(fd, &c, 1), 1);
+    CHECK_EQ(read(fd, &back, 1), 1);
+    CHECK_EQ(back, c);
+}
+
 static void test_open_errors(void)
 {
     struct qcg_options o = {.job = "job1", .rank = 0, .secret = "s",
@@ -151,7 +161,6 @@ static void test_direct(void)
     pthread_t t;
     int fd, flag = 0;
     socklen_t len = sizeof(flag);
-    char c = 'q';
 
     CHECK_EQ(qcg_local_contact(b, &me), QCG_EINVAL);
     CHECK_EQ(qcg_listen(b), 0);
@@ -175,10 +184,7 @@ static void test_direct(void)
     CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flag, &len) == 0 && flag == 1);
     /* Same cluster: no keepalive. */
     CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 0);
-    CHECK_EQ(write(fd, &c, 1), 1);
-    c = 0;
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK_EQ(c, 'q');
+    echo_byte(fd, 'q');
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(acc.fd >= 0);
     CHECK_EQ(acc.info.peer_rank, 0);
@@ -343,7 +349,6 @@ static void test_only(void)
     unsigned lookups;
     pthread_t t;
     int fd;
-    char c = 'o';
 
     /* Arguments. */
     CHECK_EQ(qcg_connect_start_only(a, 21, QCG_TECH_NONE, 1000, &op), QCG_EINVAL);
@@ -365,10 +370,7 @@ static void test_only(void)
     CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
     CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_DIRECT);
     CHECK_EQ(info.technique, QCG_TECH_DIRECT);
-    CHECK_EQ(write(fd, &c, 1), 1);
-    c = 0;
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK_EQ(c, 'o');
+    echo_byte(fd, 'o');
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(acc.fd >= 0);
     close(acc.fd);
@@ -378,8 +380,7 @@ static void test_only(void)
     fd = qcg_connect(a, 21, 3000, NULL);
     CHECK(fd >= 0);
     CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_NONE);
-    CHECK_EQ(write(fd, &c, 1), 1);
-    CHECK_EQ(read(fd, &c, 1), 1);
+    echo_byte(fd, 'n');
     CHECK(pthread_join(t, NULL) == 0);
     close(acc.fd);
     close(fd);
