@@ -110,7 +110,7 @@ out=$work/out
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	[[ -f $work/frontend.pid ]] && kill "$(cat "$work/frontend.pid")" 2>/dev/null
+	if [[ -f $work/frontend.pid ]]; then kill "$(cat "$work/frontend.pid")" 2>/dev/null || true; fi
 	wait 2>/dev/null || true
 	# HELPER_TEST_LOGS=1 shows the daemons' logs even when everything passed.
 	if ((failed > 0)) || [[ -n ${HELPER_TEST_LOGS:-} ]]; then
@@ -424,7 +424,17 @@ probe)
 	check "... the endpoint ended early and withdrew first" bash -c "grep -q \
 		'probe endpoint for job $job2 rank 1 served .*ended early' '$nlog' && \
 		grep -q 'withdrew job $job2 rank 1' '$nlog'"
-	if [[ ${node2:-} != n2 ]]; then helper_pid=$n2_pid sock=$sock2; fi
+	# SITE's errors tell a lost broker from a lost frontend (asked of n1; n2
+	# serves uid 4242 only).
+	if [[ ${node2:-} != n2 ]]; then start_helper helper-again.log; fi
+	if [[ $(id -u) == 0 ]]; then chmod 0755 "$work"; fi
+	kill "${pids[0]}" # the broker (start_grid's first)
+	wait_for "the broker to go" 50 bash -c "! ss -Htln 'sport = :$port_b' | grep -q ."
+	run_client "the broker gone: SITE says the frontend was reached but cannot reach it" \
+		site-error "$sock" "reached, but it says: broker unreachable"
+	stop_pid "$work/frontend.pid"
+	run_client "the frontend gone: SITE says the frontend is unreachable" \
+		site-error "$sock" "frontend https://127.0.0.1:$port_f/ unreachable"
 	check_sigterm
 	;;
 esac

@@ -15,6 +15,7 @@
  *                            (SITE, PROBE of CLUSTER: "job secret rank node" to OUT-FILE,
  *                             OBSERVED from the helper's own user)
  *   helper-localproto-client observed-denied SOCKET   (run as another uid than the helper's)
+ *   helper-localproto-client site-error SOCKET TEXT   (SITE fails: QCG_EUPSTREAM saying TEXT)
  */
 #include <errno.h>
 #include <poll.h>
@@ -924,6 +925,20 @@ static int mode_observed_denied(int argc, char **argv)
     return 0;
 }
 
+static int mode_site_error(int argc, char **argv)
+{
+    struct reply r;
+    bool ok;
+
+    if (argc != 4)
+        return 2;
+    ok = one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EUPSTREAM) &&
+         strstr(r.p.error.message, argv[3]) != NULL;
+    check(ok, "SITE: QCG_EUPSTREAM saying '%s' (%s)", argv[3],
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = 2;
@@ -947,6 +962,8 @@ int main(int argc, char **argv)
         rc = mode_probe(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "observed-denied") == 0)
         rc = mode_observed_denied(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "site-error") == 0)
+        rc = mode_site_error(argc, argv);
     if (rc == 2) {
         fprintf(stderr, "usage: see the comment at the top of localproto_client.c\n");
         return 2;
