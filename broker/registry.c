@@ -17,13 +17,20 @@
 
 #define HASH_LEN 32
 
+/* A probe job a cluster started: live until `expiry`, or until its contacts
+   are all withdrawn (the prober and its endpoint are done). */
+struct probe_slot {
+    uint64_t expiry; /* 0 = free */
+    char job[QCG_JOB_MAX];
+};
+
 struct cluster {
     struct reg_cluster decl;
     struct htable *nodes; /* name -> struct reg_node */
     struct cmdqueue *queue;
     struct reg_observation observed;              /* the last probe's; when 0 = none */
     atomic_ullong punches_kept, punches_changed;  /* counted under the read lock */
-    uint64_t probe_expiry[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs; 0 = free */
+    struct probe_slot probes[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs */
     unsigned next_node;                           /* round-robin of probe endpoints */
 };
 
@@ -386,6 +393,27 @@ static void queue_invalidate(struct registry *r, const char *job, int rank)
         cmdqueue_push(c->queue, &cmd);
 }
 
+/* A probe job whose last contact is withdrawn is over: its slot frees at
+   once rather than when its seconds run out, so that an admin may probe
+   again straight away. */
+static void probe_slot_release(struct registry *r, const char *job)
+{
+    size_t i = 0;
+    struct cluster *c;
+
+    if (strncmp(job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0)
+        return;
+    while ((c = htable_next(r->clusters, &i)) != NULL) {
+        for (int k = 0; k < QCG_PROBES_PER_CLUSTER; k++) {
+            if (c->probes[k].expiry != 0 && strcmp(c->probes[k].job, job) == 0) {
+                c->probes[k].expiry = 0;
+                c->probes[k].job[0] = '\0';
+                return;
+            }
+        }
+    }
+}
+
 static enum reg_status withdraw_locked(struct registry *r, const char *cluster, const char *node,
                                        const char *job, const char *secret, int rank, char *why,
                                        size_t whylen)
@@ -413,6 +441,7 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
     if (--j->contacts == 0) {
         htable_remove(r->jobs, name_hash(r, job), job);
         free(j);
+        probe_slot_release(r, job);
     }
     queue_invalidate(r, job, rank);
     return REG_OK;
@@ -514,8 +543,8 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
 }
 
 enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
-                                     uint64_t now, uint64_t expiry, struct reg_node *node,
-                                     char *why, size_t whylen)
+                                     const char *job, uint64_t now, uint64_t expiry,
+                                     struct reg_node *node, char *why, size_t whylen)
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
@@ -533,7 +562,7 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
     }
     int slot = -1;
     for (int i = 0; i < QCG_PROBES_PER_CLUSTER && slot < 0; i++) {
-        if (from->probe_expiry[i] <= now)
+        if (from->probes[i].expiry <= now)
             slot = i;
     }
     if (slot < 0) {
@@ -547,7 +576,8 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
     while ((n = htable_next(to->nodes, &i)) != NULL && pick > 0)
         pick--;
     *node = *n;
-    from->probe_expiry[slot] = expiry;
+    from->probes[slot].expiry = expiry;
+    copy_str(from->probes[slot].job, sizeof(from->probes[slot].job), job);
 out:
     pthread_rwlock_unlock(&r->lock);
     return st;

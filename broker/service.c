@@ -653,22 +653,25 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     if (seconds < 1 || seconds > QCG_PROBE_TTL_MAX)
         return refuse(soap, op, "invalid", "seconds: %d is not within 1-%d", seconds,
                       QCG_PROBE_TTL_MAX);
+    memset(&cmd, 0, sizeof(cmd));
+    snprintf(cmd.kind, sizeof(cmd.kind), "probe-listen");
+    memcpy(cmd.job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN);
+    if (random_hex(cmd.job + QCG_PROBE_JOB_PREFIX_LEN,
+                   sizeof(cmd.job) - QCG_PROBE_JOB_PREFIX_LEN) < 0 ||
+        random_hex(cmd.token, sizeof(cmd.token)) < 0)
+        return refuse(soap, op, "unavailable", "no randomness for a probe job");
     struct cmdqueue *q = registry_queue(b->reg, cluster);
     uint64_t now = (uint64_t)time(NULL);
     enum reg_status st = q == NULL ? REG_NOTFOUND
-                                   : registry_probe_start(b->reg, id->cluster, cluster, now,
-                                                          now + (uint64_t)seconds, &node, why,
-                                                          sizeof(why));
+                                   : registry_probe_start(b->reg, id->cluster, cluster, cmd.job,
+                                                          now, now + (uint64_t)seconds, &node,
+                                                          why, sizeof(why));
     if (q == NULL)
         snprintf(why, sizeof(why), "cluster %s is not registered", cluster);
-    if (st != REG_OK)
+    if (st != REG_OK) {
+        OPENSSL_cleanse(&cmd, sizeof(cmd));
         return refuse_status(soap, op, st, why);
-    memset(&cmd, 0, sizeof(cmd));
-    snprintf(cmd.kind, sizeof(cmd.kind), "probe-listen");
-    memcpy(cmd.job, "probe-", 6);
-    if (random_hex(cmd.job + 6, sizeof(cmd.job) - 6) < 0 ||
-        random_hex(cmd.token, sizeof(cmd.token)) < 0)
-        return refuse(soap, op, "unavailable", "no randomness for a probe job");
+    }
     snprintf(cmd.node, sizeof(cmd.node), "%s", node.name);
     cmd.rank = 1;
     cmd.seconds = seconds;

@@ -20,6 +20,14 @@
    jobs one cluster may have at once. */
 #define QCG_PROBE_TTL_MAX 120
 #define QCG_PROBES_PER_CLUSTER 8
+/* Every probe job's id starts with it: an order to publish is only obeyed
+   for such jobs, never for a job of real processes. */
+#define QCG_PROBE_JOB_PREFIX "probe-"
+#define QCG_PROBE_JOB_PREFIX_LEN 6
+/* The first line qcg-probe sends on its last connection to a test endpoint:
+   echoed, then the endpoint withdraws at once instead of living out its
+   seconds (it holds a slot of the node's helper and of the caller's cluster). */
+#define QCG_PROBE_DONE_LINE "qcg-probe done\n"
 
 enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEND, QCG_ROLE_HELPER };
 

@@ -30,6 +30,7 @@ struct echo {
     uint64_t deadline_ms;
     size_t echoed;          /* bytes read so far (at most RESPONDER_ECHO_MAX) */
     size_t off, len;        /* of buf still to write back */
+    bool done_line;         /* it began with QCG_PROBE_DONE_LINE */
     char buf[ECHO_BUF];
 };
 
@@ -105,6 +106,11 @@ static void echo_step(struct echo *e, short revents)
         return;
     }
     if (n > 0) {
+        /* The line comes in one segment in practice; when it does not, the
+           endpoint just lives out its seconds. */
+        if (e->echoed == 0 && (size_t)n == strlen(QCG_PROBE_DONE_LINE) &&
+            memcmp(e->buf, QCG_PROBE_DONE_LINE, (size_t)n) == 0)
+            e->done_line = true;
         e->echoed += (size_t)n;
         e->len = (size_t)n;
         e->off = 0;
@@ -181,9 +187,16 @@ static void serve(struct responder *r, qcg_ctx *ctx)
             log_warn("probe endpoint for job %s rank %d: poll", r->job, r->rank);
             break;
         }
+        bool prober_done = false;
         for (int i = 1; i < n; i++) {
+            struct echo *e = &r->echo[map[i]];
             if (p[i].revents != 0)
-                echo_step(&r->echo[map[i]], p[i].revents);
+                echo_step(e, p[i].revents);
+            prober_done = prober_done || (e->done_line && e->len == e->off);
+        }
+        if (prober_done) {
+            log_debug("probe endpoint for job %s rank %d: the prober is done", r->job, r->rank);
+            break;
         }
         if ((p[0].revents & POLLIN) && take_connections(r, ctx) < 0) {
             log_warnx("probe endpoint for job %s rank %d: the helper connection is gone", r->job,
@@ -349,7 +362,7 @@ void responders_start(struct responders *rs, const struct command *cmd)
         return;
     }
     /* An order must not make the helper publish for a job of real processes. */
-    if (strncmp(cmd->job, "probe-", 6) != 0) {
+    if (strncmp(cmd->job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0) {
         log_warnx("probe-listen for job %s rank %d refused: not a probe job (probe-...)",
                   cmd->job, cmd->rank);
         return;

@@ -9,6 +9,8 @@
  * Unix socket: qcg_open, qcg_listen, then accepts until its time is up,
  * echoing what each connection sends (at most RESPONDER_ECHO_MAX bytes, for
  * at most RESPONDER_ECHO_MS), then qcg_close (the contact is withdrawn).
+ * A connection that starts with QCG_PROBE_DONE_LINE ends it early, once that
+ * line is echoed: the prober is done.
  * The thread never touches the loop: it is one more client of the socket.
  */
 #ifndef QCG_HELPER_RESPONDER_H

@@ -500,7 +500,7 @@ static int probe_order_check(const struct command *c, const char *node, char *wh
         snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);
     else if (!job_valid(c->job) || c->rank < 0)
         snprintf(why, whylen, "malformed job id or rank");
-    else if (strncmp(c->job, "probe-", 6) != 0)
+    else if (strncmp(c->job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0)
         snprintf(why, whylen, "job '%s' is not a probe job (probe-...)", c->job);
     else if (!secret_valid(c->token) || strlen(c->token) >= LOCAL_SECRET_MAX)
         snprintf(why, whylen, "the job secret is missing or malformed");

@@ -440,26 +440,54 @@ static void test_probing(void)
     struct registry *r = two_sites(100);
     struct reg_node n;
     int on_nata1 = 0;
+    char job[QCG_PROBES_PER_CLUSTER][32];
     for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++) {
-        CHECK(registry_probe_start(r, "open", "nata", 1000, 1010, &n, why, sizeof(why)) == REG_OK,
+        snprintf(job[i], sizeof(job[i]), "probe-%d", i);
+        CHECK(registry_probe_start(r, "open", "nata", job[i], 1000, 1010, &n, why,
+                                   sizeof(why)) == REG_OK,
               "probe %d: %s", i, why);
         on_nata1 += strcmp(n.name, "nata1") == 0;
     }
     CHECK(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
           on_nata1);
-    CHECK(registry_probe_start(r, "open", "nata", 1005, 1015, &n, why, sizeof(why)) == REG_BUSY &&
+    CHECK(registry_probe_start(r, "open", "nata", "probe-8", 1005, 1015, &n, why, sizeof(why)) ==
+                  REG_BUSY &&
               strstr(why, "open already has 8 probe endpoints"),
           "ninth live probe: %s", why);
-    CHECK(registry_probe_start(r, "nata", "nata", 1005, 1015, &n, why, sizeof(why)) == REG_OK,
+    CHECK(registry_probe_start(r, "nata", "nata", "probe-n", 1005, 1015, &n, why, sizeof(why)) ==
+              REG_OK,
           "another caller, its own cluster: %s", why);
-    CHECK(registry_probe_start(r, "open", "nata", 1010, 1020, &n, why, sizeof(why)) == REG_OK,
+
+    /* A probe whose prober and endpoint have both withdrawn is over before
+       its seconds: its slot is free again at once. */
+    struct reg_contact prober = contact(job[3], 0, "open", "open1", "203.0.113.21", 20001);
+    struct reg_contact endpoint = contact(job[3], 1, "nata", "nata1", "198.18.3.11", 20002);
+    CHECK(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
+    CHECK(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK,
+          "%s", why);
+    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+              REG_BUSY,
+          "the endpoint still holds the probe's slot");
+    CHECK(registry_withdraw(r, "nata", "nata1", job[3], "ps", 1, why, sizeof(why)) == REG_OK,
+          "%s", why);
+    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+              REG_OK,
+          "the slot of a finished probe is free: %s", why);
+    CHECK(registry_probe_start(r, "open", "nata", "probe-10", 1006, 1016, &n, why, sizeof(why)) ==
+              REG_BUSY,
+          "only that one slot was freed");
+
+    CHECK(registry_probe_start(r, "open", "nata", "probe-11", 1010, 1020, &n, why, sizeof(why)) ==
+              REG_OK,
           "a slot is free once a probe expired: %s", why);
-    CHECK(registry_probe_start(r, "open", "nosuch", 1010, 1020, &n, why, sizeof(why)) ==
-                  REG_NOTFOUND && strstr(why, "nosuch"),
+    CHECK(registry_probe_start(r, "open", "nosuch", "probe-12", 1010, 1020, &n, why,
+                               sizeof(why)) == REG_NOTFOUND &&
+              strstr(why, "nosuch"),
           "unknown cluster: %s", why);
     struct reg_cluster empty = cluster("empty", CLUSTER_OPEN, 0, 0);
     CHECK(registry_register_cluster(r, &empty, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_probe_start(r, "open", "empty", 1010, 1020, &n, why, sizeof(why)) ==
+    CHECK(registry_probe_start(r, "open", "empty", "probe-13", 1010, 1020, &n, why,
+                               sizeof(why)) ==
                   REG_NOTFOUND && strstr(why, "no registered node"),
           "cluster without nodes: %s", why);
 

@@ -397,6 +397,20 @@ probe)
 	check "n2's SITE says why it does not intercept" bash -c "grep -q \
 		'cannot intercept (intercept = no in the config): traversing is not planned' \
 		'$work/helper-n2.log'"
+	# qcg-probe's last connection says it is done: the endpoint withdraws at
+	# once instead of holding its slots for the rest of its 60 s.
+	run_client "a probe for 60 s, to be told it is done" probe "$sock" c1 n1 \
+		"https://127.0.0.1:$port_f/" 60 "$work/probe3.out"
+	read -r job3 secret3 _ node3 <"$work/probe3.out" || true
+	nlog=$(log_of "${node3:-}")
+	check "the third endpoint is published on $node3" wait_for "the endpoint" 20 \
+		grep -q "probe endpoint for job $job3 rank 1 on port" "$nlog"
+	check "the done line is echoed" bash -c "printf 'qcg-probe done\n' | '$cat' --job '$job3' \
+		--secret '$secret3' --helper '$sock' --rank 0 --timeout 10 connect 1 | grep -qx 'qcg-probe done'"
+	check "... and the endpoint withdraws within 3 s, not after 60 s" wait_for "the withdrawal" 30 \
+		grep -q "withdrew job $job3 rank 1" "$nlog"
+	check "... having served that one connection, not stopped by the helper" \
+		grep -q "probe endpoint for job $job3 rank 1 served 1 connections (direct 1,.*proxy 0)\$" "$nlog"
 	if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
 		chmod 0755 "$work"
 		run_client "OBSERVED from another uid is refused, SITE is not" \

@@ -55,6 +55,17 @@ def site(p, kind):
         want = "dropped"
         check(p["inbound_filtering"] == want,
               f"{name}: inbound filtering {p['inbound_filtering']}, expected {want}")
+    # No lab router turns a connection to its public address back in, and none
+    # offers a port-mapping protocol: each answers "port unreachable" on 5351.
+    if kind in ("open", "firewalled"):
+        check(p["hairpinning"] is None, f"{name}: hairpinning {p['hairpinning']} without a NAT")
+    else:
+        check(p["hairpinning"] is False and "refused" in p["hairpinning_why"],
+              f"{name}: hairpinning {p['hairpinning']}: {p['hairpinning_why']}")
+    pm = p["port_mapping"]
+    for proto in ("nat_pmp", "pcp", "upnp"):
+        check(pm[proto]["offered"] is False, f"{name}: {proto} offered: {pm[proto]['detail']}")
+    check("closed" in pm["nat_pmp"]["detail"], f"{name}: nat_pmp {pm['nat_pmp']['detail']}")
     check(p["helper"]["can_intercept"] is True, f"{name}: helper cannot intercept")
     rtts = {r["to"]: r for r in p["rtt_ms"]}
     for to in ("frontend", "broker", "reflector", "proxy"):

@@ -13,6 +13,11 @@
 # 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
 #    and the broker's grid picture shows it.
 # 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
+# 7. A router that turns connections to its public address back in is seen as
+#    hair-pinning; a router running a real NAT-PMP/PCP/UPnP daemon (miniupnpd)
+#    is seen offering all three.
+# 8. An admin may probe again straight away: a finished probe's endpoints
+#    withdraw and free their slots (8 per cluster) at once.
 # The lab is put back as it was at the end, also on failure.
 . "$(dirname "$0")/test-lib.sh"
 require_lab
@@ -54,6 +59,9 @@ for s in open fw nata natb sym; do
 	"$LAB" exec "${s}1" -- qcg-probe --json --timeout 150 >"$WORK/$s.json" 2>"$WORK/$s.err" || rc=$?
 	[ "$rc" -eq 0 ] || { cat "$WORK/$s.err" "$WORK/$s.json"; fail "${s}1: qcg-probe exited $rc"; }
 	python3 "$CHECK" site "$WORK/$s.json" "${KIND[$s]}" || fail "${s}1: the site is not what the lab built"
+	gw=$("$LAB" exec "${s}1" -- ip -4 route show default | awk '{ print $3; exit }')
+	[ "$(python3 "$CHECK" field "$WORK/$s.json" port_mapping.gateway)" = "$gw" ] ||
+		fail "${s}1: port mapping asked $(python3 "$CHECK" field "$WORK/$s.json" port_mapping.gateway), not the default gateway $gw"
 	python3 "$CHECK" peers "$WORK/$s.json" >"$WORK/$s.chosen" || fail "${s}1: the peers' matrix"
 	note "${s}1: ${KIND[$s]} ($(python3 "$CHECK" field "$WORK/$s.json" nat.mapping)," \
 		"inbound $(python3 "$CHECK" field "$WORK/$s.json" inbound)), chosen:" \
@@ -138,3 +146,67 @@ grep -q "the frontend cannot be reached" "$WORK/nofrontend.txt" ||
 	{ cat "$WORK/nofrontend.txt"; fail "frontend out of reach: the message does not say so"; }
 "$LAB" up >/dev/null
 note "exit 4 with the broker out of the frontend's reach, 3 with the frontend out of the node's"
+
+# --- 7: hair-pinning and port mapping offered by the router ---------------------------
+# Hair-pinning as a home router does it: from the LAN, the public address is
+# forwarded to nata1 and the source rewritten so that replies come back.
+NATA1=198.18.1.11 NATA_PUBLIC=203.0.113.66
+add_rule r-nata PREROUTING -t nat -i qcg-lan -d "$NATA_PUBLIC" -p tcp -j DNAT --to-destination "$NATA1"
+add_rule r-nata POSTROUTING -t nat -o qcg-lan -s 198.18.1.0/24 -d "$NATA1" -j MASQUERADE
+add_rule r-nata FORWARD -i qcg-lan -o qcg-lan -j ACCEPT
+"$LAB" exec nata1 -- qcg-probe --json --local-only --no-report >"$WORK/hairpin.json"
+drop_rule
+drop_rule
+drop_rule
+[ "$(python3 "$CHECK" field "$WORK/hairpin.json" hairpinning)" = true ] ||
+	fail "nata1 behind a hair-pinning router: $(python3 "$CHECK" field "$WORK/hairpin.json" hairpinning_why)"
+note "a hair-pinning router: $(python3 "$CHECK" field "$WORK/hairpin.json" hairpinning_why)"
+
+if command -v miniupnpd >/dev/null 2>&1 || [ -x /usr/sbin/miniupnpd ]; then
+	# miniupnpd in nata's router, answering on the LAN side only.  It loads an
+	# (empty) legacy nat table in that namespace, which goes with the lab.
+	cat >"$WORK/miniupnpd.conf" <<-EOF
+		ext_ifname=qcg-wan
+		listening_ip=qcg-lan
+		port=0
+		enable_natpmp=yes
+		enable_upnp=yes
+		secure_mode=yes
+		uuid=5b8a0b6a-6d0e-4f3e-9d46-1f5c0a7e5e01
+		allow 1024-65535 198.18.1.0/24 1024-65535
+		deny 0-65535 0.0.0.0/0 0-65535
+	EOF
+	"$LAB" exec r-nata -- /usr/sbin/miniupnpd -f "$WORK/miniupnpd.conf" -d -P "$WORK/miniupnpd.pid" \
+		>"$WORK/miniupnpd.log" 2>&1 &
+	UPNPD=$! # qcg-lab exec execs: this is miniupnpd
+	BG_PIDS+=("$UPNPD")
+	stop_upnpd() { kill "$UPNPD" 2>/dev/null || true; wait "$UPNPD" 2>/dev/null || true; }
+	listening() { "$LAB" exec r-nata -- ss -Hlun 'sport = :5351' | grep -q .; }
+	poll 10 "miniupnpd listening on 5351/udp" listening || { cat "$WORK/miniupnpd.log"; fail "miniupnpd did not start"; }
+	"$LAB" exec nata1 -- qcg-probe --json --local-only --no-report >"$WORK/portmap.json"
+	"$LAB" exec nata1 -- qcg-probe --local-only --no-report >"$WORK/portmap.txt"
+	stop_upnpd
+	python3 - "$WORK/portmap.json" <<'PY' || { cat "$WORK/miniupnpd.log"; fail "the port-mapping protocols of miniupnpd"; }
+import json, sys
+pm = json.load(open(sys.argv[1]))["port_mapping"]
+assert pm["gateway"] == "198.18.1.1", pm
+for proto in ("nat_pmp", "pcp", "upnp"):
+    assert pm[proto]["offered"] is True, (proto, pm[proto])
+assert "http://198.18.1.1:" in pm["upnp"]["detail"], pm["upnp"]
+PY
+	grep -q "port mapping   gateway 198.18.1.1: nat-pmp yes, pcp yes, upnp yes" "$WORK/portmap.txt" ||
+		{ cat "$WORK/portmap.txt"; fail "the human output does not show the port-mapping protocols"; }
+	note "miniupnpd in nata's router: nat-pmp, pcp and upnp seen"
+else
+	note "miniupnpd is not installed: the port-mapping detection was not checked against a real gateway"
+fi
+
+# --- 8: again, straight away -------------------------------------------------------
+# Step 1 left no live probe: three full probes in a row from open1 (12 test
+# endpoints, more than the 8 slots) each get an endpoint at every site.
+for i in 1 2 3; do
+	"$LAB" exec open1 -- qcg-probe --json --timeout 60 >"$WORK/again.json" ||
+		fail "open1: probe $i in a row failed"
+	python3 "$CHECK" peers "$WORK/again.json" >/dev/null || fail "open1: probe $i in a row"
+done
+note "three probes in a row from open1: endpoints everywhere each time"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "probe.h"
+#include "proto.h"
 
 /* A little longer than the library's longest attempt (hole punching, 7 s). */
 #define ATTEMPT_TIMEOUT_MS 9000
@@ -38,10 +39,10 @@ int peers_select(const struct probe_opts *o, const struct probe_site *s, struct 
 
 /* Writes a line through the connection and reads it back: the data path
    works, and what a round trip through it costs.  0 or -1 with why. */
-static int echo_check(int fd, enum qcg_technique t, double *ms, char *why, size_t whylen)
+static int echo_check(int fd, const char *line, double *ms, char *why, size_t whylen)
 {
-    char line[64], back[64];
-    int n = snprintf(line, sizeof(line), "qcg-probe %s\n", qcg_technique_name(t));
+    char back[64];
+    int n = (int)strlen(line);
     size_t got = 0;
     double start = probe_now_ms(), deadline = start + ECHO_TIMEOUT_MS;
 
@@ -135,8 +136,11 @@ static void test_technique(const struct probe_opts *o, qcg_ctx *ctx, struct prob
     if (info.technique != t) {
         snprintf(r->why, sizeof(r->why), "connected by %s, not %s",
                  qcg_technique_name(info.technique), qcg_technique_name(t));
-    } else if (echo_check(fd, t, &r->echo_ms, r->why, sizeof(r->why)) == 0) {
-        r->works = true;
+    } else {
+        char line[64];
+        snprintf(line, sizeof(line), "qcg-probe %s\n", qcg_technique_name(t));
+        if (echo_check(fd, line, &r->echo_ms, r->why, sizeof(r->why)) == 0)
+            r->works = true;
     }
     close(fd);
 }
@@ -159,12 +163,9 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
     int t = helper_ask(o->helper_socket, LOCAL_PROBE, &req, &ok, sizeof(ok), HELPER_TIMEOUT_MS,
                        &code, p->why, sizeof(p->why));
     if (t != LOCAL_PROBE_OK) {
-        if (t == LOCAL_ERROR) {
-            char detail[PROBE_WHY_MAX];
-            snprintf(detail, sizeof(detail), "%s", p->why);
-            snprintf(p->why, sizeof(p->why), "no test endpoint: %.300s (%s)", detail,
-                     qcg_strerror(code));
-        }
+        /* The helper's text says it all (busy, unknown site, no node
+           there); the code's generic wording would mislead here. */
+        (void)code;
         return;
     }
     snprintf(p->node, sizeof(p->node), "%s", ok.node);
@@ -211,8 +212,14 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
     probe_progress(o, "site %s: as a job would connect", p->site);
     rc = attempt(ctx, QCG_TECH_NONE, deadline_ms, &info, p->chosen_why, sizeof(p->chosen_why));
     if (rc >= 0) {
+        double ms;
+        char why[PROBE_WHY_MAX];
         p->chosen = info.technique;
         p->chosen_ms = (double)info.setup_us / 1000.0;
+        /* The endpoint's work is over: it withdraws now rather than holding
+           its slots for the rest of its seconds. */
+        if (echo_check(rc, QCG_PROBE_DONE_LINE, &ms, why, sizeof(why)) < 0)
+            probe_progress(o, "site %s: the endpoint was not told it is done: %s", p->site, why);
         close(rc);
     }
     qcg_close(ctx);

@@ -3,8 +3,11 @@
  *
  *   probe.c          options, the order of the checks, the exit status
  *   helper_ask.c     one request to the local helper (SITE, PROBE, OBSERVED)
+ *   net.c            bounded TCP connects (refused vs no answer), listeners
  *   site.c           this node's site: mappings seen by two observers,
  *                    unsolicited inbound TCP, round trips, declared vs observed
+ *   router.c         what the router offers besides: hair-pinning, NAT-PMP,
+ *                    PCP, UPnP IGD
  *   peers.c          towards other sites: each technique against a test
  *                    endpoint the helpers start there, and the broker's choice
  *   capture.c        --capture: the probe's own packets into a pcap file
@@ -27,6 +30,7 @@
 #define PROBE_WHY_MAX 400
 #define PROBE_RTT_MAX (3 + LOCAL_PROXIES_MAX)
 #define PROBE_MISMATCH_MAX 4
+#define PROBE_PORTMAP_PROTOCOLS 3 /* nat-pmp, pcp, upnp */
 
 struct probe_opts {
     const char *helper_socket;
@@ -45,6 +49,25 @@ int probe_left_ms(double deadline_ms);
 void probe_progress(const struct probe_opts *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void probe_progress_done(const struct probe_opts *o);
+
+/* --- net.c ---------------------------------------------------------------- */
+
+struct sockaddr_in;
+enum probe_outcome { PROBE_CONNECTED, PROBE_REFUSED, PROBE_NO_ANSWER, PROBE_LOCAL_ERROR };
+
+/* addr (an IPv4 literal) and port.  0, or -1 when addr is not one. */
+int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin);
+/* A TCP connection to addr:port from local_addr:local_port (local_port 0:
+   any), within timeout_ms.  The connected non-blocking socket with *ms (may
+   be NULL) the handshake time, or -1 with why set; *outcome (may be NULL)
+   tells a refusal (RST, ICMP) from no answer. */
+int probe_connect(const char *local_addr, int local_port, const char *addr, int port,
+                  int timeout_ms, double *ms, enum probe_outcome *outcome, char *why,
+                  size_t whylen);
+/* A non-blocking listener on addr:port (0: any port; SO_REUSEADDR, so it may
+   share the port with TIME_WAITs).  The socket with *bound_port (may be NULL)
+   set, or -1 with why set. */
+int probe_listen(const char *addr, int port, int *bound_port, char *why, size_t whylen);
 
 /* --- helper_ask.c --------------------------------------------------------- */
 
@@ -76,6 +99,13 @@ struct probe_mapping {
     char why[160];
 };
 
+/* Whether the default gateway answers a port-mapping protocol. */
+struct probe_portmap {
+    char name[8];           /* nat-pmp | pcp | upnp */
+    bool offered;
+    char detail[240];       /* what it answered, or why it is taken as absent */
+};
+
 struct probe_site {
     const char *helper_socket;
     struct local_site info;         /* from the helper */
@@ -97,6 +127,11 @@ struct probe_site {
     char inbound_why[200];
     int dial_syns_seen;             /* by the capture; -1 without one */
 
+    int hairpin;                    /* 1 yes, 0 no, -1 not applicable or unknown */
+    char hairpin_why[200];
+    char gateway[LOCAL_ADDR_MAX];   /* the node's default gateway, "" when none */
+    struct probe_portmap portmap[PROBE_PORTMAP_PROTOCOLS];
+
     const char *observed_kind;      /* open | firewalled | nat | symnat | NULL (unknown) */
     char mismatch[PROBE_MISMATCH_MAX][240];
     int nmismatch;
@@ -116,6 +151,15 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
    observation to the broker when o->report.  cap may be NULL. */
 void site_measure(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
                   double deadline_ms);
+
+/* --- router.c ------------------------------------------------------------ */
+
+/* A connection from this node to its own public mapping (the reflector's
+   first observation): does the NAT turn it back in? */
+void router_hairpin(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+/* NAT-PMP, PCP and UPnP IGD (SSDP) asked of the default gateway, bounded by
+   a fraction of a second. */
+void router_portmap(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
 
 /* --- peers.c -------------------------------------------------------------- */
 

@@ -10,6 +10,24 @@ static const char *yes_no_unknown(int v)
     return v == 1 ? "yes" : v == 0 ? "no" : "unknown";
 }
 
+/* One line when nothing is offered, the usual case; a line per protocol
+   that answers. */
+static void human_portmap(FILE *out, const struct probe_site *s)
+{
+    if (s->gateway[0] == '\0') {
+        fprintf(out, "  %-14s unknown: %s\n", "port mapping", s->portmap[0].detail);
+        return;
+    }
+    fprintf(out, "  %-14s gateway %s:", "port mapping", s->gateway);
+    for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++)
+        fprintf(out, "%s %s %s", i ? "," : "", s->portmap[i].name,
+                s->portmap[i].offered ? "yes" : "no");
+    fprintf(out, " (qcg-connect uses none)\n");
+    for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++)
+        if (s->portmap[i].offered)
+            fprintf(out, "  %-14s %s: %s\n", "", s->portmap[i].name, s->portmap[i].detail);
+}
+
 static void human_site(FILE *out, const struct probe_site *s)
 {
     const struct local_cluster *c = &s->info.cluster;
@@ -38,6 +56,12 @@ static void human_site(FILE *out, const struct probe_site *s)
     }
     fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->inbound, s->filtering ? " (" : "",
             s->filtering ? s->filtering : "", s->filtering ? ")" : "", s->inbound_why);
+    fprintf(out, "  %-14s %s: %s\n", "hair-pinning",
+            s->hairpin == 1   ? "yes"
+            : s->hairpin == 0 ? "no"
+                              : "n/a",
+            s->hairpin_why);
+    human_portmap(out, s);
     fprintf(out, "  %-14s %s: %s\n", "helper",
             s->info.can_intercept ? "can intercept and inject" : "cannot intercept",
             s->info.intercept);
@@ -48,7 +72,7 @@ static void human_site(FILE *out, const struct probe_site *s)
         if (strcmp(r->name, "proxy") == 0 || strcmp(r->name, "reflector") == 0)
             fprintf(out, " %s", r->endpoint);
         if (r->ok)
-            fprintf(out, " %.1f ms", r->ms);
+            fprintf(out, r->ms < 10 ? " %.2f ms" : " %.1f ms", r->ms); /* a LAN: 0.05 ms */
         else
             fprintf(out, " unreachable: %s", r->why);
     }
@@ -172,6 +196,17 @@ static void json_site(FILE *out, const struct probe_site *s)
     jstr(out, ",", "inbound", s->inbound);
     jstr(out, ",", "inbound_filtering", s->filtering);
     jstr(out, ",", "inbound_why", s->inbound_why);
+    jtri(out, ",", "hairpinning", s->hairpin);
+    jstr(out, ",", "hairpinning_why", s->hairpin_why);
+    fprintf(out, ",\"port_mapping\":{");
+    jstr(out, "", "gateway", s->gateway[0] ? s->gateway : NULL);
+    for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++) {
+        static const char *const key[PROBE_PORTMAP_PROTOCOLS] = {"nat_pmp", "pcp", "upnp"};
+        fprintf(out, ",\"%s\":{\"offered\":%s", key[i], s->portmap[i].offered ? "true" : "false");
+        jstr(out, ",", "detail", s->portmap[i].detail);
+        fprintf(out, "}");
+    }
+    fprintf(out, "}");
     if (s->dial_syns_seen >= 0)
         fprintf(out, ",\"inbound_syns_reached_node\":%d", s->dial_syns_seen);
     jstr(out, ",", "observed_kind", s->observed_kind);

@@ -55,67 +55,6 @@ static int url_endpoint(const char *url, char *out, size_t len)
     return 0;
 }
 
-static int sockaddr_of(const char *addr, int port, struct sockaddr_in *sin)
-{
-    memset(sin, 0, sizeof(*sin));
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons((uint16_t)port);
-    return inet_pton(AF_INET, addr, &sin->sin_addr) == 1 ? 0 : -1;
-}
-
-/* A TCP connection to addr:port from local_port (0 = any), within
-   timeout_ms.  Returns the connected socket with *ms the handshake time, or
-   -1 with why set. */
-static int connect_from(const char *local_addr, int local_port, const char *addr, int port,
-                        int timeout_ms, double *ms, char *why, size_t whylen)
-{
-    struct sockaddr_in to, from;
-    int one = 1, err = 0;
-    socklen_t elen = sizeof(err);
-
-    if (sockaddr_of(addr, port, &to) < 0) {
-        snprintf(why, whylen, "%s is not an IPv4 address", addr);
-        return -1;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        snprintf(why, whylen, "socket: %s", strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (local_port > 0) {
-        if (sockaddr_of(local_addr, local_port, &from) < 0 ||
-            bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) {
-            snprintf(why, whylen, "bind %s:%d: %s", local_addr, local_port, strerror(errno));
-            close(fd);
-            return -1;
-        }
-    }
-    double start = probe_now_ms();
-    if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS) {
-        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int rc;
-    do
-        rc = poll(&p, 1, timeout_ms);
-    while (rc < 0 && errno == EINTR);
-    if (rc == 0) {
-        snprintf(why, whylen, "connect %s:%d: no answer in %d ms", addr, port, timeout_ms);
-        close(fd);
-        return -1;
-    }
-    if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
-        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err ? err : errno));
-        close(fd);
-        return -1;
-    }
-    *ms = probe_now_ms() - start;
-    return fd;
-}
-
 /* Sends req (len bytes), reads one '\n'-terminated line into line.  0 or -1. */
 static int exchange_line(int fd, const void *req, size_t len, char *line, size_t llen,
                          int timeout_ms, char *why, size_t whylen)
@@ -175,8 +114,9 @@ static void measure_rtt(struct probe_rtt *r, const char *local_addr, double dead
         int left = probe_left_ms(deadline_ms);
         if (left == 0)
             break;
-        int fd = connect_from(local_addr, 0, addr, port, left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS,
-                              &samples[n], r->why, sizeof(r->why));
+        int fd = probe_connect(local_addr, 0, addr, port,
+                               left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &samples[n], NULL,
+                               r->why, sizeof(r->why));
         if (fd < 0)
             break;
         close(fd);
@@ -212,9 +152,9 @@ static void observe(struct probe_mapping *m, const struct probe_site *s, const c
         return;
     }
     int left = probe_left_ms(deadline_ms);
-    int fd = connect_from(s->info.address, m->local_port, addr, port,
-                          left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &ms, m->why,
-                          sizeof(m->why));
+    int fd = probe_connect(s->info.address, m->local_port, addr, port,
+                           left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &ms, NULL, m->why,
+                           sizeof(m->why));
     if (fd < 0)
         return;
     if (exchange_line(fd, request, reqlen, line, sizeof(line), STEP_TIMEOUT_MS, m->why,
@@ -238,7 +178,7 @@ static int pick_port(const char *local_addr)
     socklen_t len = sizeof(sin);
     int port = -1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || sockaddr_of(local_addr, 0, &sin) < 0 ||
+    if (fd < 0 || probe_sockaddr(local_addr, 0, &sin) < 0 ||
         bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
         getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
         goto out;
@@ -332,9 +272,7 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
                           double deadline_ms)
 {
     char addr[LOCAL_ADDR_MAX], req[32], line[256], a[LOCAL_ADDR_MAX], result[16];
-    struct sockaddr_in sin;
-    socklen_t len = sizeof(sin);
-    int port, p, one = 1;
+    int port, p;
     double ms;
 
     s->inbound = "unknown";
@@ -344,22 +282,15 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         snprintf(s->inbound_why, sizeof(s->inbound_why), "no reflector to dial back");
         return;
     }
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (lfd < 0 || sockaddr_of(s->info.address, 0, &sin) < 0 ||
-        bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 4) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&sin, &len) < 0) {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "cannot listen on %s: %s",
-                 s->info.address, strerror(errno));
-        if (lfd >= 0)
-            close(lfd);
+    int lfd = probe_listen(s->info.address, 0, &s->dial_port, s->inbound_why,
+                           sizeof(s->inbound_why));
+    if (lfd < 0)
         return;
-    }
-    s->dial_port = ntohs(sin.sin_port);
     probe_progress(o, "asking the reflector to dial back to port %d", s->dial_port);
     int left = probe_left_ms(deadline_ms);
-    int fd = connect_from(s->info.address, 0, addr, port, left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS,
-                          &ms, s->inbound_why, sizeof(s->inbound_why));
+    int fd = probe_connect(s->info.address, 0, addr, port,
+                           left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &ms, NULL,
+                           s->inbound_why, sizeof(s->inbound_why));
     if (fd < 0) {
         close(lfd);
         return;
@@ -493,6 +424,7 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
     s->inbound = "unknown";
     s->port_preserving = -1;
     s->dial_syns_seen = -1;
+    s->hairpin = -1;
     probe_progress(o, "asking the helper at %s about this site", o->helper_socket);
     int t = helper_ask(o->helper_socket, LOCAL_SITE, NULL, &s->info, sizeof(s->info),
                        HELPER_TIMEOUT_MS, &code, s->upstream_why, sizeof(s->upstream_why));
@@ -525,7 +457,9 @@ void site_measure(const struct probe_opts *o, struct probe_site *s, struct captu
     char endpoint[LOCAL_ENDPOINT_MAX];
 
     check_mapping(o, s, deadline_ms);
+    router_hairpin(o, s, deadline_ms);
     check_inbound(o, s, cap, deadline_ms);
+    router_portmap(o, s, deadline_ms);
     compare_declared(s);
     if (url_endpoint(s->info.frontend, endpoint, sizeof(endpoint)) == 0)
         add_rtt(s, "frontend", endpoint);

@@ -1,0 +1,108 @@
+/* The TCP steps every check of qcg-probe is made of: an address, a bounded
+   connect that tells a refusal from silence, a listener. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "probe.h"
+
+int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin)
+{
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, addr, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+static int refusal(int err)
+{
+    return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN;
+}
+
+int probe_connect(const char *local_addr, int local_port, const char *addr, int port,
+                  int timeout_ms, double *ms, enum probe_outcome *outcome, char *why, size_t whylen)
+{
+    struct sockaddr_in to, from;
+    enum probe_outcome dummy;
+    int one = 1, err = 0;
+    socklen_t elen = sizeof(err);
+
+    if (outcome == NULL)
+        outcome = &dummy;
+    *outcome = PROBE_LOCAL_ERROR;
+    if (probe_sockaddr(addr, port, &to) < 0) {
+        snprintf(why, whylen, "%s is not an IPv4 address", addr);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (local_port > 0 && (probe_sockaddr(local_addr, local_port, &from) < 0 ||
+                           bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0)) {
+        snprintf(why, whylen, "bind %s:%d: %s", local_addr, local_port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    double start = probe_now_ms();
+    if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS) {
+        err = errno;
+        *outcome = refusal(err) ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
+        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
+        close(fd);
+        return -1;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int rc;
+    do
+        rc = poll(&p, 1, timeout_ms);
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) {
+        *outcome = PROBE_NO_ANSWER;
+        snprintf(why, whylen, "connect %s:%d: no answer in %d ms", addr, port, timeout_ms);
+        close(fd);
+        return -1;
+    }
+    if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
+        err = err ? err : errno;
+        *outcome = refusal(err) ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
+        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
+        close(fd);
+        return -1;
+    }
+    if (ms != NULL)
+        *ms = probe_now_ms() - start;
+    *outcome = PROBE_CONNECTED;
+    return fd;
+}
+
+int probe_listen(const char *addr, int port, int *bound_port, char *why, size_t whylen)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (probe_sockaddr(addr, port, &sin) < 0 ||
+        bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 4) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
+        snprintf(why, whylen, "cannot listen on %s:%d: %s", addr, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (bound_port != NULL)
+        *bound_port = ntohs(sin.sin_port);
+    return fd;
+}
