@@ -110,9 +110,10 @@ static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t n
     }
     for (int i = 0; i < nc; i++) {
         const struct qcg__gridCluster *c = &g->cluster[i];
-        if (c->punchesPreserved + c->punchesChanged > 0)
-            fprintf(out, "reflector: %s punched %d times, port kept %d, changed %d\n",
-                    or_dash(c->declared.name), c->punchesPreserved + c->punchesChanged,
+        int punches = c->punchesPreserved + c->punchesChanged;
+        if (punches > 0)
+            fprintf(out, "reflector: %s punched %d time%s, port kept %d, changed %d\n",
+                    or_dash(c->declared.name), punches, punches == 1 ? "" : "s",
                     c->punchesPreserved, c->punchesChanged);
     }
 

@@ -493,7 +493,7 @@ expect_fault "grid for a helper" denied "$helper" grid
 if grep -Eq '^sym +nat .*symnat .*MISMATCH$' "$work/grid.txt" &&
   grep -Eq '^open +open .*not probed$' "$work/grid.txt" && ! grep -Eq '^nata .*MISMATCH' "$work/grid.txt" &&
   grep -Eq '^nata .*direct 3ms, x holepunch' "$work/grid.txt" &&
-  grep -q "reflector: nata punched 1 times, port kept 1, changed 0" "$work/grid.txt"; then
+  grep -q "reflector: nata punched 1 time, port kept 1, changed 0" "$work/grid.txt"; then
   pass "--grid: clusters with MISMATCH and 'not probed', the technique matrix, the punches"
   sed "s/^/    /" "$work/grid.txt"
 else
