@@ -17,11 +17,12 @@
 
 #define HASH_LEN 32
 
-/* A probe job a cluster started: live until `expiry`, or until its contacts
-   are all withdrawn (the prober and its endpoint are done). */
+/* A probe job a cluster started: live until `expiry`, or until its test
+   endpoint, on the node the broker chose, withdraws (the prober is done). */
 struct probe_slot {
     uint64_t expiry; /* 0 = free */
     char job[QCG_JOB_MAX];
+    char cluster[QCG_NAME_MAX], node[QCG_NAME_MAX]; /* where the endpoint runs */
 };
 
 struct cluster {
@@ -393,21 +394,27 @@ static void queue_invalidate(struct registry *r, const char *job, int rank)
         cmdqueue_push(c->queue, &cmd);
 }
 
-/* A probe job whose last contact is withdrawn is over: its slot frees at
-   once rather than when its seconds run out, so that an admin may probe
-   again straight away. */
-static void probe_slot_release(struct registry *r, const char *job)
+/* A probe's test endpoint withdrawing from the node the broker chose ends
+   the probe: its slot frees at once rather than when its seconds run out,
+   so that an admin may probe again straight away.  Only that contact does:
+   the prober's own, or one published elsewhere with the job's secret, must
+   not free a slot whose endpoint may still start and hold a node's
+   resources. */
+static void probe_slot_release(struct registry *r, const struct contact *ct)
 {
     size_t i = 0;
     struct cluster *c;
 
-    if (strncmp(job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0)
+    if (ct->rank != QCG_PROBE_ENDPOINT_RANK ||
+        strncmp(ct->job->id, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0)
         return;
     while ((c = htable_next(r->clusters, &i)) != NULL) {
         for (int k = 0; k < QCG_PROBES_PER_CLUSTER; k++) {
-            if (c->probes[k].expiry != 0 && strcmp(c->probes[k].job, job) == 0) {
-                c->probes[k].expiry = 0;
-                c->probes[k].job[0] = '\0';
+            struct probe_slot *ps = &c->probes[k];
+            if (ps->expiry != 0 && strcmp(ps->job, ct->job->id) == 0 &&
+                strcmp(ps->cluster, ct->cluster->decl.name) == 0 &&
+                strcmp(ps->node, ct->node->name) == 0) {
+                memset(ps, 0, sizeof(*ps));
                 return;
             }
         }
@@ -435,13 +442,13 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
                  node != NULL && node[0] != '\0' ? "/" : "", node != NULL ? node : "");
         return REG_DENIED;
     }
+    probe_slot_release(r, ct);
     struct contact_key k = {job, rank};
     htable_remove(r->contacts, contact_hash(r, job, rank), &k);
     free(ct);
     if (--j->contacts == 0) {
         htable_remove(r->jobs, name_hash(r, job), job);
         free(j);
-        probe_slot_release(r, job);
     }
     queue_invalidate(r, job, rank);
     return REG_OK;
@@ -576,8 +583,11 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
     while ((n = htable_next(to->nodes, &i)) != NULL && pick > 0)
         pick--;
     *node = *n;
-    from->probes[slot].expiry = expiry;
-    copy_str(from->probes[slot].job, sizeof(from->probes[slot].job), job);
+    struct probe_slot *ps = &from->probes[slot];
+    ps->expiry = expiry;
+    copy_str(ps->job, sizeof(ps->job), job);
+    copy_str(ps->cluster, sizeof(ps->cluster), cluster);
+    copy_str(ps->node, sizeof(ps->node), n->name);
 out:
     pthread_rwlock_unlock(&r->lock);
     return st;

@@ -121,10 +121,10 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
                                 size_t whylen);
 
 /* qcg__probe: reserves one of the QCG_PROBES_PER_CLUSTER probe slots of
-   `caller` for `job` until `expiry`, or until the job's last contact is
-   withdrawn (REG_BUSY when all are live), and picks a node of `cluster` for
-   the test endpoint, round-robin (REG_NOTFOUND: no such cluster, or no node
-   there). */
+   `caller` for `job` until `expiry`, or until the test endpoint (rank
+   QCG_PROBE_ENDPOINT_RANK on the chosen node) withdraws (REG_BUSY when all
+   are live), and picks a node of `cluster` for it, round-robin
+   (REG_NOTFOUND: no such cluster, or no node there). */
 enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
                                      const char *job, uint64_t now, uint64_t expiry,
                                      struct reg_node *node, char *why, size_t whylen);

@@ -673,7 +673,7 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
         return refuse_status(soap, op, st, why);
     }
     snprintf(cmd.node, sizeof(cmd.node), "%s", node.name);
-    cmd.rank = 1;
+    cmd.rank = QCG_PROBE_ENDPOINT_RANK;
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
     atomic_fetch_add(&b->stats.probes_started, 1);
@@ -683,7 +683,7 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     response->version = QCG_PROTOCOL_VERSION;
     response->job = soap_strdup(soap, cmd.job);
     response->secret = soap_strdup(soap, cmd.token);
-    response->rank = 1;
+    response->rank = QCG_PROBE_ENDPOINT_RANK;
     response->cluster = soap_strdup(soap, cluster);
     response->node = soap_strdup(soap, node.name);
     response->address = soap_strdup(soap, node.address);

@@ -24,6 +24,9 @@
    for such jobs, never for a job of real processes. */
 #define QCG_PROBE_JOB_PREFIX "probe-"
 #define QCG_PROBE_JOB_PREFIX_LEN 6
+_Static_assert(sizeof(QCG_PROBE_JOB_PREFIX) - 1 == QCG_PROBE_JOB_PREFIX_LEN, "prefix length");
+/* The rank a probe's test endpoint publishes; the prober is rank 0. */
+#define QCG_PROBE_ENDPOINT_RANK 1
 /* The first line qcg-probe sends on its last connection to a test endpoint:
    echoed, then the endpoint withdraws at once instead of living out its
    seconds (it holds a slot of the node's helper and of the caller's cluster). */

@@ -440,12 +440,13 @@ static void test_probing(void)
     struct registry *r = two_sites(100);
     struct reg_node n;
     int on_nata1 = 0;
-    char job[QCG_PROBES_PER_CLUSTER][32];
+    char job[QCG_PROBES_PER_CLUSTER][32], where[QCG_PROBES_PER_CLUSTER][QCG_NAME_MAX];
     for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++) {
         snprintf(job[i], sizeof(job[i]), "probe-%d", i);
         CHECK(registry_probe_start(r, "open", "nata", job[i], 1000, 1010, &n, why,
                                    sizeof(why)) == REG_OK,
               "probe %d: %s", i, why);
+        snprintf(where[i], sizeof(where[i]), "%s", n.name);
         on_nata1 += strcmp(n.name, "nata1") == 0;
     }
     CHECK(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
@@ -458,17 +459,32 @@ static void test_probing(void)
               REG_OK,
           "another caller, its own cluster: %s", why);
 
-    /* A probe whose prober and endpoint have both withdrawn is over before
-       its seconds: its slot is free again at once. */
+    /* A probe whose endpoint (rank 1 on the node the broker chose) has
+       withdrawn is over before its seconds: its slot is free again at once.
+       Nothing else frees it: not the prober's withdrawal, not a rank 1
+       published elsewhere with the job's secret. */
+    const char *other = strcmp(where[3], "nata1") == 0 ? "nata2" : "nata1";
+    const char *other_addr = strcmp(other, "nata1") == 0 ? "198.18.3.11" : "198.18.3.12";
+    const char *addr = strcmp(where[3], "nata1") == 0 ? "198.18.3.11" : "198.18.3.12";
     struct reg_contact prober = contact(job[3], 0, "open", "open1", "203.0.113.21", 20001);
-    struct reg_contact endpoint = contact(job[3], 1, "nata", "nata1", "198.18.3.11", 20002);
-    CHECK(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
+    int base = strcmp(where[3], "nata1") == 0 ? 20000 : 21000; /* the nodes' port ranges */
+    int other_port = base == 20000 ? 21002 : 20002;
+    struct reg_contact impostor = contact(job[3], 1, "nata", other, other_addr, other_port);
+    struct reg_contact endpoint = contact(job[3], 1, "nata", where[3], addr, base + 3);
+    CHECK(publish(r, prober, "ps") == REG_OK, "%s", why);
     CHECK(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK,
           "%s", why);
     CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
               REG_BUSY,
-          "the endpoint still holds the probe's slot");
-    CHECK(registry_withdraw(r, "nata", "nata1", job[3], "ps", 1, why, sizeof(why)) == REG_OK,
+          "the prober withdrawing before its endpoint published frees nothing");
+    CHECK(publish(r, impostor, "ps") == REG_OK, "%s", why);
+    CHECK(registry_withdraw(r, "nata", other, job[3], "ps", 1, why, sizeof(why)) == REG_OK,
+          "%s", why);
+    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+              REG_BUSY,
+          "rank 1 withdrawn from another node than the endpoint's frees nothing");
+    CHECK(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
+    CHECK(registry_withdraw(r, "nata", where[3], job[3], "ps", 1, why, sizeof(why)) == REG_OK,
           "%s", why);
     CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
               REG_OK,
@@ -476,6 +492,8 @@ static void test_probing(void)
     CHECK(registry_probe_start(r, "open", "nata", "probe-10", 1006, 1016, &n, why, sizeof(why)) ==
               REG_BUSY,
           "only that one slot was freed");
+    CHECK(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK,
+          "%s", why);
 
     CHECK(registry_probe_start(r, "open", "nata", "probe-11", 1010, 1020, &n, why, sizeof(why)) ==
               REG_OK,

@@ -37,6 +37,8 @@ for s in broker frontend helper proxy; do
 done
 docker run --rm --network none --entrypoint qcg-cat "qcg-helper:$TAG" --help >/dev/null ||
 	fail "qcg-cat --help in qcg-helper"
+docker run --rm --network none --entrypoint qcg-probe "qcg-helper:$TAG" --help >/dev/null ||
+	fail "qcg-probe --help in qcg-helper"
 
 # The compose files: valid for Debian's docker-compose, and every service
 # names its network (no bridge may be made) and runs under an init.

@@ -235,6 +235,23 @@ transfer() {
 transfer nata1 open1 0 1 direct
 transfer open1 nata1 3 2 reversed
 transfer nata1 fw1 4 5 traversing
+
+# qcg-probe from the helper image: towards fw, traversing is what a job gets
+# and works; direct cannot, and says why.
+probe=$(docker exec qcg-l-helper-nata1 qcg-probe --json --site fw --timeout 60) ||
+	{ echo "$probe" >&2; fail "qcg-probe in the nata1 helper container"; }
+python3 - "$probe" <<'PY' || { echo "$probe" >&2; fail "qcg-probe's answer from the nata1 container"; }
+import json, sys
+p = json.loads(sys.argv[1])
+assert p["site"] == "nata" and p["node"] == "nata1", p["site"]
+assert p["declared"]["kind"] == "nat", p["declared"]
+[fw] = p["peers"]
+assert fw["site"] == "fw" and fw["chosen"] == "traversing", fw
+t = fw["techniques"]
+assert t["traversing"]["works"] and t["proxy"]["works"], t
+assert not t["direct"]["works"] and "firewalled" in t["direct"]["why"], t["direct"]
+PY
+say "qcg-probe in the nata1 container: towards fw, $(sed -n 's/.*"chosen":"\([a-z]*\)".*/\1/p' <<<"$probe")"
 stats=$(docker exec qcg-l-broker qcg-broker --config /etc/qcg-connect/qcg-broker.conf --syslog=no --stats)
 sed -n 's/^/  broker: /; 1,12p' <<<"$stats"
 say "done in $((SECONDS - t0)) s"

@@ -64,8 +64,10 @@ def site(p, kind):
               f"{name}: hairpinning {p['hairpinning']}: {p['hairpinning_why']}")
     pm = p["port_mapping"]
     for proto in ("nat_pmp", "pcp", "upnp"):
-        check(pm[proto]["offered"] is False, f"{name}: {proto} offered: {pm[proto]['detail']}")
-    check("closed" in pm["nat_pmp"]["detail"], f"{name}: nat_pmp {pm['nat_pmp']['detail']}")
+        check(pm[proto]["offered"] is False and pm[proto]["answered"] is False,
+              f"{name}: {proto}: {pm[proto]}")
+    for proto in ("nat_pmp", "pcp"):
+        check("closed (port unreachable)" in pm[proto]["detail"], f"{name}: {proto} {pm[proto]['detail']}")
     check(p["helper"]["can_intercept"] is True, f"{name}: helper cannot intercept")
     rtts = {r["to"]: r for r in p["rtt_ms"]}
     for to in ("frontend", "broker", "reflector", "proxy"):

@@ -190,13 +190,19 @@ if command -v miniupnpd >/dev/null 2>&1 || [ -x /usr/sbin/miniupnpd ]; then
 import json, sys
 pm = json.load(open(sys.argv[1]))["port_mapping"]
 assert pm["gateway"] == "198.18.1.1", pm
-for proto in ("nat_pmp", "pcp", "upnp"):
-    assert pm[proto]["offered"] is True, (proto, pm[proto])
+for proto in ("pcp", "upnp"):
+    assert pm[proto]["offered"] is True and pm[proto]["answered"] is True, (proto, pm[proto])
 assert "http://198.18.1.1:" in pm["upnp"]["detail"], pm["upnp"]
+# miniupnpd refuses NAT-PMP mappings when its external address is a reserved
+# one (203.0.113.0/24 is TEST-NET-3): it answers, with result 3.
+n = pm["nat_pmp"]
+assert n["answered"] is True and n["offered"] is False and "network failure" in n["detail"], n
 PY
-	grep -q "port mapping   gateway 198.18.1.1: nat-pmp yes, pcp yes, upnp yes" "$WORK/portmap.txt" ||
+	grep -q "port mapping   gateway 198.18.1.1: nat-pmp no, pcp yes, upnp yes" "$WORK/portmap.txt" &&
+		grep -q "nat-pmp: answered: result 3 (network failure)" "$WORK/portmap.txt" &&
+		grep -q "any host of this site may open inbound ports on this router" "$WORK/portmap.txt" ||
 		{ cat "$WORK/portmap.txt"; fail "the human output does not show the port-mapping protocols"; }
-	note "miniupnpd in nata's router: nat-pmp, pcp and upnp seen"
+	note "miniupnpd in nata's router: pcp and upnp offered, nat-pmp answered with result 3"
 else
 	note "miniupnpd is not installed: the port-mapping detection was not checked against a real gateway"
 fi

@@ -19,9 +19,15 @@ int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin)
     return inet_pton(AF_INET, addr, &sin->sin_addr) == 1 ? 0 : -1;
 }
 
-static int refusal(int err)
+/* What an asynchronous connect error says: a RST, an ICMP error, or a
+   problem of this node. */
+static enum probe_outcome outcome_of(int err)
 {
-    return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN;
+    if (err == ECONNREFUSED)
+        return PROBE_REFUSED;
+    if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN)
+        return PROBE_UNREACHABLE;
+    return PROBE_LOCAL_ERROR;
 }
 
 int probe_connect(const char *local_addr, int local_port, const char *addr, int port,
@@ -45,16 +51,21 @@ int probe_connect(const char *local_addr, int local_port, const char *addr, int 
         return -1;
     }
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (local_port > 0 && (probe_sockaddr(local_addr, local_port, &from) < 0 ||
-                           bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0)) {
+    /* From the node's own address, also with any port: a node with several
+       networks must not leave from another one. */
+    bool bind_it = local_port > 0 || (local_addr != NULL && strcmp(local_addr, "0.0.0.0") != 0);
+    if (bind_it && (probe_sockaddr(local_addr, local_port, &from) < 0 ||
+                    bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0)) {
         snprintf(why, whylen, "bind %s:%d: %s", local_addr, local_port, strerror(errno));
         close(fd);
         return -1;
     }
     double start = probe_now_ms();
     if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS) {
+        /* At once: nothing left this node (no route), but for a RST from a
+           local stack. */
         err = errno;
-        *outcome = refusal(err) ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
+        *outcome = err == ECONNREFUSED ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
         snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
         close(fd);
         return -1;
@@ -72,7 +83,7 @@ int probe_connect(const char *local_addr, int local_port, const char *addr, int 
     }
     if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
         err = err ? err : errno;
-        *outcome = refusal(err) ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
+        *outcome = outcome_of(err);
         snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
         close(fd);
         return -1;

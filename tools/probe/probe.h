@@ -6,8 +6,9 @@
  *   net.c            bounded TCP connects (refused vs no answer), listeners
  *   site.c           this node's site: mappings seen by two observers,
  *                    unsolicited inbound TCP, round trips, declared vs observed
- *   router.c         what the router offers besides: hair-pinning, NAT-PMP,
- *                    PCP, UPnP IGD
+ *   hairpin.c        does the NAT turn a connection to its own public mapping
+ *                    back in?
+ *   portmap.c        NAT-PMP, PCP and UPnP IGD on the default gateway
  *   peers.c          towards other sites: each technique against a test
  *                    endpoint the helpers start there, and the broker's choice
  *   capture.c        --capture: the probe's own packets into a pcap file
@@ -53,12 +54,18 @@ void probe_progress_done(const struct probe_opts *o);
 /* --- net.c ---------------------------------------------------------------- */
 
 struct sockaddr_in;
-enum probe_outcome { PROBE_CONNECTED, PROBE_REFUSED, PROBE_NO_ANSWER, PROBE_LOCAL_ERROR };
+enum probe_outcome {
+    PROBE_CONNECTED,
+    PROBE_REFUSED,     /* a RST */
+    PROBE_UNREACHABLE, /* an ICMP error came back */
+    PROBE_NO_ANSWER,
+    PROBE_LOCAL_ERROR, /* nothing was sent: no route, no socket, bind failed */
+};
 
 /* addr (an IPv4 literal) and port.  0, or -1 when addr is not one. */
 int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin);
 /* A TCP connection to addr:port from local_addr:local_port (local_port 0:
-   any), within timeout_ms.  The connected non-blocking socket with *ms (may
+   any; local_addr "0.0.0.0": the routing table's choice), within timeout_ms.  The connected non-blocking socket with *ms (may
    be NULL) the handshake time, or -1 with why set; *outcome (may be NULL)
    tells a refusal (RST, ICMP) from no answer. */
 int probe_connect(const char *local_addr, int local_port, const char *addr, int port,
@@ -100,9 +107,11 @@ struct probe_mapping {
 };
 
 /* Whether the default gateway answers a port-mapping protocol. */
+enum portmap_protocol { PORTMAP_NATPMP, PORTMAP_PCP, PORTMAP_UPNP };
 struct probe_portmap {
     char name[8];           /* nat-pmp | pcp | upnp */
-    bool offered;
+    int offered;            /* 1 yes, 0 no (refused, closed, or silent), -1 not asked */
+    bool answered;          /* a server answered (offered, or refused with a result) */
     char detail[240];       /* what it answered, or why it is taken as absent */
 };
 
@@ -127,7 +136,7 @@ struct probe_site {
     char inbound_why[200];
     int dial_syns_seen;             /* by the capture; -1 without one */
 
-    int hairpin;                    /* 1 yes, 0 no, -1 not applicable or unknown */
+    int hairpin;                    /* 1 yes, 0 no, -1 no NAT, or not measured */
     char hairpin_why[200];
     char gateway[LOCAL_ADDR_MAX];   /* the node's default gateway, "" when none */
     struct probe_portmap portmap[PROBE_PORTMAP_PROTOCOLS];
@@ -152,14 +161,23 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
 void site_measure(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
                   double deadline_ms);
 
-/* --- router.c ------------------------------------------------------------ */
+/* --- hairpin.c ----------------------------------------------------------- */
 
 /* A connection from this node to its own public mapping (the reflector's
    first observation): does the NAT turn it back in? */
-void router_hairpin(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
-/* NAT-PMP, PCP and UPnP IGD (SSDP) asked of the default gateway, bounded by
-   a fraction of a second. */
-void router_portmap(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+void hairpin_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+
+/* --- portmap.c ------------------------------------------------------------ */
+
+/* NAT-PMP and PCP asked of the default gateway (resent at 250 and 750 ms),
+   UPnP IGD by SSDP M-SEARCH to it and to the group: about 1.3 s. */
+void portmap_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+/* What one datagram received for `proto` says: 1 the protocol is offered,
+   0 a server answered without offering it (an error result, the other
+   protocol's version), -1 not an answer of that protocol (ignored).  detail
+   gets a printable line. */
+int portmap_parse(enum portmap_protocol proto, const unsigned char *b, size_t n, char *detail,
+                  size_t dlen);
 
 /* --- peers.c -------------------------------------------------------------- */
 

@@ -10,22 +10,28 @@ static const char *yes_no_unknown(int v)
     return v == 1 ? "yes" : v == 0 ? "no" : "unknown";
 }
 
-/* One line when nothing is offered, the usual case; a line per protocol
-   that answers. */
+/* One line when nothing answers, the usual case; a line more for each
+   protocol that answered or was not asked. */
 static void human_portmap(FILE *out, const struct probe_site *s)
 {
+    bool offered = false;
     if (s->gateway[0] == '\0') {
         fprintf(out, "  %-14s unknown: %s\n", "port mapping", s->portmap[0].detail);
         return;
     }
     fprintf(out, "  %-14s gateway %s:", "port mapping", s->gateway);
     for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++)
-        fprintf(out, "%s %s %s", i ? "," : "", s->portmap[i].name,
-                s->portmap[i].offered ? "yes" : "no");
+        fprintf(out, "%s %s %s", i ? "," : "", s->portmap[i].name, yes_no_unknown(s->portmap[i].offered));
     fprintf(out, " (qcg-connect uses none)\n");
-    for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++)
-        if (s->portmap[i].offered)
-            fprintf(out, "  %-14s %s: %s\n", "", s->portmap[i].name, s->portmap[i].detail);
+    for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++) {
+        const struct probe_portmap *pm = &s->portmap[i];
+        if (pm->offered != 0 || pm->answered)
+            fprintf(out, "  %-14s %s: %s\n", "", pm->name, pm->detail);
+        offered = offered || pm->offered == 1;
+    }
+    if (offered)
+        fprintf(out, "  %-14s any host of this site may open inbound ports on this router: "
+                "turn it off unless you rely on it\n", "");
 }
 
 static void human_site(FILE *out, const struct probe_site *s)
@@ -57,9 +63,10 @@ static void human_site(FILE *out, const struct probe_site *s)
     fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->inbound, s->filtering ? " (" : "",
             s->filtering ? s->filtering : "", s->filtering ? ")" : "", s->inbound_why);
     fprintf(out, "  %-14s %s: %s\n", "hair-pinning",
-            s->hairpin == 1   ? "yes"
-            : s->hairpin == 0 ? "no"
-                              : "n/a",
+            s->hairpin == 1                    ? "yes"
+            : s->hairpin == 0                  ? "no"
+            : strcmp(s->mapping, "none") == 0 ? "n/a"
+                                               : "unknown",
             s->hairpin_why);
     human_portmap(out, s);
     fprintf(out, "  %-14s %s: %s\n", "helper",
@@ -202,8 +209,11 @@ static void json_site(FILE *out, const struct probe_site *s)
     jstr(out, "", "gateway", s->gateway[0] ? s->gateway : NULL);
     for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++) {
         static const char *const key[PROBE_PORTMAP_PROTOCOLS] = {"nat_pmp", "pcp", "upnp"};
-        fprintf(out, ",\"%s\":{\"offered\":%s", key[i], s->portmap[i].offered ? "true" : "false");
-        jstr(out, ",", "detail", s->portmap[i].detail);
+        const struct probe_portmap *pm = &s->portmap[i];
+        fprintf(out, ",\"%s\":{", key[i]);
+        jtri(out, "", "offered", pm->offered);
+        fprintf(out, ",\"answered\":%s", pm->answered ? "true" : "false");
+        jstr(out, ",", "detail", pm->detail);
         fprintf(out, "}");
     }
     fprintf(out, "}");

@@ -457,9 +457,9 @@ void site_measure(const struct probe_opts *o, struct probe_site *s, struct captu
     char endpoint[LOCAL_ENDPOINT_MAX];
 
     check_mapping(o, s, deadline_ms);
-    router_hairpin(o, s, deadline_ms);
+    hairpin_probe(o, s, deadline_ms);
     check_inbound(o, s, cap, deadline_ms);
-    router_portmap(o, s, deadline_ms);
+    portmap_probe(o, s, deadline_ms);
     compare_declared(s);
     if (url_endpoint(s->info.frontend, endpoint, sizeof(endpoint)) == 0)
         add_rtt(s, "frontend", endpoint);
