@@ -382,6 +382,7 @@ rm -f "$tmp/chan"
 mkfifo "$tmp/chan"
 start target-bench qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 	--port $((PORT + 1)) --count "$RUNS" --timeout 60 --debug
+bench_engine=$last
 wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-bench" || true
 start listen-bench qcg-tv-b "$driver" listen $B $((PORT + 1)) --count "$RUNS" --timeout 60
 wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 1))" || true
@@ -394,6 +395,11 @@ n_trav=$(grep -c '^connected' "$tmp/connect-bench" || true)
 # not depend on B's first segment (B's listener answers A's SYN/ACK itself).
 start listen-silent qcg-tv-b "$driver" listen $B $((PORT + 3)) --count 5 --timeout 30 --silent
 wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 3))" || true
+# The bench's engine holds queue $QB until it has removed its rules and
+# exited: the next one on that queue waits for it (bounded).
+engine_gone() { local st; st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || true; [[ -z $st || $st == Z ]]; }
+wait_for "the bench's engine to exit" 200 engine_gone "$bench_engine" || true
+wait "$bench_engine" 2>/dev/null || true
 start target-silent qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 	--port $((PORT + 3)) --count 5 --timeout 30
 wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-silent" || true
