@@ -8,7 +8,8 @@
 #       (root; QCG_BUILD_DIR, default build/; RATE 0 = no rate limit)
 #
 # Paths (technique as qcg-cat reports it on the connecting side):
-#   plain       socat nata1 -> open1 (nata1's NAT lets it out, open1 accepts)
+#   plain       socat nata1 -> open1 (nata1's NAT lets it out, open1 accepts),
+#               with qcg-cat's 256 KiB buffer (socat's default 8 KiB halves it)
 #   direct      qcg-cat nata1 -> open1
 #   reversed    qcg-cat open1 -> fw1
 #   traversing  qcg-cat nata1 -> fw1
@@ -62,7 +63,7 @@ qcg() {
 # plain: socat nata1 -> open1 on a port of open1's range.
 plain() {
 	local lpid t0 t1
-	"$LAB" exec open1 -- socat -u TCP-LISTEN:21994,bind=198.51.100.11,reuseaddr OPEN:/dev/null \
+	"$LAB" exec open1 -- socat -u -b 262144 TCP-LISTEN:21994,bind=198.51.100.11,reuseaddr OPEN:/dev/null \
 		2>"$WORK/s" &
 	lpid=$!
 	for _ in $(seq 1 200); do
@@ -70,7 +71,7 @@ plain() {
 		sleep 0.05
 	done
 	t0=$(now)
-	head -c "${SIZE}M" /dev/zero | "$LAB" exec nata1 -- socat -u - TCP:198.51.100.11:21994
+	head -c "${SIZE}M" /dev/zero | "$LAB" exec nata1 -- socat -u -b 262144 - TCP:198.51.100.11:21994
 	wait "$lpid"
 	t1=$(now)
 	awk -v s="$SIZE" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f plain\n", s * 8 * 1.048576 / (b - a) }'
