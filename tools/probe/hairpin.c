@@ -5,12 +5,8 @@
    need it: same-site pairs connect on the site's own addresses.  It is
    reported because admins comparing with other tools (tailscale netcheck)
    expect it. */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>

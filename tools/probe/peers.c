@@ -165,7 +165,6 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
     if (t != LOCAL_PROBE_OK) {
         /* The helper's text says it all (busy, unknown site, no node
            there); the code's generic wording would mislead here. */
-        (void)code;
         return;
     }
     snprintf(p->node, sizeof(p->node), "%s", ok.node);

@@ -1,11 +1,8 @@
 /* qcg-probe: what connects from this node, how, how fast, and why not. */
 #include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "json.h"

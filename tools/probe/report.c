@@ -21,7 +21,8 @@ static void human_portmap(FILE *out, const struct probe_site *s)
     }
     fprintf(out, "  %-14s gateway %s:", "port mapping", s->gateway);
     for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++)
-        fprintf(out, "%s %s %s", i ? "," : "", s->portmap[i].name, yes_no_unknown(s->portmap[i].offered));
+        fprintf(out, "%s %s %s", i ? "," : "", s->portmap[i].name,
+                yes_no_unknown(s->portmap[i].offered));
     fprintf(out, " (qcg-connect uses none)\n");
     for (int i = 0; i < PROBE_PORTMAP_PROTOCOLS; i++) {
         const struct probe_portmap *pm = &s->portmap[i];
@@ -30,8 +31,10 @@ static void human_portmap(FILE *out, const struct probe_site *s)
         offered = offered || pm->offered == 1;
     }
     if (offered)
-        fprintf(out, "  %-14s any host of this site may open inbound ports on this router: "
-                "turn it off unless you rely on it\n", "");
+        fprintf(out,
+                "  %-14s any host of this site may open inbound ports on this router: "
+                "turn it off unless you rely on it\n",
+                "");
 }
 
 static void human_site(FILE *out, const struct probe_site *s)
@@ -63,10 +66,10 @@ static void human_site(FILE *out, const struct probe_site *s)
     fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->inbound, s->filtering ? " (" : "",
             s->filtering ? s->filtering : "", s->filtering ? ")" : "", s->inbound_why);
     fprintf(out, "  %-14s %s: %s\n", "hair-pinning",
-            s->hairpin == 1                    ? "yes"
-            : s->hairpin == 0                  ? "no"
+            s->hairpin == 1                   ? "yes"
+            : s->hairpin == 0                 ? "no"
             : strcmp(s->mapping, "none") == 0 ? "n/a"
-                                               : "unknown",
+                                              : "unknown",
             s->hairpin_why);
     human_portmap(out, s);
     fprintf(out, "  %-14s %s: %s\n", "helper",

@@ -174,18 +174,12 @@ static void observe(struct probe_mapping *m, const struct probe_site *s, const c
 /* A free port of this node: bound once with port 0 and released. */
 static int pick_port(const char *local_addr)
 {
-    struct sockaddr_in sin;
-    socklen_t len = sizeof(sin);
+    char why[160];
     int port = -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || probe_sockaddr(local_addr, 0, &sin) < 0 ||
-        bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
-        goto out;
-    port = ntohs(sin.sin_port);
-out:
-    if (fd >= 0)
-        close(fd);
+    int fd = probe_listen(local_addr, 0, &port, why, sizeof(why));
+    if (fd < 0)
+        return -1;
+    close(fd);
     return port;
 }
 
