@@ -107,11 +107,25 @@ static struct watch *watch_new(struct punch *p, int fd, int events, uv_poll_cb c
 
 static void port_mark(uint16_t port, bool busy);
 
+/* Closes the reflector's connection with a reset when its FIN has not been
+   read: a FIN of ours first would leave a TIME_WAIT on our port towards the
+   reflector, and the kernel refuses a later connect from that port to it
+   (EADDRNOTAVAIL).  The answer, if any, is read already: a reset loses
+   nothing. */
+static void reflector_abort(struct punch *p)
+{
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+
+    if (p->refl != NULL && p->refl->fd >= 0)
+        setsockopt(p->refl->fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+    watch_close(&p->refl, 0);
+}
+
 static void teardown(struct punch *p)
 {
     p->over = true;
     port_mark(p->port, false);
-    watch_close(&p->refl, 0);
+    reflector_abort(p);
     watch_close(&p->listener, 0);
     watch_close(&p->conn, 0);
     uv_timer_stop(&p->deadline);
@@ -583,11 +597,54 @@ static int check_params(const struct punch_params *prm, struct sockaddr_in *refl
     return 0;
 }
 
+/* A free port of the range and a connect from it to the reflector under
+   way.  A port whose earlier connection to the reflector still lingers in
+   TIME_WAIT (a helper restarted, a punch that timed out elsewhere) cannot
+   connect there again for a minute (EADDRNOTAVAIL): the next port is tried. */
+static int connect_reflector(struct punch *p, const struct sockaddr_in *refl, char *why,
+                             size_t whylen)
+{
+    uint16_t lingering[PUNCH_BIND_TRIES];
+    unsigned nlingering = 0;
+    int fd = -1;
+
+    while (pick_port(p, why, whylen) == 0) {
+        int err = 0;
+        fd = bound_socket(p, &err);
+        if (fd >= 0 && (connect(fd, (const struct sockaddr *)refl, sizeof(*refl)) == 0 ||
+                        errno == EINPROGRESS))
+            break;
+        if (fd >= 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+        if (err == EADDRNOTAVAIL && nlingering < PUNCH_BIND_TRIES) {
+            /* Kept marked until we are done, so pick_port passes over it. */
+            log_debug("punch: port %u still has a connection to the reflector, next port",
+                      (unsigned)p->port);
+            lingering[nlingering++] = p->port;
+            continue;
+        }
+        snprintf(why, whylen, "reflector %s:%u from port %u: %s", p->prm.reflector_addr,
+                 (unsigned)p->prm.reflector_port, (unsigned)p->port, strerror(err));
+        port_mark(p->port, false);
+        break;
+    }
+    for (unsigned i = 0; i < nlingering; i++)
+        port_mark(lingering[i], false);
+    if (fd < 0 && nlingering > 0) {
+        size_t len = strlen(why);
+        snprintf(why + len, whylen - len, " (%u of them still in TIME_WAIT towards the reflector)",
+                 nlingering);
+    }
+    return fd;
+}
+
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch_fn cb, void *arg,
                           char *why, size_t whylen)
 {
     struct sockaddr_in refl;
-    int err = 0;
 
     if (check_params(prm, &refl, why, whylen) < 0)
         return NULL;
@@ -601,22 +658,13 @@ struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch
     p->cb = cb;
     p->arg = arg;
     p->res.fd = -1;
-    if (pick_port(p, why, whylen) < 0) {
+    int fd = connect_reflector(p, &refl, why, whylen);
+    if (fd < 0) {
         explicit_bzero(p, sizeof(*p));
         free(p);
         return NULL;
     }
     p->res.local_port = p->port;
-    int fd = bound_socket(p, &err);
-    if (fd < 0 || (connect(fd, (struct sockaddr *)&refl, sizeof(refl)) < 0 && errno != EINPROGRESS)) {
-        snprintf(why, whylen, "reflector %s:%u from port %u: %s", prm->reflector_addr,
-                 (unsigned)prm->reflector_port, (unsigned)p->port, strerror(fd < 0 ? err : errno));
-        if (fd >= 0)
-            close(fd);
-        explicit_bzero(p, sizeof(*p));
-        free(p);
-        return NULL;
-    }
     uv_timer_init(loop, &p->deadline);
     uv_timer_init(loop, &p->retry);
     p->deadline.data = p->retry.data = p;
@@ -628,6 +676,7 @@ struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch
     if (p->refl == NULL) {
         snprintf(why, whylen, "cannot watch the reflector socket");
         p->over = true;
+        port_mark(p->port, false);
         uv_close((uv_handle_t *)&p->deadline, on_timer_closed);
         uv_close((uv_handle_t *)&p->retry, on_timer_closed);
         return NULL;

@@ -11,8 +11,10 @@
  *       and reads the peer's BYTES at the same time, then prints one line:
  *       "ok <pair> setup_ms=N local=P own=A:P peer=A:P sent=SHA recv=SHA" or
  *       "fail <pair> setup_ms=N why=...".  Exit 0 when every punch worked.
- *   punch-driver connect ADDR PORT COUNT
- *       COUNT plain TCP connects; prints each connect time in microseconds.
+ *   punch-driver connect ADDR PORT COUNT [LOCAL-ADDR LOCAL-PORT]
+ *       COUNT plain TCP connects (from LOCAL-ADDR:LOCAL-PORT if given), each
+ *       closed by us first, so it leaves a TIME_WAIT on our side; prints each
+ *       connect time in microseconds.
  *
  * Tokens are minted here with the key (what the broker does for real).
  */
@@ -225,6 +227,7 @@ static int run_punch(char **argv)
         token_issue(&key, pair, side, (uint64_t)time(NULL) + 600, p.token, sizeof(p.token));
         clock_gettime(CLOCK_MONOTONIC, &o.t0);
         if (punch_start(&loop, &p, on_result, &o, why, sizeof(why)) == NULL) {
+            log_warnx("punch %u not started: %s", i, why);
             printf("fail %u setup_ms=0 why=%s\n", i, why);
             failures++;
             continue;
@@ -253,16 +256,30 @@ static int run_punch(char **argv)
     return failures ? 1 : 0;
 }
 
-static int run_connect(char **argv)
+static int run_connect(int argc, char **argv)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
-    int count = atoi(argv[2]);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    int count = atoi(argv[2]), one = 1;
 
     if (inet_pton(AF_INET, argv[0], &sa.sin_addr) != 1)
         return 2;
+    if (argc == 5) {
+        if (inet_pton(AF_INET, argv[3], &me.sin_addr) != 1)
+            return 2;
+        me.sin_port = htons((uint16_t)atoi(argv[4]));
+    }
     for (int i = 0; i < count && i < 1000; i++) {
         struct timespec t0, t1;
         int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (argc == 5) {
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            if (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0) {
+                printf("fail bind: %s\n", strerror(errno));
+                close(fd);
+                return 1;
+            }
+        }
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -284,8 +301,8 @@ int main(int argc, char **argv)
         return run_broker(argv + 2);
     if (argc == 14 && strcmp(argv[1], "punch") == 0)
         return run_punch(argv + 2);
-    if (argc == 5 && strcmp(argv[1], "connect") == 0)
-        return run_connect(argv + 2);
+    if ((argc == 5 || argc == 7) && strcmp(argv[1], "connect") == 0)
+        return run_connect(argc - 2, argv + 2);
     fprintf(stderr, "usage: see the comment at the top of punch_driver.c\n");
     return 2;
 }
