@@ -120,14 +120,37 @@ require_services() {
 
 scratch() {
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/qcg-lab-test.XXXXXX")
+	mark_logs
 	trap scratch_cleanup EXIT
 }
 
+# Must be the first command of the EXIT trap: it reads the test's exit status.
 scratch_cleanup() {
-	local pid
+	local rc=$? pid
+	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || logged_since_marks >&2
 	for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 	[ -n "$WORK" ] && rm -rf "$WORK"
+}
+
+# How long each service log was when the test began.  A failed test prints the
+# warnings and errors the services logged meanwhile: the lab, and its logs, are
+# gone by the time anyone reads a CI report.
+declare -A LOG_MARK=()
+mark_logs() {
+	local f
+	for f in "$LAB_STATE"/log/*.log; do
+		[ -f "$f" ] && LOG_MARK[$f]=$(wc -l <"$f")
+	done
+}
+logged_since_marks() {
+	local f lines
+	echo "== warnings and errors the lab's services logged during the test (last 30 per log):"
+	for f in "$LAB_STATE"/log/*.log; do
+		[ -f "$f" ] || continue
+		lines=$(tail -n +$((${LOG_MARK[$f]:-0} + 1)) "$f" | grep -E '\] (warn|error) ' | tail -n 30) || true
+		[ -z "$lines" ] || printf '== %s\n%s\n' "${f##*/}" "$lines"
+	done
 }
 
 # A job id no other test (or earlier run) uses.
