@@ -19,7 +19,11 @@
  *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
- * random start), so two punches of one node never share a port.
+ * random start), so two punches of one node never share a port.  A port whose
+ * earlier connection to the reflector is still in TIME_WAIT cannot connect
+ * there again (EADDRNOTAVAIL): the next one is taken.  A punch never leaves
+ * such a TIME_WAIT itself: when it ends before the reflector's FIN, it resets
+ * that connection instead of closing it first.
  *
  * The caller gets one connected non-blocking descriptor or one reason, within
  * timeout_ms.  No privileges needed.
