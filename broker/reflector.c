@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -20,8 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "htable.h"
 #include "log.h"
+#include "monotonic.h"
+#include "sockaddr_text.h"
 
 #define REFLECTOR_EVENTS 64
 #define REFLECTOR_ACCEPTS_PER_EVENT 64
@@ -73,6 +75,7 @@ struct expected {
 
 struct reflector {
     int epfd, listen_fd, wake_fd;
+    struct acceptor acc;
     struct handle listen_h, wake_h;
     int port;
     struct proxy_key key;
@@ -88,18 +91,10 @@ struct reflector {
 
     struct conn *conns, *dead;
     size_t nconns;
-    uint64_t now_ms, next_tick_ms, full_logged_ms;
-    unsigned long full_suppressed;
+    uint64_t now_ms, next_tick_ms;
 
     atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void count(atomic_ullong *c)
 {
@@ -625,50 +620,31 @@ static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
 
 /* ---- accept, deadlines, loop ---- */
 
-static void addr_text(const struct sockaddr_storage *ss, char *out, size_t outlen, int *port)
-{
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-        *port = ntohs(s6->sin6_port);
-        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-            inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], out, (socklen_t)outlen);
-        else
-            inet_ntop(AF_INET6, &s6->sin6_addr, out, (socklen_t)outlen);
-        return;
-    }
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-    *port = ntohs(s4->sin_port);
-    inet_ntop(AF_INET, &s4->sin_addr, out, (socklen_t)outlen);
-}
-
-/* Floods beyond the cap: one line per second at most. */
-static void log_full(struct reflector *r, const char *addr)
+/* A connection refused for the cap or a shortage: logged at most once a
+   second. */
+static void refuse(struct reflector *r, const char *addr, const char *why)
 {
     count(&r->refused);
-    if (r->now_ms < r->full_logged_ms + 1000) {
-        r->full_suppressed++;
-        return;
-    }
-    log_warnx("refused %s: %u connections already (and %lu more refused since the last line)",
-              addr, r->t.conns_max, r->full_suppressed);
-    r->full_logged_ms = r->now_ms;
-    r->full_suppressed = 0;
+    acceptor_refused(&r->acc, r->now_ms, addr, why);
 }
 
-static void new_conn(struct reflector *r, int fd, const struct sockaddr_storage *ss, socklen_t len)
+static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
+    struct reflector *r = arg;
     char addr[ADDR_MAX];
     int port = 0;
 
-    addr_text(ss, addr, sizeof(addr), &port);
+    sockaddr_host(ss, len, addr, sizeof(addr), &port);
     if (r->nconns >= r->t.conns_max) {
-        log_full(r, addr);
+        char why[64];
+        snprintf(why, sizeof(why), "%u connections already", r->t.conns_max);
+        refuse(r, addr, why);
         close(fd);
         return;
     }
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        log_full(r, addr);
+        refuse(r, addr, "out of memory");
         close(fd);
         return;
     }
@@ -699,23 +675,7 @@ static void new_conn(struct reflector *r, int fd, const struct sockaddr_storage 
 
 static void do_accept(struct reflector *r)
 {
-    for (int i = 0; i < REFLECTOR_ACCEPTS_PER_EVENT; i++) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof(ss);
-        int fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            new_conn(r, fd, &ss, len);
-            continue;
-        }
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return;
-        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-            continue;
-        /* EMFILE and friends: level-triggered, so try again on the next tick
-           rather than spin. */
-        log_warn("accept");
-        return;
-    }
+    acceptor_run(&r->acc, REFLECTOR_ACCEPTS_PER_EVENT, r->now_ms, new_conn, r);
 }
 
 static void expire(struct reflector *r)
@@ -769,7 +729,7 @@ static void *run(void *arg)
     struct reflector *r = arg;
     struct epoll_event evs[REFLECTOR_EVENTS];
 
-    r->now_ms = mono_ms();
+    r->now_ms = monotonic_ms();
     r->next_tick_ms = r->now_ms + REFLECTOR_TICK_MS;
     while (!atomic_load(&r->stop)) {
         int n = epoll_wait(r->epfd, evs, REFLECTOR_EVENTS, next_timeout(r));
@@ -777,7 +737,7 @@ static void *run(void *arg)
             log_warn("epoll_wait");
             break;
         }
-        r->now_ms = mono_ms();
+        r->now_ms = monotonic_ms();
         for (int i = 0; i < n; i++) {
             struct handle *h = evs[i].data.ptr;
             switch (h->kind) {
@@ -859,6 +819,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
 
 static void reflector_free(struct reflector *r)
 {
+    acceptor_free(&r->acc);
     if (r->listen_fd >= 0)
         close(r->listen_fd);
     if (r->wake_fd >= 0)
@@ -910,13 +871,14 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
         return NULL;
     }
     r->epfd = r->listen_fd = r->wake_fd = -1;
+    r->acc.spare_fd = -1;
     pthread_mutex_init(&r->lock, NULL);
     r->key = *key;
     r->observe = observe_fn;
     r->arg = arg;
     tuning_defaults(&r->t, tuning);
     if (getrandom(&r->seed, sizeof(r->seed), 0) != (ssize_t)sizeof(r->seed))
-        r->seed = (uint64_t)mono_ms() ^ (uint64_t)getpid();
+        r->seed = (uint64_t)monotonic_ms() ^ (uint64_t)getpid();
     r->table = htable_new(expected_eq);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -937,6 +899,7 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
     getsockname(r->listen_fd, (struct sockaddr *)&bound, &blen);
     r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    acceptor_init(&r->acc, r->listen_fd, &r->refused);
     r->listen_h.kind = H_LISTEN;
     r->wake_h.kind = H_WAKE;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &r->listen_h};

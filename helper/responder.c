@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "localproto.h"
 #include "log.h"
+#include "monotonic.h"
 #include "proto.h"
 #include "qcgconn.h"
 #include "responder.h"
@@ -60,14 +60,6 @@ struct responders {
     uv_async_t async;       /* a thread ended */
     int async_closed;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void echo_close(struct echo *e)
 {
@@ -150,7 +142,7 @@ static int take_connections(struct responder *r, qcg_ctx *ctx)
         }
         log_debug("probe endpoint for job %s rank %d: %s connection from rank %d", r->job,
                   r->rank, qcg_technique_name(info.technique), info.peer_rank);
-        r->echo[k] = (struct echo){.fd = fd, .deadline_ms = now_ms() + RESPONDER_ECHO_MS};
+        r->echo[k] = (struct echo){.fd = fd, .deadline_ms = monotonic_ms() + RESPONDER_ECHO_MS};
     }
     return 0;
 }
@@ -158,13 +150,13 @@ static int take_connections(struct responder *r, qcg_ctx *ctx)
 /* Accepts and echoes until the time is up or the helper stops. */
 static void serve(struct responder *r, qcg_ctx *ctx)
 {
-    uint64_t end = now_ms() + (uint64_t)r->seconds * 1000u;
+    uint64_t end = monotonic_ms() + (uint64_t)r->seconds * 1000u;
     int afd = qcg_accept_pollfd(ctx);
 
     while (!atomic_load(&r->rs->stop)) {
         struct pollfd p[1 + RESPONDER_CONNS_MAX];
         int map[1 + RESPONDER_CONNS_MAX], n = 0;
-        uint64_t now = now_ms();
+        uint64_t now = monotonic_ms();
 
         if (now >= end)
             break;

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "monotonic.h"
 #include "traverse_rules.h"
 
 extern char **environ;
@@ -23,14 +23,6 @@ extern char **environ;
 /* A leftover jump may have been added more than once (crashed runs). */
 #define SWEEP_JUMPS_MAX 8
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int tvrules_run(char *const argv[], const char *input, unsigned timeout_ms, char *err,
                 size_t errlen)
 {
@@ -38,7 +30,7 @@ int tvrules_run(char *const argv[], const char *input, unsigned timeout_ms, char
     int pipefd[2], in[2] = {-1, -1}, rc, status = 0;
     size_t got = 0, inlen = input != NULL ? strlen(input) : 0;
     pid_t pid;
-    uint64_t deadline = now_ms() + timeout_ms;
+    uint64_t deadline = monotonic_ms() + timeout_ms;
 
     err[0] = '\0';
     /* The input is written whole before the command starts: it must fit the
@@ -84,7 +76,7 @@ int tvrules_run(char *const argv[], const char *input, unsigned timeout_ms, char
     }
     /* Its stderr, until it closes it (exits) or the time is up. */
     for (;;) {
-        uint64_t now = now_ms();
+        uint64_t now = monotonic_ms();
         struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
         char buf[256];
 
@@ -148,12 +140,12 @@ static int ipt(int quiet, char *err, size_t errlen, const char *const *args)
         err = buf;
         errlen = sizeof(buf);
     }
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     int rc = tvrules_run(argv, NULL, IPT_TIMEOUT_MS, err, errlen);
     if (rc < 0 && !quiet)
         log_warnx("iptables -t raw %s %s: %s", argv[5], argv[6] ? argv[6] : "", err);
     log_debug("iptables -t raw %s %s: %s in %llu ms", argv[5], argv[6] ? argv[6] : "",
-              rc == 0 ? "done" : "failed", (unsigned long long)(now_ms() - t0));
+              rc == 0 ? "done" : "failed", (unsigned long long)(monotonic_ms() - t0));
     return rc;
 }
 
@@ -255,10 +247,10 @@ int tvrules_apply(uint16_t queue, const struct tvrule *r, size_t n, int add, cha
         used += (size_t)len;
     }
     snprintf(input + used, sizeof(input) - used, "COMMIT\n");
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     int rc = tvrules_run(argv, input, IPT_TIMEOUT_MS, err, errlen);
     log_debug("iptables-restore: %s %zu rule(s) of queue %u (first id %u): %s in %llu ms",
               add ? "add" : "delete", n, queue, r[0].id, rc == 0 ? "done" : err,
-              (unsigned long long)(now_ms() - t0));
+              (unsigned long long)(monotonic_ms() - t0));
     return rc;
 }

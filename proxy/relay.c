@@ -2,7 +2,6 @@
 #include "relay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -18,10 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "handle.h"
 #include "log.h"
+#include "monotonic.h"
 #include "pair.h"
 #include "pairtable.h"
+#include "sockaddr_text.h"
 #include "sockets.h"
 
 #define RELAY_EVENTS 256
@@ -54,7 +56,8 @@ struct conn_list {
 };
 
 struct relay {
-    int epfd, listen_fd, wake_fd, spare_fd;
+    int epfd, listen_fd, wake_fd;
+    struct acceptor acc;
     struct handle listen_h, wake_h;
     int port;
     struct proxy_key key;
@@ -71,20 +74,11 @@ struct relay {
     struct conn *dead_conns;
     struct pair *dead_pairs; /* linked through ready_next */
     uint64_t now_ms, next_tick_ms, next_expire_ms;
-    uint64_t full_logged_ms;
-    unsigned long full_suppressed;
 
     atomic_ullong pairs_active, pairs_total, bytes_relayed;
     atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
         refused_peer_gone, unpaired_timeouts, unpaired_waiting;
 };
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void count(atomic_ullong *c)
 {
@@ -195,36 +189,29 @@ static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter,
 }
 
 /* Floods of connections beyond the caps: one line per second at most. */
-static void log_full(struct relay *r, const char *addr, const char *why)
+/* A connection refused for a cap or a shortage: logged at most once a
+   second. */
+static void refuse(struct relay *r, const char *addr, const char *why)
 {
-    if (r->now_ms >= r->full_logged_ms + 1000) {
-        if (r->full_suppressed)
-            log_warnx("refused %s: %s (and %lu more refused since the last line)", addr, why,
-                      r->full_suppressed);
-        else
-            log_warnx("refused %s: %s", addr, why);
-        r->full_logged_ms = r->now_ms;
-        r->full_suppressed = 0;
-    } else {
-        r->full_suppressed++;
-    }
+    acceptor_refused(&r->acc, r->now_ms, addr, why);
     count(&r->refused_full);
 }
 
-static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss, socklen_t len)
+static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
+    struct relay *r = arg;
     char addr[PAIR_ADDR_MAX];
 
-    sock_addr_text(ss, len, addr, sizeof(addr));
+    sockaddr_text(ss, len, addr, sizeof(addr));
     if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs ||
         r->nconns >= 2 * (size_t)r->max_pairs) {
-        log_full(r, addr, "max-pairs reached");
+        refuse(r, addr, "max-pairs reached");
         close(fd);
         return;
     }
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        log_full(r, addr, "out of memory");
+        refuse(r, addr, "out of memory");
         close(fd);
         return;
     }
@@ -249,35 +236,7 @@ static void new_conn(struct relay *r, int fd, const struct sockaddr_storage *ss,
 
 static void do_accept(struct relay *r)
 {
-    for (int i = 0; i < RELAY_ACCEPTS_PER_EVENT; i++) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof(ss);
-        int fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            new_conn(r, fd, &ss, len);
-            continue;
-        }
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return;
-        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-            continue;
-        if ((errno == EMFILE || errno == ENFILE) && r->spare_fd >= 0) {
-            /* Out of descriptors: take the connection with the spare one and
-               close it, rather than leave it spinning in the backlog. */
-            close(r->spare_fd);
-            fd = accept4(r->listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
-            if (fd >= 0) {
-                char addr[PAIR_ADDR_MAX];
-                sock_addr_text(&ss, len, addr, sizeof(addr));
-                log_full(r, addr, "out of file descriptors");
-                close(fd);
-            }
-            r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-            continue;
-        }
-        log_warn("accept");
-        return;
-    }
+    acceptor_run(&r->acc, RELAY_ACCEPTS_PER_EVENT, r->now_ms, new_conn, r);
 }
 
 /* ---- pairs ---- */
@@ -414,18 +373,16 @@ static void answer_mapped(struct relay *r, struct conn *c)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    char host[INET6_ADDRSTRLEN], serv[8], line[96];
+    char host[INET6_ADDRSTRLEN], line[128];
+    int port;
 
     if (getpeername(c->fd, (struct sockaddr *)&ss, &len) < 0 ||
-        getnameinfo((struct sockaddr *)&ss, len, host, sizeof(host), serv, sizeof(serv),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        sockaddr_host(&ss, len, host, sizeof(host), &port) < 0) {
         log_info("%s: mapping asked, but its address is unknown", c->addr);
         conn_close(r, c);
         return;
     }
-    const char *h = strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, ':') == NULL ? host + 7
-                                                                                     : host;
-    int n = snprintf(line, sizeof(line), "MAPPED %s %s\n", h, serv);
+    int n = snprintf(line, sizeof(line), "MAPPED %s %d\n", host, port);
     if (send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
         log_info("%s: mapping not sent: %s", c->addr, strerror(errno));
     log_debug("%s: mapping asked", c->addr);
@@ -613,7 +570,7 @@ int relay_run(struct relay *r)
     struct epoll_event evs[RELAY_EVENTS];
     int rc = 0;
 
-    r->now_ms = mono_ms();
+    r->now_ms = monotonic_ms();
     r->next_tick_ms = r->now_ms + RELAY_TICK_MS;
     r->next_expire_ms = r->now_ms + RELAY_EXPIRE_EVERY_MS;
     while (!r->stop) {
@@ -623,7 +580,7 @@ int relay_run(struct relay *r)
             rc = -1;
             break;
         }
-        r->now_ms = mono_ms();
+        r->now_ms = monotonic_ms();
         for (int i = 0; i < n; i++) {
             struct handle *h = evs[i].data.ptr;
             switch (h->kind) {
@@ -686,7 +643,8 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->epfd = r->listen_fd = r->wake_fd = r->spare_fd = -1;
+    r->epfd = r->listen_fd = r->wake_fd = -1;
+    r->acc.spare_fd = -1;
     r->key = *cfg->key;
     r->token_skew = cfg->token_skew;
     r->pair_timeout = cfg->pair_timeout ? cfg->pair_timeout : 1;
@@ -705,7 +663,7 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->port = sock_port(r->listen_fd);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    acceptor_init(&r->acc, r->listen_fd, &r->refused_full);
     if (r->epfd < 0 || r->wake_fd < 0) {
         snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
         goto fail;
@@ -744,8 +702,7 @@ void relay_free(struct relay *r)
         close(r->listen_fd);
     if (r->wake_fd >= 0)
         close(r->wake_fd);
-    if (r->spare_fd >= 0)
-        close(r->spare_fd);
+    acceptor_free(&r->acc);
     if (r->epfd >= 0)
         close(r->epfd);
     pairtable_free(r->tokens);

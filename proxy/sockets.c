@@ -84,20 +84,3 @@ void sock_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
-
-void sock_addr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen)
-{
-    char host[INET6_ADDRSTRLEN], serv[8];
-    if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-        snprintf(out, outlen, "(unknown)");
-        return;
-    }
-    const char *h = host;
-    if (strncmp(h, "::ffff:", 7) == 0 && strchr(h + 7, ':') == NULL)
-        h += 7;
-    if (strchr(h, ':') != NULL)
-        snprintf(out, outlen, "[%s]:%s", h, serv);
-    else
-        snprintf(out, outlen, "%s:%s", h, serv);
-}

@@ -1,5 +1,5 @@
-/* The relay's sockets: the listener, per-connection options, addresses for
-   the logs. */
+/* The relay's sockets: the listener and per-connection options (addresses
+   for the logs: sockaddr_text, common/acceptor.h). */
 #ifndef PROXY_SOCKETS_H
 #define PROXY_SOCKETS_H
 
@@ -13,7 +13,5 @@ int sock_listen(const char *addr, int port, char *err, size_t errlen);
 int sock_port(int fd);
 /* TCP_NODELAY and keepalive on an accepted connection (best effort). */
 void sock_tune(int fd);
-/* "a.b.c.d:port" or "[v6]:port" (IPv4-mapped shown as IPv4). */
-void sock_addr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, size_t outlen);
 
 #endif

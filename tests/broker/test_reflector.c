@@ -2,17 +2,19 @@
  * broker-reflector: the reflector on 127.0.0.1:18410 with short waits, driven
  * by blocking clients.  MAP, PUNCH pairing, every token refusal, the missing
  * peer, the misdeclared port-preserving side, malformed, overlong and slow
- * requests, DIAL open/refused, the connection cap, the expected table's bound
- * and a stop with a client waiting.  Ports 18410-18412.
+ * requests, DIAL open/refused, the connection cap, running out of file
+ * descriptors, the expected table's bound and a stop with a client waiting.  Ports 18410-18412.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -20,6 +22,7 @@
 
 #include "check.h"
 #include "log.h"
+#include "monotonic.h"
 #include "reflector.h"
 
 #define PORT 18410
@@ -29,13 +32,6 @@
 
 static struct proxy_key key, other_key;
 static atomic_int observed;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void on_observe(void *arg, const struct reflector_observation *o)
 {
@@ -99,7 +95,7 @@ static void make_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned char tag)
 {
     memset(pair, 0, TOKEN_PAIR_LEN);
     pair[0] = tag;
-    pair[1] = (unsigned char)(now_ms() & 0xff);
+    pair[1] = (unsigned char)(monotonic_ms() & 0xff);
 }
 
 static void expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN], bool preserving0)
@@ -230,10 +226,10 @@ static void test_missing_peer(struct reflector *r)
     expect(r, pair, false);
     int a = client(&pa);
     punch_line(&key, pair, 0, (uint64_t)time(NULL) + 60, pa, line, sizeof(line));
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     send_text(a, line);
     read_answer(a, ans, sizeof(ans));
-    uint64_t took = now_ms() - t0;
+    uint64_t took = monotonic_ms() - t0;
     close(a);
     CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "did not come"), "alone: '%s'", ans);
     CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "alone: FAIL after %llu ms",
@@ -262,11 +258,11 @@ static void test_misdeclared(struct reflector *r)
     punch_line(&key, pair, 0, exp, pa + 1, la, sizeof(la)); /* as a NAT that moved it */
     send_text(b, lb);
     usleep(50 * 1000);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     send_text(a, la);
     read_answer(a, aa, sizeof(aa));
     read_answer(b, ab, sizeof(ab));
-    uint64_t took = now_ms() - t0;
+    uint64_t took = monotonic_ms() - t0;
     close(a);
     close(b);
     reflector_counters(r, &c1);
@@ -301,10 +297,10 @@ static void test_bad_lines(void)
 
     /* A slow client (no newline) is cut off at the read timeout. */
     int fd = client(NULL);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     send_text(fd, "MA");
     read_answer(fd, ans, sizeof(ans));
-    uint64_t took = now_ms() - t0;
+    uint64_t took = monotonic_ms() - t0;
     close(fd);
     CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no request line"), "slow: '%s'", ans);
     CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "slow: closed after %llu ms",
@@ -362,6 +358,57 @@ static void test_cap(struct reflector *r, unsigned cap)
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
     CHECK(strncmp(ans, "MAPPED ", 7) == 0, "after the flood: '%s'", ans);
+}
+
+/* Out of descriptors: each connection is taken with the spare descriptor
+   and closed at once (the client hears it, the loop does not spin on a
+   backlog it cannot take), and counted as refused. */
+static void test_out_of_descriptors(struct reflector *r)
+{
+    enum { CLIENTS = 4, FILL_MAX = 256 };
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    struct reflector_counters c0, c1;
+    struct rlimit saved, low;
+    int cl[CLIENTS], fill[FILL_MAX], nfill = 0, heard = 0;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    for (int i = 0; i < CLIENTS; i++)
+        cl[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* The earlier tests' connections close first (linger, read timeout):
+       none may give the reflector a descriptor back meanwhile. */
+    usleep(3 * WAIT_MS * 1000);
+    int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    getrlimit(RLIMIT_NOFILE, &saved);
+    low = saved;
+    low.rlim_cur = (rlim_t)probe + 16;
+    CHECK(probe >= 0 && setrlimit(RLIMIT_NOFILE, &low) == 0, "lower the descriptor limit");
+    while (nfill < FILL_MAX && (fill[nfill] = dup(probe)) >= 0)
+        nfill++;
+    CHECK(nfill < FILL_MAX && errno == EMFILE, "descriptors used up (%d more)", nfill);
+    reflector_counters(r, &c0);
+    uint64_t t0 = monotonic_ms();
+    for (int i = 0; i < CLIENTS; i++) {
+        struct pollfd p = {.fd = cl[i], .events = POLLIN};
+        char b;
+        if (connect(cl[i], (struct sockaddr *)&sa, sizeof(sa)) == 0 && poll(&p, 1, 2000) == 1 &&
+            recv(cl[i], &b, 1, MSG_DONTWAIT) <= 0)
+            heard++;
+    }
+    uint64_t took = monotonic_ms() - t0;
+    reflector_counters(r, &c1);
+    for (int i = 0; i < nfill; i++)
+        close(fill[i]);
+    close(probe);
+    setrlimit(RLIMIT_NOFILE, &saved);
+    for (int i = 0; i < CLIENTS; i++)
+        close(cl[i]);
+    CHECK(heard == CLIENTS, "%d of %d clients closed at once when out of descriptors (%llu ms)",
+          heard, CLIENTS, (unsigned long long)took);
+    CHECK(c1.refused >= c0.refused + CLIENTS, "refused counted: %llu -> %llu",
+          (unsigned long long)c0.refused, (unsigned long long)c1.refused);
+    char ans[400];
+    ask("MAP\n", ans, sizeof(ans));
+    CHECK(strncmp(ans, "MAPPED ", 7) == 0, "descriptors back: '%s'", ans);
 }
 
 static void test_table_bound(struct reflector *r, unsigned max)
@@ -436,6 +483,7 @@ int main(void)
     test_bad_lines();
     test_dial();
     test_cap(r, t.conns_max);
+    test_out_of_descriptors(r);
     test_table_bound(r, t.expected_max);
 
     struct reflector_counters c;

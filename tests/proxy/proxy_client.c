@@ -40,6 +40,7 @@
 
 #include <openssl/rand.h>
 
+#include "monotonic.h"
 #include "token.h"
 
 #define PATLEN 1048573 /* prime: a shifted or repeated block does not match */
@@ -48,13 +49,6 @@
 static struct proxy_key key;
 static int port;
 static unsigned char *pattern[2];
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void mint(int side, const unsigned char pair[16], int64_t expiry_offset, char *out)
 {
@@ -191,9 +185,9 @@ static int relay_scenario(uint64_t mib, bool early)
     fcntl(a, F_SETFL, O_NONBLOCK);
     fcntl(b, F_SETFL, O_NONBLOCK);
 
-    uint64_t deadline = now_ms() + 60000;
+    uint64_t deadline = monotonic_ms() + 60000;
     while (!(f[0].eof && f[1].eof)) {
-        if (now_ms() > deadline) {
+        if (monotonic_ms() > deadline) {
             fprintf(stderr, "relay: not done in 60 s: sent %llu/%llu, received %llu/%llu\n",
                     (unsigned long long)f[0].sent, (unsigned long long)f[1].sent,
                     (unsigned long long)f[0].recvd, (unsigned long long)f[1].recvd);
@@ -382,11 +376,11 @@ static int unpaired_scenario(int seconds)
 
     new_pair(pair);
     mint(1, pair, 60, t);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = monotonic_ms();
     int fd = connect_token(t);
     if (expect_closed(fd, seconds * 1000 + 3000, "unpaired"))
         return -1;
-    uint64_t took = now_ms() - t0;
+    uint64_t took = monotonic_ms() - t0;
     close(fd);
     if (took + 300 < (uint64_t)seconds * 1000) {
         fprintf(stderr, "unpaired: closed after %llu ms, before the %d s timeout\n",
@@ -416,9 +410,9 @@ static int stream_scenario(void)
     printf("streaming\n");
     fflush(stdout);
     bool ended[2] = {false, false};
-    uint64_t first_end = 0, deadline = now_ms() + 30000;
+    uint64_t first_end = 0, deadline = monotonic_ms() + 30000;
     while (!(ended[0] && ended[1])) {
-        uint64_t t = now_ms();
+        uint64_t t = monotonic_ms();
         if (t > deadline || (first_end && t > first_end + 5000)) {
             fprintf(stderr, "stream: ends %s/%s after the proxy went away\n",
                     ended[0] ? "closed" : "OPEN", ended[1] ? "closed" : "OPEN");
@@ -441,7 +435,7 @@ static int stream_scenario(void)
                     ended[i] = true;
             }
             if (ended[i] && !first_end)
-                first_end = now_ms();
+                first_end = monotonic_ms();
         }
     }
     printf("both ends saw the proxy go\n");
