@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "acceptor.h"
+#include "dlist.h"
 #include "htable.h"
 #include "log.h"
 #include "monotonic.h"
@@ -61,7 +62,8 @@ struct conn {
     int side;
     int local_port;
     int dial_port;
-    struct conn *prev, *next, *dead_next;
+    struct dlink link; /* in the reflector's conns */
+    struct conn *dead_next;
 };
 
 struct expected {
@@ -89,12 +91,18 @@ struct reflector {
     struct htable *table;
     uint64_t seed;
 
-    struct conn *conns, *dead;
+    struct dlist conns; /* of struct conn */
+    struct conn *dead;
     size_t nconns;
     uint64_t now_ms, next_tick_ms;
 
     atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
 };
+
+static struct conn *conn_of(struct dlink *link)
+{
+    return dlist_entry_or_null(link, struct conn, link);
+}
 
 static void count(atomic_ullong *c)
 {
@@ -214,12 +222,7 @@ static void conn_close(struct reflector *r, struct conn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = c->dial_fd = -1;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        r->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    dlist_remove(&r->conns, &c->link);
     r->nconns--;
     c->dead_next = r->dead;
     r->dead = c;
@@ -666,10 +669,7 @@ static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, sockl
         free(c);
         return;
     }
-    c->next = r->conns;
-    if (r->conns)
-        r->conns->prev = c;
-    r->conns = c;
+    dlist_append(&r->conns, &c->link);
     r->nconns++;
 }
 
@@ -680,10 +680,10 @@ static void do_accept(struct reflector *r)
 
 static void expire(struct reflector *r)
 {
-    struct conn *c = r->conns, *next;
+    struct conn *c = conn_of(r->conns.head), *next;
 
     for (; c != NULL; c = next) {
-        next = c->next;
+        next = conn_of(c->link.next);
         if (c->dead || c->deadline_ms > r->now_ms)
             continue;
         switch (c->state) {
@@ -709,7 +709,7 @@ static void expire(struct reflector *r)
 static int next_timeout(struct reflector *r)
 {
     uint64_t next = r->next_tick_ms;
-    for (struct conn *c = r->conns; c != NULL; c = c->next)
+    for (struct conn *c = conn_of(r->conns.head); c != NULL; c = conn_of(c->link.next))
         if (c->deadline_ms < next)
             next = c->deadline_ms;
     return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
@@ -768,8 +768,8 @@ static void *run(void *arg)
         free_dead(r);
     }
     /* Stopping: the clients still waiting hear why, best effort. */
-    while (r->conns != NULL) {
-        struct conn *c = r->conns;
+    struct conn *c;
+    while ((c = conn_of(r->conns.head)) != NULL) {
         if (c->state == C_READ || c->state == C_WAIT || c->state == C_DIAL) {
             const char bye[] = "FAIL the reflector is stopping\n";
             ssize_t rc = send(c->fd, bye, sizeof(bye) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -24,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlist.h"
 #include "log.h"
 #include "proto.h"
 #include "soapH.h"
 #include "soap_util.h"
+#include "sockaddr_text.h"
 
 /* Generated from qcg.wsdl into the qcgsoap library. */
 const char *qcg_wsdl_text(void);
@@ -60,7 +62,7 @@ struct soap_server {
     pthread_mutex_t lock; /* protects what follows */
     pthread_cond_t changed;
     int active;         /* connection threads alive */
-    struct conn *conns; /* their list, to cut them off at stop */
+    struct dlist conns; /* of struct conn: theirs, to cut them off at stop */
 };
 
 /* One accepted connection; soap->user of its context points here. */
@@ -70,7 +72,7 @@ struct conn {
     struct identity identity;
     int fd; /* -1 once closed; guarded by server->lock */
     char peer[64];
-    struct conn *prev, *next;
+    struct dlink link; /* in server->conns */
 };
 
 static struct conn *conn_of(struct soap *soap)
@@ -133,20 +135,11 @@ static void peer_text(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    char addr[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
-            port = ntohs(in->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
-            port = ntohs(in6->sin6_port);
-        }
-    }
-    snprintf(buf, len, "%s:%d", addr, port);
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        sockaddr_text(&ss, sl, buf, len);
+    else
+        snprintf(buf, len, "?:0");
 }
 
 /* A TCP connection closed before its first byte is a reachability check
@@ -199,12 +192,7 @@ static void *conn_main(void *arg)
 
     struct soap_server *srv = c->server;
     pthread_mutex_lock(&srv->lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    dlist_remove(&srv->conns, &c->link);
     srv->active--;
     pthread_cond_broadcast(&srv->changed);
     pthread_mutex_unlock(&srv->lock);
@@ -353,10 +341,7 @@ static void accept_one(struct soap_server *srv)
     copy->fclosesocket = close_socket;
 
     pthread_mutex_lock(&srv->lock);
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
+    dlist_append(&srv->conns, &c->link);
     srv->active++;
     pthread_mutex_unlock(&srv->lock);
 
@@ -369,9 +354,7 @@ static void accept_one(struct soap_server *srv)
     if (rc != 0) {
         log_warnx("%s: cannot start a thread: %s", c->peer, strerror(rc));
         pthread_mutex_lock(&srv->lock);
-        srv->conns = c->next;
-        if (c->next)
-            c->next->prev = NULL;
+        dlist_remove(&srv->conns, &c->link);
         srv->active--;
         pthread_mutex_unlock(&srv->lock);
         soap_destroy(copy);
@@ -389,9 +372,11 @@ static int drain(struct soap_server *srv, int seconds)
     deadline.tv_sec += seconds;
     pthread_mutex_lock(&srv->lock);
     /* Wake connections idle in keep-alive or stalled mid-message. */
-    for (struct conn *c = srv->conns; c; c = c->next)
+    for (struct dlink *l = srv->conns.head; l != NULL; l = l->next) {
+        const struct conn *c = dlist_entry(l, struct conn, link);
         if (c->fd >= 0)
             shutdown(c->fd, SHUT_RDWR);
+    }
     while (srv->active > 0) {
         if (pthread_cond_timedwait(&srv->changed, &srv->lock, &deadline) == ETIMEDOUT)
             break;

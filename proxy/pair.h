@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlist.h"
 #include "handle.h"
 #include "token.h"
 
@@ -45,7 +46,7 @@ struct pair {
     unsigned char id[TOKEN_PAIR_LEN];
     uint64_t started_ms, active_ms;
     /* The relay's lists: all pairs by last activity, and those with work left. */
-    struct pair *prev, *next;
+    struct dlink link;
     struct pair *ready_next;
     bool ready;
 };

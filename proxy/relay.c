@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "acceptor.h"
+#include "dlist.h"
 #include "handle.h"
 #include "log.h"
 #include "monotonic.h"
@@ -47,12 +48,8 @@ struct conn {
     char addr[PAIR_ADDR_MAX];
     struct pt_entry *entry; /* waiting: the pair's entry, and our side */
     int side;
-    struct conn *prev, *next; /* the hello or waiting list, in deadline order */
+    struct dlink link; /* in the hello or waiting list, in deadline order */
     struct conn *dead_next;
-};
-
-struct conn_list {
-    struct conn *head, *tail;
 };
 
 struct relay {
@@ -67,10 +64,10 @@ struct relay {
     volatile sig_atomic_t stop;
 
     struct pairtable *tokens;
-    struct conn_list hello, waiting;
+    struct dlist hello, waiting; /* of struct conn */
     size_t nconns;
-    struct pair *pairs_head, *pairs_tail; /* by last activity, oldest first */
-    struct pair *ready;                   /* pairs with work left */
+    struct dlist pairs; /* of struct pair, by last activity, oldest first */
+    struct pair *ready; /* pairs with work left */
     struct conn *dead_conns;
     struct pair *dead_pairs; /* linked through ready_next */
     uint64_t now_ms, next_tick_ms, next_expire_ms;
@@ -87,52 +84,14 @@ static void count(atomic_ullong *c)
 
 /* ---- lists ---- */
 
-static void conn_list_add(struct conn_list *l, struct conn *c)
+static struct conn *first_conn(const struct dlist *l)
 {
-    c->next = NULL;
-    c->prev = l->tail;
-    if (l->tail)
-        l->tail->next = c;
-    else
-        l->head = c;
-    l->tail = c;
+    return dlist_entry_or_null(l->head, struct conn, link);
 }
 
-static void conn_list_del(struct conn_list *l, struct conn *c)
+static struct pair *pair_of(struct dlink *link)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        l->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        l->tail = c->prev;
-    c->prev = c->next = NULL;
-}
-
-static void pairs_add(struct relay *r, struct pair *p)
-{
-    p->next = NULL;
-    p->prev = r->pairs_tail;
-    if (r->pairs_tail)
-        r->pairs_tail->next = p;
-    else
-        r->pairs_head = p;
-    r->pairs_tail = p;
-}
-
-static void pairs_del(struct relay *r, struct pair *p)
-{
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        r->pairs_head = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    else
-        r->pairs_tail = p->prev;
-    p->prev = p->next = NULL;
+    return dlist_entry_or_null(link, struct pair, link);
 }
 
 static void make_ready(struct relay *r, struct pair *p)
@@ -146,7 +105,7 @@ static void make_ready(struct relay *r, struct pair *p)
 
 /* ---- connections ---- */
 
-static struct conn_list *conn_list_of(struct relay *r, struct conn *c)
+static struct dlist *conn_list_of(struct relay *r, struct conn *c)
 {
     return c->state == CONN_HELLO ? &r->hello : &r->waiting;
 }
@@ -156,7 +115,7 @@ static void conn_close(struct relay *r, struct conn *c)
 {
     if (c->h.kind == HANDLE_DEAD)
         return;
-    conn_list_del(conn_list_of(r, c), c);
+    dlist_remove(conn_list_of(r, c), &c->link);
     if (c->state == CONN_WAITING) {
         if (c->entry && c->entry->waiting[c->side] == c)
             c->entry->waiting[c->side] = NULL;
@@ -229,7 +188,7 @@ static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, sockl
         free(c);
         return;
     }
-    conn_list_add(&r->hello, c);
+    dlist_append(&r->hello, &c->link);
     r->nconns++;
     log_debug("connection from %s", addr);
 }
@@ -260,7 +219,7 @@ static void pair_end_log(struct relay *r, struct pair *p, const char *how, const
 
 static void pair_end(struct relay *r, struct pair *p, bool abort)
 {
-    pairs_del(r, p);
+    dlist_remove(&r->pairs, &p->link);
     pair_close(p, abort);
     atomic_fetch_sub_explicit(&r->pairs_active, 1, memory_order_relaxed);
     p->ready_next = r->dead_pairs;
@@ -276,9 +235,9 @@ static void pair_step(struct relay *r, struct pair *p)
     if (moved) {
         atomic_fetch_add_explicit(&r->bytes_relayed, moved, memory_order_relaxed);
         p->active_ms = r->now_ms;
-        if (r->pairs_tail != p) {
-            pairs_del(r, p);
-            pairs_add(r, p);
+        if (r->pairs.tail != &p->link) {
+            dlist_remove(&r->pairs, &p->link);
+            dlist_append(&r->pairs, &p->link);
         }
     }
     switch (res) {
@@ -346,7 +305,7 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
     conn_close(r, c[1]);
     atomic_fetch_add_explicit(&r->pairs_active, 1, memory_order_relaxed);
     count(&r->pairs_total);
-    pairs_add(r, p);
+    dlist_append(&r->pairs, &p->link);
 
     for (int i = 0; i < 2; i++) {
         static const unsigned char paired = RELAY_PAIRED;
@@ -451,10 +410,10 @@ static void hello_done(struct relay *r, struct conn *c)
                     "pair %s: the other side's connection came and is gone", id);
         return;
     }
-    conn_list_del(&r->hello, c);
+    dlist_remove(&r->hello, &c->link);
     c->state = CONN_WAITING;
     c->deadline_ms = r->now_ms + (uint64_t)r->pair_timeout * 1000;
-    conn_list_add(&r->waiting, c);
+    dlist_append(&r->waiting, &c->link);
     e->waiting[side] = c;
     atomic_fetch_add_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
     log_debug("pair %s: %s (%s) waits for the other side", id, c->addr, side_name);
@@ -494,13 +453,14 @@ static void conn_event(struct relay *r, struct conn *c, uint32_t events)
 
 static void expire_conns(struct relay *r)
 {
-    while (r->hello.head && r->hello.head->deadline_ms <= r->now_ms)
-        conn_refuse(r, r->hello.head, &r->unpaired_timeouts, "no token within %u s",
+    struct conn *c;
+
+    while ((c = first_conn(&r->hello)) != NULL && c->deadline_ms <= r->now_ms)
+        conn_refuse(r, c, &r->unpaired_timeouts, "no token within %u s",
                     r->pair_timeout < RELAY_HELLO_TIMEOUT_MS / 1000
                         ? r->pair_timeout
                         : RELAY_HELLO_TIMEOUT_MS / 1000);
-    while (r->waiting.head && r->waiting.head->deadline_ms <= r->now_ms) {
-        struct conn *c = r->waiting.head;
+    while ((c = first_conn(&r->waiting)) != NULL && c->deadline_ms <= r->now_ms) {
         char id[9];
         pair_id_text(c->entry->pair, id);
         conn_refuse(r, c, &r->unpaired_timeouts, "pair %s: the other side did not come within %u s",
@@ -511,8 +471,8 @@ static void expire_conns(struct relay *r)
 static void tick(struct relay *r)
 {
     /* Pairs are kept oldest activity first: stop at the first recent one. */
-    for (struct pair *p = r->pairs_head; p && p->active_ms + RELAY_PIPE_IDLE_MS <= r->now_ms;
-         p = p->next)
+    for (struct pair *p = pair_of(r->pairs.head);
+         p && p->active_ms + RELAY_PIPE_IDLE_MS <= r->now_ms; p = pair_of(p->link.next))
         pair_trim(p);
     if (r->now_ms >= r->next_expire_ms) {
         size_t n = pairtable_expire(r->tokens, (uint64_t)time(NULL));
@@ -528,10 +488,11 @@ static int next_timeout(struct relay *r)
     uint64_t next = r->next_tick_ms;
     if (r->ready)
         return 0;
-    if (r->hello.head && r->hello.head->deadline_ms < next)
-        next = r->hello.head->deadline_ms;
-    if (r->waiting.head && r->waiting.head->deadline_ms < next)
-        next = r->waiting.head->deadline_ms;
+    for (int i = 0; i < 2; i++) {
+        const struct conn *c = first_conn(i == 0 ? &r->hello : &r->waiting);
+        if (c != NULL && c->deadline_ms < next)
+            next = c->deadline_ms;
+    }
     return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
 }
 
@@ -564,6 +525,19 @@ static void free_dead(struct relay *r)
 }
 
 /* ---- the loop ---- */
+
+/* Every connection and pair closed; pairs are reset, so neither side takes
+   the cut for a clean end of its data. */
+static void close_all(struct relay *r)
+{
+    struct conn *c;
+    struct pair *p;
+
+    while ((c = first_conn(&r->hello)) != NULL || (c = first_conn(&r->waiting)) != NULL)
+        conn_close(r, c);
+    while ((p = pair_of(r->pairs.head)) != NULL)
+        pair_end(r, p, true);
+}
 
 int relay_run(struct relay *r)
 {
@@ -613,12 +587,7 @@ int relay_run(struct relay *r)
     epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->listen_fd, NULL);
     close(r->listen_fd);
     r->listen_fd = -1;
-    while (r->hello.head)
-        conn_close(r, r->hello.head);
-    while (r->waiting.head)
-        conn_close(r, r->waiting.head);
-    while (r->pairs_head)
-        pair_end(r, r->pairs_head, true);
+    close_all(r);
     r->ready = NULL;
     free_dead(r);
     log_info("relay stopped: closed %llu pairs and %zu unpaired connections", active, unpaired);
@@ -691,12 +660,7 @@ void relay_free(struct relay *r)
     if (r == NULL)
         return;
     /* relay_run closes every connection; this is for a relay never run. */
-    while (r->hello.head)
-        conn_close(r, r->hello.head);
-    while (r->waiting.head)
-        conn_close(r, r->waiting.head);
-    while (r->pairs_head)
-        pair_end(r, r->pairs_head, true);
+    close_all(r);
     free_dead(r);
     if (r->listen_fd >= 0)
         close(r->listen_fd);
