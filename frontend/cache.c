@@ -7,13 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlist.h"
 #include "strmap.h"
 
 /* Entries of one (job, rank) are chained from the map (one per secret seen,
-   normally one); all entries are also on the LRU list, most recent first. */
+   normally one); all entries are also on the LRU list, least recently used
+   first. */
 struct entry {
     struct entry *chain_next;
-    struct entry *lru_prev, *lru_next;
+    struct dlink lru;
     char job[QCG_JOB_MAX];
     int rank;
     unsigned char hash[JOB_HASH_LEN];
@@ -23,7 +25,7 @@ struct entry {
 struct cache {
     pthread_mutex_t lock;
     struct strmap *map;         /* "job:rank" -> first entry of the chain */
-    struct entry *lru_head, *lru_tail;
+    struct dlist lru;           /* of struct entry, least recently used first */
     size_t count, capacity;
     uint64_t generation;
 };
@@ -63,28 +65,9 @@ struct cache *cache_new(size_t capacity)
     return cache;
 }
 
-static void lru_unlink(struct cache *cache, struct entry *e)
+static struct entry *entry_of(struct dlink *link)
 {
-    if (e->lru_prev != NULL)
-        e->lru_prev->lru_next = e->lru_next;
-    else
-        cache->lru_head = e->lru_next;
-    if (e->lru_next != NULL)
-        e->lru_next->lru_prev = e->lru_prev;
-    else
-        cache->lru_tail = e->lru_prev;
-    e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(struct cache *cache, struct entry *e)
-{
-    e->lru_prev = NULL;
-    e->lru_next = cache->lru_head;
-    if (cache->lru_head != NULL)
-        cache->lru_head->lru_prev = e;
-    cache->lru_head = e;
-    if (cache->lru_tail == NULL)
-        cache->lru_tail = e;
+    return dlist_entry_or_null(link, struct entry, lru);
 }
 
 /* Takes e off its chain (and the map when the chain empties) and the LRU list. */
@@ -105,7 +88,7 @@ static void entry_drop(struct cache *cache, struct entry *e)
                 break;
             }
     }
-    lru_unlink(cache, e);
+    dlist_remove(&cache->lru, &e->lru);
     cache->count--;
     free(e);
 }
@@ -119,14 +102,14 @@ size_t cache_flush(struct cache *cache)
 {
     pthread_mutex_lock(&cache->lock);
     size_t n = cache->count;
-    struct entry *e = cache->lru_head;
+    struct entry *e = entry_of(cache->lru.head);
     while (e != NULL) {
-        struct entry *next = e->lru_next;
+        struct entry *next = entry_of(e->lru.next);
         free(e);
         e = next;
     }
     strmap_clear(cache->map, free_nothing);
-    cache->lru_head = cache->lru_tail = NULL;
+    cache->lru.head = cache->lru.tail = NULL;
     cache->count = 0;
     cache->generation++;
     pthread_mutex_unlock(&cache->lock);
@@ -160,8 +143,8 @@ int cache_get(struct cache *cache, const char *job, const unsigned char hash[JOB
     pthread_mutex_lock(&cache->lock);
     struct entry *e = chain_find(cache, job, hash, rank);
     if (e != NULL) {
-        lru_unlink(cache, e);
-        lru_push_front(cache, e);
+        dlist_remove(&cache->lru, &e->lru);
+        dlist_append(&cache->lru, &e->lru);
         *out = e->plan;
     }
     pthread_mutex_unlock(&cache->lock);
@@ -190,12 +173,12 @@ int cache_put(struct cache *cache, const char *job, const unsigned char hash[JOB
     struct entry *e = chain_find(cache, job, hash, rank);
     if (e != NULL) {
         e->plan = *plan;
-        lru_unlink(cache, e);
-        lru_push_front(cache, e);
+        dlist_remove(&cache->lru, &e->lru);
+        dlist_append(&cache->lru, &e->lru);
         goto out;
     }
-    while (cache->count >= cache->capacity && cache->lru_tail != NULL)
-        entry_drop(cache, cache->lru_tail);
+    while (cache->count >= cache->capacity && cache->lru.head != NULL)
+        entry_drop(cache, entry_of(cache->lru.head));
     e = calloc(1, sizeof(*e));
     if (e == NULL) {
         rc = -1;
@@ -213,7 +196,7 @@ int cache_put(struct cache *cache, const char *job, const unsigned char hash[JOB
         rc = -1;
         goto out;
     }
-    lru_push_front(cache, e);
+    dlist_append(&cache->lru, &e->lru);
     cache->count++;
 out:
     pthread_mutex_unlock(&cache->lock);
@@ -229,7 +212,7 @@ size_t cache_invalidate(struct cache *cache, const char *job, int rank)
     struct entry *e = strmap_remove(cache->map, key);
     while (e != NULL) {
         struct entry *next = e->chain_next;
-        lru_unlink(cache, e);
+        dlist_remove(&cache->lru, &e->lru);
         free(e);
         cache->count--;
         n++;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "attempts.h"
+#include "dlist.h"
 #include "fdpass.h"
 #include "local.h"
 #include "log.h"
@@ -29,7 +30,7 @@ struct local_server {
     struct upstream *up;
     dev_t dev;                  /* the socket file we made, so we remove only ours */
     ino_t ino;
-    struct conn *conns;
+    struct dlist conns; /* of struct conn, closing ones no longer */
     unsigned nclients;
     uint64_t next_id;
     uint64_t lookups;
@@ -43,7 +44,7 @@ struct local_server {
 struct conn {
     uv_pipe_t pipe;
     struct local_server *srv;
-    struct conn *prev, *next;
+    struct dlink link;          /* in srv->conns until it closes */
     uint64_t id;                /* the owner of its contact in the contacts table */
     pid_t pid;
     uid_t uid;
@@ -800,12 +801,7 @@ static void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    dlist_remove(&srv->conns, &c->link);
     srv->nclients--;
     log_debug("pid %d: disconnected", (int)c->pid);
     /* With a request in flight, its completion releases the contact. */
@@ -848,10 +844,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->id = ++srv->next_id;
     c->pid = cred.pid;
     c->uid = cred.uid;
-    c->next = srv->conns;
-    if (srv->conns != NULL)
-        srv->conns->prev = c;
-    srv->conns = c;
+    dlist_append(&srv->conns, &c->link);
     srv->nclients++;
     log_debug("pid %d uid %d: connected", (int)c->pid, (int)c->uid);
 
@@ -998,8 +991,8 @@ void local_server_close(struct local_server *srv)
     uv_close((uv_handle_t *)&srv->listener, NULL);
     if (stat(srv->cfg->socket, &st) == 0 && st.st_dev == srv->dev && st.st_ino == srv->ino)
         unlink(srv->cfg->socket);
-    while (srv->conns != NULL)
-        conn_close(srv->conns);
+    while (srv->conns.head != NULL)
+        conn_close(dlist_entry(srv->conns.head, struct conn, link));
 }
 
 void local_server_free(struct local_server *srv)
@@ -1009,7 +1002,8 @@ void local_server_free(struct local_server *srv)
 
 static struct conn *publisher(struct local_server *srv, const char *job, int32_t rank)
 {
-    for (struct conn *c = srv->conns; c != NULL; c = c->next) {
+    for (struct dlink *l = srv->conns.head; l != NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, link);
         if (c->hello && c->published && !c->closing && c->me.rank == rank &&
             strcmp(c->me.job, job) == 0)
             return c;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dlist.h"
 #include "log.h"
 #include "orders.h"
 #include "punch.h"
@@ -28,7 +29,7 @@ enum action_kind { K_CONNECT_BACK, K_PROXY, K_PUNCH, K_INJECT };
 
 struct action {
     struct orders *o;
-    struct action *prev, *next;
+    struct dlink link; /* in the orders' active list */
     struct command cmd;
     enum action_kind kind;
     int proxy;     /* proxy-connect */
@@ -53,7 +54,7 @@ struct orders {
     struct traverse *t;
     struct responders *responders; /* probe-listen */
     uv_async_t async;
-    struct action *active;
+    struct dlist active; /* of struct action */
     unsigned nactive;
 
     pthread_mutex_t lock; /* guards the fields below */
@@ -143,12 +144,7 @@ static void finish(struct action *a, const char *fmt, ...)
                   a->cmd.job, a->cmd.rank, a->cmd.peer_rank,
                   (unsigned long long)(uv_now(o->loop) - a->start_ms), why);
     }
-    if (a->prev != NULL)
-        a->prev->next = a->next;
-    else
-        o->active = a->next;
-    if (a->next != NULL)
-        a->next->prev = a->prev;
+    dlist_remove(&o->active, &a->link);
     o->nactive--;
     if (a->punch != NULL) {
         punch_cancel(a->punch);
@@ -374,10 +370,7 @@ static void action_add(struct orders *o, struct action *a)
         a->poll.data = a;
         a->handles++;
     }
-    a->next = o->active;
-    if (o->active != NULL)
-        o->active->prev = a;
-    o->active = a;
+    dlist_append(&o->active, &a->link);
     o->nactive++;
 }
 
@@ -583,10 +576,11 @@ void orders_close(struct orders *o)
     o->count = 0;
     uv_close((uv_handle_t *)&o->async, NULL);
     pthread_mutex_unlock(&o->lock);
-    while (o->active != NULL) {
-        log_info("%s for job %s rank %d abandoned: the helper is stopping", what(o->active),
-                 o->active->cmd.job, o->active->cmd.rank);
-        finish(o->active, NULL);
+    while (o->active.head != NULL) {
+        struct action *a = dlist_entry(o->active.head, struct action, link);
+        log_info("%s for job %s rank %d abandoned: the helper is stopping", what(a), a->cmd.job,
+                 a->cmd.rank);
+        finish(a, NULL);
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include <linux/netfilter.h>
 
+#include "dlist.h"
 #include "log.h"
 #include "nfq.h"
 #include "rawpkt.h"
@@ -31,7 +32,7 @@ enum plan_kind { PLAN_WATCH, PLAN_INJECT };
    handshake to complete. */
 struct plan {
     struct traverse *t;
-    struct plan *prev, *next;
+    struct dlink link; /* in t->plans while it runs */
     enum plan_kind kind;
     struct in_addr peer; /* watch: the destination; inject: the initiator's public address */
     uint16_t peer_port;
@@ -53,7 +54,7 @@ struct traverse {
     struct traverse_config cfg;
     struct nfq_queue *q;
     int raw; /* IPPROTO_RAW socket for injection */
-    struct plan *plans;
+    struct dlist plans; /* of struct plan */
     unsigned next_id;
     unsigned nrules;
     struct tvrule *dels; /* rules of finished plans, to delete */
@@ -285,12 +286,7 @@ static void finish(struct plan *p, int status, const uint8_t *pkt, size_t len, c
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        t->plans = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
+    dlist_remove(&t->plans, &p->link);
     remove_rules(p);
     uv_timer_stop(&p->timer);
     uv_close((uv_handle_t *)&p->timer, on_plan_closed);
@@ -340,15 +336,26 @@ static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct in_
     return p;
 }
 
+/* The running plan of this kind for the peer's address and port (and, for
+   an injection, our port); one at most, as the plans' starts refuse twins. */
+static struct plan *find_plan(struct traverse *t, enum plan_kind kind, struct in_addr peer,
+                              uint16_t peer_port, uint16_t port)
+{
+    for (struct dlink *l = t->plans.head; l != NULL; l = l->next) {
+        struct plan *p = dlist_entry(l, struct plan, link);
+        if (p->kind == kind && p->peer.s_addr == peer.s_addr && p->peer_port == peer_port &&
+            (kind == PLAN_WATCH || p->port == port))
+            return p;
+    }
+    return NULL;
+}
+
 /* Links a plan whose rules are in place and starts its clock. */
 static void plan_start(struct plan *p, unsigned timeout_ms)
 {
     struct traverse *t = p->t;
 
-    p->next = t->plans;
-    if (t->plans != NULL)
-        t->plans->prev = p;
-    t->plans = p;
+    dlist_append(&t->plans, &p->link);
     uv_timer_start(&p->timer, on_timeout, timeout_ms, 0);
 }
 
@@ -368,11 +375,10 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
         snprintf(why, whylen, "traversing is closed");
         return -1;
     }
-    for (p = t->plans; p != NULL; p = p->next)
-        if (p->kind == PLAN_WATCH && p->peer.s_addr == dst.s_addr && p->peer_port == dport) {
-            snprintf(why, whylen, "already watching for a SYN towards %s port %u", a, dport);
-            return -1;
-        }
+    if (find_plan(t, PLAN_WATCH, dst, dport, 0) != NULL) {
+        snprintf(why, whylen, "already watching for a SYN towards %s port %u", a, dport);
+        return -1;
+    }
     p = plan_new(t, PLAN_WATCH, dst, dport, arg);
     if (p == NULL) {
         snprintf(why, whylen, "out of memory");
@@ -429,13 +435,11 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
         snprintf(why, whylen, "no public address or port for the initiator");
         goto refused;
     }
-    for (p = t->plans; p != NULL; p = p->next)
-        if (p->kind == PLAN_INJECT && p->peer.s_addr == pub.s_addr && p->peer_port == pub_port &&
-            p->port == allowed_port) {
-            snprintf(why, whylen, "already traversing from %s port %u to port %u", a, pub_port,
-                     allowed_port);
-            goto refused;
-        }
+    if (find_plan(t, PLAN_INJECT, pub, pub_port, allowed_port) != NULL) {
+        snprintf(why, whylen, "already traversing from %s port %u to port %u", a, pub_port,
+                 allowed_port);
+        goto refused;
+    }
     memcpy(pkt, syn, s.total);
     rawpkt_set_source(pkt, s.total, pub, pub_port);
 
@@ -485,11 +489,8 @@ refused:
 static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
                          const uint8_t *pkt)
 {
-    struct plan *p;
+    struct plan *p = find_plan(t, PLAN_WATCH, s->dst, s->dport, 0);
 
-    for (p = t->plans; p != NULL; p = p->next)
-        if (p->kind == PLAN_WATCH && p->peer.s_addr == s->dst.s_addr && p->peer_port == s->dport)
-            break;
     nfq_queue_verdict(t->q, id, 1, NULL, 0);
     if (p == NULL) {
         log_debug("a SYN towards port %u nobody watches for: accepted", s->dport);
@@ -511,12 +512,8 @@ static void on_our_synack(struct traverse *t, uint32_t id, const struct rawpkt_t
                           const uint8_t *pkt, size_t len)
 {
     uint8_t out[TRAVERSE_PACKET_MAX];
-    struct plan *p;
+    struct plan *p = find_plan(t, PLAN_INJECT, s->dst, s->dport, s->sport);
 
-    for (p = t->plans; p != NULL; p = p->next)
-        if (p->kind == PLAN_INJECT && p->port == s->sport && p->peer.s_addr == s->dst.s_addr &&
-            p->peer_port == s->dport)
-            break;
     if (p == NULL || s->total > sizeof(out)) {
         log_debug("a SYN/ACK from port %u of no plan: accepted as is", s->sport);
         nfq_queue_verdict(t->q, id, 1, NULL, 0);
@@ -540,13 +537,9 @@ static void on_their_synack(struct traverse *t, uint32_t id, const struct rawpkt
 {
     uint8_t ack[TRAVERSE_PACKET_MAX];
     char why[WHY_MAX];
-    struct plan *p;
+    struct plan *p = find_plan(t, PLAN_INJECT, s->src, s->sport, s->dport);
     size_t n;
 
-    for (p = t->plans; p != NULL; p = p->next)
-        if (p->kind == PLAN_INJECT && p->port == s->dport && p->peer.s_addr == s->src.s_addr &&
-            p->peer_port == s->sport)
-            break;
     nfq_queue_verdict(t->q, id, 1, NULL, 0);
     if (p == NULL) {
         log_debug("a SYN/ACK to port %u of no plan: accepted", s->dport);
@@ -613,8 +606,9 @@ void traverse_close(struct traverse *t)
         return;
     /* Closed first: a callback starting a new plan is refused. */
     t->closed = 1;
-    while (t->plans != NULL)
-        finish(t->plans, -ECANCELED, NULL, 0, "traversing is closing");
+    while (t->plans.head != NULL)
+        finish(dlist_entry(t->plans.head, struct plan, link), -ECANCELED, NULL, 0,
+               "traversing is closing");
     /* The deletions still running find their rule gone; the sweep removes
        everything whatever they do (iptables serialises the two). */
     if (tvrules_sweep(t->cfg.queue_num) > 0)
