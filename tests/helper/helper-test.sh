@@ -23,11 +23,13 @@ mode=${1:?usage: helper-test.sh local|proto|reconnect BUILD_DIR SRC_DIR}
 build=$(cd "${2:?build dir}" && pwd)
 src=$(cd "${3:?source dir}" && pwd)
 
-helper=$build/helper/qcg-helper
+# A failed check's cleanup shows the last 60 lines of each log;
+# HELPER_TEST_LOGS=1 shows them even when everything passed.
+log_lines=60 logs_var=HELPER_TEST_LOGS
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
 client=$build/tests/helper/helper-localproto-client
-frontend=$build/frontend/qcg-frontend
-broker=$build/broker/qcg-broker
-certs=$src/certs/qcg-certs
 
 case $mode in
 local) port_b=0 port_f=17998 low=17950 high=17959 ;;
@@ -38,29 +40,6 @@ probe) port_b=17912 port_f=17913 low=17990 high=17993 ;;
 restart-frontend) ;;
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	if [[ -s ${out:-/dev/null} ]]; then sed 's/^/     | /' "$out"; fi
-}
-
-# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
-wait_for() {
-	local desc=$1 tries=$2
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
-}
-
-listening() { ss -Htln "sport = :$1" | grep -q .; }
 
 # Starts the frontend with the arguments saved in $work (the restart reuses them).
 start_frontend() {
@@ -98,42 +77,21 @@ for f in "$helper" "$client"; do
 done
 cat=$build/tools/qcg-cat
 if [[ $mode != local ]]; then
-	for f in "$frontend" "$broker" $([[ $mode == qcgcat || $mode == probe ]] && echo "$cat"); do
-		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
-	done
+	# shellcheck disable=SC2046 # nothing, or qcg-cat
+	need_built "$frontend" "$broker" $([[ $mode == qcgcat || $mode == probe ]] && echo "$cat")
 fi
-command -v openssl >/dev/null || { echo "openssl missing: skipping"; exit 77; }
-command -v ss >/dev/null || { echo "ss missing: skipping"; exit 77; }
+need_commands openssl ss
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/helper-test.XXXXXX")
-out=$work/out
-pids=()
+grid_workdir helper-test
+# The frontend is not in pids: the reconnect test restarts it from another
+# process (restart-frontend), which leaves its pid in a file.
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	if [[ -f $work/frontend.pid ]]; then kill "$(cat "$work/frontend.pid")" 2>/dev/null || true; fi
-	wait 2>/dev/null || true
-	# HELPER_TEST_LOGS=1 shows the daemons' logs even when everything passed.
-	if ((failed > 0)) || [[ -n ${HELPER_TEST_LOGS:-} ]]; then
-		for log in "$work"/*.log; do
-			[[ -f $log ]] || continue
-			echo "--- $log (last 60 lines)"
-			tail -n 60 "$log"
-		done
-	fi
-	rm -rf -- "$work"
+	grid_cleanup
 }
 trap cleanup EXIT
 
-ca=$work/ca
-{
-	"$certs" --dir "$ca" init
-	"$certs" --dir "$ca" issue broker --san 127.0.0.1
-	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
-	"$certs" --dir "$ca" issue helper c1/n1
-	"$certs" --dir "$ca" issue helper c1/n2
-	"$certs" --dir "$ca" issue helper c2/n9
-	"$certs" --dir "$ca" issue frontend c2 --san 127.0.0.1
-} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+grid_ca "frontend c1" "helper c1/n1" "helper c1/n2" "helper c2/n9" "frontend c2"
 
 sock=$work/run/qcg/helper.sock
 helper_args=(--socket "$sock" --frontend "https://127.0.0.1:$port_f/" --ca "$ca/ca.crt"
@@ -148,8 +106,6 @@ start_helper() {
 	pids+=("$helper_pid")
 	wait_for "the helper's socket" 100 grep -q "listening on $sock" "$work/$log"
 }
-
-connected() { "$helper" --status --json --socket "$sock" | grep -q '"upstream_connected":true'; }
 
 # check DESC CMD...: CMD must succeed.
 check() {
@@ -277,7 +233,7 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 proto)
 	start_grid
 	start_helper helper.log --log-level debug
-	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	check "the helper registers with the frontend" wait_for "registration" 150 connected "$sock"
 	run_client "the local protocol against a real frontend and broker" \
 		proto "$sock" "$low" "$high" c1 n1 127.0.0.1
 	run_client "fuzz with the frontend behind: 300 connections" fuzz "$sock" 300
@@ -293,8 +249,7 @@ proto)
 		--cert "$ca/helper-c2-n9.pem" --address 127.0.0.1 --ports 17940-17949 \
 		>>"$work/helper-c2.log" 2>&1 &
 	pids+=($!)
-	check "the helper of c2/n9 registers" wait_for "registration" 150 \
-		bash -c "'$helper' --status --json --socket '$sock2' | grep -q '\"upstream_connected\":true'"
+	check "the helper of c2/n9 registers" wait_for "registration" 150 connected "$sock2"
 	run_client "plans across clusters: direct, and the technique a pair would need" \
 		technique "$sock" "$low" "$sock2" 17940
 
@@ -326,7 +281,7 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 reconnect)
 	start_grid
 	start_helper helper.log
-	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	check "the helper registers with the frontend" wait_for "registration" 150 connected "$sock"
 	run_client "frontend restart: re-registration and re-publication" \
 		reconnect "$sock" "$low" "bash '$src/tests/helper/helper-test.sh' restart-frontend '$build' '$src' '$work'"
 	check "the helper logged the new registration" \
@@ -336,7 +291,7 @@ reconnect)
 qcgcat)
 	start_grid
 	start_helper helper.log
-	check "the helper registers with the frontend" wait_for "registration" 150 connected
+	check "the helper registers with the frontend" wait_for "registration" 150 connected "$sock"
 	qcat=("$cat" --job cat-job --secret cat-secret --helper "$sock" --timeout 20)
 	"${qcat[@]}" --rank 0 listen >"$work/received" 2>"$work/listener.log" &
 	listener=$!
@@ -369,7 +324,7 @@ probe)
 		--allow-uids 4242 >>"$work/helper-n2.log" 2>&1 &
 	n2_pid=$!
 	pids+=("$n2_pid")
-	check "n1's helper registers" wait_for "registration" 150 connected
+	check "n1's helper registers" wait_for "registration" 150 connected "$sock"
 	check "n2's helper registers" wait_for "registration" 150 \
 		grep -q "registered node c1/n2" "$work/helper-n2.log"
 	log_of() { if [[ $1 == n2 ]]; then echo "$work/helper-n2.log"; else echo "$work/helper.log"; fi; }

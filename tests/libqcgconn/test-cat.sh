@@ -21,111 +21,24 @@ export LC_ALL=C
 build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
 cat_bin=$build/tools/qcg-cat
 many=$build/tests/libqcgconn/qcg-test-many
-helper=$build/helper/qcg-helper
-frontend=$build/frontend/qcg-frontend
-broker=$build/broker/qcg-broker
-certs=$src/certs/qcg-certs
 port_b=18001 port_f=18002 low=18050 high=18099
 
 for f in "$cat_bin" "$many"; do
 	[[ -x $f ]] || { echo "missing $f"; exit 1; }
 done
-for f in "$helper" "$frontend" "$broker" "$certs"; do
-	[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
-done
-command -v ss >/dev/null || { echo "ss missing: skipping"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing: skipping"; exit 77; }
+need_built "$helper" "$frontend" "$broker" "$certs"
+need_commands ss python3
 
-passed=0
-failed=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/qcgconn-cat.XXXXXX")
-out=$work/out
-pids=()
-
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	if [[ -s $out ]]; then sed 's/^/     | /' "$out"; fi
-}
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
-		for log in "$work"/*.log "$work"/*.err; do
-			[[ -f $log ]] || continue
-			echo "--- $log (last 40 lines)"
-			tail -n 40 "$log"
-		done
-	fi
-	rm -rf -- "$work"
-}
-trap cleanup EXIT
-
-# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
-wait_for() {
-	local desc=$1 tries=$2
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
-}
-
-# wait_exit PID TRIES: waits for a background process to end (bounded); its status in $rc.
-wait_exit() {
-	local pid=$1 tries=$2
-	for ((i = 0; i < tries; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rc=0
-			wait "$pid" || rc=$?
-			return 0
-		fi
-		sleep 0.1
-	done
-	kill "$pid" 2>/dev/null || true
-	rc=124
-	return 1
-}
-
-listening() { ss -Htln "sport = :$1" | grep -q .; }
-connected() { "$helper" --status --json --socket "$sock" | grep -q '"upstream_connected":true'; }
-ms() { date +%s%3N; }
+grid_workdir qcgconn-cat
 
 # --- the grid -------------------------------------------------------------
-ca=$work/ca
-{
-	"$certs" --dir "$ca" init
-	"$certs" --dir "$ca" issue broker --san 127.0.0.1
-	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
-	"$certs" --dir "$ca" issue helper c1/n1
-} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
-
-for p in $port_b $port_f; do
-	if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
-done
-
-"$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
-	>>"$work/broker.log" 2>&1 &
-pids+=($!)
-wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
-"$frontend" --listen 127.0.0.1 --port $port_f --broker "https://127.0.0.1:$port_b/" \
-	--cluster c1 --kind open --public-address 127.0.0.1 --ca "$ca/ca.crt" \
-	--cert "$ca/frontend-c1.pem" >>"$work/frontend.log" 2>&1 &
-pids+=($!)
-wait_for "the frontend on port $port_f" 100 listening $port_f || exit 1
+grid_one_node $port_b $port_f $low-$high
 sock=$work/helper.sock
-"$helper" --socket "$sock" --frontend "https://127.0.0.1:$port_f/" --cluster c1 --node n1 \
-	--address 127.0.0.1 --ports $low-$high --ca "$ca/ca.crt" --cert "$ca/helper-c1-n1.pem" \
-	>>"$work/helper.log" 2>&1 &
-pids+=($!)
-wait_for "the helper's socket" 100 test -S "$sock" || exit 1
-wait_for "the helper to register upstream" 100 connected || exit 1
 
 # --- qcg-cat's own interface --------------------------------------------------
 if "$cat_bin" --help >"$out" 2>&1 && grep -q 'connect PEER' "$out"; then

@@ -24,107 +24,32 @@ export LC_ALL=C
 build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
 cat_bin=$build/tools/qcg-cat
-helper=$build/helper/qcg-helper
-frontend=$build/frontend/qcg-frontend
-broker=$build/broker/qcg-broker
 proxy=$build/proxy/qcg-proxy
-certs=$src/certs/qcg-certs
 port_b=18501 port_pc=18502 port_pd=18503
 
 [[ -x $cat_bin ]] || { echo "missing $cat_bin"; exit 1; }
-for f in "$helper" "$frontend" "$broker" "$proxy" "$certs"; do
-	[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
-done
-for t in ss python3 openssl; do
-	command -v $t >/dev/null || { echo "$t missing: skipping"; exit 77; }
-done
+need_built "$helper" "$frontend" "$broker" "$proxy" "$certs"
+need_commands ss python3 openssl
 
-passed=0
-failed=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-reversed.XXXXXX")
-out=$work/out
-pids=()
+grid_workdir qcg-reversed
 
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	if [[ -s $out ]]; then sed 's/^/     | /' "$out"; fi
-}
-
-cleanup() {
-	for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
-		for log in "$work"/*.log "$work"/*.err; do
-			[[ -f $log ]] || continue
-			echo "--- $log (last 40 lines)"
-			tail -n 40 "$log"
-		done
-	fi
-	rm -rf -- "$work"
-}
-trap cleanup EXIT
-
-# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
-wait_for() {
-	local desc=$1 tries=$2
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
-}
-
-# wait_exit PID TRIES: waits for a background process to end (bounded); its status in $rc.
-wait_exit() {
-	local pid=$1 tries=$2
-	for ((i = 0; i < tries; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rc=0
-			wait "$pid" || rc=$?
-			return 0
-		fi
-		sleep 0.1
-	done
-	kill "$pid" 2>/dev/null || true
-	rc=124
-	return 1
-}
-
-listening() { ss -Htln "sport = :$1" | grep -q .; }
-connected() { "$helper" --status --json --socket "$1" | grep -q '"upstream_connected":true'; }
-ms() { date +%s%3N; }
 size_of() { stat -c %s "$1" 2>/dev/null || echo 0; }
 at_least() { (($(size_of "$1") >= $2)); }
 
 # --- the grid -------------------------------------------------------------
-ca=$work/ca
-{
-	"$certs" --dir "$ca" init
-	"$certs" --dir "$ca" issue broker --san 127.0.0.1
-	"$certs" --dir "$ca" issue proxy lo --san 127.0.0.1
-	for c in pub nat sym; do
-		"$certs" --dir "$ca" issue frontend $c --san 127.0.0.1
-	done
-	"$certs" --dir "$ca" issue helper pub/p1
-	"$certs" --dir "$ca" issue helper nat/n1
-	"$certs" --dir "$ca" issue helper sym/s1
-} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+grid_ca "proxy lo" "frontend pub" "frontend nat" "frontend sym" \
+	"helper pub/p1" "helper nat/n1" "helper sym/s1"
 openssl rand -hex 32 >"$work/proxy.key"
 chmod 0600 "$work/proxy.key"
 
-for p in $port_b $port_pc $port_pd 18511 18512 18513; do
-	if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
-done
+grid_ports_free $port_b $port_pc $port_pd 18511 18512 18513
 
-"$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
-	--outcome-expiry 1 --proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" >>"$work/broker.log" 2>&1 &
-pids+=("$!")
-wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
+grid_broker $port_b --outcome-expiry 1 --proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" ||
+	exit 1
 
 start_proxy() {
 	"$proxy" --listen 127.0.0.1 --port $port_pd --control-port $port_pc --ca "$ca/ca.crt" \
@@ -144,31 +69,20 @@ declare -A range=([pub]=18520-18529 [nat]=18530-18539 [sym]=18540-18549)
 declare -A hpid
 for c in pub nat sym; do
 	# shellcheck disable=SC2086
-	"$frontend" --listen 127.0.0.1 --port "${fport[$c]}" --broker "https://127.0.0.1:$port_b/" \
-		--cluster $c ${kind[$c]} --ca "$ca/ca.crt" --cert "$ca/frontend-$c.pem" \
-		>>"$work/frontend-$c.log" 2>&1 &
-	pids+=("$!")
-done
-for c in pub nat sym; do
-	wait_for "the frontend of $c" 100 listening "${fport[$c]}" || exit 1
+	grid_frontend $c "${fport[$c]}" ${kind[$c]} || exit 1
 done
 
-# start_helper CLUSTER: the node's helper, its pid in hpid[CLUSTER].
+# start_helper CLUSTER: the node's helper, socket helper-CLUSTER.sock, its pid in hpid[CLUSTER].
 start_helper() {
-	local c=$1 n=${node[$1]}
-	"$helper" --socket "$work/$c.sock" --frontend "https://127.0.0.1:${fport[$c]}/" \
-		--cluster "$c" --node "$n" --address 127.0.0.1 --ports "${range[$c]}" \
-		--ca "$ca/ca.crt" --cert "$ca/helper-$c-$n.pem" --log-level debug \
-		>>"$work/helper-$c.log" 2>&1 &
-	hpid[$c]=$!
-	pids+=("$!")
-	wait_for "the helper of $c to register" 100 connected "$work/$c.sock"
+	local c=$1
+	grid_helper "helper-$c" "$c/${node[$c]}" "${fport[$c]}" "${range[$c]}" --log-level debug || return 1
+	hpid[$c]=$helper_pid
 }
 for c in pub nat sym; do start_helper $c || exit 1; done
 
 # listener CLUSTER JOB RANK OUT ERR [TIMEOUT]: qcg-cat listen in the background, pid in $lpid.
 listener() {
-	QCG_HELPER_SOCKET=$work/$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
 		"$cat_bin" --json --timeout "${6:-20}" listen >"$4" 2>"$5" &
 	lpid=$!
 	pids+=("$lpid")
@@ -177,7 +91,7 @@ listener() {
 
 # connector CLUSTER JOB RANK PEER TIMEOUT: qcg-cat connect (stdin from the caller).
 connector() {
-	QCG_HELPER_SOCKET=$work/$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
 		"$cat_bin" --json --timeout "$5" connect "$4"
 }
 

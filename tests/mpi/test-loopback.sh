@@ -21,98 +21,30 @@ export LC_ALL=C
 build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 
-helper=$build/helper/qcg-helper
-frontend=$build/frontend/qcg-frontend
-broker=$build/broker/qcg-broker
-certs=$src/certs/qcg-certs
+# A failed check shows the last 40 lines of mpirun's output; the cleanup, 30 of each log.
+fail_lines=40 log_lines=30
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
 btl=$build/btl_qcg/mca_btl_qcg.so
 progs=$build/tests/mpi
 port_b=18401 port_f=18402 low=18450 high=18474
 
-command -v mpirun >/dev/null || { echo "mpirun missing: skipping"; exit 77; }
-command -v ompi_info >/dev/null || { echo "ompi_info missing: skipping"; exit 77; }
+need_commands mpirun ompi_info
 for f in "$helper" "$frontend" "$broker" "$certs" "$btl"; do
 	[[ -e $f ]] || { echo "$f not built: skipping"; exit 77; }
 done
-command -v ss >/dev/null || { echo "ss missing: skipping"; exit 77; }
+need_commands ss
 
 ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
 component_path=$build/btl_qcg${ompi_dir:+:$ompi_dir}
 
-passed=0
-failed=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-mpi.XXXXXX")
-out=$work/out
-pids=()
-
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	if [[ -s $out ]]; then tail -n 40 "$out" | sed 's/^/     | /'; fi
-}
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
-		for log in "$work"/*.log; do
-			[[ -f $log ]] || continue
-			echo "--- $log (last 30 lines)"
-			tail -n 30 "$log"
-		done
-	fi
-	rm -rf -- "$work"
-}
-trap cleanup EXIT
-
-# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
-wait_for() {
-	local desc=$1 tries=$2
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
-}
-
-listening() { ss -Htln "sport = :$1" | grep -q .; }
-connected() { "$helper" --status --json --socket "$sock" | grep -q '"upstream_connected":true'; }
-ms() { date +%s%3N; }
+grid_workdir qcg-mpi
 
 # --- the grid -------------------------------------------------------------
-ca=$work/ca
-{
-	"$certs" --dir "$ca" init
-	"$certs" --dir "$ca" issue broker --san 127.0.0.1
-	"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1
-	"$certs" --dir "$ca" issue helper c1/n1
-} >"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+grid_one_node $port_b $port_f $low-$high
 
-for p in $port_b $port_f; do
-	if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
-done
-
-"$broker" --listen 127.0.0.1 --port $port_b --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
-	>>"$work/broker.log" 2>&1 &
-pids+=($!)
-wait_for "the broker on port $port_b" 100 listening $port_b || exit 1
-"$frontend" --listen 127.0.0.1 --port $port_f --broker "https://127.0.0.1:$port_b/" \
-	--cluster c1 --kind open --public-address 127.0.0.1 --ca "$ca/ca.crt" \
-	--cert "$ca/frontend-c1.pem" >>"$work/frontend.log" 2>&1 &
-pids+=($!)
-wait_for "the frontend on port $port_f" 100 listening $port_f || exit 1
-sock=$work/helper.sock
-"$helper" --socket "$sock" --frontend "https://127.0.0.1:$port_f/" --cluster c1 --node n1 \
-	--address 127.0.0.1 --ports $low-$high --ca "$ca/ca.crt" --cert "$ca/helper-c1-n1.pem" \
-	>>"$work/helper.log" 2>&1 &
-pids+=($!)
-wait_for "the helper's socket" 100 test -S "$sock" || exit 1
-wait_for "the helper to register upstream" 100 connected || exit 1
-
-export QCG_HELPER_SOCKET=$sock
+export QCG_HELPER_SOCKET=$work/helper.sock
 QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export QCG_JOB_SECRET
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -182,24 +114,10 @@ else echo "(exit $rc)" >>"$out"; fail "no QCG_JOB_SECRET: btl_qcg steps aside, t
 # as far as the broker knows): an even rank reaches an odd one by `reversed`
 # (the odd rank's helper connects back); firstsend makes both ends of each
 # such pair connect at once.
-{
-	"$certs" --dir "$ca" issue frontend c4 --san 127.0.0.1
-	"$certs" --dir "$ca" issue helper c4/n4
-} >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
-port=$((port_f + 3))
-"$frontend" --listen 127.0.0.1 --port $port --broker "https://127.0.0.1:$port_b/" \
-	--cluster c4 --kind nat --public-address 127.0.0.1 --ca "$ca/ca.crt" \
-	--cert "$ca/frontend-c4.pem" >>"$work/frontend-c4.log" 2>&1 &
-pids+=($!)
-wait_for "frontend c4 on port $port" 100 listening $port || exit 1
+grid_certs "frontend c4" "helper c4/n4"
+grid_frontend c4 $((port_f + 3)) --kind nat --public-address 127.0.0.1 || exit 1
 # Listening range 18430-18449.
-"$helper" --socket "$work/helper-n4.sock" --frontend "https://127.0.0.1:$port/" \
-	--cluster c4 --node n4 --address 127.0.0.1 --ports 18430-18449 \
-	--ca "$ca/ca.crt" --cert "$ca/helper-c4-n4.pem" >>"$work/helper-n4.log" 2>&1 &
-pids+=($!)
-wait_for "helper n4's socket" 100 test -S "$work/helper-n4.sock" || exit 1
-sock=$work/helper-n4.sock
-wait_for "helper n4 to register upstream" 100 connected || exit 1
+grid_helper helper-n4 c4/n4 $((port_f + 3)) 18430-18449 || exit 1
 printf '#!/bin/sh\n# odd ranks on node n4 of cluster c4 (nat)\n%s\n%s\n' \
 	"[ \$((OMPI_COMM_WORLD_RANK % 2)) = 1 ] && QCG_HELPER_SOCKET=$work/helper-n4.sock" \
 	"export QCG_HELPER_SOCKET; exec \"\$@\"" >"$work/odd-nat.sh"
@@ -224,25 +142,11 @@ done
 # first send between rank 0 (c2) and rank 1 (c3) must fail with a message
 # naming the peer and the technique it would need.
 for c in 2 3; do
-	{
-		"$certs" --dir "$ca" issue frontend c$c --san 127.0.0.1
-		"$certs" --dir "$ca" issue helper c$c/n$c
-	} >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
-	port=$((port_f + c - 1))
-	"$frontend" --listen 127.0.0.1 --port $port --broker "https://127.0.0.1:$port_b/" \
-		--cluster c$c --kind symnat --public-address 127.0.0.1 --ca "$ca/ca.crt" \
-		--cert "$ca/frontend-c$c.pem" >>"$work/frontend-c$c.log" 2>&1 &
-	pids+=($!)
-	wait_for "frontend c$c on port $port" 100 listening $port || exit 1
+	grid_certs "frontend c$c" "helper c$c/n$c"
+	grid_frontend c$c $((port_f + c - 1)) --kind symnat --public-address 127.0.0.1 || exit 1
 	# Listening ranges: n2 18475-18486, n3 18487-18499.
-	"$helper" --socket "$work/helper-n$c.sock" --frontend "https://127.0.0.1:$port/" \
-		--cluster c$c --node n$c --address 127.0.0.1 \
-		--ports $((18475 + (c - 2) * 12))-$((18486 + (c - 2) * 13)) \
-		--ca "$ca/ca.crt" --cert "$ca/helper-c$c-n$c.pem" >>"$work/helper-n$c.log" 2>&1 &
-	pids+=($!)
-	wait_for "helper n$c's socket" 100 test -S "$work/helper-n$c.sock" || exit 1
-	sock=$work/helper-n$c.sock
-	wait_for "helper n$c to register upstream" 100 connected || exit 1
+	grid_helper helper-n$c c$c/n$c $((port_f + c - 1)) \
+		$((18475 + (c - 2) * 12))-$((18486 + (c - 2) * 13)) || exit 1
 done
 printf '#!/bin/sh\n# rank 0 on node n2 of cluster c2, rank 1 on node n3 of cluster c3\n%s\n' \
 	"QCG_HELPER_SOCKET=$work/helper-n\$((OMPI_COMM_WORLD_RANK + 2)).sock exec \"\$@\"" \

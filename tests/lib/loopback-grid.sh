@@ -1,0 +1,194 @@
+# shellcheck shell=bash disable=SC2154,SC2034 # build, src: from the sourcing script; rc: for it.
+# tests/lib/loopback-grid.sh: what the loopback tests share (sourced by
+# tests/libqcgconn/test-cat.sh, tests/libqcgconn/test-reversed.sh,
+# tests/mpi/test-loopback.sh and tests/helper/helper-test.sh): the real
+# broker, frontends and helpers on 127.0.0.1 with a throw-away CA, a scratch
+# directory removed with everything started in it, bounded waits on something
+# observable, and the "ok"/"FAIL" lines with their count.
+#
+# The sourcing script sets first:
+#   build, src   the build and source directories (absolute paths)
+# and may set, before its first failed check or its exit:
+#   fail_lines   how many of the last lines of $out a failed check shows (all by default)
+#   log_lines    how many of the last lines of each log the cleanup shows (40)
+#   logs_var     the variable that, set, shows the logs even when all passed (QCG_TEST_LOGS)
+#
+# It provides helper, frontend, broker and certs (the programs), passed and
+# failed; grid_workdir then sets work, out ($work/out, what a failed check
+# shows) and pids (what the cleanup kills); grid_ca sets ca; grid_broker sets
+# broker_url; grid_helper sets helper_pid.
+
+helper=$build/helper/qcg-helper
+frontend=$build/frontend/qcg-frontend
+broker=$build/broker/qcg-broker
+certs=$src/certs/qcg-certs
+
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	if [[ -s ${out:-/dev/null} ]]; then tail -n "${fail_lines:-+1}" "$out" | sed 's/^/     | /'; fi
+}
+
+# need_built FILE...: exit 77 (skipped) unless each FILE is an executable.
+need_built() {
+	local f
+	for f in "$@"; do
+		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
+	done
+}
+
+# need_commands NAME...: exit 77 (skipped) unless each command is installed.
+need_commands() {
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null || { echo "$t missing: skipping"; exit 77; }
+	done
+}
+
+# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
+wait_for() {
+	local desc=$1 tries=$2 i
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $desc" >&2
+	return 1
+}
+
+# wait_exit PID TRIES: waits for a background process to end (bounded); its status in $rc.
+wait_exit() {
+	local pid=$1 tries=$2 i
+	for ((i = 0; i < tries; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			rc=0
+			wait "$pid" || rc=$?
+			return 0
+		fi
+		sleep 0.1
+	done
+	kill "$pid" 2>/dev/null || true
+	rc=124
+	return 1
+}
+
+listening() { ss -Htln "sport = :$1" | grep -q .; }
+# connected SOCK: the helper behind SOCK is registered with its frontend.
+connected() { "$helper" --status --json --socket "$1" | grep -q '"upstream_connected":true'; }
+ms() { date +%s%3N; }
+
+# grid_workdir NAME: a new scratch directory $work, removed when the script exits.
+grid_workdir() {
+	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	out=$work/out
+	pids=()
+	trap grid_cleanup EXIT
+}
+
+# Kills what the test started (a process it stopped is continued first: a
+# stopped process does not act on SIGTERM), shows the logs when a check
+# failed, and removes $work.
+grid_cleanup() {
+	local p log n=${log_lines:-40} show=${logs_var:-QCG_TEST_LOGS}
+	for p in "${pids[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill "$p" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	if ((failed > 0)) || [[ -n ${!show:-} ]]; then
+		for log in "$work"/*.log "$work"/*.err; do
+			[[ -f $log ]] || continue
+			echo "--- $log (last $n lines)"
+			tail -n "$n" "$log"
+		done
+	fi
+	rm -rf -- "$work"
+}
+
+# grid_ports_free PORT...: exit 1 when one of them is taken.
+grid_ports_free() {
+	local p
+	for p in "$@"; do
+		if listening "$p"; then echo "port $p is taken: another test running?"; exit 1; fi
+	done
+}
+
+# grid_ca WHO...: a throw-away CA in $ca ($work/ca), the broker's certificate
+# and grid_certs WHO...
+grid_ca() {
+	ca=$work/ca
+	"$certs" --dir "$ca" init >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+	grid_certs broker "$@"
+}
+
+# grid_certs WHO...: a certificate from the CA for each WHO: "broker",
+# "frontend CLUSTER", "proxy NAME" (these three for 127.0.0.1) or
+# "helper CLUSTER/NODE".  On an error: exit 1, showing what qcg-certs said.
+grid_certs() {
+	local who args
+	for who in "$@"; do
+		read -ra args <<<"$who"
+		[[ ${args[0]} == helper ]] || args+=(--san 127.0.0.1)
+		"$certs" --dir "$ca" issue "${args[@]}" >>"$work/certs.log" 2>&1 ||
+			{ cat "$work/certs.log"; exit 1; }
+	done
+}
+
+# grid_broker PORT [OPTION...]: qcg-broker on 127.0.0.1:PORT, log broker.log;
+# returns once it listens.
+grid_broker() {
+	local port=$1
+	shift
+	"$broker" --listen 127.0.0.1 --port "$port" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+		"$@" >>"$work/broker.log" 2>&1 &
+	pids+=("$!")
+	broker_url=https://127.0.0.1:$port/
+	wait_for "the broker on port $port" 100 listening "$port"
+}
+
+# grid_frontend CLUSTER PORT [OPTION...]: CLUSTER's qcg-frontend on
+# 127.0.0.1:PORT, with the broker above, OPTIONs (--kind ...) added, log
+# frontend-CLUSTER.log; returns once it listens.
+grid_frontend() {
+	local cluster=$1 port=$2
+	shift 2
+	"$frontend" --listen 127.0.0.1 --port "$port" --broker "$broker_url" --cluster "$cluster" \
+		"$@" --ca "$ca/ca.crt" --cert "$ca/frontend-$cluster.pem" \
+		>>"$work/frontend-$cluster.log" 2>&1 &
+	pids+=("$!")
+	wait_for "the frontend of $cluster on port $port" 100 listening "$port"
+}
+
+# grid_helper NAME CLUSTER/NODE FRONTEND_PORT LOW-HIGH [OPTION...]: the node's
+# qcg-helper with the frontend on FRONTEND_PORT, listening ports LOW-HIGH,
+# socket $work/NAME.sock, log NAME.log, pid in $helper_pid; returns once it has
+# registered with the frontend.
+grid_helper() {
+	local name=$1 cn=$2 port=$3 range=$4
+	shift 4
+	"$helper" --socket "$work/$name.sock" --frontend "https://127.0.0.1:$port/" \
+		--cluster "${cn%/*}" --node "${cn#*/}" --address 127.0.0.1 --ports "$range" \
+		--ca "$ca/ca.crt" --cert "$ca/helper-${cn%/*}-${cn#*/}.pem" "$@" \
+		>>"$work/$name.log" 2>&1 &
+	helper_pid=$!
+	pids+=("$helper_pid")
+	wait_for "the socket of helper $cn" 100 test -S "$work/$name.sock" &&
+		wait_for "helper $cn to register upstream" 100 connected "$work/$name.sock"
+}
+
+# grid_one_node BROKER_PORT FRONTEND_PORT LOW-HIGH: the smallest grid, in a new
+# CA: the broker, an open cluster c1 with its frontend and one node n1 whose
+# helper listens on ports LOW-HIGH (socket $work/helper.sock, log helper.log).
+# Exit 1 when a port is taken or a daemon does not come up.
+grid_one_node() {
+	grid_ca "frontend c1" "helper c1/n1"
+	grid_ports_free "$1" "$2"
+	grid_broker "$1" || exit 1
+	grid_frontend c1 "$2" --kind open --public-address 127.0.0.1 || exit 1
+	grid_helper helper c1/n1 "$2" "$3" || exit 1
+}
