@@ -54,6 +54,10 @@ struct conn {
     int pending;                /* an upstream request is in flight: not reading */
     int throttled;              /* replies wait in the write queue: not reading */
     int published;              /* me is published upstream */
+    /* A PUBLISH of me is on its way upstream, for this port.  The broker may
+       have it, and send an order for me, before its answer is back here. */
+    int publishing;
+    uint16_t publishing_port;
     struct contact me;          /* job, secret, rank from HELLO; port once published */
 
     /* The message being read: exactly a header, then exactly its payload. */
@@ -346,6 +350,7 @@ static void request_done(uv_work_t *work, int status)
     }
     switch (r->type) {
     case LOCAL_PUBLISH:
+        c->publishing = 0;
         if (r->rc == 0) {
             if (!c->published)
                 log_info("pid %d: published job %s rank %d port %u", (int)c->pid,
@@ -564,6 +569,8 @@ static int on_publish(struct conn *c, uint32_t rid)
         send_error(c, rid, rc, 0, "the helper cannot queue the request");
         return 0;
     }
+    c->publishing = 1;
+    c->publishing_port = ct.port;
     return 1;
 }
 
@@ -1004,7 +1011,7 @@ static struct conn *publisher(struct local_server *srv, const char *job, int32_t
 {
     for (struct dlink *l = srv->conns.head; l != NULL; l = l->next) {
         struct conn *c = dlist_entry(l, struct conn, link);
-        if (c->hello && c->published && !c->closing && c->me.rank == rank &&
+        if (c->hello && (c->published || c->publishing) && !c->closing && c->me.rank == rank &&
             strcmp(c->me.job, job) == 0)
             return c;
     }
@@ -1124,7 +1131,9 @@ int local_server_published_port(struct local_server *srv, const char *job, int32
 {
     struct conn *c = publisher(srv, job, rank);
 
-    return c != NULL ? (int)c->me.port : 0;
+    if (c == NULL)
+        return 0;
+    return c->published ? (int)c->me.port : (int)c->publishing_port;
 }
 
 void local_server_set_attempts(struct local_server *srv, struct attempts *as)

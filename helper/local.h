@@ -27,8 +27,9 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
 void local_server_close(struct local_server *srv);
 void local_server_free(struct local_server *srv);
 
-/* Loop thread.  1 when a live local connection publishes (job, rank), else 0
-   with the reason in why. */
+/* Loop thread.  1 when a live local connection publishes (job, rank), or is
+   publishing it (its PUBLISH still on its way back), else 0 with the reason
+   in why. */
 int local_server_publishes(struct local_server *srv, const char *job, int32_t rank, char *why,
                            size_t whylen);
 /* Loop thread.  Sends LOCAL_INCOMING `in` with a copy of fd to the connection

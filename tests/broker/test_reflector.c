@@ -275,7 +275,9 @@ static void test_misdeclared(struct reflector *r)
     char ports[64];
     snprintf(ports, sizeof(ports), "local port %d was observed as 127.0.0.1:%d", pa + 1, pa);
     CHECK(strstr(aa, ports) != NULL, "both ports named: '%s'", aa);
-    CHECK(took < 200, "misdeclared answered in %llu ms", (unsigned long long)took);
+    /* "misconfiguration" above says which path answered; the time only has
+       to stay clear of the pair wait's FAIL on a loaded machine. */
+    CHECK(took < WAIT_MS + 700, "misdeclared answered in %llu ms", (unsigned long long)took);
     CHECK(c1.misdeclared == c0.misdeclared + 1, "misdeclared counter");
     printf("misdeclared: FAIL to both in %llu ms\n", (unsigned long long)took);
 }

@@ -77,10 +77,11 @@ static void test_sleep(void)
     CHECK(ms >= 250 && ms < 2000);
     pthread_join(t, NULL);
 
-    /* Already stopped: returns at once. */
+    /* Already stopped: returns at once, not after the 5 s (the bound leaves
+       room for a loaded machine). */
     t0 = now_ms();
     CHECK(sleep_unless_stopped(5000, &stop_flag) == 1);
-    CHECK(now_ms() - t0 < 100);
+    CHECK(now_ms() - t0 < 2000);
 }
 
 static void test_signals(void)
