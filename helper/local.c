@@ -58,6 +58,13 @@ struct conn {
        have it, and send an order for me, before its answer is back here. */
     int publishing;
     uint16_t publishing_port;
+    /* REPORTs still on their way upstream.  The broker takes a report only
+       from a published rank: the withdrawal (asked, or at the process's end)
+       waits for them, or a process that reports and quits at once would
+       lose its last outcome. */
+    unsigned reports;
+    int withdraw_waits;
+    uint32_t withdraw_rid;
     struct contact me;          /* job, secret, rank from HELLO; port once published */
 
     /* The message being read: exactly a header, then exactly its payload. */
@@ -78,6 +85,7 @@ struct request {
     uv_work_t work;
     struct local_server *srv;
     struct conn *c;             /* NULL for the withdraw of a closed connection */
+    struct conn *reporter;      /* REPORT: whose withdrawal waits for it */
     uint64_t owner;
     uint16_t type;
     uint32_t rid;
@@ -265,6 +273,7 @@ static void do_request(uv_work_t *work)
 }
 
 static void release_contact(struct conn *c);
+static void withdraw_after_reports(struct conn *c);
 
 /* A plan to the process.  Traversing and hole punching go on in the helper
    (attempts.h); one that cannot even start is failed right after its plan,
@@ -398,6 +407,9 @@ static void request_done(uv_work_t *work, int status)
         if (r->rc < 0)
             log_debug("report of job %s rank %d -> %d: %s", r->contact.job, r->contact.rank,
                       r->report.to_rank, r->msg);
+        if (--r->reporter->reports == 0 && r->reporter->withdraw_waits)
+            withdraw_after_reports(r->reporter);
+        conn_unref(r->reporter);
         break;
     case LOCAL_SITE:
     case LOCAL_PROBE:
@@ -479,6 +491,10 @@ static void release_contact(struct conn *c)
 
     if (!c->published)
         return;
+    if (c->reports > 0) {
+        c->withdraw_waits = 1;
+        return;
+    }
     c->published = 0;
     contacts_set_state(srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
     if (queue_request(srv, NULL, LOCAL_WITHDRAW, 0, &c->me, 0, c->id) < 0) {
@@ -574,12 +590,43 @@ static int on_publish(struct conn *c, uint32_t rid)
     return 1;
 }
 
+static int withdraw_now(struct conn *c, uint32_t rid);
+
 static int on_withdraw(struct conn *c, uint32_t rid)
 {
     if (!c->published) {
         send_msg(c, LOCAL_OK, rid, NULL, 0, 0);
         return 0;
     }
+    if (c->reports > 0) {
+        /* Its reports go first; reading stops as for a request upstream. */
+        c->withdraw_waits = 1;
+        c->withdraw_rid = rid;
+        c->pending = 1;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        return 1;
+    }
+    return withdraw_now(c, rid);
+}
+
+/* The last report of c is upstream: the withdrawal that waited goes now
+   (at the process's end, the release of its contact). */
+static void withdraw_after_reports(struct conn *c)
+{
+    c->withdraw_waits = 0;
+    c->pending = 0;
+    if (c->closing) {
+        release_contact(c);
+        return;
+    }
+    if (withdraw_now(c, c->withdraw_rid) == 0) {
+        c->throttled = 1;
+        resume_reading(c);
+    }
+}
+
+static int withdraw_now(struct conn *c, uint32_t rid)
+{
     contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
     if (queue_request(c->srv, c, LOCAL_WITHDRAW, rid, &c->me, 0, c->id) < 0) {
         contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_PUBLISHED);
@@ -628,11 +675,15 @@ static int on_report(struct conn *c, uint32_t rid)
     q->contact = c->me;
     q->to_rank = r->to_rank;
     q->report = *r;
+    q->reporter = c;
     if (uv_queue_work(c->srv->loop, &q->work, do_request, request_done) < 0) {
         log_warnx("pid %d: cannot queue a report", (int)c->pid);
         explicit_bzero(q, sizeof(*q));
         free(q);
+        return 0;
     }
+    c->refs++;
+    c->reports++;
     return 0;
 }
 

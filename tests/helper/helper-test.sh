@@ -276,6 +276,16 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 		bash -c "'$helper' --status --socket '$sock' | grep -E '^upstream connected +yes$'"
 	check "every protocol violation was logged with the pid" \
 		bash -c "[ \$(grep -c 'pid [0-9]* uid [0-9]*: .*; closing' '$work/helper.log') -ge 9 ]"
+	# A process that reports an attempt and quits at once: the report is
+	# upstream before the withdrawal (the broker refuses one from a withdrawn
+	# rank, and the outcome would be lost).
+	run_client "10 reports, each followed at once by a withdrawal or the exit" \
+		report "$sock" "$low" 10
+	check "the broker took all 10 reports" wait_for "10 reports in the broker's log" 50 \
+		bash -c "[ \$(grep -c 'job rep-[0-9]* rank 0 (c1) -> rank 1 (c1): direct failed' \
+			'$work/broker.log') -eq 10 ]"
+	check "... and refused none for a rank already withdrawn" \
+		bash -c "! grep -q 'report from frontend c1 refused' '$work/broker.log'"
 	check_sigterm
 	;;
 reconnect)

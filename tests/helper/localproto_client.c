@@ -16,6 +16,9 @@
  *                             OBSERVED from the helper's own user)
  *   helper-localproto-client observed-denied SOCKET   (run as another uid than the helper's)
  *   helper-localproto-client site-error SOCKET TEXT   (SITE fails: QCG_EUPSTREAM saying TEXT)
+ *   helper-localproto-client report SOCKET LOW ROUNDS
+ *                            (jobs rep-1..ROUNDS: rank 0 REPORTs a failed attempt on
+ *                             rank 1, then at once withdraws, or just closes, in turn)
  */
 #include <errno.h>
 #include <poll.h>
@@ -925,6 +928,55 @@ static int mode_observed_denied(int argc, char **argv)
     return 0;
 }
 
+/* A process that reports and quits at once: the report must reach the
+   broker before the withdrawal (the broker takes reports from published
+   ranks only).  The broker's log tells; the script reads it. */
+static int mode_report(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    int rounds = atoi(argv[4]), done = 0;
+
+    for (int i = 1; i <= rounds; i++) {
+        char job[32];
+        struct reply r;
+        struct local_report rep;
+        int target = open_helper(path), reporter = open_helper(path);
+
+        snprintf(job, sizeof(job), "rep-%d", i);
+        if (target < 0 || reporter < 0 || hello(target, job, SECRET, 1, &r) < 0 ||
+            r.h.type != LOCAL_HELLO_OK || publish(target, low + 1, &r) < 0 ||
+            r.h.type != LOCAL_OK || hello(reporter, job, SECRET, 0, &r) < 0 ||
+            r.h.type != LOCAL_HELLO_OK || publish(reporter, low, &r) < 0 || r.h.type != LOCAL_OK) {
+            printf("     round %d: cannot publish ranks 0 and 1\n", i);
+        } else {
+            memset(&rep, 0, sizeof(rep));
+            rep.to_rank = 1;
+            rep.technique = QCG_TECH_DIRECT;
+            rep.ok = 0;
+            rep.setup_ms = 7;
+            snprintf(rep.why, sizeof(rep.why), "round %d", i);
+            bool sent = send_msg(reporter, LOCAL_REPORT, 0, &rep, sizeof(rep)) == 0;
+            /* Odd rounds withdraw, even ones close: the release at a
+               process's end must wait too. */
+            if (sent && i % 2 == 1)
+                sent = request(reporter, LOCAL_WITHDRAW, NULL, 0, &r) == 0 && r.h.type == LOCAL_OK;
+            done += sent;
+        }
+        if (reporter >= 0)
+            close(reporter);
+        /* The target stays until its peer's report is surely upstream. */
+        sleep_ms(300);
+        if (target >= 0)
+            close(target);
+    }
+    check(done == rounds, "%d of %d rounds reported, then withdrew or closed at once", done,
+          rounds);
+    return failures;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -962,6 +1014,8 @@ int main(int argc, char **argv)
         rc = mode_probe(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "observed-denied") == 0)
         rc = mode_observed_denied(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "report") == 0)
+        rc = mode_report(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "site-error") == 0)
         rc = mode_site_error(argc, argv);
     if (rc == 2) {
