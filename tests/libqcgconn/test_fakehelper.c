@@ -21,6 +21,30 @@
 #define PORT_LOW 18020
 #define PORT_HIGH 18039
 
+/* A TCP port of 127.0.0.1 bound and never listened on: a connect to it is
+   refused for as long as the socket is held. */
+static int closed_port_socket(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static uint16_t sock_port(int fd)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+        return 0;
+    return ntohs(sa.sin_port);
+}
+
 static char sock_path[108];
 static struct fake_helper *fh;
 
@@ -396,10 +420,15 @@ static void test_only(void)
 
     /* A failed attempt is the answer: no second lookup, the technique named.
        A direct plan to a port nobody listens on (the fake helper does not
-       check); a normal connect would ask for the next technique. */
+       check); a normal connect would ask for the next technique.  The port
+       is bound here and never listened on: one of the range could be a
+       context's listener (they start at a random offset). */
     {
-        struct local_plan dead = {.technique = QCG_TECH_DIRECT, .port = PORT_HIGH};
+        int closed_fd = closed_port_socket();
+        struct local_plan dead = {.technique = QCG_TECH_DIRECT, .port = sock_port(closed_fd)};
         int rc;
+
+        CHECK(closed_fd >= 0 && dead.port != 0);
 
         strcpy(dead.cluster, "c1");
         strcpy(dead.node, "n1");
@@ -425,6 +454,7 @@ static void test_only(void)
         fake_helper_set_plan_only(fh, 22, 0, QCG_TECH_DIRECT, &dead, 0, NULL);
         CHECK_EQ(connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL), QCG_EPROTO);
         CHECK(strstr(qcg_last_error(a), "direct only") != NULL);
+        close(closed_fd);
     }
     qcg_close(b);
     qcg_close(a);
