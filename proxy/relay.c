@@ -2,7 +2,6 @@
 #include "relay.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -147,7 +146,6 @@ static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter,
     conn_close(r, c);
 }
 
-/* Floods of connections beyond the caps: one line per second at most. */
 /* A connection refused for a cap or a shortage: logged at most once a
    second. */
 static void refuse(struct relay *r, const char *addr, const char *why)
