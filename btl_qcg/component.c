@@ -1,6 +1,7 @@
 /* The component: parameters, and btl_init, which joins the grid (qcg_open,
    qcg_listen) or opts out so that the other BTLs still run. */
 #include "btl_qcg.h"
+#include "jobid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,8 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
     struct qcg_options opts = {.job = NULL, .rank = -1, .secret = NULL, .helper_socket = NULL};
     mca_btl_base_module_t **modules;
     struct btl_qcg_module *m;
-    const char *secret = getenv("QCG_JOB_SECRET");
-    char job[32];
+    const char *secret = getenv("QCG_JOB_SECRET"), *user_job = getenv("QCG_JOB");
+    char job[GRID_JOB_MAX];
     qcg_ctx *ctx = NULL;
     int rc;
 
@@ -126,8 +127,20 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
         btl_qcg_log(1, "not used: rank %u out of range", me.vpid);
         return NULL;
     }
-    /* The job is Open MPI's own job id: every rank of one mpirun shares it. */
-    snprintf(job, sizeof(job), "%u", me.jobid);
+    /* The user's job, not Open MPI's 16-bit-hashed job id that anyone seeing
+       `ps` could claim first: QCG_JOB (from the node's qcg-agent, or the
+       user's environment) names it; Open MPI's job tells the jobs of one
+       mpirun apart (spawn). */
+    if (user_job == NULL || user_job[0] == '\0') {
+        btl_qcg_log(1, "not used: QCG_JOB is not set (qcg-mpirun sets it; with plain mpirun, "
+                       "export QCG_JOB and -x QCG_JOB)");
+        return NULL;
+    }
+    if (mpi_job_id(job, user_job, me.jobid) < 0) {
+        opal_output(0, "btl_qcg: rank %u: not used: QCG_JOB '%.64s' is not 1..%d characters of "
+                       "A-Z a-z 0-9 . _ -", me.vpid, user_job, USER_JOB_MAX);
+        return NULL;
+    }
     opts.job = job;
     opts.rank = (int)me.vpid;
     rc = qcg_open(&ctx, &opts);

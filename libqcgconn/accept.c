@@ -326,6 +326,7 @@ static void refuse(qcg_ctx *ctx, struct pending *p, enum hs_status st, const str
     (void)answer(ctx, p, st, peer);
     ctx_seterr(ctx, "incoming connection refused: hello from rank %d: %s", peer->from_rank,
                hs_status_name(st));
+    ctx->refused++;
     pending_drop(ctx, p);
 }
 
@@ -374,6 +375,7 @@ static void hello_in(qcg_ctx *ctx, struct pending *p)
                    "incoming connection refused: the helper announced rank %d, "
                    "the hello says rank %d",
                    p->expect_rank, peer.from_rank);
+        ctx->refused++;
         (void)answer(ctx, p, HS_DENIED, &peer);
         pending_drop(ctx, p);
         return;
@@ -564,6 +566,11 @@ void accept_unwait(qcg_ctx *ctx, struct waiter *w)
             return;
         }
     }
+}
+
+QCG_EXPORT unsigned long qcg_accept_refused(const qcg_ctx *ctx)
+{
+    return ctx != NULL ? ctx->refused : 0;
 }
 
 QCG_EXPORT int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info)

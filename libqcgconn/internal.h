@@ -121,6 +121,7 @@ struct qcg_ctx {
     bool listener_watched;
     int accept_timer;           /* timerfd: the earliest pending deadline */
     int helper_error;           /* the helper connection's loss, for the next qcg_accept */
+    unsigned long refused;      /* incoming connections refused (qcg_accept_refused) */
     struct pending pending[PENDING_MAX];
     struct waiter *waiters;     /* connects waiting for a reversed connection */
 

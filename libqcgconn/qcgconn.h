@@ -111,6 +111,11 @@ void qcg_connect_free(qcg_connect_op *op);
    a bounded time for a connecting peer's handshake. */
 int qcg_accept_pollfd(const qcg_ctx *ctx);
 int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info);
+/* How many incoming connections were refused since qcg_open (a hello with
+   the wrong job secret, a replay, a rank the helper did not announce...):
+   qcg_accept drops them quietly; a caller that logs them compares this
+   count after each call and finds the last one's detail in qcg_last_error. */
+unsigned long qcg_accept_refused(const qcg_ctx *ctx);
 
 /* Where this context listens (valid after qcg_listen): the node's cluster,
    node name, address and the listening port.  0, or QCG_EINVAL before

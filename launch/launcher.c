@@ -1,0 +1,409 @@
+/* qcg-launch: mpirun's launch agent (plm_rsh_agent) over qcg-connect.
+
+     qcg-launch [--timeout S] [--verbose] HOST orted ARGS...
+
+   Instead of ssh HOST, it connects through the grid to the qcg-agent of the
+   job ($QCG_JOB) on HOST, asks it to run the daemon, and stays as its
+   stand-in beside mpirun: the daemon's output on our stdout/stderr, each
+   runtime connection the daemon opens (to the agent's loopback port) carried
+   to mpirun's port on this node, the daemon's exit status as ours, and
+   SIGINT/SIGTERM/SIGHUP passed on.  255 when the launch itself fails, with
+   one line naming HOST and why (as ssh does).  The job secret comes from
+   $QCG_JOB_SECRET, never from the command line. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "jobid.h"
+#include "link.h"
+#include "monotonic.h"
+#include "ortecmd.h"
+#include "proto.h"
+#include "qcgconn.h"
+#include "tunnel.h"
+#include "wire.h"
+
+#define LAUNCH_FAILED 255
+/* After a signal passed on, how long the daemon has to end before we go. */
+#define SIGNAL_WAIT_MS 10000
+#define RANK_TRIES 8
+
+struct launcher {
+    const char *host;
+    uv_loop_t loop;
+    struct link *link;
+    struct tunnels *tunnels;
+    uv_signal_t sig[3];
+    uv_timer_t timer;
+    char addrs[256]; /* mpirun's runtime addresses, comma-separated */
+    uint16_t port;
+    int signalled;
+    int rc;
+    int done;
+};
+
+struct runtime_connect {
+    uv_connect_t req;
+    struct launcher *l;
+    uint16_t chan;
+    int next; /* the next address of addrs to try */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
+               "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
+               "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
+               "  and a qcg-agent of that job running on HOST.\n"
+               "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
+               " or 60)\n"
+               "  --verbose    one line on stderr: the technique and setup time\n");
+}
+
+static void fail(const char *host, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *host, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "qcg-launch: %s: ", host);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(LAUNCH_FAILED);
+}
+
+static void finish(struct launcher *l, int rc)
+{
+    if (l->done)
+        return;
+    l->done = 1;
+    l->rc = rc;
+    if (l->link != NULL)
+        link_close(l->link);
+    l->link = NULL;
+    tunnels_free(l->tunnels);
+    l->tunnels = NULL;
+    for (int i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&l->sig[i], NULL);
+    uv_close((uv_handle_t *)&l->timer, NULL);
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* nobody reads our output any more: drop it */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* --- runtime connections to mpirun ---------------------------------------- */
+
+static void runtime_try(struct runtime_connect *rc);
+
+static void on_runtime_connected(uv_connect_t *req, int status)
+{
+    struct runtime_connect *rc = (struct runtime_connect *)req;
+    struct launcher *l = rc->l;
+
+    if (l->tunnels == NULL || status == UV_ECANCELED) {
+        free(rc);
+        return;
+    }
+    if (status < 0) {
+        /* The handle is spent: a new one for the next address. */
+        tunnel_close(l->tunnels, rc->chan, 0);
+        runtime_try(rc);
+        return;
+    }
+    tunnel_start(l->tunnels, rc->chan);
+    free(rc);
+}
+
+static void runtime_try(struct runtime_connect *rc)
+{
+    struct launcher *l = rc->l;
+    char addr[64];
+    const char *p = l->addrs;
+    struct sockaddr_storage ss;
+    uv_tcp_t *tcp;
+
+    for (int i = 0; i < rc->next && p != NULL; i++) {
+        p = strchr(p, ',');
+        if (p != NULL)
+            p++;
+    }
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, ",");
+        snprintf(addr, sizeof(addr), "%.*s", (int)n, p);
+        rc->next++;
+        p = p[n] == ',' ? p + n + 1 : NULL;
+        if (uv_ip4_addr(addr, l->port, (struct sockaddr_in *)&ss) != 0 &&
+            uv_ip6_addr(addr, l->port, (struct sockaddr_in6 *)&ss) != 0)
+            continue;
+        tcp = tunnel_prepare(l->tunnels, rc->chan);
+        if (tcp == NULL)
+            break;
+        if (uv_tcp_connect(&rc->req, tcp, (struct sockaddr *)&ss, on_runtime_connected) == 0)
+            return;
+        tunnel_close(l->tunnels, rc->chan, 0);
+    }
+    fprintf(stderr, "qcg-launch: %s: cannot reach mpirun's runtime port %s:%u on this node\n",
+            l->host, l->addrs, l->port);
+    link_send(l->link, WIRE_TCLOSE, rc->chan, NULL, 0);
+    free(rc);
+}
+
+/* --- the launch connection ------------------------------------------------- */
+
+static void on_frame(struct link *lk, const struct wire_header *h, const uint8_t *payload)
+{
+    struct launcher *l = link_data(lk);
+    struct runtime_connect *rc;
+
+    switch (h->type) {
+    case WIRE_OUT:
+    case WIRE_ERR:
+        write_all(h->type == WIRE_OUT ? 1 : 2, payload, h->len);
+        return;
+    case WIRE_TOPEN:
+        rc = calloc(1, sizeof(*rc));
+        if (rc == NULL || h->chan >= WIRE_CHANNELS_MAX) {
+            free(rc);
+            link_send(lk, WIRE_TCLOSE, h->chan, NULL, 0);
+            return;
+        }
+        rc->l = l;
+        rc->chan = h->chan;
+        runtime_try(rc);
+        return;
+    case WIRE_TDATA:
+    case WIRE_TCLOSE:
+        if (tunnels_frame(l->tunnels, h, payload) == 0)
+            return;
+        break;
+    case WIRE_REFUSED:
+        fprintf(stderr, "qcg-launch: %s: the agent refused the launch: %.*s\n", l->host,
+                (int)h->len, (const char *)payload);
+        finish(l, LAUNCH_FAILED);
+        return;
+    case WIRE_EXIT:
+        if (h->len == 8) {
+            uint32_t code = wire_u32_get(payload), sig = wire_u32_get(payload + 4);
+            if (sig != 0)
+                fprintf(stderr, "qcg-launch: %s: orted killed by signal %u\n", l->host, sig);
+            finish(l, sig != 0 ? 128 + (int)(sig & 127) : (int)(code & 255));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    fprintf(stderr, "qcg-launch: %s: the agent sent an unexpected %s frame: giving up\n", l->host,
+            wire_type_name(h->type));
+    finish(l, LAUNCH_FAILED);
+}
+
+static void on_link_closed(struct link *lk, const char *why)
+{
+    struct launcher *l = link_data(lk);
+
+    l->link = NULL;
+    if (!l->done)
+        fprintf(stderr, "qcg-launch: %s: lost the connection to its agent: %s\n", l->host, why);
+    finish(l, LAUNCH_FAILED);
+}
+
+static void on_link_drained(struct link *lk)
+{
+    struct launcher *l = link_data(lk);
+
+    if (l->tunnels != NULL)
+        tunnels_resume(l->tunnels);
+}
+
+static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_link_drained};
+
+static void on_signal_timeout(uv_timer_t *t)
+{
+    struct launcher *l = t->data;
+
+    fprintf(stderr, "qcg-launch: %s: orted did not end within %d ms of the signal: leaving it "
+                    "to its agent\n", l->host, SIGNAL_WAIT_MS);
+    finish(l, LAUNCH_FAILED);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+    struct launcher *l = h->data;
+    uint8_t b[4];
+
+    /* A second signal, or none can be passed on: go now; the agent ends
+       the daemon when our connection closes. */
+    if (l->signalled || l->link == NULL) {
+        finish(l, 128 + sig);
+        return;
+    }
+    l->signalled = 1;
+    wire_u32_put(b, (uint32_t)sig);
+    link_send(l->link, WIRE_SIGNAL, 0, b, sizeof(b));
+    uv_timer_start(&l->timer, on_signal_timeout, SIGNAL_WAIT_MS, 0);
+}
+
+/* --- finding the agent ----------------------------------------------------- */
+
+/* Connects to HOST's agent: the connected socket, or exits 255. */
+static int connect_agent(const char *host, const char *job, const char *secret, int timeout_s,
+                         int verbose)
+{
+    char agent_job[GRID_JOB_MAX];
+    struct qcg_options opts = {.job = agent_job, .secret = secret};
+    struct qcg_conn_info info;
+    qcg_ctx *ctx = NULL;
+    uint32_t r;
+    int rc = QCG_EBUSY, fd;
+    uint64_t t0 = monotonic_ms();
+
+    if (agent_job_id(agent_job, job, host) < 0)
+        fail(host, "not a node name (the host list names nodes as their agents know them)");
+    /* Launchers are ranks >= 1 of the agent's job; several mpiruns may
+       launch on one node at once, so pick at random and retry when taken. */
+    for (int i = 0; i < RANK_TRIES && rc == QCG_EBUSY; i++) {
+        if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+            r = (uint32_t)getpid() * 2654435761u + (uint32_t)i;
+        opts.rank = 1 + (int)(r % 0x3fffffffu);
+        rc = qcg_open(&ctx, &opts);
+        if (rc < 0)
+            fail(host, "cannot reach this node's qcg-helper: %s: %s", qcg_strerror(rc),
+                 qcg_last_error(NULL));
+        rc = qcg_listen(ctx);
+        if (rc < 0 && rc != QCG_EBUSY)
+            fail(host, "the grid does not take this launcher: %s: %s", qcg_strerror(rc),
+                 qcg_last_error(ctx));
+        if (rc < 0)
+            qcg_close(ctx);
+    }
+    if (rc < 0)
+        fail(host, "no free launcher rank in job %s after %d tries", agent_job, RANK_TRIES);
+    fd = qcg_connect(ctx, 0, timeout_s * 1000, &info);
+    if (fd < 0) {
+        const char *detail = qcg_last_error(ctx);
+        switch (fd) {
+        case QCG_ETIMEDOUT:
+        case QCG_ENOTFOUND:
+            fail(host, "no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
+                 "started with QCG_JOB=%s?", job, timeout_s, detail[0] ? detail : "not published",
+                 host, job);
+            break;
+        case QCG_EDENIED:
+            fail(host, "the grid refused job %s's secret: the agents were started with another "
+                 "QCG_JOB_SECRET (%s)", job, detail);
+            break;
+        default:
+            fail(host, "cannot connect to its qcg-agent: %s: %s", qcg_strerror(fd), detail);
+        }
+    }
+    if (verbose)
+        fprintf(stderr, "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
+                        "with the lookup)\n", host, qcg_technique_name(info.technique),
+                (double)info.setup_us / 1000.0, (unsigned long long)(monotonic_ms() - t0));
+    /* The connection stays ours; the context (a helper slot) is not needed. */
+    qcg_close(ctx);
+    return fd;
+}
+
+int main(int argc, char **argv)
+{
+    struct launcher l;
+    const char *job = getenv("QCG_JOB"), *secret = getenv("QCG_JOB_SECRET");
+    const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT");
+    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd;
+    char *words[WIRE_ARGS_MAX + 1], why[256];
+    uint8_t *payload;
+    long len;
+
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("qcg-launch %s (launch protocol %d)\n", QCG_VERSION, WIRE_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--verbose") == 0) {
+            verbose = 1;
+        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            timeout_s = atoi(argv[++i]);
+        } else {
+            usage(stderr);
+            return LAUNCH_FAILED;
+        }
+    }
+    if (argc - i < 2) {
+        usage(stderr);
+        return LAUNCH_FAILED;
+    }
+    memset(&l, 0, sizeof(l));
+    l.host = argv[i++];
+    if (timeout_s < 1 || timeout_s > 3600)
+        fail(l.host, "--timeout (or QCG_LAUNCH_TIMEOUT) must be 1..3600 seconds");
+    if (job == NULL || !user_job_valid(job))
+        fail(l.host, "QCG_JOB is %s (1..%d characters of A-Z a-z 0-9 . _ -)",
+             job == NULL ? "not set" : "not a job id", USER_JOB_MAX);
+    if (secret == NULL || !secret_valid(secret))
+        fail(l.host, "QCG_JOB_SECRET is not set (it must be in the environment, never on a "
+                     "command line)");
+    /* mpirun wrote these for the shell ssh would start: make them words. */
+    n = shell_words(argc - i, (const char *const *)argv + i, words, WIRE_ARGS_MAX, why,
+                    sizeof(why));
+    if (n < 1)
+        fail(l.host, "cannot run the command without a shell: %s", n < 0 ? why : "empty");
+    int uri = mca_value_index(n, words, "orte_hnp_uri");
+    if (uri < 0 || uri_tcp_endpoint(words[uri], l.addrs, sizeof(l.addrs), &l.port) < 0)
+        fail(l.host, "not an Open MPI daemon command line (no tcp orte_hnp_uri): qcg-launch is "
+                     "mpirun's plm_rsh_agent");
+    /* Our end goes with mpirun (it kills the launch agents' group only on
+       some paths). */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1)
+        fail(l.host, "mpirun is gone");
+    signal(SIGPIPE, SIG_IGN);
+
+    fd = connect_agent(l.host, job, secret, timeout_s, verbose);
+    payload = malloc(WIRE_FRAME_MAX);
+    if (payload == NULL)
+        fail(l.host, "out of memory");
+    len = wire_launch_encode(payload, WIRE_FRAME_MAX, job, n, (const char *const *)words);
+    if (len < 0)
+        fail(l.host, "the command line is too long for one launch");
+    words_free(words);
+
+    uv_loop_init(&l.loop);
+    l.link = link_new(&l.loop, fd, &launcher_link_ops, &l);
+    if (l.link == NULL || (l.tunnels = tunnels_new(&l.loop, l.link)) == NULL)
+        fail(l.host, "out of memory");
+    link_send(l.link, WIRE_LAUNCH, 0, payload, (size_t)len);
+    free(payload);
+    uv_timer_init(&l.loop, &l.timer);
+    l.timer.data = &l;
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++) {
+        uv_signal_init(&l.loop, &l.sig[k]);
+        l.sig[k].data = &l;
+        uv_signal_start(&l.sig[k], on_signal, sigs[k]);
+    }
+    uv_run(&l.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&l.loop);
+    return l.rc;
+}

@@ -1,0 +1,33 @@
+/* One launch on the agent's side: a launcher's connection, the daemon it
+   asked for (run as the agent's user, in a session of its own, no shell),
+   the daemon's output and runtime connections carried back, and at the end
+   the daemon's exit status.  When the launcher goes, the daemon and every
+   process it started are ended (SIGTERM, then SIGKILL). */
+#ifndef QCG_LAUNCH_SESSION_H
+#define QCG_LAUNCH_SESSION_H
+
+#include <sys/types.h>
+#include <uv.h>
+
+struct session;
+
+struct session_env {
+    uv_loop_t *loop;
+    const char *job;   /* the user's job id this agent serves */
+    const char *orted; /* what runs when orted is asked for */
+    char **environ;    /* the daemon's environment */
+    int launch_ms;     /* a launcher must send LAUNCH within this */
+    int grace_ms;      /* SIGTERM to SIGKILL */
+    /* The session's last handle is closed: it is gone. */
+    void (*gone)(void *arg, struct session *s);
+    void *arg;
+};
+
+/* Takes over fd, a verified connection from rank `peer` of the agent's job. */
+struct session *session_new(const struct session_env *env, int fd, int peer, unsigned id);
+/* Ends the session now (the agent stops): the daemon's session is killed. */
+void session_stop(struct session *s);
+/* True once the daemon was started (a launch, not only a connection). */
+int session_launched(const struct session *s);
+
+#endif
