@@ -1,49 +1,108 @@
 # shellcheck shell=bash
 # qcg-lab mpirun (sourced by qcg-lab, after the plan and services.sh): an Open MPI
-# job on the compute nodes of some sites, over btl_qcg.
+# job on the compute nodes of some sites, over btl_qcg, launched the way a user
+# of a real grid launches it (launch/README.md):
 #
-#   qcg-lab mpirun [--sites LIST] [--ppn K] [--tcp] -- PROGRAM [ARGS...]
+#   qcg-lab mpirun [--sites LIST] [--ppn K] [--from NODE] [--tcp] [--netns-launch]
+#                  -- PROGRAM [ARGS...]
 #
-#   broker 203.0.113.10: mpirun --hostfile (node addresses) --mca plm_rsh_agent AGENT
-#       | AGENT HOST orted ... = qcg-lab _agent HOST orted ...
-#       v   -> ip netns exec qcg-<node> unshare --uts: hostname <node>,
-#              QCG_HELPER_SOCKET=<node's helper>, QCG_LAB_NODE=<node>, then orted
-#   orted on <site>1, <site>2 --(outbound, routed direct)--> mpirun
+#   every node of the job: qcg-agent, started as the lab's user (nobody) in the
+#       node's namespace, as a user would start it on a node (by hand, srun...)
+#   FROM (default nata1, behind a NAT): qcg-mpirun --host-list (node names)
+#       | mpirun --mca plm_rsh_agent qcg-launch: qcg-launch NODE orted ...
+#       |   --(qcg-connect: direct, reversed, holepunch, proxy...)--> NODE's agent
+#       v                                                 runs orted (no shell)
+#   orted's runtime connection: 127.0.0.1 on its node -> agent ~~ qcg-launch ->
+#       mpirun's loopback port on FROM; nothing else crosses a site
 #   ranks: site by site, node 1 before node 2, K per node (rank 0 on the first
 #          node of the first site); btl self,vader,qcg (--tcp: self,vader,tcp)
 #
-# mpirun runs in the broker's namespace: every site reaches it outbound, NATs
-# included.  Each run gets a fresh job secret (-x QCG_JOB_SECRET; the job id is
-# Open MPI's).  $QCG_MPIRUN_ARGS adds mpirun options (split on spaces).  The exit
-# status is mpirun's.
+# Each run is a job of its own (qcg-mpirun --new-job: a random id and secret,
+# passed in the environment, never on a command line).  The agents end with
+# their launch; any left (a node mpirun never reached) get SIGTERM.  The exit
+# status is mpirun's.  $QCG_MPIRUN_ARGS adds mpirun options (split on spaces).
+#
+# --netns-launch is the old launcher, kept as the launch benchmark's baseline
+# only: mpirun as root on the broker's host, every orted started with
+# `ip netns exec` (which no real grid allows) and reaching mpirun directly.
 
 MPI_SITES_DEFAULT="open fw nata natb sym"
-# Where orteds and btl_tcp talk: every lab host has one interface, qcg-eth0.
+MPI_FROM_DEFAULT=nata1
+# Where orteds and btl_tcp talk in the netns launcher: every lab host has one
+# interface, qcg-eth0.
 MPI_IF=qcg-eth0
+# The unprivileged user the lab's agents and mpirun run as.
+LAB_USER=nobody
+LAB_GROUP=nogroup
+USER_DIR=$STATE/user
 
 mpirun_usage() {
 	cat <<-EOF
-		usage: $PROG mpirun [--sites LIST] [--ppn K] [--tcp] -- PROGRAM [ARGS...]
-		  --sites LIST  comma-separated sites whose nodes <site>1, <site>2 run ranks
-		                (default: ${MPI_SITES_DEFAULT// /,})
-		  --ppn K       ranks per node (default 1)
-		  --tcp         btl self,vader,tcp instead of self,vader,qcg (the baseline,
-		                which fails across NATs)
-		  PROGRAM       runs as given (an absolute path: every node shares the files)
+		usage: $PROG mpirun [--sites LIST] [--ppn K] [--from NODE] [--tcp] [--netns-launch]
+		                    -- PROGRAM [ARGS...]
+		  --sites LIST    comma-separated sites whose nodes <site>1, <site>2 run ranks
+		                  (default: ${MPI_SITES_DEFAULT// /,})
+		  --ppn K         ranks per node (default 1)
+		  --from NODE     the compute node mpirun runs on (default $MPI_FROM_DEFAULT)
+		  --tcp           btl self,vader,tcp instead of self,vader,qcg (the baseline,
+		                  which fails across NATs)
+		  --netns-launch  the old launcher (mpirun on the broker, orteds by ip netns
+		                  exec): the launch benchmark's baseline only
+		  PROGRAM         runs as given (an absolute path: every node shares the files)
 		  \$QCG_MPIRUN_ARGS  extra mpirun options, e.g. "--mca btl_qcg_verbose 1"
 	EOF
 }
 
+# as_user NODE CMD...: CMD in NODE's namespace with NODE as host name, as the
+# lab's user; the environment is passed on (secrets never on a command line).
+as_user() {
+	local node=$1
+	shift
+	ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
+		sh "$node" setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
+}
+
+# user_can_run FILE: the lab's user may execute FILE where it is.
+user_can_run() { setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups test -x "$1"; }
+
+# stage FILE DIR: a copy of FILE in DIR, replaced by a rename (a running copy
+# keeps its own).
+stage() {
+	install -m 755 "$1" "$2/.$(basename "$1").tmp" && mv -f "$2/.$(basename "$1").tmp" "$2/$(basename "$1")"
+}
+
+# What the lab's user runs, where it can reach it whatever the build directory's
+# permissions: $USER_DIR/bin, lib (libqcgconn, the BTL) and home.
+stage_user_area() {
+	local f
+	mkdir -p "$USER_DIR/bin" "$USER_DIR/lib" "$USER_DIR/home"
+	chmod 755 "$STATE" "$USER_DIR" "$USER_DIR/bin" "$USER_DIR/lib"
+	chown "$LAB_USER:$LAB_GROUP" "$USER_DIR/home"
+	chmod 700 "$USER_DIR/home"
+	for f in launch/qcg-agent launch/qcg-launch launch/qcg-mpirun; do
+		[ -x "$BUILD_DIR/$f" ] || die "not built: $BUILD_DIR/$f"
+		stage "$BUILD_DIR/$f" "$USER_DIR/bin"
+	done
+	for f in "$BUILD_DIR"/libqcgconn/libqcgconn.so*; do
+		[ -L "$f" ] && { cp -P "$f" "$USER_DIR/lib/"; continue; }
+		stage "$f" "$USER_DIR/lib"
+	done
+	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
+}
+
 cmd_mpirun() {
-	local sites=$MPI_SITES_DEFAULT ppn=1 tcp=no s node nodes=() btls dir np rc=0
-	local ompi_dir cpath secret extra=()
+	local sites=$MPI_SITES_DEFAULT ppn=1 tcp=no from=$MPI_FROM_DEFAULT netns=no s nodes=() btls
+	local extra=()
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--sites) [ $# -ge 2 ] || die "--sites wants a list, e.g. --sites nata,open"
 			sites=${2//,/ }; shift 2 ;;
 		--ppn) [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]?$ ]] || die "--ppn wants 1..99"
 			ppn=$2; shift 2 ;;
+		--from) [ $# -ge 2 ] || die "--from wants a compute node, e.g. --from fw1"
+			from=$2; shift 2 ;;
 		--tcp) tcp=yes; shift ;;
+		--netns-launch) netns=yes; shift ;;
 		--) shift; break ;;
 		-h | --help) mpirun_usage; return 0 ;;
 		*) die "mpirun: unknown argument '$1' (the program goes after --)" ;;
@@ -51,7 +110,7 @@ cmd_mpirun() {
 	done
 	[ $# -ge 1 ] || { mpirun_usage >&2; die "mpirun: no program given"; }
 	need_root
-	need_tools mpirun ompi_info unshare
+	need_tools mpirun ompi_info unshare setpriv
 	grep -qx 'SERVICES=yes' "$STATE/config" 2>/dev/null ||
 		die "the lab is not up with its services ($PROG up)"
 	for s in $sites; do
@@ -59,6 +118,7 @@ cmd_mpirun() {
 		nodes+=("${s}1" "${s}2")
 	done
 	[ ${#nodes[@]} -gt 0 ] || die "mpirun: --sites is empty"
+	is_compute_node "$from" || die "mpirun: --from $from is not a compute node (nodes: $(compute_nodes | tr '\n' ' '))"
 	if [ "$tcp" = yes ]; then
 		btls=self,vader,tcp
 	else
@@ -66,13 +126,115 @@ cmd_mpirun() {
 		[ -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] ||
 			die "not built: $BUILD_DIR/btl_qcg/mca_btl_qcg.so (needs libopenmpi-dev), or use --tcp"
 	fi
-	ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
-	cpath=$BUILD_DIR/btl_qcg${ompi_dir:+:$ompi_dir}
-	secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 	# shellcheck disable=SC2206 # split on purpose: a list of options
 	[ -z "${QCG_MPIRUN_ARGS:-}" ] || extra=($QCG_MPIRUN_ARGS)
-
 	mkdir -p "$STATE"
+	if [ "$netns" = yes ]; then
+		mpirun_netns "$ppn" "$btls" "${nodes[*]}" "${extra[@]}" -- "$@"
+	else
+		mpirun_agents "$ppn" "$btls" "$from" "${nodes[*]}" "${extra[@]}" -- "$@"
+	fi
+}
+
+# The component path mpirun hands every daemon: the BTL's directory first.
+component_path() {
+	local ompi_dir
+	ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+	echo "$1${ompi_dir:+:$ompi_dir}"
+}
+
+# mpirun_agents PPN BTLS FROM "NODES" [MPIRUN OPTIONS...] -- PROGRAM [ARGS...]
+mpirun_agents() {
+	local ppn=$1 btls=$2 from=$3 node dir rc=0 np i prog pids=() left
+	local -a nodes opts=()
+	read -ra nodes <<<"$4"
+	shift 4
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	stage_user_area
+	prog=$1
+	shift
+	# The program too, when the lab's user cannot reach it where it is.
+	if [ -f "$prog" ] && ! user_can_run "$prog"; then
+		stage "$prog" "$USER_DIR/bin"
+		prog=$USER_DIR/bin/$(basename "$prog")
+	fi
+	[ "$btls" = self,vader,qcg ] || opts+=(--mca btl "$btls" --mca btl_tcp_if_include "$MPI_IF")
+	dir=$(mktemp -d "$STATE/mpirun.XXXXXX")
+	chmod 755 "$dir"
+	# One line per rank, mapped in order (rmaps seq): mpirun's own node would
+	# otherwise come first.
+	for node in "${nodes[@]}"; do
+		for ((i = 0; i < ppn; i++)); do echo "$node"; done
+	done >"$dir/hosts"
+	chmod 644 "$dir/hosts"
+	np=$((${#nodes[@]} * ppn))
+	(
+		# A fresh job for each run: its id and secret stay in the environment.
+		eval "$("$USER_DIR/bin/qcg-mpirun" --new-job)"
+		export HOME=$USER_DIR/home PATH=$USER_DIR/bin:/usr/local/bin:/usr/bin:/bin
+		export LD_LIBRARY_PATH=$USER_DIR/lib
+		for node in "${nodes[@]}"; do
+			QCG_HELPER_SOCKET=$(helper_socket "$node") \
+				as_user "$node" qcg-agent --idle-timeout 300 >"$dir/agent-$node.log" 2>&1 &
+			echo "$!" >"$dir/agent-$node.pid"
+		done
+		for node in "${nodes[@]}"; do
+			for ((i = 0; i < 150; i++)); do
+				grep -q "ready: agent" "$dir/agent-$node.log" 2>/dev/null && break
+				kill -0 "$(cat "$dir/agent-$node.pid")" 2>/dev/null || break
+				sleep 0.1
+			done
+			grep -q "ready: agent" "$dir/agent-$node.log" 2>/dev/null || {
+				sed 's/^/   | /' "$dir/agent-$node.log" >&2
+				echo "$PROG: mpirun: the agent on $node did not start" >&2
+				exit 1
+			}
+		done
+		say "mpirun: $np ranks on ${nodes[*]} ($ppn per node), btl $btls, from $from, agents as $LAB_USER" >&2
+		QCG_HELPER_SOCKET=$(helper_socket "$from") \
+			as_user "$from" qcg-mpirun --host-list "$dir/hosts" -np "$np" \
+			--mca rmaps seq --bind-to none --mca mpi_yield_when_idle 1 \
+			--mca mca_base_component_path "$(component_path "$USER_DIR/lib")" \
+			"${opts[@]}" "$prog" "$@"
+	) || rc=$?
+	# Agents end with their launch.  One that got none (mpirun's own node,
+	# whose ranks mpirun starts itself, or a node mpirun never reached) would
+	# wait for its idle timeout: it is stopped now, as a batch system ends
+	# it with the allocation.
+	for node in "${nodes[@]}"; do
+		[ -r "$dir/agent-$node.pid" ] || continue
+		if grep -q "connection from rank" "$dir/agent-$node.log" 2>/dev/null; then
+			pids+=("$(cat "$dir/agent-$node.pid")")
+		else
+			kill "$(cat "$dir/agent-$node.pid")" 2>/dev/null || true
+		fi
+	done
+	for ((i = 0; i < 100; i++)); do
+		left=0
+		for node in "${pids[@]}"; do kill -0 "$node" 2>/dev/null && left=1; done
+		[ "$left" = 0 ] && break
+		sleep 0.1
+	done
+	for node in "${pids[@]}"; do kill "$node" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	if [ -n "${QCG_LAB_AGENT_LOGS:-}" ]; then
+		mkdir -p "$QCG_LAB_AGENT_LOGS" && cp "$dir"/agent-*.log "$QCG_LAB_AGENT_LOGS/" 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+	return "$rc"
+}
+
+# mpirun_netns PPN BTLS "NODES" [MPIRUN OPTIONS...] -- PROGRAM [ARGS...]: the
+# old launcher (the launch benchmark's baseline).
+mpirun_netns() {
+	local ppn=$1 btls=$2 node dir np rc=0 cpath
+	local -a nodes opts=()
+	read -ra nodes <<<"$3"
+	shift 3
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	cpath=$(component_path "$BUILD_DIR/btl_qcg")
 	dir=$(mktemp -d "$STATE/mpirun.XXXXXX")
 	for node in "${nodes[@]}"; do echo "${NODE_IP[$node]} slots=$ppn"; done >"$dir/hosts"
 	cat >"$dir/agent" <<-EOF
@@ -82,22 +244,23 @@ cmd_mpirun() {
 	EOF
 	chmod 755 "$dir/agent"
 	np=$((${#nodes[@]} * ppn))
-	say "mpirun: $np ranks on ${nodes[*]} ($ppn per node), btl $btls" >&2
-	QCG_JOB_SECRET=$secret OMPI_MCA_mca_base_component_path=$cpath \
+	say "mpirun (netns launcher): $np ranks on ${nodes[*]} ($ppn per node), btl $btls" >&2
+	QCG_JOB=lab-netns-$$ QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n') \
+		OMPI_MCA_mca_base_component_path=$cpath \
 		ip netns exec "$(node_ns broker)" mpirun --allow-run-as-root -np "$np" \
 		--hostfile "$dir/hosts" --map-by slot --bind-to none \
 		--mca plm_rsh_agent "$dir/agent" --mca routed direct \
 		--mca oob_tcp_if_include "$MPI_IF" --mca btl_tcp_if_include "$MPI_IF" \
 		--mca pml ob1 --mca btl "$btls" --mca mpi_yield_when_idle 1 \
-		--mca mca_base_component_path "$cpath" -x QCG_JOB_SECRET \
-		"${extra[@]}" "$@" || rc=$?
+		--mca mca_base_component_path "$cpath" -x QCG_JOB -x QCG_JOB_SECRET \
+		"${opts[@]}" "$@" || rc=$?
 	rm -rf "$dir"
 	return "$rc"
 }
 
-# _agent HOST CMD...: what mpirun's launcher runs to start an orted on HOST (a
-# compute node's address): CMD in that node's namespace, with its own host name,
-# its helper's socket and its name in QCG_LAB_NODE.
+# _agent HOST CMD...: what the netns launcher's mpirun runs to start an orted on
+# HOST (a compute node's address): CMD in that node's namespace, with its own
+# host name, its helper's socket and its name in QCG_LAB_NODE.
 cmd_agent() {
 	local host=${1:-} node="" n
 	[ $# -ge 2 ] || die "usage: $PROG _agent HOST CMD..."
