@@ -80,6 +80,10 @@ static void session_gone(void *arg, struct session *s)
     for (int i = 0; i < a->cfg->max_launches; i++)
         if (a->slots[i] == s)
             a->slots[i] = NULL;
+    /* Only a daemon started counts: a connection refused, or closed before
+       it asked, must not end an agent that mpirun has yet to use. */
+    if (session_launched(s))
+        a->launched_any = 1;
     free(s);
     a->count--;
     if (a->count > 0)
@@ -139,7 +143,6 @@ static void on_accept_ready(uv_poll_t *p, int status, int events)
         log_info("launch %u: connection from rank %d (%s, %.1f ms)", a->next_id, info.peer_rank,
                  qcg_technique_name(info.technique), (double)info.setup_us / 1000.0);
         a->count++;
-        a->launched_any = 1;
         uv_timer_stop(&a->idle);
     }
 }

@@ -45,6 +45,8 @@ struct launcher {
     char addrs[256]; /* mpirun's runtime addresses, comma-separated */
     uint16_t port;
     int signalled;
+    qcg_ctx *ctx;
+    uv_timer_t linger;
     int rc;
     int done;
 };
@@ -94,6 +96,8 @@ static void finish(struct launcher *l, int rc)
     for (int i = 0; i < 3; i++)
         uv_close((uv_handle_t *)&l->sig[i], NULL);
     uv_close((uv_handle_t *)&l->timer, NULL);
+    if (l->ctx != NULL && !uv_is_closing((uv_handle_t *)&l->linger))
+        uv_close((uv_handle_t *)&l->linger, NULL);
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n)
@@ -236,6 +240,22 @@ static void on_link_drained(struct link *lk)
 
 static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_link_drained};
 
+/* The connection stays ours; the context (a helper slot, and our published
+   contact) is not needed any more.  Not at once: the helper sends the
+   connect's outcome upstream on the connect's own helper connection, and a
+   withdrawal on ours could overtake it (the grid then refuses the report and
+   learns nothing about the technique). */
+#define CONTEXT_LINGER_MS 2000
+
+static void on_linger_done(uv_timer_t *t)
+{
+    qcg_ctx **ctx = t->data;
+
+    qcg_close(*ctx);
+    *ctx = NULL;
+    uv_close((uv_handle_t *)t, NULL);
+}
+
 static void on_signal_timeout(uv_timer_t *t)
 {
     struct launcher *l = t->data;
@@ -264,9 +284,10 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* --- finding the agent ----------------------------------------------------- */
 
-/* Connects to HOST's agent: the connected socket, or exits 255. */
+/* Connects to HOST's agent: the connected socket, or exits 255.  *ctxp is
+   the launcher's context, for the caller to close. */
 static int connect_agent(const char *host, const char *job, const char *secret, int timeout_s,
-                         int verbose)
+                         int verbose, qcg_ctx **ctxp)
 {
     char agent_job[GRID_JOB_MAX];
     struct qcg_options opts = {.job = agent_job, .secret = secret};
@@ -319,8 +340,7 @@ static int connect_agent(const char *host, const char *job, const char *secret, 
         fprintf(stderr, "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
                         "with the lookup)\n", host, qcg_technique_name(info.technique),
                 (double)info.setup_us / 1000.0, (unsigned long long)(monotonic_ms() - t0));
-    /* The connection stays ours; the context (a helper slot) is not needed. */
-    qcg_close(ctx);
+    *ctxp = ctx;
     return fd;
 }
 
@@ -380,7 +400,7 @@ int main(int argc, char **argv)
         fail(l.host, "mpirun is gone");
     signal(SIGPIPE, SIG_IGN);
 
-    fd = connect_agent(l.host, job, secret, timeout_s, verbose);
+    fd = connect_agent(l.host, job, secret, timeout_s, verbose, &l.ctx);
     payload = malloc(WIRE_FRAME_MAX);
     if (payload == NULL)
         fail(l.host, "out of memory");
@@ -403,7 +423,12 @@ int main(int argc, char **argv)
         l.sig[k].data = &l;
         uv_signal_start(&l.sig[k], on_signal, sigs[k]);
     }
+    uv_timer_init(&l.loop, &l.linger);
+    l.linger.data = &l.ctx;
+    uv_timer_start(&l.linger, on_linger_done, CONTEXT_LINGER_MS, 0);
     uv_run(&l.loop, UV_RUN_DEFAULT);
     uv_loop_close(&l.loop);
+    if (l.ctx != NULL)
+        qcg_close(l.ctx);
     return l.rc;
 }

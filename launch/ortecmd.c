@@ -59,7 +59,11 @@ int shell_words(int n, const char *const *in, char **out, int max, char *why, si
                 } else {
                     bad = put(cur, &len, total + 1, c);
                 }
-            } else if (c == ' ' || c == '\t' || c == '\n') {
+            } else if (c == '\n') {
+                /* It ends a command, as ';' does. */
+                snprintf(why, whylen, "argument %d: a newline would need a shell", i + 1);
+                goto fail;
+            } else if (c == ' ' || c == '\t') {
                 if (inword) {
                     if (count >= max) {
                         snprintf(why, whylen, "more than %d words", max);
@@ -149,7 +153,10 @@ int uri_tcp_endpoint(const char *uri, char *addrs, size_t addrlen, uint16_t *por
     for (const char *q = p; q < end; q++)
         if (*q == ':')
             colon = q;
-    if (colon == NULL || colon == p || (size_t)(colon - p) >= addrlen)
+    /* Digits only: strtoul would also take a space, a sign and wrap a
+       negative number around. */
+    if (colon == NULL || colon == p || (size_t)(colon - p) >= addrlen || colon[1] < '0' ||
+        colon[1] > '9')
         return -1;
     v = strtoul(colon + 1, &stop, 10);
     if (stop != end || stop == colon + 1 || v == 0 || v > 65535)

@@ -55,20 +55,23 @@ mpirun_usage() {
 
 # as_user NODE CMD...: CMD in NODE's namespace with NODE as host name, as the
 # lab's user; the environment is passed on (secrets never on a command line).
+# It execs: run it in a subshell (or in the background, where $! is then CMD).
 as_user() {
 	local node=$1
 	shift
-	ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
+	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
 		sh "$node" setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
 }
 
 # user_can_run FILE: the lab's user may execute FILE where it is.
 user_can_run() { setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups test -x "$1"; }
 
-# stage FILE DIR: a copy of FILE in DIR, replaced by a rename (a running copy
-# keeps its own).
+# stage FILE DIR: a copy of FILE in DIR unless it is there already, replaced by
+# a rename (a running copy keeps its own; two stagings at once do not meet).
 stage() {
-	install -m 755 "$1" "$2/.$(basename "$1").tmp" && mv -f "$2/.$(basename "$1").tmp" "$2/$(basename "$1")"
+	local dst=$2/$(basename "$1")
+	cmp -s "$1" "$dst" && return 0
+	install -m 755 "$1" "$dst.tmp.$$" && mv -f "$dst.tmp.$$" "$dst"
 }
 
 # What the lab's user runs, where it can reach it whatever the build directory's
@@ -84,7 +87,12 @@ stage_user_area() {
 		stage "$BUILD_DIR/$f" "$USER_DIR/bin"
 	done
 	for f in "$BUILD_DIR"/libqcgconn/libqcgconn.so*; do
-		[ -L "$f" ] && { cp -P "$f" "$USER_DIR/lib/"; continue; }
+		if [ -L "$f" ]; then
+			local dst=$USER_DIR/lib/$(basename "$f")
+			[ "$(readlink "$dst" 2>/dev/null)" = "$(readlink "$f")" ] && continue
+			ln -s "$(readlink "$f")" "$dst.tmp.$$" && mv -fT "$dst.tmp.$$" "$dst"
+			continue
+		fi
 		stage "$f" "$USER_DIR/lib"
 	done
 	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
@@ -134,6 +142,16 @@ cmd_mpirun() {
 	else
 		mpirun_agents "$ppn" "$btls" "$from" "${nodes[*]}" "${extra[@]}" -- "$@"
 	fi
+}
+
+# mpirun_timed T0 CMD...: CMD (mpirun), then one line with its status and how
+# long it ran from T0 (ms since the epoch; the launch benchmark reads it).
+mpirun_timed() {
+	local t0=$1 rc=0
+	shift
+	( "$@" ) || rc=$?
+	say "mpirun: exit $rc after $(($(date +%s%3N) - t0)) ms" >&2
+	return "$rc"
 }
 
 # The component path mpirun hands every daemon: the BTL's directory first.
@@ -192,8 +210,9 @@ mpirun_agents() {
 			}
 		done
 		say "mpirun: $np ranks on ${nodes[*]} ($ppn per node), btl $btls, from $from, agents as $LAB_USER" >&2
+		t0=$(date +%s%3N)
 		QCG_HELPER_SOCKET=$(helper_socket "$from") \
-			as_user "$from" qcg-mpirun --host-list "$dir/hosts" -np "$np" \
+			mpirun_timed "$t0" as_user "$from" qcg-mpirun --host-list "$dir/hosts" -np "$np" \
 			--mca rmaps seq --bind-to none --mca mpi_yield_when_idle 1 \
 			--mca mca_base_component_path "$(component_path "$USER_DIR/lib")" \
 			"${opts[@]}" "$prog" "$@"
@@ -247,7 +266,7 @@ mpirun_netns() {
 	say "mpirun (netns launcher): $np ranks on ${nodes[*]} ($ppn per node), btl $btls" >&2
 	QCG_JOB=lab-netns-$$ QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n') \
 		OMPI_MCA_mca_base_component_path=$cpath \
-		ip netns exec "$(node_ns broker)" mpirun --allow-run-as-root -np "$np" \
+		mpirun_timed "$(date +%s%3N)" ip netns exec "$(node_ns broker)" mpirun --allow-run-as-root -np "$np" \
 		--hostfile "$dir/hosts" --map-by slot --bind-to none \
 		--mca plm_rsh_agent "$dir/agent" --mca routed direct \
 		--mca oob_tcp_if_include "$MPI_IF" --mca btl_tcp_if_include "$MPI_IF" \

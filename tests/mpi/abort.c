@@ -1,0 +1,29 @@
+/* qcg-mpi-abort [CODE]: rank 1 calls MPI_Abort(MPI_COMM_WORLD, CODE) (7 by
+ * default) 0.2 s after MPI_Init while every other rank waits in MPI_Barrier,
+ * which only the abort ends.  Each rank first prints one line:
+ *   ABORT rank 1 code C      or      BARRIER rank R
+ * Tests of the launch path check that the job ends with it, everywhere. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int main(int argc, char **argv)
+{
+    int rank, code = argc > 1 ? atoi(argv[1]) : 7;
+    struct timespec pause = {0, 200 * 1000 * 1000};
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 1) {
+        printf("ABORT rank 1 code %d\n", code);
+        fflush(stdout);
+        nanosleep(&pause, NULL);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    printf("BARRIER rank %d\n", rank);
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
