@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Launch time of an MPI job over the five lab sites, through the agents (the
+# real grid's path: qcg-agent per node, qcg-mpirun on nata1 behind a NAT, the
+# runtime's connections through qcg-connect) against the netns launcher
+# (mpirun on the broker's public host, orteds by ip netns exec, reaching
+# mpirun directly), in the same run, alternating.  10 ranks, one per node.
+#   (a) qcg-mpi-initfini: MPI_Init + MPI_Finalize, mpirun's wall time
+#   (b) qcg-mpi-initfini --connect: the same with a 1-byte MPI_Alltoall (every
+#       btl_qcg connection of the job), mpirun's wall time and the slowest
+#       rank's connect_s
+# Times are from qcg-lab's "mpirun: exit N after X ms" line: mpirun alone,
+# not the agents' start (a user starts them before, a batch system with the
+# allocation).  Medians of RUNS (default 5) and their spread (min-max).
+#   bench/launch-time.sh [DELAY_MS] [RUNS]      (root; QCG_BUILD_DIR, default build/)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
+delay=${1:-5}
+runs=${2:-5}
+lab=$root/tests/lab/qcg-lab
+prog=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
+work=$(mktemp -d)
+lab_was_up=0
+ip netns list | grep -qw qcg-inet && lab_was_up=1
+
+cleanup() {
+  [ "$lab_was_up" = 1 ] || "$lab" down >/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+[ -x "$prog" ] || { echo "launch-time.sh: $prog missing: build first (scripts/build)" >&2; exit 1; }
+"$lab" up --delay "$delay" >/dev/null
+
+# one LAUNCHER ARGS...: appends "wall_ms connect_ms" to $work/LAUNCHER.
+one() {
+  local how=$1 wall conn
+  shift
+  local opt=()
+  [ "$how" = netns ] && opt=(--netns-launch)
+  "$lab" mpirun "${opt[@]}" -- "$prog" "$@" >"$work/out" 2>&1 ||
+    { cat "$work/out" >&2; echo "launch-time.sh: the $how run failed" >&2; exit 1; }
+  wall=$(sed -n 's/.*mpirun: exit 0 after \([0-9]*\) ms/\1/p' "$work/out")
+  conn=$(awk '/^INITFINI/ { if ($7 > m) m = $7 } END { printf "%.1f", m * 1000 }' "$work/out")
+  echo "$wall $conn" >>"$work/$how$*"
+}
+
+for ((r = 0; r < runs; r++)); do
+  for how in agents netns; do
+    one "$how"
+    one "$how" --connect
+  done
+done
+
+# stats FILE COLUMN: median and min-max.
+stats() {
+  awk -v c="$2" '{ print $c }' "$1" | sort -n | awk '{ v[NR] = $1 } END {
+    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%7.0f (%s-%s)", m, v[1], v[NR] }'
+}
+median() { awk -v c="$2" '{ print $c }' "$1" | sort -n | awk '{ v[NR] = $1 } END {
+  print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "launch of 10 ranks over 5 sites, lab delay ${delay} ms one-way per WAN link, medians of $runs (min-max), ms"
+printf '%-44s %-22s %-22s %s\n' "" "agents (mpirun on nata1)" "netns (mpirun on broker)" "ratio"
+for p in "" "--connect"; do
+  a=$(median "$work/agents$p" 1) n=$(median "$work/netns$p" 1)
+  printf '%-44s %-22s %-22s %.2f\n' "mpirun wall, initfini ${p:-(Init+Finalize)}" \
+    "$(stats "$work/agents$p" 1)" "$(stats "$work/netns$p" 1)" "$(awk -v a="$a" -v n="$n" 'BEGIN { print a / n }')"
+done
+a=$(median "$work/agents--connect" 2) n=$(median "$work/netns--connect" 2)
+printf '%-44s %-22s %-22s %.2f\n' "first all-to-all (slowest rank's connect_s)" \
+  "$(stats "$work/agents--connect" 2)" "$(stats "$work/netns--connect" 2)" "$(awk -v a="$a" -v n="$n" 'BEGIN { print a / n }')"
