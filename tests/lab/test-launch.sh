@@ -293,5 +293,68 @@ fi
 stop_agents
 no_user_processes "after an agent was killed" && note "ok   after the killed agent no process of the user on any node"
 
+# --- 6. docs/user.md's recipe, pasted ------------------------------------------------------
+# The blocks docs/user.md marks as tested, as a user pastes them: the job on
+# nata1, an agent on each node of the host list (the lab's user has one home
+# on every node, as a site's shared home), mpirun on nata1.  Only <id> and
+# ./app are replaced (by the job's id and a test program).
+# doc_block NAME: the indented lines after docs/user.md's marker NAME.
+doc_block() {
+	awk -v m="<!-- tested by tests/lab/test-launch.sh: $1 -->" '
+		$0 == m { on = 1; next }
+		on && /^    / { sub(/^    /, ""); print; seen = 1; next }
+		on && seen { exit }' "$(dirname "$0")/../../docs/user.md"
+}
+for b in job agent hosts mpirun; do
+	[ -n "$(doc_block "$b")" ] || bad "docs/user.md: no block after the marker '$b'"
+done
+home=$LAB_STATE/user/home
+# The guide's host list names open1, nata1, sym1 with 2 slots each.
+doc_block hosts >"$WORK/nodes.txt"
+chmod 644 "$WORK/nodes.txt"
+doc_nodes=$(awk '{ print $1 }' "$WORK/nodes.txt" | tr '\n' ' ')
+rc=0
+"$LAB" exec --user nata1 -- /bin/bash -c "cd; $(doc_block job); echo \"\$QCG_JOB\" > doc-job" >"$WORK/doc-job" 2>&1 || rc=$?
+doc_job=$(cat "$home/doc-job" 2>/dev/null || true)
+if [ "$rc" -ne 0 ] || [ -z "$doc_job" ] || [ "$(stat -c %a "$home/.qcg-secret" 2>/dev/null)" != 600 ]; then
+	bad "docs/user.md step 1: exit $rc, job '$doc_job', secret file mode $(stat -c %a "$home/.qcg-secret" 2>/dev/null)"
+	show "$WORK/doc-job"
+else
+	declare -A DOC_AGENT=()
+	for n in $doc_nodes; do
+		"$LAB" exec --user "$n" -- /bin/bash -c "cd; $(doc_block agent | sed "s/<id>/$doc_job/g") wait" \
+			>"$WORK/doc-agent-$n.log" 2>&1 &
+		DOC_AGENT[$n]=$!
+		BG_PIDS+=("$!")
+	done
+	for n in $doc_nodes; do
+		poll 15 "the guide's agent on $n" grep -q "ready: agent of job $doc_job for node $n" "$WORK/doc-agent-$n.log" ||
+			{ bad "docs/user.md step 2: no agent ready on $n"; show "$WORK/doc-agent-$n.log"; }
+	done
+	cp "$WORK/nodes.txt" "$home/nodes.txt"
+	chmod 644 "$home/nodes.txt"
+	cmd=$(doc_block mpirun | sed "s#\./app#$progs/qcg-mpi-allpairs#")
+	rc=0
+	timeout -k 10 180 "$LAB" exec --user nata1 -- /bin/bash -c \
+		"cd; export QCG_JOB=$doc_job QCG_JOB_SECRET=\$(cat ~/.qcg-secret); $cmd --bind-to none" >"$WORK/doc-run" 2>&1 || rc=$?
+	if [ "$rc" -eq 0 ] && grep -q "^PASS allpairs" "$WORK/doc-run"; then
+		note "ok   docs/user.md's recipe pasted (job, agents on $doc_nodes, host list, qcg-mpirun on nata1): $(grep "^PASS" "$WORK/doc-run")"
+	else
+		bad "docs/user.md's recipe: qcg-mpirun exit $rc"
+		show "$WORK/doc-run" 30
+	fi
+	# The agents of nodes that ran ranks end by themselves; nata1's (mpirun's own
+	# node) is left to its idle timeout, as the guide says: stopped here.
+	for n in $doc_nodes; do
+		[ "$n" = nata1 ] && { kill "${DOC_AGENT[$n]}" 2>/dev/null; continue; }
+		wait_exit "${DOC_AGENT[$n]}" 15 >/dev/null 2>&1 || true
+		grep -q "stopping: the last launch ended" "$WORK/doc-agent-$n.log" ||
+			{ bad "docs/user.md step 5: the agent on $n did not end with its launch"; show "$WORK/doc-agent-$n.log"; }
+	done
+	pkill -u "$LAB_UID" -x qcg-agent 2>/dev/null || true
+	rm -f "$home/.qcg-secret" "$home/doc-job" "$home/nodes.txt"
+fi
+no_user_processes "after the guide's recipe"
+
 [ "$failed" -eq 0 ] || fail "$failed launch checks failed"
 note "launch: output, exit status, MPI_Abort, SIGINT and the refusals behave on the lab grid"
