@@ -181,6 +181,14 @@ static void stop(struct agent *a, const char *why, int rc)
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
+/* The variables the agent sets in the daemon's environment (allocated by
+   daemon_environ; every other entry points into ours). */
+static int set_by_agent(const char *e)
+{
+    return strncmp(e, "QCG_JOB=", 8) == 0 || strncmp(e, "QCG_JOB_SECRET=", 15) == 0 ||
+           strncmp(e, "QCG_HELPER_SOCKET=", 18) == 0;
+}
+
 /* The daemon's environment: ours, with the job's id and secret (the BTL's
    QCG_JOB and QCG_JOB_SECRET) and the helper's socket. */
 static char **daemon_environ(const struct agent_config *cfg, const char *secret)
@@ -194,8 +202,7 @@ static char **daemon_environ(const struct agent_config *cfg, const char *secret)
     if (env == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "QCG_JOB=", 8) != 0 && strncmp(environ[i], "QCG_JOB_SECRET=", 15) &&
-            strncmp(environ[i], "QCG_HELPER_SOCKET=", 18) != 0)
+        if (!set_by_agent(environ[i]))
             env[k++] = environ[i];
     if (asprintf(&env[k++], "QCG_JOB=%s", cfg->job) < 0 ||
         asprintf(&env[k++], "QCG_JOB_SECRET=%s", secret) < 0 ||
@@ -273,7 +280,7 @@ static int run(struct agent_config *cfg, const char *secret)
     uv_loop_close(&a.loop);
     qcg_close(a.ctx);
     for (char **e = a.env.environ; *e != NULL; e++)
-        if (strncmp(*e, "QCG_", 4) == 0)
+        if (set_by_agent(*e))
             free(*e);
     free(a.env.environ);
     free(a.slots);

@@ -69,16 +69,21 @@ static void usage(FILE *f)
                "  --verbose    one line on stderr: the technique and setup time\n");
 }
 
+static void write_all(int fd, const uint8_t *p, size_t n);
 static void fail(const char *host, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(const char *host, const char *fmt, ...)
 {
+    char line[1024];
     va_list ap;
+    int n;
 
-    fprintf(stderr, "qcg-launch: %s: ", host);
+    /* One write: the launchers of every node share mpirun's stderr. */
+    n = snprintf(line, sizeof(line), "qcg-launch: %s: ", host);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    strcat(line, "\n");
+    write_all(2, (const uint8_t *)line, strlen(line));
     exit(LAUNCH_FAILED);
 }
 

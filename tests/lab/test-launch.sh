@@ -297,7 +297,8 @@ no_user_processes "after an agent was killed" && note "ok   after the killed age
 # The blocks docs/user.md marks as tested, as a user pastes them: the job on
 # nata1, an agent on each node of the host list (the lab's user has one home
 # on every node, as a site's shared home), mpirun on nata1.  Only <id> and
-# ./app are replaced (by the job's id and a test program).
+# ./app are replaced (by the job's id and a test program), and mpirun gets
+# --bind-to none as every lab job.
 # doc_block NAME: the indented lines after docs/user.md's marker NAME.
 doc_block() {
 	awk -v m="<!-- tested by tests/lab/test-launch.sh: $1 -->" '
@@ -314,7 +315,9 @@ doc_block hosts >"$WORK/nodes.txt"
 chmod 644 "$WORK/nodes.txt"
 doc_nodes=$(awk '{ print $1 }' "$WORK/nodes.txt" | tr '\n' ' ')
 rc=0
-"$LAB" exec --user nata1 -- /bin/bash -c "cd; $(doc_block job); echo \"\$QCG_JOB\" > doc-job" >"$WORK/doc-job" 2>&1 || rc=$?
+"$LAB" exec --user nata1 -- /bin/bash -c "cd
+$(doc_block job)
+echo \"\$QCG_JOB\" > doc-job" >"$WORK/doc-job" 2>&1 || rc=$?
 doc_job=$(cat "$home/doc-job" 2>/dev/null || true)
 if [ "$rc" -ne 0 ] || [ -z "$doc_job" ] || [ "$(stat -c %a "$home/.qcg-secret" 2>/dev/null)" != 600 ]; then
 	bad "docs/user.md step 1: exit $rc, job '$doc_job', secret file mode $(stat -c %a "$home/.qcg-secret" 2>/dev/null)"
@@ -322,7 +325,9 @@ if [ "$rc" -ne 0 ] || [ -z "$doc_job" ] || [ "$(stat -c %a "$home/.qcg-secret" 2
 else
 	declare -A DOC_AGENT=()
 	for n in $doc_nodes; do
-		"$LAB" exec --user "$n" -- /bin/bash -c "cd; $(doc_block agent | sed "s/<id>/$doc_job/g") wait" \
+		"$LAB" exec --user "$n" -- /bin/bash -c "cd
+$(doc_block agent | sed "s/<id>/$doc_job/g")
+wait" \
 			>"$WORK/doc-agent-$n.log" 2>&1 &
 		DOC_AGENT[$n]=$!
 		BG_PIDS+=("$!")
@@ -333,10 +338,12 @@ else
 	done
 	cp "$WORK/nodes.txt" "$home/nodes.txt"
 	chmod 644 "$home/nodes.txt"
-	cmd=$(doc_block mpirun | sed "s#\./app#$progs/qcg-mpi-allpairs#")
+	# --bind-to none: the lab's ten nodes share two cores (tests/lab/README.md).
+	cmd=$(doc_block mpirun | sed "s#\./app#$progs/qcg-mpi-allpairs#; s#qcg-mpirun #qcg-mpirun --bind-to none #")
 	rc=0
 	timeout -k 10 180 "$LAB" exec --user nata1 -- /bin/bash -c \
-		"cd; export QCG_JOB=$doc_job QCG_JOB_SECRET=\$(cat ~/.qcg-secret); $cmd --bind-to none" >"$WORK/doc-run" 2>&1 || rc=$?
+		"cd; export QCG_JOB=$doc_job QCG_JOB_SECRET=\$(cat ~/.qcg-secret)
+$cmd" >"$WORK/doc-run" 2>&1 || rc=$?
 	if [ "$rc" -eq 0 ] && grep -q "^PASS allpairs" "$WORK/doc-run"; then
 		note "ok   docs/user.md's recipe pasted (job, agents on $doc_nodes, host list, qcg-mpirun on nata1): $(grep "^PASS" "$WORK/doc-run")"
 	else

@@ -93,13 +93,18 @@ forget() { unset "launch_pids[$1]"; }
 # agent TAG NODE [OPTION...]: qcg-agent of job $QCG_JOB for NODE, log
 # agent-TAG-NODE.log, pid in agent_pid[NODE]; returns once it is ready (1 if
 # it did not come up).  With no_env_secret set, QCG_JOB_SECRET is not in its
-# environment.
+# environment.  Each node has a TMPDIR of its own, as real nodes have a /tmp
+# of their own: two orteds of one job on one host would share their
+# session directory (ompi.HOST.UID/jf.N), where each writes the hwloc topology
+# and PMIx's store; written by both at once, orted crashes.
 agent() {
 	local tag=$1 node=$2 log unset=()
 	shift 2
 	log=$work/agent-$tag-$node.log
+	mkdir -p "$work/tmp-$node"
 	[[ -z ${no_env_secret:-} ]] || unset=(-u QCG_JOB_SECRET)
-	env "${unset[@]}" "$qcg_agent" --node "$node" "${root_opt[@]}" "$@" >>"$log" 2>&1 &
+	env "${unset[@]}" TMPDIR="$work/tmp-$node" "$qcg_agent" --node "$node" "${root_opt[@]}" "$@" \
+		>>"$log" 2>&1 &
 	agent_pid[$node]=$!
 	launch_pids[$!]=1
 	wait_for "the agent of $node ($tag)" 100 grep -q "ready: agent of job $QCG_JOB for node $node" "$log"
