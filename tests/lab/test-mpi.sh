@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # lab-mpi: MPI programs over btl_qcg across sites of the lab, through
-# `qcg-lab mpirun` (mpirun on broker, one rank per compute node of each site):
+# `qcg-lab mpirun` (a qcg-agent on every node, qcg-mpirun on nata1 behind a
+# NAT, all as an unprivileged user; one rank per compute node of each site):
 # allpairs (0 B .. 16 MiB), ring, anysource storms, alltoall, firstsend (every
 # rank sends to every other at once: one channel per pair), and pairs, which
-# must show every pair carried by btl_qcg.
+# must show every pair carried by btl_qcg.  Then allpairs, ring, anysource and
+# alltoall again with mpirun on fw1 (behind a stateful firewall) and two ranks
+# per node.
 #
 # Sites: $QCG_LAB_MPI_SITES; by default all five (open,fw,nata,natb,sym:
 # direct, reversed and proxied pairs) when the lab runs a proxy, else open,nata
@@ -61,6 +64,10 @@ if run pairs 120 -- "$progs/qcg-mpi-pairs"; then
 	fi
 fi
 # Two ranks per node: vader carries the pairs inside a node, qcg the others.
+run allpairs 240 --from fw1 --ppn 2 -- "$progs/qcg-mpi-allpairs" || true
+run ring 120 --from fw1 --ppn 2 -- "$progs/qcg-mpi-ring" || true
+run anysource 120 --from fw1 --ppn 2 -- "$progs/qcg-mpi-anysource" || true
+run alltoall 120 --from fw1 --ppn 2 -- "$progs/qcg-mpi-alltoall" || true
 run allpairs 240 --sites nata --ppn 2 -- "$progs/qcg-mpi-allpairs" || true
 if run pairs 120 --sites nata --ppn 2 -- "$progs/qcg-mpi-pairs"; then
 	grep -q '^summary: direct 4 shared memory 2$' "$out" || {

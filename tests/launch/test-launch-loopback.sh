@@ -93,7 +93,8 @@ forget() { unset "launch_pids[$1]"; }
 # agent TAG NODE [OPTION...]: qcg-agent of job $QCG_JOB for NODE, log
 # agent-TAG-NODE.log, pid in agent_pid[NODE]; returns once it is ready (1 if
 # it did not come up).  With no_env_secret set, QCG_JOB_SECRET is not in its
-# environment.  Each node has a TMPDIR of its own, as real nodes have a /tmp
+# environment.  QCG_TEST_NODE=NODE is in it: a variable of ours the agent does
+# not set, which must reach the ranks as it is.  Each node has a TMPDIR of its own, as real nodes have a /tmp
 # of their own: two orteds of one job on one host would share their
 # session directory (ompi.HOST.UID/jf.N), where each writes the hwloc topology
 # and PMIx's store; written by both at once, orted crashes.
@@ -103,8 +104,8 @@ agent() {
 	log=$work/agent-$tag-$node.log
 	mkdir -p "$work/tmp-$node"
 	[[ -z ${no_env_secret:-} ]] || unset=(-u QCG_JOB_SECRET)
-	env "${unset[@]}" TMPDIR="$work/tmp-$node" "$qcg_agent" --node "$node" "${root_opt[@]}" "$@" \
-		>>"$log" 2>&1 &
+	env "${unset[@]}" TMPDIR="$work/tmp-$node" QCG_TEST_NODE="$node" "$qcg_agent" --node "$node" \
+		"${root_opt[@]}" "$@" >>"$log" 2>&1 &
 	agent_pid[$node]=$!
 	launch_pids[$!]=1
 	wait_for "the agent of $node ($tag)" 100 grep -q "ready: agent of job $QCG_JOB for node $node" "$log"
@@ -268,10 +269,16 @@ fi
 # --- c: a rank fails ------------------------------------------------------------------------
 part c
 agents c a1 a2
-mpirun_job 60 "$work/hosts" -np 2 sh -c 'exit 3'
+# shellcheck disable=SC2016 # for the ranks' shell
+mpirun_job 60 "$work/hosts" -np 2 sh -c 'echo "env of rank $OMPI_COMM_WORLD_RANK: QCG_JOB=$QCG_JOB QCG_TEST_NODE=$QCG_TEST_NODE"; exit 3'
 if [[ $rc -eq 3 ]]; then
 	pass "ranks exiting 3: qcg-mpirun exits 3 ($elapsed ms)"
 else echo "(exit $rc)" >>"$out"; fail "ranks exiting 3: qcg-mpirun exits 3"; fi
+# The ranks' environment is their agent's: the job id it set, and its own variables.
+if grep -qx "env of rank 0: QCG_JOB=$QCG_JOB QCG_TEST_NODE=a1" "$out" &&
+	grep -qx "env of rank 1: QCG_JOB=$QCG_JOB QCG_TEST_NODE=a2" "$out"; then
+	pass "each rank has its agent's environment: QCG_JOB of the job, QCG_TEST_NODE of its node"
+else fail "each rank has its agent's environment: QCG_JOB of the job, QCG_TEST_NODE of its node"; fi
 if agents_exit c 100 "the last launch ended" a1 a2 && wait_for "the orteds of part c to end" 50 job_gone c; then
 	pass "after the failed job both agents exit 0 and nothing of the job is left"
 else fail "after the failed job both agents exit 0 and nothing of the job is left"; fi

@@ -45,8 +45,10 @@ grid_workdir qcg-mpi
 grid_one_node $port_b $port_f $low-$high
 
 export QCG_HELPER_SOCKET=$work/helper.sock
+# The job (btl_qcg's grid job is "$QCG_JOB.m.<Open MPI's job id>") and its secret.
+QCG_JOB=mpi-loopback-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
 QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-export QCG_JOB_SECRET
+export QCG_JOB QCG_JOB_SECRET
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Under the sanitizer build the test programs carry ASan (any error aborts
 # the rank, so the job fails); leak checking is off: Open MPI leaves much
@@ -64,7 +66,8 @@ run_mpi() {
 	rc=0
 	timeout -k 5 "$secs" mpirun --oversubscribe -np "$np" --bind-to none \
 		--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl "$btls" \
-		--mca mpi_yield_when_idle 1 -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS "$@" >"$out" 2>&1 || rc=$?
+		--mca mpi_yield_when_idle 1 -x QCG_JOB -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS \
+		"$@" >"$out" 2>&1 || rc=$?
 }
 
 # --- the component loads --------------------------------------------------
@@ -102,12 +105,24 @@ else echo "($n lines)" >>"$out"; fail "btl_qcg_verbose 1: 12 lines 'rank A -> ra
 rc=0
 timeout -k 5 60 env -u QCG_JOB_SECRET mpirun --oversubscribe -np 2 --bind-to none \
 	--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl self,tcp,qcg \
-	--mca btl_qcg_verbose 1 --mca btl_tcp_if_include 127.0.0.1/8 -x QCG_HELPER_SOCKET \
+	--mca btl_qcg_verbose 1 --mca btl_tcp_if_include 127.0.0.1/8 -x QCG_JOB -x QCG_HELPER_SOCKET \
 	"$progs/qcg-mpi-ring" 10 >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" &&
 	grep -q "btl_qcg: rank 0: not used: QCG_JOB_SECRET is not set" "$out"; then
 	pass "no QCG_JOB_SECRET: btl_qcg steps aside (verbose says why), the job runs over tcp"
 else echo "(exit $rc)" >>"$out"; fail "no QCG_JOB_SECRET: btl_qcg steps aside, the job runs over tcp"; fi
+
+# --- opting out: the secret but no job id (QCG_JOB), the job runs over tcp -------------
+rc=0
+timeout -k 5 60 env -u QCG_JOB mpirun --oversubscribe -np 2 --bind-to none \
+	--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl self,tcp,qcg \
+	--mca btl_qcg_verbose 1 --mca btl_tcp_if_include 127.0.0.1/8 -x QCG_JOB_SECRET \
+	-x QCG_HELPER_SOCKET "$progs/qcg-mpi-ring" 10 >"$out" 2>&1 || rc=$?
+if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" &&
+	grep -q "btl_qcg: rank [01]: not used: QCG_JOB is not set" "$out" &&
+	! grep -q "btl_qcg: rank [01] [-<]" "$out"; then
+	pass "no QCG_JOB (the secret set): btl_qcg steps aside (verbose says why), the job runs over tcp"
+else echo "(exit $rc)" >>"$out"; fail "no QCG_JOB (the secret set): btl_qcg steps aside, the job runs over tcp"; fi
 
 # --- reversed: a NATed cluster ------------------------------------------------------
 # Even ranks on n1 (cluster c1, open), odd ranks on n4 (cluster c4, behind a NAT
