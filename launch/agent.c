@@ -230,8 +230,8 @@ static int run(struct agent_config *cfg, const char *secret)
     opts.job = job;
     rc = qcg_open(&a.ctx, &opts);
     if (rc < 0) {
-        fprintf(stderr, "qcg-agent: cannot reach the node's qcg-helper: %s: %s\n",
-                qcg_strerror(rc), qcg_last_error(NULL));
+        fprintf(stderr, "qcg-agent: cannot reach the node's qcg-helper: %s: %s\n", qcg_strerror(rc),
+                qcg_last_error(NULL));
         return 1;
     }
     rc = qcg_listen(a.ctx);
@@ -307,8 +307,10 @@ int main(int argc, char **argv)
         break;
     }
     if (first < argc) {
-        fprintf(stderr, "qcg-agent: unexpected argument '%s' (the agent takes no command: "
-                        "qcg-launch sends it what to run)\n", argv[first]);
+        fprintf(stderr,
+                "qcg-agent: unexpected argument '%s' (the agent takes no command: "
+                "qcg-launch sends it what to run)\n",
+                argv[first]);
         config_free(agent_options, &cfg);
         return 2;
     }

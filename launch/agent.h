@@ -10,7 +10,7 @@ struct agent_config {
     char *node;
     char *orted;
     char *helper_socket;
-    int idle_timeout;  /* s */
+    int idle_timeout; /* s */
     int persist;
     int max_launches;
     int launch_timeout; /* ms: a connection must ask within this */

@@ -12,7 +12,10 @@
 #include "log.h"
 #include "proto.h"
 
-#define OPT(n, t, f, lo, hi, d, h) {n, t, offsetof(struct agent_config, f), lo, hi, d, h}
+#define OPT(n, t, f, lo, hi, d, h)                                                                 \
+    {                                                                                              \
+        n, t, offsetof(struct agent_config, f), lo, hi, d, h                                       \
+    }
 
 const struct config_option agent_options[] = {
     OPT("job", CONFIG_STRING, job, 0, 0, NULL,
@@ -63,8 +66,10 @@ static int read_secret_file(const char *path, char *secret, size_t len, char *er
         return -1;
     }
     if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 || st.st_uid != getuid()) {
-        snprintf(err, errlen, "secret-file %s: must be a regular file of yours, mode 0600 or "
-                 "stricter (it is %04o)", path, (unsigned)(st.st_mode & 07777));
+        snprintf(err, errlen,
+                 "secret-file %s: must be a regular file of yours, mode 0600 or "
+                 "stricter (it is %04o)",
+                 path, (unsigned)(st.st_mode & 07777));
         close(fd);
         return -1;
     }
@@ -86,7 +91,8 @@ int agent_config_check(struct agent_config *cfg, char *secret, size_t secretlen,
     const char *env;
 
     if (geteuid() == 0 && !cfg->allow_root) {
-        snprintf(err, errlen, "refusing to run as root: the agent runs what holders of the job "
+        snprintf(err, errlen,
+                 "refusing to run as root: the agent runs what holders of the job "
                  "secret ask, as its own user (start it as the job's user, or --allow-root)");
         return -1;
     }
@@ -98,8 +104,8 @@ int agent_config_check(struct agent_config *cfg, char *secret, size_t secretlen,
         return -1;
     }
     if (!user_job_valid(cfg->job)) {
-        snprintf(err, errlen, "job '%.80s' is not 1..%d characters of A-Z a-z 0-9 . _ -",
-                 cfg->job, USER_JOB_MAX);
+        snprintf(err, errlen, "job '%.80s' is not 1..%d characters of A-Z a-z 0-9 . _ -", cfg->job,
+                 USER_JOB_MAX);
         return -1;
     }
     if (cfg->node == NULL) {

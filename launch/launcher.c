@@ -265,8 +265,10 @@ static void on_signal_timeout(uv_timer_t *t)
 {
     struct launcher *l = t->data;
 
-    fprintf(stderr, "qcg-launch: %s: orted did not end within %d ms of the signal: leaving it "
-                    "to its agent\n", l->host, SIGNAL_WAIT_MS);
+    fprintf(stderr,
+            "qcg-launch: %s: orted did not end within %d ms of the signal: leaving it "
+            "to its agent\n",
+            l->host, SIGNAL_WAIT_MS);
     finish(l, LAUNCH_FAILED);
 }
 
@@ -329,22 +331,27 @@ static int connect_agent(const char *host, const char *job, const char *secret, 
         switch (fd) {
         case QCG_ETIMEDOUT:
         case QCG_ENOTFOUND:
-            fail(host, "no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
-                 "started with QCG_JOB=%s?", job, timeout_s, detail[0] ? detail : "not published",
-                 host, job);
+            fail(host,
+                 "no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
+                 "started with QCG_JOB=%s?",
+                 job, timeout_s, detail[0] ? detail : "not published", host, job);
             break;
         case QCG_EDENIED:
-            fail(host, "the grid refused job %s's secret: the agents were started with another "
-                 "QCG_JOB_SECRET (%s)", job, detail);
+            fail(host,
+                 "the grid refused job %s's secret: the agents were started with another "
+                 "QCG_JOB_SECRET (%s)",
+                 job, detail);
             break;
         default:
             fail(host, "cannot connect to its qcg-agent: %s: %s", qcg_strerror(fd), detail);
         }
     }
     if (verbose)
-        fprintf(stderr, "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
-                        "with the lookup)\n", host, qcg_technique_name(info.technique),
-                (double)info.setup_us / 1000.0, (unsigned long long)(monotonic_ms() - t0));
+        fprintf(stderr,
+                "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
+                "with the lookup)\n",
+                host, qcg_technique_name(info.technique), (double)info.setup_us / 1000.0,
+                (unsigned long long)(monotonic_ms() - t0));
     *ctxp = ctx;
     return fd;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct link {
     uv_tcp_t tcp;
@@ -101,8 +102,9 @@ struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void 
     l->data = data;
     uv_tcp_init(loop, &l->tcp);
     l->tcp.data = l;
-    if ((rc = uv_tcp_open(&l->tcp, fd)) < 0 ||
-        (rc = uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read)) < 0) {
+    if ((rc = uv_tcp_open(&l->tcp, fd)) < 0)
+        close(fd); /* not the handle's yet */
+    if (rc < 0 || (rc = uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read)) < 0) {
         l->closing = 1;
         uv_close((uv_handle_t *)&l->tcp, on_close);
         errno = -rc;

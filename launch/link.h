@@ -26,7 +26,8 @@ struct link_ops {
     void (*drained)(struct link *l);
 };
 
-/* Takes over fd (a connected TCP socket).  NULL with errno on failure. */
+/* Takes over fd (a connected TCP socket), also when it fails: NULL with
+   errno, fd closed. */
 struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void *data);
 void *link_data(const struct link *l);
 /* Queues one frame: 0, or -1 if the link is closed. */

@@ -22,8 +22,7 @@ static long session_of(const char *pid)
         char state;
         long ppid, pgrp;
         /* After the command name: state ppid pgrp session. */
-        if (sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4 ||
-            state == 'Z')
+        if (sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4 || state == 'Z')
             session = -1;
     }
     fclose(f);

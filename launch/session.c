@@ -190,8 +190,8 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     s->exited = 1;
     s->exit_code = code;
     s->term_signal = sig;
-    log_info("launch %u: orted pid %d ended (%s %d)", s->id, (int)s->pid,
-             sig ? "signal" : "exit", sig ? sig : (int)code);
+    log_info("launch %u: orted pid %d ended (%s %d)", s->id, (int)s->pid, sig ? "signal" : "exit",
+             sig ? sig : (int)code);
     /* Ranks that outlive their daemon (it crashed) go with it. */
     if (session_signal(s->pid, SIGTERM) > 0)
         log_info("launch %u: processes left by orted pid %d: terminated", s->id, (int)s->pid);
@@ -327,8 +327,8 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     uv_timer_stop(&s->timer);
     uv_read_start((uv_stream_t *)&s->out, out_alloc, out_read);
     uv_read_start((uv_stream_t *)&s->err, out_alloc, out_read);
-    log_info("launch %u from rank %d: orted pid %d, runtime through 127.0.0.1:%u", s->id,
-             s->peer, (int)s->pid, port);
+    log_info("launch %u from rank %d: orted pid %d, runtime through 127.0.0.1:%u", s->id, s->peer,
+             (int)s->pid, port);
 out:
     for (int i = 0; i < argc; i++)
         free(argv[i]);
@@ -475,7 +475,6 @@ struct session *session_new(const struct session_env *env, int fd, int peer, uns
     s->peer = peer;
     s->link = link_new(env->loop, fd, &session_link_ops, s);
     if (s->link == NULL) {
-        close(fd);
         free(s);
         return NULL;
     }

@@ -159,8 +159,12 @@ int tunnels_frame(struct tunnels *ts, const struct wire_header *h, const uint8_t
     struct tunnel_write *w;
     uv_buf_t b;
 
+    /* A channel we closed may still get the bytes and the close the other
+       side sent before it heard of it: dropped, not an error. */
+    if (h->chan >= WIRE_CHANNELS_MAX)
+        return -1;
     if (t == NULL)
-        return h->type == WIRE_TCLOSE ? 0 : -1; /* a close may cross ours */
+        return 0;
     if (h->type == WIRE_TCLOSE) {
         tunnel_close(ts, h->chan, 0);
         return 0;

@@ -23,7 +23,8 @@ int tunnel_free_chan(const struct tunnels *ts);
 void tunnel_start(struct tunnels *ts, uint16_t chan);
 /* Closes a channel; tells the other end unless it is the one that closed. */
 void tunnel_close(struct tunnels *ts, uint16_t chan, int tell);
-/* TDATA and TCLOSE frames; -1 for a channel that was never opened. */
+/* TDATA and TCLOSE frames; -1 for a channel number out of range (one no
+   longer open is dropped quietly: a close may cross bytes in flight). */
 int tunnels_frame(struct tunnels *ts, const struct wire_header *h, const uint8_t *payload);
 /* The link is congested / drained: stop / resume reading every channel. */
 void tunnels_pause(struct tunnels *ts);

@@ -75,8 +75,8 @@ int wire_launch_decode(const uint8_t *payload, size_t len, struct wire_launch *o
 
     memset(out, 0, sizeof(*out));
     if (len < 1 || payload[0] != WIRE_VERSION) {
-        snprintf(why, whylen, "launch version %d, this agent speaks %d",
-                 len < 1 ? -1 : payload[0], WIRE_VERSION);
+        snprintf(why, whylen, "launch version %d, this agent speaks %d", len < 1 ? -1 : payload[0],
+                 WIRE_VERSION);
         return -1;
     }
     if (len > WIRE_FRAME_MAX || payload[len - 1] != '\0') {

@@ -9,8 +9,8 @@
 #        ~~ qcg-connect ~~> NODE's qcg-agent -> orted -> ranks
 #
 # Checks: every rank's output arrives (from fw1, 2 per node, all five sites);
-# a rank that exits non-zero, MPI_Abort and SIGINT to mpirun all end the job
-# with a non-zero status and leave no process of the user on any node; the
+# a rank that exits non-zero, MPI_Abort, SIGINT and SIGKILL to mpirun all end
+# the job with a non-zero status and leave no process of the user on any node; the
 # refusals (root, wrong secret, wrong job, a node without an agent, an agent
 # killed during the job, garbage from a LAN host, another local user on the
 # runtime port), each with a message naming the node.
@@ -163,17 +163,37 @@ run=$!
 BG_PIDS+=("$run")
 poll 30 "10 ranks running" sh -c "[ \$(pgrep -u $LAB_UID -x sleep | wc -l) -ge 10 ]" ||
 	{ bad "SIGINT: the 10 ranks did not start"; show "$WORK/out4"; }
-mpirun_pid=$(pgrep -u "$LAB_UID" -x mpirun | head -n 1)
+# As Ctrl-C does: to qcg-mpirun (mpirun runs in a session of its own).
+mpirun_pid=$(pgrep -u "$LAB_UID" -f "bin/qcg-mpirun" | head -n 1)
 t0=$(ms)
 [ -n "$mpirun_pid" ] && kill -INT "$mpirun_pid"
 wait_exit "$run" 40 || rc=$?
 if [ -n "$mpirun_pid" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
-	note "ok   SIGINT to mpirun: exit $rc after $(($(ms) - t0)) ms"
+	note "ok   SIGINT to qcg-mpirun: exit $rc after $(($(ms) - t0)) ms"
 else
-	bad "SIGINT to mpirun (pid ${mpirun_pid:-none}): exit $rc"
+	bad "SIGINT to qcg-mpirun (pid ${mpirun_pid:-none}): exit $rc"
 	show "$WORK/out4"
 fi
-no_user_processes "after SIGINT to mpirun" && note "ok   after SIGINT no process of the user on any node"
+no_user_processes "after SIGINT to qcg-mpirun" && note "ok   after SIGINT no process of the user on any node"
+
+# --- 4b. mpirun killed (SIGKILL) while the ranks run ------------------------------------
+rc=0
+timeout -k 10 120 "$LAB" mpirun -- /bin/sleep 100 >"$WORK/out4b" 2>&1 &
+run=$!
+BG_PIDS+=("$run")
+poll 30 "10 ranks running" sh -c "[ \$(pgrep -u $LAB_UID -x sleep | wc -l) -ge 10 ]" ||
+	{ bad "SIGKILL: the 10 ranks did not start"; show "$WORK/out4b"; }
+mpirun_pid=$(pgrep -u "$LAB_UID" -x mpirun | head -n 1)
+t0=$(ms)
+[ -n "$mpirun_pid" ] && kill -KILL "$mpirun_pid"
+wait_exit "$run" 40 || rc=$?
+if [ -n "$mpirun_pid" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
+	note "ok   SIGKILL to mpirun: qcg-lab mpirun exit $rc after $(($(ms) - t0)) ms"
+else
+	bad "SIGKILL to mpirun (pid ${mpirun_pid:-none}): exit $rc"
+	show "$WORK/out4b"
+fi
+no_user_processes "after SIGKILL to mpirun" && note "ok   after SIGKILL to mpirun no process of the user on any node ($(($(ms) - t0)) ms)"
 
 # --- 5. refusals --------------------------------------------------------------------------
 JOB=$(new_job launch)

@@ -1,10 +1,11 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # build, src: from the sourcing script; rc: for it.
 # tests/lib/loopback-grid.sh: what the loopback tests share (sourced by
 # tests/libqcgconn/test-cat.sh, tests/libqcgconn/test-reversed.sh,
-# tests/mpi/test-loopback.sh and tests/helper/helper-test.sh): the real
-# broker, frontends and helpers on 127.0.0.1 with a throw-away CA, a scratch
-# directory removed with everything started in it, bounded waits on something
-# observable, and the "ok"/"FAIL" lines with their count.
+# tests/mpi/test-loopback.sh, tests/launch/test-launch-loopback.sh and
+# tests/helper/helper-test.sh): the real broker, frontends and helpers on
+# 127.0.0.1 with a throw-away CA, a scratch directory removed with everything
+# started in it, bounded waits on something observable, and the "ok"/"FAIL"
+# lines with their count.
 #
 # The sourcing script sets first:
 #   build, src   the build and source directories (absolute paths)
