@@ -15,7 +15,11 @@
 #
 # Ports 18600-18699 belong to this test: broker 18601, frontend 18602, the
 # helper's listening range 18650-18699.  Each part has a job of its own
-# ($base-TAG) and agents of its own (log agent-TAG-NODE.log).  Every wait is
+# ($base-TAG) and agents of its own (log agent-TAG-NODE.log): a. what the
+# agent refuses; b. a job on two agents, the ranks' output and environment;
+# c. a rank fails; d. a node without an agent; e. a wrong secret; f. a wrong
+# job; g. a command other than orted; h. MPI_Abort, SIGINT to qcg-mpirun,
+# SIGKILL to mpirun: nothing of the job may be left after any.  Every wait is
 # bounded and waits on something observable (a log line, an exit, the
 # processes of an orted's session); whatever the test started is ended in the
 # cleanup, the orteds' sessions included.
@@ -99,10 +103,11 @@ forget() { unset "launch_pids[$1]"; }
 # agent-TAG-NODE.log, pid in agent_pid[NODE]; returns once it is ready (1 if
 # it did not come up).  With no_env_secret set, QCG_JOB_SECRET is not in its
 # environment.  QCG_TEST_NODE=NODE is in it: a variable of ours the agent does
-# not set, which must reach the ranks as it is.  Each node has a TMPDIR of its own, as real nodes have a /tmp
-# of their own: two orteds of one job on one host would share their
-# session directory (ompi.HOST.UID/jf.N), where each writes the hwloc topology
-# and PMIx's store; written by both at once, orted crashes.
+# not set, which must reach the ranks as it is.  Each node has a TMPDIR of
+# its own, as real nodes have a /tmp of their own: two orteds of one job on
+# one host would share their session directory (ompi.HOST.UID/jf.N), where
+# each writes the hwloc topology and PMIx's store; written by both at once,
+# orted crashes.
 agent() {
 	local tag=$1 node=$2 log unset=()
 	shift 2
@@ -155,8 +160,8 @@ part() { export QCG_JOB=$base-$1; }
 
 # mpirun_job SECONDS HOSTS [OPTION...] PROGRAM [ARGS...]: qcg-mpirun bounded
 # by SECONDS; output in $out, status in $rc, time taken in $elapsed (ms).
-# The ranks (instrumented under the sanitizer build) check no leaks: Open MPI
-# leaves much allocated at exit; the agents and launchers do.
+# The ranks (instrumented under the sanitizer build) do not check for leaks:
+# Open MPI leaves much allocated at exit.  The agents and launchers do.
 mpirun_job() {
 	local secs=$1 hosts=$2 t0
 	shift 2
@@ -418,7 +423,11 @@ interrupted() {
 		launchers=no
 		if running "$qcg_launch"; then launchers=yes; fi
 		target=$qpid
-		[[ $whom == qcg-mpirun ]] || target=$(pgrep -P "$qpid" -x mpirun || true)
+		if [[ $whom == mpirun ]]; then
+			# qcg-mpirun's child, or grandchild when setsid had to fork.
+			target=$(pgrep -P "$qpid" -x mpirun ||
+				for c in $(pgrep -P "$qpid"); do pgrep -P "$c" -x mpirun; done || true)
+		fi
 		t0=$(ms)
 		kill -"$sig" "${target:-$qpid}"
 		wait_exit "$qpid" 150 || true
