@@ -29,6 +29,7 @@ struct agent {
     qcg_ctx *ctx;
     uv_poll_t poll;
     uv_timer_t idle;
+    uv_timer_t retry; /* accepting again after a failure */
     uv_signal_t sigterm, sigint;
     struct session_env env;
     struct session **slots; /* max_launches of them */
@@ -103,6 +104,16 @@ static void session_gone(void *arg, struct session *s)
     idle_arm(a);
 }
 
+static void on_accept_ready(uv_poll_t *p, int status, int events);
+
+static void on_retry(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+
+    if (a->accepting && !a->stopping)
+        uv_poll_start(&a->poll, UV_READABLE, on_accept_ready);
+}
+
 static void on_accept_ready(uv_poll_t *p, int status, int events)
 {
     struct agent *a = p->data;
@@ -117,13 +128,24 @@ static void on_accept_ready(uv_poll_t *p, int status, int events)
         check_refused(a);
         if (fd == QCG_EAGAIN)
             return;
-        if (fd < 0) {
+        if (fd == QCG_ENOHELPER) {
             log_error("cannot take launches any more: %s: %s", qcg_strerror(fd),
                       qcg_last_error(a->ctx));
             uv_poll_stop(&a->poll);
             a->accepting = 0;
             if (a->count == 0)
                 stop(a, "the helper is gone", 1);
+            return;
+        }
+        if (fd < 0) {
+            /* Out of descriptors or memory for a moment: try again in a
+               second rather than spin on a listener that stays readable. */
+            unsigned left_out;
+            if (ratelimit_ok(&a->refused_log, monotonic_ms(), 1000, &left_out))
+                log_warnx("accepting a launch failed: %s: %s (retrying in 1 s)",
+                          qcg_strerror(fd), qcg_last_error(a->ctx));
+            uv_poll_stop(&a->poll);
+            uv_timer_start(&a->retry, on_retry, 1000, 0);
             return;
         }
         int slot = 0;
@@ -177,6 +199,7 @@ static void stop(struct agent *a, const char *why, int rc)
     a->closed = 1;
     uv_close((uv_handle_t *)&a->poll, NULL);
     uv_close((uv_handle_t *)&a->idle, NULL);
+    uv_close((uv_handle_t *)&a->retry, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
 }
@@ -263,9 +286,10 @@ static int run(struct agent_config *cfg, const char *secret)
     a.env.loop = &a.loop;
     uv_poll_init(&a.loop, &a.poll, qcg_accept_pollfd(a.ctx));
     uv_timer_init(&a.loop, &a.idle);
+    uv_timer_init(&a.loop, &a.retry);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
-    a.poll.data = a.idle.data = a.sigterm.data = a.sigint.data = &a;
+    a.poll.data = a.idle.data = a.retry.data = a.sigterm.data = a.sigint.data = &a;
     uv_poll_start(&a.poll, UV_READABLE, on_accept_ready);
     a.accepting = 1;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);

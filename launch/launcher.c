@@ -78,7 +78,7 @@ static void fail(const char *host, const char *fmt, ...)
     int n;
 
     /* One write: the launchers of every node share mpirun's stderr. */
-    n = snprintf(line, sizeof(line), "qcg-launch: %s: ", host);
+    n = snprintf(line, sizeof(line), "qcg-launch: %.200s: ", host);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);

@@ -7,8 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* How long a closing link may take to send what is queued: a peer that
+   stopped reading must not keep the loop (and the agent) alive. */
+#define LINK_CLOSE_MS 5000
+
 struct link {
     uv_tcp_t tcp;
+    uv_timer_t close_timer;
     const struct link_ops *ops;
     void *data;
     uint8_t *buf; /* one frame being read: header + up to WIRE_FRAME_MAX */
@@ -24,12 +29,19 @@ struct link_write {
     uint8_t bytes[];
 };
 
-static void on_close(uv_handle_t *h)
+static void on_timer_closed(uv_handle_t *h)
 {
     struct link *l = h->data;
 
     free(l->buf);
     free(l);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    struct link *l = h->data;
+
+    uv_close((uv_handle_t *)&l->close_timer, on_timer_closed);
 }
 
 static void shut(struct link *l, const char *why)
@@ -101,9 +113,14 @@ struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void 
     l->ops = ops;
     l->data = data;
     uv_tcp_init(loop, &l->tcp);
-    l->tcp.data = l;
+    uv_timer_init(loop, &l->close_timer);
+    l->tcp.data = l->close_timer.data = l;
     if ((rc = uv_tcp_open(&l->tcp, fd)) < 0)
         close(fd); /* not the handle's yet */
+    /* Keepalive: a peer whose host is gone (within one cluster, where
+       libqcgconn leaves it off) must end the launch too. */
+    if (rc == 0)
+        uv_tcp_keepalive(&l->tcp, 1, 60);
     if (rc < 0 || (rc = uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read)) < 0) {
         l->closing = 1;
         uv_close((uv_handle_t *)&l->tcp, on_close);
@@ -197,7 +214,17 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 
     (void)status;
     free(req);
-    uv_close((uv_handle_t *)&l->tcp, on_close);
+    if (!uv_is_closing((uv_handle_t *)&l->tcp))
+        uv_close((uv_handle_t *)&l->tcp, on_close);
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+    struct link *l = t->data;
+
+    /* The shutdown request is cancelled (its callback frees it). */
+    if (!uv_is_closing((uv_handle_t *)&l->tcp))
+        uv_close((uv_handle_t *)&l->tcp, on_close);
 }
 
 void link_close(struct link *l)
@@ -211,8 +238,10 @@ void link_close(struct link *l)
     req = malloc(sizeof(*req));
     if (req != NULL) {
         req->data = l;
-        if (uv_shutdown(req, (uv_stream_t *)&l->tcp, on_shutdown) == 0)
+        if (uv_shutdown(req, (uv_stream_t *)&l->tcp, on_shutdown) == 0) {
+            uv_timer_start(&l->close_timer, on_close_timeout, LINK_CLOSE_MS, 0);
             return;
+        }
         free(req);
     }
     uv_close((uv_handle_t *)&l->tcp, on_close);

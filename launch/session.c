@@ -202,6 +202,12 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     if (s->phase != KILLING) {
         uv_timer_stop(&s->timer);
         uv_timer_start(&s->timer, on_drain_timeout, DRAIN_MS, 0);
+        /* Its last words (why it ended) even when the link is congested:
+           at most a pipe's worth more. */
+        if (s->out_open)
+            uv_read_start((uv_stream_t *)&s->out, out_alloc, out_read);
+        if (s->err_open)
+            uv_read_start((uv_stream_t *)&s->err, out_alloc, out_read);
     }
     maybe_finish(s);
 }
@@ -233,7 +239,7 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     struct sockaddr_storage bound;
     int namelen = sizeof(bound), rc;
     char why[256];
-    char *argv[WIRE_ARGS_MAX + 1] = {0};
+    char *argv[WIRE_ARGS_MAX + 4] = {0};
     uv_process_options_t po;
     uv_stdio_container_t stdio[3];
     uint16_t port;
@@ -286,6 +292,22 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     if (rewrite_uri(s, argv, argc, "orte_hnp_uri", port) < 0 ||
         rewrite_uri(s, argv, argc, "orte_parent_uri", port) < 0)
         goto out;
+    /* The daemon's own runtime port on the loopback only, whatever mpirun
+       was told: nothing of the runtime is reachable from the LAN. */
+    int ifi = mca_value_index(argc, argv, "oob_tcp_if_include");
+    if (ifi >= 0) {
+        free(argv[ifi]);
+        argv[ifi] = strdup("lo");
+    } else if (argc + 3 <= WIRE_ARGS_MAX) {
+        argv[argc++] = strdup("-mca");
+        argv[argc++] = strdup("oob_tcp_if_include");
+        argv[argc++] = strdup("lo");
+    }
+    for (int i = 0; i < argc; i++)
+        if (argv[i] == NULL) {
+            refuse(s, "out of memory");
+            goto out;
+        }
 
     if (log_get_level() >= LOG_LEVEL_DEBUG)
         for (int i = 0; i < argc; i++)

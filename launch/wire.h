@@ -7,7 +7,7 @@
    connections (one channel each) and, last, its exit status.
 
      launcher -> agent   LAUNCH   version, user job id, argv (NUL-terminated strings)
-                         SIGNAL   4 bytes: signal number, for the daemon's session
+                         SIGNAL   4 bytes: signal number, for the daemon (it ends its ranks)
                          TDATA, TCLOSE  on a channel the agent opened
      agent -> launcher   REFUSED  why, as text: the launch did not happen
                          OUT, ERR the daemon's stdout, stderr
