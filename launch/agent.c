@@ -142,8 +142,8 @@ static void on_accept_ready(uv_poll_t *p, int status, int events)
                second rather than spin on a listener that stays readable. */
             unsigned left_out;
             if (ratelimit_ok(&a->refused_log, monotonic_ms(), 1000, &left_out))
-                log_warnx("accepting a launch failed: %s: %s (retrying in 1 s)",
-                          qcg_strerror(fd), qcg_last_error(a->ctx));
+                log_warnx("accepting a launch failed: %s: %s (retrying in 1 s)", qcg_strerror(fd),
+                          qcg_last_error(a->ctx));
             uv_poll_stop(&a->poll);
             uv_timer_start(&a->retry, on_retry, 1000, 0);
             return;
