@@ -2,6 +2,8 @@
 #include "link.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +12,14 @@
 /* How long a closing link may take to send what is queued: a peer that
    stopped reading must not keep the loop (and the agent) alive. */
 #define LINK_CLOSE_MS 5000
+/* How often a paused link looks whether its peer is gone. */
+#define LINK_WATCH_MS 1000
 
 struct link {
     uv_tcp_t tcp;
     uv_timer_t close_timer;
+    uv_timer_t watch; /* while paused: has the peer gone? */
+    int timers_open;
     const struct link_ops *ops;
     void *data;
     uint8_t *buf; /* one frame being read: header + up to WIRE_FRAME_MAX */
@@ -33,6 +39,8 @@ static void on_timer_closed(uv_handle_t *h)
 {
     struct link *l = h->data;
 
+    if (--l->timers_open > 0)
+        return;
     free(l->buf);
     free(l);
 }
@@ -42,6 +50,7 @@ static void on_close(uv_handle_t *h)
     struct link *l = h->data;
 
     uv_close((uv_handle_t *)&l->close_timer, on_timer_closed);
+    uv_close((uv_handle_t *)&l->watch, on_timer_closed);
 }
 
 static void shut(struct link *l, const char *why)
@@ -114,7 +123,9 @@ struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void 
     l->data = data;
     uv_tcp_init(loop, &l->tcp);
     uv_timer_init(loop, &l->close_timer);
-    l->tcp.data = l->close_timer.data = l;
+    uv_timer_init(loop, &l->watch);
+    l->timers_open = 2;
+    l->tcp.data = l->close_timer.data = l->watch.data = l;
     if ((rc = uv_tcp_open(&l->tcp, fd)) < 0)
         close(fd); /* not the handle's yet */
     /* Keepalive: a peer whose host is gone (within one cluster, where
@@ -192,11 +203,28 @@ int link_congested(const struct link *l)
     return uv_stream_get_write_queue_size((const uv_stream_t *)&l->tcp) > LINK_HIGH_WATER;
 }
 
+/* A paused link reads nothing, so it would not see the peer's FIN or a
+   connection that keepalive or a reset ended: the socket's TCP state says. */
+static void on_watch(uv_timer_t *t)
+{
+    struct link *l = t->data;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    uv_os_fd_t fd;
+
+    if (l->closing || uv_fileno((uv_handle_t *)&l->tcp, &fd) < 0 ||
+        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+        return;
+    if (ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_CLOSE)
+        shut(l, "the other side closed the connection (seen while paused)");
+}
+
 void link_pause(struct link *l)
 {
     if (!l->closing && !l->paused) {
         l->paused = 1;
         uv_read_stop((uv_stream_t *)&l->tcp);
+        uv_timer_start(&l->watch, on_watch, LINK_WATCH_MS, LINK_WATCH_MS);
     }
 }
 
@@ -204,6 +232,7 @@ void link_resume(struct link *l)
 {
     if (!l->closing && l->paused) {
         l->paused = 0;
+        uv_timer_stop(&l->watch);
         uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
     }
 }
