@@ -22,6 +22,23 @@ static int put(char *cur, size_t *len, size_t cap, char c)
     return 0;
 }
 
+/* Appends the word cur[0..len) to out: 0, or -1 with why. */
+static int end_word(char **out, int *count, int max, char *cur, size_t len, char *why,
+                    size_t whylen)
+{
+    if (*count >= max) {
+        snprintf(why, whylen, "more than %d words", max);
+        return -1;
+    }
+    cur[len] = '\0';
+    if ((out[*count] = strdup(cur)) == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    out[++*count] = NULL;
+    return 0;
+}
+
 int shell_words(int n, const char *const *in, char **out, int max, char *why, size_t whylen)
 {
     int count = 0;
@@ -65,14 +82,8 @@ int shell_words(int n, const char *const *in, char **out, int max, char *why, si
                 goto fail;
             } else if (c == ' ' || c == '\t') {
                 if (inword) {
-                    if (count >= max) {
-                        snprintf(why, whylen, "more than %d words", max);
+                    if (end_word(out, &count, max, cur, len, why, whylen) < 0)
                         goto fail;
-                    }
-                    cur[len] = '\0';
-                    if ((out[count] = strdup(cur)) == NULL)
-                        goto oom;
-                    out[++count] = NULL;
                     len = 0;
                     inword = 0;
                 }
@@ -99,21 +110,11 @@ int shell_words(int n, const char *const *in, char **out, int max, char *why, si
             snprintf(why, whylen, "argument %d: unclosed %c", i + 1, quote);
             goto fail;
         }
-        if (inword) {
-            if (count >= max) {
-                snprintf(why, whylen, "more than %d words", max);
-                goto fail;
-            }
-            cur[len] = '\0';
-            if ((out[count] = strdup(cur)) == NULL)
-                goto oom;
-            out[++count] = NULL;
-        }
+        if (inword && end_word(out, &count, max, cur, len, why, whylen) < 0)
+            goto fail;
     }
     free(cur);
     return count;
-oom:
-    snprintf(why, whylen, "out of memory");
 fail:
     free(cur);
     words_free(out);

@@ -98,6 +98,15 @@ stage_user_area() {
 	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
 }
 
+# user_env: the environment of the lab's user (after stage_user_area): its
+# home, the staged programs and libraries, and the staged BTL for the ranks
+# mpirun starts (mpirun hands OMPI_MCA_* to them).
+user_env() {
+	export HOME=$USER_DIR/home PATH=$USER_DIR/bin:/usr/local/bin:/usr/bin:/bin
+	export LD_LIBRARY_PATH=$USER_DIR/lib OMPI_MCA_mca_base_component_path
+	OMPI_MCA_mca_base_component_path=$(component_path "$USER_DIR/lib")
+}
+
 cmd_mpirun() {
 	local sites=$MPI_SITES_DEFAULT ppn=1 tcp=no from=$MPI_FROM_DEFAULT netns=no s nodes=() btls
 	local extra=()
@@ -190,8 +199,7 @@ mpirun_agents() {
 	(
 		# A fresh job for each run: its id and secret stay in the environment.
 		eval "$("$USER_DIR/bin/qcg-mpirun" --new-job)"
-		export HOME=$USER_DIR/home PATH=$USER_DIR/bin:/usr/local/bin:/usr/bin:/bin
-		export LD_LIBRARY_PATH=$USER_DIR/lib
+		user_env
 		for node in "${nodes[@]}"; do
 			QCG_HELPER_SOCKET=$(helper_socket "$node") \
 				as_user "$node" qcg-agent --idle-timeout 300 >"$dir/agent-$node.log" 2>&1 &

@@ -156,44 +156,36 @@ else
 fi
 no_user_processes "after MPI_Abort" && note "ok   after MPI_Abort no process of the user on any node"
 
-# --- 4. SIGINT to mpirun while the ranks run --------------------------------------------
-rc=0
-timeout -k 10 120 "$LAB" mpirun -- /bin/sleep 100 >"$WORK/out4" 2>&1 &
-run=$!
-BG_PIDS+=("$run")
-poll 30 "10 ranks running" sh -c "[ \$(pgrep -u $LAB_UID -x sleep | wc -l) -ge 10 ]" ||
-	{ bad "SIGINT: the 10 ranks did not start"; show "$WORK/out4"; }
-# As Ctrl-C does: to qcg-mpirun (mpirun runs in a session of its own).
-mpirun_pid=$(pgrep -u "$LAB_UID" -f "bin/qcg-mpirun" | head -n 1)
-t0=$(ms)
-[ -n "$mpirun_pid" ] && kill -INT "$mpirun_pid"
-wait_exit "$run" 40 || rc=$?
-if [ -n "$mpirun_pid" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
-	note "ok   SIGINT to qcg-mpirun: exit $rc after $(($(ms) - t0)) ms"
-else
-	bad "SIGINT to qcg-mpirun (pid ${mpirun_pid:-none}): exit $rc"
-	show "$WORK/out4"
-fi
-no_user_processes "after SIGINT to qcg-mpirun" && note "ok   after SIGINT no process of the user on any node"
+# interrupt NAME SIGNAL WHAT PGREP-ARGS...: a job of 10 `sleep 100` ranks; once
+# all run, SIGNAL to the process PGREP-ARGS find (WHAT names it); the job must
+# end non-zero, bounded, and leave no process of the user on any node.
+interrupt() {
+	local name=$1 sig=$2 what=$3 pid
+	shift 3
+	rc=0
+	timeout -k 10 120 "$LAB" mpirun -- /bin/sleep 100 >"$WORK/$name" 2>&1 &
+	run=$!
+	BG_PIDS+=("$run")
+	poll 30 "10 ranks running" sh -c "[ \$(pgrep -u $LAB_UID -x sleep | wc -l) -ge 10 ]" ||
+		{ bad "$sig: the 10 ranks did not start"; show "$WORK/$name"; }
+	pid=$(pgrep -u "$LAB_UID" "$@" | head -n 1)
+	t0=$(ms)
+	[ -n "$pid" ] && kill "-$sig" "$pid"
+	wait_exit "$run" 40 || rc=$?
+	if [ -n "$pid" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
+		note "ok   $sig to $what: qcg-lab mpirun exit $rc after $(($(ms) - t0)) ms"
+	else
+		bad "$sig to $what (pid ${pid:-none}): exit $rc"
+		show "$WORK/$name"
+	fi
+	no_user_processes "after $sig to $what" &&
+		note "ok   after $sig to $what no process of the user on any node ($(($(ms) - t0)) ms)"
+}
 
-# --- 4b. mpirun killed (SIGKILL) while the ranks run ------------------------------------
-rc=0
-timeout -k 10 120 "$LAB" mpirun -- /bin/sleep 100 >"$WORK/out4b" 2>&1 &
-run=$!
-BG_PIDS+=("$run")
-poll 30 "10 ranks running" sh -c "[ \$(pgrep -u $LAB_UID -x sleep | wc -l) -ge 10 ]" ||
-	{ bad "SIGKILL: the 10 ranks did not start"; show "$WORK/out4b"; }
-mpirun_pid=$(pgrep -u "$LAB_UID" -x mpirun | head -n 1)
-t0=$(ms)
-[ -n "$mpirun_pid" ] && kill -KILL "$mpirun_pid"
-wait_exit "$run" 40 || rc=$?
-if [ -n "$mpirun_pid" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
-	note "ok   SIGKILL to mpirun: qcg-lab mpirun exit $rc after $(($(ms) - t0)) ms"
-else
-	bad "SIGKILL to mpirun (pid ${mpirun_pid:-none}): exit $rc"
-	show "$WORK/out4b"
-fi
-no_user_processes "after SIGKILL to mpirun" && note "ok   after SIGKILL to mpirun no process of the user on any node ($(($(ms) - t0)) ms)"
+# --- 4. SIGINT to qcg-mpirun, as Ctrl-C does (mpirun runs in a session of its
+# own), then SIGKILL to mpirun, while the ranks run ------------------------------------
+interrupt out4 INT qcg-mpirun -f "bin/qcg-mpirun"
+interrupt out4b KILL mpirun -x mpirun
 
 # --- 5. refusals --------------------------------------------------------------------------
 JOB=$(new_job launch)
