@@ -249,39 +249,6 @@ static int nonce_seen(qcg_ctx *ctx, const uint8_t nonce[HS_NONCE_SIZE])
     return 0;
 }
 
-/* What the helper sent unasked: LOCAL_INCOMING descriptors.  A lost helper
-   connection is kept in helper_error for the next qcg_accept. */
-static void drain_helper(qcg_ctx *ctx)
-{
-    for (int i = 0; i < PENDING_MAX && ctx->helper_fd >= 0; i++) {
-        int rc = lmsg_read(ctx->helper_fd, &ctx->ctl);
-
-        if (rc == 0)
-            return;
-        if (rc < 0) {
-            ctx_seterr(ctx, "%s",
-                       rc == QCG_ENOHELPER ? "the helper closed the connection"
-                                           : "the helper sent an invalid message");
-            ctx->helper_error = rc == QCG_EPROTO ? rc : QCG_ENOHELPER;
-            ctx_helper_lost(ctx);
-            return;
-        }
-        if (ctx->ctl.hdr.type != LOCAL_INCOMING || ctx->ctl.hdr.request_id != 0) {
-            ctx_seterr(ctx, "the helper sent an unexpected message (type %u)", ctx->ctl.hdr.type);
-            ctx->helper_error = QCG_EPROTO;
-            ctx_helper_lost(ctx);
-            return;
-        }
-        rc = ctx_take_incoming(ctx, &ctx->ctl);
-        lmsg_reader_reset(&ctx->ctl);
-        if (rc < 0) {
-            ctx->helper_error = rc;
-            ctx_helper_lost(ctx);
-            return;
-        }
-    }
-}
-
 /* Accepts what the listener holds, as far as there is room. */
 static int accept_new(qcg_ctx *ctx)
 {
@@ -527,8 +494,10 @@ int accept_pump(qcg_ctx *ctx)
     if (read(ctx->accept_timer, &expirations, sizeof(expirations)) < 0) {
         /* EAGAIN: not fired. */
     }
-    if (ctx->helper_fd >= 0)
-        drain_helper(ctx);
+    /* INCOMING descriptors, and the connects' replies on the way.  A lost
+       helper connection is kept in helper_error for the next qcg_accept. */
+    if (ctx->helper_fd >= 0 && (rc = ctx_read_helper(ctx)) < 0)
+        ctx->helper_error = rc;
     rc = accept_new(ctx);
     uint64_t now = now_us();
     for (int i = 0; i < PENDING_MAX; i++) {

@@ -1,9 +1,11 @@
-/* qcg_connect_*: the connect state machine.  Each operation has its own
-   connection to the helper (so several can be pending at once) and an epoll
-   descriptor that stays the same for the whole operation while the sockets
-   it watches change:
+/* qcg_connect_*: the connect state machine.  Operations talk to the helper
+   on their context's one connection, each LOOKUP under a request id of its
+   own (the helper answers them in any order; ctx_read_helper hands each
+   reply to its operation's inbox).  Each operation has an epoll descriptor
+   that stays the same for the whole operation while the sockets it watches
+   change:
 
-     HELLO -> PLAN (-> BACKOFF -> PLAN while the rank is not published)
+     PLAN (-> BACKOFF -> PLAN while the rank is not published)
        direct:     TCP connect -> send hello -> receive answer -> DONE
        traversing: the same; our helper watches for our SYN and hands it
                    over (an ERROR from it ends the attempt early)
@@ -40,7 +42,6 @@
 #include "internal.h"
 
 enum op_state {
-    OP_HELLO,
     OP_PLAN,
     OP_BACKOFF,
     OP_TCP,
@@ -56,21 +57,23 @@ enum op_state {
 
 struct qcg_connect_op {
     qcg_ctx *ctx;
+    qcg_connect_op *next; /* in ctx->ops */
     int32_t rank;
     enum op_state state;
     int result; /* the error once OP_FAILED */
     int epfd;
     int timerfd;
-    int watched; /* the socket in epfd besides the timer, or -1 */
-    int usock;   /* this operation's helper connection */
-    bool usock_polled; /* traversing: in epfd beside the TCP socket */
+    int watched;       /* the socket in epfd besides the timer, or -1 */
+    int helper_polled; /* traversing: the helper connection in epfd beside the TCP socket, or -1 */
     int tcp;
     uint64_t start_us, deadline_us, retry_at_us;
     uint64_t attempt_start_us, attempt_deadline_us; /* reversed: when to ask for the next */
     unsigned backoff_ms;
     unsigned lookups;
-    uint32_t hello_id, lookup_id;
-    struct lmsg_reader rd;
+    uint32_t lookup_id; /* of the LOOKUP whose answers we take, or 0 */
+    struct op_msg inbox[OP_INBOX];
+    unsigned inbox_len;
+    bool inbox_overflow;
     struct local_plan plan;
     uint32_t technique;   /* of the plan being executed */
     uint32_t tried_mask;  /* 1 << technique of each failed attempt */
@@ -180,6 +183,55 @@ void connect_wake(qcg_connect_op *op)
     (void)arm_timer(op, 1);
 }
 
+/* Forgets the helper's answers to the current LOOKUP: later ones are
+   dropped as nobody's. */
+static void inbox_close(qcg_connect_op *op)
+{
+    for (unsigned i = 0; i < op->inbox_len; i++) {
+        if (op->inbox[i].fd >= 0)
+            close(op->inbox[i].fd);
+    }
+    op->inbox_len = 0;
+    op->inbox_overflow = false;
+    op->lookup_id = 0;
+}
+
+int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r)
+{
+    qcg_connect_op *op = ctx->ops;
+    struct op_msg *m;
+
+    while (op != NULL && (op->lookup_id == 0 || op->lookup_id != r->hdr.request_id))
+        op = op->next;
+    if (op == NULL)
+        return -1;
+    if (op->inbox_len == OP_INBOX || (r->hdr.type != LOCAL_PLAN && r->hdr.type != LOCAL_ERROR &&
+                                      r->hdr.type != LOCAL_INCOMING)) {
+        op->inbox_overflow = true;
+    } else {
+        m = &op->inbox[op->inbox_len++];
+        memset(m, 0, sizeof(*m));
+        m->type = r->hdr.type;
+        m->fd = r->fd;
+        r->fd = -1;
+        memcpy(&m->u, &r->payload, local_payload_size[r->hdr.type]);
+    }
+    (void)arm_timer(op, 1);
+    return 0;
+}
+
+void connect_helper_lost(qcg_ctx *ctx, int fd)
+{
+    /* fd is closed: the kernel dropped it from every epoll set, and its
+       number may be reused. */
+    for (qcg_connect_op *op = ctx->ops; op != NULL; op = op->next) {
+        op->helper_polled = -1;
+        if (op->watched == fd)
+            op->watched = -1;
+        (void)arm_timer(op, 1);
+    }
+}
+
 static uint32_t remaining_ms(const qcg_connect_op *op)
 {
     uint64_t now = now_us();
@@ -195,11 +247,12 @@ static int send_lookup(qcg_connect_op *op)
                               .only = op->only};
     int rc;
 
-    op->lookup_id++;
+    inbox_close(op);
     op->lookups++;
-    rc = lmsg_send(op->usock, LOCAL_LOOKUP, op->lookup_id, &lk, now_us() + 1000000u);
+    op->lookup_id = ctx_next_id(op->ctx);
+    rc = ctx_send(op->ctx, LOCAL_LOOKUP, op->lookup_id, &lk);
     if (rc < 0)
-        return fail(op, QCG_ENOHELPER, "sending LOOKUP to the helper: %s", qcg_strerror(rc));
+        return fail(op, rc, "sending LOOKUP to the helper: %s", qcg_last_error(op->ctx));
     return 0;
 }
 
@@ -208,7 +261,7 @@ static void report(qcg_connect_op *op, bool ok, const char *why)
 {
     struct local_report r;
 
-    if (op->usock < 0 || op->technique <= QCG_TECH_NONE || op->technique > QCG_TECH_PROXY)
+    if (op->ctx->helper_fd < 0 || op->technique <= QCG_TECH_NONE || op->technique > QCG_TECH_PROXY)
         return;
     memset(&r, 0, sizeof(r));
     r.to_rank = op->rank;
@@ -216,10 +269,27 @@ static void report(qcg_connect_op *op, bool ok, const char *why)
     r.ok = ok ? 1 : 0;
     r.setup_ms = (uint32_t)((now_us() - op->attempt_start_us) / 1000u);
     snprintf(r.why, sizeof(r.why), "%s", why);
-    (void)lmsg_send(op->usock, LOCAL_REPORT, 0, &r, now_us() + 100000u);
+    (void)ctx_send(op->ctx, LOCAL_REPORT, 0, &r);
 }
 
-/* Ends the current attempt's resources (not the helper connection). */
+/* Stops watching the helper connection beside the TCP socket. */
+static void unpoll_helper(qcg_connect_op *op)
+{
+    if (op->helper_polled >= 0) {
+        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->helper_polled, NULL);
+        op->helper_polled = -1;
+    }
+}
+
+/* Watches the helper connection alone: an answer is due. */
+static int watch_helper(qcg_connect_op *op)
+{
+    if (op->ctx->helper_fd < 0)
+        return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
+    return watch(op, op->ctx->helper_fd, EPOLLIN);
+}
+
+/* Ends the current attempt's resources. */
 static void attempt_cleanup(qcg_connect_op *op)
 {
     if (op->waiting) {
@@ -231,10 +301,7 @@ static void attempt_cleanup(qcg_connect_op *op)
         op->waiter.fd = -1;
     }
     watch(op, -1, 0);
-    if (op->usock_polled) {
-        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->usock, NULL);
-        op->usock_polled = false;
-    }
+    unpoll_helper(op);
     if (op->tcp >= 0) {
         close(op->tcp);
         op->tcp = -1;
@@ -270,13 +337,13 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     if (now_us() >= op->deadline_us)
         return fail(op, QCG_ETIMEDOUT, "no time left for another technique within %d ms",
                     op->timeout_ms);
-    if (op->usock < 0)
+    if (op->ctx->helper_fd < 0)
         return fail(op, code, "no helper connection to ask for another technique");
     if (send_lookup(op) < 0)
         return op->result;
     op->state = OP_PLAN;
     op->technique = QCG_TECH_NONE;
-    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0)
+    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
         return op->result;
     return STEP_MORE;
 }
@@ -335,11 +402,13 @@ static int start_tcp(qcg_connect_op *op)
         return op->result;
     if (op->technique == QCG_TECH_TRAVERSING) {
         /* The helper's ERROR (it could not hand our SYN over) wakes us too. */
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->usock};
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->ctx->helper_fd};
 
-        if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->usock, &ev) < 0)
+        if (op->ctx->helper_fd < 0)
+            return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
+        if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->ctx->helper_fd, &ev) < 0)
             return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
-        op->usock_polled = true;
+        op->helper_polled = op->ctx->helper_fd;
     }
     return STEP_MORE;
 }
@@ -377,7 +446,7 @@ static int start_punch(qcg_connect_op *op)
 {
     attempt_begin(op, HOLEPUNCH_TIMEOUT_MS);
     op->state = OP_PUNCH;
-    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+    if (watch_helper(op) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
         return op->result;
     return STEP_MORE;
 }
@@ -410,47 +479,34 @@ static int start_plan(qcg_connect_op *op)
 
 static int build_hello(qcg_connect_op *op);
 
-/* During a holepunch or traversing attempt the helper speaks again on our
-   connection: the punched socket, or why its side failed. */
-static int on_attempt_message(qcg_connect_op *op)
+/* During a holepunch or traversing attempt the helper speaks again under
+   the LOOKUP's id: the punched socket, or why its side failed. */
+static int on_attempt_message(qcg_connect_op *op, struct op_msg *m)
 {
-    const struct local_header *h = &op->rd.hdr;
-
-    if (h->type == LOCAL_ERROR)
-        return attempt_failed(op, QCG_EPEER, "%s", op->rd.payload.error.message);
-    if (h->type != LOCAL_INCOMING || op->state != OP_PUNCH || op->rd.fd < 0)
-        return fail(op, QCG_EPROTO, "the helper sent message type %u during a %s attempt",
-                    h->type, tech_name(op->technique));
-    op->tcp = op->rd.fd;
-    op->rd.fd = -1;
+    if (m->type == LOCAL_ERROR)
+        return attempt_failed(op, QCG_EPEER, "%s", m->u.error.message);
+    if (m->type != LOCAL_INCOMING || op->state != OP_PUNCH || m->fd < 0)
+        return fail(op, QCG_EPROTO, "the helper sent message type %u during a %s attempt", m->type,
+                    tech_name(op->technique));
+    op->tcp = m->fd;
+    m->fd = -1;
     if (set_nonblocking(op->tcp, true) < 0)
         return fail(op, QCG_ESYS, "socket options: %s", strerror(errno));
     return build_hello(op);
 }
 
-/* A whole message arrived on the helper connection. */
-static int on_helper_message(qcg_connect_op *op)
+/* The helper's answer to our LOOKUP. */
+static int on_answer(qcg_connect_op *op, struct op_msg *m)
 {
-    const struct local_header *h = &op->rd.hdr;
-    uint32_t expect = op->state == OP_HELLO ? op->hello_id : op->lookup_id;
     int code;
 
-    if (h->type == LOCAL_ERROR && h->request_id == 0) {
-        /* Refused as a whole (uid not allowed, too many clients). */
-        code = op->rd.payload.error.code;
-        return fail(op, code < 0 && code >= QCG_EPEER ? code : QCG_ENOHELPER, "helper: %s",
-                    op->rd.payload.error.message);
-    }
-    if (h->request_id != expect)
-        return fail(op, QCG_EPROTO, "the helper answered request %u, expected %u", h->request_id,
-                    expect);
     if (op->state == OP_PUNCH || op->state == OP_TCP)
-        return on_attempt_message(op);
-    if (h->type == LOCAL_ERROR) {
-        code = op->rd.payload.error.code;
+        return on_attempt_message(op, m);
+    if (m->type == LOCAL_ERROR) {
+        code = m->u.error.code;
         if (code >= 0 || code < QCG_EPEER)
             code = QCG_EPROTO;
-        if (op->state == OP_PLAN && code == QCG_ENOTFOUND) {
+        if (code == QCG_ENOTFOUND) {
             /* Not published yet: the peer may still be starting. */
             uint64_t now = now_us();
 
@@ -459,48 +515,54 @@ static int on_helper_message(qcg_connect_op *op)
             if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
                 op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
             op->state = OP_BACKOFF;
-            snprintf(op->last_answer, sizeof(op->last_answer), "%s", op->rd.payload.error.message);
+            snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
+            inbox_close(op);
             if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
                 return op->result;
             return STEP_MORE;
         }
         return fail(op, code, "%s",
-                    op->rd.payload.error.message[0] ? op->rd.payload.error.message
-                                                    : qcg_strerror(code));
+                    m->u.error.message[0] ? m->u.error.message : qcg_strerror(code));
     }
-    if (op->state == OP_HELLO) {
-        if (h->type != LOCAL_HELLO_OK)
-            return fail(op, QCG_EPROTO, "helper answered HELLO with message type %u", h->type);
-        op->state = OP_PLAN;
-        return STEP_MORE;
-    }
-    if (h->type != LOCAL_PLAN)
-        return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", h->type);
-    op->plan = op->rd.payload.plan;
+    if (m->type != LOCAL_PLAN)
+        return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", m->type);
+    op->plan = m->u.plan;
     if (op->only != QCG_TECH_NONE && op->plan.technique != op->only)
-        return fail(op, QCG_EPROTO, "asked for %s only, the broker planned %s",
-                    tech_name(op->only), tech_name(op->plan.technique));
+        return fail(op, QCG_EPROTO, "asked for %s only, the broker planned %s", tech_name(op->only),
+                    tech_name(op->plan.technique));
     /* A plan for a technique already tried would loop: the helper or the
        broker misbehaves. */
     if (op->plan.technique < 32 && (op->tried_mask & (1u << op->plan.technique)))
         return fail(op, QCG_EPROTO, "the broker planned %s again after it failed",
                     tech_name(op->plan.technique));
+    /* Only traversing and hole punching hear from the helper again. */
+    if (op->plan.technique != QCG_TECH_TRAVERSING && op->plan.technique != QCG_TECH_HOLEPUNCH)
+        inbox_close(op);
     return start_plan(op);
 }
 
+/* Takes the next answer from the inbox (read from the helper connection
+   first, whoever it was for). */
 static int step_helper(qcg_connect_op *op)
 {
-    int rc = lmsg_read(op->usock, &op->rd);
+    struct op_msg m;
+    int rc;
 
-    if (rc == 0)
+    (void)ctx_read_helper(op->ctx);
+    if (op->inbox_overflow)
+        return fail(op, QCG_EPROTO, "the helper sent more answers to one LOOKUP than it may");
+    if (op->inbox_len == 0) {
+        if (op->ctx->helper_fd < 0)
+            return fail(op, QCG_ENOHELPER, "the connection to the helper is lost: %s",
+                        qcg_last_error(op->ctx));
         return STEP_WAIT;
-    if (rc < 0)
-        return fail(op, rc == QCG_EPROTO ? QCG_EPROTO : QCG_ENOHELPER, "helper connection: %s",
-                    rc == QCG_ENOHELPER ? "closed by the helper"
-                    : rc == QCG_EPROTO  ? "invalid message"
-                                        : strerror(errno));
-    rc = on_helper_message(op);
-    lmsg_reader_reset(&op->rd);
+    }
+    m = op->inbox[0];
+    memmove(&op->inbox[0], &op->inbox[1], (op->inbox_len - 1) * sizeof(op->inbox[0]));
+    op->inbox_len--;
+    rc = on_answer(op, &m);
+    if (m.fd >= 0)
+        close(m.fd);
     return rc;
 }
 
@@ -523,7 +585,7 @@ static int step_backoff(qcg_connect_op *op)
     if (send_lookup(op) < 0)
         return op->result;
     op->state = OP_PLAN;
-    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0)
+    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
         return op->result;
     return STEP_MORE;
 }
@@ -547,7 +609,7 @@ static int step_tcp(qcg_connect_op *op)
     socklen_t len = sizeof(int);
     int soerr = 0;
 
-    if (op->usock_polled) {
+    if (op->helper_polled >= 0) {
         int rc = step_helper(op);
 
         if (rc != STEP_WAIT || op->state != OP_TCP)
@@ -555,11 +617,10 @@ static int step_tcp(qcg_connect_op *op)
     }
     if (poll(&p, 1, 0) <= 0) {
         if (now_us() >= op->attempt_deadline_us && op->attempt_deadline_us < op->deadline_us)
-            return attempt_failed(op, QCG_ETIMEDOUT, "no connection to %s port %u within %llu ms",
-                                  op->plan.address, op->plan.port,
-                                  (unsigned long long)(op->attempt_deadline_us -
-                                                       op->attempt_start_us) /
-                                      1000u);
+            return attempt_failed(
+                op, QCG_ETIMEDOUT, "no connection to %s port %u within %llu ms", op->plan.address,
+                op->plan.port,
+                (unsigned long long)(op->attempt_deadline_us - op->attempt_start_us) / 1000u);
         return STEP_WAIT;
     }
     if (getsockopt(op->tcp, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
@@ -709,7 +770,6 @@ static int step_reversed(qcg_connect_op *op)
 static int step(qcg_connect_op *op)
 {
     switch (op->state) {
-    case OP_HELLO:
     case OP_PLAN:
         return step_helper(op);
     case OP_BACKOFF:
@@ -742,8 +802,6 @@ static int timed_out(qcg_connect_op *op)
 
     path(op, where, sizeof(where));
     switch (op->state) {
-    case OP_HELLO:
-        return fail(op, QCG_ETIMEDOUT, "no answer from the helper within %d ms", op->timeout_ms);
     case OP_PLAN:
     case OP_BACKOFF:
         if (op->lookups > 1 || op->state == OP_BACKOFF)
@@ -768,36 +826,27 @@ static int timed_out(qcg_connect_op *op)
         return fail(op, QCG_ETIMEDOUT, "reversed: rank %d did not connect back within %d ms",
                     op->rank, op->timeout_ms);
     case OP_PUNCH:
-        return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms",
-                    op->rank, op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms", op->rank,
+                    op->timeout_ms);
     default:
         return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
-    }
-}
-
-/* The helper connection has served its purpose. */
-static void attempt_cleanup_helper(qcg_connect_op *op)
-{
-    if (op->usock_polled) {
-        epoll_ctl(op->epfd, EPOLL_CTL_DEL, op->usock, NULL);
-        op->usock_polled = false;
-    }
-    if (op->usock >= 0) {
-        close(op->usock);
-        op->usock = -1;
     }
 }
 
 static void op_free(qcg_connect_op *op)
 {
     attempt_cleanup(op);
+    inbox_close(op);
+    for (qcg_connect_op **pp = &op->ctx->ops; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == op) {
+            *pp = op->next;
+            break;
+        }
+    }
     if (op->epfd >= 0)
         close(op->epfd);
     if (op->timerfd >= 0)
         close(op->timerfd);
-    if (op->usock >= 0)
-        close(op->usock);
-    lmsg_reader_reset(&op->rd);
     explicit_bzero(op, sizeof(*op));
     free(op);
 }
@@ -807,7 +856,6 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
                          qcg_connect_op **opp)
 {
     struct epoll_event ev = {.events = EPOLLIN};
-    struct local_hello hello;
     qcg_connect_op *op;
     int rc;
 
@@ -827,15 +875,16 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
     if (op == NULL)
         return QCG_ENOMEM;
     op->ctx = ctx;
+    op->next = ctx->ops;
+    ctx->ops = op;
     op->rank = rank;
     op->only = only;
     op->timeout_ms = timeout_ms;
-    op->epfd = op->timerfd = op->watched = op->usock = op->tcp = -1;
+    op->epfd = op->timerfd = op->watched = op->helper_polled = op->tcp = -1;
     op->waiter.fd = -1;
     op->start_us = now_us();
     op->deadline_us = op->start_us + (uint64_t)timeout_ms * 1000u;
     op->backoff_ms = LOOKUP_BACKOFF_MIN_MS;
-    lmsg_reader_init(&op->rd);
 
     op->epfd = epoll_create1(EPOLL_CLOEXEC);
     op->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -846,32 +895,8 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
         rc = QCG_ESYS;
         goto fail;
     }
-    op->usock =
-        unix_connect(ctx->helper_path,
-                     timeout_ms < HELPER_HELLO_TIMEOUT_MS ? timeout_ms : HELPER_HELLO_TIMEOUT_MS);
-    if (op->usock < 0) {
-        ctx_seterr(ctx, "cannot connect to the helper at %s: %s", ctx->helper_path,
-                   strerror(errno));
-        rc = QCG_ENOHELPER;
-        goto fail;
-    }
-    /* HELLO and LOOKUP pipelined: the helper answers in order. */
-    memset(&hello, 0, sizeof(hello));
-    hello.version = LOCAL_VERSION;
-    hello.rank = ctx->rank;
-    strcpy(hello.job, ctx->job);
-    strcpy(hello.secret, ctx->secret);
-    op->hello_id = 1;
-    op->lookup_id = 1;
-    rc = lmsg_send(op->usock, LOCAL_HELLO, op->hello_id, &hello, now_us() + 1000000u);
-    explicit_bzero(&hello, sizeof(hello));
-    if (rc < 0 || send_lookup(op) < 0) {
-        ctx_seterr(ctx, "sending to the helper at %s failed", ctx->helper_path);
-        rc = QCG_ENOHELPER;
-        goto fail;
-    }
-    op->state = OP_HELLO;
-    if (watch(op, op->usock, EPOLLIN) < 0 || arm_timer(op, op->deadline_us) < 0) {
+    op->state = OP_PLAN;
+    if (send_lookup(op) < 0 || watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0) {
         ctx_seterr(ctx, "%s", op->err);
         rc = op->result;
         goto fail;
@@ -942,7 +967,8 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     fd = op->tcp;
     watch(op, -1, 0);
     report(op, true, "");
-    attempt_cleanup_helper(op);
+    unpoll_helper(op);
+    inbox_close(op);
     if (set_nonblocking(fd, false) < 0 ||
         conn_set_options(fd, strcmp(op->plan.cluster, op->ctx->cluster) != 0) < 0) {
         rc = fail(op, QCG_ESYS, "socket options: %s", strerror(errno));

@@ -21,8 +21,8 @@ bool job_id_valid(const char *job)
     if (job == NULL)
         return false;
     for (const char *p = job; *p != '\0'; p++, n++) {
-        bool alnum = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9');
+        bool alnum =
+            (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
 
         if (!alnum && (n == 0 || (*p != '.' && *p != '_' && *p != '-')))
             return false;
@@ -63,8 +63,8 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
 {
     const char *job = opts && opts->job ? opts->job : getenv("QCG_JOB");
     const char *secret = opts && opts->secret ? opts->secret : getenv("QCG_JOB_SECRET");
-    const char *sock = opts && opts->helper_socket ? opts->helper_socket
-                                                   : getenv("QCG_HELPER_SOCKET");
+    const char *sock =
+        opts && opts->helper_socket ? opts->helper_socket : getenv("QCG_HELPER_SOCKET");
 
     if (!job_id_valid(job)) {
         open_seterr("job id %s: want 1-%d characters [A-Za-z0-9._-] (QCG_JOB)",
@@ -158,8 +158,7 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
 
     ctx->helper_fd = unix_connect(ctx->helper_path, HELPER_HELLO_TIMEOUT_MS);
     if (ctx->helper_fd < 0) {
-        open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path,
-                    strerror(errno));
+        open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path, strerror(errno));
         rc = QCG_ENOHELPER;
         goto fail;
     }
@@ -232,14 +231,106 @@ int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
 
 void ctx_helper_lost(qcg_ctx *ctx)
 {
-    if (ctx->helper_fd < 0)
+    int fd = ctx->helper_fd;
+
+    if (fd < 0)
         return;
     if (ctx->io_epfd >= 0)
-        accept_unwatch(ctx, ctx->helper_fd);
-    close(ctx->helper_fd);
+        accept_unwatch(ctx, fd);
+    close(fd);
     ctx->helper_fd = -1;
     ctx->published = false;
     lmsg_reader_reset(&ctx->ctl);
+    connect_helper_lost(ctx, fd);
+}
+
+uint32_t ctx_next_id(qcg_ctx *ctx)
+{
+    uint32_t id = ctx->next_request_id++;
+
+    if (ctx->next_request_id == 0)
+        ctx->next_request_id = 1;
+    return id;
+}
+
+int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *payload)
+{
+    int rc;
+
+    if (ctx->helper_fd < 0) {
+        ctx_seterr(ctx, "the connection to the helper is lost");
+        return QCG_ENOHELPER;
+    }
+    /* The helper reads at its own pace (it bounds the requests it serves at
+       once per connection); the socket buffer holds thousands of requests. */
+    rc = lmsg_send(ctx->helper_fd, type, request_id, payload, now_us() + 2000000u);
+    if (rc < 0) {
+        ctx_seterr(ctx, "sending to the helper: %s",
+                   rc == QCG_ESYS ? strerror(errno) : qcg_strerror(rc));
+        ctx_helper_lost(ctx);
+        return QCG_ENOHELPER;
+    }
+    return 0;
+}
+
+/* One whole message in ctx->ctl: to its owner.  0, or an error that loses
+   the connection. */
+static int dispatch(qcg_ctx *ctx)
+{
+    struct lmsg_reader *r = &ctx->ctl;
+    int rc;
+
+    if (r->hdr.request_id == 0) {
+        if (r->hdr.type == LOCAL_INCOMING)
+            return ctx_take_incoming(ctx, r);
+        if (r->hdr.type == LOCAL_ERROR) {
+            /* Refused as a whole (uid not allowed, too many clients). */
+            rc = r->payload.error.code;
+            ctx_seterr(ctx, "%s", r->payload.error.message);
+            return rc < 0 && rc >= QCG_EPEER ? rc : QCG_ENOHELPER;
+        }
+        ctx_seterr(ctx, "the helper sent an unexpected message (type %u)", r->hdr.type);
+        return QCG_EPROTO;
+    }
+    if (ctx->sync_id != 0 && r->hdr.request_id == ctx->sync_id) {
+        *ctx->sync_reply = *r;
+        lmsg_reader_init(r);
+        ctx->sync_id = 0;
+        ctx->sync_done = true;
+        return 0;
+    }
+    /* A reply nobody waits for any more (a connect that moved on, a
+       request that timed out) is dropped. */
+    (void)connect_deliver(ctx, r);
+    return 0;
+}
+
+/* Messages handled per call: a helper that floods us cannot keep us here. */
+#define READ_HELPER_MAX 64
+
+int ctx_read_helper(qcg_ctx *ctx)
+{
+    for (int i = 0; i < READ_HELPER_MAX && ctx->helper_fd >= 0; i++) {
+        int rc = lmsg_read(ctx->helper_fd, &ctx->ctl);
+
+        if (rc == 0)
+            return 0;
+        if (rc > 0) {
+            rc = dispatch(ctx);
+            lmsg_reader_reset(&ctx->ctl);
+            if (rc == 0)
+                continue;
+        } else {
+            ctx_seterr(ctx, "%s",
+                       rc == QCG_ENOHELPER ? "the helper closed the connection"
+                       : rc == QCG_EPROTO  ? "the helper sent an invalid message"
+                                           : strerror(errno));
+            rc = rc == QCG_EPROTO ? QCG_EPROTO : QCG_ENOHELPER;
+        }
+        ctx_helper_lost(ctx);
+        return rc;
+    }
+    return ctx->helper_fd >= 0 ? 0 : QCG_ENOHELPER;
 }
 
 int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
@@ -250,80 +341,39 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
     int rc;
 
     lmsg_reader_init(reply);
-    if (ctx->helper_fd < 0) {
-        ctx_seterr(ctx, "the connection to the helper is lost");
-        return QCG_ENOHELPER;
-    }
-    id = ctx->next_request_id++;
-    if (ctx->next_request_id == 0)
-        ctx->next_request_id = 1;
-    rc = lmsg_send(ctx->helper_fd, type, id, payload, deadline);
-    if (rc < 0) {
-        ctx_seterr(ctx, "sending to the helper: %s",
-                   rc == QCG_ESYS ? strerror(errno) : qcg_strerror(rc));
-        ctx_helper_lost(ctx);
-        return rc == QCG_ETIMEDOUT ? rc : QCG_ENOHELPER;
-    }
+    id = ctx_next_id(ctx);
+    if ((rc = ctx_send(ctx, type, id, payload)) < 0)
+        return rc;
+    ctx->sync_id = id;
+    ctx->sync_done = false;
+    ctx->sync_reply = reply;
     /* Bounded by the deadline, even against a helper that floods us. */
     for (;;) {
-        rc = lmsg_read(ctx->helper_fd, &ctx->ctl);
-        if (rc == 1 && now_us() > deadline && ctx->ctl.hdr.request_id != id) {
-            lmsg_reader_reset(&ctx->ctl);
-            rc = 0;
-        }
-        if (rc == 0) {
-            int w = wait_fd(ctx->helper_fd, POLLIN, deadline);
-
-            if (w == 0) {
+        rc = ctx_read_helper(ctx);
+        if (ctx->sync_done || rc < 0)
+            break;
+        rc = wait_fd(ctx->helper_fd, POLLIN, deadline);
+        if (rc <= 0) {
+            /* A late reply has an id nobody waits for: it will be dropped. */
+            if (rc == 0)
                 ctx_seterr(ctx, "no answer from the helper within %d ms", timeout_ms);
-                /* The late reply would be taken for the next one's. */
-                ctx_helper_lost(ctx);
-                return QCG_ETIMEDOUT;
-            }
-            if (w < 0) {
-                rc = QCG_ESYS;
-            } else {
-                continue;
-            }
+            else
+                ctx_seterr(ctx, "poll: %s", strerror(errno));
+            rc = rc == 0 ? QCG_ETIMEDOUT : QCG_ESYS;
+            break;
         }
-        if (rc < 0) {
-            ctx_seterr(ctx, "%s", rc == QCG_ENOHELPER ? "the helper closed the connection"
-                                  : rc == QCG_EPROTO  ? "the helper sent an invalid message"
-                                                      : strerror(errno));
-            ctx_helper_lost(ctx);
-            return rc == QCG_ESYS ? QCG_ENOHELPER : rc;
-        }
-        if (ctx->ctl.hdr.type == LOCAL_INCOMING && ctx->ctl.hdr.request_id == 0) {
-            rc = ctx_take_incoming(ctx, &ctx->ctl);
-            lmsg_reader_reset(&ctx->ctl);
-            if (rc < 0) {
-                ctx_helper_lost(ctx);
-                return rc;
-            }
-            continue;
-        }
-        if (ctx->ctl.hdr.type == LOCAL_ERROR && ctx->ctl.hdr.request_id == 0) {
-            /* Refused as a whole (uid not allowed, too many clients). */
-            rc = ctx->ctl.payload.error.code;
-            ctx_seterr(ctx, "%s", ctx->ctl.payload.error.message);
-            ctx_helper_lost(ctx);
-            return rc < 0 && rc >= QCG_EPEER ? rc : QCG_ENOHELPER;
-        }
-        if (ctx->ctl.hdr.request_id != id) {
-            ctx_seterr(ctx, "the helper answered request %u, expected %u",
-                       ctx->ctl.hdr.request_id, id);
-            ctx_helper_lost(ctx);
-            return QCG_EPROTO;
-        }
-        *reply = ctx->ctl;
-        lmsg_reader_init(&ctx->ctl);
-        if (reply->hdr.type == LOCAL_ERROR) {
-            rc = reply->payload.error.code;
-            ctx_seterr(ctx, "%s", reply->payload.error.message);
-            if (rc >= 0 || rc < QCG_EPEER)
-                rc = QCG_EPROTO;
-            return rc;
-        }
-        return 0;
     }
+    ctx->sync_id = 0;
+    ctx->sync_reply = NULL;
+    if (!ctx->sync_done)
+        return rc < 0 ? rc : QCG_ENOHELPER;
+    ctx->sync_done = false;
+    if (reply->hdr.type == LOCAL_ERROR) {
+        rc = reply->payload.error.code;
+        ctx_seterr(ctx, "%s", reply->payload.error.message);
+        if (rc >= 0 || rc < QCG_EPEER)
+            rc = QCG_EPROTO;
+        return rc;
+    }
+    return 0;
 }

@@ -50,8 +50,8 @@
 struct lmsg_reader {
     struct local_header hdr;
     union local_payload payload;
-    size_t have;   /* bytes of header + payload received */
-    int fd;        /* descriptor received with this message, or -1 */
+    size_t have; /* bytes of header + payload received */
+    int fd;      /* descriptor received with this message, or -1 */
 };
 
 /* A connection (accepted, or handed over by the helper) on its way through
@@ -61,25 +61,25 @@ struct lmsg_reader {
    reversed connection) moves every pending connection on. */
 enum pending_state {
     P_FREE = 0,
-    P_HELLO_IN,   /* we accept: reading the peer's hello */
-    P_CLAIM,      /* a verified hello carrying a token, not claimed by a connect yet */
-    P_HELLO_OUT,  /* the helper connected for us (reversed): sending our hello */
-    P_ANSWER_IN,  /* ... reading the answer */
-    P_READY,      /* verified: for qcg_accept */
+    P_HELLO_IN,  /* we accept: reading the peer's hello */
+    P_CLAIM,     /* a verified hello carrying a token, not claimed by a connect yet */
+    P_HELLO_OUT, /* the helper connected for us (reversed): sending our hello */
+    P_ANSWER_IN, /* ... reading the answer */
+    P_READY,     /* verified: for qcg_accept */
 };
 
 struct pending {
-    int fd;                    /* -1: free slot */
+    int fd; /* -1: free slot */
     enum pending_state state;
-    int32_t expect_rank;       /* announced by LOCAL_INCOMING, or -1 */
+    int32_t expect_rank; /* announced by LOCAL_INCOMING, or -1 */
     uint32_t technique;
-    uint64_t start_us;         /* for setup_us */
-    uint64_t deadline_us;      /* of the current state */
+    uint64_t start_us;    /* for setup_us */
+    uint64_t deadline_us; /* of the current state */
     size_t got, sent;
-    int32_t peer_rank;         /* P_READY */
-    bool keepalive;            /* P_READY: the peer is in another cluster */
-    uint8_t hello[HS_HELLO_SIZE];     /* the peer's (accepting) or ours (sending) */
-    struct hs_hello hs;               /* decoded: the peer's (P_CLAIM) or ours */
+    int32_t peer_rank;            /* P_READY */
+    bool keepalive;               /* P_READY: the peer is in another cluster */
+    uint8_t hello[HS_HELLO_SIZE]; /* the peer's (accepting) or ours (sending) */
+    struct hs_hello hs;           /* decoded: the peer's (P_CLAIM) or ours */
     uint8_t answer[HS_ACCEPT_SIZE];
 };
 
@@ -88,10 +88,25 @@ struct pending {
 struct waiter {
     struct waiter *next;
     qcg_connect_op *op;
-    int32_t rank;               /* the peer that must call */
+    int32_t rank; /* the peer that must call */
     char token[HS_TOKEN_MAX];
-    int fd;                     /* the verified connection once claimed, else -1 */
+    int fd; /* the verified connection once claimed, else -1 */
 };
+
+/* What the helper sent for one connect operation (under the request id of
+   its current LOOKUP): the plan, an error, or a handed-over socket. */
+struct op_msg {
+    uint16_t type;
+    int fd; /* INCOMING's descriptor (owned), else -1 */
+    union {
+        struct local_plan plan;
+        struct local_error error;
+        struct local_incoming incoming;
+    } u;
+};
+/* A LOOKUP is answered by a plan or an error, and an attempt the helper
+   takes part in by one more message: more is the helper's error. */
+#define OP_INBOX 4
 
 struct qcg_ctx {
     char job[LOCAL_JOB_MAX];
@@ -105,25 +120,33 @@ struct qcg_ctx {
     char address[LOCAL_ADDR_MAX];
     uint16_t port_low, port_high;
 
-    int helper_fd;              /* control connection (-1 once the helper is gone) */
+    /* The one connection to the helper: HELLO, PUBLISH, WITHDRAW, and every
+       connect operation's LOOKUPs and REPORTs.  Replies are matched by
+       request id (the helper may answer out of order); whoever finds
+       helper_fd readable reads and dispatches (ctx_read_helper). */
+    int helper_fd; /* -1 once the helper is gone */
     uint32_t next_request_id;
-    struct lmsg_reader ctl;     /* partial unsolicited message on helper_fd */
+    struct lmsg_reader ctl; /* the message being read from helper_fd */
+    qcg_connect_op *ops;    /* connect operations, for their replies */
+    uint32_t sync_id;       /* ctx_request's request waiting for its reply, or 0 */
+    bool sync_done;
+    struct lmsg_reader *sync_reply;
 
     int listen_fd;
     uint16_t listen_port;
     bool published;
 
-    int io_epfd;                /* listener, helper_fd, pending[].fd in progress, accept_timer */
-    int accept_epfd;            /* qcg_accept_pollfd: io_epfd and ready_efd */
-    int ready_efd;              /* eventfd: readable while a connection is P_READY */
+    int io_epfd;     /* listener, helper_fd, pending[].fd in progress, accept_timer */
+    int accept_epfd; /* qcg_accept_pollfd: io_epfd and ready_efd */
+    int ready_efd;   /* eventfd: readable while a connection is P_READY */
     bool ready_signalled;
-    bool accepting;             /* the listener is published: accept from it */
+    bool accepting; /* the listener is published: accept from it */
     bool listener_watched;
-    int accept_timer;           /* timerfd: the earliest pending deadline */
-    int helper_error;           /* the helper connection's loss, for the next qcg_accept */
-    unsigned long refused;      /* incoming connections refused (qcg_accept_refused) */
+    int accept_timer;      /* timerfd: the earliest pending deadline */
+    int helper_error;      /* the helper connection's loss, for the next qcg_accept */
+    unsigned long refused; /* incoming connections refused (qcg_accept_refused) */
     struct pending pending[PENDING_MAX];
-    struct waiter *waiters;     /* connects waiting for a reversed connection */
+    struct waiter *waiters; /* connects waiting for a reversed connection */
 
     /* Nonces of recently accepted hellos: a replayed hello is refused. */
     uint8_t recent_nonces[RECENT_NONCES][16];
@@ -167,11 +190,22 @@ int lmsg_read(int sock, struct lmsg_reader *r);
 int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
               uint64_t deadline_us);
 
-/* ctx.c: one request on the control connection, waiting for its reply (and
-   taking any LOCAL_INCOMING met on the way).  Returns 0 with the reply in
+/* ctx.c: one request on the helper connection, waiting for its reply (and
+   dispatching whatever else arrives meanwhile).  Returns 0 with the reply in
    *reply, the code of a LOCAL_ERROR (message in last_error), or an error. */
 int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
                 struct lmsg_reader *reply);
+/* A fresh request id (never 0). */
+uint32_t ctx_next_id(qcg_ctx *ctx);
+/* Sends one message on the helper connection; a failed send loses the
+   connection (the stream may hold half a message).  0 or QCG_ENOHELPER. */
+int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *payload);
+/* Reads what the helper sent (never blocks, bounded per call) and hands each
+   message to its owner: INCOMING (id 0) to the accept side, a reply to
+   ctx_request or to the connect operation whose LOOKUP has its id; replies
+   nobody waits for any more are dropped.  0, or the error that lost the
+   connection. */
+int ctx_read_helper(qcg_ctx *ctx);
 /* Takes a LOCAL_INCOMING's descriptor into the pending handshakes. */
 int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
 /* Control connection lost: stop watching it. */
@@ -204,6 +238,12 @@ void accept_unwait(qcg_ctx *ctx, struct waiter *w);
 
 /* connect.c: wakes an operation whose waiter was claimed. */
 void connect_wake(qcg_connect_op *op);
+/* Gives r's message (its descriptor taken) to the operation whose current
+   LOOKUP has its request id, and wakes it.  0 given, -1 nobody's. */
+int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);
+/* The helper connection (fd, closed now) is lost: wakes every operation;
+   those that need the helper fail. */
+void connect_helper_lost(qcg_ctx *ctx, int fd);
 
 /* Validation shared by qcg_open and tests. */
 bool job_id_valid(const char *job);

@@ -7,7 +7,9 @@
  * Strings are fixed-size, NUL-terminated arrays; a payload whose string has no
  * NUL inside its array is rejected.  A connection starts with HELLO; the
  * helper answers every request but REPORT with exactly one reply carrying the
- * same request_id, in order.  A holepunch or traversing PLAN is the start of
+ * same request_id, not necessarily in the order of the requests (several
+ * LOOKUPs of one connection run at once), so a client gives every request
+ * an id of its own.  A holepunch or traversing PLAN is the start of
  * an attempt the helper takes part in: for holepunch it later sends an
  * INCOMING with the connected socket (role HELLO), for either an ERROR when
  * the attempt failed on its side, both with the LOOKUP's request_id.

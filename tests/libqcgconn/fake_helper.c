@@ -17,6 +17,7 @@
 #define MAX_CONNS 64
 #define MAX_ERRORS 8
 #define MAX_PLANS 16
+#define MAX_HELD 32
 
 struct conn {
     int fd;
@@ -49,7 +50,15 @@ struct fake_helper {
     } plans[MAX_PLANS];
     int garbage_hello;
     int32_t refuse_code;
-    unsigned lookups, withdraws, reports;
+    /* LOOKUPs held back until `hold` of them are here, then answered last
+       first. */
+    unsigned hold, nheld;
+    struct {
+        int conn;
+        uint32_t id;
+        struct local_lookup lookup;
+    } held[MAX_HELD];
+    unsigned lookups, withdraws, reports, connections;
     unsigned last_tried, last_only;
 };
 
@@ -87,6 +96,44 @@ static void drop(struct conn *c)
     lmsg_reader_init(&c->rd);
 }
 
+/* The answer to one LOOKUP of c: a plan set by the test, an error set by
+   it, or direct to the published rank. */
+static void answer_lookup(struct fake_helper *fh, struct conn *c, uint32_t id,
+                          const struct local_lookup *lk)
+{
+    struct local_plan plan = {.technique = QCG_TECH_DIRECT};
+    struct conn *target;
+    char msg[LOCAL_MESSAGE_MAX];
+
+    for (int i = 0; i < MAX_PLANS; i++) {
+        if (!fh->plans[i].used || fh->plans[i].rank != lk->to_rank ||
+            fh->plans[i].tried != lk->tried_mask || fh->plans[i].only != lk->only)
+            continue;
+        if (fh->plans[i].code != 0)
+            reply_error(c, id, fh->plans[i].code, fh->plans[i].msg);
+        else
+            reply(c, LOCAL_PLAN, id, &fh->plans[i].plan);
+        return;
+    }
+    for (int i = 0; i < MAX_ERRORS; i++) {
+        if (fh->errors[i].code != 0 && fh->errors[i].rank == lk->to_rank) {
+            reply_error(c, id, fh->errors[i].code, fh->errors[i].msg);
+            return;
+        }
+    }
+    target = find_published(fh, c->job, lk->to_rank);
+    if (target == NULL) {
+        snprintf(msg, sizeof(msg), "rank %d of job %s is not published", lk->to_rank, c->job);
+        reply_error(c, id, QCG_ENOTFOUND, msg);
+        return;
+    }
+    plan.port = target->port;
+    strcpy(plan.cluster, "c1");
+    strcpy(plan.node, "n1");
+    strcpy(plan.address, "127.0.0.1");
+    reply(c, LOCAL_PLAN, id, &plan);
+}
+
 /* 0 keeps the connection, -1 closes it. */
 static int handle(struct fake_helper *fh, struct conn *c)
 {
@@ -99,8 +146,8 @@ static int handle(struct fake_helper *fh, struct conn *c)
     }
     switch (h->type) {
     case LOCAL_HELLO: {
-        struct local_hello_ok ok = {.version = LOCAL_VERSION, .port_low = fh->port_low,
-                                    .port_high = fh->port_high};
+        struct local_hello_ok ok = {
+            .version = LOCAL_VERSION, .port_low = fh->port_low, .port_high = fh->port_high};
 
         if (fh->garbage_hello) {
             struct local_header bad = {.magic = 0xdeadbeef, .type = LOCAL_HELLO_OK};
@@ -145,44 +192,26 @@ static int handle(struct fake_helper *fh, struct conn *c)
         c->published = 0;
         reply(c, LOCAL_OK, h->request_id, NULL);
         return 0;
-    case LOCAL_LOOKUP: {
-        struct local_plan plan = {.technique = QCG_TECH_DIRECT};
-        struct conn *target;
-        char msg[LOCAL_MESSAGE_MAX];
-
+    case LOCAL_LOOKUP:
         fh->lookups++;
         fh->last_tried = p->lookup.tried_mask;
         fh->last_only = p->lookup.only;
-        for (int i = 0; i < MAX_PLANS; i++) {
-            if (!fh->plans[i].used || fh->plans[i].rank != p->lookup.to_rank ||
-                fh->plans[i].tried != p->lookup.tried_mask || fh->plans[i].only != p->lookup.only)
-                continue;
-            if (fh->plans[i].code != 0)
-                reply_error(c, h->request_id, fh->plans[i].code, fh->plans[i].msg);
-            else
-                reply(c, LOCAL_PLAN, h->request_id, &fh->plans[i].plan);
-            return 0;
-        }
-        for (int i = 0; i < MAX_ERRORS; i++) {
-            if (fh->errors[i].code != 0 && fh->errors[i].rank == p->lookup.to_rank) {
-                reply_error(c, h->request_id, fh->errors[i].code, fh->errors[i].msg);
-                return 0;
+        if (fh->hold > 0) {
+            fh->held[fh->nheld].conn = (int)(c - fh->conns);
+            fh->held[fh->nheld].id = h->request_id;
+            fh->held[fh->nheld].lookup = p->lookup;
+            if (++fh->nheld == fh->hold) {
+                while (fh->nheld > 0) {
+                    fh->nheld--;
+                    answer_lookup(fh, &fh->conns[fh->held[fh->nheld].conn], fh->held[fh->nheld].id,
+                                  &fh->held[fh->nheld].lookup);
+                }
+                fh->hold = 0;
             }
-        }
-        target = find_published(fh, c->job, p->lookup.to_rank);
-        if (target == NULL) {
-            snprintf(msg, sizeof(msg), "rank %d of job %s is not published", p->lookup.to_rank,
-                     c->job);
-            reply_error(c, h->request_id, QCG_ENOTFOUND, msg);
             return 0;
         }
-        plan.port = target->port;
-        strcpy(plan.cluster, "c1");
-        strcpy(plan.node, "n1");
-        strcpy(plan.address, "127.0.0.1");
-        reply(c, LOCAL_PLAN, h->request_id, &plan);
+        answer_lookup(fh, c, h->request_id, &p->lookup);
         return 0;
-    }
     case LOCAL_REPORT:
         fh->reports++;
         return 0; /* no reply, as the real helper */
@@ -220,6 +249,8 @@ static void *run(void *arg)
         if (pfd[1].revents & POLLIN) {
             int fd = accept4(fh->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
+            if (fd >= 0)
+                fh->connections++;
             for (int i = 0; fd >= 0 && i < MAX_CONNS; i++) {
                 if (fh->conns[i].fd < 0) {
                     fh->conns[i].fd = fd;
@@ -327,14 +358,13 @@ void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
     fake_helper_set_plan_only(fh, rank, tried, 0, plan, code, msg);
 }
 
-void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried,
-                               uint32_t only, const struct local_plan *plan, int32_t code,
-                               const char *msg)
+void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried, uint32_t only,
+                               const struct local_plan *plan, int32_t code, const char *msg)
 {
     pthread_mutex_lock(&fh->lock);
     for (int i = 0; i < MAX_PLANS; i++) {
-        if (fh->plans[i].used && (fh->plans[i].rank != rank || fh->plans[i].tried != tried ||
-                                  fh->plans[i].only != only))
+        if (fh->plans[i].used &&
+            (fh->plans[i].rank != rank || fh->plans[i].tried != tried || fh->plans[i].only != only))
             continue;
         fh->plans[i].used = 1;
         fh->plans[i].rank = rank;
@@ -434,4 +464,33 @@ int fake_helper_published(struct fake_helper *fh, int32_t rank)
         yes = yes || (fh->conns[i].fd >= 0 && fh->conns[i].published && fh->conns[i].rank == rank);
     pthread_mutex_unlock(&fh->lock);
     return yes;
+}
+
+unsigned fake_helper_connections(struct fake_helper *fh)
+{
+    return read_locked(fh, &fh->connections);
+}
+
+void fake_helper_hold_lookups(struct fake_helper *fh, unsigned n)
+{
+    pthread_mutex_lock(&fh->lock);
+    fh->hold = n <= MAX_HELD ? n : MAX_HELD;
+    fh->nheld = 0;
+    pthread_mutex_unlock(&fh->lock);
+}
+
+int fake_helper_drop_rank(struct fake_helper *fh, int32_t rank)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&fh->lock);
+    for (int i = 0; i < MAX_CONNS; i++) {
+        if (fh->conns[i].fd >= 0 && fh->conns[i].said_hello && fh->conns[i].rank == rank) {
+            drop(&fh->conns[i]);
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fh->lock);
+    return rc;
 }

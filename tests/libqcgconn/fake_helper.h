@@ -20,9 +20,8 @@ void fake_helper_set_plan(struct fake_helper *fh, int32_t rank, uint32_t tried,
                           const struct local_plan *plan, int32_t code, const char *msg);
 /* The same for lookups whose `only` is `only` (a technique; set_plan's are
    those with only 0). */
-void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried,
-                               uint32_t only, const struct local_plan *plan, int32_t code,
-                               const char *msg);
+void fake_helper_set_plan_only(struct fake_helper *fh, int32_t rank, uint32_t tried, uint32_t only,
+                               const struct local_plan *plan, int32_t code, const char *msg);
 /* The tried_mask and the only of the last lookup. */
 uint32_t fake_helper_last_tried(struct fake_helper *fh);
 uint32_t fake_helper_last_only(struct fake_helper *fh);
@@ -39,7 +38,15 @@ void fake_helper_garbage_next_hello(struct fake_helper *fh);
    LOCAL_ERROR (request_id 0) with code, then closes. */
 void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code);
 
+/* Holds the next n LOOKUPs (of any connection) until all n are here, then
+   answers them last first: replies out of order. */
+void fake_helper_hold_lookups(struct fake_helper *fh, unsigned n);
+/* Closes the connection whose HELLO introduced rank (the helper dies for
+   that process).  0, or -1 if there is none. */
+int fake_helper_drop_rank(struct fake_helper *fh, int32_t rank);
+
 /* Counters. */
+unsigned fake_helper_connections(struct fake_helper *fh);
 unsigned fake_helper_lookups(struct fake_helper *fh);
 unsigned fake_helper_withdraws(struct fake_helper *fh);
 unsigned fake_helper_reports(struct fake_helper *fh);

@@ -50,8 +50,8 @@ static struct fake_helper *fh;
 
 static qcg_ctx *open_rank(int rank, const char *secret)
 {
-    struct qcg_options o = {.job = "job1", .rank = rank, .secret = secret,
-                            .helper_socket = sock_path};
+    struct qcg_options o = {
+        .job = "job1", .rank = rank, .secret = secret, .helper_socket = sock_path};
     qcg_ctx *ctx = NULL;
     int rc = qcg_open(&ctx, &o);
 
@@ -113,8 +113,8 @@ static void echo_byte(int fd, char c)
 
 static void test_open_errors(void)
 {
-    struct qcg_options o = {.job = "job1", .rank = 0, .secret = "s",
-                            .helper_socket = "/nonexistent/qcg.sock"};
+    struct qcg_options o = {
+        .job = "job1", .rank = 0, .secret = "s", .helper_socket = "/nonexistent/qcg.sock"};
     qcg_ctx *ctx = (qcg_ctx *)1;
 
     CHECK_EQ(qcg_open(&ctx, &o), QCG_ENOHELPER);
@@ -617,6 +617,96 @@ static void test_incoming(void)
 }
 
 /* Errors have names. */
+#define SHARED_PEERS 8
+
+/* Concurrent connects of one context share its one helper connection; the
+   helper's answers, out of order, each reach their own operation. */
+static void test_shared(void)
+{
+    qcg_ctx *a = open_rank(0, "s");
+    struct acceptor acc[SHARED_PEERS];
+    qcg_connect_op *op[SHARED_PEERS];
+    int fd[SHARED_PEERS];
+    struct qcg_conn_info info[SHARED_PEERS];
+    pthread_t t[SHARED_PEERS];
+    unsigned conns, done = 0;
+
+    CHECK_EQ(qcg_listen(a), 0);
+    for (int i = 0; i < SHARED_PEERS; i++) {
+        acc[i] = (struct acceptor){.ctx = open_rank(20 + i, "s"), .timeout_ms = 5000, .echo = 1};
+        CHECK_EQ(qcg_listen(acc[i].ctx), 0);
+        CHECK(pthread_create(&t[i], NULL, acceptor_run, &acc[i]) == 0);
+    }
+    conns = fake_helper_connections(fh);
+    fake_helper_hold_lookups(fh, SHARED_PEERS);
+    for (int i = 0; i < SHARED_PEERS; i++) {
+        CHECK_EQ(qcg_connect_start(a, 20 + i, 5000, &op[i]), 0);
+        fd[i] = QCG_EAGAIN;
+    }
+    /* One loop drives them all, as an MPI progress loop would. */
+    for (int round = 0; round < 2000 && done < SHARED_PEERS; round++) {
+        struct pollfd p[SHARED_PEERS];
+
+        for (int i = 0; i < SHARED_PEERS; i++)
+            p[i] = (struct pollfd){.fd = fd[i] == QCG_EAGAIN ? qcg_connect_pollfd(op[i]) : -1,
+                                   .events = POLLIN};
+        poll(p, SHARED_PEERS, 100);
+        for (int i = 0; i < SHARED_PEERS; i++) {
+            if (fd[i] != QCG_EAGAIN)
+                continue;
+            fd[i] = qcg_connect_finish(op[i], &info[i]);
+            if (fd[i] != QCG_EAGAIN)
+                done++;
+        }
+    }
+    CHECK_EQ(done, SHARED_PEERS);
+    /* No helper connection of their own. */
+    CHECK_EQ(fake_helper_connections(fh), conns);
+    for (int i = 0; i < SHARED_PEERS; i++) {
+        if (fd[i] < 0)
+            fprintf(stderr, "connect %d: %s: %s\n", i, qcg_strerror(fd[i]), qcg_last_error(a));
+        CHECK(fd[i] >= 0);
+        CHECK_EQ(info[i].peer_rank, 20 + i);
+        echo_byte(fd[i], (char)('a' + i));
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(acc[i].fd >= 0);
+        CHECK_EQ(acc[i].info.peer_rank, 0);
+        close(acc[i].fd);
+        close(fd[i]);
+        qcg_connect_free(op[i]);
+        qcg_close(acc[i].ctx);
+    }
+    qcg_close(a);
+}
+
+/* The helper going away ends the connects waiting on it at once, with the
+   reason, not at their deadline. */
+static void test_helper_lost(void)
+{
+    qcg_ctx *a = open_rank(0, "s");
+    qcg_connect_op *op;
+    uint64_t t0;
+    int rc = QCG_EAGAIN;
+
+    CHECK_EQ(qcg_connect_start(a, 19, 10000, &op), 0); /* never published: lookups repeat */
+    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_EAGAIN);
+    t0 = now_us();
+    CHECK_EQ(fake_helper_drop_rank(fh, 0), 0);
+    for (int i = 0; i < 100 && rc == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        poll(&p, 1, 100);
+        rc = qcg_connect_finish(op, NULL);
+    }
+    CHECK_EQ(rc, QCG_ENOHELPER);
+    CHECK(now_us() - t0 < 2000000u);
+    CHECK(strstr(qcg_last_error(a), "helper") != NULL);
+    qcg_connect_free(op);
+    /* A new connect says so at once. */
+    CHECK_EQ(qcg_connect_start(a, 19, 1000, &op), QCG_ENOHELPER);
+    qcg_close(a);
+}
+
 static void test_names(void)
 {
     for (int e = QCG_OK; e >= QCG_EPEER; e--)
@@ -644,6 +734,8 @@ int main(void)
     test_only();
     test_wrong_secret();
     test_incoming();
+    test_shared();
+    test_helper_lost();
     fake_helper_free(fh);
     printf("libqcgconn-fakehelper: ok\n");
     return 0;
