@@ -6,8 +6,8 @@
  * (non-blocking sockets, libqcgconn's pollable connect and accept).  Under
  * MPI_THREAD_MULTIPLE any thread may call them at once: a state lock guards
  * the endpoints, the epoll set and libqcgconn; one thread at a time runs
- * progress (the others return at once); PML callbacks run with no lock of
- * ours held, so they may send, to the same peer too (see README.md,
+ * progress (the others return at once); PML callbacks run without the
+ * state lock, so they may send, to the same peer too (see README.md,
  * "Threads").  Frames on the wire: an 8-byte header {length, tag}, the
  * payload, padding to a multiple of 8 (frames stay aligned in the receive
  * buffer).
