@@ -2,12 +2,15 @@
  * btl_qcg: an Open MPI 4.1 BTL (send/recv only) whose TCP connections are
  * made through libqcgconn, lazily, on the first send to a peer.
  *
- * One module per process.  Everything runs in the MPI thread: btl_send and
- * the progress callback never block (non-blocking sockets, libqcgconn's
- * pollable connect and accept), and both may be re-entered from the PML
- * callbacks they make.  Frames on the wire: an 8-byte header {length, tag},
- * the payload, padding to a multiple of 8 (frames stay aligned in the
- * receive buffer).
+ * One module per process.  btl_send and the progress callback never block
+ * (non-blocking sockets, libqcgconn's pollable connect and accept).  Under
+ * MPI_THREAD_MULTIPLE any thread may call them at once: a state lock guards
+ * the endpoints, the epoll set and libqcgconn; one thread at a time runs
+ * progress (the others return at once); PML callbacks run without the
+ * state lock, so they may send, to the same peer too (see README.md,
+ * "Threads").  Frames on the wire: an 8-byte header {length, tag}, the
+ * payload, padding to a multiple of 8 (frames stay aligned in the receive
+ * buffer).
  */
 #ifndef BTL_QCG_H
 #define BTL_QCG_H
@@ -20,6 +23,7 @@
 #include <sys/uio.h>
 
 #include "opal/mca/btl/btl.h"
+#include "opal/threads/mutex.h"
 
 #include "qcgconn.h"
 
@@ -56,12 +60,13 @@ struct btl_qcg_frag {
     mca_btl_base_descriptor_t base;
     mca_btl_base_segment_t segments[2];
     struct btl_qcg_endpoint *endpoint;
-    struct btl_qcg_frag *next; /* in the endpoint's send queue or the cache */
+    struct btl_qcg_frag *next; /* in a send queue, the completion list or the cache */
     struct btl_qcg_hdr hdr;
     size_t total;    /* header + payload + padding */
     size_t sent;     /* bytes of total already written */
     size_t capacity; /* bytes of data[] */
     int pool;        /* which cache it returns to, -1 none */
+    int status;      /* of its completion, while on the completion list */
     _Alignas(8) unsigned char data[];
 };
 
@@ -109,8 +114,22 @@ struct btl_qcg_endpoint {
 
 #define BTL_QCG_POOLS 2
 
+/* An error callback owed to the PML (made once the state lock is released). */
+struct btl_qcg_error {
+    struct btl_qcg_error *next;
+    struct opal_proc_t *proc;
+    char text[];
+};
+
+/* Locks, in the order they are taken: progress, state, pool; no PML callback
+   is made while the state or pool lock is held (a PML lock taken in the
+   callback may be held by a thread waiting for ours in btl_send). */
 struct btl_qcg_module {
     mca_btl_base_module_t super;
+    opal_mutex_t progress_lock; /* held by the thread running progress (trylock) */
+    bool progressing;           /* the same without threads: a nested call returns */
+    opal_mutex_t lock;          /* the state lock: all below but the pools, and libqcgconn */
+    opal_mutex_t pool_lock;     /* pool, pool_count */
     qcg_ctx *ctx;
     uint32_t jobid, vpid;
     int epfd;
@@ -119,9 +138,11 @@ struct btl_qcg_module {
     size_t neps;
     int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
-    int depth;   /* progress nesting guard */
     int shm_btl; /* -1 unknown, 0/1: a shared-memory BTL runs */
     mca_btl_base_module_error_cb_fn_t error_cb;
+    /* PML callbacks owed, made by whoever releases the state lock next */
+    struct btl_qcg_frag *done_head, *done_tail;
+    struct btl_qcg_error *errors;
     struct btl_qcg_frag *pool[BTL_QCG_POOLS];
     int pool_count[BTL_QCG_POOLS];
     size_t pool_size[BTL_QCG_POOLS];
@@ -147,6 +168,12 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
                             uint32_t events);
 void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now);
 void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info);
+
+/* callback.c: PML callbacks deferred until the state lock is released */
+void btl_qcg_lock(struct btl_qcg_module *m);
+void btl_qcg_unlock(struct btl_qcg_module *m);
+void btl_qcg_defer_completion(struct btl_qcg_module *m, struct btl_qcg_frag *frag, int status);
+void btl_qcg_defer_error(struct btl_qcg_module *m, struct opal_proc_t *proc, const char *text);
 
 /* progress.c */
 int btl_qcg_progress(void);

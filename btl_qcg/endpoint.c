@@ -142,17 +142,6 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
     free(ep);
 }
 
-static void complete_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag, int status)
-{
-    mca_btl_base_completion_fn_t cb = frag->base.des_cbfunc;
-    bool owned = (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
-
-    if (cb != NULL)
-        cb(&ep->module->super, (struct mca_btl_base_endpoint_t *)ep, &frag->base, status);
-    if (owned)
-        btl_qcg_frag_release(ep->module, frag);
-}
-
 static void enqueue(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
 {
     frag->next = NULL;
@@ -178,7 +167,8 @@ static struct btl_qcg_frag *dequeue(struct btl_qcg_endpoint *ep)
 
 /* The failure of a peer: reported once, with the peer, its host and the
    detail (libqcgconn's names the techniques tried); then the PML's error
-   callback (which aborts the job) and the queued sends fail. */
+   callback (which aborts the job) and the queued sends fail (both made once
+   the state lock is released). */
 static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
 {
     struct btl_qcg_module *m = ep->module;
@@ -197,11 +187,11 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
         else {
             snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
                      m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
-            m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc, info);
+            btl_qcg_defer_error(m, ep->proc, info);
         }
     }
     for (struct btl_qcg_frag *frag; (frag = dequeue(ep)) != NULL;)
-        complete_send(ep, frag, OPAL_ERR_UNREACH);
+        btl_qcg_defer_completion(m, frag, OPAL_ERR_UNREACH);
 }
 
 static void fail_qcg(struct btl_qcg_endpoint *ep, const char *what, int rc)
@@ -300,7 +290,6 @@ static void flush(struct btl_qcg_endpoint *ep)
     for (int round = 0; round < IO_ROUNDS && ep->state == EP_CONNECTED; round++) {
         struct iovec iov[IOV_BATCH];
         struct msghdr msg = {.msg_iov = iov};
-        struct btl_qcg_frag *done = NULL, **done_tail = &done;
         size_t n = 0;
         ssize_t w;
 
@@ -322,8 +311,8 @@ static void flush(struct btl_qcg_endpoint *ep)
             fail_errno(ep, "sending", errno);
             return;
         }
-        /* Whole frames written leave the queue first; their callbacks run
-           afterwards (they may send again, to this peer too). */
+        /* Whole frames written leave the queue; their callbacks run once the
+           state lock is released (they may send again, to this peer too). */
         while (w > 0 && ep->sq_head != NULL) {
             struct btl_qcg_frag *f = ep->sq_head;
             size_t left = f->total - f->sent;
@@ -335,25 +324,15 @@ static void flush(struct btl_qcg_endpoint *ep)
             w -= (ssize_t)left;
             f->sent = f->total;
             dequeue(ep);
-            *done_tail = f;
-            done_tail = &f->next;
-        }
-        while (done != NULL) {
-            struct btl_qcg_frag *f = done;
-
-            done = f->next;
-            f->next = NULL;
-            complete_send(ep, f, OPAL_SUCCESS);
+            btl_qcg_defer_completion(ep->module, f, OPAL_SUCCESS);
         }
     }
     if (ep->state == EP_CONNECTED)
         want_out(ep, ep->sq_head != NULL);
 }
 
-int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
+static int send_locked(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
 {
-    if (ep == NULL)
-        return OPAL_ERR_UNREACH;
     switch (ep->state) {
     case EP_FAILED:
         return OPAL_ERR_UNREACH;
@@ -371,9 +350,8 @@ int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag
                 /* Done inline: the PML completes it unless it asked for the
                    callback anyway. */
                 if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)
-                    frag->base.des_cbfunc(&ep->module->super, (struct mca_btl_base_endpoint_t *)ep,
-                                          &frag->base, OPAL_SUCCESS);
-                if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
+                    btl_qcg_defer_completion(ep->module, frag, OPAL_SUCCESS);
+                else if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
                     btl_qcg_frag_release(ep->module, frag);
                 return 1;
             }
@@ -396,6 +374,18 @@ int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag
         enqueue(ep, frag);
         return OPAL_SUCCESS;
     }
+}
+
+int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
+{
+    int rc;
+
+    if (ep == NULL)
+        return OPAL_ERR_UNREACH;
+    btl_qcg_lock(ep->module);
+    rc = send_locked(ep, frag);
+    btl_qcg_unlock(ep->module);
+    return rc;
 }
 
 static void op_ready(struct btl_qcg_endpoint *ep)
@@ -477,26 +467,31 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
         read_frames(ep);
 }
 
-/* Hands the complete frames in rx to the PML; keeps the partial one. */
+/* Hands the complete frames in rx to the PML; keeps the partial one.
+   Called with the state lock held; releases it while the PML's callbacks
+   run.  rx stays put meanwhile: only the thread running progress (this
+   one) reads sockets into rx or moves it. */
 static bool deliver(struct btl_qcg_endpoint *ep)
 {
     struct btl_qcg_module *m = ep->module;
+    char detail[96] = "";
 
-    while (ep->rx_len - ep->rx_off >= BTL_QCG_HDR_SIZE && ep->state == EP_CONNECTED) {
+    if (ep->rx_len - ep->rx_off < BTL_QCG_HDR_SIZE)
+        return true;
+    btl_qcg_unlock(m);
+    while (ep->rx_len - ep->rx_off >= BTL_QCG_HDR_SIZE) {
         struct btl_qcg_hdr hdr;
         mca_btl_active_message_callback_t *reg;
         mca_btl_base_segment_t seg;
         mca_btl_base_descriptor_t desc;
         size_t len, frame;
-        char detail[96];
 
         memcpy(&hdr, ep->rx + ep->rx_off, sizeof(hdr));
         len = ntohl(hdr.length);
         if (len > BTL_QCG_FRAME_MAX) {
             snprintf(detail, sizeof(detail), "a frame of %zu bytes (limit %u)", len,
                      BTL_QCG_FRAME_MAX);
-            fail(ep, "protocol error", detail);
-            return false;
+            break;
         }
         frame = (BTL_QCG_HDR_SIZE + len + 7) & ~(size_t)7;
         if (ep->rx_len - ep->rx_off < frame)
@@ -505,8 +500,7 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         if (reg->cbfunc == NULL) {
             snprintf(detail, sizeof(detail), "a frame with tag %u, which nobody registered",
                      hdr.tag);
-            fail(ep, "protocol error", detail);
-            return false;
+            break;
         }
         memset(&desc, 0, sizeof(desc));
         seg.seg_addr.pval = ep->rx + ep->rx_off + BTL_QCG_HDR_SIZE;
@@ -516,6 +510,9 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         ep->rx_off += frame;
         reg->cbfunc(&m->super, hdr.tag, &desc, reg->cbdata);
     }
+    btl_qcg_lock(m);
+    if (detail[0] != '\0')
+        fail(ep, "protocol error", detail);
     return ep->state == EP_CONNECTED;
 }
 

@@ -29,6 +29,38 @@ static void frag_reset(struct btl_qcg_frag *frag)
     frag->sent = 0;
 }
 
+/* The pools have their own lock: the PML allocates and frees descriptors
+   from any thread, also while another holds the state lock. */
+static struct btl_qcg_frag *pool_take(struct btl_qcg_module *m, int pool)
+{
+    struct btl_qcg_frag *frag;
+
+    OPAL_THREAD_LOCK(&m->pool_lock);
+    frag = m->pool[pool];
+    if (frag != NULL) {
+        m->pool[pool] = frag->next;
+        m->pool_count[pool]--;
+    }
+    OPAL_THREAD_UNLOCK(&m->pool_lock);
+    return frag;
+}
+
+static bool pool_put(struct btl_qcg_module *m, struct btl_qcg_frag *frag)
+{
+    int pool = frag->pool;
+    bool kept = false;
+
+    OPAL_THREAD_LOCK(&m->pool_lock);
+    if (m->pool_count[pool] < POOL_KEEP) {
+        frag->next = m->pool[pool];
+        m->pool[pool] = frag;
+        m->pool_count[pool]++;
+        kept = true;
+    }
+    OPAL_THREAD_UNLOCK(&m->pool_lock);
+    return kept;
+}
+
 struct btl_qcg_frag *btl_qcg_frag_alloc(struct btl_qcg_module *m, size_t size)
 {
     struct btl_qcg_frag *frag;
@@ -42,11 +74,8 @@ struct btl_qcg_frag *btl_qcg_frag_alloc(struct btl_qcg_module *m, size_t size)
             break;
         }
     }
-    if (pool >= 0 && m->pool[pool] != NULL) {
-        frag = m->pool[pool];
-        m->pool[pool] = frag->next;
-        m->pool_count[pool]--;
-    } else {
+    frag = pool >= 0 ? pool_take(m, pool) : NULL;
+    if (frag == NULL) {
         frag = malloc(sizeof(*frag) + capacity);
         if (frag == NULL)
             return NULL;
@@ -60,14 +89,8 @@ struct btl_qcg_frag *btl_qcg_frag_alloc(struct btl_qcg_module *m, size_t size)
 
 void btl_qcg_frag_release(struct btl_qcg_module *m, struct btl_qcg_frag *frag)
 {
-    int pool = frag->pool;
-
-    if (pool >= 0 && m->pool_count[pool] < POOL_KEEP) {
-        frag->next = m->pool[pool];
-        m->pool[pool] = frag;
-        m->pool_count[pool]++;
+    if (frag->pool >= 0 && pool_put(m, frag))
         return;
-    }
     OBJ_DESTRUCT(&frag->base);
     free(frag);
 }

@@ -46,7 +46,9 @@ static int qcg_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
                          struct opal_bitmap_t *reachable)
 {
     struct btl_qcg_module *m = (struct btl_qcg_module *)btl;
+    int rc = OPAL_SUCCESS;
 
+    btl_qcg_lock(m);
     for (size_t i = 0; i < nprocs; i++) {
         struct opal_proc_t *proc = procs[i];
         struct btl_qcg_endpoint *ep;
@@ -60,29 +62,35 @@ static int qcg_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
             continue;
         /* The endpoint may exist already: the peer connected to us first. */
         ep = btl_qcg_endpoint_get(m, proc->proc_name.vpid);
-        if (ep == NULL)
-            return OPAL_ERR_OUT_OF_RESOURCE;
+        if (ep == NULL) {
+            rc = OPAL_ERR_OUT_OF_RESOURCE;
+            break;
+        }
         ep->proc = proc;
         endpoints[i] = (struct mca_btl_base_endpoint_t *)ep;
         if (reachable != NULL)
             opal_bitmap_set_bit(reachable, (int)i);
     }
-    return OPAL_SUCCESS;
+    btl_qcg_unlock(m);
+    return rc;
 }
 
 static int qcg_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
                          struct opal_proc_t **procs, struct mca_btl_base_endpoint_t **endpoints)
 {
-    (void)btl;
+    struct btl_qcg_module *m = (struct btl_qcg_module *)btl;
+
     (void)procs;
     /* The channel stays until finalize: the PML may still answer a peer it
        forgot; only the name goes. */
+    btl_qcg_lock(m);
     for (size_t i = 0; i < nprocs; i++) {
         struct btl_qcg_endpoint *ep = (struct btl_qcg_endpoint *)endpoints[i];
 
         if (ep != NULL)
             ep->proc = NULL;
     }
+    btl_qcg_unlock(m);
     return OPAL_SUCCESS;
 }
 
@@ -102,6 +110,9 @@ static int qcg_finalize(struct mca_btl_base_module_t *btl)
     if (m->epfd >= 0)
         close(m->epfd);
     btl_qcg_frag_pools_free(m);
+    OBJ_DESTRUCT(&m->progress_lock);
+    OBJ_DESTRUCT(&m->lock);
+    OBJ_DESTRUCT(&m->pool_lock);
     free(m);
     return OPAL_SUCCESS;
 }
@@ -260,5 +271,8 @@ struct btl_qcg_module *btl_qcg_module_new(qcg_ctx *ctx, uint32_t jobid, uint32_t
     big = max_payload(&m->super);
     m->pool_size[0] = small < big ? small : big;
     m->pool_size[1] = big;
+    OBJ_CONSTRUCT(&m->progress_lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&m->lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&m->pool_lock, opal_mutex_t);
     return m;
 }

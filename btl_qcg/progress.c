@@ -1,6 +1,7 @@
 /* Progress: one epoll set holds libqcgconn's accept descriptor, the pollable
    descriptors of pending connects and every socket.  Called from
-   opal_progress; never blocks (epoll_wait with a zero timeout). */
+   opal_progress, by any thread; never blocks (epoll_wait with a zero
+   timeout, and a thread that finds progress running elsewhere returns). */
 #include "btl_qcg.h"
 
 #include <errno.h>
@@ -61,16 +62,36 @@ static void check_deadlines(struct btl_qcg_module *m, uint64_t now)
     }
 }
 
+/* One thread at a time runs progress, so that only it reads sockets (the
+   frames it delivers stay put in the receive buffer).  The same thread,
+   re-entering from a PML callback, returns too: the outer call carries on. */
+static bool progress_enter(struct btl_qcg_module *m)
+{
+    if (opal_using_threads())
+        return opal_mutex_trylock(&m->progress_lock) == 0;
+    if (m->progressing)
+        return false;
+    m->progressing = true;
+    return true;
+}
+
+static void progress_leave(struct btl_qcg_module *m)
+{
+    if (opal_using_threads())
+        opal_mutex_unlock(&m->progress_lock);
+    else
+        m->progressing = false;
+}
+
 int btl_qcg_progress(void)
 {
     struct btl_qcg_module *m = btl_qcg_active;
     struct epoll_event evs[EVENTS_MAX];
     int n;
 
-    /* Re-entered from a callback we made: the outer call carries on. */
-    if (m == NULL || m->depth > 0)
+    if (m == NULL || !progress_enter(m))
         return 0;
-    m->depth++;
+    btl_qcg_lock(m);
     n = epoll_wait(m->epfd, evs, EVENTS_MAX, 0);
     for (int i = 0; i < n; i++) {
         struct btl_qcg_watch *w = evs[i].data.ptr;
@@ -86,6 +107,7 @@ int btl_qcg_progress(void)
         if (now >= m->next_check_us)
             check_deadlines(m, now);
     }
-    m->depth--;
+    btl_qcg_unlock(m);
+    progress_leave(m);
     return n > 0 ? n : 0;
 }

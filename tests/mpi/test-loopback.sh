@@ -101,6 +101,22 @@ n=$(grep -cE '^(\[[^]]*\] )?btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): 
 if [[ $n -eq 12 ]]; then pass "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"
 else echo "($n lines)" >>"$out"; fail "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"; fi
 
+# --- MPI_THREAD_MULTIPLE (btl_qcg's threads block) ------------------------------
+# 4 threads per rank, each exchanging 0 B .. 1 MiB with every peer at once from
+# the start: first connects to a peer come from several threads at once, and
+# still end with one channel per pair (one verbose line per end: 12).
+run_mpi 120 4 self,qcg --mca btl_qcg_verbose 1 "$progs/qcg-mpi-threads" --threads 4
+n=$(grep -cE '^(\[[^]]*\] )?btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host' "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" && [[ $n -eq 12 ]]; then
+	pass "threads: MPI_THREAD_MULTIPLE, 4 threads per rank, every peer at once, 12 channel ends: $(grep "^PASS" "$out" | cut -c1-110)"
+else echo "(exit $rc, $n channel ends)" >>"$out"; fail "threads: MPI_THREAD_MULTIPLE, 4 threads per rank over self,qcg"; fi
+# The message-rate mode the benchmark parses.
+run_mpi 60 2 self,qcg "$progs/qcg-mpi-threads" --rate --threads 4 --messages 5000
+if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" &&
+	grep -qE '^rate: threads 4 ranks 2 size 8 messages 40000 seconds [0-9.]+ msgs_per_s [0-9]+$' "$out"; then
+	pass "threads --rate: $(grep '^rate:' "$out")"
+else echo "(exit $rc)" >>"$out"; fail "threads --rate: 4 threads per rank, one 'rate:' line"; fi
+
 # --- opting out: no job secret, the job runs over tcp ---------------------------
 rc=0
 timeout -k 5 60 env -u QCG_JOB_SECRET mpirun --oversubscribe -np 2 --bind-to none \
