@@ -1,6 +1,7 @@
 /* The component: parameters, and btl_init, which joins the grid (qcg_open,
    qcg_listen) or opts out so that the other BTLs still run. */
 #include "btl_qcg.h"
+#include "help.h"
 #include "jobid.h"
 
 #include <stdio.h>
@@ -52,14 +53,14 @@ static int component_register(void)
     (void)mca_base_component_var_register(
         c, "verbose",
         "0: errors only; 1: one line per peer (technique, setup time); 2: connection debugging",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.verbose);
     mca_btl_qcg_component.connect_timeout_ms = 30000;
     (void)mca_base_component_var_register(
         c, "connect_timeout",
         "Milliseconds a connection to a peer may take (lookup, technique, handshake) before "
         "the send fails with an error naming the peer",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.connect_timeout_ms);
     mca_btl_qcg_component.conn_log = NULL;
     (void)mca_base_component_var_register(
@@ -73,7 +74,7 @@ static int component_register(void)
         c, "local_peers",
         "Carry peers on the same node: -1 only when no shared-memory BTL (vader, sm) runs, "
         "0 never, 1 always",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.local_peers);
 
     /* TCP-like defaults; exclusivity above btl_tcp's so that qcg carries a
@@ -88,11 +89,22 @@ static int component_register(void)
     btl_qcg_module_template.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE;
     btl_qcg_module_template.btl_latency = 100;
     btl_qcg_module_template.btl_bandwidth = 100;
+    /* The btl base registers exclusivity at level 7; registered here first
+       (same variable, same storage, the base's registration keeps our
+       level) a plain `ompi_info --param btl qcg` shows it: it is what a
+       user sets to let btl_tcp carry the peers it can reach. */
+    (void)mca_base_component_var_register(
+        c, "exclusivity",
+        "BTL exclusivity: of the BTLs reaching a peer, the highest carries it (btl_tcp 100, "
+        "vader and self 65536); below 100, btl_tcp carries the peers it reaches",
+        MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_READONLY,
+        &btl_qcg_module_template.btl_exclusivity);
     return mca_btl_base_param_register(c, &btl_qcg_module_template);
 }
 
 static int component_open(void)
 {
+    btl_qcg_help_init();
     return OPAL_SUCCESS;
 }
 
@@ -117,7 +129,7 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
     (void)mpi_threads; /* MPI_THREAD_MULTIPLE is fine: see README.md, "Threads" */
     *num_btls = 0;
     if (secret == NULL || secret[0] == '\0') {
-        btl_qcg_log(1, "not used: QCG_JOB_SECRET is not set (mpirun -x QCG_JOB_SECRET)");
+        btl_qcg_opt_out("no secret", false, "QCG_JOB_SECRET is not set (mpirun -x QCG_JOB_SECRET)");
         return NULL;
     }
     if (me.vpid > (uint32_t)INT32_MAX) {
@@ -129,29 +141,31 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
        user's environment) names it; Open MPI's job tells the jobs of one
        mpirun apart (spawn). */
     if (user_job == NULL || user_job[0] == '\0') {
-        btl_qcg_log(1, "not used: QCG_JOB is not set (qcg-mpirun sets it; with plain mpirun, "
-                       "export QCG_JOB and -x QCG_JOB)");
+        btl_qcg_opt_out("no job", false,
+                        "QCG_JOB is not set (qcg-mpirun sets it; with plain mpirun, "
+                        "export QCG_JOB and -x QCG_JOB)");
         return NULL;
     }
     if (mpi_job_id(job, user_job, me.jobid) < 0) {
-        opal_output(0, "btl_qcg: rank %u: not used: QCG_JOB '%.64s' is not 1..%d characters of "
-                       "A-Z a-z 0-9 . _ -", me.vpid, user_job, USER_JOB_MAX);
+        btl_qcg_opt_out("bad job", true,
+                        "QCG_JOB '%.64s' is not 1..%d characters of A-Z a-z 0-9 . _ -", user_job,
+                        USER_JOB_MAX);
         return NULL;
     }
     opts.job = job;
     opts.rank = (int)me.vpid;
     rc = qcg_open(&ctx, &opts);
     if (rc < 0) {
-        btl_qcg_log(1, "not used: no qcg-helper (QCG_HELPER_SOCKET=%s): %s: %s",
-                    getenv("QCG_HELPER_SOCKET") ? getenv("QCG_HELPER_SOCKET") : "(default)",
-                    qcg_strerror(rc), qcg_last_error(NULL));
+        btl_qcg_opt_out("no helper", false, "no qcg-helper (QCG_HELPER_SOCKET=%s): %s: %s",
+                        getenv("QCG_HELPER_SOCKET") ? getenv("QCG_HELPER_SOCKET") : "(default)",
+                        qcg_strerror(rc), qcg_last_error(NULL));
         return NULL;
     }
     rc = qcg_listen(ctx);
     if (rc < 0) {
         /* A helper is there but the grid does not take us: worth saying. */
-        opal_output(0, "btl_qcg: rank %u: not used: cannot publish a contact: %s: %s", me.vpid,
-                    qcg_strerror(rc), qcg_last_error(ctx));
+        btl_qcg_opt_out("cannot publish", true, "cannot publish a contact: %s: %s",
+                        qcg_strerror(rc), qcg_last_error(ctx));
         qcg_close(ctx);
         return NULL;
     }

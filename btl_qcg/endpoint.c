@@ -181,12 +181,13 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
     set_state(ep, EP_FAILED);
     if (!ep->error_reported) {
         ep->error_reported = true;
-        /* The PML's error callback prints our text as it aborts the job. */
-        if (m->error_cb == NULL)
-            btl_qcg_report_failure(ep, what, detail);
-        else {
-            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
-                     m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
+        /* The full text goes to show_help; the PML's error callback
+           (which aborts the job) prints a short line, once our lock is
+           released. */
+        btl_qcg_report_failure(ep, what, detail);
+        if (m->error_cb != NULL) {
+            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u", m->vpid,
+                     ep->vpid);
             btl_qcg_defer_error(m, ep->proc, info);
         }
     }

@@ -1,6 +1,8 @@
-/* What btl_qcg tells the user: verbose lines, failures (always), and the
-   connection log (btl_qcg_conn_log) that tools read back. */
+/* What btl_qcg tells the user: verbose lines, failures (always, through
+   show_help), and the connection log (btl_qcg_conn_log) that tools read
+   back. */
 #include "btl_qcg.h"
+#include "help.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
+#include "opal/util/show_help.h"
 
 uint64_t btl_qcg_now_us(void)
 {
@@ -73,6 +76,12 @@ void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)
 
 void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
 {
-    opal_output(0, "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s", ep->module->vpid,
-                ep->vpid, btl_qcg_peer_host(ep), what, detail);
+    /* The endpoint hands us text only; libqcgconn's text for "no technique
+       connects these clusters" starts with its QCG_ETECHNIQUE string. */
+    const char *technique = qcg_strerror(QCG_ETECHNIQUE);
+    bool unavailable = strncmp(detail, technique, strlen(technique)) == 0;
+
+    opal_show_help(BTL_QCG_HELP_FILE, unavailable ? "technique unavailable" : "unreachable", true,
+                   opal_process_info.nodename, (int)ep->module->vpid, (int)ep->vpid,
+                   btl_qcg_peer_host(ep), what, detail);
 }
