@@ -34,7 +34,11 @@ struct btl_qcg_component {
     int connect_timeout_ms; /* btl_qcg_connect_timeout */
     char *conn_log;         /* btl_qcg_conn_log: file getting a line per connection */
     int local_peers;        /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
+    int cluster_peers;      /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
+    int max_connects;       /* btl_qcg_max_connects: connect operations at once */
 };
+/* The modex key of our cluster's name (for btl_qcg_cluster_peers). */
+#define BTL_QCG_MODEX_CLUSTER "btl.qcg.cluster"
 extern struct btl_qcg_component mca_btl_qcg_component;
 
 /* Wire header of every frame (integers in network byte order). */
@@ -72,6 +76,7 @@ struct btl_qcg_frag {
 
 enum btl_qcg_ep_state {
     EP_IDLE,       /* no channel and no attempt (also after the peer closed) */
+    EP_QUEUED,     /* frames wait for a connect slot (btl_qcg_max_connects) */
     EP_CONNECTING, /* our qcg connect operation runs */
     EP_VERDICT,    /* connected; waiting for the acceptor's verdict */
     EP_WAITPEER,   /* our connection was refused: the peer's is on its way */
@@ -138,7 +143,14 @@ struct btl_qcg_module {
     size_t neps;
     int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
-    int shm_btl; /* -1 unknown, 0/1: a shared-memory BTL runs */
+    int shm_btl;      /* -1 unknown, 0/1: a shared-memory BTL runs */
+    int net_btl;      /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
+    char cluster[64]; /* ours, as the helper names it */
+    /* Connect operations running (each holds descriptors and a LOOKUP at the
+       helper), and the peers waiting for a slot, in order (by vpid). */
+    int connects;
+    uint32_t *cq;
+    size_t cq_head, cq_len, cq_cap;
     mca_btl_base_module_error_cb_fn_t error_cb;
     /* PML callbacks owed, made by whoever releases the state lock next */
     struct btl_qcg_frag *done_head, *done_tail;
@@ -168,6 +180,8 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
                             uint32_t events);
 void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now);
 void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info);
+/* Starts queued connects while there are free slots. */
+void btl_qcg_start_queued(struct btl_qcg_module *m);
 
 /* callback.c: PML callbacks deferred until the state lock is released */
 void btl_qcg_lock(struct btl_qcg_module *m);

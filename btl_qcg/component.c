@@ -10,6 +10,7 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -43,6 +44,8 @@ __attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_comp
     .connect_timeout_ms = 30000,
     .conn_log = NULL,
     .local_peers = -1,
+    .cluster_peers = -1,
+    .max_connects = 32,
 };
 
 static int component_register(void)
@@ -76,6 +79,20 @@ static int component_register(void)
         "0 never, 1 always",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.local_peers);
+    mca_btl_qcg_component.cluster_peers = -1;
+    (void)mca_base_component_var_register(
+        c, "cluster_peers",
+        "Carry peers of our own cluster (site): -1 only when no other network BTL (tcp, a "
+        "fabric) runs, so that the cluster's own network carries them; 0 never; 1 always",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.cluster_peers);
+    mca_btl_qcg_component.max_connects = 32;
+    (void)mca_base_component_var_register(
+        c, "max_connects",
+        "Connections a process sets up at once; more peers wait for a slot (each setup holds "
+        "descriptors and a lookup at the node's helper)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.max_connects);
 
     /* TCP-like defaults; exclusivity above btl_tcp's so that qcg carries a
        peer both could reach. */
@@ -96,7 +113,8 @@ static int component_register(void)
     (void)mca_base_component_var_register(
         c, "exclusivity",
         "BTL exclusivity: of the BTLs reaching a peer, the highest carries it (btl_tcp 100, "
-        "vader and self 65536); below 100, btl_tcp carries the peers it reaches",
+        "vader and self 65536); to let another BTL carry the peers of our own cluster, see "
+        "btl_qcg_cluster_peers",
         MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_READONLY,
         &btl_qcg_module_template.btl_exclusivity);
     return mca_btl_base_param_register(c, &btl_qcg_module_template);
@@ -111,6 +129,22 @@ static int component_open(void)
 static int component_close(void)
 {
     return OPAL_SUCCESS;
+}
+
+/* Our cluster's name in the modex, so that peers of the same cluster can be
+   left to its own network (btl_qcg_cluster_peers). */
+static void publish_cluster(struct btl_qcg_module *m)
+{
+    struct qcg_contact c;
+    char *value = m->cluster;
+    int rc;
+
+    if (qcg_local_contact(m->ctx, &c) != 0)
+        return;
+    snprintf(m->cluster, sizeof(m->cluster), "%s", c.cluster);
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, BTL_QCG_MODEX_CLUSTER, value, OPAL_STRING);
+    if (rc != OPAL_SUCCESS)
+        m->cluster[0] = '\0';
 }
 
 static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threads,
@@ -179,6 +213,7 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
             qcg_close(ctx);
         return NULL;
     }
+    publish_cluster(m);
     btl_qcg_active = m;
     if (opal_progress_register(btl_qcg_progress) != OPAL_SUCCESS) {
         btl_qcg_active = NULL;

@@ -118,6 +118,7 @@ static void drop_op(struct btl_qcg_endpoint *ep)
     btl_qcg_watch(ep->module, EPOLL_CTL_DEL, qcg_connect_pollfd(ep->op), 0, NULL);
     qcg_connect_free(ep->op);
     ep->op = NULL;
+    ep->module->connects--;
 }
 
 void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
@@ -181,13 +182,14 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
     set_state(ep, EP_FAILED);
     if (!ep->error_reported) {
         ep->error_reported = true;
-        /* The full text goes to show_help; the PML's error callback
-           (which aborts the job) prints a short line, once our lock is
-           released. */
+        /* The explained text goes to show_help; the PML's error callback
+           (which aborts the job, once our lock is released) prints the
+           reason too: mpirun 4.1 loses some help messages that race with
+           an abort. */
         btl_qcg_report_failure(ep, what, detail);
         if (m->error_cb != NULL) {
-            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u", m->vpid,
-                     ep->vpid);
+            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
+                     m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
             btl_qcg_defer_error(m, ep->proc, info);
         }
     }
@@ -233,12 +235,64 @@ static int set_nonblocking(int fd)
     return 0;
 }
 
+/* Appends ep's peer to the connects waiting for a slot. */
+static int queue_connect(struct btl_qcg_endpoint *ep)
+{
+    struct btl_qcg_module *m = ep->module;
+
+    if (m->cq_head > 0 && m->cq_head == m->cq_len)
+        m->cq_head = m->cq_len = 0;
+    if (m->cq_len == m->cq_cap) {
+        size_t cap = m->cq_cap ? 2 * m->cq_cap : 64;
+        uint32_t *cq = realloc(m->cq, cap * sizeof(*cq));
+
+        if (cq == NULL)
+            return -1;
+        m->cq = cq;
+        m->cq_cap = cap;
+    }
+    m->cq[m->cq_len++] = ep->vpid;
+    set_state(ep, EP_QUEUED);
+    return 0;
+}
+
+static void connect_now(struct btl_qcg_endpoint *ep);
+
+/* The first send to a peer: a connect, or a place in the queue when
+   max_connects run already (resources per process stay bounded however many
+   peers a rank talks to at once). */
 static void start_connect(struct btl_qcg_endpoint *ep)
+{
+    struct btl_qcg_module *m = ep->module;
+
+    ep->t_start_us = btl_qcg_now_us();
+    if (m->connects >= mca_btl_qcg_component.max_connects) {
+        if (queue_connect(ep) < 0)
+            fail(ep, "cannot queue a connection", "out of memory");
+        else if (mca_btl_qcg_component.verbose >= 2)
+            btl_qcg_log(2, "rank %u waits for a connect slot (%d running)", ep->vpid, m->connects);
+        return;
+    }
+    connect_now(ep);
+}
+
+void btl_qcg_start_queued(struct btl_qcg_module *m)
+{
+    while (m->cq_head < m->cq_len && m->connects < mca_btl_qcg_component.max_connects) {
+        uint32_t vpid = m->cq[m->cq_head++];
+        struct btl_qcg_endpoint *ep = vpid < m->neps ? m->eps[vpid] : NULL;
+
+        /* Gone, or connected by the peer meanwhile. */
+        if (ep != NULL && ep->state == EP_QUEUED)
+            connect_now(ep);
+    }
+}
+
+static void connect_now(struct btl_qcg_endpoint *ep)
 {
     struct btl_qcg_module *m = ep->module;
     int rc;
 
-    ep->t_start_us = btl_qcg_now_us();
     rc =
         qcg_connect_start(m->ctx, (int)ep->vpid, mca_btl_qcg_component.connect_timeout_ms, &ep->op);
     if (rc < 0) {
@@ -246,11 +300,13 @@ static void start_connect(struct btl_qcg_endpoint *ep)
         fail_qcg(ep, "cannot start a connection", rc);
         return;
     }
+    m->connects++;
     if (btl_qcg_watch(m, EPOLL_CTL_ADD, qcg_connect_pollfd(ep->op), EPOLLIN, &ep->w_op) < 0) {
         fail_errno(ep, "cannot watch a connection", errno);
         return;
     }
-    ep->deadline_us = ep->t_start_us + timeout_us() + OP_GRACE_US;
+    /* The whole timeout from now: a wait for a slot is not the peer's fault. */
+    ep->deadline_us = btl_qcg_now_us() + timeout_us() + OP_GRACE_US;
     set_state(ep, EP_CONNECTING);
     if (mca_btl_qcg_component.verbose >= 2)
         btl_qcg_log(2, "connecting to rank %u (host %s)", ep->vpid, btl_qcg_peer_host(ep));

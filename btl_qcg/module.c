@@ -12,11 +12,18 @@
 #include "opal/datatype/opal_convertor.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/hwloc/hwloc-internal.h"
+#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/proc.h"
 
-/* Whether a shared-memory BTL (which should carry same-node peers) runs. */
-static bool shm_btl_runs(void)
+static bool is_shm(const char *name)
+{
+    return strcmp(name, "vader") == 0 || strcmp(name, "sm") == 0 || strcmp(name, "smcuda") == 0;
+}
+
+/* Whether a shared-memory BTL (which should carry same-node peers) runs, or
+   (net) another network BTL: btl_tcp, a fabric's. */
+static bool btl_runs(bool net)
 {
     mca_btl_base_selected_module_t *sm;
 
@@ -24,7 +31,8 @@ static bool shm_btl_runs(void)
     {
         const char *name = sm->btl_component->btl_version.mca_component_name;
 
-        if (strcmp(name, "vader") == 0 || strcmp(name, "sm") == 0 || strcmp(name, "smcuda") == 0)
+        if (net ? !is_shm(name) && strcmp(name, "self") != 0 && strcmp(name, "qcg") != 0
+                : is_shm(name))
             return true;
     }
     return false;
@@ -37,8 +45,33 @@ static bool carry_local(struct btl_qcg_module *m)
     if (mode >= 0)
         return mode > 0;
     if (m->shm_btl < 0)
-        m->shm_btl = shm_btl_runs();
+        m->shm_btl = btl_runs(false);
     return !m->shm_btl;
+}
+
+/* Whether we carry a peer: always, unless it is in our own cluster and the
+   user leaves those to the cluster's own network (btl_qcg_cluster_peers 0,
+   or -1 when another network BTL runs).  A peer whose cluster the modex does
+   not give is carried. */
+static bool carry_peer(struct btl_qcg_module *m, struct opal_proc_t *proc)
+{
+    int mode = mca_btl_qcg_component.cluster_peers, rc;
+    char *cluster = NULL;
+    bool same;
+
+    if (mode > 0 || m->cluster[0] == '\0')
+        return true;
+    if (mode < 0) {
+        if (m->net_btl < 0)
+            m->net_btl = btl_runs(true);
+        if (!m->net_btl)
+            return true;
+    }
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_QCG_MODEX_CLUSTER, &proc->proc_name, &cluster,
+                                   OPAL_STRING);
+    same = rc == OPAL_SUCCESS && cluster != NULL && strcmp(cluster, m->cluster) == 0;
+    free(cluster);
+    return !same;
 }
 
 static int qcg_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
@@ -56,7 +89,7 @@ static int qcg_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs,
         /* Only our own job: peers of a spawned job have their own secret. */
         if (proc->proc_name.jobid != m->jobid || proc->proc_name.vpid == m->vpid)
             continue;
-        if (OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags) && !carry_local(m))
+        if ((OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags) && !carry_local(m)) || !carry_peer(m, proc))
             continue;
         if (endpoints[i] != NULL)
             continue;
@@ -105,6 +138,7 @@ static int qcg_finalize(struct mca_btl_base_module_t *btl)
     for (size_t i = 0; i < m->neps; i++)
         btl_qcg_endpoint_free(m->eps[i]);
     free(m->eps);
+    free(m->cq);
     if (m->ctx != NULL)
         qcg_close(m->ctx);
     if (m->epfd >= 0)
@@ -253,6 +287,7 @@ struct btl_qcg_module *btl_qcg_module_new(qcg_ctx *ctx, uint32_t jobid, uint32_t
     m->jobid = jobid;
     m->vpid = vpid;
     m->shm_btl = -1;
+    m->net_btl = -1;
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (m->epfd < 0) {
         m->ctx = NULL;

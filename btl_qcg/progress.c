@@ -107,6 +107,7 @@ int btl_qcg_progress(void)
         if (now >= m->next_check_us)
             check_deadlines(m, now);
     }
+    btl_qcg_start_queued(m);
     btl_qcg_unlock(m);
     progress_leave(m);
     return n > 0 ? n : 0;
