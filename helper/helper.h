@@ -32,7 +32,12 @@ struct helper_config {
     char *socket;
     char *socket_mode;   /* octal text, e.g. "0666" */
     char *allow_uids;    /* comma list of uids or user names; empty = everyone */
-    int max_clients;
+    int max_clients;     /* local connections at once, every uid together */
+    int max_clients_per_uid;
+    int max_requests; /* requests in flight per connection */
+    /* Requests of one uid on the thread pool at once. */
+    int max_requests_per_uid;
+    int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */
     char *frontend;      /* https://host:port/ */
     char *ca;
     char *cert;          /* certificate chain and key in one PEM */
