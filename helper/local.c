@@ -158,6 +158,9 @@ static void update_reading(struct conn *c)
         return;
     c->reading = want;
     if (!want) {
+        if (c->inflight >= (unsigned)c->srv->cfg->max_requests)
+            log_debug("pid %d: %u requests in flight (max-requests): not reading", (int)c->pid,
+                      c->inflight);
         uv_read_stop((uv_stream_t *)&c->pipe);
         return;
     }
@@ -913,6 +916,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->have = 0;
         if (handlers[c->hdr.type].upstream &&
             c->share->requests >= (unsigned)c->srv->cfg->max_requests_per_uid) {
+            log_debug("pid %d uid %d: %s waits: %u requests of the uid upstream "
+                      "(max-requests-per-uid)",
+                      (int)c->pid, (int)c->uid, handlers[c->hdr.type].name, c->share->requests);
             c->held = 1;
             dlist_append(&c->share->waiting, &c->wait);
         } else {

@@ -299,12 +299,18 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 	check_sigterm
 
 	# Small bounds: far more LOOKUPs at once than they allow wait unread.
-	start_helper helper-bounds.log --max-requests 4 --max-requests-per-uid 2 --threads 2
+	start_helper helper-bounds.log --max-requests 3 --max-requests-per-uid 5 --threads 2 \
+		--log-level debug
 	check "the helper registers again" wait_for "registration" 150 connected "$sock"
-	run_client "max-requests 4, max-requests-per-uid 2: 3x and 6x the bounds at once" \
+	run_client "max-requests 3, max-requests-per-uid 5: 12 LOOKUPs on each of 2 connections" \
 		pipeline "$sock" "$low" 12
-	check "... and the helper refused none of them" \
-		bash -c "! grep -qE 'refused|closing' '$work/helper-bounds.log'"
+	check "... the helper stopped reading a connection at max-requests" \
+		grep -q ' 3 requests in flight (max-requests): not reading' "$work/helper-bounds.log"
+	check "... and held requests back at max-requests-per-uid, never over it" bash -c \
+		"grep -q 'LOOKUP waits: 5 requests of the uid upstream' '$work/helper-bounds.log' &&
+		! grep -qE 'waits: ([0-46-9]|[0-9]{2,}) requests of the uid' '$work/helper-bounds.log'"
+	check "... and refused none of them" \
+		bash -c "! grep -qE '; (refused|closing)\$' '$work/helper-bounds.log'"
 	check_sigterm
 	;;
 reconnect)

@@ -578,8 +578,11 @@ static int mode_pipeline(int argc, char **argv)
     struct reply r;
     int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1), c = joined(path, SECRET, 2);
 
-    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK, "rank 0 publishes port %u",
-          low);
+    /* The broker answers lookups from published ranks only. */
+    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK && c >= 0 &&
+              publish(c, low + 2, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0, 1 and 2 publish ports %u-%u", low, low + 2);
     if (b < 0 || c < 0)
         return 1;
     /* Both connections' requests are in the kernel before any reply is read. */
