@@ -12,6 +12,7 @@
  *   punch.c     TCP hole punching through the broker's reflector
  *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
  *   local.c     the Unix socket server and the dispatch of local messages
+ *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
  *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
  *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
