@@ -27,9 +27,9 @@ const struct config_option helper_options[] = {
         "local connections served at once for one uid"),
     OPT("max-requests", CONFIG_INT, max_requests, 1, 4096, "64",
         "requests in flight per connection; at the bound the connection is not read"),
-    OPT("max-requests-per-uid", CONFIG_INT, max_requests_per_uid, 1, 4096, "12",
+    OPT("max-requests-per-uid", CONFIG_INT, max_requests_per_uid, 1, 4096, "6",
         "requests of one uid on the thread pool at once; more wait unread"),
-    OPT("threads", CONFIG_INT, threads, 1, 128, "16",
+    OPT("threads", CONFIG_INT, threads, 1, 128, "8",
         "threads for calls to the frontend (UV_THREADPOOL_SIZE, unless set in the "
         "environment) and kept-alive connections to it"),
     OPT("frontend", CONFIG_STRING, frontend, 0, 0, NULL,

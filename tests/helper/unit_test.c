@@ -176,8 +176,8 @@ static void test_config(void)
               strcmp(cfg.socket, "/run/qcg/helper.sock") == 0 && cfg.ports[0] == 40000,
           "defaults: socket, mode 0666, 4096 clients");
     check(cfg.max_clients_per_uid == 256 && cfg.max_requests == 64 &&
-              cfg.max_requests_per_uid == 12 && cfg.threads == 16,
-          "defaults: 256 clients per uid, 64 requests per connection, 12 per uid, 16 threads");
+              cfg.max_requests_per_uid == 6 && cfg.threads == 8,
+          "defaults: 256 clients per uid, 64 requests per connection, 6 per uid, 8 threads");
     check(cfg.nuids == 0 && helper_uid_allowed(&cfg, 1234), "empty allow-uids: everyone");
     config_free(helper_options, &cfg);
     check(load(&cfg, "--allow-uids", "0, 1000,root") == 0 && cfg.nuids == 3 &&
