@@ -328,30 +328,46 @@ static void violations(const char *path)
 }
 
 /* Sends `count` LOOKUPs for rank `to`, every third one for `absent`
-   instead, and one STATUS, without waiting; then reads every reply, in any
+   instead, and one STATUS, in one write (all in the helper's socket before
+   it reads the first); then reads every reply, in any
    order.  *got = replies that answer a request of ours, once each, with
-   the right type (PLAN, ERROR QCG_ENOTFOUND, STATUS_OK); *n = requests sent.
-   true when nothing else came. */
-static bool pipelined(int fd, int to, unsigned count, int absent, unsigned *got, unsigned *n)
+   the right type (PLAN, ERROR QCG_ENOTFOUND, STATUS_OK); *n = requests sent;
+   *status_at = how many replies came before STATUS's.  true when nothing else
+   came. */
+static bool pipelined(int fd, int to, unsigned count, int absent, unsigned *got, unsigned *n,
+                      unsigned *status_at)
 {
-    enum { MAX = 1024 };
-    static uint16_t expect[MAX]; /* by rid - first: the type expected, 0 once answered */
+    enum { MAX = 256 };
+    struct lookup_msg {
+        struct local_header h;
+        struct local_lookup l;
+    };
+    static struct lookup_msg msgs[MAX]; /* the STATUS is a header alone, last */
+    static uint16_t expect[MAX];        /* by rid - first: the type expected, 0 once answered */
     const uint32_t first = next_rid;
     bool clean = true, reordered = false;
     struct reply r;
 
-    *got = *n = 0;
+    _Static_assert(sizeof(struct lookup_msg) ==
+                       sizeof(struct local_header) + sizeof(struct local_lookup),
+                   "LOOKUP messages without padding");
+    *got = *n = *status_at = 0;
     if (count + 1 > MAX)
         return false;
+    memset(msgs, 0, sizeof(msgs));
     for (unsigned i = 0; i < count; i++) {
-        struct local_lookup l = {.to_rank = i % 3 == 2 ? absent : to, .timeout_ms = 1000};
-        if (send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) < 0)
-            return false;
+        msgs[i].h = (struct local_header){.magic = LOCAL_MAGIC,
+                                          .type = LOCAL_LOOKUP,
+                                          .length = sizeof(msgs[i].l),
+                                          .request_id = next_rid++};
+        msgs[i].l = (struct local_lookup){.to_rank = i % 3 == 2 ? absent : to, .timeout_ms = 1000};
         expect[i] = i % 3 == 2 ? LOCAL_ERROR : LOCAL_PLAN;
     }
-    if (send_msg(fd, LOCAL_STATUS, next_rid++, NULL, 0) < 0)
-        return false;
+    msgs[count].h =
+        (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = next_rid++};
     expect[count] = LOCAL_STATUS_OK;
+    if (send_raw(fd, msgs, count * sizeof(msgs[0]) + sizeof(msgs[0].h)) < 0)
+        return false;
     *n = count + 1;
     for (unsigned k = 0; k < *n; k++) {
         if (recv_msg(fd, &r) < 0) {
@@ -368,6 +384,8 @@ static bool pipelined(int fd, int to, unsigned count, int absent, unsigned *got,
             continue;
         }
         reordered |= i != k;
+        if (i == count)
+            *status_at = k;
         expect[i] = 0;
         (*got)++;
     }
@@ -428,12 +446,16 @@ static int mode_proto(int argc, char **argv)
     /* Requests back to back on one connection: each answered once, with
        its own id, in whatever order the upstream calls end. */
     if (b >= 0) {
-        unsigned got = 0, n = 0;
-        bool clean = pipelined(b, 0, 30, 7, &got, &n);
+        unsigned got = 0, n = 0, status_at = 0;
+        bool clean = pipelined(b, 0, 30, 7, &got, &n, &status_at);
         check(got == n && clean,
               "%u LOOKUPs (direct and not found) and a STATUS sent back to back on one "
               "connection: all answered, each with its id (%u of %u)",
               n - 1, got, n);
+        /* STATUS needs no upstream call: it does not wait behind them. */
+        check(got == n && status_at + 1 < n,
+              "the STATUS sent after them is answered before the last LOOKUP (reply %u of %u)",
+              status_at + 1, n);
     }
 
     int c = joined(path, "another-secret", 2);
@@ -589,11 +611,12 @@ static int mode_pipeline(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         unsigned got, n;
-        bool clean = pipelined(c, 0, count, 9, &got, &n);
+        unsigned status_at;
+        bool clean = pipelined(c, 0, count, 9, &got, &n, &status_at);
         _exit(clean && got == n ? 0 : 1);
     }
-    unsigned got, n;
-    bool clean = pipelined(b, 0, count, 9, &got, &n);
+    unsigned got, n, status_at;
+    bool clean = pipelined(b, 0, count, 9, &got, &n, &status_at);
     int st = -1;
     bool other = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     check(clean && got == n,
