@@ -626,6 +626,36 @@ static int mode_pipeline(int argc, char **argv)
     check(other, "... and as many at once on a second connection of the same uid");
     check(request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK,
           "the connection is served as before afterwards");
+
+    /* Processes that go with requests in flight: rank 3 with its LOOKUPs
+       unanswered, rank 4 before its PUBLISH is answered.  Both contacts go. */
+    int d = joined(path, SECRET, 3), e = joined(path, SECRET, 4);
+    struct local_lookup l = {.to_rank = 0, .timeout_ms = 1000};
+    struct local_publish p = {.port = (uint16_t)(low + 4)};
+    bool sent = d >= 0 && e >= 0 && publish(d, low + 3, &r) == 0 && r.h.type == LOCAL_OK;
+    for (unsigned i = 0; sent && i < count; i++)
+        sent = send_msg(d, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    sent = sent && send_msg(e, LOCAL_PUBLISH, next_rid++, &p, sizeof(p)) == 0;
+    if (d >= 0)
+        close(d);
+    if (e >= 0)
+        close(e);
+    bool gone[2] = {false, false};
+    for (int i = 0; i < 100 && sent && !(gone[0] && gone[1]); i++) {
+        for (int k = 0; k < 2; k++)
+            if (!gone[k] && lookup(b, 3 + k, &r) == 0)
+                gone[k] = is_error(&r, QCG_ENOTFOUND);
+        if (!(gone[0] && gone[1]))
+            sleep_ms(100);
+    }
+    check(sent && gone[0] && gone[1],
+          "a process that closes with %u LOOKUPs in flight, and one that closes before its "
+          "PUBLISH is answered: both contacts are withdrawn",
+          count);
+    struct local_status now = {0};
+    bool answered = status_ok(path, &now);
+    check(answered && now.contacts == 3,
+          "the helper serves on, holding the 3 live contacts (got %u)", now.contacts);
     close(a);
     close(b);
     close(c);
