@@ -12,6 +12,7 @@
  *   punch.c     TCP hole punching through the broker's reflector
  *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
  *   local.c     the Unix socket server and the dispatch of local messages
+ *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
  *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
  *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
@@ -32,7 +33,12 @@ struct helper_config {
     char *socket;
     char *socket_mode;   /* octal text, e.g. "0666" */
     char *allow_uids;    /* comma list of uids or user names; empty = everyone */
-    int max_clients;
+    int max_clients;     /* local connections at once, every uid together */
+    int max_clients_per_uid;
+    int max_requests; /* requests in flight per connection */
+    /* Requests of one uid on the thread pool at once. */
+    int max_requests_per_uid;
+    int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */
     char *frontend;      /* https://host:port/ */
     char *ca;
     char *cert;          /* certificate chain and key in one PEM */

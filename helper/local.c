@@ -1,6 +1,14 @@
-/* The Unix socket server: one connection per process (or status tool), one
-   request at a time, every message checked before use, then dispatched
-   through a table. */
+/* The Unix socket server: a connection per process (or status tool), every
+   message checked before use, then dispatched through a table.
+
+   A connection has many LOOKUPs (and REPORTs) in flight at once: each is
+   answered with its request id when its upstream call ends, in any order.
+   PUBLISH, WITHDRAW and qcg-probe's SITE, PROBE and OBSERVED change or ask
+   about the connection as a whole: reading stops until each is answered.
+   Requests are never refused for being too many: a connection with
+   max-requests in flight, or whose replies wait unsent, is not read, and
+   neither is the next request of a uid with max-requests-per-uid on the
+   thread pool; the requests wait in the kernel. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +26,7 @@
 #include "log.h"
 #include "proto.h"
 #include "qcgconn.h"
+#include "shares.h"
 
 #define LISTEN_BACKLOG 128
 
@@ -32,6 +41,7 @@ struct local_server {
     ino_t ino;
     struct dlist conns; /* of struct conn, closing ones no longer */
     unsigned nclients;
+    struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;
     struct attempts *attempts; /* traversing and hole punching, initiator side */
@@ -48,11 +58,18 @@ struct conn {
     uint64_t id;                /* the owner of its contact in the contacts table */
     pid_t pid;
     uid_t uid;
+    struct share *share;        /* its uid's */
     int refs;                   /* the handle, each write, each request in flight */
     int closing;
+    int draining; /* closing once its last reply is out: read nothing */
     int hello;
-    int pending;                /* an upstream request is in flight: not reading */
-    int throttled;              /* replies wait in the write queue: not reading */
+    int reading;
+    unsigned inflight; /* its requests on the thread pool, REPORTs included */
+    int exclusive;     /* one that stops reading is in flight (or waits) */
+    /* A whole message read, waiting in share->waiting for the uid's
+       requests to drop under max-requests-per-uid. */
+    int held;
+    struct dlink wait;
     int published;              /* me is published upstream */
     /* A PUBLISH of me is on its way upstream, for this port.  The broker may
        have it, and send an order for me, before its answer is back here. */
@@ -86,6 +103,7 @@ struct request {
     struct local_server *srv;
     struct conn *c;             /* NULL for the withdraw of a closed connection */
     struct conn *reporter;      /* REPORT: whose withdrawal waits for it */
+    struct share *share;        /* whose requests count it (none: a closed one's withdraw) */
     uint64_t owner;
     uint16_t type;
     uint32_t rid;
@@ -106,6 +124,7 @@ struct request {
 };
 
 static void conn_close(struct conn *c);
+static void dispatch(struct conn *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
@@ -113,6 +132,8 @@ static void conn_unref(struct conn *c)
 {
     if (--c->refs > 0)
         return;
+    if (c->share != NULL)
+        share_leave(c->srv->shares, c->share);
     explicit_bzero(&c->me, sizeof(c->me));
     explicit_bzero(&c->in, sizeof(c->in));
     free(c);
@@ -126,20 +147,27 @@ static int backlogged(struct conn *c)
     return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > 0;
 }
 
-/* Starts reading again unless a request is pending or replies wait. */
-static void resume_reading(struct conn *c)
+/* Reads from c while it may take another request, else lets the requests
+   wait in the kernel; called whenever one of the conditions may change. */
+static void update_reading(struct conn *c)
 {
-    if (c->closing || c->pending)
+    int want = !c->closing && !c->draining && !c->exclusive && !c->held &&
+               c->inflight < (unsigned)c->srv->cfg->max_requests && !backlogged(c);
+
+    if (want == c->reading)
         return;
-    if (backlogged(c)) {
-        if (!c->throttled)
-            uv_read_stop((uv_stream_t *)&c->pipe);
-        c->throttled = 1;
+    c->reading = want;
+    if (!want) {
+        if (c->inflight >= (unsigned)c->srv->cfg->max_requests)
+            log_debug("pid %d: %u requests in flight (max-requests): not reading", (int)c->pid,
+                      c->inflight);
+        uv_read_stop((uv_stream_t *)&c->pipe);
         return;
     }
-    if (c->throttled) {
-        c->throttled = 0;
-        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    int rc = uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    if (rc < 0) {
+        log_warnx("pid %d: cannot read: %s", (int)c->pid, uv_strerror(rc));
+        conn_close(c);
     }
 }
 
@@ -152,8 +180,8 @@ static void on_written(uv_write_t *req, int status)
         log_debug("pid %d: write failed: %s", (int)c->pid, uv_strerror(status));
     if (status < 0 || w->close_after)
         conn_close(c);
-    else if (c->throttled)
-        resume_reading(c);
+    else
+        update_reading(c);
     explicit_bzero(w, sizeof(*w));
     free(w);
     conn_unref(c);
@@ -172,6 +200,10 @@ static void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *pa
     }
     w->c = c;
     w->close_after = close_after;
+    if (close_after) {
+        c->draining = 1;
+        update_reading(c);
+    }
     w->hdr = (struct local_header){
         .magic = LOCAL_MAGIC, .type = type, .length = (uint32_t)len, .request_id = rid};
     if (len > 0)
@@ -214,7 +246,6 @@ __attribute__((format(printf, 3, 4))) static void proto_fail(struct conn *c, uin
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     log_warnx("pid %d uid %d: %s; closing", (int)c->pid, (int)c->uid, msg);
-    uv_read_stop((uv_stream_t *)&c->pipe);
     send_error(c, rid, QCG_EPROTO, 1, "%s", msg);
 }
 
@@ -345,6 +376,45 @@ static void probe_done(struct request *r)
     }
 }
 
+/* Whether a request of this type lets its connection be read while it is
+   in flight. */
+static int concurrent(uint16_t type)
+{
+    return type == LOCAL_LOOKUP || type == LOCAL_REPORT;
+}
+
+/* One of c's requests is answered: c may be read again, and a contact
+   whose release waited for its PUBLISH goes now. */
+static void conn_request_done(struct conn *c, uint16_t type)
+{
+    c->inflight--;
+    if (!concurrent(type))
+        c->exclusive = 0;
+    if (c->closing && type == LOCAL_PUBLISH)
+        release_contact(c);
+    update_reading(c);
+    conn_unref(c);
+}
+
+/* One request of the uid fewer: its connections that hold a request back
+   go on, first come first served, while the uid stays under its bound. */
+static void share_request_done(struct local_server *srv, struct share *sh)
+{
+    const unsigned max = (unsigned)srv->cfg->max_requests_per_uid;
+    /* Waiting connections are connections of the uid: it stays. */
+    int waiting = sh->waiting.head != NULL;
+
+    share_request_end(srv->shares, sh);
+    while (waiting && sh->waiting.head != NULL && sh->requests < max) {
+        struct conn *c = dlist_entry(sh->waiting.head, struct conn, wait);
+
+        dlist_remove(&sh->waiting, &c->wait);
+        c->held = 0;
+        dispatch(c);
+        update_reading(c);
+    }
+}
+
 static void request_done(uv_work_t *work, int status)
 {
     struct request *r = work->data;
@@ -409,7 +479,6 @@ static void request_done(uv_work_t *work, int status)
                       r->report.to_rank, r->msg);
         if (--r->reporter->reports == 0 && r->reporter->withdraw_waits)
             withdraw_after_reports(r->reporter);
-        conn_unref(r->reporter);
         break;
     case LOCAL_SITE:
     case LOCAL_PROBE:
@@ -417,24 +486,31 @@ static void request_done(uv_work_t *work, int status)
         probe_done(r);
         break;
     }
-    if (c != NULL) {
-        c->pending = 0;
-        if (c->closing) {
-            release_contact(c);
-        } else {
-            /* Reading stopped for the request; the reply may still wait. */
-            c->throttled = 1;
-            resume_reading(c);
-        }
-        conn_unref(c);
-    }
+    if (r->reporter != NULL)
+        c = r->reporter;
+    if (c != NULL)
+        conn_request_done(c, r->type);
+    if (r->share != NULL)
+        share_request_done(srv, r->share);
     free(r->site);
     explicit_bzero(r, sizeof(*r));
     free(r);
 }
 
-/* Queues an upstream request; with a connection, stops reading from it until
-   the reply is sent (one request at a time, replies in order). */
+/* A request was queued for c (REPORTs included): counted for c and its uid. */
+static void request_begun(struct conn *c, struct request *r)
+{
+    c->refs++;
+    c->inflight++;
+    if (!concurrent(r->type))
+        c->exclusive = 1;
+    r->share = c->share;
+    share_request_begin(c->share);
+    update_reading(c);
+}
+
+/* Queues an upstream request; with a connection, counts it there (see
+   request_begun). */
 static int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
                          const struct contact *ct, int32_t to_rank, uint64_t owner)
 {
@@ -475,11 +551,8 @@ static int queue_request(struct local_server *srv, struct conn *c, uint16_t type
         free(r);
         return QCG_ESYS;
     }
-    if (c != NULL) {
-        c->refs++;
-        c->pending = 1;
-        uv_read_stop((uv_stream_t *)&c->pipe);
-    }
+    if (c != NULL)
+        request_begun(c, r);
     return 0;
 }
 
@@ -602,8 +675,8 @@ static int on_withdraw(struct conn *c, uint32_t rid)
         /* Its reports go first; reading stops as for a request upstream. */
         c->withdraw_waits = 1;
         c->withdraw_rid = rid;
-        c->pending = 1;
-        uv_read_stop((uv_stream_t *)&c->pipe);
+        c->exclusive = 1;
+        update_reading(c);
         return 1;
     }
     return withdraw_now(c, rid);
@@ -614,15 +687,13 @@ static int on_withdraw(struct conn *c, uint32_t rid)
 static void withdraw_after_reports(struct conn *c)
 {
     c->withdraw_waits = 0;
-    c->pending = 0;
+    c->exclusive = 0;
     if (c->closing) {
         release_contact(c);
         return;
     }
-    if (withdraw_now(c, c->withdraw_rid) == 0) {
-        c->throttled = 1;
-        resume_reading(c);
-    }
+    withdraw_now(c, c->withdraw_rid);
+    update_reading(c);
 }
 
 static int withdraw_now(struct conn *c, uint32_t rid)
@@ -682,8 +753,8 @@ static int on_report(struct conn *c, uint32_t rid)
         free(q);
         return 0;
     }
-    c->refs++;
     c->reports++;
+    request_begun(c, q);
     return 0;
 }
 
@@ -754,17 +825,18 @@ static int on_observed(struct conn *c, uint32_t rid)
 static const struct {
     int (*handle)(struct conn *c, uint32_t rid);
     int need_hello;
+    int upstream; /* may take a thread: counts against max-requests-per-uid */
     const char *name;
 } handlers[LOCAL_TYPE_COUNT] = {
-    [LOCAL_HELLO] = {on_hello, 0, "HELLO"},
-    [LOCAL_PUBLISH] = {on_publish, 1, "PUBLISH"},
-    [LOCAL_WITHDRAW] = {on_withdraw, 1, "WITHDRAW"},
-    [LOCAL_LOOKUP] = {on_lookup, 1, "LOOKUP"},
-    [LOCAL_STATUS] = {on_status, 0, "STATUS"},
-    [LOCAL_REPORT] = {on_report, 1, "REPORT"},
-    [LOCAL_SITE] = {on_site, 0, "SITE"},
-    [LOCAL_PROBE] = {on_probe, 0, "PROBE"},
-    [LOCAL_OBSERVED] = {on_observed, 0, "OBSERVED"},
+    [LOCAL_HELLO] = {on_hello, 0, 0, "HELLO"},
+    [LOCAL_PUBLISH] = {on_publish, 1, 1, "PUBLISH"},
+    [LOCAL_WITHDRAW] = {on_withdraw, 1, 1, "WITHDRAW"},
+    [LOCAL_LOOKUP] = {on_lookup, 1, 1, "LOOKUP"},
+    [LOCAL_STATUS] = {on_status, 0, 0, "STATUS"},
+    [LOCAL_REPORT] = {on_report, 1, 1, "REPORT"},
+    [LOCAL_SITE] = {on_site, 0, 1, "SITE"},
+    [LOCAL_PROBE] = {on_probe, 0, 1, "PROBE"},
+    [LOCAL_OBSERVED] = {on_observed, 0, 1, "OBSERVED"},
 };
 
 static void dispatch(struct conn *c)
@@ -796,7 +868,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
     (void)suggested;
     /* Never read past the current message: the next one waits in the kernel
-       while a request is pending. */
+       while the connection may not take it (update_reading). */
     if (c->have < sizeof(c->hdr)) {
         buf->base = (char *)&c->hdr + c->have;
         buf->len = sizeof(c->hdr) - c->have;
@@ -842,8 +914,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->have == sizeof(c->hdr) + c->hdr.length) {
         c->have = 0;
-        dispatch(c);
-        resume_reading(c);
+        if (handlers[c->hdr.type].upstream &&
+            c->share->requests >= (unsigned)c->srv->cfg->max_requests_per_uid) {
+            log_debug("pid %d uid %d: %s waits: %u requests of the uid upstream "
+                      "(max-requests-per-uid)",
+                      (int)c->pid, (int)c->uid, handlers[c->hdr.type].name, c->share->requests);
+            c->held = 1;
+            dlist_append(&c->share->waiting, &c->wait);
+        } else {
+            dispatch(c);
+        }
+        update_reading(c);
     }
 }
 
@@ -859,11 +940,16 @@ static void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = 1;
+    c->reading = 0; /* uv_close stops it */
     dlist_remove(&srv->conns, &c->link);
     srv->nclients--;
     log_debug("pid %d: disconnected", (int)c->pid);
-    /* With a request in flight, its completion releases the contact. */
-    if (!c->pending)
+    if (c->held) {
+        dlist_remove(&c->share->waiting, &c->wait);
+        c->held = 0;
+    }
+    /* With a PUBLISH in flight, its completion releases the contact. */
+    if (!c->publishing)
         release_contact(c);
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
@@ -902,6 +988,12 @@ static void on_connection(uv_stream_t *server, int status)
     c->id = ++srv->next_id;
     c->pid = cred.pid;
     c->uid = cred.uid;
+    c->share = share_join(srv->shares, cred.uid);
+    if (c->share == NULL) {
+        log_warnx("pid %d uid %d: out of memory for a new client", (int)c->pid, (int)c->uid);
+        uv_close((uv_handle_t *)&c->pipe, on_unaccepted_closed);
+        return;
+    }
     dlist_append(&srv->conns, &c->link);
     srv->nclients++;
     log_debug("pid %d uid %d: connected", (int)c->pid, (int)c->uid);
@@ -916,15 +1008,20 @@ static void on_connection(uv_stream_t *server, int status)
     if (srv->nclients > (unsigned)srv->cfg->max_clients) {
         log_warnx("pid %d uid %d: more than max-clients (%d) connections; refused", (int)c->pid,
                   (int)c->uid, srv->cfg->max_clients);
-        send_error(c, 0, QCG_ENOHELPER, 1, "the helper serves at most %d clients",
+        send_error(c, 0, QCG_ENOHELPER, 1, "the helper serves at most %d clients (max-clients)",
                    srv->cfg->max_clients);
         return;
     }
-    int rc = uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
-    if (rc < 0) {
-        log_warnx("pid %d: %s", (int)c->pid, uv_strerror(rc));
-        conn_close(c);
+    if (c->share->conns > (unsigned)srv->cfg->max_clients_per_uid) {
+        log_warnx("pid %d uid %d: more than max-clients-per-uid (%d) connections of this uid; "
+                  "refused",
+                  (int)c->pid, (int)c->uid, srv->cfg->max_clients_per_uid);
+        send_error(c, 0, QCG_ENOHELPER, 1,
+                   "the helper serves at most %d clients of uid %d (max-clients-per-uid)",
+                   srv->cfg->max_clients_per_uid, (int)c->uid);
+        return;
     }
+    update_reading(c);
 }
 
 static int make_parent(const char *path, char *err, size_t errlen)
@@ -1007,7 +1104,14 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
     srv->cfg = cfg;
     srv->cs = cs;
     srv->up = up;
+    srv->shares = shares_new();
+    if (srv->shares == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(srv);
+        return NULL;
+    }
     if (make_parent(cfg->socket, err, errlen) < 0 || remove_stale(cfg->socket, err, errlen) < 0) {
+        shares_free(srv->shares);
         free(srv);
         return NULL;
     }
@@ -1035,6 +1139,7 @@ fail:
     srv->closing = 1;
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
+    shares_free(srv->shares);
     free(srv);
     return NULL;
 }
@@ -1055,6 +1160,9 @@ void local_server_close(struct local_server *srv)
 
 void local_server_free(struct local_server *srv)
 {
+    if (srv == NULL)
+        return;
+    shares_free(srv->shares);
     free(srv);
 }
 
@@ -1092,6 +1200,8 @@ static void on_raw_written(uv_write_t *req, int status)
 
     if (status < 0)
         conn_close(c);
+    else
+        update_reading(c);
     explicit_bzero(w, sizeof(*w));
     free(w);
     conn_unref(c);

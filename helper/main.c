@@ -2,6 +2,7 @@
    socket to one libuv loop, and stops cleanly on SIGTERM/SIGINT. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -81,6 +82,22 @@ static void on_stop(uv_async_t *a)
     responders_stop(h->responders, stop_rest, h);
 }
 
+/* libuv sizes its thread pool at the first request, from the environment;
+   an administrator's UV_THREADPOOL_SIZE wins. */
+static void size_thread_pool(const struct helper_config *cfg)
+{
+    const char *env = getenv("UV_THREADPOOL_SIZE");
+    char n[16];
+
+    if (env != NULL && env[0] != '\0') {
+        log_info("UV_THREADPOOL_SIZE=%.16s from the environment, not threads = %d", env,
+                 cfg->threads);
+        return;
+    }
+    snprintf(n, sizeof(n), "%d", cfg->threads);
+    setenv("UV_THREADPOOL_SIZE", n, 1);
+}
+
 static int run(struct helper_config *cfg)
 {
     struct helper h;
@@ -88,6 +105,7 @@ static int run(struct helper_config *cfg)
     int rc = 1;
 
     memset(&h, 0, sizeof(h));
+    size_thread_pool(cfg);
     if (uv_loop_init(&h.loop) < 0)
         fatalx("cannot create the event loop");
     char missing[64], intercept[LOCAL_MESSAGE_MAX];

@@ -210,7 +210,8 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->scc.connect_timeout = UPSTREAM_CONNECT_TIMEOUT;
     u->scc.io_timeout = UPSTREAM_IO_TIMEOUT;
 
-    u->pool = soap_pool_new(&u->scc, UPSTREAM_POOL_SIZE, err, errlen);
+    /* A kept-alive connection per pool thread: a call never waits for one. */
+    u->pool = soap_pool_new(&u->scc, cfg->threads, err, errlen);
     if (u->pool == NULL)
         goto fail;
     u->soap = soap_client_new(&u->scc, err, errlen);

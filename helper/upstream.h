@@ -22,7 +22,6 @@
 #define UPSTREAM_POLL_WAIT 20
 #define UPSTREAM_CONNECT_TIMEOUT 5
 #define UPSTREAM_IO_TIMEOUT 10
-#define UPSTREAM_POOL_SIZE 4
 
 struct upstream;
 struct qcg__plan;

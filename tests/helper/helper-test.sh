@@ -212,6 +212,16 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		limits "$sock"
 	check_sigterm
 
+	if [[ $(id -u) == 0 ]]; then
+		chmod 0755 "$work"
+		start_helper helper-uids.log --max-clients-per-uid 2 --max-clients 4
+		run_client "max-clients-per-uid: a uid over its share is refused, others are served" \
+			uid-limits "$sock"
+		check_sigterm
+	else
+		pass "max-clients-per-uid: not tried (needs root to connect as another uid)"
+	fi
+
 	start_helper helper-fuzz.log
 	run_client "fuzz: 1000 connections of noise and half-valid messages" fuzz "$sock" 1000
 	run_client "flood: requests whose replies are never read" flood "$sock" "$helper_pid"
@@ -286,6 +296,21 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 			'$work/broker.log') -eq 10 ]"
 	check "... and refused none for a rank already withdrawn" \
 		bash -c "! grep -q 'report from frontend c1 refused' '$work/broker.log'"
+	check_sigterm
+
+	# Small bounds: far more LOOKUPs at once than they allow wait unread.
+	start_helper helper-bounds.log --max-requests 3 --max-requests-per-uid 5 --threads 2 \
+		--log-level debug
+	check "the helper registers again" wait_for "registration" 150 connected "$sock"
+	run_client "max-requests 3, max-requests-per-uid 5: 12 LOOKUPs on each of 2 connections" \
+		pipeline "$sock" "$low" 12
+	check "... the helper stopped reading a connection at max-requests" \
+		grep -q ' 3 requests in flight (max-requests): not reading' "$work/helper-bounds.log"
+	check "... and held requests back at max-requests-per-uid, never over it" bash -c \
+		"grep -q 'LOOKUP waits: 5 requests of the uid upstream' '$work/helper-bounds.log' &&
+		! grep -qE 'waits: ([0-46-9]|[0-9]{2,}) requests of the uid' '$work/helper-bounds.log'"
+	check "... and refused none of them" \
+		bash -c "! grep -qE '; (refused|closing)\$' '$work/helper-bounds.log'"
 	check_sigterm
 	;;
 reconnect)

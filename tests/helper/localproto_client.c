@@ -6,6 +6,11 @@
  *
  *   helper-localproto-client proto SOCKET LOW HIGH CLUSTER NODE ADDRESS
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
+ *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
+ *                            --max-clients-per-uid 2 --max-clients 4)
+ *   helper-localproto-client pipeline SOCKET LOW COUNT
+ *                            (COUNT LOOKUPs back to back on each of two connections;
+ *                             the helper runs with small --max-requests[-per-uid])
  *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
  *   helper-localproto-client reconnect SOCKET LOW RESTART-COMMAND
  *   helper-localproto-client fuzz SOCKET COUNT      (random and half-valid messages)
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -321,6 +327,72 @@ static void violations(const char *path)
     check(status_ok(path, NULL), "the helper still serves new clients after the violations");
 }
 
+/* Sends `count` LOOKUPs for rank `to`, every third one for `absent`
+   instead, and one STATUS, in one write (all in the helper's socket before
+   it reads the first); then reads every reply, in any
+   order.  *got = replies that answer a request of ours, once each, with
+   the right type (PLAN, ERROR QCG_ENOTFOUND, STATUS_OK); *n = requests sent;
+   *status_at = how many replies came before STATUS's.  true when nothing else
+   came. */
+static bool pipelined(int fd, int to, unsigned count, int absent, unsigned *got, unsigned *n,
+                      unsigned *status_at)
+{
+    enum { MAX = 256 };
+    struct lookup_msg {
+        struct local_header h;
+        struct local_lookup l;
+    };
+    static struct lookup_msg msgs[MAX]; /* the STATUS is a header alone, last */
+    static uint16_t expect[MAX];        /* by rid - first: the type expected, 0 once answered */
+    const uint32_t first = next_rid;
+    bool clean = true, reordered = false;
+    struct reply r;
+
+    _Static_assert(sizeof(struct lookup_msg) ==
+                       sizeof(struct local_header) + sizeof(struct local_lookup),
+                   "LOOKUP messages without padding");
+    *got = *n = *status_at = 0;
+    if (count + 1 > MAX)
+        return false;
+    memset(msgs, 0, sizeof(msgs));
+    for (unsigned i = 0; i < count; i++) {
+        msgs[i].h = (struct local_header){.magic = LOCAL_MAGIC,
+                                          .type = LOCAL_LOOKUP,
+                                          .length = sizeof(msgs[i].l),
+                                          .request_id = next_rid++};
+        msgs[i].l = (struct local_lookup){.to_rank = i % 3 == 2 ? absent : to, .timeout_ms = 1000};
+        expect[i] = i % 3 == 2 ? LOCAL_ERROR : LOCAL_PLAN;
+    }
+    msgs[count].h =
+        (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = next_rid++};
+    expect[count] = LOCAL_STATUS_OK;
+    if (send_raw(fd, msgs, count * sizeof(msgs[0]) + sizeof(msgs[0].h)) < 0)
+        return false;
+    *n = count + 1;
+    for (unsigned k = 0; k < *n; k++) {
+        if (recv_msg(fd, &r) < 0) {
+            printf("     no reply after %u of %u\n", k, *n);
+            return false;
+        }
+        uint32_t i = r.h.request_id - first;
+        if (r.h.request_id < first || i >= *n || expect[i] == 0 || r.h.type != expect[i] ||
+            (r.h.type == LOCAL_ERROR && r.p.error.code != QCG_ENOTFOUND)) {
+            printf("     unexpected reply: id %u type %u%s%s\n", r.h.request_id, r.h.type,
+                   r.h.type == LOCAL_ERROR ? ": " : "",
+                   r.h.type == LOCAL_ERROR ? r.p.error.message : "");
+            clean = false;
+            continue;
+        }
+        reordered |= i != k;
+        if (i == count)
+            *status_at = k;
+        expect[i] = 0;
+        (*got)++;
+    }
+    printf("     replies came %s\n", reordered ? "out of order" : "in order");
+    return clean;
+}
+
 static int mode_proto(int argc, char **argv)
 {
     if (argc != 8)
@@ -371,16 +443,19 @@ static int mode_proto(int argc, char **argv)
     check(b >= 0 && lookup(b, 7, &r) == 0 && is_error(&r, QCG_ENOTFOUND),
           "lookup of a rank nobody published -> QCG_ENOTFOUND");
 
-    /* Two requests at once: answered one at a time, in order. */
+    /* Requests back to back on one connection: each answered once, with
+       its own id, in whatever order the upstream calls end. */
     if (b >= 0) {
-        struct local_lookup l = {.to_rank = 0};
-        bool ok = send_msg(b, LOCAL_LOOKUP, 501, &l, sizeof(l)) == 0 &&
-                  send_msg(b, LOCAL_STATUS, 502, NULL, 0) == 0;
-        struct reply r1, r2;
-        ok = ok && recv_msg(b, &r1) == 0 && recv_msg(b, &r2) == 0;
-        check(ok && r1.h.request_id == 501 && r1.h.type == LOCAL_PLAN &&
-                  r2.h.request_id == 502 && r2.h.type == LOCAL_STATUS_OK,
-              "pipelined requests are answered in order with their ids");
+        unsigned got = 0, n = 0, status_at = 0;
+        bool clean = pipelined(b, 0, 30, 7, &got, &n, &status_at);
+        check(got == n && clean,
+              "%u LOOKUPs (direct and not found) and a STATUS sent back to back on one "
+              "connection: all answered, each with its id (%u of %u)",
+              n - 1, got, n);
+        /* STATUS needs no upstream call: it does not wait behind them. */
+        check(got == n && status_at + 1 < n,
+              "the STATUS sent after them is answered before the last LOOKUP (reply %u of %u)",
+              status_at + 1, n);
     }
 
     int c = joined(path, "another-secret", 2);
@@ -457,6 +532,133 @@ static int mode_limits(int argc, char **argv)
     }
     check(served, "after one client leaves, a new one is served");
     close(b);
+    return 0;
+}
+
+/* A connection as uid 65534 in a child: 0 when it gets STATUS_OK. */
+static int status_as_nobody(const char *path)
+{
+    pid_t pid = fork();
+    int st;
+
+    if (pid == 0) {
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(3);
+        _exit(status_ok(path, NULL) ? 0 : 1);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+/* Run as root; the helper was started with --max-clients-per-uid 2
+   --max-clients 4. */
+static int mode_uid_limits(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    int a = open_helper(path), b = open_helper(path);
+    check(a >= 0 && b >= 0 && request(b, LOCAL_STATUS, NULL, 0, &r) == 0 &&
+              r.h.type == LOCAL_STATUS_OK,
+          "two clients of uid %d are served", (int)getuid());
+    int c = open_helper(path);
+    bool refused = c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER);
+    check(refused && strstr(r.p.error.message, "max-clients-per-uid") != NULL && closed_by_peer(c),
+          "a third one gets QCG_ENOHELPER naming max-clients-per-uid (%s) and is closed",
+          refused ? r.p.error.message : "-");
+    if (c >= 0)
+        close(c);
+    int rc = status_as_nobody(path);
+    check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
+    close(a);
+    bool served = false;
+    for (int i = 0; i < 50 && !served; i++) {
+        c = open_helper(path);
+        served =
+            c >= 0 && request(c, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
+        if (c >= 0)
+            close(c);
+        if (!served)
+            sleep_ms(100);
+    }
+    check(served, "after one of them leaves, uid %d is served again", (int)getuid());
+    close(b);
+    return 0;
+}
+
+/* Two connections of one process send COUNT LOOKUPs each, back to back,
+   far over the helper's --max-requests and --max-requests-per-uid: the
+   helper stops reading them instead of refusing; every one is answered. */
+static int mode_pipeline(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]), count = (unsigned)atoi(argv[4]);
+    struct reply r;
+    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1), c = joined(path, SECRET, 2);
+
+    /* The broker answers lookups from published ranks only. */
+    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK && c >= 0 &&
+              publish(c, low + 2, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0, 1 and 2 publish ports %u-%u", low, low + 2);
+    if (b < 0 || c < 0)
+        return 1;
+    /* Both connections' requests are in the kernel before any reply is read. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsigned got, n;
+        unsigned status_at;
+        bool clean = pipelined(c, 0, count, 9, &got, &n, &status_at);
+        _exit(clean && got == n ? 0 : 1);
+    }
+    unsigned got, n, status_at;
+    bool clean = pipelined(b, 0, count, 9, &got, &n, &status_at);
+    int st = -1;
+    bool other = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    check(clean && got == n,
+          "%u LOOKUPs and a STATUS back to back on one connection: all "
+          "answered, none refused (%u of %u)",
+          count, got, n);
+    check(other, "... and as many at once on a second connection of the same uid");
+    check(request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK,
+          "the connection is served as before afterwards");
+
+    /* Processes that go with requests in flight: rank 3 with its LOOKUPs
+       unanswered, rank 4 before its PUBLISH is answered.  Both contacts go. */
+    int d = joined(path, SECRET, 3), e = joined(path, SECRET, 4);
+    struct local_lookup l = {.to_rank = 0, .timeout_ms = 1000};
+    struct local_publish p = {.port = (uint16_t)(low + 4)};
+    bool sent = d >= 0 && e >= 0 && publish(d, low + 3, &r) == 0 && r.h.type == LOCAL_OK;
+    for (unsigned i = 0; sent && i < count; i++)
+        sent = send_msg(d, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    sent = sent && send_msg(e, LOCAL_PUBLISH, next_rid++, &p, sizeof(p)) == 0;
+    if (d >= 0)
+        close(d);
+    if (e >= 0)
+        close(e);
+    bool gone[2] = {false, false};
+    for (int i = 0; i < 100 && sent && !(gone[0] && gone[1]); i++) {
+        for (int k = 0; k < 2; k++)
+            if (!gone[k] && lookup(b, 3 + k, &r) == 0)
+                gone[k] = is_error(&r, QCG_ENOTFOUND);
+        if (!(gone[0] && gone[1]))
+            sleep_ms(100);
+    }
+    check(sent && gone[0] && gone[1],
+          "a process that closes with %u LOOKUPs in flight, and one that closes before its "
+          "PUBLISH is answered: both contacts are withdrawn",
+          count);
+    struct local_status now = {0};
+    bool answered = status_ok(path, &now);
+    check(answered && now.contacts == 3,
+          "the helper serves on, holding the 3 live contacts (got %u)", now.contacts);
+    close(a);
+    close(b);
+    close(c);
     return 0;
 }
 
@@ -1000,6 +1202,10 @@ int main(int argc, char **argv)
         rc = mode_proto(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "limits") == 0)
         rc = mode_limits(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
+        rc = mode_uid_limits(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)
+        rc = mode_pipeline(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "denied") == 0)
         rc = mode_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "reconnect") == 0)

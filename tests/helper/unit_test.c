@@ -172,9 +172,12 @@ static void test_config(void)
 {
     struct helper_config cfg;
 
-    check(load(&cfg, NULL, NULL) == 0 && cfg.mode == 0666 && cfg.max_clients == 256 &&
+    check(load(&cfg, NULL, NULL) == 0 && cfg.mode == 0666 && cfg.max_clients == 4096 &&
               strcmp(cfg.socket, "/run/qcg/helper.sock") == 0 && cfg.ports[0] == 40000,
-          "defaults: socket, mode 0666, 256 clients");
+          "defaults: socket, mode 0666, 4096 clients");
+    check(cfg.max_clients_per_uid == 256 && cfg.max_requests == 64 &&
+              cfg.max_requests_per_uid == 6 && cfg.threads == 8,
+          "defaults: 256 clients per uid, 64 requests per connection, 6 per uid, 8 threads");
     check(cfg.nuids == 0 && helper_uid_allowed(&cfg, 1234), "empty allow-uids: everyone");
     config_free(helper_options, &cfg);
     check(load(&cfg, "--allow-uids", "0, 1000,root") == 0 && cfg.nuids == 3 &&
@@ -197,6 +200,35 @@ static void test_config(void)
     config_free(helper_options, &cfg);
     check(load(&cfg, "--log-level", "loud") < 0, "unknown log level");
     config_free(helper_options, &cfg);
+    check(load(&cfg, "--max-requests", "1") == 0 && cfg.max_requests == 1,
+          "max-requests 1: one request at a time");
+    config_free(helper_options, &cfg);
+    check(load(&cfg, "--max-clients-per-uid", "7") == 0 && cfg.max_clients_per_uid == 7 &&
+              cfg.max_clients == 4096,
+          "max-clients-per-uid is its own bound");
+    config_free(helper_options, &cfg);
+    char path[] = "/tmp/qcg-helper-unit-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f != NULL) {
+        fputs("max-requests = 8\nmax-requests-per-uid = 3\nthreads = 4\n", f);
+        fclose(f);
+    }
+    check(f != NULL && load(&cfg, "--config", path) == 0 && cfg.max_requests == 8 &&
+              cfg.max_requests_per_uid == 3 && cfg.threads == 4,
+          "the bounds and threads from a config file");
+    config_free(helper_options, &cfg);
+    unlink(path);
+    static const char *const out_of_range[][2] = {
+        {"--max-clients", "0"},     {"--max-clients-per-uid", "0"},  {"--max-requests", "0"},
+        {"--max-requests", "4097"}, {"--max-requests-per-uid", "0"}, {"--threads", "0"},
+        {"--threads", "129"},       {"--max-requests", "many"},
+    };
+    for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]); i++) {
+        check(load(&cfg, out_of_range[i][0], out_of_range[i][1]) < 0, "%s %s is refused",
+              out_of_range[i][0], out_of_range[i][1]);
+        config_free(helper_options, &cfg);
+    }
 }
 
 static struct command order(const char *kind)

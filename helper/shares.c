@@ -1,0 +1,64 @@
+/* Per-uid counts of connections and requests; see shares.h.  A node has a
+   handful of users at once, so a list searched linearly will do. */
+#include <stdlib.h>
+
+#include "shares.h"
+
+struct shares {
+    struct dlist list;
+};
+
+struct shares *shares_new(void)
+{
+    return calloc(1, sizeof(struct shares));
+}
+
+void shares_free(struct shares *ss)
+{
+    free(ss);
+}
+
+struct share *share_join(struct shares *ss, uid_t uid)
+{
+    struct share *s;
+
+    for (struct dlink *l = ss->list.head; l != NULL; l = l->next) {
+        s = dlist_entry(l, struct share, link);
+        if (s->uid == uid) {
+            s->conns++;
+            return s;
+        }
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->uid = uid;
+    s->conns = 1;
+    dlist_append(&ss->list, &s->link);
+    return s;
+}
+
+static void release(struct shares *ss, struct share *s)
+{
+    if (s->conns > 0 || s->requests > 0)
+        return;
+    dlist_remove(&ss->list, &s->link);
+    free(s);
+}
+
+void share_leave(struct shares *ss, struct share *s)
+{
+    s->conns--;
+    release(ss, s);
+}
+
+void share_request_begin(struct share *s)
+{
+    s->requests++;
+}
+
+void share_request_end(struct shares *ss, struct share *s)
+{
+    s->requests--;
+    release(ss, s);
+}

@@ -1,0 +1,37 @@
+/*
+ * Each uid's share of the helper: its local connections and its requests on
+ * the thread pool.  The bounds themselves (max-clients-per-uid,
+ * max-requests-per-uid) are applied by local.c; a share only counts, and
+ * queues the connections of its uid whose next request waits for one of the
+ * uid's requests to end (in order of arrival, so a uid's processes take
+ * turns).  Loop thread only.
+ */
+#ifndef QCG_HELPER_SHARES_H
+#define QCG_HELPER_SHARES_H
+
+#include <sys/types.h>
+
+#include "dlist.h"
+
+struct share {
+    uid_t uid;
+    unsigned conns;       /* local connections of this uid, refused ones included */
+    unsigned requests;    /* its requests on the thread pool */
+    struct dlist waiting; /* connections holding a request back (local.c's struct conn) */
+    struct dlink link;    /* in struct shares */
+};
+
+struct shares;
+
+struct shares *shares_new(void);
+/* Every share must have been released. */
+void shares_free(struct shares *ss);
+/* The share of uid with one more connection; NULL when out of memory. */
+struct share *share_join(struct shares *ss, uid_t uid);
+/* One connection fewer; the share goes with its last connection and request. */
+void share_leave(struct shares *ss, struct share *s);
+void share_request_begin(struct share *s);
+/* One request fewer (the caller wakes its waiting connections first). */
+void share_request_end(struct shares *ss, struct share *s);
+
+#endif
