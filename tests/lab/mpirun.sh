@@ -15,7 +15,8 @@
 #   orted's runtime connection: 127.0.0.1 on its node -> agent ~~ qcg-launch ->
 #       mpirun's loopback port on FROM; nothing else crosses a site
 #   ranks: site by site, node 1 before node 2, K per node (rank 0 on the first
-#          node of the first site); btl self,vader,qcg (--tcp: self,vader,tcp)
+#          node of the first site); btl self,vader,qcg (--tcp: self,vader,tcp;
+#          --btl LIST: those)
 #
 # Each run is a job of its own (qcg-mpirun --new-job: a random id and secret,
 # passed in the environment, never on a command line).  The agents end with
@@ -38,14 +39,16 @@ USER_DIR=$STATE/user
 
 mpirun_usage() {
 	cat <<-EOF
-		usage: $PROG mpirun [--sites LIST] [--ppn K] [--from NODE] [--tcp] [--netns-launch]
-		                    -- PROGRAM [ARGS...]
+		usage: $PROG mpirun [--sites LIST] [--ppn K] [--from NODE] [--tcp | --btl LIST]
+		                    [--netns-launch] -- PROGRAM [ARGS...]
 		  --sites LIST    comma-separated sites whose nodes <site>1, <site>2 run ranks
 		                  (default: ${MPI_SITES_DEFAULT// /,})
 		  --ppn K         ranks per node (default 1)
 		  --from NODE     the compute node mpirun runs on (default $MPI_FROM_DEFAULT)
 		  --tcp           btl self,vader,tcp instead of self,vader,qcg (the baseline,
 		                  which fails across NATs)
+		  --btl LIST      these BTLs, e.g. self,vader,tcp,qcg (tcp inside a site, qcg
+		                  between sites)
 		  --netns-launch  the old launcher (mpirun on the broker, orteds by ip netns
 		                  exec): the launch benchmark's baseline only
 		  PROGRAM         runs as given (an absolute path: every node shares the files)
@@ -119,6 +122,8 @@ cmd_mpirun() {
 		--from) [ $# -ge 2 ] || die "--from wants a compute node, e.g. --from fw1"
 			from=$2; shift 2 ;;
 		--tcp) tcp=yes; shift ;;
+		--btl) [ $# -ge 2 ] && [[ $2 =~ ^[a-z,]+$ ]] || die "--btl wants a list, e.g. self,vader,tcp,qcg"
+			btls=$2; shift 2 ;;
 		--netns-launch) netns=yes; shift ;;
 		--) shift; break ;;
 		-h | --help) mpirun_usage; return 0 ;;
@@ -138,6 +143,9 @@ cmd_mpirun() {
 	is_compute_node "$from" || die "mpirun: --from $from is not a compute node (nodes: $(compute_nodes | tr '\n' ' '))"
 	if [ "$tcp" = yes ]; then
 		btls=self,vader,tcp
+	elif [ -n "${btls:-}" ]; then
+		[[ ,$btls, != *,qcg,* ]] || [ -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] ||
+			die "not built: $BUILD_DIR/btl_qcg/mca_btl_qcg.so (needs libopenmpi-dev)"
 	else
 		btls=self,vader,qcg
 		[ -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] ||

@@ -11,7 +11,9 @@
 # Sites: $QCG_LAB_MPI_SITES; by default all five (open,fw,nata,natb,sym:
 # direct, reversed and proxied pairs) when the lab runs a proxy, else open,nata
 # (direct and reversed; NAT to NAT needs the proxy).  Then allpairs and pairs
-# with two ranks per node on nata alone: vader inside a node, qcg between.
+# with two ranks per node on nata alone: vader inside a node, qcg between;
+# threads (MPI_THREAD_MULTIPLE, 4 threads per rank) over the sites; pairs on
+# open,nata with btl self,vader,tcp,qcg: tcp inside a site, qcg between.
 . "$(dirname "$0")/test-lib.sh"
 
 require_lab
@@ -75,6 +77,23 @@ if run pairs 120 --sites nata --ppn 2 -- "$progs/qcg-mpi-pairs"; then
 		echo "FAIL: pairs on nata, 2 per node: expected 4 direct and 2 shared-memory pairs" >&2
 		failed=$((failed + 1))
 	}
+fi
+# MPI_THREAD_MULTIPLE across the sites: 4 threads per rank exchanging with
+# every peer at once from the start.
+run threads 240 -- "$progs/qcg-mpi-threads" --threads 4 || true
+# A site's own network inside it: with tcp selected too, qcg leaves the pairs
+# of one site to it (btl_qcg_cluster_peers -1) and carries those between sites.
+if run pairs 120 --sites open,nata --btl self,vader,tcp,qcg -- "$progs/qcg-mpi-pairs"; then
+	summary=$(grep '^summary:' "$out")
+	qcg_pairs=$(awk '{ s = 0; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $(i - 1) !~ /^(BTL|memory)$/) s += $i; print s }' <<<"$summary")
+	if ! grep -qE '^(0 -- 1|1 -- 0) +other BTL' "$out" || ! grep -qE '^(2 -- 3|3 -- 2) +other BTL' "$out" ||
+		[[ $summary != *"other BTL 2"* ]] || [ "$qcg_pairs" != 4 ]; then
+		sed -n '/^ranks:/,/^summary:/p' "$out" >&2
+		echo "FAIL: pairs on open,nata with btl self,vader,tcp,qcg: want the 2 pairs inside a site by tcp (other BTL), the 4 between sites by qcg" >&2
+		failed=$((failed + 1))
+	else
+		note "btl self,vader,tcp,qcg: $summary (inside a site: tcp)"
+	fi
 fi
 [ "$failed" -eq 0 ] || fail "$failed MPI runs failed (sites $sites)"
 note "all MPI programs pass over btl_qcg across $sites, and on nata with 2 ranks per node"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The connection storm (tests/mpi/storm.c: right after MPI_Init every rank
+# sends one byte to every other at once, so every connection of the job is set
+# up at the same moment from both ends): the slowest rank's time until all its
+# messages arrived, and descriptors at the peak: the most any rank held (its
+# own count, every 2 ms) and the most any node's qcg-helper held (sampled
+# every 20 ms from /proc while the job runs).
+#   (a) one site (open, 2 nodes x 8 ranks = 16 ranks): btl_qcg against btl_tcp,
+#       alternating (both connect there; vader carries a node's own pairs)
+#   (b) the five sites, 10 nodes x 8 ranks = 80 ranks (3160 pairs): btl_qcg only
+#       (tcp cannot cross the NATs)
+# both on a lab with DELAY_MS on every WAN link (default 5).  Medians of RUNS
+# (default 5) and their spread (min-max).
+#   bench/connect-storm.sh [DELAY_MS] [RUNS]    (root; QCG_BUILD_DIR, default build/)
+# Share the lab: flock -w 3600 /tmp/qcg-lab.lock bench/connect-storm.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
+delay=${1:-5}
+runs=${2:-5}
+lab=$root/tests/lab/qcg-lab
+prog=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-storm
+state=${QCG_LAB_DIR:-/run/qcg-lab}
+work=$(mktemp -d)
+lab_was_up=0
+ip netns list | grep -qw qcg-inet && lab_was_up=1
+
+cleanup() {
+  [ "$lab_was_up" = 1 ] || "$lab" down >/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+[ -x "$prog" ] || { echo "connect-storm.sh: $prog missing: build first (scripts/build)" >&2; exit 1; }
+[ "$lab_was_up" = 1 ] && "$lab" down >/dev/null
+"$lab" up --delay "$delay" >/dev/null
+
+# helper_fds: the most descriptors any helper holds now.
+helper_fds() {
+  local f pid n max=0
+  for f in "$state"/run/helper-*.pid; do
+    pid=$(cat "$f" 2>/dev/null) || continue
+    n=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    [ "$n" -gt "$max" ] && max=$n
+  done
+  echo "$max"
+}
+
+# one NAME ARGS...: a storm job; appends "seconds rank_fds helper_fds" to $work/NAME.
+one() {
+  local name=$1 sampler peak=0 n
+  shift
+  (
+    while :; do helper_fds; sleep 0.02; done
+  ) >"$work/helper-fds" &
+  sampler=$!
+  "$lab" mpirun --ppn 8 "$@" -- "$prog" >"$work/out" 2>&1 || { kill "$sampler"; cat "$work/out" >&2; exit 1; }
+  kill "$sampler"
+  wait "$sampler" 2>/dev/null || true
+  grep -q '^PASS storm' "$work/out" || { cat "$work/out" >&2; exit 1; }
+  for n in $(cat "$work/helper-fds"); do [ "$n" -gt "$peak" ] && peak=$n; done
+  awk -v h="$peak" '/^STORM/ { print $6, $8, h }' "$work/out" >>"$work/$name"
+}
+
+for ((r = 1; r <= runs; r++)); do
+  echo "round $r/$runs" >&2
+  one site-qcg --sites open
+  one site-tcp --sites open --tcp
+  one grid-qcg
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+col() { awk -v c="$2" '{ print $c }' "$work/$1"; }
+
+echo
+echo "connection storm, every pair at once; --delay $delay; medians of $runs (spread)"
+printf '%-40s %-5s %16s %16s %14s\n' "" btl "seconds" "rank fds max" "helper fds max"
+for f in site-qcg site-tcp grid-qcg; do
+  case $f in
+  site-*) what="16 ranks, open (8 per node), 120 pairs" ;;
+  grid-*) what="80 ranks, five sites (8 per node), 3160 pairs" ;;
+  esac
+  printf '%-40s %-5s %7s %-8s %7s %-8s %6s %-7s\n' "$what" "${f#*-}" \
+    "$(col "$f" 1 | median)" "($(col "$f" 1 | spread))" \
+    "$(col "$f" 2 | median)" "($(col "$f" 2 | spread))" \
+    "$(col "$f" 3 | median)" "($(col "$f" 3 | spread))"
+done
+q=$(col site-qcg 1 | median) t=$(col site-tcp 1 | median)
+echo "one site: qcg/tcp $(awk -v a="$q" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
