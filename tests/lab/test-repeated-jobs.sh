@@ -7,6 +7,9 @@
 # QCG_LAB_JOBS_MAX_S (default 20) seconds to connect: the control plane must
 # not stall under the load of one job after another (issue 15: a lookup
 # went unanswered for 30 s in the five-site --connect step).
+# QCG_LAB_JOBS_LAUNCH=netns launches the jobs with the old launcher
+# (`qcg-lab mpirun --netns-launch`: orteds started by ip netns exec, all
+# ranks at once), as when the stall was first seen.
 #   tests/lab/repeat.sh 5 test-repeated-jobs.sh     (the loop that found it)
 . "$(dirname "$0")/test-lib.sh"
 
@@ -19,6 +22,8 @@ rounds=${QCG_LAB_JOBS_ROUNDS:-1}
 max_s=${QCG_LAB_JOBS_MAX_S:-20}
 netpipe=1
 command -v NPopenmpi >/dev/null 2>&1 || { netpipe=0; note "NPopenmpi missing: no NetPIPE jobs"; }
+launch=()
+[ "${QCG_LAB_JOBS_LAUNCH:-}" = netns ] && launch=(--netns-launch)
 scratch
 out=$WORK/out
 # NPopenmpi's output file is written by rank 0, as the lab's user (nobody).
@@ -31,7 +36,7 @@ job() {
 	local name=$1 ranks=$2 rc=0 t0 lines slow
 	shift 2
 	t0=$(date +%s.%N)
-	timeout -k 10 120 "$LAB" mpirun "$@" >"$out" 2>&1 || rc=$?
+	timeout -k 10 120 "$LAB" mpirun "${launch[@]}" "$@" >"$out" 2>&1 || rc=$?
 	if [ "$rc" -ne 0 ]; then
 		echo "FAIL: round $r, $name: exit $rc after $(awk -v t="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t }') s:" >&2
 		tail -n 40 "$out" | sed 's/^/     | /' >&2
