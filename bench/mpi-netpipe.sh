@@ -18,6 +18,9 @@ rounds=${1:-5}
 lab=$root/tests/lab/qcg-lab
 initfini=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
 work=$(mktemp -d)
+# NPopenmpi's output is written by rank 0, as the lab's user (nobody).
+chmod 0711 "$work"
+mkdir -m 0777 "$work/np"
 lab_was_up=0
 ip netns list | grep -qw qcg-inet && lab_was_up=1
 
@@ -35,7 +38,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 
 # netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (--tcp or not).
 netpipe() {
-  local out=$work/np-$1-$2.out flag=""
+  local out=$work/np/$1-$2.out flag=""
   [ "$1" = tcp ] && flag=--tcp
   "$lab" mpirun --sites open $flag -- NPopenmpi -p 0 -u 8388608 -o "$out" >"$work/np.log" 2>&1 ||
     { cat "$work/np.log" >&2; exit 1; }
