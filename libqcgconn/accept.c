@@ -11,6 +11,7 @@
    Deadlines are kept by a timerfd in the I/O set. */
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -76,7 +77,7 @@ static void pending_release(struct pending *p)
 
 void accept_cleanup(qcg_ctx *ctx)
 {
-    for (int i = 0; i < PENDING_MAX; i++) {
+    for (int i = 0; i < ctx->pending_cap; i++) {
         if (ctx->pending[i].fd >= 0)
             pending_drop(ctx, &ctx->pending[i]);
     }
@@ -84,6 +85,9 @@ void accept_cleanup(qcg_ctx *ctx)
        must not reach into a freed context. */
     while (ctx->waiters != NULL)
         accept_unwait(ctx, ctx->waiters);
+    free(ctx->pending);
+    ctx->pending = NULL;
+    ctx->pending_cap = 0;
     if (ctx->accept_timer >= 0)
         close(ctx->accept_timer);
     if (ctx->ready_efd >= 0)
@@ -106,7 +110,7 @@ static void rearm(qcg_ctx *ctx)
     struct itimerspec its;
     uint64_t first = 0;
 
-    for (int i = 0; i < PENDING_MAX; i++) {
+    for (int i = 0; i < ctx->pending_cap; i++) {
         const struct pending *p = &ctx->pending[i];
 
         if (p->fd >= 0 && timed_state(p->state) && (first == 0 || p->deadline_us < first))
@@ -120,13 +124,29 @@ static void rearm(qcg_ctx *ctx)
     timerfd_settime(ctx->accept_timer, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+/* A free slot, the table grown (doubled, up to PENDING_MAX) when full.
+   Nothing keeps a pointer to a slot across calls, so growing may move them. */
 static struct pending *free_slot(qcg_ctx *ctx)
 {
-    for (int i = 0; i < PENDING_MAX; i++) {
+    struct pending *grown;
+    int cap;
+
+    for (int i = 0; i < ctx->pending_cap; i++) {
         if (ctx->pending[i].fd < 0)
             return &ctx->pending[i];
     }
-    return NULL;
+    if (ctx->pending_cap >= PENDING_MAX)
+        return NULL;
+    cap = ctx->pending_cap > 0 ? 2 * ctx->pending_cap : PENDING_FIRST;
+    grown = realloc(ctx->pending, (size_t)cap * sizeof(*grown));
+    if (grown == NULL)
+        return NULL;
+    memset(grown + ctx->pending_cap, 0, (size_t)(cap - ctx->pending_cap) * sizeof(*grown));
+    for (int i = ctx->pending_cap; i < cap; i++)
+        grown[i].fd = -1;
+    ctx->pending = grown;
+    ctx->pending_cap = cap;
+    return free_slot(ctx);
 }
 
 /* The listener is watched only while there is room for what it holds:
@@ -161,7 +181,7 @@ static void ready_update(qcg_ctx *ctx)
     bool any = false;
     uint64_t v = 1;
 
-    for (int i = 0; i < PENDING_MAX && !any; i++)
+    for (int i = 0; i < ctx->pending_cap && !any; i++)
         any = ctx->pending[i].fd >= 0 && ctx->pending[i].state == P_READY;
     if (any && !ctx->ready_signalled) {
         if (write(ctx->ready_efd, &v, sizeof(v)) == sizeof(v))
@@ -500,7 +520,7 @@ int accept_pump(qcg_ctx *ctx)
         ctx->helper_error = rc;
     rc = accept_new(ctx);
     uint64_t now = now_us();
-    for (int i = 0; i < PENDING_MAX; i++) {
+    for (int i = 0; i < ctx->pending_cap; i++) {
         if (ctx->pending[i].fd >= 0)
             progress(ctx, &ctx->pending[i], now);
     }
@@ -515,7 +535,7 @@ void accept_wait_token(qcg_ctx *ctx, struct waiter *w)
     w->fd = -1;
     w->next = ctx->waiters;
     ctx->waiters = w;
-    for (int i = 0; i < PENDING_MAX; i++) {
+    for (int i = 0; i < ctx->pending_cap; i++) {
         struct pending *p = &ctx->pending[i];
 
         if (p->fd >= 0 && p->state == P_CLAIM && token_matches(w, &p->hs)) {
@@ -549,7 +569,7 @@ QCG_EXPORT int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info)
     if (ctx == NULL || ctx->listen_fd < 0)
         return QCG_EINVAL;
     rc = accept_pump(ctx);
-    for (int i = 0; i < PENDING_MAX; i++) {
+    for (int i = 0; i < ctx->pending_cap; i++) {
         struct pending *p = &ctx->pending[i];
         int fd = p->fd;
 

@@ -88,7 +88,8 @@ struct qcg_connect_op {
     uint8_t answer[HS_ACCEPT_SIZE];
     size_t got;
     int timeout_ms;
-    char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found" */
+    char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
+    bool short_of;                       /* the last attempt lacked a local resource */
     char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
 };
@@ -358,6 +359,34 @@ static void attempt_begin(qcg_connect_op *op, unsigned ms)
         op->attempt_deadline_us = op->deadline_us;
 }
 
+/* Errors of this node, not of the path to the peer: out of ports (every
+   local port to that address in use or in TIME_WAIT) or descriptors. */
+static bool local_shortage(int err)
+{
+    return err == EADDRNOTAVAIL || err == EMFILE || err == ENFILE || err == ENOBUFS ||
+           err == ENOMEM;
+}
+
+/* The attempt could not even start for want of a local resource: not the
+   technique's failure (nothing is reported to the broker, which would avoid
+   it between the two clusters for everyone), so the same plan is asked for
+   again after a backoff, while time remains. */
+static int short_of(qcg_connect_op *op, const char *call, int err)
+{
+    snprintf(op->last_answer, sizeof(op->last_answer),
+             "%s: %s (this node is short of ports or descriptors)", call, strerror(err));
+    op->short_of = true;
+    attempt_cleanup(op);
+    op->technique = QCG_TECH_NONE;
+    op->retry_at_us = now_us() + op->backoff_ms * 1000u;
+    op->backoff_ms =
+        op->backoff_ms * 2 > LOOKUP_BACKOFF_MAX_MS ? LOOKUP_BACKOFF_MAX_MS : op->backoff_ms * 2;
+    op->state = OP_BACKOFF;
+    if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
 /* Starts a non-blocking TCP connection to the plan's address. */
 static int start_tcp(qcg_connect_op *op)
 {
@@ -385,12 +414,16 @@ static int start_tcp(qcg_connect_op *op)
                     op->rank);
 
     op->tcp = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (op->tcp < 0 && local_shortage(errno))
+        return short_of(op, "socket", errno);
     if (op->tcp < 0)
         return fail(op, QCG_ESYS, "socket: %s", strerror(errno));
     attempt_begin(op, op->technique == QCG_TECH_TRAVERSING ? TRAVERSING_TIMEOUT_MS
                       : op->technique == QCG_TECH_PROXY    ? (unsigned)op->timeout_ms
                                                            : DIRECT_TIMEOUT_MS);
     if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS) {
+        if (local_shortage(errno))
+            return short_of(op, "connect", errno);
         if (op->technique == QCG_TECH_PROXY)
             return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
                                   p->address, p->port, strerror(errno));
@@ -515,6 +548,7 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
             if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
                 op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
             op->state = OP_BACKOFF;
+            op->short_of = false;
             snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
             inbox_close(op);
             if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
@@ -804,6 +838,9 @@ static int timed_out(qcg_connect_op *op)
     switch (op->state) {
     case OP_PLAN:
     case OP_BACKOFF:
+        if (op->short_of)
+            return fail(op, QCG_ESYS, "no connection to rank %d within %d ms: %s", op->rank,
+                        op->timeout_ms, op->last_answer);
         if (op->lookups > 1 || op->state == OP_BACKOFF)
             return fail(op, QCG_ETIMEDOUT,
                         "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,

@@ -144,8 +144,6 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
         return QCG_ENOMEM;
     ctx->helper_fd = ctx->listen_fd = ctx->accept_epfd = ctx->accept_timer = -1;
     ctx->io_epfd = ctx->ready_efd = -1;
-    for (int i = 0; i < PENDING_MAX; i++)
-        ctx->pending[i].fd = -1;
     ctx->next_request_id = 1;
     lmsg_reader_init(&ctx->ctl);
     if ((rc = ctx_identity(ctx, opts)) < 0)

@@ -43,7 +43,11 @@
 #define LOOKUP_BACKOFF_MAX_MS 500
 
 #define RECENT_NONCES 64
-#define PENDING_MAX 32
+/* Handshakes in progress on the accept side: room for 32 at first, grown up
+   to PENDING_MAX as peers come at once (a rank whose every peer connects at
+   the same moment, through the proxy or reversed). */
+#define PENDING_FIRST 32
+#define PENDING_MAX 1024
 
 /* Reassembles one local message from a stream socket, with the descriptor
    that may travel with it. */
@@ -142,10 +146,11 @@ struct qcg_ctx {
     bool ready_signalled;
     bool accepting; /* the listener is published: accept from it */
     bool listener_watched;
-    int accept_timer;      /* timerfd: the earliest pending deadline */
-    int helper_error;      /* the helper connection's loss, for the next qcg_accept */
-    unsigned long refused; /* incoming connections refused (qcg_accept_refused) */
-    struct pending pending[PENDING_MAX];
+    int accept_timer;        /* timerfd: the earliest pending deadline */
+    int helper_error;        /* the helper connection's loss, for the next qcg_accept */
+    unsigned long refused;   /* incoming connections refused (qcg_accept_refused) */
+    struct pending *pending; /* pending_cap slots, fd -1 when free */
+    int pending_cap;
     struct waiter *waiters; /* connects waiting for a reversed connection */
 
     /* Nonces of recently accepted hellos: a replayed hello is refused. */

@@ -98,7 +98,11 @@ stage_user_area() {
 		fi
 		stage "$f" "$USER_DIR/lib"
 	done
+	# The BTL's help texts sit next to it (it adds its own directory to
+	# show_help's path).
 	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
+	[ ! -e "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" ] ||
+		stage "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" "$USER_DIR/lib"
 }
 
 # user_env: the environment of the lab's user (after stage_user_area): its

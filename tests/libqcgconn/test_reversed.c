@@ -169,7 +169,7 @@ static void test_early(void)
 
         poll(&p, 1, 50);
         CHECK_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
-        for (int k = 0; k < PENDING_MAX; k++)
+        for (int k = 0; k < a->pending_cap; k++)
             parked = parked || (a->pending[k].fd >= 0 && a->pending[k].state == P_CLAIM);
     }
     CHECK(parked);
