@@ -266,7 +266,8 @@ static void start_connect(struct btl_qcg_endpoint *ep)
     struct btl_qcg_module *m = ep->module;
 
     ep->t_start_us = btl_qcg_now_us();
-    if (m->connects >= mca_btl_qcg_component.max_connects) {
+    /* At least one: a bound of 0 would queue every peer for ever. */
+    if (m->connects >= mca_btl_qcg_component.max_connects && m->connects > 0) {
         if (queue_connect(ep) < 0)
             fail(ep, "cannot queue a connection", "out of memory");
         else if (mca_btl_qcg_component.verbose >= 2)
@@ -278,7 +279,8 @@ static void start_connect(struct btl_qcg_endpoint *ep)
 
 void btl_qcg_start_queued(struct btl_qcg_module *m)
 {
-    while (m->cq_head < m->cq_len && m->connects < mca_btl_qcg_component.max_connects) {
+    while (m->cq_head < m->cq_len &&
+           (m->connects < mca_btl_qcg_component.max_connects || m->connects == 0)) {
         uint32_t vpid = m->cq[m->cq_head++];
         struct btl_qcg_endpoint *ep = vpid < m->neps ? m->eps[vpid] : NULL;
 

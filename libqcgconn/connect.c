@@ -57,7 +57,8 @@ enum op_state {
 
 struct qcg_connect_op {
     qcg_ctx *ctx;
-    qcg_connect_op *next; /* in ctx->ops */
+    qcg_connect_op *next; /* in ctx->ops while listed */
+    bool listed;
     int32_t rank;
     enum op_state state;
     int result; /* the error once OP_FAILED */
@@ -182,6 +183,21 @@ void connect_wake(qcg_connect_op *op)
 {
     op->waiting = false;
     (void)arm_timer(op, 1);
+}
+
+/* Takes a finished operation out of its context's list: it needs nothing of
+   the context any more (it may be freed after qcg_close). */
+static void op_unlist(qcg_connect_op *op)
+{
+    if (!op->listed)
+        return;
+    for (qcg_connect_op **pp = &op->ctx->ops; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == op) {
+            *pp = op->next;
+            break;
+        }
+    }
+    op->listed = false;
 }
 
 /* Forgets the helper's answers to the current LOOKUP: later ones are
@@ -377,6 +393,7 @@ static int short_of(qcg_connect_op *op, const char *call, int err)
              "%s: %s (this node is short of ports or descriptors)", call, strerror(err));
     op->short_of = true;
     attempt_cleanup(op);
+    inbox_close(op);
     op->technique = QCG_TECH_NONE;
     op->retry_at_us = now_us() + op->backoff_ms * 1000u;
     op->backoff_ms =
@@ -874,12 +891,7 @@ static void op_free(qcg_connect_op *op)
 {
     attempt_cleanup(op);
     inbox_close(op);
-    for (qcg_connect_op **pp = &op->ctx->ops; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == op) {
-            *pp = op->next;
-            break;
-        }
-    }
+    op_unlist(op);
     if (op->epfd >= 0)
         close(op->epfd);
     if (op->timerfd >= 0)
@@ -914,6 +926,7 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
     op->ctx = ctx;
     op->next = ctx->ops;
     ctx->ops = op;
+    op->listed = true;
     op->rank = rank;
     op->only = only;
     op->timeout_ms = timeout_ms;
@@ -995,10 +1008,20 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     if (op->state == OP_FAILED) {
         attempt_cleanup(op);
         ctx_seterr(op->ctx, "%s", op->err);
+        op_unlist(op);
         return op->result;
     }
-    if (op->state != OP_DONE)
+    if (op->state != OP_DONE) {
+        /* A wake-up (an answer, a claim, the helper lost) took the timer:
+           it goes back to what this state waits for. */
+        (void)arm_timer(op,
+                        op->inbox_len > 0         ? 1
+                        : op->state == OP_BACKOFF ? op->retry_at_us
+                        : op->state == OP_TCP || op->state == OP_PUNCH || op->state == OP_REVERSED
+                            ? op->attempt_deadline_us
+                            : op->deadline_us);
         return QCG_EAGAIN;
+    }
 
     /* The caller gets an ordinary blocking socket. */
     fd = op->tcp;
@@ -1006,6 +1029,7 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     report(op, true, "");
     unpoll_helper(op);
     inbox_close(op);
+    op_unlist(op);
     if (set_nonblocking(fd, false) < 0 ||
         conn_set_options(fd, strcmp(op->plan.cluster, op->ctx->cluster) != 0) < 0) {
         rc = fail(op, QCG_ESYS, "socket options: %s", strerror(errno));

@@ -239,6 +239,9 @@ void ctx_helper_lost(qcg_ctx *ctx)
     ctx->helper_fd = -1;
     ctx->published = false;
     lmsg_reader_reset(&ctx->ctl);
+    /* For the next qcg_accept, whoever noticed the loss. */
+    if (ctx->helper_error == 0)
+        ctx->helper_error = QCG_ENOHELPER;
     connect_helper_lost(ctx, fd);
 }
 
@@ -260,7 +263,9 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
         return QCG_ENOHELPER;
     }
     /* The helper reads at its own pace (it bounds the requests it serves at
-       once per connection); the socket buffer holds thousands of requests. */
+       once per connection and per uid); the socket buffer holds some 280
+       LOOKUPs, so a caller keeps its connects in flight well below that
+       (the BTL: btl_qcg_max_connects, 32). */
     rc = lmsg_send(ctx->helper_fd, type, request_id, payload, now_us() + 2000000u);
     if (rc < 0) {
         ctx_seterr(ctx, "sending to the helper: %s",

@@ -702,9 +702,50 @@ static void test_helper_lost(void)
     CHECK(now_us() - t0 < 2000000u);
     CHECK(strstr(qcg_last_error(a), "helper") != NULL);
     qcg_connect_free(op);
+    /* The accept side hears of it too, though a connect noticed first. */
+    CHECK_EQ(qcg_accept(a, NULL), QCG_ENOHELPER);
     /* A new connect says so at once. */
     CHECK_EQ(qcg_connect_start(a, 19, 1000, &op), QCG_ENOHELPER);
     qcg_close(a);
+}
+
+/* The helper lost while a connect waits for its peer's handshake answer:
+   the wake-up that tells it must not take its deadline away. */
+static void test_helper_lost_midway(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct local_plan plan = {.technique = QCG_TECH_DIRECT};
+    int mute = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = QCG_EAGAIN;
+    qcg_ctx *a = open_rank(0, "s");
+    qcg_connect_op *op;
+    uint64_t t0;
+
+    /* A listener that never accepts: the TCP connect completes, no answer. */
+    CHECK(mute >= 0 && bind(mute, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(mute, 4) == 0);
+    strcpy(plan.address, "127.0.0.1");
+    strcpy(plan.cluster, "c1");
+    plan.port = sock_port(mute);
+    fake_helper_set_plan(fh, 32, 0, &plan, 0, NULL);
+    t0 = now_us();
+    CHECK_EQ(qcg_connect_start(a, 32, 1500, &op), 0);
+    for (int i = 0; i < 20 && rc == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        if (i == 2) {
+            CHECK_EQ(fake_helper_drop_rank(fh, 0), 0);
+            for (int k = 0; k < 50 && qcg_accept(a, NULL) != QCG_ENOHELPER; k++)
+                poll(NULL, 0, 10); /* until the accept side reads the close */
+        }
+        if (poll(&p, 1, 5000) == 0)
+            break;
+        rc = qcg_connect_finish(op, NULL);
+    }
+    CHECK_EQ(rc, QCG_ETIMEDOUT);
+    CHECK(now_us() - t0 < 3000000u);
+    /* Freed after its context: allowed once it has finished. */
+    qcg_close(a);
+    qcg_connect_free(op);
+    close(mute);
 }
 
 static void test_names(void)
@@ -736,6 +777,7 @@ int main(void)
     test_incoming();
     test_shared();
     test_helper_lost();
+    test_helper_lost_midway();
     fake_helper_free(fh);
     printf("libqcgconn-fakehelper: ok\n");
     return 0;
