@@ -143,9 +143,10 @@ struct btl_qcg_module {
     size_t neps;
     int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
-    int shm_btl;      /* -1 unknown, 0/1: a shared-memory BTL runs */
-    int net_btl;      /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
-    char cluster[64]; /* ours, as the helper names it */
+    int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
+    int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
+    unsigned long refused; /* qcg_accept_refused when last looked at */
+    char cluster[64];      /* ours, as the helper names it */
     /* Connect operations running (each holds descriptors and a LOOKUP at the
        helper), and the peers waiting for a slot, in order (by vpid). */
     int connects;

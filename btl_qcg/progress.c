@@ -38,7 +38,14 @@ static void accept_ready(struct btl_qcg_module *m)
     for (int i = 0; i < ACCEPTS_MAX; i++) {
         struct qcg_conn_info info;
         int fd = qcg_accept(m->ctx, &info);
+        unsigned long refused = qcg_accept_refused(m->ctx);
 
+        if (refused != m->refused) {
+            /* The library drops refused peers quietly (a hello late, bad or
+               replayed): the peer sees its connection closed. */
+            m->refused = refused;
+            btl_qcg_log(2, "an incoming connection was refused: %s", qcg_last_error(m->ctx));
+        }
         if (fd == QCG_EAGAIN)
             return;
         if (fd < 0) {

@@ -479,6 +479,7 @@ static void expire(qcg_ctx *ctx, struct pending *p)
                    p->expect_rank, REVERSED_TIMEOUT_MS);
         break;
     }
+    ctx->refused++;
     pending_drop(ctx, p);
 }
 

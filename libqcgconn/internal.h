@@ -21,8 +21,11 @@
 #define HELPER_HELLO_TIMEOUT_MS 5000
 #define HELPER_PUBLISH_TIMEOUT_MS 15000
 #define HELPER_WITHDRAW_TIMEOUT_MS 2000
-/* How long a connecting peer has to send its hello. */
-#define ACCEPT_HANDSHAKE_TIMEOUT_MS 2000
+/* How long a connecting peer has to send its hello.  2 s was too short for
+   a rank of a busy node: 80 ranks on two cores (the lab) sent some hellos
+   later, and the dropped connection failed the job (issue 15).  A slow
+   hello holds one of PENDING_MAX slots meanwhile. */
+#define ACCEPT_HANDSHAKE_TIMEOUT_MS 10000
 /* How long the target's side of a reversed connection has to call us back
    before the connect asks for the next technique; also how long that side
    waits for our answer (our connect may be parked by the application). */
