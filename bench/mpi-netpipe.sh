@@ -75,6 +75,9 @@ echo "NPopenmpi open1 <-> open2, medians of $rounds alternating runs"
 printf '%-34s %12s %12s %8s\n' "" "btl_qcg" "btl_tcp" "qcg/tcp"
 printf '%-34s %12s %12s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_q" "$bw_t" "$(awk -v a="$bw_q" -v b="$bw_t" 'BEGIN { print a / b }')"
 printf '%-34s %12s %12s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_q" "$lat_t" "$(awk -v a="$lat_q" -v b="$lat_t" 'BEGIN { print a / b }')"
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+printf '%-34s %12s %12s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-qcg")" "$(spread <"$work/bw-tcp")"
+printf '%-34s %12s %12s\n' "latency spread (min-max)" "$(spread <"$work/lat-qcg")" "$(spread <"$work/lat-tcp")"
 echo
 echo "MPI_Init+MPI_Finalize, slowest of 10 ranks (s), medians of $rounds"
 for f in site-qcg site-tcp grid-qcg site-qcg+connect site-tcp+connect grid-qcg+connect; do
