@@ -373,7 +373,7 @@ static void hello_in(qcg_ctx *ctx, struct pending *p)
            the connection). */
         p->hs = peer;
         p->state = P_CLAIM;
-        p->deadline_us = now_us() + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
+        p->deadline_us = now_us() + CLAIM_TIMEOUT_MS * 1000u;
         accept_unwatch(ctx, p->fd);
         for (struct waiter *w = ctx->waiters; w != NULL; w = w->next) {
             if (token_matches(w, &peer)) {

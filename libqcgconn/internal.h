@@ -26,6 +26,9 @@
    later, and the dropped connection failed the job (issue 15).  A slow
    hello holds one of PENDING_MAX slots meanwhile. */
 #define ACCEPT_HANDSHAKE_TIMEOUT_MS 10000
+/* How long a verified reversed hello waits for the connect its token names
+   (whose plan may arrive after it); the peer waits for our answer meanwhile. */
+#define CLAIM_TIMEOUT_MS 2000
 /* How long the target's side of a reversed connection has to call us back
    before the connect asks for the next technique; also how long that side
    waits for our answer (our connect may be parked by the application). */
