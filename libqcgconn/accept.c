@@ -515,10 +515,10 @@ int accept_pump(qcg_ctx *ctx)
     if (read(ctx->accept_timer, &expirations, sizeof(expirations)) < 0) {
         /* EAGAIN: not fired. */
     }
-    /* INCOMING descriptors, and the connects' replies on the way.  A lost
-       helper connection is kept in helper_error for the next qcg_accept. */
-    if (ctx->helper_fd >= 0 && (rc = ctx_read_helper(ctx)) < 0)
-        ctx->helper_error = rc;
+    /* INCOMING descriptors, and the connects' replies on the way (a lost
+       helper connection is kept in helper_error for the next qcg_accept). */
+    if (ctx->helper_fd >= 0)
+        (void)ctx_read_helper(ctx);
     rc = accept_new(ctx);
     uint64_t now = now_us();
     for (int i = 0; i < ctx->pending_cap; i++) {

@@ -298,12 +298,28 @@ static void unpoll_helper(qcg_connect_op *op)
     }
 }
 
+static int helper_lost(qcg_connect_op *op)
+{
+    return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
+}
+
 /* Watches the helper connection alone: an answer is due. */
 static int watch_helper(qcg_connect_op *op)
 {
+    return op->ctx->helper_fd < 0 ? helper_lost(op) : watch(op, op->ctx->helper_fd, EPOLLIN);
+}
+
+/* Watches the helper connection beside the TCP socket. */
+static int poll_helper(qcg_connect_op *op)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->ctx->helper_fd};
+
     if (op->ctx->helper_fd < 0)
-        return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
-    return watch(op, op->ctx->helper_fd, EPOLLIN);
+        return helper_lost(op);
+    if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->ctx->helper_fd, &ev) < 0)
+        return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
+    op->helper_polled = op->ctx->helper_fd;
+    return 0;
 }
 
 /* Ends the current attempt's resources. */
@@ -375,6 +391,22 @@ static void attempt_begin(qcg_connect_op *op, unsigned ms)
         op->attempt_deadline_us = op->deadline_us;
 }
 
+/* Asks again after a backoff (20 ms, doubling up to 500 ms): the rank is
+   not published yet, or (lacked) this node lacked a port or descriptor;
+   last_answer says which for the timeout's message. */
+static int back_off(qcg_connect_op *op, bool lacked)
+{
+    op->retry_at_us = now_us() + op->backoff_ms * 1000u;
+    op->backoff_ms =
+        op->backoff_ms * 2 > LOOKUP_BACKOFF_MAX_MS ? LOOKUP_BACKOFF_MAX_MS : op->backoff_ms * 2;
+    op->state = OP_BACKOFF;
+    op->short_of = lacked;
+    inbox_close(op);
+    if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
 /* Errors of this node, not of the path to the peer: out of ports (every
    local port to that address in use or in TIME_WAIT) or descriptors. */
 static bool local_shortage(int err)
@@ -391,17 +423,9 @@ static int short_of(qcg_connect_op *op, const char *call, int err)
 {
     snprintf(op->last_answer, sizeof(op->last_answer),
              "%s: %s (this node is short of ports or descriptors)", call, strerror(err));
-    op->short_of = true;
     attempt_cleanup(op);
-    inbox_close(op);
     op->technique = QCG_TECH_NONE;
-    op->retry_at_us = now_us() + op->backoff_ms * 1000u;
-    op->backoff_ms =
-        op->backoff_ms * 2 > LOOKUP_BACKOFF_MAX_MS ? LOOKUP_BACKOFF_MAX_MS : op->backoff_ms * 2;
-    op->state = OP_BACKOFF;
-    if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
-        return op->result;
-    return STEP_MORE;
+    return back_off(op, true);
 }
 
 /* Starts a non-blocking TCP connection to the plan's address. */
@@ -450,16 +474,10 @@ static int start_tcp(qcg_connect_op *op)
     op->state = OP_TCP;
     if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
         return op->result;
-    if (op->technique == QCG_TECH_TRAVERSING) {
-        /* The helper's ERROR (it could not hand our SYN over) wakes us too. */
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->ctx->helper_fd};
-
-        if (op->ctx->helper_fd < 0)
-            return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
-        if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->ctx->helper_fd, &ev) < 0)
-            return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
-        op->helper_polled = op->ctx->helper_fd;
-    }
+    /* Traversing: the helper's ERROR (it could not hand our SYN over) wakes
+       us too. */
+    if (op->technique == QCG_TECH_TRAVERSING && poll_helper(op) < 0)
+        return op->result;
     return STEP_MORE;
 }
 
@@ -558,19 +576,8 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
             code = QCG_EPROTO;
         if (code == QCG_ENOTFOUND) {
             /* Not published yet: the peer may still be starting. */
-            uint64_t now = now_us();
-
-            op->retry_at_us = now + op->backoff_ms * 1000u;
-            op->backoff_ms *= 2;
-            if (op->backoff_ms > LOOKUP_BACKOFF_MAX_MS)
-                op->backoff_ms = LOOKUP_BACKOFF_MAX_MS;
-            op->state = OP_BACKOFF;
-            op->short_of = false;
             snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
-            inbox_close(op);
-            if (watch(op, -1, 0) < 0 || arm_timer(op, op->retry_at_us) < 0)
-                return op->result;
-            return STEP_MORE;
+            return back_off(op, false);
         }
         return fail(op, code, "%s",
                     m->u.error.message[0] ? m->u.error.message : qcg_strerror(code));

@@ -227,7 +227,7 @@ int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
     return 0;
 }
 
-void ctx_helper_lost(qcg_ctx *ctx)
+void ctx_helper_lost(qcg_ctx *ctx, int why)
 {
     int fd = ctx->helper_fd;
 
@@ -241,7 +241,7 @@ void ctx_helper_lost(qcg_ctx *ctx)
     lmsg_reader_reset(&ctx->ctl);
     /* For the next qcg_accept, whoever noticed the loss. */
     if (ctx->helper_error == 0)
-        ctx->helper_error = QCG_ENOHELPER;
+        ctx->helper_error = why;
     connect_helper_lost(ctx, fd);
 }
 
@@ -270,7 +270,7 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
     if (rc < 0) {
         ctx_seterr(ctx, "sending to the helper: %s",
                    rc == QCG_ESYS ? strerror(errno) : qcg_strerror(rc));
-        ctx_helper_lost(ctx);
+        ctx_helper_lost(ctx, QCG_ENOHELPER);
         return QCG_ENOHELPER;
     }
     return 0;
@@ -330,7 +330,7 @@ int ctx_read_helper(qcg_ctx *ctx)
                                            : strerror(errno));
             rc = rc == QCG_EPROTO ? QCG_EPROTO : QCG_ENOHELPER;
         }
-        ctx_helper_lost(ctx);
+        ctx_helper_lost(ctx, rc);
         return rc;
     }
     return ctx->helper_fd >= 0 ? 0 : QCG_ENOHELPER;

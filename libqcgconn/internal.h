@@ -219,8 +219,9 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
 int ctx_read_helper(qcg_ctx *ctx);
 /* Takes a LOCAL_INCOMING's descriptor into the pending handshakes. */
 int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
-/* Control connection lost: stop watching it. */
-void ctx_helper_lost(qcg_ctx *ctx);
+/* The helper connection is lost (why: a QCG_E* code, kept for the next
+   qcg_accept): closed, unwatched, every connect woken. */
+void ctx_helper_lost(qcg_ctx *ctx, int why);
 
 /* accept.c */
 /* Creates the accept descriptors and the timer; -1 with errno. */
