@@ -3,7 +3,6 @@
 #include "outcomes.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,8 +13,9 @@
 
 #include "cmdqueue.h"
 #include "htable.h"
+#include "jobhash.h"
 
-#define HASH_LEN 32
+#define HASH_LEN JOB_HASH_LEN
 
 /* A probe job a cluster started: live until `expiry`, or until its test
    endpoint, on the node the broker chose, withdraws (the prober is done). */
@@ -210,14 +210,9 @@ static struct contact *find_contact(const struct registry *r, const char *job, i
 
 static void secret_hash(const char *job, const char *secret, unsigned char out[HASH_LEN])
 {
-    char buf[QCG_JOB_MAX + 1 + QCG_SECRET_MAX];
-    int n = snprintf(buf, sizeof(buf), "%s:%s", job, secret);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
-    unsigned int outlen = 0;
-    if (EVP_Digest(buf, len, out, &outlen, EVP_sha256(), NULL) != 1 || outlen != HASH_LEN)
+    if (job_secret_hash(job, secret, out) < 0)
         /* A digest that cannot be computed must not match anything stored. */
         RAND_bytes(out, HASH_LEN);
-    OPENSSL_cleanse(buf, sizeof(buf));
 }
 
 static bool secret_matches(const struct job *j, const char *secret)

@@ -14,6 +14,7 @@
 
 #include "broker.h"
 #include "cmdqueue.h"
+#include "hex.h"
 #include "log.h"
 #include "soapH.h"
 #include "soap_server.h"
@@ -190,8 +191,7 @@ static int random_hex(char *out, size_t len)
     unsigned char raw[16];
     if (len < 2 * sizeof(raw) + 1 || RAND_bytes(raw, sizeof(raw)) != 1)
         return -1;
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    hex_encode(raw, sizeof(raw), out);
     OPENSSL_cleanse(raw, sizeof(raw));
     return 0;
 }

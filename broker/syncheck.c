@@ -6,19 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hex.h"
+
 #define TCP_FIN 0x01
 #define TCP_SYN 0x02
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
 
 int syn_check_hex(const char *hex, struct syn_info *out, char *why, size_t whylen)
 {
@@ -28,13 +21,9 @@ int syn_check_hex(const char *hex, struct syn_info *out, char *why, size_t whyle
         snprintf(why, whylen, "not 1 to %d bytes of hex", QCG_PACKET_MAX);
         return -1;
     }
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            snprintf(why, whylen, "not lowercase hex");
-            return -1;
-        }
-        p[i] = (uint8_t)(hi << 4 | lo);
+    if (hex_decode(hex, n / 2, p, false) < 0) {
+        snprintf(why, whylen, "not lowercase hex");
+        return -1;
     }
     size_t len = n / 2;
     size_t ihl = (size_t)(p[0] & 0x0f) * 4;

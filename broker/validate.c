@@ -1,19 +1,11 @@
 /* Field checks; see validate.h. */
 #include "validate.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "soapH.h"
-
-bool address_valid(const char *addr)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    if (addr == NULL || strlen(addr) >= QCG_ADDR_MAX)
-        return false;
-    return inet_pton(AF_INET, addr, buf) == 1 || inet_pton(AF_INET6, addr, buf) == 1;
-}
 
 static int bad(char *why, size_t whylen, const char *fmt, const char *field)
 {

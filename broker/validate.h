@@ -8,15 +8,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "address.h"
 #include "registry.h"
 
 struct qcg__cluster;
 struct qcg__node;
 struct qcg__contact;
 struct qcg__observation;
-
-/* An IPv4 or IPv6 address in text form (inet_pton), shorter than QCG_ADDR_MAX. */
-bool address_valid(const char *addr);
 
 int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
                      size_t whylen);

@@ -12,30 +12,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "hex.h"
+
 #define TOKEN_SIGNED_LEN (TOKEN_BIN_LEN - TOKEN_MAC_LEN)
-
-static int hex_value(int c, int allow_upper)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (allow_upper && c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int hex_decode(const char *text, size_t n, unsigned char *out, int allow_upper)
-{
-    for (size_t i = 0; i < n; i++) {
-        int hi = hex_value((unsigned char)text[2 * i], allow_upper);
-        int lo = hex_value((unsigned char)text[2 * i + 1], allow_upper);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return 0;
-}
 
 static int token_mac(const struct proxy_key *key, const unsigned char *msg, size_t len,
                      unsigned char mac[TOKEN_MAC_LEN])
@@ -95,7 +74,7 @@ int proxy_key_load(const char *path, struct proxy_key *key, char *err, size_t er
         len--;
     if (len > 0 && buf[len - 1] == '\r')
         len--;
-    if (len != 2 * sizeof(key->bytes) || hex_decode(buf, sizeof(key->bytes), key->bytes, 1) < 0) {
+    if (len != 2 * sizeof(key->bytes) || hex_decode(buf, sizeof(key->bytes), key->bytes, true) < 0) {
         snprintf(err, errlen, "proxy key %s: expected %zu hex characters and a newline", path,
                  2 * sizeof(key->bytes));
         OPENSSL_cleanse(key->bytes, sizeof(key->bytes));
@@ -111,7 +90,6 @@ out:
 int token_issue(const struct proxy_key *key, const unsigned char pair[16], int side,
                 uint64_t expiry, char *out, size_t outlen)
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char bin[TOKEN_BIN_LEN];
     size_t i;
 
@@ -124,11 +102,7 @@ int token_issue(const struct proxy_key *key, const unsigned char pair[16], int s
         bin[2 + TOKEN_PAIR_LEN + i] = (unsigned char)(expiry >> (56 - 8 * i));
     if (token_mac(key, bin, TOKEN_SIGNED_LEN, bin + TOKEN_SIGNED_LEN) < 0)
         return -1;
-    for (i = 0; i < TOKEN_BIN_LEN; i++) {
-        out[2 * i] = digits[bin[i] >> 4];
-        out[2 * i + 1] = digits[bin[i] & 15];
-    }
-    out[TOKEN_TEXT_LEN] = '\0';
+    hex_encode(bin, TOKEN_BIN_LEN, out);
     return 0;
 }
 
@@ -141,7 +115,7 @@ int token_check(const struct proxy_key *key, const char *text, uint64_t now, uin
 
     /* Only one spelling (lowercase) of a token is valid. */
     if (text == NULL || strnlen(text, TOKEN_TEXT_LEN + 1) != TOKEN_TEXT_LEN ||
-        hex_decode(text, TOKEN_BIN_LEN, bin, 0) < 0)
+        hex_decode(text, TOKEN_BIN_LEN, bin, false) < 0)
         return TOKEN_EMALFORMED;
     if (bin[0] != TOKEN_VERSION)
         return TOKEN_EMALFORMED;

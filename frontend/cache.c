@@ -1,7 +1,6 @@
 #include "cache.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,19 +28,6 @@ struct cache {
     size_t count, capacity;
     uint64_t generation;
 };
-
-int job_secret_hash(const char *job, const char *secret, unsigned char out[JOB_HASH_LEN])
-{
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned int len = 0;
-    int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-             EVP_DigestUpdate(ctx, job, strlen(job)) == 1 &&
-             EVP_DigestUpdate(ctx, ":", 1) == 1 &&
-             EVP_DigestUpdate(ctx, secret, strlen(secret)) == 1 &&
-             EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == JOB_HASH_LEN;
-    EVP_MD_CTX_free(ctx);
-    return ok ? 0 : -1;
-}
 
 static void make_key(char *key, size_t len, const char *job, int rank)
 {

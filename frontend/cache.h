@@ -9,12 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "jobhash.h"
 #include "proto.h"
-
-#define JOB_HASH_LEN 32
-
-/* SHA-256(job ":" secret) into out; -1 if the digest failed. */
-int job_secret_hash(const char *job, const char *secret, unsigned char out[JOB_HASH_LEN]);
 
 /* What a cached direct plan holds: status is "ok" and there is no token. */
 struct cached_plan {

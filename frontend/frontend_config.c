@@ -1,11 +1,11 @@
 #include "frontend_config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "identity.h"
 #include "log.h"
 
@@ -45,12 +45,6 @@ static const char usage[] = "qcg-frontend --broker URL --kind KIND --ca FILE --c
                             "[options]\n       qcg-frontend --stats [--json] [--url URL] "
                             "--ca FILE --cert FILE";
 
-static int address_valid(const char *text)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
-}
-
 static int parse_public(struct frontend_config *cfg, char *err, size_t errlen)
 {
     cfg->npublic = 0;
@@ -63,7 +57,7 @@ static int parse_public(struct frontend_config *cfg, char *err, size_t errlen)
     }
     int rc = 0;
     for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
-        if (!address_valid(tok) || strlen(tok) >= QCG_ADDR_MAX) {
+        if (!address_valid(tok)) {
             snprintf(err, errlen, "public-address: '%.64s' is not an IP address", tok);
             rc = -1;
             break;

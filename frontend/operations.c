@@ -4,15 +4,15 @@
  * Every refusal is a qcg fault and a log line; nothing from the message is
  * trusted beyond what the caller's certificate allows.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "cache.h"
 #include "cmdqueue.h"
 #include "frontend.h"
+#include "hex.h"
 #include "log.h"
 #include "relay.h"
 #include "soapH.h"
@@ -68,13 +68,6 @@ static int invalid(struct soap *soap, const char *op, const struct identity *id,
 {
     log_warnx("%s from %s: %s", op, id->name, why);
     return soap_qcg_fault(soap, "invalid", "%s", why);
-}
-
-static int address_valid(const char *text)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    return text != NULL && strlen(text) < QCG_ADDR_MAX &&
-           (inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1);
 }
 
 /* Checks job, secret and a rank; NULL when fine, else why not. */
@@ -529,19 +522,6 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     return SOAP_OK;
 }
 
-/* Lowercase hex of at most max_len characters, even length, not empty. */
-static int hex_field_ok(const char *s, size_t max_len)
-{
-    size_t n = s != NULL ? strnlen(s, max_len + 1) : 0;
-    if (n == 0 || n > max_len)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    }
-    return 1;
-}
-
 int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
                   struct qcg__ackResponse *response)
 {
@@ -552,9 +532,9 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
         return SOAP_FAULT;
     /* The broker checks the token and the packet; here only their shape, so
        nothing oversized is relayed. */
-    if (!hex_field_ok(token, QCG_TOKEN_MAX - 1))
+    if (!hex_lower_valid(token, QCG_TOKEN_MAX - 1))
         return invalid(soap, op, id, "token: missing, too long or not lowercase hex");
-    if (!hex_field_ok(packet, QCG_PACKET_HEX_MAX - 1) || strlen(packet) % 2 != 0)
+    if (!hex_lower_valid(packet, QCG_PACKET_HEX_MAX - 1) || strlen(packet) % 2 != 0)
         return invalid(soap, op, id, "packet: missing, too long or not lowercase hex");
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))

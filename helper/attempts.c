@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hex.h"
 #include "local.h"
 #include "log.h"
 #include "proto.h"
@@ -111,17 +112,6 @@ static void attempt_fail(struct attempt *a, int code, const char *fmt, ...)
     attempt_free(a);
 }
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
 static void do_traverse(uv_work_t *w)
 {
     struct attempt *a = w->data;
@@ -160,7 +150,7 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
                      a->plan.port, why != NULL ? why : "packet too long");
         return;
     }
-    hex(pkt, len, a->packet);
+    hex_encode(pkt, len, a->packet);
     a->work.data = a;
     if (uv_queue_work(a->as->loop, &a->work, do_traverse, traverse_sent) < 0)
         attempt_fail(a, QCG_ESYS, "traversing: cannot queue the call to the broker");

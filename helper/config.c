@@ -1,5 +1,4 @@
 /* The helper's settings: one table for the config file, the flags and --help. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <pwd.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "address.h"
 #include "helper.h"
 #include "log.h"
 #include "proto.h"
@@ -112,15 +112,6 @@ static int parse_uids(struct helper_config *cfg, char *err, size_t errlen)
     }
     free(copy);
     return 0;
-}
-
-static bool address_valid(const char *text)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-
-    if (strlen(text) >= QCG_ADDR_MAX)
-        return false;
-    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
 }
 
 int helper_config_check_status(const struct helper_config *cfg, char *err, size_t errlen)

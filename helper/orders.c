@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dlist.h"
+#include "hex.h"
 #include "log.h"
 #include "orders.h"
 #include "punch.h"
@@ -410,14 +411,8 @@ static int unhex(const char *hex, uint8_t *out, size_t max)
 {
     size_t n = strlen(hex) / 2;
 
-    if (n > max)
+    if (n > max || hex_decode(hex, n, out, false) < 0)
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
     return (int)n;
 }
 

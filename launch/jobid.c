@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "hex.h"
 #include "proto.h"
 
 bool user_job_valid(const char *job)
@@ -57,7 +58,6 @@ int user_job_generate(char out[USER_JOB_MAX + 1])
         got += (size_t)n;
     }
     out[0] = 'j';
-    for (size_t i = 0; i < sizeof(r); i++)
-        snprintf(out + 1 + 2 * i, 3, "%02x", r[i]);
+    hex_encode(r, sizeof(r), out + 1);
     return 0;
 }

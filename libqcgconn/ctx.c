@@ -1,6 +1,5 @@
 /* A context: one process of one job and its control connection to the local
    helper (qcg_open, qcg_close). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -10,38 +9,11 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "internal.h"
+#include "proto.h"
 
 _Static_assert(sizeof(struct local_header) == 16, "local header layout");
-
-bool job_id_valid(const char *job)
-{
-    size_t n = 0;
-
-    if (job == NULL)
-        return false;
-    for (const char *p = job; *p != '\0'; p++, n++) {
-        bool alnum =
-            (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
-
-        if (!alnum && (n == 0 || (*p != '.' && *p != '_' && *p != '-')))
-            return false;
-    }
-    return n > 0 && n < LOCAL_JOB_MAX;
-}
-
-bool job_secret_valid(const char *secret)
-{
-    size_t n = 0;
-
-    if (secret == NULL)
-        return false;
-    for (const char *p = secret; *p != '\0'; p++, n++) {
-        if (*p < 0x20 || *p > 0x7e)
-            return false;
-    }
-    return n > 0 && n < LOCAL_SECRET_MAX;
-}
 
 static int parse_rank(const char *s, int32_t *rank)
 {
@@ -66,9 +38,9 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
     const char *sock =
         opts && opts->helper_socket ? opts->helper_socket : getenv("QCG_HELPER_SOCKET");
 
-    if (!job_id_valid(job)) {
+    if (!job_valid(job)) {
         open_seterr("job id %s: want 1-%d characters [A-Za-z0-9._-] (QCG_JOB)",
-                    job ? "invalid" : "missing", LOCAL_JOB_MAX - 1);
+                    job ? "invalid" : "missing", QCG_JOB_MAX - 1);
         return QCG_EINVAL;
     }
     if (opts && opts->rank >= 0) {
@@ -77,9 +49,9 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
         open_seterr("rank missing or invalid: want a number >= 0 (QCG_RANK)");
         return QCG_EINVAL;
     }
-    if (!job_secret_valid(secret)) {
+    if (!secret_valid(secret)) {
         open_seterr("job secret %s: want 1-%d printable characters (QCG_JOB_SECRET)",
-                    secret ? "invalid" : "missing", LOCAL_SECRET_MAX - 1);
+                    secret ? "invalid" : "missing", QCG_SECRET_MAX - 1);
         return QCG_EINVAL;
     }
     if (sock == NULL || *sock == '\0')
@@ -96,11 +68,8 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
 
 static int check_hello_ok(qcg_ctx *ctx, const struct local_hello_ok *ok)
 {
-    unsigned char addr[sizeof(struct in6_addr)];
-
     if (ok->version != LOCAL_VERSION || ok->port_low == 0 || ok->port_low > ok->port_high ||
-        (inet_pton(AF_INET, ok->address, addr) != 1 &&
-         inet_pton(AF_INET6, ok->address, addr) != 1)) {
+        !address_valid(ok->address)) {
         open_seterr("helper at %s sent an invalid HELLO_OK (version %u, ports %u-%u, "
                     "address '%s')",
                     ctx->helper_path, ok->version, ok->port_low, ok->port_high, ok->address);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "technique.h"
 
 /* The detail of a failed qcg_open, which has no context to hold it. */
 static _Thread_local char open_error[QCG_ERRMSG_MAX];
@@ -41,23 +42,18 @@ QCG_EXPORT const char *qcg_strerror(int err)
     return "unknown error";
 }
 
+/* The public enum is the core's (technique.h), value for value: the local
+   protocol carries either, and the helper and the broker read them as the
+   core's. */
+_Static_assert(QCG_TECH_NONE == (int)TECH_NONE && QCG_TECH_DIRECT == (int)TECH_DIRECT &&
+                   QCG_TECH_REVERSED == (int)TECH_REVERSED &&
+                   QCG_TECH_TRAVERSING == (int)TECH_TRAVERSING &&
+                   QCG_TECH_HOLEPUNCH == (int)TECH_HOLEPUNCH && QCG_TECH_PROXY == (int)TECH_PROXY,
+               "enum qcg_technique and enum technique differ");
+
 QCG_EXPORT const char *qcg_technique_name(enum qcg_technique t)
 {
-    switch (t) {
-    case QCG_TECH_NONE:
-        return "none";
-    case QCG_TECH_DIRECT:
-        return "direct";
-    case QCG_TECH_REVERSED:
-        return "reversed";
-    case QCG_TECH_TRAVERSING:
-        return "traversing";
-    case QCG_TECH_HOLEPUNCH:
-        return "holepunch";
-    case QCG_TECH_PROXY:
-        return "proxy";
-    }
-    return "unknown";
+    return technique_name((enum technique)t);
 }
 
 QCG_EXPORT const char *qcg_last_error(const qcg_ctx *ctx)

@@ -257,8 +257,4 @@ int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);
    those that need the helper fail. */
 void connect_helper_lost(qcg_ctx *ctx, int fd);
 
-/* Validation shared by qcg_open and tests. */
-bool job_id_valid(const char *job);
-bool job_secret_valid(const char *secret);
-
 #endif

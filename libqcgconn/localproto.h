@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto.h"
+
 #define LOCAL_MAGIC 0x51434731u /* "QCG1" */
 /* 2: LOOKUP carries tried_mask, INCOMING carries role.
    3: REPORT; a LOOKUP answered with a holepunch or traversing plan may be
@@ -36,6 +38,12 @@
 #define LOCAL_ADDR_MAX 48
 #define LOCAL_TOKEN_MAX 128
 #define LOCAL_MESSAGE_MAX 256
+/* A job, a secret, a name or an address that passes the rules of proto.h
+   fits into the wire's fields. */
+_Static_assert(LOCAL_JOB_MAX >= QCG_JOB_MAX && LOCAL_SECRET_MAX >= QCG_SECRET_MAX &&
+                   LOCAL_NAME_MAX >= QCG_NAME_MAX && LOCAL_ADDR_MAX >= QCG_ADDR_MAX &&
+                   LOCAL_TOKEN_MAX >= QCG_TOKEN_MAX,
+               "local protocol fields shorter than the limits");
 
 enum local_type {
     LOCAL_HELLO = 1,   /* lib -> helper: struct local_hello */

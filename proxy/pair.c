@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hex.h"
+
 /* Socket -> pipe -> socket rounds per direction per call: a busy pair yields
    to the others after this many. */
 #define PAIR_ROUNDS 8
@@ -172,5 +174,5 @@ void pair_close(struct pair *p, bool abort)
 
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9])
 {
-    snprintf(out, 9, "%02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
+    hex_encode(id, 4, out);
 }

@@ -30,19 +30,6 @@ static struct cached_plan plan_for(int port)
     return p;
 }
 
-static void test_hash(void)
-{
-    unsigned char a[JOB_HASH_LEN], b[JOB_HASH_LEN], c[JOB_HASH_LEN];
-    CHECK(job_secret_hash("job1", "s3cret", a) == 0);
-    CHECK(job_secret_hash("job1", "s3cret", b) == 0);
-    CHECK(job_secret_hash("job1", "other", c) == 0);
-    CHECK(memcmp(a, b, JOB_HASH_LEN) == 0);
-    CHECK(memcmp(a, c, JOB_HASH_LEN) != 0);
-    /* SHA-256("job1:s3cret"), as `printf 'job1:s3cret' | sha256sum` gives it */
-    static const unsigned char want[4] = {0xc6, 0x8c, 0x1b, 0x1a};
-    CHECK(memcmp(a, want, sizeof(want)) == 0);
-}
-
 static void test_hit_miss(void)
 {
     struct cache *cache = cache_new(10);
@@ -136,7 +123,6 @@ static void test_bounded(void)
 
 int main(void)
 {
-    test_hash();
     test_hit_miss();
     test_invalidate_flush();
     test_bounded();

@@ -1,4 +1,4 @@
-/* proto.c: names round-trip, validators accept exactly the documented alphabet. */
+/* core/proto.c: names round-trip, validators accept exactly the documented alphabet. */
 #include "check.h"
 #include "proto.h"
 
@@ -22,15 +22,6 @@ static void test_names(void)
     CHECK(cluster_kind_parse("") == -1);
     CHECK(cluster_kind_parse(NULL) == -1);
     CHECK_STR(cluster_kind_name((enum cluster_kind)42), "unknown");
-
-    const char *techs[] = {"direct", "reversed", "traversing", "holepunch", "proxy"};
-    for (int i = 0; i < 5; i++) {
-        CHECK(technique_parse(techs[i]) == TECH_DIRECT + i);
-        CHECK_STR(technique_name((enum technique)(TECH_DIRECT + i)), techs[i]);
-    }
-    CHECK(technique_parse("none") == -1);
-    CHECK(technique_parse("direct ") == -1);
-    CHECK_STR(technique_name((enum technique) - 1), "unknown");
 }
 
 static void test_validators(void)

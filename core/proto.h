@@ -1,9 +1,12 @@
-/* Constants and name rules shared by every component of the control plane. */
+/* Limits, roles, cluster kinds and the rules for names shared by every
+   component: the daemons, the tools and libqcgconn. */
 #ifndef QCG_PROTO_H
 #define QCG_PROTO_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "technique.h"
 
 #define QCG_PROTOCOL_VERSION 1
 
@@ -36,15 +39,10 @@ enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEN
 
 enum cluster_kind { CLUSTER_OPEN, CLUSTER_FIREWALLED, CLUSTER_NAT, CLUSTER_SYMNAT };
 
-/* The technique names used in plans, logs and --json. */
-enum technique { TECH_NONE, TECH_DIRECT, TECH_REVERSED, TECH_TRAVERSING, TECH_HOLEPUNCH, TECH_PROXY };
-
 const char *role_name(enum qcg_role role);
 enum qcg_role role_parse(const char *name);           /* QCG_ROLE_NONE if unknown */
 const char *cluster_kind_name(enum cluster_kind kind);
 int cluster_kind_parse(const char *name);             /* -1 if unknown */
-const char *technique_name(enum technique t);
-int technique_parse(const char *name);                /* -1 if unknown */
 
 /* Cluster, node, proxy names: [A-Za-z0-9][A-Za-z0-9._-]{0,62} (as certs/qcg-certs). */
 bool name_valid(const char *name);

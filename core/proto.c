@@ -1,4 +1,4 @@
-/* Names of roles, cluster kinds and techniques, and the rules for names. */
+/* Names of roles and cluster kinds, and the rules for names. */
 #include "proto.h"
 
 #include <string.h>
@@ -13,12 +13,6 @@ static const char *const kind_names[] = {
     [CLUSTER_FIREWALLED] = "firewalled",
     [CLUSTER_NAT] = "nat",
     [CLUSTER_SYMNAT] = "symnat",
-};
-
-static const char *const technique_names[] = {
-    [TECH_NONE] = "none",           [TECH_DIRECT] = "direct",
-    [TECH_REVERSED] = "reversed",   [TECH_TRAVERSING] = "traversing",
-    [TECH_HOLEPUNCH] = "holepunch", [TECH_PROXY] = "proxy",
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -57,19 +51,6 @@ const char *cluster_kind_name(enum cluster_kind kind)
 int cluster_kind_parse(const char *name)
 {
     return lookup(kind_names, NELEM(kind_names), 0, name);
-}
-
-const char *technique_name(enum technique t)
-{
-    if ((int)t < 0 || (int)t >= NELEM(technique_names))
-        return "unknown";
-    return technique_names[t];
-}
-
-int technique_parse(const char *name)
-{
-    /* "none" is not a technique a plan may carry. */
-    return lookup(technique_names, NELEM(technique_names), TECH_NONE + 1, name);
 }
 
 static bool is_alnum(char c)
