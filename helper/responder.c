@@ -18,9 +18,6 @@
 #include "qcgconn.h"
 #include "responder.h"
 
-_Static_assert(LOCAL_PROBE_SECONDS_MAX == QCG_PROBE_TTL_MAX,
-               "the local protocol and the schema agree on a probe's longest life");
-
 #define ECHO_BUF 4096
 #define ACCEPTS_PER_TICK 16
 

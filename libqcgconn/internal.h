@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bounded_io.h"
 #include "handshake.h"
+#include "lmsg.h"
 #include "localproto.h"
 #include "qcgconn.h"
 
@@ -54,15 +56,6 @@
    the same moment, through the proxy or reversed). */
 #define PENDING_FIRST 32
 #define PENDING_MAX 1024
-
-/* Reassembles one local message from a stream socket, with the descriptor
-   that may travel with it. */
-struct lmsg_reader {
-    struct local_header hdr;
-    union local_payload payload;
-    size_t have; /* bytes of header + payload received */
-    int fd;      /* descriptor received with this message, or -1 */
-};
 
 /* A connection (accepted, or handed over by the helper) on its way through
    the handshake.  Hellos and answers are read as they come instead of
@@ -173,33 +166,11 @@ void ctx_clearerr(qcg_ctx *ctx);
 void open_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *open_lasterr(void);
 
-/* util.c */
-uint64_t now_us(void);
-int set_nonblocking(int fd, bool on);
+/* util.c (clocks, bounded I/O and local messages: core's bounded_io.h,
+   lmsg.h) */
 /* TCP_NODELAY always, keepalive (60/10/6) when remote_cluster differs. */
 int conn_set_options(int fd, bool keepalive);
 int random_bytes(void *buf, size_t len);
-/* Waits for events on fd until deadline_us (CLOCK_MONOTONIC): 1 ready,
-   0 timed out, -1 error. */
-int wait_fd(int fd, short events, uint64_t deadline_us);
-/* Reads/writes exactly len bytes before the deadline on a non-blocking fd.
-   0, QCG_ETIMEDOUT, QCG_EPEER (EOF) or QCG_ESYS (errno kept). */
-int read_full(int fd, void *buf, size_t len, uint64_t deadline_us);
-int write_full(int fd, const void *buf, size_t len, uint64_t deadline_us);
-/* Connects a new non-blocking, close-on-exec Unix socket to path, waiting at
-   most timeout_ms for room in the listener's backlog.  fd or -1 (errno). */
-int unix_connect(const char *path, int timeout_ms);
-
-/* lmsg.c: local messages. */
-void lmsg_reader_init(struct lmsg_reader *r);
-/* Closes a descriptor held by the reader. */
-void lmsg_reader_reset(struct lmsg_reader *r);
-/* Reads what is available: 1 = a whole checked message is in r, 0 = not yet
-   (EAGAIN), QCG_ENOHELPER on EOF, QCG_EPROTO on a bad message, QCG_ESYS. */
-int lmsg_read(int sock, struct lmsg_reader *r);
-/* Sends one message, waiting at most until deadline_us. */
-int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
-              uint64_t deadline_us);
 
 /* ctx.c: one request on the helper connection, waiting for its reply (and
    dispatching whatever else arrives meanwhile).  Returns 0 with the reply in

@@ -38,8 +38,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "localproto.h"
+#include "bounded_io.h"
+#include "lmsg.h"
 #include "qcgconn.h"
+#include "technique.h"
 
 #define IO_TIMEOUT_MS 15000
 #define JOB "job-1"
@@ -64,13 +66,6 @@ struct reply {
 
 static int failures;
 
-/* Names for messages only; the test does not link libqcgconn itself. */
-static const char *tech_name(uint32_t t)
-{
-    static const char *const names[] = {"none", "direct", "reversed", "traversing",
-                                        "holepunch", "proxy"};
-    return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
-}
 static uint32_t next_rid = 100;
 
 __attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt, ...)
@@ -87,76 +82,65 @@ __attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt
         failures++;
 }
 
+static uint64_t io_deadline(void)
+{
+    return now_us() + (uint64_t)IO_TIMEOUT_MS * 1000u;
+}
+
+/* A non-blocking connection to the helper, or -1. */
 static int open_helper(const char *path)
 {
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = unix_connect(path, IO_TIMEOUT_MS);
 
-    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+    if (fd < 0)
         printf("     cannot connect to %s: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
     return fd;
 }
 
+/* Bytes as they are, valid or not. */
 static int send_raw(int fd, const void *buf, size_t len)
 {
-    return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+    return write_full(fd, buf, len, io_deadline()) == 0 ? 0 : -1;
 }
 
+/* A well-formed message: len must be the type's payload size. */
 static int send_msg(int fd, uint16_t type, uint32_t rid, const void *payload, size_t len)
 {
-    unsigned char buf[sizeof(struct local_header) + sizeof(union payload)];
-    struct local_header h = {
-        .magic = LOCAL_MAGIC, .type = type, .length = (uint32_t)len, .request_id = rid};
-
-    memcpy(buf, &h, sizeof(h));
-    if (len > 0)
-        memcpy(buf + sizeof(h), payload, len);
-    return send_raw(fd, buf, sizeof(h) + len);
+    if (type >= LOCAL_TYPE_COUNT || len != local_payload_size[type])
+        return -1;
+    return lmsg_send(fd, type, rid, payload, io_deadline()) == 0 ? 0 : -1;
 }
 
-/* Exactly len bytes within the timeout; 1 on EOF before any byte, -1 on error. */
-static int read_full(int fd, void *buf, size_t len)
+/* The message m holds into r (m's descriptor, if any, closed); rc passed on. */
+static int take_reply(int rc, struct lmsg_reader *m, struct reply *r)
 {
-    size_t have = 0;
-
-    while (have < len) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, IO_TIMEOUT_MS) <= 0)
-            return -1;
-        ssize_t n = read(fd, (char *)buf + have, len - have);
-        if (n == 0)
-            return have == 0 ? 1 : -1;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return have == 0 && errno == ECONNRESET ? 1 : -1;
-        }
-        have += (size_t)n;
+    memset(r, 0, sizeof(*r));
+    if (rc == 0) {
+        r->h = m->hdr;
+        memcpy(&r->p, &m->payload, m->hdr.length);
     }
-    return 0;
+    lmsg_reader_reset(m);
+    return rc == 0 ? 0 : -1;
 }
 
 /* A checked reply: 0, or -1 (EOF, timeout, malformed). */
 static int recv_msg(int fd, struct reply *r)
 {
-    memset(r, 0, sizeof(*r));
-    if (read_full(fd, &r->h, sizeof(r->h)) != 0 || local_header_check(&r->h) != 0)
-        return -1;
-    if (read_full(fd, &r->p, r->h.length) != 0 || local_payload_check(r->h.type, &r->p) != 0)
-        return -1;
-    return 0;
+    struct lmsg_reader m;
+
+    lmsg_reader_init(&m);
+    return take_reply(lmsg_recv(fd, &m, io_deadline()), &m, r);
 }
 
+/* The helper closed (or reset) the connection, and sent nothing more. */
 static bool closed_by_peer(int fd)
 {
     char c;
 
-    return read_full(fd, &c, 1) == 1;
+    if (wait_fd(fd, POLLIN, io_deadline()) <= 0)
+        return false;
+    ssize_t n = read(fd, &c, 1);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
 /* Sends a request and waits for its reply. */
@@ -438,7 +422,7 @@ static int mode_proto(int argc, char **argv)
     check(plan && r.p.plan.technique == QCG_TECH_DIRECT &&
               strcmp(r.p.plan.address, address) == 0 && r.p.plan.port == low,
           "the plan is direct to %s:%u (got %s %s:%u)", address, low,
-          tech_name(r.p.plan.technique), r.p.plan.address,
+          technique_name((enum technique)r.p.plan.technique), r.p.plan.address,
           r.p.plan.port);
     check(b >= 0 && lookup(b, 7, &r) == 0 && is_error(&r, QCG_ENOTFOUND),
           "lookup of a rank nobody published -> QCG_ENOTFOUND");
@@ -958,18 +942,22 @@ static int lookup_published(int fd, const struct local_lookup *lk, struct reply 
     return 0;
 }
 
-/* One request on a fresh connection (no HELLO): 0 with the reply, or -1. */
+/* One request on a fresh connection (no HELLO), as qcg-probe and
+   qcg-helper --status ask: 0 with the reply, or -1. */
 static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
                        struct reply *r)
 {
-    int fd = open_helper(path);
+    struct lmsg_reader m;
+    char why[512];
     int rc;
 
-    if (fd < 0)
+    memset(r, 0, sizeof(*r));
+    if (type >= LOCAL_TYPE_COUNT || len != local_payload_size[type])
         return -1;
-    rc = request(fd, type, payload, len, r);
-    close(fd);
-    return rc;
+    rc = lmsg_ask(path, type, payload, IO_TIMEOUT_MS, &m, why, sizeof(why));
+    if (rc < 0)
+        printf("     %s\n", why);
+    return take_reply(rc, &m, r);
 }
 
 static bool violation_closes(const char *path, uint16_t type, const void *payload, size_t len)

@@ -148,7 +148,7 @@ int local_payload_check(uint16_t type, const void *payload)
     }
     case LOCAL_LOOKUP: {
         const struct local_lookup *p = payload;
-        return p->only <= QCG_TECH_PROXY ? 0 : QCG_EPROTO;
+        return p->only <= TECH_PROXY ? 0 : QCG_EPROTO;
     }
     case LOCAL_SITE_OK:
         return site_ok(payload) ? 0 : QCG_EPROTO;

@@ -1,4 +1,4 @@
-/* libqcgconn-fdpass: a passed descriptor arrives and works; extra
+/* core-fdpass: a passed descriptor arrives and works; extra
    descriptors are closed; truncated control data is refused without leaking. */
 #include <dirent.h>
 #include <errno.h>
@@ -7,7 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
+/* The exit-at-the-first-failure checks these tests were written with. */
+#include "../libqcgconn/check.h"
 #include "fdpass.h"
 
 static int count_fds(void)
@@ -154,6 +155,6 @@ int main(void)
     test_extra();
     test_truncated();
     test_empty();
-    printf("libqcgconn-fdpass: ok\n");
+    printf("core-fdpass: ok\n");
     return 0;
 }

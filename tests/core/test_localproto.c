@@ -1,8 +1,9 @@
-/* libqcgconn-localproto: the header and payload checks every local message
+/* core-localproto: the header and payload checks every local message
    passes before use. */
 #include <string.h>
 
-#include "check.h"
+/* The exit-at-the-first-failure checks these tests were written with. */
+#include "../libqcgconn/check.h"
 #include "localproto.h"
 #include "qcgconn.h"
 
@@ -277,6 +278,6 @@ int main(void)
     test_headers();
     test_payloads();
     test_probe_payloads();
-    printf("libqcgconn-localproto: ok\n");
+    printf("core-localproto: ok\n");
     return 0;
 }

@@ -1,4 +1,4 @@
-/* libqcgconn-lmsg: the library's reader of local messages against what a
+/* core-lmsg: the library's reader of local messages against what a
    broken or hostile helper could send: split messages, bad headers, strings
    without NUL, descriptors on the wrong message, random bytes.  A clean
    error every time, never a crash or a leaked descriptor. */
@@ -7,9 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
+/* The exit-at-the-first-failure checks these tests were written with. */
+#include "../libqcgconn/check.h"
 #include "fdpass.h"
-#include "internal.h"
+#include "lmsg.h"
+#include "qcgconn.h"
 
 static int count_fds(void)
 {
@@ -153,6 +155,6 @@ int main(void)
     test_bad();
     test_fd_on_wrong_message();
     test_random();
-    printf("libqcgconn-lmsg: ok\n");
+    printf("core-lmsg: ok\n");
     return 0;
 }

@@ -101,14 +101,14 @@ struct local_publish {
 struct local_lookup {
     int32_t to_rank;
     uint32_t timeout_ms;
-    uint32_t tried_mask;         /* 1 << enum qcg_technique for each technique that
+    uint32_t tried_mask;         /* 1 << enum technique for each technique that
                                     failed for this peer: the broker plans the next */
-    uint32_t only;               /* enum qcg_technique: plan exactly this one, whatever
+    uint32_t only;               /* enum technique: plan exactly this one, whatever
                                     the broker remembers (qcg-probe); 0 = normal */
 };
 
 struct local_plan {
-    uint32_t technique;          /* enum qcg_technique */
+    uint32_t technique;          /* enum technique */
     uint16_t port;
     uint16_t reserved;
     char cluster[LOCAL_NAME_MAX];
@@ -132,7 +132,7 @@ enum local_role {
 
 struct local_incoming {
     int32_t peer_rank;           /* the initiator */
-    uint32_t technique;          /* enum qcg_technique */
+    uint32_t technique;          /* enum technique */
     uint32_t role;               /* enum local_role */
     char token[LOCAL_TOKEN_MAX]; /* LOCAL_ROLE_HELLO: the plan's token */
 };
@@ -141,7 +141,7 @@ struct local_incoming {
    cluster pair and plans the next ones from it). */
 struct local_report {
     int32_t to_rank;
-    uint32_t technique;          /* enum qcg_technique */
+    uint32_t technique;          /* enum technique */
     uint32_t ok;                 /* 1 connected, 0 failed */
     uint32_t setup_ms;
     char why[LOCAL_MESSAGE_MAX]; /* failed: the reason, one line */
@@ -195,8 +195,10 @@ struct local_site {
 };
 
 /* The longest life of a probe's test endpoint: QCG_PROBE_TTL_MAX of
-   common/proto.h (the helper asserts they agree). */
+   proto.h, which the schema's callers check. */
 #define LOCAL_PROBE_SECONDS_MAX 120
+_Static_assert(LOCAL_PROBE_SECONDS_MAX == QCG_PROBE_TTL_MAX,
+               "the local protocol and the schema agree on a probe's longest life");
 
 struct local_probe {
     char cluster[LOCAL_NAME_MAX];       /* where the test endpoint should run */

@@ -1,11 +1,16 @@
-/* Framing of local messages (localproto.h) on a Unix stream socket: the
-   header is checked before the payload is read into a fixed buffer. */
+/* Framing of local messages (lmsg.h): the header is checked before the
+   payload is read into a fixed buffer. */
+#include "lmsg.h"
+
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bounded_io.h"
 #include "fdpass.h"
-#include "internal.h"
+#include "qcgconn.h"
 
 #define HDR_SIZE sizeof(struct local_header)
 
@@ -97,4 +102,49 @@ int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
     if (len > 0)
         memcpy(&msg.payload, payload, len);
     return write_full(sock, &msg, HDR_SIZE + len, deadline_us);
+}
+
+int lmsg_recv(int sock, struct lmsg_reader *r, uint64_t deadline_us)
+{
+    lmsg_reader_reset(r);
+    for (;;) {
+        int rc = lmsg_read(sock, r);
+
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        rc = wait_fd(sock, POLLIN, deadline_us);
+        if (rc <= 0)
+            return rc == 0 ? QCG_ETIMEDOUT : QCG_ESYS;
+    }
+}
+
+int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_ms,
+             struct lmsg_reader *reply, char *why, size_t whylen)
+{
+    uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
+    int fd, rc;
+
+    lmsg_reader_init(reply);
+    fd = unix_connect(path, timeout_ms);
+    if (fd < 0) {
+        snprintf(why, whylen, "no helper reachable at %s: %s", path, strerror(errno));
+        return QCG_ENOHELPER;
+    }
+    rc = lmsg_send(fd, type, 1, payload, deadline);
+    if (rc == 0)
+        rc = lmsg_recv(fd, reply, deadline);
+    if (rc == 0 && reply->hdr.request_id != 1)
+        rc = QCG_EPROTO;
+    if (rc == QCG_EPROTO)
+        snprintf(why, whylen,
+                 "the helper at %s sent a malformed reply (an older helper? this client "
+                 "speaks local protocol %d)",
+                 path, LOCAL_VERSION);
+    else if (rc < 0)
+        snprintf(why, whylen, "the helper at %s did not answer: %s", path,
+                 rc == QCG_ESYS        ? strerror(errno)
+                 : rc == QCG_ETIMEDOUT ? "timed out"
+                                       : "it closed the connection");
+    close(fd);
+    return rc;
 }
