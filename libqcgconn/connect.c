@@ -40,6 +40,7 @@
 
 #include "handshake.h"
 #include "internal.h"
+#include "technique.h"
 
 enum op_state {
     OP_PLAN,
@@ -142,7 +143,7 @@ static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
 
 static const char *tech_name(uint32_t t)
 {
-    return t <= QCG_TECH_PROXY ? qcg_technique_name((enum qcg_technique)t) : "unknown";
+    return technique_name((enum technique)t);
 }
 
 /* Makes fd (or nothing, -1) the socket epfd watches, for events. */

@@ -47,21 +47,9 @@
 #define JOB "job-1"
 #define SECRET "s3cret"
 
-union payload {
-    struct local_hello hello;
-    struct local_hello_ok hello_ok;
-    struct local_publish publish;
-    struct local_lookup lookup;
-    struct local_plan plan;
-    struct local_error error;
-    struct local_status status;
-    union local_payload any; /* room for the largest (SITE_OK) */
-    unsigned char raw[1024];
-};
-
 struct reply {
     struct local_header h;
-    union payload p;
+    union local_payload p;
 };
 
 static int failures;
@@ -996,7 +984,7 @@ static int mode_probe(int argc, char **argv)
     check(one_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
           "SITE before HELLO is answered with SITE_OK");
     if (r.h.type == LOCAL_SITE_OK) {
-        const struct local_site *st = &r.p.any.site;
+        const struct local_site *st = &r.p.site;
         bool own = false;
 
         port_low = st->port_low;
@@ -1039,7 +1027,7 @@ static int mode_probe(int argc, char **argv)
     check(ok, "PROBE of cluster %s for %u s: PROBE_OK%s%s", cluster, seconds,
           r.h.type == LOCAL_ERROR ? ": " : "", r.h.type == LOCAL_ERROR ? r.p.error.message : "");
     if (r.h.type == LOCAL_PROBE_OK) {
-        const struct local_probe_ok *po = &r.p.any.probe_ok;
+        const struct local_probe_ok *po = &r.p.probe_ok;
         FILE *f = fopen(argv[7], "w");
 
         check(strncmp(po->job, "probe-", 6) == 0 && po->rank >= 1 && po->secret[0] != '\0',

@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "hex.h"
 #include "log.h"
 #include "punch.h"
 #include "reflector.h"
@@ -41,15 +42,9 @@
 
 static int parse_key(const char *hex, struct proxy_key *key)
 {
-    if (strlen(hex) != 64)
+    if (strlen(hex) != 2 * sizeof(key->bytes))
         return -1;
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        key->bytes[i] = (unsigned char)v;
-    }
-    return 0;
+    return hex_decode(hex, sizeof(key->bytes), key->bytes, true);
 }
 
 static void pair_id(unsigned run, unsigned index, unsigned char pair[TOKEN_PAIR_LEN])
@@ -128,12 +123,6 @@ static void on_result(void *arg, const struct punch_result *r)
     o->r = *r;
 }
 
-static void hex(const unsigned char *d, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", d[i]);
-}
-
 /* Sends `bytes` of a stream seeded by side while reading the peer's to EOF. */
 static int exchange(int fd, int side, size_t bytes, char sent_hex[65], char recv_hex[65])
 {
@@ -188,9 +177,9 @@ static int exchange(int fd, int side, size_t bytes, char sent_hex[65], char recv
             break;
     }
     EVP_DigestFinal_ex(sctx, md, NULL);
-    hex(md, 32, sent_hex);
+    hex_encode(md, 32, sent_hex);
     EVP_DigestFinal_ex(rctx, md, NULL);
-    hex(md, 32, recv_hex);
+    hex_encode(md, 32, recv_hex);
     EVP_MD_CTX_free(sctx);
     EVP_MD_CTX_free(rctx);
     return rc;

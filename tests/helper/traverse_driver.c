@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hex.h"
 #include "log.h"
 #include "rawpkt.h"
 #include "traverse.h"
@@ -195,13 +196,6 @@ struct conn {
     uv_timer_t timer;
 };
 
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", b[i]);
-    out[2 * n] = '\0';
-}
-
 static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const char *why)
 {
     struct conn *c = arg;
@@ -211,7 +205,7 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
         fprintf(stderr, "watch: %s\n", why);
         return;
     }
-    hex(pkt, len, line);
+    hex_encode(pkt, len, line);
     printf("syn %s (%.1f ms after connect)\n", line, (double)(now_us() - c->t0) / 1000.0);
     fflush(stdout);
     strcat(line, "\n");
@@ -447,15 +441,8 @@ static int unhex(const char *s, uint8_t *out, size_t max)
 {
     size_t n = strlen(s);
 
-    if (n % 2 != 0 || n / 2 > max)
+    if (n % 2 != 0 || n / 2 > max || hex_decode(s, n / 2, out, true) < 0)
         return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
     return (int)(n / 2);
 }
 

@@ -4,6 +4,7 @@
 
 #include "json.h"
 #include "probe.h"
+#include "technique.h"
 
 static const char *yes_no_unknown(int v)
 {
@@ -93,15 +94,13 @@ static void human_site(FILE *out, const struct probe_site *s)
 
 static void human_peers(FILE *out, const struct probe_run *r)
 {
-    static const char *const head[PROBE_TECHNIQUES] = {"", "direct", "reversed", "traversing",
-                                                       "holepunch", "proxy"};
     int n = 0;
 
     fprintf(out, "\ntowards other sites (setup time; \"-\" the broker says it cannot work, "
                  "\"x\" tried and failed)\n");
     fprintf(out, "  %-8s %-11s %-9s", "site", "declared", "endpoint");
     for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++)
-        fprintf(out, " %-11s", head[t]);
+        fprintf(out, " %-11s", technique_name((enum technique)t));
     fprintf(out, " chosen\n");
     for (int i = 0; i < r->npeers; i++) {
         const struct probe_peer *p = &r->peers[i];
@@ -132,8 +131,7 @@ static void human_peers(FILE *out, const struct probe_run *r)
                 continue;
             if (n++ == 0)
                 fprintf(out, "\nwhy not\n");
-            fprintf(out, "  %s %s: %s\n", p->site, qcg_technique_name((enum qcg_technique)t),
-                    x->why);
+            fprintf(out, "  %s %s: %s\n", p->site, technique_name((enum technique)t), x->why);
         }
     }
 }
@@ -281,7 +279,7 @@ static void json_peer(FILE *out, const struct probe_peer *p)
     for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++) {
         const struct probe_technique *x = &p->tech[t];
         fprintf(out, "%s\"%s\":{\"works\":%s", t > QCG_TECH_DIRECT ? "," : "",
-                qcg_technique_name((enum qcg_technique)t), x->works ? "true" : "false");
+                technique_name((enum technique)t), x->works ? "true" : "false");
         if (x->works)
             fprintf(out, ",\"setup_ms\":%.3f,\"echo_ms\":%.3f", x->setup_ms, x->echo_ms);
         else
