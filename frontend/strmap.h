@@ -1,4 +1,4 @@
-/* A string-keyed hash map with chaining, growing as it fills.  Not
+/* A string-keyed map (the keys copied) on core's hash table.  Not
    thread-safe: the modules that use it hold their own lock. */
 #ifndef FRONTEND_STRMAP_H
 #define FRONTEND_STRMAP_H

@@ -15,7 +15,7 @@
 #include "token.h"
 
 struct pt_entry {
-    struct pt_entry *next; /* hash chain */
+    struct pt_entry *next; /* pairtable_expire's list of the expired */
     unsigned char pair[TOKEN_PAIR_LEN];
     uint64_t forget_at;    /* unix seconds: the latest expiry + skew seen */
     unsigned char used[2]; /* per side */

@@ -2,11 +2,13 @@
  * A small open-addressing hash table of pointers (linear probing, backward-shift
  * deletion, so no tombstones).  The caller owns the entries and supplies each
  * entry's hash and an equality test against a key; the table stores the hash
- * beside the pointer so growing never calls back.  Not thread-safe: the
- * registry guards its tables with one rwlock.
+ * beside the pointer so growing never calls back.  Not thread-safe: its
+ * users hold their own locks.  The one hash table of the project: the
+ * broker's registry and reflector, the frontend's maps (strmap.h), the
+ * proxy's seen tokens (pairtable.h).
  */
-#ifndef BROKER_HTABLE_H
-#define BROKER_HTABLE_H
+#ifndef QCG_HTABLE_H
+#define QCG_HTABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +29,8 @@ int htable_insert(struct htable *t, uint64_t hash, void *entry);
 /* Removes and returns the entry with this key, or NULL. */
 void *htable_remove(struct htable *t, uint64_t hash, const void *key);
 size_t htable_count(const struct htable *t);
+/* Forgets every entry (the caller frees them first, e.g. by iterating). */
+void htable_clear(struct htable *t);
 /* Iteration: `size_t i = 0; while ((e = htable_next(t, &i)))`; the table must
    not change meanwhile. */
 void *htable_next(const struct htable *t, size_t *iter);

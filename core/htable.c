@@ -2,6 +2,7 @@
 #include "htable.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct slot {
     uint64_t hash;
@@ -114,6 +115,12 @@ void *htable_remove(struct htable *t, uint64_t hash, const void *key)
 size_t htable_count(const struct htable *t)
 {
     return t->count;
+}
+
+void htable_clear(struct htable *t)
+{
+    memset(t->slots, 0, (t->mask + 1) * sizeof(*t->slots));
+    t->count = 0;
 }
 
 void *htable_next(const struct htable *t, size_t *iter)
