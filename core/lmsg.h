@@ -28,8 +28,8 @@ int lmsg_read(int sock, struct lmsg_reader *r);
 /* Sends one message, waiting at most until deadline_us. */
 int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
               uint64_t deadline_us);
-/* Waits for one whole message until deadline_us (r is reset first): 0, or
-   lmsg_read's errors and QCG_ETIMEDOUT. */
+/* Waits for one whole message until deadline_us (r, initialised, is reset
+   first): 0, or lmsg_read's errors and QCG_ETIMEDOUT. */
 int lmsg_recv(int sock, struct lmsg_reader *r, uint64_t deadline_us);
 
 /* One request on a fresh connection to the helper at path (no HELLO: for
