@@ -472,18 +472,21 @@ if [ $root = yes ]; then
     /usr/bin/python3 - "$@" <<'PY'
 import re, sys
 pid, needles = sys.argv[1], [bytes.fromhex(h) for h in sys.argv[2:]]
-found = set()
+found, chunk, tail = set(), 1 << 24, 64
 with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
     for line in maps:
         lo, hi, perm = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", line).groups()
-        if perm[0] != "r" or "[vvar" in line or "[vsyscall" in line:
+        lo, hi = int(lo, 16), int(hi, 16)
+        # Sanitizer shadow and reserved ranges are huge and mostly unbacked: skip them.
+        if perm[0] != "r" or hi - lo > (1 << 30) or "[vvar" in line or "[vsyscall" in line:
             continue
-        try:
-            mem.seek(int(lo, 16))
-            data = mem.read(int(hi, 16) - int(lo, 16))
-        except OSError:
-            continue
-        found.update(i for i, n in enumerate(needles) if n in data)
+        for at in range(lo, hi, chunk):
+            try:
+                mem.seek(max(lo, at - tail))
+                data = mem.read(min(hi, at + chunk) - max(lo, at - tail))
+            except (OSError, ValueError, OverflowError):
+                break
+            found.update(i for i, n in enumerate(needles) if n in data)
 print(" ".join(str(i) for i in sorted(found)))
 PY
   }
