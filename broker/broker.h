@@ -12,7 +12,7 @@
 #include "traversals.h"
 
 struct outcomes;
-struct reflector;
+struct reflector_client;
 struct reflector_observation;
 
 struct broker_stats {
@@ -41,7 +41,7 @@ struct broker {
     struct outcomes *outcomes;   /* what worked between clusters */
     struct traversals traversals;
     struct proxy_key punch_key;  /* signs hole-punching and traversing tokens; random per start */
-    struct reflector *reflector; /* NULL: no hole punching */
+    struct reflector_client *reflector; /* NULL: none configured; hole punching while up */
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;
 };

@@ -42,6 +42,9 @@ const struct config_option broker_options[] = {
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
      "(an IP address of this host, e.g. 203.0.113.10:7704); plain TCP, the broker listens on "
      "it; none = no hole punching"},
+    {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, NULL,
+     "the user the reflector's process runs as when qcg-broker runs as root (default: root "
+     "without any capability)"},
     {"outcome-expiry", CONFIG_INT, OPT(outcome_expiry), 1, 86400, "600",
      "seconds a technique that failed between two clusters is not planned again between them"},
     {NULL, 0, 0, 0, 0, NULL, NULL},

@@ -26,6 +26,7 @@ struct broker_config {
     char *proxy;     /* NAME@HOST:PORT[,...] */
     char *proxy_key; /* the key shared with the proxies */
     char *reflector; /* ADDR:PORT, NULL = no hole punching */
+    char *reflector_user; /* whom the reflector's process becomes (root); NULL = stay */
     int outcome_expiry;
 
     /* Derived by broker_config_load. */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "broker.h"
 #include "broker_config.h"
@@ -13,6 +14,7 @@
 #include "grid_query.h"
 #include "log.h"
 #include "reflector.h"
+#include "reflector_msg.h"
 #include "soap_server.h"
 #include "stats_query.h"
 
@@ -39,6 +41,10 @@ int main(int argc, char **argv)
     struct broker_config cfg;
     char err[512];
 
+    /* The reflector's own process (reflector_client.c): before any file or
+       option is read, so that it never holds what the broker does. */
+    if (argc == 2 && strcmp(argv[1], REFLECTOR_PROCESS_ARG) == 0)
+        return reflector_process_main();
     switch (broker_config_load(&cfg, argc, argv, err, sizeof(err))) {
     case CONFIG_OK:
         break;
@@ -85,8 +91,10 @@ int main(int argc, char **argv)
     if (cfg.reflector_port > 0) {
         char listen[64];
         snprintf(listen, sizeof(listen), "%s:%d", cfg.reflector_host, cfg.reflector_port);
-        b->reflector = reflector_start(listen, &b->punch_key, broker_reflector_observed, b, err,
-                                       sizeof(err));
+        struct reflector_process_config rc = {
+            .listen = listen, .user = cfg.reflector_user, .syslog = cfg.syslog != 0};
+        b->reflector = reflector_client_start(&rc, &b->punch_key, broker_reflector_observed, b, err,
+                                              sizeof(err));
         if (b->reflector == NULL) {
             fprintf(stderr, "qcg-broker: reflector: %s\n", err);
             if (cfg.syslog)
@@ -117,7 +125,7 @@ int main(int argc, char **argv)
         if (cfg.syslog)
             log_error("%s", err);
         if (b->reflector != NULL)
-            reflector_stop(b->reflector);
+            reflector_client_stop(b->reflector);
         broker_free(b);
         broker_config_free(&cfg);
         return 2;
@@ -135,7 +143,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (b->reflector != NULL)
-        reflector_stop(b->reflector);
+        reflector_client_stop(b->reflector);
     log_info("stopped");
     soap_server_free(srv);
     broker_free(b);

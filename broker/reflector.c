@@ -851,10 +851,7 @@ static void tuning_defaults(struct reflector_tuning *t, const struct reflector_t
     t->expected_max = given->expected_max ? given->expected_max : REFLECTOR_EXPECTED_MAX;
 }
 
-struct reflector *reflector_start_tuned(const char *where, const struct proxy_key *key,
-                                        reflector_observe_fn observe_fn, void *arg,
-                                        const struct reflector_tuning *tuning, char *err,
-                                        size_t errlen)
+int reflector_listen(const char *where, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
@@ -863,14 +860,35 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
     if (where == NULL || parse_listen(where, &ss, &sslen) < 0) {
         snprintf(err, errlen, "reflector: listen address \"%s\" is not ADDR:PORT",
                  where ? where : "");
-        return NULL;
+        return -1;
     }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "reflector: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, 512) < 0) {
+        snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
+                                     reflector_observe_fn observe_fn, void *arg,
+                                     const struct reflector_tuning *tuning, char *err,
+                                     size_t errlen)
+{
     struct reflector *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         snprintf(err, errlen, "reflector: out of memory");
+        close(listen_fd);
         return NULL;
     }
-    r->epfd = r->listen_fd = r->wake_fd = -1;
+    r->epfd = r->wake_fd = -1;
+    r->listen_fd = listen_fd;
     r->acc.spare_fd = -1;
     pthread_mutex_init(&r->lock, NULL);
     r->key = *key;
@@ -882,21 +900,19 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
     r->table = htable_new(expected_eq);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    r->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (r->table == NULL || r->epfd < 0 || r->wake_fd < 0 || r->listen_fd < 0) {
+    if (r->table == NULL || r->epfd < 0 || r->wake_fd < 0) {
         snprintf(err, errlen, "reflector: %s", strerror(errno ? errno : ENOMEM));
-        reflector_free(r);
-        return NULL;
-    }
-    setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(r->listen_fd, (struct sockaddr *)&ss, sslen) < 0 || listen(r->listen_fd, 512) < 0) {
-        snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));
         reflector_free(r);
         return NULL;
     }
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
-    getsockname(r->listen_fd, (struct sockaddr *)&bound, &blen);
+    if (getsockname(r->listen_fd, (struct sockaddr *)&bound, &blen) < 0 ||
+        (bound.ss_family != AF_INET && bound.ss_family != AF_INET6)) {
+        snprintf(err, errlen, "reflector: descriptor %d is not an IP socket", listen_fd);
+        reflector_free(r);
+        return NULL;
+    }
     r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
     acceptor_init(&r->acc, r->listen_fd, &r->refused);
@@ -916,7 +932,20 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
         reflector_free(r);
         return NULL;
     }
-    log_info("reflector listening on %s (port %d)", where, r->port);
+    return r;
+}
+
+struct reflector *reflector_start_tuned(const char *where, const struct proxy_key *key,
+                                        reflector_observe_fn observe_fn, void *arg,
+                                        const struct reflector_tuning *tuning, char *err,
+                                        size_t errlen)
+{
+    int fd = reflector_listen(where, err, errlen);
+    if (fd < 0)
+        return NULL;
+    struct reflector *r = reflector_start_on(fd, key, observe_fn, arg, tuning, err, errlen);
+    if (r != NULL)
+        log_info("reflector listening on %s (port %d)", where, r->port);
     return r;
 }
 

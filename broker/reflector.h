@@ -49,6 +49,23 @@
  * Runs on its own thread (epoll); bounded: at most REFLECTOR_CONNS_MAX
  * connections (further ones are closed at once), every connection has a
  * deadline.
+ *
+ * Where it runs: qcg-broker keeps it out of its own process, since it parses
+ * unauthenticated input and must not sit beside the registry, the proxy key
+ * and the TLS key.  reflector_client.c binds the port, then forks and
+ * executes qcg-broker again (REFLECTOR_PROCESS_ARG): a fresh image that
+ * holds the listening socket, a SOCK_SEQPACKET channel to the broker
+ * (reflector_msg.h) and, once told, the punch key; nothing else.  That
+ * child (reflector_process.c, process name qcg-reflector, log prefix
+ * "reflector") drops what it does not need (reflector_privdrop.c): no new
+ * privileges, no capabilities, and the broker's `reflector-user` when it
+ * runs as root.  It exits when the channel closes (or the broker dies:
+ * PR_SET_PDEATHSIG).  The broker notices a death, logs it, plans no hole
+ * punching meanwhile and starts a new child after a backoff; after
+ * REFLECTOR_RESTARTS_MAX deaths in a row that each came within
+ * REFLECTOR_STABLE_MS of a start it gives up: hole punching is no longer
+ * planned and the port is closed.  Tests and tools may still run the engine
+ * in their own process (reflector_start*).
  */
 #ifndef QCG_BROKER_REFLECTOR_H
 #define QCG_BROKER_REFLECTOR_H
@@ -95,6 +112,9 @@ typedef void (*reflector_observe_fn)(void *arg, const struct reflector_observati
 struct reflector *reflector_start(const char *listen, const struct proxy_key *key,
                                   reflector_observe_fn observe, void *arg, char *err,
                                   size_t errlen);
+/* The listening socket of reflector_start: non-blocking, close-on-exec.  The
+   descriptor, or -1 with a one-line reason. */
+int reflector_listen(const char *listen, char *err, size_t errlen);
 /* The waits and bounds, for tests (reflector_start uses the REFLECTOR_*
    defaults).  A zero field takes its default. */
 struct reflector_tuning {
@@ -105,6 +125,12 @@ struct reflector *reflector_start_tuned(const char *listen, const struct proxy_k
                                         reflector_observe_fn observe, void *arg,
                                         const struct reflector_tuning *tuning, char *err,
                                         size_t errlen);
+/* The same on a listening socket made elsewhere (the reflector's process
+   gets it from the broker); it takes listen_fd, also on failure. */
+struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
+                                     reflector_observe_fn observe, void *arg,
+                                     const struct reflector_tuning *tuning, char *err,
+                                     size_t errlen);
 /* The port it listens on (tests listen on port 0). */
 int reflector_port(const struct reflector *r);
 /* Stops the thread, closes every connection (waiting clients get FAIL). */
@@ -133,5 +159,56 @@ struct reflector_counters {
     uint64_t maps, punches, paired, punch_failed, dials, refused, misdeclared;
 };
 void reflector_counters(struct reflector *r, struct reflector_counters *c);
+
+/* ---- qcg-broker's side: the reflector in its own process ----
+   The same calls as above, on a child process (reflector_client.c). */
+#define REFLECTOR_READY_MS 5000 /* a new child says it runs within this */
+#define REFLECTOR_STOP_MS 3000  /* a stopped child exits within this, or is killed */
+#define REFLECTOR_RESTART_MIN_MS 1000
+#define REFLECTOR_RESTART_MAX_MS 30000
+#define REFLECTOR_RESTARTS_MAX 5  /* quick deaths in a row before giving up */
+#define REFLECTOR_STABLE_MS 60000 /* a child that lived this long resets the count */
+
+struct reflector_client;
+
+struct reflector_process_config {
+    const char *listen; /* "ADDR:PORT" */
+    const char *user;   /* NULL, or whom the child becomes (qcg-broker must run as root) */
+    bool syslog;        /* the child logs where the broker does, at the broker's level */
+};
+
+/* Binds cfg->listen, starts the child and waits (at most REFLECTOR_READY_MS)
+   until it serves.  The first child dies with the calling thread (PDEATHSIG),
+   later ones with the client's own thread; observe runs on the latter.  NULL
+   with a one-line reason (the port taken, an unknown user, a child that did
+   not start). */
+struct reflector_client *reflector_client_start(const struct reflector_process_config *cfg,
+                                                const struct proxy_key *key,
+                                                reflector_observe_fn observe, void *arg, char *err,
+                                                size_t errlen);
+/* reflector_expect in the child.  Thread-safe, never blocks longer than
+   REFLECTOR_SEND_MS.  0; -1 when there is no child now or its channel is
+   full.  A full table is the child's to log (its PUNCHes then get FAIL "no
+   punch expected"). */
+#define REFLECTOR_SEND_MS 100
+int reflector_client_expect(struct reflector_client *c, const unsigned char pair[TOKEN_PAIR_LEN],
+                            const struct reflector_side sides[2], uint64_t expiry);
+/* Whether a child serves now (false for NULL): hole punching may be planned. */
+bool reflector_client_up(const struct reflector_client *c);
+/* The child's process id, 0 while there is none. */
+int reflector_client_pid(const struct reflector_client *c);
+/* Ends the child (closing its channel; SIGKILL after REFLECTOR_STOP_MS) and
+   the client's thread. */
+void reflector_client_stop(struct reflector_client *c);
+
+/* In the child, before it reads the network: no new privileges, the
+   capability bounding, ambient, effective, permitted and inheritable sets
+   empty, and with setuser the user uid/gid (no supplementary groups).  0, or
+   -1 with a one-line reason. */
+int reflector_privdrop(bool setuser, unsigned uid, unsigned gid, char *why, size_t whylen);
+/* The child: `qcg-broker REFLECTOR_PROCESS_ARG` with the channel and the
+   listening socket on the descriptors reflector_msg.h names.  Returns the
+   exit status. */
+int reflector_process_main(void);
 
 #endif

@@ -271,8 +271,9 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
                         token_len) < 0 ||
             token_issue(&b->punch_key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
                         sizeof(cmd->token)) < 0 ||
-            reflector_expect(b->reflector, pair, sides, expiry) < 0) {
-            snprintf(why, whylen, "cannot issue hole-punching tokens (reflector table full)");
+            reflector_client_expect(b->reflector, pair, sides, expiry) < 0) {
+            snprintf(why, whylen,
+                     "cannot issue hole-punching tokens (the reflector process did not take it)");
             return -1;
         }
         snprintf(cmd->kind, sizeof(cmd->kind), "punch");
@@ -333,7 +334,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     if (only != NULL && only[0] != '\0' && (only_t = technique_parse(only)) <= (int)TECH_NONE)
         return refuse(soap, "lookup", "invalid", "only: '%.32s' is not a technique", only);
     atomic_fetch_add(&b->stats.lookups, 1);
-    struct plan_offer offer = {.proxy = b->proxies.count > 0, .reflector = b->reflector != NULL};
+    struct plan_offer offer = {.proxy = b->proxies.count > 0,
+                               .reflector = reflector_client_up(b->reflector)};
     enum reg_status st =
         registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, tried_set,
                         (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));

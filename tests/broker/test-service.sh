@@ -367,6 +367,9 @@ unset URL
 probed_log=$work/probed.log
 printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\n' \
   "$work/proxy.key" >"$work/probed.conf"
+# As root the reflector's process runs as nobody (else: without capabilities).
+root=no
+[ "$(id -u)" = 0 ] && root=yes && echo "reflector-user = nobody" >>"$work/probed.conf"
 start_broker "$probed_log" probed_pid 17703 --config "$work/probed.conf"
 URL=https://127.0.0.1:17703/
 ffw=$ca/frontend-fw.pem fsym=$ca/frontend-sym.pem fnatb=$ca/frontend-natb.pem
@@ -438,6 +441,75 @@ print(s.recv(300).decode().strip())
 PY
 grep -q "^FAIL" "$work/punch.out" && pass "a lone PUNCH is answered FAIL after the pair wait" ||
   fail "punch: $(cat "$work/punch.out")"
+
+# --- the reflector in its own process, holding neither the TLS key nor the proxy key
+refl_pid=$(pgrep -P "$probed_pid" -x qcg-reflector)
+if [ -n "$refl_pid" ] && [ "$(wc -w <<<"$refl_pid")" -eq 1 ]; then
+  pass "the reflector runs in a child process named qcg-reflector ($refl_pid)"
+else
+  fail "no single qcg-reflector child of the broker: '$refl_pid'"
+fi
+refl_files=$(for f in /proc/"$refl_pid"/fd/*; do readlink "$f"; done | grep '^/' |
+  grep -v -x -e /dev/null -e "$probed_log")
+[ -n "$refl_pid" ] && [ -z "$refl_files" ] &&
+  pass "its descriptors: no file but its log and /dev/null" || fail "the reflector holds: $refl_files"
+status_of() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" | tr -s ' \t' ' '; }
+[ "$(status_of "$refl_pid" CapEff)" = 0000000000000000 ] &&
+  [ "$(status_of "$refl_pid" CapBnd)" = 0000000000000000 ] &&
+  [ "$(status_of "$refl_pid" NoNewPrivs)" = 1 ] &&
+  pass "no capability, not even in its bounding set; no new privileges" ||
+  fail "the reflector's capabilities: $(grep -E '^(Cap|NoNew)' "/proc/$refl_pid/status" | tr '\n' ' ')"
+if [ $root = yes ]; then
+  [ "$(status_of "$refl_pid" Uid)" = "65534 65534 65534 65534" ] &&
+    pass "reflector-user nobody: it runs as uid 65534" ||
+    fail "the reflector's uids: $(status_of "$refl_pid" Uid)"
+  # The keys' bytes in memory: found in the broker (the search works), never in the child.
+  tls_key=$(openssl pkey -in "$ca/broker-broker.pem" -noout -text 2>/dev/null |
+    awk '/priv:/ { f = 1; next } /pub:/ { f = 0 } f' | tr -d ' :\n')
+  tls_rev=$(fold -w2 <<<"$tls_key" | tac | tr -d '\n')
+  proxy_key=$(head -c 64 "$work/proxy.key")
+  memscan() { # PID HEX... : the indexes of the byte strings found in its memory
+    /usr/bin/python3 - "$@" <<'PY'
+import re, sys
+pid, needles = sys.argv[1], [bytes.fromhex(h) for h in sys.argv[2:]]
+found, chunk, tail = set(), 1 << 24, 64
+with open("/proc/%s/maps" % pid) as maps, open("/proc/%s/mem" % pid, "rb", 0) as mem:
+    for line in maps:
+        lo, hi, perm = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", line).groups()
+        lo, hi = int(lo, 16), int(hi, 16)
+        # Sanitizer shadow and reserved ranges are huge and mostly unbacked: skip them.
+        if perm[0] != "r" or hi - lo > (1 << 30) or "[vvar" in line or "[vsyscall" in line:
+            continue
+        for at in range(lo, hi, chunk):
+            try:
+                mem.seek(max(lo, at - tail))
+                data = mem.read(min(hi, at + chunk) - max(lo, at - tail))
+            except (OSError, ValueError, OverflowError):
+                break
+            found.update(i for i, n in enumerate(needles) if n in data)
+print(" ".join(str(i) for i in sorted(found)))
+PY
+  }
+  in_broker=$(memscan "$probed_pid" "$tls_key" "$tls_rev" "$proxy_key")
+  in_child=$(memscan "$refl_pid" "$tls_key" "$tls_rev" "$proxy_key")
+  [[ $in_broker == *2* && ( $in_broker == *0* || $in_broker == *1* ) && -z $in_child ]] &&
+    pass "the TLS private key and the proxy key are in the broker's memory ($in_broker), not in the reflector's" ||
+    fail "keys in memory: broker '$in_broker', reflector '$in_child' (0/1 TLS key, 2 proxy key)"
+fi
+# Killed: the broker says so, serves lookups on, and a new child serves the port.
+kill -KILL "$refl_pid"
+wait_log "$probed_log" "reflector process $refl_pid was killed by signal 9 (Killed): hole punching is not planned" \
+  "$probed_pid" && pass "the reflector's death is logged" ||
+  fail "no log line for the reflector's death: $(grep "reflector process" "$probed_log" | tail -3)"
+expect_ok "the broker serves lookups with its reflector dead" "$fe" lookup p s 0 1 direct
+wait_log "$probed_log" "serves port 17794: hole punching is planned again" "$probed_pid" &&
+  pass "a new reflector process serves port 17794" || fail "no new reflector process"
+new_refl=$(pgrep -P "$probed_pid" -x qcg-reflector)
+[ -n "$new_refl" ] && [ "$new_refl" != "$refl_pid" ] && pass "the new one is process $new_refl" ||
+  fail "reflector processes after the restart: '$new_refl'"
+only_is "nata -> open holepunch again with the new reflector" "ok technique=holepunch" "$fe" 0 1 \
+  holepunch "address=127.0.0.1 port=17794"
+refl_pid=$new_refl
 
 # siteInfo
 expect_ok "siteInfo for frontend nata" "$fe" site-info
@@ -533,6 +605,12 @@ expect_ok "probed broker: stats" "$fe" stats
 kill -TERM "$probed_pid"
 wait "$probed_pid" && pass "probed broker: SIGTERM, exit 0" || fail "probed broker: exit $?"
 probed_pid=
+if [ -n "$refl_pid" ] && ! kill -0 "$refl_pid" 2>/dev/null &&
+  grep -q "reflector process $refl_pid exited with status 0" "$probed_log"; then
+  pass "its reflector process ended with it (status 0)"
+else
+  fail "reflector process $refl_pid after the broker's stop: $(grep "reflector process $refl_pid" "$probed_log" | tail -1)"
+fi
 unset URL
 
 # --- SIGTERM: clean stop within a few seconds, exit 0, even with a poll pending

@@ -1,0 +1,174 @@
+/* The reflector's process: qcg-broker executed again by reflector_client.c,
+   serving the reflector on the socket it was given; see reflector.h. */
+#include "reflector.h"
+#include "reflector_msg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "monotonic.h"
+
+#define DRAIN_MAX 64
+#define PEER "the broker"
+
+struct channel {
+    int fd;
+    struct ratelimit refused; /* the serving loop's */
+    struct ratelimit dropped; /* the reflector thread's */
+};
+
+/* The observe callback, on the reflector's thread: never waits for the
+   broker; an observation that does not fit in the channel is dropped. */
+static void send_observed(void *arg, const struct reflector_observation *o)
+{
+    struct channel *ch = arg;
+    struct rmsg_observed m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_OBSERVED;
+    if (o->cluster != NULL) {
+        m.punch = 1;
+        snprintf(m.cluster, sizeof(m.cluster), "%s", o->cluster);
+        snprintf(m.node, sizeof(m.node), "%s", o->node ? o->node : "");
+        snprintf(m.local_addr, sizeof(m.local_addr), "%s", o->local_addr ? o->local_addr : "");
+        m.local_port = o->local_port;
+    }
+    snprintf(m.addr, sizeof(m.addr), "%s", o->addr);
+    m.port = o->port;
+    if (rmsg_send(ch->fd, &m, sizeof(m), 0) < 0) {
+        char line[200];
+        snprintf(line, sizeof(line), "observation of %s:%d not passed to " PEER ": %s", o->addr,
+                 o->port, strerror(errno));
+        rmsg_warn_limited(&ch->dropped, line);
+    }
+}
+
+/* READY, ok or not; a failure is logged here too (the broker may be gone). */
+static void ready(int fd, const char *why)
+{
+    struct rmsg_ready m;
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_READY;
+    m.ok = why == NULL;
+    if (why != NULL) {
+        snprintf(m.why, sizeof(m.why), "%s", why);
+        log_error("%s", why);
+    }
+    if (rmsg_send(fd, &m, sizeof(m), REFLECTOR_READY_MS) < 0)
+        log_warn("telling " PEER " we %s", why == NULL ? "serve" : "failed");
+}
+
+/* The first message: INIT, within REFLECTOR_READY_MS. */
+static int read_init(int fd, struct rmsg_init *init)
+{
+    union rmsg m;
+    char why[RMSG_WHY_LEN + 100];
+
+    if (rmsg_recv_first(fd, RMSG_INIT, REFLECTOR_READY_MS, &m, why, sizeof(why)) < 0) {
+        log_error("from " PEER ": %s", why);
+        return -1;
+    }
+    *init = m.init;
+    explicit_bzero(&m, sizeof(m));
+    return 0;
+}
+
+static void expect(struct reflector *r, const struct rmsg_expect *m)
+{
+    struct reflector_side sides[2];
+    memset(sides, 0, sizeof(sides));
+    for (int i = 0; i < 2; i++) {
+        /* Checked: NUL-terminated within the same size. */
+        memcpy(sides[i].cluster, m->sides[i].cluster, sizeof(sides[i].cluster));
+        memcpy(sides[i].node, m->sides[i].node, sizeof(sides[i].node));
+        sides[i].preserving = m->sides[i].preserving == 1;
+    }
+    reflector_expect(r, m->pair, sides, m->expiry);
+}
+
+/* EXPECTs until the broker closes the channel.  0 then, -1 on an error. */
+static int serve(struct channel *ch, struct reflector *r)
+{
+    for (;;) {
+        struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+        if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+            log_warn("poll");
+            return -1;
+        }
+        for (int i = 0; i < DRAIN_MAX; i++) {
+            union rmsg m;
+            size_t len = 0;
+            char why[RMSG_WHY_LEN];
+            int rc = rmsg_recv(ch->fd, &m, &len);
+            if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                break;
+            if (rc < 0) {
+                log_warn("reading the channel");
+                return -1;
+            }
+            if (rc == 0)
+                return 0;
+            if (rmsg_check(&m, len, RMSG_BIT(RMSG_EXPECT), why, sizeof(why)) < 0) {
+                rmsg_refused(&ch->refused, PEER, why);
+                continue;
+            }
+            expect(r, &m.expect);
+        }
+    }
+}
+
+int reflector_process_main(void)
+{
+    struct channel ch = {.fd = REFLECTOR_FD_CHANNEL};
+    struct rmsg_init init;
+    char why[RMSG_WHY_LEN], err[RMSG_WHY_LEN - 32];
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+
+    prctl(PR_SET_NAME, "qcg-reflector", 0, 0, 0);
+    log_init("reflector", LOG_LEVEL_INFO, false);
+    if (getsockopt(ch.fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_SEQPACKET) {
+        log_error("descriptor %d is no channel: %s is for qcg-broker to start its reflector", ch.fd,
+                  REFLECTOR_PROCESS_ARG);
+        return 2;
+    }
+    /* The broker ends us by closing the channel (or by dying: SIGKILL then).
+       A signal to its whole process group (^C, a TERM to the group) must not
+       end us first and look like a death to it. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    if (read_init(ch.fd, &init) < 0)
+        return 1;
+    log_init("reflector", (enum log_level)init.log_level, init.syslog == 1);
+    if (reflector_privdrop(init.setuser == 1, init.uid, init.gid, err, sizeof(err)) < 0) {
+        snprintf(why, sizeof(why), "reflector process: %s", err);
+        explicit_bzero(&init, sizeof(init));
+        ready(ch.fd, why);
+        return 1;
+    }
+    struct reflector *r = reflector_start_on(REFLECTOR_FD_LISTEN, &init.key, send_observed, &ch,
+                                             NULL, err, sizeof(err));
+    explicit_bzero(&init.key, sizeof(init.key));
+    if (r == NULL) {
+        snprintf(why, sizeof(why), "reflector process: %s", err);
+        ready(ch.fd, why);
+        return 1;
+    }
+    log_info("serving port %d for qcg-broker (pid %d) as uid %d without capabilities",
+             reflector_port(r), (int)getppid(), (int)getuid());
+    ready(ch.fd, NULL);
+    int rc = serve(&ch, r);
+    reflector_stop(r);
+    log_info("%s: stopped", rc == 0 ? PEER " closed the channel" : "the channel failed");
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,634 @@
+/*
+ * broker-reflector-process: the reflector in its own process, as qcg-broker
+ * runs it (ports 18415-18417).
+ *
+ *   checks       every malformed message of reflector_msg.h refused, the good ones taken
+ *   child side   this binary executed again as the child (reflector_process_main):
+ *                a bad first message ends it (status 1, no crash); after INIT, a
+ *                stream of malformed packets is refused and the EXPECT after them
+ *                still pairs two PUNCHes; closing the channel ends it (status 0)
+ *   broker side  reflector_client_start: a rogue child (this binary with
+ *                QCG_TEST_ROGUE set) sends malformed OBSERVEDs: only the good one
+ *                reaches the callback; the real child: capabilities gone, an
+ *                EXPECT and a PUNCH pair through it, SIGKILL noticed (not up) and
+ *                a new child serving the same port, stop leaves no process
+ *
+ *   test --(channel: socketpair)--> qcg-reflector child --(TCP 127.0.0.1:1841x)--> test clients
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "monotonic.h"
+#include "reflector.h"
+#include "reflector_msg.h"
+
+#define CHILD_PORT 18415
+#define CLIENT_PORT 18416
+#define ROGUE_PORT 18417
+#define WAIT_MS 5000
+
+extern char **environ;
+
+static struct proxy_key key;
+
+/* ---- helpers ---- */
+
+static struct rmsg_expect good_expect(const unsigned char pair[TOKEN_PAIR_LEN])
+{
+    struct rmsg_expect m;
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_EXPECT;
+    m.expiry = (uint64_t)time(NULL) + 60;
+    memcpy(m.pair, pair, TOKEN_PAIR_LEN);
+    snprintf(m.sides[0].cluster, sizeof(m.sides[0].cluster), "nata");
+    snprintf(m.sides[0].node, sizeof(m.sides[0].node), "nata1");
+    m.sides[0].preserving = 1;
+    snprintf(m.sides[1].cluster, sizeof(m.sides[1].cluster), "natb");
+    snprintf(m.sides[1].node, sizeof(m.sides[1].node), "natb1");
+    return m;
+}
+
+static struct rmsg_observed good_observed(void)
+{
+    struct rmsg_observed m;
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_OBSERVED;
+    m.punch = 1;
+    snprintf(m.cluster, sizeof(m.cluster), "nata");
+    snprintf(m.node, sizeof(m.node), "nata1");
+    snprintf(m.local_addr, sizeof(m.local_addr), "10.0.0.1");
+    snprintf(m.addr, sizeof(m.addr), "203.0.113.30");
+    m.local_port = 5000;
+    m.port = 5000;
+    return m;
+}
+
+static struct rmsg_init good_init(void)
+{
+    struct rmsg_init m;
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_INIT;
+    m.version = RMSG_VERSION;
+    m.key = key;
+    m.log_level = getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN;
+    return m;
+}
+
+static int check(const void *m, size_t len, unsigned accept)
+{
+    char why[RMSG_WHY_LEN];
+    union rmsg u;
+    memset(&u, 0, sizeof(u));
+    memcpy(&u, m, len < sizeof(u) ? len : sizeof(u));
+    int rc = rmsg_check(&u, len, accept, why, sizeof(why));
+    if (getenv("VERBOSE"))
+        printf("  check: %d %s\n", rc, rc < 0 ? why : "");
+    return rc;
+}
+
+/* A connected client of 127.0.0.1:port with a 3 s receive timeout. */
+static int client(int port, int *local)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {3, 0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    socklen_t len = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    if (local)
+        *local = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void read_answer(int fd, char *out, size_t outlen)
+{
+    size_t got = 0;
+    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
+        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    char *nl = strchr(out, '\n');
+    if (nl)
+        *nl = '\0';
+}
+
+static void map(int port, char *out, size_t outlen)
+{
+    int fd = client(port, NULL);
+    out[0] = '\0';
+    if (fd < 0)
+        return;
+    if (send(fd, "MAP\n", 4, MSG_NOSIGNAL) == 4)
+        read_answer(fd, out, outlen);
+    close(fd);
+}
+
+/* Both sides of pair punch at once; true when both hear PEER. */
+static bool punch_pair(int port, const unsigned char pair[TOKEN_PAIR_LEN])
+{
+    int fd[2], local[2];
+    char line[300], ans[2][300];
+    bool ok = true;
+    for (int side = 0; side < 2; side++) {
+        char tok[TOKEN_TEXT_LEN + 1];
+        fd[side] = client(port, &local[side]);
+        if (fd[side] < 0)
+            return false;
+        token_issue(&key, pair, side, (uint64_t)time(NULL) + 60, tok, sizeof(tok));
+        snprintf(line, sizeof(line), "PUNCH %s 127.0.0.1 %d\n", tok, local[side]);
+        if (send(fd[side], line, strlen(line), MSG_NOSIGNAL) < 0)
+            ok = false;
+    }
+    for (int side = 0; side < 2; side++) {
+        read_answer(fd[side], ans[side], sizeof(ans[side]));
+        close(fd[side]);
+        if (strncmp(ans[side], "PEER ", 5) != 0) {
+            fprintf(stderr, "side %d heard '%s'\n", side, ans[side]);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* The child as reflector_client.c makes it, with the channel ours. */
+static pid_t start_child(int listen_fd, int *chan)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char arg0[] = "qcg-reflector", arg1[] = REFLECTOR_PROCESS_ARG;
+        char *argv[] = {arg0, arg1, NULL};
+        int a = fcntl(sv[1], F_DUPFD, 10), b = fcntl(listen_fd, F_DUPFD, 10);
+        dup2(a, REFLECTOR_FD_CHANNEL);
+        dup2(b, REFLECTOR_FD_LISTEN);
+        close_range(REFLECTOR_FD_LISTEN + 1, ~0U, 0);
+        execve("/proc/self/exe", argv, environ);
+        _exit(127);
+    }
+    close(sv[1]);
+    *chan = sv[0];
+    return pid;
+}
+
+/* The child's exit status within WAIT_MS; -1 for a signal or no exit. */
+static int wait_exit(pid_t pid)
+{
+    int status = 0;
+    uint64_t end = monotonic_ms() + WAIT_MS;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (monotonic_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(10 * 1000);
+    }
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "child killed by signal %d\n", WTERMSIG(status));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Reads one message within WAIT_MS: its type, or -1. */
+static int read_msg(int fd, union rmsg *m, size_t *len)
+{
+    uint64_t end = monotonic_ms() + WAIT_MS;
+    while (monotonic_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int rc = rmsg_recv(fd, m, len);
+        if (rc < 0 && errno == EAGAIN)
+            continue;
+        return rc == 1 ? (int)m->type : -1;
+    }
+    return -1;
+}
+
+static void send_raw(int fd, const void *m, size_t len)
+{
+    if (send(fd, m, len, MSG_NOSIGNAL) != (ssize_t)len)
+        fprintf(stderr, "send_raw: %s\n", strerror(errno));
+}
+
+/* ---- the checks alone ---- */
+
+static void test_checks(void)
+{
+    const unsigned TO_CHILD = RMSG_BIT(RMSG_EXPECT), TO_BROKER = RMSG_BIT(RMSG_OBSERVED);
+    unsigned char pair[TOKEN_PAIR_LEN] = {1, 2, 3};
+    struct rmsg_expect e = good_expect(pair), bad_e;
+    struct rmsg_observed o = good_observed(), bad_o;
+    struct rmsg_init in = good_init(), bad_in;
+    struct rmsg_ready r = {.type = RMSG_READY, .ok = 1}, bad_r;
+    uint32_t t;
+
+    CHECK(check(&e, sizeof(e), TO_CHILD) == RMSG_EXPECT, "a good EXPECT");
+    CHECK(check(&o, sizeof(o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (PUNCH)");
+    bad_o = o;
+    bad_o.punch = 0;
+    memset(bad_o.cluster, 0, sizeof(bad_o.cluster));
+    memset(bad_o.node, 0, sizeof(bad_o.node));
+    memset(bad_o.local_addr, 0, sizeof(bad_o.local_addr));
+    bad_o.local_port = 0;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (MAP)");
+    CHECK(check(&in, sizeof(in), RMSG_BIT(RMSG_INIT)) == RMSG_INIT, "a good INIT");
+    CHECK(check(&r, sizeof(r), RMSG_BIT(RMSG_READY)) == RMSG_READY, "a good READY");
+
+    /* Sizes and types. */
+    CHECK(check(&e, 0, TO_CHILD) < 0, "empty");
+    CHECK(check(&e, 3, TO_CHILD) < 0, "shorter than a type");
+    CHECK(check(&e, sizeof(e) - 1, TO_CHILD) < 0, "EXPECT a byte short");
+    CHECK(check(&e, sizeof(e) + 1, TO_CHILD) < 0, "EXPECT a byte long");
+    CHECK(check(&e, sizeof(union rmsg) + 100, TO_CHILD) < 0, "longer than any message");
+    CHECK(check(&o, sizeof(o), TO_CHILD) < 0, "OBSERVED to the child");
+    CHECK(check(&e, sizeof(e), TO_BROKER) < 0, "EXPECT to the broker");
+    CHECK(check(&in, sizeof(in), TO_CHILD) < 0, "INIT after INIT");
+    CHECK(check(&r, sizeof(r), TO_BROKER) < 0, "READY after READY");
+    t = 0;
+    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 0");
+    t = 99;
+    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 99");
+    t = 0xffffffffu;
+    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 2^32-1");
+
+    /* EXPECT fields. */
+    bad_e = e;
+    memset(bad_e.sides[0].cluster, 'a', sizeof(bad_e.sides[0].cluster));
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "cluster without its NUL");
+    bad_e = e;
+    memset(bad_e.sides[1].node, 'a', sizeof(bad_e.sides[1].node));
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "node without its NUL");
+    bad_e = e;
+    bad_e.sides[1].cluster[0] = '\0';
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "empty cluster");
+    bad_e = e;
+    bad_e.sides[0].node[1] = '\n';
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "a newline in a node");
+    bad_e = e;
+    bad_e.sides[0].preserving = 2;
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "preserving 2");
+    bad_e = e;
+    bad_e.expiry = 0;
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 0");
+    bad_e = e;
+    bad_e.expiry = UINT64_MAX;
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 2^64-1");
+    bad_e = e;
+    bad_e.reserved = 1;
+    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "reserved 1");
+
+    /* OBSERVED fields. */
+    bad_o = o;
+    bad_o.punch = 2;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "punch 2");
+    bad_o = o;
+    bad_o.port = 0;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 0");
+    bad_o = o;
+    bad_o.port = 65536;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 65536");
+    bad_o = o;
+    bad_o.local_port = -1;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "local port -1");
+    bad_o = o;
+    snprintf(bad_o.addr, sizeof(bad_o.addr), "203.0.113.300");
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "an address that is none");
+    bad_o = o;
+    memset(bad_o.addr, '1', sizeof(bad_o.addr));
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "address without its NUL");
+    bad_o = o;
+    snprintf(bad_o.local_addr, sizeof(bad_o.local_addr), "here");
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a local address that is none");
+    bad_o = o;
+    bad_o.cluster[0] = '\0';
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a PUNCH without its cluster");
+    bad_o = o;
+    bad_o.punch = 0;
+    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "names without a PUNCH");
+
+    /* INIT and READY fields. */
+    bad_in = in;
+    bad_in.version = RMSG_VERSION + 1;
+    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "another version");
+    bad_in = in;
+    bad_in.log_level = 4;
+    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "log level 4");
+    bad_in = in;
+    bad_in.syslog = 7;
+    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "syslog 7");
+    bad_in = in;
+    bad_in.setuser = 1;
+    bad_in.uid = (uint32_t)-1;
+    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "uid -1");
+    bad_r = r;
+    bad_r.ok = 0;
+    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");
+    bad_r = r;
+    snprintf(bad_r.why, sizeof(bad_r.why), "extra");
+    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "success with a reason");
+    bad_r = r;
+    bad_r.ok = 0;
+    memset(bad_r.why, 'x', sizeof(bad_r.why));
+    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "reason without its NUL");
+}
+
+/* ---- the child, driven over its channel ---- */
+
+static void test_child_bad_first(int listen_fd)
+{
+    int chan;
+    pid_t pid = start_child(listen_fd, &chan);
+    unsigned char pair[TOKEN_PAIR_LEN] = {9};
+    struct rmsg_expect e = good_expect(pair);
+    send_raw(chan, &e, sizeof(e));
+    CHECK(wait_exit(pid) == 1, "a child whose first message is no INIT exits with status 1");
+    close(chan);
+}
+
+static void test_child(int listen_fd)
+{
+    int chan;
+    union rmsg m;
+    size_t len = 0;
+    pid_t pid = start_child(listen_fd, &chan);
+    struct rmsg_init in = good_init();
+    unsigned char pair[TOKEN_PAIR_LEN] = {0x42, (unsigned char)(monotonic_ms() & 0xff)};
+    struct rmsg_expect e = good_expect(pair), bad;
+    char big[sizeof(union rmsg) + 100], ans[300];
+
+    send_raw(chan, &in, sizeof(in));
+    CHECK(read_msg(chan, &m, &len) == RMSG_READY && m.ready.ok == 1, "READY from the child");
+
+    /* Garbage of every kind, then the good EXPECT. */
+    send_raw(chan, "", 0);
+    send_raw(chan, "abc", 3);
+    memset(big, 0x41, sizeof(big));
+    send_raw(chan, big, sizeof(big));
+    send_raw(chan, &in, sizeof(in));
+    send_raw(chan, &e, sizeof(e) - 8);
+    bad = e;
+    memset(bad.sides[0].cluster, 'x', sizeof(bad.sides[0].cluster));
+    send_raw(chan, &bad, sizeof(bad));
+    bad = e;
+    bad.sides[1].preserving = 7;
+    send_raw(chan, &bad, sizeof(bad));
+    bad = e;
+    bad.expiry = 0;
+    send_raw(chan, &bad, sizeof(bad));
+    struct rmsg_observed o = good_observed();
+    send_raw(chan, &o, sizeof(o));
+    /* A descriptor attached to a message is not taken along. */
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof(cbuf));
+    struct iovec iov = {.iov_base = &bad, .iov_len = sizeof(bad)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &devnull, sizeof(int));
+    if (sendmsg(chan, &mh, MSG_NOSIGNAL) < 0)
+        fprintf(stderr, "sendmsg: %s\n", strerror(errno));
+    close(devnull);
+    send_raw(chan, &e, sizeof(e));
+
+    map(CHILD_PORT, ans, sizeof(ans));
+    CHECK(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "MAP after the garbage: '%s'", ans);
+    CHECK(punch_pair(CHILD_PORT, pair), "the EXPECT after the garbage pairs two PUNCHes");
+    int punches = 0, maps = 0;
+    for (int i = 0; i < 3; i++) {
+        if (read_msg(chan, &m, &len) != RMSG_OBSERVED)
+            break;
+        punches += m.observed.punch == 1 && (strcmp(m.observed.cluster, "nata") == 0 ||
+                                             strcmp(m.observed.cluster, "natb") == 0);
+        maps += m.observed.punch == 0;
+    }
+    CHECK(maps == 1 && punches == 2, "OBSERVED: %d MAP, %d PUNCH", maps, punches);
+    close(chan);
+    CHECK(wait_exit(pid) == 0, "the child exits with status 0 once its channel closes");
+}
+
+/* ---- the broker's side ---- */
+
+struct seen {
+    atomic_int n, punches;
+    char cluster[64];
+    int port;
+};
+
+static void on_observe(void *arg, const struct reflector_observation *o)
+{
+    struct seen *s = arg;
+    if (o->cluster != NULL) {
+        snprintf(s->cluster, sizeof(s->cluster), "%s", o->cluster);
+        s->port = o->port;
+        atomic_fetch_add(&s->punches, 1);
+    }
+    atomic_fetch_add(&s->n, 1);
+}
+
+/* The rogue child: READY, then OBSERVEDs of every wrong kind and one good. */
+static int rogue_main(void)
+{
+    int fd = REFLECTOR_FD_CHANNEL;
+    union rmsg m;
+    size_t len = 0;
+    if (read_msg(fd, &m, &len) != RMSG_INIT)
+        return 1;
+    struct rmsg_ready r = {.type = RMSG_READY, .ok = 1};
+    send_raw(fd, &r, sizeof(r));
+    struct rmsg_observed o = good_observed(), bad;
+    char big[sizeof(union rmsg) + 1];
+    memset(big, 0, sizeof(big));
+    send_raw(fd, "", 0);
+    send_raw(fd, "xy", 2);
+    send_raw(fd, big, sizeof(big));
+    send_raw(fd, &r, sizeof(r));
+    send_raw(fd, &m.init, sizeof(m.init));
+    send_raw(fd, &o, sizeof(o) - 1);
+    bad = o;
+    bad.port = 0;
+    send_raw(fd, &bad, sizeof(bad));
+    bad = o;
+    bad.local_port = 70000;
+    send_raw(fd, &bad, sizeof(bad));
+    bad = o;
+    memset(bad.cluster, 'c', sizeof(bad.cluster));
+    send_raw(fd, &bad, sizeof(bad));
+    bad = o;
+    snprintf(bad.addr, sizeof(bad.addr), "nowhere");
+    send_raw(fd, &bad, sizeof(bad));
+    bad = o;
+    bad.punch = 0;
+    send_raw(fd, &bad, sizeof(bad));
+    unsigned char pair[TOKEN_PAIR_LEN] = {7};
+    struct rmsg_expect e = good_expect(pair);
+    send_raw(fd, &e, sizeof(e));
+    send_raw(fd, &o, sizeof(o));
+    explicit_bzero(&m, sizeof(m));
+    /* Until the broker closes the channel. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, WAIT_MS) > 0 && rmsg_recv(fd, &m, &len) == 1)
+        ;
+    return 0;
+}
+
+static bool wait_until(const atomic_int *v, int want)
+{
+    uint64_t end = monotonic_ms() + WAIT_MS;
+    while (atomic_load(v) < want && monotonic_ms() < end)
+        usleep(10 * 1000);
+    return atomic_load(v) >= want;
+}
+
+static void test_rogue(void)
+{
+    struct seen s = {0};
+    char err[300];
+    struct reflector_process_config cfg = {.listen = "127.0.0.1:18417"};
+
+    setenv("QCG_TEST_ROGUE", "1", 1);
+    struct reflector_client *c =
+        reflector_client_start(&cfg, &key, on_observe, &s, err, sizeof(err));
+    unsetenv("QCG_TEST_ROGUE");
+    CHECK(c != NULL, "rogue: start: %s", err);
+    if (c == NULL)
+        return;
+    CHECK(wait_until(&s.n, 1), "rogue: the good OBSERVED arrives");
+    usleep(200 * 1000);
+    CHECK(atomic_load(&s.n) == 1 && strcmp(s.cluster, "nata") == 0 && s.port == 5000,
+          "rogue: only the good OBSERVED reached the callback (%d, %s:%d)", atomic_load(&s.n),
+          s.cluster, s.port);
+    CHECK(reflector_client_up(c), "rogue: the broker still counts on its reflector");
+    reflector_client_stop(c);
+}
+
+static bool wait_up(struct reflector_client *c, bool want)
+{
+    uint64_t end = monotonic_ms() + WAIT_MS;
+    while (reflector_client_up(c) != want && monotonic_ms() < end)
+        usleep(5 * 1000);
+    return reflector_client_up(c) == want;
+}
+
+/* /proc/PID/status's line for field, e.g. "CapEff". */
+static void status_field(int pid, const char *field, char *out, size_t outlen)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
+            snprintf(out, outlen, "%s", line + strlen(field) + 2);
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+static void test_client(void)
+{
+    struct seen s = {0};
+    char err[300], ans[300], v[128];
+    struct reflector_process_config cfg = {.listen = "127.0.0.1:18416"};
+    struct reflector_side sides[2];
+    unsigned char pair[TOKEN_PAIR_LEN] = {0x43, (unsigned char)(monotonic_ms() & 0xff)};
+
+    CHECK(reflector_client_start(&(struct reflector_process_config){.listen = "nonsense"}, &key,
+                                 NULL, NULL, err, sizeof(err)) == NULL &&
+              strstr(err, "not ADDR:PORT") != NULL,
+          "a bad listen address: '%s'", err);
+    struct reflector_client *c =
+        reflector_client_start(&cfg, &key, on_observe, &s, err, sizeof(err));
+    CHECK(c != NULL, "start: %s", err);
+    if (c == NULL)
+        return;
+    int pid = reflector_client_pid(c);
+    CHECK(pid > 0 && pid != getpid() && reflector_client_up(c), "a child serves");
+    status_field(pid, "CapEff", v, sizeof(v));
+    CHECK(strcmp(v, "0000000000000000") == 0, "the child's CapEff: '%s'", v);
+    status_field(pid, "CapBnd", v, sizeof(v));
+    CHECK(strcmp(v, "0000000000000000") == 0, "the child's CapBnd: '%s'", v);
+    status_field(pid, "NoNewPrivs", v, sizeof(v));
+    CHECK(strcmp(v, "1") == 0, "the child's NoNewPrivs: '%s'", v);
+    status_field(pid, "Name", v, sizeof(v));
+    CHECK(strcmp(v, "qcg-reflector") == 0, "the child's name: '%s'", v);
+
+    memset(sides, 0, sizeof(sides));
+    snprintf(sides[0].cluster, sizeof(sides[0].cluster), "nata");
+    snprintf(sides[0].node, sizeof(sides[0].node), "nata1");
+    snprintf(sides[1].cluster, sizeof(sides[1].cluster), "natb");
+    snprintf(sides[1].node, sizeof(sides[1].node), "natb1");
+    CHECK(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
+    CHECK(punch_pair(CLIENT_PORT, pair), "a PUNCH pair through the child");
+    CHECK(wait_until(&s.punches, 2) && s.port > 0, "both PUNCHes observed by the broker");
+
+    /* Killed: noticed at once, then a new child on the same port. */
+    kill(pid, SIGKILL);
+    CHECK(wait_up(c, false), "the broker noticed the death");
+    CHECK(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) < 0,
+          "no EXPECT while no child serves");
+    CHECK(wait_up(c, true), "a new child within %d ms", WAIT_MS);
+    int pid2 = reflector_client_pid(c);
+    CHECK(pid2 > 0 && pid2 != pid, "a new child: %d after %d", pid2, pid);
+    map(CLIENT_PORT, ans, sizeof(ans));
+    CHECK(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "the new child serves MAP: '%s'", ans);
+    reflector_client_stop(c);
+    CHECK(kill(pid2, 0) < 0 && errno == ESRCH, "no child left after the stop");
+}
+
+int main(int argc, char **argv)
+{
+    /* The child this binary becomes (the broker's main does the same). */
+    if (argc == 2 && strcmp(argv[1], REFLECTOR_PROCESS_ARG) == 0)
+        return getenv("QCG_TEST_ROGUE") ? rogue_main() : reflector_process_main();
+
+    char err[200];
+    log_init("test", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN, false);
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t i = 0; i < sizeof(key.bytes); i++)
+        key.bytes[i] = (unsigned char)(i * 5 + 3);
+    test_checks();
+    int listen_fd = reflector_listen("127.0.0.1:18415", err, sizeof(err));
+    CHECK(listen_fd >= 0, "listen: %s", err);
+    if (listen_fd >= 0) {
+        test_child_bad_first(listen_fd);
+        test_child(listen_fd);
+        close(listen_fd);
+    }
+    test_rogue();
+    test_client();
+    if (check_failures)
+        fprintf(stderr, "broker-reflector-process: %d check(s) failed\n", check_failures);
+    else
+        printf("broker-reflector-process: all checks passed\n");
+    return check_failures != 0;
+}
