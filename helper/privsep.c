@@ -169,17 +169,18 @@ static void make_ready(struct privsep *ps, struct entry *e, int status, const ch
     dlist_append(&ps->ready, &e->link);
 }
 
-/* The socket closed, or an error on it: everything pending fails with how
-   the process ended, once; nothing is asked of it any more. */
-static void lose(struct privsep *ps, const char *what)
+/* The socket closed, or an error on it, or we killed the process (killed:
+   what says why): everything pending fails with how the process ended,
+   once; nothing is asked of it any more. */
+static void lose(struct privsep *ps, const char *what, int killed)
 {
-    char how[120];
+    char how[PRIVSEP_WHY_MAX - 40];
     int status = 0;
 
     if (ps->lost)
         return;
     ps->lost = 1;
-    if (!ps->reaped && reap(ps, REAP_AT_LOSS_MS, &status))
+    if (!ps->reaped && reap(ps, REAP_AT_LOSS_MS, &status) && !killed)
         how_it_ended(status, how, sizeof(how));
     else
         snprintf(how, sizeof(how), "%s", what);
@@ -281,7 +282,7 @@ static int receive(struct privsep *ps, union privsep_msg *m)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n <= 0) {
-            lose(ps, n == 0 ? "closed its socket" : strerror(errno));
+            lose(ps, n == 0 ? "closed its socket" : strerror(errno), 0);
             return -1;
         }
         if (privsep_answer_check(&buf, (size_t)n, why, sizeof(why)) < 0) {
@@ -346,7 +347,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 
     (void)events;
     if (status < 0) {
-        lose(ps, uv_strerror(status));
+        lose(ps, uv_strerror(status), 0);
         return;
     }
     for (int i = 0; i < READS_PER_WAKE && !ps->lost; i++) {
@@ -359,7 +360,8 @@ static void on_readable(uv_poll_t *h, int status, int events)
 
 /* Sends req and waits for the answer to it (want, or an ACK refusing it),
    at most timeout_ms.  Outcomes of other requests arriving meanwhile are
-   kept for the loop.  0 and *ans, or -1 with why. */
+   kept for the loop.  0 and *ans, or -1 with why.  A process that does not
+   answer in time is killed: each later call would block the loop as long. */
 static int round_trip(struct privsep *ps, const void *req, size_t size, uint32_t want, uint32_t id,
                       unsigned timeout_ms, union privsep_msg *ans, char *why, size_t whylen)
 {
@@ -372,9 +374,12 @@ static int round_trip(struct privsep *ps, const void *req, size_t size, uint32_t
         struct pollfd p = {.fd = ps->fd, .events = sent ? POLLIN : POLLOUT};
 
         if (now >= deadline) {
-            snprintf(why, whylen, "the privileged process did not answer %s within %u ms", what,
+            char text[100];
+
+            snprintf(text, sizeof(text), "did not answer %s within %u ms: killed", what,
                      timeout_ms);
-            log_warnx("%s", why);
+            kill(ps->pid, SIGKILL);
+            lose(ps, text, 1);
             break;
         }
         if (poll(&p, 1, (int)(deadline - now)) <= 0)
@@ -384,7 +389,7 @@ static int round_trip(struct privsep *ps, const void *req, size_t size, uint32_t
             if (n == (ssize_t)size)
                 sent = 1;
             else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
-                lose(ps, strerror(errno));
+                lose(ps, strerror(errno), 0);
             continue;
         }
         int got = receive(ps, ans);

@@ -37,8 +37,9 @@
    failed by the main process itself. */
 #define PRIVSEP_GRACE_MS 1000
 /* How long the main process waits for an acknowledgement (the engine adds
-   a rule in ~3 ms; iptables waits up to 5 s for its lock). */
-#define PRIVSEP_ACK_MS 6000
+   a rule in ~3 ms; iptables waits up to 5 s for its lock and is given 10 s
+   in all).  A process that takes longer is killed (lost). */
+#define PRIVSEP_ACK_MS 12000
 /* How long START may take (the engine's chains: tens of ms, each iptables
    command bounded by 10 s). */
 #define PRIVSEP_READY_MS 30000
@@ -50,7 +51,9 @@ struct privsep;
 
 /* Forks the privileged process (which never returns from here) with what
    it needs from cfg; in the main process, a handle not yet started.  NULL
-   with why (socketpair, fork).  Call before any thread or loop exists. */
+   with why (socketpair, fork).  Call before any thread or libuv loop exists
+   in this process: the privileged process closes every descriptor it
+   inherits, libuv's global ones (re-made at fork) included. */
 struct privsep *privsep_fork(const struct helper_config *cfg, char *err, size_t errlen);
 /* Sends START and waits (blocking, at most PRIVSEP_READY_MS) for the engine
    to start; then serves on loop.  -1 with why: the privileged process has
@@ -67,7 +70,7 @@ void privsep_on_lost(struct privsep *ps, privsep_lost_fn fn, void *arg);
 /* traverse_watch_syn and traverse_inject, through the privileged process:
    the same arguments, callbacks and returns.  Each blocks the loop until
    the privileged process acknowledges (the rules are in place when it
-   returns 0), at most PRIVSEP_ACK_MS; the callback comes at the latest
+   returns 0), at most PRIVSEP_ACK_MS (then it is killed and lost); the callback comes at the latest
    timeout_ms + PRIVSEP_GRACE_MS later.  Answers that arrive meanwhile are
    delivered from the loop afterwards, never from inside the call. */
 int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,

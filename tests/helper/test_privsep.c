@@ -12,7 +12,8 @@
  *   this test (privsep.h) --> privileged process (privsep_fork)
  *     2. a watch times out with the engine's reason; the process is killed:
  *        the pending watch and every later one fail naming the signal, the
- *        lost callback comes once, this process goes on;
+ *        lost callback comes once, this process goes on; a process that
+ *        stops answering is killed after PRIVSEP_ACK_MS and lost the same way;
  *     3. this process drops every capability for good (helper_caps_limit).
  */
 #include <arpa/inet.h>
@@ -382,6 +383,63 @@ static void test_client(void)
     CHECK(uv_loop_close(&loop) == 0);
 }
 
+/* 2b: a privileged process that stops answering is killed after
+   PRIVSEP_ACK_MS, and lost like a dead one. */
+static void test_client_hung(void)
+{
+    struct helper_config cfg;
+    struct outcome o = {0}, lost = {0};
+    struct in_addr dst;
+    char why[PRIVSEP_WHY_MAX], err[256];
+    uv_loop_t loop;
+
+    config(&cfg, QUEUE_CLIENT + 1);
+    inet_pton(AF_INET, "198.51.100.1", &dst);
+    struct privsep *ps = privsep_fork(&cfg, err, sizeof(err));
+    CHECK(ps != NULL);
+    if (ps == NULL)
+        return;
+    uv_loop_init(&loop);
+    CHECK(privsep_start(ps, &loop, why, sizeof(why)) == 0);
+    privsep_on_lost(ps, on_lost, &lost);
+    CHECK(privsep_watch_syn(ps, dst, 84, 30000, on_syn, &o, why, sizeof(why)) == 0);
+    kill(privsep_pid(ps), SIGSTOP);
+    uint64_t t0 = monotonic_ms();
+    CHECK(privsep_watch_syn(ps, dst, 85, 1000, on_syn, &o, why, sizeof(why)) < 0);
+    uint64_t waited = monotonic_ms() - t0;
+    CHECK(waited >= PRIVSEP_ACK_MS && waited < PRIVSEP_ACK_MS + 2000);
+    CHECK_HAS(why, "did not answer WATCH_SYN within 12000 ms: killed");
+    printf("a stopped privileged process, after %llu ms: %s\n", (unsigned long long)waited, why);
+    run_until(&loop, &lost.done, 3000);
+    CHECK(o.done == 1 && o.status < 0 && lost.done == 1);
+    CHECK_HAS(o.why, "did not answer WATCH_SYN within 12000 ms: killed");
+    privsep_free(ps);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(uv_loop_close(&loop) == 0);
+}
+
+/* Runs fn in a process of its own, as libuv's tests do: privsep_fork must
+   come before this process has a loop (the privileged process closes what
+   libuv opened), and each of these tests has one. */
+static void in_own_process(void (*fn)(void), const char *name)
+{
+    int status = 0;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        fn();
+        fflush(NULL);
+        _exit(check_failures > 0);
+    }
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "FAIL %s (status 0x%x)\n", name, (unsigned)status);
+        check_failures++;
+    }
+}
+
 /* 3: this process gives up everything. */
 static void test_drop(void)
 {
@@ -417,7 +475,8 @@ int main(void)
     }
     log_init("privsep-test", LOG_LEVEL_INFO, false);
     test_raw();
-    test_client();
+    in_own_process(test_client, "test_client");
+    in_own_process(test_client_hung, "test_client_hung");
     test_drop();
     if (check_failures > 0) {
         char cmd[128];
