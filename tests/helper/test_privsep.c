@@ -324,28 +324,40 @@ static void run_until(uv_loop_t *loop, const int *done, unsigned ms)
         uv_run(loop, UV_RUN_NOWAIT), sleep_ms(5);
 }
 
+/* A started privileged process for queue, its loss reported to *lost; NULL
+   after a failed check.  Before the loop, as in the helper. */
+static struct privsep *client_start(int queue, uv_loop_t *loop, struct outcome *lost)
+{
+    struct helper_config cfg;
+    char why[PRIVSEP_WHY_MAX];
+    struct privsep *ps;
+
+    config(&cfg, queue);
+    ps = privsep_fork(&cfg, why, sizeof(why));
+    CHECK(ps != NULL);
+    uv_loop_init(loop);
+    if (ps == NULL)
+        return NULL;
+    CHECK(privsep_start(ps, loop, why, sizeof(why)) == 0);
+    privsep_on_lost(ps, on_lost, lost);
+    return ps;
+}
+
 /* 2: through privsep.h, as the helper's main process. */
 static void test_client(void)
 {
-    struct helper_config cfg;
     struct outcome o1 = {0}, o2 = {0}, lost = {0};
     struct in_addr dst;
-    char why[PRIVSEP_WHY_MAX], err[256];
+    char why[PRIVSEP_WHY_MAX];
     unsigned rules = 99;
     uint8_t junk[40] = {0};
     uv_loop_t loop;
+    struct privsep *ps = client_start(QUEUE_CLIENT, &loop, &lost);
 
-    config(&cfg, QUEUE_CLIENT);
-    inet_pton(AF_INET, "198.51.100.1", &dst);
-    /* Before the loop, as in the helper: the child closes what libuv opened. */
-    struct privsep *ps = privsep_fork(&cfg, err, sizeof(err));
-    CHECK(ps != NULL);
     if (ps == NULL)
         return;
-    uv_loop_init(&loop);
-    CHECK(privsep_start(ps, &loop, why, sizeof(why)) == 0);
+    inet_pton(AF_INET, "198.51.100.1", &dst);
     CHECK(helper_can_intercept(privsep_pid(ps)));
-    privsep_on_lost(ps, on_lost, &lost);
     CHECK(privsep_rules(ps, &rules, why, sizeof(why)) == 0 && rules == 0);
 
     CHECK(privsep_watch_syn(ps, dst, 81, 200, on_syn, &o1, why, sizeof(why)) == 0);
@@ -387,21 +399,15 @@ static void test_client(void)
    PRIVSEP_ACK_MS, and lost like a dead one. */
 static void test_client_hung(void)
 {
-    struct helper_config cfg;
     struct outcome o = {0}, lost = {0};
     struct in_addr dst;
-    char why[PRIVSEP_WHY_MAX], err[256];
+    char why[PRIVSEP_WHY_MAX];
     uv_loop_t loop;
+    struct privsep *ps = client_start(QUEUE_CLIENT + 1, &loop, &lost);
 
-    config(&cfg, QUEUE_CLIENT + 1);
-    inet_pton(AF_INET, "198.51.100.1", &dst);
-    struct privsep *ps = privsep_fork(&cfg, err, sizeof(err));
-    CHECK(ps != NULL);
     if (ps == NULL)
         return;
-    uv_loop_init(&loop);
-    CHECK(privsep_start(ps, &loop, why, sizeof(why)) == 0);
-    privsep_on_lost(ps, on_lost, &lost);
+    inet_pton(AF_INET, "198.51.100.1", &dst);
     CHECK(privsep_watch_syn(ps, dst, 84, 30000, on_syn, &o, why, sizeof(why)) == 0);
     kill(privsep_pid(ps), SIGSTOP);
     uint64_t t0 = monotonic_ms();
