@@ -14,7 +14,7 @@
 #include "proto.h"
 #include "punch.h"
 #include "qcgconn.h"
-#include "traverse.h"
+#include "privsep.h"
 #include "upstream.h"
 
 struct attempt {
@@ -39,13 +39,13 @@ struct attempts {
     uv_loop_t *loop;
     const struct helper_config *cfg;
     struct upstream *up;
-    struct traverse *t;
+    struct privsep *ps;
     struct attempt *list;
     int closed;
 };
 
-struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
-                              struct upstream *up, struct traverse *t)
+struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg, struct upstream *up,
+                              struct privsep *ps)
 {
     struct attempts *as = calloc(1, sizeof(*as));
 
@@ -54,7 +54,7 @@ struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
     as->loop = loop;
     as->cfg = cfg;
     as->up = up;
-    as->t = t;
+    as->ps = ps;
     return as;
 }
 
@@ -231,7 +231,7 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
                  technique_name((enum technique)plan->technique), plan->address);
         return -1;
     }
-    if (plan->technique == QCG_TECH_TRAVERSING && as->t == NULL) {
+    if (plan->technique == QCG_TECH_TRAVERSING && as->ps == NULL) {
         snprintf(why, whylen, "traversing planned, but this helper cannot intercept");
         return -1;
     }
@@ -245,8 +245,8 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
     a->plan = *plan;
     a->fd = -1;
     if (plan->technique == QCG_TECH_TRAVERSING) {
-        if (traverse_watch_syn(as->t, addr, plan->port, ATTEMPT_SYN_WAIT_MS, on_syn, a, why,
-                               whylen) < 0) {
+        if (privsep_watch_syn(as->ps, addr, plan->port, ATTEMPT_SYN_WAIT_MS, on_syn, a, why,
+                              whylen) < 0) {
             free(a);
             return -1;
         }
@@ -275,7 +275,7 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
 void attempts_close(struct attempts *as)
 {
     as->closed = 1;
-    /* Punches stop here; SYN watches end in traverse_close and calls to the
+    /* Punches stop here; SYN watches end in privsep_close and calls to the
        broker in the thread pool, both calling back into a closed set. */
     for (struct attempt *a = as->list, *next; a != NULL; a = next) {
         next = a->next;

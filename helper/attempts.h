@@ -3,7 +3,7 @@
  * helper takes part in after relaying the plan to its process:
  *
  *   traversing  before the plan reaches the process, watch for the SYN it
- *               will send to the target (traverse.h); hand that SYN to the
+ *               will send to the target (privsep.h, traverse.h); hand that SYN to the
  *               broker (qcg__traverse), which orders the target's helper to
  *               inject it.  The process's own connect() completes.
  *   holepunch   punch through the broker's reflector (punch.h) and hand the
@@ -29,12 +29,12 @@
 
 struct attempts;
 struct conn;
-struct traverse;
+struct privsep;
 struct upstream;
 
-/* t may be NULL (no privileges: traversing is never planned for us). */
-struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
-                              struct upstream *up, struct traverse *t);
+/* ps may be NULL (no privileges: traversing is never planned for us). */
+struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg, struct upstream *up,
+                              struct privsep *ps);
 /* Loop thread.  For a holepunch or traversing plan just relayed to c (or
    about to be: traversing must be called before the plan is sent).  0, or -1
    with why when the attempt cannot start (the caller then answers with an
@@ -42,7 +42,7 @@ struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg,
 int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struct local_plan *plan,
                   char *why, size_t whylen);
 /* Aborts every attempt (no callbacks reach connections any more).  Call
-   before traverse_close. */
+   before privsep_close. */
 void attempts_close(struct attempts *as);
 void attempts_free(struct attempts *as);
 

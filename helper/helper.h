@@ -5,12 +5,16 @@
  *   main.c      wires the pieces and runs the libuv loop
  *   config.c    the option table and its checks (this header)
  *   cert.c      the certificate's CN must name this node (this header)
- *   caps.c      whether we may intercept/inject packets (this header)
+ *   caps.c      whether we may intercept/inject packets; dropping capabilities (this header)
+ *   privsep.c   the main process's side of the privileged process (privsep.h)
+ *   privsep_child.c  the privileged process: the packet engine, nothing else
+ *   privsep_msg.c    the message list between the two and its checks (privsep_msg.h)
  *   attempts.c  the initiator's side of traversing and hole punching
  *   orders.c    the broker's orders: connect-back, proxy-connect, punch, inject, probe-listen
  *   responder.c qcg-probe's test endpoints: libqcgconn threads on our own socket
  *   punch.c     TCP hole punching through the broker's reflector
- *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
+ *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket),
+ *               run by the privileged process only
  *   local.c     the Unix socket server and the dispatch of local messages
  *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
@@ -22,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -73,9 +78,17 @@ bool helper_uid_allowed(const struct helper_config *cfg, uid_t uid);
    match.  -1 with a one-line reason in err. */
 int helper_cert_check(struct helper_config *cfg, char *err, size_t errlen);
 
-/* 1 when this process holds CAP_NET_ADMIN and CAP_NET_RAW (effective), else 0. */
-int helper_can_intercept(void);
+/* 1 when process pid (0: this one) holds CAP_NET_ADMIN and CAP_NET_RAW
+   (effective), else 0.  Once the helper has forked its privileged process,
+   that process is the one that intercepts: ask about its pid. */
+int helper_can_intercept(pid_t pid);
 /* How many of the two are missing; out names them ("CAP_NET_RAW"). */
-int helper_caps_missing(char *out, size_t outlen);
+int helper_caps_missing(pid_t pid, char *out, size_t outlen);
+/* Gives up, for good, every capability of this process but those in keep
+   (bit n = capability n): the bounding set as far as CAP_SETPCAP allows,
+   the ambient set, then effective, permitted and inheritable (kept ones
+   stay in all three, and ambient for the programs it runs), then sets
+   no_new_privs.  Checked afterwards with capget.  -1 with why in err. */
+int helper_caps_limit(uint64_t keep, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,6 @@
-/* qcg-helper: wires the configuration, the upstream thread and the local
-   socket to one libuv loop, and stops cleanly on SIGTERM/SIGINT. */
+/* qcg-helper: forks the privileged process, drops every capability, wires
+   the configuration, the upstream thread and the local socket to one libuv
+   loop, and stops cleanly on SIGTERM/SIGINT. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,9 @@
 #include "local.h"
 #include "log.h"
 #include "orders.h"
+#include "privsep.h"
 #include "responder.h"
 #include "status.h"
-#include "traverse.h"
 #include "upstream.h"
 
 static const char usage[] =
@@ -36,7 +37,7 @@ struct helper {
     struct orders *orders;
     struct responders *responders; /* qcg-probe's test endpoints */
     struct attempts *attempts;
-    struct traverse *traverse; /* NULL without privileges */
+    struct privsep *priv; /* the packet engine's process; NULL without privileges */
 };
 
 /* From the upstream thread. */
@@ -72,14 +73,25 @@ static void on_stop(uv_async_t *a)
     h->stopping = 1;
     log_info("stopping");
     /* Attempts first (they stop answering), then the packet engine (its
-       pending callbacks fail), then the orders. */
+       pending callbacks fail; its process removes the rules and exits
+       meanwhile), then the orders. */
     attempts_close(h->attempts);
-    if (h->traverse != NULL)
-        traverse_close(h->traverse);
+    privsep_close(h->priv);
     orders_close(h->orders);
     /* The probe endpoints withdraw through the socket, which stays open
        for them (bounded by RESPONDERS_STOP_MS). */
     responders_stop(h->responders, stop_rest, h);
+}
+
+/* The privileged process is gone (and not restarted: no capability is left
+   to start another): qcg-probe's SITE says so from now on. */
+static void on_priv_lost(void *arg, const char *why)
+{
+    struct helper *h = arg;
+    char line[LOCAL_MESSAGE_MAX];
+
+    snprintf(line, sizeof(line), "%.190s: traversing is no longer available on this node", why);
+    local_server_set_intercept(h->srv, 0, 0, line);
 }
 
 /* libuv sizes its thread pool at the first request, from the environment;
@@ -98,20 +110,65 @@ static void size_thread_pool(const struct helper_config *cfg)
     setenv("UV_THREADPOOL_SIZE", n, 1);
 }
 
+/* Before any thread, loop or socket: the privileged process when this one
+   may intercept, then no capability here, for good.  *why_not says why
+   traversing is off (priv NULL). */
+static struct privsep *fork_privileged(const struct helper_config *cfg, char *why_not,
+                                       size_t whylen)
+{
+    char missing[64], err[256];
+    struct in_addr node;
+    struct privsep *ps = NULL;
+
+    if (!cfg->intercept)
+        snprintf(why_not, whylen, "intercept = no in the config");
+    else if (helper_caps_missing(0, missing, sizeof(missing)) != 0)
+        snprintf(why_not, whylen, "no %s", missing);
+    else if (inet_pton(AF_INET, cfg->address, &node) != 1)
+        snprintf(why_not, whylen, "the node's address is not IPv4");
+    else if ((ps = privsep_fork(cfg, err, sizeof(err))) == NULL) {
+        log_warnx("traversing disabled: %s", err);
+        snprintf(why_not, whylen, "the packet engine did not start: %.180s", err);
+    }
+    if (helper_caps_limit(0, err, sizeof(err)) < 0)
+        fatalx("cannot drop the capabilities: %s", err);
+    return ps;
+}
+
+/* After the local socket (a second helper on it stops before the engine
+   touches any rule): the engine starts, or traversing is off. */
+static int start_privileged(struct helper *h, char *why_not, size_t whylen)
+{
+    char err[256], missing[64];
+
+    if (h->priv == NULL)
+        return 0;
+    if (privsep_start(h->priv, &h->loop, err, sizeof(err)) == 0) {
+        if (helper_caps_missing(privsep_pid(h->priv), missing, sizeof(missing)) == 0) {
+            privsep_on_lost(h->priv, on_priv_lost, h);
+            return 1;
+        }
+        snprintf(err, sizeof(err), "the privileged process lacks %s", missing);
+    }
+    log_warnx("traversing disabled: %s", err);
+    snprintf(why_not, whylen, "the packet engine did not start: %.180s", err);
+    privsep_free(h->priv);
+    h->priv = NULL;
+    return 0;
+}
+
 static int run(struct helper_config *cfg)
 {
     struct helper h;
-    char err[512];
+    char err[512], why_not[LOCAL_MESSAGE_MAX] = "";
+    int can_intercept = 0;
     int rc = 1;
 
     memset(&h, 0, sizeof(h));
+    h.priv = fork_privileged(cfg, why_not, sizeof(why_not));
     size_thread_pool(cfg);
     if (uv_loop_init(&h.loop) < 0)
         fatalx("cannot create the event loop");
-    char missing[64], intercept[LOCAL_MESSAGE_MAX];
-    int privileged = helper_caps_missing(missing, sizeof(missing)) == 0;
-    int can_intercept = 0;
-    const char *why_not = "intercept = no in the config";
 
     /* Room for every client's contact plus those of closed clients whose
        withdrawal is still in flight. */
@@ -129,28 +186,10 @@ static int run(struct helper_config *cfg)
         log_error("%s", err);
         goto out;
     }
-    /* After the socket: a second helper on it stops before touching rules. */
-    if (cfg->intercept && !privileged) {
-        snprintf(intercept, sizeof(intercept), "no %s", missing);
-        why_not = intercept;
-    } else if (cfg->intercept) {
-        struct traverse_config tc = {.queue_num = (uint16_t)cfg->nfqueue};
-        if (inet_pton(AF_INET, cfg->address, &tc.node) != 1) {
-            why_not = "the node's address is not IPv4";
-        } else {
-            h.traverse = traverse_new(&h.loop, &tc, err, sizeof(err));
-            if (h.traverse == NULL) {
-                log_warnx("traversing disabled: %s", err);
-                snprintf(intercept, sizeof(intercept), "the packet engine did not start: %.180s",
-                         err);
-                why_not = intercept;
-            }
-        }
-        can_intercept = h.traverse != NULL;
-    }
+    can_intercept = start_privileged(&h, why_not, sizeof(why_not));
     upstream_set_can_intercept(h.up, can_intercept);
-    h.attempts = attempts_new(&h.loop, cfg, h.up, h.traverse);
-    h.orders = orders_new(&h.loop, h.srv, cfg, h.traverse, err, sizeof(err));
+    h.attempts = attempts_new(&h.loop, cfg, h.up, h.priv);
+    h.orders = orders_new(&h.loop, h.srv, cfg, h.priv, err, sizeof(err));
     if (h.orders != NULL)
         h.responders = responders_new(&h.loop, cfg, err, sizeof(err));
     if (h.orders == NULL || h.responders == NULL || h.attempts == NULL) {
@@ -163,8 +202,7 @@ static int run(struct helper_config *cfg)
         if (h.responders != NULL)
             responders_stop(h.responders, NULL, NULL);
         local_server_close(h.srv);
-        if (h.traverse != NULL)
-            traverse_close(h.traverse);
+        privsep_close(h.priv);
         uv_run(&h.loop, UV_RUN_DEFAULT);
         goto out;
     }
@@ -173,8 +211,10 @@ static int run(struct helper_config *cfg)
         char line[LOCAL_MESSAGE_MAX];
 
         if (can_intercept)
-            snprintf(line, sizeof(line), "CAP_NET_ADMIN and CAP_NET_RAW held, NFQUEUE %d bound",
-                     cfg->nfqueue);
+            snprintf(line, sizeof(line),
+                     "CAP_NET_ADMIN and CAP_NET_RAW held (by the privileged process, pid %d), "
+                     "NFQUEUE %d bound",
+                     (int)privsep_pid(h.priv), cfg->nfqueue);
         else
             snprintf(line, sizeof(line),
                      "%.190s: traversing is not planned towards or from this node", why_not);
@@ -182,11 +222,16 @@ static int run(struct helper_config *cfg)
     }
     orders_set_responders(h.orders, h.responders);
     upstream_on_order(h.up, take_order, h.orders);
-    log_info("node %s/%s, address %s, ports %d-%d, frontend %s; %s%s%s", cfg->cluster,
-             cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
-             can_intercept ? "can intercept and inject" : "cannot intercept (",
-             can_intercept ? "" : why_not, can_intercept ? "" : "): traversing is not planned "
-                                                                "towards or from this node");
+    if (can_intercept)
+        log_info("node %s/%s, address %s, ports %d-%d, frontend %s; can intercept and inject "
+                 "(through the privileged process, pid %d; this one holds no capability)",
+                 cfg->cluster, cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
+                 (int)privsep_pid(h.priv));
+    else
+        log_info("node %s/%s, address %s, ports %d-%d, frontend %s; cannot intercept (%s): "
+                 "traversing is not planned towards or from this node",
+                 cfg->cluster, cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
+                 why_not);
     uv_async_init(&h.loop, &h.stop_async, on_stop);
     h.stop_async.data = &h;
     daemon_signals(&h.stop, signal_stop, &h.stop_async);
@@ -206,8 +251,7 @@ out:
     orders_free(h.orders);
     if (h.attempts != NULL)
         attempts_free(h.attempts);
-    if (h.traverse != NULL)
-        traverse_free(h.traverse);
+    privsep_free(h.priv); /* waits for it to remove its rules and exit */
     local_server_free(h.srv);
     contacts_free(h.contacts);
     uv_run(&h.loop, UV_RUN_NOWAIT);

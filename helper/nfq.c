@@ -131,7 +131,7 @@ struct nfq_queue *nfq_queue_open(uv_loop_t *loop, uint16_t num, nfq_packet_fn cb
     nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
     if (configure(q, nlh) < 0) {
         /* The kernel says EPERM for both. */
-        snprintf(err, errlen, "cannot bind NFQUEUE %u: %s%s", num, strerror(errno),
+        snprintf(err, errlen, NFQ_BIND_FAILED " %u: %s%s", num, strerror(errno),
                  errno == EPERM ? " (another process owns it, or no CAP_NET_ADMIN)" : "");
         goto fail;
     }

@@ -19,7 +19,10 @@ typedef void (*nfq_packet_fn)(void *arg, uint32_t id, unsigned hook, const uint8
                               size_t len);
 
 /* Binds queue `num`; fails when another process owns it (the kernel says
-   EPERM), so that a second helper cannot take over the first one's queue. */
+   EPERM), so that a second helper cannot take over the first one's queue;
+   err then starts with NFQ_BIND_FAILED. */
+#define NFQ_BIND_FAILED "cannot bind NFQUEUE"
+
 struct nfq_queue *nfq_queue_open(uv_loop_t *loop, uint16_t num, nfq_packet_fn cb, void *arg,
                                  char *err, size_t errlen);
 /* NF_ACCEPT, or NF_DROP when accept is 0; pkt non-NULL replaces the packet.

@@ -16,7 +16,7 @@
 #include "punch.h"
 #include "responder.h"
 #include "qcgconn.h"
-#include "traverse.h"
+#include "privsep.h"
 
 #define PROXY_TOKEN_FIELD 128
 #define PROXY_PREAMBLE_SIZE (4 + PROXY_TOKEN_FIELD)
@@ -52,7 +52,7 @@ struct orders {
     uv_loop_t *loop;
     struct local_server *srv;
     const struct helper_config *cfg;
-    struct traverse *t;
+    struct privsep *ps;
     struct responders *responders; /* probe-listen */
     uv_async_t async;
     struct dlist active; /* of struct action */
@@ -67,7 +67,7 @@ struct orders {
 static void on_async(uv_async_t *h);
 
 struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
-                          const struct helper_config *cfg, struct traverse *t, char *err,
+                          const struct helper_config *cfg, struct privsep *ps, char *err,
                           size_t errlen)
 {
     struct orders *o = calloc(1, sizeof(*o));
@@ -79,7 +79,7 @@ struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
     o->loop = loop;
     o->srv = srv;
     o->cfg = cfg;
-    o->t = t;
+    o->ps = ps;
     pthread_mutex_init(&o->lock, NULL);
     if (uv_async_init(loop, &o->async, on_async) < 0) {
         snprintf(err, errlen, "cannot create the orders' wake-up");
@@ -444,7 +444,7 @@ static void start_inject(struct orders *o, struct action *a)
 
     a->state = A_INJECT;
     action_add(o, a);
-    if (o->t == NULL) {
+    if (o->ps == NULL) {
         finish(a, "refused: this helper cannot inject (no privileges, or intercept = no)");
         return;
     }
@@ -452,8 +452,8 @@ static void start_inject(struct orders *o, struct action *a)
         finish(a, "refused: %s", port <= 0 ? "nothing published" : "malformed packet or address");
         return;
     }
-    if (traverse_inject(o->t, pkt, (size_t)len, pub, (uint16_t)a->cmd.port, (uint16_t)port,
-                        ORDER_INJECT_TIMEOUT_MS, on_injected, a, why, sizeof(why)) < 0) {
+    if (privsep_inject(o->ps, pkt, (size_t)len, pub, (uint16_t)a->cmd.port, (uint16_t)port,
+                       ORDER_INJECT_TIMEOUT_MS, on_injected, a, why, sizeof(why)) < 0) {
         finish(a, "refused: %s", why);
         return;
     }

@@ -12,7 +12,7 @@
  *                  hand the connected socket to the process, which waits for
  *                  the initiator's hello (holepunch technique);
  *   inject         inject the initiator's SYN into our stack and complete the
- *                  simultaneous open (traverse.h), only towards the port the
+ *                  simultaneous open (privsep.h, traverse.h), only towards the port the
  *                  process published (traversing technique);
  *   probe-listen   start a test endpoint for qcg-probe (responder.h): it
  *                  publishes (job, rank) itself, so no process is expected.
@@ -39,12 +39,12 @@
 #define ORDER_INJECT_TIMEOUT_MS 5000 /* from the injected SYN to the third ACK */
 
 struct orders;
-struct traverse;
+struct privsep;
 
-/* srv and cfg must outlive the orders; t may be NULL (no privileges: inject
+/* srv and cfg must outlive the orders; ps may be NULL (no privileges: inject
    orders are refused).  NULL with a reason in err. */
 struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
-                          const struct helper_config *cfg, struct traverse *t, char *err,
+                          const struct helper_config *cfg, struct privsep *ps, char *err,
                           size_t errlen);
 struct responders;
 /* Before the orders flow: where probe-listen orders go (none: dropped with a
@@ -54,7 +54,7 @@ void orders_set_responders(struct orders *o, struct responders *rs);
    Dropped with a warning when the queue is full or closed. */
 void orders_push(struct orders *o, const struct command *cmd);
 /* Loop thread: takes no more orders and aborts those in progress (call
-   before traverse_close). */
+   before privsep_close). */
 void orders_close(struct orders *o);
 /* Once the loop has run the closes (after uv_run returned). */
 void orders_free(struct orders *o);

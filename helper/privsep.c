@@ -1,0 +1,617 @@
+/* The main process's side of the privileged process; see privsep.h. */
+#include "privsep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlist.h"
+#include "log.h"
+#include "monotonic.h"
+#include "privsep_msg.h"
+#include "ratelimit.h"
+
+/* How often timed-out requests are looked for while any is pending. */
+#define SWEEP_MS 100
+#define READS_PER_WAKE 64
+#define BAD_LOG_MS 1000
+/* How long a lost process may take to become a zombie after its socket
+   closed (the kernel closes its files before it reports the exit). */
+#define REAP_AT_LOSS_MS 100
+
+enum kind { K_WATCH, K_INJECT };
+
+/* A request whose outcome is still to come. */
+struct entry {
+    struct dlink link; /* in ps->ready once the outcome is in */
+    uint32_t id;       /* 0: a free entry */
+    enum kind kind;
+    int acked; /* the privileged process took it: an outcome will come */
+    int ready;
+    traverse_syn_fn syn_cb;
+    traverse_done_fn done_cb;
+    void *arg;
+    unsigned timeout_ms;
+    uint64_t deadline_ms;
+    int status;
+    uint16_t len;
+    uint8_t pkt[TRAVERSE_PACKET_MAX];
+    char why[PRIVSEP_WHY_MAX];
+};
+
+struct privsep {
+    uv_loop_t *loop;
+    int fd;
+    pid_t pid;
+    int started, closed, lost, lost_told, reaped, free_asked;
+    unsigned handles; /* open libuv handles; the last close may free */
+    uv_poll_t poll;
+    uv_timer_t timer;
+    uint32_t next_id;
+    struct entry entries[PRIVSEP_PENDING_MAX];
+    unsigned npending;
+    struct dlist ready; /* outcomes in, callbacks to call */
+    privsep_lost_fn lost_fn;
+    void *lost_arg;
+    char lost_why[PRIVSEP_WHY_MAX];
+    struct ratelimit bad_rl;
+};
+
+/* The standard descriptors open, so that the socketpair never takes one of
+   them (a log line would go into it). */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
+            return;
+}
+
+struct privsep *privsep_fork(const struct helper_config *cfg, char *err, size_t errlen)
+{
+    struct privsep *ps = calloc(1, sizeof(*ps));
+    pid_t parent = getpid();
+    int sv[2];
+
+    if (ps == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    std_fds_open();
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+        free(ps);
+        return NULL;
+    }
+    fflush(NULL);
+    ps->pid = fork();
+    if (ps->pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        free(ps);
+        return NULL;
+    }
+    if (ps->pid == 0) {
+        close(sv[0]);
+        free(ps);
+        privsep_child_main(sv[1], parent, cfg);
+    }
+    close(sv[1]);
+    ps->fd = sv[0];
+    ps->next_id = 1;
+    if (fcntl(ps->fd, F_SETFL, O_NONBLOCK) < 0)
+        log_warn("O_NONBLOCK on the privileged process's socket");
+    return ps;
+}
+
+pid_t privsep_pid(const struct privsep *ps)
+{
+    return ps->pid;
+}
+
+void privsep_on_lost(struct privsep *ps, privsep_lost_fn fn, void *arg)
+{
+    ps->lost_fn = fn;
+    ps->lost_arg = arg;
+}
+
+/* waitpid without blocking longer than ms; 1 once reaped (status set). */
+static int reap(struct privsep *ps, unsigned ms, int *status)
+{
+    uint64_t end = monotonic_ms() + ms;
+
+    for (;;) {
+        pid_t r = waitpid(ps->pid, status, WNOHANG);
+        if (r == ps->pid || (r < 0 && errno == ECHILD)) {
+            ps->reaped = 1;
+            return r == ps->pid;
+        }
+        if (monotonic_ms() >= end)
+            return 0;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void how_it_ended(int status, char *out, size_t outlen)
+{
+    if (WIFSIGNALED(status))
+        snprintf(out, outlen, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, outlen, "exited with status %d", WEXITSTATUS(status));
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* The timer runs the callbacks, the lost callback and the timeouts. */
+static void kick(struct privsep *ps, unsigned ms)
+{
+    if (ps->started && !ps->closed)
+        uv_timer_start(&ps->timer, on_timer, ms, 0);
+}
+
+static void make_ready(struct privsep *ps, struct entry *e, int status, const char *why)
+{
+    e->ready = 1;
+    e->status = status;
+    e->len = 0;
+    snprintf(e->why, sizeof(e->why), "%s", why);
+    dlist_append(&ps->ready, &e->link);
+}
+
+/* The socket closed, or an error on it, or we killed the process (killed:
+   what says why): everything pending fails with how the process ended,
+   once; nothing is asked of it any more. */
+static void lose(struct privsep *ps, const char *what, int killed)
+{
+    char how[PRIVSEP_WHY_MAX - 40];
+    int status = 0;
+
+    if (ps->lost)
+        return;
+    ps->lost = 1;
+    if (!ps->reaped && reap(ps, REAP_AT_LOSS_MS, &status) && !killed)
+        how_it_ended(status, how, sizeof(how));
+    else
+        snprintf(how, sizeof(how), "%s", what);
+    snprintf(ps->lost_why, sizeof(ps->lost_why), "the privileged process (pid %d) %s", (int)ps->pid,
+             how);
+    if (ps->started && !ps->closed) {
+        log_error("%s: traversing is no longer available", ps->lost_why);
+        uv_poll_stop(&ps->poll);
+    }
+    for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
+        struct entry *e = &ps->entries[i];
+        if (e->id != 0 && e->acked && !e->ready)
+            make_ready(ps, e, -EPIPE, ps->lost_why);
+    }
+    kick(ps, 0); /* callbacks and the lost callback from the loop */
+}
+
+static struct entry *entry_find(struct privsep *ps, uint32_t id)
+{
+    for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++)
+        if (ps->entries[i].id == id)
+            return &ps->entries[i];
+    return NULL;
+}
+
+static uint32_t new_id(struct privsep *ps)
+{
+    uint32_t id = ps->next_id++;
+
+    if (ps->next_id == 0)
+        ps->next_id = 1;
+    return id;
+}
+
+static struct entry *entry_new(struct privsep *ps, enum kind kind, unsigned timeout_ms, void *arg)
+{
+    struct entry *e = entry_find(ps, 0);
+
+    if (e == NULL)
+        return NULL;
+    memset(e, 0, sizeof(*e));
+    e->id = new_id(ps);
+    e->kind = kind;
+    e->arg = arg;
+    e->timeout_ms = timeout_ms;
+    e->deadline_ms = monotonic_ms() + timeout_ms + PRIVSEP_GRACE_MS;
+    ps->npending++;
+    return e;
+}
+
+static void entry_free(struct privsep *ps, struct entry *e)
+{
+    explicit_bzero(e, sizeof(*e));
+    ps->npending--;
+}
+
+/* An outcome (SYN, DONE) or a late acknowledgement, outside any round trip. */
+static void take_async(struct privsep *ps, const union privsep_msg *m)
+{
+    struct entry *e = entry_find(ps, m->h.id);
+    enum kind want = m->h.type == PRIVSEP_SYN ? K_WATCH : K_INJECT;
+
+    if (m->h.type != PRIVSEP_SYN && m->h.type != PRIVSEP_DONE) {
+        log_debug("a late %s for request %u (its wait was over)", privsep_type_name(m->h.type),
+                  m->h.id);
+        return;
+    }
+    if (m->h.id == 0 || e == NULL || !e->acked || e->ready || e->kind != want) {
+        log_debug("a %s for request %u nobody waits for (timed out?)", privsep_type_name(m->h.type),
+                  m->h.id);
+        return;
+    }
+    if (m->h.type == PRIVSEP_SYN) {
+        make_ready(ps, e, m->syn.status, m->syn.why);
+        if (m->syn.status == 0) {
+            memcpy(e->pkt, m->syn.pkt, m->syn.len);
+            e->len = m->syn.len;
+        }
+    } else {
+        make_ready(ps, e, m->status.status, m->status.why);
+    }
+}
+
+/* One datagram from the socket: 1 and *m filled, 0 when there is none now,
+   -1 when the socket is gone (lost). */
+static int receive(struct privsep *ps, union privsep_msg *m)
+{
+    union {
+        union privsep_msg m;
+        uint8_t bytes[sizeof(union privsep_msg) + 1];
+    } buf;
+    char why[PRIVSEP_WHY_MAX];
+    unsigned left_out;
+
+    for (;;) {
+        ssize_t n = recv(ps->fd, &buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        if (n <= 0) {
+            lose(ps, n == 0 ? "closed its socket" : strerror(errno), 0);
+            return -1;
+        }
+        if (privsep_answer_check(&buf, (size_t)n, why, sizeof(why)) < 0) {
+            if (ratelimit_ok(&ps->bad_rl, monotonic_ms(), BAD_LOG_MS, &left_out))
+                log_warnx("a malformed answer of the privileged process dropped: %s (%u more "
+                          "since)",
+                          why, left_out);
+            continue;
+        }
+        memcpy(m, &buf, (size_t)n);
+        return 1;
+    }
+}
+
+/* Delivers the outcomes in (each entry once; a callback may ask again). */
+static void deliver(struct privsep *ps)
+{
+    while (ps->ready.head != NULL) {
+        struct entry *e = dlist_entry(ps->ready.head, struct entry, link);
+        struct entry copy = *e;
+
+        dlist_remove(&ps->ready, &e->link);
+        entry_free(ps, e);
+        if (copy.kind == K_WATCH)
+            copy.syn_cb(copy.arg, copy.status, copy.status == 0 ? copy.pkt : NULL, copy.len,
+                        copy.why);
+        else
+            copy.done_cb(copy.arg, copy.status, copy.why);
+        explicit_bzero(&copy, sizeof(copy));
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct privsep *ps = t->data;
+    uint64_t now = monotonic_ms();
+    char why[PRIVSEP_WHY_MAX];
+
+    for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
+        struct entry *e = &ps->entries[i];
+        if (e->id == 0 || !e->acked || e->ready || now < e->deadline_ms)
+            continue;
+        snprintf(why, sizeof(why), "the privileged process did not answer within %u ms",
+                 e->timeout_ms + PRIVSEP_GRACE_MS);
+        log_warnx("request %u: %s", e->id, why);
+        make_ready(ps, e, -ETIMEDOUT, why);
+    }
+    deliver(ps);
+    if (ps->lost && !ps->lost_told && !ps->closed) {
+        ps->lost_told = 1;
+        if (ps->lost_fn != NULL)
+            ps->lost_fn(ps->lost_arg, ps->lost_why);
+    }
+    if (ps->npending > 0 && !ps->closed)
+        uv_timer_start(&ps->timer, on_timer, SWEEP_MS, 0);
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    struct privsep *ps = h->data;
+    union privsep_msg m;
+
+    (void)events;
+    if (status < 0) {
+        lose(ps, uv_strerror(status), 0);
+        return;
+    }
+    for (int i = 0; i < READS_PER_WAKE && !ps->lost; i++) {
+        if (receive(ps, &m) <= 0)
+            break;
+        take_async(ps, &m);
+    }
+    deliver(ps);
+}
+
+/* Sends req and waits for the answer to it (want, or an ACK refusing it),
+   at most timeout_ms.  Outcomes of other requests arriving meanwhile are
+   kept for the loop.  0 and *ans, or -1 with why.  A process that does not
+   answer in time is killed: each later call would block the loop as long. */
+static int round_trip(struct privsep *ps, const void *req, size_t size, uint32_t want, uint32_t id,
+                      unsigned timeout_ms, union privsep_msg *ans, char *why, size_t whylen)
+{
+    uint64_t deadline = monotonic_ms() + timeout_ms;
+    const char *what = privsep_type_name(((const struct privsep_hdr *)req)->type);
+    int sent = 0, rc = -1;
+
+    while (!ps->lost) {
+        uint64_t now = monotonic_ms();
+        struct pollfd p = {.fd = ps->fd, .events = sent ? POLLIN : POLLOUT};
+
+        if (now >= deadline) {
+            char text[100];
+
+            snprintf(text, sizeof(text), "did not answer %s within %u ms: killed", what,
+                     timeout_ms);
+            kill(ps->pid, SIGKILL);
+            lose(ps, text, 1);
+            break;
+        }
+        if (poll(&p, 1, (int)(deadline - now)) <= 0)
+            continue; /* EINTR, or the deadline */
+        if (!sent) {
+            ssize_t n = send(ps->fd, req, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n == (ssize_t)size)
+                sent = 1;
+            else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+                lose(ps, strerror(errno), 0);
+            continue;
+        }
+        int got = receive(ps, ans);
+        if (got <= 0)
+            continue;
+        if (ans->h.id == id && (ans->h.type == want || ans->h.type == PRIVSEP_ACK)) {
+            rc = 0;
+            break;
+        }
+        take_async(ps, ans);
+    }
+    if (rc < 0 && ps->lost)
+        snprintf(why, whylen, "%s", ps->lost_why);
+    if (ps->ready.head != NULL || ps->lost)
+        kick(ps, 0);
+    return rc;
+}
+
+/* An ACK: 0 when the request was taken, else -1 with its why. */
+static int acked(const union privsep_msg *ans, char *why, size_t whylen)
+{
+    if (ans->h.type == PRIVSEP_ACK && ans->status.status == 0)
+        return 0;
+    snprintf(why, whylen, "%s",
+             ans->h.type == PRIVSEP_ACK ? ans->status.why : "an unexpected answer");
+    return -1;
+}
+
+int privsep_start(struct privsep *ps, uv_loop_t *loop, char *why, size_t whylen)
+{
+    struct privsep_bare start = {.h = {.type = PRIVSEP_START, .id = 0}};
+    union privsep_msg ans;
+
+    ps->loop = loop;
+    if (round_trip(ps, &start, sizeof(start), PRIVSEP_READY, 0, PRIVSEP_READY_MS, &ans, why,
+                   whylen) < 0)
+        return -1;
+    if (ans.h.type != PRIVSEP_READY || ans.status.status != 0) {
+        snprintf(why, whylen, "%s", ans.status.why);
+        return -1;
+    }
+    if (uv_poll_init(loop, &ps->poll, ps->fd) < 0) {
+        snprintf(why, whylen, "cannot watch the privileged process's socket");
+        return -1;
+    }
+    ps->poll.data = ps;
+    uv_timer_init(loop, &ps->timer);
+    ps->timer.data = ps;
+    ps->handles = 2;
+    ps->started = 1;
+    uv_poll_start(&ps->poll, UV_READABLE, on_readable);
+    return 0;
+}
+
+/* Why nothing can be asked now, or NULL. */
+static int unavailable(struct privsep *ps, char *why, size_t whylen)
+{
+    if (ps->closed || !ps->started) {
+        snprintf(why, whylen, "traversing is closed");
+        return 1;
+    }
+    if (ps->lost) {
+        snprintf(why, whylen, "traversing is no longer available: %s", ps->lost_why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Sends a plan's request; the entry is acknowledged or freed. */
+static int ask(struct privsep *ps, struct entry *e, const void *req, size_t size, char *why,
+               size_t whylen)
+{
+    union privsep_msg ans;
+
+    if (round_trip(ps, req, size, PRIVSEP_ACK, e->id, PRIVSEP_ACK_MS, &ans, why, whylen) < 0 ||
+        acked(&ans, why, whylen) < 0) {
+        entry_free(ps, e);
+        return -1;
+    }
+    e->acked = 1;
+    if (!uv_is_active((uv_handle_t *)&ps->timer))
+        kick(ps, SWEEP_MS);
+    return 0;
+}
+
+/* The entry of a new plan, or NULL with why. */
+static struct entry *plan_new(struct privsep *ps, enum kind kind, unsigned timeout_ms, void *arg,
+                              char *why, size_t whylen)
+{
+    struct entry *e;
+
+    if (unavailable(ps, why, whylen))
+        return NULL;
+    if ((e = entry_new(ps, kind, timeout_ms, arg)) == NULL)
+        snprintf(why, whylen, "%d traversals in progress already", PRIVSEP_PENDING_MAX);
+    return e;
+}
+
+int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
+                      traverse_syn_fn cb, void *arg, char *why, size_t whylen)
+{
+    struct privsep_watch_syn w;
+    struct entry *e = plan_new(ps, K_WATCH, timeout_ms, arg, why, whylen);
+
+    if (e == NULL)
+        return -1;
+    e->syn_cb = cb;
+    memset(&w, 0, sizeof(w));
+    w.h.type = PRIVSEP_WATCH_SYN;
+    w.h.id = e->id;
+    w.dst = dst.s_addr;
+    w.dport = dport;
+    w.timeout_ms = timeout_ms;
+    return ask(ps, e, &w, sizeof(w), why, whylen);
+}
+
+int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in_addr pub,
+                   uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
+                   traverse_done_fn cb, void *arg, char *why, size_t whylen)
+{
+    struct privsep_inject in;
+    struct entry *e;
+
+    if (len < PRIVSEP_SYN_MIN || len > TRAVERSE_PACKET_MAX) {
+        snprintf(why, whylen, "a SYN of %zu bytes (%d to %d)", len, PRIVSEP_SYN_MIN,
+                 TRAVERSE_PACKET_MAX);
+        return -1;
+    }
+    if ((e = plan_new(ps, K_INJECT, timeout_ms, arg, why, whylen)) == NULL)
+        return -1;
+    e->done_cb = cb;
+    memset(&in, 0, sizeof(in));
+    in.h.type = PRIVSEP_INJECT;
+    in.h.id = e->id;
+    in.pub = pub.s_addr;
+    in.pub_port = pub_port;
+    in.allowed_port = allowed_port;
+    in.timeout_ms = timeout_ms;
+    in.len = (uint16_t)len;
+    memcpy(in.syn, syn, len);
+    return ask(ps, e, &in, sizeof(in), why, whylen);
+}
+
+int privsep_rules(struct privsep *ps, unsigned *rules, char *why, size_t whylen)
+{
+    struct privsep_bare req = {.h = {.type = PRIVSEP_RULES}};
+    union privsep_msg ans;
+
+    if (unavailable(ps, why, whylen))
+        return -1;
+    req.h.id = new_id(ps);
+    if (round_trip(ps, &req, sizeof(req), PRIVSEP_RULES_OK, req.h.id, PRIVSEP_ACK_MS, &ans, why,
+                   whylen) < 0)
+        return -1;
+    if (ans.h.type != PRIVSEP_RULES_OK) {
+        snprintf(why, whylen, "%s", ans.status.why); /* an ACK refusing it */
+        return -1;
+    }
+    *rules = ans.rules.rules;
+    return 0;
+}
+
+static void maybe_free(struct privsep *ps)
+{
+    if (ps->free_asked && ps->handles == 0)
+        free(ps);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct privsep *ps = h->data;
+
+    ps->handles--;
+    maybe_free(ps);
+}
+
+void privsep_close(struct privsep *ps)
+{
+    if (ps == NULL || ps->closed)
+        return;
+    /* Closed first: a callback asking again is refused. */
+    ps->closed = 1;
+    for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
+        struct entry *e = &ps->entries[i];
+        if (e->id != 0 && e->acked && !e->ready)
+            make_ready(ps, e, -ECANCELED, "traversing is closing");
+    }
+    deliver(ps);
+    if (ps->started) {
+        uv_poll_stop(&ps->poll);
+        uv_timer_stop(&ps->timer);
+        uv_close((uv_handle_t *)&ps->poll, on_closed);
+        uv_close((uv_handle_t *)&ps->timer, on_closed);
+    }
+    /* The privileged process reads the end of the socket: it removes its
+       rules and chains and exits. */
+    close(ps->fd);
+    ps->fd = -1;
+}
+
+void privsep_free(struct privsep *ps)
+{
+    int status = 0;
+
+    if (ps == NULL)
+        return;
+    privsep_close(ps);
+    if (!ps->reaped) {
+        if (reap(ps, PRIVSEP_EXIT_MS, &status)) {
+            char how[120];
+            how_it_ended(status, how, sizeof(how));
+            if (ps->started)
+                log_info("the privileged process (pid %d) %s", (int)ps->pid, how);
+            else
+                log_debug("the privileged process (pid %d) %s", (int)ps->pid, how);
+        } else if (!ps->reaped) {
+            log_warnx("the privileged process (pid %d) did not exit within %d ms: killed",
+                      (int)ps->pid, PRIVSEP_EXIT_MS);
+            kill(ps->pid, SIGKILL);
+            reap(ps, 1000, &status);
+        }
+    }
+    ps->free_asked = 1;
+    maybe_free(ps);
+}

@@ -1,0 +1,432 @@
+/* The privileged process: the packet engine and the message list, nothing
+   else; see privsep.h and privsep_msg.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "monotonic.h"
+#include "nfq.h"
+#include "privsep.h"
+#include "privsep_msg.h"
+#include "ratelimit.h"
+
+/* comm of the privileged process (15 characters at most). */
+#define CHILD_NAME "qcg-helper-priv"
+/* Its thread pool: only the engine's batched rule deletions use it, one at
+   a time. */
+#define CHILD_THREADS "1"
+#define CHILD_FD 3
+#define KEEP_CAPS ((1ull << CAP_NET_ADMIN) | (1ull << CAP_NET_RAW))
+/* Answers that wait for room in the socket: every plan's outcome and an
+   acknowledgement or two. */
+#define OUT_MAX (PRIVSEP_PENDING_MAX + 16)
+/* Datagrams read per wake-up, so that the engine's packets get their turn. */
+#define READS_PER_WAKE 64
+#define REFUSED_LOG_MS 1000
+/* A privileged process whose main process was just killed still holds the
+   queue while it removes its rules (~50 ms): a helper started again at
+   once waits this long for it. */
+#define BIND_WAIT_MS 500
+#define BIND_RETRY_MS 25
+
+struct child;
+
+/* A plan in progress, the callback's argument. */
+struct slot {
+    struct child *c;
+    uint32_t id;
+    int used;
+};
+
+struct child {
+    uv_loop_t loop;
+    int fd;
+    uv_poll_t poll;
+    int poll_events;
+    uv_signal_t term;
+    struct traverse_config tc;
+    struct privsep_limits lim;
+    struct traverse *t;
+    int started, stopping, exit_code;
+    struct slot slots[PRIVSEP_PENDING_MAX];
+    union privsep_msg *out; /* a ring of OUT_MAX */
+    size_t out_size[OUT_MAX];
+    size_t out_head, out_count;
+    struct ratelimit refused_rl, dropped_rl;
+};
+
+static void stop(struct child *c, int code, const char *why);
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Readable always, writable while answers wait. */
+static void set_poll(struct child *c)
+{
+    int events = UV_READABLE | (c->out_count > 0 ? UV_WRITABLE : 0);
+
+    if (c->stopping || events == c->poll_events)
+        return;
+    c->poll_events = events;
+    uv_poll_start(&c->poll, events, on_poll);
+}
+
+/* Sends what waits, in order; stops at a full socket. */
+static void flush(struct child *c)
+{
+    while (c->out_count > 0 && c->fd >= 0) {
+        ssize_t n = send(c->fd, &c->out[c->out_head], c->out_size[c->out_head],
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == ENOBUFS))
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            /* The main process is gone: reading tells it too. */
+            c->out_count = 0;
+            break;
+        }
+        c->out_head = (c->out_head + 1) % OUT_MAX;
+        c->out_count--;
+    }
+}
+
+static void send_answer(struct child *c, const void *msg, size_t size)
+{
+    unsigned left_out;
+
+    if (c->fd < 0)
+        return;
+    if (c->out_count == OUT_MAX) {
+        if (ratelimit_ok(&c->dropped_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
+            log_warnx("an answer dropped: %d wait for the main process to read them (%u more "
+                      "dropped since)",
+                      OUT_MAX, left_out);
+        return;
+    }
+    size_t tail = (c->out_head + c->out_count) % OUT_MAX;
+    memcpy(&c->out[tail], msg, size);
+    c->out_size[tail] = size;
+    c->out_count++;
+    flush(c);
+    set_poll(c);
+}
+
+static void send_status(struct child *c, uint32_t type, uint32_t id, int status, const char *why)
+{
+    struct privsep_status m;
+
+    memset(&m, 0, sizeof(m));
+    m.h.type = type;
+    m.h.id = id;
+    m.status = status;
+    snprintf(m.why, sizeof(m.why), "%s", why);
+    send_answer(c, &m, sizeof(m));
+}
+
+static struct slot *slot_get(struct child *c, uint32_t id)
+{
+    for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
+        struct slot *s = &c->slots[i];
+        if (!s->used) {
+            s->used = 1;
+            s->c = c;
+            s->id = id;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const char *why)
+{
+    struct slot *s = arg;
+    struct privsep_syn m;
+
+    memset(&m, 0, sizeof(m));
+    m.h.type = PRIVSEP_SYN;
+    m.h.id = s->id;
+    m.status = status;
+    if (status == 0 && len <= sizeof(m.pkt)) {
+        memcpy(m.pkt, pkt, len);
+        m.len = (uint16_t)len;
+    } else if (status == 0) {
+        m.status = -EMSGSIZE;
+    }
+    snprintf(m.why, sizeof(m.why), "%s", why != NULL ? why : "");
+    s->used = 0;
+    send_answer(s->c, &m, sizeof(m));
+}
+
+static void on_done(void *arg, int status, const char *why)
+{
+    struct slot *s = arg;
+
+    s->used = 0;
+    send_status(s->c, PRIVSEP_DONE, s->id, status, why != NULL ? why : "");
+}
+
+/* A request that is not served: the main process hears why at once. */
+static void refuse(struct child *c, uint32_t id, int status, ssize_t len, const char *why)
+{
+    unsigned left_out;
+
+    if (ratelimit_ok(&c->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
+        log_warnx("refused a message of %zd bytes from the main process: %s (%u more refused "
+                  "since)",
+                  len, why, left_out);
+    send_status(c, PRIVSEP_ACK, id, status, why);
+}
+
+static void serve_start(struct child *c)
+{
+    char err[PRIVSEP_WHY_MAX] = "";
+    uint64_t end = monotonic_ms() + BIND_WAIT_MS;
+
+    c->started = 1;
+    while ((c->t = traverse_new(&c->loop, &c->tc, err, sizeof(err))) == NULL &&
+           strncmp(err, NFQ_BIND_FAILED, strlen(NFQ_BIND_FAILED)) == 0 && monotonic_ms() < end) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = BIND_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    send_status(c, PRIVSEP_READY, 0, c->t != NULL ? 0 : -EIO, err);
+    if (c->t == NULL)
+        stop(c, 1, "the packet engine did not start");
+}
+
+/* A slot for the plan of request id, or NULL (refused: too many). */
+static struct slot *plan_slot(struct child *c, uint32_t id, size_t len)
+{
+    struct slot *s = slot_get(c, id);
+    char why[PRIVSEP_WHY_MAX];
+
+    if (s == NULL) {
+        snprintf(why, sizeof(why), "%d traversals in progress already", PRIVSEP_PENDING_MAX);
+        refuse(c, id, -EBUSY, (ssize_t)len, why);
+    }
+    return s;
+}
+
+/* The engine took the plan (rc 0: its outcome comes later) or not. */
+static void plan_acked(struct child *c, struct slot *s, int rc, const char *why)
+{
+    if (rc < 0)
+        s->used = 0;
+    send_status(c, PRIVSEP_ACK, s->id, rc < 0 ? -EINVAL : 0, rc < 0 ? why : "");
+}
+
+static void serve_watch(struct child *c, const struct privsep_watch_syn *w)
+{
+    struct in_addr dst = {.s_addr = w->dst};
+    char why[PRIVSEP_WHY_MAX] = "";
+    struct slot *s = plan_slot(c, w->h.id, sizeof(*w));
+
+    if (s != NULL)
+        plan_acked(
+            c, s,
+            traverse_watch_syn(c->t, dst, w->dport, w->timeout_ms, on_syn, s, why, sizeof(why)),
+            why);
+}
+
+static void serve_inject(struct child *c, const struct privsep_inject *in)
+{
+    struct in_addr pub = {.s_addr = in->pub};
+    char why[PRIVSEP_WHY_MAX] = "";
+    struct slot *s = plan_slot(c, in->h.id, sizeof(*in));
+
+    if (s != NULL)
+        plan_acked(c, s,
+                   traverse_inject(c->t, in->syn, in->len, pub, in->pub_port, in->allowed_port,
+                                   in->timeout_ms, on_done, s, why, sizeof(why)),
+                   why);
+}
+
+static void serve(struct child *c, const void *buf, ssize_t len)
+{
+    union privsep_msg m;
+    char why[PRIVSEP_WHY_MAX];
+    uint32_t id = 0;
+    int rc = privsep_request_check(buf, (size_t)len, &c->lim, why, sizeof(why));
+
+    if ((size_t)len >= sizeof(struct privsep_hdr))
+        memcpy(&id, (const uint8_t *)buf + offsetof(struct privsep_hdr, id), sizeof(id));
+    if (rc < 0) {
+        refuse(c, id, rc, len, why);
+        return;
+    }
+    memcpy(&m, buf, (size_t)len);
+    if (m.h.type == PRIVSEP_START) {
+        if (c->started)
+            refuse(c, id, -EALREADY, len, "START again");
+        else
+            serve_start(c);
+        return;
+    }
+    if (c->t == NULL) {
+        snprintf(why, sizeof(why), "%s before START", privsep_type_name(m.h.type));
+        refuse(c, id, -ENOTCONN, len, why);
+        return;
+    }
+    switch (m.h.type) {
+    case PRIVSEP_WATCH_SYN:
+        serve_watch(c, &m.watch);
+        break;
+    case PRIVSEP_INJECT:
+        serve_inject(c, &m.inject);
+        break;
+    case PRIVSEP_RULES: {
+        struct privsep_rules_ok ok = {.h = {.type = PRIVSEP_RULES_OK, .id = id},
+                                      .rules = traverse_rules(c->t)};
+        send_answer(c, &ok, sizeof(ok));
+        break;
+    }
+    default:
+        break; /* privsep_request_check let no other type through */
+    }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct child *c = h->data;
+    /* One byte more than any message: a longer datagram shows as too long. */
+    union {
+        union privsep_msg m;
+        uint8_t bytes[sizeof(union privsep_msg) + 1];
+    } buf;
+
+    if (status < 0) {
+        stop(c, 1, uv_strerror(status));
+        return;
+    }
+    if (events & UV_WRITABLE) {
+        flush(c);
+        set_poll(c);
+    }
+    for (int i = 0; i < READS_PER_WAKE && (events & UV_READABLE) && !c->stopping; i++) {
+        ssize_t n = recv(c->fd, &buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n <= 0) {
+            stop(c, 0, n == 0 ? "the main process closed its socket" : strerror(errno));
+            break;
+        }
+        serve(c, &buf, n);
+    }
+}
+
+static void on_term(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    stop(h->data, 0, "SIGTERM");
+}
+
+/* Removes the rules and chains, closes everything; uv_run then returns. */
+static void stop(struct child *c, int code, const char *why)
+{
+    if (c->stopping)
+        return;
+    /* Before START there is nothing to remove (a second helper refused
+       its socket ends here). */
+    if (c->t != NULL)
+        log_info("stopping (%s): removing the rules and chains", why);
+    else
+        log_debug("stopping (%s)", why);
+    c->exit_code = code;
+    if (c->t != NULL)
+        traverse_close(c->t); /* the plans' callbacks answer -ECANCELED */
+    flush(c);
+    c->stopping = 1;
+    uv_close((uv_handle_t *)&c->poll, NULL);
+    uv_close((uv_handle_t *)&c->term, NULL);
+    if (c->t != NULL)
+        traverse_free(c->t);
+    c->t = NULL;
+}
+
+/* Every descriptor but the standard ones and the socket, which becomes
+   CHILD_FD. */
+static int keep_only(int fd)
+{
+    if (fd != CHILD_FD) {
+        if (dup3(fd, CHILD_FD, O_CLOEXEC) < 0)
+            return -1;
+        close(fd);
+    }
+    if (close_range(CHILD_FD + 1, ~0u, 0) < 0) {
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long i = CHILD_FD + 1; i < (max > 0 ? max : 1024); i++)
+            close((int)i);
+    }
+    return CHILD_FD;
+}
+
+/* Everything before the loop; exits on failure (the main process sees the
+   socket close before READY). */
+static void setup(struct child *c, int fd, pid_t parent, const struct helper_config *cfg)
+{
+    enum log_level level = log_get_level();
+    char err[256];
+
+    /* Gone with the main process, however it ends; it may have ended
+       already. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0 || getppid() != parent)
+        _exit(0);
+    prctl(PR_SET_NAME, CHILD_NAME, 0, 0, 0);
+    signal(SIGINT, SIG_IGN); /* the terminal's ^C is for the main process */
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    /* syslog's descriptor goes with the others and is opened anew. */
+    log_init("helper-priv", level, false);
+    c->fd = keep_only(fd);
+    log_init("helper-priv", level, cfg->syslog);
+    if (c->fd < 0)
+        fatal("cannot move the socket to descriptor %d", CHILD_FD);
+    if (helper_caps_limit(KEEP_CAPS, err, sizeof(err)) < 0)
+        fatalx("cannot limit the capabilities: %s", err);
+    if (chdir("/") < 0)
+        log_warn("chdir /");
+    setenv("UV_THREADPOOL_SIZE", CHILD_THREADS, 1);
+    c->tc.queue_num = (uint16_t)cfg->nfqueue;
+    if (inet_pton(AF_INET, cfg->address, &c->tc.node) != 1)
+        fatalx("the node's address %s is not IPv4", cfg->address);
+    c->lim.node = c->tc.node;
+    c->lim.port_low = (uint16_t)cfg->ports[0];
+    c->lim.port_high = (uint16_t)cfg->ports[1];
+    c->out = calloc(OUT_MAX, sizeof(*c->out));
+    if (c->out == NULL || uv_loop_init(&c->loop) < 0)
+        fatalx("out of memory");
+    if (fcntl(c->fd, F_SETFL, O_NONBLOCK) < 0 || uv_poll_init(&c->loop, &c->poll, c->fd) < 0)
+        fatalx("cannot watch the socket");
+    c->poll.data = c;
+    set_poll(c);
+    uv_signal_init(&c->loop, &c->term);
+    c->term.data = c;
+    uv_signal_start(&c->term, on_term, SIGTERM);
+}
+
+_Noreturn void privsep_child_main(int fd, pid_t parent, const struct helper_config *cfg)
+{
+    static struct child c; /* one per process; its plans hold pointers to it */
+
+    memset(&c, 0, sizeof(c));
+    setup(&c, fd, parent, cfg);
+    log_debug("pid %d, parent %d: CAP_NET_ADMIN and CAP_NET_RAW only, queue %u; waiting for "
+              "START",
+              (int)getpid(), (int)parent, c.tc.queue_num);
+    uv_run(&c.loop, UV_RUN_DEFAULT);
+    close(c.fd);
+    uv_loop_close(&c.loop);
+    free(c.out);
+    log_debug("exiting (%d)", c.exit_code);
+    exit(c.exit_code);
+}
