@@ -107,7 +107,7 @@ static void expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN]
     sides[0].preserving = preserving0;
     snprintf(sides[1].cluster, sizeof(sides[1].cluster), "natb");
     snprintf(sides[1].node, sizeof(sides[1].node), "natb1");
-    CHECK(reflector_expect(r, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
+    CHECKF(reflector_expect(r, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
 }
 
 static void punch_line(const struct proxy_key *k, const unsigned char pair[TOKEN_PAIR_LEN],
@@ -126,24 +126,24 @@ static void test_parser(void)
                                 "DIAL 65536", "DIAL 01", "DIAL -1", "DIAL 80 80", "DIAL 8a",
                                 "PUNCH a b c", "PUNCH", "map", "MAP\r", "DIAL  80"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        CHECK(reflector_parse(bad[i], strlen(bad[i]), &req, why, sizeof(why)) < 0, "'%s' parsed",
-              bad[i]);
+        CHECKF(reflector_parse(bad[i], strlen(bad[i]), &req, why, sizeof(why)) < 0, "'%s' parsed",
+               bad[i]);
     char line[300];
     char tok[TOKEN_TEXT_LEN + 1];
     memset(tok, 'a', TOKEN_TEXT_LEN);
     tok[TOKEN_TEXT_LEN] = '\0';
     snprintf(line, sizeof(line), "PUNCH %s 999.1.1.1 5", tok);
-    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) < 0, "bad address parsed");
+    CHECKF(reflector_parse(line, strlen(line), &req, why, sizeof(why)) < 0, "bad address parsed");
     snprintf(line, sizeof(line), "PUNCH %s 198.18.1.11 40000", tok);
-    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0 &&
-              req.verb == REFLECTOR_PUNCH && req.port == 40000,
-          "good PUNCH: %s", why);
+    CHECKF(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0 &&
+               req.verb == REFLECTOR_PUNCH && req.port == 40000,
+           "good PUNCH: %s", why);
     snprintf(line, sizeof(line), "PUNCH %s 2001:db8::1 65535", tok);
-    CHECK(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0, "v6 PUNCH: %s", why);
-    CHECK(reflector_parse("DIAL 65535", 10, &req, why, sizeof(why)) == 0 && req.port == 65535,
-          "DIAL 65535");
+    CHECKF(reflector_parse(line, strlen(line), &req, why, sizeof(why)) == 0, "v6 PUNCH: %s", why);
+    CHECKF(reflector_parse("DIAL 65535", 10, &req, why, sizeof(why)) == 0 && req.port == 65535,
+           "DIAL 65535");
     memset(line, 'M', sizeof(line));
-    CHECK(reflector_parse(line, sizeof(line), &req, why, sizeof(why)) < 0, "overlong parsed");
+    CHECKF(reflector_parse(line, sizeof(line), &req, why, sizeof(why)) < 0, "overlong parsed");
 }
 
 static void test_map(void)
@@ -155,7 +155,7 @@ static void test_map(void)
     read_answer(fd, ans, sizeof(ans));
     close(fd);
     snprintf(want, sizeof(want), "MAPPED 127.0.0.1 %d", local);
-    CHECK(strcmp(ans, want) == 0, "MAP: '%s', want '%s'", ans, want);
+    CHECKF(strcmp(ans, want) == 0, "MAP: '%s', want '%s'", ans, want);
 }
 
 static void test_pairing(struct reflector *r)
@@ -178,13 +178,13 @@ static void test_pairing(struct reflector *r)
     close(a);
     close(b);
     snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pb, pa);
-    CHECK(strcmp(aa, want) == 0, "initiator got '%s', want '%s'", aa, want);
+    CHECKF(strcmp(aa, want) == 0, "initiator got '%s', want '%s'", aa, want);
     snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pa, pb);
-    CHECK(strcmp(ab, want) == 0, "target got '%s', want '%s'", ab, want);
+    CHECKF(strcmp(ab, want) == 0, "target got '%s', want '%s'", ab, want);
 
     /* Each token is good once. */
     ask(la, aa, sizeof(aa));
-    CHECK(strstr(aa, "FAIL") == aa && strstr(aa, "already used"), "reuse: '%s'", aa);
+    CHECKF(strstr(aa, "FAIL") == aa && strstr(aa, "already used"), "reuse: '%s'", aa);
 }
 
 static void test_refusals(struct reflector *r)
@@ -199,21 +199,21 @@ static void test_refusals(struct reflector *r)
     tok[TOKEN_TEXT_LEN] = '\0';
     snprintf(line, sizeof(line), "PUNCH %s 127.0.0.1 5000\n", tok);
     ask(line, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "malformed"), "bad token: '%s'", ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "malformed"), "bad token: '%s'", ans);
 
     punch_line(&other_key, pair, 0, exp, 5000, line, sizeof(line));
     ask(line, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "bad MAC"), "forged: '%s'", ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "bad MAC"), "forged: '%s'", ans);
 
     punch_line(&key, pair, 0, (uint64_t)time(NULL) - 3600, 5000, line, sizeof(line));
     ask(line, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "expired"), "expired: '%s'", ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "expired"), "expired: '%s'", ans);
 
     make_pair(stranger, 3);
     punch_line(&key, stranger, 0, exp, 5000, line, sizeof(line));
     ask(line, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no punch expected"), "unexpected: '%s'",
-          ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no punch expected"), "unexpected: '%s'",
+           ans);
 }
 
 static void test_missing_peer(struct reflector *r)
@@ -231,15 +231,15 @@ static void test_missing_peer(struct reflector *r)
     read_answer(a, ans, sizeof(ans));
     uint64_t took = monotonic_ms() - t0;
     close(a);
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "did not come"), "alone: '%s'", ans);
-    CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "alone: FAIL after %llu ms",
-          (unsigned long long)took);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "did not come"), "alone: '%s'", ans);
+    CHECKF(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "alone: FAIL after %llu ms",
+           (unsigned long long)took);
     printf("missing peer: FAIL after %llu ms (wait %d ms)\n", (unsigned long long)took, WAIT_MS);
 
     /* The other side coming later hears that its peer has given up. */
     punch_line(&key, pair, 1, (uint64_t)time(NULL) + 60, 5000, line, sizeof(line));
     ask(line, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "came and is gone"), "late: '%s'", ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "came and is gone"), "late: '%s'", ans);
 }
 
 static void test_misdeclared(struct reflector *r)
@@ -268,17 +268,17 @@ static void test_misdeclared(struct reflector *r)
     reflector_counters(r, &c1);
     for (int i = 0; i < 2; i++) {
         const char *s = i ? ab : aa;
-        CHECK(strncmp(s, "FAIL", 4) == 0 && strstr(s, "misconfiguration") &&
-                  strstr(s, "cluster nata node nata1"),
-              "misdeclared side %d: '%s'", i, s);
+        CHECKF(strncmp(s, "FAIL", 4) == 0 && strstr(s, "misconfiguration") &&
+                   strstr(s, "cluster nata node nata1"),
+               "misdeclared side %d: '%s'", i, s);
     }
     char ports[64];
     snprintf(ports, sizeof(ports), "local port %d was observed as 127.0.0.1:%d", pa + 1, pa);
-    CHECK(strstr(aa, ports) != NULL, "both ports named: '%s'", aa);
+    CHECKF(strstr(aa, ports) != NULL, "both ports named: '%s'", aa);
     /* "misconfiguration" above says which path answered; the time only has
        to stay clear of the pair wait's FAIL on a loaded machine. */
-    CHECK(took < WAIT_MS + 700, "misdeclared answered in %llu ms", (unsigned long long)took);
-    CHECK(c1.misdeclared == c0.misdeclared + 1, "misdeclared counter");
+    CHECKF(took < WAIT_MS + 700, "misdeclared answered in %llu ms", (unsigned long long)took);
+    CHECKF(c1.misdeclared == c0.misdeclared + 1, "misdeclared counter");
     printf("misdeclared: FAIL to both in %llu ms\n", (unsigned long long)took);
 }
 
@@ -290,12 +290,12 @@ static void test_bad_lines(void)
                                 "MAP\nMAP\n", "PUNCH 1 2 3\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ask(bad[i], ans, sizeof(ans));
-        CHECK(strncmp(ans, "FAIL ", 5) == 0, "line %zu: '%s'", i, ans);
+        CHECKF(strncmp(ans, "FAIL ", 5) == 0, "line %zu: '%s'", i, ans);
     }
     memset(big, 'M', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     ask(big, ans, sizeof(ans));
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "longer"), "overlong: '%s'", ans);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "longer"), "overlong: '%s'", ans);
 
     /* A slow client (no newline) is cut off at the read timeout. */
     int fd = client(NULL);
@@ -304,9 +304,9 @@ static void test_bad_lines(void)
     read_answer(fd, ans, sizeof(ans));
     uint64_t took = monotonic_ms() - t0;
     close(fd);
-    CHECK(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no request line"), "slow: '%s'", ans);
-    CHECK(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "slow: closed after %llu ms",
-          (unsigned long long)took);
+    CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no request line"), "slow: '%s'", ans);
+    CHECKF(took >= WAIT_MS - 20 && took < WAIT_MS + 700, "slow: closed after %llu ms",
+           (unsigned long long)took);
     printf("slow client: FAIL after %llu ms (read timeout %d ms)\n", (unsigned long long)took,
            WAIT_MS);
 }
@@ -319,18 +319,18 @@ static void test_dial(void)
 
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    CHECK(bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 4) == 0,
-          "listen on %d: %s", DIAL_OPEN_PORT, strerror(errno));
+    CHECKF(bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 4) == 0,
+           "listen on %d: %s", DIAL_OPEN_PORT, strerror(errno));
     snprintf(want, sizeof(want), "DIAL %d\n", DIAL_OPEN_PORT);
     ask(want, ans, sizeof(ans));
     snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d open", DIAL_OPEN_PORT);
-    CHECK(strcmp(ans, want) == 0, "dial open: '%s'", ans);
+    CHECKF(strcmp(ans, want) == 0, "dial open: '%s'", ans);
     close(l);
 
     snprintf(want, sizeof(want), "DIAL %d\n", DIAL_CLOSED_PORT);
     ask(want, ans, sizeof(ans));
     snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d refused", DIAL_CLOSED_PORT);
-    CHECK(strcmp(ans, want) == 0, "dial closed: '%s'", ans);
+    CHECKF(strcmp(ans, want) == 0, "dial closed: '%s'", ans);
 }
 
 /* Twice the cap: the extra connections are closed, nothing crashes, and the
@@ -354,12 +354,12 @@ static void test_cap(struct reflector *r, unsigned cap)
         if (fds[i] >= 0)
             close(fds[i]);
     reflector_counters(r, &c1);
-    CHECK(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
-    CHECK(c1.refused >= c0.refused + cap, "refused counted");
+    CHECKF(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
+    CHECKF(c1.refused >= c0.refused + cap, "refused counted");
     usleep(100 * 1000);
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
-    CHECK(strncmp(ans, "MAPPED ", 7) == 0, "after the flood: '%s'", ans);
+    CHECKF(strncmp(ans, "MAPPED ", 7) == 0, "after the flood: '%s'", ans);
 }
 
 /* Out of descriptors: each connection is taken with the spare descriptor
@@ -383,10 +383,10 @@ static void test_out_of_descriptors(struct reflector *r)
     getrlimit(RLIMIT_NOFILE, &saved);
     low = saved;
     low.rlim_cur = (rlim_t)probe + 16;
-    CHECK(probe >= 0 && setrlimit(RLIMIT_NOFILE, &low) == 0, "lower the descriptor limit");
+    CHECKF(probe >= 0 && setrlimit(RLIMIT_NOFILE, &low) == 0, "lower the descriptor limit");
     while (nfill < FILL_MAX && (fill[nfill] = dup(probe)) >= 0)
         nfill++;
-    CHECK(nfill < FILL_MAX && errno == EMFILE, "descriptors used up (%d more)", nfill);
+    CHECKF(nfill < FILL_MAX && errno == EMFILE, "descriptors used up (%d more)", nfill);
     reflector_counters(r, &c0);
     uint64_t t0 = monotonic_ms();
     for (int i = 0; i < CLIENTS; i++) {
@@ -404,13 +404,13 @@ static void test_out_of_descriptors(struct reflector *r)
     setrlimit(RLIMIT_NOFILE, &saved);
     for (int i = 0; i < CLIENTS; i++)
         close(cl[i]);
-    CHECK(heard == CLIENTS, "%d of %d clients closed at once when out of descriptors (%llu ms)",
-          heard, CLIENTS, (unsigned long long)took);
-    CHECK(c1.refused >= c0.refused + CLIENTS, "refused counted: %llu -> %llu",
-          (unsigned long long)c0.refused, (unsigned long long)c1.refused);
+    CHECKF(heard == CLIENTS, "%d of %d clients closed at once when out of descriptors (%llu ms)",
+           heard, CLIENTS, (unsigned long long)took);
+    CHECKF(c1.refused >= c0.refused + CLIENTS, "refused counted: %llu -> %llu",
+           (unsigned long long)c0.refused, (unsigned long long)c1.refused);
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
-    CHECK(strncmp(ans, "MAPPED ", 7) == 0, "descriptors back: '%s'", ans);
+    CHECKF(strncmp(ans, "MAPPED ", 7) == 0, "descriptors back: '%s'", ans);
 }
 
 static void test_table_bound(struct reflector *r, unsigned max)
@@ -435,7 +435,7 @@ static void test_table_bound(struct reflector *r, unsigned max)
         ok += reflector_expect(r, pair, sides, now + 60) == 0;
     }
     /* Those of the earlier tests still live count too. */
-    CHECK(ok < 2 * max + 4 && ok >= max, "expected table bounded: %u accepted (max %u)", ok, max);
+    CHECKF(ok < 2 * max + 4 && ok >= max, "expected table bounded: %u accepted (max %u)", ok, max);
 }
 
 /* Stopping with a client half-way through its line: it hears why. */
@@ -449,7 +449,7 @@ static void test_stop(struct reflector *r)
     reflector_stop(r);
     read_answer(a, ans, sizeof(ans));
     close(a);
-    CHECK(strcmp(ans, "FAIL the reflector is stopping") == 0, "stop: '%s'", ans);
+    CHECKF(strcmp(ans, "FAIL the reflector is stopping") == 0, "stop: '%s'", ans);
 }
 
 int main(void)
@@ -469,14 +469,14 @@ int main(void)
     }
     test_parser();
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", PORT);
-    CHECK(reflector_start("nonsense", &key, NULL, NULL, err, sizeof(err)) == NULL,
-          "bad listen accepted");
+    CHECKF(reflector_start("nonsense", &key, NULL, NULL, err, sizeof(err)) == NULL,
+           "bad listen accepted");
     struct reflector *r = reflector_start_tuned(listen, &key, on_observe, NULL, &t, err, sizeof(err));
     if (r == NULL) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    CHECK(reflector_port(r) == PORT, "port");
+    CHECKF(reflector_port(r) == PORT, "port");
     test_map();
     test_pairing(r);
     test_refusals(r);
@@ -496,12 +496,8 @@ int main(void)
            (unsigned long long)c.paired, (unsigned long long)c.punch_failed,
            (unsigned long long)c.dials, (unsigned long long)c.refused,
            (unsigned long long)c.misdeclared, atomic_load(&observed));
-    CHECK(c.paired == 1 && c.maps >= 2 && c.dials == 2, "counters");
-    CHECK(atomic_load(&observed) > 0, "observe called");
+    CHECKF(c.paired == 1 && c.maps >= 2 && c.dials == 2, "counters");
+    CHECKF(atomic_load(&observed) > 0, "observe called");
     test_stop(r);
-    if (check_failures)
-        fprintf(stderr, "broker-reflector: %d check(s) failed\n", check_failures);
-    else
-        printf("broker-reflector: all checks passed\n");
-    return check_failures != 0;
+    return check_result("broker-reflector");
 }
