@@ -1,7 +1,8 @@
 /* The assertions of every C test, one line per failure ("FAIL file:line:
    what failed") on stderr.
      CHECK, CHECKF, CHECK_STR, CHECK_HAS, CHECK_EQ  count the failure and go on;
-     REQUIRE, REQUIRE_EQ  stop the test (exit 1): for what the rest relies on.
+     REQUIRE, REQUIRE_EQ  stop the test (exit 1): for what the rest relies on;
+     WAIT_UNTIL  a bounded wait on something observable, never a fixed sleep.
    main returns check_result(name).  Whatever main returns, a process with a
    failed check exits 1: a test that forgets check_result can still fail. */
 #ifndef QCG_TEST_CHECK_H
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Atomic: threads of a test check too. */
@@ -90,6 +92,35 @@ static inline bool check_eq(const char *file, int line, const char *what, long l
     do {                                                                                           \
         if (!check_eq(__FILE__, __LINE__, #a " == " #b, (long long)(a), (long long)(b)))           \
             exit(1);                                                                               \
+    } while (0)
+
+static inline uint64_t check_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline void check_pause_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Evaluates cond every 10 ms until it holds, for timeout_ms at most; a failed
+   check naming what (a string) if it never did.  cond may have side effects
+   (a request, a read): it is evaluated once per round. */
+#define WAIT_UNTIL(cond, timeout_ms, what)                                                         \
+    do {                                                                                           \
+        uint64_t wait_end_ = check_now_ms() + (uint64_t)(timeout_ms);                              \
+        bool wait_ok_;                                                                             \
+        while (!(wait_ok_ = (cond)) && check_now_ms() < wait_end_)                                 \
+            check_pause_ms(10);                                                                    \
+        if (!wait_ok_)                                                                             \
+            check_failf(__FILE__, __LINE__, "waited %d ms for %s (%s)", (int)(timeout_ms), what,   \
+                        #cond);                                                                    \
     } while (0)
 
 static inline int check_result(const char *name)

@@ -6,6 +6,7 @@
  * descriptors, the expected table's bound and a stop with a client waiting.  Ports 18410-18412.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -91,6 +92,70 @@ static void ask(const char *line, char *out, size_t outlen)
     close(fd);
 }
 
+/* From /proc/net/tcp, peer_port 0: the connections waiting in the
+   reflector's backlog (its listener's rx_queue); else whether it has
+   accepted the one from peer_port (a descriptor: an inode).  -1 if
+   unreadable. */
+static int tcp_seen(int peer_port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned port, peer, state, queued;
+        unsigned long inode;
+
+        if (sscanf(line, " %*d: %*x:%x %*x:%x %x %*x:%x %*x:%*x %*x %*u %*u %lu", &port, &peer,
+                   &state, &queued, &inode) != 5 ||
+            port != PORT)
+            continue;
+        if (peer_port == 0 && state == 0x0A /* LISTEN */)
+            n += (int)queued;
+        else if (peer_port != 0 && (int)peer == peer_port && inode != 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Descriptors of this process, the reflector's and ours. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = -3; /* ".", ".." and the directory's own */
+
+    if (d == NULL)
+        return -1;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* open_fds() once the reflector had started: it holds no connection, and
+   none waits to be accepted, when the count is back to it (and the test
+   holds nothing more).  /proc/net/tcp alone does not tell: a socket whose
+   peer's FIN came after ours is listed in TIME_WAIT, without its inode,
+   before the reflector has closed its descriptor. */
+static int fds_idle;
+
+static bool reflector_idle(void)
+{
+    return open_fds() == fds_idle && tcp_seen(0) == 0;
+}
+
+/* PUNCH requests the reflector has taken so far. */
+static uint64_t punches(struct reflector *r)
+{
+    struct reflector_counters c;
+
+    reflector_counters(r, &c);
+    return c.punches;
+}
+
 static void make_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned char tag)
 {
     memset(pair, 0, TOKEN_PAIR_LEN);
@@ -170,8 +235,9 @@ static void test_pairing(struct reflector *r)
     int a = client(&pa), b = client(&pb);
     punch_line(&key, pair, 0, exp, pa, la, sizeof(la));
     punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
+    uint64_t taken = punches(r);
     send_text(a, la);
-    usleep(50 * 1000); /* a waits for b */
+    WAIT_UNTIL(punches(r) > taken, 2000, "the reflector to take a's PUNCH (a then waits for b)");
     send_text(b, lb);
     read_answer(a, aa, sizeof(aa));
     read_answer(b, ab, sizeof(ab));
@@ -257,7 +323,7 @@ static void test_misdeclared(struct reflector *r)
     punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
     punch_line(&key, pair, 0, exp, pa + 1, la, sizeof(la)); /* as a NAT that moved it */
     send_text(b, lb);
-    usleep(50 * 1000);
+    WAIT_UNTIL(punches(r) > c0.punches, 2000, "the reflector to take b's PUNCH");
     uint64_t t0 = monotonic_ms();
     send_text(a, la);
     read_answer(a, aa, sizeof(aa));
@@ -356,7 +422,7 @@ static void test_cap(struct reflector *r, unsigned cap)
     reflector_counters(r, &c1);
     CHECKF(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
     CHECKF(c1.refused >= c0.refused + cap, "refused counted");
-    usleep(100 * 1000);
+    WAIT_UNTIL(reflector_idle(), 2000, "the reflector to close the flood's connections");
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
     CHECKF(strncmp(ans, "MAPPED ", 7) == 0, "after the flood: '%s'", ans);
@@ -373,12 +439,12 @@ static void test_out_of_descriptors(struct reflector *r)
     struct rlimit saved, low;
     int cl[CLIENTS], fill[FILL_MAX], nfill = 0, heard = 0;
 
+    /* The earlier tests' connections close first (linger, read timeout):
+       none may give the reflector a descriptor back meanwhile. */
+    WAIT_UNTIL(reflector_idle(), 10 * WAIT_MS, "the reflector to close every connection");
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     for (int i = 0; i < CLIENTS; i++)
         cl[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    /* The earlier tests' connections close first (linger, read timeout):
-       none may give the reflector a descriptor back meanwhile. */
-    usleep(3 * WAIT_MS * 1000);
     int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
     getrlimit(RLIMIT_NOFILE, &saved);
     low = saved;
@@ -442,10 +508,10 @@ static void test_table_bound(struct reflector *r, unsigned max)
 static void test_stop(struct reflector *r)
 {
     char ans[400];
-    int a = client(NULL);
+    int local = 0, a = client(&local);
 
     send_text(a, "MAP");
-    usleep(50 * 1000);
+    WAIT_UNTIL(tcp_seen(local) == 1, 2000, "the reflector to accept the client");
     reflector_stop(r);
     read_answer(a, ans, sizeof(ans));
     close(a);
@@ -476,6 +542,7 @@ int main(void)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    fds_idle = open_fds();
     CHECKF(reflector_port(r) == PORT, "port");
     test_map();
     test_pairing(r);

@@ -71,7 +71,7 @@ struct target {
     uint16_t port;          /* the initiator's listener */
     int32_t from, to;
     const char *token;
-    unsigned delay_ms;
+    unsigned after_lookups; /* > 0: calls back once the helper has served this many lookups */
     int rc;                 /* hs_accept_check's */
     const char *why;
     int echo;
@@ -85,8 +85,8 @@ static void *target_run(void *arg)
     struct hs_hello h;
     int fd;
 
-    if (t->delay_ms > 0)
-        usleep(t->delay_ms * 1000u);
+    if (t->after_lookups > 0)
+        WAIT_UNTIL(fake_helper_lookups(fh) >= t->after_lookups, 5000, "the connect's lookup");
     fd = tcp_connect(t->port);
     REQUIRE_EQ(hs_hello_build(hello, &h, &self, t->to, t->token), 0);
     REQUIRE_EQ(write(fd, hello, sizeof(hello)), sizeof(hello));
@@ -122,13 +122,17 @@ static void echo_check(int fd)
     REQUIRE_EQ(c, 'x');
 }
 
-/* The peer calls back with the token: the connect completes with that
-   connection, technique reversed. */
+/* The peer calls back with the token once the connect has its plan: the
+   connect completes with that connection, technique reversed. */
 static void test_reversed(void)
 {
     qcg_ctx *a = open_rank(0);
-    struct target t = {.port = listen_port(a), .from = 1, .to = 0, .token = token_a,
-                       .delay_ms = 100, .echo = 1};
+    struct target t = {.port = listen_port(a),
+                       .from = 1,
+                       .to = 0,
+                       .token = token_a,
+                       .after_lookups = fake_helper_lookups(fh) + 1,
+                       .echo = 1};
     struct qcg_conn_info info;
     pthread_t th;
     int fd;
