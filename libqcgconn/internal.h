@@ -182,9 +182,8 @@ int random_bytes(void *buf, size_t len);
 /* Waits for events on fd until deadline_us (CLOCK_MONOTONIC): 1 ready,
    0 timed out, -1 error. */
 int wait_fd(int fd, short events, uint64_t deadline_us);
-/* Reads/writes exactly len bytes before the deadline on a non-blocking fd.
-   0, QCG_ETIMEDOUT, QCG_EPEER (EOF) or QCG_ESYS (errno kept). */
-int read_full(int fd, void *buf, size_t len, uint64_t deadline_us);
+/* Writes exactly len bytes before the deadline on a non-blocking fd.
+   0, QCG_ETIMEDOUT, QCG_EPEER (the peer is gone) or QCG_ESYS (errno kept). */
 int write_full(int fd, const void *buf, size_t len, uint64_t deadline_us);
 /* Connects a new non-blocking, close-on-exec Unix socket to path, waiting at
    most timeout_ms for room in the listener's backlog.  fd or -1 (errno). */

@@ -75,32 +75,6 @@ int wait_fd(int fd, short events, uint64_t deadline_us)
     return 0;
 }
 
-int read_full(int fd, void *buf, size_t len, uint64_t deadline_us)
-{
-    size_t have = 0;
-
-    while (have < len) {
-        ssize_t n = read(fd, (char *)buf + have, len - have);
-
-        if (n > 0) {
-            have += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return QCG_EPEER;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return QCG_ESYS;
-        n = wait_fd(fd, POLLIN, deadline_us);
-        if (n == 0)
-            return QCG_ETIMEDOUT;
-        if (n < 0)
-            return QCG_ESYS;
-    }
-    return 0;
-}
-
 int write_full(int fd, const void *buf, size_t len, uint64_t deadline_us)
 {
     size_t done = 0;

@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "fake_helper.h"
-#include "handshake.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 #include "qcgconn.h"
 

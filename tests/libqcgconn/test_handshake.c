@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "handshake.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 
 struct side {
