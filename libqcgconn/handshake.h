@@ -75,13 +75,4 @@ int hs_accept_check(const uint8_t in[HS_ACCEPT_SIZE], const struct hs_hello *h,
                     const char *secret, const char **why);
 const char *hs_status_name(enum hs_status status);
 
-/* Blocking runs over a connected non-blocking socket, bounded by deadline_us
-   (CLOCK_MONOTONIC).  0 or a negative QCG_E* code with a reason in err. */
-int hs_initiate(int fd, const struct hs_self *self, int32_t to_rank, uint64_t deadline_us,
-                char *err, size_t errlen);
-/* The acceptor side: reads and checks the hello, answers it.  peer receives
-   the hello.  A refused hello is answered with its status before failing. */
-int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct hs_hello *peer,
-               char *err, size_t errlen);
-
 #endif

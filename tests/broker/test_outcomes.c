@@ -16,27 +16,28 @@
 static void test_memory(void)
 {
     struct outcomes *o = outcomes_new(600);
-    CHECK(o != NULL, "outcomes_new");
-    CHECK(outcomes_failing(o, "sym", "natb", 1000) == 0, "nothing remembered at first");
+    CHECKF(o != NULL, "outcomes_new");
+    CHECKF(outcomes_failing(o, "sym", "natb", 1000) == 0, "nothing remembered at first");
     outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, false, 0, 1000);
-    CHECK(outcomes_failing(o, "sym", "natb", 1001) == TECH_BIT(TECH_HOLEPUNCH), "failure held");
-    CHECK(outcomes_failing(o, "natb", "sym", 1001) == 0, "only in that direction");
-    CHECK(outcomes_failing(o, "sym", "natb", 1599) == TECH_BIT(TECH_HOLEPUNCH), "until expiry");
-    CHECK(outcomes_failing(o, "sym", "natb", 1600) == 0, "expired");
+    CHECKF(outcomes_failing(o, "sym", "natb", 1001) == TECH_BIT(TECH_HOLEPUNCH), "failure held");
+    CHECKF(outcomes_failing(o, "natb", "sym", 1001) == 0, "only in that direction");
+    CHECKF(outcomes_failing(o, "sym", "natb", 1599) == TECH_BIT(TECH_HOLEPUNCH), "until expiry");
+    CHECKF(outcomes_failing(o, "sym", "natb", 1600) == 0, "expired");
     outcomes_record(o, "sym", "natb", TECH_PROXY, true, 42, 1002);
     outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, true, 30, 1003);
-    CHECK(outcomes_failing(o, "sym", "natb", 1004) == 0, "a success clears the failure");
+    CHECKF(outcomes_failing(o, "sym", "natb", 1004) == 0, "a success clears the failure");
     outcomes_record(o, "nata", "fw", TECH_TRAVERSING, false, 0, 1005);
     outcomes_record(o, "nata", "fw", (enum technique)99, false, 0, 1005); /* ignored */
     struct outcome_pair snap[8];
     size_t n = outcomes_snapshot(o, snap, 8);
-    CHECK(n == 2, "two pairs, got %zu", n);
+    CHECKF(n == 2, "two pairs, got %zu", n);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(snap[i].from, "sym") == 0) {
-            CHECK(snap[i].tech[TECH_HOLEPUNCH].ok == 1 && snap[i].tech[TECH_HOLEPUNCH].failed == 1 &&
-                      snap[i].tech[TECH_HOLEPUNCH].last_setup_ms == 30 &&
-                      snap[i].tech[TECH_PROXY].ok == 1,
-                  "sym->natb tallies");
+            CHECKF(snap[i].tech[TECH_HOLEPUNCH].ok == 1 &&
+                       snap[i].tech[TECH_HOLEPUNCH].failed == 1 &&
+                       snap[i].tech[TECH_HOLEPUNCH].last_setup_ms == 30 &&
+                       snap[i].tech[TECH_PROXY].ok == 1,
+                   "sym->natb tallies");
         }
     }
     /* Bounded: the oldest pair goes when full. */
@@ -47,11 +48,11 @@ static void test_memory(void)
     }
     static struct outcome_pair big[OUTCOMES_PAIRS_MAX + 16];
     n = outcomes_snapshot(o, big, OUTCOMES_PAIRS_MAX + 16);
-    CHECK(n == OUTCOMES_PAIRS_MAX, "bounded at %d, got %zu", OUTCOMES_PAIRS_MAX, n);
-    CHECK(outcomes_failing(o, "c0", "x", 2100) == 0, "oldest forgotten");
+    CHECKF(n == OUTCOMES_PAIRS_MAX, "bounded at %d, got %zu", OUTCOMES_PAIRS_MAX, n);
+    CHECKF(outcomes_failing(o, "c0", "x", 2100) == 0, "oldest forgotten");
     snprintf(from, sizeof(from), "c%d", OUTCOMES_PAIRS_MAX + 9);
-    CHECK(outcomes_failing(o, from, "x", 2000 + OUTCOMES_PAIRS_MAX + 20) == TECH_BIT(TECH_PROXY),
-          "newest kept");
+    CHECKF(outcomes_failing(o, from, "x", 2000 + OUTCOMES_PAIRS_MAX + 20) == TECH_BIT(TECH_PROXY),
+           "newest kept");
     outcomes_free(o);
 }
 
@@ -64,22 +65,22 @@ static void test_traversals(void)
     memset(tr.pair, 7, sizeof(tr.pair));
     tr.expiry = 130;
     snprintf(tr.target_node, sizeof(tr.target_node), "fw1");
-    CHECK(traversals_add(&t, &tr, 100) == 0, "add");
+    CHECKF(traversals_add(&t, &tr, 100) == 0, "add");
     unsigned char other[TOKEN_PAIR_LEN];
     memset(other, 8, sizeof(other));
-    CHECK(traversals_take(&t, other, 101, &out) == -1, "unknown pair");
-    CHECK(traversals_take(&t, tr.pair, 101, &out) == 0 && strcmp(out.target_node, "fw1") == 0,
-          "taken");
-    CHECK(traversals_take(&t, tr.pair, 102, &out) == -1, "taken only once");
-    CHECK(traversals_add(&t, &tr, 100) == 0, "add again");
-    CHECK(traversals_take(&t, tr.pair, 131, &out) == -1, "not after expiry");
+    CHECKF(traversals_take(&t, other, 101, &out) == -1, "unknown pair");
+    CHECKF(traversals_take(&t, tr.pair, 101, &out) == 0 && strcmp(out.target_node, "fw1") == 0,
+           "taken");
+    CHECKF(traversals_take(&t, tr.pair, 102, &out) == -1, "taken only once");
+    CHECKF(traversals_add(&t, &tr, 100) == 0, "add again");
+    CHECKF(traversals_take(&t, tr.pair, 131, &out) == -1, "not after expiry");
     /* Full of live entries: refused; expired ones make room. */
     for (int i = 0; i < TRAVERSALS_MAX; i++) {
         memcpy(tr.pair, &i, sizeof(i));
         traversals_add(&t, &tr, 100);
     }
-    CHECK(traversals_add(&t, &tr, 100) == -1, "full");
-    CHECK(traversals_add(&t, &tr, 200) == 0, "expired entries make room");
+    CHECKF(traversals_add(&t, &tr, 100) == -1, "full");
+    CHECKF(traversals_add(&t, &tr, 200) == 0, "expired entries make room");
     traversals_destroy(&t);
 }
 
@@ -93,29 +94,29 @@ static void test_syncheck(void)
     struct syn_info si;
     char why[128], bad[sizeof(syn)];
     int rc = syn_check_hex(syn, &si, why, sizeof(why));
-    CHECK(rc == 0, "valid SYN refused: %s", why);
+    CHECKF(rc == 0, "valid SYN refused: %s", why);
     if (rc == 0)
-        CHECK(strcmp(si.saddr, "198.18.1.11") == 0 && strcmp(si.daddr, "198.51.100.74") == 0 &&
-                  si.sport == 21005 && si.dport == 24001,
-              "fields %s:%d -> %s:%d", si.saddr, si.sport, si.daddr, si.dport);
+        CHECKF(strcmp(si.saddr, "198.18.1.11") == 0 && strcmp(si.daddr, "198.51.100.74") == 0 &&
+                   si.sport == 21005 && si.dport == 24001,
+               "fields %s:%d -> %s:%d", si.saddr, si.sport, si.daddr, si.dport);
     memcpy(bad, syn, sizeof(syn));
     bad[66] = '1'; /* flags 0x02 -> 0x12: SYN/ACK */
-    CHECK(syn_check_hex(bad, &si, why, sizeof(why)) == -1 && strstr(why, "SYN"), "SYN/ACK: %s",
-          why);
-    CHECK(syn_check_hex("4500", &si, why, sizeof(why)) == -1, "short");
-    CHECK(syn_check_hex("zz", &si, why, sizeof(why)) == -1, "not hex");
-    CHECK(syn_check_hex("", &si, why, sizeof(why)) == -1, "empty");
-    CHECK(syn_check_hex(NULL, &si, why, sizeof(why)) == -1, "NULL");
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1 && strstr(why, "SYN"), "SYN/ACK: %s",
+           why);
+    CHECKF(syn_check_hex("4500", &si, why, sizeof(why)) == -1, "short");
+    CHECKF(syn_check_hex("zz", &si, why, sizeof(why)) == -1, "not hex");
+    CHECKF(syn_check_hex("", &si, why, sizeof(why)) == -1, "empty");
+    CHECKF(syn_check_hex(NULL, &si, why, sizeof(why)) == -1, "NULL");
     memcpy(bad, syn, sizeof(syn));
     bad[19] = '1'; /* protocol 6 -> 1: ICMP */
-    CHECK(syn_check_hex(bad, &si, why, sizeof(why)) == -1, "not TCP: %s", why);
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1, "not TCP: %s", why);
     memcpy(bad, syn, sizeof(syn));
     bad[sizeof(syn) - 3] = '\0'; /* odd length */
-    CHECK(syn_check_hex(bad, &si, why, sizeof(why)) == -1, "odd length");
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1, "odd length");
     char longer[2 * QCG_PACKET_MAX + 8];
     memset(longer, 'a', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
-    CHECK(syn_check_hex(longer, &si, why, sizeof(why)) == -1, "too long");
+    CHECKF(syn_check_hex(longer, &si, why, sizeof(why)) == -1, "too long");
 }
 
 int main(void)
@@ -123,7 +124,5 @@ int main(void)
     test_memory();
     test_traversals();
     test_syncheck();
-    if (check_failures == 0)
-        printf("broker-outcomes: all checks passed\n");
-    return check_failures != 0;
+    return check_result("broker-outcomes");
 }

@@ -66,22 +66,22 @@ static void check_row(const struct plan_end *from, const struct plan_end *to, en
 {
     struct plan_decision d;
     decide(from, to, 0, true, &d);
-    CHECK(d.ok && d.technique == t, "%s -> %s: got %s %s, want ok %s (%s)", from->cluster,
-          to->cluster, d.ok ? "ok" : "unavailable", technique_name(d.technique),
-          technique_name(t), d.reason);
+    CHECKF(d.ok && d.technique == t, "%s -> %s: got %s %s, want ok %s (%s)", from->cluster,
+           to->cluster, d.ok ? "ok" : "unavailable", technique_name(d.technique), technique_name(t),
+           d.reason);
     /* Only direct plans may be cached, and every plan explains itself. */
-    CHECK(d.cacheable == (t == TECH_DIRECT), "%s -> %s: cacheable %d", from->cluster,
-          to->cluster, d.cacheable);
-    CHECK(strstr(d.reason, to->cluster) != NULL, "%s -> %s: reason does not name the target: %s",
-          from->cluster, to->cluster, d.reason);
+    CHECKF(d.cacheable == (t == TECH_DIRECT), "%s -> %s: cacheable %d", from->cluster, to->cluster,
+           d.cacheable);
+    CHECKF(strstr(d.reason, to->cluster) != NULL, "%s -> %s: reason does not name the target: %s",
+           from->cluster, to->cluster, d.reason);
     if (t != TECH_DIRECT) {
-        CHECK(strstr(d.reason, from->cluster) != NULL, "%s -> %s: reason: %s", from->cluster,
-              to->cluster, d.reason);
+        CHECKF(strstr(d.reason, from->cluster) != NULL, "%s -> %s: reason: %s", from->cluster,
+               to->cluster, d.reason);
         /* The reason ends with the technique chosen. */
         const char *name = technique_name(t);
         size_t rl = strlen(d.reason), nl = strlen(name);
-        CHECK(rl > nl && strcmp(d.reason + rl - nl, name) == 0, "%s -> %s: reason: %s",
-              from->cluster, to->cluster, d.reason);
+        CHECKF(rl > nl && strcmp(d.reason + rl - nl, name) == 0, "%s -> %s: reason: %s",
+               from->cluster, to->cluster, d.reason);
     }
 }
 
@@ -89,21 +89,21 @@ static void test_reasons(void)
 {
     struct plan_decision d;
     decide(&nata_site, &natb_site, 0, true, &d);
-    CHECK(strcmp(d.reason, "cluster nata is behind a NAT and cluster natb is not reachable "
-                           "(behind a NAT): holepunch") == 0,
-          "reason: %s", d.reason);
+    CHECKF(strcmp(d.reason, "cluster nata is behind a NAT and cluster natb is not reachable "
+                            "(behind a NAT): holepunch") == 0,
+           "reason: %s", d.reason);
     decide(&nata_site, &fw_site, TECH_BIT(TECH_TRAVERSING), true, &d);
-    CHECK(strstr(d.reason, ": traversing already tried; holepunch") != NULL &&
-              d.technique == TECH_HOLEPUNCH,
-          "reason: %s", d.reason);
+    CHECKF(strstr(d.reason, ": traversing already tried; holepunch") != NULL &&
+               d.technique == TECH_HOLEPUNCH,
+           "reason: %s", d.reason);
     decide(&nata_site, &sym_site, 0, true, &d);
-    CHECK(strstr(d.reason, "behind a symmetric NAT") != NULL && d.technique == TECH_PROXY &&
-              strstr(d.reason, "holepunch") == NULL,
-          "reason: %s", d.reason);
+    CHECKF(strstr(d.reason, "behind a symmetric NAT") != NULL && d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch") == NULL,
+           "reason: %s", d.reason);
     decide(&open_site, &fw_site, 0, true, &d);
-    CHECK(strcmp(d.reason, "cluster open is open and cluster fw is not reachable (firewalled "
-                           "with no open port range): reversed") == 0,
-          "reason: %s", d.reason);
+    CHECKF(strcmp(d.reason, "cluster open is open and cluster fw is not reachable (firewalled "
+                            "with no open port range): reversed") == 0,
+           "reason: %s", d.reason);
 }
 
 /* What the broker offers and remembers: no reflector, no hole punching; a
@@ -113,26 +113,26 @@ static void test_offer(void)
     struct plan_decision d;
     struct plan_offer none = {.proxy = true, .reflector = false};
     plan_decide(&nata_site, &natb_site, 0, &none, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "holepunch needed, but the broker has no reflector configured"),
-          "no reflector: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch needed, but the broker has no reflector configured"),
+           "no reflector: %s", d.reason);
     struct plan_offer mem = {.proxy = true, .reflector = true,
                              .remembered = TECH_BIT(TECH_HOLEPUNCH)};
     plan_decide(&sym_site, &natb_site, 0, &mem, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY, "sym -> natb, remembered: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY, "sym -> natb, remembered: %s", d.reason);
     plan_decide(&nata_site, &natb_site, 0, &mem, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "holepunch failed recently between these clusters; proxy"),
-          "nata -> natb, holepunch remembered: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch failed recently between these clusters; proxy"),
+           "nata -> natb, holepunch remembered: %s", d.reason);
     mem.remembered = TECH_BIT(TECH_TRAVERSING);
     plan_decide(&nata_site, &fw_site, 0, &mem, &d);
-    CHECK(d.ok && d.technique == TECH_HOLEPUNCH, "nata -> fw, traversing remembered: %s",
-          d.reason);
+    CHECKF(d.ok && d.technique == TECH_HOLEPUNCH, "nata -> fw, traversing remembered: %s",
+           d.reason);
     /* Memory never blocks direct inside a site: direct does not look at it
        unless it failed there. */
     mem.remembered = TECH_BIT(TECH_PROXY);
     plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH), &mem, &d);
-    CHECK(!d.ok && strstr(d.reason, "no technique left"), "all failed: %s", d.reason);
+    CHECKF(!d.ok && strstr(d.reason, "no technique left"), "all failed: %s", d.reason);
 }
 
 static void test_open_range(void)
@@ -154,8 +154,8 @@ static void test_open_range(void)
 
     struct plan_decision d;
     decide(&nata_site, &fw_out, 0, true, &d);
-    CHECK(strstr(d.reason, "port 20001 outside its open range 30000-30099") != NULL, "reason: %s",
-          d.reason);
+    CHECKF(strstr(d.reason, "port 20001 outside its open range 30000-30099") != NULL, "reason: %s",
+           d.reason);
 }
 
 static void test_no_intercept(void)
@@ -171,11 +171,11 @@ static void test_no_intercept(void)
     check_row(&sym_site, &fw_plain, TECH_PROXY);
     struct plan_decision d;
     decide(&nata_site, &fw_plain, 0, true, &d);
-    CHECK(strstr(d.reason, "cannot intercept") != NULL && strstr(d.reason, "traversing") == NULL,
-          "reason: %s", d.reason);
+    CHECKF(strstr(d.reason, "cannot intercept") != NULL && strstr(d.reason, "traversing") == NULL,
+           "reason: %s", d.reason);
     decide(&nata_plain, &fw_site, 0, true, &d);
-    CHECK(strstr(d.reason, "nata is behind a NAT, its helper cannot intercept") != NULL,
-          "reason: %s", d.reason);
+    CHECKF(strstr(d.reason, "nata is behind a NAT, its helper cannot intercept") != NULL,
+           "reason: %s", d.reason);
 }
 
 static void test_same_cluster(void)
@@ -187,13 +187,13 @@ static void test_same_cluster(void)
         other.port = 20002;
         struct plan_decision d;
         decide(sites[i], &other, 0, false, &d);
-        CHECK(d.ok && d.technique == TECH_DIRECT && d.cacheable, "%s internal: %s",
-              sites[i]->cluster, d.reason);
-        CHECK(strstr(d.reason, "same cluster") != NULL, "reason: %s", d.reason);
+        CHECKF(d.ok && d.technique == TECH_DIRECT && d.cacheable, "%s internal: %s",
+               sites[i]->cluster, d.reason);
+        CHECKF(strstr(d.reason, "same cluster") != NULL, "reason: %s", d.reason);
         /* Direct failed inside a site: the target calls back. */
         decide(sites[i], &other, TECH_BIT(TECH_DIRECT), true, &d);
-        CHECK(d.ok && d.technique == TECH_REVERSED && !d.cacheable, "%s internal, direct tried: %s",
-              sites[i]->cluster, d.reason);
+        CHECKF(d.ok && d.technique == TECH_REVERSED && !d.cacheable,
+               "%s internal, direct tried: %s", sites[i]->cluster, d.reason);
     }
 }
 
@@ -203,41 +203,41 @@ static void test_fallback(void)
 {
     struct plan_decision d;
     decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED), true, &d);
-    CHECK(d.ok && d.technique == TECH_HOLEPUNCH && !d.cacheable &&
-              strstr(d.reason, "reversed already tried; holepunch") != NULL,
-          "open -> nata, reversed tried: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_HOLEPUNCH && !d.cacheable &&
+               strstr(d.reason, "reversed already tried; holepunch") != NULL,
+           "open -> nata, reversed tried: %s", d.reason);
     decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH), true, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY && !d.cacheable &&
-              strstr(d.reason, "reversed already tried; holepunch already tried; proxy") != NULL,
-          "open -> nata, reversed and holepunch tried: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY && !d.cacheable &&
+               strstr(d.reason, "reversed already tried; holepunch already tried; proxy") != NULL,
+           "open -> nata, reversed and holepunch tried: %s", d.reason);
     decide(&open_site, &nata_site,
            TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PROXY), true, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "reversed already tried;") &&
-              strstr(d.reason, "proxy already tried; no technique left"),
-          "open -> nata, all tried: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "reversed already tried;") &&
+               strstr(d.reason, "proxy already tried; no technique left"),
+           "open -> nata, all tried: %s", d.reason);
     decide(&open_site, &nata_site, 0, false, &d);
-    CHECK(d.ok && d.technique == TECH_REVERSED, "open -> nata, no proxy: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_REVERSED, "open -> nata, no proxy: %s", d.reason);
     decide(&open_site, &nata_site, TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_HOLEPUNCH), false, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "no proxy configured"),
-          "open -> nata, reversed and holepunch tried, no proxy: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_PROXY && strstr(d.reason, "no proxy configured"),
+           "open -> nata, reversed and holepunch tried, no proxy: %s", d.reason);
     decide(&sym_site, &nata_site, 0, false, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY && !d.cacheable &&
-              strstr(d.reason, "proxy needed, but the broker has no proxy configured"),
-          "sym -> nata, no proxy: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_PROXY && !d.cacheable &&
+               strstr(d.reason, "proxy needed, but the broker has no proxy configured"),
+           "sym -> nata, no proxy: %s", d.reason);
     decide(&fw_site, &nata_site, TECH_BIT(TECH_HOLEPUNCH), false, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "holepunch already tried; proxy needed"),
-          "fw -> nata, holepunch tried, no proxy: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch already tried; proxy needed"),
+           "fw -> nata, holepunch tried, no proxy: %s", d.reason);
     /* Techniques that do not apply are not named as tried or skipped; a
        direct connection that failed towards an open site (a wrong
        declaration) falls to hole punching. */
     decide(&nata_site, &open_site, TECH_BIT(TECH_DIRECT), true, &d);
-    CHECK(d.ok && d.technique == TECH_HOLEPUNCH && strstr(d.reason, "reversed") == NULL &&
-              strstr(d.reason, "direct already tried"),
-          "nata -> open, direct tried: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_HOLEPUNCH && strstr(d.reason, "reversed") == NULL &&
+               strstr(d.reason, "direct already tried"),
+           "nata -> open, direct tried: %s", d.reason);
     decide(&sym_site, &open_site, TECH_BIT(TECH_DIRECT), true, &d);
-    CHECK(d.ok && d.technique == TECH_PROXY && strstr(d.reason, "holepunch") == NULL,
-          "sym -> open, direct tried: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY && strstr(d.reason, "holepunch") == NULL,
+           "sym -> open, direct tried: %s", d.reason);
 }
 
 /* Whether technique t can work between two different lab sites (every helper
@@ -276,23 +276,23 @@ static void test_only_matrix(void)
             struct plan_decision d;
             only(from, to, t, &d);
             bool want = same ? t == TECH_DIRECT : works_between(from, to, t);
-            CHECK(d.ok == want && d.technique == t && !d.cacheable,
-                  "only %s, %s -> %s: got %s (%s)", technique_name(t), from->cluster, to->cluster,
-                  d.ok ? "ok" : "unavailable", d.reason);
+            CHECKF(d.ok == want && d.technique == t && !d.cacheable,
+                   "only %s, %s -> %s: got %s (%s)", technique_name(t), from->cluster, to->cluster,
+                   d.ok ? "ok" : "unavailable", d.reason);
             if (d.ok) {
-                CHECK(strstr(d.reason, technique_name(t)) != NULL, "only %s: reason %s",
-                      technique_name(t), d.reason);
+                CHECKF(strstr(d.reason, technique_name(t)) != NULL, "only %s: reason %s",
+                       technique_name(t), d.reason);
             } else if (same) {
-                CHECK(strstr(d.reason, "only direct is used inside a cluster") != NULL,
-                      "only %s inside %s: %s", technique_name(t), to->cluster, d.reason);
+                CHECKF(strstr(d.reason, "only direct is used inside a cluster") != NULL,
+                       "only %s inside %s: %s", technique_name(t), to->cluster, d.reason);
             } else {
                 /* A cause naming a cluster of the pair; its consequence. */
-                CHECK((strstr(d.reason, from->cluster) != NULL ||
-                       strstr(d.reason, to->cluster) != NULL) &&
-                          (strstr(d.reason, "cannot work") != NULL ||
-                           strstr(d.reason, "traversing is for firewalled targets") != NULL),
-                      "only %s, %s -> %s: reason %s", technique_name(t), from->cluster,
-                      to->cluster, d.reason);
+                CHECKF((strstr(d.reason, from->cluster) != NULL ||
+                        strstr(d.reason, to->cluster) != NULL) &&
+                           (strstr(d.reason, "cannot work") != NULL ||
+                            strstr(d.reason, "traversing is for firewalled targets") != NULL),
+                       "only %s, %s -> %s: reason %s", technique_name(t), from->cluster,
+                       to->cluster, d.reason);
             }
         }
     }
@@ -302,92 +302,92 @@ static void test_only_reasons(void)
 {
     struct plan_decision d;
     only(&nata_site, &fw_site, TECH_DIRECT, &d);
-    CHECK(strcmp(d.reason, "cluster fw is firewalled with no open port range: it accepts no "
-                           "connection from outside \u2192 direct cannot work") == 0,
-          "direct: %s", d.reason);
+    CHECKF(strcmp(d.reason, "cluster fw is firewalled with no open port range: it accepts no "
+                            "connection from outside \u2192 direct cannot work") == 0,
+           "direct: %s", d.reason);
     only(&nata_site, &open_site, TECH_REVERSED, &d);
-    CHECK(strcmp(d.reason, "cluster nata (the initiator) is behind a NAT: the target's helper "
-                           "cannot connect back to it \u2192 reversed cannot work") == 0,
-          "reversed: %s", d.reason);
+    CHECKF(strcmp(d.reason, "cluster nata (the initiator) is behind a NAT: the target's helper "
+                            "cannot connect back to it \u2192 reversed cannot work") == 0,
+           "reversed: %s", d.reason);
     only(&open_site, &nata_site, TECH_TRAVERSING, &d);
-    CHECK(strcmp(d.reason, "cluster nata is behind a NAT, not a firewall: traversing is for "
-                           "firewalled targets") == 0,
-          "traversing to a NAT: %s", d.reason);
+    CHECKF(strcmp(d.reason, "cluster nata is behind a NAT, not a firewall: traversing is for "
+                            "firewalled targets") == 0,
+           "traversing to a NAT: %s", d.reason);
     only(&open_site, &open_site, TECH_TRAVERSING, &d);
-    CHECK(!d.ok && strstr(d.reason, "same cluster open: only direct is used inside a cluster"),
-          "traversing inside: %s", d.reason);
+    CHECKF(!d.ok && strstr(d.reason, "same cluster open: only direct is used inside a cluster"),
+           "traversing inside: %s", d.reason);
     only(&sym_site, &fw_site, TECH_TRAVERSING, &d);
-    CHECK(strstr(d.reason, "cluster sym (the initiator) is behind a symmetric NAT: its mapping "
-                           "varies by destination, so the SYN's public source port cannot be "
-                           "predicted \u2192 traversing cannot work") != NULL,
-          "traversing from sym: %s", d.reason);
+    CHECKF(strstr(d.reason, "cluster sym (the initiator) is behind a symmetric NAT: its mapping "
+                            "varies by destination, so the SYN's public source port cannot be "
+                            "predicted \u2192 traversing cannot work") != NULL,
+           "traversing from sym: %s", d.reason);
     struct plan_end fw1 = fw_site, nata1 = nata_site;
     fw1.can_intercept = false;
     fw1.node = "fw1";
     only(&nata_site, &fw1, TECH_TRAVERSING, &d);
-    CHECK(!d.ok && strcmp(d.reason, "the helper of node fw1 cannot intercept (no "
-                                    "CAP_NET_ADMIN/CAP_NET_RAW) \u2192 traversing cannot work") ==
-                       0,
-          "traversing, target cannot intercept: %s", d.reason);
+    CHECKF(!d.ok &&
+               strcmp(d.reason, "the helper of node fw1 cannot intercept (no "
+                                "CAP_NET_ADMIN/CAP_NET_RAW) \u2192 traversing cannot work") == 0,
+           "traversing, target cannot intercept: %s", d.reason);
     nata1.can_intercept = false;
     nata1.node = "nata1";
     only(&nata1, &fw_site, TECH_TRAVERSING, &d);
-    CHECK(!d.ok && strstr(d.reason, "the helper of node nata1 cannot intercept"),
-          "traversing, initiator cannot intercept: %s", d.reason);
+    CHECKF(!d.ok && strstr(d.reason, "the helper of node nata1 cannot intercept"),
+           "traversing, initiator cannot intercept: %s", d.reason);
     struct plan_end fw_open = {"fwr", CLUSTER_FIREWALLED, 30000, 30099, true, 30050, "fwr1"};
     only(&nata_site, &fw_open, TECH_TRAVERSING, &d);
-    CHECK(!d.ok && strstr(d.reason, "port 30050 in its open range") &&
-              strstr(d.reason, "traversing is for firewalled targets"),
-          "traversing to an open port: %s", d.reason);
+    CHECKF(!d.ok && strstr(d.reason, "port 30050 in its open range") &&
+               strstr(d.reason, "traversing is for firewalled targets"),
+           "traversing to an open port: %s", d.reason);
     only(&nata_site, &fw_open, TECH_DIRECT, &d);
-    CHECK(d.ok && !d.cacheable, "direct to an open port: %s", d.reason);
+    CHECKF(d.ok && !d.cacheable, "direct to an open port: %s", d.reason);
     only(&nata_site, &sym_site, TECH_HOLEPUNCH, &d);
-    CHECK(strcmp(d.reason, "site sym: mapping varies by destination (symmetric NAT) \u2192 hole "
-                           "punching cannot work") == 0,
-          "holepunch to sym: %s", d.reason);
+    CHECKF(strcmp(d.reason, "site sym: mapping varies by destination (symmetric NAT) \u2192 hole "
+                            "punching cannot work") == 0,
+           "holepunch to sym: %s", d.reason);
     only(&sym_site, &nata_site, TECH_HOLEPUNCH, &d);
-    CHECK(!d.ok && strstr(d.reason, "site sym:"), "holepunch from sym: %s", d.reason);
+    CHECKF(!d.ok && strstr(d.reason, "site sym:"), "holepunch from sym: %s", d.reason);
     struct plan_offer bare = {.proxy = false, .reflector = false};
     plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &bare, &d);
-    CHECK(!d.ok && d.technique == TECH_HOLEPUNCH &&
-              strstr(d.reason, "the broker has no reflector configured"),
-          "holepunch, no reflector: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_HOLEPUNCH &&
+               strstr(d.reason, "the broker has no reflector configured"),
+           "holepunch, no reflector: %s", d.reason);
     plan_only(&nata_site, &natb_site, TECH_PROXY, &bare, &d);
-    CHECK(!d.ok && d.technique == TECH_PROXY &&
-              strstr(d.reason, "the broker has no proxy configured"),
-          "proxy, none configured: %s", d.reason);
+    CHECKF(!d.ok && d.technique == TECH_PROXY &&
+               strstr(d.reason, "the broker has no proxy configured"),
+           "proxy, none configured: %s", d.reason);
     /* Remembered failures are ignored; the reason says what was asked. */
     only(&nata_site, &natb_site, TECH_HOLEPUNCH, &d);
-    CHECK(d.ok && !d.cacheable && strstr(d.reason, "cluster nata is behind a NAT") &&
-              strstr(d.reason, "holepunch asked for alone"),
-          "holepunch, memory says failed: %s", d.reason);
+    CHECKF(d.ok && !d.cacheable && strstr(d.reason, "cluster nata is behind a NAT") &&
+               strstr(d.reason, "holepunch asked for alone"),
+           "holepunch, memory says failed: %s", d.reason);
     only(&fw_site, &fw_site, TECH_DIRECT, &d);
-    CHECK(d.ok && !d.cacheable && strstr(d.reason, "same cluster fw"), "direct inside: %s",
-          d.reason);
+    CHECKF(d.ok && !d.cacheable && strstr(d.reason, "same cluster fw"), "direct inside: %s",
+           d.reason);
     only(&fw_site, &nata_site, TECH_NONE, &d);
-    CHECK(!d.ok, "none is no technique: %s", d.reason);
+    CHECKF(!d.ok, "none is no technique: %s", d.reason);
 }
 
 static void test_tried_parse(void)
 {
     unsigned t = 99;
     char why[128];
-    CHECK(plan_tried_parse(NULL, &t, why, sizeof(why)) == 0 && t == 0, "NULL");
-    CHECK(plan_tried_parse("", &t, why, sizeof(why)) == 0 && t == 0, "empty");
-    CHECK(plan_tried_parse("reversed,proxy", &t, why, sizeof(why)) == 0 &&
-              t == (TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_PROXY)),
-          "reversed,proxy: %x", t);
-    CHECK(plan_tried_parse("direct,,direct", &t, why, sizeof(why)) == 0 &&
-              t == TECH_BIT(TECH_DIRECT),
-          "repeats and empty items");
-    CHECK(plan_tried_parse("reversed,warp", &t, why, sizeof(why)) == -1 && strstr(why, "warp"),
-          "unknown name: %s", why);
-    CHECK(plan_tried_parse("none", &t, why, sizeof(why)) == -1, "none is no technique");
+    CHECKF(plan_tried_parse(NULL, &t, why, sizeof(why)) == 0 && t == 0, "NULL");
+    CHECKF(plan_tried_parse("", &t, why, sizeof(why)) == 0 && t == 0, "empty");
+    CHECKF(plan_tried_parse("reversed,proxy", &t, why, sizeof(why)) == 0 &&
+               t == (TECH_BIT(TECH_REVERSED) | TECH_BIT(TECH_PROXY)),
+           "reversed,proxy: %x", t);
+    CHECKF(plan_tried_parse("direct,,direct", &t, why, sizeof(why)) == 0 &&
+               t == TECH_BIT(TECH_DIRECT),
+           "repeats and empty items");
+    CHECKF(plan_tried_parse("reversed,warp", &t, why, sizeof(why)) == -1 && strstr(why, "warp"),
+           "unknown name: %s", why);
+    CHECKF(plan_tried_parse("none", &t, why, sizeof(why)) == -1, "none is no technique");
     char longer[300];
     memset(longer, 'a', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
-    CHECK(plan_tried_parse(longer, &t, why, sizeof(why)) == -1 && strstr(why, "longer"),
-          "too long: %s", why);
+    CHECKF(plan_tried_parse(longer, &t, why, sizeof(why)) == -1 && strstr(why, "longer"),
+           "too long: %s", why);
 }
 
 int main(void)
@@ -403,7 +403,5 @@ int main(void)
     test_tried_parse();
     test_only_matrix();
     test_only_reasons();
-    if (check_failures == 0)
-        printf("broker-plan: all checks passed\n");
-    return check_failures != 0;
+    return check_result("broker-plan");
 }

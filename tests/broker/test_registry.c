@@ -68,11 +68,11 @@ static struct registry *two_sites(size_t max_contacts)
     struct reg_node n1 = node("nata1", "198.18.3.11", 20000, 20999);
     struct reg_node n2 = node("nata2", "198.18.3.12", 21000, 21999);
     struct reg_node o1 = node("open1", "203.0.113.21", 20000, 20999);
-    CHECK(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_register_cluster(r, &o, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_register_node(r, "nata", &n2, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_register_node(r, "open", &o1, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_cluster(r, &o, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_node(r, "nata", &n2, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_node(r, "open", &o1, why, sizeof(why)) == REG_OK, "%s", why);
     return r;
 }
 
@@ -85,21 +85,21 @@ static enum reg_status publish(struct registry *r, struct reg_contact c, const c
 static void test_registration(void)
 {
     struct registry *r = registry_new(10, 7);
-    CHECK(registry_epoch(r) == 7, "epoch");
+    CHECKF(registry_epoch(r) == 7, "epoch");
     struct reg_node n = node("x1", "198.18.9.1", 1, 2);
-    CHECK(registry_register_node(r, "nope", &n, why, sizeof(why)) == REG_NOTFOUND,
-          "node of an unregistered cluster");
-    CHECK(strstr(why, "nope") != NULL, "why: %s", why);
-    CHECK(registry_queue(r, "nope") == NULL, "queue of an unregistered cluster");
+    CHECKF(registry_register_node(r, "nope", &n, why, sizeof(why)) == REG_NOTFOUND,
+           "node of an unregistered cluster");
+    CHECKF(strstr(why, "nope") != NULL, "why: %s", why);
+    CHECKF(registry_queue(r, "nope") == NULL, "queue of an unregistered cluster");
     struct reg_cluster c = cluster("x", CLUSTER_OPEN, 0, 0);
-    CHECK(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register");
-    CHECK(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register again");
-    CHECK(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node");
-    CHECK(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node again");
+    CHECKF(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register");
+    CHECKF(registry_register_cluster(r, &c, why, sizeof(why)) == REG_OK, "register again");
+    CHECKF(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node");
+    CHECKF(registry_register_node(r, "x", &n, why, sizeof(why)) == REG_OK, "node again");
     struct registry_counts k;
     registry_counts(r, &k);
-    CHECK(k.clusters == 1 && k.nodes == 1 && k.jobs == 0 && k.contacts == 0,
-          "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
+    CHECKF(k.clusters == 1 && k.nodes == 1 && k.jobs == 0 && k.contacts == 0,
+           "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
     registry_free(r);
 }
 
@@ -107,99 +107,99 @@ static void test_publish(void)
 {
     struct registry *r = two_sites(100);
     struct reg_contact c = contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001);
-    CHECK(publish(r, c, "s3cret") == REG_OK, "first publish: %s", why);
-    CHECK(publish(r, c, "s3cret") == REG_OK, "same contact again is idempotent: %s", why);
+    CHECKF(publish(r, c, "s3cret") == REG_OK, "first publish: %s", why);
+    CHECKF(publish(r, c, "s3cret") == REG_OK, "same contact again is idempotent: %s", why);
 
     struct reg_contact moved = c;
     moved.port = 20002;
-    CHECK(publish(r, moved, "s3cret") == REG_BUSY, "same rank, other port");
-    CHECK(strstr(why, "already published") != NULL, "why: %s", why);
+    CHECKF(publish(r, moved, "s3cret") == REG_BUSY, "same rank, other port");
+    CHECKF(strstr(why, "already published") != NULL, "why: %s", why);
     struct reg_contact other_node = contact("job1", 0, "nata", "nata2", "198.18.3.12", 21001);
-    CHECK(publish(r, other_node, "s3cret") == REG_BUSY, "same rank, other node");
+    CHECKF(publish(r, other_node, "s3cret") == REG_BUSY, "same rank, other node");
     struct reg_contact other_site = contact("job1", 0, "open", "open1", "203.0.113.21", 20001);
-    CHECK(publish(r, other_site, "s3cret") == REG_BUSY, "same rank, other cluster");
+    CHECKF(publish(r, other_site, "s3cret") == REG_BUSY, "same rank, other cluster");
 
     struct reg_contact r1 = contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001);
-    CHECK(publish(r, r1, "wrong") == REG_DENIED, "secret mismatch");
-    CHECK(strstr(why, "secret") != NULL, "why: %s", why);
-    CHECK(publish(r, r1, "s3cret") == REG_OK, "rank 1: %s", why);
+    CHECKF(publish(r, r1, "wrong") == REG_DENIED, "secret mismatch");
+    CHECKF(strstr(why, "secret") != NULL, "why: %s", why);
+    CHECKF(publish(r, r1, "s3cret") == REG_OK, "rank 1: %s", why);
 
     struct reg_contact bad = contact("job1", 2, "nata", "nata9", "198.18.3.19", 20001);
-    CHECK(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered node");
+    CHECKF(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered node");
     bad = contact("job1", 2, "natz", "nata1", "198.18.3.11", 20001);
-    CHECK(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered cluster");
+    CHECKF(publish(r, bad, "s3cret") == REG_NOTFOUND, "unregistered cluster");
     bad = contact("job1", 2, "nata", "nata1", "198.18.3.99", 20001);
-    CHECK(publish(r, bad, "s3cret") == REG_DENIED, "address not the node's");
+    CHECKF(publish(r, bad, "s3cret") == REG_DENIED, "address not the node's");
     bad = contact("job1", 2, "nata", "nata1", "198.18.3.11", 21001);
-    CHECK(publish(r, bad, "s3cret") == REG_INVALID, "port outside the node's range");
+    CHECKF(publish(r, bad, "s3cret") == REG_INVALID, "port outside the node's range");
 
     /* The same rank in another job is another contact. */
     struct reg_contact j2 = contact("job2", 0, "open", "open1", "203.0.113.21", 20005);
-    CHECK(publish(r, j2, "other") == REG_OK, "job2: %s", why);
+    CHECKF(publish(r, j2, "other") == REG_OK, "job2: %s", why);
 
     struct registry_counts k;
     registry_counts(r, &k);
-    CHECK(k.clusters == 2 && k.nodes == 3 && k.jobs == 2 && k.contacts == 3,
-          "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
+    CHECKF(k.clusters == 2 && k.nodes == 3 && k.jobs == 2 && k.contacts == 3,
+           "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
     registry_free(r);
 }
 
 static void test_capacity(void)
 {
     struct registry *r = two_sites(2);
-    CHECK(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
-    CHECK(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK, "1");
-    CHECK(publish(r, contact("j", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_FULL,
-          "beyond max-contacts");
-    CHECK(strcmp(reg_status_subcode(REG_FULL), "unavailable") == 0, "subcode");
-    CHECK(strstr(why, "max-contacts") != NULL, "why: %s", why);
+    CHECKF(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
+    CHECKF(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK, "1");
+    CHECKF(publish(r, contact("j", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_FULL,
+           "beyond max-contacts");
+    CHECKF(strcmp(reg_status_subcode(REG_FULL), "unavailable") == 0, "subcode");
+    CHECKF(strstr(why, "max-contacts") != NULL, "why: %s", why);
     /* Re-publishing what is held still works when full. */
-    CHECK(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK,
-          "idempotent when full: %s", why);
+    CHECKF(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK,
+           "idempotent when full: %s", why);
     registry_free(r);
 }
 
 static void test_withdraw(void)
 {
     struct registry *r = two_sites(100);
-    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
-          "0");
-    CHECK(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
-          "1");
-    CHECK(registry_withdraw(r, "nata", NULL, "job1", "bad", 0, why, sizeof(why)) == REG_DENIED,
-          "wrong secret");
-    CHECK(registry_withdraw(r, "open", NULL, "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
-          "another cluster's contact");
-    CHECK(registry_withdraw(r, "nata", "nata2", "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
-          "another node's contact");
-    CHECK(registry_withdraw(r, "nata", NULL, "job1", "s", 7, why, sizeof(why)) == REG_NOTFOUND,
-          "unpublished rank");
-    CHECK(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_OK,
-          "withdraw 0: %s", why);
-    CHECK(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_NOTFOUND,
-          "withdraw 0 twice");
+    CHECKF(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
+           "0");
+    CHECKF(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
+           "1");
+    CHECKF(registry_withdraw(r, "nata", NULL, "job1", "bad", 0, why, sizeof(why)) == REG_DENIED,
+           "wrong secret");
+    CHECKF(registry_withdraw(r, "open", NULL, "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
+           "another cluster's contact");
+    CHECKF(registry_withdraw(r, "nata", "nata2", "job1", "s", 0, why, sizeof(why)) == REG_DENIED,
+           "another node's contact");
+    CHECKF(registry_withdraw(r, "nata", NULL, "job1", "s", 7, why, sizeof(why)) == REG_NOTFOUND,
+           "unpublished rank");
+    CHECKF(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_OK,
+           "withdraw 0: %s", why);
+    CHECKF(registry_withdraw(r, "nata", "nata1", "job1", "s", 0, why, sizeof(why)) == REG_NOTFOUND,
+           "withdraw 0 twice");
 
     /* Every cluster's frontend is told to forget (job1, 0). */
     const char *sites[] = {"nata", "open"};
     for (int i = 0; i < 2; i++) {
         struct command cmds[4];
         int n = cmdqueue_wait(registry_queue(r, sites[i]), 0, 0, cmds, 4);
-        CHECK(n == 1 && strcmp(cmds[0].kind, "invalidate") == 0 &&
-                  strcmp(cmds[0].job, "job1") == 0 && cmds[0].rank == 0,
-              "%s: %d commands", sites[i], n);
+        CHECKF(n == 1 && strcmp(cmds[0].kind, "invalidate") == 0 &&
+                   strcmp(cmds[0].job, "job1") == 0 && cmds[0].rank == 0,
+               "%s: %d commands", sites[i], n);
     }
 
     struct registry_counts k;
     registry_counts(r, &k);
-    CHECK(k.jobs == 1 && k.contacts == 1, "after one withdraw: %zu jobs %zu contacts", k.jobs,
-          k.contacts);
-    CHECK(registry_withdraw(r, "nata", "", "job1", "s", 1, why, sizeof(why)) == REG_OK, "1: %s",
-          why);
+    CHECKF(k.jobs == 1 && k.contacts == 1, "after one withdraw: %zu jobs %zu contacts", k.jobs,
+           k.contacts);
+    CHECKF(registry_withdraw(r, "nata", "", "job1", "s", 1, why, sizeof(why)) == REG_OK, "1: %s",
+           why);
     registry_counts(r, &k);
-    CHECK(k.jobs == 0 && k.contacts == 0, "job removed with its last contact: %zu jobs", k.jobs);
+    CHECKF(k.jobs == 0 && k.contacts == 0, "job removed with its last contact: %zu jobs", k.jobs);
     /* The job is gone, and with it its secret: the id can start afresh. */
-    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "new") == REG_OK,
-          "job id reused with a new secret: %s", why);
+    CHECKF(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "new") == REG_OK,
+           "job id reused with a new secret: %s", why);
     registry_free(r);
 }
 
@@ -207,84 +207,97 @@ static void test_lookup(void)
 {
     struct registry *r = two_sites(100);
     struct reg_lookup res;
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
-          "unknown job");
-    CHECK(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
-          "0");
-    CHECK(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
-          "1");
-    CHECK(publish(r, contact("job1", 2, "open", "open1", "203.0.113.21", 20002), "s") == REG_OK,
-          "2");
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_DENIED,
+           "unknown job");
+    CHECKF(publish(r, contact("job1", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK,
+           "0");
+    CHECKF(publish(r, contact("job1", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK,
+           "1");
+    CHECKF(publish(r, contact("job1", 2, "open", "open1", "203.0.113.21", 20002), "s") == REG_OK,
+           "2");
 
-    CHECK(registry_lookup(r, "nata", "job1", "x", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
-          "wrong secret");
-    CHECK(registry_lookup(r, "open", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
-          "fromRank published in another cluster");
-    CHECK(registry_lookup(r, "nata", "job1", "s", 5, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_DENIED,
-          "fromRank not published");
+    CHECKF(registry_lookup(r, "nata", "job1", "x", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_DENIED,
+           "wrong secret");
+    CHECKF(registry_lookup(r, "open", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_DENIED,
+           "fromRank published in another cluster");
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 5, 1, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_DENIED,
+           "fromRank not published");
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 9, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK &&
-              !res.found,
-          "unpublished target is not found (status notfound, not a fault)");
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 0, 9, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK &&
+               !res.found,
+           "unpublished target is not found (status notfound, not a fault)");
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->1");
-    CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
-              strcmp(res.target.address, "198.18.3.12") == 0 && res.target.port == 21001 &&
-              strcmp(res.target.node, "nata2") == 0 && strcmp(res.target.cluster, "nata") == 0,
-          "same cluster: %s %s:%d", res.decision.reason, res.target.address, res.target.port);
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 0, 1, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK,
+           "0->1");
+    CHECKF(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
+               strcmp(res.target.address, "198.18.3.12") == 0 && res.target.port == 21001 &&
+               strcmp(res.target.node, "nata2") == 0 && strcmp(res.target.cluster, "nata") == 0,
+           "same cluster: %s %s:%d", res.decision.reason, res.target.address, res.target.port);
 
-    CHECK(registry_lookup(r, "nata", "job1", "s", 0, 2, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "0->2");
-    CHECK(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
-              strcmp(res.target.address, "203.0.113.21") == 0,
-          "to an open site: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 0, 2, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK,
+           "0->2");
+    CHECKF(res.found && res.decision.ok && res.decision.technique == TECH_DIRECT &&
+               strcmp(res.target.address, "203.0.113.21") == 0,
+           "to an open site: %s", res.decision.reason);
 
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
-    CHECK(res.found && res.decision.ok && res.decision.technique == TECH_REVERSED &&
-              !res.decision.cacheable,
-          "open -> nat: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK,
+           "2->0");
+    CHECKF(res.found && res.decision.ok && res.decision.technique == TECH_REVERSED &&
+               !res.decision.cacheable,
+           "open -> nat: %s", res.decision.reason);
     /* The connect-back calls the initiator's contact. */
-    CHECK(res.from.rank == 2 && strcmp(res.from.address, "203.0.113.21") == 0 &&
-              strcmp(res.from.cluster, "open") == 0 && strcmp(res.target.node, "nata1") == 0,
-          "open -> nat: from %s/%s %s:%d", res.from.cluster, res.from.node, res.from.address,
-          res.from.port);
+    CHECKF(res.from.rank == 2 && strcmp(res.from.address, "203.0.113.21") == 0 &&
+               strcmp(res.from.cluster, "open") == 0 && strcmp(res.target.node, "nata1") == 0,
+           "open -> nat: from %s/%s %s:%d", res.from.cluster, res.from.node, res.from.address,
+           res.from.port);
     /* Reversed tried: the proxy next, or nothing without one. */
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE, &offer_all, NULL, &res, why,
-                          sizeof(why)) == REG_OK &&
-              res.decision.ok && res.decision.technique == TECH_PROXY,
-          "open -> nat, reversed tried: %s", res.decision.reason);
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE, &offer_noproxy, NULL, &res, why,
-                          sizeof(why)) == REG_OK &&
-              !res.decision.ok && res.decision.technique == TECH_PROXY,
-          "open -> nat, reversed tried, no proxy: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE,
+                           &offer_all, NULL, &res, why, sizeof(why)) == REG_OK &&
+               res.decision.ok && res.decision.technique == TECH_PROXY,
+           "open -> nat, reversed tried: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE,
+                           &offer_noproxy, NULL, &res, why, sizeof(why)) == REG_OK &&
+               !res.decision.ok && res.decision.technique == TECH_PROXY,
+           "open -> nat, reversed tried, no proxy: %s", res.decision.reason);
     /* The outcome memory between the two clusters is consulted, in that
        direction only. */
     struct outcomes *mem = outcomes_new(600);
     outcomes_record(mem, "open", "nata", TECH_REVERSED, false, 0, (uint64_t)time(NULL));
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, mem, &res, why,
-                          sizeof(why)) == REG_OK &&
-              res.decision.ok && res.decision.technique == TECH_PROXY &&
-              strstr(res.decision.reason, "reversed failed recently"),
-          "open -> nat, reversed remembered as failing: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, mem, &res, why,
+                           sizeof(why)) == REG_OK &&
+               res.decision.ok && res.decision.technique == TECH_PROXY &&
+               strstr(res.decision.reason, "reversed failed recently"),
+           "open -> nat, reversed remembered as failing: %s", res.decision.reason);
     /* `only` plans that technique whatever the memory says, and names the
        target's node when it cannot work. */
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_REVERSED, &offer_all, mem, &res,
-                          why, sizeof(why)) == REG_OK &&
-              res.decision.ok && res.decision.technique == TECH_REVERSED &&
-              !res.decision.cacheable,
-          "open -> nat, only reversed, remembered as failing: %s", res.decision.reason);
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_DIRECT, &offer_all, mem, &res,
-                          why, sizeof(why)) == REG_OK &&
-              !res.decision.ok && res.decision.technique == TECH_DIRECT &&
-              strstr(res.decision.reason, "cluster nata is behind a NAT"),
-          "open -> nat, only direct: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_REVERSED, &offer_all, mem, &res,
+                           why, sizeof(why)) == REG_OK &&
+               res.decision.ok && res.decision.technique == TECH_REVERSED &&
+               !res.decision.cacheable,
+           "open -> nat, only reversed, remembered as failing: %s", res.decision.reason);
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_DIRECT, &offer_all, mem, &res, why,
+                           sizeof(why)) == REG_OK &&
+               !res.decision.ok && res.decision.technique == TECH_DIRECT &&
+               strstr(res.decision.reason, "cluster nata is behind a NAT"),
+           "open -> nat, only direct: %s", res.decision.reason);
     outcomes_free(mem);
 
     /* A frontend re-declaring its site changes the plans at once. */
     struct reg_cluster a = cluster("nata", CLUSTER_OPEN, 0, 0);
-    CHECK(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "re-register");
-    CHECK(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) == REG_OK, "2->0");
-    CHECK(res.decision.ok && res.decision.technique == TECH_DIRECT, "now open: %s",
-          res.decision.reason);
+    CHECKF(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "re-register");
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK,
+           "2->0");
+    CHECKF(res.decision.ok && res.decision.technique == TECH_DIRECT, "now open: %s",
+           res.decision.reason);
     registry_free(r);
 }
 
@@ -294,7 +307,7 @@ static void test_close(void)
     registry_close(r);
     struct command cmds[1];
     /* A poll after shutdown returns at once instead of waiting 25 s. */
-    CHECK(cmdqueue_wait(registry_queue(r, "nata"), 0, 25000, cmds, 1) == 0, "closed queue");
+    CHECKF(cmdqueue_wait(registry_queue(r, "nata"), 0, 25000, cmds, 1) == 0, "closed queue");
     registry_free(r);
 }
 
@@ -324,16 +337,16 @@ static void test_many(void)
                                              one ? "198.18.3.11" : "198.18.3.12", port),
                                      "big-secret");
         if (st != REG_OK) {
-            CHECK(st == REG_OK, "publish %d: %s", rank, why);
+            CHECKF(st == REG_OK, "publish %d: %s", rank, why);
             break;
         }
     }
     long rss = rss_kib();
-    CHECK(rss > 0 && rss < 200 * 1024, "RSS with %d contacts: %ld KiB", MANY, rss);
+    CHECKF(rss > 0 && rss < 200 * 1024, "RSS with %d contacts: %ld KiB", MANY, rss);
     printf("broker-registry: %d contacts, RSS %ld KiB\n", MANY, rss);
     struct registry_counts k;
     registry_counts(r, &k);
-    CHECK(k.contacts == MANY && k.jobs == 1, "%zu contacts", k.contacts);
+    CHECKF(k.contacts == MANY && k.jobs == 1, "%zu contacts", k.contacts);
 
     int wrong = 0;
     for (int to = 0; to < MANY; to++) {
@@ -345,7 +358,7 @@ static void test_many(void)
             strcmp(res.target.node, one ? "nata1" : "nata2") != 0 || res.target.rank != to)
             wrong++;
     }
-    CHECK(wrong == 0, "%d of %d lookups wrong", wrong, MANY);
+    CHECKF(wrong == 0, "%d of %d lookups wrong", wrong, MANY);
 
     /* Withdraw the odd ranks (rank 0 stays, it is the caller), then check that
        what remains is intact and what went is gone. */
@@ -353,16 +366,16 @@ static void test_many(void)
         if (registry_withdraw(r, "nata", NULL, "big", "big-secret", rank, why, sizeof(why)) !=
             REG_OK)
             wrong++;
-    CHECK(wrong == 0, "%d withdraws failed", wrong);
+    CHECKF(wrong == 0, "%d withdraws failed", wrong);
     for (int to = 0; to < MANY; to++) {
         struct reg_lookup res;
         registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why));
         if (res.found != (to % 2 == 0) || (res.found && res.target.rank != to))
             wrong++;
     }
-    CHECK(wrong == 0, "%d lookups wrong after withdrawing half", wrong);
+    CHECKF(wrong == 0, "%d lookups wrong after withdrawing half", wrong);
     registry_counts(r, &k);
-    CHECK(k.contacts == MANY / 2, "%zu contacts left", k.contacts);
+    CHECKF(k.contacts == MANY / 2, "%zu contacts left", k.contacts);
     registry_free(r);
 }
 
@@ -372,64 +385,64 @@ static void test_validate(void)
                       "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
     struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0};
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
-              rc.kind == CLUSTER_NAT,
-          "good cluster: %s", why);
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
+               rc.kind == CLUSTER_NAT,
+           "good cluster: %s", why);
     c.__sizePublicAddress = 9;
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "9 public addresses");
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "9 public addresses");
     c.__sizePublicAddress = 1;
     c.kind = "wormhole";
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "kind"), "kind: %s",
-          why);
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "kind"), "kind: %s",
+           why);
     c.kind = NULL;
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "no kind");
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "no kind");
     c.kind = "firewalled";
     c.portLow = 30100;
     c.portHigh = 30000;
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "reversed range");
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "reversed range");
     c.portLow = 0;
     c.portHigh = 70000;
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "port 70000");
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1, "port 70000");
     c.portHigh = 0;
     c.name = "../etc";
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "name"), "name: %s",
-          why);
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "name"), "name: %s",
+           why);
     c.name = "nata";
     addrs[0] = "not-an-address";
-    CHECK(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "publicAddress"),
-          "address: %s", why);
-    CHECK(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "publicAddress"),
+           "address: %s", why);
+    CHECKF(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
 
     struct reg_node rn;
     struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1};
-    CHECK(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
     n.portLow = 0;
-    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
     n.portLow = 20000;
     n.address = "198.18.3";
-    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "short address");
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "short address");
     n.address = NULL;
-    CHECK(validate_node(&n, &rn, why, sizeof(why)) == -1, "no address");
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "no address");
 
     struct reg_contact ct;
     struct qcg__contact k = {"job1", "s", 3, NULL, "nata1", "198.18.3.11", 20001};
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
-          "good contact: %s", why);
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
+           "good contact: %s", why);
     k.rank = -1;
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "rank"), "rank: %s",
-          why);
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "rank"), "rank: %s",
+           why);
     k.rank = 3;
     k.secret = "";
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "secret"), "secret");
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "secret"), "secret");
     k.secret = "s";
     k.job = "job 1";
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "job"), "job");
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "job"), "job");
     k.job = "job1";
     k.port = 65536;
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "port"), "port");
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "port"), "port");
     k.port = 20001;
     k.node = NULL;
-    CHECK(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "node"), "node");
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "node"), "node");
 }
 
 /* qcg-probe's state: probe slots per calling cluster (freed when they
@@ -443,21 +456,21 @@ static void test_probing(void)
     char job[QCG_PROBES_PER_CLUSTER][32], where[QCG_PROBES_PER_CLUSTER][QCG_NAME_MAX];
     for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++) {
         snprintf(job[i], sizeof(job[i]), "probe-%d", i);
-        CHECK(registry_probe_start(r, "open", "nata", job[i], 1000, 1010, &n, why,
-                                   sizeof(why)) == REG_OK,
-              "probe %d: %s", i, why);
+        CHECKF(registry_probe_start(r, "open", "nata", job[i], 1000, 1010, &n, why, sizeof(why)) ==
+                   REG_OK,
+               "probe %d: %s", i, why);
         snprintf(where[i], sizeof(where[i]), "%s", n.name);
         on_nata1 += strcmp(n.name, "nata1") == 0;
     }
-    CHECK(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
-          on_nata1);
-    CHECK(registry_probe_start(r, "open", "nata", "probe-8", 1005, 1015, &n, why, sizeof(why)) ==
-                  REG_BUSY &&
-              strstr(why, "open already has 8 probe endpoints"),
-          "ninth live probe: %s", why);
-    CHECK(registry_probe_start(r, "nata", "nata", "probe-n", 1005, 1015, &n, why, sizeof(why)) ==
-              REG_OK,
-          "another caller, its own cluster: %s", why);
+    CHECKF(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
+           on_nata1);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-8", 1005, 1015, &n, why, sizeof(why)) ==
+                   REG_BUSY &&
+               strstr(why, "open already has 8 probe endpoints"),
+           "ninth live probe: %s", why);
+    CHECKF(registry_probe_start(r, "nata", "nata", "probe-n", 1005, 1015, &n, why, sizeof(why)) ==
+               REG_OK,
+           "another caller, its own cluster: %s", why);
 
     /* A probe whose endpoint (rank 1 on the node the broker chose) has
        withdrawn is over before its seconds: its slot is free again at once.
@@ -471,52 +484,52 @@ static void test_probing(void)
     int other_port = base == 20000 ? 21002 : 20002;
     struct reg_contact impostor = contact(job[3], 1, "nata", other, other_addr, other_port);
     struct reg_contact endpoint = contact(job[3], 1, "nata", where[3], addr, base + 3);
-    CHECK(publish(r, prober, "ps") == REG_OK, "%s", why);
-    CHECK(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK,
-          "%s", why);
-    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-              REG_BUSY,
-          "the prober withdrawing before its endpoint published frees nothing");
-    CHECK(publish(r, impostor, "ps") == REG_OK, "%s", why);
-    CHECK(registry_withdraw(r, "nata", other, job[3], "ps", 1, why, sizeof(why)) == REG_OK,
-          "%s", why);
-    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-              REG_BUSY,
-          "rank 1 withdrawn from another node than the endpoint's frees nothing");
-    CHECK(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
-    CHECK(registry_withdraw(r, "nata", where[3], job[3], "ps", 1, why, sizeof(why)) == REG_OK,
-          "%s", why);
-    CHECK(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-              REG_OK,
-          "the slot of a finished probe is free: %s", why);
-    CHECK(registry_probe_start(r, "open", "nata", "probe-10", 1006, 1016, &n, why, sizeof(why)) ==
-              REG_BUSY,
-          "only that one slot was freed");
-    CHECK(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK,
-          "%s", why);
+    CHECKF(publish(r, prober, "ps") == REG_OK, "%s", why);
+    CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
+           why);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+               REG_BUSY,
+           "the prober withdrawing before its endpoint published frees nothing");
+    CHECKF(publish(r, impostor, "ps") == REG_OK, "%s", why);
+    CHECKF(registry_withdraw(r, "nata", other, job[3], "ps", 1, why, sizeof(why)) == REG_OK, "%s",
+           why);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+               REG_BUSY,
+           "rank 1 withdrawn from another node than the endpoint's frees nothing");
+    CHECKF(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
+    CHECKF(registry_withdraw(r, "nata", where[3], job[3], "ps", 1, why, sizeof(why)) == REG_OK,
+           "%s", why);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
+               REG_OK,
+           "the slot of a finished probe is free: %s", why);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-10", 1006, 1016, &n, why, sizeof(why)) ==
+               REG_BUSY,
+           "only that one slot was freed");
+    CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
+           why);
 
-    CHECK(registry_probe_start(r, "open", "nata", "probe-11", 1010, 1020, &n, why, sizeof(why)) ==
-              REG_OK,
-          "a slot is free once a probe expired: %s", why);
-    CHECK(registry_probe_start(r, "open", "nosuch", "probe-12", 1010, 1020, &n, why,
-                               sizeof(why)) == REG_NOTFOUND &&
-              strstr(why, "nosuch"),
-          "unknown cluster: %s", why);
+    CHECKF(registry_probe_start(r, "open", "nata", "probe-11", 1010, 1020, &n, why, sizeof(why)) ==
+               REG_OK,
+           "a slot is free once a probe expired: %s", why);
+    CHECKF(registry_probe_start(r, "open", "nosuch", "probe-12", 1010, 1020, &n, why,
+                                sizeof(why)) == REG_NOTFOUND &&
+               strstr(why, "nosuch"),
+           "unknown cluster: %s", why);
     struct reg_cluster empty = cluster("empty", CLUSTER_OPEN, 0, 0);
-    CHECK(registry_register_cluster(r, &empty, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECK(registry_probe_start(r, "open", "empty", "probe-13", 1010, 1020, &n, why,
-                               sizeof(why)) ==
-                  REG_NOTFOUND && strstr(why, "no registered node"),
-          "cluster without nodes: %s", why);
+    CHECKF(registry_register_cluster(r, &empty, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_probe_start(r, "open", "empty", "probe-13", 1010, 1020, &n, why, sizeof(why)) ==
+                   REG_NOTFOUND &&
+               strstr(why, "no registered node"),
+           "cluster without nodes: %s", why);
 
     struct reg_observation o = {.when = 1234, .kind = CLUSTER_SYMNAT, .port_preserving = 0};
     struct reg_cluster decl;
     snprintf(o.node, sizeof(o.node), "nata2");
     snprintf(o.mapping, sizeof(o.mapping), "endpoint-dependent");
-    CHECK(registry_observe(r, "nata", &o, &decl, why, sizeof(why)) == REG_OK &&
-              decl.kind == CLUSTER_NAT,
-          "observe: %s", why);
-    CHECK(registry_observe(r, "nosuch", &o, &decl, why, sizeof(why)) == REG_NOTFOUND, "observe");
+    CHECKF(registry_observe(r, "nata", &o, &decl, why, sizeof(why)) == REG_OK &&
+               decl.kind == CLUSTER_NAT,
+           "observe: %s", why);
+    CHECKF(registry_observe(r, "nosuch", &o, &decl, why, sizeof(why)) == REG_NOTFOUND, "observe");
     registry_punch_seen(r, "nata", true);
     registry_punch_seen(r, "nata", false);
     registry_punch_seen(r, "nata", false);
@@ -524,15 +537,15 @@ static void test_probing(void)
 
     struct reg_cluster_view *v;
     size_t nv;
-    CHECK(registry_clusters(r, &v, &nv) == 0 && nv == 3, "clusters: %zu", nv);
-    CHECK(strcmp(v[0].decl.name, "empty") == 0 && strcmp(v[1].decl.name, "nata") == 0 &&
-              strcmp(v[2].decl.name, "open") == 0,
-          "sorted by name");
-    CHECK(v[1].nodes == 2 && v[1].observed.when == 1234 && v[1].observed.kind == CLUSTER_SYMNAT &&
-              strcmp(v[1].observed.node, "nata2") == 0 && v[1].punches_kept == 1 &&
-              v[1].punches_changed == 2,
-          "nata's view");
-    CHECK(v[2].observed.when == 0 && v[2].punches_kept == 0 && v[0].nodes == 0, "open, empty");
+    CHECKF(registry_clusters(r, &v, &nv) == 0 && nv == 3, "clusters: %zu", nv);
+    CHECKF(strcmp(v[0].decl.name, "empty") == 0 && strcmp(v[1].decl.name, "nata") == 0 &&
+               strcmp(v[2].decl.name, "open") == 0,
+           "sorted by name");
+    CHECKF(v[1].nodes == 2 && v[1].observed.when == 1234 && v[1].observed.kind == CLUSTER_SYMNAT &&
+               strcmp(v[1].observed.node, "nata2") == 0 && v[1].punches_kept == 1 &&
+               v[1].punches_changed == 2,
+           "nata's view");
+    CHECKF(v[2].observed.when == 0 && v[2].punches_kept == 0 && v[0].nodes == 0, "open, empty");
     free(v);
     registry_free(r);
 }
@@ -550,7 +563,5 @@ int main(void)
     test_probing();
     test_validate();
     test_many();
-    if (check_failures == 0)
-        printf("broker-registry: all checks passed\n");
-    return check_failures != 0;
+    return check_result("broker-registry");
 }

@@ -1,6 +1,9 @@
 /* cmdqueue.c: numbering, acknowledgement, redelivery, timeout, overflow, close. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cmdqueue.h"
@@ -125,6 +128,7 @@ static void test_overflow(void)
 
 struct waiter {
     struct cmdqueue *q;
+    atomic_int tid; /* set just before the wait */
     int n;
     long ms;
     struct command out[4];
@@ -135,17 +139,29 @@ static void *wait_thread(void *arg)
     struct waiter *w = arg;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    atomic_store(&w->tid, (int)syscall(SYS_gettid));
     w->n = cmdqueue_wait(w->q, 0, 5000, w->out, 4);
     w->ms = elapsed_ms(&t0);
     return NULL;
 }
 
-/* Gives the waiter time to block so the wake-up path is what runs; the checks
-   hold either way (an early push or close is seen without waiting). */
-static void settle(void)
+/* The waiter's thread sleeps (state S): blocked in cmdqueue_wait, so that the
+   wake-up path is what runs next. */
+static bool blocked(const struct waiter *w)
 {
-    struct timespec ts = {0, 50 * 1000000L};
-    nanosleep(&ts, NULL);
+    char path[64], stat[512];
+    int tid = atomic_load(&w->tid);
+
+    if (tid == 0)
+        return false;
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')'); /* after the command name, which may hold anything */
+    return end != NULL && end[1] == ' ' && end[2] == 'S';
 }
 
 static void test_wakeups(void)
@@ -154,7 +170,7 @@ static void test_wakeups(void)
     struct waiter w = {.q = cmdqueue_new(4), .n = -1};
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, &w);
-    settle();
+    WAIT_UNTIL(blocked(&w), 2000, "the waiter to block");
     struct command c = invalidate("j", 7);
     cmdqueue_push(w.q, &c);
     pthread_join(t, NULL);
@@ -165,7 +181,7 @@ static void test_wakeups(void)
     struct cmdqueue *q2 = cmdqueue_new(4);
     struct waiter w2 = {.q = q2, .n = -1};
     pthread_create(&t, NULL, wait_thread, &w2);
-    settle();
+    WAIT_UNTIL(blocked(&w2), 2000, "the waiter to block");
     cmdqueue_close(q2);
     pthread_join(t, NULL);
     CHECK(w2.n == 0);

@@ -51,6 +51,8 @@ static void on_stop(void *arg)
     hook_calls++;
 }
 
+/* Sets the flag 300 ms from now: the delay is what test_sleep measures
+   against, not a wait for an event. */
 static void *raise_later(void *arg)
 {
     (void)arg;

@@ -51,6 +51,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
     if (waitSeconds < 0 || waitSeconds > 25)
         return soap_qcg_fault(soap, "invalid", "waitSeconds %d is not in 0..25", waitSeconds);
     struct command cmds[8];
+    atomic_fetch_add(&st->polls, 1);
     int n = cmdqueue_wait(st->queue, ackSeq, waitSeconds * 1000, cmds, 8);
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = epoch;

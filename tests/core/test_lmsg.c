@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 /* The exit-at-the-first-failure checks these tests were written with. */
-#include "../libqcgconn/check.h"
+#include "check.h"
 #include "fdpass.h"
 #include "lmsg.h"
 #include "qcgconn.h"
@@ -19,7 +19,7 @@ static int count_fds(void)
     struct dirent *e;
     int n = 0;
 
-    CHECK(d != NULL);
+    REQUIRE(d != NULL);
     while ((e = readdir(d)) != NULL)
         n += e->d_name[0] != '.';
     closedir(d);
@@ -28,7 +28,7 @@ static int count_fds(void)
 
 static void pair(int sp[2])
 {
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
 }
 
 /* Feeds raw bytes, then reads: the reader's verdict. */
@@ -39,7 +39,7 @@ static int feed(const void *buf, size_t len)
 
     pair(sp);
     lmsg_reader_init(&r);
-    CHECK_EQ(write(sp[0], buf, len), (ssize_t)len);
+    REQUIRE_EQ(write(sp[0], buf, len), (ssize_t)len);
     rc = lmsg_read(sp[1], &r);
     lmsg_reader_reset(&r);
     close(sp[0]);
@@ -65,17 +65,17 @@ static void test_split(void)
     lmsg_reader_init(&r);
     /* One byte at a time: not ready until the last byte. */
     for (size_t i = 0; i < sizeof(m); i++) {
-        CHECK_EQ(write(sp[0], (char *)&m + i, 1), 1);
-        CHECK_EQ(lmsg_read(sp[1], &r), i + 1 == sizeof(m) ? 1 : 0);
+        REQUIRE_EQ(write(sp[0], (char *)&m + i, 1), 1);
+        REQUIRE_EQ(lmsg_read(sp[1], &r), i + 1 == sizeof(m) ? 1 : 0);
     }
-    CHECK_EQ(r.hdr.request_id, 7);
-    CHECK_EQ(r.payload.plan.port, 99);
-    CHECK(strcmp(r.payload.plan.address, "127.0.0.1") == 0);
+    REQUIRE_EQ(r.hdr.request_id, 7);
+    REQUIRE_EQ(r.payload.plan.port, 99);
+    REQUIRE(strcmp(r.payload.plan.address, "127.0.0.1") == 0);
     lmsg_reader_reset(&r);
     /* EOF in the middle of a message. */
-    CHECK_EQ(write(sp[0], &m, 10), 10);
+    REQUIRE_EQ(write(sp[0], &m, 10), 10);
     close(sp[0]);
-    CHECK_EQ(lmsg_read(sp[1], &r), QCG_ENOHELPER);
+    REQUIRE_EQ(lmsg_read(sp[1], &r), QCG_ENOHELPER);
     lmsg_reader_reset(&r);
     close(sp[1]);
 }
@@ -91,18 +91,18 @@ static void test_bad(void)
     m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_ERROR, .length = sizeof(m.e)};
     m.e.code = QCG_EDENIED;
     strcpy(m.e.message, "no");
-    CHECK_EQ(feed(&m, sizeof(m)), 1);
+    REQUIRE_EQ(feed(&m, sizeof(m)), 1);
     m.h.magic = 0;
-    CHECK_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
+    REQUIRE_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
     m.h.magic = LOCAL_MAGIC;
     m.h.length = 0x7fffffff;
-    CHECK_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
+    REQUIRE_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
     m.h.length = sizeof(m.e);
     m.h.type = 200;
-    CHECK_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
+    REQUIRE_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
     m.h.type = LOCAL_ERROR;
     memset(m.e.message, 'A', sizeof(m.e.message));
-    CHECK_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
+    REQUIRE_EQ(feed(&m, sizeof(m)), QCG_EPROTO);
 }
 
 /* A descriptor may only come with LOCAL_INCOMING, and is closed otherwise. */
@@ -114,11 +114,11 @@ static void test_fd_on_wrong_message(void)
 
     pair(sp);
     before = count_fds();
-    CHECK_EQ(fdpass_send(sp[0], &h, sizeof(h), sp[0]), (ssize_t)sizeof(h));
+    REQUIRE_EQ(fdpass_send(sp[0], &h, sizeof(h), sp[0]), (ssize_t)sizeof(h));
     lmsg_reader_init(&r);
-    CHECK_EQ(lmsg_read(sp[1], &r), QCG_EPROTO);
+    REQUIRE_EQ(lmsg_read(sp[1], &r), QCG_EPROTO);
     lmsg_reader_reset(&r);
-    CHECK_EQ(count_fds(), before);
+    REQUIRE_EQ(count_fds(), before);
     close(sp[0]);
     close(sp[1]);
 }
@@ -144,9 +144,9 @@ static void test_random(void)
             memcpy(buf, &magic, 4);
         }
         int rc = feed(buf, len);
-        CHECK(rc == 0 || rc == 1 || rc == QCG_EPROTO);
+        REQUIRE(rc == 0 || rc == 1 || rc == QCG_EPROTO);
     }
-    CHECK_EQ(count_fds(), before);
+    REQUIRE_EQ(count_fds(), before);
 }
 
 int main(void)
@@ -155,6 +155,5 @@ int main(void)
     test_bad();
     test_fd_on_wrong_message();
     test_random();
-    printf("core-lmsg: ok\n");
-    return 0;
+    return check_result("core-lmsg");
 }

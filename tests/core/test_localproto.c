@@ -3,7 +3,7 @@
 #include <string.h>
 
 /* The exit-at-the-first-failure checks these tests were written with. */
-#include "../libqcgconn/check.h"
+#include "check.h"
 #include "localproto.h"
 #include "qcgconn.h"
 
@@ -21,48 +21,48 @@ static void test_headers(void)
         size_t size = local_payload_size[t];
 
         h = header(t, (uint32_t)size);
-        CHECK_EQ(local_header_check(&h), 0);
+        REQUIRE_EQ(local_header_check(&h), 0);
         h = header(t, (uint32_t)size + 1);
-        CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+        REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
         if (size > 0) {
             h = header(t, (uint32_t)size - 1);
-            CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+            REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
         }
         h = header(t, 0xffffffffu);
-        CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+        REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
         h = header(t, (uint32_t)size);
         h.magic = 0x31474351u; /* "QCG1" the other way round */
-        CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+        REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
         h = header(t, (uint32_t)size);
         h.reserved = 1;
-        CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+        REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
     }
     h = header(0, 0);
-    CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+    REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
     h = header(LOCAL_TYPE_COUNT, 0);
-    CHECK_EQ(local_header_check(&h), QCG_EPROTO);
+    REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
     h = header(0xffff, 0);
-    CHECK_EQ(local_header_check(&h), QCG_EPROTO);
-    CHECK_EQ(local_header_check(NULL), QCG_EPROTO);
+    REQUIRE_EQ(local_header_check(&h), QCG_EPROTO);
+    REQUIRE_EQ(local_header_check(NULL), QCG_EPROTO);
 
     /* The sizes the helper and the library agree on. */
-    CHECK_EQ(local_payload_size[LOCAL_HELLO], sizeof(struct local_hello));
-    CHECK_EQ(local_payload_size[LOCAL_HELLO_OK], sizeof(struct local_hello_ok));
-    CHECK_EQ(local_payload_size[LOCAL_PUBLISH], sizeof(struct local_publish));
-    CHECK_EQ(local_payload_size[LOCAL_WITHDRAW], 0);
-    CHECK_EQ(local_payload_size[LOCAL_LOOKUP], sizeof(struct local_lookup));
-    CHECK_EQ(local_payload_size[LOCAL_PLAN], sizeof(struct local_plan));
-    CHECK_EQ(local_payload_size[LOCAL_OK], 0);
-    CHECK_EQ(local_payload_size[LOCAL_ERROR], sizeof(struct local_error));
-    CHECK_EQ(local_payload_size[LOCAL_INCOMING], sizeof(struct local_incoming));
-    CHECK_EQ(local_payload_size[LOCAL_STATUS], 0);
-    CHECK_EQ(local_payload_size[LOCAL_STATUS_OK], sizeof(struct local_status));
-    CHECK_EQ(local_payload_size[LOCAL_REPORT], sizeof(struct local_report));
-    CHECK_EQ(local_payload_size[LOCAL_SITE], 0);
-    CHECK_EQ(local_payload_size[LOCAL_SITE_OK], sizeof(struct local_site));
-    CHECK_EQ(local_payload_size[LOCAL_PROBE], sizeof(struct local_probe));
-    CHECK_EQ(local_payload_size[LOCAL_PROBE_OK], sizeof(struct local_probe_ok));
-    CHECK_EQ(local_payload_size[LOCAL_OBSERVED], sizeof(struct local_observed));
+    REQUIRE_EQ(local_payload_size[LOCAL_HELLO], sizeof(struct local_hello));
+    REQUIRE_EQ(local_payload_size[LOCAL_HELLO_OK], sizeof(struct local_hello_ok));
+    REQUIRE_EQ(local_payload_size[LOCAL_PUBLISH], sizeof(struct local_publish));
+    REQUIRE_EQ(local_payload_size[LOCAL_WITHDRAW], 0);
+    REQUIRE_EQ(local_payload_size[LOCAL_LOOKUP], sizeof(struct local_lookup));
+    REQUIRE_EQ(local_payload_size[LOCAL_PLAN], sizeof(struct local_plan));
+    REQUIRE_EQ(local_payload_size[LOCAL_OK], 0);
+    REQUIRE_EQ(local_payload_size[LOCAL_ERROR], sizeof(struct local_error));
+    REQUIRE_EQ(local_payload_size[LOCAL_INCOMING], sizeof(struct local_incoming));
+    REQUIRE_EQ(local_payload_size[LOCAL_STATUS], 0);
+    REQUIRE_EQ(local_payload_size[LOCAL_STATUS_OK], sizeof(struct local_status));
+    REQUIRE_EQ(local_payload_size[LOCAL_REPORT], sizeof(struct local_report));
+    REQUIRE_EQ(local_payload_size[LOCAL_SITE], 0);
+    REQUIRE_EQ(local_payload_size[LOCAL_SITE_OK], sizeof(struct local_site));
+    REQUIRE_EQ(local_payload_size[LOCAL_PROBE], sizeof(struct local_probe));
+    REQUIRE_EQ(local_payload_size[LOCAL_PROBE_OK], sizeof(struct local_probe_ok));
+    REQUIRE_EQ(local_payload_size[LOCAL_OBSERVED], sizeof(struct local_observed));
 }
 
 /* A payload passes, then fails once the string field at [off, off+len) has
@@ -72,14 +72,14 @@ static void check_string_field(uint16_t type, void *payload, size_t off, size_t 
     char *field = (char *)payload + off;
     char saved[256];
 
-    CHECK(len <= sizeof(saved));
+    REQUIRE(len <= sizeof(saved));
     memcpy(saved, field, len);
-    CHECK_EQ(local_payload_check(type, payload), 0);
+    REQUIRE_EQ(local_payload_check(type, payload), 0);
     memset(field, 'x', len);
-    CHECK_EQ(local_payload_check(type, payload), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(type, payload), QCG_EPROTO);
     /* A NUL in the last byte is enough. */
     field[len - 1] = '\0';
-    CHECK_EQ(local_payload_check(type, payload), 0);
+    REQUIRE_EQ(local_payload_check(type, payload), 0);
     memcpy(field, saved, len);
 }
 
@@ -101,9 +101,9 @@ static void test_payloads(void)
     FIELD(LOCAL_HELLO, hello, job);
     FIELD(LOCAL_HELLO, hello, secret);
     hello.version = LOCAL_VERSION + 1;
-    CHECK_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
     hello.version = 0;
-    CHECK_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
 
     FIELD(LOCAL_HELLO_OK, ok, cluster);
     FIELD(LOCAL_HELLO_OK, ok, node);
@@ -122,15 +122,15 @@ static void test_payloads(void)
     FIELD(LOCAL_STATUS_OK, st, frontend);
 
     /* Integer-only payloads and empty ones. */
-    CHECK_EQ(local_payload_check(LOCAL_PUBLISH, &pub), 0);
-    CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), 0);
-    CHECK_EQ(local_payload_check(LOCAL_WITHDRAW, NULL), 0);
-    CHECK_EQ(local_payload_check(LOCAL_OK, NULL), 0);
-    CHECK_EQ(local_payload_check(LOCAL_STATUS, NULL), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_PUBLISH, &pub), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_LOOKUP, &lk), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_WITHDRAW, NULL), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_OK, NULL), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_STATUS, NULL), 0);
     /* Unknown types and a missing payload. */
-    CHECK_EQ(local_payload_check(0, &pub), QCG_EPROTO);
-    CHECK_EQ(local_payload_check(LOCAL_TYPE_COUNT, &pub), QCG_EPROTO);
-    CHECK_EQ(local_payload_check(LOCAL_PLAN, NULL), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(0, &pub), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_TYPE_COUNT, &pub), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_PLAN, NULL), QCG_EPROTO);
 }
 
 /* Version 4: LOOKUP's only, SITE_OK, PROBE, PROBE_OK, OBSERVED. */
@@ -145,14 +145,14 @@ static void test_probe_payloads(void)
     /* only: 0 (normal) or a technique, nothing beyond proxy. */
     for (uint32_t t = 0; t <= QCG_TECH_PROXY; t++) {
         lk.only = t;
-        CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), 0);
+        REQUIRE_EQ(local_payload_check(LOCAL_LOOKUP, &lk), 0);
     }
     lk.only = QCG_TECH_PROXY + 1;
-    CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
     lk.only = 0xffffffffu;
-    CHECK_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_LOOKUP, &lk), QCG_EPROTO);
 
-    CHECK_EQ(local_payload_check(LOCAL_SITE, NULL), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE, NULL), 0);
     memset(&site, 0, sizeof(site));
     strcpy(site.node, "n1");
     strcpy(site.cluster.name, "c1");
@@ -181,35 +181,35 @@ static void test_probe_payloads(void)
     }
     /* Counts within their arrays. */
     site.proxies = LOCAL_PROXIES_MAX;
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
     site.proxies = LOCAL_PROXIES_MAX + 1;
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
     site.proxies = 0;
     site.clusters = site.clusters_total = LOCAL_CLUSTERS_MAX + 1;
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
     site.clusters = LOCAL_CLUSTERS_MAX; /* more known than carried */
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
     site.clusters_total = 3; /* more carried than known */
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
     site.clusters = site.clusters_total = 1;
     site.can_intercept = 2;
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), QCG_EPROTO);
     site.can_intercept = 1;
-    CHECK_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_SITE_OK, &site), 0);
 
     /* PROBE: a cluster and 1..LOCAL_PROBE_SECONDS_MAX seconds. */
     strcpy(pr.cluster, "c2");
     FIELD(LOCAL_PROBE, pr, cluster);
     pr.cluster[0] = '\0';
-    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
     strcpy(pr.cluster, "c2");
     pr.seconds = 0;
-    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
     pr.seconds = LOCAL_PROBE_SECONDS_MAX;
-    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), 0);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE, &pr), 0);
     pr.seconds = LOCAL_PROBE_SECONDS_MAX + 1;
-    CHECK_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
-    CHECK_EQ(LOCAL_PROBE_SECONDS_MAX, 120);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE, &pr), QCG_EPROTO);
+    REQUIRE_EQ(LOCAL_PROBE_SECONDS_MAX, 120);
 
     strcpy(po.job, "probe-0123");
     strcpy(po.secret, "s");
@@ -219,10 +219,10 @@ static void test_probe_payloads(void)
     FIELD(LOCAL_PROBE_OK, po, node);
     FIELD(LOCAL_PROBE_OK, po, address);
     po.rank = -1;
-    CHECK_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
     po.rank = 1;
     po.seconds = 0;
-    CHECK_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
+    REQUIRE_EQ(local_payload_check(LOCAL_PROBE_OK, &po), QCG_EPROTO);
     po.seconds = 30;
 
     /* OBSERVED: its words exactly, nothing longer, shorter or of another case. */
@@ -239,7 +239,7 @@ static void test_probe_payloads(void)
                 strcpy(ob.kind, kinds[k]);
                 strcpy(ob.mapping, maps[m]);
                 strcpy(ob.inbound, ins[(k + m) % 4]);
-                CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+                REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
             }
         }
         FIELD(LOCAL_OBSERVED, ob, public_address);
@@ -247,29 +247,29 @@ static void test_probe_payloads(void)
             struct local_observed o = ob;
 
             strcpy(o.kind, bad[i]);
-            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+            REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
             o = ob;
             strcpy(o.mapping, bad[i]);
-            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+            REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
             o = ob;
             strcpy(o.inbound, bad[i]);
-            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
+            REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &o), QCG_EPROTO);
         }
         /* A valid word followed by garbage after its NUL is still the word. */
         memset(ob.kind, 'z', sizeof(ob.kind));
         strcpy(ob.kind, "nat");
-        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+        REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
         memset(ob.kind, 'z', sizeof(ob.kind));
-        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+        REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
         strcpy(ob.kind, "nat");
         for (int32_t pp = -1; pp <= 1; pp++) {
             ob.port_preserving = pp;
-            CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
+            REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
         }
         ob.port_preserving = 2;
-        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+        REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
         ob.port_preserving = -2;
-        CHECK_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
+        REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), QCG_EPROTO);
     }
 }
 
@@ -278,6 +278,5 @@ int main(void)
     test_headers();
     test_payloads();
     test_probe_payloads();
-    printf("core-localproto: ok\n");
-    return 0;
+    return check_result("core-localproto");
 }

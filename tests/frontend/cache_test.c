@@ -7,16 +7,7 @@
 #include <string.h>
 
 #include "cache.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 static struct cached_plan plan_for(int port)
 {
@@ -126,10 +117,5 @@ int main(void)
     test_hit_miss();
     test_invalidate_flush();
     test_bounded();
-    if (failures) {
-        fprintf(stderr, "frontend-cache: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("frontend-cache: all checks passed\n");
-    return 0;
+    return check_result("frontend-cache");
 }

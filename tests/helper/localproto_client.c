@@ -1115,13 +1115,14 @@ static int mode_report(int argc, char **argv)
         return 2;
     const char *path = argv[2];
     unsigned low = (unsigned)atoi(argv[3]);
-    int rounds = atoi(argv[4]), done = 0;
+    int rounds = atoi(argv[4]), done = 0, gone = 0;
 
     for (int i = 1; i <= rounds; i++) {
         char job[32];
         struct reply r;
         struct local_report rep;
         int target = open_helper(path), reporter = open_helper(path);
+        bool sent = false;
 
         snprintf(job, sizeof(job), "rep-%d", i);
         if (target < 0 || reporter < 0 || hello(target, job, SECRET, 1, &r) < 0 ||
@@ -1136,7 +1137,7 @@ static int mode_report(int argc, char **argv)
             rep.ok = 0;
             rep.setup_ms = 7;
             snprintf(rep.why, sizeof(rep.why), "round %d", i);
-            bool sent = send_msg(reporter, LOCAL_REPORT, 0, &rep, sizeof(rep)) == 0;
+            sent = send_msg(reporter, LOCAL_REPORT, 0, &rep, sizeof(rep)) == 0;
             /* Odd rounds withdraw, even ones close: the release at a
                process's end must wait too. */
             if (sent && i % 2 == 1)
@@ -1145,12 +1146,23 @@ static int mode_report(int argc, char **argv)
         }
         if (reporter >= 0)
             close(reporter);
-        /* The target stays until its peer's report is surely upstream. */
-        sleep_ms(300);
+        /* The target stays until its peer's report is upstream: the helper
+           withdraws the reporter only after that, then rank 0 is not found. */
+        bool withdrawn = false;
+        for (int k = 0; k < 50 && sent && !withdrawn; k++) {
+            if (lookup(target, 0, &r) < 0)
+                break;
+            withdrawn = is_error(&r, QCG_ENOTFOUND);
+            if (!withdrawn)
+                sleep_ms(100);
+        }
+        gone += withdrawn;
         if (target >= 0)
             close(target);
     }
     check(done == rounds, "%d of %d rounds reported, then withdrew or closed at once", done,
+          rounds);
+    check(gone == rounds, "%d of %d reporters withdrawn (rank 0 not found) within 5 s", gone,
           rounds);
     return failures;
 }

@@ -23,17 +23,6 @@
 
 #define REFLECTOR_PORT 18420
 
-/* CHECK with a message, for the values worth seeing when it fails. */
-#define CHECKF(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            check_failures++;                                                                      \
-        }                                                                                          \
-    } while (0)
-
 static struct proxy_key key;
 static struct reflector *refl;
 

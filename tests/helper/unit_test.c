@@ -1,6 +1,5 @@
 /* Unit tests of the helper's pure parts: the contacts table, the mapping of
    upstream answers to local errors and plans, and the configuration checks. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,26 +7,12 @@
 
 #include "soapH.h"
 
+#include "check.h"
 #include "cmdqueue.h"
 #include "contacts.h"
 #include "helper.h"
 #include "qcgconn.h"
 #include "upstream.h"
-
-static int failures;
-
-__attribute__((format(printf, 2, 3))) static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s ", ok ? "ok  " : "FAIL");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    if (!ok)
-        failures++;
-}
 
 static struct contact make(const char *job, int rank, unsigned port, pid_t pid)
 {
@@ -50,54 +35,53 @@ static void test_contacts(void)
     size_t n;
     pid_t holder;
 
-    check(contacts_reserve(cs, &a, 1, &holder) == 0, "reserve a free (job, rank)");
-    check(contacts_reserve(cs, &a, 1, &holder) == 0, "the owner may reserve it again");
+    CHECKF(contacts_reserve(cs, &a, 1, &holder) == 0, "reserve a free (job, rank)");
+    CHECKF(contacts_reserve(cs, &a, 1, &holder) == 0, "the owner may reserve it again");
     struct contact a2 = make("j", 0, 200, 14);
-    check(contacts_reserve(cs, &a2, 1, &holder) == QCG_EINVAL,
-          "the owner may not switch ports silently");
-    check(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 11,
-          "another owner gets QCG_EBUSY naming the holder's pid");
-    check(contacts_published(cs) == 0, "a pending contact is not counted as published");
+    CHECKF(contacts_reserve(cs, &a2, 1, &holder) == QCG_EINVAL,
+           "the owner may not switch ports silently");
+    CHECKF(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 11,
+           "another owner gets QCG_EBUSY naming the holder's pid");
+    CHECKF(contacts_published(cs) == 0, "a pending contact is not counted as published");
     contacts_set_state(cs, "j", 0, 2, CONTACT_PUBLISHED);
-    check(contacts_published(cs) == 0, "only the owner changes its state");
+    CHECKF(contacts_published(cs) == 0, "only the owner changes its state");
     contacts_set_state(cs, "j", 0, 1, CONTACT_PUBLISHED);
-    check(contacts_published(cs) == 1, "published");
-    check(contacts_reserve(cs, &b, 2, &holder) == 0, "a second contact");
-    check(contacts_reserve(cs, &c, 3, &holder) == QCG_ENOMEM, "the table is bounded");
-    check(contacts_snapshot(cs, &list, &n) == 0 && n == 1 && list[0].rank == 0,
-          "the snapshot holds only published contacts");
+    CHECKF(contacts_published(cs) == 1, "published");
+    CHECKF(contacts_reserve(cs, &b, 2, &holder) == 0, "a second contact");
+    CHECKF(contacts_reserve(cs, &c, 3, &holder) == QCG_ENOMEM, "the table is bounded");
+    CHECKF(contacts_snapshot(cs, &list, &n) == 0 && n == 1 && list[0].rank == 0,
+           "the snapshot holds only published contacts");
     free(list);
     contacts_set_state(cs, "j", 0, 1, CONTACT_WITHDRAWING);
-    check(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 0,
-          "a contact being withdrawn is busy, with no holder");
-    check(contacts_held(cs, "j", 0, 0) && !contacts_held(cs, "j", 0, 2), "held by anyone / owner");
+    CHECKF(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 0,
+           "a contact being withdrawn is busy, with no holder");
+    CHECKF(contacts_held(cs, "j", 0, 0) && !contacts_held(cs, "j", 0, 2), "held by anyone / owner");
     contacts_remove(cs, "j", 0, 2);
-    check(contacts_held(cs, "j", 0, 1), "only the owner removes it");
+    CHECKF(contacts_held(cs, "j", 0, 1), "only the owner removes it");
     contacts_remove(cs, "j", 0, 1);
-    check(!contacts_held(cs, "j", 0, 0), "removed");
-    check(contacts_reserve(cs, &c, 3, &holder) == 0, "its slot is free again");
+    CHECKF(!contacts_held(cs, "j", 0, 0), "removed");
+    CHECKF(contacts_reserve(cs, &c, 3, &holder) == 0, "its slot is free again");
 
     contacts_orphan_add(cs, &a);
     contacts_orphan_add(cs, &b);
-    check(contacts_orphans_take(cs, &list, &n) == 0 && n == 2 && list[1].rank == 1,
-          "orphans are taken in order");
+    CHECKF(contacts_orphans_take(cs, &list, &n) == 0 && n == 2 && list[1].rank == 1,
+           "orphans are taken in order");
     free(list);
-    check(contacts_orphans_take(cs, &list, &n) == 0 && n == 0, "and only once");
+    CHECKF(contacts_orphans_take(cs, &list, &n) == 0 && n == 0, "and only once");
     free(list);
     contacts_free(cs);
 }
 
 static void test_errors(void)
 {
-    check(upstream_error(CALL_OK, "") == 0, "ok -> 0");
-    check(upstream_error(CALL_UNREACHABLE, "") == QCG_EUPSTREAM, "unreachable -> EUPSTREAM");
-    check(upstream_error(CALL_FAULT, "busy") == QCG_EBUSY, "busy -> EBUSY");
-    check(upstream_error(CALL_FAULT, "denied") == QCG_EDENIED, "denied -> EDENIED");
-    check(upstream_error(CALL_FAULT, "unavailable") == QCG_EUPSTREAM,
-          "unavailable -> EUPSTREAM");
-    check(upstream_error(CALL_FAULT, "notfound") == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
-    check(upstream_error(CALL_FAULT, "invalid") == QCG_EINVAL, "invalid -> EINVAL");
-    check(upstream_error(CALL_FAULT, "") == QCG_EUPSTREAM, "unknown fault -> EUPSTREAM");
+    CHECKF(upstream_error(CALL_OK, "") == 0, "ok -> 0");
+    CHECKF(upstream_error(CALL_UNREACHABLE, "") == QCG_EUPSTREAM, "unreachable -> EUPSTREAM");
+    CHECKF(upstream_error(CALL_FAULT, "busy") == QCG_EBUSY, "busy -> EBUSY");
+    CHECKF(upstream_error(CALL_FAULT, "denied") == QCG_EDENIED, "denied -> EDENIED");
+    CHECKF(upstream_error(CALL_FAULT, "unavailable") == QCG_EUPSTREAM, "unavailable -> EUPSTREAM");
+    CHECKF(upstream_error(CALL_FAULT, "notfound") == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
+    CHECKF(upstream_error(CALL_FAULT, "invalid") == QCG_EINVAL, "invalid -> EINVAL");
+    CHECKF(upstream_error(CALL_FAULT, "") == QCG_EUPSTREAM, "unknown fault -> EUPSTREAM");
 }
 
 static void test_plans(void)
@@ -114,37 +98,36 @@ static void test_plans(void)
     p.node = "n1";
     p.address = "198.18.1.11";
     p.port = 40000;
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == 0 &&
-              out.technique == QCG_TECH_DIRECT && out.port == 40000 &&
-              strcmp(out.address, "198.18.1.11") == 0 && strcmp(out.node, "n1") == 0,
-          "an ok direct plan is copied");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == 0 && out.technique == QCG_TECH_DIRECT &&
+               out.port == 40000 && strcmp(out.address, "198.18.1.11") == 0 &&
+               strcmp(out.node, "n1") == 0,
+           "an ok direct plan is copied");
     p.port = 0;
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
-          "a direct plan without a port is malformed");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+           "a direct plan without a port is malformed");
     p.port = 70000;
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
-          "a port above 65535 is malformed");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+           "a port above 65535 is malformed");
     p.port = 1;
     memset(longaddr, '1', sizeof(longaddr) - 1);
     longaddr[sizeof(longaddr) - 1] = '\0';
     p.address = longaddr;
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM &&
-              out.address[0] == '\0',
-          "an oversized address is refused, nothing half-copied");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM && out.address[0] == '\0',
+           "an oversized address is refused, nothing half-copied");
     p.address = "198.18.1.11";
     p.technique = "teleport";
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
-          "an unknown technique is refused");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM,
+           "an unknown technique is refused");
     p.status = "notfound";
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
     p.status = "unavailable";
     p.technique = "holepunch";
     p.reason = "c1 (nat) -> c2 (nat): holepunch is not available in this version";
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ETECHNIQUE &&
-              strstr(msg, "holepunch") != NULL && strstr(msg, "c1 (nat)") != NULL,
-          "unavailable -> ETECHNIQUE naming the technique and the reason (%s)", msg);
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_ETECHNIQUE &&
+               strstr(msg, "holepunch") != NULL && strstr(msg, "c1 (nat)") != NULL,
+           "unavailable -> ETECHNIQUE naming the technique and the reason (%s)", msg);
     p.status = NULL;
-    check(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM, "no status -> EUPSTREAM");
+    CHECKF(upstream_plan(&p, 3, &out, msg, sizeof(msg)) == QCG_EUPSTREAM, "no status -> EUPSTREAM");
 }
 
 static int load(struct helper_config *cfg, const char *extra_name, const char *extra_value)
@@ -172,40 +155,40 @@ static void test_config(void)
 {
     struct helper_config cfg;
 
-    check(load(&cfg, NULL, NULL) == 0 && cfg.mode == 0666 && cfg.max_clients == 4096 &&
-              strcmp(cfg.socket, "/run/qcg/helper.sock") == 0 && cfg.ports[0] == 40000,
-          "defaults: socket, mode 0666, 4096 clients");
-    check(cfg.max_clients_per_uid == 256 && cfg.max_requests == 64 &&
-              cfg.max_requests_per_uid == 6 && cfg.threads == 8,
-          "defaults: 256 clients per uid, 64 requests per connection, 6 per uid, 8 threads");
-    check(cfg.nuids == 0 && helper_uid_allowed(&cfg, 1234), "empty allow-uids: everyone");
+    CHECKF(load(&cfg, NULL, NULL) == 0 && cfg.mode == 0666 && cfg.max_clients == 4096 &&
+               strcmp(cfg.socket, "/run/qcg/helper.sock") == 0 && cfg.ports[0] == 40000,
+           "defaults: socket, mode 0666, 4096 clients");
+    CHECKF(cfg.max_clients_per_uid == 256 && cfg.max_requests == 64 &&
+               cfg.max_requests_per_uid == 6 && cfg.threads == 8,
+           "defaults: 256 clients per uid, 64 requests per connection, 6 per uid, 8 threads");
+    CHECKF(cfg.nuids == 0 && helper_uid_allowed(&cfg, 1234), "empty allow-uids: everyone");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--allow-uids", "0, 1000,root") == 0 && cfg.nuids == 3 &&
-              helper_uid_allowed(&cfg, 1000) && !helper_uid_allowed(&cfg, 1001),
-          "allow-uids: numbers and names");
+    CHECKF(load(&cfg, "--allow-uids", "0, 1000,root") == 0 && cfg.nuids == 3 &&
+               helper_uid_allowed(&cfg, 1000) && !helper_uid_allowed(&cfg, 1001),
+           "allow-uids: numbers and names");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--allow-uids", "no-such-user-here") < 0, "allow-uids: unknown name");
+    CHECKF(load(&cfg, "--allow-uids", "no-such-user-here") < 0, "allow-uids: unknown name");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--address", "fd00::11") == 0, "an IPv6 address");
+    CHECKF(load(&cfg, "--address", "fd00::11") == 0, "an IPv6 address");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--address", "node1.example") < 0, "a host name is not an address");
+    CHECKF(load(&cfg, "--address", "node1.example") < 0, "a host name is not an address");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--socket-mode", "0660") == 0 && cfg.mode == 0660, "socket-mode 0660");
+    CHECKF(load(&cfg, "--socket-mode", "0660") == 0 && cfg.mode == 0660, "socket-mode 0660");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--socket-mode", "8") < 0, "socket-mode must be octal");
+    CHECKF(load(&cfg, "--socket-mode", "8") < 0, "socket-mode must be octal");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--frontend", "http://127.0.0.1:7701/") < 0, "the frontend URL is https");
+    CHECKF(load(&cfg, "--frontend", "http://127.0.0.1:7701/") < 0, "the frontend URL is https");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--node", "bad/name") < 0, "node names follow the name rule");
+    CHECKF(load(&cfg, "--node", "bad/name") < 0, "node names follow the name rule");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--log-level", "loud") < 0, "unknown log level");
+    CHECKF(load(&cfg, "--log-level", "loud") < 0, "unknown log level");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--max-requests", "1") == 0 && cfg.max_requests == 1,
-          "max-requests 1: one request at a time");
+    CHECKF(load(&cfg, "--max-requests", "1") == 0 && cfg.max_requests == 1,
+           "max-requests 1: one request at a time");
     config_free(helper_options, &cfg);
-    check(load(&cfg, "--max-clients-per-uid", "7") == 0 && cfg.max_clients_per_uid == 7 &&
-              cfg.max_clients == 4096,
-          "max-clients-per-uid is its own bound");
+    CHECKF(load(&cfg, "--max-clients-per-uid", "7") == 0 && cfg.max_clients_per_uid == 7 &&
+               cfg.max_clients == 4096,
+           "max-clients-per-uid is its own bound");
     config_free(helper_options, &cfg);
     char path[] = "/tmp/qcg-helper-unit-XXXXXX";
     int fd = mkstemp(path);
@@ -214,9 +197,9 @@ static void test_config(void)
         fputs("max-requests = 8\nmax-requests-per-uid = 3\nthreads = 4\n", f);
         fclose(f);
     }
-    check(f != NULL && load(&cfg, "--config", path) == 0 && cfg.max_requests == 8 &&
-              cfg.max_requests_per_uid == 3 && cfg.threads == 4,
-          "the bounds and threads from a config file");
+    CHECKF(f != NULL && load(&cfg, "--config", path) == 0 && cfg.max_requests == 8 &&
+               cfg.max_requests_per_uid == 3 && cfg.threads == 4,
+           "the bounds and threads from a config file");
     config_free(helper_options, &cfg);
     unlink(path);
     static const char *const out_of_range[][2] = {
@@ -225,8 +208,8 @@ static void test_config(void)
         {"--threads", "129"},       {"--max-requests", "many"},
     };
     for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]); i++) {
-        check(load(&cfg, out_of_range[i][0], out_of_range[i][1]) < 0, "%s %s is refused",
-              out_of_range[i][0], out_of_range[i][1]);
+        CHECKF(load(&cfg, out_of_range[i][0], out_of_range[i][1]) < 0, "%s %s is refused",
+               out_of_range[i][0], out_of_range[i][1]);
         config_free(helper_options, &cfg);
     }
 }
@@ -253,39 +236,40 @@ static void test_orders(void)
     char why[200];
     struct command c = order("connect-back");
 
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a connect-back order passes");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a connect-back order passes");
     c = order("proxy-connect");
     memset(c.token, 'a', 100);
     c.token[100] = '\0';
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
-          "a proxy-connect order with a 100-character token passes");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
+           "a proxy-connect order with a 100-character token passes");
     c = order("connect-back");
     memset(c.token, 'a', 100);
     c.token[100] = '\0';
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "token"),
-          "a connect-back token that does not fit the hello is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "token"),
+           "a connect-back token that does not fit the hello is refused (%s)", why);
     c = order("connect-back");
-    check(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
-          "an order for another node is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
+           "an order for another node is refused (%s)", why);
     c = order("teleport");
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "unknown"),
-          "an unknown order is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "unknown"),
+           "an unknown order is refused (%s)", why);
     c = order("connect-back");
     snprintf(c.address, sizeof(c.address), "proxy.example");
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "address"),
-          "a host name instead of an address is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "address"),
+           "a host name instead of an address is refused (%s)", why);
     c = order("connect-back");
     c.port = 0;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "port 0 is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "port 0 is refused");
     c = order("connect-back");
     c.peer_rank = -1;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
     c = order("proxy-connect");
     c.token[0] = '\0';
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "an order without a token is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0,
+           "an order without a token is refused");
     c = order("connect-back");
     snprintf(c.job, sizeof(c.job), "bad job");
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed job id is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed job id is refused");
 
     /* probe-listen: a probe job, its secret, a life; no address or port. */
     memset(&c, 0, sizeof(c));
@@ -295,36 +279,36 @@ static void test_orders(void)
     snprintf(c.token, sizeof(c.token), "0123456789abcdef0123456789abcdef");
     c.rank = 1;
     c.seconds = 30;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a probe-listen order passes");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) == 0, "a probe-listen order passes");
     c.seconds = 500;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
-          "a probe-listen of 500 s passes (clamped when started)");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
+           "a probe-listen of 500 s passes (clamped when started)");
     c.seconds = 0;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "seconds"),
-          "a probe-listen of 0 s is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "seconds"),
+           "a probe-listen of 0 s is refused (%s)", why);
     c.seconds = 30;
-    check(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
-          "a probe-listen for another node is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n2", why, sizeof(why)) < 0 && strstr(why, "node"),
+           "a probe-listen for another node is refused (%s)", why);
     snprintf(c.job, sizeof(c.job), "job-of-real-processes");
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "probe"),
-          "a probe-listen for a job that is not probe-... is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "probe"),
+           "a probe-listen for a job that is not probe-... is refused (%s)", why);
     snprintf(c.job, sizeof(c.job), "probe-1");
     c.token[0] = '\0';
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "secret"),
-          "a probe-listen without a secret is refused (%s)", why);
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "secret"),
+           "a probe-listen without a secret is refused (%s)", why);
     snprintf(c.token, sizeof(c.token), "tab\there");
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed secret is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a malformed secret is refused");
     snprintf(c.token, sizeof(c.token), "s");
     c.rank = -1;
-    check(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
 
     char text[64];
     upstream_tried_text(0, text, sizeof(text));
-    check(strcmp(text, "") == 0, "no technique tried: empty list");
+    CHECKF(strcmp(text, "") == 0, "no technique tried: empty list");
     upstream_tried_text((1u << QCG_TECH_REVERSED) | (1u << QCG_TECH_PROXY), text, sizeof(text));
-    check(strcmp(text, "reversed,proxy") == 0, "reversed and proxy tried: '%s'", text);
+    CHECKF(strcmp(text, "reversed,proxy") == 0, "reversed and proxy tried: '%s'", text);
     upstream_tried_text(0xffffffffu, text, 12);
-    check(strlen(text) < 12, "a small buffer is not overrun: '%s'", text);
+    CHECKF(strlen(text) < 12, "a small buffer is not overrun: '%s'", text);
 }
 
 int main(void)
@@ -334,6 +318,5 @@ int main(void)
     test_plans();
     test_config();
     test_orders();
-    printf("%d failure(s)\n", failures);
-    return failures > 0;
+    return check_result("helper-unit");
 }

@@ -48,8 +48,22 @@ chmod 0600 "$work/proxy.key"
 
 grid_ports_free $port_b $port_pc $port_pd 18511 18512 18513
 
-grid_broker $port_b --outcome-expiry 1 --proxy "lo@127.0.0.1:$port_pd" --proxy-key "$work/proxy.key" ||
-	exit 1
+expiry=1 # s, the broker's memory of a failed technique
+grid_broker $port_b --outcome-expiry $expiry --proxy "lo@127.0.0.1:$port_pd" \
+	--proxy-key "$work/proxy.key" || exit 1
+
+# forgotten FROM TO: the broker's grid holds no failure against a technique
+# from cluster FROM to TO (a last attempt that failed less than the expiry ago).
+forgotten() {
+	"$broker" --grid --json --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" |
+		python3 -c '
+import json, sys
+held = [o["technique"] for o in json.load(sys.stdin)["outcomes"]
+        if (o["from"], o["to"]) == (sys.argv[1], sys.argv[2]) and not o["last_ok"]
+        and o["age_s"] < int(sys.argv[3])]
+sys.exit(1 if held else 0)
+' "$1" "$2" $expiry
+}
 
 start_proxy() {
 	"$proxy" --listen 127.0.0.1 --port $port_pd --control-port $port_pc --ca "$ca/ca.crt" \
@@ -214,8 +228,9 @@ cat "$work/connect4.err" "$work/listen4.err" >"$out"
 	fail "fallback: the connect succeeds through the proxy, 16 MiB intact, both sides say proxy"
 
 # --- the target's helper is gone: one error naming both techniques -------------
-# The broker remembers the reversed failure above for its outcome-expiry (1 s here).
-sleep 1.2
+# The broker remembers the reversed failure above for its outcome expiry.
+wait_for "the broker to forget pub -> nat's failed reversed attempt" 50 forgotten pub nat ||
+	fail "the broker forgets pub -> nat's failed reversed attempt after $expiry s (its grid)"
 listener nat j5 11 "$work/recv5" "$work/listen5.err" 60 || exit 1
 kill -KILL "${hpid[nat]}"
 wait "${hpid[nat]}" 2>/dev/null || true

@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "fake_helper.h"
-#include "handshake.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 #include "qcgconn.h"
 
@@ -57,7 +57,7 @@ static qcg_ctx *open_rank(int rank, const char *secret)
 
     if (rc != 0)
         fprintf(stderr, "qcg_open: %s: %s\n", qcg_strerror(rc), qcg_last_error(NULL));
-    CHECK_EQ(rc, 0);
+    REQUIRE_EQ(rc, 0);
     return ctx;
 }
 
@@ -106,9 +106,9 @@ static void echo_byte(int fd, char c)
 {
     char back = 0;
 
-    CHECK_EQ(write(fd, &c, 1), 1);
-    CHECK_EQ(read(fd, &back, 1), 1);
-    CHECK_EQ(back, c);
+    REQUIRE_EQ(write(fd, &c, 1), 1);
+    REQUIRE_EQ(read(fd, &back, 1), 1);
+    REQUIRE_EQ(back, c);
 }
 
 static void test_open_errors(void)
@@ -117,19 +117,19 @@ static void test_open_errors(void)
         .job = "job1", .rank = 0, .secret = "s", .helper_socket = "/nonexistent/qcg.sock"};
     qcg_ctx *ctx = (qcg_ctx *)1;
 
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_ENOHELPER);
-    CHECK(ctx == NULL);
-    CHECK(strstr(qcg_last_error(NULL), "/nonexistent/qcg.sock") != NULL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_ENOHELPER);
+    REQUIRE(ctx == NULL);
+    REQUIRE(strstr(qcg_last_error(NULL), "/nonexistent/qcg.sock") != NULL);
 
     o.helper_socket = sock_path;
     o.job = "bad job";
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
-    CHECK(strstr(qcg_last_error(NULL), "job") != NULL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    REQUIRE(strstr(qcg_last_error(NULL), "job") != NULL);
     o.job = "job1";
     o.secret = "";
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
     o.secret = "tab\there";
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
     o.secret = "s";
 
     /* The environment fills what the options leave out. */
@@ -140,13 +140,13 @@ static void test_open_errors(void)
     {
         struct qcg_options env = {.rank = -1};
 
-        CHECK_EQ(qcg_open(&ctx, &env), 0);
+        REQUIRE_EQ(qcg_open(&ctx, &env), 0);
         qcg_close(ctx);
-        CHECK_EQ(qcg_open(&ctx, NULL), 0);
+        REQUIRE_EQ(qcg_open(&ctx, NULL), 0);
         qcg_close(ctx);
         setenv("QCG_RANK", "12x", 1);
-        CHECK_EQ(qcg_open(&ctx, &env), QCG_EINVAL);
-        CHECK(strstr(qcg_last_error(NULL), "QCG_RANK") != NULL);
+        REQUIRE_EQ(qcg_open(&ctx, &env), QCG_EINVAL);
+        REQUIRE(strstr(qcg_last_error(NULL), "QCG_RANK") != NULL);
     }
     unsetenv("QCG_JOB");
     unsetenv("QCG_RANK");
@@ -155,23 +155,23 @@ static void test_open_errors(void)
 
     /* A helper that answers garbage: a clean protocol error. */
     fake_helper_garbage_next_hello(fh);
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_EPROTO);
-    CHECK(ctx == NULL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EPROTO);
+    REQUIRE(ctx == NULL);
     /* A helper that refuses us says why. */
     fake_helper_refuse_next_hello(fh, QCG_EDENIED);
-    CHECK_EQ(qcg_open(&ctx, &o), QCG_EDENIED);
-    CHECK(strstr(qcg_last_error(NULL), "uid 4242") != NULL);
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EDENIED);
+    REQUIRE(strstr(qcg_last_error(NULL), "uid 4242") != NULL);
 
     /* Not listening yet. */
     ctx = open_rank(0, "s");
-    CHECK_EQ(qcg_accept_pollfd(ctx), QCG_EINVAL);
-    CHECK_EQ(qcg_accept(ctx, NULL), QCG_EINVAL);
+    REQUIRE_EQ(qcg_accept_pollfd(ctx), QCG_EINVAL);
+    REQUIRE_EQ(qcg_accept(ctx, NULL), QCG_EINVAL);
     {
         qcg_connect_op *op = (qcg_connect_op *)1;
 
-        CHECK_EQ(qcg_connect_start(ctx, -1, 1000, &op), QCG_EINVAL);
-        CHECK(op == NULL);
-        CHECK_EQ(qcg_connect_start(ctx, 1, 0, &op), QCG_EINVAL);
+        REQUIRE_EQ(qcg_connect_start(ctx, -1, 1000, &op), QCG_EINVAL);
+        REQUIRE(op == NULL);
+        REQUIRE_EQ(qcg_connect_start(ctx, 1, 0, &op), QCG_EINVAL);
     }
     qcg_close(ctx);
 }
@@ -186,34 +186,34 @@ static void test_direct(void)
     int fd, flag = 0;
     socklen_t len = sizeof(flag);
 
-    CHECK_EQ(qcg_local_contact(b, &me), QCG_EINVAL);
-    CHECK_EQ(qcg_listen(b), 0);
-    CHECK_EQ(qcg_listen(b), 0); /* idempotent */
-    CHECK_EQ(qcg_local_contact(b, &me), 0);
-    CHECK(strcmp(me.address, "127.0.0.1") == 0);
-    CHECK(me.port >= PORT_LOW && me.port <= PORT_HIGH);
-    CHECK(strcmp(me.cluster, "c1") == 0);
-    CHECK(fake_helper_published(fh, 1));
+    REQUIRE_EQ(qcg_local_contact(b, &me), QCG_EINVAL);
+    REQUIRE_EQ(qcg_listen(b), 0);
+    REQUIRE_EQ(qcg_listen(b), 0); /* idempotent */
+    REQUIRE_EQ(qcg_local_contact(b, &me), 0);
+    REQUIRE(strcmp(me.address, "127.0.0.1") == 0);
+    REQUIRE(me.port >= PORT_LOW && me.port <= PORT_HIGH);
+    REQUIRE(strcmp(me.cluster, "c1") == 0);
+    REQUIRE(fake_helper_published(fh, 1));
 
-    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    REQUIRE(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
     fd = qcg_connect(a, 1, 3000, &info);
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     /* Connecting published rank 0 too: every context listens. */
-    CHECK(fake_helper_published(fh, 0));
-    CHECK_EQ(info.peer_rank, 1);
-    CHECK_EQ(info.technique, QCG_TECH_DIRECT);
-    CHECK(info.setup_us > 0 && info.setup_us < 3000000u);
+    REQUIRE(fake_helper_published(fh, 0));
+    REQUIRE_EQ(info.peer_rank, 1);
+    REQUIRE_EQ(info.technique, QCG_TECH_DIRECT);
+    REQUIRE(info.setup_us > 0 && info.setup_us < 3000000u);
     /* An ordinary blocking socket with TCP_NODELAY. */
-    CHECK_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
-    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flag, &len) == 0 && flag == 1);
+    REQUIRE_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    REQUIRE(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &flag, &len) == 0 && flag == 1);
     /* Same cluster: no keepalive. */
-    CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 0);
+    REQUIRE(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 0);
     echo_byte(fd, 'q');
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK(acc.fd >= 0);
-    CHECK_EQ(acc.info.peer_rank, 0);
-    CHECK_EQ(acc.info.technique, QCG_TECH_DIRECT);
-    CHECK_EQ(fcntl(acc.fd, F_GETFL) & O_NONBLOCK, 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    REQUIRE(acc.fd >= 0);
+    REQUIRE_EQ(acc.info.peer_rank, 0);
+    REQUIRE_EQ(acc.info.technique, QCG_TECH_DIRECT);
+    REQUIRE_EQ(fcntl(acc.fd, F_GETFL) & O_NONBLOCK, 0);
     close(acc.fd);
     close(fd);
 
@@ -221,8 +221,8 @@ static void test_direct(void)
     {
         qcg_ctx *dup = open_rank(1, "s");
 
-        CHECK_EQ(qcg_listen(dup), QCG_EBUSY);
-        CHECK(qcg_last_error(dup)[0] != '\0');
+        REQUIRE_EQ(qcg_listen(dup), QCG_EBUSY);
+        REQUIRE(qcg_last_error(dup)[0] != '\0');
         qcg_close(dup);
     }
     /* Close withdraws; the rank is then unknown. */
@@ -230,8 +230,8 @@ static void test_direct(void)
         unsigned before = fake_helper_withdraws(fh);
 
         qcg_close(b);
-        CHECK_EQ(fake_helper_withdraws(fh), before + 1);
-        CHECK(!fake_helper_published(fh, 1));
+        REQUIRE_EQ(fake_helper_withdraws(fh), before + 1);
+        REQUIRE(!fake_helper_published(fh, 1));
     }
     qcg_close(a);
 }
@@ -250,7 +250,7 @@ static void *late_run(void *arg)
 
     poll(&none, 0, l->delay_ms); /* the delay under test, not a wait for an event */
     l->acc.ctx = open_rank(l->rank, "s");
-    CHECK_EQ(qcg_listen(l->acc.ctx), 0);
+    REQUIRE_EQ(qcg_listen(l->acc.ctx), 0);
     acceptor_run(&l->acc);
     return NULL;
 }
@@ -267,28 +267,28 @@ static void test_late_publish(void)
     int fd = QCG_EAGAIN, pollfd;
     char c = 'z';
 
-    CHECK_EQ(qcg_connect_start(a, 2, 3000, &op), 0);
+    REQUIRE_EQ(qcg_connect_start(a, 2, 3000, &op), 0);
     pollfd = qcg_connect_pollfd(op);
-    CHECK(pthread_create(&t, NULL, late_run, &l) == 0);
+    REQUIRE(pthread_create(&t, NULL, late_run, &l) == 0);
     for (int i = 0; i < 1000 && fd == QCG_EAGAIN; i++) {
         struct pollfd p = {.fd = pollfd, .events = POLLIN};
 
         poll(&p, 1, 200);
-        CHECK_EQ(qcg_connect_pollfd(op), pollfd); /* the same descriptor throughout */
+        REQUIRE_EQ(qcg_connect_pollfd(op), pollfd); /* the same descriptor throughout */
         fd = qcg_connect_finish(op, &info);
     }
     if (fd < 0)
         fprintf(stderr, "connect: %s: %s\n", qcg_strerror(fd), qcg_last_error(a));
-    CHECK(fd >= 0);
-    CHECK(fake_helper_lookups(fh) >= lookups + 3);
-    CHECK(info.setup_us >= 300000u);
+    REQUIRE(fd >= 0);
+    REQUIRE(fake_helper_lookups(fh) >= lookups + 3);
+    REQUIRE(info.setup_us >= 300000u);
     /* After success the operation has nothing more to give. */
-    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_EINVAL);
+    REQUIRE_EQ(qcg_connect_finish(op, NULL), QCG_EINVAL);
     qcg_connect_free(op);
-    CHECK_EQ(write(fd, &c, 1), 1);
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK(l.acc.fd >= 0);
+    REQUIRE_EQ(write(fd, &c, 1), 1);
+    REQUIRE_EQ(read(fd, &c, 1), 1);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    REQUIRE(l.acc.fd >= 0);
     close(l.acc.fd);
     close(fd);
     qcg_close(l.acc.ctx);
@@ -304,23 +304,23 @@ static void test_timeout(void)
 
     /* Blocking: the rank never appears. */
     rc = qcg_connect(a, 7, 400, NULL);
-    CHECK_EQ(rc, QCG_ETIMEDOUT);
-    CHECK(now_us() - t0 >= 400000u && now_us() - t0 < 1500000u);
-    CHECK(strstr(qcg_last_error(a), "not published") != NULL);
+    REQUIRE_EQ(rc, QCG_ETIMEDOUT);
+    REQUIRE(now_us() - t0 >= 400000u && now_us() - t0 < 1500000u);
+    REQUIRE(strstr(qcg_last_error(a), "not published") != NULL);
 
     /* Non-blocking: the descriptor wakes the caller at the deadline. */
     t0 = now_us();
-    CHECK_EQ(qcg_connect_start(a, 7, 300, &op), 0);
+    REQUIRE_EQ(qcg_connect_start(a, 7, 300, &op), 0);
     rc = QCG_EAGAIN;
     for (int i = 0; i < 100 && rc == QCG_EAGAIN; i++) {
         struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
 
-        CHECK(poll(&p, 1, 5000) == 1);
+        REQUIRE(poll(&p, 1, 5000) == 1);
         rc = qcg_connect_finish(op, NULL);
     }
-    CHECK_EQ(rc, QCG_ETIMEDOUT);
-    CHECK(now_us() - t0 < 1500000u);
-    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_ETIMEDOUT); /* stays failed */
+    REQUIRE_EQ(rc, QCG_ETIMEDOUT);
+    REQUIRE(now_us() - t0 < 1500000u);
+    REQUIRE_EQ(qcg_connect_finish(op, NULL), QCG_ETIMEDOUT); /* stays failed */
     qcg_connect_free(op);
     qcg_close(a);
 }
@@ -331,13 +331,13 @@ static void test_technique(void)
 
     fake_helper_set_error(fh, 9, QCG_ETECHNIQUE,
                           "rank 9 (cluster sym, symnat) needs technique proxy");
-    CHECK_EQ(qcg_connect(a, 9, 2000, NULL), QCG_ETECHNIQUE);
-    CHECK(strstr(qcg_last_error(a), "proxy") != NULL);
+    REQUIRE_EQ(qcg_connect(a, 9, 2000, NULL), QCG_ETECHNIQUE);
+    REQUIRE(strstr(qcg_last_error(a), "proxy") != NULL);
     fake_helper_set_error(fh, 10, QCG_EUPSTREAM, "frontend unreachable");
-    CHECK_EQ(qcg_connect(a, 10, 2000, NULL), QCG_EUPSTREAM);
+    REQUIRE_EQ(qcg_connect(a, 10, 2000, NULL), QCG_EUPSTREAM);
     /* A code outside the enum is a protocol error, not passed through. */
     fake_helper_set_error(fh, 11, -1000, "nonsense");
-    CHECK_EQ(qcg_connect(a, 11, 2000, NULL), QCG_EPROTO);
+    REQUIRE_EQ(qcg_connect(a, 11, 2000, NULL), QCG_EPROTO);
     qcg_close(a);
 }
 
@@ -375,37 +375,37 @@ static void test_only(void)
     int fd;
 
     /* Arguments. */
-    CHECK_EQ(qcg_connect_start_only(a, 21, QCG_TECH_NONE, 1000, &op), QCG_EINVAL);
-    CHECK(op == NULL);
-    CHECK_EQ(qcg_connect_start_only(a, 21, (enum qcg_technique)(QCG_TECH_PROXY + 1), 1000, &op),
-             QCG_EINVAL);
-    CHECK(strstr(qcg_last_error(a), "technique") != NULL);
-    CHECK_EQ(qcg_connect_start_only(a, -1, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
-    CHECK_EQ(qcg_connect_start_only(NULL, 21, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
+    REQUIRE_EQ(qcg_connect_start_only(a, 21, QCG_TECH_NONE, 1000, &op), QCG_EINVAL);
+    REQUIRE(op == NULL);
+    REQUIRE_EQ(qcg_connect_start_only(a, 21, (enum qcg_technique)(QCG_TECH_PROXY + 1), 1000, &op),
+               QCG_EINVAL);
+    REQUIRE(strstr(qcg_last_error(a), "technique") != NULL);
+    REQUIRE_EQ(qcg_connect_start_only(a, -1, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
+    REQUIRE_EQ(qcg_connect_start_only(NULL, 21, QCG_TECH_DIRECT, 1000, &op), QCG_EINVAL);
 
     /* only = direct works, and the lookup said so. */
-    CHECK_EQ(qcg_listen(b), 0);
-    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    REQUIRE_EQ(qcg_listen(b), 0);
+    REQUIRE(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
     lookups = fake_helper_lookups(fh);
     fd = connect_only(a, 21, QCG_TECH_DIRECT, 3000, &info);
     if (fd < 0)
         fprintf(stderr, "only direct: %s: %s\n", qcg_strerror(fd), qcg_last_error(a));
-    CHECK(fd >= 0);
-    CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
-    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_DIRECT);
-    CHECK_EQ(info.technique, QCG_TECH_DIRECT);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(fake_helper_lookups(fh), lookups + 1);
+    REQUIRE_EQ(fake_helper_last_only(fh), QCG_TECH_DIRECT);
+    REQUIRE_EQ(info.technique, QCG_TECH_DIRECT);
     echo_byte(fd, 'o');
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK(acc.fd >= 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    REQUIRE(acc.fd >= 0);
     close(acc.fd);
     close(fd);
     /* A normal connect still sends only = 0. */
-    CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+    REQUIRE(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
     fd = qcg_connect(a, 21, 3000, NULL);
-    CHECK(fd >= 0);
-    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_NONE);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(fake_helper_last_only(fh), QCG_TECH_NONE);
     echo_byte(fd, 'n');
-    CHECK(pthread_join(t, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
     close(acc.fd);
     close(fd);
 
@@ -413,10 +413,10 @@ static void test_only(void)
        as it is, one lookup. */
     fake_helper_set_plan_only(fh, 21, 0, QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE, reason);
     lookups = fake_helper_lookups(fh);
-    CHECK_EQ(connect_only(a, 21, QCG_TECH_PROXY, 3000, NULL), QCG_ETECHNIQUE);
-    CHECK(strcmp(qcg_last_error(a), reason) == 0);
-    CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
-    CHECK_EQ(fake_helper_last_only(fh), QCG_TECH_PROXY);
+    REQUIRE_EQ(connect_only(a, 21, QCG_TECH_PROXY, 3000, NULL), QCG_ETECHNIQUE);
+    REQUIRE(strcmp(qcg_last_error(a), reason) == 0);
+    REQUIRE_EQ(fake_helper_lookups(fh), lookups + 1);
+    REQUIRE_EQ(fake_helper_last_only(fh), QCG_TECH_PROXY);
 
     /* A failed attempt is the answer: no second lookup, the technique named.
        A direct plan to a port nobody listens on (the fake helper does not
@@ -428,7 +428,7 @@ static void test_only(void)
         struct local_plan dead = {.technique = QCG_TECH_DIRECT, .port = sock_port(closed_fd)};
         int rc;
 
-        CHECK(closed_fd >= 0 && dead.port != 0);
+        REQUIRE(closed_fd >= 0 && dead.port != 0);
 
         strcpy(dead.cluster, "c1");
         strcpy(dead.node, "n1");
@@ -438,22 +438,22 @@ static void test_only(void)
         fake_helper_set_plan_only(fh, 22, 0, QCG_TECH_DIRECT, &dead, 0, NULL);
         lookups = fake_helper_lookups(fh);
         rc = connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL);
-        CHECK_EQ(rc, QCG_EPEER);
-        CHECK_EQ(fake_helper_lookups(fh), lookups + 1);
+        REQUIRE_EQ(rc, QCG_EPEER);
+        REQUIRE_EQ(fake_helper_lookups(fh), lookups + 1);
         /* Reported all the same: a real observation for the broker. */
         for (int i = 0; i < 100 && fake_helper_reports(fh) == reports; i++)
             poll(NULL, 0, 10);
-        CHECK_EQ(fake_helper_reports(fh), reports + 1);
-        CHECK(strncmp(qcg_last_error(a), "direct: ", 8) == 0);
-        CHECK(strstr(qcg_last_error(a), "refused") != NULL);
-        CHECK(strchr(qcg_last_error(a), '\n') == NULL);
+        REQUIRE_EQ(fake_helper_reports(fh), reports + 1);
+        REQUIRE(strncmp(qcg_last_error(a), "direct: ", 8) == 0);
+        REQUIRE(strstr(qcg_last_error(a), "refused") != NULL);
+        REQUIRE(strchr(qcg_last_error(a), '\n') == NULL);
 
         /* A plan of another technique than asked for is the helper's fault. */
         dead.technique = QCG_TECH_PROXY;
         strcpy(dead.token, "t");
         fake_helper_set_plan_only(fh, 22, 0, QCG_TECH_DIRECT, &dead, 0, NULL);
-        CHECK_EQ(connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL), QCG_EPROTO);
-        CHECK(strstr(qcg_last_error(a), "direct only") != NULL);
+        REQUIRE_EQ(connect_only(a, 22, QCG_TECH_DIRECT, 3000, NULL), QCG_EPROTO);
+        REQUIRE(strstr(qcg_last_error(a), "direct only") != NULL);
         close(closed_fd);
     }
     qcg_close(b);
@@ -469,12 +469,12 @@ static void test_wrong_secret(void)
     struct qcg_conn_info info;
     int fd, rc = QCG_ETIMEDOUT;
 
-    CHECK_EQ(qcg_listen(good), 0);
+    REQUIRE_EQ(qcg_listen(good), 0);
     /* One thread drives both sides: a non-blocking connect and accept. */
     {
         qcg_connect_op *op;
 
-        CHECK_EQ(qcg_connect_start(bad, 3, 2000, &op), 0);
+        REQUIRE_EQ(qcg_connect_start(bad, 3, 2000, &op), 0);
         rc = QCG_EAGAIN;
         for (int i = 0; i < 200 && rc == QCG_EAGAIN; i++) {
             struct pollfd p[2] = {{.fd = qcg_connect_pollfd(op), .events = POLLIN},
@@ -482,25 +482,25 @@ static void test_wrong_secret(void)
 
             poll(p, 2, 100);
             if (p[1].revents) {
-                CHECK_EQ(qcg_accept(good, NULL), QCG_EAGAIN);
-                CHECK(strstr(qcg_last_error(good), "secret") != NULL);
+                REQUIRE_EQ(qcg_accept(good, NULL), QCG_EAGAIN);
+                REQUIRE(strstr(qcg_last_error(good), "secret") != NULL);
             }
             rc = qcg_connect_finish(op, NULL);
         }
-        CHECK_EQ(rc, QCG_EDENIED);
-        CHECK(strstr(qcg_last_error(bad), "secret") != NULL);
+        REQUIRE_EQ(rc, QCG_EDENIED);
+        REQUIRE(strstr(qcg_last_error(bad), "secret") != NULL);
         qcg_connect_free(op);
     }
     {
         struct acceptor acc = {.ctx = good, .timeout_ms = 3000};
         pthread_t t;
 
-        CHECK(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
+        REQUIRE(pthread_create(&t, NULL, acceptor_run, &acc) == 0);
         fd = qcg_connect(ok, 3, 3000, &info);
-        CHECK(fd >= 0);
-        CHECK(pthread_join(t, NULL) == 0);
-        CHECK(acc.fd >= 0);
-        CHECK_EQ(acc.info.peer_rank, 5);
+        REQUIRE(fd >= 0);
+        REQUIRE(pthread_join(t, NULL) == 0);
+        REQUIRE(acc.fd >= 0);
+        REQUIRE_EQ(acc.info.peer_rank, 5);
         close(acc.fd);
         close(fd);
     }
@@ -516,16 +516,16 @@ static void tcp_pair(int *a, int *b)
     socklen_t len = sizeof(sin);
     int l = socket(AF_INET, SOCK_STREAM, 0);
 
-    CHECK(l >= 0);
-    CHECK(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    CHECK(listen(l, 1) == 0);
-    CHECK(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
+    REQUIRE(l >= 0);
+    REQUIRE(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    REQUIRE(listen(l, 1) == 0);
+    REQUIRE(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
     *a = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    REQUIRE(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
     *b = accept(l, NULL, NULL);
-    CHECK(*b >= 0);
+    REQUIRE(*b >= 0);
     close(l);
-    CHECK(set_nonblocking(*a, true) == 0);
+    REQUIRE(set_nonblocking(*a, true) == 0);
 }
 
 struct initiator {
@@ -561,57 +561,57 @@ static void test_incoming(void)
        reply, is queued, and still wakes the accept descriptor. */
     tcp_pair(&mine, &theirs);
     in.fd = mine;
-    CHECK_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, theirs), 0);
+    REQUIRE_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, theirs), 0);
     close(theirs);
-    CHECK_EQ(qcg_listen(b), 0);
-    CHECK(pthread_create(&t, NULL, initiator_run, &in) == 0);
+    REQUIRE_EQ(qcg_listen(b), 0);
+    REQUIRE(pthread_create(&t, NULL, initiator_run, &in) == 0);
     fd = accept_one(b, 3000, &info);
-    CHECK(pthread_join(t, NULL) == 0);
-    CHECK_EQ(in.rc, 0);
-    CHECK(fd >= 0);
-    CHECK_EQ(info.peer_rank, 5);
-    CHECK_EQ(info.technique, QCG_TECH_PROXY);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    REQUIRE_EQ(in.rc, 0);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(info.peer_rank, 5);
+    REQUIRE_EQ(info.technique, QCG_TECH_PROXY);
     /* Another cluster: keepalive on. */
-    CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 1);
-    CHECK_EQ(write(mine, &c, 1), 1);
+    REQUIRE(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, &len) == 0 && flag == 1);
+    REQUIRE_EQ(write(mine, &c, 1), 1);
     c = 0;
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK_EQ(c, 'i');
+    REQUIRE_EQ(read(fd, &c, 1), 1);
+    REQUIRE_EQ(c, 'i');
     close(fd);
     close(mine);
 
     /* The helper announces rank 8 but rank 5 says hello: refused. */
     tcp_pair(&mine, &theirs);
     in.fd = mine;
-    CHECK_EQ(fake_helper_incoming(fh, 6, 8, QCG_TECH_PROXY, theirs), 0);
+    REQUIRE_EQ(fake_helper_incoming(fh, 6, 8, QCG_TECH_PROXY, theirs), 0);
     close(theirs);
-    CHECK(pthread_create(&t, NULL, initiator_run, &in) == 0);
+    REQUIRE(pthread_create(&t, NULL, initiator_run, &in) == 0);
     {
         struct pollfd p = {.fd = qcg_accept_pollfd(b), .events = POLLIN};
         int refused = 0;
 
         /* Wakes for the INCOMING, then for the hello. */
         for (int i = 0; i < 50 && !refused; i++) {
-            CHECK(poll(&p, 1, 3000) == 1);
-            CHECK_EQ(qcg_accept(b, &info), QCG_EAGAIN);
+            REQUIRE(poll(&p, 1, 3000) == 1);
+            REQUIRE_EQ(qcg_accept(b, &info), QCG_EAGAIN);
             refused = strstr(qcg_last_error(b), "announced rank 8") != NULL;
         }
-        CHECK(refused);
+        REQUIRE(refused);
     }
-    CHECK(pthread_join(t, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
     close(mine);
 
     /* INCOMING without a descriptor: a protocol error, the helper link is
        dropped, and the accept descriptor does not stay readable. */
-    CHECK_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, -1), 0);
+    REQUIRE_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, -1), 0);
     {
         struct pollfd p = {.fd = qcg_accept_pollfd(b), .events = POLLIN};
 
-        CHECK(poll(&p, 1, 3000) == 1);
-        CHECK(qcg_accept(b, &info) < 0);
-        CHECK(qcg_last_error(b)[0] != '\0');
-        CHECK_EQ(poll(&p, 1, 0), 0);
-        CHECK_EQ(qcg_accept(b, &info), QCG_EAGAIN);
+        REQUIRE(poll(&p, 1, 3000) == 1);
+        REQUIRE(qcg_accept(b, &info) < 0);
+        REQUIRE(qcg_last_error(b)[0] != '\0');
+        REQUIRE_EQ(poll(&p, 1, 0), 0);
+        REQUIRE_EQ(qcg_accept(b, &info), QCG_EAGAIN);
     }
     qcg_close(b);
 }
@@ -631,16 +631,16 @@ static void test_shared(void)
     pthread_t t[SHARED_PEERS];
     unsigned conns, done = 0;
 
-    CHECK_EQ(qcg_listen(a), 0);
+    REQUIRE_EQ(qcg_listen(a), 0);
     for (int i = 0; i < SHARED_PEERS; i++) {
         acc[i] = (struct acceptor){.ctx = open_rank(20 + i, "s"), .timeout_ms = 5000, .echo = 1};
-        CHECK_EQ(qcg_listen(acc[i].ctx), 0);
-        CHECK(pthread_create(&t[i], NULL, acceptor_run, &acc[i]) == 0);
+        REQUIRE_EQ(qcg_listen(acc[i].ctx), 0);
+        REQUIRE(pthread_create(&t[i], NULL, acceptor_run, &acc[i]) == 0);
     }
     conns = fake_helper_connections(fh);
     fake_helper_hold_lookups(fh, SHARED_PEERS);
     for (int i = 0; i < SHARED_PEERS; i++) {
-        CHECK_EQ(qcg_connect_start(a, 20 + i, 5000, &op[i]), 0);
+        REQUIRE_EQ(qcg_connect_start(a, 20 + i, 5000, &op[i]), 0);
         fd[i] = QCG_EAGAIN;
     }
     /* One loop drives them all, as an MPI progress loop would. */
@@ -659,18 +659,18 @@ static void test_shared(void)
                 done++;
         }
     }
-    CHECK_EQ(done, SHARED_PEERS);
+    REQUIRE_EQ(done, SHARED_PEERS);
     /* No helper connection of their own. */
-    CHECK_EQ(fake_helper_connections(fh), conns);
+    REQUIRE_EQ(fake_helper_connections(fh), conns);
     for (int i = 0; i < SHARED_PEERS; i++) {
         if (fd[i] < 0)
             fprintf(stderr, "connect %d: %s: %s\n", i, qcg_strerror(fd[i]), qcg_last_error(a));
-        CHECK(fd[i] >= 0);
-        CHECK_EQ(info[i].peer_rank, 20 + i);
+        REQUIRE(fd[i] >= 0);
+        REQUIRE_EQ(info[i].peer_rank, 20 + i);
         echo_byte(fd[i], (char)('a' + i));
-        CHECK(pthread_join(t[i], NULL) == 0);
-        CHECK(acc[i].fd >= 0);
-        CHECK_EQ(acc[i].info.peer_rank, 0);
+        REQUIRE(pthread_join(t[i], NULL) == 0);
+        REQUIRE(acc[i].fd >= 0);
+        REQUIRE_EQ(acc[i].info.peer_rank, 0);
         close(acc[i].fd);
         close(fd[i]);
         qcg_connect_free(op[i]);
@@ -688,24 +688,24 @@ static void test_helper_lost(void)
     uint64_t t0;
     int rc = QCG_EAGAIN;
 
-    CHECK_EQ(qcg_connect_start(a, 19, 10000, &op), 0); /* never published: lookups repeat */
-    CHECK_EQ(qcg_connect_finish(op, NULL), QCG_EAGAIN);
+    REQUIRE_EQ(qcg_connect_start(a, 19, 10000, &op), 0); /* never published: lookups repeat */
+    REQUIRE_EQ(qcg_connect_finish(op, NULL), QCG_EAGAIN);
     t0 = now_us();
-    CHECK_EQ(fake_helper_drop_rank(fh, 0), 0);
+    REQUIRE_EQ(fake_helper_drop_rank(fh, 0), 0);
     for (int i = 0; i < 100 && rc == QCG_EAGAIN; i++) {
         struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
 
         poll(&p, 1, 100);
         rc = qcg_connect_finish(op, NULL);
     }
-    CHECK_EQ(rc, QCG_ENOHELPER);
-    CHECK(now_us() - t0 < 2000000u);
-    CHECK(strstr(qcg_last_error(a), "helper") != NULL);
+    REQUIRE_EQ(rc, QCG_ENOHELPER);
+    REQUIRE(now_us() - t0 < 2000000u);
+    REQUIRE(strstr(qcg_last_error(a), "helper") != NULL);
     qcg_connect_free(op);
     /* The accept side hears of it too, though a connect noticed first. */
-    CHECK_EQ(qcg_accept(a, NULL), QCG_ENOHELPER);
+    REQUIRE_EQ(qcg_accept(a, NULL), QCG_ENOHELPER);
     /* A new connect says so at once. */
-    CHECK_EQ(qcg_connect_start(a, 19, 1000, &op), QCG_ENOHELPER);
+    REQUIRE_EQ(qcg_connect_start(a, 19, 1000, &op), QCG_ENOHELPER);
     qcg_close(a);
 }
 
@@ -721,18 +721,19 @@ static void test_helper_lost_midway(void)
     uint64_t t0;
 
     /* A listener that never accepts: the TCP connect completes, no answer. */
-    CHECK(mute >= 0 && bind(mute, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(mute, 4) == 0);
+    REQUIRE(mute >= 0 && bind(mute, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            listen(mute, 4) == 0);
     strcpy(plan.address, "127.0.0.1");
     strcpy(plan.cluster, "c1");
     plan.port = sock_port(mute);
     fake_helper_set_plan(fh, 32, 0, &plan, 0, NULL);
     t0 = now_us();
-    CHECK_EQ(qcg_connect_start(a, 32, 1500, &op), 0);
+    REQUIRE_EQ(qcg_connect_start(a, 32, 1500, &op), 0);
     for (int i = 0; i < 20 && rc == QCG_EAGAIN; i++) {
         struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
 
         if (i == 2) {
-            CHECK_EQ(fake_helper_drop_rank(fh, 0), 0);
+            REQUIRE_EQ(fake_helper_drop_rank(fh, 0), 0);
             for (int k = 0; k < 50 && qcg_accept(a, NULL) != QCG_ENOHELPER; k++)
                 poll(NULL, 0, 10); /* until the accept side reads the close */
         }
@@ -740,8 +741,8 @@ static void test_helper_lost_midway(void)
             break;
         rc = qcg_connect_finish(op, NULL);
     }
-    CHECK_EQ(rc, QCG_ETIMEDOUT);
-    CHECK(now_us() - t0 < 3000000u);
+    REQUIRE_EQ(rc, QCG_ETIMEDOUT);
+    REQUIRE(now_us() - t0 < 3000000u);
     /* Freed after its context: allowed once it has finished. */
     qcg_close(a);
     qcg_connect_free(op);
@@ -751,13 +752,13 @@ static void test_helper_lost_midway(void)
 static void test_names(void)
 {
     for (int e = QCG_OK; e >= QCG_EPEER; e--)
-        CHECK(strcmp(qcg_strerror(e), "unknown error") != 0);
-    CHECK(strcmp(qcg_strerror(-99), "unknown error") == 0);
-    CHECK(strcmp(qcg_technique_name(QCG_TECH_DIRECT), "direct") == 0);
-    CHECK(strcmp(qcg_technique_name(QCG_TECH_REVERSED), "reversed") == 0);
-    CHECK(strcmp(qcg_technique_name(QCG_TECH_TRAVERSING), "traversing") == 0);
-    CHECK(strcmp(qcg_technique_name(QCG_TECH_HOLEPUNCH), "holepunch") == 0);
-    CHECK(strcmp(qcg_technique_name(QCG_TECH_PROXY), "proxy") == 0);
+        REQUIRE(strcmp(qcg_strerror(e), "unknown error") != 0);
+    REQUIRE(strcmp(qcg_strerror(-99), "unknown error") == 0);
+    REQUIRE(strcmp(qcg_technique_name(QCG_TECH_DIRECT), "direct") == 0);
+    REQUIRE(strcmp(qcg_technique_name(QCG_TECH_REVERSED), "reversed") == 0);
+    REQUIRE(strcmp(qcg_technique_name(QCG_TECH_TRAVERSING), "traversing") == 0);
+    REQUIRE(strcmp(qcg_technique_name(QCG_TECH_HOLEPUNCH), "holepunch") == 0);
+    REQUIRE(strcmp(qcg_technique_name(QCG_TECH_PROXY), "proxy") == 0);
 }
 
 int main(void)
@@ -779,6 +780,5 @@ int main(void)
     test_helper_lost();
     test_helper_lost_midway();
     fake_helper_free(fh);
-    printf("libqcgconn-fakehelper: ok\n");
-    return 0;
+    return check_result("libqcgconn-fakehelper");
 }

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "handshake.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 
 struct side {
@@ -35,18 +35,18 @@ static int run(const struct hs_self *a, const struct hs_self *b, int32_t to_rank
     pthread_t t;
     int sp[2], rc;
 
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
     s.fd = sp[0];
-    CHECK(pthread_create(&t, NULL, initiator, &s) == 0);
+    REQUIRE(pthread_create(&t, NULL, initiator, &s) == 0);
     rc = hs_respond(sp[1], b, now_us() + 2000000u, peer, err, sizeof(err));
     close(sp[1]);
-    CHECK(pthread_join(t, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
     close(sp[0]);
     *init_rc = s.rc;
     if (rc < 0)
-        CHECK(err[0] != '\0');
+        REQUIRE(err[0] != '\0');
     if (s.rc < 0)
-        CHECK(s.err[0] != '\0');
+        REQUIRE(s.err[0] != '\0');
     return rc;
 }
 
@@ -58,12 +58,12 @@ static void test_ok(void)
     struct hs_hello peer;
     int irc;
 
-    CHECK_EQ(run(&rank0, &rank1, 1, &irc, &peer), 0);
-    CHECK_EQ(irc, 0);
-    CHECK_EQ(peer.from_rank, 0);
-    CHECK_EQ(peer.to_rank, 1);
-    CHECK(strcmp(peer.job, "job1") == 0);
-    CHECK(strcmp(peer.cluster, "a") == 0);
+    REQUIRE_EQ(run(&rank0, &rank1, 1, &irc, &peer), 0);
+    REQUIRE_EQ(irc, 0);
+    REQUIRE_EQ(peer.from_rank, 0);
+    REQUIRE_EQ(peer.to_rank, 1);
+    REQUIRE(strcmp(peer.job, "job1") == 0);
+    REQUIRE(strcmp(peer.cluster, "a") == 0);
 }
 
 static void test_wrong_secret(void)
@@ -73,8 +73,8 @@ static void test_wrong_secret(void)
     int irc;
 
     bad.secret = "s3creT";
-    CHECK_EQ(run(&bad, &rank1, 1, &irc, &peer), QCG_EDENIED);
-    CHECK_EQ(irc, QCG_EDENIED);
+    REQUIRE_EQ(run(&bad, &rank1, 1, &irc, &peer), QCG_EDENIED);
+    REQUIRE_EQ(irc, QCG_EDENIED);
 }
 
 static void test_wrong_job(void)
@@ -84,8 +84,8 @@ static void test_wrong_job(void)
     int irc;
 
     other.job = "job2";
-    CHECK_EQ(run(&other, &rank1, 1, &irc, &peer), QCG_EDENIED);
-    CHECK_EQ(irc, QCG_EDENIED);
+    REQUIRE_EQ(run(&other, &rank1, 1, &irc, &peer), QCG_EDENIED);
+    REQUIRE_EQ(irc, QCG_EDENIED);
 }
 
 static void test_wrong_rank(void)
@@ -93,8 +93,8 @@ static void test_wrong_rank(void)
     struct hs_hello peer;
     int irc;
 
-    CHECK(run(&rank0, &rank1, 2, &irc, &peer) < 0);
-    CHECK_EQ(irc, QCG_EPEER);
+    REQUIRE(run(&rank0, &rank1, 2, &irc, &peer) < 0);
+    REQUIRE_EQ(irc, QCG_EPEER);
 }
 
 /* Every single-bit flip of a hello makes it fail. */
@@ -103,16 +103,16 @@ static void test_tampered_hello(void)
     uint8_t hello[HS_HELLO_SIZE];
     struct hs_hello h, peer;
 
-    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
-    CHECK_EQ(hs_hello_check(hello, &rank1, &peer), HS_OK);
+    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
+    REQUIRE_EQ(hs_hello_check(hello, &rank1, &peer), HS_OK);
     for (size_t i = 0; i < sizeof(hello); i++) {
         hello[i] ^= 0x01;
-        CHECK(hs_hello_check(hello, &rank1, &peer) != HS_OK);
+        REQUIRE(hs_hello_check(hello, &rank1, &peer) != HS_OK);
         hello[i] ^= 0x01;
     }
     /* An unterminated job or cluster is malformed, not a crash. */
     memset(hello + 16, 'j', HS_JOB_MAX);
-    CHECK_EQ(hs_hello_check(hello, &rank1, &peer), HS_MALFORMED);
+    REQUIRE_EQ(hs_hello_check(hello, &rank1, &peer), HS_MALFORMED);
 }
 
 /* Over the wire: a hello whose MAC was altered is refused with an answer
@@ -125,15 +125,15 @@ static void test_tampered_wire(void)
     const char *why = "";
     int sp[2];
 
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     hello[HS_HELLO_SIZE - 1] ^= 0x80;
-    CHECK_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
-    CHECK_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)),
-             QCG_EDENIED);
-    CHECK(strstr(err, "secret") != NULL);
-    CHECK_EQ(read_full(sp[0], answer, sizeof(answer), now_us() + 1000000u), 0);
-    CHECK_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
+    REQUIRE_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)),
+               QCG_EDENIED);
+    REQUIRE(strstr(err, "secret") != NULL);
+    REQUIRE_EQ(read_full(sp[0], answer, sizeof(answer), now_us() + 1000000u), 0);
+    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
     close(sp[0]);
     close(sp[1]);
 }
@@ -145,24 +145,24 @@ static void test_tampered_answer(void)
     struct hs_hello h;
     const char *why = "";
 
-    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
+    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     hs_accept_build(answer, HS_OK, &h, rank0.secret);
-    CHECK_EQ(hs_accept_check(answer, &h, rank0.secret, &why), 0);
+    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), 0);
     for (size_t i = 0; i < sizeof(answer); i++) {
         answer[i] ^= 0x04;
-        CHECK(hs_accept_check(answer, &h, rank0.secret, &why) < 0);
+        REQUIRE(hs_accept_check(answer, &h, rank0.secret, &why) < 0);
         answer[i] ^= 0x04;
     }
     /* An acceptor with another secret cannot prove anything. */
     hs_accept_build(answer, HS_OK, &h, "other");
-    CHECK_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
+    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
     /* An answer for another nonce (a replayed answer) fails too. */
     {
         struct hs_hello h2 = h;
 
         h2.nonce[0] ^= 1;
         hs_accept_build(answer, HS_OK, &h2, rank0.secret);
-        CHECK_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
+        REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
     }
 }
 
@@ -188,14 +188,14 @@ static void test_replay(void)
     char err[QCG_ERRMSG_MAX];
 
     acc.nonce_seen = nonce_seen;
-    CHECK(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
+    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
     for (int round = 0; round < 2; round++) {
         int sp[2], rc;
 
-        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-        CHECK_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+        REQUIRE_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
         rc = hs_respond(sp[1], &acc, now_us() + 1000000u, &peer, err, sizeof(err));
-        CHECK_EQ(rc, round == 0 ? 0 : QCG_EPROTO);
+        REQUIRE_EQ(rc, round == 0 ? 0 : QCG_EPROTO);
         close(sp[0]);
         close(sp[1]);
     }
@@ -209,14 +209,13 @@ static void test_silent_peer(void)
     uint64_t t0 = now_us();
     int sp[2];
 
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    CHECK_EQ(hs_respond(sp[1], &rank1, t0 + 200000u, &peer, err, sizeof(err)), QCG_ETIMEDOUT);
-    CHECK(now_us() - t0 >= 200000u && now_us() - t0 < 2000000u);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, t0 + 200000u, &peer, err, sizeof(err)), QCG_ETIMEDOUT);
+    REQUIRE(now_us() - t0 >= 200000u && now_us() - t0 < 2000000u);
     /* A peer that hangs up half-way. */
-    CHECK_EQ(write(sp[0], "QCGH", 4), 4);
+    REQUIRE_EQ(write(sp[0], "QCGH", 4), 4);
     close(sp[0]);
-    CHECK_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)),
-             QCG_EPEER);
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)), QCG_EPEER);
     close(sp[1]);
 }
 
@@ -231,6 +230,5 @@ int main(void)
     test_tampered_answer();
     test_replay();
     test_silent_peer();
-    printf("libqcgconn-handshake: ok\n");
-    return 0;
+    return check_result("libqcgconn-handshake");
 }

@@ -17,7 +17,7 @@
 
 #include "check.h"
 #include "fake_helper.h"
-#include "handshake.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 #include "qcgconn.h"
 
@@ -36,8 +36,8 @@ static qcg_ctx *open_rank(int rank)
                             .helper_socket = sock_path};
     qcg_ctx *ctx = NULL;
 
-    CHECK_EQ(qcg_open(&ctx, &o), 0);
-    CHECK_EQ(qcg_listen(ctx), 0);
+    REQUIRE_EQ(qcg_open(&ctx, &o), 0);
+    REQUIRE_EQ(qcg_listen(ctx), 0);
     return ctx;
 }
 
@@ -59,8 +59,8 @@ static int tcp_connect(uint16_t port)
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-    CHECK(fd >= 0);
-    CHECK_EQ(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
     return fd;
 }
 
@@ -71,7 +71,7 @@ struct target {
     uint16_t port;          /* the initiator's listener */
     int32_t from, to;
     const char *token;
-    unsigned delay_ms;
+    unsigned after_lookups; /* > 0: calls back once the helper has served this many lookups */
     int rc;                 /* hs_accept_check's */
     const char *why;
     int echo;
@@ -85,20 +85,20 @@ static void *target_run(void *arg)
     struct hs_hello h;
     int fd;
 
-    if (t->delay_ms > 0)
-        usleep(t->delay_ms * 1000u);
+    if (t->after_lookups > 0)
+        WAIT_UNTIL(fake_helper_lookups(fh) >= t->after_lookups, 5000, "the connect's lookup");
     fd = tcp_connect(t->port);
-    CHECK_EQ(hs_hello_build(hello, &h, &self, t->to, t->token), 0);
-    CHECK_EQ(write(fd, hello, sizeof(hello)), sizeof(hello));
-    CHECK(set_nonblocking(fd, true) == 0);
+    REQUIRE_EQ(hs_hello_build(hello, &h, &self, t->to, t->token), 0);
+    REQUIRE_EQ(write(fd, hello, sizeof(hello)), sizeof(hello));
+    REQUIRE(set_nonblocking(fd, true) == 0);
     t->rc = read_full(fd, answer, sizeof(answer), now_us() + 8000000u);
     if (t->rc == 0)
         t->rc = hs_accept_check(answer, &h, "s", &t->why);
     if (t->rc == 0 && t->echo) {
         char b;
 
-        CHECK(set_nonblocking(fd, false) == 0);
-        CHECK(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
+        REQUIRE(set_nonblocking(fd, false) == 0);
+        REQUIRE(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
     }
     close(fd);
     return NULL;
@@ -108,7 +108,7 @@ static uint16_t listen_port(qcg_ctx *ctx)
 {
     struct qcg_contact me;
 
-    CHECK_EQ(qcg_local_contact(ctx, &me), 0);
+    REQUIRE_EQ(qcg_local_contact(ctx, &me), 0);
     return me.port;
 }
 
@@ -116,37 +116,41 @@ static void echo_check(int fd)
 {
     char c = 'x';
 
-    CHECK_EQ(write(fd, &c, 1), 1);
+    REQUIRE_EQ(write(fd, &c, 1), 1);
     c = 0;
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK_EQ(c, 'x');
+    REQUIRE_EQ(read(fd, &c, 1), 1);
+    REQUIRE_EQ(c, 'x');
 }
 
-/* The peer calls back with the token: the connect completes with that
-   connection, technique reversed. */
+/* The peer calls back with the token once the connect has its plan: the
+   connect completes with that connection, technique reversed. */
 static void test_reversed(void)
 {
     qcg_ctx *a = open_rank(0);
-    struct target t = {.port = listen_port(a), .from = 1, .to = 0, .token = token_a,
-                       .delay_ms = 100, .echo = 1};
+    struct target t = {.port = listen_port(a),
+                       .from = 1,
+                       .to = 0,
+                       .token = token_a,
+                       .after_lookups = fake_helper_lookups(fh) + 1,
+                       .echo = 1};
     struct qcg_conn_info info;
     pthread_t th;
     int fd;
 
     set_plan(1, 0, QCG_TECH_REVERSED, 18570, token_a);
-    CHECK(pthread_create(&th, NULL, target_run, &t) == 0);
+    REQUIRE(pthread_create(&th, NULL, target_run, &t) == 0);
     fd = qcg_connect(a, 1, 3000, &info);
     if (fd < 0)
         fprintf(stderr, "reversed: %s\n", qcg_last_error(a));
-    CHECK(fd >= 0);
-    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
-    CHECK_EQ(info.peer_rank, 1);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(info.technique, QCG_TECH_REVERSED);
+    REQUIRE_EQ(info.peer_rank, 1);
     echo_check(fd);
-    CHECK(pthread_join(th, NULL) == 0);
-    CHECK_EQ(t.rc, 0);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(t.rc, 0);
     close(fd);
     /* The application never sees the reversed connection as an incoming one. */
-    CHECK_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
+    REQUIRE_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
     qcg_close(a);
 }
 
@@ -162,25 +166,25 @@ static void test_early(void)
     uint64_t t0;
 
     set_plan(1, 0, QCG_TECH_REVERSED, 18570, token_b);
-    CHECK(pthread_create(&th, NULL, target_run, &t) == 0);
+    REQUIRE(pthread_create(&th, NULL, target_run, &t) == 0);
     /* The application's accept reads the hello and parks it. */
     for (int i = 0; i < 100 && !parked; i++) {
         struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
 
         poll(&p, 1, 50);
-        CHECK_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
+        REQUIRE_EQ(qcg_accept(a, NULL), QCG_EAGAIN);
         for (int k = 0; k < a->pending_cap; k++)
             parked = parked || (a->pending[k].fd >= 0 && a->pending[k].state == P_CLAIM);
     }
-    CHECK(parked);
+    REQUIRE(parked);
     t0 = now_us();
     fd = qcg_connect(a, 1, 3000, &info);
-    CHECK(fd >= 0);
-    CHECK(now_us() - t0 < 1000000u);
-    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
+    REQUIRE(fd >= 0);
+    REQUIRE(now_us() - t0 < 1000000u);
+    REQUIRE_EQ(info.technique, QCG_TECH_REVERSED);
     echo_check(fd);
-    CHECK(pthread_join(th, NULL) == 0);
-    CHECK_EQ(t.rc, 0);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(t.rc, 0);
     close(fd);
     qcg_close(a);
 }
@@ -202,21 +206,21 @@ static void test_wrong_token(void)
     fake_helper_set_plan(fh, 2, 1u << QCG_TECH_REVERSED, NULL, QCG_ETECHNIQUE,
                          "rank 2 needs technique proxy: reversed already tried; proxy needed, "
                          "but the broker has no proxy configured; no technique left");
-    CHECK(pthread_create(&t1, NULL, target_run, &wrong) == 0);
-    CHECK(pthread_create(&t2, NULL, target_run, &other_rank) == 0);
+    REQUIRE(pthread_create(&t1, NULL, target_run, &wrong) == 0);
+    REQUIRE(pthread_create(&t2, NULL, target_run, &other_rank) == 0);
     rc = qcg_connect(a, 2, 10000, NULL);
-    CHECK_EQ(rc, QCG_ETECHNIQUE);
-    CHECK(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
-    CHECK(now_us() - t0 < (REVERSED_TIMEOUT_MS + 2000) * 1000u);
-    CHECK_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_REVERSED);
-    CHECK(strstr(qcg_last_error(a), "reversed: rank 2 did not connect back within 5000 ms") !=
-          NULL);
-    CHECK(strstr(qcg_last_error(a), "no technique left") != NULL);
-    CHECK(pthread_join(t1, NULL) == 0);
-    CHECK(pthread_join(t2, NULL) == 0);
-    CHECK_EQ(wrong.rc, QCG_EPEER);
-    CHECK(strstr(wrong.why, "no longer waits") != NULL);
-    CHECK_EQ(other_rank.rc, QCG_EPEER);
+    REQUIRE_EQ(rc, QCG_ETECHNIQUE);
+    REQUIRE(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
+    REQUIRE(now_us() - t0 < (REVERSED_TIMEOUT_MS + 2000) * 1000u);
+    REQUIRE_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_REVERSED);
+    REQUIRE(strstr(qcg_last_error(a), "reversed: rank 2 did not connect back within 5000 ms") !=
+            NULL);
+    REQUIRE(strstr(qcg_last_error(a), "no technique left") != NULL);
+    REQUIRE(pthread_join(t1, NULL) == 0);
+    REQUIRE(pthread_join(t2, NULL) == 0);
+    REQUIRE_EQ(wrong.rc, QCG_EPEER);
+    REQUIRE(strstr(wrong.why, "no longer waits") != NULL);
+    REQUIRE_EQ(other_rank.rc, QCG_EPEER);
     qcg_close(a);
 }
 
@@ -238,19 +242,19 @@ static void *proxy_run(void *arg)
     struct hs_hello peer;
     int fd = accept(px->lfd, NULL, NULL);
 
-    CHECK(fd >= 0);
-    CHECK(set_nonblocking(fd, true) == 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(set_nonblocking(fd, true) == 0);
     px->rc = read_full(fd, pre, sizeof(pre), now_us() + 5000000u);
     if (px->rc == 0 && (memcmp(pre, "QCGP", 4) != 0 || strcmp((char *)pre + 4, px->token) != 0))
         px->rc = -100;
     if (px->rc == 0 && !px->refuse) {
-        CHECK_EQ(write(fd, &one, 1), 1);
+        REQUIRE_EQ(write(fd, &one, 1), 1);
         px->rc = hs_respond(fd, &self, now_us() + 5000000u, &peer, err, sizeof(err));
         if (px->rc == 0) {
             char b;
 
-            CHECK(set_nonblocking(fd, false) == 0);
-            CHECK(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
+            REQUIRE(set_nonblocking(fd, false) == 0);
+            REQUIRE(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
         }
     }
     close(fd);
@@ -264,10 +268,10 @@ static int proxy_listen(uint16_t *port)
     socklen_t len = sizeof(sin);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-    CHECK(fd >= 0);
-    CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    CHECK(listen(fd, 4) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    REQUIRE(listen(fd, 4) == 0);
+    REQUIRE(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
     *port = ntohs(sin.sin_port);
     return fd;
 }
@@ -288,17 +292,17 @@ static void test_fallback_to_proxy(void)
 
     set_plan(3, 0, QCG_TECH_REVERSED, 18570, token_a);
     set_plan(3, 1u << QCG_TECH_REVERSED, QCG_TECH_PROXY, port, ptok);
-    CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
+    REQUIRE(pthread_create(&th, NULL, proxy_run, &px) == 0);
     fd = qcg_connect(a, 3, 10000, &info);
     if (fd < 0)
         fprintf(stderr, "fallback: %s\n", qcg_last_error(a));
-    CHECK(fd >= 0);
-    CHECK(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
-    CHECK_EQ(info.technique, QCG_TECH_PROXY);
-    CHECK_EQ(info.peer_rank, 3);
+    REQUIRE(fd >= 0);
+    REQUIRE(now_us() - t0 >= REVERSED_TIMEOUT_MS * 1000u);
+    REQUIRE_EQ(info.technique, QCG_TECH_PROXY);
+    REQUIRE_EQ(info.peer_rank, 3);
     echo_check(fd);
-    CHECK(pthread_join(th, NULL) == 0);
-    CHECK_EQ(px.rc, 0);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(px.rc, 0);
     close(fd);
     close(px.lfd);
     qcg_close(a);
@@ -318,14 +322,14 @@ static void test_proxy_refused(void)
     set_plan(4, 0, QCG_TECH_PROXY, port, "abc");
     fake_helper_set_plan(fh, 4, 1u << QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE,
                          "rank 4 needs technique proxy: proxy already tried; no technique left");
-    CHECK(pthread_create(&th, NULL, proxy_run, &px) == 0);
-    CHECK_EQ(qcg_connect(a, 4, 5000, NULL), QCG_ETECHNIQUE);
-    CHECK(now_us() - t0 < 2000000u);
-    CHECK_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_PROXY);
+    REQUIRE(pthread_create(&th, NULL, proxy_run, &px) == 0);
+    REQUIRE_EQ(qcg_connect(a, 4, 5000, NULL), QCG_ETECHNIQUE);
+    REQUIRE(now_us() - t0 < 2000000u);
+    REQUIRE_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_PROXY);
     snprintf(want, sizeof(want),
              "proxy: the proxy at 127.0.0.1 port %u closed the connection before pairing", port);
-    CHECK(strstr(qcg_last_error(a), want) != NULL);
-    CHECK(pthread_join(th, NULL) == 0);
+    REQUIRE(strstr(qcg_last_error(a), want) != NULL);
+    REQUIRE(pthread_join(th, NULL) == 0);
     close(px.lfd);
     qcg_close(a);
 }
@@ -337,14 +341,14 @@ static void tcp_pair(int *a, int *b)
     socklen_t len = sizeof(sin);
     int l = socket(AF_INET, SOCK_STREAM, 0);
 
-    CHECK(l >= 0);
-    CHECK(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    CHECK(listen(l, 1) == 0);
-    CHECK(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
+    REQUIRE(l >= 0);
+    REQUIRE(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    REQUIRE(listen(l, 1) == 0);
+    REQUIRE(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
     *a = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+    REQUIRE(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
     *b = accept(l, NULL, NULL);
-    CHECK(*b >= 0);
+    REQUIRE(*b >= 0);
     close(l);
 }
 
@@ -364,14 +368,14 @@ static void *initiator_run(void *arg)
     uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
     struct hs_hello h;
 
-    CHECK(set_nonblocking(in->fd, true) == 0);
+    REQUIRE(set_nonblocking(in->fd, true) == 0);
     in->rc = read_full(in->fd, hello, sizeof(hello), now_us() + 5000000u);
     if (in->rc == 0 && hs_hello_check(hello, &self, &h) != HS_OK)
         in->rc = -100;
     if (in->rc == 0) {
         memcpy(in->token, h.token, sizeof(in->token));
         hs_accept_build(answer, in->status, &h, "s");
-        CHECK_EQ(write(in->fd, answer, sizeof(answer)), sizeof(answer));
+        REQUIRE_EQ(write(in->fd, answer, sizeof(answer)), sizeof(answer));
     }
     return NULL;
 }
@@ -406,44 +410,44 @@ static void test_incoming_hello(void)
 
     tcp_pair(&mine, &theirs);
     in.fd = mine;
-    CHECK(pthread_create(&th, NULL, initiator_run, &in) == 0);
-    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_a,
-                                       theirs),
-             0);
+    REQUIRE(pthread_create(&th, NULL, initiator_run, &in) == 0);
+    REQUIRE_EQ(
+        fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_a, theirs),
+        0);
     close(theirs);
     fd = accept_one(b, 3000, &info);
-    CHECK(pthread_join(th, NULL) == 0);
-    CHECK_EQ(in.rc, 0);
-    CHECK(strcmp(in.token, token_a) == 0);
-    CHECK(fd >= 0);
-    CHECK_EQ(info.peer_rank, 5);
-    CHECK_EQ(info.technique, QCG_TECH_REVERSED);
-    CHECK_EQ(write(mine, &c, 1), 1);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(in.rc, 0);
+    REQUIRE(strcmp(in.token, token_a) == 0);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(info.peer_rank, 5);
+    REQUIRE_EQ(info.technique, QCG_TECH_REVERSED);
+    REQUIRE_EQ(write(mine, &c, 1), 1);
     c = 0;
-    CHECK_EQ(read(fd, &c, 1), 1);
-    CHECK_EQ(c, 'r');
+    REQUIRE_EQ(read(fd, &c, 1), 1);
+    REQUIRE_EQ(c, 'r');
     close(fd);
     close(mine);
 
     /* The initiator no longer waits: refused, nothing for the application. */
     tcp_pair(&mine, &theirs);
     in = (struct initiator){.fd = mine, .status = HS_NO_WAITER};
-    CHECK(pthread_create(&th, NULL, initiator_run, &in) == 0);
-    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_b,
-                                       theirs),
-             0);
+    REQUIRE(pthread_create(&th, NULL, initiator_run, &in) == 0);
+    REQUIRE_EQ(
+        fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_b, theirs),
+        0);
     close(theirs);
-    CHECK(accept_one(b, 1000, &info) < 0);
-    CHECK(pthread_join(th, NULL) == 0);
-    CHECK(strstr(qcg_last_error(b), "no longer waits") != NULL);
+    REQUIRE(accept_one(b, 1000, &info) < 0);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE(strstr(qcg_last_error(b), "no longer waits") != NULL);
     close(mine);
 
     /* Role HELLO without a token is the helper's error: the link goes. */
     tcp_pair(&mine, &theirs);
-    CHECK_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, "", theirs),
-             0);
+    REQUIRE_EQ(fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, "", theirs),
+               0);
     close(theirs);
-    CHECK_EQ(accept_one(b, 3000, &info), QCG_EPROTO);
+    REQUIRE_EQ(accept_one(b, 3000, &info), QCG_EPROTO);
     close(mine);
     qcg_close(b);
 }
@@ -460,14 +464,14 @@ static void test_incoming_token_refused(void)
     int mine, theirs;
 
     tcp_pair(&mine, &theirs);
-    CHECK_EQ(fake_helper_incoming(fh, 8, 5, QCG_TECH_PROXY, theirs), 0);
+    REQUIRE_EQ(fake_helper_incoming(fh, 8, 5, QCG_TECH_PROXY, theirs), 0);
     close(theirs);
-    CHECK_EQ(hs_hello_build(hello, &h, &self, t.to, t.token), 0);
-    CHECK_EQ(write(mine, hello, sizeof(hello)), sizeof(hello));
-    CHECK(accept_one(b, 1000, NULL) < 0);
-    CHECK(set_nonblocking(mine, true) == 0);
-    CHECK_EQ(read_full(mine, answer, sizeof(answer), now_us() + 2000000u), 0);
-    CHECK_EQ(answer[7], HS_MALFORMED);
+    REQUIRE_EQ(hs_hello_build(hello, &h, &self, t.to, t.token), 0);
+    REQUIRE_EQ(write(mine, hello, sizeof(hello)), sizeof(hello));
+    REQUIRE(accept_one(b, 1000, NULL) < 0);
+    REQUIRE(set_nonblocking(mine, true) == 0);
+    REQUIRE_EQ(read_full(mine, answer, sizeof(answer), now_us() + 2000000u), 0);
+    REQUIRE_EQ(answer[7], HS_MALFORMED);
     close(mine);
     qcg_close(b);
 }
@@ -486,6 +490,5 @@ int main(void)
     test_wrong_token();
     test_fallback_to_proxy();
     fake_helper_free(fh);
-    printf("libqcgconn-reversed-unit: ok\n");
-    return 0;
+    return check_result("libqcgconn-reversed-unit");
 }

@@ -18,6 +18,9 @@ int main(int argc, char **argv)
     if (rank == 1) {
         printf("ABORT rank 1 code %d\n", code);
         fflush(stdout);
+        /* Time for the others to block in the barrier (the abort must
+           reach ranks that wait); not a wait for an event: it kills them
+           wherever they are. */
         nanosleep(&pause, NULL);
         MPI_Abort(MPI_COMM_WORLD, code);
     }
