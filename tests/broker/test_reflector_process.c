@@ -247,114 +247,114 @@ static void test_checks(void)
     struct rmsg_ready r = {.type = RMSG_READY, .ok = 1}, bad_r;
     uint32_t t;
 
-    CHECK(check(&e, sizeof(e), TO_CHILD) == RMSG_EXPECT, "a good EXPECT");
-    CHECK(check(&o, sizeof(o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (PUNCH)");
+    CHECKF(check(&e, sizeof(e), TO_CHILD) == RMSG_EXPECT, "a good EXPECT");
+    CHECKF(check(&o, sizeof(o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (PUNCH)");
     bad_o = o;
     bad_o.punch = 0;
     memset(bad_o.cluster, 0, sizeof(bad_o.cluster));
     memset(bad_o.node, 0, sizeof(bad_o.node));
     memset(bad_o.local_addr, 0, sizeof(bad_o.local_addr));
     bad_o.local_port = 0;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (MAP)");
-    CHECK(check(&in, sizeof(in), RMSG_BIT(RMSG_INIT)) == RMSG_INIT, "a good INIT");
-    CHECK(check(&r, sizeof(r), RMSG_BIT(RMSG_READY)) == RMSG_READY, "a good READY");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (MAP)");
+    CHECKF(check(&in, sizeof(in), RMSG_BIT(RMSG_INIT)) == RMSG_INIT, "a good INIT");
+    CHECKF(check(&r, sizeof(r), RMSG_BIT(RMSG_READY)) == RMSG_READY, "a good READY");
 
     /* Sizes and types. */
-    CHECK(check(&e, 0, TO_CHILD) < 0, "empty");
-    CHECK(check(&e, 3, TO_CHILD) < 0, "shorter than a type");
-    CHECK(check(&e, sizeof(e) - 1, TO_CHILD) < 0, "EXPECT a byte short");
-    CHECK(check(&e, sizeof(e) + 1, TO_CHILD) < 0, "EXPECT a byte long");
-    CHECK(check(&e, sizeof(union rmsg) + 100, TO_CHILD) < 0, "longer than any message");
-    CHECK(check(&o, sizeof(o), TO_CHILD) < 0, "OBSERVED to the child");
-    CHECK(check(&e, sizeof(e), TO_BROKER) < 0, "EXPECT to the broker");
-    CHECK(check(&in, sizeof(in), TO_CHILD) < 0, "INIT after INIT");
-    CHECK(check(&r, sizeof(r), TO_BROKER) < 0, "READY after READY");
+    CHECKF(check(&e, 0, TO_CHILD) < 0, "empty");
+    CHECKF(check(&e, 3, TO_CHILD) < 0, "shorter than a type");
+    CHECKF(check(&e, sizeof(e) - 1, TO_CHILD) < 0, "EXPECT a byte short");
+    CHECKF(check(&e, sizeof(e) + 1, TO_CHILD) < 0, "EXPECT a byte long");
+    CHECKF(check(&e, sizeof(union rmsg) + 100, TO_CHILD) < 0, "longer than any message");
+    CHECKF(check(&o, sizeof(o), TO_CHILD) < 0, "OBSERVED to the child");
+    CHECKF(check(&e, sizeof(e), TO_BROKER) < 0, "EXPECT to the broker");
+    CHECKF(check(&in, sizeof(in), TO_CHILD) < 0, "INIT after INIT");
+    CHECKF(check(&r, sizeof(r), TO_BROKER) < 0, "READY after READY");
     t = 0;
-    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 0");
+    CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 0");
     t = 99;
-    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 99");
+    CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 99");
     t = 0xffffffffu;
-    CHECK(check(&t, sizeof(t), ~0u) < 0, "type 2^32-1");
+    CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 2^32-1");
 
     /* EXPECT fields. */
     bad_e = e;
     memset(bad_e.sides[0].cluster, 'a', sizeof(bad_e.sides[0].cluster));
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "cluster without its NUL");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "cluster without its NUL");
     bad_e = e;
     memset(bad_e.sides[1].node, 'a', sizeof(bad_e.sides[1].node));
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "node without its NUL");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "node without its NUL");
     bad_e = e;
     bad_e.sides[1].cluster[0] = '\0';
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "empty cluster");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "empty cluster");
     bad_e = e;
     bad_e.sides[0].node[1] = '\n';
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "a newline in a node");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "a newline in a node");
     bad_e = e;
     bad_e.sides[0].preserving = 2;
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "preserving 2");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "preserving 2");
     bad_e = e;
     bad_e.expiry = 0;
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 0");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 0");
     bad_e = e;
     bad_e.expiry = UINT64_MAX;
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 2^64-1");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 2^64-1");
     bad_e = e;
     bad_e.reserved = 1;
-    CHECK(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "reserved 1");
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "reserved 1");
 
     /* OBSERVED fields. */
     bad_o = o;
     bad_o.punch = 2;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "punch 2");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "punch 2");
     bad_o = o;
     bad_o.port = 0;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 0");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 0");
     bad_o = o;
     bad_o.port = 65536;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 65536");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "port 65536");
     bad_o = o;
     bad_o.local_port = -1;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "local port -1");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "local port -1");
     bad_o = o;
     snprintf(bad_o.addr, sizeof(bad_o.addr), "203.0.113.300");
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "an address that is none");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "an address that is none");
     bad_o = o;
     memset(bad_o.addr, '1', sizeof(bad_o.addr));
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "address without its NUL");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "address without its NUL");
     bad_o = o;
     snprintf(bad_o.local_addr, sizeof(bad_o.local_addr), "here");
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a local address that is none");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a local address that is none");
     bad_o = o;
     bad_o.cluster[0] = '\0';
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a PUNCH without its cluster");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "a PUNCH without its cluster");
     bad_o = o;
     bad_o.punch = 0;
-    CHECK(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "names without a PUNCH");
+    CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) < 0, "names without a PUNCH");
 
     /* INIT and READY fields. */
     bad_in = in;
     bad_in.version = RMSG_VERSION + 1;
-    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "another version");
+    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "another version");
     bad_in = in;
     bad_in.log_level = 4;
-    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "log level 4");
+    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "log level 4");
     bad_in = in;
     bad_in.syslog = 7;
-    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "syslog 7");
+    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "syslog 7");
     bad_in = in;
     bad_in.setuser = 1;
     bad_in.uid = (uint32_t)-1;
-    CHECK(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "uid -1");
+    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "uid -1");
     bad_r = r;
     bad_r.ok = 0;
-    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");
+    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");
     bad_r = r;
     snprintf(bad_r.why, sizeof(bad_r.why), "extra");
-    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "success with a reason");
+    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "success with a reason");
     bad_r = r;
     bad_r.ok = 0;
     memset(bad_r.why, 'x', sizeof(bad_r.why));
-    CHECK(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "reason without its NUL");
+    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "reason without its NUL");
 }
 
 /* ---- the child, driven over its channel ---- */
@@ -366,7 +366,7 @@ static void test_child_bad_first(int listen_fd)
     unsigned char pair[TOKEN_PAIR_LEN] = {9};
     struct rmsg_expect e = good_expect(pair);
     send_raw(chan, &e, sizeof(e));
-    CHECK(wait_exit(pid) == 1, "a child whose first message is no INIT exits with status 1");
+    CHECKF(wait_exit(pid) == 1, "a child whose first message is no INIT exits with status 1");
     close(chan);
 }
 
@@ -382,7 +382,7 @@ static void test_child(int listen_fd)
     char big[sizeof(union rmsg) + 100], ans[300];
 
     send_raw(chan, &in, sizeof(in));
-    CHECK(read_msg(chan, &m, &len) == RMSG_READY && m.ready.ok == 1, "READY from the child");
+    CHECKF(read_msg(chan, &m, &len) == RMSG_READY && m.ready.ok == 1, "READY from the child");
 
     /* Garbage of every kind, then the good EXPECT. */
     send_raw(chan, "", 0);
@@ -420,8 +420,8 @@ static void test_child(int listen_fd)
     send_raw(chan, &e, sizeof(e));
 
     map(CHILD_PORT, ans, sizeof(ans));
-    CHECK(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "MAP after the garbage: '%s'", ans);
-    CHECK(punch_pair(CHILD_PORT, pair), "the EXPECT after the garbage pairs two PUNCHes");
+    CHECKF(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "MAP after the garbage: '%s'", ans);
+    CHECKF(punch_pair(CHILD_PORT, pair), "the EXPECT after the garbage pairs two PUNCHes");
     int punches = 0, maps = 0;
     for (int i = 0; i < 3; i++) {
         if (read_msg(chan, &m, &len) != RMSG_OBSERVED)
@@ -430,9 +430,9 @@ static void test_child(int listen_fd)
                                              strcmp(m.observed.cluster, "natb") == 0);
         maps += m.observed.punch == 0;
     }
-    CHECK(maps == 1 && punches == 2, "OBSERVED: %d MAP, %d PUNCH", maps, punches);
+    CHECKF(maps == 1 && punches == 2, "OBSERVED: %d MAP, %d PUNCH", maps, punches);
     close(chan);
-    CHECK(wait_exit(pid) == 0, "the child exits with status 0 once its channel closes");
+    CHECKF(wait_exit(pid) == 0, "the child exits with status 0 once its channel closes");
 }
 
 /* ---- the broker's side ---- */
@@ -518,15 +518,15 @@ static void test_rogue(void)
     struct reflector_client *c =
         reflector_client_start(&cfg, &key, on_observe, &s, err, sizeof(err));
     unsetenv("QCG_TEST_ROGUE");
-    CHECK(c != NULL, "rogue: start: %s", err);
+    CHECKF(c != NULL, "rogue: start: %s", err);
     if (c == NULL)
         return;
-    CHECK(wait_until(&s.n, 1), "rogue: the good OBSERVED arrives");
+    CHECKF(wait_until(&s.n, 1), "rogue: the good OBSERVED arrives");
     usleep(200 * 1000);
-    CHECK(atomic_load(&s.n) == 1 && strcmp(s.cluster, "nata") == 0 && s.port == 5000,
-          "rogue: only the good OBSERVED reached the callback (%d, %s:%d)", atomic_load(&s.n),
-          s.cluster, s.port);
-    CHECK(reflector_client_up(c), "rogue: the broker still counts on its reflector");
+    CHECKF(atomic_load(&s.n) == 1 && strcmp(s.cluster, "nata") == 0 && s.port == 5000,
+           "rogue: only the good OBSERVED reached the callback (%d, %s:%d)", atomic_load(&s.n),
+           s.cluster, s.port);
+    CHECKF(reflector_client_up(c), "rogue: the broker still counts on its reflector");
     reflector_client_stop(c);
 }
 
@@ -562,47 +562,47 @@ static void test_client(void)
     struct reflector_side sides[2];
     unsigned char pair[TOKEN_PAIR_LEN] = {0x43, (unsigned char)(monotonic_ms() & 0xff)};
 
-    CHECK(reflector_client_start(&(struct reflector_process_config){.listen = "nonsense"}, &key,
-                                 NULL, NULL, err, sizeof(err)) == NULL &&
-              strstr(err, "not ADDR:PORT") != NULL,
-          "a bad listen address: '%s'", err);
+    CHECKF(reflector_client_start(&(struct reflector_process_config){.listen = "nonsense"}, &key,
+                                  NULL, NULL, err, sizeof(err)) == NULL &&
+               strstr(err, "not ADDR:PORT") != NULL,
+           "a bad listen address: '%s'", err);
     struct reflector_client *c =
         reflector_client_start(&cfg, &key, on_observe, &s, err, sizeof(err));
-    CHECK(c != NULL, "start: %s", err);
+    CHECKF(c != NULL, "start: %s", err);
     if (c == NULL)
         return;
     int pid = reflector_client_pid(c);
-    CHECK(pid > 0 && pid != getpid() && reflector_client_up(c), "a child serves");
+    CHECKF(pid > 0 && pid != getpid() && reflector_client_up(c), "a child serves");
     status_field(pid, "CapEff", v, sizeof(v));
-    CHECK(strcmp(v, "0000000000000000") == 0, "the child's CapEff: '%s'", v);
+    CHECKF(strcmp(v, "0000000000000000") == 0, "the child's CapEff: '%s'", v);
     status_field(pid, "CapBnd", v, sizeof(v));
-    CHECK(strcmp(v, "0000000000000000") == 0, "the child's CapBnd: '%s'", v);
+    CHECKF(strcmp(v, "0000000000000000") == 0, "the child's CapBnd: '%s'", v);
     status_field(pid, "NoNewPrivs", v, sizeof(v));
-    CHECK(strcmp(v, "1") == 0, "the child's NoNewPrivs: '%s'", v);
+    CHECKF(strcmp(v, "1") == 0, "the child's NoNewPrivs: '%s'", v);
     status_field(pid, "Name", v, sizeof(v));
-    CHECK(strcmp(v, "qcg-reflector") == 0, "the child's name: '%s'", v);
+    CHECKF(strcmp(v, "qcg-reflector") == 0, "the child's name: '%s'", v);
 
     memset(sides, 0, sizeof(sides));
     snprintf(sides[0].cluster, sizeof(sides[0].cluster), "nata");
     snprintf(sides[0].node, sizeof(sides[0].node), "nata1");
     snprintf(sides[1].cluster, sizeof(sides[1].cluster), "natb");
     snprintf(sides[1].node, sizeof(sides[1].node), "natb1");
-    CHECK(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
-    CHECK(punch_pair(CLIENT_PORT, pair), "a PUNCH pair through the child");
-    CHECK(wait_until(&s.punches, 2) && s.port > 0, "both PUNCHes observed by the broker");
+    CHECKF(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) == 0, "expect");
+    CHECKF(punch_pair(CLIENT_PORT, pair), "a PUNCH pair through the child");
+    CHECKF(wait_until(&s.punches, 2) && s.port > 0, "both PUNCHes observed by the broker");
 
     /* Killed: noticed at once, then a new child on the same port. */
     kill(pid, SIGKILL);
-    CHECK(wait_up(c, false), "the broker noticed the death");
-    CHECK(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) < 0,
-          "no EXPECT while no child serves");
-    CHECK(wait_up(c, true), "a new child within %d ms", WAIT_MS);
+    CHECKF(wait_up(c, false), "the broker noticed the death");
+    CHECKF(reflector_client_expect(c, pair, sides, (uint64_t)time(NULL) + 60) < 0,
+           "no EXPECT while no child serves");
+    CHECKF(wait_up(c, true), "a new child within %d ms", WAIT_MS);
     int pid2 = reflector_client_pid(c);
-    CHECK(pid2 > 0 && pid2 != pid, "a new child: %d after %d", pid2, pid);
+    CHECKF(pid2 > 0 && pid2 != pid, "a new child: %d after %d", pid2, pid);
     map(CLIENT_PORT, ans, sizeof(ans));
-    CHECK(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "the new child serves MAP: '%s'", ans);
+    CHECKF(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "the new child serves MAP: '%s'", ans);
     reflector_client_stop(c);
-    CHECK(kill(pid2, 0) < 0 && errno == ESRCH, "no child left after the stop");
+    CHECKF(kill(pid2, 0) < 0 && errno == ESRCH, "no child left after the stop");
 }
 
 int main(int argc, char **argv)
@@ -618,7 +618,7 @@ int main(int argc, char **argv)
         key.bytes[i] = (unsigned char)(i * 5 + 3);
     test_checks();
     int listen_fd = reflector_listen("127.0.0.1:18415", err, sizeof(err));
-    CHECK(listen_fd >= 0, "listen: %s", err);
+    CHECKF(listen_fd >= 0, "listen: %s", err);
     if (listen_fd >= 0) {
         test_child_bad_first(listen_fd);
         test_child(listen_fd);
