@@ -200,7 +200,8 @@ int btl_qcg_watch(struct btl_qcg_module *m, int op, int fd, uint32_t events,
 uint64_t btl_qcg_now_us(void);
 void btl_qcg_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void btl_qcg_report_connected(struct btl_qcg_endpoint *ep);
-void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail);
+void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail,
+                            int sys_errno);
 const char *btl_qcg_peer_host(const struct btl_qcg_endpoint *ep);
 
 #endif

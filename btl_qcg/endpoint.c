@@ -170,7 +170,8 @@ static struct btl_qcg_frag *dequeue(struct btl_qcg_endpoint *ep)
    detail (libqcgconn's names the techniques tried); then the PML's error
    callback (which aborts the job) and the queued sends fail (both made once
    the state lock is released). */
-static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
+static void fail_sys(struct btl_qcg_endpoint *ep, const char *what, const char *detail,
+                     int sys_errno)
 {
     struct btl_qcg_module *m = ep->module;
     char info[512];
@@ -186,7 +187,7 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
            (which aborts the job, once our lock is released) prints the
            reason too: mpirun 4.1 loses some help messages that race with
            an abort. */
-        btl_qcg_report_failure(ep, what, detail);
+        btl_qcg_report_failure(ep, what, detail, sys_errno);
         if (m->error_cb != NULL) {
             snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
                      m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
@@ -197,18 +198,23 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
         btl_qcg_defer_completion(m, frag, OPAL_ERR_UNREACH);
 }
 
+static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
+{
+    fail_sys(ep, what, detail, 0);
+}
+
 static void fail_qcg(struct btl_qcg_endpoint *ep, const char *what, int rc)
 {
     char detail[512];
 
     snprintf(detail, sizeof(detail), "%s%s%s", qcg_strerror(rc),
              qcg_last_error(ep->module->ctx)[0] ? ": " : "", qcg_last_error(ep->module->ctx));
-    fail(ep, what, detail);
+    fail_sys(ep, what, detail, qcg_last_errno(ep->module->ctx));
 }
 
 static void fail_errno(struct btl_qcg_endpoint *ep, const char *what, int err)
 {
-    fail(ep, what, strerror(err));
+    fail_sys(ep, what, strerror(err), err);
 }
 
 static int watch_sock(struct btl_qcg_endpoint *ep, int op)

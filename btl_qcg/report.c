@@ -74,14 +74,17 @@ void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)
     }
 }
 
-void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
+void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail,
+                            int sys_errno)
 {
-    /* The endpoint hands us text only; libqcgconn's text for "no technique
-       connects these clusters" starts with its QCG_ETECHNIQUE string. */
+    /* libqcgconn's text for "no technique connects these clusters" starts
+       with its QCG_ETECHNIQUE string; its errno tells this node's shortage
+       of descriptors from the peer's side. */
     const char *technique = qcg_strerror(QCG_ETECHNIQUE);
-    bool unavailable = strncmp(detail, technique, strlen(technique)) == 0;
+    const char *topic = strncmp(detail, technique, strlen(technique)) == 0 ? "technique unavailable"
+                        : sys_errno == EMFILE || sys_errno == ENFILE       ? "out of descriptors"
+                                                                           : "unreachable";
 
-    opal_show_help(BTL_QCG_HELP_FILE, unavailable ? "technique unavailable" : "unreachable", true,
-                   opal_process_info.nodename, (int)ep->module->vpid, (int)ep->vpid,
-                   btl_qcg_peer_host(ep), what, detail);
+    opal_show_help(BTL_QCG_HELP_FILE, topic, true, opal_process_info.nodename,
+                   (int)ep->module->vpid, (int)ep->vpid, btl_qcg_peer_host(ep), what, detail);
 }

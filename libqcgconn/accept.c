@@ -204,7 +204,7 @@ static struct pending *new_pending(qcg_ctx *ctx, int fd, uint32_t events, const 
         return NULL;
     }
     if (set_nonblocking(fd, true) < 0 || epoll_set(ctx->io_epfd, fd, events) < 0) {
-        ctx_seterr(ctx, "%s dropped: %s", what, strerror(errno));
+        ctx_seterr(ctx, "%s dropped: %s", what, keep_errno(errno));
         close(fd);
         return NULL;
     }
@@ -285,7 +285,7 @@ static int accept_new(qcg_ctx *ctx)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        ctx_seterr(ctx, "accept: %s", strerror(errno));
+        ctx_seterr(ctx, "accept: %s", keep_errno(errno));
         return QCG_ESYS;
     }
     return 0;
@@ -302,7 +302,7 @@ static int answer(qcg_ctx *ctx, struct pending *p, enum hs_status st, const stru
     n = send(p->fd, out, sizeof(out), MSG_NOSIGNAL);
     if (n != (ssize_t)sizeof(out)) {
         ctx_seterr(ctx, "incoming connection from rank %d lost while answering: %s",
-                   peer->from_rank, n < 0 ? strerror(errno) : "short write");
+                   peer->from_rank, n < 0 ? keep_errno(errno) : "short write");
         return -1;
     }
     return 0;
@@ -427,7 +427,7 @@ static int read_some(qcg_ctx *ctx, struct pending *p, uint8_t *buf, size_t len, 
             return 0;
         ctx_seterr(ctx, "%s dropped: %s before its %s",
                    p->state == P_HELLO_IN ? "incoming connection" : "reversed connection",
-                   n == 0 ? "closed" : strerror(errno), what);
+                   n == 0 ? "closed" : keep_errno(errno), what);
         pending_drop(ctx, p);
         return -1;
     }
@@ -448,14 +448,14 @@ static void hello_out(qcg_ctx *ctx, struct pending *p)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         ctx_seterr(ctx, "reversed connection to rank %d dropped: %s", p->expect_rank,
-                   n < 0 ? strerror(errno) : "send failed");
+                   n < 0 ? keep_errno(errno) : "send failed");
         pending_drop(ctx, p);
         return;
     }
     p->state = P_ANSWER_IN;
     p->got = 0;
     if (epoll_set(ctx->io_epfd, p->fd, EPOLLIN) < 0) {
-        ctx_seterr(ctx, "reversed connection dropped: %s", strerror(errno));
+        ctx_seterr(ctx, "reversed connection dropped: %s", keep_errno(errno));
         pending_drop(ctx, p);
     }
 }
@@ -563,7 +563,7 @@ QCG_EXPORT unsigned long qcg_accept_refused(const qcg_ctx *ctx)
     return ctx != NULL ? ctx->refused : 0;
 }
 
-QCG_EXPORT int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info)
+QCG_EXPORT int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t info_size)
 {
     int rc;
 
@@ -578,16 +578,11 @@ QCG_EXPORT int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info)
             continue;
         /* The caller gets an ordinary blocking socket. */
         if (set_nonblocking(fd, false) < 0 || conn_set_options(fd, p->keepalive) < 0) {
-            ctx_seterr(ctx, "incoming connection: socket options: %s", strerror(errno));
+            ctx_seterr(ctx, "incoming connection: socket options: %s", keep_errno(errno));
             pending_drop(ctx, p);
             continue;
         }
-        if (info != NULL) {
-            info->peer_rank = p->peer_rank;
-            info->technique =
-                p->technique <= QCG_TECH_PROXY ? (enum qcg_technique)p->technique : QCG_TECH_NONE;
-            info->setup_us = now_us() - p->start_us;
-        }
+        conn_info_out(info, info_size, p->peer_rank, p->technique, p->start_us);
         pending_release(p);
         listener_update(ctx);
         ready_update(ctx);

@@ -62,7 +62,8 @@ struct qcg_connect_op {
     bool listed;
     int32_t rank;
     enum op_state state;
-    int result; /* the error once OP_FAILED */
+    int result;    /* the error once OP_FAILED */
+    int sys_errno; /* the errno behind it, or 0 (qcg_connect_errno) */
     int epfd;
     int timerfd;
     int watched;       /* the socket in epfd besides the timer, or -1 */
@@ -92,6 +93,7 @@ struct qcg_connect_op {
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
     bool short_of;                       /* the last attempt lacked a local resource */
+    int short_errno;                     /* ... which one (EMFILE, EADDRNOTAVAIL...) */
     char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
 };
@@ -126,6 +128,7 @@ static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
     char last[QCG_ERRMSG_MAX];
     va_list ap;
 
+    op->sys_errno = take_cause();
     va_start(ap, fmt);
     vsnprintf(last, sizeof(last), fmt, ap);
     va_end(ap);
@@ -158,7 +161,7 @@ static int watch(qcg_connect_op *op, int fd, uint32_t events)
     if (fd < 0)
         return 0;
     if (epoll_ctl(op->epfd, op->watched == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) < 0)
-        return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
+        return fail(op, QCG_ESYS, "epoll: %s", keep_errno(errno));
     op->watched = fd;
     return 0;
 }
@@ -176,7 +179,7 @@ static int arm_timer(qcg_connect_op *op, uint64_t at_us)
     if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
         its.it_value.tv_nsec = 1;
     if (timerfd_settime(op->timerfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-        return fail(op, QCG_ESYS, "timerfd: %s", strerror(errno));
+        return fail(op, QCG_ESYS, "timerfd: %s", keep_errno(errno));
     return 0;
 }
 
@@ -269,8 +272,10 @@ static int send_lookup(qcg_connect_op *op)
     op->lookups++;
     op->lookup_id = ctx_next_id(op->ctx);
     rc = ctx_send(op->ctx, LOCAL_LOOKUP, op->lookup_id, &lk);
-    if (rc < 0)
+    if (rc < 0) {
+        keep_cause(op->ctx->last_errno);
         return fail(op, rc, "sending LOOKUP to the helper: %s", qcg_last_error(op->ctx));
+    }
     return 0;
 }
 
@@ -318,7 +323,7 @@ static int poll_helper(qcg_connect_op *op)
     if (op->ctx->helper_fd < 0)
         return helper_lost(op);
     if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->ctx->helper_fd, &ev) < 0)
-        return fail(op, QCG_ESYS, "epoll: %s", strerror(errno));
+        return fail(op, QCG_ESYS, "epoll: %s", keep_errno(errno));
     op->helper_polled = op->ctx->helper_fd;
     return 0;
 }
@@ -352,6 +357,7 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
 {
     char why[QCG_ERRMSG_MAX];
     va_list ap;
+    int err = take_cause();
 
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
@@ -360,6 +366,7 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     if (op->only != QCG_TECH_NONE) {
         /* No other technique to ask for: this attempt's failure is the answer. */
         report(op, false, why);
+        keep_cause(err);
         return fail(op, code, "%s", why);
     }
     append(op->history, sizeof(op->history), tech_name(op->technique));
@@ -424,6 +431,7 @@ static int short_of(qcg_connect_op *op, const char *call, int err)
 {
     snprintf(op->last_answer, sizeof(op->last_answer),
              "%s: %s (this node is short of ports or descriptors)", call, strerror(err));
+    op->short_errno = err;
     attempt_cleanup(op);
     op->technique = QCG_TECH_NONE;
     return back_off(op, true);
@@ -459,7 +467,7 @@ static int start_tcp(qcg_connect_op *op)
     if (op->tcp < 0 && local_shortage(errno))
         return short_of(op, "socket", errno);
     if (op->tcp < 0)
-        return fail(op, QCG_ESYS, "socket: %s", strerror(errno));
+        return fail(op, QCG_ESYS, "socket: %s", keep_errno(errno));
     attempt_begin(op, op->technique == QCG_TECH_TRAVERSING ? TRAVERSING_TIMEOUT_MS
                       : op->technique == QCG_TECH_PROXY    ? (unsigned)op->timeout_ms
                                                            : DIRECT_TIMEOUT_MS);
@@ -468,9 +476,9 @@ static int start_tcp(qcg_connect_op *op)
             return short_of(op, "connect", errno);
         if (op->technique == QCG_TECH_PROXY)
             return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
-                                  p->address, p->port, strerror(errno));
+                                  p->address, p->port, keep_errno(errno));
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", p->address, p->port,
-                              strerror(errno));
+                              keep_errno(errno));
     }
     op->state = OP_TCP;
     if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
@@ -560,7 +568,7 @@ static int on_attempt_message(qcg_connect_op *op, struct op_msg *m)
     op->tcp = m->fd;
     m->fd = -1;
     if (set_nonblocking(op->tcp, true) < 0)
-        return fail(op, QCG_ESYS, "socket options: %s", strerror(errno));
+        return fail(op, QCG_ESYS, "socket options: %s", keep_errno(errno));
     return build_hello(op);
 }
 
@@ -611,9 +619,11 @@ static int step_helper(qcg_connect_op *op)
     if (op->inbox_overflow)
         return fail(op, QCG_EPROTO, "the helper sent more answers to one LOOKUP than it may");
     if (op->inbox_len == 0) {
-        if (op->ctx->helper_fd < 0)
+        if (op->ctx->helper_fd < 0) {
+            keep_cause(op->ctx->last_errno);
             return fail(op, QCG_ENOHELPER, "the connection to the helper is lost: %s",
                         qcg_last_error(op->ctx));
+        }
         return STEP_WAIT;
     }
     m = op->inbox[0];
@@ -686,10 +696,10 @@ static int step_tcp(qcg_connect_op *op)
         soerr = errno;
     if (soerr != 0 && op->technique == QCG_TECH_PROXY)
         return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
-                              op->plan.address, op->plan.port, strerror(soerr));
+                              op->plan.address, op->plan.port, keep_errno(soerr));
     if (soerr != 0)
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", op->plan.address,
-                              op->plan.port, strerror(soerr));
+                              op->plan.port, keep_errno(soerr));
     if (op->technique == QCG_TECH_PROXY) {
         memset(op->preamble, 0, sizeof(op->preamble));
         memcpy(op->preamble, PROXY_MAGIC, 4);
@@ -715,7 +725,7 @@ static int step_proxy_send(qcg_connect_op *op)
             return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
         if (n < 0)
             return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: send: %s",
-                                  op->plan.address, op->plan.port, strerror(errno));
+                                  op->plan.address, op->plan.port, keep_errno(errno));
         op->psent += (size_t)n;
     }
     op->state = OP_PROXY_WAIT;
@@ -736,7 +746,7 @@ static int step_proxy_wait(qcg_connect_op *op)
                               op->plan.address, op->plan.port, op->rank);
     if (n < 0)
         return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: %s", op->plan.address,
-                              op->plan.port, strerror(errno));
+                              op->plan.port, keep_errno(errno));
     if (byte != PROXY_PAIRED)
         return attempt_failed(op, QCG_EPROTO,
                               "the proxy at %s port %u answered 0x%02x, not "
@@ -769,7 +779,7 @@ static int step_hs_send(qcg_connect_op *op)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
             path(op, where, sizeof(where));
-            return fail(op, QCG_EPEER, "handshake with %s: send: %s", where, strerror(errno));
+            return fail(op, QCG_EPEER, "handshake with %s: send: %s", where, keep_errno(errno));
         }
         op->sent += (size_t)n;
     }
@@ -794,7 +804,7 @@ static int step_hs_recv(qcg_connect_op *op)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return STEP_WAIT;
-            return fail(op, QCG_EPEER, "handshake with %s: %s", where, strerror(errno));
+            return fail(op, QCG_EPEER, "handshake with %s: %s", where, keep_errno(errno));
         }
         op->got += (size_t)n;
     }
@@ -863,9 +873,11 @@ static int timed_out(qcg_connect_op *op)
     switch (op->state) {
     case OP_PLAN:
     case OP_BACKOFF:
-        if (op->short_of)
+        if (op->short_of) {
+            keep_cause(op->short_errno);
             return fail(op, QCG_ESYS, "no connection to rank %d within %d ms: %s", op->rank,
                         op->timeout_ms, op->last_answer);
+        }
         if (op->lookups > 1 || op->state == OP_BACKOFF)
             return fail(op, QCG_ETIMEDOUT,
                         "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,
@@ -906,6 +918,22 @@ static void op_free(qcg_connect_op *op)
         close(op->timerfd);
     explicit_bzero(op, sizeof(*op));
     free(op);
+}
+
+int connect_end_all(qcg_ctx *ctx)
+{
+    int n = 0;
+
+    for (qcg_connect_op *op; (op = ctx->ops) != NULL; n++) {
+        attempt_cleanup(op);
+        inbox_close(op);
+        fail(op, QCG_EINVAL, "its context was closed before it finished");
+        op_unlist(op);
+        op->ctx = NULL;
+        /* A caller that polls it wakes to the error. */
+        (void)arm_timer(op, 1);
+    }
+    return n;
 }
 
 /* Both starts: every technique in the broker's order, or `only` that one. */
@@ -949,12 +977,13 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
     ev.data.fd = op->timerfd;
     if (op->epfd < 0 || op->timerfd < 0 ||
         epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->timerfd, &ev) < 0) {
-        ctx_seterr(ctx, "connect: %s", strerror(errno));
+        ctx_seterr(ctx, "connect: %s", keep_errno(errno));
         rc = QCG_ESYS;
         goto fail;
     }
     op->state = OP_PLAN;
     if (send_lookup(op) < 0 || watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0) {
+        keep_cause(op->sys_errno);
         ctx_seterr(ctx, "%s", op->err);
         rc = op->result;
         goto fail;
@@ -989,7 +1018,13 @@ QCG_EXPORT int qcg_connect_pollfd(const qcg_connect_op *op)
     return op == NULL ? QCG_EINVAL : op->epfd;
 }
 
-QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info)
+QCG_EXPORT int qcg_connect_errno(const qcg_connect_op *op)
+{
+    return op == NULL ? 0 : op->sys_errno;
+}
+
+QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info *info,
+                                        size_t info_size)
 {
     uint64_t expirations;
     int rc, fd;
@@ -1015,6 +1050,7 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     }
     if (op->state == OP_FAILED) {
         attempt_cleanup(op);
+        keep_cause(op->sys_errno);
         ctx_seterr(op->ctx, "%s", op->err);
         op_unlist(op);
         return op->result;
@@ -1040,17 +1076,13 @@ QCG_EXPORT int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info
     op_unlist(op);
     if (set_nonblocking(fd, false) < 0 ||
         conn_set_options(fd, strcmp(op->plan.cluster, op->ctx->cluster) != 0) < 0) {
-        rc = fail(op, QCG_ESYS, "socket options: %s", strerror(errno));
+        rc = fail(op, QCG_ESYS, "socket options: %s", keep_errno(errno));
+        keep_cause(op->sys_errno);
         ctx_seterr(op->ctx, "%s", op->err);
         return rc;
     }
     op->tcp = -1;
-    if (info != NULL) {
-        info->peer_rank = op->rank;
-        info->technique =
-            op->technique <= QCG_TECH_PROXY ? (enum qcg_technique)op->technique : QCG_TECH_NONE;
-        info->setup_us = now_us() - op->start_us;
-    }
+    conn_info_out(info, info_size, op->rank, op->technique, op->start_us);
     return fd;
 }
 
@@ -1060,7 +1092,8 @@ QCG_EXPORT void qcg_connect_free(qcg_connect_op *op)
         op_free(op);
 }
 
-QCG_EXPORT int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info)
+QCG_EXPORT int qcg_connect_sized(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info,
+                                 size_t info_size)
 {
     qcg_connect_op *op;
     int rc;
@@ -1072,11 +1105,11 @@ QCG_EXPORT int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_co
     for (;;) {
         struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
 
-        rc = qcg_connect_finish(op, info);
+        rc = qcg_connect_finish_sized(op, info, info_size);
         if (rc != QCG_EAGAIN)
             break;
         if (poll(&p, 1, (int)remaining_ms(op) + 10) < 0 && errno != EINTR) {
-            ctx_seterr(ctx, "poll: %s", strerror(errno));
+            ctx_seterr(ctx, "poll: %s", keep_errno(errno));
             rc = QCG_ESYS;
             break;
         }

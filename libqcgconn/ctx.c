@@ -14,6 +14,11 @@
 #include "proto.h"
 
 _Static_assert(sizeof(struct local_header) == 16, "local header layout");
+/* qcgconn.h documents these bounds of the blocking calls. */
+_Static_assert(QCG_OPEN_MAX_MS == 2 * HELPER_HELLO_TIMEOUT_MS, "qcg_open: unix_connect, HELLO");
+_Static_assert(QCG_LISTEN_MAX_MS == HELPER_PUBLISH_TIMEOUT_MS, "qcg_listen: PUBLISH");
+_Static_assert(QCG_CLOSE_MAX_MS == HELPER_WITHDRAW_TIMEOUT_MS, "qcg_close: WITHDRAW");
+_Static_assert(QCG_HELPER_SEND_MAX_MS == HELPER_SEND_TIMEOUT_MS, "ctx_send");
 
 static int parse_rank(const char *s, int32_t *rank)
 {
@@ -95,8 +100,9 @@ static void ctx_free(qcg_ctx *ctx)
     free(ctx);
 }
 
-QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
+QCG_EXPORT int qcg_open_sized(qcg_ctx **ctxp, const struct qcg_options *opts, size_t opts_size)
 {
+    struct qcg_options known;
     struct local_hello hello;
     struct lmsg_reader reply;
     qcg_ctx *ctx;
@@ -108,6 +114,15 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
         return QCG_EINVAL;
     }
     *ctxp = NULL;
+    if (opts != NULL) {
+        if (struct_in(&known, sizeof(known), opts, opts_size, OPTIONS_SIZE_0_1) < 0) {
+            open_seterr("struct qcg_options of %zu bytes: libqcgconn %s knows %zu (no field "
+                        "beyond them may be set), and none was smaller than %zu",
+                        opts_size, QCG_VERSION_STRING, sizeof(known), OPTIONS_SIZE_0_1);
+            return QCG_EINVAL;
+        }
+        opts = &known;
+    }
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL)
         return QCG_ENOMEM;
@@ -118,19 +133,19 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
     if ((rc = ctx_identity(ctx, opts)) < 0)
         goto fail;
     if (accept_init(ctx) < 0) {
-        open_seterr("epoll/timerfd: %s", strerror(errno));
+        open_seterr("epoll/timerfd: %s", keep_errno(errno));
         rc = QCG_ESYS;
         goto fail;
     }
 
     ctx->helper_fd = unix_connect(ctx->helper_path, HELPER_HELLO_TIMEOUT_MS);
     if (ctx->helper_fd < 0) {
-        open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path, strerror(errno));
+        open_seterr("cannot connect to the helper at %s: %s", ctx->helper_path, keep_errno(errno));
         rc = QCG_ENOHELPER;
         goto fail;
     }
     if (accept_watch(ctx, ctx->helper_fd) < 0) {
-        open_seterr("epoll: %s", strerror(errno));
+        open_seterr("epoll: %s", keep_errno(errno));
         rc = QCG_ESYS;
         goto fail;
     }
@@ -146,6 +161,7 @@ QCG_EXPORT int qcg_open(qcg_ctx **ctxp, const struct qcg_options *opts)
         rc = QCG_EPROTO;
     }
     if (rc < 0) {
+        keep_cause(ctx->last_errno);
         open_seterr("helper at %s: %s", ctx->helper_path,
                     ctx->last_error[0] ? ctx->last_error : qcg_strerror(rc));
         goto fail;
@@ -159,10 +175,16 @@ fail:
     return rc;
 }
 
-QCG_EXPORT void qcg_close(qcg_ctx *ctx)
+QCG_EXPORT int qcg_close(qcg_ctx *ctx)
 {
+    int open_ops;
+
     if (ctx == NULL)
-        return;
+        return 0;
+    /* Operations left open are the caller's error; ended here, they never
+       reach into the freed context, and a caller that ignores the result
+       (written when qcg_close returned nothing) leaks nothing. */
+    open_ops = connect_end_all(ctx);
     if (ctx->published && ctx->helper_fd >= 0) {
         struct lmsg_reader reply;
 
@@ -171,6 +193,7 @@ QCG_EXPORT void qcg_close(qcg_ctx *ctx)
         (void)ctx_request(ctx, LOCAL_WITHDRAW, NULL, HELPER_WITHDRAW_TIMEOUT_MS, &reply);
     }
     ctx_free(ctx);
+    return open_ops > 0 ? QCG_EINUSE : 0;
 }
 
 int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
@@ -235,10 +258,11 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
        once per connection and per uid); the socket buffer holds some 280
        LOOKUPs, so a caller keeps its connects in flight well below that
        (the BTL: btl_qcg_max_connects, 32). */
-    rc = lmsg_send(ctx->helper_fd, type, request_id, payload, now_us() + 2000000u);
+    rc = lmsg_send(ctx->helper_fd, type, request_id, payload,
+                   now_us() + HELPER_SEND_TIMEOUT_MS * 1000u);
     if (rc < 0) {
         ctx_seterr(ctx, "sending to the helper: %s",
-                   rc == QCG_ESYS ? strerror(errno) : qcg_strerror(rc));
+                   rc == QCG_ESYS ? keep_errno(errno) : qcg_strerror(rc));
         ctx_helper_lost(ctx, QCG_ENOHELPER);
         return QCG_ENOHELPER;
     }
@@ -296,7 +320,7 @@ int ctx_read_helper(qcg_ctx *ctx)
             ctx_seterr(ctx, "%s",
                        rc == QCG_ENOHELPER ? "the helper closed the connection"
                        : rc == QCG_EPROTO  ? "the helper sent an invalid message"
-                                           : strerror(errno));
+                                           : keep_errno(errno));
             rc = rc == QCG_EPROTO ? QCG_EPROTO : QCG_ENOHELPER;
         }
         ctx_helper_lost(ctx, rc);
@@ -330,7 +354,7 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
             if (rc == 0)
                 ctx_seterr(ctx, "no answer from the helper within %d ms", timeout_ms);
             else
-                ctx_seterr(ctx, "poll: %s", strerror(errno));
+                ctx_seterr(ctx, "poll: %s", keep_errno(errno));
             rc = rc == 0 ? QCG_ETIMEDOUT : QCG_ESYS;
             break;
         }

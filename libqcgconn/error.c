@@ -1,11 +1,16 @@
-/* Error codes, technique names and the detail of a context's last failure. */
+/* Error codes, technique names and the detail of a context's last failure:
+   its message and the errno behind it. */
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 #include "technique.h"
 
 /* The detail of a failed qcg_open, which has no context to hold it. */
 static _Thread_local char open_error[QCG_ERRMSG_MAX];
+static _Thread_local int open_errno;
+/* The errno named by keep_errno for the failure being recorded. */
+static _Thread_local int cause;
 
 QCG_EXPORT const char *qcg_strerror(int err)
 {
@@ -38,6 +43,8 @@ QCG_EXPORT const char *qcg_strerror(int err)
         return "out of memory";
     case QCG_EPEER:
         return "the peer refused the connection or hung up";
+    case QCG_EINUSE:
+        return "connect operations of the context were still open";
     }
     return "unknown error";
 }
@@ -63,6 +70,30 @@ QCG_EXPORT const char *qcg_last_error(const qcg_ctx *ctx)
     return ctx->last_error;
 }
 
+QCG_EXPORT int qcg_last_errno(const qcg_ctx *ctx)
+{
+    return ctx == NULL ? open_errno : ctx->last_errno;
+}
+
+const char *keep_errno(int err)
+{
+    cause = err;
+    return strerror(err);
+}
+
+void keep_cause(int err)
+{
+    cause = err;
+}
+
+int take_cause(void)
+{
+    int err = cause;
+
+    cause = 0;
+    return err;
+}
+
 void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...)
 {
     va_list ap;
@@ -70,11 +101,13 @@ void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
     va_end(ap);
+    ctx->last_errno = take_cause();
 }
 
 void ctx_clearerr(qcg_ctx *ctx)
 {
     ctx->last_error[0] = '\0';
+    ctx->last_errno = 0;
 }
 
 void open_seterr(const char *fmt, ...)
@@ -84,6 +117,7 @@ void open_seterr(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(open_error, sizeof(open_error), fmt, ap);
     va_end(ap);
+    open_errno = take_cause();
 }
 
 const char *open_lasterr(void)

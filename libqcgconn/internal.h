@@ -19,10 +19,13 @@
 #define QCG_ERRMSG_MAX 512
 #define QCG_DEFAULT_HELPER_SOCKET "/run/qcg/helper.sock"
 
-/* Bounded waits on the helper (ms). */
+/* Bounded waits on the helper (ms): qcgconn.h's QCG_*_MAX_MS are made of
+   these (checked in ctx.c). */
 #define HELPER_HELLO_TIMEOUT_MS 5000
 #define HELPER_PUBLISH_TIMEOUT_MS 15000
 #define HELPER_WITHDRAW_TIMEOUT_MS 2000
+/* How long one message to the helper may wait for room in the socket. */
+#define HELPER_SEND_TIMEOUT_MS 2000
 /* How long a connecting peer has to send its hello.  2 s was too short for
    a rank of a busy node: 80 ranks on two cores (the lab) sent some hellos
    later, and the dropped connection failed the job (issue 15).  A slow
@@ -157,9 +160,19 @@ struct qcg_ctx {
     unsigned nonce_next;
 
     char last_error[QCG_ERRMSG_MAX];
+    int last_errno; /* behind last_error, or 0 (qcg_last_errno) */
 };
 
 /* error.c */
+/* The errno behind a failure: keep_errno(err) names err in the message of
+   the failure being recorded and keeps it for the call that records it
+   (ctx_seterr, open_seterr, connect.c's fail), which takes it: a failure
+   recorded without one has errno 0.  Use it only in the arguments of such a
+   call (the kept value is this thread's until taken).  keep_cause passes on
+   a recorded failure's errno without naming it. */
+const char *keep_errno(int err);
+void keep_cause(int err);
+int take_cause(void);
 void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ctx_clearerr(qcg_ctx *ctx);
 /* The detail of the last qcg_open failure in this thread. */
@@ -219,6 +232,26 @@ void accept_wait_token(qcg_ctx *ctx, struct waiter *w);
 /* Unlists w if listed. */
 void accept_unwait(qcg_ctx *ctx, struct waiter *w);
 
+/* abi.c: public structs as each version had them.  A struct of an older
+   version ends at its last field then (its tail padding never counts). */
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+#define OPTIONS_SIZE_0_1 END_OF(struct qcg_options, helper_socket)
+#define CONN_INFO_SIZE_0_1 END_OF(struct qcg_conn_info, setup_us)
+#define CONTACT_SIZE_0_1 END_OF(struct qcg_contact, port)
+/* Copies the caller's struct src of src_size bytes into ours, dst of
+   dst_size, zeroing what it lacks.  -1 when it is smaller than any version's
+   (oldest), or sets fields beyond ours (a newer caller asking for what this
+   library cannot do). */
+int struct_in(void *dst, size_t dst_size, const void *src, size_t src_size, size_t oldest);
+/* Fills the caller's struct dst of dst_size bytes (NULL: nothing) from
+   ours, src of src_size: fields it lacks are left out, fields we lack are
+   zero. */
+void struct_out(void *dst, size_t dst_size, const void *src, size_t src_size);
+/* Fills the caller's qcg_conn_info (NULL: nothing) for a connection set up
+   since start_us. */
+void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_rank,
+                   uint32_t technique, uint64_t start_us);
+
 /* connect.c: wakes an operation whose waiter was claimed. */
 void connect_wake(qcg_connect_op *op);
 /* Gives r's message (its descriptor taken) to the operation whose current
@@ -227,5 +260,8 @@ int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);
 /* The helper connection (fd, closed now) is lost: wakes every operation;
    those that need the helper fail. */
 void connect_helper_lost(qcg_ctx *ctx, int fd);
+/* qcg_close: ends the operations still listed in ctx (their finish fails
+   with QCG_EINVAL, their free needs nothing of ctx).  How many there were. */
+int connect_end_all(qcg_ctx *ctx);
 
 #endif

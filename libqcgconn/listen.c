@@ -48,11 +48,11 @@ static int bind_in_range(qcg_ctx *ctx)
 
         fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
-            ctx_seterr(ctx, "socket: %s", strerror(errno));
+            ctx_seterr(ctx, "socket: %s", keep_errno(errno));
             return QCG_ESYS;
         }
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
-            ctx_seterr(ctx, "SO_REUSEADDR: %s", strerror(errno));
+            ctx_seterr(ctx, "SO_REUSEADDR: %s", keep_errno(errno));
             close(fd);
             return QCG_ESYS;
         }
@@ -67,7 +67,7 @@ static int bind_in_range(qcg_ctx *ctx)
             break;
     }
     ctx_seterr(ctx, "cannot listen on %s, ports %u-%u: %s", ctx->address, ctx->port_low,
-               ctx->port_high, strerror(last_errno));
+               ctx->port_high, keep_errno(last_errno));
     return QCG_ESYS;
 }
 
@@ -96,7 +96,7 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
         goto fail;
     ctx->published = true;
     if (accept_listen_start(ctx) < 0) {
-        ctx_seterr(ctx, "accept descriptor: %s", strerror(errno));
+        ctx_seterr(ctx, "accept descriptor: %s", keep_errno(errno));
         ctx->published = false;
         rc = QCG_ESYS;
         goto fail;
@@ -113,8 +113,11 @@ fail:
     return rc;
 }
 
-QCG_EXPORT int qcg_local_contact(const qcg_ctx *ctx, struct qcg_contact *contact)
+QCG_EXPORT int qcg_local_contact_sized(const qcg_ctx *ctx, struct qcg_contact *contact,
+                                       size_t contact_size)
 {
+    struct qcg_contact here;
+
     _Static_assert(sizeof(contact->cluster) >= LOCAL_NAME_MAX &&
                        sizeof(contact->node) >= LOCAL_NAME_MAX &&
                        sizeof(contact->address) >= LOCAL_ADDR_MAX,
@@ -122,10 +125,11 @@ QCG_EXPORT int qcg_local_contact(const qcg_ctx *ctx, struct qcg_contact *contact
 
     if (ctx == NULL || contact == NULL || ctx->listen_fd < 0 || !ctx->published)
         return QCG_EINVAL;
-    memset(contact, 0, sizeof(*contact));
-    strcpy(contact->cluster, ctx->cluster);
-    strcpy(contact->node, ctx->node);
-    strcpy(contact->address, ctx->address);
-    contact->port = ctx->listen_port;
+    memset(&here, 0, sizeof(here));
+    strcpy(here.cluster, ctx->cluster);
+    strcpy(here.node, ctx->node);
+    strcpy(here.address, ctx->address);
+    here.port = ctx->listen_port;
+    struct_out(contact, contact_size, &here, sizeof(here));
     return 0;
 }

@@ -6,19 +6,38 @@
  * context listens and publishes its contact, so that later techniques can call
  * it back.  Connections are plain connected TCP sockets, owned by the caller.
  *
- * Errors are negative QCG_E* codes; qcg_strerror() names them, and
+ * Errors are negative QCG_E* codes; qcg_strerror() names them,
  * qcg_last_error() gives the detail of a context's last failure (e.g. which
- * technique a peer would need).  The library never prints and never exits.
+ * technique a peer would need) and qcg_last_errno() the errno behind it.
+ * The library never prints and never exits.
  * Thread safety: a context and its operations are used by one thread at a time.
+ *
+ * Blocking: each call says how long it may block.  The bounds are these
+ * (ms), whatever the helper and the peers do; other calls never block.
  */
 #ifndef QCGCONN_H
 #define QCGCONN_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "qcgconn_version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* qcg_open: connecting to the helper's socket (5 s while its backlog is
+   full), then its answer to our HELLO (5 s). */
+#define QCG_OPEN_MAX_MS 10000
+/* qcg_listen: the grid acknowledges the contact (helper, frontend, broker). */
+#define QCG_LISTEN_MAX_MS 15000
+/* qcg_close: the helper acknowledges the withdrawal. */
+#define QCG_CLOSE_MAX_MS 2000
+/* One message to the helper waiting for room in its socket (a LOOKUP, the
+   report of an attempt), which a helper that reads never makes us do; one
+   that times out loses the helper connection, so no later message waits. */
+#define QCG_HELPER_SEND_MAX_MS 2000
 
 enum qcg_error {
     QCG_OK = 0,
@@ -32,9 +51,10 @@ enum qcg_error {
     QCG_ETECHNIQUE = -8,  /* the peer needs a technique that is not available */
     QCG_ETIMEDOUT = -9,
     QCG_EUPSTREAM = -10,  /* the grid services (frontend, broker) are unreachable */
-    QCG_ESYS = -11,       /* a system call failed; see qcg_last_error() */
+    QCG_ESYS = -11,       /* a system call failed; see qcg_last_error(), qcg_last_errno() */
     QCG_ENOMEM = -12,
     QCG_EPEER = -13,      /* the peer refused the connection or hung up */
+    QCG_EINUSE = -14,     /* qcg_close: connect operations were still open (it ended them) */
 };
 
 enum qcg_technique {
@@ -48,6 +68,13 @@ enum qcg_technique {
 
 typedef struct qcg_ctx qcg_ctx;
 typedef struct qcg_connect_op qcg_connect_op;
+
+/* Public structs may grow at their end in later versions (README.md, "ABI"):
+   the calls that take one are macros passing sizeof the struct as this
+   header declares it to a _sized entry point, so a caller built against an
+   older header keeps working with a newer library.  Zero-initialize them
+   (a designated initializer does): a field added later means "as before"
+   when it is zero. */
 
 /* What the caller passes to qcg_open; NULL fields take the environment:
    QCG_JOB, QCG_RANK, QCG_JOB_SECRET, QCG_HELPER_SOCKET (default
@@ -66,19 +93,30 @@ struct qcg_conn_info {
     uint64_t setup_us;        /* from the connect call to the verified handshake */
 };
 
-/* Opens a context: connects to the helper and introduces the job.  Blocks for at
-   most a few seconds.  On success *ctx is the caller's; free with qcg_close. */
+/* Opens a context: connects to the helper and introduces the job.  Blocks
+   at most QCG_OPEN_MAX_MS.  On success *ctx is the caller's; free with
+   qcg_close.  opts may be NULL (all from the environment). */
 int qcg_open(qcg_ctx **ctx, const struct qcg_options *opts);
+int qcg_open_sized(qcg_ctx **ctx, const struct qcg_options *opts, size_t opts_size);
+#define qcg_open(ctx, opts) qcg_open_sized((ctx), (opts), sizeof(struct qcg_options))
 
 /* Binds a listener on a port of the node's range and publishes the contact.
-   Blocks until the publish is acknowledged by the grid.  Idempotent. */
+   Blocks until the grid acknowledges the publish, at most
+   QCG_LISTEN_MAX_MS (QCG_ETIMEDOUT then).  Idempotent: at once once
+   published. */
 int qcg_listen(qcg_ctx *ctx);
 
-/* Connects to `rank` of the same job, blocking up to timeout_ms.  Returns the
-   connected socket (caller owns it) or a negative error; info may be NULL.
+/* Connects to `rank` of the same job, blocking up to timeout_ms (plus
+   qcg_listen's bound on a context that does not listen yet, plus
+   QCG_HELPER_SEND_MAX_MS).  Returns the connected socket (caller owns it) or
+   a negative error; info may be NULL.
    Returned sockets (here, qcg_connect_finish, qcg_accept) are ordinary
    blocking TCP sockets with TCP_NODELAY (and keepalive across clusters). */
 int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info);
+int qcg_connect_sized(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *info,
+                      size_t info_size);
+#define qcg_connect(ctx, rank, timeout_ms, info)                                                   \
+    qcg_connect_sized((ctx), (rank), (timeout_ms), (info), sizeof(struct qcg_conn_info))
 
 /* Non-blocking connect: starts it and returns 0 with *op set (caller frees it
    with qcg_connect_free).  qcg_connect_pollfd(op) becomes readable whenever
@@ -88,7 +126,13 @@ int qcg_connect(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_info *in
    passed, qcg_connect_finish returns QCG_ETIMEDOUT (the descriptor is also
    made readable then, but callers should poll with a timeout anyway).  While
    the peer's rank is not yet published the lookup is retried until then.
-   Finish or free every operation before qcg_close of its context. */
+   Start blocks only on a context that does not listen yet (qcg_listen
+   first, up to QCG_LISTEN_MAX_MS) and while its LOOKUP waits for room
+   (QCG_HELPER_SEND_MAX_MS); finish never waits for a peer, only while a
+   message to the helper waits for room (QCG_HELPER_SEND_MAX_MS); free never
+   blocks.  Finish or free every operation before qcg_close of its context
+   (qcg_close ends the others: see there).  qcg_connect_errno(op) is the
+   errno behind finish's error, 0 if none (as qcg_last_errno). */
 int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **op);
 /* Like qcg_connect_start, but with `technique` only: no fallback, and
    whatever the broker remembers of failures between the two clusters (for
@@ -103,14 +147,22 @@ int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique,
                            int timeout_ms, qcg_connect_op **op);
 int qcg_connect_pollfd(const qcg_connect_op *op);
 int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info);
+int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info *info, size_t info_size);
+#define qcg_connect_finish(op, info)                                                               \
+    qcg_connect_finish_sized((op), (info), sizeof(struct qcg_conn_info))
+int qcg_connect_errno(const qcg_connect_op *op);
 void qcg_connect_free(qcg_connect_op *op);
 
 /* A descriptor that becomes readable when an incoming connection may be waiting
-   (valid after qcg_listen).  qcg_accept never blocks for a new connection: it
-   returns one verified connection (caller owns it) or QCG_EAGAIN; it may wait
-   a bounded time for a connecting peer's handshake. */
+   (valid after qcg_listen).  qcg_accept never blocks: it moves every incoming
+   handshake on as far as the sockets allow (reading hellos, sending answers)
+   and returns one verified connection (caller owns it) or QCG_EAGAIN.  A peer
+   has 10 s from its connection to complete its hello, a reversed connection
+   5 s for its answer; then it is dropped and counted in qcg_accept_refused. */
 int qcg_accept_pollfd(const qcg_ctx *ctx);
 int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info);
+int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t info_size);
+#define qcg_accept(ctx, info) qcg_accept_sized((ctx), (info), sizeof(struct qcg_conn_info))
 /* How many incoming connections were refused since qcg_open (a hello with
    the wrong job secret, a replay, a rank the helper did not announce...):
    qcg_accept drops them quietly; a caller that logs them compares this
@@ -127,16 +179,34 @@ struct qcg_contact {
     uint16_t port;
 };
 int qcg_local_contact(const qcg_ctx *ctx, struct qcg_contact *contact);
+int qcg_local_contact_sized(const qcg_ctx *ctx, struct qcg_contact *contact, size_t contact_size);
+#define qcg_local_contact(ctx, contact)                                                            \
+    qcg_local_contact_sized((ctx), (contact), sizeof(struct qcg_contact))
 
 /* Withdraws the contact, closes the listener and the helper connection, frees
-   ctx.  Connections already returned stay open. */
-void qcg_close(qcg_ctx *ctx);
+   ctx.  Connections already returned stay open.  Blocks at most
+   QCG_CLOSE_MAX_MS (for the withdrawal), and not at all before qcg_listen.
+   Returns 0, or QCG_EINUSE when connect operations of ctx were neither
+   finished nor freed: ctx is closed all the same, and those operations are
+   ended (their finish returns QCG_EINVAL; free them as usual).  ctx NULL: 0. */
+int qcg_close(qcg_ctx *ctx);
 
 const char *qcg_strerror(int err);
 /* The detail of the last failure of an operation on ctx ("" if none).  With
    ctx NULL: the detail of this thread's last failed qcg_open. */
 const char *qcg_last_error(const qcg_ctx *ctx);
+/* The errno of the system call behind qcg_last_error's failure, 0 when it
+   had none (a refusal, a protocol error, a deadline of ours).  It tells
+   this node's shortage (EMFILE, ENFILE: descriptors; EADDRNOTAVAIL: ports)
+   from the network's answer (ECONNREFUSED, EHOSTUNREACH...), whatever the
+   QCG_E* code: QCG_ESYS, QCG_ENOHELPER (ENOENT: no helper socket), QCG_EPEER. */
+int qcg_last_errno(const qcg_ctx *ctx);
 const char *qcg_technique_name(enum qcg_technique t);
+
+/* The library's version at run time (QCG_VERSION_HEX, QCG_VERSION_STRING of
+   the header it was built with), which may be newer than the header's. */
+unsigned qcg_version(void);
+const char *qcg_version_string(void);
 
 #ifdef __cplusplus
 }

@@ -264,6 +264,15 @@ static long long send_stdin(int fd, int peer, char *buf)
     }
 }
 
+/* Says so when a failure was this node's want of descriptors, not the
+   peer's or the grid's doing (err: qcg_last_errno). */
+static void short_of_fds(int err)
+{
+    if (err == EMFILE || err == ENFILE)
+        fprintf(stderr, "qcg-cat: this %s is out of file descriptors (%s): raise ulimit -n\n",
+                err == EMFILE ? "process" : "node", strerror(err));
+}
+
 static void report(const struct cat_opts *o, const char *event, const struct qcg_conn_info *info,
                    long long bytes)
 {
@@ -294,6 +303,7 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     rc = qcg_listen(ctx);
     if (rc < 0) {
         fprintf(stderr, "qcg-cat: listen: %s: %s\n", qcg_strerror(rc), qcg_last_error(ctx));
+        short_of_fds(qcg_last_errno(ctx));
         return 1;
     }
     if (qcg_local_contact(ctx, &me) == 0) {
@@ -333,6 +343,7 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
         }
         if (fd < 0) {
             fprintf(stderr, "qcg-cat: accept: %s: %s\n", qcg_strerror(fd), qcg_last_error(ctx));
+            short_of_fds(qcg_last_errno(ctx));
             return 1;
         }
     }
@@ -366,6 +377,7 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     if (fd < 0) {
         fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, qcg_strerror(fd),
                 qcg_last_error(ctx));
+        short_of_fds(qcg_last_errno(ctx));
         return 1;
     }
     if (!o->json)
@@ -402,6 +414,7 @@ int main(int argc, char **argv)
     rc = qcg_open(&ctx, &o.q);
     if (rc < 0) {
         fprintf(stderr, "qcg-cat: open: %s: %s\n", qcg_strerror(rc), qcg_last_error(NULL));
+        short_of_fds(qcg_last_errno(NULL));
         return 1;
     }
     if (o.q.rank < 0 && getenv("QCG_RANK") != NULL)

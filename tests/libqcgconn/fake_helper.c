@@ -50,6 +50,7 @@ struct fake_helper {
     } plans[MAX_PLANS];
     int garbage_hello;
     int32_t refuse_code;
+    uint16_t mute_type; /* the next request of this type is never answered */
     /* LOOKUPs held back until `hold` of them are here, then answered last
        first. */
     unsigned hold, nheld;
@@ -143,6 +144,10 @@ static int handle(struct fake_helper *fh, struct conn *c)
     if (!c->said_hello && h->type != LOCAL_HELLO) {
         reply_error(c, h->request_id, QCG_EPROTO, "HELLO first");
         return -1;
+    }
+    if (fh->mute_type != 0 && h->type == fh->mute_type) {
+        fh->mute_type = 0;
+        return 0;
     }
     switch (h->type) {
     case LOCAL_HELLO: {
@@ -430,6 +435,13 @@ void fake_helper_garbage_next_hello(struct fake_helper *fh)
 {
     pthread_mutex_lock(&fh->lock);
     fh->garbage_hello = 1;
+    pthread_mutex_unlock(&fh->lock);
+}
+
+void fake_helper_mute_next(struct fake_helper *fh, uint16_t type)
+{
+    pthread_mutex_lock(&fh->lock);
+    fh->mute_type = type;
     pthread_mutex_unlock(&fh->lock);
 }
 

@@ -34,6 +34,8 @@ int fake_helper_incoming(struct fake_helper *fh, int32_t rank, int32_t peer_rank
                          uint32_t technique, int fd);
 /* Answers the next HELLO with a header of bad magic. */
 void fake_helper_garbage_next_hello(struct fake_helper *fh);
+/* Never answers the next request of this type (a LOCAL_* message type). */
+void fake_helper_mute_next(struct fake_helper *fh, uint16_t type);
 /* Answers the next HELLO as the helper refuses a client: an unsolicited
    LOCAL_ERROR (request_id 0) with code, then closes. */
 void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code);
