@@ -1,12 +1,14 @@
-/* libFuzzer harness for the packets the helper handles (helper/rawpkt.h):
-   a SYN the broker forwards from another site, checked and rewritten as
-   traverse_inject does before injecting it, and the packets NFQUEUE hands
-   over, turned into a SYN or answered with an ACK as traverse.c does.
+/* libFuzzer harness for the packets of traversing TCP: the broker's check of
+   a SYN a helper hands over as hex (broker/syncheck.h), the same SYN checked
+   and rewritten as the target helper's traverse_inject does before injecting
+   it (helper/rawpkt.h), and the packets NFQUEUE hands over, turned into a SYN
+   or answered with an ACK as traverse.c does.
    Input: one IPv4 packet, in a buffer of exactly its size. */
 #include <arpa/inet.h>
 
 #include "fuzz.h"
 #include "rawpkt.h"
+#include "syncheck.h"
 #include "traverse.h"
 
 /* The node and published port of the seeds (tests/fuzz/corpus/rawpkt). */
@@ -71,10 +73,41 @@ static void third_ack(const struct rawpkt_tcp *s)
                 r.has_ts == s->has_ts && r.window > 0);
 }
 
+/* The broker: the packet as the helper's hex, and the input as text. */
+static void broker_check(const uint8_t *data, size_t size)
+{
+    static const char digits[] = "0123456789abcdef";
+    char hex[2 * QCG_PACKET_MAX + 3], why[128];
+    struct syn_info info;
+    size_t n = size < QCG_PACKET_MAX + 1 ? size : QCG_PACKET_MAX + 1;
+
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[data[i] >> 4];
+        hex[2 * i + 1] = digits[data[i] & 15];
+    }
+    hex[2 * n] = '\0';
+    if (syn_check_hex(hex, &info, why, sizeof(why)) == 0) {
+        FUZZ_ASSERT(n <= QCG_PACKET_MAX && info.sport > 0 && info.dport > 0);
+        FUZZ_TERMINATED(info.saddr);
+        FUZZ_TERMINATED(info.daddr);
+    } else {
+        FUZZ_REASON(why);
+    }
+    char *text = malloc(size + 1);
+    if (text == NULL)
+        abort();
+    memcpy(text, data, size);
+    text[size] = '\0';
+    if (syn_check_hex(text, &info, why, sizeof(why)) < 0)
+        FUZZ_REASON(why);
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct rawpkt_tcp s;
     char why[128];
+    broker_check(data, size);
     uint8_t *pkt = fuzz_copy(data, size);
 
     if (rawpkt_parse(pkt, size, &s, why, sizeof(why)) < 0) {

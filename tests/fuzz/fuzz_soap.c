@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,11 +87,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
     (void)argc;
     (void)argv;
+    /* As qcg-broker does (daemon_signals): a peer gone mid-write is an
+       error of that write, not the end of the process. */
+    signal(SIGPIPE, SIG_IGN);
     if (mkdtemp(dir) == NULL)
         abort();
     atexit(remove_dir);
     snprintf(cmd, sizeof(cmd),
-             "t=%s; d=%s; exec >/dev/null; $t --dir $d init && "
+             "t=%s; d=%s; exec >/dev/null 2>&1; $t --dir $d init && "
              "$t --dir $d issue broker --san 127.0.0.1 && "
              "$t --dir $d issue frontend nata && $t --dir $d issue helper nata/nata1",
              QCG_CERTS_TOOL, dir);
