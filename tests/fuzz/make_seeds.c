@@ -197,14 +197,20 @@ static void reflector(void)
 
     if (token_issue(&fuzz_key, pair, 0, 1700000100, text, sizeof(text)) < 0)
         exit(1);
-    text_seed("reflector", "map", -1, "MAP");
-    text_seed("reflector", "dial", -1, "DIAL 23001");
+    text_seed("reflector", "map", 0, "MAP");
+    text_seed("reflector", "dial", 0, "DIAL 23001");
     snprintf(line, sizeof(line), "PUNCH %s 198.18.1.11 23001", text);
-    text_seed("reflector", "punch", -1, line);
+    text_seed("reflector", "punch", 0, line);
     snprintf(line, sizeof(line), "PUNCH %s 2001:db8::11 65535", text);
-    text_seed("reflector", "punch-v6", -1, line);
-    text_seed("reflector", "dial-zero", -1, "DIAL 023001");
-    text_seed("reflector", "two-spaces", -1, "DIAL  1");
+    text_seed("reflector", "punch-v6", 0, line);
+    text_seed("reflector", "dial-zero", 0, "DIAL 023001");
+    text_seed("reflector", "two-spaces", 0, "DIAL  1");
+    /* The reflector's answers to a punch, as a helper reads them. */
+    text_seed("reflector", "answer-peer", 1, "PEER 203.0.113.20 23001 203.0.113.30 24001");
+    text_seed("reflector", "answer-fail", 1, "FAIL the other side did not come in 5000 ms");
+    text_seed("reflector", "answer-port-zero", 1, "PEER 203.0.113.20 0 203.0.113.30 024001");
+    /* Accepted before punch_answer_parse counted a sixth field (test_punch.c). */
+    text_seed("reflector", "answer-six-fields", 1, "PEER 203.0.113.20 23001 203.0.113.30 24001 x");
 }
 
 /* ---- process handshake (the self of fuzz_handshake.c) ---- */
