@@ -13,6 +13,7 @@
    Then the harness half-closes and reads the answer until the server closes
    (at most READ_MS). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -145,6 +146,7 @@ static void set_timeout(int fd, int seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+/* A TCP connection to the server, or -1. */
 static int connect_server(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -153,19 +155,52 @@ static int connect_server(void)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0)
         abort();
-    /* Each read waits at most a second: the answer's deadline holds. */
-    set_timeout(fd, 1);
+    set_timeout(fd, HANDSHAKE_S);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        fprintf(stderr, "fuzz-soap: the server is gone\n");
-        abort();
+        fprintf(stderr, "fuzz-soap: connect: %s\n", strerror(errno));
+        close(fd);
+        return -1;
     }
     return fd;
+}
+
+/* A connection to the server, inside TLS with ctx's certificate unless ctx
+   is NULL, or abort: HANDSHAKE_TRIES tries of HANDSHAKE_S for the connect
+   and as much for the handshake (a loaded machine may starve one), so that
+   only a server that stopped serving fails the run.  *ssl is NULL without
+   TLS.  Reads wait at most a second each afterwards. */
+static int reach_server(SSL_CTX *ctx, SSL **ssl)
+{
+    *ssl = NULL;
+    for (int i = 0; i < HANDSHAKE_TRIES; i++) {
+        int fd = connect_server();
+        if (fd < 0)
+            continue;
+        if (ctx != NULL) {
+            *ssl = SSL_new(ctx);
+            if (*ssl == NULL || SSL_set_fd(*ssl, fd) != 1)
+                abort();
+            if (SSL_connect(*ssl) != 1) {
+                ERR_print_errors_fp(stderr);
+                SSL_free(*ssl);
+                *ssl = NULL;
+                close(fd);
+                continue;
+            }
+        }
+        set_timeout(fd, 1);
+        return fd;
+    }
+    fprintf(stderr, "fuzz-soap: the server did not answer %d tries of %d s\n", HANDSHAKE_TRIES,
+            HANDSHAKE_S);
+    abort();
 }
 
 static void plain(const uint8_t *data, size_t size)
 {
     char buf[4096];
-    int fd = connect_server();
+    SSL *none;
+    int fd = reach_server(NULL, &none);
     long end = now_ms() + READ_MS;
 
     if (size > 0 && send(fd, data, size, MSG_NOSIGNAL) < 0) {
@@ -178,35 +213,11 @@ static void plain(const uint8_t *data, size_t size)
     close(fd);
 }
 
-/* A TLS connection to the server, or abort: tries HANDSHAKE_TRIES times
-   (a loaded machine may starve a try), so that only a server that stopped
-   serving fails the run. */
-static SSL *connect_tls(SSL_CTX *ctx, int *fd)
-{
-    for (int i = 0; i < HANDSHAKE_TRIES; i++) {
-        SSL *ssl = SSL_new(ctx);
-        *fd = connect_server();
-        if (ssl == NULL || SSL_set_fd(ssl, *fd) != 1)
-            abort();
-        set_timeout(*fd, HANDSHAKE_S);
-        if (SSL_connect(ssl) == 1) {
-            set_timeout(*fd, 1);
-            return ssl;
-        }
-        ERR_print_errors_fp(stderr);
-        SSL_free(ssl);
-        close(*fd);
-    }
-    fprintf(stderr, "fuzz-soap: no TLS handshake with the server in %d tries of %d s\n",
-            HANDSHAKE_TRIES, HANDSHAKE_S);
-    abort();
-}
-
 static void in_tls(SSL_CTX *ctx, const uint8_t *data, size_t size)
 {
     char buf[4096];
-    int fd;
-    SSL *ssl = connect_tls(ctx, &fd);
+    SSL *ssl;
+    int fd = reach_server(ctx, &ssl);
     long end = now_ms() + READ_MS;
 
     if (size == 0 || SSL_write(ssl, data, (int)size) > 0) {
