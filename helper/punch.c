@@ -414,31 +414,45 @@ static int parse_port(const char *s, uint16_t *port)
     return 0;
 }
 
-/* "PEER <peer-addr> <peer-port> <own-addr> <own-port>" or "FAIL ...". */
-static void on_answer(struct punch *p, char *line)
+int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *peer, char *why,
+                       size_t whylen)
 {
-    char *f[5], *save = NULL;
+    char *f[6], *save = NULL;
     int n = 0;
 
     if (strncmp(line, "FAIL ", 5) == 0) {
-        fail(p, "reflector: %s", line);
-        return;
+        snprintf(why, whylen, "reflector: %s", line);
+        return -1;
     }
-    for (char *t = strtok_r(line, " ", &save); t && n < 5; t = strtok_r(NULL, " ", &save))
+    /* Up to one field too many, so that a sixth is seen: with room for five,
+       the loop's last strtok_r took the sixth and the check after it saw
+       none ("PEER a p a p x" was accepted). */
+    for (char *t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
         f[n++] = t;
-    if (n != 5 || strtok_r(NULL, " ", &save) != NULL || strcmp(f[0], "PEER") != 0 ||
-        strlen(f[1]) >= sizeof(p->res.peer_addr) || strlen(f[3]) >= sizeof(p->res.own_addr) ||
-        inet_pton(AF_INET, f[1], &p->peer.sin_addr) != 1 ||
-        parse_port(f[2], &p->res.peer_port) < 0 || parse_port(f[4], &p->res.own_port) < 0) {
-        fail(p, "reflector: unexpected answer (want PEER <addr> <port> <addr> <port>)");
+    if (n != 5 || strcmp(f[0], "PEER") != 0 || strlen(f[1]) >= sizeof(res->peer_addr) ||
+        strlen(f[3]) >= sizeof(res->own_addr) || inet_pton(AF_INET, f[1], peer) != 1 ||
+        parse_port(f[2], &res->peer_port) < 0 || parse_port(f[4], &res->own_port) < 0) {
+        snprintf(why, whylen,
+                 "reflector: unexpected answer (want PEER <addr> <port> <addr> <port>)");
+        return -1;
+    }
+    snprintf(res->peer_addr, sizeof(res->peer_addr), "%s", f[1]);
+    snprintf(res->own_addr, sizeof(res->own_addr), "%s", f[3]);
+    return 0;
+}
+
+static void on_answer(struct punch *p, char *line)
+{
+    char why[ANSWER_MAX + 16];
+
+    if (punch_answer_parse(line, &p->res, &p->peer.sin_addr, why, sizeof(why)) < 0) {
+        fail(p, "%s", why);
         return;
     }
-    snprintf(p->res.peer_addr, sizeof(p->res.peer_addr), "%s", f[1]);
-    snprintf(p->res.own_addr, sizeof(p->res.own_addr), "%s", f[3]);
     p->peer.sin_family = AF_INET;
     p->peer.sin_port = htons(p->res.peer_port);
-    log_debug("punch from port %u: peer %s:%u, we are %s:%u", (unsigned)p->port, f[1],
-              (unsigned)p->res.peer_port, f[3], (unsigned)p->res.own_port);
+    log_debug("punch from port %u: peer %s:%u, we are %s:%u", (unsigned)p->port, p->res.peer_addr,
+              (unsigned)p->res.peer_port, p->res.own_addr, (unsigned)p->res.own_port);
     /* The reflector's FIN follows its answer: closing after it leaves the
        TIME_WAIT on the reflector, not on our port (a later punch from this
        port to the reflector would clash with it).  Meanwhile the punch

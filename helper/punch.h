@@ -69,6 +69,13 @@ struct punch_result {
 };
 typedef void (*punch_fn)(void *arg, const struct punch_result *r);
 
+/* The reflector's answer (one line without its '\n', cut up in place):
+   "PEER <peer-addr> <peer-port> <own-addr> <own-port>" fills res's addresses
+   and ports and *peer, and returns 0; a FAIL line or anything else returns
+   -1 with the reason in why.  Separate from the punch for tests and fuzzing. */
+int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *peer, char *why,
+                       size_t whylen);
+
 /* Both helpers of a pair give their punch this long, from the plan or order. */
 #define PUNCH_TIMEOUT_MS 5000
 

@@ -176,11 +176,23 @@ static uint16_t tcp_checksum(const uint8_t *pkt, size_t ip_len, size_t total)
     return fold(sum16(sum, pkt + ip_len, total - ip_len));
 }
 
+/* The header lengths of a packet whose checksums can be summed: 0, or -1.
+   len is checked before any byte is read (the fuzzer's empty packet read
+   four bytes past it). */
+static int sizes(const uint8_t *pkt, size_t len, size_t *ip_len, size_t *total)
+{
+    if (len < IP_MIN)
+        return -1;
+    *ip_len = (size_t)(pkt[0] & 0x0f) * 4;
+    *total = get16(pkt + 2);
+    return *ip_len < IP_MIN || *total > len || *total < *ip_len + TCP_MIN ? -1 : 0;
+}
+
 void rawpkt_fix_checksums(uint8_t *pkt, size_t len)
 {
-    size_t ip_len = (size_t)(pkt[0] & 0x0f) * 4, total = get16(pkt + 2);
+    size_t ip_len, total;
 
-    if (len < IP_MIN || ip_len < IP_MIN || total > len || total < ip_len + TCP_MIN)
+    if (sizes(pkt, len, &ip_len, &total) < 0)
         return;
     put16(pkt + 10, 0);
     put16(pkt + 10, ip_checksum(pkt, ip_len));
@@ -190,9 +202,9 @@ void rawpkt_fix_checksums(uint8_t *pkt, size_t len)
 
 int rawpkt_checksums_ok(const uint8_t *pkt, size_t len)
 {
-    size_t ip_len = (size_t)(pkt[0] & 0x0f) * 4, total = get16(pkt + 2);
+    size_t ip_len, total;
 
-    if (len < IP_MIN || ip_len < IP_MIN || total > len || total < ip_len + TCP_MIN)
+    if (sizes(pkt, len, &ip_len, &total) < 0)
         return 0;
     /* Summing a correct header or segment, checksum included, gives zero. */
     if (fold(sum16(0, pkt, ip_len)) != 0)
@@ -203,9 +215,10 @@ int rawpkt_checksums_ok(const uint8_t *pkt, size_t len)
 
 void rawpkt_set_source(uint8_t *pkt, size_t len, struct in_addr src, uint16_t sport)
 {
+    if (len < IP_MIN)
+        return;
     size_t ip_len = (size_t)(pkt[0] & 0x0f) * 4;
-
-    if (len < IP_MIN || ip_len < IP_MIN || ip_len + TCP_MIN > len)
+    if (ip_len < IP_MIN || ip_len + TCP_MIN > len)
         return;
     memcpy(pkt + 12, &src, 4);
     put16(pkt + ip_len, sport);
@@ -214,9 +227,10 @@ void rawpkt_set_source(uint8_t *pkt, size_t len, struct in_addr src, uint16_t sp
 
 void rawpkt_synack_to_syn(uint8_t *pkt, size_t len)
 {
+    if (len < IP_MIN)
+        return;
     size_t ip_len = (size_t)(pkt[0] & 0x0f) * 4;
-
-    if (len < IP_MIN || ip_len < IP_MIN || ip_len + TCP_MIN > len)
+    if (ip_len < IP_MIN || ip_len + TCP_MIN > len)
         return;
     pkt[ip_len + 13] &= (uint8_t)~RAWPKT_ACK;
     put32(pkt + ip_len + 8, 0);

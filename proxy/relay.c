@@ -353,22 +353,18 @@ static void hello_done(struct relay *r, struct conn *c)
     uint64_t expiry = 0;
     int side = 0;
 
-    if (memcmp(c->buf, RELAY_MAP_MAGIC, 4) == 0) {
+    switch (relay_hello_parse(c->buf, text)) {
+    case RELAY_HELLO_MAP:
         answer_mapped(r, c);
         return;
-    }
-    if (memcmp(c->buf, RELAY_MAGIC, 4) != 0) {
+    case RELAY_HELLO_BAD_MAGIC:
         conn_refuse(r, c, &r->refused_bad_token, "not a proxy client (bad magic)");
         return;
-    }
-    memcpy(text, c->buf + 4, RELAY_HELLO_TOKEN);
-    text[RELAY_HELLO_TOKEN] = '\0';
-    size_t len = strlen(text);
-    for (size_t i = len; i < RELAY_HELLO_TOKEN; i++) {
-        if (text[i] != '\0') {
-            conn_refuse(r, c, &r->refused_bad_token, "malformed token (not NUL-padded)");
-            return;
-        }
+    case RELAY_HELLO_NOT_PADDED:
+        conn_refuse(r, c, &r->refused_bad_token, "malformed token (not NUL-padded)");
+        return;
+    case RELAY_HELLO_TOKEN_TEXT:
+        break;
     }
     int rc = token_check(&r->key, text, (uint64_t)time(NULL), r->token_skew, pair, &side, &expiry);
     if (rc == TOKEN_EEXPIRED) {

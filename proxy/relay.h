@@ -24,6 +24,16 @@
 #define RELAY_MAP_MAGIC "QCGM"
 /* The proxy's one byte once both sides are there. */
 #define RELAY_PAIRED 0x01
+/* What a hello of RELAY_HELLO_LEN bytes is (hello.c). */
+enum relay_hello {
+    RELAY_HELLO_TOKEN_TEXT, /* RELAY_MAGIC and a NUL-padded token: token holds it */
+    RELAY_HELLO_MAP,        /* RELAY_MAP_MAGIC */
+    RELAY_HELLO_BAD_MAGIC,
+    RELAY_HELLO_NOT_PADDED, /* bytes after the token's end that are not NUL */
+};
+/* token gets the token text (not checked: token_check's job), else "". */
+enum relay_hello relay_hello_parse(const unsigned char buf[RELAY_HELLO_LEN],
+                                   char token[RELAY_HELLO_TOKEN + 1]);
 /* Descriptors a pair may hold: two sockets and two pipes. */
 #define RELAY_FDS_PER_PAIR 6
 

@@ -233,6 +233,39 @@ static void test_bad_params(uv_loop_t *loop)
     close(fd);
 }
 
+/* The reflector's answer line alone (what fuzz-reflector feeds too). */
+static void test_answer_parse(void)
+{
+    static const char *const bad[] = {"PEER 203.0.113.20 23001 203.0.113.30",
+                                      "PEER 203.0.113.20 23001 203.0.113.30 24001 x",
+                                      "PEER 203.0.113.20 0 203.0.113.30 24001",
+                                      "PEER 203.0.113.20 023001 203.0.113.30 24001",
+                                      "PEER 2001:db8::1 23001 203.0.113.30 24001",
+                                      "PEER 203.0.113.20 23001 203.0.113.30 65536",
+                                      "",
+                                      NULL};
+    struct punch_result r;
+    struct in_addr peer;
+    char line[128], why[256];
+
+    snprintf(line, sizeof(line), "PEER 203.0.113.20 23001 203.0.113.30 24001");
+    CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) == 0 &&
+              strcmp(r.peer_addr, "203.0.113.20") == 0 && r.peer_port == 23001 &&
+              strcmp(r.own_addr, "203.0.113.30") == 0 && r.own_port == 24001 &&
+              peer.s_addr == inet_addr("203.0.113.20"),
+          "good answer: %s", why);
+    snprintf(line, sizeof(line), "FAIL no punch expected");
+    CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
+              strcmp(why, "reflector: FAIL no punch expected") == 0,
+          "FAIL: %s", why);
+    for (int i = 0; bad[i] != NULL; i++) {
+        snprintf(line, sizeof(line), "%s", bad[i]);
+        CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
+                  strstr(why, "unexpected answer"),
+              "'%s' accepted or why '%s'", bad[i], why);
+    }
+}
+
 int main(void)
 {
     struct reflector_tuning t = {.pair_wait_ms = 2000};
@@ -247,6 +280,7 @@ int main(void)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    test_answer_parse();
     uv_loop_init(&loop);
     test_pair(&loop);
     test_refused_token(&loop);

@@ -289,6 +289,24 @@ static void test_mutations(void)
     CHECK(parsed > 1000);
 }
 
+/* Found by fuzz-rawpkt (tests/fuzz/corpus/rawpkt/crash-empty): the checksum
+   and rewrite helpers read the header before checking len; a buffer shorter
+   than an IPv4 header is refused without a byte read past it (ASan). */
+static void test_short_buffers(void)
+{
+    for (size_t len = 0; len < 20; len++) {
+        uint8_t *h = malloc(len ? len : 1);
+
+        memcpy(h, kernel_syn, len);
+        CHECK(!rawpkt_checksums_ok(h, len));
+        rawpkt_fix_checksums(h, len);
+        rawpkt_set_source(h, len, addr("203.0.113.201"), 1);
+        rawpkt_synack_to_syn(h, len);
+        CHECK(memcmp(h, kernel_syn, len) == 0);
+        free(h);
+    }
+}
+
 int main(void)
 {
     test_parse();
@@ -298,5 +316,6 @@ int main(void)
     test_synack_to_syn();
     test_build_ack();
     test_mutations();
+    test_short_buffers();
     return check_result("test_rawpkt");
 }

@@ -1,26 +1,13 @@
 /* libFuzzer harness for the parsers of what reaches qcg-agent and
    qcg-launch: the frame header and LAUNCH payload as they come off the
    connection, and the same bytes cut at their NULs into the strings of a
-   command line and runtime URIs.  Built with clang only (tests/launch/
-   CMakeLists.txt); run e.g. `fuzz-launch -max_total_time=60 corpus/`. */
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
+   command line and runtime URIs.  Built with clang only (tests/fuzz/
+   CMakeLists.txt); scripts/fuzz runs it. */
+#include "fuzz.h"
 #include "ortecmd.h"
 #include "wire.h"
 
 #define STRINGS_MAX 64
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Reads every byte of s, so that ASan sees a string that does not end. */
-static volatile size_t sink;
-static void touch(const char *s)
-{
-    sink += strlen(s);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,16 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
 
     /* The payload in a buffer of exactly its size, as link.c hands it over. */
-    uint8_t *payload = malloc(size > 0 ? size : 1);
-    if (payload == NULL)
-        return 0;
-    memcpy(payload, data, size);
+    uint8_t *payload = fuzz_copy(data, size);
     if (wire_launch_decode(payload, size, &req, why, sizeof(why)) == 0) {
         if (req.argc < 1 || req.argc > WIRE_ARGS_MAX || req.argv[req.argc] != NULL)
             abort();
-        touch(req.job);
+        fuzz_touch(req.job);
         for (int i = 0; i < req.argc; i++)
-            touch(req.argv[i]);
+            fuzz_touch(req.argv[i]);
     } else if (memchr(why, '\0', sizeof(why)) == NULL || why[0] == '\0') {
         abort();
     }
@@ -69,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (got > max || got < -1 || words[got < 0 ? 0 : got] != NULL)
         abort();
     for (int i = 0; i < got; i++)
-        touch(words[i]);
+        fuzz_touch(words[i]);
     if (got >= 1) {
         (void)is_orted(words[0]);
         (void)mca_value_index(got, words, "orte_hnp_uri");

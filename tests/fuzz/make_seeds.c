@@ -1,0 +1,471 @@
+/* Writes the seed corpora of tests/fuzz (corpus/<harness>/<seed>) with the
+   real encoders: the local protocol's structs, token_issue, hs_hello_build,
+   wire_launch_encode and gSOAP's client serializer, plus known answers and
+   near misses.  The output is committed; run it again when a format changes:
+     cmake --build DIR --target fuzz-seeds && DIR/tests/fuzz/fuzz-seeds tests/fuzz/corpus */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "proto.h"
+#include "probe.h"
+#include "relay.h"
+#include "soapH.h"
+#include "token.h"
+#include "wire.h"
+
+static const char *top;
+
+/* corpus/<harness>/<name>: [prefix byte, unless < 0] then n bytes of a. */
+static void seed(const char *harness, const char *name, int prefix, const void *a, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", top, harness);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+        perror(path);
+        exit(1);
+    }
+    snprintf(path, sizeof(path), "%s/%s/%s", top, harness, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || (prefix >= 0 && fputc(prefix, f) == EOF) ||
+        (n > 0 && fwrite(a, 1, n, f) != n) || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static void text_seed(const char *harness, const char *name, int prefix, const char *s)
+{
+    seed(harness, name, prefix, s, strlen(s));
+}
+
+/* ---- local protocol ---- */
+
+static size_t local_msg(uint8_t *out, uint16_t type, uint32_t rid, const void *payload)
+{
+    struct local_header h = {.magic = LOCAL_MAGIC,
+                             .type = type,
+                             .length = (uint32_t)local_payload_size[type],
+                             .request_id = rid};
+    memcpy(out, &h, sizeof(h));
+    if (h.length > 0)
+        memcpy(out + sizeof(h), payload, h.length);
+    return sizeof(h) + h.length;
+}
+
+static void localproto(void)
+{
+    static uint8_t buf[4 * sizeof(union local_payload)];
+    union local_payload p;
+    size_t n;
+
+    memset(&p, 0, sizeof(p));
+    p.hello.version = LOCAL_VERSION;
+    p.hello.rank = 1;
+    strcpy(p.hello.job, "job-42");
+    strcpy(p.hello.secret, "the job secret");
+    n = local_msg(buf, LOCAL_HELLO, 1, &p);
+    seed("localproto", "hello", -1, buf, n);
+    /* A process's whole session: HELLO, PUBLISH, LOOKUP, REPORT, WITHDRAW. */
+    memset(&p, 0, sizeof(p));
+    p.publish.port = 23001;
+    n += local_msg(buf + n, LOCAL_PUBLISH, 2, &p);
+    memset(&p, 0, sizeof(p));
+    p.lookup.to_rank = 2;
+    p.lookup.timeout_ms = 5000;
+    p.lookup.tried_mask = 1u << QCG_TECH_DIRECT;
+    n += local_msg(buf + n, LOCAL_LOOKUP, 3, &p);
+    memset(&p, 0, sizeof(p));
+    p.report.to_rank = 2;
+    p.report.technique = QCG_TECH_REVERSED;
+    p.report.ok = 1;
+    p.report.setup_ms = 12;
+    n += local_msg(buf + n, LOCAL_REPORT, 4, &p);
+    n += local_msg(buf + n, LOCAL_WITHDRAW, 5, NULL);
+    seed("localproto", "session", -1, buf, n);
+
+    n = local_msg(buf, LOCAL_STATUS, 1, NULL);
+    n += local_msg(buf + n, LOCAL_SITE, 2, NULL);
+    memset(&p, 0, sizeof(p));
+    strcpy(p.probe.cluster, "natb");
+    p.probe.seconds = 30;
+    n += local_msg(buf + n, LOCAL_PROBE, 3, &p);
+    memset(&p, 0, sizeof(p));
+    strcpy(p.observed.kind, "nat");
+    strcpy(p.observed.public_address, "203.0.113.20");
+    p.observed.port_preserving = 1;
+    strcpy(p.observed.mapping, "endpoint-independent");
+    strcpy(p.observed.inbound, "dropped");
+    n += local_msg(buf + n, LOCAL_OBSERVED, 4, &p);
+    seed("localproto", "probe", -1, buf, n);
+
+    /* The helper's answers, as the library reads them. */
+    memset(&p, 0, sizeof(p));
+    p.hello_ok.version = LOCAL_VERSION;
+    p.hello_ok.port_low = 23000;
+    p.hello_ok.port_high = 23999;
+    strcpy(p.hello_ok.cluster, "nata");
+    strcpy(p.hello_ok.node, "nata1");
+    strcpy(p.hello_ok.address, "198.18.1.11");
+    n = local_msg(buf, LOCAL_HELLO_OK, 1, &p);
+    n += local_msg(buf + n, LOCAL_OK, 2, NULL);
+    memset(&p, 0, sizeof(p));
+    p.plan.technique = QCG_TECH_PROXY;
+    p.plan.port = 7800;
+    strcpy(p.plan.address, "203.0.113.30");
+    strcpy(p.plan.token, "0123abcd");
+    n += local_msg(buf + n, LOCAL_PLAN, 3, &p);
+    memset(&p, 0, sizeof(p));
+    p.incoming.peer_rank = 2;
+    p.incoming.technique = QCG_TECH_REVERSED;
+    p.incoming.role = LOCAL_ROLE_HELLO;
+    strcpy(p.incoming.token, "0123abcd");
+    n += local_msg(buf + n, LOCAL_INCOMING, 3, &p);
+    memset(&p, 0, sizeof(p));
+    p.error.code = QCG_ENOTFOUND;
+    strcpy(p.error.message, "rank 2 is not published");
+    n += local_msg(buf + n, LOCAL_ERROR, 4, &p);
+    seed("localproto", "replies", -1, buf, n);
+
+    /* Near misses: a string without its NUL, a wrong length, a wrong magic. */
+    memset(&p, 'x', sizeof(p));
+    p.hello.version = LOCAL_VERSION;
+    n = local_msg(buf, LOCAL_HELLO, 1, &p);
+    seed("localproto", "hello-unterminated", -1, buf, n);
+    n = local_msg(buf, LOCAL_PUBLISH, 1, &p);
+    buf[8] = 3;
+    seed("localproto", "publish-short", -1, buf, n);
+    n = local_msg(buf, LOCAL_STATUS, 1, NULL);
+    buf[0] ^= 0xff;
+    seed("localproto", "bad-magic", -1, buf, n);
+}
+
+/* ---- proxy hello and tokens (the key of fuzz_proxy.c) ---- */
+
+static const struct proxy_key fuzz_key = {{1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                           12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                           23, 24, 25, 26, 27, 28, 29, 30, 31, 32}};
+
+static void proxy(void)
+{
+    unsigned char pair[TOKEN_PAIR_LEN] = {0xde, 0xad, 0xbe, 0xef, 1, 2,  3,  4,
+                                          5,    6,    7,    8,    9, 10, 11, 12};
+    unsigned char hello[RELAY_HELLO_LEN] = {0};
+    unsigned char fields[TOKEN_PAIR_LEN + 11];
+    char text[TOKEN_TEXT_LEN + 1];
+    /* After fuzz_proxy.c's clock (NOW 1700000000). */
+    uint64_t expiry = 1700000100;
+
+    if (token_issue(&fuzz_key, pair, TOKEN_SIDE_TARGET, expiry, text, sizeof(text)) < 0)
+        exit(1);
+    memcpy(hello, RELAY_MAGIC, 4);
+    memcpy(hello + 4, text, TOKEN_TEXT_LEN);
+    seed("proxy", "hello-good", 0, hello, sizeof(hello));
+    hello[4 + TOKEN_TEXT_LEN + 1] = 'x';
+    seed("proxy", "hello-not-padded", 0, hello, sizeof(hello));
+    hello[4 + TOKEN_TEXT_LEN + 1] = 0;
+    hello[10] ^= 1;
+    seed("proxy", "hello-bad-mac", 0, hello, sizeof(hello));
+    memcpy(hello, RELAY_MAP_MAGIC, 4);
+    seed("proxy", "hello-map", 0, hello, 4);
+    if (token_issue(&fuzz_key, pair, TOKEN_SIDE_INITIATOR, 1600000000, text, sizeof(text)) < 0)
+        exit(1);
+    memcpy(hello, RELAY_MAGIC, 4);
+    memcpy(hello + 4, text, TOKEN_TEXT_LEN);
+    seed("proxy", "hello-expired", 0, hello, sizeof(hello));
+
+    memcpy(fields, pair, TOKEN_PAIR_LEN);
+    fields[TOKEN_PAIR_LEN] = 1;
+    for (int i = 0; i < 8; i++)
+        fields[TOKEN_PAIR_LEN + 1 + i] = (unsigned char)(expiry >> (56 - 8 * i));
+    fields[TOKEN_PAIR_LEN + 9] = 40;
+    fields[TOKEN_PAIR_LEN + 10] = 'A';
+    seed("proxy", "issued", 1, fields, sizeof(fields));
+}
+
+/* ---- reflector lines ---- */
+
+static void reflector(void)
+{
+    char line[256], text[TOKEN_TEXT_LEN + 1];
+    unsigned char pair[TOKEN_PAIR_LEN] = {7};
+
+    if (token_issue(&fuzz_key, pair, 0, 1700000100, text, sizeof(text)) < 0)
+        exit(1);
+    text_seed("reflector", "map", 0, "MAP");
+    text_seed("reflector", "dial", 0, "DIAL 23001");
+    snprintf(line, sizeof(line), "PUNCH %s 198.18.1.11 23001", text);
+    text_seed("reflector", "punch", 0, line);
+    snprintf(line, sizeof(line), "PUNCH %s 2001:db8::11 65535", text);
+    text_seed("reflector", "punch-v6", 0, line);
+    text_seed("reflector", "dial-zero", 0, "DIAL 023001");
+    text_seed("reflector", "two-spaces", 0, "DIAL  1");
+    /* The reflector's answers to a punch, as a helper reads them. */
+    text_seed("reflector", "answer-peer", 1, "PEER 203.0.113.20 23001 203.0.113.30 24001");
+    text_seed("reflector", "answer-fail", 1, "FAIL the other side did not come in 5000 ms");
+    text_seed("reflector", "answer-port-zero", 1, "PEER 203.0.113.20 0 203.0.113.30 024001");
+    /* Accepted before punch_answer_parse counted a sixth field (test_punch.c). */
+    text_seed("reflector", "answer-six-fields", 1, "PEER 203.0.113.20 23001 203.0.113.30 24001 x");
+}
+
+/* ---- process handshake (the self of fuzz_handshake.c) ---- */
+
+static void handshake(void)
+{
+    struct hs_self peer = {
+        .job = "job-42", .rank = 5, .secret = "the job secret", .cluster = "siteB"};
+    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
+    struct hs_hello h;
+
+    if (hs_hello_build(hello, &h, &peer, 3, "0123abcd") < 0)
+        exit(1);
+    seed("handshake", "hello", 0, hello, sizeof(hello));
+    hs_accept_build(answer, HS_OK, &h, "the job secret");
+    seed("handshake", "answer-ok", 1, answer, sizeof(answer));
+    hs_accept_build(answer, HS_WRONG_RANK, &h, "the job secret");
+    seed("handshake", "answer-wrong-rank", 1, answer, sizeof(answer));
+    const uint8_t changed[] = {3, 0, 17, 'z', 'a', 'b', 'c'};
+    seed("handshake", "changed", 2, changed, sizeof(changed));
+}
+
+/* ---- raw packets (the node and port of fuzz_rawpkt.c) ---- */
+
+static void rawpkt(void)
+{
+    /* A connect() as NFQUEUE delivers it (tests/helper/test_rawpkt.c's
+       kernel SYN), towards 198.18.1.11 port 23001, checksums left as they
+       were: MSS, SACK permitted, timestamps, window scale. */
+    uint8_t syn[] = {
+        0x45, 0x00, 0x00, 0x3c, 0xb2, 0x0d, 0x40, 0x00, 0x40, 0x06, 0x32, 0x94, 0xc6, 0x12, 0x65,
+        0x0b, 0xc6, 0x12, 0x01, 0x0b, 0x9d, 0xbc, 0x59, 0xd9, 0x50, 0x6e, 0xa5, 0xc4, 0x00, 0x00,
+        0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0, 0xdb, 0x31, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04,
+        0x02, 0x08, 0x0a, 0x76, 0xee, 0xfc, 0x90, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x0a,
+    };
+    seed("rawpkt", "syn", -1, syn, sizeof(syn));
+    syn[33] = 0x12; /* SYN|ACK */
+    seed("rawpkt", "synack", -1, syn, sizeof(syn));
+    syn[32] = 0x50; /* no options */
+    syn[3] = 0x28;
+    seed("rawpkt", "synack-bare", -1, syn, 40);
+    seed("rawpkt", "short", -1, syn, 19);
+    /* The first crash fuzz-rawpkt found (test_rawpkt.c test_short_buffers). */
+    seed("rawpkt", "crash-empty", -1, syn, 0);
+}
+
+/* ---- qcg-probe's port-mapping answers (tests/probe/test_portmap.c) ---- */
+
+static void portmap(void)
+{
+    const unsigned char natpmp[12] = {0, 128, 0, 0, 0, 0, 0x12, 0x34, 203, 0, 113, 66};
+    const unsigned char natpmp_fail[8] = {0, 128, 0, 3, 0, 0, 0, 1};
+    unsigned char pcp[24] = {2, 0x80, 0, 0};
+    seed("portmap", "natpmp", PORTMAP_NATPMP, natpmp, sizeof(natpmp));
+    seed("portmap", "natpmp-failure", PORTMAP_NATPMP, natpmp_fail, sizeof(natpmp_fail));
+    seed("portmap", "pcp", PORTMAP_PCP, pcp, sizeof(pcp));
+    pcp[3] = 2;
+    seed("portmap", "pcp-denied", PORTMAP_PCP, pcp, sizeof(pcp));
+    seed("portmap", "pcp-from-natpmp", PORTMAP_PCP, natpmp_fail, 4);
+    text_seed("portmap", "ssdp", PORTMAP_UPNP,
+              "HTTP/1.1 200 OK\r\nCACHE-CONTROL: max-age=120\r\nST: "
+              "urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\nLOCATION: "
+              "http://198.18.1.1:5000/rootDesc.xml\r\n\r\n");
+    text_seed("portmap", "ssdp-no-location", PORTMAP_UPNP,
+              "HTTP/1.1 200 OK\r\nST: upnp:rootdevice\r\n\r\n");
+}
+
+/* ---- config files: the examples of etc/ and a key file ---- */
+
+static void config(const char *etc)
+{
+    static const char *const files[] = {"qcg-broker.conf", "qcg-frontend.conf", "qcg-proxy.conf",
+                                        "qcg-helper.conf"};
+    static char data[65536];
+    char path[512];
+
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", etc, files[i]);
+        FILE *f = fopen(path, "rb");
+        size_t n = f != NULL ? fread(data, 1, sizeof(data), f) : 0;
+        if (f == NULL || ferror(f)) {
+            perror(path);
+            exit(1);
+        }
+        fclose(f);
+        seed("config", files[i], i, data, n);
+    }
+    /* Readable files for ca and cert, so that the checks after them run. */
+    text_seed("config", "broker-minimal", 0,
+              "ca = /etc/hostname\ncert = /etc/hostname\nport = 7700\n"
+              "reflector = 127.0.0.1:7704\nproxy = p1@203.0.113.30:7800\n");
+    text_seed("config", "helper-minimal", 3,
+              "frontend = https://198.18.1.10:7701/\nca = /etc/hostname\ncert = /etc/hostname\n"
+              "address = 198.18.1.11\nports = 23000-23999\nallow-uids = 0, root\n"
+              "socket-mode = \"0660\"\n");
+    text_seed("config", "key", 4,
+              "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+}
+
+/* ---- launch wire ---- */
+
+static void launch(void)
+{
+    static uint8_t buf[4096];
+    const char *const argv[] = {
+        "orted", "-mca", "ess", "env", "-mca", "orte_hnp_uri", "1234.0;tcp://198.18.1.11:40000",
+        NULL};
+    long n = wire_launch_encode(buf, sizeof(buf), "job-42", 7, argv);
+    if (n < 0)
+        exit(1);
+    seed("launch", "launch", -1, buf, (size_t)n);
+    wire_header_put(buf, WIRE_LAUNCH, 1, 100);
+    seed("launch", "header", -1, buf, WIRE_HEADER);
+    const char words[] = "\x10orted -mca ess \"env\"\0tcp://10.0.0.1,198.18.1.11:4242";
+    seed("launch", "words", -1, words, sizeof(words) - 1);
+}
+
+/* ---- SOAP requests, serialized by gSOAP's client code ---- */
+
+static char soap_out[65536];
+static size_t soap_len;
+
+static int to_buffer(struct soap *soap, const char *s, size_t n)
+{
+    (void)soap;
+    if (soap_len + n > sizeof(soap_out))
+        return SOAP_EOM;
+    memcpy(soap_out + soap_len, s, n);
+    soap_len += n;
+    return SOAP_OK;
+}
+
+/* No connection: gSOAP writes the request into soap_out. */
+static SOAP_SOCKET no_connect(struct soap *soap, const char *endpoint, const char *host, int port)
+{
+    (void)soap;
+    (void)endpoint;
+    (void)host;
+    (void)port;
+    return 1000;
+}
+
+static int no_close(struct soap *soap)
+{
+    (void)soap;
+    return SOAP_OK;
+}
+
+static struct soap *soap_recorder(void)
+{
+    struct soap *s = soap_new1(SOAP_XML_STRICT | SOAP_C_UTFSTRING);
+    s->fopen = no_connect;
+    s->fsend = to_buffer;
+    s->fclose = no_close;
+    soap_len = 0;
+    return s;
+}
+
+/* The request as it was sent, with HTTP/1.0 and no Content-Length: the
+   server reads the body up to the end of the connection, so a mutated body
+   is parsed however long it is. */
+static void soap_seed(struct soap *s, int rc, const char *name, int prefix)
+{
+    char *at;
+    if (rc != SOAP_OK) {
+        soap_print_fault(s, stderr);
+        exit(1);
+    }
+    soap_out[soap_len] = '\0';
+    if ((at = strstr(soap_out, "HTTP/1.1")) != NULL)
+        memcpy(at, "HTTP/1.0", 8);
+    if ((at = strstr(soap_out, "Content-Length: ")) != NULL) {
+        char *end = strstr(at, "\r\n");
+        memmove(at, end + 2, strlen(end + 2) + 1);
+    }
+    text_seed("soap", name, prefix, soap_out);
+    soap_destroy(s);
+    soap_end(s);
+    soap_free(s);
+}
+
+static void soap(void)
+{
+    const char *url = "http://127.0.0.1:7700/";
+    struct soap *s;
+
+    char *publics[] = {"203.0.113.20"};
+    struct qcg__cluster cl = {
+        .name = "nata", .kind = "nat", .__sizePublicAddress = 1, .publicAddress = publics};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__registerCluster(s, url, NULL, QCG_PROTOCOL_VERSION, &cl),
+              "registerCluster", 1);
+    struct qcg__node node = {.name = "nata1",
+                             .address = "198.18.1.11",
+                             .portLow = 23000,
+                             .portHigh = 23999,
+                             .canIntercept = 1};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__registerNode(s, url, NULL, QCG_PROTOCOL_VERSION, &node),
+              "registerNode", 1);
+    struct qcg__contact c = {.job = "job-42",
+                             .secret = "the job secret",
+                             .rank = 1,
+                             .cluster = "nata",
+                             .node = "nata1",
+                             .address = "198.18.1.11",
+                             .port = 23001};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__publish(s, url, NULL, QCG_PROTOCOL_VERSION, &c), "publish", 1);
+    s = soap_recorder();
+    soap_seed(s,
+              soap_send_qcg__lookup(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", "the job secret",
+                                    1, 2, "direct,reversed", NULL),
+              "lookup", 1);
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__poll(s, url, NULL, QCG_PROTOCOL_VERSION, 0, 0, 0), "poll", 1);
+    s = soap_recorder();
+    soap_seed(s,
+              soap_send_qcg__report(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", "the job secret",
+                                    1, 2, "proxy", 0, 0, "timed out"),
+              "report", 1);
+    s = soap_recorder();
+    soap_seed(s,
+              soap_send_qcg__traverse(s, url, NULL, QCG_PROTOCOL_VERSION, "0123abcd",
+                                      "4500003c00004000400600000000000000000000"),
+              "traverse", 1);
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__siteInfo(s, url, NULL, QCG_PROTOCOL_VERSION), "siteInfo", 2);
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__probe(s, url, NULL, QCG_PROTOCOL_VERSION, "natb", 30), "probe", 2);
+    struct qcg__observation obs = {
+        .kind = "nat", .mapping = "endpoint-independent", .inbound = "dropped"};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__observed(s, url, NULL, QCG_PROTOCOL_VERSION, &obs), "observed", 2);
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__stats(s, url, NULL, QCG_PROTOCOL_VERSION), "stats", 1);
+    text_seed("soap", "wsdl", 1, "GET /?wsdl HTTP/1.0\r\n\r\n");
+    text_seed("soap", "tls-garbage", 0, "\x16\x03\x01\x00\x05hello");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: fuzz-seeds CORPUS_DIR ETC_DIR\n");
+        return 2;
+    }
+    top = argv[1];
+    localproto();
+    proxy();
+    reflector();
+    handshake();
+    rawpkt();
+    portmap();
+    config(argv[2]);
+    launch();
+    soap();
+    return 0;
+}
