@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 
 #define RANK 3

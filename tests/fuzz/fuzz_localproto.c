@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "internal.h"
+#include "lmsg.h"
+#include "qcgconn.h"
 
 /* What a checked payload promises to whoever uses it next. */
 static void accepted(uint16_t type, const union local_payload *p)
