@@ -32,7 +32,6 @@
 #include "log.h"
 #include "monotonic.h"
 #include "proto.h"
-#include "ratelimit.h"
 #include "soapH.h"
 #include "soap_util.h"
 #include "sockaddr_text.h"
@@ -67,12 +66,14 @@ struct soap_server {
 
     pthread_mutex_t lock; /* protects what follows */
     pthread_cond_t changed;
-    int active;         /* connection threads alive */
-    int served;         /* authenticated connections holding a slot */
-    int handshaking;    /* connections in the handshake stage */
-    struct dlist conns; /* of struct conn: theirs, to cut them off at stop */
-    struct dlist stage; /* of struct conn in the handshake stage, by deadline */
-    struct ratelimit refused_log;
+    int active;                 /* connection threads alive */
+    int served;                 /* authenticated connections holding a slot */
+    int handshaking;            /* connections in the handshake stage */
+    struct dlist conns;         /* of struct conn: theirs, to cut them off at stop */
+    struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
+    uint64_t refused_window_ms; /* the refusal lines' current second */
+    unsigned refused_lines;
+    unsigned long refused_left_out;
 };
 
 /* One accepted connection; soap->user of its context points here. */
@@ -93,26 +94,35 @@ struct conn {
     uint64_t deadline_ms;
 };
 
-/* "PEER: WHY" for a connection refused before it was served, at most ten
-   lines a second, with the count of those left out.  Called with
-   server->lock held. */
-#define REFUSED_LOG_INTERVAL_MS 100
+/* "PEER: WHY" for a connection refused before it was served: at most ten
+   lines a second (a burst of refusals is seen in full, a flood is not
+   written out), the first line after a flood with the count left out.
+   Called with server->lock held. */
+#define REFUSED_LINES_PER_SECOND 10
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    unsigned left_out;
-    if (!ratelimit_ok(&srv->refused_log, monotonic_ms(), REFUSED_LOG_INTERVAL_MS, &left_out))
+    uint64_t now = monotonic_ms();
+    if (now - srv->refused_window_ms >= 1000) {
+        srv->refused_window_ms = now;
+        srv->refused_lines = 0;
+    }
+    if (srv->refused_lines >= REFUSED_LINES_PER_SECOND) {
+        srv->refused_left_out++;
         return;
+    }
+    srv->refused_lines++;
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (left_out > 0)
-        log_warnx("%s: %s (%u more refusals not logged)", peer, why, left_out);
+    if (srv->refused_left_out > 0)
+        log_warnx("%s: %s (%lu more refusals not logged)", peer, why, srv->refused_left_out);
     else
         log_warnx("%s: %s", peer, why);
+    srv->refused_left_out = 0;
 }
 
 static struct conn *conn_of(struct soap *soap)
