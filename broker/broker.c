@@ -1,5 +1,6 @@
 /* The broker's state; see broker.h. */
 #include "broker.h"
+#include "issued.h"
 #include "outcomes.h"
 #include "reflector.h"
 
@@ -26,10 +27,12 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
         return NULL;
     b->reg = registry_new(max_contacts, broker_make_epoch((uint64_t)time(NULL)));
     b->outcomes = outcomes_new(outcome_expiry);
-    if (b->reg == NULL || b->outcomes == NULL ||
+    b->issued = issued_new(ISSUED_BUCKETS_MAX);
+    if (b->reg == NULL || b->outcomes == NULL || b->issued == NULL ||
         RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
         registry_free(b->reg);
         outcomes_free(b->outcomes);
+        issued_free(b->issued);
         free(b);
         return NULL;
     }
@@ -44,6 +47,7 @@ void broker_free(struct broker *b)
         return;
     registry_free(b->reg);
     outcomes_free(b->outcomes);
+    issued_free(b->issued);
     traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
     OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));

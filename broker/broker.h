@@ -11,6 +11,7 @@
 #include "registry.h"
 #include "traversals.h"
 
+struct issued;
 struct outcomes;
 struct reflector_client;
 struct reflector_observation;
@@ -29,6 +30,7 @@ struct broker_stats {
     atomic_ullong injects_ordered;  /* SYNs handed over and sent to the target */
     atomic_ullong reports_ok;
     atomic_ullong reports_failed;
+    atomic_ullong reports_refused;  /* for no plan this broker issued */
     atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
     atomic_ullong observations;     /* qcg__observed */
 };
@@ -39,6 +41,7 @@ struct broker {
     char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
     struct proxies proxies;      /* set once before serving */
     struct outcomes *outcomes;   /* what worked between clusters */
+    struct issued *issued;       /* the plans reports may answer */
     struct traversals traversals;
     struct proxy_key punch_key;  /* signs hole-punching and traversing tokens; random per start */
     struct reflector_client *reflector; /* NULL: none configured; hole punching while up */

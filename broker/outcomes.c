@@ -11,10 +11,18 @@
 
 #define BUCKETS 1024
 
+/* A job that saw a technique fail, from which node, when. */
+struct witness {
+    char job[QCG_JOB_MAX];
+    char node[QCG_NAME_MAX];
+    uint64_t at; /* 0: free */
+};
+
 struct entry {
     struct entry *next;
     uint64_t touched; /* last report: the oldest goes first when full */
     struct outcome_pair pair;
+    struct witness seen[OUTCOMES_TECHNIQUES][OUTCOMES_WITNESSES]; /* since the last success */
 };
 
 struct outcomes {
@@ -88,11 +96,30 @@ static void forget_oldest(struct outcomes *o)
     }
 }
 
+/* The job's own slot, else a free or the oldest one: one job holds one slot
+   whatever it reports. */
+static void witness_add(struct witness seen[OUTCOMES_WITNESSES], const char *job, const char *node,
+                        uint64_t now)
+{
+    struct witness *w = &seen[0];
+    for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
+        if (seen[i].at != 0 && strcmp(seen[i].job, job) == 0) {
+            w = &seen[i];
+            break;
+        }
+        if (seen[i].at < w->at)
+            w = &seen[i];
+    }
+    memcpy(w->job, job, strlen(job) + 1);
+    memcpy(w->node, node, strlen(node) + 1);
+    w->at = now;
+}
+
 void outcomes_record(struct outcomes *o, const char *from, const char *to, enum technique t,
-                     bool ok, unsigned setup_ms, uint64_t now)
+                     bool ok, unsigned setup_ms, uint64_t now, const char *job, const char *node)
 {
     if ((int)t <= (int)TECH_NONE || (int)t >= OUTCOMES_TECHNIQUES || strlen(from) >= QCG_NAME_MAX ||
-        strlen(to) >= QCG_NAME_MAX)
+        strlen(to) >= QCG_NAME_MAX || strlen(job) >= QCG_JOB_MAX || strlen(node) >= QCG_NAME_MAX)
         return;
     pthread_mutex_lock(&o->lock);
     struct entry *e = find(o, from, to);
@@ -115,8 +142,10 @@ void outcomes_record(struct outcomes *o, const char *from, const char *to, enum 
     if (ok) {
         k->ok++;
         k->last_setup_ms = setup_ms;
+        memset(e->seen[t], 0, sizeof(e->seen[t]));
     } else {
         k->failed++;
+        witness_add(e->seen[t], job, node, now);
     }
     k->last_ok = ok;
     k->last = now;
@@ -124,18 +153,43 @@ void outcomes_record(struct outcomes *o, const char *from, const char *to, enum 
     pthread_mutex_unlock(&o->lock);
 }
 
-unsigned outcomes_failing(struct outcomes *o, const char *from, const char *to, uint64_t now)
+/* Whether the live witnesses hold OUTCOMES_CORROBORATION different jobs
+   from as many different nodes (greedy: each new witness must differ from
+   every one counted in both). */
+static bool corroborated(const struct witness seen[OUTCOMES_WITNESSES], uint64_t since)
 {
-    unsigned mask = 0;
+    const struct witness *counted[OUTCOMES_WITNESSES];
+    int n = 0;
+    for (int i = 0; i < OUTCOMES_WITNESSES && n < OUTCOMES_CORROBORATION; i++) {
+        if (seen[i].at == 0 || seen[i].at <= since)
+            continue;
+        bool distinct = true;
+        for (int k = 0; k < n && distinct; k++)
+            distinct = strcmp(seen[i].job, counted[k]->job) != 0 &&
+                       strcmp(seen[i].node, counted[k]->node) != 0;
+        if (distinct)
+            counted[n++] = &seen[i];
+    }
+    return n >= OUTCOMES_CORROBORATION;
+}
+
+struct outcome_failing outcomes_failing(struct outcomes *o, const char *from, const char *to,
+                                        const char *job, uint64_t now)
+{
+    struct outcome_failing f = {0, 0};
+    uint64_t since = now > o->expiry_s ? now - o->expiry_s : 0;
     pthread_mutex_lock(&o->lock);
     const struct entry *e = find(o, from, to);
     for (int t = TECH_DIRECT; e != NULL && t < OUTCOMES_TECHNIQUES; t++) {
-        const struct outcome_tally *k = &e->pair.tech[t];
-        if (k->last != 0 && !k->last_ok && now < k->last + o->expiry_s)
-            mask |= TECH_BIT(t);
+        for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
+            if (e->seen[t][i].at > since && strcmp(e->seen[t][i].job, job) == 0)
+                f.own |= TECH_BIT(t);
+        }
+        if (corroborated(e->seen[t], since))
+            f.shared |= TECH_BIT(t);
     }
     pthread_mutex_unlock(&o->lock);
-    return mask;
+    return f;
 }
 
 size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t max)

@@ -1,11 +1,16 @@
 /*
  * The broker's memory of what worked: for each ordered pair of clusters and
  * each technique, how attempts ended (reported by the initiator's side after
- * every attempt).  A technique whose last attempt between two clusters failed
- * is skipped for the next plans between them until the memory expires, so a
- * wrong declaration costs one failed attempt, not one per connection; a
- * success clears it.  Thread-safe; bounded (the oldest pair is forgotten when
- * full).
+ * every attempt, for a plan the broker issued: issued.h).  A failure is held
+ * against the technique between the two clusters until the memory expires,
+ * and a success by anyone clears it.  Who failed matters
+ * (docs/architecture.md, "What the broker learns from reports"): the job
+ * that failed skips the technique at once, so a wrong declaration costs it
+ * one failed attempt, not one per connection; other jobs skip it only once
+ * OUTCOMES_CORROBORATION different jobs from as many different nodes failed,
+ * so that one user's reports cannot steer everyone else's plans.
+ * Thread-safe; bounded (the oldest pair is forgotten when full; each
+ * technique keeps its OUTCOMES_WITNESSES latest failing jobs).
  */
 #ifndef BROKER_OUTCOMES_H
 #define BROKER_OUTCOMES_H
@@ -18,6 +23,8 @@
 
 #define OUTCOMES_PAIRS_MAX 4096
 #define OUTCOMES_TECHNIQUES (TECH_PROXY + 1)
+#define OUTCOMES_WITNESSES 4
+#define OUTCOMES_CORROBORATION 2
 
 struct outcome_tally {
     uint64_t ok, failed;
@@ -38,11 +45,19 @@ struct outcomes;
 struct outcomes *outcomes_new(unsigned expiry_s);
 void outcomes_free(struct outcomes *o);
 
+/* An attempt of `job`, from node `node` of cluster `from` to cluster `to`. */
 void outcomes_record(struct outcomes *o, const char *from, const char *to, enum technique t,
-                     bool ok, unsigned setup_ms, uint64_t now);
-/* The techniques (TECH_BIT) whose last attempt from `from` to `to` failed
-   less than the expiry ago. */
-unsigned outcomes_failing(struct outcomes *o, const char *from, const char *to, uint64_t now);
+                     bool ok, unsigned setup_ms, uint64_t now, const char *job, const char *node);
+
+/* The techniques (TECH_BIT) that failed from `from` to `to` less than the
+   expiry ago with no success since: `own` those that failed for `job`
+   itself, `shared` those that failed for OUTCOMES_CORROBORATION jobs from
+   as many nodes (whether or not `job` is one of them). */
+struct outcome_failing {
+    unsigned own, shared;
+};
+struct outcome_failing outcomes_failing(struct outcomes *o, const char *from, const char *to,
+                                        const char *job, uint64_t now);
 /* Copies up to max pairs (in no particular order); returns how many. */
 size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t max);
 

@@ -523,10 +523,17 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         plan_only(&fe, &te, only, &o, &out->decision);
         return REG_OK;
     }
-    o.remembered = memory != NULL ? outcomes_failing(memory, fe.cluster, te.cluster,
-                                                     (uint64_t)time(NULL))
-                                  : 0;
+    struct outcome_failing f = {0, 0};
+    if (memory != NULL)
+        f = outcomes_failing(memory, fe.cluster, te.cluster, job, (uint64_t)time(NULL));
+    o.remembered = f.own | f.shared;
     plan_decide(&fe, &te, tried, &o, &out->decision);
+    /* Other jobs' failures save time; they never leave a job without a
+       technique its own attempts have not ruled out. */
+    if (!out->decision.ok && (f.shared & ~f.own) != 0) {
+        o.remembered = f.own;
+        plan_decide(&fe, &te, tried, &o, &out->decision);
+    }
     return REG_OK;
 }
 

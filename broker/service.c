@@ -19,6 +19,7 @@
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
+#include "issued.h"
 #include "outcomes.h"
 #include "reflector.h"
 #include "syncheck.h"
@@ -380,6 +381,11 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         log_debug("job %s rank %d -> %d: %s %s: %s", job, fromRank, toRank,
                   d->ok ? "ok" : "unavailable", technique_name(d->technique), d->reason);
     }
+    if (d->ok) {
+        uint64_t now = (uint64_t)time(NULL);
+        issued_record(b->issued, id->cluster, job, toRank, d->technique,
+                      now + (d->cacheable ? ISSUED_CACHEABLE_WINDOW_S : ISSUED_WINDOW_S), now);
+    }
     p->status = d->ok ? "ok" : "unavailable";
     p->technique = (char *)technique_name(d->technique);
     p->cluster = soap_strdup(soap, res.target.cluster);
@@ -529,11 +535,21 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
                                          TECH_NONE, &offer, NULL, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "report", st, why);
+    uint64_t now = (uint64_t)time(NULL);
+    /* Only an answer to a plan of ours teaches anything: else anyone could
+       report failures of techniques nobody planned. */
+    if (!issued_check(b->issued, id->cluster, job, toRank, (enum technique)t, now)) {
+        atomic_fetch_add(&b->stats.reports_refused, 1);
+        return refuse(soap, "report", "denied",
+                      "this broker has no open %s plan for job %s towards rank %d from cluster "
+                      "%s: a report answers a lookup",
+                      technique, job, toRank, id->cluster);
+    }
     response->version = QCG_PROTOCOL_VERSION;
     if (!res.found)
         return SOAP_OK; /* the peer is gone: nothing to learn about the pair */
     outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t, ok != 0,
-                    (unsigned)setupMs, (uint64_t)time(NULL));
+                    (unsigned)setupMs, now, job, res.from.node);
     atomic_fetch_add(ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
     if (ok)
         log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", job, fromRank,

@@ -28,6 +28,7 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"injects_ordered", atomic_load(&b->stats.injects_ordered)},
         {"reports_ok", atomic_load(&b->stats.reports_ok)},
         {"reports_failed", atomic_load(&b->stats.reports_failed)},
+        {"reports_refused", atomic_load(&b->stats.reports_refused)},
         {"probes_started", atomic_load(&b->stats.probes_started)},
         {"observations", atomic_load(&b->stats.observations)},
     };

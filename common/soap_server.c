@@ -1,10 +1,14 @@
 /*
  * The mutual-TLS gSOAP server shared by the broker and the frontend.
  *
- * One accept loop (soap_server_run) and one detached thread per connection,
- * at most max_connections at once.  gSOAP's defaults are unsafe (no timeouts,
- * 2 GB messages, gzip bombs): every limit from ../shared/notes/gsoap.md is set
- * on the master context and inherited by the per-connection copies.
+ * One accept loop (soap_server_run) and one detached thread per connection.
+ * The loop never waits for a slot: it takes every connection into the
+ * handshake stage (bounded in total and per address) or closes it at once,
+ * and cuts off (shutdown) the handshakes past their deadline, so that idle
+ * or slow clients cannot stop it from accepting (soap_server.h).  gSOAP's
+ * defaults are unsafe (no timeouts, 2 GB messages, gzip bombs): every limit
+ * from ../shared/notes/gsoap.md is set on the master context and inherited
+ * by the per-connection copies.
  */
 #include "soap_server.h"
 
@@ -26,6 +30,7 @@
 
 #include "dlist.h"
 #include "log.h"
+#include "monotonic.h"
 #include "proto.h"
 #include "soapH.h"
 #include "soap_util.h"
@@ -51,7 +56,7 @@ struct conn;
 struct soap_server {
     struct soap *master;
     int port;
-    int max_connections;
+    int max_connections, max_per_identity, max_handshakes, per_address, handshake_ms;
     void *user;
     volatile sig_atomic_t stop;
     void (*on_stop)(void *);
@@ -61,8 +66,14 @@ struct soap_server {
 
     pthread_mutex_t lock; /* protects what follows */
     pthread_cond_t changed;
-    int active;         /* connection threads alive */
-    struct dlist conns; /* of struct conn: theirs, to cut them off at stop */
+    int active;                 /* connection threads alive */
+    int served;                 /* authenticated connections holding a slot */
+    int handshaking;            /* connections in the handshake stage */
+    struct dlist conns;         /* of struct conn: theirs, to cut them off at stop */
+    struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
+    uint64_t refused_window_ms; /* the refusal lines' current second */
+    unsigned refused_lines;
+    unsigned long refused_left_out;
 };
 
 /* One accepted connection; soap->user of its context points here. */
@@ -72,8 +83,47 @@ struct conn {
     struct identity identity;
     int fd; /* -1 once closed; guarded by server->lock */
     char peer[64];
+    char host[64];     /* the peer's address alone, for the per-address bound */
     struct dlink link; /* in server->conns */
+    /* Guarded by server->lock: */
+    struct dlink in_stage; /* in server->stage while staged */
+    bool staged;
+    bool expired;       /* its handshake deadline passed: shut down */
+    bool authenticated; /* counted against its identity's bound */
+    bool serving;       /* holds a slot */
+    uint64_t deadline_ms;
 };
+
+/* "PEER: WHY" for a connection refused before it was served: at most ten
+   lines a second (a burst of refusals is seen in full, a flood is not
+   written out), the first line after a flood with the count left out.
+   Called with server->lock held. */
+#define REFUSED_LINES_PER_SECOND 10
+static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
+{
+    uint64_t now = monotonic_ms();
+    if (now - srv->refused_window_ms >= 1000) {
+        srv->refused_window_ms = now;
+        srv->refused_lines = 0;
+    }
+    if (srv->refused_lines >= REFUSED_LINES_PER_SECOND) {
+        srv->refused_left_out++;
+        return;
+    }
+    srv->refused_lines++;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (srv->refused_left_out > 0)
+        log_warnx("%s: %s (%lu more refusals not logged)", peer, why, srv->refused_left_out);
+    else
+        log_warnx("%s: %s", peer, why);
+    srv->refused_left_out = 0;
+}
 
 static struct conn *conn_of(struct soap *soap)
 {
@@ -154,20 +204,85 @@ static bool closed_before_tls(int fd, int timeout_ms)
     return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+static void unstage(struct soap_server *srv, struct conn *c)
+{
+    if (c->staged) {
+        dlist_remove(&srv->stage, &c->in_stage);
+        srv->handshaking--;
+        c->staged = false;
+    }
+}
+
+/* Out of the handshake stage into a slot of authenticated work: false (and
+   logged) when its identity holds its bound already, when it expired
+   meanwhile, or when no slot frees within SOAP_SERVER_SLOT_WAIT_S. */
+static bool take_slot(struct soap_server *srv, struct conn *c)
+{
+    bool ok = false;
+    pthread_mutex_lock(&srv->lock);
+    unstage(srv, c);
+    int same = 0;
+    for (struct dlink *l = srv->conns.head; l != NULL; l = l->next) {
+        const struct conn *o = dlist_entry(l, struct conn, link);
+        same += o->authenticated && strcmp(o->identity.name, c->identity.name) == 0;
+    }
+    if (c->expired) {
+        refused(srv, c->peer, "refused: TLS handshake not done within %d ms", srv->handshake_ms);
+    } else if (same >= srv->max_per_identity) {
+        refused(srv, c->peer, "refused: %s %s holds %d connections already",
+                role_name(c->identity.role), c->identity.name, same);
+    } else {
+        c->authenticated = true;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += SOAP_SERVER_SLOT_WAIT_S;
+        bool warned = false;
+        while (srv->served >= srv->max_connections && !srv->stop) {
+            if (!warned) {
+                log_warnx("%d connections served: %s %s waits for a slot", srv->served,
+                          role_name(c->identity.role), c->identity.name);
+                warned = true;
+            }
+            if (pthread_cond_timedwait(&srv->changed, &srv->lock, &until) == ETIMEDOUT)
+                break;
+        }
+        if (srv->served < srv->max_connections && !srv->stop) {
+            srv->served++;
+            c->serving = true;
+            ok = true;
+        } else if (!srv->stop) {
+            refused(srv, c->peer, "refused: no slot of %d freed within %d s", srv->max_connections,
+                    SOAP_SERVER_SLOT_WAIT_S);
+        }
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return ok;
+}
+
 static void *conn_main(void *arg)
 {
     struct conn *c = arg;
     struct soap *soap = c->soap;
+    struct soap_server *srv = c->server;
     char msg[256];
 
-    if (closed_before_tls(soap->socket, SERVER_IO_TIMEOUT * 1000)) {
+    uint64_t now = monotonic_ms();
+    int first_byte_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 0;
+    if (closed_before_tls(soap->socket, first_byte_ms)) {
         log_debug("%s: closed before the TLS handshake (a reachability check)", c->peer);
     } else if (soap_ssl_accept(soap) != SOAP_OK) {
         soap_error_text(soap, msg, sizeof(msg));
-        log_warnx("%s: TLS handshake failed: %s", c->peer, msg);
+        pthread_mutex_lock(&srv->lock);
+        if (c->expired)
+            refused(srv, c->peer, "refused: TLS handshake not done within %d ms",
+                    srv->handshake_ms);
+        else
+            refused(srv, c->peer, "TLS handshake failed: %s", msg);
+        pthread_mutex_unlock(&srv->lock);
     } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
+        /* Not rate-limited: only holders of a grid CA certificate get here. */
         log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
-    } else {
+    } else if (take_slot(srv, c)) {
         log_debug("%s: connection from %s %s", c->peer, role_name(c->identity.role),
                   c->identity.name);
         int rc = soap_serve(soap);
@@ -190,8 +305,10 @@ static void *conn_main(void *arg)
     soap_end(soap);
     soap_free(soap);
 
-    struct soap_server *srv = c->server;
     pthread_mutex_lock(&srv->lock);
+    unstage(srv, c);
+    if (c->serving)
+        srv->served--;
     dlist_remove(&srv->conns, &c->link);
     srv->active--;
     pthread_cond_broadcast(&srv->changed);
@@ -226,7 +343,13 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    srv->max_connections = cfg->max_connections > 0 ? cfg->max_connections : 64;
+#define OR_DEFAULT(v, d) ((v) > 0 ? (v) : (d))
+    srv->max_connections = OR_DEFAULT(cfg->max_connections, SOAP_SERVER_MAX_CONNECTIONS);
+    srv->max_per_identity = OR_DEFAULT(cfg->max_per_identity, SOAP_SERVER_MAX_PER_IDENTITY);
+    srv->max_handshakes = OR_DEFAULT(cfg->max_handshakes, SOAP_SERVER_MAX_HANDSHAKES);
+    srv->per_address = OR_DEFAULT(cfg->handshakes_per_address, SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
+    srv->handshake_ms = OR_DEFAULT(cfg->handshake_ms, SOAP_SERVER_HANDSHAKE_MS);
+#undef OR_DEFAULT
     srv->user = cfg->user;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_condattr_t attr;
@@ -287,23 +410,27 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     return srv;
 }
 
-/* Waits (bounded) until a connection slot is free; 0 once stopping. */
-static int wait_for_slot(struct soap_server *srv)
+/* Shuts down the handshakes past their deadline (their threads then end);
+   returns how long the loop may sleep before the next one is due (<= 1 s). */
+static int expire_handshakes(struct soap_server *srv)
 {
+    uint64_t now = monotonic_ms();
+    int wait = 1000;
     pthread_mutex_lock(&srv->lock);
-    bool warned = false;
-    while (srv->active >= srv->max_connections && !srv->stop) {
-        if (!warned) {
-            log_warnx("%d connections open: not accepting until one ends", srv->active);
-            warned = true;
+    /* Every handshake gets the same time: the stage is in deadline order. */
+    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, in_stage);
+        if (c->deadline_ms > now) {
+            if (c->deadline_ms - now < (uint64_t)wait)
+                wait = (int)(c->deadline_ms - now);
+            break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += 1; /* re-check the stop flag every second */
-        pthread_cond_timedwait(&srv->changed, &srv->lock, &ts);
+        if (!c->expired && c->fd >= 0)
+            shutdown(c->fd, SHUT_RDWR);
+        c->expired = true;
     }
     pthread_mutex_unlock(&srv->lock);
-    return !srv->stop;
+    return wait;
 }
 
 static void accept_one(struct soap_server *srv)
@@ -322,10 +449,32 @@ static void accept_one(struct soap_server *srv)
         return;
     }
 
+    m->socket = SOAP_INVALID_SOCKET; /* the copy's below, or closed */
+    char peer[64], host[64];
+    peer_text(s, peer, sizeof(peer));
+    snprintf(host, sizeof(host), "%s", peer);
+    char *colon = strrchr(host, ':');
+    if (colon != NULL)
+        *colon = '\0';
+
+    pthread_mutex_lock(&srv->lock);
+    int same = 0;
+    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next)
+        same += strcmp(dlist_entry(l, struct conn, in_stage)->host, host) == 0;
+    bool full = srv->handshaking >= srv->max_handshakes;
+    if (full || same >= srv->per_address) {
+        if (full)
+            refused(srv, peer, "refused: %d TLS handshakes in progress", srv->handshaking);
+        else
+            refused(srv, peer, "refused: %d TLS handshakes in progress from %s", same, host);
+        pthread_mutex_unlock(&srv->lock);
+        close(s);
+        return;
+    }
+    pthread_mutex_unlock(&srv->lock);
+
     struct conn *c = calloc(1, sizeof(*c));
     struct soap *copy = c ? soap_copy(m) : NULL;
-    /* The accepted socket now belongs to the copy (or is closed below). */
-    m->socket = SOAP_INVALID_SOCKET;
     if (copy == NULL) {
         log_warnx("out of memory: connection dropped");
         close(s);
@@ -335,13 +484,19 @@ static void accept_one(struct soap_server *srv)
     c->server = srv;
     c->soap = copy;
     c->fd = s;
-    peer_text(s, c->peer, sizeof(c->peer));
+    memcpy(c->peer, peer, sizeof(peer));
+    memcpy(c->host, host, sizeof(host));
+    copy->socket = s;
     copy->user = c;
     copy->fparsehdr = parse_header;
     copy->fclosesocket = close_socket;
 
     pthread_mutex_lock(&srv->lock);
     dlist_append(&srv->conns, &c->link);
+    dlist_append(&srv->stage, &c->in_stage);
+    c->staged = true;
+    c->deadline_ms = monotonic_ms() + (uint64_t)srv->handshake_ms;
+    srv->handshaking++;
     srv->active++;
     pthread_mutex_unlock(&srv->lock);
 
@@ -354,6 +509,7 @@ static void accept_one(struct soap_server *srv)
     if (rc != 0) {
         log_warnx("%s: cannot start a thread: %s", c->peer, strerror(rc));
         pthread_mutex_lock(&srv->lock);
+        unstage(srv, c);
         dlist_remove(&srv->conns, &c->link);
         srv->active--;
         pthread_mutex_unlock(&srv->lock);
@@ -388,11 +544,14 @@ static int drain(struct soap_server *srv, int seconds)
 
 int soap_server_run(struct soap_server *srv)
 {
-    log_info("serving on port %d (at most %d connections)", srv->port, srv->max_connections);
+    log_info("serving on port %d (at most %d connections, %d per certificate; %d TLS "
+             "handshakes, %d per address, %d ms each)",
+             srv->port, srv->max_connections, srv->max_per_identity, srv->max_handshakes,
+             srv->per_address, srv->handshake_ms);
     while (!srv->stop) {
-        if (!wait_for_slot(srv))
-            break;
-        accept_one(srv);
+        struct pollfd p = {.fd = srv->master->master, .events = POLLIN};
+        if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)
+            accept_one(srv);
     }
     log_info("stopping: closing connections");
     if (srv->on_stop)

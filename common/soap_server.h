@@ -15,23 +15,43 @@
 struct soap;
 
 struct tls_files {
-    const char *ca;        /* the grid CA certificate (PEM) */
-    const char *certkey;   /* this service's certificate chain and key in one PEM */
+    const char *ca;      /* the grid CA certificate (PEM) */
+    const char *certkey; /* this service's certificate chain and key in one PEM */
 };
 
+/* Connections are taken at once, whatever their number; until its TLS
+   handshake is done and its certificate names a qcg role, a connection is
+   in the handshake stage, which holds at most max_handshakes, at most
+   handshakes_per_address from one address, each for at most handshake_ms
+   (first byte included): an idle or slow client costs one stage slot for a
+   few seconds, never a slot of authenticated work.  Authenticated, it is
+   served if fewer than max_connections are (at most max_per_identity of
+   them by one certificate); else it waits for a slot (up to
+   SOAP_SERVER_SLOT_WAIT_S) and is then closed.  Refusals are logged at most
+   once a second with their count.  0 = the default. */
+#define SOAP_SERVER_MAX_CONNECTIONS 1024
+#define SOAP_SERVER_MAX_PER_IDENTITY 160
+#define SOAP_SERVER_MAX_HANDSHAKES 256
+#define SOAP_SERVER_HANDSHAKES_PER_ADDRESS 16
+#define SOAP_SERVER_HANDSHAKE_MS 5000
+#define SOAP_SERVER_SLOT_WAIT_S 20
+
 struct soap_server_config {
-    const char *listen_addr;   /* NULL or "" = any */
+    const char *listen_addr; /* NULL or "" = any */
     int port;
     struct tls_files tls;
-    int max_connections;       /* connections served at once; more wait in the backlog */
-    void *user;                /* the daemon's state, for the operations */
+    int max_connections;  /* authenticated connections served at once */
+    int max_per_identity; /* of those, by one certificate */
+    int max_handshakes;   /* connections in the handshake stage */
+    int handshakes_per_address;
+    int handshake_ms;
+    void *user; /* the daemon's state, for the operations */
 };
 
 struct soap_server;
 
 /* Binds and sets up TLS; NULL with a one-line reason in err on failure. */
-struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *err,
-                                    size_t errlen);
+struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *err, size_t errlen);
 /* Accepts and serves until soap_server_stop; returns 0, or -1 on a fatal error. */
 int soap_server_run(struct soap_server *srv);
 /* Async-signal-safe: the accept loop notices within a second; then run() calls

@@ -428,6 +428,7 @@ only_is "nata -> open holepunch although it failed recently" "ok technique=holep
   "holepunch asked for alone"
 expect_ok "report: direct worked nata -> open" "$fe" report p s 0 1 direct 1 3
 
+
 # A PUNCH at the reflector from a local port kept as is: counted for nata.
 /usr/bin/python3 - "$hp_token" >"$work/punch.out" 2>&1 <<'PY'
 import socket, sys
@@ -595,6 +596,23 @@ PY
 else
   fail "--grid --json: $(cat "$work/grid.json")"
 fi
+
+# Poisoned memory: a report counts only for a plan this broker issued, and one
+# other job's failures do not steer job p's plans.
+expect_fault "report for a plan never issued" denied "$fe" report p s 0 1 traversing 0 900
+grep -q "report from frontend .* refused (qcg:denied): this broker has no open traversing plan for job p towards rank 1 from cluster nata" "$probed_log" &&
+  pass "the refused report is logged with its reason" || fail "no log line for the refused report"
+expect_ok "evil job: rank 0 in nata" "$fe" publish evil e 0 - nata1 198.18.3.11 20010
+expect_ok "evil job: rank 1 in open" "$fo" publish evil e 1 - open1 203.0.113.21 20010
+expect_ok "evil job: a plan nata -> open" "$fe" lookup evil e 0 1
+[[ $out == *"technique=direct"* ]] || fail "evil job's first plan: $out"
+expect_ok "evil job reports direct failed" "$fe" report evil e 0 1 direct 0 900
+expect_ok "evil job: its next plan" "$fe" lookup evil e 0 1
+[[ $out != *"technique=direct"* && $out == *"direct failed recently"* ]] &&
+  pass "the failing job skips direct itself" || fail "evil job's second plan: $out"
+expect_ok "job p: a plan nata -> open after evil's report" "$fe" lookup p s 0 1
+[[ $out == *"technique=direct"* ]] && pass "one other job's failure does not steer job p" ||
+  fail "job p was steered by another job's report: $out"
 "$broker_bin" --grid --port 17798 --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >/dev/null 2>"$work/grid.err"
 [ $? -eq 1 ] && [ "$(wc -l <"$work/grid.err")" -eq 1 ] &&
   pass "--grid without a broker: exit 1, one line ($(cat "$work/grid.err"))" ||

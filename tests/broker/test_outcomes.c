@@ -8,26 +8,33 @@
 #include <string.h>
 
 #include "check.h"
+#include "issued.h"
 #include "outcomes.h"
 #include "plan.h"
 #include "syncheck.h"
 #include "traversals.h"
 
+/* What job j (on node "n1") skips from `from` to `to`. */
+static unsigned own(struct outcomes *o, const char *from, const char *to, uint64_t now)
+{
+    return outcomes_failing(o, from, to, "j", now).own;
+}
+
 static void test_memory(void)
 {
     struct outcomes *o = outcomes_new(600);
     CHECKF(o != NULL, "outcomes_new");
-    CHECKF(outcomes_failing(o, "sym", "natb", 1000) == 0, "nothing remembered at first");
-    outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, false, 0, 1000);
-    CHECKF(outcomes_failing(o, "sym", "natb", 1001) == TECH_BIT(TECH_HOLEPUNCH), "failure held");
-    CHECKF(outcomes_failing(o, "natb", "sym", 1001) == 0, "only in that direction");
-    CHECKF(outcomes_failing(o, "sym", "natb", 1599) == TECH_BIT(TECH_HOLEPUNCH), "until expiry");
-    CHECKF(outcomes_failing(o, "sym", "natb", 1600) == 0, "expired");
-    outcomes_record(o, "sym", "natb", TECH_PROXY, true, 42, 1002);
-    outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, true, 30, 1003);
-    CHECKF(outcomes_failing(o, "sym", "natb", 1004) == 0, "a success clears the failure");
-    outcomes_record(o, "nata", "fw", TECH_TRAVERSING, false, 0, 1005);
-    outcomes_record(o, "nata", "fw", (enum technique)99, false, 0, 1005); /* ignored */
+    CHECKF(own(o, "sym", "natb", 1000) == 0, "nothing remembered at first");
+    outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, false, 0, 1000, "j", "n1");
+    CHECKF(own(o, "sym", "natb", 1001) == TECH_BIT(TECH_HOLEPUNCH), "failure held");
+    CHECKF(own(o, "natb", "sym", 1001) == 0, "only in that direction");
+    CHECKF(own(o, "sym", "natb", 1599) == TECH_BIT(TECH_HOLEPUNCH), "until expiry");
+    CHECKF(own(o, "sym", "natb", 1600) == 0, "expired");
+    outcomes_record(o, "sym", "natb", TECH_PROXY, true, 42, 1002, "j", "n1");
+    outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, true, 30, 1003, "j", "n1");
+    CHECKF(own(o, "sym", "natb", 1004) == 0, "a success clears the failure");
+    outcomes_record(o, "nata", "fw", TECH_TRAVERSING, false, 0, 1005, "j", "n1");
+    outcomes_record(o, "nata", "fw", (enum technique)99, false, 0, 1005, "j", "n1"); /* ignored */
     struct outcome_pair snap[8];
     size_t n = outcomes_snapshot(o, snap, 8);
     CHECKF(n == 2, "two pairs, got %zu", n);
@@ -44,16 +51,84 @@ static void test_memory(void)
     char from[32];
     for (int i = 0; i < OUTCOMES_PAIRS_MAX + 10; i++) {
         snprintf(from, sizeof(from), "c%d", i);
-        outcomes_record(o, from, "x", TECH_PROXY, false, 0, 2000 + (uint64_t)i);
+        outcomes_record(o, from, "x", TECH_PROXY, false, 0, 2000 + (uint64_t)i, "j", "n1");
     }
     static struct outcome_pair big[OUTCOMES_PAIRS_MAX + 16];
     n = outcomes_snapshot(o, big, OUTCOMES_PAIRS_MAX + 16);
     CHECKF(n == OUTCOMES_PAIRS_MAX, "bounded at %d, got %zu", OUTCOMES_PAIRS_MAX, n);
-    CHECKF(outcomes_failing(o, "c0", "x", 2100) == 0, "oldest forgotten");
+    CHECKF(own(o, "c0", "x", 2100) == 0, "oldest forgotten");
     snprintf(from, sizeof(from), "c%d", OUTCOMES_PAIRS_MAX + 9);
-    CHECKF(outcomes_failing(o, from, "x", 2000 + OUTCOMES_PAIRS_MAX + 20) == TECH_BIT(TECH_PROXY),
+    CHECKF(own(o, from, "x", 2000 + OUTCOMES_PAIRS_MAX + 20) == TECH_BIT(TECH_PROXY),
            "newest kept");
     outcomes_free(o);
+}
+
+/* One user cannot steer other jobs' plans: another job's failure counts for
+   it only until a second job from a second node saw the same; one job holds
+   one witness slot whatever it reports. */
+static void test_witnesses(void)
+{
+    struct outcomes *o = outcomes_new(600);
+    outcomes_record(o, "a", "b", TECH_DIRECT, false, 0, 1000, "evil", "a1");
+    struct outcome_failing f = outcomes_failing(o, "a", "b", "victim", 1001);
+    CHECKF(f.own == 0 && f.shared == 0, "one other job: nothing for the victim (%x %x)", f.own,
+           f.shared);
+    CHECKF(outcomes_failing(o, "a", "b", "evil", 1001).own == TECH_BIT(TECH_DIRECT),
+           "the failing job itself skips it");
+    outcomes_record(o, "a", "b", TECH_DIRECT, false, 0, 1002, "evil2", "a1");
+    CHECKF(outcomes_failing(o, "a", "b", "victim", 1003).shared == 0,
+           "two jobs from one node do not corroborate");
+    for (int i = 0; i < 10; i++)
+        outcomes_record(o, "a", "b", TECH_DIRECT, false, 0, 1004, "evil", "a1");
+    CHECKF(outcomes_failing(o, "a", "b", "victim", 1005).shared == 0,
+           "one job reporting again is still one job");
+    outcomes_record(o, "a", "b", TECH_DIRECT, false, 0, 1006, "other", "a2");
+    CHECKF(outcomes_failing(o, "a", "b", "victim", 1007).shared == TECH_BIT(TECH_DIRECT),
+           "two jobs from two nodes: held for everyone");
+    CHECKF(outcomes_failing(o, "a", "b", "victim", 1700).shared == 0, "until it expires");
+    outcomes_record(o, "a", "b", TECH_DIRECT, true, 3, 1008, "victim", "a3");
+    f = outcomes_failing(o, "a", "b", "evil", 1009);
+    CHECKF(f.own == 0 && f.shared == 0, "a success clears every witness (%x %x)", f.own, f.shared);
+    outcomes_free(o);
+}
+
+/* A report counts only for a plan the broker issued to that cluster, for
+   that job, target rank and technique, within its window; one job's plans
+   never push out another's. */
+static void test_issued(void)
+{
+    struct issued *s = issued_new(4);
+    CHECKF(s != NULL, "issued_new");
+    CHECKF(!issued_check(s, "a", "j", 1, TECH_DIRECT, 100), "nothing issued yet");
+    issued_record(s, "a", "j", 1, TECH_DIRECT, 700, 100);
+    CHECKF(issued_check(s, "a", "j", 1, TECH_DIRECT, 101), "issued: reportable");
+    CHECKF(!issued_check(s, "b", "j", 1, TECH_DIRECT, 101), "not from another cluster");
+    CHECKF(!issued_check(s, "a", "k", 1, TECH_DIRECT, 101), "not for another job");
+    CHECKF(!issued_check(s, "a", "j", 2, TECH_DIRECT, 101), "not towards another rank");
+    CHECKF(!issued_check(s, "a", "j", 1, TECH_PROXY, 101), "not for another technique");
+    CHECKF(!issued_check(s, "a", "j", 1, TECH_DIRECT, 700), "not after its window");
+    issued_record(s, "a", "j", 1, TECH_DIRECT, 900, 200);
+    CHECKF(issued_check(s, "a", "j", 1, TECH_DIRECT, 800) && issued_count(s) == 1,
+           "issued again: renewed, not doubled");
+    issued_record(s, "a", "victim", 7, TECH_PROXY, 900, 200);
+    for (int r = 0; r < ISSUED_PER_JOB_MAX + 5; r++)
+        issued_record(s, "a", "j", 100 + r, TECH_DIRECT, 900, 201);
+    CHECKF(issued_check(s, "a", "victim", 7, TECH_PROXY, 300), "one job's plans stay its own");
+    CHECKF(!issued_check(s, "a", "j", 100, TECH_DIRECT, 300) &&
+               issued_check(s, "a", "j", 100 + ISSUED_PER_JOB_MAX + 4, TECH_DIRECT, 300),
+           "a job's oldest plan goes first");
+    char job[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(job, sizeof(job), "many%d", i);
+        issued_record(s, "z", job, 1, TECH_DIRECT, 900, 202);
+    }
+    CHECKF(issued_check(s, "z", "many7", 1, TECH_DIRECT, 300) &&
+               !issued_check(s, "a", "victim", 7, TECH_PROXY, 300),
+           "bounded in (cluster, job) pairs: the least recently used goes");
+    issued_record(s, "q", "late", 1, TECH_DIRECT, 2000, 1000);
+    CHECKF(issued_count(s) == 1, "expired pairs are dropped as new plans come: %zu left",
+           issued_count(s));
+    issued_free(s);
 }
 
 static void test_traversals(void)
@@ -122,6 +197,8 @@ static void test_syncheck(void)
 int main(void)
 {
     test_memory();
+    test_witnesses();
+    test_issued();
     test_traversals();
     test_syncheck();
     return check_result("broker-outcomes");

@@ -270,12 +270,27 @@ static void test_lookup(void)
     /* The outcome memory between the two clusters is consulted, in that
        direction only. */
     struct outcomes *mem = outcomes_new(600);
-    outcomes_record(mem, "open", "nata", TECH_REVERSED, false, 0, (uint64_t)time(NULL));
+    uint64_t now = (uint64_t)time(NULL);
+    /* Another job's failure alone does not steer job1's plans. */
+    outcomes_record(mem, "open", "nata", TECH_REVERSED, false, 0, now, "other", "open2");
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, mem, &res, why,
+                           sizeof(why)) == REG_OK &&
+               res.decision.ok && res.decision.technique == TECH_REVERSED,
+           "open -> nat, reversed failed for one other job only: %s", res.decision.reason);
+    outcomes_record(mem, "open", "nata", TECH_REVERSED, false, 0, now, "job1", "open1");
     CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, mem, &res, why,
                            sizeof(why)) == REG_OK &&
                res.decision.ok && res.decision.technique == TECH_PROXY &&
                strstr(res.decision.reason, "reversed failed recently"),
            "open -> nat, reversed remembered as failing: %s", res.decision.reason);
+    /* Two jobs from two nodes corroborate each other, but never leave a job
+       without a technique its own attempts did not rule out. */
+    outcomes_record(mem, "open", "nata", TECH_PROXY, false, 0, now, "evil1", "open1");
+    outcomes_record(mem, "open", "nata", TECH_PROXY, false, 0, now, "evil2", "open2");
+    CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, TECH_BIT(TECH_REVERSED), TECH_NONE,
+                           &offer_all, mem, &res, why, sizeof(why)) == REG_OK &&
+               res.decision.ok && res.decision.technique == TECH_PROXY,
+           "open -> nat, reversed tried, proxy failed for two other jobs: %s", res.decision.reason);
     /* `only` plans that technique whatever the memory says, and names the
        target's node when it cannot work. */
     CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_REVERSED, &offer_all, mem, &res,

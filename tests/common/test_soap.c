@@ -148,6 +148,10 @@ static void close_queue(void *arg)
     cmdqueue_close(arg);
 }
 
+/* The handshake deadline and per-certificate bound of the next
+   server_start (0: the defaults). */
+static int stage_ms, per_identity;
+
 static int server_start(struct server *s, int max_connections)
 {
     memset(s, 0, sizeof(*s));
@@ -160,6 +164,8 @@ static int server_start(struct server *s, int max_connections)
             .port = next_port,
             .tls = {.ca = ca, .certkey = broker_pem},
             .max_connections = max_connections,
+            .handshake_ms = stage_ms,
+            .max_per_identity = per_identity,
             .user = &s->state,
         };
         s->srv = soap_server_new(&cfg, err, sizeof(err));
@@ -535,9 +541,8 @@ static void test_faults(struct server *s)
     CHECK_HAS(st.msg, "protocol version mismatch: server speaks 1, client speaks 99");
 
     struct qcg__lookupResponse lr;
-    int rc =
-        soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1, NULL, NULL,
-                              &lr);
+    int rc = soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1,
+                                   NULL, NULL, &lr);
     CHECK(soap_call_status(soap, rc, st.subcode, sizeof(st.subcode), st.msg, sizeof(st.msg)) ==
           CALL_FAULT);
     CHECK_STR(st.subcode, "invalid");
@@ -721,10 +726,10 @@ static void test_connection_cap(void)
     struct raw a, b;
     CHECK(raw_open(&a, s.port, frontend_pem) == 0);
     CHECK(raw_open(&b, s.port, frontend_pem) == 0);
-    CHECK(log_has("2 connections open: not accepting until one ends", 3000));
     struct caller c = {.url = s.url};
     pthread_t t;
     pthread_create(&t, NULL, caller_main, &c);
+    CHECK(log_has("2 connections served: frontend nata waits for a slot", 3000));
     /* The third is not served while both are open (this second passing
        without an answer is what is checked, not a wait for an event)... */
     long end = now_ms() + 1000;
@@ -740,6 +745,119 @@ static void test_connection_cap(void)
     raw_close(&b);
     long ms = server_stop(&s);
     CHECK(ms < 3000);
+}
+
+/* A TCP connection to port from the local address `from`; -1 on failure. */
+static int tcp_from(const char *from, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+        (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0 && errno != EINPROGRESS)) {
+        perror("tcp_from");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether the server has closed fd (EOF or reset), without waiting. */
+static bool closed_by_server(int fd)
+{
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+#define IDLE_CONNS 40
+
+/* Idle and slow clients cannot stop the server from accepting (issue 16):
+   with 2 slots, 40 idle TCP connections from 127.0.0.2 get 16 places in the
+   handshake stage and the others are closed at once; a frontend is served
+   meanwhile; the stage's connections are cut at the handshake deadline, one
+   dripping a TLS record a byte at a time included. */
+static void test_handshake_stage(void)
+{
+    struct server s;
+    stage_ms = 1500;
+    int rc = server_start(&s, 2);
+    stage_ms = 0;
+    if (rc < 0) {
+        CHECK(!"stage server");
+        return;
+    }
+    int idle[IDLE_CONNS];
+    for (int i = 0; i < IDLE_CONNS; i++)
+        idle[i] = tcp_from("127.0.0.2", s.port);
+    int slow = tcp_from("127.0.0.3", s.port);
+    CHECK(log_has("TLS handshakes in progress from 127.0.0.2", 2000));
+    int closed = 0;
+    for (long end = now_ms() + 500; now_ms() < end;) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < IDLE_CONNS; i++)
+        closed += idle[i] >= 0 && closed_by_server(idle[i]);
+    printf("handshake stage: %d of %d idle connections from one address closed at once\n", closed,
+           IDLE_CONNS);
+    CHECK(closed == IDLE_CONNS - SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
+
+    long t0 = now_ms();
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    long took = now_ms() - t0;
+    printf("handshake stage: a frontend served in %ld ms among idle clients\n", took);
+    CHECK(st.status == CALL_OK); /* main: blocked behind the idle ones past its 5 s timeout */
+
+    /* A TLS handshake record header, a byte every 200 ms. */
+    static const unsigned char drip[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc,
+                                         0x03, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    size_t sent = 0;
+    bool all_closed = false;
+    for (long end = now_ms() + 4000; !all_closed && now_ms() < end;) {
+        if (sent < sizeof(drip) && send(slow, &drip[sent], 1, MSG_NOSIGNAL) == 1)
+            sent++;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+        all_closed = closed_by_server(slow);
+        for (int i = 0; i < IDLE_CONNS && all_closed; i++)
+            all_closed = idle[i] < 0 || closed_by_server(idle[i]);
+    }
+    CHECK(all_closed); /* idle and dripping clients cut at the 1500 ms deadline */
+    CHECK(log_has("TLS handshake not done within 1500 ms", 3000));
+    for (int i = 0; i < IDLE_CONNS; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    close(slow);
+    server_stop(&s);
+}
+
+/* One certificate cannot take every slot: beyond its bound its connections
+   are closed while others' are served. */
+static void test_identity_cap(void)
+{
+    struct server s;
+    per_identity = 1;
+    int rc = server_start(&s, 8);
+    per_identity = 0;
+    if (rc < 0) {
+        CHECK(!"identity cap server");
+        return;
+    }
+    struct raw held;
+    CHECK(raw_open(&held, s.port, frontend_pem) == 0);
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_UNREACHABLE);
+    CHECK(log_has("refused: frontend nata holds 1 connections already", 3000));
+    stats_once(s.url, helper_pem, ca, &st);
+    CHECK(st.status == CALL_OK);
+    raw_close(&held);
+    server_stop(&s);
 }
 
 /* A stop is prompt even with an idle keep-alive connection open. */
@@ -877,6 +995,8 @@ int main(int argc, char **argv)
             CHECK(!"server start");
         }
         test_connection_cap();
+        test_handshake_stage();
+        test_identity_cap();
     }
 
     fflush(stderr);

@@ -1108,7 +1108,7 @@ static int mode_observed_denied(int argc, char **argv)
 
 /* A process that reports and quits at once: the report must reach the
    broker before the withdrawal (the broker takes reports from published
-   ranks only).  The broker's log tells; the script reads it. */
+   ranks, for plans it issued, only).  The broker's log tells; the script reads it. */
 static int mode_report(int argc, char **argv)
 {
     if (argc != 5)
@@ -1128,8 +1128,10 @@ static int mode_report(int argc, char **argv)
         if (target < 0 || reporter < 0 || hello(target, job, SECRET, 1, &r) < 0 ||
             r.h.type != LOCAL_HELLO_OK || publish(target, low + 1, &r) < 0 ||
             r.h.type != LOCAL_OK || hello(reporter, job, SECRET, 0, &r) < 0 ||
-            r.h.type != LOCAL_HELLO_OK || publish(reporter, low, &r) < 0 || r.h.type != LOCAL_OK) {
-            printf("     round %d: cannot publish ranks 0 and 1\n", i);
+            r.h.type != LOCAL_HELLO_OK || publish(reporter, low, &r) < 0 || r.h.type != LOCAL_OK ||
+            lookup(reporter, 1, &r) < 0 || r.h.type != LOCAL_PLAN) {
+            /* The lookup: a report answers a plan the broker issued. */
+            printf("     round %d: cannot publish ranks 0 and 1 and plan 0 -> 1\n", i);
         } else {
             memset(&rep, 0, sizeof(rep));
             rep.to_rank = 1;

@@ -1,0 +1,210 @@
+/* The plans the broker issued: a table of (cluster, job) buckets, each a
+   short list of plans scanned in full (at most ISSUED_PER_JOB_MAX), and a
+   list of the buckets in order of use, whose head is checked for expiry on
+   every record so that a quiet table empties itself. */
+#include "issued.h"
+
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlist.h"
+#include "htable.h"
+#include "log.h"
+#include "monotonic.h"
+#include "ratelimit.h"
+
+struct plan {
+    struct dlink link; /* in its bucket, oldest first */
+    int rank;
+    enum technique t;
+    uint64_t until;
+};
+
+struct bucket {
+    struct dlink used; /* in issued.buckets, least recently used first */
+    char cluster[QCG_NAME_MAX];
+    char job[QCG_JOB_MAX];
+    struct dlist plans;
+    size_t count;
+    uint64_t until; /* the latest of its plans' */
+};
+
+struct key {
+    const char *cluster, *job;
+};
+
+struct issued {
+    pthread_mutex_t lock;
+    struct htable *table; /* (cluster, job) -> struct bucket */
+    struct dlist buckets;
+    size_t buckets_max;
+    size_t plans;
+    uint64_t seed;
+    struct ratelimit full_log;
+};
+
+static bool bucket_eq(const void *entry, const void *key)
+{
+    const struct bucket *b = entry;
+    const struct key *k = key;
+    return strcmp(b->cluster, k->cluster) == 0 && strcmp(b->job, k->job) == 0;
+}
+
+static uint64_t key_hash(const struct issued *s, const char *cluster, const char *job)
+{
+    /* Length-prefixed by the terminating NUL: "a","bc" and "ab","c" differ. */
+    return htable_hash(job, strlen(job) + 1, htable_hash(cluster, strlen(cluster) + 1, s->seed));
+}
+
+struct issued *issued_new(size_t buckets_max)
+{
+    struct issued *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->table = htable_new(bucket_eq);
+    if (s->table == NULL || RAND_bytes((unsigned char *)&s->seed, sizeof(s->seed)) != 1) {
+        htable_free(s->table);
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    s->buckets_max = buckets_max > 0 ? buckets_max : ISSUED_BUCKETS_MAX;
+    return s;
+}
+
+static void bucket_drop(struct issued *s, struct bucket *b)
+{
+    htable_remove(s->table, key_hash(s, b->cluster, b->job),
+                  &(struct key){.cluster = b->cluster, .job = b->job});
+    dlist_remove(&s->buckets, &b->used);
+    while (b->plans.head != NULL) {
+        struct plan *p = dlist_entry(b->plans.head, struct plan, link);
+        dlist_remove(&b->plans, &p->link);
+        free(p);
+    }
+    s->plans -= b->count;
+    free(b);
+}
+
+void issued_free(struct issued *s)
+{
+    if (s == NULL)
+        return;
+    while (s->buckets.head != NULL)
+        bucket_drop(s, dlist_entry(s->buckets.head, struct bucket, used));
+    htable_free(s->table);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static struct bucket *find(struct issued *s, const char *cluster, const char *job)
+{
+    return htable_find(s->table, key_hash(s, cluster, job),
+                       &(struct key){.cluster = cluster, .job = job});
+}
+
+/* The plan for (rank, t) in b, dropping the expired ones met on the way. */
+static struct plan *scan(struct issued *s, struct bucket *b, int rank, enum technique t,
+                         uint64_t now)
+{
+    struct plan *found = NULL;
+    for (struct dlink *l = b->plans.head, *next; l != NULL; l = next) {
+        next = l->next;
+        struct plan *p = dlist_entry(l, struct plan, link);
+        if (p->until <= now) {
+            dlist_remove(&b->plans, &p->link);
+            free(p);
+            b->count--;
+            s->plans--;
+        } else if (p->rank == rank && p->t == t) {
+            found = p;
+        }
+    }
+    return found;
+}
+
+void issued_record(struct issued *s, const char *cluster, const char *job, int rank,
+                   enum technique t, uint64_t until, uint64_t now)
+{
+    if (strlen(cluster) >= QCG_NAME_MAX || strlen(job) >= QCG_JOB_MAX)
+        return;
+    pthread_mutex_lock(&s->lock);
+    /* A quiet table empties itself: the least recently used buckets go
+       once all their plans have expired. */
+    for (int i = 0; i < 8 && s->buckets.head != NULL; i++) {
+        struct bucket *old = dlist_entry(s->buckets.head, struct bucket, used);
+        if (old->until > now)
+            break;
+        bucket_drop(s, old);
+    }
+    struct bucket *b = find(s, cluster, job);
+    if (b == NULL) {
+        if (htable_count(s->table) >= s->buckets_max) {
+            struct bucket *old = dlist_entry(s->buckets.head, struct bucket, used);
+            unsigned left_out;
+            if (ratelimit_ok(&s->full_log, monotonic_ms(), 60000, &left_out))
+                log_warnx("plans of job %s for cluster %s forgotten: %zu (cluster, job) pairs "
+                          "held (%u more not logged)",
+                          old->job, old->cluster, s->buckets_max, left_out);
+            bucket_drop(s, old);
+        }
+        b = calloc(1, sizeof(*b));
+        if (b == NULL || htable_insert(s->table, key_hash(s, cluster, job), b) < 0) {
+            free(b);
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+        memcpy(b->cluster, cluster, strlen(cluster) + 1);
+        memcpy(b->job, job, strlen(job) + 1);
+    } else {
+        dlist_remove(&s->buckets, &b->used);
+    }
+    dlist_append(&s->buckets, &b->used);
+    struct plan *p = scan(s, b, rank, t, now);
+    if (p != NULL) {
+        dlist_remove(&b->plans, &p->link);
+    } else {
+        if (b->count >= ISSUED_PER_JOB_MAX) {
+            struct plan *oldest = dlist_entry(b->plans.head, struct plan, link);
+            dlist_remove(&b->plans, &oldest->link);
+            free(oldest);
+            b->count--;
+            s->plans--;
+        }
+        p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+        p->rank = rank;
+        p->t = t;
+        b->count++;
+        s->plans++;
+    }
+    if (until > p->until)
+        p->until = until;
+    if (p->until > b->until)
+        b->until = p->until;
+    dlist_append(&b->plans, &p->link);
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool issued_check(struct issued *s, const char *cluster, const char *job, int rank,
+                  enum technique t, uint64_t now)
+{
+    pthread_mutex_lock(&s->lock);
+    struct bucket *b = find(s, cluster, job);
+    bool ok = b != NULL && scan(s, b, rank, t, now) != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+size_t issued_count(struct issued *s)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->plans;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
