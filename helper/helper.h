@@ -11,7 +11,10 @@
  *   responder.c qcg-probe's test endpoints: libqcgconn threads on our own socket
  *   punch.c     TCP hole punching through the broker's reflector
  *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket)
- *   local.c     the Unix socket server and the dispatch of local messages
+ *   local.c     the Unix socket server: its connections, who publishes what (local.h)
+ *   local_framing.c, local_dispatch.c, local_requests.c, local_fdpass.c, local_socket.c
+ *               its message framing, request handlers, thread-pool bridge, descriptor
+ *               passing and socket file (local_internal.h)
  *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
  *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
