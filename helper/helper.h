@@ -17,7 +17,11 @@
  *               passing and socket file (local_internal.h)
  *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
- *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
+ *   upstream.c  the link to the frontend: its connections and thread (upstream.h)
+ *   upstream_calls.c, upstream_convert.c, upstream_orders.c, upstream_poll.c, upstream_peer.c
+ *               its request calls, answers in local terms, order checks, the
+ *               registration/poll thread, the frontend's certificate check
+ *               (upstream_internal.h)
  *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
  */
 #ifndef QCG_HELPER_H
