@@ -1,11 +1,9 @@
 /* The helper's upstream: its configuration, connections and thread, and
    what it tells the rest of the helper about the link. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 
+#include "longpoll.h"
 #include "upstream_internal.h"
 
 struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
@@ -20,8 +18,6 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->cfg = cfg;
     u->cs = cs;
     u->can_intercept = can_intercept;
-    u->fd = SOAP_INVALID_SOCKET;
-    pthread_mutex_init(&u->lock, NULL);
     u->scc.url = cfg->frontend;
     u->scc.tls.ca = cfg->ca;
     u->scc.tls.certkey = cfg->cert;
@@ -32,10 +28,10 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->pool = soap_pool_new(&u->scc, cfg->threads, err, errlen);
     if (u->pool == NULL)
         goto fail;
-    u->soap = soap_client_new(&u->scc, err, errlen);
-    if (u->soap == NULL)
+    u->lp = upstream_poll_new(u, err, errlen);
+    if (u->lp == NULL)
         goto fail;
-    if (hook(u, u->soap) < 0) {
+    if (hook(u, longpoll_soap(u->lp)) < 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -52,19 +48,7 @@ const char *upstream_url(const struct upstream *u)
 
 void upstream_state(struct upstream *u, int *connected, uint64_t *epoch)
 {
-    pthread_mutex_lock(&u->lock);
-    *connected = u->connected;
-    *epoch = u->epoch;
-    pthread_mutex_unlock(&u->lock);
-}
-
-void set_state(struct upstream *u, int connected, uint64_t epoch)
-{
-    pthread_mutex_lock(&u->lock);
-    u->connected = connected;
-    if (connected)
-        u->epoch = epoch;
-    pthread_mutex_unlock(&u->lock);
+    longpoll_state(u->lp, connected, epoch);
 }
 
 void upstream_set_can_intercept(struct upstream *u, int can_intercept)
@@ -80,37 +64,20 @@ void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg)
 
 int upstream_start(struct upstream *u, char *err, size_t errlen)
 {
-    int rc = pthread_create(&u->thread, NULL, upstream_main, u);
-
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot start the upstream thread: %s", strerror(rc));
-        return -1;
-    }
-    u->started = 1;
-    return 0;
+    return longpoll_start(u->lp, err, errlen);
 }
 
 void upstream_stop(struct upstream *u)
 {
-    u->stop = 1;
-    pthread_mutex_lock(&u->lock);
-    if (soap_valid_socket(u->fd))
-        shutdown(u->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&u->lock);
+    longpoll_stop(u->lp);
 }
 
 void upstream_free(struct upstream *u)
 {
     if (u == NULL)
         return;
-    if (u->started) {
-        upstream_stop(u);
-        pthread_join(u->thread, NULL);
-    }
-    if (u->soap != NULL)
-        soap_client_free(u->soap);
+    longpoll_free(u->lp);
     if (u->pool != NULL)
         soap_pool_free(u->pool);
-    pthread_mutex_destroy(&u->lock);
     free(u);
 }

@@ -3,9 +3,6 @@
 #ifndef QCG_HELPER_UPSTREAM_INTERNAL_H
 #define QCG_HELPER_UPSTREAM_INTERNAL_H
 
-#include <pthread.h>
-#include <signal.h>
-
 #include "soapH.h"
 
 #include "upstream.h"
@@ -15,21 +12,11 @@ struct upstream {
     struct contacts *cs;
     int can_intercept;
     struct soap_client_config scc;
-    struct soap_pool *pool;          /* for the workers' requests */
-    struct soap *soap;               /* the registration thread's own */
-    pthread_t thread;
-    int started;
-    volatile sig_atomic_t stop;
+    struct soap_pool *pool; /* for the workers' requests */
+    struct longpoll *lp;    /* the registration/poll thread */
 
     upstream_order_fn on_order;
     void *order_arg;
-    uint64_t orders_epoch;           /* thread only: orders done so far in this epoch */
-    uint64_t orders_seq;
-
-    pthread_mutex_t lock;            /* guards the fields below */
-    SOAP_SOCKET fd;                  /* the thread's connection, for upstream_stop */
-    int connected;
-    uint64_t epoch;
 };
 
 struct call_args {
@@ -49,13 +36,9 @@ struct call_args {
 typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_args *a,
                        enum call_status *st, char *msg, size_t msglen);
 
-/* upstream_peer.c: every connection's peer must be our cluster's frontend;
-   the thread's socket is tracked for upstream_stop.  Installs the hooks on
-   a context once; -1 when out of memory. */
+/* upstream_peer.c: every connection's peer must be our cluster's frontend.
+   Installs the hook on a context once; -1 when out of memory. */
 int hook(struct upstream *u, struct soap *soap);
-
-/* upstream.c */
-void set_state(struct upstream *u, int connected, uint64_t epoch);
 
 /* upstream_calls.c: a finished call classified (msg filled, the QCG_E*
    code returned); frontend_said: a qcg:unavailable fault names the broker
@@ -75,7 +58,7 @@ int call_withdraw(struct upstream *u, struct soap *soap, const struct call_args 
 int copy_field(char *dst, size_t size, const char *src);
 int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out);
 
-/* upstream_poll.c: the registration/poll thread. */
-void *upstream_main(void *arg);
+/* upstream_poll.c: the registration/poll thread, not started. */
+struct longpoll *upstream_poll_new(struct upstream *u, char *err, size_t errlen);
 
 #endif

@@ -1,29 +1,22 @@
-/* gSOAP's open/close hooks on every upstream context (upstream_internal.h). */
-#include <pthread.h>
+/* gSOAP's open hook on every upstream context (upstream_internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "identity.h"
 #include "upstream_internal.h"
 
 /*
- * Every upstream connection goes through gSOAP's open/close hooks, installed
- * as a plugin on each context:
- *  - the frontend's certificate must name our own cluster: the job secrets we
- *    relay go to nobody else, even another service of the same grid CA;
- *  - a long-poll blocks in recv for up to UPSTREAM_POLL_WAIT seconds, so the
- *    thread's socket is tracked and shut down from upstream_stop; the lock
- *    makes sure the descriptor is never one gSOAP already closed (and the
- *    kernel may have reused).
+ * Every upstream connection goes through gSOAP's open hook, installed as a
+ * plugin on each context: the frontend's certificate must name our own
+ * cluster, so the job secrets we relay go to nobody else, even another
+ * service of the same grid CA.
  */
 static const char plugin_id[] = "qcg-helper-upstream";
 
 struct hooks {
     struct upstream *u;
     SOAP_SOCKET (*next_open)(struct soap *, const char *, const char *, int);
-    int (*next_closesocket)(struct soap *, SOAP_SOCKET);
 };
 
 static int plugin_copy(struct soap *soap, struct soap_plugin *dst, struct soap_plugin *src)
@@ -46,7 +39,6 @@ static void plugin_delete(struct soap *soap, struct soap_plugin *p)
 }
 
 static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char *host, int port);
-static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd);
 
 static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
 {
@@ -56,9 +48,7 @@ static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
         return SOAP_EOM;
     h->u = arg;
     h->next_open = soap->fopen;
-    h->next_closesocket = soap->fclosesocket;
     soap->fopen = hook_open;
-    soap->fclosesocket = hook_closesocket;
     p->id = plugin_id;
     p->data = h;
     p->fcopy = plugin_copy;
@@ -110,26 +100,5 @@ static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char
         soap_set_receiver_error(soap, soap_strdup(soap, why), NULL, SOAP_SSL_ERROR);
         return SOAP_INVALID_SOCKET;
     }
-    if (soap == u->soap) {
-        pthread_mutex_lock(&u->lock);
-        u->fd = fd;
-        if (u->stop)
-            shutdown(fd, SHUT_RDWR);
-        pthread_mutex_unlock(&u->lock);
-    }
     return fd;
-}
-
-static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd)
-{
-    struct hooks *h = soap_lookup_plugin(soap, plugin_id);
-    struct upstream *u = h->u;
-
-    if (soap == u->soap) {
-        pthread_mutex_lock(&u->lock);
-        if (u->fd == fd)
-            u->fd = SOAP_INVALID_SOCKET;
-        pthread_mutex_unlock(&u->lock);
-    }
-    return h->next_closesocket(soap, fd);
 }

@@ -1,21 +1,26 @@
-/* The registration/poll thread: registers the node, re-publishes the live
-   contacts, retries withdrawals that failed, and long-polls for orders. */
+/* The registration/poll thread's work (longpoll.h runs it): registering the
+   node and re-publishing the live contacts, retrying withdrawals that failed,
+   and the orders a poll brings. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmdqueue.h"
-#include "daemon.h"
 #include "log.h"
+#include "longpoll.h"
 #include "proto.h"
 #include "qcgconn.h"
 #include "upstream_internal.h"
 
-#define BACKOFF_BASE_MS 200
-#define BACKOFF_MAX_MS 10000
+static int republish(struct upstream *u, struct soap *soap, size_t *count, char *why,
+                     size_t whylen);
 
-static int register_node(struct upstream *u, uint64_t *epoch, char *msg, size_t msglen)
+/* The node, then every live contact: after a (re-)registration the frontend
+   knows nothing of them. */
+static int register_node(void *arg, struct soap *soap, uint64_t *epoch, char *why, size_t whylen)
 {
+    struct upstream *u = arg;
     struct qcg__node node = {
         .name = u->cfg->node,
         .address = u->cfg->address,
@@ -24,21 +29,28 @@ static int register_node(struct upstream *u, uint64_t *epoch, char *msg, size_t 
         .canIntercept = u->can_intercept,
     };
     struct qcg__registerResponse resp;
-    enum call_status st;
+    char subcode[32], text[256];
+    size_t n;
 
     memset(&resp, 0, sizeof(resp));
-    soap_client_set_wait(u->soap, 0);
-    int rc = soap_call_qcg__registerNode(u->soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
-                                         &node, &resp);
-    rc = finish(u, u->soap, rc, "registerNode", &st, msg, msglen);
-    if (rc == 0)
-        *epoch = resp.epoch;
-    soap_client_reset(u->soap);
-    return rc == 0 ? 0 : -1;
+    int rc = soap_call_qcg__registerNode(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &node,
+                                         &resp);
+    if (soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text)) != CALL_OK) {
+        snprintf(why, whylen, "registerNode%s%s: %s", subcode[0] ? " refused: " : "", subcode,
+                 text);
+        return -1;
+    }
+    *epoch = resp.epoch;
+    soap_client_reset(soap);
+    if (republish(u, soap, &n, why, whylen) < 0)
+        return -1;
+    log_info("registered node %s/%s with %s (epoch %" PRIu64 ", %zu contacts re-published)",
+             u->cfg->cluster, u->cfg->node, u->cfg->frontend, *epoch, n);
+    return 0;
 }
 
 /* After a (re-)registration: the frontend knows nothing of our contacts. */
-static int republish(struct upstream *u, size_t *count)
+static int republish(struct upstream *u, struct soap *soap, size_t *count, char *why, size_t whylen)
 {
     struct contact *list;
     size_t n;
@@ -48,24 +60,25 @@ static int republish(struct upstream *u, size_t *count)
     contacts_sync_exclusive(u->cs);
     if (contacts_snapshot(u->cs, &list, &n) < 0) {
         contacts_sync_end(u->cs);
-        log_warnx("out of memory: contacts not re-published");
+        snprintf(why, whylen, "out of memory: contacts not re-published");
         return -1;
     }
-    for (size_t i = 0; i < n && !u->stop; i++) {
+    for (size_t i = 0; i < n && !longpoll_stopping(u->lp); i++) {
         struct call_args a = {.c = &list[i]};
         char msg[LOCAL_MESSAGE_MAX];
         enum call_status st;
 
-        if (call_publish(u, u->soap, &a, &st, msg, sizeof(msg)) == 0) {
+        if (call_publish(u, soap, &a, &st, msg, sizeof(msg)) == 0) {
             (*count)++;
         } else if (st == CALL_UNREACHABLE) {
-            log_warnx("re-publish of job %s rank %d: %s", list[i].job, list[i].rank, msg);
+            snprintf(why, whylen, "re-publish of job %s rank %d: %s", list[i].job, list[i].rank,
+                     msg);
             rc = -1;
         } else {
             log_warnx("re-publish of job %s rank %d (pid %d): %s", list[i].job, list[i].rank,
                       (int)list[i].pid, msg);
         }
-        soap_client_reset(u->soap);
+        soap_client_reset(soap);
         if (rc < 0)
             break;
     }
@@ -76,8 +89,9 @@ static int republish(struct upstream *u, size_t *count)
 }
 
 /* Withdrawals that failed while the frontend was away. */
-static void retry_orphans(struct upstream *u)
+static void retry_orphans(void *arg, struct soap *soap)
 {
+    struct upstream *u = arg;
     struct contact *list;
     size_t n, i;
 
@@ -86,7 +100,7 @@ static void retry_orphans(struct upstream *u)
         contacts_sync_end(u->cs);
         return;
     }
-    for (i = 0; i < n && !u->stop; i++) {
+    for (i = 0; i < n && !longpoll_stopping(u->lp); i++) {
         struct call_args a = {.c = &list[i]};
         char msg[LOCAL_MESSAGE_MAX];
         enum call_status st;
@@ -94,8 +108,8 @@ static void retry_orphans(struct upstream *u)
         /* A process published the same rank again meanwhile: its contact wins. */
         if (contacts_held(u->cs, list[i].job, list[i].rank, 0))
             continue;
-        int rc = call_withdraw(u, u->soap, &a, &st, msg, sizeof(msg));
-        soap_client_reset(u->soap);
+        int rc = call_withdraw(u, soap, &a, &st, msg, sizeof(msg));
+        soap_client_reset(soap);
         if (st == CALL_UNREACHABLE)
             break;
         if (rc == 0)
@@ -111,133 +125,45 @@ static void retry_orphans(struct upstream *u)
     free(list);
 }
 
-/* An order for this node: checked, executed once per (epoch, seq) even when
-   a poll after a lost connection delivers it again. */
-static void take_order(struct upstream *u, uint64_t epoch, const struct qcg__command *in)
-{
-    struct command c;
-    char why[200];
-
-    memset(&c, 0, sizeof(c));
-    c.seq = in->seq;
-    c.rank = in->rank;
-    c.peer_rank = in->peerRank;
-    c.port = in->port;
-    c.seconds = in->seconds;
-    if (in->kind == NULL || copy_field(c.kind, sizeof(c.kind), in->kind) < 0 ||
-        copy_field(c.job, sizeof(c.job), in->job) < 0 ||
-        copy_field(c.node, sizeof(c.node), in->node) < 0 ||
-        copy_field(c.address, sizeof(c.address), in->address) < 0 ||
-        copy_field(c.token, sizeof(c.token), in->token) < 0 ||
-        copy_field(c.packet, sizeof(c.packet), in->packet) < 0) {
-        log_warnx("command %llu: a field does not fit; ignored", (unsigned long long)in->seq);
-        return;
-    }
-    if (epoch == u->orders_epoch && c.seq <= u->orders_seq) {
-        log_debug("command %llu (%s) seen before; not repeated", (unsigned long long)c.seq,
-                  c.kind);
-        return;
-    }
-    u->orders_epoch = epoch;
-    u->orders_seq = c.seq;
-    if (upstream_order_check(&c, u->cfg->node, why, sizeof(why)) < 0) {
-        log_warnx("command %llu (%s for job %s rank %d) refused: %s", (unsigned long long)c.seq,
-                  c.kind, c.job, c.rank, why);
-    } else if (u->on_order == NULL) {
-        log_warnx("command %llu (%s) dropped: nothing executes orders", (unsigned long long)c.seq,
-                  c.kind);
-    } else {
-        log_debug("command %llu: %s job %s rank %d for initiator rank %d", (unsigned long long)c.seq,
-                  c.kind, c.job, c.rank, c.peer_rank);
-        u->on_order(u->order_arg, &c);
-    }
-    explicit_bzero(&c, sizeof(c));
-}
-
-/* One long-poll: 0 same epoch, 1 the frontend restarted, -1 failed. */
-static int poll_once(struct upstream *u, uint64_t epoch, uint64_t *ack, char *msg, size_t msglen)
-{
-    struct qcg__pollResponse resp;
-    enum call_status st;
-
-    memset(&resp, 0, sizeof(resp));
-    soap_client_set_wait(u->soap, UPSTREAM_POLL_WAIT);
-    int rc = soap_call_qcg__poll(u->soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, epoch,
-                                 *ack, UPSTREAM_POLL_WAIT, &resp);
-    rc = finish(u, u->soap, rc, "poll", &st, msg, msglen);
-    if (rc != 0) {
-        soap_client_reset(u->soap);
-        return -1;
-    }
-    if (resp.epoch != epoch) {
-        log_info("frontend %s restarted (epoch %llu, was %llu): registering again",
-                 u->cfg->frontend, (unsigned long long)resp.epoch, (unsigned long long)epoch);
-        soap_client_reset(u->soap);
-        return 1;
-    }
-    for (int i = 0; i < resp.__sizeCommand && resp.command != NULL; i++) {
-        const struct qcg__command *c = &resp.command[i];
-        /* invalidate and flush are about caches, which the helper does not
-           keep; orders name this node. */
-        if (c->node != NULL && c->node[0] != '\0')
-            take_order(u, epoch, c);
-        else
-            log_debug("command %llu: %s job %s rank %d", (unsigned long long)c->seq,
-                      c->kind != NULL ? c->kind : "(none)", c->job != NULL ? c->job : "-",
-                      c->rank);
-        if (c->seq > *ack)
-            *ack = c->seq;
-    }
-    soap_client_reset(u->soap);
-    return 0;
-}
-
-void *upstream_main(void *arg)
+/* A command for this node: orders are checked before they go on; the long
+   poll hands each on once. */
+static void take_command(void *arg, const struct command *c)
 {
     struct upstream *u = arg;
-    char msg[LOCAL_MESSAGE_MAX], last[LOCAL_MESSAGE_MAX] = "";
-    unsigned failures = 0;
-    uint64_t epoch = 0, ack = 0;
-    int registered = 0;
+    char why[200];
 
-    while (!u->stop) {
-        if (!registered) {
-            size_t n;
-            if (register_node(u, &epoch, msg, sizeof(msg)) < 0)
-                goto fail;
-            if (republish(u, &n) < 0)
-                goto fail;
-            registered = 1;
-            ack = 0;
-            set_state(u, 1, epoch);
-            log_info("registered node %s/%s with %s (epoch %llu, %zu contacts re-published)",
-                     u->cfg->cluster, u->cfg->node, u->cfg->frontend,
-                     (unsigned long long)epoch, n);
-            failures = 0;
-        }
-        retry_orphans(u);
-        int rc = poll_once(u, epoch, &ack, msg, sizeof(msg));
-        if (rc == 1) {
-            registered = 0;
-            set_state(u, 0, 0);
-            continue;
-        }
-        if (rc == 0)
-            continue;
-    fail:
-        if (u->stop)
-            break;
-        registered = 0;
-        set_state(u, 0, 0);
-        /* A new failure is news; the same one again is not. */
-        if (failures == 0 || strcmp(msg, last) != 0)
-            log_warnx("%s; retrying", msg);
-        else
-            log_debug("%s (attempt %u)", msg, failures + 1);
-        snprintf(last, sizeof(last), "%s", msg);
-        sleep_unless_stopped(backoff_ms(failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS), &u->stop);
-        failures++;
+    /* invalidate and flush are about caches, which the helper does not keep;
+       orders name this node. */
+    if (c->node[0] == '\0') {
+        log_debug("command %" PRIu64 ": %s job %s rank %d", c->seq, c->kind,
+                  c->job[0] != '\0' ? c->job : "-", c->rank);
+    } else if (upstream_order_check(c, u->cfg->node, why, sizeof(why)) < 0) {
+        log_warnx("command %" PRIu64 " (%s for job %s rank %d) refused: %s", c->seq, c->kind,
+                  c->job, c->rank, why);
+    } else if (u->on_order == NULL) {
+        log_warnx("command %" PRIu64 " (%s) dropped: nothing executes orders", c->seq, c->kind);
+    } else {
+        log_debug("command %" PRIu64 ": %s job %s rank %d for initiator rank %d", c->seq, c->kind,
+                  c->job, c->rank, c->peer_rank);
+        u->on_order(u->order_arg, c);
     }
-    set_state(u, 0, 0);
-    return NULL;
+}
+
+static const struct longpoll_ops ops = {
+    .registered = register_node,
+    .command = take_command,
+    .before_poll = retry_orphans,
+};
+
+struct longpoll *upstream_poll_new(struct upstream *u, char *err, size_t errlen)
+{
+    struct longpoll_config cfg = {
+        .client = &u->scc,
+        .service = "frontend",
+        .wait = UPSTREAM_POLL_WAIT,
+        .ops = &ops,
+        .arg = u,
+    };
+
+    return longpoll_new(&cfg, err, errlen);
 }
