@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmdqueue.h"
 #include "log.h"
 #include "soapH.h"
 #include "store.h"
@@ -239,55 +238,4 @@ int relay_observed(struct soap *soap, const char *url, const struct qcg__observa
     int rc = soap_call_qcg__observed(soap, url, NULL, QCG_PROTOCOL_VERSION,
                                      (struct qcg__observation *)o, &resp);
     return call_failed(soap, rc, err);
-}
-
-static int command_from_soap(const struct qcg__command *in, struct command *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->seq = in->seq;
-    out->rank = in->rank;
-    out->port = in->port;
-    out->peer_rank = in->peerRank;
-    out->seconds = in->seconds;
-    if (in->kind == NULL || copy_str(out->kind, sizeof(out->kind), in->kind) < 0 ||
-        copy_str(out->job, sizeof(out->job), in->job) < 0 ||
-        copy_str(out->node, sizeof(out->node), in->node) < 0 ||
-        copy_str(out->address, sizeof(out->address), in->address) < 0 ||
-        copy_str(out->token, sizeof(out->token), in->token) < 0 ||
-        copy_str(out->packet, sizeof(out->packet), in->packet) < 0)
-        return -1;
-    return 0;
-}
-
-int relay_poll(struct soap *soap, const char *url, uint64_t epoch, uint64_t ack, int wait_seconds,
-               uint64_t *server_epoch, struct command *out, int max, int *n, uint64_t *last_seq,
-               struct relay_error *err)
-{
-    struct qcg__pollResponse resp;
-    memset(&resp, 0, sizeof(resp));
-    *n = 0;
-    *last_seq = ack;
-    int rc = soap_call_qcg__poll(soap, url, NULL, QCG_PROTOCOL_VERSION, epoch, ack, wait_seconds,
-                                 &resp);
-    if (call_failed(soap, rc, err) < 0)
-        return -1;
-    *server_epoch = resp.epoch;
-    if (resp.__sizeCommand > 0 && resp.command == NULL)
-        return malformed(err, "poll answer");
-    for (int i = 0; i < resp.__sizeCommand && *n < max; i++) {
-        const struct qcg__command *c = &resp.command[i];
-        if (c->seq <= *last_seq) {
-            log_warnx("command seq %llu after seq %llu: ignored", (unsigned long long)c->seq,
-                      (unsigned long long)*last_seq);
-            continue;
-        }
-        *last_seq = c->seq;
-        if (command_from_soap(c, &out[*n]) < 0) {
-            log_warnx("malformed command seq %llu (kind %.16s) skipped", (unsigned long long)c->seq,
-                      c->kind != NULL ? c->kind : "(none)");
-            continue;
-        }
-        (*n)++;
-    }
-    return 0;
 }

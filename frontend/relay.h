@@ -13,7 +13,6 @@
 #include "proto.h"
 #include "soap_client.h"
 
-struct command;
 struct contact_info;
 struct node_info;
 
@@ -81,11 +80,4 @@ int relay_probe(struct soap *soap, const char *url, const char *cluster, int sec
                 struct soap *dst, struct qcg__probeResponse *out, struct relay_error *err);
 int relay_observed(struct soap *soap, const char *url, const struct qcg__observation *o,
                    struct relay_error *err);
-/* Long-poll: *server_epoch gets the broker's epoch; up to max commands are
-   copied into out (malformed ones are logged and skipped, but *last_seq
-   still covers them so they are acknowledged).  *n = commands copied. */
-int relay_poll(struct soap *soap, const char *url, uint64_t epoch, uint64_t ack, int wait_seconds,
-               uint64_t *server_epoch, struct command *out, int max, int *n, uint64_t *last_seq,
-               struct relay_error *err);
-
 #endif

@@ -1,88 +1,26 @@
 #include "upstream.h"
 
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "cache.h"
 #include "cmdqueue.h"
-#include "daemon.h"
 #include "frontend.h"
 #include "frontend_config.h"
 #include "log.h"
+#include "longpoll.h"
 #include "relay.h"
-#include "soapH.h"
 #include "store.h"
 
-#define BACKOFF_BASE_MS 200
-#define BACKOFF_MAX_MS 10000
-#define POLL_COMMANDS 64
 /* Re-sending what we hold while helpers keep changing it: rounds at most. */
 #define REGISTER_ROUNDS 10
-#define UPSTREAM_PLUGIN "qcg-upstream"
 
 struct upstream {
     struct frontend *fe;
-    struct soap *soap;            /* used by the thread only */
-    pthread_t thread;
-    volatile sig_atomic_t stop;
-
-    /* The socket to the broker, tracked through gSOAP's open/close hooks so
-       upstream_stop can shut it down under the lock without ever touching a
-       descriptor that was closed and reused meanwhile. */
-    pthread_mutex_t lock;
-    SOAP_SOCKET fd;
-    int stopping;
-    SOAP_SOCKET (*orig_fopen)(struct soap *, const char *, const char *, int);
-    int (*orig_fclosesocket)(struct soap *, SOAP_SOCKET);
+    struct longpoll *lp;
 };
-
-/* gSOAP registers a plugin only with a delete function; the data is not
-   the plugin's to free (upstream_stop does). */
-static void plugin_delete(struct soap *soap, struct soap_plugin *p)
-{
-    (void)soap;
-    p->data = NULL;
-}
-
-/* The plugin only ties the upstream state to the context (soap->user is
-   taken by soap_client). */
-static int plugin_init(struct soap *soap, struct soap_plugin *p, void *arg)
-{
-    (void)soap;
-    p->id = UPSTREAM_PLUGIN;
-    p->data = arg;
-    p->fcopy = NULL;
-    p->fdelete = plugin_delete;
-    return SOAP_OK;
-}
-
-static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char *host, int port)
-{
-    struct upstream *up = soap_lookup_plugin(soap, UPSTREAM_PLUGIN);
-    SOAP_SOCKET s = up->orig_fopen(soap, endpoint, host, port);
-    pthread_mutex_lock(&up->lock);
-    up->fd = s;
-    if (up->stopping && soap_valid_socket(s))
-        shutdown(s, SHUT_RDWR);
-    pthread_mutex_unlock(&up->lock);
-    return s;
-}
-
-static int hook_close(struct soap *soap, SOAP_SOCKET s)
-{
-    struct upstream *up = soap_lookup_plugin(soap, UPSTREAM_PLUGIN);
-    pthread_mutex_lock(&up->lock);
-    if (up->fd == s)
-        up->fd = SOAP_INVALID_SOCKET;
-    int rc = up->orig_fclosesocket(soap, s);
-    pthread_mutex_unlock(&up->lock);
-    return rc;
-}
 
 static const char *url(const struct upstream *up)
 {
@@ -92,8 +30,9 @@ static const char *url(const struct upstream *up)
 /* Sends what we hold again; -1 with reason when the broker cannot be reached
    (or refuses the cluster itself), else the link is up.  *epoch holds the
    broker's epoch seen last (0: none) and gets the new one. */
-static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size_t len)
+static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *reason, size_t len)
 {
+    struct upstream *up = arg;
     uint64_t previous = *epoch;
     struct frontend *fe = up->fe;
     const struct frontend_config *cfg = fe->cfg;
@@ -109,8 +48,8 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
         .port_high = cfg->open_ports[1],
     };
     struct relay_error err;
-    int rc = relay_register_cluster(up->soap, url(up), &decl, epoch, &err);
-    soap_client_reset(up->soap);
+    int rc = relay_register_cluster(soap, url(up), &decl, epoch, &err);
+    soap_client_reset(soap);
     if (rc < 0) {
         if (err.status == CALL_FAULT) {
             snprintf(reason, len, "the broker refused cluster %s: %s%s%.160s", fe->cluster,
@@ -131,13 +70,13 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
         log_info("the broker restarted: %zu cached plans dropped", n);
     }
 
-    for (int round = 0; round < REGISTER_ROUNDS && !up->stop; round++) {
+    for (int round = 0; round < REGISTER_ROUNDS && !longpoll_stopping(up->lp); round++) {
         uint64_t version;
         struct node_info *nodes;
         size_t nn = store_nodes(fe->store, &nodes, &version);
         for (size_t i = 0; i < nn && rc == 0; i++) {
-            rc = relay_register_node(up->soap, url(up), &nodes[i], &err);
-            soap_client_reset(up->soap);
+            rc = relay_register_node(soap, url(up), &nodes[i], &err);
+            soap_client_reset(soap);
             if (rc < 0 && err.status == CALL_FAULT) {
                 log_warnx("the broker refused node %s: %s: %s", nodes[i].name, err.subcode,
                           err.msg);
@@ -149,8 +88,8 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
         struct contact_info *contacts;
         size_t nc = rc == 0 ? store_contacts(fe->store, &contacts) : 0;
         for (size_t i = 0; i < nc && rc == 0; i++) {
-            rc = relay_publish(up->soap, url(up), &contacts[i], fe->cluster, &err);
-            soap_client_reset(up->soap);
+            rc = relay_publish(soap, url(up), &contacts[i], fe->cluster, &err);
+            soap_client_reset(soap);
             if (rc < 0 && err.status == CALL_FAULT) {
                 log_warnx("the broker refused job %s rank %d from node %s: %s: %s",
                           contacts[i].job, contacts[i].rank, contacts[i].node, err.subcode,
@@ -168,9 +107,9 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
                 store_withdrawal_add(fe->store, &ws[i]);
                 continue;
             }
-            rc = relay_withdraw(up->soap, url(up), ws[i].job, ws[i].secret, ws[i].rank,
+            rc = relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank,
                                 ws[i].node, &err);
-            soap_client_reset(up->soap);
+            soap_client_reset(soap);
             if (rc < 0 && err.status == CALL_FAULT) {
                 /* e.g. notfound after a broker restart: nothing left to undo */
                 log_debug("withdrawal of job %s rank %d: %s: %s", ws[i].job, ws[i].rank,
@@ -195,12 +134,13 @@ static int register_all(struct upstream *up, uint64_t *epoch, char *reason, size
             return 0;
         }
     }
-    snprintf(reason, len, up->stop ? "stopping" : "the nodes and contacts kept changing");
+    snprintf(reason, len, longpoll_stopping(up->lp) ? "stopping" : "the nodes and contacts kept changing");
     return -1;
 }
 
-static void handle_command(struct upstream *up, const struct command *c)
+static void handle_command(void *arg, const struct command *c)
 {
+    struct upstream *up = arg;
     struct frontend *fe = up->fe;
     int known = 0;
     if (strcmp(c->kind, "invalidate") == 0) {
@@ -226,85 +166,18 @@ static void handle_command(struct upstream *up, const struct command *c)
     }
 }
 
-static void *upstream_main(void *arg)
+static void link_down(void *arg, const char *why)
 {
     struct upstream *up = arg;
-    struct frontend *fe = up->fe;
-    struct command *cmds = calloc(POLL_COMMANDS, sizeof(*cmds));
-    unsigned attempt = 0;
-    uint64_t epoch = 0, ack = 0;
-    uint64_t ack_epoch = 0; /* the broker epoch `ack` counts in */
-    int registered = 0;
-    char reason[300];
 
-    if (cmds == NULL) {
-        log_error("out of memory: no link to the broker");
-        store_link_down(fe->store, "out of memory");
-        return NULL;
-    }
-    while (!up->stop) {
-        if (!registered) {
-            if (register_all(up, &epoch, reason, sizeof(reason)) < 0) {
-                if (up->stop)
-                    break;
-                char down[350];
-                snprintf(down, sizeof(down), "%s", reason);
-                store_link_down(fe->store, down);
-                unsigned ms = backoff_ms(attempt++, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
-                if (attempt == 1)
-                    log_warnx("broker %s unreachable: %s; retrying", url(up), reason);
-                else
-                    log_info("broker %s still unreachable: %s; next try in %u ms", url(up),
-                             reason, ms);
-                sleep_unless_stopped(ms, &up->stop);
-                continue;
-            }
-            registered = 1;
-            attempt = 0;
-            /* The same broker kept our queue and what we acknowledged: ack 0
-               would have it send the last batch again (orders for helpers
-               would be passed down, and executed, twice).  A new broker
-               numbers from 1 again. */
-            if (epoch != ack_epoch) {
-                ack = 0;
-                ack_epoch = epoch;
-            }
-        }
-        uint64_t server_epoch = 0, last = ack;
-        int n = 0;
-        struct relay_error err;
-        soap_client_set_wait(up->soap, UPSTREAM_POLL_WAIT);
-        int rc = relay_poll(up->soap, url(up), epoch, ack, UPSTREAM_POLL_WAIT, &server_epoch, cmds,
-                            POLL_COMMANDS, &n, &last, &err);
-        soap_client_reset(up->soap);
-        soap_client_set_wait(up->soap, 0);
-        if (up->stop)
-            break;
-        if (rc < 0) {
-            registered = 0;
-            snprintf(reason, sizeof(reason), "%s%s%.200s", err.subcode,
-                     err.subcode[0] ? ": " : "", err.msg);
-            store_link_down(fe->store, reason);
-            log_warnx("lost the broker %s: %s; registering again", url(up), reason);
-            sleep_unless_stopped(backoff_ms(attempt++, BACKOFF_BASE_MS, BACKOFF_MAX_MS),
-                                 &up->stop);
-            continue;
-        }
-        if (server_epoch != epoch) {
-            log_warnx("the broker restarted (epoch %" PRIu64 " -> %" PRIu64 "): registering again",
-                      epoch, server_epoch);
-            store_link_down(fe->store, "the broker restarted: registering again");
-            registered = 0;
-            continue;
-        }
-        for (int i = 0; i < n; i++)
-            handle_command(up, &cmds[i]);
-        ack = last;
-    }
-    store_link_down(fe->store, "the frontend is stopping");
-    free(cmds);
-    return NULL;
+    store_link_down(up->fe->store, why);
 }
+
+static const struct longpoll_ops ops = {
+    .registered = register_all,
+    .command = handle_command,
+    .down = link_down,
+};
 
 struct upstream *upstream_start(struct frontend *fe, char *err, size_t errlen)
 {
@@ -314,52 +187,27 @@ struct upstream *upstream_start(struct frontend *fe, char *err, size_t errlen)
         return NULL;
     }
     up->fe = fe;
-    up->fd = SOAP_INVALID_SOCKET;
-    pthread_mutex_init(&up->lock, NULL);
-    up->soap = soap_client_new(&fe->upstream, err, errlen);
-    if (up->soap == NULL)
-        goto fail;
-    if (soap_register_plugin_arg(up->soap, plugin_init, up) != SOAP_OK) {
-        snprintf(err, errlen, "cannot attach the upstream state to its SOAP context");
-        goto fail;
-    }
-    up->orig_fopen = up->soap->fopen;
-    up->orig_fclosesocket = up->soap->fclosesocket;
-    up->soap->fopen = hook_open;
-    up->soap->fclosesocket = hook_close;
-    int rc = pthread_create(&up->thread, NULL, upstream_main, up);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot start the upstream thread: %s", strerror(rc));
-        goto fail;
+    struct longpoll_config cfg = {
+        .client = &fe->upstream,
+        .service = "broker",
+        .wait = UPSTREAM_POLL_WAIT,
+        .ops = &ops,
+        .arg = up,
+    };
+    up->lp = longpoll_new(&cfg, err, errlen);
+    if (up->lp == NULL || longpoll_start(up->lp, err, errlen) < 0) {
+        longpoll_free(up->lp);
+        free(up);
+        return NULL;
     }
     return up;
-fail:
-    if (up->soap != NULL) {
-        if (up->orig_fopen != NULL) {
-            up->soap->fopen = up->orig_fopen;
-            up->soap->fclosesocket = up->orig_fclosesocket;
-        }
-        soap_client_free(up->soap);
-    }
-    pthread_mutex_destroy(&up->lock);
-    free(up);
-    return NULL;
 }
 
 void upstream_stop(struct upstream *up)
 {
     if (up == NULL)
         return;
-    up->stop = 1;
-    pthread_mutex_lock(&up->lock);
-    up->stopping = 1;
-    if (soap_valid_socket(up->fd))
-        shutdown(up->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&up->lock);
-    pthread_join(up->thread, NULL);
-    up->soap->fopen = up->orig_fopen;
-    up->soap->fclosesocket = up->orig_fclosesocket;
-    soap_client_free(up->soap);
-    pthread_mutex_destroy(&up->lock);
+    longpoll_free(up->lp);
+    store_link_down(up->fe->store, "the frontend is stopping");
     free(up);
 }

@@ -1,7 +1,8 @@
 /*
- * The link to the broker, in its own thread: register the cluster, then the
- * nodes and contacts held, then long-poll for commands; on a broker restart
- * (new epoch) or a lost connection, back off and register everything again.
+ * The link to the broker, a long-poll client (longpoll.h) in its own thread:
+ * register the cluster, then the nodes and contacts held, then long-poll for
+ * commands; on a broker restart (new epoch) or a lost connection, register
+ * everything again.
  * Commands: invalidate/flush act on the cache; those naming a node go to that
  * node's helper queue.
  */

@@ -15,10 +15,17 @@
  *   punch.c     TCP hole punching through the broker's reflector
  *   traverse.c  traversing TCP: SYN interception (NFQUEUE) and injection (raw socket),
  *               run by the privileged process only
- *   local.c     the Unix socket server and the dispatch of local messages
+ *   local.c     the Unix socket server: its connections, who publishes what (local.h)
+ *   local_framing.c, local_dispatch.c, local_requests.c, local_fdpass.c, local_socket.c
+ *               its message framing, request handlers, thread-pool bridge, descriptor
+ *               passing and socket file (local_internal.h)
  *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
- *   upstream.c  SOAP calls to the frontend: registration, long-poll, requests
+ *   upstream.c  the link to the frontend: its connections and thread (upstream.h)
+ *   upstream_calls.c, upstream_convert.c, upstream_orders.c, upstream_poll.c, upstream_peer.c
+ *               its request calls, answers in local terms, order checks, the
+ *               registration/poll thread, the frontend's certificate check
+ *               (upstream_internal.h)
  *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
  */
 #ifndef QCG_HELPER_H

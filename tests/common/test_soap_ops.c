@@ -52,9 +52,17 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
         return soap_qcg_fault(soap, "invalid", "waitSeconds %d is not in 0..25", waitSeconds);
     struct command cmds[8];
     atomic_fetch_add(&st->polls, 1);
-    int n = cmdqueue_wait(st->queue, ackSeq, waitSeconds * 1000, cmds, 8);
+    unsigned long long now = st->epoch;
+    int n = 0;
+    if (now == 0 || epoch == now) {
+        if (st->forget_acks > 0 && st->forget_acks-- > 0)
+            ackSeq = 0;
+        n = cmdqueue_wait(st->queue, ackSeq, waitSeconds * 1000, cmds, 8);
+    }
+    /* Read after the wait: a restart during it answers with the new epoch. */
+    now = st->epoch;
     response->version = QCG_PROTOCOL_VERSION;
-    response->epoch = epoch;
+    response->epoch = now != 0 ? now : epoch;
     response->__sizeCommand = n;
     response->command = n ? soap_malloc(soap, (size_t)n * sizeof(*response->command)) : NULL;
     for (int i = 0; i < n; i++) {

@@ -1,0 +1,293 @@
+/* The requests a process may send: each checked, then handled through a
+   table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "local_internal.h"
+#include "log.h"
+#include "proto.h"
+#include "qcgconn.h"
+#include "upstream.h"
+
+static int withdraw_now(struct conn *c, uint32_t rid);
+
+/* The handlers: 0 = answered (or failed and closing), 1 = waiting upstream. */
+
+static int on_hello(struct conn *c, uint32_t rid)
+{
+    const struct local_hello *h = &c->in.hello;
+    const struct helper_config *cfg = c->srv->cfg;
+    struct local_hello_ok ok;
+
+    if (c->hello) {
+        proto_fail(c, rid, "a second HELLO");
+        return 0;
+    }
+    if (!job_valid(h->job)) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid job id (1-63 of [A-Za-z0-9._-])");
+        return 0;
+    }
+    if (!secret_valid(h->secret)) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid job secret (1-127 printable characters)");
+        return 0;
+    }
+    if (h->rank < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", h->rank);
+        return 0;
+    }
+    c->hello = 1;
+    snprintf(c->me.job, sizeof(c->me.job), "%s", h->job);
+    snprintf(c->me.secret, sizeof(c->me.secret), "%s", h->secret);
+    c->me.rank = h->rank;
+    c->me.pid = c->pid;
+    log_info("pid %d uid %d: job %s rank %d", (int)c->pid, (int)c->uid, c->me.job, c->me.rank);
+
+    memset(&ok, 0, sizeof(ok));
+    ok.version = LOCAL_VERSION;
+    ok.port_low = (uint16_t)cfg->ports[0];
+    ok.port_high = (uint16_t)cfg->ports[1];
+    snprintf(ok.cluster, sizeof(ok.cluster), "%s", cfg->cluster);
+    snprintf(ok.node, sizeof(ok.node), "%s", cfg->node);
+    snprintf(ok.address, sizeof(ok.address), "%s", cfg->address);
+    send_msg(c, LOCAL_HELLO_OK, rid, &ok, sizeof(ok), 0);
+    return 0;
+}
+
+static int on_publish(struct conn *c, uint32_t rid)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    unsigned port = c->in.publish.port;
+    struct contact ct = c->me;
+    pid_t holder;
+
+    if ((int)port < cfg->ports[0] || (int)port > cfg->ports[1]) {
+        send_error(c, rid, QCG_EINVAL, 0, "port %u is outside this node's range %d-%d", port,
+                   cfg->ports[0], cfg->ports[1]);
+        return 0;
+    }
+    ct.port = (uint16_t)port;
+    int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder);
+    if (rc == QCG_EBUSY) {
+        if (holder != 0)
+            send_error(c, rid, QCG_EBUSY, 0,
+                       "job %s rank %d is already published by pid %d on this node", ct.job,
+                       ct.rank, (int)holder);
+        else
+            send_error(c, rid, QCG_EBUSY, 0,
+                       "job %s rank %d is being withdrawn on this node; retry", ct.job, ct.rank);
+        return 0;
+    }
+    if (rc == QCG_EINVAL) {
+        send_error(c, rid, QCG_EINVAL, 0, "already published on port %u; withdraw first",
+                   c->me.port);
+        return 0;
+    }
+    if (rc < 0) {
+        send_error(c, rid, rc, 0, "this helper holds too many contacts");
+        return 0;
+    }
+    rc = queue_request(c->srv, c, LOCAL_PUBLISH, rid, &ct, 0, c->id);
+    if (rc < 0) {
+        if (!c->published)
+            contacts_remove(c->srv->cs, ct.job, ct.rank, c->id);
+        send_error(c, rid, rc, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    c->publishing = 1;
+    c->publishing_port = ct.port;
+    return 1;
+}
+
+static int on_withdraw(struct conn *c, uint32_t rid)
+{
+    if (!c->published) {
+        send_msg(c, LOCAL_OK, rid, NULL, 0, 0);
+        return 0;
+    }
+    if (c->reports > 0) {
+        /* Its reports go first; reading stops as for a request upstream. */
+        c->withdraw_waits = 1;
+        c->withdraw_rid = rid;
+        c->exclusive = 1;
+        update_reading(c);
+        return 1;
+    }
+    return withdraw_now(c, rid);
+}
+
+/* The last report of c is upstream: the withdrawal that waited goes now
+   (at the process's end, the release of its contact). */
+void withdraw_after_reports(struct conn *c)
+{
+    c->withdraw_waits = 0;
+    c->exclusive = 0;
+    if (c->closing) {
+        release_contact(c);
+        return;
+    }
+    withdraw_now(c, c->withdraw_rid);
+    update_reading(c);
+}
+
+static int withdraw_now(struct conn *c, uint32_t rid)
+{
+    contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
+    if (queue_request(c->srv, c, LOCAL_WITHDRAW, rid, &c->me, 0, c->id) < 0) {
+        contacts_set_state(c->srv->cs, c->me.job, c->me.rank, c->id, CONTACT_PUBLISHED);
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    c->published = 0;
+    return 1;
+}
+
+static int on_lookup(struct conn *c, uint32_t rid)
+{
+    int32_t to = c->in.lookup.to_rank;
+
+    if (to < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
+        return 0;
+    }
+    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
+}
+
+/* No reply (the process is usually closing this connection). */
+static int on_report(struct conn *c, uint32_t rid)
+{
+    const struct local_report *r = &c->in.report;
+
+    if (r->to_rank < 0 || r->technique < QCG_TECH_DIRECT || r->technique > QCG_TECH_PROXY) {
+        proto_fail(c, rid, "REPORT for rank %d, technique %u", r->to_rank, r->technique);
+        return 0;
+    }
+    /* Not tied to the connection: the process goes on (asks for the next
+       technique) without waiting for the broker to hear of it. */
+    struct request *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        log_warnx("pid %d: out of memory for a report", (int)c->pid);
+        return 0;
+    }
+    q->work.data = q;
+    q->srv = c->srv;
+    q->type = LOCAL_REPORT;
+    q->rid = rid;
+    q->contact = c->me;
+    q->to_rank = r->to_rank;
+    q->report = *r;
+    q->reporter = c;
+    if (uv_queue_work(c->srv->loop, &q->work, do_request, request_done) < 0) {
+        log_warnx("pid %d: cannot queue a report", (int)c->pid);
+        explicit_bzero(q, sizeof(*q));
+        free(q);
+        return 0;
+    }
+    c->reports++;
+    request_begun(c, q);
+    return 0;
+}
+
+static int on_status(struct conn *c, uint32_t rid)
+{
+    struct local_server *srv = c->srv;
+    struct local_status s;
+    int connected;
+    uint64_t epoch;
+
+    memset(&s, 0, sizeof(s));
+    upstream_state(srv->up, &connected, &epoch);
+    s.upstream_connected = connected ? 1 : 0;
+    s.clients = srv->nclients;
+    s.contacts = (uint32_t)contacts_published(srv->cs);
+    s.upstream_epoch = epoch;
+    s.lookups = srv->lookups;
+    snprintf(s.cluster, sizeof(s.cluster), "%s", srv->cfg->cluster);
+    snprintf(s.node, sizeof(s.node), "%s", srv->cfg->node);
+    snprintf(s.frontend, sizeof(s.frontend), "%s", upstream_url(srv->up));
+    send_msg(c, LOCAL_STATUS_OK, rid, &s, sizeof(s), 0);
+    return 0;
+}
+
+/* qcg-probe's requests need no HELLO; one at a time per connection like
+   every request (reading stops until the answer), so a connection has at
+   most one PROBE outstanding. */
+static int queue_probe_request(struct conn *c, uint16_t type, uint32_t rid)
+{
+    if (queue_request(c->srv, c, type, rid, &c->me, 0, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
+}
+
+static int on_site(struct conn *c, uint32_t rid)
+{
+    return queue_probe_request(c, LOCAL_SITE, rid);
+}
+
+static int on_probe(struct conn *c, uint32_t rid)
+{
+    return queue_probe_request(c, LOCAL_PROBE, rid);
+}
+
+/* What a site looks like from outside is the node administrator's word:
+   root's, or the helper's own user's (a probe run by the operator). */
+static int on_observed(struct conn *c, uint32_t rid)
+{
+    uid_t self = geteuid();
+
+    if (c->uid != 0 && c->uid != self) {
+        log_warnx("pid %d uid %d: OBSERVED refused: only root or the helper's uid %d may "
+                  "report what a probe observed",
+                  (int)c->pid, (int)c->uid, (int)self);
+        send_error(c, rid, QCG_EDENIED, 0,
+                   "OBSERVED is accepted from root or the helper's user (uid %d) only, not "
+                   "uid %d",
+                   (int)self, (int)c->uid);
+        return 0;
+    }
+    return queue_probe_request(c, LOCAL_OBSERVED, rid);
+}
+
+/* What a process may send; everything else (the helper's own message types
+   included) is a protocol violation. */
+const struct local_handler local_handlers[LOCAL_TYPE_COUNT] = {
+    [LOCAL_HELLO] = {on_hello, 0, 0, "HELLO"},
+    [LOCAL_PUBLISH] = {on_publish, 1, 1, "PUBLISH"},
+    [LOCAL_WITHDRAW] = {on_withdraw, 1, 1, "WITHDRAW"},
+    [LOCAL_LOOKUP] = {on_lookup, 1, 1, "LOOKUP"},
+    [LOCAL_STATUS] = {on_status, 0, 0, "STATUS"},
+    [LOCAL_REPORT] = {on_report, 1, 1, "REPORT"},
+    [LOCAL_SITE] = {on_site, 0, 1, "SITE"},
+    [LOCAL_PROBE] = {on_probe, 0, 1, "PROBE"},
+    [LOCAL_OBSERVED] = {on_observed, 0, 1, "OBSERVED"},
+};
+
+void dispatch(struct conn *c)
+{
+    uint16_t type = c->hdr.type;
+    uint32_t rid = c->hdr.request_id;
+
+    if (type == LOCAL_HELLO && c->in.hello.version != LOCAL_VERSION) {
+        proto_fail(c, rid, "HELLO of protocol version %u; this helper speaks %u",
+                   c->in.hello.version, LOCAL_VERSION);
+        return;
+    }
+    if (local_payload_check(type, &c->in) != 0) {
+        proto_fail(c, rid, "%s: a string field is not NUL-terminated, or a value is out of range",
+                   local_handlers[type].name);
+        return;
+    }
+    if (local_handlers[type].need_hello && !c->hello) {
+        proto_fail(c, rid, "%s before HELLO", local_handlers[type].name);
+        return;
+    }
+    log_debug("pid %d: %s request %u", (int)c->pid, local_handlers[type].name, rid);
+    local_handlers[type].handle(c, rid);
+}

@@ -1,0 +1,148 @@
+/* The Unix socket server's state, shared by its files (local*.c) and never
+   used outside them.  local.h is the server's interface. */
+#ifndef QCG_HELPER_LOCAL_INTERNAL_H
+#define QCG_HELPER_LOCAL_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "dlist.h"
+#include "local.h"
+
+struct local_server {
+    uv_loop_t *loop;
+    uv_pipe_t listener;
+    int closing;
+    const struct helper_config *cfg;
+    struct contacts *cs;
+    struct upstream *up;
+    dev_t dev;                  /* the socket file we made, so we remove only ours */
+    ino_t ino;
+    struct dlist conns; /* of struct conn, closing ones no longer */
+    unsigned nclients;
+    struct shares *shares; /* per uid: connections, requests */
+    uint64_t next_id;
+    uint64_t lookups;
+    struct attempts *attempts; /* traversing and hole punching, initiator side */
+    /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
+    int can_intercept;
+    int nfqueue;
+    char intercept[LOCAL_MESSAGE_MAX];
+};
+
+struct conn {
+    uv_pipe_t pipe;
+    struct local_server *srv;
+    struct dlink link;          /* in srv->conns until it closes */
+    uint64_t id;                /* the owner of its contact in the contacts table */
+    pid_t pid;
+    uid_t uid;
+    struct share *share;        /* its uid's */
+    int refs;                   /* the handle, each write, each request in flight */
+    int closing;
+    int draining; /* closing once its last reply is out: read nothing */
+    int hello;
+    int reading;
+    unsigned inflight; /* its requests on the thread pool, REPORTs included */
+    int exclusive;     /* one that stops reading is in flight (or waits) */
+    /* A whole message read, waiting in share->waiting for the uid's
+       requests to drop under max-requests-per-uid. */
+    int held;
+    struct dlink wait;
+    int published;              /* me is published upstream */
+    /* A PUBLISH of me is on its way upstream, for this port.  The broker may
+       have it, and send an order for me, before its answer is back here. */
+    int publishing;
+    uint16_t publishing_port;
+    /* REPORTs still on their way upstream.  The broker takes a report only
+       from a published rank: the withdrawal (asked, or at the process's end)
+       waits for them, or a process that reports and quits at once would
+       lose its last outcome. */
+    unsigned reports;
+    int withdraw_waits;
+    uint32_t withdraw_rid;
+    struct contact me;          /* job, secret, rank from HELLO; port once published */
+
+    /* The message being read: exactly a header, then exactly its payload. */
+    size_t have;
+    struct local_header hdr;
+    union local_payload in;
+};
+
+struct request {
+    uv_work_t work;
+    struct local_server *srv;
+    struct conn *c;             /* NULL for the withdraw of a closed connection */
+    struct conn *reporter;      /* REPORT: whose withdrawal waits for it */
+    struct share *share;        /* whose requests count it (none: a closed one's withdraw) */
+    uint64_t owner;
+    uint16_t type;
+    uint32_t rid;
+    struct contact contact;
+    int32_t to_rank;
+    uint32_t tried_mask;
+    uint32_t only;              /* LOOKUP: one technique (qcg-probe) */
+    int skip_upstream;          /* stopping with the frontend away: local cleanup only */
+    int rc;
+    char msg[LOCAL_MESSAGE_MAX];
+    struct local_plan plan;
+    struct local_report report;
+    struct local_site *site;    /* SITE: allocated with the request (it is large) */
+    uint32_t upstream_ms;       /* SITE: how long the call took */
+    struct local_probe probe;
+    struct local_probe_ok probe_ok;
+    struct local_observed observed;
+};
+
+/* What a process may send (local_dispatch.c); everything else (the helper's
+   own message types included) is a protocol violation. */
+struct local_handler {
+    int (*handle)(struct conn *c, uint32_t rid);
+    int need_hello;
+    int upstream; /* may take a thread: counts against max-requests-per-uid */
+    const char *name;
+};
+extern const struct local_handler local_handlers[LOCAL_TYPE_COUNT];
+
+/* local.c: a connection's life. */
+void conn_unref(struct conn *c);
+void conn_close(struct conn *c);
+/* The live connection that publishes (job, rank), or is publishing it. */
+struct conn *publisher(struct local_server *srv, const char *job, int32_t rank);
+
+/* local_framing.c: one message read at a time, replies queued. */
+void update_reading(struct conn *c);
+void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *payload, size_t len,
+              int close_after);
+__attribute__((format(printf, 5, 6))) void send_error(struct conn *c, uint32_t rid, int code,
+                                                      int close_after, const char *fmt, ...);
+/* A protocol violation: say why, log it, close. */
+__attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t rid,
+                                                      const char *fmt, ...);
+
+/* local_dispatch.c: a whole message, checked, to its handler. */
+void dispatch(struct conn *c);
+void withdraw_after_reports(struct conn *c);
+
+/* local_requests.c: upstream requests on the thread pool. */
+void do_request(uv_work_t *work);
+void request_done(uv_work_t *work, int status);
+void request_begun(struct conn *c, struct request *r);
+int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
+                  const struct contact *ct, int32_t to_rank, uint64_t owner);
+void release_contact(struct conn *c);
+
+/* local_fdpass.c */
+int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,
+            size_t whylen);
+
+/* local_socket.c: the socket file.  prepare: its directory made, a stale
+   file removed (a live helper's is not ours to take); claim: its mode set
+   and its identity kept; release: removed if it is still the one we made. */
+int local_socket_prepare(const char *path, char *err, size_t errlen);
+int local_socket_claim(const char *path, mode_t mode, dev_t *dev, ino_t *ino, char *err,
+                       size_t errlen);
+void local_socket_release(const char *path, dev_t dev, ino_t ino);
+
+#endif

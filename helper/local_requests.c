@@ -1,0 +1,338 @@
+/* The bridge to the thread pool: upstream requests (upstream.h blocks) run
+   on libuv's workers and are answered on the loop, counted per connection
+   and per uid. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attempts.h"
+#include "local_internal.h"
+#include "log.h"
+#include "proto.h"
+#include "qcgconn.h"
+#include "shares.h"
+#include "upstream.h"
+
+/* Upstream requests, on the thread pool. */
+
+void do_request(uv_work_t *work)
+{
+    struct request *r = work->data;
+    struct local_server *srv = r->srv;
+
+    switch (r->type) {
+    case LOCAL_PUBLISH:
+        contacts_sync_shared(srv->cs);
+        r->rc = upstream_publish(srv->up, &r->contact, r->msg, sizeof(r->msg));
+        /* Published now, before the loop hears of it: a re-publish that
+           follows must include it. */
+        if (r->rc == 0)
+            contacts_set_state(srv->cs, r->contact.job, r->contact.rank, r->owner,
+                               CONTACT_PUBLISHED);
+        contacts_sync_end(srv->cs);
+        break;
+    case LOCAL_WITHDRAW:
+        contacts_sync_shared(srv->cs);
+        if (!r->skip_upstream) {
+            r->rc = upstream_withdraw(srv->up, &r->contact, r->msg, sizeof(r->msg));
+            if (r->rc == QCG_EUPSTREAM)
+                contacts_orphan_add(srv->cs, &r->contact);
+        }
+        contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+        contacts_sync_end(srv->cs);
+        break;
+    case LOCAL_LOOKUP:
+        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, r->only,
+                                &r->plan, r->msg, sizeof(r->msg));
+        break;
+    case LOCAL_SITE: {
+        uint64_t t0 = uv_hrtime();
+
+        r->rc = upstream_site(srv->up, r->site, r->msg, sizeof(r->msg));
+        r->upstream_ms = (uint32_t)((uv_hrtime() - t0) / 1000000u);
+        break;
+    }
+    case LOCAL_PROBE:
+        r->rc = upstream_probe(srv->up, &r->probe, &r->probe_ok, r->msg, sizeof(r->msg));
+        break;
+    case LOCAL_OBSERVED:
+        r->rc = upstream_observed(srv->up, &r->observed, r->msg, sizeof(r->msg));
+        break;
+    case LOCAL_REPORT:
+        r->rc = upstream_report(srv->up, &r->contact, &r->report, r->msg, sizeof(r->msg));
+        break;
+    default:
+        r->rc = QCG_EPROTO;
+        break;
+    }
+}
+
+/* A plan to the process.  Traversing and hole punching go on in the helper
+   (attempts.h); one that cannot even start is failed right after its plan,
+   so the process asks for the next technique at once. */
+static void answer_plan(struct conn *c, uint32_t rid, const struct local_plan *plan)
+{
+    char why[LOCAL_MESSAGE_MAX] = "";
+    int rc = 0;
+
+    if (plan->technique == QCG_TECH_TRAVERSING || plan->technique == QCG_TECH_HOLEPUNCH)
+        rc = attempt_begin(c->srv->attempts, c, rid, plan, why, sizeof(why));
+    send_msg(c, LOCAL_PLAN, rid, plan, sizeof(*plan), 0);
+    if (rc < 0) {
+        log_warnx("pid %d: %s to %s/%s cannot start: %s", (int)c->pid,
+                  technique_name((enum technique)plan->technique), plan->cluster, plan->node, why);
+        send_error(c, rid, QCG_EPEER, 0, "%s", why);
+    }
+}
+
+/* qcg-probe's requests, answered (loop thread). */
+static void probe_done(struct request *r)
+{
+    struct local_server *srv = r->srv;
+    struct conn *c = r->c;
+
+    if (r->rc != 0) {
+        log_warnx("pid %d uid %d: %s: %s", (int)c->pid, (int)c->uid,
+                  r->type == LOCAL_SITE    ? "SITE"
+                  : r->type == LOCAL_PROBE ? "PROBE"
+                                           : "OBSERVED",
+                  r->msg);
+        send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        return;
+    }
+    switch (r->type) {
+    case LOCAL_SITE: {
+        struct local_site *st = r->site;
+        const struct helper_config *cfg = srv->cfg;
+
+        snprintf(st->node, sizeof(st->node), "%s", cfg->node);
+        snprintf(st->address, sizeof(st->address), "%s", cfg->address);
+        st->port_low = (uint16_t)cfg->ports[0];
+        st->port_high = (uint16_t)cfg->ports[1];
+        st->upstream_ms = r->upstream_ms;
+        snprintf(st->frontend, sizeof(st->frontend), "%s", upstream_url(srv->up));
+        st->can_intercept = srv->can_intercept ? 1 : 0;
+        st->nfqueue = srv->can_intercept ? (uint32_t)srv->nfqueue : 0;
+        snprintf(st->intercept, sizeof(st->intercept), "%s", srv->intercept);
+        log_debug("pid %d: SITE answered (%u ms upstream, %u clusters)", (int)c->pid,
+                  st->upstream_ms, st->clusters_total);
+        send_msg(c, LOCAL_SITE_OK, r->rid, st, sizeof(*st), 0);
+        break;
+    }
+    case LOCAL_PROBE:
+        log_info("pid %d uid %d: probe towards cluster %s: job %s, endpoint rank %d on node %s "
+                 "for %u s",
+                 (int)c->pid, (int)c->uid, r->probe_ok.cluster, r->probe_ok.job,
+                 r->probe_ok.rank, r->probe_ok.node, r->probe_ok.seconds);
+        send_msg(c, LOCAL_PROBE_OK, r->rid, &r->probe_ok, sizeof(r->probe_ok), 0);
+        break;
+    default:
+        log_info("pid %d uid %d: observed %s, public address %s, mapping %s, inbound %s, "
+                 "port preserving %d: sent to the broker",
+                 (int)c->pid, (int)c->uid, r->observed.kind,
+                 r->observed.public_address[0] ? r->observed.public_address : "-",
+                 r->observed.mapping, r->observed.inbound, r->observed.port_preserving);
+        send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+        break;
+    }
+}
+
+/* Whether a request of this type lets its connection be read while it is
+   in flight. */
+static int concurrent(uint16_t type)
+{
+    return type == LOCAL_LOOKUP || type == LOCAL_REPORT;
+}
+
+/* One of c's requests is answered: c may be read again, and a contact
+   whose release waited for its PUBLISH goes now. */
+static void conn_request_done(struct conn *c, uint16_t type)
+{
+    c->inflight--;
+    if (!concurrent(type))
+        c->exclusive = 0;
+    if (c->closing && type == LOCAL_PUBLISH)
+        release_contact(c);
+    update_reading(c);
+    conn_unref(c);
+}
+
+/* One request of the uid fewer: its connections that hold a request back
+   go on, first come first served, while the uid stays under its bound. */
+static void share_request_done(struct local_server *srv, struct share *sh)
+{
+    const unsigned max = (unsigned)srv->cfg->max_requests_per_uid;
+    /* Waiting connections are connections of the uid: it stays. */
+    int waiting = sh->waiting.head != NULL;
+
+    share_request_end(srv->shares, sh);
+    while (waiting && sh->waiting.head != NULL && sh->requests < max) {
+        struct conn *c = dlist_entry(sh->waiting.head, struct conn, wait);
+
+        dlist_remove(&sh->waiting, &c->wait);
+        c->held = 0;
+        dispatch(c);
+        update_reading(c);
+    }
+}
+
+void request_done(uv_work_t *work, int status)
+{
+    struct request *r = work->data;
+    struct local_server *srv = r->srv;
+    struct conn *c = r->c;
+
+    if (status == UV_ECANCELED) {
+        r->rc = QCG_EUPSTREAM;
+        snprintf(r->msg, sizeof(r->msg), "the helper is stopping");
+        if (r->type == LOCAL_WITHDRAW)
+            contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+    }
+    switch (r->type) {
+    case LOCAL_PUBLISH:
+        c->publishing = 0;
+        if (r->rc == 0) {
+            if (!c->published)
+                log_info("pid %d: published job %s rank %d port %u", (int)c->pid,
+                         r->contact.job, r->contact.rank, r->contact.port);
+            c->published = 1;
+            c->me.port = r->contact.port;
+            send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+        } else {
+            if (!c->published)
+                contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
+            log_warnx("pid %d: publish of job %s rank %d failed: %s", (int)c->pid,
+                      r->contact.job, r->contact.rank, r->msg);
+            send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    case LOCAL_WITHDRAW:
+        if (r->rc == 0)
+            log_info("withdrew job %s rank %d (pid %d)", r->contact.job, r->contact.rank,
+                     (int)r->contact.pid);
+        else if (!r->skip_upstream)
+            log_warnx("withdraw of job %s rank %d: %s%s", r->contact.job, r->contact.rank,
+                      r->msg, r->rc == QCG_EUPSTREAM ? " (retried later)" : "");
+        if (c != NULL) {
+            if (r->rc == 0)
+                send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
+            else
+                send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    case LOCAL_LOOKUP:
+        srv->lookups++;
+        if (r->rc == 0) {
+            log_debug("pid %d: job %s rank %d -> rank %d: %s %s:%u", (int)c->pid,
+                      r->contact.job, r->contact.rank, r->to_rank,
+                      technique_name((enum technique)r->plan.technique), r->plan.address,
+                      r->plan.port);
+            answer_plan(c, r->rid, &r->plan);
+        } else {
+            log_debug("pid %d: lookup of rank %d: %s", (int)c->pid, r->to_rank, r->msg);
+            send_error(c, r->rid, r->rc, 0, "%s", r->msg);
+        }
+        break;
+    case LOCAL_REPORT:
+        /* No reply: the process may be gone already. */
+        if (r->rc < 0)
+            log_debug("report of job %s rank %d -> %d: %s", r->contact.job, r->contact.rank,
+                      r->report.to_rank, r->msg);
+        if (--r->reporter->reports == 0 && r->reporter->withdraw_waits)
+            withdraw_after_reports(r->reporter);
+        break;
+    case LOCAL_SITE:
+    case LOCAL_PROBE:
+    case LOCAL_OBSERVED:
+        probe_done(r);
+        break;
+    }
+    if (r->reporter != NULL)
+        c = r->reporter;
+    if (c != NULL)
+        conn_request_done(c, r->type);
+    if (r->share != NULL)
+        share_request_done(srv, r->share);
+    free(r->site);
+    explicit_bzero(r, sizeof(*r));
+    free(r);
+}
+
+/* A request was queued for c (REPORTs included): counted for c and its uid. */
+void request_begun(struct conn *c, struct request *r)
+{
+    c->refs++;
+    c->inflight++;
+    if (!concurrent(r->type))
+        c->exclusive = 1;
+    r->share = c->share;
+    share_request_begin(c->share);
+    update_reading(c);
+}
+
+/* Queues an upstream request; with a connection, counts it there (see
+   request_begun). */
+int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
+                  const struct contact *ct, int32_t to_rank, uint64_t owner)
+{
+    struct request *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return QCG_ENOMEM;
+    r->work.data = r;
+    r->srv = srv;
+    r->c = c;
+    r->owner = owner;
+    r->type = type;
+    r->rid = rid;
+    r->contact = *ct;
+    r->to_rank = to_rank;
+    if (type == LOCAL_LOOKUP && c != NULL) {
+        r->tried_mask = c->in.lookup.tried_mask;
+        r->only = c->in.lookup.only;
+    }
+    if (type == LOCAL_PROBE && c != NULL)
+        r->probe = c->in.probe;
+    if (type == LOCAL_OBSERVED && c != NULL)
+        r->observed = c->in.observed;
+    if (type == LOCAL_SITE && (r->site = calloc(1, sizeof(*r->site))) == NULL) {
+        free(r);
+        return QCG_ENOMEM;
+    }
+    if (srv->closing && type == LOCAL_WITHDRAW) {
+        int connected;
+        uint64_t epoch;
+        upstream_state(srv->up, &connected, &epoch);
+        r->skip_upstream = !connected;
+    }
+    int rc = uv_queue_work(srv->loop, &r->work, do_request, request_done);
+    if (rc < 0) {
+        log_warnx("cannot queue a request: %s", uv_strerror(rc));
+        free(r->site);
+        free(r);
+        return QCG_ESYS;
+    }
+    if (c != NULL)
+        request_begun(c, r);
+    return 0;
+}
+
+/* The connection's contact goes: withdraw it upstream (process death =
+   withdrawal). */
+void release_contact(struct conn *c)
+{
+    struct local_server *srv = c->srv;
+
+    if (!c->published)
+        return;
+    if (c->reports > 0) {
+        c->withdraw_waits = 1;
+        return;
+    }
+    c->published = 0;
+    contacts_set_state(srv->cs, c->me.job, c->me.rank, c->id, CONTACT_WITHDRAWING);
+    if (queue_request(srv, NULL, LOCAL_WITHDRAW, 0, &c->me, 0, c->id) < 0) {
+        contacts_orphan_add(srv->cs, &c->me);
+        contacts_remove(srv->cs, c->me.job, c->me.rank, c->id);
+    }
+}

@@ -1,0 +1,303 @@
+/* The blocking requests worker threads make (publish, withdraw, lookup,
+   traverse, report, and qcg-probe's siteInfo, probe, observed), each on a
+   kept-alive connection of the pool, and what a failure means locally. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+#include "qcgconn.h"
+#include "upstream_internal.h"
+
+int upstream_error(enum call_status st, const char *subcode)
+{
+    static const struct {
+        const char *subcode;
+        int code;
+    } faults[] = {
+        {"busy", QCG_EBUSY},       {"denied", QCG_EDENIED},  {"notfound", QCG_ENOTFOUND},
+        {"invalid", QCG_EINVAL},   {"version", QCG_EPROTO},  {"unavailable", QCG_EUPSTREAM},
+    };
+
+    if (st == CALL_OK)
+        return 0;
+    if (st == CALL_FAULT && subcode != NULL) {
+        for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+            if (strcmp(subcode, faults[i].subcode) == 0)
+                return faults[i].code;
+        }
+    }
+    return QCG_EUPSTREAM;
+}
+
+/* Classifies a finished call; fills msg and returns the QCG_E* code.  With
+   frontend_said, a qcg:unavailable fault (the frontend is there, the broker
+   behind it is not) says so rather than "refused". */
+int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, int frontend_said,
+                enum call_status *st, char *msg, size_t msglen)
+{
+    char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
+
+    *st = soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text));
+    if (*st == CALL_OK)
+        return 0;
+    if (*st == CALL_UNREACHABLE)
+        snprintf(msg, msglen, "%s: frontend %s unreachable: %s", op, u->cfg->frontend, text);
+    else if (frontend_said && strcmp(subcode, "unavailable") == 0)
+        snprintf(msg, msglen, "%s: frontend %s reached, but it says: %s", op, u->cfg->frontend,
+                 text[0] ? text : "the broker is unavailable");
+    else
+        snprintf(msg, msglen, "%s refused: %s%s%s", op, subcode[0] ? subcode : "fault",
+                 text[0] ? ": " : "", text);
+    return upstream_error(*st, subcode);
+}
+
+int finish(struct upstream *u, struct soap *soap, int rc, const char *op, enum call_status *st,
+           char *msg, size_t msglen)
+{
+    return finish_call(u, soap, rc, op, 0, st, msg, msglen);
+}
+
+int call_publish(struct upstream *u, struct soap *soap, const struct call_args *a,
+                 enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__contact con = {
+        .job = c.job,
+        .secret = c.secret,
+        .rank = c.rank,
+        .cluster = u->cfg->cluster,
+        .node = u->cfg->node,
+        .address = u->cfg->address,
+        .port = c.port,
+    };
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__publish(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &con,
+                                    &resp);
+    rc = finish(u, soap, rc, "publish", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+int call_withdraw(struct upstream *u, struct soap *soap, const struct call_args *a,
+                  enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__withdraw(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
+                                     c.secret, c.rank, u->cfg->node, &resp);
+    rc = finish(u, soap, rc, "withdraw", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int call_lookup(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    struct qcg__lookupResponse resp;
+    char tried[128];
+    const char *only =
+        a->only != QCG_TECH_NONE ? technique_name((enum technique)a->only) : NULL;
+
+    memset(&resp, 0, sizeof(resp));
+    upstream_tried_text(a->tried_mask, tried, sizeof(tried));
+    int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
+                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL,
+                                   (char *)only, &resp);
+    rc = finish(u, soap, rc, "lookup", st, msg, msglen);
+    if (rc == 0)
+        rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);
+    /* One technique asked for: the broker's reason is the whole answer
+       (qcg-probe prints it as the technique's "why"). */
+    if (rc == QCG_ETECHNIQUE && only != NULL)
+        snprintf(msg, msglen, "%s",
+                 resp.plan.reason != NULL ? resp.plan.reason : "no reason given");
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int call_traverse(struct upstream *u, struct soap *soap, const struct call_args *a,
+                         enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__traverse(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
+                                     (char *)a->token, (char *)a->packet, &resp);
+    return finish(u, soap, rc, "traverse", st, msg, msglen);
+}
+
+static int call_report(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    struct contact c = *a->c;
+    const struct local_report *r = a->report;
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__report(
+        soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, c.secret, c.rank, r->to_rank,
+        (char *)technique_name((enum technique)r->technique), r->ok ? 1 : 0,
+        r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms,
+        r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    rc = finish(u, soap, rc, "report", st, msg, msglen);
+    explicit_bzero(&c, sizeof(c));
+    return rc;
+}
+
+static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, char *msg,
+                     size_t msglen)
+{
+    for (int attempt = 0;; attempt++) {
+        struct soap *soap = soap_pool_get(u->pool);
+        int reused = soap_valid_socket(soap->socket);
+        enum call_status st;
+
+        if (hook(u, soap) < 0) {
+            soap_pool_put(u->pool, soap, 0);
+            snprintf(msg, msglen, "out of memory");
+            return QCG_ENOMEM;
+        }
+        int rc = fn(u, soap, a, &st, msg, msglen);
+
+        soap_client_reset(soap);
+        soap_pool_put(u->pool, soap, st == CALL_UNREACHABLE);
+        /* A kept-alive connection that the frontend dropped (it restarted)
+           fails once; a fresh connection tells whether it is really down. */
+        if (st == CALL_UNREACHABLE && reused && attempt == 0)
+            continue;
+        return rc;
+    }
+}
+
+int upstream_publish(struct upstream *u, const struct contact *c, char *msg, size_t msglen)
+{
+    struct call_args a = {.c = c};
+
+    return pool_call(u, call_publish, &a, msg, msglen);
+}
+
+int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, size_t msglen)
+{
+    struct call_args a = {.c = c};
+
+    return pool_call(u, call_withdraw, &a, msg, msglen);
+}
+
+int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
+                    uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
+                    size_t msglen)
+{
+    struct call_args a = {
+        .c = from, .to_rank = to_rank, .tried_mask = tried_mask, .only = only, .plan = plan};
+
+    return pool_call(u, call_lookup, &a, msg, msglen);
+}
+
+int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
+                      size_t msglen)
+{
+    struct call_args a = {.token = token, .packet = packet_hex};
+
+    return pool_call(u, call_traverse, &a, msg, msglen);
+}
+
+int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
+                    char *msg, size_t msglen)
+{
+    struct call_args a = {.c = from, .report = r};
+
+    return pool_call(u, call_report, &a, msg, msglen);
+}
+
+static int call_site(struct upstream *u, struct soap *soap, const struct call_args *a,
+                     enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__siteInfoResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__siteInfo(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &resp);
+    rc = finish_call(u, soap, rc, "siteInfo", 1, st, msg, msglen);
+    if (rc == 0 && site_copy(&resp, a->site) < 0) {
+        snprintf(msg, msglen, "siteInfo: the frontend sent a malformed or oversized answer");
+        rc = QCG_EUPSTREAM;
+    }
+    return rc;
+}
+
+static int call_probe(struct upstream *u, struct soap *soap, const struct call_args *a,
+                      enum call_status *st, char *msg, size_t msglen)
+{
+    struct qcg__probeResponse resp;
+    struct local_probe_ok *out = a->probe_ok;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__probe(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
+                                  (char *)a->probe->cluster, (int)a->probe->seconds, &resp);
+    rc = finish_call(u, soap, rc, "probe", 1, st, msg, msglen);
+    if (rc != 0)
+        return rc;
+    memset(out, 0, sizeof(*out));
+    if (resp.job == NULL || !job_valid(resp.job) || resp.secret == NULL ||
+        !secret_valid(resp.secret) || copy_field(out->job, sizeof(out->job), resp.job) < 0 ||
+        copy_field(out->secret, sizeof(out->secret), resp.secret) < 0 ||
+        copy_field(out->cluster, sizeof(out->cluster), resp.cluster) < 0 ||
+        copy_field(out->node, sizeof(out->node), resp.node) < 0 ||
+        copy_field(out->address, sizeof(out->address), resp.address) < 0 || resp.rank < 0 ||
+        resp.seconds < 1 || resp.seconds > QCG_PROBE_TTL_MAX) {
+        explicit_bzero(out, sizeof(*out));
+        snprintf(msg, msglen, "probe: the frontend sent a malformed answer");
+        return QCG_EUPSTREAM;
+    }
+    out->rank = resp.rank;
+    out->seconds = (uint32_t)resp.seconds;
+    return 0;
+}
+
+static int call_observed(struct upstream *u, struct soap *soap, const struct call_args *a,
+                         enum call_status *st, char *msg, size_t msglen)
+{
+    const struct local_observed *o = a->observed;
+    /* cluster and node: the frontend sets them from our certificate. */
+    struct qcg__observation obs = {
+        .kind = (char *)o->kind,
+        .publicAddress = o->public_address[0] ? (char *)o->public_address : NULL,
+        .portPreserving = o->port_preserving,
+        .mapping = (char *)o->mapping,
+        .inbound = (char *)o->inbound,
+    };
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__observed(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &obs,
+                                     &resp);
+    return finish_call(u, soap, rc, "observed", 1, st, msg, msglen);
+}
+
+int upstream_site(struct upstream *u, struct local_site *site, char *msg, size_t msglen)
+{
+    struct call_args a = {.site = site};
+
+    return pool_call(u, call_site, &a, msg, msglen);
+}
+
+int upstream_probe(struct upstream *u, const struct local_probe *p, struct local_probe_ok *ok,
+                   char *msg, size_t msglen)
+{
+    struct call_args a = {.probe = p, .probe_ok = ok};
+
+    return pool_call(u, call_probe, &a, msg, msglen);
+}
+
+int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg,
+                      size_t msglen)
+{
+    struct call_args a = {.observed = o};
+
+    return pool_call(u, call_observed, &a, msg, msglen);
+}
