@@ -57,7 +57,7 @@
  * holds the listening socket, a SOCK_SEQPACKET channel to the broker
  * (reflector_msg.h) and, once told, the punch key; nothing else.  That
  * child (reflector_process.c, process name qcg-reflector, log prefix
- * "reflector") drops what it does not need (reflector_privdrop.c): no new
+ * "reflector") drops what it does not need (common/privdrop.c, as the helper does): no new
  * privileges, no capabilities, and the broker's `reflector-user` when it
  * runs as root.  It exits when the channel closes (or the broker dies:
  * PR_SET_PDEATHSIG).  The broker notices a death, logs it, plans no hole
@@ -201,11 +201,6 @@ int reflector_client_pid(const struct reflector_client *c);
    the client's thread. */
 void reflector_client_stop(struct reflector_client *c);
 
-/* In the child, before it reads the network: no new privileges, the
-   capability bounding, ambient, effective, permitted and inheritable sets
-   empty, and with setuser the user uid/gid (no supplementary groups).  0, or
-   -1 with a one-line reason. */
-int reflector_privdrop(bool setuser, unsigned uid, unsigned gid, char *why, size_t whylen);
 /* The child: `qcg-broker REFLECTOR_PROCESS_ARG` with the channel and the
    listening socket on the descriptors reflector_msg.h names.  Returns the
    exit status. */

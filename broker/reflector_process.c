@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "monotonic.h"
+#include "privdrop.h"
 
 #define DRAIN_MAX 64
 #define PEER "the broker"
@@ -150,7 +151,8 @@ int reflector_process_main(void)
     if (read_init(ch.fd, &init) < 0)
         return 1;
     log_init("reflector", (enum log_level)init.log_level, init.syslog == 1);
-    if (reflector_privdrop(init.setuser == 1, init.uid, init.gid, err, sizeof(err)) < 0) {
+    struct privdrop_user as = {.uid = (uid_t)init.uid, .gid = (gid_t)init.gid};
+    if (privdrop(0, init.setuser == 1 ? &as : NULL, err, sizeof(err)) < 0) {
         snprintf(why, sizeof(why), "reflector process: %s", err);
         explicit_bzero(&init, sizeof(init));
         ready(ch.fd, why);

@@ -5,7 +5,7 @@
  *   main.c      wires the pieces and runs the libuv loop
  *   config.c    the option table and its checks (this header)
  *   cert.c      the certificate's CN must name this node (this header)
- *   caps.c      whether we may intercept/inject packets; dropping capabilities (this header)
+ *   caps.c      whether we may intercept/inject packets (dropping capabilities: privdrop.h)
  *   privsep.c   the main process's side of the privileged process (privsep.h)
  *   privsep_child.c  the privileged process: the packet engine, nothing else
  *   privsep_msg.c    the message list between the two and its checks (privsep_msg.h)
@@ -91,11 +91,5 @@ int helper_cert_check(struct helper_config *cfg, char *err, size_t errlen);
 int helper_can_intercept(pid_t pid);
 /* How many of the two are missing; out names them ("CAP_NET_RAW"). */
 int helper_caps_missing(pid_t pid, char *out, size_t outlen);
-/* Gives up, for good, every capability of this process but those in keep
-   (bit n = capability n): the bounding set as far as CAP_SETPCAP allows,
-   the ambient set, then effective, permitted and inheritable (kept ones
-   stay in all three, and ambient for the programs it runs), then sets
-   no_new_privs.  Checked afterwards with capget.  -1 with why in err. */
-int helper_caps_limit(uint64_t keep, char *err, size_t errlen);
 
 #endif

@@ -13,6 +13,7 @@
 #include "contacts.h"
 #include "daemon.h"
 #include "helper.h"
+#include "privdrop.h"
 #include "local.h"
 #include "log.h"
 #include "orders.h"
@@ -130,7 +131,7 @@ static struct privsep *fork_privileged(const struct helper_config *cfg, char *wh
         log_warnx("traversing disabled: %s", err);
         snprintf(why_not, whylen, "the packet engine did not start: %.180s", err);
     }
-    if (helper_caps_limit(0, err, sizeof(err)) < 0)
+    if (privdrop(0, NULL, err, sizeof(err)) < 0)
         fatalx("cannot drop the capabilities: %s", err);
     return ps;
 }

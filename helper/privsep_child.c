@@ -16,6 +16,7 @@
 #include "log.h"
 #include "monotonic.h"
 #include "nfq.h"
+#include "privdrop.h"
 #include "privsep.h"
 #include "privsep_msg.h"
 #include "ratelimit.h"
@@ -391,7 +392,7 @@ static void setup(struct child *c, int fd, pid_t parent, const struct helper_con
     log_init("helper-priv", level, cfg->syslog);
     if (c->fd < 0)
         fatal("cannot move the socket to descriptor %d", CHILD_FD);
-    if (helper_caps_limit(KEEP_CAPS, err, sizeof(err)) < 0)
+    if (privdrop(KEEP_CAPS, NULL, err, sizeof(err)) < 0)
         fatalx("cannot limit the capabilities: %s", err);
     if (chdir("/") < 0)
         log_warn("chdir /");

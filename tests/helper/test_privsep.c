@@ -14,7 +14,7 @@
  *        the pending watch and every later one fail naming the signal, the
  *        lost callback comes once, this process goes on; a process that
  *        stops answering is killed after PRIVSEP_ACK_MS and lost the same way;
- *     3. this process drops every capability for good (helper_caps_limit).
+ *     3. this process drops every capability for good (privdrop, common/privdrop.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "helper.h"
+#include "privdrop.h"
 #include "log.h"
 #include "monotonic.h"
 #include "privsep.h"
@@ -451,7 +452,7 @@ static void test_drop(void)
 {
     char v[64], err[256];
 
-    CHECK(helper_caps_limit(0, err, sizeof(err)) == 0);
+    CHECK(privdrop(0, NULL, err, sizeof(err)) == 0);
     proc_status(getpid(), "CapEff", v, sizeof(v));
     CHECK_STR(v, "0000000000000000");
     proc_status(getpid(), "CapPrm", v, sizeof(v));
