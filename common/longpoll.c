@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct longpoll {
     pthread_t thread;
     int started;
     volatile sig_atomic_t stop;
+    atomic_int again; /* longpoll_register_again */
 
     pthread_mutex_t lock; /* guards the fields below */
     SOAP_SOCKET fd;       /* the thread's connection, for longpoll_stop */
@@ -258,6 +260,8 @@ static void *longpoll_main(void *arg)
     int registered = 0, polled = 0;
 
     while (!lp->stop) {
+        if (atomic_exchange(&lp->again, 0))
+            registered = 0;
         if (!registered) {
             int rc = ops->registered(lp->cfg.arg, lp->soap, &epoch, why, sizeof(why));
 
@@ -338,6 +342,11 @@ void longpoll_stop(struct longpoll *lp)
     if (soap_valid_socket(lp->fd))
         shutdown(lp->fd, SHUT_RDWR);
     pthread_mutex_unlock(&lp->lock);
+}
+
+void longpoll_register_again(struct longpoll *lp)
+{
+    atomic_store(&lp->again, 1);
 }
 
 int longpoll_stopping(const struct longpoll *lp)

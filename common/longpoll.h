@@ -57,6 +57,10 @@ int longpoll_start(struct longpoll *lp, char *err, size_t errlen);
 void longpoll_stop(struct longpoll *lp);
 /* 1 once a stop was asked: loops in the callbacks end early. */
 int longpoll_stopping(const struct longpoll *lp);
+/* Registers again once the pending poll (if any) has ended, within the
+   poll's wait: for what the registration declares and has changed.  Any
+   thread; does not block. */
+void longpoll_register_again(struct longpoll *lp);
 /* Whether it is registered now, and the service's epoch then (else 0). */
 void longpoll_state(struct longpoll *lp, int *connected, uint64_t *epoch);
 /* Stops, waits for the thread and frees everything. */

@@ -93,6 +93,10 @@ static void on_priv_lost(void *arg, const char *why)
 
     snprintf(line, sizeof(line), "%.190s: traversing is no longer available on this node", why);
     local_server_set_intercept(h->srv, 0, 0, line);
+    /* The frontend and the broker hear it at the next registration, within
+       a poll's wait: no more traversals are planned to or from this node. */
+    if (!h->stopping)
+        upstream_set_can_intercept(h->up, 0);
 }
 
 /* libuv sizes its thread pool at the first request, from the environment;

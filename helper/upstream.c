@@ -53,7 +53,8 @@ void upstream_state(struct upstream *u, int *connected, uint64_t *epoch)
 
 void upstream_set_can_intercept(struct upstream *u, int can_intercept)
 {
-    u->can_intercept = can_intercept;
+    if (atomic_exchange(&u->can_intercept, can_intercept) != can_intercept && u->lp != NULL)
+        longpoll_register_again(u->lp);
 }
 
 void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg)

@@ -35,7 +35,8 @@ typedef void (*upstream_order_fn)(void *arg, const struct command *cmd);
 /* cfg and cs must outlive it.  NULL with a reason in err. */
 struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *cs,
                               int can_intercept, char *err, size_t errlen);
-/* Before upstream_start: what the node registration declares. */
+/* What the node registration declares; after upstream_start (any thread),
+   the node registers again with it within the poll's wait. */
 void upstream_set_can_intercept(struct upstream *u, int can_intercept);
 /* Before upstream_start: where orders go (none: they are logged and dropped). */
 void upstream_on_order(struct upstream *u, upstream_order_fn fn, void *arg);

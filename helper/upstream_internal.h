@@ -3,6 +3,8 @@
 #ifndef QCG_HELPER_UPSTREAM_INTERNAL_H
 #define QCG_HELPER_UPSTREAM_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "soapH.h"
 
 #include "upstream.h"
@@ -10,7 +12,7 @@
 struct upstream {
     const struct helper_config *cfg;
     struct contacts *cs;
-    int can_intercept;
+    atomic_int can_intercept; /* read by the poll thread at each registration */
     struct soap_client_config scc;
     struct soap_pool *pool; /* for the workers' requests */
     struct longpoll *lp;    /* the registration/poll thread */

@@ -26,7 +26,7 @@ static int register_node(void *arg, struct soap *soap, uint64_t *epoch, char *wh
         .address = u->cfg->address,
         .portLow = u->cfg->ports[0],
         .portHigh = u->cfg->ports[1],
-        .canIntercept = u->can_intercept,
+        .canIntercept = atomic_load(&u->can_intercept),
     };
     struct qcg__registerResponse resp;
     char subcode[32], text[256];

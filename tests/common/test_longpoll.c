@@ -244,6 +244,17 @@ static void run(int port)
     CHECK(wait_count(&nseen, 7, 5000));
     CHECK(seen[6] == 1);
 
+    /* Asked to register again (what it declares has changed): once the
+       pending poll ends (here woken by a command), with the same epoch and
+       so the same ack: the command is handed on once. */
+    nanosleep(&settle, NULL);
+    longpoll_register_again(lp);
+    push(&st, "invalidate");
+    CHECK(wait_count(&registrations, 4, 5000));
+    CHECK(wait_count(&nseen, 8, 5000));
+    nanosleep(&settle, NULL);
+    CHECK(count(&nseen) == 8 && seen[7] == 2);
+
     /* A stop while a poll waits at the server is prompt. */
     nanosleep(&settle, NULL);
     t0 = now_ms();

@@ -91,6 +91,7 @@ note "nata1 -> fw1: 16 MiB identical, traversing, setup $XFER_SETUP_US us"
 # --- 3: the privileged process killed --------------------------------------------
 check_node nata1
 victim=$PRIV main=$(main_pid nata1)
+regs=$(grep -c "node nata/nata1 registered: " "$LAB_STATE/log/broker.log")
 kill -KILL "$victim"
 lost="the privileged process (pid $victim) was killed by signal 9"
 poll 5 "nata1's helper to notice" grep -q "$lost" "$(log_of nata1)" ||
@@ -103,7 +104,20 @@ grep -q "traversing to fw/fw1 cannot start: traversing is no longer available: $
 	"$(log_of nata1)" || fail "nata1's helper did not fail the traversal with the reason"
 [ "$(grep -c "error lose: $lost" "$(log_of nata1)")" -eq 1 ] || fail "the loss was not logged once"
 pid_gone "$main" && fail "nata1's helper exited"
-note "nata1's privileged process killed: logged once, helper up and registered; nata1 -> fw1 by $XFER_TECH after traversing failed at once: ${lost}"
+# The node registers again, declaring it cannot intercept (within a poll's
+# wait): the broker stops planning traversals from it.
+registered_again() {
+	[ "$(grep -c "node nata/nata1 registered: " "$LAB_STATE/log/broker.log")" -gt "$regs" ]
+}
+poll 40 "nata1 to register again" registered_again ||
+	fail "nata1's helper did not register again after the loss"
+grep "node nata/nata1 registered: " "$LAB_STATE/log/broker.log" | tail -1 | grep -q "can intercept" &&
+	fail "nata1 registered again still declaring it can intercept"
+cat_transfer nata1 fw1
+[ "$XFER_TECH" != traversing ] || fail "nata1 -> fw1 traversed after the new registration"
+grep -q "job $JOB rank $XFER_FROM_RANK (nata) -> .*tried before: traversing" "$LAB_STATE/log/broker.log" &&
+	fail "the broker still planned traversing from nata1 after its new registration"
+note "nata1's privileged process killed: logged once, helper up and registered again without intercepting; nata1 -> fw1 by $XFER_TECH, traversing no longer planned: ${lost}"
 
 # --- 4: SIGTERM: both processes go, the chains with them -------------------------
 check_node fw1
