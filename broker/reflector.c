@@ -34,7 +34,7 @@
 #define ADDR_MAX 64
 
 enum handle_kind { H_LISTEN, H_WAKE, H_CONN, H_DIAL };
-enum conn_state { C_READ, C_WAIT, C_DIAL, C_WRITE, C_LINGER };
+enum conn_state { C_READ, C_EARLY, C_WAIT, C_DIAL, C_WRITE, C_LINGER };
 
 struct handle {
     enum handle_kind kind;
@@ -62,6 +62,8 @@ struct conn {
     int side;
     int local_port;
     int dial_port;
+    /* C_EARLY: the PUNCH of a valid token whose pair is not expected yet */
+    struct reflector_request early;
     struct dlink link; /* in the reflector's conns */
     struct conn *dead_next;
 };
@@ -97,6 +99,7 @@ struct reflector {
     uint64_t now_ms, next_tick_ms;
 
     atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
+    atomic_int early; /* connections in C_EARLY */
 };
 
 static struct conn *conn_of(struct dlink *link)
@@ -194,6 +197,11 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
               (unsigned long long)expiry);
 out:
     pthread_mutex_unlock(&r->lock);
+    if (rc == 0 && atomic_load(&r->early) > 0) {
+        uint64_t one = 1;
+        if (write(r->wake_fd, &one, sizeof(one)) < 0)
+            log_warn("waking the reflector");
+    }
     return rc;
 }
 
@@ -206,8 +214,19 @@ static void conn_events(struct reflector *r, struct conn *c, uint32_t events)
         log_warn("epoll_ctl for %s:%d", c->addr, c->port);
 }
 
+/* A connection held for its plan leaves that state (answered, closed or
+   retried): the count of held ones follows. */
+static void leave_early(struct reflector *r, struct conn *c)
+{
+    if (c->state == C_EARLY) {
+        atomic_fetch_sub(&r->early, 1);
+        c->state = C_READ;
+    }
+}
+
 static void conn_close(struct reflector *r, struct conn *c)
 {
+    leave_early(r, c);
     if (c->dead)
         return;
     c->dead = 1;
@@ -273,6 +292,7 @@ static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
     char why[360];
     va_list ap;
 
+    leave_early(r, c);
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
@@ -415,7 +435,9 @@ static void pair_up(struct reflector *r, struct expected *e, struct conn *a, str
     answer(r, c[1], "PEER %s %d %s %d", c[0]->addr, c[0]->port, c[1]->addr, c[1]->port);
 }
 
-static void do_punch(struct reflector *r, struct conn *c, const struct reflector_request *req)
+/* first: the request as it came (counted), not its retry from C_EARLY. */
+static void do_punch(struct reflector *r, struct conn *c, const struct reflector_request *req,
+                     bool first)
 {
     unsigned char pair[TOKEN_PAIR_LEN];
     uint64_t expiry = 0, now = (uint64_t)time(NULL);
@@ -423,7 +445,8 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
     char id[9], why[320];
     struct reflector_side me;
 
-    count(&r->punches);
+    if (first)
+        count(&r->punches);
     int rc = token_check(&r->key, req->token, now, REFLECTOR_TOKEN_SKEW, pair, &side, &expiry);
     if (rc != TOKEN_OK) {
         count(&r->refused);
@@ -435,6 +458,20 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
 
     pthread_mutex_lock(&r->lock);
     struct expected *e = htable_find(r->table, expected_hash(r, pair), pair);
+    if (e == NULL && first && atomic_load(&r->early) < REFLECTOR_EARLY_MAX) {
+        /* The broker's plan for this pair may still be on its way to us
+           (reflector_expect, from another thread or process) while the
+           token it issued has already reached the helper: wait for it a
+           little, the connection held. */
+        pthread_mutex_unlock(&r->lock);
+        c->early = *req;
+        c->state = C_EARLY;
+        c->deadline_ms = r->now_ms + REFLECTOR_EARLY_WAIT_MS;
+        atomic_fetch_add(&r->early, 1);
+        log_debug("pair %s: a PUNCH before its plan: held up to %u ms", id,
+                  REFLECTOR_EARLY_WAIT_MS);
+        return;
+    }
     if (e == NULL || e->forget_at < now) {
         pthread_mutex_unlock(&r->lock);
         count(&r->refused);
@@ -529,7 +566,7 @@ static void line_done(struct reflector *r, struct conn *c, size_t len)
         do_dial(r, c, req.port);
         break;
     case REFLECTOR_PUNCH:
-        do_punch(r, c, &req);
+        do_punch(r, c, &req, true);
         break;
     }
     explicit_bzero(&req, sizeof(req));
@@ -582,6 +619,7 @@ static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
     case C_READ:
         conn_read(r, c, events);
         break;
+    case C_EARLY:
     case C_WAIT:
     case C_DIAL:
         /* Nothing may come while we work on the answer: a byte is a protocol
@@ -678,6 +716,33 @@ static void do_accept(struct reflector *r)
     acceptor_run(&r->acc, REFLECTOR_ACCEPTS_PER_EVENT, r->now_ms, new_conn, r);
 }
 
+/* The PUNCHes held for their plan, again: those whose pair is expected now
+   go on as if they had just come. */
+static void retry_early(struct reflector *r)
+{
+    struct conn *c = conn_of(r->conns.head), *next;
+
+    for (; c != NULL; c = next) {
+        next = conn_of(c->link.next);
+        if (c->dead || c->state != C_EARLY)
+            continue;
+        unsigned char pair[TOKEN_PAIR_LEN];
+        int side;
+        uint64_t expiry;
+        if (token_check(&r->key, c->early.token, (uint64_t)time(NULL), REFLECTOR_TOKEN_SKEW, pair,
+                        &side, &expiry) != TOKEN_OK)
+            continue; /* expired meanwhile: the deadline fails it */
+        pthread_mutex_lock(&r->lock);
+        bool planned = htable_find(r->table, expected_hash(r, pair), pair) != NULL;
+        pthread_mutex_unlock(&r->lock);
+        if (!planned)
+            continue;
+        leave_early(r, c);
+        struct reflector_request req = c->early;
+        do_punch(r, c, &req, false);
+    }
+}
+
 static void expire(struct reflector *r)
 {
     struct conn *c = conn_of(r->conns.head), *next;
@@ -690,6 +755,11 @@ static void expire(struct reflector *r)
         case C_READ:
             count(&r->refused);
             fail(r, c, "no request line within %u ms", r->t.read_timeout_ms);
+            break;
+        case C_EARLY:
+            count(&r->refused);
+            fail(r, c, "no punch expected for this token's pair (waited %u ms for the plan)",
+                 REFLECTOR_EARLY_WAIT_MS);
             break;
         case C_WAIT:
             count(&r->punch_failed);
@@ -744,8 +814,12 @@ static void *run(void *arg)
             case H_LISTEN:
                 do_accept(r);
                 break;
-            case H_WAKE:
+            case H_WAKE: {
+                uint64_t v;
+                if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                    log_warn("reading the wake-up");
                 break;
+            }
             case H_CONN:
                 if (!h->c->dead)
                     conn_event(r, h->c, evs[i].events);
@@ -756,6 +830,8 @@ static void *run(void *arg)
                 break;
             }
         }
+        if (atomic_load(&r->early) > 0)
+            retry_early(r);
         expire(r);
         if (r->now_ms >= r->next_tick_ms) {
             pthread_mutex_lock(&r->lock);
@@ -843,9 +919,11 @@ static void tuning_defaults(struct reflector_tuning *t, const struct reflector_t
     static const struct reflector_tuning none;
     if (given == NULL)
         given = &none;
-    t->read_timeout_ms = given->read_timeout_ms ? given->read_timeout_ms : REFLECTOR_READ_TIMEOUT_MS;
+    t->read_timeout_ms =
+        given->read_timeout_ms ? given->read_timeout_ms : REFLECTOR_READ_TIMEOUT_MS;
     t->pair_wait_ms = given->pair_wait_ms ? given->pair_wait_ms : REFLECTOR_PAIR_WAIT_MS;
-    t->dial_timeout_ms = given->dial_timeout_ms ? given->dial_timeout_ms : REFLECTOR_DIAL_TIMEOUT_MS;
+    t->dial_timeout_ms =
+        given->dial_timeout_ms ? given->dial_timeout_ms : REFLECTOR_DIAL_TIMEOUT_MS;
     t->linger_ms = given->linger_ms ? given->linger_ms : REFLECTOR_LINGER_MS;
     t->conns_max = given->conns_max ? given->conns_max : REFLECTOR_CONNS_MAX;
     t->expected_max = given->expected_max ? given->expected_max : REFLECTOR_EXPECTED_MAX;

@@ -79,6 +79,11 @@
 #define REFLECTOR_DEFAULT_PORT 7704
 #define REFLECTOR_READ_TIMEOUT_MS 5000
 #define REFLECTOR_PAIR_WAIT_MS 5000
+/* A PUNCH with a valid token whose pair is not expected yet (its plan still
+   on the way from the broker) is held this long, at most REFLECTOR_EARLY_MAX
+   at once, before "no punch expected". */
+#define REFLECTOR_EARLY_WAIT_MS 1000
+#define REFLECTOR_EARLY_MAX 64
 #define REFLECTOR_DIAL_TIMEOUT_MS 2000
 #define REFLECTOR_CONNS_MAX 1024
 #define REFLECTOR_EXPECTED_MAX 65536

@@ -282,6 +282,35 @@ static void test_refusals(struct reflector *r)
            ans);
 }
 
+/* Both PUNCHes of a pair before the broker's plan reached the reflector (its
+   EXPECT crosses to another thread, or process): held, then paired once the
+   plan comes, not refused. */
+static void test_early(struct reflector *r)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    char la[200], lb[200], aa[400], ab[400], want[128];
+    int pa = 0, pb = 0;
+    uint64_t exp = (uint64_t)time(NULL) + 60;
+
+    make_pair(pair, 9);
+    int a = client(&pa), b = client(&pb);
+    punch_line(&key, pair, 0, exp, pa, la, sizeof(la));
+    punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
+    uint64_t taken = punches(r);
+    send_text(a, la);
+    send_text(b, lb);
+    WAIT_UNTIL(punches(r) >= taken + 2, 2000, "the reflector to take both early PUNCHes");
+    expect(r, pair, false);
+    read_answer(a, aa, sizeof(aa));
+    read_answer(b, ab, sizeof(ab));
+    close(a);
+    close(b);
+    snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pb, pa);
+    CHECKF(strcmp(aa, want) == 0, "early initiator got '%s', want '%s'", aa, want);
+    snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pa, pb);
+    CHECKF(strcmp(ab, want) == 0, "early target got '%s', want '%s'", ab, want);
+}
+
 static void test_missing_peer(struct reflector *r)
 {
     unsigned char pair[TOKEN_PAIR_LEN];
@@ -547,6 +576,7 @@ int main(void)
     test_map();
     test_pairing(r);
     test_refusals(r);
+    test_early(r);
     test_missing_peer(r);
     test_misdeclared(r);
     test_bad_lines();
@@ -563,7 +593,7 @@ int main(void)
            (unsigned long long)c.paired, (unsigned long long)c.punch_failed,
            (unsigned long long)c.dials, (unsigned long long)c.refused,
            (unsigned long long)c.misdeclared, atomic_load(&observed));
-    CHECKF(c.paired == 1 && c.maps >= 2 && c.dials == 2, "counters");
+    CHECKF(c.paired == 2 && c.maps >= 2 && c.dials == 2, "counters (two pairs: one early)");
     CHECKF(atomic_load(&observed) > 0, "observe called");
     test_stop(r);
     return check_result("broker-reflector");
