@@ -64,6 +64,7 @@ struct conn {
     int dial_port;
     /* C_EARLY: the PUNCH of a valid token whose pair is not expected yet */
     struct reflector_request early;
+    unsigned char early_pair[TOKEN_PAIR_LEN]; /* its token's pair, checked once */
     struct dlink link; /* in the reflector's conns */
     struct conn *dead_next;
 };
@@ -465,6 +466,7 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
            little, the connection held. */
         pthread_mutex_unlock(&r->lock);
         c->early = *req;
+        memcpy(c->early_pair, pair, TOKEN_PAIR_LEN);
         c->state = C_EARLY;
         c->deadline_ms = r->now_ms + REFLECTOR_EARLY_WAIT_MS;
         atomic_fetch_add(&r->early, 1);
@@ -726,14 +728,10 @@ static void retry_early(struct reflector *r)
         next = conn_of(c->link.next);
         if (c->dead || c->state != C_EARLY)
             continue;
-        unsigned char pair[TOKEN_PAIR_LEN];
-        int side;
-        uint64_t expiry;
-        if (token_check(&r->key, c->early.token, (uint64_t)time(NULL), REFLECTOR_TOKEN_SKEW, pair,
-                        &side, &expiry) != TOKEN_OK)
-            continue; /* expired meanwhile: the deadline fails it */
+        /* The token is checked again by do_punch: expired meanwhile, it fails. */
         pthread_mutex_lock(&r->lock);
-        bool planned = htable_find(r->table, expected_hash(r, pair), pair) != NULL;
+        bool planned =
+            htable_find(r->table, expected_hash(r, c->early_pair), c->early_pair) != NULL;
         pthread_mutex_unlock(&r->lock);
         if (!planned)
             continue;
