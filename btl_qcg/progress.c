@@ -18,6 +18,8 @@ struct btl_qcg_module *btl_qcg_active;
 #define ACCEPTS_MAX 16
 /* How often pending connections are checked for their deadline. */
 #define CHECK_INTERVAL_US 50000
+/* At most one "cannot accept: out of descriptors" line per interval. */
+#define SHORTAGE_LOG_INTERVAL_US 10000000u
 
 int btl_qcg_watch(struct btl_qcg_module *m, int op, int fd, uint32_t events,
                   struct btl_qcg_watch *w)
@@ -48,6 +50,19 @@ static void accept_ready(struct btl_qcg_module *m)
         }
         if (fd == QCG_EAGAIN)
             return;
+        if (fd == QCG_ESYS &&
+            (qcg_last_errno(m->ctx) == EMFILE || qcg_last_errno(m->ctx) == ENFILE)) {
+            /* The library rests its listener a moment; peers wait meanwhile. */
+            uint64_t now = btl_qcg_now_us();
+
+            if (now >= m->next_shortage_log_us) {
+                m->next_shortage_log_us = now + SHORTAGE_LOG_INTERVAL_US;
+                btl_qcg_log(0,
+                            "cannot accept connections: %s (raise the descriptor limit, ulimit -n)",
+                            qcg_last_error(m->ctx));
+            }
+            return;
+        }
         if (fd < 0) {
             /* A bad or replayed hello: the library dropped it; we go on. */
             btl_qcg_log(2, "an incoming connection was dropped: %s: %s", qcg_strerror(fd),

@@ -116,6 +116,8 @@ static void rearm(qcg_ctx *ctx)
         if (p->fd >= 0 && timed_state(p->state) && (first == 0 || p->deadline_us < first))
             first = p->deadline_us;
     }
+    if (ctx->accept_rest_until_us > now_us() && (first == 0 || ctx->accept_rest_until_us < first))
+        first = ctx->accept_rest_until_us;
     memset(&its, 0, sizeof(its));
     if (first != 0) {
         its.it_value.tv_sec = (time_t)(first / 1000000u);
@@ -153,7 +155,8 @@ static struct pending *free_slot(qcg_ctx *ctx)
    otherwise it would keep every poller awake. */
 static void listener_update(qcg_ctx *ctx)
 {
-    bool want = ctx->listen_fd >= 0 && ctx->accepting && free_slot(ctx) != NULL;
+    bool want = ctx->listen_fd >= 0 && ctx->accepting && free_slot(ctx) != NULL &&
+                now_us() >= ctx->accept_rest_until_us;
 
     if (want == ctx->listener_watched)
         return;
@@ -272,7 +275,7 @@ static int nonce_seen(qcg_ctx *ctx, const uint8_t nonce[HS_NONCE_SIZE])
 /* Accepts what the listener holds, as far as there is room. */
 static int accept_new(qcg_ctx *ctx)
 {
-    if (ctx->listen_fd < 0 || !ctx->accepting)
+    if (ctx->listen_fd < 0 || !ctx->accepting || now_us() < ctx->accept_rest_until_us)
         return 0;
     for (int i = 0; i < PENDING_MAX && free_slot(ctx) != NULL; i++) {
         int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -285,6 +288,12 @@ static int accept_new(qcg_ctx *ctx)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
+        if (local_shortage(errno)) {
+            ctx->accept_rest_until_us = now_us() + ACCEPT_REST_MS * 1000u;
+            ctx_seterr(ctx, "accept: %s (new connections wait %d ms)", keep_errno(errno),
+                       ACCEPT_REST_MS);
+            return QCG_ESYS;
+        }
         ctx_seterr(ctx, "accept: %s", keep_errno(errno));
         return QCG_ESYS;
     }

@@ -415,14 +415,6 @@ static int back_off(qcg_connect_op *op, bool lacked)
     return STEP_MORE;
 }
 
-/* Errors of this node, not of the path to the peer: out of ports (every
-   local port to that address in use or in TIME_WAIT) or descriptors. */
-static bool local_shortage(int err)
-{
-    return err == EADDRNOTAVAIL || err == EMFILE || err == ENFILE || err == ENOBUFS ||
-           err == ENOMEM;
-}
-
 /* The attempt could not even start for want of a local resource: not the
    technique's failure (nothing is reported to the broker, which would avoid
    it between the two clusters for everyone), so the same plan is asked for

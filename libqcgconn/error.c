@@ -1,5 +1,6 @@
 /* Error codes, technique names and the detail of a context's last failure:
    its message and the errno behind it. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -123,4 +124,12 @@ void open_seterr(const char *fmt, ...)
 const char *open_lasterr(void)
 {
     return open_error;
+}
+
+/* Errors of this node, not of the path to the peer: out of ports (every
+   local port to that address in use or in TIME_WAIT) or descriptors. */
+bool local_shortage(int err)
+{
+    return err == EADDRNOTAVAIL || err == EMFILE || err == ENFILE || err == ENOBUFS ||
+           err == ENOMEM;
 }

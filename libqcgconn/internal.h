@@ -59,6 +59,9 @@
    the same moment, through the proxy or reversed). */
 #define PENDING_FIRST 32
 #define PENDING_MAX 1024
+/* accept() failed for want of descriptors: the listener stays readable, so
+   it rests this long instead of waking the caller on every poll. */
+#define ACCEPT_REST_MS 100
 
 /* A connection (accepted, or handed over by the helper) on its way through
    the handshake.  Hellos and answers are read as they come instead of
@@ -148,6 +151,7 @@ struct qcg_ctx {
     bool ready_signalled;
     bool accepting; /* the listener is published: accept from it */
     bool listener_watched;
+    uint64_t accept_rest_until_us; /* out of descriptors: the listener rests until then */
     int accept_timer;        /* timerfd: the earliest pending deadline */
     int helper_error;        /* the helper connection's loss, for the next qcg_accept */
     unsigned long refused;   /* incoming connections refused (qcg_accept_refused) */
@@ -172,6 +176,8 @@ struct qcg_ctx {
    a recorded failure's errno without naming it. */
 const char *keep_errno(int err);
 void keep_cause(int err);
+/* err is this node's shortage (ports, descriptors, memory), not the peer's doing. */
+bool local_shortage(int err);
 int take_cause(void);
 void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ctx_clearerr(qcg_ctx *ctx);

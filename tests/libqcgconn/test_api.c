@@ -15,6 +15,7 @@
 
 #include "../check.h"
 #include "fake_helper.h"
+#include "handshake.h"
 #include "internal.h"
 #include "qcgconn.h"
 
@@ -242,6 +243,54 @@ static void test_bounds(void)
     CHECK(t0 >= (QCG_CLOSE_MAX_MS - 100) * 1000u && t0 < (QCG_CLOSE_MAX_MS + 500) * 1000u);
 }
 
+/* accept() out of descriptors: qcg_accept says so once (EMFILE) and the
+   listener rests, so the caller's poll does not spin on it; once descriptors
+   are back, the waiting connection is taken. */
+static void test_accept_shortage(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct qcg_contact me;
+    struct rlimit saved, low;
+    qcg_ctx *a = open_rank(0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char junk[HS_HELLO_SIZE];
+    struct pollfd p, pc;
+    int rc = 0, woke = 0;
+
+    CHECK(qcg_listen(a) == 0 && qcg_local_contact(a, &me) == 0);
+    sa.sin_port = htons(me.port);
+    CHECK(connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    memset(junk, 'x', sizeof(junk));
+    CHECK(write(c, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+    p = (struct pollfd){.fd = qcg_accept_pollfd(a), .events = POLLIN};
+    CHECK(poll(&p, 1, 2000) == 1);
+
+    CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    low = saved;
+    low.rlim_cur = (rlim_t)lowest_free_fd();
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    rc = qcg_accept(a, NULL);
+    CHECK_EQ(rc, QCG_ESYS);
+    CHECK_EQ(qcg_last_errno(a), EMFILE);
+    /* Resting: not readable although the connection still waits. */
+    CHECK_EQ(poll(&p, 1, 20), 0);
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+
+    /* The rest ends by itself; the junk hello is then read and refused. */
+    pc = (struct pollfd){.fd = c, .events = POLLIN};
+    for (int i = 0; i < 100 && poll(&pc, 1, 0) == 0; i++) {
+        if (poll(&p, 1, 50) == 1) {
+            woke++;
+            rc = qcg_accept(a, NULL);
+            CHECK(rc == QCG_EAGAIN || rc == QCG_EPROTO);
+        }
+    }
+    CHECK(woke > 0);
+    CHECK(poll(&pc, 1, 0) == 1);
+    close(c);
+    qcg_close(a);
+}
+
 /* Structs of another size than this library's: an older caller's through
    0.1's entry points (read and written exactly: ASan would see more), a
    newer caller's larger ones (what we do not know must be zero on the way
@@ -296,6 +345,7 @@ int main(void)
     test_connect_errno();
     test_close_open_ops();
     test_bounds();
+    test_accept_shortage();
     test_sizes();
     fake_helper_free(fh);
     return check_result("libqcgconn-api");
