@@ -233,13 +233,31 @@ static char *trim(char *s)
     return s;
 }
 
+/* A '#' that begins the line or follows a blank, outside double quotes,
+   starts a comment to the end of the line ("port = 7700   # the default"), as
+   in most name = value formats; a '#' inside a word stays ("a#b", a URL's
+   fragment). */
+static void cut_comment(char *s)
+{
+    bool quoted = false;
+    for (char *p = s; *p != '\0'; p++) {
+        if (*p == '"')
+            quoted = !quoted;
+        else if (*p == '#' && !quoted && (p == s || p[-1] == ' ' || p[-1] == '\t')) {
+            *p = '\0';
+            return;
+        }
+    }
+}
+
 /* One "name = value" line (already without its newline). */
 static int parse_line(const struct config_option *options, void *cfg, char *line, char *err,
                       size_t errlen)
 {
     char buf[64];
+    cut_comment(line);
     char *s = trim(line);
-    if (*s == '\0' || *s == '#')
+    if (*s == '\0')
         return 0;
     char *eq = strchr(s, '=');
     char *name = s, *value = NULL;

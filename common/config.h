@@ -1,9 +1,9 @@
 /*
  * One table per daemon describes every setting once: its name, type, default and
- * help.  The same table reads the config file (`name = value` lines, `#` comments)
- * and the command line (`--name value` or `--name=value`; flags win over the
- * file), and prints --help.  Settings are stored into a caller-owned struct
- * through offsets, so a test can build a config without touching globals.
+ * help.  The same table reads the config file (`name = value` lines; `#` at the start of a line or
+ * after a blank, outside double quotes, begins a comment) and the command line (`--name value` or
+ * `--name=value`; flags win over the file), and prints --help.  Settings are stored into a
+ * caller-owned struct through offsets, so a test can build a config without touching globals.
  */
 #ifndef QCG_CONFIG_H
 #define QCG_CONFIG_H

@@ -226,6 +226,29 @@ static void test_file(void)
     CHECK_STR(cfg.url, "https://h:1/?a=b#c");
     config_free(options, &cfg);
 
+    /* Trailing comments, as the admin guide's blocks carry them; a '#' in a
+       word or in quotes is part of the value. */
+    const char commented[] = "port = 8001   # the default is 7700\nlisten = \"a # b\"  # quoted\n"
+                             "foreground\t# a flag\nnode-ports = 300-400#not a comment\n"
+                             "url = https://h:1/#frag # comment\n";
+    path = write_file("commented.conf", commented, sizeof(commented) - 1);
+    snprintf(p, sizeof(p), "%s", path);
+    CHECK(load(&cfg, &first, err, sizeof(err), "--config", p, NULL) == CONFIG_ERROR);
+    CHECK_HAS(err, "300-400#not a comment");
+    const char commented_ok[] =
+        "port = 8001   # the default is 7700\nlisten = \"a # b\"  # quoted\n"
+        "foreground\t# a flag\nnode-ports = 300-400 # ports\n"
+        "url = https://h:1/#frag # comment\n";
+    path = write_file("commented.conf", commented_ok, sizeof(commented_ok) - 1);
+    CHECK(load(&cfg, &first, err, sizeof(err), "--config", p, NULL) == CONFIG_OK);
+    CHECK(cfg.port == 8001 && cfg.foreground == 1);
+    CHECK_STR(cfg.listen, "a # b");
+    CHECK(cfg.ports[0] == 300 && cfg.ports[1] == 400);
+    CHECK_STR(cfg.url, "https://h:1/#frag");
+    config_free(options, &cfg);
+    path = write_file("good.conf", good, sizeof(good) - 1);
+    snprintf(p, sizeof(p), "%s", path);
+
     /* Flags win over the file whatever their order. */
     CHECK(load(&cfg, &first, err, sizeof(err), "--port", "9000", "--config", p, NULL) == CONFIG_OK);
     CHECK(cfg.port == 9000);
@@ -247,8 +270,8 @@ static void test_file(void)
          "config file %s line 1: port: missing value (expected \"port = value\")"},
         {"badint.conf", "\n\nport = 12x\n",
          "config file %s line 3: port: \"12x\" is not a number in 1..65535"},
-        {"inline.conf", "port = 80 # http\n",
-         "config file %s line 1: port: \"80 # http\" is not a number in 1..65535"},
+        {"inline.conf", "port = 80#http\n",
+         "config file %s line 1: port: \"80#http\" is not a number in 1..65535"},
         {"badbool.conf", "foreground = 2\n",
          "config file %s line 1: foreground: \"2\" is not a boolean (yes/no, true/false, on/off, "
          "1/0)"},
