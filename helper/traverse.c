@@ -12,8 +12,10 @@
 
 #include "dlist.h"
 #include "log.h"
+#include "monotonic.h"
 #include "nfq.h"
 #include "rawpkt.h"
+#include "ratelimit.h"
 #include "traverse.h"
 #include "traverse_rules.h"
 
@@ -64,6 +66,7 @@ struct traverse {
     int deleting;     /* a batch is on the thread pool */
     unsigned pending; /* batches and handles to finish before the memory goes */
     int closed, free_asked;
+    struct ratelimit refused_rl; /* "refused a SYN to inject": an order can repeat */
 };
 
 /* A batch of deletions on the thread pool. */
@@ -75,6 +78,9 @@ struct del_batch {
     size_t n, removed;
     char err[WHY_MAX];
 };
+
+/* At most one line a second about refused injections. */
+#define REFUSED_LOG_MS 1000
 
 static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len);
 
@@ -418,6 +424,7 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
     struct rawpkt_tcp s;
     char a[INET_ADDRSTRLEN];
     struct plan *p;
+    unsigned left_out;
 
     ntoa(pub, a);
     if (t->closed) {
@@ -480,8 +487,10 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
               allowed_port);
     return 0;
 refused:
-    log_warnx("refused a SYN to inject (from %s port %u, port %u allowed): %s", a, pub_port,
-              allowed_port, why);
+    if (ratelimit_ok(&t->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
+        log_warnx("refused a SYN to inject (from %s port %u, port %u allowed): %s (%u more not "
+                  "logged)",
+                  a, pub_port, allowed_port, why, left_out);
     return -1;
 }
 
