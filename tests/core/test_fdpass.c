@@ -9,20 +9,8 @@
 
 /* The exit-at-the-first-failure checks these tests were written with. */
 #include "check.h"
+#include "fixtures.h"
 #include "fdpass.h"
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    REQUIRE(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 /* Sends nfds descriptors with one message, bypassing fdpass_send. */
 static void send_many(int sock, const int *fds, int nfds)

@@ -9,22 +9,10 @@
 
 /* The exit-at-the-first-failure checks these tests were written with. */
 #include "check.h"
+#include "fixtures.h"
 #include "fdpass.h"
 #include "lmsg.h"
 #include "qcgconn.h"
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    REQUIRE(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 static void pair(int sp[2])
 {

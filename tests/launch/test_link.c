@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "check.h"
+#include "fixtures.h"
 #include "link.h"
 
 struct seen {
@@ -41,28 +42,6 @@ static void on_closed(struct link *l, const char *why)
 }
 
 static const struct link_ops ops = {on_frame, on_closed, NULL};
-
-/* A connected loopback pair: *a is the connecting end, *b the accepted one. */
-static void tcp_pair(int *a, int *b)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sa);
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 1) < 0 ||
-        getsockname(ls, (struct sockaddr *)&sa, &len) < 0) {
-        perror("listener");
-        exit(1);
-    }
-    *a = socket(AF_INET, SOCK_STREAM, 0);
-    if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        (*b = accept(ls, NULL, NULL)) < 0) {
-        perror("pair");
-        exit(1);
-    }
-    close(ls);
-}
 
 static double now_s(void)
 {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixtures.h"
 #include "fake_helper.h"
 #include "handshake_blocking.h"
 #include "internal.h"
@@ -509,25 +510,6 @@ static void test_wrong_secret(void)
     qcg_close(ok);
 }
 
-/* A TCP connection on loopback: *a connected to *b. */
-static void tcp_pair(int *a, int *b)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sin);
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-
-    REQUIRE(l >= 0);
-    REQUIRE(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    REQUIRE(listen(l, 1) == 0);
-    REQUIRE(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
-    *a = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    *b = accept(l, NULL, NULL);
-    REQUIRE(*b >= 0);
-    close(l);
-    REQUIRE(set_nonblocking(*a, true) == 0);
-}
-
 struct initiator {
     int fd;
     struct hs_self self;
@@ -560,6 +542,7 @@ static void test_incoming(void)
     /* Sent before the publish: it arrives while qcg_listen waits for its
        reply, is queued, and still wakes the accept descriptor. */
     tcp_pair(&mine, &theirs);
+    REQUIRE(set_nonblocking(mine, true) == 0);
     in.fd = mine;
     REQUIRE_EQ(fake_helper_incoming(fh, 6, 5, QCG_TECH_PROXY, theirs), 0);
     close(theirs);
@@ -582,6 +565,7 @@ static void test_incoming(void)
 
     /* The helper announces rank 8 but rank 5 says hello: refused. */
     tcp_pair(&mine, &theirs);
+    REQUIRE(set_nonblocking(mine, true) == 0);
     in.fd = mine;
     REQUIRE_EQ(fake_helper_incoming(fh, 6, 8, QCG_TECH_PROXY, theirs), 0);
     close(theirs);

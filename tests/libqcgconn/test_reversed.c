@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixtures.h"
 #include "fake_helper.h"
 #include "handshake_blocking.h"
 #include "internal.h"
@@ -332,24 +333,6 @@ static void test_proxy_refused(void)
     REQUIRE(pthread_join(th, NULL) == 0);
     close(px.lfd);
     qcg_close(a);
-}
-
-/* A TCP connection on loopback: *a connected to *b. */
-static void tcp_pair(int *a, int *b)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sin);
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-
-    REQUIRE(l >= 0);
-    REQUIRE(bind(l, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    REQUIRE(listen(l, 1) == 0);
-    REQUIRE(getsockname(l, (struct sockaddr *)&sin, &len) == 0);
-    *a = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(connect(*a, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-    *b = accept(l, NULL, NULL);
-    REQUIRE(*b >= 0);
-    close(l);
 }
 
 /* The initiator's side when our helper connected for us: it reads our hello
