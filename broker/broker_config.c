@@ -47,6 +47,9 @@ const struct config_option broker_options[] = {
      "without any capability)"},
     {"outcome-expiry", CONFIG_INT, OPT(outcome_expiry), 1, 86400, "600",
      "seconds a technique that failed between two clusters is not planned again between them"},
+    {"state-file", CONFIG_STRING, OPT(state_file), 0, 0, NULL,
+     "where what the broker learned between clusters is kept across restarts (rewritten "
+     "atomically every 30 s when it changed, and at a clean stop); default: not kept"},
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 

@@ -16,6 +16,7 @@
 #include "reflector.h"
 #include "reflector_msg.h"
 #include "soap_server.h"
+#include "state_file.h"
 #include "stats_query.h"
 
 /* From the signal handler: only sets the server's stop flag. */
@@ -34,6 +35,26 @@ static void end_polls(void *arg)
     log_info("stopping: dropping %zu clusters, %zu nodes, %zu contacts", k.clusters, k.nodes,
              k.contacts);
     registry_close(b->reg);
+}
+
+/* What the last run learned, then the thread that keeps it.  A state file
+   that cannot be read is a misconfiguration (exit); damaged lines are not. */
+static struct state_saver *start_state(struct broker *b, const char *path, char *err, size_t errlen)
+{
+    struct state_loaded st;
+    if (state_load(b->outcomes, path, &st, err, errlen) < 0)
+        return NULL;
+    if (st.missing)
+        log_info("state file %s: none yet, starting with no memory of outcomes", path);
+    else
+        log_info("state file %s: %zu cluster pairs' outcomes restored", path, st.pairs);
+    if (st.skipped > 0)
+        log_warnx("state file %s: %zu lines skipped (first: line %d): not understood", path,
+                  st.skipped, st.first_bad);
+    /* Written once now: an unwritable place is found at start, not at the stop. */
+    if (state_save(b->outcomes, path, err, errlen) < 0)
+        return NULL;
+    return state_saver_start(b->outcomes, path, err, errlen);
 }
 
 int main(int argc, char **argv)
@@ -112,6 +133,20 @@ int main(int argc, char **argv)
     }
     log_info("a technique that failed between two clusters is avoided for %d s",
              cfg.outcome_expiry);
+    struct state_saver *saver = NULL;
+    if (cfg.state_file != NULL && cfg.state_file[0] != '\0') {
+        saver = start_state(b, cfg.state_file, err, sizeof(err));
+        if (saver == NULL) {
+            fprintf(stderr, "qcg-broker: %s\n", err);
+            if (cfg.syslog)
+                log_error("%s", err);
+            if (b->reflector != NULL)
+                reflector_client_stop(b->reflector);
+            broker_free(b);
+            broker_config_free(&cfg);
+            return 2;
+        }
+    }
     struct soap_server_config sc = {
         .listen_addr = cfg.listen,
         .port = cfg.port,
@@ -124,6 +159,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "qcg-broker: %s\n", err);
         if (cfg.syslog)
             log_error("%s", err);
+        state_saver_stop(saver);
         if (b->reflector != NULL)
             reflector_client_stop(b->reflector);
         broker_free(b);
@@ -142,6 +178,7 @@ int main(int argc, char **argv)
         log_error("connections still busy: exiting without a clean stop");
         return 1;
     }
+    state_saver_stop(saver);
     if (b->reflector != NULL)
         reflector_client_stop(b->reflector);
     log_info("stopped");

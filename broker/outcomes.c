@@ -11,24 +11,17 @@
 
 #define BUCKETS 1024
 
-/* A job that saw a technique fail, from which node, when. */
-struct witness {
-    char job[QCG_JOB_MAX];
-    char node[QCG_NAME_MAX];
-    uint64_t at; /* 0: free */
-};
-
 struct entry {
     struct entry *next;
     uint64_t touched; /* last report: the oldest goes first when full */
-    struct outcome_pair pair;
-    struct witness seen[OUTCOMES_TECHNIQUES][OUTCOMES_WITNESSES]; /* since the last success */
+    struct outcome_entry e;
 };
 
 struct outcomes {
     pthread_mutex_t lock;
     unsigned expiry_s;
     size_t count;
+    uint64_t generation;
     struct entry *bucket[BUCKETS];
 };
 
@@ -73,7 +66,7 @@ static size_t slot(const char *from, const char *to)
 static struct entry *find(struct outcomes *o, const char *from, const char *to)
 {
     for (struct entry *e = o->bucket[slot(from, to)]; e != NULL; e = e->next) {
-        if (strcmp(e->pair.from, from) == 0 && strcmp(e->pair.to, to) == 0)
+        if (strcmp(e->e.pair.from, from) == 0 && strcmp(e->e.pair.to, to) == 0)
             return e;
     }
     return NULL;
@@ -98,10 +91,10 @@ static void forget_oldest(struct outcomes *o)
 
 /* The job's own slot, else a free or the oldest one: one job holds one slot
    whatever it reports. */
-static void witness_add(struct witness seen[OUTCOMES_WITNESSES], const char *job, const char *node,
-                        uint64_t now)
+static void witness_add(struct outcome_witness seen[OUTCOMES_WITNESSES], const char *job,
+                        const char *node, uint64_t now)
 {
-    struct witness *w = &seen[0];
+    struct outcome_witness *w = &seen[0];
     for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
         if (seen[i].at != 0 && strcmp(seen[i].job, job) == 0) {
             w = &seen[i];
@@ -115,6 +108,27 @@ static void witness_add(struct witness seen[OUTCOMES_WITNESSES], const char *job
     w->at = now;
 }
 
+/* The pair's entry, made when new (the oldest forgotten when full); NULL
+   on ENOMEM.  Under the lock. */
+static struct entry *find_or_add(struct outcomes *o, const char *from, const char *to)
+{
+    struct entry *e = find(o, from, to);
+    if (e != NULL)
+        return e;
+    if (o->count >= OUTCOMES_PAIRS_MAX)
+        forget_oldest(o);
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    memcpy(e->e.pair.from, from, strlen(from) + 1);
+    memcpy(e->e.pair.to, to, strlen(to) + 1);
+    size_t s = slot(from, to);
+    e->next = o->bucket[s];
+    o->bucket[s] = e;
+    o->count++;
+    return e;
+}
+
 void outcomes_record(struct outcomes *o, const char *from, const char *to, enum technique t,
                      bool ok, unsigned setup_ms, uint64_t now, const char *job, const char *node)
 {
@@ -122,30 +136,20 @@ void outcomes_record(struct outcomes *o, const char *from, const char *to, enum 
         strlen(to) >= QCG_NAME_MAX || strlen(job) >= QCG_JOB_MAX || strlen(node) >= QCG_NAME_MAX)
         return;
     pthread_mutex_lock(&o->lock);
-    struct entry *e = find(o, from, to);
+    struct entry *e = find_or_add(o, from, to);
     if (e == NULL) {
-        if (o->count >= OUTCOMES_PAIRS_MAX)
-            forget_oldest(o);
-        e = calloc(1, sizeof(*e));
-        if (e == NULL) {
-            pthread_mutex_unlock(&o->lock);
-            return;
-        }
-        memcpy(e->pair.from, from, strlen(from) + 1);
-        memcpy(e->pair.to, to, strlen(to) + 1);
-        size_t s = slot(from, to);
-        e->next = o->bucket[s];
-        o->bucket[s] = e;
-        o->count++;
+        pthread_mutex_unlock(&o->lock);
+        return;
     }
-    struct outcome_tally *k = &e->pair.tech[t];
+    o->generation++;
+    struct outcome_tally *k = &e->e.pair.tech[t];
     if (ok) {
         k->ok++;
         k->last_setup_ms = setup_ms;
-        memset(e->seen[t], 0, sizeof(e->seen[t]));
+        memset(e->e.seen[t], 0, sizeof(e->e.seen[t]));
     } else {
         k->failed++;
-        witness_add(e->seen[t], job, node, now);
+        witness_add(e->e.seen[t], job, node, now);
     }
     k->last_ok = ok;
     k->last = now;
@@ -156,9 +160,9 @@ void outcomes_record(struct outcomes *o, const char *from, const char *to, enum 
 /* Whether the live witnesses hold OUTCOMES_CORROBORATION different jobs
    from as many different nodes (greedy: each new witness must differ from
    every one counted in both). */
-static bool corroborated(const struct witness seen[OUTCOMES_WITNESSES], uint64_t since)
+static bool corroborated(const struct outcome_witness seen[OUTCOMES_WITNESSES], uint64_t since)
 {
-    const struct witness *counted[OUTCOMES_WITNESSES];
+    const struct outcome_witness *counted[OUTCOMES_WITNESSES];
     int n = 0;
     for (int i = 0; i < OUTCOMES_WITNESSES && n < OUTCOMES_CORROBORATION; i++) {
         if (seen[i].at == 0 || seen[i].at <= since)
@@ -182,10 +186,10 @@ struct outcome_failing outcomes_failing(struct outcomes *o, const char *from, co
     const struct entry *e = find(o, from, to);
     for (int t = TECH_DIRECT; e != NULL && t < OUTCOMES_TECHNIQUES; t++) {
         for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
-            if (e->seen[t][i].at > since && strcmp(e->seen[t][i].job, job) == 0)
+            if (e->e.seen[t][i].at > since && strcmp(e->e.seen[t][i].job, job) == 0)
                 f.own |= TECH_BIT(t);
         }
-        if (corroborated(e->seen[t], since))
+        if (corroborated(e->e.seen[t], since))
             f.shared |= TECH_BIT(t);
     }
     pthread_mutex_unlock(&o->lock);
@@ -198,8 +202,60 @@ size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t ma
     pthread_mutex_lock(&o->lock);
     for (size_t i = 0; i < BUCKETS && n < max; i++) {
         for (const struct entry *e = o->bucket[i]; e != NULL && n < max; e = e->next)
-            out[n++] = e->pair;
+            out[n++] = e->e.pair;
     }
     pthread_mutex_unlock(&o->lock);
     return n;
+}
+
+void outcomes_each(struct outcomes *o, void (*fn)(void *arg, const struct outcome_entry *e),
+                   void *arg)
+{
+    pthread_mutex_lock(&o->lock);
+    for (size_t i = 0; i < BUCKETS; i++) {
+        for (const struct entry *e = o->bucket[i]; e != NULL; e = e->next)
+            fn(arg, &e->e);
+    }
+    pthread_mutex_unlock(&o->lock);
+}
+
+/* The latest report about the pair: what its place among the oldest is. */
+static uint64_t last_touched(const struct outcome_entry *in)
+{
+    uint64_t last = 0;
+    for (int t = 0; t < OUTCOMES_TECHNIQUES; t++) {
+        if (in->pair.tech[t].last > last)
+            last = in->pair.tech[t].last;
+    }
+    return last;
+}
+
+int outcomes_restore(struct outcomes *o, const struct outcome_entry *in)
+{
+    if (!name_valid(in->pair.from) || !name_valid(in->pair.to))
+        return -1;
+    for (int t = 0; t < OUTCOMES_TECHNIQUES; t++) {
+        for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
+            const struct outcome_witness *w = &in->seen[t][i];
+            if (w->at != 0 && (!job_valid(w->job) || !name_valid(w->node)))
+                return -1;
+        }
+    }
+    pthread_mutex_lock(&o->lock);
+    struct entry *e = find_or_add(o, in->pair.from, in->pair.to);
+    if (e != NULL) {
+        e->e = *in;
+        e->touched = last_touched(in);
+        o->generation++;
+    }
+    pthread_mutex_unlock(&o->lock);
+    return e != NULL ? 0 : -1;
+}
+
+uint64_t outcomes_generation(struct outcomes *o)
+{
+    pthread_mutex_lock(&o->lock);
+    uint64_t g = o->generation;
+    pthread_mutex_unlock(&o->lock);
+    return g;
 }

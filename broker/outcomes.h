@@ -39,6 +39,18 @@ struct outcome_pair {
     struct outcome_tally tech[OUTCOMES_TECHNIQUES];
 };
 
+/* A job that saw a technique fail, from which node, when (unix seconds; 0: free). */
+struct outcome_witness {
+    char job[QCG_JOB_MAX];
+    char node[QCG_NAME_MAX];
+    uint64_t at;
+};
+/* A pair with the witnesses of each technique's failures since its last success. */
+struct outcome_entry {
+    struct outcome_pair pair;
+    struct outcome_witness seen[OUTCOMES_TECHNIQUES][OUTCOMES_WITNESSES];
+};
+
 struct outcomes;
 
 /* expiry_s: how long a failure is held against a technique.  NULL on ENOMEM. */
@@ -58,6 +70,16 @@ struct outcome_failing {
 };
 struct outcome_failing outcomes_failing(struct outcomes *o, const char *from, const char *to,
                                         const char *job, uint64_t now);
+/* Calls fn for every pair, under the lock (fn must not call back), for the
+   state file. */
+void outcomes_each(struct outcomes *o, void (*fn)(void *arg, const struct outcome_entry *e),
+                   void *arg);
+/* Puts back a pair as outcomes_each gave it (a restart): replaces what is
+   known of it.  0, or -1 when the names are not valid or memory is short. */
+int outcomes_restore(struct outcomes *o, const struct outcome_entry *e);
+/* Changes on every outcomes_record and outcomes_restore: the state file is
+   written again only when it moved. */
+uint64_t outcomes_generation(struct outcomes *o);
 /* Copies up to max pairs (in no particular order); returns how many. */
 size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t max);
 

@@ -1,5 +1,5 @@
-/* Fixtures the C tests share: a TCP connection on loopback, and this
-   process's open descriptors (to see that nothing leaks). */
+/* Fixtures the C tests share: a TCP connection on loopback, and the
+   entries of a directory (this process's descriptors: nothing leaks). */
 #ifndef QCG_TEST_FIXTURES_H
 #define QCG_TEST_FIXTURES_H
 
@@ -29,9 +29,11 @@ static inline void tcp_pair(int *a, int *b)
     close(l);
 }
 
-static inline int count_fds(void)
+/* The entries of a directory, but . and ..; count_fds: this process's descriptors. */
+#define count_fds() count_entries("/proc/self/fd")
+static inline int count_entries(const char *dir)
 {
-    DIR *d = opendir("/proc/self/fd");
+    DIR *d = opendir(dir);
     struct dirent *e;
     int n = 0;
 

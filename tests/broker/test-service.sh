@@ -365,8 +365,8 @@ unset URL
 # --- qcg-probe's operations: a broker with a proxy and a reflector, five clusters
 #     nata (nat), open, fw (firewalled, fw1 cannot intercept), sym (symnat), natb (no node)
 probed_log=$work/probed.log
-printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\n' \
-  "$work/proxy.key" >"$work/probed.conf"
+printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\nstate-file = %s\n' \
+  "$work/proxy.key" "$work/broker.state" >"$work/probed.conf"
 # As root the reflector's process runs as nobody (else: without capabilities).
 root=no
 [ "$(id -u)" = 0 ] && root=yes && echo "reflector-user = nobody" >>"$work/probed.conf"
@@ -620,6 +620,8 @@ expect_ok "job p: a plan nata -> open after evil's report" "$fe" lookup p s 0 1
 expect_ok "probed broker: stats" "$fe" stats
 [[ $out == *"probes_started=9"* && $out == *"observations=2"* ]] &&
   pass "stats count probes and observations" || fail "stats: $out"
+"$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" >"$work/grid1.json" 2>&1
 kill -TERM "$probed_pid"
 wait "$probed_pid" && pass "probed broker: SIGTERM, exit 0" || fail "probed broker: exit $?"
 probed_pid=
@@ -629,6 +631,54 @@ if [ -n "$refl_pid" ] && ! kill -0 "$refl_pid" 2>/dev/null &&
 else
   fail "reflector process $refl_pid after the broker's stop: $(grep "reflector process $refl_pid" "$probed_log" | tail -1)"
 fi
+
+# What it learned survives a restart (state-file): the same matrix for nata.
+if [ "$(stat -c %a "$work/broker.state")" = 600 ] && grep -q '^pair nata open holepunch 0 1 0 ' "$work/broker.state"; then
+  pass "state file written at the stop, mode 0600, with nata -> open"
+else
+  fail "state file: $(ls -l "$work/broker.state") $(cat "$work/broker.state")"
+fi
+start_broker "$probed_log.2" probed_pid 17703 --config "$work/probed.conf"
+grep -q "state file $work/broker.state: 1 cluster pairs' outcomes restored" "$probed_log.2" &&
+  pass "restarted broker: restored from its state file" || fail "restart: $(grep 'state file' "$probed_log.2")"
+expect_ok "restarted broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30
+expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20
+"$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" >"$work/grid2.json" 2>&1
+# The outcomes as --grid --json gives them, but for their age.
+outcomes() { /usr/bin/python3 -c 'import json,sys
+for o in sorted(json.load(open(sys.argv[1]))["outcomes"], key=lambda o: (o["from"], o["to"], o["technique"])):
+    o.pop("age", None); print(json.dumps(o, sort_keys=True))' "$1"; }
+before=$(outcomes "$work/grid1.json") after=$(outcomes "$work/grid2.json")
+[[ -n $before && $before == "$after" && $before == *holepunch* ]] &&
+  pass "restarted broker: --grid --json has the outcomes the first one learned" ||
+  fail "--grid after restart: before '$before', after '$after'"
+expect_ok "restarted broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
+expect_ok "restarted broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
+expect_ok "restarted broker: publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
+expect_ok "restarted broker: publish open" "$fo" publish p s 1 - open1 203.0.113.21 20001
+expect_ok "restarted broker: lookup nata -> open, direct tried" "$fe" lookup p s 0 1 direct
+[[ $out == *"technique=proxy"*"holepunch failed recently"* ]] &&
+  pass "restarted broker: job p still skips the holepunch it saw fail" ||
+  fail "restarted broker forgot job p's failure: $out"
+kill -TERM "$probed_pid"
+wait "$probed_pid" || fail "restarted broker: exit $?"
+probed_pid=
+# A damaged line is skipped and said; a file that is not a state file stops the start.
+{ cat "$work/broker.state"; printf 'pair nata open direct x 1 0 5 0\nwitness sym open proxy j n 9\n'; } >"$work/damaged.state"
+start_broker "$probed_log.3" probed_pid 17703 --config "$work/probed.conf" --state-file "$work/damaged.state"
+grep -q "2 lines skipped (first: line [0-9]*): not understood" "$probed_log.3" &&
+  grep -q "1 cluster pairs' outcomes restored" "$probed_log.3" &&
+  pass "damaged state file: 2 lines skipped and said, the rest restored" ||
+  fail "damaged state file: $(grep 'state file' "$probed_log.3")"
+kill -TERM "$probed_pid"
+wait "$probed_pid"
+probed_pid=
+printf 'not a state file\n' >"$work/wrong.state"
+misconf "a state file that is not one" "is not \"qcg-broker-state 1\"" --log-level error --port 17703 \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --state-file "$work/wrong.state"
+misconf "a state file in no directory" "cannot create" --log-level error --port 17703 \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --state-file /nonexistent/dir/broker.state
 unset URL
 
 # --- SIGTERM: clean stop within a few seconds, exit 0, even with a poll pending

@@ -1,0 +1,132 @@
+/*
+ * broker-state-file: what the broker learned survives a save and a load
+ * (the same plans are skipped, for the same jobs), a damaged file costs only
+ * its damaged lines, and a save leaves nothing half-written behind.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fixtures.h"
+#include "outcomes.h"
+#include "plan.h"
+#include "state_file.h"
+
+static char dir[] = "/tmp/qcg-test-state-XXXXXX";
+
+static const char *in_dir(const char *name)
+{
+    static char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return path;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_round_trip(void)
+{
+    char err[512];
+    struct outcomes *a = outcomes_new(600), *b = outcomes_new(600);
+    struct state_loaded st;
+    REQUIRE(a != NULL && b != NULL);
+    /* j's own failure; proxy failed for two jobs from two nodes (shared). */
+    outcomes_record(a, "nata", "open", TECH_HOLEPUNCH, false, 0, 1000, "j", "nata1");
+    outcomes_record(a, "nata", "open", TECH_DIRECT, true, 3, 1001, "j", "nata1");
+    outcomes_record(a, "sym", "natb", TECH_PROXY, false, 0, 1002, "j1", "sym1");
+    outcomes_record(a, "sym", "natb", TECH_PROXY, false, 0, 1003, "j2", "sym2");
+    CHECK_EQ(state_save(a, in_dir("s"), err, sizeof(err)), 0);
+    struct stat sb;
+    CHECK(stat(in_dir("s"), &sb) == 0 && (sb.st_mode & 0777) == 0600);
+    CHECK_EQ(count_entries(dir), 1);
+
+    CHECK_EQ(state_load(b, in_dir("s"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.pairs, 2u);
+    CHECK_EQ(st.skipped, 0u);
+    for (uint64_t now = 1004; now < 1700; now += 300) {
+        const char *jobs[] = {"j", "j1", "k"};
+        for (int i = 0; i < 3; i++) {
+            struct outcome_failing fa = outcomes_failing(a, "nata", "open", jobs[i], now);
+            struct outcome_failing fb = outcomes_failing(b, "nata", "open", jobs[i], now);
+            CHECK(fa.own == fb.own && fa.shared == fb.shared);
+            fa = outcomes_failing(a, "sym", "natb", jobs[i], now);
+            fb = outcomes_failing(b, "sym", "natb", jobs[i], now);
+            CHECK(fa.own == fb.own && fa.shared == fb.shared);
+        }
+    }
+    CHECK(outcomes_failing(b, "sym", "natb", "k", 1004).shared == TECH_BIT(TECH_PROXY));
+    CHECK(outcomes_failing(b, "nata", "open", "j", 1004).own == TECH_BIT(TECH_HOLEPUNCH));
+    struct outcome_pair pa[4], pb[4];
+    CHECK_EQ(outcomes_snapshot(a, pa, 4), outcomes_snapshot(b, pb, 4));
+    outcomes_free(a);
+    outcomes_free(b);
+}
+
+static void test_damaged(void)
+{
+    char err[512], longline[3000];
+    struct outcomes *o = outcomes_new(600);
+    struct state_loaded st;
+    REQUIRE(o != NULL);
+    memset(longline, 'x', sizeof(longline) - 2);
+    longline[sizeof(longline) - 2] = '\n';
+    longline[sizeof(longline) - 1] = '\0';
+    char text[8192];
+    snprintf(text, sizeof(text),
+             "# comment\nqcg-broker-state 1\n"
+             "pair a b proxy 1 2 0 900 0\n"
+             "witness a b proxy j n 900\n"
+             "witness a b proxy j2 n2 900\nwitness a b proxy j3 n3 900\n"
+             "witness a b proxy j4 n4 900\nwitness a b proxy j5 n5 900\n" /* a 5th: too many */
+             "witness a b direct j n 900\n"  /* no pair line for direct */
+             "pair a b warp 1 1 0 900 0\n"   /* no such technique */
+             "pair a b proxy 1 -2 0 900 0\n" /* negative */
+             "pair a b proxy 1 99999999999999999999999 0 900 0\n"
+             "pair a b proxy 1 2 2 900 0\n"        /* last_ok 0/1 */
+             "pair a b proxy 1 2 0 900\n"          /* a word short */
+             "pair bad/name b proxy 1 2 0 900 0\n" /* not a cluster name */
+             "%s"
+             "pair c d direct 4 0 1 950 12\n",
+             longline);
+    write_text(in_dir("d"), text);
+    CHECK_EQ(state_load(o, in_dir("d"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.skipped, 9u);
+    CHECK_EQ(st.first_bad, 8);
+    /* a -> b with its four witnesses, c -> d; bad/name's pair is refused. */
+    CHECK_EQ(st.pairs, 2u);
+    CHECK(outcomes_failing(o, "a", "b", "j4", 901).own == TECH_BIT(TECH_PROXY));
+    CHECK(outcomes_failing(o, "a", "b", "k", 901).shared == TECH_BIT(TECH_PROXY));
+    outcomes_free(o);
+
+    o = outcomes_new(600);
+    write_text(in_dir("w"), "pair a b proxy 1 2 0 900 0\n");
+    CHECK_EQ(state_load(o, in_dir("w"), &st, err, sizeof(err)), -1);
+    CHECK_HAS(err, "is not \"qcg-broker-state 1\"");
+    CHECK_EQ(state_load(o, in_dir("none"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.missing, 1);
+    CHECK_EQ(state_load(o, dir, &st, err, sizeof(err)), -1);
+    CHECK_HAS(err, "not a regular file");
+    CHECK_EQ(state_save(o, "/nonexistent/dir/s", err, sizeof(err)), -1);
+    CHECK_HAS(err, "cannot create");
+    outcomes_free(o);
+}
+
+int main(void)
+{
+    REQUIRE(mkdtemp(dir) != NULL);
+    test_round_trip();
+    test_damaged();
+    const char *names[] = {"s", "d", "w"};
+    for (int i = 0; i < 3; i++)
+        unlink(in_dir(names[i]));
+    rmdir(dir);
+    return check_result("broker-state-file");
+}
