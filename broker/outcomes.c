@@ -1,18 +1,17 @@
-/* Outcome memory: a chained hash of cluster pairs under one mutex.  Plans
-   read it on every lookup; the few hundred pairs of a real grid keep chains
-   short. */
+/* Outcome memory: the project's hash table (core/htable.h) of cluster
+   pairs under one mutex.  Plans read it on every lookup. */
 #include "outcomes.h"
 
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "htable.h"
 #include "plan.h"
 
-#define BUCKETS 1024
-
 struct entry {
-    struct entry *next;
     uint64_t touched; /* last report: the oldest goes first when full */
     struct outcome_entry e;
 };
@@ -20,16 +19,37 @@ struct entry {
 struct outcomes {
     pthread_mutex_t lock;
     unsigned expiry_s;
-    size_t count;
     uint64_t generation;
-    struct entry *bucket[BUCKETS];
+    uint64_t seed; /* of the hash: names are chosen by sites */
+    struct htable *pairs;
 };
+
+struct pair_key {
+    const char *from, *to;
+};
+
+static bool pair_eq(const void *entry, const void *key)
+{
+    const struct entry *e = entry;
+    const struct pair_key *k = key;
+    return strcmp(e->e.pair.from, k->from) == 0 && strcmp(e->e.pair.to, k->to) == 0;
+}
+
+static uint64_t pair_hash(const struct outcomes *o, const char *from, const char *to)
+{
+    /* The terminating NUL separates the two names. */
+    return htable_hash(to, strlen(to), htable_hash(from, strlen(from) + 1, o->seed));
+}
 
 struct outcomes *outcomes_new(unsigned expiry_s)
 {
     struct outcomes *o = calloc(1, sizeof(*o));
-    if (o == NULL)
+    if (o == NULL || (o->pairs = htable_new(pair_eq)) == NULL) {
+        free(o);
         return NULL;
+    }
+    if (RAND_bytes((unsigned char *)&o->seed, sizeof(o->seed)) != 1)
+        o->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)o;
     pthread_mutex_init(&o->lock, NULL);
     o->expiry_s = expiry_s;
     return o;
@@ -39,53 +59,33 @@ void outcomes_free(struct outcomes *o)
 {
     if (o == NULL)
         return;
-    for (size_t i = 0; i < BUCKETS; i++) {
-        struct entry *e = o->bucket[i];
-        while (e != NULL) {
-            struct entry *next = e->next;
-            free(e);
-            e = next;
-        }
-    }
+    struct entry *e;
+    size_t i = 0;
+    while ((e = htable_next(o->pairs, &i)) != NULL)
+        free(e);
+    htable_free(o->pairs);
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
 
-/* FNV-1a over "from\nto". */
-static size_t slot(const char *from, const char *to)
+static struct entry *find(const struct outcomes *o, const char *from, const char *to)
 {
-    uint32_t h = 2166136261u;
-    for (const char *p = from; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    h = (h ^ '\n') * 16777619u;
-    for (const char *p = to; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return h % BUCKETS;
-}
-
-static struct entry *find(struct outcomes *o, const char *from, const char *to)
-{
-    for (struct entry *e = o->bucket[slot(from, to)]; e != NULL; e = e->next) {
-        if (strcmp(e->e.pair.from, from) == 0 && strcmp(e->e.pair.to, to) == 0)
-            return e;
-    }
-    return NULL;
+    const struct pair_key k = {from, to};
+    return htable_find(o->pairs, pair_hash(o, from, to), &k);
 }
 
 static void forget_oldest(struct outcomes *o)
 {
-    struct entry **oldest = NULL;
-    for (size_t i = 0; i < BUCKETS; i++) {
-        for (struct entry **pe = &o->bucket[i]; *pe != NULL; pe = &(*pe)->next) {
-            if (oldest == NULL || (*pe)->touched < (*oldest)->touched)
-                oldest = pe;
-        }
+    struct entry *oldest = NULL, *e;
+    size_t i = 0;
+    while ((e = htable_next(o->pairs, &i)) != NULL) {
+        if (oldest == NULL || e->touched < oldest->touched)
+            oldest = e;
     }
     if (oldest != NULL) {
-        struct entry *e = *oldest;
-        *oldest = e->next;
-        free(e);
-        o->count--;
+        const struct pair_key k = {oldest->e.pair.from, oldest->e.pair.to};
+        htable_remove(o->pairs, pair_hash(o, k.from, k.to), &k);
+        free(oldest);
     }
 }
 
@@ -115,17 +115,17 @@ static struct entry *find_or_add(struct outcomes *o, const char *from, const cha
     struct entry *e = find(o, from, to);
     if (e != NULL)
         return e;
-    if (o->count >= OUTCOMES_PAIRS_MAX)
+    if (htable_count(o->pairs) >= OUTCOMES_PAIRS_MAX)
         forget_oldest(o);
     e = calloc(1, sizeof(*e));
     if (e == NULL)
         return NULL;
     memcpy(e->e.pair.from, from, strlen(from) + 1);
     memcpy(e->e.pair.to, to, strlen(to) + 1);
-    size_t s = slot(from, to);
-    e->next = o->bucket[s];
-    o->bucket[s] = e;
-    o->count++;
+    if (htable_insert(o->pairs, pair_hash(o, from, to), e) < 0) {
+        free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -198,12 +198,11 @@ struct outcome_failing outcomes_failing(struct outcomes *o, const char *from, co
 
 size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t max)
 {
-    size_t n = 0;
+    size_t n = 0, i = 0;
+    const struct entry *e;
     pthread_mutex_lock(&o->lock);
-    for (size_t i = 0; i < BUCKETS && n < max; i++) {
-        for (const struct entry *e = o->bucket[i]; e != NULL && n < max; e = e->next)
-            out[n++] = e->e.pair;
-    }
+    while (n < max && (e = htable_next(o->pairs, &i)) != NULL)
+        out[n++] = e->e.pair;
     pthread_mutex_unlock(&o->lock);
     return n;
 }
@@ -211,11 +210,11 @@ size_t outcomes_snapshot(struct outcomes *o, struct outcome_pair *out, size_t ma
 void outcomes_each(struct outcomes *o, void (*fn)(void *arg, const struct outcome_entry *e),
                    void *arg)
 {
+    size_t i = 0;
+    const struct entry *e;
     pthread_mutex_lock(&o->lock);
-    for (size_t i = 0; i < BUCKETS; i++) {
-        for (const struct entry *e = o->bucket[i]; e != NULL; e = e->next)
-            fn(arg, &e->e);
-    }
+    while ((e = htable_next(o->pairs, &i)) != NULL)
+        fn(arg, &e->e);
     pthread_mutex_unlock(&o->lock);
 }
 

@@ -4,7 +4,7 @@
  * entry's hash and an equality test against a key; the table stores the hash
  * beside the pointer so growing never calls back.  Not thread-safe: its
  * users hold their own locks.  The one hash table of the project: the
- * broker's registry and reflector, the frontend's maps (strmap.h), the
+ * broker's registry, reflector and outcome memory, the frontend's maps (strmap.h), the
  * proxy's seen tokens (pairtable.h).
  */
 #ifndef QCG_HTABLE_H
