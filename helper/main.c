@@ -12,6 +12,7 @@
 #include "attempts.h"
 #include "contacts.h"
 #include "daemon.h"
+#include "ephemeral.h"
 #include "helper.h"
 #include "privdrop.h"
 #include "local.h"
@@ -237,6 +238,7 @@ static int run(struct helper_config *cfg)
                  "traversing is not planned towards or from this node",
                  cfg->cluster, cfg->node, cfg->address, cfg->ports[0], cfg->ports[1], cfg->frontend,
                  why_not);
+    ephemeral_warn(cfg->ports[0], cfg->ports[1]);
     uv_async_init(&h.loop, &h.stop_async, on_stop);
     h.stop_async.data = &h;
     daemon_signals(&h.stop, signal_stop, &h.stop_async);

@@ -244,6 +244,9 @@ refuses "unknown option" qc --dir "$D" list --frob
 check "no file escaped DIR" test ! -e "$work/x.crt" -a ! -e "$work/proxy-..-x.crt" -a ! -e "$D/proxy-p9.crt"
 # helper a-b/c and a/b-c map to the same file name; neither may take the other's.
 check "issue helper a-b/c" qc --dir "$D" issue helper a-b/c
+if ! grep -q "warning" "$work/out"; then pass "a helper without --san: no warning (helpers only dial out)"; else fail "a helper without --san: warned"; fi
+qc --dir "$D" issue frontend nosan >"$work/out" 2>&1 || true
+if grep -q "warning: no --san given" "$work/out"; then pass "a frontend without --san: warned"; else fail "a frontend without --san: no warning"; fi
 refuses "helper a/b-c collides with a-b/c" qc --dir "$D" issue helper a/b-c --force
 check "the collision left a-b/c in place" has_line "CN=a-b/c" subject_of "$D/helper-a-b-c.crt"
 refuses "issue with no CA in DIR" qc --dir "$work/empty" issue proxy p1
