@@ -33,6 +33,7 @@ struct broker_stats {
     atomic_ullong reports_refused;  /* for no plan this broker issued */
     atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
     atomic_ullong observations;     /* qcg__observed */
+    atomic_ullong orders_refused;   /* a job's share of a cluster's queue, or a full queue */
 };
 
 struct broker {
@@ -47,6 +48,9 @@ struct broker {
     struct reflector_client *reflector; /* NULL: none configured; hole punching while up */
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;
+    /* The rate limit of refusals a caller may repeat at will (service.c). */
+    atomic_ullong quota_log_ms;
+    atomic_ullong quota_log_left_out;
 };
 
 /* A broker with a fresh epoch (start time and random bits) and a fresh

@@ -4,6 +4,7 @@
  * registry.  Every refusal is a fault with a qcg:<subcode> and a warn line
  * naming the caller.  The generated skeleton (soapServer.c) calls these.
  */
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include "cmdqueue.h"
 #include "hex.h"
 #include "log.h"
+#include "monotonic.h"
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
@@ -28,6 +30,7 @@
 
 #define POLL_MAX_WAIT 25     /* seconds, whatever the caller asks */
 #define POLL_MAX_COMMANDS 64 /* per response; the rest follow on the next poll */
+#define QUOTA_LOG_INTERVAL_MS 10000
 
 static struct broker *state(struct soap *soap)
 {
@@ -316,6 +319,33 @@ static atomic_ullong *plan_counter(struct broker *b, enum technique t)
     }
 }
 
+/* A refusal a caller may repeat at will (quotas, full tables): the fault
+   every time, the warning at most once in QUOTA_LOG_INTERVAL_MS. */
+static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                        ...)
+{
+    struct broker *b = state(soap);
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    atomic_fetch_add(&b->stats.faults, 1);
+    unsigned long long now = monotonic_ms(), last = atomic_load(&b->quota_log_ms);
+    if ((last == 0 || now - last >= QUOTA_LOG_INTERVAL_MS) &&
+        atomic_compare_exchange_strong(&b->quota_log_ms, &last, now | 1)) {
+        const struct identity *id = soap_caller(soap);
+        log_warnx("%s from %s %s refused (qcg:%s): %s (%llu such lines left out)", op,
+                  role_name(id->role), id->name, subcode, msg,
+                  (unsigned long long)atomic_exchange(&b->quota_log_left_out, 0));
+    } else {
+        atomic_fetch_add(&b->quota_log_left_out, 1);
+    }
+    return soap_qcg_fault(soap, subcode, "%s", msg);
+}
+
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
@@ -363,12 +393,25 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
                               : order_target(b, &res, &cmd, token, sizeof(token), address,
                                              sizeof(address), &port, why, sizeof(why));
         if (queue < 0) {
-            log_error("job %s rank %d -> %d: %s", job, fromRank, toRank,
-                      q == NULL ? "the target's cluster has no queue" : why);
             OPENSSL_cleanse(token, sizeof(token));
-            return refuse(soap, "lookup", "unavailable", "cannot order the target's side");
+            if (q == NULL)
+                snprintf(why, sizeof(why), "the target's cluster has no queue");
+            return refuse_quota(soap, "lookup", "unavailable",
+                                "job %s rank %d -> %d: cannot order the target's side: %s", job,
+                                fromRank, toRank, why);
         }
-        uint64_t seq = queue ? cmdqueue_push(q, &cmd) : 0;
+        uint64_t seq = 0;
+        if (queue && (seq = cmdqueue_push(q, &cmd)) == 0) {
+            int full = errno == ENOSPC;
+            OPENSSL_cleanse(&cmd, sizeof(cmd));
+            OPENSSL_cleanse(token, sizeof(token));
+            atomic_fetch_add(&b->stats.orders_refused, 1);
+            return refuse_quota(
+                soap, "lookup", "busy", "job %s rank %d -> %d: %s for cluster %s; retry later", job,
+                fromRank, toRank,
+                full ? "orders fill the command queue" : "the job has too many orders queued",
+                res.target.cluster);
+        }
         atomic_fetch_add(plan_counter(b, d->technique), 1);
         log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
@@ -694,6 +737,12 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     cmd.rank = QCG_PROBE_ENDPOINT_RANK;
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
+    if (seq == 0) {
+        OPENSSL_cleanse(&cmd, sizeof(cmd));
+        atomic_fetch_add(&b->stats.orders_refused, 1);
+        return refuse_quota(soap, op, "busy",
+                            "orders fill the command queue of cluster %s; retry later", cluster);
+    }
     atomic_fetch_add(&b->stats.probes_started, 1);
     log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s); "
              "probe-listen seq %llu",

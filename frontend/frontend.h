@@ -23,6 +23,7 @@ struct frontend_counters {
     atomic_ullong denied;
     atomic_ullong upstream_epoch;       /* the broker's, 0 before the first registration */
     atomic_ullong upstream_registrations;
+    atomic_ullong orders_refused; /* for a node whose queue holds the job's share, or is full */
 };
 
 struct frontend {
