@@ -96,7 +96,6 @@ static int on_publish(struct conn *c, uint32_t rid)
         return 0;
     }
     c->publishing = 1;
-    c->publishing_port = ct.port;
     return 1;
 }
 

@@ -51,10 +51,10 @@ struct conn {
     int held;
     struct dlink wait;
     int published;              /* me is published upstream */
-    /* A PUBLISH of me is on its way upstream, for this port.  The broker may
-       have it, and send an order for me, before its answer is back here. */
+    /* A PUBLISH of me is on its way upstream.  The broker may have it, and
+       send an order for me, before its answer is back here: orders.c holds
+       such an order until the answer. */
     int publishing;
-    uint16_t publishing_port;
     /* REPORTs still on their way upstream.  The broker takes a report only
        from a published rank: the withdrawal (asked, or at the process's end)
        waits for them, or a process that reports and quits at once would
@@ -108,7 +108,8 @@ extern const struct local_handler local_handlers[LOCAL_TYPE_COUNT];
 /* local.c: a connection's life. */
 void conn_unref(struct conn *c);
 void conn_close(struct conn *c);
-/* The live connection that publishes (job, rank), or is publishing it. */
+/* The live connection whose PUBLISH of (job, rank) the broker accepted (one
+   still on its way does not count: its secret may be wrong). */
 struct conn *publisher(struct local_server *srv, const char *job, int32_t rank);
 
 /* local_framing.c: one message read at a time, replies queued. */

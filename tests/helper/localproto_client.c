@@ -26,6 +26,8 @@
  *                             rank 1, then at once withdraws, or just closes, in turn)
  */
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1169,6 +1171,113 @@ static int mode_report(int argc, char **argv)
     return failures;
 }
 
+#define RACE_JOB "race-job"
+
+/* The victim of publish-race: rank 1 of RACE_JOB publishes at path, then
+   stays until the helper goes (at most 60 s). */
+static int mode_hold_rank(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    struct reply r;
+    int fd = open_helper(argv[2]);
+    bool ok = fd >= 0 && hello(fd, RACE_JOB, SECRET, 1, &r) == 0 && r.h.type == LOCAL_HELLO_OK &&
+              publish(fd, (unsigned)atoi(argv[3]), &r) == 0 && r.h.type == LOCAL_OK;
+    check(ok, "rank 1 of %s publishes on port %s", RACE_JOB, argv[3]);
+    fflush(stdout);
+    if (ok)
+        wait_fd(fd, POLLIN, now_us() + 60u * 1000000u);
+    return failures;
+}
+
+/* A TCP listener on 127.0.0.1:port for connect-backs, or -1. */
+static int tcp_listener(unsigned port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+        printf("     cannot listen on port %u: %s\n", port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The broker lists rank 1 of RACE_JOB on the NATed node (the helper that
+   held it was killed), and a local user there who knows the job id but not
+   its secret loops HELLO + PUBLISH as rank 1, while rank 0 in the open
+   cluster asks for reversed connections to it.  The connect-back orders must
+   never hand a socket to the loop's connections: only a PUBLISH the broker
+   accepted counts, not one still on its way. */
+static int mode_publish_race(int argc, char **argv)
+{
+    if (argc != 7)
+        return 2;
+    const char *open_path = argv[2], *nat_path = argv[4];
+    unsigned open_low = (unsigned)atoi(argv[3]), nat_port = (unsigned)atoi(argv[5]);
+    int rounds = atoi(argv[6]), plans = 0, refused = 0, stolen = 0;
+    struct reply r;
+
+    int lfd = tcp_listener(open_low);
+    int a = open_helper(open_path);
+    bool ok = lfd >= 0 && a >= 0 && hello(a, RACE_JOB, SECRET, 0, &r) == 0 &&
+              r.h.type == LOCAL_HELLO_OK && publish(a, open_low, &r) == 0 && r.h.type == LOCAL_OK;
+    check(ok, "rank 0 publishes in the open cluster, listening on port %u", open_low);
+    for (int i = 0; ok && i < rounds; i++) {
+        struct local_publish p = {.port = (uint16_t)nat_port};
+        uint32_t rid = next_rid++;
+        int x = open_helper(nat_path);
+
+        if (x < 0 || hello(x, RACE_JOB, "not-the-secret", 1, &r) < 0 ||
+            r.h.type != LOCAL_HELLO_OK || send_msg(x, LOCAL_PUBLISH, rid, &p, sizeof(p)) < 0) {
+            printf("     round %d: HELLO + PUBLISH failed\n", i);
+            if (x >= 0)
+                close(x);
+            break;
+        }
+        plans += lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN &&
+                 r.p.plan.technique == QCG_TECH_REVERSED;
+        /* Everything the helper sends the impostor until its PUBLISH is
+           answered (2 s at most). */
+        uint64_t deadline = now_us() + 2000000u;
+        for (;;) {
+            struct lmsg_reader m;
+
+            lmsg_reader_init(&m);
+            if (lmsg_recv(x, &m, deadline) != 0) {
+                lmsg_reader_reset(&m);
+                break;
+            }
+            uint16_t type = m.hdr.type;
+            uint32_t got = m.hdr.request_id;
+            lmsg_reader_reset(&m);
+            if (type == LOCAL_INCOMING)
+                stolen++;
+            if (got == rid) {
+                refused += type == LOCAL_ERROR;
+                break;
+            }
+        }
+        close(x);
+        int c;
+        while ((c = accept(lfd, NULL, NULL)) >= 0)
+            close(c);
+    }
+    check(plans > 0, "the broker planned %d reversed connections to rank 1 in %d rounds", plans,
+          rounds);
+    check(refused == rounds, "%d of %d PUBLISHes with a wrong secret refused", refused, rounds);
+    check(stolen == 0, "no connect-back reached the impostor (%d did)", stolen);
+    if (a >= 0)
+        close(a);
+    if (lfd >= 0)
+        close(lfd);
+    return failures;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1212,6 +1321,10 @@ int main(int argc, char **argv)
         rc = mode_observed_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "report") == 0)
         rc = mode_report(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "hold-rank") == 0)
+        return mode_hold_rank(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "publish-race") == 0)
+        return mode_publish_race(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "site-error") == 0)
         rc = mode_site_error(argc, argv);
     if (rc == 2) {
