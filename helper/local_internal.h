@@ -9,6 +9,7 @@
 
 #include "dlist.h"
 #include "local.h"
+#include "ratelimit.h"
 
 struct local_server {
     uv_loop_t *loop;
@@ -24,6 +25,8 @@ struct local_server {
     struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;
+    uint64_t refused; /* requests refused or dropped by a per-uid rate */
+    struct ratelimit refused_log;
     struct attempts *attempts; /* traversing and hole punching, initiator side */
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
@@ -124,6 +127,8 @@ __attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t r
 
 /* local_dispatch.c: a whole message, checked, to its handler. */
 void dispatch(struct conn *c);
+/* A whole REPORT in c: 0 when a per-uid rate drops it (counted), else 1. */
+int report_admitted(struct conn *c);
 void withdraw_after_reports(struct conn *c);
 
 /* local_requests.c: upstream requests on the thread pool. */

@@ -222,6 +222,13 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		pass "max-clients-per-uid: not tried (needs root to connect as another uid)"
 	fi
 
+	start_helper helper-rates.log --probes-per-uid 2 --reports-per-uid 1
+	run_client "probes-per-uid, reports-per-uid: refusals and drops, counted" rates "$sock"
+	check "... logged at most once in 10 s: the SITE's refusal, the 20-odd drops left out" \
+		bash -c "[ \$(grep -cE 'SITE refused|REPORT.* dropped' '$work/helper-rates.log') -eq 1 ] &&
+		grep -q 'SITE refused (probes-per-uid' '$work/helper-rates.log'"
+	check_sigterm
+
 	start_helper helper-fuzz.log
 	run_client "fuzz: 1000 connections of noise and half-valid messages" fuzz "$sock" 1000
 	run_client "flood: requests whose replies are never read" flood "$sock" "$helper_pid"

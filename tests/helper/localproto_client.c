@@ -932,10 +932,10 @@ static int lookup_published(int fd, const struct local_lookup *lk, struct reply 
     return 0;
 }
 
-/* One request on a fresh connection (no HELLO), as qcg-probe and
-   qcg-helper --status ask: 0 with the reply, or -1. */
-static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
-                       struct reply *r)
+/* One request on a fresh connection, after h unless NULL: 0 with the reply,
+   or -1. */
+static int ask(const char *path, const struct local_hello *h, uint16_t type, const void *payload,
+               size_t len, struct reply *r)
 {
     struct lmsg_reader m;
     char why[512];
@@ -944,10 +944,30 @@ static int one_request(const char *path, uint16_t type, const void *payload, siz
     memset(r, 0, sizeof(*r));
     if (type >= LOCAL_TYPE_COUNT || len != local_payload_size[type])
         return -1;
-    rc = lmsg_ask(path, type, payload, IO_TIMEOUT_MS, &m, why, sizeof(why));
+    rc = lmsg_ask_hello(path, h, type, payload, IO_TIMEOUT_MS, &m, why, sizeof(why));
     if (rc < 0)
         printf("     %s\n", why);
     return take_reply(rc, &m, r);
+}
+
+/* No HELLO, as qcg-helper --status asks. */
+static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
+                       struct reply *r)
+{
+    return ask(path, NULL, type, payload, len, r);
+}
+
+/* After a HELLO, as qcg-probe asks SITE and PROBE. */
+static int hello_request(const char *path, uint16_t type, const void *payload, size_t len,
+                         struct reply *r)
+{
+    struct local_hello h;
+
+    memset(&h, 0, sizeof(h));
+    h.version = LOCAL_VERSION;
+    snprintf(h.job, sizeof(h.job), "qcg-probe-test");
+    snprintf(h.secret, sizeof(h.secret), "qcg-probe");
+    return ask(path, &h, type, payload, len, r);
 }
 
 static bool violation_closes(const char *path, uint16_t type, const void *payload, size_t len)
@@ -955,6 +975,13 @@ static bool violation_closes(const char *path, uint16_t type, const void *payloa
     struct reply r;
 
     return one_request(path, type, payload, len, &r) == 0 && is_error(&r, QCG_EPROTO);
+}
+
+static bool violation_after_hello(const char *path, uint16_t type, const void *payload, size_t len)
+{
+    struct reply r;
+
+    return hello_request(path, type, payload, len, &r) == 0 && is_error(&r, QCG_EPROTO);
 }
 
 static void fill_observed(struct local_observed *o, const char *kind, const char *mapping,
@@ -982,9 +1009,15 @@ static int mode_probe(int argc, char **argv)
     unsigned port_low = 0;
     bool ok;
 
-    /* SITE needs no HELLO. */
-    check(one_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
-          "SITE before HELLO is answered with SITE_OK");
+    /* SITE and PROBE reach the broker: a HELLO first, like everything else. */
+    check(violation_closes(path, LOCAL_SITE, NULL, 0), "SITE before HELLO: a protocol violation");
+    memset(&pr, 0, sizeof(pr));
+    snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
+    pr.seconds = 5;
+    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)),
+          "PROBE before HELLO: a protocol violation");
+    check(hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+          "SITE after HELLO is answered with SITE_OK");
     if (r.h.type == LOCAL_SITE_OK) {
         const struct local_site *st = &r.p.site;
         bool own = false;
@@ -1011,13 +1044,13 @@ static int mode_probe(int argc, char **argv)
     memset(&pr, 0, sizeof(pr));
     snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
     pr.seconds = LOCAL_PROBE_SECONDS_MAX + 1;
-    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)),
+    check(violation_after_hello(path, LOCAL_PROBE, &pr, sizeof(pr)),
           "PROBE of %u s: a protocol violation", pr.seconds);
     pr.seconds = 0;
-    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)), "PROBE of 0 s: a violation");
+    check(violation_after_hello(path, LOCAL_PROBE, &pr, sizeof(pr)), "PROBE of 0 s: a violation");
     snprintf(pr.cluster, sizeof(pr.cluster), "no-such-cluster");
     pr.seconds = 5;
-    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 &&
+    ok = hello_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 &&
          is_error(&r, QCG_ENOTFOUND) && strstr(r.p.error.message, "no-such-cluster") != NULL;
     check(ok, "PROBE of an unknown cluster: QCG_ENOTFOUND naming it (%s)",
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
@@ -1025,7 +1058,7 @@ static int mode_probe(int argc, char **argv)
     /* The probe itself. */
     snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
     pr.seconds = seconds;
-    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 && r.h.type == LOCAL_PROBE_OK;
+    ok = hello_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 && r.h.type == LOCAL_PROBE_OK;
     check(ok, "PROBE of cluster %s for %u s: PROBE_OK%s%s", cluster, seconds,
           r.h.type == LOCAL_ERROR ? ": " : "", r.h.type == LOCAL_ERROR ? r.p.error.message : "");
     if (r.h.type == LOCAL_PROBE_OK) {
@@ -1103,7 +1136,7 @@ static int mode_observed_denied(int argc, char **argv)
     check(ok, "OBSERVED from uid %d: QCG_EDENIED (%s)", (int)getuid(),
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
     /* SITE is for everyone. */
-    check(one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+    check(hello_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
           "SITE from uid %d: SITE_OK", (int)getuid());
     return 0;
 }
@@ -1278,6 +1311,49 @@ static int mode_publish_race(int argc, char **argv)
     return failures;
 }
 
+/* The per-uid rates of a helper started with --probes-per-uid 2
+   --reports-per-uid 1 (and no frontend): the third SITE is refused with
+   QCG_EBUSY naming the option, also on a new connection; of 40 REPORTs in a
+   row, those beyond the burst (16) and what a second refills are dropped and
+   counted in the status. */
+static int mode_rates(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    struct local_status st;
+    bool ok;
+
+    for (int i = 0; i < 2; i++) {
+        ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_ERROR &&
+             r.p.error.code != QCG_EBUSY;
+        check(ok, "SITE %d passes the rate (then finds no frontend: %s)", i + 1,
+              r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+    }
+    ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EBUSY) &&
+         strstr(r.p.error.message, "probes-per-uid") != NULL;
+    check(ok, "the third SITE within a minute: QCG_EBUSY naming probes-per-uid (%s)",
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+
+    int fd = joined(path, SECRET, 0);
+    struct local_report rep = {.to_rank = 1, .technique = QCG_TECH_DIRECT, .ok = 0};
+    int sent = 0;
+    for (int i = 0; fd >= 0 && i < 40; i++)
+        sent += send_msg(fd, LOCAL_REPORT, 0, &rep, sizeof(rep)) == 0;
+    /* Requests are read in order: once the LOOKUP is answered, every REPORT
+       before it was taken or dropped. */
+    ok = sent == 40 && lookup(fd, 1, &r) == 0;
+    check(ok, "40 REPORTs sent, then a LOOKUP answered");
+    ok = status_ok(path, &st);
+    check(ok && st.refused >= 2 + 20 && st.refused <= 2 + 24,
+          "the status counts the refused SITE and 20-24 dropped REPORTs: refused %u",
+          ok ? st.refused : 0);
+    if (fd >= 0)
+        close(fd);
+    return failures;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1285,7 +1361,7 @@ static int mode_site_error(int argc, char **argv)
 
     if (argc != 4)
         return 2;
-    ok = one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EUPSTREAM) &&
+    ok = hello_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EUPSTREAM) &&
          strstr(r.p.error.message, argv[3]) != NULL;
     check(ok, "SITE: QCG_EUPSTREAM saying '%s' (%s)", argv[3],
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
@@ -1325,6 +1401,8 @@ int main(int argc, char **argv)
         return mode_hold_rank(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "publish-race") == 0)
         return mode_publish_race(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "rates") == 0)
+        return mode_rates(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "site-error") == 0)
         rc = mode_site_error(argc, argv);
     if (rc == 2) {
