@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "proto.h"
 #include "proxies.h"
+#include "ratelimit.h"
 #include "registry.h"
 #include "traversals.h"
 
@@ -49,8 +50,7 @@ struct broker {
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;
     /* The rate limit of refusals a caller may repeat at will (service.c). */
-    atomic_ullong quota_log_ms;
-    atomic_ullong quota_log_left_out;
+    struct ratelimit_shared quota_log;
 };
 
 /* A broker with a fresh epoch (start time and random bits) and a fresh

@@ -333,15 +333,11 @@ static int refuse_quota(struct soap *soap, const char *op, const char *subcode, 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     atomic_fetch_add(&b->stats.faults, 1);
-    unsigned long long now = monotonic_ms(), last = atomic_load(&b->quota_log_ms);
-    if ((last == 0 || now - last >= QUOTA_LOG_INTERVAL_MS) &&
-        atomic_compare_exchange_strong(&b->quota_log_ms, &last, now | 1)) {
+    unsigned left_out;
+    if (ratelimit_shared_ok(&b->quota_log, monotonic_ms(), QUOTA_LOG_INTERVAL_MS, &left_out)) {
         const struct identity *id = soap_caller(soap);
-        log_warnx("%s from %s %s refused (qcg:%s): %s (%llu such lines left out)", op,
-                  role_name(id->role), id->name, subcode, msg,
-                  (unsigned long long)atomic_exchange(&b->quota_log_left_out, 0));
-    } else {
-        atomic_fetch_add(&b->quota_log_left_out, 1);
+        log_warnx("%s from %s %s refused (qcg:%s): %s (%u such lines left out)", op,
+                  role_name(id->role), id->name, subcode, msg, left_out);
     }
     return soap_qcg_fault(soap, subcode, "%s", msg);
 }

@@ -1,4 +1,5 @@
 #include "frontend.h"
+#include "quotas.h"
 
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -33,7 +34,13 @@ struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size
     fe->epoch = new_epoch();
     fe->store = store_new(FRONTEND_HELPER_QUEUE);
     fe->cache = cache_new((size_t)cfg->cache_size);
-    if (fe->store == NULL || fe->cache == NULL) {
+    const struct quota_rate rates[QUOTA_KINDS] = {
+        [QUOTA_LOOKUP] = {cfg->node_lookups, 10.0 * cfg->node_lookups},
+        [QUOTA_REPORT] = {cfg->node_reports, 10.0 * cfg->node_reports},
+        [QUOTA_PROBE] = {cfg->node_probes / 60.0, cfg->node_probes},
+    };
+    fe->quotas = node_quotas_new(rates);
+    if (fe->store == NULL || fe->cache == NULL || fe->quotas == NULL) {
         snprintf(err, errlen, "out of memory");
         frontend_free(fe);
         return NULL;
@@ -58,6 +65,7 @@ void frontend_free(struct frontend *fe)
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);
+    node_quotas_free(fe->quotas);
     cache_free(fe->cache);
     free(fe);
 }
