@@ -23,6 +23,7 @@
 #include "stats.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "rates.h"
 #include "reflector.h"
 #include "syncheck.h"
 #include "token.h"
@@ -342,6 +343,20 @@ static int refuse_quota(struct soap *soap, const char *op, const char *subcode, 
     return soap_qcg_fault(soap, subcode, "%s", msg);
 }
 
+/* A cluster's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
+   (a lookup may wait for one), else qcg:busy. */
+static int cluster_rate(struct soap *soap, const char *op, const struct identity *id,
+                        enum rate_kind kind)
+{
+    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
+    struct broker *b = state(soap);
+    if (rates_take(b->rates, id->cluster, kind, wait_ms[kind]))
+        return SOAP_OK;
+    atomic_fetch_add(&b->stats.quota_refused, 1);
+    return refuse_quota(soap, op, "busy", "cluster %s is over its rate of %s calls; retry later",
+                        id->cluster, op);
+}
+
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
@@ -360,6 +375,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         return refuse(soap, "lookup", "invalid", "%s", why);
     if (only != NULL && only[0] != '\0' && (only_t = technique_parse(only)) <= (int)TECH_NONE)
         return refuse(soap, "lookup", "invalid", "only: '%.32s' is not a technique", only);
+    if (cluster_rate(soap, "lookup", id, RATE_LOOKUP) != SOAP_OK)
+        return SOAP_FAULT;
     atomic_fetch_add(&b->stats.lookups, 1);
     struct plan_offer offer = {.proxy = b->proxies.count > 0,
                                .reflector = reflector_client_up(b->reflector)};
@@ -567,6 +584,8 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
         if (*c < 0x20 || *c > 0x7e || c - why_failed >= 256)
             return refuse(soap, "report", "invalid", "why: not one line of printable text");
     }
+    if (cluster_rate(soap, "report", id, RATE_REPORT) != SOAP_OK)
+        return SOAP_FAULT;
     /* The same checks as a lookup: only the initiator's side, with the
        secret, reports; the two contacts give the cluster pair. */
     struct plan_offer offer = {.proxy = true, .reflector = true};
@@ -703,7 +722,8 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     char why[256];
     struct reg_node node;
     struct command cmd;
-    if (check_call(soap, op, version, true, &id) != SOAP_OK)
+    if (check_call(soap, op, version, true, &id) != SOAP_OK ||
+        cluster_rate(soap, op, id, RATE_PROBE) != SOAP_OK)
         return SOAP_FAULT;
     if (cluster == NULL || !name_valid(cluster))
         return refuse(soap, op, "invalid", "cluster: missing or not a valid name");

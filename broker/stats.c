@@ -32,6 +32,7 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"probes_started", atomic_load(&b->stats.probes_started)},
         {"observations", atomic_load(&b->stats.observations)},
         {"orders_refused", atomic_load(&b->stats.orders_refused)},
+        {"quota_refused", atomic_load(&b->stats.quota_refused)},
         {"traversals_refused", traversals_refused(&b->traversals)},
     };
     int n = 0;

@@ -1,5 +1,5 @@
 #include "frontend.h"
-#include "quotas.h"
+#include "rates.h"
 
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -34,13 +34,13 @@ struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size
     fe->epoch = new_epoch();
     fe->store = store_new(FRONTEND_HELPER_QUEUE);
     fe->cache = cache_new((size_t)cfg->cache_size);
-    const struct quota_rate rates[QUOTA_KINDS] = {
-        [QUOTA_LOOKUP] = {cfg->node_lookups, 10.0 * cfg->node_lookups},
-        [QUOTA_REPORT] = {cfg->node_reports, 10.0 * cfg->node_reports},
-        [QUOTA_PROBE] = {cfg->node_probes / 60.0, cfg->node_probes},
+    const struct rate limits[RATE_KINDS] = {
+        [RATE_LOOKUP] = {cfg->node_lookups, 10.0 * cfg->node_lookups},
+        [RATE_REPORT] = {cfg->node_reports, 10.0 * cfg->node_reports},
+        [RATE_PROBE] = {cfg->node_probes / 60.0, cfg->node_probes},
     };
-    fe->quotas = node_quotas_new(rates);
-    if (fe->store == NULL || fe->cache == NULL || fe->quotas == NULL) {
+    fe->rates = rates_new(limits);
+    if (fe->store == NULL || fe->cache == NULL || fe->rates == NULL) {
         snprintf(err, errlen, "out of memory");
         frontend_free(fe);
         return NULL;
@@ -65,7 +65,7 @@ void frontend_free(struct frontend *fe)
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);
-    node_quotas_free(fe->quotas);
+    rates_free(fe->rates);
     cache_free(fe->cache);
     free(fe);
 }

@@ -11,7 +11,7 @@
 #include "soap_client.h"
 
 struct cache;
-struct node_quotas;
+struct rates;
 struct frontend_config;
 struct soap_pool;
 struct store;
@@ -26,7 +26,7 @@ struct frontend_counters {
     atomic_ullong upstream_epoch;       /* the broker's, 0 before the first registration */
     atomic_ullong upstream_registrations;
     atomic_ullong orders_refused; /* for a node whose queue holds the job's share, or is full */
-    atomic_ullong quota_refused;  /* calls refused by a per-node rate (quotas.h) */
+    atomic_ullong quota_refused;  /* calls refused by a per-node rate (rates.h) */
     atomic_ullong quota_waited;   /* lookups that waited for their turn */
 };
 
@@ -39,7 +39,7 @@ struct frontend {
     struct soap_client_config upstream; /* how to reach the broker */
     struct soap_pool *pool;             /* relayed helper calls */
     struct frontend_counters counters;
-    struct node_quotas *quotas;        /* per-node rates (quotas.h) */
+    struct rates *rates;               /* per-node rates (rates.h) */
     struct ratelimit_shared quota_log; /* their refusals' log lines */
 };
 

@@ -18,7 +18,7 @@
 #include "soapH.h"
 #include "soap_server.h"
 #include "monotonic.h"
-#include "quotas.h"
+#include "rates.h"
 #include "stats.h"
 #include "store.h"
 
@@ -66,18 +66,18 @@ static int begin(struct soap *soap, int version, const char *op, struct frontend
     return helper_only(soap, *fe, op, id);
 }
 
-/* A node's rate of `kind` calls (quotas.h): SOAP_OK once a token is taken
+/* A node's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
    (a lookup may wait for one), else qcg:busy naming the option, counted and
    logged at most every 10 s. */
 static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
-                     const struct identity *id, enum quota_kind kind)
+                     const struct identity *id, enum rate_kind kind)
 {
-    static const char *const option[QUOTA_KINDS] = {"node-lookups", "node-reports", "node-probes"};
-    static const int wait_ms[QUOTA_KINDS] = {[QUOTA_LOOKUP] = 1000};
+    static const char *const option[RATE_KINDS] = {"node-lookups", "node-reports", "node-probes"};
+    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
     uint64_t t0 = monotonic_ms();
     unsigned left_out;
 
-    if (node_quotas_take(fe->quotas, id->node, kind, wait_ms[kind])) {
+    if (rates_take(fe->rates, id->node, kind, wait_ms[kind])) {
         if (monotonic_ms() - t0 >= 1)
             atomic_fetch_add(&fe->counters.quota_waited, 1);
         return SOAP_OK;
@@ -484,7 +484,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, QUOTA_LOOKUP) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
         return SOAP_FAULT;
 
     /* Only a process of this cluster, holding the job's secret, resolves its
@@ -595,7 +595,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
         bad = "why: too long";
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, QUOTA_REPORT) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
     if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
         return SOAP_FAULT;
@@ -702,7 +702,7 @@ static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op
     char reason[256];
     struct relay_error err;
     const struct identity *id = soap_caller(soap);
-    if (node_rate(soap, fe, op, id, QUOTA_PROBE) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_PROBE) != SOAP_OK)
         return SOAP_FAULT;
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
