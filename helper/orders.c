@@ -478,6 +478,30 @@ static void start_inject(struct orders *o, struct action *a)
 
 static void start(struct orders *o, const struct command *cmd);
 
+/* The job's orders in progress (active) or held. */
+static unsigned job_orders(const struct orders *o, const char *job, int held)
+{
+    unsigned n = 0;
+
+    for (const struct dlink *l = held ? o->held.head : o->active.head; l != NULL; l = l->next) {
+        const struct command *c = held ? &dlist_entry(l, struct held, link)->cmd
+                                       : &dlist_entry(l, struct action, link)->cmd;
+        n += strcmp(c->job, job) == 0;
+    }
+    return n;
+}
+
+/* A refusal one job can repeat at will: logged at most every 10 s. */
+static void refuse_share(struct orders *o, const struct command *cmd, const char *why)
+{
+    unsigned left_out;
+
+    if (ratelimit_ok(&o->hold_log, uv_now(o->loop), 10000, &left_out))
+        log_warnx("%s for job %s rank %d (initiator rank %d) refused: %s (%u such lines left "
+                  "out)",
+                  cmd->kind, cmd->job, cmd->rank, cmd->peer_rank, why, left_out);
+}
+
 static void on_hold_timer(uv_timer_t *t)
 {
     struct orders *o = t->data;
@@ -515,14 +539,13 @@ static void on_hold_timer(uv_timer_t *t)
    answer. */
 static void hold(struct orders *o, const struct command *cmd)
 {
-    struct held *h = o->nheld < ORDERS_HELD_MAX ? calloc(1, sizeof(*h)) : NULL;
-    unsigned left_out;
+    struct held *h = NULL;
 
-    if (h == NULL) {
-        if (ratelimit_ok(&o->hold_log, uv_now(o->loop), 10000, &left_out))
-            log_warnx("%s for job %s rank %d (initiator rank %d) refused: %d orders already "
-                      "wait for their PUBLISH's answer (%u such lines left out)",
-                      cmd->kind, cmd->job, cmd->rank, cmd->peer_rank, ORDERS_HELD_MAX, left_out);
+    if (o->nheld >= ORDERS_HELD_MAX || job_orders(o, cmd->job, 1) >= ORDERS_JOB_HELD_MAX ||
+        (h = calloc(1, sizeof(*h))) == NULL) {
+        refuse_share(o, cmd,
+                     "too many orders (of the job, or in all) wait for their PUBLISH's "
+                     "answer");
         return;
     }
     h->cmd = *cmd;
@@ -565,8 +588,11 @@ static void start(struct orders *o, const struct command *cmd)
         return;
     }
     if (o->nactive >= ORDERS_ACTIVE_MAX) {
-        log_warnx("%s for job %s rank %d refused: %d orders already in progress", cmd->kind,
-                  cmd->job, cmd->rank, ORDERS_ACTIVE_MAX);
+        refuse_share(o, cmd, "too many orders in progress");
+        return;
+    }
+    if (job_orders(o, cmd->job, 0) >= ORDERS_JOB_ACTIVE_MAX) {
+        refuse_share(o, cmd, "the job has its share of the orders in progress");
         return;
     }
     if (salen == 0)

@@ -43,6 +43,11 @@
    this many at once, at most this long each. */
 #define ORDERS_HELD_MAX 64
 #define ORDER_HOLD_MS 3000
+/* What one job may hold of the sockets in progress and of the held orders
+   (a proxy-connect waits up to 30 s at the proxy): one job's storm leaves
+   room for the others. */
+#define ORDERS_JOB_ACTIVE_MAX (ORDERS_ACTIVE_MAX * 3 / 4)
+#define ORDERS_JOB_HELD_MAX (ORDERS_HELD_MAX * 3 / 4)
 
 struct orders;
 struct privsep;
