@@ -46,28 +46,28 @@ _Static_assert(LOCAL_JOB_MAX >= QCG_JOB_MAX && LOCAL_SECRET_MAX >= QCG_SECRET_MA
                "local protocol fields shorter than the limits");
 
 enum local_type {
-    LOCAL_HELLO = 1, /* lib -> helper: struct local_hello */
-    LOCAL_HELLO_OK,  /* helper -> lib: struct local_hello_ok */
-    LOCAL_PUBLISH,   /* lib -> helper: struct local_publish; reply LOCAL_OK */
-    LOCAL_WITHDRAW,  /* lib -> helper: no payload; reply LOCAL_OK */
-    LOCAL_LOOKUP,    /* lib -> helper: struct local_lookup; reply LOCAL_PLAN */
-    LOCAL_PLAN,      /* helper -> lib: struct local_plan */
-    LOCAL_OK,        /* helper -> lib: no payload */
-    LOCAL_ERROR,     /* helper -> lib: struct local_error */
-    LOCAL_INCOMING,  /* helper -> lib, unsolicited: struct local_incoming + one fd */
-    LOCAL_STATUS,    /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
-    LOCAL_STATUS_OK, /* helper -> tool: struct local_status */
-    LOCAL_REPORT,    /* lib -> helper: struct local_report; no reply */
+    LOCAL_HELLO = 1,   /* lib -> helper: struct local_hello */
+    LOCAL_HELLO_OK,    /* helper -> lib: struct local_hello_ok */
+    LOCAL_PUBLISH,     /* lib -> helper: struct local_publish; reply LOCAL_OK */
+    LOCAL_WITHDRAW,    /* lib -> helper: no payload; reply LOCAL_OK */
+    LOCAL_LOOKUP,      /* lib -> helper: struct local_lookup; reply LOCAL_PLAN */
+    LOCAL_PLAN,        /* helper -> lib: struct local_plan */
+    LOCAL_OK,          /* helper -> lib: no payload */
+    LOCAL_ERROR,       /* helper -> lib: struct local_error */
+    LOCAL_INCOMING,    /* helper -> lib, unsolicited: struct local_incoming + one fd */
+    LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
+    LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
+    LOCAL_REPORT,      /* lib -> helper: struct local_report; no reply */
     /* qcg-probe.  SITE and PROBE after a HELLO (any job of the caller's: it is
        not published), at most probes-per-uid a minute (QCG_EBUSY beyond);
        OBSERVED also before one.  Errors: LOCAL_ERROR, QCG_EUPSTREAM when the
        frontend or the broker cannot be reached. */
-    LOCAL_SITE,     /* tool -> helper: no payload; reply LOCAL_SITE_OK */
-    LOCAL_SITE_OK,  /* helper -> tool: struct local_site */
-    LOCAL_PROBE,    /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
-    LOCAL_PROBE_OK, /* helper -> tool: struct local_probe_ok */
-    LOCAL_OBSERVED, /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
-                       root or the helper's own user (QCG_EDENIED otherwise) */
+    LOCAL_SITE,        /* tool -> helper: no payload; reply LOCAL_SITE_OK */
+    LOCAL_SITE_OK,     /* helper -> tool: struct local_site */
+    LOCAL_PROBE,       /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
+    LOCAL_PROBE_OK,    /* helper -> tool: struct local_probe_ok */
+    LOCAL_OBSERVED,    /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
+                          root or the helper's own user (QCG_EDENIED otherwise) */
     LOCAL_TYPE_COUNT
 };
 
