@@ -1,5 +1,6 @@
 /* The broker's state; see broker.h. */
 #include "broker.h"
+#include "rates.h"
 #include "issued.h"
 #include "outcomes.h"
 #include "reflector.h"
@@ -28,11 +29,17 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
     b->reg = registry_new(max_contacts, broker_make_epoch((uint64_t)time(NULL)));
     b->outcomes = outcomes_new(outcome_expiry);
     b->issued = issued_new(ISSUED_BUCKETS_MAX);
-    if (b->reg == NULL || b->outcomes == NULL || b->issued == NULL ||
+    const struct rate limits[RATE_KINDS] = {
+        [RATE_LOOKUP] = {BROKER_CLUSTER_LOOKUPS, 10.0 * BROKER_CLUSTER_LOOKUPS},
+        [RATE_REPORT] = {BROKER_CLUSTER_REPORTS, 10.0 * BROKER_CLUSTER_REPORTS},
+        [RATE_PROBE] = {BROKER_CLUSTER_PROBES / 60.0, BROKER_CLUSTER_PROBES}};
+    b->rates = rates_new(limits);
+    if (b->reg == NULL || b->outcomes == NULL || b->issued == NULL || b->rates == NULL ||
         RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
         registry_free(b->reg);
         outcomes_free(b->outcomes);
         issued_free(b->issued);
+        rates_free(b->rates);
         free(b);
         return NULL;
     }
@@ -48,6 +55,7 @@ void broker_free(struct broker *b)
     registry_free(b->reg);
     outcomes_free(b->outcomes);
     issued_free(b->issued);
+    rates_free(b->rates);
     traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
     OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));

@@ -8,13 +8,23 @@
 #include <stdint.h>
 #include "proto.h"
 #include "proxies.h"
+#include "ratelimit.h"
 #include "registry.h"
 #include "traversals.h"
 
 struct issued;
+struct rates;
 struct outcomes;
 struct reflector_client;
 struct reflector_observation;
+
+/* Per cluster, a second (lookups, reports; bursts of 10 s worth, a lookup
+   beyond waits up to 1 s) and a minute (probes).  Far above what a cluster's
+   frontend relays for its nodes' own bounds: a share of the broker, not a
+   throttle of legitimate work. */
+#define BROKER_CLUSTER_LOOKUPS 20000
+#define BROKER_CLUSTER_REPORTS 10000
+#define BROKER_CLUSTER_PROBES 600
 
 struct broker_stats {
     atomic_ullong lookups;
@@ -33,6 +43,8 @@ struct broker_stats {
     atomic_ullong reports_refused;  /* for no plan this broker issued */
     atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
     atomic_ullong observations;     /* qcg__observed */
+    atomic_ullong orders_refused;   /* a job's share of a cluster's queue, or a full queue */
+    atomic_ullong quota_refused;    /* calls over a cluster's rate */
 };
 
 struct broker {
@@ -47,6 +59,9 @@ struct broker {
     struct reflector_client *reflector; /* NULL: none configured; hole punching while up */
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;
+    struct rates *rates; /* per cluster: lookups, reports, probes (rates.h) */
+    /* The rate limit of refusals a caller may repeat at will (service.c). */
+    struct ratelimit_shared quota_log;
 };
 
 /* A broker with a fresh epoch (start time and random bits) and a fresh

@@ -4,6 +4,7 @@
  * registry.  Every refusal is a fault with a qcg:<subcode> and a warn line
  * naming the caller.  The generated skeleton (soapServer.c) calls these.
  */
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -16,11 +17,13 @@
 #include "cmdqueue.h"
 #include "hex.h"
 #include "log.h"
+#include "monotonic.h"
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "rates.h"
 #include "reflector.h"
 #include "syncheck.h"
 #include "token.h"
@@ -28,6 +31,7 @@
 
 #define POLL_MAX_WAIT 25     /* seconds, whatever the caller asks */
 #define POLL_MAX_COMMANDS 64 /* per response; the rest follow on the next poll */
+#define QUOTA_LOG_INTERVAL_MS 10000
 
 static struct broker *state(struct soap *soap)
 {
@@ -316,6 +320,43 @@ static atomic_ullong *plan_counter(struct broker *b, enum technique t)
     }
 }
 
+/* A refusal a caller may repeat at will (quotas, full tables): the fault
+   every time, the warning at most once in QUOTA_LOG_INTERVAL_MS. */
+static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                        ...)
+{
+    struct broker *b = state(soap);
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    atomic_fetch_add(&b->stats.faults, 1);
+    unsigned left_out;
+    if (ratelimit_shared_ok(&b->quota_log, monotonic_ms(), QUOTA_LOG_INTERVAL_MS, &left_out)) {
+        const struct identity *id = soap_caller(soap);
+        log_warnx("%s from %s %s refused (qcg:%s): %s (%u such lines left out)", op,
+                  role_name(id->role), id->name, subcode, msg, left_out);
+    }
+    return soap_qcg_fault(soap, subcode, "%s", msg);
+}
+
+/* A cluster's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
+   (a lookup may wait for one), else qcg:busy. */
+static int cluster_rate(struct soap *soap, const char *op, const struct identity *id,
+                        enum rate_kind kind)
+{
+    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
+    struct broker *b = state(soap);
+    if (rates_take(b->rates, id->cluster, kind, wait_ms[kind]))
+        return SOAP_OK;
+    atomic_fetch_add(&b->stats.quota_refused, 1);
+    return refuse_quota(soap, op, "busy", "cluster %s is over its rate of %s calls; retry later",
+                        id->cluster, op);
+}
+
 int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
@@ -334,6 +375,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         return refuse(soap, "lookup", "invalid", "%s", why);
     if (only != NULL && only[0] != '\0' && (only_t = technique_parse(only)) <= (int)TECH_NONE)
         return refuse(soap, "lookup", "invalid", "only: '%.32s' is not a technique", only);
+    if (cluster_rate(soap, "lookup", id, RATE_LOOKUP) != SOAP_OK)
+        return SOAP_FAULT;
     atomic_fetch_add(&b->stats.lookups, 1);
     struct plan_offer offer = {.proxy = b->proxies.count > 0,
                                .reflector = reflector_client_up(b->reflector)};
@@ -363,12 +406,25 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
                               : order_target(b, &res, &cmd, token, sizeof(token), address,
                                              sizeof(address), &port, why, sizeof(why));
         if (queue < 0) {
-            log_error("job %s rank %d -> %d: %s", job, fromRank, toRank,
-                      q == NULL ? "the target's cluster has no queue" : why);
             OPENSSL_cleanse(token, sizeof(token));
-            return refuse(soap, "lookup", "unavailable", "cannot order the target's side");
+            if (q == NULL)
+                snprintf(why, sizeof(why), "the target's cluster has no queue");
+            return refuse_quota(soap, "lookup", "unavailable",
+                                "job %s rank %d -> %d: cannot order the target's side: %s", job,
+                                fromRank, toRank, why);
         }
-        uint64_t seq = queue ? cmdqueue_push(q, &cmd) : 0;
+        uint64_t seq = 0;
+        if (queue && (seq = cmdqueue_push(q, &cmd)) == 0) {
+            int full = errno == ENOSPC;
+            OPENSSL_cleanse(&cmd, sizeof(cmd));
+            OPENSSL_cleanse(token, sizeof(token));
+            atomic_fetch_add(&b->stats.orders_refused, 1);
+            return refuse_quota(
+                soap, "lookup", "busy", "job %s rank %d -> %d: %s for cluster %s; retry later", job,
+                fromRank, toRank,
+                full ? "orders fill the command queue" : "the job has too many orders queued",
+                res.target.cluster);
+        }
         atomic_fetch_add(plan_counter(b, d->technique), 1);
         log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
@@ -528,6 +584,8 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
         if (*c < 0x20 || *c > 0x7e || c - why_failed >= 256)
             return refuse(soap, "report", "invalid", "why: not one line of printable text");
     }
+    if (cluster_rate(soap, "report", id, RATE_REPORT) != SOAP_OK)
+        return SOAP_FAULT;
     /* The same checks as a lookup: only the initiator's side, with the
        secret, reports; the two contacts give the cluster pair. */
     struct plan_offer offer = {.proxy = true, .reflector = true};
@@ -664,7 +722,8 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     char why[256];
     struct reg_node node;
     struct command cmd;
-    if (check_call(soap, op, version, true, &id) != SOAP_OK)
+    if (check_call(soap, op, version, true, &id) != SOAP_OK ||
+        cluster_rate(soap, op, id, RATE_PROBE) != SOAP_OK)
         return SOAP_FAULT;
     if (cluster == NULL || !name_valid(cluster))
         return refuse(soap, op, "invalid", "cluster: missing or not a valid name");
@@ -694,6 +753,12 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     cmd.rank = QCG_PROBE_ENDPOINT_RANK;
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
+    if (seq == 0) {
+        OPENSSL_cleanse(&cmd, sizeof(cmd));
+        atomic_fetch_add(&b->stats.orders_refused, 1);
+        return refuse_quota(soap, op, "busy",
+                            "orders fill the command queue of cluster %s; retry later", cluster);
+    }
     atomic_fetch_add(&b->stats.probes_started, 1);
     log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s); "
              "probe-listen seq %llu",

@@ -31,6 +31,9 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"reports_refused", atomic_load(&b->stats.reports_refused)},
         {"probes_started", atomic_load(&b->stats.probes_started)},
         {"observations", atomic_load(&b->stats.observations)},
+        {"orders_refused", atomic_load(&b->stats.orders_refused)},
+        {"quota_refused", atomic_load(&b->stats.quota_refused)},
+        {"traversals_refused", traversals_refused(&b->traversals)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

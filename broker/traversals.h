@@ -12,10 +12,15 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "ratelimit.h"
 #include "token.h"
 
 #define TRAVERSALS_MAX 4096
 #define TRAVERSAL_LIFETIME 30 /* seconds from the plan to the SYN */
+/* What one job, and one initiating cluster, may hold of the table: a storm of
+   one job, or of one site, leaves room for the others. */
+#define TRAVERSALS_JOB_SHARE (TRAVERSALS_MAX / 4)
+#define TRAVERSALS_CLUSTER_SHARE (TRAVERSALS_MAX / 2)
 
 struct traversal {
     unsigned char pair[TOKEN_PAIR_LEN];
@@ -32,16 +37,20 @@ struct traversal {
 
 struct traversals {
     pthread_mutex_t lock;
+    struct ratelimit refused_log;
+    uint64_t refused; /* adds refused: table full, or a job's or cluster's share held */
     struct traversal slot[TRAVERSALS_MAX];
 };
 
 void traversals_init(struct traversals *t);
 void traversals_destroy(struct traversals *t);
-/* 0, or -1 when every slot holds an unexpired traversal. */
+/* 0, or -1 when every slot holds an unexpired traversal, or tr's job or
+   initiating cluster holds its share (a rate-limited warning says which). */
 int traversals_add(struct traversals *t, const struct traversal *tr, uint64_t now);
 /* Removes and copies the traversal of `pair`: 0, or -1 when there is none
    (never planned, already taken, or expired). */
 int traversals_take(struct traversals *t, const unsigned char pair[TOKEN_PAIR_LEN], uint64_t now,
                     struct traversal *out);
+uint64_t traversals_refused(struct traversals *t);
 
 #endif

@@ -13,6 +13,10 @@
 #include <time.h>
 
 #include "log.h"
+#include "monotonic.h"
+#include "ratelimit.h"
+
+#define CMDQUEUE_LOG_INTERVAL_MS 10000
 
 struct cmdqueue {
     pthread_mutex_t lock;
@@ -22,6 +26,9 @@ struct cmdqueue {
     size_t head; /* index of the oldest command */
     size_t count;
     uint64_t last_seq; /* last sequence number handed out; 0 = none yet */
+    size_t orders;     /* held commands that a flush does not cover */
+    size_t job_share;  /* orders of one job held at most */
+    struct ratelimit full_log, refused_log;
     bool closed;
 };
 
@@ -39,6 +46,7 @@ struct cmdqueue *cmdqueue_new(size_t capacity)
         return NULL;
     }
     q->capacity = capacity;
+    q->job_share = capacity * 3 / 4 > 0 ? capacity * 3 / 4 : 1;
 
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -64,6 +72,12 @@ static struct command *at(struct cmdqueue *q, size_t i)
     return &q->ring[(q->head + i) % q->capacity];
 }
 
+/* Invalidations and flushes only drop cached state, so a flush covers them. */
+static bool covered_by_flush(const struct command *cmd)
+{
+    return strcmp(cmd->kind, "invalidate") == 0 || strcmp(cmd->kind, "flush") == 0;
+}
+
 static uint64_t append(struct cmdqueue *q, const struct command *cmd)
 {
     struct command *slot = at(q, q->count);
@@ -76,41 +90,101 @@ static uint64_t append(struct cmdqueue *q, const struct command *cmd)
     slot->address[sizeof(slot->address) - 1] = '\0';
     slot->token[sizeof(slot->token) - 1] = '\0';
     q->count++;
+    if (!covered_by_flush(slot))
+        q->orders++;
     return slot->seq;
 }
 
-/* Invalidations and flushes only drop cached state, so a flush covers them. */
-static bool covered_by_flush(const struct command *cmd)
+/* Drops the invalidations and flushes held, keeping the orders in sequence
+   order; returns how many went. */
+static size_t drop_covered(struct cmdqueue *q)
 {
-    return strcmp(cmd->kind, "invalidate") == 0 || strcmp(cmd->kind, "flush") == 0;
+    size_t kept = 0, n = q->count;
+    for (size_t i = 0; i < n; i++) {
+        struct command *c = at(q, i);
+        if (covered_by_flush(c))
+            continue;
+        if (kept != i)
+            *at(q, kept) = *c;
+        kept++;
+    }
+    for (size_t i = kept; i < n; i++)
+        memset(at(q, i), 0, sizeof(struct command));
+    q->count = kept;
+    return n - kept;
+}
+
+static size_t job_orders(struct cmdqueue *q, const char *job)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < q->count; i++) {
+        const struct command *c = at(q, i);
+        if (!covered_by_flush(c) && strncmp(c->job, job, sizeof(c->job)) == 0)
+            n++;
+    }
+    return n;
+}
+
+/* Whether an order may take a slot; errno says why not. */
+static bool order_fits(struct cmdqueue *q, const struct command *cmd)
+{
+    unsigned left_out;
+    int err = q->orders + 1 >= q->capacity              ? ENOSPC
+              : job_orders(q, cmd->job) >= q->job_share ? EDQUOT
+                                                        : 0;
+    if (err == 0)
+        return true;
+    if (ratelimit_ok(&q->refused_log, monotonic_ms(), CMDQUEUE_LOG_INTERVAL_MS, &left_out))
+        log_warnx("command queue: %s for job %.63s refused: %s (%u such lines left out)", cmd->kind,
+                  cmd->job,
+                  err == ENOSPC ? "orders fill the queue" : "the job holds its share of it",
+                  left_out);
+    errno = err;
+    return false;
 }
 
 uint64_t cmdqueue_push(struct cmdqueue *q, const struct command *cmd)
 {
-    uint64_t seq;
+    uint64_t seq = 0;
+    bool order = !covered_by_flush(cmd);
     pthread_mutex_lock(&q->lock);
-    if (q->count < q->capacity) {
-        seq = append(q, cmd);
-    } else {
-        log_warnx("command queue full (%zu unacknowledged): replaced by a flush", q->count);
-        q->head = 0;
-        q->count = 0;
+    if (order && !order_fits(q, cmd)) {
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    if (q->count == q->capacity) {
+        /* Orders never fill every slot, so something goes. */
+        size_t dropped = drop_covered(q);
+        unsigned left_out;
+        if (ratelimit_ok(&q->full_log, monotonic_ms(), CMDQUEUE_LOG_INTERVAL_MS, &left_out))
+            log_warnx("command queue full (%zu unacknowledged): %zu invalidations replaced by a "
+                      "flush, %zu orders kept (%u such lines left out)",
+                      q->capacity, dropped, q->count, left_out);
         struct command flush;
         memset(&flush, 0, sizeof(flush));
         strcpy(flush.kind, "flush");
         flush.rank = -1;
         seq = append(q, &flush);
-        if (!covered_by_flush(cmd))
-            seq = append(q, cmd);
     }
+    if (order || seq == 0)
+        seq = append(q, cmd);
     pthread_cond_broadcast(&q->changed);
     pthread_mutex_unlock(&q->lock);
     return seq;
 }
 
+void cmdqueue_set_job_share(struct cmdqueue *q, size_t max)
+{
+    pthread_mutex_lock(&q->lock);
+    q->job_share = max > 0 ? max : 1;
+    pthread_mutex_unlock(&q->lock);
+}
+
 static void drop_acked(struct cmdqueue *q, uint64_t ack)
 {
     while (q->count > 0 && at(q, 0)->seq <= ack) {
+        if (!covered_by_flush(at(q, 0)))
+            q->orders--;
         q->head = (q->head + 1) % q->capacity;
         q->count--;
     }

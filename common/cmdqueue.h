@@ -28,13 +28,23 @@ struct command {
 
 struct cmdqueue;
 
-/* capacity: unacknowledged commands held at most.  When a push finds the queue
-   full, everything unacknowledged is dropped and replaced by one "flush"
-   command (the downstream forgets all it cached) and a warning is logged. */
+/* capacity: unacknowledged commands held at most.  Orders (every kind but
+   "invalidate" and "flush") are never dropped to make room: when a push finds
+   the queue full, the invalidations and flushes it holds are replaced by one
+   "flush" at its end (the downstream forgets all it cached).  Orders take at
+   most capacity - 1 slots, so that an invalidation always finds room; one
+   job's orders take at most its share (cmdqueue_set_job_share). */
 struct cmdqueue *cmdqueue_new(size_t capacity);
 void cmdqueue_free(struct cmdqueue *q);
 
-/* Appends a copy of cmd with the next sequence number; returns that number. */
+/* Orders of one job held at once (default: three quarters of the capacity),
+   so that one job's storm leaves room for the others' orders. */
+void cmdqueue_set_job_share(struct cmdqueue *q, size_t max);
+
+/* Appends a copy of cmd with the next sequence number; returns that number.
+   An order that finds no room is refused: 0, errno EDQUOT when its job holds
+   its share, ENOSPC when orders fill the queue.  Invalidations are never
+   refused (a flush may stand for them). */
 uint64_t cmdqueue_push(struct cmdqueue *q, const struct command *cmd);
 
 /* Forgets commands with seq <= ack, then waits up to wait_ms for commands with

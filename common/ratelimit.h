@@ -3,6 +3,7 @@
 #ifndef QCG_RATELIMIT_H
 #define QCG_RATELIMIT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,6 +24,26 @@ static inline bool ratelimit_ok(struct ratelimit *r, uint64_t now_ms, uint64_t i
     *left_out = r->suppressed;
     r->suppressed = 0;
     r->last_ms = now_ms == 0 ? 1 : now_ms;
+    return true;
+}
+
+/* The same for threads that share one limiter, without a lock (zeroed =
+   ready).  A line racing another may be counted as left out. */
+struct ratelimit_shared {
+    atomic_ullong last_ms;
+    atomic_uint suppressed;
+};
+
+static inline bool ratelimit_shared_ok(struct ratelimit_shared *r, uint64_t now_ms,
+                                       uint64_t interval_ms, unsigned *left_out)
+{
+    unsigned long long last = atomic_load(&r->last_ms);
+    if ((last != 0 && now_ms - last < interval_ms) ||
+        !atomic_compare_exchange_strong(&r->last_ms, &last, now_ms | 1)) {
+        atomic_fetch_add(&r->suppressed, 1);
+        return false;
+    }
+    *left_out = atomic_exchange(&r->suppressed, 0);
     return true;
 }
 

@@ -118,11 +118,13 @@ int lmsg_recv(int sock, struct lmsg_reader *r, uint64_t deadline_us)
     }
 }
 
-int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_ms,
-             struct lmsg_reader *reply, char *why, size_t whylen)
+int lmsg_ask_hello(const char *path, const struct local_hello *hello, uint16_t type,
+                   const void *payload, int timeout_ms, struct lmsg_reader *reply, char *why,
+                   size_t whylen)
 {
     uint64_t deadline = now_us() + (uint64_t)timeout_ms * 1000u;
-    int fd, rc;
+    uint32_t rid = hello != NULL ? 2 : 1;
+    int fd, rc = 0;
 
     lmsg_reader_init(reply);
     fd = unix_connect(path, timeout_ms);
@@ -130,10 +132,24 @@ int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_m
         snprintf(why, whylen, "no helper reachable at %s: %s", path, strerror(errno));
         return QCG_ENOHELPER;
     }
-    rc = lmsg_send(fd, type, 1, payload, deadline);
+    if (hello != NULL) {
+        rc = lmsg_send(fd, LOCAL_HELLO, 1, hello, deadline);
+        if (rc == 0)
+            rc = lmsg_recv(fd, reply, deadline);
+        if (rc == 0 && reply->hdr.request_id != 1)
+            rc = QCG_EPROTO;
+        /* A refused HELLO is the answer. */
+        if (rc == 0 && reply->hdr.type != LOCAL_HELLO_OK) {
+            close(fd);
+            return 0;
+        }
+        lmsg_reader_reset(reply);
+    }
+    if (rc == 0)
+        rc = lmsg_send(fd, type, rid, payload, deadline);
     if (rc == 0)
         rc = lmsg_recv(fd, reply, deadline);
-    if (rc == 0 && reply->hdr.request_id != 1)
+    if (rc == 0 && reply->hdr.request_id != rid)
         rc = QCG_EPROTO;
     if (rc == QCG_EPROTO)
         snprintf(why, whylen,
@@ -147,4 +163,10 @@ int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_m
                                        : "it closed the connection");
     close(fd);
     return rc;
+}
+
+int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_ms,
+             struct lmsg_reader *reply, char *why, size_t whylen)
+{
+    return lmsg_ask_hello(path, NULL, type, payload, timeout_ms, reply, why, whylen);
 }

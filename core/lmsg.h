@@ -33,11 +33,16 @@ int lmsg_send(int sock, uint16_t type, uint32_t request_id, const void *payload,
 int lmsg_recv(int sock, struct lmsg_reader *r, uint64_t deadline_us);
 
 /* One request on a fresh connection to the helper at path (no HELLO: for
-   STATUS, SITE, PROBE, OBSERVED), its reply in *reply (of any type, a
+   STATUS and OBSERVED), its reply in *reply (of any type, a
    LOCAL_ERROR included; the caller resets it).  0, or a negative QCG_E*
    code with one line in why naming the socket: no helper there, no answer
    within timeout_ms, a malformed reply or one to another request. */
 int lmsg_ask(const char *path, uint16_t type, const void *payload, int timeout_ms,
              struct lmsg_reader *reply, char *why, size_t whylen);
+/* The same after hello (SITE, PROBE need one): a refused HELLO's reply is
+   the reply. */
+int lmsg_ask_hello(const char *path, const struct local_hello *hello, uint16_t type,
+                   const void *payload, int timeout_ms, struct lmsg_reader *reply, char *why,
+                   size_t whylen);
 
 #endif

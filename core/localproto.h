@@ -58,8 +58,10 @@ enum local_type {
     LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
     LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
     LOCAL_REPORT,      /* lib -> helper: struct local_report; no reply */
-    /* qcg-probe; allowed before HELLO (no job needed).  Errors: LOCAL_ERROR,
-       QCG_EUPSTREAM when the frontend or the broker cannot be reached. */
+    /* qcg-probe.  SITE and PROBE after a HELLO (any job of the caller's: it is
+       not published), at most probes-per-uid a minute (QCG_EBUSY beyond);
+       OBSERVED also before one.  Errors: LOCAL_ERROR, QCG_EUPSTREAM when the
+       frontend or the broker cannot be reached. */
     LOCAL_SITE,        /* tool -> helper: no payload; reply LOCAL_SITE_OK */
     LOCAL_SITE_OK,     /* helper -> tool: struct local_site */
     LOCAL_PROBE,       /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
@@ -151,7 +153,7 @@ struct local_status {
     uint32_t upstream_connected;   /* 1 while registered with the frontend */
     uint32_t clients;              /* local connections open now */
     uint32_t contacts;             /* contacts published through this helper */
-    uint32_t reserved;
+    uint32_t refused;              /* requests refused or dropped by a per-uid rate */
     uint64_t upstream_epoch;       /* the frontend's epoch */
     uint64_t lookups;              /* lookups relayed since start */
     char cluster[LOCAL_NAME_MAX];

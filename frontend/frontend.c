@@ -1,4 +1,5 @@
 #include "frontend.h"
+#include "rates.h"
 
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -33,7 +34,13 @@ struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size
     fe->epoch = new_epoch();
     fe->store = store_new(FRONTEND_HELPER_QUEUE);
     fe->cache = cache_new((size_t)cfg->cache_size);
-    if (fe->store == NULL || fe->cache == NULL) {
+    const struct rate limits[RATE_KINDS] = {
+        [RATE_LOOKUP] = {cfg->node_lookups, 10.0 * cfg->node_lookups},
+        [RATE_REPORT] = {cfg->node_reports, 10.0 * cfg->node_reports},
+        [RATE_PROBE] = {cfg->node_probes / 60.0, cfg->node_probes},
+    };
+    fe->rates = rates_new(limits);
+    if (fe->store == NULL || fe->cache == NULL || fe->rates == NULL) {
         snprintf(err, errlen, "out of memory");
         frontend_free(fe);
         return NULL;
@@ -58,6 +65,7 @@ void frontend_free(struct frontend *fe)
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);
+    rates_free(fe->rates);
     cache_free(fe->cache);
     free(fe);
 }

@@ -7,9 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "proto.h"
+#include "ratelimit.h"
 #include "soap_client.h"
 
 struct cache;
+struct rates;
 struct frontend_config;
 struct soap_pool;
 struct store;
@@ -23,6 +25,9 @@ struct frontend_counters {
     atomic_ullong denied;
     atomic_ullong upstream_epoch;       /* the broker's, 0 before the first registration */
     atomic_ullong upstream_registrations;
+    atomic_ullong orders_refused; /* for a node whose queue holds the job's share, or is full */
+    atomic_ullong quota_refused;  /* calls refused by a per-node rate (rates.h) */
+    atomic_ullong quota_waited;   /* lookups that waited for their turn */
 };
 
 struct frontend {
@@ -34,6 +39,8 @@ struct frontend {
     struct soap_client_config upstream; /* how to reach the broker */
     struct soap_pool *pool;             /* relayed helper calls */
     struct frontend_counters counters;
+    struct rates *rates;               /* per-node rates (rates.h) */
+    struct ratelimit_shared quota_log; /* their refusals' log lines */
 };
 
 /* Sizes: contexts in the pool of relayed calls, commands held per helper. */

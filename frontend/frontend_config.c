@@ -31,6 +31,14 @@ const struct config_option frontend_options[] = {
      "plans cached at most (0: no cache)"},
     {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "1024",
      "helper connections served at once (each helper keeps one for its long-poll)"},
+    {"node-lookups", CONFIG_INT, OFF(node_lookups), 1, 1000000, "2000",
+     "lookups of one node a second on average; a burst of 10 s worth passes, beyond it a "
+     "lookup waits up to 1 s for its turn, then is refused (busy)"},
+    {"node-reports", CONFIG_INT, OFF(node_reports), 1, 1000000, "1000",
+     "reports of one node a second on average (bursts of 10 s worth); more are refused"},
+    {"node-probes", CONFIG_INT, OFF(node_probes), 1, 100000, "120",
+     "siteInfo, probe and observed calls (qcg-probe) of one node a minute (a burst of as "
+     "many); more are refused"},
     {"log-level", CONFIG_STRING, OFF(log_level), 0, 0, "info", "error | warn | info | debug"},
     {"syslog", CONFIG_BOOL, OFF(syslog), 0, 0, "no", "log to syslog instead of stderr"},
     {"stats", CONFIG_BOOL, OFF(stats), 0, 0, "no",

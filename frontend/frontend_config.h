@@ -22,6 +22,9 @@ struct frontend_config {
     int open_ports[2];
     int cache_size;
     int max_connections;
+    int node_lookups; /* per node: lookups a second (bursts of 10 s worth) */
+    int node_reports; /* per node: reports a second (bursts of 10 s worth) */
+    int node_probes;  /* per node: siteInfo, probe, observed calls a minute (bursts of as many) */
     char *log_level;
     int syslog;
     int stats;

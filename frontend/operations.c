@@ -17,6 +17,8 @@
 #include "relay.h"
 #include "soapH.h"
 #include "soap_server.h"
+#include "monotonic.h"
+#include "rates.h"
 #include "stats.h"
 #include "store.h"
 
@@ -62,6 +64,30 @@ static int begin(struct soap *soap, int version, const char *op, struct frontend
     if (soap_check_version(soap, version) != 0)
         return SOAP_FAULT;
     return helper_only(soap, *fe, op, id);
+}
+
+/* A node's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
+   (a lookup may wait for one), else qcg:busy naming the option, counted and
+   logged at most every 10 s. */
+static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
+                     const struct identity *id, enum rate_kind kind)
+{
+    static const char *const option[RATE_KINDS] = {"node-lookups", "node-reports", "node-probes"};
+    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
+    uint64_t t0 = monotonic_ms();
+    unsigned left_out;
+
+    if (rates_take(fe->rates, id->node, kind, wait_ms[kind])) {
+        if (monotonic_ms() - t0 >= 1)
+            atomic_fetch_add(&fe->counters.quota_waited, 1);
+        return SOAP_OK;
+    }
+    atomic_fetch_add(&fe->counters.quota_refused, 1);
+    if (ratelimit_shared_ok(&fe->quota_log, monotonic_ms(), 10000, &left_out))
+        log_warnx("%s from %s refused: over the node's rate (%s; %u such lines left out)", op,
+                  id->name, option[kind], left_out);
+    return soap_qcg_fault(soap, "busy", "node %s is over its rate of %s calls (%s); retry later",
+                          id->node, op, option[kind]);
 }
 
 static int invalid(struct soap *soap, const char *op, const struct identity *id, const char *why)
@@ -458,6 +484,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
+    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
+        return SOAP_FAULT;
 
     /* Only a process of this cluster, holding the job's secret, resolves its
        peers: checked here so a wrong secret never reaches the cache. */
@@ -567,6 +595,8 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
         bad = "why: too long";
     if (bad != NULL)
         return invalid(soap, op, id, bad);
+    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
+        return SOAP_FAULT;
     if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
         return SOAP_FAULT;
     char reason[256];
@@ -671,6 +701,9 @@ static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op
 {
     char reason[256];
     struct relay_error err;
+    const struct identity *id = soap_caller(soap);
+    if (node_rate(soap, fe, op, id, RATE_PROBE) != SOAP_OK)
+        return SOAP_FAULT;
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
     if (relay_call(fe, rop, a, &err) < 0)

@@ -25,6 +25,9 @@ int stats_collect(struct frontend *fe, struct counter_value *out, int max)
         {"upstream_connected", (unsigned long long)store_link(fe->store, NULL, 0)},
         {"upstream_epoch", atomic_load(&c->upstream_epoch)},
         {"upstream_registrations", atomic_load(&c->upstream_registrations)},
+        {"orders_refused", atomic_load(&c->orders_refused)},
+        {"quota_refused", atomic_load(&c->quota_refused)},
+        {"quota_waited", atomic_load(&c->quota_waited)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

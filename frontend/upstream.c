@@ -11,6 +11,8 @@
 #include "frontend_config.h"
 #include "log.h"
 #include "longpoll.h"
+#include "monotonic.h"
+#include "ratelimit.h"
 #include "relay.h"
 #include "store.h"
 
@@ -20,6 +22,7 @@
 struct upstream {
     struct frontend *fe;
     struct longpoll *lp;
+    struct ratelimit refused_log; /* the poll thread's only */
 };
 
 static const char *url(const struct upstream *up)
@@ -160,6 +163,16 @@ static void handle_command(void *arg, const struct command *c)
             return;
         }
         uint64_t seq = cmdqueue_push(q, c);
+        unsigned left_out;
+        if (seq == 0) {
+            /* The broker's own per-job share should have stopped it there. */
+            atomic_fetch_add(&fe->counters.orders_refused, 1);
+            if (ratelimit_ok(&up->refused_log, monotonic_ms(), 10000, &left_out))
+                log_warnx("%s for job %s rank %d dropped: node %s's queue is full or holds "
+                          "the job's share (%u such lines left out)",
+                          c->kind, c->job, c->rank, c->node, left_out);
+            return;
+        }
         log_debug("command %s passed on to node %s (seq %" PRIu64 ")", c->kind, c->node, seq);
     } else if (!known) {
         log_warnx("unknown command \"%s\" from the broker ignored", c->kind);

@@ -29,6 +29,13 @@ const struct config_option helper_options[] = {
         "requests in flight per connection; at the bound the connection is not read"),
     OPT("max-requests-per-uid", CONFIG_INT, max_requests_per_uid, 1, 4096, "6",
         "requests of one uid on the thread pool at once; more wait unread"),
+    OPT("reports-per-uid", CONFIG_INT, reports_per_uid, 1, 100000, "64",
+        "REPORTs of one uid sent upstream a second on average (bursts of 16 s worth "
+        "pass); the excess is dropped and counted, and so is a success reported while the "
+        "uid has max-requests-per-uid upstream"),
+    OPT("probes-per-uid", CONFIG_INT, probes_per_uid, 1, 3600, "60",
+        "SITE and PROBE requests (qcg-probe) of one uid a minute on average (a burst of "
+        "as many passes); more are refused"),
     OPT("threads", CONFIG_INT, threads, 1, 128, "8",
         "threads for calls to the frontend (UV_THREADPOOL_SIZE, unless set in the "
         "environment) and kept-alive connections to it"),

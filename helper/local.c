@@ -199,15 +199,23 @@ void local_server_free(struct local_server *srv)
     free(srv);
 }
 
-struct conn *publisher(struct local_server *srv, const char *job, int32_t rank)
+/* The live connection that publishes (job, rank): accepted (its PUBLISH
+   answered ok), or with pending set, one whose PUBLISH is still on its way. */
+static struct conn *find_publisher(struct local_server *srv, const char *job, int32_t rank,
+                                   int pending)
 {
     for (struct dlink *l = srv->conns.head; l != NULL; l = l->next) {
         struct conn *c = dlist_entry(l, struct conn, link);
-        if (c->hello && (c->published || c->publishing) && !c->closing && c->me.rank == rank &&
-            strcmp(c->me.job, job) == 0)
+        if (c->hello && (c->published || (pending && c->publishing)) && !c->closing &&
+            c->me.rank == rank && strcmp(c->me.job, job) == 0)
             return c;
     }
     return NULL;
+}
+
+struct conn *publisher(struct local_server *srv, const char *job, int32_t rank)
+{
+    return find_publisher(srv, job, rank, 0);
 }
 
 int local_server_publishes(struct local_server *srv, const char *job, int32_t rank, char *why,
@@ -215,6 +223,11 @@ int local_server_publishes(struct local_server *srv, const char *job, int32_t ra
 {
     if (publisher(srv, job, rank) != NULL)
         return 1;
+    if (find_publisher(srv, job, rank, 1) != NULL) {
+        snprintf(why, whylen, "the PUBLISH of job %s rank %d on this node is not answered yet", job,
+                 rank);
+        return 2;
+    }
     snprintf(why, whylen, "no live process on this node publishes job %s rank %d", job, rank);
     return 0;
 }
@@ -223,9 +236,7 @@ int local_server_published_port(struct local_server *srv, const char *job, int32
 {
     struct conn *c = publisher(srv, job, rank);
 
-    if (c == NULL)
-        return 0;
-    return c->published ? (int)c->me.port : (int)c->publishing_port;
+    return c == NULL ? 0 : (int)c->me.port;
 }
 
 void local_server_set_attempts(struct local_server *srv, struct attempts *as)

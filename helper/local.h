@@ -27,9 +27,11 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
 void local_server_close(struct local_server *srv);
 void local_server_free(struct local_server *srv);
 
-/* Loop thread.  1 when a live local connection publishes (job, rank), or is
-   publishing it (its PUBLISH still on its way back), else 0 with the reason
-   in why. */
+/* Loop thread.  1 when a live local connection publishes (job, rank) and
+   the broker accepted its PUBLISH; 2 while that PUBLISH is still on its way
+   (the broker may have taken it and sent an order before its answer is back
+   here, or refuse it for a wrong secret: hold the order until then); else 0.
+   why says why not 1. */
 int local_server_publishes(struct local_server *srv, const char *job, int32_t rank, char *why,
                            size_t whylen);
 /* Loop thread.  Sends LOCAL_INCOMING `in` with a copy of fd to the connection
@@ -39,7 +41,8 @@ int local_server_deliver(struct local_server *srv, const char *job, int32_t rank
                          const struct local_incoming *in, int fd, pid_t *pid, char *why,
                          size_t whylen);
 
-/* Loop thread.  The port (job, rank) published on this node, 0 when none. */
+/* Loop thread.  The port (job, rank) published (accepted) on this node, 0
+   when none. */
 int local_server_published_port(struct local_server *srv, const char *job, int32_t rank);
 struct attempts;
 /* Before serving: where traversing and hole-punching plans go. */

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "proto.h"
 #include "qcgconn.h"
+#include "shares.h"
 #include "upstream.h"
 
 static int withdraw_now(struct conn *c, uint32_t rid);
@@ -96,7 +97,6 @@ static int on_publish(struct conn *c, uint32_t rid)
         return 0;
     }
     c->publishing = 1;
-    c->publishing_port = ct.port;
     return 1;
 }
 
@@ -158,6 +158,40 @@ static int on_lookup(struct conn *c, uint32_t rid)
     return 1;
 }
 
+/* A refusal or drop by a per-uid rate: counted, logged at most every 10 s. */
+static void quota_log(struct conn *c, const char *what, const char *option)
+{
+    struct local_server *srv = c->srv;
+    unsigned left_out;
+
+    srv->refused++;
+    if (ratelimit_ok(&srv->refused_log, uv_now(srv->loop), 10000, &left_out))
+        log_warnx("pid %d uid %d: %s (%s; %u such lines left out)", (int)c->pid, (int)c->uid, what,
+                  option, left_out);
+}
+
+int report_admitted(struct conn *c)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    struct share *sh = c->share;
+
+    /* Malformed, or before HELLO: dispatch says so. */
+    if (!c->hello || local_payload_check(LOCAL_REPORT, &c->in) != 0)
+        return 1;
+    if (!share_take(sh, &sh->reports, cfg->reports_per_uid, 16.0 * cfg->reports_per_uid)) {
+        quota_log(c, "REPORT dropped: the uid's reports exceed their rate", "reports-per-uid");
+        return 0;
+    }
+    /* A success tells the broker little it must know now; the uid's lookups
+       go first. */
+    if (c->in.report.ok && sh->requests >= (unsigned)cfg->max_requests_per_uid) {
+        quota_log(c, "REPORT of a success dropped: the uid's requests are all upstream",
+                  "max-requests-per-uid");
+        return 0;
+    }
+    return 1;
+}
+
 /* No reply (the process is usually closing this connection). */
 static int on_report(struct conn *c, uint32_t rid)
 {
@@ -207,6 +241,7 @@ static int on_status(struct conn *c, uint32_t rid)
     s.contacts = (uint32_t)contacts_published(srv->cs);
     s.upstream_epoch = epoch;
     s.lookups = srv->lookups;
+    s.refused = srv->refused;
     snprintf(s.cluster, sizeof(s.cluster), "%s", srv->cfg->cluster);
     snprintf(s.node, sizeof(s.node), "%s", srv->cfg->node);
     snprintf(s.frontend, sizeof(s.frontend), "%s", upstream_url(srv->up));
@@ -214,7 +249,7 @@ static int on_status(struct conn *c, uint32_t rid)
     return 0;
 }
 
-/* qcg-probe's requests need no HELLO; one at a time per connection like
+/* qcg-probe's requests: one at a time per connection like
    every request (reading stops until the answer), so a connection has at
    most one PROBE outstanding. */
 static int queue_probe_request(struct conn *c, uint16_t type, uint32_t rid)
@@ -226,14 +261,32 @@ static int queue_probe_request(struct conn *c, uint16_t type, uint32_t rid)
     return 1;
 }
 
+/* SITE and PROBE call the broker, and a PROBE holds one of the cluster's
+   few probe slots: a rate per uid. */
+static int rated_probe_request(struct conn *c, uint16_t type, uint32_t rid)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    struct share *sh = c->share;
+
+    if (!share_take(sh, &sh->probes, cfg->probes_per_uid / 60.0, cfg->probes_per_uid)) {
+        quota_log(c, type == LOCAL_SITE ? "SITE refused" : "PROBE refused", "probes-per-uid");
+        send_error(c, rid, QCG_EBUSY, 0,
+                   "uid %d asked for more than %d SITE and PROBE requests a minute "
+                   "(probes-per-uid); retry in a few seconds",
+                   (int)c->uid, cfg->probes_per_uid);
+        return 0;
+    }
+    return queue_probe_request(c, type, rid);
+}
+
 static int on_site(struct conn *c, uint32_t rid)
 {
-    return queue_probe_request(c, LOCAL_SITE, rid);
+    return rated_probe_request(c, LOCAL_SITE, rid);
 }
 
 static int on_probe(struct conn *c, uint32_t rid)
 {
-    return queue_probe_request(c, LOCAL_PROBE, rid);
+    return rated_probe_request(c, LOCAL_PROBE, rid);
 }
 
 /* What a site looks like from outside is the node administrator's word:
@@ -264,8 +317,9 @@ const struct local_handler local_handlers[LOCAL_TYPE_COUNT] = {
     [LOCAL_LOOKUP] = {on_lookup, 1, 1, "LOOKUP"},
     [LOCAL_STATUS] = {on_status, 0, 0, "STATUS"},
     [LOCAL_REPORT] = {on_report, 1, 1, "REPORT"},
-    [LOCAL_SITE] = {on_site, 0, 1, "SITE"},
-    [LOCAL_PROBE] = {on_probe, 0, 1, "PROBE"},
+    /* Like everything that calls the broker, after a HELLO. */
+    [LOCAL_SITE] = {on_site, 1, 1, "SITE"},
+    [LOCAL_PROBE] = {on_probe, 1, 1, "PROBE"},
     [LOCAL_OBSERVED] = {on_observed, 0, 1, "OBSERVED"},
 };
 

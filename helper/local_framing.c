@@ -183,8 +183,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->have == sizeof(c->hdr) + c->hdr.length) {
         c->have = 0;
-        if (local_handlers[c->hdr.type].upstream &&
-            c->share->requests >= (unsigned)c->srv->cfg->max_requests_per_uid) {
+        if (c->hdr.type == LOCAL_REPORT && !report_admitted(c)) {
+            /* Advice only: dropped rather than held behind the uid's lookups. */
+        } else if (local_handlers[c->hdr.type].upstream &&
+                   c->share->requests >= (unsigned)c->srv->cfg->max_requests_per_uid) {
             log_debug("pid %d uid %d: %s waits: %u requests of the uid upstream "
                       "(max-requests-per-uid)",
                       (int)c->pid, (int)c->uid, local_handlers[c->hdr.type].name,

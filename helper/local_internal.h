@@ -9,6 +9,7 @@
 
 #include "dlist.h"
 #include "local.h"
+#include "ratelimit.h"
 
 struct local_server {
     uv_loop_t *loop;
@@ -24,6 +25,8 @@ struct local_server {
     struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;
+    uint64_t refused; /* requests refused or dropped by a per-uid rate */
+    struct ratelimit refused_log;
     struct attempts *attempts; /* traversing and hole punching, initiator side */
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
@@ -51,10 +54,10 @@ struct conn {
     int held;
     struct dlink wait;
     int published;              /* me is published upstream */
-    /* A PUBLISH of me is on its way upstream, for this port.  The broker may
-       have it, and send an order for me, before its answer is back here. */
+    /* A PUBLISH of me is on its way upstream.  The broker may have it, and
+       send an order for me, before its answer is back here: orders.c holds
+       such an order until the answer. */
     int publishing;
-    uint16_t publishing_port;
     /* REPORTs still on their way upstream.  The broker takes a report only
        from a published rank: the withdrawal (asked, or at the process's end)
        waits for them, or a process that reports and quits at once would
@@ -108,7 +111,8 @@ extern const struct local_handler local_handlers[LOCAL_TYPE_COUNT];
 /* local.c: a connection's life. */
 void conn_unref(struct conn *c);
 void conn_close(struct conn *c);
-/* The live connection that publishes (job, rank), or is publishing it. */
+/* The live connection whose PUBLISH of (job, rank) the broker accepted (one
+   still on its way does not count: its secret may be wrong). */
 struct conn *publisher(struct local_server *srv, const char *job, int32_t rank);
 
 /* local_framing.c: one message read at a time, replies queued. */
@@ -123,6 +127,8 @@ __attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t r
 
 /* local_dispatch.c: a whole message, checked, to its handler. */
 void dispatch(struct conn *c);
+/* A whole REPORT in c: 0 when a per-uid rate drops it (counted), else 1. */
+int report_admitted(struct conn *c);
 void withdraw_after_reports(struct conn *c);
 
 /* local_requests.c: upstream requests on the thread pool. */

@@ -12,6 +12,7 @@
 #include "dlist.h"
 #include "hex.h"
 #include "log.h"
+#include "ratelimit.h"
 #include "orders.h"
 #include "punch.h"
 #include "responder.h"
@@ -24,6 +25,8 @@
 /* A process busy writing to us: how often, and how many times, to retry. */
 #define DELIVER_RETRY_MS 10
 #define DELIVER_TRIES 200
+/* How often held orders look at their PUBLISH's answer. */
+#define HOLD_CHECK_MS 10
 
 enum action_state { A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER, A_PUNCH, A_INJECT };
 enum action_kind { K_CONNECT_BACK, K_PROXY, K_PUNCH, K_INJECT };
@@ -48,6 +51,13 @@ struct action {
     uint64_t start_ms;
 };
 
+/* An order waiting for the answer to its target's PUBLISH. */
+struct held {
+    struct dlink link;
+    struct command cmd;
+    uint64_t until_ms;
+};
+
 struct orders {
     uv_loop_t *loop;
     struct local_server *srv;
@@ -57,6 +67,10 @@ struct orders {
     uv_async_t async;
     struct dlist active; /* of struct action */
     unsigned nactive;
+    struct dlist held; /* of struct held, oldest first */
+    unsigned nheld;
+    uv_timer_t hold_timer;
+    struct ratelimit hold_log;
 
     pthread_mutex_t lock; /* guards the fields below */
     int closed;
@@ -88,6 +102,8 @@ struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
         return NULL;
     }
     o->async.data = o;
+    uv_timer_init(loop, &o->hold_timer);
+    o->hold_timer.data = o;
     return o;
 }
 
@@ -460,6 +476,88 @@ static void start_inject(struct orders *o, struct action *a)
     a->injecting = 1;
 }
 
+static void start(struct orders *o, const struct command *cmd);
+
+/* The job's orders in progress (active) or held. */
+static unsigned job_orders(const struct orders *o, const char *job, int held)
+{
+    unsigned n = 0;
+
+    for (const struct dlink *l = held ? o->held.head : o->active.head; l != NULL; l = l->next) {
+        const struct command *c = held ? &dlist_entry(l, struct held, link)->cmd
+                                       : &dlist_entry(l, struct action, link)->cmd;
+        n += strcmp(c->job, job) == 0;
+    }
+    return n;
+}
+
+/* A refusal one job can repeat at will: logged at most every 10 s. */
+static void refuse_share(struct orders *o, const struct command *cmd, const char *why)
+{
+    unsigned left_out;
+
+    if (ratelimit_ok(&o->hold_log, uv_now(o->loop), 10000, &left_out))
+        log_warnx("%s for job %s rank %d (initiator rank %d) refused: %s (%u such lines left "
+                  "out)",
+                  cmd->kind, cmd->job, cmd->rank, cmd->peer_rank, why, left_out);
+}
+
+static void on_hold_timer(uv_timer_t *t)
+{
+    struct orders *o = t->data;
+    uint64_t now = uv_now(o->loop);
+    struct dlink *l = o->held.head;
+
+    while (l != NULL) {
+        struct held *h = dlist_entry(l, struct held, link);
+        char why[200] = "";
+        int st = local_server_publishes(o->srv, h->cmd.job, h->cmd.rank, why, sizeof(why));
+
+        l = l->next;
+        if (st == 2 && now < h->until_ms)
+            continue;
+        dlist_remove(&o->held, &h->link);
+        o->nheld--;
+        if (st == 1)
+            start(o, &h->cmd);
+        else
+            log_warnx("%s for job %s rank %d (initiator rank %d) refused: %s", h->cmd.kind,
+                      h->cmd.job, h->cmd.rank, h->cmd.peer_rank,
+                      st == 2 ? "its PUBLISH was not answered in time"
+                              : "its PUBLISH was refused, "
+                                "or the process left");
+        explicit_bzero(h, sizeof(*h));
+        free(h);
+    }
+    if (o->held.head != NULL)
+        uv_timer_start(&o->hold_timer, on_hold_timer, HOLD_CHECK_MS, 0);
+}
+
+/* The broker has the PUBLISH of the order's rank and may have sent the order
+   before its answer reached us; a local process whose PUBLISH it refuses
+   (a wrong secret) must not get the socket, so the order waits for the
+   answer. */
+static void hold(struct orders *o, const struct command *cmd)
+{
+    struct held *h = NULL;
+
+    if (o->nheld >= ORDERS_HELD_MAX || job_orders(o, cmd->job, 1) >= ORDERS_JOB_HELD_MAX ||
+        (h = calloc(1, sizeof(*h))) == NULL) {
+        refuse_share(o, cmd,
+                     "too many orders (of the job, or in all) wait for their PUBLISH's "
+                     "answer");
+        return;
+    }
+    h->cmd = *cmd;
+    h->until_ms = uv_now(o->loop) + ORDER_HOLD_MS;
+    dlist_append(&o->held, &h->link);
+    o->nheld++;
+    log_debug("%s for job %s rank %d waits for the answer to its PUBLISH", cmd->kind, cmd->job,
+              cmd->rank);
+    if (!uv_is_active((uv_handle_t *)&o->hold_timer))
+        uv_timer_start(&o->hold_timer, on_hold_timer, HOLD_CHECK_MS, 0);
+}
+
 static void start(struct orders *o, const struct command *cmd)
 {
     struct sockaddr_storage sa;
@@ -479,14 +577,22 @@ static void start(struct orders *o, const struct command *cmd)
 
     /* Only for a process that is here and published: the order could be
        stale (it exited) or meant for a rank this node never had. */
-    if (!local_server_publishes(o->srv, cmd->job, cmd->rank, why, sizeof(why))) {
+    int published = local_server_publishes(o->srv, cmd->job, cmd->rank, why, sizeof(why));
+    if (published == 2) {
+        hold(o, cmd);
+        return;
+    }
+    if (published != 1) {
         log_warnx("%s for job %s rank %d (initiator rank %d) refused: %s", cmd->kind, cmd->job,
                   cmd->rank, cmd->peer_rank, why);
         return;
     }
     if (o->nactive >= ORDERS_ACTIVE_MAX) {
-        log_warnx("%s for job %s rank %d refused: %d orders already in progress", cmd->kind,
-                  cmd->job, cmd->rank, ORDERS_ACTIVE_MAX);
+        refuse_share(o, cmd, "too many orders in progress");
+        return;
+    }
+    if (job_orders(o, cmd->job, 0) >= ORDERS_JOB_ACTIVE_MAX) {
+        refuse_share(o, cmd, "the job has its share of the orders in progress");
         return;
     }
     if (salen == 0)
@@ -571,6 +677,14 @@ void orders_close(struct orders *o)
     o->count = 0;
     uv_close((uv_handle_t *)&o->async, NULL);
     pthread_mutex_unlock(&o->lock);
+    while (o->held.head != NULL) {
+        struct held *h = dlist_entry(o->held.head, struct held, link);
+        dlist_remove(&o->held, &h->link);
+        explicit_bzero(h, sizeof(*h));
+        free(h);
+    }
+    o->nheld = 0;
+    uv_close((uv_handle_t *)&o->hold_timer, NULL);
     while (o->active.head != NULL) {
         struct action *a = dlist_entry(o->active.head, struct action, link);
         log_info("%s for job %s rank %d abandoned: the helper is stopping", what(a), a->cmd.job,

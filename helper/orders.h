@@ -19,9 +19,11 @@
  *
  * Orders arrive on the upstream thread (orders_push, thread-safe) and run on
  * the event loop: non-blocking sockets and timers, every step bounded.  An
- * order for a (job, rank) that no live local process publishes is refused
- * with a log line; so is one the process is gone for when the socket is
- * ready.
+ * order goes only to a local process whose PUBLISH of (job, rank) the broker
+ * accepted (so its secret matched): one for a rank whose PUBLISH is still on
+ * its way waits for the answer (ORDER_HOLD_MS at most), one for a rank no
+ * live process publishes is refused with a log line; so is one the process
+ * is gone for when the socket is ready.
  */
 #ifndef QCG_HELPER_ORDERS_H
 #define QCG_HELPER_ORDERS_H
@@ -37,6 +39,15 @@
 #define ORDERS_QUEUED_MAX 256        /* waiting for the loop */
 #define ORDERS_ACTIVE_MAX 256        /* sockets in progress */
 #define ORDER_INJECT_TIMEOUT_MS 5000 /* from the injected SYN to the third ACK */
+/* Orders for a rank whose PUBLISH is not answered yet wait for the answer:
+   this many at once, at most this long each. */
+#define ORDERS_HELD_MAX 64
+#define ORDER_HOLD_MS 3000
+/* What one job may hold of the sockets in progress and of the held orders
+   (a proxy-connect waits up to 30 s at the proxy): one job's storm leaves
+   room for the others. */
+#define ORDERS_JOB_ACTIVE_MAX (ORDERS_ACTIVE_MAX * 3 / 4)
+#define ORDERS_JOB_HELD_MAX (ORDERS_HELD_MAX * 3 / 4)
 
 struct orders;
 struct privsep;

@@ -2,6 +2,7 @@
    handful of users at once, so a list searched linearly will do. */
 #include <stdlib.h>
 
+#include "monotonic.h"
 #include "shares.h"
 
 struct shares {
@@ -15,6 +16,13 @@ struct shares *shares_new(void)
 
 void shares_free(struct shares *ss)
 {
+    if (ss == NULL)
+        return;
+    while (ss->list.head != NULL) {
+        struct share *s = dlist_entry(ss->list.head, struct share, link);
+        dlist_remove(&ss->list, &s->link);
+        free(s);
+    }
     free(ss);
 }
 
@@ -40,7 +48,7 @@ struct share *share_join(struct shares *ss, uid_t uid)
 
 static void release(struct shares *ss, struct share *s)
 {
-    if (s->conns > 0 || s->requests > 0)
+    if (s->conns > 0 || s->requests > 0 || monotonic_ms() < s->keep_until_ms)
         return;
     dlist_remove(&ss->list, &s->link);
     free(s);
@@ -61,4 +69,15 @@ void share_request_end(struct shares *ss, struct share *s)
 {
     s->requests--;
     release(ss, s);
+}
+
+bool share_take(struct share *s, struct tokenbucket *b, double rate, double burst)
+{
+    uint64_t now = monotonic_ms();
+    bool ok = tokenbucket_take(b, now, rate, burst);
+    uint64_t full = now + (uint64_t)((burst - b->tokens) * 1000.0 / rate) + 1;
+
+    if (full > s->keep_until_ms)
+        s->keep_until_ms = full;
+    return ok;
 }

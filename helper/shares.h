@@ -9,9 +9,11 @@
 #ifndef QCG_HELPER_SHARES_H
 #define QCG_HELPER_SHARES_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "dlist.h"
+#include "tokenbucket.h"
 
 struct share {
     uid_t uid;
@@ -19,12 +21,18 @@ struct share {
     unsigned requests;    /* its requests on the thread pool */
     struct dlist waiting; /* connections holding a request back (local.c's struct conn) */
     struct dlink link;    /* in struct shares */
+    /* Rates per uid (reports-per-uid, probes-per-uid): the share outlives
+       the uid's connections until its buckets are full again, or a uid
+       would get a full bucket by reconnecting. */
+    struct tokenbucket reports, probes;
+    uint64_t keep_until_ms;
 };
 
 struct shares;
 
 struct shares *shares_new(void);
-/* Every share must have been released. */
+/* Frees the shares kept for their buckets too (every connection and
+   request must have ended). */
 void shares_free(struct shares *ss);
 /* The share of uid with one more connection; NULL when out of memory. */
 struct share *share_join(struct shares *ss, uid_t uid);
@@ -33,5 +41,8 @@ void share_leave(struct shares *ss, struct share *s);
 void share_request_begin(struct share *s);
 /* One request fewer (the caller wakes its waiting connections first). */
 void share_request_end(struct shares *ss, struct share *s);
+/* Takes a token of the share's bucket b (rate a second, burst): true when
+   there was one.  Keeps the share until the bucket is full again. */
+bool share_take(struct share *s, struct tokenbucket *b, double rate, double burst);
 
 #endif

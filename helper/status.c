@@ -18,8 +18,8 @@ static void print_status(const struct local_status *s, bool json, FILE *out)
         json_string(out, s->cluster);
         fprintf(out, ",\"node\":");
         json_string(out, s->node);
-        fprintf(out, ",\"clients\":%u,\"contacts\":%u,\"lookups\":%llu}\n", s->clients,
-                s->contacts, (unsigned long long)s->lookups);
+        fprintf(out, ",\"clients\":%u,\"contacts\":%u,\"lookups\":%llu,\"refused\":%u}\n",
+                s->clients, s->contacts, (unsigned long long)s->lookups, s->refused);
         return;
     }
     fprintf(out, "%-20s %s\n", "upstream connected", s->upstream_connected ? "yes" : "no");
@@ -29,6 +29,7 @@ static void print_status(const struct local_status *s, bool json, FILE *out)
     fprintf(out, "%-20s %u\n", "clients", s->clients);
     fprintf(out, "%-20s %u\n", "contacts", s->contacts);
     fprintf(out, "%-20s %llu\n", "lookups", (unsigned long long)s->lookups);
+    fprintf(out, "%-20s %u\n", "refused", s->refused);
 }
 
 int helper_status(const char *socket_path, bool json, FILE *out, FILE *err)

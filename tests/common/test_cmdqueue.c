@@ -1,4 +1,5 @@
 /* cmdqueue.c: numbering, acknowledgement, redelivery, timeout, overflow, close. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -91,6 +92,17 @@ static void test_timeout(void)
     cmdqueue_free(q);
 }
 
+static struct command order(const char *job, int rank)
+{
+    struct command c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.kind, sizeof(c.kind), "connect-back");
+    snprintf(c.job, sizeof(c.job), "%s", job);
+    snprintf(c.token, sizeof(c.token), "tok");
+    c.rank = rank;
+    return c;
+}
+
 static void test_overflow(void)
 {
     struct cmdqueue *q = cmdqueue_new(4);
@@ -113,16 +125,87 @@ static void test_overflow(void)
     /* An order that a flush does not cover survives the overflow after it. */
     for (int i = 0; i < 3; i++)
         cmdqueue_push(q, &c);
-    struct command order;
-    memset(&order, 0, sizeof(order));
-    snprintf(order.kind, sizeof(order.kind), "connect");
-    snprintf(order.token, sizeof(order.token), "tok");
-    uint64_t so = cmdqueue_push(q, &order);
+    struct command o = order("k", 1);
+    uint64_t so = cmdqueue_push(q, &o);
     n = cmdqueue_wait(q, 0, 0, out, 8);
     CHECK(n == 2);
     CHECK_STR(out[0].kind, "flush");
-    CHECK_STR(out[1].kind, "connect");
+    CHECK_STR(out[1].kind, "connect-back");
     CHECK(out[1].seq == so && out[0].seq < so);
+    cmdqueue_free(q);
+}
+
+/* One job's churn (invalidations of its publish/withdraw loop, orders of its
+   lookups) fills the queue: another job's order queued before it is still
+   delivered, the churning job's excess orders are refused (EDQUOT), and the
+   other job's next order still finds room. */
+static void test_churn_keeps_others_orders(void)
+{
+    struct cmdqueue *q = cmdqueue_new(16);
+    struct command out[16];
+    struct command victim = order("victim", 3);
+    uint64_t sv = cmdqueue_push(q, &victim);
+    CHECK(sv > 0);
+
+    int refused = 0, edquot = 0;
+    for (int i = 0; i < 1000; i++) {
+        struct command inv = invalidate("churn", i);
+        CHECK(cmdqueue_push(q, &inv) > 0);
+        struct command o = order("churn", i);
+        errno = 0;
+        if (cmdqueue_push(q, &o) == 0) {
+            refused++;
+            edquot += errno == EDQUOT;
+        }
+    }
+    CHECKF(refused > 0 && edquot == refused, "%d refused, %d for the job's share", refused, edquot);
+    struct command other = order("other", 5);
+    uint64_t so = cmdqueue_push(q, &other);
+    CHECKF(so > 0, "another job's order still finds room");
+
+    int n = cmdqueue_wait(q, 0, 0, out, 16);
+    int victim_seen = 0, other_seen = 0, churn = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(out[i].kind, "connect-back") != 0)
+            continue;
+        victim_seen += out[i].seq == sv && strcmp(out[i].job, "victim") == 0;
+        other_seen += out[i].seq == so && strcmp(out[i].job, "other") == 0;
+        churn += strcmp(out[i].job, "churn") == 0;
+    }
+    CHECKF(victim_seen == 1, "the victim's connect-back is still queued");
+    CHECK(other_seen == 1);
+    CHECKF(churn == 12, "the churning job holds its share (12 of 16), got %d", churn);
+    for (int i = 1; i < n; i++)
+        CHECK(out[i].seq > out[i - 1].seq);
+    cmdqueue_free(q);
+}
+
+/* Orders alone never take the last slot, and an invalidation then still goes
+   in (as a flush when the queue is full). */
+static void test_orders_full(void)
+{
+    struct cmdqueue *q = cmdqueue_new(4);
+    struct command out[8];
+    cmdqueue_set_job_share(q, 4);
+    for (int i = 0; i < 3; i++) {
+        struct command o = order("a", i);
+        CHECK(cmdqueue_push(q, &o) > 0);
+    }
+    struct command o = order("b", 0);
+    errno = 0;
+    CHECK(cmdqueue_push(q, &o) == 0 && errno == ENOSPC);
+    struct command inv = invalidate("a", 0);
+    CHECK(cmdqueue_push(q, &inv) > 0);
+    CHECK(cmdqueue_push(q, &inv) > 0);
+    int n = cmdqueue_wait(q, 0, 0, out, 8);
+    CHECK(n == 4);
+    CHECK_STR(out[3].kind, "flush");
+    for (int i = 0; i < 3; i++)
+        CHECK_STR(out[i].kind, "connect-back");
+    /* Acknowledged orders free their slots. */
+    n = cmdqueue_wait(q, out[3].seq, 0, out, 8);
+    CHECK(n == 0);
+    CHECK(cmdqueue_push(q, &o) > 0);
     cmdqueue_free(q);
 }
 
@@ -202,6 +285,8 @@ int main(void)
     test_seq_ack_redelivery();
     test_timeout();
     test_overflow();
+    test_churn_keeps_others_orders();
+    test_orders_full();
     test_wakeups();
     return check_result("test_cmdqueue");
 }

@@ -118,6 +118,13 @@ int main(int argc, char **argv)
                    s(r.plan.status), s(r.plan.technique), s(r.plan.cluster), s(r.plan.node),
                    s(r.plan.address), r.plan.port, s(r.plan.token), r.plan.cacheable,
                    s(r.plan.reason));
+    } else if (strcmp(op, "report") == 0) {
+        need(ac, 8, "report JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY");
+        struct qcg__ackResponse r = {0};
+        rc = soap_call_qcg__report(soap, url, NULL, v, av[0], av[1], to_int(av[2]), to_int(av[3]),
+                                   av[4], to_int(av[5]), to_int(av[6]), av[7], &r);
+        if (rc == SOAP_OK)
+            printf("ok\n");
     } else if (strcmp(op, "poll") == 0) {
         need(ac, 3, "poll EPOCH ACK WAIT_SECONDS");
         struct qcg__pollResponse r;

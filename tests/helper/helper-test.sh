@@ -222,6 +222,13 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		pass "max-clients-per-uid: not tried (needs root to connect as another uid)"
 	fi
 
+	start_helper helper-rates.log --probes-per-uid 2 --reports-per-uid 1
+	run_client "probes-per-uid, reports-per-uid: refusals and drops, counted" rates "$sock"
+	check "... logged at most once in 10 s: the SITE's refusal, the 20-odd drops left out" \
+		bash -c "[ \$(grep -cE 'SITE refused|REPORT.* dropped' '$work/helper-rates.log') -eq 1 ] &&
+		grep -q 'SITE refused (probes-per-uid' '$work/helper-rates.log'"
+	check_sigterm
+
 	start_helper helper-fuzz.log
 	run_client "fuzz: 1000 connections of noise and half-valid messages" fuzz "$sock" 1000
 	run_client "flood: requests whose replies are never read" flood "$sock" "$helper_pid"
@@ -255,13 +262,34 @@ proto)
 	pids+=($!)
 	check "the frontend of c2 (nat) starts" wait_for "port 17902" 100 listening 17902
 	sock2=$work/c2.sock
-	"$helper" --socket "$sock2" --frontend https://127.0.0.1:17902/ --ca "$ca/ca.crt" \
-		--cert "$ca/helper-c2-n9.pem" --address 127.0.0.1 --ports 17940-17949 \
-		>>"$work/helper-c2.log" 2>&1 &
-	pids+=($!)
+	helper2=("$helper" --socket "$sock2" --frontend https://127.0.0.1:17902/ --ca "$ca/ca.crt"
+		--cert "$ca/helper-c2-n9.pem" --address 127.0.0.1 --ports 17940-17949)
+	"${helper2[@]}" >>"$work/helper-c2.log" 2>&1 &
+	helper2_pid=$!
+	pids+=("$helper2_pid")
 	check "the helper of c2/n9 registers" wait_for "registration" 150 connected "$sock2"
 	run_client "plans across clusters: direct, and the technique a pair would need" \
 		technique "$sock" "$low" "$sock2" 17940
+
+	# Rank 1 of race-job published on c2/n9, whose helper is then killed: the
+	# broker still lists the rank there.  A local user there loops HELLO +
+	# PUBLISH as rank 1 with a wrong secret while rank 0 (c1) asks for
+	# reversed connections: no connect-back may reach the impostor.
+	"$client" hold-rank "$sock2" 17945 >"$work/hold-rank.out" 2>&1 &
+	holder=$!
+	pids+=("$holder")
+	check "rank 1 of race-job is published on c2/n9" wait_for "the victim's contact" 100 \
+		grep -q 'published job race-job rank 1' "$work/helper-c2.log"
+	kill -9 "$helper2_pid"
+	wait "$helper2_pid" 2>/dev/null || true
+	wait "$holder" 2>/dev/null || true
+	"${helper2[@]}" >>"$work/helper-c2.log" 2>&1 &
+	helper2_pid=$!
+	pids+=("$helper2_pid")
+	check "c2/n9's helper, restarted, registers again" wait_for "registration" 150 \
+		connected "$sock2"
+	run_client "an impostor's PUBLISH in flight receives no connect-back: 30 rounds" \
+		publish-race "$sock" "$low" "$sock2" 17946 30
 
 	# c2's helper pointed at c1's frontend: it must not talk to it at all.
 	"$helper" --socket "$work/wrong.sock" --frontend "https://127.0.0.1:$port_f/" \

@@ -26,6 +26,8 @@
  *                             rank 1, then at once withdraws, or just closes, in turn)
  */
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -930,10 +932,10 @@ static int lookup_published(int fd, const struct local_lookup *lk, struct reply 
     return 0;
 }
 
-/* One request on a fresh connection (no HELLO), as qcg-probe and
-   qcg-helper --status ask: 0 with the reply, or -1. */
-static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
-                       struct reply *r)
+/* One request on a fresh connection, after h unless NULL: 0 with the reply,
+   or -1. */
+static int ask(const char *path, const struct local_hello *h, uint16_t type, const void *payload,
+               size_t len, struct reply *r)
 {
     struct lmsg_reader m;
     char why[512];
@@ -942,10 +944,30 @@ static int one_request(const char *path, uint16_t type, const void *payload, siz
     memset(r, 0, sizeof(*r));
     if (type >= LOCAL_TYPE_COUNT || len != local_payload_size[type])
         return -1;
-    rc = lmsg_ask(path, type, payload, IO_TIMEOUT_MS, &m, why, sizeof(why));
+    rc = lmsg_ask_hello(path, h, type, payload, IO_TIMEOUT_MS, &m, why, sizeof(why));
     if (rc < 0)
         printf("     %s\n", why);
     return take_reply(rc, &m, r);
+}
+
+/* No HELLO, as qcg-helper --status asks. */
+static int one_request(const char *path, uint16_t type, const void *payload, size_t len,
+                       struct reply *r)
+{
+    return ask(path, NULL, type, payload, len, r);
+}
+
+/* After a HELLO, as qcg-probe asks SITE and PROBE. */
+static int hello_request(const char *path, uint16_t type, const void *payload, size_t len,
+                         struct reply *r)
+{
+    struct local_hello h;
+
+    memset(&h, 0, sizeof(h));
+    h.version = LOCAL_VERSION;
+    snprintf(h.job, sizeof(h.job), "qcg-probe-test");
+    snprintf(h.secret, sizeof(h.secret), "qcg-probe");
+    return ask(path, &h, type, payload, len, r);
 }
 
 static bool violation_closes(const char *path, uint16_t type, const void *payload, size_t len)
@@ -953,6 +975,13 @@ static bool violation_closes(const char *path, uint16_t type, const void *payloa
     struct reply r;
 
     return one_request(path, type, payload, len, &r) == 0 && is_error(&r, QCG_EPROTO);
+}
+
+static bool violation_after_hello(const char *path, uint16_t type, const void *payload, size_t len)
+{
+    struct reply r;
+
+    return hello_request(path, type, payload, len, &r) == 0 && is_error(&r, QCG_EPROTO);
 }
 
 static void fill_observed(struct local_observed *o, const char *kind, const char *mapping,
@@ -980,9 +1009,15 @@ static int mode_probe(int argc, char **argv)
     unsigned port_low = 0;
     bool ok;
 
-    /* SITE needs no HELLO. */
-    check(one_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
-          "SITE before HELLO is answered with SITE_OK");
+    /* SITE and PROBE reach the broker: a HELLO first, like everything else. */
+    check(violation_closes(path, LOCAL_SITE, NULL, 0), "SITE before HELLO: a protocol violation");
+    memset(&pr, 0, sizeof(pr));
+    snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
+    pr.seconds = 5;
+    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)),
+          "PROBE before HELLO: a protocol violation");
+    check(hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+          "SITE after HELLO is answered with SITE_OK");
     if (r.h.type == LOCAL_SITE_OK) {
         const struct local_site *st = &r.p.site;
         bool own = false;
@@ -1009,13 +1044,13 @@ static int mode_probe(int argc, char **argv)
     memset(&pr, 0, sizeof(pr));
     snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
     pr.seconds = LOCAL_PROBE_SECONDS_MAX + 1;
-    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)),
+    check(violation_after_hello(path, LOCAL_PROBE, &pr, sizeof(pr)),
           "PROBE of %u s: a protocol violation", pr.seconds);
     pr.seconds = 0;
-    check(violation_closes(path, LOCAL_PROBE, &pr, sizeof(pr)), "PROBE of 0 s: a violation");
+    check(violation_after_hello(path, LOCAL_PROBE, &pr, sizeof(pr)), "PROBE of 0 s: a violation");
     snprintf(pr.cluster, sizeof(pr.cluster), "no-such-cluster");
     pr.seconds = 5;
-    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 &&
+    ok = hello_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 &&
          is_error(&r, QCG_ENOTFOUND) && strstr(r.p.error.message, "no-such-cluster") != NULL;
     check(ok, "PROBE of an unknown cluster: QCG_ENOTFOUND naming it (%s)",
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
@@ -1023,7 +1058,7 @@ static int mode_probe(int argc, char **argv)
     /* The probe itself. */
     snprintf(pr.cluster, sizeof(pr.cluster), "%s", cluster);
     pr.seconds = seconds;
-    ok = one_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 && r.h.type == LOCAL_PROBE_OK;
+    ok = hello_request(path, LOCAL_PROBE, &pr, sizeof(pr), &r) == 0 && r.h.type == LOCAL_PROBE_OK;
     check(ok, "PROBE of cluster %s for %u s: PROBE_OK%s%s", cluster, seconds,
           r.h.type == LOCAL_ERROR ? ": " : "", r.h.type == LOCAL_ERROR ? r.p.error.message : "");
     if (r.h.type == LOCAL_PROBE_OK) {
@@ -1101,7 +1136,7 @@ static int mode_observed_denied(int argc, char **argv)
     check(ok, "OBSERVED from uid %d: QCG_EDENIED (%s)", (int)getuid(),
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
     /* SITE is for everyone. */
-    check(one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
+    check(hello_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_SITE_OK,
           "SITE from uid %d: SITE_OK", (int)getuid());
     return 0;
 }
@@ -1169,6 +1204,156 @@ static int mode_report(int argc, char **argv)
     return failures;
 }
 
+#define RACE_JOB "race-job"
+
+/* The victim of publish-race: rank 1 of RACE_JOB publishes at path, then
+   stays until the helper goes (at most 60 s). */
+static int mode_hold_rank(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    struct reply r;
+    int fd = open_helper(argv[2]);
+    bool ok = fd >= 0 && hello(fd, RACE_JOB, SECRET, 1, &r) == 0 && r.h.type == LOCAL_HELLO_OK &&
+              publish(fd, (unsigned)atoi(argv[3]), &r) == 0 && r.h.type == LOCAL_OK;
+    check(ok, "rank 1 of %s publishes on port %s", RACE_JOB, argv[3]);
+    fflush(stdout);
+    if (ok)
+        wait_fd(fd, POLLIN, now_us() + 60u * 1000000u);
+    return failures;
+}
+
+/* A TCP listener on 127.0.0.1:port for connect-backs, or -1. */
+static int tcp_listener(unsigned port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+        printf("     cannot listen on port %u: %s\n", port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The broker lists rank 1 of RACE_JOB on the NATed node (the helper that
+   held it was killed), and a local user there who knows the job id but not
+   its secret loops HELLO + PUBLISH as rank 1, while rank 0 in the open
+   cluster asks for reversed connections to it.  The connect-back orders must
+   never hand a socket to the loop's connections: only a PUBLISH the broker
+   accepted counts, not one still on its way. */
+static int mode_publish_race(int argc, char **argv)
+{
+    if (argc != 7)
+        return 2;
+    const char *open_path = argv[2], *nat_path = argv[4];
+    unsigned open_low = (unsigned)atoi(argv[3]), nat_port = (unsigned)atoi(argv[5]);
+    int rounds = atoi(argv[6]), plans = 0, refused = 0, stolen = 0;
+    struct reply r;
+
+    int lfd = tcp_listener(open_low);
+    int a = open_helper(open_path);
+    bool ok = lfd >= 0 && a >= 0 && hello(a, RACE_JOB, SECRET, 0, &r) == 0 &&
+              r.h.type == LOCAL_HELLO_OK && publish(a, open_low, &r) == 0 && r.h.type == LOCAL_OK;
+    check(ok, "rank 0 publishes in the open cluster, listening on port %u", open_low);
+    for (int i = 0; ok && i < rounds; i++) {
+        struct local_publish p = {.port = (uint16_t)nat_port};
+        uint32_t rid = next_rid++;
+        int x = open_helper(nat_path);
+
+        if (x < 0 || hello(x, RACE_JOB, "not-the-secret", 1, &r) < 0 ||
+            r.h.type != LOCAL_HELLO_OK || send_msg(x, LOCAL_PUBLISH, rid, &p, sizeof(p)) < 0) {
+            printf("     round %d: HELLO + PUBLISH failed\n", i);
+            if (x >= 0)
+                close(x);
+            break;
+        }
+        plans += lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN &&
+                 r.p.plan.technique == QCG_TECH_REVERSED;
+        /* Everything the helper sends the impostor until its PUBLISH is
+           answered (2 s at most). */
+        uint64_t deadline = now_us() + 2000000u;
+        for (;;) {
+            struct lmsg_reader m;
+
+            lmsg_reader_init(&m);
+            if (lmsg_recv(x, &m, deadline) != 0) {
+                lmsg_reader_reset(&m);
+                break;
+            }
+            uint16_t type = m.hdr.type;
+            uint32_t got = m.hdr.request_id;
+            lmsg_reader_reset(&m);
+            if (type == LOCAL_INCOMING)
+                stolen++;
+            if (got == rid) {
+                refused += type == LOCAL_ERROR;
+                break;
+            }
+        }
+        close(x);
+        int c;
+        while ((c = accept(lfd, NULL, NULL)) >= 0)
+            close(c);
+    }
+    check(plans > 0, "the broker planned %d reversed connections to rank 1 in %d rounds", plans,
+          rounds);
+    check(refused == rounds, "%d of %d PUBLISHes with a wrong secret refused", refused, rounds);
+    check(stolen == 0, "no connect-back reached the impostor (%d did)", stolen);
+    if (a >= 0)
+        close(a);
+    if (lfd >= 0)
+        close(lfd);
+    return failures;
+}
+
+/* The per-uid rates of a helper started with --probes-per-uid 2
+   --reports-per-uid 1 (and no frontend): the third SITE is refused with
+   QCG_EBUSY naming the option, also on a new connection; of 40 REPORTs in a
+   row, those beyond the burst (16) and what a second refills are dropped and
+   counted in the status. */
+static int mode_rates(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    struct local_status st;
+    bool ok;
+
+    for (int i = 0; i < 2; i++) {
+        ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_ERROR &&
+             r.p.error.code != QCG_EBUSY;
+        check(ok, "SITE %d passes the rate (then finds no frontend: %s)", i + 1,
+              r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+    }
+    ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EBUSY) &&
+         strstr(r.p.error.message, "probes-per-uid") != NULL;
+    check(ok, "the third SITE within a minute: QCG_EBUSY naming probes-per-uid (%s)",
+          r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+
+    int fd = joined(path, SECRET, 0);
+    struct local_report rep = {.to_rank = 1, .technique = QCG_TECH_DIRECT, .ok = 0};
+    int sent = 0;
+    for (int i = 0; fd >= 0 && i < 40; i++)
+        sent += send_msg(fd, LOCAL_REPORT, 0, &rep, sizeof(rep)) == 0;
+    /* Requests are read in order: once the LOOKUP is answered, every REPORT
+       before it was taken or dropped. */
+    ok = sent == 40 && lookup(fd, 1, &r) == 0;
+    check(ok, "40 REPORTs sent, then a LOOKUP answered");
+    ok = status_ok(path, &st);
+    check(ok && st.refused >= 2 + 20 && st.refused <= 2 + 24,
+          "the status counts the refused SITE and 20-24 dropped REPORTs: refused %u",
+          ok ? st.refused : 0);
+    if (fd >= 0)
+        close(fd);
+    return failures;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1176,7 +1361,7 @@ static int mode_site_error(int argc, char **argv)
 
     if (argc != 4)
         return 2;
-    ok = one_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EUPSTREAM) &&
+    ok = hello_request(argv[2], LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EUPSTREAM) &&
          strstr(r.p.error.message, argv[3]) != NULL;
     check(ok, "SITE: QCG_EUPSTREAM saying '%s' (%s)", argv[3],
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
@@ -1212,6 +1397,12 @@ int main(int argc, char **argv)
         rc = mode_observed_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "report") == 0)
         rc = mode_report(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "hold-rank") == 0)
+        return mode_hold_rank(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "publish-race") == 0)
+        return mode_publish_race(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "rates") == 0)
+        return mode_rates(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "site-error") == 0)
         rc = mode_site_error(argc, argv);
     if (rc == 2) {

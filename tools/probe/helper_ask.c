@@ -1,7 +1,10 @@
-/* One request to the local helper on a connection of its own (no HELLO: SITE,
-   PROBE, OBSERVED and STATUS are allowed before one), through core's client. */
+/* One request to the local helper on a connection of its own, through
+   core's client.  SITE and PROBE reach the broker, so the helper wants a
+   HELLO first, like every process's: qcg-probe's names a job of its own,
+   under which nothing is ever published. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lmsg.h"
 #include "probe.h"
@@ -12,8 +15,14 @@ int helper_ask(const char *socket_path, uint16_t type, const void *payload, void
     struct lmsg_reader r;
     int result = -1;
 
+    struct local_hello hello;
+
     *code = 0;
-    if (lmsg_ask(socket_path, type, payload, timeout_ms, &r, why, whylen) < 0) {
+    memset(&hello, 0, sizeof(hello));
+    hello.version = LOCAL_VERSION;
+    snprintf(hello.job, sizeof(hello.job), "qcg-probe-%d", (int)getpid());
+    snprintf(hello.secret, sizeof(hello.secret), "qcg-probe");
+    if (lmsg_ask_hello(socket_path, &hello, type, payload, timeout_ms, &r, why, whylen) < 0) {
         lmsg_reader_reset(&r);
         return -1;
     }

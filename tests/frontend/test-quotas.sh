@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+#
+# frontend-quotas: per-node rates at the frontend (node-lookups,
+# node-reports, node-probes), with small values:
+#
+#   frontend-call --(helper nata/nata1, nata/nata2)--> qcg-frontend :17832 --> qcg-broker :17831
+#
+# A node's lookups beyond the burst wait for their turn (a sequential storm
+# all passes, slower); a parallel one beyond a second's worth is refused
+# (busy, naming the option) while another node is served at once; reports
+# and siteInfo beyond theirs are refused; each refusal counted in --stats and
+# logged at most once in 10 s.
+
+. "$(dirname -- "$0")/lib.sh"
+
+make_certs "frontend nata" "helper nata/nata1" "helper nata/nata2"
+start_broker 17831
+start_frontend nata 17832 --kind nat --public-address 203.0.113.10 --node-lookups 1 \
+	--node-reports 1 --node-probes 3
+
+for n in 1 2; do
+	call helper-nata-nata$n registerNode nata$n 198.18.1.$n 5000 5099
+	expect_ok "registerNode nata$n"
+	call helper-nata-nata$n publish job1 s3cret $n 198.18.1.$n 500$n
+	expect_ok "publish job1 rank $n from nata$n"
+done
+
+# 10 lookups one after the other: the burst (10) passes at once ...
+ok=0
+for ((i = 0; i < 10; i++)); do
+	call helper-nata-nata1 lookup job1 s3cret 1 2 direct
+	[[ $rc -eq 0 ]] && ok=$((ok + 1))
+done
+[[ $ok -eq 10 ]] && pass "10 lookups in a row within the burst: all answered" ||
+	fail "10 lookups in a row within the burst: $ok answered"
+# ... and 3 more wait for their turn (1 a second) rather than fail.
+t0=$(now_ms) ok=0
+for ((i = 0; i < 3; i++)); do
+	call helper-nata-nata1 lookup job1 s3cret 1 2 direct
+	[[ $rc -eq 0 ]] && ok=$((ok + 1))
+done
+waited=$(counter "$frontend_url" quota_waited)
+[[ $ok -eq 3 && $waited -ge 1 ]] &&
+	pass "3 more in a row: all answered, $waited waited for their turn ($(($(now_ms) - t0)) ms)" ||
+	fail "3 more in a row: $ok answered, quota_waited $waited"
+
+# 16 at once: a second's worth waits, the rest are refused.
+par=()
+for ((i = 0; i < 16; i++)); do
+	"$QCG_CALL" "$frontend_url" "$ca" "$certs/helper-nata-nata1.pem" lookup job1 s3cret 1 2 \
+		direct >"$work/par$i.out" 2>&1 &
+	par+=($!)
+done
+t0=$(now_ms)
+call helper-nata-nata2 lookup job1 s3cret 2 1 direct
+other_ms=$(($(now_ms) - t0))
+wait "${par[@]}" || true
+busy=$(grep -l "fault busy: node nata1 is over its rate of lookup calls (node-lookups)" \
+	"$work"/par*.out | wc -l)
+[[ $busy -ge 8 && $busy -le 15 ]] &&
+	pass "16 lookups of nata1 at once: $busy refused, busy, naming node-lookups" ||
+	fail "16 lookups of nata1 at once: $busy refused"
+[[ $rc -eq 0 && $other_ms -lt 5000 ]] &&
+	pass "nata2's lookup meanwhile answered, not refused ($other_ms ms)" ||
+	fail "nata2's lookup meanwhile: rc $rc, $other_ms ms"
+
+# Reports: a burst of 10, then 1 a second; the rest refused (the broker
+# never sees them).
+busy=0
+for ((i = 0; i < 20; i++)); do
+	call helper-nata-nata1 report job1 s3cret 1 2 direct 0 5 test
+	[[ $out == "fault busy:"*node-reports* ]] && busy=$((busy + 1))
+done
+[[ $busy -ge 5 ]] && pass "20 reports in a row: $busy refused, naming node-reports" ||
+	fail "20 reports in a row: $busy refused"
+
+# siteInfo: 3 a minute.
+for ((i = 0; i < 3; i++)); do call helper-nata-nata1 siteInfo; done
+expect_ok "siteInfo 3 times"
+call helper-nata-nata1 siteInfo
+expect_fault busy "the fourth siteInfo within a minute is refused" "node-probes"
+
+refused=$(counter "$frontend_url" quota_refused)
+[[ $refused -ge 14 ]] && pass "--stats quota_refused $refused" || fail "--stats quota_refused $refused"
+lines=$(grep -c "refused: over the node's rate" "$work/frontend-nata.log" || true)
+[[ $lines -ge 1 && $lines -le 2 ]] && pass "$lines log lines for $refused refusals" ||
+	fail "$lines log lines for $refused refusals"
+finish
