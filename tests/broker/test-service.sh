@@ -648,7 +648,7 @@ expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0
 # The outcomes as --grid --json gives them, but for their age.
 outcomes() { /usr/bin/python3 -c 'import json,sys
 for o in sorted(json.load(open(sys.argv[1]))["outcomes"], key=lambda o: (o["from"], o["to"], o["technique"])):
-    o.pop("age", None); print(json.dumps(o, sort_keys=True))' "$1"; }
+    o.pop("age_s", None); print(json.dumps(o, sort_keys=True))' "$1"; }
 before=$(outcomes "$work/grid1.json") after=$(outcomes "$work/grid2.json")
 [[ -n $before && $before == "$after" && $before == *holepunch* ]] &&
   pass "restarted broker: --grid --json has the outcomes the first one learned" ||
