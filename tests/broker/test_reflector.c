@@ -451,6 +451,9 @@ static void test_cap(struct reflector *r, unsigned cap)
     reflector_counters(r, &c1);
     CHECKF(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
     CHECKF(c1.refused >= c0.refused + cap, "refused counted");
+    /* Idle ones are cut, oldest first, for the new ones (reflector.h). */
+    CHECKF(c1.cut >= c0.cut + cap, "cut counted: %llu -> %llu", (unsigned long long)c0.cut,
+           (unsigned long long)c1.cut);
     WAIT_UNTIL(reflector_idle(), 2000, "the reflector to close the flood's connections");
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
@@ -554,7 +557,10 @@ int main(void)
                                  .dial_timeout_ms = 500,
                                  .linger_ms = 300,
                                  .conns_max = 16,
-                                 .expected_max = 32};
+                                 .expected_max = 32,
+                                 /* One cluster's share: the whole table (shares:
+                                    test_reflector_limits.c). */
+                                 .expected_per_cluster = 32};
     char err[200], listen[32];
 
     log_init("broker", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, false);
