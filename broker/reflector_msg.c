@@ -13,7 +13,9 @@
 #include "log.h"
 #include "monotonic.h"
 
+/* Lines of rmsg_warn_limited: a burst seen in full, a flood not. */
 #define WARN_INTERVAL_MS 1000
+#define WARN_BURST 10
 
 static const size_t rmsg_sizes[] = {
     [RMSG_INIT] = sizeof(struct rmsg_init),
@@ -281,7 +283,7 @@ int rmsg_recv_first(int fd, enum rmsg_type type, unsigned wait_ms, union rmsg *m
 void rmsg_warn_limited(struct ratelimit *rl, const char *line)
 {
     unsigned left_out = 0;
-    if (!ratelimit_ok(rl, monotonic_ms(), WARN_INTERVAL_MS, &left_out))
+    if (!ratelimit_burst_ok(rl, monotonic_ms(), WARN_INTERVAL_MS, WARN_BURST, &left_out))
         return;
     if (left_out > 0)
         log_warnx("%s (and %u more since the last such line)", line, left_out);

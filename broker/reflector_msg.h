@@ -13,7 +13,7 @@
  *
  * Each side takes only its own types, and INIT/READY only first; anything else,
  * a wrong size, a value out of range or a string without its NUL is refused
- * with a log line at most once a second (rmsg_refused).  Neither side ever
+ * with a log line, at most ten a second (rmsg_refused).  Neither side ever
  * waits for the other: a message that does not fit is dropped and said so.
  */
 #ifndef QCG_BROKER_REFLECTOR_MSG_H
@@ -107,7 +107,8 @@ int rmsg_recv(int fd, union rmsg *m, size_t *len);
    -1 with why (none in time, the peer closed, a message refused). */
 int rmsg_recv_first(int fd, enum rmsg_type type, unsigned wait_ms, union rmsg *m, char *why,
                     size_t whylen);
-/* A warning at most once a second, with the count of those not logged. */
+/* A warning at most ten a second, with the count of those not logged on the
+   first line after a flood. */
 void rmsg_warn_limited(struct ratelimit *rl, const char *line);
 /* "refused a message from PEER: WHY", so limited. */
 void rmsg_refused(struct ratelimit *rl, const char *peer, const char *why);
