@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
 #include "reflector.h"
@@ -55,22 +56,12 @@ static int client_from(const char *from, int *local)
     return fd;
 }
 
-/* Sends line and reads the answer to EOF (or the timeout), without '\n'. */
+/* Sends line and reads the answer line. */
 static void exchange(int fd, const char *line, char *out, size_t outlen)
 {
-    size_t got = 0;
     if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0)
-        snprintf(out, outlen, "(send: %s)", strerror(errno));
-    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
-        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
+        fprintf(stderr, "send: %s\n", strerror(errno));
+    line_answer(fd, out, outlen);
 }
 
 /* The connection was closed (EOF or reset) within ms, without a byte. */

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
 #include "reflector.h"
@@ -120,21 +121,6 @@ static int client(int port, int *local)
     return fd;
 }
 
-static void read_answer(int fd, char *out, size_t outlen)
-{
-    size_t got = 0;
-    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
-        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
 static void map(int port, char *out, size_t outlen)
 {
     int fd = client(port, NULL);
@@ -142,7 +128,7 @@ static void map(int port, char *out, size_t outlen)
     if (fd < 0)
         return;
     if (send(fd, "MAP\n", 4, MSG_NOSIGNAL) == 4)
-        read_answer(fd, out, outlen);
+        line_answer(fd, out, outlen);
     close(fd);
 }
 
@@ -163,7 +149,7 @@ static bool punch_pair(int port, const unsigned char pair[TOKEN_PAIR_LEN])
             ok = false;
     }
     for (int side = 0; side < 2; side++) {
-        read_answer(fd[side], ans[side], sizeof(ans[side]));
+        line_answer(fd[side], ans[side], sizeof(ans[side]));
         close(fd[side]);
         if (strncmp(ans[side], "PEER ", 5) != 0) {
             fprintf(stderr, "side %d heard '%s'\n", side, ans[side]);
