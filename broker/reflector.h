@@ -217,6 +217,9 @@ int reflector_client_expect(struct reflector_client *c, const unsigned char pair
                             const struct reflector_side sides[2], uint64_t expiry);
 /* Whether a child serves now (false for NULL): hole punching may be planned. */
 bool reflector_client_up(const struct reflector_client *c);
+/* The reflector_counters of every child so far (a child's last report, about
+   once a second); zeros for NULL. */
+void reflector_client_counters(struct reflector_client *c, struct reflector_counters *out);
 /* The child's process id, 0 while there is none. */
 int reflector_client_pid(const struct reflector_client *c);
 /* Ends the child (closing its channel; SIGKILL after REFLECTOR_STOP_MS) and

@@ -10,6 +10,7 @@
  *   child  -> broker  READY     once, the answer to INIT: serving, or why not
  *   broker -> child   EXPECT    reflector_expect: a planned pair
  *   child  -> broker  OBSERVED  the observe callback: what the reflector saw of a node
+ *   child  -> broker  COUNTERS  its counters, about once a second while they change
  *
  * Each side takes only its own types, and INIT/READY only first; anything else,
  * a wrong size, a value out of range or a string without its NUL is refused
@@ -38,7 +39,7 @@
 #define RMSG_ADDR_LEN 64 /* addresses as text, with the NUL */
 #define RMSG_WHY_LEN 256
 
-enum rmsg_type { RMSG_INIT = 1, RMSG_READY, RMSG_EXPECT, RMSG_OBSERVED };
+enum rmsg_type { RMSG_INIT = 1, RMSG_READY, RMSG_EXPECT, RMSG_OBSERVED, RMSG_COUNTERS };
 #define RMSG_BIT(t) (1u << (t))
 
 struct rmsg_init {
@@ -82,12 +83,20 @@ struct rmsg_observed {
     int32_t local_port, port; /* 1..65535 */
 };
 
+/* The child's counters so far (reflector_counters), about once a second
+   while they change: for the broker's --stats. */
+struct rmsg_counters {
+    uint32_t type, reserved; /* reserved: 0 */
+    struct reflector_counters counters;
+};
+
 union rmsg {
     uint32_t type;
     struct rmsg_init init;
     struct rmsg_ready ready;
     struct rmsg_expect expect;
     struct rmsg_observed observed;
+    struct rmsg_counters counters;
 };
 
 /* Checks a received message of len bytes (len may exceed sizeof(*m): it was

@@ -586,6 +586,15 @@ static void test_client(void)
     }
     CHECKF(punched, "a PUNCH pair through the child");
     CHECKF(wait_until(&s.punches, 2) && s.port > 0, "both PUNCHes observed by the broker");
+    /* The child's counters reach the broker (--stats), about once a second. */
+    struct reflector_counters k;
+    uint64_t until = monotonic_ms() + 3000;
+    do {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        reflector_client_counters(c, &k);
+    } while (k.paired < 1 && monotonic_ms() < until);
+    CHECKF(k.paired == 1 && k.punches >= 2, "counters from the child: paired %llu, punches %llu",
+           (unsigned long long)k.paired, (unsigned long long)k.punches);
 
     /* Killed: noticed at once, then a new child on the same port. */
     kill(pid, SIGKILL);
@@ -597,6 +606,14 @@ static void test_client(void)
     CHECKF(pid2 > 0 && pid2 != pid, "a new child: %d after %d", pid2, pid);
     map(CLIENT_PORT, ans, sizeof(ans));
     CHECKF(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "the new child serves MAP: '%s'", ans);
+    /* The dead child's counts stay in the totals, the new one's add to them. */
+    until = monotonic_ms() + 3000;
+    do {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        reflector_client_counters(c, &k);
+    } while (k.maps < 1 && monotonic_ms() < until);
+    CHECKF(k.maps == 1 && k.paired == 1, "counters across children: maps %llu, paired %llu",
+           (unsigned long long)k.maps, (unsigned long long)k.paired);
     reflector_client_stop(c);
     CHECKF(kill(pid2, 0) < 0 && errno == ESRCH, "no child left after the stop");
 }
