@@ -200,8 +200,9 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
         goto out;
     }
     snprintf(owner, sizeof(owner), "%.*s", (int)sizeof(owner) - 1, sides[0].cluster);
-    if (htable_count(r->table) >= r->t.expected_max ||
-        tally_count(r->clusters, owner) >= r->t.expected_per_cluster)
+    /* (A cluster at its share waits for the thread's purge, once a second:
+       its flood must not make every refusal a walk of the whole table.) */
+    if (htable_count(r->table) >= r->t.expected_max)
         purge(r, (uint64_t)time(NULL));
     if (htable_count(r->table) >= r->t.expected_max) {
         snprintf(why, sizeof(why), "%u punches already expected", r->t.expected_max);
