@@ -24,7 +24,9 @@
 #include "htable.h"
 #include "log.h"
 #include "monotonic.h"
+#include "ratelimit.h"
 #include "sockaddr_text.h"
+#include "tally.h"
 
 #define REFLECTOR_EVENTS 64
 #define REFLECTOR_ACCEPTS_PER_EVENT 64
@@ -32,6 +34,7 @@
 #define REFLECTOR_PURGE_BATCH 64
 #define ANSWER_MAX 400
 #define ADDR_MAX 64
+#define LOG_WINDOW_MS 1000
 
 enum handle_kind { H_LISTEN, H_WAKE, H_CONN, H_DIAL };
 enum conn_state { C_READ, C_EARLY, C_WAIT, C_DIAL, C_WRITE, C_LINGER };
@@ -53,6 +56,8 @@ struct conn {
     socklen_t sslen;
     char addr[ADDR_MAX]; /* observed, without port */
     int port;
+    char source[TALLY_KEY_MAX]; /* what addr is counted under */
+    bool counted;               /* in reflector.sources: no valid token yet */
     char line[REFLECTOR_LINE_MAX + 1];
     size_t got;
     char out[ANSWER_MAX];
@@ -76,6 +81,8 @@ struct expected {
     unsigned char used[2];
     struct conn *waiting[2];
     char failed[320]; /* once set, the sides still to come get this FAIL */
+    char
+        owner[sizeof(((struct reflector_side *)0)->cluster)]; /* charged: the initiator's cluster */
 };
 
 struct reflector {
@@ -90,9 +97,13 @@ struct reflector {
     pthread_t thread;
     atomic_int stop;
 
-    pthread_mutex_t lock; /* guards table (and entries) */
+    pthread_mutex_t lock; /* guards table (and entries), clusters, expect_log */
     struct htable *table;
+    struct tally *clusters; /* expected entries per owner */
+    struct ratelimit expect_log;
     uint64_t seed;
+    struct tally *sources; /* connections without a valid token per source */
+    struct ratelimit fail_log;
 
     struct dlist conns; /* of struct conn */
     struct conn *dead;
@@ -100,6 +111,7 @@ struct reflector {
     uint64_t now_ms, next_tick_ms;
 
     atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
+    atomic_ullong refused_address, cut, expect_refused;
     atomic_int early; /* connections in C_EARLY */
 };
 
@@ -146,6 +158,7 @@ static size_t purge(struct reflector *r, uint64_t now)
                 old[n++] = e;
         for (size_t k = 0; k < n; k++) {
             htable_remove(r->table, expected_hash(r, old[k]->pair), old[k]->pair);
+            tally_give(r->clusters, old[k]->owner);
             free(old[k]);
         }
         total += n;
@@ -154,11 +167,26 @@ static size_t purge(struct reflector *r, uint64_t now)
     }
 }
 
+/* A plan not taken: a line at most REFLECTOR_LOG_BURST a second (one job's
+   lookups can make many).  Lock held. */
+static void expect_refused(struct reflector *r, const char *id, const char *why)
+{
+    unsigned left_out = 0;
+    count(&r->expect_refused);
+    if (!ratelimit_burst_ok(&r->expect_log, monotonic_ms(), LOG_WINDOW_MS, REFLECTOR_LOG_BURST,
+                            &left_out))
+        return;
+    if (left_out)
+        log_warnx("pair %s not expected: %s (%u more not logged)", id, why, left_out);
+    else
+        log_warnx("pair %s not expected: %s", id, why);
+}
+
 int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN],
                      const struct reflector_side sides[2], uint64_t expiry)
 {
     uint64_t forget = expiry + REFLECTOR_TOKEN_SKEW;
-    char id[9];
+    char id[9], why[160], owner[sizeof(sides[0].cluster)];
     int rc = 0;
 
     pair_text(pair, id);
@@ -171,20 +199,39 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
             e->forget_at = forget;
         goto out;
     }
+    snprintf(owner, sizeof(owner), "%.*s", (int)sizeof(owner) - 1, sides[0].cluster);
+    /* (A cluster at its share waits for the thread's purge, once a second:
+       its flood must not make every refusal a walk of the whole table.) */
     if (htable_count(r->table) >= r->t.expected_max)
         purge(r, (uint64_t)time(NULL));
     if (htable_count(r->table) >= r->t.expected_max) {
-        log_warnx("pair %s not expected: %u punches already expected", id, r->t.expected_max);
+        snprintf(why, sizeof(why), "%u punches already expected", r->t.expected_max);
+        expect_refused(r, id, why);
+        rc = -1;
+        goto out;
+    }
+    if (tally_count(r->clusters, owner) >= r->t.expected_per_cluster) {
+        snprintf(why, sizeof(why), "cluster %s has %u punches expected already, its share", owner,
+                 r->t.expected_per_cluster);
+        expect_refused(r, id, why);
         rc = -1;
         goto out;
     }
     e = calloc(1, sizeof(*e));
-    if (e == NULL || htable_insert(r->table, expected_hash(r, pair), e) < 0) {
+    if (e == NULL || !tally_take(r->clusters, owner, r->t.expected_per_cluster)) {
         free(e);
-        log_warnx("pair %s not expected: out of memory", id);
+        expect_refused(r, id, "out of memory");
         rc = -1;
         goto out;
     }
+    if (htable_insert(r->table, expected_hash(r, pair), e) < 0) {
+        tally_give(r->clusters, owner);
+        free(e);
+        expect_refused(r, id, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    memcpy(e->owner, owner, sizeof(owner));
     memcpy(e->pair, pair, TOKEN_PAIR_LEN);
     memcpy(e->sides, sides, sizeof(e->sides));
     for (int i = 0; i < 2; i++) {
@@ -225,9 +272,20 @@ static void leave_early(struct reflector *r, struct conn *c)
     }
 }
 
+/* c has shown a valid token, or goes: it no longer counts against its
+   address's connections without one. */
+static void authenticated(struct reflector *r, struct conn *c)
+{
+    if (c->counted) {
+        tally_give(r->sources, c->source);
+        c->counted = false;
+    }
+}
+
 static void conn_close(struct reflector *r, struct conn *c)
 {
     leave_early(r, c);
+    authenticated(r, c);
     if (c->dead)
         return;
     c->dead = 1;
@@ -292,12 +350,21 @@ static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
 {
     char why[360];
     va_list ap;
+    unsigned left_out = 0;
 
     leave_early(r, c);
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    log_warnx("refused %s:%d: %s", c->addr, c->port, why);
+    /* Anyone can make refusals: a burst is logged in full, a flood not. */
+    if (ratelimit_burst_ok(&r->fail_log, r->now_ms, LOG_WINDOW_MS, REFLECTOR_LOG_BURST,
+                           &left_out)) {
+        if (left_out)
+            log_warnx("refused %s:%d: %s (%u more refusals not logged)", c->addr, c->port, why,
+                      left_out);
+        else
+            log_warnx("refused %s:%d: %s", c->addr, c->port, why);
+    }
     answer(r, c, "FAIL %s", why);
 }
 
@@ -454,6 +521,7 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
         fail(r, c, "%s token", token_error(rc));
         return;
     }
+    authenticated(r, c);
     pair_text(pair, id);
     const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
 
@@ -671,26 +739,56 @@ static void refuse(struct reflector *r, const char *addr, const char *why)
     acceptor_refused(&r->acc, r->now_ms, addr, why);
 }
 
+/* The connection that has had the longest to send its line, or NULL. */
+static struct conn *oldest_reading(struct reflector *r)
+{
+    for (struct conn *c = conn_of(r->conns.head); c != NULL; c = conn_of(c->link.next))
+        if (!c->dead && c->state == C_READ)
+            return c;
+    return NULL;
+}
+
 static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
     struct reflector *r = arg;
-    char addr[ADDR_MAX];
+    char addr[ADDR_MAX], source[TALLY_KEY_MAX], why[160];
     int port = 0;
 
     sockaddr_host(ss, len, addr, sizeof(addr), &port);
-    if (r->nconns >= r->t.conns_max) {
-        char why[64];
-        snprintf(why, sizeof(why), "%u connections already", r->t.conns_max);
+    tally_source_key(ss, len, source);
+    if (tally_count(r->sources, source) >= r->t.conns_per_address) {
+        snprintf(why, sizeof(why), "%u connections from %s without a token already",
+                 r->t.conns_per_address, source);
+        count(&r->refused_address);
         refuse(r, addr, why);
         close(fd);
         return;
     }
+    if (r->nconns >= r->t.conns_max) {
+        /* All taken: the oldest one still sending its line makes room, so
+           that idle clients cannot lock new ones out. */
+        struct conn *old = oldest_reading(r);
+        if (old == NULL) {
+            snprintf(why, sizeof(why), "%u connections already", r->t.conns_max);
+            refuse(r, addr, why);
+            close(fd);
+            return;
+        }
+        snprintf(why, sizeof(why), "no request line yet, cut for a new connection (%u at once)",
+                 r->t.conns_max);
+        count(&r->cut);
+        refuse(r, old->addr, why);
+        conn_close(r, old);
+    }
     struct conn *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
+    if (c == NULL || !tally_take(r->sources, source, r->t.conns_per_address)) {
+        free(c);
         refuse(r, addr, "out of memory");
         close(fd);
         return;
     }
+    memcpy(c->source, source, sizeof(source));
+    c->counted = true;
     c->h.kind = H_CONN;
     c->dial_h.kind = H_DIAL;
     c->h.c = c->dial_h.c = c;
@@ -705,6 +803,7 @@ static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->h};
     if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         log_warn("epoll_ctl for %s:%d", addr, port);
+        tally_give(r->sources, source);
         close(fd);
         free(c);
         return;
@@ -907,6 +1006,8 @@ static void reflector_free(struct reflector *r)
             free(e);
         htable_free(r->table);
     }
+    tally_free(r->clusters);
+    tally_free(r->sources);
     pthread_mutex_destroy(&r->lock);
     explicit_bzero(&r->key, sizeof(r->key));
     free(r);
@@ -925,6 +1026,11 @@ static void tuning_defaults(struct reflector_tuning *t, const struct reflector_t
     t->linger_ms = given->linger_ms ? given->linger_ms : REFLECTOR_LINGER_MS;
     t->conns_max = given->conns_max ? given->conns_max : REFLECTOR_CONNS_MAX;
     t->expected_max = given->expected_max ? given->expected_max : REFLECTOR_EXPECTED_MAX;
+    t->conns_per_address =
+        given->conns_per_address ? given->conns_per_address : REFLECTOR_CONNS_PER_ADDRESS;
+    t->expected_per_cluster = given->expected_per_cluster ? given->expected_per_cluster
+                              : t->expected_max / 8       ? t->expected_max / 8
+                                                          : 1;
 }
 
 int reflector_listen(const char *where, char *err, size_t errlen)
@@ -974,9 +1080,12 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
     if (getrandom(&r->seed, sizeof(r->seed), 0) != (ssize_t)sizeof(r->seed))
         r->seed = (uint64_t)monotonic_ms() ^ (uint64_t)getpid();
     r->table = htable_new(expected_eq);
+    r->clusters = tally_new();
+    r->sources = tally_new();
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->table == NULL || r->epfd < 0 || r->wake_fd < 0) {
+    if (r->table == NULL || r->clusters == NULL || r->sources == NULL || r->epfd < 0 ||
+        r->wake_fd < 0) {
         snprintf(err, errlen, "reflector: %s", strerror(errno ? errno : ENOMEM));
         reflector_free(r);
         return NULL;
@@ -1059,4 +1168,7 @@ void reflector_counters(struct reflector *r, struct reflector_counters *c)
     c->dials = atomic_load(&r->dials);
     c->refused = atomic_load(&r->refused);
     c->misdeclared = atomic_load(&r->misdeclared);
+    c->refused_address = atomic_load(&r->refused_address);
+    c->cut = atomic_load(&r->cut);
+    c->expect_refused = atomic_load(&r->expect_refused);
 }

@@ -47,8 +47,18 @@
  * client's FIN, so the answer is never lost to a reset.
  *
  * Runs on its own thread (epoll); bounded: at most REFLECTOR_CONNS_MAX
- * connections (further ones are closed at once), every connection has a
- * deadline.
+ * connections, every connection has a deadline.  Until a connection has
+ * presented a valid token (a MAP, a DIAL, a line still coming) it is
+ * anyone's: one source address (common/tally.h: an IPv4 address, an IPv6
+ * /64) holds at most REFLECTOR_CONNS_PER_ADDRESS such connections (further
+ * ones are closed at once), and when all REFLECTOR_CONNS_MAX are taken the
+ * oldest one still sending its line is cut for the new one (legitimate
+ * clients send theirs at once), so idle or slow clients cannot lock others
+ * out.  The expected table is shared by the initiator's cluster: one
+ * cluster (one job's lookups there) holds at most REFLECTOR_EXPECTED_PER_CLUSTER
+ * entries of it, so its flood of plans leaves the other clusters' punches
+ * their room (the reflector is not told the job).  Refusal lines: at most
+ * REFLECTOR_LOG_BURST a second.
  *
  * Where it runs: qcg-broker keeps it out of its own process, since it parses
  * unauthenticated input and must not sit beside the registry, the proxy key
@@ -86,7 +96,10 @@
 #define REFLECTOR_EARLY_MAX 64
 #define REFLECTOR_DIAL_TIMEOUT_MS 2000
 #define REFLECTOR_CONNS_MAX 1024
+#define REFLECTOR_CONNS_PER_ADDRESS 128
 #define REFLECTOR_EXPECTED_MAX 65536
+#define REFLECTOR_EXPECTED_PER_CLUSTER (REFLECTOR_EXPECTED_MAX / 8)
+#define REFLECTOR_LOG_BURST 10
 #define REFLECTOR_LINGER_MS 1000
 #define REFLECTOR_LINE_MAX 255
 /* Accepted clock skew on token expiry (the broker issues them on this host). */
@@ -125,6 +138,7 @@ int reflector_listen(const char *listen, char *err, size_t errlen);
 struct reflector_tuning {
     unsigned read_timeout_ms, pair_wait_ms, dial_timeout_ms, linger_ms;
     unsigned conns_max, expected_max;
+    unsigned conns_per_address, expected_per_cluster; /* 0: the default, or 1/8 of expected_max */
 };
 struct reflector *reflector_start_tuned(const char *listen, const struct proxy_key *key,
                                         reflector_observe_fn observe, void *arg,
@@ -143,7 +157,7 @@ void reflector_stop(struct reflector *r);
 
 /* The broker planned a punch for `pair` (the token's pair id): accept its two
    tokens until expiry (unix seconds).  Thread-safe.  0, or -1 when the table
-   is full. */
+   is full or sides[0]'s cluster holds its share of it. */
 int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN],
                      const struct reflector_side sides[2], uint64_t expiry);
 
@@ -159,9 +173,12 @@ struct reflector_request {
 int reflector_parse(const char *line, size_t len, struct reflector_request *req, char *why,
                     size_t whylen);
 
-/* Counters for --stats: requests by kind, pairs completed/failed, refused. */
+/* Counters for --stats: requests by kind, pairs completed/failed, refused
+   (refused_address and cut are counted in refused too; expect_refused are
+   plans not taken: full table or cluster share). */
 struct reflector_counters {
     uint64_t maps, punches, paired, punch_failed, dials, refused, misdeclared;
+    uint64_t refused_address, cut, expect_refused;
 };
 void reflector_counters(struct reflector *r, struct reflector_counters *c);
 
@@ -200,6 +217,9 @@ int reflector_client_expect(struct reflector_client *c, const unsigned char pair
                             const struct reflector_side sides[2], uint64_t expiry);
 /* Whether a child serves now (false for NULL): hole punching may be planned. */
 bool reflector_client_up(const struct reflector_client *c);
+/* The reflector_counters of every child so far (a child's last report, about
+   once a second); zeros for NULL. */
+void reflector_client_counters(struct reflector_client *c, struct reflector_counters *out);
 /* The child's process id, 0 while there is none. */
 int reflector_client_pid(const struct reflector_client *c);
 /* Ends the child (closing its channel; SIGKILL after REFLECTOR_STOP_MS) and

@@ -44,6 +44,9 @@ struct reflector_client {
     struct ratelimit unsent;
     atomic_int pid; /* 0: none */
     atomic_bool up;
+    /* Guarded by lock: the counters of the children gone, and the current
+       child's last COUNTERS. */
+    struct reflector_counters gone, now;
 
     /* The client's thread only: */
     int wake_fd; /* eventfd: stop */
@@ -194,6 +197,20 @@ static void schedule_restart(struct reflector_client *c, const char *what)
     c->restart_at_ms = monotonic_ms() + delay;
 }
 
+static void counters_add(struct reflector_counters *to, const struct reflector_counters *c)
+{
+    to->maps += c->maps;
+    to->punches += c->punches;
+    to->paired += c->paired;
+    to->punch_failed += c->punch_failed;
+    to->dials += c->dials;
+    to->refused += c->refused;
+    to->misdeclared += c->misdeclared;
+    to->refused_address += c->refused_address;
+    to->cut += c->cut;
+    to->expect_refused += c->expect_refused;
+}
+
 /* why: NULL when the channel closed, else how reading it failed. */
 static void child_lost(struct reflector_client *c, const char *why)
 {
@@ -204,6 +221,8 @@ static void child_lost(struct reflector_client *c, const char *why)
     close(c->chan);
     c->chan = -1;
     atomic_store(&c->up, false);
+    counters_add(&c->gone, &c->now);
+    memset(&c->now, 0, sizeof(c->now));
     pthread_mutex_unlock(&c->lock);
     reap(pid, REFLECTOR_STOP_MS, how, sizeof(how));
     atomic_store(&c->pid, 0);
@@ -262,11 +281,19 @@ static void drain(struct reflector_client *c)
             child_lost(c, rc == 0 ? NULL : strerror(errno));
             return;
         }
-        if (rmsg_check(&m, len, RMSG_BIT(RMSG_OBSERVED), why, sizeof(why)) < 0) {
+        rc = rmsg_check(&m, len, RMSG_BIT(RMSG_OBSERVED) | RMSG_BIT(RMSG_COUNTERS), why,
+                        sizeof(why));
+        if (rc < 0) {
             rmsg_refused(&c->refused, PEER, why);
             continue;
         }
-        deliver(c, &m.observed);
+        if (rc == RMSG_OBSERVED) {
+            deliver(c, &m.observed);
+            continue;
+        }
+        pthread_mutex_lock(&c->lock);
+        c->now = m.counters.counters;
+        pthread_mutex_unlock(&c->lock);
     }
 }
 
@@ -279,6 +306,8 @@ static void end_child(struct reflector_client *c)
     int fd = c->chan;
     c->chan = -1;
     atomic_store(&c->up, false);
+    counters_add(&c->gone, &c->now);
+    memset(&c->now, 0, sizeof(c->now));
     pthread_mutex_unlock(&c->lock);
     if (fd >= 0)
         close(fd);
@@ -451,6 +480,17 @@ int reflector_client_expect(struct reflector_client *c, const unsigned char pair
 bool reflector_client_up(const struct reflector_client *c)
 {
     return c != NULL && atomic_load(&c->up);
+}
+
+void reflector_client_counters(struct reflector_client *c, struct reflector_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    counters_add(out, &c->gone);
+    counters_add(out, &c->now);
+    pthread_mutex_unlock(&c->lock);
 }
 
 int reflector_client_pid(const struct reflector_client *c)

@@ -13,20 +13,19 @@
 #include "log.h"
 #include "monotonic.h"
 
+/* Lines of rmsg_warn_limited: a burst seen in full, a flood not. */
 #define WARN_INTERVAL_MS 1000
+#define WARN_BURST 10
 
 static const size_t rmsg_sizes[] = {
-    [RMSG_INIT] = sizeof(struct rmsg_init),
-    [RMSG_READY] = sizeof(struct rmsg_ready),
-    [RMSG_EXPECT] = sizeof(struct rmsg_expect),
-    [RMSG_OBSERVED] = sizeof(struct rmsg_observed),
+    [RMSG_INIT] = sizeof(struct rmsg_init),         [RMSG_READY] = sizeof(struct rmsg_ready),
+    [RMSG_EXPECT] = sizeof(struct rmsg_expect),     [RMSG_OBSERVED] = sizeof(struct rmsg_observed),
+    [RMSG_COUNTERS] = sizeof(struct rmsg_counters),
 };
 
 static const char *const rmsg_names[] = {
-    [RMSG_INIT] = "INIT",
-    [RMSG_READY] = "READY",
-    [RMSG_EXPECT] = "EXPECT",
-    [RMSG_OBSERVED] = "OBSERVED",
+    [RMSG_INIT] = "INIT",         [RMSG_READY] = "READY",       [RMSG_EXPECT] = "EXPECT",
+    [RMSG_OBSERVED] = "OBSERVED", [RMSG_COUNTERS] = "COUNTERS",
 };
 
 /* A string field: NUL-terminated within its n bytes, printable ASCII, and
@@ -169,9 +168,9 @@ int rmsg_check(const union rmsg *m, size_t len, unsigned accept, char *why, size
         return -1;
     }
     uint32_t t = m->type;
-    if (t < RMSG_INIT || t > RMSG_OBSERVED || !(accept & RMSG_BIT(t))) {
+    if (t < RMSG_INIT || t > RMSG_COUNTERS || !(accept & RMSG_BIT(t))) {
         snprintf(why, whylen, "type %u %s", (unsigned)t,
-                 t >= RMSG_INIT && t <= RMSG_OBSERVED ? "not expected now" : "unknown");
+                 t >= RMSG_INIT && t <= RMSG_COUNTERS ? "not expected now" : "unknown");
         return -1;
     }
     if (len != rmsg_sizes[t]) {
@@ -192,6 +191,13 @@ int rmsg_check(const union rmsg *m, size_t len, unsigned accept, char *why, size
         break;
     case RMSG_OBSERVED:
         rc = observed_ok(&m->observed, detail, sizeof(detail));
+        break;
+    case RMSG_COUNTERS:
+        if (m->counters.reserved != 0) {
+            snprintf(detail, sizeof(detail), "reserved is %u, not 0",
+                     (unsigned)m->counters.reserved);
+            rc = -1;
+        }
         break;
     }
     if (rc < 0) {
@@ -281,7 +287,7 @@ int rmsg_recv_first(int fd, enum rmsg_type type, unsigned wait_ms, union rmsg *m
 void rmsg_warn_limited(struct ratelimit *rl, const char *line)
 {
     unsigned left_out = 0;
-    if (!ratelimit_ok(rl, monotonic_ms(), WARN_INTERVAL_MS, &left_out))
+    if (!ratelimit_burst_ok(rl, monotonic_ms(), WARN_INTERVAL_MS, WARN_BURST, &left_out))
         return;
     if (left_out > 0)
         log_warnx("%s (and %u more since the last such line)", line, left_out);

@@ -10,10 +10,11 @@
  *   child  -> broker  READY     once, the answer to INIT: serving, or why not
  *   broker -> child   EXPECT    reflector_expect: a planned pair
  *   child  -> broker  OBSERVED  the observe callback: what the reflector saw of a node
+ *   child  -> broker  COUNTERS  its counters, about once a second while they change
  *
  * Each side takes only its own types, and INIT/READY only first; anything else,
  * a wrong size, a value out of range or a string without its NUL is refused
- * with a log line at most once a second (rmsg_refused).  Neither side ever
+ * with a log line, at most ten a second (rmsg_refused).  Neither side ever
  * waits for the other: a message that does not fit is dropped and said so.
  */
 #ifndef QCG_BROKER_REFLECTOR_MSG_H
@@ -38,7 +39,7 @@
 #define RMSG_ADDR_LEN 64 /* addresses as text, with the NUL */
 #define RMSG_WHY_LEN 256
 
-enum rmsg_type { RMSG_INIT = 1, RMSG_READY, RMSG_EXPECT, RMSG_OBSERVED };
+enum rmsg_type { RMSG_INIT = 1, RMSG_READY, RMSG_EXPECT, RMSG_OBSERVED, RMSG_COUNTERS };
 #define RMSG_BIT(t) (1u << (t))
 
 struct rmsg_init {
@@ -82,12 +83,20 @@ struct rmsg_observed {
     int32_t local_port, port; /* 1..65535 */
 };
 
+/* The child's counters so far (reflector_counters), about once a second
+   while they change: for the broker's --stats. */
+struct rmsg_counters {
+    uint32_t type, reserved; /* reserved: 0 */
+    struct reflector_counters counters;
+};
+
 union rmsg {
     uint32_t type;
     struct rmsg_init init;
     struct rmsg_ready ready;
     struct rmsg_expect expect;
     struct rmsg_observed observed;
+    struct rmsg_counters counters;
 };
 
 /* Checks a received message of len bytes (len may exceed sizeof(*m): it was
@@ -107,7 +116,8 @@ int rmsg_recv(int fd, union rmsg *m, size_t *len);
    -1 with why (none in time, the peer closed, a message refused). */
 int rmsg_recv_first(int fd, enum rmsg_type type, unsigned wait_ms, union rmsg *m, char *why,
                     size_t whylen);
-/* A warning at most once a second, with the count of those not logged. */
+/* A warning at most ten a second, with the count of those not logged on the
+   first line after a flood. */
 void rmsg_warn_limited(struct ratelimit *rl, const char *line);
 /* "refused a message from PEER: WHY", so limited. */
 void rmsg_refused(struct ratelimit *rl, const char *peer, const char *why);

@@ -18,6 +18,7 @@
 #include "privdrop.h"
 
 #define DRAIN_MAX 64
+#define COUNTERS_EVERY_MS 1000
 #define PEER "the broker"
 
 struct channel {
@@ -95,14 +96,37 @@ static void expect(struct reflector *r, const struct rmsg_expect *m)
     reflector_expect(r, m->pair, sides, m->expiry);
 }
 
-/* EXPECTs until the broker closes the channel.  0 then, -1 on an error. */
+/* The counters to the broker when they changed since the last ones it
+   took; a full channel drops them (the next ones carry the totals). */
+static void send_counters(struct channel *ch, struct reflector *r, struct reflector_counters *last)
+{
+    struct rmsg_counters m;
+    memset(&m, 0, sizeof(m));
+    m.type = RMSG_COUNTERS;
+    reflector_counters(r, &m.counters);
+    if (memcmp(&m.counters, last, sizeof(*last)) == 0)
+        return;
+    if (rmsg_send(ch->fd, &m, sizeof(m), 0) == 0)
+        *last = m.counters;
+}
+
+/* EXPECTs until the broker closes the channel, counters to it meanwhile.  0
+   then, -1 on an error. */
 static int serve(struct channel *ch, struct reflector *r)
 {
+    struct reflector_counters sent;
+    uint64_t next_counters = 0;
+
+    memset(&sent, 0, sizeof(sent));
     for (;;) {
         struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-        if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+        if (poll(&p, 1, COUNTERS_EVERY_MS) < 0 && errno != EINTR) {
             log_warn("poll");
             return -1;
+        }
+        if (monotonic_ms() >= next_counters) {
+            send_counters(ch, r, &sent);
+            next_counters = monotonic_ms() + COUNTERS_EVERY_MS;
         }
         for (int i = 0; i < DRAIN_MAX; i++) {
             union rmsg m;

@@ -4,12 +4,15 @@
 #include <string.h>
 
 #include "broker.h"
+#include "reflector.h"
 #include "soapH.h"
 
 int stats_collect(struct broker *b, struct stat_counter *out, int max)
 {
     struct registry_counts rc;
+    struct reflector_counters rf;
     registry_counts(b->reg, &rc);
+    reflector_client_counters(b->reflector, &rf);
     const struct stat_counter all[] = {
         {"clusters", rc.clusters},
         {"nodes", rc.nodes},
@@ -34,6 +37,16 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"orders_refused", atomic_load(&b->stats.orders_refused)},
         {"quota_refused", atomic_load(&b->stats.quota_refused)},
         {"traversals_refused", traversals_refused(&b->traversals)},
+        /* The reflector's process, as it last reported (reflector.h). */
+        {"reflector_maps", rf.maps},
+        {"reflector_punches", rf.punches},
+        {"reflector_paired", rf.paired},
+        {"reflector_punch_failed", rf.punch_failed},
+        {"reflector_dials", rf.dials},
+        {"reflector_refused", rf.refused},
+        {"reflector_refused_address", rf.refused_address},
+        {"reflector_cut", rf.cut},
+        {"reflector_expect_refused", rf.expect_refused},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

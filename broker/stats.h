@@ -9,7 +9,7 @@ struct stat_counter {
     unsigned long long value;
 };
 
-#define STATS_MAX 32
+#define STATS_MAX 48
 
 /* Fills out[] with the current counters; returns how many. */
 int stats_collect(struct broker *b, struct stat_counter *out, int max);

@@ -1,5 +1,6 @@
-/* At most one log line per interval for an event that a peer can repeat at
-   will, with the count of those left out. */
+/* At most N log lines per window for an event that a peer can repeat at
+   will (a burst is seen in full, a flood is not written out), with the count
+   of those left out on the first line after a flood. */
 #ifndef QCG_RATELIMIT_H
 #define QCG_RATELIMIT_H
 
@@ -7,24 +8,38 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Zeroed = no line yet. */
 struct ratelimit {
-    uint64_t last_ms;
+    uint64_t window_ms; /* when the current window began; 0 = none yet */
+    unsigned lines;     /* logged in the current window */
     unsigned suppressed;
 };
 
-/* True when a line may be logged now; *left_out is then the number of
-   events not logged since the last line. */
-static inline bool ratelimit_ok(struct ratelimit *r, uint64_t now_ms, uint64_t interval_ms,
-                                unsigned *left_out)
+/* True when a line may be logged now: fewer than burst lines in the window
+   of window_ms that began with the first line logged in it.  *left_out is
+   then the number of events not logged since the last line. */
+static inline bool ratelimit_burst_ok(struct ratelimit *r, uint64_t now_ms, uint64_t window_ms,
+                                      unsigned burst, unsigned *left_out)
 {
-    if (r->last_ms != 0 && now_ms - r->last_ms < interval_ms) {
+    if (r->window_ms == 0 || now_ms - r->window_ms >= window_ms) {
+        r->window_ms = now_ms == 0 ? 1 : now_ms;
+        r->lines = 0;
+    }
+    if (r->lines >= burst) {
         r->suppressed++;
         return false;
     }
+    r->lines++;
     *left_out = r->suppressed;
     r->suppressed = 0;
-    r->last_ms = now_ms == 0 ? 1 : now_ms;
     return true;
+}
+
+/* One line per interval. */
+static inline bool ratelimit_ok(struct ratelimit *r, uint64_t now_ms, uint64_t interval_ms,
+                                unsigned *left_out)
+{
+    return ratelimit_burst_ok(r, now_ms, interval_ms, 1, left_out);
 }
 
 /* The same for threads that share one limiter, without a lock (zeroed =

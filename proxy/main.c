@@ -105,6 +105,9 @@ int main(int argc, char **argv)
         .pair_timeout = (unsigned)cfg.pair_timeout,
         .max_pairs = max_pairs,
         .pipe_size = (size_t)cfg.pipe_size,
+        .hello_timeout = (unsigned)cfg.hello_timeout,
+        .hellos_per_address = (unsigned)cfg.hellos_per_address,
+        .tokens_per_address = (unsigned)cfg.tokens_per_address,
     };
     static struct proxy px; /* static: the signal handler keeps a pointer */
     static volatile sig_atomic_t stop;
@@ -129,10 +132,11 @@ int main(int argc, char **argv)
         return config_error(&cfg, msg);
     }
     log_info("%s relaying on %s port %d (control port %d), at most %d pairs, pipes of %d bytes, "
-             "tokens accepted up to %d s after expiry, pair timeout %d s",
+             "tokens accepted up to %d s after expiry, pair timeout %d s, hello timeout %d s, "
+             "%d connections without a token per address",
              svc.name, cfg.listen ? cfg.listen : "any address", relay_port(px.relay),
              soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
-             cfg.pair_timeout);
+             cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address);
 
     daemon_signals(&stop, stop_all, &px);
     pthread_t tid;

@@ -2,6 +2,7 @@
 #include "pairtable.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,9 @@
 
 struct pairtable {
     struct htable *table; /* of struct pt_entry */
+    struct tally *owners; /* entries per owner */
     size_t max;
+    unsigned per_owner;
 };
 
 static bool entry_has_pair(const void *entry, const void *pair)
@@ -26,17 +29,19 @@ static uint64_t pair_hash(const unsigned char pair[TOKEN_PAIR_LEN])
     return h;
 }
 
-struct pairtable *pairtable_new(size_t max_entries)
+struct pairtable *pairtable_new(size_t max_entries, unsigned per_owner)
 {
     struct pairtable *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
     t->table = htable_new(entry_has_pair);
-    if (t->table == NULL) {
-        free(t);
+    t->owners = tally_new();
+    if (t->table == NULL || t->owners == NULL) {
+        pairtable_free(t);
         return NULL;
     }
     t->max = max_entries;
+    t->per_owner = per_owner;
     return t;
 }
 
@@ -47,14 +52,15 @@ void pairtable_free(struct pairtable *t)
 
     if (t == NULL)
         return;
-    while ((e = htable_next(t->table, &i)) != NULL)
+    while (t->table != NULL && (e = htable_next(t->table, &i)) != NULL)
         free(e);
     htable_free(t->table);
+    tally_free(t->owners);
     free(t);
 }
 
 struct pt_entry *pairtable_get(struct pairtable *t, const unsigned char pair[TOKEN_PAIR_LEN],
-                               uint64_t forget_at)
+                               uint64_t forget_at, const char *owner, enum pt_refusal *why)
 {
     uint64_t hash = pair_hash(pair);
     struct pt_entry *e = htable_find(t->table, hash, pair);
@@ -63,14 +69,27 @@ struct pt_entry *pairtable_get(struct pairtable *t, const unsigned char pair[TOK
             e->forget_at = forget_at;
         return e;
     }
-    if (htable_count(t->table) >= t->max)
+    if (htable_count(t->table) >= t->max) {
+        *why = PT_TABLE_FULL;
         return NULL;
+    }
+    if (tally_count(t->owners, owner) >= t->per_owner) {
+        *why = PT_OWNER_FULL;
+        return NULL;
+    }
+    *why = PT_NO_MEMORY;
     e = calloc(1, sizeof(*e));
     if (e == NULL)
         return NULL;
     memcpy(e->pair, pair, TOKEN_PAIR_LEN);
     e->forget_at = forget_at;
+    snprintf(e->owner, sizeof(e->owner), "%s", owner);
+    if (!tally_take(t->owners, e->owner, t->per_owner)) {
+        free(e);
+        return NULL;
+    }
     if (htable_insert(t->table, hash, e) < 0) {
+        tally_give(t->owners, e->owner);
         free(e);
         return NULL;
     }
@@ -93,6 +112,7 @@ size_t pairtable_expire(struct pairtable *t, uint64_t now)
     while ((e = expired) != NULL) {
         expired = e->next;
         htable_remove(t->table, pair_hash(e->pair), e->pair);
+        tally_give(t->owners, e->owner);
         free(e);
         freed++;
     }
@@ -102,4 +122,9 @@ size_t pairtable_expire(struct pairtable *t, uint64_t now)
 size_t pairtable_count(const struct pairtable *t)
 {
     return htable_count(t->table);
+}
+
+unsigned pairtable_owned(const struct pairtable *t, const char *owner)
+{
+    return tally_count(t->owners, owner);
 }

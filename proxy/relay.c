@@ -23,16 +23,21 @@
 #include "monotonic.h"
 #include "pair.h"
 #include "pairtable.h"
+#include "ratelimit.h"
 #include "sockaddr_text.h"
 #include "sockets.h"
+#include "tally.h"
 
 #define RELAY_EVENTS 256
 #define RELAY_ACCEPTS_PER_EVENT 64
-#define RELAY_HELLO_TIMEOUT_MS 10000 /* at most; pair-timeout when shorter */
 #define RELAY_TICK_MS 1000           /* timer housekeeping */
 #define RELAY_PIPE_IDLE_MS 2000      /* an empty pipe idle this long is dropped */
 #define RELAY_EXPIRE_EVERY_MS 10000  /* seen tokens past expiry + skew are forgotten */
 #define RELAY_TOKENS_PER_PAIR 16     /* seen-token table: entries per max-pairs */
+#define RELAY_MIN_TOKENS_PER_ADDRESS 256
+/* Refusal lines: a burst seen in full, a flood not written out. */
+#define RELAY_LOG_WINDOW_MS 1000
+#define RELAY_LOG_BURST 10
 
 enum conn_state { CONN_HELLO, CONN_WAITING };
 
@@ -45,7 +50,8 @@ struct conn {
     size_t got;
     unsigned char buf[RELAY_HELLO_LEN];
     char addr[PAIR_ADDR_MAX];
-    struct pt_entry *entry; /* waiting: the pair's entry, and our side */
+    char source[TALLY_KEY_MAX]; /* what its address is counted under */
+    struct pt_entry *entry;     /* waiting: the pair's entry, and our side */
     int side;
     struct dlink link; /* in the hello or waiting list, in deadline order */
     struct conn *dead_next;
@@ -58,11 +64,14 @@ struct relay {
     int port;
     struct proxy_key key;
     unsigned token_skew, pair_timeout;
+    unsigned hello_ms, hellos_per_address; /* relay.h: until the hello */
     int max_pairs;
     size_t pipe_size;
     volatile sig_atomic_t stop;
 
     struct pairtable *tokens;
+    struct tally *hellos; /* CONN_HELLO connections per source */
+    struct ratelimit refused_log, closed_log;
     struct dlist hello, waiting; /* of struct conn */
     size_t nconns;
     struct dlist pairs; /* of struct pair, by last activity, oldest first */
@@ -74,6 +83,8 @@ struct relay {
     atomic_ullong pairs_active, pairs_total, bytes_relayed;
     atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
         refused_peer_gone, unpaired_timeouts, unpaired_waiting;
+    atomic_ullong hellos_waiting, hello_timeouts, hellos_cut, refused_address_hellos,
+        refused_address_tokens;
 };
 
 static void count(atomic_ullong *c)
@@ -104,9 +115,14 @@ static void make_ready(struct relay *r, struct pair *p)
 
 /* ---- connections ---- */
 
-static struct dlist *conn_list_of(struct relay *r, struct conn *c)
+/* c has sent its hello, or goes: its address's count of hellos follows. */
+static void leave_hello(struct relay *r, struct conn *c)
 {
-    return c->state == CONN_HELLO ? &r->hello : &r->waiting;
+    if (c->state != CONN_HELLO)
+        return;
+    dlist_remove(&r->hello, &c->link);
+    tally_give(r->hellos, c->source);
+    atomic_fetch_sub_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
 }
 
 /* Closes c (its fd unless moved to a pair, fd == -1); freed after the batch. */
@@ -114,7 +130,10 @@ static void conn_close(struct relay *r, struct conn *c)
 {
     if (c->h.kind == HANDLE_DEAD)
         return;
-    dlist_remove(conn_list_of(r, c), &c->link);
+    if (c->state == CONN_HELLO)
+        leave_hello(r, c);
+    else
+        dlist_remove(&r->waiting, &c->link);
     if (c->state == CONN_WAITING) {
         if (c->entry && c->entry->waiting[c->side] == c)
             c->entry->waiting[c->side] = NULL;
@@ -129,20 +148,41 @@ static void conn_close(struct relay *r, struct conn *c)
     r->dead_conns = c;
 }
 
-/* A refusal: one log line with the client's address and the reason. */
+/* A refusal: a log line with the client's address and the reason, at most
+   RELAY_LOG_BURST a second (anyone may make refusals), the first one after
+   a flood with the count left out. */
 static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter, const char *fmt,
                         ...)
 {
-    char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    log_warnx("refused %s: %s", c->addr, why);
+    unsigned left_out = 0;
     if (counter)
         count(counter);
+    if (ratelimit_burst_ok(&r->refused_log, r->now_ms, RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
+                           &left_out)) {
+        char why[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        if (left_out)
+            log_warnx("refused %s: %s (%u more refusals not logged)", c->addr, why, left_out);
+        else
+            log_warnx("refused %s: %s", c->addr, why);
+    }
+    conn_close(r, c);
+}
+
+/* A client that went before its hello: not an error of ours, but anyone can
+   make many, so the lines are limited like refusals. */
+static void conn_gone(struct relay *r, struct conn *c, const char *how)
+{
+    unsigned left_out = 0;
+    if (ratelimit_burst_ok(&r->closed_log, r->now_ms, RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
+                           &left_out))
+        log_info("%s %s after %zu of the %d bytes of its token%s", c->addr, how, c->got,
+                 RELAY_HELLO_LEN, left_out ? " (and others not logged)" : "");
     conn_close(r, c);
 }
 
@@ -157,18 +197,42 @@ static void refuse(struct relay *r, const char *addr, const char *why)
 static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
     struct relay *r = arg;
-    char addr[PAIR_ADDR_MAX];
+    char addr[PAIR_ADDR_MAX], source[TALLY_KEY_MAX];
 
     sockaddr_text(ss, len, addr, sizeof(addr));
-    if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs ||
-        r->nconns >= 2 * (size_t)r->max_pairs) {
+    tally_source_key(ss, len, source);
+    if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs) {
         refuse(r, addr, "max-pairs reached");
         close(fd);
         return;
     }
+    if (tally_count(r->hellos, source) >= r->hellos_per_address) {
+        char why[160];
+        snprintf(why, sizeof(why), "%u connections from %s have not sent their token yet",
+                 r->hellos_per_address, source);
+        acceptor_refused(&r->acc, r->now_ms, addr, why);
+        count(&r->refused_address_hellos);
+        close(fd);
+        return;
+    }
+    if (r->nconns >= 2 * (size_t)r->max_pairs) {
+        /* Every slot taken: the connection that has had the longest to send
+           its 132 bytes makes room (legitimate clients send them at once),
+           so that a flood of idle ones cannot lock new clients out. */
+        struct conn *oldest = first_conn(&r->hello);
+        if (oldest == NULL) {
+            refuse(r, addr, "max-pairs reached");
+            close(fd);
+            return;
+        }
+        conn_refuse(r, oldest, &r->hellos_cut,
+                    "no token after %llu ms, cut to make room for a new connection",
+                    (unsigned long long)(r->now_ms + r->hello_ms - oldest->deadline_ms));
+    }
     struct conn *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
+    if (c == NULL || !tally_take(r->hellos, source, r->hellos_per_address)) {
         refuse(r, addr, "out of memory");
+        free(c);
         close(fd);
         return;
     }
@@ -176,17 +240,19 @@ static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     c->fd = fd;
     c->state = CONN_HELLO;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
-    uint64_t wait = (uint64_t)r->pair_timeout * 1000;
-    c->deadline_ms = r->now_ms + (wait < RELAY_HELLO_TIMEOUT_MS ? wait : RELAY_HELLO_TIMEOUT_MS);
+    memcpy(c->source, source, sizeof(source));
+    c->deadline_ms = r->now_ms + r->hello_ms;
     sock_tune(fd);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
     if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         log_warn("epoll_ctl for %s", addr);
+        tally_give(r->hellos, source);
         close(fd);
         free(c);
         return;
     }
     dlist_append(&r->hello, &c->link);
+    atomic_fetch_add_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
     r->nconns++;
     log_debug("connection from %s", addr);
 }
@@ -380,7 +446,14 @@ static void hello_done(struct relay *r, struct conn *c)
     pair_id_text(pair, id);
     const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
     uint64_t forget_at = expiry > UINT64_MAX - r->token_skew ? UINT64_MAX : expiry + r->token_skew;
-    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at);
+    enum pt_refusal full;
+    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at, c->source, &full);
+    if (e == NULL && full == PT_OWNER_FULL) {
+        conn_refuse(r, c, &r->refused_address_tokens,
+                    "pair %s: %u tokens from %s are remembered already, try later", id,
+                    pairtable_owned(r->tokens, c->source), c->source);
+        return;
+    }
     if (e == NULL) {
         conn_refuse(r, c, &r->refused_full, "pair %s: too many tokens seen, try later", id);
         return;
@@ -404,7 +477,7 @@ static void hello_done(struct relay *r, struct conn *c)
                     "pair %s: the other side's connection came and is gone", id);
         return;
     }
-    dlist_remove(&r->hello, &c->link);
+    leave_hello(r, c);
     c->state = CONN_WAITING;
     c->deadline_ms = r->now_ms + (uint64_t)r->pair_timeout * 1000;
     dlist_append(&r->waiting, &c->link);
@@ -428,15 +501,12 @@ static void conn_event(struct relay *r, struct conn *c, uint32_t events)
         if (n > 0) {
             c->got += (size_t)n;
         } else if (n == 0) {
-            log_info("%s closed after %zu of the %d bytes of its token", c->addr, c->got,
-                     RELAY_HELLO_LEN);
-            conn_close(r, c);
+            conn_gone(r, c, "closed");
             return;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
             return;
         } else if (errno != EINTR) {
-            log_info("%s: %s before its token", c->addr, strerror(errno));
-            conn_close(r, c);
+            conn_gone(r, c, strerror(errno));
             return;
         }
     }
@@ -449,11 +519,11 @@ static void expire_conns(struct relay *r)
 {
     struct conn *c;
 
-    while ((c = first_conn(&r->hello)) != NULL && c->deadline_ms <= r->now_ms)
-        conn_refuse(r, c, &r->unpaired_timeouts, "no token within %u s",
-                    r->pair_timeout < RELAY_HELLO_TIMEOUT_MS / 1000
-                        ? r->pair_timeout
-                        : RELAY_HELLO_TIMEOUT_MS / 1000);
+    while ((c = first_conn(&r->hello)) != NULL && c->deadline_ms <= r->now_ms) {
+        count(&r->hello_timeouts);
+        conn_refuse(r, c, &r->unpaired_timeouts, "no token within %u s (%zu of %d bytes came)",
+                    r->hello_ms / 1000, c->got, RELAY_HELLO_LEN);
+    }
     while ((c = first_conn(&r->waiting)) != NULL && c->deadline_ms <= r->now_ms) {
         char id[9];
         pair_id_text(c->entry->pair, id);
@@ -599,6 +669,15 @@ void relay_stop(struct relay *r)
 
 /* ---- set-up ---- */
 
+/* The default share of the seen-token table (relay.h): a sixteenth of it,
+   max-pairs, but never so small that a small proxy's one busy site runs
+   short (a NATed site is one address). */
+static unsigned tokens_per_address(int max_pairs)
+{
+    return max_pairs < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS
+                                                    : (unsigned)max_pairs;
+}
+
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen)
 {
     struct relay *r = calloc(1, sizeof(*r));
@@ -611,12 +690,19 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->key = *cfg->key;
     r->token_skew = cfg->token_skew;
     r->pair_timeout = cfg->pair_timeout ? cfg->pair_timeout : 1;
+    unsigned hello_s = cfg->hello_timeout ? cfg->hello_timeout : RELAY_DEFAULT_HELLO_TIMEOUT;
+    r->hello_ms = 1000 * (hello_s < r->pair_timeout ? hello_s : r->pair_timeout);
+    r->hellos_per_address =
+        cfg->hellos_per_address ? cfg->hellos_per_address : RELAY_DEFAULT_HELLOS_PER_ADDRESS;
     r->max_pairs = cfg->max_pairs > 0 ? cfg->max_pairs : 1;
     r->pipe_size = cfg->pipe_size;
     r->listen_h.kind = HANDLE_LISTEN;
     r->wake_h.kind = HANDLE_WAKE;
-    r->tokens = pairtable_new((size_t)r->max_pairs * RELAY_TOKENS_PER_PAIR);
-    if (r->tokens == NULL) {
+    r->tokens = pairtable_new((size_t)r->max_pairs * RELAY_TOKENS_PER_PAIR,
+                              cfg->tokens_per_address ? cfg->tokens_per_address
+                                                      : tokens_per_address(r->max_pairs));
+    r->hellos = tally_new();
+    if (r->tokens == NULL || r->hellos == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -664,6 +750,7 @@ void relay_free(struct relay *r)
     if (r->epfd >= 0)
         close(r->epfd);
     pairtable_free(r->tokens);
+    tally_free(r->hellos);
     explicit_bzero(&r->key, sizeof(r->key));
     free(r);
 }
@@ -680,4 +767,9 @@ void relay_counters(struct relay *r, struct relay_counters *out)
     out->refused_peer_gone = atomic_load(&r->refused_peer_gone);
     out->unpaired_timeouts = atomic_load(&r->unpaired_timeouts);
     out->unpaired_waiting = atomic_load(&r->unpaired_waiting);
+    out->hellos_waiting = atomic_load(&r->hellos_waiting);
+    out->hello_timeouts = atomic_load(&r->hello_timeouts);
+    out->hellos_cut = atomic_load(&r->hellos_cut);
+    out->refused_address_hellos = atomic_load(&r->refused_address_hellos);
+    out->refused_address_tokens = atomic_load(&r->refused_address_tokens);
 }

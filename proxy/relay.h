@@ -45,7 +45,19 @@ struct relay_config {
     unsigned pair_timeout; /* seconds */
     int max_pairs;
     size_t pipe_size;
+    /* Until a connection has sent its hello (the token), it is anyone's: it
+       has hello_timeout seconds (at most pair_timeout) for its 132 bytes,
+       and one source address (tally.h) holds at most hellos_per_address
+       such connections.  When every connection slot is taken, the oldest
+       of them is cut to make room.  0 = RELAY_DEFAULT_*. */
+    unsigned hello_timeout;
+    unsigned hellos_per_address;
+    /* Seen-token entries one source address may hold (pairtable.h);
+       0 = max_pairs, at least 256. */
+    unsigned tokens_per_address;
 };
+#define RELAY_DEFAULT_HELLO_TIMEOUT 5
+#define RELAY_DEFAULT_HELLOS_PER_ADDRESS 1024
 
 struct relay_counters {
     unsigned long long pairs_active, pairs_total, bytes_relayed;
@@ -54,6 +66,11 @@ struct relay_counters {
     unsigned long long refused_peer_gone; /* the other side came and left */
     unsigned long long unpaired_timeouts; /* no token, or no peer, in time */
     unsigned long long unpaired_waiting;  /* connections waiting now */
+    unsigned long long hellos_waiting;    /* connections that have not sent their hello, now */
+    unsigned long long hello_timeouts;    /* no whole hello in time (also unpaired_timeouts) */
+    unsigned long long hellos_cut;        /* the oldest hello cut for a new connection */
+    unsigned long long refused_address_hellos; /* hellos-per-address reached */
+    unsigned long long refused_address_tokens; /* tokens-per-address reached */
 };
 
 struct relay;

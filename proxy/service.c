@@ -124,11 +124,21 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         const char *name;
         unsigned long long value;
     } counters[] = {
-        {"pairs_active", k.pairs_active},           {"pairs_total", k.pairs_total},
-        {"bytes_relayed", k.bytes_relayed},         {"refused_bad_token", k.refused_bad_token},
-        {"refused_replay", k.refused_replay},       {"refused_expired", k.refused_expired},
-        {"refused_full", k.refused_full},           {"refused_peer_gone", k.refused_peer_gone},
-        {"unpaired_timeouts", k.unpaired_timeouts}, {"unpaired_waiting", k.unpaired_waiting},
+        {"pairs_active", k.pairs_active},
+        {"pairs_total", k.pairs_total},
+        {"bytes_relayed", k.bytes_relayed},
+        {"refused_bad_token", k.refused_bad_token},
+        {"refused_replay", k.refused_replay},
+        {"refused_expired", k.refused_expired},
+        {"refused_full", k.refused_full},
+        {"refused_peer_gone", k.refused_peer_gone},
+        {"unpaired_timeouts", k.unpaired_timeouts},
+        {"unpaired_waiting", k.unpaired_waiting},
+        {"hellos_waiting", k.hellos_waiting},
+        {"hello_timeouts", k.hello_timeouts},
+        {"hellos_cut", k.hellos_cut},
+        {"refused_address_hellos", k.refused_address_hellos},
+        {"refused_address_tokens", k.refused_address_tokens},
     };
     int n = (int)(sizeof(counters) / sizeof(counters[0]));
     response->version = QCG_PROTOCOL_VERSION;

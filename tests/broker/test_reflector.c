@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
 #include "reflector.h"
@@ -68,27 +69,11 @@ static void send_text(int fd, const char *text)
         fprintf(stderr, "send: %s\n", strerror(errno));
 }
 
-/* Reads to EOF (or the timeout) into out, without the '\n'. */
-static void read_answer(int fd, char *out, size_t outlen)
-{
-    size_t got = 0;
-    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
-        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
 static void ask(const char *line, char *out, size_t outlen)
 {
     int fd = client(NULL);
     send_text(fd, line);
-    read_answer(fd, out, outlen);
+    line_answer(fd, out, outlen);
     close(fd);
 }
 
@@ -217,7 +202,7 @@ static void test_map(void)
     int local = 0, fd = client(&local);
 
     send_text(fd, "MAP\n");
-    read_answer(fd, ans, sizeof(ans));
+    line_answer(fd, ans, sizeof(ans));
     close(fd);
     snprintf(want, sizeof(want), "MAPPED 127.0.0.1 %d", local);
     CHECKF(strcmp(ans, want) == 0, "MAP: '%s', want '%s'", ans, want);
@@ -239,8 +224,8 @@ static void test_pairing(struct reflector *r)
     send_text(a, la);
     WAIT_UNTIL(punches(r) > taken, 2000, "the reflector to take a's PUNCH (a then waits for b)");
     send_text(b, lb);
-    read_answer(a, aa, sizeof(aa));
-    read_answer(b, ab, sizeof(ab));
+    line_answer(a, aa, sizeof(aa));
+    line_answer(b, ab, sizeof(ab));
     close(a);
     close(b);
     snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pb, pa);
@@ -301,8 +286,8 @@ static void test_early(struct reflector *r)
     send_text(b, lb);
     WAIT_UNTIL(punches(r) >= taken + 2, 2000, "the reflector to take both early PUNCHes");
     expect(r, pair, false);
-    read_answer(a, aa, sizeof(aa));
-    read_answer(b, ab, sizeof(ab));
+    line_answer(a, aa, sizeof(aa));
+    line_answer(b, ab, sizeof(ab));
     close(a);
     close(b);
     snprintf(want, sizeof(want), "PEER 127.0.0.1 %d 127.0.0.1 %d", pb, pa);
@@ -323,7 +308,7 @@ static void test_missing_peer(struct reflector *r)
     punch_line(&key, pair, 0, (uint64_t)time(NULL) + 60, pa, line, sizeof(line));
     uint64_t t0 = monotonic_ms();
     send_text(a, line);
-    read_answer(a, ans, sizeof(ans));
+    line_answer(a, ans, sizeof(ans));
     uint64_t took = monotonic_ms() - t0;
     close(a);
     CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "did not come"), "alone: '%s'", ans);
@@ -355,8 +340,8 @@ static void test_misdeclared(struct reflector *r)
     WAIT_UNTIL(punches(r) > c0.punches, 2000, "the reflector to take b's PUNCH");
     uint64_t t0 = monotonic_ms();
     send_text(a, la);
-    read_answer(a, aa, sizeof(aa));
-    read_answer(b, ab, sizeof(ab));
+    line_answer(a, aa, sizeof(aa));
+    line_answer(b, ab, sizeof(ab));
     uint64_t took = monotonic_ms() - t0;
     close(a);
     close(b);
@@ -396,7 +381,7 @@ static void test_bad_lines(void)
     int fd = client(NULL);
     uint64_t t0 = monotonic_ms();
     send_text(fd, "MA");
-    read_answer(fd, ans, sizeof(ans));
+    line_answer(fd, ans, sizeof(ans));
     uint64_t took = monotonic_ms() - t0;
     close(fd);
     CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "no request line"), "slow: '%s'", ans);
@@ -451,6 +436,9 @@ static void test_cap(struct reflector *r, unsigned cap)
     reflector_counters(r, &c1);
     CHECKF(closed >= (int)cap, "%d of %u connections beyond the cap of %u closed", closed, n, cap);
     CHECKF(c1.refused >= c0.refused + cap, "refused counted");
+    /* Idle ones are cut, oldest first, for the new ones (reflector.h). */
+    CHECKF(c1.cut >= c0.cut + cap, "cut counted: %llu -> %llu", (unsigned long long)c0.cut,
+           (unsigned long long)c1.cut);
     WAIT_UNTIL(reflector_idle(), 2000, "the reflector to close the flood's connections");
     char ans[400];
     ask("MAP\n", ans, sizeof(ans));
@@ -542,7 +530,7 @@ static void test_stop(struct reflector *r)
     send_text(a, "MAP");
     WAIT_UNTIL(tcp_seen(local) == 1, 2000, "the reflector to accept the client");
     reflector_stop(r);
-    read_answer(a, ans, sizeof(ans));
+    line_answer(a, ans, sizeof(ans));
     close(a);
     CHECKF(strcmp(ans, "FAIL the reflector is stopping") == 0, "stop: '%s'", ans);
 }
@@ -554,7 +542,10 @@ int main(void)
                                  .dial_timeout_ms = 500,
                                  .linger_ms = 300,
                                  .conns_max = 16,
-                                 .expected_max = 32};
+                                 .expected_max = 32,
+                                 /* One cluster's share: the whole table (shares:
+                                    test_reflector_limits.c). */
+                                 .expected_per_cluster = 32};
     char err[200], listen[32];
 
     log_init("broker", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, false);

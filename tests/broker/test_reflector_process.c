@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
 #include "reflector.h"
@@ -120,21 +121,6 @@ static int client(int port, int *local)
     return fd;
 }
 
-static void read_answer(int fd, char *out, size_t outlen)
-{
-    size_t got = 0;
-    for (int i = 0; i < 64 && got + 1 < outlen; i++) {
-        ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
 static void map(int port, char *out, size_t outlen)
 {
     int fd = client(port, NULL);
@@ -142,7 +128,7 @@ static void map(int port, char *out, size_t outlen)
     if (fd < 0)
         return;
     if (send(fd, "MAP\n", 4, MSG_NOSIGNAL) == 4)
-        read_answer(fd, out, outlen);
+        line_answer(fd, out, outlen);
     close(fd);
 }
 
@@ -163,7 +149,7 @@ static bool punch_pair(int port, const unsigned char pair[TOKEN_PAIR_LEN])
             ok = false;
     }
     for (int side = 0; side < 2; side++) {
-        read_answer(fd[side], ans[side], sizeof(ans[side]));
+        line_answer(fd[side], ans[side], sizeof(ans[side]));
         close(fd[side]);
         if (strncmp(ans[side], "PEER ", 5) != 0) {
             fprintf(stderr, "side %d heard '%s'\n", side, ans[side]);
@@ -600,6 +586,15 @@ static void test_client(void)
     }
     CHECKF(punched, "a PUNCH pair through the child");
     CHECKF(wait_until(&s.punches, 2) && s.port > 0, "both PUNCHes observed by the broker");
+    /* The child's counters reach the broker (--stats), about once a second. */
+    struct reflector_counters k;
+    uint64_t until = monotonic_ms() + 3000;
+    do {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        reflector_client_counters(c, &k);
+    } while (k.paired < 1 && monotonic_ms() < until);
+    CHECKF(k.paired == 1 && k.punches >= 2, "counters from the child: paired %llu, punches %llu",
+           (unsigned long long)k.paired, (unsigned long long)k.punches);
 
     /* Killed: noticed at once, then a new child on the same port. */
     kill(pid, SIGKILL);
@@ -611,6 +606,14 @@ static void test_client(void)
     CHECKF(pid2 > 0 && pid2 != pid, "a new child: %d after %d", pid2, pid);
     map(CLIENT_PORT, ans, sizeof(ans));
     CHECKF(strncmp(ans, "MAPPED 127.0.0.1 ", 17) == 0, "the new child serves MAP: '%s'", ans);
+    /* The dead child's counts stay in the totals, the new one's add to them. */
+    until = monotonic_ms() + 3000;
+    do {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        reflector_client_counters(c, &k);
+    } while (k.maps < 1 && monotonic_ms() < until);
+    CHECKF(k.maps == 1 && k.paired == 1, "counters across children: maps %llu, paired %llu",
+           (unsigned long long)k.maps, (unsigned long long)k.paired);
     reflector_client_stop(c);
     CHECKF(kill(pid2, 0) < 0 && errno == ESRCH, "no child left after the stop");
 }

@@ -22,6 +22,16 @@
  *   full          against --max-pairs 1: while one pair is up, another
  *                 client is closed without an answer; once it ends, a new
  *                 pair is relayed again
+ *   crowd N       N connections from 127.0.0.1 that never send their token
+ *                 (more than the proxy's slots), held open; then a pair from
+ *                 127.0.0.2 must still pair within 3 s and relay
+ *   slowloris S   a client that sends its hello one byte every 500 ms is cut
+ *                 within S + 1.5 s (S: the proxy's hello timeout), before it
+ *                 could finish
+ *   tokenflood N  N pairs made and ended one after the other with valid
+ *                 tokens (one job's flood); prints how many the proxy took
+ *
+ * Clients connect from 127.0.0.1, or from PROXY_CLIENT_SOURCE when set.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,6 +58,7 @@
 
 static struct proxy_key key;
 static int port;
+static const char *source = "127.0.0.1"; /* PROXY_CLIENT_SOURCE */
 static unsigned char *pattern[2];
 
 static void mint(int side, const unsigned char pair[16], int64_t expiry_offset, char *out)
@@ -65,24 +76,35 @@ static void new_pair(unsigned char pair[16])
         exit(2);
 }
 
-/* Connects and sends the magic and token (raw: the 128 bytes as given). */
-static int connect_raw(const char *magic, const char *token)
+/* A connection to the proxy from the address from. */
+static int connect_from(const char *from)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    unsigned char hello[4 + 128] = {0};
+    struct sockaddr_in src = {.sin_family = AF_INET};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+    inet_pton(AF_INET, from, &src.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+        connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
         perror("connect");
         exit(1);
     }
+    return fd;
+}
+
+/* Connects and sends the magic and token (raw: the 128 bytes as given). */
+static int connect_raw(const char *magic, const char *token)
+{
+    unsigned char hello[4 + 128] = {0};
+    int fd = connect_from(source);
+
     memcpy(hello, magic, 4);
     memcpy(hello + 4, token, strnlen(token, 128));
-    if (write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello)) {
-        perror("write hello");
-        exit(1);
-    }
+    /* A proxy that refused the connection at once may have reset it: the
+       caller sees the close. */
+    if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+        perror("send hello");
     return fd;
 }
 
@@ -516,6 +538,100 @@ static int full_scenario(void)
     return -1;
 }
 
+static int crowd_scenario(int n)
+{
+    int *idle = calloc((size_t)n, sizeof(int)), p[2];
+    char buf[8];
+
+    if (idle == NULL)
+        return -1;
+    for (int i = 0; i < n; i++)
+        idle[i] = connect_from("127.0.0.1");
+    /* The proxy has taken them all (the last ones are accepted last). */
+    usleep(200 * 1000);
+    source = "127.0.0.2";
+    uint64_t t0 = monotonic_ms();
+    int rc = try_pair(p, 3000);
+    if (rc != 0) {
+        fprintf(stderr,
+                "crowd: a pair from 127.0.0.2 did not pair within 3 s while %d "
+                "connections from 127.0.0.1 sent nothing\n",
+                n);
+    } else if (write(p[0], "ping", 4) != 4 || !wait_readable(p[1], 3000) ||
+               recv(p[1], buf, sizeof(buf), 0) != 4 || memcmp(buf, "ping", 4) != 0) {
+        fprintf(stderr, "crowd: the pair does not relay\n");
+        rc = -1;
+    }
+    if (rc == 0) {
+        printf("a pair from another address paired in %llu ms and relays beside %d idle "
+               "connections\n",
+               (unsigned long long)(monotonic_ms() - t0), n);
+        close(p[0]);
+        close(p[1]);
+    }
+    for (int i = 0; i < n; i++)
+        close(idle[i]);
+    free(idle);
+    return rc;
+}
+
+static int slowloris_scenario(int seconds)
+{
+    unsigned char pair[16];
+    char t[TOKEN_TEXT_LEN + 1];
+    unsigned char hello[4 + 128] = {0};
+    size_t sent = 0;
+
+    new_pair(pair);
+    mint(0, pair, 60, t);
+    memcpy(hello, "QCGP", 4);
+    memcpy(hello + 4, t, TOKEN_TEXT_LEN);
+    int fd = connect_from(source);
+    uint64_t t0 = monotonic_ms(), limit = (uint64_t)seconds * 1000 + 1500;
+    for (;;) {
+        if (wait_readable(fd, 500)) {
+            unsigned char b;
+            if (recv(fd, &b, 1, 0) > 0) {
+                fprintf(stderr, "slowloris: got a byte instead of a close\n");
+                return -1;
+            }
+            break;
+        }
+        if (sent < sizeof(hello) && send(fd, hello + sent, 1, MSG_NOSIGNAL) == 1)
+            sent++;
+        if (monotonic_ms() - t0 > limit) {
+            fprintf(stderr, "slowloris: still open after %llu ms (%zu bytes sent)\n",
+                    (unsigned long long)(monotonic_ms() - t0), sent);
+            return -1;
+        }
+    }
+    uint64_t took = monotonic_ms() - t0;
+    close(fd);
+    if (took + 500 < (uint64_t)seconds * 1000) {
+        fprintf(stderr, "slowloris: cut after %llu ms, before the %d s\n", (unsigned long long)took,
+                seconds);
+        return -1;
+    }
+    printf("a hello of one byte every 500 ms cut after %llu ms (%zu of %zu bytes sent)\n",
+           (unsigned long long)took, sent, sizeof(hello));
+    return 0;
+}
+
+static int tokenflood_scenario(int n)
+{
+    int p[2], paired = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (try_pair(p, 1000) == 0) {
+            paired++;
+            close(p[0]);
+            close(p[1]);
+        }
+    }
+    printf("%d of %d pairs of one flood taken\n", paired, n);
+    return paired > 0 ? 0 : -1;
+}
+
 static int load_key(const char *path)
 {
     char err[256];
@@ -537,6 +653,8 @@ int main(int argc, char **argv)
         return 2;
     const char *s = argv[3];
     int arg = argc > 4 ? atoi(argv[4]) : 0;
+    if (getenv("PROXY_CLIENT_SOURCE") != NULL)
+        source = getenv("PROXY_CLIENT_SOURCE");
     for (int d = 0; d < 2; d++) {
         pattern[d] = malloc(PATLEN);
         if (pattern[d] == NULL || RAND_bytes(pattern[d], PATLEN) != 1)
@@ -561,6 +679,12 @@ int main(int argc, char **argv)
         rc = idle_scenario();
     else if (strcmp(s, "full") == 0)
         rc = full_scenario();
+    else if (strcmp(s, "crowd") == 0)
+        rc = crowd_scenario(arg);
+    else if (strcmp(s, "slowloris") == 0)
+        rc = slowloris_scenario(arg);
+    else if (strcmp(s, "tokenflood") == 0)
+        rc = tokenflood_scenario(arg);
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;

@@ -176,8 +176,57 @@ if wait $client_pid; then pass "killed proxy: $(tail -1 "$work/stream.out")"; el
   fail "killed proxy: $(cat "$work/stream.out")"; fi
 client_pid=
 
+# ---- clients that do not send their token cannot lock others out ----
+# counter NAME: one counter of the running proxy (--stats --json).
+counter() {
+  "$proxy_bin" --stats --json --control-port $cport --ca "$ca/ca.crt" \
+    --cert "$ca/helper-nata-nata1.pem" 2>/dev/null |
+    python3 -c "import json, sys; print(json.load(sys.stdin).get('$1', -1))"
+}
+stop_proxy() {
+  kill -TERM "$proxy_pid" 2>/dev/null
+  wait "$proxy_pid" 2>/dev/null
+  proxy_pid=
+}
+log3=$work/proxy3.log
+start_proxy "$log3" --max-pairs 8 --pair-timeout 30
+scenario "40 idle connections from 127.0.0.1 (16 slots): a pair from 127.0.0.2" crowd 40
+n=$(counter hellos_cut)
+if [ "$n" -ge 24 ]; then pass "hellos_cut $n"; else fail "hellos_cut $n, want >= 24"; fi
+export PROXY_CLIENT_SOURCE=127.0.0.3
+scenario "a token dripped one byte every 500 ms: cut at the 5 s hello timeout" slowloris 5
+unset PROXY_CLIENT_SOURCE
+logged "hello timeout logged" "$log3" "refused 127.0.0.3:[0-9]*: no token within 5 s"
+n=$(counter hello_timeouts)
+if [ "$n" -ge 1 ]; then pass "hello_timeouts $n"; else fail "hello_timeouts $n"; fi
+stop_proxy
+
+log4=$work/proxy4.log
+start_proxy "$log4" --max-pairs 8 --pair-timeout 30 --hellos-per-address 4
+scenario "10 idle connections from 127.0.0.1 (4 allowed): a pair from 127.0.0.2" crowd 10
+n=$(counter refused_address_hellos)
+if [ "$n" -eq 6 ]; then pass "refused_address_hellos $n"; else fail "refused_address_hellos $n, want 6"; fi
+logged "per-address refusal logged" "$log4" "4 connections from 127.0.0.1 have not sent their token"
+stop_proxy
+
+# ---- one address's flood of valid tokens leaves others room ----
+# max-pairs 32: the seen-token table holds 512, an address at most 256.
+log5=$work/proxy5.log
+start_proxy "$log5" --max-pairs 32
+export PROXY_CLIENT_SOURCE=127.0.0.1
+scenario "600 pairs from 127.0.0.1 in a row" tokenflood 600
+export PROXY_CLIENT_SOURCE=127.0.0.2
+scenario "then a pair from 127.0.0.2" relay 1
+unset PROXY_CLIENT_SOURCE
+n=$(counter refused_address_tokens)
+# Both tokens of each of the 344 pairs beyond the share.
+if [ "$n" -eq $((2 * (600 - 256))) ]; then pass "refused_address_tokens $n"; else
+  fail "refused_address_tokens $n, want 688"; fi
+logged "token share logged" "$log5" "256 tokens from 127.0.0.1 are remembered already"
+stop_proxy
+
 # Sanitizer builds: any report fails the test.
-if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2"; then
+if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5"; then
   fail "sanitizer report in the proxy's log"
 fi
 echo "$fails failure(s)"
