@@ -33,6 +33,8 @@ struct broker_stats {
     atomic_ullong reports_refused;  /* for no plan this broker issued */
     atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
     atomic_ullong observations;     /* qcg__observed */
+    atomic_ullong addresses_refused; /* nodes, declarations, observations outside the site's */
+    atomic_ullong orders_refused;    /* connect-backs and injects the address rules refused */
 };
 
 struct broker {

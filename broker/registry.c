@@ -14,6 +14,7 @@
 #include "cmdqueue.h"
 #include "htable.h"
 #include "jobhash.h"
+#include "site_ranges.h"
 
 #define HASH_LEN JOB_HASH_LEN
 
@@ -227,7 +228,16 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
-    struct cluster *c = find_cluster(r, decl->name);
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)) != NULL) {
+        if (strcmp(c->decl.name, decl->name) != 0 &&
+            site_ranges_clash(decl, &c->decl, why, whylen) < 0) {
+            st = REG_DENIED;
+            goto out;
+        }
+    }
+    c = find_cluster(r, decl->name);
     if (c != NULL) {
         c->decl = *decl;
         goto out;
@@ -261,6 +271,22 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
     struct cluster *c = registered(r, cluster, why, whylen);
     if (c == NULL) {
         st = REG_NOTFOUND;
+        goto out;
+    }
+    if (!site_holds_node(&c->decl, decl->address)) {
+        char own[QCG_ADDR_MAX + 4] = "none";
+        if (c->decl.ranges_implicit && c->decl.nranges > 0)
+            addr_range_format(&c->decl.ranges[0], own, sizeof(own));
+        if (c->decl.ranges_implicit)
+            snprintf(why, whylen,
+                     "address %s of node %s is not the frontend's own address (%s): cluster %s "
+                     "declares no node ranges (qcg-frontend option addresses)",
+                     decl->address, decl->name, own, cluster);
+        else
+            snprintf(why, whylen, "address %s of node %s is outside the node ranges cluster %s "
+                     "declared (qcg-frontend option addresses)",
+                     decl->address, decl->name, cluster);
+        st = REG_DENIED;
         goto out;
     }
     struct reg_node *n = find_node(r, c, decl->name);
@@ -519,8 +545,19 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     plan_end_of(from, &fe);
     plan_end_of(to, &te);
     struct plan_offer o = *offer;
+    /* The address rules: the target's helper connects back to, or injects a
+       SYN from, addresses the initiator's site declared, never into the
+       target's own LAN. */
+    char back_why[256], inject_why[256];
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address,
+                               false, "reversed", back_why, sizeof(back_why)))
+        o.refused[TECH_REVERSED] = back_why;
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
+                               "traversing", inject_why, sizeof(inject_why)))
+        o.refused[TECH_TRAVERSING] = inject_why;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
+        out->refused = out->decision.refused;
         return REG_OK;
     }
     struct outcome_failing f = {0, 0};
@@ -534,6 +571,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         o.remembered = f.own;
         plan_decide(&fe, &te, tried, &o, &out->decision);
     }
+    out->refused = out->decision.refused;
     return REG_OK;
 }
 
@@ -604,6 +642,12 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
     struct cluster *c = registered(r, cluster, why, whylen);
     if (c == NULL) {
         st = REG_NOTFOUND;
+    } else if (o->public_addr[0] != '\0' && !site_holds_public(&c->decl, o->public_addr)) {
+        snprintf(why, whylen,
+                 "node %s appears from %s, which is not among the public addresses cluster %s "
+                 "declared (misconfiguration, or an address that is not the site's)",
+                 o->node, o->public_addr, cluster);
+        st = REG_DENIED;
     } else {
         c->observed = *o;
         *decl = c->decl;

@@ -31,6 +31,8 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"reports_refused", atomic_load(&b->stats.reports_refused)},
         {"probes_started", atomic_load(&b->stats.probes_started)},
         {"observations", atomic_load(&b->stats.observations)},
+        {"addresses_refused", atomic_load(&b->stats.addresses_refused)},
+        {"orders_refused", atomic_load(&b->stats.orders_refused)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

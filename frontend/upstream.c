@@ -37,8 +37,11 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
     struct frontend *fe = up->fe;
     const struct frontend_config *cfg = fe->cfg;
     const char *addrs[FRONTEND_PUBLIC_MAX];
+    const char *ranges[FRONTEND_RANGES_MAX];
     for (int i = 0; i < cfg->npublic; i++)
         addrs[i] = cfg->public_addrs[i];
+    for (int i = 0; i < cfg->nranges; i++)
+        ranges[i] = cfg->ranges[i];
     struct cluster_decl decl = {
         .name = fe->cluster,
         .kind = cluster_kind_name(cfg->kind_value),
@@ -46,6 +49,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
         .addrs = addrs,
         .port_low = cfg->open_ports[0],
         .port_high = cfg->open_ports[1],
+        .nranges = cfg->nranges,
+        .ranges = ranges,
     };
     struct relay_error err;
     int rc = relay_register_cluster(soap, url(up), &decl, epoch, &err);
@@ -187,6 +192,9 @@ struct upstream *upstream_start(struct frontend *fe, char *err, size_t errlen)
         return NULL;
     }
     up->fe = fe;
+    if (fe->cfg->nranges == 0)
+        log_warnx("addresses is not set: the broker accepts nodes at this frontend's own address "
+                  "only; set addresses = the CIDR ranges of this site's node addresses");
     struct longpoll_config cfg = {
         .client = &fe->upstream,
         .service = "broker",

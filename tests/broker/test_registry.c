@@ -23,6 +23,20 @@ static const struct plan_offer offer_noproxy = {.proxy = false, .reflector = fal
 
 static char why[256];
 
+/* Each test cluster's node range, by name. */
+static const char *range_of(const char *name)
+{
+    static const char *const ranges[][2] = {
+        {"nata", "198.18.3.0/24"}, {"open", "203.0.113.16/28"}, {"x", "198.18.9.0/24"},
+        {"empty", "192.0.2.0/28"},  {NULL, NULL},
+    };
+    for (int i = 0; ranges[i][0] != NULL; i++) {
+        if (strcmp(ranges[i][0], name) == 0)
+            return ranges[i][1];
+    }
+    return NULL;
+}
+
 static struct reg_cluster cluster(const char *name, enum cluster_kind kind, int lo, int hi)
 {
     struct reg_cluster c;
@@ -31,6 +45,9 @@ static struct reg_cluster cluster(const char *name, enum cluster_kind kind, int 
     c.kind = kind;
     c.port_low = lo;
     c.port_high = hi;
+    const char *range = range_of(name);
+    if (range != NULL && addr_range_parse(range, &c.ranges[0], why, sizeof(why)) == 0)
+        c.nranges = 1;
     return c;
 }
 
@@ -399,7 +416,7 @@ static void test_validate(void)
     char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4", "203.0.113.5",
                       "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
-    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0};
+    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL};
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
                rc.kind == CLUSTER_NAT,
            "good cluster: %s", why);
@@ -429,7 +446,7 @@ static void test_validate(void)
     CHECKF(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
 
     struct reg_node rn;
-    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1};
+    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL};
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
     n.portLow = 0;
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
