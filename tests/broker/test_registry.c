@@ -14,6 +14,7 @@
 #include "log.h"
 #include "outcomes.h"
 #include "registry.h"
+#include "site_ranges.h"
 
 /* No reflector: these tests are about the registry, the plan table has its own. */
 static const struct plan_offer offer_all = {.proxy = true, .reflector = false};
@@ -582,6 +583,56 @@ static void test_probing(void)
     registry_free(r);
 }
 
+/* The address rules alone (site_ranges.h), with what the service cannot
+   reach through registrations: an order into the target's own range. */
+static void test_site_ranges(void)
+{
+    struct reg_cluster o = cluster("open", CLUSTER_OPEN, 0, 0);
+    struct reg_cluster a = cluster("nata", CLUSTER_NAT, 0, 0);
+    struct reg_cluster b = cluster("nata", CLUSTER_NAT, 0, 0);
+    snprintf(b.name, sizeof(b.name), "natb");
+    CHECKF(site_ranges_clash(&b, &a, why, sizeof(why)) == 0, "NATs' private ranges may overlap");
+    snprintf(b.public_addr[0], sizeof(b.public_addr[0]), "198.18.3.99");
+    b.npublic = 1;
+    CHECKF(site_ranges_clash(&b, &a, why, sizeof(why)) < 0 && strstr(why, "public address"),
+           "a public address in another's private range: %s", why);
+    CHECKF(site_holds_public(&o, "203.0.113.21") && !site_holds_public(&a, "198.18.3.11"),
+           "an open site's nodes are public, a NAT's are not");
+    /* open's contact 203.0.113.21 inside nata's ranges (as if nata had been
+       let in): an order there would reach into nata's LAN. */
+    struct reg_cluster lan = a;
+    addr_range_parse("203.0.113.16/28", &lan.ranges[1], why, sizeof(why));
+    lan.nranges = 2;
+    CHECKF(!site_order_address_ok(&o, &lan, "203.0.113.21", false, "reversed", why, sizeof(why)) &&
+               strstr(why, "lies in cluster nata's own node range 203.0.113.16/28"),
+           "connect-back into the target's range: %s", why);
+    CHECKF(site_order_address_ok(&o, &a, "203.0.113.21", false, "reversed", why, sizeof(why)),
+           "connect-back to the initiator's own node: %s", why);
+    CHECKF(site_order_address_ok(&lan, &lan, "203.0.113.21", false, "reversed", why, sizeof(why)),
+           "inside one cluster its own range is fine");
+    /* A grid on one host: every cluster's implicit range is 127.0.0.1. */
+    struct reg_cluster l1 = cluster("l1", CLUSTER_OPEN, 0, 0), l2 = l1;
+    snprintf(l2.name, sizeof(l2.name), "l2");
+    addr_range_parse("127.0.0.1", &l1.ranges[0], why, sizeof(why));
+    l1.nranges = 1;
+    l2.ranges[0] = l1.ranges[0];
+    l2.nranges = 1;
+    CHECKF(site_ranges_clash(&l2, &l1, why, sizeof(why)) == 0 &&
+               site_order_address_ok(&l1, &l2, "127.0.0.1", false, "reversed", why, sizeof(why)),
+           "loopback never clashes: %s", why);
+    struct addr_range r;
+    CHECKF(addr_range_parse("198.51.100.0/26", &r, why, sizeof(why)) == 0 &&
+               addr_range_contains(&r, "198.51.100.63") && !addr_range_contains(&r, "198.51.100.64"),
+           "a /26 ends where it should");
+    CHECKF(addr_range_parse("2001:db8::/32", &r, why, sizeof(why)) == 0 &&
+               addr_range_contains(&r, "2001:db8:1::5") && !addr_range_contains(&r, "198.51.100.1"),
+           "IPv6");
+    CHECKF(addr_range_parse("198.51.100.0/33", &r, why, sizeof(why)) < 0, "prefix 33");
+    CHECKF(addr_range_parse("198.51.100.1/24", &r, why, sizeof(why)) < 0 &&
+               strstr(why, "198.51.100.0/24"),
+           "host bits: %s", why);
+}
+
 int main(void)
 {
     /* Withdrawing 50,000 ranks overflows the unacknowledged queues on purpose. */
@@ -594,6 +645,7 @@ int main(void)
     test_close();
     test_probing();
     test_validate();
+    test_site_ranges();
     test_many();
     return check_result("broker-registry");
 }
