@@ -62,6 +62,7 @@ struct registry {
     uint64_t seed;
     size_t max_contacts;
     size_t nodes;
+    uint64_t contacts_dropped; /* by re-registrations with a new incarnation */
     bool closed;
     struct htable *clusters; /* name -> struct cluster */
     struct htable *jobs;     /* id -> struct job */
@@ -263,6 +264,32 @@ out:
     return st;
 }
 
+static void contact_drop(struct registry *r, struct contact *ct);
+
+/* A restarted helper's processes are gone: every contact of its node goes. */
+static size_t node_contacts_drop(struct registry *r, const struct reg_node *n)
+{
+    size_t count = 0, i = 0, k = 0;
+    struct contact *ct;
+    while ((ct = htable_next(r->contacts, &i)) != NULL)
+        count += ct->node == n;
+    if (count == 0)
+        return 0;
+    struct contact **list = malloc(count * sizeof(*list));
+    if (list == NULL)
+        return 0;
+    i = 0;
+    while ((ct = htable_next(r->contacts, &i)) != NULL && k < count) {
+        if (ct->node == n)
+            list[k++] = ct;
+    }
+    for (size_t j = 0; j < k; j++)
+        contact_drop(r, list[j]);
+    free(list);
+    r->contacts_dropped += k;
+    return k;
+}
+
 enum reg_status registry_register_node(struct registry *r, const char *cluster,
                                        const struct reg_node *decl, char *why, size_t whylen)
 {
@@ -291,7 +318,19 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
     }
     struct reg_node *n = find_node(r, c, decl->name);
     if (n != NULL) {
+        char previous[REG_INCARNATION_MAX];
+        copy_str(previous, sizeof(previous), n->incarnation);
+        if (decl->incarnation[0] != '\0' && previous[0] != '\0' &&
+            strcmp(decl->incarnation, previous) != 0) {
+            size_t k = node_contacts_drop(r, n);
+            if (k > 0)
+                snprintf(why, whylen, "node %s restarted: %zu contact%s of its old processes "
+                         "dropped", decl->name, k, k == 1 ? "" : "s");
+        }
         *n = *decl;
+        /* An older frontend relays no incarnation: keep the one we know. */
+        if (decl->incarnation[0] == '\0')
+            copy_str(n->incarnation, sizeof(n->incarnation), previous);
         goto out;
     }
     if (htable_count(c->nodes) >= REG_MAX_NODES_PER_CLUSTER) {
@@ -463,6 +502,18 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
                  node != NULL && node[0] != '\0' ? "/" : "", node != NULL ? node : "");
         return REG_DENIED;
     }
+    contact_drop(r, ct);
+    return REG_OK;
+}
+
+/* Removes a contact as a withdraw does: its probe slot, the job with its last
+   contact, and an invalidate for every cluster. */
+static void contact_drop(struct registry *r, struct contact *ct)
+{
+    struct job *j = ct->job;
+    char job[QCG_JOB_MAX];
+    int rank = ct->rank;
+    copy_str(job, sizeof(job), j->id);
     probe_slot_release(r, ct);
     struct contact_key k = {job, rank};
     htable_remove(r->contacts, contact_hash(r, job, rank), &k);
@@ -472,7 +523,6 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
         free(j);
     }
     queue_invalidate(r, job, rank);
-    return REG_OK;
 }
 
 enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
@@ -720,5 +770,6 @@ void registry_counts(struct registry *r, struct registry_counts *out)
     out->nodes = r->nodes;
     out->jobs = htable_count(r->jobs);
     out->contacts = htable_count(r->contacts);
+    out->contacts_dropped = r->contacts_dropped;
     pthread_rwlock_unlock(&r->lock);
 }

@@ -36,11 +36,14 @@ struct reg_cluster {
     bool ranges_implicit; /* none declared: the frontend's own address alone */
 };
 
+#define REG_INCARNATION_MAX 33 /* 32 hex characters and the NUL */
+
 struct reg_node {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port_low, port_high;
     bool can_intercept;
+    char incarnation[REG_INCARNATION_MAX]; /* the helper's start; "" = unknown (older helper) */
 };
 
 struct reg_contact {
@@ -85,6 +88,7 @@ struct outcomes;
 
 struct registry_counts {
     size_t clusters, nodes, jobs, contacts;
+    uint64_t contacts_dropped; /* by a node registering with a new incarnation */
 };
 
 struct registry;
@@ -103,7 +107,10 @@ const char *reg_status_subcode(enum reg_status s);
 enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *c,
                                           char *why, size_t whylen);
 /* Registers or updates a node of a registered cluster; REG_DENIED when its
-   address lies outside the cluster's node ranges. */
+   address lies outside the cluster's node ranges.  A node registered before
+   with another incarnation (its helper restarted) loses every contact it
+   held, each invalidated as a withdraw does; the same incarnation, or none,
+   keeps them. */
 enum reg_status registry_register_node(struct registry *r, const char *cluster,
                                        const struct reg_node *n, char *why, size_t whylen);
 /* c->cluster and c->node must be registered; c->address must be the node's and

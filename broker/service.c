@@ -169,7 +169,7 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
                       struct qcg__registerResponse *response)
 {
     const struct identity *id;
-    char why[256];
+    char why[256] = "";
     struct reg_node n;
     if (check_call(soap, "registerNode", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
@@ -181,8 +181,9 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         return refuse_address(soap, "registerNode", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerNode", st, why);
-    log_info("node %s/%s registered: %s, ports %d-%d%s", id->cluster, n.name, n.address, n.port_low,
-             n.port_high, n.can_intercept ? ", can intercept" : "");
+    log_info("node %s/%s registered: %s, ports %d-%d%s%s%s", id->cluster, n.name, n.address,
+             n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "",
+             why[0] != '\0' ? "; " : "", why);
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;

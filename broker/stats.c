@@ -15,6 +15,7 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"nodes", rc.nodes},
         {"jobs", rc.jobs},
         {"contacts", rc.contacts},
+        {"contacts_dropped", rc.contacts_dropped},
         {"lookups", atomic_load(&b->stats.lookups)},
         {"publishes", atomic_load(&b->stats.publishes)},
         {"withdraws", atomic_load(&b->stats.withdraws)},

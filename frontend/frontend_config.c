@@ -30,6 +30,9 @@ const struct config_option frontend_options[] = {
      "broker accepts nodes at this frontend's own address only)"},
     {"open-ports", CONFIG_PORTS, OFF(open_ports), 0, 0, NULL,
      "LOW-HIGH inbound ports the firewall lets through (firewalled only)"},
+    {"node-lease", CONFIG_INT, OFF(node_lease), 30, 86400, "60",
+     "seconds a node keeps its contacts without a poll or registration of its helper (above "
+     "the helper's 20 s poll)"},
     {"cache-size", CONFIG_INT, OFF(cache_size), 0, 10000000, "100000",
      "plans cached at most (0: no cache)"},
     {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "1024",

@@ -23,6 +23,7 @@ struct frontend_config {
     char *public_address;
     char *addresses;
     int open_ports[2];
+    int node_lease;
     int cache_size;
     int max_connections;
     char *log_level;

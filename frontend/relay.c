@@ -72,6 +72,7 @@ int relay_register_node(struct soap *soap, const char *url, const struct node_in
     n.portLow = node->port_low;
     n.portHigh = node->port_high;
     n.canIntercept = node->can_intercept;
+    n.incarnation = node->incarnation[0] != '\0' ? (char *)node->incarnation : NULL;
     int rc = soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &n, &resp);
     return call_failed(soap, rc, err);
 }

@@ -25,6 +25,8 @@ int stats_collect(struct frontend *fe, struct counter_value *out, int max)
         {"upstream_connected", (unsigned long long)store_link(fe->store, NULL, 0)},
         {"upstream_epoch", atomic_load(&c->upstream_epoch)},
         {"upstream_registrations", atomic_load(&c->upstream_registrations)},
+        {"contacts_expired", atomic_load(&c->contacts_expired)},
+        {"contacts_dropped", store_contacts_dropped(fe->store)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

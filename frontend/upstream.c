@@ -158,17 +158,45 @@ static void handle_command(void *arg, const struct command *c)
         known = 1;
     }
     if (c->node[0] != '\0') {
-        struct cmdqueue *q = store_node_queue(fe->store, c->node);
-        if (q == NULL) {
-            log_warnx("command %s for node %s, which has not registered here: dropped", c->kind,
-                      c->node);
+        uint64_t seq = store_node_push(fe->store, c->node, c);
+        if (seq == 0) {
+            log_warnx("command %s for node %s, which is not registered here (or its lease ran "
+                      "out): dropped",
+                      c->kind, c->node);
             return;
         }
-        uint64_t seq = cmdqueue_push(q, c);
         log_debug("command %s passed on to node %s (seq %" PRIu64 ")", c->kind, c->node, seq);
     } else if (!known) {
         log_warnx("unknown command \"%s\" from the broker ignored", c->kind);
     }
+}
+
+/* The nodes' leases, before each poll (at least every poll wait): a node
+   whose helper neither polled nor registered for node-lease seconds is gone,
+   and so are its processes' contacts.  Withdrawn upstream now, or kept for
+   the next registration when the broker cannot be reached. */
+static void expire_nodes(void *arg, struct soap *soap)
+{
+    struct upstream *up = arg;
+    struct frontend *fe = up->fe;
+    struct withdrawal *ws;
+    struct relay_error err;
+    size_t nodes;
+    size_t n = store_expire(fe->store, (uint64_t)fe->cfg->node_lease * 1000, &ws, &nodes);
+    if (nodes > 0)
+        log_info("%zu node%s silent for %d s (node-lease): %zu contact%s withdrawn", nodes,
+                 nodes == 1 ? "" : "s", fe->cfg->node_lease, n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        int rc = relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank, ws[i].node,
+                                &err);
+        soap_client_reset(soap);
+        if (rc < 0 && err.status != CALL_FAULT)
+            store_withdrawal_add(fe->store, &ws[i]);
+        log_debug("job %s rank %d of node %s expired%s%s", ws[i].job, ws[i].rank, ws[i].node,
+                  rc < 0 ? ": " : "", rc < 0 ? err.msg : "");
+    }
+    atomic_fetch_add(&fe->counters.contacts_expired, n);
+    store_secrets_free(ws, sizeof(*ws), n);
 }
 
 static void link_down(void *arg, const char *why)
@@ -181,6 +209,7 @@ static void link_down(void *arg, const char *why)
 static const struct longpoll_ops ops = {
     .registered = register_all,
     .command = handle_command,
+    .before_poll = expire_nodes,
     .down = link_down,
 };
 
@@ -198,7 +227,10 @@ struct upstream *upstream_start(struct frontend *fe, char *err, size_t errlen)
     struct longpoll_config cfg = {
         .client = &fe->upstream,
         .service = "broker",
-        .wait = UPSTREAM_POLL_WAIT,
+        /* The leases are checked between polls: often enough for the bound
+           (node-lease plus a third of it). */
+        .wait = fe->cfg->node_lease / 3 < UPSTREAM_POLL_WAIT ? fe->cfg->node_lease / 3
+                                                             : UPSTREAM_POLL_WAIT,
         .ops = &ops,
         .arg = up,
     };

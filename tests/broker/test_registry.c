@@ -162,6 +162,48 @@ static void test_publish(void)
     registry_free(r);
 }
 
+/* A helper that restarts registers its node with a new incarnation: the
+   contacts of its old processes go (their jobs with the last), each
+   invalidated; the same incarnation (a frontend or broker restart) or none
+   (an older helper) keeps them. */
+static void test_incarnation(void)
+{
+    struct registry *r = two_sites(100);
+    struct reg_node n1 = node("nata1", "198.18.3.11", 20000, 20999);
+    snprintf(n1.incarnation, sizeof(n1.incarnation), "aaaa");
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
+    CHECKF(publish(r, contact("j", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK, "1");
+    CHECKF(publish(r, contact("k", 0, "nata", "nata1", "198.18.3.11", 20002), "t") == REG_OK, "k");
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "same again");
+    struct reg_node none = node("nata1", "198.18.3.11", 20000, 20999);
+    CHECKF(registry_register_node(r, "nata", &none, why, sizeof(why)) == REG_OK, "none");
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECKF(k.contacts == 3 && k.contacts_dropped == 0, "kept: %zu contacts", k.contacts);
+
+    struct cmdqueue *q = registry_queue(r, "open");
+    struct command cmds[8];
+    int before = cmdqueue_wait(q, 0, 0, cmds, 8);
+    snprintf(n1.incarnation, sizeof(n1.incarnation), "bbbb");
+    why[0] = '\0';
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK &&
+               strstr(why, "2 contacts"),
+           "restarted: %s", why);
+    registry_counts(r, &k);
+    CHECKF(k.contacts == 1 && k.jobs == 1 && k.contacts_dropped == 2,
+           "nata1's contacts and job k gone: %zu contacts, %zu jobs", k.contacts, k.jobs);
+    struct reg_lookup res;
+    CHECKF(registry_lookup(r, "nata", "j", "s", 1, 0, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK &&
+               !res.found,
+           "a lookup of the dead rank: notfound, no order");
+    CHECKF(cmdqueue_wait(q, 0, 0, cmds, 8) == before + 2, "two invalidates for every cluster");
+    CHECKF(publish(r, contact("k", 0, "nata", "nata1", "198.18.3.11", 20002), "new") == REG_OK,
+           "job k's id is free again, with a new secret");
+    registry_free(r);
+}
+
 static void test_capacity(void)
 {
     struct registry *r = two_sites(2);
@@ -639,6 +681,7 @@ int main(void)
     log_init("broker", LOG_LEVEL_ERROR, false);
     test_registration();
     test_publish();
+    test_incarnation();
     test_capacity();
     test_withdraw();
     test_lookup();
