@@ -310,7 +310,8 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
                      "declares no node ranges (qcg-frontend option addresses)",
                      decl->address, decl->name, own, cluster);
         else
-            snprintf(why, whylen, "address %s of node %s is outside the node ranges cluster %s "
+            snprintf(why, whylen,
+                     "address %s of node %s is outside the node ranges cluster %s "
                      "declared (qcg-frontend option addresses)",
                      decl->address, decl->name, cluster);
         st = REG_DENIED;
@@ -324,8 +325,10 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
             strcmp(decl->incarnation, previous) != 0) {
             size_t k = node_contacts_drop(r, n);
             if (k > 0)
-                snprintf(why, whylen, "node %s restarted: %zu contact%s of its old processes "
-                         "dropped", decl->name, k, k == 1 ? "" : "s");
+                snprintf(why, whylen,
+                         "node %s restarted: %zu contact%s of its old processes "
+                         "dropped",
+                         decl->name, k, k == 1 ? "" : "s");
         }
         *n = *decl;
         /* An older frontend relays no incarnation: keep the one we know. */
@@ -599,8 +602,8 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
        SYN from, addresses the initiator's site declared, never into the
        target's own LAN. */
     char back_why[256], inject_why[256];
-    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address,
-                               false, "reversed", back_why, sizeof(back_why)))
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address, false,
+                               "reversed", back_why, sizeof(back_why)))
         o.refused[TECH_REVERSED] = back_why;
     if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
                                "traversing", inject_why, sizeof(inject_why)))

@@ -33,7 +33,7 @@ struct reg_cluster {
     int port_low, port_high; /* open inbound range, 0-0 = none */
     int nranges;
     struct addr_range ranges[REG_MAX_RANGES]; /* where its nodes' addresses lie */
-    bool ranges_implicit; /* none declared: the frontend's own address alone */
+    bool ranges_implicit;                     /* none declared: the frontend's own address alone */
 };
 
 #define REG_INCARNATION_MAX 33 /* 32 hex characters and the NUL */

@@ -56,10 +56,10 @@ static int refuse(struct soap *soap, const char *op, const char *subcode, const 
 
 /* A refusal of an address outside what a site declared (site_ranges.h):
    counted, and logged at most once a second whatever a site repeats. */
-static int refuse_address(struct soap *soap, const char *op, const char *subcode,
-                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int refuse_address(struct soap *soap, const char *op, const char *subcode,
-                          const char *fmt, ...)
+static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                          ...) __attribute__((format(printf, 4, 5)));
+static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                          ...)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static struct ratelimit rl;
@@ -139,10 +139,13 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
        it connects from. */
     if (c.nranges == 0) {
         char err[128];
-        if (addr_range_parse(soap->host, &c.ranges[0], err, sizeof(err)) < 0)
+        /* A dual-stack listener shows IPv4 callers as ::ffff:a.b.c.d. */
+        const char *host = strncmp(soap->host, "::ffff:", 7) == 0 && strchr(soap->host, '.')
+                               ? soap->host + 7
+                               : soap->host;
+        if (addr_range_parse(host, &c.ranges[0], err, sizeof(err)) < 0)
             return refuse(soap, "registerCluster", "invalid",
-                          "cluster %s declares no node ranges and its address is unknown",
-                          c.name);
+                          "cluster %s declares no node ranges and its address is unknown", c.name);
         c.nranges = 1;
         c.ranges_implicit = true;
     }
@@ -156,10 +159,10 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
     if (c.ranges_implicit)
         log_warnx("cluster %s declares no node ranges: only nodes at its frontend's own address "
                   "%s are accepted (set addresses = in its qcg-frontend.conf)",
-                  c.name, soap->host);
+                  c.name, first);
     log_info("cluster %s registered: %s, %d public address%s, open ports %d-%d, node ranges %s%s",
-             c.name, cluster_kind_name(c.kind), c.npublic, c.npublic == 1 ? "" : "es",
-             c.port_low, c.port_high, first, c.nranges > 1 ? ", ..." : "");
+             c.name, cluster_kind_name(c.kind), c.npublic, c.npublic == 1 ? "" : "es", c.port_low,
+             c.port_high, first, c.nranges > 1 ? ", ..." : "");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;

@@ -77,9 +77,9 @@ bool site_order_address_ok(const struct reg_cluster *from, const struct reg_clus
 {
     bool held = public ? site_holds_public(from, address) : site_holds_node(from, address);
     if (!held) {
-        snprintf(why, whylen,
-                 "%s refused: %s %s is not among the %s addresses cluster %s declared", what,
-                 public ? "source" : "target", address, public ? "public" : "node", from->name);
+        snprintf(why, whylen, "%s refused: %s %s is not among the %s addresses cluster %s declared",
+                 what, public ? "source" : "target", address, public ? "public" : "node",
+                 from->name);
         return false;
     }
     if (strcmp(from->name, to->name) == 0)

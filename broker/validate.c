@@ -128,8 +128,7 @@ int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, s
         return bad(why, whylen, "%s must be 0 or 1", "node.canIntercept");
     if (in->incarnation != NULL) {
         size_t len = strnlen(in->incarnation, REG_INCARNATION_MAX);
-        if (len >= REG_INCARNATION_MAX ||
-            strspn(in->incarnation, "0123456789abcdef") != len)
+        if (len >= REG_INCARNATION_MAX || strspn(in->incarnation, "0123456789abcdef") != len)
             return bad(why, whylen, "%s: at most 32 lowercase hex characters", "node.incarnation");
         snprintf(out->incarnation, sizeof(out->incarnation), "%s", in->incarnation);
     }

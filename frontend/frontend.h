@@ -23,7 +23,7 @@ struct frontend_counters {
     atomic_ullong denied;
     atomic_ullong upstream_epoch;       /* the broker's, 0 before the first registration */
     atomic_ullong upstream_registrations;
-    atomic_ullong contacts_expired;     /* their node's lease ran out (node-lease) */
+    atomic_ullong contacts_expired; /* their node's lease ran out (node-lease) */
 };
 
 struct frontend {

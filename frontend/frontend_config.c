@@ -65,16 +65,15 @@ static int public_item(const char *item, char *why, size_t whylen)
 static int range_item(const char *item, char *why, size_t whylen)
 {
     struct addr_range r;
-    if (addr_range_parse(item, &r, why, whylen) < 0 ||
-        addr_range_declarable(&r, why, whylen) < 0)
+    if (addr_range_parse(item, &r, why, whylen) < 0 || addr_range_declarable(&r, why, whylen) < 0)
         return -1;
     return 0;
 }
 
 /* Splits option `name`'s comma- or space-separated text into out (each
    checked, at most max of len bytes); *n gets the count. */
-static int parse_list(const char *name, const char *text, item_check check, char *out,
-                      size_t len, int max, int *n, char *err, size_t errlen)
+static int parse_list(const char *name, const char *text, item_check check, char *out, size_t len,
+                      int max, int *n, char *err, size_t errlen)
 {
     char why[160];
     *n = 0;
@@ -171,8 +170,8 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     cfg->kind_value = (enum cluster_kind)kind;
     if (parse_list("public-address", cfg->public_address, public_item, &cfg->public_addrs[0][0],
                    QCG_ADDR_MAX, FRONTEND_PUBLIC_MAX, &cfg->npublic, err, errlen) < 0 ||
-        parse_list("addresses", cfg->addresses, range_item, &cfg->ranges[0][0],
-                   FRONTEND_RANGE_LEN, FRONTEND_RANGES_MAX, &cfg->nranges, err, errlen) < 0)
+        parse_list("addresses", cfg->addresses, range_item, &cfg->ranges[0][0], FRONTEND_RANGE_LEN,
+                   FRONTEND_RANGES_MAX, &cfg->nranges, err, errlen) < 0)
         return -1;
     /* Behind a NAT the nodes' own addresses say nothing about where they
        appear from; open and firewalled sites' nodes are public themselves. */

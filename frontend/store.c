@@ -164,9 +164,9 @@ int store_node_put(struct store *store, const struct node_info *node, int *was_u
             strcmp(node->incarnation, rec->info.incarnation) != 0) {
             size_t n = node_contacts_take(store, node->name, NULL);
             store->dropped += n;
-            log_info("node %s restarted (incarnation %s, was %s): %zu contacts of its old "
-                     "processes dropped",
-                     node->name, node->incarnation, rec->info.incarnation, n);
+            log_info("node %s restarted (a new incarnation): %zu contacts of its old processes "
+                     "dropped",
+                     node->name, n);
         }
         rec->info = *node;
     } else {
@@ -245,8 +245,7 @@ static void find_expired(const char *key, void *value, void *arg)
         e->names[e->n++] = key;
 }
 
-size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out,
-                    size_t *nodes)
+size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes)
 {
     uint64_t now = monotonic_ms();
     struct expiry e = {now > lease_ms ? now - lease_ms : 0, {NULL}, 0};

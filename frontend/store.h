@@ -77,8 +77,7 @@ uint64_t store_node_push(struct store *store, const char *name, const struct com
    become expired, and their contacts move into *out (malloc'd, secrets
    included: withdraw them upstream, then store_secrets_free).  Returns how
    many contacts; *nodes gets how many nodes expired. */
-size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out,
-                    size_t *nodes);
+size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes);
 /* Wakes every helper's pending poll for good (shutdown). */
 void store_close_queues(struct store *store);
 

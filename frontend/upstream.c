@@ -187,8 +187,8 @@ static void expire_nodes(void *arg, struct soap *soap)
         log_info("%zu node%s silent for %d s (node-lease): %zu contact%s withdrawn", nodes,
                  nodes == 1 ? "" : "s", fe->cfg->node_lease, n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
-        int rc = relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank, ws[i].node,
-                                &err);
+        int rc =
+            relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank, ws[i].node, &err);
         soap_client_reset(soap);
         if (rc < 0 && err.status != CALL_FAULT)
             store_withdrawal_add(fe->store, &ws[i]);

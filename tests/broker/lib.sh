@@ -1,10 +1,20 @@
-# Shared by the broker's shell tests: pass/fail, bounded waits on log lines, a
-# real qcg-broker on 127.0.0.1, and one call through broker-call.  Needs
-# broker_bin, call_bin, ca (the throw-away CA's directory) and url set by the
-# test, which counts failures in $fails.
+# Shared by the broker's shell tests: pass/fail, a throw-away CA, bounded
+# waits on log lines, a real qcg-broker on 127.0.0.1, and one call through
+# broker-call.  Needs broker_bin, call_bin, certs_bin and url set by the test,
+# which counts failures in $fails.
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
+
+# make_ca DIR: a CA in DIR (then $ca) with the broker's certificate, and one
+# frontend certificate per further argument (a cluster name).
+make_ca() {
+  ca=$1
+  shift
+  "$certs_bin" --dir "$ca" init >/dev/null
+  "$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
+  for c in "$@"; do "$certs_bin" --dir "$ca" issue frontend "$c" --san 127.0.0.1 >/dev/null; done
+}
 
 # Waits (bounded) for a line matching $2 in log $1 while process $3 lives.
 wait_log() {

@@ -24,12 +24,7 @@ trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
 
 # Throw-away CA: the grid's, and a foreign one whose certificates must be refused.
-ca=$work/ca
-"$certs_bin" --dir "$ca" init >/dev/null
-"$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
-"$certs_bin" --dir "$ca" issue frontend nata --san 127.0.0.1 >/dev/null
-"$certs_bin" --dir "$ca" issue frontend open --san 127.0.0.1 >/dev/null
-for c in fw sym natb; do "$certs_bin" --dir "$ca" issue frontend $c --san 127.0.0.1 >/dev/null; done
+make_ca "$work/ca" nata open fw sym natb
 "$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
 "$certs_bin" --dir "$work/foreign" init >/dev/null
 "$certs_bin" --dir "$work/foreign" issue frontend nata --san 127.0.0.1 >/dev/null

@@ -27,12 +27,7 @@ trap cleanup EXIT
 # shellcheck source=tests/broker/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ca=$work/ca
-"$certs_bin" --dir "$ca" init >/dev/null
-"$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
-for c in nata fw evil natb loop; do
-  "$certs_bin" --dir "$ca" issue frontend $c --san 127.0.0.1 >/dev/null
-done
+make_ca "$work/ca" nata fw evil natb loop
 fnata=$ca/frontend-nata.pem ffw=$ca/frontend-fw.pem fevil=$ca/frontend-evil.pem
 fnatb=$ca/frontend-natb.pem floop=$ca/frontend-loop.pem
 log=$work/broker.log

@@ -28,8 +28,11 @@ static char why[256];
 static const char *range_of(const char *name)
 {
     static const char *const ranges[][2] = {
-        {"nata", "198.18.3.0/24"}, {"open", "203.0.113.16/28"}, {"x", "198.18.9.0/24"},
-        {"empty", "192.0.2.0/28"},  {NULL, NULL},
+        {"nata", "198.18.3.0/24"},
+        {"open", "203.0.113.16/28"},
+        {"x", "198.18.9.0/24"},
+        {"empty", "192.0.2.0/28"},
+        {NULL, NULL},
     };
     for (int i = 0; ranges[i][0] != NULL; i++) {
         if (strcmp(ranges[i][0], name) == 0)
@@ -664,7 +667,8 @@ static void test_site_ranges(void)
            "loopback never clashes: %s", why);
     struct addr_range r;
     CHECKF(addr_range_parse("198.51.100.0/26", &r, why, sizeof(why)) == 0 &&
-               addr_range_contains(&r, "198.51.100.63") && !addr_range_contains(&r, "198.51.100.64"),
+               addr_range_contains(&r, "198.51.100.63") &&
+               !addr_range_contains(&r, "198.51.100.64"),
            "a /26 ends where it should");
     CHECKF(addr_range_parse("2001:db8::/32", &r, why, sizeof(why)) == 0 &&
                addr_range_contains(&r, "2001:db8:1::5") && !addr_range_contains(&r, "198.51.100.1"),

@@ -75,8 +75,12 @@ int main(int argc, char **argv)
     if (strcmp(op, "registerNode") == 0) {
         if (ac < 4 || ac > 6)
             need(0, 1, "registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT [INCARNATION]]");
-        struct qcg__node n = {av[0], av[1], to_int(av[2]), to_int(av[3]),
-                              ac >= 5 ? to_int(av[4]) : 0, ac == 6 ? av[5] : NULL};
+        struct qcg__node n = {av[0],
+                              av[1],
+                              to_int(av[2]),
+                              to_int(av[3]),
+                              ac >= 5 ? to_int(av[4]) : 0,
+                              ac == 6 ? av[5] : NULL};
         struct qcg__registerResponse r = {0, 0};
         rc = soap_call_qcg__registerNode(soap, url, NULL, v, &n, &r);
         if (rc == SOAP_OK)
