@@ -45,6 +45,8 @@ struct broker_stats {
     atomic_ullong observations;     /* qcg__observed */
     atomic_ullong orders_refused;   /* a job's share of a cluster's queue, or a full queue */
     atomic_ullong quota_refused;    /* calls over a cluster's rate */
+    atomic_ullong addresses_refused; /* nodes, declarations, observations outside the site's */
+    atomic_ullong targets_refused;   /* connect-backs and injects the address rules refused */
 };
 
 struct broker {

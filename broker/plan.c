@@ -227,6 +227,11 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             add(d, "%s failed recently between these clusters", technique_name(t));
             continue;
         }
+        if (offer->refused[t] != NULL) {
+            d->refused |= TECH_BIT(t);
+            add(d, "%s", offer->refused[t]);
+            continue;
+        }
         if (t == TECH_HOLEPUNCH && !offer->reflector) {
             add(d, "%s needed, but the broker has no reflector configured", technique_name(t));
             continue;
@@ -271,6 +276,11 @@ void plan_only(const struct plan_end *from, const struct plan_end *to, enum tech
     }
     if (!preference[i].applies(from, to, why)) {
         snprintf(d->reason, sizeof(d->reason), "%s", why);
+        return;
+    }
+    if (offer->refused[t] != NULL) {
+        d->refused |= TECH_BIT(t);
+        snprintf(d->reason, sizeof(d->reason), "%s", offer->refused[t]);
         return;
     }
     if (t == TECH_HOLEPUNCH && !offer->reflector) {

@@ -32,12 +32,17 @@ struct plan_offer {
     bool reflector;      /* hole punching has a reflector */
     unsigned remembered; /* techniques whose last attempt between the two clusters failed,
                             within the memory's expiry: skipped like tried ones */
+    /* Techniques the broker may not order for this pair, each with its reason
+       (NULL: allowed): the address rules (registry.c) refuse a connect-back
+       or an inject source outside what the initiator's site declared. */
+    const char *refused[TECH_COUNT];
 };
 
 struct plan_decision {
     bool ok;                  /* false: status "unavailable" */
     enum technique technique; /* the technique used, or the one that would be needed */
     bool cacheable;
+    unsigned refused; /* techniques skipped (or, alone, refused) for offer->refused */
     char reason[400]; /* a sentence naming the clusters, their kinds, what was skipped */
 };
 

@@ -14,6 +14,7 @@
 #include "cmdqueue.h"
 #include "htable.h"
 #include "jobhash.h"
+#include "site_ranges.h"
 
 #define HASH_LEN JOB_HASH_LEN
 
@@ -61,6 +62,7 @@ struct registry {
     uint64_t seed;
     size_t max_contacts;
     size_t nodes;
+    uint64_t contacts_dropped; /* by re-registrations with a new incarnation */
     bool closed;
     struct htable *clusters; /* name -> struct cluster */
     struct htable *jobs;     /* id -> struct job */
@@ -227,7 +229,16 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
 {
     enum reg_status st = REG_OK;
     pthread_rwlock_wrlock(&r->lock);
-    struct cluster *c = find_cluster(r, decl->name);
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)) != NULL) {
+        if (strcmp(c->decl.name, decl->name) != 0 &&
+            site_ranges_clash(decl, &c->decl, why, whylen) < 0) {
+            st = REG_DENIED;
+            goto out;
+        }
+    }
+    c = find_cluster(r, decl->name);
     if (c != NULL) {
         c->decl = *decl;
         goto out;
@@ -253,6 +264,32 @@ out:
     return st;
 }
 
+static void contact_drop(struct registry *r, struct contact *ct);
+
+/* A restarted helper's processes are gone: every contact of its node goes. */
+static size_t node_contacts_drop(struct registry *r, const struct reg_node *n)
+{
+    size_t count = 0, i = 0, k = 0;
+    struct contact *ct;
+    while ((ct = htable_next(r->contacts, &i)) != NULL)
+        count += ct->node == n;
+    if (count == 0)
+        return 0;
+    struct contact **list = malloc(count * sizeof(*list));
+    if (list == NULL)
+        return 0;
+    i = 0;
+    while ((ct = htable_next(r->contacts, &i)) != NULL && k < count) {
+        if (ct->node == n)
+            list[k++] = ct;
+    }
+    for (size_t j = 0; j < k; j++)
+        contact_drop(r, list[j]);
+    free(list);
+    r->contacts_dropped += k;
+    return k;
+}
+
 enum reg_status registry_register_node(struct registry *r, const char *cluster,
                                        const struct reg_node *decl, char *why, size_t whylen)
 {
@@ -263,9 +300,40 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
         st = REG_NOTFOUND;
         goto out;
     }
+    if (!site_holds_node(&c->decl, decl->address)) {
+        char own[QCG_ADDR_MAX + 4] = "none";
+        if (c->decl.ranges_implicit && c->decl.nranges > 0)
+            addr_range_format(&c->decl.ranges[0], own, sizeof(own));
+        if (c->decl.ranges_implicit)
+            snprintf(why, whylen,
+                     "address %s of node %s is not the frontend's own address (%s): cluster %s "
+                     "declares no node ranges (qcg-frontend option addresses)",
+                     decl->address, decl->name, own, cluster);
+        else
+            snprintf(why, whylen,
+                     "address %s of node %s is outside the node ranges cluster %s "
+                     "declared (qcg-frontend option addresses)",
+                     decl->address, decl->name, cluster);
+        st = REG_DENIED;
+        goto out;
+    }
     struct reg_node *n = find_node(r, c, decl->name);
     if (n != NULL) {
+        char previous[REG_INCARNATION_MAX];
+        copy_str(previous, sizeof(previous), n->incarnation);
+        if (decl->incarnation[0] != '\0' && previous[0] != '\0' &&
+            strcmp(decl->incarnation, previous) != 0) {
+            size_t k = node_contacts_drop(r, n);
+            if (k > 0)
+                snprintf(why, whylen,
+                         "node %s restarted: %zu contact%s of its old processes "
+                         "dropped",
+                         decl->name, k, k == 1 ? "" : "s");
+        }
         *n = *decl;
+        /* An older frontend relays no incarnation: keep the one we know. */
+        if (decl->incarnation[0] == '\0')
+            copy_str(n->incarnation, sizeof(n->incarnation), previous);
         goto out;
     }
     if (htable_count(c->nodes) >= REG_MAX_NODES_PER_CLUSTER) {
@@ -437,6 +505,18 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
                  node != NULL && node[0] != '\0' ? "/" : "", node != NULL ? node : "");
         return REG_DENIED;
     }
+    contact_drop(r, ct);
+    return REG_OK;
+}
+
+/* Removes a contact as a withdraw does: its probe slot, the job with its last
+   contact, and an invalidate for every cluster. */
+static void contact_drop(struct registry *r, struct contact *ct)
+{
+    struct job *j = ct->job;
+    char job[QCG_JOB_MAX];
+    int rank = ct->rank;
+    copy_str(job, sizeof(job), j->id);
     probe_slot_release(r, ct);
     struct contact_key k = {job, rank};
     htable_remove(r->contacts, contact_hash(r, job, rank), &k);
@@ -446,7 +526,6 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
         free(j);
     }
     queue_invalidate(r, job, rank);
-    return REG_OK;
 }
 
 enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
@@ -519,8 +598,19 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     plan_end_of(from, &fe);
     plan_end_of(to, &te);
     struct plan_offer o = *offer;
+    /* The address rules: the target's helper connects back to, or injects a
+       SYN from, addresses the initiator's site declared, never into the
+       target's own LAN. */
+    char back_why[256], inject_why[256];
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address, false,
+                               "reversed", back_why, sizeof(back_why)))
+        o.refused[TECH_REVERSED] = back_why;
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
+                               "traversing", inject_why, sizeof(inject_why)))
+        o.refused[TECH_TRAVERSING] = inject_why;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
+        out->refused = out->decision.refused;
         return REG_OK;
     }
     struct outcome_failing f = {0, 0};
@@ -534,6 +624,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         o.remembered = f.own;
         plan_decide(&fe, &te, tried, &o, &out->decision);
     }
+    out->refused = out->decision.refused;
     return REG_OK;
 }
 
@@ -604,6 +695,12 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
     struct cluster *c = registered(r, cluster, why, whylen);
     if (c == NULL) {
         st = REG_NOTFOUND;
+    } else if (o->public_addr[0] != '\0' && !site_holds_public(&c->decl, o->public_addr)) {
+        snprintf(why, whylen,
+                 "node %s appears from %s, which is not among the public addresses cluster %s "
+                 "declared (misconfiguration, or an address that is not the site's)",
+                 o->node, o->public_addr, cluster);
+        st = REG_DENIED;
     } else {
         c->observed = *o;
         *decl = c->decl;
@@ -676,5 +773,6 @@ void registry_counts(struct registry *r, struct registry_counts *out)
     out->nodes = r->nodes;
     out->jobs = htable_count(r->jobs);
     out->contacts = htable_count(r->contacts);
+    out->contacts_dropped = r->contacts_dropped;
     pthread_rwlock_unlock(&r->lock);
 }

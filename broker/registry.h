@@ -14,10 +14,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "address.h"
 #include "plan.h"
 #include "proto.h"
 
 #define REG_MAX_PUBLIC 8 /* public addresses per cluster */
+#define REG_MAX_RANGES 16 /* node address ranges per cluster */
 #define REG_MAX_NODES_PER_CLUSTER 65536
 #define REG_QUEUE_CAPACITY 1024 /* unacknowledged commands per cluster */
 
@@ -29,13 +31,19 @@ struct reg_cluster {
     int npublic;
     char public_addr[REG_MAX_PUBLIC][QCG_ADDR_MAX];
     int port_low, port_high; /* open inbound range, 0-0 = none */
+    int nranges;
+    struct addr_range ranges[REG_MAX_RANGES]; /* where its nodes' addresses lie */
+    bool ranges_implicit;                     /* none declared: the frontend's own address alone */
 };
+
+#define REG_INCARNATION_MAX 33 /* 32 hex characters and the NUL */
 
 struct reg_node {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port_low, port_high;
     bool can_intercept;
+    char incarnation[REG_INCARNATION_MAX]; /* the helper's start; "" = unknown (older helper) */
 };
 
 struct reg_contact {
@@ -54,6 +62,7 @@ struct reg_lookup {
     enum cluster_kind from_kind, target_kind;
     char from_public[QCG_ADDR_MAX]; /* where the initiator's packets appear from (traversing) */
     struct plan_decision decision;
+    unsigned refused; /* techniques the address rules (site_ranges.h) refused for the pair */
 };
 
 /* What a probe (qcg-probe) observed of its site: the last one per cluster. */
@@ -79,6 +88,7 @@ struct outcomes;
 
 struct registry_counts {
     size_t clusters, nodes, jobs, contacts;
+    uint64_t contacts_dropped; /* by a node registering with a new incarnation */
 };
 
 struct registry;
@@ -92,10 +102,15 @@ uint64_t registry_epoch(const struct registry *r);
 /* The qcg:<subcode> for a refusal. */
 const char *reg_status_subcode(enum reg_status s);
 
-/* Registers or updates a cluster (its nodes and contacts are kept). */
+/* Registers or updates a cluster (its nodes and contacts are kept); REG_DENIED
+   when its ranges clash with another cluster's (site_ranges_clash). */
 enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *c,
                                           char *why, size_t whylen);
-/* Registers or updates a node of a registered cluster. */
+/* Registers or updates a node of a registered cluster; REG_DENIED when its
+   address lies outside the cluster's node ranges.  A node registered before
+   with another incarnation (its helper restarted) loses every contact it
+   held, each invalidated as a withdraw does; the same incarnation, or none,
+   keeps them. */
 enum reg_status registry_register_node(struct registry *r, const char *cluster,
                                        const struct reg_node *n, char *why, size_t whylen);
 /* c->cluster and c->node must be registered; c->address must be the node's and
@@ -129,7 +144,9 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
                                      const char *job, uint64_t now, uint64_t expiry,
                                      struct reg_node *node, char *why, size_t whylen);
 /* Keeps the last observation of `cluster` (REG_NOTFOUND when not
-   registered); *decl gets the cluster as declared, to compare. */
+   registered, REG_DENIED when its public address is not one the cluster
+   declared: site_holds_public); *decl gets the cluster as declared, to
+   compare. */
 enum reg_status registry_observe(struct registry *r, const char *cluster,
                                  const struct reg_observation *o, struct reg_cluster *decl,
                                  char *why, size_t whylen);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "hex.h"
 #include "log.h"
 #include "monotonic.h"
+#include "ratelimit.h"
 #include "soapH.h"
 #include "soap_server.h"
 #include "stats.h"
@@ -52,6 +54,33 @@ static int refuse(struct soap *soap, const char *op, const char *subcode, const 
     log_warnx("%s from %s %s refused (qcg:%s): %s", op, role_name(id->role), id->name, subcode,
               msg);
     atomic_fetch_add(&state(soap)->stats.faults, 1);
+    return soap_qcg_fault(soap, subcode, "%s", msg);
+}
+
+/* A refusal of an address outside what a site declared (site_ranges.h):
+   counted, and logged at most once a second whatever a site repeats. */
+static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                          ...) __attribute__((format(printf, 4, 5)));
+static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
+                          ...)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct ratelimit rl;
+    char msg[512];
+    unsigned left_out = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    const struct identity *id = soap_caller(soap);
+    pthread_mutex_lock(&lock);
+    bool log_now = ratelimit_ok(&rl, monotonic_ms(), 1000, &left_out);
+    pthread_mutex_unlock(&lock);
+    if (log_now)
+        log_warnx("%s from %s %s refused (qcg:%s): %s%s", op, role_name(id->role), id->name,
+                  subcode, msg, left_out > 0 ? " (and others not logged)" : "");
+    atomic_fetch_add(&state(soap)->stats.faults, 1);
+    atomic_fetch_add(&state(soap)->stats.addresses_refused, 1);
     return soap_qcg_fault(soap, subcode, "%s", msg);
 }
 
@@ -108,12 +137,35 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
         return refuse(soap, "registerCluster", "denied",
                       "frontend %s may register cluster %s only, not %s", id->name, id->cluster,
                       c.name);
+    /* A frontend that declares no node ranges (an older one, or option
+       addresses unset) gets the one address it demonstrably holds: the one
+       it connects from. */
+    if (c.nranges == 0) {
+        char err[128];
+        /* A dual-stack listener shows IPv4 callers as ::ffff:a.b.c.d. */
+        const char *host = strncmp(soap->host, "::ffff:", 7) == 0 && strchr(soap->host, '.')
+                               ? soap->host + 7
+                               : soap->host;
+        if (addr_range_parse(host, &c.ranges[0], err, sizeof(err)) < 0)
+            return refuse(soap, "registerCluster", "invalid",
+                          "cluster %s declares no node ranges and its address is unknown", c.name);
+        c.nranges = 1;
+        c.ranges_implicit = true;
+    }
     enum reg_status st = registry_register_cluster(state(soap)->reg, &c, why, sizeof(why));
+    if (st == REG_DENIED)
+        return refuse_address(soap, "registerCluster", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerCluster", st, why);
-    log_info("cluster %s registered: %s, %d public address%s, open ports %d-%d", c.name,
-             cluster_kind_name(c.kind), c.npublic, c.npublic == 1 ? "" : "es", c.port_low,
-             c.port_high);
+    char first[QCG_ADDR_MAX + 4];
+    addr_range_format(&c.ranges[0], first, sizeof(first));
+    if (c.ranges_implicit)
+        log_warnx("cluster %s declares no node ranges: only nodes at its frontend's own address "
+                  "%s are accepted (set addresses = in its qcg-frontend.conf)",
+                  c.name, first);
+    log_info("cluster %s registered: %s, %d public address%s, open ports %d-%d, node ranges %s%s",
+             c.name, cluster_kind_name(c.kind), c.npublic, c.npublic == 1 ? "" : "es", c.port_low,
+             c.port_high, first, c.nranges > 1 ? ", ..." : "");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;
@@ -123,7 +175,7 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
                       struct qcg__registerResponse *response)
 {
     const struct identity *id;
-    char why[256];
+    char why[256] = "";
     struct reg_node n;
     if (check_call(soap, "registerNode", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
@@ -131,10 +183,13 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         return refuse(soap, "registerNode", "invalid", "%s", why);
     enum reg_status st =
         registry_register_node(state(soap)->reg, id->cluster, &n, why, sizeof(why));
+    if (st == REG_DENIED)
+        return refuse_address(soap, "registerNode", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerNode", st, why);
-    log_info("node %s/%s registered: %s, ports %d-%d%s", id->cluster, n.name, n.address, n.port_low,
-             n.port_high, n.can_intercept ? ", can intercept" : "");
+    log_info("node %s/%s registered: %s, ports %d-%d%s%s%s", id->cluster, n.name, n.address,
+             n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "",
+             why[0] != '\0' ? "; " : "", why);
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;
@@ -306,6 +361,25 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
     return 1;
 }
 
+/* A lookup whose plan had to skip a connect-back or an inject for the
+   address rules: counted, logged at most once a second. */
+static void note_refused_orders(struct broker *b, const char *caller, const struct reg_lookup *res)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct ratelimit rl;
+    unsigned left_out = 0;
+    if (res->refused == 0)
+        return;
+    atomic_fetch_add(&b->stats.targets_refused, 1);
+    pthread_mutex_lock(&lock);
+    bool log_now = ratelimit_ok(&rl, monotonic_ms(), 1000, &left_out);
+    pthread_mutex_unlock(&lock);
+    if (log_now)
+        log_warnx("lookup from cluster %s: job %s rank %d -> %d: %s%s", caller, res->from.job,
+                  res->from.rank, res->target.rank, res->decision.reason,
+                  left_out > 0 ? " (and others not logged)" : "");
+}
+
 static atomic_ullong *plan_counter(struct broker *b, enum technique t)
 {
     switch (t) {
@@ -385,6 +459,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
                         (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "lookup", st, why);
+    note_refused_orders(b, id->cluster, &res);
 
     struct qcg__plan *p = &response->plan;
     memset(p, 0, sizeof(*p));
@@ -808,22 +883,15 @@ int qcg__observed(struct soap *soap, int version, struct qcg__observation *obser
                       id->name, id->cluster, observation->cluster);
     o.when = (uint64_t)time(NULL);
     enum reg_status st = registry_observe(b->reg, id->cluster, &o, &decl, why, sizeof(why));
+    if (st == REG_DENIED)
+        return refuse_address(soap, op, "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, op, st, why);
     atomic_fetch_add(&b->stats.observations, 1);
-    bool listed = o.public_addr[0] == '\0' ||
-                  (decl.kind != CLUSTER_NAT && decl.kind != CLUSTER_SYMNAT) || decl.npublic == 0;
-    for (int i = 0; !listed && i < decl.npublic; i++)
-        listed = strcmp(decl.public_addr[i], o.public_addr) == 0;
     if (o.kind != decl.kind)
         log_warnx("misconfiguration: cluster %s declares %s but node %s observed %s (%s)",
                   decl.name, cluster_kind_name(decl.kind), o.node, cluster_kind_name(o.kind),
                   kind_meaning(o.kind));
-    if (!listed)
-        log_warnx("misconfiguration: cluster %s declares %s with public address%s %s%s but node "
-                  "%s appears from %s",
-                  decl.name, cluster_kind_name(decl.kind), decl.npublic > 1 ? "es" : "",
-                  decl.public_addr[0], decl.npublic > 1 ? ", ..." : "", o.node, o.public_addr);
     log_info("observed: cluster %s node %s: %s, public address %s, mapping %s, inbound %s, "
              "port preserving %s",
              decl.name, o.node, cluster_kind_name(o.kind), o.public_addr[0] ? o.public_addr : "?",

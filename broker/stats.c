@@ -18,6 +18,7 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"nodes", rc.nodes},
         {"jobs", rc.jobs},
         {"contacts", rc.contacts},
+        {"contacts_dropped", rc.contacts_dropped},
         {"lookups", atomic_load(&b->stats.lookups)},
         {"publishes", atomic_load(&b->stats.publishes)},
         {"withdraws", atomic_load(&b->stats.withdraws)},
@@ -47,6 +48,8 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"reflector_refused_address", rf.refused_address},
         {"reflector_cut", rf.cut},
         {"reflector_expect_refused", rf.expect_refused},
+        {"addresses_refused", atomic_load(&b->stats.addresses_refused)},
+        {"targets_refused", atomic_load(&b->stats.targets_refused)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

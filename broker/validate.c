@@ -54,6 +54,28 @@ int validate_rank(int rank, const char *field, char *why, size_t whylen)
     return 0;
 }
 
+/* The node ranges: CIDR that a site may declare (addr_range_declarable: a
+   loopback range comes only implicitly, to a frontend on the broker's host). */
+static int validate_ranges(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
+                           size_t whylen)
+{
+    char err[160];
+    if (in->__sizeNodeRange < 0 || in->__sizeNodeRange > REG_MAX_RANGES)
+        return bad(why, whylen, "%s: at most 16 are accepted", "cluster.nodeRange");
+    if (in->__sizeNodeRange > 0 && in->nodeRange == NULL)
+        return bad(why, whylen, "%s is missing", "cluster.nodeRange");
+    for (int i = 0; i < in->__sizeNodeRange; i++) {
+        struct addr_range *r = &out->ranges[i];
+        if (addr_range_parse(in->nodeRange[i], r, err, sizeof(err)) < 0 ||
+            addr_range_declarable(r, err, sizeof(err)) < 0) {
+            snprintf(why, whylen, "cluster.nodeRange: %s", err);
+            return -1;
+        }
+    }
+    out->nranges = in->__sizeNodeRange;
+    return 0;
+}
+
 int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
                      size_t whylen)
 {
@@ -80,6 +102,8 @@ int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, cha
         return -1;
     if (in->portLow > in->portHigh)
         return bad(why, whylen, "%s: portLow is above portHigh", "cluster");
+    if (validate_ranges(in, out, why, whylen) < 0)
+        return -1;
     snprintf(out->name, sizeof(out->name), "%s", in->name);
     out->kind = (enum cluster_kind)kind;
     out->npublic = in->__sizePublicAddress;
@@ -102,6 +126,12 @@ int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, s
         return bad(why, whylen, "%s: portLow is above portHigh", "node");
     if (in->canIntercept != 0 && in->canIntercept != 1)
         return bad(why, whylen, "%s must be 0 or 1", "node.canIntercept");
+    if (in->incarnation != NULL) {
+        size_t len = strnlen(in->incarnation, REG_INCARNATION_MAX);
+        if (len >= REG_INCARNATION_MAX || strspn(in->incarnation, "0123456789abcdef") != len)
+            return bad(why, whylen, "%s: at most 32 lowercase hex characters", "node.incarnation");
+        snprintf(out->incarnation, sizeof(out->incarnation), "%s", in->incarnation);
+    }
     snprintf(out->name, sizeof(out->name), "%s", in->name);
     snprintf(out->address, sizeof(out->address), "%s", in->address);
     out->port_low = in->portLow;

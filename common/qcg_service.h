@@ -32,6 +32,11 @@ struct qcg__cluster {
     char **publicAddress;       /* the addresses the site's nodes appear from */
     int portLow;                /* open inbound port range, 0-0 when none */
     int portHigh;
+    int __sizeNodeRange;
+    char **nodeRange;           /* CIDR ranges the nodes' addresses lie in (option
+                                   `addresses`); absent from an older frontend: the
+                                   broker then accepts nodes at the frontend's own
+                                   address only (docs/architecture.md) */
 };
 
 /* A compute node as its helper declares it. */
@@ -41,6 +46,9 @@ struct qcg__node {
     int portLow;                /* the node's own listening/ephemeral port range */
     int portHigh;
     int canIntercept;           /* 1 when the helper holds NET_ADMIN/NET_RAW */
+    char *incarnation;          /* random per helper start (32 hex); another one than
+                                   the node registered with drops the node's contacts.
+                                   NULL from an older helper: contacts kept */
 };
 
 /* A process's listening contact. `node` and `cluster` are filled by the service

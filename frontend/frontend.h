@@ -28,6 +28,7 @@ struct frontend_counters {
     atomic_ullong orders_refused; /* for a node whose queue holds the job's share, or is full */
     atomic_ullong quota_refused;  /* calls refused by a per-node rate (rates.h) */
     atomic_ullong quota_waited;   /* lookups that waited for their turn */
+    atomic_ullong contacts_expired; /* their node's lease ran out (node-lease) */
 };
 
 struct frontend {

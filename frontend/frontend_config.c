@@ -25,8 +25,14 @@ const struct config_option frontend_options[] = {
      "what the site's router does: open | firewalled | nat | symnat"},
     {"public-address", CONFIG_STRING, OFF(public_address), 0, 0, NULL,
      "comma-separated addresses the nodes appear from (required for nat, symnat)"},
+    {"addresses", CONFIG_STRING, OFF(addresses), 0, 0, NULL,
+     "comma-separated CIDR ranges the nodes' addresses lie in, e.g. 10.1.0.0/16 (unset: the "
+     "broker accepts nodes at this frontend's own address only)"},
     {"open-ports", CONFIG_PORTS, OFF(open_ports), 0, 0, NULL,
      "LOW-HIGH inbound ports the firewall lets through (firewalled only)"},
+    {"node-lease", CONFIG_INT, OFF(node_lease), 30, 86400, "60",
+     "seconds a node keeps its contacts without a poll or registration of its helper (above "
+     "the helper's 20 s poll)"},
     {"cache-size", CONFIG_INT, OFF(cache_size), 0, 10000000, "100000",
      "plans cached at most (0: no cache)"},
     {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "1024",
@@ -53,29 +59,52 @@ static const char usage[] = "qcg-frontend --broker URL --kind KIND --ca FILE --c
                             "[options]\n       qcg-frontend --stats [--json] [--url URL] "
                             "--ca FILE --cert FILE";
 
-static int parse_public(struct frontend_config *cfg, char *err, size_t errlen)
+/* An item of a list option: 0, or -1 with why. */
+typedef int (*item_check)(const char *item, char *why, size_t whylen);
+
+static int public_item(const char *item, char *why, size_t whylen)
 {
-    cfg->npublic = 0;
-    if (cfg->public_address == NULL)
+    if (address_valid(item))
         return 0;
-    char *copy = strdup(cfg->public_address), *save = NULL;
+    snprintf(why, whylen, "'%.64s' is not an IP address", item);
+    return -1;
+}
+
+static int range_item(const char *item, char *why, size_t whylen)
+{
+    struct addr_range r;
+    if (addr_range_parse(item, &r, why, whylen) < 0 || addr_range_declarable(&r, why, whylen) < 0)
+        return -1;
+    return 0;
+}
+
+/* Splits option `name`'s comma- or space-separated text into out (each
+   checked, at most max of len bytes); *n gets the count. */
+static int parse_list(const char *name, const char *text, item_check check, char *out, size_t len,
+                      int max, int *n, char *err, size_t errlen)
+{
+    char why[160];
+    *n = 0;
+    if (text == NULL)
+        return 0;
+    char *copy = strdup(text), *save = NULL;
     if (copy == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     int rc = 0;
     for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
-        if (!address_valid(tok)) {
-            snprintf(err, errlen, "public-address: '%.64s' is not an IP address", tok);
+        if (check(tok, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "%s: %s", name, why);
             rc = -1;
             break;
         }
-        if (cfg->npublic == FRONTEND_PUBLIC_MAX) {
-            snprintf(err, errlen, "public-address: at most %d addresses", FRONTEND_PUBLIC_MAX);
+        if (*n == max) {
+            snprintf(err, errlen, "%s: at most %d", name, max);
             rc = -1;
             break;
         }
-        snprintf(cfg->public_addrs[cfg->npublic++], QCG_ADDR_MAX, "%s", tok);
+        snprintf(out + (size_t)(*n)++ * len, len, "%s", tok);
     }
     free(copy);
     return rc;
@@ -147,7 +176,10 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
         return -1;
     }
     cfg->kind_value = (enum cluster_kind)kind;
-    if (parse_public(cfg, err, errlen) < 0)
+    if (parse_list("public-address", cfg->public_address, public_item, &cfg->public_addrs[0][0],
+                   QCG_ADDR_MAX, FRONTEND_PUBLIC_MAX, &cfg->npublic, err, errlen) < 0 ||
+        parse_list("addresses", cfg->addresses, range_item, &cfg->ranges[0][0], FRONTEND_RANGE_LEN,
+                   FRONTEND_RANGES_MAX, &cfg->nranges, err, errlen) < 0)
         return -1;
     /* Behind a NAT the nodes' own addresses say nothing about where they
        appear from; open and firewalled sites' nodes are public themselves. */

@@ -8,6 +8,8 @@
 #include "proto.h"
 
 #define FRONTEND_PUBLIC_MAX 16
+#define FRONTEND_RANGES_MAX 16 /* as many as the broker takes (REG_MAX_RANGES) */
+#define FRONTEND_RANGE_LEN (QCG_ADDR_MAX + 4)
 
 struct frontend_config {
     /* as read (see the option table in frontend_config.c) */
@@ -19,7 +21,9 @@ struct frontend_config {
     char *cluster;
     char *kind;
     char *public_address;
+    char *addresses;
     int open_ports[2];
+    int node_lease;
     int cache_size;
     int max_connections;
     int node_lookups; /* per node: lookups a second (bursts of 10 s worth) */
@@ -36,6 +40,8 @@ struct frontend_config {
     int log_level_value;
     int npublic;
     char public_addrs[FRONTEND_PUBLIC_MAX][QCG_ADDR_MAX];
+    int nranges; /* 0: none declared (the broker accepts nodes at our own address only) */
+    char ranges[FRONTEND_RANGES_MAX][FRONTEND_RANGE_LEN];
     char cluster_name[QCG_NAME_MAX];   /* from the certificate, == cluster when given */
     char stats_url[300];               /* --stats: url, or built from listen and port */
 };

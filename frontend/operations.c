@@ -256,6 +256,8 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
     n.port_low = node->portLow;
     n.port_high = node->portHigh;
     n.can_intercept = node->canIntercept != 0;
+    snprintf(n.incarnation, sizeof(n.incarnation), "%s",
+             node->incarnation ? node->incarnation : "");
 
     /* Kept first: if the link is down, the upstream loop sends it when the
        broker is back, and the helper may already poll its queue. */

@@ -51,6 +51,8 @@ int relay_register_cluster(struct soap *soap, const char *url, const struct clus
     c.publicAddress = (char **)cluster->addrs;
     c.portLow = cluster->port_low;
     c.portHigh = cluster->port_high;
+    c.__sizeNodeRange = cluster->nranges;
+    c.nodeRange = (char **)cluster->ranges;
     int rc = soap_call_qcg__registerCluster(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
@@ -70,6 +72,7 @@ int relay_register_node(struct soap *soap, const char *url, const struct node_in
     n.portLow = node->port_low;
     n.portHigh = node->port_high;
     n.canIntercept = node->can_intercept;
+    n.incarnation = node->incarnation[0] != '\0' ? (char *)node->incarnation : NULL;
     int rc = soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &n, &resp);
     return call_failed(soap, rc, err);
 }

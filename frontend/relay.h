@@ -41,6 +41,8 @@ struct cluster_decl {
     int naddrs;
     const char *const *addrs;
     int port_low, port_high;
+    int nranges; /* the nodes' address ranges, CIDR */
+    const char *const *ranges;
 };
 
 int relay_register_cluster(struct soap *soap, const char *url, const struct cluster_decl *cluster,

@@ -28,6 +28,8 @@ int stats_collect(struct frontend *fe, struct counter_value *out, int max)
         {"orders_refused", atomic_load(&c->orders_refused)},
         {"quota_refused", atomic_load(&c->quota_refused)},
         {"quota_waited", atomic_load(&c->quota_waited)},
+        {"contacts_expired", atomic_load(&c->contacts_expired)},
+        {"contacts_dropped", store_contacts_dropped(fe->store)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

@@ -1,5 +1,6 @@
 #include "store.h"
 
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 
 #include "cmdqueue.h"
 #include "log.h"
+#include "monotonic.h"
 #include "strmap.h"
 
 #define WITHDRAWALS_MAX 10000
@@ -15,6 +17,8 @@
 struct node_rec {
     struct node_info info;
     struct cmdqueue *queue;
+    uint64_t seen_ms; /* monotonic: the helper's last poll or registration */
+    int expired;      /* its lease ran out: unknown until it registers again */
 };
 
 struct store {
@@ -25,6 +29,7 @@ struct store {
     size_t nwithdrawals;
     size_t queue_capacity;
     uint64_t version;          /* bumped on every change the broker must hear of */
+    uint64_t dropped;          /* contacts dropped by a node's new incarnation */
     int link_up;
     char link_reason[256];
 };
@@ -110,6 +115,45 @@ int store_link(struct store *store, char *reason, size_t len)
     return up;
 }
 
+/* What node_contacts_take collects: the keys of one node's contacts. */
+struct node_keys {
+    const char *node;
+    char (*keys)[KEY_MAX];
+    size_t n, max;
+};
+
+static void collect_node_key(const char *key, void *value, void *arg)
+{
+    struct node_keys *k = arg;
+    if (k->n < k->max && strcmp(((struct contact_info *)value)->node, k->node) == 0)
+        snprintf(k->keys[k->n++], KEY_MAX, "%s", key);
+}
+
+/* Removes every contact of `node`; as withdrawals into out (room for every
+   contact held) when not NULL.  The count removed.  With the lock held. */
+static size_t node_contacts_take(struct store *store, const char *node, struct withdrawal *out)
+{
+    struct node_keys k = {node, NULL, 0, strmap_count(store->contacts)};
+    if (k.max == 0 || (k.keys = malloc(k.max * sizeof(*k.keys))) == NULL)
+        return 0;
+    strmap_foreach(store->contacts, collect_node_key, &k);
+    for (size_t i = 0; i < k.n; i++) {
+        struct contact_info *c = strmap_remove(store->contacts, k.keys[i]);
+        if (out != NULL) {
+            struct withdrawal *w = &out[i];
+            snprintf(w->job, sizeof(w->job), "%s", c->job);
+            snprintf(w->secret, sizeof(w->secret), "%s", c->secret);
+            w->rank = c->rank;
+            snprintf(w->node, sizeof(w->node), "%s", c->node);
+        }
+        contact_free(c);
+    }
+    free(k.keys);
+    if (k.n > 0)
+        store->version++;
+    return k.n;
+}
+
 int store_node_put(struct store *store, const struct node_info *node, int *was_up)
 {
     int rc = 0;
@@ -117,6 +161,14 @@ int store_node_put(struct store *store, const struct node_info *node, int *was_u
     *was_up = store->link_up;
     struct node_rec *rec = strmap_get(store->nodes, node->name);
     if (rec != NULL) {
+        if (node->incarnation[0] != '\0' && rec->info.incarnation[0] != '\0' &&
+            strcmp(node->incarnation, rec->info.incarnation) != 0) {
+            size_t n = node_contacts_take(store, node->name, NULL);
+            store->dropped += n;
+            log_info("node %s restarted (a new incarnation): %zu contacts of its old processes "
+                     "dropped",
+                     node->name, n);
+        }
         rec->info = *node;
     } else {
         rec = calloc(1, sizeof(*rec));
@@ -132,16 +184,25 @@ int store_node_put(struct store *store, const struct node_info *node, int *was_u
             goto out;
         }
     }
+    rec->seen_ms = monotonic_ms();
+    rec->expired = 0;
     store->version++;
 out:
     pthread_mutex_unlock(&store->lock);
     return rc;
 }
 
+/* A registered node whose lease has not run out, or NULL.  With the lock. */
+static struct node_rec *node_present(struct store *store, const char *name)
+{
+    struct node_rec *rec = strmap_get(store->nodes, name);
+    return rec != NULL && !rec->expired ? rec : NULL;
+}
+
 int store_node_get(struct store *store, const char *name, struct node_info *out)
 {
     pthread_mutex_lock(&store->lock);
-    struct node_rec *rec = strmap_get(store->nodes, name);
+    struct node_rec *rec = node_present(store, name);
     if (rec != NULL)
         *out = rec->info;
     pthread_mutex_unlock(&store->lock);
@@ -151,10 +212,64 @@ int store_node_get(struct store *store, const char *name, struct node_info *out)
 struct cmdqueue *store_node_queue(struct store *store, const char *name)
 {
     pthread_mutex_lock(&store->lock);
-    struct node_rec *rec = strmap_get(store->nodes, name);
+    struct node_rec *rec = node_present(store, name);
+    if (rec != NULL)
+        rec->seen_ms = monotonic_ms();
     struct cmdqueue *q = rec != NULL ? rec->queue : NULL;
     pthread_mutex_unlock(&store->lock);
     return q;
+}
+
+uint64_t store_node_push(struct store *store, const char *name, const struct command *cmd)
+{
+    pthread_mutex_lock(&store->lock);
+    struct node_rec *rec = node_present(store, name);
+    /* Pushed under the lock: the queue never blocks, and the node cannot
+       expire in between. */
+    uint64_t seq = rec != NULL ? cmdqueue_push(rec->queue, cmd) : 0;
+    int err = rec != NULL ? errno : ENOENT;
+    pthread_mutex_unlock(&store->lock);
+    errno = err;
+    return seq;
+}
+
+struct expiry {
+    uint64_t deadline_ms; /* nodes seen before it expire */
+    const char *names[64];
+    size_t n;
+};
+
+static void find_expired(const char *key, void *value, void *arg)
+{
+    struct node_rec *rec = value;
+    struct expiry *e = arg;
+    if (!rec->expired && rec->seen_ms < e->deadline_ms &&
+        e->n < sizeof(e->names) / sizeof(e->names[0]))
+        e->names[e->n++] = key;
+}
+
+size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes)
+{
+    uint64_t now = monotonic_ms();
+    struct expiry e = {now > lease_ms ? now - lease_ms : 0, {NULL}, 0};
+    size_t total = 0;
+    *out = NULL;
+    *nodes = 0;
+    pthread_mutex_lock(&store->lock);
+    /* At most 64 nodes a call: the next poll turn takes the rest. */
+    strmap_foreach(store->nodes, find_expired, &e);
+    size_t held = strmap_count(store->contacts);
+    if (e.n > 0 && held > 0 && (*out = calloc(held, sizeof(**out))) == NULL)
+        e.n = 0; /* out of memory: tried again on the next turn */
+    for (size_t i = 0; i < e.n; i++) {
+        struct node_rec *rec = strmap_get(store->nodes, e.names[i]);
+        total += node_contacts_take(store, e.names[i], *out != NULL ? *out + total : NULL);
+        rec->expired = 1;
+    }
+    store->version += e.n > 0;
+    pthread_mutex_unlock(&store->lock);
+    *nodes = e.n;
+    return total;
 }
 
 static void close_queue(const char *key, void *value, void *arg)
@@ -283,7 +398,10 @@ static void collect_node(const char *key, void *value, void *arg)
 {
     (void)key;
     struct collect *c = arg;
-    ((struct node_info *)c->array)[c->n++] = ((struct node_rec *)value)->info;
+    const struct node_rec *rec = value;
+    /* An expired node is re-sent when its helper registers again. */
+    if (!rec->expired)
+        ((struct node_info *)c->array)[c->n++] = rec->info;
 }
 
 static void collect_contact(const char *key, void *value, void *arg)
@@ -339,6 +457,14 @@ size_t store_contact_count(struct store *store)
 {
     pthread_mutex_lock(&store->lock);
     size_t n = strmap_count(store->contacts);
+    pthread_mutex_unlock(&store->lock);
+    return n;
+}
+
+uint64_t store_contacts_dropped(struct store *store)
+{
+    pthread_mutex_lock(&store->lock);
+    uint64_t n = store->dropped;
     pthread_mutex_unlock(&store->lock);
     return n;
 }

@@ -13,12 +13,16 @@
 #include "proto.h"
 
 struct cmdqueue;
+struct command;
+
+#define STORE_INCARNATION_MAX 33 /* 32 hex characters and the NUL */
 
 struct node_info {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port_low, port_high;
     int can_intercept;
+    char incarnation[STORE_INCARNATION_MAX]; /* its helper's start; "" from an older helper */
 };
 
 struct contact_info {
@@ -53,14 +57,28 @@ int store_link_up_if(struct store *store, uint64_t version);
 /* 1 when up; 0 and the reason it is down. */
 int store_link(struct store *store, char *reason, size_t len);
 
-/* Adds or updates a node; *was_up tells whether the link was up at that
-   moment (then the caller relays it, else the upstream loop will).  -1 when
-   out of memory. */
+/* Adds or updates a node, present from now on; *was_up tells whether the
+   link was up at that moment (then the caller relays it, else the upstream
+   loop will).  A node registered before with another incarnation (its
+   helper restarted) loses the contacts held for it: the broker drops them
+   too when it hears of the registration.  -1 when out of memory. */
 int store_node_put(struct store *store, const struct node_info *node, int *was_up);
+/* -1 for an unknown node, or one whose lease ran out (store_expire) and
+   that has not registered again. */
 int store_node_get(struct store *store, const char *name, struct node_info *out);
-/* The node's helper queue; NULL for an unknown node.  Queues live as long as
-   the store. */
+/* The node's helper queue, for its helper's poll: the node counts as present
+   now.  NULL for an unknown or expired node (its helper then registers
+   again and re-publishes).  Queues live as long as the store. */
 struct cmdqueue *store_node_queue(struct store *store, const char *name);
+/* Queues an order for a present node's helper, without renewing its
+   presence; its sequence number, or 0 with errno ENOENT for an unknown or
+   expired node, or cmdqueue_push's errno when its queue refused it. */
+uint64_t store_node_push(struct store *store, const char *name, const struct command *cmd);
+/* The lease: nodes whose helper neither polled nor registered for lease_ms
+   become expired, and their contacts move into *out (malloc'd, secrets
+   included: withdraw them upstream, then store_secrets_free).  Returns how
+   many contacts; *nodes gets how many nodes expired. */
+size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes);
 /* Wakes every helper's pending poll for good (shutdown). */
 void store_close_queues(struct store *store);
 
@@ -84,6 +102,9 @@ size_t store_contacts(struct store *store, struct contact_info **out);
 void store_secrets_free(void *array, size_t elem_size, size_t n);
 
 size_t store_node_count(struct store *store);
+/* Contacts dropped so far because their node registered with a new
+   incarnation. */
+uint64_t store_contacts_dropped(struct store *store);
 size_t store_contact_count(struct store *store);
 
 #endif

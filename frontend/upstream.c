@@ -1,5 +1,6 @@
 #include "upstream.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,11 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
     struct frontend *fe = up->fe;
     const struct frontend_config *cfg = fe->cfg;
     const char *addrs[FRONTEND_PUBLIC_MAX];
+    const char *ranges[FRONTEND_RANGES_MAX];
     for (int i = 0; i < cfg->npublic; i++)
         addrs[i] = cfg->public_addrs[i];
+    for (int i = 0; i < cfg->nranges; i++)
+        ranges[i] = cfg->ranges[i];
     struct cluster_decl decl = {
         .name = fe->cluster,
         .kind = cluster_kind_name(cfg->kind_value),
@@ -49,6 +53,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
         .addrs = addrs,
         .port_low = cfg->open_ports[0],
         .port_high = cfg->open_ports[1],
+        .nranges = cfg->nranges,
+        .ranges = ranges,
     };
     struct relay_error err;
     int rc = relay_register_cluster(soap, url(up), &decl, epoch, &err);
@@ -156,14 +162,14 @@ static void handle_command(void *arg, const struct command *c)
         known = 1;
     }
     if (c->node[0] != '\0') {
-        struct cmdqueue *q = store_node_queue(fe->store, c->node);
-        if (q == NULL) {
-            log_warnx("command %s for node %s, which has not registered here: dropped", c->kind,
-                      c->node);
+        uint64_t seq = store_node_push(fe->store, c->node, c);
+        unsigned left_out;
+        if (seq == 0 && errno == ENOENT) {
+            log_warnx("command %s for node %s, which is not registered here (or its lease ran "
+                      "out): dropped",
+                      c->kind, c->node);
             return;
         }
-        uint64_t seq = cmdqueue_push(q, c);
-        unsigned left_out;
         if (seq == 0) {
             /* The broker's own per-job share should have stopped it there. */
             atomic_fetch_add(&fe->counters.orders_refused, 1);
@@ -179,6 +185,34 @@ static void handle_command(void *arg, const struct command *c)
     }
 }
 
+/* The nodes' leases, before each poll (at least every poll wait): a node
+   whose helper neither polled nor registered for node-lease seconds is gone,
+   and so are its processes' contacts.  Withdrawn upstream now, or kept for
+   the next registration when the broker cannot be reached. */
+static void expire_nodes(void *arg, struct soap *soap)
+{
+    struct upstream *up = arg;
+    struct frontend *fe = up->fe;
+    struct withdrawal *ws;
+    struct relay_error err;
+    size_t nodes;
+    size_t n = store_expire(fe->store, (uint64_t)fe->cfg->node_lease * 1000, &ws, &nodes);
+    if (nodes > 0)
+        log_info("%zu node%s silent for %d s (node-lease): %zu contact%s withdrawn", nodes,
+                 nodes == 1 ? "" : "s", fe->cfg->node_lease, n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        int rc =
+            relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank, ws[i].node, &err);
+        soap_client_reset(soap);
+        if (rc < 0 && err.status != CALL_FAULT)
+            store_withdrawal_add(fe->store, &ws[i]);
+        log_debug("job %s rank %d of node %s expired%s%s", ws[i].job, ws[i].rank, ws[i].node,
+                  rc < 0 ? ": " : "", rc < 0 ? err.msg : "");
+    }
+    atomic_fetch_add(&fe->counters.contacts_expired, n);
+    store_secrets_free(ws, sizeof(*ws), n);
+}
+
 static void link_down(void *arg, const char *why)
 {
     struct upstream *up = arg;
@@ -189,6 +223,7 @@ static void link_down(void *arg, const char *why)
 static const struct longpoll_ops ops = {
     .registered = register_all,
     .command = handle_command,
+    .before_poll = expire_nodes,
     .down = link_down,
 };
 
@@ -200,10 +235,16 @@ struct upstream *upstream_start(struct frontend *fe, char *err, size_t errlen)
         return NULL;
     }
     up->fe = fe;
+    if (fe->cfg->nranges == 0)
+        log_warnx("addresses is not set: the broker accepts nodes at this frontend's own address "
+                  "only; set addresses = the CIDR ranges of this site's node addresses");
     struct longpoll_config cfg = {
         .client = &fe->upstream,
         .service = "broker",
-        .wait = UPSTREAM_POLL_WAIT,
+        /* The leases are checked between polls: often enough for the bound
+           (node-lease plus a third of it). */
+        .wait = fe->cfg->node_lease / 3 < UPSTREAM_POLL_WAIT ? fe->cfg->node_lease / 3
+                                                             : UPSTREAM_POLL_WAIT,
         .ops = &ops,
         .arg = up,
     };

@@ -13,6 +13,7 @@ struct upstream {
     const struct helper_config *cfg;
     struct contacts *cs;
     atomic_int can_intercept; /* read by the poll thread at each registration */
+    char incarnation[33];     /* random per start, made at the first registration */
     struct soap_client_config scc;
     struct soap_pool *pool; /* for the workers' requests */
     struct longpoll *lp;    /* the registration/poll thread */

@@ -2,11 +2,13 @@
    node and re-publishing the live contacts, retrying withdrawals that failed,
    and the orders a poll brings. */
 #include <inttypes.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmdqueue.h"
+#include "hex.h"
 #include "log.h"
 #include "longpoll.h"
 #include "proto.h"
@@ -21,12 +23,24 @@ static int republish(struct upstream *u, struct soap *soap, size_t *count, char 
 static int register_node(void *arg, struct soap *soap, uint64_t *epoch, char *why, size_t whylen)
 {
     struct upstream *u = arg;
+    /* Random per start: the broker drops the contacts a previous start of
+       this helper left (their processes are gone), and keeps ours when only
+       the frontend or the broker restarted. */
+    unsigned char raw[16];
+    if (u->incarnation[0] == '\0') {
+        if (RAND_bytes(raw, sizeof(raw)) != 1) {
+            snprintf(why, whylen, "no randomness for the incarnation");
+            return -1;
+        }
+        hex_encode(raw, sizeof(raw), u->incarnation);
+    }
     struct qcg__node node = {
         .name = u->cfg->node,
         .address = u->cfg->address,
         .portLow = u->cfg->ports[0],
         .portHigh = u->cfg->ports[1],
         .canIntercept = atomic_load(&u->can_intercept),
+        .incarnation = u->incarnation,
     };
     struct qcg__registerResponse resp;
     char subcode[32], text[256];

@@ -4,8 +4,8 @@
  * (exit 3) or "unreachable: text" (exit 4).
  *
  *   broker-call --url URL --ca CA --cert PEM [--version N] OPERATION ARGS...
- *     register-cluster NAME KIND LOW HIGH [PUBLIC-ADDRESS...]
- *     register-node NAME ADDRESS LOW HIGH CAN-INTERCEPT
+ *     register-cluster NAME KIND LOW HIGH [PUBLIC-ADDRESS|NODE-RANGE/BITS...]
+ *     register-node NAME ADDRESS LOW HIGH CAN-INTERCEPT [INCARNATION]
  *     publish JOB SECRET RANK CLUSTER|- NODE ADDRESS PORT
  *     withdraw JOB SECRET RANK [NODE]
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
@@ -47,14 +47,24 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
     const char *op = argv[0];
     int rc;
     if (strcmp(op, "register-cluster") == 0 && argc >= 5) {
-        struct qcg__cluster c = {argv[1],       argv[2],      argc - 5, argc > 5 ? argv + 5 : NULL,
-                                 atoi(argv[3]), atoi(argv[4])};
+        /* Arguments with a '/' are node ranges, the others public addresses. */
+        char *pub[32], *ranges[32];
+        int npub = 0, nranges = 0;
+        for (int i = 5; i < argc && i < 5 + 32; i++) {
+            if (strchr(argv[i], '/') != NULL)
+                ranges[nranges++] = argv[i];
+            else
+                pub[npub++] = argv[i];
+        }
+        struct qcg__cluster c = {argv[1],       argv[2],       npub,    npub ? pub : NULL,
+                                 atoi(argv[3]), atoi(argv[4]), nranges, nranges ? ranges : NULL};
         struct qcg__registerResponse r;
         rc = soap_call_qcg__registerCluster(soap, url, NULL, version, &c, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
-    } else if (strcmp(op, "register-node") == 0 && argc == 6) {
-        struct qcg__node n = {argv[1], argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5])};
+    } else if (strcmp(op, "register-node") == 0 && (argc == 6 || argc == 7)) {
+        struct qcg__node n = {argv[1],       argv[2],       atoi(argv[3]),
+                              atoi(argv[4]), atoi(argv[5]), argc == 7 ? argv[6] : NULL};
         struct qcg__registerResponse r;
         rc = soap_call_qcg__registerNode(soap, url, NULL, version, &n, &r);
         if (rc == SOAP_OK)

@@ -20,71 +20,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+# shellcheck source=tests/broker/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # Throw-away CA: the grid's, and a foreign one whose certificates must be refused.
-ca=$work/ca
-"$certs_bin" --dir "$ca" init >/dev/null
-"$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
-"$certs_bin" --dir "$ca" issue frontend nata --san 127.0.0.1 >/dev/null
-"$certs_bin" --dir "$ca" issue frontend open --san 127.0.0.1 >/dev/null
-for c in fw sym natb; do "$certs_bin" --dir "$ca" issue frontend $c --san 127.0.0.1 >/dev/null; done
+make_ca "$work/ca" nata open fw sym natb
 "$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
 "$certs_bin" --dir "$work/foreign" init >/dev/null
 "$certs_bin" --dir "$work/foreign" issue frontend nata --san 127.0.0.1 >/dev/null
 
-# Waits (bounded) for a line matching $2 in log $1 while process $3 lives.
-wait_log() {
-  for _ in $(seq 200); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
-# Waits (bounded) until $2 matches at least $3 lines of log $1 while process $4 lives.
-wait_count() {
-  for _ in $(seq 200); do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
-start_broker() { # log pid-var port extra-args...
-  local log=$1 var=$2 p=$3
-  shift 3
-  "$broker_bin" --listen 127.0.0.1 --port "$p" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
-    --log-level debug "$@" 2>"$log" &
-  printf -v "$var" %s $!
-  wait_log "$log" "listening" "${!var}" || { echo "broker did not start:"; cat "$log"; exit 1; }
-}
-
-# call CERT-NAME ARGS... : prints the reply; $rc is the exit status.
-call() {
-  local cert=$1
-  shift
-  out=$("$call_bin" --url "${URL:-$url}" --ca "$ca/ca.crt" --cert "$cert" "$@" 2>&1)
-  rc=$?
-}
 fe=$ca/frontend-nata.pem fo=$ca/frontend-open.pem helper=$ca/helper-nata-nata1.pem
-
-expect_ok() { # description cert args...
-  local what=$1
-  shift
-  call "$@"
-  if [ $rc -eq 0 ]; then pass "$what"; else fail "$what: $out"; fi
-}
-expect_fault() { # description subcode cert args...
-  local what=$1 sub=$2
-  shift 2
-  call "$@"
-  if [ $rc -eq 3 ] && [[ $out == "fault $sub:"* ]]; then pass "$what ($out)"
-  else fail "$what: expected fault $sub, got rc=$rc: $out"; fi
-}
 
 log=$work/broker.log
 start_broker "$log" broker_pid $port
@@ -129,7 +74,7 @@ chmod 0600 "$work/proxy.key"
 "$broker_bin" --help | grep -q -- "--grid" && pass "--help lists --grid" || fail "--help: no --grid"
 
 # --- a frontend registers, publishes, looks up
-expect_ok "frontend registers its cluster" "$fe" register-cluster nata nat 0 0 203.0.113.30
+expect_ok "frontend registers its cluster" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
 epoch=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
 grep -q "cluster nata registered" "$log" && pass "registration logged at info" ||
   fail "no info line for the registration"
@@ -148,7 +93,7 @@ expect_ok "lookup of an unpublished rank" "$fe" lookup job1 s3cret 0 9
 [[ $out == *"status=notfound"* ]] && pass "plan: notfound (not a fault)" || fail "plan: $out"
 
 # Another site: open -> nata needs reversed (unavailable), nata -> open is direct.
-expect_ok "second frontend registers" "$fo" register-cluster open open 0 0 203.0.113.20
+expect_ok "second frontend registers" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
 expect_ok "second frontend's node" "$fo" register-node open1 203.0.113.21 20000 20999 0
 expect_ok "publish rank 2 at open" "$fo" publish job1 s3cret 2 open open1 203.0.113.21 20005
 expect_ok "lookup nata -> open" "$fe" lookup job1 s3cret 0 2
@@ -312,7 +257,7 @@ small_log=$work/small.log
 printf '# a config file\nmax-contacts = 2\nlog-level = info\n' >"$work/small.conf"
 start_broker "$small_log" small_pid 17701 --config "$work/small.conf"
 URL=https://127.0.0.1:17701/
-expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0
+expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
 expect_ok "small broker: node" "$fe" register-node nata1 198.18.3.11 20000 20999 0
 expect_ok "small broker: contact 1" "$fe" publish j s 0 - nata1 198.18.3.11 20001
 expect_ok "small broker: contact 2" "$fe" publish j s 1 - nata1 198.18.3.11 20002
@@ -325,9 +270,9 @@ printf 'proxy = p1@127.0.0.1:17790, p2@127.0.0.1:17791\nproxy-key = %s\n' "$work
   >"$work/proxied.conf"
 start_broker "$proxied_log" proxied_pid 17702 --config "$work/proxied.conf"
 URL=https://127.0.0.1:17702/
-expect_ok "proxied broker: register nata" "$fe" register-cluster nata nat 0 0
+expect_ok "proxied broker: register nata" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
 epoch2=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
-expect_ok "proxied broker: register open" "$fo" register-cluster open open 0 0
+expect_ok "proxied broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20/31
 expect_ok "proxied broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 0
 expect_ok "proxied broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 0
 expect_ok "proxied broker: publish nata" "$fe" publish j s 0 - nata1 198.18.3.11 20001
@@ -373,12 +318,12 @@ root=no
 start_broker "$probed_log" probed_pid 17703 --config "$work/probed.conf"
 URL=https://127.0.0.1:17703/
 ffw=$ca/frontend-fw.pem fsym=$ca/frontend-sym.pem fnatb=$ca/frontend-natb.pem
-expect_ok "probed broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30
+expect_ok "probed broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
 epoch3=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
-expect_ok "probed broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20
-expect_ok "probed broker: register fw" "$ffw" register-cluster fw firewalled 0 0 198.51.100.75
-expect_ok "probed broker: register sym" "$fsym" register-cluster sym symnat 0 0 203.0.113.98
-expect_ok "probed broker: register natb (no node)" "$fnatb" register-cluster natb nat 0 0 203.0.113.82
+expect_ok "probed broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
+expect_ok "probed broker: register fw" "$ffw" register-cluster fw firewalled 0 0 198.51.100.75 198.51.100.64/26
+expect_ok "probed broker: register sym" "$fsym" register-cluster sym symnat 0 0 203.0.113.98 198.18.5.0/24
+expect_ok "probed broker: register natb (no node)" "$fnatb" register-cluster natb nat 0 0 203.0.113.82 198.18.4.0/24
 expect_ok "probed broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
 expect_ok "probed broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
 expect_ok "probed broker: node fw1 (cannot intercept)" "$ffw" register-node fw1 198.51.100.75 20000 20999 0
@@ -550,7 +495,7 @@ expect_fault "a bad mapping" invalid "$fe" observed nata nata1 nat 203.0.113.30 
 expect_fault "a bad kind" invalid "$fe" observed nata nata1 wormhole - 1 none dropped
 expect_fault "a public address that is not one" invalid "$fe" observed nata nata1 nat 203.0.113.300 1 none dropped
 expect_fault "portPreserving 2" invalid "$fe" observed nata nata1 nat 203.0.113.30 2 none dropped
-expect_ok "sym re-declares itself nat" "$fsym" register-cluster sym nat 0 0 203.0.113.98
+expect_ok "sym re-declares itself nat" "$fsym" register-cluster sym nat 0 0 203.0.113.98 198.18.5.0/24
 expect_ok "sym1 observes symnat" "$fsym" observed sym sym1 symnat 203.0.113.98 0 endpoint-dependent dropped
 grep -q "warn .*misconfiguration: cluster sym declares nat but node sym1 observed symnat (mapping varies by destination)" "$probed_log" &&
   pass "the mismatch is logged as a warning" || fail "no warning: $(grep misconfiguration "$probed_log")"

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "outcomes.h"
 #include "registry.h"
+#include "site_ranges.h"
 
 /* No reflector: these tests are about the registry, the plan table has its own. */
 static const struct plan_offer offer_all = {.proxy = true, .reflector = false};
@@ -23,6 +24,23 @@ static const struct plan_offer offer_noproxy = {.proxy = false, .reflector = fal
 
 static char why[256];
 
+/* Each test cluster's node range, by name. */
+static const char *range_of(const char *name)
+{
+    static const char *const ranges[][2] = {
+        {"nata", "198.18.3.0/24"},
+        {"open", "203.0.113.16/28"},
+        {"x", "198.18.9.0/24"},
+        {"empty", "192.0.2.0/28"},
+        {NULL, NULL},
+    };
+    for (int i = 0; ranges[i][0] != NULL; i++) {
+        if (strcmp(ranges[i][0], name) == 0)
+            return ranges[i][1];
+    }
+    return NULL;
+}
+
 static struct reg_cluster cluster(const char *name, enum cluster_kind kind, int lo, int hi)
 {
     struct reg_cluster c;
@@ -31,6 +49,9 @@ static struct reg_cluster cluster(const char *name, enum cluster_kind kind, int 
     c.kind = kind;
     c.port_low = lo;
     c.port_high = hi;
+    const char *range = range_of(name);
+    if (range != NULL && addr_range_parse(range, &c.ranges[0], why, sizeof(why)) == 0)
+        c.nranges = 1;
     return c;
 }
 
@@ -141,6 +162,48 @@ static void test_publish(void)
     registry_counts(r, &k);
     CHECKF(k.clusters == 2 && k.nodes == 3 && k.jobs == 2 && k.contacts == 3,
            "counts %zu %zu %zu %zu", k.clusters, k.nodes, k.jobs, k.contacts);
+    registry_free(r);
+}
+
+/* A helper that restarts registers its node with a new incarnation: the
+   contacts of its old processes go (their jobs with the last), each
+   invalidated; the same incarnation (a frontend or broker restart) or none
+   (an older helper) keeps them. */
+static void test_incarnation(void)
+{
+    struct registry *r = two_sites(100);
+    struct reg_node n1 = node("nata1", "198.18.3.11", 20000, 20999);
+    snprintf(n1.incarnation, sizeof(n1.incarnation), "aaaa");
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
+    CHECKF(publish(r, contact("j", 1, "nata", "nata2", "198.18.3.12", 21001), "s") == REG_OK, "1");
+    CHECKF(publish(r, contact("k", 0, "nata", "nata1", "198.18.3.11", 20002), "t") == REG_OK, "k");
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK, "same again");
+    struct reg_node none = node("nata1", "198.18.3.11", 20000, 20999);
+    CHECKF(registry_register_node(r, "nata", &none, why, sizeof(why)) == REG_OK, "none");
+    struct registry_counts k;
+    registry_counts(r, &k);
+    CHECKF(k.contacts == 3 && k.contacts_dropped == 0, "kept: %zu contacts", k.contacts);
+
+    struct cmdqueue *q = registry_queue(r, "open");
+    struct command cmds[8];
+    int before = cmdqueue_wait(q, 0, 0, cmds, 8);
+    snprintf(n1.incarnation, sizeof(n1.incarnation), "bbbb");
+    why[0] = '\0';
+    CHECKF(registry_register_node(r, "nata", &n1, why, sizeof(why)) == REG_OK &&
+               strstr(why, "2 contacts"),
+           "restarted: %s", why);
+    registry_counts(r, &k);
+    CHECKF(k.contacts == 1 && k.jobs == 1 && k.contacts_dropped == 2,
+           "nata1's contacts and job k gone: %zu contacts, %zu jobs", k.contacts, k.jobs);
+    struct reg_lookup res;
+    CHECKF(registry_lookup(r, "nata", "j", "s", 1, 0, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK &&
+               !res.found,
+           "a lookup of the dead rank: notfound, no order");
+    CHECKF(cmdqueue_wait(q, 0, 0, cmds, 8) == before + 2, "two invalidates for every cluster");
+    CHECKF(publish(r, contact("k", 0, "nata", "nata1", "198.18.3.11", 20002), "new") == REG_OK,
+           "job k's id is free again, with a new secret");
     registry_free(r);
 }
 
@@ -399,7 +462,7 @@ static void test_validate(void)
     char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4", "203.0.113.5",
                       "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
-    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0};
+    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL};
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
                rc.kind == CLUSTER_NAT,
            "good cluster: %s", why);
@@ -429,7 +492,7 @@ static void test_validate(void)
     CHECKF(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
 
     struct reg_node rn;
-    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1};
+    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL};
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
     n.portLow = 0;
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
@@ -565,18 +628,71 @@ static void test_probing(void)
     registry_free(r);
 }
 
+/* The address rules alone (site_ranges.h), with what the service cannot
+   reach through registrations: an order into the target's own range. */
+static void test_site_ranges(void)
+{
+    struct reg_cluster o = cluster("open", CLUSTER_OPEN, 0, 0);
+    struct reg_cluster a = cluster("nata", CLUSTER_NAT, 0, 0);
+    struct reg_cluster b = cluster("nata", CLUSTER_NAT, 0, 0);
+    snprintf(b.name, sizeof(b.name), "natb");
+    CHECKF(site_ranges_clash(&b, &a, why, sizeof(why)) == 0, "NATs' private ranges may overlap");
+    snprintf(b.public_addr[0], sizeof(b.public_addr[0]), "198.18.3.99");
+    b.npublic = 1;
+    CHECKF(site_ranges_clash(&b, &a, why, sizeof(why)) < 0 && strstr(why, "public address"),
+           "a public address in another's private range: %s", why);
+    CHECKF(site_holds_public(&o, "203.0.113.21") && !site_holds_public(&a, "198.18.3.11"),
+           "an open site's nodes are public, a NAT's are not");
+    /* open's contact 203.0.113.21 inside nata's ranges (as if nata had been
+       let in): an order there would reach into nata's LAN. */
+    struct reg_cluster lan = a;
+    addr_range_parse("203.0.113.16/28", &lan.ranges[1], why, sizeof(why));
+    lan.nranges = 2;
+    CHECKF(!site_order_address_ok(&o, &lan, "203.0.113.21", false, "reversed", why, sizeof(why)) &&
+               strstr(why, "lies in cluster nata's own node range 203.0.113.16/28"),
+           "connect-back into the target's range: %s", why);
+    CHECKF(site_order_address_ok(&o, &a, "203.0.113.21", false, "reversed", why, sizeof(why)),
+           "connect-back to the initiator's own node: %s", why);
+    CHECKF(site_order_address_ok(&lan, &lan, "203.0.113.21", false, "reversed", why, sizeof(why)),
+           "inside one cluster its own range is fine");
+    /* A grid on one host: every cluster's implicit range is 127.0.0.1. */
+    struct reg_cluster l1 = cluster("l1", CLUSTER_OPEN, 0, 0), l2 = l1;
+    snprintf(l2.name, sizeof(l2.name), "l2");
+    addr_range_parse("127.0.0.1", &l1.ranges[0], why, sizeof(why));
+    l1.nranges = 1;
+    l2.ranges[0] = l1.ranges[0];
+    l2.nranges = 1;
+    CHECKF(site_ranges_clash(&l2, &l1, why, sizeof(why)) == 0 &&
+               site_order_address_ok(&l1, &l2, "127.0.0.1", false, "reversed", why, sizeof(why)),
+           "loopback never clashes: %s", why);
+    struct addr_range r;
+    CHECKF(addr_range_parse("198.51.100.0/26", &r, why, sizeof(why)) == 0 &&
+               addr_range_contains(&r, "198.51.100.63") &&
+               !addr_range_contains(&r, "198.51.100.64"),
+           "a /26 ends where it should");
+    CHECKF(addr_range_parse("2001:db8::/32", &r, why, sizeof(why)) == 0 &&
+               addr_range_contains(&r, "2001:db8:1::5") && !addr_range_contains(&r, "198.51.100.1"),
+           "IPv6");
+    CHECKF(addr_range_parse("198.51.100.0/33", &r, why, sizeof(why)) < 0, "prefix 33");
+    CHECKF(addr_range_parse("198.51.100.1/24", &r, why, sizeof(why)) < 0 &&
+               strstr(why, "198.51.100.0/24"),
+           "host bits: %s", why);
+}
+
 int main(void)
 {
     /* Withdrawing 50,000 ranks overflows the unacknowledged queues on purpose. */
     log_init("broker", LOG_LEVEL_ERROR, false);
     test_registration();
     test_publish();
+    test_incarnation();
     test_capacity();
     test_withdraw();
     test_lookup();
     test_close();
     test_probing();
     test_validate();
+    test_site_ranges();
     test_many();
     return check_result("broker-registry");
 }

@@ -92,6 +92,7 @@ conf frontend-nata frontend <<-EOF
 	broker = https://203.0.113.10:7700/
 	kind = nat
 	public-address = 203.0.113.66
+	addresses = 198.18.1.0/24
 EOF
 conf frontend-open frontend <<-EOF
 	listen = 198.51.100.10
@@ -99,6 +100,7 @@ conf frontend-open frontend <<-EOF
 	cert = /etc/qcg/frontend-open.pem
 	broker = https://203.0.113.10:7700/
 	kind = open
+	addresses = 198.51.100.0/26
 EOF
 conf frontend-fw frontend <<-EOF
 	listen = 198.51.100.74
@@ -106,6 +108,7 @@ conf frontend-fw frontend <<-EOF
 	cert = /etc/qcg/frontend-fw.pem
 	broker = https://203.0.113.10:7700/
 	kind = firewalled
+	addresses = 198.51.100.64/26
 EOF
 conf helper-nata1 helper <<-EOF
 	frontend = https://198.18.1.10:7701/

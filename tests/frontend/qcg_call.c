@@ -73,10 +73,14 @@ int main(int argc, char **argv)
     int rc;
     const int v = QCG_PROTOCOL_VERSION;
     if (strcmp(op, "registerNode") == 0) {
-        if (ac != 4 && ac != 5)
-            need(0, 1, "registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT]");
-        struct qcg__node n = {av[0], av[1], to_int(av[2]), to_int(av[3]),
-                              ac == 5 ? to_int(av[4]) : 0};
+        if (ac < 4 || ac > 6)
+            need(0, 1, "registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT [INCARNATION]]");
+        struct qcg__node n = {av[0],
+                              av[1],
+                              to_int(av[2]),
+                              to_int(av[3]),
+                              ac >= 5 ? to_int(av[4]) : 0,
+                              ac == 6 ? av[5] : NULL};
         struct qcg__registerResponse r = {0, 0};
         rc = soap_call_qcg__registerNode(soap, url, NULL, v, &n, &r);
         if (rc == SOAP_OK)
@@ -84,7 +88,7 @@ int main(int argc, char **argv)
     } else if (strcmp(op, "registerCluster") == 0) {
         if (ac < 2)
             need(0, 1, "registerCluster NAME KIND [PUBLIC_ADDRESS...]");
-        struct qcg__cluster c = {av[0], av[1], ac - 2, av + 2, 0, 0};
+        struct qcg__cluster c = {av[0], av[1], ac - 2, av + 2, 0, 0, 0, NULL};
         struct qcg__registerResponse r = {0, 0};
         rc = soap_call_qcg__registerCluster(soap, url, NULL, v, &c, &r);
         if (rc == SOAP_OK)

@@ -20,9 +20,9 @@ openssl rand -hex 32 >"$work/proxy.key"
 chmod 0600 "$work/proxy.key"
 start_broker 17821 broker --proxy p1@127.0.0.1:17828 --proxy-key "$work/proxy.key" \
 	--reflector 127.0.0.1:17829
-start_frontend fw 17823 --kind firewalled
+start_frontend fw 17823 --kind firewalled --addresses 198.51.100.64/26
 fw_url=$frontend_url
-start_frontend nata 17822 --kind nat --public-address 203.0.113.10
+start_frontend nata 17822 --kind nat --public-address 203.0.113.10 --addresses 198.18.1.0/24
 nata_url=$frontend_url
 H=helper-nata-nata1 F=helper-fw-fw1
 
@@ -111,10 +111,11 @@ wait_log "$work/broker.log" "warn .*misconfiguration: cluster nata declares nat 
 	pass "the broker warns of the misconfiguration" ||
 	fail "the broker warns of the misconfiguration"
 call $H observed nata nata1 nat 203.0.113.99 1 endpoint-independent dropped
-expect_ok "observed: a public address nata does not declare"
-wait_log "$work/broker.log" "warn .*misconfiguration: cluster nata declares nat with public address 203.0.113.10 but node nata1 appears from 203.0.113.99" 5 &&
-	pass "the broker warns of the undeclared public address" ||
-	fail "the broker warns of the undeclared public address"
+expect_fault denied "observed: a public address nata does not declare is refused" \
+	"node nata1 appears from 203.0.113.99, which is not among the public addresses cluster nata declared"
+wait_log "$work/broker.log" "warn .*observed from frontend nata refused \(qcg:denied\): node nata1 appears from 203.0.113.99" 5 &&
+	pass "the broker logs the undeclared public address" ||
+	fail "the broker logs the undeclared public address"
 call $H grid
 expect_fault denied "grid is not served by a frontend" "broker"
 

@@ -13,7 +13,7 @@
 
 make_certs "frontend nata" "helper nata/nata1"
 start_broker 17811
-start_frontend nata 17812 --kind firewalled --open-ports 5000-5010
+start_frontend nata 17812 --kind firewalled --open-ports 5000-5010 --addresses 198.18.1.0/24
 H=helper-nata-nata1
 
 call $H registerNode nata1 198.18.1.1 5000 5099

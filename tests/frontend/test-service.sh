@@ -17,7 +17,7 @@
 make_certs "frontend nata" "frontend natb" "frontend open1" "helper nata/nata1" \
 	"helper nata/nata2" "helper natb/natb1" "helper open1/o1"
 start_broker 17801
-start_frontend nata 17802 --kind nat --public-address 203.0.113.10
+start_frontend nata 17802 --kind nat --public-address 203.0.113.10 --addresses 198.18.1.0/24
 
 H=helper-nata-nata1
 
@@ -167,7 +167,7 @@ fi
 #     reaches this frontend through its long-poll and the cached plan goes
 nata_url=$frontend_url
 nata_pid=$frontend_pid
-start_frontend open1 17804 --kind open
+start_frontend open1 17804 --kind open --addresses 203.0.113.16/28
 open1_url=$frontend_url
 call helper-open1-o1 registerNode o1 203.0.113.21 7000 7099
 expect_ok "registerNode o1 at the frontend of open1"
@@ -227,6 +227,12 @@ check_bad "bad public address" "public-address" "${F[@]}" --broker "$broker_url"
 	--public-address 203.0.113.300
 check_bad "open-ports on a NAT" "open-ports" "${F[@]}" --broker "$broker_url" --kind nat \
 	--public-address 203.0.113.10 --open-ports 6000-6100
+check_bad "addresses not a range" "addresses: 'nodes' is not an IPv4 or IPv6 address range" "${F[@]}" \
+	--broker "$broker_url" --kind open --addresses 198.51.100.0/26,nodes
+check_bad "addresses with host bits" "addresses: '198.51.100.5/26' has host bits set" "${F[@]}" \
+	--broker "$broker_url" --kind open --addresses 198.51.100.5/26
+check_bad "addresses on loopback" "addresses: 127.0.0.0/8 is a loopback range" "${F[@]}" \
+	--broker "$broker_url" --kind open --addresses 127.0.0.0/8
 check_bad "cluster differs from the certificate" "nata" "${F[@]}" --broker "$broker_url" \
 	--kind open --cluster natb
 check_bad "helper certificate" "frontend" --ca "$ca" --cert "$certs/$H.pem" \

@@ -255,8 +255,9 @@ svc_config() {
 			cert = $CERT_DIR/frontend-$s.pem
 			log-level = $SVC_LOG_LEVEL
 		EOF
-		# Open and firewalled sites' nodes are public themselves; NATed ones
-		# appear from the router's WAN address.
+		# The site's LAN: its nodes' addresses.  Open and firewalled sites' nodes
+		# are public themselves; NATed ones appear from the router's WAN address.
+		echo "addresses = ${SITE_LAN[$s]}"
 		case ${SITE_KIND[$s]} in
 		nat | symmetric-nat) echo "public-address = $(wan_router_ip "$s")" ;;
 		esac
