@@ -686,6 +686,17 @@ out:
     return st;
 }
 
+void registry_probe_cancel(struct registry *r, const char *caller, const char *job)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *from = find_cluster(r, caller);
+    for (int i = 0; from != NULL && i < QCG_PROBES_PER_CLUSTER; i++) {
+        if (from->probes[i].expiry != 0 && strcmp(from->probes[i].job, job) == 0)
+            memset(&from->probes[i], 0, sizeof(from->probes[i]));
+    }
+    pthread_rwlock_unlock(&r->lock);
+}
+
 enum reg_status registry_observe(struct registry *r, const char *cluster,
                                  const struct reg_observation *o, struct reg_cluster *decl,
                                  char *why, size_t whylen)

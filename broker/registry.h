@@ -143,6 +143,8 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
 enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
                                      const char *job, uint64_t now, uint64_t expiry,
                                      struct reg_node *node, char *why, size_t whylen);
+/* Frees the slot a probe_start took when its order could not be queued. */
+void registry_probe_cancel(struct registry *r, const char *caller, const char *job);
 /* Keeps the last observation of `cluster` (REG_NOTFOUND when not
    registered, REG_DENIED when its public address is not one the cluster
    declared: site_holds_public); *decl gets the cluster as declared, to

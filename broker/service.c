@@ -628,6 +628,14 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     snprintf(cmd.token, sizeof(cmd.token), "%s", token);
     snprintf(cmd.packet, sizeof(cmd.packet), "%s", packet);
     uint64_t seq = cmdqueue_push(q, &cmd);
+    if (seq == 0) {
+        OPENSSL_cleanse(&cmd, sizeof(cmd));
+        atomic_fetch_add(&b->stats.orders_refused, 1);
+        return refuse_quota(soap, "traverse", "busy",
+                            "job %s: the inject order does not fit cluster %s's command queue; "
+                            "the connection falls back to its next technique",
+                            tr.job, tr.target_cluster);
+    }
     atomic_fetch_add(&b->stats.injects_ordered, 1);
     log_info("job %s rank %d (%s) -> rank %d (%s/%s): SYN from %s port %d, inject ordered "
              "(seq %llu)",
@@ -829,6 +837,7 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
     if (seq == 0) {
+        registry_probe_cancel(b->reg, id->cluster, cmd.job);
         OPENSSL_cleanse(&cmd, sizeof(cmd));
         atomic_fetch_add(&b->stats.orders_refused, 1);
         return refuse_quota(soap, op, "busy",

@@ -9,7 +9,7 @@ struct counter_value {
     unsigned long long value;
 };
 
-#define FRONTEND_STATS_MAX 16
+#define FRONTEND_STATS_MAX 32
 
 /* Fills out[] with the current counters; returns how many. */
 int stats_collect(struct frontend *fe, struct counter_value *out, int max);

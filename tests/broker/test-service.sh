@@ -586,8 +586,8 @@ fi
 start_broker "$probed_log.2" probed_pid 17703 --config "$work/probed.conf"
 grep -q "state file $work/broker.state: 1 cluster pairs' outcomes restored" "$probed_log.2" &&
   pass "restarted broker: restored from its state file" || fail "restart: $(grep 'state file' "$probed_log.2")"
-expect_ok "restarted broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30
-expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20
+expect_ok "restarted broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
+expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
 "$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem" >"$work/grid2.json" 2>&1
 # The outcomes as --grid --json gives them, but for their age.

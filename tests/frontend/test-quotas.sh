@@ -15,7 +15,7 @@
 
 make_certs "frontend nata" "helper nata/nata1" "helper nata/nata2"
 start_broker 17831
-start_frontend nata 17832 --kind nat --public-address 203.0.113.10 --node-lookups 1 \
+start_frontend nata 17832 --kind nat --public-address 203.0.113.10 --addresses 198.18.1.0/24 --node-lookups 1 \
 	--node-reports 1 --node-probes 3
 
 for n in 1 2; do

@@ -1206,23 +1206,6 @@ static int mode_report(int argc, char **argv)
 
 #define RACE_JOB "race-job"
 
-/* The victim of publish-race: rank 1 of RACE_JOB publishes at path, then
-   stays until the helper goes (at most 60 s). */
-static int mode_hold_rank(int argc, char **argv)
-{
-    if (argc != 4)
-        return 2;
-    struct reply r;
-    int fd = open_helper(argv[2]);
-    bool ok = fd >= 0 && hello(fd, RACE_JOB, SECRET, 1, &r) == 0 && r.h.type == LOCAL_HELLO_OK &&
-              publish(fd, (unsigned)atoi(argv[3]), &r) == 0 && r.h.type == LOCAL_OK;
-    check(ok, "rank 1 of %s publishes on port %s", RACE_JOB, argv[3]);
-    fflush(stdout);
-    if (ok)
-        wait_fd(fd, POLLIN, now_us() + 60u * 1000000u);
-    return failures;
-}
-
 /* A TCP listener on 127.0.0.1:port for connect-backs, or -1. */
 static int tcp_listener(unsigned port)
 {
@@ -1240,12 +1223,11 @@ static int tcp_listener(unsigned port)
     return fd;
 }
 
-/* The broker lists rank 1 of RACE_JOB on the NATed node (the helper that
-   held it was killed), and a local user there who knows the job id but not
-   its secret loops HELLO + PUBLISH as rank 1, while rank 0 in the open
-   cluster asks for reversed connections to it.  The connect-back orders must
-   never hand a socket to the loop's connections: only a PUBLISH the broker
-   accepted counts, not one still on its way. */
+/* The broker lists rank 1 of RACE_JOB on the NATed node while no process
+   there holds it (helper-test.sh publishes it at the frontend), and a local user there who knows
+   the job id but not its secret loops HELLO + PUBLISH as rank 1, while rank 0 in the open cluster
+   asks for reversed connections to it.  The connect-back orders must never hand a socket to the
+   loop's connections: only a PUBLISH the broker accepted counts, not one still on its way. */
 static int mode_publish_race(int argc, char **argv)
 {
     if (argc != 7)
@@ -1397,8 +1379,6 @@ int main(int argc, char **argv)
         rc = mode_observed_denied(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "report") == 0)
         rc = mode_report(argc, argv);
-    else if (argc >= 3 && strcmp(argv[1], "hold-rank") == 0)
-        return mode_hold_rank(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "publish-race") == 0)
         return mode_publish_race(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "rates") == 0)
