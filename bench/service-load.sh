@@ -78,8 +78,8 @@ wait_until() { # what cmd...: bounded (10 s)
   echo "service-load.sh: timed out waiting for $what" >&2
   exit 1
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }'; }
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+median() { grep -v '^-$' | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }'; }
+spread() { grep -v '^-$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
 
 # attack_start MODE PORT HELLO: slow-clients in the background, held by a
@@ -100,11 +100,14 @@ attack_start() {
   # stage is full within a second, and the measurement spans the cuts.
   sleep 1
 }
-attack_stop() { # MODE LABEL: the attacker's counts into $work/attack.log
+cpu_s() { awk -v h="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / h }' "/proc/$1/stat"; }
+attack_stop() { # MODE LABEL: the attacker's counts and CPU into $work/attack.log
   [ "$1" = idle ] && return 0
+  local cpu
+  cpu=$(cpu_s "$attacker")
   exec 7>&-
   wait "$attacker" || true
-  echo "$2 $(cat "$work/attack.out")" >>"$work/attack.log"
+  echo "$2 $(cat "$work/attack.out") cpu_s $cpu" >>"$work/attack.log"
 }
 
 col() { awk -v c="$2" '{ print $c }' "$work/$1"; }
@@ -135,31 +138,32 @@ lookups() {
     failed=$((failed + ${n:-0}))
     grep -q '^lookups' "$work/load.$i" || setups=$((setups + 1))
   done
-  cat "$work"/lat.* 2>/dev/null | sort -n >"$work/lat.all"
+  cat "$work"/lat.[0-9]* 2>/dev/null | sort -n >"$work/lat.all"
   rm -f "$work"/lat.[0-9]*
   n=$(wc -l <"$work/lat.all")
+  # No lookup at all: "- -", left out of the medians.
   echo "$(awk -v n="$n" 'NR == int(n / 2) + 1 { p50 = $1 } NR == int(n * 99 / 100) + 1 { p99 = $1 }
-    END { printf "%d %d", p50, p99 }' "$work/lat.all") $(awk -v t=$total -v s="$secs" \
+    END { if (n) printf "%d %d", p50, p99; else printf "- -" }' "$work/lat.all") $(awk -v t=$total -v s="$secs" \
     'BEGIN { printf "%.0f", t / s }') $failed $setups" >>"$work/$label.lookups"
 }
 
 broker_part() {
   "$daemons/broker/qcg-broker" --listen 127.0.0.1 --port $broker_port --ca "$ca/ca.crt" \
     --cert "$ca/broker-broker.pem" --log-level warn 2>"$work/broker.log" &
-  local pid=$! r mode f
+  local pid=$! r mode f c0
   pids+=("$pid")
   wait_until "qcg-broker" listening $broker_port
   for ((r = 1; r <= rounds; r++)); do
     for mode in "${modes[@]}"; do
       attack_start "$mode" $broker_port tls
+      c0=$(cpu_s "$pid")
       lookups "broker-$mode"
+      awk -v a="$c0" -v b="$(cpu_s "$pid")" 'BEGIN { print b - a }' >>"$work/broker-$mode.cpu"
       attack_stop "$mode" "broker-$mode"
       echo "round $r broker $mode: p50 p99 rate failed no-setup:" \
         "$(tail -1 "$work/broker-$mode.lookups")" >&2
     done
   done
-  local cpu
-  cpu=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
   kill "$pid"
   wait "$pid" || true
 
@@ -169,19 +173,21 @@ broker_part() {
   echo "    attack: $idle_conns idle TCP + $slow_conns TLS ClientHellos at 1 byte/${byte_ms} ms," \
     "renewed ${renew_ms} ms after a cut;"
   echo "    medians of $rounds alternating rounds of ${secs} s (spread min-max)"
-  printf '%-20s %16s %20s %18s %7s %8s\n' "" "p50 us" "p99 us" "lookups/s" "failed" "no-setup"
+  printf '%-20s %16s %20s %18s %7s %8s %18s\n' "" "p50 us" "p99 us" "lookups/s" "failed" \
+    "no-setup" "broker CPU s"
   for mode in "${modes[@]}"; do
     f=broker-$mode.lookups
-    printf '%-20s %16s %20s %18s %7s %8s\n' "$mode ${sources[$mode]:-}" \
+    printf '%-20s %16s %20s %18s %7s %8s %18s\n' "$mode ${sources[$mode]:-}" \
       "$(col $f 1 | median) ($(col $f 1 | spread))" "$(col $f 2 | median) ($(col $f 2 | spread))" \
-      "$(col $f 3 | median) ($(col $f 3 | spread))" "$(col $f 4 | sum)" "$(col $f 5 | sum)"
+      "$(col $f 3 | median) ($(col $f 3 | spread))" "$(col $f 4 | sum)" "$(col $f 5 | sum)" \
+      "$(median <"$work/broker-$mode.cpu") ($(spread <"$work/broker-$mode.cpu"))"
   done
   for mode in many one; do
     echo "p99 $mode/idle: $(ratio "$(col broker-$mode.lookups 2 | median)" \
       "$(col broker-idle.lookups 2 | median)") (target <= 2)"
   done
-  echo "broker CPU over the run: $(ratio "$cpu" "$(getconf CLK_TCK)") s;" \
-    "refusal lines in its log: $(grep -c refused "$work/broker.log" || true)"
+  echo "broker CPU: during one round's lookups; refusal lines in its log:" \
+    "$(grep -c refused "$work/broker.log" || true)"
 }
 
 # ---- (b) the proxy ----
@@ -233,5 +239,5 @@ proxy_part() {
 [ "$only" = proxy ] || broker_part
 [ "$only" = broker ] || proxy_part
 echo
-echo "attackers' counts (connects, cut by the service, failed connects, held at the end):"
+echo "attackers' counts (connects, cut by the service, failed connects, held at the end, its CPU):"
 cat "$work/attack.log"
