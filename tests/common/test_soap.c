@@ -867,7 +867,7 @@ static void test_stage_full(void)
     stats_once(s.url, frontend_pem, ca, &st);
     CHECK(st.status == CALL_OK); /* main: refused, the stage being full */
     CHECK(log_has("cut: 4 TLS handshakes in progress, 4 from 127.0.0.2", 2000));
-    CHECK(closed_by_server(idle[0]));
+    WAIT_UNTIL(closed_by_server(idle[0]), 2000, "the oldest of 127.0.0.2 cut");
     for (int i = 0; i < STAGE_MAX + 1; i++)
         if (idle[i] >= 0)
             close(idle[i]);
