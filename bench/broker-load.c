@@ -2,10 +2,15 @@
  * Load generator for qcg-broker: acts as the frontend of one cluster, registers
  * it and one node, publishes N contacts of one job, then has T threads look up
  * random ranks over mutual TLS with keep-alive for S seconds and prints the rate.
+ * With --rate each thread paces its lookups (a frontend's traffic, not a
+ * saturating load) and the latency of every lookup is kept: p50/p99 printed,
+ * all of them written to --latency FILE (microseconds, one a line) for a
+ * caller that merges several instances (bench/service-load.sh).
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +27,19 @@ struct load {
     const char *cluster;
     const char *node;
     const char *address;
+    const char *job;
+    const char *bind; /* source address of its connections, NULL = any */
+    const char *latency_file;
+    double rate; /* lookups per second per thread; 0 = as fast as possible */
     int contacts;
     int threads;
     double seconds;
     atomic_ulong lookups;
     atomic_ulong failures;
     atomic_int stop;
+    pthread_mutex_t lock; /* protects what follows */
+    unsigned *lat_us;     /* every lookup's latency */
+    size_t nlat, caplat;
 };
 
 static double now_seconds(void)
@@ -45,6 +57,8 @@ static struct soap *client_or_die(const struct load *ld)
         fprintf(stderr, "broker-load: %s\n", err);
         exit(1);
     }
+    /* gSOAP binds to this before each connect it makes. */
+    soap->client_addr = ld->bind;
     return soap;
 }
 
@@ -79,9 +93,13 @@ static int setup(struct load *ld)
     soap_client_reset(soap);
     double t0 = now_seconds();
     for (int rank = 0; rank < ld->contacts; rank++) {
-        struct qcg__contact c = {.job = "bench", .secret = "bench-secret", .rank = rank,
-                                 .cluster = (char *)ld->cluster, .node = (char *)ld->node,
-                                 .address = (char *)ld->address, .port = 1 + rank % 65535};
+        struct qcg__contact c = {.job = (char *)ld->job,
+                                 .secret = "bench-secret",
+                                 .rank = rank,
+                                 .cluster = (char *)ld->cluster,
+                                 .node = (char *)ld->node,
+                                 .address = (char *)ld->address,
+                                 .port = 1 + rank % 65535};
         struct qcg__ackResponse ack;
         int rc = soap_call_qcg__publish(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &ack);
         if (check(soap, rc, "publish"))
@@ -95,43 +113,127 @@ static int setup(struct load *ld)
     return 0;
 }
 
+static void keep_latency(struct load *ld, const unsigned *us, size_t n)
+{
+    pthread_mutex_lock(&ld->lock);
+    if (ld->nlat + n > ld->caplat) {
+        size_t cap = ld->caplat ? ld->caplat : 4096;
+        while (cap < ld->nlat + n)
+            cap *= 2;
+        unsigned *p = realloc(ld->lat_us, cap * sizeof(*p));
+        if (p == NULL) {
+            pthread_mutex_unlock(&ld->lock);
+            return;
+        }
+        ld->lat_us = p;
+        ld->caplat = cap;
+    }
+    memcpy(ld->lat_us + ld->nlat, us, n * sizeof(*us));
+    ld->nlat += n;
+    pthread_mutex_unlock(&ld->lock);
+}
+
+static void sleep_until(double t)
+{
+    double d = t - now_seconds();
+    if (d > 0) {
+        struct timespec nap = {.tv_sec = (time_t)d,
+                               .tv_nsec = (long)((d - (double)(time_t)d) * 1e9)};
+        nanosleep(&nap, NULL);
+    }
+}
+
 static void *lookup_thread(void *arg)
 {
     struct load *ld = arg;
     struct soap *soap = client_or_die(ld);
     unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)time(NULL);
+    unsigned batch[256];
+    size_t nb = 0;
+    double next = now_seconds();
     while (!atomic_load(&ld->stop)) {
         struct qcg__lookupResponse res;
         int to = (int)(rand_r(&seed) % (unsigned)ld->contacts);
-        int rc = soap_call_qcg__lookup(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION, "bench",
-                                       "bench-secret", 0, to, NULL, NULL, &res);
-        if (rc == SOAP_OK && res.plan.status && strcmp(res.plan.status, "ok") == 0)
+        double t0 = now_seconds();
+        int rc = soap_call_qcg__lookup(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION,
+                                       (char *)ld->job, "bench-secret", 0, to, NULL, NULL, &res);
+        double t1 = now_seconds();
+        if (rc == SOAP_OK && res.plan.status && strcmp(res.plan.status, "ok") == 0) {
             atomic_fetch_add(&ld->lookups, 1);
-        else
+            batch[nb++] = (unsigned)((t1 - t0) * 1e6);
+            if (nb == sizeof(batch) / sizeof(batch[0])) {
+                keep_latency(ld, batch, nb);
+                nb = 0;
+            }
+        } else {
             atomic_fetch_add(&ld->failures, 1);
+        }
         soap_client_reset(soap);
+        if (ld->rate > 0) {
+            /* A fixed schedule; a late lookup does not make the next ones
+               burst to catch up. */
+            next += 1.0 / ld->rate;
+            if (next < t1)
+                next = t1;
+            sleep_until(next);
+        }
     }
+    keep_latency(ld, batch, nb);
     soap_client_free(soap);
     return NULL;
+}
+
+static int cmp_unsigned(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 on stdout; every latency in the file when one was asked for. */
+static int report_latency(struct load *ld)
+{
+    if (ld->nlat == 0)
+        return 0;
+    qsort(ld->lat_us, ld->nlat, sizeof(*ld->lat_us), cmp_unsigned);
+    printf("latency_us  p50 %u p99 %u max %u of %zu\n", ld->lat_us[ld->nlat / 2],
+           ld->lat_us[ld->nlat * 99 / 100], ld->lat_us[ld->nlat - 1], ld->nlat);
+    if (ld->latency_file == NULL)
+        return 0;
+    FILE *f = fopen(ld->latency_file, "w");
+    if (f == NULL) {
+        fprintf(stderr, "broker-load: %s: %s\n", ld->latency_file, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < ld->nlat; i++)
+        fprintf(f, "%u\n", ld->lat_us[i]);
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: broker-load --url URL --ca CA.crt --cert FRONTEND.pem --cluster NAME\n"
                  "                   [--node NAME] [--address A] [--contacts N] [--threads T]\n"
-                 "                   [--seconds S]\n");
+                 "                   [--seconds S] [--job ID] [--rate LOOKUPS/S/THREAD]\n"
+                 "                   [--latency FILE] [--bind ADDRESS]\n");
 }
 
 int main(int argc, char **argv)
 {
     static struct load ld = {
         .client = {.connect_timeout = 5, .io_timeout = 10},
-        .node = "n1", .address = "127.0.0.1", .contacts = 1000, .threads = 2, .seconds = 5,
+        .node = "n1",
+        .job = "bench",
+        .address = "127.0.0.1",
+        .contacts = 1000,
+        .threads = 2,
+        .seconds = 5,
     };
     static const struct option opts[] = {
-        {"url", 1, 0, 'u'}, {"ca", 1, 0, 'a'}, {"cert", 1, 0, 'c'}, {"cluster", 1, 0, 'C'},
-        {"node", 1, 0, 'n'}, {"address", 1, 0, 'A'}, {"contacts", 1, 0, 'N'},
-        {"threads", 1, 0, 't'}, {"seconds", 1, 0, 's'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"url", 1, 0, 'u'},      {"ca", 1, 0, 'a'},      {"cert", 1, 0, 'c'},
+        {"cluster", 1, 0, 'C'},  {"node", 1, 0, 'n'},    {"address", 1, 0, 'A'},
+        {"contacts", 1, 0, 'N'}, {"threads", 1, 0, 't'}, {"seconds", 1, 0, 's'},
+        {"job", 1, 0, 'j'},      {"rate", 1, 0, 'r'},    {"latency", 1, 0, 'l'},
+        {"bind", 1, 0, 'b'},     {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -144,15 +246,30 @@ int main(int argc, char **argv)
         case 'N': ld.contacts = atoi(optarg); break;
         case 't': ld.threads = atoi(optarg); break;
         case 's': ld.seconds = atof(optarg); break;
+        case 'j':
+            ld.job = optarg;
+            break;
+        case 'r':
+            ld.rate = atof(optarg);
+            break;
+        case 'l':
+            ld.latency_file = optarg;
+            break;
+        case 'b':
+            ld.bind = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!ld.client.url || !ld.client.tls.ca || !ld.client.tls.certkey || !ld.cluster ||
-        ld.contacts < 1 || ld.threads < 1 || ld.threads > 64 || ld.seconds <= 0) {
+        ld.contacts < 1 || ld.threads < 1 || ld.threads > 64 || ld.seconds <= 0 || ld.rate < 0) {
         usage(stderr);
         return 2;
     }
+    pthread_mutex_init(&ld.lock, NULL);
+    /* A connection the broker cut is an error to count, not the end. */
+    signal(SIGPIPE, SIG_IGN);
     if (setup(&ld))
         return 1;
     pthread_t tids[64];
@@ -169,5 +286,8 @@ int main(int argc, char **argv)
     unsigned long n = atomic_load(&ld.lookups), f = atomic_load(&ld.failures);
     printf("lookups     %lu in %.2f s with %d connections: %.0f/s (%lu failed)\n", n, t,
            ld.threads, (double)n / t, f);
+    if (report_latency(&ld) < 0)
+        return 1;
+    free(ld.lat_us);
     return f ? 1 : 0;
 }

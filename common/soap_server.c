@@ -24,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dlist.h"
+#include "htable.h"
 #include "log.h"
 #include "monotonic.h"
 #include "proto.h"
@@ -53,6 +55,12 @@ const char *qcg_wsdl_text(void);
 
 struct conn;
 
+/* The connections of one address in the handshake stage. */
+struct stage_host {
+    char host[64];
+    int count;
+};
+
 struct soap_server {
     struct soap *master;
     int port;
@@ -71,6 +79,8 @@ struct soap_server {
     int handshaking;            /* connections in the handshake stage */
     struct dlist conns;         /* of struct conn: theirs, to cut them off at stop */
     struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
+    struct htable *stage_hosts; /* of struct stage_host, by address */
+    uint64_t seed;              /* of their hashes */
     uint64_t refused_window_ms; /* the refusal lines' current second */
     unsigned refused_lines;
     unsigned long refused_left_out;
@@ -88,7 +98,9 @@ struct conn {
     /* Guarded by server->lock: */
     struct dlink in_stage; /* in server->stage while staged */
     bool staged;
-    bool expired;       /* its handshake deadline passed: shut down */
+    bool expired; /* its handshake deadline passed, or cut for another: shut down */
+    bool cut;     /* cut for a newcomer (logged then) */
+    struct stage_host *stage_host;
     bool authenticated; /* counted against its identity's bound */
     bool serving;       /* holds a slot */
     uint64_t deadline_ms;
@@ -204,13 +216,106 @@ static bool closed_before_tls(int fd, int timeout_ms)
     return recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+static bool stage_host_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct stage_host *)entry)->host, key) == 0;
+}
+
+static uint64_t stage_host_hash(const struct soap_server *srv, const char *host)
+{
+    return htable_hash(host, strlen(host), srv->seed);
+}
+
+/* How many connections `host` has in the stage.  Called with srv->lock held. */
+static int stage_count(const struct soap_server *srv, const char *host)
+{
+    const struct stage_host *h = htable_find(srv->stage_hosts, stage_host_hash(srv, host), host);
+    return h ? h->count : 0;
+}
+
+/* Into the stage, counted against its address; -1 when memory runs out.
+   Called with srv->lock held. */
+static int stage(struct soap_server *srv, struct conn *c)
+{
+    uint64_t hash = stage_host_hash(srv, c->host);
+    struct stage_host *h = htable_find(srv->stage_hosts, hash, c->host);
+    if (h == NULL) {
+        h = calloc(1, sizeof(*h));
+        if (h == NULL)
+            return -1;
+        snprintf(h->host, sizeof(h->host), "%s", c->host);
+        if (htable_insert(srv->stage_hosts, hash, h) < 0) {
+            free(h);
+            return -1;
+        }
+    }
+    h->count++;
+    c->stage_host = h;
+    dlist_append(&srv->stage, &c->in_stage);
+    c->staged = true;
+    c->deadline_ms = monotonic_ms() + (uint64_t)srv->handshake_ms;
+    srv->handshaking++;
+    return 0;
+}
+
 static void unstage(struct soap_server *srv, struct conn *c)
 {
     if (c->staged) {
         dlist_remove(&srv->stage, &c->in_stage);
         srv->handshaking--;
         c->staged = false;
+        struct stage_host *h = c->stage_host;
+        c->stage_host = NULL;
+        if (--h->count == 0) {
+            htable_remove(srv->stage_hosts, stage_host_hash(srv, h->host), h->host);
+            free(h);
+        }
     }
+}
+
+/* The stage is full and a connection from an address holding `same` of it
+   arrives: the staged connection that gives way, or NULL (the newcomer is
+   refused).  First the oldest of the address holding the most, when that is
+   more than the newcomer's would: many addresses sharing the stage cannot
+   keep a new one out.  Else the oldest if it has waited STAGE_YIELD_SHARE of
+   the deadline: a handshake takes a few round trips, so only idle or slow
+   clients give way, and an attacker with more addresses than the stage has
+   slots must renew them all that often to keep the stage full.  Called
+   with srv->lock held. */
+#define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
+static struct conn *stage_victim(struct soap_server *srv, int same)
+{
+    const struct stage_host *most = NULL, *h;
+    size_t it = 0;
+    while ((h = htable_next(srv->stage_hosts, &it)) != NULL)
+        if (most == NULL || h->count > most->count)
+            most = h;
+    if (most != NULL && most->count > same + 1) {
+        for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
+            struct conn *c = dlist_entry(l, struct conn, in_stage);
+            if (c->stage_host == most)
+                return c;
+        }
+    }
+    struct conn *oldest = dlist_entry_or_null(srv->stage.head, struct conn, in_stage);
+    uint64_t waited = (uint64_t)srv->handshake_ms / STAGE_YIELD_SHARE;
+    if (oldest != NULL &&
+        oldest->deadline_ms - (uint64_t)srv->handshake_ms + waited <= monotonic_ms())
+        return oldest;
+    return NULL;
+}
+
+/* Shuts a staged connection down for a newcomer; its thread then ends.
+   Called with srv->lock held. */
+static void stage_cut(struct soap_server *srv, struct conn *victim, const char *newcomer)
+{
+    refused(srv, victim->peer, "cut: %d TLS handshakes in progress, %d from %s; %s takes its place",
+            srv->handshaking, victim->stage_host->count, victim->host, newcomer);
+    if (victim->fd >= 0)
+        shutdown(victim->fd, SHUT_RDWR);
+    victim->expired = true;
+    victim->cut = true;
+    unstage(srv, victim);
 }
 
 /* Out of the handshake stage into a slot of authenticated work: false (and
@@ -226,7 +331,9 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
         const struct conn *o = dlist_entry(l, struct conn, link);
         same += o->authenticated && strcmp(o->identity.name, c->identity.name) == 0;
     }
-    if (c->expired) {
+    if (c->cut) {
+        log_debug("%s: its handshake was cut for a newcomer", c->peer);
+    } else if (c->expired) {
         refused(srv, c->peer, "refused: TLS handshake not done within %d ms", srv->handshake_ms);
     } else if (same >= srv->max_per_identity) {
         refused(srv, c->peer, "refused: %s %s holds %d connections already",
@@ -273,7 +380,9 @@ static void *conn_main(void *arg)
     } else if (soap_ssl_accept(soap) != SOAP_OK) {
         soap_error_text(soap, msg, sizeof(msg));
         pthread_mutex_lock(&srv->lock);
-        if (c->expired)
+        if (c->cut)
+            log_debug("%s: its handshake was cut for a newcomer", c->peer);
+        else if (c->expired)
             refused(srv, c->peer, "refused: TLS handshake not done within %d ms",
                     srv->handshake_ms);
         else
@@ -351,6 +460,15 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->handshake_ms = OR_DEFAULT(cfg->handshake_ms, SOAP_SERVER_HANDSHAKE_MS);
 #undef OR_DEFAULT
     srv->user = cfg->user;
+    srv->stage_hosts = htable_new(stage_host_eq);
+    if (srv->stage_hosts == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(srv);
+        return NULL;
+    }
+    /* Seeded: an address cannot be chosen to collide with others. */
+    if (getrandom(&srv->seed, sizeof(srv->seed), 0) != (ssize_t)sizeof(srv->seed))
+        srv->seed = monotonic_ms();
     pthread_mutex_init(&srv->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -458,15 +576,16 @@ static void accept_one(struct soap_server *srv)
         *colon = '\0';
 
     pthread_mutex_lock(&srv->lock);
-    int same = 0;
-    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next)
-        same += strcmp(dlist_entry(l, struct conn, in_stage)->host, host) == 0;
-    bool full = srv->handshaking >= srv->max_handshakes;
-    if (full || same >= srv->per_address) {
-        if (full)
-            refused(srv, peer, "refused: %d TLS handshakes in progress", srv->handshaking);
-        else
+    int same = stage_count(srv, host);
+    struct conn *victim = NULL;
+    if (same < srv->per_address && srv->handshaking >= srv->max_handshakes &&
+        (victim = stage_victim(srv, same)) != NULL)
+        stage_cut(srv, victim, peer);
+    if (same >= srv->per_address || srv->handshaking >= srv->max_handshakes) {
+        if (same >= srv->per_address)
             refused(srv, peer, "refused: %d TLS handshakes in progress from %s", same, host);
+        else
+            refused(srv, peer, "refused: %d TLS handshakes in progress", srv->handshaking);
         pthread_mutex_unlock(&srv->lock);
         close(s);
         return;
@@ -492,11 +611,16 @@ static void accept_one(struct soap_server *srv)
     copy->fclosesocket = close_socket;
 
     pthread_mutex_lock(&srv->lock);
+    if (stage(srv, c) < 0) {
+        pthread_mutex_unlock(&srv->lock);
+        log_warnx("out of memory: connection dropped");
+        soap_destroy(copy);
+        soap_end(copy);
+        soap_free(copy); /* closes the socket */
+        free(c);
+        return;
+    }
     dlist_append(&srv->conns, &c->link);
-    dlist_append(&srv->stage, &c->in_stage);
-    c->staged = true;
-    c->deadline_ms = monotonic_ms() + (uint64_t)srv->handshake_ms;
-    srv->handshaking++;
     srv->active++;
     pthread_mutex_unlock(&srv->lock);
 
@@ -592,6 +716,8 @@ void soap_server_free(struct soap_server *srv)
         soap_end(srv->master);
         soap_free(srv->master);
     }
+    /* Every connection has left the stage: its table is empty. */
+    htable_free(srv->stage_hosts);
     pthread_cond_destroy(&srv->changed);
     pthread_mutex_destroy(&srv->lock);
     free(srv);

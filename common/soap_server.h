@@ -24,7 +24,11 @@ struct tls_files {
    in the handshake stage, which holds at most max_handshakes, at most
    handshakes_per_address from one address, each for at most handshake_ms
    (first byte included): an idle or slow client costs one stage slot for a
-   few seconds, never a slot of authenticated work.  Authenticated, it is
+   few seconds, never a slot of authenticated work.  A full stage makes
+   room for a newcomer: the oldest handshake of the address holding the
+   most gives way when that is 2 more than the newcomer's address holds,
+   else the oldest one once it has waited a fifth of handshake_ms; else
+   the newcomer is closed.  Authenticated, it is
    served if fewer than max_connections are (at most max_per_identity of
    them by one certificate); else it waits for a slot (up to
    SOAP_SERVER_SLOT_WAIT_S) and is then closed.  Refusals are logged at most

@@ -148,9 +148,9 @@ static void close_queue(void *arg)
     cmdqueue_close(arg);
 }
 
-/* The handshake deadline and per-certificate bound of the next
-   server_start (0: the defaults). */
-static int stage_ms, per_identity;
+/* The handshake deadline, per-certificate bound and handshake stage size
+   of the next server_start (0: the defaults). */
+static int stage_ms, per_identity, stage_max;
 
 static int server_start(struct server *s, int max_connections)
 {
@@ -166,6 +166,7 @@ static int server_start(struct server *s, int max_connections)
             .max_connections = max_connections,
             .handshake_ms = stage_ms,
             .max_per_identity = per_identity,
+            .max_handshakes = stage_max,
             .user = &s->state,
         };
         s->srv = soap_server_new(&cfg, err, sizeof(err));
@@ -836,6 +837,75 @@ static void test_handshake_stage(void)
     server_stop(&s);
 }
 
+#define STAGE_MAX 4
+#define STAGE_MS 3000
+
+/* A full handshake stage does not keep a new client out (issue 16: an
+   attacker with more addresses than the stage has slots / per-address
+   bound).  Stage of 4: 4 idle connections from 127.0.0.2 fill it (a fifth
+   is refused), yet a frontend from 127.0.0.1 is served: the oldest of
+   127.0.0.2, the address holding the most, gives way.  Then 4 from 4
+   addresses fill it (a fifth is refused again); once they have waited a
+   fifth of the deadline, the oldest gives way to the frontend. */
+static void test_stage_full(void)
+{
+    struct server s;
+    stage_ms = STAGE_MS;
+    stage_max = STAGE_MAX;
+    int rc = server_start(&s, 8);
+    stage_ms = stage_max = 0;
+    if (rc < 0) {
+        CHECK(!"stage-full server");
+        return;
+    }
+    int idle[STAGE_MAX + 1];
+    for (int i = 0; i < STAGE_MAX + 1; i++)
+        idle[i] = tcp_from("127.0.0.2", s.port);
+    WAIT_UNTIL(closed_by_server(idle[STAGE_MAX]), 2000, "the fifth connection refused");
+    CHECK(log_has("refused: 4 TLS handshakes in progress", 2000));
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_OK); /* main: refused, the stage being full */
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 4 from 127.0.0.2", 2000));
+    WAIT_UNTIL(closed_by_server(idle[0]), 2000, "the oldest of 127.0.0.2 cut");
+    for (int i = 0; i < STAGE_MAX + 1; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+
+    /* Wait for the stage to empty: a new connection from 127.0.0.2 then
+       stays (it would be refused while the old ones are staged). */
+    char from[32];
+    int probe = -1;
+    for (long end = now_ms() + 2000; now_ms() < end;) {
+        probe = tcp_from("127.0.0.2", s.port);
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (!closed_by_server(probe))
+            break;
+        close(probe);
+        probe = -1;
+    }
+    CHECK(probe >= 0);
+    int many[STAGE_MAX];
+    for (int i = 0; i < STAGE_MAX - 1; i++) {
+        snprintf(from, sizeof(from), "127.0.0.%d", 3 + i);
+        many[i] = tcp_from(from, s.port);
+    }
+    many[STAGE_MAX - 1] = probe;
+    int extra = tcp_from("127.0.0.9", s.port);
+    WAIT_UNTIL(closed_by_server(extra), 2000, "a connection beyond the stage refused");
+    struct timespec wait = {0, (STAGE_MS / 5 + 200) * 1000000L};
+    nanosleep(&wait, NULL);
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_OK); /* main: refused */
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.2", 2000));
+    for (int i = 0; i < STAGE_MAX; i++)
+        if (many[i] >= 0)
+            close(many[i]);
+    close(extra);
+    server_stop(&s);
+}
+
 /* One certificate cannot take every slot: beyond its bound its connections
    are closed while others' are served. */
 static void test_identity_cap(void)
@@ -996,6 +1066,7 @@ int main(int argc, char **argv)
         }
         test_connection_cap();
         test_handshake_stage();
+        test_stage_full();
         test_identity_cap();
     }
 
