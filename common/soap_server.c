@@ -34,6 +34,7 @@
 #include "log.h"
 #include "monotonic.h"
 #include "proto.h"
+#include "ratelimit.h"
 #include "soapH.h"
 #include "soap_util.h"
 #include "sockaddr_text.h"
@@ -81,9 +82,7 @@ struct soap_server {
     struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
     struct htable *stage_hosts; /* of struct stage_host, by address */
     uint64_t seed;              /* of their hashes */
-    uint64_t refused_window_ms; /* the refusal lines' current second */
-    unsigned refused_lines;
-    unsigned long refused_left_out;
+    struct ratelimit refused_rl; /* the refusal lines */
 };
 
 /* One accepted connection; soap->user of its context points here. */
@@ -115,26 +114,19 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    uint64_t now = monotonic_ms();
-    if (now - srv->refused_window_ms >= 1000) {
-        srv->refused_window_ms = now;
-        srv->refused_lines = 0;
-    }
-    if (srv->refused_lines >= REFUSED_LINES_PER_SECOND) {
-        srv->refused_left_out++;
+    unsigned left_out;
+    if (!ratelimit_burst_ok(&srv->refused_rl, monotonic_ms(), 1000, REFUSED_LINES_PER_SECOND,
+                            &left_out))
         return;
-    }
-    srv->refused_lines++;
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (srv->refused_left_out > 0)
-        log_warnx("%s: %s (%lu more refusals not logged)", peer, why, srv->refused_left_out);
+    if (left_out > 0)
+        log_warnx("%s: %s (%u more refusals not logged)", peer, why, left_out);
     else
         log_warnx("%s: %s", peer, why);
-    srv->refused_left_out = 0;
 }
 
 static struct conn *conn_of(struct soap *soap)
