@@ -10,7 +10,9 @@
                (upstream_poll.c: upstream_order_check, then the order);
      frontend: the relay_* calls of frontend/relay.c on a client context,
                and a poll of a long-poll client whose commands are checked
-               here (the frontend's own handling is frontend/upstream.c's).
+               here: the frontend's own handling (frontend/upstream.c) is
+               not linked, its upstream_start/stop would clash with the
+               helper's in one program.
 
    Input: byte 0 % 15 picks the call, the rest is the answer:
      0 lookup  1 lookup of one technique  2 siteInfo  3 probe  4 publish

@@ -308,6 +308,11 @@ static void config(const char *etc)
               "socket-mode = \"0660\"\n");
     text_seed("config", "key", 4,
               "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+    /* qcg-agent's: every option once (there is no example in etc/). */
+    text_seed("config", "agent", 5,
+              "job = job-42\nnode = nata1\norted = orted\nhelper-socket = /run/qcg/helper.sock\n"
+              "idle-timeout = 600\npersist = yes\nmax-launches = 8\nlaunch-timeout = 10000\n"
+              "grace = 3000\nallow-root = yes\nlog-level = debug\n");
 }
 
 /* ---- launch wire ---- */
