@@ -16,6 +16,7 @@
 #include "cmdqueue.h"
 #include "daemon.h"
 #include "log.h"
+#include "longpoll_internal.h"
 #include "proto.h"
 #include "soapH.h"
 #include "soap_client.h"
@@ -203,8 +204,8 @@ static void take_commands(struct longpoll *lp, const struct qcg__pollResponse *r
 }
 
 /* One long-poll: 0 answered (*server_epoch: the service's), -1 failed (why). */
-static int poll_once(struct longpoll *lp, uint64_t epoch, uint64_t *ack, uint64_t *server_epoch,
-                     char *why, size_t whylen)
+int longpoll_poll_once(struct longpoll *lp, uint64_t epoch, uint64_t *ack, uint64_t *server_epoch,
+                       char *why, size_t whylen)
 {
     struct qcg__pollResponse resp;
     char subcode[32], text[256];
@@ -288,7 +289,7 @@ static void *longpoll_main(void *arg)
             soap_client_reset(lp->soap);
         }
         uint64_t server_epoch = epoch;
-        int rc = poll_once(lp, epoch, &ack, &server_epoch, why, sizeof(why));
+        int rc = longpoll_poll_once(lp, epoch, &ack, &server_epoch, why, sizeof(why));
         if (lp->stop)
             break;
         if (rc < 0) {

@@ -1,11 +1,13 @@
 /* libFuzzer harness for the config files (common/config.c) as each daemon
    reads them, its own checks included (broker_config.c, frontend_config.c,
-   proxy_config.c, helper/config.c), and the proxy key file (common/token.c).
-   Input: byte 0 % 5 picks the reader, the rest is the file. */
+   proxy_config.c, helper/config.c), the proxy key file (common/token.c) and
+   qcg-agent's config with its checks (launch/agent_config.c).
+   Input: byte 0 % 6 picks the reader, the rest is the file. */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "broker_config.h"
 #include "frontend_config.h"
 #include "fuzz.h"
@@ -30,6 +32,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     snprintf(path, sizeof(path), "%s/qcg.conf", dir);
     atexit(remove_dir);
+    /* qcg-agent: the job from its config only; a secret, so that its
+       checks go on past it. */
+    unsetenv("QCG_JOB");
+    unsetenv("QCG_HELPER_SOCKET");
+    setenv("QCG_JOB_SECRET", "the job secret", 1);
     return 0;
 }
 
@@ -58,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     write_file(data + 1, size - 1);
     char *argv[] = {"qcg-fuzz", "--config", path, NULL};
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: {
         struct broker_config cfg;
         loaded(broker_config_load(&cfg, 3, argv, err, sizeof(err)), err);
@@ -87,6 +94,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             rc = CONFIG_ERROR;
         loaded(rc, err);
         config_free(helper_options, &cfg);
+        break;
+    }
+    case 5: {
+        struct agent_config cfg;
+        char secret[QCG_SECRET_MAX];
+        int first = 3;
+        memset(&cfg, 0, sizeof(cfg));
+        enum config_result rc =
+            config_load(agent_options, &cfg, 3, argv, "qcg-agent", &first, err, sizeof(err));
+        if (rc == CONFIG_OK &&
+            agent_config_check(&cfg, secret, sizeof(secret), err, sizeof(err)) < 0)
+            rc = CONFIG_ERROR;
+        loaded(rc, err);
+        config_free(agent_options, &cfg);
         break;
     }
     default: {

@@ -308,6 +308,11 @@ static void config(const char *etc)
               "socket-mode = \"0660\"\n");
     text_seed("config", "key", 4,
               "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+    /* qcg-agent's: every option once (there is no example in etc/). */
+    text_seed("config", "agent", 5,
+              "job = job-42\nnode = nata1\norted = orted\nhelper-socket = /run/qcg/helper.sock\n"
+              "idle-timeout = 600\npersist = yes\nmax-launches = 8\nlaunch-timeout = 10000\n"
+              "grace = 3000\nallow-root = yes\nlog-level = debug\n");
 }
 
 /* ---- launch wire ---- */
@@ -369,6 +374,10 @@ static struct soap *soap_recorder(void)
     return s;
 }
 
+/* Every SOAP server gets every request: the frontend and the proxy refuse
+   some, from some callers, which is worth fuzzing too. */
+static const char *const soap_harnesses[] = {"soap", "soap_frontend", "soap_proxy"};
+
 /* The request as it was sent, with HTTP/1.0 and no Content-Length: the
    server reads the body up to the end of the connection, so a mutated body
    is parsed however long it is. */
@@ -386,7 +395,8 @@ static void soap_seed(struct soap *s, int rc, const char *name, int prefix)
         char *end = strstr(at, "\r\n");
         memmove(at, end + 2, strlen(end + 2) + 1);
     }
-    text_seed("soap", name, prefix, soap_out);
+    for (size_t i = 0; i < sizeof(soap_harnesses) / sizeof(soap_harnesses[0]); i++)
+        text_seed(soap_harnesses[i], name, prefix, soap_out);
     soap_destroy(s);
     soap_end(s);
     soap_free(s);
@@ -447,8 +457,153 @@ static void soap(void)
     soap_seed(s, soap_send_qcg__observed(s, url, NULL, QCG_PROTOCOL_VERSION, &obs), "observed", 2);
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__stats(s, url, NULL, QCG_PROTOCOL_VERSION), "stats", 1);
-    text_seed("soap", "wsdl", 1, "GET /?wsdl HTTP/1.0\r\n\r\n");
-    text_seed("soap", "tls-garbage", 0, "\x16\x03\x01\x00\x05hello");
+    for (size_t i = 0; i < sizeof(soap_harnesses) / sizeof(soap_harnesses[0]); i++) {
+        text_seed(soap_harnesses[i], "wsdl", 1, "GET /?wsdl HTTP/1.0\r\n\r\n");
+        text_seed(soap_harnesses[i], "tls-garbage", 0, "\x16\x03\x01\x00\x05hello");
+    }
+}
+
+/* ---- answers of an upstream, serialized by gSOAP's server code ---- */
+
+/* The HTTP header of an answer: no Content-Length, so that a mutated body
+   is read up to the end of the connection (the answer server closes it). */
+static const char answer_header[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/xml; charset=utf-8\r\n\r\n";
+
+/* An answer of `type` in an envelope, as soap_serve_* writes it: the seed
+   is the mode byte, the HTTP header and the envelope. */
+#define ANSWER_SEED(name, mode, type, tag, value)                                                  \
+    do {                                                                                           \
+        struct soap *s_ = soap_recorder();                                                         \
+        soap_serialize_##type(s_, (value));                                                        \
+        if (soap_begin_send(s_) || soap_envelope_begin_out(s_) || soap_body_begin_out(s_) ||       \
+            soap_put_##type(s_, (value), tag, "") || soap_body_end_out(s_) ||                      \
+            soap_envelope_end_out(s_) || soap_end_send(s_))                                        \
+            soap_print_fault(s_, stderr), exit(1);                                                 \
+        answer_seed(name, mode);                                                                   \
+        soap_destroy(s_);                                                                          \
+        soap_end(s_);                                                                              \
+        soap_free(s_);                                                                             \
+    } while (0)
+
+static void answer_seed(const char *name, int mode)
+{
+    static char out[sizeof(soap_out) + sizeof(answer_header)];
+    snprintf(out, sizeof(out), "%s%.*s", answer_header, (int)soap_len, soap_out);
+    text_seed("upstream", name, mode, out);
+}
+
+static void answers(void)
+{
+    struct qcg__lookupResponse direct = {.version = QCG_PROTOCOL_VERSION,
+                                         .plan = {.status = "ok",
+                                                  .technique = "direct",
+                                                  .cluster = "natb",
+                                                  .node = "natb1",
+                                                  .address = "198.18.2.11",
+                                                  .port = 23001,
+                                                  .cacheable = 1}};
+    struct qcg__lookupResponse proxy = {.version = QCG_PROTOCOL_VERSION,
+                                        .plan = {.status = "ok",
+                                                 .technique = "proxy",
+                                                 .cluster = "natb",
+                                                 .node = "natb1",
+                                                 .address = "203.0.113.50",
+                                                 .port = 7800,
+                                                 .token = "0123456789abcdef"}};
+    struct qcg__lookupResponse unavailable = {
+        .version = QCG_PROTOCOL_VERSION,
+        .plan = {.status = "unavailable", .technique = "proxy", .reason = "no proxy configured"}};
+    ANSWER_SEED("lookup-direct", 0, qcg__lookupResponse, "qcg:lookupResponse", &direct);
+    ANSWER_SEED("lookup-proxy", 1, qcg__lookupResponse, "qcg:lookupResponse", &proxy);
+    ANSWER_SEED("lookup-unavailable", 1, qcg__lookupResponse, "qcg:lookupResponse", &unavailable);
+    ANSWER_SEED("relay-lookup", 10, qcg__lookupResponse, "qcg:lookupResponse", &direct);
+
+    char *publics[] = {"203.0.113.20", "203.0.113.21"};
+    struct qcg__cluster clusters[] = {
+        {.name = "nata", .kind = "nat", .__sizePublicAddress = 2, .publicAddress = publics},
+        {.name = "fwb", .kind = "firewalled", .portLow = 23000, .portHigh = 23999}};
+    struct qcg__endpoint reflector = {.address = "203.0.113.1", .port = 7702};
+    struct qcg__endpoint proxies[] = {{.address = "203.0.113.50", .port = 7800}};
+    struct qcg__siteInfoResponse site = {.version = QCG_PROTOCOL_VERSION,
+                                         .cluster = clusters[0],
+                                         .broker = "https://203.0.113.1:7700/",
+                                         .frontendSeenFrom = "203.0.113.20",
+                                         .reflector = &reflector,
+                                         .__sizeProxy = 1,
+                                         .proxy = proxies,
+                                         .__sizePeer = 2,
+                                         .peer = clusters};
+    ANSWER_SEED("siteInfo", 2, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+    ANSWER_SEED("relay-siteInfo", 11, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+
+    struct qcg__probeResponse probe = {.version = QCG_PROTOCOL_VERSION,
+                                       .job = "probe-0123456789abcdef0123456789abcdef",
+                                       .secret = "0123456789abcdef0123456789abcdef",
+                                       .rank = 1,
+                                       .cluster = "natb",
+                                       .node = "natb1",
+                                       .address = "198.18.2.11",
+                                       .seconds = 30};
+    ANSWER_SEED("probe", 3, qcg__probeResponse, "qcg:probeResponse", &probe);
+    ANSWER_SEED("relay-probe", 12, qcg__probeResponse, "qcg:probeResponse", &probe);
+
+    struct qcg__ackResponse ack = {.version = QCG_PROTOCOL_VERSION};
+    static const char *const acked[] = {"publish", "withdraw", "traverse", "report", "observed"};
+    for (int i = 0; i < 5; i++)
+        ANSWER_SEED(acked[i], 4 + i, qcg__ackResponse, "qcg:ackResponse", &ack);
+
+    struct qcg__registerResponse reg = {.version = QCG_PROTOCOL_VERSION, .epoch = 1};
+    ANSWER_SEED("relay-registerCluster", 13, qcg__registerResponse, "qcg:registerResponse", &reg);
+
+    struct qcg__command cmds[4] = {{.seq = 1, .kind = "invalidate", .job = "job-42", .rank = 2},
+                                   {.seq = 2,
+                                    .kind = "connect-back",
+                                    .job = "job-42",
+                                    .rank = 2,
+                                    .node = "nata1",
+                                    .address = "198.18.2.11",
+                                    .port = 23001,
+                                    .token = "0123456789abcdef",
+                                    .peerRank = 1}};
+    /* The same order as an inject, with the initiator's SYN. */
+    cmds[2] = cmds[1];
+    cmds[2].seq = 3;
+    cmds[2].kind = "inject";
+    cmds[2].packet = "4500002800004000400600000000000000000000"
+                     "0000000000000000000000005002000000000000";
+    cmds[3] = (struct qcg__command){.seq = 4,
+                                    .kind = "probe-listen",
+                                    .job = "probe-0123456789abcdef0123456789abcdef",
+                                    .rank = 1,
+                                    .node = "nata1",
+                                    .token = "0123456789abcdef0123456789abcdef",
+                                    .seconds = 30};
+    struct qcg__pollResponse poll = {
+        .version = QCG_PROTOCOL_VERSION, .epoch = 1, .__sizeCommand = 4, .command = cmds};
+    ANSWER_SEED("poll", 9, qcg__pollResponse, "qcg:pollResponse", &poll);
+    ANSWER_SEED("relay-poll", 14, qcg__pollResponse, "qcg:pollResponse", &poll);
+
+    text_seed("upstream", "fault-denied", 0,
+              "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/xml\r\n\r\n"
+              "<?xml version=\"1.0\"?><SOAP-ENV:Envelope "
+              "xmlns:SOAP-ENV=\"http://schemas.xmlsoap.org/soap/envelope/\" "
+              "xmlns:qcg=\"urn:qcg-connect:1\"><SOAP-ENV:Body><SOAP-ENV:Fault>"
+              "<faultcode>qcg:denied</faultcode><faultstring>wrong job secret</faultstring>"
+              "</SOAP-ENV:Fault></SOAP-ENV:Body></SOAP-ENV:Envelope>");
+    text_seed("upstream", "chunked", 2,
+              "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n<?xml\r\n0\r\n\r\n");
+}
+
+/* ---- qcg-probe's observers ---- */
+
+static void probelines(void)
+{
+    text_seed("probelines", "mapped", -1, "MAPPED 203.0.113.20 40001\n");
+    text_seed("probelines", "mapped-v6", -1, "MAPPED 2001:db8::20 40001\n");
+    text_seed("probelines", "dialed-open", -1, "DIALED 203.0.113.20 40002 open\n");
+    text_seed("probelines", "dialed-timeout", -1, "DIALED 203.0.113.20 40002 timeout\n");
+    text_seed("probelines", "error", -1, "ERR unknown request\n");
 }
 
 int main(int argc, char **argv)
@@ -467,5 +622,7 @@ int main(int argc, char **argv)
     config(argv[2]);
     launch();
     soap();
+    answers();
+    probelines();
     return 0;
 }

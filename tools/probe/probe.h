@@ -4,6 +4,7 @@
  *   probe.c          options, the order of the checks, the exit status
  *   helper_ask.c     one request to the local helper (SITE, PROBE, OBSERVED)
  *   net.c            bounded TCP connects (refused vs no answer), listeners
+ *   lines.c          the observers' one-line answers (MAPPED, DIALED)
  *   site.c           this node's site: mappings seen by two observers,
  *                    unsolicited inbound TCP, round trips, declared vs observed
  *   hairpin.c        does the NAT turn a connection to its own public mapping
@@ -160,6 +161,20 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
    observation to the broker when o->report.  cap may be NULL. */
 void site_measure(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
                   double deadline_ms);
+
+/* --- lines.c -------------------------------------------------------------- */
+
+/* Sends req (len bytes), reads one '\n'-terminated line into line (without
+   it) within timeout_ms.  0, or -1 with why. */
+int probe_exchange_line(int fd, const void *req, size_t len, char *line, size_t llen,
+                        int timeout_ms, char *why, size_t whylen);
+/* An observer's "MAPPED <address> <port>": 0 with an IP address (addrlen >=
+   LOCAL_ADDR_MAX) and a port 1..65535, or -1. */
+int probe_mapped_parse(const char *line, char *addr, size_t addrlen, int *port);
+/* The reflector's "DIALED <address> <port> <result>": 0 with an IP address,
+   a port 1..65535 and the result word (open, refused, timeout, ...), or -1. */
+int probe_dialed_parse(const char *line, char *addr, size_t addrlen, int *port, char *result,
+                       size_t resultlen);
 
 /* --- hairpin.c ----------------------------------------------------------- */
 

@@ -55,44 +55,6 @@ static int url_endpoint(const char *url, char *out, size_t len)
     return 0;
 }
 
-/* Sends req (len bytes), reads one '\n'-terminated line into line.  0 or -1. */
-static int exchange_line(int fd, const void *req, size_t len, char *line, size_t llen,
-                         int timeout_ms, char *why, size_t whylen)
-{
-    double deadline = probe_now_ms() + timeout_ms;
-    size_t got = 0;
-
-    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        snprintf(why, whylen, "send: %s", strerror(errno));
-        return -1;
-    }
-    while (got + 1 < llen) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int left = probe_left_ms(deadline);
-        if (left == 0 || poll(&p, 1, left) <= 0) {
-            snprintf(why, whylen, "no answer in %d ms", timeout_ms);
-            return -1;
-        }
-        ssize_t n = recv(fd, line + got, llen - 1 - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            snprintf(why, whylen, "closed without an answer%s%s", n < 0 ? ": " : "",
-                     n < 0 ? strerror(errno) : "");
-            return -1;
-        }
-        got += (size_t)n;
-        line[got] = '\0';
-        char *nl = strchr(line, '\n');
-        if (nl != NULL) {
-            *nl = '\0';
-            return 0;
-        }
-    }
-    snprintf(why, whylen, "answer too long");
-    return -1;
-}
-
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -143,7 +105,7 @@ static void add_rtt(struct probe_site *s, const char *name, const char *endpoint
 static void observe(struct probe_mapping *m, const struct probe_site *s, const char *request,
                     size_t reqlen, double deadline_ms)
 {
-    char addr[LOCAL_ADDR_MAX], line[256], a[LOCAL_ADDR_MAX];
+    char addr[LOCAL_ADDR_MAX], line[256];
     int port, p;
     double ms;
 
@@ -157,11 +119,9 @@ static void observe(struct probe_mapping *m, const struct probe_site *s, const c
                            sizeof(m->why));
     if (fd < 0)
         return;
-    if (exchange_line(fd, request, reqlen, line, sizeof(line), STEP_TIMEOUT_MS, m->why,
-                      sizeof(m->why)) == 0) {
-        char extra;
-        if (sscanf(line, "MAPPED %45s %d %c", a, &p, &extra) == 2 && p > 0 && p < 65536) {
-            snprintf(m->addr, sizeof(m->addr), "%s", a);
+    if (probe_exchange_line(fd, request, reqlen, line, sizeof(line), STEP_TIMEOUT_MS, m->why,
+                            sizeof(m->why)) == 0) {
+        if (probe_mapped_parse(line, m->addr, sizeof(m->addr), &p) == 0) {
             m->port = p;
             m->ok = true;
         } else {
@@ -290,8 +250,8 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         return;
     }
     int n = snprintf(req, sizeof(req), "DIAL %d\n", s->dial_port);
-    int rc = exchange_line(fd, req, (size_t)n, line, sizeof(line), DIAL_ANSWER_TIMEOUT_MS,
-                           s->inbound_why, sizeof(s->inbound_why));
+    int rc = probe_exchange_line(fd, req, (size_t)n, line, sizeof(line), DIAL_ANSWER_TIMEOUT_MS,
+                                 s->inbound_why, sizeof(s->inbound_why));
     close(fd);
     int accepted = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (accepted >= 0)
@@ -301,8 +261,7 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         s->dial_syns_seen = capture_syns_to(cap, s->dial_port);
     if (rc < 0)
         return;
-    char extra;
-    if (sscanf(line, "DIALED %45s %d %15s %c", a, &p, result, &extra) != 3) {
+    if (probe_dialed_parse(line, a, sizeof(a), &p, result, sizeof(result)) < 0) {
         snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'",
                  line);
         return;
