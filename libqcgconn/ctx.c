@@ -19,6 +19,7 @@ _Static_assert(QCG_OPEN_MAX_MS == 2 * HELPER_HELLO_TIMEOUT_MS, "qcg_open: unix_c
 _Static_assert(QCG_LISTEN_MAX_MS == HELPER_PUBLISH_TIMEOUT_MS, "qcg_listen: PUBLISH");
 _Static_assert(QCG_CLOSE_MAX_MS == HELPER_WITHDRAW_TIMEOUT_MS, "qcg_close: WITHDRAW");
 _Static_assert(QCG_HELPER_SEND_MAX_MS == HELPER_SEND_TIMEOUT_MS, "ctx_send");
+_Static_assert(QCG_RECONNECT_MAX_MS == RECONNECT_CONNECT_MS, "reconnect.c");
 
 static int parse_rank(const char *s, int32_t *rank)
 {
