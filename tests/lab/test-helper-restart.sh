@@ -31,11 +31,11 @@ head -c "$part" /dev/urandom >"$WORK/in2"
 mkfifo "$WORK/feed"
 { cat "$WORK/in1"; while [ ! -e "$WORK/go" ]; do sleep 0.1; done; cat "$WORK/in2"; } >"$WORK/feed" &
 BG_PIDS+=($!)
-BG_IN=$WORK/feed BG_NAME=old run_bg open1 qcg-cat --job "$JOB" --rank 1 --json --timeout 20 connect 0
+BG_IN=$WORK/feed BG_NAME=old run_bg open1 qcg-cat --job "$JOB" --rank 1 --timeout 20 connect 0
 old=$BG_PID
-connected() { grep -q '"event":"connected to"' "$WORK/old.err" 2>/dev/null; }
+connected() { grep -q 'connected to rank 0' "$WORK/old.err" 2>/dev/null; }
 poll 20 "rank 1 on open1 connected to rank 0" connected || { cat "$WORK/old.err"; fail "no first connection"; }
-note "old connection: $(json_event "$WORK/old.err" 'connected to')"
+note "old connection: $(cat "$WORK/old.err")"
 
 "$LAB" service kill nata1-helper
 sleep 1
@@ -60,11 +60,8 @@ t1=$(ms)
 "$LAB" exec open2 -- qcg-cat --job "$JOB" --rank 2 --json --timeout 20 connect 0 \
 	<"$WORK/in3" >/dev/null 2>"$WORK/new.err" ||
 	{ cat "$WORK/new.err" "$WORK/accept.err"; fail "open2 rank 2 -> nata1 rank 0 failed after the restart"; }
-note "new connection $(($(ms) - t1)) ms after the old one ended: $(json_event "$WORK/new.err" 'connected to')"
+note "new connection made and done in $(($(ms) - t1)) ms: $(json_event "$WORK/new.err" sent)"
 wait_exit "$acceptor" 20 || { cat "$WORK/accept.err"; fail "rank 0 did not accept the new connection"; }
 grep -qx "accepted 2 [a-z]* $(wc -c <"$WORK/in3")" "$WORK/accept.out" ||
 	fail "rank 0 did not get rank 2's data: $(cat "$WORK/accept.out")"
-# The same listener, published again.
-grep -q "\"technique\":\"reversed\"\|\"technique\":\"proxy\"" "$WORK/new.err" ||
-	note "technique of the new connection: $(json_event "$WORK/new.err" 'connected to')"
 note "rank 0 (listening on port $port) accepted: $(tr '\n' ';' <"$WORK/accept.out")"
