@@ -926,10 +926,13 @@ static int timed_out(qcg_connect_op *op)
     case OP_PUNCH:
         return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms", op->rank,
                     op->timeout_ms);
-    case OP_NOHELPER:
-        helper_gone_text(op->ctx, where, sizeof(where));
+    case OP_NOHELPER: {
+        char gone[QCG_ERRMSG_MAX / 2];
+
+        helper_gone_text(op->ctx, gone, sizeof(gone));
         return fail(op, QCG_ENOHELPER, "no connection to rank %d within %d ms: %s", op->rank,
-                    op->timeout_ms, where);
+                    op->timeout_ms, gone);
+    }
     default:
         return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
     }
