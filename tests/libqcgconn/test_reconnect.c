@@ -6,7 +6,10 @@
    helper has been gone, a LOOKUP lost with the helper is asked again, a
    re-PUBLISH refused as BUSY is asked again, connections made before the
    restart carry data, and no descriptor leaks.  Ports 18010-18019. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include "check.h"
 #include "fake_helper.h"
 #include "fixtures.h"
+#include "handshake_blocking.h"
 #include "internal.h"
 #include "qcgconn.h"
 
@@ -87,6 +91,30 @@ static void check_carries(int from, int to, char c)
     CHECK_EQ(got, c);
 }
 
+/* A peer that connects straight to a listener (direct: no helper involved)
+   and runs the initiator's handshake as rank 5. */
+struct direct_peer {
+    uint16_t port;
+    int fd, rc;
+};
+
+static void *direct_peer_run(void *arg)
+{
+    struct direct_peer *d = arg;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(d->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "c1"};
+    char err[QCG_ERRMSG_MAX];
+
+    d->rc = QCG_ESYS;
+    d->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (d->fd >= 0 && connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        set_nonblocking(d->fd, true) == 0)
+        d->rc = hs_initiate(d->fd, &self, 1, now_us() + 3000000u, err, sizeof(err));
+    return NULL;
+}
+
 static void test_restart(void)
 {
     int fds0 = count_fds(), fa, fb, acc[2] = {-1, -1}, rc[3] = {QCG_EAGAIN, QCG_EAGAIN, QCG_EAGAIN};
@@ -125,6 +153,27 @@ static void test_restart(void)
     /* Connections made before carry on: they never went through it. */
     check_carries(fa, fb, 'x');
     check_carries(fb, fa, 'y');
+    {
+        /* A direct connection is still accepted meanwhile. */
+        struct direct_peer d = {.port = before.port, .fd = -1};
+        int got = -1;
+        pthread_t th;
+
+        REQUIRE(pthread_create(&th, NULL, direct_peer_run, &d) == 0);
+        for (int i = 0; i < 300 && got < 0; i++) {
+            round_of(b, &got, NULL, NULL, 0, 10);
+            round_of(a, NULL, ops, rc, 2, 0);
+        }
+        REQUIRE(pthread_join(th, NULL) == 0);
+        CHECK_EQ(d.rc, 0);
+        CHECK(got >= 0);
+        if (got >= 0 && d.rc == 0)
+            check_carries(d.fd, got, 'd');
+        if (got >= 0)
+            close(got);
+        if (d.fd >= 0)
+            close(d.fd);
+    }
     while (now_us() - t0 < 600000u) {
         round_of(a, NULL, ops, rc, 2, 20);
         round_of(b, NULL, NULL, NULL, 0, 0);
