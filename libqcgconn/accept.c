@@ -118,6 +118,9 @@ static void rearm(qcg_ctx *ctx)
     }
     if (ctx->accept_rest_until_us > now_us() && (first == 0 || ctx->accept_rest_until_us < first))
         first = ctx->accept_rest_until_us;
+    /* The helper's reconnection: the next attempt, or an answer's deadline. */
+    if (ctx->hstate != H_UP && (first == 0 || ctx->helper_at_us < first))
+        first = ctx->helper_at_us;
     memset(&its, 0, sizeof(its));
     if (first != 0) {
         its.it_value.tv_sec = (time_t)(first / 1000000u);
@@ -524,10 +527,10 @@ int accept_pump(qcg_ctx *ctx)
     if (read(ctx->accept_timer, &expirations, sizeof(expirations)) < 0) {
         /* EAGAIN: not fired. */
     }
-    /* INCOMING descriptors, and the connects' replies on the way (a lost
-       helper connection is kept in helper_error for the next qcg_accept). */
-    if (ctx->helper_fd >= 0)
-        (void)ctx_read_helper(ctx);
+    /* INCOMING descriptors, and the connects' replies on the way; a helper
+       that went away is connected again when due (direct connections keep
+       coming on the listener meanwhile). */
+    helper_tick(ctx);
     rc = accept_new(ctx);
     uint64_t now = now_us();
     for (int i = 0; i < ctx->pending_cap; i++) {

@@ -5,7 +5,8 @@
    that stays the same for the whole operation while the sockets it watches
    change:
 
-     PLAN (-> BACKOFF -> PLAN while the rank is not published)
+     PLAN (-> BACKOFF -> PLAN while the rank is not published;
+           -> NOHELPER -> PLAN while the helper is away: its restart)
        direct:     TCP connect -> send hello -> receive answer -> DONE
        traversing: the same; our helper watches for our SYN and hands it
                    over (an ERROR from it ends the attempt early)
@@ -52,6 +53,7 @@ enum op_state {
     OP_HS_RECV,
     OP_REVERSED,
     OP_PUNCH,
+    OP_NOHELPER, /* the helper is away: LOOKUP again once it is back */
     OP_DONE,
     OP_FAILED
 };
@@ -244,12 +246,23 @@ int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r)
 void connect_helper_lost(qcg_ctx *ctx, int fd)
 {
     /* fd is closed: the kernel dropped it from every epoll set, and its
-       number may be reused. */
+       number may be reused.  The LOOKUPs sent on it are lost (lookup_id 0:
+       asked again once the helper is back; ids are never reused, so the new
+       helper's replies cannot be taken for theirs). */
     for (qcg_connect_op *op = ctx->ops; op != NULL; op = op->next) {
         op->helper_polled = -1;
         if (op->watched == fd)
             op->watched = -1;
+        op->lookup_id = 0;
         (void)arm_timer(op, 1);
+    }
+}
+
+void connect_helper_back(qcg_ctx *ctx)
+{
+    for (qcg_connect_op *op = ctx->ops; op != NULL; op = op->next) {
+        if (op->state == OP_NOHELPER)
+            (void)arm_timer(op, 1);
     }
 }
 
@@ -260,23 +273,40 @@ static uint32_t remaining_ms(const qcg_connect_op *op)
     return now >= op->deadline_us ? 0 : (uint32_t)((op->deadline_us - now) / 1000u);
 }
 
-static int send_lookup(qcg_connect_op *op)
+static int watch_helper(qcg_connect_op *op);
+
+/* Waits for the helper to come back (its restart), bounded by the
+   operation's deadline; step_nohelper asks it again. */
+static int wait_helper(qcg_connect_op *op)
+{
+    inbox_close(op);
+    op->state = OP_NOHELPER;
+    op->technique = QCG_TECH_NONE;
+    if (arm_timer(op, 1) < 0)
+        return op->result;
+    return STEP_MORE;
+}
+
+/* Sends a LOOKUP and waits for the plan (or for the helper, if it is away). */
+static int ask_helper(qcg_connect_op *op)
 {
     struct local_lookup lk = {.to_rank = op->rank,
                               .timeout_ms = remaining_ms(op),
                               .tried_mask = op->tried_mask,
                               .only = op->only};
-    int rc;
 
     inbox_close(op);
+    if (!helper_ready(op->ctx))
+        return wait_helper(op);
     op->lookups++;
     op->lookup_id = ctx_next_id(op->ctx);
-    rc = ctx_send(op->ctx, LOCAL_LOOKUP, op->lookup_id, &lk);
-    if (rc < 0) {
-        keep_cause(op->ctx->last_errno);
-        return fail(op, rc, "sending LOOKUP to the helper: %s", qcg_last_error(op->ctx));
-    }
-    return 0;
+    if (ctx_send(op->ctx, LOCAL_LOOKUP, op->lookup_id, &lk) < 0)
+        return wait_helper(op);
+    op->state = OP_PLAN;
+    op->technique = QCG_TECH_NONE;
+    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
+        return op->result;
+    return STEP_MORE;
 }
 
 /* Tells the helper how the attempt ended (no reply: fire and forget). */
@@ -284,7 +314,8 @@ static void report(qcg_connect_op *op, bool ok, const char *why)
 {
     struct local_report r;
 
-    if (op->ctx->helper_fd < 0 || op->technique <= QCG_TECH_NONE || op->technique > QCG_TECH_PROXY)
+    /* Lost with the helper, if it is away: a report is advice. */
+    if (!helper_ready(op->ctx) || op->technique <= QCG_TECH_NONE || op->technique > QCG_TECH_PROXY)
         return;
     memset(&r, 0, sizeof(r));
     r.to_rank = op->rank;
@@ -304,15 +335,10 @@ static void unpoll_helper(qcg_connect_op *op)
     }
 }
 
-static int helper_lost(qcg_connect_op *op)
-{
-    return fail(op, QCG_ENOHELPER, "the connection to the helper is lost");
-}
-
 /* Watches the helper connection alone: an answer is due. */
 static int watch_helper(qcg_connect_op *op)
 {
-    return op->ctx->helper_fd < 0 ? helper_lost(op) : watch(op, op->ctx->helper_fd, EPOLLIN);
+    return op->ctx->helper_fd < 0 ? wait_helper(op) : watch(op, op->ctx->helper_fd, EPOLLIN);
 }
 
 /* Watches the helper connection beside the TCP socket. */
@@ -320,8 +346,9 @@ static int poll_helper(qcg_connect_op *op)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = op->ctx->helper_fd};
 
+    /* No helper (it went away): the TCP attempt goes on alone. */
     if (op->ctx->helper_fd < 0)
-        return helper_lost(op);
+        return 0;
     if (epoll_ctl(op->epfd, EPOLL_CTL_ADD, op->ctx->helper_fd, &ev) < 0)
         return fail(op, QCG_ESYS, "epoll: %s", keep_errno(errno));
     op->helper_polled = op->ctx->helper_fd;
@@ -378,15 +405,7 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     if (now_us() >= op->deadline_us)
         return fail(op, QCG_ETIMEDOUT, "no time left for another technique within %d ms",
                     op->timeout_ms);
-    if (op->ctx->helper_fd < 0)
-        return fail(op, code, "no helper connection to ask for another technique");
-    if (send_lookup(op) < 0)
-        return op->result;
-    op->state = OP_PLAN;
-    op->technique = QCG_TECH_NONE;
-    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
-        return op->result;
-    return STEP_MORE;
+    return ask_helper(op);
 }
 
 /* How long an attempt of technique t may take before the next one is asked
@@ -607,14 +626,15 @@ static int step_helper(qcg_connect_op *op)
     struct op_msg m;
     int rc;
 
-    (void)ctx_read_helper(op->ctx);
+    helper_tick(op->ctx);
     if (op->inbox_overflow)
         return fail(op, QCG_EPROTO, "the helper sent more answers to one LOOKUP than it may");
     if (op->inbox_len == 0) {
-        if (op->ctx->helper_fd < 0) {
-            keep_cause(op->ctx->last_errno);
-            return fail(op, QCG_ENOHELPER, "the connection to the helper is lost: %s",
-                        qcg_last_error(op->ctx));
+        /* The helper went away with our LOOKUP (or the punch it was doing
+           for us): asked again once it is back (a LOOKUP is idempotent). */
+        if (op->lookup_id == 0 && (op->state == OP_PLAN || op->state == OP_PUNCH)) {
+            attempt_cleanup(op);
+            return wait_helper(op);
         }
         return STEP_WAIT;
     }
@@ -643,12 +663,22 @@ static int step_backoff(qcg_connect_op *op)
 {
     if (now_us() < op->retry_at_us)
         return STEP_WAIT;
-    if (send_lookup(op) < 0)
+    return ask_helper(op);
+}
+
+/* Moves the reconnection on; asks again once the helper takes requests.
+   Meanwhile the operation wakes for the helper connection (its HELLO and
+   re-PUBLISH answers) and for the next reconnection attempt. */
+static int step_nohelper(qcg_connect_op *op)
+{
+    qcg_ctx *ctx = op->ctx;
+
+    helper_tick(ctx);
+    if (helper_ready(ctx))
+        return ask_helper(op);
+    if (watch(op, ctx->helper_fd, EPOLLIN) < 0)
         return op->result;
-    op->state = OP_PLAN;
-    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
-        return op->result;
-    return STEP_MORE;
+    return STEP_WAIT;
 }
 
 static int build_hello(qcg_connect_op *op)
@@ -849,6 +879,8 @@ static int step(qcg_connect_op *op)
         return step_reversed(op);
     case OP_PUNCH:
         return step_punch(op);
+    case OP_NOHELPER:
+        return step_nohelper(op);
     case OP_DONE:
     case OP_FAILED:
         break;
@@ -894,6 +926,13 @@ static int timed_out(qcg_connect_op *op)
     case OP_PUNCH:
         return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms", op->rank,
                     op->timeout_ms);
+    case OP_NOHELPER: {
+        char gone[QCG_ERRMSG_MAX / 2];
+
+        helper_gone_text(op->ctx, gone, sizeof(gone));
+        return fail(op, QCG_ENOHELPER, "no connection to rank %d within %d ms: %s", op->rank,
+                    op->timeout_ms, gone);
+    }
     default:
         return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
     }
@@ -973,8 +1012,7 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
         rc = QCG_ESYS;
         goto fail;
     }
-    op->state = OP_PLAN;
-    if (send_lookup(op) < 0 || watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0) {
+    if (ask_helper(op) < 0) {
         keep_cause(op->sys_errno);
         ctx_seterr(ctx, "%s", op->err);
         rc = op->result;
@@ -1051,8 +1089,9 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
         /* A wake-up (an answer, a claim, the helper lost) took the timer:
            it goes back to what this state waits for. */
         (void)arm_timer(op,
-                        op->inbox_len > 0         ? 1
-                        : op->state == OP_BACKOFF ? op->retry_at_us
+                        op->inbox_len > 0          ? 1
+                        : op->state == OP_BACKOFF  ? op->retry_at_us
+                        : op->state == OP_NOHELPER ? op->ctx->helper_at_us
                         : op->state == OP_TCP || op->state == OP_PUNCH || op->state == OP_REVERSED
                             ? op->attempt_deadline_us
                             : op->deadline_us);

@@ -19,6 +19,7 @@ _Static_assert(QCG_OPEN_MAX_MS == 2 * HELPER_HELLO_TIMEOUT_MS, "qcg_open: unix_c
 _Static_assert(QCG_LISTEN_MAX_MS == HELPER_PUBLISH_TIMEOUT_MS, "qcg_listen: PUBLISH");
 _Static_assert(QCG_CLOSE_MAX_MS == HELPER_WITHDRAW_TIMEOUT_MS, "qcg_close: WITHDRAW");
 _Static_assert(QCG_HELPER_SEND_MAX_MS == HELPER_SEND_TIMEOUT_MS, "ctx_send");
+_Static_assert(QCG_RECONNECT_MAX_MS == RECONNECT_CONNECT_MS, "reconnect.c");
 
 static int parse_rank(const char *s, int32_t *rank)
 {
@@ -71,21 +72,26 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
     return 0;
 }
 
-static int check_hello_ok(qcg_ctx *ctx, const struct local_hello_ok *ok)
+int ctx_check_hello_ok(const qcg_ctx *ctx, const struct local_hello_ok *ok, char *why, size_t len)
 {
     if (ok->version != LOCAL_VERSION || ok->port_low == 0 || ok->port_low > ok->port_high ||
         !address_valid(ok->address)) {
-        open_seterr("helper at %s sent an invalid HELLO_OK (version %u, ports %u-%u, "
-                    "address '%s')",
-                    ctx->helper_path, ok->version, ok->port_low, ok->port_high, ok->address);
+        snprintf(why, len,
+                 "helper at %s sent an invalid HELLO_OK (version %u, ports %u-%u, "
+                 "address '%s')",
+                 ctx->helper_path, ok->version, ok->port_low, ok->port_high, ok->address);
         return QCG_EPROTO;
     }
-    strcpy(ctx->cluster, ok->cluster);
-    strcpy(ctx->node, ok->node);
-    strcpy(ctx->address, ok->address);
-    ctx->port_low = ok->port_low;
-    ctx->port_high = ok->port_high;
     return 0;
+}
+
+void ctx_hello(const qcg_ctx *ctx, struct local_hello *hello)
+{
+    memset(hello, 0, sizeof(*hello));
+    hello->version = LOCAL_VERSION;
+    hello->rank = ctx->rank;
+    strcpy(hello->job, ctx->job);
+    strcpy(hello->secret, ctx->secret);
 }
 
 static void ctx_free(qcg_ctx *ctx)
@@ -149,11 +155,7 @@ QCG_EXPORT int qcg_open_sized(qcg_ctx **ctxp, const struct qcg_options *opts, si
         rc = QCG_ESYS;
         goto fail;
     }
-    memset(&hello, 0, sizeof(hello));
-    hello.version = LOCAL_VERSION;
-    hello.rank = ctx->rank;
-    strcpy(hello.job, ctx->job);
-    strcpy(hello.secret, ctx->secret);
+    ctx_hello(ctx, &hello);
     rc = ctx_request(ctx, LOCAL_HELLO, &hello, HELPER_HELLO_TIMEOUT_MS, &reply);
     explicit_bzero(&hello, sizeof(hello));
     if (rc == 0 && reply.hdr.type != LOCAL_HELLO_OK) {
@@ -166,8 +168,16 @@ QCG_EXPORT int qcg_open_sized(qcg_ctx **ctxp, const struct qcg_options *opts, si
                     ctx->last_error[0] ? ctx->last_error : qcg_strerror(rc));
         goto fail;
     }
-    if ((rc = check_hello_ok(ctx, &reply.payload.hello_ok)) < 0)
+    if ((rc = ctx_check_hello_ok(ctx, &reply.payload.hello_ok, ctx->last_error,
+                                 sizeof(ctx->last_error))) < 0) {
+        open_seterr("%s", ctx->last_error);
         goto fail;
+    }
+    strcpy(ctx->cluster, reply.payload.hello_ok.cluster);
+    strcpy(ctx->node, reply.payload.hello_ok.node);
+    strcpy(ctx->address, reply.payload.hello_ok.address);
+    ctx->port_low = reply.payload.hello_ok.port_low;
+    ctx->port_high = reply.payload.hello_ok.port_high;
     *ctxp = ctx;
     return 0;
 fail:
@@ -185,7 +195,7 @@ QCG_EXPORT int qcg_close(qcg_ctx *ctx)
        reach into the freed context, and a caller that ignores the result
        (written when qcg_close returned nothing) leaks nothing. */
     open_ops = connect_end_all(ctx);
-    if (ctx->published && ctx->helper_fd >= 0) {
+    if (ctx->published && helper_ready(ctx)) {
         struct lmsg_reader reply;
 
         /* The helper withdraws on close anyway; asking first makes the
@@ -219,24 +229,6 @@ int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r)
     return 0;
 }
 
-void ctx_helper_lost(qcg_ctx *ctx, int why)
-{
-    int fd = ctx->helper_fd;
-
-    if (fd < 0)
-        return;
-    if (ctx->io_epfd >= 0)
-        accept_unwatch(ctx, fd);
-    close(fd);
-    ctx->helper_fd = -1;
-    ctx->published = false;
-    lmsg_reader_reset(&ctx->ctl);
-    /* For the next qcg_accept, whoever noticed the loss. */
-    if (ctx->helper_error == 0)
-        ctx->helper_error = why;
-    connect_helper_lost(ctx, fd);
-}
-
 uint32_t ctx_next_id(qcg_ctx *ctx)
 {
     uint32_t id = ctx->next_request_id++;
@@ -251,7 +243,10 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
     int rc;
 
     if (ctx->helper_fd < 0) {
-        ctx_seterr(ctx, "the connection to the helper is lost");
+        char gone[QCG_ERRMSG_MAX];
+
+        helper_gone_text(ctx, gone, sizeof(gone));
+        ctx_seterr(ctx, "%s", gone);
         return QCG_ENOHELPER;
     }
     /* The helper reads at its own pace (it bounds the requests it serves at
@@ -288,6 +283,8 @@ static int dispatch(qcg_ctx *ctx)
         ctx_seterr(ctx, "the helper sent an unexpected message (type %u)", r->hdr.type);
         return QCG_EPROTO;
     }
+    if (ctx->helper_id != 0 && r->hdr.request_id == ctx->helper_id)
+        return helper_reply(ctx, r);
     if (ctx->sync_id != 0 && r->hdr.request_id == ctx->sync_id) {
         *ctx->sync_reply = *r;
         lmsg_reader_init(r);

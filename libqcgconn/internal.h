@@ -49,6 +49,16 @@
 #define PROXY_TOKEN_FIELD 128
 #define PROXY_PREAMBLE_SIZE (4 + PROXY_TOKEN_FIELD)
 #define PROXY_PAIRED 0x01
+/* A helper that went away (restarted): reconnection attempts 50 ms apart
+   at first, doubling up to 2 s, for as long as the context lives.  The
+   Unix connect itself may wait this long for room in a full backlog. */
+#define RECONNECT_BACKOFF_MIN_MS 50
+#define RECONNECT_BACKOFF_MAX_MS 2000
+#define RECONNECT_CONNECT_MS 100
+/* How long a re-PUBLISH refused for a reason that passes (BUSY: the old
+   contact is still known upstream for a moment; the grid services not
+   reached yet) is asked again, at the same backoff. */
+#define REPUBLISH_RETRY_MS 15000
 /* Lookup retries while a rank is not yet published. */
 #define LOOKUP_BACKOFF_MIN_MS 20
 #define LOOKUP_BACKOFF_MAX_MS 500
@@ -117,6 +127,15 @@ struct op_msg {
    takes part in by one more message: more is the helper's error. */
 #define OP_INBOX 4
 
+/* The helper connection (reconnect.c). */
+enum helper_state {
+    H_UP,      /* said HELLO, listener (if any) published: requests flow */
+    H_DOWN,    /* no connection: the next attempt at helper_at_us */
+    H_HELLO,   /* connected again, HELLO (helper_id) unanswered until helper_at_us */
+    H_PUBLISH, /* re-PUBLISH (helper_id) unanswered until helper_at_us, or
+                  (helper_id 0) asked again then */
+};
+
 struct qcg_ctx {
     char job[LOCAL_JOB_MAX];
     int32_t rank;
@@ -133,7 +152,14 @@ struct qcg_ctx {
        connect operation's LOOKUPs and REPORTs.  Replies are matched by
        request id (the helper may answer out of order); whoever finds
        helper_fd readable reads and dispatches (ctx_read_helper). */
-    int helper_fd; /* -1 once the helper is gone */
+    int helper_fd; /* -1 while the helper is gone */
+    enum helper_state hstate;
+    uint32_t helper_id;      /* our HELLO's or re-PUBLISH's request id, or 0 */
+    uint64_t helper_at_us;   /* hstate's next step (see enum helper_state) */
+    uint64_t helper_gone_us; /* when it went away (H_UP: 0) */
+    uint64_t republish_until_us;
+    unsigned helper_backoff_ms;
+    unsigned long reconnects; /* helper connections made again (tests) */
     uint32_t next_request_id;
     struct lmsg_reader ctl; /* the message being read from helper_fd */
     qcg_connect_op *ops;    /* connect operations, for their replies */
@@ -143,7 +169,7 @@ struct qcg_ctx {
 
     int listen_fd;
     uint16_t listen_port;
-    bool published;
+    bool published; /* by the application: published again on each helper connection */
 
     int io_epfd;     /* listener, helper_fd, pending[].fd in progress, accept_timer */
     int accept_epfd; /* qcg_accept_pollfd: io_epfd and ready_efd */
@@ -153,7 +179,8 @@ struct qcg_ctx {
     bool listener_watched;
     uint64_t accept_rest_until_us; /* out of descriptors: the listener rests until then */
     int accept_timer;        /* timerfd: the earliest pending deadline */
-    int helper_error;        /* the helper connection's loss, for the next qcg_accept */
+    int helper_error;        /* the helper's protocol error or a re-PUBLISH given up, for the
+                                next qcg_accept */
     unsigned long refused;   /* incoming connections refused (qcg_accept_refused) */
     struct pending *pending; /* pending_cap slots, fd -1 when free */
     int pending_cap;
@@ -209,9 +236,26 @@ int ctx_send(qcg_ctx *ctx, uint16_t type, uint32_t request_id, const void *paylo
 int ctx_read_helper(qcg_ctx *ctx);
 /* Takes a LOCAL_INCOMING's descriptor into the pending handshakes. */
 int ctx_take_incoming(qcg_ctx *ctx, struct lmsg_reader *r);
-/* The helper connection is lost (why: a QCG_E* code, kept for the next
-   qcg_accept): closed, unwatched, every connect woken. */
+
+/* reconnect.c: the helper connection across the helper's restarts. */
+/* The helper connection is lost (why: a QCG_E* code): closed, unwatched,
+   every connect woken; a reconnection is due after the backoff. */
 void ctx_helper_lost(qcg_ctx *ctx, int why);
+/* Moves the reconnection on (never blocks longer than RECONNECT_CONNECT_MS):
+   connects again when due, says HELLO, re-publishes, then reads what the
+   helper sent.  Called by whoever pumps (qcg_accept, connect operations). */
+void helper_tick(qcg_ctx *ctx);
+/* The helper takes requests (HELLO said, the listener published again). */
+bool helper_ready(const qcg_ctx *ctx);
+/* A reply to our HELLO or re-PUBLISH (request id helper_id): 0, or an
+   error that loses the connection. */
+int helper_reply(qcg_ctx *ctx, struct lmsg_reader *r);
+/* "the helper at PATH has been gone for N s" into buf. */
+void helper_gone_text(const qcg_ctx *ctx, char *buf, size_t len);
+/* ctx.c: our HELLO's payload (the caller wipes it: it holds the secret). */
+void ctx_hello(const qcg_ctx *ctx, struct local_hello *hello);
+/* ... and HELLO_OK's check: 0, or QCG_EPROTO with the reason in why[len]. */
+int ctx_check_hello_ok(const qcg_ctx *ctx, const struct local_hello_ok *ok, char *why, size_t len);
 
 /* accept.c */
 /* Creates the accept descriptors and the timer; -1 with errno. */
@@ -264,8 +308,10 @@ void connect_wake(qcg_connect_op *op);
    LOOKUP has its request id, and wakes it.  0 given, -1 nobody's. */
 int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);
 /* The helper connection (fd, closed now) is lost: wakes every operation;
-   those that need the helper fail. */
+   those that need the helper wait for it to come back. */
 void connect_helper_lost(qcg_ctx *ctx, int fd);
+/* The helper takes requests again: wakes the operations waiting for it. */
+void connect_helper_back(qcg_ctx *ctx);
 /* qcg_close: ends the operations still listed in ctx (their finish fails
    with QCG_EINVAL, their free needs nothing of ctx).  How many there were. */
 int connect_end_all(qcg_ctx *ctx);

@@ -82,6 +82,16 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
     if (ctx->published)
         return 0;
     ctx_clearerr(ctx);
+    if (!helper_ready(ctx)) {
+        char gone[QCG_ERRMSG_MAX];
+
+        helper_tick(ctx);
+        if (!helper_ready(ctx)) {
+            helper_gone_text(ctx, gone, sizeof(gone));
+            ctx_seterr(ctx, "%s", gone);
+            return QCG_ENOHELPER;
+        }
+    }
     if (ctx->listen_fd < 0 && (rc = bind_in_range(ctx)) < 0)
         return rc;
 

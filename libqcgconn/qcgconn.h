@@ -38,6 +38,11 @@ extern "C" {
    report of an attempt), which a helper that reads never makes us do; one
    that times out loses the helper connection, so no later message waits. */
 #define QCG_HELPER_SEND_MAX_MS 2000
+/* A helper that went away (restarted) is connected to again, by any call
+   that moves the context on, for as long as the context lives; connecting
+   to its socket waits this long while its backlog is full.  Connects wait
+   for it within their timeout, then fail with QCG_ENOHELPER. */
+#define QCG_RECONNECT_MAX_MS 100
 
 enum qcg_error {
     QCG_OK = 0,

@@ -51,6 +51,7 @@ struct fake_helper {
     int garbage_hello;
     int32_t refuse_code;
     uint16_t mute_type; /* the next request of this type is never answered */
+    unsigned busy_publishes; /* the next ones answered BUSY */
     /* LOOKUPs held back until `hold` of them are here, then answered last
        first. */
     unsigned hold, nheld;
@@ -59,7 +60,7 @@ struct fake_helper {
         uint32_t id;
         struct local_lookup lookup;
     } held[MAX_HELD];
-    unsigned lookups, withdraws, reports, connections;
+    unsigned lookups, withdraws, reports, connections, hellos, publishes;
     unsigned last_tried, last_only;
 };
 
@@ -168,6 +169,7 @@ static int handle(struct fake_helper *fh, struct conn *c)
             return -1;
         }
         c->said_hello = 1;
+        fh->hellos++;
         c->rank = p->hello.rank;
         strcpy(c->job, p->hello.job);
         strcpy(ok.cluster, "c1");
@@ -179,6 +181,12 @@ static int handle(struct fake_helper *fh, struct conn *c)
     case LOCAL_PUBLISH: {
         struct conn *other = find_published(fh, c->job, c->rank);
 
+        fh->publishes++;
+        if (fh->busy_publishes > 0) {
+            fh->busy_publishes--;
+            reply_error(c, h->request_id, QCG_EBUSY, "rank still published upstream");
+            return 0;
+        }
         if (other != NULL && other != c) {
             reply_error(c, h->request_id, QCG_EBUSY, "rank already published on this node");
             return 0;
@@ -443,6 +451,23 @@ void fake_helper_mute_next(struct fake_helper *fh, uint16_t type)
     pthread_mutex_lock(&fh->lock);
     fh->mute_type = type;
     pthread_mutex_unlock(&fh->lock);
+}
+
+void fake_helper_busy_publishes(struct fake_helper *fh, unsigned n)
+{
+    pthread_mutex_lock(&fh->lock);
+    fh->busy_publishes = n;
+    pthread_mutex_unlock(&fh->lock);
+}
+
+unsigned fake_helper_hellos(struct fake_helper *fh)
+{
+    return read_locked(fh, &fh->hellos);
+}
+
+unsigned fake_helper_publishes(struct fake_helper *fh)
+{
+    return read_locked(fh, &fh->publishes);
 }
 
 void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code)

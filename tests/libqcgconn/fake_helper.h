@@ -47,7 +47,13 @@ void fake_helper_hold_lookups(struct fake_helper *fh, unsigned n);
    that process).  0, or -1 if there is none. */
 int fake_helper_drop_rank(struct fake_helper *fh, int32_t rank);
 
+/* The next n PUBLISHes are answered BUSY (the old contact still known
+   upstream after a helper's restart). */
+void fake_helper_busy_publishes(struct fake_helper *fh, unsigned n);
+
 /* Counters. */
+unsigned fake_helper_hellos(struct fake_helper *fh);
+unsigned fake_helper_publishes(struct fake_helper *fh);
 unsigned fake_helper_connections(struct fake_helper *fh);
 unsigned fake_helper_lookups(struct fake_helper *fh);
 unsigned fake_helper_withdraws(struct fake_helper *fh);
