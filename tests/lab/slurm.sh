@@ -182,7 +182,7 @@ slurm_up() {
 # slurm_down: stops every Slurm and munge daemon of the lab (down, or up
 # without --batch); jobs end with their slurmd.
 slurm_down() {
-	local s f pid uid pids=()
+	local s n f pid uid pids=()
 	[ -d "$SLURM_DIR" ] || return 0
 	uid=$(id -u "$LAB_USER")
 	# The jobs first (everything of the lab's user on a compute node): a
@@ -200,6 +200,14 @@ slurm_down() {
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do
 		wait_until 5 "Slurm daemon $pid to stop" pid_dead "$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+	done
+	# What they leave (slurmstepd of a killed job, slurmscriptd).
+	for s in "${SITES[@]}"; do
+		for n in "$s-head" "${s}1" "${s}2"; do
+			for pid in $(ip netns pids "$(node_ns "$n")" 2>/dev/null); do
+				case $(cat "/proc/$pid/comm" 2>/dev/null) in slurm* | munged) kill -KILL "$pid" 2>/dev/null || true ;; esac
+			done
+		done
 	done
 	rm -rf "$SLURM_DIR"
 }

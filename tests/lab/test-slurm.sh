@@ -112,7 +112,7 @@ BG_PIDS+=("$submit")
 poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out3" ||
 	{ show "$WORK/out3"; fail "no submission at nata"; }
 main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out3").out
-poll 60 "the program to start" grep -q "mpirun starts" "$main_out" ||
+poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
 	{ show "$WORK/out3"; fail "sleep did not start"; }
 poll 10 "sleep on sym2" grep -q sleep <<<"$(user_processes | grep '^sym2')" || true
 # The secret: in the agents' environment, on no command line, in no file
@@ -123,9 +123,9 @@ secret=""
 if [ -z "$secret" ]; then
 	bad "no QCG_JOB_SECRET in an agent's environment"
 else
-	for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$secret" && bad "the secret is on the command line of $pid: $(cat "/proc/$pid/comm")"
-	done
+	for f in /proc/[0-9]*/cmdline; do
+		tr '\0' ' ' 2>/dev/null <"$f" | grep -q "$secret" && bad "the secret is on the command line of $f"
+	done 2>/dev/null
 	while read -r f; do
 		grep -qF "$secret" "$f" 2>/dev/null && bad "the secret is in $f, which others may read"
 	done < <(find "$LAB_STATE" -type f -perm /044 2>/dev/null)
@@ -165,7 +165,9 @@ poll 20 "no process of the user left" no_user_processes || bad "processes left a
 # 5. Back to the lab without Slurm: no Slurm or munge process, no state.
 trap scratch_cleanup EXIT
 restore
-pgrep -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd' >/dev/null && bad "Slurm or munge still runs after up without --batch"
+slurm_gone() { ! pgrep -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd' >/dev/null; }
+poll 10 "Slurm to be gone" slurm_gone ||
+	bad "Slurm or munge still runs after up without --batch: $(pgrep -a -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd')"
 [ ! -e "$LAB_STATE/slurm" ] || bad "$LAB_STATE/slurm is left after up without --batch"
 [ "$failed" = 0 ] || fail "$failed checks failed"
 echo PASS
