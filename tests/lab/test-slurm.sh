@@ -42,8 +42,11 @@ for s in open fw nata natb sym; do
 	grep -q "^  $s: partition batch\* up, 2 nodes idle ${s}\[1-2\]" "$WORK/status" ||
 		{ show "$WORK/status" 8; bad "status does not show site $s's Slurm nodes idle"; }
 done
-# No Slurm or munge process outside the lab's namespaces.
-for pid in $(pgrep -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd'); do
+# Every Slurm and munge process on this machine (pgrep -x takes one name).
+slurm_pids() { for n in slurmctld slurmd slurmstepd slurmscriptd munged; do pgrep -x "$n" || true; done; }
+# None outside the lab's namespaces.
+[ -n "$(slurm_pids)" ] || bad "no Slurm process runs"
+for pid in $(slurm_pids); do
 	ip netns identify "$pid" | grep -q '^qcg-' || bad "$(cat "/proc/$pid/comm") [$pid] runs outside the lab's namespaces"
 done
 
@@ -146,9 +149,8 @@ no_user_processes "fw's queue full" || true
 # 5. Back to the lab without Slurm: no Slurm or munge process, no state.
 trap scratch_cleanup EXIT
 restore
-slurm_gone() { ! pgrep -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd' >/dev/null; }
-poll 10 "Slurm to be gone" slurm_gone ||
-	bad "Slurm or munge still runs after up without --batch: $(pgrep -a -x 'slurmctld|slurmd|slurmstepd|munged|slurmscriptd')"
+slurm_gone() { [ -z "$(slurm_pids)" ]; }
+poll 10 "Slurm to be gone" slurm_gone || bad "Slurm or munge still runs after up without --batch: $(slurm_pids)"
 [ ! -e "$LAB_STATE/slurm" ] || bad "$LAB_STATE/slurm is left after up without --batch"
 [ "$failed" = 0 ] || fail "$failed checks failed"
 echo PASS
