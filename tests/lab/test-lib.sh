@@ -252,3 +252,42 @@ cat_transfer() {
 	XFER_TECH=$(echo "$XFER_SENT" | json_field technique)
 	XFER_SETUP_US=$(echo "$XFER_SENT" | json_field setup_us)
 }
+
+# Tests that count failed checks and go on: bad says one, the test ends with
+# [ "$failed" = 0 ] || fail ...
+failed=0
+LAB_UID=$(id -u nobody)
+LAB_COMPUTE="open1 open2 fw1 fw2 nata1 nata2 natb1 natb2 sym1 sym2"
+
+bad() {
+	echo "FAIL: $*" >&2
+	failed=$((failed + 1))
+}
+
+# show FILE: its last lines, indented, for a failed check.
+show() { tail -n "${2:-20}" "$1" 2>/dev/null | sed 's/^/     | /' >&2; }
+
+# user_processes: "node pid command" for each process of the lab's user in any
+# compute node's namespace.
+user_processes() {
+	local n pid
+	for n in $LAB_COMPUTE; do
+		for pid in $(ip netns pids "qcg-$n" 2>/dev/null); do
+			[ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$LAB_UID" ] || continue
+			echo "$n $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80)"
+		done
+	done
+}
+
+# no_user_processes WHAT: within 20 s, no process of the user left on any node.
+no_user_processes() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -z "$(user_processes)" ] && return 0
+		sleep 0.1
+	done
+	bad "$1: processes left 20 s later:"
+	user_processes | sed 's/^/     | /' >&2
+	user_processes | awk '{ print $2 }' | xargs -r kill -9 2>/dev/null || true
+	return 1
+}

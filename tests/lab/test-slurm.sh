@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# lab-slurm: every site a Slurm cluster (qcg-lab up --batch slurm) and a
+# cross-site job submitted as a user of those clusters submits it: qcg-submit
+# runs each site's own sbatch (on its head, as the lab's user, through
+# `qcg-lab login`), the parts' `srun qcg-agent` serve the job, the first
+# part's qcg-mpirun runs the all-pairs program over 2 nodes of nata (NAT),
+# fw (firewall) and sym (symmetric NAT).  Checked: the program's verdict and
+# exit status from the batch jobs' output files; MPI_Abort's status; the
+# secret on no command line and in no world-readable file; scancel of one
+# site's part ends the job everywhere, nothing of the user left; a part that
+# cannot start (its queue full) times out naming its site.  The lab is put
+# back without Slurm.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+require_services
+command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed"
+command -v slurmctld >/dev/null 2>&1 || skip "slurmctld is not installed (scripts/install-deps)"
+[ -x "$QCG_BUILD_DIR/launch/qcg-submit" ] || skip "qcg-submit is not built"
+progs=$QCG_BUILD_DIR/tests/mpi
+[ -x "$progs/qcg-mpi-allpairs" ] || skip "the MPI test programs are not built in $progs"
+scratch
+HOME_DIR=$LAB_STATE/user/home
+SUBMIT=("$QCG_BUILD_DIR/launch/qcg-submit" --via "$LAB login {} --")
+# The staged BTL (qcg-lab login stages it, as qcg-lab mpirun does).
+COMPONENTS=$LAB_STATE/user/lib:$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+
+running_jobs() {
+	local s
+	for s in nata fw sym; do "$LAB" login "$s" -- squeue -h -o "$s %i %T" 2>/dev/null; done
+}
+no_running_jobs() { [ -z "$(running_jobs)" ]; }
+
+restore() {
+	"$LAB" up >"$WORK/restore" 2>&1 || { show "$WORK/restore"; echo "FAIL: up without --batch" >&2; }
+}
+trap 'rc=$?; restore; (exit $rc); scratch_cleanup' EXIT
+
+"$LAB" up --batch slurm >"$WORK/up" 2>&1 || { show "$WORK/up"; fail "up --batch slurm"; }
+note "$(tail -n 1 "$WORK/up")"
+"$LAB" status >"$WORK/status" 2>&1 || true
+for s in open fw nata natb sym; do
+	grep -q "^  $s: partition batch\* up, 2 nodes idle ${s}\[1-2\]" "$WORK/status" ||
+		{ show "$WORK/status" 8; bad "status does not show site $s's Slurm nodes idle"; }
+done
+# Every Slurm and munge process on this machine (pgrep -x takes one name).
+slurm_pids() { for n in slurmctld slurmd slurmstepd slurmscriptd munged; do pgrep -x "$n" || true; done; }
+# None outside the lab's namespaces.
+[ -n "$(slurm_pids)" ] || bad "no Slurm process runs"
+for pid in $(slurm_pids); do
+	ip netns identify "$pid" | grep -q '^qcg-' || bad "$(cat "/proc/$pid/comm") [$pid] runs outside the lab's namespaces"
+done
+
+# 1. The all-pairs program over nata, fw, sym, 2 nodes each.
+t0=$(date +%s.%N)
+rc=0
+timeout -k 10 180 "${SUBMIT[@]}" --start-timeout 60 nata fw sym -- \
+	--mca mca_base_component_path "$COMPONENTS" "$progs/qcg-mpi-allpairs" 1048576 \
+	>"$WORK/out1" 2>&1 || rc=$?
+t1=$(date +%s.%N)
+ids=$(sed -n 's/^qcg-submit: done after .*outputs: .*: \(.*\))$/\1/p' "$WORK/out1")
+main_out=$HOME_DIR/qcg-nata-$(tr ' ' '\n' <<<"$ids" | sed -n 's/^nata://p').out
+if [ "$rc" = 0 ] && grep -q "^PASS allpairs: 6 ranks" "$main_out" 2>/dev/null; then
+	note "ok   allpairs over nata, fw, sym (6 ranks) by qcg-submit: $(grep '^PASS' "$main_out")"
+else
+	show "$WORK/out1" 30
+	bad "qcg-submit allpairs: status $rc, no PASS in $main_out"
+fi
+for s in fw sym; do
+	f=$HOME_DIR/qcg-$s-$(tr ' ' '\n' <<<"$ids" | sed -n "s/^$s://p").out
+	[ "$(grep -c 'ready: agent' "$f" 2>/dev/null)" = 2 ] || { show "$f"; bad "$s's output file does not show its 2 agents ready"; }
+done
+for f in "$HOME_DIR"/qcg-*.out; do
+	[ "$(stat -c %a "$f")" = 600 ] || bad "$f is mode $(stat -c %a "$f"), not 600"
+done
+started=$(sed -n 's/^qcg-submit: mpirun starts at \([0-9.]*\).*/\1/p' "$main_out")
+ended=$(sed -n 's/^qcg-submit: mpirun exited with status 0 at \([0-9.]*\).*/\1/p' "$main_out")
+if [ -n "$started" ] && [ -n "$ended" ]; then
+	note "time: submission to mpirun $(awk -v a="$t0" -v b="$started" 'BEGIN { printf "%.1f", b - a }') s, mpirun $(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') s, qcg-submit in all $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+fi
+
+# 2. A rank's MPI_Abort: its status is qcg-submit's.
+rc=0
+timeout -k 10 120 "${SUBMIT[@]}" --start-timeout 60 nata fw -- \
+	--mca mca_base_component_path "$COMPONENTS" "$progs/qcg-mpi-abort" 9 >"$WORK/out2" 2>&1 || rc=$?
+if [ "$rc" = 9 ]; then note "ok   MPI_Abort(9) in a rank: qcg-submit exits 9"; else
+	show "$WORK/out2"
+	bad "MPI_Abort(9): qcg-submit exits $rc"
+fi
+poll 20 "the jobs to end" no_running_jobs || bad "jobs left after the MPI_Abort: $(running_jobs)"
+
+# 3. scancel of fw's part while the program runs: the job ends everywhere.
+"${SUBMIT[@]}" --start-timeout 60 nata fw sym -- /bin/sleep 300 >"$WORK/out3" 2>&1 &
+submit=$!
+BG_PIDS+=("$submit")
+poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out3" ||
+	{ show "$WORK/out3"; fail "no submission at nata"; }
+main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out3").out
+poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
+	{ show "$WORK/out3"; fail "sleep did not start"; }
+sleep_on_sym2() { user_processes | grep -q '^sym2 .*sleep'; }
+poll 10 "the program on sym2" sleep_on_sym2 || bad "no rank on sym2"
+# The secret: in the agents' environment, on no command line, in no file
+# others may read.
+agent=$(user_processes | awk '/qcg-agent/ { print $2; exit }')
+secret=""
+[ -z "$agent" ] || secret=$(tr '\0' '\n' <"/proc/$agent/environ" 2>/dev/null | sed -n 's/^QCG_JOB_SECRET=//p')
+if [ -z "$secret" ]; then
+	bad "no QCG_JOB_SECRET in an agent's environment"
+else
+	for f in /proc/[0-9]*/cmdline; do
+		tr '\0' ' ' 2>/dev/null <"$f" | grep -q "$secret" && bad "the secret is on the command line of $f"
+	done 2>/dev/null
+	while read -r f; do
+		grep -qF "$secret" "$f" 2>/dev/null && bad "the secret is in $f, which others may read"
+	done < <(find "$LAB_STATE" -type f -perm /044 2>/dev/null)
+	note "ok   the job's secret is on no command line and in no world-readable file"
+fi
+fw_job=$("$LAB" login fw -- squeue -h -u nobody -o %i | head -n 1)
+t0=$(ms)
+"$LAB" login fw -- scancel "$fw_job"
+rc=0
+wait_exit "$submit" 30 || rc=$?
+if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$WORK/out3"; then
+	note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms: $(grep 'the part at fw' "$WORK/out3")"
+else
+	show "$WORK/out3"
+	bad "scancel of fw's part: qcg-submit exits $rc without naming fw's part"
+fi
+poll 20 "no job left" no_running_jobs || bad "jobs left after scancel: $(running_jobs)"
+no_user_processes "scancel of fw's part" || true
+
+# 4. fw's queue full (the user's own job holds both nodes): the part there
+# does not start; the job is cancelled everywhere, naming fw.
+"$LAB" login fw -- sbatch -N 2 -o /dev/null --wrap "sleep 120" >"$WORK/blocker" 2>&1 ||
+	{ show "$WORK/blocker"; fail "sbatch of a blocker at fw"; }
+rc=0
+t0=$(ms)
+timeout -k 10 60 "${SUBMIT[@]}" --start-timeout 8 nata fw -- /bin/true >"$WORK/out4" 2>&1 || rc=$?
+if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job [0-9]*) did not start within 8 s (PENDING" "$WORK/out4"; then
+	note "ok   fw's queue full: after $(($(ms) - t0)) ms: $(grep 'did not start' "$WORK/out4")"
+else
+	show "$WORK/out4"
+	bad "fw's queue full: qcg-submit exits $rc without naming fw"
+fi
+"$LAB" login fw -- scancel -u nobody
+poll 20 "no job left" no_running_jobs || bad "jobs left after the timeout: $(running_jobs)"
+no_user_processes "fw's queue full" || true
+
+# 5. Back to the lab without Slurm: no Slurm or munge process, no state.
+trap scratch_cleanup EXIT
+restore
+slurm_gone() { [ -z "$(slurm_pids)" ]; }
+poll 10 "Slurm to be gone" slurm_gone || bad "Slurm or munge still runs after up without --batch: $(slurm_pids)"
+[ ! -e "$LAB_STATE/slurm" ] || bad "$LAB_STATE/slurm is left after up without --batch"
+[ "$failed" = 0 ] || fail "$failed checks failed"
+echo PASS
