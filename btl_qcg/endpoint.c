@@ -745,6 +745,9 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         frame = (BTL_QCG_HDR_SIZE + len + 7) & ~(size_t)7;
         if (ep->rx_len - ep->rx_off < frame)
             break;
+        news.any = true;
+        news.ack = ntohl(hdr.ack);
+        news.ack_me |= (hdr.flags & BTL_QCG_ACK_ME) != 0;
         if (hdr.type != BTL_QCG_DATA) {
             if (hdr.type > BTL_QCG_CLOSE || len != 0) {
                 snprintf(detail, sizeof(detail), "a control frame of type %u, %zu bytes",
@@ -753,30 +756,26 @@ static bool deliver(struct btl_qcg_endpoint *ep)
             }
             news.resume |= hdr.type == BTL_QCG_RESUME;
             news.closed |= hdr.type == BTL_QCG_CLOSE;
-        } else {
-            seq = ntohl(hdr.seq);
-            if (seq != (uint32_t)(rx_seq + 1)) {
-                if ((int32_t)(seq - (uint32_t)rx_seq) > 0) {
-                    snprintf(detail, sizeof(detail), "frame %u where %u was due", seq,
-                             (uint32_t)(rx_seq + 1));
-                    break;
-                }
-                ep->rx_off += frame; /* had it */
-                continue;
-            }
-            reg = &mca_btl_base_active_message_trigger[hdr.tag];
-            if (reg->cbfunc == NULL) {
-                snprintf(detail, sizeof(detail), "a frame with tag %u, which nobody registered",
-                         hdr.tag);
+            ep->rx_off += frame;
+            continue;
+        }
+        seq = ntohl(hdr.seq);
+        if (seq != (uint32_t)(rx_seq + 1)) {
+            if ((int32_t)(seq - (uint32_t)rx_seq) > 0) {
+                snprintf(detail, sizeof(detail), "frame %u where %u was due", seq,
+                         (uint32_t)(rx_seq + 1));
                 break;
             }
-        }
-        news.any = true;
-        news.ack = ntohl(hdr.ack);
-        news.ack_me |= (hdr.flags & BTL_QCG_ACK_ME) != 0;
-        ep->rx_off += frame;
-        if (hdr.type != BTL_QCG_DATA)
+            ep->rx_off += frame; /* had it */
             continue;
+        }
+        reg = &mca_btl_base_active_message_trigger[hdr.tag];
+        if (reg->cbfunc == NULL) {
+            snprintf(detail, sizeof(detail), "a frame with tag %u, which nobody registered",
+                     hdr.tag);
+            break;
+        }
+        ep->rx_off += frame;
         rx_seq++;
         memset(&desc, 0, sizeof(desc));
         seg.seg_addr.pval = ep->rx + ep->rx_off - frame + BTL_QCG_HDR_SIZE;
