@@ -349,9 +349,9 @@ static void connect_now(struct btl_qcg_endpoint *ep)
 
     if (ep->broken_since_us != 0) {
         /* Reconnecting: no attempt outlasts btl_qcg_reconnect_timeout. */
-        uint64_t left = attempt_deadline(ep, timeout_us()) - btl_qcg_now_us();
+        uint64_t now = btl_qcg_now_us(), end = attempt_deadline(ep, timeout_us());
 
-        ms = (int)(left / 1000) > 0 ? (int)(left / 1000) : 1;
+        ms = end > now + 1000 ? (int)((end - now) / 1000) : 1;
     }
     rc = qcg_connect_start(m->ctx, (int)ep->vpid, ms, &ep->op);
     if (rc < 0) {
