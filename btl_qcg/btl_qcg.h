@@ -133,22 +133,22 @@ struct btl_qcg_endpoint {
     /* send queue, in order: frames written but not acknowledged (the resend
        buffer), then from unsent on frames not (completely) written */
     struct btl_qcg_frag *sq_head, *sq_tail, *unsent;
-    uint64_t tx_seq;      /* data frames queued */
-    uint64_t acked;       /* of them, acknowledged by the peer */
-    uint64_t written_seq; /* the last written completely on some channel */
-    size_t copied;        /* bytes of copies in the queue (btl_qcg_resend_buffer) */
+    uint64_t tx_seq;       /* data frames queued */
+    uint64_t acked;        /* of them, acknowledged by the peer */
+    uint64_t written_seq;  /* the last written completely on some channel */
+    size_t copied;         /* bytes of copies in the queue (btl_qcg_resend_buffer) */
     size_t copied_unasked; /* of them, since the last frame with ACK_ME */
     /* a control frame (ACK, RESUME, CLOSE) owed, written between frames */
     struct btl_qcg_hdr ctl;
     size_t ctl_sent;
     bool ctl_pending;
-    bool resumed;         /* the peer's RESUME arrived on this channel: data may go */
-    uint64_t rx_seq;      /* data frames received and delivered */
-    uint64_t ack_sent;    /* the ack in the last header we wrote */
-    bool ack_owed;        /* a frame asked for an ack */
-    bool peer_closed;     /* its CLOSE arrived: its EOF is the end */
+    bool resumed;             /* the peer's RESUME arrived on this channel: data may go */
+    uint64_t rx_seq;          /* data frames received and delivered */
+    uint64_t ack_sent;        /* the ack in the last header we wrote */
+    bool ack_owed;            /* a frame asked for an ack */
+    bool peer_closed;         /* its CLOSE arrived: its EOF is the end */
     uint64_t broken_since_us; /* reconnecting since, 0 not */
-    uint64_t since_break; /* data frames written since the last test break */
+    uint64_t since_break;     /* data frames written since the last test break */
     unsigned long breaks, resent;
     /* receive: verdict, then frames */
     unsigned char verdict[BTL_QCG_VERDICT_SIZE];

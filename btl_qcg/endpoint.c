@@ -226,16 +226,17 @@ static void fail_sys(struct btl_qcg_endpoint *ep, const char *what, const char *
                 btl_qcg_defer_error(m, ep->proc, info);
             }
         } else {
-        /* The explained text goes to show_help; the PML's error callback
-           (which aborts the job, once our lock is released) prints the
-           reason too: mpirun 4.1 loses some help messages that race with
-           an abort. */
-        btl_qcg_report_failure(ep, what, detail, sys_errno);
-        if (m->error_cb != NULL) {
-            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
-                     m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
-            btl_qcg_defer_error(m, ep->proc, info);
-        }
+            /* The explained text goes to show_help; the PML's error callback
+               (which aborts the job, once our lock is released) prints the
+               reason too: mpirun 4.1 loses some help messages that race with
+               an abort. */
+            btl_qcg_report_failure(ep, what, detail, sys_errno);
+            if (m->error_cb != NULL) {
+                snprintf(info, sizeof(info),
+                         "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s", m->vpid,
+                         ep->vpid, btl_qcg_peer_host(ep), what, detail);
+                btl_qcg_defer_error(m, ep->proc, info);
+            }
         }
     }
     for (struct btl_qcg_frag *frag; (frag = btl_qcg_queue_pop(ep)) != NULL;)
@@ -750,8 +751,8 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         news.ack_me |= (hdr.flags & BTL_QCG_ACK_ME) != 0;
         if (hdr.type != BTL_QCG_DATA) {
             if (hdr.type > BTL_QCG_CLOSE || len != 0) {
-                snprintf(detail, sizeof(detail), "a control frame of type %u, %zu bytes",
-                         hdr.type, len);
+                snprintf(detail, sizeof(detail), "a control frame of type %u, %zu bytes", hdr.type,
+                         len);
                 break;
             }
             news.resume |= hdr.type == BTL_QCG_RESUME;
@@ -870,7 +871,8 @@ static void read_frames(struct btl_qcg_endpoint *ep)
             set_state(ep, EP_IDLE);
             return;
         }
-        channel_broken(ep, n == 0 ? "the peer's end closed without a close frame" : strerror(errno));
+        channel_broken(ep,
+                       n == 0 ? "the peer's end closed without a close frame" : strerror(errno));
         return;
     }
 }

@@ -21,9 +21,8 @@
 struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag,
                                          bool *done)
 {
-    size_t limit = (size_t)(mca_btl_qcg_component.resend_buffer > 0
-                                ? mca_btl_qcg_component.resend_buffer
-                                : 0);
+    size_t limit =
+        (size_t)(mca_btl_qcg_component.resend_buffer > 0 ? mca_btl_qcg_component.resend_buffer : 0);
     size_t payload = frag->total - BTL_QCG_HDR_SIZE, size = sizeof(*frag) + frag->total;
     struct btl_qcg_frag *copy;
     unsigned char *p;

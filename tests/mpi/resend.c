@@ -111,8 +111,8 @@ int main(int argc, char **argv)
             for (int k = 0; k < WINDOW; k++) {
                 long long index = (long long)r * WINDOW + k;
 
-                MPI_Irecv(in[p * WINDOW + k], (int)size_of(index), MPI_BYTE, p, TAG,
-                          MPI_COMM_WORLD, &reqs[nreq++]);
+                MPI_Irecv(in[p * WINDOW + k], (int)size_of(index), MPI_BYTE, p, TAG, MPI_COMM_WORLD,
+                          &reqs[nreq++]);
             }
         }
         for (int d = 1; d < n; d++) {
@@ -151,8 +151,9 @@ int main(int argc, char **argv)
         stop_phase(rank, n, stop_rank, want);
         mt_error(rank, "the stop phase ended");
     }
-    rc = mt_verdict("resend", "%lld messages (%.1f MiB) received per rank in order and intact "
-                              "in %.2f s",
+    rc = mt_verdict("resend",
+                    "%lld messages (%.1f MiB) received per rank in order and intact "
+                    "in %.2f s",
                     messages, bytes / 1048576.0, mt_now() - t0);
     for (int i = 0; i < n * WINDOW; i++) {
         free(out[i]);

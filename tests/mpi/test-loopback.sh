@@ -146,6 +146,15 @@ if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((breaks >= 20 && back >=
 	pass "resend: $breaks connection resets under the exchange, $back re-established, $again frames sent again ($elapsed ms): $(grep "^PASS" "$out" | cut -c1-120)"
 else echo "(exit $rc, $breaks breaks, $back re-established, $again frames sent again)" >>"$out"; fail "resend: connections reset under a checksummed exchange, every message once, in order, intact"; fi
 
+# The same under MPI_THREAD_MULTIPLE: 4 threads per rank send and receive to
+# every peer at once while the connections are reset every 13 frames (breaks
+# found by one thread's write while another reads or reconnects).
+run_mpi 240 4 self,qcg --mca btl_qcg_test_break_every 13 --mca btl_qcg_verbose 1 "$progs/qcg-mpi-threads" --threads 4
+breaks=$(grep -c "broken (btl_qcg_test_break_every)" "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" && ((breaks >= 20)); then
+	pass "threads with resets: $breaks connection resets, 4 threads per rank: $(grep "^PASS" "$out" | cut -c1-110)"
+else echo "(exit $rc, $breaks breaks)" >>"$out"; fail "threads with resets: MPI_THREAD_MULTIPLE, every message intact across connection resets"; fi
+
 # --- a peer that is gone ------------------------------------------------------
 # After 2 rounds rank 1 stops itself (SIGSTOP: it neither exits nor answers);
 # rank 0 sends it messages, its connection breaks (the hook) and no new one
