@@ -40,6 +40,7 @@ struct btl_qcg_component {
     int max_connects;       /* btl_qcg_max_connects: connect operations at once */
     int reconnect_timeout_ms; /* btl_qcg_reconnect_timeout: a broken channel's peer is gone */
     int resend_buffer;        /* btl_qcg_resend_buffer: bytes of copies kept per peer */
+    int copy_max;             /* btl_qcg_copy_max: larger frames complete when acked */
     int test_break_every;     /* btl_qcg_test_break_every: test hook, 0 off */
 };
 /* The modex key of our cluster's name (for btl_qcg_cluster_peers). */

@@ -14,10 +14,6 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-/* Frames up to this payload are copied (a copy costs less than waiting for
-   the ack); larger ones wait for the ack. */
-#define COPY_MAX (16u * 1024)
-
 struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag,
                                          bool *done)
 {
@@ -28,8 +24,11 @@ struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl
     unsigned char *p;
 
     *done = false;
-    if (payload > COPY_MAX || ep->copied + size > limit ||
-        (copy = btl_qcg_frag_alloc_exact(payload)) == NULL) {
+    /* Frames up to btl_qcg_copy_max are copied (a copy costs less than
+       waiting for the ack); larger ones wait for the ack. */
+    if (payload >
+            (size_t)(mca_btl_qcg_component.copy_max > 0 ? mca_btl_qcg_component.copy_max : 0) ||
+        ep->copied + size > limit || (copy = btl_qcg_frag_alloc_exact(payload)) == NULL) {
         frag->hdr.flags = BTL_QCG_ACK_ME;
         return frag;
     }
