@@ -48,7 +48,7 @@ __attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_comp
     .max_connects = 32,
     .reconnect_timeout_ms = 60000,
     .resend_buffer = 4 * 1024 * 1024,
-    .copy_max = 16 * 1024,
+    .copy_max = 128 * 1024,
     .test_break_every = 0,
 };
 
@@ -112,7 +112,7 @@ static int component_register(void)
         "acknowledged",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.resend_buffer);
-    mca_btl_qcg_component.copy_max = 16 * 1024;
+    mca_btl_qcg_component.copy_max = 128 * 1024;
     (void)mca_base_component_var_register(
         c, "copy_max",
         "Frames up to this many payload bytes are copied into the resend buffer (their send "

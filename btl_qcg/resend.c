@@ -2,11 +2,11 @@
    until the peer acknowledges it, so that after a broken channel the peer
    gets, on the next one, exactly the frames it had not received.
  *
- * Small frames are copied (the PML's descriptor completes at once, as it
- * did when it was written); large ones, and any frame once the copies reach
- * btl_qcg_resend_buffer, are kept as they are and complete when acked (they
- * point into the user's buffer; the PML waits, which is the back-pressure:
- * nothing is dropped).  Such frames carry ACK_ME so that the peer acks at
+ * Frames up to btl_qcg_copy_max (all, by default) are copied (the PML's
+ * descriptor completes at once, as it did when it was written); larger ones,
+ * and any frame once the copies reach btl_qcg_resend_buffer, are kept as they
+ * are and complete when acked (they point into the user's buffer; the PML
+ * waits, which is the back-pressure: nothing is dropped).  Such frames carry ACK_ME so that the peer acks at
  * once, as does a copy each quarter of the buffer.
  */
 #include "btl_qcg.h"
