@@ -8,9 +8,11 @@
  * the endpoints, the epoll set and libqcgconn; one thread at a time runs
  * progress (the others return at once); PML callbacks run without the
  * state lock, so they may send, to the same peer too (see README.md,
- * "Threads").  Frames on the wire: an 8-byte header {length, tag}, the
- * payload, padding to a multiple of 8 (frames stay aligned in the receive
- * buffer).
+ * "Threads").  Frames on the wire: a 16-byte header {length, tag, type,
+ * flags, seq, ack}, the payload, padding to a multiple of 8 (frames stay
+ * aligned in the receive buffer).  Data frames are numbered and kept until
+ * the peer acknowledges them, so that a broken channel is re-established
+ * and the peer gets what it missed (README.md, "Broken connections").
  */
 #ifndef BTL_QCG_H
 #define BTL_QCG_H
@@ -36,18 +38,37 @@ struct btl_qcg_component {
     int local_peers;        /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
     int cluster_peers;      /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
     int max_connects;       /* btl_qcg_max_connects: connect operations at once */
+    int reconnect_timeout_ms; /* btl_qcg_reconnect_timeout: a broken channel's peer is gone */
+    int resend_buffer;        /* btl_qcg_resend_buffer: bytes of copies kept per peer */
+    int copy_max;             /* btl_qcg_copy_max: larger frames complete when acked */
+    int test_break_every;     /* btl_qcg_test_break_every: test hook, 0 off */
 };
 /* The modex key of our cluster's name (for btl_qcg_cluster_peers). */
 #define BTL_QCG_MODEX_CLUSTER "btl.qcg.cluster"
 extern struct btl_qcg_component mca_btl_qcg_component;
 
-/* Wire header of every frame (integers in network byte order). */
+/* Wire header of every frame (integers in network byte order).  seq and ack
+   are the low 32 bits of counters of data frames: seq numbers a data frame
+   (1, 2, ...), ack says how many the sender of the header received. */
 struct btl_qcg_hdr {
     uint32_t length; /* payload bytes, padding excluded */
     uint8_t tag;
-    uint8_t reserved[3];
+    uint8_t type;  /* enum btl_qcg_frame_type */
+    uint8_t flags; /* BTL_QCG_ACK_ME */
+    uint8_t reserved;
+    uint32_t seq; /* data frames only */
+    uint32_t ack;
 };
-#define BTL_QCG_HDR_SIZE 8
+#define BTL_QCG_HDR_SIZE 16
+enum btl_qcg_frame_type {
+    BTL_QCG_DATA = 0,   /* for the PML (tag) */
+    BTL_QCG_ACK = 1,    /* only the ack */
+    BTL_QCG_RESUME = 2, /* first frame on every channel: ack = what we have */
+    BTL_QCG_CLOSE = 3,  /* we finalize: an EOF after it is no break */
+};
+/* The sender waits for this frame's ack (it holds the PML's completion, or
+   its copies grew): the receiver acks at once. */
+#define BTL_QCG_ACK_ME 1
 /* A frame larger than this is a protocol error, whatever the parameters. */
 #define BTL_QCG_FRAME_MAX (64u * 1024 * 1024)
 
@@ -55,7 +76,7 @@ struct btl_qcg_hdr {
    libqcgconn: the BTL-level answer that makes a simultaneous connect end with
    exactly one channel (the one initiated by the lower rank). */
 #define BTL_QCG_VERDICT_SIZE 8
-#define BTL_QCG_VERSION 1
+#define BTL_QCG_VERSION 2
 enum { BTL_QCG_ACCEPT = 1, BTL_QCG_REFUSE = 2 };
 
 /* A send descriptor.  segments[0] is our buffer (data[]), segments[1] an
@@ -71,6 +92,8 @@ struct btl_qcg_frag {
     size_t capacity; /* bytes of data[] */
     int pool;        /* which cache it returns to, -1 none */
     int status;      /* of its completion, while on the completion list */
+    uint64_t seq;    /* once queued */
+    size_t copied;   /* a copy we made of a PML frame: bytes it holds, else 0 */
     _Alignas(8) unsigned char data[];
 };
 
@@ -80,6 +103,7 @@ enum btl_qcg_ep_state {
     EP_CONNECTING, /* our qcg connect operation runs */
     EP_VERDICT,    /* connected; waiting for the acceptor's verdict */
     EP_WAITPEER,   /* our connection was refused: the peer's is on its way */
+    EP_BACKOFF,    /* a reconnect attempt failed: the next one at deadline_us */
     EP_CONNECTED,
     EP_FAILED, /* the error was reported; sends fail */
 };
@@ -107,8 +131,26 @@ struct btl_qcg_endpoint {
     uint64_t t_start_us;  /* first send that needed a channel */
     uint64_t deadline_us; /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
     struct qcg_conn_info info;
-    /* send queue: frames not (completely) written, in order */
-    struct btl_qcg_frag *sq_head, *sq_tail;
+    /* send queue, in order: frames written but not acknowledged (the resend
+       buffer), then from unsent on frames not (completely) written */
+    struct btl_qcg_frag *sq_head, *sq_tail, *unsent;
+    uint64_t tx_seq;       /* data frames queued */
+    uint64_t acked;        /* of them, acknowledged by the peer */
+    uint64_t written_seq;  /* the last written completely on some channel */
+    size_t copied;         /* bytes of copies in the queue (btl_qcg_resend_buffer) */
+    size_t copied_unasked; /* of them, since the last frame with ACK_ME */
+    /* a control frame (ACK, RESUME, CLOSE) owed, written between frames */
+    struct btl_qcg_hdr ctl;
+    size_t ctl_sent;
+    bool ctl_pending;
+    bool resumed;             /* the peer's RESUME arrived on this channel: data may go */
+    uint64_t rx_seq;          /* data frames received and delivered */
+    uint64_t ack_sent;        /* the ack in the last header we wrote */
+    bool ack_owed;            /* a frame asked for an ack */
+    bool peer_closed;         /* its CLOSE arrived: its EOF is the end */
+    uint64_t broken_since_us; /* reconnecting since, 0 not */
+    uint64_t since_break;     /* data frames written since the last test break */
+    unsigned long breaks, resent;
     /* receive: verdict, then frames */
     unsigned char verdict[BTL_QCG_VERDICT_SIZE];
     size_t verdict_got;
@@ -173,6 +215,24 @@ struct btl_qcg_frag *btl_qcg_frag_alloc(struct btl_qcg_module *m, size_t size);
 void btl_qcg_frag_release(struct btl_qcg_module *m, struct btl_qcg_frag *frag);
 void btl_qcg_frag_pools_free(struct btl_qcg_module *m);
 size_t btl_qcg_frag_iov(const struct btl_qcg_frag *frag, struct iovec *iov, size_t max);
+/* A descriptor of exactly size bytes, outside the caches (a resend copy). */
+struct btl_qcg_frag *btl_qcg_frag_alloc_exact(size_t size);
+
+/* resend.c: the send queue with its resend buffer (sequence numbers, acks) */
+/* The frame to queue for the PML's frag: a copy (the PML's frag is done at
+   once: *done set) or, when large or the copies reach btl_qcg_resend_buffer,
+   frag itself, whose completion waits for the ack (back-pressure). */
+struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag,
+                                         bool *done);
+/* Numbers the data frame and appends it to the queue. */
+void btl_qcg_queue_push(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag);
+struct btl_qcg_frag *btl_qcg_queue_pop(struct btl_qcg_endpoint *ep);
+/* The peer's cumulative ack (low 32 bits): acknowledged frames leave the
+   queue and complete.  -1: it acknowledges frames never sent. */
+int btl_qcg_ack_received(struct btl_qcg_endpoint *ep, uint32_t ack);
+/* A new channel: every unacknowledged frame is written again from its start
+   once the peer said what it has (RESUME). */
+void btl_qcg_rewind(struct btl_qcg_endpoint *ep);
 
 /* endpoint.c */
 struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t vpid);
@@ -203,6 +263,8 @@ void btl_qcg_log(int level, const char *fmt, ...) __attribute__((format(printf, 
 void btl_qcg_report_connected(struct btl_qcg_endpoint *ep);
 void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const char *detail,
                             int sys_errno);
+/* A broken channel not re-established within btl_qcg_reconnect_timeout. */
+void btl_qcg_report_gone(struct btl_qcg_endpoint *ep, const char *detail);
 const char *btl_qcg_peer_host(const struct btl_qcg_endpoint *ep);
 
 #endif

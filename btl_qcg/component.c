@@ -46,6 +46,10 @@ __attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_comp
     .local_peers = -1,
     .cluster_peers = -1,
     .max_connects = 32,
+    .reconnect_timeout_ms = 60000,
+    .resend_buffer = 4 * 1024 * 1024,
+    .copy_max = 128 * 1024,
+    .test_break_every = 0,
 };
 
 static int component_register(void)
@@ -93,6 +97,36 @@ static int component_register(void)
         "descriptors and a lookup at the node's helper)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.max_connects);
+    mca_btl_qcg_component.reconnect_timeout_ms = 60000;
+    (void)mca_base_component_var_register(
+        c, "reconnect_timeout",
+        "Milliseconds a broken connection to a peer may take to be re-established (the "
+        "messages it lost are sent again) before the job fails: the peer process is gone",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.reconnect_timeout_ms);
+    mca_btl_qcg_component.resend_buffer = 4 * 1024 * 1024;
+    (void)mca_base_component_var_register(
+        c, "resend_buffer",
+        "Bytes of copies of small sent messages kept per peer until it acknowledges them (to "
+        "send them again over a new connection); when full, sends complete only once "
+        "acknowledged",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.resend_buffer);
+    mca_btl_qcg_component.copy_max = 128 * 1024;
+    (void)mca_base_component_var_register(
+        c, "copy_max",
+        "Frames up to this many payload bytes are copied into the resend buffer (their send "
+        "completes at once); larger ones are kept in place and their send completes when the "
+        "peer acknowledges them",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.copy_max);
+    mca_btl_qcg_component.test_break_every = 0;
+    (void)mca_base_component_var_register(
+        c, "test_break_every",
+        "Test hook, 0 (off) in production: abort (reset) the connection to a peer after every N "
+        "new frames sent to it, to test reconnection and resending",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.test_break_every);
 
     /* TCP-like defaults; exclusivity above btl_tcp's so that qcg carries a
        peer both could reach. */

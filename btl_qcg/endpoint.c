@@ -3,15 +3,23 @@
  *   IDLE --first send--> CONNECTING --qcg connect done--> VERDICT
  *   VERDICT --ACCEPT--> CONNECTED          VERDICT --REFUSE--> WAITPEER
  *   any but CONNECTED/FAILED --incoming connection we accept--> CONNECTED
- *   CONNECTED --peer closed, nothing queued--> IDLE
- *   any --error or deadline--> FAILED (reported once; sends fail)
+ *   CONNECTED --peer's CLOSE, then EOF--> IDLE
+ *   CONNECTED --broken (reset, EOF without CLOSE, write error)--> CONNECTING
+ *       (or IDLE when nothing is owed either way; a later send reconnects)
+ *   a reconnect attempt --fails--> BACKOFF --a moment later--> CONNECTING
+ *   any --error or deadline--> FAILED (reported once; sends fail); while
+ *       reconnecting only once btl_qcg_reconnect_timeout has passed
  *
  * Simultaneous connect: every connection libqcgconn accepts gets a verdict
  * before any frame.  We refuse an incoming connection while we hold a
  * channel, or while our own attempt runs and our rank is the lower one (the
  * lower rank's connection wins); otherwise we accept it and drop our own
- * attempt.  Frames wait in the send queue until CONNECTED and are only ever
- * written on the accepted channel: none is lost, doubled or reordered.
+ * attempt.  An incoming connection while we are CONNECTED means the peer's
+ * end of our channel broke: it replaces ours.  Frames wait in the send queue
+ * until CONNECTED and the peer's RESUME (which says how many it has) and are
+ * only ever written on the accepted channel; unacknowledged ones are written
+ * again on the next channel (resend.c), and the receiver checks every frame's
+ * sequence number: none is lost, doubled or reordered.
  */
 #include "btl_qcg.h"
 
@@ -38,13 +46,15 @@
 #define VPID_LIMIT (1u << 24)
 /* Extra time after libqcgconn's own deadline before we give up on it. */
 #define OP_GRACE_US 5000000u
+/* Between reconnect attempts. */
+#define RETRY_US 250000u
 
 static void flush(struct btl_qcg_endpoint *ep);
 static void read_frames(struct btl_qcg_endpoint *ep);
 
 static bool state_pending(enum btl_qcg_ep_state s)
 {
-    return s == EP_CONNECTING || s == EP_VERDICT || s == EP_WAITPEER;
+    return s == EP_CONNECTING || s == EP_VERDICT || s == EP_WAITPEER || s == EP_BACKOFF;
 }
 
 static void set_state(struct btl_qcg_endpoint *ep, enum btl_qcg_ep_state s)
@@ -65,6 +75,24 @@ static uint64_t timeout_us(void)
     int ms = mca_btl_qcg_component.connect_timeout_ms;
 
     return (uint64_t)(ms > 0 ? ms : 1) * 1000u;
+}
+
+static uint64_t reconnect_us(void)
+{
+    int ms = mca_btl_qcg_component.reconnect_timeout_ms;
+
+    return (uint64_t)(ms > 0 ? ms : 1) * 1000u;
+}
+
+/* The end of a wait of base microseconds from now; while reconnecting never
+   past the bound of btl_qcg_reconnect_timeout. */
+static uint64_t attempt_deadline(const struct btl_qcg_endpoint *ep, uint64_t base)
+{
+    uint64_t d = btl_qcg_now_us() + base;
+
+    if (ep->broken_since_us != 0 && d > ep->broken_since_us + reconnect_us())
+        d = ep->broken_since_us + reconnect_us();
+    return d;
 }
 
 struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t vpid)
@@ -127,43 +155,42 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
         return;
     drop_op(ep);
     if (ep->fd >= 0) {
-        /* Done sending; the peer reads to the end before it sees EOF. */
+        /* Done sending: a CLOSE (our EOF is no break), when it fits between
+           frames; the peer reads to the end before it sees EOF. */
+        if (ep->state == EP_CONNECTED && ep->resumed && ep->unsent == NULL && !ep->ctl_pending) {
+            struct btl_qcg_hdr close_hdr = {.type = BTL_QCG_CLOSE,
+                                            .ack = htonl((uint32_t)ep->rx_seq)};
+
+            (void)send(ep->fd, &close_hdr, sizeof(close_hdr), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
         shutdown(ep->fd, SHUT_WR);
         close_sock(ep);
     }
-    while (ep->sq_head != NULL) {
-        struct btl_qcg_frag *frag = ep->sq_head;
-
-        ep->sq_head = frag->next;
+    for (struct btl_qcg_frag *frag; (frag = btl_qcg_queue_pop(ep)) != NULL;)
         btl_qcg_frag_release(ep->module, frag);
-    }
     if (state_pending(ep->state))
         ep->module->pending--;
     free(ep->rx);
     free(ep);
 }
 
-static void enqueue(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
-{
-    frag->next = NULL;
-    if (ep->sq_tail != NULL && ep->sq_head != NULL)
-        ep->sq_tail->next = frag;
-    else
-        ep->sq_head = frag;
-    ep->sq_tail = frag;
-}
+static void start_connect(struct btl_qcg_endpoint *ep);
 
-static struct btl_qcg_frag *dequeue(struct btl_qcg_endpoint *ep)
+/* A failed reconnect attempt: another one a moment later, while the bound
+   of btl_qcg_reconnect_timeout allows. */
+static bool retry_later(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
 {
-    struct btl_qcg_frag *frag = ep->sq_head;
+    uint64_t now = btl_qcg_now_us(), limit = ep->broken_since_us + reconnect_us();
 
-    if (frag != NULL) {
-        ep->sq_head = frag->next;
-        if (ep->sq_head == NULL)
-            ep->sq_tail = NULL;
-        frag->next = NULL;
-    }
-    return frag;
+    if (ep->broken_since_us == 0 || ep->state == EP_FAILED || now >= limit)
+        return false;
+    drop_op(ep);
+    close_sock(ep);
+    ep->deadline_us = now + RETRY_US < limit ? now + RETRY_US : limit;
+    set_state(ep, EP_BACKOFF);
+    btl_qcg_log(2, "reconnecting to rank %u: %s: %s; again in %u ms", ep->vpid, what, detail,
+                RETRY_US / 1000);
+    return true;
 }
 
 /* The failure of a peer: reported once, with the peer, its host and the
@@ -176,25 +203,43 @@ static void fail_sys(struct btl_qcg_endpoint *ep, const char *what, const char *
     struct btl_qcg_module *m = ep->module;
     char info[512];
 
-    if (ep->state == EP_FAILED)
+    if (ep->state == EP_FAILED || retry_later(ep, what, detail))
         return;
     drop_op(ep);
     close_sock(ep);
     set_state(ep, EP_FAILED);
     if (!ep->error_reported) {
         ep->error_reported = true;
-        /* The explained text goes to show_help; the PML's error callback
-           (which aborts the job, once our lock is released) prints the
-           reason too: mpirun 4.1 loses some help messages that race with
-           an abort. */
-        btl_qcg_report_failure(ep, what, detail, sys_errno);
-        if (m->error_cb != NULL) {
-            snprintf(info, sizeof(info), "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s",
-                     m->vpid, ep->vpid, btl_qcg_peer_host(ep), what, detail);
-            btl_qcg_defer_error(m, ep->proc, info);
+        if (ep->broken_since_us != 0) {
+            /* Not a first connection: the peer process is gone. */
+            snprintf(info, sizeof(info),
+                     "our connection broke and no new one was made within %d ms; last attempt: "
+                     "%s: %s",
+                     mca_btl_qcg_component.reconnect_timeout_ms, what, detail);
+            btl_qcg_report_gone(ep, info);
+            if (m->error_cb != NULL) {
+                snprintf(info, sizeof(info),
+                         "btl_qcg: rank %u lost rank %u (host %s): the connection broke and no "
+                         "new one was made within %d ms (the peer process is gone?)",
+                         m->vpid, ep->vpid, btl_qcg_peer_host(ep),
+                         mca_btl_qcg_component.reconnect_timeout_ms);
+                btl_qcg_defer_error(m, ep->proc, info);
+            }
+        } else {
+            /* The explained text goes to show_help; the PML's error callback
+               (which aborts the job, once our lock is released) prints the
+               reason too: mpirun 4.1 loses some help messages that race with
+               an abort. */
+            btl_qcg_report_failure(ep, what, detail, sys_errno);
+            if (m->error_cb != NULL) {
+                snprintf(info, sizeof(info),
+                         "btl_qcg: rank %u cannot reach rank %u (host %s): %s: %s", m->vpid,
+                         ep->vpid, btl_qcg_peer_host(ep), what, detail);
+                btl_qcg_defer_error(m, ep->proc, info);
+            }
         }
     }
-    for (struct btl_qcg_frag *frag; (frag = dequeue(ep)) != NULL;)
+    for (struct btl_qcg_frag *frag; (frag = btl_qcg_queue_pop(ep)) != NULL;)
         btl_qcg_defer_completion(m, frag, OPAL_ERR_UNREACH);
 }
 
@@ -301,8 +346,15 @@ static void connect_now(struct btl_qcg_endpoint *ep)
     struct btl_qcg_module *m = ep->module;
     int rc;
 
-    rc =
-        qcg_connect_start(m->ctx, (int)ep->vpid, mca_btl_qcg_component.connect_timeout_ms, &ep->op);
+    int ms = mca_btl_qcg_component.connect_timeout_ms;
+
+    if (ep->broken_since_us != 0) {
+        /* Reconnecting: no attempt outlasts btl_qcg_reconnect_timeout. */
+        uint64_t now = btl_qcg_now_us(), end = attempt_deadline(ep, timeout_us());
+
+        ms = end > now + 1000 ? (int)((end - now) / 1000) : 1;
+    }
+    rc = qcg_connect_start(m->ctx, (int)ep->vpid, ms, &ep->op);
     if (rc < 0) {
         ep->op = NULL;
         fail_qcg(ep, "cannot start a connection", rc);
@@ -314,17 +366,64 @@ static void connect_now(struct btl_qcg_endpoint *ep)
         return;
     }
     /* The whole timeout from now: a wait for a slot is not the peer's fault. */
-    ep->deadline_us = btl_qcg_now_us() + timeout_us() + OP_GRACE_US;
+    ep->deadline_us = attempt_deadline(ep, timeout_us() + OP_GRACE_US);
     set_state(ep, EP_CONNECTING);
     if (mca_btl_qcg_component.verbose >= 2)
         btl_qcg_log(2, "connecting to rank %u (host %s)", ep->vpid, btl_qcg_peer_host(ep));
+}
+
+static void owe_ctl(struct btl_qcg_endpoint *ep, enum btl_qcg_frame_type type)
+{
+    memset(&ep->ctl, 0, sizeof(ep->ctl));
+    ep->ctl.type = (uint8_t)type;
+    ep->ctl_sent = 0;
+    ep->ctl_pending = true;
+}
+
+/* The channel broke (a reset, an EOF without CLOSE, a write error): a new
+   one is made when something is owed either way (frames not acknowledged or
+   not written, an ack the peer asked for); otherwise the endpoint rests: a
+   later send reconnects, and a peer holding frames for us connects itself. */
+static void channel_broken(struct btl_qcg_endpoint *ep, const char *why)
+{
+    uint64_t now = btl_qcg_now_us();
+
+    close_sock(ep);
+    btl_qcg_rewind(ep);
+    ep->breaks++;
+    if (ep->sq_head == NULL && !ep->ack_owed) {
+        btl_qcg_log(2, "connection to rank %u broken (%s); nothing owed: idle", ep->vpid, why);
+        set_state(ep, EP_IDLE);
+        return;
+    }
+    btl_qcg_log(1, "connection to rank %u broken (%s): reconnecting", ep->vpid, why);
+    if (ep->broken_since_us == 0)
+        ep->broken_since_us = now;
+    ep->t_start_us = now;
+    set_state(ep, EP_IDLE);
+    start_connect(ep);
+}
+
+/* Test hook (btl_qcg_test_break_every): abort the channel, as a reset does:
+   what the peer had not read yet is lost too. */
+static void test_break(struct btl_qcg_endpoint *ep)
+{
+    struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
+
+    ep->since_break = 0;
+    (void)setsockopt(ep->fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
+    channel_broken(ep, "btl_qcg_test_break_every");
 }
 
 static void become_connected(struct btl_qcg_endpoint *ep, int fd, bool initiator)
 {
     ep->fd = fd;
     ep->initiator = initiator;
-    ep->want_out = ep->sq_head != NULL;
+    /* First our RESUME; frames once the peer's arrived. */
+    btl_qcg_rewind(ep);
+    owe_ctl(ep, BTL_QCG_RESUME);
+    ep->peer_closed = false;
+    ep->want_out = true;
     ep->rx_off = ep->rx_len = 0;
     if (ep->rx == NULL) {
         ep->rx = malloc(RX_MIN);
@@ -349,17 +448,63 @@ static void become_connected(struct btl_qcg_endpoint *ep, int fd, bool initiator
     flush(ep);
 }
 
-/* Frames the queue holds, written in batches until the socket is full. */
+/* Bytes written of frame f (that many of left): returns the rest of left. */
+static size_t advance(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *f, size_t left,
+                      uint64_t ack)
+{
+    size_t rest = f->total - f->sent;
+
+    if (f->sent == 0)
+        ep->ack_sent = ack;
+    if (left < rest) {
+        f->sent += left;
+        return 0;
+    }
+    f->sent = f->total;
+    ep->unsent = f->next;
+    if (f->seq > ep->written_seq) {
+        /* Only new frames count for the test hook: replays always progress. */
+        ep->written_seq = f->seq;
+        ep->since_break++;
+    }
+    return left - rest;
+}
+
+/* The control frame, then the frames of the queue from unsent on (once the
+   peer's RESUME came), written in batches until the socket is full.  Written
+   frames stay queued until acknowledged (resend.c).  An ack owed rides on
+   the next frame's header, or goes alone. */
 static void flush(struct btl_qcg_endpoint *ep)
 {
+    int every = mca_btl_qcg_component.test_break_every;
+
     for (int round = 0; round < IO_ROUNDS && ep->state == EP_CONNECTED; round++) {
         struct iovec iov[IOV_BATCH];
         struct msghdr msg = {.msg_iov = iov};
-        size_t n = 0;
+        struct btl_qcg_frag *f = ep->resumed ? ep->unsent : NULL;
+        uint64_t ack = ep->rx_seq;
+        size_t n = 0, left;
         ssize_t w;
 
-        for (struct btl_qcg_frag *f = ep->sq_head; f != NULL && n < IOV_BATCH - 4; f = f->next)
+        if (ep->ack_owed && ep->ack_sent != ack && !ep->ctl_pending &&
+            !(f != NULL && (f->sent == 0 || f->next != NULL)))
+            owe_ctl(ep, BTL_QCG_ACK);
+        /* A frame begun goes first, then the control frame, then the rest. */
+        if (f != NULL && f->sent > 0) {
+            n += btl_qcg_frag_iov(f, iov, IOV_BATCH);
+            f = f->next;
+        }
+        if (ep->ctl_pending) {
+            if (ep->ctl_sent == 0)
+                ep->ctl.ack = htonl((uint32_t)ack);
+            iov[n++] = (struct iovec){(unsigned char *)&ep->ctl + ep->ctl_sent,
+                                      BTL_QCG_HDR_SIZE - ep->ctl_sent};
+        }
+        for (; f != NULL && n < IOV_BATCH - 4; f = f->next) {
+            if (f->sent == 0)
+                f->hdr.ack = htonl((uint32_t)ack);
             n += btl_qcg_frag_iov(f, iov + n, IOV_BATCH - n);
+        }
         if (n == 0) {
             want_out(ep, false);
             return;
@@ -373,72 +518,66 @@ static void flush(struct btl_qcg_endpoint *ep)
                 want_out(ep, true);
                 return;
             }
-            fail_errno(ep, "sending", errno);
+            channel_broken(ep, strerror(errno));
             return;
         }
-        /* Whole frames written leave the queue; their callbacks run once the
-           state lock is released (they may send again, to this peer too). */
-        while (w > 0 && ep->sq_head != NULL) {
-            struct btl_qcg_frag *f = ep->sq_head;
-            size_t left = f->total - f->sent;
+        /* In the order of the iovecs. */
+        left = (size_t)w;
+        f = ep->resumed ? ep->unsent : NULL;
+        if (f != NULL && f->sent > 0)
+            left = advance(ep, f, left, ack);
+        if (left > 0 && ep->ctl_pending) {
+            size_t take = BTL_QCG_HDR_SIZE - ep->ctl_sent;
 
-            if ((size_t)w < left) {
-                f->sent += (size_t)w;
-                break;
-            }
-            w -= (ssize_t)left;
-            f->sent = f->total;
-            dequeue(ep);
-            btl_qcg_defer_completion(ep->module, f, OPAL_SUCCESS);
+            if (take > left)
+                take = left;
+            if (ep->ctl_sent == 0)
+                ep->ack_sent = ack;
+            ep->ctl_sent += take;
+            left -= take;
+            if (ep->ctl_sent == BTL_QCG_HDR_SIZE)
+                ep->ctl_pending = false;
+        }
+        while (left > 0 && ep->resumed && ep->unsent != NULL)
+            left = advance(ep, ep->unsent, left, ack);
+        if (ep->ack_sent == ep->rx_seq)
+            ep->ack_owed = false;
+        if (every > 0 && ep->since_break >= (uint64_t)every) {
+            test_break(ep);
+            return;
         }
     }
     if (ep->state == EP_CONNECTED)
-        want_out(ep, ep->sq_head != NULL);
+        want_out(ep, ep->ctl_pending || (ep->resumed && ep->unsent != NULL));
 }
 
 static int send_locked(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
 {
-    switch (ep->state) {
-    case EP_FAILED:
-        return OPAL_ERR_UNREACH;
-    case EP_CONNECTED:
-        if (ep->sq_head == NULL) {
-            struct iovec iov[4];
-            struct msghdr msg = {.msg_iov = iov};
-            ssize_t w;
+    struct btl_qcg_frag *q;
+    bool done;
 
-            msg.msg_iovlen = btl_qcg_frag_iov(frag, iov, 4);
-            do
-                w = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-            while (w < 0 && errno == EINTR);
-            if (w == (ssize_t)frag->total) {
-                /* Done inline: the PML completes it unless it asked for the
-                   callback anyway. */
-                if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)
-                    btl_qcg_defer_completion(ep->module, frag, OPAL_SUCCESS);
-                else if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
-                    btl_qcg_frag_release(ep->module, frag);
-                return 1;
-            }
-            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                fail_errno(ep, "sending", errno);
-                return OPAL_ERR_UNREACH;
-            }
-            frag->sent = w > 0 ? (size_t)w : 0;
-            enqueue(ep, frag);
-            want_out(ep, true);
-            return OPAL_SUCCESS;
-        }
-        enqueue(ep, frag);
-        return OPAL_SUCCESS;
-    case EP_IDLE:
-        enqueue(ep, frag);
+    if (ep->state == EP_FAILED)
+        return OPAL_ERR_UNREACH;
+    /* After a channel that rests (nothing was owed when it broke, or the
+       peer closed it), the peer's absence is bounded like any reconnect. */
+    if (ep->state == EP_IDLE && (ep->tx_seq > 0 || ep->rx_seq > 0))
+        ep->broken_since_us = btl_qcg_now_us();
+    q = btl_qcg_resend_take(ep, frag, &done);
+    btl_qcg_queue_push(ep, q);
+    if (ep->state == EP_CONNECTED) {
+        if (ep->unsent == q)
+            flush(ep);
+    } else if (ep->state == EP_IDLE)
         start_connect(ep);
-        return OPAL_SUCCESS;
-    default:
-        enqueue(ep, frag);
-        return OPAL_SUCCESS;
-    }
+    if (!done)
+        return OPAL_SUCCESS; /* completes when acknowledged */
+    /* Our copy is queued: done inline; the PML completes it unless it asked
+       for the callback anyway. */
+    if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)
+        btl_qcg_defer_completion(ep->module, frag, OPAL_SUCCESS);
+    else if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)
+        btl_qcg_frag_release(ep->module, frag);
+    return 1;
 }
 
 int btl_qcg_endpoint_send(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
@@ -483,7 +622,7 @@ static void op_ready(struct btl_qcg_endpoint *ep)
         fail_errno(ep, "cannot watch the connection", errno);
         return;
     }
-    ep->deadline_us = btl_qcg_now_us() + timeout_us();
+    ep->deadline_us = attempt_deadline(ep, timeout_us());
     set_state(ep, EP_VERDICT);
     btl_qcg_log(2, "connected to rank %u by %s in %.1f ms, waiting for its verdict", ep->vpid,
                 qcg_technique_name(info.technique), info.setup_us / 1000.0);
@@ -521,7 +660,7 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
     if (v[5] == BTL_QCG_REFUSE) {
         /* The peer's own connection (lower rank) wins; it is on its way. */
         close_sock(ep);
-        ep->deadline_us = btl_qcg_now_us() + timeout_us();
+        ep->deadline_us = attempt_deadline(ep, timeout_us());
         set_state(ep, EP_WAITPEER);
         btl_qcg_log(2, "rank %u refused our connection (simultaneous connect): waiting for its own",
                     ep->vpid);
@@ -532,13 +671,58 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
         read_frames(ep);
 }
 
+/* What the control fields of the frames of one deliver() said. */
+struct rx_news {
+    bool any, ack_me, resume, closed;
+    uint32_t ack;
+};
+
+/* Acts on them (state lock held): acknowledged frames complete, a RESUME
+   lets the frames not acknowledged go again, an ack owed goes. */
+static void act_on(struct btl_qcg_endpoint *ep, const struct rx_news *news)
+{
+    if (!news->any)
+        return;
+    if (btl_qcg_ack_received(ep, news->ack) < 0) {
+        fail(ep, "protocol error", "the peer acknowledges frames we never sent");
+        return;
+    }
+    if (news->closed)
+        ep->peer_closed = true;
+    if (news->ack_me)
+        ep->ack_owed = true;
+    if (news->resume && !ep->resumed) {
+        unsigned long again = 0;
+
+        for (struct btl_qcg_frag *f = ep->sq_head; f != NULL && f->seq <= ep->written_seq;
+             f = f->next)
+            again++;
+        ep->resumed = true;
+        ep->resent += again;
+        if (ep->broken_since_us != 0) {
+            btl_qcg_log(1,
+                        "connection to rank %u re-established by %s in %.1f ms: %lu frames "
+                        "sent again (%lu breaks, %lu frames sent again in all)",
+                        ep->vpid, qcg_technique_name(ep->info.technique),
+                        (btl_qcg_now_us() - ep->broken_since_us) / 1000.0, again, ep->breaks,
+                        ep->resent);
+            ep->broken_since_us = 0;
+        }
+    }
+    if (ep->state == EP_CONNECTED)
+        flush(ep);
+}
+
 /* Hands the complete frames in rx to the PML; keeps the partial one.
    Called with the state lock held; releases it while the PML's callbacks
    run.  rx stays put meanwhile: only the thread running progress (this
-   one) reads sockets into rx or moves it. */
+   one) reads sockets into rx or moves it.  A data frame must carry the next
+   sequence number; one already delivered (sent again) is skipped. */
 static bool deliver(struct btl_qcg_endpoint *ep)
 {
     struct btl_qcg_module *m = ep->module;
+    struct rx_news news = {0};
+    uint64_t rx_seq = ep->rx_seq;
     char detail[96] = "";
 
     if (ep->rx_len - ep->rx_off < BTL_QCG_HDR_SIZE)
@@ -550,6 +734,7 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         mca_btl_base_segment_t seg;
         mca_btl_base_descriptor_t desc;
         size_t len, frame;
+        uint32_t seq;
 
         memcpy(&hdr, ep->rx + ep->rx_off, sizeof(hdr));
         len = ntohl(hdr.length);
@@ -561,23 +746,53 @@ static bool deliver(struct btl_qcg_endpoint *ep)
         frame = (BTL_QCG_HDR_SIZE + len + 7) & ~(size_t)7;
         if (ep->rx_len - ep->rx_off < frame)
             break;
+        news.any = true;
+        news.ack = ntohl(hdr.ack);
+        news.ack_me |= (hdr.flags & BTL_QCG_ACK_ME) != 0;
+        if (hdr.type != BTL_QCG_DATA) {
+            if (hdr.type > BTL_QCG_CLOSE || len != 0) {
+                snprintf(detail, sizeof(detail), "a control frame of type %u, %zu bytes", hdr.type,
+                         len);
+                break;
+            }
+            news.resume |= hdr.type == BTL_QCG_RESUME;
+            news.closed |= hdr.type == BTL_QCG_CLOSE;
+            ep->rx_off += frame;
+            continue;
+        }
+        seq = ntohl(hdr.seq);
+        if (seq != (uint32_t)(rx_seq + 1)) {
+            if ((int32_t)(seq - (uint32_t)rx_seq) > 0) {
+                snprintf(detail, sizeof(detail), "frame %u where %u was due", seq,
+                         (uint32_t)(rx_seq + 1));
+                break;
+            }
+            ep->rx_off += frame; /* had it */
+            continue;
+        }
         reg = &mca_btl_base_active_message_trigger[hdr.tag];
         if (reg->cbfunc == NULL) {
             snprintf(detail, sizeof(detail), "a frame with tag %u, which nobody registered",
                      hdr.tag);
             break;
         }
+        ep->rx_off += frame;
+        rx_seq++;
         memset(&desc, 0, sizeof(desc));
-        seg.seg_addr.pval = ep->rx + ep->rx_off + BTL_QCG_HDR_SIZE;
+        seg.seg_addr.pval = ep->rx + ep->rx_off - frame + BTL_QCG_HDR_SIZE;
         seg.seg_len = len;
         desc.des_segments = &seg;
         desc.des_segment_count = 1;
-        ep->rx_off += frame;
         reg->cbfunc(&m->super, hdr.tag, &desc, reg->cbdata);
     }
     btl_qcg_lock(m);
-    if (detail[0] != '\0')
+    ep->rx_seq = rx_seq;
+    if (detail[0] != '\0') {
         fail(ep, "protocol error", detail);
+        return false;
+    }
+    if (ep->state == EP_CONNECTED)
+        act_on(ep, &news);
     return ep->state == EP_CONNECTED;
 }
 
@@ -648,19 +863,16 @@ static void read_frames(struct btl_qcg_endpoint *ep)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        if (n == 0 && ep->sq_head == NULL && ep->rx_off == ep->rx_len) {
+        if (n == 0 && ep->peer_closed) {
             /* The peer is done (MPI_Finalize): a later send reconnects. */
             btl_qcg_log(2, "rank %u closed the connection", ep->vpid);
             close_sock(ep);
+            btl_qcg_rewind(ep);
             set_state(ep, EP_IDLE);
             return;
         }
-        if (n == 0)
-            fail(ep, "connection lost",
-                 ep->sq_head != NULL ? "the peer closed it with our messages pending"
-                                     : "the peer closed it in the middle of a message");
-        else
-            fail_errno(ep, "connection lost", errno);
+        channel_broken(ep,
+                       n == 0 ? "the peer's end closed without a close frame" : strerror(errno));
         return;
     }
 }
@@ -708,6 +920,16 @@ void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now)
             fail(ep, "connection setup timed out", detail);
         }
         break;
+    case EP_BACKOFF:
+        if (now < ep->deadline_us)
+            break;
+        if (now >= ep->broken_since_us + reconnect_us())
+            fail(ep, "reconnect", "no attempt succeeded");
+        else {
+            set_state(ep, EP_IDLE);
+            start_connect(ep);
+        }
+        break;
     case EP_WAITPEER:
         if (now >= ep->deadline_us) {
             snprintf(detail, sizeof(detail),
@@ -722,11 +944,11 @@ void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now)
     }
 }
 
-/* Whether we take an incoming connection from ep's peer (see the top). */
+/* Whether we take an incoming connection from ep's peer (see the top): while
+   CONNECTED too, as the peer connects only when its end of ours broke. */
 static bool accept_incoming(const struct btl_qcg_endpoint *ep)
 {
     switch (ep->state) {
-    case EP_CONNECTED:
     case EP_FAILED:
         return false;
     case EP_CONNECTING:
@@ -763,13 +985,19 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
     }
     if (!take) {
         btl_qcg_log(2, "refused a connection from rank %u (%s)", ep->vpid,
-                    ep->state == EP_CONNECTED ? "already connected"
-                    : ep->state == EP_FAILED  ? "failed before"
-                                              : "simultaneous connect: ours wins");
+                    ep->state == EP_FAILED ? "failed before" : "simultaneous connect: ours wins");
         close(fd);
         return;
     }
-    /* Ours loses, if there was one: the peer refuses it or already did. */
+    /* Ours loses, if there was one: the peer refuses it or already did.  A
+       channel we still had is broken at the peer's end: replaced. */
+    if (ep->state == EP_CONNECTED) {
+        btl_qcg_log(1, "connection to rank %u replaced by the peer's new one", ep->vpid);
+        ep->breaks++;
+        if (ep->broken_since_us == 0)
+            ep->broken_since_us = btl_qcg_now_us();
+        ep->t_start_us = btl_qcg_now_us() - info->setup_us;
+    }
     drop_op(ep);
     close_sock(ep);
     ep->info = *info;

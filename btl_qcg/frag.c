@@ -27,6 +27,8 @@ static void frag_reset(struct btl_qcg_frag *frag)
     frag->next = NULL;
     frag->total = 0;
     frag->sent = 0;
+    frag->seq = 0;
+    frag->copied = 0;
 }
 
 /* The pools have their own lock: the PML allocates and frees descriptors
@@ -137,4 +139,17 @@ size_t btl_qcg_frag_iov(const struct btl_qcg_frag *frag, struct iovec *iov, size
         n++;
     }
     return n;
+}
+
+struct btl_qcg_frag *btl_qcg_frag_alloc_exact(size_t size)
+{
+    struct btl_qcg_frag *frag = malloc(sizeof(*frag) + size);
+
+    if (frag == NULL)
+        return NULL;
+    OBJ_CONSTRUCT(&frag->base, mca_btl_base_descriptor_t);
+    frag->capacity = size;
+    frag->pool = -1;
+    frag_reset(frag);
+    return frag;
 }

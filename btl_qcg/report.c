@@ -88,3 +88,10 @@ void btl_qcg_report_failure(struct btl_qcg_endpoint *ep, const char *what, const
     opal_show_help(BTL_QCG_HELP_FILE, topic, true, opal_process_info.nodename,
                    (int)ep->module->vpid, (int)ep->vpid, btl_qcg_peer_host(ep), what, detail);
 }
+
+void btl_qcg_report_gone(struct btl_qcg_endpoint *ep, const char *detail)
+{
+    opal_show_help(BTL_QCG_HELP_FILE, "peer gone", true, opal_process_info.nodename,
+                   (int)ep->module->vpid, (int)ep->vpid, btl_qcg_peer_host(ep),
+                   mca_btl_qcg_component.reconnect_timeout_ms / 1000.0, detail);
+}

@@ -129,6 +129,46 @@ if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" &&
 	pass "threads --rate: $(grep '^rate:' "$out")"
 else echo "(exit $rc)" >>"$out"; fail "threads --rate: 4 threads per rank, one 'rate:' line"; fi
 
+# --- broken connections (btl_qcg_test_break_every, a test hook) ---------------
+# Every rank aborts (RST: what the peer had not read is lost too) its
+# connection to a peer after every 40 new frames it wrote to it, while the 4
+# ranks exchange windows of numbered, checksummed messages (8 B .. 256 KiB)
+# with all others both ways: each break is followed by a new connection on
+# which both ends say what they have and the frames the peer missed are sent
+# again; every message arrives once, in order, intact.
+t0=$(ms)
+run_mpi 240 4 self,qcg --mca btl_qcg_test_break_every 40 --mca btl_qcg_verbose 1 "$progs/qcg-mpi-resend" 20
+elapsed=$(($(ms) - t0))
+breaks=$(grep -c "broken (btl_qcg_test_break_every)" "$out" || true)
+back=$(grep -cE "re-established by direct in [0-9.]+ ms: [0-9]+ frames sent again" "$out" || true)
+again=$({ grep -oE "re-established by direct in [0-9.]+ ms: [0-9]+ frames" "$out" || true; } | awk '{ s += $(NF - 1) } END { print s + 0 }')
+if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((breaks >= 20 && back >= breaks && again > 0)); then
+	pass "resend: $breaks connection resets under the exchange, $back re-established, $again frames sent again ($elapsed ms): $(grep "^PASS" "$out" | cut -c1-120)"
+else echo "(exit $rc, $breaks breaks, $back re-established, $again frames sent again)" >>"$out"; fail "resend: connections reset under a checksummed exchange, every message once, in order, intact"; fi
+
+# The same under MPI_THREAD_MULTIPLE: 4 threads per rank send and receive to
+# every peer at once while the connections are reset every 13 frames (breaks
+# found by one thread's write while another reads or reconnects).
+run_mpi 240 4 self,qcg --mca btl_qcg_test_break_every 13 --mca btl_qcg_verbose 1 "$progs/qcg-mpi-threads" --threads 4
+breaks=$(grep -c "broken (btl_qcg_test_break_every)" "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" && ((breaks >= 20)); then
+	pass "threads with resets: $breaks connection resets, 4 threads per rank: $(grep "^PASS" "$out" | cut -c1-110)"
+else echo "(exit $rc, $breaks breaks)" >>"$out"; fail "threads with resets: MPI_THREAD_MULTIPLE, every message intact across connection resets"; fi
+
+# --- a peer that is gone ------------------------------------------------------
+# After 2 rounds rank 1 stops itself (SIGSTOP: it neither exits nor answers);
+# rank 0 sends it messages, its connection breaks (the hook) and no new one
+# can be made: the job fails within btl_qcg_reconnect_timeout (3 s; plus the
+# abort), with the message that the peer is gone, and does not hang.
+t0=$(ms)
+run_mpi 60 2 self,qcg --mca btl_qcg_test_break_every 8 --mca btl_qcg_reconnect_timeout 3000 "$progs/qcg-mpi-resend" 2 1
+elapsed=$(($(ms) - t0))
+echo "(exit $rc after $elapsed ms)" >>"$out"
+if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 30000)) && ! grep -q "^PASS" "$out" &&
+	grep -qE "btl_qcg: rank 0 lost rank 1 \(host .*\): the connection broke and no new one was made within 3000 ms" "$out"; then
+	pass "peer gone: rank 1 stopped, the job fails in $elapsed ms saying rank 0 lost rank 1 within the 3000 ms bound$(grep -q 'peer process is gone (it died' "$out" && echo '; the help text says the same')"
+else fail "peer gone: the job fails within btl_qcg_reconnect_timeout, saying the peer is gone"; fi
+
 # --- opting out --------------------------------------------------------------------
 # help_count TOPIC TEXT: how many ranks sent help-mpi-btl-qcg.txt's TOPIC, as
 # mpirun shows it: the text (TEXT, a line of it) once, then "N more
