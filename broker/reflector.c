@@ -83,6 +83,7 @@ struct expected {
     char failed[320]; /* once set, the sides still to come get this FAIL */
     char
         owner[sizeof(((struct reflector_side *)0)->cluster)]; /* charged: the initiator's cluster */
+    char job[TOKEN_JOB_TAG_TEXT]; /* and its pair id's job tag (token.h) */
 };
 
 struct reflector {
@@ -100,6 +101,7 @@ struct reflector {
     pthread_mutex_t lock; /* guards table (and entries), clusters, expect_log */
     struct htable *table;
     struct tally *clusters; /* expected entries per owner */
+    struct tally *jobs;     /* ... and per job tag: half of a cluster's share */
     struct ratelimit expect_log;
     uint64_t seed;
     struct tally *sources; /* connections without a valid token per source */
@@ -159,6 +161,7 @@ static size_t purge(struct reflector *r, uint64_t now)
         for (size_t k = 0; k < n; k++) {
             htable_remove(r->table, expected_hash(r, old[k]->pair), old[k]->pair);
             tally_give(r->clusters, old[k]->owner);
+            tally_give(r->jobs, old[k]->job);
             free(old[k]);
         }
         total += n;
@@ -217,6 +220,16 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
         rc = -1;
         goto out;
     }
+    char job[TOKEN_JOB_TAG_TEXT];
+    unsigned per_job = r->t.expected_per_cluster > 1 ? r->t.expected_per_cluster / 2 : 1;
+    token_pair_tag(pair, job);
+    if (tally_count(r->jobs, job) >= per_job) {
+        snprintf(why, sizeof(why), "job tag %s has %u punches expected already, its share", job,
+                 per_job);
+        expect_refused(r, id, why);
+        rc = -1;
+        goto out;
+    }
     e = calloc(1, sizeof(*e));
     if (e == NULL || !tally_take(r->clusters, owner, r->t.expected_per_cluster)) {
         free(e);
@@ -224,8 +237,17 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
         rc = -1;
         goto out;
     }
+    if (!tally_take(r->jobs, job, per_job)) {
+        tally_give(r->clusters, owner);
+        free(e);
+        expect_refused(r, id, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    memcpy(e->job, job, sizeof(job));
     if (htable_insert(r->table, expected_hash(r, pair), e) < 0) {
         tally_give(r->clusters, owner);
+        tally_give(r->jobs, job);
         free(e);
         expect_refused(r, id, "out of memory");
         rc = -1;
@@ -1007,6 +1029,7 @@ static void reflector_free(struct reflector *r)
         htable_free(r->table);
     }
     tally_free(r->clusters);
+    tally_free(r->jobs);
     tally_free(r->sources);
     pthread_mutex_destroy(&r->lock);
     explicit_bzero(&r->key, sizeof(r->key));
@@ -1081,11 +1104,12 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
         r->seed = (uint64_t)monotonic_ms() ^ (uint64_t)getpid();
     r->table = htable_new(expected_eq);
     r->clusters = tally_new();
+    r->jobs = tally_new();
     r->sources = tally_new();
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->table == NULL || r->clusters == NULL || r->sources == NULL || r->epfd < 0 ||
-        r->wake_fd < 0) {
+    if (r->table == NULL || r->clusters == NULL || r->jobs == NULL || r->sources == NULL ||
+        r->epfd < 0 || r->wake_fd < 0) {
         snprintf(err, errlen, "reflector: %s", strerror(errno ? errno : ENOMEM));
         reflector_free(r);
         return NULL;

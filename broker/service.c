@@ -287,7 +287,8 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
     }
     unsigned char pair[TOKEN_PAIR_LEN];
     uint64_t now = (uint64_t)time(NULL);
-    if (RAND_bytes(pair, sizeof(pair)) != 1) {
+    /* Tagged with its job: the proxy and the reflector share by it. */
+    if (token_pair_new(&b->punch_key, res->target.job, pair) < 0) {
         snprintf(why, whylen, "no randomness for a token");
         return -1;
     }

@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "hex.h"
 
@@ -154,4 +155,25 @@ const char *token_error(int code)
     default:
         return "unknown error";
     }
+}
+
+int token_pair_new(const struct proxy_key *key, const char *job, unsigned char pair[TOKEN_PAIR_LEN])
+{
+    /* A label apart from tokens' bytes (which begin with the version, 1). */
+    unsigned char msg[16 + 256], mac[TOKEN_MAC_LEN];
+    size_t n = strlen(job);
+    if (n > 256 || RAND_bytes(pair, TOKEN_PAIR_LEN - TOKEN_JOB_TAG_LEN) != 1)
+        return -1;
+    memcpy(msg, "qcg job tag\n", 12);
+    memcpy(msg + 12, job, n);
+    if (token_mac(key, msg, 12 + n, mac) < 0)
+        return -1;
+    memcpy(pair + TOKEN_PAIR_LEN - TOKEN_JOB_TAG_LEN, mac, TOKEN_JOB_TAG_LEN);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return 0;
+}
+
+void token_pair_tag(const unsigned char pair[TOKEN_PAIR_LEN], char out[TOKEN_JOB_TAG_TEXT])
+{
+    hex_encode(pair + TOKEN_PAIR_LEN - TOKEN_JOB_TAG_LEN, TOKEN_JOB_TAG_LEN, out);
 }

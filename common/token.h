@@ -8,6 +8,10 @@
  * where MAC = the first 16 bytes of HMAC-SHA256(key, all preceding bytes).
  * That is 42 bytes, TOKEN_TEXT_LEN (84) characters.  Single use is the
  * proxy's job (it remembers (pair, side) until expiry + skew).
+ *
+ * The pair id is random but for its last TOKEN_JOB_TAG_LEN bytes: a keyed
+ * hash of the job (token_pair_new), so that the proxy and the reflector can
+ * give each job a share of their tables without learning which job it is.
  */
 #ifndef QCG_TOKEN_H
 #define QCG_TOKEN_H
@@ -20,6 +24,9 @@
 #define TOKEN_MAC_LEN 16
 #define TOKEN_BIN_LEN (1 + TOKEN_PAIR_LEN + 1 + 8 + TOKEN_MAC_LEN)
 #define TOKEN_TEXT_LEN (2 * TOKEN_BIN_LEN)
+
+#define TOKEN_JOB_TAG_LEN 4
+#define TOKEN_JOB_TAG_TEXT (2 * TOKEN_JOB_TAG_LEN + 1)
 
 enum token_side { TOKEN_SIDE_INITIATOR = 0, TOKEN_SIDE_TARGET = 1 };
 
@@ -50,6 +57,13 @@ int token_issue(const struct proxy_key *key, const unsigned char pair[16], int s
    NULL) and returns 0; else a negative enum token_status. */
 int token_check(const struct proxy_key *key, const char *text, uint64_t now, uint64_t skew,
                 unsigned char pair[16], int *side, uint64_t *expiry);
+
+/* A new pair id for a pair of `job`: random, tagged with HMAC(key, job).
+   0, or -1 when there is no randomness. */
+int token_pair_new(const struct proxy_key *key, const char *job,
+                   unsigned char pair[TOKEN_PAIR_LEN]);
+/* The pair's job tag as text (hex), the key of its job's share. */
+void token_pair_tag(const unsigned char pair[TOKEN_PAIR_LEN], char out[TOKEN_JOB_TAG_TEXT]);
 
 /* "ok", "malformed", "bad MAC", "expired", or "unknown error". */
 const char *token_error(int code);

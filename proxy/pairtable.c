@@ -11,8 +11,9 @@
 struct pairtable {
     struct htable *table; /* of struct pt_entry */
     struct tally *owners; /* entries per owner */
+    struct tally *jobs;   /* entries per job tag */
     size_t max;
-    unsigned per_owner;
+    unsigned per_owner, per_job;
 };
 
 static bool entry_has_pair(const void *entry, const void *pair)
@@ -36,12 +37,14 @@ struct pairtable *pairtable_new(size_t max_entries, unsigned per_owner)
         return NULL;
     t->table = htable_new(entry_has_pair);
     t->owners = tally_new();
-    if (t->table == NULL || t->owners == NULL) {
+    t->jobs = tally_new();
+    if (t->table == NULL || t->owners == NULL || t->jobs == NULL) {
         pairtable_free(t);
         return NULL;
     }
     t->max = max_entries;
     t->per_owner = per_owner;
+    t->per_job = per_owner > 1 ? per_owner / 2 : 1;
     return t;
 }
 
@@ -56,6 +59,7 @@ void pairtable_free(struct pairtable *t)
         free(e);
     htable_free(t->table);
     tally_free(t->owners);
+    tally_free(t->jobs);
     free(t);
 }
 
@@ -73,8 +77,14 @@ struct pt_entry *pairtable_get(struct pairtable *t, const unsigned char pair[TOK
         *why = PT_TABLE_FULL;
         return NULL;
     }
+    char job[TOKEN_JOB_TAG_TEXT];
+    token_pair_tag(pair, job);
     if (tally_count(t->owners, owner) >= t->per_owner) {
         *why = PT_OWNER_FULL;
+        return NULL;
+    }
+    if (tally_count(t->jobs, job) >= t->per_job) {
+        *why = PT_JOB_FULL;
         return NULL;
     }
     *why = PT_NO_MEMORY;
@@ -84,12 +94,19 @@ struct pt_entry *pairtable_get(struct pairtable *t, const unsigned char pair[TOK
     memcpy(e->pair, pair, TOKEN_PAIR_LEN);
     e->forget_at = forget_at;
     snprintf(e->owner, sizeof(e->owner), "%s", owner);
+    memcpy(e->job, job, sizeof(job));
     if (!tally_take(t->owners, e->owner, t->per_owner)) {
+        free(e);
+        return NULL;
+    }
+    if (!tally_take(t->jobs, e->job, t->per_job)) {
+        tally_give(t->owners, e->owner);
         free(e);
         return NULL;
     }
     if (htable_insert(t->table, hash, e) < 0) {
         tally_give(t->owners, e->owner);
+        tally_give(t->jobs, e->job);
         free(e);
         return NULL;
     }
@@ -113,6 +130,7 @@ size_t pairtable_expire(struct pairtable *t, uint64_t now)
         expired = e->next;
         htable_remove(t->table, pair_hash(e->pair), e->pair);
         tally_give(t->owners, e->owner);
+        tally_give(t->jobs, e->job);
         free(e);
         freed++;
     }
@@ -127,4 +145,9 @@ size_t pairtable_count(const struct pairtable *t)
 unsigned pairtable_owned(const struct pairtable *t, const char *owner)
 {
     return tally_count(t->owners, owner);
+}
+
+unsigned pairtable_job_owned(const struct pairtable *t, const char *job)
+{
+    return tally_count(t->jobs, job);
 }

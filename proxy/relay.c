@@ -84,7 +84,7 @@ struct relay {
     atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
         refused_peer_gone, unpaired_timeouts, unpaired_waiting;
     atomic_ullong hellos_waiting, hello_timeouts, hellos_cut, refused_address_hellos,
-        refused_address_tokens;
+        refused_address_tokens, refused_job_tokens;
 };
 
 static void count(atomic_ullong *c)
@@ -454,6 +454,15 @@ static void hello_done(struct relay *r, struct conn *c)
                     pairtable_owned(r->tokens, c->source), c->source);
         return;
     }
+    if (e == NULL && full == PT_JOB_FULL) {
+        char job[TOKEN_JOB_TAG_TEXT];
+        token_pair_tag(pair, job);
+        conn_refuse(r, c, &r->refused_job_tokens,
+                    "pair %s: %u tokens of job tag %s are remembered already (half of an "
+                    "address's share), try later",
+                    id, pairtable_job_owned(r->tokens, job), job);
+        return;
+    }
     if (e == NULL) {
         conn_refuse(r, c, &r->refused_full, "pair %s: too many tokens seen, try later", id);
         return;
@@ -772,4 +781,5 @@ void relay_counters(struct relay *r, struct relay_counters *out)
     out->hellos_cut = atomic_load(&r->hellos_cut);
     out->refused_address_hellos = atomic_load(&r->refused_address_hellos);
     out->refused_address_tokens = atomic_load(&r->refused_address_tokens);
+    out->refused_job_tokens = atomic_load(&r->refused_job_tokens);
 }

@@ -71,6 +71,7 @@ struct relay_counters {
     unsigned long long hellos_cut;        /* the oldest hello cut for a new connection */
     unsigned long long refused_address_hellos; /* hellos-per-address reached */
     unsigned long long refused_address_tokens; /* tokens-per-address reached */
+    unsigned long long refused_job_tokens;     /* a job's half of it reached */
 };
 
 struct relay;

@@ -139,6 +139,7 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         {"hellos_cut", k.hellos_cut},
         {"refused_address_hellos", k.refused_address_hellos},
         {"refused_address_tokens", k.refused_address_tokens},
+        {"refused_job_tokens", k.refused_job_tokens},
     };
     int n = (int)(sizeof(counters) / sizeof(counters[0]));
     response->version = QCG_PROTOCOL_VERSION;

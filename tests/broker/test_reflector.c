@@ -509,12 +509,15 @@ static void test_table_bound(struct reflector *r, unsigned max)
         memset(pair, 0, sizeof(pair));
         pair[0] = 0xee;
         pair[1] = (unsigned char)i;
+        pair[TOKEN_PAIR_LEN - 1] = (unsigned char)i; /* each its own job (token.h) */
         ok += reflector_expect(r, pair, sides, now - 60) == 0;
     }
     for (unsigned i = 0; i < max + 4; i++) {
         memset(pair, 0, sizeof(pair));
         pair[0] = 0xef;
         pair[1] = (unsigned char)i;
+        pair[TOKEN_PAIR_LEN - 2] = 1;
+        pair[TOKEN_PAIR_LEN - 1] = (unsigned char)i;
         ok += reflector_expect(r, pair, sides, now + 60) == 0;
     }
     /* Those of the earlier tests still live count too. */

@@ -72,11 +72,20 @@ static bool closed_within(int fd, int ms)
     return poll(&p, 1, ms) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
 }
 
-static void make_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned tag)
+/* A pair id numbered n, of its own job (token.h: the last bytes are the
+   job's tag), or of job `job` when not 0. */
+static void make_job_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned n, unsigned job)
 {
     memset(pair, 0, TOKEN_PAIR_LEN);
-    memcpy(pair, &tag, sizeof(tag));
-    pair[15] = (unsigned char)(monotonic_ms() & 0xff);
+    memcpy(pair, &n, sizeof(n));
+    pair[4] = (unsigned char)(monotonic_ms() & 0xff);
+    job = job != 0 ? job : 0x80000000u | n;
+    memcpy(pair + TOKEN_PAIR_LEN - TOKEN_JOB_TAG_LEN, &job, TOKEN_JOB_TAG_LEN);
+}
+
+static void make_pair(unsigned char pair[TOKEN_PAIR_LEN], unsigned n)
+{
+    make_job_pair(pair, n, 0);
 }
 
 static int expect_for(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LEN],
@@ -178,7 +187,11 @@ static void test_address(void)
     reflector_stop(r);
 }
 
-static void test_cluster_share(void)
+/* A flood of 64 plans from cluster nata against a table of 64: `share` of
+   them are taken (job 0: each plan its own job, so the cluster's share
+   binds; else all of one job, whose share binds); then a plan of another
+   job from `other_cluster` is taken and its punch pairs. */
+static void share_case(const char *what, unsigned job, int share, const char *other_cluster)
 {
     enum { MAX = 64 };
     struct reflector_tuning t = {.expected_max = MAX};
@@ -188,14 +201,14 @@ static void test_cluster_share(void)
     int taken = 0;
 
     for (unsigned i = 0; i < MAX; i++) {
-        make_pair(pair, 100 + i);
+        make_job_pair(pair, 100 + i, job);
         taken += expect_for(r, pair, "nata") == 0;
     }
-    CHECKF(taken == MAX / 8, "one cluster's plans taken: %d of %d (its share: %d)", taken, MAX,
-           MAX / 8);
-    make_pair(pair, 2);
-    CHECKF(expect_for(r, pair, "natb") == 0, "another cluster's plan taken beside the flood");
-    CHECKF(punch_pairs(pair, "127.0.0.2", why, sizeof(why)), "its punch: %.400s", why);
+    CHECKF(taken == share, "%s: plans taken: %d of %d (its share: %d)", what, taken, MAX, share);
+    make_job_pair(pair, 2, 9);
+    CHECKF(expect_for(r, pair, other_cluster) == 0, "%s: another job's plan from %s taken", what,
+           other_cluster);
+    CHECKF(punch_pairs(pair, "127.0.0.2", why, sizeof(why)), "%s: its punch: %.400s", what, why);
     reflector_stop(r);
 }
 
@@ -206,6 +219,8 @@ int main(void)
         key.bytes[i] = (unsigned char)(i * 5 + 3);
     test_idle_flood();
     test_address();
-    test_cluster_share();
+    share_case("one cluster's flood", 0, 64 / 8, "natb");
+    /* Half of a cluster's share: another job of the same cluster keeps room. */
+    share_case("one job's flood", 7, 64 / 16, "nata");
     return check_result("broker-reflector-limits");
 }

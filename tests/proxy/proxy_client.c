@@ -29,8 +29,9 @@
  *                 within S + 1.5 s (S: the proxy's hello timeout), before it
  *                 could finish
  *   tokenflood N  N pairs made and ended one after the other with valid
- *                 tokens (one job's flood); prints how many the proxy took
+ *                 tokens; prints how many the proxy took
  *
+ * Pair ids are random (each pair its own job), or of job PROXY_CLIENT_JOB.
  * Clients connect from 127.0.0.1, or from PROXY_CLIENT_SOURCE when set.
  */
 #include <arpa/inet.h>
@@ -70,9 +71,12 @@ static void mint(int side, const unsigned char pair[16], int64_t expiry_offset, 
     }
 }
 
+/* A random pair id, or one of job PROXY_CLIENT_JOB when set (the broker
+   tags pair ids with their job: token.h). */
 static void new_pair(unsigned char pair[16])
 {
-    if (RAND_bytes(pair, 16) != 1)
+    const char *job = getenv("PROXY_CLIENT_JOB");
+    if (job != NULL ? token_pair_new(&key, job, pair) != 0 : RAND_bytes(pair, 16) != 1)
         exit(2);
 }
 

@@ -225,8 +225,23 @@ if [ "$n" -eq $((2 * (600 - 256))) ]; then pass "refused_address_tokens $n"; els
 logged "token share logged" "$log5" "256 tokens from 127.0.0.1 are remembered already"
 stop_proxy
 
+# ---- one job's flood leaves its own site's other jobs room ----
+# The same table; one job holds at most half of an address's share: 128.
+log6=$work/proxy6.log
+start_proxy "$log6" --max-pairs 32
+export PROXY_CLIENT_JOB=flood
+scenario "600 pairs of one job from 127.0.0.1" tokenflood 600
+export PROXY_CLIENT_JOB=other
+scenario "then a pair of another job from 127.0.0.1" relay 1
+unset PROXY_CLIENT_JOB
+n=$(counter refused_job_tokens)
+if [ "$n" -eq $((2 * (600 - 128))) ]; then pass "refused_job_tokens $n"; else
+  fail "refused_job_tokens $n, want 944"; fi
+logged "job share logged" "$log6" "128 tokens of job tag"
+stop_proxy
+
 # Sanitizer builds: any report fails the test.
-if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5"; then
+if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5" "$log6"; then
   fail "sanitizer report in the proxy's log"
 fi
 echo "$fails failure(s)"

@@ -231,6 +231,29 @@ static void test_key_file(void)
     rmdir(dir);
 }
 
+/* Pair ids of one job share its tag, other jobs' do not, and the tag
+   depends on the key (nobody without it can aim at a job's share). */
+static void test_job_tag(void)
+{
+    struct proxy_key other = test_key;
+    unsigned char a[TOKEN_PAIR_LEN], b[TOKEN_PAIR_LEN], c[TOKEN_PAIR_LEN], d[TOKEN_PAIR_LEN];
+    char ta[TOKEN_JOB_TAG_TEXT], tb[TOKEN_JOB_TAG_TEXT], tc[TOKEN_JOB_TAG_TEXT],
+        td[TOKEN_JOB_TAG_TEXT];
+
+    other.bytes[0] ^= 1;
+    CHECK(token_pair_new(&test_key, "job-1", a) == 0 && token_pair_new(&test_key, "job-1", b) == 0);
+    CHECK(token_pair_new(&test_key, "job-2", c) == 0 && token_pair_new(&other, "job-1", d) == 0);
+    token_pair_tag(a, ta);
+    token_pair_tag(b, tb);
+    token_pair_tag(c, tc);
+    token_pair_tag(d, td);
+    CHECK_STR(ta, tb);
+    CHECK(strlen(ta) == 2 * TOKEN_JOB_TAG_LEN);
+    CHECK(strcmp(ta, tc) != 0);
+    CHECK(strcmp(ta, td) != 0);
+    CHECK(memcmp(a, b, TOKEN_PAIR_LEN - TOKEN_JOB_TAG_LEN) != 0);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -238,5 +261,6 @@ int main(void)
     test_expiry();
     test_malformed();
     test_key_file();
+    test_job_tag();
     return check_result("proxy-token");
 }
