@@ -25,6 +25,9 @@ const struct config_option broker_options[] = {
     {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
     {"max-contacts", CONFIG_INT, OPT(max_contacts), 1, 100000000, "1000000",
      "contacts held at most; publishes beyond are refused"},
+    {"max-contacts-per-cluster", CONFIG_INT, OPT(max_contacts_per_cluster), 0, 100000000, "0",
+     "one cluster's share of max-contacts, so that one site cannot fill the broker (0: a "
+     "quarter of max-contacts)"},
     {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
      "print the counters of the running broker and exit"},
     {"grid", CONFIG_BOOL, OPT(grid), 0, 0, "no",

@@ -19,6 +19,7 @@ struct broker_config {
     char *log_level;
     int syslog;
     int max_contacts;
+    int max_contacts_per_cluster; /* 0: a quarter of max_contacts */
     int stats; /* --stats: ask a running broker for its counters */
     int grid;  /* --grid: ask it for its picture of the grid */
     int json;

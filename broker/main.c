@@ -103,6 +103,8 @@ int main(int argc, char **argv)
         broker_new((size_t)cfg.max_contacts, self.name, (unsigned)cfg.outcome_expiry);
     if (b == NULL)
         fatalx("out of memory");
+    if (cfg.max_contacts_per_cluster > 0)
+        registry_set_cluster_share(b->reg, (size_t)cfg.max_contacts_per_cluster);
     b->proxies = cfg.proxies;
     for (int i = 0; i < b->proxies.count; i++)
         log_info("proxy %s at %s port %d", b->proxies.list[i].name, b->proxies.list[i].host,

@@ -34,6 +34,7 @@ struct cluster {
     atomic_ullong punches_kept, punches_changed;  /* counted under the read lock */
     struct probe_slot probes[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs */
     unsigned next_node;                           /* round-robin of probe endpoints */
+    size_t contacts;                              /* published in this cluster */
 };
 
 struct job {
@@ -61,6 +62,7 @@ struct registry {
     uint64_t epoch;
     uint64_t seed;
     size_t max_contacts;
+    size_t max_contacts_per_cluster; /* one cluster's share of them */
     size_t nodes;
     uint64_t contacts_dropped; /* by re-registrations with a new incarnation */
     bool closed;
@@ -135,6 +137,7 @@ struct registry *registry_new(size_t max_contacts, uint64_t epoch)
         r->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)r;
     r->epoch = epoch;
     r->max_contacts = max_contacts;
+    r->max_contacts_per_cluster = max_contacts / 4 > 0 ? max_contacts / 4 : 1;
     r->clusters = htable_new(cluster_eq);
     r->jobs = htable_new(job_eq);
     r->contacts = htable_new(contact_eq);
@@ -398,6 +401,12 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
                  r->max_contacts);
         return REG_FULL;
     }
+    if (c->contacts >= r->max_contacts_per_cluster) {
+        snprintf(why, whylen,
+                 "cluster %s holds its share of %zu contacts already (max-contacts-per-cluster)",
+                 c->decl.name, r->max_contacts_per_cluster);
+        return REG_FULL;
+    }
 
     struct contact *ct = calloc(1, sizeof(*ct));
     if (ct == NULL)
@@ -428,6 +437,7 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
         goto nomem;
     }
     j->contacts++;
+    c->contacts++;
     return REG_OK;
 nomem:
     free(ct);
@@ -520,6 +530,7 @@ static void contact_drop(struct registry *r, struct contact *ct)
     probe_slot_release(r, ct);
     struct contact_key k = {job, rank};
     htable_remove(r->contacts, contact_hash(r, job, rank), &k);
+    ct->cluster->contacts--;
     free(ct);
     if (--j->contacts == 0) {
         htable_remove(r->jobs, name_hash(r, job), job);
@@ -756,6 +767,13 @@ int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t 
     *out = v;
     *n = k;
     return v != NULL ? 0 : -1;
+}
+
+void registry_set_cluster_share(struct registry *r, size_t max_contacts_per_cluster)
+{
+    pthread_rwlock_wrlock(&r->lock);
+    r->max_contacts_per_cluster = max_contacts_per_cluster > 0 ? max_contacts_per_cluster : 1;
+    pthread_rwlock_unlock(&r->lock);
 }
 
 struct cmdqueue *registry_queue(struct registry *r, const char *cluster)

@@ -96,6 +96,9 @@ struct cmdqueue;
 
 /* max_contacts: publishes beyond are refused with REG_FULL.  NULL on ENOMEM. */
 struct registry *registry_new(size_t max_contacts, uint64_t epoch);
+/* One cluster's share of max_contacts (a quarter unless set): a publish
+   beyond it is refused (REG_FULL), so that one site cannot fill the broker. */
+void registry_set_cluster_share(struct registry *r, size_t max_contacts_per_cluster);
 void registry_free(struct registry *r);
 uint64_t registry_epoch(const struct registry *r);
 

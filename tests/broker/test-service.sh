@@ -254,7 +254,7 @@ expect_ok "lookup of the withdrawn rank" "$fe" lookup job1 s3cret 0 1
 
 # --- max-contacts: a broker that holds 2 refuses the third
 small_log=$work/small.log
-printf '# a config file\nmax-contacts = 2\nlog-level = info\n' >"$work/small.conf"
+printf '# a config file\nmax-contacts = 2\nmax-contacts-per-cluster = 2\nlog-level = info\n' >"$work/small.conf"
 start_broker "$small_log" small_pid 17701 --config "$work/small.conf"
 URL=https://127.0.0.1:17701/
 expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0 198.18.3.0/24

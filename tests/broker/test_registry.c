@@ -210,6 +210,7 @@ static void test_incarnation(void)
 static void test_capacity(void)
 {
     struct registry *r = two_sites(2);
+    registry_set_cluster_share(r, 2);
     CHECKF(publish(r, contact("j", 0, "nata", "nata1", "198.18.3.11", 20001), "s") == REG_OK, "0");
     CHECKF(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK, "1");
     CHECKF(publish(r, contact("j", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_FULL,
@@ -219,6 +220,28 @@ static void test_capacity(void)
     /* Re-publishing what is held still works when full. */
     CHECKF(publish(r, contact("j", 1, "nata", "nata1", "198.18.3.11", 20002), "s") == REG_OK,
            "idempotent when full: %s", why);
+    registry_free(r);
+}
+
+/* One cluster holds at most its share (a quarter of max-contacts unless
+   set): its flood of publishes leaves the other sites room. */
+static void test_cluster_share(void)
+{
+    struct registry *r = two_sites(8);
+    for (int i = 0; i < 2; i++)
+        CHECKF(publish(r, contact("flood", i, "nata", "nata1", "198.18.3.11", 20001 + i), "s") ==
+                   REG_OK,
+               "nata's contact %d: %s", i, why);
+    CHECKF(publish(r, contact("flood", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_FULL,
+           "nata beyond its share of 8 / 4");
+    CHECKF(strstr(why, "max-contacts-per-cluster") != NULL, "why: %s", why);
+    CHECKF(publish(r, contact("other", 0, "open", "open1", "203.0.113.21", 20001), "s") == REG_OK,
+           "open still publishes: %s", why);
+    /* A withdrawal gives the share back. */
+    CHECKF(registry_withdraw(r, "nata", "nata1", "flood", "s", 0, why, sizeof(why)) == REG_OK,
+           "withdraw: %s", why);
+    CHECKF(publish(r, contact("flood", 2, "nata", "nata1", "198.18.3.11", 20003), "s") == REG_OK,
+           "nata again within its share: %s", why);
     registry_free(r);
 }
 
@@ -687,6 +710,7 @@ int main(void)
     test_publish();
     test_incarnation();
     test_capacity();
+    test_cluster_share();
     test_withdraw();
     test_lookup();
     test_close();
