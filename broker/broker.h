@@ -63,7 +63,6 @@ struct broker {
     int reflector_port;
     struct rates *rates; /* per cluster: lookups, reports, probes (rates.h) */
     /* The rate limit of refusals a caller may repeat at will (service.c). */
-    struct ratelimit_shared quota_log;
 };
 
 /* A broker with a fresh epoch (start time and random bits) and a fresh

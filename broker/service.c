@@ -33,55 +33,68 @@
 
 #define POLL_MAX_WAIT 25     /* seconds, whatever the caller asks */
 #define POLL_MAX_COMMANDS 64 /* per response; the rest follow on the next poll */
-#define QUOTA_LOG_INTERVAL_MS 10000
 
 static struct broker *state(struct soap *soap)
 {
     return soap_server_state(soap);
 }
 
-/* Every refusal: a warn line naming the caller, the counter, the fault. */
-static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
+/* Refusal lines of one kind: a caller may repeat a refused call at will, so
+   at most `burst` lines per `window_ms`, with the count of those left out. */
+struct refusal_log {
+    struct ratelimit_locked rl;
+    uint64_t window_ms;
+    unsigned burst;
+};
+static struct refusal_log general_log = {RATELIMIT_LOCKED_INIT, 1000, 50};
+static struct refusal_log address_log = {RATELIMIT_LOCKED_INIT, 1000, 1};
+static struct refusal_log quota_log = {RATELIMIT_LOCKED_INIT, 10000, 1};
+
+/* Every refusal: the fault, the faults counter, and a warn line naming the
+   caller as lg allows. */
+static int vrefuse(struct soap *soap, struct refusal_log *lg, const char *op, const char *subcode,
+                   const char *fmt, va_list ap)
 {
     char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
+    unsigned left_out = 0;
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const struct identity *id = soap_caller(soap);
-    log_warnx("%s from %s %s refused (qcg:%s): %s", op, role_name(id->role), id->name, subcode,
-              msg);
+    if (ratelimit_locked_ok(&lg->rl, monotonic_ms(), lg->window_ms, lg->burst, &left_out)) {
+        const struct identity *id = soap_caller(soap);
+        if (left_out > 0)
+            log_warnx("%s from %s %s refused (qcg:%s): %s (%u such lines left out)", op,
+                      role_name(id->role), id->name, subcode, msg, left_out);
+        else
+            log_warnx("%s from %s %s refused (qcg:%s): %s", op, role_name(id->role), id->name,
+                      subcode, msg);
+    }
     atomic_fetch_add(&state(soap)->stats.faults, 1);
     return soap_qcg_fault(soap, subcode, "%s", msg);
 }
 
+static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(struct soap *soap, const char *op, const char *subcode, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vrefuse(soap, &general_log, op, subcode, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 /* A refusal of an address outside what a site declared (site_ranges.h):
-   counted, and logged at most once a second whatever a site repeats. */
+   counted apart, and logged at most once a second whatever a site repeats. */
 static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
                           ...) __attribute__((format(printf, 4, 5)));
 static int refuse_address(struct soap *soap, const char *op, const char *subcode, const char *fmt,
                           ...)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static struct ratelimit rl;
-    char msg[512];
-    unsigned left_out = 0;
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    const struct identity *id = soap_caller(soap);
-    pthread_mutex_lock(&lock);
-    bool log_now = ratelimit_ok(&rl, monotonic_ms(), 1000, &left_out);
-    pthread_mutex_unlock(&lock);
-    if (log_now)
-        log_warnx("%s from %s %s refused (qcg:%s): %s%s", op, role_name(id->role), id->name,
-                  subcode, msg, left_out > 0 ? " (and others not logged)" : "");
-    atomic_fetch_add(&state(soap)->stats.faults, 1);
     atomic_fetch_add(&state(soap)->stats.addresses_refused, 1);
-    return soap_qcg_fault(soap, subcode, "%s", msg);
+    va_start(ap, fmt);
+    int rc = vrefuse(soap, &address_log, op, subcode, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Counts a connection the first time one of its calls reaches us.  gSOAP copies
@@ -396,26 +409,17 @@ static atomic_ullong *plan_counter(struct broker *b, enum technique t)
 }
 
 /* A refusal a caller may repeat at will (quotas, full tables): the fault
-   every time, the warning at most once in QUOTA_LOG_INTERVAL_MS. */
+   every time, the warning at most once in 10 s. */
 static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 static int refuse_quota(struct soap *soap, const char *op, const char *subcode, const char *fmt,
                         ...)
 {
-    struct broker *b = state(soap);
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int rc = vrefuse(soap, &quota_log, op, subcode, fmt, ap);
     va_end(ap);
-    atomic_fetch_add(&b->stats.faults, 1);
-    unsigned left_out;
-    if (ratelimit_shared_ok(&b->quota_log, monotonic_ms(), QUOTA_LOG_INTERVAL_MS, &left_out)) {
-        const struct identity *id = soap_caller(soap);
-        log_warnx("%s from %s %s refused (qcg:%s): %s (%u such lines left out)", op,
-                  role_name(id->role), id->name, subcode, msg, left_out);
-    }
-    return soap_qcg_fault(soap, subcode, "%s", msg);
+    return rc;
 }
 
 /* A cluster's rate of `kind` calls (rates.h): SOAP_OK once a token is taken

@@ -4,6 +4,7 @@
 #ifndef QCG_RATELIMIT_H
 #define QCG_RATELIMIT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,7 +43,29 @@ static inline bool ratelimit_ok(struct ratelimit *r, uint64_t now_ms, uint64_t i
     return ratelimit_burst_ok(r, now_ms, interval_ms, 1, left_out);
 }
 
-/* The same for threads that share one limiter, without a lock (zeroed =
+/* The burst limiter for threads that share one (a daemon's refusal lines). */
+struct ratelimit_locked {
+    pthread_mutex_t lock;
+    struct ratelimit rl;
+};
+#define RATELIMIT_LOCKED_INIT                                                                      \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER,                                                                 \
+        {                                                                                          \
+            0, 0, 0                                                                                \
+        }                                                                                          \
+    }
+
+static inline bool ratelimit_locked_ok(struct ratelimit_locked *r, uint64_t now_ms,
+                                       uint64_t window_ms, unsigned burst, unsigned *left_out)
+{
+    pthread_mutex_lock(&r->lock);
+    bool ok = ratelimit_burst_ok(&r->rl, now_ms, window_ms, burst, left_out);
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
+/* One line per interval for threads that share one limiter, without a lock (zeroed =
    ready).  A line racing another may be counted as left out. */
 struct ratelimit_shared {
     atomic_ullong last_ms;

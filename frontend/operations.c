@@ -18,6 +18,7 @@
 #include "soapH.h"
 #include "soap_server.h"
 #include "monotonic.h"
+#include "ratelimit.h"
 #include "rates.h"
 #include "stats.h"
 #include "store.h"
@@ -28,12 +29,18 @@
 #define ONLY_MAX 16
 #define REPORT_WHY_MAX 256
 
+/* Refusal lines: a caller may repeat a refused call at will, so at most 50
+   a second, with the count of those left out. */
+static struct ratelimit_locked refusal_log = RATELIMIT_LOCKED_INIT;
+
 static int deny(struct soap *soap, struct frontend *fe, const char *op,
                 const struct identity *id, const char *why)
 {
+    unsigned left_out;
     atomic_fetch_add(&fe->counters.denied, 1);
-    log_warnx("%s from %s %s denied: %s", op, id ? role_name(id->role) : "unknown",
-              id ? id->name : "caller", why);
+    if (ratelimit_locked_ok(&refusal_log, monotonic_ms(), 1000, 50, &left_out))
+        log_warnx("%s from %s %s denied: %s%s", op, id ? role_name(id->role) : "unknown",
+                  id ? id->name : "caller", why, left_out > 0 ? " (more such lines left out)" : "");
     return soap_qcg_fault(soap, "denied", "%s", why);
 }
 
@@ -92,7 +99,10 @@ static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
 
 static int invalid(struct soap *soap, const char *op, const struct identity *id, const char *why)
 {
-    log_warnx("%s from %s: %s", op, id->name, why);
+    unsigned left_out;
+    if (ratelimit_locked_ok(&refusal_log, monotonic_ms(), 1000, 50, &left_out))
+        log_warnx("%s from %s: %s%s", op, id->name, why,
+                  left_out > 0 ? " (more such lines left out)" : "");
     return soap_qcg_fault(soap, "invalid", "%s", why);
 }
 
