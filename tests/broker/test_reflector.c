@@ -42,26 +42,6 @@ static void on_observe(void *arg, const struct reflector_observation *o)
     atomic_fetch_add(&observed, 1);
 }
 
-/* A connected client with a 3 s receive timeout; *local gets its port. */
-static int client(int *local)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    struct timeval tv = {3, 0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        return -1;
-    }
-    socklen_t len = sizeof(sa);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    if (local)
-        *local = ntohs(sa.sin_port);
-    return fd;
-}
-
 static void send_text(int fd, const char *text)
 {
     size_t n = strlen(text);
@@ -71,7 +51,7 @@ static void send_text(int fd, const char *text)
 
 static void ask(const char *line, char *out, size_t outlen)
 {
-    int fd = client(NULL);
+    int fd = line_client(PORT, NULL, NULL);
     send_text(fd, line);
     line_answer(fd, out, outlen);
     close(fd);
@@ -199,7 +179,7 @@ static void test_parser(void)
 static void test_map(void)
 {
     char ans[400], want[64];
-    int local = 0, fd = client(&local);
+    int local = 0, fd = line_client(PORT, NULL, &local);
 
     send_text(fd, "MAP\n");
     line_answer(fd, ans, sizeof(ans));
@@ -217,7 +197,7 @@ static void test_pairing(struct reflector *r)
 
     make_pair(pair, 1);
     expect(r, pair, false);
-    int a = client(&pa), b = client(&pb);
+    int a = line_client(PORT, NULL, &pa), b = line_client(PORT, NULL, &pb);
     punch_line(&key, pair, 0, exp, pa, la, sizeof(la));
     punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
     uint64_t taken = punches(r);
@@ -278,7 +258,7 @@ static void test_early(struct reflector *r)
     uint64_t exp = (uint64_t)time(NULL) + 60;
 
     make_pair(pair, 9);
-    int a = client(&pa), b = client(&pb);
+    int a = line_client(PORT, NULL, &pa), b = line_client(PORT, NULL, &pb);
     punch_line(&key, pair, 0, exp, pa, la, sizeof(la));
     punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
     uint64_t taken = punches(r);
@@ -304,7 +284,7 @@ static void test_missing_peer(struct reflector *r)
 
     make_pair(pair, 4);
     expect(r, pair, false);
-    int a = client(&pa);
+    int a = line_client(PORT, NULL, &pa);
     punch_line(&key, pair, 0, (uint64_t)time(NULL) + 60, pa, line, sizeof(line));
     uint64_t t0 = monotonic_ms();
     send_text(a, line);
@@ -333,7 +313,7 @@ static void test_misdeclared(struct reflector *r)
     reflector_counters(r, &c0);
     make_pair(pair, 5);
     expect(r, pair, true); /* the initiator (nata/nata1) claims to keep ports */
-    int a = client(&pa), b = client(&pb);
+    int a = line_client(PORT, NULL, &pa), b = line_client(PORT, NULL, &pb);
     punch_line(&key, pair, 1, exp, pb, lb, sizeof(lb));
     punch_line(&key, pair, 0, exp, pa + 1, la, sizeof(la)); /* as a NAT that moved it */
     send_text(b, lb);
@@ -378,7 +358,7 @@ static void test_bad_lines(void)
     CHECKF(strncmp(ans, "FAIL", 4) == 0 && strstr(ans, "longer"), "overlong: '%s'", ans);
 
     /* A slow client (no newline) is cut off at the read timeout. */
-    int fd = client(NULL);
+    int fd = line_client(PORT, NULL, NULL);
     uint64_t t0 = monotonic_ms();
     send_text(fd, "MA");
     line_answer(fd, ans, sizeof(ans));
@@ -423,7 +403,7 @@ static void test_cap(struct reflector *r, unsigned cap)
 
     reflector_counters(r, &c0);
     for (unsigned i = 0; i < n; i++)
-        fds[i] = client(NULL);
+        fds[i] = line_client(PORT, NULL, NULL);
     for (unsigned i = 0; i < n; i++) {
         struct pollfd p = {.fd = fds[i], .events = POLLIN};
         char b;
@@ -528,7 +508,7 @@ static void test_table_bound(struct reflector *r, unsigned max)
 static void test_stop(struct reflector *r)
 {
     char ans[400];
-    int local = 0, a = client(&local);
+    int local = 0, a = line_client(PORT, NULL, &local);
 
     send_text(a, "MAP");
     WAIT_UNTIL(tcp_seen(local) == 1, 2000, "the reflector to accept the client");

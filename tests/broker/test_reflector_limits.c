@@ -33,29 +33,6 @@
 
 static struct proxy_key key;
 
-/* A connection from `from` with a 3 s receive timeout; *local gets its port. */
-static int client_from(const char *from, int *local)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    struct sockaddr_in src = {.sin_family = AF_INET};
-    struct timeval tv = {3, 0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    inet_pton(AF_INET, from, &src.sin_addr);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
-        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        return -1;
-    }
-    socklen_t len = sizeof(src);
-    getsockname(fd, (struct sockaddr *)&src, &len);
-    if (local)
-        *local = ntohs(src.sin_port);
-    return fd;
-}
-
 /* Sends line and reads the answer line. */
 static void exchange(int fd, const char *line, char *out, size_t outlen)
 {
@@ -110,7 +87,7 @@ static bool punch_pairs(const unsigned char pair[TOKEN_PAIR_LEN], const char *fr
 
     for (int i = 0; i < 2; i++) {
         token_issue(&key, pair, i, exp, tok[i], sizeof(tok[i]));
-        fd[i] = client_from(from, &local[i]);
+        fd[i] = line_client(PORT, from, &local[i]);
         if (fd[i] < 0) {
             snprintf(why, whylen, "connect: %s", strerror(errno));
             if (i == 1)
@@ -152,7 +129,7 @@ static void test_idle_flood(void)
     char why[600];
 
     for (int i = 0; i < IDLE; i++)
-        idle[i] = client_from("127.0.0.1", NULL);
+        idle[i] = line_client(PORT, "127.0.0.1", NULL);
     make_pair(pair, 1);
     CHECKF(expect_for(r, pair, "natb") == 0, "expect");
     CHECKF(punch_pairs(pair, "127.0.0.2", why, sizeof(why)),
@@ -172,12 +149,12 @@ static void test_address(void)
     char ans[400];
 
     for (int i = 0; i < IDLE; i++)
-        idle[i] = client_from("127.0.0.1", NULL);
+        idle[i] = line_client(PORT, "127.0.0.1", NULL);
     CHECKF(closed_within(idle[IDLE - 1], 1000) && closed_within(idle[IDLE - 2], 1000),
            "the connections from 127.0.0.1 beyond %d without a request closed at once",
            PER_ADDRESS);
     CHECKF(!closed_within(idle[0], 0), "the first ones still open (within the read timeout)");
-    int m = client_from("127.0.0.2", NULL);
+    int m = line_client(PORT, "127.0.0.2", NULL);
     exchange(m, "MAP\n", ans, sizeof(ans));
     close(m);
     CHECKF(strncmp(ans, "MAPPED 127.0.0.2 ", 17) == 0, "MAP from 127.0.0.2: '%s'", ans);

@@ -102,28 +102,9 @@ static int check(const void *m, size_t len, unsigned accept)
     return rc;
 }
 
-/* A connected client of 127.0.0.1:port with a 3 s receive timeout. */
-static int client(int port, int *local)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    struct timeval tv = {3, 0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        return -1;
-    }
-    socklen_t len = sizeof(sa);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    if (local)
-        *local = ntohs(sa.sin_port);
-    return fd;
-}
-
 static void map(int port, char *out, size_t outlen)
 {
-    int fd = client(port, NULL);
+    int fd = line_client(port, NULL, NULL);
     out[0] = '\0';
     if (fd < 0)
         return;
@@ -140,7 +121,7 @@ static bool punch_pair(int port, const unsigned char pair[TOKEN_PAIR_LEN])
     bool ok = true;
     for (int side = 0; side < 2; side++) {
         char tok[TOKEN_TEXT_LEN + 1];
-        fd[side] = client(port, &local[side]);
+        fd[side] = line_client(port, NULL, &local[side]);
         if (fd[side] < 0)
             return false;
         token_issue(&key, pair, side, (uint64_t)time(NULL) + 60, tok, sizeof(tok));
