@@ -5,7 +5,6 @@
 #define QCG_RATELIMIT_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -63,26 +62,6 @@ static inline bool ratelimit_locked_ok(struct ratelimit_locked *r, uint64_t now_
     bool ok = ratelimit_burst_ok(&r->rl, now_ms, window_ms, burst, left_out);
     pthread_mutex_unlock(&r->lock);
     return ok;
-}
-
-/* One line per interval for threads that share one limiter, without a lock (zeroed =
-   ready).  A line racing another may be counted as left out. */
-struct ratelimit_shared {
-    atomic_ullong last_ms;
-    atomic_uint suppressed;
-};
-
-static inline bool ratelimit_shared_ok(struct ratelimit_shared *r, uint64_t now_ms,
-                                       uint64_t interval_ms, unsigned *left_out)
-{
-    unsigned long long last = atomic_load(&r->last_ms);
-    if ((last != 0 && now_ms - last < interval_ms) ||
-        !atomic_compare_exchange_strong(&r->last_ms, &last, now_ms | 1)) {
-        atomic_fetch_add(&r->suppressed, 1);
-        return false;
-    }
-    *left_out = atomic_exchange(&r->suppressed, 0);
-    return true;
 }
 
 #endif

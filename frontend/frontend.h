@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "proto.h"
-#include "ratelimit.h"
 #include "soap_client.h"
 
 struct cache;
@@ -40,8 +39,7 @@ struct frontend {
     struct soap_client_config upstream; /* how to reach the broker */
     struct soap_pool *pool;             /* relayed helper calls */
     struct frontend_counters counters;
-    struct rates *rates;               /* per-node rates (rates.h) */
-    struct ratelimit_shared quota_log; /* their refusals' log lines */
+    struct rates *rates; /* per-node rates (rates.h) */
 };
 
 /* Sizes: contexts in the pool of relayed calls, commands held per helper. */

@@ -32,6 +32,8 @@
 /* Refusal lines: a caller may repeat a refused call at will, so at most 50
    a second, with the count of those left out. */
 static struct ratelimit_locked refusal_log = RATELIMIT_LOCKED_INIT;
+/* Over-rate refusals: one line per 10 s (a node over its rate repeats them). */
+static struct ratelimit_locked quota_log = RATELIMIT_LOCKED_INIT;
 
 static int deny(struct soap *soap, struct frontend *fe, const char *op,
                 const struct identity *id, const char *why)
@@ -90,7 +92,7 @@ static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
         return SOAP_OK;
     }
     atomic_fetch_add(&fe->counters.quota_refused, 1);
-    if (ratelimit_shared_ok(&fe->quota_log, monotonic_ms(), 10000, &left_out))
+    if (ratelimit_locked_ok(&quota_log, monotonic_ms(), 10000, 1, &left_out))
         log_warnx("%s from %s refused: over the node's rate (%s; %u such lines left out)", op,
                   id->name, option[kind], left_out);
     return soap_qcg_fault(soap, "busy", "node %s is over its rate of %s calls (%s); retry later",
