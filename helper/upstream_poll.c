@@ -82,9 +82,13 @@ static int republish(struct upstream *u, struct soap *soap, size_t *count, char 
         char msg[LOCAL_MESSAGE_MAX];
         enum call_status st;
 
-        if (call_publish(u, soap, &a, &st, msg, sizeof(msg)) == 0) {
+        int err = call_publish(u, soap, &a, &st, msg, sizeof(msg));
+        if (err == 0) {
             (*count)++;
-        } else if (st == CALL_UNREACHABLE) {
+        } else if (st == CALL_UNREACHABLE || err == QCG_EUPSTREAM) {
+            /* A frontend that just restarted refuses publishes until its own
+               broker link is up: the registration is retried, not the
+               contact forgotten. */
             snprintf(why, whylen, "re-publish of job %s rank %d: %s", list[i].job, list[i].rank,
                      msg);
             rc = -1;
