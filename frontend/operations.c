@@ -35,15 +35,34 @@ static struct ratelimit_locked refusal_log = RATELIMIT_LOCKED_INIT;
 /* Over-rate refusals: one line per 10 s (a node over its rate repeats them). */
 static struct ratelimit_locked quota_log = RATELIMIT_LOCKED_INIT;
 
-static int deny(struct soap *soap, struct frontend *fe, const char *op,
-                const struct identity *id, const char *why)
+static int refuse(struct soap *soap, struct frontend *fe, const char *op, const struct identity *id,
+                  const char *subcode, const char *why)
 {
     unsigned left_out;
     atomic_fetch_add(&fe->counters.denied, 1);
     if (ratelimit_locked_ok(&refusal_log, monotonic_ms(), 1000, 50, &left_out))
-        log_warnx("%s from %s %s denied: %s%s", op, id ? role_name(id->role) : "unknown",
-                  id ? id->name : "caller", why, left_out > 0 ? " (more such lines left out)" : "");
-    return soap_qcg_fault(soap, "denied", "%s", why);
+        log_warnx("%s from %s %s refused (%s): %s%s", op, id ? role_name(id->role) : "unknown",
+                  id ? id->name : "caller", subcode, why,
+                  left_out > 0 ? " (more such lines left out)" : "");
+    return soap_qcg_fault(soap, subcode, "%s", why);
+}
+
+static int deny(struct soap *soap, struct frontend *fe, const char *op, const struct identity *id,
+                const char *why)
+{
+    return refuse(soap, fe, op, id, "denied", why);
+}
+
+/* The caller's node is not registered here (this frontend restarted and
+   its helper has not registered again yet): transient, not a denial. */
+static int unregistered(struct soap *soap, struct frontend *fe, const char *op,
+                        const struct identity *id)
+{
+    char why[200];
+    snprintf(why, sizeof(why),
+             "node %s has not registered with this frontend (yet: it may have restarted)",
+             id->node);
+    return refuse(soap, fe, op, id, "unregistered", why);
 }
 
 /* Only helpers of this frontend's cluster call the relayed operations. */
@@ -311,10 +330,8 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
         return invalid(soap, op, id, "contact port outside 1-65535");
 
     struct node_info node;
-    if (store_node_get(fe->store, id->node, &node) < 0) {
-        snprintf(why, sizeof(why), "node %s has not registered with this frontend", id->node);
-        return deny(soap, fe, op, id, why);
-    }
+    if (store_node_get(fe->store, id->node, &node) < 0)
+        return unregistered(soap, fe, op, id);
     if (strcmp(contact->address, node.address) != 0) {
         snprintf(why, sizeof(why), "address %s is not node %s's registered address %s",
                  contact->address, node.name, node.address);
@@ -442,6 +459,9 @@ static int check_member(struct soap *soap, struct frontend *fe, const char *op,
     char why[300];
     struct contact_info from;
     if (store_contact_get(fe->store, job, rank, &from) < 0) {
+        struct node_info node;
+        if (id != NULL && store_node_get(fe->store, id->node, &node) < 0)
+            return unregistered(soap, fe, op, id);
         snprintf(why, sizeof(why), "rank %d of job %s is not published from cluster %s", rank, job,
                  fe->cluster);
         return deny(soap, fe, op, id, why);
@@ -650,11 +670,8 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
         return SOAP_OK;
     }
     struct cmdqueue *q = store_node_queue(fe->store, id->node);
-    if (q == NULL) {
-        char why[200];
-        snprintf(why, sizeof(why), "node %s has not registered with this frontend", id->node);
-        return deny(soap, fe, op, id, why);
-    }
+    if (q == NULL)
+        return unregistered(soap, fe, op, id);
     int wait = waitSeconds < 0 ? 0 : waitSeconds > POLL_WAIT_MAX ? POLL_WAIT_MAX : waitSeconds;
     struct command cmds[POLL_COMMANDS_MAX];
     int n = cmdqueue_wait(q, ackSeq, wait * 1000, cmds, POLL_COMMANDS_MAX);

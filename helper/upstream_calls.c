@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "longpoll.h"
 #include "proto.h"
 #include "qcgconn.h"
 #include "upstream_internal.h"
@@ -15,8 +16,13 @@ int upstream_error(enum call_status st, const char *subcode)
         const char *subcode;
         int code;
     } faults[] = {
-        {"busy", QCG_EBUSY},       {"denied", QCG_EDENIED},  {"notfound", QCG_ENOTFOUND},
-        {"invalid", QCG_EINVAL},   {"version", QCG_EPROTO},  {"unavailable", QCG_EUPSTREAM},
+        {"busy", QCG_EBUSY},
+        {"denied", QCG_EDENIED},
+        {"notfound", QCG_ENOTFOUND},
+        {"invalid", QCG_EINVAL},
+        {"version", QCG_EPROTO},
+        {"unavailable", QCG_EUPSTREAM},
+        {"unregistered", QCG_EUPSTREAM},
     };
 
     if (st == CALL_OK)
@@ -43,7 +49,13 @@ int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, i
         return 0;
     if (*st == CALL_UNREACHABLE)
         snprintf(msg, msglen, "%s: frontend %s unreachable: %s", op, u->cfg->frontend, text);
-    else if (frontend_said && strcmp(subcode, "unavailable") == 0)
+    else if (*st == CALL_FAULT && strcmp(subcode, "unregistered") == 0) {
+        /* The frontend restarted and we have not noticed yet: register now
+           rather than at the next poll; the caller asks again. */
+        snprintf(msg, msglen, "%s: frontend %s does not know this node yet (restarted?): %s", op,
+                 u->cfg->frontend, text);
+        longpoll_register_again(u->lp);
+    } else if (frontend_said && strcmp(subcode, "unavailable") == 0)
         snprintf(msg, msglen, "%s: frontend %s reached, but it says: %s", op, u->cfg->frontend,
                  text[0] ? text : "the broker is unavailable");
     else

@@ -95,6 +95,7 @@ struct qcg_connect_op {
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
     bool short_of;                       /* the last attempt lacked a local resource */
+    bool services_down; /* the last LOOKUP found the grid services unreachable or busy */
     int short_errno;                     /* ... which one (EMFILE, EADDRNOTAVAIL...) */
     char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
@@ -594,9 +595,12 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
         code = m->u.error.code;
         if (code >= 0 || code < QCG_EPEER)
             code = QCG_EPROTO;
-        if (code == QCG_ENOTFOUND) {
-            /* Not published yet: the peer may still be starting. */
+        if (code == QCG_ENOTFOUND || code == QCG_EUPSTREAM || code == QCG_EBUSY) {
+            /* Not published yet (the peer may still be starting), or the
+               services are restarting or over their rate: asked again
+               while the operation has time. */
             snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
+            op->services_down = code != QCG_ENOTFOUND;
             return back_off(op, false);
         }
         return fail(op, code, "%s",
@@ -902,6 +906,9 @@ static int timed_out(qcg_connect_op *op)
             return fail(op, QCG_ESYS, "no connection to rank %d within %d ms: %s", op->rank,
                         op->timeout_ms, op->last_answer);
         }
+        if (op->services_down)
+            return fail(op, QCG_EUPSTREAM, "no plan for rank %d within %d ms (%u lookups): %s",
+                        op->rank, op->timeout_ms, op->lookups, op->last_answer);
         if (op->lookups > 1 || op->state == OP_BACKOFF)
             return fail(op, QCG_ETIMEDOUT,
                         "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,

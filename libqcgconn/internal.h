@@ -24,6 +24,10 @@
 #define HELPER_HELLO_TIMEOUT_MS 5000
 #define HELPER_PUBLISH_TIMEOUT_MS 15000
 #define HELPER_WITHDRAW_TIMEOUT_MS 2000
+/* A PUBLISH the grid services could not take is asked again after these
+   (doubling), within HELPER_PUBLISH_TIMEOUT_MS in all. */
+#define PUBLISH_RETRY_MIN_MS 200
+#define PUBLISH_RETRY_MAX_MS 2000
 /* How long one message to the helper may wait for room in the socket. */
 #define HELPER_SEND_TIMEOUT_MS 2000
 /* How long a connecting peer has to send its hello.  2 s was too short for

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -71,6 +72,26 @@ static int bind_in_range(qcg_ctx *ctx)
     return QCG_ESYS;
 }
 
+/* PUBLISH, asked again while the grid services are unreachable (a frontend
+   restarting, or one whose broker link is in backoff) and time remains:
+   one outage of a few seconds must not fail the job's start. */
+static int publish(qcg_ctx *ctx, const struct local_publish *pub, struct lmsg_reader *reply)
+{
+    uint64_t deadline = now_us() + HELPER_PUBLISH_TIMEOUT_MS * 1000ull;
+    unsigned pause_ms = PUBLISH_RETRY_MIN_MS;
+
+    for (;;) {
+        uint64_t now = now_us();
+        int left_ms = now < deadline ? (int)((deadline - now) / 1000) : 0;
+        int rc = ctx_request(ctx, LOCAL_PUBLISH, pub, left_ms, reply);
+        now = now_us();
+        if (rc != QCG_EUPSTREAM || now + pause_ms * 1000ull >= deadline)
+            return rc;
+        poll(NULL, 0, (int)pause_ms);
+        pause_ms = pause_ms * 2 > PUBLISH_RETRY_MAX_MS ? PUBLISH_RETRY_MAX_MS : pause_ms * 2;
+    }
+}
+
 QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
 {
     struct local_publish pub;
@@ -97,7 +118,7 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
 
     memset(&pub, 0, sizeof(pub));
     pub.port = ctx->listen_port;
-    rc = ctx_request(ctx, LOCAL_PUBLISH, &pub, HELPER_PUBLISH_TIMEOUT_MS, &reply);
+    rc = publish(ctx, &pub, &reply);
     if (rc == 0 && reply.hdr.type != LOCAL_OK) {
         ctx_seterr(ctx, "helper answered PUBLISH with message type %u", reply.hdr.type);
         rc = QCG_EPROTO;

@@ -22,6 +22,13 @@ start_frontend nata 17802 --kind nat --public-address 203.0.113.10 --addresses 1
 H=helper-nata-nata1
 
 # --- registration and publication
+# Before its node registered (this frontend restarted, the helper has not
+# noticed yet): transient, not "denied", which users read as a wrong secret.
+call $H publish job1 s3cret 0 198.18.1.1 5001
+expect_fault unregistered "publish before the node registered: unregistered, not denied" \
+	"has not registered"
+call $H lookup job1 s3cret 0 1
+expect_fault unregistered "lookup before the node registered: unregistered, not denied"
 call $H registerNode nata1 198.18.1.1 5000 5099
 expect_ok "registerNode nata1"
 epoch=$(field epoch)

@@ -95,7 +95,7 @@ secs=$((($(now_ms) - t0) / 1000))
 [[ $(counter "$frontend_url" contacts_expired) -eq 2 ]] && pass "contacts_expired: 2" ||
 	fail "contacts_expired: $(counter "$frontend_url" contacts_expired)"
 call $H2 poll "$epoch" 0 0
-expect_fault denied "nata2's helper polling again is told to register" "has not registered"
+expect_fault unregistered "nata2's helper polling again is told to register" "has not registered"
 call $H2 registerNode nata2 198.18.1.2 6000 6099 0 "$B"
 expect_ok "nata2 registers again"
 call $H2 publish job1 s3cret 2 198.18.1.2 6001

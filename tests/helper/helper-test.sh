@@ -343,7 +343,7 @@ reconnect)
 	run_client "frontend restart: re-registration and re-publication" \
 		reconnect "$sock" "$low" "bash '$src/tests/helper/helper-test.sh' restart-frontend '$build' '$src' '$work'"
 	check "the helper logged the new registration" \
-		grep -q 'registered node c1/n1 .* 2 contacts re-published' "$work/helper.log"
+		grep -qE 'registered node c1/n1 .* [23] contacts re-published' "$work/helper.log"
 	check_sigterm
 	;;
 qcgcat)
