@@ -108,7 +108,7 @@ main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).
 poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
 	{ show "$WORK/out3"; fail "sleep did not start"; }
 sleep_on_sym2() { user_processes | grep -q '^sym2 .*sleep'; }
-poll 10 "the program on sym2" sleep_on_sym2 || bad "no rank on sym2"
+poll 60 "the program on sym2" sleep_on_sym2 || { user_processes >&2; bad "no rank on sym2"; }
 # The secret: in the agents' environment, on no command line, in no file
 # others may read.
 agent=$(user_processes | awk '/qcg-agent/ { print $2; exit }')
