@@ -10,8 +10,8 @@
 #
 # Ports 18400-18499 belong to these tests: broker 18401, frontends 18402-18405
 # (clusters c1-c4), listening ranges n1 18450-18474, n2 18475-18486, n3
-# 18487-18499, n4 18430-18449.  Every wait is bounded and waits on
-# something observable (a port, the helper's status, an exit).
+# 18487-18499, n4 18700-18719 (18410-18449 are helper-punch's and the
+# reflector tests').  Every wait is bounded and waits on something observable (a port, the helper's status, an exit).
 #
 #   test-loopback.sh BUILD_DIR SRC_DIR      exit 0 passed, 1 failed, 77 skipped
 
@@ -249,8 +249,8 @@ else echo "(exit $rc, $n lines)" >>"$out"
 # such pair connect at once.
 grid_certs "frontend c4" "helper c4/n4"
 grid_frontend c4 $((port_f + 3)) --kind nat --public-address 127.0.0.1 || exit 1
-# Listening range 18430-18449.
-grid_helper helper-n4 c4/n4 $((port_f + 3)) 18430-18449 || exit 1
+# Listening range 18700-18719.
+grid_helper helper-n4 c4/n4 $((port_f + 3)) 18700-18719 || exit 1
 printf '#!/bin/sh\n# odd ranks on node n4 of cluster c4 (nat)\n%s\n%s\n' \
 	"[ \$((OMPI_COMM_WORLD_RANK % 2)) = 1 ] && QCG_HELPER_SOCKET=$work/helper-n4.sock" \
 	"export QCG_HELPER_SOCKET; exec \"\$@\"" >"$work/odd-nat.sh"
