@@ -11,7 +11,8 @@
 # Ports 18400-18499 belong to these tests: broker 18401, frontends 18402-18405
 # (clusters c1-c4), listening ranges n1 18450-18474, n2 18475-18486, n3
 # 18487-18499, n4 18700-18719 (18410-18449 are helper-punch's and the
-# reflector tests').  Every wait is bounded and waits on something observable (a port, the helper's status, an exit).
+# reflector tests').  Every wait is bounded and waits on something
+# observable (a port, the helper's status, an exit).
 #
 #   test-loopback.sh BUILD_DIR SRC_DIR      exit 0 passed, 1 failed, 77 skipped
 
