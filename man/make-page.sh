@@ -73,6 +73,10 @@ $0 == "@SYNOPSIS@" && nusage > 0 {
 	print ".fi"
 	next
 }
+$0 == "@SYNOPSIS@" && line[1] != ".SH SYNOPSIS" {
+	print "make-page.sh: no \"usage:\" line and no .SH SYNOPSIS in the output" > "/dev/stderr"
+	exit 1
+}
 $0 == "@SYNOPSIS@" { for (i = 1; i < k; i++) print line[i]; from = k; next }
 $0 == "@OPTIONS@" { for (i = from ? from : 1; i <= n; i++) print line[i]; next }
 $0 == "@HELP@" {
