@@ -500,6 +500,7 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
     /* Pass 1: classify the arguments, find --config, --help and --version, and
        reject unknown flags and missing values before anything is applied. */
     bool help = false, version = false, after_dashes = false;
+    const char *man = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (after_dashes || !is_flag(arg)) {
@@ -517,6 +518,10 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
         }
         if (strcmp(arg, "--version") == 0) {
             version = true;
+            continue;
+        }
+        if (strcmp(arg, "--man") == 0 || strncmp(arg, "--man=", 6) == 0) {
+            man = arg[5] == '=' ? arg + 6 : "";
             continue;
         }
         if (arg[1] != '-') {
@@ -564,6 +569,11 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
 
     if (help) {
         print_help(options, prog, usage);
+        result = CONFIG_EXIT_OK;
+        goto out;
+    }
+    if (man != NULL) {
+        config_print_man(options, usage ? usage : prog, man);
         result = CONFIG_EXIT_OK;
         goto out;
     }

@@ -28,7 +28,7 @@ struct config_option {
 
 enum config_result {
     CONFIG_OK = 0,
-    CONFIG_EXIT_OK = 1,  /* --help or --version was printed: exit 0 */
+    CONFIG_EXIT_OK = 1,  /* --help, --version or --man was printed: exit 0 */
     CONFIG_ERROR = -1,   /* err holds a one-line reason: exit non-zero */
 };
 
@@ -48,5 +48,11 @@ int config_read_file(const struct config_option *options, void *cfg, const char 
 int config_set(const struct config_option *options, void *cfg, const char *name,
                const char *value, char *err, size_t errlen);
 void config_free(const struct config_option *options, void *cfg);
+/*
+ * The table as roff for man/ (config_man.c): what "" gives SYNOPSIS (the
+ * usage lines) and OPTIONS of the program's page, what "conf" the SETTINGS of
+ * its config file's page.  config_load calls it for the hidden --man[=conf].
+ */
+void config_print_man(const struct config_option *options, const char *usage, const char *what);
 
 #endif

@@ -324,7 +324,8 @@ int main(int argc, char **argv)
         config_free(agent_options, &cfg);
         return 0;
     case CONFIG_ERROR:
-        fprintf(stderr, "qcg-agent: %s\n", err);
+        /* config_load's message already starts with the program's name. */
+        fprintf(stderr, "%s\n", err);
         config_free(agent_options, &cfg);
         return 2;
     case CONFIG_OK:

@@ -31,6 +31,7 @@
 #include "wire.h"
 
 #define LAUNCH_FAILED 255
+#define LAUNCH_USAGE 2
 /* After a signal passed on, how long the daemon has to end before we go. */
 #define SIGNAL_WAIT_MS 10000
 #define RANK_TRIES 8
@@ -66,7 +67,10 @@ static void usage(FILE *f)
                "  and a qcg-agent of that job running on HOST.\n"
                "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
                " or 60)\n"
-               "  --verbose    one line on stderr: the technique and setup time\n");
+               "  --verbose    one line on stderr: the technique and setup time\n"
+               "  --version    print the version and the launch protocol version and exit\n"
+               "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
+               "  error.\n");
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n);
@@ -377,14 +381,17 @@ int main(int argc, char **argv)
             verbose = 1;
         } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             timeout_s = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--timeout") == 0) {
+            fprintf(stderr, "qcg-launch: --timeout needs a value\n");
+            return LAUNCH_USAGE;
         } else {
-            usage(stderr);
-            return LAUNCH_FAILED;
+            fprintf(stderr, "qcg-launch: unknown option '%s' (see --help)\n", argv[i]);
+            return LAUNCH_USAGE;
         }
     }
     if (argc - i < 2) {
-        usage(stderr);
-        return LAUNCH_FAILED;
+        fprintf(stderr, "qcg-launch: want HOST and a command (see --help)\n");
+        return LAUNCH_USAGE;
     }
     memset(&l, 0, sizeof(l));
     l.host = argv[i++];

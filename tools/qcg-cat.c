@@ -45,7 +45,10 @@ static void usage(FILE *f)
             "/run/qcg/helper.sock)\n"
             "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
             "  --json          progress lines on stderr as JSON objects\n"
-            "  --help          this text\n");
+            "  --help          this text\n"
+            "  --version       print the version and exit\n"
+            "\n"
+            "exit status: 0 done, 1 failure (open, connect, copy), 2 usage error.\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
@@ -61,7 +64,7 @@ static int parse_int(const char *s, int min, int *out)
     return 0;
 }
 
-/* 0 = run, 1 = --help shown, -1 = usage error (message printed). */
+/* 0 = run, 1 = --help or --version shown, -1 = usage error (message printed). */
 static int parse_args(int argc, char **argv, struct cat_opts *o)
 {
     static const char *const with_value[] = {"--job", "--rank", "--secret", "--helper",
@@ -85,6 +88,10 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
         }
         if (strcmp(arg, "--help") == 0) {
             usage(stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            printf("qcg-cat %s\n", QCG_VERSION);
             return 1;
         }
         if (strcmp(arg, "--json") == 0) {

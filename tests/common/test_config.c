@@ -361,6 +361,27 @@ static void test_help_version(void)
     CHECK_HAS(out, "(protocol version 1)");
 }
 
+/* The man pages' option lists come from the same table (config_man.c). */
+static void test_man(void)
+{
+    struct tcfg cfg;
+    char out[8192];
+    CHECK(load_capturing(&cfg, "--man", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK_HAS(out, ".SH SYNOPSIS\n.nf\n\\&qcg-broker [options]\n.fi\n.SH OPTIONS\n");
+    CHECK_HAS(out, ".TP\n\\fB\\-\\-port\\fR \\fIN\\fR\n\\&port to listen on (1 to 65535); "
+                   "default: \\&7700.\n");
+    CHECK_HAS(out, ".TP\n\\fB\\-\\-[no\\-]\\fR\\fBforeground\\fR\n");
+    CHECK_HAS(out, "\\fB\\-\\-node\\-ports\\fR \\fILOW\\fR\\-\\fIHIGH\\fR\n");
+    CHECK(strstr(out, "SETTINGS") == NULL);
+    CHECK(load_capturing(&cfg, "--man=conf", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK_HAS(out, ".SH SETTINGS\n.TP\n\\fBlisten\\fR = \\fITEXT\\fR\n");
+    CHECK_HAS(out, "\\fBurl\\fR = \\fITEXT\\fR\n\\&upstream URL.\n");
+    CHECK(strstr(out, "SYNOPSIS") == NULL);
+    /* Hidden: --help does not offer it. */
+    CHECK(load_capturing(&cfg, "--help", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK(strstr(out, "--man") == NULL);
+}
+
 static void test_config_set(void)
 {
     struct tcfg cfg;
@@ -390,6 +411,7 @@ int main(void)
     test_bad_flags();
     test_file();
     test_help_version();
+    test_man();
     test_config_set();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);

@@ -15,8 +15,8 @@
 /* Exit statuses (documented in --help). */
 enum {
     EXIT_DONE = 0,
-    EXIT_USAGE = 1,
-    EXIT_NO_HELPER = 2,
+    EXIT_NO_HELPER = 1,
+    EXIT_USAGE = 2,
     EXIT_NO_FRONTEND = 3,
     EXIT_NO_BROKER = 4,
     EXIT_TIMEOUT = 5,
@@ -48,9 +48,10 @@ static void usage(FILE *f)
             "  --no-report       do not tell the broker what was observed\n"
             "  --json            one JSON object on stdout\n"
             "  --help            this text\n"
+            "  --version         print the version and exit\n"
             "\n"
-            "exit status: 0 the checks ran (whatever they found), 1 usage error, 2 no\n"
-            "helper on this node, 3 the frontend cannot be reached, 4 the broker cannot\n"
+            "exit status: 0 the checks ran (whatever they found), 1 no helper on this\n"
+            "node, 2 usage error, 3 the frontend cannot be reached, 4 the broker cannot\n"
             "be reached, 5 --timeout ended the run early.\n",
             DEFAULT_HELPER_SOCKET, DEFAULT_TIMEOUT_S);
 }
@@ -68,6 +69,9 @@ static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_o
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("qcg-probe %s\n", QCG_VERSION);
             return 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
