@@ -56,6 +56,7 @@ struct helper_config {
     char *frontend;      /* https://host:port/ */
     char *ca;
     char *cert;          /* certificate chain and key in one PEM */
+    char *crl;           /* the grid's revocation list, optional */
     char *cluster;       /* default: from the certificate's CN */
     char *node;
     char *address;       /* the node's address inside its site */
