@@ -35,10 +35,6 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->lp = upstream_poll_new(u, err, errlen);
     if (u->lp == NULL)
         goto fail;
-    if (hook(u, longpoll_soap(u->lp)) < 0) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
     return u;
 fail:
     upstream_free(u);
