@@ -527,8 +527,8 @@ static void pair_up(struct reflector *r, struct expected *e, struct conn *a, str
              e->sides[1].cluster, e->sides[1].node, c[1]->addr, c[1]->port, c[1]->local_port);
     for (int i = 0; i < 2; i++) {
         char peer[ANSWER_MAX], tag[PUNCH_AUTH_TAG_TEXT] = "";
-        snprintf(peer, sizeof(peer), "PEER %s %d %s %d", c[1 - i]->addr, c[1 - i]->port,
-                 c[i]->addr, c[i]->port);
+        snprintf(peer, sizeof(peer), "PEER %s %d %s %d", c[1 - i]->addr, c[1 - i]->port, c[i]->addr,
+                 c[i]->port);
         if (c[i]->tagged)
             punch_auth_tag(c[i]->answer_key, peer, tag);
         answer(r, c[i], "%s%s%s", peer, tag[0] ? " " : "", tag);

@@ -13,7 +13,8 @@
  *       the address:port this connection came from (qcg-probe compares it with
  *       the proxy's observation: endpoint-(in)dependent mapping).
  *   PUNCH <token> <local-addr> <local-port>
- *                                         -> PEER <peer-addr> <peer-port> <own-addr> <own-port> [<tag>]
+ *                                         -> PEER <peer-addr> <peer-port> <own-addr> <own-port>
+ *                                            [<tag>]
  *       The tag authenticates the answer when the token came as a version 2
  *       token (its MAC replaced by a proof; common/punch_auth.h), as helpers
  *       send it: an on-path attacker cannot redirect the punch.

@@ -101,15 +101,17 @@ int punch_auth_answer(char *line, const unsigned char key[PUNCH_AUTH_KEY_LEN], c
     char want[PUNCH_AUTH_TAG_TEXT];
     char *sp = strrchr(line, ' ');
     if (sp == NULL || strlen(sp + 1) != PUNCH_AUTH_TAG_TEXT - 1) {
-        snprintf(why, whylen, "reflector: answer without its authentication tag (forged, or "
-                              "a reflector older than this helper)");
+        snprintf(why, whylen,
+                 "reflector: answer without its authentication tag (forged, or "
+                 "a reflector older than this helper)");
         return -1;
     }
     *sp = '\0';
     punch_auth_tag(key, line, want);
     if (want[0] == '\0' || CRYPTO_memcmp(want, sp + 1, PUNCH_AUTH_TAG_TEXT - 1) != 0) {
-        snprintf(why, whylen, "reflector: answer with a wrong authentication tag (forged or "
-                              "altered on the way): refused");
+        snprintf(why, whylen,
+                 "reflector: answer with a wrong authentication tag (forged or "
+                 "altered on the way): refused");
         return -1;
     }
     return 0;

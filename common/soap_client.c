@@ -72,8 +72,7 @@ static int check_server(struct soap *soap, const struct client_info *info, char 
 
 /* gSOAP's connect (TCP and the TLS handshake), then check_server: a
    connection to the wrong service is closed before any request is sent. */
-static SOAP_SOCKET open_checked(struct soap *soap, const char *endpoint, const char *host,
-                                int port)
+static SOAP_SOCKET open_checked(struct soap *soap, const char *endpoint, const char *host, int port)
 {
     struct client_info *info = soap->user;
     SOAP_SOCKET s = info->orig_open(soap, endpoint, host, port);
@@ -134,7 +133,8 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     }
     info->io_timeout = cfg->io_timeout > 0 ? cfg->io_timeout : 10;
     info->expect_role = cfg->expect_role;
-    if (cfg->expect_cluster != NULL && (info->expect_cluster = strdup(cfg->expect_cluster)) == NULL) {
+    if (cfg->expect_cluster != NULL &&
+        (info->expect_cluster = strdup(cfg->expect_cluster)) == NULL) {
         snprintf(err, errlen, "out of memory");
         free(info->url);
         free(info);

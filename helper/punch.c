@@ -551,8 +551,8 @@ static void on_reflector(uv_poll_t *h, int status, int events)
             fail(p, "the punch token is malformed");
             return;
         }
-        int n = snprintf(p->line, sizeof(p->line), "PUNCH %s %s %u\n", wire, addr,
-                         (unsigned)p->port);
+        int n =
+            snprintf(p->line, sizeof(p->line), "PUNCH %s %s %u\n", wire, addr, (unsigned)p->port);
         if (n < 0 || (size_t)n >= sizeof(p->line)) {
             fail(p, "request line too long");
             return;
