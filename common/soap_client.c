@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crl.h"
 #include "identity.h"
 #include "log.h"
 #include "soapH.h"
@@ -160,13 +159,7 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
         soap_client_free(soap);
         return NULL;
     }
-    /* The server must be a TLS server (serverAuth), never revoked. */
-    if (soap->ctx == NULL || SSL_CTX_set_purpose(soap->ctx, X509_PURPOSE_SSL_SERVER) != 1) {
-        snprintf(err, errlen, "TLS setup: cannot require server certificates (serverAuth)");
-        soap_client_free(soap);
-        return NULL;
-    }
-    if (crl_attach(soap->ctx, cfg->tls.crl, cfg->tls.ca, err, errlen) < 0) {
+    if (soap_tls_peer_policy(soap, true, &cfg->tls, err, errlen) < 0) {
         soap_client_free(soap);
         return NULL;
     }

@@ -507,13 +507,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         soap_server_free(srv);
         return NULL;
     }
-    /* Callers are TLS clients (clientAuth), never revoked. */
-    if (m->ctx == NULL || SSL_CTX_set_purpose(m->ctx, X509_PURPOSE_SSL_CLIENT) != 1) {
-        snprintf(err, errlen, "TLS setup: cannot require client certificates (clientAuth)");
-        soap_server_free(srv);
-        return NULL;
-    }
-    if (crl_attach(m->ctx, cfg->tls.crl, cfg->tls.ca, err, errlen) < 0) {
+    if (soap_tls_peer_policy(m, false, &cfg->tls, err, errlen) < 0) {
         soap_server_free(srv);
         return NULL;
     }
