@@ -168,6 +168,23 @@ else
 fi
 stop "$helper_pid"
 
+# A CRL that does not load leaves the one loaded before in force.
+cp "$crl" "$work/crl.good"
+echo "not a CRL" >"$crl"
+kill -HUP "$fe_c1"
+expect_log "a broken CRL on SIGHUP is refused, the old one kept" "$work/frontend-c1.log" \
+	"holds no PEM CRL; keeping the CRL loaded before"
+cp "$work/crl.good" "$crl"
+if "$frontend" --listen 127.0.0.1 --port 27805 --broker "$broker_url" --cluster c1 --kind open \
+	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-c1.pem" \
+	--crl "$work/missing.pem" >"$out" 2>&1; then
+	fail "a frontend whose crl file is missing does not start"
+elif grep -qF "cannot read $work/missing.pem" "$out"; then
+	pass "a frontend whose crl file is missing does not start"
+else
+	fail "a frontend whose crl file is missing does not start (no clear error)"
+fi
+
 # A helper loads the CRL too: a revoked frontend is refused.
 "$certs" --dir "$ca" revoke frontend c2 >>"$work/certs.log" 2>&1 || fail "qcg-certs revoke frontend c2"
 cp "$ca/crl.pem" "$crl"
