@@ -9,7 +9,7 @@
 /*
  * Every upstream connection goes through gSOAP's open hook, installed as a
  * plugin on each context: the frontend's certificate must name our own
- * cluster, so the job secrets we relay go to nobody else, even another
+ * cluster, so the job verifiers we relay go to nobody else, even another
  * service of the same grid CA.
  */
 static const char plugin_id[] = "qcg-helper-upstream";
