@@ -87,24 +87,31 @@ else fail "the broker handled job $job"; fi
 # mappings of PID.
 scan() {
 	python3 - "$1" "$job" "$secret" <<'PY'
-import re, sys
+import os, re, sys
 pid, job, secret = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 needles = {"job": [job], "secret-text": [secret.encode(), secret.upper().encode()],
            "secret-bytes": [bytes.fromhex(secret)]}
 counts = dict.fromkeys(needles, 0)
-with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+CHUNK, OVERLAP = 8 << 20, 128
+fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+with open(f"/proc/{pid}/maps") as maps:
     for line in maps:
         m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", line)
         start, end, perms = int(m[1], 16), int(m[2], 16), m[3]
-        if perms[0] != "r" or line.rstrip().endswith("[vvar]"):
+        # Not readable, the vDSO's data, or a sanitizer's shadow (terabytes
+        # reserved): nothing of ours is there.
+        if perms[0] != "r" or line.rstrip().endswith("[vvar]") or end - start > 4 << 30:
             continue
-        try:
-            mem.seek(start)
-            data = mem.read(end - start)
-        except (OSError, OverflowError, ValueError):
-            continue
-        for name, forms in needles.items():
-            counts[name] += sum(data.count(f) for f in forms)
+        for at in range(start, end, CHUNK):
+            try:
+                data = os.pread(fd, min(CHUNK + OVERLAP, end - at), at)
+            except OSError:
+                continue
+            for name, forms in needles.items():
+                # Matches that begin in the overlap are counted by the next chunk.
+                counts[name] += sum(1 for f in forms for i in
+                                    (mm.start() for mm in re.finditer(re.escape(f), data))
+                                    if i < CHUNK)
 print(" ".join(f"{k}={v}" for k, v in counts.items()))
 PY
 }
