@@ -39,7 +39,7 @@ struct cluster {
 
 struct job {
     char id[QCG_JOB_MAX];
-    unsigned char hash[HASH_LEN]; /* SHA-256(job ":" secret) */
+    unsigned char hash[HASH_LEN]; /* SHA-256(job ":" verifier) */
     size_t contacts;
 };
 
@@ -213,17 +213,17 @@ static struct contact *find_contact(const struct registry *r, const char *job, i
     return htable_find(r->contacts, contact_hash(r, job, rank), &k);
 }
 
-static void secret_hash(const char *job, const char *secret, unsigned char out[HASH_LEN])
+static void verifier_hash(const char *job, const char *verifier, unsigned char out[HASH_LEN])
 {
-    if (job_secret_hash(job, secret, out) < 0)
+    if (job_secret_hash(job, verifier, out) < 0)
         /* A digest that cannot be computed must not match anything stored. */
         RAND_bytes(out, HASH_LEN);
 }
 
-static bool secret_matches(const struct job *j, const char *secret)
+static bool verifier_matches(const struct job *j, const char *verifier)
 {
     unsigned char h[HASH_LEN];
-    secret_hash(j->id, secret, h);
+    verifier_hash(j->id, verifier, h);
     return CRYPTO_memcmp(h, j->hash, HASH_LEN) == 0;
 }
 
@@ -360,7 +360,7 @@ out:
 }
 
 static enum reg_status publish_locked(struct registry *r, const struct reg_contact *in,
-                                      const char *secret, char *why, size_t whylen)
+                                      const char *verifier, char *why, size_t whylen)
 {
     struct cluster *c = registered(r, in->cluster, why, whylen);
     if (c == NULL)
@@ -382,8 +382,8 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
     }
 
     struct job *j = htable_find(r->jobs, name_hash(r, in->job), in->job);
-    if (j != NULL && !secret_matches(j, secret)) {
-        snprintf(why, whylen, "wrong secret for job %s", in->job);
+    if (j != NULL && !verifier_matches(j, verifier)) {
+        snprintf(why, whylen, "wrong secret for job %s (its verifier differs)", in->job);
         return REG_DENIED;
     }
     struct contact *old = j != NULL ? find_contact(r, in->job, in->rank) : NULL;
@@ -417,7 +417,7 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
         if (j == NULL)
             goto nomem;
         copy_str(j->id, sizeof(j->id), in->job);
-        secret_hash(j->id, secret, j->hash);
+        verifier_hash(j->id, verifier, j->hash);
         if (htable_insert(r->jobs, name_hash(r, j->id), j) == -1) {
             free(j);
             goto nomem;
@@ -446,10 +446,10 @@ nomem:
 }
 
 enum reg_status registry_publish(struct registry *r, const struct reg_contact *c,
-                                 const char *secret, char *why, size_t whylen)
+                                 const char *verifier, char *why, size_t whylen)
 {
     pthread_rwlock_wrlock(&r->lock);
-    enum reg_status st = publish_locked(r, c, secret, why, whylen);
+    enum reg_status st = publish_locked(r, c, verifier, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
 }
@@ -470,7 +470,7 @@ static void queue_invalidate(struct registry *r, const char *job, int rank)
 /* A probe's test endpoint withdrawing from the node the broker chose ends
    the probe: its slot frees at once rather than when its seconds run out,
    so that an admin may probe again straight away.  Only that contact does:
-   the prober's own, or one published elsewhere with the job's secret, must
+   the prober's own, or one published elsewhere with the job's verifier, must
    not free a slot whose endpoint may still start and hold a node's
    resources. */
 static void probe_slot_release(struct registry *r, const struct contact *ct)
@@ -495,7 +495,7 @@ static void probe_slot_release(struct registry *r, const struct contact *ct)
 }
 
 static enum reg_status withdraw_locked(struct registry *r, const char *cluster, const char *node,
-                                       const char *job, const char *secret, int rank, char *why,
+                                       const char *job, const char *verifier, int rank, char *why,
                                        size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
@@ -504,8 +504,8 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
         snprintf(why, whylen, "rank %d of job %s is not published", rank, job);
         return REG_NOTFOUND;
     }
-    if (!secret_matches(j, secret)) {
-        snprintf(why, whylen, "wrong secret for job %s", job);
+    if (!verifier_matches(j, verifier)) {
+        snprintf(why, whylen, "wrong secret for job %s (its verifier differs)", job);
         return REG_DENIED;
     }
     if (strcmp(ct->cluster->decl.name, cluster) != 0 ||
@@ -540,11 +540,11 @@ static void contact_drop(struct registry *r, struct contact *ct)
 }
 
 enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
-                                  const char *job, const char *secret, int rank, char *why,
+                                  const char *job, const char *verifier, int rank, char *why,
                                   size_t whylen)
 {
     pthread_rwlock_wrlock(&r->lock);
-    enum reg_status st = withdraw_locked(r, cluster, node, job, secret, rank, why, whylen);
+    enum reg_status st = withdraw_locked(r, cluster, node, job, verifier, rank, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;
 }
@@ -571,16 +571,16 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
 }
 
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
-                                     const char *secret, int from_rank, int to_rank,
+                                     const char *verifier, int from_rank, int to_rank,
                                      unsigned tried, enum technique only,
                                      const struct plan_offer *offer, struct outcomes *memory,
                                      struct reg_lookup *out, char *why, size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
     struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
-    /* Checked in this order so that a caller without the secret learns nothing
+    /* Checked in this order so that a caller without the verifier learns nothing
        about which ranks exist. */
-    if (j == NULL || !secret_matches(j, secret)) {
+    if (j == NULL || !verifier_matches(j, verifier)) {
         snprintf(why, whylen, "job %s: no such job or wrong secret", job);
         return REG_DENIED;
     }
@@ -640,14 +640,14 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
 }
 
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
-                                const char *secret, int from_rank, int to_rank, unsigned tried,
+                                const char *verifier, int from_rank, int to_rank, unsigned tried,
                                 enum technique only, const struct plan_offer *offer,
                                 struct outcomes *memory, struct reg_lookup *out, char *why,
                                 size_t whylen)
 {
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&r->lock);
-    enum reg_status st = lookup_locked(r, cluster, job, secret, from_rank, to_rank, tried, only,
+    enum reg_status st = lookup_locked(r, cluster, job, verifier, from_rank, to_rank, tried, only,
                                        offer, memory, out, why, whylen);
     pthread_rwlock_unlock(&r->lock);
     return st;

@@ -1,12 +1,12 @@
 /*
  * What the broker knows: clusters as their frontends declared them (with one
- * command queue each), their nodes, jobs (id -> SHA-256(job ":" secret)) and
+ * command queue each), their nodes, jobs (id -> SHA-256(job ":" verifier)) and
  * contacts ((job, rank) -> cluster, node, address, port).  One struct, one
  * rwlock: lookups take the read lock, changes the write lock.
  *
  * Callers (service.c) check who is calling and validate field syntax before;
  * the registry checks what depends on its state (registered cluster/node,
- * secret, busy ranks, capacity) and says why in `why` when it refuses.
+ * verifier, busy ranks, capacity) and says why in `why` when it refuses.
  */
 #ifndef BROKER_REGISTRY_H
 #define BROKER_REGISTRY_H
@@ -117,15 +117,15 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
 enum reg_status registry_register_node(struct registry *r, const char *cluster,
                                        const struct reg_node *n, char *why, size_t whylen);
 /* c->cluster and c->node must be registered; c->address must be the node's and
-   c->port inside its range.  The first publish of a job stores the secret's
+   c->port inside its range.  The first publish of a job stores the verifier's
    hash; the same contact again is OK, another contact for (job, rank) REG_BUSY. */
 enum reg_status registry_publish(struct registry *r, const struct reg_contact *c,
-                                 const char *secret, char *why, size_t whylen);
+                                 const char *verifier, char *why, size_t whylen);
 /* Removes (job, rank) when it belongs to `cluster` (and `node`, unless NULL or
    empty), and queues invalidate(job, rank) for every cluster.  The job goes
    with its last contact. */
 enum reg_status registry_withdraw(struct registry *r, const char *cluster, const char *node,
-                                  const char *job, const char *secret, int rank, char *why,
+                                  const char *job, const char *verifier, int rank, char *why,
                                   size_t whylen);
 /* For a caller in `cluster` whose from_rank is published there: the plan to
    reach to_rank, skipping the techniques in `tried` and those `memory` (may
@@ -133,7 +133,7 @@ enum reg_status registry_withdraw(struct registry *r, const char *cluster, const
    `remembered` is ignored: the memory fills it.  `only` other than TECH_NONE:
    exactly that technique, tried and memory ignored (plan_only). */
 enum reg_status registry_lookup(struct registry *r, const char *cluster, const char *job,
-                                const char *secret, int from_rank, int to_rank, unsigned tried,
+                                const char *verifier, int from_rank, int to_rank, unsigned tried,
                                 enum technique only, const struct plan_offer *offer,
                                 struct outcomes *memory, struct reg_lookup *out, char *why,
                                 size_t whylen);

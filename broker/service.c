@@ -225,7 +225,8 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
                       c.cluster);
     snprintf(c.cluster, sizeof(c.cluster), "%s", id->cluster);
     atomic_fetch_add(&state(soap)->stats.publishes, 1);
-    enum reg_status st = registry_publish(state(soap)->reg, &c, contact->secret, why, sizeof(why));
+    enum reg_status st =
+        registry_publish(state(soap)->reg, &c, contact->verifier, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "publish", st, why);
     log_debug("published job %s rank %d at %s/%s %s port %d", c.job, c.rank, c.cluster, c.node,
@@ -234,21 +235,21 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     return SOAP_OK;
 }
 
-int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int rank, char *node,
+int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int rank, char *node,
                   struct qcg__ackResponse *response)
 {
     const struct identity *id;
     char why[256];
     if (check_call(soap, "withdraw", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
-    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+    if (validate_job(job, verifier, why, sizeof(why)) != 0 ||
         validate_rank(rank, "rank", why, sizeof(why)) != 0)
         return refuse(soap, "withdraw", "invalid", "%s", why);
     if (node != NULL && node[0] != '\0' && !name_valid(node))
         return refuse(soap, "withdraw", "invalid", "node is not a valid name");
     atomic_fetch_add(&state(soap)->stats.withdraws, 1);
-    enum reg_status st =
-        registry_withdraw(state(soap)->reg, id->cluster, node, job, secret, rank, why, sizeof(why));
+    enum reg_status st = registry_withdraw(state(soap)->reg, id->cluster, node, job, verifier, rank,
+                                           why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "withdraw", st, why);
     log_debug("withdrew job %s rank %d (cluster %s)", job, rank, id->cluster);
@@ -258,7 +259,7 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 
 /* 32 hex characters from 16 random bytes: the one-time token of a reversed
    connection, which the target's process puts into its hello; a probe's job
-   id and secret. */
+   id and verifier. */
 static int random_hex(char *out, size_t len)
 {
     unsigned char raw[16];
@@ -436,7 +437,7 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
                         id->cluster, op);
 }
 
-int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
     const struct identity *id;
@@ -447,7 +448,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     struct broker *b = state(soap);
     if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
-    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+    if (validate_job(job, verifier, why, sizeof(why)) != 0 ||
         validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
         validate_rank(toRank, "toRank", why, sizeof(why)) != 0 ||
         plan_tried_parse(tried, &tried_set, why, sizeof(why)) != 0)
@@ -460,7 +461,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     struct plan_offer offer = {.proxy = b->proxies.count > 0,
                                .reflector = reflector_client_up(b->reflector)};
     enum reg_status st =
-        registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, tried_set,
+        registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, tried_set,
                         (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "lookup", st, why);
@@ -651,7 +652,7 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     return SOAP_OK;
 }
 
-int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+int qcg__report(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *technique, int ok, int setupMs, char *why_failed,
                 struct qcg__ackResponse *response)
 {
@@ -662,7 +663,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     if (check_call(soap, "report", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
     int t = technique != NULL ? technique_parse(technique) : -1;
-    if (validate_job(job, secret, why, sizeof(why)) != 0 ||
+    if (validate_job(job, verifier, why, sizeof(why)) != 0 ||
         validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
         validate_rank(toRank, "toRank", why, sizeof(why)) != 0)
         return refuse(soap, "report", "invalid", "%s", why);
@@ -675,9 +676,9 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     if (cluster_rate(soap, "report", id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
     /* The same checks as a lookup: only the initiator's side, with the
-       secret, reports; the two contacts give the cluster pair. */
+       verifier, reports; the two contacts give the cluster pair. */
     struct plan_offer offer = {.proxy = true, .reflector = true};
-    enum reg_status st = registry_lookup(b->reg, id->cluster, job, secret, fromRank, toRank, 0,
+    enum reg_status st = registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, 0,
                                          TECH_NONE, &offer, NULL, &res, why, sizeof(why));
     if (st != REG_OK)
         return refuse_status(soap, "report", st, why);

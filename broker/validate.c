@@ -6,6 +6,9 @@
 
 #include "address.h"
 #include "soapH.h"
+#include "verifier.h"
+
+_Static_assert(QCG_VERIFIER_LEN == 64, "the message below says 64");
 
 static int bad(char *why, size_t whylen, const char *fmt, const char *field)
 {
@@ -38,12 +41,12 @@ static int check_port(int port, const char *field, char *why, size_t whylen)
     return 0;
 }
 
-int validate_job(const char *job, const char *secret, char *why, size_t whylen)
+int validate_job(const char *job, const char *verifier, char *why, size_t whylen)
 {
     if (job == NULL || !job_valid(job))
         return bad(why, whylen, "%s is missing or not a valid job id", "job");
-    if (secret == NULL || !secret_valid(secret))
-        return bad(why, whylen, "%s is missing or not 1-127 printable characters", "secret");
+    if (verifier == NULL || !verifier_valid(verifier))
+        return bad(why, whylen, "%s is missing or not 64 lowercase hex characters", "verifier");
     return 0;
 }
 
@@ -146,7 +149,7 @@ int validate_contact(const struct qcg__contact *in, struct reg_contact *out, cha
     memset(out, 0, sizeof(*out));
     if (in == NULL)
         return bad(why, whylen, "%s is missing", "contact");
-    if (validate_job(in->job, in->secret, why, whylen) ||
+    if (validate_job(in->job, in->verifier, why, whylen) ||
         validate_rank(in->rank, "contact.rank", why, whylen) ||
         check_name(in->node, "contact.node", why, whylen) ||
         check_address(in->address, "contact.address", why, whylen) ||

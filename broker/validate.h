@@ -1,6 +1,6 @@
 /*
  * Field checks of what a frontend sent, done before anything touches the
- * registry: NULL pointers, names, job ids, secrets, ranks, ports, addresses,
+ * registry: NULL pointers, names, job ids, verifiers, ranks, ports, addresses,
  * kinds.  Each returns 0, or -1 with a sentence in `why` naming the field.
  */
 #ifndef BROKER_VALIDATE_H
@@ -22,7 +22,7 @@ int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, s
 /* in->cluster may be NULL or empty (the caller fills it); in->node must be set. */
 int validate_contact(const struct qcg__contact *in, struct reg_contact *out, char *why,
                      size_t whylen);
-int validate_job(const char *job, const char *secret, char *why, size_t whylen);
+int validate_job(const char *job, const char *verifier, char *why, size_t whylen);
 int validate_rank(int rank, const char *field, char *why, size_t whylen);
 /* A probe's observation (qcg_service.h): names, the kind, mapping and
    inbound words, portPreserving -1..1, publicAddress empty or an address.

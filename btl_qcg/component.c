@@ -3,6 +3,7 @@
 #include "btl_qcg.h"
 #include "help.h"
 #include "jobid.h"
+#include "verifier.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,11 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
     *num_btls = 0;
     if (secret == NULL || secret[0] == '\0') {
         btl_qcg_opt_out("no secret", false, "QCG_JOB_SECRET is not set (mpirun -x QCG_JOB_SECRET)");
+        return NULL;
+    }
+    if (!secret_strong(secret)) {
+        btl_qcg_opt_out("weak secret", true, "QCG_JOB_SECRET has about %d bits, at least %d needed",
+                        secret_entropy_bits(secret), QCG_SECRET_MIN_BITS);
         return NULL;
     }
     if (me.vpid > (uint32_t)INT32_MAX) {

@@ -12,7 +12,7 @@
  * subcode is qcg:version and whose text names both versions.
  *
  * Faults use these subcodes: qcg:version, qcg:denied (caller may not do this,
- * or wrong job secret), qcg:invalid (malformed field), qcg:busy (rank already
+ * or wrong job verifier), qcg:invalid (malformed field), qcg:busy (rank already
  * published by a live process), qcg:notfound, qcg:unavailable (upstream down).
  */
 
@@ -55,7 +55,9 @@ struct qcg__node {
    that relays the call from what it knows of the caller, never trusted from below. */
 struct qcg__contact {
     char *job;
-    char *secret;               /* the job secret; the broker keeps only its hash */
+    char *verifier;             /* the job's verifier (core/verifier.h: 64 hex, derived
+                                   from the secret on the node); the broker keeps only
+                                   its hash.  The secret never leaves the node */
     int rank;
     char *cluster;
     char *node;
@@ -178,7 +180,9 @@ struct qcg__siteInfoResponse {
 struct qcg__probeResponse {
     int version;
     char *job;                      /* a fresh job, "probe-<32 hex>": the prober is rank 0 */
-    char *secret;                   /* its secret (random, 32 hex) */
+    char *secret;                   /* its secret (random, 32 hex): the broker makes
+                                       it, so a probe job's secret is the one the
+                                       broker may know */
     int rank;                       /* the endpoint's rank: 1 */
     char *cluster;                  /* where the endpoint runs */
     char *node;
@@ -238,7 +242,7 @@ int qcg__registerCluster(int version, struct qcg__cluster *cluster,
 int qcg__registerNode(int version, struct qcg__node *node, struct qcg__registerResponse *response);
 /* helper -> frontend -> broker */
 int qcg__publish(int version, struct qcg__contact *contact, struct qcg__ackResponse *response);
-int qcg__withdraw(int version, char *job, char *secret, int rank, char *node,
+int qcg__withdraw(int version, char *job, char *verifier, int rank, char *node,
                   struct qcg__ackResponse *response);
 /* tried: the techniques the caller already tried for this pair and that
    failed, comma-separated (NULL or "" for a first lookup); the plan is the
@@ -248,7 +252,7 @@ int qcg__withdraw(int version, char *job, char *secret, int rank, char *node,
    that technique, whatever the broker remembers of failures between the two
    clusters, or status unavailable with the reason it cannot work for this
    pair (qcg-probe tests each technique this way).  Never cached. */
-int qcg__lookup(int version, char *job, char *secret, int fromRank, int toRank, char *tried,
+int qcg__lookup(int version, char *job, char *verifier, int fromRank, int toRank, char *tried,
                 char *only, struct qcg__lookupResponse *response);
 /* Long-poll: returns the caller's queued commands with seq > ackSeq, waiting up to
    waitSeconds for one.  Commands stay queued until acknowledged by a later poll,
@@ -264,7 +268,7 @@ int qcg__traverse(int version, char *token, char *packet, struct qcg__ackRespons
 /* helper -> frontend -> broker: how an attempt from fromRank to toRank ended
    (technique, ok 1/0, setup time, the process's reason when it failed).  The
    broker remembers outcomes per ordered cluster pair and plans from them. */
-int qcg__report(int version, char *job, char *secret, int fromRank, int toRank, char *technique,
+int qcg__report(int version, char *job, char *verifier, int fromRank, int toRank, char *technique,
                 int ok, int setupMs, char *why, struct qcg__ackResponse *response);
 /* helper -> frontend -> broker: the caller's site, the broker's reflector and
    proxies, and every registered cluster (qcg-probe). */

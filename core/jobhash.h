@@ -1,4 +1,4 @@
-/* What stands for a job's secret where the secret itself is not kept: the
+/* What stands for a job verifier (verifier.h) where it is not kept: the
    broker's registry (checked on every publish and lookup) and the frontend's
    plan cache (part of the key). */
 #ifndef QCG_JOBHASH_H

@@ -8,7 +8,9 @@
 
 #include "technique.h"
 
-#define QCG_PROTOCOL_VERSION 1
+/* 2: publish, withdraw, lookup and report carry the job's verifier
+   (core/verifier.h), never its secret; a version-1 caller is refused. */
+#define QCG_PROTOCOL_VERSION 2
 
 /* Longest job id, secret, cluster/node name, address text, token accepted anywhere. */
 #define QCG_JOB_MAX 64

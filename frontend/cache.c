@@ -9,7 +9,7 @@
 #include "dlist.h"
 #include "strmap.h"
 
-/* Entries of one (job, rank) are chained from the map (one per secret seen,
+/* Entries of one (job, rank) are chained from the map (one per verifier seen,
    normally one); all entries are also on the LRU list, least recently used
    first. */
 struct entry {

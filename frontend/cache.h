@@ -1,7 +1,7 @@
 /*
- * The frontend's plan cache: (job, SHA-256(job ":" secret), target rank) ->
+ * The frontend's plan cache: (job, SHA-256(job ":" verifier), target rank) ->
  * direct plan.  Only plans the broker marked cacheable, with status ok and no
- * token, belong here; a lookup with another secret has another key and cannot
+ * token, belong here; a lookup with another verifier has another key and cannot
  * hit.  Bounded, least recently used entry evicted first.  Thread-safe.
  */
 #ifndef FRONTEND_CACHE_H
@@ -40,7 +40,7 @@ uint64_t cache_generation(struct cache *cache);
 int cache_put(struct cache *cache, const char *job, const unsigned char hash[JOB_HASH_LEN],
               int rank, const struct cached_plan *plan, uint64_t generation);
 
-/* Drops every entry for (job, rank), whatever the secret; returns how many. */
+/* Drops every entry for (job, rank), whatever the verifier; returns how many. */
 size_t cache_invalidate(struct cache *cache, const char *job, int rank);
 /* Drops everything; returns how many. */
 size_t cache_flush(struct cache *cache);

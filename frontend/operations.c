@@ -127,20 +127,20 @@ static int invalid(struct soap *soap, const char *op, const struct identity *id,
     return soap_qcg_fault(soap, "invalid", "%s", why);
 }
 
-/* Checks job, secret and a rank; NULL when fine, else why not. */
-static const char *job_fields_bad(const char *job, const char *secret, int rank)
+/* Checks job, verifier and a rank; NULL when fine, else why not. */
+static const char *job_fields_bad(const char *job, const char *verifier, int rank)
 {
     if (job == NULL || !job_valid(job))
         return "job id missing or malformed";
-    if (secret == NULL || !secret_valid(secret))
-        return "job secret missing or malformed";
+    if (verifier == NULL || !verifier_valid(verifier))
+        return "job verifier missing or malformed";
     if (rank < 0)
         return "rank must not be negative";
     return NULL;
 }
 
 /* Secrets compared without leaking where they differ. */
-static int secret_equal(const char *a, const char *b)
+static int verifier_equal(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     return la == lb && CRYPTO_memcmp(a, b, la) == 0;
@@ -173,7 +173,7 @@ struct relay_args {
     const struct node_info *node;
     const struct contact_info *contact;
     const char *cluster;
-    const char *job, *secret, *node_name, *tried, *only;
+    const char *job, *verifier, *node_name, *tried, *only;
     int from_rank, rank;
     struct plan *plan;
     const char *token, *packet;   /* traverse */
@@ -213,10 +213,10 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             rc = relay_publish(up, url, a->contact, a->cluster, err);
             break;
         case RELAY_WITHDRAW:
-            rc = relay_withdraw(up, url, a->job, a->secret, a->rank, a->node_name, err);
+            rc = relay_withdraw(up, url, a->job, a->verifier, a->rank, a->node_name, err);
             break;
         case RELAY_LOOKUP:
-            rc = relay_lookup(up, url, a->job, a->secret, a->from_rank, a->rank, a->tried,
+            rc = relay_lookup(up, url, a->job, a->verifier, a->from_rank, a->rank, a->tried,
                               a->only, a->plan, err);
             break;
         case RELAY_TRAVERSE:
@@ -321,7 +321,7 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     char why[300];
     if (contact == NULL)
         return invalid(soap, op, id, "contact missing");
-    const char *bad = job_fields_bad(contact->job, contact->secret, contact->rank);
+    const char *bad = job_fields_bad(contact->job, contact->verifier, contact->rank);
     if (bad != NULL)
         return invalid(soap, op, id, bad);
     if (!address_valid(contact->address))
@@ -349,7 +349,7 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     struct contact_info c;
     memset(&c, 0, sizeof(c));
     snprintf(c.job, sizeof(c.job), "%s", contact->job);
-    snprintf(c.secret, sizeof(c.secret), "%s", contact->secret);
+    snprintf(c.verifier, sizeof(c.verifier), "%s", contact->verifier);
     c.rank = contact->rank;
     snprintf(c.node, sizeof(c.node), "%s", node.name);
     snprintf(c.address, sizeof(c.address), "%s", contact->address);
@@ -359,13 +359,13 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     struct relay_args a = {.contact = &c, .cluster = fe->cluster};
     int rc = relay_call(fe, RELAY_PUBLISH, &a, &err);
     if (rc < 0) {
-        OPENSSL_cleanse(c.secret, sizeof(c.secret));
+        OPENSSL_cleanse(c.verifier, sizeof(c.verifier));
         return relay_failed(soap, op, &err);
     }
     int stored = store_contact_put(fe->store, &c);
     /* A contact published again may have moved: older plans are wrong. */
     cache_invalidate(fe->cache, c.job, c.rank);
-    OPENSSL_cleanse(c.secret, sizeof(c.secret));
+    OPENSSL_cleanse(c.verifier, sizeof(c.verifier));
     if (stored < 0) {
         log_error("out of memory keeping job %s rank %d: not re-published after a broker restart",
                   c.job, c.rank);
@@ -377,7 +377,7 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     return SOAP_OK;
 }
 
-int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int rank, char *node,
+int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int rank, char *node,
                   struct qcg__ackResponse *response)
 {
     static const char op[] = "withdraw";
@@ -386,7 +386,7 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     (void)node; /* the caller's certificate says which node it is */
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
-    const char *bad = job_fields_bad(job, secret, rank);
+    const char *bad = job_fields_bad(job, verifier, rank);
     if (bad != NULL)
         return invalid(soap, op, id, bad);
 
@@ -395,15 +395,15 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     int is_held = store_contact_get(fe->store, job, rank, &held) == 0;
     if (is_held) {
         int mine = strcmp(held.node, id->node) == 0;
-        int secret_ok = secret_equal(held.secret, secret);
-        OPENSSL_cleanse(held.secret, sizeof(held.secret));
+        int verifier_ok = verifier_equal(held.verifier, verifier);
+        OPENSSL_cleanse(held.verifier, sizeof(held.verifier));
         if (!mine) {
             snprintf(why, sizeof(why), "rank %d of job %s was published from node %s", rank,
                      job, held.node);
             return deny(soap, fe, op, id, why);
         }
-        if (!secret_ok) {
-            snprintf(why, sizeof(why), "wrong secret for job %s", job);
+        if (!verifier_ok) {
+            snprintf(why, sizeof(why), "wrong secret for job %s (its verifier differs)", job);
             return deny(soap, fe, op, id, why);
         }
         /* The process is gone whatever the broker says: forget it here now. */
@@ -417,7 +417,8 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
     struct relay_error err;
     int rc = -1;
     if (up_now) {
-        struct relay_args a = {.job = job, .secret = secret, .rank = rank, .node_name = id->node};
+        struct relay_args a = {
+            .job = job, .verifier = verifier, .rank = rank, .node_name = id->node};
         rc = relay_call(fe, RELAY_WITHDRAW, &a, &err);
     }
     if (is_held) {
@@ -425,7 +426,7 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
             struct withdrawal w;
             memset(&w, 0, sizeof(w));
             snprintf(w.job, sizeof(w.job), "%s", job);
-            snprintf(w.secret, sizeof(w.secret), "%s", secret);
+            snprintf(w.verifier, sizeof(w.verifier), "%s", verifier);
             w.rank = rank;
             snprintf(w.node, sizeof(w.node), "%s", id->node);
             store_withdrawal_add(fe->store, &w);
@@ -452,9 +453,9 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *secret, int r
 }
 
 /* The caller speaks for rank `rank` of `job`: published from this cluster,
-   with the job's secret.  SOAP_OK or the fault. */
+   with the job's verifier.  SOAP_OK or the fault. */
 static int check_member(struct soap *soap, struct frontend *fe, const char *op,
-                        const struct identity *id, const char *job, const char *secret, int rank)
+                        const struct identity *id, const char *job, const char *verifier, int rank)
 {
     char why[300];
     struct contact_info from;
@@ -466,10 +467,10 @@ static int check_member(struct soap *soap, struct frontend *fe, const char *op,
                  fe->cluster);
         return deny(soap, fe, op, id, why);
     }
-    int secret_ok = secret_equal(from.secret, secret);
-    OPENSSL_cleanse(from.secret, sizeof(from.secret));
-    if (!secret_ok) {
-        snprintf(why, sizeof(why), "wrong secret for job %s", job);
+    int verifier_ok = verifier_equal(from.verifier, verifier);
+    OPENSSL_cleanse(from.verifier, sizeof(from.verifier));
+    if (!verifier_ok) {
+        snprintf(why, sizeof(why), "wrong secret for job %s (its verifier differs)", job);
         return deny(soap, fe, op, id, why);
     }
     return SOAP_OK;
@@ -493,7 +494,7 @@ static int plan_cacheable(const struct plan *p)
     return p->cacheable && strcmp(p->status, "ok") == 0 && p->token[0] == '\0';
 }
 
-int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *tried, char *only, struct qcg__lookupResponse *response)
 {
     static const char op[] = "lookup";
@@ -502,7 +503,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
     atomic_fetch_add(&fe->counters.lookups_received, 1);
-    const char *bad = job_fields_bad(job, secret, fromRank);
+    const char *bad = job_fields_bad(job, verifier, fromRank);
     if (bad == NULL && toRank < 0)
         bad = "rank must not be negative";
     /* The broker checks the names; here only the size, so a huge list is
@@ -521,14 +522,14 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
         return SOAP_FAULT;
 
-    /* Only a process of this cluster, holding the job's secret, resolves its
-       peers: checked here so a wrong secret never reaches the cache. */
-    if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
+    /* Only a process of this cluster, holding the job's verifier, resolves its
+       peers: checked here so a wrong verifier never reaches the cache. */
+    if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
         return SOAP_FAULT;
 
     unsigned char hash[JOB_HASH_LEN];
-    if (job_secret_hash(job, secret, hash) < 0)
-        return soap_qcg_fault(soap, "unavailable", "cannot hash the job secret");
+    if (job_secret_hash(job, verifier, hash) < 0)
+        return soap_qcg_fault(soap, "unavailable", "cannot hash the job verifier");
     struct plan plan;
     memset(&plan, 0, sizeof(plan));
     struct cached_plan cp;
@@ -553,7 +554,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
         uint64_t gen = cache_generation(fe->cache);
         struct relay_error err;
         struct relay_args a = {.job = job,
-                               .secret = secret,
+                               .verifier = verifier,
                                .from_rank = fromRank,
                                .rank = toRank,
                                .tried = tried,
@@ -610,7 +611,7 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     return SOAP_OK;
 }
 
-int qcg__report(struct soap *soap, int version, char *job, char *secret, int fromRank, int toRank,
+int qcg__report(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
 {
     static const char op[] = "report";
@@ -618,7 +619,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     const struct identity *id;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
-    const char *bad = job_fields_bad(job, secret, fromRank);
+    const char *bad = job_fields_bad(job, verifier, fromRank);
     if (bad == NULL && toRank < 0)
         bad = "rank must not be negative";
     if (bad == NULL && (technique == NULL || technique_parse(technique) <= (int)TECH_NONE))
@@ -631,13 +632,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
         return invalid(soap, op, id, bad);
     if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
-    if (check_member(soap, fe, op, id, job, secret, fromRank) != SOAP_OK)
+    if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
         return SOAP_FAULT;
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
     struct report_args r = {.job = job,
-                            .secret = secret,
+                            .verifier = verifier,
                             .technique = technique,
                             .why = why,
                             .from_rank = fromRank,

@@ -85,7 +85,7 @@ int relay_publish(struct soap *soap, const char *url, const struct contact_info 
     memset(&c, 0, sizeof(c));
     memset(&resp, 0, sizeof(resp));
     c.job = (char *)contact->job;
-    c.secret = (char *)contact->secret;
+    c.verifier = (char *)contact->verifier;
     c.rank = contact->rank;
     c.cluster = (char *)cluster;
     c.node = (char *)contact->node;
@@ -95,24 +95,24 @@ int relay_publish(struct soap *soap, const char *url, const struct contact_info 
     return call_failed(soap, rc, err);
 }
 
-int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *secret,
+int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *verifier,
                    int rank, const char *node, struct relay_error *err)
 {
     struct qcg__ackResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__withdraw(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
-                                     (char *)secret, rank, (char *)node, &resp);
+                                     (char *)verifier, rank, (char *)node, &resp);
     return call_failed(soap, rc, err);
 }
 
-int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, const char *tried, const char *only,
-                 struct plan *plan, struct relay_error *err)
+int relay_lookup(struct soap *soap, const char *url, const char *job, const char *verifier,
+                 int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
+                 struct relay_error *err)
 {
     struct qcg__lookupResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
-                                   (char *)secret, from_rank, to_rank,
+                                   (char *)verifier, from_rank, to_rank,
                                    tried != NULL && tried[0] != '\0' ? (char *)tried : NULL,
                                    only != NULL && only[0] != '\0' ? (char *)only : NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
@@ -148,11 +148,10 @@ int relay_report(struct soap *soap, const char *url, const struct report_args *r
 {
     struct qcg__ackResponse resp;
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__report(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job,
-                                   (char *)r->secret, r->from_rank, r->to_rank,
-                                   (char *)r->technique, r->ok, r->setup_ms,
-                                   r->why != NULL && r->why[0] != '\0' ? (char *)r->why : NULL,
-                                   &resp);
+    int rc = soap_call_qcg__report(
+        soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job, (char *)r->verifier, r->from_rank,
+        r->to_rank, (char *)r->technique, r->ok, r->setup_ms,
+        r->why != NULL && r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
     return call_failed(soap, rc, err);
 }
 

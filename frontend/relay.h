@@ -51,21 +51,21 @@ int relay_register_node(struct soap *soap, const char *url, const struct node_in
                         struct relay_error *err);
 int relay_publish(struct soap *soap, const char *url, const struct contact_info *contact,
                   const char *cluster, struct relay_error *err);
-int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *secret,
+int relay_withdraw(struct soap *soap, const char *url, const char *job, const char *verifier,
                    int rank, const char *node, struct relay_error *err);
 /* A plan the broker sent that does not fit our limits is an error
    (CALL_UNREACHABLE, "malformed plan"), not a truncated answer.  tried: the
    techniques the process already tried (NULL or "" for none); only: the one
    technique to plan (NULL or "" for a normal lookup). */
-int relay_lookup(struct soap *soap, const char *url, const char *job, const char *secret,
-                 int from_rank, int to_rank, const char *tried, const char *only,
-                 struct plan *plan, struct relay_error *err);
+int relay_lookup(struct soap *soap, const char *url, const char *job, const char *verifier,
+                 int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
+                 struct relay_error *err);
 /* Traversing: hands the initiator's SYN (hex) over with the plan's token. */
 int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
                    struct relay_error *err);
 /* The outcome of one connection attempt (qcg__report). */
 struct report_args {
-    const char *job, *secret, *technique, *why;
+    const char *job, *verifier, *technique, *why;
     int from_rank, to_rank, ok, setup_ms;
 };
 int relay_report(struct soap *soap, const char *url, const struct report_args *r,

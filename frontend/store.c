@@ -142,7 +142,7 @@ static size_t node_contacts_take(struct store *store, const char *node, struct w
         if (out != NULL) {
             struct withdrawal *w = &out[i];
             snprintf(w->job, sizeof(w->job), "%s", c->job);
-            snprintf(w->secret, sizeof(w->secret), "%s", c->secret);
+            snprintf(w->verifier, sizeof(w->verifier), "%s", c->verifier);
             w->rank = c->rank;
             snprintf(w->node, sizeof(w->node), "%s", c->node);
         }

@@ -1,16 +1,19 @@
 /*
  * What the frontend holds for its cluster: the nodes its helpers registered
  * (each with the queue its helper long-polls), the contacts published through
- * it (secrets included, in memory only), the withdrawals the broker has not
- * heard of yet, and whether the link to the broker is up.  Everything here is
- * re-sent to the broker when it restarts or comes back.  Thread-safe.
+ * it (with their jobs' verifiers, never a secret; in memory only), the
+ * withdrawals the broker has not heard of yet, and whether the link to the
+ * broker is up.  Everything here is re-sent to the broker when it restarts or
+ * comes back.  Thread-safe.
  */
 #ifndef FRONTEND_STORE_H
 #define FRONTEND_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include "proto.h"
+#include "verifier.h"
 
 struct cmdqueue;
 struct command;
@@ -27,7 +30,7 @@ struct node_info {
 
 struct contact_info {
     char job[QCG_JOB_MAX];
-    char secret[QCG_SECRET_MAX];
+    char verifier[QCG_VERIFIER_LEN + 1];
     int rank;
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
@@ -37,7 +40,7 @@ struct contact_info {
 /* A withdrawal the broker did not acknowledge (it was unreachable). */
 struct withdrawal {
     char job[QCG_JOB_MAX];
-    char secret[QCG_SECRET_MAX];
+    char verifier[QCG_VERIFIER_LEN + 1];
     int rank;
     char node[QCG_NAME_MAX];
 };
@@ -75,7 +78,7 @@ struct cmdqueue *store_node_queue(struct store *store, const char *name);
    expired node, or cmdqueue_push's errno when its queue refused it. */
 uint64_t store_node_push(struct store *store, const char *name, const struct command *cmd);
 /* The lease: nodes whose helper neither polled nor registered for lease_ms
-   become expired, and their contacts move into *out (malloc'd, secrets
+   become expired, and their contacts move into *out (malloc'd, verifiers
    included: withdraw them upstream, then store_secrets_free).  Returns how
    many contacts; *nodes gets how many nodes expired. */
 size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes);
@@ -98,7 +101,7 @@ size_t store_withdrawals_take(struct store *store, struct withdrawal **out);
    version identifies the state they were taken from (see store_link_up_if). */
 size_t store_nodes(struct store *store, struct node_info **out, uint64_t *version);
 size_t store_contacts(struct store *store, struct contact_info **out);
-/* Frees a contact or withdrawal snapshot, wiping the secrets first. */
+/* Frees a contact or withdrawal snapshot, wiping the verifiers first. */
 void store_secrets_free(void *array, size_t elem_size, size_t n);
 
 size_t store_node_count(struct store *store);

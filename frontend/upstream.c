@@ -116,8 +116,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
                 store_withdrawal_add(fe->store, &ws[i]);
                 continue;
             }
-            rc = relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank,
-                                ws[i].node, &err);
+            rc = relay_withdraw(soap, url(up), ws[i].job, ws[i].verifier, ws[i].rank, ws[i].node,
+                                &err);
             soap_client_reset(soap);
             if (rc < 0 && err.status == CALL_FAULT) {
                 /* e.g. notfound after a broker restart: nothing left to undo */
@@ -202,7 +202,7 @@ static void expire_nodes(void *arg, struct soap *soap)
                  nodes == 1 ? "" : "s", fe->cfg->node_lease, n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
         int rc =
-            relay_withdraw(soap, url(up), ws[i].job, ws[i].secret, ws[i].rank, ws[i].node, &err);
+            relay_withdraw(soap, url(up), ws[i].job, ws[i].verifier, ws[i].rank, ws[i].node, &err);
         soap_client_reset(soap);
         if (rc < 0 && err.status != CALL_FAULT)
             store_withdrawal_add(fe->store, &ws[i]);

@@ -11,6 +11,7 @@
 #include "qcgconn.h"
 #include "shares.h"
 #include "upstream.h"
+#include "verifier.h"
 
 static int withdraw_now(struct conn *c, uint32_t rid);
 
@@ -32,6 +33,18 @@ static int on_hello(struct conn *c, uint32_t rid)
     }
     if (!secret_valid(h->secret)) {
         send_error(c, rid, QCG_EINVAL, 0, "invalid job secret (1-127 printable characters)");
+        return 0;
+    }
+    if (!secret_strong(h->secret)) {
+        unsigned left_out;
+        /* The refusals' limiter: a job started with a weak secret logs once. */
+        if (ratelimit_ok(&c->srv->refused_log, uv_now(c->srv->loop), 10000, &left_out))
+            log_warnx("pid %d uid %d: HELLO refused: job %s's secret is too weak (%u refusal "
+                      "lines left out)",
+                      (int)c->pid, (int)c->uid, h->job, left_out);
+        send_error(c, rid, QCG_EINVAL, 0,
+                   "job secret too weak: about %d bits, at least %d needed; " QCG_SECRET_ADVICE,
+                   secret_entropy_bits(h->secret), QCG_SECRET_MIN_BITS);
         return 0;
     }
     if (h->rank < 0) {

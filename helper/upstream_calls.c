@@ -9,6 +9,7 @@
 #include "proto.h"
 #include "qcgconn.h"
 #include "upstream_internal.h"
+#include "verifier.h"
 
 int upstream_error(enum call_status st, const char *subcode)
 {
@@ -70,13 +71,29 @@ int finish(struct upstream *u, struct soap *soap, int rc, const char *op, enum c
     return finish_call(u, soap, rc, op, 0, st, msg, msglen);
 }
 
+/* The contact's job verifier: all that goes upstream of its secret. */
+static int verifier_of(const struct contact *c, char v[QCG_VERIFIER_LEN + 1], const char *op,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    if (job_verifier(c->job, c->secret, v) == 0)
+        return 0;
+    *st = CALL_FAULT;
+    snprintf(msg, msglen, "%s: cannot derive the job verifier", op);
+    return QCG_ESYS;
+}
+
 int call_publish(struct upstream *u, struct soap *soap, const struct call_args *a,
                  enum call_status *st, char *msg, size_t msglen)
 {
     struct contact c = *a->c;
+    char v[QCG_VERIFIER_LEN + 1];
+    if (verifier_of(&c, v, "publish", st, msg, msglen) != 0) {
+        explicit_bzero(&c, sizeof(c));
+        return QCG_ESYS;
+    }
     struct qcg__contact con = {
         .job = c.job,
-        .secret = c.secret,
+        .verifier = v,
         .rank = c.rank,
         .cluster = u->cfg->cluster,
         .node = u->cfg->node,
@@ -90,6 +107,7 @@ int call_publish(struct upstream *u, struct soap *soap, const struct call_args *
                                     &resp);
     rc = finish(u, soap, rc, "publish", st, msg, msglen);
     explicit_bzero(&c, sizeof(c));
+    explicit_bzero(v, sizeof(v));
     return rc;
 }
 
@@ -99,9 +117,14 @@ int call_withdraw(struct upstream *u, struct soap *soap, const struct call_args 
     struct contact c = *a->c;
     struct qcg__ackResponse resp;
 
+    char v[QCG_VERIFIER_LEN + 1];
+    if (verifier_of(&c, v, "withdraw", st, msg, msglen) != 0) {
+        explicit_bzero(&c, sizeof(c));
+        return QCG_ESYS;
+    }
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__withdraw(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                     c.secret, c.rank, u->cfg->node, &resp);
+    int rc = soap_call_qcg__withdraw(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, v,
+                                     c.rank, u->cfg->node, &resp);
     rc = finish(u, soap, rc, "withdraw", st, msg, msglen);
     explicit_bzero(&c, sizeof(c));
     return rc;
@@ -116,11 +139,16 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     const char *only =
         a->only != QCG_TECH_NONE ? technique_name((enum technique)a->only) : NULL;
 
+    char v[QCG_VERIFIER_LEN + 1];
+    if (verifier_of(&c, v, "lookup", st, msg, msglen) != 0) {
+        explicit_bzero(&c, sizeof(c));
+        return QCG_ESYS;
+    }
     memset(&resp, 0, sizeof(resp));
     upstream_tried_text(a->tried_mask, tried, sizeof(tried));
-    int rc = soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job,
-                                   c.secret, c.rank, a->to_rank, tried[0] ? tried : NULL,
-                                   (char *)only, &resp);
+    int rc =
+        soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, v, c.rank,
+                              a->to_rank, tried[0] ? tried : NULL, (char *)only, &resp);
     rc = finish(u, soap, rc, "lookup", st, msg, msglen);
     if (rc == 0)
         rc = upstream_plan(&resp.plan, a->to_rank, a->plan, msg, msglen);
@@ -151,12 +179,17 @@ static int call_report(struct upstream *u, struct soap *soap, const struct call_
     const struct local_report *r = a->report;
     struct qcg__ackResponse resp;
 
+    char v[QCG_VERIFIER_LEN + 1];
+    if (verifier_of(&c, v, "report", st, msg, msglen) != 0) {
+        explicit_bzero(&c, sizeof(c));
+        return QCG_ESYS;
+    }
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__report(
-        soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, c.secret, c.rank, r->to_rank,
-        (char *)technique_name((enum technique)r->technique), r->ok ? 1 : 0,
-        r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms,
-        r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    int rc =
+        soap_call_qcg__report(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, v, c.rank,
+                              r->to_rank, (char *)technique_name((enum technique)r->technique),
+                              r->ok ? 1 : 0, r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms,
+                              r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
     rc = finish(u, soap, rc, "report", st, msg, msglen);
     explicit_bzero(&c, sizeof(c));
     return rc;

@@ -11,6 +11,7 @@
 #include "jobid.h"
 #include "log.h"
 #include "proto.h"
+#include "verifier.h"
 
 #define OPT(n, t, f, lo, hi, d, h)                                                                 \
     {                                                                                              \
@@ -134,6 +135,11 @@ int agent_config_check(struct agent_config *cfg, char *secret, size_t secretlen,
     if (!secret_valid(secret)) {
         snprintf(err, errlen, "the job secret is empty or not 1..%d printable characters",
                  QCG_SECRET_MAX - 1);
+        return -1;
+    }
+    if (!secret_strong(secret)) {
+        snprintf(err, errlen, "the job secret is too weak (about %d bits, at least %d needed); %s",
+                 secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
         return -1;
     }
     if (log_level_parse(cfg->log_level) < 0) {

@@ -28,6 +28,7 @@
 #include "proto.h"
 #include "qcgconn.h"
 #include "tunnel.h"
+#include "verifier.h"
 #include "wire.h"
 
 #define LAUNCH_FAILED 255
@@ -403,6 +404,9 @@ int main(int argc, char **argv)
     if (secret == NULL || !secret_valid(secret))
         fail(l.host, "QCG_JOB_SECRET is not set (it must be in the environment, never on a "
                      "command line)");
+    if (!secret_strong(secret))
+        fail(l.host, "QCG_JOB_SECRET is too weak (about %d bits, at least %d needed); %s",
+             secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
     /* mpirun wrote these for the shell ssh would start: make them words. */
     n = shell_words(argc - i, (const char *const *)argv + i, words, WIRE_ARGS_MAX, why,
                     sizeof(why));

@@ -12,6 +12,7 @@
 #include "address.h"
 #include "internal.h"
 #include "proto.h"
+#include "verifier.h"
 
 _Static_assert(sizeof(struct local_header) == 16, "local header layout");
 /* qcgconn.h documents these bounds of the blocking calls. */
@@ -58,6 +59,12 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
     if (!secret_valid(secret)) {
         open_seterr("job secret %s: want 1-%d printable characters (QCG_JOB_SECRET)",
                     secret ? "invalid" : "missing", QCG_SECRET_MAX - 1);
+        return QCG_EINVAL;
+    }
+    /* The helper refuses it too; saying so here names the cause at once. */
+    if (!secret_strong(secret)) {
+        open_seterr("job secret too weak: about %d bits, at least %d needed (QCG_JOB_SECRET); %s",
+                    secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
         return QCG_EINVAL;
     }
     if (sock == NULL || *sock == '\0')

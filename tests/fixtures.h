@@ -10,6 +10,11 @@
 
 #include "check.h"
 
+/* Job secrets strong enough for libqcgconn and the helper (64 hex, 256
+   bits), and two jobs' apart. */
+#define TEST_SECRET "5ec2e70123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+#define TEST_SECRET_2 "07e425fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876"
+
 /* *a connected to *b, both blocking. */
 static inline void tcp_pair(int *a, int *b)
 {

@@ -6,6 +6,7 @@
  *   broker-call --url URL --ca CA --cert PEM [--version N] OPERATION ARGS...
  *     register-cluster NAME KIND LOW HIGH [PUBLIC-ADDRESS|NODE-RANGE/BITS...]
  *     register-node NAME ADDRESS LOW HIGH CAN-INTERCEPT [INCARNATION]
+ *   SECRET: the job's, sent as its verifier; raw:TEXT sends TEXT (verifier_arg.h)
  *     publish JOB SECRET RANK CLUSTER|- NODE ADDRESS PORT
  *     withdraw JOB SECRET RANK [NODE]
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
@@ -26,6 +27,7 @@
 #include "proto.h"
 #include "soapH.h"
 #include "soap_client.h"
+#include "verifier_arg.h"
 
 static const char *str(const char *s)
 {
@@ -43,6 +45,7 @@ static int usage(void)
    Returns the gSOAP status (SOAP_EOF is -1, so it cannot be a sentinel). */
 static int call(struct soap *soap, const char *url, int version, int argc, char **argv, int *known)
 {
+    char vbuf[QCG_VERIFIER_LEN + 1];
     *known = 1;
     const char *op = argv[0];
     int rc;
@@ -70,23 +73,26 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         if (rc == SOAP_OK)
             printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
     } else if (strcmp(op, "publish") == 0 && argc == 8) {
-        struct qcg__contact c = {
-            argv[1], argv[2], atoi(argv[3]), strcmp(argv[4], "-") == 0 ? NULL : argv[4],
-            argv[5], argv[6], atoi(argv[7])};
+        struct qcg__contact c = {argv[1],       verifier_arg(argv[1], argv[2], vbuf),
+                                 atoi(argv[3]), strcmp(argv[4], "-") == 0 ? NULL : argv[4],
+                                 argv[5],       argv[6],
+                                 atoi(argv[7])};
         struct qcg__ackResponse r;
         rc = soap_call_qcg__publish(soap, url, NULL, version, &c, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
     } else if (strcmp(op, "withdraw") == 0 && (argc == 4 || argc == 5)) {
         struct qcg__ackResponse r;
-        rc = soap_call_qcg__withdraw(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+        rc = soap_call_qcg__withdraw(soap, url, NULL, version, argv[1],
+                                     verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
                                      argc == 5 ? argv[4] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
     } else if (strcmp(op, "lookup") == 0 && argc >= 5 && argc <= 7) {
         struct qcg__lookupResponse r;
         char *tried = argc >= 6 && strcmp(argv[5], "-") != 0 ? argv[5] : NULL;
-        rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+        rc = soap_call_qcg__lookup(soap, url, NULL, version, argv[1],
+                                   verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
                                    atoi(argv[4]), tried, argc == 7 ? argv[6] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok status=%s technique=%s cluster=%s node=%s address=%s port=%d "
@@ -117,7 +123,8 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         }
     } else if (strcmp(op, "report") == 0 && argc == 8) {
         struct qcg__ackResponse r;
-        rc = soap_call_qcg__report(soap, url, NULL, version, argv[1], argv[2], atoi(argv[3]),
+        rc = soap_call_qcg__report(soap, url, NULL, version, argv[1],
+                                   verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
                                    atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]), NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);

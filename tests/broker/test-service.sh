@@ -134,11 +134,17 @@ expect_fault "publish with a wrong secret" denied "$fe" publish job1 wrong 3 nat
 expect_fault "lookup with a wrong secret" denied "$fe" lookup job1 wrong 0 1
 expect_fault "withdraw with a wrong secret" denied "$fe" withdraw job1 wrong 1
 call "$fe" --version 917 stats
-if [ $rc -eq 3 ] && [[ $out == "fault version:"* ]] && grep -qw 917 <<<"$out" && grep -qw 1 <<<"$out"; then
+if [ $rc -eq 3 ] && [[ $out == "fault version:"* ]] && grep -qw 917 <<<"$out" && grep -qw 2 <<<"$out"; then
   pass "version mismatch names both versions ($out)"
 else
   fail "version mismatch: $out"
 fi
+# A version-1 caller sent the job secret itself: refused by version, not misread.
+expect_fault "a version-1 publish (the secret, not its verifier)" version "$fe" --version 1 \
+  publish job1 raw:s3cret 3 nata nata1 198.18.3.11 20004
+# A secret where the verifier belongs (not 64 lowercase hex) is malformed.
+expect_fault "a secret in the verifier field" invalid "$fe" publish job1 raw:s3cret 3 nata nata1 \
+  198.18.3.11 20004
 expect_fault "negative rank" invalid "$fe" publish job1 s3cret -1 nata nata1 198.18.3.11 20004
 expect_fault "port 0" invalid "$fe" publish job1 s3cret 3 nata nata1 198.18.3.11 0
 expect_fault "address that is not one" invalid "$fe" register-node nata2 198.18.3.300 20000 20999 0
@@ -156,7 +162,7 @@ wait_count "$log" "TLS handshake failed" 1 "$broker_pid" && pass "the broker log
 envelope() { # body-xml
   printf '<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body>%s</SOAP-ENV:Body></SOAP-ENV:Envelope>' "$1"
 }
-stats_xml=$(envelope '<qcg:stats><version>1</version></qcg:stats>')
+stats_xml=$(envelope '<qcg:stats><version>2</version></qcg:stats>')
 curl_fe() {
   curl -sS --max-time 10 --cacert "$ca/ca.crt" --cert "$ca/frontend-nata.crt" \
     --key "$ca/frontend-nata.key" -H 'Content-Type: text/xml; charset=utf-8' "$@"
@@ -180,9 +186,9 @@ if grep -q statsResponse "$work/malformed.out"; then fail "malformed XML answere
 else pass "malformed XML: $(grep -o '<faultstring>[^<]*' "$work/malformed.out" | head -1 || true)"; fi
 expect_ok "the broker still serves after malformed XML" "$fe" stats
 head -c 2097152 /dev/zero | tr '\0' 'A' >"$work/big"
-{ printf '%s' '<?xml version="1.0"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body><qcg:lookup><version>1</version><job>'
+{ printf '%s' '<?xml version="1.0"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body><qcg:lookup><version>2</version><job>'
   cat "$work/big"
-  printf '%s' '</job><secret>s</secret><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup></SOAP-ENV:Body></SOAP-ENV:Envelope>'
+  printf '%s' '</job><verifier>s</verifier><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup></SOAP-ENV:Body></SOAP-ENV:Envelope>'
 } >"$work/big.xml"
 curl_fe --data-binary @"$work/big.xml" "$url" >"$work/big.out" 2>&1
 if grep -q lookupResponse "$work/big.out"; then fail "2 MB body answered"
@@ -206,7 +212,7 @@ session.cert = (crt, key)
 session.verify = ca
 client = zeep.Client(wsdl, transport=Transport(session=session, timeout=10))
 service = client.create_service("{urn:qcg-connect:1}qcg", url)
-r = service.stats(version=1)
+r = service.stats(version=2)
 counters = {c.name: c.value for c in r.counter}
 print(r.role, counters["contacts"], counters["clusters"])
 EOF

@@ -526,16 +526,25 @@ static void test_validate(void)
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "no address");
 
     struct reg_contact ct;
-    struct qcg__contact k = {"job1", "s", 3, NULL, "nata1", "198.18.3.11", 20001};
+    struct qcg__contact k = {
+        "job1",  "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e",
+        3,       NULL,
+        "nata1", "198.18.3.11",
+        20001};
     CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
            "good contact: %s", why);
     k.rank = -1;
     CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "rank"), "rank: %s",
            why);
     k.rank = 3;
-    k.secret = "";
-    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "secret"), "secret");
-    k.secret = "s";
+    k.verifier = "";
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "verifier"),
+           "verifier");
+    /* A secret where a verifier belongs: refused, not hashed and kept. */
+    k.verifier = "s3cret";
+    CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "verifier"),
+           "a secret as verifier");
+    k.verifier = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
     k.job = "job 1";
     CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == -1 && strstr(why, "job"), "job");
     k.job = "job1";

@@ -358,7 +358,7 @@ static void test_help_version(void)
     CHECK(cfg.listen == NULL);
     CHECK(load_capturing(&cfg, "--version", out, sizeof(out)) == CONFIG_EXIT_OK);
     CHECK_HAS(out, "qcg-broker ");
-    CHECK_HAS(out, "(protocol version 1)");
+    CHECK_HAS(out, "(protocol version 2)");
 }
 
 /* The man pages' option lists come from the same table (config_man.c). */

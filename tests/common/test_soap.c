@@ -346,7 +346,7 @@ static const char envelope_head[] =
     "<SOAP-ENV:Envelope xmlns:SOAP-ENV=\"http://schemas.xmlsoap.org/soap/envelope/\" "
     "xmlns:qcg=\"urn:qcg-connect:1\"><SOAP-ENV:Body><qcg:stats>";
 static const char envelope_tail[] =
-    "<version>1</version></qcg:stats></SOAP-ENV:Body></SOAP-ENV:Envelope>";
+    "<version>2</version></qcg:stats></SOAP-ENV:Body></SOAP-ENV:Envelope>";
 
 /* POSTs head + pad spaces + tail with extra headers; returns the response. */
 static void raw_post(int port, const char *headers, const char *body_head, size_t pad,
@@ -541,7 +541,7 @@ static void test_faults(struct server *s)
     call_stats(soap, 99, &st);
     CHECK(st.status == CALL_FAULT);
     CHECK_STR(st.subcode, "version");
-    CHECK_HAS(st.msg, "protocol version mismatch: server speaks 1, client speaks 99");
+    CHECK_HAS(st.msg, "protocol version mismatch: server speaks 2, client speaks 99");
 
     struct qcg__lookupResponse lr;
     int rc = soap_call_qcg__lookup(soap, s->url, NULL, QCG_PROTOCOL_VERSION, "job", "secret", 0, 1,
@@ -590,22 +590,22 @@ static void test_bad_requests(struct server *s)
 
     /* A string over 64 KB, an array over 1000 items: refused while parsing
        (the test server's lookup and registerCluster would answer "not served"). */
-    raw_call(s->port, "<qcg:lookup><version>1</version><job>", 1000, 'j',
-             "</job><secret>s</secret><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup>", resp,
-             sizeof(resp));
+    raw_call(s->port, "<qcg:lookup><version>2</version><job>", 1000, 'j',
+             "</job><verifier>s</verifier><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup>",
+             resp, sizeof(resp));
     CHECK_HAS(resp, "not served by the test server");
-    raw_call(s->port, "<qcg:lookup><version>1</version><job>", 100 * 1024, 'j',
-             "</job><secret>s</secret><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup>", resp,
-             sizeof(resp));
+    raw_call(s->port, "<qcg:lookup><version>2</version><job>", 100 * 1024, 'j',
+             "</job><verifier>s</verifier><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup>",
+             resp, sizeof(resp));
     CHECK(!is_http_200(resp));
     CHECK(strstr(resp, "not served by the test server") == NULL);
     raw_call(s->port,
-             "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
+             "<qcg:registerCluster><version>2</version><cluster><name>nata</name><kind>nat</kind>",
              -10, 0, "<portLow>0</portLow><portHigh>0</portHigh></cluster></qcg:registerCluster>",
              resp, sizeof(resp));
     CHECK_HAS(resp, "not served by the test server");
     raw_call(s->port,
-             "<qcg:registerCluster><version>1</version><cluster><name>nata</name><kind>nat</kind>",
+             "<qcg:registerCluster><version>2</version><cluster><name>nata</name><kind>nat</kind>",
              -2000, 0, "<portLow>0</portLow><portHigh>0</portHigh></cluster></qcg:registerCluster>",
              resp, sizeof(resp));
     CHECK(!is_http_200(resp));

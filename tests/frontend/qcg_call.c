@@ -6,6 +6,7 @@
  *
  *   registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT]
  *   registerCluster NAME KIND [PUBLIC_ADDRESS...]
+ *   SECRET: the job's, sent as its verifier; raw:TEXT sends TEXT (verifier_arg.h)
  *   publish JOB SECRET RANK ADDRESS PORT
  *   withdraw JOB SECRET RANK [NODE]
  *   lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]
@@ -26,6 +27,7 @@
 
 #include "soapH.h"
 #include "soap_client.h"
+#include "verifier_arg.h"
 
 static const char *s(const char *v)
 {
@@ -72,6 +74,7 @@ int main(int argc, char **argv)
     char **av = argv + 5;
     int rc;
     const int v = QCG_PROTOCOL_VERSION;
+    char vbuf[QCG_VERIFIER_LEN + 1];
     if (strcmp(op, "registerNode") == 0) {
         if (ac < 4 || ac > 6)
             need(0, 1, "registerNode NAME ADDRESS LOW HIGH [CAN_INTERCEPT [INCARNATION]]");
@@ -95,7 +98,9 @@ int main(int argc, char **argv)
             printf("ok\nepoch=%llu\n", (unsigned long long)r.epoch);
     } else if (strcmp(op, "publish") == 0) {
         need(ac, 5, "publish JOB SECRET RANK ADDRESS PORT");
-        struct qcg__contact c = {av[0], av[1], to_int(av[2]), NULL, NULL, av[3], to_int(av[4])};
+        struct qcg__contact c = {
+            av[0],        verifier_arg(av[0], av[1], vbuf), to_int(av[2]), NULL, NULL, av[3],
+            to_int(av[4])};
         struct qcg__ackResponse r = {0};
         rc = soap_call_qcg__publish(soap, url, NULL, v, &c, &r);
         if (rc == SOAP_OK)
@@ -104,8 +109,8 @@ int main(int argc, char **argv)
         if (ac != 3 && ac != 4)
             need(0, 1, "withdraw JOB SECRET RANK [NODE]");
         struct qcg__ackResponse r = {0};
-        rc = soap_call_qcg__withdraw(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
-                                     ac == 4 ? av[3] : NULL, &r);
+        rc = soap_call_qcg__withdraw(soap, url, NULL, v, av[0], verifier_arg(av[0], av[1], vbuf),
+                                     to_int(av[2]), ac == 4 ? av[3] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok\n");
     } else if (strcmp(op, "lookup") == 0) {
@@ -114,8 +119,8 @@ int main(int argc, char **argv)
         struct qcg__lookupResponse r;
         memset(&r, 0, sizeof(r));
         char *tried = ac >= 5 && strcmp(av[4], "-") != 0 ? av[4] : NULL;
-        rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], av[1], to_int(av[2]),
-                                   to_int(av[3]), tried, ac == 6 ? av[5] : NULL, &r);
+        rc = soap_call_qcg__lookup(soap, url, NULL, v, av[0], verifier_arg(av[0], av[1], vbuf),
+                                   to_int(av[2]), to_int(av[3]), tried, ac == 6 ? av[5] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok\nstatus=%s\ntechnique=%s\ncluster=%s\nnode=%s\naddress=%s\nport=%d\n"
                    "token=%s\ncacheable=%d\nreason=%s\n",
@@ -125,8 +130,9 @@ int main(int argc, char **argv)
     } else if (strcmp(op, "report") == 0) {
         need(ac, 8, "report JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY");
         struct qcg__ackResponse r = {0};
-        rc = soap_call_qcg__report(soap, url, NULL, v, av[0], av[1], to_int(av[2]), to_int(av[3]),
-                                   av[4], to_int(av[5]), to_int(av[6]), av[7], &r);
+        rc = soap_call_qcg__report(soap, url, NULL, v, av[0], verifier_arg(av[0], av[1], vbuf),
+                                   to_int(av[2]), to_int(av[3]), av[4], to_int(av[5]),
+                                   to_int(av[6]), av[7], &r);
         if (rc == SOAP_OK)
             printf("ok\n");
     } else if (strcmp(op, "poll") == 0) {

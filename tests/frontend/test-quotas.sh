@@ -3,7 +3,7 @@
 # frontend-quotas: per-node rates at the frontend (node-lookups,
 # node-reports, node-probes), with small values:
 #
-#   frontend-call --(helper nata/nata1, nata/nata2)--> qcg-frontend :17842 --> qcg-broker :17841
+#   frontend-call --(helper nata/nata1, nata/nata2)--> qcg-frontend :17872 --> qcg-broker :17871
 #
 # A node's lookups beyond the burst wait for their turn (a sequential storm
 # all passes, slower); a parallel one beyond a second's worth is refused
@@ -14,8 +14,8 @@
 . "$(dirname -- "$0")/lib.sh"
 
 make_certs "frontend nata" "helper nata/nata1" "helper nata/nata2"
-start_broker 17841
-start_frontend nata 17842 --kind nat --public-address 203.0.113.10 --addresses 198.18.1.0/24 --node-lookups 1 \
+start_broker 17871
+start_frontend nata 17872 --kind nat --public-address 203.0.113.10 --addresses 198.18.1.0/24 --node-lookups 1 \
 	--node-reports 1 --node-probes 3
 
 for n in 1 2; do

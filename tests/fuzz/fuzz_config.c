@@ -32,11 +32,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     snprintf(path, sizeof(path), "%s/qcg.conf", dir);
     atexit(remove_dir);
-    /* qcg-agent: the job from its config only; a secret, so that its
-       checks go on past it. */
+    /* qcg-agent: the job from its config only; a strong secret, so that
+       its checks go on past it. */
     unsetenv("QCG_JOB");
     unsetenv("QCG_HELPER_SOCKET");
-    setenv("QCG_JOB_SECRET", "the job secret", 1);
+    setenv("QCG_JOB_SECRET", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 1);
     return 0;
 }
 

@@ -28,21 +28,21 @@ static const struct {
     const char *op, *body;
 } broker_answers[] = {
     {"registerNode",
-     "<qcg:registerResponse><version>1</version><epoch>7</epoch></qcg:registerResponse>"},
-    {"publish", "<qcg:ackResponse><version>1</version></qcg:ackResponse>"},
-    {"withdraw", "<qcg:ackResponse><version>1</version></qcg:ackResponse>"},
-    {"traverse", "<qcg:ackResponse><version>1</version></qcg:ackResponse>"},
-    {"report", "<qcg:ackResponse><version>1</version></qcg:ackResponse>"},
-    {"observed", "<qcg:ackResponse><version>1</version></qcg:ackResponse>"},
-    {"lookup", "<qcg:lookupResponse><version>1</version><plan><status>ok</status>"
+     "<qcg:registerResponse><version>2</version><epoch>7</epoch></qcg:registerResponse>"},
+    {"publish", "<qcg:ackResponse><version>2</version></qcg:ackResponse>"},
+    {"withdraw", "<qcg:ackResponse><version>2</version></qcg:ackResponse>"},
+    {"traverse", "<qcg:ackResponse><version>2</version></qcg:ackResponse>"},
+    {"report", "<qcg:ackResponse><version>2</version></qcg:ackResponse>"},
+    {"observed", "<qcg:ackResponse><version>2</version></qcg:ackResponse>"},
+    {"lookup", "<qcg:lookupResponse><version>2</version><plan><status>ok</status>"
                "<technique>direct</technique><cluster>natb</cluster><node>natb1</node>"
                "<address>198.18.2.11</address><port>23001</port><cacheable>1</cacheable>"
                "</plan></qcg:lookupResponse>"},
-    {"siteInfo", "<qcg:siteInfoResponse><version>1</version><cluster><name>nata</name>"
+    {"siteInfo", "<qcg:siteInfoResponse><version>2</version><cluster><name>nata</name>"
                  "<kind>nat</kind><publicAddress>203.0.113.20</publicAddress><portLow>0</portLow>"
                  "<portHigh>0</portHigh></cluster><frontendSeenFrom>203.0.113.20"
                  "</frontendSeenFrom></qcg:siteInfoResponse>"},
-    {"probe", "<qcg:probeResponse><version>1</version>"
+    {"probe", "<qcg:probeResponse><version>2</version>"
               "<job>probe-0123456789abcdef0123456789abcdef</job>"
               "<secret>0123456789abcdef0123456789abcdef</secret><rank>1</rank>"
               "<cluster>natb</cluster><node>natb1</node><address>198.18.2.11</address>"

@@ -20,6 +20,8 @@
 #include "wire.h"
 
 static const char *top;
+/* What a helper sends for job-42 instead of its secret (any 64 lowercase hex). */
+#define JOB_VERIFIER "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 /* corpus/<harness>/<name>: [prefix byte, unless < 0] then n bytes of a. */
 static void seed(const char *harness, const char *name, int prefix, const void *a, size_t n)
@@ -68,7 +70,7 @@ static void localproto(void)
     p.hello.version = LOCAL_VERSION;
     p.hello.rank = 1;
     strcpy(p.hello.job, "job-42");
-    strcpy(p.hello.secret, "the job secret");
+    strcpy(p.hello.secret, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
     n = local_msg(buf, LOCAL_HELLO, 1, &p);
     seed("localproto", "hello", -1, buf, n);
     /* A process's whole session: HELLO, PUBLISH, LOOKUP, REPORT, WITHDRAW. */
@@ -422,7 +424,7 @@ static void soap(void)
     soap_seed(s, soap_send_qcg__registerNode(s, url, NULL, QCG_PROTOCOL_VERSION, &node),
               "registerNode", 1);
     struct qcg__contact c = {.job = "job-42",
-                             .secret = "the job secret",
+                             .verifier = JOB_VERIFIER,
                              .rank = 1,
                              .cluster = "nata",
                              .node = "nata1",
@@ -432,15 +434,15 @@ static void soap(void)
     soap_seed(s, soap_send_qcg__publish(s, url, NULL, QCG_PROTOCOL_VERSION, &c), "publish", 1);
     s = soap_recorder();
     soap_seed(s,
-              soap_send_qcg__lookup(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", "the job secret",
-                                    1, 2, "direct,reversed", NULL),
+              soap_send_qcg__lookup(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", JOB_VERIFIER, 1,
+                                    2, "direct,reversed", NULL),
               "lookup", 1);
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__poll(s, url, NULL, QCG_PROTOCOL_VERSION, 0, 0, 0), "poll", 1);
     s = soap_recorder();
     soap_seed(s,
-              soap_send_qcg__report(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", "the job secret",
-                                    1, 2, "proxy", 0, 0, "timed out"),
+              soap_send_qcg__report(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", JOB_VERIFIER, 1,
+                                    2, "proxy", 0, 0, "timed out"),
               "report", 1);
     s = soap_recorder();
     soap_seed(s,

@@ -279,7 +279,7 @@ proto)
 	# impostor (orders go only to a process whose PUBLISH the broker accepted).
 	check "rank 1 of race-job is listed at c2/n9 with no process behind it" \
 		"$build/tests/frontend/frontend-call" https://127.0.0.1:17902/ "$ca/ca.crt" \
-		"$ca/helper-c2-n9.pem" publish race-job s3cret 1 127.0.0.1 17945
+		"$ca/helper-c2-n9.pem" publish race-job "$TEST_SECRET" 1 127.0.0.1 17945
 	run_client "an impostor's PUBLISH in flight receives no connect-back: 30 rounds" \
 		publish-race "$sock" "$low" "$sock2" 17946 30
 
@@ -350,7 +350,7 @@ qcgcat)
 	start_grid
 	start_helper helper.log
 	check "the helper registers with the frontend" wait_for "registration" 150 connected "$sock"
-	qcat=("$cat" --job cat-job --secret cat-secret --helper "$sock" --timeout 20)
+	qcat=("$cat" --job cat-job --secret "$TEST_SECRET" --helper "$sock" --timeout 20)
 	"${qcat[@]}" --rank 0 listen >"$work/received" 2>"$work/listener.log" &
 	listener=$!
 	pids+=("$listener")
@@ -401,7 +401,7 @@ probe)
 		bash -c "'$cat' --job '$job' --secret '$secret' --helper '$sock' --rank 0 --timeout 10 \
 			connect 1 <'$work/sent' >'$work/echoed' && cmp '$work/sent' '$work/echoed'"
 	check "a wrong secret is refused by the endpoint" bash -c "! '$cat' --job '$job' \
-		--secret wrong --helper '$sock' --rank 2 --timeout 3 connect 1 </dev/null"
+		--secret '$TEST_SECRET_2' --helper '$sock' --rank 2 --timeout 3 connect 1 </dev/null"
 	check "after 6 s the endpoint ends and tells what it served" wait_for "the end" 100 \
 		grep -q "probe endpoint for job $job rank 1 served [1-9][0-9]* connections (direct [1-9]" \
 		"$nlog"

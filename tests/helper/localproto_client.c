@@ -41,13 +41,14 @@
 #include <unistd.h>
 
 #include "bounded_io.h"
+#include "fixtures.h"
 #include "lmsg.h"
 #include "qcgconn.h"
 #include "technique.h"
 
 #define IO_TIMEOUT_MS 15000
 #define JOB "job-1"
-#define SECRET "s3cret"
+#define SECRET TEST_SECRET
 
 struct reply {
     struct local_header h;
@@ -386,6 +387,11 @@ static int mode_proto(int argc, char **argv)
           "HELLO with an invalid job id -> QCG_EINVAL");
     check(hello(fd, JOB, SECRET, -3, &r) == 0 && is_error(&r, QCG_EINVAL),
           "HELLO with a negative rank -> QCG_EINVAL");
+    /* 24 hex characters: 96 bits, below the 128 the helper wants. */
+    check(hello(fd, JOB, "0123456789abcdef01234567", 0, &r) == 0 && is_error(&r, QCG_EINVAL) &&
+              strstr(r.p.error.message, "too weak") != NULL &&
+              strstr(r.p.error.message, "openssl rand -hex 32") != NULL,
+          "HELLO with a weak secret -> QCG_EINVAL saying how to make one");
     check(hello(fd, JOB, SECRET, 0, &r) == 0 && r.h.type == LOCAL_HELLO_OK,
           "HELLO -> HELLO_OK with the request id echoed");
     check(r.p.hello_ok.port_low == low && r.p.hello_ok.port_high == high,
@@ -432,7 +438,7 @@ static int mode_proto(int argc, char **argv)
               status_at + 1, n);
     }
 
-    int c = joined(path, "another-secret", 2);
+    int c = joined(path, TEST_SECRET_2, 2);
     check(c >= 0 && lookup(c, 0, &r) == 0 && is_error(&r, QCG_EDENIED),
           "lookup with another job secret -> QCG_EDENIED");
     if (c >= 0)
@@ -801,7 +807,7 @@ static void fuzz_one(const char *path)
     default: { /* a valid HELLO, then framed requests with random payloads */
         struct local_hello hello = {.version = LOCAL_VERSION, .rank = (int32_t)(rnd() % 4)};
         snprintf(hello.job, sizeof(hello.job), "fuzz");
-        snprintf(hello.secret, sizeof(hello.secret), "s");
+        snprintf(hello.secret, sizeof(hello.secret), "%s", SECRET);
         h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO,
                                   .length = sizeof(hello), .request_id = 1};
         memcpy(buf, &h, sizeof(h));
@@ -853,7 +859,7 @@ static int mode_fuzz(int argc, char **argv)
             .request_id = 77},
            {.version = LOCAL_VERSION, .rank = 5}};
     snprintf(m.p.job, sizeof(m.p.job), "dribble");
-    snprintf(m.p.secret, sizeof(m.p.secret), "s");
+    snprintf(m.p.secret, sizeof(m.p.secret), "%s", SECRET);
     struct reply r;
     int fd = open_helper(argv[2]);
     bool ok = fd >= 0;
@@ -991,7 +997,7 @@ static int hello_request(const char *path, uint16_t type, const void *payload, s
     memset(&h, 0, sizeof(h));
     h.version = LOCAL_VERSION;
     snprintf(h.job, sizeof(h.job), "qcg-probe-test");
-    snprintf(h.secret, sizeof(h.secret), "qcg-probe");
+    snprintf(h.secret, sizeof(h.secret), "%s", SECRET);
     return ask(path, &h, type, payload, len, r);
 }
 
@@ -1272,8 +1278,8 @@ static int mode_publish_race(int argc, char **argv)
         uint32_t rid = next_rid++;
         int x = open_helper(nat_path);
 
-        if (x < 0 || hello(x, RACE_JOB, "not-the-secret", 1, &r) < 0 ||
-            r.h.type != LOCAL_HELLO_OK || send_msg(x, LOCAL_PUBLISH, rid, &p, sizeof(p)) < 0) {
+        if (x < 0 || hello(x, RACE_JOB, TEST_SECRET_2, 1, &r) < 0 || r.h.type != LOCAL_HELLO_OK ||
+            send_msg(x, LOCAL_PUBLISH, rid, &p, sizeof(p)) < 0) {
             printf("     round %d: HELLO + PUBLISH failed\n", i);
             if (x >= 0)
                 close(x);

@@ -14,9 +14,11 @@ listener=$BG_PID
 
 # denied NODE RANK
 denied() {
-	local rc=0 t0 elapsed
+	local rc=0 t0 elapsed wrong
+	# As strong as the right one (a weak one is refused before it is tried).
+	wrong=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 	t0=$(ms)
-	"$LAB" exec "$1" -- qcg-cat --job "$JOB" --rank "$2" --secret "not-the-$RANDOM-secret" \
+	"$LAB" exec "$1" -- qcg-cat --job "$JOB" --rank "$2" --secret "$wrong" \
 		--timeout 10 connect 0 </dev/null >"$WORK/denied-$1.err" 2>&1 || rc=$?
 	elapsed=$(($(ms) - t0))
 	cat "$WORK/denied-$1.err"

@@ -224,6 +224,10 @@ env -u QCG_JOB_SECRET "$qcg_agent" --node a1 "${root_opt[@]}" >"$out" 2>&1 && rc
 if [[ $rc -eq 2 ]] && grep -q "^qcg-agent: no job secret: set QCG_JOB_SECRET or --secret-file$" "$out"; then
 	pass "no job secret: the agent refuses (exit 2, 'no job secret')"
 else echo "(exit $rc)" >>"$out"; fail "no job secret: the agent refuses (exit 2, 'no job secret')"; fi
+QCG_JOB_SECRET=0123456789abcdef "$qcg_agent" --node a1 "${root_opt[@]}" >"$out" 2>&1 && rc=0 || rc=$?
+if [[ $rc -eq 2 ]] && grep -q "^qcg-agent: the job secret is too weak (about 64 bits, at least 128 needed); make one with: openssl rand -hex 32$" "$out"; then
+	pass "a 64-bit secret: the agent refuses (exit 2, saying how to make one)"
+else echo "(exit $rc)" >>"$out"; fail "a 64-bit secret: the agent refuses (exit 2, saying how to make one)"; fi
 QCG_JOB='j/../x' refused "${root_opt[@]}"
 if [[ $rc -eq 2 ]] && grep -q "^qcg-agent: job 'j/../x' is not 1..40 characters of" "$out"; then
 	pass "an invalid job id: the agent refuses (exit 2, naming it)"

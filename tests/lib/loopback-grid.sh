@@ -17,12 +17,15 @@
 # It provides helper, frontend, broker and certs (the programs), passed and
 # failed; grid_workdir then sets work, out ($work/out, what a failed check
 # shows) and pids (what the cleanup kills); grid_ca sets ca; grid_broker sets
-# broker_url; grid_helper sets helper_pid.
+# broker_url; grid_helper sets helper_pid.  TEST_SECRET and TEST_SECRET_2 are
+# two jobs' secrets strong enough for the helper (64 hex, as tests/fixtures.h).
 
 helper=$build/helper/qcg-helper
 frontend=$build/frontend/qcg-frontend
 broker=$build/broker/qcg-broker
 certs=$src/certs/qcg-certs
+TEST_SECRET=5ec2e70123456789abcdef0123456789abcdef0123456789abcdef0123456789
+TEST_SECRET_2=07e425fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876
 
 passed=0
 failed=0

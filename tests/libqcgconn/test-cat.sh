@@ -46,20 +46,20 @@ if "$cat_bin" --help >"$out" 2>&1 && grep -q 'connect PEER' "$out"; then
 else fail "--help exits 0 and shows the usage"; fi
 
 rc=0
-"$cat_bin" --job j0 --rank 0 --secret s frobnicate >"$out" 2>&1 || rc=$?
+"$cat_bin" --job j0 --rank 0 --secret "$TEST_SECRET" frobnicate >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 2 ]] && grep -q "unknown command" "$out"; then
 	pass "an unknown subcommand: exit 2"
 else echo "(exit $rc)" >>"$out"; fail "an unknown subcommand: exit 2"; fi
 
 rc=0
-"$cat_bin" --helper "$work/none.sock" --job j0 --rank 0 --secret s listen >"$out" 2>&1 || rc=$?
+"$cat_bin" --helper "$work/none.sock" --job j0 --rank 0 --secret "$TEST_SECRET" listen >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 1 ]] && [[ $(wc -l <"$out") -eq 1 ]] && grep -q "helper.*none.sock" "$out"; then
 	pass "no helper: one line naming the socket, exit 1"
 else echo "(exit $rc)" >>"$out"; fail "no helper: one line naming the socket, exit 1"; fi
 
 # --- a 16 MiB transfer, with a wrong-secret connector in between ---------------
 head -c $((16 * 1024 * 1024)) /dev/urandom >"$work/in"
-QCG_JOB=j1 QCG_RANK=0 QCG_JOB_SECRET=s1 QCG_HELPER_SOCKET=$sock \
+QCG_JOB=j1 QCG_RANK=0 QCG_JOB_SECRET=$TEST_SECRET QCG_HELPER_SOCKET=$sock \
 	"$cat_bin" --json --timeout 30 listen >"$work/recv" 2>"$work/listen.err" &
 listener=$!
 pids+=($listener)
@@ -68,7 +68,7 @@ if wait_for "the listener's 'listening' line" 100 grep -q '"event":"listening"' 
 else cp "$work/listen.err" "$out"; fail "listen: publishes and prints a listening line"; fi
 
 rc=0
-"$cat_bin" --helper "$sock" --job j1 --rank 1 --secret wrong --timeout 5 connect 0 \
+"$cat_bin" --helper "$sock" --job j1 --rank 1 --secret "$TEST_SECRET_2" --timeout 5 connect 0 \
 	</dev/null >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 1 ]] && [[ $(wc -l <"$out") -eq 1 ]] &&
 	grep -q "^qcg-cat: connect to rank 0: permission denied" "$out"; then
@@ -77,7 +77,7 @@ else echo "(exit $rc)" >>"$out"; fail "a wrong job secret: one 'permission denie
 
 rc=0
 # Options after the subcommand.
-"$cat_bin" connect 0 --json --helper "$sock" --job j1 --rank 1 --secret s1 --timeout 20 \
+"$cat_bin" connect 0 --json --helper "$sock" --job j1 --rank 1 --secret "$TEST_SECRET" --timeout 20 \
 	<"$work/in" >/dev/null 2>"$work/connect.err" || rc=$?
 cp "$work/connect.err" "$out"
 if [[ $rc -eq 0 ]]; then pass "connect: exit 0 after the peer closed"; else
@@ -108,7 +108,7 @@ else fail "listen --json: accepted rank 1, direct"; fi
 # --- an unpublished rank times out within its timeout ---------------------------
 rc=0
 t0=$(ms)
-"$cat_bin" --helper "$sock" --job j1 --rank 2 --secret s1 --timeout 2 connect 5 \
+"$cat_bin" --helper "$sock" --job j1 --rank 2 --secret "$TEST_SECRET" --timeout 2 connect 5 \
 	</dev/null >"$out" 2>&1 || rc=$?
 elapsed=$(($(ms) - t0))
 echo "(exit $rc after $elapsed ms)" >>"$out"
@@ -118,7 +118,7 @@ if [[ $rc -eq 1 ]] && ((elapsed >= 2000 && elapsed < 5000)) &&
 else fail "an unpublished rank: 'timed out' after ~2 s, exit 1"; fi
 
 # --- 20 concurrent non-blocking connects from one context ------------------------
-if "$many" "$sock" j2 s2 20 100 10000 >"$out" 2>&1; then
+if "$many" "$sock" j2 "$TEST_SECRET_2" 20 100 10000 >"$out" 2>&1; then
 	pass "20 concurrent connects from one context to 20 listeners"
 	sed 's/^/     /' "$out"
 else fail "20 concurrent connects from one context to 20 listeners"; fi

@@ -96,7 +96,7 @@ for c in pub nat sym; do start_helper $c || exit 1; done
 
 # listener CLUSTER JOB RANK OUT ERR [TIMEOUT]: qcg-cat listen in the background, pid in $lpid.
 listener() {
-	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=$TEST_SECRET \
 		"$cat_bin" --json --timeout "${6:-20}" listen >"$4" 2>"$5" &
 	lpid=$!
 	pids+=("$lpid")
@@ -105,7 +105,7 @@ listener() {
 
 # connector CLUSTER JOB RANK PEER TIMEOUT: qcg-cat connect (stdin from the caller).
 connector() {
-	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=s3cret \
+	QCG_HELPER_SOCKET=$work/helper-$1.sock QCG_JOB=$2 QCG_RANK=$3 QCG_JOB_SECRET=$TEST_SECRET \
 		"$cat_bin" --json --timeout "$5" connect "$4"
 }
 

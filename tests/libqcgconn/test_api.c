@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "../fixtures.h"
 #include "fake_helper.h"
 #include "handshake.h"
 #include "internal.h"
@@ -27,7 +28,8 @@ static struct fake_helper *fh;
 
 static qcg_ctx *open_rank(int rank)
 {
-    struct qcg_options o = {.job = "api", .rank = rank, .secret = "s", .helper_socket = sock_path};
+    struct qcg_options o = {
+        .job = "api", .rank = rank, .secret = TEST_SECRET, .helper_socket = sock_path};
     qcg_ctx *ctx = NULL;
     int rc = qcg_open(&ctx, &o);
 
@@ -91,7 +93,7 @@ static void test_version(void)
 static void test_open_errno(void)
 {
     struct qcg_options o = {
-        .job = "api", .rank = 0, .secret = "s", .helper_socket = "/nonexistent/h"};
+        .job = "api", .rank = 0, .secret = TEST_SECRET, .helper_socket = "/nonexistent/h"};
     struct rlimit saved, low;
     qcg_ctx *ctx = NULL;
 
@@ -302,7 +304,7 @@ static void test_sizes(void)
     struct {
         struct qcg_options o;
         unsigned char later[16];
-    } newer = {.o = {.job = "api", .rank = 0, .secret = "s", .helper_socket = sock_path}};
+    } newer = {.o = {.job = "api", .rank = 0, .secret = TEST_SECRET, .helper_socket = sock_path}};
     struct {
         struct qcg_contact c;
         unsigned char later[16];

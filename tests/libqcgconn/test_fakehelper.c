@@ -115,7 +115,7 @@ static void echo_byte(int fd, char c)
 static void test_open_errors(void)
 {
     struct qcg_options o = {
-        .job = "job1", .rank = 0, .secret = "s", .helper_socket = "/nonexistent/qcg.sock"};
+        .job = "job1", .rank = 0, .secret = TEST_SECRET, .helper_socket = "/nonexistent/qcg.sock"};
     qcg_ctx *ctx = (qcg_ctx *)1;
 
     REQUIRE_EQ(qcg_open(&ctx, &o), QCG_ENOHELPER);
@@ -131,12 +131,17 @@ static void test_open_errors(void)
     REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
     o.secret = "tab\there";
     REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
-    o.secret = "s";
+    /* A weak secret: refused before the helper is asked, saying how to make one. */
+    o.secret = "s3cret-of-the-job";
+    REQUIRE_EQ(qcg_open(&ctx, &o), QCG_EINVAL);
+    REQUIRE(strstr(qcg_last_error(NULL), "too weak") != NULL);
+    REQUIRE(strstr(qcg_last_error(NULL), "openssl rand -hex 32") != NULL);
+    o.secret = TEST_SECRET;
 
     /* The environment fills what the options leave out. */
     setenv("QCG_JOB", "job1", 1);
     setenv("QCG_RANK", "12", 1);
-    setenv("QCG_JOB_SECRET", "s", 1);
+    setenv("QCG_JOB_SECRET", TEST_SECRET, 1);
     setenv("QCG_HELPER_SOCKET", sock_path, 1);
     {
         struct qcg_options env = {.rank = -1};
@@ -164,7 +169,7 @@ static void test_open_errors(void)
     REQUIRE(strstr(qcg_last_error(NULL), "uid 4242") != NULL);
 
     /* Not listening yet. */
-    ctx = open_rank(0, "s");
+    ctx = open_rank(0, TEST_SECRET);
     REQUIRE_EQ(qcg_accept_pollfd(ctx), QCG_EINVAL);
     REQUIRE_EQ(qcg_accept(ctx, NULL), QCG_EINVAL);
     {
@@ -179,7 +184,7 @@ static void test_open_errors(void)
 
 static void test_direct(void)
 {
-    qcg_ctx *a = open_rank(0, "s"), *b = open_rank(1, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET), *b = open_rank(1, TEST_SECRET);
     struct acceptor acc = {.ctx = b, .timeout_ms = 3000, .echo = 1};
     struct qcg_conn_info info;
     struct qcg_contact me;
@@ -220,7 +225,7 @@ static void test_direct(void)
 
     /* A second context for a published rank: busy. */
     {
-        qcg_ctx *dup = open_rank(1, "s");
+        qcg_ctx *dup = open_rank(1, TEST_SECRET);
 
         REQUIRE_EQ(qcg_listen(dup), QCG_EBUSY);
         REQUIRE(qcg_last_error(dup)[0] != '\0');
@@ -250,7 +255,7 @@ static void *late_run(void *arg)
     struct pollfd none = {.fd = -1};
 
     poll(&none, 0, l->delay_ms); /* the delay under test, not a wait for an event */
-    l->acc.ctx = open_rank(l->rank, "s");
+    l->acc.ctx = open_rank(l->rank, TEST_SECRET);
     REQUIRE_EQ(qcg_listen(l->acc.ctx), 0);
     acceptor_run(&l->acc);
     return NULL;
@@ -259,7 +264,7 @@ static void *late_run(void *arg)
 /* A rank published after the lookup started: the lookup is retried. */
 static void test_late_publish(void)
 {
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
     struct late l = {.delay_ms = 300, .rank = 2, .acc = {.timeout_ms = 3000, .echo = 1}};
     struct qcg_conn_info info;
     qcg_connect_op *op;
@@ -298,7 +303,7 @@ static void test_late_publish(void)
 
 static void test_timeout(void)
 {
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
     qcg_connect_op *op;
     uint64_t t0 = now_us();
     int rc;
@@ -328,7 +333,7 @@ static void test_timeout(void)
 
 static void test_technique(void)
 {
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
 
     fake_helper_set_error(fh, 9, QCG_ETECHNIQUE,
                           "rank 9 (cluster sym, symnat) needs technique proxy");
@@ -365,7 +370,7 @@ static int connect_only(qcg_ctx *ctx, int rank, enum qcg_technique only, int tim
    operation (no fallback: one lookup). */
 static void test_only(void)
 {
-    qcg_ctx *a = open_rank(0, "s"), *b = open_rank(21, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET), *b = open_rank(21, TEST_SECRET);
     struct acceptor acc = {.ctx = b, .timeout_ms = 3000, .echo = 1};
     static const char reason[] =
         "proxy: no proxy is configured in this grid (the broker's proxy list is empty)";
@@ -466,7 +471,8 @@ static void test_only(void)
    qcg_accept says EAGAIN, and then accepts a good peer. */
 static void test_wrong_secret(void)
 {
-    qcg_ctx *good = open_rank(3, "s"), *bad = open_rank(4, "other"), *ok = open_rank(5, "s");
+    qcg_ctx *good = open_rank(3, TEST_SECRET), *bad = open_rank(4, TEST_SECRET_2),
+            *ok = open_rank(5, TEST_SECRET);
     struct qcg_conn_info info;
     int fd, rc = QCG_ETIMEDOUT;
 
@@ -530,9 +536,9 @@ static void *initiator_run(void *arg)
    the technique the helper names. */
 static void test_incoming(void)
 {
-    qcg_ctx *b = open_rank(6, "s");
-    struct initiator in = {.self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "far"},
-                           .to = 6};
+    qcg_ctx *b = open_rank(6, TEST_SECRET);
+    struct initiator in = {
+        .self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "far"}, .to = 6};
     struct qcg_conn_info info;
     pthread_t t;
     int mine, theirs, fd, flag = 0;
@@ -607,7 +613,7 @@ static void test_incoming(void)
    helper's answers, out of order, each reach their own operation. */
 static void test_shared(void)
 {
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
     struct acceptor acc[SHARED_PEERS];
     qcg_connect_op *op[SHARED_PEERS];
     int fd[SHARED_PEERS];
@@ -617,7 +623,8 @@ static void test_shared(void)
 
     REQUIRE_EQ(qcg_listen(a), 0);
     for (int i = 0; i < SHARED_PEERS; i++) {
-        acc[i] = (struct acceptor){.ctx = open_rank(20 + i, "s"), .timeout_ms = 5000, .echo = 1};
+        acc[i] =
+            (struct acceptor){.ctx = open_rank(20 + i, TEST_SECRET), .timeout_ms = 5000, .echo = 1};
         REQUIRE_EQ(qcg_listen(acc[i].ctx), 0);
         REQUIRE(pthread_create(&t[i], NULL, acceptor_run, &acc[i]) == 0);
     }
@@ -669,7 +676,7 @@ static void test_shared(void)
    rest. */
 static void test_helper_lost(void)
 {
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
     qcg_connect_op *op;
     unsigned hellos = fake_helper_hellos(fh), lookups;
     int rc = QCG_EAGAIN;
@@ -708,7 +715,7 @@ static void test_helper_lost_midway(void)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct local_plan plan = {.technique = QCG_TECH_DIRECT};
     int mute = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = QCG_EAGAIN;
-    qcg_ctx *a = open_rank(0, "s");
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
     qcg_connect_op *op;
     uint64_t t0;
 

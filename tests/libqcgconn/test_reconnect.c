@@ -29,7 +29,8 @@ static struct fake_helper *fh;
 
 static qcg_ctx *open_rank(int rank)
 {
-    struct qcg_options o = {.job = "job1", .rank = rank, .secret = "s", .helper_socket = sock_path};
+    struct qcg_options o = {
+        .job = "job1", .rank = rank, .secret = TEST_SECRET, .helper_socket = sock_path};
     qcg_ctx *ctx = NULL;
 
     REQUIRE_EQ(qcg_open(&ctx, &o), 0);
@@ -104,7 +105,7 @@ static void *direct_peer_run(void *arg)
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons(d->port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "c1"};
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "c1"};
     char err[QCG_ERRMSG_MAX];
 
     d->rc = QCG_ESYS;

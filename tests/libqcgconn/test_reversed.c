@@ -33,8 +33,8 @@ static const char token_b[] = "fedcba9876543210fedcba9876543210";
 
 static qcg_ctx *open_rank(int rank)
 {
-    struct qcg_options o = {.job = "job1", .rank = rank, .secret = "s",
-                            .helper_socket = sock_path};
+    struct qcg_options o = {
+        .job = "job1", .rank = rank, .secret = TEST_SECRET, .helper_socket = sock_path};
     qcg_ctx *ctx = NULL;
 
     REQUIRE_EQ(qcg_open(&ctx, &o), 0);
@@ -81,7 +81,7 @@ struct target {
 static void *target_run(void *arg)
 {
     struct target *t = arg;
-    struct hs_self self = {.job = "job1", .rank = t->from, .secret = "s", .cluster = "far"};
+    struct hs_self self = {.job = "job1", .rank = t->from, .secret = TEST_SECRET, .cluster = "far"};
     uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
     struct hs_hello h;
     int fd;
@@ -94,7 +94,7 @@ static void *target_run(void *arg)
     REQUIRE(set_nonblocking(fd, true) == 0);
     t->rc = read_full(fd, answer, sizeof(answer), now_us() + 8000000u);
     if (t->rc == 0)
-        t->rc = hs_accept_check(answer, &h, "s", &t->why);
+        t->rc = hs_accept_check(answer, &h, TEST_SECRET, &t->why);
     if (t->rc == 0 && t->echo) {
         char b;
 
@@ -237,7 +237,7 @@ struct fake_proxy {
 static void *proxy_run(void *arg)
 {
     struct fake_proxy *px = arg;
-    struct hs_self self = {.job = "job1", .rank = 3, .secret = "s", .cluster = "far"};
+    struct hs_self self = {.job = "job1", .rank = 3, .secret = TEST_SECRET, .cluster = "far"};
     uint8_t pre[PROXY_PREAMBLE_SIZE], one = PROXY_PAIRED;
     char err[QCG_ERRMSG_MAX];
     struct hs_hello peer;
@@ -347,7 +347,7 @@ struct initiator {
 static void *initiator_run(void *arg)
 {
     struct initiator *in = arg;
-    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "c1"};
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "c1"};
     uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
     struct hs_hello h;
 
@@ -357,7 +357,7 @@ static void *initiator_run(void *arg)
         in->rc = -100;
     if (in->rc == 0) {
         memcpy(in->token, h.token, sizeof(in->token));
-        hs_accept_build(answer, in->status, &h, "s");
+        hs_accept_build(answer, in->status, &h, TEST_SECRET);
         REQUIRE_EQ(write(in->fd, answer, sizeof(answer)), sizeof(answer));
     }
     return NULL;
@@ -441,7 +441,7 @@ static void test_incoming_token_refused(void)
 {
     qcg_ctx *b = open_rank(8);
     struct target t = {.from = 5, .to = 8, .token = token_a};
-    struct hs_self self = {.job = "job1", .rank = 5, .secret = "s", .cluster = "far"};
+    struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "far"};
     uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
     struct hs_hello h;
     int mine, theirs;

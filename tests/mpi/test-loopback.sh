@@ -203,6 +203,22 @@ if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" && [[ $n -eq 1 && $ranks -ge 1
 else echo "(exit $rc, $n texts, $ranks ranks, job $try)" >>"$out"
 	fail "btl self,tcp,qcg without QCG_JOB_SECRET: the help message once for the ranks; the job runs over tcp"; fi
 
+# A weak secret (issue 17): the grid would refuse it, so the component says
+# so and steps aside (up to 3 jobs, for the lost help texts above).
+for try in 1 2 3; do
+	rc=0
+	timeout -k 5 60 env QCG_JOB_SECRET=s3cret mpirun --oversubscribe -np 2 --bind-to none \
+		--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl self,tcp,qcg \
+		--mca btl_tcp_if_include 127.0.0.1/8 -x QCG_JOB -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET \
+		"$progs/qcg-mpi-ring" 10 >"$out" 2>&1 || rc=$?
+	[[ $rc -ne 0 ]] || grep -q "Problem: *QCG_JOB_SECRET has about" "$out" && break
+done
+if [[ $rc -eq 0 ]] && grep -q "^PASS ring" "$out" && grep -q "openssl rand -hex 32" "$out" &&
+	grep -q "Problem: *QCG_JOB_SECRET has about 35 bits, at least 128 needed" "$out"; then
+	pass "a weak QCG_JOB_SECRET: the help message says how to make one (job $try); the job runs over tcp"
+else echo "(exit $rc, job $try)" >>"$out"
+	fail "a weak QCG_JOB_SECRET: the help message says how to make one; the job runs over tcp"; fi
+
 # The same with no other BTL between the ranks: MPI_Init fails and the job
 # aborts at once.  The help texts (ours, Open MPI's "unable to reach each
 # other") race with the abort in mpirun: each is lost in about 1 run of 8

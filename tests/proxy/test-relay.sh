@@ -138,7 +138,7 @@ if echo "$out" | grep -q "pairs_active"; then pass "--stats text"; else fail "--
 
 # Other operations are refused (qcg:denied) — ask with curl if present.
 if command -v curl >/dev/null; then
-  body='<?xml version="1.0"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body><qcg:lookup><version>1</version><job>j</job><secret>s</secret><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup></SOAP-ENV:Body></SOAP-ENV:Envelope>'
+  body='<?xml version="1.0"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body><qcg:lookup><version>2</version><job>j</job><verifier>s</verifier><fromRank>0</fromRank><toRank>1</toRank></qcg:lookup></SOAP-ENV:Body></SOAP-ENV:Envelope>'
   out=$(curl -s --cacert "$ca/ca.crt" --cert "$ca/helper-nata-nata1.pem" -H 'Content-Type: text/xml' \
     --data "$body" "https://127.0.0.1:$cport/" 2>&1)
   if echo "$out" | grep -q "not served by a proxy"; then pass "lookup at a proxy: qcg:denied"

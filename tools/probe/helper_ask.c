@@ -1,11 +1,14 @@
 /* One request to the local helper on a connection of its own, through
    core's client.  SITE and PROBE reach the broker, so the helper wants a
    HELLO first, like every process's: qcg-probe's names a job of its own,
-   under which nothing is ever published. */
+   under which nothing is ever published, with a random secret (the helper
+   refuses a weak one). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include "hex.h"
 #include "lmsg.h"
 #include "probe.h"
 
@@ -16,12 +19,18 @@ int helper_ask(const char *socket_path, uint16_t type, const void *payload, void
     int result = -1;
 
     struct local_hello hello;
+    unsigned char raw[32];
 
     *code = 0;
     memset(&hello, 0, sizeof(hello));
     hello.version = LOCAL_VERSION;
     snprintf(hello.job, sizeof(hello.job), "qcg-probe-%d", (int)getpid());
-    snprintf(hello.secret, sizeof(hello.secret), "qcg-probe");
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        snprintf(why, whylen, "no randomness for the probe's job secret");
+        return -1;
+    }
+    _Static_assert(sizeof(hello.secret) > 2 * sizeof(raw), "room for the hex secret");
+    hex_encode(raw, sizeof(raw), hello.secret);
     if (lmsg_ask_hello(socket_path, &hello, type, payload, timeout_ms, &r, why, whylen) < 0) {
         lmsg_reader_reset(&r);
         return -1;
