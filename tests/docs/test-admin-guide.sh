@@ -55,7 +55,7 @@ done
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/qcg-doctest.XXXXXX")
 export QCG_DOCTEST_ROOT=$root QCG_DOCTEST_SRC=$src QCG_DOCTEST_BUILD=$build
-# shellcheck source=lib.sh
+# shellcheck source=tests/docs/lib.sh
 . "$here/lib.sh"
 failed=0 passed=0 skipped=0
 
@@ -86,6 +86,7 @@ cleanup() {
 	rm -rf -- "$root"
 }
 trap cleanup EXIT
+trap 'echo "FAIL test-admin-guide.sh line $LINENO: the test itself failed"' ERR
 pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
 fail() {
 	failed=$((failed + 1))
@@ -105,8 +106,8 @@ mount --bind "$root/hosts" /etc/hosts
 addrs=$(awk -F'\t' '$3 == "run" || $3 == "config" { print $1 }' "$index" |
 	while read -r n; do cat "$root/doctest/blocks/$n.txt"; done |
 	grep -oE '(198\.1[89]\.[0-9]{1,3}|203\.0\.113|198\.51\.100)\.[0-9]{1,3}(/[0-9]+)?' |
-	grep -v / | sort -u)
-for a in $(printf '%s\n' $addrs $(awk '{ print $1 }' <<<"$hosts") | sort -u); do
+	grep -v / | sort -u || true)
+for a in $( (echo "$addrs"; awk '{ print $1 }' <<<"$hosts") | sort -u); do
 	ip addr add "$a/32" dev lo
 done
 
@@ -187,4 +188,4 @@ for f in "$root"/doctest/units/*.pid; do
 done
 
 echo "passed $passed, failed $failed, skipped $skipped blocks"
-((failed == 0))
+if ((failed > 0)); then exit 1; fi
