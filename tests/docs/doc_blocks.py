@@ -85,6 +85,7 @@ def blocks(path):
         elif COMMENT.match(line):
             comments = comments + [line]
             prev_blank = True
+            in_list = in_list and line.startswith(" ")
             i += 1
             continue
         else:
