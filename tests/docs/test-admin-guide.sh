@@ -122,7 +122,7 @@ run_part() { (cd "$HOME" && bash -e -o pipefail "$1") </dev/null >"$2" 2>&1; }
 # foreground, the others in the background (then waited for, 60 s at most).
 run_block() {
 	local n=$1 where=$2 role=$3 parts=$4 text=$root/doctest/blocks/$1.txt
-	local log=$root/doctest/blocks/$n.log p rc=0 bg=() i
+	local log=$root/doctest/blocks/$n.log p rc=0 bg=() i t0=$SECONDS
 	doc_paths <"$text" >"$text.sh"
 	# A directory the block writes into that a Debian host has (/etc/sysctl.d).
 	for p in $(grep -oE "$root/[^ \"'<>;|)]+" "$text.sh" || true); do
@@ -148,8 +148,8 @@ run_block() {
 	else
 		run_part "$text.sh" "$log" || rc=$?
 	fi
-	if ((rc == 0)); then pass "$where run${role:+ ($role)}"
-	else fail "$where run${role:+ ($role)}: exit $rc" "$log"; fi
+	if ((rc == 0)); then pass "$where run${role:+ ($role)}, $((SECONDS - t0)) s"
+	else fail "$where run${role:+ ($role)}: exit $rc after $((SECONDS - t0)) s" "$log"; fi
 }
 
 configs=()
