@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+#
+# docs-admin-guide: the admin guide's (and the user guide's) code blocks,
+# run as an administrator pastes them, on one scratch host: every block is
+# marked (tests/docs/README.md) and each marked block is run, written as the
+# config file it is, or skipped with the reason its marker gives.
+#
+#   public host + head node + compute node, all in one private network namespace:
+#
+#     lo: 127.0.0.1, and every address of 198.18.0.0/15, 203.0.113.0/24 and
+#         198.51.100.0/24 the marked blocks name (203.0.113.10 the broker,
+#         203.0.113.20 the proxy, 198.18.1.10 the head node, 198.18.1.11 node01)
+#     /etc/hosts (a private mount): broker.grid.example.org, proxy.grid.example.org
+#
+# What is changed, and only that (as few substitutions as possible):
+#   - paths under /etc/, /var/lib/, /run/, /secure/ and /tmp/ move into a
+#     private root (lib.sh, doc_paths), in blocks, config files and units;
+#   - QCG_HELPER_SOCKET names the moved helper socket (the one default compiled
+#     into the programs that no text names), HOME is a directory of the root;
+#   - systemctl is bin/systemctl (the units of systemd/, run from the build
+#     tree as the test's user, waited for until ready), and the copy of each
+#     host's certificates that §3 asks for is made by it before a start.
+# Programs come from the build tree (PATH), qcg-certs from the source tree.
+#
+# Fails when a marked block fails (a run block exits non-zero, or a part of
+# it started in the background does), when a code block has no marker or a
+# bad one, when a config block was never loaded by a daemon its unit starts,
+# or when a daemon the blocks started is gone at the end.
+#
+#   test-admin-guide.sh BUILD_DIR SRC_DIR [DOC...]   (docs/admin.md docs/user.md)
+#   exit 0 passed, 1 failed, 77 skipped (not root: no private namespace)
+
+set -euo pipefail
+export LC_ALL=C
+
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+shift 2
+here=$src/tests/docs
+if (($# == 0)); then set -- "$src/docs/admin.md" "$src/docs/user.md"; fi
+
+# Host names the guide's blocks dial, with the addresses §3 gives them.
+hosts="203.0.113.10 broker.grid.example.org
+203.0.113.20 proxy.grid.example.org"
+
+# --- into a private network and mount namespace ---------------------------------
+if [[ -z ${QCG_DOCTEST_NS:-} ]]; then
+	if [[ $(id -u) -ne 0 ]]; then echo "not root: no private namespace, skipping"; exit 77; fi
+	command -v unshare >/dev/null || { echo "unshare missing: skipping"; exit 77; }
+	QCG_DOCTEST_NS=1 exec unshare --net --mount --propagation private bash "$0" "$build" "$src" "$@"
+fi
+for t in python3 ss ip openssl; do
+	command -v "$t" >/dev/null || { echo "$t missing: skipping"; exit 77; }
+done
+
+root=$(mktemp -d "${TMPDIR:-/tmp}/qcg-doctest.XXXXXX")
+export QCG_DOCTEST_ROOT=$root QCG_DOCTEST_SRC=$src QCG_DOCTEST_BUILD=$build
+# shellcheck source=tests/docs/lib.sh
+. "$here/lib.sh"
+failed=0 passed=0 skipped=0
+
+# Stops what the blocks started: each unit's process group (its children
+# too: the broker's reflector, the helper's privileged process), SIGTERM
+# then, after 5 s, SIGKILL.
+cleanup() {
+	local f i
+	set +e
+	for f in "$root"/doctest/parts/*.pid; do
+		[[ -f $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null
+	done
+	for f in "$root"/doctest/units/*.pid; do
+		[[ -f $f ]] && kill -TERM -- "-$(cat "$f")" 2>/dev/null
+	done
+	for f in "$root"/doctest/units/*.pid; do
+		[[ -f $f ]] || continue
+		for ((i = 0; i < 50; i++)); do kill -0 -- "-$(cat "$f")" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$(cat "$f")" 2>/dev/null
+	done
+	if ((failed > 0)) || [[ -n ${QCG_TEST_LOGS:-} ]]; then
+		for f in "$root"/doctest/units/*.log; do
+			[[ -f $f ]] || continue
+			echo "--- ${f##*/} (last 30 lines)"
+			tail -n 30 "$f"
+		done
+	fi
+	rm -rf -- "$root"
+}
+trap cleanup EXIT
+trap 'echo "FAIL test-admin-guide.sh line $LINENO: the test itself failed"' ERR
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+	failed=$((failed + 1))
+	printf 'FAIL %s\n' "$1"
+	if [[ -n ${2:-} && -s $2 ]]; then tail -n 25 "$2" | sed 's/^/     | /'; fi
+}
+
+mkdir -p "$root"/{etc,var/lib,run,secure,tmp,home,doctest/blocks,doctest/parts,doctest/units}
+touch "$root/doctest/loaded"
+python3 "$here/doc_blocks.py" "$root/doctest/blocks" "$@"
+index=$root/doctest/blocks/index
+
+# The network: lo, and the documentation addresses the marked blocks name.
+ip link set lo up
+printf '127.0.0.1 localhost\n%s\n' "$hosts" >"$root/hosts"
+mount --bind "$root/hosts" /etc/hosts
+addrs=$(awk -F'\t' '$3 == "run" || $3 == "config" { print $1 }' "$index" |
+	while read -r n; do cat "$root/doctest/blocks/$n.txt"; done |
+	grep -oE '(198\.1[89]\.[0-9]{1,3}|203\.0\.113|198\.51\.100)\.[0-9]{1,3}(/[0-9]+)?' |
+	grep -v / | sort -u || true)
+for a in $( (echo "$addrs"; awk '{ print $1 }' <<<"$hosts") | sort -u); do
+	ip addr add "$a/32" dev lo
+done
+
+export PATH=$here/bin:$build/broker:$build/frontend:$build/helper:$build/proxy:$build/tools:$build/launch:$src/certs:$PATH
+export HOME=$root/home QCG_HELPER_SOCKET=$root/run/qcg/helper.sock
+
+# run_part FILE LOG: one part of a block, with -e (a failing line fails it).
+run_part() { (cd "$HOME" && bash -e -o pipefail "$1") </dev/null >"$2" 2>&1; }
+
+# run_block N WHERE ROLE PARTS: a run block; with PARTS, the parts that
+# start at "# node X" / "# on node X" run at the same time, the last in the
+# foreground, the others in the background (then waited for, 60 s at most).
+run_block() {
+	local n=$1 where=$2 role=$3 parts=$4 text=$root/doctest/blocks/$1.txt
+	local log=$root/doctest/blocks/$n.log p rc=0 bg=() i t0=$SECONDS
+	doc_paths <"$text" >"$text.sh"
+	# A directory the block writes into that a Debian host has (/etc/sysctl.d).
+	for p in $(grep -oE "$root/[^ \"'<>;|)]+" "$text.sh" || true); do
+		p=$(dirname "$p")
+		if [[ -d ${p#"$root"} ]]; then mkdir -p "$p"; fi
+	done
+	if [[ $parts == 1 ]]; then
+		# What comes before the first part ("export X=$(...)  # the same on
+		# both nodes") runs once; every part starts with the values it exported.
+		awk '/^#[ \t]*(on )?node [A-Za-z0-9]/ { exit } { print }' "$text.sh" >"$text.pre"
+		# shellcheck disable=SC2016 # expanded by the inner bash
+		bash -c '. "$1" && for v in $(sed -n "s/^ *export \([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p" "$1"); do
+			printf "export %s=%q\n" "$v" "${!v}"; done' sh "$text.pre" >"$text.env" || rc=$?
+		awk -v base="$root/doctest/blocks/$n.part" -v env="$text.env" '
+			/^#[ \t]*(on )?node [A-Za-z0-9]/ {
+				k++
+				while ((getline line < env) > 0) print line > (base k ".sh")
+				close(env)
+			}
+			k > 0 { print > (base k ".sh") }' "$text.sh"
+		local files=("$root/doctest/blocks/$n.part"*.sh)
+		for ((i = 0; i < ${#files[@]} - 1; i++)); do
+			run_part "${files[i]}" "${files[i]%.sh}.log" &
+			bg+=("$!")
+			echo "$!" >"$root/doctest/parts/$n.$i.pid"
+		done
+		run_part "${files[-1]}" "$log" || rc=$?
+		for p in "${bg[@]}"; do
+			for ((i = 0; i < 600; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+			kill "$p" 2>/dev/null && echo "(a background part did not end within 60 s)" >>"$log"
+			wait "$p" || { rc=$?; cat "$root/doctest/blocks/$n".part*.log >>"$log"; }
+		done
+	else
+		run_part "$text.sh" "$log" || rc=$?
+	fi
+	if ((rc == 0)); then pass "$where run${role:+ ($role)}, $((SECONDS - t0)) s"
+	else fail "$where run${role:+ ($role)}: exit $rc after $((SECONDS - t0)) s" "$log"; fi
+}
+
+configs=()
+while IFS=$'\t' read -r n where kind file role parts reason; do
+	[[ $role == - ]] && role=
+	where=${where#"$src"/}
+	case $kind in
+	config)
+		dest=$(doc_paths <<<"$file")
+		mkdir -p "$(dirname "$dest")"
+		doc_paths <"$root/doctest/blocks/$n.txt" >"$dest"
+		configs+=("$where $file $dest")
+		pass "$where config $file written"
+		;;
+	run) run_block "$n" "$where" "$role" "$parts" ;;
+	skip)
+		skipped=$((skipped + 1))
+		printf 'skip %s: %s\n' "$where" "$reason"
+		;;
+	*) fail "$where: $reason" ;;
+	esac
+done <"$index"
+
+# Every config block was read by the daemon its unit starts with it.
+for c in "${configs[@]}"; do
+	read -r where file dest <<<"$c"
+	if grep -qF -- "--config $dest" "$root/doctest/loaded"; then pass "$where: $file loaded by a unit"
+	else fail "$where: $file written but no unit started with it"; fi
+done
+# Every daemon the blocks started still runs.
+for f in "$root"/doctest/units/*.pid; do
+	[[ -f $f ]] || continue
+	u=$(basename "$f" .pid)
+	if kill -0 "$(cat "$f")" 2>/dev/null; then pass "$u still runs at the end"
+	else fail "$u is gone at the end" "$root/doctest/units/$u.log"; fi
+done
+
+echo "passed $passed, failed $failed, skipped $skipped blocks"
+if ((failed > 0)); then exit 1; fi
