@@ -19,6 +19,8 @@ const struct config_option broker_options[] = {
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
      "the broker's certificate and key in one PEM file, required"},
+    {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "1024",
      "authenticated connections served at once (clusters x 9 and some)"},
     {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},

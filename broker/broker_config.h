@@ -15,6 +15,7 @@ struct broker_config {
     int port;
     char *ca;
     char *cert;
+    char *crl;
     int max_connections;
     char *log_level;
     int syslog;

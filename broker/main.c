@@ -152,7 +152,7 @@ int main(int argc, char **argv)
     struct soap_server_config sc = {
         .listen_addr = cfg.listen,
         .port = cfg.port,
-        .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+        .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = cfg.max_connections,
         .user = b,
     };

@@ -24,6 +24,7 @@
 #include "htable.h"
 #include "log.h"
 #include "monotonic.h"
+#include "punch_auth.h"
 #include "ratelimit.h"
 #include "sockaddr_text.h"
 #include "tally.h"
@@ -70,6 +71,9 @@ struct conn {
     /* C_EARLY: the PUNCH of a valid token whose pair is not expected yet */
     struct reflector_request early;
     unsigned char early_pair[TOKEN_PAIR_LEN]; /* its token's pair, checked once */
+    /* PEER is tagged with this key when the token came with a proof */
+    unsigned char answer_key[PUNCH_AUTH_KEY_LEN];
+    bool tagged;
     struct dlink link; /* in the reflector's conns */
     struct conn *dead_next;
 };
@@ -521,8 +525,14 @@ static void pair_up(struct reflector *r, struct expected *e, struct conn *a, str
     log_info("pair %s: %s/%s at %s:%d (local port %d) <-> %s/%s at %s:%d (local port %d)", id,
              e->sides[0].cluster, e->sides[0].node, c[0]->addr, c[0]->port, c[0]->local_port,
              e->sides[1].cluster, e->sides[1].node, c[1]->addr, c[1]->port, c[1]->local_port);
-    answer(r, c[0], "PEER %s %d %s %d", c[1]->addr, c[1]->port, c[0]->addr, c[0]->port);
-    answer(r, c[1], "PEER %s %d %s %d", c[0]->addr, c[0]->port, c[1]->addr, c[1]->port);
+    for (int i = 0; i < 2; i++) {
+        char peer[ANSWER_MAX], tag[PUNCH_AUTH_TAG_TEXT] = "";
+        snprintf(peer, sizeof(peer), "PEER %s %d %s %d", c[1 - i]->addr, c[1 - i]->port, c[i]->addr,
+                 c[i]->port);
+        if (c[i]->tagged)
+            punch_auth_tag(c[i]->answer_key, peer, tag);
+        answer(r, c[i], "%s%s%s", peer, tag[0] ? " " : "", tag);
+    }
 }
 
 /* first: the request as it came (counted), not its retry from C_EARLY. */
@@ -537,7 +547,17 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
 
     if (first)
         count(&r->punches);
-    int rc = token_check(&r->key, req->token, now, REFLECTOR_TOKEN_SKEW, pair, &side, &expiry);
+    /* A proof instead of the MAC: the answer is tagged (punch_auth.h). */
+    char token[TOKEN_TEXT_LEN + 1];
+    const char *bad = NULL;
+    int auth = punch_auth_check(&r->key, req->token, token, sizeof(token), c->answer_key, &bad);
+    if (auth < 0) {
+        count(&r->refused);
+        fail(r, c, "%s token", bad);
+        return;
+    }
+    c->tagged = auth == 1;
+    int rc = token_check(&r->key, token, now, REFLECTOR_TOKEN_SKEW, pair, &side, &expiry);
     if (rc != TOKEN_OK) {
         count(&r->refused);
         fail(r, c, "%s token", token_error(rc));

@@ -14,6 +14,10 @@
  *       the proxy's observation: endpoint-(in)dependent mapping).
  *   PUNCH <token> <local-addr> <local-port>
  *                                         -> PEER <peer-addr> <peer-port> <own-addr> <own-port>
+ *                                            [<tag>]
+ *       The tag authenticates the answer when the token came as a version 2
+ *       token (its MAC replaced by a proof; common/punch_auth.h), as helpers
+ *       send it: an on-path attacker cannot redirect the punch.
  *       token: a hole-punching token the broker issued (common/token.h format,
  *       the reflector's key; side 0 initiator, 1 target), single use.  The
  *       connection is held until the other side of the same pair has arrived

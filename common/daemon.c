@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crl.h"
 #include "log.h"
 
 /* A signal handler can only reach its target through statics; daemon_signals
@@ -26,6 +27,14 @@ static void on_signal(int sig)
     errno = saved_errno;
 }
 
+/* SIGHUP: the CRL is read again before the next certificate check (crl.h);
+   live connections stay. */
+static void on_hup(int sig)
+{
+    (void)sig;
+    crl_reload_request();
+}
+
 void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg)
 {
     stop_flag = stop;
@@ -41,6 +50,12 @@ void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *
     if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
         log_warn("sigaction");
 
+    sa.sa_handler = on_hup;
+    sa.sa_flags = SA_RESTART; /* a reload request must not interrupt anything */
+    if (sigaction(SIGHUP, &sa, NULL) < 0)
+        log_warn("sigaction(SIGHUP)");
+
+    sa.sa_flags = 0;
     sa.sa_handler = SIG_IGN;
     if (sigaction(SIGPIPE, &sa, NULL) < 0)
         log_warn("sigaction(SIGPIPE)");

@@ -5,7 +5,8 @@
 #include <signal.h>
 
 /* Installs SIGTERM/SIGINT handlers that set *stop and call on_stop(arg) (which
-   must be async-signal-safe), and ignores SIGPIPE. */
+   must be async-signal-safe), a SIGHUP handler that has the CRL reloaded
+   (crl.h), and ignores SIGPIPE. */
 void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg);
 
 /* Exponential backoff with jitter: next delay in ms after `attempt` failures,

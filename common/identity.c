@@ -9,6 +9,7 @@
 #include <openssl/asn1.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -156,4 +157,34 @@ int identity_from_file(const char *path, enum qcg_role expect, struct identity *
         return -1;
     }
     return 0;
+}
+
+int identity_check_usage(SSL *ssl, bool peer_is_server, char *err, size_t errlen)
+{
+    X509 *cert = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
+    if (cert == NULL) {
+        snprintf(err, errlen, "no peer certificate");
+        return -1;
+    }
+    uint32_t xku = X509_get_extended_key_usage(cert);
+    X509_free(cert);
+    uint32_t want = peer_is_server ? XKU_SSL_SERVER : XKU_SSL_CLIENT;
+    if (xku == UINT32_MAX) {
+        snprintf(err, errlen, "its certificate names no extended key usage (%s needed)",
+                 peer_is_server ? "serverAuth" : "clientAuth");
+        return -1;
+    }
+    if (!(xku & want)) {
+        snprintf(err, errlen, "its certificate is not for TLS %s (no %s)",
+                 peer_is_server ? "servers" : "clients",
+                 peer_is_server ? "serverAuth" : "clientAuth");
+        return -1;
+    }
+    return 0;
+}
+
+const char *identity_text(const struct identity *id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s", role_name(id->role), id->name);
+    return buf;
 }

@@ -4,6 +4,7 @@
 #define QCG_IDENTITY_H
 
 #include <openssl/ssl.h>
+#include <stdbool.h>
 #include "proto.h"
 
 struct identity {
@@ -21,6 +22,13 @@ int identity_from_ssl(SSL *ssl, struct identity *id);
    QCG_ROLE_NONE for any.  -1 with a one-line reason in err (nothing logged). */
 int identity_from_file(const char *path, enum qcg_role expect, struct identity *id, char *err,
                        size_t errlen);
+/* 0 when the TLS peer's certificate names the extended key usage of its
+   side: serverAuth when it is the server (peer_is_server), clientAuth when it
+   is the client.  A certificate without the extension is refused too (OpenSSL
+   would take it for any use).  -1 with a one-line reason in err. */
+int identity_check_usage(SSL *ssl, bool peer_is_server, char *err, size_t errlen);
+/* "helper c1/n1" into buf, for messages. */
+const char *identity_text(const struct identity *id, char *buf, size_t len);
 /* The same from a subject's OU and CN; used by identity_from_ssl and tests. */
 int identity_from_fields(const char *ou, const char *cn, struct identity *id);
 

@@ -1,6 +1,7 @@
 /*
  * gSOAP clients towards an upstream service: mutual TLS (the server's
- * certificate must name the host dialled), the same size limits as the server,
+ * certificate must name the host dialled, be a TLS server's, and be of the
+ * role and cluster expected), the same size limits as the server,
  * keep-alive, and a small pool for daemons that call upstream from several
  * threads.
  */
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "log.h"
 #include "soapH.h"
 #include "soap_util.h"
@@ -31,7 +33,60 @@
 struct client_info {
     char *url;
     int io_timeout;
+    enum qcg_role expect_role;
+    char *expect_cluster; /* NULL: any */
+    SOAP_SOCKET (*orig_open)(struct soap *, const char *, const char *, int);
 };
+
+/* Whether the server just reached is the one we meant; 0, or -1 with the
+   reason in why. */
+static int check_server(struct soap *soap, const struct client_info *info, char *why, size_t len)
+{
+    char usage[200], who[2 * QCG_NAME_MAX + 16];
+    struct identity id;
+    const char *want = info->expect_role != QCG_ROLE_NONE ? role_name(info->expect_role) : "server";
+    if (identity_check_usage(soap->ssl, true, usage, sizeof(usage)) < 0) {
+        snprintf(why, len, "refusing the %s at %s: %s", want, info->url, usage);
+        return -1;
+    }
+    if (info->expect_role == QCG_ROLE_NONE)
+        return 0;
+    if (identity_from_ssl(soap->ssl, &id) < 0) {
+        snprintf(why, len, "the %s at %s presents a certificate that names no qcg role", want,
+                 info->url);
+        return -1;
+    }
+    bool cluster_ok = info->expect_cluster == NULL || strcmp(id.cluster, info->expect_cluster) == 0;
+    if (id.role == info->expect_role && cluster_ok)
+        return 0;
+    identity_text(&id, who, sizeof(who));
+    if (info->expect_cluster != NULL)
+        snprintf(why, len, "the %s at %s presents a certificate of %s, not of a %s of cluster %s",
+                 want, info->url, who, want, info->expect_cluster);
+    else
+        snprintf(why, len, "the %s at %s presents a certificate of %s, not of a %s", want,
+                 info->url, who, want);
+    return -1;
+}
+
+/* gSOAP's connect (TCP and the TLS handshake), then check_server: a
+   connection to the wrong service is closed before any request is sent. */
+static SOAP_SOCKET open_checked(struct soap *soap, const char *endpoint, const char *host, int port)
+{
+    struct client_info *info = soap->user;
+    SOAP_SOCKET s = info->orig_open(soap, endpoint, host, port);
+    if (!soap_valid_socket(s) || soap->ssl == NULL)
+        return s;
+    char why[512];
+    if (check_server(soap, info, why, sizeof(why)) == 0)
+        return s;
+    soap->socket = s;
+    soap->keep_alive = 0;
+    soap->fclose(soap);
+    soap->socket = SOAP_INVALID_SOCKET;
+    soap_set_sender_error(soap, soap_strdup(soap, why), NULL, SOAP_SSL_ERROR);
+    return SOAP_INVALID_SOCKET;
+}
 
 static void set_timeouts(struct soap *soap, int io_timeout, int wait)
 {
@@ -76,6 +131,17 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
         return NULL;
     }
     info->io_timeout = cfg->io_timeout > 0 ? cfg->io_timeout : 10;
+    info->expect_role = cfg->expect_role;
+    if (cfg->expect_cluster != NULL &&
+        (info->expect_cluster = strdup(cfg->expect_cluster)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(info->url);
+        free(info);
+        soap_free(soap);
+        return NULL;
+    }
+    info->orig_open = soap->fopen;
+    soap->fopen = open_checked;
     soap->user = info;
     soap->connect_timeout = cfg->connect_timeout > 0 ? cfg->connect_timeout : 10;
     set_timeouts(soap, info->io_timeout, 0);
@@ -93,6 +159,10 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
         soap_client_free(soap);
         return NULL;
     }
+    if (soap_tls_peer_policy(soap, true, &cfg->tls, err, errlen) < 0) {
+        soap_client_free(soap);
+        return NULL;
+    }
     return soap;
 }
 
@@ -106,6 +176,7 @@ void soap_client_free(struct soap *soap)
     soap_free(soap);
     if (info) {
         free(info->url);
+        free(info->expect_cluster);
         free(info);
     }
 }
@@ -211,6 +282,8 @@ struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, 
     pool->cfg.url = dup_or_null(cfg->url);
     pool->cfg.tls.ca = dup_or_null(cfg->tls.ca);
     pool->cfg.tls.certkey = dup_or_null(cfg->tls.certkey);
+    pool->cfg.tls.crl = dup_or_null(cfg->tls.crl);
+    pool->cfg.expect_cluster = dup_or_null(cfg->expect_cluster);
     pool->size = size;
     pool->idle = calloc((size_t)size, sizeof(*pool->idle));
     pthread_mutex_init(&pool->lock, NULL);
@@ -220,7 +293,8 @@ struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, 
     pthread_cond_init(&pool->freed, &attr);
     pthread_condattr_destroy(&attr);
     if (pool->idle == NULL || (cfg->url && !pool->cfg.url) || (cfg->tls.ca && !pool->cfg.tls.ca) ||
-        (cfg->tls.certkey && !pool->cfg.tls.certkey)) {
+        (cfg->tls.certkey && !pool->cfg.tls.certkey) || (cfg->tls.crl && !pool->cfg.tls.crl) ||
+        (cfg->expect_cluster && !pool->cfg.expect_cluster)) {
         snprintf(err, errlen, "out of memory");
         soap_pool_free(pool);
         return NULL;
@@ -299,6 +373,8 @@ void soap_pool_free(struct soap_pool *pool)
     free((char *)pool->cfg.url);
     free((char *)pool->cfg.tls.ca);
     free((char *)pool->cfg.tls.certkey);
+    free((char *)pool->cfg.tls.crl);
+    free((char *)pool->cfg.expect_cluster);
     free(pool);
 }
 

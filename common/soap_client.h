@@ -16,6 +16,12 @@ struct soap_client_config {
     struct tls_files tls;
     int connect_timeout;        /* seconds */
     int io_timeout;             /* seconds for send/recv of ordinary calls */
+    /* Whom the URL must lead to, checked after each TLS handshake: the role
+       of the server's certificate (QCG_ROLE_NONE: any) and, for a frontend,
+       its cluster (NULL: any).  The server must be a TLS server (serverAuth)
+       and not revoked (tls.crl). */
+    enum qcg_role expect_role;
+    const char *expect_cluster;
 };
 
 /* A new client context; NULL with a reason in err.  The caller owns it. */

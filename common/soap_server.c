@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crl.h"
 #include "dlist.h"
 #include "htable.h"
 #include "log.h"
@@ -380,6 +381,10 @@ static void *conn_main(void *arg)
         else
             refused(srv, c->peer, "TLS handshake failed: %s", msg);
         pthread_mutex_unlock(&srv->lock);
+    } else if (identity_check_usage(soap->ssl, false, msg, sizeof(msg)) < 0) {
+        pthread_mutex_lock(&srv->lock);
+        refused(srv, c->peer, "refused: %s", msg);
+        pthread_mutex_unlock(&srv->lock);
     } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
         /* Not rate-limited: only holders of a grid CA certificate get here. */
         log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
@@ -499,6 +504,10 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
                                 "qcg-connect")) {
         soap_error_text(m, msg, sizeof(msg));
         snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
+        soap_server_free(srv);
+        return NULL;
+    }
+    if (soap_tls_peer_policy(m, false, &cfg->tls, err, errlen) < 0) {
         soap_server_free(srv);
         return NULL;
     }
@@ -665,6 +674,8 @@ int soap_server_run(struct soap_server *srv)
              srv->port, srv->max_connections, srv->max_per_identity, srv->max_handshakes,
              srv->per_address, srv->handshake_ms);
     while (!srv->stop) {
+        /* After a SIGHUP: at once, not at the next handshake. */
+        crl_reload_pending();
         struct pollfd p = {.fd = srv->master->master, .events = POLLIN};
         if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)
             accept_one(srv);

@@ -17,6 +17,7 @@ struct soap;
 struct tls_files {
     const char *ca;      /* the grid CA certificate (PEM) */
     const char *certkey; /* this service's certificate chain and key in one PEM */
+    const char *crl;     /* optional: the grid's revocation list (PEM; crl.h) */
 };
 
 /* Connections are taken at once, whatever their number; until its TLS

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "crl.h"
 #include "soapH.h"
+#include "soap_server.h"
 
 static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
 
@@ -27,4 +29,16 @@ void soap_error_text(struct soap *soap, char *buf, size_t len)
     for (char *p = buf; *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
+}
+
+int soap_tls_peer_policy(struct soap *soap, bool peers_are_servers, const struct tls_files *tls,
+                         char *err, size_t errlen)
+{
+    int purpose = peers_are_servers ? X509_PURPOSE_SSL_SERVER : X509_PURPOSE_SSL_CLIENT;
+    if (soap->ctx == NULL || SSL_CTX_set_purpose(soap->ctx, purpose) != 1) {
+        snprintf(err, errlen, "TLS setup: cannot require %s certificates",
+                 peers_are_servers ? "server (serverAuth)" : "client (clientAuth)");
+        return -1;
+    }
+    return crl_attach(soap->ctx, tls->crl, tls->ca, err, errlen);
 }

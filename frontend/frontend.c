@@ -48,6 +48,9 @@ struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size
     fe->upstream.url = cfg->broker;
     fe->upstream.tls.ca = cfg->ca;
     fe->upstream.tls.certkey = cfg->cert;
+    fe->upstream.tls.crl = cfg->crl;
+    /* Only the broker: a frontend's calls carry its helpers' contacts. */
+    fe->upstream.expect_role = QCG_ROLE_BROKER;
     fe->upstream.connect_timeout = 5;
     fe->upstream.io_timeout = 10;
     fe->pool = soap_pool_new(&fe->upstream, FRONTEND_POOL_SIZE, err, errlen);

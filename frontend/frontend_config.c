@@ -18,6 +18,8 @@ const struct config_option frontend_options[] = {
     {"ca", CONFIG_STRING, OFF(ca), 0, 0, NULL, "the grid CA certificate (PEM)"},
     {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
      "this frontend's certificate and key in one PEM (CN = cluster)"},
+    {"crl", CONFIG_STRING, OFF(crl), 0, 0, NULL,
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},
     {"cluster", CONFIG_STRING, OFF(cluster), 0, 0, NULL,
      "this cluster's name (default and must be: the certificate's CN)"},

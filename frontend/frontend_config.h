@@ -17,6 +17,7 @@ struct frontend_config {
     int port;
     char *ca;
     char *cert;
+    char *crl;
     char *broker;
     char *cluster;
     char *kind;

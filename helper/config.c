@@ -44,6 +44,8 @@ const struct config_option helper_options[] = {
     OPT("ca", CONFIG_STRING, ca, 0, 0, NULL, "the grid CA certificate (PEM, required)"),
     OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
         "this helper's certificate and key in one PEM (required)"),
+    OPT("crl", CONFIG_STRING, crl, 0, 0, NULL,
+        "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"),
     OPT("cluster", CONFIG_STRING, cluster, 0, 0, NULL,
         "this node's cluster (default: from the certificate's CN)"),
     OPT("node", CONFIG_STRING, node, 0, 0, NULL,

@@ -22,10 +22,10 @@
  *   shares.c    per-uid counts of connections and requests (bounds per uid)
  *   contacts.c  the contacts published through this node (thread-safe)
  *   upstream.c  the link to the frontend: its connections and thread (upstream.h)
- *   upstream_calls.c, upstream_convert.c, upstream_orders.c, upstream_poll.c, upstream_peer.c
+ *   upstream_calls.c, upstream_convert.c, upstream_orders.c, upstream_poll.c
  *               its request calls, answers in local terms, order checks, the
- *               registration/poll thread, the frontend's certificate check
- *               (upstream_internal.h)
+ *               registration/poll thread (upstream_internal.h); the frontend's
+ *               certificate is checked by common/soap_client.c (expect_role)
  *   status.c    `qcg-helper --status`: the client side of LOCAL_STATUS
  */
 #ifndef QCG_HELPER_H
@@ -56,6 +56,7 @@ struct helper_config {
     char *frontend;      /* https://host:port/ */
     char *ca;
     char *cert;          /* certificate chain and key in one PEM */
+    char *crl;           /* the grid's revocation list, optional */
     char *cluster;       /* default: from the certificate's CN */
     char *node;
     char *address;       /* the node's address inside its site */

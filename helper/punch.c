@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "punch_auth.h"
 
 #define ANSWER_MAX 512
 #define LINE_MAX_LEN 256 /* the reflector's line limit, with the '\n' */
@@ -48,6 +49,7 @@ struct punch {
     unsigned tries;
     char last_err[64];
     struct punch_result res;
+    unsigned char answer_key[PUNCH_AUTH_KEY_LEN]; /* the PEER answer's (punch_auth.h) */
 };
 
 static void maybe_free(struct punch *p)
@@ -445,6 +447,13 @@ static void on_answer(struct punch *p, char *line)
 {
     char why[ANSWER_MAX + 16];
 
+    /* Where we connect to must come from the reflector: a PEER answer
+       without its tag is refused (a FAIL needs none, it only stops us). */
+    if (strncmp(line, "FAIL ", 5) != 0 &&
+        punch_auth_answer(line, p->answer_key, why, sizeof(why)) < 0) {
+        fail(p, "%s", why);
+        return;
+    }
     if (punch_answer_parse(line, &p->res, &p->peer.sin_addr, why, sizeof(why)) < 0) {
         fail(p, "%s", why);
         return;
@@ -537,8 +546,13 @@ static void on_reflector(uv_poll_t *h, int status, int events)
         char addr[INET_ADDRSTRLEN] = "0.0.0.0";
         if (getsockname(w->fd, (struct sockaddr *)&me, &mlen) == 0)
             inet_ntop(AF_INET, &me.sin_addr, addr, sizeof(addr));
-        int n = snprintf(p->line, sizeof(p->line), "PUNCH %s %s %u\n", p->prm.token, addr,
-                         (unsigned)p->port);
+        char wire[TOKEN_TEXT_LEN + 1];
+        if (punch_auth_request(p->prm.token, wire, sizeof(wire), p->answer_key) < 0) {
+            fail(p, "the punch token is malformed");
+            return;
+        }
+        int n =
+            snprintf(p->line, sizeof(p->line), "PUNCH %s %s %u\n", wire, addr, (unsigned)p->port);
         if (n < 0 || (size_t)n >= sizeof(p->line)) {
             fail(p, "request line too long");
             return;

@@ -21,6 +21,10 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->scc.url = cfg->frontend;
     u->scc.tls.ca = cfg->ca;
     u->scc.tls.certkey = cfg->cert;
+    u->scc.tls.crl = cfg->crl;
+    /* Only the frontend of our own cluster gets our contacts and orders us. */
+    u->scc.expect_role = QCG_ROLE_FRONTEND;
+    u->scc.expect_cluster = cfg->cluster;
     u->scc.connect_timeout = UPSTREAM_CONNECT_TIMEOUT;
     u->scc.io_timeout = UPSTREAM_IO_TIMEOUT;
 
@@ -31,10 +35,6 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->lp = upstream_poll_new(u, err, errlen);
     if (u->lp == NULL)
         goto fail;
-    if (hook(u, longpoll_soap(u->lp)) < 0) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
     return u;
 fail:
     upstream_free(u);

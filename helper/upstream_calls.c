@@ -170,11 +170,6 @@ static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, 
         int reused = soap_valid_socket(soap->socket);
         enum call_status st;
 
-        if (hook(u, soap) < 0) {
-            soap_pool_put(u->pool, soap, 0);
-            snprintf(msg, msglen, "out of memory");
-            return QCG_ENOMEM;
-        }
         int rc = fn(u, soap, a, &st, msg, msglen);
 
         soap_client_reset(soap);

@@ -39,10 +39,6 @@ struct call_args {
 typedef int (*call_fn)(struct upstream *u, struct soap *soap, const struct call_args *a,
                        enum call_status *st, char *msg, size_t msglen);
 
-/* upstream_peer.c: every connection's peer must be our cluster's frontend.
-   Installs the hook on a context once; -1 when out of memory. */
-int hook(struct upstream *u, struct soap *soap);
-
 /* upstream_calls.c: a finished call classified (msg filled, the QCG_E*
    code returned); frontend_said: a qcg:unavailable fault names the broker
    behind the frontend. */

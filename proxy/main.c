@@ -121,7 +121,7 @@ int main(int argc, char **argv)
     struct soap_server_config sc = {
         .listen_addr = cfg.listen,
         .port = cfg.control_port,
-        .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+        .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = CONTROL_MAX_CONNECTIONS,
         .user = &svc,
     };

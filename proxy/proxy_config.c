@@ -20,6 +20,8 @@ const struct config_option proxy_options[] = {
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
      "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required"},
+    {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,
      "the token key shared with the broker: 64 hex characters, mode 0600, required"},
     {"token-skew", CONFIG_INT, OPT(token_skew), 0, 86400, "300",

@@ -15,6 +15,7 @@ struct proxy_config {
     int control_port; /* mutual-TLS SOAP: stats only */
     char *ca;
     char *cert;
+    char *crl;
     char *key_file;
     int token_skew;   /* seconds a token is still accepted after its expiry */
     int pair_timeout; /* seconds a connection waits for the other side */

@@ -180,7 +180,12 @@ check "issue broker with an explicit name, --days" \
 for f in broker-broker proxy-p1 frontend-nata helper-nata-nata1 broker-broker2; do
 	check "$f: .crt .key .pem exist" test -f "$D/$f.crt" -a -f "$D/$f.key" -a -f "$D/$f.pem"
 	check "$f: verifies against the CA" openssl verify -CAfile "$D/ca.crt" "$D/$f.crt"
-	check "$f: usable as a TLS server" openssl verify -purpose sslserver -CAfile "$D/ca.crt" "$D/$f.crt"
+	if [[ $f == helper-* ]]; then
+		# Helpers only dial out (issue 17: separate key usages).
+		check_fails "$f: not usable as a TLS server" openssl verify -purpose sslserver -CAfile "$D/ca.crt" "$D/$f.crt"
+	else
+		check "$f: usable as a TLS server" openssl verify -purpose sslserver -CAfile "$D/ca.crt" "$D/$f.crt"
+	fi
 	check "$f: usable as a TLS client" openssl verify -purpose sslclient -CAfile "$D/ca.crt" "$D/$f.crt"
 	check "$f: .key is mode 600" test "$(mode_of "$D/$f.key")" = 600
 	check "$f: .pem is mode 600" test "$(mode_of "$D/$f.pem")" = 600
@@ -305,6 +310,49 @@ assert len(bad) == 1 and bad[0]["verified"] is False and bad[0]["verify_error"],
 else
 	echo "skip list --json checks: no python3"
 fi
+
+# --- keys made on the node, revocation -----------------------------------------
+
+G=$work/grid
+N=$work/node
+check "init a CA for request/sign/revoke" qc --dir "$G" init
+check "request: a node makes its key and request without the CA" qc --dir "$N" request helper c1/n3
+check "request: the key is mode 600" test "$(mode_of "$N/helper-c1-n3.key")" = 600
+check "request: no CA file on the node" test ! -e "$N/ca.key" -a ! -e "$N/ca.crt"
+refuses "request: again without --force" qc --dir "$N" request helper c1/n3
+refuses "sign without --csr" qc --dir "$G" sign
+refuses "sign: the request asks for another name" qc --dir "$G" sign --csr "$N/helper-c1-n3.csr" helper c1/n4
+check "sign --csr" qc --dir "$G" sign --csr "$N/helper-c1-n3.csr" helper c1/n3
+check "sign: the certificate verifies" openssl verify -CAfile "$G/ca.crt" "$G/helper-c1-n3.crt"
+check "sign: it pairs with the node's key" same_output pub_of_cert pub_of_key "$G/helper-c1-n3.crt" "$N/helper-c1-n3.key"
+check "sign: the CA never saw the key" test ! -e "$G/helper-c1-n3.key" -a ! -e "$G/helper-c1-n3.pem"
+check "sign: a helper is a TLS client only" has_line "TLS Web Client Authentication" \
+	openssl x509 -in "$G/helper-c1-n3.crt" -noout -ext extendedKeyUsage
+check_fails "sign: a helper is no TLS server" openssl verify -purpose sslserver -CAfile "$G/ca.crt" "$G/helper-c1-n3.crt"
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/x.key" \
+	-subj "/O=qcg-connect/OU=helper/CN=c1\/n5/L=extra" -out "$work/x.csr" >/dev/null 2>&1
+refuses "sign: a request with an extra subject field" qc --dir "$G" sign --csr "$work/x.csr"
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/y.key" \
+	-subj "/O=qcg-connect/OU=ca/CN=x" -out "$work/y.csr" >/dev/null 2>&1
+refuses "sign: a request for the role ca" qc --dir "$G" sign --csr "$work/y.csr"
+
+check "issue helper c1/n1 for revoke" qc --dir "$G" issue helper c1/n1
+check "crl: an empty CRL" qc --dir "$G" crl
+check "crl: verifies against the CA" openssl crl -in "$G/crl.pem" -CAfile "$G/ca.crt" -noout
+check "crl: n1 passes the CRL check" openssl verify -crl_check -CRLfile "$G/crl.pem" -CAfile "$G/ca.crt" "$G/helper-c1-n1.crt"
+refuses "revoke an unknown name" qc --dir "$G" revoke helper c1/n9
+check "revoke helper c1/n1" qc --dir "$G" revoke helper c1/n1
+check "revoke: the CRL lists its serial" has_line "$(openssl x509 -in "$G/helper-c1-n1.crt" -noout -serial | cut -d= -f2)" \
+	openssl crl -in "$G/crl.pem" -noout -text
+check_fails "revoke: n1 fails the CRL check" openssl verify -crl_check -CRLfile "$G/crl.pem" -CAfile "$G/ca.crt" "$G/helper-c1-n1.crt"
+check "revoke: n3 still passes it" openssl verify -crl_check -CRLfile "$G/crl.pem" -CAfile "$G/ca.crt" "$G/helper-c1-n3.crt"
+check "list: shows the revoked one" has_line "certificate revoked" qc --dir "$G" list
+check "re-issue n1 with --force" qc --dir "$G" issue helper c1/n1 --force
+check "the new n1 passes the CRL check" openssl verify -crl_check -CRLfile "$G/crl.pem" -CAfile "$G/ca.crt" "$G/helper-c1-n1.crt"
+check "revoke the new n1 too (same name)" qc --dir "$G" revoke helper c1/n1
+check "the CRL now lists two" test "$(openssl crl -in "$G/crl.pem" -noout -text | grep -c 'Serial Number')" = 2
+check "crl --days 7" qc --dir "$G" crl --days 7
+check "crl --days 7 is honoured" has_line "$(date -u -d '+7 days' '+%b %e')" openssl crl -in "$G/crl.pem" -noout -nextupdate
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

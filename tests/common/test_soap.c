@@ -65,15 +65,17 @@ static int sh(const char *fmt, ...)
     return rc;
 }
 
-/* A leaf signed by the grid CA with a subject qcg-certs would never issue. */
+/* A leaf signed by the grid CA with a subject qcg-certs would never issue
+   (a TLS client's key usage, so that the subject is what gets refused). */
 static int odd_cert(const char *name, const char *subject, char *pem, size_t len)
 {
     snprintf(pem, len, "%s/%s.pem", dir, name);
     return sh("cd %s && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 "
               "-out %s.key 2>/dev/null && openssl req -new -key %s.key -subj '%s' -out %s.csr "
+              "&& echo 'extendedKeyUsage = clientAuth' > %s.ext "
               "&& openssl x509 -req -in %s.csr -CA grid/ca.crt -CAkey grid/ca.key -CAcreateserial "
-              "-days 1 -out %s.crt 2>/dev/null && cat %s.crt %s.key > %s.pem",
-              dir, name, name, subject, name, name, name, name, name, name);
+              "-extfile %s.ext -days 1 -out %s.crt 2>/dev/null && cat %s.crt %s.key > %s.pem",
+              dir, name, name, subject, name, name, name, name, name, name, name, name);
 }
 
 static int make_certs(void)

@@ -4,7 +4,7 @@
    status line, headers, SOAP envelope) over real mutual TLS, with the
    certificate the client expects; the client is the daemons' own code:
      helper:   the upstream_* calls of helper/upstream_calls.c (through the
-               pool, the peer check of upstream_peer.c and the conversion of
+               pool, the peer check of common/soap_client.c and the conversion of
                upstream_convert.c), and a poll of its long-poll client
                (common/longpoll.c) with the helper's command handling
                (upstream_poll.c: upstream_order_check, then the order);

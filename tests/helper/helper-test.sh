@@ -289,7 +289,7 @@ proto)
 		--ports 17930-17939 >>"$work/helper-wrong.log" 2>&1 &
 	pids+=($!)
 	check "a helper refuses the frontend of another cluster before sending anything" \
-		wait_for "the refusal" 100 grep -q 'the peer is frontend c1, not the frontend of cluster c2' \
+		wait_for "the refusal" 100 grep -q 'presents a certificate of frontend c1, not of a frontend of cluster c2' \
 		"$work/helper-wrong.log"
 	check "... and stays unregistered" bash -c "'$helper' --status --json \
 		--socket '$work/wrong.sock' | grep -q '\"upstream_connected\":false'"

@@ -3,11 +3,15 @@
  * loop.  Two punches pair up and get the two ends of one connection (bytes
  * both ways); a refused token, a peer that never connects (the retry
  * schedule, then the timeout), bad parameters, and cancels at each step.
+ * An on-path attacker (a thread between a punch and the reflector) who
+ * forges or alters the PEER answer does not redirect the punch (issue 17).
  * Ports 18420-18449.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +238,127 @@ static void test_bad_params(uv_loop_t *loop)
 }
 
 /* The reflector's answer line alone (what fuzz-reflector feeds too). */
+#define MITM_PORT 18421
+#define ATTACKER_PORT 18422
+
+/* Between a punch and the reflector: forges the answer (alter 0) or relays
+   the request to the reflector and points its answer at the attacker. */
+struct mitm {
+    int listen_fd;
+    int alter;
+    int relayed; /* the reflector's answer reached us */
+};
+
+static int read_line(int fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got < len - 1 && poll(&p, 1, 5000) == 1) {
+        ssize_t n = recv(fd, buf + got, 1, 0);
+        if (n <= 0)
+            break;
+        if (buf[got++] == '\n')
+            break;
+    }
+    buf[got] = '\0';
+    return got > 0 && buf[got - 1] == '\n' ? 0 : -1;
+}
+
+static void *mitm_main(void *arg)
+{
+    struct mitm *m = arg;
+    struct pollfd p = {.fd = m->listen_fd, .events = POLLIN};
+    char line[300], ans[600], port[16] = "0";
+    if (poll(&p, 1, 5000) != 1)
+        return NULL;
+    int c = accept(m->listen_fd, NULL, NULL);
+    if (c < 0 || read_line(c, line, sizeof(line)) < 0) {
+        if (c >= 0)
+            close(c);
+        return NULL;
+    }
+    sscanf(line, "PUNCH %*s %*s %15s", port);
+    snprintf(ans, sizeof(ans), "PEER 127.0.0.1 %d 127.0.0.1 %s\n", ATTACKER_PORT, port);
+    if (m->alter) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(REFLECTOR_PORT)};
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        int r = socket(AF_INET, SOCK_STREAM, 0);
+        char real[600], pa[64], oa[64], tag[80] = "";
+        int pp, op;
+        if (r >= 0 && connect(r, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            send(r, line, strlen(line), 0) > 0 && read_line(r, real, sizeof(real)) == 0) {
+            int n = sscanf(real, "PEER %63s %d %63s %d %79s", pa, &pp, oa, &op, tag);
+            if (n >= 4) {
+                m->relayed = 1;
+                snprintf(ans, sizeof(ans), "PEER %s %d %s %d%s%s\n", pa, ATTACKER_PORT, oa, op,
+                         n == 5 ? " " : "", tag);
+            }
+        }
+        if (r >= 0)
+            close(r);
+    }
+    send(c, ans, strlen(ans), MSG_NOSIGNAL);
+    shutdown(c, SHUT_WR);
+    read_line(c, line, sizeof(line)); /* until the punch closes */
+    close(c);
+    return NULL;
+}
+
+static int listen_on(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* alter 0: an answer made up on the way; 1: the reflector's answer with the
+   peer's port changed.  Either way the punch refuses it and never connects
+   to the attacker. */
+static void test_forged_peer(uv_loop_t *loop, int alter)
+{
+    unsigned char pair[TOKEN_PAIR_LEN];
+    struct punch_params pa, pb;
+    struct outcome a = {0}, b = {0};
+    struct mitm m = {.listen_fd = listen_on(MITM_PORT), .alter = alter};
+    int attacker = listen_on(ATTACKER_PORT);
+    char why[256];
+    pthread_t th;
+
+    REQUIRE(m.listen_fd >= 0 && attacker >= 0);
+    REQUIRE(pthread_create(&th, NULL, mitm_main, &m) == 0);
+    new_pair(pair, (unsigned char)(10 + alter));
+    params(&pa, pair, 0, 18423, 18425, 2000);
+    pa.reflector_port = MITM_PORT;
+    params(&pb, pair, 1, 18426, 18428, 2000);
+    struct punch *x = punch_start(loop, &pa, on_result, &a, why, sizeof(why));
+    struct punch *y = alter ? punch_start(loop, &pb, on_result, &b, why, sizeof(why)) : NULL;
+    CHECKF(x != NULL && (!alter || y != NULL), "punch_start: %s", why);
+    run(loop);
+    pthread_join(th, NULL);
+    CHECKF(!alter || m.relayed, "the reflector's answer went through the attacker");
+    CHECKF(a.called == 1 && a.r.status < 0 && a.r.fd == -1, "%s answer: status %d",
+           alter ? "altered" : "forged", a.r.status);
+    CHECKF(strstr(a.r.why, "authentication tag") != NULL, "why: %s", a.r.why);
+    int got = accept(attacker, NULL, NULL);
+    CHECKF(got < 0, "the punch connected to the attacker's port");
+    if (got >= 0)
+        close(got);
+    if (a.r.fd >= 0)
+        close(a.r.fd);
+    if (b.r.fd >= 0)
+        close(b.r.fd);
+    close(attacker);
+    close(m.listen_fd);
+}
+
 static void test_answer_parse(void)
 {
     static const char *const bad[] = {"PEER 203.0.113.20 23001 203.0.113.30",
@@ -287,6 +412,8 @@ int main(void)
     test_peer_never_connects(&loop);
     test_cancel(&loop);
     test_bad_params(&loop);
+    test_forged_peer(&loop, 0);
+    test_forged_peer(&loop, 1);
     run(&loop);
     CHECKF(uv_loop_close(&loop) == 0, "handles left on the loop");
     reflector_stop(refl);

@@ -1,0 +1,170 @@
+/*
+ * One CRL per process behind a lock.  The TLS contexts do not hold it in
+ * their X509_STORE (a store's objects cannot be replaced while handshakes
+ * use it): their store asks lookup_crls() for it, so a reload is a pointer
+ * swap and every handshake after it sees the new list.  No CRL found for the
+ * issuer fails the handshake (OpenSSL: "unable to get certificate CRL").
+ */
+#include "crl.h"
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char *crl_path; /* guarded by lock, as are the two below */
+static char *ca_path;
+static X509_CRL *current;
+static atomic_int reload_requested;
+
+static X509 *read_cert(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    return x;
+}
+
+/* The CRL in path, signed by the CA in ca; NULL with a reason in err. */
+static X509_CRL *load(const char *path, const char *ca, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "crl: cannot read %s: %m", path);
+        return NULL;
+    }
+    X509_CRL *crl = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+    fclose(f);
+    if (crl == NULL) {
+        snprintf(err, errlen, "crl: %s holds no PEM CRL", path);
+        return NULL;
+    }
+    X509 *cax = read_cert(ca);
+    EVP_PKEY *key = cax ? X509_get0_pubkey(cax) : NULL;
+    if (key == NULL) {
+        snprintf(err, errlen, "crl: cannot read the CA certificate %s", ca);
+    } else if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(cax)) != 0 ||
+               X509_CRL_verify(crl, key) != 1) {
+        snprintf(err, errlen, "crl: %s is not signed by the CA in %s", path, ca);
+    } else {
+        X509_free(cax);
+        return crl;
+    }
+    X509_free(cax);
+    X509_CRL_free(crl);
+    return NULL;
+}
+
+/* "N revoked, next update DATE" and a warning when that date has passed:
+   OpenSSL then refuses every certificate. */
+static void crl_report(const char *what, const char *path, X509_CRL *crl)
+{
+    STACK_OF(X509_REVOKED) *revoked = X509_CRL_get_REVOKED(crl);
+    int n = revoked ? sk_X509_REVOKED_num(revoked) : 0;
+    const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
+    char date[64] = "none";
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b != NULL && next != NULL && ASN1_TIME_print(b, next) == 1) {
+        int len = BIO_read(b, date, sizeof(date) - 1);
+        date[len > 0 ? len : 0] = '\0';
+    }
+    BIO_free(b);
+    log_info("%s CRL %s: %d revoked, next update %s", what, path, n, date);
+    if (next != NULL && X509_cmp_time(next, NULL) < 0)
+        log_warnx("CRL %s expired on %s: every peer certificate is refused until a fresh one "
+                  "(qcg-certs crl) is loaded",
+                  path, date);
+}
+
+static STACK_OF(X509_CRL) * lookup_crls(const X509_STORE_CTX *ctx, const X509_NAME *issuer)
+{
+    (void)ctx;
+    crl_reload_pending();
+    STACK_OF(X509_CRL) *sk = sk_X509_CRL_new_null();
+    if (sk == NULL)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    if (current != NULL && X509_NAME_cmp(X509_CRL_get_issuer(current), issuer) == 0 &&
+        X509_CRL_up_ref(current) == 1 && sk_X509_CRL_push(sk, current) <= 0)
+        X509_CRL_free(current);
+    pthread_mutex_unlock(&lock);
+    return sk;
+}
+
+int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t errlen)
+{
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    if (ctx == NULL) {
+        snprintf(err, errlen, "crl: no TLS context to attach %s to", path);
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    int rc = 0;
+    if (crl_path == NULL) {
+        X509_CRL *crl = load(path, ca, err, errlen);
+        crl_path = crl ? strdup(path) : NULL;
+        ca_path = crl ? strdup(ca) : NULL;
+        if (crl == NULL || crl_path == NULL || ca_path == NULL) {
+            if (crl != NULL)
+                snprintf(err, errlen, "out of memory");
+            X509_CRL_free(crl);
+            free(crl_path);
+            free(ca_path);
+            crl_path = ca_path = NULL;
+            rc = -1;
+        } else {
+            current = crl;
+            crl_report("loaded", path, crl);
+        }
+    } else if (strcmp(crl_path, path) != 0) {
+        snprintf(err, errlen, "crl: %s is loaded already; one CRL per process", crl_path);
+        rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    if (rc < 0)
+        return -1;
+
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    X509_STORE_set_lookup_crls(store, lookup_crls);
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(ctx), X509_V_FLAG_CRL_CHECK);
+    return 0;
+}
+
+void crl_reload_request(void)
+{
+    atomic_store(&reload_requested, 1);
+}
+
+void crl_reload_pending(void)
+{
+    if (!atomic_exchange(&reload_requested, 0))
+        return;
+    pthread_mutex_lock(&lock);
+    if (crl_path == NULL) {
+        pthread_mutex_unlock(&lock);
+        log_info("SIGHUP: no CRL configured (crl = PATH), nothing to reload");
+        return;
+    }
+    char err[512];
+    X509_CRL *crl = load(crl_path, ca_path, err, sizeof(err));
+    if (crl == NULL) {
+        log_warnx("SIGHUP: %s; keeping the CRL loaded before", err);
+    } else {
+        X509_CRL_free(current);
+        current = crl;
+        crl_report("reloaded", crl_path, crl);
+    }
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,23 @@
+/*
+ * The certificate revocation list a service may load (`crl = PATH`, made by
+ * `qcg-certs revoke`/`crl`): one per process, checked for every peer
+ * certificate of the TLS contexts it is attached to (X509_V_FLAG_CRL_CHECK),
+ * and reloaded after SIGHUP without touching live connections.
+ */
+#ifndef QCG_CRL_H
+#define QCG_CRL_H
+
+#include <openssl/ssl.h>
+#include <stddef.h>
+
+/* Makes ctx check peers against the CRL in path (signed by the CA in ca).
+   The first call loads it; later calls with the same path share it.  path
+   NULL or "": nothing to do.  -1 with a one-line reason in err. */
+int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t errlen);
+/* Async-signal-safe: the CRL is read again before the next check. */
+void crl_reload_request(void);
+/* Reloads now if a reload was requested (logs the outcome; on failure the
+   CRL loaded before stays).  Cheap when none was. */
+void crl_reload_pending(void);
+
+#endif
