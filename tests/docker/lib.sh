@@ -142,3 +142,41 @@ wait_healthy() {
 	docker inspect -f '{{range .State.Health.Log}}{{.ExitCode}} {{.Output}}{{end}}' "$c" >&2 2>/dev/null || true
 	fail "$c not healthy within $max s"
 }
+
+# loopback_configs DIR: the four daemons' configs for a grid on one loopback
+# (every certificate, from make_certs or qcg-certs, in /etc/qcg and naming
+# 127.0.0.1): qcg-broker.conf, qcg-proxy.conf, qcg-frontend.conf (site1, open),
+# qcg-helper.conf (site1/node1).  The broker's says "syslog = yes": a
+# --syslog=no flag must win over it.
+loopback_configs() {
+	local dir=$1
+	mkdir -p "$dir"
+	cat >"$dir/qcg-broker.conf" <<-CONF
+		listen = 127.0.0.1
+		ca = /etc/qcg/ca.crt
+		cert = /etc/qcg/broker-broker.pem
+		proxy = p1@127.0.0.1:7703
+		proxy-key = /etc/qcg/proxy.key
+		syslog = yes
+	CONF
+	cat >"$dir/qcg-proxy.conf" <<-CONF
+		listen = 127.0.0.1
+		ca = /etc/qcg/ca.crt
+		cert = /etc/qcg/proxy-p1.pem
+		key-file = /etc/qcg/proxy.key
+	CONF
+	cat >"$dir/qcg-frontend.conf" <<-CONF
+		listen = 127.0.0.1
+		ca = /etc/qcg/ca.crt
+		cert = /etc/qcg/frontend-site1.pem
+		broker = https://127.0.0.1:7700/
+		kind = open
+	CONF
+	cat >"$dir/qcg-helper.conf" <<-CONF
+		frontend = https://127.0.0.1:7701/
+		ca = /etc/qcg/ca.crt
+		cert = /etc/qcg/helper-site1-node1.pem
+		address = 127.0.0.1
+		ports = 61000-61099
+	CONF
+}

@@ -61,34 +61,7 @@ certs=$scratch/qcg
 conf=$scratch/qcg-connect
 mkdir -p "$conf" "$scratch/run"
 make_certs "$certs" broker:broker:127.0.0.1 proxy:p1:127.0.0.1 frontend:site1:127.0.0.1 helper:site1/node1:
-cat >"$conf/qcg-broker.conf" <<-CONF
-	listen = 127.0.0.1
-	ca = /etc/qcg/ca.crt
-	cert = /etc/qcg/broker-broker.pem
-	proxy = p1@127.0.0.1:7703
-	proxy-key = /etc/qcg/proxy.key
-	syslog = yes
-CONF
-cat >"$conf/qcg-proxy.conf" <<-CONF
-	listen = 127.0.0.1
-	ca = /etc/qcg/ca.crt
-	cert = /etc/qcg/proxy-p1.pem
-	key-file = /etc/qcg/proxy.key
-CONF
-cat >"$conf/qcg-frontend.conf" <<-CONF
-	listen = 127.0.0.1
-	ca = /etc/qcg/ca.crt
-	cert = /etc/qcg/frontend-site1.pem
-	broker = https://127.0.0.1:7700/
-	kind = open
-CONF
-cat >"$conf/qcg-helper.conf" <<-CONF
-	frontend = https://127.0.0.1:7701/
-	ca = /etc/qcg/ca.crt
-	cert = /etc/qcg/helper-site1-node1.pem
-	address = 127.0.0.1
-	ports = 41000-41099
-CONF
+loopback_configs "$conf"
 mounts=(-v "$conf:/etc/qcg-connect:ro" -v "$certs:/etc/qcg:ro")
 health=(--health-interval 1s --health-timeout 10s --health-start-period 0s)
 # The broker's namespace is everyone's (the lab test puts each in its own).

@@ -14,6 +14,7 @@ unitdir=${QCG_SYSTEMD_UNIT_DIR:?}
 ompidir=${QCG_OMPI_COMPONENT_INSTALL_DIR:-}
 case $unitdir in /*) ;; *) unitdir=$prefix/$unitdir ;; esac
 case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+case $ompidir in /*) ;; *) ompidir=$prefix/$ompidir ;; esac
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 scratch=$(mktemp -d /tmp/qcg-systemd-units.XXXXXX)
