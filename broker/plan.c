@@ -223,7 +223,10 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             add(d, "%s already tried", technique_name(t));
             continue;
         }
-        if (offer->remembered & TECH_BIT(t)) {
+        /* The last resort is never skipped for the memory: nothing comes
+           after it, and its failures are the proxy's (killed, restarting,
+           another one alive now), not the pair's. */
+        if ((offer->remembered & TECH_BIT(t)) && t != TECH_PROXY) {
             add(d, "%s failed recently between these clusters", technique_name(t));
             continue;
         }

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# lab-chaos: a job of 10 ranks over the five sites streams checksummed
+# messages between every pair of ranks (qcg-mpi-resend: every message once,
+# in order, intact) while the grid's services fail in turn (issue 19):
+#
+#   open1 open2   fw1 fw2   nata1 nata2   natb1 natb2   sym1 sym2   (one rank each)
+#        direct, reversed, proxy (two proxies: lab, lab2) between them
+#
+#   faults, one after the other:  a helper killed -9 and started again;
+#   a frontend stopped and started; the broker stopped and started; the
+#   proxy `lab` killed -9 (lab2 takes its pairs); conntrack -F on each
+#   NATed router (nata, natb, sym).
+#   CHAOS_FULL=1: every helper of a node with a rank, every frontend, and
+#   the stateful firewall fw's router too.
+#
+# After each fault: a new connection to the faulted part (qcg-cat, a job of
+# its own) must succeed, and every connection of the job that broke must be
+# re-established (btl_qcg_verbose 1 says so).  Printed per fault: ms until a
+# new connection worked, breaks, ms until the slowest broken connection
+# carried data again, frames sent again.  At the end the job must PASS: no
+# message lost, duplicated, reordered or corrupted.  Everything is started
+# again and the lab put back to one proxy at the end, whatever happened.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+require_services
+command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed"
+progs=$QCG_BUILD_DIR/tests/mpi
+[ -x "$progs/qcg-mpi-resend" ] || skip "qcg-mpi-resend is not built (needs libopenmpi-dev)"
+[ -r "$LAB_STATE/etc/proxy.conf" ] || skip "the lab runs no qcg-proxy"
+command -v conntrack >/dev/null 2>&1 || skip "conntrack is not installed"
+scratch
+STOP=/tmp/qcg-chaos-stop.$$
+restore() {
+	local s
+	rm -f "$STOP"
+	for s in broker proxy proxy2 $(for n in $LAB_COMPUTE; do echo "$n-helper"; done) \
+		open-frontend fw-frontend nata-frontend natb-frontend sym-frontend; do
+		"$LAB" service start "$s" >/dev/null 2>&1 || true
+	done
+	QCG_LAB_PROXIES=1 "$LAB" up >/dev/null 2>&1 || echo "lab-chaos: could not put the lab back (qcg-lab up)" >&2
+}
+trap 'scratch_cleanup; restore' EXIT
+
+# Two proxies, both beating to the broker.
+QCG_LAB_PROXIES=2 "$LAB" up >/dev/null || fail "qcg-lab up with two proxies failed"
+grid_json() {
+	"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --json \
+		--url "$BROKER_URL" 2>/dev/null
+}
+# proxy_field NAME KEY: from the broker's grid picture.
+proxy_field() {
+	grid_json | grep -o "{\"name\":\"$1\",[^}]*}" | json_field "$2"
+}
+# slow_poll SECONDS WHAT CMD...: poll for checks that cost a process or more,
+# once a second.
+slow_poll() {
+	local secs=$1 what=$2 t0
+	shift 2
+	t0=$(ms)
+	while [ $(($(ms) - t0)) -lt $((secs * 1000)) ]; do
+		"$@" && return 0
+		sleep 1
+	done
+	echo "timed out after ${secs}s waiting for $what" >&2
+	return 1
+}
+both_alive() { [ "$(proxy_field lab state)" = alive ] && [ "$(proxy_field lab2 state)" = alive ]; }
+slow_poll 30 "both proxies alive at the broker" both_alive || fail "the broker does not see both proxies alive: $(grid_json)"
+
+if [ "${CHAOS_FULL:-0}" = 1 ]; then
+	helpers="$LAB_COMPUTE" frontends="open fw nata natb sym" routers="nata natb sym fw"
+else
+	helpers="nata1" frontends="natb" routers="nata natb sym"
+fi
+
+rm -f "$STOP"
+JOB_OUT=$WORK/job.out
+QCG_MPIRUN_ARGS="--mca btl_qcg_verbose 1" timeout -k 10 1500 "$LAB" mpirun -- \
+	"$progs/qcg-mpi-resend" 100000000 -1 "$STOP" >"$JOB_OUT" 2>&1 &
+job=$!
+BG_PIDS+=("$job")
+# Running once pairs go through the proxy (its beat says so, within 5 s).
+proxied() { [ "$(proxy_field lab pairs)" -gt 0 ] 2>/dev/null || [ "$(proxy_field lab2 pairs)" -gt 0 ] 2>/dev/null; }
+slow_poll 90 "the job's proxied pairs" proxied || { show "$JOB_OUT" 30; fail "no pair of the job through a proxy"; }
+note "job running: proxy lab relays $(proxy_field lab pairs) pairs, lab2 $(proxy_field lab2 pairs)"
+
+# new_conn FROM TO: until a new connection FROM -> TO (qcg-cat, a job of its
+# own) carries a line, trying for 90 s; sets PROBE_TECH.
+NEWJOB=0
+new_conn() {
+	local from=$1 to=$2 t0 job
+	t0=$(ms)
+	while [ $(($(ms) - t0)) -lt 90000 ]; do
+		NEWJOB=$((NEWJOB + 1))
+		job=$(new_job "chaos$NEWJOB")
+		rm -f "$WORK/probe.out" "$WORK/probe.err"
+		BG_NAME=probe run_bg "$to" qcg-cat --job "$job" --rank 0 --json --timeout 20 listen
+		local listener=$BG_PID i
+		for ((i = 0; i < 100; i++)); do
+			grep -q '"event":"listening"' "$WORK/probe.err" 2>/dev/null && break
+			kill -0 "$listener" 2>/dev/null || break
+			sleep 0.1
+		done
+		if echo "chaos $job" | "$LAB" exec "$from" -- qcg-cat --job "$job" --rank 1 --json \
+			--timeout 20 connect 0 >/dev/null 2>"$WORK/probe.cerr" &&
+			wait_exit "$listener" 30 && grep -qx "chaos $job" "$WORK/probe.out"; then
+			PROBE_TECH=$(json_event "$WORK/probe.cerr" sent | json_field technique)
+			return 0
+		fi
+		kill "$listener" 2>/dev/null || true
+		wait "$listener" 2>/dev/null || true
+		sleep 1
+	done
+	cat "$WORK/probe.cerr" "$WORK/probe.err" >&2
+	return 1
+}
+
+# settled FROM_LINE: every connection of the job that broke since line
+# FROM_LINE of its output is re-established.
+since() { tail -n +"$(($1 + 1))" "$JOB_OUT"; }
+count() { since "$1" | grep -c "$2" || true; }
+settled() { [ "$(count "$1" 're-established')" -ge "$(count "$1" 'broken (.*): reconnecting')" ]; }
+
+REPORT=()
+# fault NAME PROBE_FROM PROBE_TO CMD...: runs CMD (the fault), then measures.
+fault() {
+	local name=$1 from=$2 to=$3 mark t0 t_new breaks slowest again
+	shift 3
+	kill -0 "$job" 2>/dev/null || { show "$JOB_OUT" 30; fail "the job ended before the fault '$name'"; }
+	mark=$(wc -l <"$JOB_OUT")
+	t0=$(ms)
+	"$@" >/dev/null || fail "$name: the fault itself failed ($*)"
+	new_conn "$from" "$to" || fail "$name: no new connection $from -> $to within 90 s"
+	t_new=$(($(ms) - t0))
+	slow_poll 90 "$name: broken connections re-established" settled "$mark" ||
+		{ since "$mark" | tail -n 20 >&2; fail "$name: a broken connection of the job was not re-established"; }
+	breaks=$(count "$mark" 'broken (.*): reconnecting')
+	slowest=$(since "$mark" | sed -n 's/.*re-established by [a-z]* in \([0-9.]*\) ms.*/\1/p' | sort -n | tail -n 1)
+	again=$(since "$mark" | sed -n 's/.*: \([0-9]*\) frames sent again (.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	REPORT+=("$(printf '%-26s %8s %6s %10s %8s  %s' "$name" "$t_new" "$breaks" "${slowest:--}" "$again" "$from->$to $PROBE_TECH")")
+	note "${REPORT[-1]}"
+	kill -0 "$job" 2>/dev/null || { show "$JOB_OUT" 30; fail "the job ended after the fault '$name'"; }
+}
+
+restart() { "$LAB" service "$2" "$1" && "$LAB" service start "$1"; }
+flush_router() { ip netns exec "qcg-r-$1" conntrack -F 2>/dev/null; }
+# A node of another site than NODE's, to connect from.
+other() { case $1 in open*) echo nata1 ;; *) echo open1 ;; esac; }
+
+note "fault                      new_ms breaks reconn_ms  resent  (probe: from->to technique)"
+for n in $helpers; do fault "helper $n kill -9" "$(other "$n")" "$n" restart "$n-helper" kill; done
+for s in $frontends; do fault "frontend $s restart" "$(other "${s}1")" "${s}1" restart "$s-frontend" stop; done
+fault "broker restart" natb1 nata1 restart broker stop
+proxy_was=$(proxy_field lab pairs)
+fault "proxy lab kill -9" natb1 nata1 "$LAB" service kill proxy
+dead() { [ "$(proxy_field lab state)" = dead ]; }
+slow_poll 30 "the broker sees proxy lab dead" dead || fail "proxy lab killed, still $(proxy_field lab state) at the broker"
+note "proxy lab dead at the broker (it relayed $proxy_was pairs); lab2 relays $(proxy_field lab2 pairs)"
+"$LAB" service start proxy >/dev/null || fail "proxy lab did not start again"
+for r in $routers; do
+	case $r in nata | natb) from=open1 to=${r}1 ;; *) from=nata1 to=${r}1 ;; esac
+	fault "conntrack -F $r" "$from" "$to" flush_router "$r"
+done
+
+touch "$STOP"
+rc=0
+wait_exit "$job" 300 || rc=$?
+grep -q '^PASS resend' "$JOB_OUT" && [ "$rc" -eq 0 ] ||
+	{ show "$JOB_OUT" 40; fail "the job did not pass (exit $rc)"; }
+note "$(grep '^PASS resend' "$JOB_OUT")"
+note "breaks in all: $(grep -c 'broken (.*): reconnecting' "$JOB_OUT" || true), frames sent again in all: $(sed -n 's/.*: \([0-9]*\) frames sent again (.*/\1/p' "$JOB_OUT" | awk '{ s += $1 } END { print s + 0 }')"
+echo "PASS lab-chaos: ${#REPORT[@]} faults, the job lost, duplicated and corrupted nothing"
