@@ -2,6 +2,7 @@
 #include "proxy_live.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,8 +76,8 @@ int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint
 static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair[16],
                                   uint64_t now_ms)
 {
-    struct proxy_entry *best = NULL, *unknown[PROXIES_MAX];
-    int n_unknown = 0;
+    struct proxy_entry *best = NULL, *unknown = NULL;
+    bool heard = false;
     uint64_t best_load = 0;
     if (l->count == 0)
         return NULL;
@@ -92,15 +93,17 @@ static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair
             break;
         }
         case PROXY_UNKNOWN:
-            unknown[n_unknown++] = e;
+            if (unknown == NULL)
+                unknown = e;
             break;
         case PROXY_DEAD:
             break;
         }
+        heard = heard || e->heard_ms != 0;
     }
-    if (best == NULL && n_unknown > 0)
-        best = unknown[0];
-    return best;
+    /* Proxies that beat make the grid one of beating proxies: a silent one
+       is down or misconfigured. */
+    return best != NULL ? best : heard ? NULL : unknown;
 }
 
 int proxy_live_usable(struct proxy_live *l, uint64_t now_ms)

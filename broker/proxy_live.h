@@ -5,10 +5,10 @@
  * A proxy is alive while its last beat is at most dead_after seconds old,
  * dead once it is older, unknown before its first beat since the broker
  * started.  A pair goes to the alive proxy with the fewest pairs (those it
- * reported plus those planned through it since); when none is alive, to an
- * unknown one as before proxies beat (a proxy without a broker URL never
- * beats, and a restarted broker has heard from no one yet); never to a dead
- * one.  Thread-safe.
+ * reported plus those planned through it since).  Only while no proxy has
+ * beaten since the broker started, to an unknown one, as before proxies beat
+ * (proxies without a broker URL never beat; a restarted broker has heard from
+ * no one for up to a beat's interval).  Never to a dead one.  Thread-safe.
  */
 #ifndef BROKER_PROXY_LIVE_H
 #define BROKER_PROXY_LIVE_H

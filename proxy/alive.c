@@ -28,8 +28,10 @@ struct alive {
     bool stop;
 };
 
-/* One beat; true when the broker took it.  Logs a change of outcome only. */
-static bool beat(struct alive *a, bool was_ok)
+enum beat_outcome { BEAT_NONE_YET, BEAT_OK, BEAT_FAILED };
+
+/* One beat.  Logs the first outcome and each change. */
+static enum beat_outcome beat(struct alive *a, enum beat_outcome was)
 {
     struct relay_counters k;
     struct qcg__ackResponse res;
@@ -40,11 +42,11 @@ static bool beat(struct alive *a, bool was_ok)
     enum call_status st = soap_call_status(a->soap, rc, sub, sizeof(sub), msg, sizeof(msg));
     soap_client_reset(a->soap);
     if (st == CALL_OK) {
-        if (!was_ok)
+        if (was != BEAT_OK)
             log_info("the broker at %s hears our beats (every %d s)", a->url, a->interval);
-        return true;
+        return BEAT_OK;
     }
-    if (was_ok) {
+    if (was != BEAT_FAILED) {
         if (st == CALL_FAULT)
             log_warnx("the broker at %s refused our beat (qcg:%s): %s; retrying every %d s", a->url,
                       sub, msg, a->interval);
@@ -52,18 +54,17 @@ static bool beat(struct alive *a, bool was_ok)
             log_warnx("the broker at %s is unreachable: %s; retrying every %d s", a->url, msg,
                       a->interval);
     }
-    return false;
+    return BEAT_FAILED;
 }
 
 static void *alive_thread(void *arg)
 {
     struct alive *a = arg;
-    /* Assume it worked before: the first failure is logged. */
-    bool ok = true;
+    enum beat_outcome last = BEAT_NONE_YET;
     pthread_mutex_lock(&a->lock);
     while (!a->stop) {
         pthread_mutex_unlock(&a->lock);
-        ok = beat(a, ok);
+        last = beat(a, last);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += a->interval;

@@ -65,7 +65,7 @@ int main(void)
     CHECK_EQ(v[1].bytes, 123);
     CHECK(v[1].planned > 0);
 
-    /* Both dead: no pair gets a dead proxy, unknown ones being none. */
+    /* Both dead: no pair gets a dead proxy. */
     CHECK(!proxy_live_usable(l, t + 40000));
     struct proxy_addr a;
     unsigned char pair[16] = {0};
@@ -74,6 +74,16 @@ int main(void)
     CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t + 41000), PROXY_DEAD);
     CHECK(proxy_live_pick(l, pair, t + 41000, &a) == 0 && strcmp(a.name, "one") == 0);
 
+    proxy_live_free(l);
+
+    /* Once a proxy has beaten, one never heard from is not planned either:
+       "one" dies, "two" never beat. */
+    l = proxy_live_new(&p, 15);
+    REQUIRE(l != NULL);
+    CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t), PROXY_UNKNOWN);
+    CHECK_EQ(picks_of(l, t + 1000, 20, "one"), 20);
+    CHECK(!proxy_live_usable(l, t + 16000));
+    CHECK(proxy_live_pick(l, pair, t + 16000, &a) < 0);
     proxy_live_free(l);
     return check_result("test_proxy_live");
 }
