@@ -54,10 +54,15 @@ proxy_ports() {
 [ "$(proxy_ports 20 | sort -u | wc -l)" -eq 2 ] &&
   pass "no beat yet: pairs go to both configured proxies" || fail "no beat yet: $(proxy_ports 4)"
 
-"$proxy_bin" --listen 127.0.0.1 --port 17871 --control-port 17872 --ca "$ca/ca.crt" \
-  --cert "$ca/proxy-p1.pem" --key-file "$work/proxy.key" --broker "$url" --alive-interval 1 \
-  2>"$work/p1.log" &
-proxy_pid=$!
+# start_proxy NAME PORT LOG: a qcg-proxy beating every second; its pid in $started.
+start_proxy() {
+  "$proxy_bin" --listen 127.0.0.1 --port "$2" --control-port $(($2 + 1)) --ca "$ca/ca.crt" \
+    --cert "$ca/proxy-$1.pem" --key-file "$work/proxy.key" --broker "$url" --alive-interval 1 \
+    2>"$3" &
+  started=$!
+}
+start_proxy p1 17871 "$work/p1.log"
+proxy_pid=$started
 wait_log "$log" "proxy p1 is alive (was unknown)" "$broker_pid" &&
   pass "the broker hears p1" || fail "no beat from p1: $(tail -n 3 "$work/p1.log")"
 wait_log "$work/p1.log" "hears our beats" "$proxy_pid" &&
@@ -76,10 +81,8 @@ grep -q '"proxies":\[{"name":"p1","address":"127.0.0.1","state":"alive","port":1
   pass "--grid --json: the proxies" || fail "--grid --json: $(cat "$work/grid.json")"
 
 # A proxy certificate the broker has no proxy of: refused, and p3 says so.
-"$proxy_bin" --listen 127.0.0.1 --port 17874 --control-port 17875 --ca "$ca/ca.crt" \
-  --cert "$ca/proxy-p3.pem" --key-file "$work/proxy.key" --broker "$url" --alive-interval 1 \
-  2>"$work/p3.log" &
-stranger_pid=$!
+start_proxy p3 17874 "$work/p3.log"
+stranger_pid=$started
 wait_log "$work/p3.log" "refused our beat (qcg:notfound)" "$stranger_pid" &&
   pass "a beat from an unknown proxy name is refused (notfound)" || fail "p3: $(tail -n 3 "$work/p3.log")"
 wait_log "$log" "proxyAlive from proxy p3 refused (qcg:notfound)" "$broker_pid" &&
@@ -108,10 +111,8 @@ call "$fe" stats
   pass "stats count the beats" || fail "stats: $out"
 
 # p1 back: planned again at its first beat.
-"$proxy_bin" --listen 127.0.0.1 --port 17871 --control-port 17872 --ca "$ca/ca.crt" \
-  --cert "$ca/proxy-p1.pem" --key-file "$work/proxy.key" --broker "$url" --alive-interval 1 \
-  2>"$work/p1b.log" &
-proxy_pid=$!
+start_proxy p1 17871 "$work/p1b.log"
+proxy_pid=$started
 wait_log "$log" "proxy p1 is alive (was dead)" "$broker_pid" &&
   [ "$(proxy_ports 1)" = 17871 ] && pass "p1 started again: planned again" ||
   fail "p1 again: $out"
