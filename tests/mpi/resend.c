@@ -9,7 +9,9 @@
  * /proc shows it stopped, send it messages: their btl_qcg cannot reconnect
  * once a break occurs, and the job must fail (no PASS line).  With STOP_FILE
  * (STOP_RANK -1), ROUNDS is a maximum: the job ends after the round in which
- * rank 0 saw that file exist (lab-chaos: as long as its faults last). */
+ * rank 0 saw that file exist (lab-chaos: as long as its faults last), and
+ * rank 0 prints "round N" at most once a second: each such line says every
+ * pair of ranks carried data since the last one. */
 #include "mpitest.h"
 
 #include <signal.h>
@@ -86,7 +88,7 @@ int main(int argc, char **argv)
     unsigned char **out, **in, *want;
     MPI_Request *reqs;
     long long messages = 0, bytes = 0;
-    double t0;
+    double t0, said = 0;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -134,6 +136,11 @@ int main(int argc, char **argv)
         MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
         if (stop_file != NULL) {
             int last = rank == 0 && access(stop_file, F_OK) == 0;
+            if (rank == 0 && mt_now() - said >= 1.0) {
+                said = mt_now();
+                printf("round %d\n", r);
+                fflush(stdout);
+            }
             MPI_Bcast(&last, 1, MPI_INT, 0, MPI_COMM_WORLD);
             if (last)
                 rounds = r + 1;
