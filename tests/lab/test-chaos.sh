@@ -8,10 +8,10 @@
 #
 #   faults, one after the other:  a helper killed -9 and started again;
 #   a frontend stopped and started; the broker stopped and started; the
-#   proxy `lab` killed -9 (lab2 takes its pairs); conntrack -F on each
-#   NATed router (nata, natb, sym).
+#   proxy `lab` killed -9 (lab2 takes its pairs); conntrack -F on the
+#   NATed routers nata and natb.
 #   CHAOS_FULL=1: every helper of a node with a rank, every frontend, and
-#   the stateful firewall fw's router too.
+#   conntrack -F on sym's router (symmetric NAT) and fw's (stateful firewall).
 #
 # After each fault: a new connection to the faulted part (qcg-cat, a job of
 # its own) must succeed, and every connection of the job that broke must be
@@ -73,7 +73,9 @@ slow_poll 30 "both proxies alive at the broker" both_alive || fail "the broker d
 if [ "${CHAOS_FULL:-0}" = 1 ]; then
 	helpers="$LAB_COMPUTE" frontends="open fw nata natb sym" routers="nata natb sym fw"
 else
-	helpers="nata1" frontends="natb" routers="nata natb sym"
+	# sym's router is left out: its flush loses the job (KNOWN_FATAL), and
+	# detecting that and starting a new job costs CI minutes.
+	helpers="nata1" frontends="natb" routers="nata natb"
 fi
 
 # start_job: the job in the background (mpirun on open1: the launch
