@@ -3,6 +3,7 @@
 #include "rates.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "proxy_live.h"
 #include "reflector.h"
 
 #include <openssl/crypto.h>
@@ -58,6 +59,7 @@ void broker_free(struct broker *b)
     rates_free(b->rates);
     traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
+    proxy_live_free(b->proxy_live);
     OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));
     free(b);
 }

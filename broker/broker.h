@@ -15,6 +15,7 @@
 struct issued;
 struct rates;
 struct outcomes;
+struct proxy_live;
 struct reflector_client;
 struct reflector_observation;
 
@@ -47,6 +48,7 @@ struct broker_stats {
     atomic_ullong quota_refused;    /* calls over a cluster's rate */
     atomic_ullong addresses_refused; /* nodes, declarations, observations outside the site's */
     atomic_ullong targets_refused;   /* connect-backs and injects the address rules refused */
+    atomic_ullong proxy_beats;       /* qcg__proxyAlive calls taken */
 };
 
 struct broker {
@@ -54,6 +56,7 @@ struct broker {
     struct broker_stats stats;
     char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
     struct proxies proxies;      /* set once before serving */
+    struct proxy_live *proxy_live; /* their beats; NULL until set (no proxy usable) */
     struct outcomes *outcomes;   /* what worked between clusters */
     struct issued *issued;       /* the plans reports may answer */
     struct traversals traversals;

@@ -50,6 +50,9 @@ const struct config_option broker_options[] = {
     {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, NULL,
      "the user the reflector's process runs as when qcg-broker runs as root (default: root "
      "without any capability)"},
+    {"proxy-dead-after", CONFIG_INT, OPT(proxy_dead_after), 1, 3600, "15",
+     "seconds without a beat (qcg-proxy's alive-interval) after which a proxy is dead and no "
+     "pair is planned through it"},
     {"outcome-expiry", CONFIG_INT, OPT(outcome_expiry), 1, 86400, "600",
      "seconds a technique that failed between two clusters is not planned again between them"},
     {"state-file", CONFIG_STRING, OPT(state_file), 0, 0, NULL,

@@ -30,6 +30,7 @@ struct broker_config {
     char *reflector; /* ADDR:PORT, NULL = no hole punching */
     char *reflector_user; /* whom the reflector's process becomes (root); NULL = stay */
     int outcome_expiry;
+    int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
     char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
 
     /* Derived by broker_config_load. */

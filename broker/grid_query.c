@@ -87,6 +87,28 @@ static void cell(const struct qcg__gridResponse *g, const char *from, const char
         snprintf(buf, len, "-");
 }
 
+/* One line per configured proxy: state, last beat, load. */
+static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
+{
+    int np = g->proxy != NULL ? g->__sizeProxy : 0;
+    if (np == 0)
+        return;
+    fprintf(out, "\n%-16s %-22s %-8s %-10s %7s %14s %8s\n", "proxy", "address", "state",
+            "last seen", "pairs", "bytes", "planned");
+    for (int i = 0; i < np; i++) {
+        const struct qcg__gridProxy *p = &g->proxy[i];
+        char addr[64], seen[32];
+        snprintf(addr, sizeof(addr), "%s:%d", or_dash(p->address), p->port);
+        if (p->state != NULL && strcmp(p->state, "unknown") == 0)
+            snprintf(seen, sizeof(seen), "never");
+        else
+            snprintf(seen, sizeof(seen), "%llu s ago", (unsigned long long)p->lastSeen);
+        fprintf(out, "%-16s %-22s %-8s %-10s %7d %14llu %8llu\n", or_dash(p->name), addr,
+                or_dash(p->state), seen, p->pairs, (unsigned long long)p->bytes,
+                (unsigned long long)p->planned);
+    }
+}
+
 static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
 {
     int nc = g->cluster != NULL ? g->__sizeCluster : 0;
@@ -116,6 +138,8 @@ static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t n
                     or_dash(c->declared.name), punches, punches == 1 ? "" : "s",
                     c->punchesPreserved, c->punchesChanged);
     }
+
+    print_proxies(out, g);
 
     /* The matrix: rows from, columns to; every column as wide as its widest cell. */
     int width[nc > 0 ? nc : 1], first = 4;
@@ -204,6 +228,20 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
                      "\"age_s\":%llu}",
                 (unsigned long long)o->ok, (unsigned long long)o->failed,
                 o->lastOk ? "true" : "false", o->lastSetupMs, (unsigned long long)o->age);
+    }
+    fputs("],\"proxies\":[", out);
+    for (int i = 0; g->proxy != NULL && i < g->__sizeProxy; i++) {
+        const struct qcg__gridProxy *p = &g->proxy[i];
+        json_field(out, i > 0 ? ",{" : "{", "name", p->name);
+        json_field(out, ",", "address", p->address);
+        json_field(out, ",", "state", p->state);
+        fprintf(out, ",\"port\":%d,\"last_seen_s\":", p->port);
+        if (p->state != NULL && strcmp(p->state, "unknown") == 0)
+            fputs("null", out);
+        else
+            fprintf(out, "%llu", (unsigned long long)p->lastSeen);
+        fprintf(out, ",\"pairs\":%d,\"bytes\":%llu,\"planned\":%llu}", p->pairs,
+                (unsigned long long)p->bytes, (unsigned long long)p->planned);
     }
     fputs("]}\n", out);
 }

@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "grid_query.h"
 #include "log.h"
+#include "proxy_live.h"
 #include "reflector.h"
 #include "reflector_msg.h"
 #include "soap_server.h"
@@ -106,6 +107,9 @@ int main(int argc, char **argv)
     if (cfg.max_contacts_per_cluster > 0)
         registry_set_cluster_share(b->reg, (size_t)cfg.max_contacts_per_cluster);
     b->proxies = cfg.proxies;
+    b->proxy_live = proxy_live_new(&b->proxies, (unsigned)cfg.proxy_dead_after);
+    if (b->proxy_live == NULL)
+        fatalx("out of memory");
     for (int i = 0; i < b->proxies.count; i++)
         log_info("proxy %s at %s port %d", b->proxies.list[i].name, b->proxies.list[i].host,
                  b->proxies.list[i].port);

@@ -223,7 +223,10 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             add(d, "%s already tried", technique_name(t));
             continue;
         }
-        if (offer->remembered & TECH_BIT(t)) {
+        /* The last resort is never skipped for the memory: nothing comes
+           after it, and its failures are the proxy's (killed, restarting,
+           another one alive now), not the pair's. */
+        if ((offer->remembered & TECH_BIT(t)) && t != TECH_PROXY) {
             add(d, "%s failed recently between these clusters", technique_name(t));
             continue;
         }
@@ -237,7 +240,10 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             continue;
         }
         if (t == TECH_PROXY && !offer->proxy) {
-            add(d, "%s needed, but the broker has no proxy configured", technique_name(t));
+            add(d, "%s needed, but the broker has ", technique_name(t));
+            add(d, "%s",
+                offer->proxies_dead ? "no live proxy (none heard from lately)"
+                                    : "no proxy configured");
             continue;
         }
         d->ok = true;
@@ -289,8 +295,9 @@ void plan_only(const struct plan_end *from, const struct plan_end *to, enum tech
         return;
     }
     if (t == TECH_PROXY && !offer->proxy) {
-        snprintf(d->reason, sizeof(d->reason),
-                 "the broker has no proxy configured \u2192 proxy cannot work");
+        snprintf(d->reason, sizeof(d->reason), "the broker has %s \u2192 proxy cannot work",
+                 offer->proxies_dead ? "no live proxy (none heard from lately)"
+                                     : "no proxy configured");
         return;
     }
     d->ok = true;

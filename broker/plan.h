@@ -28,7 +28,8 @@ struct plan_end {
 
 /* What the broker has to offer, and what it remembers of the cluster pair. */
 struct plan_offer {
-    bool proxy;          /* a proxy is configured */
+    bool proxy;          /* a proxy is configured and alive (or not heard from yet) */
+    bool proxies_dead;   /* !proxy because every configured proxy is dead */
     bool reflector;      /* hole punching has a reflector */
     unsigned remembered; /* techniques whose last attempt between the two clusters failed,
                             within the memory's expiry: skipped like tried ones */

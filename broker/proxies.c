@@ -88,15 +88,6 @@ int proxies_parse(struct proxies *p, const char *spec, const char *key_file, cha
     return rc;
 }
 
-const struct proxy_addr *proxies_pick(const struct proxies *p, const unsigned char pair[16])
-{
-    if (p->count == 0)
-        return NULL;
-    /* The pair id is random: spreads pairs evenly without shared state. */
-    unsigned v = ((unsigned)pair[0] << 8) | pair[1];
-    return &p->list[v % (unsigned)p->count];
-}
-
 void proxies_clear(struct proxies *p)
 {
     OPENSSL_cleanse(p, sizeof(*p));

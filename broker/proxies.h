@@ -33,9 +33,6 @@ struct proxies {
 int proxies_parse(struct proxies *p, const char *spec, const char *key_file, char *err,
                   size_t errlen);
 
-/* A proxy for a new pair, spreading pairs over the list; NULL when none. */
-const struct proxy_addr *proxies_pick(const struct proxies *p, const unsigned char pair[16]);
-
 /* Wipes the key. */
 void proxies_clear(struct proxies *p);
 

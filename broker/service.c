@@ -25,6 +25,7 @@
 #include "stats.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "proxy_live.h"
 #include "rates.h"
 #include "reflector.h"
 #include "syncheck.h"
@@ -359,8 +360,9 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         return 1;
     }
     uint64_t expiry = now + PROXY_TOKEN_LIFETIME;
-    const struct proxy_addr *px;
-    if ((px = proxies_pick(&b->proxies, pair)) == NULL ||
+    struct proxy_addr pxa;
+    const struct proxy_addr *px = &pxa;
+    if (b->proxy_live == NULL || proxy_live_pick(b->proxy_live, pair, monotonic_ms(), &pxa) < 0 ||
         token_issue(&b->proxies.key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
             0 ||
         token_issue(&b->proxies.key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
@@ -369,9 +371,10 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         return -1;
     }
     snprintf(cmd->kind, sizeof(cmd->kind), "proxy-connect");
-    snprintf(cmd->address, sizeof(cmd->address), "%s", px->host);
+    /* An IP address (proxies.c checked it): at most 45 characters. */
+    snprintf(cmd->address, sizeof(cmd->address), "%.45s", px->host);
     cmd->port = px->port;
-    snprintf(address, addr_len, "%s", px->host);
+    snprintf(address, addr_len, "%.45s", px->host);
     *port = px->port;
     return 1;
 }
@@ -458,7 +461,9 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     if (cluster_rate(soap, "lookup", id, RATE_LOOKUP) != SOAP_OK)
         return SOAP_FAULT;
     atomic_fetch_add(&b->stats.lookups, 1);
-    struct plan_offer offer = {.proxy = b->proxies.count > 0,
+    bool proxy_ok = b->proxy_live != NULL && proxy_live_usable(b->proxy_live, monotonic_ms());
+    struct plan_offer offer = {.proxy = proxy_ok,
+                               .proxies_dead = !proxy_ok && b->proxies.count > 0,
                                .reflector = reflector_client_up(b->reflector)};
     enum reg_status st =
         registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, tried_set,
@@ -965,6 +970,34 @@ static int grid_outcomes(struct soap *soap, struct outcomes *mem, struct qcg__gr
     return r->outcome != NULL ? 0 : -1;
 }
 
+/* Each configured proxy with what its beats said. */
+static int grid_proxies(struct soap *soap, struct broker *b, struct qcg__gridResponse *r)
+{
+    struct proxy_view v[PROXIES_MAX];
+    size_t n = b->proxy_live != NULL
+                   ? proxy_live_snapshot(b->proxy_live, monotonic_ms(), v, PROXIES_MAX)
+                   : 0;
+    r->__sizeProxy = 0;
+    if (n == 0)
+        return 0;
+    r->proxy = soap_malloc(soap, n * sizeof(*r->proxy));
+    if (r->proxy == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct qcg__gridProxy *g = &r->proxy[i];
+        g->name = soap_strdup(soap, v[i].addr.name);
+        g->address = soap_strdup(soap, v[i].addr.host);
+        g->port = v[i].addr.port;
+        g->state = (char *)proxy_state_name(v[i].state);
+        g->lastSeen = v[i].last_seen_s;
+        g->pairs = (int)v[i].pairs;
+        g->bytes = v[i].bytes;
+        g->planned = v[i].planned;
+    }
+    r->__sizeProxy = (int)n;
+    return 0;
+}
+
 int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
 {
     static const char op[] = "grid";
@@ -994,9 +1027,38 @@ int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response
         response->__sizeCluster = (int)i + 1;
     }
     free(all);
-    if (response->cluster == NULL || grid_outcomes(soap, b->outcomes, response) < 0)
+    if (response->cluster == NULL || grid_outcomes(soap, b->outcomes, response) < 0 ||
+        grid_proxies(soap, b, response) < 0)
         return refuse(soap, op, "unavailable", "out of memory");
-    log_debug("grid for %s %s: %d clusters, %d outcomes", role_name(id->role), id->name,
-              response->__sizeCluster, response->__sizeOutcome);
+    log_debug("grid for %s %s: %d clusters, %d outcomes, %d proxies", role_name(id->role), id->name,
+              response->__sizeCluster, response->__sizeOutcome, response->__sizeProxy);
+    return SOAP_OK;
+}
+
+int qcg__proxyAlive(struct soap *soap, int version, int pairs, ULONG64 bytes,
+                    struct qcg__ackResponse *response)
+{
+    static const char op[] = "proxyAlive";
+    const struct identity *id;
+    struct broker *b = state(soap);
+    if (check_call(soap, op, version, false, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    if (id->role != QCG_ROLE_PROXY)
+        return refuse(soap, op, "denied", "only a proxy may call %s, not a %s", op,
+                      role_name(id->role));
+    if (pairs < 0)
+        return refuse(soap, op, "invalid", "pairs: %d is negative", pairs);
+    int was = b->proxy_live != NULL
+                  ? proxy_live_beat(b->proxy_live, id->name, (unsigned)pairs, bytes, monotonic_ms())
+                  : -1;
+    if (was < 0)
+        return refuse(soap, op, "notfound", "no proxy named %s is configured at this broker",
+                      id->name);
+    atomic_fetch_add(&b->stats.proxy_beats, 1);
+    if (was != PROXY_ALIVE)
+        log_info("proxy %s is alive (was %s): pairs are planned through it", id->name,
+                 proxy_state_name((enum proxy_state)was));
+    log_debug("proxy %s alive: %d pairs, %llu bytes", id->name, pairs, (unsigned long long)bytes);
+    response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
 }

@@ -17,6 +17,7 @@
 #include "outcomes.h"
 #include "proto.h"
 #include "technique.h"
+#include "ticker.h"
 
 #define MAGIC "qcg-broker-state 1"
 
@@ -268,10 +269,7 @@ int state_load(struct outcomes *o, const char *path, struct state_loaded *out, c
 struct state_saver {
     struct outcomes *o;
     char *path;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool stop;
+    struct ticker *ticker;
     uint64_t saved_generation;
     unsigned failures; /* in a row: logged once */
 };
@@ -293,29 +291,16 @@ static void save_if_changed(struct state_saver *s)
     }
 }
 
-static void *saver_main(void *arg)
+static void save_tick(void *arg)
 {
-    struct state_saver *s = arg;
-    pthread_mutex_lock(&s->lock);
-    while (!s->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += STATE_SAVE_INTERVAL_S;
-        while (!s->stop && pthread_cond_timedwait(&s->wake, &s->lock, &until) != ETIMEDOUT)
-            ;
-        pthread_mutex_unlock(&s->lock);
-        save_if_changed(s);
-        pthread_mutex_lock(&s->lock);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
+    save_if_changed(arg);
 }
 
 struct state_saver *state_saver_start(struct outcomes *o, const char *path, char *err,
                                       size_t errlen)
 {
     struct state_saver *s = calloc(1, sizeof(*s));
-    pthread_condattr_t ca;
+    char why[128];
     if (s == NULL || (s->path = strdup(path)) == NULL) {
         free(s);
         snprintf(err, errlen, "out of memory");
@@ -323,16 +308,9 @@ struct state_saver *state_saver_start(struct outcomes *o, const char *path, char
     }
     s->o = o;
     s->saved_generation = outcomes_generation(o);
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->wake, &ca);
-    pthread_condattr_destroy(&ca);
-    int rc = pthread_create(&s->thread, NULL, saver_main, s);
-    if (rc != 0) {
-        snprintf(err, errlen, "state file: thread: %s", strerror(rc));
-        pthread_cond_destroy(&s->wake);
-        pthread_mutex_destroy(&s->lock);
+    s->ticker = ticker_start(STATE_SAVE_INTERVAL_S, false, save_tick, s, why, sizeof(why));
+    if (s->ticker == NULL) {
+        snprintf(err, errlen, "state file: %s", why);
         free(s->path);
         free(s);
         return NULL;
@@ -344,16 +322,10 @@ void state_saver_stop(struct state_saver *s)
 {
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->lock);
-    s->stop = true;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
+    ticker_stop(s->ticker);
     /* The saver wrote what changed when it woke: nothing is left but what
        came since, which this last pass takes. */
     save_if_changed(s);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->lock);
     free(s->path);
     free(s);
 }

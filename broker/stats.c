@@ -50,6 +50,7 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"reflector_expect_refused", rf.expect_refused},
         {"addresses_refused", atomic_load(&b->stats.addresses_refused)},
         {"targets_refused", atomic_load(&b->stats.targets_refused)},
+        {"proxy_beats", atomic_load(&b->stats.proxy_beats)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

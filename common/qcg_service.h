@@ -227,12 +227,28 @@ struct qcg__gridCluster {
     int punchesChanged;             /* ... and whose port was changed by a NAT */
 };
 
+/* A proxy the broker is configured with.  state: alive (heard from within
+   the broker's proxy-dead-after), dead (heard from once, silent since),
+   unknown (not heard from since the broker started). */
+struct qcg__gridProxy {
+    char *name;
+    char *address; /* its data endpoint */
+    int port;
+    char *state;
+    unsigned long long lastSeen; /* seconds since its last beat; 0 when unknown */
+    int pairs;                   /* pairs it relayed at its last beat */
+    unsigned long long bytes;    /* bytes it relayed since it started, at its last beat */
+    unsigned long long planned;  /* pairs the broker planned through it since it started */
+};
+
 struct qcg__gridResponse {
     int version;
     int __sizeCluster;
     struct qcg__gridCluster *cluster;
     int __sizeOutcome;
     struct qcg__outcome *outcome;
+    int __sizeProxy;
+    struct qcg__gridProxy *proxy; /* absent from an older broker */
 };
 
 /* frontend -> broker */
@@ -288,5 +304,12 @@ int qcg__observed(int version, struct qcg__observation *observation,
 /* broker or frontend role (qcg-broker --grid): the clusters, declared and
    observed, and the remembered outcomes between them. */
 int qcg__grid(int version, struct qcg__gridResponse *response);
+/* proxy -> broker, every few seconds (qcg-proxy's alive-interval): the proxy
+   named by the caller's certificate is alive and relays `pairs` pairs now,
+   `bytes` since it started.  The broker plans pairs only through proxies heard
+   from lately, the least loaded first.  qcg:notfound: no proxy of that name
+   is configured at the broker. */
+int qcg__proxyAlive(int version, int pairs, unsigned long long bytes,
+                    struct qcg__ackResponse *response);
 /* any authenticated member of the grid */
 int qcg__stats(int version, struct qcg__statsResponse *response);

@@ -2,13 +2,15 @@
  * qcg-proxy: relays bytes between two processes that both connect out to it,
  * paired by the one-time tokens the broker issued them.  This file only wires
  * the parts together: settings, the token key, the relay loop (its own
- * thread), the control endpoint (stats), signals.
+ * thread), the beats to the broker (their own thread), the control endpoint
+ * (stats), signals.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "alive.h"
 #include "daemon.h"
 #include "identity.h"
 #include "log.h"
@@ -138,6 +140,25 @@ int main(int argc, char **argv)
              soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
              cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address);
 
+    struct alive *beats = NULL;
+    if (cfg.broker != NULL && cfg.broker[0] != '\0') {
+        struct alive_config ac = {.url = cfg.broker,
+                                  .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+                                  .interval = cfg.alive_interval,
+                                  .relay = px.relay};
+        beats = alive_start(&ac, err, sizeof(err));
+        if (beats == NULL) {
+            soap_server_free(px.control);
+            relay_free(px.relay);
+            snprintf(msg, sizeof(msg), "qcg-proxy: beats to %s: %s", cfg.broker, err);
+            return config_error(&cfg, msg);
+        }
+        log_info("telling the broker at %s every %d s that we are alive", cfg.broker,
+                 cfg.alive_interval);
+    } else {
+        log_info("no broker configured: the broker cannot tell whether this proxy is alive");
+    }
+
     daemon_signals(&stop, stop_all, &px);
     pthread_t tid;
     if (pthread_create(&tid, NULL, relay_thread, &px) != 0)
@@ -145,6 +166,7 @@ int main(int argc, char **argv)
     int rc_control = soap_server_run(px.control);
     relay_stop(px.relay);
     pthread_join(tid, NULL);
+    alive_stop(beats);
     if (rc_control != 0) {
         /* Control threads may still run and read the relay's counters. */
         log_error("control connections still busy: exiting without a clean stop");

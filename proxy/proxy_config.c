@@ -38,6 +38,11 @@ const struct config_option proxy_options[] = {
      "pairs relayed at once (also bounded by the descriptors the system allows)"},
     {"pipe-size", CONFIG_INT, OPT(pipe_size), 4096, 1048576, "262144",
      "bytes buffered per direction of a pair (a kernel pipe, made on first data)"},
+    {"broker", CONFIG_STRING, OPT(broker), 0, 0, NULL,
+     "the broker's URL (https://HOST:7700/): the proxy tells it every alive-interval that it "
+     "is alive and how loaded it is; without it the broker cannot tell whether it is alive"},
+    {"alive-interval", CONFIG_INT, OPT(alive_interval), 1, 60, "5",
+     "seconds between two beats to the broker (the broker's proxy-dead-after allows three)"},
     {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
     {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
     {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
@@ -91,6 +96,10 @@ enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **
     }
     if (!cfg->stats && cfg->port == cfg->control_port) {
         snprintf(err, errlen, "qcg-proxy: port and control-port are both %d", cfg->port);
+        return CONFIG_ERROR;
+    }
+    if (cfg->broker != NULL && strncmp(cfg->broker, "https://", 8) != 0) {
+        snprintf(err, errlen, "qcg-proxy: --broker: %s does not start with https://", cfg->broker);
         return CONFIG_ERROR;
     }
     if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {

@@ -24,6 +24,8 @@ struct proxy_config {
     int tokens_per_address; /* seen-token entries per address; 0 = max-pairs */
     int max_pairs;
     int pipe_size; /* bytes buffered per direction of a pair */
+    char *broker;  /* the broker's URL for the beats; NULL = no beats */
+    int alive_interval; /* seconds between beats */
     char *log_level;
     int syslog;
     int stats; /* --stats: ask a running proxy for its counters */

@@ -104,6 +104,13 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
     return not_served(soap, "poll");
 }
 
+int qcg__proxyAlive(struct soap *soap, int version, int pairs, ULONG64 bytes,
+                    struct qcg__ackResponse *response)
+{
+    (void)version, (void)pairs, (void)bytes, (void)response;
+    return not_served(soap, "proxyAlive");
+}
+
 int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *response)
 {
     struct proxy_service *svc = soap_server_state(soap);

@@ -130,9 +130,15 @@ static void test_offer(void)
            d.reason);
     /* Memory never blocks direct inside a site: direct does not look at it
        unless it failed there. */
+    /* A proxy that failed (killed, restarting) is still the last resort: a
+       job whose reconnect hit the dead proxy gets the live one next (issue
+       19); only its own tried list rules it out. */
     mem.remembered = TECH_BIT(TECH_PROXY);
     plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH), &mem, &d);
-    CHECKF(!d.ok && strstr(d.reason, "no technique left"), "all failed: %s", d.reason);
+    CHECKF(d.ok && d.technique == TECH_PROXY, "proxy remembered, still planned: %s", d.reason);
+    plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PROXY), &mem,
+                &d);
+    CHECKF(!d.ok && strstr(d.reason, "no technique left"), "all tried: %s", d.reason);
 }
 
 static void test_open_range(void)

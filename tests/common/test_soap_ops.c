@@ -157,3 +157,10 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     (void)ok, (void)setupMs, (void)why, (void)response;
     return not_here(soap);
 }
+
+int qcg__proxyAlive(struct soap *soap, int version, int pairs, ULONG64 bytes,
+                    struct qcg__ackResponse *response)
+{
+    (void)version, (void)pairs, (void)bytes, (void)response;
+    return not_here(soap);
+}

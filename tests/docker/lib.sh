@@ -164,6 +164,7 @@ loopback_configs() {
 		ca = /etc/qcg/ca.crt
 		cert = /etc/qcg/proxy-p1.pem
 		key-file = /etc/qcg/proxy.key
+		broker = https://127.0.0.1:7700/
 	CONF
 	cat >"$dir/qcg-frontend.conf" <<-CONF
 		listen = 127.0.0.1

@@ -2,7 +2,9 @@
 # The grid services in the lab (sourced by qcg-lab, after the plan):
 #
 #   qcg-broker    on broker       203.0.113.10:7700
-#   qcg-proxy     on proxy        203.0.113.20:7703 (data), :7702 (control, stats)
+#   qcg-proxy     on proxy        203.0.113.20:7703 (data), :7702 (control, stats), beating
+#                 to the broker; with QCG_LAB_PROXIES=2 a second one, proxy2 (lab2),
+#                 on :7713 (data), :7712 (control)
 #   qcg-frontend  on <site>-head  <head address>:7701, --broker https://203.0.113.10:7700/
 #   qcg-helper    on <site>1, <site>2, --frontend https://<head address>:7701/,
 #                 socket $STATE/nodes/<node>/helper.sock
@@ -11,12 +13,12 @@
 # per service, logs, pid files and the lab's job secret live in the state dir:
 #
 #   certs/  ca.crt, broker-broker.pem, frontend-<site>.pem, helper-<site>-<node>.pem,
-#           proxy-lab.pem, proxy.key (the token key broker and proxy share, 0600)
+#           proxy-lab.pem, proxy-lab2.pem, proxy.key (the token key broker and proxy share, 0600)
 #   etc/    <service>.conf            log/  <service>.log, certs.log
 #   run/    <service>.pid             nodes/<node>/helper.sock
 #   job-secret (0600)
 #
-# Services are named broker, proxy, frontend-<site>, helper-<node>.  `up` starts what is
+# Services are named broker, proxy, proxy2, frontend-<site>, helper-<node>.  `up` starts what is
 # missing, restarts a service whose config changed or whose binary was rebuilt, and
 # leaves the others alone; then it waits until every frontend and helper is
 # connected upstream.
@@ -31,6 +33,11 @@ CERTS_TOOL=$REPO/certs/qcg-certs
 BROKER_PORT=7700
 FRONTEND_PORT=7701
 LAB_PROXY_PORT=7703 # qcg-proxy's data port, named in the broker's `proxy` line
+# The second proxy (QCG_LAB_PROXIES=2): the same node, other ports.  `up` without
+# it stops proxy2 and names one proxy again.
+LAB_PROXIES=${QCG_LAB_PROXIES:-1}
+LAB_PROXY2_PORT=7713
+PROXY2_CONTROL_PORT=7712
 REFLECTOR_PORT=7704 # the broker's reflector (hole punching, qcg-probe)
 BROKER_URL=https://${NODE_IP[broker]}:$BROKER_PORT/
 # Seconds `up` waits for the services to listen and connect upstream.
@@ -65,6 +72,7 @@ services_list() {
 	local s n
 	echo broker
 	echo proxy
+	if [ "$LAB_PROXIES" = 2 ] || [ -e "$ETC_DIR/proxy2.conf" ]; then echo proxy2; fi
 	for s in "${SITES[@]}"; do echo "frontend-$s"; done
 	for n in $(compute_nodes); do echo "helper-$n"; done
 }
@@ -72,7 +80,7 @@ services_list() {
 svc_node() {
 	case $1 in
 	broker) echo broker ;;
-	proxy) echo proxy ;;
+	proxy | proxy2) echo proxy ;;
 	frontend-*) echo "${1#frontend-}-head" ;;
 	helper-*) echo "${1#helper-}" ;;
 	esac
@@ -81,7 +89,7 @@ svc_node() {
 svc_bin() {
 	case $1 in
 	broker) echo "$BROKER_BIN" ;;
-	proxy) echo "$PROXY_BIN" ;;
+	proxy | proxy2) echo "$PROXY_BIN" ;;
 	frontend-*) echo "$FRONTEND_BIN" ;;
 	helper-*) echo "$HELPER_BIN" ;;
 	esac
@@ -127,8 +135,10 @@ svc_strays() {
 	ns_exists "$ns" || return 0
 	comm=$(basename "$(svc_bin "$name")")
 	known=$(svc_pid "$name") || known=""
+	# The two proxies share a node: neither is the other's stray.
+	case $name in proxy | proxy2) known+=" $(svc_pid proxy || true) $(svc_pid proxy2 || true)" ;; esac
 	for pid in $(ip netns pids "$ns" 2>/dev/null); do
-		[ "$pid" = "$known" ] && continue
+		[[ " $known " == *" $pid "* ]] && continue
 		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && pid_alive "$pid" && echo "$pid"
 	done
 	return 0
@@ -207,6 +217,7 @@ certs_ensure() {
 	fi
 	cert_issue broker-broker.pem broker --san "${NODE_IP[broker]}"
 	cert_issue proxy-lab.pem proxy lab --san "${NODE_IP[proxy]}"
+	cert_issue proxy-lab2.pem proxy lab2 --san "${NODE_IP[proxy]}"
 	for s in "${SITES[@]}"; do
 		cert_issue "frontend-$s.pem" frontend "$s" --san "${NODE_IP[$s-head]}"
 	done
@@ -214,6 +225,18 @@ certs_ensure() {
 		cert_issue "helper-${NODE_SITE[$n]}-$n.pem" helper "${NODE_SITE[$n]}/$n"
 	done
 	cert_wait
+}
+
+# A proxy service's certificate name and ports.
+proxy_name() { [ "$1" = proxy2 ] && echo lab2 || echo lab; }
+proxy_port() { [ "$1" = proxy2 ] && echo "$LAB_PROXY2_PORT" || echo "$LAB_PROXY_PORT"; }
+proxy_control_port() { [ "$1" = proxy2 ] && echo "$PROXY2_CONTROL_PORT" || echo "$PROXY_CONTROL_PORT"; }
+
+# The broker's `proxy` line: NAME@ADDRESS:PORT of each proxy of the lab.
+lab_proxies() {
+	local line="lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT"
+	[ "$LAB_PROXIES" = 2 ] && line+=",lab2@${NODE_IP[proxy]}:$LAB_PROXY2_PORT"
+	echo "$line"
 }
 
 # The config file of a service, on stdout.
@@ -228,19 +251,20 @@ svc_config() {
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/broker-broker.pem
 			log-level = $SVC_LOG_LEVEL
-			proxy = lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT
+			proxy = $(lab_proxies)
 			proxy-key = $CERT_DIR/proxy.key
 			reflector = ${NODE_IP[broker]}:$REFLECTOR_PORT
 		EOF
 		;;
-	proxy)
+	proxy | proxy2)
 		cat <<-EOF
 			listen = ${NODE_IP[proxy]}
-			port = $LAB_PROXY_PORT
-			control-port = $PROXY_CONTROL_PORT
+			port = $(proxy_port "$name")
+			control-port = $(proxy_control_port "$name")
 			ca = $CERT_DIR/ca.crt
-			cert = $CERT_DIR/proxy-lab.pem
+			cert = $CERT_DIR/proxy-$(proxy_name "$name").pem
 			key-file = $CERT_DIR/proxy.key
+			broker = $BROKER_URL
 			log-level = $SVC_LOG_LEVEL
 		EOF
 		;;
@@ -361,9 +385,11 @@ broker_stats_json() {
 		--stats --json --url "$BROKER_URL" 2>/dev/null
 }
 
+# proxy_stats_json [proxy|proxy2]
 proxy_stats_json() {
-	ip netns exec "$(node_ns proxy)" "$PROXY_BIN" --config "$(svc_conf proxy)" --stats --json \
-		--url "https://${NODE_IP[proxy]}:$PROXY_CONTROL_PORT/" 2>/dev/null
+	local name=${1:-proxy}
+	ip netns exec "$(node_ns proxy)" "$PROXY_BIN" --config "$(svc_conf "$name")" --stats --json \
+		--url "https://${NODE_IP[proxy]}:$(proxy_control_port "$name")/" 2>/dev/null
 }
 
 frontend_stats_json() {
@@ -385,7 +411,8 @@ svc_listening() {
 svc_ready() {
 	case $1 in
 	broker) svc_listening broker "$BROKER_PORT" ;;
-	proxy) svc_listening proxy "$LAB_PROXY_PORT" && svc_listening proxy "$PROXY_CONTROL_PORT" ;;
+	proxy | proxy2)
+		svc_listening proxy "$(proxy_port "$1")" && svc_listening proxy "$(proxy_control_port "$1")" ;;
 	frontend-*)
 		svc_listening "$(svc_node "$1")" "$FRONTEND_PORT" &&
 			[ "$(frontend_stats_json "${1#frontend-}" | json_value upstream_connected)" = 1 ] ;;
@@ -431,6 +458,10 @@ services_up() {
 	secret_ensure
 	certs_ensure
 	broker_proxy_key_ensure
+	if [ "$LAB_PROXIES" != 2 ] && [ -e "$ETC_DIR/proxy2.conf" ]; then
+		svc_stop proxy2
+		rm -f "$ETC_DIR/proxy2.conf"
+	fi
 	mapfile -t all < <(services_list)
 	for tier in broker proxy frontend- helper-; do
 		started=()
@@ -473,8 +504,8 @@ services_status() {
 				js=$(broker_stats_json) || js=""
 				up="n/a"
 				detail=$(stats_line "$js" clusters nodes jobs contacts lookups publishes faults) ;;
-			proxy)
-				js=$(proxy_stats_json) || js=""
+			proxy | proxy2)
+				js=$(proxy_stats_json "$name") || js=""
 				up="n/a"
 				detail=$(stats_line "$js" pairs_active pairs_total bytes_relayed refused_bad_token refused_replay refused_expired unpaired_timeouts) ;;
 			frontend-*)

@@ -1,4 +1,4 @@
-/* qcg-mpi-resend [ROUNDS [STOP_RANK]]: every rank streams
+/* qcg-mpi-resend [ROUNDS [STOP_RANK [STOP_FILE]]]: every rank streams
  * checksummed messages to every other at once, both directions (each round a
  * window of WINDOW Isend/Irecv per peer, sizes 8 bytes to 256 KiB), each
  * message carrying its index: the receiver checks that every message arrives
@@ -7,7 +7,11 @@
  * and bytes each rank received.  With STOP_RANK, after the rounds that rank
  * stops itself (SIGSTOP: a peer gone without exiting) and the others, once
  * /proc shows it stopped, send it messages: their btl_qcg cannot reconnect
- * once a break occurs, and the job must fail (no PASS line). */
+ * once a break occurs, and the job must fail (no PASS line).  With STOP_FILE
+ * (STOP_RANK -1), ROUNDS is a maximum: the job ends after the round in which
+ * rank 0 saw that file exist (lab-chaos: as long as its faults last), and
+ * rank 0 prints "round N" at most once a second: each such line says every
+ * pair of ranks carried data since the last one. */
 #include "mpitest.h"
 
 #include <signal.h>
@@ -80,10 +84,11 @@ static void make(unsigned char *buf, int src, int dst, long long index)
 int main(int argc, char **argv)
 {
     int rank, n, rounds = 20, stop_rank = -1, rc;
+    const char *stop_file = NULL;
     unsigned char **out, **in, *want;
     MPI_Request *reqs;
     long long messages = 0, bytes = 0;
-    double t0;
+    double t0, said = 0;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -92,6 +97,8 @@ int main(int argc, char **argv)
         rounds = atoi(argv[1]);
     if (argc > 2)
         stop_rank = atoi(argv[2]);
+    if (argc > 3)
+        stop_file = argv[3];
     out = mt_alloc(sizeof(*out) * (size_t)n * WINDOW);
     in = mt_alloc(sizeof(*in) * (size_t)n * WINDOW);
     for (int i = 0; i < n * WINDOW; i++) {
@@ -127,6 +134,17 @@ int main(int argc, char **argv)
             }
         }
         MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
+        if (stop_file != NULL) {
+            int last = rank == 0 && access(stop_file, F_OK) == 0;
+            if (rank == 0 && mt_now() - said >= 1.0) {
+                said = mt_now();
+                printf("round %d\n", r);
+                fflush(stdout);
+            }
+            MPI_Bcast(&last, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            if (last)
+                rounds = r + 1;
+        }
         for (int p = 0; p < n; p++) {
             if (p == rank)
                 continue;

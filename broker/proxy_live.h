@@ -1,0 +1,62 @@
+/*
+ * Which of the broker's proxies are alive and how loaded they are, from the
+ * beats they send (qcg__proxyAlive), and the choice of a proxy for a new pair.
+ *
+ * A proxy is alive while its last beat is at most dead_after seconds old,
+ * dead once it is older, unknown before its first beat since the broker
+ * started.  A pair goes to the alive proxy with the fewest pairs (those it
+ * reported plus those planned through it since).  Only while no proxy has
+ * beaten since the broker started, to an unknown one, as before proxies beat
+ * (proxies without a broker URL never beat; a restarted broker has heard from
+ * no one for up to a beat's interval).  Never to a dead one.  Thread-safe.
+ */
+#ifndef BROKER_PROXY_LIVE_H
+#define BROKER_PROXY_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxies.h"
+
+/* Three missed beats of qcg-proxy's default alive-interval (5 s). */
+#define PROXY_LIVE_DEFAULT_DEAD_AFTER 15
+
+enum proxy_state { PROXY_UNKNOWN, PROXY_ALIVE, PROXY_DEAD };
+
+struct proxy_view {
+    struct proxy_addr addr;
+    enum proxy_state state;
+    uint64_t last_seen_s; /* seconds since the last beat; 0 when unknown */
+    unsigned pairs;       /* as last reported */
+    uint64_t bytes;       /* as last reported */
+    uint64_t planned;     /* pairs planned through it since the broker started */
+};
+
+struct proxy_live;
+
+/* Copies the proxies' addresses (not the key).  NULL on ENOMEM. */
+struct proxy_live *proxy_live_new(const struct proxies *p, unsigned dead_after_s);
+void proxy_live_free(struct proxy_live *l);
+
+/* A beat of proxy `name` at now_ms (monotonic): the state it was in before
+   (a change is worth a log line), or -1 when no proxy of that name is
+   configured. */
+int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint64_t bytes,
+                    uint64_t now_ms);
+
+/* Whether a pair could get a proxy now (one alive or unknown). */
+int proxy_live_usable(struct proxy_live *l, uint64_t now_ms);
+
+/* The proxy for a new pair (counted as planned through it), copied to out;
+   0, or -1 when none is alive or unknown. */
+int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t now_ms,
+                    struct proxy_addr *out);
+
+/* Every configured proxy, in configuration order; returns how many (at most
+   max). */
+size_t proxy_live_snapshot(struct proxy_live *l, uint64_t now_ms, struct proxy_view *out,
+                           size_t max);
+
+const char *proxy_state_name(enum proxy_state s);
+
+#endif

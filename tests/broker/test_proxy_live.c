@@ -1,0 +1,89 @@
+/* proxy_live.c: the broker plans pairs only through proxies heard from
+   lately, the least loaded first, and falls back to proxies never heard
+   from only while no proxy beats (a restarted broker, an old proxy). */
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "proxy_live.h"
+
+static int picks_of(struct proxy_live *l, uint64_t now_ms, int n, const char *name)
+{
+    int hits = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char pair[16] = {(unsigned char)(i * 37), (unsigned char)(i * 11)};
+        struct proxy_addr a;
+        if (proxy_live_pick(l, pair, now_ms, &a) == 0 && strcmp(a.name, name) == 0)
+            hits++;
+    }
+    return hits;
+}
+
+int main(void)
+{
+    log_init("test", LOG_LEVEL_ERROR, false);
+    struct proxies p;
+    memset(&p, 0, sizeof(p));
+    p.count = 2;
+    snprintf(p.list[0].name, sizeof(p.list[0].name), "one");
+    snprintf(p.list[0].host, sizeof(p.list[0].host), "203.0.113.20");
+    p.list[0].port = 7703;
+    snprintf(p.list[1].name, sizeof(p.list[1].name), "two");
+    snprintf(p.list[1].host, sizeof(p.list[1].host), "203.0.113.21");
+    p.list[1].port = 7713;
+    struct proxy_live *l = proxy_live_new(&p, 15);
+    REQUIRE(l != NULL);
+    uint64_t t = 1000000;
+
+    /* Nobody has beaten yet: both are used, as before proxies beat. */
+    CHECK(proxy_live_usable(l, t));
+    int one = picks_of(l, t, 100, "one");
+    CHECKF(one > 20 && one < 80, "unknown proxies share the pairs: one got %d of 100", one);
+
+    /* A beat from a name the broker does not know is refused. */
+    CHECK(proxy_live_beat(l, "three", 0, 0, t) < 0);
+
+    /* Only "two" beats: "one" gets nothing while "two" lives. */
+    CHECK_EQ(proxy_live_beat(l, "two", 0, 0, t), PROXY_UNKNOWN);
+    CHECK_EQ(picks_of(l, t + 1000, 50, "one"), 0);
+
+    /* Both alive: the less loaded one gets the new pairs until the loads meet. */
+    CHECK_EQ(proxy_live_beat(l, "one", 40, 0, t), PROXY_UNKNOWN);
+    CHECK_EQ(proxy_live_beat(l, "two", 10, 0, t), PROXY_ALIVE);
+    CHECKF(picks_of(l, t, 30, "two") == 30, "30 pairs go to two (10 pairs) before one (40)");
+    int two = picks_of(l, t, 20, "two");
+    CHECKF(two >= 9 && two <= 11, "then they alternate: two got %d of 20", two);
+
+    /* "one" stops beating: dead after 15 s, never planned, shown so. */
+    CHECK_EQ(proxy_live_beat(l, "two", 5, 123, t + 14000), PROXY_ALIVE);
+    CHECK_EQ(picks_of(l, t + 16000, 50, "one"), 0);
+    struct proxy_view v[PROXIES_MAX];
+    REQUIRE_EQ(proxy_live_snapshot(l, t + 16000, v, PROXIES_MAX), 2);
+    CHECK_EQ(v[0].state, PROXY_DEAD);
+    CHECK_EQ(v[0].last_seen_s, 16);
+    CHECK_EQ(v[1].state, PROXY_ALIVE);
+    CHECK_EQ(v[1].bytes, 123);
+    CHECK(v[1].planned > 0);
+
+    /* Both dead: no pair gets a dead proxy. */
+    CHECK(!proxy_live_usable(l, t + 40000));
+    struct proxy_addr a;
+    unsigned char pair[16] = {0};
+    CHECK(proxy_live_pick(l, pair, t + 40000, &a) < 0);
+    /* A dead proxy that beats again is alive again. */
+    CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t + 41000), PROXY_DEAD);
+    CHECK(proxy_live_pick(l, pair, t + 41000, &a) == 0 && strcmp(a.name, "one") == 0);
+
+    proxy_live_free(l);
+
+    /* Once a proxy has beaten, one never heard from is not planned either:
+       "one" dies, "two" never beat. */
+    l = proxy_live_new(&p, 15);
+    REQUIRE(l != NULL);
+    CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t), PROXY_UNKNOWN);
+    CHECK_EQ(picks_of(l, t + 1000, 20, "one"), 20);
+    CHECK(!proxy_live_usable(l, t + 16000));
+    CHECK(proxy_live_pick(l, pair, t + 16000, &a) < 0);
+    proxy_live_free(l);
+    return check_result("test_proxy_live");
+}
