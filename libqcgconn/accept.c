@@ -412,6 +412,12 @@ static void handshake(qcg_ctx *ctx, struct pending *p)
         if (p->state == P_HELLO_OUT)
             ctx_seterr(ctx, "reversed connection to rank %d refused: %s", p->expect_rank,
                        tls_hs_why(p->tls));
+        else if (p->expect_rank >= 0 && tls_hs_peer(p->tls)->job[0] != '\0' &&
+                 tls_hs_peer(p->tls)->from_rank != p->expect_rank)
+            ctx_seterr(ctx,
+                       "incoming connection refused: the helper announced rank %d, "
+                       "the hello says rank %d",
+                       p->expect_rank, tls_hs_peer(p->tls)->from_rank);
         else
             ctx_seterr(ctx, "incoming connection refused: hello from rank %d: %s",
                        tls_hs_peer(p->tls)->from_rank, tls_hs_why(p->tls));

@@ -9,6 +9,7 @@
 #include <openssl/kdf.h>
 
 #include "internal.h"
+#include "tls_bio.h"
 #include "tls_psk.h"
 #include "tls_session.h"
 
@@ -266,6 +267,7 @@ static struct tls_hs *hs_new(const struct tls_self *self, int fd, bool server, c
                              size_t len)
 {
     struct tls_hs *t = calloc(1, sizeof(*t));
+    BIO *bio;
 
     if (t == NULL) {
         snprintf(why, len, "out of memory");
@@ -278,12 +280,13 @@ static struct tls_hs *hs_new(const struct tls_self *self, int fd, bool server, c
     t->alert_in = -1;
     t->expect_rank = -1;
     t->ssl = SSL_new(self->ssl_ctx);
-    if (t->ssl == NULL || SSL_set_fd(t->ssl, fd) != 1) {
-        snprintf(why, len, "TLS: cannot make a session: %s",
-                 ERR_reason_error_string(ERR_get_error()));
+    bio = t->ssl != NULL ? tls_bio_new(fd) : NULL;
+    if (bio == NULL) {
+        snprintf(why, len, "TLS: cannot make a session (out of memory)");
         tls_hs_free(t);
         return NULL;
     }
+    SSL_set_bio(t->ssl, bio, bio);
     SSL_set_app_data(t->ssl, t);
     return t;
 }
