@@ -17,6 +17,9 @@
 
 int btl_qcg_io_drain(struct btl_qcg_endpoint *ep)
 {
+    if (ep->tls == NULL)
+        return 0;
+    ep->tls_unflushed = true;
     while (ep->tls_out_off < ep->tls_out_len) {
         long n = qcg_tls_send(ep->tls, ep->tls_out + ep->tls_out_off,
                               ep->tls_out_len - ep->tls_out_off);
@@ -26,12 +29,16 @@ int btl_qcg_io_drain(struct btl_qcg_endpoint *ep)
         ep->tls_out_off += (size_t)n;
     }
     ep->tls_out_off = ep->tls_out_len = 0;
+    /* Taken by the session, maybe not sent yet. */
+    if (qcg_tls_flush(ep->tls) < 0)
+        return -1;
+    ep->tls_unflushed = false;
     return 0;
 }
 
 bool btl_qcg_io_staged(const struct btl_qcg_endpoint *ep)
 {
-    return ep->tls_out_off < ep->tls_out_len;
+    return ep->tls_out_off < ep->tls_out_len || ep->tls_unflushed;
 }
 
 ssize_t btl_qcg_io_writev(struct btl_qcg_endpoint *ep, const struct iovec *iov, size_t n)
@@ -86,4 +93,5 @@ void btl_qcg_io_free(struct btl_qcg_endpoint *ep)
     free(ep->tls_out);
     ep->tls_out = NULL;
     ep->tls_out_len = ep->tls_out_off = 0;
+    ep->tls_unflushed = false;
 }

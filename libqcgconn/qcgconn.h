@@ -237,12 +237,17 @@ int qcg_close(qcg_ctx *ctx);
    the socket: readable for both while qcg_tls_pending is 0), EPROTO (a
    record that does not authenticate, a truncated stream: the connection is
    unusable; qcg_tls_error says why) or the socket's error.  One
-   qcg_tls_send makes one record per 16 KiB.  Writes may raise SIGPIPE as
-   write(2) does. */
+   qcg_tls_send makes one record per 16 KiB and sends them together; on a
+   non-blocking socket what it took may wait in the session: qcg_tls_flush
+   until 0 before waiting for the peer's answer.  Never raises SIGPIPE. */
 long qcg_tls_send(qcg_tls *tls, const void *buf, size_t len);
 long qcg_tls_recv(qcg_tls *tls, void *buf, size_t len);
-/* Decrypted bytes waiting in the session (poll does not see them). */
+/* Bytes waiting in the session, decrypted or read ahead (poll does not see
+   them): read before polling while not 0. */
 size_t qcg_tls_pending(const qcg_tls *tls);
+/* Sends what the session holds: 0 when nothing is left, -1 with errno
+   (EAGAIN: poll for POLLOUT and call again). */
+int qcg_tls_flush(qcg_tls *tls);
 /* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 or -1. */
 int qcg_tls_shutdown(qcg_tls *tls);
 /* The last failure's detail ("" if none). */

@@ -5,9 +5,9 @@
 #include <openssl/bio.h>
 
 /* A socket BIO on fd (not closed by it) whose writes never raise SIGPIPE
-   in the caller (send(2) with MSG_NOSIGNAL, as the rest of libqcgconn);
-   once kernel TLS takes a direction, that direction is the socket BIO's.
-   NULL when out of memory. */
+   in the caller (send(2) with MSG_NOSIGNAL, as the rest of libqcgconn) and
+   gather records until BIO_flush or a full buffer; once kernel TLS takes a
+   direction, that direction is the socket BIO's.  NULL when out of memory. */
 BIO *tls_bio_new(int fd);
 
 #endif

@@ -55,10 +55,29 @@ static long io_failed(struct qcg_tls *t, int r, const char *what)
     }
 }
 
+/* Sends what the session gathered: 0, or -1 with errno. */
+static int flush(struct qcg_tls *t)
+{
+    BIO *w = SSL_get_wbio(t->ssl);
+
+    errno = 0;
+    if (BIO_flush(w) > 0)
+        return 0;
+    if (BIO_should_retry(w))
+        errno = EAGAIN;
+    else if (errno == 0)
+        errno = EIO;
+    if (errno != EAGAIN)
+        snprintf(t->err, sizeof(t->err), "TLS send: %s", strerror(errno));
+    return -1;
+}
+
+/* Records (16 KiB each) gather in the session's BIO and leave in one
+   send(2) per 64 KiB, the rest at the end. */
 QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
 {
-    size_t n = 0;
-    int r;
+    size_t total = 0;
+    int r = 1;
 
     if (t == NULL) {
         errno = EINVAL;
@@ -67,11 +86,31 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     if (len == 0)
         return 0;
     ERR_clear_error();
-    errno = 0;
-    r = SSL_write_ex(t->ssl, buf, len, &n);
-    if (r == 1)
-        return (long)n;
-    return io_failed(t, r, "TLS send");
+    while (total < len) {
+        size_t n = 0;
+
+        errno = 0;
+        r = SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
+        if (r != 1)
+            break;
+        total += n;
+    }
+    if (total == 0)
+        return io_failed(t, r, "TLS send");
+    ERR_clear_error();
+    /* Taken: what the socket cannot take now waits for qcg_tls_flush. */
+    if (flush(t) < 0 && errno != EAGAIN)
+        return -1;
+    return (long)total;
+}
+
+QCG_EXPORT int qcg_tls_flush(qcg_tls *t)
+{
+    if (t == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    return flush(t);
 }
 
 QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
@@ -95,7 +134,13 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
 
 QCG_EXPORT size_t qcg_tls_pending(const qcg_tls *t)
 {
-    return t == NULL ? 0 : (size_t)SSL_pending(t->ssl);
+    int n;
+
+    if (t == NULL)
+        return 0;
+    n = SSL_pending(t->ssl);
+    /* Records read ahead but not decrypted yet count as one byte. */
+    return n > 0 ? (size_t)n : (size_t)SSL_has_pending(t->ssl);
 }
 
 QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
@@ -105,7 +150,7 @@ QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
     ERR_clear_error();
     /* 0: sent, the peer's not seen yet: that is all we want. */
     if (SSL_shutdown(t->ssl) >= 0)
-        return 0;
+        return flush(t);
     (void)io_failed(t, -1, "TLS shutdown");
     return -1;
 }
