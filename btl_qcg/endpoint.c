@@ -557,8 +557,8 @@ static void flush(struct btl_qcg_endpoint *ep)
         }
     }
     if (ep->state == EP_CONNECTED)
-        want_out(ep, ep->ctl_pending || (ep->resumed && ep->unsent != NULL) ||
-                         btl_qcg_io_staged(ep));
+        want_out(ep,
+                 ep->ctl_pending || (ep->resumed && ep->unsent != NULL) || btl_qcg_io_staged(ep));
 }
 
 static int send_locked(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
@@ -637,9 +637,9 @@ static void op_ready(struct btl_qcg_endpoint *ep)
     }
     ep->deadline_us = attempt_deadline(ep, timeout_us());
     set_state(ep, EP_VERDICT);
-    btl_qcg_log(2, "connected to rank %u by %s (%s) in %.1f ms, waiting for its verdict",
-                ep->vpid, qcg_technique_name(info.technique),
-                qcg_encryption_name(info.encryption), info.setup_us / 1000.0);
+    btl_qcg_log(2, "connected to rank %u by %s (%s) in %.1f ms, waiting for its verdict", ep->vpid,
+                qcg_technique_name(info.technique), qcg_encryption_name(info.encryption),
+                info.setup_us / 1000.0);
 }
 
 static void verdict_ready(struct btl_qcg_endpoint *ep)

@@ -21,8 +21,8 @@ int btl_qcg_io_drain(struct btl_qcg_endpoint *ep)
         return 0;
     ep->tls_unflushed = true;
     while (ep->tls_out_off < ep->tls_out_len) {
-        long n = qcg_tls_send(ep->tls, ep->tls_out + ep->tls_out_off,
-                              ep->tls_out_len - ep->tls_out_off);
+        long n =
+            qcg_tls_send(ep->tls, ep->tls_out + ep->tls_out_off, ep->tls_out_len - ep->tls_out_off);
 
         if (n < 0)
             return -1;

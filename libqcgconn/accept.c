@@ -257,10 +257,10 @@ void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t techniqu
         return;
     ctx_tls_self(ctx, &self);
     /* The helper connected across the sites, as a rule: inter-site. */
-    p->tls = tls_hs_client(&self, fd, peer_rank, token,
-                           self.policy == QCG_ENCRYPT_ALWAYS ||
-                               self.policy == QCG_ENCRYPT_INTER_SITE,
-                           why, sizeof(why));
+    p->tls =
+        tls_hs_client(&self, fd, peer_rank, token,
+                      self.policy == QCG_ENCRYPT_ALWAYS || self.policy == QCG_ENCRYPT_INTER_SITE,
+                      why, sizeof(why));
     if (p->tls == NULL) {
         ctx_seterr(ctx, "reversed connection to rank %d dropped: %s", peer_rank, why);
         pending_drop(ctx, p);

@@ -20,11 +20,11 @@
 /* Why an acceptor refused a handshake (sent as a TLS alert, tls_psk.c). */
 enum hs_status {
     HS_OK = 0,
-    HS_DENIED = 1,      /* other job, or not the job secret */
-    HS_WRONG_RANK = 2,  /* to_rank is not the acceptor's rank, or not the rank announced */
+    HS_DENIED = 1,     /* other job, or not the job secret */
+    HS_WRONG_RANK = 2, /* to_rank is not the acceptor's rank, or not the rank announced */
     HS_BAD_VERSION = 3,
-    HS_MALFORMED = 5,   /* no qcg identity, bad magic, unterminated string */
-    HS_NO_WAITER = 6,   /* a token no connect of the acceptor waits for (it gave up) */
+    HS_MALFORMED = 5,     /* no qcg identity, bad magic, unterminated string */
+    HS_NO_WAITER = 6,     /* a token no connect of the acceptor waits for (it gave up) */
     HS_PLAIN_REFUSED = 7, /* plain asked for, the acceptor's policy demands encryption */
     HS_NO_TLS = 8,        /* encryption asked for from a caller that reads plain sockets only */
 };

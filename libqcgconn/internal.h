@@ -93,11 +93,11 @@ struct pending {
     uint32_t technique;
     uint64_t start_us;    /* for setup_us */
     uint64_t deadline_us; /* of the current state */
-    int32_t peer_rank;       /* P_READY */
-    bool keepalive;          /* P_READY: the peer is in another cluster */
-    bool claimed;            /* a token's connection: for the waiter once verified */
-    struct tls_hs *tls;      /* the handshake in progress */
-    struct hs_hello hs;      /* the peer's identity (accepting) */
+    int32_t peer_rank;    /* P_READY */
+    bool keepalive;       /* P_READY: the peer is in another cluster */
+    bool claimed;         /* a token's connection: for the waiter once verified */
+    struct tls_hs *tls;   /* the handshake in progress */
+    struct hs_hello hs;   /* the peer's identity (accepting) */
     struct qcg_tls *session; /* P_READY: encrypted, else NULL */
     unsigned encryption;     /* P_READY: QCG_CONN_* */
 };

@@ -89,7 +89,7 @@ enum qcg_encrypt {
     QCG_ENCRYPT_OFF = 0,        /* plain only: this caller takes no qcg_tls */
     QCG_ENCRYPT_INTER_SITE = 1, /* encrypted when the peer is in another cluster */
     QCG_ENCRYPT_ALWAYS = 2,
-    QCG_ENCRYPT_NEVER = 3,      /* we connect plain; encrypted when the peer asks */
+    QCG_ENCRYPT_NEVER = 3, /* we connect plain; encrypted when the peer asks */
 };
 
 /* Public structs may grow at their end in later versions (README.md, "ABI"):
@@ -126,7 +126,7 @@ struct qcg_conn_info {
     enum qcg_technique technique;
     uint64_t setup_us;        /* from the connect call to the verified handshake */
     /* Added after 0.2.0. */
-    unsigned encryption;      /* QCG_CONN_* bits, 0: plain */
+    unsigned encryption; /* QCG_CONN_* bits, 0: plain */
     /* The encrypted connection's session (caller owns it, qcg_tls_free
        before closing the socket), NULL for a plain one: data then goes
        through qcg_tls_send and qcg_tls_recv, never the socket. */

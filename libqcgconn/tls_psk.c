@@ -49,14 +49,14 @@ int tls_psk_derive(uint8_t psk[TLS_PSK_SIZE], const char *secret, const char *jo
     size_t outlen = TLS_PSK_SIZE;
     EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
     int n = snprintf(info, sizeof(info), "%s%s", psk_info, job);
-    int ok = pc != NULL && n > 0 && (size_t)n < sizeof(info) && EVP_PKEY_derive_init(pc) > 0 &&
-             EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0 &&
-             EVP_PKEY_CTX_set1_hkdf_salt(pc, (const unsigned char *)psk_salt,
-                                         (int)strlen(psk_salt)) > 0 &&
-             EVP_PKEY_CTX_set1_hkdf_key(pc, (const unsigned char *)secret, (int)strlen(secret)) >
-                 0 &&
-             EVP_PKEY_CTX_add1_hkdf_info(pc, (const unsigned char *)info, n) > 0 &&
-             EVP_PKEY_derive(pc, psk, &outlen) > 0 && outlen == TLS_PSK_SIZE;
+    int ok =
+        pc != NULL && n > 0 && (size_t)n < sizeof(info) && EVP_PKEY_derive_init(pc) > 0 &&
+        EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0 &&
+        EVP_PKEY_CTX_set1_hkdf_salt(pc, (const unsigned char *)psk_salt, (int)strlen(psk_salt)) >
+            0 &&
+        EVP_PKEY_CTX_set1_hkdf_key(pc, (const unsigned char *)secret, (int)strlen(secret)) > 0 &&
+        EVP_PKEY_CTX_add1_hkdf_info(pc, (const unsigned char *)info, n) > 0 &&
+        EVP_PKEY_derive(pc, psk, &outlen) > 0 && outlen == TLS_PSK_SIZE;
 
     EVP_PKEY_CTX_free(pc);
     return ok ? 0 : -1;
@@ -155,8 +155,7 @@ static int find_session_cb(SSL *ssl, const unsigned char *id, size_t idlen, SSL_
 
     *sess = NULL;
     /* Only the identity the ClientHello callback checked. */
-    if (!t->identity_seen || idlen != sizeof(t->identity) ||
-        memcmp(id, t->identity, idlen) != 0)
+    if (!t->identity_seen || idlen != sizeof(t->identity) || memcmp(id, t->identity, idlen) != 0)
         return 1;
     *sess = psk_session(ssl, t->psk);
     return *sess != NULL;
@@ -397,8 +396,7 @@ static int failed(struct tls_hs *t, int err)
     if (t->server && t->refusal != HS_OK) {
         snprintf(t->why, sizeof(t->why), "%s", hs_status_name(t->refusal));
         ERR_clear_error();
-        return t->refusal == HS_DENIED || t->refusal == HS_PLAIN_REFUSED ? QCG_EDENIED
-                                                                          : QCG_EPROTO;
+        return t->refusal == HS_DENIED || t->refusal == HS_PLAIN_REFUSED ? QCG_EDENIED : QCG_EPROTO;
     }
     if (!t->server && t->alert_in >= 0) {
         ERR_clear_error();

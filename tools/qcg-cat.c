@@ -30,25 +30,24 @@ struct cat_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: qcg-cat [options] listen\n"
-            "       qcg-cat [options] connect PEER\n"
-            "\n"
-            "listen: publish this rank, accept one connection, copy it to stdout.\n"
-            "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
-            "\n"
-            "options (before or after the subcommand):\n"
-            "  --job ID        job id (default $QCG_JOB)\n"
-            "  --rank N        this process's rank (default $QCG_RANK)\n"
-            "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
-            "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
-            "/run/qcg/helper.sock)\n"
-            "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
-            "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
-            "                  cluster), always or never (plain unless the peer asks); every\n"
-            "                  connection is authenticated by the job secret either way\n"
-            "  --json          progress lines on stderr as JSON objects\n"
-            "  --help          this text\n");
+    fprintf(f, "usage: qcg-cat [options] listen\n"
+               "       qcg-cat [options] connect PEER\n"
+               "\n"
+               "listen: publish this rank, accept one connection, copy it to stdout.\n"
+               "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
+               "\n"
+               "options (before or after the subcommand):\n"
+               "  --job ID        job id (default $QCG_JOB)\n"
+               "  --rank N        this process's rank (default $QCG_RANK)\n"
+               "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
+               "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
+               "/run/qcg/helper.sock)\n"
+               "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
+               "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
+               "                  cluster), always or never (plain unless the peer asks); every\n"
+               "                  connection is authenticated by the job secret either way\n"
+               "  --json          progress lines on stderr as JSON objects\n"
+               "  --help          this text\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
@@ -67,8 +66,8 @@ static int parse_int(const char *s, int min, int *out)
 /* 0 = run, 1 = --help shown, -1 = usage error (message printed). */
 static int parse_args(int argc, char **argv, struct cat_opts *o)
 {
-    static const char *const with_value[] = {"--job",     "--rank",   "--secret",
-                                             "--helper",  "--timeout", "--encrypt"};
+    static const char *const with_value[] = {"--job",    "--rank",    "--secret",
+                                             "--helper", "--timeout", "--encrypt"};
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL;
@@ -227,9 +226,8 @@ static int write_all(const struct conn *c, const char *buf, size_t len)
 }
 
 /* Copies the connection to `to` until EOF; bytes copied, or -1 (errno;
-   *which says whether reading or writing failed). */
-static long long copy(const struct conn *from, const struct conn *to, char *buf,
-                      const char **which)
+ *which says whether reading or writing failed). */
+static long long copy(const struct conn *from, const struct conn *to, char *buf, const char **which)
 {
     long long total = 0;
 
@@ -258,8 +256,7 @@ static long long copy(const struct conn *from, const struct conn *to, char *buf,
    sent, or -1 with the error printed. */
 static long long send_stdin(const struct conn *c, int peer, char *buf)
 {
-    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
-                          {.fd = c->fd, .events = POLLIN}};
+    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = c->fd, .events = POLLIN}};
     const struct conn out = {.fd = STDOUT_FILENO};
     long long total = 0;
 
@@ -292,8 +289,10 @@ static long long send_stdin(const struct conn *c, int peer, char *buf)
                                 "%lld bytes were sent, before the end of the input\n",
                         peer, total);
             else
-                fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
-                                "bytes: %s\n", peer, total, conn_error(c));
+                fprintf(stderr,
+                        "qcg-cat: connect to rank %d: the connection broke after %lld "
+                        "bytes: %s\n",
+                        peer, total, conn_error(c));
             return -1;
         }
         if (p[0].revents == 0)
@@ -308,8 +307,10 @@ static long long send_stdin(const struct conn *c, int peer, char *buf)
             return -1;
         }
         if (write_all(c, buf, (size_t)n) < 0) {
-            fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
-                            "bytes: %s\n", peer, total, conn_error(c));
+            fprintf(stderr,
+                    "qcg-cat: connect to rank %d: the connection broke after %lld "
+                    "bytes: %s\n",
+                    peer, total, conn_error(c));
             return -1;
         }
         total += n;
@@ -406,8 +407,8 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     c = (struct conn){.fd = fd, .tls = info.tls};
     bytes = copy(&c, &out, buf, &which);
     if (bytes < 0) {
-        fprintf(stderr, "qcg-cat: listen: connection from rank %d: %s: %s\n", info.peer_rank,
-                which, strcmp(which, "read") == 0 ? conn_error(&c) : strerror(errno));
+        fprintf(stderr, "qcg-cat: listen: connection from rank %d: %s: %s\n", info.peer_rank, which,
+                strcmp(which, "read") == 0 ? conn_error(&c) : strerror(errno));
         conn_close(&c);
         return 1;
     }

@@ -69,8 +69,7 @@ static void self_of(const struct hs_self *self, struct tls_self *ts, uint8_t psk
 }
 
 int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const char *token,
-                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err,
-                   size_t errlen)
+                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err, size_t errlen)
 {
     uint8_t psk[TLS_PSK_SIZE];
     struct tls_self ts;
@@ -108,8 +107,7 @@ int hs_respond_ex(int fd, const struct hs_self *self, bool claim, uint64_t deadl
         *session = NULL;
     memset(peer, 0, sizeof(*peer));
     self_of(self, &ts, psk);
-    if (set_nonblocking(fd, true) < 0 ||
-        (t = tls_hs_server(&ts, fd, -1, err, errlen)) == NULL) {
+    if (set_nonblocking(fd, true) < 0 || (t = tls_hs_server(&ts, fd, -1, err, errlen)) == NULL) {
         SSL_CTX_free(ts.ssl_ctx);
         return QCG_ESYS;
     }

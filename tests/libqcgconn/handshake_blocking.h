@@ -32,8 +32,7 @@ int hs_initiate(int fd, const struct hs_self *self, int32_t to_rank, uint64_t de
 /* ... with a token (NULL: none), encrypted or not; *session receives the
    session of an encrypted connection (session NULL: freed). */
 int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const char *token,
-                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err,
-                   size_t errlen);
+                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err, size_t errlen);
 /* The acceptor's side.  peer receives the initiator's identity. */
 int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct hs_hello *peer,
                char *err, size_t errlen);

@@ -37,8 +37,8 @@ static void *initiator(void *arg)
    sockets sp (a: sp[0], b: sp[1], left open); the sessions in *as, *bs
    (NULL: plain).  Returns b's result, *init_rc a's; *init_err a's reason. */
 static int run_on(int sp[2], const struct hs_self *a, bool encrypt, const struct hs_self *b,
-                  int32_t to_rank, int *init_rc, struct hs_hello *peer, qcg_tls **as,
-                  qcg_tls **bs, char *init_err, char *err)
+                  int32_t to_rank, int *init_rc, struct hs_hello *peer, qcg_tls **as, qcg_tls **bs,
+                  char *init_err, char *err)
 {
     struct side s = {.self = *a, .to_rank = to_rank, .encrypt = encrypt, .fd = sp[0]};
     pthread_t t;
@@ -64,8 +64,8 @@ static char last_init_err[QCG_ERRMSG_MAX], last_err[QCG_ERRMSG_MAX];
 
 /* Runs one plain handshake; returns the acceptor's result, *init_rc the
    initiator's. */
-static int run_mode(const struct hs_self *a, bool encrypt, const struct hs_self *b,
-                    int32_t to_rank, int *init_rc, struct hs_hello *peer)
+static int run_mode(const struct hs_self *a, bool encrypt, const struct hs_self *b, int32_t to_rank,
+                    int *init_rc, struct hs_hello *peer)
 {
     qcg_tls *as, *bs;
     int sp[2], rc;
@@ -87,8 +87,10 @@ static int run(const struct hs_self *a, const struct hs_self *b, int32_t to_rank
     return run_mode(a, false, b, to_rank, init_rc, peer);
 }
 
-static const struct hs_self rank0 = {.job = "job1", .rank = 0, .secret = "s3cret", .cluster = "a", .policy = QCG_ENCRYPT_NEVER};
-static const struct hs_self rank1 = {.job = "job1", .rank = 1, .secret = "s3cret", .cluster = "b", .policy = QCG_ENCRYPT_NEVER};
+static const struct hs_self rank0 = {
+    .job = "job1", .rank = 0, .secret = "s3cret", .cluster = "a", .policy = QCG_ENCRYPT_NEVER};
+static const struct hs_self rank1 = {
+    .job = "job1", .rank = 1, .secret = "s3cret", .cluster = "b", .policy = QCG_ENCRYPT_NEVER};
 
 static void test_ok(void)
 {
@@ -138,7 +140,6 @@ static void test_wrong_rank(void)
     REQUIRE(run(&rank0, &rank1, 2, &irc, &peer) < 0);
     REQUIRE_EQ(irc, QCG_EPEER);
 }
-
 
 /* The identity: what it carries, what a malformed one is. */
 static void test_identity(void)
@@ -362,8 +363,7 @@ static void test_downgrade(void)
     ssl = SSL_new(c);
     REQUIRE(ssl != NULL && SSL_set_fd(ssl, sp[0]) == 1);
     REQUIRE(SSL_connect(ssl) <= 0); /* the ClientHello is out, non-blocking */
-    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)),
-               QCG_EPROTO);
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)), QCG_EPROTO);
     REQUIRE(now_us() - t0 < 2000000u);
     SSL_free(ssl);
     SSL_CTX_free(c);
@@ -372,8 +372,7 @@ static void test_downgrade(void)
 
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
     REQUIRE(write(sp[0], "GET / HTTP/1.0\r\n\r\n", 18) == 18);
-    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)),
-               QCG_EPROTO);
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)), QCG_EPROTO);
     close(sp[0]);
     close(sp[1]);
 }

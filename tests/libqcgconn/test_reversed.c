@@ -110,8 +110,8 @@ static void *target_on_fd(void *arg)
     struct target_fd *tf = arg;
     struct hs_self self = {.job = "job1", .rank = tf->t->from, .secret = "s", .cluster = "far"};
 
-    tf->t->rc = hs_initiate_ex(tf->fd, &self, tf->t->to, tf->t->token, false,
-                               now_us() + 3000000u, NULL, tf->t->why, sizeof(tf->t->why));
+    tf->t->rc = hs_initiate_ex(tf->fd, &self, tf->t->to, tf->t->token, false, now_us() + 3000000u,
+                               NULL, tf->t->why, sizeof(tf->t->why));
     return NULL;
 }
 
