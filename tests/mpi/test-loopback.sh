@@ -128,9 +128,10 @@ else echo "(exit $rc, $n TLS lines)" >>"$out"; fail "btl_qcg_encrypt always: all
 run_mpi 240 4 self,qcg --mca btl_qcg_encrypt always --mca btl_qcg_test_break_every 40 \
 	--mca btl_qcg_verbose 1 "$progs/qcg-mpi-resend" 10
 breaks=$(grep -c "broken (btl_qcg_test_break_every)" "$out" || true)
-if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((breaks >= 10)); then
-	pass "btl_qcg_encrypt always: resend over TLS, $breaks resets, every message once, in order, intact"
-else echo "(exit $rc, $breaks breaks)" >>"$out"; fail "btl_qcg_encrypt always: resend over TLS"; fi
+n=$(grep -cE 'btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup .*, tls-(user|kernel)' "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((breaks >= 10 && n >= 12)); then
+	pass "btl_qcg_encrypt always: resend over TLS ($n encrypted channel ends), $breaks resets, every message once, in order, intact"
+else echo "(exit $rc, $breaks breaks, $n TLS lines)" >>"$out"; fail "btl_qcg_encrypt always: resend over TLS"; fi
 run_mpi 60 2 self,qcg --mca btl_qcg_encrypt sometimes "$progs/qcg-mpi-allpairs"
 if [[ $rc -ne 0 ]] && grep -q "btl_qcg_encrypt 'sometimes' is not inter-site, always or never" "$out"; then
 	pass "btl_qcg_encrypt sometimes: refused with a help message naming the values"
