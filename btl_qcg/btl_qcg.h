@@ -28,6 +28,7 @@
 #include "opal/threads/mutex.h"
 
 #include "qcgconn.h"
+#include "ratelimit.h"
 
 /* The component: what Open MPI finds by name in mca_btl_qcg.so. */
 struct btl_qcg_component {
@@ -193,6 +194,7 @@ struct btl_qcg_module {
     int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
     int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
     unsigned long refused; /* qcg_accept_refused when last looked at */
+    struct ratelimit refused_log;  /* ... their line: one per 10 s */
     uint64_t next_shortage_log_us; /* "cannot accept: out of descriptors" not before */
     char cluster[64];      /* ours, as the helper names it */
     /* Connect operations running (each holds descriptors and a LOOKUP at the
