@@ -889,8 +889,11 @@ static void read_frames(struct btl_qcg_endpoint *ep)
             set_state(ep, EP_IDLE);
             return;
         }
-        channel_broken(ep,
-                       n == 0 ? "the peer's end closed without a close frame" : strerror(errno));
+        /* A record that does not authenticate, or a stream cut inside one:
+           nothing of it was delivered; the channel goes like a reset one. */
+        channel_broken(ep, n == 0 ? "the peer's end closed without a close frame"
+                           : ep->tls != NULL && errno == EPROTO ? qcg_tls_error(ep->tls)
+                                                                : strerror(errno));
         return;
     }
 }
