@@ -30,24 +30,25 @@ struct cat_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: qcg-cat [options] listen\n"
-               "       qcg-cat [options] connect PEER\n"
-               "\n"
-               "listen: publish this rank, accept one connection, copy it to stdout.\n"
-               "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
-               "\n"
-               "options (before or after the subcommand):\n"
-               "  --job ID        job id (default $QCG_JOB)\n"
-               "  --rank N        this process's rank (default $QCG_RANK)\n"
-               "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
-               "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
-               "/run/qcg/helper.sock)\n"
-               "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
-               "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
-               "                  cluster), always or never (plain unless the peer asks); every\n"
-               "                  connection is authenticated by the job secret either way\n"
-               "  --json          progress lines on stderr as JSON objects\n"
-               "  --help          this text\n");
+    fprintf(f,
+            "usage: qcg-cat [options] listen\n"
+            "       qcg-cat [options] connect PEER\n"
+            "\n"
+            "listen: publish this rank, accept one connection, copy it to stdout.\n"
+            "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
+            "\n"
+            "options (before or after the subcommand):\n"
+            "  --job ID        job id (default $QCG_JOB)\n"
+            "  --rank N        this process's rank (default $QCG_RANK)\n"
+            "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
+            "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
+            "/run/qcg/helper.sock)\n"
+            "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
+            "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
+            "                  cluster), always or never (plain unless the peer asks); every\n"
+            "                  connection is authenticated by the job secret either way\n"
+            "  --json          progress lines on stderr as JSON objects\n"
+            "  --help          this text\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
