@@ -23,7 +23,7 @@ for _ in $(seq 1 2048); do printf '%s' "$pattern"; done >"$WORK/in"
 send() {
 	local name=$1 mode=$2 rank=$3 opt=() tcpdump_pid listener i
 	[ -z "$mode" ] || opt=(--encrypt "$mode")
-	ip netns exec qcg-r-nata tcpdump -i qcg-wan -n -U -s 0 -w "$WORK/$name.pcap" tcp \
+	ip netns exec qcg-r-nata tcpdump -Z root -i qcg-wan -n -U -s 0 -w "$WORK/$name.pcap" tcp \
 		2>"$WORK/$name.tcpdump" &
 	tcpdump_pid=$!
 	BG_PIDS+=("$tcpdump_pid")
