@@ -13,7 +13,7 @@ require_services
 command -v tcpdump >/dev/null || skip "tcpdump is missing"
 scratch
 JOB=$(new_job encrypt)
-pattern=qcg-connect-issue-17-a-known-pattern-that-must-not-cross-in-clear
+pattern=qcg-connect-issue-17-known-pattern-that-must-not-cross-in-clear!
 [ ${#pattern} -eq 64 ] || fail "the pattern is ${#pattern} bytes"
 for _ in $(seq 1 2048); do printf '%s' "$pattern"; done >"$WORK/in"
 
