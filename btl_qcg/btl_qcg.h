@@ -28,6 +28,7 @@
 #include "opal/threads/mutex.h"
 
 #include "qcgconn.h"
+#include "ratelimit.h"
 
 /* The component: what Open MPI finds by name in mca_btl_qcg.so. */
 struct btl_qcg_component {
@@ -35,6 +36,7 @@ struct btl_qcg_component {
     int verbose;            /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
     int connect_timeout_ms; /* btl_qcg_connect_timeout */
     char *conn_log;         /* btl_qcg_conn_log: file getting a line per connection */
+    char *encrypt;          /* btl_qcg_encrypt: inter-site, always or never */
     int local_peers;        /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
     int cluster_peers;      /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
     int max_connects;       /* btl_qcg_max_connects: connect operations at once */
@@ -125,6 +127,10 @@ struct btl_qcg_endpoint {
     enum btl_qcg_ep_state state;
     bool initiator;     /* the channel is ours (we connected) */
     int fd;             /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
+    qcg_tls *tls;       /* fd's session when encrypted (io.c), else NULL */
+    unsigned char *tls_out;          /* encrypted: a batch staged for the session */
+    size_t tls_out_len, tls_out_off; /* ... its bytes, of them sent */
+    bool tls_unflushed;              /* ... the session may still hold some */
     bool want_out;      /* fd is watched for EPOLLOUT */
     qcg_connect_op *op; /* in EP_CONNECTING */
     struct btl_qcg_watch w_op, w_sock;
@@ -188,6 +194,7 @@ struct btl_qcg_module {
     int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
     int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
     unsigned long refused; /* qcg_accept_refused when last looked at */
+    struct ratelimit refused_log;  /* ... their line: one per 10 s */
     uint64_t next_shortage_log_us; /* "cannot accept: out of descriptors" not before */
     char cluster[64];      /* ours, as the helper names it */
     /* Connect operations running (each holds descriptors and a LOOKUP at the
@@ -242,6 +249,23 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
                             uint32_t events);
 void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now);
 void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info);
+
+/* io.c: the channel's bytes, through the socket or, encrypted, through
+   libqcgconn's session.  Like sendmsg/recv (non-blocking): bytes, -1 with
+   errno (EAGAIN; EPROTO: a record that does not authenticate, a truncated
+   stream).  An encrypted batch is staged (one copy) and sent as records;
+   its bytes count as written, as those in the socket's buffer do. */
+ssize_t btl_qcg_io_writev(struct btl_qcg_endpoint *ep, const struct iovec *iov, size_t n);
+ssize_t btl_qcg_io_recv(struct btl_qcg_endpoint *ep, void *buf, size_t len);
+/* Sends what is staged: 0 when nothing is left, -1 with errno. */
+int btl_qcg_io_drain(struct btl_qcg_endpoint *ep);
+bool btl_qcg_io_staged(const struct btl_qcg_endpoint *ep);
+/* Decrypted bytes waiting in the session (poll does not see them). */
+bool btl_qcg_io_pending(const struct btl_qcg_endpoint *ep);
+/* Our orderly end of an encrypted channel (close_notify), best effort. */
+void btl_qcg_io_end(struct btl_qcg_endpoint *ep);
+/* Frees the session and the staging (the socket is the caller's). */
+void btl_qcg_io_free(struct btl_qcg_endpoint *ep);
 /* Starts queued connects while there are free slots. */
 void btl_qcg_start_queued(struct btl_qcg_module *m);
 

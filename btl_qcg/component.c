@@ -77,6 +77,14 @@ static int component_register(void)
         "SETUP_US' is appended for every connection (empty: none)",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.conn_log);
+    mca_btl_qcg_component.encrypt = "inter-site";
+    (void)mca_base_component_var_register(
+        c, "encrypt",
+        "Which connections are encrypted (TLS 1.3 keyed by the job secret): inter-site (those "
+        "to another cluster), always, never (plain unless the peer asks); every connection is "
+        "authenticated by the job secret either way",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.encrypt);
     mca_btl_qcg_component.local_peers = -1;
     (void)mca_base_component_var_register(
         c, "local_peers",
@@ -228,6 +236,13 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
     }
     opts.job = job;
     opts.rank = (int)me.vpid;
+    opts.encrypt = qcg_encrypt_parse(mca_btl_qcg_component.encrypt);
+    if (opts.encrypt < 0) {
+        btl_qcg_opt_out("bad encrypt", true,
+                        "btl_qcg_encrypt '%.32s' is not inter-site, always or never",
+                        mca_btl_qcg_component.encrypt ? mca_btl_qcg_component.encrypt : "");
+        return NULL;
+    }
     rc = qcg_open(&ctx, &opts);
     if (rc < 0) {
         btl_qcg_opt_out("no helper", false, "no qcg-helper (QCG_HELPER_SOCKET=%s): %s: %s",

@@ -134,6 +134,7 @@ static void close_sock(struct btl_qcg_endpoint *ep)
     if (ep->fd < 0)
         return;
     btl_qcg_watch(ep->module, EPOLL_CTL_DEL, ep->fd, 0, NULL);
+    btl_qcg_io_free(ep);
     close(ep->fd);
     ep->fd = -1;
     ep->want_out = false;
@@ -160,9 +161,11 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
         if (ep->state == EP_CONNECTED && ep->resumed && ep->unsent == NULL && !ep->ctl_pending) {
             struct btl_qcg_hdr close_hdr = {.type = BTL_QCG_CLOSE,
                                             .ack = htonl((uint32_t)ep->rx_seq)};
+            struct iovec iov = {&close_hdr, sizeof(close_hdr)};
 
-            (void)send(ep->fd, &close_hdr, sizeof(close_hdr), MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)btl_qcg_io_writev(ep, &iov, 1);
         }
+        btl_qcg_io_end(ep);
         shutdown(ep->fd, SHUT_WR);
         close_sock(ep);
     }
@@ -478,9 +481,16 @@ static void flush(struct btl_qcg_endpoint *ep)
 {
     int every = mca_btl_qcg_component.test_break_every;
 
+    /* An encrypted batch staged before goes first. */
+    if (btl_qcg_io_staged(ep) && btl_qcg_io_drain(ep) < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            want_out(ep, true);
+        else
+            channel_broken(ep, strerror(errno));
+        return;
+    }
     for (int round = 0; round < IO_ROUNDS && ep->state == EP_CONNECTED; round++) {
         struct iovec iov[IOV_BATCH];
-        struct msghdr msg = {.msg_iov = iov};
         struct btl_qcg_frag *f = ep->resumed ? ep->unsent : NULL;
         uint64_t ack = ep->rx_seq;
         size_t n = 0, left;
@@ -506,11 +516,10 @@ static void flush(struct btl_qcg_endpoint *ep)
             n += btl_qcg_frag_iov(f, iov + n, IOV_BATCH - n);
         }
         if (n == 0) {
-            want_out(ep, false);
+            want_out(ep, btl_qcg_io_staged(ep));
             return;
         }
-        msg.msg_iovlen = n;
-        w = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        w = btl_qcg_io_writev(ep, iov, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -548,7 +557,8 @@ static void flush(struct btl_qcg_endpoint *ep)
         }
     }
     if (ep->state == EP_CONNECTED)
-        want_out(ep, ep->ctl_pending || (ep->resumed && ep->unsent != NULL));
+        want_out(ep,
+                 ep->ctl_pending || (ep->resumed && ep->unsent != NULL) || btl_qcg_io_staged(ep));
 }
 
 static int send_locked(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
@@ -608,15 +618,18 @@ static void op_ready(struct btl_qcg_endpoint *ep)
     }
     drop_op(ep);
     if (set_nonblocking(fd) < 0) {
+        qcg_tls_free(info.tls);
         close(fd);
         fail_errno(ep, "connect: socket options", errno);
         return;
     }
     ep->info = info;
     ep->fd = fd;
+    ep->tls = info.tls;
     ep->verdict_got = 0;
     ep->want_out = false;
     if (watch_sock(ep, EPOLL_CTL_ADD) < 0) {
+        btl_qcg_io_free(ep);
         close(fd);
         ep->fd = -1;
         fail_errno(ep, "cannot watch the connection", errno);
@@ -624,8 +637,9 @@ static void op_ready(struct btl_qcg_endpoint *ep)
     }
     ep->deadline_us = attempt_deadline(ep, timeout_us());
     set_state(ep, EP_VERDICT);
-    btl_qcg_log(2, "connected to rank %u by %s in %.1f ms, waiting for its verdict", ep->vpid,
-                qcg_technique_name(info.technique), info.setup_us / 1000.0);
+    btl_qcg_log(2, "connected to rank %u by %s (%s) in %.1f ms, waiting for its verdict", ep->vpid,
+                qcg_technique_name(info.technique), qcg_encryption_name(info.encryption),
+                info.setup_us / 1000.0);
 }
 
 static void verdict_ready(struct btl_qcg_endpoint *ep)
@@ -634,8 +648,8 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
     char detail[160];
 
     while (ep->verdict_got < BTL_QCG_VERDICT_SIZE) {
-        ssize_t n = recv(ep->fd, ep->verdict + ep->verdict_got,
-                         BTL_QCG_VERDICT_SIZE - ep->verdict_got, MSG_DONTWAIT);
+        ssize_t n = btl_qcg_io_recv(ep, ep->verdict + ep->verdict_got,
+                                    BTL_QCG_VERDICT_SIZE - ep->verdict_got);
 
         if (n > 0) {
             ep->verdict_got += (size_t)n;
@@ -829,7 +843,9 @@ static bool make_room(struct btl_qcg_endpoint *ep)
 
 static void read_frames(struct btl_qcg_endpoint *ep)
 {
-    for (int round = 0; round < IO_ROUNDS && ep->state == EP_CONNECTED; round++) {
+    /* Decrypted bytes left in the session wake no poll: read them too. */
+    for (int round = 0; (round < IO_ROUNDS || btl_qcg_io_pending(ep)) && ep->state == EP_CONNECTED;
+         round++) {
         size_t want, have;
         ssize_t n;
 
@@ -850,12 +866,14 @@ static void read_frames(struct btl_qcg_endpoint *ep)
             if (frame >= RX_EXACT && frame > have && frame - have < want)
                 want = frame - have;
         }
-        n = recv(ep->fd, ep->rx + ep->rx_len, want, MSG_DONTWAIT);
+        n = btl_qcg_io_recv(ep, ep->rx + ep->rx_len, want);
         if (n > 0) {
             ep->rx_len += (size_t)n;
             if (!deliver(ep))
                 return;
-            if ((size_t)n < want)
+            /* A session returns a record at a time: only EAGAIN says the
+               socket is empty. */
+            if ((size_t)n < want && ep->tls == NULL)
                 return;
             continue;
         }
@@ -871,8 +889,11 @@ static void read_frames(struct btl_qcg_endpoint *ep)
             set_state(ep, EP_IDLE);
             return;
         }
-        channel_broken(ep,
-                       n == 0 ? "the peer's end closed without a close frame" : strerror(errno));
+        /* A record that does not authenticate, or a stream cut inside one:
+           nothing of it was delivered; the channel goes like a reset one. */
+        channel_broken(ep, n == 0 ? "the peer's end closed without a close frame"
+                           : ep->tls != NULL && errno == EPROTO ? qcg_tls_error(ep->tls)
+                                                                : strerror(errno));
         return;
     }
 }
@@ -970,22 +991,27 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
         ep = btl_qcg_endpoint_get(m, (uint32_t)info->peer_rank);
     if (ep == NULL || set_nonblocking(fd) < 0) {
         btl_qcg_log(2, "incoming connection from rank %d closed: no such peer", info->peer_rank);
+        qcg_tls_free(info->tls);
         close(fd);
         return;
     }
     take = accept_incoming(ep);
     v[5] = take ? BTL_QCG_ACCEPT : BTL_QCG_REFUSE;
-    /* 8 bytes into a fresh socket's empty buffer: all or nothing. */
-    n = send(fd, v, sizeof(v), MSG_NOSIGNAL | MSG_DONTWAIT);
+    /* 8 bytes (one record) into a fresh socket's empty buffer: all or
+       nothing. */
+    n = info->tls != NULL ? qcg_tls_send(info->tls, v, sizeof(v))
+                          : send(fd, v, sizeof(v), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n != (ssize_t)sizeof(v)) {
         btl_qcg_log(2, "incoming connection from rank %u lost while answering: %s", ep->vpid,
                     n < 0 ? strerror(errno) : "short write");
+        qcg_tls_free(info->tls);
         close(fd);
         return;
     }
     if (!take) {
         btl_qcg_log(2, "refused a connection from rank %u (%s)", ep->vpid,
                     ep->state == EP_FAILED ? "failed before" : "simultaneous connect: ours wins");
+        qcg_tls_free(info->tls);
         close(fd);
         return;
     }
@@ -1001,6 +1027,7 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
     drop_op(ep);
     close_sock(ep);
     ep->info = *info;
+    ep->tls = info->tls;
     if (ep->t_start_us == 0)
         ep->t_start_us = btl_qcg_now_us() - info->setup_us;
     become_connected(ep, fd, false);

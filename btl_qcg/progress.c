@@ -43,10 +43,18 @@ static void accept_ready(struct btl_qcg_module *m)
         unsigned long refused = qcg_accept_refused(m->ctx);
 
         if (refused != m->refused) {
-            /* The library drops refused peers quietly (a hello late, bad or
-               replayed): the peer sees its connection closed. */
+            /* The library drops refused peers quietly (a handshake late, with
+               another secret, plain where we demand encryption): the peer
+               hears why.  Said once per 10 s whatever the verbosity: a peer
+               can repeat it at will. */
+            unsigned left_out = 0;
+
             m->refused = refused;
-            btl_qcg_log(2, "an incoming connection was refused: %s", qcg_last_error(m->ctx));
+            if (ratelimit_ok(&m->refused_log, btl_qcg_now_us() / 1000u, 10000, &left_out))
+                btl_qcg_log(0,
+                            "an incoming connection was refused: %s (%u more since the last "
+                            "such line)",
+                            qcg_last_error(m->ctx), left_out);
         }
         if (fd == QCG_EAGAIN)
             return;

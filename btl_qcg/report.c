@@ -52,9 +52,10 @@ void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)
     const char *path = mca_btl_qcg_component.conn_log;
 
     if (mca_btl_qcg_component.verbose >= 1)
-        opal_output(0, "btl_qcg: rank %u %s rank %u (host %s): %s, setup %.1f ms (qcg %.1f ms)",
+        opal_output(0, "btl_qcg: rank %u %s rank %u (host %s): %s, setup %.1f ms (qcg %.1f ms), %s",
                     ep->module->vpid, ep->initiator ? "->" : "<-", ep->vpid, btl_qcg_peer_host(ep),
-                    tech, setup / 1000.0, ep->info.setup_us / 1000.0);
+                    tech, setup / 1000.0, ep->info.setup_us / 1000.0,
+                    qcg_encryption_name(ep->info.encryption));
     if (path != NULL && path[0] != '\0') {
         char line[256];
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

@@ -45,7 +45,8 @@ void struct_out(void *dst, size_t dst_size, const void *src, size_t src_size)
 }
 
 void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_rank,
-                   uint32_t technique, uint64_t start_us)
+                   uint32_t technique, uint64_t start_us, unsigned encryption,
+                   struct qcg_tls *session)
 {
     struct qcg_conn_info out;
 
@@ -53,6 +54,8 @@ void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_ra
     out.peer_rank = peer_rank;
     out.technique = technique <= QCG_TECH_PROXY ? (enum qcg_technique)technique : QCG_TECH_NONE;
     out.setup_us = now_us() - start_us;
+    out.encryption = encryption;
+    out.tls = session;
     struct_out(info, info_size, &out, sizeof(out));
 }
 

@@ -2,7 +2,8 @@
    listener (direct, or the peer's side of a reversed connection that one of
    our connects waits for), or handed over by the helper (LOCAL_INCOMING: a
    proxied connection where we wait for the hello, or a reversed one where
-   we send it).
+   we send it).  The handshake is TLS 1.3 with the job's PSK (tls_psk.h):
+   we are its server on accepted connections, its client on reversed ones.
    Nothing here blocks: accept_pump reads and writes what the sockets allow
    and keeps the state in struct pending.  A process that both accepts and
    connects in one thread must never block on a peer that is itself waiting
@@ -19,8 +20,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "handshake.h"
 #include "internal.h"
+#include "tls_psk.h"
 
 static int epoll_set(int epfd, int fd, uint32_t events)
 {
@@ -63,6 +64,8 @@ int accept_init(qcg_ctx *ctx)
 static void pending_drop(qcg_ctx *ctx, struct pending *p)
 {
     accept_unwatch(ctx, p->fd);
+    tls_hs_free(p->tls);
+    qcg_tls_free(p->session);
     close(p->fd);
     memset(p, 0, sizeof(*p));
     p->fd = -1;
@@ -101,7 +104,7 @@ void accept_cleanup(qcg_ctx *ctx)
 
 static bool timed_state(enum pending_state s)
 {
-    return s == P_HELLO_IN || s == P_CLAIM || s == P_HELLO_OUT || s == P_ANSWER_IN;
+    return s == P_HELLO_IN || s == P_CLAIM || s == P_HELLO_OUT;
 }
 
 /* Arms the timer at the earliest pending deadline (disarms if none). */
@@ -223,9 +226,18 @@ static struct pending *new_pending(qcg_ctx *ctx, int fd, uint32_t events, const 
 void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique)
 {
     struct pending *p = new_pending(ctx, fd, EPOLLIN, "incoming connection");
+    struct tls_self self;
+    char why[256];
 
     if (p == NULL)
         return;
+    ctx_tls_self(ctx, &self);
+    p->tls = tls_hs_server(&self, fd, expect_rank, why, sizeof(why));
+    if (p->tls == NULL) {
+        ctx_seterr(ctx, "incoming connection dropped: %s", why);
+        pending_drop(ctx, p);
+        return;
+    }
     p->state = P_HELLO_IN;
     p->expect_rank = expect_rank;
     p->technique = technique;
@@ -237,15 +249,20 @@ void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t tech
 void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t technique,
                       const char *token)
 {
-    struct hs_self self = {
-        .job = ctx->job, .rank = ctx->rank, .secret = ctx->secret, .cluster = ctx->cluster};
     struct pending *p = new_pending(ctx, fd, EPOLLOUT, "reversed connection");
+    struct tls_self self;
+    char why[256];
 
     if (p == NULL)
         return;
-    if (hs_hello_build(p->hello, &p->hs, &self, peer_rank, token) < 0) {
-        ctx_seterr(ctx, "reversed connection to rank %d dropped: cannot build the hello",
-                   peer_rank);
+    ctx_tls_self(ctx, &self);
+    /* The helper connected across the sites, as a rule: inter-site. */
+    p->tls =
+        tls_hs_client(&self, fd, peer_rank, token,
+                      self.policy == QCG_ENCRYPT_ALWAYS || self.policy == QCG_ENCRYPT_INTER_SITE,
+                      why, sizeof(why));
+    if (p->tls == NULL) {
+        ctx_seterr(ctx, "reversed connection to rank %d dropped: %s", peer_rank, why);
         pending_drop(ctx, p);
         return;
     }
@@ -262,17 +279,6 @@ QCG_EXPORT int qcg_accept_pollfd(const qcg_ctx *ctx)
     if (ctx == NULL || ctx->listen_fd < 0)
         return QCG_EINVAL;
     return ctx->accept_epfd;
-}
-
-static int nonce_seen(qcg_ctx *ctx, const uint8_t nonce[HS_NONCE_SIZE])
-{
-    for (unsigned i = 0; i < RECENT_NONCES; i++) {
-        if (memcmp(ctx->recent_nonces[i], nonce, HS_NONCE_SIZE) == 0)
-            return 1;
-    }
-    memcpy(ctx->recent_nonces[ctx->nonce_next], nonce, HS_NONCE_SIZE);
-    ctx->nonce_next = (ctx->nonce_next + 1) % RECENT_NONCES;
-    return 0;
 }
 
 /* Accepts what the listener holds, as far as there is room. */
@@ -303,172 +309,121 @@ static int accept_new(qcg_ctx *ctx)
     return 0;
 }
 
-/* Sends our answer to p's hello.  40 bytes into a fresh socket's empty
-   buffer: all or nothing.  0, or -1 (last_error set). */
-static int answer(qcg_ctx *ctx, struct pending *p, enum hs_status st, const struct hs_hello *peer)
-{
-    uint8_t out[HS_ACCEPT_SIZE];
-    ssize_t n;
-
-    hs_accept_build(out, st, peer, ctx->secret);
-    n = send(p->fd, out, sizeof(out), MSG_NOSIGNAL);
-    if (n != (ssize_t)sizeof(out)) {
-        ctx_seterr(ctx, "incoming connection from rank %d lost while answering: %s",
-                   peer->from_rank, n < 0 ? keep_errno(errno) : "short write");
-        return -1;
-    }
-    return 0;
-}
-
-static void refuse(qcg_ctx *ctx, struct pending *p, enum hs_status st, const struct hs_hello *peer)
-{
-    (void)answer(ctx, p, st, peer);
-    ctx_seterr(ctx, "incoming connection refused: hello from rank %d: %s", peer->from_rank,
-               hs_status_name(st));
-    ctx->refused++;
-    pending_drop(ctx, p);
-}
-
 static bool token_matches(const struct waiter *w, const struct hs_hello *peer)
 {
     return w->rank == peer->from_rank &&
            CRYPTO_memcmp(w->token, peer->token, sizeof(w->token)) == 0;
 }
 
-/* p (P_CLAIM) holds w's connection: answer it and hand it over.  1 when
-   claimed, 0 when it was lost instead. */
+static void handshake(qcg_ctx *ctx, struct pending *p);
+
+/* p (P_CLAIM) carries w's token: its handshake goes on, and the connection
+   goes to w once verified.  Always 1 (the waiter is found again then). */
 static int claim(qcg_ctx *ctx, struct pending *p, struct waiter *w)
 {
-    if (answer(ctx, p, HS_OK, &p->hs) < 0) {
-        pending_drop(ctx, p);
-        return 0;
-    }
-    accept_unwatch(ctx, p->fd);
-    w->fd = p->fd;
-    pending_release(p);
-    accept_unwait(ctx, w);
-    connect_wake(w->op);
+    (void)w;
+    tls_hs_claim(p->tls, true);
+    p->claimed = true;
+    p->state = P_HELLO_IN;
+    p->deadline_us = now_us() + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
+    handshake(ctx, p);
     return 1;
 }
 
-/* The whole hello of p is in. */
-static void hello_in(qcg_ctx *ctx, struct pending *p)
+/* A verified connection of a token: for the connect that waits for it. */
+static void hand_over(qcg_ctx *ctx, struct pending *p)
 {
-    struct hs_self self = {
-        .job = ctx->job, .rank = ctx->rank, .secret = ctx->secret, .cluster = ctx->cluster};
-    struct hs_hello peer;
-    enum hs_status st = hs_hello_check(p->hello, &self, &peer);
-
-    if (st == HS_OK && nonce_seen(ctx, peer.nonce))
-        st = HS_REPLAY;
-    /* Tokens name our connects; a connection the helper handed over is no
-       answer to one. */
-    if (st == HS_OK && peer.token[0] != '\0' && p->expect_rank >= 0)
-        st = HS_MALFORMED;
-    if (st != HS_OK) {
-        refuse(ctx, p, st, &peer);
-        return;
+    for (struct waiter *w = ctx->waiters; w != NULL; w = w->next) {
+        if (token_matches(w, &p->hs)) {
+            w->fd = p->fd;
+            w->session = p->session;
+            w->encryption = p->encryption;
+            pending_release(p);
+            accept_unwait(ctx, w);
+            connect_wake(w->op);
+            return;
+        }
     }
-    if (p->expect_rank >= 0 && peer.from_rank != p->expect_rank) {
-        ctx_seterr(ctx,
-                   "incoming connection refused: the helper announced rank %d, "
-                   "the hello says rank %d",
-                   p->expect_rank, peer.from_rank);
-        ctx->refused++;
-        (void)answer(ctx, p, HS_DENIED, &peer);
+    ctx_seterr(ctx, "reversed connection from rank %d dropped: its connect ended meanwhile",
+               p->hs.from_rank);
+    ctx->refused++;
+    pending_drop(ctx, p);
+}
+
+/* The handshake of p is over and verified. */
+static void verified(qcg_ctx *ctx, struct pending *p)
+{
+    bool server = p->state == P_HELLO_IN;
+    int rc;
+
+    if (server)
+        p->hs = *tls_hs_peer(p->tls);
+    rc = tls_hs_take(p->tls, &p->session, &p->encryption);
+    p->tls = NULL;
+    accept_unwatch(ctx, p->fd);
+    if (rc < 0) {
+        ctx_seterr(ctx, "incoming connection dropped: out of memory");
         pending_drop(ctx, p);
         return;
     }
-    if (peer.token[0] != '\0') {
+    if (p->claimed) {
+        hand_over(ctx, p);
+        return;
+    }
+    p->state = P_READY;
+    p->peer_rank = server ? p->hs.from_rank : p->expect_rank;
+    /* A reversed connection: the helper connected across the sites, as a
+       rule. */
+    p->keepalive = server ? strcmp(p->hs.cluster, ctx->cluster) != 0 : true;
+}
+
+/* Moves p's handshake on as far as its socket allows. */
+static void handshake(qcg_ctx *ctx, struct pending *p)
+{
+    int rc = tls_hs_step(p->tls);
+
+    switch (rc) {
+    case TLS_WANT_READ:
+    case TLS_WANT_WRITE:
+        if (epoll_set(ctx->io_epfd, p->fd, rc == TLS_WANT_READ ? EPOLLIN : EPOLLOUT) < 0) {
+            ctx_seterr(ctx, "connection dropped during its handshake: %s", keep_errno(errno));
+            pending_drop(ctx, p);
+        }
+        return;
+    case TLS_CLAIM:
         /* The peer's side of a reversed connection: for the connect that
            waits for it, which may not know yet (its plan can arrive after
            the connection). */
-        p->hs = peer;
+        p->hs = *tls_hs_peer(p->tls);
         p->state = P_CLAIM;
         p->deadline_us = now_us() + CLAIM_TIMEOUT_MS * 1000u;
         accept_unwatch(ctx, p->fd);
         for (struct waiter *w = ctx->waiters; w != NULL; w = w->next) {
-            if (token_matches(w, &peer)) {
+            if (token_matches(w, &p->hs)) {
                 claim(ctx, p, w);
                 return;
             }
         }
         return;
-    }
-    if (answer(ctx, p, HS_OK, &peer) < 0) {
+    case TLS_DONE:
+        verified(ctx, p);
+        return;
+    default:
+        if (p->state == P_HELLO_OUT)
+            ctx_seterr(ctx, "reversed connection to rank %d refused: %s", p->expect_rank,
+                       tls_hs_why(p->tls));
+        else if (p->expect_rank >= 0 && tls_hs_peer(p->tls)->job[0] != '\0' &&
+                 tls_hs_peer(p->tls)->from_rank != p->expect_rank)
+            ctx_seterr(ctx,
+                       "incoming connection refused: the helper announced rank %d, "
+                       "the hello says rank %d",
+                       p->expect_rank, tls_hs_peer(p->tls)->from_rank);
+        else
+            ctx_seterr(ctx, "incoming connection refused: hello from rank %d: %s",
+                       tls_hs_peer(p->tls)->from_rank, tls_hs_why(p->tls));
+        ctx->refused++;
         pending_drop(ctx, p);
         return;
-    }
-    accept_unwatch(ctx, p->fd);
-    p->state = P_READY;
-    p->peer_rank = peer.from_rank;
-    p->keepalive = strcmp(peer.cluster, ctx->cluster) != 0;
-}
-
-/* Our hello of a reversed connection was answered. */
-static void answer_in(qcg_ctx *ctx, struct pending *p)
-{
-    const char *why = "";
-    int rc = hs_accept_check(p->answer, &p->hs, ctx->secret, &why);
-
-    if (rc < 0) {
-        ctx_seterr(ctx, "reversed connection to rank %d refused: %s", p->expect_rank, why);
-        pending_drop(ctx, p);
-        return;
-    }
-    accept_unwatch(ctx, p->fd);
-    p->state = P_READY;
-    p->peer_rank = p->expect_rank;
-    /* The helper connected across the sites, as a rule. */
-    p->keepalive = true;
-}
-
-/* Reads into buf[*got..len): 1 complete, 0 not yet, -1 dropped. */
-static int read_some(qcg_ctx *ctx, struct pending *p, uint8_t *buf, size_t len, const char *what)
-{
-    while (p->got < len) {
-        ssize_t n = recv(p->fd, buf + p->got, len - p->got, 0);
-
-        if (n > 0) {
-            p->got += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        ctx_seterr(ctx, "%s dropped: %s before its %s",
-                   p->state == P_HELLO_IN ? "incoming connection" : "reversed connection",
-                   n == 0 ? "closed" : keep_errno(errno), what);
-        pending_drop(ctx, p);
-        return -1;
-    }
-    return 1;
-}
-
-static void hello_out(qcg_ctx *ctx, struct pending *p)
-{
-    while (p->sent < sizeof(p->hello)) {
-        ssize_t n = send(p->fd, p->hello + p->sent, sizeof(p->hello) - p->sent, MSG_NOSIGNAL);
-
-        if (n > 0) {
-            p->sent += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        ctx_seterr(ctx, "reversed connection to rank %d dropped: %s", p->expect_rank,
-                   n < 0 ? keep_errno(errno) : "send failed");
-        pending_drop(ctx, p);
-        return;
-    }
-    p->state = P_ANSWER_IN;
-    p->got = 0;
-    if (epoll_set(ctx->io_epfd, p->fd, EPOLLIN) < 0) {
-        ctx_seterr(ctx, "reversed connection dropped: %s", keep_errno(errno));
-        pending_drop(ctx, p);
     }
 }
 
@@ -476,11 +431,13 @@ static void expire(qcg_ctx *ctx, struct pending *p)
 {
     switch (p->state) {
     case P_HELLO_IN:
-        ctx_seterr(ctx, "incoming connection dropped: no hello within %d ms",
+        ctx_seterr(ctx, "incoming connection dropped: no complete handshake within %d ms",
                    ACCEPT_HANDSHAKE_TIMEOUT_MS);
         break;
     case P_CLAIM:
-        (void)answer(ctx, p, HS_NO_WAITER, &p->hs);
+        /* Best effort: the refusal's alert, so that the peer knows why. */
+        tls_hs_claim(p->tls, false);
+        (void)tls_hs_step(p->tls);
         ctx_seterr(ctx,
                    "reversed connection from rank %d dropped: no connect of ours waits "
                    "for its token",
@@ -497,24 +454,8 @@ static void expire(qcg_ctx *ctx, struct pending *p)
 
 static void progress(qcg_ctx *ctx, struct pending *p, uint64_t now)
 {
-    switch (p->state) {
-    case P_HELLO_IN:
-        if (read_some(ctx, p, p->hello, sizeof(p->hello), "hello") > 0)
-            hello_in(ctx, p);
-        break;
-    case P_HELLO_OUT:
-        hello_out(ctx, p);
-        if (p->fd < 0 || p->state != P_ANSWER_IN)
-            break;
-        /* The answer may be there already. */
-        __attribute__((fallthrough));
-    case P_ANSWER_IN:
-        if (read_some(ctx, p, p->answer, sizeof(p->answer), "answer") > 0)
-            answer_in(ctx, p);
-        break;
-    default:
-        break;
-    }
+    if (p->state == P_HELLO_IN || p->state == P_HELLO_OUT)
+        handshake(ctx, p);
     if (p->fd >= 0 && timed_state(p->state) && now >= p->deadline_us)
         expire(ctx, p);
 }
@@ -581,6 +522,8 @@ QCG_EXPORT int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t
 
     if (ctx == NULL || ctx->listen_fd < 0)
         return QCG_EINVAL;
+    if ((rc = ctx_check_info(ctx, info, info_size)) < 0)
+        return rc;
     rc = accept_pump(ctx);
     for (int i = 0; i < ctx->pending_cap; i++) {
         struct pending *p = &ctx->pending[i];
@@ -594,7 +537,8 @@ QCG_EXPORT int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t
             pending_drop(ctx, p);
             continue;
         }
-        conn_info_out(info, info_size, p->peer_rank, p->technique, p->start_us);
+        conn_info_out(info, info_size, p->peer_rank, p->technique, p->start_us, p->encryption,
+                      p->session);
         pending_release(p);
         listener_update(ctx);
         ready_update(ctx);

@@ -7,15 +7,15 @@
 
      PLAN (-> BACKOFF -> PLAN while the rank is not published;
            -> NOHELPER -> PLAN while the helper is away: its restart)
-       direct:     TCP connect -> send hello -> receive answer -> DONE
+       direct:     TCP connect -> TLS handshake (tls_psk.h) -> DONE
        traversing: the same; our helper watches for our SYN and hands it
                    over (an ERROR from it ends the attempt early)
        reversed:   REVERSED (the peer's helper calls our listener; the
                    accept side verifies its hello and hands it to us) -> DONE
        holepunch:  PUNCH (our helper punches and hands us the socket)
-                   -> send hello -> receive answer -> DONE
+                   -> TLS handshake -> DONE
        proxy:      TCP connect to the proxy -> preamble -> paired byte
-                   -> send hello -> receive answer -> DONE
+                   -> TLS handshake -> DONE
 
    An attempt that fails before the handshake (or does not get there within
    its technique's time) is recorded, reported to the helper (the broker
@@ -39,9 +39,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "handshake.h"
 #include "internal.h"
 #include "technique.h"
+#include "tls_psk.h"
 
 enum op_state {
     OP_PLAN,
@@ -49,8 +49,7 @@ enum op_state {
     OP_TCP,
     OP_PROXY_SEND,
     OP_PROXY_WAIT,
-    OP_HS_SEND,
-    OP_HS_RECV,
+    OP_HS, /* the TLS handshake as the client */
     OP_REVERSED,
     OP_PUNCH,
     OP_NOHELPER, /* the helper is away: LOOKUP again once it is back */
@@ -87,11 +86,9 @@ struct qcg_connect_op {
     bool waiting;
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
     size_t psent;
-    struct hs_hello hs;
-    uint8_t hello[HS_HELLO_SIZE];
-    size_t sent;
-    uint8_t answer[HS_ACCEPT_SIZE];
-    size_t got;
+    struct tls_hs *tls;      /* OP_HS */
+    struct qcg_tls *session; /* OP_DONE: encrypted, not handed out yet */
+    unsigned encryption;     /* OP_DONE: QCG_CONN_* */
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
     bool short_of;                       /* the last attempt lacked a local resource */
@@ -364,9 +361,13 @@ static void attempt_cleanup(qcg_connect_op *op)
         op->waiting = false;
     }
     if (op->waiter.fd >= 0) {
+        qcg_tls_free(op->waiter.session);
+        op->waiter.session = NULL;
         close(op->waiter.fd);
         op->waiter.fd = -1;
     }
+    tls_hs_free(op->tls);
+    op->tls = NULL;
     watch(op, -1, 0);
     unpoll_helper(op);
     if (op->tcp >= 0) {
@@ -685,17 +686,20 @@ static int step_nohelper(qcg_connect_op *op)
     return STEP_WAIT;
 }
 
+/* The handshake as the client: encrypted or not as our policy says for
+   the peer's cluster. */
 static int build_hello(qcg_connect_op *op)
 {
-    struct hs_self self = {.job = op->ctx->job,
-                           .rank = op->ctx->rank,
-                           .secret = op->ctx->secret,
-                           .cluster = op->ctx->cluster};
+    struct tls_self self;
+    char why[256];
 
-    if (hs_hello_build(op->hello, &op->hs, &self, op->rank, NULL) < 0)
-        return fail(op, QCG_ESYS, "cannot build the handshake hello");
-    op->state = OP_HS_SEND;
-    return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_MORE;
+    ctx_tls_self(op->ctx, &self);
+    op->tls = tls_hs_client(&self, op->tcp, op->rank, NULL,
+                            tls_policy_encrypts(&self, op->plan.cluster), why, sizeof(why));
+    if (op->tls == NULL)
+        return fail(op, QCG_ESYS, "handshake: %s", why);
+    op->state = OP_HS;
+    return STEP_MORE;
 }
 
 static int step_tcp(qcg_connect_op *op)
@@ -792,53 +796,27 @@ static void path(const qcg_connect_op *op, char *buf, size_t len)
         snprintf(buf, len, "rank %d at %s port %u", op->rank, op->plan.address, op->plan.port);
 }
 
-static int step_hs_send(qcg_connect_op *op)
+static int step_hs(qcg_connect_op *op)
 {
     char where[160];
+    int rc = tls_hs_step(op->tls);
 
-    while (op->sent < sizeof(op->hello)) {
-        ssize_t n = send(op->tcp, op->hello + op->sent, sizeof(op->hello) - op->sent, MSG_NOSIGNAL);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
-            path(op, where, sizeof(where));
-            return fail(op, QCG_EPEER, "handshake with %s: send: %s", where, keep_errno(errno));
-        }
-        op->sent += (size_t)n;
+    switch (rc) {
+    case TLS_WANT_READ:
+        return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_WAIT;
+    case TLS_WANT_WRITE:
+        return watch(op, op->tcp, EPOLLOUT) < 0 ? op->result : STEP_WAIT;
+    case TLS_DONE:
+        rc = tls_hs_take(op->tls, &op->session, &op->encryption);
+        op->tls = NULL;
+        if (rc < 0)
+            return fail(op, rc, "handshake: out of memory");
+        op->state = OP_DONE;
+        return STEP_MORE;
+    default:
+        path(op, where, sizeof(where));
+        return fail(op, rc < 0 ? rc : QCG_EPROTO, "%s: %s", where, tls_hs_why(op->tls));
     }
-    op->state = OP_HS_RECV;
-    return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_MORE;
-}
-
-static int step_hs_recv(qcg_connect_op *op)
-{
-    const char *why = "";
-    char where[160];
-    int rc;
-
-    path(op, where, sizeof(where));
-    while (op->got < sizeof(op->answer)) {
-        ssize_t n = recv(op->tcp, op->answer + op->got, sizeof(op->answer) - op->got, 0);
-
-        if (n == 0)
-            return fail(op, QCG_EPEER, "%s closed the connection during the handshake", where);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return STEP_WAIT;
-            return fail(op, QCG_EPEER, "handshake with %s: %s", where, keep_errno(errno));
-        }
-        op->got += (size_t)n;
-    }
-    rc = hs_accept_check(op->answer, &op->hs, op->ctx->secret, &why);
-    if (rc < 0)
-        return fail(op, rc, "%s: %s", where, why);
-    op->state = OP_DONE;
-    return STEP_MORE;
 }
 
 /* The accept side verified the peer's hello and answered it for us. */
@@ -847,7 +825,10 @@ static int step_reversed(qcg_connect_op *op)
     (void)accept_pump(op->ctx);
     if (op->waiter.fd >= 0) {
         op->tcp = op->waiter.fd;
+        op->session = op->waiter.session;
+        op->encryption = op->waiter.encryption;
         op->waiter.fd = -1;
+        op->waiter.session = NULL;
         watch(op, -1, 0);
         op->state = OP_DONE;
         return STEP_MORE;
@@ -875,10 +856,8 @@ static int step(qcg_connect_op *op)
         return step_proxy_send(op);
     case OP_PROXY_WAIT:
         return step_proxy_wait(op);
-    case OP_HS_SEND:
-        return step_hs_send(op);
-    case OP_HS_RECV:
-        return step_hs_recv(op);
+    case OP_HS:
+        return step_hs(op);
     case OP_REVERSED:
         return step_reversed(op);
     case OP_PUNCH:
@@ -950,6 +929,7 @@ static void op_free(qcg_connect_op *op)
     attempt_cleanup(op);
     inbox_close(op);
     op_unlist(op);
+    qcg_tls_free(op->session);
     if (op->epfd >= 0)
         close(op->epfd);
     if (op->timerfd >= 0)
@@ -1072,6 +1052,8 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
         return op->result;
     if (op->state == OP_DONE && op->tcp < 0)
         return QCG_EINVAL; /* the socket was already returned */
+    if (op->ctx != NULL && (rc = ctx_check_info(op->ctx, info, info_size)) < 0)
+        return rc;
     if (read(op->timerfd, &expirations, sizeof(expirations)) < 0) {
         /* EAGAIN: the timer has not fired. */
     }
@@ -1120,7 +1102,9 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
         return rc;
     }
     op->tcp = -1;
-    conn_info_out(info, info_size, op->rank, op->technique, op->start_us);
+    conn_info_out(info, info_size, op->rank, op->technique, op->start_us, op->encryption,
+                  op->session);
+    op->session = NULL;
     return fd;
 }
 

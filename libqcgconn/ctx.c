@@ -73,10 +73,38 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
         open_seterr("helper socket path too long");
         return QCG_EINVAL;
     }
+    if (opts && (opts->encrypt < QCG_ENCRYPT_OFF || opts->encrypt > QCG_ENCRYPT_NEVER)) {
+        open_seterr("encrypt %d: want an enum qcg_encrypt", opts->encrypt);
+        return QCG_EINVAL;
+    }
     strcpy(ctx->job, job);
     strcpy(ctx->secret, secret);
     strcpy(ctx->helper_path, sock);
+    ctx->encrypt = opts ? opts->encrypt : QCG_ENCRYPT_OFF;
+    ctx->ssl_ctx = tls_ctx_new();
+    if (ctx->ssl_ctx == NULL || tls_psk_derive(ctx->psk, ctx->secret, ctx->job) < 0) {
+        open_seterr("OpenSSL: cannot set up TLS 1.3 with a PSK");
+        return QCG_ESYS;
+    }
     return 0;
+}
+
+void ctx_tls_self(const qcg_ctx *ctx, struct tls_self *self)
+{
+    self->job = ctx->job;
+    self->rank = ctx->rank;
+    self->cluster = ctx->cluster;
+    self->psk = ctx->psk;
+    self->ssl_ctx = ctx->ssl_ctx;
+    self->policy = ctx->encrypt;
+}
+
+int ctx_check_info(qcg_ctx *ctx, const struct qcg_conn_info *info, size_t info_size)
+{
+    if (ctx->encrypt == QCG_ENCRYPT_OFF || (info != NULL && info_size >= sizeof(*info)))
+        return 0;
+    ctx_seterr(ctx, "encrypt is set: pass a struct qcg_conn_info to take the TLS session");
+    return QCG_EINVAL;
 }
 
 int ctx_check_hello_ok(const qcg_ctx *ctx, const struct local_hello_ok *ok, char *why, size_t len)
@@ -110,6 +138,8 @@ static void ctx_free(qcg_ctx *ctx)
     accept_cleanup(ctx);
     lmsg_reader_reset(&ctx->ctl);
     explicit_bzero(ctx->secret, sizeof(ctx->secret));
+    explicit_bzero(ctx->psk, sizeof(ctx->psk));
+    SSL_CTX_free(ctx->ssl_ctx);
     free(ctx);
 }
 

@@ -12,6 +12,7 @@
 #include "lmsg.h"
 #include "localproto.h"
 #include "qcgconn.h"
+#include "tls_psk.h"
 
 /* Built with -fvisibility=hidden: only definitions marked so are exported. */
 #define QCG_EXPORT __attribute__((visibility("default")))
@@ -67,7 +68,6 @@
 #define LOOKUP_BACKOFF_MIN_MS 20
 #define LOOKUP_BACKOFF_MAX_MS 500
 
-#define RECENT_NONCES 64
 /* Handshakes in progress on the accept side: room for 32 at first, grown up
    to PENDING_MAX as peers come at once (a rank whose every peer connects at
    the same moment, through the proxy or reversed). */
@@ -84,10 +84,9 @@
    reversed connection) moves every pending connection on. */
 enum pending_state {
     P_FREE = 0,
-    P_HELLO_IN,  /* we accept: reading the peer's hello */
-    P_CLAIM,     /* a verified hello carrying a token, not claimed by a connect yet */
-    P_HELLO_OUT, /* the helper connected for us (reversed): sending our hello */
-    P_ANSWER_IN, /* ... reading the answer */
+    P_HELLO_IN,  /* we accept: the TLS handshake as the server */
+    P_CLAIM,     /* its identity carries a token no connect has claimed yet (paused) */
+    P_HELLO_OUT, /* the helper connected for us (reversed): the handshake as the client */
     P_READY,     /* verified: for qcg_accept */
 };
 
@@ -98,12 +97,13 @@ struct pending {
     uint32_t technique;
     uint64_t start_us;    /* for setup_us */
     uint64_t deadline_us; /* of the current state */
-    size_t got, sent;
-    int32_t peer_rank;            /* P_READY */
-    bool keepalive;               /* P_READY: the peer is in another cluster */
-    uint8_t hello[HS_HELLO_SIZE]; /* the peer's (accepting) or ours (sending) */
-    struct hs_hello hs;           /* decoded: the peer's (P_CLAIM) or ours */
-    uint8_t answer[HS_ACCEPT_SIZE];
+    int32_t peer_rank;    /* P_READY */
+    bool keepalive;       /* P_READY: the peer is in another cluster */
+    bool claimed;         /* a token's connection: for the waiter once verified */
+    struct tls_hs *tls;   /* the handshake in progress */
+    struct hs_hello hs;   /* the peer's identity (accepting) */
+    struct qcg_tls *session; /* P_READY: encrypted, else NULL */
+    unsigned encryption;     /* P_READY: QCG_CONN_* */
 };
 
 /* A connect waiting for the reversed connection whose hello carries its
@@ -114,6 +114,8 @@ struct waiter {
     int32_t rank; /* the peer that must call */
     char token[HS_TOKEN_MAX];
     int fd; /* the verified connection once claimed, else -1 */
+    struct qcg_tls *session; /* ... its session when encrypted */
+    unsigned encryption;
 };
 
 /* What the helper sent for one connect operation (under the request id of
@@ -190,9 +192,11 @@ struct qcg_ctx {
     int pending_cap;
     struct waiter *waiters; /* connects waiting for a reversed connection */
 
-    /* Nonces of recently accepted hellos: a replayed hello is refused. */
-    uint8_t recent_nonces[RECENT_NONCES][16];
-    unsigned nonce_next;
+    /* The handshake between processes (tls_psk.h): no replay table, a
+       replayed ClientHello cannot finish (fresh server random and ECDHE). */
+    int encrypt; /* enum qcg_encrypt */
+    uint8_t psk[TLS_PSK_SIZE];
+    SSL_CTX *ssl_ctx;
 
     char last_error[QCG_ERRMSG_MAX];
     int last_errno; /* behind last_error, or 0 (qcg_last_errno) */
@@ -256,6 +260,11 @@ bool helper_ready(const qcg_ctx *ctx);
 int helper_reply(qcg_ctx *ctx, struct lmsg_reader *r);
 /* "the helper at PATH has been gone for N s" into buf. */
 void helper_gone_text(const qcg_ctx *ctx, char *buf, size_t len);
+/* ctx.c: what the handshakes need of ctx. */
+void ctx_tls_self(const qcg_ctx *ctx, struct tls_self *self);
+/* An encrypting context needs a qcg_conn_info with room for the session:
+   0, or QCG_EINVAL with last_error set. */
+int ctx_check_info(qcg_ctx *ctx, const struct qcg_conn_info *info, size_t info_size);
 /* ctx.c: our HELLO's payload (the caller wipes it: it holds the secret). */
 void ctx_hello(const qcg_ctx *ctx, struct local_hello *hello);
 /* ... and HELLO_OK's check: 0, or QCG_EPROTO with the reason in why[len]. */
@@ -304,7 +313,8 @@ void struct_out(void *dst, size_t dst_size, const void *src, size_t src_size);
 /* Fills the caller's qcg_conn_info (NULL: nothing) for a connection set up
    since start_us. */
 void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_rank,
-                   uint32_t technique, uint64_t start_us);
+                   uint32_t technique, uint64_t start_us, unsigned encryption,
+                   struct qcg_tls *session);
 
 /* connect.c: wakes an operation whose waiter was claimed. */
 void connect_wake(qcg_connect_op *op);

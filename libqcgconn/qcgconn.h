@@ -4,7 +4,10 @@
  *
  * A context is one process of one job: (job id, rank, job secret).  Every
  * context listens and publishes its contact, so that later techniques can call
- * it back.  Connections are plain connected TCP sockets, owned by the caller.
+ * it back.  Connections are connected TCP sockets, owned by the caller; each
+ * is authenticated by a TLS 1.3 handshake keyed by the job secret, and stays
+ * encrypted (a qcg_tls session to read and write through) when the
+ * context's encryption policy says so (qcg_options.encrypt).
  *
  * Errors are negative QCG_E* codes; qcg_strerror() names them,
  * qcg_last_error() gives the detail of a context's last failure (e.g. which
@@ -73,6 +76,21 @@ enum qcg_technique {
 
 typedef struct qcg_ctx qcg_ctx;
 typedef struct qcg_connect_op qcg_connect_op;
+typedef struct qcg_tls qcg_tls;
+
+/* Which connections are encrypted (qcg_options.encrypt).  Every connection
+   runs the same TLS 1.3 handshake authenticated by the job secret; a plain
+   one then continues on the raw socket.  The connecting side chooses and
+   says so in the handshake; an accepting side whose own policy demands
+   encryption refuses plain.  Zero keeps 0.2's behaviour for callers that
+   read plain sockets only: connections are plain and a peer asking for
+   encryption is refused (QCG_EPROTO on its side). */
+enum qcg_encrypt {
+    QCG_ENCRYPT_OFF = 0,        /* plain only: this caller takes no qcg_tls */
+    QCG_ENCRYPT_INTER_SITE = 1, /* encrypted when the peer is in another cluster */
+    QCG_ENCRYPT_ALWAYS = 2,
+    QCG_ENCRYPT_NEVER = 3, /* we connect plain; encrypted when the peer asks */
+};
 
 /* Public structs may grow at their end in later versions (README.md, "ABI"):
    the calls that take one are macros passing sizeof the struct as this
@@ -89,13 +107,30 @@ struct qcg_options {
     int rank;                 /* -1 = from QCG_RANK */
     const char *secret;
     const char *helper_socket;
+    /* Added after 0.2.0: an enum qcg_encrypt.  Any value but QCG_ENCRYPT_OFF
+       promises that the caller passes a qcg_conn_info to qcg_connect,
+       qcg_connect_finish and qcg_accept and reads and writes through its
+       tls when set (QCG_EINVAL otherwise). */
+    int encrypt;
 };
+
+/* qcg_conn_info.encryption: 0 plain, else QCG_CONN_TLS and where the
+   record layer runs (kernel TLS, TCP_ULP "tls", per direction). */
+#define QCG_CONN_TLS 0x1u
+#define QCG_CONN_KTLS_SEND 0x2u
+#define QCG_CONN_KTLS_RECV 0x4u
 
 /* What is known about an established connection. */
 struct qcg_conn_info {
     int peer_rank;
     enum qcg_technique technique;
     uint64_t setup_us;        /* from the connect call to the verified handshake */
+    /* Added after 0.2.0. */
+    unsigned encryption; /* QCG_CONN_* bits, 0: plain */
+    /* The encrypted connection's session (caller owns it, qcg_tls_free
+       before closing the socket), NULL for a plain one: data then goes
+       through qcg_tls_send and qcg_tls_recv, never the socket. */
+    qcg_tls *tls;
 };
 
 /* Opens a context: connects to the helper and introduces the job.  Blocks
@@ -195,6 +230,35 @@ int qcg_local_contact_sized(const qcg_ctx *ctx, struct qcg_contact *contact, siz
    finished nor freed: ctx is closed all the same, and those operations are
    ended (their finish returns QCG_EINVAL; free them as usual).  ctx NULL: 0. */
 int qcg_close(qcg_ctx *ctx);
+
+/* An encrypted connection's I/O, like send(2) and recv(2) on its socket
+   (blocking or not as the socket is): bytes moved, 0 from qcg_tls_recv at
+   the peer's orderly end (qcg_tls_shutdown), -1 with errno: EAGAIN (poll
+   the socket: readable for both while qcg_tls_pending is 0), EPROTO (a
+   record that does not authenticate, a truncated stream: the connection is
+   unusable; qcg_tls_error says why) or the socket's error.  One
+   qcg_tls_send makes one record per 16 KiB and sends them together; on a
+   non-blocking socket what it took may wait in the session: qcg_tls_flush
+   until 0 before waiting for the peer's answer.  Never raises SIGPIPE. */
+long qcg_tls_send(qcg_tls *tls, const void *buf, size_t len);
+long qcg_tls_recv(qcg_tls *tls, void *buf, size_t len);
+/* Bytes waiting in the session, decrypted or read ahead (poll does not see
+   them): read before polling while not 0. */
+size_t qcg_tls_pending(const qcg_tls *tls);
+/* Sends what the session holds: 0 when nothing is left, -1 with errno
+   (EAGAIN: poll for POLLOUT and call again). */
+int qcg_tls_flush(qcg_tls *tls);
+/* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 or -1. */
+int qcg_tls_shutdown(qcg_tls *tls);
+/* The last failure's detail ("" if none). */
+const char *qcg_tls_error(const qcg_tls *tls);
+/* Frees the session; the socket stays open (the caller closes it).  NULL: nothing. */
+void qcg_tls_free(qcg_tls *tls);
+/* "plain", "tls-user", "tls-kernel" or "tls-kernel-send" for
+   qcg_conn_info.encryption. */
+const char *qcg_encryption_name(unsigned encryption);
+/* "inter-site", "always", "never" -> enum qcg_encrypt, or QCG_EINVAL. */
+int qcg_encrypt_parse(const char *mode);
 
 const char *qcg_strerror(int err);
 /* The detail of the last failure of an operation on ctx ("" if none).  With

@@ -44,6 +44,9 @@ static void usage(FILE *f)
             "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
             "/run/qcg/helper.sock)\n"
             "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
+            "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
+            "                  cluster), always or never (plain unless the peer asks); every\n"
+            "                  connection is authenticated by the job secret either way\n"
             "  --json          progress lines on stderr as JSON objects\n"
             "  --help          this text\n"
             "  --version       print the version and exit\n"
@@ -67,8 +70,8 @@ static int parse_int(const char *s, int min, int *out)
 /* 0 = run, 1 = --help or --version shown, -1 = usage error (message printed). */
 static int parse_args(int argc, char **argv, struct cat_opts *o)
 {
-    static const char *const with_value[] = {"--job", "--rank", "--secret", "--helper",
-                                             "--timeout"};
+    static const char *const with_value[] = {"--job",    "--rank",    "--secret",
+                                             "--helper", "--timeout", "--encrypt"};
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL;
@@ -126,6 +129,13 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
             o->q.secret = val;
         } else if (strcmp(name, "--helper") == 0) {
             o->q.helper_socket = val;
+        } else if (strcmp(name, "--encrypt") == 0) {
+            o->q.encrypt = qcg_encrypt_parse(val);
+            if (o->q.encrypt < 0) {
+                fprintf(stderr, "qcg-cat: --encrypt: want inter-site, always or never, not '%s'\n",
+                        val);
+                return -1;
+            }
         } else if (strcmp(name, "--rank") == 0) {
             if (parse_int(val, 0, &o->q.rank) < 0) {
                 fprintf(stderr, "qcg-cat: --rank: want a number >= 0, not '%s'\n", val);
@@ -172,10 +182,45 @@ static int left_ms(uint64_t deadline)
     return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
 }
 
-static int write_all(int fd, const char *buf, size_t len)
+/* The connection: its socket, and its session when encrypted (all data
+   through it then). */
+struct conn {
+    int fd;
+    qcg_tls *tls;
+};
+
+static ssize_t conn_read(const struct conn *c, char *buf, size_t len)
+{
+    return c->tls != NULL ? qcg_tls_recv(c->tls, buf, len) : read(c->fd, buf, len);
+}
+
+/* Why the connection's last call failed (errno set by it). */
+static const char *conn_error(const struct conn *c)
+{
+    if (c->tls != NULL && errno == EPROTO && qcg_tls_error(c->tls)[0] != '\0')
+        return qcg_tls_error(c->tls);
+    return strerror(errno);
+}
+
+/* Ends our direction: the session's close_notify first when encrypted. */
+static void conn_end(const struct conn *c)
+{
+    if (c->tls != NULL)
+        (void)qcg_tls_shutdown(c->tls);
+    shutdown(c->fd, SHUT_WR);
+}
+
+static void conn_close(struct conn *c)
+{
+    qcg_tls_free(c->tls);
+    c->tls = NULL;
+    close(c->fd);
+}
+
+static int write_all(const struct conn *c, const char *buf, size_t len)
 {
     while (len > 0) {
-        ssize_t n = write(fd, buf, len);
+        ssize_t n = c->tls != NULL ? qcg_tls_send(c->tls, buf, len) : write(c->fd, buf, len);
 
         if (n < 0) {
             if (errno == EINTR)
@@ -188,14 +233,14 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-/* Copies from -> to until EOF; bytes copied, or -1 (errno; *which says
-   whether reading or writing failed). */
-static long long copy(int from, int to, char *buf, const char **which)
+/* Copies the connection to `to` until EOF; bytes copied, or -1 (errno;
+ *which says whether reading or writing failed). */
+static long long copy(const struct conn *from, const struct conn *to, char *buf, const char **which)
 {
     long long total = 0;
 
     for (;;) {
-        ssize_t n = read(from, buf, COPY_BUF);
+        ssize_t n = conn_read(from, buf, COPY_BUF);
 
         if (n == 0)
             return total;
@@ -217,24 +262,29 @@ static long long copy(int from, int to, char *buf, const char **which)
    that a peer (or a relay) that goes away is noticed at once, not at the
    next write.  Whatever the peer sends meanwhile goes to stdout.  Bytes
    sent, or -1 with the error printed. */
-static long long send_stdin(int fd, int peer, char *buf)
+static long long send_stdin(const struct conn *c, int peer, char *buf)
 {
-    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = c->fd, .events = POLLIN}};
+    const struct conn out = {.fd = STDOUT_FILENO};
     long long total = 0;
 
     for (;;) {
         ssize_t n;
 
-        if (poll(p, 2, -1) < 0) {
+        /* Decrypted bytes waiting in the session: poll does not see them. */
+        if (qcg_tls_pending(c->tls) > 0) {
+            p[1].revents = POLLIN;
+            p[0].revents = 0;
+        } else if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             fprintf(stderr, "qcg-cat: poll: %s\n", strerror(errno));
             return -1;
         }
         if (p[1].revents != 0) {
-            n = read(fd, buf, COPY_BUF);
+            n = conn_read(c, buf, COPY_BUF);
             if (n > 0) {
-                if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0) {
+                if (write_all(&out, buf, (size_t)n) < 0) {
                     fprintf(stderr, "qcg-cat: write: %s\n", strerror(errno));
                     return -1;
                 }
@@ -247,8 +297,10 @@ static long long send_stdin(int fd, int peer, char *buf)
                                 "%lld bytes were sent, before the end of the input\n",
                         peer, total);
             else
-                fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
-                                "bytes: %s\n", peer, total, strerror(errno));
+                fprintf(stderr,
+                        "qcg-cat: connect to rank %d: the connection broke after %lld "
+                        "bytes: %s\n",
+                        peer, total, conn_error(c));
             return -1;
         }
         if (p[0].revents == 0)
@@ -262,9 +314,11 @@ static long long send_stdin(int fd, int peer, char *buf)
             fprintf(stderr, "qcg-cat: read: %s\n", strerror(errno));
             return -1;
         }
-        if (write_all(fd, buf, (size_t)n) < 0) {
-            fprintf(stderr, "qcg-cat: connect to rank %d: the connection broke after %lld "
-                            "bytes: %s\n", peer, total, strerror(errno));
+        if (write_all(c, buf, (size_t)n) < 0) {
+            fprintf(stderr,
+                    "qcg-cat: connect to rank %d: the connection broke after %lld "
+                    "bytes: %s\n",
+                    peer, total, conn_error(c));
             return -1;
         }
         total += n;
@@ -284,18 +338,19 @@ static void report(const struct cat_opts *o, const char *event, const struct qcg
                    long long bytes)
 {
     const char *tech = qcg_technique_name(info->technique);
+    const char *enc = qcg_encryption_name(info->encryption);
 
     if (o->json)
         fprintf(stderr,
                 "{\"event\":\"%s\",\"peer\":%d,\"technique\":\"%s\",\"setup_us\":%llu,"
-                "\"bytes\":%lld}\n",
-                event, info->peer_rank, tech, (unsigned long long)info->setup_us, bytes);
+                "\"bytes\":%lld,\"encryption\":\"%s\"}\n",
+                event, info->peer_rank, tech, (unsigned long long)info->setup_us, bytes, enc);
     else if (bytes < 0)
-        fprintf(stderr, "qcg-cat: %s rank %d (%s, setup %llu us)\n", event, info->peer_rank,
-                tech, (unsigned long long)info->setup_us);
+        fprintf(stderr, "qcg-cat: %s rank %d (%s, %s, setup %llu us)\n", event, info->peer_rank,
+                tech, enc, (unsigned long long)info->setup_us);
     else
-        fprintf(stderr, "qcg-cat: %s rank %d (%s, setup %llu us): %lld bytes\n", event,
-                info->peer_rank, tech, (unsigned long long)info->setup_us, bytes);
+        fprintf(stderr, "qcg-cat: %s rank %d (%s, %s, setup %llu us): %lld bytes\n", event,
+                info->peer_rank, tech, enc, (unsigned long long)info->setup_us, bytes);
 }
 
 static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
@@ -303,6 +358,8 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     struct qcg_contact me;
     struct qcg_conn_info info = {0};
     uint64_t deadline = o->timeout_s ? now_ms() + (uint64_t)o->timeout_s * 1000u : 0;
+    const struct conn out = {.fd = STDOUT_FILENO};
+    struct conn c;
     const char *which = "";
     long long bytes;
     int rc, fd = -1;
@@ -355,13 +412,17 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
         }
     }
     report(o, "accepted", &info, -1);
-    bytes = copy(fd, STDOUT_FILENO, buf, &which);
-    close(fd);
+    c = (struct conn){.fd = fd, .tls = info.tls};
+    bytes = copy(&c, &out, buf, &which);
     if (bytes < 0) {
-        fprintf(stderr, "qcg-cat: listen: connection from rank %d: %s: %s\n", info.peer_rank,
-                which, strerror(errno));
+        fprintf(stderr, "qcg-cat: listen: connection from rank %d: %s: %s\n", info.peer_rank, which,
+                strcmp(which, "read") == 0 ? conn_error(&c) : strerror(errno));
+        conn_close(&c);
         return 1;
     }
+    /* The sender reads to our end: an orderly one (close_notify). */
+    conn_end(&c);
+    conn_close(&c);
     report(o, "done", &info, bytes);
     return 0;
 }
@@ -369,6 +430,8 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
 static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
 {
     struct qcg_conn_info info = {0};
+    const struct conn out = {.fd = STDOUT_FILENO};
+    struct conn c;
     int peer, fd, timeout_ms;
     const char *which = "";
     long long bytes, back;
@@ -389,26 +452,29 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     }
     if (!o->json)
         report(o, "connected to", &info, -1);
-    bytes = send_stdin(fd, peer, buf);
+    c = (struct conn){.fd = fd, .tls = info.tls};
+    bytes = send_stdin(&c, peer, buf);
     if (bytes < 0) {
-        close(fd);
+        conn_close(&c);
         return 1;
     }
     /* The peer closes once it has read everything: that is our receipt. */
-    shutdown(fd, SHUT_WR);
-    back = copy(fd, STDOUT_FILENO, buf, &which);
-    close(fd);
+    conn_end(&c);
+    back = copy(&c, &out, buf, &which);
     if (back < 0) {
-        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, which, strerror(errno));
+        fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, which,
+                strcmp(which, "read") == 0 ? conn_error(&c) : strerror(errno));
+        conn_close(&c);
         return 1;
     }
+    conn_close(&c);
     report(o, "sent", &info, bytes);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    struct cat_opts o = {.q = {.rank = -1}, .timeout_s = 30};
+    struct cat_opts o = {.q = {.rank = -1, .encrypt = QCG_ENCRYPT_INTER_SITE}, .timeout_s = 30};
     qcg_ctx *ctx = NULL;
     char *buf;
     int rc;

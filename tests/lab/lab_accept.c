@@ -26,14 +26,14 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reads fd to EOF; bytes read or -1. */
-static long long drain(int fd)
+/* Reads fd (through tls when encrypted) to EOF; bytes read or -1. */
+static long long drain(int fd, qcg_tls *tls)
 {
     char buf[65536];
     long long total = 0;
 
     for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
+        ssize_t n = tls != NULL ? qcg_tls_recv(tls, buf, sizeof(buf)) : read(fd, buf, sizeof(buf));
 
         if (n == 0)
             return total;
@@ -48,7 +48,8 @@ static long long drain(int fd)
 
 int main(int argc, char **argv)
 {
-    struct qcg_options opts = {.rank = -1};
+    /* Like qcg-cat: connections between clusters come encrypted. */
+    struct qcg_options opts = {.rank = -1, .encrypt = QCG_ENCRYPT_INTER_SITE};
     struct qcg_contact me;
     qcg_ctx *ctx;
     long long deadline;
@@ -93,7 +94,11 @@ int main(int argc, char **argv)
                     qcg_last_error(ctx));
             break;
         }
-        bytes = drain(fd);
+        bytes = drain(fd, info.tls);
+        /* The sender reads to our orderly end. */
+        if (info.tls != NULL)
+            (void)qcg_tls_shutdown(info.tls);
+        qcg_tls_free(info.tls);
         close(fd);
         printf("accepted %d %s %lld\n", info.peer_rank, qcg_technique_name(info.technique), bytes);
         fflush(stdout);

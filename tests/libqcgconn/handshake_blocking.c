@@ -4,70 +4,120 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "tls_psk.h"
 
-static int io_error(int rc, const char *what, char *err, size_t errlen)
+/* Runs t to its end; 0 or an error (err filled). */
+static int run(struct tls_hs *t, bool claim, uint64_t deadline_us, struct hs_hello *peer,
+               qcg_tls **session, char *err, size_t errlen)
 {
-    switch (rc) {
-    case QCG_ETIMEDOUT:
-        snprintf(err, errlen, "handshake: timed out %s", what);
-        break;
-    case QCG_EPEER:
-        snprintf(err, errlen, "handshake: the peer hung up %s", what);
-        break;
-    default:
-        snprintf(err, errlen, "handshake: %s: %m", what);
-        break;
+    qcg_tls *s = NULL;
+    unsigned enc;
+
+    for (;;) {
+        int rc = tls_hs_step(t);
+
+        if (peer != NULL && rc != TLS_WANT_READ && rc != TLS_WANT_WRITE)
+            *peer = *tls_hs_peer(t);
+        if (rc == TLS_CLAIM) {
+            tls_hs_claim(t, claim);
+            continue;
+        }
+        if (rc == TLS_DONE)
+            break;
+        if (rc < 0) {
+            snprintf(err, errlen, "handshake: %s", tls_hs_why(t));
+            tls_hs_free(t);
+            return rc;
+        }
+        if (now_us() >= deadline_us) {
+            snprintf(err, errlen, "handshake: timed out");
+            tls_hs_free(t);
+            return QCG_ETIMEDOUT;
+        }
+        {
+            struct pollfd q = {.fd = tls_hs_fd(t),
+                               .events = rc == TLS_WANT_READ ? POLLIN : POLLOUT};
+
+            (void)poll(&q, 1, (int)((deadline_us - now_us()) / 1000u) + 1);
+        }
     }
+    if (tls_hs_take(t, &s, &enc) < 0) {
+        snprintf(err, errlen, "handshake: out of memory");
+        return QCG_ENOMEM;
+    }
+    if (session != NULL)
+        *session = s;
+    else
+        qcg_tls_free(s);
+    return 0;
+}
+
+static void self_of(const struct hs_self *self, struct tls_self *ts, uint8_t psk[TLS_PSK_SIZE])
+{
+    ts->job = self->job;
+    ts->rank = self->rank;
+    ts->cluster = self->cluster;
+    ts->policy = self->policy;
+    ts->psk = psk;
+    ts->ssl_ctx = tls_ctx_new();
+    if (ts->ssl_ctx == NULL || tls_psk_derive(psk, self->secret, self->job) < 0)
+        memset(psk, 0, TLS_PSK_SIZE);
+}
+
+int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const char *token,
+                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err, size_t errlen)
+{
+    uint8_t psk[TLS_PSK_SIZE];
+    struct tls_self ts;
+    struct tls_hs *t;
+    int rc;
+
+    if (session != NULL)
+        *session = NULL;
+    self_of(self, &ts, psk);
+    if (set_nonblocking(fd, true) < 0 ||
+        (t = tls_hs_client(&ts, fd, to_rank, token, encrypt, err, errlen)) == NULL) {
+        SSL_CTX_free(ts.ssl_ctx);
+        return QCG_ESYS;
+    }
+    rc = run(t, false, deadline_us, NULL, session, err, errlen);
+    SSL_CTX_free(ts.ssl_ctx);
     return rc;
 }
 
 int hs_initiate(int fd, const struct hs_self *self, int32_t to_rank, uint64_t deadline_us,
                 char *err, size_t errlen)
 {
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    struct hs_hello h;
-    const char *why = "";
+    return hs_initiate_ex(fd, self, to_rank, NULL, false, deadline_us, NULL, err, errlen);
+}
+
+int hs_respond_ex(int fd, const struct hs_self *self, bool claim, uint64_t deadline_us,
+                  struct hs_hello *peer, qcg_tls **session, char *err, size_t errlen)
+{
+    uint8_t psk[TLS_PSK_SIZE];
+    struct tls_self ts;
+    struct tls_hs *t;
     int rc;
 
-    if (hs_hello_build(hello, &h, self, to_rank, NULL) < 0) {
-        snprintf(err, errlen, "handshake: cannot build the hello");
+    if (session != NULL)
+        *session = NULL;
+    memset(peer, 0, sizeof(*peer));
+    self_of(self, &ts, psk);
+    if (set_nonblocking(fd, true) < 0 || (t = tls_hs_server(&ts, fd, -1, err, errlen)) == NULL) {
+        SSL_CTX_free(ts.ssl_ctx);
         return QCG_ESYS;
     }
-    if ((rc = write_full(fd, hello, sizeof(hello), deadline_us)) < 0)
-        return io_error(rc, "sending the hello", err, errlen);
-    if ((rc = read_full(fd, answer, sizeof(answer), deadline_us)) < 0)
-        return io_error(rc, "waiting for the answer", err, errlen);
-    if ((rc = hs_accept_check(answer, &h, self->secret, &why)) < 0) {
-        snprintf(err, errlen, "handshake: %s", why);
-        return rc;
-    }
-    return 0;
+    rc = run(t, claim, deadline_us, peer, session, err, errlen);
+    SSL_CTX_free(ts.ssl_ctx);
+    return rc;
 }
 
 int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct hs_hello *peer,
                char *err, size_t errlen)
 {
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    enum hs_status st;
-    int rc;
-
-    if ((rc = read_full(fd, hello, sizeof(hello), deadline_us)) < 0)
-        return io_error(rc, "waiting for the hello", err, errlen);
-    st = hs_hello_check(hello, self, peer);
-    if (st == HS_OK && self->nonce_seen != NULL && self->nonce_seen(self->nonce_arg, peer->nonce))
-        st = HS_REPLAY;
-    hs_accept_build(answer, st, peer, self->secret);
-    /* The refusal is best effort: the connection is closed anyway. */
-    rc = write_full(fd, answer, sizeof(answer), deadline_us);
-    if (st != HS_OK) {
-        snprintf(err, errlen, "handshake: refused a hello (from rank %d): %s", peer->from_rank,
-                 hs_status_name(st));
-        return st == HS_DENIED ? QCG_EDENIED : QCG_EPROTO;
-    }
-    if (rc < 0)
-        return io_error(rc, "sending the answer", err, errlen);
-    return 0;
+    return hs_respond_ex(fd, self, true, deadline_us, peer, NULL, err, errlen);
 }

@@ -1,24 +1,44 @@
 /* The handshake run to completion with blocking waits, for the peers the
    tests play (the library runs it as non-blocking steps in connect.c and
-   accept.c, and ships none of this). */
+   accept.c, and ships none of this).  The engine is the library's
+   (tls_psk.h). */
 #ifndef QCG_TEST_HANDSHAKE_BLOCKING_H
 #define QCG_TEST_HANDSHAKE_BLOCKING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "handshake.h"
+#include "qcgconn.h"
 
 /* read_full: core's (bounded_io.h). */
 #include "bounded_io.h"
 
-/* The initiator's side over a connected non-blocking socket, bounded by
-   deadline_us.  0 or a negative QCG_E* code with a reason in err. */
+/* What a test peer knows about itself. */
+struct hs_self {
+    const char *job;
+    int32_t rank;
+    const char *secret;
+    const char *cluster;
+    int policy; /* enum qcg_encrypt; 0: plain only */
+};
+
+/* The initiator's side over a connected socket (made non-blocking), bounded
+   by deadline_us: a plain connection to to_rank.  0 or a negative QCG_E*
+   code with a reason in err. */
 int hs_initiate(int fd, const struct hs_self *self, int32_t to_rank, uint64_t deadline_us,
                 char *err, size_t errlen);
-/* The acceptor's side: reads and checks the hello, answers it.  peer receives
-   the hello.  A refused hello is answered with its status before failing. */
+/* ... with a token (NULL: none), encrypted or not; *session receives the
+   session of an encrypted connection (session NULL: freed). */
+int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const char *token,
+                   bool encrypt, uint64_t deadline_us, qcg_tls **session, char *err, size_t errlen);
+/* The acceptor's side.  peer receives the initiator's identity. */
 int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct hs_hello *peer,
                char *err, size_t errlen);
+/* ... a token's connection is claimed (claim) or refused as waited for by
+   nobody; *session as above. */
+int hs_respond_ex(int fd, const struct hs_self *self, bool claim, uint64_t deadline_us,
+                  struct hs_hello *peer, qcg_tls **session, char *err, size_t errlen);
 
 #endif

@@ -105,6 +105,36 @@ assert d["peer"] == 1 and d["technique"] == "direct", d
 '; then pass "listen --json: accepted rank 1, direct"
 else fail "listen --json: accepted rank 1, direct"; fi
 
+# --- encrypted (--encrypt always): a plain connector refused, 4 MiB intact --------
+head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/in4"
+secret=0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
+QCG_JOB=j3 QCG_RANK=0 QCG_JOB_SECRET=$secret QCG_HELPER_SOCKET=$sock \
+	"$cat_bin" --json --timeout 30 --encrypt always listen >"$work/recv4" 2>"$work/listen4.err" &
+listener=$!
+pids+=($listener)
+wait_for "the encrypted listener's 'listening' line" 100 \
+	grep -q '"event":"listening"' "$work/listen4.err" || true
+rc=0
+"$cat_bin" --helper "$sock" --job j3 --rank 1 --secret "$secret" --timeout 5 --encrypt never \
+	connect 0 </dev/null >"$out" 2>&1 || rc=$?
+if [[ $rc -eq 1 ]] && grep -q "^qcg-cat: connect to rank 0: permission denied.*demands encryption" "$out"; then
+	pass "a plain connector to an encrypt=always listener: refused, 'demands encryption'"
+else echo "(exit $rc)" >>"$out"; fail "a plain connector to an encrypt=always listener: refused, 'demands encryption'"; fi
+rc=0
+"$cat_bin" --json --helper "$sock" --job j3 --rank 1 --secret "$secret" --timeout 20 \
+	--encrypt always connect 0 <"$work/in4" >/dev/null 2>"$work/connect4.err" || rc=$?
+wait_exit "$listener" 100 || true
+cat "$work/connect4.err" "$work/listen4.err" >"$out"
+if [[ $rc -eq 0 ]] && cmp -s "$work/in4" "$work/recv4"; then pass "encrypted: 4 MiB arrive intact"
+else echo "(exit $rc)" >>"$out"; fail "encrypted: 4 MiB arrive intact"; fi
+if tail -n 1 "$work/connect4.err" | grep -q '"encryption":"tls-' &&
+	grep '"event":"accepted"' "$work/listen4.err" | grep -q '"encryption":"tls-'; then
+	pass "encrypted: both ends' --json name a TLS path"
+else fail "encrypted: both ends' --json name a TLS path"; fi
+if tail -n 1 "$work/connect.err" | grep -q '"encryption":"plain"'; then
+	pass "one cluster, default inter-site: plain"
+else fail "one cluster, default inter-site: plain"; fi
+
 # --- an unpublished rank times out within its timeout ---------------------------
 rc=0
 t0=$(ms)

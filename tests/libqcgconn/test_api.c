@@ -255,7 +255,7 @@ static void test_accept_shortage(void)
     struct rlimit saved, low;
     qcg_ctx *a = open_rank(0);
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    char junk[HS_HELLO_SIZE];
+    char junk[HS_IDENTITY_SIZE];
     struct pollfd p, pc;
     int rc = 0, woke = 0;
 

@@ -1,6 +1,11 @@
-/* libqcgconn-handshake: both sides of the process-to-process handshake over
-   a socketpair, the initiator in a thread. */
+/* libqcgconn-handshake: both sides of the process-to-process handshake
+   (TLS 1.3, the job's PSK) over a socketpair, the initiator in a thread:
+   refusals, the encryption policy, the data of an encrypted connection
+   (not in clear on the wire, a tampered or truncated record refused). */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +18,8 @@ struct side {
     int fd;
     struct hs_self self;
     int32_t to_rank;
+    bool encrypt;
+    qcg_tls *session;
     int rc;
     char err[QCG_ERRMSG_MAX];
 };
@@ -21,28 +28,31 @@ static void *initiator(void *arg)
 {
     struct side *s = arg;
 
-    s->rc = hs_initiate(s->fd, &s->self, s->to_rank, now_us() + 2000000u, s->err,
-                        sizeof(s->err));
+    s->rc = hs_initiate_ex(s->fd, &s->self, s->to_rank, NULL, s->encrypt, now_us() + 5000000u,
+                           &s->session, s->err, sizeof(s->err));
     return NULL;
 }
 
-/* Runs one handshake; returns the acceptor's result, *init_rc the initiator's. */
-static int run(const struct hs_self *a, const struct hs_self *b, int32_t to_rank, int *init_rc,
-               struct hs_hello *peer)
+/* One handshake between a (initiator, encrypting or not) and b on the
+   sockets sp (a: sp[0], b: sp[1], left open); the sessions in *as, *bs
+   (NULL: plain).  Returns b's result, *init_rc a's; *init_err a's reason. */
+static int run_on(int sp[2], const struct hs_self *a, bool encrypt, const struct hs_self *b,
+                  int32_t to_rank, int *init_rc, struct hs_hello *peer, qcg_tls **as, qcg_tls **bs,
+                  char *init_err, char *err)
 {
-    struct side s = {.self = *a, .to_rank = to_rank};
-    char err[QCG_ERRMSG_MAX] = "";
+    struct side s = {.self = *a, .to_rank = to_rank, .encrypt = encrypt, .fd = sp[0]};
     pthread_t t;
-    int sp[2], rc;
+    int rc;
 
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    s.fd = sp[0];
+    err[0] = '\0';
     REQUIRE(pthread_create(&t, NULL, initiator, &s) == 0);
-    rc = hs_respond(sp[1], b, now_us() + 2000000u, peer, err, sizeof(err));
-    close(sp[1]);
+    rc = hs_respond_ex(sp[1], b, true, now_us() + 5000000u, peer, bs, err, QCG_ERRMSG_MAX);
+    if (rc < 0)
+        shutdown(sp[1], SHUT_RDWR);
     REQUIRE(pthread_join(t, NULL) == 0);
-    close(sp[0]);
     *init_rc = s.rc;
+    *as = s.session;
+    memcpy(init_err, s.err, QCG_ERRMSG_MAX);
     if (rc < 0)
         REQUIRE(err[0] != '\0');
     if (s.rc < 0)
@@ -50,8 +60,37 @@ static int run(const struct hs_self *a, const struct hs_self *b, int32_t to_rank
     return rc;
 }
 
-static const struct hs_self rank0 = {.job = "job1", .rank = 0, .secret = "s3cret", .cluster = "a"};
-static const struct hs_self rank1 = {.job = "job1", .rank = 1, .secret = "s3cret", .cluster = "b"};
+static char last_init_err[QCG_ERRMSG_MAX], last_err[QCG_ERRMSG_MAX];
+
+/* Runs one plain handshake; returns the acceptor's result, *init_rc the
+   initiator's. */
+static int run_mode(const struct hs_self *a, bool encrypt, const struct hs_self *b, int32_t to_rank,
+                    int *init_rc, struct hs_hello *peer)
+{
+    qcg_tls *as, *bs;
+    int sp[2], rc;
+
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    rc = run_on(sp, a, encrypt, b, to_rank, init_rc, peer, &as, &bs, last_init_err, last_err);
+    REQUIRE((as != NULL) == (encrypt && *init_rc == 0));
+    REQUIRE((bs != NULL) == (encrypt && rc == 0));
+    qcg_tls_free(as);
+    qcg_tls_free(bs);
+    close(sp[0]);
+    close(sp[1]);
+    return rc;
+}
+
+static int run(const struct hs_self *a, const struct hs_self *b, int32_t to_rank, int *init_rc,
+               struct hs_hello *peer)
+{
+    return run_mode(a, false, b, to_rank, init_rc, peer);
+}
+
+static const struct hs_self rank0 = {
+    .job = "job1", .rank = 0, .secret = "s3cret", .cluster = "a", .policy = QCG_ENCRYPT_NEVER};
+static const struct hs_self rank1 = {
+    .job = "job1", .rank = 1, .secret = "s3cret", .cluster = "b", .policy = QCG_ENCRYPT_NEVER};
 
 static void test_ok(void)
 {
@@ -75,6 +114,11 @@ static void test_wrong_secret(void)
     bad.secret = "s3creT";
     REQUIRE_EQ(run(&bad, &rank1, 1, &irc, &peer), QCG_EDENIED);
     REQUIRE_EQ(irc, QCG_EDENIED);
+    REQUIRE(strstr(last_err, "wrong job secret") != NULL);
+    REQUIRE(strstr(last_init_err, "not the same job secret") != NULL);
+    /* Encrypted or not, the same refusal. */
+    REQUIRE_EQ(run_mode(&bad, true, &rank1, 1, &irc, &peer), QCG_EDENIED);
+    REQUIRE_EQ(irc, QCG_EDENIED);
 }
 
 static void test_wrong_job(void)
@@ -97,108 +141,245 @@ static void test_wrong_rank(void)
     REQUIRE_EQ(irc, QCG_EPEER);
 }
 
-/* Every single-bit flip of a hello makes it fail. */
-static void test_tampered_hello(void)
+/* The identity: what it carries, what a malformed one is. */
+static void test_identity(void)
 {
-    uint8_t hello[HS_HELLO_SIZE];
+    uint8_t id[HS_IDENTITY_SIZE];
     struct hs_hello h, peer;
 
-    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
-    REQUIRE_EQ(hs_hello_check(hello, &rank1, &peer), HS_OK);
-    for (size_t i = 0; i < sizeof(hello); i++) {
-        hello[i] ^= 0x01;
-        REQUIRE(hs_hello_check(hello, &rank1, &peer) != HS_OK);
-        hello[i] ^= 0x01;
+    REQUIRE(hs_identity_build(id, &h, "job1", 0, "a", 1, "tok") == 0);
+    REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_OK);
+    REQUIRE(peer.from_rank == 0 && peer.to_rank == 1 && strcmp(peer.token, "tok") == 0);
+    REQUIRE_EQ(hs_identity_parse(id, sizeof(id) - 1, &peer), HS_MALFORMED);
+    id[0] ^= 1;
+    REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_MALFORMED);
+    id[0] ^= 1;
+    id[5] ^= 1;
+    REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_BAD_VERSION);
+    id[5] ^= 1;
+    memset(id + 16, 'j', HS_JOB_MAX);
+    REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_MALFORMED);
+}
+
+/* The policy: who may ask for what. */
+static void test_policy(void)
+{
+    struct hs_self always = rank1, off = rank1, inter = rank1, inter_a = rank1;
+    struct hs_hello peer;
+    int irc;
+
+    always.policy = QCG_ENCRYPT_ALWAYS;
+    REQUIRE_EQ(run(&rank0, &always, 1, &irc, &peer), QCG_EDENIED);
+    REQUIRE_EQ(irc, QCG_EDENIED);
+    REQUIRE(strstr(last_init_err, "demands encryption") != NULL);
+    REQUIRE_EQ(run_mode(&rank0, true, &always, 1, &irc, &peer), 0);
+    REQUIRE_EQ(irc, 0);
+    /* A caller that reads plain sockets only refuses encryption. */
+    off.policy = QCG_ENCRYPT_OFF;
+    REQUIRE_EQ(run_mode(&rank0, true, &off, 1, &irc, &peer), QCG_EPROTO);
+    REQUIRE_EQ(irc, QCG_EPROTO);
+    REQUIRE(strstr(last_init_err, "plain sockets only") != NULL);
+    REQUIRE_EQ(run(&rank0, &off, 1, &irc, &peer), 0);
+    /* inter-site: plain from another cluster refused, from ours taken. */
+    inter.policy = QCG_ENCRYPT_INTER_SITE;
+    REQUIRE_EQ(run(&rank0, &inter, 1, &irc, &peer), QCG_EDENIED);
+    inter_a.policy = QCG_ENCRYPT_INTER_SITE;
+    inter_a.cluster = "a";
+    REQUIRE_EQ(run(&rank0, &inter_a, 1, &irc, &peer), 0);
+    REQUIRE_EQ(irc, 0);
+}
+
+/* Relays a's bytes to b and b's to a, keeping a copy of what a sent, until
+   both ends close. */
+struct relay {
+    int a, b;
+    uint8_t seen[1 << 16];
+    size_t seen_len;
+};
+
+static void *relay_run(void *arg)
+{
+    struct relay *r = arg;
+    uint8_t buf[4096];
+    bool a_open = true, b_open = true;
+
+    while (a_open || b_open) {
+        struct pollfd p[2] = {{.fd = a_open ? r->a : -1, .events = POLLIN},
+                              {.fd = b_open ? r->b : -1, .events = POLLIN}};
+
+        if (poll(p, 2, 5000) <= 0)
+            break;
+        for (int i = 0; i < 2; i++) {
+            int from = i == 0 ? r->a : r->b, to = i == 0 ? r->b : r->a;
+            ssize_t n;
+
+            if (p[i].revents == 0)
+                continue;
+            n = read(from, buf, sizeof(buf));
+            if (n <= 0) {
+                shutdown(to, SHUT_WR);
+                if (i == 0)
+                    a_open = false;
+                else
+                    b_open = false;
+                continue;
+            }
+            if (i == 0 && r->seen_len + (size_t)n <= sizeof(r->seen)) {
+                memcpy(r->seen + r->seen_len, buf, (size_t)n);
+                r->seen_len += (size_t)n;
+            }
+            REQUIRE(write(to, buf, (size_t)n) == n);
+        }
     }
-    /* An unterminated job or cluster is malformed, not a crash. */
-    memset(hello + 16, 'j', HS_JOB_MAX);
-    REQUIRE_EQ(hs_hello_check(hello, &rank1, &peer), HS_MALFORMED);
+    return NULL;
 }
 
-/* Over the wire: a hello whose MAC was altered is refused with an answer
-   that says so. */
-static void test_tampered_wire(void)
+static bool contains(const uint8_t *hay, size_t len, const uint8_t *needle, size_t nlen)
 {
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    struct hs_hello h, peer;
-    char err[QCG_ERRMSG_MAX];
-    const char *why = "";
-    int sp[2];
-
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
-    hello[HS_HELLO_SIZE - 1] ^= 0x80;
-    REQUIRE_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
-    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)),
-               QCG_EDENIED);
-    REQUIRE(strstr(err, "secret") != NULL);
-    REQUIRE_EQ(read_full(sp[0], answer, sizeof(answer), now_us() + 1000000u), 0);
-    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
-    close(sp[0]);
-    close(sp[1]);
-}
-
-/* The acceptor's proof: a forged or altered answer is refused. */
-static void test_tampered_answer(void)
-{
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    struct hs_hello h;
-    const char *why = "";
-
-    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
-    hs_accept_build(answer, HS_OK, &h, rank0.secret);
-    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), 0);
-    for (size_t i = 0; i < sizeof(answer); i++) {
-        answer[i] ^= 0x04;
-        REQUIRE(hs_accept_check(answer, &h, rank0.secret, &why) < 0);
-        answer[i] ^= 0x04;
+    for (size_t i = 0; i + nlen <= len; i++) {
+        if (memcmp(hay + i, needle, nlen) == 0)
+            return true;
     }
-    /* An acceptor with another secret cannot prove anything. */
-    hs_accept_build(answer, HS_OK, &h, "other");
-    REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
-    /* An answer for another nonce (a replayed answer) fails too. */
-    {
-        struct hs_hello h2 = h;
+    return false;
+}
 
-        h2.nonce[0] ^= 1;
-        hs_accept_build(answer, HS_OK, &h2, rank0.secret);
-        REQUIRE_EQ(hs_accept_check(answer, &h, rank0.secret, &why), QCG_EDENIED);
+/* A known 64-byte pattern sent through a recording relay: absent from the
+   wire when encrypted, present when plain (so the check can fail). */
+static void test_on_the_wire(void)
+{
+    uint8_t pattern[64], got[64];
+
+    for (size_t i = 0; i < sizeof(pattern); i++)
+        pattern[i] = (uint8_t)('A' + i % 26);
+    for (int enc = 0; enc < 2; enc++) {
+        struct relay *r = calloc(1, sizeof(*r));
+        int sa[2], sb[2], ends[2], irc;
+        char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+        struct hs_hello peer;
+        qcg_tls *as, *bs;
+        pthread_t t;
+        size_t have = 0;
+
+        REQUIRE(r != NULL);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sa) == 0);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sb) == 0);
+        r->a = sa[1];
+        r->b = sb[0];
+        REQUIRE(pthread_create(&t, NULL, relay_run, r) == 0);
+        ends[0] = sa[0];
+        ends[1] = sb[1];
+        REQUIRE_EQ(run_on(ends, &rank0, enc == 1, &rank1, 1, &irc, &peer, &as, &bs, ie, e), 0);
+        REQUIRE_EQ(irc, 0);
+        REQUIRE((as != NULL) == (enc == 1));
+        REQUIRE(set_nonblocking(ends[0], false) == 0 && set_nonblocking(ends[1], false) == 0);
+        if (enc) {
+            REQUIRE_EQ(qcg_tls_send(as, pattern, sizeof(pattern)), (long)sizeof(pattern));
+            while (have < sizeof(got)) {
+                long n = qcg_tls_recv(bs, got + have, sizeof(got) - have);
+
+                REQUIRE(n > 0);
+                have += (size_t)n;
+            }
+        } else {
+            REQUIRE(write(ends[0], pattern, sizeof(pattern)) == (ssize_t)sizeof(pattern));
+            REQUIRE(read_full(ends[1], got, sizeof(got), now_us() + 5000000u) == 0);
+        }
+        REQUIRE(memcmp(got, pattern, sizeof(got)) == 0);
+        qcg_tls_free(as);
+        qcg_tls_free(bs);
+        close(ends[0]);
+        close(ends[1]);
+        REQUIRE(pthread_join(t, NULL) == 0);
+        close(sa[1]);
+        close(sb[0]);
+        if (enc)
+            CHECK(!contains(r->seen, r->seen_len, pattern, sizeof(pattern)));
+        else
+            CHECK(contains(r->seen, r->seen_len, pattern, sizeof(pattern)));
+        free(r);
     }
 }
 
-static uint8_t seen_nonce[HS_NONCE_SIZE];
-static int seen_count;
-
-static int nonce_seen(void *arg, const uint8_t nonce[HS_NONCE_SIZE])
+/* Bad records on an encrypted connection: a flipped bit, a record cut
+   short.  The receiver fails with EPROTO and a reason; nothing of the
+   record is delivered. */
+static void test_bad_records(void)
 {
-    (void)arg;
-    if (seen_count > 0 && memcmp(seen_nonce, nonce, HS_NONCE_SIZE) == 0)
-        return 1;
-    memcpy(seen_nonce, nonce, HS_NONCE_SIZE);
-    seen_count++;
-    return 0;
-}
-
-/* The same hello twice: the second is a replay. */
-static void test_replay(void)
-{
-    struct hs_self acc = rank1;
-    uint8_t hello[HS_HELLO_SIZE];
-    struct hs_hello h, peer;
-    char err[QCG_ERRMSG_MAX];
-
-    acc.nonce_seen = nonce_seen;
-    REQUIRE(hs_hello_build(hello, &h, &rank0, 1, NULL) == 0);
-    for (int round = 0; round < 2; round++) {
-        int sp[2], rc;
+    for (int kind = 0; kind < 2; kind++) {
+        int sp[2], q[2], irc;
+        char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+        uint8_t wire[256], buf[64];
+        struct hs_hello peer;
+        qcg_tls *as, *bs;
+        ssize_t n;
 
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-        REQUIRE_EQ(write(sp[0], hello, sizeof(hello)), (ssize_t)sizeof(hello));
-        rc = hs_respond(sp[1], &acc, now_us() + 1000000u, &peer, err, sizeof(err));
-        REQUIRE_EQ(rc, round == 0 ? 0 : QCG_EPROTO);
+        REQUIRE_EQ(run_on(sp, &rank0, true, &rank1, 1, &irc, &peer, &as, &bs, ie, e), 0);
+        REQUIRE(as != NULL && bs != NULL);
+        REQUIRE_EQ(qcg_tls_send(as, "sixteen bytes!!!", 16), 16L);
+        /* The record as sent, taken off b's socket; b's descriptor then
+           reads the copy we write. */
+        WAIT_UNTIL((n = recv(sp[1], wire, sizeof(wire), MSG_PEEK)) >= 5 + 16 + 16 + 1, 5000,
+                   "the record");
+        n = read(sp[1], wire, sizeof(wire));
+        REQUIRE(n > 5 + 16);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, q) == 0);
+        REQUIRE(dup2(q[1], sp[1]) == sp[1]);
+        close(q[1]);
+        if (kind == 0) {
+            wire[n - 3] ^= 0x40;
+            REQUIRE(write(q[0], wire, (size_t)n) == n);
+        } else {
+            REQUIRE(write(q[0], wire, (size_t)n - 7) == n - 7);
+            close(q[0]);
+            q[0] = -1;
+        }
+        errno = 0;
+        REQUIRE_EQ(qcg_tls_recv(bs, buf, sizeof(buf)), -1L);
+        CHECK_EQ(errno, EPROTO);
+        CHECK(qcg_tls_error(bs)[0] != '\0');
+        qcg_tls_free(as);
+        qcg_tls_free(bs);
+        if (q[0] >= 0)
+            close(q[0]);
         close(sp[0]);
         close(sp[1]);
     }
+}
+
+/* Not a TLS 1.3 ClientHello: a TLS 1.2 one (a downgrade), and bytes that are
+   no TLS at all.  Refused with a reason, never waited on to the deadline. */
+static void test_downgrade(void)
+{
+    SSL_CTX *c = SSL_CTX_new(TLS_method());
+    struct hs_hello peer;
+    char err[QCG_ERRMSG_MAX];
+    uint64_t t0 = now_us();
+    int sp[2];
+    SSL *ssl;
+
+    /* TLS 1.2, then TLS 1.3 without a PSK (a certificate handshake). */
+    REQUIRE(c != NULL);
+    for (int v = 0; v < 2; v++) {
+        REQUIRE(SSL_CTX_set_max_proto_version(c, v == 0 ? TLS1_2_VERSION : TLS1_3_VERSION) == 1);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+        ssl = SSL_new(c);
+        REQUIRE(ssl != NULL && SSL_set_fd(ssl, sp[0]) == 1);
+        REQUIRE(SSL_connect(ssl) <= 0); /* the ClientHello is out, non-blocking */
+        REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)),
+                   QCG_EPROTO);
+        REQUIRE(now_us() - t0 < 2000000u);
+        SSL_free(ssl);
+        close(sp[0]);
+        close(sp[1]);
+    }
+    SSL_CTX_free(c);
+
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE(write(sp[0], "GET / HTTP/1.0\r\n\r\n", 18) == 18);
+    REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 3000000u, &peer, err, sizeof(err)), QCG_EPROTO);
+    close(sp[0]);
+    close(sp[1]);
 }
 
 /* A peer that says nothing: bounded wait, then QCG_ETIMEDOUT. */
@@ -213,7 +394,7 @@ static void test_silent_peer(void)
     REQUIRE_EQ(hs_respond(sp[1], &rank1, t0 + 200000u, &peer, err, sizeof(err)), QCG_ETIMEDOUT);
     REQUIRE(now_us() - t0 >= 200000u && now_us() - t0 < 2000000u);
     /* A peer that hangs up half-way. */
-    REQUIRE_EQ(write(sp[0], "QCGH", 4), 4);
+    REQUIRE_EQ(write(sp[0], "\x16\x03\x01", 3), 3);
     close(sp[0]);
     REQUIRE_EQ(hs_respond(sp[1], &rank1, now_us() + 1000000u, &peer, err, sizeof(err)), QCG_EPEER);
     close(sp[1]);
@@ -225,10 +406,11 @@ int main(void)
     test_wrong_secret();
     test_wrong_job();
     test_wrong_rank();
-    test_tampered_hello();
-    test_tampered_wire();
-    test_tampered_answer();
-    test_replay();
+    test_identity();
+    test_policy();
+    test_on_the_wire();
+    test_bad_records();
+    test_downgrade();
     test_silent_peer();
     return check_result("libqcgconn-handshake");
 }

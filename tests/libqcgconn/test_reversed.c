@@ -73,8 +73,8 @@ struct target {
     int32_t from, to;
     const char *token;
     unsigned after_lookups; /* > 0: calls back once the helper has served this many lookups */
-    int rc;                 /* hs_accept_check's */
-    const char *why;
+    int rc;                 /* the handshake's */
+    char why[QCG_ERRMSG_MAX];
     int echo;
 };
 
@@ -82,19 +82,13 @@ static void *target_run(void *arg)
 {
     struct target *t = arg;
     struct hs_self self = {.job = "job1", .rank = t->from, .secret = TEST_SECRET, .cluster = "far"};
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    struct hs_hello h;
     int fd;
 
     if (t->after_lookups > 0)
         WAIT_UNTIL(fake_helper_lookups(fh) >= t->after_lookups, 5000, "the connect's lookup");
     fd = tcp_connect(t->port);
-    REQUIRE_EQ(hs_hello_build(hello, &h, &self, t->to, t->token), 0);
-    REQUIRE_EQ(write(fd, hello, sizeof(hello)), sizeof(hello));
-    REQUIRE(set_nonblocking(fd, true) == 0);
-    t->rc = read_full(fd, answer, sizeof(answer), now_us() + 8000000u);
-    if (t->rc == 0)
-        t->rc = hs_accept_check(answer, &h, TEST_SECRET, &t->why);
+    t->rc = hs_initiate_ex(fd, &self, t->to, t->token, false, now_us() + 8000000u, NULL, t->why,
+                           sizeof(t->why));
     if (t->rc == 0 && t->echo) {
         char b;
 
@@ -102,6 +96,22 @@ static void *target_run(void *arg)
         REQUIRE(read(fd, &b, 1) == 1 && write(fd, &b, 1) == 1);
     }
     close(fd);
+    return NULL;
+}
+
+/* The target's side on a socket already connected. */
+struct target_fd {
+    struct target *t;
+    int fd;
+};
+
+static void *target_on_fd(void *arg)
+{
+    struct target_fd *tf = arg;
+    struct hs_self self = {.job = "job1", .rank = tf->t->from, .secret = TEST_SECRET, .cluster = "far"};
+
+    tf->t->rc = hs_initiate_ex(tf->fd, &self, tf->t->to, tf->t->token, false, now_us() + 3000000u,
+                               NULL, tf->t->why, sizeof(tf->t->why));
     return NULL;
 }
 
@@ -348,18 +358,15 @@ static void *initiator_run(void *arg)
 {
     struct initiator *in = arg;
     struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "c1"};
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
     struct hs_hello h;
+    char err[QCG_ERRMSG_MAX];
 
-    REQUIRE(set_nonblocking(in->fd, true) == 0);
-    in->rc = read_full(in->fd, hello, sizeof(hello), now_us() + 5000000u);
-    if (in->rc == 0 && hs_hello_check(hello, &self, &h) != HS_OK)
-        in->rc = -100;
-    if (in->rc == 0) {
-        memcpy(in->token, h.token, sizeof(in->token));
-        hs_accept_build(answer, in->status, &h, TEST_SECRET);
-        REQUIRE_EQ(write(in->fd, answer, sizeof(answer)), sizeof(answer));
-    }
+    in->rc = hs_respond_ex(in->fd, &self, in->status == HS_OK, now_us() + 5000000u, &h, NULL, err,
+                           sizeof(err));
+    memcpy(in->token, h.token, sizeof(in->token));
+    /* A refusal is the answer asked for. */
+    if (in->status != HS_OK && in->rc < 0)
+        in->rc = 0;
     return NULL;
 }
 
@@ -441,20 +448,23 @@ static void test_incoming_token_refused(void)
 {
     qcg_ctx *b = open_rank(8);
     struct target t = {.from = 5, .to = 8, .token = token_a};
-    struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "far"};
-    uint8_t hello[HS_HELLO_SIZE], answer[HS_ACCEPT_SIZE];
-    struct hs_hello h;
     int mine, theirs;
 
     tcp_pair(&mine, &theirs);
     REQUIRE_EQ(fake_helper_incoming(fh, 8, 5, QCG_TECH_PROXY, theirs), 0);
     close(theirs);
-    REQUIRE_EQ(hs_hello_build(hello, &h, &self, t.to, t.token), 0);
-    REQUIRE_EQ(write(mine, hello, sizeof(hello)), sizeof(hello));
-    REQUIRE(accept_one(b, 1000, NULL) < 0);
-    REQUIRE(set_nonblocking(mine, true) == 0);
-    REQUIRE_EQ(read_full(mine, answer, sizeof(answer), now_us() + 2000000u), 0);
-    REQUIRE_EQ(answer[7], HS_MALFORMED);
+    t.port = 0;
+    {
+        pthread_t th;
+        struct target_fd tf = {.t = &t, .fd = mine};
+
+        REQUIRE(pthread_create(&th, NULL, target_on_fd, &tf) == 0);
+        REQUIRE(accept_one(b, 3000, NULL) < 0);
+        REQUIRE(pthread_join(th, NULL) == 0);
+    }
+    /* Refused as malformed: a decode_error alert. */
+    REQUIRE_EQ(t.rc, QCG_EPROTO);
+    REQUIRE(strstr(t.why, "malformed") != NULL);
     close(mine);
     qcg_close(b);
 }

@@ -75,7 +75,9 @@ run_mpi() {
 # ompi_info is not built with the sanitizer: it needs ASan preloaded to load
 # a sanitizer build of the component.
 preload=""
-if ldd "$btl" | grep -q libasan; then preload=$(gcc -print-file-name=libasan.so); fi
+# grep reads all of ldd's output: with -q it may exit first, and pipefail then sees
+# ldd's SIGPIPE (no preload; every ompi_info of an ASan build failed).
+if ldd "$btl" | grep libasan >/dev/null; then preload=$(gcc -print-file-name=libasan.so); fi
 if OMPI_MCA_mca_base_component_path=$component_path LD_PRELOAD=$preload ompi_info >"$out" 2>&1 &&
 	grep -q "MCA btl: qcg" "$out"; then
 	pass "ompi_info lists 'MCA btl: qcg' with the build's component path"
@@ -85,12 +87,12 @@ else fail "ompi_info lists 'MCA btl: qcg' with the build's component path"; fi
 params() { OMPI_MCA_mca_base_component_path=$component_path LD_PRELOAD=$preload \
 	ompi_info --param btl qcg "$@" 2>&1 | sed -n 's/.*parameter "\(btl_qcg_[a-z_]*\)".*/\1/p' | sort | tr '\n' ' '; }
 shown=$(params) all=$(params --level 9)
-if [[ $shown == "btl_qcg_cluster_peers btl_qcg_connect_timeout btl_qcg_exclusivity btl_qcg_local_peers btl_qcg_verbose " &&
+if [[ $shown == "btl_qcg_cluster_peers btl_qcg_connect_timeout btl_qcg_encrypt btl_qcg_exclusivity btl_qcg_local_peers btl_qcg_verbose " &&
 	$all == *btl_qcg_conn_log* && $all == *btl_qcg_eager_limit* && $all == *btl_qcg_max_connects* ]]; then
-	pass "ompi_info --param btl qcg: cluster_peers, connect_timeout, exclusivity, local_peers, verbose; conn_log, max_connects at --level 9"
+	pass "ompi_info --param btl qcg: cluster_peers, connect_timeout, encrypt, exclusivity, local_peers, verbose; conn_log, max_connects at --level 9"
 else
 	echo "(default level: $shown; level 9: $all)" >"$out"
-	fail "ompi_info --param btl qcg: cluster_peers, connect_timeout, exclusivity, local_peers, verbose; conn_log, max_connects at --level 9"
+	fail "ompi_info --param btl qcg: cluster_peers, connect_timeout, encrypt, exclusivity, local_peers, verbose; conn_log, max_connects at --level 9"
 fi
 
 # --- the MPI test programs over btl_qcg -------------------------------------
@@ -113,6 +115,34 @@ else echo "(exit $rc)" >>"$out"; fail "pairs: all 6 pairs 'direct' through btl_q
 n=$(grep -cE '^(\[[^]]*\] )?btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup [0-9.]+ ms' "$out" || true)
 if [[ $n -eq 12 ]]; then pass "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"
 else echo "($n lines)" >>"$out"; fail "btl_qcg_verbose 1: 12 lines 'rank A -> rank B (host H): direct, setup T ms'"; fi
+
+# --- encrypted channels (btl_qcg_encrypt always; one cluster is plain by default) --
+n=$(grep -cE 'btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup .*, plain$' "$out" || true)
+if [[ $n -eq 12 ]]; then pass "one cluster, btl_qcg_encrypt inter-site (default): 12 channel ends plain"
+else echo "($n lines)" >>"$out"; fail "one cluster, btl_qcg_encrypt inter-site (default): 12 channel ends plain"; fi
+t0=$(ms)
+run_mpi 120 4 self,qcg --mca btl_qcg_encrypt always --mca btl_qcg_verbose 1 "$progs/qcg-mpi-allpairs"
+n=$(grep -cE 'btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup .*, tls-(user|kernel)' "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS allpairs" "$out" && [[ $n -eq 12 ]]; then
+	pass "btl_qcg_encrypt always: allpairs intact, 12 channel ends name their TLS path ($(($(ms) - t0)) ms)"
+else echo "(exit $rc, $n TLS lines)" >>"$out"; fail "btl_qcg_encrypt always: allpairs over TLS"; fi
+# Frames v2 (sequence numbers, acks, resend) over TLS: every reset loses what
+# the session had not sent; the resend makes up for it.
+run_mpi 240 4 self,qcg --mca btl_qcg_encrypt always --mca btl_qcg_test_break_every 40 \
+	--mca btl_qcg_verbose 1 "$progs/qcg-mpi-resend" 10
+breaks=$(grep -c "broken (btl_qcg_test_break_every)" "$out" || true)
+n=$(grep -cE 'btl_qcg: rank [0-3] (->|<-) rank [0-3] \(host .*\): direct, setup .*, tls-(user|kernel)' "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((breaks >= 10 && n >= 12)); then
+	pass "btl_qcg_encrypt always: resend over TLS ($n encrypted channel ends), $breaks resets, every message once, in order, intact"
+else echo "(exit $rc, $breaks breaks, $n TLS lines)" >>"$out"; fail "btl_qcg_encrypt always: resend over TLS"; fi
+# No BTL left between the two ranks: the job aborts.  mpirun may lose the help
+# text in the abort (its show_help "Data unpack" errors, as below).
+run_mpi 60 2 self,qcg --mca btl_qcg_encrypt sometimes "$progs/qcg-mpi-allpairs"
+if [[ $rc -ne 0 ]] && grep -q "btl_qcg_encrypt 'sometimes' is not inter-site, always or never" "$out"; then
+	pass "btl_qcg_encrypt sometimes: refused with a help message naming the values"
+elif [[ $rc -ne 0 ]] && grep -q "show_help.c" "$out" && ! grep -q "^PASS" "$out"; then
+	pass "btl_qcg_encrypt sometimes: refused, the job aborts (mpirun lost the help text this time)"
+else echo "(exit $rc)" >>"$out"; fail "btl_qcg_encrypt sometimes: refused with a help message naming the values"; fi
 
 # --- MPI_THREAD_MULTIPLE (btl_qcg's threads block) ------------------------------
 # 4 threads per rank, each exchanging 0 B .. 1 MiB with every peer at once from

@@ -1,0 +1,204 @@
+/*
+ * tls-bench: throughput and 8-byte round trips of one libqcgconn connection,
+ * encrypted or plain, for bench/tls-loopback.sh (job, rank, secret and helper
+ * from QCG_*).
+ *
+ *   tls-bench serve COUNT                       accept COUNT connections in turn
+ *   tls-bench stream PEER SECONDS ENCRYPT        send for SECONDS: "gbps X setup_us Y PATH"
+ *   tls-bench pingpong PEER COUNT ENCRYPT        COUNT round trips: "rtt_us median X p99 Y PATH"
+ *
+ * ENCRYPT is qcg_options.encrypt's name (always, never).  The server runs
+ * encrypt=never: it takes what the connecting side asks for.  The driving
+ * side sends one byte first: 'S' (the server counts bytes until the end and
+ * answers the count, 8 bytes) or 'P' (it echoes 8-byte messages).  Writes
+ * are 256 KiB (qcg-cat's buffer), through qcg_tls_send when encrypted.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qcgconn.h"
+
+#define BUF (256 * 1024)
+
+struct conn {
+    int fd;
+    qcg_tls *tls;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long c_recv(struct conn *c, void *b, size_t n)
+{
+    return c->tls ? qcg_tls_recv(c->tls, b, n) : read(c->fd, b, n);
+}
+
+static int c_send_all(struct conn *c, const void *b, size_t n)
+{
+    const char *p = b;
+
+    while (n > 0) {
+        long w = c->tls ? qcg_tls_send(c->tls, p, n) : write(c->fd, p, n);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int c_recv_all(struct conn *c, void *b, size_t n)
+{
+    char *p = b;
+
+    while (n > 0) {
+        long r = c_recv(c, p, n);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void c_close(struct conn *c)
+{
+    if (c->tls != NULL)
+        (void)qcg_tls_shutdown(c->tls);
+    qcg_tls_free(c->tls);
+    close(c->fd);
+}
+
+static void serve_one(struct conn *c, char *buf)
+{
+    char mode;
+    uint64_t total = 0;
+    long n;
+
+    if (c_recv_all(c, &mode, 1) < 0)
+        return;
+    if (mode == 'S') {
+        while ((n = c_recv(c, buf, BUF)) > 0)
+            total += (uint64_t)n;
+        (void)c_send_all(c, &total, sizeof(total));
+    } else {
+        while (c_recv_all(c, buf, 8) == 0 && c_send_all(c, buf, 8) == 0)
+            ;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    struct qcg_options o = {.rank = -1, .encrypt = QCG_ENCRYPT_NEVER};
+    struct qcg_conn_info info;
+    struct conn c;
+    qcg_ctx *ctx;
+    char *buf = malloc(BUF);
+    int rc;
+
+    if (argc < 3 || buf == NULL) {
+        fprintf(stderr, "usage: tls-bench serve COUNT | stream PEER SECONDS ENCRYPT | "
+                        "pingpong PEER COUNT ENCRYPT\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "serve") != 0) {
+        if (argc != 5 || (o.encrypt = qcg_encrypt_parse(argv[4])) < 0) {
+            fprintf(stderr, "tls-bench: ENCRYPT: always or never\n");
+            return 2;
+        }
+    }
+    memset(buf, 'x', BUF);
+    if ((rc = qcg_open(&ctx, &o)) < 0 || (rc = qcg_listen(ctx)) < 0) {
+        fprintf(stderr, "tls-bench: %s: %s\n", qcg_strerror(rc), qcg_last_error(ctx));
+        return 1;
+    }
+    if (strcmp(argv[1], "serve") == 0) {
+        printf("listening\n");
+        fflush(stdout);
+        for (int left = atoi(argv[2]); left > 0;) {
+            struct pollfd p = {.fd = qcg_accept_pollfd(ctx), .events = POLLIN};
+            int fd;
+
+            if (poll(&p, 1, 60000) <= 0)
+                break;
+            fd = qcg_accept(ctx, &info);
+            if (fd < 0)
+                continue;
+            c = (struct conn){fd, info.tls};
+            serve_one(&c, buf);
+            c_close(&c);
+            left--;
+        }
+        qcg_close(ctx);
+        return 0;
+    }
+    rc = qcg_connect(ctx, atoi(argv[2]), 30000, &info);
+    if (rc < 0) {
+        fprintf(stderr, "tls-bench: connect: %s: %s\n", qcg_strerror(rc), qcg_last_error(ctx));
+        return 1;
+    }
+    c = (struct conn){rc, info.tls};
+    if (strcmp(argv[1], "stream") == 0) {
+        double t0 = now_s(), secs = atof(argv[3]), t;
+        uint64_t sent = 0, got = 0;
+
+        (void)c_send_all(&c, "S", 1);
+        while ((t = now_s()) - t0 < secs) {
+            if (c_send_all(&c, buf, BUF) < 0)
+                return 1;
+            sent += BUF;
+        }
+        if (c.tls != NULL)
+            (void)qcg_tls_shutdown(c.tls);
+        shutdown(c.fd, SHUT_WR);
+        if (c_recv_all(&c, &got, sizeof(got)) < 0 || got != sent)
+            return 1;
+        printf("gbps %.3f setup_us %llu %s\n", sent * 8.0 / (now_s() - t0) / 1e9,
+               (unsigned long long)info.setup_us, qcg_encryption_name(info.encryption));
+    } else {
+        int n = atoi(argv[3]);
+        double *rtt = calloc((size_t)n, sizeof(double));
+
+        (void)c_send_all(&c, "P", 1);
+        for (int i = 0; i < n; i++) {
+            double t0 = now_s();
+
+            if (c_send_all(&c, buf, 8) < 0 || c_recv_all(&c, buf, 8) < 0)
+                return 1;
+            rtt[i] = (now_s() - t0) * 1e6;
+        }
+        qsort(rtt, (size_t)n, sizeof(double), cmp_double);
+        printf("rtt_us median %.1f p99 %.1f %s\n", rtt[n / 2], rtt[n * 99 / 100],
+               qcg_encryption_name(info.encryption));
+        free(rtt);
+    }
+    c_close(&c);
+    qcg_close(ctx);
+    free(buf);
+    return 0;
+}

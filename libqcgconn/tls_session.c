@@ -1,0 +1,194 @@
+/* qcg_tls_*: I/O on an encrypted connection, with send(2)/recv(2)'s
+   contract; see qcgconn.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+
+#include "internal.h"
+#include "tls_session.h"
+
+struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption)
+{
+    struct qcg_tls *t = calloc(1, sizeof(*t));
+
+    if (t == NULL)
+        return NULL;
+    t->ssl = ssl;
+    t->encryption = encryption;
+    return t;
+}
+
+/* errno for a failed SSL_*_ex call; -1. */
+static long io_failed(struct qcg_tls *t, int r, const char *what)
+{
+    int err = SSL_get_error(t->ssl, r), saved = errno;
+    unsigned long e = ERR_peek_error();
+
+    switch (err) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        ERR_clear_error();
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_SYSCALL:
+        ERR_clear_error();
+        if (saved != 0) {
+            snprintf(t->err, sizeof(t->err), "%s: %s", what, strerror(saved));
+            errno = saved;
+            return -1;
+        }
+        snprintf(t->err, sizeof(t->err), "%s: the stream ended inside a record", what);
+        errno = EPROTO;
+        return -1;
+    default:
+        /* A record that does not authenticate, a truncated stream, a
+           message we never allow (tickets, key updates). */
+        snprintf(t->err, sizeof(t->err), "%s: %s", what,
+                 e != 0 && ERR_reason_error_string(e) != NULL ? ERR_reason_error_string(e)
+                                                              : "TLS protocol error");
+        ERR_clear_error();
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+/* Sends what the session gathered: 0, or -1 with errno. */
+static int flush(struct qcg_tls *t)
+{
+    BIO *w = SSL_get_wbio(t->ssl);
+
+    errno = 0;
+    if (BIO_flush(w) > 0)
+        return 0;
+    if (BIO_should_retry(w))
+        errno = EAGAIN;
+    else if (errno == 0)
+        errno = EIO;
+    if (errno != EAGAIN)
+        snprintf(t->err, sizeof(t->err), "TLS send: %s", strerror(errno));
+    return -1;
+}
+
+/* Records (16 KiB each) gather in the session's BIO and leave in one
+   send(2) per 64 KiB, the rest at the end. */
+QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
+{
+    size_t total = 0;
+    int r = 1;
+
+    if (t == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (len == 0)
+        return 0;
+    ERR_clear_error();
+    while (total < len) {
+        size_t n = 0;
+
+        errno = 0;
+        r = SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
+        if (r != 1)
+            break;
+        total += n;
+    }
+    if (total == 0)
+        return io_failed(t, r, "TLS send");
+    ERR_clear_error();
+    /* Taken: what the socket cannot take now waits for qcg_tls_flush. */
+    if (flush(t) < 0 && errno != EAGAIN)
+        return -1;
+    return (long)total;
+}
+
+QCG_EXPORT int qcg_tls_flush(qcg_tls *t)
+{
+    if (t == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    return flush(t);
+}
+
+QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
+{
+    size_t n = 0;
+    int r;
+
+    if (t == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    ERR_clear_error();
+    errno = 0;
+    r = SSL_read_ex(t->ssl, buf, len, &n);
+    if (r == 1)
+        return (long)n;
+    if (SSL_get_error(t->ssl, r) == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    return io_failed(t, r, "TLS receive");
+}
+
+QCG_EXPORT size_t qcg_tls_pending(const qcg_tls *t)
+{
+    int n;
+
+    if (t == NULL)
+        return 0;
+    n = SSL_pending(t->ssl);
+    /* Records read ahead but not decrypted yet count as one byte. */
+    return n > 0 ? (size_t)n : (size_t)SSL_has_pending(t->ssl);
+}
+
+QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
+{
+    if (t == NULL)
+        return -1;
+    ERR_clear_error();
+    /* 0: sent, the peer's not seen yet: that is all we want. */
+    if (SSL_shutdown(t->ssl) >= 0)
+        return flush(t);
+    (void)io_failed(t, -1, "TLS shutdown");
+    return -1;
+}
+
+QCG_EXPORT const char *qcg_tls_error(const qcg_tls *t)
+{
+    return t == NULL ? "" : t->err;
+}
+
+QCG_EXPORT void qcg_tls_free(qcg_tls *t)
+{
+    if (t == NULL)
+        return;
+    SSL_free(t->ssl);
+    free(t);
+}
+
+QCG_EXPORT const char *qcg_encryption_name(unsigned encryption)
+{
+    if ((encryption & QCG_CONN_TLS) == 0)
+        return "plain";
+    if ((encryption & (QCG_CONN_KTLS_SEND | QCG_CONN_KTLS_RECV)) ==
+        (QCG_CONN_KTLS_SEND | QCG_CONN_KTLS_RECV))
+        return "tls-kernel";
+    if (encryption & QCG_CONN_KTLS_SEND)
+        return "tls-kernel-send";
+    return "tls-user";
+}
+
+QCG_EXPORT int qcg_encrypt_parse(const char *mode)
+{
+    if (mode == NULL)
+        return QCG_EINVAL;
+    if (strcmp(mode, "inter-site") == 0)
+        return QCG_ENCRYPT_INTER_SITE;
+    if (strcmp(mode, "always") == 0)
+        return QCG_ENCRYPT_ALWAYS;
+    if (strcmp(mode, "never") == 0)
+        return QCG_ENCRYPT_NEVER;
+    return QCG_EINVAL;
+}
