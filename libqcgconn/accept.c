@@ -258,7 +258,7 @@ void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t techniqu
     ctx_tls_self(ctx, &self);
     /* The helper connected across the sites, as a rule: inter-site. */
     p->tls =
-        tls_hs_client(&self, fd, peer_rank, token,
+        tls_hs_client(&self, fd, peer_rank, token, QCG_TECH_REVERSED,
                       self.policy == QCG_ENCRYPT_ALWAYS || self.policy == QCG_ENCRYPT_INTER_SITE,
                       why, sizeof(why));
     if (p->tls == NULL) {
@@ -372,6 +372,11 @@ static void verified(qcg_ctx *ctx, struct pending *p)
     }
     p->state = P_READY;
     p->peer_rank = server ? p->hs.from_rank : p->expect_rank;
+    /* On our listener a traversed or punched connection looks direct: the
+       initiator's word, covered by the PSK binder, says which it was. */
+    if (server && p->technique == QCG_TECH_DIRECT &&
+        (p->hs.technique == QCG_TECH_TRAVERSING || p->hs.technique == QCG_TECH_HOLEPUNCH))
+        p->technique = p->hs.technique;
     /* A reversed connection: the helper connected across the sites, as a
        rule. */
     p->keepalive = server ? strcmp(p->hs.cluster, ctx->cluster) != 0 : true;

@@ -694,7 +694,7 @@ static int build_hello(qcg_connect_op *op)
     char why[256];
 
     ctx_tls_self(op->ctx, &self);
-    op->tls = tls_hs_client(&self, op->tcp, op->rank, NULL,
+    op->tls = tls_hs_client(&self, op->tcp, op->rank, NULL, (uint16_t)op->technique,
                             tls_policy_encrypts(&self, op->plan.cluster), why, sizeof(why));
     if (op->tls == NULL)
         return fail(op, QCG_ESYS, "handshake: %s", why);

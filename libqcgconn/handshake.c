@@ -26,9 +26,10 @@ static uint32_t get32(const uint8_t *p)
 }
 
 int hs_identity_build(uint8_t out[HS_IDENTITY_SIZE], struct hs_hello *h, const char *job,
-                      int32_t from, const char *cluster, int32_t to_rank, const char *token)
+                      int32_t from, const char *cluster, int32_t to_rank, const char *token,
+                      uint16_t technique)
 {
-    uint16_t v = htons(HS_VERSION), r = 0;
+    uint16_t v = htons(HS_VERSION), t = htons(technique);
 
     memset(h, 0, sizeof(*h));
     if (token == NULL)
@@ -38,13 +39,14 @@ int hs_identity_build(uint8_t out[HS_IDENTITY_SIZE], struct hs_hello *h, const c
         return -1;
     h->from_rank = from;
     h->to_rank = to_rank;
+    h->technique = technique;
     /* h is zeroed, so the padding the binder covers is zero too. */
     memcpy(h->job, job, strlen(job) + 1);
     memcpy(h->cluster, cluster, strlen(cluster) + 1);
     memcpy(h->token, token, strlen(token) + 1);
     memcpy(out, identity_magic, 4);
     memcpy(out + 4, &v, 2);
-    memcpy(out + 6, &r, 2);
+    memcpy(out + 6, &t, 2);
     put32(out + 8, (uint32_t)h->from_rank);
     put32(out + 12, (uint32_t)h->to_rank);
     memcpy(out + HS_JOB_OFFSET, h->job, HS_JOB_MAX);
@@ -65,6 +67,8 @@ enum hs_status hs_identity_parse(const uint8_t *in, size_t len, struct hs_hello 
         return HS_BAD_VERSION;
     if (len != HS_IDENTITY_SIZE)
         return HS_MALFORMED;
+    memcpy(&version, in + 6, 2);
+    h->technique = ntohs(version);
     h->from_rank = (int32_t)get32(in + 8);
     h->to_rank = (int32_t)get32(in + 12);
     memcpy(h->job, in + HS_JOB_OFFSET, HS_JOB_MAX);

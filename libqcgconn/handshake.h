@@ -38,13 +38,18 @@ struct hs_hello {
     /* Empty, or the plan's one-time token: a reversed connection, made by the
        target's side, names the connect of the acceptor it answers. */
     char token[HS_TOKEN_MAX];
+    /* The initiator's technique (enum qcg_technique; 0 from older peers): a
+       connection the acceptor took on its listener may have been traversed
+       or punched, which only the initiator knows. */
+    uint16_t technique;
 };
 
 /* Fills h for an identity of rank `from` of job in cluster calling to_rank
-   with token (NULL or "" for none) and encodes it into out.  0, or -1
-   (strings too long). */
+   with token (NULL or "" for none) by technique, and encodes it into out.
+   0, or -1 (strings too long). */
 int hs_identity_build(uint8_t out[HS_IDENTITY_SIZE], struct hs_hello *h, const char *job,
-                      int32_t from, const char *cluster, int32_t to_rank, const char *token);
+                      int32_t from, const char *cluster, int32_t to_rank, const char *token,
+                      uint16_t technique);
 /* Decodes a received identity of len bytes: HS_OK, HS_MALFORMED or
    HS_BAD_VERSION; h is filled as far as decoded. */
 enum hs_status hs_identity_parse(const uint8_t *in, size_t len, struct hs_hello *h);

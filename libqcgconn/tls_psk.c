@@ -296,7 +296,8 @@ static struct tls_hs *hs_new(const struct tls_self *self, int fd, bool server, c
 }
 
 struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_rank,
-                             const char *token, bool encrypt, char *why, size_t len)
+                             const char *token, uint16_t technique, bool encrypt, char *why,
+                             size_t len)
 {
     struct tls_hs *t = hs_new(self, fd, false, why, len);
     struct hs_hello h;
@@ -304,8 +305,8 @@ struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_ran
     if (t == NULL)
         return NULL;
     t->encrypt = encrypt;
-    if (hs_identity_build(t->identity, &h, self->job, self->rank, self->cluster, to_rank, token) <
-        0) {
+    if (hs_identity_build(t->identity, &h, self->job, self->rank, self->cluster, to_rank, token,
+                          technique) < 0) {
         snprintf(why, len, "cannot build the handshake identity");
         tls_hs_free(t);
         return NULL;

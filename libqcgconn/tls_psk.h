@@ -53,7 +53,8 @@ enum tls_step {
 /* The connecting side on fd (non-blocking, connected), calling to_rank with
    token (NULL: none).  NULL on failure (why filled). */
 struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_rank,
-                             const char *token, bool encrypt, char *why, size_t len);
+                             const char *token, uint16_t technique, bool encrypt, char *why,
+                             size_t len);
 /* The accepting side on fd.  expect_rank: the rank the helper announced
    (a handed-over connection, which carries no token), or -1. */
 struct tls_hs *tls_hs_server(const struct tls_self *self, int fd, int32_t expect_rank, char *why,

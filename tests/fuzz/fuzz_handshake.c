@@ -74,7 +74,7 @@ static void changed(const uint8_t *data, size_t size)
     size_t n = size - 4 < sizeof(token) - 1 ? size - 4 : sizeof(token) - 1;
     memcpy(token, data + 4, n);
 
-    FUZZ_ASSERT(hs_identity_build(id, &sent, self.job, RANK, self.cluster, to_rank, token) == 0);
+    FUZZ_ASSERT(hs_identity_build(id, &sent, self.job, RANK, self.cluster, to_rank, token, 0) == 0);
     FUZZ_ASSERT(hs_identity_parse(id, sizeof(id), &got) == HS_OK);
     FUZZ_ASSERT(strcmp(got.token, token) == 0 && got.from_rank == RANK && got.to_rank == to_rank);
     id[where] = byte;

@@ -222,7 +222,7 @@ static void handshake(void)
     uint8_t id[HS_IDENTITY_SIZE];
     struct hs_hello h;
 
-    if (hs_identity_build(id, &h, "job-42", 5, "siteB", 3, "0123abcd") < 0)
+    if (hs_identity_build(id, &h, "job-42", 5, "siteB", 3, "0123abcd", 0) < 0)
         exit(1);
     seed("handshake", "identity", 0, id, sizeof(id));
     /* The start of a TLS record, as a peer's answer would begin. */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # lab-techniques: every pair gets the most direct technique that can work, and
-# it does work: 64 MiB intact, the technique reported by the connecting side
-# (and by the accepting side, which sees a traversed connection arrive on its
-# listener like a direct one).
+# it does work: 64 MiB intact, the same technique reported by the connecting
+# side and by the accepting side (a traversed connection arrives on its
+# listener like a direct one; the initiator's handshake says what it was).
 #
 #   nata1 -> fw1     traversing  (nata1 is unreachable: no reversal; fw1's helper
 #                                 injects nata1's SYN behind the stateful firewall)
@@ -27,7 +27,7 @@ transfer() {
 	cat_transfer "$from" "$to" "$1-$2"
 	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: the connecting side used $XFER_TECH, not $tech"
 	atech=$(echo "$XFER_ACCEPTED" | json_field technique)
-	[ "$atech" = "$tech" ] || { [ "$tech" = traversing ] && [ "$atech" = direct ]; } ||
+	[ "$atech" = "$tech" ] ||
 		fail "$from -> $to: the accepting side says $atech, not $tech"
 	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $XFER_SENT"
 	note "$from -> $to: 64 MiB identical, $tech, setup $XFER_SETUP_US us"

@@ -80,7 +80,7 @@ int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const ch
         *session = NULL;
     self_of(self, &ts, psk);
     if (set_nonblocking(fd, true) < 0 ||
-        (t = tls_hs_client(&ts, fd, to_rank, token, encrypt, err, errlen)) == NULL) {
+        (t = tls_hs_client(&ts, fd, to_rank, token, 0, encrypt, err, errlen)) == NULL) {
         SSL_CTX_free(ts.ssl_ctx);
         return QCG_ESYS;
     }

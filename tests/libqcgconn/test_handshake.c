@@ -147,9 +147,10 @@ static void test_identity(void)
     uint8_t id[HS_IDENTITY_SIZE];
     struct hs_hello h, peer;
 
-    REQUIRE(hs_identity_build(id, &h, "job1", 0, "a", 1, "tok") == 0);
+    REQUIRE(hs_identity_build(id, &h, "job1", 0, "a", 1, "tok", QCG_TECH_TRAVERSING) == 0);
     REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_OK);
     REQUIRE(peer.from_rank == 0 && peer.to_rank == 1 && strcmp(peer.token, "tok") == 0);
+    REQUIRE_EQ(peer.technique, QCG_TECH_TRAVERSING);
     REQUIRE_EQ(hs_identity_parse(id, sizeof(id) - 1, &peer), HS_MALFORMED);
     id[0] ^= 1;
     REQUIRE_EQ(hs_identity_parse(id, sizeof(id), &peer), HS_MALFORMED);
