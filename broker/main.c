@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "grid_query.h"
 #include "log.h"
+#include "monotonic.h"
 #include "proxy_live.h"
 #include "reflector.h"
 #include "reflector_msg.h"
@@ -107,7 +108,7 @@ int main(int argc, char **argv)
     if (cfg.max_contacts_per_cluster > 0)
         registry_set_cluster_share(b->reg, (size_t)cfg.max_contacts_per_cluster);
     b->proxies = cfg.proxies;
-    b->proxy_live = proxy_live_new(&b->proxies, (unsigned)cfg.proxy_dead_after);
+    b->proxy_live = proxy_live_new(&b->proxies, (unsigned)cfg.proxy_dead_after, monotonic_ms());
     if (b->proxy_live == NULL)
         fatalx("out of memory");
     for (int i = 0; i < b->proxies.count; i++)

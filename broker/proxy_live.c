@@ -18,17 +18,20 @@ struct proxy_entry {
 struct proxy_live {
     pthread_mutex_t lock;
     uint64_t dead_after_ms;
+    uint64_t started_ms; /* when the broker started listening for beats */
+    bool heard_any;      /* some proxy has beaten since */
     int count;
     struct proxy_entry e[PROXIES_MAX];
 };
 
-struct proxy_live *proxy_live_new(const struct proxies *p, unsigned dead_after_s)
+struct proxy_live *proxy_live_new(const struct proxies *p, unsigned dead_after_s, uint64_t now_ms)
 {
     struct proxy_live *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return NULL;
     pthread_mutex_init(&l->lock, NULL);
     l->dead_after_ms = (uint64_t)dead_after_s * 1000;
+    l->started_ms = now_ms;
     l->count = p->count;
     for (int i = 0; i < p->count; i++)
         l->e[i].addr = p->list[i];
@@ -46,8 +49,11 @@ void proxy_live_free(struct proxy_live *l)
 static enum proxy_state state_of(const struct proxy_live *l, const struct proxy_entry *e,
                                  uint64_t now_ms)
 {
+    /* Silent for as long as a beating one may be, in a grid whose proxies
+       beat: down (it died before its first beat to this broker). */
     if (e->heard_ms == 0)
-        return PROXY_UNKNOWN;
+        return l->heard_any && now_ms - l->started_ms > l->dead_after_ms ? PROXY_DEAD
+                                                                         : PROXY_UNKNOWN;
     return now_ms - e->heard_ms <= l->dead_after_ms ? PROXY_ALIVE : PROXY_DEAD;
 }
 
@@ -66,6 +72,7 @@ int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint
         e->pairs = pairs;
         e->bytes = bytes;
         e->since_beat = 0;
+        l->heard_any = true;
         break;
     }
     pthread_mutex_unlock(&l->lock);
@@ -77,7 +84,6 @@ static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair
                                   uint64_t now_ms)
 {
     struct proxy_entry *best = NULL, *unknown = NULL;
-    bool heard = false;
     uint64_t best_load = 0;
     if (l->count == 0)
         return NULL;
@@ -99,11 +105,10 @@ static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair
         case PROXY_DEAD:
             break;
         }
-        heard = heard || e->heard_ms != 0;
     }
     /* Proxies that beat make the grid one of beating proxies: a silent one
        is down or misconfigured. */
-    return best != NULL ? best : heard ? NULL : unknown;
+    return best != NULL ? best : l->heard_any ? NULL : unknown;
 }
 
 int proxy_live_usable(struct proxy_live *l, uint64_t now_ms)

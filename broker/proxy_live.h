@@ -4,11 +4,12 @@
  *
  * A proxy is alive while its last beat is at most dead_after seconds old,
  * dead once it is older, unknown before its first beat since the broker
- * started.  A pair goes to the alive proxy with the fewest pairs (those it
- * reported plus those planned through it since).  Only while no proxy has
- * beaten since the broker started, to an unknown one, as before proxies beat
- * (proxies without a broker URL never beat; a restarted broker has heard from
- * no one for up to a beat's interval).  Never to a dead one.  Thread-safe.
+ * started, and dead if it has not beaten dead_after seconds after the broker
+ * started while another one has (it died across the broker's restart).  A pair goes to the alive
+ * proxy with the fewest pairs (those it reported plus those planned through it since).  Only while
+ * no proxy has beaten since the broker started, to an unknown one, as before proxies beat (proxies
+ * without a broker URL never beat; a restarted broker has heard from no one for up to a beat's
+ * interval).  Never to a dead one.  Thread-safe.
  */
 #ifndef BROKER_PROXY_LIVE_H
 #define BROKER_PROXY_LIVE_H
@@ -35,7 +36,7 @@ struct proxy_view {
 struct proxy_live;
 
 /* Copies the proxies' addresses (not the key).  NULL on ENOMEM. */
-struct proxy_live *proxy_live_new(const struct proxies *p, unsigned dead_after_s);
+struct proxy_live *proxy_live_new(const struct proxies *p, unsigned dead_after_s, uint64_t now_ms);
 void proxy_live_free(struct proxy_live *l);
 
 /* A beat of proxy `name` at now_ms (monotonic): the state it was in before

@@ -31,9 +31,9 @@ int main(void)
     snprintf(p.list[1].name, sizeof(p.list[1].name), "two");
     snprintf(p.list[1].host, sizeof(p.list[1].host), "203.0.113.21");
     p.list[1].port = 7713;
-    struct proxy_live *l = proxy_live_new(&p, 15);
-    REQUIRE(l != NULL);
     uint64_t t = 1000000;
+    struct proxy_live *l = proxy_live_new(&p, 15, t);
+    REQUIRE(l != NULL);
 
     /* Nobody has beaten yet: both are used, as before proxies beat. */
     CHECK(proxy_live_usable(l, t));
@@ -78,12 +78,28 @@ int main(void)
 
     /* Once a proxy has beaten, one never heard from is not planned either:
        "one" dies, "two" never beat. */
-    l = proxy_live_new(&p, 15);
+    l = proxy_live_new(&p, 15, t);
     REQUIRE(l != NULL);
     CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t), PROXY_UNKNOWN);
     CHECK_EQ(picks_of(l, t + 1000, 20, "one"), 20);
     CHECK(!proxy_live_usable(l, t + 16000));
     CHECK(proxy_live_pick(l, pair, t + 16000, &a) < 0);
+    /* The one never heard from is shown unknown while beats may still come,
+       then dead (it died across the broker's restart), not unknown forever. */
+    REQUIRE_EQ(proxy_live_snapshot(l, t + 14000, v, PROXIES_MAX), 2);
+    CHECK_EQ(v[1].state, PROXY_UNKNOWN);
+    REQUIRE_EQ(proxy_live_snapshot(l, t + 16000, v, PROXIES_MAX), 2);
+    CHECK_EQ(v[0].state, PROXY_DEAD);
+    CHECK_EQ(v[1].state, PROXY_DEAD);
+    proxy_live_free(l);
+
+    /* Proxies that never beat (no broker URL): unknown and used for ever. */
+    l = proxy_live_new(&p, 15, t);
+    REQUIRE(l != NULL);
+    REQUIRE_EQ(proxy_live_snapshot(l, t + 3600000, v, PROXIES_MAX), 2);
+    CHECK_EQ(v[0].state, PROXY_UNKNOWN);
+    CHECK_EQ(v[1].state, PROXY_UNKNOWN);
+    CHECK(proxy_live_usable(l, t + 3600000));
     proxy_live_free(l);
     return check_result("test_proxy_live");
 }
