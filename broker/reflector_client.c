@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "daemon.h"
 #include "log.h"
 #include "monotonic.h"

@@ -1,4 +1,4 @@
-/* What every daemon does the same way: signals for a clean stop, backoff. */
+/* What every daemon does the same way: signals for a clean stop. */
 #ifndef QCG_DAEMON_H
 #define QCG_DAEMON_H
 
@@ -8,10 +8,6 @@
    must be async-signal-safe), a SIGHUP handler that has the CRL reloaded
    (crl.h), and ignores SIGPIPE. */
 void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg);
-
-/* Exponential backoff with jitter: next delay in ms after `attempt` failures,
-   from base_ms doubling up to max_ms. */
-unsigned backoff_ms(unsigned attempt, unsigned base_ms, unsigned max_ms);
 
 /* Sleeps up to ms, returning early (1) once *stop is set; polls every 100 ms. */
 int sleep_unless_stopped(unsigned ms, volatile sig_atomic_t *stop);

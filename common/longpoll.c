@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "cmdqueue.h"
+#include "backoff.h"
 #include "daemon.h"
 #include "log.h"
 #include "longpoll_internal.h"

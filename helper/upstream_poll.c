@@ -85,10 +85,10 @@ static int republish(struct upstream *u, struct soap *soap, size_t *count, char 
         int err = call_publish(u, soap, &a, &st, msg, sizeof(msg));
         if (err == 0) {
             (*count)++;
-        } else if (st == CALL_UNREACHABLE || err == QCG_EUPSTREAM) {
-            /* A frontend that just restarted refuses publishes until its own
-               broker link is up: the registration is retried, not the
-               contact forgotten. */
+        } else if (err == QCG_EUPSTREAM) {
+            /* Unreachable, or a frontend that just restarted and refuses
+               publishes until its own broker link is up: the registration is
+               retried, not the contact forgotten. */
             snprintf(why, whylen, "re-publish of job %s rank %d: %s", list[i].job, list[i].rank,
                      msg);
             rc = -1;

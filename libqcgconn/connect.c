@@ -39,6 +39,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "internal.h"
 #include "technique.h"
 #include "tls_psk.h"
@@ -72,7 +73,7 @@ struct qcg_connect_op {
     int tcp;
     uint64_t start_us, deadline_us, retry_at_us;
     uint64_t attempt_start_us, attempt_deadline_us; /* reversed: when to ask for the next */
-    unsigned backoff_ms;
+    unsigned backoffs;                              /* lookups asked again so far */
     unsigned lookups;
     uint32_t lookup_id; /* of the LOOKUP whose answers we take, or 0 */
     struct op_msg inbox[OP_INBOX];
@@ -420,14 +421,14 @@ static void attempt_begin(qcg_connect_op *op, unsigned ms)
         op->attempt_deadline_us = op->deadline_us;
 }
 
-/* Asks again after a backoff (20 ms, doubling up to 500 ms): the rank is
+/* Asks again after a backoff (20 ms doubling up to 500 ms, jittered): the rank is
    not published yet, or (lacked) this node lacked a port or descriptor;
    last_answer says which for the timeout's message. */
 static int back_off(qcg_connect_op *op, bool lacked)
 {
-    op->retry_at_us = now_us() + op->backoff_ms * 1000u;
-    op->backoff_ms =
-        op->backoff_ms * 2 > LOOKUP_BACKOFF_MAX_MS ? LOOKUP_BACKOFF_MAX_MS : op->backoff_ms * 2;
+    op->retry_at_us =
+        now_us() +
+        backoff_ms(op->backoffs++, LOOKUP_BACKOFF_MIN_MS, LOOKUP_BACKOFF_MAX_MS) * 1000ull;
     op->state = OP_BACKOFF;
     op->short_of = lacked;
     inbox_close(op);
@@ -988,7 +989,6 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
     op->waiter.fd = -1;
     op->start_us = now_us();
     op->deadline_us = op->start_us + (uint64_t)timeout_ms * 1000u;
-    op->backoff_ms = LOOKUP_BACKOFF_MIN_MS;
 
     op->epfd = epoll_create1(EPOLL_CLOEXEC);
     op->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

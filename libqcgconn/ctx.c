@@ -44,10 +44,13 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
     const char *secret = opts && opts->secret ? opts->secret : getenv("QCG_JOB_SECRET");
     const char *sock =
         opts && opts->helper_socket ? opts->helper_socket : getenv("QCG_HELPER_SOCKET");
+    /* Errors name the variable only when the value came from it. */
+    const char *job_from = opts && opts->job ? "" : " (QCG_JOB)";
+    const char *secret_from = opts && opts->secret ? "" : " (QCG_JOB_SECRET)";
 
     if (!job_valid(job)) {
-        open_seterr("job id %s: want 1-%d characters [A-Za-z0-9._-] (QCG_JOB)",
-                    job ? "invalid" : "missing", QCG_JOB_MAX - 1);
+        open_seterr("job id %s: want 1-%d characters [A-Za-z0-9._-]%s", job ? "invalid" : "missing",
+                    QCG_JOB_MAX - 1, job_from);
         return QCG_EINVAL;
     }
     if (opts && opts->rank >= 0) {
@@ -57,13 +60,13 @@ static int ctx_identity(qcg_ctx *ctx, const struct qcg_options *opts)
         return QCG_EINVAL;
     }
     if (!secret_valid(secret)) {
-        open_seterr("job secret %s: want 1-%d printable characters (QCG_JOB_SECRET)",
-                    secret ? "invalid" : "missing", QCG_SECRET_MAX - 1);
+        open_seterr("job secret %s: want 1-%d printable characters%s",
+                    secret ? "invalid" : "missing", QCG_SECRET_MAX - 1, secret_from);
         return QCG_EINVAL;
     }
     /* The helper refuses it too; saying so here names the cause at once. */
     if (!secret_strong(secret)) {
-        open_seterr("job secret too weak: about %d bits, at least %d needed (QCG_JOB_SECRET); %s",
+        open_seterr("job secret too weak%s: about %d bits, at least %d needed; %s", secret_from,
                     secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
         return QCG_EINVAL;
     }

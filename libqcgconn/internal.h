@@ -164,7 +164,7 @@ struct qcg_ctx {
     uint64_t helper_at_us;   /* hstate's next step (see enum helper_state) */
     uint64_t helper_gone_us; /* when it went away (H_UP: 0) */
     uint64_t republish_until_us;
-    unsigned helper_backoff_ms;
+    unsigned helper_failures; /* reconnections to the helper failed in a row */
     unsigned long reconnects; /* helper connections made again (tests) */
     uint32_t next_request_id;
     struct lmsg_reader ctl; /* the message being read from helper_fd */

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "internal.h"
 
 /* Fills sa with address:port; its length, or 0 if address is not an IP. */
@@ -78,9 +79,8 @@ static int bind_in_range(qcg_ctx *ctx)
 static int publish(qcg_ctx *ctx, const struct local_publish *pub, struct lmsg_reader *reply)
 {
     uint64_t deadline = now_us() + HELPER_PUBLISH_TIMEOUT_MS * 1000ull;
-    unsigned pause_ms = PUBLISH_RETRY_MIN_MS;
-
-    for (;;) {
+    for (unsigned tries = 0;; tries++) {
+        unsigned pause_ms = backoff_ms(tries, PUBLISH_RETRY_MIN_MS, PUBLISH_RETRY_MAX_MS);
         uint64_t now = now_us();
         int left_ms = now < deadline ? (int)((deadline - now) / 1000) : 0;
         int rc = ctx_request(ctx, LOCAL_PUBLISH, pub, left_ms, reply);
@@ -88,7 +88,6 @@ static int publish(qcg_ctx *ctx, const struct local_publish *pub, struct lmsg_re
         if (rc != QCG_EUPSTREAM || now + pause_ms * 1000ull >= deadline)
             return rc;
         poll(NULL, 0, (int)pause_ms);
-        pause_ms = pause_ms * 2 > PUBLISH_RETRY_MAX_MS ? PUBLISH_RETRY_MAX_MS : pause_ms * 2;
     }
 }
 

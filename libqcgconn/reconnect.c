@@ -10,14 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "internal.h"
 
 static unsigned next_backoff(qcg_ctx *ctx)
 {
-    unsigned ms = ctx->helper_backoff_ms ? ctx->helper_backoff_ms : RECONNECT_BACKOFF_MIN_MS;
-
-    ctx->helper_backoff_ms = ms * 2 > RECONNECT_BACKOFF_MAX_MS ? RECONNECT_BACKOFF_MAX_MS : ms * 2;
-    return ms;
+    return backoff_ms(ctx->helper_failures++, RECONNECT_BACKOFF_MIN_MS, RECONNECT_BACKOFF_MAX_MS);
 }
 
 void ctx_helper_lost(qcg_ctx *ctx, int why)
@@ -66,7 +64,7 @@ static void helper_up(qcg_ctx *ctx)
     ctx->hstate = H_UP;
     ctx->helper_id = 0;
     ctx->helper_gone_us = 0;
-    ctx->helper_backoff_ms = RECONNECT_BACKOFF_MIN_MS;
+    ctx->helper_failures = 0;
     connect_helper_back(ctx);
 }
 

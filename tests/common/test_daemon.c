@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "backoff.h"
 #include "daemon.h"
 #include "log.h"
 
