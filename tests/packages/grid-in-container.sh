@@ -66,12 +66,13 @@ cat /doc/hosts >>/etc/hosts
 # pasted; then the copy into /etc/qcg it asks for (tests/docs/lib.sh's
 # doc_deploy, this container being the host), with its table's owners.
 blocks=/doc/blocks
-while IFS=$'\t' read -r n where kind file role parts reason; do
+while IFS=$'\t' read -r n where kind file role _; do
 	[ "$kind" != config ] || break
 	[ "$kind" = run ] || continue
 	bash -e -o pipefail "$blocks/$n.txt" >"/tmp/block-$n.log" 2>&1 || fail "$where ($role) does not run"
 done <"$blocks/index"
-QCG_DOCTEST_ROOT=
+export QCG_DOCTEST_ROOT=
+# shellcheck source=tests/docs/lib.sh
 . /doc/lib.sh
 doc_deploy
 chgrp qcg /etc/qcg/*.pem
@@ -79,7 +80,7 @@ chown qcg /etc/qcg/proxy.key
 
 # Every config block into its file, over the packages' example (conffiles).
 configs=()
-while IFS=$'\t' read -r n where kind file role parts reason; do
+while IFS=$'\t' read -r n _ kind file _; do
 	[ "$kind" = config ] || continue
 	cp "$blocks/$n.txt" "$file"
 	configs+=("$file")
