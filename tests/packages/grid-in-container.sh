@@ -120,7 +120,8 @@ unit_start() {
 }
 for c in "${configs[@]}"; do unit_start "$c"; done
 for ((i = 0; i < 300; i++)); do
-	qcg-helper --config /etc/qcg-connect/qcg-helper.conf --status --json 2>/dev/null | grep -q '"upstream_connected":true' && break
+	qcg-helper --config /etc/qcg-connect/qcg-helper.conf --status --json 2>/dev/null |
+		grep -q '"upstream_connected":true' && break
 	sleep 0.1
 done
 ((i < 300)) || fail "the helper did not connect to its frontend within 30 s"
@@ -144,8 +145,9 @@ say "qcg-cat: 1 MiB from rank 1 to rank 0 through the packaged grid, intact"
 
 # An MPI job as a user runs it: an ordinary account, its job id and secret
 # the only variables (env -i), no component path in Open MPI's parameter
-# files; vader left out so btl_qcg carries the two ranks' traffic, and its
-# verbose lines say which connections it made.
+# files; ob1 and no vader, as docs/user.md runs it but with btl_qcg
+# carrying the two ranks' traffic, and its verbose lines say which
+# connections it made.
 ! grep -rsE "^[[:space:]]*mca_base_component_path" /etc/openmpi || fail "a component path set in /etc/openmpi"
 useradd -m alice
 cp /mpi/qcg-mpi-pairs /home/alice/
