@@ -3,7 +3,26 @@
 # (bin/systemctl) share: the private root the guide's paths are moved into,
 # and the copy of each host's certificates into /etc/qcg.
 #
-# Needs QCG_DOCTEST_ROOT (the private root) in the environment.
+# doc_paths and doc_deploy need QCG_DOCTEST_ROOT (the private root) in the
+# environment; tests/packages uses doc_hosts and doc_addresses too.
+
+# Host names the guide's blocks dial, with the addresses §3 gives them.
+doc_hosts="203.0.113.10 broker.grid.example.org
+203.0.113.20 proxy.grid.example.org"
+
+# doc_addresses DIR: the documentation addresses (198.18.0.0/15,
+# 203.0.113.0/24, 198.51.100.0/24) that the run and config blocks extracted
+# into DIR (doc_blocks.py) name, and those of doc_hosts: one a line, sorted.
+doc_addresses() {
+	local dir=$1
+	{
+		awk -F'\t' '$3 == "run" || $3 == "config" { print $1 }' "$dir/index" |
+			while read -r n; do cat "$dir/$n.txt"; done |
+			grep -oE '(198\.1[89]\.[0-9]{1,3}|203\.0\.113|198\.51\.100)\.[0-9]{1,3}(/[0-9]+)?' |
+			grep -v / || true
+		awk '{ print $1 }' <<<"$doc_hosts"
+	} | sort -u
+}
 
 # The path map, the only change made to a block's text: each absolute path
 # under these directories moves into the private root.  Everything else

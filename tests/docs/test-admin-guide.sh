@@ -39,10 +39,6 @@ shift 2
 here=$src/tests/docs
 if (($# == 0)); then set -- "$src/docs/admin.md" "$src/docs/user.md"; fi
 
-# Host names the guide's blocks dial, with the addresses §3 gives them.
-hosts="203.0.113.10 broker.grid.example.org
-203.0.113.20 proxy.grid.example.org"
-
 # --- into a private network and mount namespace ---------------------------------
 if [[ -z ${QCG_DOCTEST_NS:-} ]]; then
 	if [[ $(id -u) -ne 0 ]]; then echo "not root: no private namespace, skipping"; exit 77; fi
@@ -101,13 +97,9 @@ index=$root/doctest/blocks/index
 
 # The network: lo, and the documentation addresses the marked blocks name.
 ip link set lo up
-printf '127.0.0.1 localhost\n%s\n' "$hosts" >"$root/hosts"
+printf '127.0.0.1 localhost\n%s\n' "$doc_hosts" >"$root/hosts"
 mount --bind "$root/hosts" /etc/hosts
-addrs=$(awk -F'\t' '$3 == "run" || $3 == "config" { print $1 }' "$index" |
-	while read -r n; do cat "$root/doctest/blocks/$n.txt"; done |
-	grep -oE '(198\.1[89]\.[0-9]{1,3}|203\.0\.113|198\.51\.100)\.[0-9]{1,3}(/[0-9]+)?' |
-	grep -v / | sort -u || true)
-for a in $( (echo "$addrs"; awk '{ print $1 }' <<<"$hosts") | sort -u); do
+for a in $(doc_addresses "$root/doctest/blocks"); do
 	ip addr add "$a/32" dev lo
 done
 

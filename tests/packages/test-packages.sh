@@ -3,13 +3,16 @@
 # (debian/), they install into a clean Debian 12 container that takes its
 # dependencies from the mirror the images use (apt, no other source), and
 # there, from the packages alone (grid-in-container.sh): the qcg user, units
-# installed but not enabled, configs as conffiles, no unresolved library, a
-# broker, proxy, frontend and helper with configs in /etc/qcg-connect, one
-# qcg-cat transfer through them, and `ompi_info` listing btl qcg with no
-# environment variable.  QCG_DEB_DIR=DIR: install the .debs of DIR instead
+# installed but not enabled, configs as conffiles, no unresolved library,
+# `ompi_info` listing btl qcg with no environment variable; a broker, proxy,
+# frontend and helper set up with docs/admin.md's blocks as pasted and
+# started as their units say, one qcg-cat transfer through them, and an MPI
+# job whose ranks btl_qcg connects, run with no variable telling Open MPI
+# where the component is.  QCG_DEB_DIR=DIR: install the .debs of DIR instead
 # of building them.
 . "$(dirname "$0")/../docker/lib.sh"
 require_docker
+command -v mpicc >/dev/null || skip "mpicc not installed (libopenmpi-dev: scripts/install-deps)"
 here=$(cd "$(dirname "$0")" && pwd)
 base_tar=${QCG_DOCKER_CACHE:-/var/cache/qcg-docker}/debian-bookworm-minbase.tar
 
@@ -36,6 +39,16 @@ want=(qcg-connect-common qcg-connect-broker qcg-connect-frontend qcg-connect-hel
 for p in "${want[@]}"; do
 	compgen -G "$debs/${p}_*.deb" >/dev/null || fail "no $p package in $debs"
 done
+# Debian's checks: an error or a warning fails; informational notes pass
+# (overrides in debian/ say why for the ones Open MPI's paths cause).
+if command -v lintian >/dev/null; then
+	t2=$SECONDS
+	lintian --display-info --fail-on error,warning "$debs"/*.deb >"$scratch/lintian.log" 2>&1 ||
+		{ cat "$scratch/lintian.log" >&2; fail "lintian: an error or a warning"; }
+	say "lintian: no error or warning ($(grep -c '^I:' "$scratch/lintian.log") notes) in $((SECONDS - t2)) s"
+else
+	say "lintian not installed (scripts/install-deps): not run"
+fi
 
 # The base the images use (docker/build-images makes and caches it).
 t1=$SECONDS
@@ -46,23 +59,37 @@ docker import --change 'CMD ["bash"]' "$base_tar" qcg-debian:bookworm >/dev/null
 ctx=$scratch/context
 mkdir -p "$ctx"
 for p in "${want[@]}"; do cp "$debs/${p}"_*.deb "$ctx/"; done
-# openmpi-bin for ompi_info; --no-install-recommends: what the packages
-# depend on, no more.
+# openmpi-bin for ompi_info and mpirun, iproute2 for the guide's addresses;
+# --no-install-recommends: what the packages depend on, no more.
 cat >"$ctx/Dockerfile" <<-'DOCKERFILE'
 	FROM qcg-debian:bookworm
 	COPY *.deb /debs/
 	RUN set -eux; apt-get update -qq; \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	        /debs/*.deb openmpi-bin; \
+	        /debs/*.deb openmpi-bin iproute2; \
 	    apt-get clean; rm -rf /var/lib/apt/lists/*
 DOCKERFILE
 DOCKER_BUILDKIT=1 docker build --network host -t "qcg-packages:$TAG" "$ctx" >"$scratch/docker-build.log" 2>&1 ||
 	{ tail -n 40 "$scratch/docker-build.log" >&2; fail "the packages do not install into a clean Debian 12"; }
 say "installed into a clean Debian 12 container in $((SECONDS - t1)) s"
 
-# --network none: the grid on the container's own loopback.
-loopback_configs "$scratch/conf"
-docker run --rm --network none -v "$here/grid-in-container.sh:/grid-in-container.sh:ro" \
-	-v "$scratch/conf:/grid-conf:ro" "qcg-packages:$TAG" bash /grid-in-container.sh ||
+# What the container takes from this tree: docs/admin.md's blocks as the docs
+# test extracts them (tests/docs: doc_blocks.py; lib.sh for the guide's
+# addresses, host names and the copy of certificates), and an MPI program
+# built here with Debian's mpicc (the same Open MPI the container installs).
+doc=$scratch/doc
+mkdir -p "$doc/blocks" "$scratch/mpi"
+python3 "$REPO/tests/docs/doc_blocks.py" "$doc/blocks" "$REPO/docs/admin.md"
+cp "$REPO/tests/docs/lib.sh" "$doc/lib.sh"
+# shellcheck source=tests/docs/lib.sh
+(. "$doc/lib.sh" && doc_addresses "$doc/blocks" >"$doc/addresses" && echo "$doc_hosts" >"$doc/hosts")
+mpicc -O2 -o "$scratch/mpi/qcg-mpi-pairs" "$REPO/tests/mpi/pairs.c" || fail "mpicc tests/mpi/pairs.c"
+
+# --network none: the grid on the container's own loopback; NET_ADMIN to put
+# the guide's addresses on it, SYS_PTRACE for ss -p to see the qcg user's
+# sockets (/proc/PID/fd of another user).
+docker run --rm --network none --cap-add NET_ADMIN --cap-add SYS_PTRACE \
+	-v "$here/grid-in-container.sh:/grid-in-container.sh:ro" \
+	-v "$doc:/doc:ro" -v "$scratch/mpi:/mpi:ro" "qcg-packages:$TAG" bash /grid-in-container.sh ||
 	fail "the grid from the packages"
 say "total $((SECONDS - t0)) s"
