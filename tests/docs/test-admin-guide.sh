@@ -189,5 +189,14 @@ for f in "$root"/doctest/units/*.pid; do
 	else fail "$u is gone at the end" "$root/doctest/units/$u.log"; fi
 done
 
+# The pasted proxy config reaches the pasted broker: its beats are heard
+# (the broker plans only proxies it hears from once one of them beats).
+plog=$root/doctest/units/qcg-proxy.log
+if [[ -f $plog ]]; then
+	for ((i = 0; i < 100; i++)); do grep -q "hears our beats" "$plog" && break; sleep 0.1; done
+	if grep -q "hears our beats" "$plog"; then pass "qcg-proxy: the broker hears its beats"
+	else fail "qcg-proxy: the broker hears its beats" "$plog"; fi
+fi
+
 echo "passed $passed, failed $failed, skipped $skipped blocks"
 if ((failed > 0)); then exit 1; fi
