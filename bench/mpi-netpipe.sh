@@ -64,20 +64,25 @@ initfini() {
 }
 
 spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+# compare A B HEAD_A HEAD_B HEAD_RATIO: NetPIPE's medians of modes A and B, A/B, spreads.
+compare() {
+  local bw_a bw_b lat_a lat_b
+  bw_a=$(median <"$work/bw-$1") bw_b=$(median <"$work/bw-$2")
+  lat_a=$(median <"$work/lat-$1") lat_b=$(median <"$work/lat-$2")
+  printf '%-34s %14s %14s %8s\n' "" "$3" "$4" "$5"
+  printf '%-34s %14s %14s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_a" "$bw_b" "$(awk -v a="$bw_a" -v b="$bw_b" 'BEGIN { print a / b }')"
+  printf '%-34s %14s %14s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_a" "$lat_b" "$(awk -v a="$lat_a" -v b="$lat_b" 'BEGIN { print a / b }')"
+  printf '%-34s %14s %14s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-$1")" "$(spread <"$work/bw-$2")"
+  printf '%-34s %14s %14s\n' "latency spread (min-max)" "$(spread <"$work/lat-$1")" "$(spread <"$work/lat-$2")"
+}
 if [ -n "$encrypt" ]; then
   for ((r = 1; r <= rounds; r++)); do
     echo "round $r/$rounds" >&2
     netpipe always "$r"
     netpipe never "$r"
   done
-  bw_a=$(median <"$work/bw-always") bw_n=$(median <"$work/bw-never")
-  lat_a=$(median <"$work/lat-always") lat_n=$(median <"$work/lat-never")
   echo "NPopenmpi open1 <-> open2 over btl_qcg, medians of $rounds alternating runs"
-  printf '%-34s %14s %14s %8s\n' "" "encrypt=always" "encrypt=never" "ratio"
-  printf '%-34s %14s %14s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_a" "$bw_n" "$(awk -v a="$bw_a" -v b="$bw_n" 'BEGIN { print a / b }')"
-  printf '%-34s %14s %14s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_a" "$lat_n" "$(awk -v a="$lat_a" -v b="$lat_n" 'BEGIN { print a / b }')"
-  printf '%-34s %14s %14s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-always")" "$(spread <"$work/bw-never")"
-  printf '%-34s %14s %14s\n' "latency spread (min-max)" "$(spread <"$work/lat-always")" "$(spread <"$work/lat-never")"
+  compare always never "encrypt=always" "encrypt=never" "ratio"
   exit 0
 fi
 
@@ -93,15 +98,9 @@ for ((r = 1; r <= rounds; r++)); do
   initfini grid-qcg -- "$initfini" --connect
 done
 
-bw_q=$(median <"$work/bw-qcg") bw_t=$(median <"$work/bw-tcp")
-lat_q=$(median <"$work/lat-qcg") lat_t=$(median <"$work/lat-tcp")
 echo
 echo "NPopenmpi open1 <-> open2, medians of $rounds alternating runs"
-printf '%-34s %12s %12s %8s\n' "" "btl_qcg" "btl_tcp" "qcg/tcp"
-printf '%-34s %12s %12s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_q" "$bw_t" "$(awk -v a="$bw_q" -v b="$bw_t" 'BEGIN { print a / b }')"
-printf '%-34s %12s %12s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_q" "$lat_t" "$(awk -v a="$lat_q" -v b="$lat_t" 'BEGIN { print a / b }')"
-printf '%-34s %12s %12s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-qcg")" "$(spread <"$work/bw-tcp")"
-printf '%-34s %12s %12s\n' "latency spread (min-max)" "$(spread <"$work/lat-qcg")" "$(spread <"$work/lat-tcp")"
+compare qcg tcp btl_qcg btl_tcp qcg/tcp
 echo
 echo "MPI_Init+MPI_Finalize, slowest of 10 ranks (s), medians of $rounds"
 for f in site-qcg site-tcp grid-qcg site-qcg+connect site-tcp+connect grid-qcg+connect; do
