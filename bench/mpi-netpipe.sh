@@ -10,10 +10,15 @@
 #      MPI_Alltoall, which sets up every connection.
 #   bench/mpi-netpipe.sh [ROUNDS]   (root; QCG_BUILD_DIR, default build/; brings the
 #                                   lab up if it is down, and down again after)
+#   bench/mpi-netpipe.sh --encrypt [ROUNDS]
+#                                   NetPIPE only, btl_qcg with btl_qcg_encrypt
+#                                   always against never (issue 17)
 # Share the lab: flock -w 1800 /tmp/qcg-lab.lock bench/mpi-netpipe.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
+encrypt=""
+[ "${1:-}" != --encrypt ] || { encrypt=yes; shift; }
 rounds=${1:-5}
 lab=$root/tests/lab/qcg-lab
 initfini=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
@@ -36,12 +41,14 @@ command -v NPopenmpi >/dev/null || { echo "mpi-netpipe.sh: NPopenmpi missing (ap
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (--tcp or not).
+# netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (MODE tcp: btl_tcp; qcg:
+# btl_qcg as configured; always, never: btl_qcg with that btl_qcg_encrypt).
 netpipe() {
-  local out=$work/np/$1-$2.out flag=""
+  local out=$work/np/$1-$2.out flag="" mca=${QCG_MPIRUN_ARGS:-}
   [ "$1" = tcp ] && flag=--tcp
-  "$lab" mpirun --sites open $flag -- NPopenmpi -p 0 -u 8388608 -o "$out" >"$work/np.log" 2>&1 ||
-    { cat "$work/np.log" >&2; exit 1; }
+  case $1 in always | never) mca="$mca --mca btl_qcg_encrypt $1" ;; esac
+  QCG_MPIRUN_ARGS=$mca "$lab" mpirun --sites open $flag -- NPopenmpi -p 0 -u 8388608 -o "$out" \
+    >"$work/np.log" 2>&1 || { cat "$work/np.log" >&2; exit 1; }
   awk '$1 >= 1048576 { s += $2; n++ } END { printf "%.0f\n", s / n }' "$out" >>"$work/bw-$1"
   awk '$1 <= 8 { if (m == "" || $3 < m) m = $3 } END { printf "%.2f\n", m * 1e6 }' "$out" >>"$work/lat-$1"
 }
@@ -56,6 +63,29 @@ initfini() {
        END { printf "%.3f %.3f\n", m, mc }' "$work/if.log" >>"$work/if-$name${conn:++connect}"
 }
 
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+# compare A B HEAD_A HEAD_B HEAD_RATIO: NetPIPE's medians of modes A and B, A/B, spreads.
+compare() {
+  local bw_a bw_b lat_a lat_b
+  bw_a=$(median <"$work/bw-$1") bw_b=$(median <"$work/bw-$2")
+  lat_a=$(median <"$work/lat-$1") lat_b=$(median <"$work/lat-$2")
+  printf '%-34s %14s %14s %8s\n' "" "$3" "$4" "$5"
+  printf '%-34s %14s %14s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_a" "$bw_b" "$(awk -v a="$bw_a" -v b="$bw_b" 'BEGIN { print a / b }')"
+  printf '%-34s %14s %14s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_a" "$lat_b" "$(awk -v a="$lat_a" -v b="$lat_b" 'BEGIN { print a / b }')"
+  printf '%-34s %14s %14s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-$1")" "$(spread <"$work/bw-$2")"
+  printf '%-34s %14s %14s\n' "latency spread (min-max)" "$(spread <"$work/lat-$1")" "$(spread <"$work/lat-$2")"
+}
+if [ -n "$encrypt" ]; then
+  for ((r = 1; r <= rounds; r++)); do
+    echo "round $r/$rounds" >&2
+    netpipe always "$r"
+    netpipe never "$r"
+  done
+  echo "NPopenmpi open1 <-> open2 over btl_qcg, medians of $rounds alternating runs"
+  compare always never "encrypt=always" "encrypt=never" "ratio"
+  exit 0
+fi
+
 for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds" >&2
   netpipe qcg "$r"
@@ -68,16 +98,9 @@ for ((r = 1; r <= rounds; r++)); do
   initfini grid-qcg -- "$initfini" --connect
 done
 
-bw_q=$(median <"$work/bw-qcg") bw_t=$(median <"$work/bw-tcp")
-lat_q=$(median <"$work/lat-qcg") lat_t=$(median <"$work/lat-tcp")
 echo
 echo "NPopenmpi open1 <-> open2, medians of $rounds alternating runs"
-printf '%-34s %12s %12s %8s\n' "" "btl_qcg" "btl_tcp" "qcg/tcp"
-printf '%-34s %12s %12s %8.3f\n' "bandwidth 1-8 MiB (Mbit/s)" "$bw_q" "$bw_t" "$(awk -v a="$bw_q" -v b="$bw_t" 'BEGIN { print a / b }')"
-printf '%-34s %12s %12s %8.3f\n' "latency 1-8 B (us, half RTT)" "$lat_q" "$lat_t" "$(awk -v a="$lat_q" -v b="$lat_t" 'BEGIN { print a / b }')"
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
-printf '%-34s %12s %12s\n' "bandwidth spread (min-max)" "$(spread <"$work/bw-qcg")" "$(spread <"$work/bw-tcp")"
-printf '%-34s %12s %12s\n' "latency spread (min-max)" "$(spread <"$work/lat-qcg")" "$(spread <"$work/lat-tcp")"
+compare qcg tcp btl_qcg btl_tcp qcg/tcp
 echo
 echo "MPI_Init+MPI_Finalize, slowest of 10 ranks (s), medians of $rounds"
 for f in site-qcg site-tcp grid-qcg site-qcg+connect site-tcp+connect grid-qcg+connect; do

@@ -4,14 +4,18 @@
  * from QCG_*).
  *
  *   tls-bench serve COUNT                       accept COUNT connections in turn
- *   tls-bench stream PEER SECONDS ENCRYPT        send for SECONDS: "gbps X setup_us Y PATH"
+ *   tls-bench stream PEER SECONDS ENCRYPT        send for SECONDS:
+ *       "gbps X setup_us Y send_s_per_gb S recv_s_per_gb R PATH"
  *   tls-bench pingpong PEER COUNT ENCRYPT        COUNT round trips: "rtt_us median X p99 Y PATH"
  *
  * ENCRYPT is qcg_options.encrypt's name (always, never).  The server runs
  * encrypt=never: it takes what the connecting side asks for.  The driving
  * side sends one byte first: 'S' (the server counts bytes until the end and
- * answers the count, 8 bytes) or 'P' (it echoes 8-byte messages).  Writes
- * are 256 KiB (qcg-cat's buffer), through qcg_tls_send when encrypted.
+ * answers the count and the CPU time it spent receiving, 8 bytes each) or 'P'
+ * (it echoes 8-byte messages).  Writes are 256 KiB (qcg-cat's buffer),
+ * through qcg_tls_send when encrypted.  S and R are each end's CPU seconds
+ * (user + system) per GB moved: unlike Gbit/s they do not depend on how much
+ * of a shared machine's CPUs the two ends got.
  */
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +43,16 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds (user + system) this process has used. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static long c_recv(struct conn *c, void *b, size_t n)
@@ -96,9 +111,14 @@ static void serve_one(struct conn *c, char *buf)
     if (c_recv_all(c, &mode, 1) < 0)
         return;
     if (mode == 'S') {
+        double cpu0 = cpu_s();
+        uint64_t answer[2];
+
         while ((n = c_recv(c, buf, BUF)) > 0)
             total += (uint64_t)n;
-        (void)c_send_all(c, &total, sizeof(total));
+        answer[0] = total;
+        answer[1] = (uint64_t)((cpu_s() - cpu0) * 1e6);
+        (void)c_send_all(c, answer, sizeof(answer));
     } else {
         while (c_recv_all(c, buf, 8) == 0 && c_send_all(c, buf, 8) == 0)
             ;
@@ -164,8 +184,8 @@ int main(int argc, char **argv)
     }
     c = (struct conn){rc, info.tls};
     if (strcmp(argv[1], "stream") == 0) {
-        double t0 = now_s(), secs = atof(argv[3]), t;
-        uint64_t sent = 0, got = 0;
+        double t0 = now_s(), cpu0 = cpu_s(), secs = atof(argv[3]), t, gb;
+        uint64_t sent = 0, got[2];
 
         (void)c_send_all(&c, "S", 1);
         while ((t = now_s()) - t0 < secs) {
@@ -176,10 +196,12 @@ int main(int argc, char **argv)
         if (c.tls != NULL)
             (void)qcg_tls_shutdown(c.tls);
         shutdown(c.fd, SHUT_WR);
-        if (c_recv_all(&c, &got, sizeof(got)) < 0 || got != sent)
+        if (c_recv_all(&c, got, sizeof(got)) < 0 || got[0] != sent)
             return 1;
-        printf("gbps %.3f setup_us %llu %s\n", sent * 8.0 / (now_s() - t0) / 1e9,
-               (unsigned long long)info.setup_us, qcg_encryption_name(info.encryption));
+        gb = (double)sent / 1e9;
+        printf("gbps %.3f setup_us %llu send_s_per_gb %.3f recv_s_per_gb %.3f %s\n",
+               gb * 8 / (now_s() - t0), (unsigned long long)info.setup_us, (cpu_s() - cpu0) / gb,
+               (double)got[1] / 1e6 / gb, qcg_encryption_name(info.encryption));
     } else {
         int n = atoi(argv[3]);
         double *rtt = calloc((size_t)n, sizeof(double));

@@ -3,6 +3,9 @@
 # loopback, same pair, same run: throughput of one connection (SECONDS of
 # 256 KiB writes), 8-byte round trips (COUNT, median of each run) and setup
 # time; ROUNDS rounds alternate the two; medians, with the spread (min-max).
+# Each end's CPU seconds per GB moved are printed too: on a shared machine the
+# Gbit/s follow the CPU the two ends were given (the CPU pressure line says how
+# contended it was), the CPU per GB does not.
 # The real broker, frontend and helper on 127.0.0.1 (tests/lib/loopback-grid.sh;
 # ports 18901, 18902, 18950-18999), so run it in a network namespace of its own:
 #
@@ -29,6 +32,8 @@ QCG_RANK=0 "$bench" serve $((ROUNDS * 4)) >"$work/serve.out" 2>&1 &
 pids+=($!)
 wait_for "the server's listening line" 100 grep -q listening "$work/serve.out" || exit 1
 
+psi() { awk '/^some/ {sub("avg10=", "", $2); print $2}' /proc/pressure/cpu 2>/dev/null || echo "?"; }
+psi_start=$(psi)
 rank=1
 for _ in $(seq 1 "$ROUNDS"); do
 	for mode in never always; do
@@ -45,11 +50,16 @@ stats() {
 }
 med() { stats "$1" "$2" | cut -d' ' -f1; }
 echo "tls-loopback: $ROUNDS rounds, ${SECS} s streams, $COUNT round trips; $(nproc) CPUs, $(uname -r)"
-printf '%-8s %-12s %-24s %-24s %s\n' mode path "Gbit/s" "rtt_us median" "setup_us"
+echo "CPU pressure (some, avg10 %): $psi_start at the start, $(psi) at the end"
+printf '%-6s %-9s %-22s %-19s %-19s %-19s %s\n' mode path "Gbit/s" "send CPU s/GB" "recv CPU s/GB" \
+	"rtt_us median" "setup_us"
 for mode in never always; do
-	printf '%-8s %-12s %-24s %-24s %s\n' "$mode" "$(awk '{print $NF; exit}' "$work/stream-$mode")" \
-		"$(stats "$work/stream-$mode" 2)" "$(stats "$work/rtt-$mode" 3)" "$(stats "$work/stream-$mode" 4)"
+	f=$work/stream-$mode
+	printf '%-6s %-9s %-22s %-19s %-19s %-19s %s\n' "$mode" "$(awk '{print $NF; exit}' "$f")" \
+		"$(stats "$f" 2)" "$(stats "$f" 6)" "$(stats "$f" 8)" "$(stats "$work/rtt-$mode" 3)" "$(stats "$f" 4)"
 done
 awk -v e="$(med "$work/stream-always" 2)" -v p="$(med "$work/stream-never" 2)" \
+	-v se="$(med "$work/stream-always" 6)" -v sp="$(med "$work/stream-never" 6)" \
+	-v ce="$(med "$work/stream-always" 8)" -v cp="$(med "$work/stream-never" 8)" \
 	-v re="$(med "$work/rtt-always" 3)" -v rp="$(med "$work/rtt-never" 3)" \
-	'BEGIN {printf "encrypted/plain throughput %.2f; round trip added %.1f us\n", e / p, re - rp}'
+	'BEGIN {printf "encrypted/plain throughput %.2f; CPU per byte plain/encrypted: send %.2f, receive %.2f; round trip added %.1f us\n", e / p, sp / se, cp / ce, re - rp}'

@@ -1,24 +1,55 @@
 #!/usr/bin/env bash
 # lab-encrypt: connections between sites are encrypted by default, connections
-# inside a site plain (issue 17); --encrypt never on both ends makes a
-# cross-site connection plain (so the first check can fail).  The bytes on the
-# wire are checked without a capture by libqcgconn-handshake (a recording
-# relay: a known pattern absent when encrypted, present when plain).
+# inside a site plain (issue 17).  A capture on nata's router (tcpdump -i any in
+# its namespace: both its LAN and its WAN side) holds no copy of a known 64-byte
+# pattern that qcg-cat sends from nata1 to open1 with the default policy; with
+# --encrypt never on both ends the same capture holds it (so the check can
+# fail).  Each capture must hold at least the 1 MiB sent: an empty one fails.
 #
-#   nata1 --(nata's NAT, the internet)--> open1    tls on both ends
-#   nata1 --LAN--> nata2                           plain
+#   nata1 --LAN--> qcg-r-nata (tcpdump -i any) --internet--> open1   tls on both ends
+#   nata1 --LAN--> nata2                                              plain
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
+command -v tcpdump >/dev/null 2>&1 || skip "tcpdump is not installed (scripts/install-deps)"
 scratch
 JOB=$(new_job encrypt)
-head -c $((1 << 20)) /dev/urandom >"$WORK/in"
+pattern=qcg-connect-issue-17-known-pattern-that-must-not-cross-in-clear!
+[ ${#pattern} -eq 64 ] || fail "the pattern is ${#pattern} bytes, not 64"
+for _ in $(seq 1 16384); do printf '%s' "$pattern"; done >"$WORK/in"
+size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+holds_input() { [ "$(size "$WORK/$1.pcap")" -gt "$(size "$WORK/in")" ]; }
+
+# capture_start NAME: tcpdump in nata's router, writing $WORK/NAME.pcap; returns
+# once it says it is listening (packets before that would be missed).
+capture_start() {
+	local name=$1
+	ip netns exec qcg-r-nata tcpdump -Z root -i any -n -U -s 0 -w "$WORK/$name.pcap" tcp \
+		2>"$WORK/$name.tcpdump" &
+	CAPTURE_PID=$!
+	BG_PIDS+=("$CAPTURE_PID")
+	poll 10 "tcpdump listening" grep -q "listening on" "$WORK/$name.tcpdump" ||
+		fail "$name: tcpdump did not start: $(cat "$WORK/$name.tcpdump")"
+}
+
+# capture_stop NAME: once the capture holds the 1 MiB sent (each packet crosses
+# the router twice, so this needs no packet from the end of the transfer),
+# stops tcpdump and waits for it.
+capture_stop() {
+	local name=$1
+	poll 10 "the capture" holds_input "$name" ||
+		fail "$name: the capture holds $(size "$WORK/$name.pcap") bytes, less than the $(size "$WORK/in") sent"
+	kill -INT "$CAPTURE_PID" 2>/dev/null || true
+	wait_exit "$CAPTURE_PID" 10 || true
+}
 
 # send NAME MODE RANK: nata1 rank RANK+1 -> open1 rank RANK with --encrypt MODE on
-# both ends (MODE "" = the default); the data arrive intact.
+# both ends (MODE "" = the default), under a capture in $WORK/NAME.pcap; the
+# data arrive intact.
 send() {
 	local name=$1 mode=$2 rank=$3 opt=() listener
 	[ -z "$mode" ] || opt=(--encrypt "$mode")
+	capture_start "$name"
 	cat_listen open1 "$rank" "$name" --timeout 30 "${opt[@]}"
 	listener=$BG_PID
 	"$LAB" exec nata1 -- qcg-cat --job "$JOB" --rank $((rank + 1)) --json --timeout 20 "${opt[@]}" \
@@ -26,6 +57,7 @@ send() {
 		{ cat "$WORK/$name.cerr"; fail "$name: connect failed"; }
 	wait_exit "$listener" 20 || { cat "$WORK/$name.err"; fail "$name: the listener failed"; }
 	cmp -s "$WORK/in" "$WORK/$name.out" || fail "$name: what arrived differs from what was sent"
+	capture_stop "$name"
 }
 
 send default "" 0
@@ -33,12 +65,15 @@ enc=$(json_event "$WORK/default.cerr" sent | json_field encryption)
 acc=$(json_event "$WORK/default.err" accepted | json_field encryption)
 case $enc in tls-*) ;; *) fail "nata1 -> open1 by default: '$enc', not encrypted" ;; esac
 [ "$acc" = "$enc" ] || fail "the two ends disagree: connect $enc, accept $acc"
-note "nata1 -> open1, default policy: 1 MiB intact, $enc on both ends"
+grep -a -q -F "$pattern" "$WORK/default.pcap" && fail "the pattern crossed nata's router in clear"
+note "nata1 -> open1, default policy: 1 MiB intact, $enc on both ends; $(size "$WORK/default.pcap") bytes captured at nata's router, no pattern"
 
 send never never 2
 [ "$(json_event "$WORK/never.cerr" sent | json_field encryption)" = plain ] ||
 	fail "--encrypt never: not plain: $(json_event "$WORK/never.cerr" sent)"
-note "nata1 -> open1, --encrypt never on both ends: plain"
+n=$(grep -a -c -F "$pattern" "$WORK/never.pcap" || true)
+[ "$n" -gt 0 ] || fail "--encrypt never: the capture holds no pattern (the check cannot fail)"
+note "nata1 -> open1, --encrypt never on both ends: plain, the pattern in $n captured lines"
 
 XFER_RANK=10
 cat_transfer nata1 nata2
