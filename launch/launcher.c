@@ -408,9 +408,9 @@ static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, cha
         switch (fd) {
         case QCG_ETIMEDOUT:
         case QCG_ENOTFOUND:
-            FAIL("no qcg-agent of job %s answered within %.1f s (%s): is one running on %s, "
+            FAIL("no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
                  "started with QCG_JOB=%s?",
-                 job, timeout_ms / 1000.0, detail[0] ? detail : "not published", host, job);
+                 job, (timeout_ms + 999) / 1000, detail[0] ? detail : "not published", host, job);
         case QCG_EDENIED:
             FAIL("the grid refused job %s's secret: the agents were started with another "
                  "QCG_JOB_SECRET (%s)",
