@@ -24,6 +24,10 @@
 #define OUT_CHUNK WIRE_DATA_MAX
 /* How long the daemon's last output may take after it exits. */
 #define DRAIN_MS 1000
+/* A broken session whose daemon has exited waits this long, not resume_ms,
+   for its launcher: a launcher killed with its job (its connection ends the
+   same way as when a proxy dies) must not keep the agent. */
+#define EXITED_WAIT_MS 5000
 
 enum phase { WAITING, RUNNING, KILLING, FINISHED };
 
@@ -52,6 +56,7 @@ struct session {
 
 static void finish(struct session *s);
 static void start_kill(struct session *s, const char *why);
+static void on_wait_timeout(uv_timer_t *t);
 
 static void on_handle_closed(uv_handle_t *h)
 {
@@ -196,6 +201,8 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     s->exited = 1;
     s->exit_code = code;
     s->term_signal = sig;
+    if (s->awaiting && uv_timer_get_due_in(&s->wait) > EXITED_WAIT_MS)
+        uv_timer_start(&s->wait, on_wait_timeout, EXITED_WAIT_MS, 0);
     log_info("launch %u: orted pid %d ended (%s %d)", s->id, (int)s->pid, sig ? "signal" : "exit",
              sig ? sig : (int)code);
     /* Ranks that outlive their daemon (it crashed) go with it. */
@@ -464,7 +471,8 @@ static void on_wait_timeout(uv_timer_t *t)
 {
     struct session *s = t->data;
 
-    log_warnx("launch %u: the launcher did not resume within %d ms", s->id, s->env.resume_ms);
+    log_warnx("launch %u: the launcher did not resume within %d ms", s->id,
+              s->exited ? EXITED_WAIT_MS : s->env.resume_ms);
     s->awaiting = 0;
     start_kill(s, "the launcher is gone");
     maybe_finish(s);
@@ -485,7 +493,8 @@ static void on_link_broken(struct link *l, const char *why)
              "resume",
              s->id, s->peer, why, s->env.resume_ms);
     s->awaiting = 1;
-    uv_timer_start(&s->wait, on_wait_timeout, (uint64_t)s->env.resume_ms, 0);
+    uv_timer_start(&s->wait, on_wait_timeout,
+                   (uint64_t)(s->exited ? EXITED_WAIT_MS : s->env.resume_ms), 0);
 }
 
 static const struct link_ops session_link_ops = {on_frame, on_link_closed, on_link_drained,
