@@ -45,9 +45,9 @@ struct launcher {
     const char *job, *secret;
     int timeout_s;
     int verbose;
-    uv_timer_t retry;     /* the next try to resume */
-    uint64_t resume_by;   /* broken: give up at this time (0: not broken) */
-    char broke_why[160];  /* why it broke, and the last try's failure */
+    uv_timer_t retry;    /* the next try to resume */
+    uint64_t resume_by;  /* broken: give up at this time (0: not broken) */
+    char broke_why[160]; /* why it broke, and the last try's failure */
     char last_error[320];
     unsigned long resumes;
     enum qcg_technique technique;
@@ -355,8 +355,8 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* --- finding the agent ----------------------------------------------------- */
 
-/* Connects to HOST's agent within timeout_ms: the connected socket, with
-   *ctxp the launcher's context for the caller to close; or -1 with why. */
+/* Connects to HOST's agent within timeout_ms: the connected socket (and in
+   ctxp the launcher's context, for the caller to close), or -1 with why. */
 static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, char *why,
                          size_t whylen)
 {

@@ -5,11 +5,11 @@
 #include <string.h>
 
 static const char *const type_names[] = {
-    [WIRE_LAUNCH] = "LAUNCH", [WIRE_REFUSED] = "REFUSED", [WIRE_OUT] = "OUT",
-    [WIRE_ERR] = "ERR",       [WIRE_EXIT] = "EXIT",       [WIRE_TOPEN] = "TOPEN",
-    [WIRE_TDATA] = "TDATA",   [WIRE_TCLOSE] = "TCLOSE",   [WIRE_SIGNAL] = "SIGNAL",
-    [WIRE_SESSION] = "SESSION", [WIRE_BYE] = "BYE",       [WIRE_ACK] = "ACK",
-    [WIRE_RESUME] = "RESUME", [WIRE_RESUMED] = "RESUMED",
+    [WIRE_LAUNCH] = "LAUNCH",   [WIRE_REFUSED] = "REFUSED", [WIRE_OUT] = "OUT",
+    [WIRE_ERR] = "ERR",         [WIRE_EXIT] = "EXIT",       [WIRE_TOPEN] = "TOPEN",
+    [WIRE_TDATA] = "TDATA",     [WIRE_TCLOSE] = "TCLOSE",   [WIRE_SIGNAL] = "SIGNAL",
+    [WIRE_SESSION] = "SESSION", [WIRE_BYE] = "BYE",         [WIRE_ACK] = "ACK",
+    [WIRE_RESUME] = "RESUME",   [WIRE_RESUMED] = "RESUMED",
 };
 
 const char *wire_type_name(unsigned type)

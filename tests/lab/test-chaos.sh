@@ -82,16 +82,18 @@ else
 	helpers="nata1" frontends="natb" routers="nata"
 fi
 
-# start_job: the job in the background (mpirun on open1: the launch
-# connections to the other sites' agents are reversed, through no proxy), its
+# start_job: the job in the background (mpirun on $CHAOS_FROM, default
+# open1: the launch connections to the other sites' agents are reversed,
+# through no proxy; from nata1 those to sym's agents go through a proxy), its
 # output in $JOB_OUT; returns once all 45 pairs of ranks are connected.
+CHAOS_FROM=${CHAOS_FROM:-open1}
 JOBS=0
 start_job() {
 	JOBS=$((JOBS + 1))
 	JOB_OUT=$WORK/job$JOBS.out
 	rm -f "$STOP"
 	QCG_MPIRUN_ARGS="--mca btl_qcg_verbose 1" timeout -k 10 1500 "$LAB" mpirun \
-		--from open1 -- "$progs/qcg-mpi-resend" 100000000 -1 "$STOP" >"$JOB_OUT" 2>&1 &
+		--from "$CHAOS_FROM" -- "$progs/qcg-mpi-resend" 100000000 -1 "$STOP" >"$JOB_OUT" 2>&1 &
 	job=$!
 	BG_PIDS+=("$job")
 	slow_poll 120 "job $JOBS: all pairs connected" all_connected ||
