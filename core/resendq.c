@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-void resendq_init(struct resendq *q, void (*release)(struct resendq_item *it, void *arg),
-                  void *arg)
+void resendq_init(struct resendq *q, void (*release)(struct resendq_item *it, void *arg), void *arg)
 {
     memset(q, 0, sizeof(*q));
     q->release = release;

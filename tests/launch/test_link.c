@@ -158,13 +158,13 @@ static void test_close_bounded(void)
 
 struct side {
     struct link *link;
-    uint32_t next;  /* the counter expected */
-    uint32_t sent;  /* the last counter sent */
-    int wrong;      /* frames out of order or twice */
-    int broken;     /* breaks seen */
+    uint32_t next; /* the counter expected */
+    uint32_t sent; /* the last counter sent */
+    int wrong;     /* frames out of order or twice */
+    int broken;    /* breaks seen */
     int resumed;
     int closed;
-    int cut_fd;     /* a dup of this side's socket, to cut it */
+    int cut_fd; /* a dup of this side's socket, to cut it */
 };
 
 static struct side L, A;

@@ -310,8 +310,8 @@ static int mutate_header(int *accepted)
     uint8_t in[WIRE_HEADER], out[WIRE_HEADER];
     struct wire_header h;
 
-    wire_header_put(in, (enum wire_type)(1 + next_random() % WIRE_TYPE_LAST), (uint16_t)next_random(),
-                    (uint32_t)(next_random() % (WIRE_FRAME_MAX + 1)));
+    wire_header_put(in, (enum wire_type)(1 + next_random() % WIRE_TYPE_LAST),
+                    (uint16_t)next_random(), (uint32_t)(next_random() % (WIRE_FRAME_MAX + 1)));
     for (int k = (int)(next_random() % 3); k > 0; k--)
         in[next_random() % WIRE_HEADER] = (uint8_t)next_random();
     uint8_t *buf = malloc(WIRE_HEADER);
@@ -319,7 +319,8 @@ static int mutate_header(int *accepted)
     int rc = wire_header_get(buf, &h);
     free(buf);
     uint32_t len = wire_u32_get(in + 4);
-    int ours = in[0] >= WIRE_LAUNCH && in[0] <= WIRE_TYPE_LAST && in[1] == 0 && len <= WIRE_FRAME_MAX;
+    int ours =
+        in[0] >= WIRE_LAUNCH && in[0] <= WIRE_TYPE_LAST && in[1] == 0 && len <= WIRE_FRAME_MAX;
     if (rc != (ours ? 0 : -1))
         return 1;
     if (rc == 0) {
