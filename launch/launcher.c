@@ -11,8 +11,8 @@
    or nothing heard for a while) it connects to the agent again and resumes
    the launch (wire.h): the daemon and its runtime connections go on.  255
    when the launch itself fails, or cannot be resumed within
-   WIRE_RESUME_TRY_MS, with one line naming HOST and why (as ssh does).  The job secret comes from
-   $QCG_JOB_SECRET, never from the command line. */
+   WIRE_RESUME_TRY_MS, with one line naming HOST and why (as ssh does).
+   The job secret comes from $QCG_JOB_SECRET, never from the command line. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,13 +43,11 @@
 struct launcher {
     const char *host;
     const char *job, *secret;
-    int timeout_s;
     int verbose;
     uv_timer_t retry;    /* the next try to resume */
     uint64_t resume_by;  /* broken: give up at this time (0: not broken) */
     char broke_why[160]; /* why it broke, and the last try's failure */
     char last_error[320];
-    unsigned long resumes;
     enum qcg_technique technique;
     uv_loop_t loop;
     struct link *link;
@@ -74,16 +72,20 @@ struct runtime_connect {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
-               "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
-               "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
-               "  and a qcg-agent of that job running on HOST.\n"
-               "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
-               " or 60)\n"
-               "  --verbose    one line on stderr: the technique and setup time\n"
-               "  --version    print the version and the launch protocol version and exit\n"
-               "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
-               "  error.\n");
+    fprintf(f,
+            "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
+            "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
+            "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
+            "  and a qcg-agent of that job running on HOST.\n"
+            "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
+            " or 60)\n"
+            "  --verbose    lines on stderr: the technique and setup time, and each break\n"
+            "               and resume of the connection to the agent\n"
+            "  --version    print the version and the launch protocol version and exit\n"
+            "  A broken connection to the agent is resumed over a new one (tried for %d s).\n"
+            "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
+            "  error.\n",
+            WIRE_RESUME_TRY_MS / 1000);
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n);
@@ -296,7 +298,6 @@ static void on_link_resumed(struct link *lk, unsigned long resent)
 {
     struct launcher *l = link_data(lk);
 
-    l->resumes++;
     if (l->verbose)
         fprintf(stderr,
                 "qcg-launch: %s: resumed over a new connection (%s, %llu ms after the break, %lu "
@@ -532,7 +533,6 @@ int main(int argc, char **argv)
 
     l.job = job;
     l.secret = secret;
-    l.timeout_s = timeout_s;
     l.verbose = verbose;
     fd = connect_agent(&l, timeout_s * 1000, &l.ctx, why, sizeof(why));
     if (fd < 0)
