@@ -284,7 +284,9 @@ static void deliver(struct link *l, struct conn *c, const struct wire_header *h,
 
     switch (h->type) {
     case WIRE_ACK:
-        if (h->len != 8 || acked(l, wire_u64_get(payload)) < 0)
+        /* Waiting for RESUMED, an ACK is the agent's new connection's own
+           heartbeat (it counts nothing of ours yet): not for this session. */
+        if (h->len != 8 || (!l->resuming && acked(l, wire_u64_get(payload)) < 0))
             protocol_error(l, h);
         return;
     case WIRE_RESUMED:
