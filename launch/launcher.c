@@ -39,6 +39,13 @@
 /* After a signal passed on, how long the daemon has to end before we go. */
 #define SIGNAL_WAIT_MS 10000
 #define RANK_TRIES 8
+/* A resume tries a new connection for at most this long at a time; the agent
+   not published any more (the helper saw it exit) in this many tries in a
+   row means it is gone: mpirun hears of it now, not after
+   WIRE_RESUME_TRY_MS (a helper restarting publishes it again within
+   seconds). */
+#define RESUME_TRY_EACH_MS 10000
+#define RESUME_UNPUBLISHED_TRIES 2
 
 struct launcher {
     const char *host;
@@ -48,6 +55,7 @@ struct launcher {
     uint64_t resume_by;  /* broken: give up at this time (0: not broken) */
     char broke_why[160]; /* why it broke, and the last try's failure */
     char last_error[320];
+    int unpublished; /* resume tries in a row that found the agent not published */
     enum qcg_technique technique;
     uv_loop_t loop;
     struct link *link;
@@ -305,6 +313,7 @@ static void on_link_resumed(struct link *lk, unsigned long resent)
                 l->host, qcg_technique_name(l->technique),
                 (unsigned long long)(monotonic_ms() + WIRE_RESUME_TRY_MS - l->resume_by), resent);
     l->resume_by = 0;
+    l->unpublished = 0;
 }
 
 static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_link_drained,
@@ -358,7 +367,7 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* Connects to HOST's agent within timeout_ms: the connected socket (and in
    ctxp the launcher's context, for the caller to close), or -1 with why. */
-static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, char *why,
+static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, int *code, char *why,
                          size_t whylen)
 {
     const char *host = l->host, *job = l->job;
@@ -370,6 +379,7 @@ static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, cha
     int rc = QCG_EBUSY, fd;
     uint64_t t0 = monotonic_ms();
 
+    *code = 0;
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         snprintf(why, whylen, __VA_ARGS__);                                                        \
@@ -404,6 +414,7 @@ static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, cha
     if (rc < 0)
         FAIL("no free launcher rank in job %s after %d tries", agent_job, RANK_TRIES);
     fd = qcg_connect(ctx, 0, timeout_ms, &info);
+    *code = fd;
     if (fd < 0) {
         const char *detail = qcg_last_error(ctx);
         switch (fd) {
@@ -438,7 +449,7 @@ static void on_retry(uv_timer_t *t)
     struct launcher *l = t->data;
     uint64_t now = monotonic_ms();
     qcg_ctx *ctx;
-    int fd;
+    int fd, code, wait_ms;
 
     if (l->done || l->link == NULL || l->resume_by == 0)
         return;
@@ -456,7 +467,24 @@ static void on_retry(uv_timer_t *t)
     if (l->ctx != NULL)
         qcg_close(l->ctx);
     l->ctx = NULL;
-    fd = connect_agent(l, (int)(l->resume_by - now), &ctx, l->last_error, sizeof(l->last_error));
+    wait_ms = (int)(l->resume_by - now);
+    if (wait_ms > RESUME_TRY_EACH_MS)
+        wait_ms = RESUME_TRY_EACH_MS;
+    fd = connect_agent(l, wait_ms, &ctx, &code, l->last_error, sizeof(l->last_error));
+    /* Not published: ENOTFOUND, or a timeout whose lookups found nothing
+       (libqcgconn looks up until the timeout, and says so). */
+    l->unpublished = code == QCG_ENOTFOUND || (code == QCG_ETIMEDOUT &&
+                                               strstr(l->last_error, "not published") != NULL)
+                         ? l->unpublished + 1
+                         : 0;
+    if (l->unpublished >= RESUME_UNPUBLISHED_TRIES) {
+        fprintf(stderr,
+                "qcg-launch: %s: lost the connection to its agent (%s), and the agent is gone: "
+                "%s\n",
+                l->host, l->broke_why, l->last_error);
+        finish(l, LAUNCH_FAILED);
+        return;
+    }
     if (fd < 0 || link_attach(l->link, fd) < 0) {
         if (fd >= 0) {
             snprintf(l->last_error, sizeof(l->last_error), "the new connection failed");
@@ -474,7 +502,7 @@ int main(int argc, char **argv)
     struct launcher l;
     const char *job = getenv("QCG_JOB"), *secret = getenv("QCG_JOB_SECRET");
     const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT");
-    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd;
+    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd, code;
     char *words[WIRE_ARGS_MAX + 1], why[256];
     uint8_t *payload;
     long len;
@@ -534,7 +562,7 @@ int main(int argc, char **argv)
     l.job = job;
     l.secret = secret;
     l.verbose = verbose;
-    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, why, sizeof(why));
+    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, &code, why, sizeof(why));
     if (fd < 0)
         fail(l.host, "%s", why);
     payload = malloc(WIRE_FRAME_MAX);

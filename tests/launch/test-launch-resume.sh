@@ -15,7 +15,8 @@
 # its stdout holds every line once, in order, the fake mpirun got every
 # runtime byte in order, the daemon got every echoed byte back, and
 # qcg-launch exits with the daemon's status (0).  On a build without resuming
-# qcg-launch exits 255 at the first cut.
+# qcg-launch exits 255 at the first cut.  Then the agent of a second launch
+# is killed: qcg-launch must give up within 45 s, naming the host.
 #
 # Ports 18760-18799: broker 18761, frontend 18762, the helper 18770-18799.
 # Needs root for ss -K and iptables (in a network namespace of its own: run
@@ -201,6 +202,34 @@ out=$work/agent.log
 if [[ $(grep -c "launch 1: resumed by rank" "$work/agent.log") -ge 2 ]]; then
 	pass "the agent moved launch 1 onto each new connection ($(grep -c "launch 1: resumed by rank" "$work/agent.log") times)"
 else fail "the agent moved launch 1 onto each new connection"; fi
+
+# The agent itself killed: no resume can work; qcg-launch gives up once the
+# agent is not published any more (two tries of 10 s), well before the 60 s
+# it tries a live one, naming the host.
+"$qcg_agent" --node a1 --orted "$work/fake-orted" "${root_opt[@]}" >>"$work/agent2.log" 2>&1 &
+agent2=$!
+pids+=("$agent2")
+wait_for "the second agent" 100 grep -q "ready: agent of job" "$work/agent2.log" ||
+	{ fail "the second agent comes up"; exit 1; }
+rm -f "$work/mpirun.port"
+"$work/fake-mpirun" $lines $chunk "$work/mpirun.port" "$work/mpirun2.result" 2>>"$work/mpirun.log" &
+pids+=($!)
+wait_for "the fake mpirun's port" 50 test -s "$work/mpirun.port" || { fail "fake mpirun listens"; exit 1; }
+mport=$(cat "$work/mpirun.port")
+"$qcg_launch" a1 orted -mca orte_hnp_uri "\"4242.0;tcp://127.0.0.1:$mport\"" \
+	-mca qcgtest_lines $lines -mca qcgtest_chunk $chunk >"$work/launch2.out" 2>"$work/launch2.err" &
+launch2=$!
+pids+=("$launch2")
+wait_for "line 20" 300 grep -qx "line 20" "$work/launch2.out" || { fail "the second launch runs"; exit 1; }
+t0=$(ms)
+kill -9 "$agent2"
+rc=0
+wait_exit "$launch2" 600 || true
+out=$work/launch2.err
+if [[ $rc -eq 255 ]] && grep -q "^qcg-launch: a1: lost the connection to its agent (.*), and the agent is gone: " "$work/launch2.err" &&
+	(($(ms) - t0 < 45000)); then
+	pass "the agent killed: qcg-launch exits 255 after $(($(ms) - t0)) ms, 'lost the connection to its agent ..., and the agent is gone'"
+else echo "(exit $rc after $(($(ms) - t0)) ms)" >>"$out"; fail "the agent killed: qcg-launch exits 255 within 45 s naming the host"; fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
