@@ -19,6 +19,7 @@
 #include "qcgconn.h"
 #include "ratelimit.h"
 #include "session.h"
+#include "wire.h"
 
 static const char usage[] = "qcg-agent [--config FILE] [--job ID] [--node NAME] [options]\n"
                             "       (the job secret comes from $QCG_JOB_SECRET or --secret-file)";
@@ -102,6 +103,17 @@ static void session_gone(void *arg, struct session *s)
         return;
     }
     idle_arm(a);
+}
+
+/* The running launch a RESUME names (session.h). */
+static struct session *find_session(void *arg, const uint8_t *token)
+{
+    struct agent *a = arg;
+
+    for (int i = 0; i < a->cfg->max_launches; i++)
+        if (a->slots[i] != NULL && session_has_token(a->slots[i], token))
+            return a->slots[i];
+    return NULL;
 }
 
 static void on_accept_ready(uv_poll_t *p, int status, int events);
@@ -274,6 +286,8 @@ static int run(struct agent_config *cfg, const char *secret)
         .environ = daemon_environ(cfg, secret),
         .launch_ms = cfg->launch_timeout,
         .grace_ms = cfg->grace,
+        .resume_ms = WIRE_RESUME_WAIT_MS,
+        .find = find_session,
         .gone = session_gone,
         .arg = &a,
     };

@@ -7,9 +7,12 @@
    stand-in beside mpirun: the daemon's output on our stdout/stderr, each
    runtime connection the daemon opens (to the agent's loopback port) carried
    to mpirun's port on this node, the daemon's exit status as ours, and
-   SIGINT/SIGTERM/SIGHUP passed on.  255 when the launch itself fails, with
-   one line naming HOST and why (as ssh does).  The job secret comes from
-   $QCG_JOB_SECRET, never from the command line. */
+   SIGINT/SIGTERM/SIGHUP passed on.  When the connection breaks (an error,
+   or nothing heard for a while) it connects to the agent again and resumes
+   the launch (wire.h): the daemon and its runtime connections go on.  255
+   when the launch itself fails, or cannot be resumed within
+   WIRE_RESUME_TRY_MS, with one line naming HOST and why (as ssh does).
+   The job secret comes from $QCG_JOB_SECRET, never from the command line. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,9 +39,24 @@
 /* After a signal passed on, how long the daemon has to end before we go. */
 #define SIGNAL_WAIT_MS 10000
 #define RANK_TRIES 8
+/* A resume tries a new connection for at most this long at a time; the agent
+   not published any more (the helper saw it exit) in this many tries in a
+   row means it is gone: mpirun hears of it now, not after
+   WIRE_RESUME_TRY_MS (a helper restarting publishes it again within
+   seconds). */
+#define RESUME_TRY_EACH_MS 10000
+#define RESUME_UNPUBLISHED_TRIES 2
 
 struct launcher {
     const char *host;
+    const char *job, *secret;
+    int verbose;
+    uv_timer_t retry;    /* the next try to resume */
+    uint64_t resume_by;  /* broken: give up at this time (0: not broken) */
+    char broke_why[160]; /* why it broke, and the last try's failure */
+    char last_error[320];
+    int unpublished; /* resume tries in a row that found the agent not published */
+    enum qcg_technique technique;
     uv_loop_t loop;
     struct link *link;
     struct tunnels *tunnels;
@@ -62,16 +80,20 @@ struct runtime_connect {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
-               "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
-               "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
-               "  and a qcg-agent of that job running on HOST.\n"
-               "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
-               " or 60)\n"
-               "  --verbose    one line on stderr: the technique and setup time\n"
-               "  --version    print the version and the launch protocol version and exit\n"
-               "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
-               "  error.\n");
+    fprintf(f,
+            "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
+            "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
+            "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
+            "  and a qcg-agent of that job running on HOST.\n"
+            "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
+            " or 60)\n"
+            "  --verbose    lines on stderr: the technique and setup time, and each break\n"
+            "               and resume of the connection to the agent\n"
+            "  --version    print the version and the launch protocol version and exit\n"
+            "  A broken connection to the agent is resumed over a new one (tried for %d s).\n"
+            "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
+            "  error.\n",
+            WIRE_RESUME_TRY_MS / 1000);
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n);
@@ -98,16 +120,19 @@ static void finish(struct launcher *l, int rc)
         return;
     l->done = 1;
     l->rc = rc;
-    if (l->link != NULL)
+    /* Over: the agent ends the daemon now rather than wait for a resume. */
+    if (l->link != NULL) {
+        link_send(l->link, WIRE_BYE, 0, NULL, 0);
         link_close(l->link);
+    }
     l->link = NULL;
     tunnels_free(l->tunnels);
     l->tunnels = NULL;
     for (int i = 0; i < 3; i++)
         uv_close((uv_handle_t *)&l->sig[i], NULL);
     uv_close((uv_handle_t *)&l->timer, NULL);
-    if (l->ctx != NULL && !uv_is_closing((uv_handle_t *)&l->linger))
-        uv_close((uv_handle_t *)&l->linger, NULL);
+    uv_close((uv_handle_t *)&l->retry, NULL);
+    uv_close((uv_handle_t *)&l->linger, NULL);
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n)
@@ -208,9 +233,16 @@ static void on_frame(struct link *lk, const struct wire_header *h, const uint8_t
         if (tunnels_frame(l->tunnels, h, payload) == 0)
             return;
         break;
+    case WIRE_SESSION:
+        if (h->len == WIRE_TOKEN_LEN) {
+            link_set_session(lk, payload);
+            return;
+        }
+        break;
     case WIRE_REFUSED:
-        fprintf(stderr, "qcg-launch: %s: the agent refused the launch: %.*s\n", l->host,
-                (int)h->len, (const char *)payload);
+        fprintf(stderr, "qcg-launch: %s: the agent refused %s: %.*s\n", l->host,
+                l->resume_by != 0 ? "to resume the launch" : "the launch", (int)h->len,
+                (const char *)payload);
         finish(l, LAUNCH_FAILED);
         return;
     case WIRE_EXIT:
@@ -248,7 +280,44 @@ static void on_link_drained(struct link *lk)
         tunnels_resume(l->tunnels);
 }
 
-static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_link_drained};
+static void on_retry(uv_timer_t *t);
+
+/* The connection broke after the agent gave the session's token: connect
+   again (the grid plans a technique anew) and resume. */
+static void on_link_broken(struct link *lk, const char *why)
+{
+    struct launcher *l = link_data(lk);
+
+    if (l->done)
+        return;
+    if (l->resume_by == 0) {
+        l->resume_by = monotonic_ms() + WIRE_RESUME_TRY_MS;
+        snprintf(l->broke_why, sizeof(l->broke_why), "%s", why);
+        l->last_error[0] = '\0';
+    }
+    if (l->verbose)
+        fprintf(stderr, "qcg-launch: %s: the connection to its agent broke (%s): resuming\n",
+                l->host, why);
+    /* Not from within the link's callback. */
+    uv_timer_start(&l->retry, on_retry, 0, 0);
+}
+
+static void on_link_resumed(struct link *lk, unsigned long resent)
+{
+    struct launcher *l = link_data(lk);
+
+    if (l->verbose)
+        fprintf(stderr,
+                "qcg-launch: %s: resumed over a new connection (%s, %llu ms after the break, %lu "
+                "frames resent)\n",
+                l->host, qcg_technique_name(l->technique),
+                (unsigned long long)(monotonic_ms() + WIRE_RESUME_TRY_MS - l->resume_by), resent);
+    l->resume_by = 0;
+    l->unpublished = 0;
+}
+
+static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_link_drained,
+                                                  on_link_broken, on_link_resumed};
 
 /* The connection stays ours; the context (a helper slot, and our published
    contact) is not needed any more.  Not at once: the helper sends the
@@ -259,11 +328,11 @@ static const struct link_ops launcher_link_ops = {on_frame, on_link_closed, on_l
 
 static void on_linger_done(uv_timer_t *t)
 {
-    qcg_ctx **ctx = t->data;
+    struct launcher *l = t->data;
 
-    qcg_close(*ctx);
-    *ctx = NULL;
-    uv_close((uv_handle_t *)t, NULL);
+    if (l->ctx != NULL)
+        qcg_close(l->ctx);
+    l->ctx = NULL;
 }
 
 static void on_signal_timeout(uv_timer_t *t)
@@ -296,62 +365,75 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* --- finding the agent ----------------------------------------------------- */
 
-/* Connects to HOST's agent: the connected socket, or exits 255.  *ctxp is
-   the launcher's context, for the caller to close. */
-static int connect_agent(const char *host, const char *job, const char *secret, int timeout_s,
-                         int verbose, qcg_ctx **ctxp)
+/* Connects to HOST's agent within timeout_ms: the connected socket (and in
+   ctxp the launcher's context, for the caller to close), or -1 with why. */
+static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, int *code, char *why,
+                         size_t whylen)
 {
+    const char *host = l->host, *job = l->job;
     char agent_job[GRID_JOB_MAX];
-    struct qcg_options opts = {.job = agent_job, .secret = secret};
+    struct qcg_options opts = {.job = agent_job, .secret = l->secret};
     struct qcg_conn_info info;
     qcg_ctx *ctx = NULL;
     uint32_t r;
     int rc = QCG_EBUSY, fd;
     uint64_t t0 = monotonic_ms();
 
+    *code = 0;
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(why, whylen, __VA_ARGS__);                                                        \
+        if (ctx != NULL)                                                                           \
+            qcg_close(ctx);                                                                        \
+        return -1;                                                                                 \
+    } while (0)
     if (agent_job_id(agent_job, job, host) < 0)
-        fail(host, "not a node name (the host list names nodes as their agents know them)");
+        FAIL("not a node name (the host list names nodes as their agents know them)");
     /* Launchers are ranks >= 1 of the agent's job; several mpiruns may
        launch on one node at once, so pick at random and retry when taken. */
     for (int i = 0; i < RANK_TRIES && rc == QCG_EBUSY; i++) {
         if (getrandom(&r, sizeof(r), 0) != sizeof(r))
             r = (uint32_t)getpid() * 2654435761u + (uint32_t)i;
         opts.rank = 1 + (int)(r % 0x3fffffffu);
+        ctx = NULL;
         rc = qcg_open(&ctx, &opts);
-        if (rc < 0)
-            fail(host, "cannot reach this node's qcg-helper: %s: %s", qcg_strerror(rc),
+        if (rc < 0) {
+            ctx = NULL;
+            FAIL("cannot reach this node's qcg-helper: %s: %s", qcg_strerror(rc),
                  qcg_last_error(NULL));
+        }
         rc = qcg_listen(ctx);
         if (rc < 0 && rc != QCG_EBUSY)
-            fail(host, "the grid does not take this launcher: %s: %s", qcg_strerror(rc),
+            FAIL("the grid does not take this launcher: %s: %s", qcg_strerror(rc),
                  qcg_last_error(ctx));
-        if (rc < 0)
+        if (rc < 0) {
             qcg_close(ctx);
+            ctx = NULL;
+        }
     }
     if (rc < 0)
-        fail(host, "no free launcher rank in job %s after %d tries", agent_job, RANK_TRIES);
-    fd = qcg_connect(ctx, 0, timeout_s * 1000, &info);
+        FAIL("no free launcher rank in job %s after %d tries", agent_job, RANK_TRIES);
+    fd = qcg_connect(ctx, 0, timeout_ms, &info);
+    *code = fd;
     if (fd < 0) {
         const char *detail = qcg_last_error(ctx);
         switch (fd) {
         case QCG_ETIMEDOUT:
         case QCG_ENOTFOUND:
-            fail(host,
-                 "no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
+            FAIL("no qcg-agent of job %s answered within %d s (%s): is one running on %s, "
                  "started with QCG_JOB=%s?",
-                 job, timeout_s, detail[0] ? detail : "not published", host, job);
-            break;
+                 job, (timeout_ms + 999) / 1000, detail[0] ? detail : "not published", host, job);
         case QCG_EDENIED:
-            fail(host,
-                 "the grid refused job %s's secret: the agents were started with another "
+            FAIL("the grid refused job %s's secret: the agents were started with another "
                  "QCG_JOB_SECRET (%s)",
                  job, detail);
-            break;
         default:
-            fail(host, "cannot connect to its qcg-agent: %s: %s", qcg_strerror(fd), detail);
+            FAIL("cannot connect to its qcg-agent: %s: %s", qcg_strerror(fd), detail);
         }
     }
-    if (verbose)
+#undef FAIL
+    l->technique = info.technique;
+    if (l->verbose)
         fprintf(stderr,
                 "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
                 "with the lookup)\n",
@@ -361,12 +443,66 @@ static int connect_agent(const char *host, const char *job, const char *secret, 
     return fd;
 }
 
+/* One try to resume; the next in a second while WIRE_RESUME_TRY_MS last. */
+static void on_retry(uv_timer_t *t)
+{
+    struct launcher *l = t->data;
+    uint64_t now = monotonic_ms();
+    qcg_ctx *ctx;
+    int fd, code, wait_ms;
+
+    if (l->done || l->link == NULL || l->resume_by == 0)
+        return;
+    if (now >= l->resume_by) {
+        fprintf(stderr,
+                "qcg-launch: %s: lost the connection to its agent (%s) and could not resume "
+                "it within %d s%s%s\n",
+                l->host, l->broke_why, WIRE_RESUME_TRY_MS / 1000, l->last_error[0] ? ": " : "",
+                l->last_error);
+        finish(l, LAUNCH_FAILED);
+        return;
+    }
+    /* The previous context is done with (its linger, if any, is cut short). */
+    uv_timer_stop(&l->linger);
+    if (l->ctx != NULL)
+        qcg_close(l->ctx);
+    l->ctx = NULL;
+    wait_ms = (int)(l->resume_by - now);
+    if (wait_ms > RESUME_TRY_EACH_MS)
+        wait_ms = RESUME_TRY_EACH_MS;
+    fd = connect_agent(l, wait_ms, &ctx, &code, l->last_error, sizeof(l->last_error));
+    /* Not published: ENOTFOUND, or a timeout whose lookups found nothing
+       (libqcgconn looks up until the timeout, and says so). */
+    l->unpublished = code == QCG_ENOTFOUND || (code == QCG_ETIMEDOUT &&
+                                               strstr(l->last_error, "not published") != NULL)
+                         ? l->unpublished + 1
+                         : 0;
+    if (l->unpublished >= RESUME_UNPUBLISHED_TRIES) {
+        fprintf(stderr,
+                "qcg-launch: %s: lost the connection to its agent (%s), and the agent is gone: "
+                "%s\n",
+                l->host, l->broke_why, l->last_error);
+        finish(l, LAUNCH_FAILED);
+        return;
+    }
+    if (fd < 0 || link_attach(l->link, fd) < 0) {
+        if (fd >= 0) {
+            snprintf(l->last_error, sizeof(l->last_error), "the new connection failed");
+            qcg_close(ctx);
+        }
+        uv_timer_start(&l->retry, on_retry, 1000, 0);
+        return;
+    }
+    l->ctx = ctx;
+    uv_timer_start(&l->linger, on_linger_done, CONTEXT_LINGER_MS, 0);
+}
+
 int main(int argc, char **argv)
 {
     struct launcher l;
     const char *job = getenv("QCG_JOB"), *secret = getenv("QCG_JOB_SECRET");
     const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT");
-    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd;
+    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd, code;
     char *words[WIRE_ARGS_MAX + 1], why[256];
     uint8_t *payload;
     long len;
@@ -423,7 +559,12 @@ int main(int argc, char **argv)
         fail(l.host, "mpirun is gone");
     signal(SIGPIPE, SIG_IGN);
 
-    fd = connect_agent(l.host, job, secret, timeout_s, verbose, &l.ctx);
+    l.job = job;
+    l.secret = secret;
+    l.verbose = verbose;
+    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, &code, why, sizeof(why));
+    if (fd < 0)
+        fail(l.host, "%s", why);
     payload = malloc(WIRE_FRAME_MAX);
     if (payload == NULL)
         fail(l.host, "out of memory");
@@ -446,8 +587,10 @@ int main(int argc, char **argv)
         l.sig[k].data = &l;
         uv_signal_start(&l.sig[k], on_signal, sigs[k]);
     }
+    uv_timer_init(&l.loop, &l.retry);
+    l.retry.data = &l;
     uv_timer_init(&l.loop, &l.linger);
-    l.linger.data = &l.ctx;
+    l.linger.data = &l;
     uv_timer_start(&l.linger, on_linger_done, CONTEXT_LINGER_MS, 0);
     uv_run(&l.loop, UV_RUN_DEFAULT);
     uv_loop_close(&l.loop);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "link.h"
@@ -23,6 +24,10 @@
 #define OUT_CHUNK WIRE_DATA_MAX
 /* How long the daemon's last output may take after it exits. */
 #define DRAIN_MS 1000
+/* A broken session whose daemon has exited waits this long, not resume_ms,
+   for its launcher: a launcher killed with its job (its connection ends the
+   same way as when a proxy dies) must not keep the agent. */
+#define EXITED_WAIT_MS 5000
 
 enum phase { WAITING, RUNNING, KILLING, FINISHED };
 
@@ -37,9 +42,11 @@ struct session {
     uv_process_t proc;
     uv_pipe_t out, err;
     uv_timer_t timer;
-    int handles; /* open libuv handles; the session is gone at 0 */
-    int listener_open, proc_open, out_open, err_open, timer_open;
+    uv_timer_t wait; /* broken: how long the launcher has to resume */
+    int handles;     /* open libuv handles; the session is gone at 0 */
+    int listener_open, proc_open, out_open, err_open, timer_open, wait_open;
     int launched, exited, drained;
+    int awaiting; /* broken, waiting for the launcher's RESUME */
     pid_t pid;
     int64_t exit_code;
     int term_signal;
@@ -49,6 +56,7 @@ struct session {
 
 static void finish(struct session *s);
 static void start_kill(struct session *s, const char *why);
+static void on_wait_timeout(uv_timer_t *t);
 
 static void on_handle_closed(uv_handle_t *h)
 {
@@ -94,6 +102,9 @@ static void out_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 
 static void maybe_finish(struct session *s)
 {
+    /* Its exit status is for the launcher, which may still come back. */
+    if (s->awaiting)
+        return;
     if (s->exited && (s->drained || (!s->out_open && !s->err_open)))
         finish(s);
 }
@@ -190,6 +201,8 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     s->exited = 1;
     s->exit_code = code;
     s->term_signal = sig;
+    if (s->awaiting && uv_timer_get_due_in(&s->wait) > EXITED_WAIT_MS)
+        uv_timer_start(&s->wait, on_wait_timeout, EXITED_WAIT_MS, 0);
     log_info("launch %u: orted pid %d ended (%s %d)", s->id, (int)s->pid, sig ? "signal" : "exit",
              sig ? sig : (int)code);
     /* Ranks that outlive their daemon (it crashed) go with it. */
@@ -346,6 +359,13 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     s->pid = s->proc.pid;
     s->launched = 1;
     s->phase = RUNNING;
+    /* The token that resumes this session over another connection: the
+       launcher holds the job secret already, this names one launch. */
+    uint8_t token[WIRE_TOKEN_LEN];
+    if (getrandom(token, sizeof(token), 0) == (ssize_t)sizeof(token)) {
+        link_set_session(s->link, token);
+        link_send(s->link, WIRE_SESSION, 0, token, sizeof(token));
+    }
     uv_timer_stop(&s->timer);
     uv_read_start((uv_stream_t *)&s->out, out_alloc, out_read);
     uv_read_start((uv_stream_t *)&s->err, out_alloc, out_read);
@@ -360,6 +380,34 @@ out:
 
 static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGKILL, SIGUSR1, SIGUSR2};
 
+/* A new connection's first frame names a broken session: the session takes
+   the connection over, this one ends. */
+static void resume(struct session *s, const uint8_t *payload, uint32_t len)
+{
+    struct session *to;
+
+    if (len != WIRE_TOKEN_LEN + 8) {
+        refuse(s, "a RESUME of %u bytes", len);
+        return;
+    }
+    to = s->env.find(s->env.arg, payload);
+    if (to == NULL) {
+        refuse(s, "no launch to resume with that token (it ended, or this agent restarted)");
+        return;
+    }
+    if (link_adopt(to->link, s->link, wire_u64_get(payload + WIRE_TOKEN_LEN)) < 0) {
+        refuse(s, "the launch's frame count does not match");
+        return;
+    }
+    log_info("launch %u: resumed by rank %d (connection of launch %u)", to->id, s->peer, s->id);
+    if (to->awaiting) {
+        to->awaiting = 0;
+        uv_timer_stop(&to->wait);
+    }
+    finish(s);
+    maybe_finish(to);
+}
+
 static void on_frame(struct link *l, const struct wire_header *h, const uint8_t *payload)
 {
     struct session *s = link_data(l);
@@ -367,6 +415,14 @@ static void on_frame(struct link *l, const struct wire_header *h, const uint8_t 
 
     if (s->phase == WAITING && h->type == WIRE_LAUNCH) {
         launch(s, payload, h->len);
+        return;
+    }
+    if (s->phase == WAITING && h->type == WIRE_RESUME) {
+        resume(s, payload, h->len);
+        return;
+    }
+    if (s->phase == RUNNING && h->type == WIRE_BYE) {
+        start_kill(s, "the launcher is done");
         return;
     }
     if (s->phase == RUNNING && (h->type == WIRE_TDATA || h->type == WIRE_TCLOSE) &&
@@ -411,7 +467,38 @@ static void on_link_drained(struct link *l)
     sources_resume(link_data(l));
 }
 
-static const struct link_ops session_link_ops = {on_frame, on_link_closed, on_link_drained};
+static void on_wait_timeout(uv_timer_t *t)
+{
+    struct session *s = t->data;
+
+    log_warnx("launch %u: the launcher did not resume within %d ms", s->id,
+              s->exited ? EXITED_WAIT_MS : s->env.resume_ms);
+    s->awaiting = 0;
+    start_kill(s, "the launcher is gone");
+    maybe_finish(s);
+}
+
+/* The launcher's connection broke: it reconnects and resumes (wire.h), or
+   the daemon is ended after resume_ms.  Output and runtime bytes wait in the
+   link meanwhile (their sources pause at its high water). */
+static void on_link_broken(struct link *l, const char *why)
+{
+    struct session *s = link_data(l);
+
+    if (s->phase == FINISHED || s->phase == KILLING) {
+        finish(s);
+        return;
+    }
+    log_info("launch %u from rank %d: connection lost (%s): waiting %d ms for the launcher to "
+             "resume",
+             s->id, s->peer, why, s->env.resume_ms);
+    s->awaiting = 1;
+    uv_timer_start(&s->wait, on_wait_timeout,
+                   (uint64_t)(s->exited ? EXITED_WAIT_MS : s->env.resume_ms), 0);
+}
+
+static const struct link_ops session_link_ops = {on_frame, on_link_closed, on_link_drained,
+                                                 on_link_broken, NULL};
 
 /* --- ending ---------------------------------------------------------------- */
 
@@ -431,6 +518,9 @@ static void start_kill(struct session *s, const char *why)
 {
     if (s->phase == KILLING || s->phase == FINISHED)
         return;
+    /* Ending: no launcher is waited for any more. */
+    s->awaiting = 0;
+    uv_timer_stop(&s->wait);
     if (!s->launched || s->exited) {
         finish(s);
         return;
@@ -465,6 +555,7 @@ static void finish(struct session *s)
         s->tunnels = NULL;
     }
     uv_timer_stop(&s->timer);
+    close_handle((uv_handle_t *)&s->wait, &s->wait_open);
     /* Once a process has been spawned, libuv must see its exit: close
        the handle only then (kill above made sure it comes). */
     close_handle((uv_handle_t *)&s->listener, &s->listener_open);
@@ -507,9 +598,10 @@ struct session *session_new(const struct session_env *env, int fd, int peer, uns
         return NULL;
     }
     uv_timer_init(env->loop, &s->timer);
-    s->timer.data = s;
-    s->timer_open = 1;
-    s->handles = 1;
+    uv_timer_init(env->loop, &s->wait);
+    s->timer.data = s->wait.data = s;
+    s->timer_open = s->wait_open = 1;
+    s->handles = 2;
     uv_timer_start(&s->timer, on_launch_timeout, (uint64_t)env->launch_ms, 0);
     return s;
 }
@@ -522,4 +614,9 @@ void session_stop(struct session *s)
 int session_launched(const struct session *s)
 {
     return s->launched;
+}
+
+int session_has_token(const struct session *s, const uint8_t *token)
+{
+    return s->phase == RUNNING && s->link != NULL && link_has_token(s->link, token);
 }

@@ -1,11 +1,14 @@
 /* One launch on the agent's side: a launcher's connection, the daemon it
    asked for (run as the agent's user, in a session of its own, no shell),
    the daemon's output and runtime connections carried back, and at the end
-   the daemon's exit status.  When the launcher goes, the daemon and every
-   process it started are ended (SIGTERM, then SIGKILL). */
+   the daemon's exit status.  When the connection breaks, the session waits
+   resume_ms for the launcher to resume it over a new one (RESUME, wire.h);
+   when the launcher is done (BYE) or does not come back, the daemon and
+   every process it started are ended (SIGTERM, then SIGKILL). */
 #ifndef QCG_LAUNCH_SESSION_H
 #define QCG_LAUNCH_SESSION_H
 
+#include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -18,6 +21,9 @@ struct session_env {
     char **environ;    /* the daemon's environment */
     int launch_ms;     /* a launcher must send LAUNCH within this */
     int grace_ms;      /* SIGTERM to SIGKILL */
+    int resume_ms;     /* how long a broken session waits for its launcher */
+    /* The running session whose token this is, or NULL. */
+    struct session *(*find)(void *arg, const uint8_t *token);
     /* The session's last handle is closed: it is gone. */
     void (*gone)(void *arg, struct session *s);
     void *arg;
@@ -29,5 +35,7 @@ struct session *session_new(const struct session_env *env, int fd, int peer, uns
 void session_stop(struct session *s);
 /* True once the daemon was started (a launch, not only a connection). */
 int session_launched(const struct session *s);
+/* True if the session can be resumed with this token (WIRE_TOKEN_LEN bytes). */
+int session_has_token(const struct session *s, const uint8_t *token);
 
 #endif

@@ -5,9 +5,11 @@
 #include <string.h>
 
 static const char *const type_names[] = {
-    [WIRE_LAUNCH] = "LAUNCH", [WIRE_REFUSED] = "REFUSED", [WIRE_OUT] = "OUT",
-    [WIRE_ERR] = "ERR",       [WIRE_EXIT] = "EXIT",       [WIRE_TOPEN] = "TOPEN",
-    [WIRE_TDATA] = "TDATA",   [WIRE_TCLOSE] = "TCLOSE",   [WIRE_SIGNAL] = "SIGNAL",
+    [WIRE_LAUNCH] = "LAUNCH",   [WIRE_REFUSED] = "REFUSED", [WIRE_OUT] = "OUT",
+    [WIRE_ERR] = "ERR",         [WIRE_EXIT] = "EXIT",       [WIRE_TOPEN] = "TOPEN",
+    [WIRE_TDATA] = "TDATA",     [WIRE_TCLOSE] = "TCLOSE",   [WIRE_SIGNAL] = "SIGNAL",
+    [WIRE_SESSION] = "SESSION", [WIRE_BYE] = "BYE",         [WIRE_ACK] = "ACK",
+    [WIRE_RESUME] = "RESUME",   [WIRE_RESUMED] = "RESUMED",
 };
 
 const char *wire_type_name(unsigned type)
@@ -30,6 +32,22 @@ uint32_t wire_u32_get(const uint8_t *in)
     return (uint32_t)in[0] << 24 | (uint32_t)in[1] << 16 | (uint32_t)in[2] << 8 | in[3];
 }
 
+void wire_u64_put(uint8_t *out, uint64_t v)
+{
+    wire_u32_put(out, (uint32_t)(v >> 32));
+    wire_u32_put(out + 4, (uint32_t)v);
+}
+
+uint64_t wire_u64_get(const uint8_t *in)
+{
+    return (uint64_t)wire_u32_get(in) << 32 | wire_u32_get(in + 4);
+}
+
+int wire_sequenced(unsigned type)
+{
+    return type != WIRE_ACK && type != WIRE_RESUME && type != WIRE_RESUMED;
+}
+
 void wire_header_put(uint8_t out[WIRE_HEADER], enum wire_type type, uint16_t chan, uint32_t len)
 {
     out[0] = (uint8_t)type;
@@ -44,7 +62,7 @@ int wire_header_get(const uint8_t in[WIRE_HEADER], struct wire_header *h)
     h->type = in[0];
     h->chan = (uint16_t)(in[2] << 8 | in[3]);
     h->len = wire_u32_get(in + 4);
-    if (h->type < WIRE_LAUNCH || h->type > WIRE_SIGNAL || in[1] != 0 || h->len > WIRE_FRAME_MAX)
+    if (h->type < WIRE_LAUNCH || h->type > WIRE_TYPE_LAST || in[1] != 0 || h->len > WIRE_FRAME_MAX)
         return -1;
     return 0;
 }

@@ -14,6 +14,23 @@
                          TOPEN    the daemon opened a runtime connection: channel
                          TDATA, TCLOSE
                          EXIT     8 bytes: exit code, terminating signal (0 if none)
+                         SESSION  WIRE_TOKEN_LEN random bytes, right after a LAUNCH it
+                                  accepted: the token that resumes this session
+     launcher -> agent   BYE      the launcher is done (mpirun's end): end the daemon now
+                         RESUME   token, 8 bytes: frames the launcher has received; the
+                                  first frame of a new connection to the agent
+     agent -> launcher   RESUMED  8 bytes: frames the agent has received
+     both                ACK      8 bytes: frames received so far; also the heartbeat,
+                                  sent every second
+
+   Every frame but ACK, RESUME and RESUMED is numbered, implicitly, 1, 2, ...
+   in the order sent, and kept by its sender until the peer's ACK (or
+   RESUMED) counts it.  When the connection breaks after SESSION, the
+   launcher connects to the agent again (a new qcg_connect) and sends RESUME;
+   the agent moves the session onto the new connection and answers RESUMED;
+   each then resends, in order, the frames after the count the other gave,
+   and the receiver goes on counting from there: nothing is delivered twice
+   or out of order.  A RESUME naming no session the agent has gets REFUSED.
 
    Nothing in a frame is trusted: lengths are bounded before anything is
    allocated, and a frame the receiver does not expect ends the connection. */
@@ -23,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_HEADER 8
 /* The largest frame either side accepts; data frames are sent smaller. */
 #define WIRE_FRAME_MAX (64 * 1024)
@@ -32,6 +49,14 @@
 #define WIRE_ARGS_MAX 512
 /* Channels per launch: an orted opens one runtime connection, rarely more. */
 #define WIRE_CHANNELS_MAX 16
+/* The session token's length: 128 random bits. */
+#define WIRE_TOKEN_LEN 16
+/* After a break, the launcher tries new connections for WIRE_RESUME_TRY_MS;
+   the agent keeps the session (the daemon running, its output kept) for
+   WIRE_RESUME_WAIT_MS, longer than the launcher may need to see the break
+   (the link's stall bound) and to try. */
+#define WIRE_RESUME_TRY_MS 60000
+#define WIRE_RESUME_WAIT_MS 90000
 
 enum wire_type {
     WIRE_LAUNCH = 1,
@@ -43,6 +68,12 @@ enum wire_type {
     WIRE_TDATA,
     WIRE_TCLOSE,
     WIRE_SIGNAL,
+    WIRE_SESSION,
+    WIRE_BYE,
+    WIRE_ACK,
+    WIRE_RESUME,
+    WIRE_RESUMED,
+    WIRE_TYPE_LAST = WIRE_RESUMED,
 };
 
 struct wire_header {
@@ -73,8 +104,13 @@ long wire_launch_encode(uint8_t *out, size_t cap, const char *job, int argc,
 int wire_launch_decode(const uint8_t *payload, size_t len, struct wire_launch *out, char *why,
                        size_t whylen);
 
-/* EXIT and SIGNAL payloads. */
+/* EXIT and SIGNAL payloads; the counts of ACK, RESUME and RESUMED. */
 void wire_u32_put(uint8_t *out, uint32_t v);
 uint32_t wire_u32_get(const uint8_t *in);
+void wire_u64_put(uint8_t *out, uint64_t v);
+uint64_t wire_u64_get(const uint8_t *in);
+/* True for the frames a link numbers and resends (all but ACK, RESUME,
+   RESUMED). */
+int wire_sequenced(unsigned type);
 
 #endif

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[256];
 
     if (size >= WIRE_HEADER && wire_header_get(data, &h) == 0 &&
-        (h.type < WIRE_LAUNCH || h.type > WIRE_SIGNAL || h.len > WIRE_FRAME_MAX))
+        (h.type < WIRE_LAUNCH || h.type > WIRE_TYPE_LAST || h.len > WIRE_FRAME_MAX))
         abort();
 
     /* The payload in a buffer of exactly its size, as link.c hands it over. */

@@ -2,8 +2,11 @@
  * frames arrive whole; a paused link still notices that its peer closed
  * (the TCP state, checked every second); a closing link whose peer never
  * reads is closed anyway after LINK_CLOSE_MS, so that it cannot keep an
- * agent's loop alive. */
+ * agent's loop alive; a session link whose connection is cut (twice, with
+ * frames sent both ways while it is down) goes on over a new connection
+ * (RESUME / RESUMED) and each side gets every frame once, in order. */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +44,7 @@ static void on_closed(struct link *l, const char *why)
     snprintf(s->why, sizeof(s->why), "%s", why);
 }
 
-static const struct link_ops ops = {on_frame, on_closed, NULL};
+static const struct link_ops ops = {on_frame, on_closed, NULL, NULL, NULL};
 
 static double now_s(void)
 {
@@ -147,9 +150,176 @@ static void test_close_bounded(void)
     CHECK(uv_loop_close(&loop) == 0);
 }
 
+/* --- resuming ---------------------------------------------------------------
+
+   L stands for the launcher (link_attach), A for the agent's session
+   (link_adopt from a temporary link whose first frame is RESUME).  Frames
+   carry a counter; each side checks it gets 1, 2, 3, ... */
+
+struct side {
+    struct link *link;
+    uint32_t next; /* the counter expected */
+    uint32_t sent; /* the last counter sent */
+    int wrong;     /* frames out of order or twice */
+    int broken;    /* breaks seen */
+    int resumed;
+    int closed;
+    int cut_fd; /* a dup of this side's socket, to cut it */
+};
+
+static struct side L, A;
+static uv_loop_t rloop;
+static const uint8_t token[WIRE_TOKEN_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+static void side_frame(struct link *l, const struct wire_header *h, const uint8_t *payload)
+{
+    struct side *s = link_data(l);
+
+    if (h->type != WIRE_OUT || h->len != 4 || wire_u32_get(payload) != s->next + 1) {
+        s->wrong++;
+        return;
+    }
+    s->next++;
+}
+
+static void side_closed(struct link *l, const char *why)
+{
+    struct side *s = link_data(l);
+
+    s->closed = 1;
+    fprintf(stderr, "link closed: %s\n", why);
+}
+
+static void temp_frame(struct link *tl, const struct wire_header *h, const uint8_t *payload)
+{
+    /* The agent's new connection: RESUME names the session. */
+    CHECK(h->type == WIRE_RESUME && h->len == WIRE_TOKEN_LEN + 8);
+    if (h->type == WIRE_RESUME && h->len == WIRE_TOKEN_LEN + 8) {
+        CHECK(link_has_token(A.link, payload));
+        CHECK(link_adopt(A.link, tl, wire_u64_get(payload + WIRE_TOKEN_LEN)) == 0);
+    }
+    link_close(tl);
+}
+
+static const struct link_ops temp_ops = {temp_frame, side_closed, NULL, NULL, NULL};
+
+static void launcher_broken(struct link *l, const char *why)
+{
+    int a, b;
+
+    (void)why;
+    L.broken++;
+    tcp_pair(&a, &b);
+    L.cut_fd = dup(a);
+    A.cut_fd = dup(b);
+    CHECK(link_attach(l, a) == 0);
+    /* The agent's new connection may beat (ACK 0: its own count) before it
+       has read the RESUME: the resuming launcher must not take it as an ack
+       going back. */
+    uint8_t ack[WIRE_HEADER + 8] = {0};
+    wire_header_put(ack, WIRE_ACK, 0, 8);
+    CHECK(write(b, ack, sizeof(ack)) == (ssize_t)sizeof(ack));
+    CHECK(link_new(&rloop, b, &temp_ops, NULL) != NULL);
+}
+
+static void agent_broken(struct link *l, const char *why)
+{
+    (void)l;
+    (void)why;
+    A.broken++;
+}
+
+static void side_resumed(struct link *l, unsigned long resent)
+{
+    struct side *s = link_data(l);
+
+    (void)resent;
+    s->resumed++;
+}
+
+static const struct link_ops launcher_ops = {side_frame, side_closed, NULL, launcher_broken,
+                                             side_resumed};
+static const struct link_ops agent_ops = {side_frame, side_closed, NULL, agent_broken, NULL};
+
+static void send_some(int n)
+{
+    uint8_t b[4];
+
+    for (int i = 0; i < n; i++) {
+        wire_u32_put(b, ++L.sent);
+        CHECK(link_send(L.link, WIRE_OUT, 0, b, 4) == 0);
+        wire_u32_put(b, ++A.sent);
+        CHECK(link_send(A.link, WIRE_OUT, 0, b, 4) == 0);
+    }
+}
+
+static int all_in(void *arg)
+{
+    (void)arg;
+    return L.next == A.sent && A.next == L.sent && link_connected(L.link);
+}
+
+static int some_in(void *arg)
+{
+    (void)arg;
+    return L.next > A.sent - 50 && A.next > L.sent - 50;
+}
+
+static void cut(void)
+{
+    /* Both ends see the connection end, as when a proxy dies. */
+    shutdown(L.cut_fd, SHUT_RDWR);
+    close(L.cut_fd);
+    close(A.cut_fd);
+}
+
+static void test_resume(void)
+{
+    int a, b;
+
+    uv_loop_init(&rloop);
+    tcp_pair(&a, &b);
+    L.cut_fd = dup(a);
+    A.cut_fd = dup(b);
+    L.link = link_new(&rloop, a, &launcher_ops, &L);
+    A.link = link_new(&rloop, b, &agent_ops, &A);
+    REQUIRE(L.link != NULL && A.link != NULL);
+    link_set_session(L.link, token);
+    link_set_session(A.link, token);
+    for (int round = 0; round < 2; round++) {
+        send_some(100);
+        run_until(&rloop, some_in, NULL, 10);
+        cut();
+        /* Sent while the connection is down: kept, sent after the resume. */
+        send_some(100);
+        run_until(&rloop, all_in, NULL, 15);
+    }
+    CHECK_EQ(L.broken, 2);
+    CHECK_EQ(L.resumed, 2);
+    CHECK(A.broken >= 1);
+    CHECK_EQ(L.wrong, 0);
+    CHECK_EQ(A.wrong, 0);
+    CHECK_EQ(L.next, 400u);
+    CHECK_EQ(A.next, 400u);
+    CHECK(!L.closed && !A.closed);
+    printf("resume: 400 frames each way over 3 connections, %d out of order or twice\n",
+           L.wrong + A.wrong);
+    /* Acknowledged in time: nothing held for resending. */
+    run_until(&rloop, loop_idle, &rloop, 2.5);
+    CHECK(!link_congested(L.link) && !link_congested(A.link));
+    close(L.cut_fd);
+    close(A.cut_fd);
+    link_close(L.link);
+    link_close(A.link);
+    run_until(&rloop, loop_idle, &rloop, 10);
+    CHECK(uv_loop_close(&rloop) == 0);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as qcg-agent and qcg-launch */
     test_frames_and_paused_close();
     test_close_bounded();
+    test_resume();
     return check_result("launch-link");
 }

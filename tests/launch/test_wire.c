@@ -31,7 +31,7 @@ static void test_header(void)
 
     const uint16_t chans[] = {0, 1, 0x1234, 0xffff};
     const uint32_t lens[] = {0, 1, 4, WIRE_DATA_MAX, WIRE_FRAME_MAX - 1, WIRE_FRAME_MAX};
-    for (int t = WIRE_LAUNCH; t <= WIRE_SIGNAL; t++)
+    for (int t = WIRE_LAUNCH; t <= WIRE_TYPE_LAST; t++)
         for (size_t c = 0; c < sizeof(chans) / sizeof(chans[0]); c++)
             for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
                 memset(&h, 0xaa, sizeof(h));
@@ -46,16 +46,16 @@ static void test_header(void)
         for (int r = 0; r < 256; r++) {
             const uint8_t in[WIRE_HEADER] = {(uint8_t)t, (uint8_t)r, 0, 9, 0, 0, 0, 42};
             int rc = wire_header_get(in, &h);
-            int ours = t >= WIRE_LAUNCH && t <= WIRE_SIGNAL && r == 0;
+            int ours = t >= WIRE_LAUNCH && t <= WIRE_TYPE_LAST && r == 0;
             CHECK(rc == (ours ? 0 : -1));
             accepted += rc == 0;
         }
-    CHECK(accepted == WIRE_SIGNAL);
+    CHECK(accepted == WIRE_TYPE_LAST);
 
     /* Unknown types, the reserved byte, lengths over the frame bound. */
     const uint8_t type0[WIRE_HEADER] = {0, 0, 0, 0, 0, 0, 0, 1};
     CHECK(wire_header_get(type0, &h) == -1);
-    const uint8_t type10[WIRE_HEADER] = {10, 0, 0, 0, 0, 0, 0, 1};
+    const uint8_t type10[WIRE_HEADER] = {WIRE_TYPE_LAST + 1, 0, 0, 0, 0, 0, 0, 1};
     CHECK(wire_header_get(type10, &h) == -1);
     const uint8_t type255[WIRE_HEADER] = {255, 0, 0, 0, 0, 0, 0, 1};
     CHECK(wire_header_get(type255, &h) == -1);
@@ -72,7 +72,7 @@ static void test_header(void)
     CHECK_STR(wire_type_name(WIRE_EXIT), "EXIT");
     CHECK_STR(wire_type_name(WIRE_SIGNAL), "SIGNAL");
     CHECK_STR(wire_type_name(0), "unknown");
-    CHECK_STR(wire_type_name(WIRE_SIGNAL + 1), "unknown");
+    CHECK_STR(wire_type_name(WIRE_TYPE_LAST + 1), "unknown");
     CHECK_STR(wire_type_name(1000000), "unknown");
 }
 
@@ -93,7 +93,7 @@ static void test_u32(void)
 static void test_launch(void)
 {
     const char *const argv[] = {"orted", "-mca", "ess", "env", NULL};
-    static const uint8_t want[] = "\001j1\0orted\0-mca\0ess\0env";
+    static const uint8_t want[] = "\002j1\0orted\0-mca\0ess\0env";
     uint8_t buf[256];
 
     long n = wire_launch_encode(buf, sizeof(buf), "j1", 4, argv);
@@ -162,17 +162,17 @@ static void test_launch(void)
 static void test_refusals(void)
 {
     /* A sender of another version, or nothing at all. */
-    static const uint8_t v2[] = "\002j\0orted";
-    CHECK(decode(v2, sizeof(v2)) == -1);
-    CHECK_STR(why, "launch version 2, this agent speaks 1");
+    static const uint8_t v3[] = "\003j\0orted";
+    CHECK(decode(v3, sizeof(v3)) == -1);
+    CHECK_STR(why, "launch version 3, this agent speaks 2");
     static const uint8_t v0[] = "\000j\0orted";
     CHECK(decode(v0, sizeof(v0)) == -1);
     CHECK_HAS(why, "launch version 0");
-    CHECK(decode(v2, 0) == -1);
-    CHECK_STR(why, "launch version -1, this agent speaks 1");
+    CHECK(decode(v3, 0) == -1);
+    CHECK_STR(why, "launch version -1, this agent speaks 2");
 
     /* Not strings: the last byte is not a NUL. */
-    static const uint8_t ok[] = "\001j\0orted";
+    static const uint8_t ok[] = "\002j\0orted";
     CHECK(decode(ok, sizeof(ok)) == 0);
     CHECK(decode(ok, sizeof(ok) - 1) == -1);
     CHECK_STR(why, "launch request not made of strings");
@@ -190,10 +190,10 @@ static void test_refusals(void)
     free(over);
 
     /* A job and no command. */
-    static const uint8_t nocmd[] = "\001j";
+    static const uint8_t nocmd[] = "\002j";
     CHECK(decode(nocmd, sizeof(nocmd)) == -1);
     CHECK_STR(why, "no command");
-    static const uint8_t nothing[] = "\001";
+    static const uint8_t nothing[] = "\002";
     CHECK(decode(nothing, sizeof(nothing)) == -1);
     CHECK_STR(why, "no command");
 
@@ -310,8 +310,8 @@ static int mutate_header(int *accepted)
     uint8_t in[WIRE_HEADER], out[WIRE_HEADER];
     struct wire_header h;
 
-    wire_header_put(in, (enum wire_type)(1 + next_random() % WIRE_SIGNAL), (uint16_t)next_random(),
-                    (uint32_t)(next_random() % (WIRE_FRAME_MAX + 1)));
+    wire_header_put(in, (enum wire_type)(1 + next_random() % WIRE_TYPE_LAST),
+                    (uint16_t)next_random(), (uint32_t)(next_random() % (WIRE_FRAME_MAX + 1)));
     for (int k = (int)(next_random() % 3); k > 0; k--)
         in[next_random() % WIRE_HEADER] = (uint8_t)next_random();
     uint8_t *buf = malloc(WIRE_HEADER);
@@ -319,7 +319,8 @@ static int mutate_header(int *accepted)
     int rc = wire_header_get(buf, &h);
     free(buf);
     uint32_t len = wire_u32_get(in + 4);
-    int ours = in[0] >= WIRE_LAUNCH && in[0] <= WIRE_SIGNAL && in[1] == 0 && len <= WIRE_FRAME_MAX;
+    int ours =
+        in[0] >= WIRE_LAUNCH && in[0] <= WIRE_TYPE_LAST && in[1] == 0 && len <= WIRE_FRAME_MAX;
     if (rc != (ours ? 0 : -1))
         return 1;
     if (rc == 0) {
