@@ -211,7 +211,9 @@ fault "broker restart" natb1 nata1 restart broker stop
 proxy_was=$(proxy_field lab pairs)
 fault "proxy lab kill -9" natb1 nata1 "$LAB" service kill proxy
 dead() { [ "$(proxy_field lab state)" = dead ]; }
-slow_poll 30 "the broker sees proxy lab dead" dead || fail "proxy lab killed, still $(proxy_field lab state) at the broker"
+slow_poll 30 "the broker sees proxy lab dead" dead ||
+	fail "proxy lab killed, still '$(proxy_field lab state)' at the broker; --grid says: $("$LAB" exec broker -- \
+		qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --url "$BROKER_URL" 2>&1 | tail -n 12)"
 note "proxy lab dead at the broker (it relayed $proxy_was pairs); lab2 relays $(proxy_field lab2 pairs)"
 "$LAB" service start proxy >/dev/null || fail "proxy lab did not start again"
 for r in $routers; do
