@@ -158,6 +158,9 @@ struct btl_qcg_endpoint {
     uint64_t broken_since_us; /* reconnecting since, 0 not */
     bool in_flight;           /* written since the stall check last saw all acknowledged */
     uint64_t stall_since_us;  /* the stall check saw TCP retransmitting since, 0 not */
+    unsigned long reads;      /* reads that got bytes (the stall check's "heard from") */
+    unsigned long reads_seen; /* ... as the stall check last saw them */
+    uint64_t quiet_since_us;  /* frames unacknowledged and nothing heard since, 0 not */
     uint64_t since_break;     /* data frames written since the last test break */
     unsigned long breaks, resent;
     /* receive: verdict, then frames */
@@ -256,6 +259,8 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
 /* Aborts the channel (a reset: what the peer had not read is lost, the resend
    makes up for it) and re-establishes it like any broken one. */
 void btl_qcg_endpoint_abort(struct btl_qcg_endpoint *ep, const char *why);
+/* An ACK asking for the peer's (unless a control frame is owed already). */
+void btl_qcg_endpoint_heartbeat(struct btl_qcg_endpoint *ep);
 
 /* stall.c: channels whose path went silent (a NAT or firewall on the way
    forgot them) are aborted after btl_qcg_stall_timeout; called by progress. */

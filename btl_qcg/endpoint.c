@@ -140,6 +140,7 @@ static void close_sock(struct btl_qcg_endpoint *ep)
     ep->want_out = false;
     ep->in_flight = false;
     ep->stall_since_us = 0;
+    ep->quiet_since_us = 0;
 }
 
 static void drop_op(struct btl_qcg_endpoint *ep)
@@ -407,6 +408,15 @@ static void channel_broken(struct btl_qcg_endpoint *ep, const char *why)
     ep->t_start_us = now;
     set_state(ep, EP_IDLE);
     start_connect(ep);
+}
+
+void btl_qcg_endpoint_heartbeat(struct btl_qcg_endpoint *ep)
+{
+    if (ep->state != EP_CONNECTED || ep->ctl_pending)
+        return;
+    owe_ctl(ep, BTL_QCG_ACK);
+    ep->ctl.flags = BTL_QCG_ACK_ME;
+    flush(ep);
 }
 
 void btl_qcg_endpoint_abort(struct btl_qcg_endpoint *ep, const char *why)
@@ -880,6 +890,7 @@ static void read_frames(struct btl_qcg_endpoint *ep)
         n = btl_qcg_io_recv(ep, ep->rx + ep->rx_len, want);
         if (n > 0) {
             ep->rx_len += (size_t)n;
+            ep->reads++;
             if (!deliver(ep))
                 return;
             /* A session returns a record at a time: only EAGAIN says the

@@ -13,13 +13,21 @@
  * process computes and reads nothing, and answers window probes while its
  * buffer is full, so neither is taken for a stall (TCP_USER_TIMEOUT would
  * abort such a zero window too).  Only channels written to since the last
- * check found everything acknowledged are looked at: idle ones cost nothing.
+ * check found every byte acknowledged are looked at: idle ones cost nothing.
+ *
+ * A proxy acks for the peer, so a proxy's far leg stalls unseen by the
+ * sender.  The end behind the NAT helps instead: a channel with frames the
+ * peer has not acknowledged and nothing heard from it for half the timeout
+ * sends an ACK asking for the peer's (a heartbeat, 16 bytes): it maps the
+ * connection again on the way out, and the peer's ack ends the heartbeats.
  */
 #include "btl_qcg.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 /* Checks per stall timeout, and their interval's bounds. */
@@ -37,13 +45,17 @@ static bool stalled(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t timeout_
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
     uint64_t since, last_ack;
+    int queued = 0;
 
-    if (getsockopt(ep->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_unacked == 0) {
+    /* Bytes written and not acknowledged, sent or not (a zero window's too:
+       the kernel sends them later without us). */
+    if (ioctl(ep->fd, SIOCOUTQ, &queued) < 0 || queued == 0) {
         ep->in_flight = false;
         ep->stall_since_us = 0;
         return false;
     }
-    if (ti.tcpi_retransmits == 0) {
+    if (getsockopt(ep->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_unacked == 0 ||
+        ti.tcpi_retransmits == 0) {
         ep->stall_since_us = 0;
         return false;
     }
@@ -52,6 +64,25 @@ static bool stalled(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t timeout_
     last_ack = now - (uint64_t)ti.tcpi_last_ack_recv * 1000u;
     since = ep->stall_since_us > last_ack ? ep->stall_since_us : last_ack;
     return now - since >= timeout_us;
+}
+
+/* The heartbeat (see the top): frames written and not acknowledged, and no
+   read got bytes since the last check. */
+static void maybe_heartbeat(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t after_us)
+{
+    bool owed = ep->resumed && ep->sq_head != NULL && ep->sq_head->seq <= ep->written_seq;
+
+    if (!owed || ep->reads != ep->reads_seen) {
+        ep->reads_seen = ep->reads;
+        ep->quiet_since_us = 0;
+        return;
+    }
+    if (ep->quiet_since_us == 0)
+        ep->quiet_since_us = now;
+    else if (now - ep->quiet_since_us >= after_us) {
+        ep->quiet_since_us = now;
+        btl_qcg_endpoint_heartbeat(ep);
+    }
 }
 
 void btl_qcg_check_stalls(struct btl_qcg_module *m, uint64_t now)
@@ -68,8 +99,10 @@ void btl_qcg_check_stalls(struct btl_qcg_module *m, uint64_t now)
     for (size_t i = 0; i < m->neps; i++) {
         struct btl_qcg_endpoint *ep = m->eps[i];
 
-        if (ep == NULL || ep->state != EP_CONNECTED || ep->fd < 0 || !ep->in_flight ||
-            !stalled(ep, now, timeout_us))
+        if (ep == NULL || ep->state != EP_CONNECTED || ep->fd < 0)
+            continue;
+        maybe_heartbeat(ep, now, timeout_us / 2);
+        if (ep->state != EP_CONNECTED || !ep->in_flight || !stalled(ep, now, timeout_us))
             continue;
         snprintf(why, sizeof(why),
                  "no acknowledgement from the peer's host for %d ms (btl_qcg_stall_timeout): a "
