@@ -17,9 +17,12 @@
  *
  * A proxy acks for the peer, so a proxy's far leg stalls unseen by the
  * sender.  The end behind the NAT helps instead: a channel with frames the
- * peer has not acknowledged and nothing heard from it for half the timeout
- * sends an ACK asking for the peer's (a heartbeat, 16 bytes): it maps the
- * connection again on the way out, and the peer's ack ends the heartbeats.
+ * peer has not acknowledged and nothing heard from it for a second sends an
+ * ACK asking for the peer's (a heartbeat, 16 bytes): it maps the connection
+ * again on the way out, and the peer's ack ends the heartbeats.  Direct
+ * channels gain too: the peer's next retransmission passes, usually before
+ * the stall timeout (whose new connection may wait for a site's services,
+ * themselves slowed by the same router).
  */
 #include "btl_qcg.h"
 
@@ -34,6 +37,10 @@
 #define CHECKS_PER_TIMEOUT 4
 #define CHECK_MIN_US 50000u
 #define CHECK_MAX_US 500000u
+/* Silence before a heartbeat: short, as each costs 16 bytes and the peer's
+   ack (which frees our copies anyway) ends them; the NAT's mapping is back
+   before the sender's retransmissions have backed off far. */
+#define HEARTBEAT_US 1000000u
 
 /* Whether ep's socket has had data in flight with no ACK at all for the
    timeout.  retransmits counts the RTOs of the oldest segment in flight
@@ -101,7 +108,7 @@ void btl_qcg_check_stalls(struct btl_qcg_module *m, uint64_t now)
 
         if (ep == NULL || ep->state != EP_CONNECTED || ep->fd < 0)
             continue;
-        maybe_heartbeat(ep, now, timeout_us / 2);
+        maybe_heartbeat(ep, now, timeout_us / 4 < HEARTBEAT_US ? timeout_us / 4 : HEARTBEAT_US);
         if (ep->state != EP_CONNECTED || !ep->in_flight || !stalled(ep, now, timeout_us))
             continue;
         snprintf(why, sizeof(why),

@@ -3,7 +3,7 @@
 # mpi-stall: a btl_qcg channel whose path goes silent, as when a NAT or a
 # stateful firewall on the way forgets the connection (conntrack -F, a router
 # reboot): the packets of one direction are dropped, no reset comes.  The
-# job must carry data again within seconds (btl_qcg_stall_timeout, 5 s by
+# job must carry data again within seconds (btl_qcg_stall_timeout, 10 s by
 # default, then a new connection and the resend), not when TCP gives up.
 #
 #   rank 0 <==== direct, TCP on 127.0.0.1 ====> rank 1      (qcg-mpi-resend)
@@ -88,7 +88,7 @@ iptables -I INPUT -p tcp -s 127.0.0.1 --sport "$aport" --dport "$iport" -j DROP
 if wait_for "a round after the drop" 600 more_rounds "$before"; then
 	gap=$(($(ms) - t0))
 	if ((gap < 30000)); then
-		pass "a channel whose packets one way are dropped (no reset) carries data again $gap ms after the drop (btl_qcg_stall_timeout 5000 ms, a new connection, the resend)"
+		pass "a channel whose packets one way are dropped (no reset) carries data again $gap ms after the drop (btl_qcg_stall_timeout 10000 ms, a new connection, the resend)"
 	else
 		fail "the job carried data again only $gap ms after the drop (bound 30000 ms)"
 	fi
@@ -100,7 +100,7 @@ touch "$stop"
 wait_exit "$job" 600 || true
 echo "(exit $rc, $dropped packets dropped)" >>"$out"
 if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((dropped > 0)) &&
-	grep -q "broken (no acknowledgement from the peer's host for 5000 ms" "$out" &&
+	grep -q "broken (no acknowledgement from the peer's host for 10000 ms" "$out" &&
 	grep -q "re-established by direct" "$out"; then
 	pass "the stall is said ('broken (no acknowledgement ...)', 're-established'), every message once, in order, intact: $(grep "^PASS" "$out" | cut -c1-100)"
 else
