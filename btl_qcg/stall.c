@@ -97,7 +97,7 @@ void btl_qcg_check_stalls(struct btl_qcg_module *m, uint64_t now)
     int ms = mca_btl_qcg_component.stall_timeout_ms;
     uint64_t timeout_us = (uint64_t)(ms > 0 ? ms : 0) * 1000u,
              every = timeout_us / CHECKS_PER_TIMEOUT;
-    char why[128];
+    char why[192];
 
     if (timeout_us == 0)
         return;
