@@ -41,6 +41,7 @@ struct btl_qcg_component {
     int cluster_peers;      /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
     int max_connects;       /* btl_qcg_max_connects: connect operations at once */
     int reconnect_timeout_ms; /* btl_qcg_reconnect_timeout: a broken channel's peer is gone */
+    int stall_timeout_ms;     /* btl_qcg_stall_timeout: unacknowledged so long, broken; 0 off */
     int resend_buffer;        /* btl_qcg_resend_buffer: bytes of copies kept per peer */
     int copy_max;             /* btl_qcg_copy_max: larger frames complete when acked */
     int test_break_every;     /* btl_qcg_test_break_every: test hook, 0 off */
@@ -155,6 +156,11 @@ struct btl_qcg_endpoint {
     bool ack_owed;            /* a frame asked for an ack */
     bool peer_closed;         /* its CLOSE arrived: its EOF is the end */
     uint64_t broken_since_us; /* reconnecting since, 0 not */
+    bool in_flight;           /* written since the stall check last saw all acknowledged */
+    uint64_t stall_since_us;  /* the stall check saw TCP retransmitting since, 0 not */
+    unsigned long reads;      /* reads that got bytes (the stall check's "heard from") */
+    unsigned long reads_seen; /* ... as the stall check last saw them */
+    uint64_t quiet_since_us;  /* frames unacknowledged and nothing heard since, 0 not */
     uint64_t since_break;     /* data frames written since the last test break */
     unsigned long breaks, resent;
     /* receive: verdict, then frames */
@@ -191,6 +197,7 @@ struct btl_qcg_module {
     size_t neps;
     int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
+    uint64_t next_stall_check_us;
     int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
     int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
     unsigned long refused; /* qcg_accept_refused when last looked at */
@@ -249,6 +256,15 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
                             uint32_t events);
 void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now);
 void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info);
+/* Aborts the channel (a reset: what the peer had not read is lost, the resend
+   makes up for it) and re-establishes it like any broken one. */
+void btl_qcg_endpoint_abort(struct btl_qcg_endpoint *ep, const char *why);
+/* An ACK asking for the peer's (unless a control frame is owed already). */
+void btl_qcg_endpoint_heartbeat(struct btl_qcg_endpoint *ep);
+
+/* stall.c: channels whose path went silent (a NAT or firewall on the way
+   forgot them) are aborted after btl_qcg_stall_timeout; called by progress. */
+void btl_qcg_check_stalls(struct btl_qcg_module *m, uint64_t now);
 
 /* io.c: the channel's bytes, through the socket or, encrypted, through
    libqcgconn's session.  Like sendmsg/recv (non-blocking): bytes, -1 with

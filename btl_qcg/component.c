@@ -48,6 +48,7 @@ __attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_comp
     .cluster_peers = -1,
     .max_connects = 32,
     .reconnect_timeout_ms = 60000,
+    .stall_timeout_ms = 10000,
     .resend_buffer = 4 * 1024 * 1024,
     .copy_max = 128 * 1024,
     .test_break_every = 0,
@@ -113,6 +114,15 @@ static int component_register(void)
         "messages it lost are sent again) before the job fails: the peer process is gone",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.reconnect_timeout_ms);
+    mca_btl_qcg_component.stall_timeout_ms = 10000;
+    (void)mca_base_component_var_register(
+        c, "stall_timeout",
+        "Milliseconds a connection may have data in flight with no acknowledgement at all from "
+        "the peer's host (a NAT or firewall on the way forgot it) before it is taken as broken "
+        "and re-established (the messages it lost are sent again); 0: never (TCP retries for "
+        "minutes)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.stall_timeout_ms);
     mca_btl_qcg_component.resend_buffer = 4 * 1024 * 1024;
     (void)mca_base_component_var_register(
         c, "resend_buffer",

@@ -138,6 +138,9 @@ static void close_sock(struct btl_qcg_endpoint *ep)
     close(ep->fd);
     ep->fd = -1;
     ep->want_out = false;
+    ep->in_flight = false;
+    ep->stall_since_us = 0;
+    ep->quiet_since_us = 0;
 }
 
 static void drop_op(struct btl_qcg_endpoint *ep)
@@ -407,15 +410,29 @@ static void channel_broken(struct btl_qcg_endpoint *ep, const char *why)
     start_connect(ep);
 }
 
+void btl_qcg_endpoint_heartbeat(struct btl_qcg_endpoint *ep)
+{
+    if (ep->state != EP_CONNECTED || ep->ctl_pending)
+        return;
+    owe_ctl(ep, BTL_QCG_ACK);
+    ep->ctl.flags = BTL_QCG_ACK_ME;
+    flush(ep);
+}
+
+void btl_qcg_endpoint_abort(struct btl_qcg_endpoint *ep, const char *why)
+{
+    struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
+
+    (void)setsockopt(ep->fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
+    channel_broken(ep, why);
+}
+
 /* Test hook (btl_qcg_test_break_every): abort the channel, as a reset does:
    what the peer had not read yet is lost too. */
 static void test_break(struct btl_qcg_endpoint *ep)
 {
-    struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
-
     ep->since_break = 0;
-    (void)setsockopt(ep->fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
-    channel_broken(ep, "btl_qcg_test_break_every");
+    btl_qcg_endpoint_abort(ep, "btl_qcg_test_break_every");
 }
 
 static void become_connected(struct btl_qcg_endpoint *ep, int fd, bool initiator)
@@ -482,12 +499,15 @@ static void flush(struct btl_qcg_endpoint *ep)
     int every = mca_btl_qcg_component.test_break_every;
 
     /* An encrypted batch staged before goes first. */
-    if (btl_qcg_io_staged(ep) && btl_qcg_io_drain(ep) < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            want_out(ep, true);
-        else
-            channel_broken(ep, strerror(errno));
-        return;
+    if (btl_qcg_io_staged(ep)) {
+        ep->in_flight = true;
+        if (btl_qcg_io_drain(ep) < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                want_out(ep, true);
+            else
+                channel_broken(ep, strerror(errno));
+            return;
+        }
     }
     for (int round = 0; round < IO_ROUNDS && ep->state == EP_CONNECTED; round++) {
         struct iovec iov[IOV_BATCH];
@@ -532,6 +552,7 @@ static void flush(struct btl_qcg_endpoint *ep)
         }
         /* In the order of the iovecs. */
         left = (size_t)w;
+        ep->in_flight = true; /* for the stall check (stall.c) */
         f = ep->resumed ? ep->unsent : NULL;
         if (f != NULL && f->sent > 0)
             left = advance(ep, f, left, ack);
@@ -869,6 +890,7 @@ static void read_frames(struct btl_qcg_endpoint *ep)
         n = btl_qcg_io_recv(ep, ep->rx + ep->rx_len, want);
         if (n > 0) {
             ep->rx_len += (size_t)n;
+            ep->reads++;
             if (!deliver(ep))
                 return;
             /* A session returns a record at a time: only EAGAIN says the

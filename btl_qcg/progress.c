@@ -131,11 +131,13 @@ int btl_qcg_progress(void)
         else
             btl_qcg_endpoint_event(w->endpoint, w->kind, evs[i].events);
     }
-    if (m->pending > 0) {
+    if (m->pending > 0 || mca_btl_qcg_component.stall_timeout_ms > 0) {
         uint64_t now = btl_qcg_now_us();
 
-        if (now >= m->next_check_us)
+        if (m->pending > 0 && now >= m->next_check_us)
             check_deadlines(m, now);
+        if (now >= m->next_stall_check_us)
+            btl_qcg_check_stalls(m, now);
     }
     btl_qcg_start_queued(m);
     btl_qcg_unlock(m);

@@ -222,7 +222,7 @@ const char *open_lasterr(void);
 
 /* util.c (clocks, bounded I/O and local messages: core's bounded_io.h,
    lmsg.h) */
-/* TCP_NODELAY always, keepalive (60/10/6) when remote_cluster differs. */
+/* TCP_NODELAY always, keepalive (20/5/4) when remote_cluster differs. */
 int conn_set_options(int fd, bool keepalive);
 int random_bytes(void *buf, size_t len);
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+#
+# mpi-stall: a btl_qcg channel whose path goes silent, as when a NAT or a
+# stateful firewall on the way forgets the connection (conntrack -F, a router
+# reboot): the packets of one direction are dropped, no reset comes.  The
+# job must carry data again within seconds (btl_qcg_stall_timeout, 10 s by
+# default, then a new connection and the resend), not when TCP gives up.
+#
+#   rank 0 <==== direct, TCP on 127.0.0.1 ====> rank 1      (qcg-mpi-resend)
+#              iptables INPUT DROP of the packets to one end of it
+#        `--unix--> qcg-helper c1/n1 --mTLS--> qcg-frontend c1 127.0.0.1:18722
+#                                                 --mTLS--> qcg-broker 127.0.0.1:18721
+#
+# Runs in a network namespace of its own (unshare -n: the rule dies with it;
+# ports 18721-18749 there).  Before btl_qcg_stall_timeout the job stood still
+# here for minutes (one cluster: no keepalive; TCP retransmits for ~15 min).
+#
+#   test-stall.sh BUILD_DIR SRC_DIR      exit 0 passed, 1 failed, 77 skipped
+
+set -euo pipefail
+export LC_ALL=C
+
+if [[ -z ${QCG_STALL_NETNS:-} ]]; then
+	if [[ $(id -u) -ne 0 ]] || ! unshare -n true 2>/dev/null; then
+		echo "skipped: needs root (a network namespace, iptables)"
+		exit 77
+	fi
+	exec env QCG_STALL_NETNS=1 unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
+fi
+
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+fail_lines=40 log_lines=30
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
+btl=$build/btl_qcg/mca_btl_qcg.so
+progs=$build/tests/mpi
+port_b=18721 port_f=18722 low=18730 high=18749
+
+need_commands mpirun ompi_info ss iptables
+for f in "$helper" "$frontend" "$broker" "$certs" "$btl" "$progs/qcg-mpi-resend"; do
+	[[ -e $f ]] || { echo "$f not built: skipping"; exit 77; }
+done
+ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+component_path=$build/btl_qcg${ompi_dir:+:$ompi_dir}
+
+grid_workdir qcg-mpi-stall
+grid_one_node $port_b $port_f $low-$high
+
+export QCG_HELPER_SOCKET=$work/helper.sock
+QCG_JOB=mpi-stall-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
+QCG_JOB_SECRET=$TEST_SECRET
+export QCG_JOB QCG_JOB_SECRET
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+
+# rounds: how many "round N" lines rank 0 printed (one a second at most, each
+# saying the pair carried data both ways since the last).
+rounds() { grep -c '^round ' "$out" || true; }
+more_rounds() { (($(rounds) > $1)); }
+# The channel: the one established connection whose local port is a rank's
+# listening port (the acceptor's end); prints "ACCEPTOR_PORT INITIATOR_PORT".
+channel() {
+	ss -Htn state established "( sport >= :$low and sport <= :$high )" |
+		awk '{n = split($3, l, ":"); m = split($4, p, ":"); print l[n], p[m]}'
+}
+one_channel() { [[ $(channel | wc -l) -eq 1 ]]; }
+
+stop=$work/stop
+timeout -k 5 240 mpirun --oversubscribe -np 2 --bind-to none \
+	--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl self,qcg \
+	--mca mpi_yield_when_idle 1 --mca btl_qcg_verbose 1 \
+	-x QCG_JOB -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS \
+	"$progs/qcg-mpi-resend" 1000000 -1 "$stop" >"$out" 2>&1 &
+job=$!
+pids+=("$job")
+
+if ! wait_for "the job's third round" 600 more_rounds 2 || ! wait_for "one channel" 100 one_channel; then
+	fail "the job runs over one btl_qcg channel"
+	exit 1
+fi
+read -r aport iport < <(channel)
+before=$(rounds)
+t0=$(ms)
+# The packets to the initiator's end vanish: its peer's data and acks alike.
+iptables -I INPUT -p tcp -s 127.0.0.1 --sport "$aport" --dport "$iport" -j DROP
+if wait_for "a round after the drop" 600 more_rounds "$before"; then
+	gap=$(($(ms) - t0))
+	if ((gap < 30000)); then
+		pass "a channel whose packets one way are dropped (no reset) carries data again $gap ms after the drop (btl_qcg_stall_timeout 10000 ms, a new connection, the resend)"
+	else
+		fail "the job carried data again only $gap ms after the drop (bound 30000 ms)"
+	fi
+else
+	fail "a channel whose packets one way are dropped: the job carried no data for 60 s after the drop"
+fi
+dropped=$(iptables -nvxL INPUT | awk '/DROP/ {print $1; exit}')
+touch "$stop"
+wait_exit "$job" 600 || true
+echo "(exit $rc, $dropped packets dropped)" >>"$out"
+if [[ $rc -eq 0 ]] && grep -q "^PASS resend" "$out" && ((dropped > 0)) &&
+	grep -q "broken (no acknowledgement from the peer's host for 10000 ms" "$out" &&
+	grep -q "re-established by direct" "$out"; then
+	pass "the stall is said ('broken (no acknowledgement ...)', 're-established'), every message once, in order, intact: $(grep "^PASS" "$out" | cut -c1-100)"
+else
+	fail "after the stall: the job ends with every message intact and says why the channel was replaced"
+fi
+
+echo "$passed passed, $failed failed"
+((failed == 0))
