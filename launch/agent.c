@@ -129,7 +129,7 @@ static void on_retry(uv_timer_t *t)
 static void on_accept_ready(uv_poll_t *p, int status, int events)
 {
     struct agent *a = p->data;
-    struct qcg_conn_info info;
+    struct qcg_conn_info info = {0};
     int fd;
 
     (void)events;
@@ -166,16 +166,18 @@ static void on_accept_ready(uv_poll_t *p, int status, int events)
         if (slot == a->cfg->max_launches) {
             log_warnx("connection from rank %d closed: %d launches already running", info.peer_rank,
                       a->count);
+            qcg_tls_free(info.tls);
             close(fd);
             continue;
         }
-        a->slots[slot] = session_new(&a->env, fd, info.peer_rank, ++a->next_id);
+        a->slots[slot] = session_new(&a->env, fd, info.tls, info.peer_rank, ++a->next_id);
         if (a->slots[slot] == NULL) {
             log_warnx("connection from rank %d closed: out of memory", info.peer_rank);
             continue;
         }
-        log_info("launch %u: connection from rank %d (%s, %.1f ms)", a->next_id, info.peer_rank,
-                 qcg_technique_name(info.technique), (double)info.setup_us / 1000.0);
+        log_info("launch %u: connection from rank %d (%s, %s, %.1f ms)", a->next_id, info.peer_rank,
+                 qcg_technique_name(info.technique), qcg_encryption_name(info.encryption),
+                 (double)info.setup_us / 1000.0);
         a->count++;
         uv_timer_stop(&a->idle);
     }
@@ -250,7 +252,10 @@ static char **daemon_environ(const struct agent_config *cfg, const char *secret)
 static int run(struct agent_config *cfg, const char *secret)
 {
     struct agent a;
-    struct qcg_options opts = {.rank = 0, .secret = secret, .helper_socket = cfg->helper_socket};
+    struct qcg_options opts = {.rank = 0,
+                               .secret = secret,
+                               .helper_socket = cfg->helper_socket,
+                               .encrypt = cfg->encrypt_mode};
     struct qcg_contact c;
     char job[GRID_JOB_MAX];
     int rc;
@@ -312,8 +317,9 @@ static int run(struct agent_config *cfg, const char *secret)
     idle_arm(&a);
     if (qcg_local_contact(a.ctx, &c) == 0)
         log_info("ready: agent of job %s for node %s (cluster %s, %s port %u), orted = %s, "
-                 "uid %d",
-                 cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, (int)getuid());
+                 "uid %d, encrypt = %s",
+                 cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, (int)getuid(),
+                 cfg->encrypt);
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     qcg_close(a.ctx);

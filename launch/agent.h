@@ -10,6 +10,8 @@ struct agent_config {
     char *node;
     char *orted;
     char *helper_socket;
+    char *encrypt;    /* the policy's name, as given */
+    int encrypt_mode; /* enum qcg_encrypt, from encrypt */
     int idle_timeout; /* s */
     int persist;
     int max_launches;

@@ -11,6 +11,7 @@
 #include "jobid.h"
 #include "log.h"
 #include "proto.h"
+#include "qcgconn.h"
 #include "verifier.h"
 
 #define OPT(n, t, f, lo, hi, d, h)                                                                 \
@@ -30,6 +31,9 @@ const struct config_option agent_options[] = {
         "Open MPI's runtime daemon, run for each launch (searched in PATH)"),
     OPT("helper-socket", CONFIG_STRING, helper_socket, 0, 0, NULL,
         "the node's qcg-helper socket (default: $QCG_HELPER_SOCKET, else /run/qcg/helper.sock)"),
+    OPT("encrypt", CONFIG_STRING, encrypt, 0, 0, NULL,
+        "which launch connections are encrypted: inter-site (when the launcher is in another "
+        "cluster), always or never (default: $QCG_ENCRYPT, else inter-site)"),
     OPT("idle-timeout", CONFIG_INT, idle_timeout, 1, 7 * 24 * 3600, "600",
         "seconds to wait for a launch before exiting"),
     OPT("persist", CONFIG_BOOL, persist, 0, 0, "no",
@@ -98,6 +102,8 @@ int agent_config_check(struct agent_config *cfg, char *secret, size_t secretlen,
         return -1;
     }
     if (set_default(&cfg->job, getenv("QCG_JOB")) < 0 ||
+        set_default(&cfg->encrypt, getenv("QCG_ENCRYPT")) < 0 ||
+        set_default(&cfg->encrypt, "inter-site") < 0 ||
         set_default(&cfg->helper_socket, getenv("QCG_HELPER_SOCKET")) < 0)
         goto oom;
     if (cfg->job == NULL) {
@@ -140,6 +146,12 @@ int agent_config_check(struct agent_config *cfg, char *secret, size_t secretlen,
     if (!secret_strong(secret)) {
         snprintf(err, errlen, "the job secret is too weak (about %d bits, at least %d needed); %s",
                  secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
+        return -1;
+    }
+    cfg->encrypt_mode = qcg_encrypt_parse(cfg->encrypt);
+    if (cfg->encrypt_mode < 0) {
+        snprintf(err, errlen, "encrypt '%.40s' (or QCG_ENCRYPT) is not inter-site, always or never",
+                 cfg->encrypt);
         return -1;
     }
     if (log_level_parse(cfg->log_level) < 0) {

@@ -1,6 +1,6 @@
 /* qcg-launch: mpirun's launch agent (plm_rsh_agent) over qcg-connect.
 
-     qcg-launch [--timeout S] [--verbose] HOST orted ARGS...
+     qcg-launch [--timeout S] [--encrypt MODE] [--verbose] HOST orted ARGS...
 
    Instead of ssh HOST, it connects through the grid to the qcg-agent of the
    job ($QCG_JOB) on HOST, asks it to run the daemon, and stays as its
@@ -51,6 +51,7 @@ struct launcher {
     const char *host;
     const char *job, *secret;
     int verbose;
+    int encrypt;         /* enum qcg_encrypt */
     uv_timer_t retry;    /* the next try to resume */
     uint64_t resume_by;  /* broken: give up at this time (0: not broken) */
     char broke_why[160]; /* why it broke, and the last try's failure */
@@ -81,14 +82,18 @@ struct runtime_connect {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: qcg-launch [--timeout SECONDS] [--verbose] HOST orted ARGS...\n"
+            "usage: qcg-launch [--timeout SECONDS] [--encrypt MODE] [--verbose] HOST orted "
+            "ARGS...\n"
             "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
             "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
             "  and a qcg-agent of that job running on HOST.\n"
             "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
             " or 60)\n"
-            "  --verbose    lines on stderr: the technique and setup time, and each break\n"
-            "               and resume of the connection to the agent\n"
+            "  --encrypt MODE  which launch connections are encrypted: inter-site (default:\n"
+            "               when the agent is in another cluster), always or never (default\n"
+            "               $QCG_ENCRYPT, which qcg-agent reads too)\n"
+            "  --verbose    lines on stderr: the technique, encryption and setup time, and\n"
+            "               each break and resume of the connection to the agent\n"
             "  --version    print the version and the launch protocol version and exit\n"
             "  A broken connection to the agent is resumed over a new one (tried for %d s).\n"
             "  exit status: the remote command's; 255 the launch failed (as ssh), 2 usage\n"
@@ -365,21 +370,23 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* --- finding the agent ----------------------------------------------------- */
 
-/* Connects to HOST's agent within timeout_ms: the connected socket (and in
-   ctxp the launcher's context, for the caller to close), or -1 with why. */
-static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, int *code, char *why,
-                         size_t whylen)
+/* Connects to HOST's agent within timeout_ms: the connected socket (in
+   tlsp its session when encrypted, else NULL; in ctxp the launcher's
+   context, for the caller to close), or -1 with why. */
+static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, qcg_tls **tlsp,
+                         int *code, char *why, size_t whylen)
 {
     const char *host = l->host, *job = l->job;
     char agent_job[GRID_JOB_MAX];
-    struct qcg_options opts = {.job = agent_job, .secret = l->secret};
-    struct qcg_conn_info info;
+    struct qcg_options opts = {.job = agent_job, .secret = l->secret, .encrypt = l->encrypt};
+    struct qcg_conn_info info = {0};
     qcg_ctx *ctx = NULL;
     uint32_t r;
     int rc = QCG_EBUSY, fd;
     uint64_t t0 = monotonic_ms();
 
     *code = 0;
+    *tlsp = NULL;
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         snprintf(why, whylen, __VA_ARGS__);                                                        \
@@ -435,11 +442,12 @@ static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, int
     l->technique = info.technique;
     if (l->verbose)
         fprintf(stderr,
-                "qcg-launch: %s: connected to its agent (%s, setup %.1f ms, %llu ms "
+                "qcg-launch: %s: connected to its agent (%s, %s, setup %.1f ms, %llu ms "
                 "with the lookup)\n",
-                host, qcg_technique_name(info.technique), (double)info.setup_us / 1000.0,
-                (unsigned long long)(monotonic_ms() - t0));
+                host, qcg_technique_name(info.technique), qcg_encryption_name(info.encryption),
+                (double)info.setup_us / 1000.0, (unsigned long long)(monotonic_ms() - t0));
     *ctxp = ctx;
+    *tlsp = info.tls;
     return fd;
 }
 
@@ -449,6 +457,7 @@ static void on_retry(uv_timer_t *t)
     struct launcher *l = t->data;
     uint64_t now = monotonic_ms();
     qcg_ctx *ctx;
+    qcg_tls *tls;
     int fd, code, wait_ms;
 
     if (l->done || l->link == NULL || l->resume_by == 0)
@@ -470,7 +479,7 @@ static void on_retry(uv_timer_t *t)
     wait_ms = (int)(l->resume_by - now);
     if (wait_ms > RESUME_TRY_EACH_MS)
         wait_ms = RESUME_TRY_EACH_MS;
-    fd = connect_agent(l, wait_ms, &ctx, &code, l->last_error, sizeof(l->last_error));
+    fd = connect_agent(l, wait_ms, &ctx, &tls, &code, l->last_error, sizeof(l->last_error));
     /* Not published: ENOTFOUND, or a timeout whose lookups found nothing
        (libqcgconn looks up until the timeout, and says so). */
     l->unpublished = code == QCG_ENOTFOUND || (code == QCG_ETIMEDOUT &&
@@ -485,7 +494,7 @@ static void on_retry(uv_timer_t *t)
         finish(l, LAUNCH_FAILED);
         return;
     }
-    if (fd < 0 || link_attach(l->link, fd) < 0) {
+    if (fd < 0 || link_attach(l->link, fd, tls) < 0) {
         if (fd >= 0) {
             snprintf(l->last_error, sizeof(l->last_error), "the new connection failed");
             qcg_close(ctx);
@@ -501,9 +510,10 @@ int main(int argc, char **argv)
 {
     struct launcher l;
     const char *job = getenv("QCG_JOB"), *secret = getenv("QCG_JOB_SECRET");
-    const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT");
+    const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT"), *encrypt = getenv("QCG_ENCRYPT");
     int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd, code;
     char *words[WIRE_ARGS_MAX + 1], why[256];
+    qcg_tls *tls;
     uint8_t *payload;
     long len;
 
@@ -518,8 +528,10 @@ int main(int argc, char **argv)
             verbose = 1;
         } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             timeout_s = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--timeout") == 0) {
-            fprintf(stderr, "qcg-launch: --timeout needs a value\n");
+        } else if (strcmp(argv[i], "--encrypt") == 0 && i + 1 < argc) {
+            encrypt = argv[++i];
+        } else if (strcmp(argv[i], "--timeout") == 0 || strcmp(argv[i], "--encrypt") == 0) {
+            fprintf(stderr, "qcg-launch: %s needs a value\n", argv[i]);
             return LAUNCH_USAGE;
         } else {
             fprintf(stderr, "qcg-launch: unknown option '%s' (see --help)\n", argv[i]);
@@ -531,6 +543,14 @@ int main(int argc, char **argv)
         return LAUNCH_USAGE;
     }
     memset(&l, 0, sizeof(l));
+    l.encrypt = encrypt != NULL ? qcg_encrypt_parse(encrypt) : QCG_ENCRYPT_INTER_SITE;
+    if (l.encrypt < 0) {
+        fprintf(stderr,
+                "qcg-launch: --encrypt (or QCG_ENCRYPT): want inter-site, always or never, "
+                "not '%s'\n",
+                encrypt);
+        return LAUNCH_USAGE;
+    }
     l.host = argv[i++];
     if (timeout_s < 1 || timeout_s > 3600)
         fail(l.host, "--timeout (or QCG_LAUNCH_TIMEOUT) must be 1..3600 seconds");
@@ -562,7 +582,7 @@ int main(int argc, char **argv)
     l.job = job;
     l.secret = secret;
     l.verbose = verbose;
-    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, &code, why, sizeof(why));
+    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, &tls, &code, why, sizeof(why));
     if (fd < 0)
         fail(l.host, "%s", why);
     payload = malloc(WIRE_FRAME_MAX);
@@ -574,7 +594,7 @@ int main(int argc, char **argv)
     words_free(words);
 
     uv_loop_init(&l.loop);
-    l.link = link_new(&l.loop, fd, &launcher_link_ops, &l);
+    l.link = link_new(&l.loop, fd, tls, &launcher_link_ops, &l);
     if (l.link == NULL || (l.tunnels = tunnels_new(&l.loop, l.link)) == NULL)
         fail(l.host, "out of memory");
     link_send(l.link, WIRE_LAUNCH, 0, payload, (size_t)len);

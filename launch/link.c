@@ -2,12 +2,14 @@
 #include "link.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "monotonic.h"
@@ -22,14 +24,23 @@
    sender pauses at LINK_HIGH_WATER unacknowledged). */
 #define LINK_ACK_BYTES (LINK_HIGH_WATER / 4)
 
-/* One TCP connection carrying a link; the link gets a new one after a
-   break, the old one is closed on its own. */
+/* One TCP connection carrying a link, plain or through its qcg_tls
+   session; the link gets a new one after a break, the old one is closed on
+   its own.  A uv_poll_t on the socket, not a uv_tcp_t: an encrypted
+   connection's bytes must go through qcg_tls, so both kinds read and write
+   through conn_send/conn_recv below, one code path. */
 struct conn {
-    uv_tcp_t tcp;
+    uv_poll_t poll;
+    int fd;
+    qcg_tls *tls;      /* NULL: plain */
     struct link *link; /* NULL once dropped */
     uint8_t *buf;      /* one frame being read: header + up to WIRE_FRAME_MAX */
     size_t have;
-    int shutting;
+    uint8_t *out; /* bytes queued for the socket: out[off..len) */
+    size_t off, len, cap;
+    int unflushed; /* the session holds bytes qcg_tls_flush has still to send */
+    int shutting;  /* link_close: send what is queued, then end */
+    int said_bye;  /* our close_notify is queued */
 };
 
 struct link {
@@ -38,6 +49,7 @@ struct link {
     uv_timer_t close_timer;
     uv_timer_t watch; /* while paused: has the peer gone? */
     uv_timer_t beat;  /* our ACK, and the stall check */
+    uv_timer_t kick;  /* read what the session holds, which poll does not see */
     int timers_open;
     const struct link_ops *ops;
     void *data;
@@ -60,14 +72,8 @@ struct sent_frame {
     uint8_t bytes[];
 };
 
-struct conn_write {
-    uv_write_t req;
-    struct conn *conn;
-    uint8_t bytes[];
-};
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+static void on_poll(uv_poll_t *p, int status, int events);
+static void on_kick(uv_timer_t *t);
 
 static void on_timer_closed(uv_handle_t *h)
 {
@@ -88,6 +94,7 @@ static void release(struct link *l)
     uv_close((uv_handle_t *)&l->close_timer, on_timer_closed);
     uv_close((uv_handle_t *)&l->watch, on_timer_closed);
     uv_close((uv_handle_t *)&l->beat, on_timer_closed);
+    uv_close((uv_handle_t *)&l->kick, on_timer_closed);
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -95,49 +102,147 @@ static void on_conn_closed(uv_handle_t *h)
     struct conn *c = h->data;
     struct link *l = c->link;
 
+    /* The session first (libqcgconn: before the socket is closed). */
+    qcg_tls_free(c->tls);
+    close(c->fd);
+    free(c->out);
     free(c->buf);
     free(c);
     if (l != NULL)
         release(l);
 }
 
+static void conn_close(struct conn *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->poll))
+        uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+}
+
 /* Closes a connection the link no longer uses (a break, or a new one took
-   over): its pending writes are cancelled, the link goes on without it. */
+   over): what it had queued is dropped, the link goes on without it. */
 static void conn_drop(struct conn *c)
 {
     c->link = NULL;
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    conn_close(c);
 }
 
-static struct conn *conn_new(struct link *l, int fd)
+/* --- bytes through the socket or its session ------------------------------ */
+
+static long conn_send(struct conn *c, const uint8_t *p, size_t n)
+{
+    return c->tls != NULL ? qcg_tls_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL);
+}
+
+static long conn_recv(struct conn *c, uint8_t *p, size_t n)
+{
+    return c->tls != NULL ? qcg_tls_recv(c->tls, p, n) : recv(c->fd, p, n, 0);
+}
+
+/* Why the last conn_send/conn_recv failed (errno set by it). */
+static void conn_why(const struct conn *c, char *why, size_t len)
+{
+    if (c->tls != NULL && errno == EPROTO && qcg_tls_error(c->tls)[0] != '\0')
+        snprintf(why, len, "connection lost: %s", qcg_tls_error(c->tls));
+    else
+        snprintf(why, len, "connection lost: %s", strerror(errno));
+}
+
+/* Sends what is queued: 0 when all is out, 1 when the socket is full, -1
+   with errno. */
+static int conn_flush(struct conn *c)
+{
+    while (c->off < c->len) {
+        long n = conn_send(c, c->out + c->off, c->len - c->off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
+        c->off += (size_t)n;
+        c->unflushed = c->tls != NULL;
+    }
+    c->off = c->len = 0;
+    if (c->unflushed) {
+        if (qcg_tls_flush(c->tls) < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
+        c->unflushed = 0;
+    }
+    return 0;
+}
+
+/* Queues a copy of bytes: 0, or -1 out of memory. */
+static int conn_queue(struct conn *c, const uint8_t *bytes, size_t len)
+{
+    if (c->off > 0 && c->len + len > c->cap) {
+        memmove(c->out, c->out + c->off, c->len - c->off);
+        c->len -= c->off;
+        c->off = 0;
+    }
+    if (c->len + len > c->cap) {
+        size_t cap = c->cap > 0 ? c->cap : 4096;
+        uint8_t *b;
+        while (cap < c->len + len)
+            cap *= 2;
+        if ((b = realloc(c->out, cap)) == NULL)
+            return -1;
+        c->out = b;
+        c->cap = cap;
+    }
+    memcpy(c->out + c->len, bytes, len);
+    c->len += len;
+    return 0;
+}
+
+/* Polls for what the connection waits for: reading unless paused or
+   closing, writing while something is queued (always while closing, which
+   ends in the write handler). */
+static void conn_update(struct conn *c)
+{
+    struct link *l = c->link;
+    int ev = 0;
+
+    if (uv_is_closing((uv_handle_t *)&c->poll))
+        return;
+    if (l != NULL && !l->closing && !l->paused)
+        ev |= UV_READABLE;
+    if (c->shutting || c->off < c->len || c->unflushed)
+        ev |= UV_WRITABLE;
+    if (ev == 0)
+        uv_poll_stop(&c->poll);
+    else if (uv_poll_start(&c->poll, ev, on_poll) < 0)
+        conn_close(c);
+}
+
+static struct conn *conn_new(struct link *l, int fd, qcg_tls *tls)
 {
     struct conn *c = calloc(1, sizeof(*c));
-    int rc;
+    int on = 1, idle = 60, fl = fcntl(fd, F_GETFL);
 
     if (c == NULL || (c->buf = malloc(WIRE_HEADER + WIRE_FRAME_MAX)) == NULL) {
         free(c);
+        qcg_tls_free(tls);
         close(fd);
         errno = ENOMEM;
         return NULL;
     }
-    c->link = l;
-    uv_tcp_init(l->loop, &c->tcp);
-    c->tcp.data = c;
-    if ((rc = uv_tcp_open(&c->tcp, fd)) < 0)
-        close(fd); /* not the handle's yet */
     /* Keepalive: a peer whose host is gone (within one cluster, where
        libqcgconn leaves it off) is noticed even while the link is paused. */
-    if (rc == 0)
-        uv_tcp_keepalive(&c->tcp, 1, 60);
-    if (rc == 0 && !l->paused)
-        rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (rc < 0) {
-        c->link = NULL;
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-        errno = -rc;
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        uv_poll_init(l->loop, &c->poll, fd) < 0) {
+        int e = errno;
+        free(c->buf);
+        free(c);
+        qcg_tls_free(tls);
+        close(fd);
+        errno = e != 0 ? e : EINVAL;
         return NULL;
     }
+    c->fd = fd;
+    c->tls = tls;
+    c->link = l;
+    c->poll.data = c;
+    conn_update(c);
     return c;
 }
 
@@ -148,7 +253,7 @@ static void shut(struct link *l, const char *why)
     l->closing = 1;
     uv_timer_stop(&l->beat);
     if (l->conn != NULL)
-        uv_close((uv_handle_t *)&l->conn->tcp, on_conn_closed);
+        conn_close(l->conn);
     else
         release(l);
     if (why != NULL && l->ops->closed != NULL)
@@ -172,41 +277,15 @@ static void broken(struct link *l, const char *why)
     l->ops->broken(l, why);
 }
 
-static void on_written(uv_write_t *req, int status)
-{
-    struct conn_write *w = (struct conn_write *)req;
-    struct conn *c = w->conn;
-
-    free(w);
-    if (status < 0 && status != UV_ECANCELED && c->link != NULL && c->link->conn == c &&
-        !c->shutting) {
-        char why[128];
-        snprintf(why, sizeof(why), "connection lost: %s", uv_strerror(status));
-        broken(c->link, why);
-    }
-}
-
-/* Writes bytes (a copy) on the link's connection. */
+/* Queues bytes (a copy) on the link's connection; the poll handler sends
+   them, so that a failure is seen there, not within the caller's call. */
 static void conn_write(struct link *l, const uint8_t *bytes, size_t len)
 {
-    struct conn_write *w = malloc(sizeof(*w) + len);
-    uv_buf_t b;
-    int rc;
-
-    if (w == NULL) {
+    if (conn_queue(l->conn, bytes, len) < 0) {
         shut(l, "out of memory");
         return;
     }
-    w->conn = l->conn;
-    memcpy(w->bytes, bytes, len);
-    b = uv_buf_init((char *)w->bytes, (unsigned)len);
-    rc = uv_write(&w->req, (uv_stream_t *)&l->conn->tcp, &b, 1, on_written);
-    if (rc < 0) {
-        char why[128];
-        free(w);
-        snprintf(why, sizeof(why), "connection lost: %s", uv_strerror(rc));
-        broken(l, why);
-    }
+    conn_update(l->conn);
 }
 
 /* An unnumbered frame (ACK, RESUME, RESUMED): only on a live connection. */
@@ -318,56 +397,123 @@ static void deliver(struct link *l, struct conn *c, const struct wire_header *h,
         ack_send(l);
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+/* Reads frames while the socket or the session has bytes, one frame at a
+   time so that a pause stops at a frame boundary, and a bounded number per
+   call so that one busy link does not starve the loop. */
+static void conn_read(struct conn *c)
 {
-    struct conn *c = h->data;
     struct wire_header hdr;
-    size_t want = WIRE_HEADER;
 
-    (void)hint;
-    /* Read no further than the end of the frame in hand: one frame at a
-       time, so that a pause stops at a frame boundary. */
-    if (c->have >= WIRE_HEADER && wire_header_get(c->buf, &hdr) == 0)
-        want = WIRE_HEADER + hdr.len;
-    *b = uv_buf_init((char *)c->buf + c->have, (unsigned)(want - c->have));
+    for (int i = 0; i < 64; i++) {
+        struct link *l = c->link;
+        size_t want = WIRE_HEADER;
+        long n;
+
+        /* A frame may have ended the link, paused it, or handed the
+           connection to another link (link_adopt): read on for that one. */
+        if (l == NULL || l->closing || l->paused || l->conn != c ||
+            uv_is_closing((uv_handle_t *)&c->poll))
+            return;
+        if (c->have >= WIRE_HEADER && wire_header_get(c->buf, &hdr) == 0)
+            want = WIRE_HEADER + hdr.len;
+        n = conn_recv(c, c->buf + c->have, want - c->have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n == 0) {
+            broken(l, "the other side closed the connection");
+            return;
+        }
+        if (n < 0) {
+            char why[160];
+            conn_why(c, why, sizeof(why));
+            broken(l, why);
+            return;
+        }
+        l->last_rx_ms = monotonic_ms();
+        c->have += (size_t)n;
+        if (c->have < WIRE_HEADER)
+            continue;
+        if (wire_header_get(c->buf, &hdr) < 0) {
+            char why[128];
+            snprintf(why, sizeof(why), "not a launch frame (type %u, length %u)", c->buf[0],
+                     wire_u32_get(c->buf + 4));
+            shut(l, why);
+            return;
+        }
+        if (c->have < WIRE_HEADER + hdr.len)
+            continue;
+        c->have = 0;
+        deliver(l, c, &hdr, c->buf + WIRE_HEADER);
+    }
+    /* Stopped by the bound: come back soon even when poll sees nothing new
+       (the session may hold it all). */
+    if (c->link != NULL && c->link->conn == c)
+        uv_timer_start(&c->link->kick, on_kick, 0, 0);
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+/* A closing connection: what is queued, our close_notify, then our FIN. */
+static void conn_finish(struct conn *c)
 {
-    struct conn *c = s->data;
-    struct link *l = c->link;
-    struct wire_header hdr;
+    int rc = conn_flush(c);
 
-    (void)b;
-    if (l == NULL || l->closing) {
-        uv_read_stop(s);
+    if (rc == 0 && c->tls != NULL && !c->said_bye) {
+        c->said_bye = 1;
+        if (qcg_tls_shutdown(c->tls) < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            rc = -1;
+        else {
+            c->unflushed = 1;
+            rc = conn_flush(c);
+        }
+    }
+    if (rc == 1)
+        return;
+    if (rc == 0)
+        shutdown(c->fd, SHUT_WR);
+    conn_close(c);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    struct conn *c = p->data;
+    struct link *l = c->link;
+    char why[160];
+
+    if (uv_is_closing((uv_handle_t *)p))
+        return;
+    if (c->shutting) {
+        conn_finish(c);
         return;
     }
-    if (n == UV_EOF) {
-        broken(l, "the other side closed the connection");
+    if (l == NULL || l->closing || l->conn != c)
         return;
-    }
-    if (n < 0) {
-        char why[128];
-        snprintf(why, sizeof(why), "connection lost: %s", uv_strerror((int)n));
+    if (status < 0) {
+        snprintf(why, sizeof(why), "connection lost: %s", uv_strerror(status));
         broken(l, why);
         return;
     }
-    l->last_rx_ms = monotonic_ms();
-    c->have += (size_t)n;
-    if (c->have < WIRE_HEADER)
-        return;
-    if (wire_header_get(c->buf, &hdr) < 0) {
-        char why[128];
-        snprintf(why, sizeof(why), "not a launch frame (type %u, length %u)", c->buf[0],
-                 wire_u32_get(c->buf + 4));
-        shut(l, why);
+    if ((events & UV_WRITABLE) && conn_flush(c) < 0) {
+        conn_why(c, why, sizeof(why));
+        broken(l, why);
         return;
     }
-    if (c->have < WIRE_HEADER + hdr.len)
+    if (events & UV_READABLE)
+        conn_read(c);
+    conn_update(c);
+}
+
+/* The kick: frames the session holds (read ahead, or left by a pause or
+   conn_read's bound) that poll cannot see. */
+static void on_kick(uv_timer_t *t)
+{
+    struct link *l = t->data;
+    struct conn *c = l->conn;
+
+    if (l->closing || c == NULL)
         return;
-    c->have = 0;
-    deliver(l, c, &hdr, c->buf + WIRE_HEADER);
+    conn_read(c);
+    conn_update(c);
 }
 
 /* Every LINK_BEAT_MS: our ACK (the peer's heartbeat), and has the peer's
@@ -390,11 +536,12 @@ static void on_beat(uv_timer_t *t)
         ack_send(l);
 }
 
-struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void *data)
+struct link *link_new(uv_loop_t *loop, int fd, qcg_tls *tls, const struct link_ops *ops, void *data)
 {
     struct link *l = calloc(1, sizeof(*l));
 
     if (l == NULL) {
+        qcg_tls_free(tls);
         close(fd);
         errno = ENOMEM;
         return NULL;
@@ -403,7 +550,7 @@ struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void 
     l->ops = ops;
     l->data = data;
     resendq_init(&l->sent, release_frame, NULL);
-    l->conn = conn_new(l, fd);
+    l->conn = conn_new(l, fd, tls);
     if (l->conn == NULL) {
         int e = errno;
         free(l);
@@ -413,8 +560,9 @@ struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void 
     uv_timer_init(loop, &l->close_timer);
     uv_timer_init(loop, &l->watch);
     uv_timer_init(loop, &l->beat);
-    l->timers_open = 3;
-    l->close_timer.data = l->watch.data = l->beat.data = l;
+    uv_timer_init(loop, &l->kick);
+    l->timers_open = 4;
+    l->close_timer.data = l->watch.data = l->beat.data = l->kick.data = l;
     l->last_rx_ms = monotonic_ms();
     uv_timer_start(&l->beat, on_beat, LINK_BEAT_MS, LINK_BEAT_MS);
     return l;
@@ -469,10 +617,9 @@ static void on_watch(uv_timer_t *t)
     struct link *l = t->data;
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
-    uv_os_fd_t fd;
 
-    if (l->closing || l->conn == NULL || uv_fileno((uv_handle_t *)&l->conn->tcp, &fd) < 0 ||
-        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+    if (l->closing || l->conn == NULL ||
+        getsockopt(l->conn->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
         return;
     if (ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_CLOSE)
         broken(l, "the other side closed the connection (seen while paused)");
@@ -483,7 +630,7 @@ void link_pause(struct link *l)
     if (!l->closing && !l->paused) {
         l->paused = 1;
         if (l->conn != NULL)
-            uv_read_stop((uv_stream_t *)&l->conn->tcp);
+            conn_update(l->conn);
         uv_timer_start(&l->watch, on_watch, LINK_WATCH_MS, LINK_WATCH_MS);
     }
 }
@@ -494,8 +641,11 @@ void link_resume(struct link *l)
         l->paused = 0;
         uv_timer_stop(&l->watch);
         l->last_rx_ms = monotonic_ms();
-        if (l->conn != NULL)
-            uv_read_start((uv_stream_t *)&l->conn->tcp, on_alloc, on_read);
+        if (l->conn != NULL) {
+            conn_update(l->conn);
+            /* What the session read ahead before the pause. */
+            uv_timer_start(&l->kick, on_kick, 0, 0);
+        }
     }
 }
 
@@ -510,17 +660,18 @@ int link_has_token(const struct link *l, const uint8_t token[WIRE_TOKEN_LEN])
     return l->resumable && !l->closing && CRYPTO_memcmp(l->token, token, WIRE_TOKEN_LEN) == 0;
 }
 
-int link_attach(struct link *l, int fd)
+int link_attach(struct link *l, int fd, qcg_tls *tls)
 {
     uint8_t b[WIRE_TOKEN_LEN + 8];
 
     if (l->closing || !l->resumable) {
+        qcg_tls_free(tls);
         close(fd);
         return -1;
     }
     if (l->conn != NULL)
         conn_drop(l->conn);
-    l->conn = conn_new(l, fd);
+    l->conn = conn_new(l, fd, tls);
     if (l->conn == NULL)
         return -1;
     l->resuming = 1;
@@ -547,10 +698,9 @@ int link_adopt(struct link *l, struct link *from, uint64_t peer_rx)
     l->conn = c;
     l->resuming = 0;
     l->last_rx_ms = monotonic_ms();
-    if (l->paused) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+    conn_update(c);
+    if (l->paused)
         uv_timer_start(&l->watch, on_watch, LINK_WATCH_MS, LINK_WATCH_MS);
-    }
     wire_u64_put(b, l->rx);
     control_send(l, WIRE_RESUMED, b, sizeof(b));
     acked(l, peer_rx);
@@ -558,49 +708,30 @@ int link_adopt(struct link *l, struct link *from, uint64_t peer_rx)
     return 0;
 }
 
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-    struct conn *c = req->data;
-
-    (void)status;
-    free(req);
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-}
-
 static void on_close_timeout(uv_timer_t *t)
 {
     struct link *l = t->data;
 
-    /* The shutdown request is cancelled (its callback frees it). */
-    if (l->conn != NULL && !uv_is_closing((uv_handle_t *)&l->conn->tcp))
-        uv_close((uv_handle_t *)&l->conn->tcp, on_conn_closed);
+    if (l->conn != NULL)
+        conn_close(l->conn);
 }
 
 void link_close(struct link *l)
 {
     struct conn *c = l->conn;
-    uv_shutdown_t *req;
 
     if (l->closing)
         return;
     l->closing = 1;
     uv_timer_stop(&l->beat);
     uv_timer_stop(&l->watch);
+    uv_timer_stop(&l->kick);
     if (c == NULL) {
         release(l);
         return;
     }
+    /* The poll handler sends what is queued, then ends our direction. */
     c->shutting = 1;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    req = malloc(sizeof(*req));
-    if (req != NULL) {
-        req->data = c;
-        if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) == 0) {
-            uv_timer_start(&l->close_timer, on_close_timeout, LINK_CLOSE_MS, 0);
-            return;
-        }
-        free(req);
-    }
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    conn_update(c);
+    uv_timer_start(&l->close_timer, on_close_timeout, LINK_CLOSE_MS, 0);
 }

@@ -1,4 +1,5 @@
-/* A launch connection as frames (wire.h) over libuv, with back-pressure:
+/* A launch connection as frames (wire.h) over libuv, plain or encrypted
+   (qcg_tls), with back-pressure:
    the sources that feed it (the daemon's output, runtime connections) stop
    being read while too much waits to be acknowledged, and resume once it
    drains; a sink that cannot keep up stops the link's own reading the same
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "qcgconn.h"
 #include "wire.h"
 
 /* Bytes sent and not yet acknowledged above which sources pause. */
@@ -48,9 +50,11 @@ struct link_ops {
     void (*resumed)(struct link *l, unsigned long resent);
 };
 
-/* Takes over fd (a connected TCP socket), also when it fails: NULL with
-   errno, fd closed. */
-struct link *link_new(uv_loop_t *loop, int fd, const struct link_ops *ops, void *data);
+/* Takes over fd (a connected TCP socket) and tls (its qcg_tls session when
+   encrypted, else NULL: every byte then goes through it), also when it
+   fails: NULL with errno, tls freed, fd closed. */
+struct link *link_new(uv_loop_t *loop, int fd, qcg_tls *tls, const struct link_ops *ops,
+                      void *data);
 void *link_data(const struct link *l);
 /* Queues one frame (kept until acknowledged): 0, or -1 if the link is closed. */
 int link_send(struct link *l, enum wire_type type, uint16_t chan, const void *data, size_t len);
@@ -65,10 +69,10 @@ void link_resume(struct link *l);
 void link_set_session(struct link *l, const uint8_t token[WIRE_TOKEN_LEN]);
 /* True if the link's session has this token (constant time). */
 int link_has_token(const struct link *l, const uint8_t token[WIRE_TOKEN_LEN]);
-/* Launcher: carries on over fd, a new connection to the agent: sends RESUME
-   and holds back other frames until RESUMED (then ops->resumed).  0, or -1
-   with fd closed. */
-int link_attach(struct link *l, int fd);
+/* Launcher: carries on over fd (with its own tls, or NULL), a new
+   connection to the agent: sends RESUME and holds back other frames until
+   RESUMED (then ops->resumed).  0, or -1 with tls freed and fd closed. */
+int link_attach(struct link *l, int fd, qcg_tls *tls);
 /* Agent: `from` (a new connection whose first frame was RESUME saying the
    launcher had received peer_rx frames) now carries l; from is left without
    a connection, to be closed by its owner.  0, or -1 when peer_rx is not a

@@ -575,18 +575,20 @@ static void on_launch_timeout(uv_timer_t *t)
     finish(s);
 }
 
-struct session *session_new(const struct session_env *env, int fd, int peer, unsigned id)
+struct session *session_new(const struct session_env *env, int fd, qcg_tls *tls, int peer,
+                            unsigned id)
 {
     struct session *s = calloc(1, sizeof(*s));
 
     if (s == NULL) {
+        qcg_tls_free(tls);
         close(fd);
         return NULL;
     }
     s->env = *env;
     s->id = id;
     s->peer = peer;
-    s->link = link_new(env->loop, fd, &session_link_ops, s);
+    s->link = link_new(env->loop, fd, tls, &session_link_ops, s);
     if (s->link == NULL) {
         free(s);
         return NULL;

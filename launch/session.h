@@ -12,6 +12,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "qcgconn.h"
+
 struct session;
 
 struct session_env {
@@ -29,8 +31,10 @@ struct session_env {
     void *arg;
 };
 
-/* Takes over fd, a verified connection from rank `peer` of the agent's job. */
-struct session *session_new(const struct session_env *env, int fd, int peer, unsigned id);
+/* Takes over fd, a verified connection from rank `peer` of the agent's job,
+   and tls, its session when encrypted (NULL: plain), also when it fails. */
+struct session *session_new(const struct session_env *env, int fd, qcg_tls *tls, int peer,
+                            unsigned id);
 /* Ends the session now (the agent stops): the daemon's session is killed. */
 void session_stop(struct session *s);
 /* True once the daemon was started (a launch, not only a connection). */

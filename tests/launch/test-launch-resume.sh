@@ -15,10 +15,17 @@
 # its stdout holds every line once, in order, the fake mpirun got every
 # runtime byte in order, the daemon got every echoed byte back, and
 # qcg-launch exits with the daemon's status (0).  On a build without resuming
-# qcg-launch exits 255 at the first cut.  Then the agent of a second launch
-# is killed: qcg-launch must give up within 45 s, naming the host.
+# qcg-launch exits 255 at the first cut.  That launch is encrypted (agent:
+# QCG_ENCRYPT=always, launcher: --encrypt always): every connection of it is
+# TLS (both ends say tls-user), and a capture of the launch connections
+# (tcpdump on lo) holds none of the daemon's lines nor of its runtime
+# chunks (issue 17).  Then a second launch goes to an agent in another
+# cluster (c2, its own frontend and helper): encrypted by default
+# (inter-site, neither end told); its agent is killed: qcg-launch must give
+# up within 45 s, naming the host.
 #
-# Ports 18760-18799: broker 18761, frontend 18762, the helper 18770-18799.
+# Ports 18760-18799: broker 18761, frontends 18762 (c1) and 18763 (c2), the
+# helpers 18770-18799 (c1) and 18764-18769 (c2).
 # Needs root for ss -K and iptables (in a network namespace of its own: run
 # it in unshare -n, as ctest's non-lab tests are).
 #
@@ -39,7 +46,7 @@ port_b=18761 port_f=18762 low=18770 high=18799
 lines=600 chunk=4096
 
 need_built "$qcg_agent" "$qcg_launch" "$helper" "$frontend" "$broker" "$certs"
-need_commands python3 ss iptables
+need_commands python3 ss iptables tcpdump
 [[ $(id -u) -eq 0 ]] || { echo "needs root (ss -K, iptables): skipping"; exit 77; }
 
 grid_workdir qcg-resume
@@ -84,7 +91,8 @@ for k in range(1, lines + 1):
         want += 1
         bad += got[:chunk] != block(want)
         got = got[chunk:]
-s.shutdown(socket.SHUT_WR)
+# Every echo in before our end: the agent closes the runtime connection
+# (both ways) at our FIN, so an echo still on its way would be lost.
 while want < lines:
     d = s.recv(65536)
     if not d: break
@@ -93,6 +101,7 @@ while want < lines:
         want += 1
         bad += got[:chunk] != block(want)
         got = got[chunk:]
+s.shutdown(socket.SHUT_WR)
 print("orted: %d chunks echoed, %d wrong" % (want, bad), file=sys.stderr, flush=True)
 sys.exit(0 if want == lines and bad == 0 and not got else 3)
 EOF
@@ -123,8 +132,8 @@ grid_one_node $port_b $port_f $low-$high
 export QCG_HELPER_SOCKET=$work/helper.sock QCG_JOB=resume-$$ QCG_JOB_SECRET=$TEST_SECRET
 root_opt=()
 if [[ $(id -u) -eq 0 ]]; then root_opt=(--allow-root); fi
-"$qcg_agent" --node a1 --orted "$work/fake-orted" --log-level debug "${root_opt[@]}" \
-	>>"$work/agent.log" 2>&1 &
+QCG_ENCRYPT=always "$qcg_agent" --node a1 --orted "$work/fake-orted" --log-level debug \
+	"${root_opt[@]}" >>"$work/agent.log" 2>&1 &
 pids+=($!)
 wait_for "the agent" 100 grep -q "ready: agent of job $QCG_JOB for node a1" "$work/agent.log" ||
 	{ fail "the agent comes up"; exit 1; }
@@ -136,7 +145,16 @@ pids+=($!)
 wait_for "the fake mpirun's port" 50 test -s "$work/mpirun.port" || { fail "fake mpirun listens"; exit 1; }
 mport=$(cat "$work/mpirun.port")
 
-"$qcg_launch" --verbose a1 orted -mca orte_hnp_uri "\"4242.0;tcp://127.0.0.1:$mport\"" \
+# Every launch connection (each goes to the agent's port) captured, from
+# before the first.
+tcpdump -Z root -i lo -n -U -s 0 -B 16384 -w "$work/launch.pcap" "tcp port $agent_port" \
+	2>"$work/tcpdump.err" &
+capture_pid=$!
+pids+=("$capture_pid")
+wait_for "tcpdump listening" 100 grep -q "listening on" "$work/tcpdump.err" ||
+	{ fail "tcpdump starts ($(cat "$work/tcpdump.err"))"; exit 1; }
+
+"$qcg_launch" --verbose --encrypt always a1 orted -mca orte_hnp_uri "\"4242.0;tcp://127.0.0.1:$mport\"" \
 	-mca qcgtest_lines $lines -mca qcgtest_chunk $chunk \
 	>"$work/launch.out" 2>"$work/launch.err" &
 launch_pid=$!
@@ -198,6 +216,32 @@ else
 	cat "$work/mpirun.result" >>"$out" 2>/dev/null || true
 	fail "the runtime connection's $lines chunks of $chunk bytes arrive in order both ways"
 fi
+kill -INT "$capture_pid" 2>/dev/null || true
+wait_exit "$capture_pid" 100 || true
+out=$work/launch.err
+# Every connection of the launch (the first and each resume) encrypted, on
+# both ends.
+conns=$(grep -c "connected to its agent" "$work/launch.err" || true)
+if [[ $conns -ge 3 && $(grep -c "connected to its agent (direct, tls-user," "$work/launch.err") -eq $conns ]] &&
+	[[ $(grep -c "connection from rank [0-9]* (direct, tls-user," "$work/agent.log") -ge $conns ]]; then
+	pass "--encrypt always: all $conns launch connections are TLS on both ends (tls-user)"
+else
+	grep "connection from rank" "$work/agent.log" >>"$out" || true
+	fail "--encrypt always: every launch connection is TLS on both ends (tls-user)"
+fi
+# The capture holds the launch's traffic (at least the 600 chunks one way;
+# tcpdump may drop packets on a loaded machine)
+# but no plaintext of it: neither a daemon's line nor a run of a chunk.
+out=$work/tcpdump.err
+cap_size=$(stat -c %s "$work/launch.pcap" 2>/dev/null || echo 0)
+if ((cap_size > lines * chunk)) && ! grep -aqF "line 300" "$work/launch.pcap" &&
+	! grep -aqF "0000030000000300" "$work/launch.pcap"; then
+	pass "the capture of the launch connections ($cap_size bytes) holds no plaintext of the daemon's lines or chunks"
+else
+	echo "(capture $cap_size bytes)" >>"$out"
+	fail "the capture of the launch connections holds more than the chunks, and no plaintext of them"
+fi
+
 out=$work/agent.log
 if [[ $(grep -c "launch 1: resumed by rank" "$work/agent.log") -ge 2 ]]; then
 	pass "the agent moved launch 1 onto each new connection ($(grep -c "launch 1: resumed by rank" "$work/agent.log") times)"
@@ -206,7 +250,11 @@ else fail "the agent moved launch 1 onto each new connection"; fi
 # The agent itself killed: no resume can work; qcg-launch gives up once the
 # agent is not published any more (two tries of 10 s), well before the 60 s
 # it tries a live one, naming the host.
-"$qcg_agent" --node a1 --orted "$work/fake-orted" "${root_opt[@]}" >>"$work/agent2.log" 2>&1 &
+grid_certs "frontend c2" "helper c2/n2"
+grid_frontend c2 18763 --kind open --public-address 127.0.0.1 || { fail "c2's frontend comes up"; exit 1; }
+grid_helper helper2 c2/n2 18763 18764-18769 || { fail "c2's helper comes up"; exit 1; }
+QCG_HELPER_SOCKET=$work/helper2.sock "$qcg_agent" --node a1 --orted "$work/fake-orted" "${root_opt[@]}" \
+	>>"$work/agent2.log" 2>&1 &
 agent2=$!
 pids+=("$agent2")
 wait_for "the second agent" 100 grep -q "ready: agent of job" "$work/agent2.log" ||
@@ -216,11 +264,19 @@ rm -f "$work/mpirun.port"
 pids+=($!)
 wait_for "the fake mpirun's port" 50 test -s "$work/mpirun.port" || { fail "fake mpirun listens"; exit 1; }
 mport=$(cat "$work/mpirun.port")
-"$qcg_launch" a1 orted -mca orte_hnp_uri "\"4242.0;tcp://127.0.0.1:$mport\"" \
+"$qcg_launch" --verbose a1 orted -mca orte_hnp_uri "\"4242.0;tcp://127.0.0.1:$mport\"" \
 	-mca qcgtest_lines $lines -mca qcgtest_chunk $chunk >"$work/launch2.out" 2>"$work/launch2.err" &
 launch2=$!
 pids+=("$launch2")
 wait_for "line 20" 300 grep -qx "line 20" "$work/launch2.out" || { fail "the second launch runs"; exit 1; }
+out=$work/launch2.err
+if grep -q "connected to its agent ([a-z]*, tls-user," "$work/launch2.err" &&
+	grep -q "connection from rank [0-9]* ([a-z]*, tls-user," "$work/agent2.log"; then
+	pass "by default (inter-site) a launch connection to another cluster is TLS on both ends"
+else
+	cat "$work/agent2.log" >>"$out"
+	fail "by default (inter-site) a launch connection to another cluster is TLS on both ends"
+fi
 t0=$(ms)
 kill -9 "$agent2"
 rc=0

@@ -94,7 +94,7 @@ static void test_frames_and_paused_close(void)
 
     uv_loop_init(&loop);
     tcp_pair(&a, &b);
-    struct link *l = link_new(&loop, b, &ops, &seen);
+    struct link *l = link_new(&loop, b, NULL, &ops, &seen);
     CHECK(l != NULL);
     /* A frame written in two pieces arrives once, whole. */
     memset(body, 'x', sizeof(body));
@@ -135,7 +135,7 @@ static void test_close_bounded(void)
     /* Small buffers, a peer that never reads: the queue cannot drain. */
     setsockopt(a, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
     setsockopt(b, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-    struct link *l = link_new(&loop, b, &ops, &seen);
+    struct link *l = link_new(&loop, b, NULL, &ops, &seen);
     CHECK(l != NULL);
     for (int i = 0; i < 256; i++)
         link_send(l, WIRE_OUT, 0, chunk, sizeof(chunk));
@@ -212,14 +212,14 @@ static void launcher_broken(struct link *l, const char *why)
     tcp_pair(&a, &b);
     L.cut_fd = dup(a);
     A.cut_fd = dup(b);
-    CHECK(link_attach(l, a) == 0);
+    CHECK(link_attach(l, a, NULL) == 0);
     /* The agent's new connection may beat (ACK 0: its own count) before it
        has read the RESUME: the resuming launcher must not take it as an ack
        going back. */
     uint8_t ack[WIRE_HEADER + 8] = {0};
     wire_header_put(ack, WIRE_ACK, 0, 8);
     CHECK(write(b, ack, sizeof(ack)) == (ssize_t)sizeof(ack));
-    CHECK(link_new(&rloop, b, &temp_ops, NULL) != NULL);
+    CHECK(link_new(&rloop, b, NULL, &temp_ops, NULL) != NULL);
 }
 
 static void agent_broken(struct link *l, const char *why)
@@ -281,8 +281,8 @@ static void test_resume(void)
     tcp_pair(&a, &b);
     L.cut_fd = dup(a);
     A.cut_fd = dup(b);
-    L.link = link_new(&rloop, a, &launcher_ops, &L);
-    A.link = link_new(&rloop, b, &agent_ops, &A);
+    L.link = link_new(&rloop, a, NULL, &launcher_ops, &L);
+    A.link = link_new(&rloop, b, NULL, &agent_ops, &A);
     REQUIRE(L.link != NULL && A.link != NULL);
     link_set_session(L.link, token);
     link_set_session(A.link, token);
