@@ -22,6 +22,10 @@
 #include "soap_util.h"
 
 #define CLIENT_RECV_MAXLENGTH (1024 * 1024)
+/* Keepalive of the connections to the upstream service (see below). */
+#define CLIENT_KEEPALIVE_IDLE_S 5
+#define CLIENT_KEEPALIVE_INTVL_S 5
+#define CLIENT_KEEPALIVE_CNT 3
 #define CLIENT_MAXLENGTH (64 * 1024)
 #define CLIENT_MAXOCCURS 1000
 #define CLIENT_MAXLEVEL 32
@@ -144,6 +148,14 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     soap->fopen = open_checked;
     soap->user = info;
     soap->connect_timeout = cfg->connect_timeout > 0 ? cfg->connect_timeout : 10;
+    /* A NAT or stateful firewall on the way that forgot this connection
+       drops what the server sends until we send: probing an idle connection
+       maps it again within seconds (a long-poll waits for orders without
+       sending), and finds a dead path in idle + intvl x cnt. */
+    soap->tcp_keep_alive = 1;
+    soap->tcp_keep_idle = CLIENT_KEEPALIVE_IDLE_S;
+    soap->tcp_keep_intvl = CLIENT_KEEPALIVE_INTVL_S;
+    soap->tcp_keep_cnt = CLIENT_KEEPALIVE_CNT;
     set_timeouts(soap, info->io_timeout, 0);
     soap->recv_maxlength = CLIENT_RECV_MAXLENGTH;
     soap->maxlength = CLIENT_MAXLENGTH;
