@@ -41,6 +41,8 @@ struct conn {
     int unflushed; /* the session holds bytes qcg_tls_flush has still to send */
     int shutting;  /* link_close: send what is queued, then end */
     int said_bye;  /* our close_notify is queued */
+    int draining;  /* our FIN is sent: read and drop until the peer's (closing with
+                      unread bytes resets the connection, losing what we sent last) */
 };
 
 struct link {
@@ -202,10 +204,14 @@ static void conn_update(struct conn *c)
 
     if (uv_is_closing((uv_handle_t *)&c->poll))
         return;
-    if (l != NULL && !l->closing && !l->paused)
-        ev |= UV_READABLE;
-    if (c->shutting || c->off < c->len || c->unflushed)
-        ev |= UV_WRITABLE;
+    if (c->draining)
+        ev = UV_READABLE;
+    else {
+        if (l != NULL && !l->closing && !l->paused)
+            ev |= UV_READABLE;
+        if (c->shutting || c->off < c->len || c->unflushed)
+            ev |= UV_WRITABLE;
+    }
     if (ev == 0)
         uv_poll_stop(&c->poll);
     else if (uv_poll_start(&c->poll, ev, on_poll) < 0)
@@ -469,9 +475,31 @@ static void conn_finish(struct conn *c)
     }
     if (rc == 1)
         return;
-    if (rc == 0)
-        shutdown(c->fd, SHUT_WR);
+    if (rc == 0 && shutdown(c->fd, SHUT_WR) == 0) {
+        /* The peer's heartbeats may still come: close only at its FIN (or
+           the link's close timer), or the EXIT just sent may be lost. */
+        c->draining = 1;
+        conn_update(c);
+        return;
+    }
     conn_close(c);
+}
+
+/* Reads and drops what comes after our FIN; closes at the peer's. */
+static void conn_drain(struct conn *c)
+{
+    uint8_t sink[4096];
+
+    for (int i = 0; i < 64; i++) {
+        ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
+        if (n > 0 || (n < 0 && errno == EINTR))
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        conn_close(c); /* the peer's FIN, or an error */
+        return;
+    }
+    /* Still coming: the next poll goes on (the close timer bounds it). */
 }
 
 static void on_poll(uv_poll_t *p, int status, int events)
@@ -482,6 +510,10 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
     if (uv_is_closing((uv_handle_t *)p))
         return;
+    if (c->draining) {
+        conn_drain(c);
+        return;
+    }
     if (c->shutting) {
         conn_finish(c);
         return;
