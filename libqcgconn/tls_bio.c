@@ -8,6 +8,7 @@
    go to an inner socket BIO on the same descriptor. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,20 +20,16 @@
 
 struct nosig {
     BIO *inner;
+    int fd;
+    /* The inner BIO's kernel TLS state, asked for several times a record:
+       kept here, renewed when OpenSSL sets it. */
+    bool ktls_send, ktls_recv;
     unsigned char *out; /* OUT_CAP, allocated on the first write */
     size_t len, off;    /* gathered, of them sent */
 };
 
 static BIO_METHOD *method;
 static pthread_once_t method_once = PTHREAD_ONCE_INIT;
-
-static int sock_fd(BIO *inner)
-{
-    int fd = -1;
-
-    BIO_get_fd(inner, &fd);
-    return fd;
-}
 
 static int again(int err)
 {
@@ -42,10 +39,8 @@ static int again(int err)
 /* Sends what is gathered: 1, or -1 (errno; the retry flag when EAGAIN). */
 static int out_flush(BIO *b, struct nosig *st)
 {
-    int fd = sock_fd(st->inner);
-
     while (st->off < st->len) {
-        ssize_t n = send(fd, st->out + st->off, st->len - st->off, MSG_NOSIGNAL);
+        ssize_t n = send(st->fd, st->out + st->off, st->len - st->off, MSG_NOSIGNAL);
 
         if (n < 0) {
             if (again(errno))
@@ -63,7 +58,7 @@ static int nosig_write(BIO *b, const char *buf, int len)
     struct nosig *st = BIO_get_data(b);
 
     BIO_clear_retry_flags(b);
-    if (BIO_get_ktls_send(st->inner)) {
+    if (st->ktls_send) {
         int r = BIO_write(st->inner, buf, len);
 
         if (r <= 0 && BIO_should_retry(st->inner))
@@ -75,7 +70,7 @@ static int nosig_write(BIO *b, const char *buf, int len)
     if (st->len + (size_t)len > OUT_CAP && out_flush(b, st) < 0)
         return -1;
     if ((size_t)len > OUT_CAP) {
-        ssize_t n = send(sock_fd(st->inner), buf, (size_t)len, MSG_NOSIGNAL);
+        ssize_t n = send(st->fd, buf, (size_t)len, MSG_NOSIGNAL);
 
         if (n < 0 && again(errno))
             BIO_set_retry_write(b);
@@ -88,18 +83,18 @@ static int nosig_write(BIO *b, const char *buf, int len)
 
 static int nosig_read(BIO *b, char *buf, int len)
 {
-    BIO *inner = ((struct nosig *)BIO_get_data(b))->inner;
+    struct nosig *st = BIO_get_data(b);
     ssize_t n;
 
     BIO_clear_retry_flags(b);
-    if (BIO_get_ktls_recv(inner)) {
-        int r = BIO_read(inner, buf, len);
+    if (st->ktls_recv) {
+        int r = BIO_read(st->inner, buf, len);
 
-        if (r <= 0 && BIO_should_retry(inner))
+        if (r <= 0 && BIO_should_retry(st->inner))
             BIO_set_retry_read(b);
         return r;
     }
-    n = recv(sock_fd(inner), buf, (size_t)len, 0);
+    n = recv(st->fd, buf, (size_t)len, 0);
     if (n < 0 && again(errno))
         BIO_set_retry_read(b);
     if (n == 0)
@@ -115,8 +110,13 @@ static int nosig_puts(BIO *b, const char *s)
 static long nosig_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
     struct nosig *st = BIO_get_data(b);
+    long r;
 
     switch (cmd) {
+    case BIO_CTRL_GET_KTLS_SEND:
+        return st->ktls_send;
+    case BIO_CTRL_GET_KTLS_RECV:
+        return st->ktls_recv;
     case BIO_CTRL_FLUSH:
         BIO_clear_retry_flags(b);
         return out_flush(b, st);
@@ -125,7 +125,13 @@ static long nosig_ctrl(BIO *b, int cmd, long num, void *ptr)
     case BIO_CTRL_EOF:
         return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
     default:
-        return BIO_ctrl(st->inner, cmd, num, ptr);
+        r = BIO_ctrl(st->inner, cmd, num, ptr);
+        /* 72-75: OpenSSL's internal kernel TLS controls (bio.h). */
+        if (cmd >= 72 && cmd <= 75) {
+            st->ktls_send = BIO_get_ktls_send(st->inner);
+            st->ktls_recv = BIO_get_ktls_recv(st->inner);
+        }
+        return r;
     }
 }
 
@@ -170,6 +176,7 @@ BIO *tls_bio_new(int fd)
         BIO_free(b);
         return NULL;
     }
+    st->fd = fd;
     BIO_set_data(b, st);
     BIO_set_init(b, 1);
     return b;

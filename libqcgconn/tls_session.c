@@ -21,6 +21,14 @@ struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption)
     return t;
 }
 
+/* SSL_get_error needs an empty error queue before each call; emptying one
+   that is empty already cost a third of an 8-byte record's CPU. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 /* errno for a failed SSL_*_ex call; -1. */
 static long io_failed(struct qcg_tls *t, int r, const char *what)
 {
@@ -85,7 +93,7 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     }
     if (len == 0)
         return 0;
-    ERR_clear_error();
+    clear_errors();
     while (total < len) {
         size_t n = 0;
 
@@ -97,7 +105,7 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     }
     if (total == 0)
         return io_failed(t, r, "TLS send");
-    ERR_clear_error();
+    clear_errors();
     /* Taken: what the socket cannot take now waits for qcg_tls_flush. */
     if (flush(t) < 0 && errno != EAGAIN)
         return -1;
@@ -122,7 +130,7 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
         errno = EINVAL;
         return -1;
     }
-    ERR_clear_error();
+    clear_errors();
     errno = 0;
     r = SSL_read_ex(t->ssl, buf, len, &n);
     if (r == 1)
