@@ -57,7 +57,7 @@ static double cpu_s(void)
 
 static long c_recv(struct conn *c, void *b, size_t n)
 {
-    return c->tls ? qcg_tls_recv(c->tls, b, n) : read(c->fd, b, n);
+    return qcg_conn_recv(c->fd, c->tls, b, n);
 }
 
 static int c_send_all(struct conn *c, const void *b, size_t n)
@@ -65,7 +65,7 @@ static int c_send_all(struct conn *c, const void *b, size_t n)
     const char *p = b;
 
     while (n > 0) {
-        long w = c->tls ? qcg_tls_send(c->tls, p, n) : write(c->fd, p, n);
+        long w = qcg_conn_send(c->fd, c->tls, p, n);
 
         if (w < 0 && errno == EINTR)
             continue;

@@ -1021,8 +1021,7 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
     v[5] = take ? BTL_QCG_ACCEPT : BTL_QCG_REFUSE;
     /* 8 bytes (one record) into a fresh socket's empty buffer: all or
        nothing. */
-    n = info->tls != NULL ? qcg_tls_send(info->tls, v, sizeof(v))
-                          : send(fd, v, sizeof(v), MSG_NOSIGNAL | MSG_DONTWAIT);
+    n = qcg_conn_send(fd, info->tls, v, sizeof(v));
     if (n != (ssize_t)sizeof(v)) {
         btl_qcg_log(2, "incoming connection from rank %u lost while answering: %s", ep->vpid,
                     n < 0 ? strerror(errno) : "short write");

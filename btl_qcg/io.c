@@ -70,9 +70,7 @@ ssize_t btl_qcg_io_writev(struct btl_qcg_endpoint *ep, const struct iovec *iov, 
 
 ssize_t btl_qcg_io_recv(struct btl_qcg_endpoint *ep, void *buf, size_t len)
 {
-    if (ep->tls == NULL)
-        return recv(ep->fd, buf, len, MSG_DONTWAIT);
-    return qcg_tls_recv(ep->tls, buf, len);
+    return qcg_conn_recv(ep->fd, ep->tls, buf, len);
 }
 
 bool btl_qcg_io_pending(const struct btl_qcg_endpoint *ep)

@@ -132,21 +132,18 @@ static void conn_drop(struct conn *c)
 
 static long conn_send(struct conn *c, const uint8_t *p, size_t n)
 {
-    return c->tls != NULL ? qcg_tls_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL);
+    return qcg_conn_send(c->fd, c->tls, p, n);
 }
 
 static long conn_recv(struct conn *c, uint8_t *p, size_t n)
 {
-    return c->tls != NULL ? qcg_tls_recv(c->tls, p, n) : recv(c->fd, p, n, 0);
+    return qcg_conn_recv(c->fd, c->tls, p, n);
 }
 
 /* Why the last conn_send/conn_recv failed (errno set by it). */
 static void conn_why(const struct conn *c, char *why, size_t len)
 {
-    if (c->tls != NULL && errno == EPROTO && qcg_tls_error(c->tls)[0] != '\0')
-        snprintf(why, len, "connection lost: %s", qcg_tls_error(c->tls));
-    else
-        snprintf(why, len, "connection lost: %s", strerror(errno));
+    snprintf(why, len, "connection lost: %s", qcg_conn_strerror(c->tls, errno));
 }
 
 /* Sends what is queued: 0 when all is out, 1 when the socket is full, -1

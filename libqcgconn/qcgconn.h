@@ -254,6 +254,14 @@ int qcg_tls_shutdown(qcg_tls *tls);
 const char *qcg_tls_error(const qcg_tls *tls);
 /* Frees the session; the socket stays open (the caller closes it).  NULL: nothing. */
 void qcg_tls_free(qcg_tls *tls);
+/* A connection's I/O whether encrypted or not: through tls when it is not
+   NULL (qcg_tls_send/recv), else on the socket fd (send(2) without SIGPIPE,
+   recv(2)); the same results as qcg_tls_send/recv. */
+long qcg_conn_send(int fd, qcg_tls *tls, const void *buf, size_t len);
+long qcg_conn_recv(int fd, qcg_tls *tls, void *buf, size_t len);
+/* Why one of them failed with errno err: the session's detail for a TLS
+   stream that was wrong (EPROTO), else strerror(err). */
+const char *qcg_conn_strerror(const qcg_tls *tls, int err);
 /* "plain", "tls-user", "tls-kernel" or "tls-kernel-send" for
    qcg_conn_info.encryption. */
 const char *qcg_encryption_name(unsigned encryption);

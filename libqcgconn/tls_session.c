@@ -1,9 +1,11 @@
 /* qcg_tls_*: I/O on an encrypted connection, with send(2)/recv(2)'s
-   contract; see qcgconn.h. */
+   contract; qcg_conn_*: the same for callers that hold a socket and maybe
+   a session.  See qcgconn.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/err.h>
 
@@ -174,6 +176,29 @@ QCG_EXPORT void qcg_tls_free(qcg_tls *t)
         return;
     SSL_free(t->ssl);
     free(t);
+}
+
+/* Every caller holding a socket and maybe a session wrote this choice. */
+QCG_EXPORT long qcg_conn_send(int fd, qcg_tls *tls, const void *buf, size_t len)
+{
+    if (tls != NULL)
+        return qcg_tls_send(tls, buf, len);
+    return (long)send(fd, buf, len, MSG_NOSIGNAL);
+}
+
+QCG_EXPORT long qcg_conn_recv(int fd, qcg_tls *tls, void *buf, size_t len)
+{
+    if (tls != NULL)
+        return qcg_tls_recv(tls, buf, len);
+    return (long)recv(fd, buf, len, 0);
+}
+
+QCG_EXPORT const char *qcg_conn_strerror(const qcg_tls *tls, int err)
+{
+    /* EPROTO from a session: what in the TLS stream was wrong. */
+    if (tls != NULL && err == EPROTO && qcg_tls_error(tls)[0] != '\0')
+        return qcg_tls_error(tls);
+    return strerror(err);
 }
 
 QCG_EXPORT const char *qcg_encryption_name(unsigned encryption)

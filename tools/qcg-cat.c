@@ -191,15 +191,14 @@ struct conn {
 
 static ssize_t conn_read(const struct conn *c, char *buf, size_t len)
 {
+    /* Not qcg_conn_recv: stdin and stdout are connections here too. */
     return c->tls != NULL ? qcg_tls_recv(c->tls, buf, len) : read(c->fd, buf, len);
 }
 
 /* Why the connection's last call failed (errno set by it). */
 static const char *conn_error(const struct conn *c)
 {
-    if (c->tls != NULL && errno == EPROTO && qcg_tls_error(c->tls)[0] != '\0')
-        return qcg_tls_error(c->tls);
-    return strerror(errno);
+    return qcg_conn_strerror(c->tls, errno);
 }
 
 /* Ends our direction: the session's close_notify first when encrypted. */

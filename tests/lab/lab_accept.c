@@ -33,7 +33,7 @@ static long long drain(int fd, qcg_tls *tls)
     long long total = 0;
 
     for (;;) {
-        ssize_t n = tls != NULL ? qcg_tls_recv(tls, buf, sizeof(buf)) : read(fd, buf, sizeof(buf));
+        ssize_t n = qcg_conn_recv(fd, tls, buf, sizeof(buf));
 
         if (n == 0)
             return total;
