@@ -243,7 +243,9 @@ int qcg_close(qcg_ctx *ctx);
 long qcg_tls_send(qcg_tls *tls, const void *buf, size_t len);
 long qcg_tls_recv(qcg_tls *tls, void *buf, size_t len);
 /* Bytes waiting in the session, decrypted or read ahead (poll does not see
-   them): read before polling while not 0. */
+   them): read before polling while not 0.  After a read that failed with
+   EAGAIN it is 0 until the socket brings more: part of a record waits for
+   the rest. */
 size_t qcg_tls_pending(const qcg_tls *tls);
 /* Sends what the session holds: 0 when nothing is left, -1 with errno
    (EAGAIN: poll for POLLOUT and call again). */

@@ -135,6 +135,7 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
     clear_errors();
     errno = 0;
     r = SSL_read_ex(t->ssl, buf, len, &n);
+    t->starved = r != 1 && SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_READ;
     if (r == 1)
         return (long)n;
     if (SSL_get_error(t->ssl, r) == SSL_ERROR_ZERO_RETURN)
@@ -149,8 +150,11 @@ QCG_EXPORT size_t qcg_tls_pending(const qcg_tls *t)
     if (t == NULL)
         return 0;
     n = SSL_pending(t->ssl);
-    /* Records read ahead but not decrypted yet count as one byte. */
-    return n > 0 ? (size_t)n : (size_t)SSL_has_pending(t->ssl);
+    if (n > 0)
+        return (size_t)n;
+    /* Records read ahead but not decrypted yet count as one byte; part of
+       one, after a read that wanted more, as none: the socket will say. */
+    return t->starved ? 0 : (size_t)SSL_has_pending(t->ssl);
 }
 
 QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)

@@ -3,10 +3,14 @@
 #define QCG_TLS_SESSION_H
 
 #include <openssl/ssl.h>
+#include <stdbool.h>
 
 struct qcg_tls {
     SSL *ssl;
     unsigned encryption; /* QCG_CONN_* */
+    /* The last read wanted the socket: what the session holds is part of a
+       record at most, which only more bytes from the socket complete. */
+    bool starved;
     char err[256];
 };
 

@@ -399,6 +399,45 @@ static void test_silent_peer(void)
     close(sp[1]);
 }
 
+/* A record that arrives in two parts: the read of the first gets EAGAIN
+   and the session then says nothing is pending (a caller that reads while
+   qcg_tls_pending is not 0 must not spin on half a record); the second
+   part delivers the whole. */
+static void test_partial_record(void)
+{
+    int sp[2], q[2], irc;
+    char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+    uint8_t wire[256], buf[64];
+    struct hs_hello peer;
+    qcg_tls *as, *bs;
+    ssize_t n;
+
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE_EQ(run_on(sp, &rank0, true, &rank1, 1, &irc, &peer, &as, &bs, ie, e), 0);
+    REQUIRE(as != NULL && bs != NULL);
+    REQUIRE_EQ(qcg_tls_send(as, "sixteen bytes!!!", 16), 16L);
+    WAIT_UNTIL((n = recv(sp[1], wire, sizeof(wire), MSG_PEEK)) >= 5 + 16 + 16 + 1, 5000,
+               "the record");
+    n = read(sp[1], wire, sizeof(wire));
+    REQUIRE(n > 5 + 16);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, q) == 0);
+    REQUIRE(dup2(q[1], sp[1]) == sp[1]);
+    close(q[1]);
+    REQUIRE(write(q[0], wire, 13) == 13);
+    errno = 0;
+    CHECK_EQ(qcg_tls_recv(bs, buf, sizeof(buf)), -1L);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK_EQ(qcg_tls_pending(bs), (size_t)0);
+    REQUIRE(write(q[0], wire + 13, (size_t)n - 13) == n - 13);
+    CHECK_EQ(qcg_tls_recv(bs, buf, sizeof(buf)), 16L);
+    CHECK(memcmp(buf, "sixteen bytes!!!", 16) == 0);
+    qcg_tls_free(as);
+    qcg_tls_free(bs);
+    close(q[0]);
+    close(sp[0]);
+    close(sp[1]);
+}
+
 /* A plain connection whose peer is gone: the writer gets EPIPE, not a
    SIGPIPE that would end it (qcg_conn_send on the socket). */
 static void test_plain_peer_gone(void)
@@ -424,6 +463,7 @@ int main(void)
     test_policy();
     test_on_the_wire();
     test_bad_records();
+    test_partial_record();
     test_plain_peer_gone();
     test_downgrade();
     test_silent_peer();
