@@ -298,51 +298,66 @@ static void test_on_the_wire(void)
     }
 }
 
+/* An encrypted pair on sp, and a's first record (16 bytes) taken off b's
+   socket into wire: b's descriptor then reads what is written to *writer
+   (a socket of type).  The record's length. */
+static ssize_t take_record(int sp[2], qcg_tls **as, qcg_tls **bs, uint8_t *wire, size_t cap,
+                           int type, int *writer)
+{
+    int q[2], irc;
+    char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+    struct hs_hello peer;
+    ssize_t n;
+
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE_EQ(run_on(sp, &rank0, true, &rank1, 1, &irc, &peer, as, bs, ie, e), 0);
+    REQUIRE(*as != NULL && *bs != NULL);
+    REQUIRE_EQ(qcg_tls_send(*as, "sixteen bytes!!!", 16), 16L);
+    WAIT_UNTIL((n = recv(sp[1], wire, cap, MSG_PEEK)) >= 5 + 16 + 16 + 1, 5000, "the record");
+    n = read(sp[1], wire, cap);
+    REQUIRE(n > 5 + 16);
+    REQUIRE(socketpair(AF_UNIX, type, 0, q) == 0);
+    REQUIRE(dup2(q[1], sp[1]) == sp[1]);
+    close(q[1]);
+    *writer = q[0];
+    return n;
+}
+
+static void free_pair(int sp[2], qcg_tls *as, qcg_tls *bs, int writer)
+{
+    qcg_tls_free(as);
+    qcg_tls_free(bs);
+    if (writer >= 0)
+        close(writer);
+    close(sp[0]);
+    close(sp[1]);
+}
+
 /* Bad records on an encrypted connection: a flipped bit, a record cut
    short.  The receiver fails with EPROTO and a reason; nothing of the
    record is delivered. */
 static void test_bad_records(void)
 {
     for (int kind = 0; kind < 2; kind++) {
-        int sp[2], q[2], irc;
-        char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+        int sp[2], w;
         uint8_t wire[256], buf[64];
-        struct hs_hello peer;
         qcg_tls *as, *bs;
-        ssize_t n;
+        ssize_t n = take_record(sp, &as, &bs, wire, sizeof(wire), SOCK_STREAM, &w);
 
-        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-        REQUIRE_EQ(run_on(sp, &rank0, true, &rank1, 1, &irc, &peer, &as, &bs, ie, e), 0);
-        REQUIRE(as != NULL && bs != NULL);
-        REQUIRE_EQ(qcg_tls_send(as, "sixteen bytes!!!", 16), 16L);
-        /* The record as sent, taken off b's socket; b's descriptor then
-           reads the copy we write. */
-        WAIT_UNTIL((n = recv(sp[1], wire, sizeof(wire), MSG_PEEK)) >= 5 + 16 + 16 + 1, 5000,
-                   "the record");
-        n = read(sp[1], wire, sizeof(wire));
-        REQUIRE(n > 5 + 16);
-        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, q) == 0);
-        REQUIRE(dup2(q[1], sp[1]) == sp[1]);
-        close(q[1]);
         if (kind == 0) {
             wire[n - 3] ^= 0x40;
-            REQUIRE(write(q[0], wire, (size_t)n) == n);
+            REQUIRE(write(w, wire, (size_t)n) == n);
         } else {
-            REQUIRE(write(q[0], wire, (size_t)n - 7) == n - 7);
-            close(q[0]);
-            q[0] = -1;
+            REQUIRE(write(w, wire, (size_t)n - 7) == n - 7);
+            close(w);
+            w = -1;
         }
         errno = 0;
         REQUIRE_EQ(qcg_conn_recv(sp[1], bs, buf, sizeof(buf)), -1L);
         CHECK_EQ(errno, EPROTO);
         CHECK(qcg_tls_error(bs)[0] != '\0');
         CHECK(strcmp(qcg_conn_strerror(bs, EPROTO), qcg_tls_error(bs)) == 0);
-        qcg_tls_free(as);
-        qcg_tls_free(bs);
-        if (q[0] >= 0)
-            close(q[0]);
-        close(sp[0]);
-        close(sp[1]);
+        free_pair(sp, as, bs, w);
     }
 }
 
@@ -405,37 +420,20 @@ static void test_silent_peer(void)
    part delivers the whole. */
 static void test_partial_record(void)
 {
-    int sp[2], q[2], irc;
-    char ie[QCG_ERRMSG_MAX], e[QCG_ERRMSG_MAX];
+    int sp[2], w;
     uint8_t wire[256], buf[64];
-    struct hs_hello peer;
     qcg_tls *as, *bs;
-    ssize_t n;
+    ssize_t n = take_record(sp, &as, &bs, wire, sizeof(wire), SOCK_STREAM | SOCK_NONBLOCK, &w);
 
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    REQUIRE_EQ(run_on(sp, &rank0, true, &rank1, 1, &irc, &peer, &as, &bs, ie, e), 0);
-    REQUIRE(as != NULL && bs != NULL);
-    REQUIRE_EQ(qcg_tls_send(as, "sixteen bytes!!!", 16), 16L);
-    WAIT_UNTIL((n = recv(sp[1], wire, sizeof(wire), MSG_PEEK)) >= 5 + 16 + 16 + 1, 5000,
-               "the record");
-    n = read(sp[1], wire, sizeof(wire));
-    REQUIRE(n > 5 + 16);
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, q) == 0);
-    REQUIRE(dup2(q[1], sp[1]) == sp[1]);
-    close(q[1]);
-    REQUIRE(write(q[0], wire, 13) == 13);
+    REQUIRE(write(w, wire, 13) == 13);
     errno = 0;
     CHECK_EQ(qcg_tls_recv(bs, buf, sizeof(buf)), -1L);
     CHECK_EQ(errno, EAGAIN);
     CHECK_EQ(qcg_tls_pending(bs), (size_t)0);
-    REQUIRE(write(q[0], wire + 13, (size_t)n - 13) == n - 13);
+    REQUIRE(write(w, wire + 13, (size_t)n - 13) == n - 13);
     CHECK_EQ(qcg_tls_recv(bs, buf, sizeof(buf)), 16L);
     CHECK(memcmp(buf, "sixteen bytes!!!", 16) == 0);
-    qcg_tls_free(as);
-    qcg_tls_free(bs);
-    close(q[0]);
-    close(sp[0]);
-    close(sp[1]);
+    free_pair(sp, as, bs, w);
 }
 
 /* A plain connection whose peer is gone: the writer gets EPIPE, not a
