@@ -22,7 +22,8 @@ uint64_t broker_make_epoch(uint64_t now)
     return (now << 32) | rnd | 1;
 }
 
-struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry)
+struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry,
+                          const struct rate limits[RATE_KINDS])
 {
     struct broker *b = calloc(1, sizeof(*b));
     if (b == NULL)
@@ -30,10 +31,6 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
     b->reg = registry_new(max_contacts, broker_make_epoch((uint64_t)time(NULL)));
     b->outcomes = outcomes_new(outcome_expiry);
     b->issued = issued_new(ISSUED_BUCKETS_MAX);
-    const struct rate limits[RATE_KINDS] = {
-        [RATE_LOOKUP] = {BROKER_CLUSTER_LOOKUPS, 10.0 * BROKER_CLUSTER_LOOKUPS},
-        [RATE_REPORT] = {BROKER_CLUSTER_REPORTS, 10.0 * BROKER_CLUSTER_REPORTS},
-        [RATE_PROBE] = {BROKER_CLUSTER_PROBES / 60.0, BROKER_CLUSTER_PROBES}};
     b->rates = rates_new(limits);
     if (b->reg == NULL || b->outcomes == NULL || b->issued == NULL || b->rates == NULL ||
         RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {

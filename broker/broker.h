@@ -9,23 +9,15 @@
 #include "proto.h"
 #include "proxies.h"
 #include "ratelimit.h"
+#include "rates.h"
 #include "registry.h"
 #include "traversals.h"
 
 struct issued;
-struct rates;
 struct outcomes;
 struct proxy_live;
 struct reflector_client;
 struct reflector_observation;
-
-/* Per cluster, a second (lookups, reports; bursts of 10 s worth, a lookup
-   beyond waits up to 1 s) and a minute (probes).  Far above what a cluster's
-   frontend relays for its nodes' own bounds: a share of the broker, not a
-   throttle of legitimate work. */
-#define BROKER_CLUSTER_LOOKUPS 20000
-#define BROKER_CLUSTER_REPORTS 10000
-#define BROKER_CLUSTER_PROBES 600
 
 struct broker_stats {
     atomic_ullong lookups;
@@ -71,7 +63,9 @@ struct broker {
 /* A broker with a fresh epoch (start time and random bits) and a fresh
    punch key; outcome_expiry: seconds a failed technique is avoided between
    two clusters.  NULL on ENOMEM. */
-struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry);
+/* limits: each cluster's rates of lookups, reports and probes (rates.h). */
+struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcome_expiry,
+                          const struct rate limits[RATE_KINDS]);
 void broker_free(struct broker *b);
 
 /* The reflector's observe callback (arg = the broker): tallies, per cluster,

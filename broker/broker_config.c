@@ -30,6 +30,15 @@ const struct config_option broker_options[] = {
     {"max-contacts-per-cluster", CONFIG_INT, OPT(max_contacts_per_cluster), 0, 100000000, "0",
      "one cluster's share of max-contacts, so that one site cannot fill the broker (0: a "
      "quarter of max-contacts)"},
+    {"cluster-lookups", CONFIG_INT, OPT(cluster_lookups), 1, 10000000, "20000",
+     "lookups of one cluster's frontend a second on average; a burst of 10 s worth passes, "
+     "beyond it a lookup waits up to 1 s for its turn, then is refused (busy)"},
+    {"cluster-reports", CONFIG_INT, OPT(cluster_reports), 1, 10000000, "10000",
+     "reports of one cluster's frontend a second on average (bursts of 10 s worth); more are "
+     "refused"},
+    {"cluster-probes", CONFIG_INT, OPT(cluster_probes), 1, 1000000, "600",
+     "probe calls (qcg-probe's test endpoints) of one cluster's frontend a minute (a burst of "
+     "as many); more are refused"},
     {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
      "print the counters of the running broker and exit"},
     {"grid", CONFIG_BOOL, OPT(grid), 0, 0, "no",

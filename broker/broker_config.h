@@ -21,6 +21,9 @@ struct broker_config {
     int syslog;
     int max_contacts;
     int max_contacts_per_cluster; /* 0: a quarter of max_contacts */
+    int cluster_lookups;          /* per cluster: lookups a second (bursts of 10 s worth) */
+    int cluster_reports;          /* per cluster: reports a second (bursts of 10 s worth) */
+    int cluster_probes;           /* per cluster: probe-related calls a minute */
     int stats; /* --stats: ask a running broker for its counters */
     int grid;  /* --grid: ask it for its picture of the grid */
     int json;

@@ -101,8 +101,15 @@ int main(int argc, char **argv)
     }
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
+    /* Far above what a frontend relays within its nodes' own rates: a share
+       of the broker, not a throttle of legitimate work. */
+    const struct rate limits[RATE_KINDS] = {
+        [RATE_LOOKUP] = {cfg.cluster_lookups, 10.0 * cfg.cluster_lookups},
+        [RATE_REPORT] = {cfg.cluster_reports, 10.0 * cfg.cluster_reports},
+        [RATE_PROBE] = {cfg.cluster_probes / 60.0, cfg.cluster_probes},
+    };
     struct broker *b =
-        broker_new((size_t)cfg.max_contacts, self.name, (unsigned)cfg.outcome_expiry);
+        broker_new((size_t)cfg.max_contacts, self.name, (unsigned)cfg.outcome_expiry, limits);
     if (b == NULL)
         fatalx("out of memory");
     if (cfg.max_contacts_per_cluster > 0)

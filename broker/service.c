@@ -432,12 +432,15 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
                         enum rate_kind kind)
 {
     static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
+    static const char *const option[RATE_KINDS] = {"cluster-lookups", "cluster-reports",
+                                                   "cluster-probes"};
     struct broker *b = state(soap);
     if (rates_take(b->rates, id->cluster, kind, wait_ms[kind]))
         return SOAP_OK;
     atomic_fetch_add(&b->stats.quota_refused, 1);
-    return refuse_quota(soap, op, "busy", "cluster %s is over its rate of %s calls; retry later",
-                        id->cluster, op);
+    return refuse_quota(soap, op, "busy",
+                        "cluster %s is over its rate of %s calls (the broker's %s); retry later",
+                        id->cluster, op, option[kind]);
 }
 
 int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,

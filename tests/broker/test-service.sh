@@ -260,7 +260,8 @@ expect_ok "lookup of the withdrawn rank" "$fe" lookup job1 s3cret 0 1
 
 # --- max-contacts: a broker that holds 2 refuses the third
 small_log=$work/small.log
-printf '# a config file\nmax-contacts = 2\nmax-contacts-per-cluster = 2\nlog-level = info\n' >"$work/small.conf"
+printf '# a config file\nmax-contacts = 2\nmax-contacts-per-cluster = 2\ncluster-probes = 2\nlog-level = info\n' \
+  >"$work/small.conf"
 start_broker "$small_log" small_pid 17701 --config "$work/small.conf"
 URL=https://127.0.0.1:17701/
 expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
@@ -268,6 +269,11 @@ expect_ok "small broker: node" "$fe" register-node nata1 198.18.3.11 20000 20999
 expect_ok "small broker: contact 1" "$fe" publish j s 0 - nata1 198.18.3.11 20001
 expect_ok "small broker: contact 2" "$fe" publish j s 1 - nata1 198.18.3.11 20002
 expect_fault "small broker: contact 3 beyond max-contacts" unavailable "$fe" publish j s 2 - nata1 198.18.3.11 20003
+# cluster-probes = 2 a minute: a third probe within it is refused, naming the option.
+expect_ok "small broker: probe 1" "$fe" probe nata 5
+expect_ok "small broker: probe 2" "$fe" probe nata 5
+expect_fault "small broker: probe 3 beyond cluster-probes" busy "$fe" probe nata 5
+[[ $out == *"cluster-probes"* ]] && pass "the refusal names cluster-probes" || fail "refusal: $out"
 unset URL
 
 # --- proxies: a broker with two, configured in its file

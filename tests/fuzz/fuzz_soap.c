@@ -31,7 +31,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     certs_make(issue);
     /* Errors only: the server logs every refused request. */
     log_init("broker", LOG_LEVEL_ERROR, false);
-    struct broker *broker = broker_new(1000, "broker", 600);
+    const struct rate limits[RATE_KINDS] = {
+        [RATE_LOOKUP] = {20000, 200000}, [RATE_REPORT] = {10000, 100000}, [RATE_PROBE] = {10, 600}};
+    struct broker *broker = broker_new(1000, "broker", 600, limits);
     if (broker == NULL)
         abort();
     soap_feed_clients(as);
