@@ -16,10 +16,12 @@
 #include "monotonic.h"
 #include "proto.h"
 #include "qcgconn.h"
+#include "ratelimit.h"
 #include "responder.h"
 
 #define ECHO_BUF 4096
 #define ACCEPTS_PER_TICK 16
+#define REFUSED_LOG_MS 10000 /* one line per endpoint per 10 s about bad records */
 
 /* One echoed connection. */
 struct echo {
@@ -44,6 +46,9 @@ struct responder {
     int seconds;
     unsigned served[QCG_TECH_PROXY + 1]; /* thread only: connections by technique */
     unsigned encrypted;                  /* thread only: of those, TLS */
+    unsigned bad_records;                /* thread only: closed on a record that did not
+                                            authenticate */
+    struct ratelimit refused_rl;         /* thread only */
     struct echo echo[RESPONDER_CONNS_MAX];
 };
 
@@ -98,16 +103,32 @@ static bool echo_writing(const struct echo *e)
     return e->len > e->off || e->flushing;
 }
 
+/* Ends a connection whose I/O failed (errno set); a record that did not
+   authenticate is the peer's doing: said, rate-limited. */
+static void echo_fail(struct responder *r, struct echo *e)
+{
+    unsigned left_out;
+
+    if (e->tls != NULL && errno == EPROTO) {
+        r->bad_records++;
+        if (ratelimit_ok(&r->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
+            log_warnx("probe endpoint for job %s rank %d: a connection closed: %s (%u more "
+                      "since the last line)",
+                      r->job, r->rank, qcg_tls_error(e->tls), left_out);
+    }
+    echo_close(e);
+}
+
 /* Moves one echoed connection on: writes back what is pending, else reads
    more.  Never blocks (the socket is non-blocking); a record that does not
    authenticate (EPROTO) ends the connection like a socket error. */
-static void echo_step(struct echo *e, short revents)
+static void echo_step(struct responder *r, struct echo *e, short revents)
 {
     if (echo_writing(e)) {
         ssize_t n = e->len > e->off ? echo_send(e, e->buf + e->off, e->len - e->off) : 0;
 
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            echo_close(e);
+            echo_fail(r, e);
             return;
         }
         if (n > 0)
@@ -118,7 +139,7 @@ static void echo_step(struct echo *e, short revents)
         e->flushing = echo_unflushed(e);
         if (e->flushing) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                echo_close(e);
+                echo_fail(r, e);
             return;
         }
         if (e->echoed >= RESPONDER_ECHO_MAX)
@@ -130,8 +151,12 @@ static void echo_step(struct echo *e, short revents)
     size_t room = RESPONDER_ECHO_MAX - e->echoed;
     ssize_t n = echo_recv(e, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
 
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (n == 0) {
         echo_close(e);
+        return;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        echo_fail(r, e);
         return;
     }
     if (n > 0) {
@@ -143,7 +168,7 @@ static void echo_step(struct echo *e, short revents)
         e->echoed += (size_t)n;
         e->len = (size_t)n;
         e->off = 0;
-        echo_step(e, 0);
+        echo_step(r, e, 0);
     }
 }
 
@@ -233,7 +258,7 @@ static void serve(struct responder *r, qcg_ctx *ctx)
             if (!echo_writing(e) && e->tls != NULL && qcg_tls_pending(e->tls) > 0)
                 revents |= POLLIN;
             if (revents != 0)
-                echo_step(e, revents);
+                echo_step(r, e, revents);
             prober_done = prober_done || (e->done_line && !echo_writing(e));
         }
         if (prober_done) {
@@ -294,10 +319,11 @@ static void *responder_main(void *arg)
     for (int t = 0; t <= QCG_TECH_PROXY; t++)
         total += r->served[t];
     log_info("probe endpoint for job %s rank %d served %u connections (direct %u, reversed %u, "
-             "traversing %u, holepunch %u, proxy %u; %u encrypted)%s",
+             "traversing %u, holepunch %u, proxy %u; %u encrypted, %u closed on a bad "
+             "record)%s",
              r->job, r->rank, total, r->served[QCG_TECH_DIRECT], r->served[QCG_TECH_REVERSED],
              r->served[QCG_TECH_TRAVERSING], r->served[QCG_TECH_HOLEPUNCH],
-             r->served[QCG_TECH_PROXY], r->encrypted,
+             r->served[QCG_TECH_PROXY], r->encrypted, r->bad_records,
              atomic_load(&r->rs->stop) ? "; ended early: the helper is stopping" : "");
 out:
     explicit_bzero(r->secret, sizeof(r->secret));
