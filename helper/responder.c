@@ -32,6 +32,8 @@ struct echo {
     size_t off, len;        /* of buf still to write back */
     bool done_line;         /* it began with QCG_PROBE_DONE_LINE */
     bool flushing;          /* the session holds records the socket did not take yet */
+    bool starved;           /* the last read found no whole record: wait for the socket
+                               (the session's read-ahead may hold part of one) */
     char buf[ECHO_BUF];
 };
 
@@ -103,6 +105,14 @@ static bool echo_writing(const struct echo *e)
     return e->len > e->off || e->flushing;
 }
 
+/* Bytes the session has already read, which poll does not show: read them
+   now.  Not after a read that found no whole record (the session then holds
+   part of one, and waiting for the rest must not spin). */
+static bool echo_session_ready(const struct echo *e)
+{
+    return !echo_writing(e) && !e->starved && e->tls != NULL && qcg_tls_pending(e->tls) > 0;
+}
+
 /* Ends a connection whose I/O failed (errno set); a record that did not
    authenticate is the peer's doing: said, rate-limited. */
 static void echo_fail(struct responder *r, struct echo *e)
@@ -151,6 +161,7 @@ static void echo_step(struct responder *r, struct echo *e, short revents)
     size_t room = RESPONDER_ECHO_MAX - e->echoed;
     ssize_t n = echo_recv(e, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
 
+    e->starved = n < 0;
     if (n == 0) {
         echo_close(e);
         return;
@@ -241,8 +252,7 @@ static void serve(struct responder *r, qcg_ctx *ctx)
                 continue;
             }
             p[n] = (struct pollfd){.fd = e->fd, .events = echo_writing(e) ? POLLOUT : POLLIN};
-            /* Bytes the session has already read: poll would not show them. */
-            if (!echo_writing(e) && e->tls != NULL && qcg_tls_pending(e->tls) > 0)
+            if (echo_session_ready(e))
                 wait = 0;
             map[n++] = k;
         }
@@ -255,7 +265,7 @@ static void serve(struct responder *r, qcg_ctx *ctx)
             struct echo *e = &r->echo[map[i]];
             short revents = p[i].revents;
 
-            if (!echo_writing(e) && e->tls != NULL && qcg_tls_pending(e->tls) > 0)
+            if (echo_session_ready(e))
                 revents |= POLLIN;
             if (revents != 0)
                 echo_step(r, e, revents);

@@ -1,7 +1,8 @@
 /* helper-tls-garbage SOCKET JOB SECRET RANK PEER: connects to rank PEER of
    JOB as RANK through the helper at SOCKET, encrypted (policy always), then
    writes a TLS application-data record that does not authenticate straight
-   onto the socket, past the session, as a broken or hostile peer would.
+   onto the socket, past the session, as a broken or hostile peer would (its
+   first 13 bytes half a second before the rest).
    Exit 0 once the peer has closed the connection (within 10 s), 1 if it has
    not, 2 on a setup failure.  For helper-test.sh probe: the probe endpoint
    must drop such a connection, and no other. */
@@ -45,7 +46,10 @@ int main(int argc, char **argv)
         qcg_close(ctx);
         return 2;
     }
-    if (write(fd, record, sizeof(record)) != (ssize_t)sizeof(record)) {
+    /* In two parts: the peer first holds part of a record, and must wait
+       for the rest without spinning, then finds it does not authenticate. */
+    if (write(fd, record, 13) != 13 || usleep(500 * 1000) != 0 ||
+        write(fd, record + 13, sizeof(record) - 13) != (ssize_t)(sizeof(record) - 13)) {
         fprintf(stderr, "write: %s\n", strerror(errno));
         return 2;
     }

@@ -94,8 +94,10 @@ LINES='qcg-probe (direct|reversed|traversing|holepunch|proxy|done)'
 count() { grep -a -c -E "$1" "$WORK/$2.pcap" || true; }
 
 # probe NAME MODE: qcg-probe on nata1 towards open only, --encrypt MODE ("" =
-# the default), under a capture in $WORK/NAME.pcap, stopped once it holds the
-# probe's last connection (the ClientHello's ALPN: qcg/1-tls or qcg/1-plain).
+# the default), under a capture in $WORK/NAME.pcap.  Once the probe has exited
+# its packets have all crossed the router: the capture is stopped when it holds
+# its connections (a ClientHello's ALPN, qcg/1-...), a second later for what
+# tcpdump has not written yet.
 probe() {
 	local name=$1 mode=$2 opt=() rc=0
 	[ -z "$mode" ] || opt=(--encrypt "$mode")

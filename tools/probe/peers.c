@@ -91,9 +91,8 @@ static int echo_check(int fd, qcg_tls *tls, const char *line, double *ms, char *
         long r = tls != NULL ? qcg_tls_recv(tls, back + got, (size_t)n - got)
                              : (long)recv(fd, back + got, (size_t)n - got, 0);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            /* Read ahead by the session: poll would not see it. */
-            if (tls != NULL && qcg_tls_pending(tls) > 0)
-                continue;
+            /* Nothing whole in the session either (what it read ahead is part
+               of a record): the rest comes through the socket. */
             if (wait_for(fd, POLLIN, deadline) == 0)
                 continue;
             snprintf(why, whylen, "connected, but the echo did not come back in %d ms",
