@@ -80,19 +80,6 @@ static void echo_close(struct echo *e)
     e->fd = -1;
 }
 
-/* The connection's I/O, through its session when encrypted; like send(2) and
-   recv(2) on the non-blocking socket. */
-static ssize_t echo_send(struct echo *e, const void *buf, size_t len)
-{
-    return e->tls != NULL ? qcg_tls_send(e->tls, buf, len)
-                          : send(e->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-static ssize_t echo_recv(struct echo *e, void *buf, size_t len)
-{
-    return e->tls != NULL ? qcg_tls_recv(e->tls, buf, len) : recv(e->fd, buf, len, MSG_DONTWAIT);
-}
-
 /* Whether records taken by the session still wait for the socket. */
 static bool echo_unflushed(struct echo *e)
 {
@@ -124,7 +111,7 @@ static void echo_fail(struct responder *r, struct echo *e)
         if (ratelimit_ok(&r->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
             log_warnx("probe endpoint for job %s rank %d: a connection closed: %s (%u more "
                       "since the last line)",
-                      r->job, r->rank, qcg_tls_error(e->tls), left_out);
+                      r->job, r->rank, qcg_conn_strerror(e->tls, EPROTO), left_out);
     }
     echo_close(e);
 }
@@ -135,7 +122,8 @@ static void echo_fail(struct responder *r, struct echo *e)
 static void echo_step(struct responder *r, struct echo *e, short revents)
 {
     if (echo_writing(e)) {
-        ssize_t n = e->len > e->off ? echo_send(e, e->buf + e->off, e->len - e->off) : 0;
+        ssize_t n =
+            e->len > e->off ? qcg_conn_send(e->fd, e->tls, e->buf + e->off, e->len - e->off) : 0;
 
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             echo_fail(r, e);
@@ -159,7 +147,7 @@ static void echo_step(struct responder *r, struct echo *e, short revents)
     if (!(revents & (POLLIN | POLLHUP | POLLERR)))
         return;
     size_t room = RESPONDER_ECHO_MAX - e->echoed;
-    ssize_t n = echo_recv(e, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
+    ssize_t n = qcg_conn_recv(e->fd, e->tls, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
 
     e->starved = n < 0;
     if (n == 0) {

@@ -38,13 +38,6 @@ int peers_select(const struct probe_opts *o, const struct probe_site *s, struct 
     return n;
 }
 
-/* The socket's or the session's last error. */
-static const char *io_error(qcg_tls *tls)
-{
-    return tls != NULL && errno == EPROTO && qcg_tls_error(tls)[0] ? qcg_tls_error(tls)
-                                                                   : strerror(errno);
-}
-
 /* Waits up to deadline for `events` on fd: 0, or -1 when the time is up. */
 static int wait_for(int fd, short events, double deadline)
 {
@@ -73,23 +66,21 @@ static int echo_check(int fd, qcg_tls *tls, const char *line, double *ms, char *
     }
     /* A fresh connection's socket buffer takes a line at once; what the
        session could not send yet is flushed below. */
-    long sent = tls != NULL ? qcg_tls_send(tls, line, (size_t)n)
-                            : (long)send(fd, line, (size_t)n, MSG_NOSIGNAL);
+    long sent = qcg_conn_send(fd, tls, line, (size_t)n);
     if (sent != n) {
         snprintf(why, whylen, "connected, but sending failed: %s",
-                 sent < 0 ? io_error(tls) : "the socket took part of a line");
+                 sent < 0 ? qcg_conn_strerror(tls, errno) : "the socket took part of a line");
         return -1;
     }
     while (tls != NULL && qcg_tls_flush(tls) < 0) {
         if ((errno != EAGAIN && errno != EINTR) || wait_for(fd, POLLOUT, deadline) < 0) {
             snprintf(why, whylen, "connected, but sending failed: %s",
-                     errno == EAGAIN ? "the socket took nothing" : io_error(tls));
+                     errno == EAGAIN ? "the socket took nothing" : qcg_conn_strerror(tls, errno));
             return -1;
         }
     }
     while (got < (size_t)n) {
-        long r = tls != NULL ? qcg_tls_recv(tls, back + got, (size_t)n - got)
-                             : (long)recv(fd, back + got, (size_t)n - got, 0);
+        long r = qcg_conn_recv(fd, tls, back + got, (size_t)n - got);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             /* Nothing whole in the session either (what it read ahead is part
                of a record): the rest comes through the socket. */
@@ -100,7 +91,8 @@ static int echo_check(int fd, qcg_tls *tls, const char *line, double *ms, char *
             return -1;
         }
         if (r < 0) {
-            snprintf(why, whylen, "connected, but reading the echo failed: %s", io_error(tls));
+            snprintf(why, whylen, "connected, but reading the echo failed: %s",
+                     qcg_conn_strerror(tls, errno));
             return -1;
         }
         if (r == 0) {
