@@ -16,18 +16,24 @@
 #include "monotonic.h"
 #include "proto.h"
 #include "qcgconn.h"
+#include "ratelimit.h"
 #include "responder.h"
 
 #define ECHO_BUF 4096
 #define ACCEPTS_PER_TICK 16
+#define REFUSED_LOG_MS 10000 /* one line per endpoint per 10 s about bad records */
 
 /* One echoed connection. */
 struct echo {
     int fd;                 /* -1: free */
+    qcg_tls *tls;           /* its session when the prober asked for encryption, else NULL */
     uint64_t deadline_ms;
     size_t echoed;          /* bytes read so far (at most RESPONDER_ECHO_MAX) */
     size_t off, len;        /* of buf still to write back */
     bool done_line;         /* it began with QCG_PROBE_DONE_LINE */
+    bool flushing;          /* the session holds records the socket did not take yet */
+    bool starved;           /* the last read found no whole record: wait for the socket
+                               (the session's read-ahead may hold part of one) */
     char buf[ECHO_BUF];
 };
 
@@ -41,6 +47,10 @@ struct responder {
     int rank;
     int seconds;
     unsigned served[QCG_TECH_PROXY + 1]; /* thread only: connections by technique */
+    unsigned encrypted;                  /* thread only: of those, TLS */
+    unsigned bad_records;                /* thread only: closed on a record that did not
+                                            authenticate */
+    struct ratelimit refused_rl;         /* thread only */
     struct echo echo[RESPONDER_CONNS_MAX];
 };
 
@@ -60,20 +70,63 @@ struct responders {
 
 static void echo_close(struct echo *e)
 {
+    if (e->tls != NULL)
+        (void)qcg_tls_shutdown(e->tls); /* best effort: the socket is non-blocking */
+    qcg_tls_free(e->tls);
+    e->tls = NULL;
+    e->flushing = false;
     if (e->fd >= 0)
         close(e->fd);
     e->fd = -1;
 }
 
-/* Moves one echoed connection on: writes back what is pending, else reads
-   more.  Never blocks (the socket is non-blocking). */
-static void echo_step(struct echo *e, short revents)
+/* Whether records taken by the session still wait for the socket. */
+static bool echo_unflushed(struct echo *e)
 {
-    if (e->len > e->off) {
-        ssize_t n = send(e->fd, e->buf + e->off, e->len - e->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return e->tls != NULL && qcg_tls_flush(e->tls) < 0;
+}
+
+/* Something to write back: the echo, or records the session still holds. */
+static bool echo_writing(const struct echo *e)
+{
+    return e->len > e->off || e->flushing;
+}
+
+/* Bytes the session has already read, which poll does not show: read them
+   now.  Not after a read that found no whole record (the session then holds
+   part of one, and waiting for the rest must not spin). */
+static bool echo_session_ready(const struct echo *e)
+{
+    return !echo_writing(e) && !e->starved && e->tls != NULL && qcg_tls_pending(e->tls) > 0;
+}
+
+/* Ends a connection whose I/O failed (errno set); a record that did not
+   authenticate is the peer's doing: said, rate-limited. */
+static void echo_fail(struct responder *r, struct echo *e)
+{
+    unsigned left_out;
+
+    if (e->tls != NULL && errno == EPROTO) {
+        r->bad_records++;
+        if (ratelimit_ok(&r->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
+            log_warnx("probe endpoint for job %s rank %d: a connection closed: %s (%u more "
+                      "since the last line)",
+                      r->job, r->rank, qcg_conn_strerror(e->tls, EPROTO), left_out);
+    }
+    echo_close(e);
+}
+
+/* Moves one echoed connection on: writes back what is pending, else reads
+   more.  Never blocks (the socket is non-blocking); a record that does not
+   authenticate (EPROTO) ends the connection like a socket error. */
+static void echo_step(struct responder *r, struct echo *e, short revents)
+{
+    if (echo_writing(e)) {
+        ssize_t n =
+            e->len > e->off ? qcg_conn_send(e->fd, e->tls, e->buf + e->off, e->len - e->off) : 0;
 
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            echo_close(e);
+            echo_fail(r, e);
             return;
         }
         if (n > 0)
@@ -81,6 +134,12 @@ static void echo_step(struct echo *e, short revents)
         if (e->off < e->len)
             return;
         e->off = e->len = 0;
+        e->flushing = echo_unflushed(e);
+        if (e->flushing) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                echo_fail(r, e);
+            return;
+        }
         if (e->echoed >= RESPONDER_ECHO_MAX)
             echo_close(e);
         return;
@@ -88,10 +147,15 @@ static void echo_step(struct echo *e, short revents)
     if (!(revents & (POLLIN | POLLHUP | POLLERR)))
         return;
     size_t room = RESPONDER_ECHO_MAX - e->echoed;
-    ssize_t n = recv(e->fd, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf), MSG_DONTWAIT);
+    ssize_t n = qcg_conn_recv(e->fd, e->tls, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
 
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    e->starved = n < 0;
+    if (n == 0) {
         echo_close(e);
+        return;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        echo_fail(r, e);
         return;
     }
     if (n > 0) {
@@ -103,7 +167,7 @@ static void echo_step(struct echo *e, short revents)
         e->echoed += (size_t)n;
         e->len = (size_t)n;
         e->off = 0;
-        echo_step(e, 0);
+        echo_step(r, e, 0);
     }
 }
 
@@ -127,6 +191,8 @@ static int take_connections(struct responder *r, qcg_ctx *ctx)
         }
         if (info.technique <= QCG_TECH_PROXY)
             r->served[info.technique]++;
+        if (info.tls != NULL)
+            r->encrypted++;
         for (k = 0; k < RESPONDER_CONNS_MAX && r->echo[k].fd >= 0; k++)
             ;
         if (k == RESPONDER_CONNS_MAX || fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
@@ -134,12 +200,15 @@ static int take_connections(struct responder *r, qcg_ctx *ctx)
                       "unechoed: %d connections are being echoed",
                       r->job, r->rank, qcg_technique_name(info.technique), info.peer_rank,
                       RESPONDER_CONNS_MAX);
+            qcg_tls_free(info.tls);
             close(fd);
             continue;
         }
-        log_debug("probe endpoint for job %s rank %d: %s connection from rank %d", r->job,
-                  r->rank, qcg_technique_name(info.technique), info.peer_rank);
-        r->echo[k] = (struct echo){.fd = fd, .deadline_ms = monotonic_ms() + RESPONDER_ECHO_MS};
+        log_debug("probe endpoint for job %s rank %d: %s connection from rank %d, %s", r->job,
+                  r->rank, qcg_technique_name(info.technique), info.peer_rank,
+                  qcg_encryption_name(info.encryption));
+        r->echo[k] = (struct echo){
+            .fd = fd, .tls = info.tls, .deadline_ms = monotonic_ms() + RESPONDER_ECHO_MS};
     }
     return 0;
 }
@@ -157,6 +226,8 @@ static void serve(struct responder *r, qcg_ctx *ctx)
 
         if (now >= end)
             break;
+        uint64_t wait = end - now < RESPONDER_TICK_MS ? end - now : RESPONDER_TICK_MS;
+
         p[n] = (struct pollfd){.fd = afd, .events = POLLIN};
         map[n++] = -1;
         for (int k = 0; k < RESPONDER_CONNS_MAX; k++) {
@@ -168,10 +239,11 @@ static void serve(struct responder *r, qcg_ctx *ctx)
                 echo_close(e);
                 continue;
             }
-            p[n] = (struct pollfd){.fd = e->fd, .events = e->len > e->off ? POLLOUT : POLLIN};
+            p[n] = (struct pollfd){.fd = e->fd, .events = echo_writing(e) ? POLLOUT : POLLIN};
+            if (echo_session_ready(e))
+                wait = 0;
             map[n++] = k;
         }
-        uint64_t wait = end - now < RESPONDER_TICK_MS ? end - now : RESPONDER_TICK_MS;
         if (poll(p, (nfds_t)n, (int)wait) < 0 && errno != EINTR) {
             log_warn("probe endpoint for job %s rank %d: poll", r->job, r->rank);
             break;
@@ -179,9 +251,13 @@ static void serve(struct responder *r, qcg_ctx *ctx)
         bool prober_done = false;
         for (int i = 1; i < n; i++) {
             struct echo *e = &r->echo[map[i]];
-            if (p[i].revents != 0)
-                echo_step(e, p[i].revents);
-            prober_done = prober_done || (e->done_line && e->len == e->off);
+            short revents = p[i].revents;
+
+            if (echo_session_ready(e))
+                revents |= POLLIN;
+            if (revents != 0)
+                echo_step(r, e, revents);
+            prober_done = prober_done || (e->done_line && !echo_writing(e));
         }
         if (prober_done) {
             log_debug("probe endpoint for job %s rank %d: the prober is done", r->job, r->rank);
@@ -211,7 +287,9 @@ static void *responder_main(void *arg)
     struct qcg_options opts = {.job = r->job,
                                .rank = r->rank,
                                .secret = r->secret,
-                               .helper_socket = r->rs->cfg->socket};
+                               .helper_socket = r->rs->cfg->socket,
+                               /* Takes what the prober asks for (qcg-probe --encrypt). */
+                               .encrypt = QCG_ENCRYPT_NEVER};
     struct qcg_contact me;
     qcg_ctx *ctx = NULL;
     unsigned total = 0;
@@ -239,10 +317,11 @@ static void *responder_main(void *arg)
     for (int t = 0; t <= QCG_TECH_PROXY; t++)
         total += r->served[t];
     log_info("probe endpoint for job %s rank %d served %u connections (direct %u, reversed %u, "
-             "traversing %u, holepunch %u, proxy %u)%s",
+             "traversing %u, holepunch %u, proxy %u; %u encrypted, %u closed on a bad "
+             "record)%s",
              r->job, r->rank, total, r->served[QCG_TECH_DIRECT], r->served[QCG_TECH_REVERSED],
              r->served[QCG_TECH_TRAVERSING], r->served[QCG_TECH_HOLEPUNCH],
-             r->served[QCG_TECH_PROXY],
+             r->served[QCG_TECH_PROXY], r->encrypted, r->bad_records,
              atomic_load(&r->rs->stop) ? "; ended early: the helper is stopping" : "");
 out:
     explicit_bzero(r->secret, sizeof(r->secret));

@@ -9,6 +9,11 @@
  * Unix socket: qcg_open, qcg_listen, then accepts until its time is up,
  * echoing what each connection sends (at most RESPONDER_ECHO_MAX bytes, for
  * at most RESPONDER_ECHO_MS), then qcg_close (the contact is withdrawn).
+ * Its policy is encrypt=never: it takes what the prober asks for (TLS across
+ * sites by default, qcg-probe --encrypt), and echoes through the session
+ * then, non-blocking like plain connections; a record that does not
+ * authenticate ends that connection.  The handshake itself is qcg_accept's
+ * (non-blocking, 10 s at most).
  * A connection that starts with QCG_PROBE_DONE_LINE ends it early, once that
  * line is echoed: the prober is done.
  * The thread never touches the loop: it is one more client of the socket.

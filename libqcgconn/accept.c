@@ -256,11 +256,14 @@ void accept_add_hello(qcg_ctx *ctx, int fd, int32_t peer_rank, uint32_t techniqu
     if (p == NULL)
         return;
     ctx_tls_self(ctx, &self);
-    /* The helper connected across the sites, as a rule: inter-site. */
-    p->tls =
-        tls_hs_client(&self, fd, peer_rank, token, QCG_TECH_REVERSED,
-                      self.policy == QCG_ENCRYPT_ALWAYS || self.policy == QCG_ENCRYPT_INTER_SITE,
-                      why, sizeof(why));
+    /* The helper connected across the sites, as a rule: inter-site.  Never
+       leaves the choice to the initiator, as it does when accepting. */
+    p->tls = tls_hs_client(
+        &self, fd, peer_rank, token, QCG_TECH_REVERSED,
+        self.policy == QCG_ENCRYPT_ALWAYS || self.policy == QCG_ENCRYPT_INTER_SITE ? TLS_OFFER_TLS
+        : self.policy == QCG_ENCRYPT_NEVER ? TLS_OFFER_EITHER
+                                           : TLS_OFFER_PLAIN,
+        why, sizeof(why));
     if (p->tls == NULL) {
         ctx_seterr(ctx, "reversed connection to rank %d dropped: %s", peer_rank, why);
         pending_drop(ctx, p);

@@ -16,8 +16,11 @@
 /* ALPN, wire format (length byte, name). */
 static const unsigned char alpn_tls[] = "\x09qcg/1-tls";
 static const unsigned char alpn_plain[] = "\x0bqcg/1-plain";
+/* TLS_OFFER_EITHER: both, the server's policy picks. */
+static const unsigned char alpn_either[] = "\x09qcg/1-tls\x0bqcg/1-plain";
 #define ALPN_TLS_LEN (sizeof(alpn_tls) - 1)
 #define ALPN_PLAIN_LEN (sizeof(alpn_plain) - 1)
+#define ALPN_EITHER_LEN (sizeof(alpn_either) - 1)
 /* TLS_AES_128_GCM_SHA256: AES-NI here; the PSK's hash is SHA-256. */
 /* The session's read buffer: four full records. */
 #define TLS_READ_BUFFER (4 * (16384 + 256))
@@ -31,6 +34,7 @@ struct tls_hs {
     SSL *ssl;
     bool server;
     bool encrypt; /* the choice: ours (client) or the peer's (server) */
+    bool either;  /* client: both offered, the server chose (encrypt set once done) */
     struct tls_self self;
     uint8_t psk[TLS_PSK_SIZE];
     int32_t expect_rank;
@@ -237,8 +241,14 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
         return refuse(t, HS_MALFORMED, SSL_AD_DECODE_ERROR, al);
     want_tls = alpn_offers(ssl, alpn_tls, ALPN_TLS_LEN);
     want_plain = alpn_offers(ssl, alpn_plain, ALPN_PLAIN_LEN);
-    if (want_tls == want_plain)
+    if (!want_tls && !want_plain)
         return refuse(t, HS_MALFORMED, SSL_AD_NO_APPLICATION_PROTOCOL, al);
+    if (want_tls && want_plain) {
+        /* The client leaves it to us (a reversed connection's target whose
+           policy is never): ours decides. */
+        want_tls = tls_policy_encrypts(&t->self, t->peer.cluster);
+        want_plain = !want_tls;
+    }
     if (want_tls && t->self.policy == QCG_ENCRYPT_OFF)
         return refuse(t, HS_NO_TLS, SSL_AD_NO_APPLICATION_PROTOCOL, al);
     if (want_plain && tls_policy_encrypts(&t->self, t->peer.cluster))
@@ -296,15 +306,17 @@ static struct tls_hs *hs_new(const struct tls_self *self, int fd, bool server, c
 }
 
 struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_rank,
-                             const char *token, uint16_t technique, bool encrypt, char *why,
+                             const char *token, uint16_t technique, int offer, char *why,
                              size_t len)
 {
     struct tls_hs *t = hs_new(self, fd, false, why, len);
     struct hs_hello h;
+    bool encrypt = offer == TLS_OFFER_TLS;
 
     if (t == NULL)
         return NULL;
     t->encrypt = encrypt;
+    t->either = offer == TLS_OFFER_EITHER;
     if (hs_identity_build(t->identity, &h, self->job, self->rank, self->cluster, to_rank, token,
                           technique) < 0) {
         snprintf(why, len, "cannot build the handshake identity");
@@ -312,8 +324,13 @@ struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_ran
         return NULL;
     }
     SSL_set_psk_use_session_callback(t->ssl, use_session_cb);
-    if (SSL_set_alpn_protos(t->ssl, encrypt ? alpn_tls : alpn_plain,
-                            encrypt ? ALPN_TLS_LEN : ALPN_PLAIN_LEN) != 0) {
+    if (SSL_set_alpn_protos(t->ssl,
+                            t->either ? alpn_either
+                            : encrypt ? alpn_tls
+                                      : alpn_plain,
+                            t->either ? ALPN_EITHER_LEN
+                            : encrypt ? ALPN_TLS_LEN
+                                      : ALPN_PLAIN_LEN) != 0) {
         snprintf(why, len, "TLS: cannot set ALPN");
         tls_hs_free(t);
         return NULL;
@@ -436,6 +453,10 @@ static int verified(struct tls_hs *t)
     const unsigned char *want = t->encrypt ? alpn_tls : alpn_plain;
 
     SSL_get0_alpn_selected(t->ssl, &proto, &plen);
+    if (t->either && plen == alpn_tls[0] && memcmp(proto, alpn_tls + 1, plen) == 0) {
+        t->encrypt = true;
+        want = alpn_tls;
+    }
     if (SSL_version(t->ssl) != TLS1_3_VERSION || SSL_session_reused(t->ssl) != 1) {
         snprintf(t->why, sizeof(t->why), "the peer completed a handshake without our PSK");
         return QCG_EPROTO;

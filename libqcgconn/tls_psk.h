@@ -50,10 +50,16 @@ enum tls_step {
     TLS_CLAIM = 3, /* acceptor: the identity carries a token; tls_hs_claim, then step */
 };
 
+/* What the connecting side offers: plain, TLS, or either (the server's
+   policy chooses: a reversed connection's target whose own policy is never,
+   so that it is "encrypted when the peer asks" there too). */
+enum tls_offer { TLS_OFFER_PLAIN = 0, TLS_OFFER_TLS = 1, TLS_OFFER_EITHER = 2 };
+
 /* The connecting side on fd (non-blocking, connected), calling to_rank with
-   token (NULL: none).  NULL on failure (why filled). */
+   token (NULL: none), offering an enum tls_offer.  NULL on failure (why
+   filled). */
 struct tls_hs *tls_hs_client(const struct tls_self *self, int fd, int32_t to_rank,
-                             const char *token, uint16_t technique, bool encrypt, char *why,
+                             const char *token, uint16_t technique, int offer, char *why,
                              size_t len);
 /* The accepting side on fd.  expect_rank: the rank the helper announced
    (a handed-over connection, which carries no token), or -1. */

@@ -7,7 +7,8 @@
 #   helper-test.sh reconnect BUILD_DIR SRC_DIR   frontend restarted under a running helper
 #   helper-test.sh qcgcat    BUILD_DIR SRC_DIR   two qcg-cat processes connect through the helper
 #   helper-test.sh probe     BUILD_DIR SRC_DIR   qcg-probe's requests: SITE, PROBE (a test
-#                                                endpoint on c1/n2 echoes qcg-cat), OBSERVED
+#                                                endpoint on c1/n2 echoes qcg-cat, plain or
+#                                                TLS as asked; bad records), OBSERVED
 #
 #   process (localproto_client) --unix--> qcg-helper --mTLS--> qcg-frontend --mTLS--> qcg-broker
 #                                          c1/n1             127.0.0.1:PORT_F      127.0.0.1:PORT_B
@@ -422,8 +423,39 @@ probe)
 		--secret '$secret3' --helper '$sock' --rank 0 --timeout 10 connect 1 | grep -qx 'qcg-probe done'"
 	check "... and the endpoint withdraws within 3 s, not after 60 s" wait_for "the withdrawal" 30 \
 		grep -q "withdrew job $job3 rank 1" "$nlog"
-	check "... having served that one connection, not stopped by the helper" \
-		grep -q "probe endpoint for job $job3 rank 1 served 1 connections (direct 1,.*proxy 0)\$" "$nlog"
+	check "... having served that one connection (plain: one cluster), not stopped by the helper" \
+		grep -q "probe endpoint for job $job3 rank 1 served 1 connections (direct 1,.*proxy 0; 0 encrypted, 0 closed on a bad record)\$" "$nlog"
+	# Encrypted probes (issue 17): the endpoint takes what the prober asks for,
+	# and peers that stall in the handshake or send a record that does not
+	# authenticate hold nobody else up.
+	run_client "a probe for 60 s, probed encrypted" probe "$sock" c1 n1 \
+		"https://127.0.0.1:$port_f/" 60 "$work/probe4.out"
+	read -r job4 secret4 _ node4 <"$work/probe4.out" || true
+	nlog=$(log_of "${node4:-}")
+	check "the fourth endpoint is published on $node4" wait_for "the endpoint" 20 \
+		grep -q "probe endpoint for job $job4 rank 1 on port" "$nlog"
+	port4=$(sed -n "s/.*probe endpoint for job $job4 rank 1 on port \([0-9]*\) .*/\1/p" "$nlog" | head -n 1)
+	# Two stalled handshakes: one sends nothing, one a ClientHello's record header.
+	exec 7<>"/dev/tcp/127.0.0.1/${port4:-1}" 8<>"/dev/tcp/127.0.0.1/${port4:-1}"
+	printf '\026\003\001\002\000' >&8
+	check "a record that does not authenticate: the endpoint closes that connection" \
+		"$build/tests/helper/helper-tls-garbage" "$sock" "$job4" "$secret4" 2 1
+	check "... and says why" wait_for "the refusal" 30 \
+		grep -q "probe endpoint for job $job4 rank 1: a connection closed: " "$nlog"
+	check "with both stalls pending, qcg-cat --encrypt always gets 50 kB echoed through TLS" \
+		bash -c "'$cat' --job '$job4' --secret '$secret4' --helper '$sock' --rank 0 --timeout 10 \
+			--encrypt always --json connect 1 <'$work/sent' >'$work/echoed4' 2>'$work/cat4.err' &&
+			cmp '$work/sent' '$work/echoed4' && grep -q '\"encryption\":\"tls-' '$work/cat4.err'"
+	check "... and --encrypt never plain: the endpoint takes what the prober asks for" \
+		bash -c "'$cat' --job '$job4' --secret '$secret4' --helper '$sock' --rank 3 --timeout 10 \
+			--encrypt never --json connect 1 <'$work/sent' >'$work/echoed5' 2>'$work/cat5.err' &&
+			cmp '$work/sent' '$work/echoed5' && grep -q '\"encryption\":\"plain\"' '$work/cat5.err'"
+	check "the done line through TLS is echoed" bash -c "printf 'qcg-probe done\n' | '$cat' \
+		--job '$job4' --secret '$secret4' --helper '$sock' --rank 0 --timeout 10 --encrypt always \
+		connect 1 | grep -qx 'qcg-probe done'"
+	check "... and the endpoint withdraws, 4 served: 3 encrypted, 1 closed on a bad record" \
+		wait_for "the withdrawal" 30 grep -q "probe endpoint for job $job4 rank 1 served 4 connections (.*; 3 encrypted, 1 closed on a bad record)\$" "$nlog"
+	exec 7>&- 8>&-
 	if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
 		chmod 0755 "$work"
 		run_client "OBSERVED from another uid is refused, SITE is not" \

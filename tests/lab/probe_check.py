@@ -6,6 +6,9 @@
     probe_check.py peers FILE                every other site probed, every technique
                                              with works/why, a choice; prints
                                              "SITE CHOSEN" lines for the caller
+    probe_check.py encryption FILE PATH      every test connection made went PATH
+                                             (tls: any tls-*, or plain), the chosen
+                                             one too, and at least one worked
     probe_check.py mismatch FILE DECLARED OBSERVED
     probe_check.py field FILE PATH           one value (dotted path) on stdout
 
@@ -76,6 +79,24 @@ def site(p, kind):
     check(p["reported_to_broker"] is True, f"{name}: observation not reported to the broker")
 
 
+def encryption(p, path):
+    """Every connection the probe made towards another site went `path`."""
+    def fits(e):
+        return e is not None and (e.startswith("tls-") if path == "tls" else e == path)
+
+    worked = 0
+    for q in p["peers"]:
+        where = f"{p['site']} -> {q['site']}"
+        for t, r in q["techniques"].items():
+            if r["works"] or r.get("encryption") is not None:
+                check(fits(r.get("encryption")), f"{where} {t}: {r.get('encryption')}, not {path}")
+            worked += 1 if r["works"] else 0
+        if q["chosen"] is not None:
+            check(fits(q.get("chosen_encryption")),
+                  f"{where} chosen {q['chosen']}: {q.get('chosen_encryption')}, not {path}")
+    check(worked > 0, f"{p['site']}: no technique worked, nothing to tell")
+
+
 def peers(p):
     name = p["site"]
     seen = {q["site"] for q in p["peers"]}
@@ -101,6 +122,9 @@ def peers(p):
             check(not techs["holepunch"]["works"] and "symmetric" in why,
                   f"{where}: holepunch why '{why}' does not name the symmetric NAT")
         print(q["site"], q["chosen"])
+    # Every other site is another cluster: TLS by default (issue 17).
+    check(p.get("encrypt") == "inter-site", f"{name}: policy {p.get('encrypt')}")
+    encryption(p, "tls")
 
 
 def mismatch(p, declared, observed):
@@ -126,6 +150,8 @@ def main():
         site(p, sys.argv[3])
     elif cmd == "peers":
         peers(p)
+    elif cmd == "encryption":
+        encryption(p, sys.argv[3])
     elif cmd == "mismatch":
         mismatch(p, sys.argv[3], sys.argv[4])
     elif cmd == "field":

@@ -5,12 +5,18 @@
 # pattern that qcg-cat sends from nata1 to open1 with the default policy; with
 # --encrypt never on both ends the same capture holds it (so the check can
 # fail).  Each capture must hold at least the 1 MiB sent: an empty one fails.
+# qcg-probe's test connections from nata1 to a test endpoint on open's node
+# likewise: by default every one is TLS (its --json says so) and the router sees
+# the probe asking for TLS (ALPN qcg/1-tls, in clear in the ClientHello) and none
+# of its echoed lines; with --encrypt never it sees the lines.
 #
 #   nata1 --LAN--> qcg-r-nata (tcpdump -i any) --internet--> open1   tls on both ends
 #   nata1 --LAN--> nata2                                              plain
+#   qcg-probe on nata1 --------------------------------------> open1's responder
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
+[ -x "$QCG_BUILD_DIR/tools/qcg-probe" ] || skip "qcg-probe is not built in $QCG_BUILD_DIR"
 command -v tcpdump >/dev/null 2>&1 || skip "tcpdump is not installed (scripts/install-deps)"
 scratch
 JOB=$(new_job encrypt)
@@ -80,3 +86,46 @@ cat_transfer nata1 nata2
 [ "$(echo "$XFER_SENT" | json_field encryption)" = plain ] ||
 	fail "nata1 -> nata2 (one site), default policy: not plain: $XFER_SENT"
 note "nata1 -> nata2 (one site), default policy: plain"
+
+# --- qcg-probe: its test connections to another site ---------------------------
+CHECK=$LAB_SRC/probe_check.py
+# What the probe writes through each connection and the endpoint echoes.
+LINES='qcg-probe (direct|reversed|traversing|holepunch|proxy|done)'
+count() { grep -a -c -E "$1" "$WORK/$2.pcap" || true; }
+
+# probe NAME MODE: qcg-probe on nata1 towards open only, --encrypt MODE ("" =
+# the default), under a capture in $WORK/NAME.pcap.  Once the probe has exited
+# its packets have all crossed the router: the capture is stopped when it holds
+# its connections (a ClientHello's ALPN, qcg/1-...), a second later for what
+# tcpdump has not written yet.
+probe() {
+	local name=$1 mode=$2 opt=() rc=0
+	[ -z "$mode" ] || opt=(--encrypt "$mode")
+	capture_start "$name"
+	"$LAB" exec nata1 -- qcg-probe --site open --no-report --json --timeout 90 "${opt[@]}" \
+		>"$WORK/$name.json" 2>"$WORK/$name.perr" || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$WORK/$name.perr" "$WORK/$name.json"; fail "$name: qcg-probe exited $rc"; }
+	poll 10 "the probe's connections in the capture" grep -a -q "qcg/1-" "$WORK/$name.pcap" ||
+		fail "$name: the capture at nata's router holds none of the probe's connections"
+	sleep 1 # what tcpdump has not written yet
+	kill -INT "$CAPTURE_PID" 2>/dev/null || true
+	wait_exit "$CAPTURE_PID" 10 || true
+}
+
+probe probe-default ""
+[ "$(count "$LINES" probe-default)" -eq 0 ] ||
+	fail "qcg-probe, default policy: its lines crossed nata's router in clear"
+[ "$(count 'qcg/1-tls' probe-default)" -gt 0 ] ||
+	fail "qcg-probe, default policy: no connection asked for TLS at nata's router"
+python3 "$CHECK" encryption "$WORK/probe-default.json" tls ||
+	fail "qcg-probe nata1 -> open, default policy: a test connection was not encrypted"
+note "qcg-probe nata1 -> open, default policy: chosen $(python3 "$CHECK" field "$WORK/probe-default.json" peers.0.chosen)" \
+	"$(python3 "$CHECK" field "$WORK/probe-default.json" peers.0.chosen_encryption), every connection TLS;" \
+	"qcg/1-tls (the ClientHello's ALPN) in $(count 'qcg/1-tls' probe-default) captured lines at nata's router, no probe line"
+
+probe probe-never never
+python3 "$CHECK" encryption "$WORK/probe-never.json" plain ||
+	fail "qcg-probe --encrypt never: a test connection was not plain"
+n=$(count "$LINES" probe-never)
+[ "$n" -gt 0 ] || fail "qcg-probe --encrypt never: the capture holds no probe line (the check cannot fail)"
+note "qcg-probe nata1 -> open, --encrypt never: plain, $n probe lines captured at nata's router"

@@ -31,6 +31,20 @@ static struct fake_helper *fh;
 static const char token_a[] = "0123456789abcdef0123456789abcdef";
 static const char token_b[] = "fedcba9876543210fedcba9876543210";
 
+static qcg_ctx *open_rank_encrypt(int rank, int encrypt)
+{
+    struct qcg_options o = {.job = "job1",
+                            .rank = rank,
+                            .secret = TEST_SECRET,
+                            .helper_socket = sock_path,
+                            .encrypt = encrypt};
+    qcg_ctx *ctx = NULL;
+
+    REQUIRE_EQ(qcg_open(&ctx, &o), 0);
+    REQUIRE_EQ(qcg_listen(ctx), 0);
+    return ctx;
+}
+
 static qcg_ctx *open_rank(int rank)
 {
     struct qcg_options o = {
@@ -469,6 +483,71 @@ static void test_incoming_token_refused(void)
     qcg_close(b);
 }
 
+/* A reversed connection between two contexts: initiator rank 10 with policy
+   `initiator`, target rank 11 with policy never (qcg-probe's test endpoint
+   takes what the prober asks for).  The target offers both, the initiator's
+   policy picks: TLS when it demands it (the target used to offer plain only,
+   which such an initiator refused), plain when it does not. */
+static void reversed_to_never(int initiator, bool want_tls)
+{
+    qcg_ctx *a = open_rank_encrypt(10, initiator), *b = open_rank_encrypt(11, QCG_ENCRYPT_NEVER);
+    unsigned lookups = fake_helper_lookups(fh);
+    struct qcg_conn_info ia = {0}, ib = {0};
+    qcg_connect_op *op = NULL;
+    uint64_t deadline;
+    int fa = QCG_EAGAIN, fb = QCG_EAGAIN, fd;
+    char c = 'n';
+
+    set_plan(11, 0, QCG_TECH_REVERSED, 18571, token_b);
+    REQUIRE_EQ(qcg_connect_start(a, 11, 5000, &op), 0);
+    WAIT_UNTIL(fake_helper_lookups(fh) > lookups, 5000, "the connect's lookup");
+    fd = tcp_connect(listen_port(a));
+    REQUIRE_EQ(
+        fake_helper_incoming_role(fh, 11, 10, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_b, fd), 0);
+    close(fd);
+    deadline = now_us() + 8000000u;
+    while ((fa == QCG_EAGAIN || fb == QCG_EAGAIN) && now_us() < deadline) {
+        struct pollfd p[2] = {{.fd = qcg_connect_pollfd(op), .events = POLLIN},
+                              {.fd = qcg_accept_pollfd(b), .events = POLLIN}};
+
+        (void)poll(p, 2, 50);
+        if (fa == QCG_EAGAIN)
+            fa = qcg_connect_finish(op, &ia);
+        if (fb == QCG_EAGAIN)
+            fb = qcg_accept(b, &ib);
+    }
+    if (fa < 0 || fb < 0)
+        fprintf(stderr, "reversed to never: %s / %s\n", qcg_last_error(a), qcg_last_error(b));
+    CHECKF(fa >= 0 && fb >= 0, "reversed, initiator %s, target never: connected (%d, %d)",
+           initiator == QCG_ENCRYPT_ALWAYS ? "always" : "never", fa, fb);
+    if (fa >= 0 && fb >= 0) {
+        CHECK_EQ(ia.technique, QCG_TECH_REVERSED);
+        CHECK_EQ(ib.technique, QCG_TECH_REVERSED);
+        CHECKF((ia.tls != NULL) == want_tls && (ib.tls != NULL) == want_tls,
+               "reversed to never: both ends %s (%s, %s)", want_tls ? "tls" : "plain",
+               qcg_encryption_name(ia.encryption), qcg_encryption_name(ib.encryption));
+        if (want_tls && ia.tls != NULL && ib.tls != NULL) {
+            CHECK_EQ(qcg_tls_send(ia.tls, &c, 1), 1);
+            c = 0;
+            CHECK_EQ(qcg_tls_recv(ib.tls, &c, 1), 1);
+        } else if (!want_tls) {
+            CHECK_EQ(write(fa, &c, 1), 1);
+            c = 0;
+            CHECK_EQ(read(fb, &c, 1), 1);
+        }
+        CHECK_EQ(c, 'n');
+    }
+    qcg_tls_free(ia.tls);
+    qcg_tls_free(ib.tls);
+    if (fa >= 0)
+        close(fa);
+    if (fb >= 0)
+        close(fb);
+    qcg_connect_free(op);
+    qcg_close(a);
+    qcg_close(b);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -482,6 +561,8 @@ int main(void)
     test_incoming_token_refused();
     test_wrong_token();
     test_fallback_to_proxy();
+    reversed_to_never(QCG_ENCRYPT_ALWAYS, true);
+    reversed_to_never(QCG_ENCRYPT_NEVER, false);
     fake_helper_free(fh);
     return check_result("libqcgconn-reversed-unit");
 }

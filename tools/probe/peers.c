@@ -3,6 +3,7 @@
    once per technique with that technique only, then once as any process
    would, which shows the broker's choice. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,31 +38,64 @@ int peers_select(const struct probe_opts *o, const struct probe_site *s, struct 
     return n;
 }
 
-/* Writes a line through the connection and reads it back: the data path
-   works, and what a round trip through it costs.  0 or -1 with why. */
-static int echo_check(int fd, const char *line, double *ms, char *why, size_t whylen)
+/* Waits up to deadline for `events` on fd: 0, or -1 when the time is up. */
+static int wait_for(int fd, short events, double deadline)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    int left = probe_left_ms(deadline);
+
+    return left > 0 && poll(&p, 1, left) > 0 ? 0 : -1;
+}
+
+/* Writes a line through the connection (its session when encrypted) and reads
+   it back: the data path works, and what a round trip through it costs.  The
+   socket is made non-blocking, so that an endpoint that stalls inside a
+   record cannot hold us past ECHO_TIMEOUT_MS.  0 or -1 with why. */
+static int echo_check(int fd, qcg_tls *tls, const char *line, double *ms, char *why, size_t whylen)
 {
     char back[64];
     int n = (int)strlen(line);
     size_t got = 0;
     double start = probe_now_ms(), deadline = start + ECHO_TIMEOUT_MS;
+    int flags = fcntl(fd, F_GETFL);
 
-    if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) {
-        snprintf(why, whylen, "connected, but sending failed: %s", strerror(errno));
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        snprintf(why, whylen, "connected, but the socket cannot be made non-blocking: %s",
+                 strerror(errno));
         return -1;
     }
+    /* A fresh connection's socket buffer takes a line at once; what the
+       session could not send yet is flushed below. */
+    long sent = qcg_conn_send(fd, tls, line, (size_t)n);
+    if (sent != n) {
+        snprintf(why, whylen, "connected, but sending failed: %s",
+                 sent < 0 ? qcg_conn_strerror(tls, errno) : "the socket took part of a line");
+        return -1;
+    }
+    while (tls != NULL && qcg_tls_flush(tls) < 0) {
+        if ((errno != EAGAIN && errno != EINTR) || wait_for(fd, POLLOUT, deadline) < 0) {
+            snprintf(why, whylen, "connected, but sending failed: %s",
+                     errno == EAGAIN ? "the socket took nothing" : qcg_conn_strerror(tls, errno));
+            return -1;
+        }
+    }
     while (got < (size_t)n) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int left = probe_left_ms(deadline);
-        if (left == 0 || poll(&p, 1, left) <= 0) {
+        long r = qcg_conn_recv(fd, tls, back + got, (size_t)n - got);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            /* Nothing whole in the session either (what it read ahead is part
+               of a record): the rest comes through the socket. */
+            if (wait_for(fd, POLLIN, deadline) == 0)
+                continue;
             snprintf(why, whylen, "connected, but the echo did not come back in %d ms",
                      ECHO_TIMEOUT_MS);
             return -1;
         }
-        ssize_t r = recv(fd, back + got, (size_t)n - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
+        if (r < 0) {
+            snprintf(why, whylen, "connected, but reading the echo failed: %s",
+                     qcg_conn_strerror(tls, errno));
+            return -1;
+        }
+        if (r == 0) {
             snprintf(why, whylen, "connected, but the endpoint closed before echoing");
             return -1;
         }
@@ -119,6 +153,14 @@ static int attempt(qcg_ctx *ctx, enum qcg_technique only, double deadline_ms,
     return rc;
 }
 
+/* Ends a connection attempt() returned: its session first. */
+static void conn_close(int fd, struct qcg_conn_info *info)
+{
+    qcg_tls_free(info->tls);
+    info->tls = NULL;
+    close(fd);
+}
+
 static void test_technique(const struct probe_opts *o, qcg_ctx *ctx, struct probe_peer *p,
                            enum qcg_technique t, double deadline_ms)
 {
@@ -133,16 +175,17 @@ static void test_technique(const struct probe_opts *o, qcg_ctx *ctx, struct prob
         return;
     }
     r->setup_ms = (double)info.setup_us / 1000.0;
+    r->encryption = qcg_encryption_name(info.encryption);
     if (info.technique != t) {
         snprintf(r->why, sizeof(r->why), "connected by %s, not %s",
                  qcg_technique_name(info.technique), qcg_technique_name(t));
     } else {
         char line[64];
         snprintf(line, sizeof(line), "qcg-probe %s\n", qcg_technique_name(t));
-        if (echo_check(fd, line, &r->echo_ms, r->why, sizeof(r->why)) == 0)
+        if (echo_check(fd, info.tls, line, &r->echo_ms, r->why, sizeof(r->why)) == 0)
             r->works = true;
     }
-    close(fd);
+    conn_close(fd, &info);
 }
 
 void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct probe_peer *p,
@@ -178,8 +221,11 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
             probe_progress(o, "%s", why);
     }
 
-    struct qcg_options qo = {.job = ok.job, .rank = 0, .secret = ok.secret,
-                             .helper_socket = o->helper_socket};
+    struct qcg_options qo = {.job = ok.job,
+                             .rank = 0,
+                             .secret = ok.secret,
+                             .helper_socket = o->helper_socket,
+                             .encrypt = o->encrypt};
     if ((rc = qcg_open(&ctx, &qo)) < 0 || (rc = qcg_listen(ctx)) < 0) {
         snprintf(p->why, sizeof(p->why), "cannot take part as rank 0: %s: %s", qcg_strerror(rc),
                  qcg_last_error(ctx));
@@ -200,7 +246,7 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
         return;
     }
     if (rc >= 0)
-        close(rc);
+        conn_close(rc, &info);
     p->endpoint_ok = true;
     p->why[0] = '\0';
     for (enum qcg_technique tech = QCG_TECH_DIRECT; tech <= QCG_TECH_PROXY; tech++)
@@ -215,11 +261,12 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
         char why[PROBE_WHY_MAX];
         p->chosen = info.technique;
         p->chosen_ms = (double)info.setup_us / 1000.0;
+        p->chosen_encryption = qcg_encryption_name(info.encryption);
         /* The endpoint's work is over: it withdraws now rather than holding
            its slots for the rest of its seconds. */
-        if (echo_check(rc, QCG_PROBE_DONE_LINE, &ms, why, sizeof(why)) < 0)
+        if (echo_check(rc, info.tls, QCG_PROBE_DONE_LINE, &ms, why, sizeof(why)) < 0)
             probe_progress(o, "site %s: the endpoint was not told it is done: %s", p->site, why);
-        close(rc);
+        conn_close(rc, &info);
     }
     qcg_close(ctx);
 }

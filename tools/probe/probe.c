@@ -45,6 +45,11 @@ static void usage(FILE *f)
             "  --timeout SEC     bound on the whole run (default %d)\n"
             "  --capture FILE    write the probe's own packets to FILE (pcap; needs root or\n"
             "                    CAP_NET_RAW)\n"
+            "  --encrypt MODE    which test connections are encrypted, as in a job:\n"
+            "                    inter-site (the default, or $QCG_ENCRYPT: every one, since\n"
+            "                    each goes to another site), always, or never (plain; the\n"
+            "                    test endpoint takes what the probe asks for).  The report\n"
+            "                    says per connection whether its times went through TLS\n"
             "  --no-report       do not tell the broker what was observed\n"
             "  --json            one JSON object on stdout\n"
             "  --help            this text\n"
@@ -56,13 +61,30 @@ static void usage(FILE *f)
             DEFAULT_HELPER_SOCKET, DEFAULT_TIMEOUT_S);
 }
 
+/* MODE of --encrypt or QCG_ENCRYPT (what qcg-launch and qcg-agent read too). */
+static int set_encrypt(struct probe_opts *o, const char *mode)
+{
+    o->encrypt = qcg_encrypt_parse(mode);
+    if (o->encrypt < 0) {
+        fprintf(stderr,
+                "qcg-probe: --encrypt (or QCG_ENCRYPT): want inter-site, always or never, not "
+                "'%s'\n",
+                mode);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_only)
 {
+    const char *mode = getenv("QCG_ENCRYPT");
+
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = strcmp(a, "--helper") == 0 || strcmp(a, "--site") == 0 ||
-                     strcmp(a, "--timeout") == 0 || strcmp(a, "--capture") == 0;
+                     strcmp(a, "--timeout") == 0 || strcmp(a, "--capture") == 0 ||
+                     strcmp(a, "--encrypt") == 0;
         if (takes && next == NULL) {
             fprintf(stderr, "qcg-probe: %s needs a value\n", a);
             return -1;
@@ -85,6 +107,8 @@ static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_o
             o->site = argv[++i];
         } else if (strcmp(a, "--capture") == 0) {
             o->capture = argv[++i];
+        } else if (strcmp(a, "--encrypt") == 0) {
+            mode = argv[++i];
         } else if (strcmp(a, "--timeout") == 0) {
             char *end;
             errno = 0;
@@ -100,7 +124,7 @@ static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_o
             return -1;
         }
     }
-    return 0;
+    return mode != NULL ? set_encrypt(o, mode) : 0;
 }
 
 /* The hosts the probe talks to: the capture's filter. */
@@ -171,7 +195,8 @@ static void print_failure(const struct probe_opts *o, const struct probe_run *r,
 
 int main(int argc, char **argv)
 {
-    struct probe_opts o = {.timeout_s = DEFAULT_TIMEOUT_S, .report = true};
+    struct probe_opts o = {
+        .timeout_s = DEFAULT_TIMEOUT_S, .encrypt = QCG_ENCRYPT_INTER_SITE, .report = true};
     static struct probe_run run;
     static struct probe_peer peers[PEERS_MAX];
     static char hosts[4096];

@@ -11,7 +11,8 @@
  *                    back in?
  *   portmap.c        NAT-PMP, PCP and UPnP IGD on the default gateway
  *   peers.c          towards other sites: each technique against a test
- *                    endpoint the helpers start there, and the broker's choice
+ *                    endpoint the helpers start there, and the broker's choice;
+ *                    encrypted as --encrypt says (inter-site by default)
  *   capture.c        --capture: the probe's own packets into a pcap file
  *   report.c         the human matrix and --json
  *
@@ -39,6 +40,7 @@ struct probe_opts {
     const char *site;       /* NULL: every other site */
     const char *capture;    /* pcap file, or NULL */
     int timeout_s;          /* the whole run */
+    int encrypt;            /* enum qcg_encrypt of the test connections */
     bool json;
     bool progress;          /* progress lines on stderr (a terminal) */
     bool report;            /* tell the broker what was observed */
@@ -202,6 +204,7 @@ struct probe_technique {
     bool works;
     double setup_ms;
     double echo_ms;         /* a round trip through the connection */
+    const char *encryption; /* the connection's path (qcg_encryption_name), NULL: none made */
     char why[PROBE_WHY_MAX];
 };
 
@@ -215,6 +218,7 @@ struct probe_peer {
     struct probe_technique tech[PROBE_TECHNIQUES];
     enum qcg_technique chosen;      /* what a plain connect used; NONE when it failed */
     double chosen_ms;
+    const char *chosen_encryption; /* as encryption above */
     char chosen_why[PROBE_WHY_MAX];
 };
 

@@ -92,12 +92,33 @@ static void human_site(FILE *out, const struct probe_site *s)
         fprintf(out, "  %-14s not sent to the broker: %s\n", "", s->report_why);
 }
 
+/* --encrypt's word for the policy. */
+static const char *policy_name(int encrypt)
+{
+    return encrypt == QCG_ENCRYPT_ALWAYS  ? "always"
+           : encrypt == QCG_ENCRYPT_NEVER ? "never"
+                                          : "inter-site";
+}
+
+/* Under a site's cells: each connection's path (plain, tls-user, ...), so
+   that a time measured through TLS says so. */
+static void human_encryption(FILE *out, const struct probe_peer *p)
+{
+    fprintf(out, "  %-8s %-11s %-9s", "", "", "");
+    for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++)
+        fprintf(out, " %-11s", p->tech[t].encryption ? p->tech[t].encryption : "");
+    fprintf(out, " %s\n", p->chosen_encryption ? p->chosen_encryption : "");
+}
+
 static void human_peers(FILE *out, const struct probe_run *r)
 {
     int n = 0;
 
-    fprintf(out, "\ntowards other sites (setup time; \"-\" the broker says it cannot work, "
-                 "\"x\" tried and failed)\n");
+    fprintf(out,
+            "\ntowards other sites (setup time; \"-\" the broker says it cannot work, "
+            "\"x\" tried and failed;\nbelow: each connection plain or encrypted, "
+            "--encrypt %s)\n",
+            policy_name(r->opts->encrypt));
     fprintf(out, "  %-8s %-11s %-9s", "site", "declared", "endpoint");
     for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++)
         fprintf(out, " %-11s", technique_name((enum technique)t));
@@ -122,6 +143,7 @@ static void human_peers(FILE *out, const struct probe_run *r)
             fprintf(out, " %s\n", qcg_technique_name(p->chosen));
         else
             fprintf(out, " none: %s\n", p->chosen_why);
+        human_encryption(out, p);
     }
     for (int i = 0; i < r->npeers; i++) {
         const struct probe_peer *p = &r->peers[i];
@@ -275,6 +297,7 @@ static void json_peer(FILE *out, const struct probe_peer *p)
         fprintf(out, ",\"chosen_setup_ms\":%.3f", p->chosen_ms);
     else
         jstr(out, ",", "chosen_why", p->endpoint_ok ? p->chosen_why : NULL);
+    jstr(out, ",", "chosen_encryption", p->chosen_encryption);
     fprintf(out, ",\"techniques\":{");
     for (int t = QCG_TECH_DIRECT; t <= QCG_TECH_PROXY; t++) {
         const struct probe_technique *x = &p->tech[t];
@@ -284,6 +307,8 @@ static void json_peer(FILE *out, const struct probe_peer *p)
             fprintf(out, ",\"setup_ms\":%.3f,\"echo_ms\":%.3f", x->setup_ms, x->echo_ms);
         else
             fprintf(out, ",\"setup_ms\":null");
+        /* The path the times were measured through (null: no connection). */
+        jstr(out, ",", "encryption", x->encryption);
         fprintf(out, ",\"tried\":%s,\"possible\":%s", x->tried ? "true" : "false",
                 x->impossible ? "false" : "true");
         jstr(out, ",", "why", x->works || !x->tried ? NULL : x->why);
@@ -296,6 +321,7 @@ void report_json(FILE *out, const struct probe_run *r)
 {
     fprintf(out, "{");
     json_site(out, &r->site);
+    jstr(out, ",", "encrypt", policy_name(r->opts->encrypt));
     fprintf(out, ",\"peers\":[");
     for (int i = 0; i < r->npeers; i++) {
         fprintf(out, "%s", i ? "," : "");
