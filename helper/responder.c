@@ -32,8 +32,6 @@ struct echo {
     size_t off, len;        /* of buf still to write back */
     bool done_line;         /* it began with QCG_PROBE_DONE_LINE */
     bool flushing;          /* the session holds records the socket did not take yet */
-    bool starved;           /* the last read found no whole record: wait for the socket
-                               (the session's read-ahead may hold part of one) */
     char buf[ECHO_BUF];
 };
 
@@ -93,11 +91,10 @@ static bool echo_writing(const struct echo *e)
 }
 
 /* Bytes the session has already read, which poll does not show: read them
-   now.  Not after a read that found no whole record (the session then holds
-   part of one, and waiting for the rest must not spin). */
+   now (part of a record, after a read that wanted more, does not count). */
 static bool echo_session_ready(const struct echo *e)
 {
-    return !echo_writing(e) && !e->starved && e->tls != NULL && qcg_tls_pending(e->tls) > 0;
+    return !echo_writing(e) && e->tls != NULL && qcg_tls_pending(e->tls) > 0;
 }
 
 /* Ends a connection whose I/O failed (errno set); a record that did not
@@ -149,7 +146,6 @@ static void echo_step(struct responder *r, struct echo *e, short revents)
     size_t room = RESPONDER_ECHO_MAX - e->echoed;
     ssize_t n = qcg_conn_recv(e->fd, e->tls, e->buf, room < sizeof(e->buf) ? room : sizeof(e->buf));
 
-    e->starved = n < 0;
     if (n == 0) {
         echo_close(e);
         return;
