@@ -6,8 +6,9 @@
  * descriptor completes at once, as it did when it was written); larger ones,
  * and any frame once the copies reach btl_qcg_resend_buffer, are kept as they
  * are and complete when acked (they point into the user's buffer; the PML
- * waits, which is the back-pressure: nothing is dropped).  Such frames carry ACK_ME so that the peer acks at
- * once, as does a copy each quarter of the buffer.
+ * waits, which is the back-pressure: nothing is dropped).  Such frames carry
+ * ACK_ME so that the peer acks at once, as does a copy each quarter of the
+ * buffer.
  *
  * The numbering and the acks are core/resendq's (the launch connection's
  * too); what is btl_qcg's: the copies, and unsent (where writing resumes).
