@@ -29,6 +29,7 @@
 
 #include "qcgconn.h"
 #include "ratelimit.h"
+#include "resendq.h"
 
 /* The component: what Open MPI finds by name in mca_btl_qcg.so. */
 struct btl_qcg_component {
@@ -88,14 +89,14 @@ struct btl_qcg_frag {
     mca_btl_base_descriptor_t base;
     mca_btl_base_segment_t segments[2];
     struct btl_qcg_endpoint *endpoint;
-    struct btl_qcg_frag *next; /* in a send queue, the completion list or the cache */
+    struct btl_qcg_frag *next; /* in the completion list or the cache */
     struct btl_qcg_hdr hdr;
     size_t total;    /* header + payload + padding */
     size_t sent;     /* bytes of total already written */
     size_t capacity; /* bytes of data[] */
     int pool;        /* which cache it returns to, -1 none */
     int status;      /* of its completion, while on the completion list */
-    uint64_t seq;    /* once queued */
+    struct resendq_item rq; /* in its endpoint's send queue: seq, next */
     size_t copied;   /* a copy we made of a PML frame: bytes it holds, else 0 */
     _Alignas(8) unsigned char data[];
 };
@@ -139,13 +140,14 @@ struct btl_qcg_endpoint {
     uint64_t deadline_us; /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
     struct qcg_conn_info info;
     /* send queue, in order: frames written but not acknowledged (the resend
-       buffer), then from unsent on frames not (completely) written */
-    struct btl_qcg_frag *sq_head, *sq_tail, *unsent;
-    uint64_t tx_seq;       /* data frames queued */
-    uint64_t acked;        /* of them, acknowledged by the peer */
+       buffer), then from unsent on frames not (completely) written.  sq.sent
+       counts the data frames queued, sq.acked those the peer acknowledged,
+       sq.bytes the copies among them (btl_qcg_resend_buffer). */
+    struct resendq sq;
+    struct btl_qcg_frag *unsent;
+    int sq_status;         /* how the frames leaving sq complete (resend.c) */
     uint64_t written_seq;  /* the last written completely on some channel */
-    size_t copied;         /* bytes of copies in the queue (btl_qcg_resend_buffer) */
-    size_t copied_unasked; /* of them, since the last frame with ACK_ME */
+    size_t copied_unasked; /* bytes of copies queued since the last frame with ACK_ME */
     /* a control frame (ACK, RESUME, CLOSE) owed, written between frames */
     struct btl_qcg_hdr ctl;
     size_t ctl_sent;
@@ -232,7 +234,24 @@ size_t btl_qcg_frag_iov(const struct btl_qcg_frag *frag, struct iovec *iov, size
 /* A descriptor of exactly size bytes, outside the caches (a resend copy). */
 struct btl_qcg_frag *btl_qcg_frag_alloc_exact(size_t size);
 
-/* resend.c: the send queue with its resend buffer (sequence numbers, acks) */
+/* resend.c: the send queue with its resend buffer (core/resendq: sequence
+   numbers, acks) */
+static inline struct btl_qcg_frag *btl_qcg_frag_of(struct resendq_item *it)
+{
+    return it != NULL ? (struct btl_qcg_frag *)((char *)it - offsetof(struct btl_qcg_frag, rq))
+                      : NULL;
+}
+/* The oldest frame not acknowledged, and the one queued after f (NULL: none). */
+static inline struct btl_qcg_frag *btl_qcg_queue_first(const struct btl_qcg_endpoint *ep)
+{
+    return btl_qcg_frag_of(resendq_first(&ep->sq));
+}
+static inline struct btl_qcg_frag *btl_qcg_frag_next(const struct btl_qcg_frag *f)
+{
+    return btl_qcg_frag_of(f->rq.next);
+}
+/* An empty queue (a new endpoint). */
+void btl_qcg_queue_init(struct btl_qcg_endpoint *ep);
 /* The frame to queue for the PML's frag: a copy (the PML's frag is done at
    once: *done set) or, when large or the copies reach btl_qcg_resend_buffer,
    frag itself, whose completion waits for the ack (back-pressure). */
@@ -240,7 +259,11 @@ struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl
                                          bool *done);
 /* Numbers the data frame and appends it to the queue. */
 void btl_qcg_queue_push(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag);
-struct btl_qcg_frag *btl_qcg_queue_pop(struct btl_qcg_endpoint *ep);
+/* Every frame leaves the queue: each completes with status (an error: the
+   peer is given up), or with BTL_QCG_DISCARD is released without a callback
+   (the endpoint is freed). */
+#define BTL_QCG_DISCARD 1
+void btl_qcg_queue_clear(struct btl_qcg_endpoint *ep, int status);
 /* The peer's cumulative ack (low 32 bits): acknowledged frames leave the
    queue and complete.  -1: it acknowledges frames never sent. */
 int btl_qcg_ack_received(struct btl_qcg_endpoint *ep, uint32_t ack);

@@ -125,6 +125,7 @@ struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t
     ep->fd = -1;
     ep->w_op = (struct btl_qcg_watch){WATCH_OP, ep};
     ep->w_sock = (struct btl_qcg_watch){WATCH_SOCK, ep};
+    btl_qcg_queue_init(ep);
     m->eps[vpid] = ep;
     return ep;
 }
@@ -172,8 +173,7 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
         shutdown(ep->fd, SHUT_WR);
         close_sock(ep);
     }
-    for (struct btl_qcg_frag *frag; (frag = btl_qcg_queue_pop(ep)) != NULL;)
-        btl_qcg_frag_release(ep->module, frag);
+    btl_qcg_queue_clear(ep, BTL_QCG_DISCARD);
     if (state_pending(ep->state))
         ep->module->pending--;
     free(ep->rx);
@@ -245,8 +245,7 @@ static void fail_sys(struct btl_qcg_endpoint *ep, const char *what, const char *
             }
         }
     }
-    for (struct btl_qcg_frag *frag; (frag = btl_qcg_queue_pop(ep)) != NULL;)
-        btl_qcg_defer_completion(m, frag, OPAL_ERR_UNREACH);
+    btl_qcg_queue_clear(ep, OPAL_ERR_UNREACH);
 }
 
 static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
@@ -397,7 +396,7 @@ static void channel_broken(struct btl_qcg_endpoint *ep, const char *why)
     close_sock(ep);
     btl_qcg_rewind(ep);
     ep->breaks++;
-    if (ep->sq_head == NULL && !ep->ack_owed) {
+    if (btl_qcg_queue_first(ep) == NULL && !ep->ack_owed) {
         btl_qcg_log(2, "connection to rank %u broken (%s); nothing owed: idle", ep->vpid, why);
         set_state(ep, EP_IDLE);
         return;
@@ -481,10 +480,10 @@ static size_t advance(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *f, size_
         return 0;
     }
     f->sent = f->total;
-    ep->unsent = f->next;
-    if (f->seq > ep->written_seq) {
+    ep->unsent = btl_qcg_frag_next(f);
+    if (f->rq.seq > ep->written_seq) {
         /* Only new frames count for the test hook: replays always progress. */
-        ep->written_seq = f->seq;
+        ep->written_seq = f->rq.seq;
         ep->since_break++;
     }
     return left - rest;
@@ -517,12 +516,12 @@ static void flush(struct btl_qcg_endpoint *ep)
         ssize_t w;
 
         if (ep->ack_owed && ep->ack_sent != ack && !ep->ctl_pending &&
-            !(f != NULL && (f->sent == 0 || f->next != NULL)))
+            !(f != NULL && (f->sent == 0 || btl_qcg_frag_next(f) != NULL)))
             owe_ctl(ep, BTL_QCG_ACK);
         /* A frame begun goes first, then the control frame, then the rest. */
         if (f != NULL && f->sent > 0) {
             n += btl_qcg_frag_iov(f, iov, IOV_BATCH);
-            f = f->next;
+            f = btl_qcg_frag_next(f);
         }
         if (ep->ctl_pending) {
             if (ep->ctl_sent == 0)
@@ -530,7 +529,7 @@ static void flush(struct btl_qcg_endpoint *ep)
             iov[n++] = (struct iovec){(unsigned char *)&ep->ctl + ep->ctl_sent,
                                       BTL_QCG_HDR_SIZE - ep->ctl_sent};
         }
-        for (; f != NULL && n < IOV_BATCH - 4; f = f->next) {
+        for (; f != NULL && n < IOV_BATCH - 4; f = btl_qcg_frag_next(f)) {
             if (f->sent == 0)
                 f->hdr.ack = htonl((uint32_t)ack);
             n += btl_qcg_frag_iov(f, iov + n, IOV_BATCH - n);
@@ -591,7 +590,7 @@ static int send_locked(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
         return OPAL_ERR_UNREACH;
     /* After a channel that rests (nothing was owed when it broke, or the
        peer closed it), the peer's absence is bounded like any reconnect. */
-    if (ep->state == EP_IDLE && (ep->tx_seq > 0 || ep->rx_seq > 0))
+    if (ep->state == EP_IDLE && (ep->sq.sent > 0 || ep->rx_seq > 0))
         ep->broken_since_us = btl_qcg_now_us();
     q = btl_qcg_resend_take(ep, frag, &done);
     btl_qcg_queue_push(ep, q);
@@ -729,8 +728,8 @@ static void act_on(struct btl_qcg_endpoint *ep, const struct rx_news *news)
     if (news->resume && !ep->resumed) {
         unsigned long again = 0;
 
-        for (struct btl_qcg_frag *f = ep->sq_head; f != NULL && f->seq <= ep->written_seq;
-             f = f->next)
+        for (struct btl_qcg_frag *f = btl_qcg_queue_first(ep);
+             f != NULL && f->rq.seq <= ep->written_seq; f = btl_qcg_frag_next(f))
             again++;
         ep->resumed = true;
         ep->resent += again;

@@ -27,7 +27,7 @@ static void frag_reset(struct btl_qcg_frag *frag)
     frag->next = NULL;
     frag->total = 0;
     frag->sent = 0;
-    frag->seq = 0;
+    frag->rq = (struct resendq_item){0};
     frag->copied = 0;
 }
 

@@ -6,8 +6,12 @@
  * descriptor completes at once, as it did when it was written); larger ones,
  * and any frame once the copies reach btl_qcg_resend_buffer, are kept as they
  * are and complete when acked (they point into the user's buffer; the PML
- * waits, which is the back-pressure: nothing is dropped).  Such frames carry ACK_ME so that the peer acks at
- * once, as does a copy each quarter of the buffer.
+ * waits, which is the back-pressure: nothing is dropped).  Such frames carry
+ * ACK_ME so that the peer acks at once, as does a copy each quarter of the
+ * buffer.
+ *
+ * The numbering and the acks are core/resendq's (the launch connection's
+ * too); what is btl_qcg's: the copies, and unsent (where writing resumes).
  */
 #include "btl_qcg.h"
 
@@ -28,7 +32,7 @@ struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl
        waiting for the ack); larger ones wait for the ack. */
     if (payload >
             (size_t)(mca_btl_qcg_component.copy_max > 0 ? mca_btl_qcg_component.copy_max : 0) ||
-        ep->copied + size > limit || (copy = btl_qcg_frag_alloc_exact(payload)) == NULL) {
+        ep->sq.bytes + size > limit || (copy = btl_qcg_frag_alloc_exact(payload)) == NULL) {
         frag->hdr.flags = BTL_QCG_ACK_ME;
         return frag;
     }
@@ -44,7 +48,6 @@ struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl
     copy->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     copy->endpoint = ep;
     copy->copied = size;
-    ep->copied += size;
     ep->copied_unasked += size;
     if (ep->copied_unasked >= limit / 4) {
         copy->hdr.flags = BTL_QCG_ACK_ME;
@@ -56,56 +59,61 @@ struct btl_qcg_frag *btl_qcg_resend_take(struct btl_qcg_endpoint *ep, struct btl
 
 void btl_qcg_queue_push(struct btl_qcg_endpoint *ep, struct btl_qcg_frag *frag)
 {
-    frag->seq = ++ep->tx_seq;
+    /* The copies count against btl_qcg_resend_buffer (sq.bytes), the
+       PML's own frames do not. */
+    resendq_push(&ep->sq, &frag->rq, frag->copied);
     frag->hdr.type = BTL_QCG_DATA;
-    frag->hdr.seq = htonl((uint32_t)frag->seq);
-    frag->next = NULL;
-    if (ep->sq_tail != NULL)
-        ep->sq_tail->next = frag;
-    else
-        ep->sq_head = frag;
-    ep->sq_tail = frag;
+    frag->hdr.seq = htonl((uint32_t)frag->rq.seq);
     if (ep->unsent == NULL)
         ep->unsent = frag;
 }
 
-struct btl_qcg_frag *btl_qcg_queue_pop(struct btl_qcg_endpoint *ep)
+/* resendq's release: a frame leaves the queue, the oldest first. */
+static void frame_left(struct resendq_item *it, void *arg)
 {
-    struct btl_qcg_frag *frag = ep->sq_head;
+    struct btl_qcg_endpoint *ep = arg;
+    struct btl_qcg_frag *frag = btl_qcg_frag_of(it);
 
-    if (frag == NULL)
-        return NULL;
-    ep->sq_head = frag->next;
-    if (ep->sq_head == NULL)
-        ep->sq_tail = NULL;
+    /* unsent too: acknowledged (the peer's RESUME) before it was written
+       again on the new channel, or given up. */
     if (ep->unsent == frag)
-        ep->unsent = frag->next;
-    frag->next = NULL;
-    ep->copied -= frag->copied;
-    return frag;
+        ep->unsent = btl_qcg_queue_first(ep);
+    if (ep->sq_status == BTL_QCG_DISCARD)
+        btl_qcg_frag_release(ep->module, frag);
+    else
+        btl_qcg_defer_completion(ep->module, frag, ep->sq_status);
+}
+
+void btl_qcg_queue_init(struct btl_qcg_endpoint *ep)
+{
+    resendq_init(&ep->sq, frame_left, ep);
+    ep->unsent = NULL;
+    ep->sq_status = OPAL_SUCCESS;
+}
+
+void btl_qcg_queue_clear(struct btl_qcg_endpoint *ep, int status)
+{
+    ep->sq_status = status;
+    resendq_clear(&ep->sq);
+    ep->sq_status = OPAL_SUCCESS;
 }
 
 int btl_qcg_ack_received(struct btl_qcg_endpoint *ep, uint32_t ack)
 {
-    /* The peer's count in full: ours moves by at most the queue's length,
-       far below 2^31 frames. */
-    uint64_t acked = ep->acked + (uint32_t)(ack - (uint32_t)ep->acked);
+    uint64_t count = resendq_widen(&ep->sq, ack);
 
-    if ((int32_t)(ack - (uint32_t)ep->acked) <= 0)
+    /* An ack not beyond the last one is nothing new (the launch link calls
+       one that goes back a protocol error; btl_qcg always took it). */
+    if (count <= ep->sq.acked)
         return 0;
-    if (acked > ep->tx_seq)
-        return -1;
-    ep->acked = acked;
-    while (ep->sq_head != NULL && ep->sq_head->seq <= acked)
-        btl_qcg_defer_completion(ep->module, btl_qcg_queue_pop(ep), OPAL_SUCCESS);
-    return 0;
+    return resendq_ack(&ep->sq, count);
 }
 
 void btl_qcg_rewind(struct btl_qcg_endpoint *ep)
 {
-    for (struct btl_qcg_frag *f = ep->sq_head; f != NULL; f = f->next)
+    for (struct btl_qcg_frag *f = btl_qcg_queue_first(ep); f != NULL; f = btl_qcg_frag_next(f))
         f->sent = 0;
-    ep->unsent = ep->sq_head;
+    ep->unsent = btl_qcg_queue_first(ep);
     ep->ctl_pending = false;
     ep->ctl_sent = 0;
     ep->resumed = false;

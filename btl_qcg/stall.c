@@ -77,7 +77,8 @@ static bool stalled(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t timeout_
    read got bytes since the last check. */
 static void maybe_heartbeat(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t after_us)
 {
-    bool owed = ep->resumed && ep->sq_head != NULL && ep->sq_head->seq <= ep->written_seq;
+    const struct resendq_item *oldest = resendq_first(&ep->sq);
+    bool owed = ep->resumed && oldest != NULL && oldest->seq <= ep->written_seq;
 
     if (!owed || ep->reads != ep->reads_seen) {
         ep->reads_seen = ep->reads;

@@ -8,8 +8,8 @@
    many bytes it holds; the queue calls release() for each item once it is
    acknowledged, or when the queue is cleared.  No allocation here.
 
-   Used by the launch connection (launch/link.c); btl_qcg's resend.c keeps
-   the same bookkeeping for its fragments. */
+   Used by the launch connection (launch/link.c) for its frames and by
+   btl_qcg (resend.c) for its fragments. */
 #ifndef QCG_CORE_RESENDQ_H
 #define QCG_CORE_RESENDQ_H
 

@@ -480,12 +480,9 @@ static void on_retry(uv_timer_t *t)
     if (wait_ms > RESUME_TRY_EACH_MS)
         wait_ms = RESUME_TRY_EACH_MS;
     fd = connect_agent(l, wait_ms, &ctx, &tls, &code, l->last_error, sizeof(l->last_error));
-    /* Not published: ENOTFOUND, or a timeout whose lookups found nothing
-       (libqcgconn looks up until the timeout, and says so). */
-    l->unpublished = code == QCG_ENOTFOUND || (code == QCG_ETIMEDOUT &&
-                                               strstr(l->last_error, "not published") != NULL)
-                         ? l->unpublished + 1
-                         : 0;
+    /* Not published: libqcgconn looks up until the timeout and then says
+       so with QCG_ENOTFOUND. */
+    l->unpublished = code == QCG_ENOTFOUND ? l->unpublished + 1 : 0;
     if (l->unpublished >= RESUME_UNPUBLISHED_TRIES) {
         fprintf(stderr,
                 "qcg-launch: %s: lost the connection to its agent (%s), and the agent is gone: "

@@ -93,7 +93,10 @@ struct qcg_connect_op {
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
     bool short_of;                       /* the last attempt lacked a local resource */
-    bool services_down; /* the last LOOKUP found the grid services unreachable or busy */
+    /* The helper's last answer to a LOOKUP when it was one to ask again
+       (QCG_ENOTFOUND: not published; QCG_EUPSTREAM, QCG_EBUSY: the grid
+       services unreachable or busy), 0 after a plan: a timeout says so. */
+    int last_refusal;
     int short_errno;                     /* ... which one (EMFILE, EADDRNOTAVAIL...) */
     char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
@@ -602,7 +605,7 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
                services are restarting or over their rate: asked again
                while the operation has time. */
             snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
-            op->services_down = code != QCG_ENOTFOUND;
+            op->last_refusal = code;
             return back_off(op, false);
         }
         return fail(op, code, "%s",
@@ -611,6 +614,7 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
     if (m->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", m->type);
     op->plan = m->u.plan;
+    op->last_refusal = 0;
     if (op->only != QCG_TECH_NONE && op->plan.technique != op->only)
         return fail(op, QCG_EPROTO, "asked for %s only, the broker planned %s", tech_name(op->only),
                     tech_name(op->plan.technique));
@@ -886,11 +890,13 @@ static int timed_out(qcg_connect_op *op)
             return fail(op, QCG_ESYS, "no connection to rank %d within %d ms: %s", op->rank,
                         op->timeout_ms, op->last_answer);
         }
-        if (op->services_down)
+        if (op->last_refusal == QCG_EUPSTREAM || op->last_refusal == QCG_EBUSY)
             return fail(op, QCG_EUPSTREAM, "no plan for rank %d within %d ms (%u lookups): %s",
                         op->rank, op->timeout_ms, op->lookups, op->last_answer);
-        if (op->lookups > 1 || op->state == OP_BACKOFF)
-            return fail(op, QCG_ETIMEDOUT,
+        /* The cause's code, as above: a caller tells "no such process
+           (any more)" from a slow path without reading the text. */
+        if (op->last_refusal == QCG_ENOTFOUND)
+            return fail(op, QCG_ENOTFOUND,
                         "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,
                         op->timeout_ms, op->lookups, op->last_answer);
         return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,

@@ -163,9 +163,10 @@ int qcg_connect_sized(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_in
    progress is possible; then call qcg_connect_finish, which returns the
    connected socket (>= 0), QCG_EAGAIN while in progress, or an error.  The
    descriptor stays the same for the whole operation.  Once timeout_ms has
-   passed, qcg_connect_finish returns QCG_ETIMEDOUT (the descriptor is also
-   made readable then, but callers should poll with a timeout anyway).  While
-   the peer's rank is not yet published the lookup is retried until then.
+   passed, qcg_connect_finish returns QCG_ETIMEDOUT, or the cause when known
+   (the descriptor is also made readable then, but callers should poll with a
+   timeout anyway).  While the peer's rank is not yet published the lookup is
+   retried until then: QCG_ENOTFOUND if the last lookup still found it so.
    Start blocks only on a context that does not listen yet (qcg_listen
    first, up to QCG_LISTEN_MAX_MS) and while its LOOKUP waits for room
    (QCG_HELPER_SEND_MAX_MS); finish never waits for a peer, only while a

@@ -91,7 +91,7 @@ rc=0
 	</dev/null >/dev/null 2>"$WORK/stop.cerr" || rc=$?
 elapsed=$(($(ms) - t0))
 cat "$WORK/stop.cerr"
-[ "$rc" -eq 1 ] && grep -q "connect to rank 4: timed out: rank 4 not published within 4000 ms" "$WORK/stop.cerr" ||
+[ "$rc" -eq 1 ] && grep -q "connect to rank 4: no such rank in this job: rank 4 not published within 4000 ms" "$WORK/stop.cerr" ||
 	fail "a withdrawn rank: exit $rc"
 note "nata1's helper stopped: its processes withdrawn, 'not published' after $elapsed ms"
 "$LAB" service start nata1-helper

@@ -301,6 +301,8 @@ static void test_late_publish(void)
     qcg_close(a);
 }
 
+/* A rank never published: the connect runs to its timeout and says so
+   with QCG_ENOTFOUND (qcg-launch takes it for a gone agent). */
 static void test_timeout(void)
 {
     qcg_ctx *a = open_rank(0, TEST_SECRET);
@@ -310,7 +312,7 @@ static void test_timeout(void)
 
     /* Blocking: the rank never appears. */
     rc = qcg_connect(a, 7, 400, NULL);
-    REQUIRE_EQ(rc, QCG_ETIMEDOUT);
+    REQUIRE_EQ(rc, QCG_ENOTFOUND);
     REQUIRE(now_us() - t0 >= 400000u && now_us() - t0 < 1500000u);
     REQUIRE(strstr(qcg_last_error(a), "not published") != NULL);
 
@@ -324,11 +326,69 @@ static void test_timeout(void)
         REQUIRE(poll(&p, 1, 5000) == 1);
         rc = qcg_connect_finish(op, NULL);
     }
-    REQUIRE_EQ(rc, QCG_ETIMEDOUT);
+    REQUIRE_EQ(rc, QCG_ENOTFOUND);
     REQUIRE(now_us() - t0 < 1500000u);
-    REQUIRE_EQ(qcg_connect_finish(op, NULL), QCG_ETIMEDOUT); /* stays failed */
+    REQUIRE_EQ(qcg_connect_finish(op, NULL), QCG_ENOTFOUND); /* stays failed */
     qcg_connect_free(op);
     qcg_close(a);
+}
+
+/* Runs the operation to its end: the fd or the error. */
+static int finish_op(qcg_connect_op *op)
+{
+    int rc = QCG_EAGAIN;
+
+    for (int i = 0; i < 1000 && rc == QCG_EAGAIN; i++) {
+        struct pollfd p = {.fd = qcg_connect_pollfd(op), .events = POLLIN};
+
+        poll(&p, 1, 200);
+        rc = qcg_connect_finish(op, NULL);
+    }
+    return rc;
+}
+
+/* Only the last lookup's answer says "not published": a plan whose attempt
+   failed and a lookup the helper never answered is a plain timeout (the
+   peer may be there), while a peer withdrawn after the plan is
+   QCG_ENOTFOUND. */
+static void test_timeout_cause(void)
+{
+    int closed = closed_port_socket();
+    struct local_plan plan = {.technique = QCG_TECH_DIRECT};
+    qcg_ctx *a = open_rank(0, TEST_SECRET);
+    qcg_connect_op *op;
+    unsigned lookups;
+
+    strcpy(plan.address, "127.0.0.1");
+    strcpy(plan.cluster, "c1");
+    plan.port = sock_port(closed);
+    REQUIRE(plan.port != 0);
+
+    /* Direct refused, then the second lookup goes unanswered. */
+    fake_helper_set_plan(fh, 33, 0, &plan, 0, NULL);
+    lookups = fake_helper_lookups(fh);
+    REQUIRE_EQ(qcg_connect_start(a, 33, 600, &op), 0);
+    /* The first is answered under the helper's lock with its count. */
+    for (int i = 0; i < 500 && fake_helper_lookups(fh) == lookups; i++)
+        poll(NULL, 0, 10);
+    REQUIRE(fake_helper_lookups(fh) == lookups + 1);
+    fake_helper_mute_next(fh, LOCAL_LOOKUP);
+    CHECK_EQ(finish_op(op), QCG_ETIMEDOUT);
+    CHECK(strstr(qcg_last_error(a), "direct: ") != NULL);
+    CHECK(strstr(qcg_last_error(a), "not published") == NULL);
+    qcg_connect_free(op);
+
+    /* Direct refused, then the rank is not published any more. */
+    fake_helper_set_plan(fh, 34, 0, &plan, 0, NULL);
+    fake_helper_set_plan(fh, 34, 1u << QCG_TECH_DIRECT, NULL, QCG_ENOTFOUND,
+                         "rank 34 of job job1 is not published");
+    REQUIRE_EQ(qcg_connect_start(a, 34, 600, &op), 0);
+    CHECK_EQ(finish_op(op), QCG_ENOTFOUND);
+    CHECK(strstr(qcg_last_error(a), "direct: ") != NULL);
+    CHECK(strstr(qcg_last_error(a), "rank 34 not published within 600 ms") != NULL);
+    qcg_connect_free(op);
+    qcg_close(a);
+    close(closed);
 }
 
 static void test_technique(void)
@@ -773,6 +833,7 @@ int main(void)
     test_direct();
     test_late_publish();
     test_timeout();
+    test_timeout_cause();
     test_technique();
     test_only();
     test_wrong_secret();
