@@ -107,7 +107,7 @@ struct qcg_options {
     int rank;                 /* -1 = from QCG_RANK */
     const char *secret;
     const char *helper_socket;
-    /* Added after 0.2.0: an enum qcg_encrypt.  Any value but QCG_ENCRYPT_OFF
+    /* Added in 0.3.0: an enum qcg_encrypt.  Any value but QCG_ENCRYPT_OFF
        promises that the caller passes a qcg_conn_info to qcg_connect,
        qcg_connect_finish and qcg_accept and reads and writes through its
        tls when set (QCG_EINVAL otherwise). */
@@ -125,7 +125,7 @@ struct qcg_conn_info {
     int peer_rank;
     enum qcg_technique technique;
     uint64_t setup_us;        /* from the connect call to the verified handshake */
-    /* Added after 0.2.0. */
+    /* Added in 0.3.0. */
     unsigned encryption; /* QCG_CONN_* bits, 0: plain */
     /* The encrypted connection's session (caller owns it, qcg_tls_free
        before closing the socket), NULL for a plain one: data then goes
