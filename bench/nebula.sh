@@ -6,7 +6,7 @@
 #   (a) plain TCP over the veth (tcp-stream),
 #   (b) TCP over a Nebula overlay between the two (198.19.200.1 and .2; one
 #       nebula in each namespace, a is its lighthouse; cipher: aes, i.e.
-#       Noise's AESGCM, AES-256-GCM, the same AEAD as ours),
+#       Noise's AESGCM: AES-256-GCM, the AEAD ours uses with 128-bit keys),
 #   (c) one libqcgconn connection (tls-bench) plain and encrypted (TLS 1.3,
 #       AES-128-GCM): the real broker, frontend and helper n1 in a, helper n2
 #       in b, both nodes of one open cluster c1, so the ranks connect directly
