@@ -5,14 +5,14 @@
 #
 #   test-proxy-alive.sh QCG-BROKER BROKER-CALL QCG-CERTS QCG-PROXY
 #
-#   qcg-proxy p1 (127.0.0.1:17871, control 17872) --proxyAlive--> qcg-broker 127.0.0.1:17870
-#   p2 configured at 127.0.0.1:17873, never started; ports 17870-17879 are ours.
+#   qcg-proxy p1 (127.0.0.1:17761, control 17762) --proxyAlive--> qcg-broker 127.0.0.1:17760
+#   p2 configured at 127.0.0.1:17763, never started; ports 17760-17769 are ours.
 #
 # Before: half of the pairs went to the dead p2, and a killed p1 was planned
 # until the broker restarted.
 set -u
 broker_bin=$1 call_bin=$2 certs_bin=$3 proxy_bin=$4
-port=17870
+port=17760
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-proxy-alive.XXXXXX)
 fails=0 broker_pid= proxy_pid= stranger_pid=
@@ -33,7 +33,7 @@ fe=$ca/frontend-nata.pem fo=$ca/frontend-open.pem
 (umask 077 && openssl rand -hex 32 >"$work/proxy.key")
 
 log=$work/broker.log
-start_broker "$log" broker_pid $port --proxy p1@127.0.0.1:17871,p2@127.0.0.1:17873 \
+start_broker "$log" broker_pid $port --proxy p1@127.0.0.1:17761,p2@127.0.0.1:17763 \
   --proxy-key "$work/proxy.key" --proxy-dead-after 3
 expect_ok "register nata" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
 expect_ok "register open" "$fo" register-cluster open open 0 0 203.0.113.20/31
@@ -61,27 +61,27 @@ start_proxy() {
     2>"$3" &
   started=$!
 }
-start_proxy p1 17871 "$work/p1.log"
+start_proxy p1 17761 "$work/p1.log"
 proxy_pid=$started
 wait_log "$log" "proxy p1 is alive (was unknown)" "$broker_pid" &&
   pass "the broker hears p1" || fail "no beat from p1: $(tail -n 3 "$work/p1.log")"
 wait_log "$work/p1.log" "hears our beats" "$proxy_pid" &&
   pass "p1 logs that its beats are heard" || fail "p1: $(tail -n 3 "$work/p1.log")"
 ports=$(proxy_ports 20 | sort | uniq -c)
-[[ $ports =~ ^\ *20\ 17871$ ]] && pass "p1 beats, p2 never did: every pair goes to p1" ||
+[[ $ports =~ ^\ *20\ 17761$ ]] && pass "p1 beats, p2 never did: every pair goes to p1" ||
   fail "pairs while p1 beats: $ports"
 
 "$broker_bin" --grid --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/grid.txt" 2>&1
-grep -Eq '^p1 +127\.0\.0\.1:17871 +alive +[0-9]+ s ago' "$work/grid.txt" &&
-  grep -Eq '^p2 +127\.0\.0\.1:17873 +unknown +never' "$work/grid.txt" &&
+grep -Eq '^p1 +127\.0\.0\.1:17761 +alive +[0-9]+ s ago' "$work/grid.txt" &&
+  grep -Eq '^p2 +127\.0\.0\.1:17763 +unknown +never' "$work/grid.txt" &&
   pass "--grid: p1 alive, p2 unknown" || fail "--grid: $(cat "$work/grid.txt")"
 "$broker_bin" --grid --json --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
   >"$work/grid.json" 2>&1
-grep -q '"proxies":\[{"name":"p1","address":"127.0.0.1","state":"alive","port":17871,"last_seen_s":[0-9]*,"pairs":0,"bytes":0,"planned":[0-9]*},{"name":"p2",.*"state":"unknown",.*"last_seen_s":null' "$work/grid.json" &&
+grep -q '"proxies":\[{"name":"p1","address":"127.0.0.1","state":"alive","port":17761,"last_seen_s":[0-9]*,"pairs":0,"bytes":0,"planned":[0-9]*},{"name":"p2",.*"state":"unknown",.*"last_seen_s":null' "$work/grid.json" &&
   pass "--grid --json: the proxies" || fail "--grid --json: $(cat "$work/grid.json")"
 
 # A proxy certificate the broker has no proxy of: refused, and p3 says so.
-start_proxy p3 17874 "$work/p3.log"
+start_proxy p3 17764 "$work/p3.log"
 stranger_pid=$started
 wait_log "$work/p3.log" "refused our beat (qcg:notfound)" "$stranger_pid" &&
   pass "a beat from an unknown proxy name is refused (notfound)" || fail "p3: $(tail -n 3 "$work/p3.log")"
@@ -90,7 +90,7 @@ wait_log "$log" "proxyAlive from proxy p3 refused (qcg:notfound)" "$broker_pid" 
 kill -9 "$stranger_pid"
 wait "$stranger_pid" 2>/dev/null
 stranger_pid=
-[ "$(proxy_ports 1)" = 17871 ] && pass "p3's beats change no plan" || fail "p3's beats changed the plans"
+[ "$(proxy_ports 1)" = 17761 ] && pass "p3's beats change no plan" || fail "p3's beats changed the plans"
 
 # p1 killed: dead after proxy-dead-after (3 s), never planned; the plan says why.
 kill -9 "$proxy_pid"
@@ -100,21 +100,21 @@ dead_plan() {
   call "$fo" lookup j s 1 0 reversed
   [[ $out == *"status=unavailable technique=proxy"*"no live proxy"* ]]
 }
-for _ in $(seq 100); do dead_plan && break; sleep 0.1; done
+for _ in $(seq 200); do dead_plan && break; sleep 0.1; done
 dead_plan && pass "p1 killed: no proxy planned within proxy-dead-after ('no live proxy')" ||
   fail "p1 killed: $out"
 "$broker_bin" --grid --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/grid.txt" 2>&1
-grep -Eq '^p1 +127\.0\.0\.1:17871 +dead +[0-9]+ s ago' "$work/grid.txt" &&
+grep -Eq '^p1 +127\.0\.0\.1:17761 +dead +[0-9]+ s ago' "$work/grid.txt" &&
   pass "--grid: p1 dead" || fail "--grid after the kill: $(cat "$work/grid.txt")"
 call "$fe" stats
 [[ $out =~ proxy_beats=([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
   pass "stats count the beats" || fail "stats: $out"
 
 # p1 back: planned again at its first beat.
-start_proxy p1 17871 "$work/p1b.log"
+start_proxy p1 17761 "$work/p1b.log"
 proxy_pid=$started
 wait_log "$log" "proxy p1 is alive (was dead)" "$broker_pid" &&
-  [ "$(proxy_ports 1)" = 17871 ] && pass "p1 started again: planned again" ||
+  [ "$(proxy_ports 1)" = 17761 ] && pass "p1 started again: planned again" ||
   fail "p1 again: $out"
 
 if [ "$fails" -gt 0 ]; then
