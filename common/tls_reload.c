@@ -286,7 +286,8 @@ static struct tls_set *set_of(const struct tls_files *tls, bool server, char *er
         if (s->current != NULL) {
             char text[256];
             creds_text(s->current, text, sizeof(text));
-            log_info("certificate %s: %s", s->certkey, text);
+            /* Debug: command-line tools load a set too, and print info. */
+            log_debug("certificate %s: %s", s->certkey, text);
             s->next = sets;
             sets = s;
             return s;

@@ -18,7 +18,7 @@ struct tls_files;
    tls->certkey and trust the CAs of tls->ca as last loaded; server: ctx
    accepts connections (its certificate must be a TLS server's), else it
    makes them (a TLS client's).  Contexts with the same two files share one
-   set, read at the first call (logged at info level: file, identity,
+   set, read at the first call (logged at debug level: file, identity,
    serial, expiry).  Server contexts resume no session: a resumed session
    would skip both the certificate in use and the CRL.  -1 with a one-line
    reason in err. */
