@@ -18,7 +18,7 @@ const struct config_option broker_options[] = {
     {"port", CONFIG_INT, OPT(port), 1, 65535, "7700", "TCP port to listen on"},
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
-     "the broker's certificate and key in one PEM file, required"},
+     "the broker's certificate and key in one PEM file, required; reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
      "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "1024",

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "x509_text.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char *crl_path; /* guarded by lock, as are the two below */
@@ -72,13 +73,8 @@ static void crl_report(const char *what, const char *path, X509_CRL *crl)
     STACK_OF(X509_REVOKED) *revoked = X509_CRL_get_REVOKED(crl);
     int n = revoked ? sk_X509_REVOKED_num(revoked) : 0;
     const ASN1_TIME *next = X509_CRL_get0_nextUpdate(crl);
-    char date[64] = "none";
-    BIO *b = BIO_new(BIO_s_mem());
-    if (b != NULL && next != NULL && ASN1_TIME_print(b, next) == 1) {
-        int len = BIO_read(b, date, sizeof(date) - 1);
-        date[len > 0 ? len : 0] = '\0';
-    }
-    BIO_free(b);
+    char date[64];
+    x509_time_text(next, date, sizeof(date));
     log_info("%s CRL %s: %d revoked, next update %s", what, path, n, date);
     if (next != NULL && X509_cmp_time(next, NULL) < 0)
         log_warnx("CRL %s expired on %s: every peer certificate is refused until a fresh one "
@@ -99,6 +95,11 @@ static STACK_OF(X509_CRL) * lookup_crls(const X509_STORE_CTX *ctx, const X509_NA
         X509_CRL_free(current);
     pthread_mutex_unlock(&lock);
     return sk;
+}
+
+void crl_store_hook(X509_STORE *store)
+{
+    X509_STORE_set_lookup_crls(store, lookup_crls);
 }
 
 int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t errlen)
@@ -136,7 +137,7 @@ int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t
         return -1;
 
     X509_STORE *store = SSL_CTX_get_cert_store(ctx);
-    X509_STORE_set_lookup_crls(store, lookup_crls);
+    crl_store_hook(store);
     X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
     X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(ctx), X509_V_FLAG_CRL_CHECK);
     return 0;

@@ -14,6 +14,10 @@
    The first call loads it; later calls with the same path share it.  path
    NULL or "": nothing to do.  -1 with a one-line reason in err. */
 int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t errlen);
+/* Has store look the CRL up here (a trust store made after crl_attach, by a
+   certificate reload: tls_reload.h); whether it is checked is up to the
+   verify flags of the context (set by crl_attach). */
+void crl_store_hook(X509_STORE *store);
 /* Async-signal-safe: the CRL is read again before the next check. */
 void crl_reload_request(void);
 /* Reloads now if a reload was requested (logs the outcome; on failure the

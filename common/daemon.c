@@ -1,7 +1,11 @@
-/* Signals for a clean stop, backoff with jitter, interruptible sleeps. */
+/* Signals for a clean stop, a reload on SIGHUP, interruptible sleeps. */
 #include "daemon.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +13,7 @@
 
 #include "crl.h"
 #include "log.h"
+#include "tls_reload.h"
 
 /* A signal handler can only reach its target through statics; daemon_signals
    sets them again on every call, so a test can re-arm them. */
@@ -27,12 +32,58 @@ static void on_signal(int sig)
     errno = saved_errno;
 }
 
-/* SIGHUP: the CRL is read again before the next certificate check (crl.h);
-   live connections stay. */
+/* SIGHUP: the CRL and the service's certificates are read again
+   (crl.h, tls_reload.h) by a thread of their own, at once whatever the
+   daemon's loop is doing and without blocking it; live connections stay.
+   sem_post is async-signal-safe. */
+static pthread_once_t reloader_once = PTHREAD_ONCE_INIT;
+static sem_t reload_sem;
+static atomic_bool reloader_running;
+
+static void *reloader(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        if (sem_wait(&reload_sem) < 0)
+            continue; /* EINTR */
+        crl_reload_pending();
+        tls_reload_pending();
+    }
+    return NULL;
+}
+
+static void start_reloader(void)
+{
+    if (sem_init(&reload_sem, 0, 0) < 0) {
+        log_warn("SIGHUP will reload nothing: sem_init");
+        return;
+    }
+    /* Signals go to the daemon's other threads, as before this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t tid;
+    int rc = pthread_create(&tid, &attr, reloader, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        log_warnx("SIGHUP will reload nothing: cannot start its thread: %s", strerror(rc));
+    else
+        atomic_store(&reloader_running, true);
+}
+
 static void on_hup(int sig)
 {
     (void)sig;
+    int saved_errno = errno;
     crl_reload_request();
+    tls_reload_request();
+    if (atomic_load(&reloader_running))
+        sem_post(&reload_sem);
+    errno = saved_errno;
 }
 
 void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg)
@@ -40,6 +91,7 @@ void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *
     stop_flag = stop;
     stop_hook = on_stop;
     stop_hook_arg = arg;
+    pthread_once(&reloader_once, start_reloader);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

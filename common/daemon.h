@@ -5,8 +5,9 @@
 #include <signal.h>
 
 /* Installs SIGTERM/SIGINT handlers that set *stop and call on_stop(arg) (which
-   must be async-signal-safe), a SIGHUP handler that has the CRL reloaded
-   (crl.h), and ignores SIGPIPE. */
+   must be async-signal-safe), a SIGHUP handler that has the CRL and the
+   service's certificate, key and CAs reloaded at once by a thread started
+   here (crl.h, tls_reload.h), and ignores SIGPIPE. */
 void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg);
 
 /* Sleeps up to ms, returning early (1) once *stop is set; polls every 100 ms. */

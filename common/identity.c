@@ -97,6 +97,22 @@ static int subject_field(X509_NAME *name, int nid, const char *what, char *buf, 
     return rc;
 }
 
+int identity_from_cert(X509 *cert, struct identity *id)
+{
+    memset(id, 0, sizeof(*id));
+    X509_NAME *subject = X509_get_subject_name(cert);
+    char ou[QCG_NAME_MAX], cn[2 * QCG_NAME_MAX];
+    int has_ou, has_cn;
+    if (subject == NULL) {
+        log_warnx("certificate has no subject");
+        return -1;
+    }
+    if ((has_ou = subject_field(subject, NID_organizationalUnitName, "OU", ou, sizeof(ou))) < 0 ||
+        (has_cn = subject_field(subject, NID_commonName, "CN", cn, sizeof(cn))) < 0)
+        return -1; /* logged */
+    return identity_from_fields(has_ou ? ou : NULL, has_cn ? cn : NULL, id);
+}
+
 int identity_from_ssl(SSL *ssl, struct identity *id)
 {
     memset(id, 0, sizeof(*id));
@@ -109,19 +125,7 @@ int identity_from_ssl(SSL *ssl, struct identity *id)
         log_warnx("peer presented no certificate");
         return -1;
     }
-    int rc = -1;
-    X509_NAME *subject = X509_get_subject_name(cert);
-    char ou[QCG_NAME_MAX], cn[2 * QCG_NAME_MAX];
-    int has_ou, has_cn;
-    if (subject == NULL) {
-        log_warnx("peer certificate has no subject");
-    } else if ((has_ou = subject_field(subject, NID_organizationalUnitName, "OU", ou, sizeof(ou))) <
-                   0 ||
-               (has_cn = subject_field(subject, NID_commonName, "CN", cn, sizeof(cn))) < 0) {
-        /* logged */
-    } else {
-        rc = identity_from_fields(has_ou ? ou : NULL, has_cn ? cn : NULL, id);
-    }
+    int rc = identity_from_cert(cert, id);
     X509_free(cert);
     return rc;
 }
@@ -166,18 +170,23 @@ int identity_check_usage(SSL *ssl, bool peer_is_server, char *err, size_t errlen
         snprintf(err, errlen, "no peer certificate");
         return -1;
     }
-    uint32_t xku = X509_get_extended_key_usage(cert);
+    int rc = identity_cert_usage(cert, peer_is_server, err, errlen);
     X509_free(cert);
-    uint32_t want = peer_is_server ? XKU_SSL_SERVER : XKU_SSL_CLIENT;
+    return rc;
+}
+
+int identity_cert_usage(X509 *cert, bool server, char *err, size_t errlen)
+{
+    uint32_t xku = X509_get_extended_key_usage(cert);
+    uint32_t want = server ? XKU_SSL_SERVER : XKU_SSL_CLIENT;
     if (xku == UINT32_MAX) {
         snprintf(err, errlen, "its certificate names no extended key usage (%s needed)",
-                 peer_is_server ? "serverAuth" : "clientAuth");
+                 server ? "serverAuth" : "clientAuth");
         return -1;
     }
     if (!(xku & want)) {
         snprintf(err, errlen, "its certificate is not for TLS %s (no %s)",
-                 peer_is_server ? "servers" : "clients",
-                 peer_is_server ? "serverAuth" : "clientAuth");
+                 server ? "servers" : "clients", server ? "serverAuth" : "clientAuth");
         return -1;
     }
     return 0;

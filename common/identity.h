@@ -17,6 +17,8 @@ struct identity {
 /* Fills id from the certificate the TLS peer presented; -1 (and a log line)
    when there is none or its subject does not follow the rules above. */
 int identity_from_ssl(SSL *ssl, struct identity *id);
+/* The same from a certificate (a service's own, when it reloads it). */
+int identity_from_cert(X509 *cert, struct identity *id);
 /* The identity in the (first) certificate of a PEM file, for a daemon checking
    its own certificate at start-up.  expect: the role it must have, or
    QCG_ROLE_NONE for any.  -1 with a one-line reason in err (nothing logged). */
@@ -27,6 +29,9 @@ int identity_from_file(const char *path, enum qcg_role expect, struct identity *
    is the client.  A certificate without the extension is refused too (OpenSSL
    would take it for any use).  -1 with a one-line reason in err. */
 int identity_check_usage(SSL *ssl, bool peer_is_server, char *err, size_t errlen);
+/* The same for a certificate: 0 when it names the usage of a TLS server
+   (server) or client. */
+int identity_cert_usage(X509 *cert, bool server, char *err, size_t errlen);
 /* "helper c1/n1" into buf, for messages. */
 const char *identity_text(const struct identity *id, char *buf, size_t len);
 /* The same from a subject's OU and CN; used by identity_from_ssl and tests. */

@@ -39,6 +39,7 @@
 #include "soapH.h"
 #include "soap_util.h"
 #include "sockaddr_text.h"
+#include "x509_text.h"
 
 /* Generated from qcg.wsdl into the qcgsoap library. */
 const char *qcg_wsdl_text(void);
@@ -389,8 +390,15 @@ static void *conn_main(void *arg)
         /* Not rate-limited: only holders of a grid CA certificate get here. */
         log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
     } else if (take_slot(srv, c)) {
-        log_debug("%s: connection from %s %s", c->peer, role_name(c->identity.role),
-                  c->identity.name);
+        if (log_get_level() >= LOG_LEVEL_DEBUG) {
+            /* The serial tells which of a renewed service's certificates it used. */
+            char serial[80] = "?";
+            const X509 *peer_cert = SSL_get0_peer_certificate(soap->ssl);
+            if (peer_cert != NULL)
+                x509_serial_text(peer_cert, serial, sizeof(serial));
+            log_debug("%s: connection from %s %s (certificate serial %s)", c->peer,
+                      role_name(c->identity.role), c->identity.name, serial);
+        }
         int rc = soap_serve(soap);
         if (soap->recv_maxlength && soap->count > soap->recv_maxlength) {
             /* gSOAP reports this as a plain end of file. */

@@ -7,6 +7,7 @@
 #include "crl.h"
 #include "soapH.h"
 #include "soap_server.h"
+#include "tls_reload.h"
 
 static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
 
@@ -40,5 +41,7 @@ int soap_tls_peer_policy(struct soap *soap, bool peers_are_servers, const struct
                  peers_are_servers ? "server (serverAuth)" : "client (clientAuth)");
         return -1;
     }
-    return crl_attach(soap->ctx, tls->crl, tls->ca, err, errlen);
+    if (crl_attach(soap->ctx, tls->crl, tls->ca, err, errlen) < 0)
+        return -1;
+    return tls_reload_attach(soap->ctx, tls, !peers_are_servers, err, errlen);
 }

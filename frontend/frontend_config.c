@@ -17,7 +17,7 @@ const struct config_option frontend_options[] = {
     {"port", CONFIG_INT, OFF(port), 1, 65535, "7701", "port to accept helpers on"},
     {"ca", CONFIG_STRING, OFF(ca), 0, 0, NULL, "the grid CA certificate (PEM)"},
     {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
-     "this frontend's certificate and key in one PEM (CN = cluster)"},
+     "this frontend's certificate and key in one PEM (CN = cluster); reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OFF(crl), 0, 0, NULL,
      "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},

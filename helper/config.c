@@ -43,7 +43,7 @@ const struct config_option helper_options[] = {
         "the cluster frontend's URL, https://HOST:PORT/ (required)"),
     OPT("ca", CONFIG_STRING, ca, 0, 0, NULL, "the grid CA certificate (PEM, required)"),
     OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
-        "this helper's certificate and key in one PEM (required)"),
+        "this helper's certificate and key in one PEM (required); reread on SIGHUP, with ca"),
     OPT("crl", CONFIG_STRING, crl, 0, 0, NULL,
         "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"),
     OPT("cluster", CONFIG_STRING, cluster, 0, 0, NULL,

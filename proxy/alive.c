@@ -59,10 +59,12 @@ struct alive *alive_start(const struct alive_config *cfg, char *err, size_t errl
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    /* The beats go to the broker only: not to another service of the CA. */
     struct soap_client_config cc = {.url = cfg->url,
                                     .tls = cfg->tls,
                                     .connect_timeout = ALIVE_CONNECT_TIMEOUT,
-                                    .io_timeout = ALIVE_IO_TIMEOUT};
+                                    .io_timeout = ALIVE_IO_TIMEOUT,
+                                    .expect_role = QCG_ROLE_BROKER};
     a->soap = soap_client_new(&cc, err, errlen);
     if (a->soap == NULL) {
         free(a);

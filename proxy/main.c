@@ -143,7 +143,7 @@ int main(int argc, char **argv)
     struct alive *beats = NULL;
     if (cfg.broker != NULL && cfg.broker[0] != '\0') {
         struct alive_config ac = {.url = cfg.broker,
-                                  .tls = {.ca = cfg.ca, .certkey = cfg.cert},
+                                  .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
                                   .interval = cfg.alive_interval,
                                   .relay = px.relay};
         beats = alive_start(&ac, err, sizeof(err));

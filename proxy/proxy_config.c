@@ -19,7 +19,8 @@ const struct config_option proxy_options[] = {
      "TCP port of the mutual-TLS SOAP endpoint (stats)"},
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
-     "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required"},
+     "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required; "
+     "reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
      "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
     {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,

@@ -6,7 +6,8 @@
 #   test-roles.sh BUILD_DIR SRC_DIR
 #
 # - a helper refuses an upstream that is another cluster's frontend or the
-#   broker, a frontend one that is not the broker, with a clear error;
+#   broker, a frontend or a proxy one that is not the broker, with a clear
+#   error;
 # - a peer certificate without the key usage of its side is refused;
 # - a helper revoked (qcg-certs revoke) is accepted before and refused after
 #   the frontend's SIGHUP, which keeps its live connections;
@@ -110,6 +111,20 @@ pids+=("$fe_pid")
 expect_log "a frontend refuses another frontend as its broker" "$work/frontend-wrong.log" \
 	"the broker at $url_c2 presents a certificate of frontend c2, not of a broker"
 stop "$fe_pid"
+
+proxy=$build/proxy/qcg-proxy
+if [[ -x $proxy ]]; then
+	grid_certs "proxy p1"
+	(umask 077; openssl rand -hex 32 >"$work/proxy.key")
+	"$proxy" --listen 127.0.0.1 --port 27830 --control-port 27831 --ca "$ca/ca.crt" \
+		--cert "$ca/proxy-p1.pem" --key-file "$work/proxy.key" --broker "$url_c1" \
+		--alive-interval 1 >>"$work/proxy.log" 2>&1 &
+	px_pid=$!
+	pids+=("$px_pid")
+	expect_log "a proxy beats to no frontend as its broker" "$work/proxy.log" \
+		"the broker at $url_c1 presents a certificate of frontend c1, not of a broker"
+	stop "$px_pid"
+fi
 
 # --- key usages -------------------------------------------------------------
 

@@ -1,0 +1,39 @@
+/*
+ * A service's own certificate, key and trusted CAs, read again after SIGHUP
+ * (with the CRL, crl.h) so that a renewed certificate is used without a
+ * restart: every TLS handshake after the reload, accepted or made, presents
+ * the new certificate and trusts the new CA file; connections made before
+ * keep what they were made with.
+ */
+#ifndef QCG_TLS_RELOAD_H
+#define QCG_TLS_RELOAD_H
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct tls_files;
+
+/* Makes each handshake of ctx present the certificate and key of
+   tls->certkey and trust the CAs of tls->ca as last loaded; server: ctx
+   accepts connections (its certificate must be a TLS server's), else it
+   makes them (a TLS client's).  Contexts with the same two files share one
+   set, read at the first call (logged at debug level: file, identity,
+   serial, expiry).  Server contexts resume no session: a resumed session
+   would skip both the certificate in use and the CRL.  -1 with a one-line
+   reason in err. */
+int tls_reload_attach(SSL_CTX *ctx, const struct tls_files *tls, bool server, char *err,
+                      size_t errlen);
+/* Async-signal-safe: every set is read again at the next tls_reload_pending. */
+void tls_reload_request(void);
+/* If a reload was requested, reads every set again.  One that loads
+   replaces the old one for new handshakes (an info line: file, identity,
+   serial, expiry).  One that does not -- a file unreadable, the key not the
+   certificate's, the certificate not issued by the CA in the CA file,
+   expired, not for the side it is used on (serverAuth/clientAuth), or for
+   another service than the one loaded before -- is refused as a whole: an
+   error line names the file and why, and the old set stays.  Cheap when
+   none was requested. */
+void tls_reload_pending(void);
+
+#endif

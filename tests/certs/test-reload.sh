@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+#
+# A renewed certificate without a restart (issue 17): the real broker,
+# frontend and helper on 127.0.0.1, each started from a copy of its
+# certificate file ($work/live), which the test replaces and then sends
+# SIGHUP, as an administrator would (docs/admin.md §9, Rotation).
+#
+# - server side, the broker: a new connection (openssl s_client) sees the new
+#   certificate's serial, a connection opened before the reload still
+#   answers, a session saved before it is not resumed (that would skip the
+#   certificate); a broken new set (file missing, key of another
+#   certificate, another CA, expired, a helper's certificate, another
+#   service's) is refused with an error line naming the file and why, and
+#   the serial stays; a CA file with a second CA lets that CA's clients in;
+# - client side, the helper: its connection to the frontend stays across
+#   the reload, and once that connection is cut (ss -K) its new one presents
+#   the new certificate (the frontend's debug line names the serial); a
+#   certificate of another node is refused.
+#
+# Ports 27900-27909 belong to this test.  Exit status: 0 passed, 1 failed,
+# 77 skipped.
+
+set -euo pipefail
+export LC_ALL=C
+
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+
+log_lines=30 logs_var=QCG_TEST_LOGS
+# shellcheck source=../lib/loopback-grid.sh
+. "$src/tests/lib/loopback-grid.sh"
+
+need_built "$helper" "$frontend" "$broker"
+need_commands openssl ss mkfifo
+grid_workdir test-reload
+
+port_b=27900 port_c1=27901
+grid_ca "frontend c1" "helper c1/n1" "helper c1/n2"
+"$certs" --dir "$ca" crl >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
+grid_ports_free "$port_b" "$port_c1"
+
+# What the daemons load: copies, replaced by the test.
+live=$work/live
+mkdir "$live"
+cp "$ca/broker-broker.pem" "$ca/frontend-c1.pem" "$ca/helper-c1-n1.pem" "$ca/ca.crt" \
+	"$ca/crl.pem" "$live/"
+"$broker" --listen 127.0.0.1 --port "$port_b" --ca "$live/ca.crt" --cert "$live/broker-broker.pem" \
+	--crl "$live/crl.pem" >>"$work/broker.log" 2>&1 &
+broker_pid=$!
+pids+=("$broker_pid")
+broker_url=https://127.0.0.1:$port_b/
+wait_for "the broker on port $port_b" 100 listening "$port_b" || exit 1
+"$frontend" --listen 127.0.0.1 --port "$port_c1" --broker "$broker_url" --cluster c1 --kind open \
+	--public-address 127.0.0.1 --ca "$live/ca.crt" --cert "$live/frontend-c1.pem" \
+	--crl "$live/crl.pem" --log-level debug >>"$work/frontend-c1.log" 2>&1 &
+pids+=("$!")
+wait_for "the frontend on port $port_c1" 100 listening "$port_c1" || exit 1
+
+logged() { grep -qF -- "$2" "$1"; }
+# count FILE TEXT: how many lines of FILE hold TEXT.
+count() { grep -cF -- "$2" "$1" || true; }
+# more_than N FILE TEXT: FILE holds TEXT on more than N lines.
+more_than() { (($(count "$2" "$3") > $1)); }
+
+# expect_log DESC FILE TEXT [N]: waits (bounded) for TEXT in FILE on more
+# than N lines (0).
+expect_log() {
+	if wait_for "$1" 150 more_than "${4:-0}" "$2" "$3"; then
+		pass "$1"
+	else
+		{ echo "no new \"$3\" in $2:"; tail -n 15 "$2"; } >"$out"
+		fail "$1"
+	fi
+}
+
+serial_of() { openssl x509 -noout -serial -in "$1" | sed 's/^serial=//'; }
+
+# broker_serial: the serial of the certificate a new TLS connection to the
+# broker sees (the client's certificate: $client_pem, else frontend c1's).
+broker_serial() {
+	openssl s_client -connect "127.0.0.1:$port_b" -cert "${client_pem:-$ca/frontend-c1.pem}" \
+		-CAfile "$ca/ca.crt" </dev/null 2>/dev/null | openssl x509 -noout -serial 2>/dev/null |
+		sed 's/^serial=//'
+}
+
+# check_serial DESC WANT: a new connection to the broker sees serial WANT.
+check_serial() {
+	local got
+	got=$(broker_serial)
+	if [[ $got == "$2" ]]; then
+		pass "$1"
+	else
+		echo "serial '$got', expected '$2'" >"$out"
+		fail "$1"
+	fi
+}
+
+# outcomes: how many reloads the broker has logged (done or refused).
+outcomes() { grep -cE "reloaded certificate|certificate not reloaded" "$work/broker.log" || true; }
+outcome_after() { (($(outcomes) > $1)); }
+# hup_broker: SIGHUP, then waits (bounded) for the reload's outcome.
+reloads=0
+hup_broker() {
+	local n
+	n=$(outcomes)
+	kill -HUP "$broker_pid"
+	wait_for "the broker's reload" 150 outcome_after "$n" || true
+	reloads=$((reloads + 1))
+}
+
+# --- server side: the broker -----------------------------------------------
+
+old_b=$(serial_of "$ca/broker-broker.pem")
+check_serial "a connection sees the broker's first certificate" "$old_b"
+# A session to resume later, if the broker gives one: its ticket comes
+# before the answer to a request.
+printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n' |
+	openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+		-CAfile "$ca/ca.crt" -sess_out "$work/session.pem" >/dev/null 2>&1 || true
+
+# The renewal, made before the live connection opens (a request must follow
+# its predecessor within the server's 10 s keep-alive).
+"$certs" --dir "$ca" issue broker --san 127.0.0.1 --force >>"$work/certs.log" 2>&1 ||
+	fail "qcg-certs issue broker --force"
+new_b=$(serial_of "$ca/broker-broker.pem")
+
+# A connection opened before the reload: one request now, one after.
+mkfifo "$work/live.in"
+openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+	-CAfile "$ca/ca.crt" <"$work/live.in" >"$work/live.out" 2>"$work/live.err" &
+pids+=("$!")
+exec 3>"$work/live.in"
+# (A connection the broker closed fails the check below, not the script.)
+trap '' PIPE
+get_wsdl() { printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\n\r\n' >&3 2>/dev/null || true; }
+get_wsdl
+wait_for "the live connection's first answer" 100 more_than 0 "$work/live.out" "HTTP/1.1 200" ||
+	fail "the live connection's first answer"
+
+cp "$ca/broker-broker.pem" "$live/broker-broker.pem"
+hup_broker
+expect_log "the broker logs the new certificate" "$work/broker.log" \
+	"reloaded certificate $live/broker-broker.pem: broker broker, serial $new_b"
+get_wsdl
+if wait_for "the live connection's second answer" 100 more_than 1 "$work/live.out" "HTTP/1.1 200"; then
+	pass "a connection opened before the reload still answers"
+else
+	cp "$work/live.err" "$out"
+	fail "a connection opened before the reload still answers"
+fi
+exec 3>&-
+check_serial "a new connection sees the renewed certificate" "$new_b"
+if [[ -s $work/session.pem ]]; then
+	resumed=$(openssl s_client -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+		-CAfile "$ca/ca.crt" -sess_in "$work/session.pem" </dev/null 2>&1 | grep -E '^(New|Reused),' || true)
+else
+	resumed="New, no session was given"
+fi
+if [[ $resumed == New,* ]]; then
+	pass "a session saved before the reload is not resumed"
+else
+	echo "s_client: '$resumed'" >"$out"
+	fail "a session saved before the reload is not resumed"
+fi
+
+# refused DESC FILE-CONTENT-CMD REASON: the broker's file replaced (by CMD),
+# SIGHUP: an error line names the file and REASON, the serial stays.
+refused() {
+	local desc=$1 make=$2 reason=$3
+	eval "$make"
+	hup_broker
+	expect_log "$desc: refused with an error line" "$work/broker.log" \
+		"error reload_one: SIGHUP: certificate not reloaded: $reason"
+	check_serial "$desc: the serial stays" "$new_b"
+}
+
+other=$work/other-ca
+if ! { "$certs" --dir "$other" init && "$certs" --dir "$other" issue broker --san 127.0.0.1 &&
+	"$certs" --dir "$other" issue frontend c9 --san 127.0.0.1; } >>"$work/certs.log" 2>&1; then
+	fail "a second CA"
+fi
+# An expired certificate from the grid CA, with the usages qcg-certs gives.
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+	-keyout "$work/expired.key" -subj "/O=qcg-connect/OU=broker/CN=broker" \
+	-out "$work/expired.csr" >>"$work/certs.log" 2>&1
+printf 'extendedKeyUsage = serverAuth, clientAuth\nsubjectAltName = IP:127.0.0.1\n' >"$work/expired.ext"
+openssl x509 -req -in "$work/expired.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAcreateserial \
+	-days -1 -extfile "$work/expired.ext" -out "$work/expired.crt" >>"$work/certs.log" 2>&1
+good=$work/broker-good.pem
+cp "$live/broker-broker.pem" "$good"
+lb=$live/broker-broker.pem
+
+refused "a missing file" "rm -f '$lb'" "cannot read $lb: No such file or directory"
+refused "the key of another certificate" \
+	"cat '$ca/broker-broker.crt' '$ca/frontend-c1.key' >'$lb'" "the key in $lb is not the one of its certificate"
+refused "a certificate of another CA" "cp '$other/broker-broker.pem' '$lb'" \
+	"the certificate in $lb does not verify with the CA file $live/ca.crt: unable to get local issuer certificate"
+refused "an expired certificate" "cat '$work/expired.crt' '$work/expired.key' >'$lb'" \
+	"the certificate in $lb does not verify with the CA file $live/ca.crt: certificate has expired"
+refused "a helper's certificate (clientAuth only)" "cp '$ca/helper-c1-n1.pem' '$lb'" \
+	"$lb: its certificate is not for TLS servers (no serverAuth)"
+refused "another service's certificate" "cp '$ca/frontend-c1.pem' '$lb'" \
+	"$lb names frontend c1, not broker broker"
+
+cp "$good" "$lb"
+hup_broker
+check_serial "the broker still presents its renewed certificate" "$new_b"
+if kill -0 "$broker_pid" 2>/dev/null; then
+	pass "the broker survives $reloads reloads"
+else
+	fail "the broker survives $reloads reloads"
+fi
+
+# --- client side: the helper -------------------------------------------------
+
+"$helper" --socket "$work/n1.sock" --frontend "https://127.0.0.1:$port_c1/" --cluster c1 --node n1 \
+	--address 127.0.0.1 --ports 27902-27903 --ca "$live/ca.crt" --cert "$live/helper-c1-n1.pem" \
+	--crl "$live/crl.pem" >>"$work/n1.log" 2>&1 &
+helper_pid=$!
+pids+=("$helper_pid")
+wait_for "helper c1/n1 to register" 150 connected "$work/n1.sock" || fail "helper c1/n1 registers"
+old_h=$(serial_of "$ca/helper-c1-n1.pem")
+expect_log "the frontend sees the helper's first certificate" "$work/frontend-c1.log" \
+	"connection from helper c1/n1 (certificate serial $old_h)"
+
+# helper_ports: the local ports of the connections to the frontend (only
+# the helper makes any).
+helper_ports() { ss -Htn state established "dport = :$port_c1" | awk '{print $3}' | sort; }
+before=$(helper_ports)
+"$certs" --dir "$ca" issue helper c1/n1 --force >>"$work/certs.log" 2>&1 || fail "issue helper c1/n1 --force"
+new_h=$(serial_of "$ca/helper-c1-n1.pem")
+cp "$ca/helper-c1-n1.pem" "$live/helper-c1-n1.pem"
+kill -HUP "$helper_pid"
+expect_log "the helper logs its new certificate" "$work/n1.log" \
+	"reloaded certificate $live/helper-c1-n1.pem: helper c1/n1, serial $new_h"
+after=$(helper_ports)
+if [[ -n $before ]] && [[ -z $(comm -23 <(echo "$before") <(echo "$after")) ]] && connected "$work/n1.sock"; then
+	pass "the helper's connections to the frontend stay across the reload"
+else
+	printf 'before:\n%s\nafter:\n%s\n' "$before" "$after" >"$out"
+	fail "the helper's connections to the frontend stay across the reload"
+fi
+
+n=$(count "$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)")
+ss -K -Htn state established "dport = :$port_c1" >/dev/null 2>&1 || true
+expect_log "the helper's next connection presents its new certificate" "$work/frontend-c1.log" \
+	"connection from helper c1/n1 (certificate serial $new_h)" "$n"
+if wait_for "helper c1/n1 to register again" 150 connected "$work/n1.sock"; then
+	pass "the helper is registered again"
+else
+	fail "the helper is registered again"
+fi
+
+cp "$ca/helper-c1-n2.pem" "$live/helper-c1-n1.pem"
+kill -HUP "$helper_pid"
+expect_log "the helper refuses another node's certificate" "$work/n1.log" \
+	"certificate not reloaded: $live/helper-c1-n1.pem names helper c1/n2, not helper c1/n1"
+n=$(count "$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)")
+ss -K -Htn state established "dport = :$port_c1" >/dev/null 2>&1 || true
+expect_log "after a refused reload the helper goes on with the certificate it had" \
+	"$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)" "$n"
+
+# --- the CA rotated (section 9): CA file, CRL and certificate at once --------
+
+c9() {
+	printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n' |
+		openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$other/frontend-c9.pem" \
+			-CAfile "$other/ca.crt" 2>/dev/null | grep -c "HTTP/1.1 200" || true
+}
+"$certs" --dir "$other" crl >>"$work/certs.log" 2>&1 || fail "the second CA's CRL"
+if [[ $(c9) == 0 ]]; then pass "a client of another CA is refused"; else fail "a client of another CA is refused"; fi
+cp "$other/ca.crt" "$live/ca.crt"
+cp "$other/crl.pem" "$live/crl.pem"
+cp "$other/broker-broker.pem" "$lb"
+other_b=$(serial_of "$other/broker-broker.pem")
+hup_broker
+expect_log "the broker takes the new CA's certificate" "$work/broker.log" \
+	"reloaded certificate $lb: broker broker, serial $other_b,"
+if [[ $(c9) == 1 ]]; then
+	pass "after the CA's rotation and SIGHUP, its clients are let in"
+else
+	fail "after the CA's rotation and SIGHUP, its clients are let in"
+fi
+client_pem=$other/frontend-c9.pem check_serial "a new connection sees the new CA's certificate" "$other_b"
+
+echo "$passed passed, $failed failed"
+((failed == 0))
