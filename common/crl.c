@@ -85,7 +85,6 @@ static void crl_report(const char *what, const char *path, X509_CRL *crl)
 static STACK_OF(X509_CRL) * lookup_crls(const X509_STORE_CTX *ctx, const X509_NAME *issuer)
 {
     (void)ctx;
-    crl_reload_pending();
     STACK_OF(X509_CRL) *sk = sk_X509_CRL_new_null();
     if (sk == NULL)
         return NULL;
@@ -143,12 +142,22 @@ int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t
     return 0;
 }
 
+int crl_check_file(const char *ca, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&lock);
+    X509_CRL *crl = crl_path != NULL ? load(crl_path, ca, err, errlen) : NULL;
+    int rc = crl_path == NULL || crl != NULL ? 0 : -1;
+    pthread_mutex_unlock(&lock);
+    X509_CRL_free(crl);
+    return rc;
+}
+
 void crl_reload_request(void)
 {
     atomic_store(&reload_requested, 1);
 }
 
-void crl_reload_pending(void)
+void crl_reload_pending(bool skip)
 {
     if (!atomic_exchange(&reload_requested, 0))
         return;
@@ -156,6 +165,11 @@ void crl_reload_pending(void)
     if (crl_path == NULL) {
         pthread_mutex_unlock(&lock);
         log_info("SIGHUP: no CRL configured (crl = PATH), nothing to reload");
+        return;
+    }
+    if (skip) {
+        log_warnx("SIGHUP: CRL %s not reloaded either: it stays with the CAs in force", crl_path);
+        pthread_mutex_unlock(&lock);
         return;
     }
     char err[512];

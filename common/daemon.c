@@ -46,8 +46,8 @@ static void *reloader(void *arg)
     for (;;) {
         if (sem_wait(&reload_sem) < 0)
             continue; /* EINTR */
-        crl_reload_pending();
-        tls_reload_pending();
+        /* Certificates first: the CRL changes only with CAs that check it. */
+        crl_reload_pending(tls_reload_pending() > 0);
     }
     return NULL;
 }

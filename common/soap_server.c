@@ -682,8 +682,6 @@ int soap_server_run(struct soap_server *srv)
              srv->port, srv->max_connections, srv->max_per_identity, srv->max_handshakes,
              srv->per_address, srv->handshake_ms);
     while (!srv->stop) {
-        /* After a SIGHUP: at once, not at the next handshake. */
-        crl_reload_pending();
         struct pollfd p = {.fd = srv->master->master, .events = POLLIN};
         if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)
             accept_one(srv);

@@ -209,7 +209,8 @@ static struct creds *creds_load(const struct tls_set *set, bool server, bool cli
     atomic_init(&c->refs, 1);
     if (read_certkey(c, set->certkey, err, errlen) < 0 || read_ca(c, set->ca, err, errlen) < 0 ||
         (old != NULL &&
-         check_creds(c, old, server, client, set->certkey, set->ca, err, errlen) < 0)) {
+         (check_creds(c, old, server, client, set->certkey, set->ca, err, errlen) < 0 ||
+          crl_check_file(set->ca, err, errlen) < 0))) {
         creds_unref(c);
         c = NULL;
     }
@@ -267,6 +268,9 @@ static int on_certificate(SSL *ssl, void *arg)
         log_warnx("TLS handshake without its certificate set (out of memory?): refused");
         return 0;
     }
+    /* Cleared first: the context's certificate from the start would stay
+       beside a renewed one of another key type, and could be chosen. */
+    SSL_certs_clear(ssl);
     return SSL_use_cert_and_key(ssl, c->cert, c->key, c->chain, 1) == 1;
 }
 
@@ -337,7 +341,7 @@ void tls_reload_request(void)
 }
 
 /* Reads set's files again; swaps them in or logs why not. */
-static void reload_one(struct tls_set *set)
+static int reload_one(struct tls_set *set)
 {
     pthread_mutex_lock(&lock);
     bool server = set->server, client = set->client;
@@ -351,7 +355,7 @@ static void reload_one(struct tls_set *set)
         log_error("SIGHUP: certificate not reloaded: %s; still using %s (%s)", err, set->certkey,
                   text);
         creds_unref(old);
-        return;
+        return -1;
     }
     pthread_mutex_lock(&lock);
     struct creds *replaced = set->current;
@@ -361,18 +365,21 @@ static void reload_one(struct tls_set *set)
     log_info("reloaded certificate %s: %s; CA file %s", set->certkey, text, set->ca);
     creds_unref(replaced);
     creds_unref(old);
+    return 0;
 }
 
-void tls_reload_pending(void)
+int tls_reload_pending(void)
 {
+    int refused = 0;
     if (!atomic_exchange(&reload_requested, 0))
-        return;
+        return 0;
     pthread_mutex_lock(&reload_lock);
     pthread_mutex_lock(&lock);
     struct tls_set *set = sets;
     pthread_mutex_unlock(&lock);
     /* Sets are only ever added at the head: the rest of the list is fixed. */
     for (; set != NULL; set = set->next)
-        reload_one(set);
+        refused += reload_one(set) < 0;
     pthread_mutex_unlock(&reload_lock);
+    return refused;
 }

@@ -11,7 +11,9 @@
 #   certificate); a broken new set (file missing, key of another
 #   certificate, another CA, expired, a helper's certificate, another
 #   service's) is refused with an error line naming the file and why, and
-#   the serial stays; a CA file with a second CA lets that CA's clients in;
+#   the serial stays; a rotation half done (new CA and CRL with a broken
+#   certificate; new CA with the old CRL) changes nothing, the CRL included;
+#   a CA file with a second CA lets that CA's clients in;
 # - client side, the helper: its connection to the frontend stays across
 #   the reload, and once that connection is cut (ss -K) its new one presents
 #   the new certificate (the frontend's debug line names the serial); a
@@ -269,6 +271,40 @@ c9() {
 }
 "$certs" --dir "$other" crl >>"$work/certs.log" 2>&1 || fail "the second CA's CRL"
 if [[ $(c9) == 0 ]]; then pass "a client of another CA is refused"; else fail "a client of another CA is refused"; fi
+
+# c1_in: 1 when frontend c1 (the grid's CA) gets an answer from the broker.
+c1_in() {
+	printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n' |
+		openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+			-CAfile "$ca/ca.crt" 2>/dev/null | grep -c "HTTP/1.1 200" || true
+}
+# let_in DESC: frontend c1 is let in.
+let_in() { if [[ $(c1_in) == 1 ]]; then pass "$1"; else fail "$1"; fi; }
+
+# A rotation half done changes nothing, the CRL included: CA file and CRL of
+# the new CA with a broken certificate file, then the new CA's certificate
+# with the old CA's CRL.  Either way the grid's clients are still let in (a
+# CRL and CAs out of step would refuse them all).
+cp "$live/ca.crt" "$work/ca-before.crt"
+cp "$live/crl.pem" "$work/crl-before.pem"
+cp "$other/ca.crt" "$live/ca.crt"
+cp "$other/crl.pem" "$live/crl.pem"
+cat "$other/broker-broker.crt" "$ca/frontend-c1.key" >"$lb"
+n_crl=$(count "$work/broker.log" "CRL $live/crl.pem not reloaded either")
+hup_broker
+expect_log "a rotation with a broken certificate: refused" "$work/broker.log" \
+	"certificate not reloaded: the key in $lb is not the one of its certificate"
+expect_log "a rotation with a broken certificate: the new CRL is not taken either" \
+	"$work/broker.log" "CRL $live/crl.pem not reloaded either" "$n_crl"
+let_in "a rotation with a broken certificate: the grid's clients are let in"
+cp "$work/crl-before.pem" "$live/crl.pem"
+cp "$other/broker-broker.pem" "$lb"
+hup_broker
+expect_log "a new CA with the old CA's CRL: refused" "$work/broker.log" \
+	"certificate not reloaded: crl: $live/crl.pem is not signed by the CA in $live/ca.crt"
+let_in "a new CA with the old CA's CRL: the grid's clients are let in"
+cp "$work/ca-before.crt" "$live/ca.crt"
+cp "$good" "$lb"
 cp "$other/ca.crt" "$live/ca.crt"
 cp "$other/crl.pem" "$live/crl.pem"
 cp "$other/broker-broker.pem" "$lb"
