@@ -16,6 +16,7 @@
 #include "orders.h"
 #include "punch.h"
 #include "responder.h"
+#include "sock_error.h"
 #include "qcgconn.h"
 #include "privsep.h"
 
@@ -293,7 +294,8 @@ static void on_io(uv_poll_t *h, int status, int events)
 
     (void)events;
     if (status < 0) {
-        finish(a, "%s port %d: %s", a->cmd.address, a->cmd.port, uv_strerror(status));
+        finish(a, "%s port %d: %s", a->cmd.address, a->cmd.port,
+               strerror(sock_error(a->fd, status)));
         return;
     }
     switch (a->state) {

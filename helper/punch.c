@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "punch_auth.h"
+#include "sock_error.h"
 
 #define ANSWER_MAX 512
 #define LINE_MAX_LEN 256 /* the reflector's line limit, with the '\n' */
@@ -134,20 +135,6 @@ static void teardown(struct punch *p)
     uv_timer_stop(&p->retry);
     uv_close((uv_handle_t *)&p->deadline, on_timer_closed);
     uv_close((uv_handle_t *)&p->retry, on_timer_closed);
-}
-
-/* The socket's pending error.  libuv reports POLLERR as UV_EBADF, so the
-   status of a poll callback says only that there is one. */
-static int sock_error(int fd, int status)
-{
-    int err = 0;
-    socklen_t len = sizeof(err);
-
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-        return errno;
-    if (err == 0 && status < 0)
-        return -status;
-    return err;
 }
 
 static unsigned elapsed(struct punch *p)

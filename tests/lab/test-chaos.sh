@@ -223,7 +223,15 @@ done
 
 touch "$STOP"
 rc=0
-wait_exit "$job" 300 || rc=$?
+# A job that does not end shows its output and who is left (wait_exit alone
+# would fail without them).
+job_ended() { ! kill -0 "$job" 2>/dev/null; }
+slow_poll 300 "job $JOBS to end after its stop file" job_ended || {
+	show "$JOB_OUT" 60
+	user_processes >&2
+	fail "job $JOBS still runs 300 s after its stop file"
+}
+wait_exit "$job" 10 || rc=$?
 grep -q '^PASS resend' "$JOB_OUT" && [ "$rc" -eq 0 ] ||
 	{ show "$JOB_OUT" 40; fail "job $JOBS did not pass (exit $rc)"; }
 note "job $JOBS: $(grep '^PASS resend' "$JOB_OUT")"
