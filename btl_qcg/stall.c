@@ -26,12 +26,9 @@
  */
 #include "btl_qcg.h"
 
-#include <linux/sockios.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
+
+#include "tcp_stall.h"
 
 /* Checks per stall timeout, and their interval's bounds. */
 #define CHECKS_PER_TIMEOUT 4
@@ -43,34 +40,14 @@
 #define HEARTBEAT_US 1000000u
 
 /* Whether ep's socket has had data in flight with no ACK at all for the
-   timeout.  retransmits counts the RTOs of the oldest segment in flight
-   (reset by an ACK that moves on): while it is 0 nothing is overdue.  The
-   stall runs from the first check that saw it overdue (the last ACK may be
-   older: an idle channel's) or from the last ACK of any kind, the later. */
+   timeout (tcp_stall.h). */
 static bool stalled(struct btl_qcg_endpoint *ep, uint64_t now, uint64_t timeout_us)
 {
-    struct tcp_info ti;
-    socklen_t len = sizeof(ti);
-    uint64_t since, last_ack;
-    int queued = 0;
+    enum tcp_stall st = tcp_stall_check(ep->fd, now, timeout_us, &ep->stall_since_us);
 
-    /* Bytes written and not acknowledged, sent or not (a zero window's too:
-       the kernel sends them later without us). */
-    if (ioctl(ep->fd, SIOCOUTQ, &queued) < 0 || queued == 0) {
+    if (st == TCP_STALL_IDLE)
         ep->in_flight = false;
-        ep->stall_since_us = 0;
-        return false;
-    }
-    if (getsockopt(ep->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_unacked == 0 ||
-        ti.tcpi_retransmits == 0) {
-        ep->stall_since_us = 0;
-        return false;
-    }
-    if (ep->stall_since_us == 0)
-        ep->stall_since_us = now;
-    last_ack = now - (uint64_t)ti.tcpi_last_ack_recv * 1000u;
-    since = ep->stall_since_us > last_ack ? ep->stall_since_us : last_ack;
-    return now - since >= timeout_us;
+    return st == TCP_STALL_YES;
 }
 
 /* The heartbeat (see the top): frames written and not acknowledged, and no

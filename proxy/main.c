@@ -105,6 +105,7 @@ int main(int argc, char **argv)
         .key = &key,
         .token_skew = (unsigned)cfg.token_skew,
         .pair_timeout = (unsigned)cfg.pair_timeout,
+        .stall_timeout = (unsigned)cfg.stall_timeout,
         .max_pairs = max_pairs,
         .pipe_size = (size_t)cfg.pipe_size,
         .hello_timeout = (unsigned)cfg.hello_timeout,

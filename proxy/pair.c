@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hex.h"
+#include "tcp_stall.h"
 
 /* Socket -> pipe -> socket rounds per direction per call: a busy pair yields
    to the others after this many. */
@@ -175,4 +176,19 @@ void pair_close(struct pair *p, bool abort)
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9])
 {
     hex_encode(id, 4, out);
+}
+
+int pair_stalled(struct pair *p, uint64_t now_ms, uint64_t timeout_ms)
+{
+    int stalled = -1;
+
+    for (int i = 0; i < 2; i++) {
+        uint64_t since_us = p->end[i].stall_since_ms * 1000u;
+
+        if (p->end[i].fd >= 0 && tcp_stall_check(p->end[i].fd, now_ms * 1000u, timeout_ms * 1000u,
+                                                 &since_us) == TCP_STALL_YES)
+            stalled = i;
+        p->end[i].stall_since_ms = since_us / 1000u;
+    }
+    return stalled;
 }

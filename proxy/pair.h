@@ -28,6 +28,7 @@ struct pair_end {
     int fd;
     bool readable, writable;  /* last known: cleared on EAGAIN, set by events */
     char addr[PAIR_ADDR_MAX]; /* "host:port" for the logs */
+    uint64_t stall_since_ms;  /* first check that found its data overdue; 0 none */
 };
 
 /* dir[d] carries end[d] -> end[1 - d]. */
@@ -65,6 +66,11 @@ struct pair *pair_new(const unsigned char id[TOKEN_PAIR_LEN], int fd0, const cha
    PAIR_FAILED) says what went wrong, for the log. */
 enum pair_result pair_run(struct pair *p, size_t pipe_size, uint64_t *moved, char *err,
                           size_t errlen);
+/* The end whose peer has acknowledged nothing of the data in flight, not
+   even a window probe, for timeout_ms (counted from the first call that saw
+   it overdue, or from its last ACK, the later): its connection goes
+   through a NAT or firewall that forgot it.  -1 when neither. */
+int pair_stalled(struct pair *p, uint64_t now_ms, uint64_t timeout_ms);
 /* Drops the pipes that are empty (an idle pair keeps only its sockets). */
 void pair_trim(struct pair *p);
 /* Closes the sockets and pipes and marks both ends HANDLE_DEAD.  abort: reset

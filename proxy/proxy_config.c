@@ -29,6 +29,10 @@ const struct config_option proxy_options[] = {
      "seconds a token is still accepted after its expiry (clock skew with the broker)"},
     {"pair-timeout", CONFIG_INT, OPT(pair_timeout), 1, 3600, "30",
      "seconds a connection waits for the other side of its pair"},
+    {"stall-timeout", CONFIG_INT, OPT(stall_timeout), 0, 3600, "10",
+     "seconds one side of a pair may hold data its peer never acknowledges (not even a window "
+     "probe: a NAT or firewall on the way forgot it) before the pair is aborted, so that both "
+     "ends connect anew at once (0: never)"},
     {"hello-timeout", CONFIG_INT, OPT(hello_timeout), 1, 60, "5",
      "seconds a new connection has to send its whole token (at most pair-timeout)"},
     {"hellos-per-address", CONFIG_INT, OPT(hellos_per_address), 1, 1000000, "1024",

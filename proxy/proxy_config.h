@@ -19,6 +19,7 @@ struct proxy_config {
     char *key_file;
     int token_skew;   /* seconds a token is still accepted after its expiry */
     int pair_timeout; /* seconds a connection waits for the other side */
+    int stall_timeout;      /* seconds of data unacknowledged before a pair is aborted; 0 never */
     int hello_timeout;      /* seconds a new connection has for its token */
     int hellos_per_address; /* connections without a token yet, per address */
     int tokens_per_address; /* seen-token entries per address; 0 = max-pairs */

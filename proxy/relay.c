@@ -64,6 +64,7 @@ struct relay {
     int port;
     struct proxy_key key;
     unsigned token_skew, pair_timeout;
+    uint64_t stall_ms, next_stall_check_ms; /* stall_ms 0: no check */
     unsigned hello_ms, hellos_per_address; /* relay.h: until the hello */
     int max_pairs;
     size_t pipe_size;
@@ -80,7 +81,7 @@ struct relay {
     struct pair *dead_pairs; /* linked through ready_next */
     uint64_t now_ms, next_tick_ms, next_expire_ms;
 
-    atomic_ullong pairs_active, pairs_total, bytes_relayed;
+    atomic_ullong pairs_active, pairs_total, bytes_relayed, pairs_stalled;
     atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
         refused_peer_gone, unpaired_timeouts, unpaired_waiting;
     atomic_ullong hellos_waiting, hello_timeouts, hellos_cut, refused_address_hellos,
@@ -541,8 +542,38 @@ static void expire_conns(struct relay *r)
     }
 }
 
+/* Pairs one side of which acknowledges nothing (pair_stalled): aborted, so
+   that both ends see it at once and connect anew, rather than when the
+   stalled leg's keepalive or retransmissions give up minutes later (the
+   live end's data is acknowledged by us meanwhile, so it cannot tell).
+   Checked four times per timeout; an idle pair costs one ioctl per side. */
+static void check_stalls(struct relay *r)
+{
+    struct pair *p, *next;
+
+    if (r->stall_ms == 0 || r->now_ms < r->next_stall_check_ms)
+        return;
+    r->next_stall_check_ms = r->now_ms + (r->stall_ms / 4 > 0 ? r->stall_ms / 4 : 1);
+    for (p = pair_of(r->pairs.head); p != NULL; p = next) {
+        next = pair_of(p->link.next);
+        /* One with work queued moves bytes (and its ready_next is taken). */
+        int side = p->ready ? -1 : pair_stalled(p, r->now_ms, r->stall_ms);
+        if (side < 0)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "%s acknowledged nothing for %llu s (stall-timeout: a NAT or firewall on its "
+                 "way forgot the connection?)",
+                 p->end[side].addr, (unsigned long long)(r->stall_ms / 1000));
+        count(&r->pairs_stalled);
+        pair_end_log(r, p, "aborted", why);
+        pair_end(r, p, true);
+    }
+}
+
 static void tick(struct relay *r)
 {
+    check_stalls(r);
     /* Pairs are kept oldest activity first: stop at the first recent one. */
     for (struct pair *p = pair_of(r->pairs.head);
          p && p->active_ms + RELAY_PIPE_IDLE_MS <= r->now_ms; p = pair_of(p->link.next))
@@ -699,6 +730,7 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->key = *cfg->key;
     r->token_skew = cfg->token_skew;
     r->pair_timeout = cfg->pair_timeout ? cfg->pair_timeout : 1;
+    r->stall_ms = (uint64_t)cfg->stall_timeout * 1000u;
     unsigned hello_s = cfg->hello_timeout ? cfg->hello_timeout : RELAY_DEFAULT_HELLO_TIMEOUT;
     r->hello_ms = 1000 * (hello_s < r->pair_timeout ? hello_s : r->pair_timeout);
     r->hellos_per_address =
@@ -768,6 +800,7 @@ void relay_counters(struct relay *r, struct relay_counters *out)
 {
     out->pairs_active = atomic_load(&r->pairs_active);
     out->pairs_total = atomic_load(&r->pairs_total);
+    out->pairs_stalled = atomic_load(&r->pairs_stalled);
     out->bytes_relayed = atomic_load(&r->bytes_relayed);
     out->refused_bad_token = atomic_load(&r->refused_bad_token);
     out->refused_replay = atomic_load(&r->refused_replay);

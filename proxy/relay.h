@@ -43,6 +43,9 @@ struct relay_config {
     const struct proxy_key *key;
     unsigned token_skew;   /* seconds */
     unsigned pair_timeout; /* seconds */
+    /* Seconds one side may hold data with no ACK at all before its pair is
+       aborted (pair_stalled); 0 = never. */
+    unsigned stall_timeout;
     int max_pairs;
     size_t pipe_size;
     /* Until a connection has sent its hello (the token), it is anyone's: it
@@ -72,6 +75,7 @@ struct relay_counters {
     unsigned long long refused_address_hellos; /* hellos-per-address reached */
     unsigned long long refused_address_tokens; /* tokens-per-address reached */
     unsigned long long refused_job_tokens;     /* a job's half of it reached */
+    unsigned long long pairs_stalled;          /* aborted: a side acknowledged nothing */
 };
 
 struct relay;

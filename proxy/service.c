@@ -139,6 +139,7 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         {"refused_expired", k.refused_expired},
         {"refused_full", k.refused_full},
         {"refused_peer_gone", k.refused_peer_gone},
+        {"pairs_stalled", k.pairs_stalled},
         {"unpaired_timeouts", k.unpaired_timeouts},
         {"unpaired_waiting", k.unpaired_waiting},
         {"hellos_waiting", k.hellos_waiting},

@@ -14,6 +14,10 @@
  *   forged        a token with a bad MAC, garbage, and a bad magic: closed
  *   expired       a token past expiry + skew (skew given): closed
  *   unpaired S    a lone client is closed after about S seconds
+ *   stall S       pairs, prints "streaming target-port P" and sends both
+ *                 ways; exit 0 when the initiator's end is closed within S s
+ *                 (the test drops what goes to port P: the target's NAT
+ *                 forgot it, and only the proxy can see that)
  *   stream        pairs, prints "streaming" and sends both ways until the
  *                 proxy goes away; exit 0 when both ends saw an error or EOF
  *                 within 5 s of it (the test kills the proxy)
@@ -646,6 +650,55 @@ static int load_key(const char *path)
     return 0;
 }
 
+/* The initiator's end is closed within seconds once the target's leg
+   acknowledges nothing (the test drops its packets after our line). */
+static int stall_scenario(int seconds)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+    static unsigned char buf[65536];
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    int fd[2] = {connect_token(t0), connect_token(t1)};
+    if (expect_paired(fd[0], "initiator") || expect_paired(fd[1], "target") ||
+        getsockname(fd[1], (struct sockaddr *)&sa, &len) < 0)
+        return -1;
+    fcntl(fd[0], F_SETFL, O_NONBLOCK);
+    fcntl(fd[1], F_SETFL, O_NONBLOCK);
+    printf("streaming target-port %d\n", ntohs(sa.sin_port));
+    fflush(stdout);
+    uint64_t t0_ms = monotonic_ms(), deadline = t0_ms + (uint64_t)seconds * 1000;
+    for (;;) {
+        if (monotonic_ms() > deadline) {
+            fprintf(stderr, "stall: the initiator's end still open after %d s\n", seconds);
+            return -1;
+        }
+        struct pollfd p[2];
+        for (int i = 0; i < 2; i++)
+            p[i] = (struct pollfd){.fd = fd[i], .events = POLLIN | POLLOUT};
+        poll(p, 2, 200);
+        for (int i = 0; i < 2; i++) {
+            bool gone = false;
+            if ((p[i].revents & POLLOUT) && send(fd[i], buf, sizeof(buf), MSG_NOSIGNAL) < 0 &&
+                errno != EAGAIN)
+                gone = true;
+            if (p[i].revents & (POLLIN | POLLERR | POLLHUP)) {
+                ssize_t r = recv(fd[i], buf, sizeof(buf), 0);
+                gone |= r == 0 || (r < 0 && errno != EAGAIN);
+            }
+            if (gone && i == 0) {
+                printf("the initiator's end closed %llu ms after the drop began\n",
+                       (unsigned long long)(monotonic_ms() - t0_ms));
+                return 0;
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -679,6 +732,8 @@ int main(int argc, char **argv)
         rc = unpaired_scenario(arg);
     else if (strcmp(s, "stream") == 0)
         rc = stream_scenario();
+    else if (strcmp(s, "stall") == 0)
+        rc = stall_scenario(arg);
     else if (strcmp(s, "idle") == 0)
         rc = idle_scenario();
     else if (strcmp(s, "full") == 0)

@@ -10,38 +10,14 @@
 set -u
 proxy_bin=$1 client_bin=$2 certs_bin=$3
 port=18301 cport=18302 skew=60
-work=$(mktemp -d /tmp/proxy-relay.XXXXXX)
-fails=0 proxy_pid='' client_pid=''
+PROXY_TEST=proxy-relay
+# shellcheck source=tests/proxy/lib.sh
+. "$(dirname "$0")/lib.sh"
+"$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
 
-cleanup() {
-  for pid in $proxy_pid $client_pid; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
 # logged DESCRIPTION LOG PATTERN: the proxy wrote a line matching PATTERN.
 logged() {
   if grep -q -- "$3" "$2"; then pass "$1"; else fail "$1: no line matching '$3' in the log"; fi
-}
-
-ca=$work/ca
-"$certs_bin" --dir "$ca" init >/dev/null
-"$certs_bin" --dir "$ca" issue proxy p1 --san 127.0.0.1 >/dev/null
-"$certs_bin" --dir "$ca" issue helper nata/nata1 >/dev/null 2>&1
-key=$work/proxy.key
-(umask 077 && openssl rand -hex 32 >"$key")
-
-# Waits (bounded, 10 s) for a line matching $2 in file $1 while process $3 lives.
-wait_log() {
-  for _ in $(seq 200); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
 }
 
 start_proxy() { # log extra-args...
