@@ -187,8 +187,9 @@ stop "$helper_pid"
 cp "$crl" "$work/crl.good"
 echo "not a CRL" >"$crl"
 kill -HUP "$fe_c1"
-expect_log "a broken CRL on SIGHUP is refused, the old one kept" "$work/frontend-c1.log" \
-	"holds no PEM CRL; keeping the CRL loaded before"
+expect_log "a broken CRL on SIGHUP is refused" "$work/frontend-c1.log" "holds no PEM CRL"
+expect_log "a broken CRL on SIGHUP: the old one kept" "$work/frontend-c1.log" \
+	"CRL $crl not reloaded either"
 cp "$work/crl.good" "$crl"
 if "$frontend" --listen 127.0.0.1 --port 27805 --broker "$broker_url" --cluster c1 --kind open \
 	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-c1.pem" \
