@@ -183,12 +183,9 @@ int pair_stalled(struct pair *p, uint64_t now_ms, uint64_t timeout_ms)
     int stalled = -1;
 
     for (int i = 0; i < 2; i++) {
-        uint64_t since_us = p->end[i].stall_since_ms * 1000u;
-
         if (p->end[i].fd >= 0 && tcp_stall_check(p->end[i].fd, now_ms * 1000u, timeout_ms * 1000u,
-                                                 &since_us) == TCP_STALL_YES)
+                                                 &p->end[i].stall_since_us) == TCP_STALL_YES)
             stalled = i;
-        p->end[i].stall_since_ms = since_us / 1000u;
     }
     return stalled;
 }

@@ -28,7 +28,7 @@ struct pair_end {
     int fd;
     bool readable, writable;  /* last known: cleared on EAGAIN, set by events */
     char addr[PAIR_ADDR_MAX]; /* "host:port" for the logs */
-    uint64_t stall_since_ms;  /* first check that found its data overdue; 0 none */
+    uint64_t stall_since_us;  /* tcp_stall_check's memory of this side */
 };
 
 /* dir[d] carries end[d] -> end[1 - d]. */
