@@ -16,15 +16,8 @@ make_ca() {
   for c in "$@"; do "$certs_bin" --dir "$ca" issue frontend "$c" --san 127.0.0.1 >/dev/null; done
 }
 
-# Waits (bounded) for a line matching $2 in log $1 while process $3 lives.
-wait_log() {
-  for _ in $(seq 200); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
+# shellcheck source=tests/lib/wait_log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/wait_log.sh"
 
 # Waits (bounded) until $2 matches at least $3 lines of log $1 while process $4 lives.
 wait_count() {

@@ -22,12 +22,5 @@ ca=$work/ca
 key=$work/proxy.key
 (umask 077 && openssl rand -hex 32 >"$key")
 
-# Waits (bounded, 10 s) for a line matching $2 in file $1 while process $3 lives.
-wait_log() {
-  for _ in $(seq 200); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
+# shellcheck source=tests/lib/wait_log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/wait_log.sh"
