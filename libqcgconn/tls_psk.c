@@ -41,6 +41,10 @@ struct tls_hs {
     uint8_t identity[HS_IDENTITY_SIZE]; /* ours, or the peer's as received */
     struct hs_hello peer;               /* server: the decoded identity */
     bool identity_seen;
+    /* server: the first flight is out (SSL_read_early_data said so) */
+    bool flight_sent;
+    /* server: done before the client's Finished (tls_hs_take) */
+    bool unfinished;
     enum { CLAIM_NONE, CLAIM_WAIT, CLAIM_GO, CLAIM_REFUSED } claim;
     enum hs_status refusal; /* server: ours, sent as an alert */
     int alert_in;           /* the peer's alert, or -1 */
@@ -469,13 +473,57 @@ static int verified(struct tls_hs *t)
     return TLS_DONE;
 }
 
+/* Whether the server may write before the client's Finished (0.5-RTT,
+   RFC 8446 §4.4.4): an encrypted answer to one of our connects.  Its
+   ClientHello names the connect's one-time token and the binder covers it,
+   so it was made for this attempt by a holder of the job secret, and the
+   token is claimed once (accept.c).  A copy replayed in time only gets
+   records sealed with the key share of the ClientHello's maker, and never
+   sends the Finished (qcg_tls_* then fail, tls_session.c). */
+static bool early_done(const struct tls_hs *t)
+{
+    return t->encrypt && t->peer.token[0] != '\0' && t->claim == CLAIM_GO;
+}
+
+/* The server's first steps go through SSL_read_early_data, which returns
+   once the server's flight is out; the client sends no early data (none
+   is allowed), so there is nothing to read. */
+static int server_flight(struct tls_hs *t)
+{
+    unsigned char none;
+    size_t n = 0;
+    int r = SSL_read_early_data(t->ssl, &none, sizeof(none), &n);
+
+    if (r == SSL_READ_EARLY_DATA_FINISH) {
+        t->flight_sent = true;
+        return 1;
+    }
+    if (r == SSL_READ_EARLY_DATA_SUCCESS) {
+        SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN);
+        return -2;
+    }
+    return 0;
+}
+
 int tls_hs_step(struct tls_hs *t)
 {
-    int r, err;
+    int r = 0, err;
 
     ERR_clear_error();
     errno = 0;
-    r = SSL_do_handshake(t->ssl);
+    if (t->server && !t->flight_sent) {
+        r = server_flight(t);
+        if (r == -2) {
+            snprintf(t->why, sizeof(t->why), "the peer sent early data, which we never allow");
+            return QCG_EPROTO;
+        }
+        if (r == 1 && early_done(t)) {
+            t->unfinished = true;
+            return verified(t);
+        }
+    }
+    if (!t->server || t->flight_sent)
+        r = SSL_do_handshake(t->ssl);
     if (r == 1)
         return verified(t);
     err = SSL_get_error(t->ssl, r);
@@ -514,6 +562,7 @@ void tls_hs_claim(struct tls_hs *t, bool claimed)
 int tls_hs_take(struct tls_hs *t, struct qcg_tls **session, unsigned *encryption)
 {
     SSL *ssl = t->ssl;
+    bool unfinished = t->unfinished;
 
     *session = NULL;
     *encryption = 0;
@@ -525,16 +574,14 @@ int tls_hs_take(struct tls_hs *t, struct qcg_tls **session, unsigned *encryption
     }
     SSL_set_app_data(ssl, NULL);
     /* Only now: during the handshake it could have read what follows a
-       plain one's handshake. */
-    SSL_set_read_ahead(ssl, 1);
+       plain one's handshake.  An unfinished one keeps reading record by
+       record until the Finished is in (tls_session.c). */
+    if (!unfinished)
+        SSL_set_read_ahead(ssl, 1);
     t->ssl = NULL;
     tls_hs_free(t);
-    *encryption = QCG_CONN_TLS;
-    if (BIO_get_ktls_send(SSL_get_wbio(ssl)))
-        *encryption |= QCG_CONN_KTLS_SEND;
-    if (BIO_get_ktls_recv(SSL_get_rbio(ssl)))
-        *encryption |= QCG_CONN_KTLS_RECV;
-    *session = tls_session_new(ssl, *encryption);
+    *encryption = tls_session_encryption(ssl);
+    *session = tls_session_new(ssl, *encryption, unfinished);
     if (*session == NULL) {
         SSL_free(ssl);
         return QCG_ENOMEM;

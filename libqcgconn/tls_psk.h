@@ -1,7 +1,7 @@
 /* The process-to-process handshake (docs/architecture.md, "Encryption"):
    TLS 1.3 with an external PSK derived from the job secret and the job id
    (HKDF-SHA256), (EC)DHE key exchange (psk_dhe_ke), no certificates, no
-   tickets, no early data.  The ClientHello carries our identity
+   tickets, no early data from the client.  The ClientHello carries our identity
    (handshake.h) and the connecting side's choice as ALPN: "qcg/1-tls"
    keeps the session, "qcg/1-plain" drops it after the handshake and the
    connection goes on on the raw socket.  Refusals are TLS alerts that the
@@ -76,7 +76,10 @@ const struct hs_hello *tls_hs_peer(const struct tls_hs *t);
 void tls_hs_claim(struct tls_hs *t, bool claimed);
 /* After TLS_DONE: frees t; *session is an encrypted connection's session
    (its QCG_CONN_* bits in *encryption), NULL for a plain one (*encryption
-   0).  0, or QCG_ENOMEM. */
+   0).  The server of an encrypted answer to a connect's token is done once
+   its flight is out: its session takes the client's Finished later
+   (tls_session.h), which saves the connect a round trip.  0, or
+   QCG_ENOMEM. */
 int tls_hs_take(struct tls_hs *t, struct qcg_tls **session, unsigned *encryption);
 void tls_hs_free(struct tls_hs *t);
 

@@ -12,7 +12,7 @@
 #include "internal.h"
 #include "tls_session.h"
 
-struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption)
+struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption, bool unfinished)
 {
     struct qcg_tls *t = calloc(1, sizeof(*t));
 
@@ -20,7 +20,21 @@ struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption)
         return NULL;
     t->ssl = ssl;
     t->encryption = encryption;
+    t->unfinished = unfinished;
+    if (unfinished)
+        t->finish_by_us = now_us() + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
     return t;
+}
+
+unsigned tls_session_encryption(SSL *ssl)
+{
+    unsigned encryption = QCG_CONN_TLS;
+
+    if (BIO_get_ktls_send(SSL_get_wbio(ssl)))
+        encryption |= QCG_CONN_KTLS_SEND;
+    if (BIO_get_ktls_recv(SSL_get_rbio(ssl)))
+        encryption |= QCG_CONN_KTLS_RECV;
+    return encryption;
 }
 
 /* SSL_get_error needs an empty error queue before each call; emptying one
@@ -65,6 +79,31 @@ static long io_failed(struct qcg_tls *t, int r, const char *what)
     }
 }
 
+/* An unfinished session (tls_session.h): takes the client's Finished if it
+   is in, reading no further (read-ahead is off until then).  1 finished,
+   0 not yet, -1 failed (errno, t->err). */
+static int finish(struct qcg_tls *t)
+{
+    int r = SSL_do_handshake(t->ssl), err;
+
+    if (r == 1) {
+        t->unfinished = false;
+        SSL_set_read_ahead(t->ssl, 1);
+        t->encryption = tls_session_encryption(t->ssl);
+        return 1;
+    }
+    err = SSL_get_error(t->ssl, r);
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+        return (int)io_failed(t, r, "TLS handshake");
+    ERR_clear_error();
+    if (now_us() < t->finish_by_us)
+        return 0;
+    snprintf(t->err, sizeof(t->err), "the peer did not finish the TLS handshake within %d ms",
+             ACCEPT_HANDSHAKE_TIMEOUT_MS);
+    errno = ETIMEDOUT;
+    return -1;
+}
+
 /* Sends what the session gathered: 0, or -1 with errno. */
 static int flush(struct qcg_tls *t)
 {
@@ -96,11 +135,16 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     if (len == 0)
         return 0;
     clear_errors();
+    if (t->unfinished && finish(t) < 0)
+        return -1;
     while (total < len) {
         size_t n = 0;
 
         errno = 0;
-        r = SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
+        /* Before the client's Finished: 0.5-RTT data (SSL_write_ex would
+           wait for it). */
+        r = t->unfinished ? SSL_write_early_data(t->ssl, (const char *)buf + total, len - total, &n)
+                          : SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
         if (r != 1)
             break;
         total += n;
@@ -133,6 +177,15 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
         return -1;
     }
     clear_errors();
+    if (t->unfinished) {
+        r = finish(t);
+        t->starved = r == 0;
+        if (r <= 0) {
+            if (r == 0)
+                errno = EAGAIN;
+            return -1;
+        }
+    }
     errno = 0;
     r = SSL_read_ex(t->ssl, buf, len, &n);
     t->starved = r != 1 && SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_READ;

@@ -56,7 +56,7 @@ static int run(struct tls_hs *t, bool claim, uint64_t deadline_us, struct hs_hel
     return 0;
 }
 
-static void self_of(const struct hs_self *self, struct tls_self *ts, uint8_t psk[TLS_PSK_SIZE])
+void hs_tls_self(const struct hs_self *self, struct tls_self *ts, uint8_t psk[TLS_PSK_SIZE])
 {
     ts->job = self->job;
     ts->rank = self->rank;
@@ -78,7 +78,7 @@ int hs_initiate_ex(int fd, const struct hs_self *self, int32_t to_rank, const ch
 
     if (session != NULL)
         *session = NULL;
-    self_of(self, &ts, psk);
+    hs_tls_self(self, &ts, psk);
     if (set_nonblocking(fd, true) < 0 ||
         (t = tls_hs_client(&ts, fd, to_rank, token, 0, encrypt, err, errlen)) == NULL) {
         SSL_CTX_free(ts.ssl_ctx);
@@ -106,7 +106,7 @@ int hs_respond_ex(int fd, const struct hs_self *self, bool claim, uint64_t deadl
     if (session != NULL)
         *session = NULL;
     memset(peer, 0, sizeof(*peer));
-    self_of(self, &ts, psk);
+    hs_tls_self(self, &ts, psk);
     if (set_nonblocking(fd, true) < 0 || (t = tls_hs_server(&ts, fd, -1, err, errlen)) == NULL) {
         SSL_CTX_free(ts.ssl_ctx);
         return QCG_ESYS;

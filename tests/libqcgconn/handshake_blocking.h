@@ -24,6 +24,11 @@ struct hs_self {
     int policy; /* enum qcg_encrypt; 0: plain only */
 };
 
+/* The library's view of self (a context of its own, freed by the caller);
+   psk all zero when it cannot be derived. */
+struct tls_self;
+void hs_tls_self(const struct hs_self *self, struct tls_self *ts, uint8_t psk[32]);
+
 /* The initiator's side over a connected socket (made non-blocking), bounded
    by deadline_us: a plain connection to to_rank.  0 or a negative QCG_E*
    code with a reason in err. */

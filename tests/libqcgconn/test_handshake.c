@@ -13,6 +13,8 @@
 #include "check.h"
 #include "handshake_blocking.h"
 #include "internal.h"
+#include "tls_psk.h"
+#include "tls_session.h"
 
 struct side {
     int fd;
@@ -451,6 +453,155 @@ static void test_plain_peer_gone(void)
     close(sp[0]);
 }
 
+/* Steps t until it needs more than the socket has, or for limit_ms. */
+static int step_until(struct tls_hs *t, int limit_ms)
+{
+    uint64_t end = now_us() + (uint64_t)limit_ms * 1000u;
+
+    for (;;) {
+        int rc = tls_hs_step(t);
+        struct pollfd q = {.fd = tls_hs_fd(t), .events = rc == TLS_WANT_READ ? POLLIN : POLLOUT};
+
+        if ((rc != TLS_WANT_READ && rc != TLS_WANT_WRITE) || now_us() >= end)
+            return rc;
+        (void)poll(&q, 1, 50);
+    }
+}
+
+/* qcg_tls_recv on an unblocking socket, waiting up to 5 s for bytes. */
+static long recv_wait(qcg_tls *t, int fd, void *buf, size_t len)
+{
+    for (int i = 0; i < 100; i++) {
+        struct pollfd q = {.fd = fd, .events = POLLIN};
+        long n = qcg_tls_recv(t, buf, len);
+
+        if (n >= 0 || errno != EAGAIN)
+            return n;
+        (void)poll(&q, 1, 50);
+    }
+    return -1;
+}
+
+/* The server's side of a client's ClientHello already on fd: rank1 with
+   policy, a token's connection claimed; its first step's result. */
+static struct tls_hs *serve(int fd, int policy, struct tls_self *ts, uint8_t psk[TLS_PSK_SIZE],
+                            int *rc)
+{
+    struct hs_self b = rank1;
+    char why[256];
+    struct tls_hs *t;
+
+    b.policy = policy;
+    hs_tls_self(&b, ts, psk);
+    REQUIRE((t = tls_hs_server(ts, fd, -1, why, sizeof(why))) != NULL);
+    *rc = step_until(t, 2000);
+    if (*rc == TLS_CLAIM) {
+        tls_hs_claim(t, true);
+        *rc = step_until(t, 200);
+    }
+    return t;
+}
+
+/* The initiator of a reversed connection (the TLS server: its peer's side
+   connected back) writes as soon as its flight is out, before the client's
+   Finished: a connect waits one round trip less.  Only an encrypted answer
+   to a token; a connection without token, or a plain one, still waits.  A
+   replayed ClientHello gets that write sealed for its maker only, and the
+   session fails when no Finished follows. */
+static void test_half_rtt(void)
+{
+    static const char *const tokens[] = {"0123456789abcdef", NULL, "0123456789abcdef"};
+
+    for (int kind = 0; kind < 3; kind++) {
+        struct hs_self a = rank0;
+        struct tls_self cs, ss;
+        uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], hello[4096], buf[64];
+        struct tls_hs *c, *sv;
+        qcg_tls *csess = NULL, *ssess = NULL;
+        unsigned enc;
+        char why[256];
+        int sp[2], rc;
+        ssize_t hn;
+
+        a.policy = kind == 2 ? QCG_ENCRYPT_NEVER : QCG_ENCRYPT_INTER_SITE;
+        hs_tls_self(&a, &cs, cpsk);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+        REQUIRE((c = tls_hs_client(&cs, sp[0], 1, tokens[kind], QCG_TECH_REVERSED,
+                                   kind == 2 ? TLS_OFFER_PLAIN : TLS_OFFER_TLS, why,
+                                   sizeof(why))) != NULL);
+        REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+        hn = recv(sp[1], hello, sizeof(hello), MSG_PEEK);
+        REQUIRE(hn > 0);
+        sv = serve(sp[1], a.policy, &ss, spsk, &rc);
+        if (kind != 0) {
+            /* The client's Finished is not in: no connection yet. */
+            CHECK_EQ(rc, (int)TLS_WANT_READ);
+            CHECK_EQ(step_until(c, 2000), (int)TLS_DONE);
+            CHECK_EQ(step_until(sv, 2000), (int)TLS_DONE);
+            tls_hs_free(c);
+            tls_hs_free(sv);
+            SSL_CTX_free(cs.ssl_ctx);
+            SSL_CTX_free(ss.ssl_ctx);
+            close(sp[0]);
+            close(sp[1]);
+            continue;
+        }
+        CHECK_EQ(rc, (int)TLS_DONE);
+        REQUIRE(rc == TLS_DONE && tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+        CHECK(ssess->unfinished);
+        /* Written while the client has not even read the server's flight. */
+        CHECK_EQ(qcg_tls_send(ssess, "first", 5), 5L);
+        REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
+        REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
+        CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 5L);
+        CHECK(memcmp(buf, "first", 5) == 0);
+        CHECK_EQ(qcg_tls_send(csess, "reply", 5), 5L);
+        CHECK_EQ(recv_wait(ssess, sp[1], buf, sizeof(buf)), 5L);
+        CHECK(memcmp(buf, "reply", 5) == 0);
+        CHECK(!ssess->unfinished);
+        CHECK_EQ(qcg_tls_send(ssess, "again", 5), 5L);
+        CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 5L);
+        qcg_tls_free(csess);
+        qcg_tls_free(ssess);
+        close(sp[0]);
+        close(sp[1]);
+
+        /* The same ClientHello replayed, twice: the first replayer sends
+           garbage for a Finished, the second nothing. */
+        for (int replay = 0; replay < 2; replay++) {
+            int rp[2];
+            uint8_t wire[4096];
+            ssize_t wn;
+
+            REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rp) == 0);
+            REQUIRE(write(rp[0], hello, (size_t)hn) == hn);
+            SSL_CTX_free(ss.ssl_ctx);
+            sv = serve(rp[1], a.policy, &ss, spsk, &rc);
+            REQUIRE_EQ(rc, (int)TLS_DONE);
+            REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+            CHECK_EQ(qcg_tls_send(ssess, "not for replayers", 17), 17L);
+            wn = read(rp[0], wire, sizeof(wire));
+            CHECK(wn > 0 && !contains(wire, (size_t)wn, (const uint8_t *)"not for", 7));
+            errno = 0;
+            if (replay == 0) {
+                REQUIRE(write(rp[0], "\x17\x03\x03\x00\x05hello", 10) == 10);
+                CHECK_EQ(recv_wait(ssess, rp[1], buf, sizeof(buf)), -1L);
+                CHECK_EQ(errno, EPROTO);
+            } else {
+                ssess->finish_by_us = now_us();
+                CHECK_EQ(qcg_tls_send(ssess, "x", 1), -1L);
+                CHECK_EQ(errno, ETIMEDOUT);
+                CHECK(strstr(qcg_tls_error(ssess), "did not finish") != NULL);
+            }
+            qcg_tls_free(ssess);
+            close(rp[0]);
+            close(rp[1]);
+        }
+        SSL_CTX_free(cs.ssl_ctx);
+        SSL_CTX_free(ss.ssl_ctx);
+    }
+}
+
 int main(void)
 {
     test_ok();
@@ -463,6 +614,7 @@ int main(void)
     test_bad_records();
     test_partial_record();
     test_plain_peer_gone();
+    test_half_rtt();
     test_downgrade();
     test_silent_peer();
     return check_result("libqcgconn-handshake");
