@@ -418,6 +418,9 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
    for (capped by the operation's deadline). */
 static void attempt_begin(qcg_connect_op *op, unsigned ms)
 {
+    /* A plan's attempt runs: an earlier want of ports or descriptors no
+       longer explains a timeout. */
+    op->short_of = false;
     op->attempt_start_us = now_us();
     op->attempt_deadline_us = op->attempt_start_us + (uint64_t)ms * 1000u;
     if (op->attempt_deadline_us > op->deadline_us)
