@@ -6,19 +6,23 @@
  *   tls-bench serve COUNT                       accept COUNT connections in turn
  *   tls-bench stream PEER SECONDS ENCRYPT        send for SECONDS:
  *       "gbps X setup_us Y send_s_per_gb S recv_s_per_gb R PATH"
- *   tls-bench pingpong PEER COUNT ENCRYPT        COUNT round trips: "rtt_us median X p99 Y PATH"
+ *   tls-bench pingpong PEER COUNT ENCRYPT [spin] COUNT round trips: "rtt_us median X p99 Y PATH"
  *
  * ENCRYPT is qcg_options.encrypt's name (always, never).  The server runs
  * encrypt=never: it takes what the connecting side asks for.  The driving
  * side sends one byte first: 'S' (the server counts bytes until the end and
- * answers the count and the CPU time it spent receiving, 8 bytes each) or 'P'
- * (it echoes 8-byte messages).  Writes are 256 KiB (qcg-cat's buffer),
+ * answers the count and the CPU time it spent receiving, 8 bytes each), 'P'
+ * (it echoes 8-byte messages) or 'Q' (the same, both ends spinning on
+ * non-blocking sockets as MPI ranks do in their progress loop: no wake-up in
+ * the round trip, only the two ends' work).  Writes are 256 KiB (qcg-cat's buffer),
  * through qcg_tls_send when encrypted.  S and R are each end's CPU seconds
  * (user + system) per GB moved: unlike Gbit/s they do not depend on how much
  * of a shared machine's CPUs the two ends got.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,7 @@
 struct conn {
     int fd;
     qcg_tls *tls;
+    bool spin; /* non-blocking: EAGAIN means try again at once */
 };
 
 static double now_s(void)
@@ -67,7 +72,7 @@ static int c_send_all(struct conn *c, const void *b, size_t n)
     while (n > 0) {
         long w = qcg_conn_send(c->fd, c->tls, p, n);
 
-        if (w < 0 && errno == EINTR)
+        if (w < 0 && (errno == EINTR || (c->spin && errno == EAGAIN)))
             continue;
         if (w <= 0)
             return -1;
@@ -84,7 +89,7 @@ static int c_recv_all(struct conn *c, void *b, size_t n)
     while (n > 0) {
         long r = c_recv(c, p, n);
 
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || (c->spin && errno == EAGAIN)))
             continue;
         if (r <= 0)
             return -1;
@@ -100,6 +105,11 @@ static void c_close(struct conn *c)
         (void)qcg_tls_shutdown(c->tls);
     qcg_tls_free(c->tls);
     close(c->fd);
+}
+
+static void spin(struct conn *c)
+{
+    c->spin = fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) == 0;
 }
 
 static void serve_one(struct conn *c, char *buf)
@@ -120,6 +130,8 @@ static void serve_one(struct conn *c, char *buf)
         answer[1] = (uint64_t)((cpu_s() - cpu0) * 1e6);
         (void)c_send_all(c, answer, sizeof(answer));
     } else {
+        if (mode == 'Q')
+            spin(c);
         while (c_recv_all(c, buf, 8) == 0 && c_send_all(c, buf, 8) == 0)
             ;
     }
@@ -143,11 +155,12 @@ int main(int argc, char **argv)
 
     if (argc < 3 || buf == NULL) {
         fprintf(stderr, "usage: tls-bench serve COUNT | stream PEER SECONDS ENCRYPT | "
-                        "pingpong PEER COUNT ENCRYPT\n");
+                        "pingpong PEER COUNT ENCRYPT [spin]\n");
         return 2;
     }
     if (strcmp(argv[1], "serve") != 0) {
-        if (argc != 5 || (o.encrypt = qcg_encrypt_parse(argv[4])) < 0) {
+        if (argc < 5 || argc > 6 || (o.encrypt = qcg_encrypt_parse(argv[4])) < 0 ||
+            (argc == 6 && strcmp(argv[5], "spin") != 0)) {
             fprintf(stderr, "tls-bench: ENCRYPT: always or never\n");
             return 2;
         }
@@ -169,7 +182,7 @@ int main(int argc, char **argv)
             fd = qcg_accept(ctx, &info);
             if (fd < 0)
                 continue;
-            c = (struct conn){fd, info.tls};
+            c = (struct conn){fd, info.tls, false};
             serve_one(&c, buf);
             c_close(&c);
             left--;
@@ -182,7 +195,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tls-bench: connect: %s: %s\n", qcg_strerror(rc), qcg_last_error(ctx));
         return 1;
     }
-    c = (struct conn){rc, info.tls};
+    c = (struct conn){rc, info.tls, false};
     if (strcmp(argv[1], "stream") == 0) {
         double t0 = now_s(), cpu0 = cpu_s(), secs = atof(argv[3]), t, gb;
         uint64_t sent = 0, got[2];
@@ -206,7 +219,9 @@ int main(int argc, char **argv)
         int n = atoi(argv[3]);
         double *rtt = calloc((size_t)n, sizeof(double));
 
-        (void)c_send_all(&c, "P", 1);
+        (void)c_send_all(&c, argc == 6 ? "Q" : "P", 1);
+        if (argc == 6)
+            spin(&c);
         for (int i = 0; i < n; i++) {
             double t0 = now_s();
 
