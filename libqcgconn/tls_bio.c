@@ -24,6 +24,7 @@ struct nosig {
     /* The inner BIO's kernel TLS state, asked for several times a record:
        kept here, renewed when OpenSSL sets it. */
     bool ktls_send, ktls_recv;
+    bool dontwait;      /* reads never block (tls_bio_dontwait) */
     unsigned char *out; /* OUT_CAP, allocated on the first write */
     size_t len, off;    /* gathered, of them sent */
 };
@@ -94,7 +95,7 @@ static int nosig_read(BIO *b, char *buf, int len)
             BIO_set_retry_read(b);
         return r;
     }
-    n = recv(st->fd, buf, (size_t)len, 0);
+    n = recv(st->fd, buf, (size_t)len, st->dontwait ? MSG_DONTWAIT : 0);
     if (n < 0 && again(errno))
         BIO_set_retry_read(b);
     if (n == 0)
@@ -180,4 +181,11 @@ BIO *tls_bio_new(int fd)
     BIO_set_data(b, st);
     BIO_set_init(b, 1);
     return b;
+}
+
+void tls_bio_dontwait(BIO *b, bool on)
+{
+    struct nosig *st = BIO_get_data(b);
+
+    st->dontwait = on;
 }

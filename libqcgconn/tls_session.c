@@ -10,6 +10,7 @@
 #include <openssl/err.h>
 
 #include "internal.h"
+#include "tls_bio.h"
 #include "tls_session.h"
 
 struct qcg_tls *tls_session_new(SSL *ssl, unsigned encryption, bool unfinished)
@@ -79,12 +80,19 @@ static long io_failed(struct qcg_tls *t, int r, const char *what)
     }
 }
 
-/* An unfinished session (tls_session.h): takes the client's Finished if it
-   is in, reading no further (read-ahead is off until then).  1 finished,
-   0 not yet, -1 failed (errno, t->err). */
-static int finish(struct qcg_tls *t)
+/* An unfinished session (tls_session.h): takes the client's Finished,
+   reading no further (read-ahead is off until then); unless wait, only if
+   it is in already (a send on a blocking socket must not wait for it).
+   1 finished, 0 not yet (errno EAGAIN), -1 failed (errno, t->err). */
+static int finish(struct qcg_tls *t, bool wait)
 {
-    int r = SSL_do_handshake(t->ssl), err;
+    int r, err;
+
+    if (!wait)
+        tls_bio_dontwait(SSL_get_rbio(t->ssl), true);
+    r = SSL_do_handshake(t->ssl);
+    if (!wait)
+        tls_bio_dontwait(SSL_get_rbio(t->ssl), false);
 
     if (r == 1) {
         t->unfinished = false;
@@ -96,6 +104,7 @@ static int finish(struct qcg_tls *t)
     if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
         return (int)io_failed(t, r, "TLS handshake");
     ERR_clear_error();
+    errno = EAGAIN;
     if (now_us() < t->finish_by_us)
         return 0;
     snprintf(t->err, sizeof(t->err), "the peer did not finish the TLS handshake within %d ms",
@@ -135,7 +144,7 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     if (len == 0)
         return 0;
     clear_errors();
-    if (t->unfinished && finish(t) < 0)
+    if (t->unfinished && finish(t, false) < 0)
         return -1;
     while (total < len) {
         size_t n = 0;
@@ -178,13 +187,10 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
     }
     clear_errors();
     if (t->unfinished) {
-        r = finish(t);
+        r = finish(t, true);
         t->starved = r == 0;
-        if (r <= 0) {
-            if (r == 0)
-                errno = EAGAIN;
+        if (r <= 0)
             return -1;
-        }
     }
     errno = 0;
     r = SSL_read_ex(t->ssl, buf, len, &n);
@@ -215,6 +221,13 @@ QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
     if (t == NULL)
         return -1;
     ERR_clear_error();
+    /* No close_notify before the client's Finished (OpenSSL refuses). */
+    if (t->unfinished && finish(t, true) != 1) {
+        if (t->err[0] == '\0')
+            snprintf(t->err, sizeof(t->err),
+                     "TLS shutdown: the peer has not finished the handshake");
+        return -1;
+    }
     /* 0: sent, the peer's not seen yet: that is all we want. */
     if (SSL_shutdown(t->ssl) >= 0)
         return flush(t);

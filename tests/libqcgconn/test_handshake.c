@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -549,8 +550,19 @@ static void test_half_rtt(void)
         CHECK_EQ(rc, (int)TLS_DONE);
         REQUIRE(rc == TLS_DONE && tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
         CHECK(ssess->unfinished);
-        /* Written while the client has not even read the server's flight. */
-        CHECK_EQ(qcg_tls_send(ssess, "first", 5), 5L);
+        /* Written while the client has not even read the server's flight,
+           on a blocking socket (as qcg_connect returns it): the send does
+           not wait for the Finished (a read would, up to SO_RCVTIMEO). */
+        {
+            struct timeval rcv = {.tv_sec = 3};
+            uint64_t t0 = now_us();
+
+            REQUIRE(set_nonblocking(sp[1], false) == 0);
+            REQUIRE(setsockopt(sp[1], SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv)) == 0);
+            CHECK_EQ(qcg_tls_send(ssess, "first", 5), 5L);
+            CHECK(now_us() - t0 < 1500000u);
+            REQUIRE(set_nonblocking(sp[1], true) == 0);
+        }
         REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
         REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
         CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 5L);
