@@ -240,7 +240,10 @@ int qcg_close(qcg_ctx *ctx);
    unusable; qcg_tls_error says why) or the socket's error.  One
    qcg_tls_send makes one record per 16 KiB and sends them together; on a
    non-blocking socket what it took may wait in the session: qcg_tls_flush
-   until 0 before waiting for the peer's answer.  Never raises SIGPIPE. */
+   until 0 before waiting for the peer's answer.  Never raises SIGPIPE.
+   The initiator of a reversed connection gets its session before the
+   peer's last handshake message (it may write at once): that message is
+   taken by the next call, and ETIMEDOUT when it has not come within 10 s. */
 long qcg_tls_send(qcg_tls *tls, const void *buf, size_t len);
 long qcg_tls_recv(qcg_tls *tls, void *buf, size_t len);
 /* Bytes waiting in the session, decrypted or read ahead (poll does not see
@@ -251,7 +254,9 @@ size_t qcg_tls_pending(const qcg_tls *tls);
 /* Sends what the session holds: 0 when nothing is left, -1 with errno
    (EAGAIN: poll for POLLOUT and call again). */
 int qcg_tls_flush(qcg_tls *tls);
-/* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 or -1. */
+/* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 or -1
+   (EAGAIN on a non-blocking socket while the handshake's last message is
+   still to come, see above: call again). */
 int qcg_tls_shutdown(qcg_tls *tls);
 /* The last failure's detail ("" if none). */
 const char *qcg_tls_error(const qcg_tls *tls);
