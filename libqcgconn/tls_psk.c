@@ -498,11 +498,7 @@ static int server_flight(struct tls_hs *t)
         t->flight_sent = true;
         return 1;
     }
-    if (r == SSL_READ_EARLY_DATA_SUCCESS) {
-        SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN);
-        return -2;
-    }
-    return 0;
+    return r == SSL_READ_EARLY_DATA_SUCCESS ? -2 : 0;
 }
 
 int tls_hs_step(struct tls_hs *t)
