@@ -2,6 +2,7 @@
    contract; qcg_conn_*: the same for callers that hold a socket and maybe
    a session.  See qcgconn.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,36 @@ QCG_EXPORT int qcg_tls_flush(qcg_tls *t)
     return flush(t);
 }
 
+/* qcg_tls_recv on an unfinished session: the Finished first, then what
+   the socket holds now.  The Finished alone makes the socket readable, and
+   a caller that polled would block in its read for data that may never
+   come: on a blocking socket that is -1 with EINTR (call again, as after a
+   signal), on a non-blocking one EAGAIN. */
+static long recv_finished(struct qcg_tls *t, void *buf, size_t len)
+{
+    BIO *rbio = SSL_get_rbio(t->ssl);
+    size_t n = 0;
+    int r = finish(t, true), flags;
+
+    t->starved = r == 0;
+    if (r <= 0)
+        return -1;
+    tls_bio_dontwait(rbio, true);
+    errno = 0;
+    r = SSL_read_ex(t->ssl, buf, len, &n);
+    tls_bio_dontwait(rbio, false);
+    if (r == 1)
+        return (long)n;
+    if (SSL_get_error(t->ssl, r) == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    if (io_failed(t, r, "TLS receive") < 0 && errno != EAGAIN)
+        return -1;
+    t->starved = true;
+    flags = fcntl(SSL_get_fd(t->ssl), F_GETFL);
+    errno = flags >= 0 && (flags & O_NONBLOCK) == 0 ? EINTR : EAGAIN;
+    return -1;
+}
+
 QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
 {
     size_t n = 0;
@@ -186,12 +217,8 @@ QCG_EXPORT long qcg_tls_recv(qcg_tls *t, void *buf, size_t len)
         return -1;
     }
     clear_errors();
-    if (t->unfinished) {
-        r = finish(t, true);
-        t->starved = r == 0;
-        if (r <= 0)
-            return -1;
-    }
+    if (t->unfinished)
+        return recv_finished(t, buf, len);
     errno = 0;
     r = SSL_read_ex(t->ssl, buf, len, &n);
     t->starved = r != 1 && SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_READ;
