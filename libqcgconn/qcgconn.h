@@ -243,7 +243,10 @@ int qcg_close(qcg_ctx *ctx);
    until 0 before waiting for the peer's answer.  Never raises SIGPIPE.
    The initiator of a reversed connection gets its session before the
    peer's last handshake message (it may write at once): that message is
-   taken by the next call, and ETIMEDOUT when it has not come within 10 s. */
+   taken by the next call, and ETIMEDOUT when it has not come within 10 s.
+   It makes the socket readable; a read that takes it and finds no data
+   behind it returns -1 with EINTR on a blocking socket (call again, as
+   after a signal), EAGAIN on a non-blocking one. */
 long qcg_tls_send(qcg_tls *tls, const void *buf, size_t len);
 long qcg_tls_recv(qcg_tls *tls, void *buf, size_t len);
 /* Bytes waiting in the session, decrypted or read ahead (poll does not see
