@@ -94,7 +94,6 @@ static int finish(struct qcg_tls *t, bool wait)
     r = SSL_do_handshake(t->ssl);
     if (!wait)
         tls_bio_dontwait(SSL_get_rbio(t->ssl), false);
-
     if (r == 1) {
         t->unfinished = false;
         SSL_set_read_ahead(t->ssl, 1);
