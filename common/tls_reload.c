@@ -1,6 +1,7 @@
 /*
- * The TLS contexts are made once (by gSOAP, from the files at start) and
- * shared by every connection's thread, so a reload does not touch them: each
+ * The TLS contexts are made by gSOAP (a server's once, from the files at
+ * start; a client's from no file, whenever one is needed) and shared by
+ * every connection's thread, so a reload does not touch them: each
  * handshake takes the set in force when it starts (an info callback at
  * SSL_CB_HANDSHAKE_START keeps a reference in the SSL object and sets its
  * trust store), and presents its certificate and key from the certificate
@@ -196,8 +197,8 @@ static int check_creds(const struct creds *c, const struct creds *old, bool serv
     return 0;
 }
 
-/* A new set from the files; old NULL at the first load (checked by gSOAP
-   already), else every check of check_creds.  NULL with a reason in err. */
+/* A new set from the files; old NULL at the first load (nothing to compare
+   with), else every check of check_creds.  NULL with a reason in err. */
 static struct creds *creds_load(const struct tls_set *set, bool server, bool client,
                                 const struct creds *old, char *err, size_t errlen)
 {
