@@ -51,7 +51,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* One reload at a time: the last one read is the one in force. */
 static pthread_mutex_t reload_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tls_set *sets; /* guarded by lock */
-static atomic_int reload_requested;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 static int ctx_index = -1; /* SSL_CTX -> struct tls_set */
 static int ssl_index = -1; /* SSL -> struct creds (a reference) */
@@ -336,11 +335,6 @@ int tls_reload_attach(SSL_CTX *ctx, const struct tls_files *tls, bool server, ch
     return 0;
 }
 
-void tls_reload_request(void)
-{
-    atomic_store(&reload_requested, 1);
-}
-
 /* Reads set's files again; swaps them in or logs why not. */
 static int reload_one(struct tls_set *set)
 {
@@ -369,11 +363,9 @@ static int reload_one(struct tls_set *set)
     return 0;
 }
 
-int tls_reload_pending(void)
+int tls_reload_all(void)
 {
     int refused = 0;
-    if (!atomic_exchange(&reload_requested, 0))
-        return 0;
     pthread_mutex_lock(&reload_lock);
     pthread_mutex_lock(&lock);
     struct tls_set *set = sets;
