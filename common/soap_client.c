@@ -157,8 +157,8 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     /* No files for gSOAP: the certificate, key and CAs of every handshake
        come from the process's set for cfg->tls (tls_reload.h), read from
        the files only if there is none yet.  A context made after a refused
-       reload (a pool growing, a tool's call) then works with the set in
-       force, not with the broken files. */
+       reload (a pool growing) then works with the set in force, not with
+       the broken files. */
     if (soap_ssl_client_context(
             soap, SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
             NULL, NULL, NULL, NULL, NULL)) {

@@ -13,7 +13,8 @@
 #   service's) is refused with an error line naming the file and why, and
 #   the serial stays; a rotation half done (new CA and CRL with a broken
 #   certificate; new CA with the old CRL) changes nothing, the CRL included;
-#   a CA file with a second CA lets that CA's clients in;
+#   a CA file with a second CA lets that CA's clients in, and frontend c1,
+#   which still trusts the old CA only, refuses the broker then;
 # - client side, the helper: its connection to the frontend stays across
 #   the reload, and once that connection is cut (ss -K) its new one presents
 #   the new certificate (the frontend's debug line names the serial); a
@@ -397,6 +398,13 @@ else
 	fail "after the CA's rotation and SIGHUP, its clients are let in"
 fi
 client_pem=$other/frontend-c9.pem check_serial "a new connection sees the new CA's certificate" "$other_b"
+# Frontend c1 still trusts the grid's CA only: its next connection refuses
+# the broker's certificate of the new CA.
+refusal="cannot register with the broker $broker_url: SSL_ERROR_SSL"
+n=$(count "$work/frontend-c1.log" "$refusal")
+ss -K -Htn state established "dport = :$port_b" >/dev/null 2>&1 || true
+expect_log "the frontend's next connection refuses a broker of another CA" "$work/frontend-c1.log" \
+	"$refusal error:0A000086:SSL routines::certificate verify failed unable to get local issuer certificate" "$n"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))
