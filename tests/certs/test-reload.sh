@@ -41,7 +41,7 @@ log_lines=30 logs_var=QCG_TEST_LOGS
 
 call=$build/tests/frontend/frontend-call
 need_built "$helper" "$frontend" "$broker" "$call"
-need_commands openssl ss mkfifo
+need_commands openssl ss mkfifo ps
 grid_workdir test-reload
 
 port_b=27900 port_c1=27901
@@ -277,6 +277,9 @@ expect_log "after a refused reload the helper goes on with the certificate it ha
 # poll and its pool's contexts).
 to_broker() { ss -Htnp state established "dport = :$port_b" | grep -c "pid=$frontend_pid," || true; }
 at_least() { (($(to_broker) >= $1)); }
+# stopped PID: every thread of PID is stopped (a SIGSTOP takes effect when
+# one of them runs: until then another may still answer a request).
+stopped() { ! ps -L -o stat= -p "$1" | grep -qv '^T'; }
 # relay_calls DESC NODE...: each NODE (a helper of c1) registers at once
 # through the frontend while the broker is stopped, so each relayed call
 # holds a context of the pool, and the pool makes the ones it lacks now;
@@ -286,6 +289,7 @@ relay_calls() {
 	local desc=$1 node cpids=() i=0
 	shift
 	kill -STOP "$broker_pid"
+	wait_for "the broker to stop" 150 stopped "$broker_pid" || fail "$desc: the broker stops"
 	for node in "$@"; do
 		"$call" "https://127.0.0.1:$port_c1/" "$live/ca.crt" "$ca/helper-c1-$node.pem" \
 			registerNode "$node" 127.0.0.1 27904 27905 >"$work/call-$node.out" 2>&1 &
