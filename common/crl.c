@@ -11,7 +11,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char *crl_path; /* guarded by lock, as are the two below */
 static char *ca_path;
 static X509_CRL *current;
-static atomic_int reload_requested;
 
 static X509 *read_cert(const char *path)
 {
@@ -152,15 +150,8 @@ int crl_check_file(const char *ca, char *err, size_t errlen)
     return rc;
 }
 
-void crl_reload_request(void)
+void crl_reload(bool skip)
 {
-    atomic_store(&reload_requested, 1);
-}
-
-void crl_reload_pending(bool skip)
-{
-    if (!atomic_exchange(&reload_requested, 0))
-        return;
     pthread_mutex_lock(&lock);
     if (crl_path == NULL) {
         pthread_mutex_unlock(&lock);

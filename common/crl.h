@@ -19,13 +19,11 @@ int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t
    certificate reload: tls_reload.h); whether it is checked is up to the
    verify flags of the context (set by crl_attach). */
 void crl_store_hook(X509_STORE *store);
-/* Async-signal-safe: crl_reload_pending reads the CRL again. */
-void crl_reload_request(void);
-/* Reloads now if a reload was requested (logs the outcome; on failure the
-   CRL loaded before stays).  Cheap when none was.  skip: a certificate set
-   was refused in the same reload (tls_reload.h), and the CRL stays with the
+/* Reads the CRL again (after SIGHUP: daemon.c) and logs the outcome; on
+   failure the CRL loaded before stays.  skip: a certificate set was
+   refused in the same reload (tls_reload.h), and the CRL stays with the
    CAs it was checked against (logged). */
-void crl_reload_pending(bool skip);
+void crl_reload(bool skip);
 /* 0 when no CRL is configured or the configured file is signed by the CA in
    ca (a CA file about to be trusted); else -1 with a reason in err. */
 int crl_check_file(const char *ca, char *err, size_t errlen);

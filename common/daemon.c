@@ -35,7 +35,7 @@ static void on_signal(int sig)
 /* SIGHUP: the CRL and the service's certificates are read again
    (crl.h, tls_reload.h) by a thread of their own, at once whatever the
    daemon's loop is doing and without blocking it; live connections stay.
-   sem_post is async-signal-safe. */
+   The semaphore is the request (sem_post is async-signal-safe). */
 static pthread_once_t reloader_once = PTHREAD_ONCE_INIT;
 static sem_t reload_sem;
 static atomic_bool reloader_running;
@@ -46,8 +46,11 @@ static void *reloader(void *arg)
     for (;;) {
         if (sem_wait(&reload_sem) < 0)
             continue; /* EINTR */
+        /* Signals that came before this reload starts are served by it. */
+        while (sem_trywait(&reload_sem) == 0)
+            ;
         /* Certificates first: the CRL changes only with CAs that check it. */
-        crl_reload_pending(tls_reload_pending() > 0);
+        crl_reload(tls_reload_all() > 0);
     }
     return NULL;
 }
@@ -79,8 +82,6 @@ static void on_hup(int sig)
 {
     (void)sig;
     int saved_errno = errno;
-    crl_reload_request();
-    tls_reload_request();
     if (atomic_load(&reloader_running))
         sem_post(&reload_sem);
     errno = saved_errno;

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "identity.h"
 #include "log.h"
@@ -115,14 +114,6 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
         snprintf(err, errlen, "TLS: the CA file and the certificate/key file are required");
         return NULL;
     }
-    if (access(cfg->tls.ca, R_OK) < 0) {
-        snprintf(err, errlen, "CA file %s: %s", cfg->tls.ca, strerror(errno));
-        return NULL;
-    }
-    if (access(cfg->tls.certkey, R_OK) < 0) {
-        snprintf(err, errlen, "certificate file %s: %s", cfg->tls.certkey, strerror(errno));
-        return NULL;
-    }
     soap_tls_init_once();
 
     struct client_info *info = calloc(1, sizeof(*info));
@@ -163,11 +154,16 @@ struct soap *soap_client_new(const struct soap_client_config *cfg, char *err, si
     soap->maxlevel = CLIENT_MAXLEVEL;
     soap->socket_flags = MSG_NOSIGNAL;
 
+    /* No files for gSOAP: the certificate, key and CAs of every handshake
+       come from the process's set for cfg->tls (tls_reload.h), read from
+       the files only if there is none yet.  A context made after a refused
+       reload (a pool growing) then works with the set in force, not with
+       the broken files. */
     if (soap_ssl_client_context(
             soap, SOAP_SSL_DEFAULT | SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
-            cfg->tls.certkey, NULL, cfg->tls.ca, NULL, NULL)) {
+            NULL, NULL, NULL, NULL, NULL)) {
         soap_error_text(soap, msg, sizeof(msg));
-        snprintf(err, errlen, "TLS setup with %s and %s: %s", cfg->tls.certkey, cfg->tls.ca, msg);
+        snprintf(err, errlen, "TLS setup: %s", msg);
         soap_client_free(soap);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /*
- * The TLS contexts are made once (by gSOAP, from the files at start) and
- * shared by every connection's thread, so a reload does not touch them: each
+ * The TLS contexts are made by gSOAP (a server's once, from the files at
+ * start; a client's from no file, whenever one is needed) and shared by
+ * every connection's thread, so a reload does not touch them: each
  * handshake takes the set in force when it starts (an info callback at
  * SSL_CB_HANDSHAKE_START keeps a reference in the SSL object and sets its
  * trust store), and presents its certificate and key from the certificate
@@ -50,7 +51,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* One reload at a time: the last one read is the one in force. */
 static pthread_mutex_t reload_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tls_set *sets; /* guarded by lock */
-static atomic_int reload_requested;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
 static int ctx_index = -1; /* SSL_CTX -> struct tls_set */
 static int ssl_index = -1; /* SSL -> struct creds (a reference) */
@@ -196,8 +196,8 @@ static int check_creds(const struct creds *c, const struct creds *old, bool serv
     return 0;
 }
 
-/* A new set from the files; old NULL at the first load (checked by gSOAP
-   already), else every check of check_creds.  NULL with a reason in err. */
+/* A new set from the files; old NULL at the first load (nothing to compare
+   with), else every check of check_creds.  NULL with a reason in err. */
 static struct creds *creds_load(const struct tls_set *set, bool server, bool client,
                                 const struct creds *old, char *err, size_t errlen)
 {
@@ -335,11 +335,6 @@ int tls_reload_attach(SSL_CTX *ctx, const struct tls_files *tls, bool server, ch
     return 0;
 }
 
-void tls_reload_request(void)
-{
-    atomic_store(&reload_requested, 1);
-}
-
 /* Reads set's files again; swaps them in or logs why not. */
 static int reload_one(struct tls_set *set)
 {
@@ -368,11 +363,9 @@ static int reload_one(struct tls_set *set)
     return 0;
 }
 
-int tls_reload_pending(void)
+int tls_reload_all(void)
 {
     int refused = 0;
-    if (!atomic_exchange(&reload_requested, 0))
-        return 0;
     pthread_mutex_lock(&reload_lock);
     pthread_mutex_lock(&lock);
     struct tls_set *set = sets;

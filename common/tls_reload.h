@@ -19,23 +19,22 @@ struct tls_files;
    accepts connections (its certificate must be a TLS server's), else it
    makes them (a TLS client's).  Contexts with the same two files share one
    set, read at the first call (logged at debug level: file, identity,
-   serial, expiry).  Server contexts resume no session: a resumed session
-   would skip both the certificate in use and the CRL.  -1 with a one-line
-   reason in err. */
+   serial, expiry); later calls read no file, so ctx itself need hold no
+   certificate, key or CA (a client's holds none: soap_client.c), and one
+   made after a refused reload works with the set in force.  Server
+   contexts resume no session: a resumed session would skip both the
+   certificate in use and the CRL.  -1 with a one-line reason in err. */
 int tls_reload_attach(SSL_CTX *ctx, const struct tls_files *tls, bool server, char *err,
                       size_t errlen);
-/* Async-signal-safe: every set is read again at the next tls_reload_pending. */
-void tls_reload_request(void);
-/* If a reload was requested, reads every set again and returns how many
-   were refused (0 when none was requested).  One that loads
-   replaces the old one for new handshakes (an info line: file, identity,
-   serial, expiry).  One that does not -- a file unreadable, the key not the
-   certificate's, the certificate not issued by the CA in the CA file,
-   expired, not for the side it is used on (serverAuth/clientAuth), for
-   another service than the one loaded before, or a CA file that does not
-   check the configured CRL (crl.h) -- is refused as a whole: an
-   error line names the file and why, and the old set stays.  Cheap when
-   none was requested. */
-int tls_reload_pending(void);
+/* Reads every set again (after SIGHUP: daemon.c) and returns how many
+   were refused.  One that loads replaces the old one for new handshakes
+   (an info line: file, identity, serial, expiry).  One that does not -- a
+   file unreadable, the key not the certificate's, the certificate not
+   issued by the CA in the CA file, expired, not for the side it is used on
+   (serverAuth/clientAuth), for another service than the one loaded
+   before, or a CA file that does not check the configured CRL (crl.h) --
+   is refused as a whole: an error line names the file and why, and the old
+   set stays. */
+int tls_reload_all(void);
 
 #endif

@@ -13,11 +13,18 @@
 #   service's) is refused with an error line naming the file and why, and
 #   the serial stays; a rotation half done (new CA and CRL with a broken
 #   certificate; new CA with the old CRL) changes nothing, the CRL included;
-#   a CA file with a second CA lets that CA's clients in;
+#   a CA file with a second CA lets that CA's clients in, and frontend c1,
+#   which still trusts the old CA only, refuses the broker then;
 # - client side, the helper: its connection to the frontend stays across
 #   the reload, and once that connection is cut (ss -K) its new one presents
 #   the new certificate (the frontend's debug line names the serial); a
-#   certificate of another node is refused.
+#   certificate of another node is refused;
+# - client side, the frontend's pool of contexts towards the broker: with a
+#   broken key in its file and the reload refused, a context made then (a
+#   second call relayed while the first one waits for the stopped broker)
+#   still connects, with the certificate in force; after a good reload a
+#   new context presents the new one (the broker's debug line names the
+#   serial).
 #
 # Ports 27900-27909 belong to this test.  Exit status: 0 passed, 1 failed,
 # 77 skipped.
@@ -32,12 +39,13 @@ log_lines=30 logs_var=QCG_TEST_LOGS
 # shellcheck source=../lib/loopback-grid.sh
 . "$src/tests/lib/loopback-grid.sh"
 
-need_built "$helper" "$frontend" "$broker"
-need_commands openssl ss mkfifo
+call=$build/tests/frontend/frontend-call
+need_built "$helper" "$frontend" "$broker" "$call"
+need_commands openssl ss mkfifo ps
 grid_workdir test-reload
 
 port_b=27900 port_c1=27901
-grid_ca "frontend c1" "helper c1/n1" "helper c1/n2"
+grid_ca "frontend c1" "helper c1/n1" "helper c1/n2" "helper c1/n3" "helper c1/n4"
 "$certs" --dir "$ca" crl >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
 grid_ports_free "$port_b" "$port_c1"
 
@@ -47,7 +55,7 @@ mkdir "$live"
 cp "$ca/broker-broker.pem" "$ca/frontend-c1.pem" "$ca/helper-c1-n1.pem" "$ca/ca.crt" \
 	"$ca/crl.pem" "$live/"
 "$broker" --listen 127.0.0.1 --port "$port_b" --ca "$live/ca.crt" --cert "$live/broker-broker.pem" \
-	--crl "$live/crl.pem" >>"$work/broker.log" 2>&1 &
+	--crl "$live/crl.pem" --log-level debug >>"$work/broker.log" 2>&1 &
 broker_pid=$!
 pids+=("$broker_pid")
 broker_url=https://127.0.0.1:$port_b/
@@ -55,7 +63,8 @@ wait_for "the broker on port $port_b" 100 listening "$port_b" || exit 1
 "$frontend" --listen 127.0.0.1 --port "$port_c1" --broker "$broker_url" --cluster c1 --kind open \
 	--public-address 127.0.0.1 --ca "$live/ca.crt" --cert "$live/frontend-c1.pem" \
 	--crl "$live/crl.pem" --log-level debug >>"$work/frontend-c1.log" 2>&1 &
-pids+=("$!")
+frontend_pid=$!
+pids+=("$frontend_pid")
 wait_for "the frontend on port $port_c1" 100 listening "$port_c1" || exit 1
 
 logged() { grep -qF -- "$2" "$1"; }
@@ -262,6 +271,81 @@ ss -K -Htn state established "dport = :$port_c1" >/dev/null 2>&1 || true
 expect_log "after a refused reload the helper goes on with the certificate it had" \
 	"$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)" "$n"
 
+# --- client side: the frontend's upstream pool ---------------------------------
+
+# to_broker: the frontend's established connections to the broker (its long
+# poll and its pool's contexts).
+to_broker() { ss -Htnp state established "dport = :$port_b" | grep -c "pid=$frontend_pid," || true; }
+at_least() { (($(to_broker) >= $1)); }
+# stopped PID: every thread of PID is stopped (a SIGSTOP takes effect when
+# one of them runs: until then another may still answer a request).
+stopped() { ! ps -L -o stat= -p "$1" | grep -qv '^T'; }
+# relay_calls DESC NODE...: each NODE (a helper of c1) registers at once
+# through the frontend while the broker is stopped, so each relayed call
+# holds a context of the pool, and the pool makes the ones it lacks now;
+# checks that each context connects (the long poll and one connection per
+# call), then lets the broker go on and waits for the answers.
+relay_calls() {
+	local desc=$1 node cpids=() i=0
+	shift
+	kill -STOP "$broker_pid"
+	wait_for "the broker to stop" 150 stopped "$broker_pid" || fail "$desc: the broker stops"
+	for node in "$@"; do
+		"$call" "https://127.0.0.1:$port_c1/" "$live/ca.crt" "$ca/helper-c1-$node.pem" \
+			registerNode "$node" 127.0.0.1 27904 27905 >"$work/call-$node.out" 2>&1 &
+		cpids+=("$!")
+	done
+	if wait_for "$desc" 150 at_least $(($# + 1)); then
+		pass "$desc"
+	else
+		{ ss -Htnp state established "dport = :$port_b"; tail -n 5 "$work/frontend-c1.log"; } >"$out"
+		fail "$desc"
+	fi
+	kill -CONT "$broker_pid"
+	for node in "$@"; do
+		wait_exit "${cpids[i]}" 300 || true
+		i=$((i + 1))
+		if ((rc == 0)) && grep -qx ok "$work/call-$node.out"; then
+			pass "$desc: node $node registered"
+		else
+			cp "$work/call-$node.out" "$out"
+			fail "$desc: node $node registered (exit $rc)"
+		fi
+	done
+}
+
+lf=$live/frontend-c1.pem
+old_f=$(serial_of "$ca/frontend-c1.pem")
+# The certificate with a broken key after it.
+{
+	openssl x509 -in "$ca/frontend-c1.pem"
+	printf -- '-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n'
+} >"$lf"
+kill -HUP "$frontend_pid"
+expect_log "the frontend refuses a broken key" "$work/frontend-c1.log" \
+	"certificate not reloaded: $lf holds no private key"
+n=$(count "$work/broker.log" "connection from frontend c1 (certificate serial $old_f)")
+relay_calls "with the broken key in its file, a new context of the frontend connects" n2 n3
+expect_log "the broker sees the frontend's certificate in force" "$work/broker.log" \
+	"connection from frontend c1 (certificate serial $old_f)" "$n"
+if logged "$work/frontend-c1.log" "new upstream context"; then
+	grep -F "new upstream context" "$work/frontend-c1.log" | tail -n 3 >"$out"
+	fail "the frontend makes its contexts despite the broken file"
+else
+	pass "the frontend makes its contexts despite the broken file"
+fi
+
+"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1 --force >>"$work/certs.log" 2>&1 ||
+	fail "qcg-certs issue frontend c1 --force"
+new_f=$(serial_of "$ca/frontend-c1.pem")
+cp "$ca/frontend-c1.pem" "$lf"
+kill -HUP "$frontend_pid"
+expect_log "the frontend takes its renewed certificate" "$work/frontend-c1.log" \
+	"reloaded certificate $lf: frontend c1, serial $new_f"
+relay_calls "after the frontend's renewal, one more context connects" n2 n3 n4
+expect_log "the broker sees the frontend's renewed certificate" "$work/broker.log" \
+	"connection from frontend c1 (certificate serial $new_f)"
+
 # --- the CA rotated (section 9): CA file, CRL and certificate at once --------
 
 c9() {
@@ -318,6 +402,13 @@ else
 	fail "after the CA's rotation and SIGHUP, its clients are let in"
 fi
 client_pem=$other/frontend-c9.pem check_serial "a new connection sees the new CA's certificate" "$other_b"
+# Frontend c1 still trusts the grid's CA only: its next connection refuses
+# the broker's certificate of the new CA.
+refusal="cannot register with the broker $broker_url: SSL_ERROR_SSL"
+n=$(count "$work/frontend-c1.log" "$refusal")
+ss -K -Htn state established "dport = :$port_b" >/dev/null 2>&1 || true
+expect_log "the frontend's next connection refuses a broker of another CA" "$work/frontend-c1.log" \
+	"$refusal error:0A000086:SSL routines::certificate verify failed unable to get local issuer certificate" "$n"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))
