@@ -223,12 +223,54 @@ done
 
 touch "$STOP"
 rc=0
+# hang_report: what a job that does not end is doing, before it is killed:
+# its output but the round lines, its agents' logs, each of the user's
+# processes (state, kernel wait, stacks; a rank's btl_qcg endpoints: state,
+# frames sent/acked/written, received, ack owed), and their TCP sockets.
+hang_report() {
+	local n pid cmd dir
+	echo "== job $JOBS output but the round lines (last 100); its last round: $(grep '^round' "$JOB_OUT" | tail -n 1)"
+	grep -v '^round [0-9]*$' "$JOB_OUT" | tail -n 100
+	dir=$(ls -dt "$LAB_STATE"/mpirun.* 2>/dev/null | head -n 1)
+	for n in ${dir:+"$dir"/agent-*.log}; do
+		echo "== $(basename "$n") (last 15)"
+		tail -n 15 "$n"
+	done
+	cat >"$WORK/eps.gdb" <<-'EOF'
+		set $m = btl_qcg_active
+		set $i = 0
+		while $m != 0 && $i < $m->neps
+		  set $e = $m->eps[$i]
+		  if $e != 0
+		    printf "ep %u: state %d fd %d resumed %d sent %lu acked %lu written %lu unsent %lu rx %lu ack_sent %lu owed %d ctl %d/%lu out %d staged %lu/%lu broken_since %lu breaks %lu\n", $e->vpid, $e->state, $e->fd, $e->resumed, $e->sq.sent, $e->sq.acked, $e->written_seq, $e->unsent ? $e->unsent->rq.seq : 0, $e->rx_seq, $e->ack_sent, $e->ack_owed, $e->ctl_pending, $e->ctl_sent, $e->want_out, $e->tls_out_off, $e->tls_out_len, $e->broken_since_us, $e->breaks
+		  end
+		  set $i = $i + 1
+		end
+		thread apply all bt 12
+	EOF
+	for n in $LAB_COMPUTE; do
+		for pid in $(ip netns pids "qcg-$n" 2>/dev/null); do
+			[ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$LAB_UID" ] || continue
+			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)
+			echo "== $n $pid $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) $(cat "/proc/$pid/wchan" 2>/dev/null): $cmd"
+			command -v gdb >/dev/null 2>&1 || continue
+			case $cmd in
+			*qcg-mpi-resend* | *qcg-launch* | *qcg-agent* | *orted* | *mpirun*)
+				timeout 30 gdb -p "$pid" -batch -nx -x "$WORK/eps.gdb" 2>&1 |
+					grep -E '^(ep |#|Thread )' | head -n 80 ;;
+			esac
+		done
+		echo "== $n: TCP sockets of the user's processes"
+		ip netns exec "qcg-$n" ss -tnpio 2>/dev/null | grep -A1 -E 'qcg-|orted|mpirun' | head -n 80
+	done
+}
 # A job that does not end shows its output and who is left (wait_exit alone
 # would fail without them).
 job_ended() { ! kill -0 "$job" 2>/dev/null; }
 slow_poll 300 "job $JOBS to end after its stop file" job_ended || {
 	show "$JOB_OUT" 60
-	user_processes >&2
+	hang_report >"$WORK/hang.txt" 2>&1
+	cat "$WORK/hang.txt" >&2
 	fail "job $JOBS still runs 300 s after its stop file"
 }
 wait_exit "$job" 10 || rc=$?
