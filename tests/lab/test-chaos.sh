@@ -15,11 +15,11 @@
 #   CHAOS_FULL=1: every helper of a node with a rank, every frontend, and
 #   conntrack -F on natb's and fw's (stateful firewall) routers too.
 #
-# After each fault: the job must finish an all-to-all round within 180 s
-# (every pair of ranks carried data), every connection of it that broke must
+# After each fault: every pair of ranks must carry data sent after the fault
+# (a whole all-to-all round) within 180 s, every connection of it that broke must
 # be re-established (btl_qcg_verbose 1 says so), and a new connection to the
 # faulted part (qcg-cat, a job of its own, tried meanwhile) must succeed.
-# Printed per fault: ms until the job's next round, ms until a new connection
+# Printed per fault: ms until that round was in, ms until a new connection
 # worked, breaks, ms until the slowest broken connection carried data again,
 # frames sent again.  At the end the job must PASS: no
 # message lost, duplicated, reordered or corrupted.  A fault the job does not
@@ -135,13 +135,22 @@ new_conn() {
 	return 1
 }
 
-# progressed FROM_LINE: the job finished a round (every pair of ranks carried
-# data) since line FROM_LINE of its output, and every connection that broke
-# since is re-established.
+# progressed FROM_LINE AFTER_LINE: every pair of ranks carried data since the
+# fault, and every connection that broke since line FROM_LINE of the job's
+# output (the fault began after it) is re-established.  Rank 0 prints "round N"
+# once its messages of round N are in (at most once a second), then tells the
+# others to go on; each rank sends round N+1 only after all of its round N
+# came.  So the first line after AFTER_LINE (the fault is done), round A, may
+# count messages sent before the fault, every message of round A+1 was sent
+# after it, and a line for round A+2 or later says every rank received all of
+# round A+1.  (One round line was taken for this before: a pair stuck since
+# the fault went unseen, and the job hung at its end instead.)
 since() { tail -n +"$(($1 + 1))" "$JOB_OUT"; }
 count() { since "$1" | grep -c "$2" || true; }
 progressed() {
-	[ "$(count "$1" '^round [0-9]*$')" -gt 0 ] &&
+	local rounds
+	rounds=$(since "$2" | sed -n 's/^round \([0-9]*\)$/\1/p')
+	[ -n "$rounds" ] && [ "$(tail -n 1 <<<"$rounds")" -ge $(($(head -n 1 <<<"$rounds") + 2)) ] &&
 		[ "$(count "$1" 're-established')" -ge "$(count "$1" 'broken (.*): reconnecting')" ]
 }
 
@@ -171,19 +180,20 @@ job_lost() {
 }
 # fault NAME PROBE_FROM PROBE_TO CMD...: runs CMD (the fault), then measures.
 fault() {
-	local name=$1 from=$2 to=$3 mark t0 t_new t_job breaks slowest again
+	local name=$1 from=$2 to=$3 mark after t0 t_new t_job breaks slowest again
 	shift 3
 	mark=$(wc -l <"$JOB_OUT")
 	t0=$(ms)
 	"$@" >/dev/null || fail "$name: the fault itself failed ($*)"
+	after=$(wc -l <"$JOB_OUT")
 	# The new connection is tried meanwhile: both are timed from the fault.
 	rm -f "$WORK/new.res"
 	(new_conn "$from" "$to" && echo "$(($(ms) - t0)) $PROBE_TECH" >"$WORK/new.res") &
 	local prober=$!
 	BG_PIDS+=("$prober")
-	if ! slow_poll 180 "$name: the job's next round" progressed "$mark"; then
+	if ! slow_poll 180 "$name: every pair of ranks carrying data" progressed "$mark" "$after"; then
 		wait "$prober" 2>/dev/null || true
-		job_lost "$name" "no round of the job within 180 s"
+		job_lost "$name" "not every pair of ranks carried data within 180 s"
 		return 0
 	fi
 	t_job=$(($(ms) - t0))
@@ -223,6 +233,9 @@ done
 
 touch "$STOP"
 rc=0
+# CHAOS_KEEP=DIR: the jobs' whole outputs are copied there (hunting a rare
+# failure needs the passing runs' too).
+keep_outputs() { [ -z "${CHAOS_KEEP:-}" ] || cp "$WORK"/job*.out "$CHAOS_KEEP"/ 2>/dev/null || true; }
 # hang_report: what a job that does not end is doing, before it is killed:
 # its output but the round lines, its agents' logs, each of the user's
 # processes (state, kernel wait, stacks; a rank's btl_qcg endpoints: state,
@@ -271,13 +284,15 @@ slow_poll 300 "job $JOBS to end after its stop file" job_ended || {
 	show "$JOB_OUT" 60
 	hang_report >"$WORK/hang.txt" 2>&1
 	cat "$WORK/hang.txt" >&2
+	keep_outputs
 	fail "job $JOBS still runs 300 s after its stop file"
 }
 wait_exit "$job" 10 || rc=$?
+keep_outputs
 grep -q '^PASS resend' "$JOB_OUT" && [ "$rc" -eq 0 ] ||
 	{ show "$JOB_OUT" 40; fail "job $JOBS did not pass (exit $rc)"; }
 note "job $JOBS: $(grep '^PASS resend' "$JOB_OUT")"
-note "summary (job_ms: until the job's next all-to-all round after the fault; new_ms: until a new connection worked; breaks: connections of the job that broke; reconn_ms: the slowest of them until it carried data again; resent: frames sent again):"
+note "summary (job_ms: until every pair of ranks carried a round sent after the fault; new_ms: until a new connection worked; breaks: connections of the job that broke; reconn_ms: the slowest of them until it carried data again; resent: frames sent again):"
 note "$HEADER"
 for line in "${REPORT[@]}"; do note "$line"; done
 [ ${#LOST[@]} -eq 0 ] || fail "the job did not survive: ${LOST[*]}"
