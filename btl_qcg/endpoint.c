@@ -389,10 +389,14 @@ static void owe_ctl(struct btl_qcg_endpoint *ep, enum btl_qcg_frame_type type)
    one is made when something is owed either way (frames not acknowledged or
    not written, an ack the peer asked for); otherwise the endpoint rests: a
    later send reconnects, and a peer holding frames for us connects itself. */
-static void channel_broken(struct btl_qcg_endpoint *ep, const char *why)
+static void channel_broken(struct btl_qcg_endpoint *ep, const char *reason)
 {
     uint64_t now = btl_qcg_now_us();
+    char why[256];
 
+    /* A copy: the reason may be the session's own text (qcg_tls_error),
+       which close_sock frees. */
+    snprintf(why, sizeof(why), "%s", reason);
     close_sock(ep);
     btl_qcg_rewind(ep);
     ep->breaks++;

@@ -15,11 +15,11 @@
 #   CHAOS_FULL=1: every helper of a node with a rank, every frontend, and
 #   conntrack -F on natb's and fw's (stateful firewall) routers too.
 #
-# After each fault: the job must finish an all-to-all round within 180 s
-# (every pair of ranks carried data), every connection of it that broke must
+# After each fault: every pair of ranks must carry data sent after the fault
+# (a whole all-to-all round) within 180 s, every connection of it that broke must
 # be re-established (btl_qcg_verbose 1 says so), and a new connection to the
 # faulted part (qcg-cat, a job of its own, tried meanwhile) must succeed.
-# Printed per fault: ms until the job's next round, ms until a new connection
+# Printed per fault: ms until that round was in, ms until a new connection
 # worked, breaks, ms until the slowest broken connection carried data again,
 # frames sent again.  At the end the job must PASS: no
 # message lost, duplicated, reordered or corrupted.  A fault the job does not
@@ -135,13 +135,22 @@ new_conn() {
 	return 1
 }
 
-# progressed FROM_LINE: the job finished a round (every pair of ranks carried
-# data) since line FROM_LINE of its output, and every connection that broke
-# since is re-established.
+# progressed FROM_LINE AFTER_LINE: every pair of ranks carried data since the
+# fault, and every connection that broke since line FROM_LINE of the job's
+# output (the fault began after it) is re-established.  Rank 0 prints "round N"
+# once its messages of round N are in (at most once a second), then tells the
+# others to go on; each rank sends round N+1 only after all of its round N
+# came.  So the first line after AFTER_LINE (the fault is done), round A, may
+# count messages sent before the fault, every message of round A+1 was sent
+# after it, and a line for round A+2 or later says every rank received all of
+# round A+1.  (One round line was taken for this before: a pair stuck since
+# the fault went unseen, and the job hung at its end instead.)
 since() { tail -n +"$(($1 + 1))" "$JOB_OUT"; }
 count() { since "$1" | grep -c "$2" || true; }
 progressed() {
-	[ "$(count "$1" '^round [0-9]*$')" -gt 0 ] &&
+	local rounds
+	rounds=$(since "$2" | sed -n 's/^round \([0-9]*\)$/\1/p')
+	[ -n "$rounds" ] && [ "$(tail -n 1 <<<"$rounds")" -ge $(($(head -n 1 <<<"$rounds") + 2)) ] &&
 		[ "$(count "$1" 're-established')" -ge "$(count "$1" 'broken (.*): reconnecting')" ]
 }
 
@@ -171,19 +180,20 @@ job_lost() {
 }
 # fault NAME PROBE_FROM PROBE_TO CMD...: runs CMD (the fault), then measures.
 fault() {
-	local name=$1 from=$2 to=$3 mark t0 t_new t_job breaks slowest again
+	local name=$1 from=$2 to=$3 mark after t0 t_new t_job breaks slowest again
 	shift 3
 	mark=$(wc -l <"$JOB_OUT")
 	t0=$(ms)
 	"$@" >/dev/null || fail "$name: the fault itself failed ($*)"
+	after=$(wc -l <"$JOB_OUT")
 	# The new connection is tried meanwhile: both are timed from the fault.
 	rm -f "$WORK/new.res"
 	(new_conn "$from" "$to" && echo "$(($(ms) - t0)) $PROBE_TECH" >"$WORK/new.res") &
 	local prober=$!
 	BG_PIDS+=("$prober")
-	if ! slow_poll 180 "$name: the job's next round" progressed "$mark"; then
+	if ! slow_poll 180 "$name: every pair of ranks carrying data" progressed "$mark" "$after"; then
 		wait "$prober" 2>/dev/null || true
-		job_lost "$name" "no round of the job within 180 s"
+		job_lost "$name" "not every pair of ranks carried data within 180 s"
 		return 0
 	fi
 	t_job=$(($(ms) - t0))
@@ -223,19 +233,70 @@ done
 
 touch "$STOP"
 rc=0
+# CHAOS_KEEP=DIR: the jobs' whole outputs are copied there (hunting a rare
+# failure needs the passing runs' too).
+keep_outputs() { [ -z "${CHAOS_KEEP:-}" ] || cp "$WORK"/job*.out "$CHAOS_KEEP"/ 2>/dev/null || true; }
+# hang_report: what a job that does not end is doing, before it is killed:
+# its output but the round lines, its agents' logs, each of the user's
+# processes (state, kernel wait, stacks; a rank's btl_qcg endpoints: state,
+# frames sent/acked/written, received, ack owed), and their TCP sockets.
+hang_report() {
+	local n pid cmd dir
+	echo "== job $JOBS output but the round lines (last 100); its last round: $(grep '^round' "$JOB_OUT" | tail -n 1)"
+	grep -v '^round [0-9]*$' "$JOB_OUT" | tail -n 100
+	dir=$(ls -dt "$LAB_STATE"/mpirun.* 2>/dev/null | head -n 1)
+	for n in ${dir:+"$dir"/agent-*.log}; do
+		echo "== $(basename "$n") (last 15)"
+		tail -n 15 "$n"
+	done
+	cat >"$WORK/eps.gdb" <<-'EOF'
+		set $m = btl_qcg_active
+		set $i = 0
+		while $m != 0 && $i < $m->neps
+		  set $e = $m->eps[$i]
+		  if $e != 0
+		    printf "ep %u: state %d fd %d resumed %d sent %lu acked %lu written %lu unsent %lu rx %lu ack_sent %lu owed %d ctl %d/%lu out %d staged %lu/%lu broken_since %lu breaks %lu\n", $e->vpid, $e->state, $e->fd, $e->resumed, $e->sq.sent, $e->sq.acked, $e->written_seq, $e->unsent ? $e->unsent->rq.seq : 0, $e->rx_seq, $e->ack_sent, $e->ack_owed, $e->ctl_pending, $e->ctl_sent, $e->want_out, $e->tls_out_off, $e->tls_out_len, $e->broken_since_us, $e->breaks
+		  end
+		  set $i = $i + 1
+		end
+		thread apply all bt 12
+	EOF
+	for n in $LAB_COMPUTE; do
+		for pid in $(ip netns pids "qcg-$n" 2>/dev/null); do
+			[ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$LAB_UID" ] || continue
+			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)
+			echo "== $n $pid $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) $(cat "/proc/$pid/wchan" 2>/dev/null): $cmd"
+			command -v gdb >/dev/null 2>&1 || continue
+			case $cmd in
+			*qcg-mpi-resend* | *qcg-launch* | *qcg-agent* | *orted* | *mpirun*)
+				timeout 30 gdb -p "$pid" -batch -nx -x "$WORK/eps.gdb" 2>&1 |
+					grep -E '^(ep |#|Thread )' | head -n 80 ;;
+			esac
+		done
+		echo "== $n: TCP sockets of the user's processes"
+		ip netns exec "qcg-$n" ss -tnpio 2>/dev/null | grep -A1 -E 'qcg-|orted|mpirun' | head -n 80
+	done
+}
 # A job that does not end shows its output and who is left (wait_exit alone
 # would fail without them).
 job_ended() { ! kill -0 "$job" 2>/dev/null; }
 slow_poll 300 "job $JOBS to end after its stop file" job_ended || {
 	show "$JOB_OUT" 60
-	user_processes >&2
+	hang_report >"$WORK/hang.txt" 2>&1
+	cat "$WORK/hang.txt" >&2
+	keep_outputs
 	fail "job $JOBS still runs 300 s after its stop file"
 }
 wait_exit "$job" 10 || rc=$?
+keep_outputs
 grep -q '^PASS resend' "$JOB_OUT" && [ "$rc" -eq 0 ] ||
 	{ show "$JOB_OUT" 40; fail "job $JOBS did not pass (exit $rc)"; }
 note "job $JOBS: $(grep '^PASS resend' "$JOB_OUT")"
-note "summary (job_ms: until the job's next all-to-all round after the fault; new_ms: until a new connection worked; breaks: connections of the job that broke; reconn_ms: the slowest of them until it carried data again; resent: frames sent again):"
+# btl_qcg's lines are text: a broken encrypted channel's reason (its TLS
+# session's) was printed after the session was freed, as heap bytes.
+bad=$(grep -ah 'btl_qcg' "$WORK"/job*.out | LC_ALL=C grep -a '[^[:print:]]' | head -n 3 | cat -v) || true
+[ -z "$bad" ] || fail "btl_qcg printed lines that are not text: $bad"
+note "summary (job_ms: until every pair of ranks carried a round sent after the fault; new_ms: until a new connection worked; breaks: connections of the job that broke; reconn_ms: the slowest of them until it carried data again; resent: frames sent again):"
 note "$HEADER"
 for line in "${REPORT[@]}"; do note "$line"; done
 [ ${#LOST[@]} -eq 0 ] || fail "the job did not survive: ${LOST[*]}"

@@ -200,6 +200,18 @@ if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 30000)) && ! gre
 	pass "peer gone: rank 1 stopped, the job fails in $elapsed ms saying rank 0 lost rank 1 within the 3000 ms bound$(grep -q 'peer process is gone (it died' "$out" && echo '; the help text says the same')"
 else fail "peer gone: the job fails within btl_qcg_reconnect_timeout, saying the peer is gone"; fi
 
+# --- a peer that vanishes from an encrypted channel ------------------------------
+# Rank 1 exits without MPI_Finalize after an exchange: rank 0's channel ends
+# without a close_notify, and rank 0 says so, in words (the reason came from
+# the TLS session, which was freed before the line was written: heap bytes,
+# or an ASan report).  Open MPI ends the job.
+run_mpi 60 2 self,qcg --mca btl_qcg_encrypt always --mca btl_qcg_verbose 2 "$progs/qcg-mpi-vanish"
+echo "(exit $rc)" >>"$out"
+if grep -q "^VANISH rank 1" "$out" && ! grep -q AddressSanitizer "$out" &&
+	grep -qE "btl_qcg: rank 0: connection to rank 1 broken \(TLS receive: unexpected eof while reading\)" "$out"; then
+	pass "peer vanished from a TLS channel: rank 0 says 'broken (TLS receive: unexpected eof while reading)'"
+else fail "peer vanished from a TLS channel: rank 0 says why its channel broke, in words"; fi
+
 # --- opting out --------------------------------------------------------------------
 # help_count TOPIC TEXT: how many ranks sent help-mpi-btl-qcg.txt's TOPIC, as
 # mpirun shows it: the text (TEXT, a line of it) once, then "N more
