@@ -320,12 +320,30 @@ static bool token_matches(const struct waiter *w, const struct hs_hello *peer)
 
 static void handshake(qcg_ctx *ctx, struct pending *p);
 
+/* How many connections other than p carry w's token, waiting for a claim
+   or claimed and still in their handshake. */
+static int token_copies(const qcg_ctx *ctx, const struct pending *p, const struct waiter *w)
+{
+    int n = 0;
+
+    for (int i = 0; i < ctx->pending_cap; i++) {
+        const struct pending *q = &ctx->pending[i];
+
+        if (q != p && q->fd >= 0 && (q->state == P_CLAIM || (q->claimed && q->tls != NULL)) &&
+            token_matches(w, &q->hs))
+            n++;
+    }
+    return n;
+}
+
 /* p (P_CLAIM) carries w's token: its handshake goes on, and the connection
-   goes to w once verified.  Always 1 (the waiter is found again then). */
+   goes to w once verified.  Two connections with one token: one is a
+   replay of the other's ClientHello, which can never finish, so each waits
+   for its client's Finished and the first verified goes to w.  Always 1
+   (the waiter is found again then). */
 static int claim(qcg_ctx *ctx, struct pending *p, struct waiter *w)
 {
-    (void)w;
-    tls_hs_claim(p->tls, true);
+    tls_hs_claim(p->tls, true, token_copies(ctx, p, w) == 0);
     p->claimed = true;
     p->state = P_HELLO_IN;
     p->deadline_us = now_us() + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
@@ -444,7 +462,7 @@ static void expire(qcg_ctx *ctx, struct pending *p)
         break;
     case P_CLAIM:
         /* Best effort: the refusal's alert, so that the peer knows why. */
-        tls_hs_claim(p->tls, false);
+        tls_hs_claim(p->tls, false, false);
         (void)tls_hs_step(p->tls);
         ctx_seterr(ctx,
                    "reversed connection from rank %d dropped: no connect of ours waits "
@@ -500,10 +518,9 @@ void accept_wait_token(qcg_ctx *ctx, struct waiter *w)
     for (int i = 0; i < ctx->pending_cap; i++) {
         struct pending *p = &ctx->pending[i];
 
-        if (p->fd >= 0 && p->state == P_CLAIM && token_matches(w, &p->hs)) {
+        /* Every connection of the token (claim says how many there are). */
+        if (p->fd >= 0 && p->state == P_CLAIM && token_matches(w, &p->hs))
             claim(ctx, p, w);
-            break;
-        }
     }
     rearm(ctx);
 }

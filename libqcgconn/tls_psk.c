@@ -46,6 +46,7 @@ struct tls_hs {
     /* server: done before the client's Finished (tls_hs_take) */
     bool unfinished;
     enum { CLAIM_NONE, CLAIM_WAIT, CLAIM_GO, CLAIM_REFUSED } claim;
+    bool early;             /* server: tls_hs_claim allowed 0.5-RTT */
     enum hs_status refusal; /* server: ours, sent as an alert */
     int alert_in;           /* the peer's alert, or -1 */
     char why[256];
@@ -477,12 +478,13 @@ static int verified(struct tls_hs *t)
    RFC 8446 §4.4.4): an encrypted answer to one of our connects.  Its
    ClientHello names the connect's one-time token and the binder covers it,
    so it was made for this attempt by a holder of the job secret, and the
-   token is claimed once (accept.c).  A copy replayed in time only gets
-   records sealed with the key share of the ClientHello's maker, and never
-   sends the Finished (qcg_tls_* then fail, tls_session.c). */
+   token serves one connect.  A copy replayed in time only gets records
+   sealed with the key share of the ClientHello's maker, and never sends
+   the Finished (qcg_tls_* then fail, tls_session.c); while two
+   connections carry one token, neither goes early (accept.c). */
 static bool early_done(const struct tls_hs *t)
 {
-    return t->encrypt && t->peer.token[0] != '\0' && t->claim == CLAIM_GO;
+    return t->encrypt && t->peer.token[0] != '\0' && t->claim == CLAIM_GO && t->early;
 }
 
 /* The server's first steps go through SSL_read_early_data, which returns
@@ -550,9 +552,10 @@ const struct hs_hello *tls_hs_peer(const struct tls_hs *t)
     return &t->peer;
 }
 
-void tls_hs_claim(struct tls_hs *t, bool claimed)
+void tls_hs_claim(struct tls_hs *t, bool claimed, bool early)
 {
     t->claim = claimed ? CLAIM_GO : CLAIM_REFUSED;
+    t->early = early;
 }
 
 int tls_hs_take(struct tls_hs *t, struct qcg_tls **session, unsigned *encryption)

@@ -72,8 +72,11 @@ const char *tls_hs_why(const struct tls_hs *t);
 int tls_hs_fd(const struct tls_hs *t);
 /* Acceptor: the peer's identity (after TLS_CLAIM or TLS_DONE). */
 const struct hs_hello *tls_hs_peer(const struct tls_hs *t);
-/* Acceptor after TLS_CLAIM: go on (claimed), or refuse (no connect waits). */
-void tls_hs_claim(struct tls_hs *t, bool claimed);
+/* Acceptor after TLS_CLAIM: go on (claimed), or refuse (no connect waits).
+   early: an encrypted connection may be done once the server's flight is
+   out (tls_hs_take); false when another connection carries the same
+   token (one is a replay: the one that finishes wins). */
+void tls_hs_claim(struct tls_hs *t, bool claimed, bool early);
 /* After TLS_DONE: frees t; *session is an encrypted connection's session
    (its QCG_CONN_* bits in *encryption), NULL for a plain one (*encryption
    0).  The server of an encrypted answer to a connect's token is done once

@@ -3,6 +3,7 @@
    a session.  See qcgconn.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,36 +82,63 @@ static long io_failed(struct qcg_tls *t, int r, const char *what)
     }
 }
 
+/* Whether fd blocks (the caller's choice: qcg_connect returns it so). */
+static bool blocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+
+    return flags >= 0 && (flags & O_NONBLOCK) == 0;
+}
+
 /* An unfinished session (tls_session.h): takes the client's Finished,
-   reading no further (read-ahead is off until then); unless wait, only if
-   it is in already (a send on a blocking socket must not wait for it).
-   1 finished, 0 not yet (errno EAGAIN), -1 failed (errno, t->err). */
+   reading no further (read-ahead is off until then).  Unless wait, only if
+   it is in already (a send never waits for it); with wait on a blocking
+   socket, waits for it until finish_by_us.  1 finished, 0 not yet (errno
+   EAGAIN), -1 failed (errno, t->err; ETIMEDOUT past finish_by_us). */
 static int finish(struct qcg_tls *t, bool wait)
 {
-    int r, err;
+    BIO *rbio = SSL_get_rbio(t->ssl);
+    int fd = SSL_get_fd(t->ssl);
+    bool block = wait && blocking(fd);
 
-    if (!wait)
-        tls_bio_dontwait(SSL_get_rbio(t->ssl), true);
-    r = SSL_do_handshake(t->ssl);
-    if (!wait)
-        tls_bio_dontwait(SSL_get_rbio(t->ssl), false);
-    if (r == 1) {
-        t->unfinished = false;
-        SSL_set_read_ahead(t->ssl, 1);
-        t->encryption = tls_session_encryption(t->ssl);
-        return 1;
+    for (;;) {
+        uint64_t now;
+        int r, err;
+
+        tls_bio_dontwait(rbio, true);
+        r = SSL_do_handshake(t->ssl);
+        tls_bio_dontwait(rbio, false);
+        if (r == 1) {
+            t->unfinished = false;
+            SSL_set_read_ahead(t->ssl, 1);
+            t->encryption = tls_session_encryption(t->ssl);
+            return 1;
+        }
+        err = SSL_get_error(t->ssl, r);
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+            return (int)io_failed(t, r, "TLS handshake");
+        ERR_clear_error();
+        now = now_us();
+        if (now >= t->finish_by_us) {
+            snprintf(t->err, sizeof(t->err),
+                     "the peer did not finish the TLS handshake within %d ms",
+                     ACCEPT_HANDSHAKE_TIMEOUT_MS);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (!block) {
+            errno = EAGAIN;
+            return 0;
+        }
+        {
+            struct pollfd p = {.fd = fd, .events = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+
+            if (poll(&p, 1, (int)((t->finish_by_us - now) / 1000u) + 1) < 0 && errno != EINTR) {
+                snprintf(t->err, sizeof(t->err), "TLS handshake: poll: %s", strerror(errno));
+                return -1;
+            }
+        }
     }
-    err = SSL_get_error(t->ssl, r);
-    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
-        return (int)io_failed(t, r, "TLS handshake");
-    ERR_clear_error();
-    errno = EAGAIN;
-    if (now_us() < t->finish_by_us)
-        return 0;
-    snprintf(t->err, sizeof(t->err), "the peer did not finish the TLS handshake within %d ms",
-             ACCEPT_HANDSHAKE_TIMEOUT_MS);
-    errno = ETIMEDOUT;
-    return -1;
 }
 
 /* Sends what the session gathered: 0, or -1 with errno. */
@@ -130,6 +158,30 @@ static int flush(struct qcg_tls *t)
     return -1;
 }
 
+/* Before the client's Finished: 0.5-RTT data (SSL_write_ex would wait for
+   it).  OpenSSL's handshake buffer then sits in front of our BIO, out of
+   qcg_tls_flush's reach, and is freed with whatever it holds when the
+   Finished is taken; so records go in only while our BIO is empty, at most
+   EARLY_MAX bytes a call: records that fit our BIO whole, which takes them
+   all and keeps what the socket does not. */
+#define EARLY_MAX (3 * 16384)
+
+static long send_early(struct qcg_tls *t, const void *buf, size_t len)
+{
+    size_t n = 0;
+    int r;
+
+    if (flush(t) < 0)
+        return -1;
+    errno = 0;
+    r = SSL_write_early_data(t->ssl, buf, len < EARLY_MAX ? len : EARLY_MAX, &n);
+    if (r != 1)
+        return io_failed(t, r, "TLS send");
+    if (flush(t) < 0 && errno != EAGAIN)
+        return -1;
+    return (long)n;
+}
+
 /* Records (16 KiB each) gather in the session's BIO and leave in one
    send(2) per 64 KiB, the rest at the end. */
 QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
@@ -146,14 +198,13 @@ QCG_EXPORT long qcg_tls_send(qcg_tls *t, const void *buf, size_t len)
     clear_errors();
     if (t->unfinished && finish(t, false) < 0)
         return -1;
+    if (t->unfinished)
+        return send_early(t, buf, len);
     while (total < len) {
         size_t n = 0;
 
         errno = 0;
-        /* Before the client's Finished: 0.5-RTT data (SSL_write_ex would
-           wait for it). */
-        r = t->unfinished ? SSL_write_early_data(t->ssl, (const char *)buf + total, len - total, &n)
-                          : SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
+        r = SSL_write_ex(t->ssl, (const char *)buf + total, len - total, &n);
         if (r != 1)
             break;
         total += n;
@@ -185,7 +236,7 @@ static long recv_finished(struct qcg_tls *t, void *buf, size_t len)
 {
     BIO *rbio = SSL_get_rbio(t->ssl);
     size_t n = 0;
-    int r = finish(t, true), flags;
+    int r = finish(t, true);
 
     t->starved = r == 0;
     if (r <= 0)
@@ -201,8 +252,7 @@ static long recv_finished(struct qcg_tls *t, void *buf, size_t len)
     if (io_failed(t, r, "TLS receive") < 0 && errno != EAGAIN)
         return -1;
     t->starved = true;
-    flags = fcntl(SSL_get_fd(t->ssl), F_GETFL);
-    errno = flags >= 0 && (flags & O_NONBLOCK) == 0 ? EINTR : EAGAIN;
+    errno = blocking(SSL_get_fd(t->ssl)) ? EINTR : EAGAIN;
     return -1;
 }
 

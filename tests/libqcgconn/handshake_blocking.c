@@ -23,7 +23,7 @@ static int run(struct tls_hs *t, bool claim, uint64_t deadline_us, struct hs_hel
         if (peer != NULL && rc != TLS_WANT_READ && rc != TLS_WANT_WRITE)
             *peer = *tls_hs_peer(t);
         if (rc == TLS_CLAIM) {
-            tls_hs_claim(t, claim);
+            tls_hs_claim(t, claim, true);
             continue;
         }
         if (rc == TLS_DONE)

@@ -497,7 +497,7 @@ static struct tls_hs *serve(int fd, int policy, struct tls_self *ts, uint8_t psk
     REQUIRE((t = tls_hs_server(ts, fd, -1, why, sizeof(why))) != NULL);
     *rc = step_until(t, 2000);
     if (*rc == TLS_CLAIM) {
-        tls_hs_claim(t, true);
+        tls_hs_claim(t, true, true);
         *rc = step_until(t, 200);
     }
     return t;
@@ -631,6 +631,141 @@ static void test_half_rtt(void)
     }
 }
 
+/* A replayed ClientHello that never sends a Finished, on a blocking socket
+   (qcg_connect returns it so): recv and shutdown fail with ETIMEDOUT at the
+   session's deadline (SO_RCVTIMEO only bounds the test). */
+static void test_blocking_deadline(void)
+{
+    for (int op = 0; op < 2; op++) {
+        struct hs_self a = rank0;
+        struct tls_self cs, ss;
+        uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], hello[4096], buf[64];
+        struct timeval rcv = {.tv_sec = 6};
+        struct tls_hs *c, *sv;
+        qcg_tls *ssess = NULL;
+        unsigned enc;
+        char why[256];
+        int sp[2], rp[2], rc;
+        ssize_t hn;
+        uint64_t t0;
+        long r;
+
+        a.policy = QCG_ENCRYPT_INTER_SITE;
+        hs_tls_self(&a, &cs, cpsk);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+        REQUIRE((c = tls_hs_client(&cs, sp[0], 1, "0123456789abcdef", QCG_TECH_REVERSED,
+                                   TLS_OFFER_TLS, why, sizeof(why))) != NULL);
+        REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+        hn = recv(sp[1], hello, sizeof(hello), 0);
+        REQUIRE(hn > 0);
+        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rp) == 0);
+        REQUIRE(write(rp[0], hello, (size_t)hn) == hn);
+        sv = serve(rp[1], a.policy, &ss, spsk, &rc);
+        REQUIRE_EQ(rc, (int)TLS_DONE);
+        REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+        ssess->finish_by_us = now_us() + 1000000u;
+        REQUIRE(set_nonblocking(rp[1], false) == 0);
+        REQUIRE(setsockopt(rp[1], SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv)) == 0);
+        t0 = now_us();
+        errno = 0;
+        r = op == 0 ? qcg_tls_recv(ssess, buf, sizeof(buf)) : (long)qcg_tls_shutdown(ssess);
+        CHECK_EQ(r, -1L);
+        CHECK_EQ(errno, ETIMEDOUT);
+        CHECK(now_us() - t0 >= 900000u && now_us() - t0 < 4000000u);
+        CHECK(strstr(qcg_tls_error(ssess), "did not finish") != NULL);
+        qcg_tls_free(ssess);
+        tls_hs_free(c);
+        SSL_CTX_free(cs.ssl_ctx);
+        SSL_CTX_free(ss.ssl_ctx);
+        close(sp[0]);
+        close(sp[1]);
+        close(rp[0]);
+        close(rp[1]);
+    }
+}
+
+/* Small 0.5-RTT writes on a non-blocking socket until it is full: every
+   byte qcg_tls_send took reaches the client, in order, once qcg_tls_flush
+   says 0, and the stream goes on intact after the Finished is taken
+   (records held in OpenSSL's handshake buffer were lost there). */
+static void test_early_backlog(void)
+{
+    struct hs_self a = rank0;
+    struct tls_self cs, ss;
+    uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], chunk[1000], rbuf[65536];
+    struct tls_hs *c, *sv;
+    qcg_tls *ssess = NULL, *csess = NULL;
+    unsigned enc;
+    char why[256];
+    int sp[2], rc, sndbuf = 16384;
+    long sent = 0, got = 0, n;
+    bool bad = false, flushed = false;
+
+    a.policy = QCG_ENCRYPT_INTER_SITE;
+    hs_tls_self(&a, &cs, cpsk);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    (void)setsockopt(sp[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    REQUIRE((c = tls_hs_client(&cs, sp[0], 1, "0123456789abcdef", QCG_TECH_REVERSED, TLS_OFFER_TLS,
+                               why, sizeof(why))) != NULL);
+    REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+    sv = serve(sp[1], a.policy, &ss, spsk, &rc);
+    REQUIRE_EQ(rc, (int)TLS_DONE);
+    REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+    for (int i = 0; i < 100000; i++) {
+        for (size_t k = 0; k < sizeof(chunk); k++)
+            chunk[k] = (uint8_t)((sent + (long)k) % 251);
+        n = qcg_tls_send(ssess, chunk, sizeof(chunk));
+        if (n < 0)
+            break;
+        sent += n;
+        if ((size_t)n < sizeof(chunk))
+            break;
+    }
+    /* Stopped by a full socket, with records waiting. */
+    CHECK(n < 0 && errno == EAGAIN && sent > 0);
+    REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
+    REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
+    for (int i = 0; i < 1000 && !(flushed && got >= sent); i++) {
+        flushed = qcg_tls_flush(ssess) == 0;
+        n = qcg_tls_recv(csess, rbuf, sizeof(rbuf));
+        for (long k = 0; k < n; k++)
+            bad = bad || rbuf[k] != (uint8_t)((got + k) % 251);
+        if (n > 0)
+            got += n;
+        else if (n < 0 && errno != EAGAIN)
+            break;
+        (void)poll(NULL, 0, 2);
+    }
+    CHECK(flushed);
+    CHECK_EQ(got, sent);
+    /* The server takes the Finished, then writes on. */
+    (void)qcg_tls_recv(ssess, rbuf, sizeof(rbuf));
+    CHECK(!ssess->unfinished);
+    for (size_t k = 0; k < sizeof(chunk); k++)
+        chunk[k] = (uint8_t)((sent + (long)k) % 251);
+    CHECK_EQ(qcg_tls_send(ssess, chunk, sizeof(chunk)), (long)sizeof(chunk));
+    sent += (long)sizeof(chunk);
+    for (int i = 0; i < 1000 && got < sent; i++) {
+        (void)qcg_tls_flush(ssess);
+        n = qcg_tls_recv(csess, rbuf, sizeof(rbuf));
+        for (long k = 0; k < n; k++)
+            bad = bad || rbuf[k] != (uint8_t)((got + k) % 251);
+        if (n > 0)
+            got += n;
+        else if (n < 0 && errno != EAGAIN)
+            break;
+        (void)poll(NULL, 0, 2);
+    }
+    CHECK_EQ(got, sent);
+    CHECK(!bad);
+    qcg_tls_free(ssess);
+    qcg_tls_free(csess);
+    SSL_CTX_free(cs.ssl_ctx);
+    SSL_CTX_free(ss.ssl_ctx);
+    close(sp[0]);
+    close(sp[1]);
+}
+
 int main(void)
 {
     test_ok();
@@ -644,6 +779,8 @@ int main(void)
     test_partial_record();
     test_plain_peer_gone();
     test_half_rtt();
+    test_early_backlog();
+    test_blocking_deadline();
     test_downgrade();
     test_silent_peer();
     return check_result("libqcgconn-handshake");

@@ -21,6 +21,7 @@
 #include "handshake_blocking.h"
 #include "internal.h"
 #include "qcgconn.h"
+#include "tls_psk.h"
 
 #define PORT_LOW 18560
 #define PORT_HIGH 18575
@@ -548,6 +549,122 @@ static void reversed_to_never(int initiator, bool want_tls)
     qcg_close(b);
 }
 
+/* How many connections wait in a's pending set for a connect's claim. */
+static int parked(qcg_ctx *a)
+{
+    int n = 0;
+
+    for (int k = 0; k < a->pending_cap; k++)
+        n += a->pending[k].fd >= 0 && a->pending[k].state == P_CLAIM;
+    return n;
+}
+
+/* The target's side of test_replayed_hello: its handshake on sp[0],
+   relayed between sp[1] and the genuine connection. */
+struct relay {
+    struct tls_hs *c;
+    int sp1, genuine;
+    int rc;
+};
+
+static void *relay_run(void *arg)
+{
+    struct relay *r = arg;
+    uint64_t end = now_us() + 6000000u;
+    int fd0 = tls_hs_fd(r->c);
+
+    r->rc = TLS_WANT_READ;
+    while (now_us() < end) {
+        struct pollfd p[3] = {{.fd = fd0, .events = POLLIN},
+                              {.fd = r->sp1, .events = POLLIN},
+                              {.fd = r->genuine, .events = POLLIN}};
+        char buf[4096];
+        ssize_t n;
+
+        if (r->rc == TLS_WANT_READ || r->rc == TLS_WANT_WRITE)
+            r->rc = tls_hs_step(r->c);
+        (void)poll(p, 3, 50);
+        if ((n = recv(r->sp1, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+            REQUIRE(write(r->genuine, buf, (size_t)n) == n);
+        if ((n = recv(r->genuine, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+            REQUIRE(write(r->sp1, buf, (size_t)n) == n);
+        else if (n == 0)
+            break;
+    }
+    return NULL;
+}
+
+/* Two connections carry one token: a copy of the target's ClientHello
+   replayed by someone who saw it, accepted first, and the target's own.
+   The connect gets the target's (the one whose client finishes the
+   handshake), never the replay, which a hand-over before the Finished
+   (0.5-RTT, as for a token's only connection) would have given it. */
+static void test_replayed_hello(void)
+{
+    qcg_ctx *a = open_rank_encrypt(0, QCG_ENCRYPT_ALWAYS);
+    struct hs_self self = {.job = "job1",
+                           .rank = 1,
+                           .secret = TEST_SECRET,
+                           .cluster = "far",
+                           .policy = QCG_ENCRYPT_ALWAYS};
+    struct sockaddr_in got, want;
+    socklen_t gl = sizeof(got), wl = sizeof(want);
+    struct qcg_conn_info info;
+    struct tls_self ts;
+    uint8_t psk[32], hello[4096];
+    struct relay r;
+    char why[256];
+    int sp[2], replay, fd;
+    ssize_t hn;
+    pthread_t th;
+
+    hs_tls_self(&self, &ts, psk);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    r.c = tls_hs_client(&ts, sp[0], 0, token_a, QCG_TECH_REVERSED, TLS_OFFER_TLS, why, sizeof(why));
+    REQUIRE(r.c != NULL);
+    REQUIRE_EQ(tls_hs_step(r.c), (int)TLS_WANT_READ);
+    hn = recv(sp[1], hello, sizeof(hello), 0);
+    REQUIRE(hn > 0);
+    replay = tcp_connect(listen_port(a));
+    REQUIRE(write(replay, hello, (size_t)hn) == hn);
+    for (int i = 0; i < 100 && parked(a) < 1; i++) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
+
+        poll(&p, 1, 50);
+        REQUIRE_EQ(qcg_accept(a, &info), QCG_EAGAIN);
+    }
+    r.genuine = tcp_connect(listen_port(a));
+    REQUIRE(write(r.genuine, hello, (size_t)hn) == hn);
+    for (int i = 0; i < 100 && parked(a) < 2; i++) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
+
+        poll(&p, 1, 50);
+        REQUIRE_EQ(qcg_accept(a, &info), QCG_EAGAIN);
+    }
+    REQUIRE_EQ(parked(a), 2);
+    r.sp1 = sp[1];
+    REQUIRE(pthread_create(&th, NULL, relay_run, &r) == 0);
+    set_plan(1, 0, QCG_TECH_REVERSED, 18570, token_a);
+    fd = qcg_connect(a, 1, 4000, &info);
+    if (fd < 0)
+        fprintf(stderr, "replayed hello: %s\n", qcg_last_error(a));
+    CHECK(fd >= 0);
+    REQUIRE(getsockname(r.genuine, (struct sockaddr *)&want, &wl) == 0);
+    CHECK(fd >= 0 && getpeername(fd, (struct sockaddr *)&got, &gl) == 0 &&
+          got.sin_port == want.sin_port);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    CHECK_EQ(r.rc, (int)TLS_DONE);
+    if (fd >= 0)
+        close(fd);
+    tls_hs_free(r.c);
+    SSL_CTX_free(ts.ssl_ctx);
+    close(replay);
+    close(r.genuine);
+    close(sp[0]);
+    close(sp[1]);
+    qcg_close(a);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -556,6 +673,7 @@ int main(void)
     fh = fake_helper_new(sock_path, PORT_LOW, PORT_HIGH);
     test_reversed();
     test_early();
+    test_replayed_hello();
     test_proxy_refused();
     test_incoming_hello();
     test_incoming_token_refused();
