@@ -684,6 +684,29 @@ static void test_blocking_deadline(void)
     }
 }
 
+/* Flushes from and reads into until *got reaches sent (bounded), checking
+   the pattern (byte i is i % 251); whether the sender's flush ended at 0. */
+static bool pattern_moved(qcg_tls *from, qcg_tls *into, long sent, long *got, bool *bad)
+{
+    static uint8_t rbuf[65536];
+    bool flushed = false;
+
+    for (int i = 0; i < 1000 && !(flushed && *got >= sent); i++) {
+        long n;
+
+        flushed = qcg_tls_flush(from) == 0;
+        n = qcg_tls_recv(into, rbuf, sizeof(rbuf));
+        for (long k = 0; k < n; k++)
+            *bad = *bad || rbuf[k] != (uint8_t)((*got + k) % 251);
+        if (n > 0)
+            *got += n;
+        else if (n < 0 && errno != EAGAIN)
+            break;
+        (void)poll(NULL, 0, 2);
+    }
+    return flushed;
+}
+
 /* Small 0.5-RTT writes on a non-blocking socket until it is full: every
    byte qcg_tls_send took reaches the client, in order, once qcg_tls_flush
    says 0, and the stream goes on intact after the Finished is taken
@@ -699,7 +722,7 @@ static void test_early_backlog(void)
     char why[256];
     int sp[2], rc, sndbuf = 16384;
     long sent = 0, got = 0, n;
-    bool bad = false, flushed = false;
+    bool bad = false;
 
     a.policy = QCG_ENCRYPT_INTER_SITE;
     hs_tls_self(&a, &cs, cpsk);
@@ -725,18 +748,7 @@ static void test_early_backlog(void)
     CHECK(n < 0 && errno == EAGAIN && sent > 0);
     REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
     REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
-    for (int i = 0; i < 1000 && !(flushed && got >= sent); i++) {
-        flushed = qcg_tls_flush(ssess) == 0;
-        n = qcg_tls_recv(csess, rbuf, sizeof(rbuf));
-        for (long k = 0; k < n; k++)
-            bad = bad || rbuf[k] != (uint8_t)((got + k) % 251);
-        if (n > 0)
-            got += n;
-        else if (n < 0 && errno != EAGAIN)
-            break;
-        (void)poll(NULL, 0, 2);
-    }
-    CHECK(flushed);
+    CHECK(pattern_moved(ssess, csess, sent, &got, &bad));
     CHECK_EQ(got, sent);
     /* The server takes the Finished, then writes on. */
     (void)qcg_tls_recv(ssess, rbuf, sizeof(rbuf));
@@ -745,17 +757,7 @@ static void test_early_backlog(void)
         chunk[k] = (uint8_t)((sent + (long)k) % 251);
     CHECK_EQ(qcg_tls_send(ssess, chunk, sizeof(chunk)), (long)sizeof(chunk));
     sent += (long)sizeof(chunk);
-    for (int i = 0; i < 1000 && got < sent; i++) {
-        (void)qcg_tls_flush(ssess);
-        n = qcg_tls_recv(csess, rbuf, sizeof(rbuf));
-        for (long k = 0; k < n; k++)
-            bad = bad || rbuf[k] != (uint8_t)((got + k) % 251);
-        if (n > 0)
-            got += n;
-        else if (n < 0 && errno != EAGAIN)
-            break;
-        (void)poll(NULL, 0, 2);
-    }
+    CHECK(pattern_moved(ssess, csess, sent, &got, &bad));
     CHECK_EQ(got, sent);
     CHECK(!bad);
     qcg_tls_free(ssess);
