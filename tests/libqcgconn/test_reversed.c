@@ -654,8 +654,10 @@ static void test_replayed_hello(void)
           got.sin_port == want.sin_port);
     REQUIRE(pthread_join(th, NULL) == 0);
     CHECK_EQ(r.rc, (int)TLS_DONE);
-    if (fd >= 0)
+    if (fd >= 0) {
+        qcg_tls_free(info.tls);
         close(fd);
+    }
     tls_hs_free(r.c);
     SSL_CTX_free(ts.ssl_ctx);
     close(replay);
