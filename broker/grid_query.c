@@ -88,6 +88,14 @@ static void cell(const struct qcg__gridResponse *g, const char *from, const char
 }
 
 /* One line per configured proxy: state, last beat, load. */
+/* A proxy this broker never heard from: unknown, or dead since another one
+   beats (dead otherwise means silent for proxy-dead-after, at least 1 s). */
+static bool never_heard(const struct qcg__gridProxy *p)
+{
+    return p->state != NULL && (strcmp(p->state, "unknown") == 0 ||
+                                (strcmp(p->state, "dead") == 0 && p->lastSeen == 0));
+}
+
 static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
 {
     int np = g->proxy != NULL ? g->__sizeProxy : 0;
@@ -99,7 +107,7 @@ static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
         const struct qcg__gridProxy *p = &g->proxy[i];
         char addr[64], seen[32];
         snprintf(addr, sizeof(addr), "%s:%d", or_dash(p->address), p->port);
-        if (p->state != NULL && strcmp(p->state, "unknown") == 0)
+        if (never_heard(p))
             snprintf(seen, sizeof(seen), "never");
         else
             snprintf(seen, sizeof(seen), "%llu s ago", (unsigned long long)p->lastSeen);
@@ -236,7 +244,7 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
         json_field(out, ",", "address", p->address);
         json_field(out, ",", "state", p->state);
         fprintf(out, ",\"port\":%d,\"last_seen_s\":", p->port);
-        if (p->state != NULL && strcmp(p->state, "unknown") == 0)
+        if (never_heard(p))
             fputs("null", out);
         else
             fprintf(out, "%llu", (unsigned long long)p->lastSeen);

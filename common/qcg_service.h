@@ -235,7 +235,7 @@ struct qcg__gridProxy {
     char *address; /* its data endpoint */
     int port;
     char *state;
-    unsigned long long lastSeen; /* seconds since its last beat; 0 when unknown */
+    unsigned long long lastSeen; /* seconds since its last beat; 0 when never heard */
     int pairs;                   /* pairs it relayed at its last beat */
     unsigned long long bytes;    /* bytes it relayed since it started, at its last beat */
     unsigned long long planned;  /* pairs the broker planned through it since it started */
