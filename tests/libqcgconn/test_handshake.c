@@ -503,6 +503,45 @@ static struct tls_hs *serve(int fd, int policy, struct tls_self *ts, uint8_t psk
     return t;
 }
 
+static const char hs_token[] = "0123456789abcdef";
+
+/* A reversed connection's target (rank0 with policy: the TLS client of
+   rank1, offering offer, with token) on a new socketpair sp, its
+   ClientHello sent. */
+static struct tls_hs *reversed_hello(int sp[2], int policy, const char *token, int offer,
+                                     struct tls_self *cs, uint8_t psk[TLS_PSK_SIZE])
+{
+    struct hs_self a = rank0;
+    struct tls_hs *c;
+    char why[256];
+
+    a.policy = policy;
+    hs_tls_self(&a, cs, psk);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    REQUIRE((c = tls_hs_client(cs, sp[0], 1, token, QCG_TECH_REVERSED, offer, why, sizeof(why))) !=
+            NULL);
+    REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+    return c;
+}
+
+/* hello (hn bytes, a target's ClientHello) replayed to a server of policy
+   on a new socketpair rp: the session it hands over before any Finished. */
+static qcg_tls *replayed(const uint8_t *hello, ssize_t hn, int policy, int rp[2],
+                         struct tls_self *ss, uint8_t psk[TLS_PSK_SIZE])
+{
+    struct tls_hs *sv;
+    qcg_tls *s = NULL;
+    unsigned enc;
+    int rc;
+
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rp) == 0);
+    REQUIRE(write(rp[0], hello, (size_t)hn) == hn);
+    sv = serve(rp[1], policy, ss, psk, &rc);
+    REQUIRE_EQ(rc, (int)TLS_DONE);
+    REQUIRE(tls_hs_take(sv, &s, &enc) == 0 && s != NULL);
+    return s;
+}
+
 /* The initiator of a reversed connection (the TLS server: its peer's side
    connected back) writes as soon as its flight is out, before the client's
    Finished: a connect waits one round trip less.  Only an encrypted answer
@@ -511,29 +550,23 @@ static struct tls_hs *serve(int fd, int policy, struct tls_self *ts, uint8_t psk
    session fails when no Finished follows. */
 static void test_half_rtt(void)
 {
-    static const char *const tokens[] = {"0123456789abcdef", NULL, "0123456789abcdef"};
+    static const char *const tokens[] = {hs_token, NULL, hs_token};
 
     for (int kind = 0; kind < 3; kind++) {
-        struct hs_self a = rank0;
+        int policy = kind == 2 ? QCG_ENCRYPT_NEVER : QCG_ENCRYPT_INTER_SITE;
         struct tls_self cs, ss;
         uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], hello[4096], buf[64];
         struct tls_hs *c, *sv;
         qcg_tls *csess = NULL, *ssess = NULL;
         unsigned enc;
-        char why[256];
         int sp[2], rc;
         ssize_t hn;
 
-        a.policy = kind == 2 ? QCG_ENCRYPT_NEVER : QCG_ENCRYPT_INTER_SITE;
-        hs_tls_self(&a, &cs, cpsk);
-        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-        REQUIRE((c = tls_hs_client(&cs, sp[0], 1, tokens[kind], QCG_TECH_REVERSED,
-                                   kind == 2 ? TLS_OFFER_PLAIN : TLS_OFFER_TLS, why,
-                                   sizeof(why))) != NULL);
-        REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+        c = reversed_hello(sp, policy, tokens[kind], kind == 2 ? TLS_OFFER_PLAIN : TLS_OFFER_TLS,
+                           &cs, cpsk);
         hn = recv(sp[1], hello, sizeof(hello), MSG_PEEK);
         REQUIRE(hn > 0);
-        sv = serve(sp[1], a.policy, &ss, spsk, &rc);
+        sv = serve(sp[1], policy, &ss, spsk, &rc);
         if (kind != 0) {
             /* The client's Finished is not in: no connection yet. */
             CHECK_EQ(rc, (int)TLS_WANT_READ);
@@ -602,12 +635,8 @@ static void test_half_rtt(void)
             uint8_t wire[4096];
             ssize_t wn;
 
-            REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rp) == 0);
-            REQUIRE(write(rp[0], hello, (size_t)hn) == hn);
             SSL_CTX_free(ss.ssl_ctx);
-            sv = serve(rp[1], a.policy, &ss, spsk, &rc);
-            REQUIRE_EQ(rc, (int)TLS_DONE);
-            REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+            ssess = replayed(hello, hn, policy, rp, &ss, spsk);
             CHECK_EQ(qcg_tls_send(ssess, "not for replayers", 17), 17L);
             wn = read(rp[0], wire, sizeof(wire));
             CHECK(wn > 0 && !contains(wire, (size_t)wn, (const uint8_t *)"not for", 7));
@@ -637,32 +666,20 @@ static void test_half_rtt(void)
 static void test_blocking_deadline(void)
 {
     for (int op = 0; op < 2; op++) {
-        struct hs_self a = rank0;
         struct tls_self cs, ss;
         uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], hello[4096], buf[64];
         struct timeval rcv = {.tv_sec = 6};
-        struct tls_hs *c, *sv;
-        qcg_tls *ssess = NULL;
-        unsigned enc;
-        char why[256];
-        int sp[2], rp[2], rc;
+        struct tls_hs *c;
+        qcg_tls *ssess;
+        int sp[2], rp[2];
         ssize_t hn;
         uint64_t t0;
         long r;
 
-        a.policy = QCG_ENCRYPT_INTER_SITE;
-        hs_tls_self(&a, &cs, cpsk);
-        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-        REQUIRE((c = tls_hs_client(&cs, sp[0], 1, "0123456789abcdef", QCG_TECH_REVERSED,
-                                   TLS_OFFER_TLS, why, sizeof(why))) != NULL);
-        REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+        c = reversed_hello(sp, QCG_ENCRYPT_INTER_SITE, hs_token, TLS_OFFER_TLS, &cs, cpsk);
         hn = recv(sp[1], hello, sizeof(hello), 0);
         REQUIRE(hn > 0);
-        REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rp) == 0);
-        REQUIRE(write(rp[0], hello, (size_t)hn) == hn);
-        sv = serve(rp[1], a.policy, &ss, spsk, &rc);
-        REQUIRE_EQ(rc, (int)TLS_DONE);
-        REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+        ssess = replayed(hello, hn, QCG_ENCRYPT_INTER_SITE, rp, &ss, spsk);
         ssess->finish_by_us = now_us() + 1000000u;
         REQUIRE(set_nonblocking(rp[1], false) == 0);
         REQUIRE(setsockopt(rp[1], SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv)) == 0);
@@ -713,25 +730,18 @@ static bool pattern_moved(qcg_tls *from, qcg_tls *into, long sent, long *got, bo
    (records held in OpenSSL's handshake buffer were lost there). */
 static void test_early_backlog(void)
 {
-    struct hs_self a = rank0;
     struct tls_self cs, ss;
     uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], chunk[1000], rbuf[65536];
     struct tls_hs *c, *sv;
     qcg_tls *ssess = NULL, *csess = NULL;
     unsigned enc;
-    char why[256];
     int sp[2], rc, sndbuf = 16384;
     long sent = 0, got = 0, n;
     bool bad = false;
 
-    a.policy = QCG_ENCRYPT_INTER_SITE;
-    hs_tls_self(&a, &cs, cpsk);
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
+    c = reversed_hello(sp, QCG_ENCRYPT_INTER_SITE, hs_token, TLS_OFFER_TLS, &cs, cpsk);
     (void)setsockopt(sp[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-    REQUIRE((c = tls_hs_client(&cs, sp[0], 1, "0123456789abcdef", QCG_TECH_REVERSED, TLS_OFFER_TLS,
-                               why, sizeof(why))) != NULL);
-    REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
-    sv = serve(sp[1], a.policy, &ss, spsk, &rc);
+    sv = serve(sp[1], QCG_ENCRYPT_INTER_SITE, &ss, spsk, &rc);
     REQUIRE_EQ(rc, (int)TLS_DONE);
     REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
     for (int i = 0; i < 100000; i++) {
