@@ -91,15 +91,15 @@ static bool blocking(int fd)
 }
 
 /* An unfinished session (tls_session.h): takes the client's Finished,
-   reading no further (read-ahead is off until then).  Unless wait, only if
-   it is in already (a send never waits for it); with wait on a blocking
-   socket, waits for it until finish_by_us.  1 finished, 0 not yet (errno
-   EAGAIN), -1 failed (errno, t->err; ETIMEDOUT past finish_by_us). */
-static int finish(struct qcg_tls *t, bool wait)
+   reading no further (read-ahead is off until then).  Unless block, only if
+   it is in already (a send never waits for it); with block (a recv or a
+   shutdown on a blocking socket), waits for it until finish_by_us.
+   1 finished, 0 not yet (errno EAGAIN), -1 failed (errno, t->err;
+   ETIMEDOUT past finish_by_us). */
+static int finish(struct qcg_tls *t, bool block)
 {
     BIO *rbio = SSL_get_rbio(t->ssl);
     int fd = SSL_get_fd(t->ssl);
-    bool block = wait && blocking(fd);
 
     for (;;) {
         uint64_t now;
@@ -235,8 +235,9 @@ QCG_EXPORT int qcg_tls_flush(qcg_tls *t)
 static long recv_finished(struct qcg_tls *t, void *buf, size_t len)
 {
     BIO *rbio = SSL_get_rbio(t->ssl);
+    bool block = blocking(SSL_get_fd(t->ssl));
     size_t n = 0;
-    int r = finish(t, true);
+    int r = finish(t, block);
 
     t->starved = r == 0;
     if (r <= 0)
@@ -249,10 +250,11 @@ static long recv_finished(struct qcg_tls *t, void *buf, size_t len)
         return (long)n;
     if (SSL_get_error(t->ssl, r) == SSL_ERROR_ZERO_RETURN)
         return 0;
-    if (io_failed(t, r, "TLS receive") < 0 && errno != EAGAIN)
+    (void)io_failed(t, r, "TLS receive");
+    if (errno != EAGAIN)
         return -1;
     t->starved = true;
-    errno = blocking(SSL_get_fd(t->ssl)) ? EINTR : EAGAIN;
+    errno = block ? EINTR : EAGAIN;
     return -1;
 }
 
@@ -298,7 +300,7 @@ QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
         return -1;
     ERR_clear_error();
     /* No close_notify before the client's Finished (OpenSSL refuses). */
-    if (t->unfinished && finish(t, true) != 1) {
+    if (t->unfinished && finish(t, blocking(SSL_get_fd(t->ssl))) != 1) {
         if (t->err[0] == '\0')
             snprintf(t->err, sizeof(t->err),
                      "TLS shutdown: the peer has not finished the handshake");
