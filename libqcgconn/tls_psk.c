@@ -43,10 +43,8 @@ struct tls_hs {
     bool identity_seen;
     /* server: the first flight is out (SSL_read_early_data said so) */
     bool flight_sent;
-    /* server: done before the client's Finished (tls_hs_take) */
-    bool unfinished;
     enum { CLAIM_NONE, CLAIM_WAIT, CLAIM_GO, CLAIM_REFUSED } claim;
-    bool early;             /* server: tls_hs_claim allowed 0.5-RTT */
+    bool early;             /* server: a claim of a token allowed 0.5-RTT */
     enum hs_status refusal; /* server: ours, sent as an alert */
     int alert_in;           /* the peer's alert, or -1 */
     char why[256];
@@ -474,22 +472,10 @@ static int verified(struct tls_hs *t)
     return TLS_DONE;
 }
 
-/* Whether the server may write before the client's Finished (0.5-RTT,
-   RFC 8446 §4.4.4): an encrypted answer to one of our connects.  Its
-   ClientHello names the connect's one-time token and the binder covers it,
-   so it was made for this attempt by a holder of the job secret, and the
-   token serves one connect.  A copy replayed in time only gets records
-   sealed with the key share of the ClientHello's maker, and never sends
-   the Finished (qcg_tls_* then fail, tls_session.c); while two
-   connections carry one token, neither goes early (accept.c). */
-static bool early_done(const struct tls_hs *t)
-{
-    return t->encrypt && t->peer.token[0] != '\0' && t->claim == CLAIM_GO && t->early;
-}
-
 /* The server's first steps go through SSL_read_early_data, which returns
    once the server's flight is out; the client sends no early data (none
-   is allowed), so there is nothing to read. */
+   is allowed), so there is nothing to read.  1 the flight is out, 0 see
+   SSL_get_error, QCG_EPROTO early data came. */
 static int server_flight(struct tls_hs *t)
 {
     unsigned char none;
@@ -500,7 +486,11 @@ static int server_flight(struct tls_hs *t)
         t->flight_sent = true;
         return 1;
     }
-    return r == SSL_READ_EARLY_DATA_SUCCESS ? -2 : 0;
+    if (r == SSL_READ_EARLY_DATA_SUCCESS) {
+        snprintf(t->why, sizeof(t->why), "the peer sent early data, which we never allow");
+        return QCG_EPROTO;
+    }
+    return 0;
 }
 
 int tls_hs_step(struct tls_hs *t)
@@ -511,14 +501,18 @@ int tls_hs_step(struct tls_hs *t)
     errno = 0;
     if (t->server && !t->flight_sent) {
         r = server_flight(t);
-        if (r == -2) {
-            snprintf(t->why, sizeof(t->why), "the peer sent early data, which we never allow");
-            return QCG_EPROTO;
-        }
-        if (r == 1 && early_done(t)) {
-            t->unfinished = true;
+        if (r < 0)
+            return r;
+        /* Done before the client's Finished (0.5-RTT, RFC 8446 §4.4.4): an
+           encrypted answer to one of our connects.  Its ClientHello names
+           the connect's one-time token under the binder, so it was made for
+           this attempt by a holder of the job secret.  A copy replayed in
+           time only gets records sealed with the key share of the
+           ClientHello's maker, and never sends the Finished (qcg_tls_* then
+           fail, tls_session.c); while two connections carry one token,
+           the claim allows neither to go early (accept.c). */
+        if (r == 1 && t->encrypt && t->early)
             return verified(t);
-        }
     }
     if (!t->server || t->flight_sent)
         r = SSL_do_handshake(t->ssl);
@@ -561,7 +555,8 @@ void tls_hs_claim(struct tls_hs *t, bool claimed, bool early)
 int tls_hs_take(struct tls_hs *t, struct qcg_tls **session, unsigned *encryption)
 {
     SSL *ssl = t->ssl;
-    bool unfinished = t->unfinished;
+    /* A server done early (tls_hs_step): the client's Finished is to come. */
+    bool unfinished = !SSL_is_init_finished(ssl);
 
     *session = NULL;
     *encryption = 0;
