@@ -131,8 +131,8 @@ struct btl_qcg_endpoint {
     int fd;             /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
     qcg_tls *tls;       /* fd's session when encrypted (io.c), else NULL */
     unsigned char *tls_out;          /* encrypted: a batch staged for the session */
-    size_t tls_out_len, tls_out_off; /* ... its bytes, of them sent */
-    bool tls_unflushed;              /* ... the session may still hold some */
+    size_t tls_out_len, tls_out_off; /* ... its bytes, of them sent (the session
+                                        may hold more: qcg_tls_unsent) */
     bool want_out;      /* fd is watched for EPOLLOUT */
     qcg_connect_op *op; /* in EP_CONNECTING */
     struct btl_qcg_watch w_op, w_sock;

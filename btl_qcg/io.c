@@ -19,7 +19,6 @@ int btl_qcg_io_drain(struct btl_qcg_endpoint *ep)
 {
     if (ep->tls == NULL)
         return 0;
-    ep->tls_unflushed = true;
     while (ep->tls_out_off < ep->tls_out_len) {
         long n =
             qcg_tls_send(ep->tls, ep->tls_out + ep->tls_out_off, ep->tls_out_len - ep->tls_out_off);
@@ -30,15 +29,12 @@ int btl_qcg_io_drain(struct btl_qcg_endpoint *ep)
     }
     ep->tls_out_off = ep->tls_out_len = 0;
     /* Taken by the session, maybe not sent yet. */
-    if (qcg_tls_flush(ep->tls) < 0)
-        return -1;
-    ep->tls_unflushed = false;
-    return 0;
+    return qcg_tls_flush(ep->tls);
 }
 
 bool btl_qcg_io_staged(const struct btl_qcg_endpoint *ep)
 {
-    return ep->tls_out_off < ep->tls_out_len || ep->tls_unflushed;
+    return ep->tls_out_off < ep->tls_out_len || qcg_tls_unsent(ep->tls) > 0;
 }
 
 ssize_t btl_qcg_io_writev(struct btl_qcg_endpoint *ep, const struct iovec *iov, size_t n)
@@ -91,5 +87,4 @@ void btl_qcg_io_free(struct btl_qcg_endpoint *ep)
     free(ep->tls_out);
     ep->tls_out = NULL;
     ep->tls_out_len = ep->tls_out_off = 0;
-    ep->tls_unflushed = false;
 }

@@ -38,11 +38,9 @@ struct conn {
     size_t have;
     uint8_t *out; /* bytes queued for the socket: out[off..len) */
     size_t off, len, cap;
-    int unflushed; /* the session holds bytes qcg_tls_flush has still to send */
-    int shutting;  /* link_close: send what is queued, then end */
-    int said_bye;  /* our close_notify is queued */
-    int draining;  /* our FIN is sent: read and drop until the peer's (closing with
-                      unread bytes resets the connection, losing what we sent last) */
+    int shutting; /* link_close: send what is queued, then end */
+    int draining; /* our FIN is sent: read and drop until the peer's (closing with
+                     unread bytes resets the connection, losing what we sent last) */
 };
 
 struct link {
@@ -157,14 +155,10 @@ static int conn_flush(struct conn *c)
         if (n < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
         c->off += (size_t)n;
-        c->unflushed = c->tls != NULL;
     }
     c->off = c->len = 0;
-    if (c->unflushed) {
-        if (qcg_tls_flush(c->tls) < 0)
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
-        c->unflushed = 0;
-    }
+    if (qcg_tls_unsent(c->tls) > 0 && qcg_tls_flush(c->tls) < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
     return 0;
 }
 
@@ -206,7 +200,7 @@ static void conn_update(struct conn *c)
     else {
         if (l != NULL && !l->closing && !l->paused)
             ev |= UV_READABLE;
-        if (c->shutting || c->off < c->len || c->unflushed)
+        if (c->shutting || c->off < c->len || qcg_tls_unsent(c->tls) > 0)
             ev |= UV_WRITABLE;
     }
     if (ev == 0)
@@ -456,22 +450,24 @@ static void conn_read(struct conn *c)
         uv_timer_start(&c->link->kick, on_kick, 0, 0);
 }
 
-/* A closing connection: what is queued, our close_notify, then our FIN. */
+/* A closing connection: what is queued, our close_notify, then our FIN.
+   qcg_tls_shutdown is called until it says the close_notify is out; it
+   waits for the writable socket while the session holds bytes, else for
+   the peer's Finished (a reversed connection closed within its first
+   round trip), which makes the socket readable. */
 static void conn_finish(struct conn *c)
 {
     int rc = conn_flush(c);
 
-    if (rc == 0 && c->tls != NULL && !c->said_bye) {
-        c->said_bye = 1;
-        if (qcg_tls_shutdown(c->tls) < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            rc = -1;
-        else {
-            c->unflushed = 1;
-            rc = conn_flush(c);
-        }
-    }
-    if (rc == 1)
+    if (rc == 0 && c->tls != NULL && qcg_tls_shutdown(c->tls) < 0)
+        rc = errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
+    if (rc == 1) {
+        int ev = c->off < c->len || qcg_tls_unsent(c->tls) > 0 ? UV_WRITABLE : UV_READABLE;
+
+        if (uv_poll_start(&c->poll, ev, on_poll) < 0)
+            conn_close(c);
         return;
+    }
     if (rc == 0 && shutdown(c->fd, SHUT_WR) == 0) {
         /* The peer's heartbeats may still come: close only at its FIN (or
            the link's close timer), or the EXIT just sent may be lost. */

@@ -257,9 +257,17 @@ size_t qcg_tls_pending(const qcg_tls *tls);
 /* Sends what the session holds: 0 when nothing is left, -1 with errno
    (EAGAIN: poll for POLLOUT and call again). */
 int qcg_tls_flush(qcg_tls *tls);
-/* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 or -1
-   (EAGAIN on a non-blocking socket while the handshake's last message is
-   still to come, see above: call again). */
+/* Bytes the session took (qcg_tls_send, qcg_tls_shutdown) and has not
+   written to the socket yet: qcg_tls_flush has work while it is not 0.
+   Never blocks; NULL: 0. */
+size_t qcg_tls_unsent(const qcg_tls *tls);
+/* Ends our direction in order (the peer's qcg_tls_recv returns 0): 0 once
+   our close_notify is on the socket, or -1 with errno.  EAGAIN on a
+   non-blocking socket: call it again, when the socket is writable if
+   qcg_tls_unsent is not 0 (the close_notify waits in the session), else
+   when it is readable (the handshake's last message is still to come, see
+   above: nothing was sent).  Calling it again after 0 returns 0: it never
+   reads the peer's close_notify. */
 int qcg_tls_shutdown(qcg_tls *tls);
 /* The last failure's detail ("" if none). */
 const char *qcg_tls_error(const qcg_tls *tls);

@@ -141,8 +141,28 @@ static int finish(struct qcg_tls *t, bool block)
     }
 }
 
+/* Our close_notify is made but OpenSSL holds it: the socket (kernel TLS)
+   or our full BIO refused it, and BIO_flush does not reach it. */
+static bool bye_held(const struct qcg_tls *t)
+{
+    return (SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN) != 0 && SSL_want_write(t->ssl);
+}
+
+/* Makes our close_notify, or writes it again once held: 0, or -1 with
+   errno.  Once it is out, a second SSL_shutdown would wait for the peer's:
+   never called then. */
+static int bye(struct qcg_tls *t)
+{
+    int r = SSL_shutdown(t->ssl);
+
+    /* 0: sent, the peer's not seen yet: that is all we want. */
+    if (r < 0)
+        return (int)io_failed(t, r, "TLS shutdown");
+    return 0;
+}
+
 /* Sends what the session gathered: 0, or -1 with errno. */
-static int flush(struct qcg_tls *t)
+static int bio_flush(struct qcg_tls *t)
 {
     BIO *w = SSL_get_wbio(t->ssl);
 
@@ -156,6 +176,18 @@ static int flush(struct qcg_tls *t)
     if (errno != EAGAIN)
         snprintf(t->err, sizeof(t->err), "TLS send: %s", strerror(errno));
     return -1;
+}
+
+/* ... and a close_notify held behind it. */
+static int flush(struct qcg_tls *t)
+{
+    if (bio_flush(t) < 0)
+        return -1;
+    if (!bye_held(t))
+        return 0;
+    if (bye(t) < 0)
+        return -1;
+    return bio_flush(t);
 }
 
 /* Before the client's Finished: 0.5-RTT data (SSL_write_ex would wait for
@@ -294,10 +326,22 @@ QCG_EXPORT size_t qcg_tls_pending(const qcg_tls *t)
     return t->starved ? 0 : (size_t)SSL_has_pending(t->ssl);
 }
 
-QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
+QCG_EXPORT size_t qcg_tls_unsent(const qcg_tls *t)
 {
     if (t == NULL)
+        return 0;
+    /* Our BIO's backlog (before the Finished too: SSL_get_wbio skips the
+       handshake buffer, which send_early leaves empty); a held close_notify
+       counts as one byte. */
+    return BIO_ctrl_wpending(SSL_get_wbio(t->ssl)) + (bye_held(t) ? 1 : 0);
+}
+
+QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
+{
+    if (t == NULL) {
+        errno = EINVAL;
         return -1;
+    }
     ERR_clear_error();
     /* No close_notify before the client's Finished (OpenSSL refuses). */
     if (t->unfinished && finish(t, blocking(SSL_get_fd(t->ssl))) != 1) {
@@ -306,11 +350,9 @@ QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)
                      "TLS shutdown: the peer has not finished the handshake");
         return -1;
     }
-    /* 0: sent, the peer's not seen yet: that is all we want. */
-    if (SSL_shutdown(t->ssl) >= 0)
-        return flush(t);
-    (void)io_failed(t, -1, "TLS shutdown");
-    return -1;
+    if ((SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN) == 0 && bye(t) < 0)
+        return -1;
+    return flush(t);
 }
 
 QCG_EXPORT const char *qcg_tls_error(const qcg_tls *t)

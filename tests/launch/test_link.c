@@ -4,8 +4,11 @@
  * reads is closed anyway after LINK_CLOSE_MS, so that it cannot keep an
  * agent's loop alive; a session link whose connection is cut (twice, with
  * frames sent both ways while it is down) goes on over a new connection
- * (RESUME / RESUMED) and each side gets every frame once, in order. */
+ * (RESUME / RESUMED) and each side gets every frame once, in order; a
+ * link over a reversed connection closed before its peer's TLS Finished
+ * still ends with a close_notify. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -18,7 +21,9 @@
 
 #include "check.h"
 #include "fixtures.h"
+#include "handshake_blocking.h"
 #include "link.h"
+#include "tls_psk.h"
 
 struct seen {
     int frames;
@@ -315,11 +320,109 @@ static void test_resume(void)
     CHECK(uv_loop_close(&rloop) == 0);
 }
 
+/* --- a reversed connection closed at once ------------------------------------
+
+   Its initiator (the TLS server) gets its session before the target's
+   Finished, and its link may close within that round trip: the
+   close_notify goes once the Finished is in (OpenSSL refuses it before),
+   so that the target reads the last frame and then a clean end, not a
+   stream cut short. */
+
+struct target {
+    qcg_tls *tls;
+    long got; /* bytes read */
+    long end; /* the read that ended: 0, or -1 (end_errno) */
+    int end_errno;
+    int done;
+};
+
+static int target_reads(void *arg)
+{
+    struct target *t = arg;
+    uint8_t buf[256];
+
+    while (!t->done) {
+        long n = qcg_tls_recv(t->tls, buf, sizeof(buf));
+
+        if (n > 0) {
+            t->got += n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        t->end = n;
+        t->end_errno = n < 0 ? errno : 0;
+        t->done = 1;
+    }
+    return t->done;
+}
+
+static int never(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static void test_reversed_close(void)
+{
+    const struct hs_self tgt = {.job = "job-link",
+                                .rank = 0,
+                                .secret = "5f0c3e1a9b7d2846e0a1c3b5d7f9e2c4"
+                                          "a6b8d0f1e3c5a7b9d2f4e6a8c0b1d3e5f7",
+                                .cluster = "a",
+                                .policy = QCG_ENCRYPT_INTER_SITE};
+    struct hs_self ini = tgt;
+    struct tls_self cs, ss;
+    uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE];
+    struct target t = {0};
+    struct seen seen = {0};
+    struct tls_hs *c, *sv;
+    qcg_tls *ssess = NULL;
+    uv_loop_t loop;
+    unsigned enc;
+    int sp[2], rc;
+
+    ini.rank = 1;
+    ini.cluster = "b";
+    uv_loop_init(&loop);
+    REQUIRE((c = hs_reversed_hello(sp, &tgt, "0123456789abcdef", TLS_OFFER_TLS, &cs, cpsk)) !=
+            NULL);
+    REQUIRE((sv = hs_serve(sp[1], &ini, &ss, spsk, &rc)) != NULL);
+    REQUIRE_EQ(rc, (int)TLS_DONE);
+    REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+    /* The initiator's link: one frame, closed at once, as far as it gets
+       before the target's Finished. */
+    struct link *l = link_new(&loop, sp[1], ssess, &ops, &seen);
+    REQUIRE(l != NULL);
+    CHECK_EQ(link_send(l, WIRE_OUT, 0, "bye", 3), 0);
+    link_close(l);
+    run_until(&loop, never, NULL, 0.3);
+    /* The target finishes, then reads until its end. */
+    REQUIRE_EQ(hs_step_until(c, 2000), (int)TLS_DONE);
+    REQUIRE(tls_hs_take(c, &t.tls, &enc) == 0 && t.tls != NULL);
+    run_until(&loop, target_reads, &t, 8);
+    CHECK(t.done);
+    CHECK_EQ(t.got, (long)WIRE_HEADER + 3);
+    CHECKF(t.end == 0, "the target's last read: %ld (%s)", t.end,
+           qcg_conn_strerror(t.tls, t.end_errno));
+    /* Our end: the link drains to it and is gone. */
+    shutdown(sp[0], SHUT_WR);
+    run_until(&loop, loop_idle, &loop, 8);
+    CHECK(!uv_loop_alive(&loop));
+    CHECK(seen.closed == 0);
+    qcg_tls_free(t.tls);
+    close(sp[0]);
+    SSL_CTX_free(cs.ssl_ctx);
+    SSL_CTX_free(ss.ssl_ctx);
+    CHECK(uv_loop_close(&loop) == 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as qcg-agent and qcg-launch */
     test_frames_and_paused_close();
     test_close_bounded();
     test_resume();
+    test_reversed_close();
     return check_result("launch-link");
 }

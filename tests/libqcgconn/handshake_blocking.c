@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -120,4 +121,53 @@ int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct 
                char *err, size_t errlen)
 {
     return hs_respond_ex(fd, self, true, deadline_us, peer, NULL, err, errlen);
+}
+
+int hs_step_until(struct tls_hs *t, int limit_ms)
+{
+    uint64_t end = now_us() + (uint64_t)limit_ms * 1000u;
+
+    for (;;) {
+        int rc = tls_hs_step(t);
+        struct pollfd q = {.fd = tls_hs_fd(t), .events = rc == TLS_WANT_READ ? POLLIN : POLLOUT};
+
+        if ((rc != TLS_WANT_READ && rc != TLS_WANT_WRITE) || now_us() >= end)
+            return rc;
+        (void)poll(&q, 1, 50);
+    }
+}
+
+struct tls_hs *hs_serve(int fd, const struct hs_self *self, struct tls_self *ts,
+                        uint8_t psk[TLS_PSK_SIZE], int *rc)
+{
+    char why[256];
+    struct tls_hs *t;
+
+    hs_tls_self(self, ts, psk);
+    if ((t = tls_hs_server(ts, fd, -1, why, sizeof(why))) == NULL)
+        return NULL;
+    *rc = hs_step_until(t, 2000);
+    if (*rc == TLS_CLAIM) {
+        tls_hs_claim(t, true, true);
+        *rc = hs_step_until(t, 200);
+    }
+    return t;
+}
+
+struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, const char *token,
+                                 int offer, struct tls_self *cs, uint8_t psk[TLS_PSK_SIZE])
+{
+    struct tls_hs *c;
+    char why[256];
+
+    hs_tls_self(self, cs, psk);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) < 0)
+        return NULL;
+    c = tls_hs_client(cs, sp[0], 1, token, QCG_TECH_REVERSED, offer, why, sizeof(why));
+    if (c != NULL && tls_hs_step(c) == TLS_WANT_READ)
+        return c;
+    tls_hs_free(c);
+    close(sp[0]);
+    close(sp[1]);
+    return NULL;
 }

@@ -46,4 +46,21 @@ int hs_respond(int fd, const struct hs_self *self, uint64_t deadline_us, struct 
 int hs_respond_ex(int fd, const struct hs_self *self, bool claim, uint64_t deadline_us,
                   struct hs_hello *peer, qcg_tls **session, char *err, size_t errlen);
 
+/* Non-blocking steps, for tests that stop a handshake halfway. */
+struct tls_hs;
+/* Steps t until it needs more than the socket has, or for limit_ms: the
+   last step's result (TLS_*). */
+int hs_step_until(struct tls_hs *t, int limit_ms);
+/* The server's side (self) of a client's ClientHello already on fd, a
+   token's connection claimed; *rc its steps' result (TLS_DONE: an
+   encrypted answer to a token is done before the client's Finished).
+   NULL when it cannot start. */
+struct tls_hs *hs_serve(int fd, const struct hs_self *self, struct tls_self *ts, uint8_t psk[32],
+                        int *rc);
+/* A reversed connection's target (self: the TLS client of rank 1,
+   offering offer, with token) on a new non-blocking socketpair sp, its
+   ClientHello sent.  NULL on failure. */
+struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, const char *token,
+                                 int offer, struct tls_self *cs, uint8_t psk[32]);
+
 #endif

@@ -454,21 +454,6 @@ static void test_plain_peer_gone(void)
     close(sp[0]);
 }
 
-/* Steps t until it needs more than the socket has, or for limit_ms. */
-static int step_until(struct tls_hs *t, int limit_ms)
-{
-    uint64_t end = now_us() + (uint64_t)limit_ms * 1000u;
-
-    for (;;) {
-        int rc = tls_hs_step(t);
-        struct pollfd q = {.fd = tls_hs_fd(t), .events = rc == TLS_WANT_READ ? POLLIN : POLLOUT};
-
-        if ((rc != TLS_WANT_READ && rc != TLS_WANT_WRITE) || now_us() >= end)
-            return rc;
-        (void)poll(&q, 1, 50);
-    }
-}
-
 /* qcg_tls_recv on an unblocking socket, waiting up to 5 s for bytes. */
 static long recv_wait(qcg_tls *t, int fd, void *buf, size_t len)
 {
@@ -483,44 +468,29 @@ static long recv_wait(qcg_tls *t, int fd, void *buf, size_t len)
     return -1;
 }
 
-/* The server's side of a client's ClientHello already on fd: rank1 with
-   policy, a token's connection claimed; its first step's result. */
+/* hs_serve as rank1 with policy. */
 static struct tls_hs *serve(int fd, int policy, struct tls_self *ts, uint8_t psk[TLS_PSK_SIZE],
                             int *rc)
 {
     struct hs_self b = rank1;
-    char why[256];
     struct tls_hs *t;
 
     b.policy = policy;
-    hs_tls_self(&b, ts, psk);
-    REQUIRE((t = tls_hs_server(ts, fd, -1, why, sizeof(why))) != NULL);
-    *rc = step_until(t, 2000);
-    if (*rc == TLS_CLAIM) {
-        tls_hs_claim(t, true, true);
-        *rc = step_until(t, 200);
-    }
+    REQUIRE((t = hs_serve(fd, &b, ts, psk, rc)) != NULL);
     return t;
 }
 
 static const char hs_token[] = "0123456789abcdef";
 
-/* A reversed connection's target (rank0 with policy: the TLS client of
-   rank1, offering offer, with token) on a new socketpair sp, its
-   ClientHello sent. */
+/* hs_reversed_hello as rank0 with policy. */
 static struct tls_hs *reversed_hello(int sp[2], int policy, const char *token, int offer,
                                      struct tls_self *cs, uint8_t psk[TLS_PSK_SIZE])
 {
     struct hs_self a = rank0;
     struct tls_hs *c;
-    char why[256];
 
     a.policy = policy;
-    hs_tls_self(&a, cs, psk);
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    REQUIRE((c = tls_hs_client(cs, sp[0], 1, token, QCG_TECH_REVERSED, offer, why, sizeof(why))) !=
-            NULL);
-    REQUIRE_EQ(tls_hs_step(c), (int)TLS_WANT_READ);
+    REQUIRE((c = hs_reversed_hello(sp, &a, token, offer, cs, psk)) != NULL);
     return c;
 }
 
@@ -570,8 +540,8 @@ static void test_half_rtt(void)
         if (kind != 0) {
             /* The client's Finished is not in: no connection yet. */
             CHECK_EQ(rc, (int)TLS_WANT_READ);
-            CHECK_EQ(step_until(c, 2000), (int)TLS_DONE);
-            CHECK_EQ(step_until(sv, 2000), (int)TLS_DONE);
+            CHECK_EQ(hs_step_until(c, 2000), (int)TLS_DONE);
+            CHECK_EQ(hs_step_until(sv, 2000), (int)TLS_DONE);
             tls_hs_free(c);
             tls_hs_free(sv);
             SSL_CTX_free(cs.ssl_ctx);
@@ -596,7 +566,7 @@ static void test_half_rtt(void)
             CHECK(now_us() - t0 < 1500000u);
             REQUIRE(set_nonblocking(sp[1], true) == 0);
         }
-        REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
+        REQUIRE_EQ(hs_step_until(c, 2000), (int)TLS_DONE);
         REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
         CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 5L);
         CHECK(memcmp(buf, "first", 5) == 0);
@@ -724,6 +694,15 @@ static bool pattern_moved(qcg_tls *from, qcg_tls *into, long sent, long *got, bo
     return flushed;
 }
 
+/* A reversed connection's sessions, socketpair and contexts. */
+static void free_half_rtt(int sp[2], qcg_tls *ssess, qcg_tls *csess, struct tls_self *cs,
+                          struct tls_self *ss)
+{
+    free_pair(sp, ssess, csess, -1);
+    SSL_CTX_free(cs->ssl_ctx);
+    SSL_CTX_free(ss->ssl_ctx);
+}
+
 /* Small 0.5-RTT writes on a non-blocking socket until it is full: every
    byte qcg_tls_send took reaches the client, in order, once qcg_tls_flush
    says 0, and the stream goes on intact after the Finished is taken
@@ -756,10 +735,12 @@ static void test_early_backlog(void)
     }
     /* Stopped by a full socket, with records waiting. */
     CHECK(n < 0 && errno == EAGAIN && sent > 0);
-    REQUIRE_EQ(step_until(c, 2000), (int)TLS_DONE);
+    CHECK(qcg_tls_unsent(ssess) > 0);
+    REQUIRE_EQ(hs_step_until(c, 2000), (int)TLS_DONE);
     REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
     CHECK(pattern_moved(ssess, csess, sent, &got, &bad));
     CHECK_EQ(got, sent);
+    CHECK_EQ(qcg_tls_unsent(ssess), (size_t)0);
     /* The server takes the Finished, then writes on. */
     (void)qcg_tls_recv(ssess, rbuf, sizeof(rbuf));
     CHECK(!ssess->unfinished);
@@ -770,12 +751,49 @@ static void test_early_backlog(void)
     CHECK(pattern_moved(ssess, csess, sent, &got, &bad));
     CHECK_EQ(got, sent);
     CHECK(!bad);
-    qcg_tls_free(ssess);
-    qcg_tls_free(csess);
-    SSL_CTX_free(cs.ssl_ctx);
-    SSL_CTX_free(ss.ssl_ctx);
-    close(sp[0]);
-    close(sp[1]);
+    free_half_rtt(sp, ssess, csess, &cs, &ss);
+}
+
+/* A reversed connection's initiator ends it before the client's Finished
+   is in: qcg_tls_shutdown sends nothing yet and says to wait for the
+   socket to be readable (qcg_tls_unsent 0); called again once the
+   Finished is in, its close_notify goes, and the client reads a clean end
+   (0, not a stream cut short).  Called again after that: 0, reading
+   nothing of the peer's. */
+static void test_shutdown_unfinished(void)
+{
+    struct tls_self cs, ss;
+    uint8_t cpsk[TLS_PSK_SIZE], spsk[TLS_PSK_SIZE], buf[64];
+    struct tls_hs *c, *sv;
+    qcg_tls *ssess = NULL, *csess = NULL;
+    unsigned enc;
+    int sp[2], rc;
+
+    c = reversed_hello(sp, QCG_ENCRYPT_INTER_SITE, hs_token, TLS_OFFER_TLS, &cs, cpsk);
+    sv = serve(sp[1], QCG_ENCRYPT_INTER_SITE, &ss, spsk, &rc);
+    REQUIRE_EQ(rc, (int)TLS_DONE);
+    REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);
+    CHECK_EQ(qcg_tls_send(ssess, "last", 4), 4L);
+    errno = 0;
+    CHECK_EQ(qcg_tls_shutdown(ssess), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK_EQ(qcg_tls_unsent(ssess), (size_t)0);
+    REQUIRE_EQ(hs_step_until(c, 2000), (int)TLS_DONE);
+    REQUIRE(tls_hs_take(c, &csess, &enc) == 0 && csess != NULL);
+    {
+        struct pollfd q = {.fd = sp[1], .events = POLLIN};
+
+        CHECK_EQ(poll(&q, 1, 5000), 1);
+    }
+    CHECK_EQ(qcg_tls_shutdown(ssess), 0);
+    CHECK_EQ(qcg_tls_shutdown(ssess), 0);
+    CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 4L);
+    CHECK(memcmp(buf, "last", 4) == 0);
+    CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 0L);
+    /* The client's end, sent after the second call, is still to read. */
+    CHECK_EQ(qcg_tls_shutdown(csess), 0);
+    CHECK_EQ(recv_wait(ssess, sp[1], buf, sizeof(buf)), 0L);
+    free_half_rtt(sp, ssess, csess, &cs, &ss);
 }
 
 int main(void)
@@ -792,6 +810,7 @@ int main(void)
     test_plain_peer_gone();
     test_half_rtt();
     test_early_backlog();
+    test_shutdown_unfinished();
     test_blocking_deadline();
     test_downgrade();
     test_silent_peer();
