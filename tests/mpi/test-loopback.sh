@@ -191,8 +191,17 @@ else echo "(exit $rc, $breaks breaks)" >>"$out"; fail "threads with resets: MPI_
 # rank 0 sends it messages, its connection breaks (the hook) and no new one
 # can be made: the job fails within btl_qcg_reconnect_timeout (3 s; plus the
 # abort), with the message that the peer is gone, and does not hang.
+# The hook breaks rank 0's connections only.  A break of rank 1's own just
+# before it stopped left it a reconnect whose bound passed while it was
+# stopped; mpirun continues a stopped rank to end it (SIGCONT, then
+# SIGTERM), and rank 1 then reported rank 0 lost as well, racing rank 0's
+# report (its help text in 8 of 22 jobs here; its line once, under load).
+printf '#!/bin/sh\n# the break hook on rank 0 only\n%s\nexec "$@"\n' \
+	'[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export OMPI_MCA_btl_qcg_test_break_every=8' \
+	>"$work/break-rank0.sh"
+chmod +x "$work/break-rank0.sh"
 t0=$(ms)
-run_mpi 60 2 self,qcg --mca btl_qcg_test_break_every 8 --mca btl_qcg_reconnect_timeout 3000 "$progs/qcg-mpi-resend" 2 1
+run_mpi 60 2 self,qcg --mca btl_qcg_reconnect_timeout 3000 "$work/break-rank0.sh" "$progs/qcg-mpi-resend" 2 1
 elapsed=$(($(ms) - t0))
 echo "(exit $rc after $elapsed ms)" >>"$out"
 if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 30000)) && ! grep -q "^PASS" "$out" &&
