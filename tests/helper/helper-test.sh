@@ -253,7 +253,7 @@ proto)
 	start_helper helper.log --log-level debug
 	check "the helper registers with the frontend" wait_for "registration" 150 connected "$sock"
 	run_client "the local protocol against a real frontend and broker" \
-		proto "$sock" "$low" "$high" c1 n1 127.0.0.1
+		proto "$sock" "$low" "$high" c1 n1 127.0.0.1 "$(cat "$work/frontend.pid")"
 	run_client "fuzz with the frontend behind: 300 connections" fuzz "$sock" 300
 
 	# A second, NATed cluster c2 with its own frontend and helper.
