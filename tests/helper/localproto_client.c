@@ -304,6 +304,33 @@ static void violations(const char *path)
     check(status_ok(path, NULL), "the helper still serves new clients after the violations");
 }
 
+struct lookup_msg {
+    struct local_header h;
+    struct local_lookup l;
+};
+_Static_assert(sizeof(struct lookup_msg) ==
+                   sizeof(struct local_header) + sizeof(struct local_lookup),
+               "LOOKUP messages without padding");
+
+/* Fills msgs with `count` LOOKUPs for rank `to` (every third one for
+   `absent` instead, unless it is negative), then a STATUS (a header alone);
+   returns how many bytes to send. */
+static size_t lookup_batch(struct lookup_msg *msgs, unsigned count, int to, int absent)
+{
+    memset(msgs, 0, (count + 1) * sizeof(*msgs));
+    for (unsigned i = 0; i < count; i++) {
+        msgs[i].h = (struct local_header){.magic = LOCAL_MAGIC,
+                                          .type = LOCAL_LOOKUP,
+                                          .length = sizeof(msgs[i].l),
+                                          .request_id = next_rid++};
+        msgs[i].l = (struct local_lookup){.to_rank = absent >= 0 && i % 3 == 2 ? absent : to,
+                                          .timeout_ms = 1000};
+    }
+    msgs[count].h =
+        (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = next_rid++};
+    return count * sizeof(*msgs) + sizeof(msgs[0].h);
+}
+
 /* Sends `count` LOOKUPs for rank `to`, every third one for `absent`
    instead, and one STATUS, in one write (all in the helper's socket before
    it reads the first); then reads every reply, in any
@@ -315,35 +342,20 @@ static bool pipelined(int fd, int to, unsigned count, int absent, unsigned *got,
                       unsigned *status_at)
 {
     enum { MAX = 256 };
-    struct lookup_msg {
-        struct local_header h;
-        struct local_lookup l;
-    };
     static struct lookup_msg msgs[MAX]; /* the STATUS is a header alone, last */
     static uint16_t expect[MAX];        /* by rid - first: the type expected, 0 once answered */
     const uint32_t first = next_rid;
     bool clean = true, reordered = false;
     struct reply r;
 
-    _Static_assert(sizeof(struct lookup_msg) ==
-                       sizeof(struct local_header) + sizeof(struct local_lookup),
-                   "LOOKUP messages without padding");
     *got = *n = *status_at = 0;
     if (count + 1 > MAX)
         return false;
-    memset(msgs, 0, sizeof(msgs));
-    for (unsigned i = 0; i < count; i++) {
-        msgs[i].h = (struct local_header){.magic = LOCAL_MAGIC,
-                                          .type = LOCAL_LOOKUP,
-                                          .length = sizeof(msgs[i].l),
-                                          .request_id = next_rid++};
-        msgs[i].l = (struct local_lookup){.to_rank = i % 3 == 2 ? absent : to, .timeout_ms = 1000};
+    size_t len = lookup_batch(msgs, count, to, absent);
+    for (unsigned i = 0; i < count; i++)
         expect[i] = i % 3 == 2 ? LOCAL_ERROR : LOCAL_PLAN;
-    }
-    msgs[count].h =
-        (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = next_rid++};
     expect[count] = LOCAL_STATUS_OK;
-    if (send_raw(fd, msgs, count * sizeof(msgs[0]) + sizeof(msgs[0].h)) < 0)
+    if (send_raw(fd, msgs, len) < 0)
         return false;
     *n = count + 1;
     for (unsigned k = 0; k < *n; k++) {
@@ -415,27 +427,13 @@ static bool all_threads_stopped(pid_t pid)
 static void status_beside_lookups(int fd, int to, pid_t frontend)
 {
     enum { N = 4 };
-    struct lookup_msg {
-        struct local_header h;
-        struct local_lookup l;
-    } msgs[N + 1];
+    struct lookup_msg msgs[N + 1];
     const uint32_t first = next_rid;
     unsigned status_at = N + 1, plans = 0;
     struct reply r;
-
-    memset(msgs, 0, sizeof(msgs));
-    for (unsigned i = 0; i < N; i++) {
-        msgs[i].h = (struct local_header){.magic = LOCAL_MAGIC,
-                                          .type = LOCAL_LOOKUP,
-                                          .length = sizeof(msgs[i].l),
-                                          .request_id = next_rid++};
-        msgs[i].l = (struct local_lookup){.to_rank = to, .timeout_ms = 1000};
-    }
-    msgs[N].h =
-        (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = next_rid++};
+    size_t len = lookup_batch(msgs, N, to, -1);
     bool stopped = kill(frontend, SIGSTOP) == 0;
-    bool sent = stopped && all_threads_stopped(frontend) &&
-                send_raw(fd, msgs, N * sizeof(msgs[0]) + sizeof(msgs[0].h)) == 0;
+    bool sent = stopped && all_threads_stopped(frontend) && send_raw(fd, msgs, len) == 0;
     for (unsigned k = 0; sent && k < N + 1; k++) {
         if (recv_msg(fd, &r) < 0)
             break;
