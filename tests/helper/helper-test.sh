@@ -323,11 +323,12 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 	start_helper helper-bounds.log --max-requests 3 --max-requests-per-uid 5 --threads 2 \
 		--log-level debug
 	check "the helper registers again" wait_for "registration" 150 connected "$sock"
-	# 40, not 12: the two connections' requests must overlap for a sixth to
-	# wait, and a loaded machine may serve a short burst before the other
-	# process has sent its own.
+	# The two connections' requests must overlap for a sixth to wait: the
+	# client keeps the frontend stopped until one does (the helper's log
+	# says so), as a loaded machine may serve one process's burst before the
+	# other has sent its own (1 run in 25 under ASan and load).
 	run_client "max-requests 3, max-requests-per-uid 5: 40 LOOKUPs on each of 2 connections" \
-		pipeline "$sock" "$low" 40
+		pipeline "$sock" "$low" 40 "$(cat "$work/frontend.pid")" "$work/helper-bounds.log"
 	check "... the helper stopped reading a connection at max-requests" \
 		grep -q ' 3 requests in flight (max-requests): not reading' "$work/helper-bounds.log"
 	check "... and held requests back at max-requests-per-uid, never over it" bash -c \

@@ -8,7 +8,7 @@
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
- *   helper-localproto-client pipeline SOCKET LOW COUNT
+ *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
  *                            (COUNT LOOKUPs back to back on each of two connections;
  *                             the helper runs with small --max-requests[-per-uid])
  *   helper-localproto-client denied SOCKET          (helper run with allow-uids not ours)
@@ -676,12 +676,38 @@ static int mode_uid_limits(int argc, char **argv)
 /* Two connections of one process send COUNT LOOKUPs each, back to back,
    far over the helper's --max-requests and --max-requests-per-uid: the
    helper stops reading them instead of refusing; every one is answered. */
+/* A process that continues the stopped frontend once the helper's log
+   says a request of the uid waits at max-requests-per-uid (5), or after
+   20 s.  Its pid, or -1. */
+static pid_t release_when_held(pid_t frontend, const char *log)
+{
+    pid_t pid = fork();
+
+    if (pid != 0)
+        return pid;
+    for (int i = 0; i < 2000; i++) {
+        static char text[1 << 20];
+        FILE *f = fopen(log, "r");
+        size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+        if (f != NULL)
+            fclose(f);
+        text[n] = '\0';
+        if (strstr(text, "LOOKUP waits: 5 requests of the uid upstream") != NULL)
+            break;
+        sleep_ms(10);
+    }
+    kill(frontend, SIGCONT);
+    _exit(0);
+}
+
 static int mode_pipeline(int argc, char **argv)
 {
-    if (argc != 5)
+    if (argc != 7)
         return 2;
     const char *path = argv[2];
     unsigned low = (unsigned)atoi(argv[3]), count = (unsigned)atoi(argv[4]);
+    pid_t frontend = (pid_t)atoi(argv[5]);
     struct reply r;
     int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1), c = joined(path, SECRET, 2);
 
@@ -692,7 +718,18 @@ static int mode_pipeline(int argc, char **argv)
           "ranks 0, 1 and 2 publish ports %u-%u", low, low + 2);
     if (b < 0 || c < 0)
         return 1;
-    /* Both connections' requests are in the kernel before any reply is read. */
+    /* Both connections' requests are in the kernel before any reply is read.
+       The frontend stays stopped until a request of the uid waits at
+       max-requests-per-uid: else, on a loaded machine, one connection's
+       requests may all be answered before the other's arrive, and the
+       bound is never reached. */
+    pid_t releaser = -1;
+    if (kill(frontend, SIGSTOP) == 0 && all_threads_stopped(frontend))
+        releaser = release_when_held(frontend, argv[6]);
+    else
+        kill(frontend, SIGCONT);
+    check(releaser > 0, "the frontend (pid %d) is stopped while the LOOKUPs are sent",
+          (int)frontend);
     pid_t pid = fork();
     if (pid == 0) {
         unsigned got, n;
@@ -704,6 +741,9 @@ static int mode_pipeline(int argc, char **argv)
     bool clean = pipelined(b, 0, count, 9, &got, &n, &status_at);
     int st = -1;
     bool other = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    kill(frontend, SIGCONT);
+    if (releaser > 0)
+        waitpid(releaser, NULL, 0);
     check(clean && got == n,
           "%u LOOKUPs and a STATUS back to back on one connection: all "
           "answered, none refused (%u of %u)",
