@@ -141,13 +141,6 @@ static int finish(struct qcg_tls *t, bool block)
     }
 }
 
-/* Our close_notify is made but OpenSSL holds it: the socket (kernel TLS)
-   or our full BIO refused it, and BIO_flush does not reach it. */
-static bool bye_held(const struct qcg_tls *t)
-{
-    return (SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN) != 0 && SSL_want_write(t->ssl);
-}
-
 /* Makes our close_notify, or writes it again once held: 0, or -1 with
    errno.  Once it is out, a second SSL_shutdown would wait for the peer's:
    never called then. */
@@ -155,6 +148,8 @@ static int bye(struct qcg_tls *t)
 {
     int r = SSL_shutdown(t->ssl);
 
+    /* Kept, not read from SSL_want_write: a read in between resets that. */
+    t->bye_held = r < 0 && SSL_get_error(t->ssl, r) == SSL_ERROR_WANT_WRITE;
     /* 0: sent, the peer's not seen yet: that is all we want. */
     if (r < 0)
         return (int)io_failed(t, r, "TLS shutdown");
@@ -183,7 +178,7 @@ static int flush(struct qcg_tls *t)
 {
     if (bio_flush(t) < 0)
         return -1;
-    if (!bye_held(t))
+    if (!t->bye_held)
         return 0;
     if (bye(t) < 0)
         return -1;
@@ -333,7 +328,7 @@ QCG_EXPORT size_t qcg_tls_unsent(const qcg_tls *t)
     /* Our BIO's backlog (before the Finished too: SSL_get_wbio skips the
        handshake buffer, which send_early leaves empty); a held close_notify
        counts as one byte. */
-    return BIO_ctrl_wpending(SSL_get_wbio(t->ssl)) + (bye_held(t) ? 1 : 0);
+    return BIO_ctrl_wpending(SSL_get_wbio(t->ssl)) + (t->bye_held ? 1 : 0);
 }
 
 QCG_EXPORT int qcg_tls_shutdown(qcg_tls *t)

@@ -17,6 +17,9 @@ struct qcg_tls {
        reads go record by record; past finish_by_us both fail. */
     bool unfinished;
     uint64_t finish_by_us;
+    /* Our close_notify is made but OpenSSL holds it: the socket (kernel TLS)
+       or our full BIO refused it, and BIO_flush does not reach it. */
+    bool bye_held;
     char err[256];
 };
 
