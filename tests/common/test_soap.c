@@ -268,7 +268,7 @@ static void stats_once(const char *url, const char *certkey, const char *cafile,
 /* A client whose connection holds a slot of the server: kept alive after an
    answer.  A finished TLS handshake alone does not say the server has given
    it one (TLS 1.3: the client is done before the server reads its Finished).
-   NULL (and a failed check) when it is not served. */
+   A failed check when it is not served (NULL when no client could be made). */
 static struct soap *served_client(const char *url, const char *certkey)
 {
     struct soap *soap = client(url, certkey, ca);
@@ -821,6 +821,9 @@ static void test_handshake_stage(void)
         opened += (idle[i] = tcp_from("127.0.0.2", s.port)) >= 0;
     CHECK(opened == IDLE_CONNS);
     int slow = tcp_from("127.0.0.3", s.port);
+    /* A ClientHello's record header announcing 512 bytes, then its body. */
+    static unsigned char drip[5 + 512] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc};
+    CHECK(slow >= 0 && send(slow, drip, 1, MSG_NOSIGNAL) == 1);
     CHECK(log_has("TLS handshakes in progress from 127.0.0.2", 2000));
     /* Waits for the refusals, not a fixed time: a loaded server may take a
        while to accept all 40; the deadline is long enough that the staged
@@ -840,10 +843,10 @@ static void test_handshake_stage(void)
     printf("handshake stage: a frontend served in %ld ms among idle clients\n", took);
     CHECK(st.status == CALL_OK); /* main: blocked behind the idle ones past its 5 s timeout */
 
-    /* A TLS handshake record header, a byte every 200 ms. */
-    static const unsigned char drip[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc,
-                                         0x03, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
-    size_t sent = 0;
+    /* The dripping client keeps sending a byte every 200 ms of a record
+       that would take 100 s: cut at the deadline means cut while it still
+       sends (a deadline that each byte renewed would never come). */
+    size_t sent = 1;
     bool all_closed = false;
     for (long end = now_ms() + STAGE_DEADLINE_MS + 4000; !all_closed && now_ms() < end;) {
         if (sent < sizeof(drip) && send(slow, &drip[sent], 1, MSG_NOSIGNAL) == 1)

@@ -87,7 +87,12 @@ grid_workdir helper-test
 # The frontend is not in pids: the reconnect test restarts it from another
 # process (restart-frontend), which leaves its pid in a file.
 cleanup() {
-	if [[ -f $work/frontend.pid ]]; then kill "$(cat "$work/frontend.pid")" 2>/dev/null || true; fi
+	# CONT too: a client that died while the frontend was stopped (SIGSTOP)
+	# leaves it unable to act on the TERM.
+	if [[ -f $work/frontend.pid ]]; then
+		kill "$(cat "$work/frontend.pid")" 2>/dev/null || true
+		kill -CONT "$(cat "$work/frontend.pid")" 2>/dev/null || true
+	fi
 	grid_cleanup
 }
 trap cleanup EXIT

@@ -464,6 +464,10 @@ static int mode_proto(int argc, char **argv)
     pid_t frontend = (pid_t)atoi(argv[8]);
     struct reply r;
 
+    /* 0 would stop our own process group (kill(0, SIGSTOP)). */
+    if (frontend <= 0)
+        return 2;
+
     violations(path);
 
     /* HELLO: rules of common/proto.h, then the node's facts. */
@@ -522,8 +526,7 @@ static int mode_proto(int argc, char **argv)
         /* Where the STATUS came among them is a race (30 LOOKUPs are over
            max-requests-per-uid: it is read once the last of them is sent
            upstream); status_beside_lookups asks what does not depend on it. */
-        if (frontend > 0)
-            status_beside_lookups(b, 0, frontend);
+        status_beside_lookups(b, 0, frontend);
     }
 
     int c = joined(path, TEST_SECRET_2, 2);
@@ -709,6 +712,9 @@ static int mode_pipeline(int argc, char **argv)
     unsigned low = (unsigned)atoi(argv[3]), count = (unsigned)atoi(argv[4]);
     pid_t frontend = (pid_t)atoi(argv[5]);
     struct reply r;
+
+    if (frontend <= 0)
+        return 2;
     int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1), c = joined(path, SECRET, 2);
 
     /* The broker answers lookups from published ranks only. */
