@@ -385,8 +385,8 @@ static void test_reversed_close(void)
     ini.rank = 1;
     ini.cluster = "b";
     uv_loop_init(&loop);
-    REQUIRE((c = hs_reversed_hello(sp, &tgt, "0123456789abcdef", TLS_OFFER_TLS, &cs, cpsk)) !=
-            NULL);
+    REQUIRE((c = hs_reversed_hello(sp, &tgt, ini.rank, "0123456789abcdef", TLS_OFFER_TLS, &cs,
+                                   cpsk)) != NULL);
     REQUIRE((sv = hs_serve(sp[1], &ini, &ss, spsk, &rc)) != NULL);
     REQUIRE_EQ(rc, (int)TLS_DONE);
     REQUIRE(tls_hs_take(sv, &ssess, &enc) == 0 && ssess != NULL);

@@ -154,8 +154,9 @@ struct tls_hs *hs_serve(int fd, const struct hs_self *self, struct tls_self *ts,
     return t;
 }
 
-struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, const char *token,
-                                 int offer, struct tls_self *cs, uint8_t psk[TLS_PSK_SIZE])
+struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, int32_t to_rank,
+                                 const char *token, int offer, struct tls_self *cs,
+                                 uint8_t psk[TLS_PSK_SIZE])
 {
     struct tls_hs *c;
     char why[256];
@@ -163,7 +164,7 @@ struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, const ch
     hs_tls_self(self, cs, psk);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) < 0)
         return NULL;
-    c = tls_hs_client(cs, sp[0], 1, token, QCG_TECH_REVERSED, offer, why, sizeof(why));
+    c = tls_hs_client(cs, sp[0], to_rank, token, QCG_TECH_REVERSED, offer, why, sizeof(why));
     if (c != NULL && tls_hs_step(c) == TLS_WANT_READ)
         return c;
     tls_hs_free(c);

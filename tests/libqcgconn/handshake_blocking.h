@@ -57,10 +57,11 @@ int hs_step_until(struct tls_hs *t, int limit_ms);
    NULL when it cannot start. */
 struct tls_hs *hs_serve(int fd, const struct hs_self *self, struct tls_self *ts, uint8_t psk[32],
                         int *rc);
-/* A reversed connection's target (self: the TLS client of rank 1,
+/* A reversed connection's target (self: the TLS client of to_rank,
    offering offer, with token) on a new non-blocking socketpair sp, its
    ClientHello sent.  NULL on failure. */
-struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, const char *token,
-                                 int offer, struct tls_self *cs, uint8_t psk[32]);
+struct tls_hs *hs_reversed_hello(int sp[2], const struct hs_self *self, int32_t to_rank,
+                                 const char *token, int offer, struct tls_self *cs,
+                                 uint8_t psk[32]);
 
 #endif

@@ -490,7 +490,7 @@ static struct tls_hs *reversed_hello(int sp[2], int policy, const char *token, i
     struct tls_hs *c;
 
     a.policy = policy;
-    REQUIRE((c = hs_reversed_hello(sp, &a, token, offer, cs, psk)) != NULL);
+    REQUIRE((c = hs_reversed_hello(sp, &a, 1, token, offer, cs, psk)) != NULL);
     return c;
 }
 
@@ -510,6 +510,15 @@ static qcg_tls *replayed(const uint8_t *hello, ssize_t hn, int policy, int rp[2]
     REQUIRE_EQ(rc, (int)TLS_DONE);
     REQUIRE(tls_hs_take(sv, &s, &enc) == 0 && s != NULL);
     return s;
+}
+
+/* A reversed connection's sessions, socketpair and contexts. */
+static void free_half_rtt(int sp[2], qcg_tls *ssess, qcg_tls *csess, struct tls_self *cs,
+                          struct tls_self *ss)
+{
+    free_pair(sp, ssess, csess, -1);
+    SSL_CTX_free(cs->ssl_ctx);
+    SSL_CTX_free(ss->ssl_ctx);
 }
 
 /* The initiator of a reversed connection (the TLS server: its peer's side
@@ -544,10 +553,7 @@ static void test_half_rtt(void)
             CHECK_EQ(hs_step_until(sv, 2000), (int)TLS_DONE);
             tls_hs_free(c);
             tls_hs_free(sv);
-            SSL_CTX_free(cs.ssl_ctx);
-            SSL_CTX_free(ss.ssl_ctx);
-            close(sp[0]);
-            close(sp[1]);
+            free_half_rtt(sp, NULL, NULL, &cs, &ss);
             continue;
         }
         CHECK_EQ(rc, (int)TLS_DONE);
@@ -593,10 +599,7 @@ static void test_half_rtt(void)
         CHECK(!ssess->unfinished);
         CHECK_EQ(qcg_tls_send(ssess, "again", 5), 5L);
         CHECK_EQ(recv_wait(csess, sp[0], buf, sizeof(buf)), 5L);
-        qcg_tls_free(csess);
-        qcg_tls_free(ssess);
-        close(sp[0]);
-        close(sp[1]);
+        free_pair(sp, ssess, csess, -1);
 
         /* The same ClientHello replayed, twice: the first replayer sends
            garbage for a Finished, the second nothing. */
@@ -621,9 +624,7 @@ static void test_half_rtt(void)
                 CHECK_EQ(errno, ETIMEDOUT);
                 CHECK(strstr(qcg_tls_error(ssess), "did not finish") != NULL);
             }
-            qcg_tls_free(ssess);
-            close(rp[0]);
-            close(rp[1]);
+            free_pair(rp, ssess, NULL, -1);
         }
         SSL_CTX_free(cs.ssl_ctx);
         SSL_CTX_free(ss.ssl_ctx);
@@ -660,14 +661,10 @@ static void test_blocking_deadline(void)
         CHECK_EQ(errno, ETIMEDOUT);
         CHECK(now_us() - t0 >= 900000u && now_us() - t0 < 4000000u);
         CHECK(strstr(qcg_tls_error(ssess), "did not finish") != NULL);
-        qcg_tls_free(ssess);
         tls_hs_free(c);
-        SSL_CTX_free(cs.ssl_ctx);
-        SSL_CTX_free(ss.ssl_ctx);
+        free_half_rtt(rp, ssess, NULL, &cs, &ss);
         close(sp[0]);
         close(sp[1]);
-        close(rp[0]);
-        close(rp[1]);
     }
 }
 
@@ -692,15 +689,6 @@ static bool pattern_moved(qcg_tls *from, qcg_tls *into, long sent, long *got, bo
         (void)poll(NULL, 0, 2);
     }
     return flushed;
-}
-
-/* A reversed connection's sessions, socketpair and contexts. */
-static void free_half_rtt(int sp[2], qcg_tls *ssess, qcg_tls *csess, struct tls_self *cs,
-                          struct tls_self *ss)
-{
-    free_pair(sp, ssess, csess, -1);
-    SSL_CTX_free(cs->ssl_ctx);
-    SSL_CTX_free(ss->ssl_ctx);
 }
 
 /* Small 0.5-RTT writes on a non-blocking socket until it is full: every

@@ -559,6 +559,20 @@ static int parked(qcg_ctx *a)
     return n;
 }
 
+/* Accepts on a (bounded, 5 s) until n connections wait for a claim; none
+   may become a connection meanwhile. */
+static void wait_parked(qcg_ctx *a, int n)
+{
+    struct qcg_conn_info info;
+
+    for (int i = 0; i < 100 && parked(a) < n; i++) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
+
+        poll(&p, 1, 50);
+        REQUIRE_EQ(qcg_accept(a, &info), QCG_EAGAIN);
+    }
+}
+
 /* The target's side of test_replayed_hello: its handshake on sp[0],
    relayed between sp[1] and the genuine connection. */
 struct relay {
@@ -613,34 +627,20 @@ static void test_replayed_hello(void)
     struct tls_self ts;
     uint8_t psk[32], hello[4096];
     struct relay r;
-    char why[256];
     int sp[2], replay, fd;
     ssize_t hn;
     pthread_t th;
 
-    hs_tls_self(&self, &ts, psk);
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sp) == 0);
-    r.c = tls_hs_client(&ts, sp[0], 0, token_a, QCG_TECH_REVERSED, TLS_OFFER_TLS, why, sizeof(why));
+    r.c = hs_reversed_hello(sp, &self, 0, token_a, TLS_OFFER_TLS, &ts, psk);
     REQUIRE(r.c != NULL);
-    REQUIRE_EQ(tls_hs_step(r.c), (int)TLS_WANT_READ);
     hn = recv(sp[1], hello, sizeof(hello), 0);
     REQUIRE(hn > 0);
     replay = tcp_connect(listen_port(a));
     REQUIRE(write(replay, hello, (size_t)hn) == hn);
-    for (int i = 0; i < 100 && parked(a) < 1; i++) {
-        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
-
-        poll(&p, 1, 50);
-        REQUIRE_EQ(qcg_accept(a, &info), QCG_EAGAIN);
-    }
+    wait_parked(a, 1);
     r.genuine = tcp_connect(listen_port(a));
     REQUIRE(write(r.genuine, hello, (size_t)hn) == hn);
-    for (int i = 0; i < 100 && parked(a) < 2; i++) {
-        struct pollfd p = {.fd = qcg_accept_pollfd(a), .events = POLLIN};
-
-        poll(&p, 1, 50);
-        REQUIRE_EQ(qcg_accept(a, &info), QCG_EAGAIN);
-    }
+    wait_parked(a, 2);
     REQUIRE_EQ(parked(a), 2);
     r.sp1 = sp[1];
     REQUIRE(pthread_create(&th, NULL, relay_run, &r) == 0);
