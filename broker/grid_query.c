@@ -87,7 +87,6 @@ static void cell(const struct qcg__gridResponse *g, const char *from, const char
         snprintf(buf, len, "-");
 }
 
-/* One line per configured proxy: state, last beat, load. */
 /* A proxy this broker never heard from: unknown, or dead since another one
    beats (dead otherwise means silent for proxy-dead-after, at least 1 s). */
 static bool never_heard(const struct qcg__gridProxy *p)
@@ -96,6 +95,7 @@ static bool never_heard(const struct qcg__gridProxy *p)
                                 (strcmp(p->state, "dead") == 0 && p->lastSeen == 0));
 }
 
+/* One line per configured proxy: state, last beat, load. */
 static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
 {
     int np = g->proxy != NULL ? g->__sizeProxy : 0;

@@ -676,9 +676,6 @@ static int mode_uid_limits(int argc, char **argv)
     return 0;
 }
 
-/* Two connections of one process send COUNT LOOKUPs each, back to back,
-   far over the helper's --max-requests and --max-requests-per-uid: the
-   helper stops reading them instead of refusing; every one is answered. */
 /* A process that continues the stopped frontend once the helper's log
    says a request of the uid waits at max-requests-per-uid (5), or after
    20 s.  Its pid, or -1. */
@@ -704,6 +701,9 @@ static pid_t release_when_held(pid_t frontend, const char *log)
     _exit(0);
 }
 
+/* Two connections of one process send COUNT LOOKUPs each, back to back,
+   far over the helper's --max-requests and --max-requests-per-uid: the
+   helper stops reading them instead of refusing; every one is answered. */
 static int mode_pipeline(int argc, char **argv)
 {
     if (argc != 7)
