@@ -365,9 +365,10 @@ static void hand_over(qcg_ctx *ctx, struct pending *p)
             return;
         }
     }
+    /* Our own connect gave up (it lost a simultaneous connect, or moved on
+       to another technique): not a refusal of the peer. */
     ctx_seterr(ctx, "reversed connection from rank %d dropped: its connect ended meanwhile",
                p->hs.from_rank);
-    ctx->refused++;
     pending_drop(ctx, p);
 }
 
@@ -447,7 +448,11 @@ static void handshake(qcg_ctx *ctx, struct pending *p)
         else
             ctx_seterr(ctx, "incoming connection refused: hello from rank %d: %s",
                        tls_hs_peer(p->tls)->from_rank, tls_hs_why(p->tls));
-        ctx->refused++;
+        /* A peer that gave its attempt up (the loser of a simultaneous
+           connect, a connect that moved on) was not refused: nothing to
+           report in a healthy job. */
+        if (!tls_hs_abandoned(p->tls))
+            ctx->refused++;
         pending_drop(ctx, p);
         return;
     }
@@ -461,14 +466,17 @@ static void expire(qcg_ctx *ctx, struct pending *p)
                    ACCEPT_HANDSHAKE_TIMEOUT_MS);
         break;
     case P_CLAIM:
-        /* Best effort: the refusal's alert, so that the peer knows why. */
+        /* Best effort: the refusal's alert, so that the peer knows why.  Not
+           counted: the token's connect of ours ended (a simultaneous connect
+           it lost, a fallback) or never was; the hello is unverified. */
         tls_hs_claim(p->tls, false, false);
         (void)tls_hs_step(p->tls);
         ctx_seterr(ctx,
                    "reversed connection from rank %d dropped: no connect of ours waits "
                    "for its token",
                    p->hs.from_rank);
-        break;
+        pending_drop(ctx, p);
+        return;
     default:
         ctx_seterr(ctx, "reversed connection to rank %d dropped: no answer within %d ms",
                    p->expect_rank, REVERSED_TIMEOUT_MS);

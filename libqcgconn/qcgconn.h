@@ -207,7 +207,11 @@ int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t info_size)
 /* How many incoming connections were refused since qcg_open (a hello with
    the wrong job secret, a replay, a rank the helper did not announce...):
    qcg_accept drops them quietly; a caller that logs them compares this
-   count after each call and finds the last one's detail in qcg_last_error. */
+   count after each call and finds the last one's detail in qcg_last_error.
+   A peer that gave its own attempt up is not counted: one that closed or
+   reset the connection mid-handshake or said its connect ended, and a
+   reversed connection for a connect of ours that ended (the two sides of a
+   simultaneous connect, a connect that moved on to another technique). */
 unsigned long qcg_accept_refused(const qcg_ctx *ctx);
 
 /* Where this context listens (valid after qcg_listen): the node's cluster,

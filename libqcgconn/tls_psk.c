@@ -47,6 +47,7 @@ struct tls_hs {
     bool early;             /* server: a claim of a token allowed 0.5-RTT */
     enum hs_status refusal; /* server: ours, sent as an alert */
     int alert_in;           /* the peer's alert, or -1 */
+    bool abandoned;         /* the peer gave up: closed, or its connect ended */
     char why[256];
 };
 
@@ -381,6 +382,7 @@ static int client_refused(struct tls_hs *t)
     case SSL_AD_USER_CANCELLED:
         code = QCG_EPEER;
         why = "the peer no longer waits for this connection (its connect ended)";
+        t->abandoned = true;
         break;
     case SSL_AD_INSUFFICIENT_SECURITY:
         code = QCG_EDENIED;
@@ -429,6 +431,7 @@ static int failed(struct tls_hs *t, int err)
         snprintf(t->why, sizeof(t->why), "the peer closed the connection during the handshake%s%s",
                  errno != 0 && err == SSL_ERROR_SYSCALL ? ": " : "",
                  errno != 0 && err == SSL_ERROR_SYSCALL ? strerror(errno) : "");
+        t->abandoned = true;
         return QCG_EPEER;
     }
     if (reason == SSL_R_BINDER_DOES_NOT_VERIFY) {
@@ -529,6 +532,11 @@ int tls_hs_step(struct tls_hs *t)
     default:
         return failed(t, err);
     }
+}
+
+bool tls_hs_abandoned(const struct tls_hs *t)
+{
+    return t->abandoned;
 }
 
 const char *tls_hs_why(const struct tls_hs *t)

@@ -69,6 +69,10 @@ struct tls_hs *tls_hs_server(const struct tls_self *self, int fd, int32_t expect
    the reason in tls_hs_why. */
 int tls_hs_step(struct tls_hs *t);
 const char *tls_hs_why(const struct tls_hs *t);
+/* After a failed step: the peer gave the connection up without refusing
+   it (closed or reset it mid-handshake, or said its connect ended), as a
+   peer whose own connect lost a race or moved on does; no refusal. */
+bool tls_hs_abandoned(const struct tls_hs *t);
 int tls_hs_fd(const struct tls_hs *t);
 /* Acceptor: the peer's identity (after TLS_CLAIM or TLS_DONE). */
 const struct hs_hello *tls_hs_peer(const struct tls_hs *t);
