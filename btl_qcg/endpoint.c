@@ -508,7 +508,7 @@ static void flush(struct btl_qcg_endpoint *ep)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 want_out(ep, true);
             else
-                channel_broken(ep, strerror(errno));
+                channel_broken(ep, qcg_conn_strerror(ep->tls, errno));
             return;
         }
     }
@@ -550,7 +550,7 @@ static void flush(struct btl_qcg_endpoint *ep)
                 want_out(ep, true);
                 return;
             }
-            channel_broken(ep, strerror(errno));
+            channel_broken(ep, qcg_conn_strerror(ep->tls, errno));
             return;
         }
         /* In the order of the iovecs. */
@@ -683,8 +683,11 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        fail(ep, "connection setup",
-             n == 0 ? "the peer closed the connection before answering" : strerror(errno));
+        /* A copy: the session's own text goes with the socket. */
+        snprintf(detail, sizeof(detail), "%s",
+                 n == 0 ? "the peer closed the connection before answering"
+                        : qcg_conn_strerror(ep->tls, errno));
+        fail(ep, "connection setup", detail);
         return;
     }
     if (memcmp(v, "QBTL", 4) != 0 || v[4] != BTL_QCG_VERSION ||
@@ -917,8 +920,7 @@ static void read_frames(struct btl_qcg_endpoint *ep)
         /* A record that does not authenticate, or a stream cut inside one:
            nothing of it was delivered; the channel goes like a reset one. */
         channel_broken(ep, n == 0 ? "the peer's end closed without a close frame"
-                           : ep->tls != NULL && errno == EPROTO ? qcg_tls_error(ep->tls)
-                                                                : strerror(errno));
+                                  : qcg_conn_strerror(ep->tls, errno));
         return;
     }
 }
@@ -1027,7 +1029,7 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
     n = qcg_conn_send(fd, info->tls, v, sizeof(v));
     if (n != (ssize_t)sizeof(v)) {
         btl_qcg_log(2, "incoming connection from rank %u lost while answering: %s", ep->vpid,
-                    n < 0 ? strerror(errno) : "short write");
+                    n < 0 ? qcg_conn_strerror(info->tls, errno) : "short write");
         qcg_tls_free(info->tls);
         close(fd);
         return;
