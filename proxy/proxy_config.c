@@ -38,7 +38,8 @@ const struct config_option proxy_options[] = {
     {"hellos-per-address", CONFIG_INT, OPT(hellos_per_address), 1, 1000000, "1024",
      "connections from one address (an IPv6 /64) that have not sent their token yet"},
     {"tokens-per-address", CONFIG_INT, OPT(tokens_per_address), 0, 16000000, "0",
-     "tokens one address may have remembered against replay (0 = max-pairs, at least 256)"},
+     "tokens one address may have remembered against replay (0 = 4 x max-pairs, a quarter "
+     "of the table, at least 256)"},
     {"max-pairs", CONFIG_INT, OPT(max_pairs), 1, 1000000, "10000",
      "pairs relayed at once (also bounded by the descriptors the system allows)"},
     {"pipe-size", CONFIG_INT, OPT(pipe_size), 4096, 1048576, "262144",

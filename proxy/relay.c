@@ -709,13 +709,17 @@ void relay_stop(struct relay *r)
 
 /* ---- set-up ---- */
 
-/* The default share of the seen-token table (relay.h): a sixteenth of it,
-   max-pairs, but never so small that a small proxy's one busy site runs
-   short (a NATed site is one address). */
+/* The default share of the seen-token table (relay.h): a quarter of it, so
+   that no one address fills it, yet a NATed site (one address for all its
+   nodes) can start the proxied pairs of several large jobs within a token's
+   lifetime + skew; never so small that a small proxy's one busy site runs
+   short.  A sixteenth (max-pairs) refused a site's pairs after a few storms
+   of 80 ranks in a row, whenever the descriptor limit cut max-pairs. */
 static unsigned tokens_per_address(int max_pairs)
 {
-    return max_pairs < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS
-                                                    : (unsigned)max_pairs;
+    unsigned share = (unsigned)max_pairs * RELAY_TOKENS_PER_PAIR / 4;
+
+    return share < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS : share;
 }
 
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen)
