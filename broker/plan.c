@@ -164,7 +164,7 @@ static bool proxy_applies(const struct plan_end *from, const struct plan_end *to
     return true;
 }
 
-/* The preference order of DESIGN.md: fewest extra messages first. */
+/* The preference order of docs/design.md: fewest extra messages first. */
 static const struct {
     enum technique technique;
     bool (*applies)(const struct plan_end *from, const struct plan_end *to, char *why);

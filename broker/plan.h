@@ -48,7 +48,7 @@ struct plan_decision {
 };
 
 /* Decides how `from` (the initiator) reaches `to`: the first technique of the
-   preference order (DESIGN.md) that applies to the pair, is neither in
+   preference order (docs/design.md) that applies to the pair, is neither in
    `tried` nor remembered as failing, and has what it needs (a proxy, a
    reflector).  Always fills *d. */
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,

@@ -7,8 +7,8 @@
  * and cuts off (shutdown) the handshakes past their deadline, so that idle
  * or slow clients cannot stop it from accepting (soap_server.h).  gSOAP's
  * defaults are unsafe (no timeouts, 2 GB messages, gzip bombs): every limit
- * from ../shared/notes/gsoap.md is set on the master context and inherited
- * by the per-connection copies.
+ * of docs/design.md ("Facts we rely on", gSOAP) is set on the master context
+ * and inherited by the per-connection copies.
  */
 #include "soap_server.h"
 

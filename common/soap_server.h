@@ -1,5 +1,5 @@
 /*
- * A mutual-TLS gSOAP server with the limits of ../shared/notes/gsoap.md: one
+ * A mutual-TLS gSOAP server with the limits of docs/design.md (gSOAP): one
  * thread per connection up to a cap, timeouts, size limits, and the WSDL
  * generated from qcg_service.h (embedded at build time) served at GET /?wsdl.  Only
  * certificates issued by the grid CA are accepted (no system CAs); the caller's

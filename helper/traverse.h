@@ -1,8 +1,8 @@
 /*
- * Traversing TCP, the packet side (../shared/notes/lab.md, "Traversing TCP
- * against a modern stateful firewall"): the initiator's helper intercepts its
- * process's outgoing SYN and ships a copy out of band; the target's helper
- * injects that copy into its own stack and turns the exchange into a TCP
+ * Traversing TCP, the packet side (docs/design.md, "Traversing TCP against
+ * a stateful firewall"): the initiator's helper intercepts its process's
+ * outgoing SYN and ships a copy out of band; the target's helper injects
+ * that copy into its own stack and turns the exchange into a TCP
  * simultaneous open, so that a stateful firewall in front of the target sees
  * only outbound SYNs and their replies.
  *

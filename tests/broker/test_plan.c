@@ -21,7 +21,7 @@ struct row {
     enum technique technique; /* with a proxy configured, nothing tried: always ok */
 };
 
-/* Rows: initiator, target, expected technique (DESIGN.md's table). */
+/* Rows: initiator, target, expected technique (docs/design.md). */
 static const struct row pairs[] = {
     /* to open: always direct */
     {&open_site, &open_site, TECH_DIRECT},
@@ -247,7 +247,7 @@ static void test_fallback(void)
 }
 
 /* Whether technique t can work between two different lab sites (every helper
-   able to intercept), as DESIGN.md's table says. */
+   able to intercept), as docs/design.md says. */
 static bool works_between(const struct plan_end *from, const struct plan_end *to, enum technique t)
 {
     switch (t) {

@@ -472,7 +472,7 @@ static void test_identities(struct server *s)
     CHECK(st.status == CALL_OK);
     CHECK_STR(st.role, "frontend");
     CHECK_STR(st.name, "nata");
-    /* The per-connection context carries the limits of notes/gsoap.md. */
+    /* The per-connection context carries the limits of docs/design.md (gSOAP). */
     CHECK(counter(&st, "recv_timeout") == 10);
     CHECK(counter(&st, "send_timeout") == 10);
     CHECK(counter(&st, "transfer_timeout") == 30);

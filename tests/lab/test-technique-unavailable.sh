@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lab-technique-unavailable: pairs that no direct connection can join get the
-# technique the broker's plan table (docs/architecture.md, "Plans"; DESIGN.md's
-# preference order) gives them, never a direct one:
+# technique the broker's plan table (docs/architecture.md, "Plans";
+# docs/design.md's preference order) gives them, never a direct one:
 #
 #   open1 -> nata1   reversed    the initiator is reachable, the target is not
 #   open1 -> fw1     reversed
