@@ -556,6 +556,7 @@ static void test_wrong_secret(void)
         }
         REQUIRE_EQ(rc, QCG_EDENIED);
         REQUIRE(strstr(qcg_last_error(bad), "secret") != NULL);
+        REQUIRE_EQ(qcg_accept_refused(good), 1);
         qcg_connect_free(op);
     }
     {
@@ -574,6 +575,50 @@ static void test_wrong_secret(void)
     qcg_close(good);
     qcg_close(bad);
     qcg_close(ok);
+}
+
+/* A connect given up mid-handshake, as btl_qcg drops its own when it takes
+   the peer's connection in a simultaneous connect: the acceptor drops the
+   half-made connection without counting it as a refusal (a healthy job
+   printed 'an incoming connection was refused' for each). */
+static void test_abandoned(void)
+{
+    qcg_ctx *acc = open_rank(41, TEST_SECRET), *quitter = open_rank(42, TEST_SECRET);
+    qcg_connect_op *op;
+    bool answered = false, dropped = false;
+
+    REQUIRE_EQ(qcg_listen(acc), 0);
+    REQUIRE_EQ(qcg_connect_start(quitter, 41, 3000, &op), 0);
+    /* Until the acceptor has read the ClientHello and answered it. */
+    for (int i = 0; i < 300 && !answered; i++) {
+        struct pollfd p[2] = {{.fd = qcg_connect_pollfd(op), .events = POLLIN},
+                              {.fd = qcg_accept_pollfd(acc), .events = POLLIN}};
+
+        poll(p, 2, 10);
+        if (p[1].revents) {
+            REQUIRE_EQ(qcg_accept(acc, NULL), QCG_EAGAIN);
+            answered = true;
+        } else if (p[0].revents) {
+            int rc = qcg_connect_finish(op, NULL);
+
+            if (rc != QCG_EAGAIN)
+                fprintf(stderr, "connect: %d %s\n", rc, qcg_last_error(quitter));
+            REQUIRE_EQ(rc, QCG_EAGAIN);
+        }
+    }
+    REQUIRE(answered);
+    qcg_connect_free(op);
+    for (int i = 0; i < 300 && !dropped; i++) {
+        struct pollfd p = {.fd = qcg_accept_pollfd(acc), .events = POLLIN};
+
+        poll(&p, 1, 10);
+        REQUIRE_EQ(qcg_accept(acc, NULL), QCG_EAGAIN);
+        dropped = strstr(qcg_last_error(acc), "closed the connection during the handshake") != NULL;
+    }
+    REQUIRE(dropped);
+    REQUIRE_EQ(qcg_accept_refused(acc), 0);
+    qcg_close(acc);
+    qcg_close(quitter);
 }
 
 struct initiator {
@@ -837,6 +882,7 @@ int main(void)
     test_technique();
     test_only();
     test_wrong_secret();
+    test_abandoned();
     test_incoming();
     test_shared();
     test_helper_lost();
