@@ -112,7 +112,7 @@ enum btl_qcg_ep_state {
     EP_FAILED, /* the error was reported; sends fail */
 };
 
-enum btl_qcg_watch_kind { WATCH_ACCEPT, WATCH_OP, WATCH_SOCK };
+enum btl_qcg_watch_kind { WATCH_ACCEPT, WATCH_OP, WATCH_SOCK, WATCH_SPARE };
 
 /* What an epoll event points at. */
 struct btl_qcg_watch {
@@ -135,7 +135,14 @@ struct btl_qcg_endpoint {
                                         may hold more: qcg_tls_unsent) */
     bool want_out;      /* fd is watched for EPOLLOUT */
     qcg_connect_op *op; /* in EP_CONNECTING */
-    struct btl_qcg_watch w_op, w_sock;
+    /* A connection the peer made while our channel was up (the loser of a
+       simultaneous connect, or the peer's end of our channel broke): it
+       replaces the channel once the peer writes on it, and goes quietly at
+       its EOF (endpoint.c).  -1 when none. */
+    int spare_fd;
+    qcg_tls *spare_tls;
+    struct qcg_conn_info spare_info;
+    struct btl_qcg_watch w_op, w_sock, w_spare;
     uint64_t t_start_us;  /* first send that needed a channel */
     uint64_t deadline_us; /* of EP_CONNECTING, EP_VERDICT, EP_WAITPEER */
     struct qcg_conn_info info;

@@ -14,8 +14,12 @@
  * before any frame.  We refuse an incoming connection while we hold a
  * channel, or while our own attempt runs and our rank is the lower one (the
  * lower rank's connection wins); otherwise we accept it and drop our own
- * attempt.  An incoming connection while we are CONNECTED means the peer's
- * end of our channel broke: it replaces ours.  Frames wait in the send queue
+ * attempt.  An incoming connection while we are CONNECTED is either the
+ * peer's reconnect (its end of our channel broke) or its own attempt of a
+ * simultaneous connect, which it dropped when it took ours: we accept it as
+ * a spare, which replaces our channel at the peer's first byte (its RESUME)
+ * and goes quietly at its EOF.  Replacing at once broke good channels (667
+ * breaks in six 80-rank storms).  Frames wait in the send queue
  * until CONNECTED and the peer's RESUME (which says how many it has) and are
  * only ever written on the accepted channel; unacknowledged ones are written
  * again on the next channel (resend.c), and the receiver checks every frame's
@@ -51,6 +55,7 @@
 
 static void flush(struct btl_qcg_endpoint *ep);
 static void read_frames(struct btl_qcg_endpoint *ep);
+static void spare_ready(struct btl_qcg_endpoint *ep);
 
 static bool state_pending(enum btl_qcg_ep_state s)
 {
@@ -123,8 +128,10 @@ struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t
     ep->vpid = vpid;
     ep->state = EP_IDLE;
     ep->fd = -1;
+    ep->spare_fd = -1;
     ep->w_op = (struct btl_qcg_watch){WATCH_OP, ep};
     ep->w_sock = (struct btl_qcg_watch){WATCH_SOCK, ep};
+    ep->w_spare = (struct btl_qcg_watch){WATCH_SPARE, ep};
     btl_qcg_queue_init(ep);
     m->eps[vpid] = ep;
     return ep;
@@ -144,6 +151,17 @@ static void close_sock(struct btl_qcg_endpoint *ep)
     ep->quiet_since_us = 0;
 }
 
+static void drop_spare(struct btl_qcg_endpoint *ep)
+{
+    if (ep->spare_fd < 0)
+        return;
+    btl_qcg_watch(ep->module, EPOLL_CTL_DEL, ep->spare_fd, 0, NULL);
+    qcg_tls_free(ep->spare_tls);
+    close(ep->spare_fd);
+    ep->spare_fd = -1;
+    ep->spare_tls = NULL;
+}
+
 static void drop_op(struct btl_qcg_endpoint *ep)
 {
     if (ep->op == NULL)
@@ -159,6 +177,7 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
     if (ep == NULL)
         return;
     drop_op(ep);
+    drop_spare(ep);
     if (ep->fd >= 0) {
         /* Done sending: a CLOSE (our EOF is no break), when it fits between
            frames; the peer reads to the end before it sees EOF. */
@@ -212,6 +231,7 @@ static void fail_sys(struct btl_qcg_endpoint *ep, const char *what, const char *
     if (ep->state == EP_FAILED || retry_later(ep, what, detail))
         return;
     drop_op(ep);
+    drop_spare(ep);
     close_sock(ep);
     set_state(ep, EP_FAILED);
     if (!ep->error_reported) {
@@ -405,10 +425,19 @@ static void channel_broken(struct btl_qcg_endpoint *ep, const char *reason)
         set_state(ep, EP_IDLE);
         return;
     }
-    btl_qcg_log(1, "connection to rank %u broken (%s): reconnecting", ep->vpid, why);
     if (ep->broken_since_us == 0)
         ep->broken_since_us = now;
     ep->t_start_us = now;
+    if (ep->spare_fd >= 0) {
+        /* The peer connected again already: its connection is the new
+           channel once it writes there (a connect of ours would cross it). */
+        btl_qcg_log(1, "connection to rank %u broken (%s): the peer's new one takes over", ep->vpid,
+                    why);
+        ep->deadline_us = attempt_deadline(ep, timeout_us());
+        set_state(ep, EP_WAITPEER);
+        return;
+    }
+    btl_qcg_log(1, "connection to rank %u broken (%s): reconnecting", ep->vpid, why);
     set_state(ep, EP_IDLE);
     start_connect(ep);
 }
@@ -932,6 +961,10 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
         op_ready(ep);
         return;
     }
+    if (kind == WATCH_SPARE) {
+        spare_ready(ep);
+        return;
+    }
     if (ep->fd < 0)
         return;
     if (ep->state == EP_VERDICT) {
@@ -1007,6 +1040,26 @@ static bool accept_incoming(const struct btl_qcg_endpoint *ep)
     }
 }
 
+/* An accepted connection becomes the channel: ours loses, if there was one
+   (the peer refuses it or already did).  first: a byte already read from
+   it (the spare's), or NULL. */
+static void take_channel(struct btl_qcg_endpoint *ep, int fd, const struct qcg_conn_info *info,
+                         const unsigned char *first)
+{
+    drop_op(ep);
+    close_sock(ep);
+    ep->info = *info;
+    ep->tls = info->tls;
+    if (ep->t_start_us == 0)
+        ep->t_start_us = btl_qcg_now_us() - info->setup_us;
+    become_connected(ep, fd, false);
+    if (ep->state != EP_CONNECTED)
+        return;
+    if (first != NULL)
+        ep->rx[ep->rx_len++] = *first;
+    read_frames(ep);
+}
+
 void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_info *info)
 {
     unsigned char v[BTL_QCG_VERDICT_SIZE] = {'Q', 'B', 'T', 'L', BTL_QCG_VERSION, 0, 0, 0};
@@ -1041,22 +1094,70 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
         close(fd);
         return;
     }
-    /* Ours loses, if there was one: the peer refuses it or already did.  A
-       channel we still had is broken at the peer's end: replaced. */
+    if (ep->state == EP_CONNECTED) {
+        /* Either the peer's end of our channel broke, or this is its own
+           attempt of a simultaneous connect that it gave up when it took
+           ours, and closed.  Only the peer's RESUME on it tells: till then
+           ours stays. */
+        drop_spare(ep);
+        if (btl_qcg_watch(m, EPOLL_CTL_ADD, fd, EPOLLIN, &ep->w_spare) < 0) {
+            qcg_tls_free(info->tls);
+            close(fd);
+            return;
+        }
+        ep->spare_fd = fd;
+        ep->spare_tls = info->tls;
+        ep->spare_info = *info;
+        btl_qcg_log(2,
+                    "rank %u connected again while our channel is up: its connection "
+                    "replaces ours once the peer writes there",
+                    ep->vpid);
+        return;
+    }
+    take_channel(ep, fd, info, NULL);
+}
+
+/* The peer's first byte on the spare connection: it is the channel now. */
+static void promote_spare(struct btl_qcg_endpoint *ep, unsigned char first)
+{
+    int fd = ep->spare_fd;
+    struct qcg_conn_info info = ep->spare_info;
+
+    btl_qcg_watch(ep->module, EPOLL_CTL_DEL, fd, 0, NULL);
+    ep->spare_fd = -1;
+    ep->spare_tls = NULL;
     if (ep->state == EP_CONNECTED) {
         btl_qcg_log(1, "connection to rank %u replaced by the peer's new one", ep->vpid);
         ep->breaks++;
         if (ep->broken_since_us == 0)
             ep->broken_since_us = btl_qcg_now_us();
-        ep->t_start_us = btl_qcg_now_us() - info->setup_us;
+        ep->t_start_us = btl_qcg_now_us() - info.setup_us;
     }
-    drop_op(ep);
-    close_sock(ep);
-    ep->info = *info;
-    ep->tls = info->tls;
-    if (ep->t_start_us == 0)
-        ep->t_start_us = btl_qcg_now_us() - info->setup_us;
-    become_connected(ep, fd, false);
-    if (ep->state == EP_CONNECTED)
-        read_frames(ep);
+    /* The byte read to tell a channel from a closed spare: its frame's first. */
+    take_channel(ep, fd, &info, &first);
+}
+
+static void spare_ready(struct btl_qcg_endpoint *ep)
+{
+    unsigned char first;
+    long n;
+
+    if (ep->spare_fd < 0)
+        return;
+    n = qcg_conn_recv(ep->spare_fd, ep->spare_tls, &first, 1);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n == 1 && ep->state != EP_FAILED) {
+        promote_spare(ep, first);
+        return;
+    }
+    btl_qcg_log(2, "rank %u's other connection ended before it wrote (%s): ours stays", ep->vpid,
+                n == 0 ? "the peer gave its simultaneous connect up"
+                       : qcg_conn_strerror(ep->spare_tls, errno));
+    drop_spare(ep);
+    if (ep->state == EP_WAITPEER && ep->fd < 0 && ep->broken_since_us != 0) {
+        /* Our channel broke while we waited for that one: connect ourselves. */
+        set_state(ep, EP_IDLE);
+        start_connect(ep);
+    }
 }
