@@ -36,6 +36,11 @@
    later, and the dropped connection failed the job (issue 15).  A slow
    hello holds one of PENDING_MAX slots meanwhile. */
 #define ACCEPT_HANDSHAKE_TIMEOUT_MS 10000
+/* A verified peer whose answer TCP still retransmits keeps its slot past
+   that, checked again every ANSWER_RECHECK_MS, up to this from its
+   connection (accept.c). */
+#define ACCEPT_ANSWER_MAX_MS 60000
+#define ANSWER_RECHECK_MS 500
 /* How long a verified reversed hello waits for the connect its token names
    (whose plan may arrive after it); the peer waits for our answer meanwhile. */
 #define CLAIM_TIMEOUT_MS 2000
@@ -95,13 +100,13 @@ struct pending {
     enum pending_state state;
     int32_t expect_rank; /* announced by LOCAL_INCOMING, or -1 */
     uint32_t technique;
-    uint64_t start_us;    /* for setup_us */
-    uint64_t deadline_us; /* of the current state */
-    int32_t peer_rank;    /* P_READY */
-    bool keepalive;       /* P_READY: the peer is in another cluster */
-    bool claimed;         /* a token's connection: for the waiter once verified */
-    struct tls_hs *tls;   /* the handshake in progress */
-    struct hs_hello hs;   /* the peer's identity (accepting) */
+    uint64_t start_us;       /* for setup_us */
+    uint64_t deadline_us;    /* of the current state */
+    int32_t peer_rank;       /* P_READY */
+    bool keepalive;          /* P_READY: the peer is in another cluster */
+    bool claimed;            /* a token's connection: for the waiter once verified */
+    struct tls_hs *tls;      /* the handshake in progress */
+    struct hs_hello hs;      /* the peer's identity (accepting) */
     struct qcg_tls *session; /* P_READY: encrypted, else NULL */
     unsigned encryption;     /* P_READY: QCG_CONN_* */
 };
@@ -113,7 +118,7 @@ struct waiter {
     qcg_connect_op *op;
     int32_t rank; /* the peer that must call */
     char token[HS_TOKEN_MAX];
-    int fd; /* the verified connection once claimed, else -1 */
+    int fd;                  /* the verified connection once claimed, else -1 */
     struct qcg_tls *session; /* ... its session when encrypted */
     unsigned encryption;
 };
@@ -184,11 +189,11 @@ struct qcg_ctx {
     bool accepting; /* the listener is published: accept from it */
     bool listener_watched;
     uint64_t accept_rest_until_us; /* out of descriptors: the listener rests until then */
-    int accept_timer;        /* timerfd: the earliest pending deadline */
-    int helper_error;        /* the helper's protocol error or a re-PUBLISH given up, for the
-                                next qcg_accept */
-    unsigned long refused;   /* incoming connections refused (qcg_accept_refused) */
-    struct pending *pending; /* pending_cap slots, fd -1 when free */
+    int accept_timer;              /* timerfd: the earliest pending deadline */
+    int helper_error;              /* the helper's protocol error or a re-PUBLISH given up, for the
+                                      next qcg_accept */
+    unsigned long refused;         /* incoming connections refused (qcg_accept_refused) */
+    struct pending *pending;       /* pending_cap slots, fd -1 when free */
     int pending_cap;
     struct waiter *waiters; /* connects waiting for a reversed connection */
 

@@ -534,6 +534,20 @@ int tls_hs_step(struct tls_hs *t)
     }
 }
 
+bool tls_hs_answered(const struct tls_hs *t)
+{
+    return t->server && t->flight_sent;
+}
+
+const char *tls_hs_waits_for(const struct tls_hs *t)
+{
+    if (!t->identity_seen)
+        return "no ClientHello came";
+    if (!t->flight_sent)
+        return "the ClientHello came, our answer is not out";
+    return "our answer went out, the peer's Finished did not come";
+}
+
 bool tls_hs_abandoned(const struct tls_hs *t)
 {
     return t->abandoned;

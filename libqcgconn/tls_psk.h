@@ -73,6 +73,11 @@ const char *tls_hs_why(const struct tls_hs *t);
    it (closed or reset it mid-handshake, or said its connect ended), as a
    peer whose own connect lost a race or moved on does; no refusal. */
 bool tls_hs_abandoned(const struct tls_hs *t);
+/* Acceptor: our answer (ServerHello..Finished) went out, so the peer's
+   ClientHello passed the PSK binder: it holds the job secret. */
+bool tls_hs_answered(const struct tls_hs *t);
+/* Acceptor: where an unfinished handshake stands, as words for a reason. */
+const char *tls_hs_waits_for(const struct tls_hs *t);
 int tls_hs_fd(const struct tls_hs *t);
 /* Acceptor: the peer's identity (after TLS_CLAIM or TLS_DONE). */
 const struct hs_hello *tls_hs_peer(const struct tls_hs *t);
