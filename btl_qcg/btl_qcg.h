@@ -46,6 +46,7 @@ struct btl_qcg_component {
     int resend_buffer;        /* btl_qcg_resend_buffer: bytes of copies kept per peer */
     int copy_max;             /* btl_qcg_copy_max: larger frames complete when acked */
     int test_break_every;     /* btl_qcg_test_break_every: test hook, 0 off */
+    int test_drop_incoming;   /* btl_qcg_test_drop_incoming: test hook, 0 off */
 };
 /* The modex key of our cluster's name (for btl_qcg_cluster_peers). */
 #define BTL_QCG_MODEX_CLUSTER "btl.qcg.cluster"
@@ -165,6 +166,8 @@ struct btl_qcg_endpoint {
     bool ack_owed;            /* a frame asked for an ack */
     bool peer_closed;         /* its CLOSE arrived: its EOF is the end */
     uint64_t broken_since_us; /* reconnecting since, 0 not */
+    uint64_t first_until_us;  /* a first connection tried again until, 0 not */
+    char retry_why[256];      /* the last failure an attempt was made again after */
     bool in_flight;           /* written since the stall check last saw all acknowledged */
     uint64_t stall_since_us;  /* the stall check saw TCP retransmitting since, 0 not */
     unsigned long reads;      /* reads that got bytes (the stall check's "heard from") */
@@ -210,6 +213,7 @@ struct btl_qcg_module {
     int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
     int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
     unsigned long refused; /* qcg_accept_refused when last looked at */
+    int test_dropped;      /* incoming connections btl_qcg_test_drop_incoming reset */
     struct ratelimit refused_log;  /* ... their line: one per 10 s */
     uint64_t next_shortage_log_us; /* "cannot accept: out of descriptors" not before */
     char cluster[64];      /* ours, as the helper names it */

@@ -52,6 +52,7 @@ __attribute__((visibility("default"))) struct btl_qcg_component mca_btl_qcg_comp
     .resend_buffer = 4 * 1024 * 1024,
     .copy_max = 128 * 1024,
     .test_break_every = 0,
+    .test_drop_incoming = 0,
 };
 
 static int component_register(void)
@@ -146,6 +147,13 @@ static int component_register(void)
         "new frames sent to it, to test reconnection and resending",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.test_break_every);
+    mca_btl_qcg_component.test_drop_incoming = 0;
+    (void)mca_base_component_var_register(
+        c, "test_drop_incoming",
+        "Test hook, 0 (off) in production: reset the first N connections the peers make to "
+        "this process before answering them, to test that first connections are tried again",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_btl_qcg_component.test_drop_incoming);
 
     /* TCP-like defaults; exclusivity above btl_tcp's so that qcg carries a
        peer both could reach. */

@@ -89,14 +89,25 @@ static uint64_t reconnect_us(void)
     return (uint64_t)(ms > 0 ? ms : 1) * 1000u;
 }
 
-/* The end of a wait of base microseconds from now; while reconnecting never
-   past the bound of btl_qcg_reconnect_timeout. */
+/* Until when failed attempts are made again, 0 not: a reconnect within
+   btl_qcg_reconnect_timeout of the break, a first connection that met a
+   failure the next attempt may not meet (fail_again) within
+   btl_qcg_connect_timeout of its first send. */
+static uint64_t retry_limit(const struct btl_qcg_endpoint *ep)
+{
+    if (ep->broken_since_us != 0)
+        return ep->broken_since_us + reconnect_us();
+    return ep->first_until_us;
+}
+
+/* The end of a wait of base microseconds from now; while attempts are
+   retried never past their bound. */
 static uint64_t attempt_deadline(const struct btl_qcg_endpoint *ep, uint64_t base)
 {
-    uint64_t d = btl_qcg_now_us() + base;
+    uint64_t d = btl_qcg_now_us() + base, limit = retry_limit(ep);
 
-    if (ep->broken_since_us != 0 && d > ep->broken_since_us + reconnect_us())
-        d = ep->broken_since_us + reconnect_us();
+    if (limit != 0 && d > limit)
+        d = limit;
     return d;
 }
 
@@ -201,19 +212,20 @@ void btl_qcg_endpoint_free(struct btl_qcg_endpoint *ep)
 
 static void start_connect(struct btl_qcg_endpoint *ep);
 
-/* A failed reconnect attempt: another one a moment later, while the bound
-   of btl_qcg_reconnect_timeout allows. */
+/* A failed attempt: another one a moment later, while retry_limit allows. */
 static bool retry_later(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
 {
-    uint64_t now = btl_qcg_now_us(), limit = ep->broken_since_us + reconnect_us();
+    uint64_t now = btl_qcg_now_us(), limit = retry_limit(ep);
 
-    if (ep->broken_since_us == 0 || ep->state == EP_FAILED || now >= limit)
+    if (limit == 0 || ep->state == EP_FAILED || now >= limit)
         return false;
+    snprintf(ep->retry_why, sizeof(ep->retry_why), "%s: %s", what, detail);
     drop_op(ep);
     close_sock(ep);
     ep->deadline_us = now + RETRY_US < limit ? now + RETRY_US : limit;
     set_state(ep, EP_BACKOFF);
-    btl_qcg_log(2, "reconnecting to rank %u: %s: %s; again in %u ms", ep->vpid, what, detail,
+    btl_qcg_log(2, "%s to rank %u: %s: %s; again in %u ms",
+                ep->broken_since_us != 0 ? "reconnecting" : "connecting", ep->vpid, what, detail,
                 RETRY_US / 1000);
     return true;
 }
@@ -273,13 +285,28 @@ static void fail(struct btl_qcg_endpoint *ep, const char *what, const char *deta
     fail_sys(ep, what, detail, 0);
 }
 
+/* A failure of the setup that the next attempt may not meet: the peer hung
+   up or reset the connection during the handshake or before its verdict (a
+   peer too busy to answer in time, a middlebox).  A first connection is
+   tried again, within btl_qcg_connect_timeout of its first send; it used to
+   fail the job at once. */
+static void fail_again(struct btl_qcg_endpoint *ep, const char *what, const char *detail)
+{
+    if (ep->broken_since_us == 0 && ep->first_until_us == 0 && ep->state != EP_FAILED)
+        ep->first_until_us = ep->t_start_us + timeout_us();
+    fail(ep, what, detail);
+}
+
 static void fail_qcg(struct btl_qcg_endpoint *ep, const char *what, int rc)
 {
     char detail[512];
 
     snprintf(detail, sizeof(detail), "%s%s%s", qcg_strerror(rc),
              qcg_last_error(ep->module->ctx)[0] ? ": " : "", qcg_last_error(ep->module->ctx));
-    fail_sys(ep, what, detail, qcg_last_errno(ep->module->ctx));
+    if (rc == QCG_EPEER)
+        fail_again(ep, what, detail);
+    else
+        fail_sys(ep, what, detail, qcg_last_errno(ep->module->ctx));
 }
 
 static void fail_errno(struct btl_qcg_endpoint *ep, const char *what, int err)
@@ -341,7 +368,9 @@ static void start_connect(struct btl_qcg_endpoint *ep)
 {
     struct btl_qcg_module *m = ep->module;
 
-    ep->t_start_us = btl_qcg_now_us();
+    /* A first connection tried again keeps its first send's time. */
+    if (ep->first_until_us == 0)
+        ep->t_start_us = btl_qcg_now_us();
     /* At least one: a bound of 0 would queue every peer for ever. */
     if (m->connects >= mca_btl_qcg_component.max_connects && m->connects > 0) {
         if (queue_connect(ep) < 0)
@@ -373,8 +402,8 @@ static void connect_now(struct btl_qcg_endpoint *ep)
 
     int ms = mca_btl_qcg_component.connect_timeout_ms;
 
-    if (ep->broken_since_us != 0) {
-        /* Reconnecting: no attempt outlasts btl_qcg_reconnect_timeout. */
+    if (retry_limit(ep) != 0) {
+        /* Tried again: no attempt outlasts the bound of the retries. */
         uint64_t now = btl_qcg_now_us(), end = attempt_deadline(ep, timeout_us());
 
         ms = end > now + 1000 ? (int)((end - now) / 1000) : 1;
@@ -470,6 +499,7 @@ static void test_break(struct btl_qcg_endpoint *ep)
 static void become_connected(struct btl_qcg_endpoint *ep, int fd, bool initiator)
 {
     ep->fd = fd;
+    ep->first_until_us = 0;
     ep->initiator = initiator;
     /* First our RESUME; frames once the peer's arrived. */
     btl_qcg_rewind(ep);
@@ -716,7 +746,7 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
         snprintf(detail, sizeof(detail), "%s",
                  n == 0 ? "the peer closed the connection before answering"
                         : qcg_conn_strerror(ep->tls, errno));
-        fail(ep, "connection setup", detail);
+        fail_again(ep, "connection setup", detail);
         return;
     }
     if (memcmp(v, "QBTL", 4) != 0 || v[4] != BTL_QCG_VERSION ||
@@ -1004,8 +1034,10 @@ void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now)
     case EP_BACKOFF:
         if (now < ep->deadline_us)
             break;
-        if (now >= ep->broken_since_us + reconnect_us())
-            fail(ep, "reconnect", "no attempt succeeded");
+        if (now >= retry_limit(ep))
+            fail(ep,
+                 ep->broken_since_us != 0 ? "reconnect" : "connect, tried again until the bound",
+                 ep->retry_why);
         else {
             set_state(ep, EP_IDLE);
             start_connect(ep);
@@ -1071,6 +1103,17 @@ void btl_qcg_incoming(struct btl_qcg_module *m, int fd, const struct qcg_conn_in
         ep = btl_qcg_endpoint_get(m, (uint32_t)info->peer_rank);
     if (ep == NULL || set_nonblocking(fd) < 0) {
         btl_qcg_log(2, "incoming connection from rank %d closed: no such peer", info->peer_rank);
+        qcg_tls_free(info->tls);
+        close(fd);
+        return;
+    }
+    if (m->test_dropped < mca_btl_qcg_component.test_drop_incoming) {
+        /* Test hook: a reset before the verdict, as a peer gone mid-setup. */
+        struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
+
+        m->test_dropped++;
+        btl_qcg_log(1, "reset a connection from rank %u (btl_qcg_test_drop_incoming)", ep->vpid);
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
         qcg_tls_free(info->tls);
         close(fd);
         return;

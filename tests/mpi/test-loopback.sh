@@ -186,6 +186,18 @@ if [[ $rc -eq 0 ]] && grep -q "^PASS threads" "$out" && ((breaks >= 20)); then
 	pass "threads with resets: $breaks connection resets, 4 threads per rank: $(grep "^PASS" "$out" | cut -c1-110)"
 else echo "(exit $rc, $breaks breaks)" >>"$out"; fail "threads with resets: MPI_THREAD_MULTIPLE, every message intact across connection resets"; fi
 
+# --- a first connection whose peer resets it (btl_qcg_test_drop_incoming) ----
+# Every rank resets the first 2 connections its peers make to it before its
+# verdict, as a peer too busy to finish the setup in time, or a middlebox,
+# would: the first connections are tried again and every pair exchanges.
+run_mpi 120 4 self,qcg --mca btl_qcg_test_drop_incoming 2 --mca btl_qcg_verbose 2 \
+	"$progs/qcg-mpi-pairs"
+resets=$(grep -c "reset a connection from rank .* (btl_qcg_test_drop_incoming)" "$out" || true)
+again=$(grep -cE "btl_qcg: rank [0-3]: connecting to rank [0-3]: connection setup: .*; again in" "$out" || true)
+if [[ $rc -eq 0 ]] && grep -q "^PASS pairs" "$out" && ((resets >= 4 && again >= 1)); then
+	pass "first connections reset before the verdict ($resets) are tried again ($again): $(grep "^PASS" "$out" | cut -c1-80)"
+else echo "(exit $rc, $resets resets, $again tried again)" >>"$out"; fail "first connections reset before the verdict are tried again"; fi
+
 # --- a peer that is gone ------------------------------------------------------
 # Here and below, a job that must fail fails by itself: not by the timeout
 # (exit 124, or 137 when it also ignored SIGTERM), which ends a hung one.
