@@ -473,6 +473,10 @@ static bool answer_in_flight(const struct pending *p, uint64_t now)
            ioctl(p->fd, SIOCOUTQ, &queued) == 0 && queued > 0;
 }
 
+/* A deadline passed: the connection goes, not counted in refused (we
+   refused nothing: a peer too slow or gone, a scanner holding a connection
+   open; the connect on the other side reports its own failure).  Counted,
+   they made btl_qcg warn in jobs that succeeded. */
 static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now)
 {
     switch (p->state) {
@@ -485,23 +489,21 @@ static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now)
                    ACCEPT_HANDSHAKE_TIMEOUT_MS, tls_hs_waits_for(p->tls));
         break;
     case P_CLAIM:
-        /* Best effort: the refusal's alert, so that the peer knows why.  Not
-           counted: the token's connect of ours ended (a simultaneous connect
-           it lost, a fallback) or never was; the hello is unverified. */
+        /* Best effort: the refusal's alert, so that the peer knows why: the
+           token's connect of ours ended (a simultaneous connect it lost, a
+           fallback) or never was. */
         tls_hs_claim(p->tls, false, false);
         (void)tls_hs_step(p->tls);
         ctx_seterr(ctx,
                    "reversed connection from rank %d dropped: no connect of ours waits "
                    "for its token",
                    p->hs.from_rank);
-        pending_drop(ctx, p);
-        return;
+        break;
     default:
         ctx_seterr(ctx, "reversed connection to rank %d dropped: no answer within %d ms",
                    p->expect_rank, REVERSED_TIMEOUT_MS);
         break;
     }
-    ctx->refused++;
     pending_drop(ctx, p);
 }
 

@@ -198,8 +198,9 @@ void qcg_connect_free(qcg_connect_op *op);
    (valid after qcg_listen).  qcg_accept never blocks: it moves every incoming
    handshake on as far as the sockets allow (reading hellos, sending answers)
    and returns one verified connection (caller owns it) or QCG_EAGAIN.  A peer
-   has 10 s from its connection to complete its hello, a reversed connection
-   5 s for its answer; then it is dropped and counted in qcg_accept_refused. */
+   has 10 s from its connection to complete its hello (longer while TCP
+   still retransmits our answer to it), a reversed connection 5 s for its
+   answer; then it is dropped (qcg_last_error says so; not a refusal). */
 int qcg_accept_pollfd(const qcg_ctx *ctx);
 int qcg_accept(qcg_ctx *ctx, struct qcg_conn_info *info);
 int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t info_size);
@@ -211,7 +212,8 @@ int qcg_accept_sized(qcg_ctx *ctx, struct qcg_conn_info *info, size_t info_size)
    A peer that gave its own attempt up is not counted: one that closed or
    reset the connection mid-handshake or said its connect ended, and a
    reversed connection for a connect of ours that ended (the two sides of a
-   simultaneous connect, a connect that moved on to another technique). */
+   simultaneous connect, a connect that moved on to another technique);
+   nor a connection dropped at its deadline (a slow or gone peer). */
 unsigned long qcg_accept_refused(const qcg_ctx *ctx);
 
 /* Where this context listens (valid after qcg_listen): the node's cluster,
