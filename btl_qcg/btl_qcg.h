@@ -17,15 +17,13 @@
 #ifndef BTL_QCG_H
 #define BTL_QCG_H
 
-#include "opal_config.h"
+/* First: Open MPI's headers, whichever release (ompi_compat.h). */
+#include "ompi_compat.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
-
-#include "opal/mca/btl/btl.h"
-#include "opal/threads/mutex.h"
 
 #include "qcgconn.h"
 #include "ratelimit.h"

@@ -11,7 +11,6 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -203,7 +202,8 @@ static void publish_cluster(struct btl_qcg_module *m)
     if (qcg_local_contact(m->ctx, &c) != 0)
         return;
     snprintf(m->cluster, sizeof(m->cluster), "%s", c.cluster);
-    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, BTL_QCG_MODEX_CLUSTER, value, OPAL_STRING);
+    OPAL_MODEX_SEND_VALUE(rc, BTL_QCG_MODEX_GLOBAL, BTL_QCG_MODEX_CLUSTER, value,
+                          BTL_QCG_MODEX_STRING);
     if (rc != OPAL_SUCCESS)
         m->cluster[0] = '\0';
 }

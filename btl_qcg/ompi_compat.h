@@ -1,0 +1,84 @@
+/*
+ * Every difference between the Open MPI releases btl_qcg is built against
+ * (4.1: Debian 12, BTL API 3.1; 5.0: Debian 13, BTL API 3.3), in one place.
+ * The rest of the BTL is written once, against the names defined here; no
+ * other file tests OPAL_MAJOR_VERSION.  Included first by btl_qcg.h (it has
+ * to come before any Open MPI header: see the threads below).
+ * btl_qcg/README.md, "Open MPI 4.1 and 5.0", says what changed and why.
+ */
+#ifndef BTL_QCG_OMPI_COMPAT_H
+#define BTL_QCG_OMPI_COMPAT_H
+
+#include "opal_config.h"
+
+#include <string.h>
+
+#if OPAL_MAJOR_VERSION >= 5
+
+/* opal_config.h names the threads component's headers, which Debian 13's
+   libopenmpi-dev does not install; every BTL needs them (btl.h includes
+   mutex.h).  Where they are missing, ours (ompi5_threads.h) stands in. */
+#if !__has_include(MCA_threads_mutex_base_include_HEADER)
+#undef MCA_threads_base_include_HEADER
+#undef MCA_threads_mutex_base_include_HEADER
+#undef MCA_threads_tsd_base_include_HEADER
+#define MCA_threads_base_include_HEADER "ompi5_threads.h"
+#define MCA_threads_mutex_base_include_HEADER "ompi5_threads.h"
+#define MCA_threads_tsd_base_include_HEADER "ompi5_threads.h"
+#endif
+
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/pmix/pmix-internal.h"
+#include "opal/mca/threads/mutex.h"
+
+/* The modex is PMIx's own API (scope and type constants). */
+#define BTL_QCG_MODEX_GLOBAL PMIX_GLOBAL
+#define BTL_QCG_MODEX_STRING PMIX_STRING
+
+/* Receive: the callback gets one receive descriptor (tag, segments, the
+   registration's cbdata, the endpoint). */
+static inline void btl_qcg_deliver(mca_btl_base_module_t *btl,
+                                   struct mca_btl_base_endpoint_t *endpoint, mca_btl_base_tag_t tag,
+                                   const mca_btl_base_segment_t *seg)
+{
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_receive_descriptor_t desc = {
+        .endpoint = endpoint,
+        .des_segments = seg,
+        .des_segment_count = 1,
+        .tag = tag,
+        .cbdata = reg->cbdata,
+    };
+
+    reg->cbfunc(btl, &desc);
+}
+
+#else /* Open MPI 4.1 */
+
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/threads/mutex.h"
+
+/* The modex goes through the opal_pmix framework (opal_value_t types). */
+#define BTL_QCG_MODEX_GLOBAL OPAL_PMIX_GLOBAL
+#define BTL_QCG_MODEX_STRING OPAL_STRING
+
+/* Receive: the callback gets the tag, a descriptor with the segments and
+   the registration's cbdata. */
+static inline void btl_qcg_deliver(mca_btl_base_module_t *btl,
+                                   struct mca_btl_base_endpoint_t *endpoint, mca_btl_base_tag_t tag,
+                                   const mca_btl_base_segment_t *seg)
+{
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_descriptor_t desc;
+
+    (void)endpoint;
+    memset(&desc, 0, sizeof(desc));
+    desc.des_segments = (mca_btl_base_segment_t *)seg;
+    desc.des_segment_count = 1;
+    reg->cbfunc(btl, tag, &desc, reg->cbdata);
+}
+
+#endif
+
+#endif
