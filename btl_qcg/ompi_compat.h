@@ -31,9 +31,15 @@
 #include "opal/mca/pmix/pmix-internal.h"
 #include "opal/mca/threads/mutex.h"
 
-/* The modex is PMIx's own API (scope and type constants). */
+/* The modex is PMIx's own API (scope and type constants).  A peer's value
+   is asked of the node's PMIx server when not in the process already
+   (IMMEDIATE: the fence does not bring every peer's data here, and
+   OPTIONAL would look no further than the process's own cache, which for
+   most peers is empty), without waiting for a value never posted. */
 #define BTL_QCG_MODEX_GLOBAL PMIX_GLOBAL
 #define BTL_QCG_MODEX_STRING PMIX_STRING
+#define BTL_QCG_MODEX_RECV_STRING(rc, key, name, valuep)                                           \
+    OPAL_MODEX_RECV_VALUE_IMMEDIATE(rc, key, name, valuep, PMIX_STRING)
 
 /* Receive: the callback gets one receive descriptor (tag, segments, the
    registration's cbdata, the endpoint). */
@@ -59,9 +65,12 @@ static inline void btl_qcg_deliver(mca_btl_base_module_t *btl,
 #include "opal/mca/pmix/pmix.h"
 #include "opal/threads/mutex.h"
 
-/* The modex goes through the opal_pmix framework (opal_value_t types). */
+/* The modex goes through the opal_pmix framework (opal_value_t types); the
+   fence brought every peer's values (OPTIONAL: not found is no error). */
 #define BTL_QCG_MODEX_GLOBAL OPAL_PMIX_GLOBAL
 #define BTL_QCG_MODEX_STRING OPAL_STRING
+#define BTL_QCG_MODEX_RECV_STRING(rc, key, name, valuep)                                           \
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, name, valuep, OPAL_STRING)
 
 /* Receive: the callback gets the tag, a descriptor with the segments and
    the registration's cbdata. */
