@@ -90,4 +90,20 @@ static inline void btl_qcg_deliver(mca_btl_base_module_t *btl,
 
 #endif
 
+/* Whether the structures we share with the running libopen-pal have the
+   size we were compiled with (its classes know theirs): NULL when they do,
+   else the first that differs.  It catches headers of another build than
+   the library's, or ompi5_threads.h standing in for another threads
+   component than the library's.  (A module built for the other release does not get
+   here: it does not even load, e.g. 4.1's needs the symbol opal_pmix, which
+   5.0's libopen-pal lacks.) */
+static inline const char *btl_qcg_abi_mismatch(void)
+{
+    if (opal_mutex_t_class.cls_sizeof != sizeof(opal_mutex_t))
+        return "opal_mutex_t";
+    if (mca_btl_base_descriptor_t_class.cls_sizeof != sizeof(mca_btl_base_descriptor_t))
+        return "mca_btl_base_descriptor_t";
+    return NULL;
+}
+
 #endif
