@@ -1,6 +1,7 @@
 /*
- * btl_qcg: an Open MPI 4.1 BTL (send/recv only) whose TCP connections are
- * made through libqcgconn, lazily, on the first send to a peer.
+ * btl_qcg: an Open MPI BTL (send/recv only; 4.1 and 5.0, ompi_compat.h)
+ * whose TCP connections are made through libqcgconn, lazily, on the first
+ * send to a peer.
  *
  * One module per process.  btl_send and the progress callback never block
  * (non-blocking sockets, libqcgconn's pollable connect and accept).  Under
