@@ -1,6 +1,7 @@
 /*
- * btl_qcg: an Open MPI 4.1 BTL (send/recv only) whose TCP connections are
- * made through libqcgconn, lazily, on the first send to a peer.
+ * btl_qcg: an Open MPI BTL (send/recv only; 4.1 and 5.0, ompi_compat.h)
+ * whose TCP connections are made through libqcgconn, lazily, on the first
+ * send to a peer.
  *
  * One module per process.  btl_send and the progress callback never block
  * (non-blocking sockets, libqcgconn's pollable connect and accept).  Under
@@ -17,15 +18,13 @@
 #ifndef BTL_QCG_H
 #define BTL_QCG_H
 
-#include "opal_config.h"
+/* First: Open MPI's headers, whichever release (ompi_compat.h). */
+#include "ompi_compat.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
-
-#include "opal/mca/btl/btl.h"
-#include "opal/threads/mutex.h"
 
 #include "qcgconn.h"
 #include "ratelimit.h"

@@ -11,7 +11,7 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -203,7 +203,8 @@ static void publish_cluster(struct btl_qcg_module *m)
     if (qcg_local_contact(m->ctx, &c) != 0)
         return;
     snprintf(m->cluster, sizeof(m->cluster), "%s", c.cluster);
-    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_GLOBAL, BTL_QCG_MODEX_CLUSTER, value, OPAL_STRING);
+    OPAL_MODEX_SEND_VALUE(rc, BTL_QCG_MODEX_GLOBAL, BTL_QCG_MODEX_CLUSTER, value,
+                          BTL_QCG_MODEX_STRING);
     if (rc != OPAL_SUCCESS)
         m->cluster[0] = '\0';
 }
@@ -223,6 +224,14 @@ static mca_btl_base_module_t **component_init(int *num_btls, bool progress_threa
     (void)progress_threads;
     (void)mpi_threads; /* MPI_THREAD_MULTIPLE is fine: see README.md, "Threads" */
     *num_btls = 0;
+    if (btl_qcg_abi_mismatch() != NULL) {
+        btl_qcg_opt_out("wrong open mpi", true,
+                        "%s has another size in this Open MPI (%s) than in the headers "
+                        "mca_btl_qcg.so was built with (%d.%d.%d)",
+                        btl_qcg_abi_mismatch(), opal_version_string, OPAL_MAJOR_VERSION,
+                        OPAL_MINOR_VERSION, OPAL_RELEASE_VERSION);
+        return NULL;
+    }
     if (secret == NULL || secret[0] == '\0') {
         btl_qcg_opt_out("no secret", false, "QCG_JOB_SECRET is not set (mpirun -x QCG_JOB_SECRET)");
         return NULL;

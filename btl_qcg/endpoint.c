@@ -830,9 +830,7 @@ static bool deliver(struct btl_qcg_endpoint *ep)
     btl_qcg_unlock(m);
     while (ep->rx_len - ep->rx_off >= BTL_QCG_HDR_SIZE) {
         struct btl_qcg_hdr hdr;
-        mca_btl_active_message_callback_t *reg;
         mca_btl_base_segment_t seg;
-        mca_btl_base_descriptor_t desc;
         size_t len, frame;
         uint32_t seq;
 
@@ -870,20 +868,16 @@ static bool deliver(struct btl_qcg_endpoint *ep)
             ep->rx_off += frame; /* had it */
             continue;
         }
-        reg = &mca_btl_base_active_message_trigger[hdr.tag];
-        if (reg->cbfunc == NULL) {
+        if (mca_btl_base_active_message_trigger[hdr.tag].cbfunc == NULL) {
             snprintf(detail, sizeof(detail), "a frame with tag %u, which nobody registered",
                      hdr.tag);
             break;
         }
         ep->rx_off += frame;
         rx_seq++;
-        memset(&desc, 0, sizeof(desc));
         seg.seg_addr.pval = ep->rx + ep->rx_off - frame + BTL_QCG_HDR_SIZE;
         seg.seg_len = len;
-        desc.des_segments = &seg;
-        desc.des_segment_count = 1;
-        reg->cbfunc(&m->super, hdr.tag, &desc, reg->cbdata);
+        btl_qcg_deliver(&m->super, (struct mca_btl_base_endpoint_t *)ep, hdr.tag, &seg);
     }
     btl_qcg_lock(m);
     ep->rx_seq = rx_seq;

@@ -12,7 +12,6 @@
 #include "opal/datatype/opal_convertor.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/hwloc/hwloc-internal.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/proc.h"
 
@@ -67,8 +66,7 @@ static bool carry_peer(struct btl_qcg_module *m, struct opal_proc_t *proc)
         if (!m->net_btl)
             return true;
     }
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_QCG_MODEX_CLUSTER, &proc->proc_name, &cluster,
-                                   OPAL_STRING);
+    BTL_QCG_MODEX_RECV_STRING(rc, BTL_QCG_MODEX_CLUSTER, &proc->proc_name, &cluster);
     same = rc == OPAL_SUCCESS && cluster != NULL && strcmp(cluster, m->cluster) == 0;
     free(cluster);
     return !same;

@@ -195,8 +195,16 @@ openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
 	-keyout "$work/expired.key" -subj "/O=qcg-connect/OU=broker/CN=broker" \
 	-out "$work/expired.csr" >>"$work/certs.log" 2>&1
 printf 'extendedKeyUsage = serverAuth, clientAuth\nsubjectAltName = IP:127.0.0.1\n' >"$work/expired.ext"
+# Valid from two days ago to yesterday.  OpenSSL 3.0 (Debian 12) takes
+# -days -1 for that; 3.5 (Debian 13) refuses it ("end date before start
+# date") and has -not_before/-not_after instead, which 3.0 lacks.
+expired_dates=(-days -1)
+if openssl x509 -help 2>&1 | grep -q -- -not_after; then
+	expired_dates=(-not_before "$(date -u -d '2 days ago' +%Y%m%d%H%M%SZ)"
+		-not_after "$(date -u -d '1 day ago' +%Y%m%d%H%M%SZ)")
+fi
 openssl x509 -req -in "$work/expired.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAcreateserial \
-	-days -1 -extfile "$work/expired.ext" -out "$work/expired.crt" >>"$work/certs.log" 2>&1
+	"${expired_dates[@]}" -extfile "$work/expired.ext" -out "$work/expired.crt" >>"$work/certs.log" 2>&1
 good=$work/broker-good.pem
 cp "$live/broker-broker.pem" "$good"
 lb=$live/broker-broker.pem
