@@ -527,18 +527,35 @@ static void conn_ready(struct conn *c)
 
 /* ---- qcg mode ------------------------------------------------------------ */
 
+/* Incoming connections refused since the last look, with the context's last
+   error.  Looked at after every call that may refuse one (qcg_accept, and
+   qcg_connect_finish, which moves the accepts on for a reversed connect) and
+   before qcg_connect_start, which clears that error. */
+static void note_refused(struct rank *r)
+{
+    unsigned long refused = qcg_accept_refused(r->ctx);
+    if (refused != r->refused) {
+        fprintf(sim.out, "refused %d %lu ", r->id, refused - r->refused);
+        put_reason(qcg_last_error(r->ctx));
+        r->refused = refused;
+    }
+}
+
 static void qcg_op_event(struct conn *c)
 {
     struct qcg_conn_info info = {0};
     int fd = qcg_connect_finish(c->op, &info);
-    if (fd == QCG_EAGAIN)
+    if (fd == QCG_EAGAIN) {
+        note_refused(c->r);
         return;
+    }
     if (fd < 0) {
         int e = qcg_connect_errno(c->op);
         conn_fail(c, "connect", "%s: %s%s%s", qcg_strerror(fd), qcg_last_error(c->r->ctx),
                   e ? " errno " : "", e ? strerror(e) : "");
         return;
     }
+    note_refused(c->r);
     watch_set(c, 0);
     qcg_connect_free(c->op);
     c->op = NULL;
@@ -554,12 +571,7 @@ static void qcg_accept_event(struct rank *r)
     for (;;) {
         struct qcg_conn_info info = {0};
         int fd = qcg_accept(r->ctx, &info);
-        unsigned long refused = qcg_accept_refused(r->ctx);
-        if (refused != r->refused) {
-            fprintf(sim.out, "refused %d %lu ", r->id, refused - r->refused);
-            put_reason(qcg_last_error(r->ctx));
-            r->refused = refused;
-        }
+        note_refused(r);
         if (fd == QCG_EAGAIN)
             return;
         if (fd < 0) {
@@ -665,6 +677,7 @@ static void start_next(struct rank *r)
         struct conn *c = conn_new(r, peer, true);
         r->inflight++;
         if (!sim.tcp) {
+            note_refused(r);
             int rc = qcg_connect_start(r->ctx, peer, sim.timeout_ms, &c->op);
             if (rc < 0) {
                 c->op = NULL;
