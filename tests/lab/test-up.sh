@@ -43,7 +43,7 @@ services_up() {
 	for name in broker frontend-open frontend-fw frontend-nata frontend-natb frontend-sym \
 		helper-open1 helper-open2 helper-fw1 helper-fw2 helper-nata1 helper-nata2 \
 		helper-natb1 helper-natb2 helper-sym1 helper-sym2; do
-		echo "$out" | grep -Eq "^$name +[a-z0-9-]+ +[0-9]+ +(yes|n/a) " ||
+		grep -Eq "^$name +[a-z0-9-]+ +[0-9]+ +(yes|n/a) " <<<"$out" ||
 			fail "$name is not running and connected"
 	done
 }
