@@ -2,7 +2,8 @@
  * The certificate revocation list a service may load (`crl = PATH`, made by
  * `qcg-certs revoke`/`crl`): one per process, checked for every peer
  * certificate of the TLS contexts it is attached to (X509_V_FLAG_CRL_CHECK),
- * and reloaded after SIGHUP without touching live connections.
+ * and reloaded after SIGHUP.  A reload refuses a list that is expired or
+ * older than the one in force, unless crl-accept-older.
  */
 #ifndef QCG_CRL_H
 #define QCG_CRL_H
@@ -20,12 +21,17 @@ int crl_attach(SSL_CTX *ctx, const char *path, const char *ca, char *err, size_t
    verify flags of the context (set by crl_attach). */
 void crl_store_hook(X509_STORE *store);
 /* Reads the CRL again (after SIGHUP: daemon.c) and logs the outcome; on
-   failure the CRL loaded before stays.  skip: a certificate set was
+   failure the CRL loaded before stays, as it does (an error line) when the
+   new one is expired or older (a lower CRL number, else an earlier
+   thisUpdate) unless crl_set_accept_older.  skip: a certificate set was
    refused in the same reload (tls_reload.h), and the CRL stays with the
    CAs it was checked against (logged). */
 void crl_reload(bool skip);
 /* 0 when no CRL is configured or the configured file is signed by the CA in
    ca (a CA file about to be trusted); else -1 with a reason in err. */
 int crl_check_file(const char *ca, char *err, size_t errlen);
+
+/* crl-accept-older: reloads take an expired or older CRL too. */
+void crl_set_accept_older(bool yes);
 
 #endif

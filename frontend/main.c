@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "crl.h"
 #include "daemon.h"
 #include "frontend.h"
 #include "frontend_config.h"
@@ -72,6 +73,7 @@ int main(int argc, char **argv)
     }
     soap_server_on_stop(server, close_queues, fe);
     static volatile sig_atomic_t stop;
+    crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, server);
 
     struct upstream *up = upstream_start(fe, err, sizeof(err));
