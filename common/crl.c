@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "tls_reload.h"
 #include "x509_text.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -121,6 +122,22 @@ static int stale(X509_CRL *fresh, X509_CRL *old, char *why, size_t len)
         return -1;
     }
     return 0;
+}
+
+bool crl_lists(const X509_CRL *crl, X509 *cert)
+{
+    X509_REVOKED *rev = NULL;
+    return crl != NULL && cert != NULL &&
+           X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_issuer_name(cert)) == 0 &&
+           X509_CRL_get0_by_cert((X509_CRL *)crl, &rev, cert) == 1;
+}
+
+X509_CRL *crl_current(void)
+{
+    pthread_mutex_lock(&lock);
+    X509_CRL *c = current != NULL && X509_CRL_up_ref(current) == 1 ? current : NULL;
+    pthread_mutex_unlock(&lock);
+    return c;
 }
 
 void crl_set_accept_older(bool yes)
@@ -235,6 +252,11 @@ void crl_reload(bool skip)
     }
     X509_CRL_free(current);
     current = crl;
+    X509_CRL_up_ref(crl);
     crl_report("reloaded", crl_path, crl);
+    char *path = strdup(crl_path);
     pthread_mutex_unlock(&lock);
+    tls_reload_own_revoked(crl, path ? path : "?");
+    free(path);
+    X509_CRL_free(crl);
 }

@@ -23,7 +23,8 @@ void crl_store_hook(X509_STORE *store);
 /* Reads the CRL again (after SIGHUP: daemon.c) and logs the outcome; on
    failure the CRL loaded before stays, as it does (an error line) when the
    new one is expired or older (a lower CRL number, else an earlier
-   thisUpdate) unless crl_set_accept_older.  skip: a certificate set was
+   thisUpdate) unless crl_set_accept_older.  A CRL loaded is checked against
+   the service's own certificates (tls_reload.h).  skip: a certificate set was
    refused in the same reload (tls_reload.h), and the CRL stays with the
    CAs it was checked against (logged). */
 void crl_reload(bool skip);
@@ -31,6 +32,10 @@ void crl_reload(bool skip);
    ca (a CA file about to be trusted); else -1 with a reason in err. */
 int crl_check_file(const char *ca, char *err, size_t errlen);
 
+/* Whether crl lists cert (same issuer, its serial revoked). */
+bool crl_lists(const X509_CRL *crl, X509 *cert);
+/* The CRL in force with a reference (X509_CRL_free it), or NULL. */
+X509_CRL *crl_current(void);
 /* crl-accept-older: reloads take an expired or older CRL too. */
 void crl_set_accept_older(bool yes);
 
