@@ -26,6 +26,15 @@ static char *ca_path;
 static X509_CRL *current;
 static bool accept_older; /* crl-accept-older: a reload takes any CRL the CA signed */
 
+/* Who hears of a new CRL (crl_watch): the servers that cut revoked peers. */
+#define CRL_WATCHERS 8
+struct watcher {
+    void (*fn)(void *, const X509_CRL *);
+    void *arg;
+};
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct watcher watchers[CRL_WATCHERS]; /* guarded by watch_lock */
+
 static X509 *read_cert(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -147,6 +156,39 @@ void crl_set_accept_older(bool yes)
     pthread_mutex_unlock(&lock);
 }
 
+int crl_watch(void (*fn)(void *, const X509_CRL *), void *arg)
+{
+    int rc = -1;
+    pthread_mutex_lock(&watch_lock);
+    for (int i = 0; i < CRL_WATCHERS && rc < 0; i++) {
+        if (watchers[i].fn == NULL) {
+            watchers[i] = (struct watcher){fn, arg};
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return rc;
+}
+
+void crl_unwatch(void (*fn)(void *, const X509_CRL *), void *arg)
+{
+    pthread_mutex_lock(&watch_lock);
+    for (int i = 0; i < CRL_WATCHERS; i++)
+        if (watchers[i].fn == fn && watchers[i].arg == arg)
+            watchers[i] = (struct watcher){NULL, NULL};
+    pthread_mutex_unlock(&watch_lock);
+}
+
+/* Tells the watchers; watch_lock is held so that none is freed meanwhile. */
+static void tell_watchers(const X509_CRL *crl)
+{
+    pthread_mutex_lock(&watch_lock);
+    for (int i = 0; i < CRL_WATCHERS; i++)
+        if (watchers[i].fn != NULL)
+            watchers[i].fn(watchers[i].arg, crl);
+    pthread_mutex_unlock(&watch_lock);
+}
+
 static STACK_OF(X509_CRL) * lookup_crls(const X509_STORE_CTX *ctx, const X509_NAME *issuer)
 {
     (void)ctx;
@@ -258,5 +300,6 @@ void crl_reload(bool skip)
     pthread_mutex_unlock(&lock);
     tls_reload_own_revoked(crl, path ? path : "?");
     free(path);
+    tell_watchers(crl);
     X509_CRL_free(crl);
 }

@@ -2,8 +2,9 @@
  * The certificate revocation list a service may load (`crl = PATH`, made by
  * `qcg-certs revoke`/`crl`): one per process, checked for every peer
  * certificate of the TLS contexts it is attached to (X509_V_FLAG_CRL_CHECK),
- * and reloaded after SIGHUP.  A reload refuses a list that is expired or
- * older than the one in force, unless crl-accept-older.
+ * and reloaded after SIGHUP.  A reload tells its watchers (soap_server.c
+ * closes the connections of the certificates it revokes) and refuses a list
+ * that is expired or older than the one in force, unless crl-accept-older.
  */
 #ifndef QCG_CRL_H
 #define QCG_CRL_H
@@ -24,7 +25,8 @@ void crl_store_hook(X509_STORE *store);
    failure the CRL loaded before stays, as it does (an error line) when the
    new one is expired or older (a lower CRL number, else an earlier
    thisUpdate) unless crl_set_accept_older.  A CRL loaded is checked against
-   the service's own certificates (tls_reload.h).  skip: a certificate set was
+   the service's own certificates (tls_reload.h) and handed to the
+   watchers.  skip: a certificate set was
    refused in the same reload (tls_reload.h), and the CRL stays with the
    CAs it was checked against (logged). */
 void crl_reload(bool skip);
@@ -38,5 +40,10 @@ bool crl_lists(const X509_CRL *crl, X509 *cert);
 X509_CRL *crl_current(void);
 /* crl-accept-older: reloads take an expired or older CRL too. */
 void crl_set_accept_older(bool yes);
+/* fn(arg, crl) after each reload that loads a CRL, from the reloading
+   thread; at most 8 watchers (-1 beyond).  crl_unwatch waits for a call
+   in progress. */
+int crl_watch(void (*fn)(void *, const X509_CRL *), void *arg);
+void crl_unwatch(void (*fn)(void *, const X509_CRL *), void *arg);
 
 #endif
