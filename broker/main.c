@@ -18,6 +18,7 @@
 #include "proxy_live.h"
 #include "reflector.h"
 #include "reflector_msg.h"
+#include "revoked.h"
 #include "soap_server.h"
 #include "state_file.h"
 #include "stats_query.h"
@@ -186,6 +187,7 @@ int main(int argc, char **argv)
              (unsigned long long)registry_epoch(b->reg), cfg.max_contacts);
 
     soap_server_on_stop(srv, end_polls, b);
+    soap_server_on_revoked(srv, broker_revoked);
     crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, srv);
     if (soap_server_run(srv) != 0) {

@@ -12,6 +12,7 @@
 #include "frontend.h"
 #include "frontend_config.h"
 #include "log.h"
+#include "revoked.h"
 #include "soap_server.h"
 #include "stats_query.h"
 #include "store.h"
@@ -72,6 +73,7 @@ int main(int argc, char **argv)
         return 1;
     }
     soap_server_on_stop(server, close_queues, fe);
+    soap_server_on_revoked(server, frontend_revoked);
     static volatile sig_atomic_t stop;
     crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, server);
