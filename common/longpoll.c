@@ -17,6 +17,8 @@
 #include "backoff.h"
 #include "daemon.h"
 #include "log.h"
+#include "monotonic.h"
+#include "ratelimit.h"
 #include "longpoll_internal.h"
 #include "proto.h"
 #include "soapH.h"
@@ -24,6 +26,10 @@
 
 #define BACKOFF_BASE_MS 200
 #define BACKOFF_MAX_MS 10000
+/* Our certificate refused: from 6.4 s (200 ms doubled 5 times) to a minute. */
+#define BACKOFF_REFUSED_SKIP 5
+#define BACKOFF_REFUSED_MAX_MS 60000
+#define REFUSED_REMINDER_MS (10 * 60 * 1000)
 #define WHY_MAX 300
 
 struct longpoll {
@@ -38,6 +44,7 @@ struct longpoll {
     SOAP_SOCKET fd;       /* the thread's connection, for longpoll_stop */
     int connected;
     uint64_t epoch;
+    struct ratelimit refused_log; /* the thread's: our certificate refused */
 };
 
 /*
@@ -237,14 +244,28 @@ int longpoll_poll_once(struct longpoll *lp, uint64_t epoch, uint64_t *ack, uint6
 static void fail(struct longpoll *lp, const char *what, const char *why, unsigned *failures,
                  char *last, size_t lastlen)
 {
-    unsigned ms = backoff_ms(*failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    /* A certificate the service refuses (revoked) stays refused until an
+       admin acts: retry slowly, and remind of it now and then. */
+    bool refused = soap_call_cert_refused();
+    unsigned ms = refused ? backoff_ms(*failures + BACKOFF_REFUSED_SKIP, BACKOFF_BASE_MS,
+                                       BACKOFF_REFUSED_MAX_MS)
+                          : backoff_ms(*failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    unsigned left_out;
 
     set_state(lp, 0, 0);
     if (lp->cfg.ops->down != NULL)
         lp->cfg.ops->down(lp->cfg.arg, why);
-    if (*failures == 0 || strcmp(why, last) != 0)
-        log_warnx("%s the %s %s: %s; retrying", what, lp->cfg.service, lp->cfg.client->url, why);
-    else
+    if (*failures == 0 || strcmp(why, last) != 0) {
+        log_warnx("%s the %s %s: %s; retrying%s", what, lp->cfg.service, lp->cfg.client->url, why,
+                  refused ? " at most once a minute: this service needs a valid certificate"
+                          : "");
+        if (refused)
+            ratelimit_ok(&lp->refused_log, monotonic_ms(), REFUSED_REMINDER_MS, &left_out);
+    } else if (refused &&
+               ratelimit_ok(&lp->refused_log, monotonic_ms(), REFUSED_REMINDER_MS, &left_out)) {
+        log_warnx("%s the %s %s: %s (still; %u attempts since the last such line)", what,
+                  lp->cfg.service, lp->cfg.client->url, why, left_out + 1);
+    } else
         log_debug("%s the %s %s: %s (attempt %u; next in %u ms)", what, lp->cfg.service,
                   lp->cfg.client->url, why, *failures + 1, ms);
     snprintf(last, lastlen, "%s", why);

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "soapH.h"
 #include "soap_util.h"
+#include "tls_peer_note.h"
 
 #define CLIENT_RECV_MAXLENGTH (1024 * 1024)
 /* Keepalive of the connections to the upstream service (see below). */
@@ -223,9 +224,17 @@ static const char *qcg_subcode(const char *code)
     return "";
 }
 
+static __thread bool cert_refused;
+
+bool soap_call_cert_refused(void)
+{
+    return cert_refused;
+}
+
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len)
 {
+    cert_refused = false;
     if (subcode && subcode_len)
         subcode[0] = '\0';
     if (msg && msg_len)
@@ -249,8 +258,17 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
     }
 
     /* Everything else leaves the connection in an unknown state: the caller
-       reconnects and retries later. */
-    if (rc == SOAP_EOF && soap->errnum == 0)
+       reconnects and retries later.  A server that refused our certificate
+       said why in its alert (TLS 1.3: after our handshake was done, so the
+       call fails at its first read or write, with an error that says
+       nothing): that is the reason. */
+    int alert = tls_alert_take();
+    cert_refused = tls_alert_refuses_cert(alert);
+    if (cert_refused)
+        snprintf(text, sizeof(text),
+                 "the server refused this service's certificate (TLS alert: %s)",
+                 SSL_alert_desc_string_long(alert));
+    else if (rc == SOAP_EOF && soap->errnum == 0)
         snprintf(text, sizeof(text), "connection closed or timed out");
     else
         soap_error_text(soap, text, sizeof(text));

@@ -39,6 +39,7 @@
 #include "soapH.h"
 #include "soap_server_internal.h"
 #include "soap_util.h"
+#include "tls_peer_note.h"
 #include "sockaddr_text.h"
 #include "x509_text.h"
 
@@ -274,6 +275,32 @@ static int keep_cert(struct soap_server *srv, struct conn *c)
     return rc;
 }
 
+/* After a refused handshake: the client's first request may be in our
+   buffer already (TLS 1.3 clients send it with their Finished), and a close
+   with unread data is a reset, which can overtake the alert that says why
+   (`certificate revoked`).  So half-close, read what comes for a moment,
+   then close. */
+#define LINGER_MS 200
+static void linger_close(struct conn *c)
+{
+    pthread_mutex_lock(&c->server->lock);
+    int fd = c->fd;
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    pthread_mutex_unlock(&c->server->lock);
+    if (fd < 0)
+        return;
+    uint64_t end = monotonic_ms() + LINGER_MS;
+    char sink[4096];
+    for (;;) {
+        uint64_t now = monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) != 1 ||
+            recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+            break;
+    }
+}
+
 /* Out of the handshake stage into a slot of authenticated work: false (and
    logged) when its identity holds its bound already, when it expired
    meanwhile, or when no slot frees within SOAP_SERVER_SLOT_WAIT_S. */
@@ -341,9 +368,13 @@ static void *conn_main(void *arg)
         else if (c->expired)
             refused(srv, c->peer, "refused: TLS handshake not done within %d ms",
                     srv->handshake_ms);
-        else
-            refused(srv, c->peer, "TLS handshake failed: %s", msg);
+        else {
+            char who[320];
+            tls_refused_take(who, sizeof(who));
+            refused(srv, c->peer, "TLS handshake failed: %s%s", msg, who);
+        }
         pthread_mutex_unlock(&srv->lock);
+        linger_close(c);
     } else if (identity_check_usage(soap->ssl, false, msg, sizeof(msg)) < 0) {
         pthread_mutex_lock(&srv->lock);
         refused(srv, c->peer, "refused: %s", msg);
@@ -490,6 +521,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         soap_server_free(srv);
         return NULL;
     }
+    tls_note_refusals(m->ctx);
 
     const char *host = cfg->listen_addr && cfg->listen_addr[0] ? cfg->listen_addr : NULL;
     if (!soap_valid_socket(soap_bind(m, host, cfg->port, SERVER_BACKLOG))) {

@@ -26,6 +26,7 @@
 #include "identity.h"
 #include "log.h"
 #include "soap_server.h"
+#include "tls_peer_note.h"
 #include "x509_text.h"
 
 /* What a handshake uses; immutable once made, freed with its last reference. */
@@ -232,10 +233,11 @@ static void creds_text(const struct creds *c, char *buf, size_t len)
 }
 
 /* At the start of each handshake: the set in force, kept for this
-   connection, and the CAs it trusts. */
+   connection, and the CAs it trusts.  And at every alert the peer sends:
+   a fatal one is noted for the line that reports the failure. */
 static void on_handshake(const SSL *cssl, int where, int ret)
 {
-    (void)ret;
+    tls_note_alert(where, ret);
     if (!(where & SSL_CB_HANDSHAKE_START))
         return;
     /* OpenSSL passes the connection's own (mutable) object as const. */
