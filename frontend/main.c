@@ -52,11 +52,13 @@ int main(int argc, char **argv)
     }
 
     log_init("frontend", (enum log_level)cfg.log_level_value, cfg.syslog != 0);
+    /* A setup error (a file that does not load: certificate, CA, CRL) is
+       a configuration error: exit status 2, as documented. */
     struct frontend *fe = frontend_new(&cfg, err, sizeof(err));
     if (fe == NULL) {
         log_error("%s", err);
         frontend_config_free(&cfg);
-        return 1;
+        return 2;
     }
     struct soap_server_config scfg = {
         .listen_addr = cfg.listen,
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
         log_error("%s", err);
         frontend_free(fe);
         frontend_config_free(&cfg);
-        return 1;
+        return 2;
     }
     soap_server_on_stop(server, close_queues, fe);
     soap_server_on_revoked(server, frontend_revoked);
