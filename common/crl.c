@@ -26,8 +26,9 @@ static char *ca_path;
 static X509_CRL *current;
 static bool accept_older; /* crl-accept-older: a reload takes any CRL the CA signed */
 
-/* Who hears of a new CRL (crl_watch): the servers that cut revoked peers. */
-#define CRL_WATCHERS 8
+/* Who hears of a new CRL (crl_watch): the servers and long-poll clients
+   that cut revoked peers. */
+#define CRL_WATCHERS 32
 struct watcher {
     void (*fn)(void *, const X509_CRL *);
     void *arg;

@@ -41,7 +41,7 @@ X509_CRL *crl_current(void);
 /* crl-accept-older: reloads take an expired or older CRL too. */
 void crl_set_accept_older(bool yes);
 /* fn(arg, crl) after each reload that loads a CRL, from the reloading
-   thread; at most 8 watchers (-1 beyond).  crl_unwatch waits for a call
+   thread; at most 32 watchers (-1 beyond).  crl_unwatch waits for a call
    in progress. */
 int crl_watch(void (*fn)(void *, const X509_CRL *), void *arg);
 void crl_unwatch(void (*fn)(void *, const X509_CRL *), void *arg);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "cmdqueue.h"
+#include "crl.h"
 #include "backoff.h"
 #include "daemon.h"
 #include "log.h"
@@ -42,6 +43,7 @@ struct longpoll {
 
     pthread_mutex_t lock; /* guards the fields below */
     SOAP_SOCKET fd;       /* the thread's connection, for longpoll_stop */
+    X509 *peer;           /* the certificate the service showed on it */
     int connected;
     uint64_t epoch;
     struct ratelimit refused_log; /* the thread's: our certificate refused */
@@ -67,13 +69,30 @@ static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char
     struct hooks *h = soap_lookup_plugin(soap, plugin_id);
     struct longpoll *lp = h->lp;
     SOAP_SOCKET fd = h->next_open(soap, endpoint, host, port);
+    X509 *cert = soap_valid_socket(fd) && soap->ssl ? SSL_get1_peer_certificate(soap->ssl) : NULL;
 
     pthread_mutex_lock(&lp->lock);
     lp->fd = fd;
+    X509_free(lp->peer);
+    lp->peer = cert;
     if (lp->stop && soap_valid_socket(fd))
         shutdown(fd, SHUT_RDWR);
     pthread_mutex_unlock(&lp->lock);
     return fd;
+}
+
+/* A reload's CRL that revokes the service we poll ends our connection to
+   it: the next one is refused by our own check of its certificate. */
+static void on_crl(void *arg, const X509_CRL *crl)
+{
+    struct longpoll *lp = arg;
+    pthread_mutex_lock(&lp->lock);
+    if (soap_valid_socket(lp->fd) && crl_lists(crl, lp->peer)) {
+        shutdown(lp->fd, SHUT_RDWR);
+        log_warnx("CRL: the %s %s presents a revoked certificate: connection closed",
+                  lp->cfg.service, lp->cfg.client->url);
+    }
+    pthread_mutex_unlock(&lp->lock);
 }
 
 static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd)
@@ -355,6 +374,9 @@ int longpoll_start(struct longpoll *lp, char *err, size_t errlen)
         return -1;
     }
     lp->started = 1;
+    if (crl_watch(on_crl, lp) < 0)
+        log_warnx("too many CRL watchers: a reload will not close a revoked %s's connection",
+                  lp->cfg.service);
     return 0;
 }
 
@@ -381,12 +403,14 @@ void longpoll_free(struct longpoll *lp)
 {
     if (lp == NULL)
         return;
+    crl_unwatch(on_crl, lp);
     if (lp->started) {
         longpoll_stop(lp);
         pthread_join(lp->thread, NULL);
     }
     if (lp->soap != NULL)
         soap_client_free(lp->soap);
+    X509_free(lp->peer);
     pthread_mutex_destroy(&lp->lock);
     free(lp);
 }

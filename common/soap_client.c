@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "crl.h"
 #include "identity.h"
 #include "log.h"
 #include "soapH.h"
@@ -294,6 +295,38 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+/* Whether the connection of soap is to a server whose certificate crl
+   revokes (crl NULL: the CRL in force). */
+static bool peer_revoked(struct soap *soap, const X509_CRL *crl)
+{
+    if (!soap_valid_socket(soap->socket) || soap->ssl == NULL)
+        return false;
+    X509_CRL *current = crl == NULL ? crl_current() : NULL;
+    bool revoked = crl_lists(crl != NULL ? crl : current, SSL_get0_peer_certificate(soap->ssl));
+    X509_CRL_free(current);
+    return revoked;
+}
+
+/* A reload's CRL closes the idle connections to a revoked server at once;
+   a busy one is closed when it comes back (soap_pool_put). */
+static void pool_on_crl(void *arg, const X509_CRL *crl)
+{
+    struct soap_pool *pool = arg;
+    int closed = 0;
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nidle; i++) {
+        if (peer_revoked(pool->idle[i], crl)) {
+            soap_closesock(pool->idle[i]);
+            closed++;
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (closed > 0)
+        log_warnx("CRL: the server at %s presents a revoked certificate: %d idle connection%s "
+                  "closed",
+                  pool->cfg.url, closed, closed == 1 ? "" : "s");
+}
+
 struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, char *err,
                                 size_t errlen)
 {
@@ -334,6 +367,10 @@ struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, 
     }
     pool->idle[pool->nidle++] = first;
     pool->created = 1;
+    if (crl_watch(pool_on_crl, pool) < 0)
+        log_warnx("too many CRL watchers: a reload will not close pooled connections to a "
+                  "revoked %s",
+                  pool->cfg.url);
     return pool;
 }
 
@@ -372,7 +409,7 @@ void soap_pool_put(struct soap_pool *pool, struct soap *soap, int broken)
         return;
     soap_client_reset(soap);
     soap_client_set_wait(soap, 0);
-    if (broken)
+    if (broken || peer_revoked(soap, NULL))
         soap_closesock(soap);
     pthread_mutex_lock(&pool->lock);
     if (pool->nidle < pool->size) {
@@ -391,6 +428,7 @@ void soap_pool_free(struct soap_pool *pool)
 {
     if (pool == NULL)
         return;
+    crl_unwatch(pool_on_crl, pool);
     for (int i = 0; i < pool->nidle; i++)
         soap_client_free(pool->idle[i]);
     pthread_cond_destroy(&pool->freed);
