@@ -280,7 +280,7 @@ static int keep_cert(struct soap_server *srv, struct conn *c)
    with unread data is a reset, which can overtake the alert that says why
    (`certificate revoked`).  So half-close, read what comes for a moment,
    then close. */
-#define LINGER_MS 200
+#define LINGER_MS 1000
 static void linger_close(struct conn *c)
 {
     pthread_mutex_lock(&c->server->lock);
@@ -507,6 +507,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->orig_parsehdr = m->fparsehdr;
     srv->orig_closesocket = m->fclosesocket;
 
+    m->fsslverify = tls_note_refusals(m->fsslverify);
     if (soap_ssl_server_context(m,
                                 SOAP_SSL_REQUIRE_CLIENT_AUTHENTICATION |
                                     SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
@@ -521,7 +522,6 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         soap_server_free(srv);
         return NULL;
     }
-    tls_note_refusals(m->ctx);
 
     const char *host = cfg->listen_addr && cfg->listen_addr[0] ? cfg->listen_addr : NULL;
     if (!soap_valid_socket(soap_bind(m, host, cfg->port, SERVER_BACKLOG))) {

@@ -8,7 +8,7 @@
 
 static __thread int alert = -1;
 static __thread char refused[320];
-/* gSOAP's callback, the same for every context it makes. */
+/* gSOAP's callback (soap->fsslverify), the same for every context. */
 static int (*next_verify)(int, X509_STORE_CTX *);
 
 /* -2: we sent a fatal alert ourselves (we refused the peer): what the peer
@@ -59,13 +59,10 @@ static int note_verify(int ok, X509_STORE_CTX *ctx)
     return next_verify != NULL ? next_verify(ok, ctx) : ok;
 }
 
-void tls_note_refusals(SSL_CTX *ctx)
+int (*tls_note_refusals(int (*next)(int, X509_STORE_CTX *)))(int, X509_STORE_CTX *)
 {
-    int (*cb)(int, X509_STORE_CTX *) = SSL_CTX_get_verify_callback(ctx);
-    if (cb != note_verify) {
-        next_verify = cb;
-        SSL_CTX_set_verify(ctx, SSL_CTX_get_verify_mode(ctx), note_verify);
-    }
+    next_verify = next;
+    return note_verify;
 }
 
 void tls_refused_take(char *buf, size_t len)

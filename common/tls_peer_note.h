@@ -20,9 +20,11 @@ void tls_note_alert(int where, int ret);
 int tls_alert_take(void);
 /* Whether an alert says the peer refused our certificate. */
 bool tls_alert_refuses_cert(int alert);
-/* Has ctx's verification note, in the thread that runs it, the subject and
-   serial of a peer certificate it refuses (gSOAP's callback still runs). */
-void tls_note_refusals(SSL_CTX *ctx);
+/* The verify callback to use instead of next (gSOAP's soap->fsslverify,
+   which it sets on every connection): it notes, in the thread that runs the
+   handshake, the subject and serial of a peer certificate refused, then
+   calls next. */
+int (*tls_note_refusals(int (*next)(int, X509_STORE_CTX *)))(int, X509_STORE_CTX *);
 /* " (certificate SUBJECT, serial HEX)" of the certificate this thread
    refused last, or ""; forgets it. */
 void tls_refused_take(char *buf, size_t len);
