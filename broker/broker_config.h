@@ -16,6 +16,7 @@ struct broker_config {
     char *ca;
     char *cert;
     char *crl;
+    int crl_accept_older; /* reloads take an expired or older CRL too */
     int max_connections;
     char *log_level;
     int syslog;

@@ -10,6 +10,7 @@
 
 #include "broker.h"
 #include "broker_config.h"
+#include "crl.h"
 #include "daemon.h"
 #include "grid_query.h"
 #include "log.h"
@@ -17,6 +18,7 @@
 #include "proxy_live.h"
 #include "reflector.h"
 #include "reflector_msg.h"
+#include "revoked.h"
 #include "soap_server.h"
 #include "state_file.h"
 #include "stats_query.h"
@@ -185,6 +187,8 @@ int main(int argc, char **argv)
              (unsigned long long)registry_epoch(b->reg), cfg.max_contacts);
 
     soap_server_on_stop(srv, end_polls, b);
+    soap_server_on_revoked(srv, broker_revoked);
+    crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, srv);
     if (soap_server_run(srv) != 0) {
         /* Connection threads may still be running and use the state: exit

@@ -35,6 +35,7 @@ struct cluster {
     struct probe_slot probes[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs */
     unsigned next_node;                           /* round-robin of probe endpoints */
     size_t contacts;                              /* published in this cluster */
+    struct cluster *next_retired;                 /* in registry.retired once dropped */
 };
 
 struct job {
@@ -64,11 +65,14 @@ struct registry {
     size_t max_contacts;
     size_t max_contacts_per_cluster; /* one cluster's share of them */
     size_t nodes;
-    uint64_t contacts_dropped; /* by re-registrations with a new incarnation */
+    uint64_t contacts_dropped; /* by new incarnations and revoked frontends */
     bool closed;
     struct htable *clusters; /* name -> struct cluster */
     struct htable *jobs;     /* id -> struct job */
     struct htable *contacts; /* (job, rank) -> struct contact */
+    /* Clusters dropped (registry_drop_cluster): a poll may still hold their
+       queue, closed, so they are freed with the registry. */
+    struct cluster *retired;
 };
 
 /* The entries start with their name, so one comparison serves three tables. */
@@ -174,6 +178,12 @@ void registry_free(struct registry *r)
         cmdqueue_free(c->queue);
         free(c);
     }
+    while (r->retired != NULL) {
+        struct cluster *c = r->retired;
+        r->retired = c->next_retired;
+        cmdqueue_free(c->queue);
+        free(c);
+    }
     htable_free(r->contacts);
     htable_free(r->jobs);
     htable_free(r->clusters);
@@ -269,13 +279,16 @@ out:
 
 static void contact_drop(struct registry *r, struct contact *ct);
 
-/* A restarted helper's processes are gone: every contact of its node goes. */
-static size_t node_contacts_drop(struct registry *r, const struct reg_node *n)
+/* Every contact of node n (or, n NULL, of cluster c) goes as a withdraw
+   does; the count dropped, which is short of them all only when memory
+   runs out. */
+static size_t contacts_drop(struct registry *r, const struct cluster *c, const struct reg_node *n)
 {
     size_t count = 0, i = 0, k = 0;
     struct contact *ct;
+#define DROPS(ct) (n != NULL ? (ct)->node == n : (ct)->cluster == c)
     while ((ct = htable_next(r->contacts, &i)) != NULL)
-        count += ct->node == n;
+        count += DROPS(ct);
     if (count == 0)
         return 0;
     struct contact **list = malloc(count * sizeof(*list));
@@ -283,9 +296,10 @@ static size_t node_contacts_drop(struct registry *r, const struct reg_node *n)
         return 0;
     i = 0;
     while ((ct = htable_next(r->contacts, &i)) != NULL && k < count) {
-        if (ct->node == n)
+        if (DROPS(ct))
             list[k++] = ct;
     }
+#undef DROPS
     for (size_t j = 0; j < k; j++)
         contact_drop(r, list[j]);
     free(list);
@@ -326,7 +340,7 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
         copy_str(previous, sizeof(previous), n->incarnation);
         if (decl->incarnation[0] != '\0' && previous[0] != '\0' &&
             strcmp(decl->incarnation, previous) != 0) {
-            size_t k = node_contacts_drop(r, n);
+            size_t k = contacts_drop(r, NULL, n); /* its helper restarted */
             if (k > 0)
                 snprintf(why, whylen,
                          "node %s restarted: %zu contact%s of its old processes "
@@ -738,6 +752,34 @@ void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept
     if (c != NULL)
         atomic_fetch_add(port_kept ? &c->punches_kept : &c->punches_changed, 1);
     pthread_rwlock_unlock(&r->lock);
+}
+
+size_t registry_drop_cluster(struct registry *r, const char *name, size_t *nodes)
+{
+    *nodes = 0;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *c = find_cluster(r, name);
+    size_t k = c != NULL ? contacts_drop(r, c, NULL) : 0;
+    if (c == NULL || c->contacts > 0) {
+        /* Unknown, or out of memory: a contact left would point to it. */
+        pthread_rwlock_unlock(&r->lock);
+        return k;
+    }
+    void *n;
+    size_t i = 0;
+    while ((n = htable_next(c->nodes, &i)) != NULL) {
+        free(n);
+        (*nodes)++;
+    }
+    htable_free(c->nodes);
+    c->nodes = NULL;
+    r->nodes -= *nodes;
+    htable_remove(r->clusters, name_hash(r, name), name);
+    cmdqueue_close(c->queue);
+    c->next_retired = r->retired;
+    r->retired = c;
+    pthread_rwlock_unlock(&r->lock);
+    return k;
 }
 
 /* By name: what people read comes out in a stable order. */

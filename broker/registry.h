@@ -88,7 +88,7 @@ struct outcomes;
 
 struct registry_counts {
     size_t clusters, nodes, jobs, contacts;
-    uint64_t contacts_dropped; /* by a node registering with a new incarnation */
+    uint64_t contacts_dropped; /* by a node registering with a new incarnation, a revoked frontend */
 };
 
 struct registry;
@@ -165,6 +165,12 @@ int registry_clusters(struct registry *r, struct reg_cluster_view **out, size_t 
 /* The command queue of a registered cluster (lives as long as the registry),
    or NULL. */
 struct cmdqueue *registry_queue(struct registry *r, const char *cluster);
+/* Forgets cluster `name` (its frontend's certificate was revoked): every
+   contact it held is dropped as a withdraw does (an invalidate for every
+   cluster), its nodes go, its queue is closed (a pending poll returns), and
+   it is no longer listed; a registerCluster makes it anew.  The contacts
+   dropped; *nodes the nodes. */
+size_t registry_drop_cluster(struct registry *r, const char *name, size_t *nodes);
 /* Closes every queue so pending polls return at once (shutdown). */
 void registry_close(struct registry *r);
 void registry_counts(struct registry *r, struct registry_counts *out);

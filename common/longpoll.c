@@ -14,9 +14,12 @@
 #include <sys/socket.h>
 
 #include "cmdqueue.h"
+#include "crl.h"
 #include "backoff.h"
 #include "daemon.h"
 #include "log.h"
+#include "monotonic.h"
+#include "ratelimit.h"
 #include "longpoll_internal.h"
 #include "proto.h"
 #include "soapH.h"
@@ -24,6 +27,10 @@
 
 #define BACKOFF_BASE_MS 200
 #define BACKOFF_MAX_MS 10000
+/* Our certificate refused: from 6.4 s (200 ms doubled 5 times) to a minute. */
+#define BACKOFF_REFUSED_SKIP 5
+#define BACKOFF_REFUSED_MAX_MS 60000
+#define REFUSED_REMINDER_MS (10 * 60 * 1000)
 #define WHY_MAX 300
 
 struct longpoll {
@@ -36,8 +43,10 @@ struct longpoll {
 
     pthread_mutex_t lock; /* guards the fields below */
     SOAP_SOCKET fd;       /* the thread's connection, for longpoll_stop */
+    X509 *peer;           /* the certificate the service showed on it */
     int connected;
     uint64_t epoch;
+    struct ratelimit refused_log; /* the thread's: our certificate refused */
 };
 
 /*
@@ -60,13 +69,30 @@ static SOAP_SOCKET hook_open(struct soap *soap, const char *endpoint, const char
     struct hooks *h = soap_lookup_plugin(soap, plugin_id);
     struct longpoll *lp = h->lp;
     SOAP_SOCKET fd = h->next_open(soap, endpoint, host, port);
+    X509 *cert = soap_valid_socket(fd) && soap->ssl ? SSL_get1_peer_certificate(soap->ssl) : NULL;
 
     pthread_mutex_lock(&lp->lock);
     lp->fd = fd;
+    X509_free(lp->peer);
+    lp->peer = cert;
     if (lp->stop && soap_valid_socket(fd))
         shutdown(fd, SHUT_RDWR);
     pthread_mutex_unlock(&lp->lock);
     return fd;
+}
+
+/* A reload's CRL that revokes the service we poll ends our connection to
+   it: the next one is refused by our own check of its certificate. */
+static void on_crl(void *arg, const X509_CRL *crl)
+{
+    struct longpoll *lp = arg;
+    pthread_mutex_lock(&lp->lock);
+    if (soap_valid_socket(lp->fd) && crl_lists(crl, lp->peer)) {
+        shutdown(lp->fd, SHUT_RDWR);
+        log_warnx("CRL: the %s %s presents a revoked certificate: connection closed",
+                  lp->cfg.service, lp->cfg.client->url);
+    }
+    pthread_mutex_unlock(&lp->lock);
 }
 
 static int hook_closesocket(struct soap *soap, SOAP_SOCKET fd)
@@ -237,14 +263,28 @@ int longpoll_poll_once(struct longpoll *lp, uint64_t epoch, uint64_t *ack, uint6
 static void fail(struct longpoll *lp, const char *what, const char *why, unsigned *failures,
                  char *last, size_t lastlen)
 {
-    unsigned ms = backoff_ms(*failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    /* A certificate the service refuses (revoked) stays refused until an
+       admin acts: retry slowly, and remind of it now and then. */
+    bool refused = soap_call_cert_refused();
+    unsigned ms = refused ? backoff_ms(*failures + BACKOFF_REFUSED_SKIP, BACKOFF_BASE_MS,
+                                       BACKOFF_REFUSED_MAX_MS)
+                          : backoff_ms(*failures, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    unsigned left_out;
 
     set_state(lp, 0, 0);
     if (lp->cfg.ops->down != NULL)
         lp->cfg.ops->down(lp->cfg.arg, why);
-    if (*failures == 0 || strcmp(why, last) != 0)
-        log_warnx("%s the %s %s: %s; retrying", what, lp->cfg.service, lp->cfg.client->url, why);
-    else
+    if (*failures == 0 || strcmp(why, last) != 0) {
+        log_warnx("%s the %s %s: %s; retrying%s", what, lp->cfg.service, lp->cfg.client->url, why,
+                  refused ? " at most once a minute: this service needs a valid certificate"
+                          : "");
+        if (refused)
+            ratelimit_ok(&lp->refused_log, monotonic_ms(), REFUSED_REMINDER_MS, &left_out);
+    } else if (refused &&
+               ratelimit_ok(&lp->refused_log, monotonic_ms(), REFUSED_REMINDER_MS, &left_out)) {
+        log_warnx("%s the %s %s: %s (still; %u attempts since the last such line)", what,
+                  lp->cfg.service, lp->cfg.client->url, why, left_out + 1);
+    } else
         log_debug("%s the %s %s: %s (attempt %u; next in %u ms)", what, lp->cfg.service,
                   lp->cfg.client->url, why, *failures + 1, ms);
     snprintf(last, lastlen, "%s", why);
@@ -334,6 +374,9 @@ int longpoll_start(struct longpoll *lp, char *err, size_t errlen)
         return -1;
     }
     lp->started = 1;
+    if (crl_watch(on_crl, lp) < 0)
+        log_warnx("too many CRL watchers: a reload will not close a revoked %s's connection",
+                  lp->cfg.service);
     return 0;
 }
 
@@ -360,12 +403,14 @@ void longpoll_free(struct longpoll *lp)
 {
     if (lp == NULL)
         return;
+    crl_unwatch(on_crl, lp);
     if (lp->started) {
         longpoll_stop(lp);
         pthread_join(lp->thread, NULL);
     }
     if (lp->soap != NULL)
         soap_client_free(lp->soap);
+    X509_free(lp->peer);
     pthread_mutex_destroy(&lp->lock);
     free(lp);
 }

@@ -15,10 +15,12 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "crl.h"
 #include "identity.h"
 #include "log.h"
 #include "soapH.h"
 #include "soap_util.h"
+#include "tls_peer_note.h"
 
 #define CLIENT_RECV_MAXLENGTH (1024 * 1024)
 /* Keepalive of the connections to the upstream service (see below). */
@@ -223,9 +225,17 @@ static const char *qcg_subcode(const char *code)
     return "";
 }
 
+static __thread bool cert_refused;
+
+bool soap_call_cert_refused(void)
+{
+    return cert_refused;
+}
+
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len)
 {
+    cert_refused = false;
     if (subcode && subcode_len)
         subcode[0] = '\0';
     if (msg && msg_len)
@@ -249,8 +259,17 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
     }
 
     /* Everything else leaves the connection in an unknown state: the caller
-       reconnects and retries later. */
-    if (rc == SOAP_EOF && soap->errnum == 0)
+       reconnects and retries later.  A server that refused our certificate
+       said why in its alert (TLS 1.3: after our handshake was done, so the
+       call fails at its first read or write, with an error that says
+       nothing): that is the reason. */
+    int alert = tls_alert_take();
+    cert_refused = tls_alert_refuses_cert(alert);
+    if (cert_refused)
+        snprintf(text, sizeof(text),
+                 "the server refused this service's certificate (TLS alert: %s)",
+                 SSL_alert_desc_string_long(alert));
+    else if (rc == SOAP_EOF && soap->errnum == 0)
         snprintf(text, sizeof(text), "connection closed or timed out");
     else
         soap_error_text(soap, text, sizeof(text));
@@ -274,6 +293,38 @@ struct soap_pool {
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
+}
+
+/* Whether the connection of soap is to a server whose certificate crl
+   revokes (crl NULL: the CRL in force). */
+static bool peer_revoked(struct soap *soap, const X509_CRL *crl)
+{
+    if (!soap_valid_socket(soap->socket) || soap->ssl == NULL)
+        return false;
+    X509_CRL *current = crl == NULL ? crl_current() : NULL;
+    bool revoked = crl_lists(crl != NULL ? crl : current, SSL_get0_peer_certificate(soap->ssl));
+    X509_CRL_free(current);
+    return revoked;
+}
+
+/* A reload's CRL closes the idle connections to a revoked server at once;
+   a busy one is closed when it comes back (soap_pool_put). */
+static void pool_on_crl(void *arg, const X509_CRL *crl)
+{
+    struct soap_pool *pool = arg;
+    int closed = 0;
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nidle; i++) {
+        if (peer_revoked(pool->idle[i], crl)) {
+            soap_closesock(pool->idle[i]);
+            closed++;
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (closed > 0)
+        log_warnx("CRL: the server at %s presents a revoked certificate: %d idle connection%s "
+                  "closed",
+                  pool->cfg.url, closed, closed == 1 ? "" : "s");
 }
 
 struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, char *err,
@@ -316,6 +367,10 @@ struct soap_pool *soap_pool_new(const struct soap_client_config *cfg, int size, 
     }
     pool->idle[pool->nidle++] = first;
     pool->created = 1;
+    if (crl_watch(pool_on_crl, pool) < 0)
+        log_warnx("too many CRL watchers: a reload will not close pooled connections to a "
+                  "revoked %s",
+                  pool->cfg.url);
     return pool;
 }
 
@@ -354,7 +409,7 @@ void soap_pool_put(struct soap_pool *pool, struct soap *soap, int broken)
         return;
     soap_client_reset(soap);
     soap_client_set_wait(soap, 0);
-    if (broken)
+    if (broken || peer_revoked(soap, NULL))
         soap_closesock(soap);
     pthread_mutex_lock(&pool->lock);
     if (pool->nidle < pool->size) {
@@ -373,6 +428,7 @@ void soap_pool_free(struct soap_pool *pool)
 {
     if (pool == NULL)
         return;
+    crl_unwatch(pool_on_crl, pool);
     for (int i = 0; i < pool->nidle; i++)
         soap_client_free(pool->idle[i]);
     pthread_cond_destroy(&pool->freed);

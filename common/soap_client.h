@@ -6,6 +6,7 @@
 #ifndef QCG_SOAP_CLIENT_H
 #define QCG_SOAP_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "soap_server.h"
 
@@ -46,6 +47,11 @@ enum call_status {
    errors msg says what happened.  Returns the status. */
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len);
+
+/* Whether the last soap_call_status of this thread was a transport error
+   because the server refused our certificate (its TLS alert: revoked,
+   expired, unknown CA...): retrying soon will not help. */
+bool soap_call_cert_refused(void);
 
 /* A small pool of client contexts for threads that call upstream concurrently. */
 struct soap_pool;

@@ -37,7 +37,9 @@
 #include "proto.h"
 #include "ratelimit.h"
 #include "soapH.h"
+#include "soap_server_internal.h"
 #include "soap_util.h"
+#include "tls_peer_note.h"
 #include "sockaddr_text.h"
 #include "x509_text.h"
 
@@ -55,57 +57,6 @@ const char *qcg_wsdl_text(void);
 /* How long run() waits for connection threads after a stop: long enough for a
    stalled peer to hit the I/O timeout, bounded so a stop always completes. */
 #define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
-
-struct conn;
-
-/* The connections of one address in the handshake stage. */
-struct stage_host {
-    char host[64];
-    int count;
-};
-
-struct soap_server {
-    struct soap *master;
-    int port;
-    int max_connections, max_per_identity, max_handshakes, per_address, handshake_ms;
-    void *user;
-    volatile sig_atomic_t stop;
-    void (*on_stop)(void *);
-    void *on_stop_arg;
-    int (*orig_parsehdr)(struct soap *, const char *, const char *);
-    int (*orig_closesocket)(struct soap *, SOAP_SOCKET);
-
-    pthread_mutex_t lock; /* protects what follows */
-    pthread_cond_t changed;
-    int active;                 /* connection threads alive */
-    int served;                 /* authenticated connections holding a slot */
-    int handshaking;            /* connections in the handshake stage */
-    struct dlist conns;         /* of struct conn: theirs, to cut them off at stop */
-    struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
-    struct htable *stage_hosts; /* of struct stage_host, by address */
-    uint64_t seed;              /* of their hashes */
-    struct ratelimit refused_rl; /* the refusal lines */
-};
-
-/* One accepted connection; soap->user of its context points here. */
-struct conn {
-    struct soap_server *server;
-    struct soap *soap;
-    struct identity identity;
-    int fd; /* -1 once closed; guarded by server->lock */
-    char peer[64];
-    char host[64];     /* the peer's address alone, for the per-address bound */
-    struct dlink link; /* in server->conns */
-    /* Guarded by server->lock: */
-    struct dlink in_stage; /* in server->stage while staged */
-    bool staged;
-    bool expired; /* its handshake deadline passed, or cut for another: shut down */
-    bool cut;     /* cut for a newcomer (logged then) */
-    struct stage_host *stage_host;
-    bool authenticated; /* counted against its identity's bound */
-    bool serving;       /* holds a slot */
-    uint64_t deadline_ms;
-};
 
 /* "PEER: WHY" for a connection refused before it was served: at most ten
    lines a second (a burst of refusals is seen in full, a flood is not
@@ -312,6 +263,44 @@ static void stage_cut(struct soap_server *srv, struct conn *victim, const char *
     unstage(srv, victim);
 }
 
+/* The peer's certificate kept for the reloads to come (soap_server_revoke.c);
+   -1 when a CRL loaded since the handshake revokes it. */
+static int keep_cert(struct soap_server *srv, struct conn *c)
+{
+    X509 *cert = SSL_get1_peer_certificate(c->soap->ssl);
+    pthread_mutex_lock(&srv->lock);
+    c->cert = cert;
+    int rc = soap_server_revoked_now(c) ? -1 : 0;
+    pthread_mutex_unlock(&srv->lock);
+    return rc;
+}
+
+/* After a refused handshake: the client's first request may be in our
+   buffer already (TLS 1.3 clients send it with their Finished), and a close
+   with unread data is a reset, which can overtake the alert that says why
+   (`certificate revoked`).  So half-close, read what comes for a moment,
+   then close. */
+#define LINGER_MS 1000
+static void linger_close(struct conn *c)
+{
+    pthread_mutex_lock(&c->server->lock);
+    int fd = c->fd;
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    pthread_mutex_unlock(&c->server->lock);
+    if (fd < 0)
+        return;
+    uint64_t end = monotonic_ms() + LINGER_MS;
+    char sink[4096];
+    for (;;) {
+        uint64_t now = monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) != 1 ||
+            recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+            break;
+    }
+}
+
 /* Out of the handshake stage into a slot of authenticated work: false (and
    logged) when its identity holds its bound already, when it expired
    meanwhile, or when no slot frees within SOAP_SERVER_SLOT_WAIT_S. */
@@ -379,9 +368,13 @@ static void *conn_main(void *arg)
         else if (c->expired)
             refused(srv, c->peer, "refused: TLS handshake not done within %d ms",
                     srv->handshake_ms);
-        else
-            refused(srv, c->peer, "TLS handshake failed: %s", msg);
+        else {
+            char who[320];
+            tls_refused_take(who, sizeof(who));
+            refused(srv, c->peer, "TLS handshake failed: %s%s", msg, who);
+        }
         pthread_mutex_unlock(&srv->lock);
+        linger_close(c);
     } else if (identity_check_usage(soap->ssl, false, msg, sizeof(msg)) < 0) {
         pthread_mutex_lock(&srv->lock);
         refused(srv, c->peer, "refused: %s", msg);
@@ -389,6 +382,14 @@ static void *conn_main(void *arg)
     } else if (identity_from_ssl(soap->ssl, &c->identity) < 0) {
         /* Not rate-limited: only holders of a grid CA certificate get here. */
         log_warnx("%s: refused: the certificate does not name a qcg role and name", c->peer);
+    } else if (keep_cert(srv, c) < 0) {
+        char serial[80] = "?";
+        if (c->cert != NULL)
+            x509_serial_text(c->cert, serial, sizeof(serial));
+        pthread_mutex_lock(&srv->lock);
+        refused(srv, c->peer, "refused: %s %s (serial %s): certificate revoked by the CRL loaded "
+                "during its handshake", role_name(c->identity.role), c->identity.name, serial);
+        pthread_mutex_unlock(&srv->lock);
     } else if (take_slot(srv, c)) {
         if (log_get_level() >= LOG_LEVEL_DEBUG) {
             /* The serial tells which of a renewed service's certificates it used. */
@@ -427,6 +428,7 @@ static void *conn_main(void *arg)
     srv->active--;
     pthread_cond_broadcast(&srv->changed);
     pthread_mutex_unlock(&srv->lock);
+    X509_free(c->cert);
     free(c);
     return NULL;
 }
@@ -505,6 +507,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->orig_parsehdr = m->fparsehdr;
     srv->orig_closesocket = m->fclosesocket;
 
+    m->fsslverify = tls_note_refusals(m->fsslverify);
     if (soap_ssl_server_context(m,
                                 SOAP_SSL_REQUIRE_CLIENT_AUTHENTICATION |
                                     SOAP_SSL_NO_DEFAULT_CA_PATH | SOAP_TLSv1_2 | SOAP_TLSv1_3,
@@ -527,6 +530,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
         soap_server_free(srv);
         return NULL;
     }
+    soap_server_watch_crl(srv);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (getsockname(m->master, (struct sockaddr *)&ss, &sl) == 0)
@@ -703,6 +707,12 @@ void soap_server_stop(struct soap_server *srv)
         srv->stop = 1;
 }
 
+void soap_server_on_revoked(struct soap_server *srv,
+                            void (*fn)(void *user, const struct identity *id))
+{
+    srv->on_revoked = fn;
+}
+
 void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg)
 {
     srv->on_stop = fn;
@@ -714,6 +724,7 @@ void soap_server_free(struct soap_server *srv)
     if (srv == NULL)
         return;
     srv->stop = 1;
+    soap_server_unwatch_crl(srv);
     if (drain(srv, SERVER_DRAIN_SECONDS) > 0) {
         /* Threads still use the master's TLS context and our lock: leaking is
            the only safe choice left. */

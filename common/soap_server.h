@@ -67,6 +67,13 @@ void soap_server_stop(struct soap_server *srv);
    it waits for the connections; a daemon closes its long-poll queues here
    (cmdqueue_close) so waiting operations return at once. */
 void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg);
+/* Optional: a reload's CRL (crl.h) closes every connection whose
+   certificate it revokes, at once (a warn line per certificate); when that
+   leaves a peer no connection with a certificate still valid, fn(user, id)
+   is called from the reloading thread so the daemon drops that peer's state
+   as a withdrawal does.  Set before run(). */
+void soap_server_on_revoked(struct soap_server *srv,
+                            void (*fn)(void *user, const struct identity *id));
 void soap_server_free(struct soap_server *srv);
 /* The port actually bound (useful when the config said 0). */
 int soap_server_port(const struct soap_server *srv);

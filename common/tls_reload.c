@@ -26,6 +26,7 @@
 #include "identity.h"
 #include "log.h"
 #include "soap_server.h"
+#include "tls_peer_note.h"
 #include "x509_text.h"
 
 /* What a handshake uses; immutable once made, freed with its last reference. */
@@ -232,10 +233,11 @@ static void creds_text(const struct creds *c, char *buf, size_t len)
 }
 
 /* At the start of each handshake: the set in force, kept for this
-   connection, and the CAs it trusts. */
+   connection, and the CAs it trusts.  And at every alert the peer sends:
+   a fatal one is noted for the line that reports the failure. */
 static void on_handshake(const SSL *cssl, int where, int ret)
 {
-    (void)ret;
+    tls_note_alert(where, ret);
     if (!(where & SSL_CB_HANDSHAKE_START))
         return;
     /* OpenSSL passes the connection's own (mutable) object as const. */
@@ -274,6 +276,29 @@ static int on_certificate(SSL *ssl, void *arg)
     return SSL_use_cert_and_key(ssl, c->cert, c->key, c->chain, 1) == 1;
 }
 
+/* An error line when crl revokes set's certificate: peers that load the
+   same list refuse this service, and so does the service its own
+   --stats.  crl_path NULL: the CRL loaded at start. */
+static void own_revoked(const struct tls_set *set, const X509_CRL *crl, const char *crl_path)
+{
+    if (crl == NULL || !crl_lists(crl, set->current->cert))
+        return;
+    char text[256];
+    creds_text(set->current, text, sizeof(text));
+    log_error("the CRL%s%s revokes this service's own certificate %s (%s): every peer that loads "
+              "this CRL refuses it, and so does this service its own --stats; issue a new "
+              "certificate (qcg-certs issue --force) and reload",
+              crl_path ? " " : "", crl_path ? crl_path : "", set->certkey, text);
+}
+
+void tls_reload_own_revoked(const X509_CRL *crl, const char *crl_path)
+{
+    pthread_mutex_lock(&lock);
+    for (struct tls_set *s = sets; s != NULL; s = s->next)
+        own_revoked(s, crl, crl_path);
+    pthread_mutex_unlock(&lock);
+}
+
 /* The set of these files, made and loaded at the first call; NULL with a
    reason in err.  Called with lock held. */
 static struct tls_set *set_of(const struct tls_files *tls, bool server, char *err, size_t errlen)
@@ -292,6 +317,9 @@ static struct tls_set *set_of(const struct tls_files *tls, bool server, char *er
             creds_text(s->current, text, sizeof(text));
             /* Debug: command-line tools load a set too, and print info. */
             log_debug("certificate %s: %s", s->certkey, text);
+            X509_CRL *crl = crl_current();
+            own_revoked(s, crl, NULL);
+            X509_CRL_free(crl);
             s->next = sets;
             sets = s;
             return s;

@@ -36,5 +36,8 @@ int tls_reload_attach(SSL_CTX *ctx, const struct tls_files *tls, bool server, ch
    is refused as a whole: an error line names the file and why, and the old
    set stays. */
 int tls_reload_all(void);
+/* An error line for each of the service's own certificates that crl (just
+   loaded from crl_path) revokes; called by crl.c. */
+void tls_reload_own_revoked(const X509_CRL *crl, const char *crl_path);
 
 #endif

@@ -18,6 +18,7 @@ struct frontend_config {
     char *ca;
     char *cert;
     char *crl;
+    int crl_accept_older; /* reloads take an expired or older CRL too */
     char *broker;
     char *cluster;
     char *kind;

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "crl.h"
 #include "daemon.h"
 #include "frontend.h"
 #include "frontend_config.h"
 #include "log.h"
+#include "revoked.h"
 #include "soap_server.h"
 #include "stats_query.h"
 #include "store.h"
@@ -50,11 +52,13 @@ int main(int argc, char **argv)
     }
 
     log_init("frontend", (enum log_level)cfg.log_level_value, cfg.syslog != 0);
+    /* A setup error (a file that does not load: certificate, CA, CRL) is
+       a configuration error: exit status 2, as documented. */
     struct frontend *fe = frontend_new(&cfg, err, sizeof(err));
     if (fe == NULL) {
         log_error("%s", err);
         frontend_config_free(&cfg);
-        return 1;
+        return 2;
     }
     struct soap_server_config scfg = {
         .listen_addr = cfg.listen,
@@ -68,10 +72,12 @@ int main(int argc, char **argv)
         log_error("%s", err);
         frontend_free(fe);
         frontend_config_free(&cfg);
-        return 1;
+        return 2;
     }
     soap_server_on_stop(server, close_queues, fe);
+    soap_server_on_revoked(server, frontend_revoked);
     static volatile sig_atomic_t stop;
+    crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, server);
 
     struct upstream *up = upstream_start(fe, err, sizeof(err));

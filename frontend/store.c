@@ -272,6 +272,22 @@ size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **
     return total;
 }
 
+size_t store_node_drop(struct store *store, const char *name, struct withdrawal **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    pthread_mutex_lock(&store->lock);
+    struct node_rec *rec = node_present(store, name);
+    size_t held = strmap_count(store->contacts);
+    if (rec != NULL && (held == 0 || (*out = calloc(held, sizeof(**out))) != NULL)) {
+        n = node_contacts_take(store, name, *out);
+        rec->expired = 1;
+        store->version++;
+    }
+    pthread_mutex_unlock(&store->lock);
+    return n;
+}
+
 static void close_queue(const char *key, void *value, void *arg)
 {
     (void)key;

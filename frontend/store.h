@@ -84,6 +84,10 @@ uint64_t store_node_push(struct store *store, const char *name, const struct com
 size_t store_expire(struct store *store, uint64_t lease_ms, struct withdrawal **out, size_t *nodes);
 /* Wakes every helper's pending poll for good (shutdown). */
 void store_close_queues(struct store *store);
+/* The node is gone at once, as if its lease had run out (its helper's
+   certificate was revoked): its contacts as withdrawals in *out (free with
+   store_secrets_free), their count returned; 0 when it was not there. */
+size_t store_node_drop(struct store *store, const char *name, struct withdrawal **out);
 
 /* Adds or replaces (job, rank); forgets a pending withdrawal of it.  -1 when
    out of memory. */

@@ -57,6 +57,7 @@ struct helper_config {
     char *ca;
     char *cert;          /* certificate chain and key in one PEM */
     char *crl;           /* the grid's revocation list, optional */
+    int crl_accept_older; /* reloads take an expired or older CRL too */
     char *cluster;       /* default: from the certificate's CN */
     char *node;
     char *address;       /* the node's address inside its site */

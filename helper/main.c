@@ -11,6 +11,7 @@
 
 #include "attempts.h"
 #include "contacts.h"
+#include "crl.h"
 #include "daemon.h"
 #include "ephemeral.h"
 #include "helper.h"
@@ -241,6 +242,7 @@ static int run(struct helper_config *cfg)
     ephemeral_warn(cfg->ports[0], cfg->ports[1]);
     uv_async_init(&h.loop, &h.stop_async, on_stop);
     h.stop_async.data = &h;
+    crl_set_accept_older(cfg->crl_accept_older != 0);
     daemon_signals(&h.stop, signal_stop, &h.stop_async);
     if (upstream_start(h.up, err, sizeof(err)) < 0) {
         log_error("%s", err);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alive.h"
+#include "crl.h"
 #include "daemon.h"
 #include "identity.h"
 #include "log.h"
@@ -160,6 +161,7 @@ int main(int argc, char **argv)
         log_info("no broker configured: the broker cannot tell whether this proxy is alive");
     }
 
+    crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_all, &px);
     pthread_t tid;
     if (pthread_create(&tid, NULL, relay_thread, &px) != 0)

@@ -22,7 +22,9 @@ const struct config_option proxy_options[] = {
      "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required; "
      "reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+    {"crl-accept-older", CONFIG_BOOL, OPT(crl_accept_older), 0, 0, "no",
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
     {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,
      "the token key shared with the broker: 64 hex characters, mode 0600, required"},
     {"token-skew", CONFIG_INT, OPT(token_skew), 0, 86400, "300",

@@ -16,6 +16,7 @@ struct proxy_config {
     char *ca;
     char *cert;
     char *crl;
+    int crl_accept_older; /* reloads take an expired or older CRL too */
     char *key_file;
     int token_skew;   /* seconds a token is still accepted after its expiry */
     int pair_timeout; /* seconds a connection waits for the other side */

@@ -13,7 +13,8 @@
 # per service, logs, pid files and the lab's job secret live in the state dir:
 #
 #   certs/  ca.crt, broker-broker.pem, frontend-<site>.pem, helper-<site>-<node>.pem,
-#           proxy-lab.pem, proxy-lab2.pem, proxy.key (the token key broker and proxy share, 0600)
+#           proxy-lab.pem, proxy-lab2.pem, proxy.key (the token key broker and proxy share, 0600),
+#           crl.pem (every service loads it: crl =)
 #   etc/    <service>.conf            log/  <service>.log, certs.log
 #   run/    <service>.pid             nodes/<node>/helper.sock
 #   job-secret (0600)
@@ -225,6 +226,11 @@ certs_ensure() {
 		cert_issue "helper-${NODE_SITE[$n]}-$n.pem" helper "${NODE_SITE[$n]}/$n"
 	done
 	cert_wait
+	# A lab made before init wrote one: every service loads the list.
+	if [ ! -s "$CERT_DIR/crl.pem" ]; then
+		"$CERTS_TOOL" --dir "$CERT_DIR" crl >>"$LOG_DIR/certs.log" 2>&1 ||
+			die "qcg-certs crl failed: $(tail -n 3 "$LOG_DIR/certs.log")"
+	fi
 }
 
 # A proxy service's certificate name and ports.
@@ -250,6 +256,7 @@ svc_config() {
 			port = $BROKER_PORT
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/broker-broker.pem
+			crl = $CERT_DIR/crl.pem
 			log-level = $SVC_LOG_LEVEL
 			proxy = $(lab_proxies)
 			proxy-key = $CERT_DIR/proxy.key
@@ -263,6 +270,7 @@ svc_config() {
 			control-port = $(proxy_control_port "$name")
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/proxy-$(proxy_name "$name").pem
+			crl = $CERT_DIR/crl.pem
 			key-file = $CERT_DIR/proxy.key
 			broker = $BROKER_URL
 			log-level = $SVC_LOG_LEVEL
@@ -277,6 +285,7 @@ svc_config() {
 			kind = $(frontend_kind "$s")
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/frontend-$s.pem
+			crl = $CERT_DIR/crl.pem
 			log-level = $SVC_LOG_LEVEL
 		EOF
 		# The site's LAN: its nodes' addresses.  Open and firewalled sites' nodes
@@ -295,6 +304,7 @@ svc_config() {
 			ports = $(helper_ports "$n")
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/helper-${NODE_SITE[$n]}-$n.pem
+			crl = $CERT_DIR/crl.pem
 			log-level = $SVC_LOG_LEVEL
 		EOF
 		if helper_unprivileged "$n"; then

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034 # LAB, LAB_STATE, TEST_DIR: for the tests sourcing this.
+# shellcheck shell=bash disable=SC2034 # LAB, LAB_STATE, TEST_DIR, progs: for the tests sourcing this.
 # Shared by the lab tests (sourced).  A lab test exits 77, after saying why, when it
 # cannot run here: ctest reports it as skipped (SKIP_RETURN_CODE 77).
 set -euo pipefail
@@ -116,6 +116,13 @@ require_services() {
 	owner=$(sed -n 's/^BUILD_DIR=//p' "$LAB_STATE/config")
 	[ "$(readlink -f "$owner")" = "$(readlink -f "$QCG_BUILD_DIR")" ] ||
 		fail "the lab runs the services of $owner, not of $QCG_BUILD_DIR: another lab test suite running?"
+}
+
+# mpirun installed and the MPI test programs built; sets progs, where they are.
+require_mpi_programs() {
+	command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed"
+	progs=$QCG_BUILD_DIR/tests/mpi
+	[ -x "$progs/qcg-mpi-allpairs" ] || skip "the MPI test programs are not built in $progs"
 }
 
 scratch() {
