@@ -7,16 +7,20 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+bool tcp_unacked(int fd)
+{
+    int queued = 0;
+
+    return ioctl(fd, SIOCOUTQ, &queued) == 0 && queued > 0;
+}
+
 enum tcp_stall tcp_stall_check(int fd, uint64_t now_us, uint64_t timeout_us, uint64_t *since_us)
 {
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
     uint64_t since, last_ack;
-    int queued = 0;
 
-    /* Bytes written and not acknowledged, sent or not (a zero window's too:
-       the kernel sends them later without us). */
-    if (ioctl(fd, SIOCOUTQ, &queued) < 0 || queued == 0) {
+    if (!tcp_unacked(fd)) {
         *since_us = 0;
         return TCP_STALL_IDLE;
     }

@@ -12,6 +12,7 @@
 #ifndef QCG_TCP_STALL_H
 #define QCG_TCP_STALL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum tcp_stall {
@@ -19,6 +20,11 @@ enum tcp_stall {
     TCP_STALL_NO = 0,    /* in flight, acknowledged lately or not overdue */
     TCP_STALL_YES = 1,   /* nothing acknowledged for timeout_us */
 };
+
+/* Whether fd holds bytes written and not acknowledged by the peer's kernel,
+   sent or not (a zero window's too: the kernel sends them later without
+   us). */
+bool tcp_unacked(int fd);
 
 /* fd's state at now_us (a monotonic clock in microseconds).  *since_us (0
    at first) is the caller's per-connection memory: the first call that

@@ -11,18 +11,17 @@
    the connection reaches it even while the application is not accepting.
    Deadlines are kept by a timerfd in the I/O set. */
 #include <errno.h>
-#include <linux/sockios.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "tcp_stall.h"
 #include "tls_psk.h"
 
 static int epoll_set(int epfd, int fd, uint32_t events)
@@ -467,10 +466,8 @@ static void handshake(qcg_ctx *ctx, struct pending *p)
    connection at 10 s failed the job. */
 static bool answer_in_flight(const struct pending *p, uint64_t now)
 {
-    int queued = 0;
-
     return tls_hs_answered(p->tls) && now - p->start_us < ACCEPT_ANSWER_MAX_MS * 1000u &&
-           ioctl(p->fd, SIOCOUTQ, &queued) == 0 && queued > 0;
+           tcp_unacked(p->fd);
 }
 
 /* A deadline passed: the connection goes, not counted in refused (we
