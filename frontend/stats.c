@@ -30,6 +30,9 @@ int stats_collect(struct frontend *fe, struct counter_value *out, int max)
         {"quota_waited", atomic_load(&c->quota_waited)},
         {"contacts_expired", atomic_load(&c->contacts_expired)},
         {"contacts_dropped", store_contacts_dropped(fe->store)},
+        {"reports_forwarded", atomic_load(&c->reports_forwarded)},
+        {"reports_refused", atomic_load(&c->reports_refused)},
+        {"reports_dropped", atomic_load(&c->reports_dropped)},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)
