@@ -76,6 +76,7 @@ struct traverse {
     unsigned pending; /* batches and handles to finish before the memory goes */
     int closed, free_asked;
     struct ratelimit refused_rl;          /* "refused a SYN to inject": an order can repeat */
+    struct ratelimit timeout_rl;          /* watches and injections that timed out */
     struct shipped shipped[SHIPPED_KEPT]; /* the last SYNs shipped, a ring */
     unsigned next_shipped;
 };
@@ -90,8 +91,10 @@ struct del_batch {
     char err[WHY_MAX];
 };
 
-/* At most one line a second about refused injections. */
+/* At most one line a second about refused injections, one every 10 s about
+   timeouts. */
 #define REFUSED_LOG_MS 1000
+#define TIMEOUT_LOG_MS 10000
 
 static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len);
 
@@ -319,15 +322,23 @@ static void on_timeout(uv_timer_t *h)
     char a[INET_ADDRSTRLEN];
     unsigned long long ms = (unsigned long long)(uv_now(p->t->loop) - p->start_ms);
 
+    unsigned left_out;
+    /* The connect that asked falls back and says why; in a storm many do,
+       so one line per TIMEOUT_LOG_MS here. */
+    bool log = ratelimit_ok(&p->t->timeout_rl, monotonic_ms(), TIMEOUT_LOG_MS, &left_out);
+
     ntoa(p->peer, a);
     if (p->kind == PLAN_WATCH) {
-        log_warnx("no SYN towards %s port %u within %llu ms", a, p->peer_port, ms);
+        if (log)
+            log_warnx("no SYN towards %s port %u within %llu ms (%u such lines left out)", a,
+                      p->peer_port, ms, left_out);
         finish(p, -ETIMEDOUT, NULL, 0, "no SYN towards %s port %u within %llu ms", a, p->peer_port,
                ms);
     } else {
-        log_warnx("port %u: no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours sent "
-                  "as SYNs)",
-                  p->port, a, p->peer_port, ms, p->synacks);
+        if (log)
+            log_warnx("port %u: no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours "
+                      "sent as SYNs; %u such lines left out)",
+                      p->port, a, p->peer_port, ms, p->synacks, left_out);
         finish(p, -ETIMEDOUT, NULL, 0,
                "no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours "
                "sent as SYNs)",
