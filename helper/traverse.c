@@ -37,7 +37,7 @@ struct shipped {
     uint16_t dport, sport;
     uint32_t seq;
 };
-#define SHIPPED_KEPT 64
+#define SHIPPED_KEPT 1024
 
 /* One planned connection: a SYN to watch for, or a SYN injected and its
    handshake to complete. */
