@@ -9,7 +9,7 @@
 
 #include "cache.h"
 #include "frontend_config.h"
-#include "reports.h"
+#include "report_batch.h"
 #include "store.h"
 
 /* Time plus randomness: a restarted frontend never reuses an epoch, so its

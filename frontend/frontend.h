@@ -45,7 +45,7 @@ struct frontend {
     struct soap_pool *pool;             /* relayed helper calls */
     struct frontend_counters counters;
     struct rates *rates;              /* per-node rates (rates.h) */
-    struct reports *reports;          /* the nodes' reports, sent on in batches (reports.h) */
+    struct reports *reports;          /* the nodes' reports, sent on in batches (report_batch.h) */
     atomic_int broker_single_reports; /* an older broker: no qcg__reports */
 };
 

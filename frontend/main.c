@@ -10,7 +10,7 @@
 #include "crl.h"
 #include "daemon.h"
 #include "frontend.h"
-#include "reports.h"
+#include "report_batch.h"
 #include "frontend_config.h"
 #include "log.h"
 #include "revoked.h"

@@ -5,6 +5,7 @@
  * trusted beyond what the caller's certificate allows.
  */
 #include <openssl/crypto.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@
 #include "monotonic.h"
 #include "ratelimit.h"
 #include "rates.h"
-#include "reports.h"
+#include "report_batch.h"
 #include "stats.h"
 #include "store.h"
 
@@ -462,25 +463,38 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int
 
 /* The caller speaks for rank `rank` of `job`: published from this cluster,
    with the job's verifier.  SOAP_OK or the fault. */
-static int check_member(struct soap *soap, struct frontend *fe, const char *op,
-                        const struct identity *id, const char *job, const char *verifier, int rank)
+/* Whether rank of job is published here with this verifier: 0, or 1 when
+   the caller's node is not registered here, or -1, with why. */
+static int member_why(struct frontend *fe, const struct identity *id, const char *job,
+                      const char *verifier, int rank, char *why, size_t whylen)
 {
-    char why[300];
     struct contact_info from;
     if (store_contact_get(fe->store, job, rank, &from) < 0) {
         struct node_info node;
         if (id != NULL && store_node_get(fe->store, id->node, &node) < 0)
-            return unregistered(soap, fe, op, id);
-        snprintf(why, sizeof(why), "rank %d of job %s is not published from cluster %s", rank, job,
+            return 1;
+        snprintf(why, whylen, "rank %d of job %s is not published from cluster %s", rank, job,
                  fe->cluster);
-        return deny(soap, fe, op, id, why);
+        return -1;
     }
     int verifier_ok = verifier_equal(from.verifier, verifier);
     OPENSSL_cleanse(from.verifier, sizeof(from.verifier));
     if (!verifier_ok) {
-        snprintf(why, sizeof(why), "wrong secret for job %s (its verifier differs)", job);
-        return deny(soap, fe, op, id, why);
+        snprintf(why, whylen, "wrong secret for job %s (its verifier differs)", job);
+        return -1;
     }
+    return 0;
+}
+
+static int check_member(struct soap *soap, struct frontend *fe, const char *op,
+                        const struct identity *id, const char *job, const char *verifier, int rank)
+{
+    char why[300];
+    int rc = member_why(fe, id, job, verifier, rank, why, sizeof(why));
+    if (rc > 0)
+        return unregistered(soap, fe, op, id);
+    if (rc < 0)
+        return deny(soap, fe, op, id, why);
     return SOAP_OK;
 }
 
@@ -620,6 +634,36 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     return SOAP_OK;
 }
 
+/* A report's fields: NULL when well-formed, else why not. */
+static const char *report_fields_bad(const char *job, const char *verifier, int from_rank,
+                                     int to_rank, const char *technique, int ok, int setup_ms,
+                                     const char *why)
+{
+    const char *bad = job_fields_bad(job, verifier, from_rank);
+    if (bad == NULL && to_rank < 0)
+        bad = "rank must not be negative";
+    if (bad == NULL && (technique == NULL || technique_parse(technique) <= (int)TECH_NONE))
+        bad = "technique: not a technique name";
+    if (bad == NULL && (setup_ms < 0 || (ok != 0 && ok != 1)))
+        bad = "ok must be 0 or 1 and setupMs not negative";
+    if (bad == NULL && why != NULL && strlen(why) > REPORT_WHY_MAX)
+        bad = "why: too long";
+    return bad;
+}
+
+static struct report_item report_item_of(const char *job, const char *verifier, int from_rank,
+                                         int to_rank, const char *technique, int ok, int setup_ms,
+                                         const char *why)
+{
+    struct report_item r = {
+        .from_rank = from_rank, .to_rank = to_rank, .ok = ok, .setup_ms = setup_ms};
+    snprintf(r.job, sizeof(r.job), "%s", job);
+    snprintf(r.verifier, sizeof(r.verifier), "%s", verifier);
+    snprintf(r.technique, sizeof(r.technique), "%s", technique);
+    snprintf(r.why, sizeof(r.why), "%s", why != NULL ? why : "");
+    return r;
+}
+
 int qcg__report(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
 {
@@ -628,15 +672,8 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     const struct identity *id;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
-    const char *bad = job_fields_bad(job, verifier, fromRank);
-    if (bad == NULL && toRank < 0)
-        bad = "rank must not be negative";
-    if (bad == NULL && (technique == NULL || technique_parse(technique) <= (int)TECH_NONE))
-        bad = "technique: not a technique name";
-    if (bad == NULL && (setupMs < 0 || (ok != 0 && ok != 1)))
-        bad = "ok must be 0 or 1 and setupMs not negative";
-    if (bad == NULL && why != NULL && strlen(why) > REPORT_WHY_MAX)
-        bad = "why: too long";
+    const char *bad =
+        report_fields_bad(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (bad != NULL)
         return invalid(soap, op, id, bad);
     if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
@@ -646,15 +683,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
-    /* Answered now, sent on with others (reports.h): the helper's request
+    /* Answered now, sent on with others (report_batch.h): the helper's request
        is not held for the broker's answer. */
-    struct report_item r = {
-        .from_rank = fromRank, .to_rank = toRank, .ok = ok, .setup_ms = setupMs};
-    snprintf(r.job, sizeof(r.job), "%s", job);
-    snprintf(r.verifier, sizeof(r.verifier), "%s", verifier);
-    snprintf(r.technique, sizeof(r.technique), "%s", technique);
-    snprintf(r.why, sizeof(r.why), "%s", why != NULL ? why : "");
-    if (!reports_add(fe->reports, &r)) {
+    struct report_item r =
+        report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
+    bool queued = reports_add(fe->reports, &r);
+    OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
+    if (!queued) {
         atomic_fetch_add(&fe->counters.reports_dropped, 1);
         return unavailable(soap, op, "too many reports wait for the broker");
     }
@@ -662,16 +697,58 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     return SOAP_OK;
 }
 
+/* Refused reports of a batch: counted, one line a second (a refusal here
+   is mostly a race: the process's contact went first). */
+static struct ratelimit_locked batch_log = RATELIMIT_LOCKED_INIT;
+
 int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
                  struct qcg__reportsResponse *response)
 {
-    (void)attempts;
-    (void)response;
-    struct frontend *fe = soap_server_state(soap);
-    if (soap_check_version(soap, version) != 0)
+    static const char op[] = "reports";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
-    return deny(soap, fe, "reports", soap_caller(soap),
-                "reports is served by the broker; a frontend takes report");
+    int n = attempts != NULL && attempts->attempt != NULL ? attempts->__sizeAttempt : 0;
+    if (n < 0 || n > QCG_REPORTS_MAX)
+        return invalid(soap, op, id, "too many reports in one call");
+    char reason[256];
+    if (!store_link(fe->store, reason, sizeof(reason)))
+        return unavailable(soap, op, reason);
+    int accepted = 0;
+    for (int i = 0; i < n; i++) {
+        const struct qcg__attempt *a = &attempts->attempt[i];
+        char why[300];
+        const char *bad = report_fields_bad(a->job, a->verifier, a->fromRank, a->toRank,
+                                            a->technique, a->ok, a->setupMs, a->why);
+        if (bad == NULL &&
+            member_why(fe, id, a->job, a->verifier, a->fromRank, why, sizeof(why)) != 0)
+            bad = why;
+        if (bad == NULL && !rates_take(fe->rates, id->node, RATE_REPORT, 0)) {
+            atomic_fetch_add(&fe->counters.quota_refused, 1);
+            bad = "over the node's rate of reports (node-reports)";
+        }
+        if (bad == NULL) {
+            struct report_item r = report_item_of(a->job, a->verifier, a->fromRank, a->toRank,
+                                                  a->technique, a->ok, a->setupMs, a->why);
+            bool queued = reports_add(fe->reports, &r);
+            OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
+            if (queued) {
+                accepted++;
+                continue;
+            }
+            atomic_fetch_add(&fe->counters.reports_dropped, 1);
+            bad = "too many reports wait for the broker";
+        }
+        unsigned left_out = 0;
+        atomic_fetch_add(&fe->counters.denied, 1);
+        if (ratelimit_locked_ok(&batch_log, monotonic_ms(), 1000, 1, &left_out))
+            log_info("a report of %s refused: %s (%u such lines left out)", id->name, bad,
+                     left_out);
+    }
+    response->version = QCG_PROTOCOL_VERSION;
+    response->accepted = accepted;
+    return SOAP_OK;
 }
 
 /* A report is advice: what the broker cannot take is counted and logged

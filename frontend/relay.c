@@ -1,5 +1,5 @@
 #include "relay.h"
-#include "reports.h"
+#include "report_soap.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -160,21 +160,9 @@ int relay_reports(struct soap *soap, const char *url, const struct report_item *
                   int *accepted, struct relay_error *err)
 {
     struct qcg__reportsResponse resp;
-    struct qcg__attempts list = {.__sizeAttempt = n,
-                                 .attempt = soap_malloc(soap, (size_t)n * sizeof(*list.attempt))};
-    if (list.attempt == NULL)
+    struct qcg__attempts list;
+    if (report_attempts(soap, items, n, &list) < 0)
         return malformed(err, "reports: out of memory");
-    for (int i = 0; i < n; i++) {
-        const struct report_item *r = &items[i];
-        list.attempt[i] = (struct qcg__attempt){.job = (char *)r->job,
-                                                .verifier = (char *)r->verifier,
-                                                .fromRank = r->from_rank,
-                                                .toRank = r->to_rank,
-                                                .technique = (char *)r->technique,
-                                                .ok = r->ok,
-                                                .setupMs = r->setup_ms,
-                                                .why = r->why[0] != '\0' ? (char *)r->why : NULL};
-    }
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__reports(soap, url, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
     if (call_failed(soap, rc, err) < 0)

@@ -34,6 +34,8 @@ void do_request(uv_work_t *work)
     case LOCAL_WITHDRAW:
         contacts_sync_shared(srv->cs);
         if (!r->skip_upstream) {
+            /* Its reports first: they are checked against the contact. */
+            upstream_reports_flush(srv->up);
             r->rc = upstream_withdraw(srv->up, &r->contact, r->msg, sizeof(r->msg));
             if (r->rc == QCG_EUPSTREAM)
                 contacts_orphan_add(srv->cs, &r->contact);

@@ -35,6 +35,9 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->lp = upstream_poll_new(u, err, errlen);
     if (u->lp == NULL)
         goto fail;
+    u->reports = reports_new(upstream_send_reports, u, err, errlen);
+    if (u->reports == NULL)
+        goto fail;
     return u;
 fail:
     upstream_free(u);
@@ -77,6 +80,8 @@ void upstream_free(struct upstream *u)
 {
     if (u == NULL)
         return;
+    /* The last reports go while the pool is there. */
+    reports_free(u->reports);
     longpoll_free(u->lp);
     if (u->pool != NULL)
         soap_pool_free(u->pool);

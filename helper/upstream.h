@@ -65,9 +65,14 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
    plan's token. */
 int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
                       size_t msglen);
-/* How a process's attempt ended, for the broker's outcome memory. */
+/* How a process's attempt ended, for the broker's outcome memory: queued,
+   and sent with others within QCG_REPORTS_FLUSH_MS (report_batch.h).
+   QCG_EBUSY when too many wait (dropped).  Does not block. */
 int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
                     char *msg, size_t msglen);
+/* Blocks until the reports queued now are sent: a withdraw goes after its
+   process's reports. */
+void upstream_reports_flush(struct upstream *u);
 /* qcg-probe.  siteInfo: fills the grid's part of *site (cluster, broker,
    frontend_seen_from, reflector, proxies, peers), not the node's.  probe:
    a test endpoint in p->cluster (QCG_ENOTFOUND, QCG_EBUSY, QCG_EDENIED with
@@ -77,8 +82,7 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
 int upstream_site(struct upstream *u, struct local_site *site, char *msg, size_t msglen);
 int upstream_probe(struct upstream *u, const struct local_probe *p, struct local_probe_ok *ok,
                    char *msg, size_t msglen);
-int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg,
-                      size_t msglen);
+int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg, size_t msglen);
 /* The tried list of a lookup: "reversed,proxy"; "" for none. */
 void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
 /* Checks an order from the poll: kind connect-back, proxy-connect, punch or

@@ -1,13 +1,19 @@
 /* The blocking requests worker threads make (publish, withdraw, lookup,
    traverse, report, and qcg-probe's siteInfo, probe, observed), each on a
    kept-alive connection of the pool, and what a failure means locally. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "longpoll.h"
+#include "ratelimit.h"
+#include "monotonic.h"
 #include "proto.h"
 #include "qcgconn.h"
+#include "report_soap.h"
 #include "upstream_internal.h"
 #include "verifier.h"
 
@@ -103,8 +109,8 @@ int call_publish(struct upstream *u, struct soap *soap, const struct call_args *
     struct qcg__ackResponse resp;
 
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__publish(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &con,
-                                    &resp);
+    int rc =
+        soap_call_qcg__publish(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &con, &resp);
     rc = finish(u, soap, rc, "publish", st, msg, msglen);
     explicit_bzero(&c, sizeof(c));
     explicit_bzero(v, sizeof(v));
@@ -136,8 +142,7 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     struct contact c = *a->c;
     struct qcg__lookupResponse resp;
     char tried[128];
-    const char *only =
-        a->only != QCG_TECH_NONE ? technique_name((enum technique)a->only) : NULL;
+    const char *only = a->only != QCG_TECH_NONE ? technique_name((enum technique)a->only) : NULL;
 
     char v[QCG_VERIFIER_LEN + 1];
     if (verifier_of(&c, v, "lookup", st, msg, msglen) != 0) {
@@ -172,27 +177,39 @@ static int call_traverse(struct upstream *u, struct soap *soap, const struct cal
     return finish(u, soap, rc, "traverse", st, msg, msglen);
 }
 
-static int call_report(struct upstream *u, struct soap *soap, const struct call_args *a,
-                       enum call_status *st, char *msg, size_t msglen)
+static int call_reports(struct upstream *u, struct soap *soap, const struct call_args *a,
+                        enum call_status *st, char *msg, size_t msglen)
 {
-    struct contact c = *a->c;
-    const struct local_report *r = a->report;
-    struct qcg__ackResponse resp;
+    struct qcg__reportsResponse resp;
+    struct qcg__attempts list;
 
-    char v[QCG_VERIFIER_LEN + 1];
-    if (verifier_of(&c, v, "report", st, msg, msglen) != 0) {
-        explicit_bzero(&c, sizeof(c));
-        return QCG_ESYS;
+    if (report_attempts(soap, a->items, a->nitems, &list) < 0) {
+        *st = CALL_UNREACHABLE;
+        snprintf(msg, msglen, "reports: out of memory");
+        return QCG_ENOMEM;
     }
     memset(&resp, 0, sizeof(resp));
     int rc =
-        soap_call_qcg__report(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, v, c.rank,
-                              r->to_rank, (char *)technique_name((enum technique)r->technique),
-                              r->ok ? 1 : 0, r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms,
-                              r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
-    rc = finish(u, soap, rc, "report", st, msg, msglen);
-    explicit_bzero(&c, sizeof(c));
+        soap_call_qcg__reports(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
+    rc = finish(u, soap, rc, "reports", st, msg, msglen);
+    if (rc == 0)
+        *a->accepted = resp.accepted;
     return rc;
+}
+
+/* One report alone, to a frontend that has no reports operation. */
+static int call_report(struct upstream *u, struct soap *soap, const struct call_args *a,
+                       enum call_status *st, char *msg, size_t msglen)
+{
+    const struct report_item *r = a->items;
+    struct qcg__ackResponse resp;
+
+    memset(&resp, 0, sizeof(resp));
+    int rc =
+        soap_call_qcg__report(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, (char *)r->job,
+                              (char *)r->verifier, r->from_rank, r->to_rank, (char *)r->technique,
+                              r->ok, r->setup_ms, r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    return finish(u, soap, rc, "report", st, msg, msglen);
 }
 
 static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, char *msg,
@@ -250,9 +267,78 @@ int upstream_traverse(struct upstream *u, const char *token, const char *packet_
 int upstream_report(struct upstream *u, const struct contact *from, const struct local_report *r,
                     char *msg, size_t msglen)
 {
-    struct call_args a = {.c = from, .report = r};
+    struct report_item it;
+    enum call_status st;
 
-    return pool_call(u, call_report, &a, msg, msglen);
+    memset(&it, 0, sizeof(it));
+    if (verifier_of(from, it.verifier, "report", &st, msg, msglen) != 0)
+        return QCG_ESYS;
+    snprintf(it.job, sizeof(it.job), "%s", from->job);
+    snprintf(it.technique, sizeof(it.technique), "%s",
+             technique_name((enum technique)r->technique));
+    snprintf(it.why, sizeof(it.why), "%s", r->why);
+    it.from_rank = from->rank;
+    it.to_rank = r->to_rank;
+    it.ok = r->ok ? 1 : 0;
+    it.setup_ms = r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms;
+    bool queued = reports_add(u->reports, &it);
+    explicit_bzero(it.verifier, sizeof(it.verifier));
+    if (!queued) {
+        atomic_fetch_add(&u->reports_dropped, 1);
+        snprintf(msg, msglen, "report: too many reports wait for the frontend");
+        return QCG_EBUSY;
+    }
+    return 0;
+}
+
+void upstream_reports_flush(struct upstream *u)
+{
+    reports_flush(u->reports);
+}
+
+/* A report is advice: what the frontend does not take is dropped, one line
+   a minute. */
+static void reports_lost(struct upstream *u, int n, const char *why)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct ratelimit rl;
+    unsigned left_out = 0;
+    bool log;
+
+    atomic_fetch_add(&u->reports_dropped, (unsigned long long)n);
+    pthread_mutex_lock(&lock);
+    log = ratelimit_ok(&rl, monotonic_ms(), 60000, &left_out);
+    pthread_mutex_unlock(&lock);
+    if (log)
+        log_warnx("%d reports not sent to the frontend: %s (%u such lines left out)", n, why,
+                  left_out);
+}
+
+void upstream_send_reports(void *arg, const struct report_item *items, int n)
+{
+    struct upstream *u = arg;
+    char msg[LOCAL_MESSAGE_MAX];
+    int accepted = 0;
+
+    if (!atomic_load(&u->single_reports)) {
+        struct call_args a = {.items = items, .nitems = n, .accepted = &accepted};
+        int rc = pool_call(u, call_reports, &a, msg, sizeof(msg));
+        if (rc == 0)
+            return;
+        /* An older frontend: the operation is unknown to it, not refused. */
+        if (strstr(msg, "not implemented") == NULL) {
+            reports_lost(u, n, msg);
+            return;
+        }
+        log_info("the frontend has no reports operation (%s): reports go one by one", msg);
+        atomic_store(&u->single_reports, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        struct call_args a = {.items = &items[i], .nitems = 1};
+        if (pool_call(u, call_report, &a, msg, sizeof(msg)) != 0)
+            log_debug("report of job %s rank %d -> %d: %s", items[i].job, items[i].from_rank,
+                      items[i].to_rank, msg);
+    }
 }
 
 static int call_site(struct upstream *u, struct soap *soap, const struct call_args *a,
@@ -314,8 +400,8 @@ static int call_observed(struct upstream *u, struct soap *soap, const struct cal
     struct qcg__ackResponse resp;
 
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__observed(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &obs,
-                                     &resp);
+    int rc =
+        soap_call_qcg__observed(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &obs, &resp);
     return finish_call(u, soap, rc, "observed", 1, st, msg, msglen);
 }
 
@@ -334,8 +420,7 @@ int upstream_probe(struct upstream *u, const struct local_probe *p, struct local
     return pool_call(u, call_probe, &a, msg, msglen);
 }
 
-int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg,
-                      size_t msglen)
+int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg, size_t msglen)
 {
     struct call_args a = {.observed = o};
 

@@ -7,6 +7,7 @@
 
 #include "soapH.h"
 
+#include "report_batch.h"
 #include "upstream.h"
 
 struct upstream {
@@ -15,8 +16,11 @@ struct upstream {
     atomic_int can_intercept; /* read by the poll thread at each registration */
     char incarnation[33];     /* random per start, made at the first registration */
     struct soap_client_config scc;
-    struct soap_pool *pool; /* for the workers' requests */
-    struct longpoll *lp;    /* the registration/poll thread */
+    struct soap_pool *pool;    /* for the workers' requests */
+    struct longpoll *lp;       /* the registration/poll thread */
+    struct reports *reports;   /* the processes' reports, sent in batches */
+    atomic_int single_reports; /* an older frontend: no qcg__reports */
+    atomic_ullong reports_dropped;
 
     upstream_order_fn on_order;
     void *order_arg;
@@ -27,11 +31,12 @@ struct call_args {
     int32_t to_rank;
     uint32_t tried_mask;
     struct local_plan *plan;
-    const char *token, *packet;        /* traverse */
-    const struct local_report *report; /* report */
-    uint32_t only;                     /* lookup: one technique (enum qcg_technique) */
-    struct local_site *site;           /* siteInfo */
-    const struct local_probe *probe;   /* probe */
+    const char *token, *packet;      /* traverse */
+    const struct report_item *items; /* reports */
+    int nitems, *accepted;
+    uint32_t only;                   /* lookup: one technique (enum qcg_technique) */
+    struct local_site *site;         /* siteInfo */
+    const struct local_probe *probe; /* probe */
     struct local_probe_ok *probe_ok;
     const struct local_observed *observed;
 };
@@ -56,6 +61,9 @@ int call_withdraw(struct upstream *u, struct soap *soap, const struct call_args 
    answer. */
 int copy_field(char *dst, size_t size, const char *src);
 int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out);
+
+/* upstream_calls.c: reports_send_fn of u->reports. */
+void upstream_send_reports(void *u, const struct report_item *items, int n);
 
 /* upstream_poll.c: the registration/poll thread, not started. */
 struct longpoll *upstream_poll_new(struct upstream *u, char *err, size_t errlen);

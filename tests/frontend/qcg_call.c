@@ -11,6 +11,7 @@
  *   withdraw JOB SECRET RANK [NODE]
  *   lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]
  *   poll EPOCH ACK WAIT_SECONDS
+ *   reports [JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY|-]...   (one call)
  *   siteInfo
  *   probe CLUSTER SECONDS
  *   observed CLUSTER NODE KIND PUBLIC_ADDRESS|- PORT_PRESERVING MAPPING INBOUND
@@ -61,9 +62,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *url = argv[1], *op = argv[4];
-    struct soap_client_config cfg = {
-        .url = url, .tls = {.ca = argv[2], .certkey = argv[3]}, .connect_timeout = 5,
-        .io_timeout = 10};
+    struct soap_client_config cfg = {.url = url,
+                                     .tls = {.ca = argv[2], .certkey = argv[3]},
+                                     .connect_timeout = 5,
+                                     .io_timeout = 10};
     char err[256];
     struct soap *soap = soap_client_new(&cfg, err, sizeof(err));
     if (soap == NULL) {
@@ -135,6 +137,30 @@ int main(int argc, char **argv)
                                    to_int(av[6]), av[7], &r);
         if (rc == SOAP_OK)
             printf("ok\n");
+    } else if (strcmp(op, "reports") == 0) {
+        if (ac % 8 != 0)
+            return need(ac, 8,
+                        "reports [JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY|-]...");
+        int n = ac / 8;
+        struct qcg__attempts list = {
+            .__sizeAttempt = n,
+            .attempt = soap_malloc(soap, (size_t)(n + 1) * sizeof(*list.attempt))};
+        for (int i = 0; i < n; i++) {
+            char **a = av + 8 * i;
+            list.attempt[i] =
+                (struct qcg__attempt){.job = a[0],
+                                      .verifier = soap_strdup(soap, verifier_arg(a[0], a[1], vbuf)),
+                                      .fromRank = to_int(a[2]),
+                                      .toRank = to_int(a[3]),
+                                      .technique = a[4],
+                                      .ok = to_int(a[5]),
+                                      .setupMs = to_int(a[6]),
+                                      .why = strcmp(a[7], "-") != 0 ? a[7] : NULL};
+        }
+        struct qcg__reportsResponse r = {0};
+        rc = soap_call_qcg__reports(soap, url, NULL, v, &list, &r);
+        if (rc == SOAP_OK)
+            printf("ok\naccepted=%d\n", r.accepted);
     } else if (strcmp(op, "poll") == 0) {
         need(ac, 3, "poll EPOCH ACK WAIT_SECONDS");
         struct qcg__pollResponse r;
@@ -176,12 +202,12 @@ int main(int argc, char **argv)
         if (rc == SOAP_OK)
             printf("ok\njob=%s\nsecret=%s\nrank=%d\ncluster=%s\nnode=%s\naddress=%s\n"
                    "seconds=%d\n",
-                   s(r.job), s(r.secret), r.rank, s(r.cluster), s(r.node), s(r.address),
-                   r.seconds);
+                   s(r.job), s(r.secret), r.rank, s(r.cluster), s(r.node), s(r.address), r.seconds);
     } else if (strcmp(op, "observed") == 0) {
         need(ac, 7, "observed CLUSTER NODE KIND PUBLIC_ADDRESS|- PORT_PRESERVING MAPPING INBOUND");
-        struct qcg__observation o = {av[0], av[1], av[2], strcmp(av[3], "-") == 0 ? NULL : av[3],
-                                     to_int(av[4]), av[5], av[6], 0};
+        struct qcg__observation o = {
+            av[0],         av[1], av[2], strcmp(av[3], "-") == 0 ? NULL : av[3],
+            to_int(av[4]), av[5], av[6], 0};
         struct qcg__ackResponse r = {0};
         rc = soap_call_qcg__observed(soap, url, NULL, v, &o, &r);
         if (rc == SOAP_OK)
@@ -195,9 +221,8 @@ int main(int argc, char **argv)
             printf("ok\n");
             for (int i = 0; i < r.__sizeCluster && r.cluster != NULL; i++) {
                 const struct qcg__observation *o = r.cluster[i].observed;
-                printf("cluster=%s nodes=%d observed=%s node=%s\n",
-                       s(r.cluster[i].declared.name), r.cluster[i].nodes,
-                       o ? s(o->kind) : "-", o ? s(o->node) : "-");
+                printf("cluster=%s nodes=%d observed=%s node=%s\n", s(r.cluster[i].declared.name),
+                       r.cluster[i].nodes, o ? s(o->kind) : "-", o ? s(o->node) : "-");
             }
         }
     } else if (strcmp(op, "stats") == 0) {

@@ -1,4 +1,4 @@
-/* frontend-reports: the frontend's batches of reports (frontend/reports.c)
+/* frontend-reports: the frontend's batches of reports (common/report_batch.c)
    with a stand-in for the broker call: reports go in order, at most
    QCG_REPORTS_MAX a batch, a lone report within QCG_REPORTS_FLUSH_MS (not
    held until a batch fills), reports_flush returns once what was queued is
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "reports.h"
+#include "report_batch.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int sent, batches, biggest, in_order = 1, next_rank;

@@ -106,6 +106,26 @@ call $H lookup job1 s3cret 7 1
 expect_fault denied "lookup from a rank not published here is denied" \
 	"rank 7 of job job1 is not published from cluster nata"
 
+# --- reports in one call: each checked as a report is; what passes goes on
+# to the broker in the frontend's next batch
+b_ok=$(counter "$broker_url" reports_ok)
+call $H reports job1 s3cret 0 1 direct 1 4 - job1 job2secret 0 1 direct 1 4 - \
+	job1 s3cret 7 1 direct 1 4 - job1 s3cret 0 1 warp 1 4 -
+if [[ $rc -eq 0 && $(field accepted) == 1 ]]; then
+	pass "reports: 1 of 4 accepted (the others: wrong secret, rank not here, no such technique)"
+else
+	fail "reports: 1 of 4 accepted: $out"
+fi
+for ((i = 0; i < 50; i++)); do
+	[[ $(counter "$broker_url" reports_ok) -gt $b_ok ]] && break
+	sleep 0.1
+done
+if [[ $(counter "$broker_url" reports_ok) -eq $((b_ok + 1)) ]]; then
+	pass "the accepted report reached the broker"
+else
+	fail "the accepted report reached the broker (reports_ok $(counter "$broker_url" reports_ok), was $b_ok)"
+fi
+
 # --- who may call
 call helper-natb-natb1 lookup job1 s3cret 0 1
 expect_fault denied "a helper of another cluster is denied (lookup)" "cluster natb"

@@ -1,5 +1,5 @@
-/* The nodes' reports, gathered for the broker; see reports.h. */
-#include "reports.h"
+/* Reports gathered for the service above; see report_batch.h. */
+#include "report_batch.h"
 
 #include <errno.h>
 #include <pthread.h>
