@@ -72,7 +72,8 @@ struct orders {
     unsigned nheld;
     uv_timer_t hold_timer;
     struct ratelimit hold_log;
-    struct dlist waiting; /* of struct held, oldest first */
+    struct ratelimit fail_log; /* actions that failed */
+    struct dlist waiting;      /* of struct held, oldest first */
     unsigned nwaiting;
     uv_timer_t wait_timer;
 
@@ -164,9 +165,14 @@ static void finish(struct action *a, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(why, sizeof(why), fmt, ap);
         va_end(ap);
-        log_warnx("%s for job %s rank %d (initiator rank %d) failed after %llu ms: %s", what(a),
-                  a->cmd.job, a->cmd.rank, a->cmd.peer_rank,
-                  (unsigned long long)(uv_now(o->loop) - a->start_ms), why);
+        unsigned left_out;
+        /* The initiator falls back and says why; a storm's fallbacks are
+           many, so a few lines per 10 s with the count of the others. */
+        if (ratelimit_burst_ok(&o->fail_log, uv_now(o->loop), 10000, 5, &left_out))
+            log_warnx("%s for job %s rank %d (initiator rank %d) failed after %llu ms: %s (%u "
+                      "such lines left out)",
+                      what(a), a->cmd.job, a->cmd.rank, a->cmd.peer_rank,
+                      (unsigned long long)(uv_now(o->loop) - a->start_ms), why, left_out);
     }
     dlist_remove(&o->active, &a->link);
     o->nactive--;

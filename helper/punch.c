@@ -157,7 +157,8 @@ static void fail(struct punch *p, const char *fmt, ...)
     p->res.status = -1;
     p->res.fd = -1;
     p->res.setup_ms = elapsed(p);
-    log_warnx("punch from port %u failed after %u ms: %s", (unsigned)p->port, p->res.setup_ms,
+    /* The caller logs it, with the job and ranks, or hands it to the process. */
+    log_debug("punch from port %u failed after %u ms: %s", (unsigned)p->port, p->res.setup_ms,
               p->res.why);
     struct punch_result res = p->res;
     punch_fn cb = p->cb;
