@@ -48,7 +48,14 @@ pid_gone() {
 	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
 }
 
-lab_netns() { ip netns list 2>/dev/null | awk '$1 ~ /^qcg-/ { print $1 }' | sort; }
+# The lab's namespaces (qcg-lab's lab_namespaces), not those other tests of
+# the project make at the same time (qcg-tv-*, qcg-hp-*: helper-traverse-ns,
+# helper-punch-ns), which made lab-up and lab-down fail on a shared machine.
+lab_netns() {
+	ip netns list 2>/dev/null |
+		awk '$1 ~ /^qcg-(inet|broker|proxy|r-(open|fw|nata|natb|sym)|(open|fw|nata|natb|sym)([0-9]+|-head))$/ { print $1 }' |
+		sort
+}
 lab_netns_count() { lab_netns | wc -l; }
 
 # The kernel ids of the lab's namespaces, to find processes that outlive them.
