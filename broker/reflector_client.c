@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "monotonic.h"
+#include "privdrop.h"
 
 #define DRAIN_MAX 64
 #define REAP_POLL_MS 10
@@ -364,31 +366,53 @@ static void client_free(struct reflector_client *c)
     free(c);
 }
 
-/* Whom the child becomes: nobody else unless we are root. */
-static int resolve_user(struct reflector_client *c, const char *user, char *err, size_t errlen)
+/* Whom the child becomes: a user of its own, never the broker's uid unless
+   asked (it could read the broker's TLS key and proxy key).  Becoming
+   another user takes root or CAP_SETUID and CAP_SETGID (the child gets them
+   as ambient capabilities and drops them with the rest). */
+int reflector_user_resolve(const struct reflector_process_config *cfg, uint32_t *uid, uint32_t *gid,
+                           char *err, size_t errlen)
 {
     struct passwd pw, *found = NULL;
     char buf[4096];
+    const char *user = cfg->user;
+    const int64_t setid = (1ll << CAP_SETUID) | (1ll << CAP_SETGID);
 
-    if (user == NULL || user[0] == '\0')
+    if (cfg->same_user)
         return 0;
+    if (user == NULL || user[0] == '\0') {
+        snprintf(err, errlen,
+                 "reflector-user is empty (reflector-same-user = yes keeps the "
+                 "broker's uid)");
+        return -1;
+    }
     int rc = getpwnam_r(user, &pw, buf, sizeof(buf), &found);
     if (found == NULL) {
-        snprintf(err, errlen, "reflector-user %s: %s", user,
-                 rc != 0 ? strerror(rc) : "no such user");
-        return -1;
-    }
-    if (geteuid() != 0 && pw.pw_uid != geteuid()) {
         snprintf(err, errlen,
-                 "reflector-user %s: qcg-broker must run as root to become another user", user);
+                 "reflector-user %s: %s (create it, e.g. adduser --system %s, or set "
+                 "reflector-same-user = yes)",
+                 user, rc != 0 ? strerror(rc) : "no such user", user);
         return -1;
     }
-    if (geteuid() == 0) {
-        c->init.setuser = 1;
-        c->init.uid = (uint32_t)pw.pw_uid;
-        c->init.gid = (uint32_t)pw.pw_gid;
+    if (pw.pw_uid == geteuid()) {
+        snprintf(err, errlen,
+                 "reflector-user %s is the broker's own uid %u: the reflector could read its "
+                 "keys (name another user, or set reflector-same-user = yes)",
+                 user, (unsigned)pw.pw_uid);
+        return -1;
     }
-    return 0;
+    int64_t eff = privdrop_effective(0);
+    if (geteuid() != 0 && (eff < 0 || (eff & setid) != setid)) {
+        snprintf(err, errlen,
+                 "reflector-user %s: qcg-broker runs as uid %u without CAP_SETUID and "
+                 "CAP_SETGID, so cannot become it (run as root, give it both capabilities, or "
+                 "set reflector-same-user = yes)",
+                 user, (unsigned)geteuid());
+        return -1;
+    }
+    *uid = (uint32_t)pw.pw_uid;
+    *gid = (uint32_t)pw.pw_gid;
+    return 1;
 }
 
 struct reflector_client *reflector_client_start(const struct reflector_process_config *cfg,
@@ -410,8 +434,9 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
     c->init.key = *key;
     c->init.log_level = (uint32_t)log_get_level();
     c->init.syslog = cfg->syslog ? 1 : 0;
-    if (resolve_user(c, cfg->user, err, errlen) < 0 ||
-        (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {
+    int become = reflector_user_resolve(cfg, &c->init.uid, &c->init.gid, err, errlen);
+    c->init.setuser = become == 1;
+    if (become < 0 || (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {
         client_free(c);
         return NULL;
     }

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_config.h"
 #include "check.h"
 #include "line_answer.h"
 #include "log.h"
@@ -482,7 +484,7 @@ static void test_rogue(void)
 {
     struct seen s = {0};
     char err[300];
-    struct reflector_process_config cfg = {.listen = "127.0.0.1:18417"};
+    struct reflector_process_config cfg = {.listen = "127.0.0.1:18417", .same_user = true};
 
     setenv("QCG_TEST_ROGUE", "1", 1);
     struct reflector_client *c =
@@ -528,12 +530,17 @@ static void test_client(void)
 {
     struct seen s = {0};
     char err[300], ans[300], v[128];
-    struct reflector_process_config cfg = {.listen = "127.0.0.1:18416"};
+    /* The default user when root (scripts/install-deps creates it), the
+       test's own uid otherwise (it cannot become another). */
+    bool root = geteuid() == 0;
+    struct reflector_process_config cfg = {
+        .listen = "127.0.0.1:18416", .user = REFLECTOR_USER_DEFAULT, .same_user = !root};
     struct reflector_side sides[2];
     unsigned char pair[TOKEN_PAIR_LEN] = {0x43, (unsigned char)(monotonic_ms() & 0xff)};
 
-    CHECKF(reflector_client_start(&(struct reflector_process_config){.listen = "nonsense"}, &key,
-                                  NULL, NULL, err, sizeof(err)) == NULL &&
+    CHECKF(reflector_client_start(
+               &(struct reflector_process_config){.listen = "nonsense", .same_user = true}, &key,
+               NULL, NULL, err, sizeof(err)) == NULL &&
                strstr(err, "not ADDR:PORT") != NULL,
            "a bad listen address: '%s'", err);
     struct reflector_client *c =
@@ -551,6 +558,24 @@ static void test_client(void)
     CHECKF(strcmp(v, "1") == 0, "the child's NoNewPrivs: '%s'", v);
     status_field(pid, "Name", v, sizeof(v));
     CHECKF(strcmp(v, "qcg-reflector") == 0, "the child's name: '%s'", v);
+    struct passwd *pw = getpwnam(REFLECTOR_USER_DEFAULT);
+    char want[64];
+    snprintf(want, sizeof(want), "%u\t%u\t%u\t%u", root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid());
+    status_field(pid, "Uid", v, sizeof(v));
+    CHECKF((!root || pw != NULL) && strcmp(v, want) == 0,
+           "the child runs as %s: Uid '%s', want '%s'", root ? REFLECTOR_USER_DEFAULT : "us", v,
+           want);
+    /* Never the broker's own uid unless asked. */
+    struct passwd *self = getpwuid(geteuid());
+    uint32_t u, g;
+    CHECKF(self != NULL &&
+               reflector_user_resolve(&(struct reflector_process_config){.user = self->pw_name}, &u,
+                                      &g, err, sizeof(err)) < 0 &&
+               strstr(err, "the broker's own uid") != NULL,
+           "reflector-user = the broker's own user is refused: '%s'", err);
 
     memset(sides, 0, sizeof(sides));
     snprintf(sides[0].cluster, sizeof(sides[0].cluster), "nata");
