@@ -35,6 +35,7 @@
 
 #include "broker_config.h"
 #include "check.h"
+#include "fdpass.h"
 #include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
@@ -370,18 +371,8 @@ static void test_child(int listen_fd)
     send_raw(chan, &o, sizeof(o));
     /* A descriptor attached to a message is not taken along. */
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof(cbuf));
-    struct iovec iov = {.iov_base = &bad, .iov_len = sizeof(bad)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &devnull, sizeof(int));
-    if (sendmsg(chan, &mh, MSG_NOSIGNAL) < 0)
-        fprintf(stderr, "sendmsg: %s\n", strerror(errno));
+    if (fdpass_send(chan, &bad, sizeof(bad), devnull) < 0)
+        fprintf(stderr, "fdpass_send: %s\n", strerror(errno));
     close(devnull);
     send_raw(chan, &e, sizeof(e));
 
