@@ -115,7 +115,9 @@ void imsg_warn_limited(struct ratelimit *rl, const char *line);
 #define PROC_FD_GIVEN 4
 
 struct proc_spec {
-    const char *name;     /* the child's comm (at most 15 characters) and argv[0] */
+    const char *name;     /* the child's argv[0], and comm (at most 15 characters) of a
+                             fork-only child: execve names an executed one "exe", it
+                             sets its own */
     const char *exec_arg; /* NULL: fork only; else execve("/proc/self/exe", name, exec_arg) */
     int give_fd;          /* -1, or a descriptor the child gets as PROC_FD_GIVEN */
     int deathsig;         /* the child's signal when its parent (thread) dies */
