@@ -11,10 +11,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid= small_pid= proxied_pid= probed_pid=
+fails=0 broker_pid= small_pid= proxied_pid= probed_pid= unit_pid=
 
 cleanup() {
-  for pid in $broker_pid $small_pid $proxied_pid $probed_pid; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $broker_pid $small_pid $proxied_pid $probed_pid $unit_pid; do kill -9 "$pid" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$work"
 }
@@ -470,6 +470,33 @@ PY
   [[ $in_broker == *2* && ( $in_broker == *0* || $in_broker == *1* ) && -z $in_child ]] &&
     pass "the TLS private key and the proxy key are in the broker's memory ($in_broker), not in the reflector's" ||
     fail "keys in memory: broker '$in_broker', reflector '$in_child' (0/1 TLS key, 2 proxy key)"
+  # As the shipped unit runs it: another uid (here daemon), CAP_SETUID and
+  # CAP_SETGID as ambient capabilities, no_new_privs.  Its reflector becomes
+  # qcg-reflector; without the two capabilities the broker refuses to start.
+  unit=$work/unit
+  mkdir -p "$unit" && cp "$ca/ca.crt" "$ca/broker-broker.pem" "$unit/" &&
+    chmod 755 "$work" "$unit" && chmod 644 "$unit"/*
+  unit_args=(--listen 127.0.0.1 --port 17720 --ca "$unit/ca.crt" --cert "$unit/broker-broker.pem"
+    --reflector 127.0.0.1:17796)
+  setpriv --reuid=daemon --regid=daemon --clear-groups --inh-caps=+setuid,+setgid \
+    --ambient-caps=+setuid,+setgid --bounding-set=-all,+setuid,+setgid --no-new-privs \
+    "$broker_bin" "${unit_args[@]}" 2>"$work/unit.log" &
+  unit_pid=$!
+  if wait_log "$work/unit.log" "hole punching available" "$unit_pid"; then
+    unit_refl=$(pgrep -P "$unit_pid" -x qcg-reflector)
+    [ -n "$unit_refl" ] && [ "$(status_of "$unit_refl" Uid)" = "$refl_uid $refl_uid $refl_uid $refl_uid" ] &&
+      [ "$(status_of "$unit_refl" CapEff)" = 0000000000000000 ] &&
+      pass "a broker of uid $(id -u daemon) with CAP_SETUID+CAP_SETGID runs its reflector as qcg-reflector" ||
+      fail "the unit-like broker's reflector: '$unit_refl', $(status_of "$unit_refl" Uid)"
+  else
+    fail "the unit-like broker did not start: $(tail -2 "$work/unit.log")"
+  fi
+  kill "$unit_pid" 2>/dev/null
+  wait "$unit_pid" 2>/dev/null
+  err=$(timeout 20 setpriv --reuid=daemon --regid=daemon --clear-groups --no-new-privs \
+    "$broker_bin" "${unit_args[@]}" 2>&1 >/dev/null)
+  [ $? -eq 2 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == *"without CAP_SETUID and CAP_SETGID"* ]] &&
+    pass "without them it refuses to start: $err" || fail "a broker of uid daemon without capabilities: $err"
 fi
 # Killed: the broker says so, serves lookups on, and a new child serves the port.
 kill -KILL "$refl_pid"
