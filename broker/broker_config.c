@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "reflector.h"
 
 #define OPT(field) offsetof(struct broker_config, field)
 
@@ -20,9 +21,11 @@ const struct config_option broker_options[] = {
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
      "the broker's certificate and key in one PEM file, required; reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting "
+     "itself is read at start only)"},
     {"crl-accept-older", CONFIG_BOOL, OPT(crl_accept_older), 0, 0, "no",
-     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+     "(default: keep the one in force and log an error)"},
     {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "1024",
      "authenticated connections served at once (clusters x 9 and some)"},
     {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
@@ -58,9 +61,12 @@ const struct config_option broker_options[] = {
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
      "(an IP address of this host, e.g. 203.0.113.10:7704); plain TCP, the broker listens on "
      "it; none = no hole punching"},
-    {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, NULL,
-     "the user the reflector's process runs as when qcg-broker runs as root (default: root "
-     "without any capability)"},
+    {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, REFLECTOR_USER_DEFAULT,
+     "the unprivileged user the reflector's process becomes (qcg-broker needs root, or "
+     "CAP_SETUID and CAP_SETGID as the shipped unit gives it); never the broker's own uid"},
+    {"reflector-same-user", CONFIG_BOOL, OPT(reflector_same_user), 0, 0, "no",
+     "run the reflector's process as the broker's own uid instead of reflector-user (it can "
+     "then read the broker's TLS key and proxy key: for tests and hosts without that user)"},
     {"proxy-dead-after", CONFIG_INT, OPT(proxy_dead_after), 1, 3600, "15",
      "seconds without a beat (qcg-proxy's alive-interval) after which a proxy is dead and no "
      "pair is planned through it"},
@@ -118,11 +124,12 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
 {
     int first = 0;
     memset(cfg, 0, sizeof(*cfg));
-    enum config_result res = config_load(broker_options, cfg, argc, argv,
-                                         "qcg-broker [--config FILE] [options]\n"
-                                         "       qcg-broker --stats [--json] [--url URL] [options]\n"
-                                         "       qcg-broker --grid [--json] [--url URL] [options]",
-                                         &first, err, errlen);
+    enum config_result res =
+        config_load(broker_options, cfg, argc, argv,
+                    "qcg-broker [--config FILE] [options]\n"
+                    "       qcg-broker --stats [--json] [--url URL] [options]\n"
+                    "       qcg-broker --grid [--json] [--url URL] [options]",
+                    &first, err, errlen);
     if (res != CONFIG_OK)
         return res;
     if (first < argc) {
@@ -146,6 +153,14 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         return CONFIG_ERROR;
     if (!query) {
         char why[400];
+        struct reflector_process_config rc = {.user = cfg->reflector_user,
+                                              .same_user = cfg->reflector_same_user != 0};
+        uint32_t uid, gid;
+        if (cfg->reflector_port > 0 &&
+            reflector_user_resolve(&rc, &uid, &gid, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "qcg-broker: %s", why);
+            return CONFIG_ERROR;
+        }
         if (proxies_parse(&cfg->proxies, cfg->proxy, cfg->proxy_key, why, sizeof(why)) < 0) {
             snprintf(err, errlen, "qcg-broker: %s", why);
             return CONFIG_ERROR;

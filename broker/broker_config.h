@@ -9,6 +9,8 @@
 #include "proxies.h"
 
 #define BROKER_DEFAULT_PORT 7700
+/* Whom the reflector's process becomes unless told (debian/ creates it). */
+#define REFLECTOR_USER_DEFAULT "qcg-reflector"
 
 struct broker_config {
     char *listen; /* NULL = any address */
@@ -25,17 +27,18 @@ struct broker_config {
     int cluster_lookups;          /* per cluster: lookups a second (bursts of 10 s worth) */
     int cluster_reports;          /* per cluster: reports a second (bursts of 10 s worth) */
     int cluster_probes;           /* per cluster: probe-related calls a minute */
-    int stats; /* --stats: ask a running broker for its counters */
-    int grid;  /* --grid: ask it for its picture of the grid */
+    int stats;                    /* --stats: ask a running broker for its counters */
+    int grid;                     /* --grid: ask it for its picture of the grid */
     int json;
     char *url;
-    char *proxy;     /* NAME@HOST:PORT[,...] */
-    char *proxy_key; /* the key shared with the proxies */
-    char *reflector; /* ADDR:PORT, NULL = no hole punching */
-    char *reflector_user; /* whom the reflector's process becomes (root); NULL = stay */
+    char *proxy;             /* NAME@HOST:PORT[,...] */
+    char *proxy_key;         /* the key shared with the proxies */
+    char *reflector;         /* ADDR:PORT, NULL = no hole punching */
+    char *reflector_user;    /* whom the reflector's process becomes */
+    int reflector_same_user; /* 1: it keeps the broker's uid instead (asked for) */
     int outcome_expiry;
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
-    char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
+    char *state_file;     /* what the broker learned, kept across restarts; NULL = not kept */
 
     /* Derived by broker_config_load. */
     char reflector_host[48];
@@ -46,11 +49,10 @@ struct broker_config {
 extern const struct config_option broker_options[];
 
 /* config_load over broker_options, then: ca and cert given and readable,
-   log-level known, proxies parsed and their key loaded.  CONFIG_ERROR leaves one line in err, starting with
-   "qcg-broker: ". */
+   log-level known, proxies parsed and their key loaded.  CONFIG_ERROR leaves one line in err,
+   starting with "qcg-broker: ". */
 enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
                                       size_t errlen);
 void broker_config_free(struct broker_config *cfg);
-
 
 #endif

@@ -128,8 +128,10 @@ int main(int argc, char **argv)
     if (cfg.reflector_port > 0) {
         char listen[64];
         snprintf(listen, sizeof(listen), "%s:%d", cfg.reflector_host, cfg.reflector_port);
-        struct reflector_process_config rc = {
-            .listen = listen, .user = cfg.reflector_user, .syslog = cfg.syslog != 0};
+        struct reflector_process_config rc = {.listen = listen,
+                                              .user = cfg.reflector_user,
+                                              .same_user = cfg.reflector_same_user != 0,
+                                              .syslog = cfg.syslog != 0};
         b->reflector = reflector_client_start(&rc, &b->punch_key, broker_reflector_observed, b, err,
                                               sizeof(err));
         if (b->reflector == NULL) {

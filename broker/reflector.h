@@ -69,13 +69,15 @@
  * and the TLS key.  reflector_client.c binds the port, then forks and
  * executes qcg-broker again (REFLECTOR_PROCESS_ARG): a fresh image that
  * holds the listening socket, a SOCK_SEQPACKET channel to the broker
- * (reflector_msg.h) and, once told, the punch key; nothing else.  That
- * child (reflector_process.c, process name qcg-reflector, log prefix
- * "reflector") drops what it does not need (common/privdrop.c, as the helper does): no new
- * privileges, no capabilities, and the broker's `reflector-user` when it
- * runs as root.  It exits when the channel closes (or the broker dies:
- * PR_SET_PDEATHSIG).  The broker notices a death, logs it, plans no hole
- * punching meanwhile and starts a new child after a backoff; after
+ * (reflector_msg.h, on privsep/proc.h's channel) and, once told, the punch
+ * key; nothing else.  That child (reflector_process.c, process name
+ * qcg-reflector, log prefix "reflector") drops what it does not need
+ * (common/privdrop.c, as the helper does): no new privileges, no
+ * capabilities, and the uid of `reflector-user` (a dedicated user by
+ * default, never the broker's own uid unless `reflector-same-user`).  It
+ * exits when the channel closes (or the broker dies: PR_SET_PDEATHSIG).  The
+ * broker notices a death, logs it, plans no hole punching meanwhile and
+ * starts a new child after a backoff (proc_restart); after
  * REFLECTOR_RESTARTS_MAX deaths in a row that each came within
  * REFLECTOR_STABLE_MS of a start it gives up: hole punching is no longer
  * planned and the port is closed.  Tests and tools may still run the engine
@@ -199,10 +201,17 @@ struct reflector_client;
 
 struct reflector_process_config {
     const char *listen; /* "ADDR:PORT" */
-    const char *user;   /* NULL, or whom the child becomes (qcg-broker must run as root) */
+    const char *user;   /* whom the child becomes: root, or CAP_SETUID and CAP_SETGID */
+    bool same_user;     /* the child keeps this process's uid instead (user ignored) */
     bool syslog;        /* the child logs where the broker does, at the broker's level */
 };
 
+/* Whom the child becomes (cfg->user, cfg->same_user): 1 with *uid and *gid,
+   0 when it keeps this process's uid (same_user), -1 with a one-line reason
+   (an unknown user, this process's own uid, neither root nor CAP_SETUID and
+   CAP_SETGID held). */
+int reflector_user_resolve(const struct reflector_process_config *cfg, uint32_t *uid, uint32_t *gid,
+                           char *err, size_t errlen);
 /* Binds cfg->listen, starts the child and waits (at most REFLECTOR_READY_MS)
    until it serves.  The first child dies with the calling thread (PDEATHSIG),
    later ones with the client's own thread; observe runs on the latter.  NULL
@@ -231,7 +240,7 @@ int reflector_client_pid(const struct reflector_client *c);
 void reflector_client_stop(struct reflector_client *c);
 
 /* The child: `qcg-broker REFLECTOR_PROCESS_ARG` with the channel and the
-   listening socket on the descriptors reflector_msg.h names.  Returns the
+   listening socket on PROC_FD_CHAN and PROC_FD_GIVEN (privsep/proc.h).  Returns the
    exit status. */
 int reflector_process_main(void);
 

@@ -5,7 +5,7 @@
 #include "reflector_msg.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,22 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "daemon.h"
 #include "log.h"
 #include "monotonic.h"
+#include "privdrop.h"
 
 #define DRAIN_MAX 64
-#define REAP_POLL_MS 10
-#define KILLED_WAIT_MS 1000
 #define PEER "the reflector process"
-
-extern char **environ;
 
 struct reflector_client {
     int listen_fd; /* held for good: a new child serves the same port */
@@ -40,8 +33,9 @@ struct reflector_client {
     reflector_observe_fn observe;
     void *arg;
 
-    pthread_mutex_t lock; /* guards chan (senders, its replacement) and unsent */
-    int chan;             /* -1: no child serves */
+    pthread_mutex_t lock;  /* guards chan.fd (senders, its replacement) and unsent */
+    struct imsg_chan chan; /* fd -1: no child serves */
+    struct proc child;     /* the client's thread's (the first: the starter's) */
     struct ratelimit unsent;
     atomic_int pid; /* 0: none */
     atomic_bool up;
@@ -53,77 +47,21 @@ struct reflector_client {
     int wake_fd; /* eventfd: stop */
     pthread_t thread;
     bool thread_started;
-    uint64_t started_ms;    /* when the child came up */
     uint64_t restart_at_ms; /* 0: none planned */
-    unsigned deaths;        /* in a row, each within REFLECTOR_STABLE_MS of its start */
-    struct ratelimit refused;
+    struct proc_restart restarts;
 };
 
 /* ---- a child ---- */
 
-/* In the child between fork and execve: only async-signal-safe calls, since
-   another thread of the broker may have held any lock at the fork. */
-static void exec_child(int chan, int listen_fd, pid_t parent, const sigset_t *mask)
-{
-    char arg0[] = "qcg-reflector", arg1[] = REFLECTOR_PROCESS_ARG;
-    char *argv[] = {arg0, arg1, NULL};
-
-    /* Dies with the forking thread's process, even if it is killed; one
-       already gone is seen after. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
-        _exit(127);
-    /* Both above the fixed numbers first: dup2 must not overwrite one with the other. */
-    int a = fcntl(chan, F_DUPFD, REFLECTOR_FD_LISTEN + 1);
-    int b = fcntl(listen_fd, F_DUPFD, REFLECTOR_FD_LISTEN + 1);
-    if (a < 0 || b < 0 || dup2(a, REFLECTOR_FD_CHANNEL) < 0 || dup2(b, REFLECTOR_FD_LISTEN) < 0)
-        _exit(127);
-    /* Nothing else of the broker's goes along: TLS connections, files, epoll sets. */
-    close_range(REFLECTOR_FD_LISTEN + 1, ~0U, 0);
-    sigprocmask(SIG_SETMASK, mask, NULL);
-    /* A fresh image: none of the broker's memory (keys, registry) comes along. */
-    execve("/proc/self/exe", argv, environ);
-    _exit(127);
-}
-
-/* How the child ended, waiting at most ms for it, then killing it. */
-static void reap(pid_t pid, unsigned ms, char *how, size_t howlen)
-{
-    int status = 0;
-    pid_t r;
-    bool killed = false;
-    uint64_t deadline = monotonic_ms() + ms;
-
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
-        if (monotonic_ms() >= deadline) {
-            if (killed) {
-                snprintf(how, howlen, "did not end even after SIGKILL");
-                return;
-            }
-            kill(pid, SIGKILL);
-            killed = true;
-            deadline = monotonic_ms() + KILLED_WAIT_MS;
-        }
-        usleep(REAP_POLL_MS * 1000);
-    }
-    if (r < 0)
-        snprintf(how, howlen, "could not be waited for: %s", strerror(errno));
-    else if (killed)
-        snprintf(how, howlen, "did not exit within %u ms and was killed", ms);
-    else if (WIFSIGNALED(status))
-        snprintf(how, howlen, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
-        snprintf(how, howlen, "exited with status %d", WEXITSTATUS(status));
-}
-
 /* READY within REFLECTOR_READY_MS.  0, or -1 with why. */
-static int wait_ready(int fd, pid_t pid, char *err, size_t errlen)
+static int wait_ready(struct reflector_client *c, struct imsg_chan *first, char *err, size_t errlen)
 {
     union rmsg m;
     char why[RMSG_WHY_LEN + 100];
+    int fd;
 
-    if (rmsg_recv_first(fd, RMSG_READY, REFLECTOR_READY_MS, &m, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "process %d: %s", (int)pid, why);
+    if (imsg_recv_wait(first, &m, sizeof(m), &fd, REFLECTOR_READY_MS, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "process %d: %s", (int)c->child.pid, why);
         return -1;
     }
     if (!m.ready.ok) {
@@ -136,41 +74,28 @@ static int wait_ready(int fd, pid_t pid, char *err, size_t errlen)
 /* A new child, serving once this returns 0; -1 with why. */
 static int spawn(struct reflector_client *c, char *err, size_t errlen)
 {
-    int sv[2];
-    sigset_t all, old;
+    const struct proc_spec spec = {.name = "qcg-reflector",
+                                   .exec_arg = REFLECTOR_PROCESS_ARG,
+                                   .give_fd = c->listen_fd,
+                                   .deathsig = SIGKILL};
+    struct imsg_chan first; /* INIT and READY; then chan, for every sender */
     char how[160];
 
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    if (proc_start(&c->child, &spec, err, errlen) < 0)
         return -1;
-    }
-    /* No signal handler of the broker's may run in the child before execve. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        exec_child(sv[1], c->listen_fd, parent, &old);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(sv[1]);
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(sv[0]);
-        return -1;
-    }
-    if (rmsg_send(sv[0], &c->init, sizeof(c->init), REFLECTOR_SEND_MS) < 0) {
-        snprintf(err, errlen, "process %d: sending INIT: %s", (int)pid, strerror(errno));
-    } else if (wait_ready(sv[0], pid, err, errlen) == 0) {
+    imsg_chan_init(&first, c->child.fd, rmsg_types, IMSG_BIT(RMSG_READY), NULL, PEER);
+    if (imsg_send(&first, &c->init, sizeof(c->init), -1, REFLECTOR_SEND_MS) < 0) {
+        snprintf(err, errlen, "process %d: sending INIT: %s", (int)c->child.pid, strerror(errno));
+    } else if (wait_ready(c, &first, err, errlen) == 0) {
         pthread_mutex_lock(&c->lock);
-        c->chan = sv[0];
+        c->chan.fd = c->child.fd;
         pthread_mutex_unlock(&c->lock);
-        atomic_store(&c->pid, (int)pid);
+        atomic_store(&c->pid, (int)c->child.pid);
         atomic_store(&c->up, true);
-        c->started_ms = monotonic_ms();
+        proc_restart_started(&c->restarts, monotonic_ms());
         return 0;
     }
-    close(sv[0]);
-    reap(pid, REFLECTOR_STOP_MS, how, sizeof(how));
+    proc_stop(&c->child, REFLECTOR_STOP_MS, how, sizeof(how));
     size_t n = strlen(err);
     snprintf(err + n, errlen - n, " (it %s)", how);
     return -1;
@@ -178,24 +103,26 @@ static int spawn(struct reflector_client *c, char *err, size_t errlen)
 
 /* ---- the client's thread: observations, deaths, restarts ---- */
 
-/* After a death or a failed start (`what` says which): a new start later, or
-   none ever after REFLECTOR_RESTARTS_MAX of them in a row. */
-static void schedule_restart(struct reflector_client *c, const char *what)
+/* After a death or a failed start (ran: it had served; `what` says which):
+   a new start later, or none ever after REFLECTOR_RESTARTS_MAX quick ones
+   in a row. */
+static void schedule_restart(struct reflector_client *c, const char *what, bool ran)
 {
-    if (c->deaths > REFLECTOR_RESTARTS_MAX) {
+    long delay = proc_restart_next(&c->restarts, monotonic_ms(), ran);
+
+    if (delay < 0) {
         log_error("%s; that is %u times in a row within %d s of a start: hole punching is no "
                   "longer planned and port %d is closed (restart qcg-broker)",
-                  what, c->deaths, REFLECTOR_STABLE_MS / 1000, c->port);
+                  what, c->restarts.deaths, REFLECTOR_STABLE_MS / 1000, c->port);
         close(c->listen_fd);
         c->listen_fd = -1;
         c->restart_at_ms = 0;
         return;
     }
-    unsigned delay = backoff_ms(c->deaths - 1, REFLECTOR_RESTART_MIN_MS, REFLECTOR_RESTART_MAX_MS);
-    log_error("%s: hole punching is not planned until a new one serves (in %u ms, restart %u of "
+    log_error("%s: hole punching is not planned until a new one serves (in %ld ms, restart %u of "
               "at most %d)",
-              what, delay, c->deaths, REFLECTOR_RESTARTS_MAX);
-    c->restart_at_ms = monotonic_ms() + delay;
+              what, delay, c->restarts.deaths, REFLECTOR_RESTARTS_MAX);
+    c->restart_at_ms = monotonic_ms() + (uint64_t)delay;
 }
 
 static void counters_add(struct reflector_counters *to, const struct reflector_counters *c)
@@ -212,30 +139,33 @@ static void counters_add(struct reflector_counters *to, const struct reflector_c
     to->expect_refused += c->expect_refused;
 }
 
+/* No child serves from now on: the counters of this one kept, its channel
+   closed (the child's cue to stop), how it ended in how. */
+static void child_gone(struct reflector_client *c, unsigned wait_ms, char *how, size_t howlen)
+{
+    pthread_mutex_lock(&c->lock);
+    c->chan.fd = -1;
+    atomic_store(&c->up, false);
+    counters_add(&c->gone, &c->now);
+    memset(&c->now, 0, sizeof(c->now));
+    pthread_mutex_unlock(&c->lock);
+    proc_stop(&c->child, wait_ms, how, howlen);
+    atomic_store(&c->pid, 0);
+}
+
 /* why: NULL when the channel closed, else how reading it failed. */
 static void child_lost(struct reflector_client *c, const char *why)
 {
     int pid = atomic_load(&c->pid);
     char how[160], what[400];
 
-    pthread_mutex_lock(&c->lock);
-    close(c->chan);
-    c->chan = -1;
-    atomic_store(&c->up, false);
-    counters_add(&c->gone, &c->now);
-    memset(&c->now, 0, sizeof(c->now));
-    pthread_mutex_unlock(&c->lock);
-    reap(pid, REFLECTOR_STOP_MS, how, sizeof(how));
-    atomic_store(&c->pid, 0);
-    if (monotonic_ms() - c->started_ms >= REFLECTOR_STABLE_MS)
-        c->deaths = 0;
-    c->deaths++;
+    child_gone(c, REFLECTOR_STOP_MS, how, sizeof(how));
     if (why != NULL)
         snprintf(what, sizeof(what), "reflector process %d %s, its channel having failed: %s", pid,
                  how, why);
     else
         snprintf(what, sizeof(what), "reflector process %d %s", pid, how);
-    schedule_restart(c, what);
+    schedule_restart(c, what, true);
 }
 
 static void restart(struct reflector_client *c)
@@ -248,9 +178,8 @@ static void restart(struct reflector_client *c)
                  atomic_load(&c->pid), c->port);
         return;
     }
-    c->deaths++;
     snprintf(what, sizeof(what), "a new reflector process did not start: %s", err);
-    schedule_restart(c, what);
+    schedule_restart(c, what, false);
 }
 
 static void deliver(struct reflector_client *c, const struct rmsg_observed *m)
@@ -273,28 +202,23 @@ static void drain(struct reflector_client *c)
 {
     for (int i = 0; i < DRAIN_MAX; i++) {
         union rmsg m;
-        size_t len = 0;
         char why[RMSG_WHY_LEN];
-        int rc = rmsg_recv(c->chan, &m, &len);
-        if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        int fd;
+        errno = 0; /* a hang-up sets none */
+        int rc = imsg_recv(&c->chan, &m, sizeof(m), &fd, why, sizeof(why));
+        if (rc == IMSG_NONE)
             return;
-        if (rc <= 0) {
-            child_lost(c, rc == 0 ? NULL : strerror(errno));
+        if (rc == IMSG_CLOSED) {
+            child_lost(c, errno == 0 ? NULL : strerror(errno));
             return;
-        }
-        rc = rmsg_check(&m, len, RMSG_BIT(RMSG_OBSERVED) | RMSG_BIT(RMSG_COUNTERS), why,
-                        sizeof(why));
-        if (rc < 0) {
-            rmsg_refused(&c->refused, PEER, why);
-            continue;
         }
         if (rc == RMSG_OBSERVED) {
             deliver(c, &m.observed);
-            continue;
+        } else if (rc == RMSG_COUNTERS) {
+            pthread_mutex_lock(&c->lock);
+            c->now = m.counters.counters;
+            pthread_mutex_unlock(&c->lock);
         }
-        pthread_mutex_lock(&c->lock);
-        c->now = m.counters.counters;
-        pthread_mutex_unlock(&c->lock);
     }
 }
 
@@ -302,22 +226,12 @@ static void drain(struct reflector_client *c)
 static void end_child(struct reflector_client *c)
 {
     char how[160];
-
-    pthread_mutex_lock(&c->lock);
-    int fd = c->chan;
-    c->chan = -1;
-    atomic_store(&c->up, false);
-    counters_add(&c->gone, &c->now);
-    memset(&c->now, 0, sizeof(c->now));
-    pthread_mutex_unlock(&c->lock);
-    if (fd >= 0)
-        close(fd);
     int pid = atomic_load(&c->pid);
-    if (pid > 0) {
-        reap(pid, REFLECTOR_STOP_MS, how, sizeof(how));
-        atomic_store(&c->pid, 0);
-        log_info("reflector process %d %s", pid, how);
-    }
+
+    if (c->child.pid <= 0 || c->child.reaped)
+        return;
+    child_gone(c, REFLECTOR_STOP_MS, how, sizeof(how));
+    log_info("reflector process %d %s", pid, how);
 }
 
 /* Ends the child before it returns: a child this thread started dies with
@@ -329,7 +243,7 @@ static void *run(void *arg)
     for (;;) {
         /* chan is only replaced on this thread: reading it here needs no lock. */
         struct pollfd p[2] = {{.fd = c->wake_fd, .events = POLLIN},
-                              {.fd = c->chan, .events = POLLIN}};
+                              {.fd = c->chan.fd, .events = POLLIN}};
         int timeout = -1;
         if (c->restart_at_ms != 0) {
             uint64_t now = monotonic_ms();
@@ -364,31 +278,53 @@ static void client_free(struct reflector_client *c)
     free(c);
 }
 
-/* Whom the child becomes: nobody else unless we are root. */
-static int resolve_user(struct reflector_client *c, const char *user, char *err, size_t errlen)
+/* Whom the child becomes: a user of its own, never the broker's uid unless
+   asked (it could read the broker's TLS key and proxy key).  Becoming
+   another user takes root or CAP_SETUID and CAP_SETGID (the child gets them
+   as ambient capabilities and drops them with the rest). */
+int reflector_user_resolve(const struct reflector_process_config *cfg, uint32_t *uid, uint32_t *gid,
+                           char *err, size_t errlen)
 {
     struct passwd pw, *found = NULL;
     char buf[4096];
+    const char *user = cfg->user;
+    const int64_t setid = (1ll << CAP_SETUID) | (1ll << CAP_SETGID);
 
-    if (user == NULL || user[0] == '\0')
+    if (cfg->same_user)
         return 0;
+    if (user == NULL || user[0] == '\0') {
+        snprintf(err, errlen,
+                 "reflector-user is empty (reflector-same-user = yes keeps the "
+                 "broker's uid)");
+        return -1;
+    }
     int rc = getpwnam_r(user, &pw, buf, sizeof(buf), &found);
     if (found == NULL) {
-        snprintf(err, errlen, "reflector-user %s: %s", user,
-                 rc != 0 ? strerror(rc) : "no such user");
-        return -1;
-    }
-    if (geteuid() != 0 && pw.pw_uid != geteuid()) {
         snprintf(err, errlen,
-                 "reflector-user %s: qcg-broker must run as root to become another user", user);
+                 "reflector-user %s: %s (create it, e.g. adduser --system %s, or set "
+                 "reflector-same-user = yes)",
+                 user, rc != 0 ? strerror(rc) : "no such user", user);
         return -1;
     }
-    if (geteuid() == 0) {
-        c->init.setuser = 1;
-        c->init.uid = (uint32_t)pw.pw_uid;
-        c->init.gid = (uint32_t)pw.pw_gid;
+    if (pw.pw_uid == geteuid()) {
+        snprintf(err, errlen,
+                 "reflector-user %s is the broker's own uid %u: the reflector could read its "
+                 "keys (name another user, or set reflector-same-user = yes)",
+                 user, (unsigned)pw.pw_uid);
+        return -1;
     }
-    return 0;
+    int64_t eff = privdrop_effective(0);
+    if (geteuid() != 0 && (eff < 0 || (eff & setid) != setid)) {
+        snprintf(err, errlen,
+                 "reflector-user %s: qcg-broker runs as uid %u without CAP_SETUID and "
+                 "CAP_SETGID, so cannot become it (run as root, give it both capabilities, or "
+                 "set reflector-same-user = yes)",
+                 user, (unsigned)geteuid());
+        return -1;
+    }
+    *uid = (uint32_t)pw.pw_uid;
+    *gid = (uint32_t)pw.pw_gid;
+    return 1;
 }
 
 struct reflector_client *reflector_client_start(const struct reflector_process_config *cfg,
@@ -401,17 +337,24 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
         snprintf(err, errlen, "reflector: out of memory");
         return NULL;
     }
-    c->chan = c->wake_fd = -1;
+    c->wake_fd = -1;
+    imsg_chan_init(&c->chan, -1, rmsg_types, RMSG_TO_BROKER, NULL, PEER);
+    c->child.fd = -1;
+    c->restarts = (struct proc_restart){.min_ms = REFLECTOR_RESTART_MIN_MS,
+                                        .max_ms = REFLECTOR_RESTART_MAX_MS,
+                                        .max_deaths = REFLECTOR_RESTARTS_MAX,
+                                        .stable_ms = REFLECTOR_STABLE_MS};
     pthread_mutex_init(&c->lock, NULL);
     c->observe = observe;
     c->arg = arg;
-    c->init.type = RMSG_INIT;
+    c->init.h.type = RMSG_INIT;
     c->init.version = RMSG_VERSION;
     c->init.key = *key;
     c->init.log_level = (uint32_t)log_get_level();
     c->init.syslog = cfg->syslog ? 1 : 0;
-    if (resolve_user(c, cfg->user, err, errlen) < 0 ||
-        (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {
+    int become = reflector_user_resolve(cfg, &c->init.uid, &c->init.gid, err, errlen);
+    c->init.setuser = become == 1;
+    if (become < 0 || (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {
         client_free(c);
         return NULL;
     }
@@ -451,7 +394,7 @@ int reflector_client_expect(struct reflector_client *c, const unsigned char pair
     int rc;
 
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_EXPECT;
+    m.h.type = RMSG_EXPECT;
     m.expiry = expiry;
     memcpy(m.pair, pair, TOKEN_PAIR_LEN);
     for (int i = 0; i < 2; i++) {
@@ -462,17 +405,17 @@ int reflector_client_expect(struct reflector_client *c, const unsigned char pair
         m.sides[i].preserving = sides[i].preserving ? 1 : 0;
     }
     pthread_mutex_lock(&c->lock);
-    if (c->chan < 0) {
+    if (c->chan.fd < 0) {
         errno = ENOTCONN;
         rc = -1;
     } else {
-        rc = rmsg_send(c->chan, &m, sizeof(m), REFLECTOR_SEND_MS);
+        rc = imsg_send(&c->chan, &m, sizeof(m), -1, REFLECTOR_SEND_MS);
     }
     if (rc < 0) {
         char line[160];
         snprintf(line, sizeof(line), "pair %02x%02x%02x%02x not passed to " PEER ": %s", pair[0],
                  pair[1], pair[2], pair[3], strerror(errno));
-        rmsg_warn_limited(&c->unsent, line);
+        imsg_warn_limited(&c->unsent, line);
     }
     pthread_mutex_unlock(&c->lock);
     return rc;

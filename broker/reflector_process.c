@@ -22,8 +22,7 @@
 #define PEER "the broker"
 
 struct channel {
-    int fd;
-    struct ratelimit refused; /* the serving loop's */
+    struct imsg_chan c;
     struct ratelimit dropped; /* the reflector thread's */
 };
 
@@ -35,7 +34,7 @@ static void send_observed(void *arg, const struct reflector_observation *o)
     struct rmsg_observed m;
 
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_OBSERVED;
+    m.h.type = RMSG_OBSERVED;
     if (o->cluster != NULL) {
         m.punch = 1;
         snprintf(m.cluster, sizeof(m.cluster), "%s", o->cluster);
@@ -45,39 +44,42 @@ static void send_observed(void *arg, const struct reflector_observation *o)
     }
     snprintf(m.addr, sizeof(m.addr), "%s", o->addr);
     m.port = o->port;
-    if (rmsg_send(ch->fd, &m, sizeof(m), 0) < 0) {
+    if (imsg_send(&ch->c, &m, sizeof(m), -1, 0) < 0) {
         char line[200];
         snprintf(line, sizeof(line), "observation of %s:%d not passed to " PEER ": %s", o->addr,
                  o->port, strerror(errno));
-        rmsg_warn_limited(&ch->dropped, line);
+        imsg_warn_limited(&ch->dropped, line);
     }
 }
 
 /* READY, ok or not; a failure is logged here too (the broker may be gone). */
-static void ready(int fd, const char *why)
+static void ready(struct imsg_chan *c, const char *why)
 {
     struct rmsg_ready m;
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_READY;
+    m.h.type = RMSG_READY;
     m.ok = why == NULL;
     if (why != NULL) {
         snprintf(m.why, sizeof(m.why), "%s", why);
         log_error("%s", why);
     }
-    if (rmsg_send(fd, &m, sizeof(m), REFLECTOR_READY_MS) < 0)
+    if (imsg_send(c, &m, sizeof(m), -1, REFLECTOR_READY_MS) < 0)
         log_warn("telling " PEER " we %s", why == NULL ? "serve" : "failed");
 }
 
 /* The first message: INIT, within REFLECTOR_READY_MS. */
-static int read_init(int fd, struct rmsg_init *init)
+static int read_init(struct imsg_chan *c, struct rmsg_init *init)
 {
     union rmsg m;
     char why[RMSG_WHY_LEN + 100];
+    int fd;
 
-    if (rmsg_recv_first(fd, RMSG_INIT, REFLECTOR_READY_MS, &m, why, sizeof(why)) < 0) {
-        log_error("from " PEER ": %s", why);
+    c->accept = IMSG_BIT(RMSG_INIT);
+    if (imsg_recv_wait(c, &m, sizeof(m), &fd, REFLECTOR_READY_MS, why, sizeof(why)) < 0) {
+        log_error("%s", why);
         return -1;
     }
+    c->accept = RMSG_TO_CHILD;
     *init = m.init;
     explicit_bzero(&m, sizeof(m));
     return 0;
@@ -102,11 +104,11 @@ static void send_counters(struct channel *ch, struct reflector *r, struct reflec
 {
     struct rmsg_counters m;
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_COUNTERS;
+    m.h.type = RMSG_COUNTERS;
     reflector_counters(r, &m.counters);
     if (memcmp(&m.counters, last, sizeof(*last)) == 0)
         return;
-    if (rmsg_send(ch->fd, &m, sizeof(m), 0) == 0)
+    if (imsg_send(&ch->c, &m, sizeof(m), -1, 0) == 0)
         *last = m.counters;
 }
 
@@ -119,7 +121,7 @@ static int serve(struct channel *ch, struct reflector *r)
 
     memset(&sent, 0, sizeof(sent));
     for (;;) {
-        struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+        struct pollfd p = {.fd = ch->c.fd, .events = POLLIN};
         if (poll(&p, 1, COUNTERS_EVERY_MS) < 0 && errno != EINTR) {
             log_warn("poll");
             return -1;
@@ -130,39 +132,37 @@ static int serve(struct channel *ch, struct reflector *r)
         }
         for (int i = 0; i < DRAIN_MAX; i++) {
             union rmsg m;
-            size_t len = 0;
             char why[RMSG_WHY_LEN];
-            int rc = rmsg_recv(ch->fd, &m, &len);
-            if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            int fd;
+            errno = 0; /* a hang-up sets none */
+            int rc = imsg_recv(&ch->c, &m, sizeof(m), &fd, why, sizeof(why));
+            if (rc == IMSG_NONE)
                 break;
-            if (rc < 0) {
+            if (rc == IMSG_CLOSED && errno != 0) {
                 log_warn("reading the channel");
                 return -1;
             }
-            if (rc == 0)
+            if (rc == IMSG_CLOSED)
                 return 0;
-            if (rmsg_check(&m, len, RMSG_BIT(RMSG_EXPECT), why, sizeof(why)) < 0) {
-                rmsg_refused(&ch->refused, PEER, why);
-                continue;
-            }
-            expect(r, &m.expect);
+            if (rc == RMSG_EXPECT)
+                expect(r, &m.expect);
         }
     }
 }
 
 int reflector_process_main(void)
 {
-    struct channel ch = {.fd = REFLECTOR_FD_CHANNEL};
+    struct channel ch;
     struct rmsg_init init;
     char why[RMSG_WHY_LEN], err[RMSG_WHY_LEN - 32];
-    int type = 0;
-    socklen_t tlen = sizeof(type);
 
+    memset(&ch, 0, sizeof(ch));
+    imsg_chan_init(&ch.c, PROC_FD_CHAN, rmsg_types, 0, NULL, PEER);
     prctl(PR_SET_NAME, "qcg-reflector", 0, 0, 0);
     log_init("reflector", LOG_LEVEL_INFO, false);
-    if (getsockopt(ch.fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_SEQPACKET) {
-        log_error("descriptor %d is no channel: %s is for qcg-broker to start its reflector", ch.fd,
-                  REFLECTOR_PROCESS_ARG);
+    if (!proc_child_has_chan()) {
+        log_error("descriptor %d is no channel: %s is for qcg-broker to start its reflector",
+                  PROC_FD_CHAN, REFLECTOR_PROCESS_ARG);
         return 2;
     }
     /* The broker ends us by closing the channel (or by dying: SIGKILL then).
@@ -172,27 +172,27 @@ int reflector_process_main(void)
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    if (read_init(ch.fd, &init) < 0)
+    if (read_init(&ch.c, &init) < 0)
         return 1;
     log_init("reflector", (enum log_level)init.log_level, init.syslog == 1);
     struct privdrop_user as = {.uid = (uid_t)init.uid, .gid = (gid_t)init.gid};
     if (privdrop(0, init.setuser == 1 ? &as : NULL, err, sizeof(err)) < 0) {
         snprintf(why, sizeof(why), "reflector process: %s", err);
         explicit_bzero(&init, sizeof(init));
-        ready(ch.fd, why);
+        ready(&ch.c, why);
         return 1;
     }
-    struct reflector *r = reflector_start_on(REFLECTOR_FD_LISTEN, &init.key, send_observed, &ch,
-                                             NULL, err, sizeof(err));
+    struct reflector *r =
+        reflector_start_on(PROC_FD_GIVEN, &init.key, send_observed, &ch, NULL, err, sizeof(err));
     explicit_bzero(&init.key, sizeof(init.key));
     if (r == NULL) {
         snprintf(why, sizeof(why), "reflector process: %s", err);
-        ready(ch.fd, why);
+        ready(&ch.c, why);
         return 1;
     }
     log_info("serving port %d for qcg-broker (pid %d) as uid %d without capabilities",
              reflector_port(r), (int)getppid(), (int)getuid());
-    ready(ch.fd, NULL);
+    ready(&ch.c, NULL);
     int rc = serve(&ch, r);
     reflector_stop(r);
     log_info("%s: stopped", rc == 0 ? PEER " closed the channel" : "the channel failed");

@@ -18,12 +18,11 @@
 #include "log.h"
 #include "monotonic.h"
 #include "privsep_msg.h"
-#include "ratelimit.h"
+#include "proc.h"
 
 /* How often timed-out requests are looked for while any is pending. */
 #define SWEEP_MS 100
 #define READS_PER_WAKE 64
-#define BAD_LOG_MS 1000
 /* How long a lost process may take to become a zombie after its socket
    closed (the kernel closes its files before it reports the exit). */
 #define REAP_AT_LOSS_MS 100
@@ -50,9 +49,9 @@ struct entry {
 
 struct privsep {
     uv_loop_t *loop;
-    int fd;
-    pid_t pid;
-    int started, closed, lost, lost_told, reaped, free_asked;
+    struct proc child;
+    struct imsg_chan ch;
+    int started, closed, lost, lost_told, free_asked;
     unsigned handles; /* open libuv handles; the last close may free */
     uv_poll_t poll;
     uv_timer_t timer;
@@ -63,92 +62,43 @@ struct privsep {
     privsep_lost_fn lost_fn;
     void *lost_arg;
     char lost_why[PRIVSEP_WHY_MAX];
-    struct ratelimit bad_rl;
 };
-
-/* The standard descriptors open, so that the socketpair never takes one of
-   them (a log line would go into it). */
-static void std_fds_open(void)
-{
-    for (int fd = 0; fd < 3; fd++)
-        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
-            return;
-}
 
 struct privsep *privsep_fork(const struct helper_config *cfg, char *err, size_t errlen)
 {
     struct privsep *ps = calloc(1, sizeof(*ps));
-    pid_t parent = getpid();
-    int sv[2];
+    const struct proc_spec spec = {
+        .name = "qcg-helper-priv", .exec_arg = NULL, .give_fd = -1, .deathsig = SIGTERM};
 
     if (ps == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    std_fds_open();
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+    switch (proc_start(&ps->child, &spec, err, errlen)) {
+    case 1:
+        free(ps);
+        privsep_child_main(cfg);
+    case 0:
+        break;
+    default:
         free(ps);
         return NULL;
     }
-    fflush(NULL);
-    ps->pid = fork();
-    if (ps->pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(sv[0]);
-        close(sv[1]);
-        free(ps);
-        return NULL;
-    }
-    if (ps->pid == 0) {
-        close(sv[0]);
-        free(ps);
-        privsep_child_main(sv[1], parent, cfg);
-    }
-    close(sv[1]);
-    ps->fd = sv[0];
+    imsg_chan_init(&ps->ch, ps->child.fd, privsep_types, PRIVSEP_TO_MAIN, NULL,
+                   "the privileged process");
     ps->next_id = 1;
-    if (fcntl(ps->fd, F_SETFL, O_NONBLOCK) < 0)
-        log_warn("O_NONBLOCK on the privileged process's socket");
     return ps;
 }
 
 pid_t privsep_pid(const struct privsep *ps)
 {
-    return ps->pid;
+    return ps->child.pid;
 }
 
 void privsep_on_lost(struct privsep *ps, privsep_lost_fn fn, void *arg)
 {
     ps->lost_fn = fn;
     ps->lost_arg = arg;
-}
-
-/* waitpid without blocking longer than ms; 1 once reaped (status set). */
-static int reap(struct privsep *ps, unsigned ms, int *status)
-{
-    uint64_t end = monotonic_ms() + ms;
-
-    for (;;) {
-        pid_t r = waitpid(ps->pid, status, WNOHANG);
-        if (r == ps->pid || (r < 0 && errno == ECHILD)) {
-            ps->reaped = 1;
-            return r == ps->pid;
-        }
-        if (monotonic_ms() >= end)
-            return 0;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void how_it_ended(int status, char *out, size_t outlen)
-{
-    if (WIFSIGNALED(status))
-        snprintf(out, outlen, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
-        snprintf(out, outlen, "exited with status %d", WEXITSTATUS(status));
 }
 
 static void on_timer(uv_timer_t *t);
@@ -175,17 +125,16 @@ static void make_ready(struct privsep *ps, struct entry *e, int status, const ch
 static void lose(struct privsep *ps, const char *what, int killed)
 {
     char how[PRIVSEP_WHY_MAX - 40];
-    int status = 0;
 
     if (ps->lost)
         return;
     ps->lost = 1;
-    if (!ps->reaped && reap(ps, REAP_AT_LOSS_MS, &status) && !killed)
-        how_it_ended(status, how, sizeof(how));
+    if (proc_wait(&ps->child, REAP_AT_LOSS_MS) && !killed)
+        proc_how(&ps->child, how, sizeof(how));
     else
         snprintf(how, sizeof(how), "%s", what);
-    snprintf(ps->lost_why, sizeof(ps->lost_why), "the privileged process (pid %d) %s", (int)ps->pid,
-             how);
+    snprintf(ps->lost_why, sizeof(ps->lost_why), "the privileged process (pid %d) %s",
+             (int)ps->child.pid, how);
     if (ps->started && !ps->closed) {
         log_error("%s: traversing is no longer available", ps->lost_why);
         uv_poll_stop(&ps->poll);
@@ -244,13 +193,13 @@ static void take_async(struct privsep *ps, const union privsep_msg *m)
     enum kind want = m->h.type == PRIVSEP_SYN ? K_WATCH : K_INJECT;
 
     if (m->h.type != PRIVSEP_SYN && m->h.type != PRIVSEP_DONE) {
-        log_debug("a late %s for request %u (its wait was over)", privsep_type_name(m->h.type),
-                  m->h.id);
+        log_debug("a late %s for request %u (its wait was over)",
+                  imsg_name(privsep_types, m->h.type), m->h.id);
         return;
     }
     if (m->h.id == 0 || e == NULL || !e->acked || e->ready || e->kind != want) {
-        log_debug("a %s for request %u nobody waits for (timed out?)", privsep_type_name(m->h.type),
-                  m->h.id);
+        log_debug("a %s for request %u nobody waits for (timed out?)",
+                  imsg_name(privsep_types, m->h.type), m->h.id);
         return;
     }
     if (m->h.type == PRIVSEP_SYN) {
@@ -264,36 +213,25 @@ static void take_async(struct privsep *ps, const union privsep_msg *m)
     }
 }
 
-/* One datagram from the socket: 1 and *m filled, 0 when there is none now,
-   -1 when the socket is gone (lost). */
+/* One message from the socket: 1 and *m filled, 0 when there is none now,
+   -1 when the socket is gone (lost).  A malformed one is logged by the
+   channel and dropped. */
 static int receive(struct privsep *ps, union privsep_msg *m)
 {
-    union {
-        union privsep_msg m;
-        uint8_t bytes[sizeof(union privsep_msg) + 1];
-    } buf;
     char why[PRIVSEP_WHY_MAX];
-    unsigned left_out;
+    int fd;
 
     for (;;) {
-        ssize_t n = recv(ps->fd, &buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
+        errno = 0; /* a hang-up sets none */
+        int rc = imsg_recv(&ps->ch, m, sizeof(*m), &fd, why, sizeof(why));
+        if (rc == IMSG_NONE)
             return 0;
-        if (n <= 0) {
-            lose(ps, n == 0 ? "closed its socket" : strerror(errno), 0);
+        if (rc == IMSG_CLOSED) {
+            lose(ps, errno == 0 ? "closed its socket" : strerror(errno), 0);
             return -1;
         }
-        if (privsep_answer_check(&buf, (size_t)n, why, sizeof(why)) < 0) {
-            if (ratelimit_ok(&ps->bad_rl, monotonic_ms(), BAD_LOG_MS, &left_out))
-                log_warnx("a malformed answer of the privileged process dropped: %s (%u more "
-                          "since)",
-                          why, left_out);
-            continue;
-        }
-        memcpy(m, &buf, (size_t)n);
-        return 1;
+        if (rc > 0)
+            return 1;
     }
 }
 
@@ -362,33 +300,32 @@ static void on_readable(uv_poll_t *h, int status, int events)
    at most timeout_ms.  Outcomes of other requests arriving meanwhile are
    kept for the loop.  0 and *ans, or -1 with why.  A process that does not
    answer in time is killed: each later call would block the loop as long. */
-static int round_trip(struct privsep *ps, const void *req, size_t size, uint32_t want, uint32_t id,
+static int round_trip(struct privsep *ps, void *req, size_t size, uint32_t want, uint32_t id,
                       unsigned timeout_ms, union privsep_msg *ans, char *why, size_t whylen)
 {
     uint64_t deadline = monotonic_ms() + timeout_ms;
-    const char *what = privsep_type_name(((const struct privsep_hdr *)req)->type);
+    const char *what = imsg_name(privsep_types, ((const struct imsg_hdr *)req)->type);
     int sent = 0, rc = -1;
 
     while (!ps->lost) {
         uint64_t now = monotonic_ms();
-        struct pollfd p = {.fd = ps->fd, .events = sent ? POLLIN : POLLOUT};
+        struct pollfd p = {.fd = ps->ch.fd, .events = sent ? POLLIN : POLLOUT};
 
         if (now >= deadline) {
             char text[100];
 
             snprintf(text, sizeof(text), "did not answer %s within %u ms: killed", what,
                      timeout_ms);
-            kill(ps->pid, SIGKILL);
+            kill(ps->child.pid, SIGKILL);
             lose(ps, text, 1);
             break;
         }
         if (poll(&p, 1, (int)(deadline - now)) <= 0)
             continue; /* EINTR, or the deadline */
         if (!sent) {
-            ssize_t n = send(ps->fd, req, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-            if (n == (ssize_t)size)
+            if (imsg_send(&ps->ch, req, size, -1, 0) == 0)
                 sent = 1;
-            else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+            else if (errno != EAGAIN)
                 lose(ps, strerror(errno), 0);
             continue;
         }
@@ -431,7 +368,7 @@ int privsep_start(struct privsep *ps, uv_loop_t *loop, char *why, size_t whylen)
         snprintf(why, whylen, "%s", ans.status.why);
         return -1;
     }
-    if (uv_poll_init(loop, &ps->poll, ps->fd) < 0) {
+    if (uv_poll_init(loop, &ps->poll, ps->ch.fd) < 0) {
         snprintf(why, whylen, "cannot watch the privileged process's socket");
         return -1;
     }
@@ -459,7 +396,7 @@ static int unavailable(struct privsep *ps, char *why, size_t whylen)
 }
 
 /* Sends a plan's request; the entry is acknowledged or freed. */
-static int ask(struct privsep *ps, struct entry *e, const void *req, size_t size, char *why,
+static int ask(struct privsep *ps, struct entry *e, void *req, size_t size, char *why,
                size_t whylen)
 {
     union privsep_msg ans;
@@ -586,32 +523,30 @@ void privsep_close(struct privsep *ps)
     }
     /* The privileged process reads the end of the socket: it removes its
        rules and chains and exits. */
-    close(ps->fd);
-    ps->fd = -1;
+    close(ps->child.fd);
+    ps->child.fd = ps->ch.fd = -1;
 }
 
 void privsep_free(struct privsep *ps)
 {
-    int status = 0;
+    char how[120];
 
     if (ps == NULL)
         return;
     privsep_close(ps);
-    if (!ps->reaped) {
-        if (reap(ps, PRIVSEP_EXIT_MS, &status)) {
-            char how[120];
-            how_it_ended(status, how, sizeof(how));
+    if (!ps->child.reaped) {
+        if (proc_wait(&ps->child, PRIVSEP_EXIT_MS)) {
+            proc_how(&ps->child, how, sizeof(how));
             if (ps->started)
-                log_info("the privileged process (pid %d) %s", (int)ps->pid, how);
+                log_info("the privileged process (pid %d) %s", (int)ps->child.pid, how);
             else
-                log_debug("the privileged process (pid %d) %s", (int)ps->pid, how);
-        } else if (!ps->reaped) {
+                log_debug("the privileged process (pid %d) %s", (int)ps->child.pid, how);
+        } else {
             log_warnx("the privileged process (pid %d) did not exit within %d ms: killed",
-                      (int)ps->pid, PRIVSEP_EXIT_MS);
-            kill(ps->pid, SIGKILL);
-            reap(ps, 1000, &status);
+                      (int)ps->child.pid, PRIVSEP_EXIT_MS);
         }
     }
+    proc_stop(&ps->child, 0, NULL, 0); /* kills and reaps one still there */
     ps->free_asked = 1;
     maybe_free(ps);
 }

@@ -6,9 +6,9 @@
  * it opens anything that talks to the world: that process keeps those two
  * capabilities and nothing else, closes every descriptor it inherited, runs
  * the packet engine (traverse.h) on a loop of its own and serves the
- * requests of privsep_msg.h over a SOCK_SEQPACKET socketpair, checking each
- * one; it parses nothing else.  The main process then drops every capability
- * for good (privdrop, common/privdrop.h) and reaches the engine only through this
+ * requests of privsep_msg.h over the channel of privsep/proc.h (which
+ * starts it and checks each message); it parses nothing else.  The main process then drops every
+ * capability for good (privdrop, common/privdrop.h) and reaches the engine only through this
  * module, whose calls have traverse.h's shape.
  *
  * The privileged process waits for START (sent once the main process owns
@@ -91,9 +91,9 @@ void privsep_close(struct privsep *ps);
    closes (run the loop after it). */
 void privsep_free(struct privsep *ps);
 
-/* The privileged process itself, in the child of a fork by parent, on
-   socket fd (exported for the tests, which run it on a socketpair of their
-   own).  Never returns. */
-_Noreturn void privsep_child_main(int fd, pid_t parent, const struct helper_config *cfg);
+/* The privileged process itself, in the child of proc_start (fork only:
+   its channel on PROC_FD_CHAN, nothing else open but 0-2; exported for the
+   tests, which start it so).  Never returns. */
+_Noreturn void privsep_child_main(const struct helper_config *cfg);
 
 #endif

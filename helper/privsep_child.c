@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,21 +18,17 @@
 #include "privdrop.h"
 #include "privsep.h"
 #include "privsep_msg.h"
-#include "ratelimit.h"
+#include "proc.h"
 
-/* comm of the privileged process (15 characters at most). */
-#define CHILD_NAME "qcg-helper-priv"
 /* Its thread pool: only the engine's batched rule deletions use it, one at
    a time. */
 #define CHILD_THREADS "1"
-#define CHILD_FD 3
 #define KEEP_CAPS ((1ull << CAP_NET_ADMIN) | (1ull << CAP_NET_RAW))
 /* Answers that wait for room in the socket: every plan's outcome and an
    acknowledgement or two. */
 #define OUT_MAX (PRIVSEP_PENDING_MAX + 16)
 /* Datagrams read per wake-up, so that the engine's packets get their turn. */
 #define READS_PER_WAKE 64
-#define REFUSED_LOG_MS 1000
 /* A privileged process whose main process was just killed still holds the
    queue while it removes its rules (~50 ms): a helper started again at
    once waits this long for it. */
@@ -51,7 +46,7 @@ struct slot {
 
 struct child {
     uv_loop_t loop;
-    int fd;
+    struct imsg_chan ch;
     uv_poll_t poll;
     int poll_events;
     uv_signal_t term;
@@ -63,7 +58,7 @@ struct child {
     union privsep_msg *out; /* a ring of OUT_MAX */
     size_t out_size[OUT_MAX];
     size_t out_head, out_count;
-    struct ratelimit refused_rl, dropped_rl;
+    struct ratelimit dropped_rl;
 };
 
 static void stop(struct child *c, int code, const char *why);
@@ -83,14 +78,10 @@ static void set_poll(struct child *c)
 /* Sends what waits, in order; stops at a full socket. */
 static void flush(struct child *c)
 {
-    while (c->out_count > 0 && c->fd >= 0) {
-        ssize_t n = send(c->fd, &c->out[c->out_head], c->out_size[c->out_head],
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == ENOBUFS))
-            return;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
+    while (c->out_count > 0 && c->ch.fd >= 0) {
+        if (imsg_send(&c->ch, &c->out[c->out_head], c->out_size[c->out_head], -1, 0) < 0) {
+            if (errno == EAGAIN)
+                return;
             /* The main process is gone: reading tells it too. */
             c->out_count = 0;
             break;
@@ -102,15 +93,14 @@ static void flush(struct child *c)
 
 static void send_answer(struct child *c, const void *msg, size_t size)
 {
-    unsigned left_out;
+    char line[160];
 
-    if (c->fd < 0)
+    if (c->ch.fd < 0)
         return;
     if (c->out_count == OUT_MAX) {
-        if (ratelimit_ok(&c->dropped_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
-            log_warnx("an answer dropped: %d wait for the main process to read them (%u more "
-                      "dropped since)",
-                      OUT_MAX, left_out);
+        snprintf(line, sizeof(line), "an answer dropped: %d wait for the main process to read them",
+                 OUT_MAX);
+        imsg_warn_limited(&c->dropped_rl, line);
         return;
     }
     size_t tail = (c->out_head + c->out_count) % OUT_MAX;
@@ -175,15 +165,16 @@ static void on_done(void *arg, int status, const char *why)
     send_status(s->c, PRIVSEP_DONE, s->id, status, why != NULL ? why : "");
 }
 
-/* A request that is not served: the main process hears why at once. */
-static void refuse(struct child *c, uint32_t id, int status, ssize_t len, const char *why)
+/* A request that is not served: the main process hears why at once.
+   logged: the channel logged it already (a malformed message). */
+static void refuse(struct child *c, uint32_t id, int status, bool logged, const char *why)
 {
-    unsigned left_out;
+    char line[PRIVSEP_WHY_MAX + 60];
 
-    if (ratelimit_ok(&c->refused_rl, monotonic_ms(), REFUSED_LOG_MS, &left_out))
-        log_warnx("refused a message of %zd bytes from the main process: %s (%u more refused "
-                  "since)",
-                  len, why, left_out);
+    if (!logged) {
+        snprintf(line, sizeof(line), "refused a request of the main process: %s", why);
+        imsg_warn_limited(&c->ch.refused, line);
+    }
     send_status(c, PRIVSEP_ACK, id, status, why);
 }
 
@@ -204,14 +195,14 @@ static void serve_start(struct child *c)
 }
 
 /* A slot for the plan of request id, or NULL (refused: too many). */
-static struct slot *plan_slot(struct child *c, uint32_t id, size_t len)
+static struct slot *plan_slot(struct child *c, uint32_t id)
 {
     struct slot *s = slot_get(c, id);
     char why[PRIVSEP_WHY_MAX];
 
     if (s == NULL) {
         snprintf(why, sizeof(why), "%d traversals in progress already", PRIVSEP_PENDING_MAX);
-        refuse(c, id, -EBUSY, (ssize_t)len, why);
+        refuse(c, id, -EBUSY, false, why);
     }
     return s;
 }
@@ -228,7 +219,7 @@ static void serve_watch(struct child *c, const struct privsep_watch_syn *w)
 {
     struct in_addr dst = {.s_addr = w->dst};
     char why[PRIVSEP_WHY_MAX] = "";
-    struct slot *s = plan_slot(c, w->h.id, sizeof(*w));
+    struct slot *s = plan_slot(c, w->h.id);
 
     if (s != NULL)
         plan_acked(
@@ -241,7 +232,7 @@ static void serve_inject(struct child *c, const struct privsep_inject *in)
 {
     struct in_addr pub = {.s_addr = in->pub};
     char why[PRIVSEP_WHY_MAX] = "";
-    struct slot *s = plan_slot(c, in->h.id, sizeof(*in));
+    struct slot *s = plan_slot(c, in->h.id);
 
     if (s != NULL)
         plan_acked(c, s,
@@ -250,38 +241,29 @@ static void serve_inject(struct child *c, const struct privsep_inject *in)
                    why);
 }
 
-static void serve(struct child *c, const void *buf, ssize_t len)
+static void serve(struct child *c, const union privsep_msg *m)
 {
-    union privsep_msg m;
     char why[PRIVSEP_WHY_MAX];
-    uint32_t id = 0;
-    int rc = privsep_request_check(buf, (size_t)len, &c->lim, why, sizeof(why));
+    uint32_t id = m->h.id;
 
-    if ((size_t)len >= sizeof(struct privsep_hdr))
-        memcpy(&id, (const uint8_t *)buf + offsetof(struct privsep_hdr, id), sizeof(id));
-    if (rc < 0) {
-        refuse(c, id, rc, len, why);
-        return;
-    }
-    memcpy(&m, buf, (size_t)len);
-    if (m.h.type == PRIVSEP_START) {
+    if (m->h.type == PRIVSEP_START) {
         if (c->started)
-            refuse(c, id, -EALREADY, len, "START again");
+            refuse(c, id, -EALREADY, false, "START again");
         else
             serve_start(c);
         return;
     }
     if (c->t == NULL) {
-        snprintf(why, sizeof(why), "%s before START", privsep_type_name(m.h.type));
-        refuse(c, id, -ENOTCONN, len, why);
+        snprintf(why, sizeof(why), "%s before START", imsg_name(privsep_types, m->h.type));
+        refuse(c, id, -ENOTCONN, false, why);
         return;
     }
-    switch (m.h.type) {
+    switch (m->h.type) {
     case PRIVSEP_WATCH_SYN:
-        serve_watch(c, &m.watch);
+        serve_watch(c, &m->watch);
         break;
     case PRIVSEP_INJECT:
-        serve_inject(c, &m.inject);
+        serve_inject(c, &m->inject);
         break;
     case PRIVSEP_RULES: {
         struct privsep_rules_ok ok = {.h = {.type = PRIVSEP_RULES_OK, .id = id},
@@ -290,18 +272,16 @@ static void serve(struct child *c, const void *buf, ssize_t len)
         break;
     }
     default:
-        break; /* privsep_request_check let no other type through */
+        break; /* the channel let no other type through */
     }
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     struct child *c = h->data;
-    /* One byte more than any message: a longer datagram shows as too long. */
-    union {
-        union privsep_msg m;
-        uint8_t bytes[sizeof(union privsep_msg) + 1];
-    } buf;
+    union privsep_msg m;
+    char why[PRIVSEP_WHY_MAX];
+    int fd;
 
     if (status < 0) {
         stop(c, 1, uv_strerror(status));
@@ -312,16 +292,20 @@ static void on_poll(uv_poll_t *h, int status, int events)
         set_poll(c);
     }
     for (int i = 0; i < READS_PER_WAKE && (events & UV_READABLE) && !c->stopping; i++) {
-        ssize_t n = recv(c->fd, &buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
+        /* A refused datagram too short for a header leaves id 0. */
+        memset(&m.h, 0, sizeof(m.h));
+        errno = 0; /* a hang-up sets none */
+        int rc = imsg_recv(&c->ch, &m, sizeof(m), &fd, why, sizeof(why));
+        if (rc == IMSG_NONE)
             break;
-        if (n <= 0) {
-            stop(c, 0, n == 0 ? "the main process closed its socket" : strerror(errno));
+        if (rc == IMSG_CLOSED) {
+            stop(c, 0, errno == 0 ? "the main process closed its socket" : strerror(errno));
             break;
         }
-        serve(c, &buf, n);
+        if (rc == IMSG_REFUSED)
+            refuse(c, m.h.id, -EBADMSG, true, why);
+        else
+            serve(c, &m);
     }
 }
 
@@ -354,44 +338,18 @@ static void stop(struct child *c, int code, const char *why)
     c->t = NULL;
 }
 
-/* Every descriptor but the standard ones and the socket, which becomes
-   CHILD_FD. */
-static int keep_only(int fd)
-{
-    if (fd != CHILD_FD) {
-        if (dup3(fd, CHILD_FD, O_CLOEXEC) < 0)
-            return -1;
-        close(fd);
-    }
-    if (close_range(CHILD_FD + 1, ~0u, 0) < 0) {
-        long max = sysconf(_SC_OPEN_MAX);
-        for (long i = CHILD_FD + 1; i < (max > 0 ? max : 1024); i++)
-            close((int)i);
-    }
-    return CHILD_FD;
-}
-
 /* Everything before the loop; exits on failure (the main process sees the
    socket close before READY). */
-static void setup(struct child *c, int fd, pid_t parent, const struct helper_config *cfg)
+static void setup(struct child *c, const struct helper_config *cfg)
 {
-    enum log_level level = log_get_level();
     char err[256];
 
-    /* Gone with the main process, however it ends; it may have ended
-       already. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0 || getppid() != parent)
-        _exit(0);
-    prctl(PR_SET_NAME, CHILD_NAME, 0, 0, 0);
     signal(SIGINT, SIG_IGN); /* the terminal's ^C is for the main process */
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    /* syslog's descriptor goes with the others and is opened anew. */
-    log_init("helper-priv", level, false);
-    c->fd = keep_only(fd);
-    log_init("helper-priv", level, cfg->syslog);
-    if (c->fd < 0)
-        fatal("cannot move the socket to descriptor %d", CHILD_FD);
+    log_init("helper-priv", log_get_level(), cfg->syslog);
+    imsg_chan_init(&c->ch, PROC_FD_CHAN, privsep_types, PRIVSEP_TO_PRIVILEGED, &c->lim,
+                   "the main process");
     if (privdrop(KEEP_CAPS, NULL, err, sizeof(err)) < 0)
         fatalx("cannot limit the capabilities: %s", err);
     if (chdir("/") < 0)
@@ -406,7 +364,7 @@ static void setup(struct child *c, int fd, pid_t parent, const struct helper_con
     c->out = calloc(OUT_MAX, sizeof(*c->out));
     if (c->out == NULL || uv_loop_init(&c->loop) < 0)
         fatalx("out of memory");
-    if (fcntl(c->fd, F_SETFL, O_NONBLOCK) < 0 || uv_poll_init(&c->loop, &c->poll, c->fd) < 0)
+    if (fcntl(c->ch.fd, F_SETFL, O_NONBLOCK) < 0 || uv_poll_init(&c->loop, &c->poll, c->ch.fd) < 0)
         fatalx("cannot watch the socket");
     c->poll.data = c;
     set_poll(c);
@@ -415,17 +373,17 @@ static void setup(struct child *c, int fd, pid_t parent, const struct helper_con
     uv_signal_start(&c->term, on_term, SIGTERM);
 }
 
-_Noreturn void privsep_child_main(int fd, pid_t parent, const struct helper_config *cfg)
+_Noreturn void privsep_child_main(const struct helper_config *cfg)
 {
     static struct child c; /* one per process; its plans hold pointers to it */
 
     memset(&c, 0, sizeof(c));
-    setup(&c, fd, parent, cfg);
+    setup(&c, cfg);
     log_debug("pid %d, parent %d: CAP_NET_ADMIN and CAP_NET_RAW only, queue %u; waiting for "
               "START",
-              (int)getpid(), (int)parent, c.tc.queue_num);
+              (int)getpid(), (int)getppid(), c.tc.queue_num);
     uv_run(&c.loop, UV_RUN_DEFAULT);
-    close(c.fd);
+    close(c.ch.fd);
     uv_loop_close(&c.loop);
     free(c.out);
     log_debug("exiting (%d)", c.exit_code);

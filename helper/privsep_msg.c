@@ -1,66 +1,10 @@
-/* The checks of the message list; see privsep_msg.h. */
+/* The message list's table and field checks; see privsep_msg.h. */
 #include "privsep_msg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-enum direction { TO_PRIVILEGED, TO_MAIN };
-
-static const struct {
-    uint32_t type;
-    const char *name;
-    size_t size;
-    enum direction dir;
-} messages[] = {
-    {PRIVSEP_START, "START", sizeof(struct privsep_bare), TO_PRIVILEGED},
-    {PRIVSEP_WATCH_SYN, "WATCH_SYN", sizeof(struct privsep_watch_syn), TO_PRIVILEGED},
-    {PRIVSEP_INJECT, "INJECT", sizeof(struct privsep_inject), TO_PRIVILEGED},
-    {PRIVSEP_RULES, "RULES", sizeof(struct privsep_bare), TO_PRIVILEGED},
-    {PRIVSEP_READY, "READY", sizeof(struct privsep_status), TO_MAIN},
-    {PRIVSEP_ACK, "ACK", sizeof(struct privsep_status), TO_MAIN},
-    {PRIVSEP_SYN, "SYN", sizeof(struct privsep_syn), TO_MAIN},
-    {PRIVSEP_DONE, "DONE", sizeof(struct privsep_status), TO_MAIN},
-    {PRIVSEP_RULES_OK, "RULES_OK", sizeof(struct privsep_rules_ok), TO_MAIN},
-};
-#define NMESSAGES (sizeof(messages) / sizeof(messages[0]))
-
-const char *privsep_type_name(uint32_t type)
-{
-    for (size_t i = 0; i < NMESSAGES; i++)
-        if (messages[i].type == type)
-            return messages[i].name;
-    return "unknown";
-}
-
-/* Header, type, direction and exact size.  0 or -EBADMSG. */
-static int check_frame(const void *msg, size_t len, enum direction dir, char *why, size_t whylen)
-{
-    struct privsep_hdr h;
-
-    if (len < sizeof(h)) {
-        snprintf(why, whylen, "a message of %zu bytes, shorter than a header", len);
-        return -EBADMSG;
-    }
-    memcpy(&h, msg, sizeof(h));
-    for (size_t i = 0; i < NMESSAGES; i++) {
-        if (messages[i].type != h.type)
-            continue;
-        if (messages[i].dir != dir) {
-            snprintf(why, whylen, "%s goes the other way", messages[i].name);
-            return -EBADMSG;
-        }
-        if (len != messages[i].size) {
-            snprintf(why, whylen, "%s of %zu bytes, not %zu", messages[i].name, len,
-                     messages[i].size);
-            return -EBADMSG;
-        }
-        return 0;
-    }
-    snprintf(why, whylen, "unknown message type %u (%zu bytes)", h.type, len);
-    return -EBADMSG;
-}
 
 /* Where a SYN may come from or go to: one host, not this one's loopback. */
 static int unicast(uint32_t addr_be)
@@ -78,8 +22,11 @@ static int timeout_ok(uint32_t ms, char *why, size_t whylen)
     return -ERANGE;
 }
 
-static int check_watch(const struct privsep_watch_syn *w, char *why, size_t whylen)
+static int check_watch(const void *msg, const void *ctx, char *why, size_t whylen)
 {
+    const struct privsep_watch_syn *w = msg;
+
+    (void)ctx;
     char a[INET_ADDRSTRLEN];
 
     if (!unicast(w->dst)) {
@@ -94,9 +41,10 @@ static int check_watch(const struct privsep_watch_syn *w, char *why, size_t whyl
     return timeout_ok(w->timeout_ms, why, whylen);
 }
 
-static int check_inject(const struct privsep_inject *in, const struct privsep_limits *lim,
-                        char *why, size_t whylen)
+static int check_inject(const void *msg, const void *ctx, char *why, size_t whylen)
 {
+    const struct privsep_inject *in = msg;
+    const struct privsep_limits *lim = ctx;
     char a[INET_ADDRSTRLEN];
 
     if (!unicast(in->pub)) {
@@ -121,25 +69,6 @@ static int check_inject(const struct privsep_inject *in, const struct privsep_li
     return timeout_ok(in->timeout_ms, why, whylen);
 }
 
-int privsep_request_check(const void *msg, size_t len, const struct privsep_limits *lim, char *why,
-                          size_t whylen)
-{
-    union privsep_msg m;
-    int rc = check_frame(msg, len, TO_PRIVILEGED, why, whylen);
-
-    if (rc < 0)
-        return rc;
-    memcpy(&m, msg, len);
-    switch (m.h.type) {
-    case PRIVSEP_WATCH_SYN:
-        return check_watch(&m.watch, why, whylen);
-    case PRIVSEP_INJECT:
-        return check_inject(&m.inject, lim, why, whylen);
-    default:
-        return 0;
-    }
-}
-
 static int status_ok(int32_t status, const char *text, char *why, size_t whylen)
 {
     if (status > 0 || status < -4095) {
@@ -153,26 +82,34 @@ static int status_ok(int32_t status, const char *text, char *why, size_t whylen)
     return 0;
 }
 
-int privsep_answer_check(const void *msg, size_t len, char *why, size_t whylen)
+static int check_status(const void *msg, const void *ctx, char *why, size_t whylen)
 {
-    union privsep_msg m;
-    int rc = check_frame(msg, len, TO_MAIN, why, whylen);
+    const struct privsep_status *m = msg;
 
-    if (rc < 0)
-        return rc;
-    memcpy(&m, msg, len);
-    switch (m.h.type) {
-    case PRIVSEP_READY:
-    case PRIVSEP_ACK:
-    case PRIVSEP_DONE:
-        return status_ok(m.status.status, m.status.why, why, whylen);
-    case PRIVSEP_SYN:
-        if (m.syn.status == 0 && (m.syn.len < PRIVSEP_SYN_MIN || m.syn.len > TRAVERSE_PACKET_MAX)) {
-            snprintf(why, whylen, "SYN of %u bytes", m.syn.len);
-            return -ERANGE;
-        }
-        return status_ok(m.syn.status, m.syn.why, why, whylen);
-    default:
-        return 0;
-    }
+    (void)ctx;
+    return status_ok(m->status, m->why, why, whylen);
 }
+
+static int check_syn(const void *msg, const void *ctx, char *why, size_t whylen)
+{
+    const struct privsep_syn *m = msg;
+
+    (void)ctx;
+    if (m->status == 0 && (m->len < PRIVSEP_SYN_MIN || m->len > TRAVERSE_PACKET_MAX)) {
+        snprintf(why, whylen, "SYN of %u bytes", m->len);
+        return -ERANGE;
+    }
+    return status_ok(m->status, m->why, why, whylen);
+}
+
+const struct imsg_type privsep_types[IMSG_TYPES] = {
+    [PRIVSEP_START] = {"START", sizeof(struct privsep_bare), 0, NULL},
+    [PRIVSEP_WATCH_SYN] = {"WATCH_SYN", sizeof(struct privsep_watch_syn), 0, check_watch},
+    [PRIVSEP_INJECT] = {"INJECT", sizeof(struct privsep_inject), 0, check_inject},
+    [PRIVSEP_RULES] = {"RULES", sizeof(struct privsep_bare), 0, NULL},
+    [PRIVSEP_READY] = {"READY", sizeof(struct privsep_status), 0, check_status},
+    [PRIVSEP_ACK] = {"ACK", sizeof(struct privsep_status), 0, check_status},
+    [PRIVSEP_SYN] = {"SYN", sizeof(struct privsep_syn), 0, check_syn},
+    [PRIVSEP_DONE] = {"DONE", sizeof(struct privsep_status), 0, check_status},
+    [PRIVSEP_RULES_OK] = {"RULES_OK", sizeof(struct privsep_rules_ok), 0, NULL},
+};

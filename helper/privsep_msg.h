@@ -4,11 +4,11 @@
  * privileged process, which keeps CAP_NET_ADMIN and CAP_NET_RAW, runs the
  * packet engine (traverse.h) and talks to nobody else.
  *
- * One message per datagram of a SOCK_SEQPACKET socketpair, fixed layout,
- * host byte order except addresses and ports as noted, every size checked
- * against this list before anything is read (privsep_request_check,
- * privsep_answer_check).  Every message starts with privsep_hdr; a request's
- * id comes back in its answers.
+ * One message per datagram of the channel of privsep/proc.h (a
+ * SOCK_SEQPACKET socketpair), fixed layout, host byte order except addresses
+ * and ports as noted, every size and field checked against privsep_types
+ * before anything is read.  Every message starts with struct imsg_hdr; a
+ * request's id comes back in its answers.  None carries a descriptor.
  *
  *   main -> privileged      answer(s)
  *   START                   READY: the engine started (status 0) or why not;
@@ -27,9 +27,9 @@
  * towards this node's address and a port in this node's range (the only
  * ports a process may publish), from a unicast address; timeouts of 1 ms to
  * PRIVSEP_TIMEOUT_MAX_MS; at most PRIVSEP_PENDING_MAX plans at once.  Anything
- * else (a wrong size, an unknown type, a field out of range, an answer type)
- * is refused with an ACK carrying the request's id (0 when the datagram is
- * too short to hold one) and a rate-limited log line.
+ * else (a wrong size, an unknown type, a field out of range, an answer type,
+ * a descriptor) is refused with an ACK carrying the request's id (0 when the
+ * datagram is too short to hold one) and a rate-limited log line.
  */
 #ifndef QCG_HELPER_PRIVSEP_MSG_H
 #define QCG_HELPER_PRIVSEP_MSG_H
@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proc.h"
 #include "traverse.h"
 
 #define PRIVSEP_WHY_MAX 200
@@ -54,25 +55,27 @@ enum privsep_type {
     PRIVSEP_INJECT = 3,
     PRIVSEP_RULES = 4,
     /* privileged -> main */
-    PRIVSEP_READY = 101,
-    PRIVSEP_ACK = 102,
-    PRIVSEP_SYN = 103,
-    PRIVSEP_DONE = 104,
-    PRIVSEP_RULES_OK = 105,
+    PRIVSEP_READY = 11,
+    PRIVSEP_ACK = 12,
+    PRIVSEP_SYN = 13,
+    PRIVSEP_DONE = 14,
+    PRIVSEP_RULES_OK = 15,
 };
-
-struct privsep_hdr {
-    uint32_t type; /* enum privsep_type */
-    uint32_t id;   /* the request's; 0 for START and READY */
-};
+/* What each end takes. */
+#define PRIVSEP_TO_PRIVILEGED                                                                      \
+    (IMSG_BIT(PRIVSEP_START) | IMSG_BIT(PRIVSEP_WATCH_SYN) | IMSG_BIT(PRIVSEP_INJECT) |            \
+     IMSG_BIT(PRIVSEP_RULES))
+#define PRIVSEP_TO_MAIN                                                                            \
+    (IMSG_BIT(PRIVSEP_READY) | IMSG_BIT(PRIVSEP_ACK) | IMSG_BIT(PRIVSEP_SYN) |                     \
+     IMSG_BIT(PRIVSEP_DONE) | IMSG_BIT(PRIVSEP_RULES_OK))
 
 /* START and RULES: the header alone. */
 struct privsep_bare {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
 };
 
 struct privsep_watch_syn {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     uint32_t dst;   /* network order */
     uint16_t dport; /* host order, like every port here */
     uint16_t zero;
@@ -80,7 +83,7 @@ struct privsep_watch_syn {
 };
 
 struct privsep_inject {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     uint32_t pub; /* the initiator's public address, network order */
     uint16_t pub_port;
     uint16_t allowed_port; /* the port a process of the job published here */
@@ -92,13 +95,13 @@ struct privsep_inject {
 
 /* READY, ACK and DONE: 0, or a negative errno and a one-line reason. */
 struct privsep_status {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     int32_t status;
     char why[PRIVSEP_WHY_MAX]; /* NUL-terminated */
 };
 
 struct privsep_syn {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     int32_t status; /* 0: pkt holds the SYN */
     uint16_t len;
     uint16_t zero;
@@ -107,22 +110,21 @@ struct privsep_syn {
 };
 
 struct privsep_rules_ok {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     uint32_t rules;
 };
 
-_Static_assert(sizeof(struct privsep_hdr) == 8, "privsep_hdr layout");
-_Static_assert(sizeof(struct privsep_bare) == 8, "privsep_bare layout");
-_Static_assert(sizeof(struct privsep_watch_syn) == 20, "privsep_watch_syn layout");
-_Static_assert(sizeof(struct privsep_inject) == 24 + TRAVERSE_PACKET_MAX, "privsep_inject layout");
-_Static_assert(sizeof(struct privsep_status) == 12 + PRIVSEP_WHY_MAX, "privsep_status layout");
-_Static_assert(sizeof(struct privsep_syn) == 16 + TRAVERSE_PACKET_MAX + PRIVSEP_WHY_MAX,
+_Static_assert(sizeof(struct privsep_bare) == 16, "privsep_bare layout");
+_Static_assert(sizeof(struct privsep_watch_syn) == 28, "privsep_watch_syn layout");
+_Static_assert(sizeof(struct privsep_inject) == 32 + TRAVERSE_PACKET_MAX, "privsep_inject layout");
+_Static_assert(sizeof(struct privsep_status) == 20 + PRIVSEP_WHY_MAX, "privsep_status layout");
+_Static_assert(sizeof(struct privsep_syn) == 24 + TRAVERSE_PACKET_MAX + PRIVSEP_WHY_MAX,
                "privsep_syn layout");
-_Static_assert(sizeof(struct privsep_rules_ok) == 12, "privsep_rules_ok layout");
+_Static_assert(sizeof(struct privsep_rules_ok) == 20, "privsep_rules_ok layout");
 
-/* Any message; a receive buffer one byte larger tells an oversized datagram. */
+/* Any message. */
 union privsep_msg {
-    struct privsep_hdr h;
+    struct imsg_hdr h;
     struct privsep_bare bare;
     struct privsep_watch_syn watch;
     struct privsep_inject inject;
@@ -138,14 +140,8 @@ struct privsep_limits {
     uint16_t port_low, port_high;
 };
 
-/* The message's name ("WATCH_SYN"), or "unknown". */
-const char *privsep_type_name(uint32_t type);
-/* A request as the privileged process receives it: 0 when it may be served,
-   else a negative errno (-EBADMSG: size or type; -ERANGE: a field out of
-   range) with a one-line why. */
-int privsep_request_check(const void *msg, size_t len, const struct privsep_limits *lim, char *why,
-                          size_t whylen);
-/* An answer as the main process receives it: same returns. */
-int privsep_answer_check(const void *msg, size_t len, char *why, size_t whylen);
+/* The types, sizes and field checks; the privileged process's channel has
+   its struct privsep_limits as context. */
+extern const struct imsg_type privsep_types[IMSG_TYPES];
 
 #endif

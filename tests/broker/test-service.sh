@@ -11,10 +11,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid= small_pid= proxied_pid= probed_pid=
+fails=0 broker_pid= small_pid= proxied_pid= probed_pid= unit_pid=
 
 cleanup() {
-  for pid in $broker_pid $small_pid $proxied_pid $probed_pid; do kill -9 "$pid" 2>/dev/null; done
+  for pid in $broker_pid $small_pid $proxied_pid $probed_pid $unit_pid; do kill -9 "$pid" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$work"
 }
@@ -40,7 +40,7 @@ misconf() { # description expected-text args...
   local what=$1 text=$2
   shift 2
   local err
-  err=$("$broker_bin" "$@" 2>&1 >/dev/null)
+  err=$(timeout 20 "$broker_bin" "$@" 2>&1 >/dev/null)
   local status=$?
   if [ $status -eq 2 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ $err == *"$text"* ]]; then
     pass "misconfiguration: $what"
@@ -58,6 +58,14 @@ printf 'port = 17708\nmax-contacts = many\n' >"$work/bad.conf"
 misconf "bad value in a config file" "max-contacts" --config "$work/bad.conf" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem"
 misconf "unreadable config file" "$work/none.conf" --config "$work/none.conf"
+# The reflector never runs as the broker's own uid unless asked: it could
+# read the broker's TLS key and proxy key.
+misconf "reflector-user is the broker's own uid" "is the broker's own uid $(id -u)" \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --port 17709 --reflector 127.0.0.1:17795 \
+  --reflector-user "$(id -un)"
+misconf "an unknown reflector-user" "reflector-user qcg-nosuchuser: no such user" \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --port 17709 --reflector 127.0.0.1:17795 \
+  --reflector-user qcg-nosuchuser
 misconf "proxy without proxy-key" "proxy-key is required" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem" --proxy p1@127.0.0.1:17790
 misconf "proxy not NAME@HOST:PORT" "NAME@HOST:PORT" --ca "$ca/ca.crt" \
@@ -324,9 +332,17 @@ unset URL
 probed_log=$work/probed.log
 printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\nstate-file = %s\n' \
   "$work/proxy.key" "$work/broker.state" >"$work/probed.conf"
-# As root the reflector's process runs as nobody (else: without capabilities).
-root=no
-[ "$(id -u)" = 0 ] && root=yes && echo "reflector-user = nobody" >>"$work/probed.conf"
+# As root the reflector's process becomes its own user by default
+# (qcg-reflector: the package creates it, so does scripts/install-deps);
+# another uid cannot, and says that it keeps its uid.
+root=no refl_uid=
+if [ "$(id -u)" = 0 ]; then
+  root=yes
+  refl_uid=$(id -u qcg-reflector 2>/dev/null) ||
+    fail "no user qcg-reflector on this machine (scripts/install-deps creates it)"
+else
+  echo "reflector-same-user = yes" >>"$work/probed.conf"
+fi
 start_broker "$probed_log" probed_pid 17703 --config "$work/probed.conf"
 URL=https://127.0.0.1:17703/
 ffw=$ca/frontend-fw.pem fsym=$ca/frontend-sym.pem fnatb=$ca/frontend-natb.pem
@@ -418,9 +434,10 @@ status_of() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" | tr -s ' \t' ' '
   pass "no capability, not even in its bounding set; no new privileges" ||
   fail "the reflector's capabilities: $(grep -E '^(Cap|NoNew)' "/proc/$refl_pid/status" | tr '\n' ' ')"
 if [ $root = yes ]; then
-  [ "$(status_of "$refl_pid" Uid)" = "65534 65534 65534 65534" ] &&
-    pass "reflector-user nobody: it runs as uid 65534" ||
-    fail "the reflector's uids: $(status_of "$refl_pid" Uid)"
+  [ -n "$refl_uid" ] && [ "$(status_of "$refl_pid" Uid)" = "$refl_uid $refl_uid $refl_uid $refl_uid" ] &&
+    [ "$(status_of "$refl_pid" Gid | cut -d' ' -f1)" = "$(id -g qcg-reflector)" ] &&
+    pass "by default it runs as the user qcg-reflector (uid $refl_uid), not the broker's" ||
+    fail "the reflector's uids: $(status_of "$refl_pid" Uid) (qcg-reflector: '$refl_uid')"
   # The keys' bytes in memory: found in the broker (the search works), never in the child.
   tls_key=$(openssl pkey -in "$ca/broker-broker.pem" -noout -text 2>/dev/null |
     awk '/priv:/ { f = 1; next } /pub:/ { f = 0 } f' | tr -d ' :\n')
@@ -453,6 +470,33 @@ PY
   [[ $in_broker == *2* && ( $in_broker == *0* || $in_broker == *1* ) && -z $in_child ]] &&
     pass "the TLS private key and the proxy key are in the broker's memory ($in_broker), not in the reflector's" ||
     fail "keys in memory: broker '$in_broker', reflector '$in_child' (0/1 TLS key, 2 proxy key)"
+  # As the shipped unit runs it: another uid (here daemon), CAP_SETUID and
+  # CAP_SETGID as ambient capabilities, no_new_privs.  Its reflector becomes
+  # qcg-reflector; without the two capabilities the broker refuses to start.
+  unit=$work/unit
+  mkdir -p "$unit" && cp "$ca/ca.crt" "$ca/broker-broker.pem" "$unit/" &&
+    chmod 755 "$work" "$unit" && chmod 644 "$unit"/*
+  unit_args=(--listen 127.0.0.1 --port 17720 --ca "$unit/ca.crt" --cert "$unit/broker-broker.pem"
+    --reflector 127.0.0.1:17796)
+  setpriv --reuid=daemon --regid=daemon --clear-groups --inh-caps=+setuid,+setgid \
+    --ambient-caps=+setuid,+setgid --bounding-set=-all,+setuid,+setgid --no-new-privs \
+    "$broker_bin" "${unit_args[@]}" 2>"$work/unit.log" &
+  unit_pid=$!
+  if wait_log "$work/unit.log" "hole punching available" "$unit_pid"; then
+    unit_refl=$(pgrep -P "$unit_pid" -x qcg-reflector)
+    [ -n "$unit_refl" ] && [ "$(status_of "$unit_refl" Uid)" = "$refl_uid $refl_uid $refl_uid $refl_uid" ] &&
+      [ "$(status_of "$unit_refl" CapEff)" = 0000000000000000 ] &&
+      pass "a broker of uid $(id -u daemon) with CAP_SETUID+CAP_SETGID runs its reflector as qcg-reflector" ||
+      fail "the unit-like broker's reflector: '$unit_refl', $(status_of "$unit_refl" Uid)"
+  else
+    fail "the unit-like broker did not start: $(tail -2 "$work/unit.log")"
+  fi
+  kill "$unit_pid" 2>/dev/null
+  wait "$unit_pid" 2>/dev/null
+  err=$(timeout 20 setpriv --reuid=daemon --regid=daemon --clear-groups --no-new-privs \
+    "$broker_bin" "${unit_args[@]}" 2>&1 >/dev/null)
+  [ $? -eq 2 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == *"without CAP_SETUID and CAP_SETGID"* ]] &&
+    pass "without them it refuses to start: $err" || fail "a broker of uid daemon without capabilities: $err"
 fi
 # Killed: the broker says so, serves lookups on, and a new child serves the port.
 kill -KILL "$refl_pid"

@@ -2,7 +2,8 @@
  * broker-reflector-process: the reflector in its own process, as qcg-broker
  * runs it (ports 18415-18417).
  *
- *   checks       every malformed message of reflector_msg.h refused, the good ones taken
+ *   checks       every malformed message of reflector_msg.h refused (privsep/proc.h's
+ *                imsg_check with its table), the good ones taken
  *   child side   this binary executed again as the child (reflector_process_main):
  *                a bad first message ends it (status 1, no crash); after INIT, a
  *                stream of malformed packets is refused and the EXPECT after them
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,7 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_config.h"
 #include "check.h"
+#include "fdpass.h"
 #include "line_answer.h"
 #include "log.h"
 #include "monotonic.h"
@@ -53,7 +57,7 @@ static struct rmsg_expect good_expect(const unsigned char pair[TOKEN_PAIR_LEN])
 {
     struct rmsg_expect m;
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_EXPECT;
+    m.h = (struct imsg_hdr){.type = RMSG_EXPECT, .len = sizeof(m)};
     m.expiry = (uint64_t)time(NULL) + 60;
     memcpy(m.pair, pair, TOKEN_PAIR_LEN);
     snprintf(m.sides[0].cluster, sizeof(m.sides[0].cluster), "nata");
@@ -68,7 +72,7 @@ static struct rmsg_observed good_observed(void)
 {
     struct rmsg_observed m;
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_OBSERVED;
+    m.h = (struct imsg_hdr){.type = RMSG_OBSERVED, .len = sizeof(m)};
     m.punch = 1;
     snprintf(m.cluster, sizeof(m.cluster), "nata");
     snprintf(m.node, sizeof(m.node), "nata1");
@@ -83,7 +87,7 @@ static struct rmsg_init good_init(void)
 {
     struct rmsg_init m;
     memset(&m, 0, sizeof(m));
-    m.type = RMSG_INIT;
+    m.h = (struct imsg_hdr){.type = RMSG_INIT, .len = sizeof(m)};
     m.version = RMSG_VERSION;
     m.key = key;
     m.log_level = getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN;
@@ -94,9 +98,11 @@ static int check(const void *m, size_t len, unsigned accept)
 {
     char why[RMSG_WHY_LEN];
     union rmsg u;
+    struct imsg_chan c;
+    imsg_chan_init(&c, -1, rmsg_types, accept, NULL, "the test");
     memset(&u, 0, sizeof(u));
     memcpy(&u, m, len < sizeof(u) ? len : sizeof(u));
-    int rc = rmsg_check(&u, len, accept, why, sizeof(why));
+    int rc = imsg_check(&c, &u, len, false, why, sizeof(why));
     if (getenv("VERBOSE"))
         printf("  check: %d %s\n", rc, rc < 0 ? why : "");
     return rc;
@@ -143,23 +149,18 @@ static bool punch_pair(int port, const unsigned char pair[TOKEN_PAIR_LEN])
 /* The child as reflector_client.c makes it, with the channel ours. */
 static pid_t start_child(int listen_fd, int *chan)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    struct proc p;
+    char err[200];
+    const struct proc_spec spec = {.name = "qcg-reflector",
+                                   .exec_arg = REFLECTOR_PROCESS_ARG,
+                                   .give_fd = listen_fd,
+                                   .deathsig = SIGKILL};
+    if (proc_start(&p, &spec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "start_child: %s\n", err);
         return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        char arg0[] = "qcg-reflector", arg1[] = REFLECTOR_PROCESS_ARG;
-        char *argv[] = {arg0, arg1, NULL};
-        int a = fcntl(sv[1], F_DUPFD, 10), b = fcntl(listen_fd, F_DUPFD, 10);
-        dup2(a, REFLECTOR_FD_CHANNEL);
-        dup2(b, REFLECTOR_FD_LISTEN);
-        close_range(REFLECTOR_FD_LISTEN + 1, ~0U, 0);
-        execve("/proc/self/exe", argv, environ);
-        _exit(127);
     }
-    close(sv[1]);
-    *chan = sv[0];
-    return pid;
+    *chan = p.fd;
+    return p.pid;
 }
 
 /* The child's exit status within WAIT_MS; -1 for a signal or no exit. */
@@ -180,20 +181,16 @@ static int wait_exit(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Reads one message within WAIT_MS: its type, or -1. */
+/* Reads one message of any type within WAIT_MS: its type, or -1. */
 static int read_msg(int fd, union rmsg *m, size_t *len)
 {
-    uint64_t end = monotonic_ms() + WAIT_MS;
-    while (monotonic_ms() < end) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        int rc = rmsg_recv(fd, m, len);
-        if (rc < 0 && errno == EAGAIN)
-            continue;
-        return rc == 1 ? (int)m->type : -1;
-    }
-    return -1;
+    struct imsg_chan c;
+    char why[300];
+    int got;
+    imsg_chan_init(&c, fd, rmsg_types, ~0u, NULL, "the test");
+    int type = imsg_recv_wait(&c, m, sizeof(*m), &got, WAIT_MS, why, sizeof(why));
+    *len = type > 0 ? m->h.len : 0;
+    return type > 0 ? type : -1;
 }
 
 static void send_raw(int fd, const void *m, size_t len)
@@ -206,13 +203,13 @@ static void send_raw(int fd, const void *m, size_t len)
 
 static void test_checks(void)
 {
-    const unsigned TO_CHILD = RMSG_BIT(RMSG_EXPECT), TO_BROKER = RMSG_BIT(RMSG_OBSERVED);
+    const unsigned TO_CHILD = IMSG_BIT(RMSG_EXPECT), TO_BROKER = IMSG_BIT(RMSG_OBSERVED);
     unsigned char pair[TOKEN_PAIR_LEN] = {1, 2, 3};
     struct rmsg_expect e = good_expect(pair), bad_e;
     struct rmsg_observed o = good_observed(), bad_o;
     struct rmsg_init in = good_init(), bad_in;
-    struct rmsg_ready r = {.type = RMSG_READY, .ok = 1}, bad_r;
-    uint32_t t;
+    struct rmsg_ready r = {.h = {.type = RMSG_READY, .len = sizeof(r)}, .ok = 1}, bad_r;
+    struct imsg_hdr t = {.len = sizeof(t)};
 
     CHECKF(check(&e, sizeof(e), TO_CHILD) == RMSG_EXPECT, "a good EXPECT");
     CHECKF(check(&o, sizeof(o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (PUNCH)");
@@ -223,8 +220,8 @@ static void test_checks(void)
     memset(bad_o.local_addr, 0, sizeof(bad_o.local_addr));
     bad_o.local_port = 0;
     CHECKF(check(&bad_o, sizeof(bad_o), TO_BROKER) == RMSG_OBSERVED, "a good OBSERVED (MAP)");
-    CHECKF(check(&in, sizeof(in), RMSG_BIT(RMSG_INIT)) == RMSG_INIT, "a good INIT");
-    CHECKF(check(&r, sizeof(r), RMSG_BIT(RMSG_READY)) == RMSG_READY, "a good READY");
+    CHECKF(check(&in, sizeof(in), IMSG_BIT(RMSG_INIT)) == RMSG_INIT, "a good INIT");
+    CHECKF(check(&r, sizeof(r), IMSG_BIT(RMSG_READY)) == RMSG_READY, "a good READY");
 
     /* Sizes and types. */
     CHECKF(check(&e, 0, TO_CHILD) < 0, "empty");
@@ -236,12 +233,15 @@ static void test_checks(void)
     CHECKF(check(&e, sizeof(e), TO_BROKER) < 0, "EXPECT to the broker");
     CHECKF(check(&in, sizeof(in), TO_CHILD) < 0, "INIT after INIT");
     CHECKF(check(&r, sizeof(r), TO_BROKER) < 0, "READY after READY");
-    t = 0;
+    t.type = 0;
     CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 0");
-    t = 99;
+    t.type = 99;
     CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 99");
-    t = 0xffffffffu;
+    t.type = 0xffffffffu;
     CHECKF(check(&t, sizeof(t), ~0u) < 0, "type 2^32-1");
+    bad_e = e;
+    bad_e.h.len = sizeof(e) + 8;
+    CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "a length field that is not the size");
 
     /* EXPECT fields. */
     bad_e = e;
@@ -266,7 +266,7 @@ static void test_checks(void)
     bad_e.expiry = UINT64_MAX;
     CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "expiry 2^64-1");
     bad_e = e;
-    bad_e.reserved = 1;
+    bad_e.h.reserved = 1;
     CHECKF(check(&bad_e, sizeof(bad_e), TO_CHILD) < 0, "reserved 1");
 
     /* OBSERVED fields. */
@@ -301,27 +301,27 @@ static void test_checks(void)
     /* INIT and READY fields. */
     bad_in = in;
     bad_in.version = RMSG_VERSION + 1;
-    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "another version");
+    CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "another version");
     bad_in = in;
     bad_in.log_level = 4;
-    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "log level 4");
+    CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "log level 4");
     bad_in = in;
     bad_in.syslog = 7;
-    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "syslog 7");
+    CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "syslog 7");
     bad_in = in;
     bad_in.setuser = 1;
     bad_in.uid = (uint32_t)-1;
-    CHECKF(check(&bad_in, sizeof(bad_in), RMSG_BIT(RMSG_INIT)) < 0, "uid -1");
+    CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "uid -1");
     bad_r = r;
     bad_r.ok = 0;
-    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");
+    CHECKF(check(&bad_r, sizeof(bad_r), IMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");
     bad_r = r;
     snprintf(bad_r.why, sizeof(bad_r.why), "extra");
-    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "success with a reason");
+    CHECKF(check(&bad_r, sizeof(bad_r), IMSG_BIT(RMSG_READY)) < 0, "success with a reason");
     bad_r = r;
     bad_r.ok = 0;
     memset(bad_r.why, 'x', sizeof(bad_r.why));
-    CHECKF(check(&bad_r, sizeof(bad_r), RMSG_BIT(RMSG_READY)) < 0, "reason without its NUL");
+    CHECKF(check(&bad_r, sizeof(bad_r), IMSG_BIT(RMSG_READY)) < 0, "reason without its NUL");
 }
 
 /* ---- the child, driven over its channel ---- */
@@ -371,18 +371,8 @@ static void test_child(int listen_fd)
     send_raw(chan, &o, sizeof(o));
     /* A descriptor attached to a message is not taken along. */
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof(cbuf));
-    struct iovec iov = {.iov_base = &bad, .iov_len = sizeof(bad)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &devnull, sizeof(int));
-    if (sendmsg(chan, &mh, MSG_NOSIGNAL) < 0)
-        fprintf(stderr, "sendmsg: %s\n", strerror(errno));
+    if (fdpass_send(chan, &bad, sizeof(bad), devnull) < 0)
+        fprintf(stderr, "fdpass_send: %s\n", strerror(errno));
     close(devnull);
     send_raw(chan, &e, sizeof(e));
 
@@ -427,12 +417,12 @@ static void on_observe(void *arg, const struct reflector_observation *o)
 /* The rogue child: READY, then OBSERVEDs of every wrong kind and one good. */
 static int rogue_main(void)
 {
-    int fd = REFLECTOR_FD_CHANNEL;
+    int fd = PROC_FD_CHAN;
     union rmsg m;
     size_t len = 0;
     if (read_msg(fd, &m, &len) != RMSG_INIT)
         return 1;
-    struct rmsg_ready r = {.type = RMSG_READY, .ok = 1};
+    struct rmsg_ready r = {.h = {.type = RMSG_READY, .len = sizeof(r)}, .ok = 1};
     send_raw(fd, &r, sizeof(r));
     struct rmsg_observed o = good_observed(), bad;
     char big[sizeof(union rmsg) + 1];
@@ -465,7 +455,7 @@ static int rogue_main(void)
     explicit_bzero(&m, sizeof(m));
     /* Until the broker closes the channel. */
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (poll(&p, 1, WAIT_MS) > 0 && rmsg_recv(fd, &m, &len) == 1)
+    while (poll(&p, 1, WAIT_MS) > 0 && recv(fd, &m, sizeof(m), MSG_DONTWAIT) > 0)
         ;
     return 0;
 }
@@ -482,7 +472,7 @@ static void test_rogue(void)
 {
     struct seen s = {0};
     char err[300];
-    struct reflector_process_config cfg = {.listen = "127.0.0.1:18417"};
+    struct reflector_process_config cfg = {.listen = "127.0.0.1:18417", .same_user = true};
 
     setenv("QCG_TEST_ROGUE", "1", 1);
     struct reflector_client *c =
@@ -528,12 +518,17 @@ static void test_client(void)
 {
     struct seen s = {0};
     char err[300], ans[300], v[128];
-    struct reflector_process_config cfg = {.listen = "127.0.0.1:18416"};
+    /* The default user when root (scripts/install-deps creates it), the
+       test's own uid otherwise (it cannot become another). */
+    bool root = geteuid() == 0;
+    struct reflector_process_config cfg = {
+        .listen = "127.0.0.1:18416", .user = REFLECTOR_USER_DEFAULT, .same_user = !root};
     struct reflector_side sides[2];
     unsigned char pair[TOKEN_PAIR_LEN] = {0x43, (unsigned char)(monotonic_ms() & 0xff)};
 
-    CHECKF(reflector_client_start(&(struct reflector_process_config){.listen = "nonsense"}, &key,
-                                  NULL, NULL, err, sizeof(err)) == NULL &&
+    CHECKF(reflector_client_start(
+               &(struct reflector_process_config){.listen = "nonsense", .same_user = true}, &key,
+               NULL, NULL, err, sizeof(err)) == NULL &&
                strstr(err, "not ADDR:PORT") != NULL,
            "a bad listen address: '%s'", err);
     struct reflector_client *c =
@@ -551,6 +546,24 @@ static void test_client(void)
     CHECKF(strcmp(v, "1") == 0, "the child's NoNewPrivs: '%s'", v);
     status_field(pid, "Name", v, sizeof(v));
     CHECKF(strcmp(v, "qcg-reflector") == 0, "the child's name: '%s'", v);
+    struct passwd *pw = getpwnam(REFLECTOR_USER_DEFAULT);
+    char want[64];
+    snprintf(want, sizeof(want), "%u\t%u\t%u\t%u", root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid(),
+             root && pw ? (unsigned)pw->pw_uid : getuid());
+    status_field(pid, "Uid", v, sizeof(v));
+    CHECKF((!root || pw != NULL) && strcmp(v, want) == 0,
+           "the child runs as %s: Uid '%s', want '%s'", root ? REFLECTOR_USER_DEFAULT : "us", v,
+           want);
+    /* Never the broker's own uid unless asked. */
+    struct passwd *self = getpwuid(geteuid());
+    uint32_t u, g;
+    CHECKF(self != NULL &&
+               reflector_user_resolve(&(struct reflector_process_config){.user = self->pw_name}, &u,
+                                      &g, err, sizeof(err)) < 0 &&
+               strstr(err, "the broker's own uid") != NULL,
+           "reflector-user = the broker's own user is refused: '%s'", err);
 
     memset(sides, 0, sizeof(sides));
     snprintf(sides[0].cluster, sizeof(sides[0].cluster), "nata");

@@ -4,9 +4,10 @@
  * own (its iptables chains and NFQUEUE stay there; root only, else 77 =
  * skipped):
  *
- *   this test --socketpair--> privileged process (fork; privsep_child_main)
+ *   this test --channel--> privileged process (proc_start; privsep_child_main)
  *     1. raw messages: every malformed or out-of-range one is refused with
- *        its reason and a rate-limited log line, and the process serves on;
+ *        its reason and a rate-limited log line, and the process serves on
+ *        (a descriptor sent along is refused and not kept);
  *        it holds CAP_NET_ADMIN and CAP_NET_RAW only, no descriptor of ours;
  *        closing the socket removes its chains and it exits 0;
  *   this test (privsep.h) --> privileged process (privsep_fork)
@@ -33,12 +34,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fdpass.h"
 #include "helper.h"
 #include "privdrop.h"
 #include "log.h"
 #include "monotonic.h"
 #include "privsep.h"
 #include "privsep_msg.h"
+#include "proc.h"
 
 #define QUEUE_RAW 7791
 #define QUEUE_CLIENT 7792
@@ -130,6 +133,7 @@ static struct privsep_watch_syn watch_msg(uint32_t id, const char *dst, uint16_t
 
     memset(&w, 0, sizeof(w));
     w.h.type = PRIVSEP_WATCH_SYN;
+    w.h.len = sizeof(w);
     w.h.id = id;
     inet_pton(AF_INET, dst, &w.dst);
     w.dport = port;
@@ -143,6 +147,7 @@ static struct privsep_inject inject_msg(uint32_t id, uint16_t port, uint16_t len
 
     memset(&in, 0, sizeof(in));
     in.h.type = PRIVSEP_INJECT;
+    in.h.len = sizeof(in);
     in.h.id = id;
     inet_pton(AF_INET, "203.0.113.66", &in.pub);
     in.pub_port = 31000;
@@ -154,7 +159,7 @@ static struct privsep_inject inject_msg(uint32_t id, uint16_t port, uint16_t len
 
 static unsigned rules_now(int fd)
 {
-    struct privsep_bare r = {.h = {.type = PRIVSEP_RULES, .id = 900}};
+    struct privsep_bare r = {.h = {.type = PRIVSEP_RULES, .len = sizeof(r), .id = 900}};
     union privsep_msg ans;
 
     if (ask(fd, &r, sizeof(r), &ans) != (ssize_t)sizeof(struct privsep_rules_ok) ||
@@ -178,27 +183,35 @@ static void test_raw(void)
     struct helper_config cfg;
     union privsep_msg ans;
     uint8_t big[4096];
-    int sv[2], logfd, spare, status = 0;
-    pid_t parent = getpid(), pid;
-    char v[64], path[64], link[256];
+    int sv[2], logfd, spare, saved_err, status = 0;
+    pid_t pid;
+    char v[64], path[64], link[256], err[200];
+    struct proc child;
+    const struct proc_spec spec = {
+        .name = "qcg-helper-priv", .exec_arg = NULL, .give_fd = -1, .deathsig = SIGTERM};
 
     config(&cfg, QUEUE_RAW);
     logfd = mkstemp(logpath);
     /* A descriptor of ours without close-on-exec: the process must not keep it. */
     spare = open("/dev/null", O_RDONLY);
-    CHECK(logfd >= 0 && spare >= 0 && socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
-    pid = fork();
-    if (pid == 0) {
-        close(sv[0]);
-        dup2(logfd, 2);
-        privsep_child_main(sv[1], parent, &cfg);
-    }
-    close(sv[1]);
+    CHECK(logfd >= 0 && spare >= 0);
+    /* The child's stderr is the log file; ours comes back after the start. */
+    saved_err = dup(2);
+    dup2(logfd, 2);
+    int started = proc_start(&child, &spec, err, sizeof(err));
+    if (started == 1)
+        privsep_child_main(&cfg);
+    dup2(saved_err, 2);
+    close(saved_err);
     close(logfd);
+    CHECKF(started == 0, "proc_start: %s", err);
+    pid = child.pid;
+    sv[0] = child.fd;
+    fcntl(sv[0], F_SETFL, 0); /* this test blocks on it */
 
-    struct privsep_bare rules = {.h = {.type = PRIVSEP_RULES, .id = 1}};
+    struct privsep_bare rules = {.h = {.type = PRIVSEP_RULES, .len = sizeof(rules), .id = 1}};
     expect_refused(sv[0], &rules, sizeof(rules), 1, "RULES before START");
-    struct privsep_bare start = {.h = {.type = PRIVSEP_START}};
+    struct privsep_bare start = {.h = {.type = PRIVSEP_START, .len = sizeof(start)}};
     CHECK(ask(sv[0], &start, sizeof(start), &ans) == (ssize_t)sizeof(struct privsep_status));
     CHECK(ans.h.type == PRIVSEP_READY && ans.status.status == 0);
     printf("READY %d %s\n", ans.status.status, ans.status.why);
@@ -223,16 +236,28 @@ static void test_raw(void)
 
     /* Wrong sizes, types, directions. */
     struct privsep_watch_syn w = watch_msg(2, "198.51.100.1", 80, 1000);
-    expect_refused(sv[0], &w, sizeof(w) - 1, 2, "WATCH_SYN of 19 bytes, not 20");
+    expect_refused(sv[0], &w, sizeof(w) - 1, 2, "WATCH_SYN of 27 bytes (saying 28), not 28");
+    w.h.len = 20;
+    expect_refused(sv[0], &w, sizeof(w), 2, "WATCH_SYN of 28 bytes (saying 20), not 28");
+    w.h.len = sizeof(w);
     uint8_t tiny[3] = {1, 2, 3};
     expect_refused(sv[0], tiny, sizeof(tiny), 0, "shorter than a header");
-    struct privsep_bare unknown = {.h = {.type = 77, .id = 3}};
-    expect_refused(sv[0], &unknown, sizeof(unknown), 3, "unknown message type 77");
+    struct privsep_bare unknown = {.h = {.type = 77, .len = sizeof(unknown), .id = 3}};
+    expect_refused(sv[0], &unknown, sizeof(unknown), 3, "unknown type 77");
     memset(big, 0, sizeof(big));
     memcpy(big, &w, sizeof(w));
-    expect_refused(sv[0], big, sizeof(big), 2, "of 4096 bytes, not 20");
-    struct privsep_status ready = {.h = {.type = PRIVSEP_READY, .id = 4}};
-    expect_refused(sv[0], &ready, sizeof(ready), 4, "READY goes the other way");
+    expect_refused(sv[0], big, sizeof(big), 2, "of 4096 bytes (saying 28), not 28");
+    struct privsep_status ready = {.h = {.type = PRIVSEP_READY, .len = sizeof(ready), .id = 4}};
+    expect_refused(sv[0], &ready, sizeof(ready), 4, "READY not expected here now");
+    /* A descriptor where the list has none: refused, not kept. */
+    w = watch_msg(12, "198.51.100.1", 80, 1000);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    CHECK(fdpass_send(sv[0], &w, sizeof(w), devnull) == (ssize_t)sizeof(w));
+    close(devnull);
+    struct pollfd pa = {.fd = sv[0], .events = POLLIN};
+    CHECK(poll(&pa, 1, ANSWER_MS) == 1 && recv(sv[0], &ans, sizeof(ans), 0) > 0);
+    CHECK(ans.h.type == PRIVSEP_ACK && ans.h.id == 12 && ans.status.status < 0);
+    CHECK_HAS(ans.status.why, "WATCH_SYN with a descriptor");
     expect_refused(sv[0], &start, sizeof(start), 0, "START again");
 
     /* Fields out of range. */
@@ -254,14 +279,16 @@ static void test_raw(void)
     CHECK(rules_now(sv[0]) == 0);
     CHECK(kill(pid, 0) == 0);
 
-    /* Rate-limited: a line a second for that burst of 12, the next one
-       counts those left out. */
-    int lines = count_in_log("refused a message of");
-    CHECK(lines >= 1 && lines <= 3);
+    /* Rate-limited: at most IMSG_LOG_BURST lines a second for a flood, the
+       next line counts those left out. */
+    for (int i = 0; i < 3 * IMSG_LOG_BURST; i++)
+        expect_refused(sv[0], tiny, sizeof(tiny), 0, "shorter than a header");
+    int lines = count_in_log("refused a ");
+    CHECK(lines >= IMSG_LOG_BURST && lines < 2 * IMSG_LOG_BURST + 4);
     sleep_ms(1100);
     expect_refused(sv[0], tiny, sizeof(tiny), 0, "shorter than a header");
-    CHECK(count_in_log("refused a message of") == lines + 1);
-    CHECK(count_in_log("more refused since)") - count_in_log("(0 more refused since)") >= 1);
+    CHECK(count_in_log("refused a ") == lines + 1);
+    CHECK(count_in_log("more since the last such line)") >= 1);
 
     /* A real watch: its rule, then the engine's timeout. */
     w = watch_msg(20, "198.51.100.1", 80, 300);
