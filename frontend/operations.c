@@ -683,8 +683,27 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
-    /* Answered now, sent on with others (report_batch.h): the helper's request
-       is not held for the broker's answer. */
+    /* A failure goes on at once and the helper waits for it: the process's
+       next lookup must be planned knowing it. */
+    if (!ok) {
+        struct report_args ra = {.job = job,
+                                 .verifier = verifier,
+                                 .technique = technique,
+                                 .why = why,
+                                 .from_rank = fromRank,
+                                 .to_rank = toRank,
+                                 .ok = ok,
+                                 .setup_ms = setupMs};
+        struct relay_args a = {.report = &ra};
+        struct relay_error err;
+        if (relay_call(fe, RELAY_REPORT, &a, &err) < 0)
+            return relay_failed(soap, op, &err);
+        atomic_fetch_add(&fe->counters.reports_forwarded, 1);
+        response->version = QCG_PROTOCOL_VERSION;
+        return SOAP_OK;
+    }
+    /* A success is answered now and sent on with others (report_batch.h):
+       the helper's request is not held for the broker's answer. */
     struct report_item r =
         report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     bool queued = reports_add(fe->reports, &r);

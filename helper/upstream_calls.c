@@ -281,6 +281,14 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
     it.to_rank = r->to_rank;
     it.ok = r->ok ? 1 : 0;
     it.setup_ms = r->setup_ms > INT32_MAX ? INT32_MAX : (int)r->setup_ms;
+    /* A failure goes at once, alone: the process's next lookup, which
+       follows it, must be planned knowing it.  Successes can wait. */
+    if (!it.ok) {
+        struct call_args a = {.items = &it, .nitems = 1};
+        int rc = pool_call(u, call_report, &a, msg, msglen);
+        explicit_bzero(it.verifier, sizeof(it.verifier));
+        return rc;
+    }
     bool queued = reports_add(u->reports, &it);
     explicit_bzero(it.verifier, sizeof(it.verifier));
     if (!queued) {
