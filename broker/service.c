@@ -25,6 +25,7 @@
 #include "stats.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "pair_metrics.h"
 #include "proxy_live.h"
 #include "rates.h"
 #include "reflector.h"
@@ -705,6 +706,8 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
         return SOAP_OK; /* the peer is gone: nothing to learn about the pair */
     outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t, ok != 0,
                     (unsigned)setupMs, now, job, res.from.node);
+    pair_metrics_record(b->pair_metrics, res.from.cluster, res.target.cluster, (enum technique)t,
+                        ok != 0, (unsigned)setupMs, why_failed);
     atomic_fetch_add(ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
     if (ok)
         log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", job, fromRank,

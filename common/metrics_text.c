@@ -157,3 +157,20 @@ void metrics_histogram_write(struct metrics_buf *b, const char *name,
     snprintf(full, sizeof(full), "%s_count", name);
     metrics_sample_v(b, full, (double)h->count, l, n);
 }
+
+void metrics_write_mapped(struct metrics_buf *b, const struct metrics_map *map, size_t nmap,
+                          const struct metrics_counter *c, size_t n)
+{
+    for (size_t i = 0; i < nmap; i++) {
+        const struct metrics_map *m = &map[i];
+        if (i == 0 || strcmp(map[i - 1].metric, m->metric) != 0)
+            metrics_family(b, m->metric, m->type, m->help);
+        for (size_t j = 0; j < n; j++) {
+            if (strcmp(c[j].name, m->counter) != 0)
+                continue;
+            const char *l[2] = {m->label, m->value};
+            metrics_sample_v(b, m->metric, (double)c[j].value, l, m->label != NULL ? 1 : 0);
+            break;
+        }
+    }
+}

@@ -33,6 +33,22 @@ void metrics_sample_v(struct metrics_buf *b, const char *name, double value,
                       const char *const *labels, int nlabels);
 
 /*
+ * A daemon's --stats counters (name, value) as metrics: each entry of map
+ * names a counter and the sample it becomes; entries of one family follow
+ * each other (its HELP and TYPE come from the first).  label/value: one
+ * label of the sample, or NULL.  Counters not in map are not written.
+ */
+struct metrics_counter {
+    const char *name;
+    unsigned long long value;
+};
+struct metrics_map {
+    const char *counter, *metric, *type, *label, *value, *help;
+};
+void metrics_write_mapped(struct metrics_buf *b, const struct metrics_map *map, size_t nmap,
+                          const struct metrics_counter *c, size_t n);
+
+/*
  * A histogram of durations in seconds with fixed buckets, thread-safe.
  * Written as name_bucket{...,le="..."}, name_sum and name_count.
  */
