@@ -97,6 +97,12 @@ for f in $(grep -v '^#' "$work/metrics" | sed 's/[{ ].*//; s/_bucket$\|_sum$\|_c
   grep -q "^# TYPE $f " "$work/metrics" || fail "no TYPE for $f"
 done
 
+# Prometheus' own linter on the whole page (names, units, HELP/TYPE).
+if command -v promtool >/dev/null; then
+  if promtool check metrics <"$work/metrics" >"$work/lint" 2>&1; then pass "promtool check metrics"
+  else fail "promtool check metrics: $(head -5 "$work/lint")"; fi
+else fail "promtool not found (Debian package prometheus: scripts/install-deps)"; fi
+
 # A bad request gets its status and a log line; the endpoint still answers.
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$mport/metrics")
 [ "$code" = 405 ] && pass "POST: 405" || fail "POST: $code"
