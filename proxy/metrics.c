@@ -34,14 +34,12 @@ static const struct metrics_map map[] = {
      "the oldest waiting hello cut for a new connection: the handshake stage was full"},
 };
 
-void proxy_metrics(void *arg, struct metrics_buf *out)
+size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t max)
 {
-    const struct proxy_metrics *pm = arg;
     struct relay_counters k;
-    relay_counters(pm->relay, &k);
+    relay_counters(relay, &k);
     const struct metrics_counter c[] = {
         {"pairs_active", k.pairs_active},
-        {"pairs_max", (unsigned long long)pm->max_pairs},
         {"pairs_total", k.pairs_total},
         {"bytes_relayed", k.bytes_relayed},
         {"refused_bad_token", k.refused_bad_token},
@@ -49,15 +47,27 @@ void proxy_metrics(void *arg, struct metrics_buf *out)
         {"refused_expired", k.refused_expired},
         {"refused_full", k.refused_full},
         {"refused_peer_gone", k.refused_peer_gone},
-        {"refused_address_hellos", k.refused_address_hellos},
-        {"refused_address_tokens", k.refused_address_tokens},
-        {"refused_job_tokens", k.refused_job_tokens},
         {"pairs_stalled", k.pairs_stalled},
         {"unpaired_timeouts", k.unpaired_timeouts},
         {"unpaired_waiting", k.unpaired_waiting},
         {"hellos_waiting", k.hellos_waiting},
         {"hello_timeouts", k.hello_timeouts},
         {"hellos_cut", k.hellos_cut},
+        {"refused_address_hellos", k.refused_address_hellos},
+        {"refused_address_tokens", k.refused_address_tokens},
+        {"refused_job_tokens", k.refused_job_tokens},
     };
-    metrics_write_mapped(out, map, sizeof(map) / sizeof(map[0]), c, sizeof(c) / sizeof(c[0]));
+    size_t n = 0;
+    for (; n < sizeof(c) / sizeof(c[0]) && n < max; n++)
+        out[n] = c[n];
+    return n;
+}
+
+void proxy_metrics(void *arg, struct metrics_buf *out)
+{
+    const struct proxy_metrics *pm = arg;
+    struct metrics_counter c[PROXY_COUNTERS_MAX + 1];
+    size_t n = proxy_counters(pm->relay, c, PROXY_COUNTERS_MAX);
+    c[n++] = (struct metrics_counter){"pairs_max", (unsigned long long)pm->max_pairs};
+    metrics_write_mapped(out, map, sizeof(map) / sizeof(map[0]), c, n);
 }
