@@ -3,6 +3,7 @@
 #include "rates.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "pair_metrics.h"
 #include "proxy_live.h"
 #include "reflector.h"
 
@@ -32,12 +33,14 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
     b->outcomes = outcomes_new(outcome_expiry);
     b->issued = issued_new(ISSUED_BUCKETS_MAX);
     b->rates = rates_new(limits);
-    if (b->reg == NULL || b->outcomes == NULL || b->issued == NULL || b->rates == NULL ||
+    b->pair_metrics = pair_metrics_new();
+    if (b->reg == NULL || b->outcomes == NULL || b->pair_metrics == NULL || b->issued == NULL || b->rates == NULL ||
         RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
         registry_free(b->reg);
         outcomes_free(b->outcomes);
         issued_free(b->issued);
         rates_free(b->rates);
+        pair_metrics_free(b->pair_metrics);
         free(b);
         return NULL;
     }
@@ -54,6 +57,7 @@ void broker_free(struct broker *b)
     outcomes_free(b->outcomes);
     issued_free(b->issued);
     rates_free(b->rates);
+    pair_metrics_free(b->pair_metrics);
     traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
     proxy_live_free(b->proxy_live);

@@ -15,6 +15,7 @@
 
 struct issued;
 struct outcomes;
+struct pair_metrics;
 struct proxy_live;
 struct reflector_client;
 struct reflector_observation;
@@ -50,6 +51,7 @@ struct broker {
     struct proxies proxies;      /* set once before serving */
     struct proxy_live *proxy_live; /* their beats; NULL until set (no proxy usable) */
     struct outcomes *outcomes;   /* what worked between clusters */
+    struct pair_metrics *pair_metrics; /* the same, counted for the metrics endpoint */
     struct issued *issued;       /* the plans reports may answer */
     struct traversals traversals;
     struct proxy_key punch_key;  /* signs hole-punching and traversing tokens; random per start */

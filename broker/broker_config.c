@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "reflector.h"
+#include "metrics_server.h"
 
 #define OPT(field) offsetof(struct broker_config, field)
 
@@ -75,6 +76,7 @@ const struct config_option broker_options[] = {
     {"state-file", CONFIG_STRING, OPT(state_file), 0, 0, NULL,
      "where what the broker learned between clusters is kept across restarts (rewritten "
      "atomically every 30 s when it changed, and at a clean stop); default: not kept"},
+    METRICS_CONFIG_OPTIONS(struct broker_config),
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 

@@ -38,7 +38,8 @@ struct broker_config {
     int reflector_same_user; /* 1: it keeps the broker's uid instead (asked for) */
     int outcome_expiry;
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
-    char *state_file;     /* what the broker learned, kept across restarts; NULL = not kept */
+    char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
+    char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
 
     /* Derived by broker_config_load. */
     char reflector_host[48];

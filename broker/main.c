@@ -14,6 +14,8 @@
 #include "daemon.h"
 #include "grid_query.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_server.h"
 #include "monotonic.h"
 #include "proxy_live.h"
 #include "reflector.h"
@@ -114,6 +116,18 @@ int main(int argc, char **argv)
         broker_new((size_t)cfg.max_contacts, self.name, (unsigned)cfg.outcome_expiry, limits);
     if (b == NULL)
         fatalx("out of memory");
+    struct metrics_server *metrics;
+    struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .allow = cfg.metrics_allow,
+                                       .daemon = "broker",
+                                       .render = broker_metrics,
+                                       .arg = b};
+    if (metrics_start_if("qcg-broker", &mc, &metrics, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        broker_free(b);
+        broker_config_free(&cfg);
+        return 2;
+    }
     if (cfg.max_contacts_per_cluster > 0)
         registry_set_cluster_share(b->reg, (size_t)cfg.max_contacts_per_cluster);
     b->proxies = cfg.proxies;
@@ -138,6 +152,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "qcg-broker: reflector: %s\n", err);
             if (cfg.syslog)
                 log_error("reflector: %s", err);
+            metrics_server_stop(metrics);
             broker_free(b);
             broker_config_free(&cfg);
             return 2;
@@ -160,6 +175,7 @@ int main(int argc, char **argv)
                 log_error("%s", err);
             if (b->reflector != NULL)
                 reflector_client_stop(b->reflector);
+            metrics_server_stop(metrics);
             broker_free(b);
             broker_config_free(&cfg);
             return 2;
@@ -180,6 +196,7 @@ int main(int argc, char **argv)
         state_saver_stop(saver);
         if (b->reflector != NULL)
             reflector_client_stop(b->reflector);
+        metrics_server_stop(metrics);
         broker_free(b);
         broker_config_free(&cfg);
         return 2;
@@ -203,6 +220,7 @@ int main(int argc, char **argv)
         reflector_client_stop(b->reflector);
     log_info("stopped");
     soap_server_free(srv);
+    metrics_server_stop(metrics);
     broker_free(b);
     broker_config_free(&cfg);
     return 0;

@@ -25,6 +25,7 @@
 #include "stats.h"
 #include "issued.h"
 #include "outcomes.h"
+#include "pair_metrics.h"
 #include "proxy_live.h"
 #include "rates.h"
 #include "reflector.h"
@@ -711,6 +712,8 @@ static const char *report_one(struct broker *b, const struct identity *id,
         return NULL; /* the peer is gone: nothing to learn about the pair */
     outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t,
                     a->ok != 0, (unsigned)a->setupMs, now, a->job, res.from.node);
+    pair_metrics_record(b->pair_metrics, res.from.cluster, res.target.cluster, (enum technique)t,
+                        a->ok != 0, (unsigned)a->setupMs, a->why);
     atomic_fetch_add(a->ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
     if (a->ok)
         log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", a->job, a->fromRank,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics_server.h"
 #include "address.h"
 #include "identity.h"
 #include "log.h"
@@ -56,6 +57,7 @@ const struct config_option frontend_options[] = {
     {"json", CONFIG_BOOL, OFF(json), 0, 0, "no", "--stats: one JSON object"},
     {"url", CONFIG_STRING, OFF(url), 0, 0, NULL,
      "--stats: the frontend to ask (default: https://LISTEN:PORT/)"},
+    METRICS_CONFIG_OPTIONS(struct frontend_config),
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 

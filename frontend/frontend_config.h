@@ -36,6 +36,7 @@ struct frontend_config {
     int stats;
     int json;
     char *url;
+    char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
 
     /* derived by frontend_config_load */
     enum cluster_kind kind_value;

@@ -13,6 +13,8 @@
 #include "report_batch.h"
 #include "frontend_config.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_server.h"
 #include "revoked.h"
 #include "soap_server.h"
 #include "stats_query.h"
@@ -68,6 +70,18 @@ int main(int argc, char **argv)
         frontend_config_free(&cfg);
         return 1;
     }
+    struct metrics_server *metrics;
+    struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .allow = cfg.metrics_allow,
+                                       .daemon = "frontend",
+                                       .render = frontend_metrics,
+                                       .arg = fe};
+    if (metrics_start_if("qcg-frontend", &mc, &metrics, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        frontend_free(fe);
+        frontend_config_free(&cfg);
+        return 2;
+    }
     struct soap_server_config scfg = {
         .listen_addr = cfg.listen,
         .port = cfg.port,
@@ -78,6 +92,7 @@ int main(int argc, char **argv)
     struct soap_server *server = soap_server_new(&scfg, err, sizeof(err));
     if (server == NULL) {
         log_error("%s", err);
+        metrics_server_stop(metrics);
         frontend_free(fe);
         frontend_config_free(&cfg);
         return 2;
@@ -92,6 +107,7 @@ int main(int argc, char **argv)
     if (up == NULL) {
         log_error("%s", err);
         soap_server_free(server);
+        metrics_server_stop(metrics);
         frontend_free(fe);
         frontend_config_free(&cfg);
         return 1;
@@ -108,6 +124,7 @@ int main(int argc, char **argv)
         return 1;
     }
     soap_server_free(server);
+    metrics_server_stop(metrics);
     frontend_free(fe);
     log_info("stopped");
     frontend_config_free(&cfg);

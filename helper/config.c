@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "metrics_server.h"
 #include "address.h"
 #include "helper.h"
 #include "log.h"
@@ -66,6 +67,7 @@ const struct config_option helper_options[] = {
     OPT("status", CONFIG_BOOL, status, 0, 0, "no",
         "ask the running helper (at --socket) for its state, print it and exit"),
     OPT("json", CONFIG_BOOL, json, 0, 0, "no", "with --status: print one JSON object"),
+    METRICS_CONFIG_OPTIONS(struct helper_config),
     {0},
 };
 

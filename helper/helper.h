@@ -68,6 +68,7 @@ struct helper_config {
     int syslog;
     int status;          /* --status: ask a running helper, print, exit */
     int json;
+    char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
 
     /* Derived by helper_config_check. */
     mode_t mode;

@@ -9,6 +9,8 @@
 
 #include <arpa/inet.h>
 
+#include "metrics.h"
+#include "metrics_server.h"
 #include "attempts.h"
 #include "contacts.h"
 #include "crl.h"
@@ -40,6 +42,7 @@ struct helper {
     struct orders *orders;
     struct responders *responders; /* qcg-probe's test endpoints */
     struct attempts *attempts;
+    struct metrics_server *metrics;
     struct privsep *priv; /* the packet engine's process; NULL without privileges */
 };
 
@@ -244,7 +247,17 @@ static int run(struct helper_config *cfg)
     h.stop_async.data = &h;
     crl_set_accept_older(cfg->crl_accept_older != 0);
     daemon_signals(&h.stop, signal_stop, &h.stop_async);
-    if (upstream_start(h.up, err, sizeof(err)) < 0) {
+    struct metrics_server_config mc = {.listen = cfg->metrics_listen,
+                                       .allow = cfg->metrics_allow,
+                                       .daemon = "helper",
+                                       .render = helper_metrics,
+                                       .arg = h.srv};
+    if (metrics_start_if("qcg-helper", &mc, &h.metrics, err, sizeof(err)) != 0) {
+        log_error("%s", err);
+        rc = 2;
+        h.stop = 1;
+        uv_async_send(&h.stop_async);
+    } else if (upstream_start(h.up, err, sizeof(err)) < 0) {
         log_error("%s", err);
         h.stop = 1;
         uv_async_send(&h.stop_async);
@@ -255,6 +268,7 @@ static int run(struct helper_config *cfg)
     uv_run(&h.loop, UV_RUN_DEFAULT);
     log_info("stopped");
 out:
+    metrics_server_stop(h.metrics);
     upstream_free(h.up);
     responders_free(h.responders);
     orders_free(h.orders);

@@ -21,6 +21,8 @@
 #include "service.h"
 #include "soap_server.h"
 #include "stats_query.h"
+#include "metrics.h"
+#include "metrics_server.h"
 #include "token.h"
 
 #define CONTROL_MAX_CONNECTIONS 16
@@ -142,6 +144,19 @@ int main(int argc, char **argv)
              soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
              cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address);
 
+    static struct proxy_metrics pm;
+    pm = (struct proxy_metrics){.relay = px.relay, .max_pairs = max_pairs};
+    struct metrics_server *metrics;
+    struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .allow = cfg.metrics_allow,
+                                       .daemon = "proxy",
+                                       .render = proxy_metrics,
+                                       .arg = &pm};
+    if (metrics_start_if("qcg-proxy", &mc, &metrics, msg, sizeof(msg)) != 0) {
+        soap_server_free(px.control);
+        relay_free(px.relay);
+        return config_error(&cfg, msg);
+    }
     struct alive *beats = NULL;
     if (cfg.broker != NULL && cfg.broker[0] != '\0') {
         struct alive_config ac = {.url = cfg.broker,
@@ -150,6 +165,7 @@ int main(int argc, char **argv)
                                   .relay = px.relay};
         beats = alive_start(&ac, err, sizeof(err));
         if (beats == NULL) {
+            metrics_server_stop(metrics);
             soap_server_free(px.control);
             relay_free(px.relay);
             snprintf(msg, sizeof(msg), "qcg-proxy: beats to %s: %s", cfg.broker, err);
@@ -176,6 +192,7 @@ int main(int argc, char **argv)
         return 1;
     }
     log_info("stopped");
+    metrics_server_stop(metrics);
     soap_server_free(px.control);
     relay_free(px.relay);
     proxy_config_free(&cfg);

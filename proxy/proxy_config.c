@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "metrics_server.h"
 #include "identity.h"
 #include "log.h"
 
@@ -58,6 +59,7 @@ const struct config_option proxy_options[] = {
     {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
     {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
      "with --stats: the proxy to ask (default https://127.0.0.1:CONTROL-PORT/)"},
+    METRICS_CONFIG_OPTIONS(struct proxy_config),
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 

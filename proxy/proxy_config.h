@@ -33,6 +33,7 @@ struct proxy_config {
     int stats; /* --stats: ask a running proxy for its counters */
     int json;
     char *url;
+    char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
 };
 
 extern const struct config_option proxy_options[];

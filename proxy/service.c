@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "relay.h"
 #include "service.h"
 #include "soapH.h"
@@ -122,7 +123,6 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
 {
     struct proxy_service *svc = soap_server_state(soap);
     const struct identity *id = soap_caller(soap);
-    struct relay_counters k;
 
     if (soap_check_version(soap, version) != 0) {
         log_warnx("stats from %s %s refused (qcg:version): version %d, ours is %d",
@@ -133,30 +133,8 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         log_warnx("stats refused (qcg:denied): the caller's certificate names no grid identity");
         return soap_qcg_fault(soap, "denied", "the caller's certificate names no grid identity");
     }
-    relay_counters(svc->relay, &k);
-    const struct {
-        const char *name;
-        unsigned long long value;
-    } counters[] = {
-        {"pairs_active", k.pairs_active},
-        {"pairs_total", k.pairs_total},
-        {"bytes_relayed", k.bytes_relayed},
-        {"refused_bad_token", k.refused_bad_token},
-        {"refused_replay", k.refused_replay},
-        {"refused_expired", k.refused_expired},
-        {"refused_full", k.refused_full},
-        {"refused_peer_gone", k.refused_peer_gone},
-        {"pairs_stalled", k.pairs_stalled},
-        {"unpaired_timeouts", k.unpaired_timeouts},
-        {"unpaired_waiting", k.unpaired_waiting},
-        {"hellos_waiting", k.hellos_waiting},
-        {"hello_timeouts", k.hello_timeouts},
-        {"hellos_cut", k.hellos_cut},
-        {"refused_address_hellos", k.refused_address_hellos},
-        {"refused_address_tokens", k.refused_address_tokens},
-        {"refused_job_tokens", k.refused_job_tokens},
-    };
-    int n = (int)(sizeof(counters) / sizeof(counters[0]));
+    struct metrics_counter counters[PROXY_COUNTERS_MAX];
+    int n = (int)proxy_counters(svc->relay, counters, PROXY_COUNTERS_MAX);
     response->version = QCG_PROTOCOL_VERSION;
     response->role = (char *)role_name(QCG_ROLE_PROXY);
     response->name = soap_strdup(soap, svc->name);

@@ -11,7 +11,7 @@
  *     withdraw JOB SECRET RANK [NODE]
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
  *     poll EPOCH ACK-SEQ WAIT-SECONDS
- *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS
+ *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS [WHY]
  *     reports [JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS]...   (one call)
  *     site-info
  *     probe CLUSTER SECONDS
@@ -122,11 +122,12 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
             }
             printf("\n");
         }
-    } else if (strcmp(op, "report") == 0 && argc == 8) {
+    } else if (strcmp(op, "report") == 0 && (argc == 8 || argc == 9)) {
         struct qcg__ackResponse r;
         rc = soap_call_qcg__report(soap, url, NULL, version, argv[1],
                                    verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
-                                   atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]), NULL, &r);
+                                   atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]),
+                                   argc == 9 ? argv[8] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
     } else if (strcmp(op, "reports") == 0 && (argc - 1) % 7 == 0) {

@@ -623,6 +623,21 @@ static void probelines(void)
     text_seed("probelines", "error", -1, "ERR unknown request\n");
 }
 
+/* ---- the metrics endpoint's requests (tests/common/test_metrics.c) ---- */
+
+static void metrics(void)
+{
+    text_seed("metrics", "get", -1, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9701\r\n\r\n");
+    text_seed("metrics", "prometheus", -1,
+              "GET /metrics HTTP/1.1\r\nHost: 198.51.100.10:9700\r\nUser-Agent: "
+              "Prometheus/2.42.0\r\nAccept: application/openmetrics-text;version=1.0.0,"
+              "text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\nAccept-Encoding: gzip\r\n"
+              "X-Prometheus-Scrape-Timeout-Seconds: 4\r\n\r\n");
+    text_seed("metrics", "head-lf", -1, "HEAD /metrics?x=1 HTTP/1.0\n\n");
+    text_seed("metrics", "post", -1, "POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+    text_seed("metrics", "partial", -1, "GET /metrics HTTP/1.1\r\nHost: x");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -641,5 +656,6 @@ int main(int argc, char **argv)
     soap();
     answers();
     probelines();
+    metrics();
     return 0;
 }

@@ -1,0 +1,492 @@
+/* The metrics endpoint; see metrics_server.h. */
+#include "metrics_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acceptor.h"
+#include "address.h"
+#include "log.h"
+#include "metrics_http.h"
+#include "monotonic.h"
+#include "sockaddr_text.h"
+#include "tally.h"
+
+#ifndef QCG_VERSION
+#define QCG_VERSION "unknown"
+#endif
+
+#define ALLOW_MAX 32
+
+struct conn {
+    int fd; /* -1: free */
+    char source[TALLY_KEY_MAX];
+    char in[METRICS_REQUEST_MAX];
+    size_t in_len;
+    struct metrics_buf out;
+    size_t out_off;
+    uint64_t deadline_ms;
+};
+
+struct metrics_server {
+    struct metrics_server_config cfg;
+    char daemon[32];
+    int listen_fd, wake_fd, epoll_fd, port;
+    struct addr_range allow[ALLOW_MAX];
+    int nallow; /* -1: anyone */
+    struct acceptor acc;
+    struct tally *sources;
+    struct conn *conns;
+    atomic_ullong shed;
+    unsigned long long scrapes, refused_address, refused_full, refused_allow, bad_requests,
+        timeouts;
+    double started;
+    pthread_t thread;
+};
+
+/* "ADDR:PORT" or "[V6]:PORT" into ss. */
+static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len,
+                        bool *loopback, char *err, size_t errlen)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    const char *h = text;
+    size_t hlen = colon ? (size_t)(colon - text) : 0;
+    if (hlen >= 2 && text[0] == '[' && text[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (colon == NULL || hlen == 0 || hlen >= sizeof(host) || colon[1] == '\0' || *end != '\0' ||
+        port < 0 || port > 65535) {
+        snprintf(err, errlen, "not ADDR:PORT (e.g. 127.0.0.1:9701 or [::1]:9701)");
+        return -1;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*s4);
+        *loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*s6);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+    } else {
+        snprintf(err, errlen, "%s is not a numeric IPv4 or IPv6 address", host);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_allow(struct metrics_server *s, const char *text, char *err, size_t errlen)
+{
+    char copy[1024], why[128];
+    if (strlen(text) >= sizeof(copy)) {
+        snprintf(err, errlen, "metrics-allow: longer than %zu characters", sizeof(copy) - 1);
+        return -1;
+    }
+    snprintf(copy, sizeof(copy), "%s", text);
+    s->nallow = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        if (s->nallow == ALLOW_MAX) {
+            snprintf(err, errlen, "metrics-allow: more than %d ranges", ALLOW_MAX);
+            return -1;
+        }
+        if (addr_range_parse(t, &s->allow[s->nallow], why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "metrics-allow: %s: %s", t, why);
+            return -1;
+        }
+        s->nallow++;
+    }
+    if (s->nallow == 0) {
+        snprintf(err, errlen, "metrics-allow: no address given");
+        return -1;
+    }
+    return 0;
+}
+
+static bool allowed(const struct metrics_server *s, const struct sockaddr_storage *ss,
+                    socklen_t len)
+{
+    char host[64];
+    int port;
+    if (s->nallow < 0)
+        return true;
+    if (sockaddr_host(ss, len, host, sizeof(host), &port) < 0)
+        return false;
+    for (int i = 0; i < s->nallow; i++)
+        if (addr_range_contains(&s->allow[i], host))
+            return true;
+    return false;
+}
+
+static void conn_close(struct metrics_server *s, struct conn *c)
+{
+    epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    tally_give(s->sources, c->source);
+    metrics_buf_free(&c->out);
+    c->fd = -1;
+}
+
+static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
+{
+    struct metrics_server *s = arg;
+    char addr[80];
+    uint64_t now = monotonic_ms();
+    sockaddr_text(ss, len, addr, sizeof(addr));
+    if (!allowed(s, ss, len)) {
+        s->refused_allow++;
+        acceptor_refused(&s->acc, now, addr, "metrics: not in metrics-allow");
+        close(fd);
+        return;
+    }
+    struct conn *c = NULL;
+    for (int i = 0; i < s->cfg.max_connections && c == NULL; i++)
+        if (s->conns[i].fd < 0)
+            c = &s->conns[i];
+    if (c == NULL) {
+        s->refused_full++;
+        acceptor_refused(&s->acc, now, addr, "metrics: connection limit reached");
+        close(fd);
+        return;
+    }
+    tally_source_key(ss, len, c->source);
+    if (!tally_take(s->sources, c->source, (unsigned)s->cfg.per_address)) {
+        s->refused_address++;
+        acceptor_refused(&s->acc, now, addr, "metrics: connections-per-address limit reached");
+        close(fd);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        tally_give(s->sources, c->source);
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->in_len = 0;
+    c->out_off = 0;
+    memset(&c->out, 0, sizeof(c->out));
+    c->deadline_ms = now + (uint64_t)s->cfg.timeout_ms;
+}
+
+static void process_families(struct metrics_server *s, struct metrics_buf *b)
+{
+    struct rusage ru;
+    metrics_family(b, "qcg_build_info", "gauge", "the running version (always 1)");
+    metrics_sample(b, "qcg_build_info", 1, "daemon", s->daemon, "version", QCG_VERSION, NULL);
+    metrics_family(b, "process_start_time_seconds", "gauge", "start time, unix seconds");
+    metrics_sample(b, "process_start_time_seconds", s->started, NULL);
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        metrics_family(b, "process_cpu_seconds_total", "counter", "user and system CPU time");
+        metrics_sample(b, "process_cpu_seconds_total",
+                       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+                       NULL);
+    }
+    metrics_family(b, "qcg_metrics_scrapes_total", "counter", "answers to GET /metrics");
+    metrics_sample(b, "qcg_metrics_scrapes_total", (double)s->scrapes, NULL);
+    metrics_family(b, "qcg_metrics_refused_total", "counter",
+                   "connections and requests the metrics endpoint refused, by reason");
+    const struct {
+        const char *reason;
+        unsigned long long n;
+    } refused[] = {
+        {"not_allowed", s->refused_allow},
+        {"per_address", s->refused_address},
+        {"full", s->refused_full + atomic_load(&s->shed)},
+        {"bad_request", s->bad_requests},
+        {"timeout", s->timeouts},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        metrics_sample(b, "qcg_metrics_refused_total", (double)refused[i].n, "reason",
+                       refused[i].reason, NULL);
+}
+
+/* Puts the whole answer into c->out and waits for the socket to take it. */
+static void answer(struct metrics_server *s, struct conn *c, int status, const char *why, bool head)
+{
+    struct metrics_buf body = {0};
+    if (status == 200) {
+        s->cfg.render(s->cfg.arg, &body);
+        process_families(s, &body);
+        if (body.failed) {
+            metrics_buf_free(&body);
+            status = 500;
+            why = "out of memory";
+        }
+    }
+    if (status != 200) {
+        char line[160];
+        snprintf(line, sizeof(line), "%d %s: %s\n", status, metrics_status_text(status), why);
+        metrics_buf_free(&body);
+        body.p = strdup(line);
+        body.len = body.p ? strlen(line) : 0;
+    }
+    char hdr[256];
+    int n = snprintf(hdr, sizeof(hdr),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     status, metrics_status_text(status),
+                     status == 200 ? METRICS_CONTENT_TYPE : "text/plain; charset=utf-8", body.len);
+    metrics_buf_free(&c->out);
+    c->out.p = malloc((size_t)n + body.len + 1);
+    if (c->out.p != NULL) {
+        memcpy(c->out.p, hdr, (size_t)n);
+        if (!head && body.len > 0)
+            memcpy(c->out.p + n, body.p, body.len);
+        c->out.len = (size_t)n + (head ? 0 : body.len);
+    }
+    metrics_buf_free(&body);
+    c->out_off = 0;
+    c->deadline_ms = monotonic_ms() + (uint64_t)s->cfg.timeout_ms;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+    if (c->out.p == NULL || epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+        conn_close(s, c);
+}
+
+static void on_readable(struct metrics_server *s, struct conn *c)
+{
+    char addr[80] = "";
+    ssize_t r = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (r <= 0) {
+        conn_close(s, c);
+        return;
+    }
+    c->in_len += (size_t)r;
+    bool head;
+    const char *why;
+    int st = metrics_request_parse(c->in, c->in_len, &head, &why);
+    if (st == METRICS_HTTP_MORE)
+        return;
+    if (st != 0) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
+            sockaddr_text(&ss, len, addr, sizeof(addr));
+        s->bad_requests++;
+        char line[128];
+        snprintf(line, sizeof(line), "metrics: %d, %s", st, why);
+        acceptor_refused(&s->acc, monotonic_ms(), addr, line);
+        answer(s, c, st, why, false);
+        return;
+    }
+    s->scrapes++;
+    answer(s, c, 200, "", head);
+}
+
+static void on_writable(struct metrics_server *s, struct conn *c)
+{
+    ssize_t w = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (w <= 0) {
+        conn_close(s, c);
+        return;
+    }
+    c->out_off += (size_t)w;
+    if (c->out_off == c->out.len) {
+        shutdown(c->fd, SHUT_WR);
+        conn_close(s, c);
+    }
+}
+
+static void cut_late(struct metrics_server *s, uint64_t now)
+{
+    for (int i = 0; i < s->cfg.max_connections; i++) {
+        struct conn *c = &s->conns[i];
+        if (c->fd < 0 || now < c->deadline_ms)
+            continue;
+        s->timeouts++;
+        acceptor_refused(&s->acc, now, c->source,
+                         "metrics: cut, no request or answer read in time");
+        conn_close(s, c);
+    }
+}
+
+/* Until the nearest deadline of an open connection; none open: until an
+   event (an idle endpoint costs no wakeups). */
+static int wait_ms(const struct metrics_server *s, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (int i = 0; i < s->cfg.max_connections; i++)
+        if (s->conns[i].fd >= 0 && s->conns[i].deadline_ms < next)
+            next = s->conns[i].deadline_ms;
+    if (next == UINT64_MAX)
+        return -1;
+    return next <= now ? 0 : (int)(next - now > 1000 ? 1000 : next - now);
+}
+
+static void *serve(void *arg)
+{
+    struct metrics_server *s = arg;
+    struct epoll_event evs[16];
+    for (;;) {
+        int n = epoll_wait(s->epoll_fd, evs, 16, wait_ms(s, monotonic_ms()));
+        uint64_t now = monotonic_ms();
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->wake_fd)
+                return NULL;
+            if (p == &s->listen_fd) {
+                acceptor_run(&s->acc, 16, now, accepted, s);
+                continue;
+            }
+            struct conn *c = p;
+            if (c->fd < 0)
+                continue;
+            if (c->out.p != NULL && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+                on_writable(s, c);
+            else if (c->out.p == NULL)
+                on_readable(s, c);
+        }
+        cut_late(s, now);
+    }
+}
+
+static void server_free(struct metrics_server *s)
+{
+    if (s->conns != NULL)
+        for (int i = 0; i < s->cfg.max_connections; i++)
+            if (s->conns[i].fd >= 0)
+                conn_close(s, &s->conns[i]);
+    acceptor_free(&s->acc);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    if (s->epoll_fd >= 0)
+        close(s->epoll_fd);
+    tally_free(s->sources);
+    free(s->conns);
+    free(s);
+}
+
+struct metrics_server *metrics_server_start(const struct metrics_server_config *cfg, char *err,
+                                            size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    bool loopback;
+    if (parse_listen(cfg->listen, &ss, &len, &loopback, err, errlen) != 0)
+        return NULL;
+    if (!loopback && cfg->allow == NULL) {
+        snprintf(err, errlen,
+                 "not a loopback address, and no metrics-allow: say which addresses may scrape");
+        return NULL;
+    }
+    struct metrics_server *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->listen_fd = s->wake_fd = s->epoll_fd = -1;
+    s->acc.spare_fd = -1;
+    s->nallow = -1;
+    snprintf(s->daemon, sizeof(s->daemon), "%s", cfg->daemon ? cfg->daemon : "");
+    if (s->cfg.max_connections <= 0)
+        s->cfg.max_connections = 32;
+    if (s->cfg.per_address <= 0)
+        s->cfg.per_address = 4;
+    if (s->cfg.timeout_ms <= 0)
+        s->cfg.timeout_ms = 5000;
+    s->started = (double)time(NULL);
+    if (cfg->allow != NULL && parse_allow(s, cfg->allow, err, errlen) != 0) {
+        server_free(s);
+        return NULL;
+    }
+    s->conns = calloc((size_t)s->cfg.max_connections, sizeof(*s->conns));
+    s->sources = tally_new();
+    if (s->conns == NULL || s->sources == NULL) {
+        snprintf(err, errlen, "out of memory");
+        server_free(s);
+        return NULL;
+    }
+    for (int i = 0; i < s->cfg.max_connections; i++)
+        s->conns[i].fd = -1;
+    int one = 1;
+    s->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->listen_fd < 0 ||
+        setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(s->listen_fd, (struct sockaddr *)&ss, len) != 0 || listen(s->listen_fd, 64) != 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
+        server_free(s);
+        return NULL;
+    }
+    len = sizeof(ss);
+    getsockname(s->listen_fd, (struct sockaddr *)&ss, &len);
+    char host[64];
+    sockaddr_host(&ss, len, host, sizeof(host), &s->port);
+    acceptor_init(&s->acc, s->listen_fd, &s->shed);
+    s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &s->listen_fd};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &s->wake_fd};
+    if (s->wake_fd < 0 || s->epoll_fd < 0 ||
+        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &lev) != 0 ||
+        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &wev) != 0 ||
+        pthread_create(&s->thread, NULL, serve, s) != 0) {
+        snprintf(err, errlen, "cannot start: %s", strerror(errno));
+        server_free(s);
+        return NULL;
+    }
+    /* Its CPU time can be told apart (bench/metrics-scrape.sh). */
+    pthread_setname_np(s->thread, "qcg-metrics");
+    return s;
+}
+
+int metrics_server_port(const struct metrics_server *s)
+{
+    return s->port;
+}
+
+void metrics_server_stop(struct metrics_server *s)
+{
+    if (s == NULL)
+        return;
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+        pthread_join(s->thread, NULL);
+    server_free(s);
+}
+
+int metrics_start_if(const char *program, const struct metrics_server_config *cfg,
+                     struct metrics_server **out, char *err, size_t errlen)
+{
+    char why[256];
+    *out = NULL;
+    if (cfg->listen == NULL || cfg->listen[0] == '\0')
+        return 0;
+    *out = metrics_server_start(cfg, why, sizeof(why));
+    if (*out == NULL) {
+        snprintf(err, errlen, "%s: metrics-listen %s: %s", program, cfg->listen, why);
+        return -1;
+    }
+    log_info("metrics on http://%s/metrics%s%s", cfg->listen, cfg->allow ? " for " : "",
+             cfg->allow ? cfg->allow : "");
+    return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * The metrics endpoint of a daemon: HTTP GET /metrics in the Prometheus text
+ * format, on its own thread, off unless `metrics-listen ADDR:PORT` is set.
+ * Bound to a loopback address it answers anyone there; on any other address
+ * it refuses to start without `metrics-allow` (the ranges that may scrape):
+ * the counters tell who uses the grid and how.  Like every public port it
+ * keeps a cap of connections per source address (tally.h) and in all, takes
+ * them through acceptor.h, cuts a client that has not sent its request or
+ * read the answer in time, and logs refusals at most once a second.
+ */
+#ifndef QCG_METRICS_SERVER_H
+#define QCG_METRICS_SERVER_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "metrics_text.h"
+
+/* The two settings, for a daemon's option table (its struct has the fields
+   char *metrics_listen, *metrics_allow). */
+// clang-format off
+#define METRICS_CONFIG_OPTIONS(type)                                                        \
+    {"metrics-listen", CONFIG_STRING, offsetof(type, metrics_listen), 0, 0, NULL,           \
+     "ADDR:PORT to serve Prometheus metrics on (GET /metrics); off unless set; "            \
+     "a non-loopback address needs metrics-allow"},                                         \
+    {"metrics-allow", CONFIG_STRING, offsetof(type, metrics_allow), 0, 0, NULL,             \
+     "comma-separated addresses or CIDR ranges that may scrape metrics-listen "             \
+     "(default: anyone, which only a loopback metrics-listen allows)"}
+// clang-format on
+
+/* Writes the daemon's own families; called on the server's thread. */
+typedef void (*metrics_render_fn)(void *arg, struct metrics_buf *b);
+
+struct metrics_server_config {
+    const char *listen; /* ADDR:PORT, [V6]:PORT */
+    const char *allow;  /* NULL: anyone (loopback only) */
+    const char *daemon; /* "broker", ...: the build info's label */
+    metrics_render_fn render;
+    void *arg;
+    int max_connections; /* 0: 32 */
+    int per_address;     /* 0: 4 */
+    int timeout_ms;      /* to send the request, and to read the answer; 0: 5000 */
+};
+
+struct metrics_server;
+
+/* Binds and starts the thread; NULL with one line in err (a bad address, a
+   non-loopback address without allow, a port taken). */
+struct metrics_server *metrics_server_start(const struct metrics_server_config *cfg, char *err,
+                                            size_t errlen);
+/* The port bound (for listen ports of 0, in tests). */
+int metrics_server_port(const struct metrics_server *s);
+/* Stops the thread, closes every connection; NULL is fine. */
+void metrics_server_stop(struct metrics_server *s);
+
+/* Starts the endpoint when listen is set: 0 (also when not set), or -1 with
+   "PROGRAM: metrics-listen ...: why" in err. */
+int metrics_start_if(const char *program, const struct metrics_server_config *cfg,
+                     struct metrics_server **out, char *err, size_t errlen);
+
+#endif
