@@ -41,6 +41,7 @@
 #include "soap_util.h"
 #include "tls_peer_note.h"
 #include "sockaddr_text.h"
+#include "tally.h"
 #include "x509_text.h"
 
 /* Generated from qcg.wsdl into the qcgsoap library. */
@@ -147,6 +148,18 @@ static void peer_text(int fd, char *buf, size_t len)
         sockaddr_text(&ss, sl, buf, len);
     else
         snprintf(buf, len, "?:0");
+}
+
+/* The group fd's peer is counted under (an IPv6 /prefix6: tally.h). */
+static void source_key(int fd, int prefix6, char out[TALLY_KEY_MAX])
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        tally_source_key_prefix(&ss, sl, (unsigned)prefix6, out);
+    else
+        snprintf(out, TALLY_KEY_MAX, "?");
 }
 
 /* A TCP connection closed before its first byte is a reachability check
@@ -260,6 +273,7 @@ static void stage_cut(struct soap_server *srv, struct conn *victim, const char *
         shutdown(victim->fd, SHUT_RDWR);
     victim->expired = true;
     victim->cut = true;
+    srv->stage_counts.cut++;
     unstage(srv, victim);
 }
 
@@ -464,6 +478,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->max_per_identity = OR_DEFAULT(cfg->max_per_identity, SOAP_SERVER_MAX_PER_IDENTITY);
     srv->max_handshakes = OR_DEFAULT(cfg->max_handshakes, SOAP_SERVER_MAX_HANDSHAKES);
     srv->per_address = OR_DEFAULT(cfg->handshakes_per_address, SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
+    srv->ipv6_prefix = OR_DEFAULT(cfg->ipv6_prefix, SOAP_SERVER_IPV6_PREFIX);
     srv->handshake_ms = OR_DEFAULT(cfg->handshake_ms, SOAP_SERVER_HANDSHAKE_MS);
 #undef OR_DEFAULT
     srv->user = cfg->user;
@@ -558,6 +573,8 @@ static int expire_handshakes(struct soap_server *srv)
         }
         if (!c->expired && c->fd >= 0)
             shutdown(c->fd, SHUT_RDWR);
+        if (!c->expired)
+            srv->stage_counts.expired++;
         c->expired = true;
     }
     pthread_mutex_unlock(&srv->lock);
@@ -581,12 +598,9 @@ static void accept_one(struct soap_server *srv)
     }
 
     m->socket = SOAP_INVALID_SOCKET; /* the copy's below, or closed */
-    char peer[64], host[64];
+    char peer[64], host[TALLY_KEY_MAX];
     peer_text(s, peer, sizeof(peer));
-    snprintf(host, sizeof(host), "%s", peer);
-    char *colon = strrchr(host, ':');
-    if (colon != NULL)
-        *colon = '\0';
+    source_key(s, srv->ipv6_prefix, host);
 
     pthread_mutex_lock(&srv->lock);
     int same = stage_count(srv, host);
@@ -595,10 +609,13 @@ static void accept_one(struct soap_server *srv)
         (victim = stage_victim(srv, same)) != NULL)
         stage_cut(srv, victim, peer);
     if (same >= srv->per_address || srv->handshaking >= srv->max_handshakes) {
-        if (same >= srv->per_address)
+        if (same >= srv->per_address) {
+            srv->stage_counts.refused_address++;
             refused(srv, peer, "refused: %d TLS handshakes in progress from %s", same, host);
-        else
+        } else {
+            srv->stage_counts.refused_full++;
             refused(srv, peer, "refused: %d TLS handshakes in progress", srv->handshaking);
+        }
         pthread_mutex_unlock(&srv->lock);
         close(s);
         return;
@@ -752,6 +769,18 @@ void *soap_server_state(struct soap *soap)
 {
     struct conn *c = conn_of(soap);
     return c ? c->server->user : NULL;
+}
+
+void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out)
+{
+    struct conn *c = conn_of(soap);
+
+    memset(out, 0, sizeof(*out));
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->server->lock);
+    *out = c->server->stage_counts;
+    pthread_mutex_unlock(&c->server->lock);
 }
 
 const struct identity *soap_caller(struct soap *soap)

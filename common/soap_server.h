@@ -40,16 +40,19 @@ struct tls_files {
 #define SOAP_SERVER_HANDSHAKES_PER_ADDRESS 16
 #define SOAP_SERVER_HANDSHAKE_MS 5000
 #define SOAP_SERVER_SLOT_WAIT_S 20
+/* An address is its group (source_group.h): IPv6 cut to this prefix. */
+#define SOAP_SERVER_IPV6_PREFIX 64
 
 struct soap_server_config {
     const char *listen_addr; /* NULL or "" = any */
     int port;
     struct tls_files tls;
-    int max_connections;  /* authenticated connections served at once */
-    int max_per_identity; /* of those, by one certificate */
-    int max_handshakes;   /* connections in the handshake stage */
-    int handshakes_per_address;
+    int max_connections;        /* authenticated connections served at once */
+    int max_per_identity;       /* of those, by one certificate */
+    int max_handshakes;         /* connections in the handshake stage */
+    int handshakes_per_address; /* per address group (an IPv6 /ipv6_prefix) */
     int handshake_ms;
+    int ipv6_prefix;
     void *user; /* the daemon's state, for the operations */
 };
 
@@ -75,6 +78,14 @@ void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg)
 void soap_server_on_revoked(struct soap_server *srv,
                             void (*fn)(void *user, const struct identity *id));
 void soap_server_free(struct soap_server *srv);
+/* What the handshake stage turned away since the start, for the daemons'
+   --stats: handshakes past their deadline, cut for a newcomer, and
+   newcomers refused for their address's share or a full stage. */
+struct soap_stage_counts {
+    unsigned long long expired, cut, refused_address, refused_full;
+};
+/* From an operation's soap (the server it came through). */
+void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);
 /* The port actually bound (useful when the config said 0). */
 int soap_server_port(const struct soap_server *srv);
 

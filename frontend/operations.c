@@ -709,7 +709,9 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     if (id == NULL || id->role == QCG_ROLE_NONE)
         return deny(soap, fe, "stats", id, "stats is served to members of the grid only");
     struct counter_value v[FRONTEND_STATS_MAX];
-    int n = stats_collect(fe, v, FRONTEND_STATS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_stage_counts(soap, &stage);
+    int n = stats_collect(fe, &stage, v, FRONTEND_STATS_MAX);
     response->version = QCG_PROTOCOL_VERSION;
     response->role = soap_strdup(soap, "frontend");
     response->name = soap_strdup(soap, fe->cluster);
