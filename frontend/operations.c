@@ -519,12 +519,12 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
-        return SOAP_FAULT;
-
     /* Only a process of this cluster, holding the job's verifier, resolves its
-       peers: checked here so a wrong verifier never reaches the cache. */
+       peers: checked here so a wrong verifier never reaches the cache, and
+       first, so that a non-member never spends the node's rate. */
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
+    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
         return SOAP_FAULT;
 
     unsigned char hash[JOB_HASH_LEN];
@@ -630,9 +630,9 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
         bad = "why: too long";
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
-        return SOAP_FAULT;
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
+    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
