@@ -240,6 +240,9 @@ static void unstage(struct soap_server *srv, struct conn *c)
    clients give way, and an attacker with more addresses than the stage has
    slots must renew them all that often to keep the stage full.  Called
    with srv->lock held. */
+/* Address groups remembered as known (each was authenticated: a grid's
+   frontends or nodes, never a stranger); beyond, no new one is. */
+#define KNOWN_MAX 65536
 #define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
 static struct conn *stage_victim(struct soap_server *srv, int same)
 {
@@ -260,6 +263,23 @@ static struct conn *stage_victim(struct soap_server *srv, int same)
     if (oldest != NULL &&
         oldest->deadline_ms - (uint64_t)srv->handshake_ms + waited <= monotonic_ms())
         return oldest;
+    return NULL;
+}
+
+/* The stage is full and a newcomer comes from an address a client
+   authenticated from before (a registered frontend, a node of a registered
+   cluster): the oldest handshake from an address never seen authenticated
+   gives way at once, so that strangers, however many their addresses,
+   never keep a known client out (issue 32; as sshd's MaxStartups spares
+   established users).  NULL when the stage holds known addresses only.
+   Called with srv->lock held. */
+static struct conn *stage_victim_known(struct soap_server *srv)
+{
+    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, in_stage);
+        if (!c->expired && tally_count(srv->known, c->host) == 0)
+            return c;
+    }
     return NULL;
 }
 
@@ -337,6 +357,8 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
                 role_name(c->identity.role), c->identity.name, same);
     } else {
         c->authenticated = true;
+        if (tally_count(srv->known, c->host) == 0 && tally_holders(srv->known) < KNOWN_MAX)
+            tally_take(srv->known, c->host, 1);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += SOAP_SERVER_SLOT_WAIT_S;
@@ -483,8 +505,11 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
 #undef OR_DEFAULT
     srv->user = cfg->user;
     srv->stage_hosts = htable_new(stage_host_eq);
-    if (srv->stage_hosts == NULL) {
+    srv->known = tally_new();
+    if (srv->stage_hosts == NULL || srv->known == NULL) {
         snprintf(err, errlen, "out of memory");
+        htable_free(srv->stage_hosts);
+        tally_free(srv->known);
         free(srv);
         return NULL;
     }
@@ -606,7 +631,8 @@ static void accept_one(struct soap_server *srv)
     int same = stage_count(srv, host);
     struct conn *victim = NULL;
     if (same < srv->per_address && srv->handshaking >= srv->max_handshakes &&
-        (victim = stage_victim(srv, same)) != NULL)
+        ((tally_count(srv->known, host) > 0 && (victim = stage_victim_known(srv)) != NULL) ||
+         (victim = stage_victim(srv, same)) != NULL))
         stage_cut(srv, victim, peer);
     if (same >= srv->per_address || srv->handshaking >= srv->max_handshakes) {
         if (same >= srv->per_address) {
@@ -755,6 +781,7 @@ void soap_server_free(struct soap_server *srv)
     }
     /* Every connection has left the stage: its table is empty. */
     htable_free(srv->stage_hosts);
+    tally_free(srv->known);
     pthread_cond_destroy(&srv->changed);
     pthread_mutex_destroy(&srv->lock);
     free(srv);

@@ -29,7 +29,9 @@ struct tls_files {
    room for a newcomer: the oldest handshake of the address holding the
    most gives way when that is 2 more than the newcomer's address holds,
    else the oldest one once it has waited a fifth of handshake_ms; else
-   the newcomer is closed.  Authenticated, it is
+   the newcomer is closed.  A newcomer from an address some client was
+   authenticated from (a known one) first takes the place of the oldest
+   handshake from an address never authenticated, at once.  Authenticated, it is
    served if fewer than max_connections are (at most max_per_identity of
    them by one certificate); else it waits for a slot (up to
    SOAP_SERVER_SLOT_WAIT_S) and is then closed.  Refusals are logged at most

@@ -48,6 +48,9 @@ struct soap_server {
     uint64_t seed;              /* of their hashes */
     struct ratelimit refused_rl; /* the refusal lines */
     struct soap_stage_counts stage_counts;
+    /* Address groups a client authenticated from (tally.h, count 1): a
+       newcomer from one takes the place of a stranger's handshake. */
+    struct tally *known;
     /* A reload's CRL revoked every live certificate of a peer (soap_server.h). */
     void (*on_revoked)(void *user, const struct identity *id);
 };

@@ -945,6 +945,44 @@ static void test_stage_full(void)
     server_stop(&s);
 }
 
+/* A client from an address a client was authenticated from is never kept
+   out by strangers (issue 32): a stage of 4 filled by 4 idle connections
+   from 4 addresses (none gives way for 6 s, a fifth of the deadline) turns
+   a new address away, yet a frontend from 127.0.0.1, known since its first
+   call, is served at once: the oldest stranger gives way. */
+static void test_stage_known(void)
+{
+    struct server s;
+    stage_ms = 30000;
+    stage_max = STAGE_MAX;
+    int rc = server_start(&s, 8);
+    stage_ms = stage_max = 0;
+    if (rc < 0) {
+        CHECK(!"stage-known server");
+        return;
+    }
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_OK); /* 127.0.0.1 is known from now on */
+    int idle[STAGE_MAX];
+    char from[32];
+    for (int i = 0; i < STAGE_MAX; i++) {
+        snprintf(from, sizeof(from), "127.0.0.%d", 20 + i);
+        idle[i] = tcp_from(from, s.port);
+    }
+    int extra = tcp_from("127.0.0.30", s.port);
+    WAIT_UNTIL(closed_by_server(extra), 2000, "a stranger beyond the stage refused");
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECKF(st.status == CALL_OK, "a known address is served while strangers fill the stage");
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.20", 2000));
+    WAIT_UNTIL(closed_by_server(idle[0]), 2000, "the oldest stranger cut");
+    for (int i = 0; i < STAGE_MAX; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    close(extra);
+    server_stop(&s);
+}
+
 /* One certificate cannot take every slot: beyond its bound its connections
    are closed while others' are served. */
 static void test_identity_cap(void)
@@ -1160,6 +1198,7 @@ int main(int argc, char **argv)
         test_connection_cap();
         test_handshake_stage();
         test_stage_full();
+        test_stage_known();
         test_identity_cap();
         test_ipv6_group();
     }
