@@ -343,8 +343,8 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
             /* Declared public or port-keeping: the reflector checks it. */
             sides[i].preserving = kinds[i] != CLUSTER_SYMNAT;
         }
-        if (token_issue(&b->punch_key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token,
-                        token_len) < 0 ||
+        if (token_issue(&b->punch_key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
+                0 ||
             token_issue(&b->punch_key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
                         sizeof(cmd->token)) < 0 ||
             reflector_client_expect(b->reflector, pair, sides, expiry) < 0) {
@@ -660,61 +660,143 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     return SOAP_OK;
 }
 
+/* An attempt's fields: NULL when well-formed, else "invalid" with why. */
+static const char *report_one_valid(const struct qcg__attempt *a, char *why, size_t whylen)
+{
+    int t = a->technique != NULL ? technique_parse(a->technique) : -1;
+    if (validate_job(a->job, a->verifier, why, whylen) != 0 ||
+        validate_rank(a->fromRank, "fromRank", why, whylen) != 0 ||
+        validate_rank(a->toRank, "toRank", why, whylen) != 0)
+        return "invalid";
+    if (t <= (int)TECH_NONE || (a->ok != 0 && a->ok != 1) || a->setupMs < 0) {
+        snprintf(why, whylen, "technique, ok or setupMs out of range");
+        return "invalid";
+    }
+    for (const char *c = a->why; c != NULL && *c != '\0'; c++) {
+        if (*c < 0x20 || *c > 0x7e || c - a->why >= 256) {
+            snprintf(why, whylen, "why: not one line of printable text");
+            return "invalid";
+        }
+    }
+    return NULL;
+}
+
+/* A well-formed attempt's end (report, reports): NULL once recorded, else
+   the fault subcode, with why.  The cluster's report rate is the caller's
+   to take. */
+static const char *report_one(struct broker *b, const struct identity *id,
+                              const struct qcg__attempt *a, char *why, size_t whylen)
+{
+    struct reg_lookup res;
+    int t = technique_parse(a->technique);
+    /* The same checks as a lookup: only the initiator's side, with the
+       verifier, reports; the two contacts give the cluster pair. */
+    struct plan_offer offer = {.proxy = true, .reflector = true};
+    enum reg_status st = registry_lookup(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
+                                         a->toRank, 0, TECH_NONE, &offer, NULL, &res, why, whylen);
+    if (st != REG_OK)
+        return reg_status_subcode(st);
+    uint64_t now = (uint64_t)time(NULL);
+    /* Only an answer to a plan of ours teaches anything: else anyone could
+       report failures of techniques nobody planned. */
+    if (!issued_check(b->issued, id->cluster, a->job, a->toRank, (enum technique)t, now)) {
+        atomic_fetch_add(&b->stats.reports_refused, 1);
+        snprintf(why, whylen,
+                 "this broker has no open %s plan for job %s towards rank %d from cluster %s: a "
+                 "report answers a lookup",
+                 a->technique, a->job, a->toRank, id->cluster);
+        return "denied";
+    }
+    if (!res.found)
+        return NULL; /* the peer is gone: nothing to learn about the pair */
+    outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t,
+                    a->ok != 0, (unsigned)a->setupMs, now, a->job, res.from.node);
+    atomic_fetch_add(a->ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
+    if (a->ok)
+        log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", a->job, a->fromRank,
+                  res.from.cluster, a->toRank, res.target.cluster, a->technique, a->setupMs);
+    else
+        log_info("job %s rank %d (%s) -> rank %d (%s): %s failed after %d ms (%.200s); not "
+                 "planned again between %s and %s until it expires",
+                 a->job, a->fromRank, res.from.cluster, a->toRank, res.target.cluster, a->technique,
+                 a->setupMs, a->why != NULL ? a->why : "no reason given", res.from.cluster,
+                 res.target.cluster);
+    return NULL;
+}
+
 int qcg__report(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *technique, int ok, int setupMs, char *why_failed,
                 struct qcg__ackResponse *response)
 {
     const struct identity *id;
-    struct broker *b = state(soap);
     char why[256];
-    struct reg_lookup res;
     if (check_call(soap, "report", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
-    int t = technique != NULL ? technique_parse(technique) : -1;
-    if (validate_job(job, verifier, why, sizeof(why)) != 0 ||
-        validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
-        validate_rank(toRank, "toRank", why, sizeof(why)) != 0)
-        return refuse(soap, "report", "invalid", "%s", why);
-    if (t <= (int)TECH_NONE || (ok != 0 && ok != 1) || setupMs < 0)
-        return refuse(soap, "report", "invalid", "technique, ok or setupMs out of range");
-    for (const char *c = why_failed; c != NULL && *c != '\0'; c++) {
-        if (*c < 0x20 || *c > 0x7e || c - why_failed >= 256)
-            return refuse(soap, "report", "invalid", "why: not one line of printable text");
-    }
+    struct qcg__attempt a = {.job = job,
+                             .verifier = verifier,
+                             .fromRank = fromRank,
+                             .toRank = toRank,
+                             .technique = technique,
+                             .ok = ok,
+                             .setupMs = setupMs,
+                             .why = why_failed};
+    /* Checked before the rate: a malformed report costs no token. */
+    const char *sub = report_one_valid(&a, why, sizeof(why));
+    if (sub != NULL)
+        return refuse(soap, "report", sub, "%s", why);
     if (cluster_rate(soap, "report", id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
-    /* The same checks as a lookup: only the initiator's side, with the
-       verifier, reports; the two contacts give the cluster pair. */
-    struct plan_offer offer = {.proxy = true, .reflector = true};
-    enum reg_status st = registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, 0,
-                                         TECH_NONE, &offer, NULL, &res, why, sizeof(why));
-    if (st != REG_OK)
-        return refuse_status(soap, "report", st, why);
-    uint64_t now = (uint64_t)time(NULL);
-    /* Only an answer to a plan of ours teaches anything: else anyone could
-       report failures of techniques nobody planned. */
-    if (!issued_check(b->issued, id->cluster, job, toRank, (enum technique)t, now)) {
-        atomic_fetch_add(&b->stats.reports_refused, 1);
-        return refuse(soap, "report", "denied",
-                      "this broker has no open %s plan for job %s towards rank %d from cluster "
-                      "%s: a report answers a lookup",
-                      technique, job, toRank, id->cluster);
+    sub = report_one(state(soap), id, &a, why, sizeof(why));
+    if (sub != NULL)
+        return refuse(soap, "report", sub, "%s", why);
+    response->version = QCG_PROTOCOL_VERSION;
+    return SOAP_OK;
+}
+
+/* Refused attempts of a batch: no fault (the others count), one line a
+   second with how many were left out. */
+static struct refusal_log reports_log = {RATELIMIT_LOCKED_INIT, 1000, 1};
+
+int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
+                 struct qcg__reportsResponse *response)
+{
+    const struct identity *id;
+    struct broker *b = state(soap);
+    if (check_call(soap, "reports", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    int n = attempts != NULL && attempts->attempt != NULL ? attempts->__sizeAttempt : 0;
+    if (n < 0 || n > QCG_REPORTS_MAX)
+        return refuse(soap, "reports", "invalid", "%d attempts in one call (at most %d)", n,
+                      QCG_REPORTS_MAX);
+    int accepted = 0;
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        const struct qcg__attempt *a = &attempts->attempt[i];
+        const char *sub = report_one_valid(a, why, sizeof(why));
+        if (sub == NULL && !rates_take(b->rates, id->cluster, RATE_REPORT, 0)) {
+            atomic_fetch_add(&b->stats.quota_refused, 1);
+            sub = "busy";
+            snprintf(why, sizeof(why),
+                     "cluster %s is over its rate of report calls (the broker's cluster-reports)",
+                     id->cluster);
+        }
+        if (sub == NULL)
+            sub = report_one(b, id, a, why, sizeof(why));
+        if (sub == NULL) {
+            accepted++;
+            continue;
+        }
+        unsigned left_out = 0;
+        atomic_fetch_add(&b->stats.faults, 1);
+        if (ratelimit_locked_ok(&reports_log.rl, monotonic_ms(), reports_log.window_ms,
+                                reports_log.burst, &left_out))
+            /* Info, not a warning: the frontend checked each one, so a
+               refusal is mostly a race (its job left the broker first). */
+            log_info("a report of %s %s refused (qcg:%s): %s (%u such lines left out)",
+                     role_name(id->role), id->name, sub, why, left_out);
     }
     response->version = QCG_PROTOCOL_VERSION;
-    if (!res.found)
-        return SOAP_OK; /* the peer is gone: nothing to learn about the pair */
-    outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t, ok != 0,
-                    (unsigned)setupMs, now, job, res.from.node);
-    atomic_fetch_add(ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
-    if (ok)
-        log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", job, fromRank,
-                  res.from.cluster, toRank, res.target.cluster, technique, setupMs);
-    else
-        log_info("job %s rank %d (%s) -> rank %d (%s): %s failed after %d ms (%.200s); not "
-                 "planned again between %s and %s until it expires",
-                 job, fromRank, res.from.cluster, toRank, res.target.cluster, technique, setupMs,
-                 why_failed != NULL ? why_failed : "no reason given", res.from.cluster,
-                 res.target.cluster);
+    response->accepted = accepted;
     return SOAP_OK;
 }
 
@@ -743,15 +825,16 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
 
 /* ---- qcg-probe: siteInfo, probe, observed, grid ---- */
 
-static void cluster_to_soap(struct soap *soap, const struct reg_cluster *in, struct qcg__cluster *out)
+static void cluster_to_soap(struct soap *soap, const struct reg_cluster *in,
+                            struct qcg__cluster *out)
 {
     memset(out, 0, sizeof(*out));
     out->name = soap_strdup(soap, in->name);
     out->kind = (char *)cluster_kind_name(in->kind);
     out->portLow = in->port_low;
     out->portHigh = in->port_high;
-    out->publicAddress = in->npublic > 0 ? soap_malloc(soap, (size_t)in->npublic * sizeof(char *))
-                                         : NULL;
+    out->publicAddress =
+        in->npublic > 0 ? soap_malloc(soap, (size_t)in->npublic * sizeof(char *)) : NULL;
     if (out->publicAddress == NULL)
         return;
     for (int i = 0; i < in->npublic; i++)
@@ -832,16 +915,16 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     memset(&cmd, 0, sizeof(cmd));
     snprintf(cmd.kind, sizeof(cmd.kind), "probe-listen");
     memcpy(cmd.job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN);
-    if (random_hex(cmd.job + QCG_PROBE_JOB_PREFIX_LEN,
-                   sizeof(cmd.job) - QCG_PROBE_JOB_PREFIX_LEN) < 0 ||
+    if (random_hex(cmd.job + QCG_PROBE_JOB_PREFIX_LEN, sizeof(cmd.job) - QCG_PROBE_JOB_PREFIX_LEN) <
+            0 ||
         random_hex(cmd.token, sizeof(cmd.token)) < 0)
         return refuse(soap, op, "unavailable", "no randomness for a probe job");
     struct cmdqueue *q = registry_queue(b->reg, cluster);
     uint64_t now = (uint64_t)time(NULL);
-    enum reg_status st = q == NULL ? REG_NOTFOUND
-                                   : registry_probe_start(b->reg, id->cluster, cluster, cmd.job,
-                                                          now, now + (uint64_t)seconds, &node,
-                                                          why, sizeof(why));
+    enum reg_status st =
+        q == NULL ? REG_NOTFOUND
+                  : registry_probe_start(b->reg, id->cluster, cluster, cmd.job, now,
+                                         now + (uint64_t)seconds, &node, why, sizeof(why));
     if (q == NULL)
         snprintf(why, sizeof(why), "cluster %s is not registered", cluster);
     if (st != REG_OK) {
@@ -921,7 +1004,9 @@ int qcg__observed(struct soap *soap, int version, struct qcg__observation *obser
              "port preserving %s",
              decl.name, o.node, cluster_kind_name(o.kind), o.public_addr[0] ? o.public_addr : "?",
              o.mapping, o.inbound,
-             o.port_preserving < 0 ? "unknown" : o.port_preserving ? "yes" : "no");
+             o.port_preserving < 0 ? "unknown"
+             : o.port_preserving   ? "yes"
+                                   : "no");
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
 }

@@ -136,6 +136,29 @@ struct qcg__ackResponse {
     int version;
 };
 
+/* One attempt's end, as qcg__report gives it, in a batch of qcg__reports. */
+struct qcg__attempt {
+    char *job;
+    char *verifier;
+    int fromRank;
+    int toRank;
+    char *technique;
+    int ok;
+    int setupMs;
+    char *why;                  /* NULL when it worked */
+};
+
+struct qcg__attempts {
+    int __sizeAttempt;          /* at most QCG_REPORTS_MAX (core/proto.h) */
+    struct qcg__attempt *attempt;
+};
+
+struct qcg__reportsResponse {
+    int version;
+    int accepted;               /* how many were recorded; the others are counted and
+                                   logged at the broker, not faulted */
+};
+
 struct qcg__lookupResponse {
     int version;
     struct qcg__plan plan;
@@ -286,6 +309,11 @@ int qcg__traverse(int version, char *token, char *packet, struct qcg__ackRespons
    broker remembers outcomes per ordered cluster pair and plans from them. */
 int qcg__report(int version, char *job, char *verifier, int fromRank, int toRank, char *technique,
                 int ok, int setupMs, char *why, struct qcg__ackResponse *response);
+/* frontend -> broker: many reports in one call, each checked as qcg__report
+   checks it (the cluster's report rate takes one token per attempt).  The
+   frontend gathers its nodes' reports for up to QCG_REPORTS_FLUSH_MS. */
+int qcg__reports(int version, struct qcg__attempts *attempts,
+                 struct qcg__reportsResponse *response);
 /* helper -> frontend -> broker: the caller's site, the broker's reflector and
    proxies, and every registered cluster (qcg-probe). */
 int qcg__siteInfo(int version, struct qcg__siteInfoResponse *response);

@@ -30,6 +30,11 @@
 #define QCG_PROBE_JOB_PREFIX "probe-"
 #define QCG_PROBE_JOB_PREFIX_LEN 6
 _Static_assert(sizeof(QCG_PROBE_JOB_PREFIX) - 1 == QCG_PROBE_JOB_PREFIX_LEN, "prefix length");
+/* qcg__reports: most attempts in one call, and how long a frontend gathers
+   its nodes' reports before it sends them on (a report is advice: its
+   delay only delays what the broker learns). */
+#define QCG_REPORTS_MAX 256
+#define QCG_REPORTS_FLUSH_MS 100
 /* The rank a probe's test endpoint publishes; the prober is rank 0. */
 #define QCG_PROBE_ENDPOINT_RANK 1
 /* The first line qcg-probe sends on its last connection to a test endpoint:

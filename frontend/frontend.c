@@ -9,6 +9,7 @@
 
 #include "cache.h"
 #include "frontend_config.h"
+#include "reports.h"
 #include "store.h"
 
 /* Time plus randomness: a restarted frontend never reuses an epoch, so its
@@ -65,6 +66,7 @@ void frontend_free(struct frontend *fe)
 {
     if (fe == NULL)
         return;
+    reports_free(fe->reports);
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);

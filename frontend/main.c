@@ -10,6 +10,7 @@
 #include "crl.h"
 #include "daemon.h"
 #include "frontend.h"
+#include "reports.h"
 #include "frontend_config.h"
 #include "log.h"
 #include "revoked.h"
@@ -59,6 +60,13 @@ int main(int argc, char **argv)
         log_error("%s", err);
         frontend_config_free(&cfg);
         return 2;
+    }
+    fe->reports = reports_new(frontend_send_reports, fe, err, sizeof(err));
+    if (fe->reports == NULL) {
+        log_error("%s", err);
+        frontend_free(fe);
+        frontend_config_free(&cfg);
+        return 1;
     }
     struct soap_server_config scfg = {
         .listen_addr = cfg.listen,

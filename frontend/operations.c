@@ -20,6 +20,7 @@
 #include "monotonic.h"
 #include "ratelimit.h"
 #include "rates.h"
+#include "reports.h"
 #include "stats.h"
 #include "store.h"
 
@@ -27,7 +28,6 @@
 #define POLL_COMMANDS_MAX 32
 #define TRIED_MAX 128
 #define ONLY_MAX 16
-#define REPORT_WHY_MAX 256
 
 /* Refusal lines: a caller may repeat a refused call at will, so at most 50
    a second, with the count of those left out. */
@@ -158,8 +158,7 @@ static int relay_failed(struct soap *soap, const char *op, const struct relay_er
 {
     if (err->status == CALL_UNREACHABLE)
         return unavailable(soap, op, err->msg);
-    log_info("%s: broker answered %s: %s", op, err->subcode[0] ? err->subcode : "fault",
-             err->msg);
+    log_info("%s: broker answered %s: %s", op, err->subcode[0] ? err->subcode : "fault", err->msg);
     if (err->subcode[0] == '\0')
         return soap_qcg_fault(soap, "unavailable", "broker failed: %s", err->msg);
     return soap_qcg_fault(soap, err->subcode, "%s", err->msg);
@@ -176,9 +175,11 @@ struct relay_args {
     const char *job, *verifier, *node_name, *tried, *only;
     int from_rank, rank;
     struct plan *plan;
-    const char *token, *packet;   /* traverse */
+    const char *token, *packet; /* traverse */
     const struct report_args *report;
-    struct soap *dst;             /* siteInfo, probe: the helper's context, for the answer */
+    const struct report_item *items; /* reports */
+    int nitems, *accepted;
+    struct soap *dst; /* siteInfo, probe: the helper's context, for the answer */
     struct qcg__siteInfoResponse *site;
     struct qcg__probeResponse *probe;
     int seconds;
@@ -192,6 +193,7 @@ enum relay_op {
     RELAY_LOOKUP,
     RELAY_TRAVERSE,
     RELAY_REPORT,
+    RELAY_REPORTS,
     RELAY_SITE,
     RELAY_PROBE,
     RELAY_OBSERVED
@@ -224,6 +226,9 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             break;
         case RELAY_REPORT:
             rc = relay_report(up, url, a->report, err);
+            break;
+        case RELAY_REPORTS:
+            rc = relay_reports(up, url, a->items, a->nitems, a->accepted, err);
             break;
         case RELAY_SITE:
             rc = relay_site_info(up, url, a->dst, a->site, err);
@@ -302,8 +307,8 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         if (rc < 0)
             return relay_failed(soap, op, &err);
     }
-    log_info("node %s registered: %s ports %d-%d%s%s", n.name, n.address, n.port_low,
-             n.port_high, n.can_intercept ? ", can intercept" : "",
+    log_info("node %s registered: %s ports %d-%d%s%s", n.name, n.address, n.port_low, n.port_high,
+             n.can_intercept ? ", can intercept" : "",
              was_up ? "" : " (broker will hear of it when reachable)");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = fe->epoch;
@@ -371,8 +376,8 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
                   c.job, c.rank);
     }
     atomic_fetch_add(&fe->counters.publishes, 1);
-    log_info("job %s rank %d published from node %s at %s:%d", c.job, c.rank, c.node,
-             c.address, c.port);
+    log_info("job %s rank %d published from node %s at %s:%d", c.job, c.rank, c.node, c.address,
+             c.port);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
 }
@@ -398,8 +403,8 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int
         int verifier_ok = verifier_equal(held.verifier, verifier);
         OPENSSL_cleanse(held.verifier, sizeof(held.verifier));
         if (!mine) {
-            snprintf(why, sizeof(why), "rank %d of job %s was published from node %s", rank,
-                     job, held.node);
+            snprintf(why, sizeof(why), "rank %d of job %s was published from node %s", rank, job,
+                     held.node);
             return deny(soap, fe, op, id, why);
         }
         if (!verifier_ok) {
@@ -419,6 +424,9 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int
     if (up_now) {
         struct relay_args a = {
             .job = job, .verifier = verifier, .rank = rank, .node_name = id->node};
+        /* The rank's reports first: after its job's last withdraw the
+           broker knows nothing to check them against. */
+        reports_flush(fe->reports);
         rc = relay_call(fe, RELAY_WITHDRAW, &a, &err);
     }
     if (is_held) {
@@ -434,8 +442,8 @@ int qcg__withdraw(struct soap *soap, int version, char *job, char *verifier, int
             log_info("job %s rank %d withdrawn; the broker will hear of it when reachable", job,
                      rank);
         } else if (rc < 0) {
-            log_info("job %s rank %d withdrawn; the broker answered %s: %s", job, rank,
-                     err.subcode, err.msg);
+            log_info("job %s rank %d withdrawn; the broker answered %s: %s", job, rank, err.subcode,
+                     err.msg);
         } else {
             log_info("job %s rank %d withdrawn from node %s", job, rank, id->node);
         }
@@ -512,7 +520,8 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
         bad = "tried: too long";
     /* only: one technique name, checked here so junk is not relayed. */
     int alone = only != NULL && only[0] != '\0';
-    if (bad == NULL && alone && (strlen(only) > ONLY_MAX || technique_parse(only) <= (int)TECH_NONE))
+    if (bad == NULL && alone &&
+        (strlen(only) > ONLY_MAX || technique_parse(only) <= (int)TECH_NONE))
         bad = "only: not a technique name";
     /* A retry after a failed technique, or a test of one technique, needs
        the broker's own plan: never answered from the cache nor cached. */
@@ -637,20 +646,87 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
-    struct report_args r = {.job = job,
-                            .verifier = verifier,
-                            .technique = technique,
-                            .why = why,
-                            .from_rank = fromRank,
-                            .to_rank = toRank,
-                            .ok = ok,
-                            .setup_ms = setupMs};
-    struct relay_error err;
-    struct relay_args a = {.report = &r};
-    if (relay_call(fe, RELAY_REPORT, &a, &err) < 0)
-        return relay_failed(soap, op, &err);
+    /* Answered now, sent on with others (reports.h): the helper's request
+       is not held for the broker's answer. */
+    struct report_item r = {
+        .from_rank = fromRank, .to_rank = toRank, .ok = ok, .setup_ms = setupMs};
+    snprintf(r.job, sizeof(r.job), "%s", job);
+    snprintf(r.verifier, sizeof(r.verifier), "%s", verifier);
+    snprintf(r.technique, sizeof(r.technique), "%s", technique);
+    snprintf(r.why, sizeof(r.why), "%s", why != NULL ? why : "");
+    if (!reports_add(fe->reports, &r)) {
+        atomic_fetch_add(&fe->counters.reports_dropped, 1);
+        return unavailable(soap, op, "too many reports wait for the broker");
+    }
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
+}
+
+int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
+                 struct qcg__reportsResponse *response)
+{
+    (void)attempts;
+    (void)response;
+    struct frontend *fe = soap_server_state(soap);
+    if (soap_check_version(soap, version) != 0)
+        return SOAP_FAULT;
+    return deny(soap, fe, "reports", soap_caller(soap),
+                "reports is served by the broker; a frontend takes report");
+}
+
+/* A report is advice: what the broker cannot take is counted and logged
+   (one line a minute), never retried. */
+static struct ratelimit_locked reports_log = RATELIMIT_LOCKED_INIT;
+
+static void reports_lost(struct frontend *fe, int n, const char *why)
+{
+    unsigned left_out = 0;
+    atomic_fetch_add(&fe->counters.reports_dropped, (unsigned long long)n);
+    if (ratelimit_locked_ok(&reports_log, monotonic_ms(), 60000, 1, &left_out))
+        log_warnx("%d reports not sent to the broker: %s (%u such lines left out)", n, why,
+                  left_out);
+}
+
+void frontend_send_reports(void *arg, const struct report_item *items, int n)
+{
+    struct frontend *fe = arg;
+    struct relay_error err;
+    int accepted = 0;
+    if (!atomic_load(&fe->broker_single_reports)) {
+        struct relay_args a = {.items = items, .nitems = n, .accepted = &accepted};
+        if (relay_call(fe, RELAY_REPORTS, &a, &err) == 0) {
+            atomic_fetch_add(&fe->counters.reports_forwarded, (unsigned long long)accepted);
+            if (accepted < n)
+                atomic_fetch_add(&fe->counters.reports_refused, (unsigned long long)(n - accepted));
+            return;
+        }
+        /* An older broker: the operation is unknown to it, not refused. */
+        if (err.status != CALL_FAULT || err.subcode[0] != '\0' ||
+            strstr(err.msg, "not implemented") == NULL) {
+            reports_lost(fe, n, err.msg);
+            return;
+        }
+        log_info("the broker has no reports operation (%s): reports go one by one", err.msg);
+        atomic_store(&fe->broker_single_reports, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        const struct report_item *r = &items[i];
+        struct report_args ra = {.job = r->job,
+                                 .verifier = r->verifier,
+                                 .technique = r->technique,
+                                 .why = r->why,
+                                 .from_rank = r->from_rank,
+                                 .to_rank = r->to_rank,
+                                 .ok = r->ok,
+                                 .setup_ms = r->setup_ms};
+        struct relay_args a = {.report = &ra};
+        if (relay_call(fe, RELAY_REPORT, &a, &err) == 0)
+            atomic_fetch_add(&fe->counters.reports_forwarded, 1);
+        else if (err.status == CALL_FAULT)
+            atomic_fetch_add(&fe->counters.reports_refused, 1);
+        else
+            reports_lost(fe, 1, err.msg);
+    }
 }
 
 int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int waitSeconds,
@@ -730,8 +806,8 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
 
 /* One relayed call of a probe operation, the link checked first.  SOAP_OK or
    the fault ("broker unreachable: ..." when it cannot be reached). */
-static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op,
-                          enum relay_op rop, const struct relay_args *a)
+static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op, enum relay_op rop,
+                          const struct relay_args *a)
 {
     char reason[256];
     struct relay_error err;
@@ -780,8 +856,8 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     struct relay_args a = {.dst = soap, .probe = response, .cluster = cluster, .seconds = seconds};
     if (relay_probe_op(soap, fe, op, RELAY_PROBE, &a) != SOAP_OK)
         return SOAP_FAULT;
-    log_info("probe from %s: test endpoint in %s (node %s, job %s, %d s)", id->name,
-             cluster, response->node, response->job, response->seconds);
+    log_info("probe from %s: test endpoint in %s (node %s, job %s, %d s)", id->name, cluster,
+             response->node, response->job, response->seconds);
     return SOAP_OK;
 }
 

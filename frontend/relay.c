@@ -1,4 +1,5 @@
 #include "relay.h"
+#include "reports.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +12,8 @@ static int call_failed(struct soap *soap, int rc, struct relay_error *err)
 {
     err->subcode[0] = '\0';
     err->msg[0] = '\0';
-    err->status = soap_call_status(soap, rc, err->subcode, sizeof(err->subcode), err->msg,
-                                   sizeof(err->msg));
+    err->status =
+        soap_call_status(soap, rc, err->subcode, sizeof(err->subcode), err->msg, sizeof(err->msg));
     return err->status == CALL_OK ? 0 : -1;
 }
 
@@ -155,6 +156,33 @@ int relay_report(struct soap *soap, const char *url, const struct report_args *r
     return call_failed(soap, rc, err);
 }
 
+int relay_reports(struct soap *soap, const char *url, const struct report_item *items, int n,
+                  int *accepted, struct relay_error *err)
+{
+    struct qcg__reportsResponse resp;
+    struct qcg__attempts list = {.__sizeAttempt = n,
+                                 .attempt = soap_malloc(soap, (size_t)n * sizeof(*list.attempt))};
+    if (list.attempt == NULL)
+        return malformed(err, "reports: out of memory");
+    for (int i = 0; i < n; i++) {
+        const struct report_item *r = &items[i];
+        list.attempt[i] = (struct qcg__attempt){.job = (char *)r->job,
+                                                .verifier = (char *)r->verifier,
+                                                .fromRank = r->from_rank,
+                                                .toRank = r->to_rank,
+                                                .technique = (char *)r->technique,
+                                                .ok = r->ok,
+                                                .setupMs = r->setup_ms,
+                                                .why = r->why[0] != '\0' ? (char *)r->why : NULL};
+    }
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__reports(soap, url, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    *accepted = resp.accepted;
+    return 0;
+}
+
 static char *dup_str(struct soap *dst, const char *s)
 {
     return s != NULL ? soap_strdup(dst, s) : NULL;
@@ -215,8 +243,8 @@ int relay_probe(struct soap *soap, const char *url, const char *cluster, int sec
 {
     struct qcg__probeResponse r;
     memset(&r, 0, sizeof(r));
-    int rc = soap_call_qcg__probe(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)cluster, seconds,
-                                  &r);
+    int rc =
+        soap_call_qcg__probe(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)cluster, seconds, &r);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     if (r.job == NULL || r.secret == NULL || r.node == NULL || r.address == NULL)

@@ -17,8 +17,8 @@ struct contact_info;
 struct node_info;
 
 struct relay_error {
-    enum call_status status;   /* CALL_UNREACHABLE or CALL_FAULT */
-    char subcode[32];          /* fault subcode without "qcg:", e.g. "denied" */
+    enum call_status status; /* CALL_UNREACHABLE or CALL_FAULT */
+    char subcode[32];        /* fault subcode without "qcg:", e.g. "denied" */
     char msg[256];
 };
 
@@ -32,7 +32,7 @@ struct plan {
     int port;
     char token[QCG_TOKEN_MAX];
     int cacheable;
-    char reason[400];   /* the broker's plan_decision.reason */
+    char reason[400]; /* the broker's plan_decision.reason */
 };
 
 struct cluster_decl {
@@ -70,6 +70,11 @@ struct report_args {
 };
 int relay_report(struct soap *soap, const char *url, const struct report_args *r,
                  struct relay_error *err);
+/* Many reports in one call (qcg__reports); *accepted: how many the broker
+   recorded. */
+struct report_item;
+int relay_reports(struct soap *soap, const char *url, const struct report_item *items, int n,
+                  int *accepted, struct relay_error *err);
 /* qcg-probe's operations.  The answers are deep-copied into `dst` (the
    helper's server context, whose response they become) before the caller
    resets `soap`. */

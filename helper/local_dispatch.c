@@ -204,10 +204,13 @@ int report_admitted(struct conn *c)
         return 0;
     }
     /* A success tells the broker little it must know now; the uid's lookups
-       go first. */
+       go first.  By design, so counted but no warning: storms of jobs that
+       succeeded logged it on every node. */
     if (c->in.report.ok && sh->requests >= (unsigned)cfg->max_requests_per_uid) {
-        quota_log(c, "REPORT of a success dropped: the uid's requests are all upstream",
-                  "max-requests-per-uid");
+        c->srv->refused++;
+        log_debug("pid %d uid %d: REPORT of a success dropped: the uid's requests are all "
+                  "upstream (max-requests-per-uid)",
+                  (int)c->pid, (int)c->uid);
         return 0;
     }
     return 1;

@@ -37,8 +37,8 @@ struct action {
     struct dlink link; /* in the orders' active list */
     struct command cmd;
     enum action_kind kind;
-    int proxy;     /* proxy-connect */
-    int polling;   /* the poll handle is initialised (it needs the socket) */
+    int proxy;   /* proxy-connect */
+    int polling; /* the poll handle is initialised (it needs the socket) */
     struct punch *punch;
     int injecting; /* the traverse engine may still call back */
     int fd;
@@ -52,7 +52,7 @@ struct action {
     uint64_t start_ms;
 };
 
-/* An order waiting for the answer to its target's PUBLISH. */
+/* An order waiting for the answer to its target's PUBLISH, or for a slot. */
 struct held {
     struct dlink link;
     struct command cmd;
@@ -72,6 +72,9 @@ struct orders {
     unsigned nheld;
     uv_timer_t hold_timer;
     struct ratelimit hold_log;
+    struct dlist waiting; /* of struct held, oldest first */
+    unsigned nwaiting;
+    uv_timer_t wait_timer;
 
     pthread_mutex_t lock; /* guards the fields below */
     int closed;
@@ -80,6 +83,7 @@ struct orders {
 };
 
 static void on_async(uv_async_t *h);
+static void on_wait_timer(uv_timer_t *t);
 
 struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
                           const struct helper_config *cfg, struct privsep *ps, char *err,
@@ -105,6 +109,8 @@ struct orders *orders_new(uv_loop_t *loop, struct local_server *srv,
     o->async.data = o;
     uv_timer_init(loop, &o->hold_timer);
     o->hold_timer.data = o;
+    uv_timer_init(loop, &o->wait_timer);
+    o->wait_timer.data = o;
     return o;
 }
 
@@ -174,9 +180,14 @@ static void finish(struct action *a, const char *fmt, ...)
         uv_close((uv_handle_t *)&a->poll, on_closed);
     }
     uv_close((uv_handle_t *)&a->timer, on_closed);
+    /* A slot is free: the waiting orders get it from the loop, not from
+       inside whatever ended this action. */
+    if (o->waiting.head != NULL && !o->closed)
+        uv_timer_start(&o->wait_timer, on_wait_timer, 0, 0);
 }
 
 static void on_timer(uv_timer_t *t);
+static void on_wait_timer(uv_timer_t *t);
 
 /* The socket is ready for the process: hand it over on its control
    connection, or retry shortly while that connection is busy. */
@@ -481,13 +492,18 @@ static void start_inject(struct orders *o, struct action *a)
 static void start(struct orders *o, const struct command *cmd);
 
 /* The job's orders in progress (active) or held. */
-static unsigned job_orders(const struct orders *o, const char *job, int held)
+enum order_list { L_ACTIVE, L_HELD, L_WAITING };
+
+static unsigned job_orders(const struct orders *o, const char *job, enum order_list which)
 {
     unsigned n = 0;
+    const struct dlink *l = which == L_ACTIVE ? o->active.head
+                            : which == L_HELD ? o->held.head
+                                              : o->waiting.head;
 
-    for (const struct dlink *l = held ? o->held.head : o->active.head; l != NULL; l = l->next) {
-        const struct command *c = held ? &dlist_entry(l, struct held, link)->cmd
-                                       : &dlist_entry(l, struct action, link)->cmd;
+    for (; l != NULL; l = l->next) {
+        const struct command *c = which == L_ACTIVE ? &dlist_entry(l, struct action, link)->cmd
+                                                    : &dlist_entry(l, struct held, link)->cmd;
         n += strcmp(c->job, job) == 0;
     }
     return n;
@@ -535,29 +551,92 @@ static void on_hold_timer(uv_timer_t *t)
         uv_timer_start(&o->hold_timer, on_hold_timer, HOLD_CHECK_MS, 0);
 }
 
+/* Keeps cmd on list (hold or wait) for ms: false when the list, or the
+   job's part of it, is full. */
+static bool park(struct orders *o, enum order_list which, const struct command *cmd, uint64_t ms)
+{
+    struct dlist *list = which == L_HELD ? &o->held : &o->waiting;
+    unsigned *n = which == L_HELD ? &o->nheld : &o->nwaiting;
+    unsigned max = which == L_HELD ? ORDERS_HELD_MAX : ORDERS_WAITING_MAX;
+    unsigned job_max = which == L_HELD ? ORDERS_JOB_HELD_MAX : ORDERS_JOB_WAITING_MAX;
+    struct held *h;
+
+    if (*n >= max || job_orders(o, cmd->job, which) >= job_max ||
+        (h = calloc(1, sizeof(*h))) == NULL)
+        return false;
+    h->cmd = *cmd;
+    h->until_ms = uv_now(o->loop) + ms;
+    dlist_append(list, &h->link);
+    (*n)++;
+    return true;
+}
+
 /* The broker has the PUBLISH of the order's rank and may have sent the order
    before its answer reached us; a local process whose PUBLISH it refuses
    (a wrong secret) must not get the socket, so the order waits for the
    answer. */
 static void hold(struct orders *o, const struct command *cmd)
 {
-    struct held *h = NULL;
-
-    if (o->nheld >= ORDERS_HELD_MAX || job_orders(o, cmd->job, 1) >= ORDERS_JOB_HELD_MAX ||
-        (h = calloc(1, sizeof(*h))) == NULL) {
+    if (!park(o, L_HELD, cmd, ORDER_HOLD_MS)) {
         refuse_share(o, cmd,
                      "too many orders (of the job, or in all) wait for their PUBLISH's "
                      "answer");
         return;
     }
-    h->cmd = *cmd;
-    h->until_ms = uv_now(o->loop) + ORDER_HOLD_MS;
-    dlist_append(&o->held, &h->link);
-    o->nheld++;
     log_debug("%s for job %s rank %d waits for the answer to its PUBLISH", cmd->kind, cmd->job,
               cmd->rank);
     if (!uv_is_active((uv_handle_t *)&o->hold_timer))
         uv_timer_start(&o->hold_timer, on_hold_timer, HOLD_CHECK_MS, 0);
+}
+
+static bool has_slot(const struct orders *o, const char *job)
+{
+    return o->nactive < ORDERS_ACTIVE_MAX && job_orders(o, job, L_ACTIVE) < ORDERS_JOB_ACTIVE_MAX;
+}
+
+/* No slot now: the order waits for one (finish() calls the waiting in). */
+static void wait_slot(struct orders *o, const struct command *cmd)
+{
+    if (!park(o, L_WAITING, cmd, ORDER_WAIT_MS)) {
+        refuse_share(o, cmd,
+                     o->nactive >= ORDERS_ACTIVE_MAX
+                         ? "too many orders in progress and waiting"
+                         : "the job has its share of the orders in progress and waiting");
+        return;
+    }
+    log_debug("%s for job %s rank %d waits for a slot (%u in progress)", cmd->kind, cmd->job,
+              cmd->rank, o->nactive);
+    if (!uv_is_active((uv_handle_t *)&o->wait_timer))
+        uv_timer_start(&o->wait_timer, on_wait_timer, ORDER_WAIT_MS, 0);
+}
+
+/* Starts the waiting orders that have a slot now, oldest first, and drops
+   the ones that waited too long; a job at its share lets the others by. */
+static void on_wait_timer(uv_timer_t *t)
+{
+    struct orders *o = t->data;
+    uint64_t now = uv_now(o->loop);
+    struct dlink *l = o->waiting.head;
+
+    while (l != NULL && o->nactive < ORDERS_ACTIVE_MAX) {
+        struct held *h = dlist_entry(l, struct held, link);
+
+        l = l->next;
+        if (now < h->until_ms && !has_slot(o, h->cmd.job))
+            continue;
+        dlist_remove(&o->waiting, &h->link);
+        o->nwaiting--;
+        if (now < h->until_ms)
+            start(o, &h->cmd);
+        else
+            refuse_share(o, &h->cmd, "no slot among the orders in progress within 10 s");
+        explicit_bzero(h, sizeof(*h));
+        free(h);
+    }
+    if (o->waiting.head != NULL) {
+        const struct held *h = dlist_entry(o->waiting.head, struct held, link);
+        uv_timer_start(&o->wait_timer, on_wait_timer, h->until_ms > now ? h->until_ms - now : 1, 0);
+    }
 }
 
 static void start(struct orders *o, const struct command *cmd)
@@ -571,8 +650,8 @@ static void start(struct orders *o, const struct command *cmd)
         if (o->responders != NULL)
             responders_start(o->responders, cmd);
         else
-            log_warnx("probe-listen for job %s rank %d dropped: no probe endpoints here",
-                      cmd->job, cmd->rank);
+            log_warnx("probe-listen for job %s rank %d dropped: no probe endpoints here", cmd->job,
+                      cmd->rank);
         return;
     }
     salen = make_addr(cmd->address, cmd->port, &sa);
@@ -589,12 +668,8 @@ static void start(struct orders *o, const struct command *cmd)
                   cmd->rank, cmd->peer_rank, why);
         return;
     }
-    if (o->nactive >= ORDERS_ACTIVE_MAX) {
-        refuse_share(o, cmd, "too many orders in progress");
-        return;
-    }
-    if (job_orders(o, cmd->job, 0) >= ORDERS_JOB_ACTIVE_MAX) {
-        refuse_share(o, cmd, "the job has its share of the orders in progress");
+    if (!has_slot(o, cmd->job)) {
+        wait_slot(o, cmd);
         return;
     }
     if (salen == 0)
@@ -667,6 +742,19 @@ void orders_set_responders(struct orders *o, struct responders *rs)
     o->responders = rs;
 }
 
+/* Frees a list of orders that never started, and closes its timer. */
+static void held_clear(struct dlist *list, unsigned *n, uv_timer_t *timer)
+{
+    while (list->head != NULL) {
+        struct held *h = dlist_entry(list->head, struct held, link);
+        dlist_remove(list, &h->link);
+        explicit_bzero(h, sizeof(*h));
+        free(h);
+    }
+    *n = 0;
+    uv_close((uv_handle_t *)timer, NULL);
+}
+
 void orders_close(struct orders *o)
 {
     pthread_mutex_lock(&o->lock);
@@ -679,14 +767,8 @@ void orders_close(struct orders *o)
     o->count = 0;
     uv_close((uv_handle_t *)&o->async, NULL);
     pthread_mutex_unlock(&o->lock);
-    while (o->held.head != NULL) {
-        struct held *h = dlist_entry(o->held.head, struct held, link);
-        dlist_remove(&o->held, &h->link);
-        explicit_bzero(h, sizeof(*h));
-        free(h);
-    }
-    o->nheld = 0;
-    uv_close((uv_handle_t *)&o->hold_timer, NULL);
+    held_clear(&o->held, &o->nheld, &o->hold_timer);
+    held_clear(&o->waiting, &o->nwaiting, &o->wait_timer);
     while (o->active.head != NULL) {
         struct action *a = dlist_entry(o->active.head, struct action, link);
         log_info("%s for job %s rank %d abandoned: the helper is stopping", what(a), a->cmd.job,

@@ -48,6 +48,13 @@
    room for the others. */
 #define ORDERS_JOB_ACTIVE_MAX (ORDERS_ACTIVE_MAX * 3 / 4)
 #define ORDERS_JOB_HELD_MAX (ORDERS_HELD_MAX * 3 / 4)
+/* Orders beyond the sockets in progress (or the job's share of them) wait
+   for a slot, oldest first, this many and this long at most: a storm's
+   orders come faster than the proxy pairs them, and a refused order left
+   its initiator waiting 30 s at the proxy for nothing. */
+#define ORDERS_WAITING_MAX 1024
+#define ORDERS_JOB_WAITING_MAX (ORDERS_WAITING_MAX * 3 / 4)
+#define ORDER_WAIT_MS 10000
 
 struct orders;
 struct privsep;

@@ -30,6 +30,15 @@
 
 enum plan_kind { PLAN_WATCH, PLAN_INJECT };
 
+/* A SYN shipped to a watch: its retransmission must not take the watch of
+   another connect towards the same listener. */
+struct shipped {
+    struct in_addr dst;
+    uint16_t dport, sport;
+    uint32_t seq;
+};
+#define SHIPPED_KEPT 1024
+
 /* One planned connection: a SYN to watch for, or a SYN injected and its
    handshake to complete. */
 struct plan {
@@ -55,7 +64,7 @@ struct traverse {
     uv_loop_t *loop;
     struct traverse_config cfg;
     struct nfq_queue *q;
-    int raw; /* IPPROTO_RAW socket for injection */
+    int raw;            /* IPPROTO_RAW socket for injection */
     struct dlist plans; /* of struct plan */
     unsigned next_id;
     unsigned nrules;
@@ -66,7 +75,10 @@ struct traverse {
     int deleting;     /* a batch is on the thread pool */
     unsigned pending; /* batches and handles to finish before the memory goes */
     int closed, free_asked;
-    struct ratelimit refused_rl; /* "refused a SYN to inject": an order can repeat */
+    struct ratelimit refused_rl;          /* "refused a SYN to inject": an order can repeat */
+    struct ratelimit timeout_rl;          /* watches and injections that timed out */
+    struct shipped shipped[SHIPPED_KEPT]; /* the last SYNs shipped, a ring */
+    unsigned next_shipped;
 };
 
 /* A batch of deletions on the thread pool. */
@@ -79,8 +91,10 @@ struct del_batch {
     char err[WHY_MAX];
 };
 
-/* At most one line a second about refused injections. */
+/* At most one line a second about refused injections, one every 10 s about
+   timeouts. */
 #define REFUSED_LOG_MS 1000
+#define TIMEOUT_LOG_MS 10000
 
 static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len);
 
@@ -308,15 +322,23 @@ static void on_timeout(uv_timer_t *h)
     char a[INET_ADDRSTRLEN];
     unsigned long long ms = (unsigned long long)(uv_now(p->t->loop) - p->start_ms);
 
+    unsigned left_out;
+    /* The connect that asked falls back and says why; in a storm many do,
+       so one line per TIMEOUT_LOG_MS here. */
+    bool log = ratelimit_ok(&p->t->timeout_rl, monotonic_ms(), TIMEOUT_LOG_MS, &left_out);
+
     ntoa(p->peer, a);
     if (p->kind == PLAN_WATCH) {
-        log_warnx("no SYN towards %s port %u within %llu ms", a, p->peer_port, ms);
+        if (log)
+            log_warnx("no SYN towards %s port %u within %llu ms (%u such lines left out)", a,
+                      p->peer_port, ms, left_out);
         finish(p, -ETIMEDOUT, NULL, 0, "no SYN towards %s port %u within %llu ms", a, p->peer_port,
                ms);
     } else {
-        log_warnx("port %u: no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours sent "
-                  "as SYNs)",
-                  p->port, a, p->peer_port, ms, p->synacks);
+        if (log)
+            log_warnx("port %u: no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours "
+                      "sent as SYNs; %u such lines left out)",
+                      p->port, a, p->peer_port, ms, p->synacks, left_out);
         finish(p, -ETIMEDOUT, NULL, 0,
                "no SYN/ACK from %s port %u within %llu ms (%u SYN/ACKs of ours "
                "sent as SYNs)",
@@ -342,8 +364,9 @@ static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct in_
     return p;
 }
 
-/* The running plan of this kind for the peer's address and port (and, for
-   an injection, our port); one at most, as the plans' starts refuse twins. */
+/* The oldest running plan of this kind for the peer's address and port
+   (and, for an injection, our port; one at most, as its start refuses
+   twins). */
 static struct plan *find_plan(struct traverse *t, enum plan_kind kind, struct in_addr peer,
                               uint16_t peer_port, uint16_t port)
 {
@@ -381,10 +404,11 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
         snprintf(why, whylen, "traversing is closed");
         return -1;
     }
-    if (find_plan(t, PLAN_WATCH, dst, dport, 0) != NULL) {
-        snprintf(why, whylen, "already watching for a SYN towards %s port %u", a, dport);
-        return -1;
-    }
+    /* Several watches for one destination are fine: the ranks of a node
+       that connect to one peer at once.  Each SYN goes to the oldest
+       (find_plan); SYNs towards one listener are of one job and one target
+       rank, so which connect's SYN a watch ships does not matter, and
+       every one is shipped. */
     p = plan_new(t, PLAN_WATCH, dst, dport, arg);
     if (p == NULL) {
         snprintf(why, whylen, "out of memory");
@@ -494,6 +518,17 @@ refused:
     return -1;
 }
 
+static bool was_shipped(const struct traverse *t, const struct rawpkt_tcp *s)
+{
+    for (int i = 0; i < SHIPPED_KEPT; i++) {
+        const struct shipped *k = &t->shipped[i];
+        if (k->dst.s_addr == s->dst.s_addr && k->dport == s->dport && k->sport == s->sport &&
+            k->seq == s->seq)
+            return true;
+    }
+    return false;
+}
+
 /* The initiator's SYN left (accepted first: our own NAT must see it). */
 static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
                          const uint8_t *pkt)
@@ -501,10 +536,16 @@ static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tc
     struct plan *p = find_plan(t, PLAN_WATCH, s->dst, s->dport, 0);
 
     nfq_queue_verdict(t->q, id, 1, NULL, 0);
+    if (p != NULL && was_shipped(t, s)) {
+        log_debug("a retransmitted SYN from port %u towards port %u: accepted", s->sport, s->dport);
+        return;
+    }
     if (p == NULL) {
         log_debug("a SYN towards port %u nobody watches for: accepted", s->dport);
         return;
     }
+    t->shipped[t->next_shipped++ % SHIPPED_KEPT] =
+        (struct shipped){.dst = s->dst, .dport = s->dport, .sport = s->sport, .seq = s->seq};
     if (s->total > TRAVERSE_PACKET_MAX) {
         finish(p, -EMSGSIZE, NULL, 0, "the SYN is %zu bytes (at most %d)", s->total,
                TRAVERSE_PACKET_MAX);

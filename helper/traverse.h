@@ -61,8 +61,9 @@ void traverse_free(struct traverse *t);
    process).  cb(arg, 0, pkt, len) once, or cb(arg, negative, NULL, 0, why)
    after timeout_ms (-ETIMEDOUT; -EMSGSIZE for a SYN above
    TRAVERSE_PACKET_MAX).  The rule is removed after the first SYN or the
-   timeout; retransmissions are not shipped.  0, or -1 with why (closed,
-   already watching dst:dport, iptables failed). */
+   timeout; retransmissions are not shipped.  Several watches of one
+   dst:dport take its SYNs oldest first.  0, or -1 with why (closed,
+   iptables failed). */
 typedef void (*traverse_syn_fn)(void *arg, int status, const uint8_t *pkt, size_t len,
                                 const char *why);
 int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, unsigned timeout_ms,

@@ -612,8 +612,16 @@ static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now, bool crowded)
                    p->hs.from_rank);
         break;
     default:
+        /* P_HELLO_OUT: the initiator waits for this connection and answers
+           it, or closes it when its connect moved on; a process starved of
+           CPU (a storm on two cores) answered after 5 s, and dropping the
+           connection then failed a connect that was about to succeed. */
+        if (now - p->start_us < ACCEPT_ANSWER_MAX_MS * 1000u) {
+            p->deadline_us = p->start_us + ACCEPT_ANSWER_MAX_MS * 1000u;
+            return;
+        }
         ctx_seterr(ctx, "reversed connection to rank %d dropped: no answer within %d ms",
-                   p->expect_rank, REVERSED_TIMEOUT_MS);
+                   p->expect_rank, ACCEPT_ANSWER_MAX_MS);
         break;
     }
     pending_drop(ctx, p);

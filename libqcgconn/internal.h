@@ -46,8 +46,9 @@
    (whose plan may arrive after it); the peer waits for our answer meanwhile. */
 #define CLAIM_TIMEOUT_MS 2000
 /* How long the target's side of a reversed connection has to call us back
-   before the connect asks for the next technique; also how long that side
-   waits for our answer (our connect may be parked by the application). */
+   before the connect asks for the next technique.  That side waits for our
+   answer up to ACCEPT_ANSWER_MAX_MS: we answer, or close when our connect
+   moved on. */
 #define REVERSED_TIMEOUT_MS 5000
 /* How long the other attempts may take before the next technique is asked
    for: a direct or traversing connect (SYN retransmissions at 1 and 3 s),

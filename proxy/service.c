@@ -71,6 +71,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     return not_served(soap, "report");
 }
 
+int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
+                 struct qcg__reportsResponse *response)
+{
+    (void)version, (void)attempts, (void)response;
+    return not_served(soap, "reports");
+}
+
 int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *response)
 {
     (void)version, (void)response;

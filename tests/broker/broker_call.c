@@ -12,6 +12,7 @@
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
  *     poll EPOCH ACK-SEQ WAIT-SECONDS
  *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS
+ *     reports [JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS]...   (one call)
  *     site-info
  *     probe CLUSTER SECONDS
  *     observed CLUSTER NODE KIND PUBLIC-ADDRESS|- PORT-PRESERVING MAPPING INBOUND
@@ -128,13 +129,33 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                                    atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]), NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
+    } else if (strcmp(op, "reports") == 0 && (argc - 1) % 7 == 0) {
+        struct qcg__reportsResponse r;
+        int n = (argc - 1) / 7;
+        struct qcg__attempts list = {
+            .__sizeAttempt = n,
+            .attempt = soap_malloc(soap, (size_t)(n + 1) * sizeof(*list.attempt))};
+        for (int i = 0; i < n; i++) {
+            char **a = argv + 1 + 7 * i;
+            list.attempt[i] =
+                (struct qcg__attempt){.job = a[0],
+                                      .verifier = soap_strdup(soap, verifier_arg(a[0], a[1], vbuf)),
+                                      .fromRank = atoi(a[2]),
+                                      .toRank = atoi(a[3]),
+                                      .technique = a[4],
+                                      .ok = atoi(a[5]),
+                                      .setupMs = atoi(a[6])};
+        }
+        rc = soap_call_qcg__reports(soap, url, NULL, version, &list, &r);
+        if (rc == SOAP_OK)
+            printf("ok version=%d accepted=%d\n", r.version, r.accepted);
     } else if (strcmp(op, "site-info") == 0 && argc == 1) {
         struct qcg__siteInfoResponse r;
         rc = soap_call_qcg__siteInfo(soap, url, NULL, version, &r);
         if (rc == SOAP_OK) {
             printf("ok cluster=%s kind=%s broker=%s seen-from=%s reflector=%s:%d proxies=",
-                   str(r.cluster.name), str(r.cluster.kind), str(r.broker),
-                   str(r.frontendSeenFrom), r.reflector ? str(r.reflector->address) : "",
+                   str(r.cluster.name), str(r.cluster.kind), str(r.broker), str(r.frontendSeenFrom),
+                   r.reflector ? str(r.reflector->address) : "",
                    r.reflector ? r.reflector->port : 0);
             for (int i = 0; i < r.__sizeProxy; i++)
                 printf("%s%s:%d", i ? "," : "", str(r.proxy[i].address), r.proxy[i].port);
@@ -148,12 +169,12 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         rc = soap_call_qcg__probe(soap, url, NULL, version, argv[1], atoi(argv[2]), &r);
         if (rc == SOAP_OK)
             printf("ok job=%s secret=%s rank=%d cluster=%s node=%s address=%s seconds=%d\n",
-                   str(r.job), str(r.secret), r.rank, str(r.cluster), str(r.node),
-                   str(r.address), r.seconds);
+                   str(r.job), str(r.secret), r.rank, str(r.cluster), str(r.node), str(r.address),
+                   r.seconds);
     } else if (strcmp(op, "observed") == 0 && argc == 8) {
-        struct qcg__observation o = {argv[1], argv[2], argv[3],
-                                     strcmp(argv[4], "-") == 0 ? NULL : argv[4],
-                                     atoi(argv[5]), argv[6], argv[7], 0};
+        struct qcg__observation o = {
+            argv[1],       argv[2], argv[3], strcmp(argv[4], "-") == 0 ? NULL : argv[4],
+            atoi(argv[5]), argv[6], argv[7], 0};
         struct qcg__ackResponse r;
         rc = soap_call_qcg__observed(soap, url, NULL, version, &o, &r);
         if (rc == SOAP_OK)

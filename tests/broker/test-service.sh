@@ -570,6 +570,17 @@ expect_ok "evil job: its next plan" "$fe" lookup evil e 0 1
 expect_ok "job p: a plan nata -> open after evil's report" "$fe" lookup p s 0 1
 [[ $out == *"technique=direct"* ]] && pass "one other job's failure does not steer job p" ||
   fail "job p was steered by another job's report: $out"
+# Reports in one call, as a frontend sends them on: each checked as a
+# report is, the refused ones logged, not faulted.
+expect_ok "reports: a planned one, one never planned, one malformed" "$fe" reports \
+  p s 0 1 direct 1 4  p s 0 1 traversing 0 900  p s 0 1 warp 0 1
+[[ $out == *"accepted=1"* ]] && pass "reports: 1 of 3 recorded ($out)" || fail "reports: $out"
+grep -q "a report of frontend .* refused (qcg:denied): this broker has no open traversing plan" "$probed_log" &&
+  pass "a refused report of a batch is logged with its reason" ||
+  fail "no log line for the batch's refused report"
+many=()
+for ((i = 0; i < 257; i++)); do many+=(p s 0 1 direct 1 4); done
+expect_fault "reports: 257 in one call" invalid "$fe" reports "${many[@]}"
 "$broker_bin" --grid --port 17798 --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >/dev/null 2>"$work/grid.err"
 [ $? -eq 1 ] && [ "$(wc -l <"$work/grid.err")" -eq 1 ] &&
   pass "--grid without a broker: exit 1, one line ($(cat "$work/grid.err"))" ||

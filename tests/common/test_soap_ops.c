@@ -164,6 +164,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     return not_here(soap);
 }
 
+int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
+                 struct qcg__reportsResponse *response)
+{
+    (void)version, (void)attempts, (void)response;
+    return not_here(soap);
+}
+
 int qcg__proxyAlive(struct soap *soap, int version, int pairs, ULONG64 bytes,
                     struct qcg__ackResponse *response)
 {

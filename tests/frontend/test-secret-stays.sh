@@ -81,6 +81,10 @@ cp "$work/broker.log" "$out"
 if wait_for "the broker's lookup line" 100 grep -q "$job" "$work/broker.log"; then
 	pass "the broker handled job $job"
 else fail "the broker handled job $job"; fi
+# The connection's report goes on from the frontend in a batch (reports).
+if wait_for "the report at the broker" 100 grep -q "job $job rank 1 .* worked in" "$work/broker.log"; then
+	pass "the connection's report reached the broker through the frontend"
+else fail "the connection's report reached the broker through the frontend"; fi
 
 # --- where the secret must not be: the services' memory -----------------------
 # scan PID: "job=N secret-text=N secret-bytes=N" counted over the readable

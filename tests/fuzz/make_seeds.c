@@ -441,6 +441,24 @@ static void soap(void)
               soap_send_qcg__report(s, url, NULL, QCG_PROTOCOL_VERSION, "job-42", JOB_VERIFIER, 1,
                                     2, "proxy", 0, 0, "timed out"),
               "report", 1);
+    struct qcg__attempt at[2] = {{.job = "job-42",
+                                  .verifier = JOB_VERIFIER,
+                                  .fromRank = 1,
+                                  .toRank = 2,
+                                  .technique = "direct",
+                                  .ok = 1,
+                                  .setupMs = 3},
+                                 {.job = "job-42",
+                                  .verifier = JOB_VERIFIER,
+                                  .fromRank = 1,
+                                  .toRank = 3,
+                                  .technique = "proxy",
+                                  .ok = 0,
+                                  .setupMs = 900,
+                                  .why = "timed out"}};
+    struct qcg__attempts list = {.__sizeAttempt = 2, .attempt = at};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__reports(s, url, NULL, QCG_PROTOCOL_VERSION, &list), "reports", 1);
     s = soap_recorder();
     soap_seed(s,
               soap_send_qcg__traverse(s, url, NULL, QCG_PROTOCOL_VERSION, "0123abcd",

@@ -71,8 +71,8 @@ static void set_plan(int32_t rank, uint32_t tried, uint32_t technique, uint16_t 
 
 static int tcp_connect(uint16_t port)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     REQUIRE(fd >= 0);
@@ -84,7 +84,7 @@ static int tcp_connect(uint16_t port)
    initiator's listener; it sends the hello with the token and reads the
    answer. */
 struct target {
-    uint16_t port;          /* the initiator's listener */
+    uint16_t port; /* the initiator's listener */
     int32_t from, to;
     const char *token;
     unsigned after_lookups; /* > 0: calls back once the helper has served this many lookups */
@@ -123,7 +123,8 @@ struct target_fd {
 static void *target_on_fd(void *arg)
 {
     struct target_fd *tf = arg;
-    struct hs_self self = {.job = "job1", .rank = tf->t->from, .secret = TEST_SECRET, .cluster = "far"};
+    struct hs_self self = {
+        .job = "job1", .rank = tf->t->from, .secret = TEST_SECRET, .cluster = "far"};
 
     tf->t->rc = hs_initiate_ex(tf->fd, &self, tf->t->to, tf->t->token, false, now_us() + 3000000u,
                                NULL, tf->t->why, sizeof(tf->t->why));
@@ -367,6 +368,7 @@ struct initiator {
     enum hs_status status;
     char token[HS_TOKEN_MAX];
     int rc;
+    unsigned delay_ms; /* a process starved of CPU: answers this late */
 };
 
 static void *initiator_run(void *arg)
@@ -375,6 +377,9 @@ static void *initiator_run(void *arg)
     struct hs_self self = {.job = "job1", .rank = 5, .secret = TEST_SECRET, .cluster = "c1"};
     struct hs_hello h;
     char err[QCG_ERRMSG_MAX];
+
+    if (in->delay_ms > 0)
+        usleep(in->delay_ms * 1000u);
 
     in->rc = hs_respond_ex(in->fd, &self, in->status == HS_OK, now_us() + 5000000u, &h, NULL, err,
                            sizeof(err));
@@ -431,6 +436,25 @@ static void test_incoming_hello(void)
     c = 0;
     REQUIRE_EQ(read(fd, &c, 1), 1);
     REQUIRE_EQ(c, 'r');
+    close(fd);
+    close(mine);
+
+    /* The initiator answers after REVERSED_TIMEOUT_MS (its process was
+       starved in a storm): the connection waits for the answer. */
+    tcp_pair(&mine, &theirs);
+    in = (struct initiator){.fd = mine, .status = HS_OK, .delay_ms = REVERSED_TIMEOUT_MS + 1500};
+    REQUIRE(pthread_create(&th, NULL, initiator_run, &in) == 0);
+    REQUIRE_EQ(
+        fake_helper_incoming_role(fh, 6, 5, QCG_TECH_REVERSED, LOCAL_ROLE_HELLO, token_b, theirs),
+        0);
+    close(theirs);
+    fd = accept_one(b, REVERSED_TIMEOUT_MS + 5000, &info);
+    if (fd < 0)
+        fprintf(stderr, "late answer: %s\n", qcg_last_error(b));
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(in.rc, 0);
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(info.peer_rank, 5);
     close(fd);
     close(mine);
 
