@@ -17,7 +17,9 @@
 # QCG_LOAD_DAEMONS=DIR takes qcg-broker and qcg-proxy from another build (a
 # before/after comparison: the tools stay those of QCG_BUILD_DIR);
 # QCG_LOAD_ONLY=broker or proxy runs one part; QCG_LOAD_RENEW_MS (200) sets
-# how soon the attacker replaces a connection the service cut or refused.
+# how soon the attacker replaces a connection the service cut or refused;
+# QCG_LOAD_MANY (127.1.0.1/100) the many-address attack's sources (e.g.
+# 127.1.0.1/1000: more addresses than the broker's handshake stage has places).
 #
 # Each round runs idle, many, one in turn (alternating, so a drift of the
 # machine hits all three alike); the table gives medians of ROUNDS and the
@@ -45,7 +47,7 @@ idle_conns=1000 slow_conns=100 byte_ms=100
 renew_ms=${QCG_LOAD_RENEW_MS:-200}
 broker_port=17660 proxy_port=17663 proxy_cport=17662
 modes=(idle many one)
-declare -A sources=([many]=127.1.0.1/100 [one]=127.2.0.1)
+declare -A sources=([many]=${QCG_LOAD_MANY:-127.1.0.1/100} [one]=127.2.0.1)
 
 for f in "$daemons/broker/qcg-broker" "$daemons/proxy/qcg-proxy" "$build/bench/broker-load" \
   "$build/bench/slow-clients" "$build/bench/tcp-stream" "$build/bench/proxy-token"; do

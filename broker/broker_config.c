@@ -29,6 +29,9 @@ const struct config_option broker_options[] = {
      "(default: keep the one in force and log an error)"},
     {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "1024",
      "authenticated connections served at once (clusters x 9 and some)"},
+    {"ipv6-prefix", CONFIG_INT, OPT(ipv6_prefix), 1, 128, "64",
+     "bits of an IPv6 source address that count as one address for the per-address limits (a host "
+     "commonly holds a whole /64)"},
     {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
     {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
     {"max-contacts", CONFIG_INT, OPT(max_contacts), 1, 100000000, "1000000",

@@ -20,6 +20,7 @@ struct broker_config {
     char *crl;
     int crl_accept_older; /* reloads take an expired or older CRL too */
     int max_connections;
+    int ipv6_prefix; /* per-address limits count an IPv6 /ipv6_prefix */
     char *log_level;
     int syslog;
     int max_contacts;

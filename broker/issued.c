@@ -22,8 +22,12 @@ struct plan {
     uint64_t until;
 };
 
+struct owner;
+
 struct bucket {
-    struct dlink used; /* in issued.buckets, least recently used first */
+    struct dlink used;     /* in issued.buckets, least recently used first */
+    struct dlink by_owner; /* in its owner's, the same order */
+    struct owner *owner;
     char cluster[QCG_NAME_MAX];
     char job[QCG_JOB_MAX];
     struct dlist plans;
@@ -35,9 +39,17 @@ struct key {
     const char *cluster, *job;
 };
 
+/* A cluster's buckets. */
+struct owner {
+    char cluster[QCG_NAME_MAX];
+    struct dlist buckets;
+    size_t count;
+};
+
 struct issued {
     pthread_mutex_t lock;
-    struct htable *table; /* (cluster, job) -> struct bucket */
+    struct htable *table;  /* (cluster, job) -> struct bucket */
+    struct htable *owners; /* cluster -> struct owner */
     struct dlist buckets;
     size_t buckets_max;
     size_t plans;
@@ -52,6 +64,16 @@ static bool bucket_eq(const void *entry, const void *key)
     return strcmp(b->cluster, k->cluster) == 0 && strcmp(b->job, k->job) == 0;
 }
 
+static bool owner_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct owner *)entry)->cluster, key) == 0;
+}
+
+static uint64_t owner_hash(const struct issued *s, const char *cluster)
+{
+    return htable_hash(cluster, strlen(cluster), s->seed);
+}
+
 static uint64_t key_hash(const struct issued *s, const char *cluster, const char *job)
 {
     /* Length-prefixed by the terminating NUL: "a","bc" and "ab","c" differ. */
@@ -64,8 +86,11 @@ struct issued *issued_new(size_t buckets_max)
     if (s == NULL)
         return NULL;
     s->table = htable_new(bucket_eq);
-    if (s->table == NULL || RAND_bytes((unsigned char *)&s->seed, sizeof(s->seed)) != 1) {
+    s->owners = htable_new(owner_eq);
+    if (s->table == NULL || s->owners == NULL ||
+        RAND_bytes((unsigned char *)&s->seed, sizeof(s->seed)) != 1) {
         htable_free(s->table);
+        htable_free(s->owners);
         free(s);
         return NULL;
     }
@@ -79,6 +104,12 @@ static void bucket_drop(struct issued *s, struct bucket *b)
     htable_remove(s->table, key_hash(s, b->cluster, b->job),
                   &(struct key){.cluster = b->cluster, .job = b->job});
     dlist_remove(&s->buckets, &b->used);
+    struct owner *o = b->owner;
+    dlist_remove(&o->buckets, &b->by_owner);
+    if (--o->count == 0) {
+        htable_remove(s->owners, owner_hash(s, o->cluster), o->cluster);
+        free(o);
+    }
     while (b->plans.head != NULL) {
         struct plan *p = dlist_entry(b->plans.head, struct plan, link);
         dlist_remove(&b->plans, &p->link);
@@ -95,6 +126,7 @@ void issued_free(struct issued *s)
     while (s->buckets.head != NULL)
         bucket_drop(s, dlist_entry(s->buckets.head, struct bucket, used));
     htable_free(s->table);
+    htable_free(s->owners);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -103,6 +135,38 @@ static struct bucket *find(struct issued *s, const char *cluster, const char *jo
 {
     return htable_find(s->table, key_hash(s, cluster, job),
                        &(struct key){.cluster = cluster, .job = job});
+}
+
+/* cluster's owner entry, made if needed; NULL on ENOMEM. */
+static struct owner *owner_of(struct issued *s, const char *cluster)
+{
+    struct owner *o = htable_find(s->owners, owner_hash(s, cluster), cluster);
+    if (o != NULL)
+        return o;
+    o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    memcpy(o->cluster, cluster, strlen(cluster) + 1);
+    if (htable_insert(s->owners, owner_hash(s, cluster), o) < 0) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The table is full and `mine` (possibly new, count 0) wants one more: the
+   least recently used bucket of the cluster holding the most, mine's own
+   when it holds at least as many as any other. */
+static struct bucket *victim(struct issued *s, const struct owner *mine)
+{
+    const struct owner *most = mine, *o;
+    size_t it = 0;
+    while ((o = htable_next(s->owners, &it)) != NULL)
+        if (o->count > most->count)
+            most = o;
+    if (most->buckets.head == NULL) /* mine, new, and nobody holds any */
+        return dlist_entry_or_null(s->buckets.head, struct bucket, used);
+    return dlist_entry(most->buckets.head, struct bucket, by_owner);
 }
 
 /* The plan for (rank, t) in b, dropping the expired ones met on the way. */
@@ -141,27 +205,43 @@ void issued_record(struct issued *s, const char *cluster, const char *job, int r
     }
     struct bucket *b = find(s, cluster, job);
     if (b == NULL) {
-        if (htable_count(s->table) >= s->buckets_max) {
-            struct bucket *old = dlist_entry(s->buckets.head, struct bucket, used);
+        struct owner *o = owner_of(s, cluster);
+        if (o == NULL) {
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+        o->count++; /* held while a victim is chosen and dropped */
+        struct bucket *old = htable_count(s->table) >= s->buckets_max ? victim(s, o) : NULL;
+        if (old != NULL) {
             unsigned left_out;
             if (ratelimit_ok(&s->full_log, monotonic_ms(), 60000, &left_out))
                 log_warnx("plans of job %s for cluster %s forgotten: %zu (cluster, job) pairs "
-                          "held (%u more not logged)",
-                          old->job, old->cluster, s->buckets_max, left_out);
+                          "held, %zu by %s (%u more not logged)",
+                          old->job, old->cluster, s->buckets_max, old->owner->count,
+                          old->owner->cluster, left_out);
             bucket_drop(s, old);
         }
+        o->count--;
         b = calloc(1, sizeof(*b));
         if (b == NULL || htable_insert(s->table, key_hash(s, cluster, job), b) < 0) {
             free(b);
+            if (o->count == 0) {
+                htable_remove(s->owners, owner_hash(s, o->cluster), o->cluster);
+                free(o);
+            }
             pthread_mutex_unlock(&s->lock);
             return;
         }
         memcpy(b->cluster, cluster, strlen(cluster) + 1);
         memcpy(b->job, job, strlen(job) + 1);
+        b->owner = o;
+        o->count++;
     } else {
         dlist_remove(&s->buckets, &b->used);
+        dlist_remove(&b->owner->buckets, &b->by_owner);
     }
     dlist_append(&s->buckets, &b->used);
+    dlist_append(&b->owner->buckets, &b->by_owner);
     struct plan *p = scan(s, b, rank, t, now);
     if (p != NULL) {
         dlist_remove(&b->plans, &p->link);

@@ -10,8 +10,12 @@
  * answers later lookups for a direct plan from its cache, for any rank of
  * its cluster.  Bounded: ISSUED_PER_JOB_MAX plans per (cluster, job), the
  * oldest forgotten first (one job only ever pushes out its own plans), and
- * ISSUED_BUCKETS_MAX (cluster, job) pairs, the least recently used forgotten
- * first.  Thread-safe.
+ * ISSUED_BUCKETS_MAX (cluster, job) pairs.  Those are charged to their
+ * cluster (the owner the broker knows: a uid is its helper's business), and
+ * a full table forgets the least recently used pair of the cluster holding
+ * the most, the newcomer's own when its cluster holds at least as many as
+ * any other: a cluster that starts jobs without end pushes out only its own
+ * plans (issue 32).  Thread-safe.
  */
 #ifndef BROKER_ISSUED_H
 #define BROKER_ISSUED_H

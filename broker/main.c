@@ -186,6 +186,7 @@ int main(int argc, char **argv)
         .port = cfg.port,
         .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = cfg.max_connections,
+        .ipv6_prefix = cfg.ipv6_prefix,
         .user = b,
     };
     struct soap_server *srv = soap_server_new(&sc, err, sizeof(err));

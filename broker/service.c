@@ -809,7 +809,9 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     if (check_call(soap, "stats", version, false, &id) != SOAP_OK)
         return SOAP_FAULT;
     struct stat_counter counters[STATS_MAX];
-    int n = stats_collect(state(soap), counters, STATS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_stage_counts(soap, &stage);
+    int n = stats_collect(state(soap), &stage, counters, STATS_MAX);
     response->version = QCG_PROTOCOL_VERSION;
     response->role = (char *)role_name(QCG_ROLE_BROKER);
     response->name = soap_strdup(soap, state(soap)->name);

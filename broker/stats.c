@@ -6,8 +6,10 @@
 #include "broker.h"
 #include "reflector.h"
 #include "soapH.h"
+#include "soap_server.h"
 
-int stats_collect(struct broker *b, struct stat_counter *out, int max)
+int stats_collect(struct broker *b, const struct soap_stage_counts *stage, struct stat_counter *out,
+                  int max)
 {
     struct registry_counts rc;
     struct reflector_counters rf;
@@ -51,6 +53,11 @@ int stats_collect(struct broker *b, struct stat_counter *out, int max)
         {"addresses_refused", atomic_load(&b->stats.addresses_refused)},
         {"targets_refused", atomic_load(&b->stats.targets_refused)},
         {"proxy_beats", atomic_load(&b->stats.proxy_beats)},
+        /* The SOAP handshake stage (soap_server.h). */
+        {"handshakes_expired", stage->expired},
+        {"handshakes_cut", stage->cut},
+        {"handshakes_refused_address", stage->refused_address},
+        {"handshakes_refused_full", stage->refused_full},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

@@ -3,6 +3,7 @@
 #define BROKER_STATS_H
 
 struct broker;
+struct soap_stage_counts;
 
 struct stat_counter {
     const char *name;
@@ -11,7 +12,9 @@ struct stat_counter {
 
 #define STATS_MAX 48
 
-/* Fills out[] with the current counters; returns how many. */
-int stats_collect(struct broker *b, struct stat_counter *out, int max);
+/* Fills out[] with the current counters, the SOAP handshake stage's
+   (soap_server.h) among them; returns how many. */
+int stats_collect(struct broker *b, const struct soap_stage_counts *stage, struct stat_counter *out,
+                  int max);
 
 #endif

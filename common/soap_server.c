@@ -41,6 +41,7 @@
 #include "soap_util.h"
 #include "tls_peer_note.h"
 #include "sockaddr_text.h"
+#include "tally.h"
 #include "x509_text.h"
 
 /* Generated from qcg.wsdl into the qcgsoap library. */
@@ -149,6 +150,18 @@ static void peer_text(int fd, char *buf, size_t len)
         snprintf(buf, len, "?:0");
 }
 
+/* The group fd's peer is counted under (an IPv6 /prefix6: tally.h). */
+static void source_key(int fd, int prefix6, char out[TALLY_KEY_MAX])
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+        tally_source_key_prefix(&ss, sl, (unsigned)prefix6, out);
+    else
+        snprintf(out, TALLY_KEY_MAX, "?");
+}
+
 /* A TCP connection closed before its first byte is a reachability check
    (qcg-probe's round trip, a load balancer's health check), not a failed
    handshake: it is logged at debug level only. */
@@ -227,6 +240,9 @@ static void unstage(struct soap_server *srv, struct conn *c)
    clients give way, and an attacker with more addresses than the stage has
    slots must renew them all that often to keep the stage full.  Called
    with srv->lock held. */
+/* Address groups remembered as known (each was authenticated: a grid's
+   frontends or nodes, never a stranger); beyond, no new one is. */
+#define KNOWN_MAX 65536
 #define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
 static struct conn *stage_victim(struct soap_server *srv, int same)
 {
@@ -250,6 +266,23 @@ static struct conn *stage_victim(struct soap_server *srv, int same)
     return NULL;
 }
 
+/* The stage is full and a newcomer comes from an address a client
+   authenticated from before (a registered frontend, a node of a registered
+   cluster): the oldest handshake from an address never seen authenticated
+   gives way at once, so that strangers, however many their addresses,
+   never keep a known client out (issue 32; as sshd's MaxStartups spares
+   established users).  NULL when the stage holds known addresses only.
+   Called with srv->lock held. */
+static struct conn *stage_victim_known(struct soap_server *srv)
+{
+    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, in_stage);
+        if (!c->expired && tally_count(srv->known, c->host) == 0)
+            return c;
+    }
+    return NULL;
+}
+
 /* Shuts a staged connection down for a newcomer; its thread then ends.
    Called with srv->lock held. */
 static void stage_cut(struct soap_server *srv, struct conn *victim, const char *newcomer)
@@ -260,6 +293,7 @@ static void stage_cut(struct soap_server *srv, struct conn *victim, const char *
         shutdown(victim->fd, SHUT_RDWR);
     victim->expired = true;
     victim->cut = true;
+    srv->stage_counts.cut++;
     unstage(srv, victim);
 }
 
@@ -323,6 +357,8 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
                 role_name(c->identity.role), c->identity.name, same);
     } else {
         c->authenticated = true;
+        if (tally_count(srv->known, c->host) == 0 && tally_holders(srv->known) < KNOWN_MAX)
+            tally_take(srv->known, c->host, 1);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += SOAP_SERVER_SLOT_WAIT_S;
@@ -464,12 +500,16 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->max_per_identity = OR_DEFAULT(cfg->max_per_identity, SOAP_SERVER_MAX_PER_IDENTITY);
     srv->max_handshakes = OR_DEFAULT(cfg->max_handshakes, SOAP_SERVER_MAX_HANDSHAKES);
     srv->per_address = OR_DEFAULT(cfg->handshakes_per_address, SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
+    srv->ipv6_prefix = OR_DEFAULT(cfg->ipv6_prefix, SOAP_SERVER_IPV6_PREFIX);
     srv->handshake_ms = OR_DEFAULT(cfg->handshake_ms, SOAP_SERVER_HANDSHAKE_MS);
 #undef OR_DEFAULT
     srv->user = cfg->user;
     srv->stage_hosts = htable_new(stage_host_eq);
-    if (srv->stage_hosts == NULL) {
+    srv->known = tally_new();
+    if (srv->stage_hosts == NULL || srv->known == NULL) {
         snprintf(err, errlen, "out of memory");
+        htable_free(srv->stage_hosts);
+        tally_free(srv->known);
         free(srv);
         return NULL;
     }
@@ -558,6 +598,8 @@ static int expire_handshakes(struct soap_server *srv)
         }
         if (!c->expired && c->fd >= 0)
             shutdown(c->fd, SHUT_RDWR);
+        if (!c->expired)
+            srv->stage_counts.expired++;
         c->expired = true;
     }
     pthread_mutex_unlock(&srv->lock);
@@ -581,24 +623,25 @@ static void accept_one(struct soap_server *srv)
     }
 
     m->socket = SOAP_INVALID_SOCKET; /* the copy's below, or closed */
-    char peer[64], host[64];
+    char peer[64], host[TALLY_KEY_MAX];
     peer_text(s, peer, sizeof(peer));
-    snprintf(host, sizeof(host), "%s", peer);
-    char *colon = strrchr(host, ':');
-    if (colon != NULL)
-        *colon = '\0';
+    source_key(s, srv->ipv6_prefix, host);
 
     pthread_mutex_lock(&srv->lock);
     int same = stage_count(srv, host);
     struct conn *victim = NULL;
     if (same < srv->per_address && srv->handshaking >= srv->max_handshakes &&
-        (victim = stage_victim(srv, same)) != NULL)
+        ((tally_count(srv->known, host) > 0 && (victim = stage_victim_known(srv)) != NULL) ||
+         (victim = stage_victim(srv, same)) != NULL))
         stage_cut(srv, victim, peer);
     if (same >= srv->per_address || srv->handshaking >= srv->max_handshakes) {
-        if (same >= srv->per_address)
+        if (same >= srv->per_address) {
+            srv->stage_counts.refused_address++;
             refused(srv, peer, "refused: %d TLS handshakes in progress from %s", same, host);
-        else
+        } else {
+            srv->stage_counts.refused_full++;
             refused(srv, peer, "refused: %d TLS handshakes in progress", srv->handshaking);
+        }
         pthread_mutex_unlock(&srv->lock);
         close(s);
         return;
@@ -738,6 +781,7 @@ void soap_server_free(struct soap_server *srv)
     }
     /* Every connection has left the stage: its table is empty. */
     htable_free(srv->stage_hosts);
+    tally_free(srv->known);
     pthread_cond_destroy(&srv->changed);
     pthread_mutex_destroy(&srv->lock);
     free(srv);
@@ -752,6 +796,18 @@ void *soap_server_state(struct soap *soap)
 {
     struct conn *c = conn_of(soap);
     return c ? c->server->user : NULL;
+}
+
+void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out)
+{
+    struct conn *c = conn_of(soap);
+
+    memset(out, 0, sizeof(*out));
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->server->lock);
+    *out = c->server->stage_counts;
+    pthread_mutex_unlock(&c->server->lock);
 }
 
 const struct identity *soap_caller(struct soap *soap)

@@ -29,7 +29,9 @@ struct tls_files {
    room for a newcomer: the oldest handshake of the address holding the
    most gives way when that is 2 more than the newcomer's address holds,
    else the oldest one once it has waited a fifth of handshake_ms; else
-   the newcomer is closed.  Authenticated, it is
+   the newcomer is closed.  A newcomer from an address some client was
+   authenticated from (a known one) first takes the place of the oldest
+   handshake from an address never authenticated, at once.  Authenticated, it is
    served if fewer than max_connections are (at most max_per_identity of
    them by one certificate); else it waits for a slot (up to
    SOAP_SERVER_SLOT_WAIT_S) and is then closed.  Refusals are logged at most
@@ -40,16 +42,19 @@ struct tls_files {
 #define SOAP_SERVER_HANDSHAKES_PER_ADDRESS 16
 #define SOAP_SERVER_HANDSHAKE_MS 5000
 #define SOAP_SERVER_SLOT_WAIT_S 20
+/* An address is its group (source_group.h): IPv6 cut to this prefix. */
+#define SOAP_SERVER_IPV6_PREFIX 64
 
 struct soap_server_config {
     const char *listen_addr; /* NULL or "" = any */
     int port;
     struct tls_files tls;
-    int max_connections;  /* authenticated connections served at once */
-    int max_per_identity; /* of those, by one certificate */
-    int max_handshakes;   /* connections in the handshake stage */
-    int handshakes_per_address;
+    int max_connections;        /* authenticated connections served at once */
+    int max_per_identity;       /* of those, by one certificate */
+    int max_handshakes;         /* connections in the handshake stage */
+    int handshakes_per_address; /* per address group (an IPv6 /ipv6_prefix) */
     int handshake_ms;
+    int ipv6_prefix;
     void *user; /* the daemon's state, for the operations */
 };
 
@@ -75,6 +80,14 @@ void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg)
 void soap_server_on_revoked(struct soap_server *srv,
                             void (*fn)(void *user, const struct identity *id));
 void soap_server_free(struct soap_server *srv);
+/* What the handshake stage turned away since the start, for the daemons'
+   --stats: handshakes past their deadline, cut for a newcomer, and
+   newcomers refused for their address's share or a full stage. */
+struct soap_stage_counts {
+    unsigned long long expired, cut, refused_address, refused_full;
+};
+/* From an operation's soap (the server it came through). */
+void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);
 /* The port actually bound (useful when the config said 0). */
 int soap_server_port(const struct soap_server *srv);
 

@@ -29,6 +29,7 @@ struct soap_server {
     struct soap *master;
     int port;
     int max_connections, max_per_identity, max_handshakes, per_address, handshake_ms;
+    int ipv6_prefix; /* an address's group (source_group.h) */
     void *user;
     volatile sig_atomic_t stop;
     void (*on_stop)(void *);
@@ -46,6 +47,10 @@ struct soap_server {
     struct htable *stage_hosts; /* of struct stage_host, by address */
     uint64_t seed;              /* of their hashes */
     struct ratelimit refused_rl; /* the refusal lines */
+    struct soap_stage_counts stage_counts;
+    /* Address groups a client authenticated from (tally.h, count 1): a
+       newcomer from one takes the place of a stranger's handshake. */
+    struct tally *known;
     /* A reload's CRL revoked every live certificate of a peer (soap_server.h). */
     void (*on_revoked)(void *user, const struct identity *id);
 };
@@ -57,7 +62,7 @@ struct conn {
     struct identity identity;
     int fd; /* -1 once closed; guarded by server->lock */
     char peer[64];
-    char host[64];     /* the peer's address alone, for the per-address bound */
+    char host[64];     /* the peer's address group, for the per-address bound */
     struct dlink link; /* in server->conns */
     /* Guarded by server->lock: */
     struct dlink in_stage; /* in server->stage while staged */

@@ -1,8 +1,6 @@
 /* Counts per holder in the one hash table (htable.h); see tally.h. */
 #include "tally.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +9,7 @@
 
 #include "htable.h"
 #include "monotonic.h"
-#include "sockaddr_text.h"
+#include "source_group.h"
 
 struct holder {
     unsigned n;
@@ -119,21 +117,14 @@ size_t tally_holders(const struct tally *t)
 
 void tally_source_key(const struct sockaddr_storage *ss, socklen_t len, char out[TALLY_KEY_MAX])
 {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    char host[INET6_ADDRSTRLEN];
-    int port;
+    tally_source_key_prefix(ss, len, SOURCE_PREFIX6_DEFAULT, out);
+}
 
-    if (ss->ss_family == AF_INET6 && len >= (socklen_t)sizeof(*s6) &&
-        !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-        struct in6_addr net = s6->sin6_addr;
-        memset(net.s6_addr + 8, 0, 8);
-        if (inet_ntop(AF_INET6, &net, host, sizeof(host)) != NULL) {
-            snprintf(out, TALLY_KEY_MAX, "%s/64", host);
-            return;
-        }
-    }
-    if (sockaddr_host(ss, len, host, sizeof(host), &port) < 0)
-        snprintf(out, TALLY_KEY_MAX, "?");
-    else
-        snprintf(out, TALLY_KEY_MAX, "%s", host);
+void tally_source_key_prefix(const struct sockaddr_storage *ss, socklen_t len, unsigned prefix6,
+                             char out[TALLY_KEY_MAX])
+{
+    struct source_group g;
+
+    source_group_of(ss, len, prefix6, &g);
+    source_group_text(&g, out, TALLY_KEY_MAX);
 }

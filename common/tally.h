@@ -29,9 +29,12 @@ void tally_give(struct tally *t, const char *key);
 /* Holders with a count now. */
 size_t tally_holders(const struct tally *t);
 
-/* The key a peer's address is counted under: the IPv4 address, or the /64
-   of an IPv6 one (a single host commonly has a whole /64), an IPv4-mapped
-   address as IPv4.  "?" when it cannot be shown. */
+/* The key a peer's address is counted under: its group (source_group.h:
+   the IPv4 address, or the /64 of an IPv6 one, an IPv4-mapped address as
+   IPv4), as text.  "?" when it cannot be shown. */
 void tally_source_key(const struct sockaddr_storage *ss, socklen_t len, char out[TALLY_KEY_MAX]);
+/* ... with IPv6 cut to prefix6 bits. */
+void tally_source_key_prefix(const struct sockaddr_storage *ss, socklen_t len, unsigned prefix6,
+                             char out[TALLY_KEY_MAX]);
 
 #endif

@@ -42,6 +42,9 @@ const struct config_option frontend_options[] = {
      "plans cached at most (0: no cache)"},
     {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "1024",
      "helper connections served at once (each helper keeps one for its long-poll)"},
+    {"ipv6-prefix", CONFIG_INT, OFF(ipv6_prefix), 1, 128, "64",
+     "bits of an IPv6 source address that count as one address for the per-address limits (a host "
+     "commonly holds a whole /64)"},
     {"node-lookups", CONFIG_INT, OFF(node_lookups), 1, 1000000, "2000",
      "lookups of one node a second on average; a burst of 10 s worth passes, beyond it a "
      "lookup waits up to 1 s for its turn, then is refused (busy)"},

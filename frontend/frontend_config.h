@@ -28,6 +28,7 @@ struct frontend_config {
     int node_lease;
     int cache_size;
     int max_connections;
+    int ipv6_prefix;  /* per-address limits count an IPv6 /ipv6_prefix */
     int node_lookups; /* per node: lookups a second (bursts of 10 s worth) */
     int node_reports; /* per node: reports a second (bursts of 10 s worth) */
     int node_probes;  /* per node: siteInfo, probe, observed calls a minute (bursts of as many) */

@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         .port = cfg.port,
         .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = cfg.max_connections,
+        .ipv6_prefix = cfg.ipv6_prefix,
         .user = fe,
     };
     struct soap_server *server = soap_server_new(&scfg, err, sizeof(err));

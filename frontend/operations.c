@@ -542,12 +542,12 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
-        return SOAP_FAULT;
-
     /* Only a process of this cluster, holding the job's verifier, resolves its
-       peers: checked here so a wrong verifier never reaches the cache. */
+       peers: checked here so a wrong verifier never reaches the cache, and
+       first, so that a non-member never spends the node's rate. */
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
+    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
         return SOAP_FAULT;
 
     unsigned char hash[JOB_HASH_LEN];
@@ -676,9 +676,9 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
         report_fields_bad(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (bad != NULL)
         return invalid(soap, op, id, bad);
-    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
-        return SOAP_FAULT;
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
+        return SOAP_FAULT;
+    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
         return SOAP_FAULT;
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
@@ -881,7 +881,9 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     if (id == NULL || id->role == QCG_ROLE_NONE)
         return deny(soap, fe, "stats", id, "stats is served to members of the grid only");
     struct counter_value v[FRONTEND_STATS_MAX];
-    int n = stats_collect(fe, v, FRONTEND_STATS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_stage_counts(soap, &stage);
+    int n = stats_collect(fe, &stage, v, FRONTEND_STATS_MAX);
     response->version = QCG_PROTOCOL_VERSION;
     response->role = soap_strdup(soap, "frontend");
     response->name = soap_strdup(soap, fe->cluster);

@@ -6,10 +6,12 @@
 #include "frontend.h"
 #include "frontend_config.h"
 #include "soapH.h"
+#include "soap_server.h"
 #include "soap_client.h"
 #include "store.h"
 
-int stats_collect(struct frontend *fe, struct counter_value *out, int max)
+int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
+                  struct counter_value *out, int max)
 {
     const struct frontend_counters *c = &fe->counters;
     const struct counter_value all[] = {
@@ -33,6 +35,11 @@ int stats_collect(struct frontend *fe, struct counter_value *out, int max)
         {"reports_forwarded", atomic_load(&c->reports_forwarded)},
         {"reports_refused", atomic_load(&c->reports_refused)},
         {"reports_dropped", atomic_load(&c->reports_dropped)},
+        /* The SOAP handshake stage (soap_server.h). */
+        {"handshakes_expired", stage->expired},
+        {"handshakes_cut", stage->cut},
+        {"handshakes_refused_address", stage->refused_address},
+        {"handshakes_refused_full", stage->refused_full},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

@@ -3,6 +3,7 @@
 #define FRONTEND_STATS_H
 
 struct frontend;
+struct soap_stage_counts;
 
 struct counter_value {
     const char *name;
@@ -11,7 +12,9 @@ struct counter_value {
 
 #define FRONTEND_STATS_MAX 32
 
-/* Fills out[] with the current counters; returns how many. */
-int stats_collect(struct frontend *fe, struct counter_value *out, int max);
+/* Fills out[] with the current counters, the SOAP handshake stage's
+   (soap_server.h) among them; returns how many. */
+int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
+                  struct counter_value *out, int max);
 
 #endif

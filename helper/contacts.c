@@ -75,16 +75,19 @@ static struct entry *find(struct contacts *cs, const char *job, int32_t rank)
     return NULL;
 }
 
-int contacts_reserve(struct contacts *cs, const struct contact *c, uint64_t owner, pid_t *holder)
+int contacts_reserve(struct contacts *cs, const struct contact *c, uint64_t owner, pid_t *holder,
+                     uid_t *holder_uid)
 {
     int rc = 0;
 
     *holder = 0;
+    *holder_uid = 0;
     pthread_mutex_lock(&cs->lock);
     struct entry *e = find(cs, c->job, c->rank);
     if (e != NULL) {
         if (e->owner != owner) {
             *holder = e->state == CONTACT_WITHDRAWING ? 0 : e->c.pid;
+            *holder_uid = e->c.uid;
             rc = QCG_EBUSY;
         } else if (e->c.port != c->port) {
             rc = QCG_EINVAL;

@@ -22,13 +22,14 @@ struct contact {
     char secret[LOCAL_SECRET_MAX];
     int32_t rank;
     uint16_t port;
-    pid_t pid;               /* the publishing process, for log lines */
+    pid_t pid; /* the publishing process, for log lines */
+    uid_t uid; /* its user: only that user learns the pid */
 };
 
 enum contact_state {
-    CONTACT_PENDING,         /* reserved, upstream publish in flight */
+    CONTACT_PENDING, /* reserved, upstream publish in flight */
     CONTACT_PUBLISHED,
-    CONTACT_WITHDRAWING,     /* owner gone, upstream withdraw in flight */
+    CONTACT_WITHDRAWING, /* owner gone, upstream withdraw in flight */
 };
 
 struct contacts;
@@ -39,9 +40,10 @@ void contacts_free(struct contacts *cs);
 
 /* Reserves c's (job, rank) for owner.  0 when free or already owner's (port
    unchanged); QCG_EBUSY when another owner holds it (*holder = its pid, or 0
-   while it is being withdrawn); QCG_EINVAL when owner holds it with another
-   port; QCG_ENOMEM when full. */
-int contacts_reserve(struct contacts *cs, const struct contact *c, uint64_t owner, pid_t *holder);
+   while it is being withdrawn, *holder_uid its user); QCG_EINVAL when owner
+   holds it with another port; QCG_ENOMEM when full. */
+int contacts_reserve(struct contacts *cs, const struct contact *c, uint64_t owner, pid_t *holder,
+                     uid_t *holder_uid);
 /* Sets the state of owner's (job, rank); no-op when absent. */
 void contacts_set_state(struct contacts *cs, const char *job, int32_t rank, uint64_t owner,
                         enum contact_state state);

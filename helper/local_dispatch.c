@@ -56,6 +56,7 @@ static int on_hello(struct conn *c, uint32_t rid)
     snprintf(c->me.secret, sizeof(c->me.secret), "%s", h->secret);
     c->me.rank = h->rank;
     c->me.pid = c->pid;
+    c->me.uid = c->uid;
     log_info("pid %d uid %d: job %s rank %d", (int)c->pid, (int)c->uid, c->me.job, c->me.rank);
 
     memset(&ok, 0, sizeof(ok));
@@ -75,6 +76,7 @@ static int on_publish(struct conn *c, uint32_t rid)
     unsigned port = c->in.publish.port;
     struct contact ct = c->me;
     pid_t holder;
+    uid_t holder_uid;
 
     if ((int)port < cfg->ports[0] || (int)port > cfg->ports[1]) {
         send_error(c, rid, QCG_EINVAL, 0, "port %u is outside this node's range %d-%d", port,
@@ -82,9 +84,15 @@ static int on_publish(struct conn *c, uint32_t rid)
         return 0;
     }
     ct.port = (uint16_t)port;
-    int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder);
+    int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder, &holder_uid);
     if (rc == QCG_EBUSY) {
-        if (holder != 0)
+        /* Another user's pid is none of the caller's business. */
+        if (holder != 0 && holder_uid != c->uid)
+            send_error(c, rid, QCG_EBUSY, 0,
+                       "job %s rank %d is already published by another user's process on this "
+                       "node",
+                       ct.job, ct.rank);
+        else if (holder != 0)
             send_error(c, rid, QCG_EBUSY, 0,
                        "job %s rank %d is already published by pid %d on this node", ct.job,
                        ct.rank, (int)holder);

@@ -432,6 +432,13 @@ static void on_frame(struct link *l, const struct wire_header *h, const uint8_t 
         int sig = (int)wire_u32_get(payload);
         for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(int); i++)
             if (sig == forwarded_signals[i]) {
+                /* Once reaped, its pid may be another process's. */
+                if (s->exited) {
+                    log_info("launch %u: signal %d from the launcher: orted pid %d already "
+                             "ended, not sent",
+                             s->id, sig, (int)s->pid);
+                    return;
+                }
                 log_info("launch %u: signal %d from the launcher to orted pid %d", s->id, sig,
                          (int)s->pid);
                 kill(s->pid, sig);

@@ -158,11 +158,71 @@ static struct pending *free_slot(qcg_ctx *ctx)
     return free_slot(ctx);
 }
 
+/* A connection on our listener that has not sent its ClientHello: anyone
+   can open one, so it may be cut to make room (internal.h,
+   PENDING_PER_SOURCE). */
+static bool stranger(const struct pending *p)
+{
+    return p->fd >= 0 && p->listener && p->state == P_HELLO_IN && p->tls != NULL &&
+           !tls_hs_hello_seen(p->tls);
+}
+
+/* One pass over the table: the listener's share taken, the strangers, and
+   the oldest of them (of all, and of one source). */
+struct census {
+    int listener, strangers, same;
+    struct pending *oldest, *oldest_same;
+};
+
+static void take_census(qcg_ctx *ctx, const struct source_group *source, struct census *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < ctx->pending_cap; i++) {
+        struct pending *p = &ctx->pending[i];
+
+        if (p->fd < 0 || !p->listener)
+            continue;
+        c->listener++;
+        if (!stranger(p))
+            continue;
+        c->strangers++;
+        if (c->oldest == NULL || p->start_us < c->oldest->start_us)
+            c->oldest = p;
+        if (source == NULL || !source_group_eq(&p->source, source))
+            continue;
+        c->same++;
+        if (c->oldest_same == NULL || p->start_us < c->oldest_same->start_us)
+            c->oldest_same = p;
+    }
+}
+
+/* A stranger goes to make room: not a refusal (nothing was refused, and
+   a peer of the job is never a stranger for long). */
+static void cut(qcg_ctx *ctx, struct pending *p, const char *why)
+{
+    char src[SOURCE_GROUP_TEXT_MAX];
+
+    source_group_text(&p->source, src, sizeof(src));
+    ctx_seterr(ctx, "incoming connection from %s cut: %s", src, why);
+    pending_drop(ctx, p);
+}
+
+/* Whether the listener may take one more connection: within its share with
+   a free slot, or by cutting a stranger. */
+static bool listener_room(qcg_ctx *ctx)
+{
+    struct census c;
+
+    take_census(ctx, NULL, &c);
+    return c.oldest != NULL ||
+           (c.listener < PENDING_MAX - PENDING_RESERVED && free_slot(ctx) != NULL);
+}
+
 /* The listener is watched only while there is room for what it holds:
    otherwise it would keep every poller awake. */
 static void listener_update(qcg_ctx *ctx)
 {
-    bool want = ctx->listen_fd >= 0 && ctx->accepting && free_slot(ctx) != NULL &&
+    bool want = ctx->listen_fd >= 0 && ctx->accepting && listener_room(ctx) &&
                 now_us() >= ctx->accept_rest_until_us;
 
     if (want == ctx->listener_watched)
@@ -181,7 +241,7 @@ int accept_listen_start(qcg_ctx *ctx)
     ctx->accepting = true;
     ctx->listener_watched = false;
     listener_update(ctx);
-    return ctx->listener_watched || free_slot(ctx) == NULL ? 0 : -1;
+    return ctx->listener_watched || !listener_room(ctx) ? 0 : -1;
 }
 
 /* The eventfd in the caller's set is readable exactly while a connection is
@@ -207,7 +267,16 @@ static void ready_update(qcg_ctx *ctx)
 static struct pending *new_pending(qcg_ctx *ctx, int fd, uint32_t events, const char *what)
 {
     struct pending *p = free_slot(ctx);
+    struct census c;
 
+    /* The helper's hand-overs never wait behind strangers. */
+    if (p == NULL) {
+        take_census(ctx, NULL, &c);
+        if (c.oldest != NULL) {
+            cut(ctx, c.oldest, "room for a connection the helper handed over");
+            p = free_slot(ctx);
+        }
+    }
     if (p == NULL) {
         ctx_seterr(ctx, "%s dropped: %d handshakes already pending", what, PENDING_MAX);
         close(fd);
@@ -224,25 +293,32 @@ static struct pending *new_pending(qcg_ctx *ctx, int fd, uint32_t events, const 
     return p;
 }
 
-void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique)
+/* The server's side of a new connection; NULL when it was dropped. */
+static struct pending *add_server(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique)
 {
     struct pending *p = new_pending(ctx, fd, EPOLLIN, "incoming connection");
     struct tls_self self;
     char why[256];
 
     if (p == NULL)
-        return;
+        return NULL;
     ctx_tls_self(ctx, &self);
     p->tls = tls_hs_server(&self, fd, expect_rank, why, sizeof(why));
     if (p->tls == NULL) {
         ctx_seterr(ctx, "incoming connection dropped: %s", why);
         pending_drop(ctx, p);
-        return;
+        return NULL;
     }
     p->state = P_HELLO_IN;
     p->expect_rank = expect_rank;
     p->technique = technique;
     p->deadline_us = p->start_us + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
+    return p;
+}
+
+void accept_add_pending(qcg_ctx *ctx, int fd, int32_t expect_rank, uint32_t technique)
+{
+    add_server(ctx, fd, expect_rank, technique);
     listener_update(ctx);
     rearm(ctx);
 }
@@ -285,16 +361,47 @@ QCG_EXPORT int qcg_accept_pollfd(const qcg_ctx *ctx)
     return ctx->accept_epfd;
 }
 
+static void handshake(qcg_ctx *ctx, struct pending *p);
+
+/* A connection from our listener: a stranger until its ClientHello, room
+   made for it by cutting the oldest stranger of its source (over its
+   share) or of all (the listener's share taken).  Its hello is read at
+   once: a peer's is usually there already, so it is no stranger. */
+static void accept_one(qcg_ctx *ctx, int fd, const struct sockaddr_storage *ss, socklen_t len)
+{
+    struct source_group source;
+    struct pending *p;
+    struct census c;
+
+    source_group_of(ss, len, SOURCE_PREFIX6_DEFAULT, &source);
+    take_census(ctx, &source, &c);
+    if (c.same >= PENDING_PER_SOURCE)
+        cut(ctx, c.oldest_same, "its source holds too many connections without a hello");
+    else if (c.oldest != NULL &&
+             (c.listener >= PENDING_MAX - PENDING_RESERVED || free_slot(ctx) == NULL))
+        cut(ctx, c.oldest, "the oldest of the connections without a hello, for room");
+    p = add_server(ctx, fd, -1, QCG_TECH_DIRECT);
+    if (p == NULL)
+        return;
+    p->listener = true;
+    p->source = source;
+    p->deadline_us = p->start_us + STRANGER_FIRST_BYTE_MS * 1000u;
+    handshake(ctx, p);
+}
+
 /* Accepts what the listener holds, as far as there is room. */
 static int accept_new(qcg_ctx *ctx)
 {
     if (ctx->listen_fd < 0 || !ctx->accepting || now_us() < ctx->accept_rest_until_us)
         return 0;
-    for (int i = 0; i < PENDING_MAX && free_slot(ctx) != NULL; i++) {
-        int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    for (int i = 0; i < PENDING_MAX && listener_room(ctx); i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd =
+            accept4(ctx->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd >= 0) {
-            accept_add_pending(ctx, fd, -1, QCG_TECH_DIRECT);
+            accept_one(ctx, fd, &ss, len);
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED)
@@ -318,8 +425,6 @@ static bool token_matches(const struct waiter *w, const struct hs_hello *peer)
     return w->rank == peer->from_rank &&
            CRYPTO_memcmp(w->token, peer->token, sizeof(w->token)) == 0;
 }
-
-static void handshake(qcg_ctx *ctx, struct pending *p);
 
 /* How many connections other than p carry w's token, waiting for a claim
    or claimed and still in their handshake. */
@@ -474,10 +579,20 @@ static bool answer_in_flight(const struct pending *p, uint64_t now)
    refused nothing: a peer too slow or gone, a scanner holding a connection
    open; the connect on the other side reports its own failure).  Counted,
    they made btl_qcg warn in jobs that succeeded. */
-static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now)
+static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now, bool crowded)
 {
     switch (p->state) {
     case P_HELLO_IN:
+        /* A stranger's first deadline: no byte yet while strangers crowd
+           the table, it goes; else it has the usual time. */
+        if (stranger(p) && now < p->start_us + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u) {
+            if (crowded && !tls_hs_heard(p->tls)) {
+                cut(ctx, p, "no byte within the first deadline while the table is crowded");
+                return;
+            }
+            p->deadline_us = p->start_us + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;
+            return;
+        }
         if (answer_in_flight(p, now)) {
             p->deadline_us = now + ANSWER_RECHECK_MS * 1000u;
             return;
@@ -512,12 +627,12 @@ static void expire(qcg_ctx *ctx, struct pending *p, uint64_t now)
     pending_drop(ctx, p);
 }
 
-static void progress(qcg_ctx *ctx, struct pending *p, uint64_t now)
+static void progress(qcg_ctx *ctx, struct pending *p, uint64_t now, bool crowded)
 {
     if (p->state == P_HELLO_IN || p->state == P_HELLO_OUT)
         handshake(ctx, p);
     if (p->fd >= 0 && timed_state(p->state) && now >= p->deadline_us)
-        expire(ctx, p, now);
+        expire(ctx, p, now, crowded);
 }
 
 int accept_pump(qcg_ctx *ctx)
@@ -534,9 +649,11 @@ int accept_pump(qcg_ctx *ctx)
     helper_tick(ctx);
     rc = accept_new(ctx);
     uint64_t now = now_us();
+    struct census c;
+    take_census(ctx, NULL, &c);
     for (int i = 0; i < ctx->pending_cap; i++) {
         if (ctx->pending[i].fd >= 0)
-            progress(ctx, &ctx->pending[i], now);
+            progress(ctx, &ctx->pending[i], now, c.strangers > PENDING_PER_SOURCE);
     }
     listener_update(ctx);
     rearm(ctx);

@@ -12,6 +12,7 @@
 #include "lmsg.h"
 #include "localproto.h"
 #include "qcgconn.h"
+#include "source_group.h"
 #include "tls_psk.h"
 
 /* Built with -fvisibility=hidden: only definitions marked so are exported. */
@@ -79,6 +80,18 @@
    the same moment, through the proxy or reversed). */
 #define PENDING_FIRST 32
 #define PENDING_MAX 1024
+/* Strangers (accept.c: connections on our listener that have not sent their
+   ClientHello) are anyone's to open, so they never hold everything: at most
+   PENDING_PER_SOURCE from one source (an IPv4 address, an IPv6 /64), and
+   the listener's connections leave PENDING_RESERVED slots to the ones the
+   helper hands over (reversed, proxied).  A stranger over either share is
+   cut, the oldest first, to make room; while more than PENDING_PER_SOURCE
+   strangers wait, one that sent no byte in STRANGER_FIRST_BYTE_MS goes
+   too.  A peer sends its hello as soon as its connect completes, so it is
+   a stranger for about one round trip. */
+#define PENDING_RESERVED 128
+#define PENDING_PER_SOURCE 64
+#define STRANGER_FIRST_BYTE_MS 2000
 /* accept() failed for want of descriptors: the listener stays readable, so
    it rests this long instead of waking the caller on every poll. */
 #define ACCEPT_REST_MS 100
@@ -101,15 +114,17 @@ struct pending {
     enum pending_state state;
     int32_t expect_rank; /* announced by LOCAL_INCOMING, or -1 */
     uint32_t technique;
-    uint64_t start_us;       /* for setup_us */
-    uint64_t deadline_us;    /* of the current state */
-    int32_t peer_rank;       /* P_READY */
-    bool keepalive;          /* P_READY: the peer is in another cluster */
-    bool claimed;            /* a token's connection: for the waiter once verified */
-    struct tls_hs *tls;      /* the handshake in progress */
-    struct hs_hello hs;      /* the peer's identity (accepting) */
-    struct qcg_tls *session; /* P_READY: encrypted, else NULL */
-    unsigned encryption;     /* P_READY: QCG_CONN_* */
+    uint64_t start_us;          /* for setup_us */
+    uint64_t deadline_us;       /* of the current state */
+    int32_t peer_rank;          /* P_READY */
+    bool keepalive;             /* P_READY: the peer is in another cluster */
+    bool claimed;               /* a token's connection: for the waiter once verified */
+    struct tls_hs *tls;         /* the handshake in progress */
+    struct hs_hello hs;         /* the peer's identity (accepting) */
+    struct qcg_tls *session;    /* P_READY: encrypted, else NULL */
+    unsigned encryption;        /* P_READY: QCG_CONN_* */
+    bool listener;              /* accepted on our listener (not handed over) */
+    struct source_group source; /* listener: the peer's address group */
 };
 
 /* A connect waiting for the reversed connection whose hello carries its

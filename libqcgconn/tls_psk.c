@@ -539,6 +539,16 @@ bool tls_hs_answered(const struct tls_hs *t)
     return t->server && t->flight_sent;
 }
 
+bool tls_hs_heard(const struct tls_hs *t)
+{
+    return t->server && BIO_number_read(SSL_get_rbio(t->ssl)) > 0;
+}
+
+bool tls_hs_hello_seen(const struct tls_hs *t)
+{
+    return t->server && t->identity_seen;
+}
+
 const char *tls_hs_waits_for(const struct tls_hs *t)
 {
     if (!t->identity_seen)

@@ -76,6 +76,11 @@ bool tls_hs_abandoned(const struct tls_hs *t);
 /* Acceptor: our answer (ServerHello..Finished) went out, so the peer's
    ClientHello passed the PSK binder: it holds the job secret. */
 bool tls_hs_answered(const struct tls_hs *t);
+/* Acceptor: any byte of the peer read (heard), its ClientHello read
+   (hello_seen).  A connection with neither is a stranger that may be cut
+   for room (accept.c). */
+bool tls_hs_heard(const struct tls_hs *t);
+bool tls_hs_hello_seen(const struct tls_hs *t);
 /* Acceptor: where an unfinished handshake stands, as words for a reason. */
 const char *tls_hs_waits_for(const struct tls_hs *t);
 int tls_hs_fd(const struct tls_hs *t);

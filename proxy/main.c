@@ -113,6 +113,7 @@ int main(int argc, char **argv)
         .pipe_size = (size_t)cfg.pipe_size,
         .hello_timeout = (unsigned)cfg.hello_timeout,
         .hellos_per_address = (unsigned)cfg.hellos_per_address,
+        .ipv6_prefix = (unsigned)cfg.ipv6_prefix,
         .tokens_per_address = (unsigned)cfg.tokens_per_address,
     };
     static struct proxy px; /* static: the signal handler keeps a pointer */

@@ -39,7 +39,10 @@ const struct config_option proxy_options[] = {
     {"hello-timeout", CONFIG_INT, OPT(hello_timeout), 1, 60, "5",
      "seconds a new connection has to send its whole token (at most pair-timeout)"},
     {"hellos-per-address", CONFIG_INT, OPT(hellos_per_address), 1, 1000000, "1024",
-     "connections from one address (an IPv6 /64) that have not sent their token yet"},
+     "connections from one address (an IPv6 /64: ipv6-prefix) that have not sent their token yet"},
+    {"ipv6-prefix", CONFIG_INT, OPT(ipv6_prefix), 1, 128, "64",
+     "bits of an IPv6 source address that count as one address for the per-address limits (a host "
+     "commonly holds a whole /64)"},
     {"tokens-per-address", CONFIG_INT, OPT(tokens_per_address), 0, 16000000, "0",
      "tokens one address may have remembered against replay (0 = 4 x max-pairs, a quarter "
      "of the table, at least 256)"},

@@ -23,6 +23,7 @@ struct proxy_config {
     int stall_timeout;      /* seconds of data unacknowledged before a pair is aborted; 0 never */
     int hello_timeout;      /* seconds a new connection has for its token */
     int hellos_per_address; /* connections without a token yet, per address */
+    int ipv6_prefix;        /* an address: an IPv6 /ipv6_prefix */
     int tokens_per_address; /* seen-token entries per address; 0 = 4 x max-pairs */
     int max_pairs;
     int pipe_size; /* bytes buffered per direction of a pair */

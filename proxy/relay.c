@@ -66,6 +66,7 @@ struct relay {
     unsigned token_skew, pair_timeout;
     uint64_t stall_ms, next_stall_check_ms; /* stall_ms 0: no check */
     unsigned hello_ms, hellos_per_address; /* relay.h: until the hello */
+    unsigned ipv6_prefix;                   /* relay.h */
     int max_pairs;
     size_t pipe_size;
     volatile sig_atomic_t stop;
@@ -201,7 +202,7 @@ static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     char addr[PAIR_ADDR_MAX], source[TALLY_KEY_MAX];
 
     sockaddr_text(ss, len, addr, sizeof(addr));
-    tally_source_key(ss, len, source);
+    tally_source_key_prefix(ss, len, r->ipv6_prefix, source);
     if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs) {
         refuse(r, addr, "max-pairs reached");
         close(fd);
@@ -739,6 +740,7 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->hello_ms = 1000 * (hello_s < r->pair_timeout ? hello_s : r->pair_timeout);
     r->hellos_per_address =
         cfg->hellos_per_address ? cfg->hellos_per_address : RELAY_DEFAULT_HELLOS_PER_ADDRESS;
+    r->ipv6_prefix = cfg->ipv6_prefix; /* 0: source_group's default */
     r->max_pairs = cfg->max_pairs > 0 ? cfg->max_pairs : 1;
     r->pipe_size = cfg->pipe_size;
     r->listen_h.kind = HANDLE_LISTEN;

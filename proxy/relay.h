@@ -55,6 +55,9 @@ struct relay_config {
        of them is cut to make room.  0 = RELAY_DEFAULT_*. */
     unsigned hello_timeout;
     unsigned hellos_per_address;
+    /* An address for both per-address bounds: an IPv6 /ipv6_prefix (0 =
+       64). */
+    unsigned ipv6_prefix;
     /* Seen-token entries one source address may hold (pairtable.h);
        0 = max_pairs, at least 256. */
     unsigned tokens_per_address;

@@ -97,7 +97,7 @@ static void test_witnesses(void)
    never push out another's. */
 static void test_issued(void)
 {
-    struct issued *s = issued_new(4);
+    struct issued *s = issued_new(6);
     CHECKF(s != NULL, "issued_new");
     CHECKF(!issued_check(s, "a", "j", 1, TECH_DIRECT, 100), "nothing issued yet");
     issued_record(s, "a", "j", 1, TECH_DIRECT, 700, 100);
@@ -117,14 +117,26 @@ static void test_issued(void)
     CHECKF(!issued_check(s, "a", "j", 100, TECH_DIRECT, 300) &&
                issued_check(s, "a", "j", 100 + ISSUED_PER_JOB_MAX + 4, TECH_DIRECT, 300),
            "a job's oldest plan goes first");
+    /* Issue 32: a cluster publishing in job after job pushed out the other
+       clusters' plans (least recently used first); now it pushes out its
+       own once it holds as many as any other. */
     char job[16];
     for (int i = 0; i < 8; i++) {
         snprintf(job, sizeof(job), "many%d", i);
         issued_record(s, "z", job, 1, TECH_DIRECT, 900, 202);
     }
     CHECKF(issued_check(s, "z", "many7", 1, TECH_DIRECT, 300) &&
-               !issued_check(s, "a", "victim", 7, TECH_PROXY, 300),
-           "bounded in (cluster, job) pairs: the least recently used goes");
+               !issued_check(s, "z", "many0", 1, TECH_DIRECT, 300),
+           "bounded in (cluster, job) pairs: the flooding cluster's least recently used goes");
+    CHECKF(issued_check(s, "a", "victim", 7, TECH_PROXY, 300) &&
+               issued_check(s, "a", "j", 100 + ISSUED_PER_JOB_MAX + 4, TECH_DIRECT, 300),
+           "another cluster's plans stay");
+    /* A cluster with nothing yet takes from the one holding the most. */
+    issued_record(s, "n", "new", 1, TECH_DIRECT, 900, 203);
+    CHECKF(issued_check(s, "n", "new", 1, TECH_DIRECT, 300) &&
+               issued_check(s, "a", "victim", 7, TECH_PROXY, 300) &&
+               !issued_check(s, "z", "many4", 1, TECH_DIRECT, 300),
+           "a newcomer takes from the cluster holding the most");
     issued_record(s, "q", "late", 1, TECH_DIRECT, 2000, 1000);
     CHECKF(issued_count(s) == 1, "expired pairs are dropped as new plans come: %zu left",
            issued_count(s));

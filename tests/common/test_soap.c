@@ -15,6 +15,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -153,6 +154,7 @@ static void close_queue(void *arg)
 /* The handshake deadline, per-certificate bound and handshake stage size
    of the next server_start (0: the defaults). */
 static int stage_ms, per_identity, stage_max;
+static const char *listen_on = "127.0.0.1";
 
 static int server_start(struct server *s, int max_connections)
 {
@@ -162,7 +164,7 @@ static int server_start(struct server *s, int max_connections)
     /* Another test may hold a port of the block: try the next ones (bounded). */
     for (; next_port <= PORT_LAST && s->srv == NULL; next_port++) {
         struct soap_server_config cfg = {
-            .listen_addr = "127.0.0.1",
+            .listen_addr = listen_on,
             .port = next_port,
             .tls = {.ca = ca, .certkey = broker_pem},
             .max_connections = max_connections,
@@ -842,6 +844,9 @@ static void test_handshake_stage(void)
     long took = now_ms() - t0;
     printf("handshake stage: a frontend served in %ld ms among idle clients\n", took);
     CHECK(st.status == CALL_OK); /* main: blocked behind the idle ones past its 5 s timeout */
+    /* The refusals are counted (issue 32: in no counter before). */
+    CHECK_EQ(counter(&st, "handshakes_refused_address"),
+             IDLE_CONNS - SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
 
     /* The dripping client keeps sending a byte every 200 ms of a record
        that would take 100 s: cut at the deadline means cut while it still
@@ -857,6 +862,9 @@ static void test_handshake_stage(void)
     }
     CHECK(all_closed); /* idle and dripping clients cut at the handshake deadline */
     CHECK(log_has("TLS handshake not done within 3000 ms", 3000));
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECKF(counter(&st, "handshakes_expired") == SOAP_SERVER_HANDSHAKES_PER_ADDRESS + 1,
+           "handshakes_expired %llu", counter(&st, "handshakes_expired"));
     for (int i = 0; i < IDLE_CONNS; i++)
         if (idle[i] >= 0)
             close(idle[i]);
@@ -926,9 +934,51 @@ static void test_stage_full(void)
     stats_once(s.url, frontend_pem, ca, &st);
     CHECK(st.status == CALL_OK); /* main: refused */
     CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.2", 2000));
+    /* At least: a probe may find the stage still full, or cut an old one. */
+    CHECK(counter(&st, "handshakes_cut") >= 2 && counter(&st, "handshakes_cut") != ~0ULL);
+    CHECK(counter(&st, "handshakes_refused_full") >= 2 &&
+          counter(&st, "handshakes_refused_full") != ~0ULL);
     for (int i = 0; i < STAGE_MAX; i++)
         if (many[i] >= 0)
             close(many[i]);
+    close(extra);
+    server_stop(&s);
+}
+
+/* A client from an address a client was authenticated from is never kept
+   out by strangers (issue 32): a stage of 4 filled by 4 idle connections
+   from 4 addresses (none gives way for 6 s, a fifth of the deadline) turns
+   a new address away, yet a frontend from 127.0.0.1, known since its first
+   call, is served at once: the oldest stranger gives way. */
+static void test_stage_known(void)
+{
+    struct server s;
+    stage_ms = 30000;
+    stage_max = STAGE_MAX;
+    int rc = server_start(&s, 8);
+    stage_ms = stage_max = 0;
+    if (rc < 0) {
+        CHECK(!"stage-known server");
+        return;
+    }
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_OK); /* 127.0.0.1 is known from now on */
+    int idle[STAGE_MAX];
+    char from[32];
+    for (int i = 0; i < STAGE_MAX; i++) {
+        snprintf(from, sizeof(from), "127.0.0.%d", 20 + i);
+        idle[i] = tcp_from(from, s.port);
+    }
+    int extra = tcp_from("127.0.0.30", s.port);
+    WAIT_UNTIL(closed_by_server(extra), 2000, "a stranger beyond the stage refused");
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECKF(st.status == CALL_OK, "a known address is served while strangers fill the stage");
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.20", 2000));
+    WAIT_UNTIL(closed_by_server(idle[0]), 2000, "the oldest stranger cut");
+    for (int i = 0; i < STAGE_MAX; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
     close(extra);
     server_stop(&s);
 }
@@ -1043,6 +1093,62 @@ static void test_longpoll(void)
     CHECK(z.ms < 8000);
 }
 
+/* IPv6 sources count per /64 (issue 32: one /64 gave an attacker as many
+   addresses as it wanted): 40 idle connections from 40 addresses of one
+   /64 get 16 places, the others are closed at once.  Needs root: a network
+   namespace of its own where the /64 is local (its addresses bound with
+   IP_FREEBIND); skipped otherwise.  Last: the process stays in that namespace. */
+static void test_ipv6_group(void)
+{
+    if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
+        printf("handshake stage per /64: skipped (needs root for a network namespace)\n");
+        return;
+    }
+    if (sh("ip link set lo up && ip -6 route add local 2001:db8:1::/64 dev lo") != 0) {
+        CHECK(!"a local /64 in the namespace");
+        return;
+    }
+    struct server s;
+    stage_ms = STAGE_DEADLINE_MS;
+    listen_on = "::";
+    int rc = server_start(&s, 2);
+    stage_ms = 0;
+    listen_on = "127.0.0.1";
+    if (rc < 0) {
+        CHECK(!"ipv6 server");
+        return;
+    }
+    int idle[IDLE_CONNS];
+    for (int i = 0; i < IDLE_CONNS; i++) {
+        struct sockaddr_in6 src = {.sin6_family = AF_INET6}, dst = {.sin6_family = AF_INET6};
+        char from[64];
+        snprintf(from, sizeof(from), "2001:db8:1::%x:%x", 0x100 + i, (i * 7919) & 0xffff);
+        inet_pton(AF_INET6, from, &src.sin6_addr);
+        inet_pton(AF_INET6, "2001:db8:1::1", &dst.sin6_addr);
+        dst.sin6_port = htons((uint16_t)s.port);
+        idle[i] = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        int one = 1; /* an address of the local /64, not one of lo's */
+        if (idle[i] < 0 || setsockopt(idle[i], IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
+            bind(idle[i], (struct sockaddr *)&src, sizeof(src)) < 0 ||
+            (connect(idle[i], (struct sockaddr *)&dst, sizeof(dst)) < 0 && errno != EINPROGRESS)) {
+            perror("ipv6 client");
+            CHECK(!"an IPv6 client");
+        }
+    }
+    int closed = 0;
+    WAIT_UNTIL((closed = closed_count(idle, IDLE_CONNS)) >=
+                   IDLE_CONNS - SOAP_SERVER_HANDSHAKES_PER_ADDRESS,
+               STAGE_DEADLINE_MS - 500, "the connections beyond the /64's bound closed");
+    printf("handshake stage: %d of %d idle connections from one /64 closed at once\n", closed,
+           IDLE_CONNS);
+    CHECK(closed == IDLE_CONNS - SOAP_SERVER_HANDSHAKES_PER_ADDRESS);
+    CHECK(log_has("TLS handshakes in progress from 2001:db8:1::/64", 2000));
+    for (int i = 0; i < IDLE_CONNS; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    server_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1092,7 +1198,9 @@ int main(int argc, char **argv)
         test_connection_cap();
         test_handshake_stage();
         test_stage_full();
+        test_stage_known();
         test_identity_cap();
+        test_ipv6_group();
     }
 
     fflush(stderr);

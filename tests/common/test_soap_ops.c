@@ -17,6 +17,8 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
     response->version = QCG_PROTOCOL_VERSION;
     response->role = soap_strdup(soap, role_name(id->role));
     response->name = soap_strdup(soap, id->name);
+    struct soap_stage_counts stage;
+    soap_server_stage_counts(soap, &stage);
     struct {
         const char *name;
         unsigned long long value;
@@ -31,6 +33,10 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         {"maxlevel", soap->maxlevel},
         {"max_keep_alive", (unsigned long long)soap->max_keep_alive},
         {"socket_flags", (unsigned long long)soap->socket_flags},
+        {"handshakes_expired", stage.expired},
+        {"handshakes_cut", stage.cut},
+        {"handshakes_refused_address", stage.refused_address},
+        {"handshakes_refused_full", stage.refused_full},
     };
     int n = (int)(sizeof(values) / sizeof(values[0]));
     response->__sizeCounter = n;

@@ -56,5 +56,14 @@ int main(void)
     CHECKF(strcmp(k, k2) == 0, "one /64, one key: %s and %s", k, k2);
     key_of(AF_INET6, "::ffff:198.51.100.4", k);
     CHECK(strcmp(k, "198.51.100.4") == 0);
+    /* A configured prefix: a /56 holds both /64s, a /128 is the address. */
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6}, b6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "2001:db8:0:1ff::1", &a6.sin6_addr);
+    inet_pton(AF_INET6, "2001:db8:0:100::2", &b6.sin6_addr);
+    tally_source_key_prefix((struct sockaddr_storage *)&a6, sizeof(a6), 56, k);
+    tally_source_key_prefix((struct sockaddr_storage *)&b6, sizeof(b6), 56, k2);
+    CHECKF(strcmp(k, "2001:db8:0:100::/56") == 0 && strcmp(k, k2) == 0, "/56: %s and %s", k, k2);
+    tally_source_key_prefix((struct sockaddr_storage *)&a6, sizeof(a6), 128, k);
+    CHECK_STR(k, "2001:db8:0:1ff::1");
     return check_result("common_tally");
 }

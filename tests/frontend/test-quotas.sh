@@ -99,6 +99,21 @@ expect_ok "siteInfo 3 times"
 call helper-nata-nata1 siteInfo
 expect_fault busy "the fourth siteInfo within a minute is refused" "node-probes"
 
+# Lookups for a job the caller is no member of (a wrong secret: another
+# user of the node) are denied before the node's rate is charged, so the
+# node's other users never wait for them (issue 32: 15 denied lookups used
+# to spend the burst, and the next ones waited).
+waited0=$(counter "$frontend_url" quota_waited) denied=0
+for ((i = 0; i < 15; i++)); do
+	call helper-nata-nata2 lookup job1 wrong 2 1 direct
+	[[ $out == "fault denied:"* ]] && denied=$((denied + 1))
+done
+call helper-nata-nata2 lookup job1 s3cret 2 1 direct
+waited=$(counter "$frontend_url" quota_waited)
+[[ $denied -eq 15 && $rc -eq 0 && $waited -eq $waited0 ]] &&
+	pass "15 lookups of a non-member denied without charging nata2's rate; its own answered at once" ||
+	fail "non-member lookups: $denied of 15 denied, own lookup rc $rc, quota_waited $waited0 -> $waited"
+
 refused=$(counter "$frontend_url" quota_refused)
 # Every refusal seen above (the fourth siteInfo is one) is counted.
 least=$((par_busy + rep_busy + 1))

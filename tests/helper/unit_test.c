@@ -34,33 +34,35 @@ static void test_contacts(void)
     struct contact *list;
     size_t n;
     pid_t holder;
+    uid_t holder_uid;
 
-    CHECKF(contacts_reserve(cs, &a, 1, &holder) == 0, "reserve a free (job, rank)");
-    CHECKF(contacts_reserve(cs, &a, 1, &holder) == 0, "the owner may reserve it again");
+    CHECKF(contacts_reserve(cs, &a, 1, &holder, &holder_uid) == 0, "reserve a free (job, rank)");
+    CHECKF(contacts_reserve(cs, &a, 1, &holder, &holder_uid) == 0,
+           "the owner may reserve it again");
     struct contact a2 = make("j", 0, 200, 14);
-    CHECKF(contacts_reserve(cs, &a2, 1, &holder) == QCG_EINVAL,
+    CHECKF(contacts_reserve(cs, &a2, 1, &holder, &holder_uid) == QCG_EINVAL,
            "the owner may not switch ports silently");
-    CHECKF(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 11,
+    CHECKF(contacts_reserve(cs, &a2, 2, &holder, &holder_uid) == QCG_EBUSY && holder == 11,
            "another owner gets QCG_EBUSY naming the holder's pid");
     CHECKF(contacts_published(cs) == 0, "a pending contact is not counted as published");
     contacts_set_state(cs, "j", 0, 2, CONTACT_PUBLISHED);
     CHECKF(contacts_published(cs) == 0, "only the owner changes its state");
     contacts_set_state(cs, "j", 0, 1, CONTACT_PUBLISHED);
     CHECKF(contacts_published(cs) == 1, "published");
-    CHECKF(contacts_reserve(cs, &b, 2, &holder) == 0, "a second contact");
-    CHECKF(contacts_reserve(cs, &c, 3, &holder) == QCG_ENOMEM, "the table is bounded");
+    CHECKF(contacts_reserve(cs, &b, 2, &holder, &holder_uid) == 0, "a second contact");
+    CHECKF(contacts_reserve(cs, &c, 3, &holder, &holder_uid) == QCG_ENOMEM, "the table is bounded");
     CHECKF(contacts_snapshot(cs, &list, &n) == 0 && n == 1 && list[0].rank == 0,
            "the snapshot holds only published contacts");
     free(list);
     contacts_set_state(cs, "j", 0, 1, CONTACT_WITHDRAWING);
-    CHECKF(contacts_reserve(cs, &a2, 2, &holder) == QCG_EBUSY && holder == 0,
+    CHECKF(contacts_reserve(cs, &a2, 2, &holder, &holder_uid) == QCG_EBUSY && holder == 0,
            "a contact being withdrawn is busy, with no holder");
     CHECKF(contacts_held(cs, "j", 0, 0) && !contacts_held(cs, "j", 0, 2), "held by anyone / owner");
     contacts_remove(cs, "j", 0, 2);
     CHECKF(contacts_held(cs, "j", 0, 1), "only the owner removes it");
     contacts_remove(cs, "j", 0, 1);
     CHECKF(!contacts_held(cs, "j", 0, 0), "removed");
-    CHECKF(contacts_reserve(cs, &c, 3, &holder) == 0, "its slot is free again");
+    CHECKF(contacts_reserve(cs, &c, 3, &holder, &holder_uid) == 0, "its slot is free again");
 
     contacts_orphan_add(cs, &a);
     contacts_orphan_add(cs, &b);
@@ -133,9 +135,11 @@ static void test_plans(void)
 static int load(struct helper_config *cfg, const char *extra_name, const char *extra_value)
 {
     char err[256];
-    char *argv[] = {"qcg-helper", "--frontend", "https://127.0.0.1:7701/", "--ca", "ca.crt",
-                    "--cert", "h.pem", "--address", "198.18.1.11", "--ports", "40000-40099",
-                    NULL, NULL, NULL};
+    char *argv[] = {"qcg-helper", "--frontend",  "https://127.0.0.1:7701/",
+                    "--ca",       "ca.crt",      "--cert",
+                    "h.pem",      "--address",   "198.18.1.11",
+                    "--ports",    "40000-40099", NULL,
+                    NULL,         NULL};
     int argc = 11;
 
     if (extra_name != NULL) {

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The broker's TLS handshake stage under an attack from many addresses
+# (issue 32): new connections of a client at a known address (127.0.0.1,
+# authenticated once before the attack: a registered frontend) and at
+# unknown ones (127.0.5.N, a fresh address each time), each a TLS
+# handshake with a frontend certificate and GET /?wsdl (curl), one after
+# the other, while bench/slow-clients holds IDLE idle connections and 100
+# trickling ClientHellos from ADDRS addresses (127.1.0.1/ADDRS), renewed
+# 200 ms after the broker cuts or refuses one.  Also with no attack.
+#
+#   root# bench/soap-stage.sh [TRIALS] [ADDRS] [IDLE]      (QCG_BUILD_DIR, default build/)
+#
+# QCG_STAGE_DAEMONS=DIR takes qcg-broker from another build (before/after).
+# Prints per client: successes of TRIALS, p50 and p99 ms of the successes.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${QCG_BUILD_DIR:-$root/build}
+daemons=${QCG_STAGE_DAEMONS:-$build}
+trials=${1:-40}
+addrs=${2:-1000}
+idle=${3:-1000}
+if [ "${QCG_SOAP_STAGE_NETNS:-}" != 1 ]; then
+	exec unshare -n env QCG_SOAP_STAGE_NETNS=1 QCG_BUILD_DIR="$build" QCG_STAGE_DAEMONS="$daemons" \
+		"$0" "$@"
+fi
+ip link set lo up
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+port=17690
+work=$(mktemp -d /tmp/soap-stage.XXXXXX)
+cleanup() {
+	jobs -p | xargs -r kill 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+ca=$work/ca
+"$root/certs/qcg-certs" --dir "$ca" init >/dev/null
+"$root/certs/qcg-certs" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
+"$root/certs/qcg-certs" --dir "$ca" issue frontend f1 2>/dev/null >/dev/null
+"$daemons/broker/qcg-broker" --listen 127.0.0.1 --port $port --ca "$ca/ca.crt" \
+	--cert "$ca/broker-broker.pem" --log-level warn 2>"$work/broker.log" &
+for _ in $(seq 100); do ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
+
+# one FROM: "ms" of one connection, or "-" when it failed.
+one() {
+	local t
+	if t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 10 --interface "$1" \
+		--cacert "$ca/ca.crt" --cert "$ca/frontend-f1.pem" "https://127.0.0.1:$port/?wsdl") &&
+		[[ $t == 200\ * ]]; then
+		awk -v s="${t#* }" 'BEGIN { printf "%.2f\n", s * 1000 }'
+	else
+		echo -
+	fi
+}
+report() { # LABEL FILE
+	local k
+	k=$(grep -vc '^-$' "$2" || true)
+	grep -v '^-$' "$2" | sort -g | awk -v l="$1" -v n="$trials" -v k="$k" '{ v[NR] = $1 } END {
+		if (k) printf "%-30s %3d/%d  p50 %8.2f ms  p99 %8.2f ms\n", l, k, n,
+			v[int((k + 1) / 2)], v[int((k * 99 + 99) / 100)]
+		else printf "%-30s %3d/%d\n", l, 0, n }'
+}
+measure() { # MODE
+	local i
+	: >"$work/known" && : >"$work/unknown"
+	for ((i = 1; i <= trials; i++)); do
+		one 127.0.0.1 >>"$work/known"
+		one "127.0.5.$((i + ${2:-0}))" >>"$work/unknown"
+	done
+	report "$1 known 127.0.0.1" "$work/known"
+	report "$1 unknown 127.0.5.N" "$work/unknown"
+}
+
+[[ $(one 127.0.0.1) != - ]] || { echo "soap-stage.sh: the broker does not answer" >&2; exit 1; }
+measure idle 0
+mkfifo "$work/attack.fifo"
+"$build/bench/slow-clients" --connect 127.0.0.1:$port --idle "$idle" --slow 100 --hello tls \
+	--sources "127.1.0.1/$addrs" --byte-ms 100 --renew-ms 200 <"$work/attack.fifo" \
+	>"$work/attack.out" 2>"$work/attack.err" &
+exec 7>"$work/attack.fifo"
+for _ in $(seq 200); do grep -q ready "$work/attack.err" && break; sleep 0.05; done
+sleep 1
+measure "attack $addrs addresses" 100
+exec 7>&-
+wait %2 2>/dev/null || true
+echo "attacker: $(cat "$work/attack.out")"
