@@ -44,8 +44,11 @@ struct broker_stats {
     atomic_ullong proxy_beats;       /* qcg__proxyAlive calls taken */
 };
 
+struct soap_server;
+
 struct broker {
     struct registry *reg;
+    struct soap_server *server; /* set once it exists: its handshake stage's counts */
     struct broker_stats stats;
     char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
     struct proxies proxies;      /* set once before serving */

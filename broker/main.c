@@ -190,6 +190,7 @@ int main(int argc, char **argv)
         .user = b,
     };
     struct soap_server *srv = soap_server_new(&sc, err, sizeof(err));
+    __atomic_store_n(&b->server, srv, __ATOMIC_RELEASE);
     if (srv == NULL) {
         fprintf(stderr, "qcg-broker: %s\n", err);
         if (cfg.syslog)
@@ -220,8 +221,9 @@ int main(int argc, char **argv)
     if (b->reflector != NULL)
         reflector_client_stop(b->reflector);
     log_info("stopped");
-    soap_server_free(srv);
+    /* The metrics read the server's counts: they stop first. */
     metrics_server_stop(metrics);
+    soap_server_free(srv);
     broker_free(b);
     broker_config_free(&cfg);
     return 0;

@@ -8,6 +8,7 @@
 #include "broker.h"
 #include "pair_metrics.h"
 #include "registry.h"
+#include "soap_server.h"
 #include "stats.h"
 
 #define C "counter"
@@ -81,7 +82,9 @@ void broker_metrics(void *arg, struct metrics_buf *out)
     struct broker *b = arg;
     struct stat_counter s[STATS_MAX];
     struct metrics_counter c[STATS_MAX];
-    int n = stats_collect(b, s, STATS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_counts(__atomic_load_n(&b->server, __ATOMIC_ACQUIRE), &stage);
+    int n = stats_collect(b, &stage, s, STATS_MAX);
     for (int i = 0; i < n; i++)
         c[i] = (struct metrics_counter){s[i].name, s[i].value};
     metrics_write_mapped(out, map, sizeof(map) / sizeof(map[0]), c, (size_t)n);

@@ -798,16 +798,21 @@ void *soap_server_state(struct soap *soap)
     return c ? c->server->user : NULL;
 }
 
+void soap_server_counts(struct soap_server *srv, struct soap_stage_counts *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (srv == NULL)
+        return;
+    pthread_mutex_lock(&srv->lock);
+    *out = srv->stage_counts;
+    pthread_mutex_unlock(&srv->lock);
+}
+
 void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out)
 {
     struct conn *c = conn_of(soap);
 
-    memset(out, 0, sizeof(*out));
-    if (c == NULL)
-        return;
-    pthread_mutex_lock(&c->server->lock);
-    *out = c->server->stage_counts;
-    pthread_mutex_unlock(&c->server->lock);
+    soap_server_counts(c != NULL ? c->server : NULL, out);
 }
 
 const struct identity *soap_caller(struct soap *soap)

@@ -88,6 +88,8 @@ struct soap_stage_counts {
 };
 /* From an operation's soap (the server it came through). */
 void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);
+/* The same from the server itself (any thread; NULL: all zero). */
+void soap_server_counts(struct soap_server *srv, struct soap_stage_counts *out);
 /* The port actually bound (useful when the config said 0). */
 int soap_server_port(const struct soap_server *srv);
 

@@ -91,6 +91,7 @@ int main(int argc, char **argv)
         .user = fe,
     };
     struct soap_server *server = soap_server_new(&scfg, err, sizeof(err));
+    __atomic_store_n(&fe->server, server, __ATOMIC_RELEASE);
     if (server == NULL) {
         log_error("%s", err);
         metrics_server_stop(metrics);
@@ -107,8 +108,9 @@ int main(int argc, char **argv)
     struct upstream *up = upstream_start(fe, err, sizeof(err));
     if (up == NULL) {
         log_error("%s", err);
-        soap_server_free(server);
+        /* The metrics read the server's counts: they stop first. */
         metrics_server_stop(metrics);
+        soap_server_free(server);
         frontend_free(fe);
         frontend_config_free(&cfg);
         return 1;
@@ -124,8 +126,9 @@ int main(int argc, char **argv)
         log_error("connections still busy: exiting without a clean stop");
         return 1;
     }
-    soap_server_free(server);
+    /* The metrics read the server's counts: they stop first. */
     metrics_server_stop(metrics);
+    soap_server_free(server);
     frontend_free(fe);
     log_info("stopped");
     frontend_config_free(&cfg);

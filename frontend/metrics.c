@@ -1,6 +1,8 @@
 /* The frontend's families for its metrics endpoint: its --stats counters. */
 #include "metrics.h"
 
+#include "frontend.h"
+#include "soap_server.h"
 #include "stats.h"
 
 #define C "counter"
@@ -35,7 +37,10 @@ void frontend_metrics(void *arg, struct metrics_buf *out)
 {
     struct counter_value s[FRONTEND_STATS_MAX];
     struct metrics_counter c[FRONTEND_STATS_MAX];
-    int n = stats_collect(arg, s, FRONTEND_STATS_MAX);
+    struct frontend *fe = arg;
+    struct soap_stage_counts stage;
+    soap_server_counts(__atomic_load_n(&fe->server, __ATOMIC_ACQUIRE), &stage);
+    int n = stats_collect(fe, &stage, s, FRONTEND_STATS_MAX);
     for (int i = 0; i < n; i++)
         c[i] = (struct metrics_counter){s[i].name, s[i].value};
     metrics_write_mapped(out, map, sizeof(map) / sizeof(map[0]), c, (size_t)n);
