@@ -41,7 +41,7 @@ render() {
 # Every --option the help text in $work/out names appears in the page.
 options_in_page() {
 	local missing="" o
-	for o in $(grep -oE '^ +(-[a-z], )?--[a-z][a-z-]*' "$work/out" | grep -oE -- '--[a-z][a-z-]*' | sort -u); do
+	for o in $(grep -oE '^ +(-[a-z], )?--[a-z][a-z0-9-]*' "$work/out" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
 		grep -qE -- "(^|[^a-z-])($o|--\[no-\]${o#--})([^a-z-]|$)" "$work/page" || missing+=" $o"
 	done
 	echo "$missing"
@@ -111,7 +111,7 @@ for name in qcg-broker qcg-frontend qcg-helper qcg-proxy qcg-agent; do
 	render "$page"
 	run "$bin" --help
 	missing=""
-	for o in $(grep -oE '^  --[a-z][a-z-]*' "$work/out" | grep -oE '[a-z][a-z-]*'); do
+	for o in $(grep -oE '^  --[a-z][a-z0-9-]*' "$work/out" | grep -oE '[a-z][a-z0-9-]*'); do
 		case $o in config | help | version) continue ;; esac
 		grep -qE "^ +$o = " "$work/page" || missing+=" $o"
 	done
