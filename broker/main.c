@@ -103,6 +103,14 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
+    /* Before anything starts: a missing directory is one line, not a cascade. */
+    if (cfg.state_file != NULL && cfg.state_file[0] != '\0' &&
+        state_dir_ready(cfg.state_file, err, sizeof(err)) < 0) {
+        fprintf(stderr, "qcg-broker: %s\n", err);
+        broker_config_free(&cfg);
+        return 2;
+    }
+    log_say_where();
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
     /* Far above what a frontend relays within its nodes' own rates: a share

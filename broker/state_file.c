@@ -69,6 +69,25 @@ static void sync_dir(const char *path)
     }
 }
 
+int state_dir_ready(const char *path, char *err, size_t errlen)
+{
+    char copy[4096];
+    struct stat st;
+    snprintf(copy, sizeof(copy), "%s", path);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) == 0 || errno != ENOENT)
+        return 0; /* what else is wrong, the first write says */
+    if (mkdir(dir, 0700) == 0) {
+        log_info("state file %s: made its directory %s (mode 0700)", path, dir);
+        return 0;
+    }
+    snprintf(err, errlen,
+             "state file %s: cannot create its directory %s: %s (the broker runs as uid %u); "
+             "make it, owned by the broker's user: install -d -o qcg -g qcg -m 0700 %s",
+             path, dir, strerror(errno), (unsigned)geteuid(), dir);
+    return -1;
+}
+
 int state_save(struct outcomes *o, struct registry *reg, const char *path, char *err, size_t errlen)
 {
     char tmp[4096];

@@ -25,6 +25,10 @@ struct registry;
 /* How often a changed state is written while the broker runs. */
 #define STATE_SAVE_INTERVAL_S 30
 
+/* Makes path's directory (one level, mode 0700) when it does not exist:
+   without systemd's StateDirectory nobody else does.  0, or -1 with err
+   saying what to do. */
+int state_dir_ready(const char *path, char *err, size_t errlen);
 /* Writes o, and reg's observations (reg may be NULL), to path atomically
    (mode 0600).  0, or -1 with err. */
 int state_save(struct outcomes *o, struct registry *reg, const char *path, char *err,

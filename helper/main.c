@@ -308,6 +308,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("helper", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog);
+    log_say_where();
     rc = run(&cfg);
     config_free(helper_options, &cfg);
     return rc;
