@@ -180,6 +180,14 @@ run_block() {
 	fi
 	if ((rc == 0)); then pass "$where run${role:+ ($role)}, $((SECONDS - t0)) s"
 	else fail "$where run${role:+ ($role)}: exit $rc after $((SECONDS - t0)) s" "$log"; fi
+	# The JSON samples its comments show, against what it printed.
+	if ((rc == 0)) && grep -qE '^[^#]*#[^{]*\{.*\}[[:space:]]*$' "$text"; then
+		local logs=("$log") verdict=$root/doctest/blocks/$n.samples
+		if [[ $parts == 1 ]]; then logs+=("$root/doctest/blocks/$n".part*.log); fi
+		if python3 "$here/check_samples.py" "$text" "${logs[@]}" >"$verdict" 2>&1; then
+			pass "$where: its output samples match what it printed"
+		else fail "$where: an output sample matches nothing it printed" "$verdict"; fi
+	fi
 }
 
 # group_listens PGID: a process of the group has a listening TCP or Unix socket.
