@@ -466,6 +466,9 @@ probe)
 		chmod 0755 "$work"
 		run_client "OBSERVED from another uid is refused, SITE is not" \
 			observed-denied "$sock" --as-nobody
+		# A user's qcg-probe asks too: expected, so no warning (issue 36, item 6).
+		check "... and the helper logs the refusal at debug level, no warning" bash -c \
+			"grep -q 'debug .*OBSERVED refused' '$work/helper.log' && ! grep -q 'warn .*OBSERVED refused' '$work/helper.log'"
 	else
 		pass "OBSERVED from another uid: not tried (needs root to switch uid)"
 	fi
