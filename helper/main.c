@@ -193,6 +193,8 @@ static int run(struct helper_config *cfg)
         log_error("%s", err);
         goto out;
     }
+    /* Once the socket is ours: a refused start stays one line. */
+    log_say_where();
     can_intercept = start_privileged(&h, why_not, sizeof(why_not));
     upstream_set_can_intercept(h.up, can_intercept);
     h.attempts = attempts_new(&h.loop, cfg, h.up, h.priv);
@@ -308,7 +310,6 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("helper", (enum log_level)log_level_parse(cfg.log_level), cfg.syslog);
-    log_say_where();
     rc = run(&cfg);
     config_free(helper_options, &cfg);
     return rc;

@@ -243,14 +243,14 @@ run_daemon() {
 		fi
 		sleep 0.1
 	done
-	# The daemon runs as qcg, and its first line says where it logs.
+	# The daemon runs as qcg, and said at start where it logs.
 	local daemon uid
 	daemon=$(pgrep -g "$pid" -x "$name" | head -n 1)
 	uid=$(awk '/^Uid:/ { print $2 }' "/proc/${daemon:-0}/status" 2>/dev/null)
 	if [[ $uid != "$(id -u qcg)" ]]; then
 		fail "$where daemon $name: runs as uid ${uid:-?}, not qcg ($(id -u qcg))" "$root/doctest/units/$name.log"
-	elif ! grep -m 1 "$name[^ ]*\]\|${name#qcg-}\[" "$root/doctest/units/$name.log" | grep -q "logging to stderr"; then
-		fail "$where daemon $name: its first line does not say it logs to stderr" "$root/doctest/units/$name.log"
+	elif ! grep -q " ${name#qcg-}\[[0-9]*\] info log_say_where: logging to stderr" "$root/doctest/units/$name.log"; then
+		fail "$where daemon $name: it does not say it logs to stderr" "$root/doctest/units/$name.log"
 	elif ((i < 300)) && kill -0 "$pid" 2>/dev/null; then
 		pass "$where daemon $name${role:+ ($role)} as qcg, logging to stderr, up in $((SECONDS - t0)) s"
 	else
