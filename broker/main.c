@@ -48,19 +48,21 @@ static void end_polls(void *arg)
 static struct state_saver *start_state(struct broker *b, const char *path, char *err, size_t errlen)
 {
     struct state_loaded st;
-    if (state_load(b->outcomes, path, &st, err, errlen) < 0)
+    if (state_load(b->outcomes, b->reg, path, &st, err, errlen) < 0)
         return NULL;
     if (st.missing)
         log_info("state file %s: none yet, starting with no memory of outcomes", path);
     else
-        log_info("state file %s: %zu cluster pairs' outcomes restored", path, st.pairs);
+        log_info("state file %s: %zu cluster pairs' outcomes and %zu clusters' observations "
+                 "restored",
+                 path, st.pairs, st.observations);
     if (st.skipped > 0)
         log_warnx("state file %s: %zu lines skipped (first: line %d): not understood", path,
                   st.skipped, st.first_bad);
     /* Written once now: an unwritable place is found at start, not at the stop. */
-    if (state_save(b->outcomes, path, err, errlen) < 0)
+    if (state_save(b->outcomes, b->reg, path, err, errlen) < 0)
         return NULL;
-    return state_saver_start(b->outcomes, path, err, errlen);
+    return state_saver_start(b->outcomes, b->reg, path, err, errlen);
 }
 
 int main(int argc, char **argv)
@@ -103,6 +105,14 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
+    /* Before anything starts: a missing directory is one line, not a cascade. */
+    if (cfg.state_file != NULL && cfg.state_file[0] != '\0' &&
+        state_dir_ready(cfg.state_file, err, sizeof(err)) < 0) {
+        fprintf(stderr, "qcg-broker: %s\n", err);
+        broker_config_free(&cfg);
+        return 2;
+    }
+    log_say_where();
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
     /* Far above what a frontend relays within its nodes' own rates: a share

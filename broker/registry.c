@@ -30,12 +30,12 @@ struct cluster {
     struct reg_cluster decl;
     struct htable *nodes; /* name -> struct reg_node */
     struct cmdqueue *queue;
-    struct reg_observation observed;              /* the last probe's; when 0 = none */
-    atomic_ullong punches_kept, punches_changed;  /* counted under the read lock */
+    struct reg_observation observed;                  /* the last probe's; when 0 = none */
+    atomic_ullong punches_kept, punches_changed;      /* counted under the read lock */
     struct probe_slot probes[QCG_PROBES_PER_CLUSTER]; /* this cluster's probe jobs */
-    unsigned next_node;                           /* round-robin of probe endpoints */
-    size_t contacts;                              /* published in this cluster */
-    struct cluster *next_retired;                 /* in registry.retired once dropped */
+    unsigned next_node;                               /* round-robin of probe endpoints */
+    size_t contacts;                                  /* published in this cluster */
+    struct cluster *next_retired;                     /* in registry.retired once dropped */
 };
 
 struct job {
@@ -73,12 +73,27 @@ struct registry {
     /* Clusters dropped (registry_drop_cluster): a poll may still hold their
        queue, closed, so they are freed with the registry. */
     struct cluster *retired;
+    /* Observations restored from the state file for clusters not registered
+       since the start (name -> struct remembered): adopted when the cluster
+       registers, saved again meanwhile. */
+    struct htable *remembered;
+    uint64_t observed_generation; /* changes with every observation kept */
+};
+
+struct remembered {
+    char name[QCG_NAME_MAX];
+    struct reg_observation o;
 };
 
 /* The entries start with their name, so one comparison serves three tables. */
 static bool cluster_eq(const void *entry, const void *key)
 {
     return strcmp(((const struct cluster *)entry)->decl.name, key) == 0;
+}
+
+static bool remembered_eq(const void *entry, const void *key)
+{
+    return strcmp(((const struct remembered *)entry)->name, key) == 0;
 }
 
 static bool node_eq(const void *entry, const void *key)
@@ -145,8 +160,10 @@ struct registry *registry_new(size_t max_contacts, uint64_t epoch)
     r->clusters = htable_new(cluster_eq);
     r->jobs = htable_new(job_eq);
     r->contacts = htable_new(contact_eq);
-    if (r->clusters == NULL || r->jobs == NULL || r->contacts == NULL ||
+    r->remembered = htable_new(remembered_eq);
+    if (r->clusters == NULL || r->jobs == NULL || r->contacts == NULL || r->remembered == NULL ||
         pthread_rwlock_init(&r->lock, NULL) != 0) {
+        htable_free(r->remembered);
         htable_free(r->clusters);
         htable_free(r->jobs);
         htable_free(r->contacts);
@@ -184,6 +201,10 @@ void registry_free(struct registry *r)
         cmdqueue_free(c->queue);
         free(c);
     }
+    i = 0;
+    while ((e = htable_next(r->remembered, &i)))
+        free(e);
+    htable_free(r->remembered);
     htable_free(r->contacts);
     htable_free(r->jobs);
     htable_free(r->clusters);
@@ -237,6 +258,19 @@ static bool verifier_matches(const struct job *j, const char *verifier)
     return CRYPTO_memcmp(h, j->hash, HASH_LEN) == 0;
 }
 
+/* A cluster registering for the first time since the start takes back the
+   observation the state file kept of it, unless its declaration no longer
+   holds the public address the probe saw. */
+static void adopt_remembered(struct registry *r, struct cluster *c)
+{
+    struct remembered *m = htable_remove(r->remembered, name_hash(r, c->decl.name), c->decl.name);
+    if (m == NULL)
+        return;
+    if (m->o.public_addr[0] == '\0' || site_holds_public(&c->decl, m->o.public_addr))
+        c->observed = m->o;
+    free(m);
+}
+
 enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *decl,
                                           char *why, size_t whylen)
 {
@@ -270,6 +304,7 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
         goto out;
     }
     c->decl = *decl;
+    adopt_remembered(r, c);
     if (r->closed)
         cmdqueue_close(c->queue);
 out:
@@ -691,8 +726,10 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
             slot = i;
     }
     if (slot < 0) {
-        snprintf(why, whylen, "cluster %s already has %d probe endpoints alive; try again when "
-                 "one expires", caller, QCG_PROBES_PER_CLUSTER);
+        snprintf(why, whylen,
+                 "cluster %s already has %d probe endpoints alive; try again when "
+                 "one expires",
+                 caller, QCG_PROBES_PER_CLUSTER);
         st = REG_BUSY;
         goto out;
     }
@@ -739,10 +776,67 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
         st = REG_DENIED;
     } else {
         c->observed = *o;
+        r->observed_generation++;
         *decl = c->decl;
     }
     pthread_rwlock_unlock(&r->lock);
     return st;
+}
+
+int registry_observation_restore(struct registry *r, const char *cluster,
+                                 const struct reg_observation *o)
+{
+    int rc = 0;
+    pthread_rwlock_wrlock(&r->lock);
+    struct cluster *c = find_cluster(r, cluster);
+    struct remembered *m = htable_find(r->remembered, name_hash(r, cluster), cluster);
+    if (c != NULL) {
+        if (c->observed.when < o->when)
+            c->observed = *o;
+    } else if (m != NULL) {
+        if (m->o.when < o->when)
+            m->o = *o;
+    } else if (htable_count(r->remembered) >= REG_REMEMBERED_MAX ||
+               (m = calloc(1, sizeof(*m))) == NULL) {
+        rc = -1;
+    } else {
+        copy_str(m->name, sizeof(m->name), cluster);
+        m->o = *o;
+        if (htable_insert(r->remembered, name_hash(r, cluster), m) == -1) {
+            free(m);
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        r->observed_generation++;
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+void registry_observations_each(struct registry *r,
+                                void (*fn)(void *arg, const char *cluster,
+                                           const struct reg_observation *o),
+                                void *arg)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)) != NULL)
+        if (c->observed.when != 0)
+            fn(arg, c->decl.name, &c->observed);
+    i = 0;
+    struct remembered *m;
+    while ((m = htable_next(r->remembered, &i)) != NULL)
+        fn(arg, m->name, &m->o);
+    pthread_rwlock_unlock(&r->lock);
+}
+
+uint64_t registry_observed_generation(struct registry *r)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    uint64_t g = r->observed_generation;
+    pthread_rwlock_unlock(&r->lock);
+    return g;
 }
 
 void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept)

@@ -18,10 +18,11 @@
 #include "plan.h"
 #include "proto.h"
 
-#define REG_MAX_PUBLIC 8 /* public addresses per cluster */
+#define REG_MAX_PUBLIC 8  /* public addresses per cluster */
 #define REG_MAX_RANGES 16 /* node address ranges per cluster */
 #define REG_MAX_NODES_PER_CLUSTER 65536
 #define REG_QUEUE_CAPACITY 1024 /* unacknowledged commands per cluster */
+#define REG_REMEMBERED_MAX 4096 /* restored observations of clusters not registered yet */
 
 enum reg_status { REG_OK, REG_DENIED, REG_INVALID, REG_BUSY, REG_NOTFOUND, REG_FULL };
 
@@ -88,7 +89,8 @@ struct outcomes;
 
 struct registry_counts {
     size_t clusters, nodes, jobs, contacts;
-    uint64_t contacts_dropped; /* by a node registering with a new incarnation, a revoked frontend */
+    uint64_t
+        contacts_dropped; /* by a node registering with a new incarnation, a revoked frontend */
 };
 
 struct registry;
@@ -155,6 +157,21 @@ void registry_probe_cancel(struct registry *r, const char *caller, const char *j
 enum reg_status registry_observe(struct registry *r, const char *cluster,
                                  const struct reg_observation *o, struct reg_cluster *decl,
                                  char *why, size_t whylen);
+/* An observation the state file kept (a restart): the cluster's, or held
+   until the cluster registers, then taken unless its declaration no longer
+   holds o's public address; the newer of two wins.  -1 when
+   REG_REMEMBERED_MAX unregistered clusters are held already, or no memory. */
+int registry_observation_restore(struct registry *r, const char *cluster,
+                                 const struct reg_observation *o);
+/* fn for every observation held (registered clusters' and restored ones),
+   under the read lock: fn must not call the registry. */
+void registry_observations_each(struct registry *r,
+                                void (*fn)(void *arg, const char *cluster,
+                                           const struct reg_observation *o),
+                                void *arg);
+/* Changes whenever an observation is kept or restored (the state file is
+   written again when it did). */
+uint64_t registry_observed_generation(struct registry *r);
 /* The reflector saw a PUNCH from `cluster`: its local port kept or not.
    Unknown clusters are ignored. */
 void registry_punch_seen(struct registry *r, const char *cluster, bool port_kept);

@@ -16,8 +16,11 @@
 #include "log.h"
 #include "outcomes.h"
 #include "proto.h"
+#include "registry.h"
+#include "soapH.h"
 #include "technique.h"
 #include "ticker.h"
+#include "validate.h"
 
 #define MAGIC "qcg-broker-state 1"
 
@@ -46,6 +49,14 @@ static void write_entry(void *arg, const struct outcome_entry *e)
     }
 }
 
+static void write_observed(void *arg, const char *cluster, const struct reg_observation *o)
+{
+    FILE *f = ((struct writer *)arg)->f;
+    fprintf(f, "observed %s %llu %s %s %s %d %s %s\n", cluster, (unsigned long long)o->when,
+            o->node, cluster_kind_name(o->kind), o->public_addr[0] != '\0' ? o->public_addr : "-",
+            o->port_preserving, o->mapping, o->inbound);
+}
+
 /* The directory's entry made durable too: the rename is what commits. */
 static void sync_dir(const char *path)
 {
@@ -58,7 +69,26 @@ static void sync_dir(const char *path)
     }
 }
 
-int state_save(struct outcomes *o, const char *path, char *err, size_t errlen)
+int state_dir_ready(const char *path, char *err, size_t errlen)
+{
+    char copy[4096];
+    struct stat st;
+    snprintf(copy, sizeof(copy), "%s", path);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) == 0 || errno != ENOENT)
+        return 0; /* what else is wrong, the first write says */
+    if (mkdir(dir, 0700) == 0) {
+        log_info("state file %s: made its directory %s (mode 0700)", path, dir);
+        return 0;
+    }
+    snprintf(err, errlen,
+             "state file %s: cannot create its directory %s: %s (the broker runs as uid %u); "
+             "make it, owned by the broker's user: install -d -o qcg -g qcg -m 0700 %s",
+             path, dir, strerror(errno), (unsigned)geteuid(), dir);
+    return -1;
+}
+
+int state_save(struct outcomes *o, struct registry *reg, const char *path, char *err, size_t errlen)
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp)) {
@@ -80,6 +110,8 @@ int state_save(struct outcomes *o, const char *path, char *err, size_t errlen)
     struct writer w = {f};
     fprintf(f, "# what qcg-broker learned (docs/admin.md); rewritten while it runs\n%s\n", MAGIC);
     outcomes_each(o, write_entry, &w);
+    if (reg != NULL)
+        registry_observations_each(reg, write_observed, &w);
     bool ok = fflush(f) == 0 && !ferror(f) && fsync(fd) == 0;
     int saved = errno;
     if (fclose(f) != 0 && ok) {
@@ -128,6 +160,7 @@ static int split(char *line, char **word, int max)
 
 struct reader {
     struct outcomes *o;
+    struct registry *reg;
     struct outcome_entry cur; /* the pair being read; from[0] == 0: none */
     int witnesses[OUTCOMES_TECHNIQUES];
     struct state_loaded *out;
@@ -148,6 +181,37 @@ static bool same_pair(const struct reader *r, const char *from, const char *to)
     return strcmp(r->cur.pair.from, from) == 0 && strcmp(r->cur.pair.to, to) == 0;
 }
 
+/* observed CLUSTER WHEN NODE KIND PUBLIC PRESERVING MAPPING INBOUND: held by
+   the same checks as a probe's report (validate_observation). */
+static bool read_observed(struct reader *r, char **w, int n)
+{
+    uint64_t when;
+    char *end;
+    if (n != 9 || !name_valid(w[1]) || !parse_u64(w[2], &when) || when == 0)
+        return false;
+    long preserving = strtol(w[6], &end, 10);
+    if (*end != '\0' || end == w[6] || preserving < -1 || preserving > 1)
+        return false;
+    struct qcg__observation in = {.cluster = w[1],
+                                  .node = w[3],
+                                  .kind = w[4],
+                                  .publicAddress = strcmp(w[5], "-") == 0 ? w[5] + 1 : w[5],
+                                  .portPreserving = (int)preserving,
+                                  .mapping = w[7],
+                                  .inbound = w[8]};
+    struct reg_observation o;
+    char why[256];
+    if (validate_observation(&in, &o, why, sizeof(why)) != 0)
+        return false;
+    o.when = when;
+    if (r->reg == NULL)
+        return true;
+    if (registry_observation_restore(r->reg, w[1], &o) < 0)
+        return false;
+    r->out->observations++;
+    return true;
+}
+
 /* One line; false when it is not understood. */
 static bool read_line(struct reader *r, char *line)
 {
@@ -155,6 +219,8 @@ static bool read_line(struct reader *r, char *line)
     int n = split(line, w, 10);
     if (n <= 0)
         return n == 0;
+    if (strcmp(w[0], "observed") == 0)
+        return read_observed(r, w, n);
     int t = n >= 4 ? technique_parse(w[3]) : -1;
     if (t <= TECH_NONE || t >= OUTCOMES_TECHNIQUES || !name_valid(w[1]) || !name_valid(w[2]))
         return false;
@@ -193,8 +259,8 @@ static bool read_line(struct reader *r, char *line)
     return false;
 }
 
-int state_load(struct outcomes *o, const char *path, struct state_loaded *out, char *err,
-               size_t errlen)
+int state_load(struct outcomes *o, struct registry *reg, const char *path, struct state_loaded *out,
+               char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -221,7 +287,7 @@ int state_load(struct outcomes *o, const char *path, struct state_loaded *out, c
         close(fd);
         return -1;
     }
-    struct reader r = {.o = o, .out = out};
+    struct reader r = {.o = o, .reg = reg, .out = out};
     char line[1024];
     int lineno = 0;
     bool magic = false;
@@ -268,9 +334,10 @@ int state_load(struct outcomes *o, const char *path, struct state_loaded *out, c
 
 struct state_saver {
     struct outcomes *o;
+    struct registry *reg;
     char *path;
     struct ticker *ticker;
-    uint64_t saved_generation;
+    uint64_t saved_generation, saved_observed;
     unsigned failures; /* in a row: logged once */
 };
 
@@ -278,13 +345,15 @@ static void save_if_changed(struct state_saver *s)
 {
     char err[512];
     uint64_t g = outcomes_generation(s->o);
-    if (g == s->saved_generation)
+    uint64_t obs = s->reg != NULL ? registry_observed_generation(s->reg) : 0;
+    if (g == s->saved_generation && obs == s->saved_observed)
         return;
-    if (state_save(s->o, s->path, err, sizeof(err)) == 0) {
+    if (state_save(s->o, s->reg, s->path, err, sizeof(err)) == 0) {
         if (s->failures > 0)
             log_info("state file %s written again", s->path);
         s->failures = 0;
         s->saved_generation = g;
+        s->saved_observed = obs;
     } else if (s->failures++ == 0) {
         log_warnx("%s (what the broker learned will not survive a restart until this is fixed)",
                   err);
@@ -296,8 +365,8 @@ static void save_tick(void *arg)
     save_if_changed(arg);
 }
 
-struct state_saver *state_saver_start(struct outcomes *o, const char *path, char *err,
-                                      size_t errlen)
+struct state_saver *state_saver_start(struct outcomes *o, struct registry *reg, const char *path,
+                                      char *err, size_t errlen)
 {
     struct state_saver *s = calloc(1, sizeof(*s));
     char why[128];
@@ -307,7 +376,9 @@ struct state_saver *state_saver_start(struct outcomes *o, const char *path, char
         return NULL;
     }
     s->o = o;
+    s->reg = reg;
     s->saved_generation = outcomes_generation(o);
+    s->saved_observed = reg != NULL ? registry_observed_generation(reg) : 0;
     s->ticker = ticker_start(STATE_SAVE_INTERVAL_S, false, save_tick, s, why, sizeof(why));
     if (s->ticker == NULL) {
         snprintf(err, errlen, "state file: %s", why);

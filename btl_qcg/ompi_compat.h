@@ -40,6 +40,8 @@
 #define BTL_QCG_MODEX_STRING PMIX_STRING
 #define BTL_QCG_MODEX_RECV_STRING(rc, key, name, valuep)                                           \
     OPAL_MODEX_RECV_VALUE_IMMEDIATE(rc, key, name, valuep, PMIX_STRING)
+/* The key under which the runtime posts each process's host name. */
+#define BTL_QCG_MODEX_HOSTNAME PMIX_HOSTNAME
 
 /* Receive: the callback gets one receive descriptor (tag, segments, the
    registration's cbdata, the endpoint). */
@@ -71,6 +73,7 @@ static inline void btl_qcg_deliver(mca_btl_base_module_t *btl,
 #define BTL_QCG_MODEX_STRING OPAL_STRING
 #define BTL_QCG_MODEX_RECV_STRING(rc, key, name, valuep)                                           \
     OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, name, valuep, OPAL_STRING)
+#define BTL_QCG_MODEX_HOSTNAME OPAL_PMIX_HOSTNAME
 
 /* Receive: the callback gets the tag, a descriptor with the segments and
    the registration's cbdata. */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,9 +40,21 @@ void btl_qcg_log(int level, const char *fmt, ...)
 
 const char *btl_qcg_peer_host(const struct btl_qcg_endpoint *ep)
 {
+    /* One line's worth: each caller prints it at once. */
+    static _Thread_local char buf[256];
+    opal_process_name_t name = {.jobid = ep->module->jobid, .vpid = ep->vpid};
     const char *host = ep->proc != NULL ? opal_get_proc_hostname(ep->proc) : NULL;
+    char *modex = NULL;
+    int rc;
 
-    return host != NULL ? host : "unknown";
+    if (host != NULL && strcmp(host, "unknown") != 0)
+        return host;
+    /* A peer that connected to us before the PML added it has no proc yet:
+       its host is in the modex all the same. */
+    BTL_QCG_MODEX_RECV_STRING(rc, BTL_QCG_MODEX_HOSTNAME, &name, &modex);
+    snprintf(buf, sizeof(buf), "%s", rc == OPAL_SUCCESS && modex != NULL ? modex : "unknown");
+    free(modex);
+    return buf;
 }
 
 void btl_qcg_report_connected(struct btl_qcg_endpoint *ep)

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +23,8 @@
 static char log_component[32] = "qcg";
 static atomic_int log_level = LOG_LEVEL_INFO;
 static atomic_bool log_syslog;
+/* syslog asked for, but no syslog daemon listens: stderr instead. */
+static bool log_syslog_missing;
 
 static const char *const level_names[] = {
     [LOG_LEVEL_ERROR] = "error",
@@ -36,10 +40,29 @@ static const int level_priorities[] = {
     [LOG_LEVEL_DEBUG] = LOG_DEBUG,
 };
 
+/* Whether a syslog daemon takes datagrams on _PATH_LOG: without one,
+   syslog(3) drops every line without a word. */
+static bool syslog_listens(void)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool ok;
+
+    if (fd < 0)
+        return false;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", _PATH_LOG);
+    ok = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+    close(fd);
+    return ok;
+}
+
 void log_init(const char *component, enum log_level level, bool use_syslog)
 {
     snprintf(log_component, sizeof(log_component), "%s", component ? component : "qcg");
     log_set_level(level);
+    log_syslog_missing = use_syslog && !syslog_listens();
+    if (log_syslog_missing)
+        use_syslog = false;
     if (log_syslog && !use_syslog)
         closelog();
     atomic_store(&log_syslog, use_syslog);
@@ -121,6 +144,23 @@ static void log_vemit(enum log_level level, const char *func, int with_errno, co
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
     errno = saved_errno;
+}
+
+void log_say_where(void)
+{
+    const char *level = level_names[log_get_level()];
+
+    if (log_syslog_missing)
+        log_emit(LOG_LEVEL_WARN, __func__, 0,
+                 "syslog = yes, but no syslog daemon listens on %s: logging to stderr "
+                 "instead (level %s); set syslog = no, or start a syslog daemon",
+                 _PATH_LOG, level);
+    else if (atomic_load(&log_syslog))
+        log_emit(LOG_LEVEL_INFO, __func__, 0,
+                 "logging to syslog (%s, facility daemon, tag %s), level %s", _PATH_LOG,
+                 log_component, level);
+    else
+        log_emit(LOG_LEVEL_INFO, __func__, 0, "logging to stderr, level %s (syslog = no)", level);
 }
 
 void log_emit(enum log_level level, const char *func, int with_errno, const char *fmt, ...)

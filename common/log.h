@@ -8,8 +8,13 @@
 
 enum log_level { LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
-/* component: "broker", "frontend", ... ; use_syslog false = stderr. */
+/* component: "broker", "frontend", ... ; use_syslog false = stderr.  With
+   use_syslog but no syslog daemon listening, stderr (log_say_where says so). */
 void log_init(const char *component, enum log_level level, bool use_syslog);
+/* One line (info): where the lines go (stderr or syslog) and at which
+   level; a warning when syslog was asked for and is not there.  Each daemon
+   says it once at start, once its setup is known to be good. */
+void log_say_where(void);
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* "error", "warn", "info", "debug" -> level; -1 for anything else. */

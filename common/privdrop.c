@@ -119,8 +119,9 @@ int privdrop(uint64_t keep, const struct privdrop_user *as, char *err, size_t er
         }
     }
     if (bounding_left > 0 && held)
-        log_info("%u capabilities stay in the bounding set (no CAP_SETPCAP to drop them); "
-                 "no_new_privs keeps them from ever coming back",
+        log_info("%u capabilities stay in the bounding set (dropping them needs CAP_SETPCAP, "
+                 "which this process was not given): harmless, it holds none of them and "
+                 "no_new_privs keeps any program it runs from gaining them",
                  bounding_left);
     return 0;
 }

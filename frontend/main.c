@@ -99,6 +99,7 @@ int main(int argc, char **argv)
         frontend_config_free(&cfg);
         return 2;
     }
+    log_say_where();
     soap_server_on_stop(server, close_queues, fe);
     soap_server_on_revoked(server, frontend_revoked);
     static volatile sig_atomic_t stop;

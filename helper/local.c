@@ -83,7 +83,8 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_pipe_init(srv->loop, &c->pipe, 0);
     c->pipe.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0 || uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0 ||
+        uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         log_warn("cannot accept a client");
         uv_close((uv_handle_t *)&c->pipe, on_unaccepted_closed);
@@ -159,7 +160,7 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
     uv_pipe_init(loop, &srv->listener, 0);
     srv->listener.data = srv;
     if ((rc = uv_pipe_bind(&srv->listener, cfg->socket)) < 0) {
-        snprintf(err, errlen, "socket: cannot bind %s: %s", cfg->socket, uv_strerror(rc));
+        local_socket_bind_error(cfg->socket, rc, uv_strerror(rc), err, errlen);
         goto fail;
     }
     if (local_socket_claim(cfg->socket, cfg->mode, &srv->dev, &srv->ino, err, errlen) < 0)

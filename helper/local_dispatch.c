@@ -314,13 +314,14 @@ static int on_probe(struct conn *c, uint32_t rid)
 }
 
 /* What a site looks like from outside is the node administrator's word:
-   root's, or the helper's own user's (a probe run by the operator). */
+   root's, or the helper's own user's (a probe run by the operator).  A
+   user's qcg-probe asks too and is expected to be told no: not a warning. */
 static int on_observed(struct conn *c, uint32_t rid)
 {
     uid_t self = geteuid();
 
     if (c->uid != 0 && c->uid != self) {
-        log_warnx("pid %d uid %d: OBSERVED refused: only root or the helper's uid %d may "
+        log_debug("pid %d uid %d: OBSERVED refused: only root or the helper's uid %d may "
                   "report what a probe observed",
                   (int)c->pid, (int)c->uid, (int)self);
         send_error(c, rid, QCG_EDENIED, 0,

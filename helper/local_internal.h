@@ -18,7 +18,7 @@ struct local_server {
     const struct helper_config *cfg;
     struct contacts *cs;
     struct upstream *up;
-    dev_t dev;                  /* the socket file we made, so we remove only ours */
+    dev_t dev; /* the socket file we made, so we remove only ours */
     ino_t ino;
     struct dlist conns; /* of struct conn, closing ones no longer */
     unsigned nclients;
@@ -37,12 +37,12 @@ struct local_server {
 struct conn {
     uv_pipe_t pipe;
     struct local_server *srv;
-    struct dlink link;          /* in srv->conns until it closes */
-    uint64_t id;                /* the owner of its contact in the contacts table */
+    struct dlink link; /* in srv->conns until it closes */
+    uint64_t id;       /* the owner of its contact in the contacts table */
     pid_t pid;
     uid_t uid;
-    struct share *share;        /* its uid's */
-    int refs;                   /* the handle, each write, each request in flight */
+    struct share *share; /* its uid's */
+    int refs;            /* the handle, each write, each request in flight */
     int closing;
     int draining; /* closing once its last reply is out: read nothing */
     int hello;
@@ -53,7 +53,7 @@ struct conn {
        requests to drop under max-requests-per-uid. */
     int held;
     struct dlink wait;
-    int published;              /* me is published upstream */
+    int published; /* me is published upstream */
     /* A PUBLISH of me is on its way upstream.  The broker may have it, and
        send an order for me, before its answer is back here: orders.c holds
        such an order until the answer. */
@@ -65,7 +65,7 @@ struct conn {
     unsigned reports;
     int withdraw_waits;
     uint32_t withdraw_rid;
-    struct contact me;          /* job, secret, rank from HELLO; port once published */
+    struct contact me; /* job, secret, rank from HELLO; port once published */
 
     /* The message being read: exactly a header, then exactly its payload. */
     size_t have;
@@ -76,23 +76,23 @@ struct conn {
 struct request {
     uv_work_t work;
     struct local_server *srv;
-    struct conn *c;             /* NULL for the withdraw of a closed connection */
-    struct conn *reporter;      /* REPORT: whose withdrawal waits for it */
-    struct share *share;        /* whose requests count it (none: a closed one's withdraw) */
+    struct conn *c;        /* NULL for the withdraw of a closed connection */
+    struct conn *reporter; /* REPORT: whose withdrawal waits for it */
+    struct share *share;   /* whose requests count it (none: a closed one's withdraw) */
     uint64_t owner;
     uint16_t type;
     uint32_t rid;
     struct contact contact;
     int32_t to_rank;
     uint32_t tried_mask;
-    uint32_t only;              /* LOOKUP: one technique (qcg-probe) */
-    int skip_upstream;          /* stopping with the frontend away: local cleanup only */
+    uint32_t only;     /* LOOKUP: one technique (qcg-probe) */
+    int skip_upstream; /* stopping with the frontend away: local cleanup only */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;
     struct local_report report;
-    struct local_site *site;    /* SITE: allocated with the request (it is large) */
-    uint32_t upstream_ms;       /* SITE: how long the call took */
+    struct local_site *site; /* SITE: allocated with the request (it is large) */
+    uint32_t upstream_ms;    /* SITE: how long the call took */
     struct local_probe probe;
     struct local_probe_ok probe_ok;
     struct local_observed observed;
@@ -122,8 +122,8 @@ void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *payload, 
 __attribute__((format(printf, 5, 6))) void send_error(struct conn *c, uint32_t rid, int code,
                                                       int close_after, const char *fmt, ...);
 /* A protocol violation: say why, log it, close. */
-__attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t rid,
-                                                      const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t rid, const char *fmt,
+                                                      ...);
 
 /* local_dispatch.c: a whole message, checked, to its handler. */
 void dispatch(struct conn *c);
@@ -147,6 +147,10 @@ int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int f
    file removed (a live helper's is not ours to take); claim: its mode set
    and its identity kept; release: removed if it is still the one we made. */
 int local_socket_prepare(const char *path, char *err, size_t errlen);
+/* The error of a failed bind of the socket at path (uv_err, why: libuv's
+   code and text): with what to do when its directory is not the helper's. */
+void local_socket_bind_error(const char *path, int uv_err, const char *why, char *err,
+                             size_t errlen);
 int local_socket_claim(const char *path, mode_t mode, dev_t *dev, ino_t *ino, char *err,
                        size_t errlen);
 void local_socket_release(const char *path, dev_t dev, ino_t ino);

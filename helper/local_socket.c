@@ -32,8 +32,33 @@ static int make_parent(const char *path, char *err, size_t errlen)
         goto fail;
     return 0;
 fail:
-    snprintf(err, errlen, "socket: cannot create %s: %s", dir, strerror(errno));
+    if (errno == EACCES || errno == EPERM)
+        snprintf(err, errlen,
+                 "socket: cannot create the directory %s: %s (this helper runs as uid %u): make "
+                 "it writable by the helper's user, e.g. install -d -o qcg -g qcg -m 0755 %s "
+                 "(docs/admin.md, \"Without systemd\")",
+                 dir, strerror(errno), (unsigned)geteuid(), dir);
+    else
+        snprintf(err, errlen, "socket: cannot create %s: %s", dir, strerror(errno));
     return -1;
+}
+
+void local_socket_bind_error(const char *path, int uv_err, const char *why, char *err,
+                             size_t errlen)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL && slash != dir)
+        *slash = '\0';
+    if (uv_err == -EACCES || uv_err == -EPERM)
+        snprintf(err, errlen,
+                 "socket: cannot bind %s: %s: the directory %s is not writable by this helper's "
+                 "uid %u: give it to the helper's user, e.g. install -d -o qcg -g qcg -m 0755 %s "
+                 "(docs/admin.md, \"Without systemd\")",
+                 path, why, dir, (unsigned)geteuid(), dir);
+    else
+        snprintf(err, errlen, "socket: cannot bind %s: %s", path, why);
 }
 
 /* A socket file left by a helper that died is removed; one a live helper
@@ -44,8 +69,9 @@ static int remove_stale(const char *path, char *err, size_t errlen)
     struct stat st;
 
     if (lstat(path, &st) < 0)
-        return errno == ENOENT ? 0 : (snprintf(err, errlen, "socket: %s: %s", path,
-                                               strerror(errno)), -1);
+        return errno == ENOENT
+                   ? 0
+                   : (snprintf(err, errlen, "socket: %s: %s", path, strerror(errno)), -1);
     if (!S_ISSOCK(st.st_mode)) {
         snprintf(err, errlen, "socket: %s exists and is not a socket", path);
         return -1;

@@ -196,6 +196,8 @@ static int run(struct helper_config *cfg)
         log_error("%s", err);
         goto out;
     }
+    /* Once the socket is ours: a refused start stays one line. */
+    log_say_where();
     can_intercept = start_privileged(&h, why_not, sizeof(why_not));
     upstream_set_can_intercept(h.up, can_intercept);
     h.attempts = attempts_new(&h.loop, cfg, h.up, h.priv);

@@ -101,6 +101,7 @@ int main(int argc, char **argv)
         return config_error(&cfg, msg);
     }
 
+    log_say_where();
     int max_pairs = nofile_raise(cfg.max_pairs);
     struct relay_config rc = {
         .listen_addr = cfg.listen,

@@ -22,7 +22,7 @@
 
 struct cat_opts {
     struct qcg_options q;
-    int timeout_s;      /* 0 = forever */
+    int timeout_s; /* 0 = forever */
     bool json;
     const char *command;
     const char *peer;
@@ -30,28 +30,27 @@ struct cat_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: qcg-cat [options] listen\n"
-            "       qcg-cat [options] connect PEER\n"
-            "\n"
-            "listen: publish this rank, accept one connection, copy it to stdout.\n"
-            "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
-            "\n"
-            "options (before or after the subcommand):\n"
-            "  --job ID        job id (default $QCG_JOB)\n"
-            "  --rank N        this process's rank (default $QCG_RANK)\n"
-            "  --secret S      job secret (default $QCG_JOB_SECRET)\n"
-            "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
-            "/run/qcg/helper.sock)\n"
-            "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
-            "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
-            "                  cluster), always or never (plain unless the peer asks); every\n"
-            "                  connection is authenticated by the job secret either way\n"
-            "  --json          progress lines on stderr as JSON objects\n"
-            "  --help          this text\n"
-            "  --version       print the version and exit\n"
-            "\n"
-            "exit status: 0 done, 1 failure (open, connect, copy), 2 usage error.\n");
+    fprintf(f, "usage: qcg-cat [options] listen\n"
+               "       qcg-cat [options] connect PEER\n"
+               "\n"
+               "listen: publish this rank, accept one connection, copy it to stdout.\n"
+               "connect: connect to rank PEER, copy stdin to it, wait until it closes.\n"
+               "\n"
+               "options (before or after the subcommand):\n"
+               "  --job ID        job id (default $QCG_JOB)\n"
+               "  --rank N        this process's rank (default $QCG_RANK)\n"
+               "  (the job secret comes from $QCG_JOB_SECRET only, never a command line)\n"
+               "  --helper PATH   helper socket (default $QCG_HELPER_SOCKET or "
+               "/run/qcg/helper.sock)\n"
+               "  --timeout SEC   connect / wait-for-connection timeout (default 30, 0 = forever)\n"
+               "  --encrypt MODE  inter-site (default: encrypted when the peer is in another\n"
+               "                  cluster), always or never (plain unless the peer asks); every\n"
+               "                  connection is authenticated by the job secret either way\n"
+               "  --json          progress lines on stderr as JSON objects\n"
+               "  --help          this text\n"
+               "  --version       print the version and exit\n"
+               "\n"
+               "exit status: 0 done, 1 failure (open, connect, copy), 2 usage error.\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
@@ -70,8 +69,8 @@ static int parse_int(const char *s, int min, int *out)
 /* 0 = run, 1 = --help or --version shown, -1 = usage error (message printed). */
 static int parse_args(int argc, char **argv, struct cat_opts *o)
 {
-    static const char *const with_value[] = {"--job",    "--rank",    "--secret",
-                                             "--helper", "--timeout", "--encrypt"};
+    static const char *const with_value[] = {"--job", "--rank", "--helper", "--timeout",
+                                             "--encrypt"};
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL;
@@ -108,6 +107,12 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
         }
         memcpy(name, arg, nlen);
         name[nlen] = '\0';
+        if (strcmp(name, "--secret") == 0) {
+            /* Every user of the host reads a command line (ps). */
+            fprintf(stderr, "qcg-cat: the job secret is never given on a command line: "
+                            "export QCG_JOB_SECRET\n");
+            return -1;
+        }
         bool known = false;
         for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
             known = known || strcmp(name, with_value[k]) == 0;
@@ -125,8 +130,6 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
         }
         if (strcmp(name, "--job") == 0) {
             o->q.job = val;
-        } else if (strcmp(name, "--secret") == 0) {
-            o->q.secret = val;
         } else if (strcmp(name, "--helper") == 0) {
             o->q.helper_socket = val;
         } else if (strcmp(name, "--encrypt") == 0) {
@@ -292,8 +295,9 @@ static long long send_stdin(const struct conn *c, int peer, char *buf)
             if (n < 0 && errno == EINTR)
                 continue;
             if (n == 0)
-                fprintf(stderr, "qcg-cat: connect to rank %d: the connection was closed after "
-                                "%lld bytes were sent, before the end of the input\n",
+                fprintf(stderr,
+                        "qcg-cat: connect to rank %d: the connection was closed after "
+                        "%lld bytes were sent, before the end of the input\n",
                         peer, total);
             else
                 fprintf(stderr,
@@ -440,8 +444,7 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
                 o->peer);
         return 2;
     }
-    timeout_ms = o->timeout_s == 0 || o->timeout_s > INT_MAX / 1000 ? INT_MAX
-                                                                     : o->timeout_s * 1000;
+    timeout_ms = o->timeout_s == 0 || o->timeout_s > INT_MAX / 1000 ? INT_MAX : o->timeout_s * 1000;
     fd = qcg_connect(ctx, peer, timeout_ms, &info);
     if (fd < 0) {
         fprintf(stderr, "qcg-cat: connect to rank %d: %s: %s\n", peer, qcg_strerror(fd),

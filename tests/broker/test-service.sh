@@ -651,7 +651,7 @@ else
   fail "state file: $(ls -l "$work/broker.state") $(cat "$work/broker.state")"
 fi
 start_broker "$probed_log.2" probed_pid 17703 --config "$work/probed.conf"
-grep -q "state file $work/broker.state: 1 cluster pairs' outcomes restored" "$probed_log.2" &&
+grep -q "state file $work/broker.state: 1 cluster pairs' outcomes and 2 clusters' observations restored" "$probed_log.2" &&
   pass "restarted broker: restored from its state file" || fail "restart: $(grep 'state file' "$probed_log.2")"
 expect_ok "restarted broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
 expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
@@ -665,6 +665,21 @@ before=$(outcomes "$work/grid1.json") after=$(outcomes "$work/grid2.json")
 [[ -n $before && $before == "$after" && $before == *holepunch* ]] &&
   pass "restarted broker: --grid --json has the outcomes the first one learned" ||
   fail "--grid after restart: before '$before', after '$after'"
+# ... and what the probes observed (issue 36: "not probed" after a restart).
+observed() { /usr/bin/python3 -c 'import json,sys
+for c in json.load(open(sys.argv[1]))["clusters"]:
+    o = c["observed"] if c["name"] == "nata" else None
+    if o: print(json.dumps({k: v for k, v in o.items() if not k.startswith("age")}, sort_keys=True))' "$1"; }
+before=$(observed "$work/grid1.json") after=$(observed "$work/grid2.json")
+[[ $before == *nata1* && $before == "$after" ]] &&
+  pass "restarted broker: --grid --json shows nata observed as before, not 'not probed'" ||
+  fail "--grid after restart: nata observed before '$before', after '$after'"
+"$broker_bin" --config "$work/probed.conf" --grid --url "$URL" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" >"$work/grid2.txt" 2>&1
+grep -Eq '^nata +nat .*nat from 203\.0\.113\.30, mapping endpoint-independent, inbound dropped, by nata1 ' \
+  "$work/grid2.txt" && grep -Eq '^open +open .*not probed$' "$work/grid2.txt" &&
+  pass "restarted broker: --grid shows nata's observation, open still 'not probed'" ||
+  fail "--grid after restart: $(cat "$work/grid2.txt")"
 expect_ok "restarted broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
 expect_ok "restarted broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
 expect_ok "restarted broker: publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
@@ -680,7 +695,7 @@ probed_pid=
 { cat "$work/broker.state"; printf 'pair nata open direct x 1 0 5 0\nwitness sym open proxy j n 9\n'; } >"$work/damaged.state"
 start_broker "$probed_log.3" probed_pid 17703 --config "$work/probed.conf" --state-file "$work/damaged.state"
 grep -q "2 lines skipped (first: line [0-9]*): not understood" "$probed_log.3" &&
-  grep -q "1 cluster pairs' outcomes restored" "$probed_log.3" &&
+  grep -q "1 cluster pairs' outcomes and 2 clusters' observations restored" "$probed_log.3" &&
   pass "damaged state file: 2 lines skipped and said, the rest restored" ||
   fail "damaged state file: $(grep 'state file' "$probed_log.3")"
 kill -TERM "$probed_pid"

@@ -1,7 +1,11 @@
 /* log.c: the line format, levels, and what cannot break a line. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -77,6 +81,29 @@ int main(void)
     log_info("%s", big);
     read_log(buf, sizeof(buf));
     CHECK(strlen(buf) > 1000 && strchr(buf, '\n') == buf + strlen(buf) - 1);
+
+    /* Where it logs, said at start (issue 36). */
+    log_say_where();
+    read_log(buf, sizeof(buf));
+    CHECK_HAS(buf, " info log_say_where: logging to stderr, level debug (syslog = no)\n");
+    /* syslog asked for with no syslog daemon: the lines go to stderr, with
+       a warning, instead of vanishing.  (Where one listens, nothing to see.) */
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", _PATH_LOG);
+    int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool listening = probe >= 0 && connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (!listening) {
+        log_init("broker", LOG_LEVEL_INFO, true);
+        log_say_where();
+        log_info("still here");
+        read_log(buf, sizeof(buf));
+        CHECK_HAS(buf, " warn log_say_where: syslog = yes, but no syslog daemon listens on ");
+        CHECK_HAS(buf, "logging to stderr instead (level info)");
+        CHECK_HAS(buf, " info main: still here\n");
+        log_init("broker", LOG_LEVEL_DEBUG, false);
+    }
 
     CHECK(log_level_parse("error") == LOG_LEVEL_ERROR);
     CHECK(log_level_parse("warn") == LOG_LEVEL_WARN);

@@ -7,17 +7,26 @@ For each code block (indented by 4 spaces, or fenced with ``` or ~~~) it
 writes OUTDIR/NNN.txt (the block's text, indentation removed) and one line
 of OUTDIR/index:
 
-    NNN <TAB> DOC:LINE <TAB> KIND <TAB> FILE <TAB> ROLE <TAB> PARTS <TAB> REASON
+    NNN <TAB> DOC:LINE <TAB> KIND <TAB> FILE <TAB> ROLE <TAB> PARTS <TAB> REASON <TAB> ONLY
 
 KIND is config, run or skip (the marker's), or "error" with REASON saying
 what is wrong (no marker, an unknown kind or key, a missing file= or
-reason=).  The marker convention is in tests/docs/README.md.
+reason=).  PARTS is 1 (parts), d (daemon) or 0; ONLY is systemd, plain or -.
+A config block with from=FILE (a path in the repository: the shipped
+example) is written as that file with the block's settings applied: each
+`key = value` replaces the file's line of that key (or its commented-out
+`# key = ...` line), or is added at the end; the block's comments stay out.
+The marker convention is in tests/docs/README.md.
 """
+import os
 import re
 import shlex
 import sys
 
-KEYS = {"config": {"file"}, "run": {"role", "parts"}, "skip": {"reason"}}
+KEYS = {"config": {"file", "from"}, "run": {"role", "parts", "daemon", "only"},
+        "skip": {"reason"}}
+ONLY = {"systemd", "plain"}
+SETTING = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*=")
 COMMENT = re.compile(r"^\s{0,3}<!--.*-->\s*$")
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 LIST_ITEM = re.compile(r"^\s{0,3}([-*+]|\d+[.)])\s")
@@ -46,6 +55,10 @@ def parse_marker(comments):
             return None, {}, "a config marker needs file=PATH"
         if kind == "skip" and not attrs.get("reason"):
             return None, {}, "a skip marker needs reason=..."
+        if "only" in attrs and attrs["only"] not in ONLY:
+            return None, {}, "only= must be one of %s" % ", ".join(sorted(ONLY))
+        if "parts" in attrs and "daemon" in attrs:
+            return None, {}, "a block is parts or daemon, not both"
         return kind, attrs, None
     return None, {}, "a code block without a doctest marker"
 
@@ -98,6 +111,28 @@ def blocks(path):
         i += 1
 
 
+def apply_settings(shipped, block):
+    """The shipped config's text with the block's `key = value` lines set."""
+    lines = shipped.split("\n")
+    for setting in block.split("\n"):
+        m = SETTING.match(setting)
+        if not m:
+            continue
+        key = m.group(1)
+        mine = re.compile(r"^\s*%s\s*=" % re.escape(key))
+        commented = re.compile(r"^#\s*%s\s*=" % re.escape(key))
+        for pattern in (mine, commented):
+            at = next((i for i, l in enumerate(lines) if pattern.match(l)), None)
+            if at is not None:
+                lines[at] = setting.strip()
+                break
+        else:
+            while lines and lines[-1] == "":
+                lines.pop()
+            lines += [setting.strip(), ""]
+    return "\n".join(lines)
+
+
 def main():
     out, docs = sys.argv[1], sys.argv[2:]
     n = 0
@@ -106,11 +141,19 @@ def main():
             for line, comments, text in blocks(doc):
                 n += 1
                 kind, attrs, err = parse_marker(comments)
+                if kind == "config" and attrs.get("from"):
+                    repo = os.path.dirname(os.path.dirname(os.path.abspath(doc)))
+                    try:
+                        with open(os.path.join(repo, attrs["from"]), encoding="utf-8") as f:
+                            text = apply_settings(f.read(), text)
+                    except OSError as e:
+                        kind, err = None, "from=%s: %s" % (attrs["from"], e.strerror)
                 with open("%s/%03d.txt" % (out, n), "w", encoding="utf-8") as f:
                     f.write(text)
+                parts = "1" if "parts" in attrs else "d" if "daemon" in attrs else "0"
                 fields = ["%03d" % n, "%s:%d" % (doc, line), kind or "error",
-                          attrs.get("file", "-"), attrs.get("role", "-"),
-                          "1" if "parts" in attrs else "0", err or attrs.get("reason", "-")]
+                          attrs.get("file", "-"), attrs.get("role", "-"), parts,
+                          err or attrs.get("reason", "-"), attrs.get("only", "-")]
                 index.write("\t".join(f.replace("\t", " ") for f in fields) + "\n")
 
 

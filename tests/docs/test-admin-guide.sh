@@ -27,6 +27,13 @@
 # bad one, when a config block was never loaded by a daemon its unit starts,
 # or when a daemon the blocks started is gone at the end.
 #
+# QCG_DOCTEST_PLAIN=1: the deployment without systemd instead (blocks
+# marked only=plain run, only=systemd ones do not): each daemon block runs
+# as its own process group, as the guide says (setpriv to the user qcg,
+# which a private /etc/passwd and /etc/group add when the host has none),
+# and is waited for until its daemon listens (a helper: until registered);
+# the copy of the certificates gets the owners §3's table gives.
+#
 #   test-admin-guide.sh BUILD_DIR SRC_DIR [DOC...]   (docs/admin.md docs/user.md)
 #   exit 0 passed, 1 failed, 77 skipped (not root: no private namespace)
 
@@ -44,6 +51,10 @@ if [[ -z ${QCG_DOCTEST_NS:-} ]]; then
 	if [[ $(id -u) -ne 0 ]]; then echo "not root: no private namespace, skipping"; exit 77; fi
 	command -v unshare >/dev/null || { echo "unshare missing: skipping"; exit 77; }
 	QCG_DOCTEST_NS=1 exec unshare --net --mount --propagation private bash "$0" "$build" "$src" "$@"
+fi
+plain=${QCG_DOCTEST_PLAIN:-}
+if [[ -n $plain ]]; then
+	command -v setpriv >/dev/null || { echo "setpriv missing: skipping"; exit 77; }
 fi
 for t in python3 ss ip openssl; do
 	command -v "$t" >/dev/null || { echo "$t missing: skipping"; exit 77; }
@@ -103,6 +114,23 @@ for a in $(doc_addresses "$root/doctest/blocks"); do
 	ip addr add "$a/32" dev lo
 done
 
+# Without systemd: the user qcg the packages make (a private passwd and group
+# file when this host has none), and a root every user can walk through.
+if [[ -n $plain ]]; then
+	if ! getent passwd qcg >/dev/null; then
+		cp /etc/passwd "$root/passwd"
+		cp /etc/group "$root/group"
+		uid=64999
+		while getent passwd "$uid" >/dev/null || getent group "$uid" >/dev/null; do uid=$((uid - 1)); done
+		echo "qcg:x:$uid:$uid:qcg-connect daemons:/nonexistent:/usr/sbin/nologin" >>"$root/passwd"
+		echo "qcg:x:$uid:" >>"$root/group"
+		mount --bind "$root/passwd" /etc/passwd
+		mount --bind "$root/group" /etc/group
+	fi
+	chmod 0755 "$root"
+	chmod 0755 "$root"/{etc,var,var/lib,run,tmp,home}
+fi
+
 export PATH=$here/bin:$build/broker:$build/frontend:$build/helper:$build/proxy:$build/tools:$build/launch:$src/certs:$PATH
 export HOME=$root/home QCG_HELPER_SOCKET=$root/run/qcg/helper.sock
 
@@ -152,12 +180,94 @@ run_block() {
 	fi
 	if ((rc == 0)); then pass "$where run${role:+ ($role)}, $((SECONDS - t0)) s"
 	else fail "$where run${role:+ ($role)}: exit $rc after $((SECONDS - t0)) s" "$log"; fi
+	# The JSON samples its comments show, against what it printed.
+	if ((rc == 0)) && grep -qE '^[^#]*#[^{]*\{.*\}[[:space:]]*$' "$text"; then
+		local logs=("$log") verdict=$root/doctest/blocks/$n.samples
+		if [[ $parts == 1 ]]; then logs+=("$root/doctest/blocks/$n".part*.log); fi
+		if python3 "$here/check_samples.py" "$text" "${logs[@]}" >"$verdict" 2>&1; then
+			pass "$where: its output samples match what it printed"
+		else fail "$where: an output sample matches nothing it printed" "$verdict"; fi
+	fi
+}
+
+# group_listens PGID: a process of the group has a listening TCP or Unix socket.
+group_listens() {
+	local p
+	for p in $(pgrep -g "$1"); do
+		ss -Hlntxp | grep -q "pid=$p," && return 0
+	done
+	return 1
+}
+
+# run_daemon N WHERE ROLE: a block that starts a daemon in the foreground
+# (its last command): run as a process group of its own, as a supervisor
+# would, the certificates copied first with §3's owners; waited for until
+# the daemon listens and, for a helper, is registered (30 s at most).
+run_daemon() {
+	local n=$1 where=$2 role=$3 text=$root/doctest/blocks/$1.txt name pid i t0=$SECONDS
+	doc_paths <"$text" >"$text.sh"
+	name=$(grep -oE 'qcg-(broker|proxy|frontend|helper)' "$text.sh" | tail -n 1)
+	doc_deploy
+	chgrp qcg "$root"/etc/qcg/*.pem
+	if [[ -f $root/etc/qcg/proxy.key ]]; then chown qcg "$root/etc/qcg/proxy.key"; fi
+	# Before the block makes its daemon's directory: without it the daemon
+	# exits at once, with one line naming the command that makes it.
+	if grep -q '^install -d' "$text.sh"; then
+		local dir rc=0
+		dir=$(awk '/^install -d/ { for (i = 3; i <= NF; i++) if ($i ~ /^\//) { print $i; exit } }' "$text.sh")
+		if [[ ! -e $dir ]]; then
+			grep -v '^install -d' "$text.sh" >"$text.nodir.sh"
+			(cd "$HOME" && timeout 20 bash -e -o pipefail "$text.nodir.sh") </dev/null >"$text.nodir.log" 2>&1 || rc=$?
+			# Its info lines aside (where it logs, ...), one line: the reason.
+			grep -v '^[-0-9T:.Z]* [a-z-]*\[[0-9]*\] info ' "$text.nodir.log" >"$text.nodir.why" || true
+			if ((rc != 0)) && [[ $(grep -c . "$text.nodir.why") == 1 ]] &&
+				grep -qF "install -d -o qcg -g qcg" "$text.nodir.why"; then
+				pass "$where daemon $name without ${dir#"$root"}: exit $rc, one line: $(cut -c 1-90 "$text.nodir.why")..."
+			else
+				echo "(exit $rc)" >>"$text.nodir.log"
+				fail "$where daemon $name without ${dir#"$root"}: want a failure and one line naming install -d" "$text.nodir.log"
+			fi
+		fi
+	fi
+	(cd "$HOME" && exec setsid bash -e -o pipefail "$text.sh") </dev/null >>"$root/doctest/units/$name.log" 2>&1 &
+	pid=$!
+	echo "$pid" >"$root/doctest/units/$name.pid"
+	tr '\n' ' ' <"$text.sh" >>"$root/doctest/loaded"
+	echo >>"$root/doctest/loaded"
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		if group_listens "$pid"; then
+			[[ $name != qcg-helper ]] && break
+			qcg-helper --socket "$QCG_HELPER_SOCKET" --status --json 2>/dev/null |
+				grep -q '"upstream_connected":true' && break
+		fi
+		sleep 0.1
+	done
+	# The daemon runs as qcg, and said at start where it logs.
+	local daemon uid
+	daemon=$(pgrep -g "$pid" -x "$name" | head -n 1)
+	uid=$(awk '/^Uid:/ { print $2 }' "/proc/${daemon:-0}/status" 2>/dev/null)
+	if [[ $uid != "$(id -u qcg)" ]]; then
+		fail "$where daemon $name: runs as uid ${uid:-?}, not qcg ($(id -u qcg))" "$root/doctest/units/$name.log"
+	elif ! grep -q " ${name#qcg-}\[[0-9]*\] info log_say_where: logging to stderr" "$root/doctest/units/$name.log"; then
+		fail "$where daemon $name: it does not say it logs to stderr" "$root/doctest/units/$name.log"
+	elif ((i < 300)) && kill -0 "$pid" 2>/dev/null; then
+		pass "$where daemon $name${role:+ ($role)} as qcg, logging to stderr, up in $((SECONDS - t0)) s"
+	else
+		fail "$where daemon $name${role:+ ($role)}: $(kill -0 "$pid" 2>/dev/null && echo "not ready within 30 s" || echo exited)" \
+			"$root/doctest/units/$name.log"
+	fi
 }
 
 configs=()
-while IFS=$'\t' read -r n where kind file role parts reason; do
+while IFS=$'\t' read -r n where kind file role parts reason only; do
 	[[ $role == - ]] && role=
 	where=${where#"$src"/}
+	if [[ $only == systemd && -n $plain ]] || [[ $only == plain && -z $plain ]]; then
+		skipped=$((skipped + 1))
+		printf 'skip %s: only %s\n' "$where" "${only/plain/without systemd}"
+		continue
+	fi
 	case $kind in
 	config)
 		dest=$(doc_paths <<<"$file")
@@ -166,7 +276,10 @@ while IFS=$'\t' read -r n where kind file role parts reason; do
 		configs+=("$where $file $dest")
 		pass "$where config $file written"
 		;;
-	run) run_block "$n" "$where" "$role" "$parts" ;;
+	run)
+		if [[ $parts == d ]]; then run_daemon "$n" "$where" "$role"
+		else run_block "$n" "$where" "$role" "$parts"; fi
+		;;
 	skip)
 		skipped=$((skipped + 1))
 		printf 'skip %s: %s\n' "$where" "$reason"

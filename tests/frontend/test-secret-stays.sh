@@ -52,7 +52,7 @@ job=secret-stays-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
 
 # --- a weak secret: refused, saying how to make one ---------------------------
 rc=0
-"$cat_bin" --helper "$sock" --job "$job" --rank 5 --secret 0123456789abcdef --timeout 5 \
+QCG_JOB_SECRET=0123456789abcdef "$cat_bin" --helper "$sock" --job "$job" --rank 5 --timeout 5 \
 	listen </dev/null >"$out" 2>&1 || rc=$?
 if [[ $rc -ne 0 ]] && grep -q "too weak" "$out" && grep -q "openssl rand -hex 32" "$out"; then
 	pass "a 64-bit secret is refused: $(head -n 1 "$out")"

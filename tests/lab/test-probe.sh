@@ -147,6 +147,18 @@ grep -q "the frontend cannot be reached" "$WORK/nofrontend.txt" ||
 "$LAB" up >/dev/null
 note "exit 4 with the broker out of the frontend's reach, 3 with the frontend out of the node's"
 
+# --- 6b: a user's probe (issue 36, item 6): it measures, it does not report -----------
+rc=0
+"$LAB" exec nata1 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+	qcg-probe --local-only >"$WORK/user.txt" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { cat "$WORK/user.txt"; fail "nata1: a user's qcg-probe exited $rc"; }
+grep -q "not sent to the broker: a user's probe measures all of the above, but only root's" \
+	"$WORK/user.txt" && grep -q "NAT mapping" "$WORK/user.txt" ||
+	{ cat "$WORK/user.txt"; fail "nata1: a user's probe does not say plainly that it is not reported"; }
+! grep -q "warn .*OBSERVED refused" "$LAB_STATE/log/helper-nata1.log" ||
+	fail "nata1's helper warned about a user's probe: $(grep 'OBSERVED refused' "$LAB_STATE/log/helper-nata1.log")"
+note "a user's probe on nata1: measured, not reported, no warning at the helper"
+
 # --- 7: hair-pinning and port mapping offered by the router ---------------------------
 # Hair-pinning as a home router does it: from the LAN, the public address is
 # forwarded to nata1 and the source rewritten so that replies come back.

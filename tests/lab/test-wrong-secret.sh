@@ -18,7 +18,7 @@ denied() {
 	# As strong as the right one (a weak one is refused before it is tried).
 	wrong=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 	t0=$(ms)
-	"$LAB" exec "$1" -- qcg-cat --job "$JOB" --rank "$2" --secret "$wrong" \
+	"$LAB" exec "$1" -- env QCG_JOB_SECRET="$wrong" qcg-cat --job "$JOB" --rank "$2" \
 		--timeout 10 connect 0 </dev/null >"$WORK/denied-$1.err" 2>&1 || rc=$?
 	elapsed=$(($(ms) - t0))
 	cat "$WORK/denied-$1.err"

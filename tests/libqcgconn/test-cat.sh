@@ -46,13 +46,21 @@ if "$cat_bin" --help >"$out" 2>&1 && grep -q 'connect PEER' "$out"; then
 else fail "--help exits 0 and shows the usage"; fi
 
 rc=0
-"$cat_bin" --job j0 --rank 0 --secret "$TEST_SECRET" frobnicate >"$out" 2>&1 || rc=$?
+QCG_JOB_SECRET=$TEST_SECRET "$cat_bin" --job j0 --rank 0 frobnicate >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 2 ]] && grep -q "unknown command" "$out"; then
 	pass "an unknown subcommand: exit 2"
 else echo "(exit $rc)" >>"$out"; fail "an unknown subcommand: exit 2"; fi
 
+# A secret on the command line is readable by every user of the host (ps).
 rc=0
-"$cat_bin" --helper "$work/none.sock" --job j0 --rank 0 --secret "$TEST_SECRET" listen >"$out" 2>&1 || rc=$?
+"$cat_bin" --job j0 --rank 0 --secret "$TEST_SECRET" listen >"$out" 2>&1 || rc=$?
+if [[ $rc -eq 2 ]] && [[ $(wc -l <"$out") -eq 1 ]] &&
+	grep -q "never given on a command line: export QCG_JOB_SECRET" "$out"; then
+	pass "--secret is refused: exit 2, one line saying to export QCG_JOB_SECRET"
+else echo "(exit $rc)" >>"$out"; fail "--secret is refused: exit 2, one line saying to export QCG_JOB_SECRET"; fi
+
+rc=0
+QCG_JOB_SECRET=$TEST_SECRET "$cat_bin" --helper "$work/none.sock" --job j0 --rank 0 listen >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 1 ]] && [[ $(wc -l <"$out") -eq 1 ]] && grep -q "helper.*none.sock" "$out"; then
 	pass "no helper: one line naming the socket, exit 1"
 else echo "(exit $rc)" >>"$out"; fail "no helper: one line naming the socket, exit 1"; fi
@@ -68,7 +76,7 @@ if wait_for "the listener's 'listening' line" 100 grep -q '"event":"listening"' 
 else cp "$work/listen.err" "$out"; fail "listen: publishes and prints a listening line"; fi
 
 rc=0
-"$cat_bin" --helper "$sock" --job j1 --rank 1 --secret "$TEST_SECRET_2" --timeout 5 connect 0 \
+QCG_JOB_SECRET=$TEST_SECRET_2 "$cat_bin" --helper "$sock" --job j1 --rank 1 --timeout 5 connect 0 \
 	</dev/null >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 1 ]] && [[ $(wc -l <"$out") -eq 1 ]] &&
 	grep -q "^qcg-cat: connect to rank 0: permission denied" "$out"; then
@@ -77,7 +85,7 @@ else echo "(exit $rc)" >>"$out"; fail "a wrong job secret: one 'permission denie
 
 rc=0
 # Options after the subcommand.
-"$cat_bin" connect 0 --json --helper "$sock" --job j1 --rank 1 --secret "$TEST_SECRET" --timeout 20 \
+QCG_JOB_SECRET=$TEST_SECRET "$cat_bin" connect 0 --json --helper "$sock" --job j1 --rank 1 --timeout 20 \
 	<"$work/in" >/dev/null 2>"$work/connect.err" || rc=$?
 cp "$work/connect.err" "$out"
 if [[ $rc -eq 0 ]]; then pass "connect: exit 0 after the peer closed"; else
@@ -115,13 +123,13 @@ pids+=($listener)
 wait_for "the encrypted listener's 'listening' line" 100 \
 	grep -q '"event":"listening"' "$work/listen4.err" || true
 rc=0
-"$cat_bin" --helper "$sock" --job j3 --rank 1 --secret "$secret" --timeout 5 --encrypt never \
+QCG_JOB_SECRET=$secret "$cat_bin" --helper "$sock" --job j3 --rank 1 --timeout 5 --encrypt never \
 	connect 0 </dev/null >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 1 ]] && grep -q "^qcg-cat: connect to rank 0: permission denied.*demands encryption" "$out"; then
 	pass "a plain connector to an encrypt=always listener: refused, 'demands encryption'"
 else echo "(exit $rc)" >>"$out"; fail "a plain connector to an encrypt=always listener: refused, 'demands encryption'"; fi
 rc=0
-"$cat_bin" --json --helper "$sock" --job j3 --rank 1 --secret "$secret" --timeout 20 \
+QCG_JOB_SECRET=$secret "$cat_bin" --json --helper "$sock" --job j3 --rank 1 --timeout 20 \
 	--encrypt always connect 0 <"$work/in4" >/dev/null 2>"$work/connect4.err" || rc=$?
 wait_exit "$listener" 100 || true
 cat "$work/connect4.err" "$work/listen4.err" >"$out"
@@ -138,7 +146,7 @@ else fail "one cluster, default inter-site: plain"; fi
 # --- an unpublished rank: not found once its timeout has passed -----------------
 rc=0
 t0=$(ms)
-"$cat_bin" --helper "$sock" --job j1 --rank 2 --secret "$TEST_SECRET" --timeout 2 connect 5 \
+QCG_JOB_SECRET=$TEST_SECRET "$cat_bin" --helper "$sock" --job j1 --rank 2 --timeout 2 connect 5 \
 	</dev/null >"$out" 2>&1 || rc=$?
 elapsed=$(($(ms) - t0))
 echo "(exit $rc after $elapsed ms)" >>"$out"

@@ -48,7 +48,16 @@ done
 # Open MPI finds the component with no setting at all.
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ompi_info 2>&1 | grep -q 'MCA btl: qcg' ||
 	fail "ompi_info (no environment) does not list btl qcg"
-say "packages: qcg user, units not enabled, conffiles, libraries, --version, man pages, ompi_info lists btl qcg"
+# What a daemon needs without systemd (no systemd-tmpfiles here): the
+# broker's state directory and the helper's socket directory, the qcg
+# user's (issue 36), and the tmpfiles.d file that makes them at boot.
+[ "$(stat -c %U:%G:%a /var/lib/qcg-connect 2>&1)" = qcg:qcg:700 ] ||
+	fail "/var/lib/qcg-connect: $(stat -c %U:%G:%a /var/lib/qcg-connect 2>&1), not qcg:qcg:700"
+[ "$(stat -c %U:%G:%a /run/qcg 2>&1)" = qcg:qcg:755 ] ||
+	fail "/run/qcg: $(stat -c %U:%G:%a /run/qcg 2>&1), not qcg:qcg:755"
+grep -q '^d /run/qcg 0755 qcg qcg' /usr/lib/tmpfiles.d/qcg-connect.conf ||
+	fail "no tmpfiles.d/qcg-connect.conf making /run/qcg"
+say "packages: qcg user, units not enabled, conffiles, libraries, --version, man pages, ompi_info lists btl qcg, /var/lib/qcg-connect and /run/qcg made"
 
 # The network the guide's blocks name, as tests/docs does it: its addresses
 # on the host, its host names in /etc/hosts.  The addresses go on a NIC (a

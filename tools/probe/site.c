@@ -236,8 +236,8 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         snprintf(s->inbound_why, sizeof(s->inbound_why), "no reflector to dial back");
         return;
     }
-    int lfd = probe_listen(s->info.address, 0, &s->dial_port, s->inbound_why,
-                           sizeof(s->inbound_why));
+    int lfd =
+        probe_listen(s->info.address, 0, &s->dial_port, s->inbound_why, sizeof(s->inbound_why));
     if (lfd < 0)
         return;
     probe_progress(o, "asking the reflector to dial back to port %d", s->dial_port);
@@ -262,8 +262,7 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
     if (rc < 0)
         return;
     if (probe_dialed_parse(line, a, sizeof(a), &p, result, sizeof(result)) < 0) {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'",
-                 line);
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'", line);
         return;
     }
     if (strcmp(result, "open") == 0) {
@@ -281,8 +280,7 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         snprintf(s->inbound_why, sizeof(s->inbound_why),
                  "the reflector's SYN to %s:%d got no answer (silently dropped)", a, p);
     } else {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'",
-                 line);
+        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'", line);
     }
     if (s->dial_syns_seen > 0 && strcmp(s->inbound, "open") != 0) {
         size_t used = strlen(s->inbound_why);
@@ -357,12 +355,19 @@ static void report_observation(struct probe_site *s)
     ob.port_preserving = s->port_preserving;
     snprintf(ob.mapping, sizeof(ob.mapping), "%s", s->mapping);
     snprintf(ob.inbound, sizeof(ob.inbound), "%s",
-             s->filtering ? s->filtering : strcmp(s->inbound, "open") == 0 ? "open" : "unknown");
+             s->filtering                      ? s->filtering
+             : strcmp(s->inbound, "open") == 0 ? "open"
+                                               : "unknown");
     int t = helper_ask(s->helper_socket, LOCAL_OBSERVED, &ob, NULL, 0, HELPER_TIMEOUT_MS, &code,
                        s->report_why, sizeof(s->report_why));
     s->reported = t == LOCAL_OK;
     if (s->reported)
         s->report_why[0] = '\0';
+    else if (t == LOCAL_ERROR && code == QCG_EDENIED)
+        /* A user's probe: everything above was measured all the same. */
+        snprintf(s->report_why, sizeof(s->report_why),
+                 "a user's probe measures all of the above, but only root's (or the helper's "
+                 "user's) tells the broker what the site looks like (qcg-broker --grid)");
 }
 
 int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
@@ -391,8 +396,8 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
     /* The helper is there but the grid services did not answer: which one?
        Its status names the frontend, which we can try ourselves. */
     char why[LOCAL_MESSAGE_MAX];
-    if (helper_ask(o->helper_socket, LOCAL_STATUS, NULL, &st, sizeof(st), HELPER_TIMEOUT_MS,
-                   &code, why, sizeof(why)) == LOCAL_STATUS_OK &&
+    if (helper_ask(o->helper_socket, LOCAL_STATUS, NULL, &st, sizeof(st), HELPER_TIMEOUT_MS, &code,
+                   why, sizeof(why)) == LOCAL_STATUS_OK &&
         url_endpoint(st.frontend, endpoint, sizeof(endpoint)) == 0) {
         snprintf(s->info.frontend, sizeof(s->info.frontend), "%s", st.frontend);
         snprintf(s->info.node, sizeof(s->info.node), "%s", st.node);
