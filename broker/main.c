@@ -112,7 +112,6 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
-    log_say_where();
 
     static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
     /* Far above what a frontend relays within its nodes' own rates: a share
@@ -138,6 +137,7 @@ int main(int argc, char **argv)
         broker_config_free(&cfg);
         return 2;
     }
+    log_say_where();
     if (cfg.max_contacts_per_cluster > 0)
         registry_set_cluster_share(b->reg, (size_t)cfg.max_contacts_per_cluster);
     b->proxies = cfg.proxies;
