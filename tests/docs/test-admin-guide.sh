@@ -127,6 +127,12 @@ if [[ -n $plain ]]; then
 		mount --bind "$root/passwd" /etc/passwd
 		mount --bind "$root/group" /etc/group
 	fi
+	# The broker's reflector runs as qcg-reflector (scripts/install-deps and
+	# the broker package make it).
+	getent passwd qcg-reflector >/dev/null || {
+		echo "FAIL: no user qcg-reflector (scripts/install-deps makes it)" >&2
+		exit 1
+	}
 	chmod 0755 "$root"
 	chmod 0755 "$root"/{etc,var,var/lib,run,tmp,home}
 fi
