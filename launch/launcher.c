@@ -14,6 +14,7 @@
    WIRE_RESUME_TRY_MS, with one line naming HOST and why (as ssh does).
    The job secret comes from $QCG_JOB_SECRET, never from the command line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,6 +103,26 @@ static void usage(FILE *f)
 }
 
 static void write_all(int fd, const uint8_t *p, size_t n);
+
+/* A line saying why the launch failed, on stderr and appended to
+   $QCG_LAUNCH_REPORT (qcg-mpirun's private file): Open MPI prints its own
+   advice after ours, and qcg-mpirun repeats ours last. One write each: the
+   launchers of every node share mpirun's stderr and the file. */
+static void say_failure(const char *line)
+{
+    const char *report = getenv("QCG_LAUNCH_REPORT");
+    int fd;
+
+    write_all(2, (const uint8_t *)line, strlen(line));
+    if (report == NULL || report[0] == '\0')
+        return;
+    fd = open(report, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    write_all(fd, (const uint8_t *)line, strlen(line));
+    close(fd);
+}
+
 static void fail(const char *host, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(const char *host, const char *fmt, ...)
 {
@@ -109,13 +130,12 @@ static void fail(const char *host, const char *fmt, ...)
     va_list ap;
     int n;
 
-    /* One write: the launchers of every node share mpirun's stderr. */
     n = snprintf(line, sizeof(line), "qcg-launch: %.200s: ", host);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);
     strcat(line, "\n");
-    write_all(2, (const uint8_t *)line, strlen(line));
+    say_failure(line);
     exit(LAUNCH_FAILED);
 }
 
@@ -370,7 +390,7 @@ static void on_signal(uv_signal_t *h, int sig)
 
 /* --- finding the agent ----------------------------------------------------- */
 
-/* Connects to HOST's agent within timeout_ms: the connected socket (in
+/* Connects to HOST's agent within timeout_ms (from the call): the connected socket (in
    tlsp its session when encrypted, else NULL; in ctxp the launcher's
    context, for the caller to close), or -1 with why. */
 static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, qcg_tls **tlsp,
@@ -420,7 +440,9 @@ static int connect_agent(struct launcher *l, int timeout_ms, qcg_ctx **ctxp, qcg
     }
     if (rc < 0)
         FAIL("no free launcher rank in job %s after %d tries", agent_job, RANK_TRIES);
-    fd = qcg_connect(ctx, 0, timeout_ms, &info);
+    /* The timeout bounds the whole lookup, the launcher's own publish too. */
+    int left_ms = timeout_ms - (int)(monotonic_ms() - t0);
+    fd = qcg_connect(ctx, 0, left_ms > 0 ? left_ms : 1, &info);
     *code = fd;
     if (fd < 0) {
         const char *detail = qcg_last_error(ctx);
@@ -463,11 +485,13 @@ static void on_retry(uv_timer_t *t)
     if (l->done || l->link == NULL || l->resume_by == 0)
         return;
     if (now >= l->resume_by) {
-        fprintf(stderr,
-                "qcg-launch: %s: lost the connection to its agent (%s) and could not resume "
-                "it within %d s%s%s\n",
-                l->host, l->broke_why, WIRE_RESUME_TRY_MS / 1000, l->last_error[0] ? ": " : "",
-                l->last_error);
+        char line[1024];
+        snprintf(line, sizeof(line),
+                 "qcg-launch: %.200s: lost the connection to its agent (%s) and could not "
+                 "resume it within %d s%s%.300s\n",
+                 l->host, l->broke_why, WIRE_RESUME_TRY_MS / 1000, l->last_error[0] ? ": " : "",
+                 l->last_error);
+        say_failure(line);
         finish(l, LAUNCH_FAILED);
         return;
     }
@@ -484,10 +508,12 @@ static void on_retry(uv_timer_t *t)
        so with QCG_ENOTFOUND. */
     l->unpublished = code == QCG_ENOTFOUND ? l->unpublished + 1 : 0;
     if (l->unpublished >= RESUME_UNPUBLISHED_TRIES) {
-        fprintf(stderr,
-                "qcg-launch: %s: lost the connection to its agent (%s), and the agent is gone: "
-                "%s\n",
-                l->host, l->broke_why, l->last_error);
+        char line[1024];
+        snprintf(line, sizeof(line),
+                 "qcg-launch: %.200s: lost the connection to its agent (%s), and the agent is "
+                 "gone: %.300s\n",
+                 l->host, l->broke_why, l->last_error);
+        say_failure(line);
         finish(l, LAUNCH_FAILED);
         return;
     }

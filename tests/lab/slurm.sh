@@ -17,8 +17,8 @@
 # (proctrack/linuxproc): the lab is a tenant of this machine's cgroups.
 #
 # Jobs run as the lab's user ($LAB_USER) with its staged programs; the site's
-# TaskProlog gives every task its node's helper socket (QCG_HELPER_SOCKET), as
-# a site with qcg-connect would set it for its nodes.  Users reach a site with
+# TaskProlog, docs/admin.md's as written but for the socket's path, gives
+# every task its node's helper socket (QCG_HELPER_SOCKET).  Users reach a site with
 #
 #   qcg-lab login SITE -- CMD [ARGS...]
 #
@@ -120,12 +120,16 @@ slurm_write_common() {
 		for n in "${NODES[@]}"; do echo "${NODE_IP[$n]} $n"; done
 	} >"$SLURM_DIR/hosts"
 	chmod 644 "$SLURM_DIR/hosts"
-	# Runs as the job's user before each task; its "export" lines are the
-	# task's environment.
-	cat >"$SLURM_DIR/task-prolog" <<-EOF
-		#!/bin/sh
-		echo "export QCG_HELPER_SOCKET=$NODE_DIR/\$SLURMD_NODENAME/helper.sock"
-	EOF
+	# The TaskProlog of docs/admin.md as written, but for its socket line:
+	# each lab node's helper has a socket of its own.
+	awk -v sock="sock=$NODE_DIR/\$SLURMD_NODENAME/helper.sock" '
+		/^<!-- the lab.s TaskProlog -->$/ { on = 1; next }
+		on && /^    / { line = substr($0, 5); if (line ~ /^sock=/) line = sock; print line; n++; next }
+		on { exit }
+		END { if (n < 2) exit 1 }' "$REPO/docs/admin.md" >"$SLURM_DIR/task-prolog" ||
+		die "--batch slurm: no TaskProlog block in $REPO/docs/admin.md"
+	grep -qx "sock=$NODE_DIR/\$SLURMD_NODENAME/helper.sock" "$SLURM_DIR/task-prolog" ||
+		die "--batch slurm: the TaskProlog of $REPO/docs/admin.md has no sock= line"
 	chmod 755 "$SLURM_DIR/task-prolog"
 }
 

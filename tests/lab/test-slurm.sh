@@ -3,13 +3,16 @@
 # cross-site job submitted as a user of those clusters submits it: qcg-submit
 # runs each site's own sbatch (on its head, as the lab's user, through
 # `qcg-lab login`), the parts' `srun qcg-agent` serve the job, the first
-# part's qcg-mpirun runs the all-pairs program over 2 nodes of nata (NAT),
-# fw (firewall) and sym (symmetric NAT).  Checked: the program's verdict and
-# exit status from the batch jobs' output files; MPI_Abort's status; the
-# secret on no command line and in no world-readable file; scancel of one
-# site's part ends the job everywhere, nothing of the user left; a part that
-# cannot start (its queue full) times out naming its site.  The lab is put
-# back without Slurm.
+# part's qcg-mpirun runs the all-pairs program over 2 nodes of nata (NAT) and
+# fw (firewall) and 1 of sym (symmetric NAT; --nodes sym:1), every task given
+# its helper's socket by docs/admin.md's TaskProlog.  Checked: the program's
+# verdict and exit status from the batch jobs' output files; a success is
+# quiet (no srun or slurmstepd line in any part's output); MPI_Abort's
+# status; the secret on no command line and in no world-readable file;
+# scancel of one site's part ends the job everywhere, nothing of the user
+# left; a part that cannot start (its queue full) times out naming its site;
+# one its partition can never hold (3 nodes of 2) fails at once, naming it.
+# The lab is put back without Slurm.
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
@@ -60,25 +63,44 @@ for pid in $(slurm_pids); do
 	[[ $ns == qcg-* ]] || bad "$(cat "/proc/$pid/comm") [$pid] runs outside the lab's namespaces"
 done
 
-# 1. The all-pairs program over nata, fw, sym, 2 nodes each.
+# 0. --nodes naming a site that is not given: refused before anything runs.
+rc=0
+"${SUBMIT[@]}" --nodes natb:1 nata fw -- /bin/true >"$WORK/out0" 2>&1 || rc=$?
+if [ "$rc" = 2 ] && grep -q "^qcg-submit: --nodes natb:1: natb is not one of the sites (nata fw)" "$WORK/out0"; then
+	note "ok   --nodes natb:1 for sites nata fw: $(head -n 1 "$WORK/out0")"
+else
+	show "$WORK/out0"
+	bad "--nodes natb:1 for sites nata fw: exit $rc"
+fi
+
+# 1. The all-pairs program over nata, fw (2 nodes each) and sym (1 node).
 t0=$(date +%s.%N)
 rc=0
-timeout -k 10 180 "${SUBMIT[@]}" --start-timeout 60 nata fw sym -- \
+timeout -k 10 180 "${SUBMIT[@]}" --start-timeout 60 --nodes sym:1 nata fw sym -- \
 	--mca mca_base_component_path "$COMPONENTS" "$progs/qcg-mpi-allpairs" 1048576 \
 	>"$WORK/out1" 2>&1 || rc=$?
 t1=$(date +%s.%N)
 ids=$(sed -n 's/^qcg-submit: done after .*outputs: .*: \(.*\))$/\1/p' "$WORK/out1")
 main_out=$HOME_DIR/qcg-nata-$(tr ' ' '\n' <<<"$ids" | sed -n 's/^nata://p').out
-if [ "$rc" = 0 ] && grep -q "^PASS allpairs: 6 ranks" "$main_out" 2>/dev/null; then
-	note "ok   allpairs over nata, fw, sym (6 ranks) by qcg-submit: $(grep '^PASS' "$main_out")"
+if [ "$rc" = 0 ] && grep -q "^PASS allpairs: 5 ranks" "$main_out" 2>/dev/null; then
+	note "ok   allpairs over nata, fw, sym (5 ranks) by qcg-submit: $(grep '^PASS' "$main_out")"
 else
 	show "$WORK/out1" 30
 	bad "qcg-submit allpairs: status $rc, no PASS in $main_out"
 fi
-for s in fw sym; do
-	f=$HOME_DIR/qcg-$s-$(tr ' ' '\n' <<<"$ids" | sed -n "s/^$s://p").out
-	[ "$(grep -c 'ready: agent' "$f" 2>/dev/null)" = 2 ] || { show "$f"; bad "$s's output file does not show its 2 agents ready"; }
+for s in fw:2 sym:1; do
+	f=$HOME_DIR/qcg-${s%:*}-$(tr ' ' '\n' <<<"$ids" | sed -n "s/^${s%:*}://p").out
+	[ "$(grep -c 'ready: agent' "$f" 2>/dev/null)" = "${s#*:}" ] ||
+		{ show "$f"; bad "${s%:*}'s output file does not show its ${s#*:} agent(s) ready"; }
 done
+# Quiet: Slurm's complaints about steps it had to end, in no part's output.
+for s in nata fw sym; do
+	f=$HOME_DIR/qcg-$s-$(tr ' ' '\n' <<<"$ids" | sed -n "s/^$s://p").out
+	if grep -E "^(srun|slurmstepd)|\*\*\* STEP|CANCELLED|error:" "$f"; then
+		bad "the part at $s of a successful job printed Slurm's complaints above ($f)"
+	fi
+done
+grep -E "^(srun|slurmstepd)|\*\*\* STEP" "$WORK/out1" && bad "qcg-submit printed Slurm's complaints above for a successful job"
 for f in "$HOME_DIR"/qcg-*.out; do
 	[ "$(stat -c %a "$f")" = 600 ] || bad "$f is mode $(stat -c %a "$f"), not 600"
 done
@@ -156,7 +178,20 @@ fi
 poll 20 "no job left" no_running_jobs || bad "jobs left after the timeout: $(running_jobs)"
 no_user_processes "fw's queue full" || true
 
-# 5. Back to the lab without Slurm: no Slurm or munge process, no state.
+# 5. 3 nodes at fw, whose partition has 2: it can never start; qcg-submit
+# says so at once (Slurm holds the part, PENDING PartitionNodeLimit, for ever).
+rc=0
+t0=$(ms)
+timeout -k 10 60 "${SUBMIT[@]}" --start-timeout 40 --nodes 1,fw:3 nata fw -- /bin/true >"$WORK/out5" 2>&1 || rc=$?
+if [ "$rc" = 1 ] && grep -q "^qcg-submit: the part at fw (Slurm job [0-9]*) can never start (PENDING, PartitionNodeLimit: partition batch has 2 node(s), the part asks for 3;" "$WORK/out5"; then
+	note "ok   3 nodes at fw: after $(($(ms) - t0)) ms: $(grep 'can never start' "$WORK/out5")"
+else
+	show "$WORK/out5"
+	bad "3 nodes at fw: qcg-submit exits $rc without saying that fw's part can never start"
+fi
+poll 20 "no job left" no_running_jobs || bad "jobs left after the part that never fits: $(running_jobs)"
+
+# 6. Back to the lab without Slurm: no Slurm or munge process, no state.
 trap scratch_cleanup EXIT
 restore
 slurm_gone() { [ -z "$(slurm_pids)" ]; }
