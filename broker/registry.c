@@ -78,6 +78,15 @@ struct registry {
        registers, saved again meanwhile. */
     struct htable *remembered;
     uint64_t observed_generation; /* changes with every observation kept */
+    /* The last contacts withdrawn, a ring: a report may arrive after its
+       target left (batched at two hops, it can be overtaken by a withdraw
+       from another node), and still tells what worked between two clusters. */
+    struct gone {
+        char job[QCG_JOB_MAX];
+        int rank;
+        char cluster[QCG_NAME_MAX], node[QCG_NAME_MAX];
+    } gone[REG_GONE_KEPT];
+    unsigned gone_next;
 };
 
 struct remembered {
@@ -564,8 +573,23 @@ static enum reg_status withdraw_locked(struct registry *r, const char *cluster, 
                  node != NULL && node[0] != '\0' ? "/" : "", node != NULL ? node : "");
         return REG_DENIED;
     }
+    struct gone *g = &r->gone[r->gone_next++ % REG_GONE_KEPT];
+    copy_str(g->job, sizeof(g->job), job);
+    g->rank = rank;
+    copy_str(g->cluster, sizeof(g->cluster), ct->cluster->decl.name);
+    copy_str(g->node, sizeof(g->node), ct->node->name);
     contact_drop(r, ct);
     return REG_OK;
+}
+
+static const struct gone *find_gone(const struct registry *r, const char *job, int rank)
+{
+    for (unsigned i = 0; i < REG_GONE_KEPT; i++) {
+        const struct gone *g = &r->gone[(r->gone_next - 1 - i) % REG_GONE_KEPT];
+        if (g->job[0] != '\0' && g->rank == rank && strcmp(g->job, job) == 0)
+            return g;
+    }
+    return NULL;
 }
 
 /* Removes a contact as a withdraw does: its probe slot, the job with its last
@@ -639,8 +663,20 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         return REG_DENIED;
     }
     struct contact *to = find_contact(r, job, to_rank);
-    if (to == NULL)
-        return REG_OK; /* out->found stays false: the caller retries */
+    if (to == NULL) {
+        /* out->found stays false: the caller retries.  A report learns
+           where the target was, if it just left. */
+        const struct gone *g = find_gone(r, job, to_rank);
+        if (g != NULL) {
+            out->target_gone = true;
+            contact_copy(from, &out->from);
+            copy_str(out->target.job, sizeof(out->target.job), job);
+            out->target.rank = to_rank;
+            copy_str(out->target.cluster, sizeof(out->target.cluster), g->cluster);
+            copy_str(out->target.node, sizeof(out->target.node), g->node);
+        }
+        return REG_OK;
+    }
 
     out->found = true;
     contact_copy(to, &out->target);

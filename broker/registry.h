@@ -56,8 +56,16 @@ struct reg_contact {
     int port;
 };
 
+/* Withdrawn contacts remembered for late reports (a ring). */
+#define REG_GONE_KEPT 1024
+_Static_assert((REG_GONE_KEPT & (REG_GONE_KEPT - 1)) == 0,
+               "a power of two: the ring's index wraps");
+
 struct reg_lookup {
     bool found; /* false: toRank not published (plan status notfound) */
+    /* Not found, but withdrawn lately: target has its job, rank, cluster
+       and node, from its contact (for a report that came after it left). */
+    bool target_gone;
     struct reg_contact target;
     struct reg_contact from; /* the initiator's contact (a connect-back calls it) */
     enum cluster_kind from_kind, target_kind;

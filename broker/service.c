@@ -708,8 +708,8 @@ static const char *report_one(struct broker *b, const struct identity *id,
                  a->technique, a->job, a->toRank, id->cluster);
         return "denied";
     }
-    if (!res.found)
-        return NULL; /* the peer is gone: nothing to learn about the pair */
+    if (!res.found && !res.target_gone)
+        return NULL; /* the peer is long gone: nothing to learn about the pair */
     outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t,
                     a->ok != 0, (unsigned)a->setupMs, now, a->job, res.from.node);
     pair_metrics_record(b->pair_metrics, res.from.cluster, res.target.cluster, (enum technique)t,

@@ -625,6 +625,20 @@ grep -q "a report of frontend .* refused (qcg:denied): this broker has no open t
 many=()
 for ((i = 0; i < 257; i++)); do many+=(p s 0 1 direct 1 4); done
 expect_fault "reports: 257 in one call" invalid "$fe" reports "${many[@]}"
+# A report that comes after its target left (reports are batched at the
+# helper and at the frontend; a withdraw from another node can overtake one)
+# still counts for the cluster pair.
+expect_ok "job p: rank 9 in open" "$fo" publish p s 9 - open1 203.0.113.21 20009
+expect_ok "job p: a plan nata -> rank 9" "$fe" lookup p s 0 9
+expect_ok "job p: rank 9 leaves" "$fo" withdraw p s 9 open1
+call "$fe" stats
+ok_before=$(grep -o ' reports_ok=[0-9]*' <<<"$out" | cut -d= -f2)
+expect_ok "report for rank 9, after it left" "$fe" report p s 0 9 direct 1 3
+call "$fe" stats
+ok_after=$(grep -o ' reports_ok=[0-9]*' <<<"$out" | cut -d= -f2)
+[[ -n $ok_before && $ok_after -eq $((ok_before + 1)) ]] &&
+  pass "a report after its target left is recorded (reports_ok $ok_before -> $ok_after)" ||
+  fail "a report after its target left: reports_ok $ok_before -> $ok_after"
 "$broker_bin" --grid --port 17798 --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >/dev/null 2>"$work/grid.err"
 [ $? -eq 1 ] && [ "$(wc -l <"$work/grid.err")" -eq 1 ] &&
   pass "--grid without a broker: exit 1, one line ($(cat "$work/grid.err"))" ||
