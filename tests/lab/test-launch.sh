@@ -203,11 +203,15 @@ else
 	bad "wrong secret: exit $rc"
 	show "$WORK/wrongsecret"
 fi
-# reason_last FILE WHAT: the last line the user reads is qcg-launch's reason,
-# after Open MPI's advice (PATH, LD_LIBRARY_PATH), which does not apply.
+# reason_last FILE WHAT: the last lines the user reads are qcg-mpirun's
+# summary, after Open MPI's advice (PATH, LD_LIBRARY_PATH), which does not
+# apply, and then only qcg-launch's reasons: one per node that failed (both
+# nodes of the host list may fail).
 reason_last() {
-	if tail -n 1 "$1" | grep -q "^qcg-launch: [a-z0-9]*: " &&
-		tail -n 2 "$1" | head -n 1 | grep -q "^qcg-mpirun: mpirun ended (status [0-9]*) because qcg-launch failed for [0-9]* node(s)"; then
+	local summary after
+	summary=$(grep -n "^qcg-mpirun: mpirun ended (status [0-9]*) because qcg-launch failed for [0-9]* node(s)" "$1" | tail -n 1 | cut -d: -f1)
+	after=$(tail -n +"$((${summary:-999999} + 1))" "$1")
+	if [ -n "$summary" ] && [ -n "$after" ] && ! printf '%s\n' "$after" | grep -vq "^qcg-launch: [a-z0-9]*: "; then
 		note "ok   $2: the last line is the reason: $(tail -n 1 "$1" | cut -c1-100)"
 	else
 		bad "$2: the last lines are not qcg-launch's reason"
