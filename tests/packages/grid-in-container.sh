@@ -115,9 +115,19 @@ unit_start() {
 	unit=$(basename "$unit" .service)
 	# setpriv execs (no process in between): $! is the daemon.  The helper
 	# goes without its unit's two capabilities (no iptables here; the unit's
-	# comment says it serves every other technique so).
+	# comment says it serves every other technique so); the others get their
+	# unit's AmbientCapabilities (the broker's setuid and setgid, with which
+	# its reflector becomes qcg-reflector).
+	local caps=() set="" c
+	if [ "$unit" != qcg-helper ] && [ -n "${u[AmbientCapabilities]:-}" ]; then
+		for c in ${u[AmbientCapabilities]}; do
+			c=${c#CAP_}
+			set+=",+${c,,}"
+		done
+		caps=(--inh-caps "-all$set" --ambient-caps "-all$set" --bounding-set "-all$set")
+	fi
 	# shellcheck disable=SC2086 # ExecStart's words
-	setpriv --reuid "$user" --regid "$group" --init-groups -- ${u[ExecStart]} \
+	setpriv --reuid "$user" --regid "$group" --init-groups "${caps[@]}" -- ${u[ExecStart]} \
 		</dev/null >"/tmp/units/$unit.log" 2>&1 &
 	pid=$!
 	for ((i = 0; i < 300; i++)); do
