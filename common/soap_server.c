@@ -100,11 +100,44 @@ static int parse_header(struct soap *soap, const char *key, const char *val)
     return c->server->orig_parsehdr(soap, key, val);
 }
 
+/* A refused handshake: the client's last flight (TLS 1.3: Certificate and
+   Finished, then its first request) is unread in our buffer, and a close
+   with unread data is a reset, which overtakes the alert that says why
+   (`certificate revoked`): the client's write fails with EPIPE and it never
+   reads the alert.  So, while the handshake runs, gSOAP's shutdown keeps
+   the reading side open (a shut reading side resets on new data too), and
+   its close half-closes, reads what comes for a moment, then closes. */
+#define LINGER_MS 1000
+static void linger(struct conn *c, int fd)
+{
+    shutdown(fd, SHUT_WR);
+    uint64_t end = monotonic_ms() + LINGER_MS;
+    char sink[4096];
+    for (;;) {
+        uint64_t now = monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        pthread_mutex_lock(&c->server->lock);
+        bool cut = c->expired || c->server->stop;
+        pthread_mutex_unlock(&c->server->lock);
+        if (cut || now >= end || poll(&p, 1, (int)(end - now)) != 1 ||
+            recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+            break;
+    }
+}
+
+static int shutdown_socket(struct soap *soap, SOAP_SOCKET fd, int how)
+{
+    struct conn *c = conn_of(soap);
+    return c->server->orig_shutdownsocket(soap, fd, c->in_handshake ? SHUT_WR : how);
+}
+
 /* Closing goes through here so that a stop never shuts down a descriptor
    number that was already closed and reused. */
 static int close_socket(struct soap *soap, SOAP_SOCKET fd)
 {
     struct conn *c = conn_of(soap);
+    if (c->in_handshake)
+        linger(c, fd);
     pthread_mutex_lock(&c->server->lock);
     if (c->fd == fd)
         c->fd = -1;
@@ -309,32 +342,6 @@ static int keep_cert(struct soap_server *srv, struct conn *c)
     return rc;
 }
 
-/* After a refused handshake: the client's first request may be in our
-   buffer already (TLS 1.3 clients send it with their Finished), and a close
-   with unread data is a reset, which can overtake the alert that says why
-   (`certificate revoked`).  So half-close, read what comes for a moment,
-   then close. */
-#define LINGER_MS 1000
-static void linger_close(struct conn *c)
-{
-    pthread_mutex_lock(&c->server->lock);
-    int fd = c->fd;
-    if (fd >= 0)
-        shutdown(fd, SHUT_WR);
-    pthread_mutex_unlock(&c->server->lock);
-    if (fd < 0)
-        return;
-    uint64_t end = monotonic_ms() + LINGER_MS;
-    char sink[4096];
-    for (;;) {
-        uint64_t now = monotonic_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (now >= end || poll(&p, 1, (int)(end - now)) != 1 ||
-            recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
-            break;
-    }
-}
-
 /* Out of the handshake stage into a slot of authenticated work: false (and
    logged) when its identity holds its bound already, when it expired
    meanwhile, or when no slot frees within SOAP_SERVER_SLOT_WAIT_S. */
@@ -385,6 +392,16 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
     return ok;
 }
 
+/* gSOAP closes the socket of a failed handshake itself: in_handshake
+   makes that close linger. */
+static int accept_tls(struct conn *c)
+{
+    c->in_handshake = true;
+    int rc = soap_ssl_accept(c->soap);
+    c->in_handshake = false;
+    return rc;
+}
+
 static void *conn_main(void *arg)
 {
     struct conn *c = arg;
@@ -396,7 +413,7 @@ static void *conn_main(void *arg)
     int first_byte_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 0;
     if (closed_before_tls(soap->socket, first_byte_ms)) {
         log_debug("%s: closed before the TLS handshake (a reachability check)", c->peer);
-    } else if (soap_ssl_accept(soap) != SOAP_OK) {
+    } else if (accept_tls(c) != SOAP_OK) {
         soap_error_text(soap, msg, sizeof(msg));
         pthread_mutex_lock(&srv->lock);
         if (c->cut)
@@ -410,7 +427,6 @@ static void *conn_main(void *arg)
             refused(srv, c->peer, "TLS handshake failed: %s%s", msg, who);
         }
         pthread_mutex_unlock(&srv->lock);
-        linger_close(c);
     } else if (identity_check_usage(soap->ssl, false, msg, sizeof(msg)) < 0) {
         pthread_mutex_lock(&srv->lock);
         refused(srv, c->peer, "refused: %s", msg);
@@ -423,8 +439,10 @@ static void *conn_main(void *arg)
         if (c->cert != NULL)
             x509_serial_text(c->cert, serial, sizeof(serial));
         pthread_mutex_lock(&srv->lock);
-        refused(srv, c->peer, "refused: %s %s (serial %s): certificate revoked by the CRL loaded "
-                "during its handshake", role_name(c->identity.role), c->identity.name, serial);
+        refused(srv, c->peer,
+                "refused: %s %s (serial %s): certificate revoked by the CRL loaded "
+                "during its handshake",
+                role_name(c->identity.role), c->identity.name, serial);
         pthread_mutex_unlock(&srv->lock);
     } else if (take_slot(srv, c)) {
         if (log_get_level() >= LOG_LEVEL_DEBUG) {
@@ -546,6 +564,7 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     m->fserveloop = serve_loop;
     srv->orig_parsehdr = m->fparsehdr;
     srv->orig_closesocket = m->fclosesocket;
+    srv->orig_shutdownsocket = m->fshutdownsocket;
 
     m->fsslverify = tls_note_refusals(m->fsslverify);
     if (soap_ssl_server_context(m,
@@ -665,6 +684,7 @@ static void accept_one(struct soap_server *srv)
     copy->user = c;
     copy->fparsehdr = parse_header;
     copy->fclosesocket = close_socket;
+    copy->fshutdownsocket = shutdown_socket;
 
     pthread_mutex_lock(&srv->lock);
     if (stage(srv, c) < 0) {

@@ -36,16 +36,17 @@ struct soap_server {
     void *on_stop_arg;
     int (*orig_parsehdr)(struct soap *, const char *, const char *);
     int (*orig_closesocket)(struct soap *, SOAP_SOCKET);
+    int (*orig_shutdownsocket)(struct soap *, SOAP_SOCKET, int);
 
     pthread_mutex_t lock; /* protects what follows */
     pthread_cond_t changed;
-    int active;                 /* connection threads alive */
-    int served;                 /* authenticated connections holding a slot */
-    int handshaking;            /* connections in the handshake stage */
-    struct dlist conns;         /* of struct conn: theirs, to cut them off at stop */
-    struct dlist stage;         /* of struct conn in the handshake stage, by deadline */
-    struct htable *stage_hosts; /* of struct stage_host, by address */
-    uint64_t seed;              /* of their hashes */
+    int active;                  /* connection threads alive */
+    int served;                  /* authenticated connections holding a slot */
+    int handshaking;             /* connections in the handshake stage */
+    struct dlist conns;          /* of struct conn: theirs, to cut them off at stop */
+    struct dlist stage;          /* of struct conn in the handshake stage, by deadline */
+    struct htable *stage_hosts;  /* of struct stage_host, by address */
+    uint64_t seed;               /* of their hashes */
     struct ratelimit refused_rl; /* the refusal lines */
     struct soap_stage_counts stage_counts;
     /* Address groups a client authenticated from (tally.h, count 1): a
@@ -73,8 +74,9 @@ struct conn {
     bool authenticated; /* counted against its identity's bound */
     bool serving;       /* holds a slot */
     uint64_t deadline_ms;
-    X509 *cert;   /* the peer's, once authenticated: the CRL is checked against it */
-    bool revoked; /* a CRL loaded since revokes it: shut down */
+    X509 *cert;        /* the peer's, once authenticated: the CRL is checked against it */
+    bool revoked;      /* a CRL loaded since revokes it: shut down */
+    bool in_handshake; /* its thread's only: in soap_ssl_accept (close lingers) */
 };
 
 /* Whether the CRL in force revokes c's certificate, just taken: the
