@@ -2,6 +2,9 @@
 #include "broker.h"
 #include "rates.h"
 #include "issued.h"
+#include "lease.h"
+#include "log.h"
+#include "monotonic.h"
 #include "outcomes.h"
 #include "pair_metrics.h"
 #include "proxy_live.h"
@@ -34,8 +37,8 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
     b->issued = issued_new(ISSUED_BUCKETS_MAX);
     b->rates = rates_new(limits);
     b->pair_metrics = pair_metrics_new();
-    if (b->reg == NULL || b->outcomes == NULL || b->pair_metrics == NULL || b->issued == NULL || b->rates == NULL ||
-        RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
+    if (b->reg == NULL || b->outcomes == NULL || b->pair_metrics == NULL || b->issued == NULL ||
+        b->rates == NULL || RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {
         registry_free(b->reg);
         outcomes_free(b->outcomes);
         issued_free(b->issued);
@@ -61,6 +64,7 @@ void broker_free(struct broker *b)
     traversals_destroy(&b->traversals);
     proxies_clear(&b->proxies);
     proxy_live_free(b->proxy_live);
+    lease_free(b->lease);
     OPENSSL_cleanse(&b->punch_key, sizeof(b->punch_key));
     free(b);
 }
@@ -72,4 +76,21 @@ void broker_reflector_observed(void *arg, const struct reflector_observation *o)
     if (o->cluster == NULL || o->local_port <= 0)
         return;
     registry_punch_seen(b->reg, o->cluster, o->port == o->local_port);
+}
+
+static void lease_expired(void *arg, const char *cluster, uint64_t silent_ms)
+{
+    struct broker *b = arg;
+    size_t nodes;
+    size_t n = registry_drop_cluster(b->reg, cluster, &nodes);
+    log_warnx("cluster %s dropped: its frontend has not polled for %llu s (cluster-lease %u); "
+              "%zu node%s, %zu contact%s withdrawn until it registers again",
+              cluster, (unsigned long long)(silent_ms / 1000), lease_seconds(b->lease), nodes,
+              nodes == 1 ? "" : "s", n, n == 1 ? "" : "s");
+}
+
+void broker_sweep_leases(void *broker)
+{
+    struct broker *b = broker;
+    lease_sweep(b->lease, monotonic_ms(), lease_expired, b);
 }

@@ -14,6 +14,7 @@
 #include "traversals.h"
 
 struct issued;
+struct lease;
 struct outcomes;
 struct pair_metrics;
 struct proxy_live;
@@ -62,6 +63,7 @@ struct broker {
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;
     struct rates *rates; /* per cluster: lookups, reports, probes (rates.h) */
+    struct lease *lease; /* NULL: none (clusters stay while the broker runs) */
     /* The rate limit of refusals a caller may repeat at will (service.c). */
 };
 
@@ -77,6 +79,9 @@ void broker_free(struct broker *b);
    the punches whose observed port was the local one and those a NAT
    changed, for the grid picture.  Thread-safe. */
 void broker_reflector_observed(void *arg, const struct reflector_observation *o);
+
+/* For a ticker: drops the clusters whose lease ran out (lease.h). */
+void broker_sweep_leases(void *broker);
 
 /* The epoch for a broker started at `now`: never 0, differs between restarts. */
 uint64_t broker_make_epoch(uint64_t now);

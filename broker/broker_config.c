@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "log.h"
 #include "reflector.h"
 #include "metrics_server.h"
@@ -76,6 +77,10 @@ const struct config_option broker_options[] = {
      "pair is planned through it"},
     {"outcome-expiry", CONFIG_INT, OPT(outcome_expiry), 1, 86400, "600",
      "seconds a technique that failed between two clusters is not planned again between them"},
+    {"cluster-lease", CONFIG_INT, OPT(cluster_lease), 0, 86400, "120",
+     "seconds a cluster's contacts stay at the broker after its frontend's last poll (a dead "
+     "frontend's contacts then go; it publishes them again when it returns); at least 30, "
+     "0 = until the broker stops"},
     {"state-file", CONFIG_STRING, OPT(state_file), 0, 0, NULL,
      "where what the broker learned between clusters is kept across restarts (rewritten "
      "atomically every 30 s when it changed, and at a clean stop); default: not kept"},
@@ -150,6 +155,13 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         return CONFIG_ERROR;
     if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {
         snprintf(err, errlen, "qcg-broker: --url: %s does not start with https://", cfg->url);
+        return CONFIG_ERROR;
+    }
+    if (cfg->cluster_lease != 0 && cfg->cluster_lease < LEASE_MIN_S) {
+        snprintf(err, errlen,
+                 "qcg-broker: --cluster-lease: %d s is shorter than a frontend's poll may take "
+                 "(at least %d, or 0 for none)",
+                 cfg->cluster_lease, LEASE_MIN_S);
         return CONFIG_ERROR;
     }
     bool query = cfg->stats || cfg->grid;

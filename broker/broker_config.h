@@ -38,6 +38,7 @@ struct broker_config {
     char *reflector_user;    /* whom the reflector's process becomes */
     int reflector_same_user; /* 1: it keeps the broker's uid instead (asked for) */
     int outcome_expiry;
+    int cluster_lease; /* seconds without a frontend's poll before its cluster goes; 0 never */
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
     char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */

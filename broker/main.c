@@ -13,6 +13,7 @@
 #include "crl.h"
 #include "daemon.h"
 #include "grid_query.h"
+#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_server.h"
@@ -24,6 +25,7 @@
 #include "soap_server.h"
 #include "state_file.h"
 #include "stats_query.h"
+#include "ticker.h"
 
 /* From the signal handler: only sets the server's stop flag. */
 static void stop_server(void *srv)
@@ -176,11 +178,23 @@ int main(int argc, char **argv)
     }
     log_info("a technique that failed between two clusters is avoided for %d s",
              cfg.outcome_expiry);
+    struct ticker *leases = NULL;
+    if (cfg.cluster_lease > 0) {
+        b->lease = lease_new((unsigned)cfg.cluster_lease);
+        if (b->lease == NULL)
+            fatalx("out of memory");
+        leases = ticker_start(1, false, broker_sweep_leases, b, err, sizeof(err));
+        if (leases == NULL)
+            fatalx("%s", err);
+        log_info("a cluster whose frontend has not polled for %d s is dropped (cluster-lease)",
+                 cfg.cluster_lease);
+    }
     struct state_saver *saver = NULL;
     if (cfg.state_file != NULL && cfg.state_file[0] != '\0') {
         saver = start_state(b, cfg.state_file, err, sizeof(err));
         if (saver == NULL) {
             fprintf(stderr, "qcg-broker: %s\n", err);
+            ticker_stop(leases);
             if (cfg.syslog)
                 log_error("%s", err);
             if (b->reflector != NULL)
@@ -205,6 +219,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "qcg-broker: %s\n", err);
         if (cfg.syslog)
             log_error("%s", err);
+        ticker_stop(leases);
         state_saver_stop(saver);
         if (b->reflector != NULL)
             reflector_client_stop(b->reflector);
@@ -227,6 +242,7 @@ int main(int argc, char **argv)
         log_error("connections still busy: exiting without a clean stop");
         return 1;
     }
+    ticker_stop(leases);
     state_saver_stop(saver);
     if (b->reflector != NULL)
         reflector_client_stop(b->reflector);

@@ -24,6 +24,7 @@
 #include "soap_server.h"
 #include "stats.h"
 #include "issued.h"
+#include "lease.h"
 #include "outcomes.h"
 #include "pair_metrics.h"
 #include "proxy_live.h"
@@ -172,6 +173,7 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
         return refuse_address(soap, "registerCluster", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerCluster", st, why);
+    lease_heard(state(soap)->lease, c.name, monotonic_ms());
     char first[QCG_ADDR_MAX + 4];
     addr_range_format(&c.ranges[0], first, sizeof(first));
     if (c.ranges_implicit)
@@ -582,6 +584,7 @@ int qcg__poll(struct soap *soap, int version, ULONG64 epoch, ULONG64 ackSeq, int
     struct cmdqueue *q = registry_queue(reg, id->cluster);
     if (q == NULL)
         return refuse(soap, "poll", "notfound", "cluster %s is not registered", id->cluster);
+    lease_heard(state(soap)->lease, id->cluster, monotonic_ms());
     int wait = waitSeconds < 0 ? 0 : waitSeconds > POLL_MAX_WAIT ? POLL_MAX_WAIT : waitSeconds;
     log_debug("poll from frontend %s: ack %llu, waiting up to %d s", id->name,
               (unsigned long long)ackSeq, wait);

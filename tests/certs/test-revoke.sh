@@ -45,28 +45,11 @@ check() {
 	if "$@" >>"$out" 2>&1; then pass "$desc"; else fail "$desc"; fi
 }
 
-# within DESC TENTHS CMD...: pass when CMD succeeds within TENTHS tenths of a second.
-within() {
-	local desc=$1 tries=$2
-	shift 2
-	if wait_for "$desc" "$tries" "$@" 2>>"$out"; then pass "$desc"; else fail "$desc"; fi
-}
-
-logged() { grep -qF -- "$2" "$1"; }
 not_logged() { ! grep -qF -- "$2" "$1"; }
 # conns PID PORT: established TCP connections of process PID to PORT.
 conns() { ss -Htnp state established "( dport = :$2 )" | grep -c "pid=$1," || true; }
 no_conn() { [[ $(conns "$1" "$2") -eq 0 ]]; }
 has_conn() { [[ $(conns "$1" "$2") -gt 0 ]]; }
-stats() {
-	"$broker" --stats --json --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
-}
-grid() {
-	"$broker" --grid --json --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
-}
-contacts_are() { stats | grep -q "\"contacts\":$1[,}]"; }
-clusters_are() { stats | grep -q "\"clusters\":$1[,}]"; }
-grid_lacks() { out_grid=$(grid) && ! grep -q "\"$1\"" <<<"$out_grid"; }
 
 # --- qcg-certs ---------------------------------------------------------------
 

@@ -19,6 +19,9 @@
 # shows) and pids (what the cleanup kills); grid_ca sets ca; grid_broker sets
 # broker_url; grid_helper sets helper_pid.  TEST_SECRET and TEST_SECRET_2 are
 # two jobs' secrets strong enough for the helper (64 hex, as tests/fixtures.h).
+# Checks: within (a bounded wait that passes or fails), logged, and the
+# broker's counters and grid picture (contacts_are, clusters_are, grid_has,
+# grid_lacks).
 
 helper=$build/helper/qcg-helper
 frontend=$build/frontend/qcg-frontend
@@ -64,6 +67,28 @@ wait_for() {
 	echo "timed out waiting for $desc" >&2
 	return 1
 }
+
+# within DESC TENTHS CMD...: pass when CMD succeeds within TENTHS tenths of a second.
+within() {
+	local desc=$1 tries=$2
+	shift 2
+	if wait_for "$desc" "$tries" "$@" 2>>"$out"; then pass "$desc"; else fail "$desc"; fi
+}
+
+# logged FILE TEXT: FILE holds TEXT.
+logged() { grep -qF -- "$2" "$1"; }
+
+# The broker's counters and grid picture (JSON), asked with its own certificate.
+broker_stats() {
+	"$broker" --stats --json --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
+}
+broker_grid() {
+	"$broker" --grid --json --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem"
+}
+contacts_are() { broker_stats | grep -q "\"contacts\":$1[,}]"; }
+clusters_are() { broker_stats | grep -q "\"clusters\":$1[,}]"; }
+grid_has() { local g; g=$(broker_grid) && grep -q "\"$1\"" <<<"$g"; }
+grid_lacks() { local g; g=$(broker_grid) && ! grep -q "\"$1\"" <<<"$g"; }
 
 # wait_exit PID TRIES: waits for a background process to end (bounded); its status in $rc.
 wait_exit() {
