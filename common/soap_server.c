@@ -47,7 +47,8 @@
 /* Generated from qcg.wsdl into the qcgsoap library. */
 const char *qcg_wsdl_text(void);
 
-#define SERVER_BACKLOG 128
+#define SERVER_BACKLOG_MIN 128
+#define SERVER_BACKLOG_MAX 65535
 #define SERVER_IO_TIMEOUT 10       /* seconds a send or recv may stall */
 #define SERVER_TRANSFER_TIMEOUT 30 /* seconds for a whole message */
 #define SERVER_RECV_MAXLENGTH (1024 * 1024)
@@ -81,6 +82,32 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
         log_warnx("%s: %s (%u more refusals not logged)", peer, why, left_out);
     else
         log_warnx("%s: %s", peer, why);
+}
+
+/* The listen backlog: every connection the configuration lets in at once
+   (slots and handshakes) may arrive together, e.g. every frontend's pool
+   reconnecting after a broker restart; the loop takes them as fast as they
+   come, so a queue that holds them all costs nothing.  The kernel keeps
+   at most net.core.somaxconn of it. */
+static int listen_backlog(const struct soap_server *srv)
+{
+    long want = (long)srv->max_connections + srv->max_handshakes;
+    return want < SERVER_BACKLOG_MIN   ? SERVER_BACKLOG_MIN
+           : want > SERVER_BACKLOG_MAX ? SERVER_BACKLOG_MAX
+                                       : (int)want;
+}
+
+/* net.core.somaxconn (of this network namespace), or -1. */
+static int somaxconn(void)
+{
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+    int n = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        fclose(f);
+    }
+    return n;
 }
 
 static struct conn *conn_of(struct soap *soap)
@@ -583,7 +610,8 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     }
 
     const char *host = cfg->listen_addr && cfg->listen_addr[0] ? cfg->listen_addr : NULL;
-    if (!soap_valid_socket(soap_bind(m, host, cfg->port, SERVER_BACKLOG))) {
+    srv->backlog = listen_backlog(srv);
+    if (!soap_valid_socket(soap_bind(m, host, cfg->port, srv->backlog))) {
         soap_error_text(m, msg, sizeof(msg));
         snprintf(err, errlen, "cannot listen on %s:%d: %s", host ? host : "*", cfg->port, msg);
         soap_server_free(srv);
@@ -744,10 +772,15 @@ static int drain(struct soap_server *srv, int seconds)
 
 int soap_server_run(struct soap_server *srv)
 {
+    int kernel_max = somaxconn();
+    char capped[96] = "";
+    if (kernel_max > 0 && kernel_max < srv->backlog)
+        snprintf(capped, sizeof(capped), ", of which the kernel keeps %d (net.core.somaxconn)",
+                 kernel_max);
     log_info("serving on port %d (at most %d connections, %d per certificate; %d TLS "
-             "handshakes, %d per address, %d ms each)",
+             "handshakes, %d per address, %d ms each; listen backlog %d%s)",
              srv->port, srv->max_connections, srv->max_per_identity, srv->max_handshakes,
-             srv->per_address, srv->handshake_ms);
+             srv->per_address, srv->handshake_ms, srv->backlog, capped);
     while (!srv->stop) {
         struct pollfd p = {.fd = srv->master->master, .events = POLLIN};
         if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)

@@ -30,6 +30,7 @@ struct soap_server {
     int port;
     int max_connections, max_per_identity, max_handshakes, per_address, handshake_ms;
     int ipv6_prefix; /* an address's group (source_group.h) */
+    int backlog;     /* of the listening socket: max_connections + max_handshakes */
     void *user;
     volatile sig_atomic_t stop;
     void (*on_stop)(void *);
