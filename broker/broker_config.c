@@ -72,6 +72,21 @@ const struct config_option broker_options[] = {
     {"reflector-same-user", CONFIG_BOOL, OPT(reflector_same_user), 0, 0, "no",
      "run the reflector's process as the broker's own uid instead of reflector-user (it can "
      "then read the broker's TLS key and proxy key: for tests and hosts without that user)"},
+    {"reflector-line-timeout", CONFIG_INT, OPT(reflector_line_timeout), 1, 60, "5",
+     "seconds a connection to the reflector has to send its request line (then FAIL)"},
+    {"reflector-connections", CONFIG_INT, OPT(reflector_connections), 16, 65536, "1024",
+     "connections the reflector holds at once (each a descriptor of its process); beyond, "
+     "the oldest still sending its line is cut"},
+    {"reflector-per-address", CONFIG_INT, OPT(reflector_per_address), 1, 65536, "128",
+     "connections without a valid token the reflector holds from one address (IPv6: one "
+     "/64); beyond, a new one is closed at once.  A NATed site is one address: keep it "
+     "above the punches its nodes start at once"},
+    {"reflector-plans", CONFIG_INT, OPT(reflector_plans), 64, 1048576, "65536",
+     "planned hole punches the reflector expects at once (each a few hundred bytes); "
+     "beyond, a plan is not taken and its punches get FAIL"},
+    {"reflector-plans-per-cluster", CONFIG_INT, OPT(reflector_plans_per_cluster), 0, 1048576, "0",
+     "of those, the plans one initiating cluster may hold (one job: half of it); 0 = an "
+     "eighth of reflector-plans"},
     {"proxy-dead-after", CONFIG_INT, OPT(proxy_dead_after), 1, 3600, "15",
      "seconds without a beat (qcg-proxy's alive-interval) after which a proxy is dead and no "
      "pair is planned through it"},
@@ -164,6 +179,12 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
                  cfg->cluster_lease, LEASE_MIN_S);
         return CONFIG_ERROR;
     }
+    if (cfg->reflector_plans_per_cluster > cfg->reflector_plans) {
+        snprintf(err, errlen,
+                 "qcg-broker: --reflector-plans-per-cluster: %d is more than reflector-plans (%d)",
+                 cfg->reflector_plans_per_cluster, cfg->reflector_plans);
+        return CONFIG_ERROR;
+    }
     bool query = cfg->stats || cfg->grid;
     if (!query && cfg->reflector != NULL && cfg->reflector[0] != '\0' &&
         strcmp(cfg->reflector, "none") != 0 && parse_reflector(cfg, err, errlen) < 0)
@@ -190,4 +211,15 @@ void broker_config_free(struct broker_config *cfg)
 {
     proxies_clear(&cfg->proxies);
     config_free(broker_options, cfg);
+}
+
+struct reflector_tuning broker_reflector_tuning(const struct broker_config *cfg)
+{
+    return (struct reflector_tuning){
+        .read_timeout_ms = (unsigned)cfg->reflector_line_timeout * 1000,
+        .conns_max = (unsigned)cfg->reflector_connections,
+        .conns_per_address = (unsigned)cfg->reflector_per_address,
+        .expected_max = (unsigned)cfg->reflector_plans,
+        .expected_per_cluster = (unsigned)cfg->reflector_plans_per_cluster,
+    };
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include "config.h"
 #include "proxies.h"
+#include "reflector.h"
 
 #define BROKER_DEFAULT_PORT 7700
 /* Whom the reflector's process becomes unless told (debian/ creates it). */
@@ -37,6 +38,12 @@ struct broker_config {
     char *reflector;         /* ADDR:PORT, NULL = no hole punching */
     char *reflector_user;    /* whom the reflector's process becomes */
     int reflector_same_user; /* 1: it keeps the broker's uid instead (asked for) */
+    /* The reflector's bounds (reflector.h's REFLECTOR_* defaults). */
+    int reflector_line_timeout;        /* seconds for a request line */
+    int reflector_connections;         /* connections at once */
+    int reflector_per_address;         /* connections without a token, per address (/64) */
+    int reflector_plans;               /* expected punches */
+    int reflector_plans_per_cluster;   /* of one initiating cluster; 0: an eighth */
     int outcome_expiry;
     int cluster_lease; /* seconds without a frontend's poll before its cluster goes; 0 never */
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
@@ -57,5 +64,7 @@ extern const struct config_option broker_options[];
 enum config_result broker_config_load(struct broker_config *cfg, int argc, char **argv, char *err,
                                       size_t errlen);
 void broker_config_free(struct broker_config *cfg);
+/* The reflector's bounds from the reflector-* options. */
+struct reflector_tuning broker_reflector_tuning(const struct broker_config *cfg);
 
 #endif

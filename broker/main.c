@@ -157,7 +157,8 @@ int main(int argc, char **argv)
         struct reflector_process_config rc = {.listen = listen,
                                               .user = cfg.reflector_user,
                                               .same_user = cfg.reflector_same_user != 0,
-                                              .syslog = cfg.syslog != 0};
+                                              .syslog = cfg.syslog != 0,
+                                              .tuning = broker_reflector_tuning(&cfg)};
         b->reflector = reflector_client_start(&rc, &b->punch_key, broker_reflector_observed, b, err,
                                               sizeof(err));
         if (b->reflector == NULL) {

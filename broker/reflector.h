@@ -204,6 +204,10 @@ struct reflector_process_config {
     const char *user;   /* whom the child becomes: root, or CAP_SETUID and CAP_SETGID */
     bool same_user;     /* the child keeps this process's uid instead (user ignored) */
     bool syslog;        /* the child logs where the broker does, at the broker's level */
+    /* Its bounds (the broker's reflector-* options); a zero field takes its
+       default.  Only read_timeout_ms, conns_max, conns_per_address,
+       expected_max and expected_per_cluster reach the child. */
+    struct reflector_tuning tuning;
 };
 
 /* Whom the child becomes (cfg->user, cfg->same_user): 1 with *uid and *gid,

@@ -352,6 +352,11 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
     c->init.key = *key;
     c->init.log_level = (uint32_t)log_get_level();
     c->init.syslog = cfg->syslog ? 1 : 0;
+    c->init.read_timeout_ms = cfg->tuning.read_timeout_ms;
+    c->init.conns_max = cfg->tuning.conns_max;
+    c->init.conns_per_address = cfg->tuning.conns_per_address;
+    c->init.expected_max = cfg->tuning.expected_max;
+    c->init.expected_per_cluster = cfg->tuning.expected_per_cluster;
     int become = reflector_user_resolve(cfg, &c->init.uid, &c->init.gid, err, errlen);
     c->init.setuser = become == 1;
     if (become < 0 || (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {

@@ -78,6 +78,15 @@ static int init_ok(const void *msg, const void *ctx, char *why, size_t whylen)
     if (flag_ok(m->syslog, "syslog", why, whylen) < 0 ||
         flag_ok(m->setuser, "setuser", why, whylen) < 0)
         return -1;
+    const uint32_t bounds[] = {m->read_timeout_ms, m->conns_max, m->conns_per_address,
+                               m->expected_max, m->expected_per_cluster};
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        if (bounds[i] > RMSG_BOUND_MAX) {
+            snprintf(why, whylen, "bound %zu: %u is above %u", i, (unsigned)bounds[i],
+                     RMSG_BOUND_MAX);
+            return -1;
+        }
+    }
     if (m->setuser && (m->uid == (uint32_t)-1 || m->gid == (uint32_t)-1)) {
         snprintf(why, whylen, "uid or gid is -1");
         return -1;

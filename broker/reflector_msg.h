@@ -51,7 +51,11 @@ struct rmsg_init {
     uint32_t syslog;      /* 0 or 1 */
     uint32_t setuser;     /* 1: become uid/gid (the broker runs as root) */
     uint32_t uid, gid;
+    /* The bounds of struct reflector_tuning, 0 = the default; each at most
+       RMSG_BOUND_MAX (the broker's options are narrower). */
+    uint32_t read_timeout_ms, conns_max, conns_per_address, expected_max, expected_per_cluster;
 };
+#define RMSG_BOUND_MAX (1u << 22)
 
 struct rmsg_ready {
     struct imsg_hdr h;

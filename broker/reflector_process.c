@@ -182,8 +182,13 @@ int reflector_process_main(void)
         ready(&ch.c, why);
         return 1;
     }
+    const struct reflector_tuning tuning = {.read_timeout_ms = init.read_timeout_ms,
+                                            .conns_max = init.conns_max,
+                                            .conns_per_address = init.conns_per_address,
+                                            .expected_max = init.expected_max,
+                                            .expected_per_cluster = init.expected_per_cluster};
     struct reflector *r =
-        reflector_start_on(PROC_FD_GIVEN, &init.key, send_observed, &ch, NULL, err, sizeof(err));
+        reflector_start_on(PROC_FD_GIVEN, &init.key, send_observed, &ch, &tuning, err, sizeof(err));
     explicit_bzero(&init.key, sizeof(init.key));
     if (r == NULL) {
         snprintf(why, sizeof(why), "reflector process: %s", err);
