@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,32 @@
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
+/* The clock of btl_qcg's bounds and deadlines (issue 32): monotonic time
+   less the time the process spent away from MPI.  It is read at every
+   progress call and every send, so a gap of more than AWAY_US between two
+   readings is time away: the process was stopped (Slurm's suspend is
+   SIGSTOP of every rank) or computing outside MPI.  A reconnect pending
+   then must not come back with its bound spent and declare the peer lost
+   without trying; the gap counts for AWAY_US only.  A busy or loaded host
+   still calls progress well within that. */
+#define AWAY_US 1000000u
+static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t clock_last, clock_away;
+
 uint64_t btl_qcg_now_us(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    uint64_t wall = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    pthread_mutex_lock(&clock_lock);
+    if (clock_last != 0 && wall > clock_last + AWAY_US)
+        clock_away += wall - clock_last - AWAY_US;
+    if (wall > clock_last)
+        clock_last = wall;
+    uint64_t now = clock_last - clock_away;
+    pthread_mutex_unlock(&clock_lock);
+    return now;
 }
 
 void btl_qcg_log(int level, const char *fmt, ...)
