@@ -126,6 +126,30 @@ expect_ok "lookup nata -> open, direct tried" "$fe" lookup job1 s3cret 0 2 direc
   pass "nothing after direct for a NATed initiator without a proxy" || fail "plan: $out"
 expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job1 s3cret 2 0 reversed,warp
 
+# Many lookups in one call: each answered as a lookup alone, in order; a
+# refused one leaves the others planned.
+expect_ok "lookups: direct, notfound, another cluster's rank, reversed" "$fe" lookups \
+  job1 s3cret 0 1  job1 s3cret 0 9  job1 s3cret 2 0  job1 wrong 0 2
+if [[ $out == "ok answers=4"* ]] &&
+  grep -q '^0: status=ok technique=direct address=198.18.3.11 port=20002 cacheable=1' <<<"$out" &&
+  grep -q '^1: status=notfound' <<<"$out" &&
+  grep -q '^2: fault denied: ' <<<"$out" && grep -q '^3: fault denied: ' <<<"$out"; then
+  pass "lookups: 4 answers in order, two refused apart"
+else fail "lookups: $out"; fi
+expect_ok "lookups open -> nata: a reversed plan with its own token" "$fo" lookups job1 s3cret 2 0
+[[ $out =~ 0:\ status=ok\ technique=reversed\ .*token=([0-9a-f]{32}) ]] &&
+  pass "lookups: reversed plan, 32-hex token" || fail "lookups reversed: $out"
+lk_token=${BASH_REMATCH[1]:-none}
+expect_ok "nata's queue after it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+[[ $out == *":connect-back:job1:0:nata1:2:"*":$lk_token" ]] &&
+  pass "lookups: its connect-back ordered with the plan's token" || fail "lookups order: $out"
+cb_seq=$(sed -n 's/.* \([0-9]*\):connect-back.*/\1/p' <<<"$out")
+expect_ok "acknowledging it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+many=()
+for i in $(seq 0 256); do many+=(job1 s3cret 0 1); done
+expect_fault "lookups: 257 in one call" invalid "$fe" lookups "${many[@]}"
+expect_fault "helper calling lookups" denied "$helper" lookups job1 s3cret 0 1
+
 # --- who may do what
 expect_fault "helper calling registerCluster" denied "$helper" register-cluster nata nat 0 0
 expect_fault "helper calling publish" denied "$helper" publish job1 s3cret 3 nata nata1 198.18.3.11 20004
