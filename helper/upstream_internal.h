@@ -7,6 +7,7 @@
 
 #include "soapH.h"
 
+#include "coalesce.h"
 #include "report_batch.h"
 #include "upstream.h"
 
@@ -20,6 +21,8 @@ struct upstream {
     struct longpoll *lp;       /* the registration/poll thread */
     struct reports *reports;   /* the processes' reports, sent in batches */
     atomic_int single_reports; /* an older frontend: no qcg__reports */
+    struct coalesce *lookups;  /* first lookups, sent together (qcg__lookups) */
+    atomic_int single_lookups; /* an older frontend: no qcg__lookups */
     atomic_ullong reports_dropped;
 
     upstream_order_fn on_order;
@@ -33,6 +36,7 @@ struct call_args {
     struct local_plan *plan;
     const char *token, *packet;      /* traverse */
     const struct report_item *items; /* reports */
+    struct lookup_call *const *lookups; /* lookups */
     int nitems, *accepted;
     uint32_t only;                   /* lookup: one technique (enum qcg_technique) */
     struct local_site *site;         /* siteInfo */
@@ -64,6 +68,19 @@ int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out);
 
 /* upstream_calls.c: reports_send_fn of u->reports. */
 void upstream_send_reports(void *u, const struct report_item *items, int n);
+
+/* A first lookup (no technique tried, none asked for alone) waiting in
+   u->lookups, and its answer. */
+struct lookup_call {
+    const struct contact *from;
+    int32_t to_rank;
+    struct local_plan *plan;
+    char *msg;
+    size_t msglen;
+    int rc;
+};
+/* upstream_calls.c: coalesce_send_fn of u->lookups. */
+void upstream_send_lookups(void *u, void *const *calls, int n);
 
 /* upstream_poll.c: the registration/poll thread, not started. */
 struct longpoll *upstream_poll_new(struct upstream *u, char *err, size_t errlen);
