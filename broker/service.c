@@ -740,9 +740,8 @@ static const char *report_one(struct broker *b, const struct identity *id,
     int t = technique_parse(a->technique);
     /* The same checks as a lookup: only the initiator's side, with the
        verifier, reports; the two contacts give the cluster pair. */
-    struct plan_offer offer = {.proxy = true, .reflector = true};
-    enum reg_status st = registry_lookup(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
-                                         a->toRank, 0, TECH_NONE, &offer, NULL, &res, why, whylen);
+    enum reg_status st = registry_pair(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
+                                       a->toRank, &res, why, whylen);
     if (st != REG_OK)
         return reg_status_subcode(st);
     uint64_t now = (uint64_t)time(NULL);
