@@ -552,6 +552,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     const struct identity *id;
     if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
         return SOAP_FAULT;
+    atomic_fetch_add(&state(soap)->stats.lookup_calls, 1);
     response->version = QCG_PROTOCOL_VERSION;
     return lookup_plan(soap, id, job, verifier, fromRank, toRank, tried, only, LOOKUP_RATE_WAIT_MS,
                        &response->plan);
@@ -567,6 +568,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
     if (n < 0 || n > QCG_LOOKUPS_MAX || (n > 0 && asks->ask == NULL))
         return refuse(soap, "lookups", "invalid", "%d lookups in one call; at most %d", n,
                       QCG_LOOKUPS_MAX);
+    atomic_fetch_add(&state(soap)->stats.lookup_calls, 1);
     response->version = QCG_PROTOCOL_VERSION;
     response->__sizeAnswer = n;
     response->answer = soap_malloc(soap, (size_t)(n > 0 ? n : 1) * sizeof(*response->answer));

@@ -128,6 +128,9 @@ expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job1 
 
 # Many lookups in one call: each answered as a lookup alone, in order; a
 # refused one leaves the others planned.
+stat_of() { grep -o " $1=[0-9]*" <<<"$2" | cut -d= -f2; }
+expect_ok "stats before lookups" "$fe" stats
+lk0=$(stat_of lookups "$out") lc0=$(stat_of lookup_calls "$out")
 expect_ok "lookups: direct, notfound, another cluster's rank, reversed" "$fe" lookups \
   job1 s3cret 0 1  job1 s3cret 0 9  job1 s3cret 2 0  job1 wrong 0 2
 if [[ $out == "ok answers=4"* ]] &&
@@ -136,6 +139,10 @@ if [[ $out == "ok answers=4"* ]] &&
   grep -q '^2: fault denied: ' <<<"$out" && grep -q '^3: fault denied: ' <<<"$out"; then
   pass "lookups: 4 answers in order, two refused apart"
 else fail "lookups: $out"; fi
+expect_ok "stats after lookups" "$fe" stats
+[[ $(stat_of lookup_calls "$out") == $((lc0 + 1)) && $(stat_of lookups "$out") == $((lk0 + 4)) ]] &&
+  pass "lookups: one call, four lookups counted (lookup_calls $lc0 -> $((lc0 + 1)))" ||
+  fail "lookups counters: lookups $lk0, lookup_calls $lc0 -> $out"
 expect_ok "lookups open -> nata: a reversed plan with its own token" "$fo" lookups job1 s3cret 2 0
 [[ $out =~ 0:\ status=ok\ technique=reversed\ .*token=([0-9a-f]{32}) ]] &&
   pass "lookups: reversed plan, 32-hex token" || fail "lookups reversed: $out"
