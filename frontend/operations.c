@@ -178,8 +178,7 @@ struct relay_args {
     const char *job, *verifier, *node_name, *tried, *only;
     int from_rank, rank;
     struct plan *plan;
-    const char *token, *packet; /* traverse */
-    const struct report_args *report;
+    const char *token, *packet;      /* traverse */
     const struct report_item *items; /* reports */
     struct lookup_ask *asks;         /* lookups */
     int nitems, *accepted;
@@ -233,7 +232,7 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             rc = relay_traverse(up, url, a->token, a->packet, err);
             break;
         case RELAY_REPORT:
-            rc = relay_report(up, url, a->report, err);
+            rc = relay_report(up, url, a->items, err);
             break;
         case RELAY_REPORTS:
             rc = relay_reports(up, url, a->items, a->nitems, a->accepted, err);
@@ -837,18 +836,14 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
         return unavailable(soap, op, reason);
     /* A failure goes on at once and the helper waits for it: the process's
        next lookup must be planned knowing it. */
+    struct report_item r =
+        report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (!ok) {
-        struct report_args ra = {.job = job,
-                                 .verifier = verifier,
-                                 .technique = technique,
-                                 .why = why,
-                                 .from_rank = fromRank,
-                                 .to_rank = toRank,
-                                 .ok = ok,
-                                 .setup_ms = setupMs};
-        struct relay_args a = {.report = &ra};
+        struct relay_args a = {.items = &r};
         struct relay_error err;
-        if (relay_call(fe, RELAY_REPORT, &a, &err) < 0)
+        int rc = relay_call(fe, RELAY_REPORT, &a, &err);
+        OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
+        if (rc < 0)
             return relay_failed(soap, op, &err);
         atomic_fetch_add(&fe->counters.reports_forwarded, 1);
         response->version = QCG_PROTOCOL_VERSION;
@@ -856,8 +851,6 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     }
     /* A success is answered now and sent on with others (report_batch.h):
        the helper's request is not held for the broker's answer. */
-    struct report_item r =
-        report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     bool queued = reports_add(fe->reports, &r);
     OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
     if (!queued) {
@@ -956,16 +949,7 @@ void frontend_send_reports(void *arg, const struct report_item *items, int n)
         atomic_store(&fe->broker_single_reports, 1);
     }
     for (int i = 0; i < n; i++) {
-        const struct report_item *r = &items[i];
-        struct report_args ra = {.job = r->job,
-                                 .verifier = r->verifier,
-                                 .technique = r->technique,
-                                 .why = r->why,
-                                 .from_rank = r->from_rank,
-                                 .to_rank = r->to_rank,
-                                 .ok = r->ok,
-                                 .setup_ms = r->setup_ms};
-        struct relay_args a = {.report = &ra};
+        struct relay_args a = {.items = &items[i]};
         if (relay_call(fe, RELAY_REPORT, &a, &err) == 0)
             atomic_fetch_add(&fe->counters.reports_forwarded, 1);
         else if (err.status == CALL_FAULT)

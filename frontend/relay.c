@@ -187,15 +187,15 @@ int relay_traverse(struct soap *soap, const char *url, const char *token, const 
     return call_failed(soap, rc, err);
 }
 
-int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+int relay_report(struct soap *soap, const char *url, const struct report_item *r,
                  struct relay_error *err)
 {
     struct qcg__ackResponse resp;
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__report(
-        soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job, (char *)r->verifier, r->from_rank,
-        r->to_rank, (char *)r->technique, r->ok, r->setup_ms,
-        r->why != NULL && r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    int rc =
+        soap_call_qcg__report(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job,
+                              (char *)r->verifier, r->from_rank, r->to_rank, (char *)r->technique,
+                              r->ok, r->setup_ms, r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
     return call_failed(soap, rc, err);
 }
 

@@ -77,15 +77,11 @@ int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *asks, i
 int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
                    struct relay_error *err);
 /* The outcome of one connection attempt (qcg__report). */
-struct report_args {
-    const char *job, *verifier, *technique, *why;
-    int from_rank, to_rank, ok, setup_ms;
-};
-int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+struct report_item;
+int relay_report(struct soap *soap, const char *url, const struct report_item *r,
                  struct relay_error *err);
 /* Many reports in one call (qcg__reports); *accepted: how many the broker
    recorded. */
-struct report_item;
 int relay_reports(struct soap *soap, const char *url, const struct report_item *items, int n,
                   int *accepted, struct relay_error *err);
 /* qcg-probe's operations.  The answers are deep-copied into `dst` (the
