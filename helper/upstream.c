@@ -38,13 +38,6 @@ struct upstream *upstream_new(const struct helper_config *cfg, struct contacts *
     u->reports = reports_new(upstream_send_reports, u, err, errlen);
     if (u->reports == NULL)
         goto fail;
-    /* Two batches on the way at most: the lookups that come meanwhile (a
-       storm fills the uid's window) go in the next one. */
-    u->lookups = coalesce_new(upstream_send_lookups, u, QCG_LOOKUPS_MAX, 2);
-    if (u->lookups == NULL) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
     return u;
 fail:
     upstream_free(u);
@@ -89,7 +82,6 @@ void upstream_free(struct upstream *u)
         return;
     /* The last reports go while the pool is there. */
     reports_free(u->reports);
-    coalesce_free(u->lookups);
     longpoll_free(u->lp);
     if (u->pool != NULL)
         soap_pool_free(u->pool);

@@ -310,17 +310,10 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
                     uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
                     size_t msglen)
 {
-    /* A retry or a test of one technique goes alone (the frontend answers
-       those from the broker only). */
-    if (tried_mask != 0 || only != QCG_TECH_NONE) {
-        struct call_args a = {
-            .c = from, .to_rank = to_rank, .tried_mask = tried_mask, .only = only, .plan = plan};
-        return pool_call(u, call_lookup, &a, msg, msglen);
-    }
-    struct lookup_call l = {
-        .from = from, .to_rank = to_rank, .plan = plan, .msg = msg, .msglen = msglen};
-    coalesce_call(u->lookups, &l);
-    return l.rc;
+    struct call_args a = {
+        .c = from, .to_rank = to_rank, .tried_mask = tried_mask, .only = only, .plan = plan};
+
+    return pool_call(u, call_lookup, &a, msg, msglen);
 }
 
 /* A frontend that lacks an operation answers with gSOAP's own fault. */
@@ -329,10 +322,8 @@ static bool frontend_lacks(const char *msg)
     return strstr(msg, "refused: fault: ") != NULL && strstr(msg, "not implemented") != NULL;
 }
 
-void upstream_send_lookups(void *arg, void *const *calls, int n)
+void upstream_lookups(struct upstream *u, struct lookup_call *const *ls, int n)
 {
-    struct upstream *u = arg;
-    struct lookup_call *const *ls = (struct lookup_call *const *)calls;
     char msg[LOCAL_MESSAGE_MAX];
 
     if (n > 1 && !atomic_load(&u->single_lookups)) {

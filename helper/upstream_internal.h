@@ -7,7 +7,6 @@
 
 #include "soapH.h"
 
-#include "coalesce.h"
 #include "report_batch.h"
 #include "upstream.h"
 
@@ -21,7 +20,6 @@ struct upstream {
     struct longpoll *lp;       /* the registration/poll thread */
     struct reports *reports;   /* the processes' reports, sent in batches */
     atomic_int single_reports; /* an older frontend: no qcg__reports */
-    struct coalesce *lookups;  /* first lookups, sent together (qcg__lookups) */
     atomic_int single_lookups; /* an older frontend: no qcg__lookups */
     atomic_ullong reports_dropped;
 
@@ -68,19 +66,6 @@ int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out);
 
 /* upstream_calls.c: reports_send_fn of u->reports. */
 void upstream_send_reports(void *u, const struct report_item *items, int n);
-
-/* A first lookup (no technique tried, none asked for alone) waiting in
-   u->lookups, and its answer. */
-struct lookup_call {
-    const struct contact *from;
-    int32_t to_rank;
-    struct local_plan *plan;
-    char *msg;
-    size_t msglen;
-    int rc;
-};
-/* upstream_calls.c: coalesce_send_fn of u->lookups. */
-void upstream_send_lookups(void *u, void *const *calls, int n);
 
 /* upstream_poll.c: the registration/poll thread, not started. */
 struct longpoll *upstream_poll_new(struct upstream *u, char *err, size_t errlen);
