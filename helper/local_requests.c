@@ -189,18 +189,23 @@ static void share_request_done(struct local_server *srv, struct share *sh, int b
     if (batched)
         sh->lookups--;
     share_request_end(srv->shares, sh);
-    if (!waiting)
-        return;
-    for (struct dlink *l = sh->waiting.head, *next; l != NULL; l = next) {
-        struct conn *c = dlist_entry(l, struct conn, wait);
+    /* From the head again after each: a dispatch may end requests at once
+       (and come back here) and change the list. */
+    while (waiting) {
+        struct conn *go = NULL;
 
-        next = l->next;
-        if (request_waits(c))
-            continue;
-        dlist_remove(&sh->waiting, &c->wait);
-        c->held = 0;
-        dispatch(c);
-        update_reading(c);
+        for (struct dlink *l = sh->waiting.head; l != NULL && go == NULL; l = l->next) {
+            struct conn *c = dlist_entry(l, struct conn, wait);
+
+            if (!request_waits(c))
+                go = c;
+        }
+        if (go == NULL)
+            return;
+        dlist_remove(&sh->waiting, &go->wait);
+        go->held = 0;
+        dispatch(go);
+        update_reading(go);
     }
 }
 
