@@ -40,7 +40,7 @@ struct expected;
 /* One client: the engine's (its socket, its address's count until it shows
    a valid token, its deadline) and, for a DIAL, the socket we dial from. */
 struct conn {
-    struct engine_conn ec;
+    struct engine_conn ec; /* first: the engine frees a conn */
     struct reflector *r;
     struct engine_watch dial; /* watched while dial_watched */
     int dial_fd;
@@ -844,12 +844,6 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     }
 }
 
-static void conn_freed(void *arg, struct engine_conn *ec)
-{
-    (void)arg;
-    free(ec);
-}
-
 /* The PUNCHes held for their plan, again: those whose pair is expected now
    go on as if they had just come. */
 static void retry_early(struct reflector *r)
@@ -944,7 +938,6 @@ static const struct engine_ops reflector_ops = {
     .refused = refused,
     .cut = cut,
     .accepted = accepted,
-    .freed = conn_freed,
     .tick = tick,
     .after_io = after_io,
 };

@@ -68,8 +68,12 @@ void engine_busy(struct engine *e, bool on)
 
 static void conn_handle_closed(struct engine_conn *c)
 {
-    if (--c->handles == 0)
+    if (--c->handles > 0)
+        return;
+    if (c->e->cfg.ops->freed != NULL)
         c->e->cfg.ops->freed(c->e->cfg.arg, c);
+    else
+        free(c);
 }
 
 static void watch_closed(uv_handle_t *h)

@@ -84,7 +84,8 @@ struct engine_ops {
     /* Admitted: the owner takes fd (engine_conn_open, or closes it). */
     void (*accepted)(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len,
                      const char *source);
-    /* Every handle of c is closed: free it. */
+    /* Every handle of c is closed: free it.  NULL: free(c), for an owner
+       whose structure starts with its engine_conn. */
     void (*freed)(void *arg, struct engine_conn *c);
     void (*tick)(void *arg);     /* optional, about once a second */
     void (*woken)(void *arg);    /* optional, after engine_wake */

@@ -37,7 +37,7 @@ enum conn_state { CONN_HELLO, CONN_WAITING };
 /* A connection that has not been paired yet: the engine's until then (its
    hello deadline, its address's count, the cut of the oldest). */
 struct conn {
-    struct engine_conn ec; /* ec.source: what its address is counted under */
+    struct engine_conn ec; /* first: the engine frees a conn; ec.source: its address's group */
     struct relay *r;
     enum conn_state state;
     bool dead;
@@ -252,12 +252,6 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     sock_tune(fd);
     atomic_fetch_add_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
     log_debug("connection from %s", c->addr);
-}
-
-static void conn_freed(void *arg, struct engine_conn *ec)
-{
-    (void)arg;
-    free(ec);
 }
 
 /* ---- pairs ---- */
@@ -706,7 +700,6 @@ static const struct engine_ops relay_ops = {
     .refused = refused,
     .cut = cut,
     .accepted = accepted,
-    .freed = conn_freed,
     .tick = tick,
     .after_io = run_ready,
 };
