@@ -343,7 +343,6 @@ static void answer(struct reflector *r, struct conn *c, const char *fmt, ...)
     c->outlen = (size_t)n;
     c->sent = 0;
     c->state = C_WRITE;
-    engine_watch_want(&c->ec.w, UV_WRITABLE);
     conn_send(r, c);
 }
 
@@ -378,8 +377,12 @@ static void conn_send(struct reflector *r, struct conn *c)
         ssize_t n = send(c->ec.w.fd, c->out + c->sent, c->outlen - c->sent, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Rare (one short line): only then is writability watched, so
+               that a connection costs no change of its watch otherwise. */
+            engine_watch_want(&c->ec.w, UV_WRITABLE);
             return;
+        }
         if (n < 0) {
             log_debug("%s:%d: send: %s", c->addr, c->port, strerror(errno));
             conn_close(r, c);
