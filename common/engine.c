@@ -5,18 +5,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "acceptor.h"
 #include "log.h"
 
 #define ENGINE_TICK_MS 1000
+#define ENGINE_EDGE_EVENTS 256 /* taken from the edge-triggered set per turn */
 
 struct engine {
     uv_loop_t loop;
     bool loop_ok;
     struct engine_watch listen;
     bool listening;
+    int edge_fd; /* the edge-triggered set (engine_edge), -1 until made */
+    struct engine_watch edge;
+    bool edge_watched;
     uv_timer_t tick;
     uv_async_t async;
     uv_check_t check;
@@ -268,6 +273,47 @@ static void listen_io(struct engine_watch *w, int status, int events)
     acceptor_run(&e->acc, (int)e->cfg.accepts_per_run, engine_now(e), accepted, e);
 }
 
+/* ---- the edge-triggered set ---- */
+
+static void edge_io(struct engine_watch *w, int status, int events)
+{
+    struct engine *e = w->owner;
+    struct epoll_event evs[ENGINE_EDGE_EVENTS];
+
+    (void)events;
+    if (status < 0) {
+        log_warnx("event engine: its edge-triggered set failed: %s", uv_strerror(status));
+        engine_watch_want(w, UV_READABLE);
+        return;
+    }
+    /* What is left over makes the set readable again for the next turn. */
+    int n = epoll_wait(e->edge_fd, evs, ENGINE_EDGE_EVENTS, 0);
+    for (int i = 0; i < n; i++) {
+        struct engine_edge *x = evs[i].data.ptr;
+        x->on_events(x, evs[i].events);
+    }
+}
+
+int engine_edge_add(struct engine *e, int fd, struct engine_edge *x)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = x};
+
+    if (e->edge_fd < 0) {
+        e->edge_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (e->edge_fd < 0)
+            return -1;
+        if (engine_watch_init(e, &e->edge, e->edge_fd, NULL) < 0) {
+            errno = EBADF;
+            return -1;
+        }
+        e->edge_watched = true;
+        e->edge.owner = e;
+        e->edge.on_io = edge_io;
+        engine_watch_want(&e->edge, UV_READABLE);
+    }
+    return epoll_ctl(e->edge_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
 /* ---- the loop ---- */
 
 static void on_tick(uv_timer_t *t)
@@ -310,6 +356,7 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
     }
     e->cfg = *cfg;
     e->listen.fd = cfg->listen_fd;
+    e->edge_fd = -1;
     acceptor_init(&e->acc, cfg->listen_fd, cfg->shed);
     e->untrusted = tally_new();
     if (e->untrusted == NULL) {
@@ -382,6 +429,8 @@ void engine_free(struct engine *e)
     }
     if (e->listen.fd >= 0)
         close(e->listen.fd);
+    if (e->edge_watched)
+        engine_watch_close(&e->edge);
     if (e->loop_ok) {
         if (e->uv_handles) {
             uv_close((uv_handle_t *)&e->tick, NULL);
@@ -394,6 +443,8 @@ void engine_free(struct engine *e)
         if (uv_loop_close(&e->loop) != 0)
             log_warnx("event engine: handles left open at its end");
     }
+    if (e->edge_fd >= 0)
+        close(e->edge_fd);
     acceptor_free(&e->acc);
     tally_free(e->untrusted);
     free(e);

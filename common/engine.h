@@ -18,7 +18,8 @@
  *
  * Descriptors are watched with libuv's poll handles, level-triggered: the
  * owner says what it waits for (engine_watch_want) and reads and writes the
- * descriptor itself (a line, a hello, splice(2)).  An error on a socket
+ * descriptor itself (a line, a hello); bulk data (splice(2)) goes through
+ * the edge-triggered set instead (engine_edge).  An error on a socket
  * reaches on_io with a negative status and stops its watch (SO_ERROR says
  * which).  Everything is freed from libuv's close callbacks, so a handle
  * closed during a turn stays valid until the turn ends.
@@ -49,6 +50,19 @@ struct engine_watch {
     void (*on_closed)(struct engine_watch *w);
     struct engine_conn *conn; /* the connection it belongs to, or NULL */
     void *owner;
+};
+
+/* A descriptor watched edge-triggered (EPOLLET: an event when its state
+   changes, none while nothing does), for bulk data: the relay's pair ends,
+   whose buffers fill and drain all the time.  A level-triggered watch would
+   have to be changed at each of those turns (libuv's poll handles take the
+   descriptor out of epoll and put it back), so these sit in one epoll set of
+   the engine's own, which the loop watches.  Closing the descriptor removes
+   it; events already taken in the same turn may still come, so the owner
+   keeps the memory until after_io. */
+struct engine_edge {
+    /* EPOLLIN, EPOLLOUT, EPOLLRDHUP, EPOLLHUP, EPOLLERR */
+    void (*on_events)(struct engine_edge *x, uint32_t events);
 };
 
 /* One accepted connection; the owner embeds it in its own structure. */
@@ -143,6 +157,10 @@ int engine_conn_take_fd(struct engine_conn *c);
 /* Stops it and closes its socket (unless taken); ops.freed follows once
    its handles are closed.  Idempotent. */
 void engine_conn_close(struct engine_conn *c);
+
+/* Watches fd for input, output, its peer's FIN and errors, edge-triggered
+   (x->on_events set before).  -1 with errno. */
+int engine_edge_add(struct engine *e, int fd, struct engine_edge *x);
 
 /* A watch of fd for its owner (a connection's extra socket: conn, else
    on_closed frees it).  -1 on failure (nothing to close). */

@@ -2,7 +2,8 @@
    loopback, as their clients meet it: an address's untrusted connections
    bounded, the oldest still sending its first message cut when every slot
    is taken, a full engine refusing when none is, the first-message deadline,
-   a trusted connection kept, every connection freed at the end. */
+   a trusted connection kept, every connection freed at the end; and the
+   edge-triggered set: one event per change, none while nothing changes. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -10,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -106,6 +108,16 @@ static void freed(void *arg, struct engine_conn *ec)
 static const struct engine_ops ops = {
     .refused = refused, .cut = cut, .accepted = accepted, .freed = freed};
 
+/* The edge-triggered set: how many times input was reported. */
+static atomic_int edge_inputs;
+
+static void edge_events(struct engine_edge *x, uint32_t events)
+{
+    (void)x;
+    if (events & EPOLLIN)
+        edge_inputs++;
+}
+
 static void *run(void *arg)
 {
     engine_run(arg);
@@ -159,7 +171,25 @@ int main(void)
                                 .arg = &o};
     o.e = engine_new(&cfg, err, sizeof(err));
     REQUIRE(o.e != NULL);
+    /* Added before the loop runs (its thread owns the engine after). */
+    int sp[2];
+    struct engine_edge edge = {.on_events = edge_events};
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) == 0);
+    REQUIRE(engine_edge_add(o.e, sp[0], &edge) == 0);
     REQUIRE(pthread_create(&tid, NULL, run, o.e) == 0);
+
+    /* Unread input is reported once per arrival, not on every turn. */
+    REQUIRE(send(sp[1], "x", 1, 0) == 1);
+    WAIT_UNTIL(edge_inputs == 1, 5000, "the first byte reported");
+    int a0 = client(9, port); /* turns of the loop with the byte unread */
+    WAIT_UNTIL(o.accepted == 1, 5000, "a0 taken");
+    CHECK_EQ(edge_inputs, 1);
+    REQUIRE(send(sp[1], "y", 1, 0) == 1);
+    WAIT_UNTIL(edge_inputs == 2, 5000, "the second byte reported");
+    close(a0);
+    WAIT_UNTIL(o.freed == 1, 5000, "a0 gone");
+    o.accepted = 0;
+    o.freed = 0;
 
     /* One address: PER_ADDRESS untrusted connections, the next one closed. */
     int a1 = client(1, port), a2 = client(1, port);
@@ -209,6 +239,8 @@ int main(void)
     engine_free(o.e);
     CHECK_EQ(o.freed, o.accepted);
     CHECK(closed_by_engine(a1));
+    close(sp[0]);
+    close(sp[1]);
     int fds[] = {a1, a2, a4, b1, t2, t3, full};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         close(fds[i]);
