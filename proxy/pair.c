@@ -172,18 +172,6 @@ void pair_close(struct pair *p, bool abort)
     p->closed = true;
 }
 
-int pair_wants(const struct pair *p, int i)
-{
-    const struct pair_end *end = &p->end[i];
-    int ev = 0;
-
-    if (!p->dir[i].eof && !end->readable)
-        ev |= UV_READABLE;
-    if (p->dir[1 - i].inpipe > 0 && !end->writable)
-        ev |= UV_WRITABLE;
-    return ev == 0 && !end->hup ? UV_PRIORITIZED : ev;
-}
-
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9])
 {
     hex_encode(id, 4, out);

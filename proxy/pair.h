@@ -4,9 +4,9 @@
  * user space.  A pipe is made on the direction's first data and dropped again
  * when it has been empty for a while, so an idle pair holds two descriptors.
  *
- * The relay watches the sockets (common/engine.h), turns their readiness into
- * the readable/writable flags and calls pair_run, which moves what it can;
- * pair_wants says what to watch for next.
+ * The sockets are watched edge-triggered (engine_edge, common/engine.h); the
+ * relay turns events into the readable/writable flags and calls pair_run,
+ * which moves what it can.
  */
 #ifndef PROXY_PAIR_H
 #define PROXY_PAIR_H
@@ -25,13 +25,12 @@ struct pair;
 struct relay;
 
 struct pair_end {
-    struct engine_watch w; /* w.owner: this end */
+    struct engine_edge edge;
     struct pair *pair;
     int fd;
     bool readable, writable;  /* last known: cleared on EAGAIN, set by events */
     char addr[PAIR_ADDR_MAX]; /* "host:port" for the logs */
     uint64_t stall_since_us;  /* tcp_stall_check's memory of this side */
-    bool hup;                 /* shut both ways: no error to wait for */
 };
 
 /* dir[d] carries end[d] -> end[1 - d]. */
@@ -55,7 +54,7 @@ struct pair {
     bool ready;
     struct relay *relay; /* the relay's, for its watches' callbacks */
     bool closed;
-    int watches; /* open: freed when the last one has closed */
+    struct pair *dead_next; /* closed, freed after the turn's events */
 };
 
 enum pair_result {
@@ -79,14 +78,10 @@ enum pair_result pair_run(struct pair *p, size_t pipe_size, uint64_t *moved, cha
 int pair_stalled(struct pair *p, uint64_t now_ms, uint64_t timeout_ms);
 /* Drops the pipes that are empty (an idle pair keeps only its sockets). */
 void pair_trim(struct pair *p);
-/* What end i waits for (UV_READABLE, UV_WRITABLE): the flags it does not
-   have and needs; UV_PRIORITIZED when neither, so that an error on it is
-   still heard (unless shut both ways). */
-int pair_wants(const struct pair *p, int i);
-/* Closes the sockets and pipes (their watches closed first) and marks the
-   pair closed.  abort: reset both connections (SO_LINGER 0) so neither side
-   mistakes a cut-off for a clean end of data.  The memory stays until its
-   watches have closed. */
+/* Closes the sockets and pipes (which ends their watches) and marks the pair
+   closed.  abort: reset both connections (SO_LINGER 0) so neither side
+   mistakes a cut-off for a clean end of data.  The memory stays until
+   free(p): events of the current turn may still point at it. */
 void pair_close(struct pair *p, bool abort);
 /* Hex of the first bytes of the pair id, for the logs. */
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9]);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,8 +61,9 @@ struct relay {
 
     struct pairtable *tokens;
     struct ratelimit refused_log, closed_log;
-    struct dlist pairs; /* of struct pair, by last activity, oldest first */
-    struct pair *ready; /* pairs with work left */
+    struct dlist pairs;      /* of struct pair, by last activity, oldest first */
+    struct pair *ready;      /* pairs with work left */
+    struct pair *dead_pairs; /* closed this turn */
     uint64_t next_expire_ms;
 
     atomic_ullong pairs_active, pairs_total, bytes_relayed, pairs_stalled;
@@ -273,33 +275,15 @@ static void pair_end_log(struct relay *r, struct pair *p, const char *how, const
                  (unsigned long long)(ms % 1000));
 }
 
-static void pair_watch_closed(struct engine_watch *w)
-{
-    struct pair_end *end = w->owner;
-    struct pair *p = end->pair;
-
-    if (--p->watches == 0)
-        free(p);
-}
-
-/* Closed; the memory goes with the last of its watches. */
+/* Closed; freed after the turn's events (free_dead), which may still name
+   it.  Its own link, not ready_next: it may be on the ready list. */
 static void pair_end(struct relay *r, struct pair *p, bool abort)
 {
     dlist_remove(&r->pairs, &p->link);
-    for (int i = 0; i < 2; i++)
-        if (p->end[i].w.on_closed != NULL)
-            engine_watch_close(&p->end[i].w);
     pair_close(p, abort);
     atomic_fetch_sub_explicit(&r->pairs_active, 1, memory_order_relaxed);
-    if (p->watches == 0)
-        free(p);
-}
-
-/* What each end waits for now (pair.h). */
-static void pair_watch(struct pair *p)
-{
-    for (int i = 0; i < 2; i++)
-        engine_watch_want(&p->end[i].w, pair_wants(p, i));
+    p->dead_next = r->dead_pairs;
+    r->dead_pairs = p;
 }
 
 static void pair_step(struct relay *r, struct pair *p)
@@ -318,11 +302,9 @@ static void pair_step(struct relay *r, struct pair *p)
     }
     switch (res) {
     case PAIR_WAIT:
-        pair_watch(p);
         break;
     case PAIR_MORE:
         make_ready(r, p);
-        pair_watch(p);
         break;
     case PAIR_DONE:
         pair_end_log(r, p, "done", NULL);
@@ -335,15 +317,15 @@ static void pair_step(struct relay *r, struct pair *p)
     }
 }
 
-static void pair_event(struct engine_watch *w, int status, int events)
+static void pair_event(struct engine_edge *x, uint32_t events)
 {
-    struct pair_end *end = w->owner;
+    struct pair_end *end = (struct pair_end *)x;
     struct pair *p = end->pair;
     struct relay *r = p->relay;
 
     if (p->closed)
         return;
-    if (status < 0) {
+    if (events & EPOLLERR) {
         int e = 0;
         socklen_t len = sizeof(e);
         getsockopt(end->fd, SOL_SOCKET, SO_ERROR, &e, &len);
@@ -353,12 +335,10 @@ static void pair_event(struct engine_watch *w, int status, int events)
         pair_end(r, p, true);
         return;
     }
-    if (events & UV_READABLE)
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
         end->readable = true;
-    if (events & UV_WRITABLE)
+    if (events & (EPOLLOUT | EPOLLHUP))
         end->writable = true;
-    if (!(events & (UV_READABLE | UV_WRITABLE)))
-        end->hup = true; /* shut both ways (or urgent data): not an error */
     pair_step(r, p);
 }
 
@@ -396,16 +376,9 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
 
     for (int i = 0; i < 2; i++) {
         static const unsigned char paired = RELAY_PAIRED;
-        struct engine_watch *w = &p->end[i].w;
-        if (engine_watch_init(r->engine, w, p->end[i].fd, NULL) == 0) {
-            w->owner = &p->end[i];
-            w->on_io = pair_event;
-            w->on_closed = pair_watch_closed;
-            p->watches++;
-        } else {
-            errno = EBADF;
-        }
-        if (w->on_closed == NULL || send(p->end[i].fd, &paired, 1, MSG_NOSIGNAL) != 1) {
+        p->end[i].edge.on_events = pair_event;
+        if (engine_edge_add(r->engine, p->end[i].fd, &p->end[i].edge) < 0 ||
+            send(p->end[i].fd, &paired, 1, MSG_NOSIGNAL) != 1) {
             char err[128];
             snprintf(err, sizeof(err), "telling %s: %s", p->end[i].addr, strerror(errno));
             pair_end_log(r, p, "aborted", err);
@@ -627,7 +600,17 @@ static void tick(void *arg)
     }
 }
 
-/* After each turn's events: the pairs that stopped after their share. */
+static void free_dead(struct relay *r)
+{
+    while (r->dead_pairs) {
+        struct pair *p = r->dead_pairs;
+        r->dead_pairs = p->dead_next;
+        free(p);
+    }
+}
+
+/* After each turn's events: the pairs that stopped after their share, then
+   the memory of those closed. */
 static void run_ready(void *arg)
 {
     struct relay *r = arg;
@@ -642,6 +625,7 @@ static void run_ready(void *arg)
         if (!p->closed)
             pair_step(r, p);
     }
+    free_dead(r);
     engine_busy(r->engine, r->ready != NULL);
 }
 
@@ -659,6 +643,7 @@ static void close_all(struct relay *r)
     while ((p = pair_of(r->pairs.head)) != NULL)
         pair_end(r, p, true);
     r->ready = NULL;
+    free_dead(r);
 }
 
 int relay_run(struct relay *r)
