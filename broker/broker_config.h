@@ -31,6 +31,7 @@ struct broker_config {
     int stats;                    /* --stats: ask a running broker for its counters */
     int grid;                     /* --grid: ask it for its picture of the grid */
     int json;
+    char *html; /* --grid --html FILE: the grid's picture as a page */
     char *url;
     char *proxy;             /* NAME@HOST:PORT[,...] */
     char *proxy_key;         /* the key shared with the proxies */
