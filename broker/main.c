@@ -126,7 +126,9 @@ int main(int argc, char **argv)
     if (b == NULL)
         fatalx("out of memory");
     struct metrics_server *metrics;
+    struct tls_files metrics_tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl};
     struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .tls = cfg.metrics_tls ? &metrics_tls : NULL,
                                        .allow = cfg.metrics_allow,
                                        .daemon = "broker",
                                        .render = broker_metrics,

@@ -28,7 +28,7 @@ refused() { # description expected-text command...
   else fail "$what: exit $rc: $(tail -n 3 "$work/out")"; fi
 }
 refused "qcg-proxy: a public metrics-listen without metrics-allow" \
-  "qcg-proxy: metrics-listen 203.0.113.5:9703: not a loopback address, and no metrics-allow" \
+  "qcg-proxy: metrics-listen 203.0.113.5:9703: not a loopback address, and no metrics-allow or metrics-tls" \
   "$build/proxy/qcg-proxy" --listen 127.0.0.1 --port 18950 --control-port 18951 \
   --ca "$ca/ca.crt" --cert "$ca/proxy-lab.pem" --key-file "$work/key" --metrics-listen 203.0.113.5:9703
 refused "qcg-frontend: metrics-listen without a port" \
