@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -23,6 +24,7 @@
 #include "acceptor.h"
 #include "address.h"
 #include "crl.h"
+#include "identity.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "monotonic.h"
@@ -515,6 +517,20 @@ static int tls_context(struct metrics_server *s, const struct tls_files *tls, ch
     char why[256];
     if (tls->ca == NULL || tls->certkey == NULL) {
         snprintf(err, errlen, "metrics-tls needs the daemon's ca and cert");
+        return -1;
+    }
+    /* A helper's certificate is a TLS client's: a scraper would refuse it
+       at every scrape, so say it now. */
+    FILE *f = fopen(tls->certkey, "r");
+    X509 *own = f != NULL ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
+    if (f != NULL)
+        fclose(f);
+    int usage = own != NULL ? identity_cert_usage(own, true, why, sizeof(why)) : -1;
+    X509_free(own);
+    ERR_clear_error();
+    if (usage != 0) {
+        snprintf(err, errlen, "metrics-tls: %s: %s; use metrics-allow here", tls->certkey,
+                 own != NULL ? why : "no certificate to read");
         return -1;
     }
     s->ctx = SSL_CTX_new(TLS_server_method());
