@@ -71,6 +71,7 @@ struct helper_config {
     int status;          /* --status: ask a running helper, print, exit */
     int json;
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
+    int metrics_tls;
 
     /* Derived by helper_config_check. */
     mode_t mode;

@@ -628,6 +628,40 @@ PY
 else
   fail "--grid --json: $(cat "$work/grid.json")"
 fi
+# --grid --html: the same picture as a page, rendered by headless Chromium as
+# an admin's browser renders it.
+"$broker_bin" --config "$work/probed.conf" --html "$work/grid.html" >"$work/html.err" 2>&1
+[ $? = 2 ] && grep -qx "qcg-broker: --html goes with --grid, without --json" "$work/html.err" &&
+  pass "--html without --grid: exit 2, one line" || fail "--html alone: $(cat "$work/html.err")"
+"$broker_bin" --config "$work/probed.conf" --grid --html "$work/grid.html" --url "$URL" \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/html.out" 2>&1 &&
+  grep -qx "qcg-broker: the grid's picture (5 clusters) is in $work/grid.html" "$work/html.out" &&
+  pass "--grid --html writes the page and says so" || fail "--grid --html: $(cat "$work/html.out")"
+if /usr/bin/python3 "$(dirname "$0")/../lib/chromium_page.py" "$work/grid.html" >"$work/page.json" \
+  2>"$work/page.err" && /usr/bin/python3 - "$work/page.json" <<'PY'; then
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["errors"] == [], p["errors"]
+c = {x["name"]: x for x in p["clusters"]}
+assert set(c) == {"nata", "open", "fw", "sym", "natb"}, c
+for x in c.values():
+    assert x["width"] > 20 and x["height"] > 20 and x["x"] >= 0 and x["y"] >= 0, x
+    assert x["x"] + x["width"] <= p["width"] and x["y"] + x["height"] <= p["height"], x
+assert c["fw"]["kind"] == "firewalled" and c["sym"]["kind"] == "nat", c
+assert "(seen symnat)" in c["sym"]["text"] and "seen" not in c["nata"]["text"], c
+pairs = {(x["from"], x["to"]): x for x in p["pairs"]}
+assert pairs[("nata", "open")]["technique"] == "direct", pairs
+assert pairs[("nata", "open")]["label"] == "direct 3 ms 50%", pairs
+cells = {(x["from"], x["to"]): x["text"] for x in p["cells"]}
+assert set(cells) == set(pairs), (cells, pairs)
+t = cells[("nata", "open")]
+assert "direct 3 ms" in t and "1/2 ok (50%)" in t and "\u2717 holepunch (1 failed)" in t, t
+assert sorted(r[0] for r in p["rows"]) == sorted(c), p["rows"]
+PY
+  pass "--grid --html in Chromium: no console error, the 5 clusters on the page, nata -> open direct 3 ms 50%"
+else
+  fail "--grid --html in Chromium: $(cat "$work/page.err" "$work/page.json")"
+fi
 
 # Poisoned memory: a report counts only for a plan this broker issued, and one
 # other job's failures do not steer job p's plans.
