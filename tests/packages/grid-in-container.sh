@@ -35,6 +35,9 @@ for pc in broker:broker broker:proxy frontend:frontend helper:helper; do
 done
 [ -f /usr/lib/x86_64-linux-gnu/pkgconfig/qcgconn.pc ] && [ -f /usr/include/qcgconn.h ] ||
 	fail "libqcgconn-dev: no qcgconn.pc or qcgconn.h"
+[ -f /usr/lib/x86_64-linux-gnu/pkgconfig/qcgcolour.pc ] && [ -f /usr/include/qcgcolour.h ] &&
+	[ -e /usr/lib/x86_64-linux-gnu/libqcgcolour.so.0 ] ||
+	fail "libqcgcolour0, libqcgcolour-dev: no libqcgcolour.so.0, qcgcolour.pc or qcgcolour.h"
 for f in /usr/sbin/qcg-* /usr/bin/qcg-cat /usr/bin/qcg-probe /usr/bin/qcg-agent /usr/bin/qcg-launch "$btl"; do
 	[ -e "$f" ] || fail "$f not installed"
 	! ldd "$f" | grep 'not found' || fail "$f: a library not found"
