@@ -82,7 +82,7 @@ stage() {
 }
 
 # What the lab's user runs, where it can reach it whatever the build directory's
-# permissions: $USER_DIR/bin, lib (libqcgconn, libqcgcolour, the BTL) and home.
+# permissions: $USER_DIR/bin, lib (libqcgconn, libqcgcolour, the BTL, coll_qcg) and home.
 stage_user_area() {
 	local f
 	mkdir -p "$USER_DIR/bin" "$USER_DIR/lib" "$USER_DIR/home"
@@ -107,6 +107,9 @@ stage_user_area() {
 	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
 	[ ! -e "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" ] ||
 		stage "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" "$USER_DIR/lib"
+	# The site-aware collectives, as the packages install them: every job of
+	# several sites uses them (--mca coll ^qcg: Open MPI's own).
+	[ ! -e "$BUILD_DIR/coll_qcg/mca_coll_qcg.so" ] || stage "$BUILD_DIR/coll_qcg/mca_coll_qcg.so" "$USER_DIR/lib"
 }
 
 # user_env: the environment of the lab's user (after stage_user_area): its

@@ -51,6 +51,8 @@ done
 # Open MPI finds the component with no setting at all.
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ompi_info 2>&1 | grep -q 'MCA btl: qcg' ||
 	fail "ompi_info (no environment) does not list btl qcg"
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ompi_info 2>&1 | grep -q 'MCA coll: qcg' ||
+	fail "ompi_info (no environment) does not list coll qcg"
 # What a daemon needs without systemd (no systemd-tmpfiles here): the
 # broker's state directory and the helper's socket directory, the qcg
 # user's (issue 36), and the tmpfiles.d file that makes them at boot.
