@@ -48,7 +48,9 @@ int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, vo
             counts[s] = (m->site_start[s + 1] - m->site_start[s]) * rcount;
             displs[s] = m->site_start[s] * rcount;
         }
-        if (rc == OMPI_SUCCESS)
+        if (rc == OMPI_SUCCESS && coll_qcg_flat(size * rcount, rdtype))
+            rc = coll_qcg_flat_allgatherv(all, counts, displs, rdtype, m->leaders);
+        else if (rc == OMPI_SUCCESS)
             rc = m->leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all,
                                                      counts, displs, rdtype, m->leaders,
                                                      m->leaders->c_coll->coll_allgatherv_module);

@@ -21,6 +21,7 @@ struct coll_qcg_component {
     mca_coll_base_component_2_0_0_t super;
     int priority;
     int verbose;
+    int flat_max; /* bytes up to which the leaders' step is one flat exchange (flat.c) */
 };
 extern struct coll_qcg_component mca_coll_qcg_component;
 
@@ -66,6 +67,19 @@ mca_coll_base_module_t *coll_qcg_comm_query(ompi_communicator_t *comm, int *prio
 /* QCG_COLL_SITES or QCG_COLL_ONE_SITE once the sites are known (a
    collective over comm the first time). */
 enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *comm);
+
+/* The leaders' step, one WAN latency (flat.c): for messages of up to
+   flat_max bytes (coll_qcg_flat). */
+int coll_qcg_flat(int count, ompi_datatype_t *dtype);
+int coll_qcg_flat_barrier(ompi_communicator_t *leaders);
+int coll_qcg_flat_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
+                        ompi_communicator_t *leaders);
+int coll_qcg_flat_allreduce(void *buf, int count, ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            ompi_communicator_t *leaders);
+int coll_qcg_flat_reduce(void *buf, int count, ompi_datatype_t *dtype, struct ompi_op_t *op,
+                         int root, ompi_communicator_t *leaders);
+int coll_qcg_flat_allgatherv(void *all, const int *counts, const int *displs,
+                             ompi_datatype_t *dtype, ompi_communicator_t *leaders);
 
 int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
                        int rcount, ompi_datatype_t *rdtype, ompi_communicator_t *comm,

@@ -26,6 +26,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
     /* Above tuned (30) and han (0 in 4.1): on a communicator of several
        sites the hierarchy wins; below hcoll (90), a fabric's own. */
     .priority = 50,
+    .flat_max = 65536,
 };
 
 static int qcg_register(void)
@@ -38,6 +39,12 @@ static int qcg_register(void)
         "job never uses it)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_qcg_component.priority);
+    (void)mca_base_component_var_register(
+        c, "flat_max",
+        "Bytes up to which the step among the sites' leaders is one exchange of every leader "
+        "with every other (one WAN latency); above, Open MPI's own algorithm among the leaders",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_qcg_component.flat_max);
     (void)mca_base_component_var_register(
         c, "verbose", "1: a line per communicator saying how many sites it spans",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,

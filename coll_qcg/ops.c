@@ -41,7 +41,7 @@ int coll_qcg_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *module)
         return m->prev.barrier(comm, m->prev.barrier_module);
     rc = m->local->c_coll->coll_barrier(m->local, m->local->c_coll->coll_barrier_module);
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
-        rc = m->leaders->c_coll->coll_barrier(m->leaders, m->leaders->c_coll->coll_barrier_module);
+        rc = coll_qcg_flat_barrier(m->leaders);
     if (rc == OMPI_SUCCESS)
         rc = m->local->c_coll->coll_barrier(m->local, m->local->c_coll->coll_barrier_module);
     return rc;
@@ -61,7 +61,9 @@ int coll_qcg_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
     if (m->site_of[rank] == root_site)
         rc = SUB(m->local, bcast, buf, count, dtype, m->local_rank[root]);
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
-        rc = SUB(m->leaders, bcast, buf, count, dtype, root_site);
+        rc = coll_qcg_flat(count, dtype)
+                 ? coll_qcg_flat_bcast(buf, count, dtype, root_site, m->leaders)
+                 : SUB(m->leaders, bcast, buf, count, dtype, root_site);
     if (rc == OMPI_SUCCESS && m->site_of[rank] != root_site)
         rc = SUB(m->local, bcast, buf, count, dtype, 0);
     return rc;
@@ -111,8 +113,10 @@ int coll_qcg_reduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt
     }
     rc = reduce_in_site(m, sbuf, part, count, dtype, op);
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
-        rc = SUB(m->leaders, reduce, m->site_of[rank] == root_site ? MPI_IN_PLACE : part, part,
-                 count, dtype, op, root_site);
+        rc = coll_qcg_flat(count, dtype)
+                 ? coll_qcg_flat_reduce(part, count, dtype, op, root_site, m->leaders)
+                 : SUB(m->leaders, reduce, m->site_of[rank] == root_site ? MPI_IN_PLACE : part,
+                       part, count, dtype, op, root_site);
     /* The root's site's leader hands the result to the root. */
     if (rc == OMPI_SUCCESS && m->site_of[rank] == root_site && m->local_rank[root] != 0) {
         if (m->leaders != NULL)
@@ -139,7 +143,9 @@ int coll_qcg_allreduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t 
         sbuf = rbuf;
     rc = reduce_in_site(m, sbuf, rbuf, count, dtype, op);
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
-        rc = SUB(m->leaders, allreduce, MPI_IN_PLACE, rbuf, count, dtype, op);
+        rc = coll_qcg_flat(count, dtype)
+                 ? coll_qcg_flat_allreduce(rbuf, count, dtype, op, m->leaders)
+                 : SUB(m->leaders, allreduce, MPI_IN_PLACE, rbuf, count, dtype, op);
     if (rc == OMPI_SUCCESS)
         rc = SUB(m->local, bcast, rbuf, count, dtype, 0);
     return rc;
