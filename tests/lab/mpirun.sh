@@ -82,7 +82,7 @@ stage() {
 }
 
 # What the lab's user runs, where it can reach it whatever the build directory's
-# permissions: $USER_DIR/bin, lib (libqcgconn, the BTL) and home.
+# permissions: $USER_DIR/bin, lib (libqcgconn, libqcgcolour, the BTL, coll_qcg) and home.
 stage_user_area() {
 	local f
 	mkdir -p "$USER_DIR/bin" "$USER_DIR/lib" "$USER_DIR/home"
@@ -93,7 +93,7 @@ stage_user_area() {
 		[ -x "$BUILD_DIR/$f" ] || die "not built: $BUILD_DIR/$f"
 		stage "$BUILD_DIR/$f" "$USER_DIR/bin"
 	done
-	for f in "$BUILD_DIR"/libqcgconn/libqcgconn.so*; do
+	for f in "$BUILD_DIR"/libqcgconn/libqcgconn.so* "$BUILD_DIR"/libqcgcolour/libqcgcolour.so*; do
 		if [ -L "$f" ]; then
 			local dst=$USER_DIR/lib/$(basename "$f")
 			[ "$(readlink "$dst" 2>/dev/null)" = "$(readlink "$f")" ] && continue
@@ -107,6 +107,9 @@ stage_user_area() {
 	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
 	[ ! -e "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" ] ||
 		stage "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" "$USER_DIR/lib"
+	# The site-aware collectives, as the packages install them: every job of
+	# several sites uses them (--mca coll ^qcg: Open MPI's own).
+	[ ! -e "$BUILD_DIR/coll_qcg/mca_coll_qcg.so" ] || stage "$BUILD_DIR/coll_qcg/mca_coll_qcg.so" "$USER_DIR/lib"
 }
 
 # user_env: the environment of the lab's user (after stage_user_area): its
@@ -206,9 +209,9 @@ mpirun_agents() {
 	dir=$(mktemp -d "$STATE/mpirun.XXXXXX")
 	chmod 755 "$dir"
 	# One line per rank, mapped in order (rmaps seq): mpirun's own node would
-	# otherwise come first.
+	# otherwise come first.  Each with its site: the ranks' colours.
 	for node in "${nodes[@]}"; do
-		for ((i = 0; i < ppn; i++)); do echo "$node"; done
+		for ((i = 0; i < ppn; i++)); do echo "$node site=${NODE_SITE[$node]}"; done
 	done >"$dir/hosts"
 	chmod 644 "$dir/hosts"
 	np=$((${#nodes[@]} * ppn))
@@ -287,6 +290,10 @@ mpirun_netns() {
 	EOF
 	chmod 755 "$dir/agent"
 	np=$((${#nodes[@]} * ppn))
+	# The colours qcg-mpirun and the agents would give (launch/README.md).
+	QCG_COLOURS_NODE=$(printf '%s\n' "${nodes[@]}" | LC_ALL=C sort -u | paste -sd, -)
+	QCG_COLOURS_SITE=$(for node in "${nodes[@]}"; do echo "${NODE_SITE[$node]}"; done | LC_ALL=C sort -u | paste -sd, -)
+	export QCG_COLOURS_NODE QCG_COLOURS_SITE
 	say "mpirun (netns launcher): $np ranks on ${nodes[*]} ($ppn per node), btl $btls" >&2
 	QCG_JOB=lab-netns-$$ QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n') \
 		OMPI_MCA_mca_base_component_path=$cpath \
@@ -296,6 +303,7 @@ mpirun_netns() {
 		--mca oob_tcp_if_include "$MPI_IF" --mca btl_tcp_if_include "$MPI_IF" \
 		--mca pml ob1 --mca btl "$btls" --mca mpi_yield_when_idle 1 \
 		--mca mca_base_component_path "$cpath" -x QCG_JOB -x QCG_JOB_SECRET \
+		-x QCG_COLOURS_NODE -x QCG_COLOURS_SITE \
 		"${opts[@]}" "$@" || rc=$?
 	rm -rf "$dir"
 	return "$rc"
@@ -303,7 +311,8 @@ mpirun_netns() {
 
 # _agent HOST CMD...: what the netns launcher's mpirun runs to start an orted on
 # HOST (a compute node's address): CMD in that node's namespace, with its own
-# host name, its helper's socket and its name in QCG_LAB_NODE.
+# host name, its helper's socket, its name in QCG_LAB_NODE and its colours
+# (as an agent sets them).
 cmd_agent() {
 	local host=${1:-} node="" n
 	[ $# -ge 2 ] || die "usage: $PROG _agent HOST CMD..."
@@ -313,6 +322,6 @@ cmd_agent() {
 	done
 	[ -n "$node" ] || die "_agent: $host is the address of no compute node"
 	QCG_HELPER_SOCKET=$(helper_socket "$node")
-	export QCG_HELPER_SOCKET QCG_LAB_NODE=$node
+	export QCG_HELPER_SOCKET QCG_LAB_NODE=$node QCG_COLOUR_NODE=$node QCG_COLOUR_SITE=${NODE_SITE[$node]}
 	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c "hostname $node && $*"
 }

@@ -16,7 +16,8 @@
 # Ports 18600-18699 belong to this test: broker 18601, frontend 18602, the
 # helper's listening range 18650-18699.  Each part has a job of its own
 # ($base-TAG) and agents of its own (log agent-TAG-NODE.log): a. what the
-# agent refuses; b. a job on two agents, the ranks' output and environment;
+# agent refuses; b. a job on two agents, the ranks' output, environment and
+# colours;
 # c. a rank fails; d. a node without an agent; e. a wrong secret; f. a wrong
 # job; g. a command other than orted; h. MPI_Abort, SIGINT to qcg-mpirun,
 # SIGKILL to mpirun: nothing of the job may be left after any.  Every wait is
@@ -295,6 +296,34 @@ if [[ $rc -eq 0 ]] && grep -qx "env of rank 0: QCG_JOB=$QCG_JOB QCG_TEST_NODE=a1
 	pass "each rank has its agent's environment: QCG_JOB of the job, QCG_TEST_NODE of its node"
 else echo "(exit $rc)" >>"$out"; fail "each rank has its agent's environment: QCG_JOB of the job, QCG_TEST_NODE of its node"; fi
 agents_exit b2 100 "the last launch ended" a1 a2 || fail "after the job of part b2 both agents exit 0"
+
+# --- b3: the ranks' colours (libqcgcolour) -------------------------------------------------
+# Each rank's site is its agent's cluster as the grid declared it (c1), its node
+# the agent's node; the job's lists come from the host list's site= through
+# qcg-mpirun.  A host list whose site= is not the grid's leaves the ranks
+# without an integer, saying why, rather than giving a wrong one.
+part b3
+printf 'a1 slots=1 site=c1\na2 site=c1 slots=1\n' >"$work/hosts-sites"
+agents b3 a1 a2
+mpirun_job 60 "$work/hosts-sites" -np 2 "$progs/qcg-mpi-colours" --expect-sites 1
+if [[ $rc -eq 0 ]] && grep -q "^PASS colours: 2 ranks, 1 sites, 2 nodes, 0 errors" "$out" &&
+	grep -qx "colour 0 c1 a1" "$out" && grep -qx "colour 1 c1 a2" "$out"; then
+	pass "each rank's colours: site c1 (the grid's), node a1/a2 (its agent's), 1 site, 2 nodes"
+else echo "(exit $rc)" >>"$out"; fail "each rank's colours: site c1 (the grid's), node a1/a2 (its agent's)"; fi
+agents_exit b3 100 "the last launch ended" a1 a2 || fail "after the job of part b3 both agents exit 0"
+part b4
+printf 'a1 site=elsewhere\na2 site=elsewhere\n' >"$work/hosts-wrong-site"
+agents b4 a1 a2
+mpirun_job 60 "$work/hosts-wrong-site" -np 2 "$progs/qcg-mpi-colours"
+if [[ $rc -ne 0 ]] && grep -q "^colour site: the colour is not among the job's" "$out"; then
+	pass "a host list naming another site than the grid's: the ranks get no integer and say why"
+else echo "(exit $rc)" >>"$out"; fail "a host list naming another site than the grid's: the ranks say why"; fi
+agents_exit b4 100 "the last launch ended" a1 a2 || fail "after the job of part b4 both agents exit 0"
+printf 'a1 site=c1\na2\n' >"$work/hosts-half"
+mpirun_job 10 "$work/hosts-half" -np 2 "$progs/qcg-mpi-colours"
+if [[ $rc -eq 2 ]] && grep -qx "qcg-mpirun: $work/hosts-half: site=NAME on 1 of 2 lines: give every node's site, or none" "$out"; then
+	pass "site= on some lines only: qcg-mpirun refuses (exit 2, one line)"
+else echo "(exit $rc)" >>"$out"; fail "site= on some lines only: qcg-mpirun refuses (exit 2, one line)"; fi
 
 # --- c: a rank fails ------------------------------------------------------------------------
 part c
