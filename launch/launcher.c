@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -554,6 +555,63 @@ static char *join_args(int n, char **args)
     return s;
 }
 
+/* The child forked by stand_in, for the parent's signal handler. */
+static volatile pid_t worker;
+
+static void pass_on(int sig)
+{
+    if (worker > 0)
+        kill(worker, sig);
+}
+
+/* mpirun may SIGKILL its launch agents (Open MPI 5 does when another
+   daemon fails to start), and a killed launcher says no BYE: its agent
+   would wait WIRE_RESUME_WAIT_MS for a resume before ending the daemon.
+   So the launch runs in a child, in a process group of its own, that gets
+   SIGTERM when this process dies however it dies (and ends the daemon as
+   for any signal); this one only passes signals on and exits with the
+   child's status.  Returns in the child. */
+static void stand_in(void)
+{
+    struct sigaction sa;
+    sigset_t block, old;
+    int st;
+    pid_t pid;
+
+    /* Signals wait until the handler knows the child. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    pid_t self = getpid();
+    pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return; /* then without the stand-in */
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != self)
+            _exit(LAUNCH_FAILED); /* gone before we could watch it */
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    worker = pid;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(LAUNCH_FAILED);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 int main(int argc, char **argv)
 {
     struct launcher l;
@@ -638,6 +696,7 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
         fail(l.host, "mpirun is gone");
+    stand_in();
     signal(SIGPIPE, SIG_IGN);
 
     l.job = job;
