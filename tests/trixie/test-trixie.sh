@@ -4,7 +4,9 @@
 # 5.0, PMIx 5, gcc 14, OpenSSL 3.5, gSOAP 2.8.135, libuv 1.50.  In a Debian 13
 # root made with mmdebstrap from the mirror apt uses here, it builds the
 # whole tree with warnings as errors and runs the MPI suites of tests/mpi
-# (mpi-loopback, mpi-stall) against its Open MPI, as they run on Debian 12's.
+# (mpi-loopback, mpi-stall) and the launch path's (launch-loopback: agents,
+# qcg-launch and qcg-mpirun starting PRRTE's prted) against its Open MPI, as
+# they run on Debian 12's.
 #
 #   tests/trixie/test-trixie.sh [--refresh] [--unit] [--shell]
 #       --refresh   make the root again (else it is made once and cached)
@@ -19,8 +21,11 @@
 # when missing or when the package list below changed (~1 min, 1.3 GB) and
 # never written to afterwards: each run sees it through an overlay whose
 # writable layer is a scratch directory, in namespaces of its own (mount,
-# network with only lo, pid: whatever the tests leave running ends with
-# it).  The tree is bind-mounted read-only at /src, the build is /build.
+# network, pid: whatever the tests leave running ends with it).  The network
+# has lo and one veth pair (qcg-tx0, 198.51.100.1/24, and its peer): PRRTE's
+# mpirun dereferences a NULL alias list when it launches on another node from
+# a host with no interface but lo (a segfault in prte_check_host_is_local),
+# and its daemons never use lo, so no real node is without one.  The tree is bind-mounted read-only at /src, the build is /build.
 # Nothing of the host is changed.  QCG_DEBIAN_MIRROR overrides the mirror.
 set -euo pipefail
 export LC_ALL=C
@@ -101,16 +106,26 @@ if ! { cmake -S /src -B /build -DQCG_WERROR=ON >/build.log 2>&1 &&
 fi
 echo "== built in $((SECONDS - t0)) s"
 rc=0
-for t in loopback stall; do
+# mpirun launching on another node (through a launch agent that fails): an
+# error, not the segfault of a host with lo only.
+st=0
+timeout 60 mpirun --allow-run-as-root --host qcg-none -n 1 --prtemca plm_ssh_agent false true \
+	>/tmp/none.out 2>&1 || st=$?
+if [ "$st" -eq 0 ] || [ "$st" -ge 124 ]; then
+	tail -n 5 /tmp/none.out
+	echo "FAIL mpirun through a failing launch agent: exit $st (want an error, not a crash)"
+	rc=1
+fi
+for t in mpi/test-loopback mpi/test-stall launch/test-launch-loopback; do
 	t0=$SECONDS
-	echo "== mpi-$t"
-	bash "/src/tests/mpi/test-$t.sh" /build /src || rc=1
-	echo "== mpi-$t: $((SECONDS - t0)) s"
+	echo "== $t"
+	bash "/src/tests/$t.sh" /build /src || rc=1
+	echo "== $t: $((SECONDS - t0)) s"
 done
 if [ "${UNIT:-no}" = yes ]; then
 	t0=$SECONDS
 	echo "== unit tests"
-	(cd /build && ctest --output-on-failure --timeout 600 -LE 'lab|netns|docker|trixie' -E '^mpi-') || rc=1
+	(cd /build && ctest --output-on-failure --timeout 600 -LE 'lab|netns|docker|trixie' -E '^(mpi-|launch-loopback$)') || rc=1
 	echo "== unit tests: $((SECONDS - t0)) s"
 fi
 exit $rc
@@ -136,6 +151,10 @@ UNIT=$unit unshare --mount --net --pid --fork --propagation private bash -c '
 	mount -t tmpfs -o mode=1777 tmpfs "$m/tmp"
 	cp "$scratch/run.sh" "$m/run.sh"
 	ip link set lo up
+	ip link add qcg-tx0 type veth peer name qcg-tx1
+	ip addr add 198.51.100.1/24 dev qcg-tx0
+	ip link set qcg-tx0 up
+	ip link set qcg-tx1 up
 	chroot "$m" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
 		TERM="${TERM:-dumb}" LANG=C.UTF-8 UNIT="$UNIT" "$@"
 ' sh "$scratch" "$root" "$REPO" "${cmd[@]}" || rc=$?
