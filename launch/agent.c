@@ -299,6 +299,7 @@ static int run(struct agent_config *cfg, const char *secret)
     a.env = (struct session_env){
         .job = cfg->job,
         .orted = cfg->orted,
+        .prted = cfg->prted,
         .environ = daemon_environ(cfg, secret, c.cluster),
         .launch_ms = cfg->launch_timeout,
         .grace_ms = cfg->grace,
@@ -327,9 +328,9 @@ static int run(struct agent_config *cfg, const char *secret)
     signal(SIGPIPE, SIG_IGN);
     idle_arm(&a);
     log_info("ready: agent of job %s for node %s (cluster %s, %s port %u), orted = %s, "
-             "uid %d, encrypt = %s",
-             cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, (int)getuid(),
-             cfg->encrypt);
+             "prted = %s, uid %d, encrypt = %s",
+             cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, cfg->prted,
+             (int)getuid(), cfg->encrypt);
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     qcg_close(a.ctx);

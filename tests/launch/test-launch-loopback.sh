@@ -48,7 +48,12 @@ port_b=18601 port_f=18602 low=18650 high=18699
 need_built "$qcg_agent" "$qcg_launch" "$qcg_mpirun" "$helper" "$frontend" "$broker" "$certs" \
 	"$progs/qcg-mpi-pairs" "$progs/qcg-mpi-abort"
 [[ -e $btl ]] || { echo "$btl not built: skipping"; exit 77; }
-need_commands mpirun orted ompi_info ss ps
+need_commands mpirun ompi_info ss ps
+# Open MPI 5 (PRRTE) starts prted where 4.1 (ORTE) starts orted; the test is
+# the same (the agents' log lines name the daemon).
+daemon=orted
+[[ $(mpirun --version 2>/dev/null) != *"(Open MPI) 5."* ]] || daemon=prted
+need_commands "$daemon"
 
 ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
 component_path=$build/btl_qcg${ompi_dir:+:$ompi_dir}
@@ -65,7 +70,7 @@ if [[ $(id -u) -eq 0 ]]; then root_opt=(--allow-root); fi
 # The orteds the agents of part TAG (all parts without one) started, from their logs.
 orted_pids() {
 	cat "$work"/agent-"${1:-*}"-*.log 2>/dev/null |
-		sed -n 's/.*: orted pid \([0-9][0-9]*\), runtime through.*/\1/p' | sort -u
+		sed -n 's/.*: [op]rted pid \([0-9][0-9]*\), runtime through.*/\1/p' | sort -u
 }
 
 # session_procs SID...: the live processes (zombies aside) in those sessions,
@@ -110,13 +115,18 @@ forget() { unset "launch_pids[$1]"; }
 # each writes the hwloc topology and PMIx's store; written by both at once,
 # orted crashes.
 agent() {
-	local tag=$1 node=$2 log unset=()
+	local tag=$1 node=$2 log unset=() own_host=()
 	shift 2
+	# PRRTE names a node by its daemon's host name, not by the host list's:
+	# each agent gets a host name of its own, as each real node has (root).
+	if [[ $daemon == prted ]]; then
+		own_host=(unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$node")
+	fi
 	log=$work/agent-$tag-$node.log
 	mkdir -p "$work/tmp-$node"
 	[[ -z ${no_env_secret:-} ]] || unset=(-u QCG_JOB_SECRET)
-	env "${unset[@]}" TMPDIR="$work/tmp-$node" QCG_TEST_NODE="$node" "$qcg_agent" --node "$node" \
-		"${root_opt[@]}" "$@" >>"$log" 2>&1 &
+	env "${unset[@]}" TMPDIR="$work/tmp-$node" QCG_TEST_NODE="$node" "${own_host[@]}" \
+		"$qcg_agent" --node "$node" "${root_opt[@]}" "$@" >>"$log" 2>&1 &
 	agent_pid[$node]=$!
 	launch_pids[$!]=1
 	wait_for "the agent of $node ($tag)" 100 grep -q "ready: agent of job $QCG_JOB for node $node" "$log"
@@ -358,7 +368,7 @@ agents e a1 a2
 QCG_JOB_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') mpirun_job 60 "$work/hosts" -np 2 hostname
 if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 15000)) &&
 	grep -qE "^qcg-launch: a[12]: .*wrong secret for job $QCG_JOB\.a\.a[12]" "$out"; then
-	pass "a wrong secret: qcg-mpirun fails in $elapsed ms: $(grep -m1 -oE "^qcg-launch: a[12]: [^:]*" "$out")"
+	pass "a wrong secret: qcg-mpirun fails in $elapsed ms: $(grep -a -m1 -oE "^qcg-launch: a[12]: [^:]*" "$out")"
 else echo "(exit $rc after $elapsed ms)" >>"$out"; fail "a wrong secret: qcg-mpirun fails naming the node and the wrong secret"; fi
 if kill -0 "${agent_pid[a1]}" && kill -0 "${agent_pid[a2]}" && ! grep -q "connection from rank" "$work"/agent-e-*.log; then
 	pass "a wrong secret reaches no agent: both still wait for a launch"
@@ -391,15 +401,15 @@ for node in a1 a2; do
 	rc=0
 	timeout -k 5 30 "$qcg_launch" --timeout 10 "$node" /bin/id -mca orte_hnp_uri '"1.0;tcp://127.0.0.1:9"' \
 		>"$out" 2>&1 || rc=$?
-	if [[ $rc -ne 255 ]] || ! grep -q "^qcg-launch: $node: the agent refused the launch: only orted can be launched, not '/bin/id'$" "$out" ||
-		! grep -q "refused: only orted can be launched, not '/bin/id'" "$work/agent-g-$node.log"; then
+	if [[ $rc -ne 255 ]] || ! grep -q "^qcg-launch: $node: the agent refused the launch: only orted or prted can be launched, not '/bin/id'$" "$out" ||
+		! grep -q "refused: only orted or prted can be launched, not '/bin/id'" "$work/agent-g-$node.log"; then
 		echo "($node: exit $rc)" >>"$out"
 		ok=1
 	fi
 done
 if ((ok == 0)); then
-	pass "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted can be launched'; the agent logs it"
-else fail "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted can be launched'"; fi
+	pass "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted or prted can be launched'; the agent logs it"
+else fail "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted or prted can be launched'"; fi
 rc=0
 timeout -k 5 30 "$qcg_launch" a1 orted -mca orte_hnp_uri '"1.0;tcp://127.0.0.1:9"' ';' id >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 255 ]] && grep -q "^qcg-launch: a1: cannot run the command without a shell: argument 5: ';' would need a shell" "$out"; then
@@ -457,9 +467,10 @@ interrupted() {
 		if running "$qcg_launch"; then launchers=yes; fi
 		target=$qpid
 		if [[ $whom == mpirun ]]; then
-			# qcg-mpirun's child, or grandchild when setsid had to fork.
-			target=$(pgrep -P "$qpid" -x mpirun ||
-				for c in $(pgrep -P "$qpid"); do pgrep -P "$c" -x mpirun; done || true)
+			# qcg-mpirun's child, or grandchild when setsid had to fork
+			# (Open MPI 5's mpirun is prterun once started).
+			target=$(pgrep -P "$qpid" -x 'mpirun|prterun' ||
+				for c in $(pgrep -P "$qpid"); do pgrep -P "$c" -x 'mpirun|prterun'; done || true)
 		fi
 		t0=$(ms)
 		kill -"$sig" "${target:-$qpid}"
