@@ -6,6 +6,8 @@
  * saturating load) and the latency of every lookup is kept: p50/p99 printed,
  * all of them written to --latency FILE (microseconds, one a line) for a
  * caller that merges several instances (bench/service-load.sh).
+ * With --batch B each call is one lookups call of B random ranks (what a
+ * frontend relays for a busy node); a latency is then a batch's.
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include <errno.h>
@@ -36,6 +38,7 @@ struct load {
     double rate; /* lookups per second per thread; 0 = as fast as possible */
     int contacts;
     int threads;
+    int batch; /* lookups per call: 1 = the lookup operation */
     double seconds;
     atomic_ulong lookups;
     atomic_ulong failures;
@@ -146,6 +149,33 @@ static void sleep_until(double t)
     }
 }
 
+/* One call of ld->batch lookups of random ranks: how many were planned. */
+static int lookup_call(struct load *ld, struct soap *soap, unsigned *seed)
+{
+    if (ld->batch == 1) {
+        struct qcg__lookupResponse res;
+        int to = (int)(rand_r(seed) % (unsigned)ld->contacts);
+        int rc = soap_call_qcg__lookup(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION,
+                                       (char *)ld->job, BENCH_VERIFIER, 0, to, NULL, NULL, &res);
+        return rc == SOAP_OK && res.plan.status && strcmp(res.plan.status, "ok") == 0;
+    }
+    struct qcg__lookupAsk asks[QCG_LOOKUPS_MAX];
+    struct qcg__lookupAsks list = {.__sizeAsk = ld->batch, .ask = asks};
+    struct qcg__lookupsResponse res;
+    for (int i = 0; i < ld->batch; i++)
+        asks[i] = (struct qcg__lookupAsk){.job = (char *)ld->job,
+                                          .verifier = BENCH_VERIFIER,
+                                          .fromRank = 0,
+                                          .toRank = (int)(rand_r(seed) % (unsigned)ld->contacts)};
+    int ok = 0;
+    if (soap_call_qcg__lookups(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION, &list, &res) ==
+        SOAP_OK)
+        for (int i = 0; i < res.__sizeAnswer; i++)
+            ok += res.answer[i].plan != NULL && res.answer[i].plan->status != NULL &&
+                  strcmp(res.answer[i].plan->status, "ok") == 0;
+    return ok;
+}
+
 static void *lookup_thread(void *arg)
 {
     struct load *ld = arg;
@@ -155,25 +185,21 @@ static void *lookup_thread(void *arg)
     size_t nb = 0;
     double next = now_seconds();
     while (!atomic_load(&ld->stop)) {
-        struct qcg__lookupResponse res;
-        int to = (int)(rand_r(&seed) % (unsigned)ld->contacts);
         double t0 = now_seconds();
-        int rc = soap_call_qcg__lookup(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION,
-                                       (char *)ld->job, BENCH_VERIFIER, 0, to, NULL, NULL, &res);
+        int ok = lookup_call(ld, soap, &seed);
         double t1 = now_seconds();
-        if (rc == SOAP_OK && res.plan.status && strcmp(res.plan.status, "ok") == 0) {
-            atomic_fetch_add(&ld->lookups, 1);
+        atomic_fetch_add(&ld->lookups, (unsigned long)ok);
+        atomic_fetch_add(&ld->failures, (unsigned long)(ld->batch - ok));
+        if (ok > 0) {
             batch[nb++] = (unsigned)((t1 - t0) * 1e6);
             if (nb == sizeof(batch) / sizeof(batch[0])) {
                 keep_latency(ld, batch, nb);
                 nb = 0;
             }
-        } else {
-            atomic_fetch_add(&ld->failures, 1);
         }
         soap_client_reset(soap);
         if (ld->rate > 0) {
-            /* A fixed schedule; a late lookup does not make the next ones
+            /* A fixed schedule; a late call does not make the next ones
                burst to catch up. */
             next += 1.0 / ld->rate;
             if (next < t1)
@@ -217,7 +243,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: broker-load --url URL --ca CA.crt --cert FRONTEND.pem --cluster NAME\n"
                  "                   [--node NAME] [--address A] [--contacts N] [--threads T]\n"
                  "                   [--seconds S] [--job ID] [--rate LOOKUPS/S/THREAD]\n"
-                 "                   [--latency FILE] [--bind ADDRESS]\n");
+                 "                   [--latency FILE] [--bind ADDRESS] [--batch B]\n");
 }
 
 int main(int argc, char **argv)
@@ -230,13 +256,16 @@ int main(int argc, char **argv)
         .contacts = 1000,
         .threads = 2,
         .seconds = 5,
+        .batch = 1,
     };
-    static const struct option opts[] = {
-        {"url", 1, 0, 'u'},      {"ca", 1, 0, 'a'},      {"cert", 1, 0, 'c'},
-        {"cluster", 1, 0, 'C'},  {"node", 1, 0, 'n'},    {"address", 1, 0, 'A'},
-        {"contacts", 1, 0, 'N'}, {"threads", 1, 0, 't'}, {"seconds", 1, 0, 's'},
-        {"job", 1, 0, 'j'},      {"rate", 1, 0, 'r'},    {"latency", 1, 0, 'l'},
-        {"bind", 1, 0, 'b'},     {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    static const struct option opts[] = {{"url", 1, 0, 'u'},      {"ca", 1, 0, 'a'},
+                                         {"cert", 1, 0, 'c'},     {"cluster", 1, 0, 'C'},
+                                         {"node", 1, 0, 'n'},     {"address", 1, 0, 'A'},
+                                         {"contacts", 1, 0, 'N'}, {"threads", 1, 0, 't'},
+                                         {"seconds", 1, 0, 's'},  {"job", 1, 0, 'j'},
+                                         {"rate", 1, 0, 'r'},     {"latency", 1, 0, 'l'},
+                                         {"bind", 1, 0, 'b'},     {"batch", 1, 0, 'B'},
+                                         {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -261,12 +290,16 @@ int main(int argc, char **argv)
         case 'b':
             ld.bind = optarg;
             break;
+        case 'B':
+            ld.batch = atoi(optarg);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!ld.client.url || !ld.client.tls.ca || !ld.client.tls.certkey || !ld.cluster ||
-        ld.contacts < 1 || ld.threads < 1 || ld.threads > 64 || ld.seconds <= 0 || ld.rate < 0) {
+        ld.contacts < 1 || ld.threads < 1 || ld.threads > 64 || ld.seconds <= 0 || ld.rate < 0 ||
+        ld.batch < 1 || ld.batch > QCG_LOOKUPS_MAX) {
         usage(stderr);
         return 2;
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Broker benchmark on loopback: lookups per second over mutual TLS with keep-alive
-# (1 and 2 client connections, 1,000 contacts), then a broker holding 100,000
+# (1 and 2 client connections, 1,000 contacts); the broker's CPU per lookup
+# alone and in lookups calls of 8 and 64; then a broker holding 100,000
 # contacts: its resident memory and lookup rate.  Prints medians of RUNS runs.
 #   bench/broker.sh [RUNS]        (QCG_BUILD_DIR defaults to build/)
 set -euo pipefail
@@ -48,6 +49,22 @@ for threads in 1 2; do
     stop_broker
   done
   echo "lookups/s, $threads connection(s), 1k contacts: median $(printf '%s\n' "${rates[@]}" | median) of ${rates[*]}"
+done
+
+# cpu_ticks PID: utime + stime in clock ticks.
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+hz=$(getconf CLK_TCK)
+for batch in 1 8 64; do
+  per=()
+  for _ in $(seq "$runs"); do
+    start_broker
+    c0=$(cpu_ticks "$broker_pid")
+    n=$(load --contacts 1000 --threads 2 --seconds 5 --batch $batch | awk '/^lookups/ {print $2}')
+    c1=$(cpu_ticks "$broker_pid")
+    per+=("$(awk -v c=$((c1 - c0)) -v n="$n" -v hz="$hz" 'BEGIN {printf "%.1f", c / hz * 1e6 / n}')")
+    stop_broker
+  done
+  echo "broker CPU per lookup, us, calls of $batch: median $(printf '%s\n' "${per[@]}" | median) of ${per[*]}"
 done
 
 start_broker

@@ -23,6 +23,8 @@ struct reflector_observation;
 
 struct broker_stats {
     atomic_ullong lookups;
+    atomic_ullong
+        lookup_calls; /* lookup and lookups calls: lookups / lookup_calls is the batching */
     atomic_ullong publishes;
     atomic_ullong withdraws;
     atomic_ullong polls;

@@ -55,6 +55,9 @@ const struct config_option broker_options[] = {
      "print the running broker's picture of the grid (clusters declared and observed by "
      "qcg-probe, the techniques that last worked between them) and exit"},
     {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats or --grid: one JSON object"},
+    {"html", CONFIG_STRING, OPT(html), 0, 0, NULL,
+     "with --grid: write the grid's picture to this file (- for stdout) instead: one "
+     "self-contained HTML page (SVG) to open in a browser"},
     {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
      "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
@@ -153,7 +156,7 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
         config_load(broker_options, cfg, argc, argv,
                     "qcg-broker [--config FILE] [options]\n"
                     "       qcg-broker --stats [--json] [--url URL] [options]\n"
-                    "       qcg-broker --grid [--json] [--url URL] [options]",
+                    "       qcg-broker --grid [--json | --html FILE] [--url URL] [options]",
                     &first, err, errlen);
     if (res != CONFIG_OK)
         return res;
@@ -164,6 +167,10 @@ enum config_result broker_config_load(struct broker_config *cfg, int argc, char 
     if (log_level_parse(cfg->log_level) < 0) {
         snprintf(err, errlen, "qcg-broker: --log-level: %s is not one of error, warn, info, debug",
                  cfg->log_level ? cfg->log_level : "(none)");
+        return CONFIG_ERROR;
+    }
+    if (cfg->html != NULL && (!cfg->grid || cfg->json)) {
+        snprintf(err, errlen, "qcg-broker: --html goes with --grid, without --json");
         return CONFIG_ERROR;
     }
     if (readable("ca", cfg->ca, err, errlen) != 0 || readable("cert", cfg->cert, err, errlen) != 0)

@@ -32,6 +32,7 @@ struct broker_config {
     int stats;                    /* --stats: ask a running broker for its counters */
     int grid;                     /* --grid: ask it for its picture of the grid */
     int json;
+    char *html; /* --grid --html FILE: the grid's picture as a page */
     char *url;
     char *proxy;             /* NAME@HOST:PORT[,...] */
     char *proxy_key;         /* the key shared with the proxies */
@@ -49,6 +50,7 @@ struct broker_config {
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
     char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
+    int metrics_tls;
 
     /* Derived by broker_config_load. */
     char reflector_host[48];

@@ -1,11 +1,14 @@
 /* See grid_query.h. */
 #include "grid_query.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "grid_html.h"
 #include "json.h"
 #include "proto.h"
 #include "soapH.h"
@@ -25,7 +28,7 @@ static uint64_t age(uint64_t now, uint64_t when)
 
 /* Observed differs from declared: another kind, or (behind a NAT) a public
    address the frontend does not declare. */
-static bool mismatch(const struct qcg__gridCluster *c)
+bool grid_cluster_mismatch(const struct qcg__gridCluster *c)
 {
     const struct qcg__observation *o = c->observed;
     const struct qcg__cluster *d = &c->declared;
@@ -120,8 +123,8 @@ static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
 static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
 {
     int nc = g->cluster != NULL ? g->__sizeCluster : 0;
-    fprintf(out, "%-16s %-11s %-24s %5s  %s\n", "cluster", "declared", "public addresses",
-            "nodes", "observed");
+    fprintf(out, "%-16s %-11s %-24s %5s  %s\n", "cluster", "declared", "public addresses", "nodes",
+            "observed");
     for (int i = 0; i < nc; i++) {
         const struct qcg__gridCluster *c = &g->cluster[i];
         const struct qcg__observation *o = c->observed;
@@ -132,11 +135,10 @@ static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t n
         else
             snprintf(seen, sizeof(seen), "%s from %s, mapping %s, inbound %s, by %s %llu s ago",
                      or_dash(o->kind), or_dash(o->publicAddress), or_dash(o->mapping),
-                     or_dash(o->inbound), or_dash(o->node),
-                     (unsigned long long)age(now, o->when));
+                     or_dash(o->inbound), or_dash(o->node), (unsigned long long)age(now, o->when));
         fprintf(out, "%-16s %-11s %-24s %5d  %s%s\n", or_dash(c->declared.name),
                 or_dash(c->declared.kind), addrs, c->nodes, seen,
-                mismatch(c) ? "  MISMATCH" : "");
+                grid_cluster_mismatch(c) ? "  MISMATCH" : "");
     }
     for (int i = 0; i < nc; i++) {
         const struct qcg__gridCluster *c = &g->cluster[i];
@@ -163,8 +165,10 @@ static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t n
                 width[j] = (int)strlen(buf);
         }
     }
-    fprintf(out, "\ntechniques that last worked (rows: from, columns: to; x = last attempt "
-                 "failed)\n%-*s", first, "");
+    fprintf(out,
+            "\ntechniques that last worked (rows: from, columns: to; x = last attempt "
+            "failed)\n%-*s",
+            first, "");
     for (int j = 0; j < nc; j++)
         fprintf(out, "  %-*s", width[j], or_dash(g->cluster[j].declared.name));
     fputc('\n', out);
@@ -216,7 +220,9 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
             json_field(out, ",", "public_address",
                        o->publicAddress != NULL && o->publicAddress[0] ? o->publicAddress : NULL);
             fprintf(out, ",\"port_preserving\":%s",
-                    o->portPreserving < 0 ? "null" : o->portPreserving ? "true" : "false");
+                    o->portPreserving < 0 ? "null"
+                    : o->portPreserving   ? "true"
+                                          : "false");
             json_field(out, ",", "mapping", o->mapping);
             json_field(out, ",", "inbound", o->inbound);
             fprintf(out, ",\"age_s\":%llu}", (unsigned long long)age(now, o->when));
@@ -224,7 +230,8 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
             fputs("null", out);
         }
         fprintf(out, ",\"mismatch\":%s,\"punches\":{\"port_kept\":%d,\"port_changed\":%d}}",
-                mismatch(c) ? "true" : "false", c->punchesPreserved, c->punchesChanged);
+                grid_cluster_mismatch(c) ? "true" : "false", c->punchesPreserved,
+                c->punchesChanged);
     }
     fputs("],\"outcomes\":[", out);
     for (int i = 0; i < no; i++) {
@@ -232,8 +239,9 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
         json_field(out, i > 0 ? ",{" : "{", "from", o->from);
         json_field(out, ",", "to", o->to);
         json_field(out, ",", "technique", o->technique);
-        fprintf(out, ",\"ok\":%llu,\"failed\":%llu,\"last_ok\":%s,\"last_setup_ms\":%d,"
-                     "\"age_s\":%llu}",
+        fprintf(out,
+                ",\"ok\":%llu,\"failed\":%llu,\"last_ok\":%s,\"last_setup_ms\":%d,"
+                "\"age_s\":%llu}",
                 (unsigned long long)o->ok, (unsigned long long)o->failed,
                 o->lastOk ? "true" : "false", o->lastSetupMs, (unsigned long long)o->age);
     }
@@ -262,10 +270,46 @@ void grid_print(FILE *out, const struct qcg__gridResponse *g, bool json, uint64_
         print_human(out, g, now);
 }
 
-int grid_query(const char *program, const char *url, const struct tls_files *tls, bool json)
+/* The page into path ("-": stdout), whole or not at all: written beside it
+   and renamed, so a browser reloading it never sees half a page. */
+static int write_html(const char *program, const char *path, const struct qcg__gridResponse *g)
+{
+    uint64_t now = (uint64_t)time(NULL);
+    if (strcmp(path, "-") == 0) {
+        grid_html(stdout, g, now);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        fprintf(stderr, "%s: --html: path too long\n", program);
+        return 1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "%s: --html: cannot create %s: %s\n", program, tmp, strerror(errno));
+        return 1;
+    }
+    grid_html(f, g, now);
+    bool failed = ferror(f) != 0;
+    if (fclose(f) != 0 || failed || rename(tmp, path) != 0) {
+        fprintf(stderr, "%s: --html: cannot write %s: %s\n", program, path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    int nc = g->cluster != NULL ? g->__sizeCluster : 0;
+    printf("%s: the grid's picture (%d cluster%s) is in %s\n", program, nc, nc == 1 ? "" : "s",
+           path);
+    return 0;
+}
+
+int grid_query(const char *program, const char *url, const struct tls_files *tls, bool json,
+               const char *html)
 {
     struct soap_client_config cc = {
-        .url = url, .tls = *tls, .connect_timeout = 5, .io_timeout = 10,
+        .url = url,
+        .tls = *tls,
+        .connect_timeout = 5,
+        .io_timeout = 10,
     };
     char err[256], sub[64], msg[256];
     /* OpenSSL writes with write(2): a broker that refused us must not kill us. */
@@ -282,6 +326,8 @@ int grid_query(const char *program, const char *url, const struct tls_files *tls
     if (soap_call_status(soap, rc, sub, sizeof(sub), msg, sizeof(msg)) != CALL_OK) {
         fprintf(stderr, "%s: grid from %s: %s%s%s\n", program, url, sub, sub[0] ? ": " : "", msg);
         status = 1;
+    } else if (html != NULL) {
+        status = write_html(program, html, &res);
     } else {
         grid_print(stdout, &res, json, (uint64_t)time(NULL));
     }

@@ -10,10 +10,17 @@
 #include "soap_server.h"
 
 struct qcg__gridResponse;
+struct qcg__gridCluster;
 
-/* Calls grid at url; prints to stdout.  Returns the exit status: 0, or 1
-   with one line on stderr starting with program. */
-int grid_query(const char *program, const char *url, const struct tls_files *tls, bool json);
+/* Calls grid at url; prints to stdout, or with html (a path, "-" for
+   stdout) writes the page of grid_html.h there.  Returns the exit status: 0,
+   or 1 with one line on stderr starting with program. */
+int grid_query(const char *program, const char *url, const struct tls_files *tls, bool json,
+               const char *html);
+
+/* The observation contradicts the declaration: another kind, or (behind a
+   NAT) a public address the frontend does not declare. */
+bool grid_cluster_mismatch(const struct qcg__gridCluster *c);
 
 /* now: unix seconds the ages are counted to. */
 void grid_print(FILE *out, const struct qcg__gridResponse *g, bool json, uint64_t now);

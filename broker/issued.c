@@ -1,7 +1,9 @@
 /* The plans the broker issued: a table of (cluster, job) buckets, each a
-   short list of plans scanned in full (at most ISSUED_PER_JOB_MAX), and a
-   list of the buckets in order of use, whose head is checked for expiry on
-   every record so that a quiet table empties itself. */
+   list of its plans in order of issue (at most ISSUED_PER_JOB_MAX), a table
+   of the plans by (bucket, rank, technique) so that a record or a check
+   costs the same whatever the job's size, and a list of the buckets in order
+   of use, whose head is checked for expiry on every record so that a quiet
+   table empties itself. */
 #include "issued.h"
 
 #include <openssl/rand.h>
@@ -15,11 +17,20 @@
 #include "monotonic.h"
 #include "ratelimit.h"
 
+struct bucket;
+
 struct plan {
     struct dlink link; /* in its bucket, oldest first */
+    const struct bucket *bucket;
     int rank;
     enum technique t;
     uint64_t until;
+};
+
+struct plan_key {
+    const struct bucket *bucket;
+    int rank;
+    enum technique t;
 };
 
 struct owner;
@@ -50,6 +61,7 @@ struct issued {
     pthread_mutex_t lock;
     struct htable *table;  /* (cluster, job) -> struct bucket */
     struct htable *owners; /* cluster -> struct owner */
+    struct htable *plans_by_key; /* (bucket, rank, t) -> struct plan */
     struct dlist buckets;
     size_t buckets_max;
     size_t plans;
@@ -62,6 +74,20 @@ static bool bucket_eq(const void *entry, const void *key)
     const struct bucket *b = entry;
     const struct key *k = key;
     return strcmp(b->cluster, k->cluster) == 0 && strcmp(b->job, k->job) == 0;
+}
+
+static bool plan_eq(const void *entry, const void *key)
+{
+    const struct plan *p = entry;
+    const struct plan_key *k = key;
+    return p->bucket == k->bucket && p->rank == k->rank && p->t == k->t;
+}
+
+static uint64_t plan_hash(const struct issued *s, const struct plan_key *k)
+{
+    uint64_t h = htable_hash(&k->bucket, sizeof(k->bucket), s->seed);
+    h = htable_hash(&k->rank, sizeof(k->rank), h);
+    return htable_hash(&k->t, sizeof(k->t), h);
 }
 
 static bool owner_eq(const void *entry, const void *key)
@@ -87,16 +113,28 @@ struct issued *issued_new(size_t buckets_max)
         return NULL;
     s->table = htable_new(bucket_eq);
     s->owners = htable_new(owner_eq);
-    if (s->table == NULL || s->owners == NULL ||
+    s->plans_by_key = htable_new(plan_eq);
+    if (s->table == NULL || s->owners == NULL || s->plans_by_key == NULL ||
         RAND_bytes((unsigned char *)&s->seed, sizeof(s->seed)) != 1) {
         htable_free(s->table);
         htable_free(s->owners);
+        htable_free(s->plans_by_key);
         free(s);
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);
     s->buckets_max = buckets_max > 0 ? buckets_max : ISSUED_BUCKETS_MAX;
     return s;
+}
+
+static void plan_drop(struct issued *s, struct bucket *b, struct plan *p)
+{
+    struct plan_key k = {b, p->rank, p->t};
+    htable_remove(s->plans_by_key, plan_hash(s, &k), &k);
+    dlist_remove(&b->plans, &p->link);
+    free(p);
+    b->count--;
+    s->plans--;
 }
 
 static void bucket_drop(struct issued *s, struct bucket *b)
@@ -110,12 +148,8 @@ static void bucket_drop(struct issued *s, struct bucket *b)
         htable_remove(s->owners, owner_hash(s, o->cluster), o->cluster);
         free(o);
     }
-    while (b->plans.head != NULL) {
-        struct plan *p = dlist_entry(b->plans.head, struct plan, link);
-        dlist_remove(&b->plans, &p->link);
-        free(p);
-    }
-    s->plans -= b->count;
+    while (b->plans.head != NULL)
+        plan_drop(s, b, dlist_entry(b->plans.head, struct plan, link));
     free(b);
 }
 
@@ -127,6 +161,7 @@ void issued_free(struct issued *s)
         bucket_drop(s, dlist_entry(s->buckets.head, struct bucket, used));
     htable_free(s->table);
     htable_free(s->owners);
+    htable_free(s->plans_by_key);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -169,24 +204,17 @@ static struct bucket *victim(struct issued *s, const struct owner *mine)
     return dlist_entry(most->buckets.head, struct bucket, by_owner);
 }
 
-/* The plan for (rank, t) in b, dropping the expired ones met on the way. */
-static struct plan *scan(struct issued *s, struct bucket *b, int rank, enum technique t,
-                         uint64_t now)
+/* The plan for (rank, t) in b, unless expired (then dropped). */
+static struct plan *plan_find(struct issued *s, struct bucket *b, int rank, enum technique t,
+                              uint64_t now)
 {
-    struct plan *found = NULL;
-    for (struct dlink *l = b->plans.head, *next; l != NULL; l = next) {
-        next = l->next;
-        struct plan *p = dlist_entry(l, struct plan, link);
-        if (p->until <= now) {
-            dlist_remove(&b->plans, &p->link);
-            free(p);
-            b->count--;
-            s->plans--;
-        } else if (p->rank == rank && p->t == t) {
-            found = p;
-        }
+    struct plan_key k = {b, rank, t};
+    struct plan *p = htable_find(s->plans_by_key, plan_hash(s, &k), &k);
+    if (p != NULL && p->until <= now) {
+        plan_drop(s, b, p);
+        return NULL;
     }
-    return found;
+    return p;
 }
 
 void issued_record(struct issued *s, const char *cluster, const char *job, int rank,
@@ -242,24 +270,31 @@ void issued_record(struct issued *s, const char *cluster, const char *job, int r
     }
     dlist_append(&s->buckets, &b->used);
     dlist_append(&b->owner->buckets, &b->by_owner);
-    struct plan *p = scan(s, b, rank, t, now);
+    /* The oldest expired plans go as new ones come (a few at a time). */
+    for (int i = 0; i < 8 && b->plans.head != NULL; i++) {
+        struct plan *old = dlist_entry(b->plans.head, struct plan, link);
+        if (old->until > now)
+            break;
+        plan_drop(s, b, old);
+    }
+    struct plan *p = plan_find(s, b, rank, t, now);
     if (p != NULL) {
         dlist_remove(&b->plans, &p->link);
     } else {
-        if (b->count >= ISSUED_PER_JOB_MAX) {
-            struct plan *oldest = dlist_entry(b->plans.head, struct plan, link);
-            dlist_remove(&b->plans, &oldest->link);
-            free(oldest);
-            b->count--;
-            s->plans--;
-        }
+        if (b->count >= ISSUED_PER_JOB_MAX)
+            plan_drop(s, b, dlist_entry(b->plans.head, struct plan, link));
         p = calloc(1, sizeof(*p));
+        struct plan_key k = {b, rank, t};
         if (p == NULL) {
             pthread_mutex_unlock(&s->lock);
             return;
         }
-        p->rank = rank;
-        p->t = t;
+        *p = (struct plan){.bucket = b, .rank = rank, .t = t};
+        if (htable_insert(s->plans_by_key, plan_hash(s, &k), p) < 0) {
+            free(p);
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
         b->count++;
         s->plans++;
     }
@@ -276,7 +311,7 @@ bool issued_check(struct issued *s, const char *cluster, const char *job, int ra
 {
     pthread_mutex_lock(&s->lock);
     struct bucket *b = find(s, cluster, job);
-    bool ok = b != NULL && scan(s, b, rank, t, now) != NULL;
+    bool ok = b != NULL && plan_find(s, b, rank, t, now) != NULL;
     pthread_mutex_unlock(&s->lock);
     return ok;
 }

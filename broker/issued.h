@@ -31,7 +31,9 @@
    target withdraws, so it stays reportable for a day. */
 #define ISSUED_WINDOW_S 600
 #define ISSUED_CACHEABLE_WINDOW_S 86400
-#define ISSUED_PER_JOB_MAX 1024
+/* A cluster's ranks of one job plan towards every other rank: 4096 covers
+   a job of 4096 ranks over two or more sites (about 60 bytes each). */
+#define ISSUED_PER_JOB_MAX 4096
 #define ISSUED_BUCKETS_MAX 65536
 
 struct issued;

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
         else
             snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.port);
         struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
-        int rc = cfg.grid ? grid_query("qcg-broker", url, &tls, cfg.json != 0)
+        int rc = cfg.grid ? grid_query("qcg-broker", url, &tls, cfg.json != 0, cfg.html)
                           : stats_query("qcg-broker", url, &tls, cfg.json != 0);
         broker_config_free(&cfg);
         return rc;
@@ -128,7 +128,9 @@ int main(int argc, char **argv)
     if (b == NULL)
         fatalx("out of memory");
     struct metrics_server *metrics;
+    struct tls_files metrics_tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl};
     struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .tls = cfg.metrics_tls ? &metrics_tls : NULL,
                                        .allow = cfg.metrics_allow,
                                        .daemon = "broker",
                                        .render = broker_metrics,

@@ -22,6 +22,8 @@ static const struct metrics_map map[] = {
     {"contacts_dropped", "qcg_broker_contacts_dropped_total", C, NULL, NULL,
      "contacts dropped by a node's new incarnation or a revoked frontend"},
     {"lookups", "qcg_broker_lookups_total", C, NULL, NULL, "lookups answered"},
+    {"lookup_calls", "qcg_broker_lookup_calls_total", C, NULL, NULL,
+     "calls that carried them (lookup, and lookups of up to 256)"},
     {"publishes", "qcg_broker_publishes_total", C, NULL, NULL, "contacts published"},
     {"withdraws", "qcg_broker_withdraws_total", C, NULL, NULL, "contacts withdrawn"},
     {"polls", "qcg_broker_polls_total", C, NULL, NULL, "long-polls of frontends"},

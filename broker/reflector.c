@@ -1,5 +1,5 @@
-/* The broker's reflector: MAP, PUNCH and DIAL on one epoll thread; see
-   reflector.h. */
+/* The broker's reflector: MAP, PUNCH and DIAL on one thread of its own,
+   on the event engine (common/engine.h); see reflector.h. */
 #include "reflector.h"
 
 #include <arpa/inet.h>
@@ -12,15 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "acceptor.h"
 #include "dlist.h"
+#include "engine.h"
 #include "htable.h"
 #include "log.h"
 #include "monotonic.h"
@@ -29,36 +27,30 @@
 #include "sockaddr_text.h"
 #include "tally.h"
 
-#define REFLECTOR_EVENTS 64
 #define REFLECTOR_ACCEPTS_PER_EVENT 64
-#define REFLECTOR_TICK_MS 1000
 #define REFLECTOR_PURGE_BATCH 64
 #define ANSWER_MAX 400
 #define ADDR_MAX 64
 #define LOG_WINDOW_MS 1000
 
-enum handle_kind { H_LISTEN, H_WAKE, H_CONN, H_DIAL };
 enum conn_state { C_READ, C_EARLY, C_WAIT, C_DIAL, C_WRITE, C_LINGER };
-
-struct handle {
-    enum handle_kind kind;
-    struct conn *c;
-};
 
 struct expected;
 
+/* One client: the engine's (its socket, its address's count until it shows
+   a valid token, its deadline) and, for a DIAL, the socket we dial from. */
 struct conn {
-    struct handle h, dial_h;
-    int fd, dial_fd;
+    struct engine_conn ec; /* first: the engine frees a conn */
+    struct reflector *r;
+    struct engine_watch dial; /* watched while dial_watched */
+    int dial_fd;
+    bool dial_watched;
     enum conn_state state;
     int dead;
-    uint64_t deadline_ms;
     struct sockaddr_storage ss;
     socklen_t sslen;
     char addr[ADDR_MAX]; /* observed, without port */
     int port;
-    char source[TALLY_KEY_MAX]; /* what addr is counted under */
-    bool counted;               /* in reflector.sources: no valid token yet */
     char line[REFLECTOR_LINE_MAX + 1];
     size_t got;
     char out[ANSWER_MAX];
@@ -74,8 +66,7 @@ struct conn {
     /* PEER is tagged with this key when the token came with a proof */
     unsigned char answer_key[PUNCH_AUTH_KEY_LEN];
     bool tagged;
-    struct dlink link; /* in the reflector's conns */
-    struct conn *dead_next;
+    struct dlink early_link; /* in the reflector's early list (C_EARLY) */
 };
 
 struct expected {
@@ -91,16 +82,13 @@ struct expected {
 };
 
 struct reflector {
-    int epfd, listen_fd, wake_fd;
-    struct acceptor acc;
-    struct handle listen_h, wake_h;
+    struct engine *engine;
     int port;
     struct proxy_key key;
     reflector_observe_fn observe;
     void *arg;
     struct reflector_tuning t;
     pthread_t thread;
-    atomic_int stop;
 
     pthread_mutex_t lock; /* guards table (and entries), clusters, expect_log */
     struct htable *table;
@@ -108,22 +96,23 @@ struct reflector {
     struct tally *jobs;     /* ... and per job tag: half of a cluster's share */
     struct ratelimit expect_log;
     uint64_t seed;
-    struct tally *sources; /* connections without a valid token per source */
     struct ratelimit fail_log;
 
-    struct dlist conns; /* of struct conn */
-    struct conn *dead;
-    size_t nconns;
-    uint64_t now_ms, next_tick_ms;
+    struct dlist held; /* of struct conn in C_EARLY */
 
     atomic_ullong maps, punches, paired, punch_failed, dials, refused, misdeclared;
     atomic_ullong refused_address, cut, expect_refused;
     atomic_int early; /* connections in C_EARLY */
 };
 
-static struct conn *conn_of(struct dlink *link)
+static struct conn *early_of(struct dlink *link)
 {
-    return dlist_entry_or_null(link, struct conn, link);
+    return dlist_entry_or_null(link, struct conn, early_link);
+}
+
+static uint64_t now_ms(const struct reflector *r)
+{
+    return engine_now(r->engine);
 }
 
 static void count(atomic_ullong *c)
@@ -271,22 +260,12 @@ int reflector_expect(struct reflector *r, const unsigned char pair[TOKEN_PAIR_LE
               (unsigned long long)expiry);
 out:
     pthread_mutex_unlock(&r->lock);
-    if (rc == 0 && atomic_load(&r->early) > 0) {
-        uint64_t one = 1;
-        if (write(r->wake_fd, &one, sizeof(one)) < 0)
-            log_warn("waking the reflector");
-    }
+    if (rc == 0 && atomic_load(&r->early) > 0)
+        engine_wake(r->engine);
     return rc;
 }
 
 /* ---- connections ---- */
-
-static void conn_events(struct reflector *r, struct conn *c, uint32_t events)
-{
-    struct epoll_event ev = {.events = events, .data.ptr = &c->h};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
-        log_warn("epoll_ctl for %s:%d", c->addr, c->port);
-}
 
 /* A connection held for its plan leaves that state (answered, closed or
    retried): the count of held ones follows. */
@@ -294,24 +273,32 @@ static void leave_early(struct reflector *r, struct conn *c)
 {
     if (c->state == C_EARLY) {
         atomic_fetch_sub(&r->early, 1);
+        dlist_remove(&r->held, &c->early_link);
         c->state = C_READ;
     }
 }
 
 /* c has shown a valid token, or goes: it no longer counts against its
    address's connections without one. */
-static void authenticated(struct reflector *r, struct conn *c)
+static void authenticated(struct conn *c)
 {
-    if (c->counted) {
-        tally_give(r->sources, c->source);
-        c->counted = false;
-    }
+    engine_conn_trusted(&c->ec);
+}
+
+/* The socket of a DIAL, when there is one. */
+static void dial_close(struct conn *c)
+{
+    if (c->dial_watched)
+        engine_watch_close(&c->dial);
+    c->dial_watched = false;
+    if (c->dial_fd >= 0)
+        close(c->dial_fd);
+    c->dial_fd = -1;
 }
 
 static void conn_close(struct reflector *r, struct conn *c)
 {
     leave_early(r, c);
-    authenticated(r, c);
     if (c->dead)
         return;
     c->dead = 1;
@@ -321,15 +308,8 @@ static void conn_close(struct reflector *r, struct conn *c)
         pthread_mutex_unlock(&r->lock);
     }
     c->e = NULL;
-    if (c->dial_fd >= 0)
-        close(c->dial_fd);
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = c->dial_fd = -1;
-    dlist_remove(&r->conns, &c->link);
-    r->nconns--;
-    c->dead_next = r->dead;
-    r->dead = c;
+    dial_close(c);
+    engine_conn_close(&c->ec);
 }
 
 static void conn_send(struct reflector *r, struct conn *c);
@@ -350,10 +330,8 @@ static void answer(struct reflector *r, struct conn *c, const char *fmt, ...)
         pthread_mutex_unlock(&r->lock);
     }
     c->e = NULL;
-    if (c->dial_fd >= 0) {
-        close(c->dial_fd);
-        c->dial_fd = -1;
-    }
+    dial_close(c);
+    engine_conn_first_done(&c->ec);
     va_start(ap, fmt);
     n = vsnprintf(c->out, sizeof(c->out) - 1, fmt, ap);
     va_end(ap);
@@ -365,7 +343,6 @@ static void answer(struct reflector *r, struct conn *c, const char *fmt, ...)
     c->outlen = (size_t)n;
     c->sent = 0;
     c->state = C_WRITE;
-    conn_events(r, c, EPOLLOUT);
     conn_send(r, c);
 }
 
@@ -383,7 +360,7 @@ static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     /* Anyone can make refusals: a burst is logged in full, a flood not. */
-    if (ratelimit_burst_ok(&r->fail_log, r->now_ms, LOG_WINDOW_MS, REFLECTOR_LOG_BURST,
+    if (ratelimit_burst_ok(&r->fail_log, now_ms(r), LOG_WINDOW_MS, REFLECTOR_LOG_BURST,
                            &left_out)) {
         if (left_out)
             log_warnx("refused %s:%d: %s (%u more refusals not logged)", c->addr, c->port, why,
@@ -397,11 +374,15 @@ static void fail(struct reflector *r, struct conn *c, const char *fmt, ...)
 static void conn_send(struct reflector *r, struct conn *c)
 {
     while (c->sent < c->outlen) {
-        ssize_t n = send(c->fd, c->out + c->sent, c->outlen - c->sent, MSG_NOSIGNAL);
+        ssize_t n = send(c->ec.w.fd, c->out + c->sent, c->outlen - c->sent, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Rare (one short line): only then is writability watched, so
+               that a connection costs no change of its watch otherwise. */
+            engine_watch_want(&c->ec.w, UV_WRITABLE);
             return;
+        }
         if (n < 0) {
             log_debug("%s:%d: send: %s", c->addr, c->port, strerror(errno));
             conn_close(r, c);
@@ -411,10 +392,10 @@ static void conn_send(struct reflector *r, struct conn *c)
     }
     /* The client reads to our FIN; lingering until its own keeps a reset (from
        bytes we did not read) from destroying the answer in flight. */
-    shutdown(c->fd, SHUT_WR);
+    shutdown(c->ec.w.fd, SHUT_WR);
     c->state = C_LINGER;
-    c->deadline_ms = r->now_ms + r->t.linger_ms;
-    conn_events(r, c, EPOLLIN | EPOLLRDHUP);
+    engine_conn_deadline(&c->ec, r->t.linger_ms);
+    engine_watch_want(&c->ec.w, UV_READABLE);
 }
 
 static void observe(struct reflector *r, const char *cluster, const char *node,
@@ -463,6 +444,8 @@ static void dial_done(struct reflector *r, struct conn *c, int err)
     answer(r, c, "DIALED %s %d %s", c->addr, c->dial_port, res);
 }
 
+static void dial_io(struct engine_watch *w, int status, int events);
+
 static void do_dial(struct reflector *r, struct conn *c, int port)
 {
     struct sockaddr_storage to = c->ss;
@@ -487,18 +470,28 @@ static void do_dial(struct reflector *r, struct conn *c, int port)
         dial_done(r, c, errno);
         return;
     }
-    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->dial_h};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, c->dial_fd, &ev) < 0) {
-        fail(r, c, "dial: epoll: %s", strerror(errno));
+    if (engine_watch_init(r->engine, &c->dial, c->dial_fd, &c->ec) < 0) {
+        fail(r, c, "dial: cannot watch its socket");
         return;
     }
+    c->dial_watched = true;
+    c->dial.owner = c;
+    c->dial.on_io = dial_io;
+    engine_watch_want(&c->dial, UV_WRITABLE);
     c->state = C_DIAL;
-    c->deadline_ms = r->now_ms + r->t.dial_timeout_ms;
+    engine_conn_deadline(&c->ec, r->t.dial_timeout_ms);
 }
 
-static void dial_event(struct reflector *r, struct conn *c)
+static void dial_io(struct engine_watch *w, int status, int events)
 {
+    struct conn *c = w->owner;
+    struct reflector *r = c->r;
     int err = 0;
+
+    (void)status;
+    (void)events;
+    if (c->dead)
+        return;
     socklen_t len = sizeof(err);
 
     if (c->state != C_DIAL || c->dial_fd < 0)
@@ -563,7 +556,7 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
         fail(r, c, "%s token", token_error(rc));
         return;
     }
-    authenticated(r, c);
+    authenticated(c);
     pair_text(pair, id);
     const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
 
@@ -578,7 +571,8 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
         c->early = *req;
         memcpy(c->early_pair, pair, TOKEN_PAIR_LEN);
         c->state = C_EARLY;
-        c->deadline_ms = r->now_ms + REFLECTOR_EARLY_WAIT_MS;
+        dlist_append(&r->held, &c->early_link);
+        engine_conn_deadline(&c->ec, REFLECTOR_EARLY_WAIT_MS);
         atomic_fetch_add(&r->early, 1);
         log_debug("pair %s: a PUNCH before its plan: held up to %u ms", id,
                   REFLECTOR_EARLY_WAIT_MS);
@@ -657,7 +651,7 @@ static void do_punch(struct reflector *r, struct conn *c, const struct reflector
     log_debug("pair %s: %s/%s (%s) at %s:%d waits for the other side", id, me.cluster, me.node,
               side_name, c->addr, c->port);
     c->state = C_WAIT;
-    c->deadline_ms = r->now_ms + r->t.pair_wait_ms;
+    engine_conn_deadline(&c->ec, r->t.pair_wait_ms);
 }
 
 static void line_done(struct reflector *r, struct conn *c, size_t len)
@@ -665,6 +659,7 @@ static void line_done(struct reflector *r, struct conn *c, size_t len)
     struct reflector_request req;
     char why[160];
 
+    engine_conn_first_done(&c->ec);
     if (reflector_parse(c->line, len, &req, why, sizeof(why)) < 0) {
         count(&r->refused);
         fail(r, c, "%s", why);
@@ -685,10 +680,10 @@ static void line_done(struct reflector *r, struct conn *c, size_t len)
     explicit_bzero(c->line, sizeof(c->line));
 }
 
-static void conn_read(struct reflector *r, struct conn *c, uint32_t events)
+static void conn_read(struct reflector *r, struct conn *c, int status)
 {
     for (int i = 0; i < 4; i++) {
-        ssize_t n = recv(c->fd, c->line + c->got, sizeof(c->line) - c->got, 0);
+        ssize_t n = recv(c->ec.w.fd, c->line + c->got, sizeof(c->line) - c->got, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -716,33 +711,38 @@ static void conn_read(struct reflector *r, struct conn *c, uint32_t events)
             return;
         }
     }
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        log_debug("%s:%d closed after %zu bytes without a newline", c->addr, c->port, c->got);
+    if (status < 0) {
+        log_debug("%s:%d failed after %zu bytes without a newline", c->addr, c->port, c->got);
         conn_close(r, c);
     }
 }
 
-static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
+static void conn_io(struct engine_watch *w, int status, int events)
 {
+    struct conn *c = w->owner;
+    struct reflector *r = c->r;
     char junk[512];
     ssize_t n;
 
+    (void)events;
+    if (c->dead)
+        return;
     switch (c->state) {
     case C_READ:
-        conn_read(r, c, events);
+        conn_read(r, c, status);
         break;
     case C_EARLY:
     case C_WAIT:
     case C_DIAL:
         /* Nothing may come while we work on the answer: a byte is a protocol
            error, a close ends the request. */
-        n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        n = recv(c->ec.w.fd, junk, sizeof(junk), MSG_DONTWAIT);
         if (n > 0) {
             count(&r->refused);
             if (c->state == C_WAIT)
                 count(&r->punch_failed);
             fail(r, c, "bytes after the request line");
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        } else if (n == 0 || status < 0 || (errno != EAGAIN && errno != EINTR)) {
             log_info("%s:%d left while %s", c->addr, c->port,
                      c->state == C_WAIT ? "waiting for its peer" : "we dialled");
             if (c->state == C_WAIT)
@@ -751,14 +751,14 @@ static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
         }
         break;
     case C_WRITE:
-        if (events & EPOLLERR)
+        if (status < 0)
             conn_close(r, c);
         else
             conn_send(r, c);
         break;
     case C_LINGER:
         for (int i = 0; i < 8; i++) {
-            n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+            n = recv(c->ec.w.fd, junk, sizeof(junk), MSG_DONTWAIT);
             if (n > 0)
                 continue;
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -778,97 +778,83 @@ static void conn_event(struct reflector *r, struct conn *c, uint32_t events)
 static void refuse(struct reflector *r, const char *addr, const char *why)
 {
     count(&r->refused);
-    acceptor_refused(&r->acc, r->now_ms, addr, why);
+    engine_refused_log(r->engine, addr, why);
 }
 
-/* The connection that has had the longest to send its line, or NULL. */
-static struct conn *oldest_reading(struct reflector *r)
-{
-    for (struct conn *c = conn_of(r->conns.head); c != NULL; c = conn_of(c->link.next))
-        if (!c->dead && c->state == C_READ)
-            return c;
-    return NULL;
-}
-
-static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
+static void refused(void *arg, enum engine_refusal kind, const struct sockaddr_storage *ss,
+                    socklen_t len, const char *source)
 {
     struct reflector *r = arg;
-    char addr[ADDR_MAX], source[TALLY_KEY_MAX], why[160];
+    char addr[ADDR_MAX], why[160];
     int port = 0;
 
     sockaddr_host(ss, len, addr, sizeof(addr), &port);
-    tally_source_key(ss, len, source);
-    if (tally_count(r->sources, source) >= r->t.conns_per_address) {
+    if (kind == ENGINE_REFUSED_ADDRESS) {
         snprintf(why, sizeof(why), "%u connections from %s without a token already",
                  r->t.conns_per_address, source);
         count(&r->refused_address);
-        refuse(r, addr, why);
-        close(fd);
-        return;
+    } else {
+        snprintf(why, sizeof(why), "%u connections already", r->t.conns_max);
     }
-    if (r->nconns >= r->t.conns_max) {
-        /* All taken: the oldest one still sending its line makes room, so
-           that idle clients cannot lock new ones out. */
-        struct conn *old = oldest_reading(r);
-        if (old == NULL) {
-            snprintf(why, sizeof(why), "%u connections already", r->t.conns_max);
-            refuse(r, addr, why);
-            close(fd);
-            return;
-        }
-        snprintf(why, sizeof(why), "no request line yet, cut for a new connection (%u at once)",
-                 r->t.conns_max);
-        count(&r->cut);
-        refuse(r, old->addr, why);
-        conn_close(r, old);
-    }
+    refuse(r, addr, why);
+}
+
+/* All taken: the oldest one still sending its line makes room, so that
+   idle clients cannot lock new ones out. */
+static void cut(void *arg, struct engine_conn *oldest)
+{
+    struct reflector *r = arg;
+    struct conn *c = (struct conn *)oldest;
+    char why[160];
+
+    snprintf(why, sizeof(why), "no request line yet, cut for a new connection (%u at once)",
+             r->t.conns_max);
+    count(&r->cut);
+    refuse(r, c->addr, why);
+    conn_close(r, c);
+}
+
+static void conn_deadline(struct engine_conn *ec);
+
+static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len,
+                     const char *source)
+{
+    struct reflector *r = arg;
+    char addr[ADDR_MAX];
+    int port = 0;
+
+    sockaddr_host(ss, len, addr, sizeof(addr), &port);
     struct conn *c = calloc(1, sizeof(*c));
-    if (c == NULL || !tally_take(r->sources, source, r->t.conns_per_address)) {
-        free(c);
+    if (c == NULL) {
         refuse(r, addr, "out of memory");
         close(fd);
         return;
     }
-    memcpy(c->source, source, sizeof(source));
-    c->counted = true;
-    c->h.kind = H_CONN;
-    c->dial_h.kind = H_DIAL;
-    c->h.c = c->dial_h.c = c;
-    c->fd = fd;
+    c->r = r;
+    c->ec.w.owner = c;
+    c->ec.w.on_io = conn_io;
+    c->ec.on_deadline = conn_deadline;
     c->dial_fd = -1;
     c->ss = *ss;
     c->sslen = len;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
     c->port = port;
     c->state = C_READ;
-    c->deadline_ms = r->now_ms + r->t.read_timeout_ms;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &c->h};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        log_warn("epoll_ctl for %s:%d", addr, port);
-        tally_give(r->sources, source);
+    if (engine_conn_open(r->engine, &c->ec, fd, source) < 0) {
+        refuse(r, addr, "out of memory");
         close(fd);
         free(c);
-        return;
     }
-    dlist_append(&r->conns, &c->link);
-    r->nconns++;
-}
-
-static void do_accept(struct reflector *r)
-{
-    acceptor_run(&r->acc, REFLECTOR_ACCEPTS_PER_EVENT, r->now_ms, new_conn, r);
 }
 
 /* The PUNCHes held for their plan, again: those whose pair is expected now
    go on as if they had just come. */
 static void retry_early(struct reflector *r)
 {
-    struct conn *c = conn_of(r->conns.head), *next;
+    struct conn *c = early_of(r->held.head), *next;
 
     for (; c != NULL; c = next) {
-        next = conn_of(c->link.next);
-        if (c->dead || c->state != C_EARLY)
-            continue;
+        next = early_of(c->early_link.next);
         /* The token is checked again by do_punch: expired meanwhile, it fails. */
         pthread_mutex_lock(&r->lock);
         bool planned =
@@ -882,119 +868,82 @@ static void retry_early(struct reflector *r)
     }
 }
 
-static void expire(struct reflector *r)
+static void after_io(void *arg)
 {
-    struct conn *c = conn_of(r->conns.head), *next;
+    struct reflector *r = arg;
 
-    for (; c != NULL; c = next) {
-        next = conn_of(c->link.next);
-        if (c->dead || c->deadline_ms > r->now_ms)
-            continue;
-        switch (c->state) {
-        case C_READ:
-            count(&r->refused);
-            fail(r, c, "no request line within %u ms", r->t.read_timeout_ms);
-            break;
-        case C_EARLY:
-            count(&r->refused);
-            fail(r, c, "no punch expected for this token's pair (waited %u ms for the plan)",
-                 REFLECTOR_EARLY_WAIT_MS);
-            break;
-        case C_WAIT:
-            count(&r->punch_failed);
-            fail(r, c, "the other side did not come within %u ms", r->t.pair_wait_ms);
-            break;
-        case C_DIAL:
-            dial_done(r, c, ETIMEDOUT);
-            break;
-        case C_WRITE:
-        case C_LINGER:
-            conn_close(r, c);
-            break;
-        }
+    if (atomic_load(&r->early) > 0)
+        retry_early(r);
+}
+
+static void conn_deadline(struct engine_conn *ec)
+{
+    struct conn *c = (struct conn *)ec;
+    struct reflector *r = c->r;
+
+    if (c->dead)
+        return;
+    switch (c->state) {
+    case C_READ:
+        count(&r->refused);
+        fail(r, c, "no request line within %u ms", r->t.read_timeout_ms);
+        break;
+    case C_EARLY:
+        count(&r->refused);
+        fail(r, c, "no punch expected for this token's pair (waited %u ms for the plan)",
+             REFLECTOR_EARLY_WAIT_MS);
+        break;
+    case C_WAIT:
+        count(&r->punch_failed);
+        fail(r, c, "the other side did not come within %u ms", r->t.pair_wait_ms);
+        break;
+    case C_DIAL:
+        dial_done(r, c, ETIMEDOUT);
+        break;
+    case C_WRITE:
+    case C_LINGER:
+        conn_close(r, c);
+        break;
     }
 }
 
-static int next_timeout(struct reflector *r)
+static void tick(void *arg)
 {
-    uint64_t next = r->next_tick_ms;
-    for (struct conn *c = conn_of(r->conns.head); c != NULL; c = conn_of(c->link.next))
-        if (c->deadline_ms < next)
-            next = c->deadline_ms;
-    return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
-}
+    struct reflector *r = arg;
 
-static void free_dead(struct reflector *r)
-{
-    while (r->dead) {
-        struct conn *c = r->dead;
-        r->dead = c->dead_next;
-        free(c);
-    }
+    pthread_mutex_lock(&r->lock);
+    size_t gone = purge(r, (uint64_t)time(NULL));
+    pthread_mutex_unlock(&r->lock);
+    if (gone)
+        log_debug("forgot %zu expired punches", gone);
 }
 
 static void *run(void *arg)
 {
     struct reflector *r = arg;
-    struct epoll_event evs[REFLECTOR_EVENTS];
 
-    r->now_ms = monotonic_ms();
-    r->next_tick_ms = r->now_ms + REFLECTOR_TICK_MS;
-    while (!atomic_load(&r->stop)) {
-        int n = epoll_wait(r->epfd, evs, REFLECTOR_EVENTS, next_timeout(r));
-        if (n < 0 && errno != EINTR) {
-            log_warn("epoll_wait");
-            break;
-        }
-        r->now_ms = monotonic_ms();
-        for (int i = 0; i < n; i++) {
-            struct handle *h = evs[i].data.ptr;
-            switch (h->kind) {
-            case H_LISTEN:
-                do_accept(r);
-                break;
-            case H_WAKE: {
-                uint64_t v;
-                if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                    log_warn("reading the wake-up");
-                break;
-            }
-            case H_CONN:
-                if (!h->c->dead)
-                    conn_event(r, h->c, evs[i].events);
-                break;
-            case H_DIAL:
-                if (!h->c->dead)
-                    dial_event(r, h->c);
-                break;
-            }
-        }
-        if (atomic_load(&r->early) > 0)
-            retry_early(r);
-        expire(r);
-        if (r->now_ms >= r->next_tick_ms) {
-            pthread_mutex_lock(&r->lock);
-            size_t gone = purge(r, (uint64_t)time(NULL));
-            pthread_mutex_unlock(&r->lock);
-            if (gone)
-                log_debug("forgot %zu expired punches", gone);
-            r->next_tick_ms = r->now_ms + REFLECTOR_TICK_MS;
-        }
-        free_dead(r);
-    }
+    engine_run(r->engine);
     /* Stopping: the clients still waiting hear why, best effort. */
-    struct conn *c;
-    while ((c = conn_of(r->conns.head)) != NULL) {
+    struct engine_conn *ec;
+    while ((ec = engine_oldest(r->engine)) != NULL) {
+        struct conn *c = (struct conn *)ec;
         if (c->state == C_READ || c->state == C_WAIT || c->state == C_DIAL) {
             const char bye[] = "FAIL the reflector is stopping\n";
-            ssize_t rc = send(c->fd, bye, sizeof(bye) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            ssize_t rc = send(c->ec.w.fd, bye, sizeof(bye) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)rc;
         }
         conn_close(r, c);
     }
-    free_dead(r);
     return NULL;
 }
+
+static const struct engine_ops reflector_ops = {
+    .refused = refused,
+    .cut = cut,
+    .accepted = accepted,
+    .tick = tick,
+    .after_io = after_io,
+};
 
 /* ---- start, stop ---- */
 
@@ -1034,13 +983,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
 
 static void reflector_free(struct reflector *r)
 {
-    acceptor_free(&r->acc);
-    if (r->listen_fd >= 0)
-        close(r->listen_fd);
-    if (r->wake_fd >= 0)
-        close(r->wake_fd);
-    if (r->epfd >= 0)
-        close(r->epfd);
+    engine_free(r->engine); /* the connections' memory too */
     if (r->table != NULL) {
         size_t i = 0;
         struct expected *e;
@@ -1050,7 +993,6 @@ static void reflector_free(struct reflector *r)
     }
     tally_free(r->clusters);
     tally_free(r->jobs);
-    tally_free(r->sources);
     pthread_mutex_destroy(&r->lock);
     explicit_bzero(&r->key, sizeof(r->key));
     free(r);
@@ -1112,9 +1054,6 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
         close(listen_fd);
         return NULL;
     }
-    r->epfd = r->wake_fd = -1;
-    r->listen_fd = listen_fd;
-    r->acc.spare_fd = -1;
     pthread_mutex_init(&r->lock, NULL);
     r->key = *key;
     r->observe = observe_fn;
@@ -1125,33 +1064,35 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
     r->table = htable_new(expected_eq);
     r->clusters = tally_new();
     r->jobs = tally_new();
-    r->sources = tally_new();
-    r->epfd = epoll_create1(EPOLL_CLOEXEC);
-    r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->table == NULL || r->clusters == NULL || r->jobs == NULL || r->sources == NULL ||
-        r->epfd < 0 || r->wake_fd < 0) {
-        snprintf(err, errlen, "reflector: %s", strerror(errno ? errno : ENOMEM));
-        reflector_free(r);
-        return NULL;
-    }
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
-    if (getsockname(r->listen_fd, (struct sockaddr *)&bound, &blen) < 0 ||
-        (bound.ss_family != AF_INET && bound.ss_family != AF_INET6)) {
+    if (r->table == NULL || r->clusters == NULL || r->jobs == NULL) {
+        snprintf(err, errlen, "reflector: out of memory");
+    } else if (getsockname(listen_fd, (struct sockaddr *)&bound, &blen) < 0 ||
+               (bound.ss_family != AF_INET && bound.ss_family != AF_INET6)) {
         snprintf(err, errlen, "reflector: descriptor %d is not an IP socket", listen_fd);
-        reflector_free(r);
-        return NULL;
+    } else {
+        r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+        struct engine_config ec = {
+            .listen_fd = listen_fd,
+            .accepts_per_run = REFLECTOR_ACCEPTS_PER_EVENT,
+            .conns_max = r->t.conns_max,
+            .per_address = r->t.conns_per_address,
+            .first_ms = r->t.read_timeout_ms,
+            .shed = &r->refused,
+            .ops = &reflector_ops,
+            .arg = r,
+        };
+        char why[200];
+        r->engine = engine_new(&ec, why, sizeof(why)); /* closes listen_fd on failure */
+        listen_fd = -1;
+        if (r->engine == NULL)
+            snprintf(err, errlen, "reflector: %s", why);
     }
-    r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                : ((struct sockaddr_in *)&bound)->sin_port);
-    acceptor_init(&r->acc, r->listen_fd, &r->refused);
-    r->listen_h.kind = H_LISTEN;
-    r->wake_h.kind = H_WAKE;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &r->listen_h};
-    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &r->wake_h};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->listen_fd, &ev) < 0 ||
-        epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wake_fd, &wev) < 0) {
-        snprintf(err, errlen, "reflector: epoll: %s", strerror(errno));
+    if (r->engine == NULL) {
+        if (listen_fd >= 0)
+            close(listen_fd);
         reflector_free(r);
         return NULL;
     }
@@ -1192,13 +1133,9 @@ int reflector_port(const struct reflector *r)
 
 void reflector_stop(struct reflector *r)
 {
-    uint64_t one = 1;
-
     if (r == NULL)
         return;
-    atomic_store(&r->stop, 1);
-    if (write(r->wake_fd, &one, sizeof(one)) < 0)
-        log_warn("waking the reflector");
+    engine_stop(r->engine);
     pthread_join(r->thread, NULL);
     reflector_free(r);
 }

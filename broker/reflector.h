@@ -50,8 +50,8 @@
  * the reflector half-closes and waits (at most REFLECTOR_LINGER_MS) for the
  * client's FIN, so the answer is never lost to a reset.
  *
- * Runs on its own thread (epoll); bounded: at most REFLECTOR_CONNS_MAX
- * connections, every connection has a deadline.  Until a connection has
+ * Runs on its own thread (common/engine.h, the proxy relay's engine too); bounded: at most
+ * REFLECTOR_CONNS_MAX connections, every connection has a deadline.  Until a connection has
  * presented a valid token (a MAP, a DIAL, a line still coming) it is
  * anyone's: one source address (common/tally.h: an IPv4 address, an IPv6
  * /64) holds at most REFLECTOR_CONNS_PER_ADDRESS such connections (further

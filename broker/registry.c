@@ -643,29 +643,46 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
     out->port = ct->port;
 }
 
-static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
-                                     const char *verifier, int from_rank, int to_rank,
-                                     unsigned tried, enum technique only,
-                                     const struct plan_offer *offer, struct outcomes *memory,
-                                     struct reg_lookup *out, char *why, size_t whylen)
+/* A lookup's checks and the pair's contacts: *to is NULL when to_rank is
+   not published. */
+static enum reg_status pair_locked(struct registry *r, const char *cluster, const char *job,
+                                   const char *verifier, int from_rank, int to_rank,
+                                   struct contact **from, struct contact **to, char *why,
+                                   size_t whylen)
 {
     struct job *j = htable_find(r->jobs, name_hash(r, job), job);
-    struct contact *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
+    *from = j != NULL ? find_contact(r, job, from_rank) : NULL;
+    *to = NULL;
     /* Checked in this order so that a caller without the verifier learns nothing
        about which ranks exist. */
     if (j == NULL || !verifier_matches(j, verifier)) {
         snprintf(why, whylen, "job %s: no such job or wrong secret", job);
         return REG_DENIED;
     }
-    if (from == NULL || strcmp(from->cluster->decl.name, cluster) != 0) {
+    if (*from == NULL || strcmp((*from)->cluster->decl.name, cluster) != 0) {
         snprintf(why, whylen, "rank %d of job %s is not published in cluster %s", from_rank, job,
                  cluster);
         return REG_DENIED;
     }
-    struct contact *to = find_contact(r, job, to_rank);
-    if (to == NULL) {
-        /* out->found stays false: the caller retries.  A report learns
-           where the target was, if it just left. */
+    *to = find_contact(r, job, to_rank);
+    return REG_OK;
+}
+
+enum reg_status registry_pair(struct registry *r, const char *cluster, const char *job,
+                              const char *verifier, int from_rank, int to_rank,
+                              struct reg_lookup *out, char *why, size_t whylen)
+{
+    struct contact *from, *to;
+    memset(out, 0, sizeof(*out));
+    pthread_rwlock_rdlock(&r->lock);
+    enum reg_status st =
+        pair_locked(r, cluster, job, verifier, from_rank, to_rank, &from, &to, why, whylen);
+    if (st == REG_OK && to != NULL) {
+        out->found = true;
+        contact_copy(from, &out->from);
+        contact_copy(to, &out->target);
+    } else if (st == REG_OK) {
+        /* Where the target was, if it just left: a report may come after. */
         const struct gone *g = find_gone(r, job, to_rank);
         if (g != NULL) {
             out->target_gone = true;
@@ -675,8 +692,23 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
             copy_str(out->target.cluster, sizeof(out->target.cluster), g->cluster);
             copy_str(out->target.node, sizeof(out->target.node), g->node);
         }
-        return REG_OK;
     }
+    pthread_rwlock_unlock(&r->lock);
+    return st;
+}
+
+static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
+                                     const char *verifier, int from_rank, int to_rank,
+                                     unsigned tried, enum technique only,
+                                     const struct plan_offer *offer, struct outcomes *memory,
+                                     struct reg_lookup *out, char *why, size_t whylen)
+{
+    struct contact *from, *to;
+    enum reg_status st =
+        pair_locked(r, cluster, job, verifier, from_rank, to_rank, &from, &to, why, whylen);
+    /* Not published: out->found stays false, the caller retries. */
+    if (st != REG_OK || to == NULL)
+        return st;
 
     out->found = true;
     contact_copy(to, &out->target);

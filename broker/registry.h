@@ -63,8 +63,8 @@ _Static_assert((REG_GONE_KEPT & (REG_GONE_KEPT - 1)) == 0,
 
 struct reg_lookup {
     bool found; /* false: toRank not published (plan status notfound) */
-    /* Not found, but withdrawn lately: target has its job, rank, cluster
-       and node, from its contact (for a report that came after it left). */
+    /* registry_pair: not found, but withdrawn lately: target has its job,
+       rank, cluster and node, from its contact. */
     bool target_gone;
     struct reg_contact target;
     struct reg_contact from; /* the initiator's contact (a connect-back calls it) */
@@ -147,6 +147,13 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
                                 enum technique only, const struct plan_offer *offer,
                                 struct outcomes *memory, struct reg_lookup *out, char *why,
                                 size_t whylen);
+
+/* A report's pair: the lookup's checks, and both contacts (found); or, the
+   target not published, where it was if it was withdrawn lately
+   (target_gone, REG_GONE_KEPT remembered).  No plan. */
+enum reg_status registry_pair(struct registry *r, const char *cluster, const char *job,
+                              const char *verifier, int from_rank, int to_rank,
+                              struct reg_lookup *out, char *why, size_t whylen);
 
 /* qcg__probe: reserves one of the QCG_PROBES_PER_CLUSTER probe slots of
    `caller` for `job` until `expiry`, or until the test endpoint (rank

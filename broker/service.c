@@ -429,16 +429,18 @@ static int refuse_quota(struct soap *soap, const char *op, const char *subcode, 
     return rc;
 }
 
+/* How long a lookup, or a batch of them, may wait for its cluster's rate. */
+#define LOOKUP_RATE_WAIT_MS 1000
+
 /* A cluster's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
-   (a lookup may wait for one), else qcg:busy. */
+   (waiting up to wait_ms for one), else qcg:busy. */
 static int cluster_rate(struct soap *soap, const char *op, const struct identity *id,
-                        enum rate_kind kind)
+                        enum rate_kind kind, int wait_ms)
 {
-    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
     static const char *const option[RATE_KINDS] = {"cluster-lookups", "cluster-reports",
                                                    "cluster-probes"};
     struct broker *b = state(soap);
-    if (rates_take(b->rates, id->cluster, kind, wait_ms[kind]))
+    if (rates_take(b->rates, id->cluster, kind, wait_ms))
         return SOAP_OK;
     atomic_fetch_add(&b->stats.quota_refused, 1);
     return refuse_quota(soap, op, "busy",
@@ -446,17 +448,18 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
                         id->cluster, op, option[kind]);
 }
 
-int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
-                char *tried, char *only, struct qcg__lookupResponse *response)
+/* One lookup, the caller checked, waiting up to wait_ms for the cluster's
+   rate: *p filled, SOAP_OK; or the fault set (logged and counted),
+   SOAP_FAULT. */
+static int lookup_plan(struct soap *soap, const struct identity *id, char *job, char *verifier,
+                       int fromRank, int toRank, char *tried, char *only, int wait_ms,
+                       struct qcg__plan *p)
 {
-    const struct identity *id;
     char why[256];
     struct reg_lookup res;
     unsigned tried_set = 0;
     int only_t = TECH_NONE;
     struct broker *b = state(soap);
-    if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
-        return SOAP_FAULT;
     if (validate_job(job, verifier, why, sizeof(why)) != 0 ||
         validate_rank(fromRank, "fromRank", why, sizeof(why)) != 0 ||
         validate_rank(toRank, "toRank", why, sizeof(why)) != 0 ||
@@ -464,7 +467,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
         return refuse(soap, "lookup", "invalid", "%s", why);
     if (only != NULL && only[0] != '\0' && (only_t = technique_parse(only)) <= (int)TECH_NONE)
         return refuse(soap, "lookup", "invalid", "only: '%.32s' is not a technique", only);
-    if (cluster_rate(soap, "lookup", id, RATE_LOOKUP) != SOAP_OK)
+    if (cluster_rate(soap, "lookup", id, RATE_LOOKUP, wait_ms) != SOAP_OK)
         return SOAP_FAULT;
     atomic_fetch_add(&b->stats.lookups, 1);
     bool proxy_ok = b->proxy_live != NULL && proxy_live_usable(b->proxy_live, monotonic_ms());
@@ -478,9 +481,7 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
         return refuse_status(soap, "lookup", st, why);
     note_refused_orders(b, id->cluster, &res);
 
-    struct qcg__plan *p = &response->plan;
     memset(p, 0, sizeof(*p));
-    response->version = QCG_PROTOCOL_VERSION;
     if (!res.found) {
         p->status = "notfound";
         p->technique = (char *)technique_name(TECH_NONE);
@@ -544,6 +545,55 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     p->cacheable = d->cacheable ? 1 : 0;
     p->reason = soap_strdup(soap, d->reason);
     OPENSSL_cleanse(token, sizeof(token));
+    return SOAP_OK;
+}
+
+int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
+                char *tried, char *only, struct qcg__lookupResponse *response)
+{
+    const struct identity *id;
+    if (check_call(soap, "lookup", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    atomic_fetch_add(&state(soap)->stats.lookup_calls, 1);
+    response->version = QCG_PROTOCOL_VERSION;
+    return lookup_plan(soap, id, job, verifier, fromRank, toRank, tried, only, LOOKUP_RATE_WAIT_MS,
+                       &response->plan);
+}
+
+int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
+                 struct qcg__lookupsResponse *response)
+{
+    const struct identity *id;
+    if (check_call(soap, "lookups", version, true, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    int n = asks != NULL ? asks->__sizeAsk : 0;
+    if (n < 0 || n > QCG_LOOKUPS_MAX || (n > 0 && asks->ask == NULL))
+        return refuse(soap, "lookups", "invalid", "%d lookups in one call; at most %d", n,
+                      QCG_LOOKUPS_MAX);
+    atomic_fetch_add(&state(soap)->stats.lookup_calls, 1);
+    response->version = QCG_PROTOCOL_VERSION;
+    response->__sizeAnswer = n;
+    response->answer = soap_malloc(soap, (size_t)(n > 0 ? n : 1) * sizeof(*response->answer));
+    if (response->answer == NULL)
+        return SOAP_EOM;
+    /* The batch waits for the rate as long as one lookup would, in all. */
+    uint64_t until = monotonic_ms() + LOOKUP_RATE_WAIT_MS;
+    for (int i = 0; i < n; i++) {
+        const struct qcg__lookupAsk *a = &asks->ask[i];
+        uint64_t now = monotonic_ms();
+        int wait_ms = now < until ? (int)(until - now) : 0;
+        struct qcg__lookupAnswer *out = &response->answer[i];
+        memset(out, 0, sizeof(*out));
+        out->plan = soap_malloc(soap, sizeof(*out->plan));
+        if (out->plan == NULL)
+            return SOAP_EOM;
+        /* Each ask as a lookup alone: its refusal is its answer. */
+        if (lookup_plan(soap, id, a->job, a->verifier, a->fromRank, a->toRank, NULL, NULL, wait_ms,
+                        out->plan) != SOAP_OK) {
+            out->plan = NULL;
+            soap_qcg_fault_take(soap, &out->fault, &out->faultText);
+        }
+    }
     return SOAP_OK;
 }
 
@@ -695,9 +745,8 @@ static const char *report_one(struct broker *b, const struct identity *id,
     int t = technique_parse(a->technique);
     /* The same checks as a lookup: only the initiator's side, with the
        verifier, reports; the two contacts give the cluster pair. */
-    struct plan_offer offer = {.proxy = true, .reflector = true};
-    enum reg_status st = registry_lookup(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
-                                         a->toRank, 0, TECH_NONE, &offer, NULL, &res, why, whylen);
+    enum reg_status st = registry_pair(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
+                                       a->toRank, &res, why, whylen);
     if (st != REG_OK)
         return reg_status_subcode(st);
     uint64_t now = (uint64_t)time(NULL);
@@ -750,7 +799,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     const char *sub = report_one_valid(&a, why, sizeof(why));
     if (sub != NULL)
         return refuse(soap, "report", sub, "%s", why);
-    if (cluster_rate(soap, "report", id, RATE_REPORT) != SOAP_OK)
+    if (cluster_rate(soap, "report", id, RATE_REPORT, 0) != SOAP_OK)
         return SOAP_FAULT;
     sub = report_one(state(soap), id, &a, why, sizeof(why));
     if (sub != NULL)
@@ -911,7 +960,7 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     struct reg_node node;
     struct command cmd;
     if (check_call(soap, op, version, true, &id) != SOAP_OK ||
-        cluster_rate(soap, op, id, RATE_PROBE) != SOAP_OK)
+        cluster_rate(soap, op, id, RATE_PROBE, 0) != SOAP_OK)
         return SOAP_FAULT;
     if (cluster == NULL || !name_valid(cluster))
         return refuse(soap, op, "invalid", "cluster: missing or not a valid name");

@@ -22,6 +22,7 @@ int stats_collect(struct broker *b, const struct soap_stage_counts *stage, struc
         {"contacts", rc.contacts},
         {"contacts_dropped", rc.contacts_dropped},
         {"lookups", atomic_load(&b->stats.lookups)},
+        {"lookup_calls", atomic_load(&b->stats.lookup_calls)},
         {"publishes", atomic_load(&b->stats.publishes)},
         {"withdraws", atomic_load(&b->stats.withdraws)},
         {"polls", atomic_load(&b->stats.polls)},

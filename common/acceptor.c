@@ -1,4 +1,4 @@
-/* Accepting on an epoll loop; see acceptor.h. */
+/* Accepting for the event engine; see acceptor.h. */
 #include "acceptor.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
- * Accepting connections on an epoll loop, for the proxy's relay and the
- * broker's reflector: a non-blocking listener registered level-triggered.
+ * Accepting connections for the event engine (engine.h) of the proxy's
+ * relay and the broker's reflector: a non-blocking listener, level-triggered.
  *
  * Out of descriptors (EMFILE, ENFILE), the backlog keeps such a listener
  * readable and the loop would spin on it: a spare descriptor is given up to

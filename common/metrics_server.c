@@ -4,6 +4,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,11 +23,15 @@
 
 #include "acceptor.h"
 #include "address.h"
+#include "crl.h"
+#include "identity.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "monotonic.h"
+#include "soap_server.h"
 #include "sockaddr_text.h"
 #include "tally.h"
+#include "tls_reload.h"
 
 #ifndef QCG_VERSION
 #define QCG_VERSION "unknown"
@@ -31,7 +40,9 @@
 #define ALLOW_MAX 32
 
 struct conn {
-    int fd; /* -1: free */
+    int fd;   /* -1: free */
+    SSL *ssl; /* with metrics-tls; NULL: plain HTTP */
+    bool handshaken;
     char source[TALLY_KEY_MAX];
     char in[METRICS_REQUEST_MAX];
     size_t in_len;
@@ -49,9 +60,10 @@ struct metrics_server {
     struct acceptor acc;
     struct tally *sources;
     struct conn *conns;
+    SSL_CTX *ctx; /* with metrics-tls */
     atomic_ullong shed;
     unsigned long long scrapes, refused_address, refused_full, refused_allow, bad_requests,
-        timeouts;
+        timeouts, refused_tls, refused_role;
     double started;
     pthread_t thread;
 };
@@ -142,6 +154,12 @@ static bool allowed(const struct metrics_server *s, const struct sockaddr_storag
 
 static void conn_close(struct metrics_server *s, struct conn *c)
 {
+    if (c->ssl != NULL) {
+        if (c->handshaken)
+            SSL_shutdown(c->ssl); /* one try: the socket does not block */
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
     epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     tally_give(s->sources, c->source);
@@ -179,11 +197,24 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
         return;
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    SSL *ssl = NULL;
+    if (s->ctx != NULL && ((ssl = SSL_new(s->ctx)) == NULL || SSL_set_fd(ssl, fd) != 1)) {
+        SSL_free(ssl);
+        ssl = NULL;
         tally_give(s->sources, c->source);
         close(fd);
         return;
     }
+    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        SSL_free(ssl);
+        tally_give(s->sources, c->source);
+        close(fd);
+        return;
+    }
+    if (ssl != NULL)
+        SSL_set_accept_state(ssl);
+    c->ssl = ssl;
+    c->handshaken = false;
     c->fd = fd;
     c->in_len = 0;
     c->out_off = 0;
@@ -218,10 +249,99 @@ static void process_families(struct metrics_server *s, struct metrics_buf *b)
         {"full", s->refused_full + atomic_load(&s->shed)},
         {"bad_request", s->bad_requests},
         {"timeout", s->timeouts},
+        {"tls", s->refused_tls},
+        {"not_monitor", s->refused_role},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
         metrics_sample(b, "qcg_metrics_refused_total", (double)refused[i].n, "reason",
                        refused[i].reason, NULL);
+}
+
+/* recv/send over the connection, TLS or not: > 0 bytes, 0 closed, -1 with
+   errno EAGAIN when the TLS layer waits for the socket. */
+static ssize_t conn_recv(struct conn *c, void *buf, size_t len)
+{
+    if (c->ssl == NULL)
+        return recv(c->fd, buf, len, 0);
+    int n = SSL_read(c->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
+static ssize_t conn_send(struct conn *c, const void *buf, size_t len)
+{
+    if (c->ssl == NULL)
+        return send(c->fd, buf, len, MSG_NOSIGNAL);
+    int n = SSL_write(c->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    ERR_clear_error();
+    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE;
+    return -1;
+}
+
+/* A verified client certificate of the grid is not enough: only the
+   monitor role reads metrics (a helper's key is on every compute node). */
+static bool is_monitor(SSL *ssl)
+{
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    X509_NAME *subject = peer != NULL ? X509_get_subject_name(peer) : NULL;
+    int i =
+        subject != NULL ? X509_NAME_get_index_by_NID(subject, NID_organizationalUnitName, -1) : -1;
+    if (i < 0 || X509_NAME_get_index_by_NID(subject, NID_organizationalUnitName, i) >= 0)
+        return false;
+    const ASN1_STRING *ou = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    return ou != NULL && ASN1_STRING_length(ou) == (int)strlen(METRICS_TLS_ROLE) &&
+           memcmp(ASN1_STRING_get0_data(ou), METRICS_TLS_ROLE, strlen(METRICS_TLS_ROLE)) == 0;
+}
+
+/* The TLS handshake, step by step as the socket allows; then the request. */
+static void on_handshake(struct metrics_server *s, struct conn *c)
+{
+    int r = SSL_do_handshake(c->ssl);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (r != 1) {
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            ERR_clear_error();
+            ev.events = e == SSL_ERROR_WANT_READ ? EPOLLIN | EPOLLRDHUP : EPOLLOUT;
+            if (epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+                conn_close(s, c);
+            return;
+        }
+        char why[160];
+        long v = SSL_get_verify_result(c->ssl);
+        if (v != X509_V_OK)
+            snprintf(why, sizeof(why), "metrics: TLS handshake refused: %s",
+                     X509_verify_cert_error_string(v));
+        else
+            snprintf(why, sizeof(why), "metrics: TLS handshake failed: %s",
+                     ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error())
+                                           : "connection closed");
+        ERR_clear_error();
+        s->refused_tls++;
+        acceptor_refused(&s->acc, monotonic_ms(), c->source, why);
+        conn_close(s, c);
+        return;
+    }
+    if (!is_monitor(c->ssl)) {
+        s->refused_role++;
+        acceptor_refused(&s->acc, monotonic_ms(), c->source,
+                         "metrics: the client certificate's role is not " METRICS_TLS_ROLE);
+        conn_close(s, c);
+        return;
+    }
+    c->handshaken = true;
+    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+        conn_close(s, c);
 }
 
 /* Puts the whole answer into c->out and waits for the socket to take it. */
@@ -269,7 +389,7 @@ static void answer(struct metrics_server *s, struct conn *c, int status, const c
 static void on_readable(struct metrics_server *s, struct conn *c)
 {
     char addr[80] = "";
-    ssize_t r = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
+    ssize_t r = conn_recv(c, c->in + c->in_len, sizeof(c->in) - c->in_len);
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (r <= 0) {
@@ -300,7 +420,7 @@ static void on_readable(struct metrics_server *s, struct conn *c)
 
 static void on_writable(struct metrics_server *s, struct conn *c)
 {
-    ssize_t w = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+    ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
     if (w < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (w <= 0) {
@@ -358,7 +478,9 @@ static void *serve(void *arg)
             struct conn *c = p;
             if (c->fd < 0)
                 continue;
-            if (c->out.p != NULL && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            if (c->ssl != NULL && !c->handshaken)
+                on_handshake(s, c);
+            else if (c->out.p != NULL && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
                 on_writable(s, c);
             else if (c->out.p == NULL)
                 on_readable(s, c);
@@ -381,8 +503,49 @@ static void server_free(struct metrics_server *s)
     if (s->epoll_fd >= 0)
         close(s->epoll_fd);
     tally_free(s->sources);
+    SSL_CTX_free(s->ctx);
     free(s->conns);
     free(s);
+}
+
+/* The server context of metrics-tls: the daemon's certificate set (reloaded
+   on SIGHUP with its others, tls_reload.h) and CRL, TLS 1.3, client
+   certificates required (clientAuth), no session resumption. */
+static int tls_context(struct metrics_server *s, const struct tls_files *tls, char *err,
+                       size_t errlen)
+{
+    char why[256];
+    if (tls->ca == NULL || tls->certkey == NULL) {
+        snprintf(err, errlen, "metrics-tls needs the daemon's ca and cert");
+        return -1;
+    }
+    /* A helper's certificate is a TLS client's: a scraper would refuse it
+       at every scrape, so say it now. */
+    FILE *f = fopen(tls->certkey, "r");
+    X509 *own = f != NULL ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
+    if (f != NULL)
+        fclose(f);
+    int usage = own != NULL ? identity_cert_usage(own, true, why, sizeof(why)) : -1;
+    X509_free(own);
+    ERR_clear_error();
+    if (usage != 0) {
+        snprintf(err, errlen, "metrics-tls: %s: %s; use metrics-allow here", tls->certkey,
+                 own != NULL ? why : "no certificate to read");
+        return -1;
+    }
+    s->ctx = SSL_CTX_new(TLS_server_method());
+    if (s->ctx == NULL || SSL_CTX_set_min_proto_version(s->ctx, TLS1_3_VERSION) != 1 ||
+        SSL_CTX_set_purpose(s->ctx, X509_PURPOSE_SSL_CLIENT) != 1) {
+        snprintf(err, errlen, "metrics-tls: cannot make a TLS context");
+        return -1;
+    }
+    SSL_CTX_set_verify(s->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    if (crl_attach(s->ctx, tls->crl, tls->ca, why, sizeof(why)) != 0 ||
+        tls_reload_attach(s->ctx, tls, true, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "metrics-tls: %s", why);
+        return -1;
+    }
+    return 0;
 }
 
 struct metrics_server *metrics_server_start(const struct metrics_server_config *cfg, char *err,
@@ -393,9 +556,10 @@ struct metrics_server *metrics_server_start(const struct metrics_server_config *
     bool loopback;
     if (parse_listen(cfg->listen, &ss, &len, &loopback, err, errlen) != 0)
         return NULL;
-    if (!loopback && cfg->allow == NULL) {
+    if (!loopback && cfg->allow == NULL && cfg->tls == NULL) {
         snprintf(err, errlen,
-                 "not a loopback address, and no metrics-allow: say which addresses may scrape");
+                 "not a loopback address, and no metrics-allow or metrics-tls: say which "
+                 "addresses or certificates may scrape");
         return NULL;
     }
     struct metrics_server *s = calloc(1, sizeof(*s));
@@ -416,6 +580,10 @@ struct metrics_server *metrics_server_start(const struct metrics_server_config *
         s->cfg.timeout_ms = 5000;
     s->started = (double)time(NULL);
     if (cfg->allow != NULL && parse_allow(s, cfg->allow, err, errlen) != 0) {
+        server_free(s);
+        return NULL;
+    }
+    if (cfg->tls != NULL && tls_context(s, cfg->tls, err, errlen) != 0) {
         server_free(s);
         return NULL;
     }
@@ -486,7 +654,8 @@ int metrics_start_if(const char *program, const struct metrics_server_config *cf
         snprintf(err, errlen, "%s: metrics-listen %s: %s", program, cfg->listen, why);
         return -1;
     }
-    log_info("metrics on http://%s/metrics%s%s", cfg->listen, cfg->allow ? " for " : "",
-             cfg->allow ? cfg->allow : "");
+    log_info("metrics on %s://%s/metrics%s%s%s", cfg->tls ? "https" : "http", cfg->listen,
+             cfg->tls ? " for certificates of role " METRICS_TLS_ROLE : "",
+             cfg->allow ? " from " : "", cfg->allow ? cfg->allow : "");
     return 0;
 }

@@ -2,8 +2,11 @@
  * The metrics endpoint of a daemon: HTTP GET /metrics in the Prometheus text
  * format, on its own thread, off unless `metrics-listen ADDR:PORT` is set.
  * Bound to a loopback address it answers anyone there; on any other address
- * it refuses to start without `metrics-allow` (the ranges that may scrape):
- * the counters tell who uses the grid and how.  Like every public port it
+ * it refuses to start without `metrics-allow` (the ranges that may scrape)
+ * or `metrics-tls` (HTTPS with the daemon's own certificate, and only
+ * clients with a certificate of the grid CA for the role "monitor":
+ * `qcg-certs issue monitor NAME`): the counters tell who uses the grid and
+ * how.  Like every public port it
  * keeps a cap of connections per source address (tally.h) and in all, takes
  * them through acceptor.h, cuts a client that has not sent its request or
  * read the answer in time, and logs refusals at most once a second.
@@ -16,8 +19,8 @@
 #include "config.h"
 #include "metrics_text.h"
 
-/* The two settings, for a daemon's option table (its struct has the fields
-   char *metrics_listen, *metrics_allow). */
+/* The three settings, for a daemon's option table (its struct has the
+   fields char *metrics_listen, *metrics_allow and int metrics_tls). */
 // clang-format off
 #define METRICS_CONFIG_OPTIONS(type)                                                        \
     {"metrics-listen", CONFIG_STRING, offsetof(type, metrics_listen), 0, 0, NULL,           \
@@ -25,16 +28,25 @@
      "a non-loopback address needs metrics-allow"},                                         \
     {"metrics-allow", CONFIG_STRING, offsetof(type, metrics_allow), 0, 0, NULL,             \
      "comma-separated addresses or CIDR ranges that may scrape metrics-listen "             \
-     "(default: anyone, which only a loopback metrics-listen allows)"}
+     "(default: anyone, which only a loopback metrics-listen or metrics-tls allows)"},      \
+    {"metrics-tls", CONFIG_BOOL, offsetof(type, metrics_tls), 0, 0, "no",                   \
+     "serve metrics-listen over TLS with this daemon's ca, cert and crl, to clients "       \
+     "with a grid certificate of role monitor only (qcg-certs issue monitor NAME)"}
 // clang-format on
 
 /* Writes the daemon's own families; called on the server's thread. */
 typedef void (*metrics_render_fn)(void *arg, struct metrics_buf *b);
 
+struct tls_files;
+
+/* The role a scraper's certificate must have over TLS (its OU). */
+#define METRICS_TLS_ROLE "monitor"
+
 struct metrics_server_config {
-    const char *listen; /* ADDR:PORT, [V6]:PORT */
-    const char *allow;  /* NULL: anyone (loopback only) */
-    const char *daemon; /* "broker", ...: the build info's label */
+    const char *listen;          /* ADDR:PORT, [V6]:PORT */
+    const struct tls_files *tls; /* non-NULL: HTTPS, clients need a monitor certificate */
+    const char *allow;           /* NULL: anyone (loopback only) */
+    const char *daemon;          /* "broker", ...: the build info's label */
     metrics_render_fn render;
     void *arg;
     int max_connections; /* 0: 32 */
@@ -45,7 +57,8 @@ struct metrics_server_config {
 struct metrics_server;
 
 /* Binds and starts the thread; NULL with one line in err (a bad address, a
-   non-loopback address without allow, a port taken). */
+   non-loopback address without allow or tls, a port taken, certificates
+   that do not load). */
 struct metrics_server *metrics_server_start(const struct metrics_server_config *cfg, char *err,
                                             size_t errlen);
 /* The port bound (for listen ports of 0, in tests). */

@@ -159,6 +159,35 @@ struct qcg__reportsResponse {
                                    logged at the broker, not faulted */
 };
 
+/* One lookup of a qcg__lookups batch: as qcg__lookup's arguments, without
+   tried and only (a retry or a test of one technique goes alone). */
+struct qcg__lookupAsk {
+    char *job;
+    char *verifier;
+    int fromRank;
+    int toRank;
+};
+
+struct qcg__lookupAsks {
+    int __sizeAsk;              /* at most QCG_LOOKUPS_MAX (core/proto.h) */
+    struct qcg__lookupAsk *ask;
+};
+
+/* The answer to one ask, in the asks' order: its plan, or the fault
+   qcg__lookup would have raised for it (fault: the subcode without "qcg:",
+   e.g. "busy"; faultText: why), plan then NULL. */
+struct qcg__lookupAnswer {
+    struct qcg__plan *plan;
+    char *fault;
+    char *faultText;
+};
+
+struct qcg__lookupsResponse {
+    int version;
+    int __sizeAnswer;
+    struct qcg__lookupAnswer *answer;
+};
+
 struct qcg__lookupResponse {
     int version;
     struct qcg__plan plan;
@@ -293,6 +322,11 @@ int qcg__withdraw(int version, char *job, char *verifier, int rank, char *node,
    pair (qcg-probe tests each technique this way).  Never cached. */
 int qcg__lookup(int version, char *job, char *verifier, int fromRank, int toRank, char *tried,
                 char *only, struct qcg__lookupResponse *response);
+/* Many lookups in one call (helper -> frontend -> broker), each checked and
+   planned as qcg__lookup would (the cluster's lookup rate takes one token
+   per ask) and answered apart: one ask refused leaves the others planned.
+   The helper and the frontend gather the lookups that wait at once. */
+int qcg__lookups(int version, struct qcg__lookupAsks *asks, struct qcg__lookupsResponse *response);
 /* Long-poll: returns the caller's queued commands with seq > ackSeq, waiting up to
    waitSeconds for one.  Commands stay queued until acknowledged by a later poll,
    so a lost response loses nothing.  A caller whose epoch differs gets the

@@ -232,6 +232,13 @@ bool soap_call_cert_refused(void)
     return cert_refused;
 }
 
+bool soap_call_unknown_op(enum call_status st, const char *subcode, const char *msg)
+{
+    /* gSOAP's own fault for a method it has no handler for. */
+    return st == CALL_FAULT && (subcode == NULL || subcode[0] == '\0') &&
+           strstr(msg, "not implemented") != NULL;
+}
+
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len)
 {

@@ -48,6 +48,10 @@ enum call_status {
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len);
 
+/* Whether a call's fault says the server lacks the operation (an older
+   service, not a refusal): the caller then uses the older operations. */
+bool soap_call_unknown_op(enum call_status st, const char *subcode, const char *msg);
+
 /* Whether the last soap_call_status of this thread was a transport error
    because the server refused our certificate (its TLS alert: revoked,
    expired, unknown CA...): retrying soon will not help. */

@@ -890,6 +890,20 @@ int soap_qcg_fault(struct soap *soap, const char *subcode, const char *fmt, ...)
     return soap_sender_fault_subcode(soap, soap_strdup(soap, code), soap_strdup(soap, text), NULL);
 }
 
+int soap_qcg_fault_take(struct soap *soap, char **subcode, char **text)
+{
+    const char *code = soap_fault_subcode(soap), *t = soap_fault_string(soap);
+
+    if (code != NULL && strncmp(code, "qcg:", 4) == 0)
+        code += 4;
+    *subcode = soap_strdup(soap, code != NULL ? code : "fault");
+    *text = soap_strdup(soap, t != NULL ? t : "");
+    /* The fault's structure stays in soap's memory until soap_end. */
+    soap->fault = NULL;
+    soap->error = SOAP_OK;
+    return SOAP_OK;
+}
+
 int soap_check_version(struct soap *soap, int version)
 {
     if (version == QCG_PROTOCOL_VERSION)

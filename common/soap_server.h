@@ -100,6 +100,10 @@ const struct identity *soap_caller(struct soap *soap);
 /* Sets a SOAP fault with subcode "qcg:<subcode>" and returns SOAP_FAULT. */
 int soap_qcg_fault(struct soap *soap, const char *subcode, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The qcg fault just raised, taken back as one item's answer of a batch:
+   *subcode without "qcg:" and *text, copies in soap's memory; the call
+   itself goes on (soap->error cleared).  SOAP_OK. */
+int soap_qcg_fault_take(struct soap *soap, char **subcode, char **text);
 /* 0 when version matches ours; else sets the qcg:version fault naming both and
    returns SOAP_FAULT. */
 int soap_check_version(struct soap *soap, int version);

@@ -35,6 +35,8 @@ _Static_assert(sizeof(QCG_PROBE_JOB_PREFIX) - 1 == QCG_PROBE_JOB_PREFIX_LEN, "pr
    delay only delays what the broker learns). */
 #define QCG_REPORTS_MAX 256
 #define QCG_REPORTS_FLUSH_MS 100
+/* Lookups in one qcg__lookups call. */
+#define QCG_LOOKUPS_MAX 256
 /* The rank a probe's test endpoint publishes; the prober is rank 0. */
 #define QCG_PROBE_ENDPOINT_RANK 1
 /* The first line qcg-probe sends on its last connection to a test endpoint:

@@ -49,6 +49,7 @@ struct frontend {
     struct reports *reports;          /* the nodes' reports, sent on in batches (report_batch.h) */
     struct soap_server *server; /* set once it exists: its handshake stage's counts */
     atomic_int broker_single_reports; /* an older broker: no qcg__reports */
+    atomic_int broker_single_lookups; /* ... no qcg__lookups */
 };
 
 /* Sizes: contexts in the pool of relayed calls, commands held per helper. */

@@ -38,6 +38,7 @@ struct frontend_config {
     int json;
     char *url;
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
+    int metrics_tls;
 
     /* derived by frontend_config_load */
     enum cluster_kind kind_value;

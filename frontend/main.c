@@ -71,7 +71,9 @@ int main(int argc, char **argv)
         return 1;
     }
     struct metrics_server *metrics;
+    struct tls_files metrics_tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl};
     struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .tls = cfg.metrics_tls ? &metrics_tls : NULL,
                                        .allow = cfg.metrics_allow,
                                        .daemon = "frontend",
                                        .render = frontend_metrics,

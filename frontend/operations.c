@@ -95,18 +95,20 @@ static int begin(struct soap *soap, int version, const char *op, struct frontend
     return helper_only(soap, *fe, op, id);
 }
 
+/* How long a lookup, or a batch of them, may wait for its node's rate. */
+#define LOOKUP_RATE_WAIT_MS 1000
+
 /* A node's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
-   (a lookup may wait for one), else qcg:busy naming the option, counted and
-   logged at most every 10 s. */
+   (waiting up to wait_ms for one), else qcg:busy naming the option, counted
+   and logged at most every 10 s. */
 static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
-                     const struct identity *id, enum rate_kind kind)
+                     const struct identity *id, enum rate_kind kind, int wait_ms)
 {
     static const char *const option[RATE_KINDS] = {"node-lookups", "node-reports", "node-probes"};
-    static const int wait_ms[RATE_KINDS] = {[RATE_LOOKUP] = 1000};
     uint64_t t0 = monotonic_ms();
     unsigned left_out;
 
-    if (rates_take(fe->rates, id->node, kind, wait_ms[kind])) {
+    if (rates_take(fe->rates, id->node, kind, wait_ms)) {
         if (monotonic_ms() - t0 >= 1)
             atomic_fetch_add(&fe->counters.quota_waited, 1);
         return SOAP_OK;
@@ -176,9 +178,9 @@ struct relay_args {
     const char *job, *verifier, *node_name, *tried, *only;
     int from_rank, rank;
     struct plan *plan;
-    const char *token, *packet; /* traverse */
-    const struct report_args *report;
+    const char *token, *packet;      /* traverse */
     const struct report_item *items; /* reports */
+    struct lookup_ask *asks;         /* lookups */
     int nitems, *accepted;
     struct soap *dst; /* siteInfo, probe: the helper's context, for the answer */
     struct qcg__siteInfoResponse *site;
@@ -192,6 +194,7 @@ enum relay_op {
     RELAY_PUBLISH,
     RELAY_WITHDRAW,
     RELAY_LOOKUP,
+    RELAY_LOOKUPS,
     RELAY_TRAVERSE,
     RELAY_REPORT,
     RELAY_REPORTS,
@@ -222,11 +225,14 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             rc = relay_lookup(up, url, a->job, a->verifier, a->from_rank, a->rank, a->tried,
                               a->only, a->plan, err);
             break;
+        case RELAY_LOOKUPS:
+            rc = relay_lookups(up, url, a->asks, a->nitems, err);
+            break;
         case RELAY_TRAVERSE:
             rc = relay_traverse(up, url, a->token, a->packet, err);
             break;
         case RELAY_REPORT:
-            rc = relay_report(up, url, a->report, err);
+            rc = relay_report(up, url, a->items, err);
             break;
         case RELAY_REPORTS:
             rc = relay_reports(up, url, a->items, a->nitems, a->accepted, err);
@@ -516,15 +522,17 @@ static int plan_cacheable(const struct plan *p)
     return p->cacheable && strcmp(p->status, "ok") == 0 && p->token[0] == '\0';
 }
 
-int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
-                char *tried, char *only, struct qcg__lookupResponse *response)
+/* A lookup's checks and the cache: SOAP_OK, with *hit and the plan when
+   the cache had it; else the fault.  A retry after a failed technique (tried)
+   or a test of one technique (only) needs the broker's own plan: never
+   answered from the cache. */
+static int lookup_begin(struct soap *soap, struct frontend *fe, const char *op,
+                        const struct identity *id, const char *job, const char *verifier,
+                        int fromRank, int toRank, const char *tried, const char *only, int wait_ms,
+                        unsigned char hash[JOB_HASH_LEN], struct plan *plan, bool *hit)
 {
-    static const char op[] = "lookup";
-    struct frontend *fe;
-    const struct identity *id;
-    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
-        return SOAP_FAULT;
     atomic_fetch_add(&fe->counters.lookups_received, 1);
+    *hit = false;
     const char *bad = job_fields_bad(job, verifier, fromRank);
     if (bad == NULL && toRank < 0)
         bad = "rank must not be negative";
@@ -537,8 +545,6 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     if (bad == NULL && alone &&
         (strlen(only) > ONLY_MAX || technique_parse(only) <= (int)TECH_NONE))
         bad = "only: not a technique name";
-    /* A retry after a failed technique, or a test of one technique, needs
-       the broker's own plan: never answered from the cache nor cached. */
     int retry = (tried != NULL && tried[0] != '\0') || alone;
     if (bad != NULL)
         return invalid(soap, op, id, bad);
@@ -547,33 +553,63 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
        first, so that a non-member never spends the node's rate. */
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
         return SOAP_FAULT;
-    if (node_rate(soap, fe, op, id, RATE_LOOKUP) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_LOOKUP, wait_ms) != SOAP_OK)
         return SOAP_FAULT;
-
-    unsigned char hash[JOB_HASH_LEN];
     if (job_secret_hash(job, verifier, hash) < 0)
         return soap_qcg_fault(soap, "unavailable", "cannot hash the job verifier");
-    struct plan plan;
-    memset(&plan, 0, sizeof(plan));
     struct cached_plan cp;
-    /* A process asking again after a failed technique needs the broker's
-       next plan, never the cached one that failed. */
-    if (!retry && cache_get(fe->cache, job, hash, toRank, &cp)) {
-        atomic_fetch_add(&fe->counters.lookups_from_cache, 1);
-        snprintf(plan.status, sizeof(plan.status), "ok");
-        memcpy(plan.technique, cp.technique, sizeof(plan.technique));
-        memcpy(plan.cluster, cp.cluster, sizeof(plan.cluster));
-        memcpy(plan.node, cp.node, sizeof(plan.node));
-        memcpy(plan.address, cp.address, sizeof(plan.address));
-        plan.port = cp.port;
-        plan.cacheable = 1;
-        snprintf(plan.reason, sizeof(plan.reason), "cached by frontend %s", fe->cluster);
-        log_debug("job %s %d -> %d: %s %s:%d (cache)", job, fromRank, toRank, plan.technique,
-                  plan.address, plan.port);
-    } else {
+    memset(plan, 0, sizeof(*plan));
+    if (retry || !cache_get(fe->cache, job, hash, toRank, &cp))
+        return SOAP_OK;
+    atomic_fetch_add(&fe->counters.lookups_from_cache, 1);
+    snprintf(plan->status, sizeof(plan->status), "ok");
+    memcpy(plan->technique, cp.technique, sizeof(plan->technique));
+    memcpy(plan->cluster, cp.cluster, sizeof(plan->cluster));
+    memcpy(plan->node, cp.node, sizeof(plan->node));
+    memcpy(plan->address, cp.address, sizeof(plan->address));
+    plan->port = cp.port;
+    plan->cacheable = 1;
+    snprintf(plan->reason, sizeof(plan->reason), "cached by frontend %s", fe->cluster);
+    log_debug("job %s %d -> %d: %s %s:%d (cache)", job, fromRank, toRank, plan->technique,
+              plan->address, plan->port);
+    *hit = true;
+    return SOAP_OK;
+}
+
+/* A plan of the broker's kept when it may be (cache.h): a first lookup's
+   direct plan without a token, and no invalidation since `gen`. */
+static void lookup_keep(struct frontend *fe, const char *job, const unsigned char *hash, int toRank,
+                        const struct plan *plan, uint64_t gen)
+{
+    if (!plan_cacheable(plan))
+        return;
+    struct cached_plan cp;
+    memset(&cp, 0, sizeof(cp));
+    memcpy(cp.technique, plan->technique, sizeof(cp.technique));
+    memcpy(cp.cluster, plan->cluster, sizeof(cp.cluster));
+    memcpy(cp.node, plan->node, sizeof(cp.node));
+    memcpy(cp.address, plan->address, sizeof(cp.address));
+    cp.port = plan->port;
+    if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
+        log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);
+}
+
+int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
+                char *tried, char *only, struct qcg__lookupResponse *response)
+{
+    static const char op[] = "lookup";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    unsigned char hash[JOB_HASH_LEN];
+    struct plan plan;
+    bool hit;
+    int rc = lookup_begin(soap, fe, op, id, job, verifier, fromRank, toRank, tried, only,
+                          LOOKUP_RATE_WAIT_MS, hash, &plan, &hit);
+    if (rc == SOAP_OK && !hit) {
         char reason[256];
-        if (!store_link(fe->store, reason, sizeof(reason)))
-            return unavailable(soap, op, reason);
+        int retry = (tried != NULL && tried[0] != '\0') || (only != NULL && only[0] != '\0');
         uint64_t gen = cache_generation(fe->cache);
         struct relay_error err;
         struct relay_args a = {.job = job,
@@ -583,28 +619,143 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
                                .tried = tried,
                                .only = only,
                                .plan = &plan};
-        atomic_fetch_add(&fe->counters.lookups_forwarded, 1);
-        int rc = relay_call(fe, RELAY_LOOKUP, &a, &err);
-        if (rc < 0)
-            return relay_failed(soap, op, &err);
-        if (!retry && plan_cacheable(&plan)) {
-            memset(&cp, 0, sizeof(cp));
-            memcpy(cp.technique, plan.technique, sizeof(cp.technique));
-            memcpy(cp.cluster, plan.cluster, sizeof(cp.cluster));
-            memcpy(cp.node, plan.node, sizeof(cp.node));
-            memcpy(cp.address, plan.address, sizeof(cp.address));
-            cp.port = plan.port;
-            if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
-                log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);
-        }
-        log_debug("job %s %d -> %d%s%s%s%s: %s %s %s:%d", job, fromRank, toRank,
-                  tried != NULL && tried[0] ? ", tried " : "", tried != NULL ? tried : "",
-                  alone ? ", only " : "", alone ? only : "", plan.status, plan.technique,
-                  plan.address, plan.port);
+        if (!store_link(fe->store, reason, sizeof(reason)))
+            rc = unavailable(soap, op, reason);
+        else if (atomic_fetch_add(&fe->counters.lookups_forwarded, 1),
+                 relay_call(fe, RELAY_LOOKUP, &a, &err) < 0)
+            rc = relay_failed(soap, op, &err);
+        else if (!retry)
+            lookup_keep(fe, job, hash, toRank, &plan, gen);
+        if (rc == SOAP_OK)
+            log_debug("job %s %d -> %d%s%s: %s %s %s:%d", job, fromRank, toRank,
+                      retry ? ", tried/only " : "", retry ? (tried ? tried : only) : "",
+                      plan.status, plan.technique, plan.address, plan.port);
     }
     OPENSSL_cleanse(hash, sizeof(hash));
+    if (rc != SOAP_OK)
+        return rc;
     response->version = QCG_PROTOCOL_VERSION;
     plan_to_soap(soap, &plan, &response->plan);
+    return SOAP_OK;
+}
+
+/* The broker's answers to the lookups the cache did not have; an older
+   broker, without qcg__lookups, gets them one by one. */
+static void lookups_relay(struct frontend *fe, struct lookup_ask *asks, int n)
+{
+    struct relay_error err;
+    char reason[256];
+    if (!store_link(fe->store, reason, sizeof(reason))) {
+        for (int i = 0; i < n; i++) {
+            snprintf(asks[i].fault, sizeof(asks[i].fault), "unavailable");
+            snprintf(asks[i].fault_text, sizeof(asks[i].fault_text), "broker unreachable: %s",
+                     reason);
+        }
+        return;
+    }
+    atomic_fetch_add(&fe->counters.lookups_forwarded, (unsigned long long)n);
+    if (!atomic_load(&fe->broker_single_lookups)) {
+        struct relay_args a = {.asks = asks, .nitems = n};
+        if (relay_call(fe, RELAY_LOOKUPS, &a, &err) == 0)
+            return;
+        if (!soap_call_unknown_op(err.status, err.subcode, err.msg)) {
+            for (int i = 0; i < n; i++) {
+                snprintf(asks[i].fault, sizeof(asks[i].fault), "%s",
+                         err.status == CALL_UNREACHABLE || !err.subcode[0] ? "unavailable"
+                                                                           : err.subcode);
+                snprintf(asks[i].fault_text, sizeof(asks[i].fault_text), "%s%s",
+                         err.status == CALL_UNREACHABLE ? "broker unreachable: " : "", err.msg);
+            }
+            return;
+        }
+        log_info("the broker has no lookups operation (%s): lookups go one by one", err.msg);
+        atomic_store(&fe->broker_single_lookups, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        struct lookup_ask *l = &asks[i];
+        struct relay_args a = {.job = l->job,
+                               .verifier = l->verifier,
+                               .from_rank = l->from_rank,
+                               .rank = l->to_rank,
+                               .plan = &l->plan};
+        if (relay_call(fe, RELAY_LOOKUP, &a, &err) == 0)
+            continue;
+        snprintf(l->fault, sizeof(l->fault), "%s",
+                 err.status == CALL_UNREACHABLE || !err.subcode[0] ? "unavailable" : err.subcode);
+        snprintf(l->fault_text, sizeof(l->fault_text), "%s", err.msg);
+    }
+}
+
+int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
+                 struct qcg__lookupsResponse *response)
+{
+    static const char op[] = "lookups";
+    struct frontend *fe;
+    const struct identity *id;
+    if (begin(soap, version, op, &fe, &id) != SOAP_OK)
+        return SOAP_FAULT;
+    int n = asks != NULL ? asks->__sizeAsk : 0;
+    if (n < 0 || n > QCG_LOOKUPS_MAX || (n > 0 && asks->ask == NULL))
+        return invalid(soap, op, id, "too many lookups in one call");
+    response->version = QCG_PROTOCOL_VERSION;
+    response->__sizeAnswer = n;
+    response->answer = soap_malloc(soap, (size_t)(n > 0 ? n : 1) * sizeof(*response->answer));
+    struct lookup_ask *up = calloc((size_t)(n > 0 ? n : 1), sizeof(*up));
+    int *which = calloc((size_t)(n > 0 ? n : 1), sizeof(*which));
+    unsigned char(*hash)[JOB_HASH_LEN] = calloc((size_t)(n > 0 ? n : 1), sizeof(*hash));
+    struct plan *plan = malloc(sizeof(*plan));
+    if (response->answer == NULL || up == NULL || which == NULL || hash == NULL || plan == NULL) {
+        free(up), free(which), free(hash), free(plan);
+        return soap_qcg_fault(soap, "unavailable", "out of memory");
+    }
+    /* Each ask checked as a lookup alone (its refusal is its answer); the
+       batch waits for the node's rate as long as one lookup would. */
+    uint64_t until = monotonic_ms() + LOOKUP_RATE_WAIT_MS;
+    int misses = 0;
+    for (int i = 0; i < n; i++) {
+        const struct qcg__lookupAsk *a = &asks->ask[i];
+        struct qcg__lookupAnswer *out = &response->answer[i];
+        uint64_t now = monotonic_ms();
+        bool hit;
+        memset(out, 0, sizeof(*out));
+        if (lookup_begin(soap, fe, op, id, a->job, a->verifier, a->fromRank, a->toRank, NULL, NULL,
+                         now < until ? (int)(until - now) : 0, hash[misses], plan,
+                         &hit) != SOAP_OK) {
+            soap_qcg_fault_take(soap, &out->fault, &out->faultText);
+            continue;
+        }
+        if (hit) {
+            out->plan = soap_malloc(soap, sizeof(*out->plan));
+            if (out->plan != NULL)
+                plan_to_soap(soap, plan, out->plan);
+            continue;
+        }
+        up[misses] = (struct lookup_ask){
+            .job = a->job, .verifier = a->verifier, .from_rank = a->fromRank, .to_rank = a->toRank};
+        which[misses++] = i;
+    }
+    if (misses > 0) {
+        uint64_t gen = cache_generation(fe->cache);
+        lookups_relay(fe, up, misses);
+        for (int k = 0; k < misses; k++) {
+            struct qcg__lookupAnswer *out = &response->answer[which[k]];
+            if (up[k].fault[0] != '\0') {
+                out->fault = soap_strdup(soap, up[k].fault);
+                out->faultText = soap_strdup(soap, up[k].fault_text);
+                continue;
+            }
+            lookup_keep(fe, up[k].job, hash[k], up[k].to_rank, &up[k].plan, gen);
+            out->plan = soap_malloc(soap, sizeof(*out->plan));
+            if (out->plan != NULL)
+                plan_to_soap(soap, &up[k].plan, out->plan);
+            log_debug("job %s %d -> %d: %s %s %s:%d", up[k].job, up[k].from_rank, up[k].to_rank,
+                      up[k].plan.status, up[k].plan.technique, up[k].plan.address, up[k].plan.port);
+        }
+    }
+    OPENSSL_cleanse(hash, (size_t)(n > 0 ? n : 1) * sizeof(*hash));
+    for (int k = 0; k < misses; k++)
+        OPENSSL_cleanse(up[k].plan.token, sizeof(up[k].plan.token));
+    free(up), free(which), free(hash), free(plan);
     return SOAP_OK;
 }
 
@@ -678,25 +829,21 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
         return invalid(soap, op, id, bad);
     if (check_member(soap, fe, op, id, job, verifier, fromRank) != SOAP_OK)
         return SOAP_FAULT;
-    if (node_rate(soap, fe, op, id, RATE_REPORT) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_REPORT, 0) != SOAP_OK)
         return SOAP_FAULT;
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
     /* A failure goes on at once and the helper waits for it: the process's
        next lookup must be planned knowing it. */
+    struct report_item r =
+        report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (!ok) {
-        struct report_args ra = {.job = job,
-                                 .verifier = verifier,
-                                 .technique = technique,
-                                 .why = why,
-                                 .from_rank = fromRank,
-                                 .to_rank = toRank,
-                                 .ok = ok,
-                                 .setup_ms = setupMs};
-        struct relay_args a = {.report = &ra};
+        struct relay_args a = {.items = &r};
         struct relay_error err;
-        if (relay_call(fe, RELAY_REPORT, &a, &err) < 0)
+        int rc = relay_call(fe, RELAY_REPORT, &a, &err);
+        OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
+        if (rc < 0)
             return relay_failed(soap, op, &err);
         atomic_fetch_add(&fe->counters.reports_forwarded, 1);
         response->version = QCG_PROTOCOL_VERSION;
@@ -704,8 +851,6 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     }
     /* A success is answered now and sent on with others (report_batch.h):
        the helper's request is not held for the broker's answer. */
-    struct report_item r =
-        report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     bool queued = reports_add(fe->reports, &r);
     OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
     if (!queued) {
@@ -796,9 +941,7 @@ void frontend_send_reports(void *arg, const struct report_item *items, int n)
                 atomic_fetch_add(&fe->counters.reports_refused, (unsigned long long)(n - accepted));
             return;
         }
-        /* An older broker: the operation is unknown to it, not refused. */
-        if (err.status != CALL_FAULT || err.subcode[0] != '\0' ||
-            strstr(err.msg, "not implemented") == NULL) {
+        if (!soap_call_unknown_op(err.status, err.subcode, err.msg)) {
             reports_lost(fe, n, err.msg);
             return;
         }
@@ -806,16 +949,7 @@ void frontend_send_reports(void *arg, const struct report_item *items, int n)
         atomic_store(&fe->broker_single_reports, 1);
     }
     for (int i = 0; i < n; i++) {
-        const struct report_item *r = &items[i];
-        struct report_args ra = {.job = r->job,
-                                 .verifier = r->verifier,
-                                 .technique = r->technique,
-                                 .why = r->why,
-                                 .from_rank = r->from_rank,
-                                 .to_rank = r->to_rank,
-                                 .ok = r->ok,
-                                 .setup_ms = r->setup_ms};
-        struct relay_args a = {.report = &ra};
+        struct relay_args a = {.items = &items[i]};
         if (relay_call(fe, RELAY_REPORT, &a, &err) == 0)
             atomic_fetch_add(&fe->counters.reports_forwarded, 1);
         else if (err.status == CALL_FAULT)
@@ -908,7 +1042,7 @@ static int relay_probe_op(struct soap *soap, struct frontend *fe, const char *op
     char reason[256];
     struct relay_error err;
     const struct identity *id = soap_caller(soap);
-    if (node_rate(soap, fe, op, id, RATE_PROBE) != SOAP_OK)
+    if (node_rate(soap, fe, op, id, RATE_PROBE, 0) != SOAP_OK)
         return SOAP_FAULT;
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);

@@ -106,6 +106,24 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
     return call_failed(soap, rc, err);
 }
 
+/* A plan from the broker into ours: -1 when it does not fit our limits. */
+static int plan_copy(const struct qcg__plan *p, struct plan *plan)
+{
+    memset(plan, 0, sizeof(*plan));
+    if (p->status == NULL || copy_str(plan->status, sizeof(plan->status), p->status) < 0 ||
+        copy_str(plan->technique, sizeof(plan->technique), p->technique) < 0 ||
+        copy_str(plan->cluster, sizeof(plan->cluster), p->cluster) < 0 ||
+        copy_str(plan->node, sizeof(plan->node), p->node) < 0 ||
+        copy_str(plan->address, sizeof(plan->address), p->address) < 0 ||
+        copy_str(plan->token, sizeof(plan->token), p->token) < 0 ||
+        copy_str(plan->reason, sizeof(plan->reason), p->reason) < 0 || p->port < 0 ||
+        p->port > 65535)
+        return -1;
+    plan->port = p->port;
+    plan->cacheable = p->cacheable != 0;
+    return 0;
+}
+
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *verifier,
                  int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
                  struct relay_error *err)
@@ -118,19 +136,44 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
                                    only != NULL && only[0] != '\0' ? (char *)only : NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
-    const struct qcg__plan *p = &resp.plan;
-    memset(plan, 0, sizeof(*plan));
-    if (p->status == NULL || copy_str(plan->status, sizeof(plan->status), p->status) < 0 ||
-        copy_str(plan->technique, sizeof(plan->technique), p->technique) < 0 ||
-        copy_str(plan->cluster, sizeof(plan->cluster), p->cluster) < 0 ||
-        copy_str(plan->node, sizeof(plan->node), p->node) < 0 ||
-        copy_str(plan->address, sizeof(plan->address), p->address) < 0 ||
-        copy_str(plan->token, sizeof(plan->token), p->token) < 0 ||
-        copy_str(plan->reason, sizeof(plan->reason), p->reason) < 0 || p->port < 0 ||
-        p->port > 65535)
+    if (plan_copy(&resp.plan, plan) < 0)
         return malformed(err, "plan");
-    plan->port = p->port;
-    plan->cacheable = p->cacheable != 0;
+    return 0;
+}
+
+int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *asks, int n,
+                  struct relay_error *err)
+{
+    struct qcg__lookupAsks list = {.__sizeAsk = n};
+    list.ask = soap_malloc(soap, (size_t)n * sizeof(*list.ask));
+    if (list.ask == NULL)
+        return malformed(err, "lookups: out of memory");
+    for (int i = 0; i < n; i++)
+        list.ask[i] = (struct qcg__lookupAsk){.job = (char *)asks[i].job,
+                                              .verifier = (char *)asks[i].verifier,
+                                              .fromRank = asks[i].from_rank,
+                                              .toRank = asks[i].to_rank};
+    struct qcg__lookupsResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc = soap_call_qcg__lookups(soap, url, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
+    if (call_failed(soap, rc, err) < 0)
+        return -1;
+    if (resp.__sizeAnswer != n || resp.answer == NULL)
+        return malformed(err, "lookups answer (not one answer per lookup)");
+    for (int i = 0; i < n; i++) {
+        const struct qcg__lookupAnswer *a = &resp.answer[i];
+        struct lookup_ask *out = &asks[i];
+        out->fault[0] = out->fault_text[0] = '\0';
+        if (a->plan != NULL && plan_copy(a->plan, &out->plan) == 0)
+            continue;
+        if (a->plan != NULL || a->fault == NULL ||
+            copy_str(out->fault, sizeof(out->fault), a->fault) < 0)
+            snprintf(out->fault, sizeof(out->fault), "unavailable");
+        snprintf(out->fault_text, sizeof(out->fault_text), "%s",
+                 a->plan != NULL        ? "the broker sent a malformed plan"
+                 : a->faultText != NULL ? a->faultText
+                                        : "refused");
+    }
     return 0;
 }
 
@@ -144,15 +187,15 @@ int relay_traverse(struct soap *soap, const char *url, const char *token, const 
     return call_failed(soap, rc, err);
 }
 
-int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+int relay_report(struct soap *soap, const char *url, const struct report_item *r,
                  struct relay_error *err)
 {
     struct qcg__ackResponse resp;
     memset(&resp, 0, sizeof(resp));
-    int rc = soap_call_qcg__report(
-        soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job, (char *)r->verifier, r->from_rank,
-        r->to_rank, (char *)r->technique, r->ok, r->setup_ms,
-        r->why != NULL && r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
+    int rc =
+        soap_call_qcg__report(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)r->job,
+                              (char *)r->verifier, r->from_rank, r->to_rank, (char *)r->technique,
+                              r->ok, r->setup_ms, r->why[0] != '\0' ? (char *)r->why : NULL, &resp);
     return call_failed(soap, rc, err);
 }
 

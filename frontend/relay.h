@@ -60,19 +60,28 @@ int relay_withdraw(struct soap *soap, const char *url, const char *job, const ch
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *verifier,
                  int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
                  struct relay_error *err);
+/* One lookup of a lookups call and its answer: a plan, or the broker's
+   refusal of it (fault, e.g. "busy", and fault_text). */
+struct lookup_ask {
+    const char *job, *verifier;
+    int from_rank, to_rank;
+    struct plan plan;
+    char fault[32];
+    char fault_text[512];
+};
+/* Many lookups in one call (qcg__lookups): -1 when the call failed as a
+   whole, else 0 with each ask's answer filled in. */
+int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *asks, int n,
+                  struct relay_error *err);
 /* Traversing: hands the initiator's SYN (hex) over with the plan's token. */
 int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,
                    struct relay_error *err);
 /* The outcome of one connection attempt (qcg__report). */
-struct report_args {
-    const char *job, *verifier, *technique, *why;
-    int from_rank, to_rank, ok, setup_ms;
-};
-int relay_report(struct soap *soap, const char *url, const struct report_args *r,
+struct report_item;
+int relay_report(struct soap *soap, const char *url, const struct report_item *r,
                  struct relay_error *err);
 /* Many reports in one call (qcg__reports); *accepted: how many the broker
    recorded. */
-struct report_item;
 int relay_reports(struct soap *soap, const char *url, const struct report_item *items, int n,
                   int *accepted, struct relay_error *err);
 /* qcg-probe's operations.  The answers are deep-copied into `dst` (the

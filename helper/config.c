@@ -30,6 +30,9 @@ const struct config_option helper_options[] = {
         "requests in flight per connection; at the bound the connection is not read"),
     OPT("max-requests-per-uid", CONFIG_INT, max_requests_per_uid, 1, 4096, "6",
         "requests of one uid on the thread pool at once; more wait unread"),
+    OPT("max-lookups-per-uid", CONFIG_INT, max_lookups_per_uid, 1, 4096, "256",
+        "first lookups of one uid waiting for, or in, a batch to the frontend (a batch "
+        "takes one thread, whatever it carries); more wait unread"),
     OPT("reports-per-uid", CONFIG_INT, reports_per_uid, 1, 100000, "64",
         "REPORTs of one uid sent upstream a second on average (bursts of 16 s worth "
         "pass); the excess is dropped and counted, and so is a success reported while the "
@@ -46,9 +49,11 @@ const struct config_option helper_options[] = {
     OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
         "this helper's certificate and key in one PEM (required); reread on SIGHUP, with ca"),
     OPT("crl", CONFIG_STRING, crl, 0, 0, NULL,
-        "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"),
+        "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the "
+        "setting itself is read at start only)"),
     OPT("crl-accept-older", CONFIG_BOOL, crl_accept_older, 0, 0, "no",
-        "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"),
+        "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+        "(default: keep the one in force and log an error)"),
     OPT("cluster", CONFIG_STRING, cluster, 0, 0, NULL,
         "this node's cluster (default: from the certificate's CN)"),
     OPT("node", CONFIG_STRING, node, 0, 0, NULL,

@@ -50,6 +50,8 @@ struct helper_config {
     int max_requests; /* requests in flight per connection */
     /* Requests of one uid on the thread pool at once. */
     int max_requests_per_uid;
+    /* First lookups of one uid waiting for, or in, a batch to the frontend. */
+    int max_lookups_per_uid;
     int reports_per_uid; /* REPORTs upstream a second, per uid; bursts of 16 s worth */
     int probes_per_uid;  /* SITE and PROBE requests a minute, per uid; bursts of as many */
     int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */
@@ -69,6 +71,7 @@ struct helper_config {
     int status;          /* --status: ask a running helper, print, exit */
     int json;
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
+    int metrics_tls;
 
     /* Derived by helper_config_check. */
     mode_t mode;

@@ -185,12 +185,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->have = 0;
         if (c->hdr.type == LOCAL_REPORT && !report_admitted(c)) {
             /* Advice only: dropped rather than held behind the uid's lookups. */
-        } else if (local_handlers[c->hdr.type].upstream &&
-                   c->share->requests >= (unsigned)c->srv->cfg->max_requests_per_uid) {
-            log_debug("pid %d uid %d: %s waits: %u requests of the uid upstream "
-                      "(max-requests-per-uid)",
+        } else if (request_waits(c)) {
+            log_debug("pid %d uid %d: %s waits: %u requests of the uid upstream, %u of them "
+                      "first lookups (max-requests-per-uid, max-lookups-per-uid)",
                       (int)c->pid, (int)c->uid, local_handlers[c->hdr.type].name,
-                      c->share->requests);
+                      c->share->requests, c->share->lookups);
             c->held = 1;
             dlist_append(&c->share->waiting, &c->wait);
         } else {

@@ -28,6 +28,10 @@ struct local_server {
     uint64_t refused; /* requests refused or dropped by a per-uid rate */
     struct ratelimit refused_log;
     struct attempts *attempts; /* traversing and hole punching, initiator side */
+    /* First lookups waiting for a batch (struct request), and the batches
+       on the thread pool (local_requests.c). */
+    struct dlist batch_queue;
+    int batches;
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
     int nfqueue;
@@ -87,6 +91,8 @@ struct request {
     uint32_t tried_mask;
     uint32_t only;     /* LOOKUP: one technique (qcg-probe) */
     int skip_upstream; /* stopping with the frontend away: local cleanup only */
+    int batched;       /* a first LOOKUP: goes up in a batch, counted in share->lookups */
+    struct dlink batch_link; /* in srv->batch_queue while it waits */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;
@@ -138,6 +144,9 @@ void request_begun(struct conn *c, struct request *r);
 int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
                   const struct contact *ct, int32_t to_rank, uint64_t owner);
 void release_contact(struct conn *c);
+/* Whether c's whole message must wait for the uid's requests (or first
+   lookups) to drop under their bound. */
+int request_waits(struct conn *c);
 
 /* local_fdpass.c */
 int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,

@@ -159,22 +159,53 @@ static void conn_request_done(struct conn *c, uint16_t type)
     conn_unref(c);
 }
 
-/* One request of the uid fewer: its connections that hold a request back
-   go on, first come first served, while the uid stays under its bound. */
-static void share_request_done(struct local_server *srv, struct share *sh)
+/* A first lookup: nothing tried yet, no technique asked for alone. */
+static int first_lookup(uint16_t type, uint32_t tried_mask, uint32_t only)
 {
-    const unsigned max = (unsigned)srv->cfg->max_requests_per_uid;
+    return type == LOCAL_LOOKUP && tried_mask == 0 && only == QCG_TECH_NONE;
+}
+
+int request_waits(struct conn *c)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    const struct share *sh = c->share;
+
+    if (!local_handlers[c->hdr.type].upstream)
+        return 0;
+    /* A batch takes one thread whatever it carries: first lookups have a
+       bound of their own. */
+    if (first_lookup(c->hdr.type, c->in.lookup.tried_mask, c->in.lookup.only))
+        return sh->lookups >= (unsigned)cfg->max_lookups_per_uid;
+    return sh->requests - sh->lookups >= (unsigned)cfg->max_requests_per_uid;
+}
+
+/* One request of the uid fewer: its connections that hold a request back
+   go on, first come first served, as far as their bounds allow. */
+static void share_request_done(struct local_server *srv, struct share *sh, int batched)
+{
     /* Waiting connections are connections of the uid: it stays. */
     int waiting = sh->waiting.head != NULL;
 
+    if (batched)
+        sh->lookups--;
     share_request_end(srv->shares, sh);
-    while (waiting && sh->waiting.head != NULL && sh->requests < max) {
-        struct conn *c = dlist_entry(sh->waiting.head, struct conn, wait);
+    /* From the head again after each: a dispatch may end requests at once
+       (and come back here) and change the list. */
+    while (waiting) {
+        struct conn *go = NULL;
 
-        dlist_remove(&sh->waiting, &c->wait);
-        c->held = 0;
-        dispatch(c);
-        update_reading(c);
+        for (struct dlink *l = sh->waiting.head; l != NULL && go == NULL; l = l->next) {
+            struct conn *c = dlist_entry(l, struct conn, wait);
+
+            if (!request_waits(c))
+                go = c;
+        }
+        if (go == NULL)
+            return;
+        dlist_remove(&sh->waiting, &go->wait);
+        go->held = 0;
+        dispatch(go);
+        update_reading(go);
     }
 }
 
@@ -254,7 +285,7 @@ void request_done(uv_work_t *work, int status)
     if (c != NULL)
         conn_request_done(c, r->type);
     if (r->share != NULL)
-        share_request_done(srv, r->share);
+        share_request_done(srv, r->share, r->batched);
     free(r->site);
     explicit_bzero(r, sizeof(*r));
     free(r);
@@ -270,6 +301,94 @@ void request_begun(struct conn *c, struct request *r)
     r->share = c->share;
     share_request_begin(c->share);
     update_reading(c);
+}
+
+/* First lookups on their way to the frontend in one call: at most
+   LOOKUP_BATCHES batches, each on one thread of the pool, whatever it
+   carries; the lookups that come meanwhile wait for the next. */
+#define LOOKUP_BATCHES 2
+
+struct batch {
+    uv_work_t work;
+    struct local_server *srv;
+    int n;
+    struct request *r[QCG_LOOKUPS_MAX];
+    struct lookup_call call[QCG_LOOKUPS_MAX];
+    struct lookup_call *calls[QCG_LOOKUPS_MAX];
+};
+
+static void do_batch(uv_work_t *work)
+{
+    struct batch *b = work->data;
+
+    upstream_lookups(b->srv->up, b->calls, b->n);
+}
+
+static void lookups_pump(struct local_server *srv);
+
+static void batch_done(uv_work_t *work, int status)
+{
+    struct batch *b = work->data;
+    struct local_server *srv = b->srv;
+
+    srv->batches--;
+    for (int i = 0; i < b->n; i++) {
+        b->r[i]->rc = b->call[i].rc;
+        request_done(&b->r[i]->work, status);
+    }
+    free(b);
+    lookups_pump(srv);
+}
+
+/* Takes what waits into batches while fewer than LOOKUP_BATCHES are on the
+   way; a batch that cannot start fails its lookups (the process asks
+   again). */
+static void lookups_pump(struct local_server *srv)
+{
+    while (srv->batches < LOOKUP_BATCHES && srv->batch_queue.head != NULL) {
+        struct batch *b = calloc(1, sizeof(*b));
+        int rc = b != NULL ? 0 : UV_ENOMEM;
+
+        while (b != NULL && b->n < QCG_LOOKUPS_MAX && srv->batch_queue.head != NULL) {
+            struct request *r = dlist_entry(srv->batch_queue.head, struct request, batch_link);
+
+            dlist_remove(&srv->batch_queue, &r->batch_link);
+            b->r[b->n] = r;
+            b->call[b->n] = (struct lookup_call){.from = &r->contact,
+                                                 .to_rank = r->to_rank,
+                                                 .plan = &r->plan,
+                                                 .msg = r->msg,
+                                                 .msglen = sizeof(r->msg)};
+            b->calls[b->n] = &b->call[b->n];
+            b->n++;
+        }
+        if (b != NULL) {
+            b->srv = srv;
+            b->work.data = b;
+            rc = uv_queue_work(srv->loop, &b->work, do_batch, batch_done);
+        }
+        if (rc == 0) {
+            srv->batches++;
+            log_debug("%d lookups in one call (%d calls on the way)", b->n, srv->batches);
+            continue;
+        }
+        log_warnx("cannot queue a batch of lookups: %s", uv_strerror(rc));
+        /* The lookups taken, or (out of memory) the oldest waiting one. */
+        if (b == NULL) {
+            struct request *r = dlist_entry(srv->batch_queue.head, struct request, batch_link);
+            dlist_remove(&srv->batch_queue, &r->batch_link);
+            r->rc = QCG_ENOMEM;
+            snprintf(r->msg, sizeof(r->msg), "lookup: the helper is out of memory");
+            request_done(&r->work, 0);
+            continue;
+        }
+        for (int i = 0; i < b->n; i++) {
+            b->r[i]->rc = QCG_ESYS;
+            snprintf(b->r[i]->msg, sizeof(b->r[i]->msg), "lookup: the helper cannot queue it");
+            request_done(&b->r[i]->work, 0);
+        }
+        free(b);
+    }
 }
 
 /* Queues an upstream request; with a connection, counts it there (see
@@ -306,6 +425,15 @@ int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint3
         uint64_t epoch;
         upstream_state(srv->up, &connected, &epoch);
         r->skip_upstream = !connected;
+    }
+    /* A process's first lookups go up together (lookups_pump). */
+    if (c != NULL && first_lookup(type, r->tried_mask, r->only)) {
+        r->batched = 1;
+        dlist_append(&srv->batch_queue, &r->batch_link);
+        request_begun(c, r);
+        c->share->lookups++;
+        lookups_pump(srv);
+        return 0;
     }
     int rc = uv_queue_work(srv->loop, &r->work, do_request, request_done);
     if (rc < 0) {

@@ -249,7 +249,9 @@ static int run(struct helper_config *cfg)
     h.stop_async.data = &h;
     crl_set_accept_older(cfg->crl_accept_older != 0);
     daemon_signals(&h.stop, signal_stop, &h.stop_async);
+    struct tls_files metrics_tls = {.ca = cfg->ca, .certkey = cfg->cert, .crl = cfg->crl};
     struct metrics_server_config mc = {.listen = cfg->metrics_listen,
+                                       .tls = cfg->metrics_tls ? &metrics_tls : NULL,
                                        .allow = cfg->metrics_allow,
                                        .daemon = "helper",
                                        .render = helper_metrics,

@@ -18,7 +18,8 @@
 struct share {
     uid_t uid;
     unsigned conns;       /* local connections of this uid, refused ones included */
-    unsigned requests;    /* its requests on the thread pool */
+    unsigned requests;    /* its requests on the thread pool, or waiting in a batch */
+    unsigned lookups;     /* of those, first lookups that go in batches */
     struct dlist waiting; /* connections holding a request back (local.c's struct conn) */
     struct dlink link;    /* in struct shares */
     /* Rates per uid (reports-per-uid, probes-per-uid): the share outlives

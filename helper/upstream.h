@@ -61,6 +61,19 @@ int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, si
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
                     uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
                     size_t msglen);
+/* A first lookup (no technique tried, none asked for alone) of a batch, and
+   its answer (rc and msg as upstream_lookup's). */
+struct lookup_call {
+    const struct contact *from;
+    int32_t to_rank;
+    struct local_plan *plan;
+    char *msg;
+    size_t msglen;
+    int rc;
+};
+/* Many first lookups in one call (qcg__lookups; one by one to a frontend
+   that lacks it); each call's rc and msg filled in.  Blocks. */
+void upstream_lookups(struct upstream *u, struct lookup_call *const *calls, int n);
 /* Traversing: hands the SYN our process sent (hex) to the broker with the
    plan's token. */
 int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,

@@ -43,20 +43,15 @@ int upstream_error(enum call_status st, const char *subcode)
     return QCG_EUPSTREAM;
 }
 
-/* Classifies a finished call; fills msg and returns the QCG_E* code.  With
-   frontend_said, a qcg:unavailable fault (the frontend is there, the broker
-   behind it is not) says so rather than "refused". */
-int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, int frontend_said,
-                enum call_status *st, char *msg, size_t msglen)
+/* A call's failure as the process reads it: msg filled, the QCG_E* code
+   returned.  With frontend_said, a qcg:unavailable fault (the frontend is
+   there, the broker behind it is not) says so rather than "refused". */
+static int failed(struct upstream *u, enum call_status st, const char *subcode, const char *text,
+                  const char *op, int frontend_said, char *msg, size_t msglen)
 {
-    char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
-
-    *st = soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text));
-    if (*st == CALL_OK)
-        return 0;
-    if (*st == CALL_UNREACHABLE)
+    if (st == CALL_UNREACHABLE)
         snprintf(msg, msglen, "%s: frontend %s unreachable: %s", op, u->cfg->frontend, text);
-    else if (*st == CALL_FAULT && strcmp(subcode, "unregistered") == 0) {
+    else if (st == CALL_FAULT && strcmp(subcode, "unregistered") == 0) {
         /* The frontend restarted and we have not noticed yet: register now
            rather than at the next poll; the caller asks again. */
         snprintf(msg, msglen, "%s: frontend %s does not know this node yet (restarted?): %s", op,
@@ -68,7 +63,19 @@ int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, i
     else
         snprintf(msg, msglen, "%s refused: %s%s%s", op, subcode[0] ? subcode : "fault",
                  text[0] ? ": " : "", text);
-    return upstream_error(*st, subcode);
+    return upstream_error(st, subcode);
+}
+
+/* Classifies a finished call; fills msg and returns the QCG_E* code. */
+int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, int frontend_said,
+                enum call_status *st, char *msg, size_t msglen)
+{
+    char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
+
+    *st = soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text));
+    if (*st == CALL_OK)
+        return 0;
+    return failed(u, *st, subcode, text, op, frontend_said, msg, msglen);
 }
 
 int finish(struct upstream *u, struct soap *soap, int rc, const char *op, enum call_status *st,
@@ -166,6 +173,59 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
     return rc;
 }
 
+/* Many first lookups in one call; each answer into its lookup_call. */
+static int call_lookups(struct upstream *u, struct soap *soap, const struct call_args *a,
+                        enum call_status *st, char *msg, size_t msglen)
+{
+    int n = a->nitems;
+    struct qcg__lookupAsks list = {.__sizeAsk = n};
+    list.ask = soap_malloc(soap, (size_t)n * sizeof(*list.ask));
+    if (list.ask == NULL) {
+        *st = CALL_UNREACHABLE;
+        snprintf(msg, msglen, "lookups: out of memory");
+        return QCG_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct lookup_call *l = a->lookups[i];
+        char *v = soap_malloc(soap, QCG_VERIFIER_LEN + 1);
+        if (v == NULL || job_verifier(l->from->job, l->from->secret, v) != 0) {
+            *st = CALL_FAULT;
+            snprintf(msg, msglen, "lookups: cannot derive a job verifier");
+            return QCG_ESYS;
+        }
+        list.ask[i] = (struct qcg__lookupAsk){.job = (char *)l->from->job,
+                                              .verifier = v,
+                                              .fromRank = l->from->rank,
+                                              .toRank = l->to_rank};
+    }
+    struct qcg__lookupsResponse resp;
+    memset(&resp, 0, sizeof(resp));
+    int rc =
+        soap_call_qcg__lookups(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
+    for (int i = 0; i < n; i++)
+        explicit_bzero(list.ask[i].verifier, QCG_VERIFIER_LEN + 1);
+    rc = finish(u, soap, rc, "lookups", st, msg, msglen);
+    if (rc != 0)
+        return rc;
+    if (resp.__sizeAnswer != n || resp.answer == NULL) {
+        *st = CALL_UNREACHABLE;
+        snprintf(msg, msglen, "lookups: the frontend sent %d answers to %d lookups",
+                 resp.__sizeAnswer, n);
+        return QCG_EUPSTREAM;
+    }
+    for (int i = 0; i < n; i++) {
+        struct lookup_call *l = a->lookups[i];
+        const struct qcg__lookupAnswer *ans = &resp.answer[i];
+        if (ans->plan != NULL)
+            l->rc = upstream_plan(ans->plan, l->to_rank, l->plan, l->msg, l->msglen);
+        else
+            l->rc = failed(u, CALL_FAULT, ans->fault != NULL ? ans->fault : "",
+                           ans->faultText != NULL ? ans->faultText : "", "lookup", 0, l->msg,
+                           l->msglen);
+    }
+    return 0;
+}
+
 static int call_traverse(struct upstream *u, struct soap *soap, const struct call_args *a,
                          enum call_status *st, char *msg, size_t msglen)
 {
@@ -256,6 +316,37 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
     return pool_call(u, call_lookup, &a, msg, msglen);
 }
 
+/* A frontend that lacks an operation answers with gSOAP's own fault. */
+static bool frontend_lacks(const char *msg)
+{
+    return strstr(msg, "refused: fault: ") != NULL && strstr(msg, "not implemented") != NULL;
+}
+
+void upstream_lookups(struct upstream *u, struct lookup_call *const *ls, int n)
+{
+    char msg[LOCAL_MESSAGE_MAX];
+
+    if (n > 1 && !atomic_load(&u->single_lookups)) {
+        struct call_args a = {.lookups = ls, .nitems = n};
+        int rc = pool_call(u, call_lookups, &a, msg, sizeof(msg));
+        if (rc == 0)
+            return;
+        if (!frontend_lacks(msg)) {
+            for (int i = 0; i < n; i++) {
+                ls[i]->rc = rc;
+                snprintf(ls[i]->msg, ls[i]->msglen, "%s", msg);
+            }
+            return;
+        }
+        log_info("the frontend has no lookups operation (%s): lookups go one by one", msg);
+        atomic_store(&u->single_lookups, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        struct call_args a = {.c = ls[i]->from, .to_rank = ls[i]->to_rank, .plan = ls[i]->plan};
+        ls[i]->rc = pool_call(u, call_lookup, &a, ls[i]->msg, ls[i]->msglen);
+    }
+}
+
 int upstream_traverse(struct upstream *u, const char *token, const char *packet_hex, char *msg,
                       size_t msglen)
 {
@@ -334,7 +425,7 @@ void upstream_send_reports(void *arg, const struct report_item *items, int n)
         if (rc == 0)
             return;
         /* An older frontend: the operation is unknown to it, not refused. */
-        if (strstr(msg, "not implemented") == NULL) {
+        if (!frontend_lacks(msg)) {
             reports_lost(u, n, msg);
             return;
         }

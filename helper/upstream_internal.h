@@ -20,6 +20,7 @@ struct upstream {
     struct longpoll *lp;       /* the registration/poll thread */
     struct reports *reports;   /* the processes' reports, sent in batches */
     atomic_int single_reports; /* an older frontend: no qcg__reports */
+    atomic_int single_lookups; /* an older frontend: no qcg__lookups */
     atomic_ullong reports_dropped;
 
     upstream_order_fn on_order;
@@ -33,6 +34,7 @@ struct call_args {
     struct local_plan *plan;
     const char *token, *packet;      /* traverse */
     const struct report_item *items; /* reports */
+    struct lookup_call *const *lookups; /* lookups */
     int nitems, *accepted;
     uint32_t only;                   /* lookup: one technique (enum qcg_technique) */
     struct local_site *site;         /* siteInfo */

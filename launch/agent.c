@@ -223,19 +223,23 @@ static void stop(struct agent *a, const char *why, int rc)
 static int set_by_agent(const char *e)
 {
     return strncmp(e, "QCG_JOB=", 8) == 0 || strncmp(e, "QCG_JOB_SECRET=", 15) == 0 ||
-           strncmp(e, "QCG_HELPER_SOCKET=", 18) == 0;
+           strncmp(e, "QCG_HELPER_SOCKET=", 18) == 0 || strncmp(e, "QCG_COLOUR_SITE=", 16) == 0 ||
+           strncmp(e, "QCG_COLOUR_NODE=", 16) == 0;
 }
 
 /* The daemon's environment: ours, with the job's id and secret (the BTL's
-   QCG_JOB and QCG_JOB_SECRET) and the helper's socket. */
-static char **daemon_environ(const struct agent_config *cfg, const char *secret)
+   QCG_JOB and QCG_JOB_SECRET), the helper's socket, and the colours of the
+   ranks it starts (libqcgcolour): the node's cluster as its frontend
+   declared it to the grid, and the node's name in host lists. */
+static char **daemon_environ(const struct agent_config *cfg, const char *secret,
+                             const char *cluster)
 {
     size_t n = 0, k = 0;
     char **env;
 
     while (environ[n] != NULL)
         n++;
-    env = calloc(n + 4, sizeof(*env));
+    env = calloc(n + 6, sizeof(*env));
     if (env == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
@@ -243,6 +247,8 @@ static char **daemon_environ(const struct agent_config *cfg, const char *secret)
             env[k++] = environ[i];
     if (asprintf(&env[k++], "QCG_JOB=%s", cfg->job) < 0 ||
         asprintf(&env[k++], "QCG_JOB_SECRET=%s", secret) < 0 ||
+        asprintf(&env[k++], "QCG_COLOUR_SITE=%s", cluster) < 0 ||
+        asprintf(&env[k++], "QCG_COLOUR_NODE=%s", cfg->node) < 0 ||
         (cfg->helper_socket != NULL &&
          asprintf(&env[k++], "QCG_HELPER_SOCKET=%s", cfg->helper_socket) < 0))
         return NULL;
@@ -285,10 +291,16 @@ static int run(struct agent_config *cfg, const char *secret)
         qcg_close(a.ctx);
         return 1;
     }
+    if (qcg_local_contact(a.ctx, &c) < 0) {
+        fprintf(stderr, "qcg-agent: cannot tell the node's cluster: %s\n", qcg_last_error(a.ctx));
+        qcg_close(a.ctx);
+        return 1;
+    }
     a.env = (struct session_env){
         .job = cfg->job,
         .orted = cfg->orted,
-        .environ = daemon_environ(cfg, secret),
+        .prted = cfg->prted,
+        .environ = daemon_environ(cfg, secret, c.cluster),
         .launch_ms = cfg->launch_timeout,
         .grace_ms = cfg->grace,
         .resume_ms = WIRE_RESUME_WAIT_MS,
@@ -315,11 +327,10 @@ static int run(struct agent_config *cfg, const char *secret)
     uv_signal_start(&a.sigint, on_signal, SIGINT);
     signal(SIGPIPE, SIG_IGN);
     idle_arm(&a);
-    if (qcg_local_contact(a.ctx, &c) == 0)
-        log_info("ready: agent of job %s for node %s (cluster %s, %s port %u), orted = %s, "
-                 "uid %d, encrypt = %s",
-                 cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, (int)getuid(),
-                 cfg->encrypt);
+    log_info("ready: agent of job %s for node %s (cluster %s, %s port %u), orted = %s, "
+             "prted = %s, uid %d, encrypt = %s",
+             cfg->job, cfg->node, c.cluster, c.address, c.port, cfg->orted, cfg->prted,
+             (int)getuid(), cfg->encrypt);
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
     qcg_close(a.ctx);

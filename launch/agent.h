@@ -9,6 +9,7 @@ struct agent_config {
     char *secret_file;
     char *node;
     char *orted;
+    char *prted;
     char *helper_socket;
     char *encrypt;    /* the policy's name, as given */
     int encrypt_mode; /* enum qcg_encrypt, from encrypt */

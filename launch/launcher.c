@@ -1,6 +1,6 @@
 /* qcg-launch: mpirun's launch agent (plm_rsh_agent) over qcg-connect.
 
-     qcg-launch [--timeout S] [--encrypt MODE] [--verbose] HOST orted ARGS...
+     qcg-launch [--timeout S] [--encrypt MODE] [--verbose] HOST orted|prted ARGS...
 
    Instead of ssh HOST, it connects through the grid to the qcg-agent of the
    job ($QCG_JOB) on HOST, asks it to run the daemon, and stays as its
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -64,7 +65,8 @@ struct launcher {
     struct tunnels *tunnels;
     uv_signal_t sig[3];
     uv_timer_t timer;
-    char addrs[256]; /* mpirun's runtime addresses, comma-separated */
+    char addrs[256];    /* mpirun's runtime addresses, comma-separated */
+    const char *daemon; /* orted or prted, for messages */
     uint16_t port;
     int signalled;
     qcg_ctx *ctx;
@@ -83,9 +85,10 @@ struct runtime_connect {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: qcg-launch [--timeout SECONDS] [--encrypt MODE] [--verbose] HOST orted "
-            "ARGS...\n"
+            "usage: qcg-launch [--timeout SECONDS] [--encrypt MODE] [--verbose] HOST "
+            "orted|prted ARGS...\n"
             "  mpirun's launch agent over qcg-connect: --mca plm_rsh_agent qcg-launch\n"
+            "  (Open MPI 5: --mca plm_ssh_agent qcg-launch)\n"
             "  (qcg-mpirun sets it).  Needs QCG_JOB and QCG_JOB_SECRET in the environment,\n"
             "  and a qcg-agent of that job running on HOST.\n"
             "  --timeout S  how long to look for HOST's agent (default $QCG_LAUNCH_TIMEOUT"
@@ -274,7 +277,8 @@ static void on_frame(struct link *lk, const struct wire_header *h, const uint8_t
         if (h->len == 8) {
             uint32_t code = wire_u32_get(payload), sig = wire_u32_get(payload + 4);
             if (sig != 0)
-                fprintf(stderr, "qcg-launch: %s: orted killed by signal %u\n", l->host, sig);
+                fprintf(stderr, "qcg-launch: %s: %s killed by signal %u\n", l->host, l->daemon,
+                        sig);
             finish(l, sig != 0 ? 128 + (int)(sig & 127) : (int)(code & 255));
             return;
         }
@@ -365,9 +369,9 @@ static void on_signal_timeout(uv_timer_t *t)
     struct launcher *l = t->data;
 
     fprintf(stderr,
-            "qcg-launch: %s: orted did not end within %d ms of the signal: leaving it "
+            "qcg-launch: %s: %s did not end within %d ms of the signal: leaving it "
             "to its agent\n",
-            l->host, SIGNAL_WAIT_MS);
+            l->host, l->daemon, SIGNAL_WAIT_MS);
     finish(l, LAUNCH_FAILED);
 }
 
@@ -529,6 +533,85 @@ static void on_retry(uv_timer_t *t)
     uv_timer_start(&l->linger, on_linger_done, CONTEXT_LINGER_MS, 0);
 }
 
+/* args[0..n-1] joined by spaces (as the remote shell would see them); exits
+   when out of memory. */
+static char *join_args(int n, char **args)
+{
+    size_t len = 1;
+    char *s;
+
+    for (int k = 0; k < n; k++)
+        len += strlen(args[k]) + 1;
+    if ((s = malloc(len)) == NULL) {
+        fprintf(stderr, "qcg-launch: out of memory\n");
+        exit(LAUNCH_FAILED);
+    }
+    s[0] = '\0';
+    for (int k = 0; k < n; k++) {
+        strcat(s, args[k]);
+        if (k + 1 < n)
+            strcat(s, " ");
+    }
+    return s;
+}
+
+/* The child forked by stand_in, for the parent's signal handler. */
+static volatile pid_t worker;
+
+static void pass_on(int sig)
+{
+    if (worker > 0)
+        kill(worker, sig);
+}
+
+/* mpirun may SIGKILL its launch agents (Open MPI 5 does when another
+   daemon fails to start), and a killed launcher says no BYE: its agent
+   would wait WIRE_RESUME_WAIT_MS for a resume before ending the daemon.
+   So the launch runs in a child, in a process group of its own, that gets
+   SIGTERM when this process dies however it dies (and ends the daemon as
+   for any signal); this one only passes signals on and exits with the
+   child's status.  Returns in the child. */
+static void stand_in(void)
+{
+    struct sigaction sa;
+    sigset_t block, old;
+    int st;
+    pid_t pid;
+
+    /* Signals wait until the handler knows the child. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    pid_t self = getpid();
+    pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return; /* then without the stand-in */
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != self)
+            _exit(LAUNCH_FAILED); /* gone before we could watch it */
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    worker = pid;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(LAUNCH_FAILED);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 int main(int argc, char **argv)
 {
     struct launcher l;
@@ -586,20 +669,34 @@ int main(int argc, char **argv)
     if (!secret_strong(secret))
         fail(l.host, "QCG_JOB_SECRET is too weak (about %d bits, at least %d needed); %s",
              secret_entropy_bits(secret), QCG_SECRET_MIN_BITS, QCG_SECRET_ADVICE);
-    /* mpirun wrote these for the shell ssh would start: make them words. */
-    n = shell_words(argc - i, (const char *const *)argv + i, words, WIRE_ARGS_MAX, why,
-                    sizeof(why));
+    /* mpirun wrote these for the shell ssh would start: make them words
+       (without the environment PRRTE sets for its daemon first). */
+    char *cmd = join_args(argc - i, argv + i);
+    char *bare = malloc(strlen(cmd) + 1);
+    if (bare == NULL)
+        fail(l.host, "out of memory");
+    int pre = prrte_strip_preamble(cmd, bare, strlen(cmd) + 1, why, sizeof(why));
+    if (pre < 0)
+        fail(l.host, "cannot run the command without a shell: %s", why);
+    n = pre ? shell_words(1, (const char *const *)&bare, words, WIRE_ARGS_MAX, why, sizeof(why))
+            : shell_words(argc - i, (const char *const *)argv + i, words, WIRE_ARGS_MAX, why,
+                          sizeof(why));
+    free(bare);
+    free(cmd);
     if (n < 1)
         fail(l.host, "cannot run the command without a shell: %s", n < 0 ? why : "empty");
-    int uri = mca_value_index(n, words, "orte_hnp_uri");
-    if (uri < 0 || uri_tcp_endpoint(words[uri], l.addrs, sizeof(l.addrs), &l.port) < 0)
-        fail(l.host, "not an Open MPI daemon command line (no tcp orte_hnp_uri): qcg-launch is "
-                     "mpirun's plm_rsh_agent");
+    const struct ompi_runtime *rt = runtime_of_line(n, words);
+    int uri = rt != NULL ? mca_value_index(rt, n, words, rt->hnp_uri) : -1;
+    if (uri < 0 || uri_tcp_endpoint(rt, words[uri], l.addrs, sizeof(l.addrs), &l.port) < 0)
+        fail(l.host, "not an Open MPI daemon command line (no tcp orte_hnp_uri or "
+                     "prte_hnp_uri): qcg-launch is mpirun's plm_rsh_agent (plm_ssh_agent)");
+    l.daemon = rt->daemon;
     /* Our end goes with mpirun (it kills the launch agents' group only on
        some paths). */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
         fail(l.host, "mpirun is gone");
+    stand_in();
     signal(SIGPIPE, SIG_IGN);
 
     l.job = job;

@@ -48,6 +48,7 @@ struct session {
     int launched, exited, drained;
     int awaiting; /* broken, waiting for the launcher's RESUME */
     pid_t pid;
+    const char *daemon; /* orted or prted, for the log */
     int64_t exit_code;
     int term_signal;
     struct ratelimit refused_log;
@@ -203,11 +204,12 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     s->term_signal = sig;
     if (s->awaiting && uv_timer_get_due_in(&s->wait) > EXITED_WAIT_MS)
         uv_timer_start(&s->wait, on_wait_timeout, EXITED_WAIT_MS, 0);
-    log_info("launch %u: orted pid %d ended (%s %d)", s->id, (int)s->pid, sig ? "signal" : "exit",
-             sig ? sig : (int)code);
+    log_info("launch %u: %s pid %d ended (%s %d)", s->id, s->daemon, (int)s->pid,
+             sig ? "signal" : "exit", sig ? sig : (int)code);
     /* Ranks that outlive their daemon (it crashed) go with it. */
     if (session_signal(s->pid, SIGTERM) > 0)
-        log_info("launch %u: processes left by orted pid %d: terminated", s->id, (int)s->pid);
+        log_info("launch %u: processes left by %s pid %d: terminated", s->id, s->daemon,
+                 (int)s->pid);
     if (s->phase == FINISHED) {
         close_handle((uv_handle_t *)&s->proc, &s->proc_open);
         return;
@@ -225,14 +227,15 @@ static void on_exit_cb(uv_process_t *p, int64_t code, int sig)
     maybe_finish(s);
 }
 
-static int rewrite_uri(struct session *s, char **argv, int argc, const char *name, uint16_t port)
+static int rewrite_uri(struct session *s, const struct ompi_runtime *rt, char **argv, int argc,
+                       const char *name, uint16_t port)
 {
-    int i = mca_value_index(argc, argv, name);
+    int i = mca_value_index(rt, argc, argv, name);
     char uri[512];
 
     if (i < 0)
         return 0;
-    if (uri_point_to_loopback(argv[i], port, uri, sizeof(uri)) < 0) {
+    if (uri_point_to_loopback(rt, argv[i], port, uri, sizeof(uri)) < 0) {
         refuse(s, "%s '%.200s' is not a runtime contact", name, argv[i]);
         return -1;
     }
@@ -266,12 +269,13 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
         refuse(s, "this agent serves job %s, not %.64s", s->env.job, req.job);
         return;
     }
-    if (!is_orted(req.argv[0])) {
-        refuse(s, "only orted can be launched, not '%.100s'", req.argv[0]);
+    const struct ompi_runtime *rt = runtime_of(req.argv[0]);
+    if (rt == NULL) {
+        refuse(s, "only orted or prted can be launched, not '%.100s'", req.argv[0]);
         return;
     }
-    if (mca_value_index(req.argc, (char *const *)req.argv, "orte_hnp_uri") < 0) {
-        refuse(s, "not a runtime daemon's command line: no orte_hnp_uri");
+    if (mca_value_index(rt, req.argc, (char *const *)req.argv, rt->hnp_uri) < 0) {
+        refuse(s, "not a runtime daemon's command line: no %s", rt->hnp_uri);
         return;
     }
     /* The daemon reaches mpirun through us: a loopback port of this launch. */
@@ -287,34 +291,39 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
         return;
     }
     port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    argv[0] = strdup(s->env.orted);
+    argv[0] = strdup(rt == &ompi_prrte ? s->env.prted : s->env.orted);
     argc = 1;
     for (int i = 1; i < req.argc; i++) {
         /* A daemon that forks away would leave its session: the agent
            could neither see it end nor end it.  mpirun asks for that
-           unless told orte_leave_session_attached. */
+           unless told to leave the session attached. */
         if (strcmp(req.argv[i], "--daemonize") == 0 || strcmp(req.argv[i], "-daemonize") == 0)
+            continue;
+        if (rt->stay_attached != NULL && strcmp(req.argv[i], rt->stay_attached) == 0)
             continue;
         argv[argc++] = strdup(req.argv[i]);
     }
+    if (rt->stay_attached != NULL)
+        argv[argc++] = strdup(rt->stay_attached);
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL) {
             refuse(s, "out of memory");
             goto out;
         }
-    if (rewrite_uri(s, argv, argc, "orte_hnp_uri", port) < 0 ||
-        rewrite_uri(s, argv, argc, "orte_parent_uri", port) < 0)
+    if (rewrite_uri(s, rt, argv, argc, rt->hnp_uri, port) < 0 ||
+        rewrite_uri(s, rt, argv, argc, rt->parent_uri, port) < 0)
         goto out;
-    /* The daemon's own runtime port on the loopback only, whatever mpirun
-       was told: nothing of the runtime is reachable from the LAN. */
-    int ifi = mca_value_index(argc, argv, "oob_tcp_if_include");
-    if (ifi >= 0) {
-        free(argv[ifi]);
-        argv[ifi] = strdup("lo");
+    /* ORTE: the daemon's own runtime port on the loopback only, whatever
+       mpirun was told (nothing of the runtime is reachable from the LAN);
+       PRRTE: the daemon may use its contact of mpirun, 127.0.0.1 (ortecmd.h). */
+    int seti = mca_value_index(rt, argc, argv, rt->set_name);
+    if (seti >= 0) {
+        free(argv[seti]);
+        argv[seti] = strdup(rt->set_value);
     } else if (argc + 3 <= WIRE_ARGS_MAX) {
-        argv[argc++] = strdup("-mca");
-        argv[argc++] = strdup("oob_tcp_if_include");
-        argv[argc++] = strdup("lo");
+        argv[argc++] = strdup(rt->opt[0]);
+        argv[argc++] = strdup(rt->set_name);
+        argv[argc++] = strdup(rt->set_value);
     }
     for (int i = 0; i < argc; i++)
         if (argv[i] == NULL) {
@@ -357,6 +366,7 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     s->proc_open = 1;
     s->handles++;
     s->pid = s->proc.pid;
+    s->daemon = rt->daemon;
     s->launched = 1;
     s->phase = RUNNING;
     /* The token that resumes this session over another connection: the
@@ -369,8 +379,8 @@ static void launch(struct session *s, const uint8_t *payload, uint32_t len)
     uv_timer_stop(&s->timer);
     uv_read_start((uv_stream_t *)&s->out, out_alloc, out_read);
     uv_read_start((uv_stream_t *)&s->err, out_alloc, out_read);
-    log_info("launch %u from rank %d: orted pid %d, runtime through 127.0.0.1:%u", s->id, s->peer,
-             (int)s->pid, port);
+    log_info("launch %u from rank %d: %s pid %d, runtime through 127.0.0.1:%u", s->id, s->peer,
+             s->daemon, (int)s->pid, port);
 out:
     for (int i = 0; i < argc; i++)
         free(argv[i]);
@@ -434,13 +444,13 @@ static void on_frame(struct link *l, const struct wire_header *h, const uint8_t 
             if (sig == forwarded_signals[i]) {
                 /* Once reaped, its pid may be another process's. */
                 if (s->exited) {
-                    log_info("launch %u: signal %d from the launcher: orted pid %d already "
+                    log_info("launch %u: signal %d from the launcher: %s pid %d already "
                              "ended, not sent",
-                             s->id, sig, (int)s->pid);
+                             s->id, sig, s->daemon, (int)s->pid);
                     return;
                 }
-                log_info("launch %u: signal %d from the launcher to orted pid %d", s->id, sig,
-                         (int)s->pid);
+                log_info("launch %u: signal %d from the launcher to %s pid %d", s->id, sig,
+                         s->daemon, (int)s->pid);
                 kill(s->pid, sig);
                 return;
             }
@@ -514,8 +524,8 @@ static void on_kill_timeout(uv_timer_t *t)
     struct session *s = t->data;
 
     if (!s->exited)
-        log_warnx("launch %u: orted pid %d still running %d ms after SIGTERM: SIGKILL", s->id,
-                  (int)s->pid, s->env.grace_ms);
+        log_warnx("launch %u: %s pid %d still running %d ms after SIGTERM: SIGKILL", s->id,
+                  s->daemon, (int)s->pid, s->env.grace_ms);
     session_signal(s->pid, SIGKILL);
     s->drained = 1;
     maybe_finish(s);
@@ -533,7 +543,8 @@ static void start_kill(struct session *s, const char *why)
         return;
     }
     s->phase = KILLING;
-    log_info("launch %u: %s: ending orted pid %d and its processes", s->id, why, (int)s->pid);
+    log_info("launch %u: %s: ending %s pid %d and its processes", s->id, why, s->daemon,
+             (int)s->pid);
     session_signal(s->pid, SIGTERM);
     uv_timer_stop(&s->timer);
     uv_timer_start(&s->timer, on_kill_timeout, (uint64_t)s->env.grace_ms, 0);
@@ -547,7 +558,8 @@ static void finish(struct session *s)
         return;
     s->phase = FINISHED;
     if (s->launched && session_signal(s->pid, SIGKILL) > 0)
-        log_info("launch %u: killed what was left of orted pid %d's session", s->id, (int)s->pid);
+        log_info("launch %u: killed what was left of %s pid %d's session", s->id, s->daemon,
+                 (int)s->pid);
     if (s->link != NULL) {
         if (s->exited) {
             wire_u32_put(status, (uint32_t)s->exit_code);

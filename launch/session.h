@@ -20,6 +20,7 @@ struct session_env {
     uv_loop_t *loop;
     const char *job;   /* the user's job id this agent serves */
     const char *orted; /* what runs when orted is asked for */
+    const char *prted; /* what runs when prted (Open MPI 5) is asked for */
     char **environ;    /* the daemon's environment */
     int launch_ms;     /* a launcher must send LAUNCH within this */
     int grace_ms;      /* SIGTERM to SIGKILL */

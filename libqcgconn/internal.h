@@ -37,9 +37,8 @@
    later, and the dropped connection failed the job (issue 15).  A slow
    hello holds one of PENDING_MAX slots meanwhile. */
 #define ACCEPT_HANDSHAKE_TIMEOUT_MS 10000
-/* A verified peer whose answer TCP still retransmits keeps its slot past
-   that, checked again every ANSWER_RECHECK_MS, up to this from its
-   connection (accept.c). */
+/* A verified peer we answered keeps its slot past that, checked again
+   every ANSWER_RECHECK_MS, up to this from its connection (accept.c). */
 #define ACCEPT_ANSWER_MAX_MS 60000
 #define ANSWER_RECHECK_MS 500
 /* How long a verified reversed hello waits for the connect its token names

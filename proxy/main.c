@@ -149,7 +149,9 @@ int main(int argc, char **argv)
     static struct proxy_metrics pm;
     pm = (struct proxy_metrics){.relay = px.relay, .max_pairs = max_pairs};
     struct metrics_server *metrics;
+    struct tls_files metrics_tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl};
     struct metrics_server_config mc = {.listen = cfg.metrics_listen,
+                                       .tls = cfg.metrics_tls ? &metrics_tls : NULL,
                                        .allow = cfg.metrics_allow,
                                        .daemon = "proxy",
                                        .render = proxy_metrics,

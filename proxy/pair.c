@@ -24,7 +24,6 @@ struct pair *pair_new(const unsigned char id[TOKEN_PAIR_LEN], int fd0, const cha
         return NULL;
     memcpy(p->id, id, TOKEN_PAIR_LEN);
     for (int i = 0; i < 2; i++) {
-        p->end[i].h.kind = HANDLE_PAIR_END;
         p->end[i].pair = p;
         p->dir[i].pipe[0] = p->dir[i].pipe[1] = -1;
     }
@@ -169,8 +168,8 @@ void pair_close(struct pair *p, bool abort)
             close(p->end[i].fd);
             p->end[i].fd = -1;
         }
-        p->end[i].h.kind = HANDLE_DEAD;
     }
+    p->closed = true;
 }
 
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9])

@@ -4,8 +4,9 @@
  * user space.  A pipe is made on the direction's first data and dropped again
  * when it has been empty for a while, so an idle pair holds two descriptors.
  *
- * The sockets are registered edge-triggered; the relay turns events into the
- * readable/writable flags and calls pair_run, which moves what it can.
+ * The sockets are watched edge-triggered (engine_edge, common/engine.h); the
+ * relay turns events into the readable/writable flags and calls pair_run,
+ * which moves what it can.
  */
 #ifndef PROXY_PAIR_H
 #define PROXY_PAIR_H
@@ -15,15 +16,16 @@
 #include <stdint.h>
 
 #include "dlist.h"
-#include "handle.h"
+#include "engine.h"
 #include "token.h"
 
 #define PAIR_ADDR_MAX 64
 
 struct pair;
+struct relay;
 
 struct pair_end {
-    struct handle h; /* HANDLE_PAIR_END */
+    struct engine_edge edge;
     struct pair *pair;
     int fd;
     bool readable, writable;  /* last known: cleared on EAGAIN, set by events */
@@ -50,6 +52,9 @@ struct pair {
     struct dlink link;
     struct pair *ready_next;
     bool ready;
+    struct relay *relay; /* the relay's, for its watches' callbacks */
+    bool closed;
+    struct pair *dead_next; /* closed, freed after the turn's events */
 };
 
 enum pair_result {
@@ -73,10 +78,10 @@ enum pair_result pair_run(struct pair *p, size_t pipe_size, uint64_t *moved, cha
 int pair_stalled(struct pair *p, uint64_t now_ms, uint64_t timeout_ms);
 /* Drops the pipes that are empty (an idle pair keeps only its sockets). */
 void pair_trim(struct pair *p);
-/* Closes the sockets and pipes and marks both ends HANDLE_DEAD.  abort: reset
-   both connections (SO_LINGER 0) so neither side mistakes a cut-off for a
-   clean end of data.  The memory stays until free(p): events of the current
-   batch may still point at it. */
+/* Closes the sockets and pipes (which ends their watches) and marks the pair
+   closed.  abort: reset both connections (SO_LINGER 0) so neither side
+   mistakes a cut-off for a clean end of data.  The memory stays until
+   free(p): events of the current turn may still point at it. */
 void pair_close(struct pair *p, bool abort);
 /* Hex of the first bytes of the pair id, for the logs. */
 void pair_id_text(const unsigned char id[TOKEN_PAIR_LEN], char out[9]);

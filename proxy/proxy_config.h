@@ -35,6 +35,7 @@ struct proxy_config {
     int json;
     char *url;
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
+    int metrics_tls;
 };
 
 extern const struct config_option proxy_options[];

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -11,16 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "acceptor.h"
 #include "dlist.h"
-#include "handle.h"
+#include "engine.h"
 #include "log.h"
-#include "monotonic.h"
 #include "pair.h"
 #include "pairtable.h"
 #include "ratelimit.h"
@@ -28,12 +24,10 @@
 #include "sockets.h"
 #include "tally.h"
 
-#define RELAY_EVENTS 256
 #define RELAY_ACCEPTS_PER_EVENT 64
-#define RELAY_TICK_MS 1000           /* timer housekeeping */
-#define RELAY_PIPE_IDLE_MS 2000      /* an empty pipe idle this long is dropped */
-#define RELAY_EXPIRE_EVERY_MS 10000  /* seen tokens past expiry + skew are forgotten */
-#define RELAY_TOKENS_PER_PAIR 16     /* seen-token table: entries per max-pairs */
+#define RELAY_PIPE_IDLE_MS 2000     /* an empty pipe idle this long is dropped */
+#define RELAY_EXPIRE_EVERY_MS 10000 /* seen tokens past expiry + skew are forgotten */
+#define RELAY_TOKENS_PER_PAIR 16    /* seen-token table: entries per max-pairs */
 #define RELAY_MIN_TOKENS_PER_ADDRESS 256
 /* Refusal lines: a burst seen in full, a flood not written out. */
 #define RELAY_LOG_WINDOW_MS 1000
@@ -41,46 +35,36 @@
 
 enum conn_state { CONN_HELLO, CONN_WAITING };
 
-/* A connection that has not been paired yet. */
+/* A connection that has not been paired yet: the engine's until then (its
+   hello deadline, its address's count, the cut of the oldest). */
 struct conn {
-    struct handle h; /* HANDLE_CONN, HANDLE_DEAD once closed */
-    int fd;
+    struct engine_conn ec; /* first: the engine frees a conn; ec.source: its address's group */
+    struct relay *r;
     enum conn_state state;
-    uint64_t deadline_ms;
+    bool dead;
     size_t got;
     unsigned char buf[RELAY_HELLO_LEN];
     char addr[PAIR_ADDR_MAX];
-    char source[TALLY_KEY_MAX]; /* what its address is counted under */
-    struct pt_entry *entry;     /* waiting: the pair's entry, and our side */
+    struct pt_entry *entry; /* waiting: the pair's entry, and our side */
     int side;
-    struct dlink link; /* in the hello or waiting list, in deadline order */
-    struct conn *dead_next;
 };
 
 struct relay {
-    int epfd, listen_fd, wake_fd;
-    struct acceptor acc;
-    struct handle listen_h, wake_h;
+    struct engine *engine;
     int port;
     struct proxy_key key;
     unsigned token_skew, pair_timeout;
     uint64_t stall_ms, next_stall_check_ms; /* stall_ms 0: no check */
-    unsigned hello_ms, hellos_per_address; /* relay.h: until the hello */
-    unsigned ipv6_prefix;                   /* relay.h */
+    unsigned hello_ms, hellos_per_address;  /* relay.h: until the hello */
     int max_pairs;
     size_t pipe_size;
-    volatile sig_atomic_t stop;
 
     struct pairtable *tokens;
-    struct tally *hellos; /* CONN_HELLO connections per source */
     struct ratelimit refused_log, closed_log;
-    struct dlist hello, waiting; /* of struct conn */
-    size_t nconns;
-    struct dlist pairs; /* of struct pair, by last activity, oldest first */
-    struct pair *ready; /* pairs with work left */
-    struct conn *dead_conns;
-    struct pair *dead_pairs; /* linked through ready_next */
-    uint64_t now_ms, next_tick_ms, next_expire_ms;
+    struct dlist pairs;      /* of struct pair, by last activity, oldest first */
+    struct pair *ready;      /* pairs with work left */
+    struct pair *dead_pairs; /* closed this turn */
+    uint64_t next_expire_ms;
 
     atomic_ullong pairs_active, pairs_total, bytes_relayed, pairs_stalled;
     atomic_ullong refused_bad_token, refused_replay, refused_expired, refused_full,
@@ -94,12 +78,12 @@ static void count(atomic_ullong *c)
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* ---- lists ---- */
-
-static struct conn *first_conn(const struct dlist *l)
+static uint64_t now_ms(const struct relay *r)
 {
-    return dlist_entry_or_null(l->head, struct conn, link);
+    return engine_now(r->engine);
 }
+
+/* ---- lists ---- */
 
 static struct pair *pair_of(struct dlink *link)
 {
@@ -122,32 +106,26 @@ static void leave_hello(struct relay *r, struct conn *c)
 {
     if (c->state != CONN_HELLO)
         return;
-    dlist_remove(&r->hello, &c->link);
-    tally_give(r->hellos, c->source);
+    engine_conn_first_done(&c->ec);
+    engine_conn_trusted(&c->ec);
     atomic_fetch_sub_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
 }
 
-/* Closes c (its fd unless moved to a pair, fd == -1); freed after the batch. */
+/* Closes c (its socket unless moved to a pair); freed by the engine once
+   its handles have closed. */
 static void conn_close(struct relay *r, struct conn *c)
 {
-    if (c->h.kind == HANDLE_DEAD)
+    if (c->dead)
         return;
+    c->dead = true;
     if (c->state == CONN_HELLO)
         leave_hello(r, c);
-    else
-        dlist_remove(&r->waiting, &c->link);
     if (c->state == CONN_WAITING) {
         if (c->entry && c->entry->waiting[c->side] == c)
             c->entry->waiting[c->side] = NULL;
         atomic_fetch_sub_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
     }
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    c->h.kind = HANDLE_DEAD;
-    r->nconns--;
-    c->dead_next = r->dead_conns;
-    r->dead_conns = c;
+    engine_conn_close(&c->ec);
 }
 
 /* A refusal: a log line with the client's address and the reason, at most
@@ -161,7 +139,7 @@ static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter,
     unsigned left_out = 0;
     if (counter)
         count(counter);
-    if (ratelimit_burst_ok(&r->refused_log, r->now_ms, RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
+    if (ratelimit_burst_ok(&r->refused_log, now_ms(r), RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
                            &left_out)) {
         char why[256];
         va_list ap;
@@ -181,7 +159,7 @@ static void conn_refuse(struct relay *r, struct conn *c, atomic_ullong *counter,
 static void conn_gone(struct relay *r, struct conn *c, const char *how)
 {
     unsigned left_out = 0;
-    if (ratelimit_burst_ok(&r->closed_log, r->now_ms, RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
+    if (ratelimit_burst_ok(&r->closed_log, now_ms(r), RELAY_LOG_WINDOW_MS, RELAY_LOG_BURST,
                            &left_out))
         log_info("%s %s after %zu of the %d bytes of its token%s", c->addr, how, c->got,
                  RELAY_HELLO_LEN, left_out ? " (and others not logged)" : "");
@@ -192,76 +170,90 @@ static void conn_gone(struct relay *r, struct conn *c, const char *how)
    second. */
 static void refuse(struct relay *r, const char *addr, const char *why)
 {
-    acceptor_refused(&r->acc, r->now_ms, addr, why);
+    engine_refused_log(r->engine, addr, why);
     count(&r->refused_full);
 }
 
-static void new_conn(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
+static void refuse_at(struct relay *r, const struct sockaddr_storage *ss, socklen_t len,
+                      const char *why)
 {
-    struct relay *r = arg;
-    char addr[PAIR_ADDR_MAX], source[TALLY_KEY_MAX];
+    char addr[PAIR_ADDR_MAX];
 
     sockaddr_text(ss, len, addr, sizeof(addr));
-    tally_source_key_prefix(ss, len, r->ipv6_prefix, source);
-    if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs) {
-        refuse(r, addr, "max-pairs reached");
-        close(fd);
-        return;
-    }
-    if (tally_count(r->hellos, source) >= r->hellos_per_address) {
-        char why[160];
-        snprintf(why, sizeof(why), "%u connections from %s have not sent their token yet",
-                 r->hellos_per_address, source);
-        acceptor_refused(&r->acc, r->now_ms, addr, why);
-        count(&r->refused_address_hellos);
-        close(fd);
-        return;
-    }
-    if (r->nconns >= 2 * (size_t)r->max_pairs) {
-        /* Every slot taken: the connection that has had the longest to send
-           its 132 bytes makes room (legitimate clients send them at once),
-           so that a flood of idle ones cannot lock new clients out. */
-        struct conn *oldest = first_conn(&r->hello);
-        if (oldest == NULL) {
-            refuse(r, addr, "max-pairs reached");
-            close(fd);
-            return;
-        }
-        conn_refuse(r, oldest, &r->hellos_cut,
-                    "no token after %llu ms, cut to make room for a new connection",
-                    (unsigned long long)(r->now_ms + r->hello_ms - oldest->deadline_ms));
-    }
-    struct conn *c = calloc(1, sizeof(*c));
-    if (c == NULL || !tally_take(r->hellos, source, r->hellos_per_address)) {
-        refuse(r, addr, "out of memory");
-        free(c);
-        close(fd);
-        return;
-    }
-    c->h.kind = HANDLE_CONN;
-    c->fd = fd;
-    c->state = CONN_HELLO;
-    snprintf(c->addr, sizeof(c->addr), "%s", addr);
-    memcpy(c->source, source, sizeof(source));
-    c->deadline_ms = r->now_ms + r->hello_ms;
-    sock_tune(fd);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        log_warn("epoll_ctl for %s", addr);
-        tally_give(r->hellos, source);
-        close(fd);
-        free(c);
-        return;
-    }
-    dlist_append(&r->hello, &c->link);
-    atomic_fetch_add_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
-    r->nconns++;
-    log_debug("connection from %s", addr);
+    refuse(r, addr, why);
 }
 
-static void do_accept(struct relay *r)
+/* ---- accepting (the engine's checks in between) ---- */
+
+static bool admit(void *arg, const struct sockaddr_storage *ss, socklen_t len)
 {
-    acceptor_run(&r->acc, RELAY_ACCEPTS_PER_EVENT, r->now_ms, new_conn, r);
+    struct relay *r = arg;
+
+    if (atomic_load(&r->pairs_active) < (unsigned long long)r->max_pairs)
+        return true;
+    refuse_at(r, ss, len, "max-pairs reached");
+    return false;
+}
+
+static void refused(void *arg, enum engine_refusal why, const struct sockaddr_storage *ss,
+                    socklen_t len, const char *source)
+{
+    struct relay *r = arg;
+
+    if (why == ENGINE_REFUSED_FULL) {
+        refuse_at(r, ss, len, "max-pairs reached");
+        return;
+    }
+    char addr[PAIR_ADDR_MAX], text[160];
+    sockaddr_text(ss, len, addr, sizeof(addr));
+    snprintf(text, sizeof(text), "%u connections from %s have not sent their token yet",
+             r->hellos_per_address, source);
+    engine_refused_log(r->engine, addr, text);
+    count(&r->refused_address_hellos);
+}
+
+/* Every slot taken: the connection that has had the longest to send its 132
+   bytes makes room (legitimate clients send them at once), so that a flood
+   of idle ones cannot lock new clients out. */
+static void cut(void *arg, struct engine_conn *oldest)
+{
+    struct relay *r = arg;
+    struct conn *c = (struct conn *)oldest;
+
+    conn_refuse(r, c, &r->hellos_cut,
+                "no token after %llu ms, cut to make room for a new connection",
+                (unsigned long long)(now_ms(r) - oldest->opened_ms));
+}
+
+static void conn_io(struct engine_watch *w, int status, int events);
+static void conn_deadline(struct engine_conn *ec);
+
+static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len,
+                     const char *source)
+{
+    struct relay *r = arg;
+    struct conn *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        refuse_at(r, ss, len, "out of memory");
+        close(fd);
+        return;
+    }
+    c->r = r;
+    c->state = CONN_HELLO;
+    sockaddr_text(ss, len, c->addr, sizeof(c->addr));
+    c->ec.w.owner = c;
+    c->ec.w.on_io = conn_io;
+    c->ec.on_deadline = conn_deadline;
+    if (engine_conn_open(r->engine, &c->ec, fd, source) < 0) {
+        refuse(r, c->addr, "out of memory");
+        close(fd);
+        free(c);
+        return;
+    }
+    sock_tune(fd);
+    atomic_fetch_add_explicit(&r->hellos_waiting, 1, memory_order_relaxed);
+    log_debug("connection from %s", c->addr);
 }
 
 /* ---- pairs ---- */
@@ -270,7 +262,7 @@ static void pair_end_log(struct relay *r, struct pair *p, const char *how, const
 {
     char id[9];
     pair_id_text(p->id, id);
-    uint64_t ms = r->now_ms - p->started_ms;
+    uint64_t ms = now_ms(r) - p->started_ms;
     if (err)
         log_warnx("pair %s %s: %s; %llu bytes %s -> %s, %llu bytes back, %llu.%03llu s", id, how,
                   err, (unsigned long long)p->dir[0].bytes, p->end[0].addr, p->end[1].addr,
@@ -283,12 +275,14 @@ static void pair_end_log(struct relay *r, struct pair *p, const char *how, const
                  (unsigned long long)(ms % 1000));
 }
 
+/* Closed; freed after the turn's events (free_dead), which may still name
+   it.  Its own link, not ready_next: it may be on the ready list. */
 static void pair_end(struct relay *r, struct pair *p, bool abort)
 {
     dlist_remove(&r->pairs, &p->link);
     pair_close(p, abort);
     atomic_fetch_sub_explicit(&r->pairs_active, 1, memory_order_relaxed);
-    p->ready_next = r->dead_pairs;
+    p->dead_next = r->dead_pairs;
     r->dead_pairs = p;
 }
 
@@ -300,7 +294,7 @@ static void pair_step(struct relay *r, struct pair *p)
     enum pair_result res = pair_run(p, r->pipe_size, &moved, err, sizeof(err));
     if (moved) {
         atomic_fetch_add_explicit(&r->bytes_relayed, moved, memory_order_relaxed);
-        p->active_ms = r->now_ms;
+        p->active_ms = now_ms(r);
         if (r->pairs.tail != &p->link) {
             dlist_remove(&r->pairs, &p->link);
             dlist_append(&r->pairs, &p->link);
@@ -323,10 +317,14 @@ static void pair_step(struct relay *r, struct pair *p)
     }
 }
 
-static void pair_event(struct relay *r, struct pair_end *end, uint32_t events)
+static void pair_event(struct engine_edge *x, uint32_t events)
 {
+    struct pair_end *end = (struct pair_end *)x;
     struct pair *p = end->pair;
+    struct relay *r = p->relay;
 
+    if (p->closed)
+        return;
     if (events & EPOLLERR) {
         int e = 0;
         socklen_t len = sizeof(e);
@@ -359,14 +357,17 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
         return;
     }
     struct pair *p =
-        pair_new(a->entry->pair, c[0]->fd, c[0]->addr, c[1]->fd, c[1]->addr, r->now_ms);
+        pair_new(a->entry->pair, c[0]->ec.w.fd, c[0]->addr, c[1]->ec.w.fd, c[1]->addr, now_ms(r));
     if (p == NULL) {
         conn_refuse(r, c[0], &r->refused_full, "pair %s: out of memory", id);
         conn_close(r, c[1]);
         return;
     }
-    /* The sockets now belong to the pair. */
-    c[0]->fd = c[1]->fd = -1;
+    p->relay = r;
+    /* The sockets now belong to the pair (their watches go with the
+       connections, before the pair's own are made). */
+    engine_conn_take_fd(&c[0]->ec);
+    engine_conn_take_fd(&c[1]->ec);
     conn_close(r, c[0]);
     conn_close(r, c[1]);
     atomic_fetch_add_explicit(&r->pairs_active, 1, memory_order_relaxed);
@@ -375,9 +376,8 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
 
     for (int i = 0; i < 2; i++) {
         static const unsigned char paired = RELAY_PAIRED;
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                 .data.ptr = &p->end[i]};
-        if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, p->end[i].fd, &ev) < 0 ||
+        p->end[i].edge.on_events = pair_event;
+        if (engine_edge_add(r->engine, p->end[i].fd, &p->end[i].edge) < 0 ||
             send(p->end[i].fd, &paired, 1, MSG_NOSIGNAL) != 1) {
             char err[128];
             snprintf(err, sizeof(err), "telling %s: %s", p->end[i].addr, strerror(errno));
@@ -401,14 +401,14 @@ static void answer_mapped(struct relay *r, struct conn *c)
     char host[INET6_ADDRSTRLEN], line[128];
     int port;
 
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) < 0 ||
+    if (getpeername(c->ec.w.fd, (struct sockaddr *)&ss, &len) < 0 ||
         sockaddr_host(&ss, len, host, sizeof(host), &port) < 0) {
         log_info("%s: mapping asked, but its address is unknown", c->addr);
         conn_close(r, c);
         return;
     }
     int n = snprintf(line, sizeof(line), "MAPPED %s %d\n", host, port);
-    if (send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+    if (send(c->ec.w.fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
         log_info("%s: mapping not sent: %s", c->addr, strerror(errno));
     log_debug("%s: mapping asked", c->addr);
     conn_close(r, c);
@@ -449,11 +449,11 @@ static void hello_done(struct relay *r, struct conn *c)
     const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
     uint64_t forget_at = expiry > UINT64_MAX - r->token_skew ? UINT64_MAX : expiry + r->token_skew;
     enum pt_refusal full;
-    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at, c->source, &full);
+    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at, c->ec.source, &full);
     if (e == NULL && full == PT_OWNER_FULL) {
         conn_refuse(r, c, &r->refused_address_tokens,
                     "pair %s: %u tokens from %s are remembered already, try later", id,
-                    pairtable_owned(r->tokens, c->source), c->source);
+                    pairtable_owned(r->tokens, c->ec.source), c->ec.source);
         return;
     }
     if (e == NULL && full == PT_JOB_FULL) {
@@ -490,31 +490,42 @@ static void hello_done(struct relay *r, struct conn *c)
     }
     leave_hello(r, c);
     c->state = CONN_WAITING;
-    c->deadline_ms = r->now_ms + (uint64_t)r->pair_timeout * 1000;
-    dlist_append(&r->waiting, &c->link);
+    engine_conn_deadline(&c->ec, (uint64_t)r->pair_timeout * 1000);
+    /* Bytes it sends early are the peer's: only an error is awaited. */
+    engine_watch_want(&c->ec.w, UV_PRIORITIZED);
     e->waiting[side] = c;
     atomic_fetch_add_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
     log_debug("pair %s: %s (%s) waits for the other side", id, c->addr, side_name);
 }
 
-static void conn_event(struct relay *r, struct conn *c, uint32_t events)
+static void conn_io(struct engine_watch *w, int status, int events)
 {
+    struct conn *c = w->owner;
+    struct relay *r = c->r;
+
+    (void)events;
+    if (c->dead)
+        return;
     if (c->state == CONN_WAITING) {
         /* Bytes sent early stay in the socket for the peer; only a reset
            ends the wait early (a FIN may be a half-close after data). */
-        if (events & EPOLLERR)
+        if (status < 0)
             conn_refuse(r, c, &r->unpaired_timeouts, "connection reset while waiting for its peer");
+        else
+            engine_watch_want(w, 0); /* shut both ways: its deadline ends it */
         return;
     }
     while (c->got < RELAY_HELLO_LEN) {
         /* Exactly the hello: what follows is the peer's, left in the socket. */
-        ssize_t n = recv(c->fd, c->buf + c->got, RELAY_HELLO_LEN - c->got, 0);
+        ssize_t n = recv(w->fd, c->buf + c->got, RELAY_HELLO_LEN - c->got, 0);
         if (n > 0) {
             c->got += (size_t)n;
         } else if (n == 0) {
             conn_gone(r, c, "closed");
             return;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (status < 0)
+                conn_gone(r, c, "failed");
             return;
         } else if (errno != EINTR) {
             conn_gone(r, c, strerror(errno));
@@ -526,21 +537,21 @@ static void conn_event(struct relay *r, struct conn *c, uint32_t events)
 
 /* ---- timers ---- */
 
-static void expire_conns(struct relay *r)
+static void conn_deadline(struct engine_conn *ec)
 {
-    struct conn *c;
+    struct conn *c = (struct conn *)ec;
+    struct relay *r = c->r;
 
-    while ((c = first_conn(&r->hello)) != NULL && c->deadline_ms <= r->now_ms) {
+    if (c->state == CONN_HELLO) {
         count(&r->hello_timeouts);
         conn_refuse(r, c, &r->unpaired_timeouts, "no token within %u s (%zu of %d bytes came)",
                     r->hello_ms / 1000, c->got, RELAY_HELLO_LEN);
+        return;
     }
-    while ((c = first_conn(&r->waiting)) != NULL && c->deadline_ms <= r->now_ms) {
-        char id[9];
-        pair_id_text(c->entry->pair, id);
-        conn_refuse(r, c, &r->unpaired_timeouts, "pair %s: the other side did not come within %u s",
-                    id, r->pair_timeout);
-    }
+    char id[9];
+    pair_id_text(c->entry->pair, id);
+    conn_refuse(r, c, &r->unpaired_timeouts, "pair %s: the other side did not come within %u s", id,
+                r->pair_timeout);
 }
 
 /* Pairs one side of which acknowledges nothing (pair_stalled): aborted, so
@@ -552,13 +563,13 @@ static void check_stalls(struct relay *r)
 {
     struct pair *p, *next;
 
-    if (r->stall_ms == 0 || r->now_ms < r->next_stall_check_ms)
+    if (r->stall_ms == 0 || now_ms(r) < r->next_stall_check_ms)
         return;
-    r->next_stall_check_ms = r->now_ms + (r->stall_ms / 4 > 0 ? r->stall_ms / 4 : 1);
+    r->next_stall_check_ms = now_ms(r) + (r->stall_ms / 4 > 0 ? r->stall_ms / 4 : 1);
     for (p = pair_of(r->pairs.head); p != NULL; p = next) {
         next = pair_of(p->link.next);
         /* One with work queued moves bytes (and its ready_next is taken). */
-        int side = p->ready ? -1 : pair_stalled(p, r->now_ms, r->stall_ms);
+        int side = p->ready ? -1 : pair_stalled(p, now_ms(r), r->stall_ms);
         if (side < 0)
             continue;
         char why[160];
@@ -572,61 +583,50 @@ static void check_stalls(struct relay *r)
     }
 }
 
-static void tick(struct relay *r)
+static void tick(void *arg)
 {
+    struct relay *r = arg;
+
     check_stalls(r);
     /* Pairs are kept oldest activity first: stop at the first recent one. */
     for (struct pair *p = pair_of(r->pairs.head);
-         p && p->active_ms + RELAY_PIPE_IDLE_MS <= r->now_ms; p = pair_of(p->link.next))
+         p && p->active_ms + RELAY_PIPE_IDLE_MS <= now_ms(r); p = pair_of(p->link.next))
         pair_trim(p);
-    if (r->now_ms >= r->next_expire_ms) {
+    if (now_ms(r) >= r->next_expire_ms) {
         size_t n = pairtable_expire(r->tokens, (uint64_t)time(NULL));
         if (n)
             log_debug("forgot %zu expired tokens, %zu remembered", n, pairtable_count(r->tokens));
-        r->next_expire_ms = r->now_ms + RELAY_EXPIRE_EVERY_MS;
+        r->next_expire_ms = now_ms(r) + RELAY_EXPIRE_EVERY_MS;
     }
-    r->next_tick_ms = r->now_ms + RELAY_TICK_MS;
 }
 
-static int next_timeout(struct relay *r)
+static void free_dead(struct relay *r)
 {
-    uint64_t next = r->next_tick_ms;
-    if (r->ready)
-        return 0;
-    for (int i = 0; i < 2; i++) {
-        const struct conn *c = first_conn(i == 0 ? &r->hello : &r->waiting);
-        if (c != NULL && c->deadline_ms < next)
-            next = c->deadline_ms;
+    while (r->dead_pairs) {
+        struct pair *p = r->dead_pairs;
+        r->dead_pairs = p->dead_next;
+        free(p);
     }
-    return next <= r->now_ms ? 0 : (int)(next - r->now_ms);
 }
 
-static void run_ready(struct relay *r)
+/* After each turn's events: the pairs that stopped after their share, then
+   the memory of those closed. */
+static void run_ready(void *arg)
 {
+    struct relay *r = arg;
     struct pair *list = r->ready;
+
     r->ready = NULL;
     while (list) {
         struct pair *p = list;
         list = p->ready_next;
         p->ready = false;
         p->ready_next = NULL;
-        if (p->end[0].h.kind != HANDLE_DEAD)
+        if (!p->closed)
             pair_step(r, p);
     }
-}
-
-static void free_dead(struct relay *r)
-{
-    while (r->dead_conns) {
-        struct conn *c = r->dead_conns;
-        r->dead_conns = c->dead_next;
-        free(c);
-    }
-    while (r->dead_pairs) {
-        struct pair *p = r->dead_pairs;
-        r->dead_pairs = p->ready_next;
-        free(p);
-    }
+    free_dead(r);
+    engine_busy(r->engine, r->ready != NULL);
 }
 
 /* ---- the loop ---- */
@@ -635,77 +635,34 @@ static void free_dead(struct relay *r)
    the cut for a clean end of its data. */
 static void close_all(struct relay *r)
 {
-    struct conn *c;
+    struct engine_conn *ec;
     struct pair *p;
 
-    while ((c = first_conn(&r->hello)) != NULL || (c = first_conn(&r->waiting)) != NULL)
-        conn_close(r, c);
+    while ((ec = engine_oldest(r->engine)) != NULL)
+        conn_close(r, (struct conn *)ec);
     while ((p = pair_of(r->pairs.head)) != NULL)
         pair_end(r, p, true);
+    r->ready = NULL;
+    free_dead(r);
 }
 
 int relay_run(struct relay *r)
 {
-    struct epoll_event evs[RELAY_EVENTS];
-    int rc = 0;
+    r->next_expire_ms = now_ms(r) + RELAY_EXPIRE_EVERY_MS;
+    int rc = engine_run(r->engine);
 
-    r->now_ms = monotonic_ms();
-    r->next_tick_ms = r->now_ms + RELAY_TICK_MS;
-    r->next_expire_ms = r->now_ms + RELAY_EXPIRE_EVERY_MS;
-    while (!r->stop) {
-        int n = epoll_wait(r->epfd, evs, RELAY_EVENTS, next_timeout(r));
-        if (n < 0 && errno != EINTR) {
-            log_warn("epoll_wait");
-            rc = -1;
-            break;
-        }
-        r->now_ms = monotonic_ms();
-        for (int i = 0; i < n; i++) {
-            struct handle *h = evs[i].data.ptr;
-            switch (h->kind) {
-            case HANDLE_LISTEN:
-                do_accept(r);
-                break;
-            case HANDLE_WAKE:
-                break;
-            case HANDLE_CONN:
-                conn_event(r, (struct conn *)h, evs[i].events);
-                break;
-            case HANDLE_PAIR_END:
-                pair_event(r, (struct pair_end *)h, evs[i].events);
-                break;
-            case HANDLE_DEAD:
-                break;
-            }
-        }
-        run_ready(r);
-        expire_conns(r);
-        if (r->now_ms >= r->next_tick_ms)
-            tick(r);
-        free_dead(r);
-    }
-
-    /* Stop: nothing new, and every connection closed.  Pairs are reset so
-       neither side takes the cut for a clean end of its data. */
+    /* Stop: nothing new (the engine closed the listener), and every
+       connection closed. */
     unsigned long long active = atomic_load(&r->pairs_active);
-    size_t unpaired = r->nconns;
-    epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->listen_fd, NULL);
-    close(r->listen_fd);
-    r->listen_fd = -1;
+    size_t unpaired = engine_conns(r->engine);
     close_all(r);
-    r->ready = NULL;
-    free_dead(r);
     log_info("relay stopped: closed %llu pairs and %zu unpaired connections", active, unpaired);
     return rc;
 }
 
 void relay_stop(struct relay *r)
 {
-    uint64_t one = 1;
-    r->stop = 1;
-    /* Async-signal-safe; a full counter already wakes the loop. */
-    ssize_t n = write(r->wake_fd, &one, sizeof(one));
-    (void)n;
+    engine_stop(r->engine);
 }
 
 /* ---- set-up ---- */
@@ -723,6 +680,15 @@ static unsigned tokens_per_address(int max_pairs)
     return share < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS : share;
 }
 
+static const struct engine_ops relay_ops = {
+    .admit = admit,
+    .refused = refused,
+    .cut = cut,
+    .accepted = accepted,
+    .tick = tick,
+    .after_io = run_ready,
+};
+
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen)
 {
     struct relay *r = calloc(1, sizeof(*r));
@@ -730,8 +696,6 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->epfd = r->listen_fd = r->wake_fd = -1;
-    r->acc.spare_fd = -1;
     r->key = *cfg->key;
     r->token_skew = cfg->token_skew;
     r->pair_timeout = cfg->pair_timeout ? cfg->pair_timeout : 1;
@@ -740,37 +704,34 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->hello_ms = 1000 * (hello_s < r->pair_timeout ? hello_s : r->pair_timeout);
     r->hellos_per_address =
         cfg->hellos_per_address ? cfg->hellos_per_address : RELAY_DEFAULT_HELLOS_PER_ADDRESS;
-    r->ipv6_prefix = cfg->ipv6_prefix; /* 0: source_group's default */
     r->max_pairs = cfg->max_pairs > 0 ? cfg->max_pairs : 1;
     r->pipe_size = cfg->pipe_size;
-    r->listen_h.kind = HANDLE_LISTEN;
-    r->wake_h.kind = HANDLE_WAKE;
     r->tokens = pairtable_new((size_t)r->max_pairs * RELAY_TOKENS_PER_PAIR,
                               cfg->tokens_per_address ? cfg->tokens_per_address
                                                       : tokens_per_address(r->max_pairs));
-    r->hellos = tally_new();
-    if (r->tokens == NULL || r->hellos == NULL) {
+    if (r->tokens == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    r->listen_fd = sock_listen(cfg->listen_addr, cfg->port, err, errlen);
-    if (r->listen_fd < 0)
+    int fd = sock_listen(cfg->listen_addr, cfg->port, err, errlen);
+    if (fd < 0)
         goto fail;
-    r->port = sock_port(r->listen_fd);
-    r->epfd = epoll_create1(EPOLL_CLOEXEC);
-    r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    acceptor_init(&r->acc, r->listen_fd, &r->refused_full);
-    if (r->epfd < 0 || r->wake_fd < 0) {
-        snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
+    r->port = sock_port(fd);
+    struct engine_config ec = {
+        .listen_fd = fd,
+        .accepts_per_run = RELAY_ACCEPTS_PER_EVENT,
+        /* Every pair was two connections once. */
+        .conns_max = 2 * (unsigned)r->max_pairs,
+        .per_address = r->hellos_per_address,
+        .ipv6_prefix = cfg->ipv6_prefix, /* 0: source_group's default */
+        .first_ms = r->hello_ms,
+        .shed = &r->refused_full,
+        .ops = &relay_ops,
+        .arg = r,
+    };
+    r->engine = engine_new(&ec, err, errlen);
+    if (r->engine == NULL)
         goto fail;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &r->listen_h};
-    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &r->wake_h};
-    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->listen_fd, &ev) < 0 ||
-        epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wake_fd, &wev) < 0) {
-        snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
-        goto fail;
-    }
     return r;
 fail:
     relay_free(r);
@@ -786,18 +747,12 @@ void relay_free(struct relay *r)
 {
     if (r == NULL)
         return;
-    /* relay_run closes every connection; this is for a relay never run. */
-    close_all(r);
-    free_dead(r);
-    if (r->listen_fd >= 0)
-        close(r->listen_fd);
-    if (r->wake_fd >= 0)
-        close(r->wake_fd);
-    acceptor_free(&r->acc);
-    if (r->epfd >= 0)
-        close(r->epfd);
+    if (r->engine != NULL) {
+        /* relay_run closes every connection; this is for a relay never run. */
+        close_all(r);
+        engine_free(r->engine);
+    }
     pairtable_free(r->tokens);
-    tally_free(r->hellos);
     explicit_bzero(&r->key, sizeof(r->key));
     free(r);
 }

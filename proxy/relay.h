@@ -1,5 +1,6 @@
 /*
- * The data side of qcg-proxy: one epoll loop (its own thread) that accepts
+ * The data side of qcg-proxy: one event loop (common/engine.h, its own
+ * thread) that accepts
  * plain TCP connections, reads each one's "QCGP" + token, checks the token
  * (format, MAC, expiry, single use), holds it until the other side of its pair
  * arrives, answers both with one 0x01 byte and then relays bytes both ways
@@ -68,13 +69,13 @@ struct relay_config {
 struct relay_counters {
     unsigned long long pairs_active, pairs_total, bytes_relayed;
     unsigned long long refused_bad_token, refused_replay, refused_expired;
-    unsigned long long refused_full;      /* max-pairs, waiting or token table full */
-    unsigned long long refused_peer_gone; /* the other side came and left */
-    unsigned long long unpaired_timeouts; /* no token, or no peer, in time */
-    unsigned long long unpaired_waiting;  /* connections waiting now */
-    unsigned long long hellos_waiting;    /* connections that have not sent their hello, now */
-    unsigned long long hello_timeouts;    /* no whole hello in time (also unpaired_timeouts) */
-    unsigned long long hellos_cut;        /* the oldest hello cut for a new connection */
+    unsigned long long refused_full;           /* max-pairs, waiting or token table full */
+    unsigned long long refused_peer_gone;      /* the other side came and left */
+    unsigned long long unpaired_timeouts;      /* no token, or no peer, in time */
+    unsigned long long unpaired_waiting;       /* connections waiting now */
+    unsigned long long hellos_waiting;         /* connections that have not sent their hello, now */
+    unsigned long long hello_timeouts;         /* no whole hello in time (also unpaired_timeouts) */
+    unsigned long long hellos_cut;             /* the oldest hello cut for a new connection */
     unsigned long long refused_address_hellos; /* hellos-per-address reached */
     unsigned long long refused_address_tokens; /* tokens-per-address reached */
     unsigned long long refused_job_tokens;     /* a job's half of it reached */

@@ -57,6 +57,13 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *secret, int fro
     return not_served(soap, "lookup");
 }
 
+int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
+                 struct qcg__lookupsResponse *response)
+{
+    (void)version, (void)asks, (void)response;
+    return not_served(soap, "lookups");
+}
+
 int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
                   struct qcg__ackResponse *response)
 {

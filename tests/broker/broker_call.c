@@ -10,6 +10,7 @@
  *     publish JOB SECRET RANK CLUSTER|- NODE ADDRESS PORT
  *     withdraw JOB SECRET RANK [NODE]
  *     lookup JOB SECRET FROM-RANK TO-RANK [TRIED|- [ONLY]]
+ *     lookups [JOB SECRET FROM-RANK TO-RANK]...   (one call; one line per answer)
  *     poll EPOCH ACK-SEQ WAIT-SECONDS
  *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS [WHY]
  *     reports [JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS]...   (one call)
@@ -101,6 +102,32 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                    str(r.plan.status), str(r.plan.technique), str(r.plan.cluster), str(r.plan.node),
                    str(r.plan.address), r.plan.port, r.plan.cacheable, str(r.plan.token),
                    str(r.plan.reason));
+    } else if (strcmp(op, "lookups") == 0 && (argc - 1) % 4 == 0) {
+        struct qcg__lookupsResponse r;
+        int n = (argc - 1) / 4;
+        struct qcg__lookupAsks list = {
+            .__sizeAsk = n, .ask = soap_malloc(soap, (size_t)(n + 1) * sizeof(*list.ask))};
+        for (int i = 0; i < n; i++) {
+            char **a = argv + 1 + 4 * i;
+            list.ask[i] = (struct qcg__lookupAsk){
+                .job = a[0],
+                .verifier = soap_strdup(soap, verifier_arg(a[0], a[1], vbuf)),
+                .fromRank = atoi(a[2]),
+                .toRank = atoi(a[3])};
+        }
+        rc = soap_call_qcg__lookups(soap, url, NULL, version, &list, &r);
+        if (rc == SOAP_OK) {
+            printf("ok answers=%d\n", r.__sizeAnswer);
+            for (int i = 0; i < r.__sizeAnswer; i++) {
+                const struct qcg__lookupAnswer *a = &r.answer[i];
+                if (a->plan == NULL)
+                    printf("%d: fault %s: %s\n", i, str(a->fault), str(a->faultText));
+                else
+                    printf("%d: status=%s technique=%s address=%s port=%d cacheable=%d token=%s\n",
+                           i, str(a->plan->status), str(a->plan->technique), str(a->plan->address),
+                           a->plan->port, a->plan->cacheable, str(a->plan->token));
+            }
+        }
     } else if (strcmp(op, "poll") == 0 && argc == 4) {
         struct qcg__pollResponse r;
         int wait = atoi(argv[3]);

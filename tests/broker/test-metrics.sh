@@ -36,7 +36,7 @@ misconf() { # description expected-text args...
   else fail "$what: rc=$rc: $(cat "$work/err")"; fi
 }
 misconf "a public metrics-listen without metrics-allow" \
-  "qcg-broker: metrics-listen 203.0.113.1:$mport: not a loopback address, and no metrics-allow" \
+  "qcg-broker: metrics-listen 203.0.113.1:$mport: not a loopback address, and no metrics-allow or metrics-tls" \
   --metrics-listen 203.0.113.1:$mport
 misconf "a bad metrics-allow" "metrics-allow: 198.51.100.0/99" \
   --metrics-listen 127.0.0.1:$mport --metrics-allow 198.51.100.0/99

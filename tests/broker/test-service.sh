@@ -126,6 +126,37 @@ expect_ok "lookup nata -> open, direct tried" "$fe" lookup job1 s3cret 0 2 direc
   pass "nothing after direct for a NATed initiator without a proxy" || fail "plan: $out"
 expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job1 s3cret 2 0 reversed,warp
 
+# Many lookups in one call: each answered as a lookup alone, in order; a
+# refused one leaves the others planned.
+stat_of() { grep -o " $1=[0-9]*" <<<"$2" | cut -d= -f2; }
+expect_ok "stats before lookups" "$fe" stats
+lk0=$(stat_of lookups "$out") lc0=$(stat_of lookup_calls "$out")
+expect_ok "lookups: direct, notfound, another cluster's rank, reversed" "$fe" lookups \
+  job1 s3cret 0 1  job1 s3cret 0 9  job1 s3cret 2 0  job1 wrong 0 2
+if [[ $out == "ok answers=4"* ]] &&
+  grep -q '^0: status=ok technique=direct address=198.18.3.11 port=20002 cacheable=1' <<<"$out" &&
+  grep -q '^1: status=notfound' <<<"$out" &&
+  grep -q '^2: fault denied: ' <<<"$out" && grep -q '^3: fault denied: ' <<<"$out"; then
+  pass "lookups: 4 answers in order, two refused apart"
+else fail "lookups: $out"; fi
+expect_ok "stats after lookups" "$fe" stats
+[[ $(stat_of lookup_calls "$out") == $((lc0 + 1)) && $(stat_of lookups "$out") == $((lk0 + 4)) ]] &&
+  pass "lookups: one call, four lookups counted (lookup_calls $lc0 -> $((lc0 + 1)))" ||
+  fail "lookups counters: lookups $lk0, lookup_calls $lc0 -> $out"
+expect_ok "lookups open -> nata: a reversed plan with its own token" "$fo" lookups job1 s3cret 2 0
+[[ $out =~ 0:\ status=ok\ technique=reversed\ .*token=([0-9a-f]{32}) ]] &&
+  pass "lookups: reversed plan, 32-hex token" || fail "lookups reversed: $out"
+lk_token=${BASH_REMATCH[1]:-none}
+expect_ok "nata's queue after it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+[[ $out == *":connect-back:job1:0:nata1:2:"*":$lk_token" ]] &&
+  pass "lookups: its connect-back ordered with the plan's token" || fail "lookups order: $out"
+cb_seq=$(sed -n 's/.* \([0-9]*\):connect-back.*/\1/p' <<<"$out")
+expect_ok "acknowledging it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+many=()
+for i in $(seq 0 256); do many+=(job1 s3cret 0 1); done
+expect_fault "lookups: 257 in one call" invalid "$fe" lookups "${many[@]}"
+expect_fault "helper calling lookups" denied "$helper" lookups job1 s3cret 0 1
+
 # --- who may do what
 expect_fault "helper calling registerCluster" denied "$helper" register-cluster nata nat 0 0
 expect_fault "helper calling publish" denied "$helper" publish job1 s3cret 3 nata nata1 198.18.3.11 20004
@@ -596,6 +627,40 @@ PY
   pass "--grid --json parses and says the same"
 else
   fail "--grid --json: $(cat "$work/grid.json")"
+fi
+# --grid --html: the same picture as a page, rendered by headless Chromium as
+# an admin's browser renders it.
+"$broker_bin" --config "$work/probed.conf" --html "$work/grid.html" >"$work/html.err" 2>&1
+[ $? = 2 ] && grep -qx "qcg-broker: --html goes with --grid, without --json" "$work/html.err" &&
+  pass "--html without --grid: exit 2, one line" || fail "--html alone: $(cat "$work/html.err")"
+"$broker_bin" --config "$work/probed.conf" --grid --html "$work/grid.html" --url "$URL" \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/html.out" 2>&1 &&
+  grep -qx "qcg-broker: the grid's picture (5 clusters) is in $work/grid.html" "$work/html.out" &&
+  pass "--grid --html writes the page and says so" || fail "--grid --html: $(cat "$work/html.out")"
+if /usr/bin/python3 "$(dirname "$0")/../lib/chromium_page.py" "$work/grid.html" >"$work/page.json" \
+  2>"$work/page.err" && /usr/bin/python3 - "$work/page.json" <<'PY'; then
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["errors"] == [], p["errors"]
+c = {x["name"]: x for x in p["clusters"]}
+assert set(c) == {"nata", "open", "fw", "sym", "natb"}, c
+for x in c.values():
+    assert x["width"] > 20 and x["height"] > 20 and x["x"] >= 0 and x["y"] >= 0, x
+    assert x["x"] + x["width"] <= p["width"] and x["y"] + x["height"] <= p["height"], x
+assert c["fw"]["kind"] == "firewalled" and c["sym"]["kind"] == "nat", c
+assert "(seen symnat)" in c["sym"]["text"] and "seen" not in c["nata"]["text"], c
+pairs = {(x["from"], x["to"]): x for x in p["pairs"]}
+assert pairs[("nata", "open")]["technique"] == "direct", pairs
+assert pairs[("nata", "open")]["label"] == "direct 3 ms 50%", pairs
+cells = {(x["from"], x["to"]): x["text"] for x in p["cells"]}
+assert set(cells) == set(pairs), (cells, pairs)
+t = cells[("nata", "open")]
+assert "direct 3 ms" in t and "1/2 ok (50%)" in t and "\u2717 holepunch (1 failed)" in t, t
+assert sorted(r[0] for r in p["rows"]) == sorted(c), p["rows"]
+PY
+  pass "--grid --html in Chromium: no console error, the 5 clusters on the page, nata -> open direct 3 ms 50%"
+else
+  fail "--grid --html in Chromium: $(cat "$work/page.err" "$work/page.json")"
 fi
 
 # Poisoned memory: a report counts only for a plan this broker issued, and one

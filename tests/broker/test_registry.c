@@ -333,6 +333,27 @@ static void test_lookup(void)
                strcmp(res.target.address, "203.0.113.21") == 0,
            "to an open site: %s", res.decision.reason);
 
+    /* A report's pair: both contacts, no plan; after the target left,
+       where it was (the lookup only says notfound). */
+    CHECKF(registry_pair(r, "nata", "job1", "s", 0, 2, &res, why, sizeof(why)) == REG_OK &&
+               res.found && strcmp(res.target.cluster, "open") == 0 &&
+               strcmp(res.from.cluster, "nata") == 0,
+           "pair 0->2: %s", why);
+    CHECKF(registry_pair(r, "nata", "job1", "x", 0, 2, &res, why, sizeof(why)) == REG_DENIED,
+           "pair with a wrong secret");
+    CHECKF(registry_withdraw(r, "open", NULL, "job1", "s", 2, why, sizeof(why)) == REG_OK,
+           "withdraw 2: %s", why);
+    CHECKF(registry_pair(r, "nata", "job1", "s", 0, 2, &res, why, sizeof(why)) == REG_OK &&
+               !res.found && res.target_gone && strcmp(res.target.cluster, "open") == 0 &&
+               strcmp(res.target.node, "open1") == 0,
+           "pair after the target left: gone from open/open1");
+    CHECKF(registry_lookup(r, "nata", "job1", "s", 0, 2, 0, TECH_NONE, &offer_all, NULL, &res, why,
+                           sizeof(why)) == REG_OK &&
+               !res.found && !res.target_gone,
+           "lookup after the target left: notfound");
+    CHECKF(publish(r, contact("job1", 2, "open", "open1", "203.0.113.21", 20002), "s") == REG_OK,
+           "2 again");
+
     CHECKF(registry_lookup(r, "open", "job1", "s", 2, 0, 0, TECH_NONE, &offer_all, NULL, &res, why,
                            sizeof(why)) == REG_OK,
            "2->0");

@@ -164,6 +164,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *secret, int fro
     return not_here(soap);
 }
 
+int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
+                 struct qcg__lookupsResponse *response)
+{
+    (void)version, (void)asks, (void)response;
+    return not_here(soap);
+}
+
 int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
                  struct qcg__reportsResponse *response)
 {

@@ -34,6 +34,17 @@
 # and is waited for until its daemon listens (a helper: until registered);
 # the copy of the certificates gets the owners §3's table gives.
 #
+# QCG_DOCTEST_LAB=1 (with QCG_DOCTEST_PLAIN=1; tests/lab/test-docs-plain.sh):
+# the same deployment on the lab's hosts instead of one scratch host, the
+# network of `qcg-lab up --no-services` as it is (no address is added): a
+# block runs in the namespace of the host its role names, the addresses of
+# the guide being the lab's own (lab_host below): the public host's broker
+# on `broker` (203.0.113.10), its proxy on `proxy` (203.0.113.20), the head
+# node on `nata-head` (198.18.1.10, behind the NAT of 203.0.113.66), the
+# compute node on `nata1` (198.18.1.11); "each-host" lines each on the host
+# of the daemon they name; the CA's (admin) blocks on the machine itself.
+# One file system (the private root) serves them all.
+#
 #   test-admin-guide.sh BUILD_DIR SRC_DIR [DOC...]   (docs/admin.md docs/user.md)
 #   exit 0 passed, 1 failed, 77 skipped (not root: no private namespace)
 
@@ -50,9 +61,13 @@ if (($# == 0)); then set -- "$src/docs/admin.md" "$src/docs/user.md"; fi
 if [[ -z ${QCG_DOCTEST_NS:-} ]]; then
 	if [[ $(id -u) -ne 0 ]]; then echo "not root: no private namespace, skipping"; exit 77; fi
 	command -v unshare >/dev/null || { echo "unshare missing: skipping"; exit 77; }
-	QCG_DOCTEST_NS=1 exec unshare --net --mount --propagation private bash "$0" "$build" "$src" "$@"
+	net=--net
+	if [[ -n ${QCG_DOCTEST_LAB:-} ]]; then net=; fi
+	QCG_DOCTEST_NS=1 exec unshare $net --mount --propagation private bash "$0" "$build" "$src" "$@"
 fi
 plain=${QCG_DOCTEST_PLAIN:-}
+lab=${QCG_DOCTEST_LAB:-}
+if [[ -n $lab && -z $plain ]]; then echo "QCG_DOCTEST_LAB goes with QCG_DOCTEST_PLAIN" >&2; exit 2; fi
 if [[ -n $plain ]]; then
 	command -v setpriv >/dev/null || { echo "setpriv missing: skipping"; exit 77; }
 fi
@@ -106,13 +121,39 @@ touch "$root/doctest/loaded"
 python3 "$here/doc_blocks.py" "$root/doctest/blocks" "$@"
 index=$root/doctest/blocks/index
 
-# The network: lo, and the documentation addresses the marked blocks name.
-ip link set lo up
+# The network: lo, and the documentation addresses the marked blocks name
+# (in the lab: its hosts have them).
 printf '127.0.0.1 localhost\n%s\n' "$doc_hosts" >"$root/hosts"
 mount --bind "$root/hosts" /etc/hosts
-for a in $(doc_addresses "$root/doctest/blocks"); do
-	ip addr add "$a/32" dev lo
-done
+if [[ -z $lab ]]; then
+	ip link set lo up
+	for a in $(doc_addresses "$root/doctest/blocks"); do
+		ip addr add "$a/32" dev lo
+	done
+fi
+
+# lab_host ROLE TEXT: the lab namespace a block of ROLE runs in ("" = this
+# machine; without the lab, always ""), by the daemon it names where the
+# role covers several hosts.
+lab_host() {
+	[[ -n $lab ]] || return 0
+	case $1 in
+	public-host | broker | each-host)
+		case $(grep -oE 'qcg-(broker|proxy|frontend|helper|cat)' <<<"$2" | tail -n 1) in
+		qcg-proxy) echo qcg-proxy ;;
+		qcg-frontend) echo qcg-nata-head ;;
+		qcg-helper | qcg-cat) echo qcg-nata1 ;;
+		*) echo qcg-broker ;;
+		esac
+		;;
+	head-node) echo qcg-nata-head ;;
+	compute-node | compute-nodes) echo qcg-nata1 ;;
+	esac
+}
+# in_host NS CMD...: CMD in that namespace (or here).
+in_host() {
+	if [[ -n $1 ]]; then ip netns exec "$1" "${@:2}"; else "${@:2}"; fi
+}
 
 # Without systemd: the user qcg the packages make (a private passwd and group
 # file when this host has none), and a root every user can walk through.
@@ -140,16 +181,34 @@ fi
 export PATH=$here/bin:$build/broker:$build/frontend:$build/helper:$build/proxy:$build/tools:$build/launch:$src/certs:$PATH
 export HOME=$root/home QCG_HELPER_SOCKET=$root/run/qcg/helper.sock
 
-# run_part FILE LOG: one part of a block, with -e (a failing line fails it).
-run_part() { (cd "$HOME" && bash -e -o pipefail "$1") </dev/null >"$2" 2>&1; }
+# run_part FILE LOG [NS]: one part of a block, with -e (a failing line fails
+# it); in the lab on host NS.
+run_part() { (cd "$HOME" && in_host "${3:-}" bash -e -o pipefail "$1") </dev/null >"$2" 2>&1; }
+
+# run_lines N TEXT LOG: an "each-host" block in the lab, each line on the
+# host of the daemon it names.
+run_lines() {
+	local n=$1 text=$2 log=$3 line k=0 rc=0
+	: >"$log"
+	while IFS= read -r line; do
+		[[ -n ${line// /} ]] || continue
+		k=$((k + 1))
+		printf '%s\n' "$line" >"$root/doctest/blocks/$n.line$k.sh"
+		run_part "$root/doctest/blocks/$n.line$k.sh" "$root/doctest/blocks/$n.line$k.log" \
+			"$(lab_host each-host "$line")" || rc=$?
+		cat "$root/doctest/blocks/$n.line$k.log" >>"$log"
+		((rc == 0)) || return "$rc"
+	done <"$text"
+}
 
 # run_block N WHERE ROLE PARTS: a run block; with PARTS, the parts that
 # start at "# node X" / "# on node X" run at the same time, the last in the
 # foreground, the others in the background (then waited for, 60 s at most).
 run_block() {
 	local n=$1 where=$2 role=$3 parts=$4 text=$root/doctest/blocks/$1.txt
-	local log=$root/doctest/blocks/$n.log p rc=0 bg=() i t0=$SECONDS
+	local log=$root/doctest/blocks/$n.log p rc=0 bg=() i t0=$SECONDS ns
 	doc_paths <"$text" >"$text.sh"
+	ns=$(lab_host "$role" "$(cat "$text")")
 	# A directory the block writes into that a Debian host has (/etc/sysctl.d).
 	for p in $(grep -oE "$root/[^ \"'<>;|)]+" "$text.sh" || true); do
 		p=$(dirname "$p")
@@ -171,18 +230,20 @@ run_block() {
 			k > 0 { print > (base k ".sh") }' "$text.sh"
 		local files=("$root/doctest/blocks/$n.part"*.sh)
 		for ((i = 0; i < ${#files[@]} - 1; i++)); do
-			run_part "${files[i]}" "${files[i]%.sh}.log" &
+			run_part "${files[i]}" "${files[i]%.sh}.log" "$ns" &
 			bg+=("$!")
 			echo "$!" >"$root/doctest/parts/$n.$i.pid"
 		done
-		run_part "${files[-1]}" "$log" || rc=$?
+		run_part "${files[-1]}" "$log" "$ns" || rc=$?
 		for p in "${bg[@]}"; do
 			for ((i = 0; i < 600; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 			kill "$p" 2>/dev/null && echo "(a background part did not end within 60 s)" >>"$log"
 			wait "$p" || { rc=$?; cat "$root/doctest/blocks/$n".part*.log >>"$log"; }
 		done
+	elif [[ -n $lab && $role == each-host ]]; then
+		run_lines "$n" "$text.sh" "$log" || rc=$?
 	else
-		run_part "$text.sh" "$log" || rc=$?
+		run_part "$text.sh" "$log" "$ns" || rc=$?
 	fi
 	if ((rc == 0)); then pass "$where run${role:+ ($role)}, $((SECONDS - t0)) s"
 	else fail "$where run${role:+ ($role)}: exit $rc after $((SECONDS - t0)) s" "$log"; fi
@@ -196,11 +257,12 @@ run_block() {
 	fi
 }
 
-# group_listens PGID: a process of the group has a listening TCP or Unix socket.
+# group_listens PGID [NS]: a process of the group has a listening TCP or Unix
+# socket (in the lab: in that host's namespace).
 group_listens() {
 	local p
 	for p in $(pgrep -g "$1"); do
-		ss -Hlntxp | grep -q "pid=$p," && return 0
+		in_host "${2:-}" ss -Hlntxp | grep -q "pid=$p," && return 0
 	done
 	return 1
 }
@@ -210,9 +272,10 @@ group_listens() {
 # would, the certificates copied first with §3's owners; waited for until
 # the daemon listens and, for a helper, is registered (30 s at most).
 run_daemon() {
-	local n=$1 where=$2 role=$3 text=$root/doctest/blocks/$1.txt name pid i t0=$SECONDS
+	local n=$1 where=$2 role=$3 text=$root/doctest/blocks/$1.txt name pid i t0=$SECONDS ns
 	doc_paths <"$text" >"$text.sh"
 	name=$(grep -oE 'qcg-(broker|proxy|frontend|helper)' "$text.sh" | tail -n 1)
+	ns=$(lab_host "$role" "$(cat "$text")")
 	doc_deploy
 	chgrp qcg "$root"/etc/qcg/*.pem
 	if [[ -f $root/etc/qcg/proxy.key ]]; then chown qcg "$root/etc/qcg/proxy.key"; fi
@@ -223,7 +286,7 @@ run_daemon() {
 		dir=$(awk '/^install -d/ { for (i = 3; i <= NF; i++) if ($i ~ /^\//) { print $i; exit } }' "$text.sh")
 		if [[ ! -e $dir ]]; then
 			grep -v '^install -d' "$text.sh" >"$text.nodir.sh"
-			(cd "$HOME" && timeout 20 bash -e -o pipefail "$text.nodir.sh") </dev/null >"$text.nodir.log" 2>&1 || rc=$?
+			(cd "$HOME" && in_host "$ns" timeout 20 bash -e -o pipefail "$text.nodir.sh") </dev/null >"$text.nodir.log" 2>&1 || rc=$?
 			# Its info lines aside (where it logs, ...), one line: the reason.
 			grep -v '^[-0-9T:.Z]* [a-z-]*\[[0-9]*\] info ' "$text.nodir.log" >"$text.nodir.why" || true
 			if ((rc != 0)) && [[ $(grep -c . "$text.nodir.why") == 1 ]] &&
@@ -235,14 +298,14 @@ run_daemon() {
 			fi
 		fi
 	fi
-	(cd "$HOME" && exec setsid bash -e -o pipefail "$text.sh") </dev/null >>"$root/doctest/units/$name.log" 2>&1 &
+	(cd "$HOME" && exec setsid ${ns:+ip netns exec "$ns"} bash -e -o pipefail "$text.sh") </dev/null >>"$root/doctest/units/$name.log" 2>&1 &
 	pid=$!
 	echo "$pid" >"$root/doctest/units/$name.pid"
 	tr '\n' ' ' <"$text.sh" >>"$root/doctest/loaded"
 	echo >>"$root/doctest/loaded"
 	for ((i = 0; i < 300; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
-		if group_listens "$pid"; then
+		if group_listens "$pid" "$ns"; then
 			[[ $name != qcg-helper ]] && break
 			qcg-helper --socket "$QCG_HELPER_SOCKET" --status --json 2>/dev/null |
 				grep -q '"upstream_connected":true' && break
@@ -258,7 +321,7 @@ run_daemon() {
 	elif ! grep -q " ${name#qcg-}\[[0-9]*\] info log_say_where: logging to stderr" "$root/doctest/units/$name.log"; then
 		fail "$where daemon $name: it does not say it logs to stderr" "$root/doctest/units/$name.log"
 	elif ((i < 300)) && kill -0 "$pid" 2>/dev/null; then
-		pass "$where daemon $name${role:+ ($role)} as qcg, logging to stderr, up in $((SECONDS - t0)) s"
+		pass "$where daemon $name${role:+ ($role)}${ns:+ on ${ns#qcg-}} as qcg, logging to stderr, up in $((SECONDS - t0)) s"
 	else
 		fail "$where daemon $name${role:+ ($role)}: $(kill -0 "$pid" 2>/dev/null && echo "not ready within 30 s" || echo exited)" \
 			"$root/doctest/units/$name.log"

@@ -10,6 +10,7 @@
  *   publish JOB SECRET RANK ADDRESS PORT
  *   withdraw JOB SECRET RANK [NODE]
  *   lookup JOB SECRET FROM_RANK TO_RANK [TRIED|- [ONLY]]
+ *   lookups [JOB SECRET FROM_RANK TO_RANK]...   (one call; answer.N=... per answer)
  *   poll EPOCH ACK WAIT_SECONDS
  *   reports [JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY|-]...   (one call)
  *   siteInfo
@@ -129,6 +130,35 @@ int main(int argc, char **argv)
                    s(r.plan.status), s(r.plan.technique), s(r.plan.cluster), s(r.plan.node),
                    s(r.plan.address), r.plan.port, s(r.plan.token), r.plan.cacheable,
                    s(r.plan.reason));
+    } else if (strcmp(op, "lookups") == 0) {
+        if (ac % 4 != 0)
+            need(0, 1, "lookups [JOB SECRET FROM_RANK TO_RANK]...");
+        int n = ac / 4;
+        struct qcg__lookupAsks list = {
+            .__sizeAsk = n, .ask = soap_malloc(soap, (size_t)(n + 1) * sizeof(*list.ask))};
+        for (int i = 0; i < n; i++) {
+            char **a = av + 4 * i;
+            list.ask[i] = (struct qcg__lookupAsk){
+                .job = a[0],
+                .verifier = soap_strdup(soap, verifier_arg(a[0], a[1], vbuf)),
+                .fromRank = to_int(a[2]),
+                .toRank = to_int(a[3])};
+        }
+        struct qcg__lookupsResponse r;
+        memset(&r, 0, sizeof(r));
+        rc = soap_call_qcg__lookups(soap, url, NULL, v, &list, &r);
+        if (rc == SOAP_OK) {
+            printf("ok\nanswers=%d\n", r.__sizeAnswer);
+            for (int i = 0; i < r.__sizeAnswer; i++) {
+                const struct qcg__lookupAnswer *a = &r.answer[i];
+                if (a->plan == NULL)
+                    printf("answer.%d=fault %s: %s\n", i, s(a->fault), s(a->faultText));
+                else
+                    printf("answer.%d=%s %s %s:%d cacheable=%d reason=%s\n", i, s(a->plan->status),
+                           s(a->plan->technique), s(a->plan->address), a->plan->port,
+                           a->plan->cacheable, s(a->plan->reason));
+            }
+        }
     } else if (strcmp(op, "report") == 0) {
         need(ac, 8, "report JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY");
         struct qcg__ackResponse r = {0};

@@ -106,6 +106,30 @@ call $H lookup job1 s3cret 7 1
 expect_fault denied "lookup from a rank not published here is denied" \
 	"rank 7 of job job1 is not published from cluster nata"
 
+# --- lookups in one call: each checked as a lookup is (membership, the
+# cache), what the cache lacks goes to the broker in one call
+f_cache=$(counter "$frontend_url" lookups_from_cache)
+b_lookups=$(counter "$broker_url" lookups)
+call $H lookups job1 s3cret 0 1 job1 job2secret 0 1 job1 s3cret 7 1 job1 s3cret 0 9
+if [[ $rc -eq 0 && $(field answers) == 4 ]] &&
+	[[ $(field answer.0) == "ok direct 198.18.1.1:5002 cacheable=1 reason=cached by frontend nata" ]] &&
+	[[ $(field answer.1) == "fault denied: "*secret* ]] &&
+	[[ $(field answer.2) == "fault denied: "*"rank 7 of job job1"* ]] &&
+	[[ $(field answer.3) == "notfound "* ]]; then
+	pass "lookups: the cached plan, two refusals apart, and the broker's notfound, in order"
+else
+	fail "lookups: $out"
+fi
+if [[ $(counter "$frontend_url" lookups_from_cache) -eq $((f_cache + 1)) &&
+	$(counter "$broker_url" lookups) -eq $((b_lookups + 1)) ]]; then
+	pass "lookups: one from the cache, one to the broker, the refused ones nowhere"
+else
+	fail "lookups: cache $f_cache -> $(counter "$frontend_url" lookups_from_cache)," \
+		"broker $b_lookups -> $(counter "$broker_url" lookups)"
+fi
+call $H lookups $(for i in $(seq 0 256); do printf 'job1 s3cret 0 1 '; done)
+expect_fault invalid "lookups: 257 in one call are refused"
+
 # --- reports in one call: each checked as a report is; what passes goes on
 # to the broker in the frontend's next batch
 b_ok=$(counter "$broker_url" reports_ok)
@@ -177,14 +201,15 @@ fi
 	fail "frontend holds 2 contacts"
 
 # --- --stats, as an admin would run it
+f_cache=$(counter "$frontend_url" lookups_from_cache)
 out=$("$QCG_FRONTEND" --stats --url "$frontend_url" --ca "$ca" --cert "$certs/$H.pem" 2>&1) || true
-if grep -qE '^lookups_from_cache +1$' <<<"$out" && grep -qE '^name +nata$' <<<"$out"; then
+if grep -qE "^lookups_from_cache +$f_cache\$" <<<"$out" && grep -qE '^name +nata$' <<<"$out"; then
 	pass "--stats prints aligned counters"
 else
 	fail "--stats prints aligned counters"
 fi
 out=$("$QCG_FRONTEND" --stats --json --url "$frontend_url" --ca "$ca" --cert "$certs/$H.pem" 2>&1) || true
-if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["role"]=="frontend" and d["lookups_from_cache"]==1 and d["upstream_connected"]==1' "$out" 2>/dev/null; then
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["role"]=="frontend" and d["lookups_from_cache"]==int(sys.argv[2]) and d["upstream_connected"]==1' "$out" "$f_cache" 2>/dev/null; then
 	pass "--stats --json prints one JSON object"
 else
 	fail "--stats --json prints one JSON object"

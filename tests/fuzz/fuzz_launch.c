@@ -55,23 +55,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < got; i++)
         fuzz_touch(words[i]);
     if (got >= 1) {
-        (void)is_orted(words[0]);
-        (void)mca_value_index(got, words, "orte_hnp_uri");
+        (void)runtime_of(words[0]);
+        (void)runtime_of_line(got, words);
+        (void)mca_value_index(&ompi_orte, got, words, "orte_hnp_uri");
+        (void)mca_value_index(&ompi_prrte, got, words, "prte_hnp_uri");
     }
     words_free(words);
 
+    static const struct ompi_runtime *const rts[] = {&ompi_orte, &ompi_prrte};
     for (int i = 0; i < n; i++) {
         char addrs[64], out[96], small[24];
         uint16_t port;
-        if (uri_tcp_endpoint(strs[i], addrs, sizeof(addrs), &port) == 0 &&
-            (port == 0 || memchr(addrs, '\0', sizeof(addrs)) == NULL))
-            abort();
-        if (uri_point_to_loopback(strs[i], 4242, out, sizeof(out)) == 0 &&
-            (memchr(out, '\0', sizeof(out)) == NULL ||
-             strstr(out, ";tcp://127.0.0.1:4242") == NULL))
-            abort();
-        if (uri_point_to_loopback(strs[i], 65535, small, sizeof(small)) == 0 &&
-            memchr(small, '\0', sizeof(small)) == NULL)
+        for (int r = 0; r < 2; r++) {
+            const struct ompi_runtime *rt = rts[r];
+            if (uri_tcp_endpoint(rt, strs[i], addrs, sizeof(addrs), &port) == 0 &&
+                (port == 0 || memchr(addrs, '\0', sizeof(addrs)) == NULL))
+                abort();
+            if (uri_point_to_loopback(rt, strs[i], 4242, out, sizeof(out)) == 0 &&
+                (memchr(out, '\0', sizeof(out)) == NULL ||
+                 strstr(out, ";tcp://127.0.0.1:4242") == NULL))
+                abort();
+            if (uri_point_to_loopback(rt, strs[i], 65535, small, sizeof(small)) == 0 &&
+                memchr(small, '\0', sizeof(small)) == NULL)
+                abort();
+        }
+        int pre = prrte_strip_preamble(strs[i], out, sizeof(out), why, sizeof(why));
+        if (pre < -1 || pre > 1 || (pre == 1 && memchr(out, '\0', sizeof(out)) == NULL))
             abort();
         free(strs[i]);
     }

@@ -459,6 +459,12 @@ static void soap(void)
     struct qcg__attempts list = {.__sizeAttempt = 2, .attempt = at};
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__reports(s, url, NULL, QCG_PROTOCOL_VERSION, &list), "reports", 1);
+    struct qcg__lookupAsk asks[2] = {
+        {.job = "job-42", .verifier = JOB_VERIFIER, .fromRank = 1, .toRank = 2},
+        {.job = "job-42", .verifier = JOB_VERIFIER, .fromRank = 1, .toRank = 3}};
+    struct qcg__lookupAsks alist = {.__sizeAsk = 2, .ask = asks};
+    s = soap_recorder();
+    soap_seed(s, soap_send_qcg__lookups(s, url, NULL, QCG_PROTOCOL_VERSION, &alist), "lookups", 1);
     s = soap_recorder();
     soap_seed(s,
               soap_send_qcg__traverse(s, url, NULL, QCG_PROTOCOL_VERSION, "0123abcd",

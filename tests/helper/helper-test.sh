@@ -327,23 +327,26 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 		bash -c "! grep -q 'report from frontend c1 refused' '$work/broker.log'"
 	check_sigterm
 
-	# Small bounds: far more LOOKUPs at once than they allow wait unread.
-	start_helper helper-bounds.log --max-requests 3 --max-requests-per-uid 5 --threads 2 \
-		--log-level debug
+	# Small bounds: far more LOOKUPs at once than they allow wait unread
+	# (first lookups go in batches, bounded by max-lookups-per-uid).
+	start_helper helper-bounds.log --max-requests 3 --max-requests-per-uid 5 \
+		--max-lookups-per-uid 5 --threads 2 --log-level debug
 	check "the helper registers again" wait_for "registration" 150 connected "$sock"
 	# The two connections' requests must overlap for a sixth to wait: the
 	# client keeps the frontend stopped until one does (the helper's log
 	# says so), as a loaded machine may serve one process's burst before the
 	# other has sent its own (1 run in 25 under ASan and load).
-	run_client "max-requests 3, max-requests-per-uid 5: 40 LOOKUPs on each of 2 connections" \
+	run_client "max-requests 3, max-lookups-per-uid 5: 40 LOOKUPs on each of 2 connections" \
 		pipeline "$sock" "$low" 40 "$(cat "$work/frontend.pid")" "$work/helper-bounds.log"
 	check "... the helper stopped reading a connection at max-requests" \
 		grep -q ' 3 requests in flight (max-requests): not reading' "$work/helper-bounds.log"
-	check "... and held requests back at max-requests-per-uid, never over it" bash -c \
+	check "... and held lookups back at max-lookups-per-uid, never over it" bash -c \
 		"grep -q 'LOOKUP waits: 5 requests of the uid upstream' '$work/helper-bounds.log' &&
 		! grep -qE 'waits: ([0-46-9]|[0-9]{2,}) requests of the uid' '$work/helper-bounds.log'"
 	check "... and refused none of them" \
 		bash -c "! grep -qE '; (refused|closing)\$' '$work/helper-bounds.log'"
+	check "... and sent the lookups that waited behind two calls together" \
+		grep -qE ' [2-9] lookups in one call' "$work/helper-bounds.log"
 	check_sigterm
 	;;
 reconnect)

@@ -63,9 +63,28 @@ mpirun_usage() {
 # helper is never starved; here up to 80 ranks share two cores with every
 # service, and at equal priority a helper's 5 s timer fired 1.3 s late,
 # failing techniques that work (issue 15's closing note).
+#
+# With QCG_LAB_ROOT (another Debian's root, e.g. Debian 13's), CMD runs in
+# that root: chroot in a mount namespace of its own (proc, dev, sys, a /tmp
+# and /run of its own, the lab's state directory at its own path); the
+# root itself is never written.  What the user runs is staged from
+# QCG_LAB_USER_BUILD, the tree built in that root.
 as_user() {
 	local node=$1
 	shift
+	if [ -n "${QCG_LAB_ROOT:-}" ]; then
+		exec ip netns exec "$(node_ns "$node")" unshare --uts --mount --propagation private /bin/sh -c '
+			r=$1 state=$2 node=$3
+			shift 3
+			hostname "$node" &&
+				mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" &&
+				mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm" && mount -t sysfs sysfs "$r/sys" &&
+				mount -t tmpfs -o mode=1777 tmpfs "$r/tmp" && mount -t tmpfs -o mode=755 tmpfs "$r/run" &&
+				mkdir -p "$r$state" && mount --bind "$state" "$r$state" &&
+				exec /usr/sbin/chroot "$r" "$@"' \
+			sh "$QCG_LAB_ROOT" "$STATE" "$node" nice -n 10 \
+			setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
+	fi
 	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
 		sh "$node" nice -n 10 setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
 }
@@ -82,18 +101,18 @@ stage() {
 }
 
 # What the lab's user runs, where it can reach it whatever the build directory's
-# permissions: $USER_DIR/bin, lib (libqcgconn, the BTL) and home.
+# permissions: $USER_DIR/bin, lib (libqcgconn, libqcgcolour, the BTL, coll_qcg) and home.
 stage_user_area() {
-	local f
+	local f from=${QCG_LAB_USER_BUILD:-$BUILD_DIR}
 	mkdir -p "$USER_DIR/bin" "$USER_DIR/lib" "$USER_DIR/home"
 	chmod 755 "$STATE" "$USER_DIR" "$USER_DIR/bin" "$USER_DIR/lib"
 	chown "$LAB_USER:$LAB_GROUP" "$USER_DIR/home"
 	chmod 700 "$USER_DIR/home"
 	for f in launch/qcg-agent launch/qcg-launch launch/qcg-mpirun; do
-		[ -x "$BUILD_DIR/$f" ] || die "not built: $BUILD_DIR/$f"
-		stage "$BUILD_DIR/$f" "$USER_DIR/bin"
+		[ -x "$from/$f" ] || die "not built: $from/$f"
+		stage "$from/$f" "$USER_DIR/bin"
 	done
-	for f in "$BUILD_DIR"/libqcgconn/libqcgconn.so*; do
+	for f in "$from"/libqcgconn/libqcgconn.so* "$from"/libqcgcolour/libqcgcolour.so*; do
 		if [ -L "$f" ]; then
 			local dst=$USER_DIR/lib/$(basename "$f")
 			[ "$(readlink "$dst" 2>/dev/null)" = "$(readlink "$f")" ] && continue
@@ -104,9 +123,12 @@ stage_user_area() {
 	done
 	# The BTL's help texts sit next to it (it adds its own directory to
 	# show_help's path).
-	[ ! -e "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" ] || stage "$BUILD_DIR/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
-	[ ! -e "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" ] ||
-		stage "$BUILD_DIR/btl_qcg/help-mpi-btl-qcg.txt" "$USER_DIR/lib"
+	[ ! -e "$from/btl_qcg/mca_btl_qcg.so" ] || stage "$from/btl_qcg/mca_btl_qcg.so" "$USER_DIR/lib"
+	[ ! -e "$from/btl_qcg/help-mpi-btl-qcg.txt" ] ||
+		stage "$from/btl_qcg/help-mpi-btl-qcg.txt" "$USER_DIR/lib"
+	# The site-aware collectives, as the packages install them: every job of
+	# several sites uses them (--mca coll ^qcg: Open MPI's own).
+	[ ! -e "$from/coll_qcg/mca_coll_qcg.so" ] || stage "$from/coll_qcg/mca_coll_qcg.so" "$USER_DIR/lib"
 }
 
 # user_env: the environment of the lab's user (after stage_user_area): its
@@ -182,14 +204,18 @@ mpirun_timed() {
 # The component path mpirun hands every daemon: the BTL's directory first.
 component_path() {
 	local ompi_dir
-	ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+	if [ -n "${QCG_LAB_ROOT:-}" ]; then
+		ompi_dir=$(chroot "$QCG_LAB_ROOT" ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+	else
+		ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+	fi
 	echo "$1${ompi_dir:+:$ompi_dir}"
 }
 
 # mpirun_agents PPN BTLS FROM "NODES" [MPIRUN OPTIONS...] -- PROGRAM [ARGS...]
 mpirun_agents() {
 	local ppn=$1 btls=$2 from=$3 node dir rc=0 np i prog pids=() left
-	local -a nodes opts=()
+	local -a nodes opts=() ompi_opts
 	read -ra nodes <<<"$4"
 	shift 4
 	while [ "$1" != -- ]; do opts+=("$1"); shift; done
@@ -197,8 +223,12 @@ mpirun_agents() {
 	stage_user_area
 	prog=$1
 	shift
-	# The program too, when the lab's user cannot reach it where it is.
-	if [ -f "$prog" ] && ! user_can_run "$prog"; then
+	# The program too, when the lab's user cannot reach it where it is (or
+	# the root it runs in cannot).
+	if [ -n "${QCG_LAB_ROOT:-}" ]; then
+		[ -e "$QCG_LAB_ROOT$prog" ] || stage "$prog" "$USER_DIR/bin"
+		[ -e "$QCG_LAB_ROOT$prog" ] || prog=$USER_DIR/bin/$(basename "$prog")
+	elif [ -f "$prog" ] && ! user_can_run "$prog"; then
 		stage "$prog" "$USER_DIR/bin"
 		prog=$USER_DIR/bin/$(basename "$prog")
 	fi
@@ -206,12 +236,19 @@ mpirun_agents() {
 	dir=$(mktemp -d "$STATE/mpirun.XXXXXX")
 	chmod 755 "$dir"
 	# One line per rank, mapped in order (rmaps seq): mpirun's own node would
-	# otherwise come first.
+	# otherwise come first.  Each with its site: the ranks' colours.
 	for node in "${nodes[@]}"; do
-		for ((i = 0; i < ppn; i++)); do echo "$node"; done
+		for ((i = 0; i < ppn; i++)); do echo "$node site=${NODE_SITE[$node]}"; done
 	done >"$dir/hosts"
 	chmod 644 "$dir/hosts"
 	np=$((${#nodes[@]} * ppn))
+	# Open MPI 5's mpirun would hand --mca mca_base_component_path to PMIx
+	# and PRRTE too (each warns about every file of the BTL's directory):
+	# there, the ranks get it from user_env's OMPI_MCA_ variable only.  It
+	# maps in host list order with --map-by seq (PRRTE takes no rmaps
+	# variable).
+	ompi_opts=(--mca mca_base_component_path "$(component_path "$USER_DIR/lib")" --mca rmaps seq)
+	[ -z "${QCG_LAB_ROOT:-}" ] || ompi_opts=(--map-by seq)
 	(
 		# A fresh job for each run: its id and secret stay in the environment.
 		eval "$("$USER_DIR/bin/qcg-mpirun" --new-job)"
@@ -237,9 +274,8 @@ mpirun_agents() {
 		t0=$(date +%s%3N)
 		QCG_HELPER_SOCKET=$(helper_socket "$from") \
 			mpirun_timed "$t0" as_user "$from" qcg-mpirun --host-list "$dir/hosts" -np "$np" \
-			--mca rmaps seq --bind-to none --mca mpi_yield_when_idle 1 \
-			--mca mca_base_component_path "$(component_path "$USER_DIR/lib")" \
-			"${opts[@]}" "$prog" "$@"
+			--bind-to none --mca mpi_yield_when_idle 1 \
+			"${ompi_opts[@]}" "${opts[@]}" "$prog" "$@"
 	) || rc=$?
 	# Agents end with their launch.  One that got none (mpirun's own node,
 	# whose ranks mpirun starts itself, or a node mpirun never reached) would
@@ -287,6 +323,10 @@ mpirun_netns() {
 	EOF
 	chmod 755 "$dir/agent"
 	np=$((${#nodes[@]} * ppn))
+	# The colours qcg-mpirun and the agents would give (launch/README.md).
+	QCG_COLOURS_NODE=$(printf '%s\n' "${nodes[@]}" | LC_ALL=C sort -u | paste -sd, -)
+	QCG_COLOURS_SITE=$(for node in "${nodes[@]}"; do echo "${NODE_SITE[$node]}"; done | LC_ALL=C sort -u | paste -sd, -)
+	export QCG_COLOURS_NODE QCG_COLOURS_SITE
 	say "mpirun (netns launcher): $np ranks on ${nodes[*]} ($ppn per node), btl $btls" >&2
 	QCG_JOB=lab-netns-$$ QCG_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n') \
 		OMPI_MCA_mca_base_component_path=$cpath \
@@ -296,6 +336,7 @@ mpirun_netns() {
 		--mca oob_tcp_if_include "$MPI_IF" --mca btl_tcp_if_include "$MPI_IF" \
 		--mca pml ob1 --mca btl "$btls" --mca mpi_yield_when_idle 1 \
 		--mca mca_base_component_path "$cpath" -x QCG_JOB -x QCG_JOB_SECRET \
+		-x QCG_COLOURS_NODE -x QCG_COLOURS_SITE \
 		"${opts[@]}" "$@" || rc=$?
 	rm -rf "$dir"
 	return "$rc"
@@ -303,7 +344,8 @@ mpirun_netns() {
 
 # _agent HOST CMD...: what the netns launcher's mpirun runs to start an orted on
 # HOST (a compute node's address): CMD in that node's namespace, with its own
-# host name, its helper's socket and its name in QCG_LAB_NODE.
+# host name, its helper's socket, its name in QCG_LAB_NODE and its colours
+# (as an agent sets them).
 cmd_agent() {
 	local host=${1:-} node="" n
 	[ $# -ge 2 ] || die "usage: $PROG _agent HOST CMD..."
@@ -313,6 +355,6 @@ cmd_agent() {
 	done
 	[ -n "$node" ] || die "_agent: $host is the address of no compute node"
 	QCG_HELPER_SOCKET=$(helper_socket "$node")
-	export QCG_HELPER_SOCKET QCG_LAB_NODE=$node
+	export QCG_HELPER_SOCKET QCG_LAB_NODE=$node QCG_COLOUR_NODE=$node QCG_COLOUR_SITE=${NODE_SITE[$node]}
 	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c "hostname $node && $*"
 }

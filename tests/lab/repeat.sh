@@ -6,6 +6,7 @@
 # Not run by ctest.  Needs root and a build, like the lab tests.
 #
 #   tests/lab/repeat.sh ROUNDS test-declarations.sh test-probe.sh
+#   tests/lab/repeat.sh 3 ../trixie/test-trixie-lab.sh   (paths from tests/lab)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=${1:?usage: repeat.sh ROUNDS TEST-SCRIPT...}
@@ -18,8 +19,8 @@ for ((i = 1; i <= rounds; i++)); do
 	bash "$here/test-down.sh" >"$out/down.log" 2>&1 || true
 	bash "$here/test-up.sh" >"$out/up.log" 2>&1 || { echo "round $i: lab-up failed: $out/up.log"; exit 1; }
 	for t in "$@"; do
-		if ! bash "$here/$t" >"$out/$t.log" 2>&1; then
-			echo "round $i: $t failed: its output in $out/$t.log, the services' logs in ${QCG_LAB_DIR:-/run/qcg-lab}/log (the lab is up: tests/lab/qcg-lab down when done)"
+		if ! bash "$here/$t" >"$out/${t##*/}.log" 2>&1; then
+			echo "round $i: $t failed: its output in $out/${t##*/}.log, the services' logs in ${QCG_LAB_DIR:-/run/qcg-lab}/log (the lab is up: tests/lab/qcg-lab down when done)"
 			exit 1
 		fi
 	done

@@ -16,7 +16,8 @@
 # Ports 18600-18699 belong to this test: broker 18601, frontend 18602, the
 # helper's listening range 18650-18699.  Each part has a job of its own
 # ($base-TAG) and agents of its own (log agent-TAG-NODE.log): a. what the
-# agent refuses; b. a job on two agents, the ranks' output and environment;
+# agent refuses; b. a job on two agents, the ranks' output, environment and
+# colours;
 # c. a rank fails; d. a node without an agent; e. a wrong secret; f. a wrong
 # job; g. a command other than orted; h. MPI_Abort, SIGINT to qcg-mpirun,
 # SIGKILL to mpirun: nothing of the job may be left after any.  Every wait is
@@ -47,7 +48,12 @@ port_b=18601 port_f=18602 low=18650 high=18699
 need_built "$qcg_agent" "$qcg_launch" "$qcg_mpirun" "$helper" "$frontend" "$broker" "$certs" \
 	"$progs/qcg-mpi-pairs" "$progs/qcg-mpi-abort"
 [[ -e $btl ]] || { echo "$btl not built: skipping"; exit 77; }
-need_commands mpirun orted ompi_info ss ps
+need_commands mpirun ompi_info ss ps
+# Open MPI 5 (PRRTE) starts prted where 4.1 (ORTE) starts orted; the test is
+# the same (the agents' log lines name the daemon).
+daemon=orted
+[[ $(mpirun --version 2>/dev/null) != *"(Open MPI) 5."* ]] || daemon=prted
+need_commands "$daemon"
 
 ompi_dir=$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
 component_path=$build/btl_qcg${ompi_dir:+:$ompi_dir}
@@ -64,7 +70,7 @@ if [[ $(id -u) -eq 0 ]]; then root_opt=(--allow-root); fi
 # The orteds the agents of part TAG (all parts without one) started, from their logs.
 orted_pids() {
 	cat "$work"/agent-"${1:-*}"-*.log 2>/dev/null |
-		sed -n 's/.*: orted pid \([0-9][0-9]*\), runtime through.*/\1/p' | sort -u
+		sed -n 's/.*: [op]rted pid \([0-9][0-9]*\), runtime through.*/\1/p' | sort -u
 }
 
 # session_procs SID...: the live processes (zombies aside) in those sessions,
@@ -109,13 +115,18 @@ forget() { unset "launch_pids[$1]"; }
 # each writes the hwloc topology and PMIx's store; written by both at once,
 # orted crashes.
 agent() {
-	local tag=$1 node=$2 log unset=()
+	local tag=$1 node=$2 log unset=() own_host=()
 	shift 2
+	# PRRTE names a node by its daemon's host name, not by the host list's:
+	# each agent gets a host name of its own, as each real node has (root).
+	if [[ $daemon == prted ]]; then
+		own_host=(unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$node")
+	fi
 	log=$work/agent-$tag-$node.log
 	mkdir -p "$work/tmp-$node"
 	[[ -z ${no_env_secret:-} ]] || unset=(-u QCG_JOB_SECRET)
-	env "${unset[@]}" TMPDIR="$work/tmp-$node" QCG_TEST_NODE="$node" "$qcg_agent" --node "$node" \
-		"${root_opt[@]}" "$@" >>"$log" 2>&1 &
+	env "${unset[@]}" TMPDIR="$work/tmp-$node" QCG_TEST_NODE="$node" "${own_host[@]}" \
+		"$qcg_agent" --node "$node" "${root_opt[@]}" "$@" >>"$log" 2>&1 &
 	agent_pid[$node]=$!
 	launch_pids[$!]=1
 	wait_for "the agent of $node ($tag)" 100 grep -q "ready: agent of job $QCG_JOB for node $node" "$log"
@@ -296,6 +307,34 @@ if [[ $rc -eq 0 ]] && grep -qx "env of rank 0: QCG_JOB=$QCG_JOB QCG_TEST_NODE=a1
 else echo "(exit $rc)" >>"$out"; fail "each rank has its agent's environment: QCG_JOB of the job, QCG_TEST_NODE of its node"; fi
 agents_exit b2 100 "the last launch ended" a1 a2 || fail "after the job of part b2 both agents exit 0"
 
+# --- b3: the ranks' colours (libqcgcolour) -------------------------------------------------
+# Each rank's site is its agent's cluster as the grid declared it (c1), its node
+# the agent's node; the job's lists come from the host list's site= through
+# qcg-mpirun.  A host list whose site= is not the grid's leaves the ranks
+# without an integer, saying why, rather than giving a wrong one.
+part b3
+printf 'a1 slots=1 site=c1\na2 site=c1 slots=1\n' >"$work/hosts-sites"
+agents b3 a1 a2
+mpirun_job 60 "$work/hosts-sites" -np 2 "$progs/qcg-mpi-colours" --expect-sites 1
+if [[ $rc -eq 0 ]] && grep -q "^PASS colours: 2 ranks, 1 sites, 2 nodes, 0 errors" "$out" &&
+	grep -qx "colour 0 c1 a1" "$out" && grep -qx "colour 1 c1 a2" "$out"; then
+	pass "each rank's colours: site c1 (the grid's), node a1/a2 (its agent's), 1 site, 2 nodes"
+else echo "(exit $rc)" >>"$out"; fail "each rank's colours: site c1 (the grid's), node a1/a2 (its agent's)"; fi
+agents_exit b3 100 "the last launch ended" a1 a2 || fail "after the job of part b3 both agents exit 0"
+part b4
+printf 'a1 site=elsewhere\na2 site=elsewhere\n' >"$work/hosts-wrong-site"
+agents b4 a1 a2
+mpirun_job 60 "$work/hosts-wrong-site" -np 2 "$progs/qcg-mpi-colours"
+if [[ $rc -ne 0 ]] && grep -q "^colour site: the colour is not among the job's" "$out"; then
+	pass "a host list naming another site than the grid's: the ranks get no integer and say why"
+else echo "(exit $rc)" >>"$out"; fail "a host list naming another site than the grid's: the ranks say why"; fi
+agents_exit b4 100 "the last launch ended" a1 a2 || fail "after the job of part b4 both agents exit 0"
+printf 'a1 site=c1\na2\n' >"$work/hosts-half"
+mpirun_job 10 "$work/hosts-half" -np 2 "$progs/qcg-mpi-colours"
+if [[ $rc -eq 2 ]] && grep -qx "qcg-mpirun: $work/hosts-half: site=NAME on 1 of 2 lines: give every node's site, or none" "$out"; then
+	pass "site= on some lines only: qcg-mpirun refuses (exit 2, one line)"
+else echo "(exit $rc)" >>"$out"; fail "site= on some lines only: qcg-mpirun refuses (exit 2, one line)"; fi
+
 # --- c: a rank fails ------------------------------------------------------------------------
 part c
 agents c a1 a2
@@ -329,7 +368,7 @@ agents e a1 a2
 QCG_JOB_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') mpirun_job 60 "$work/hosts" -np 2 hostname
 if [[ $rc -ne 0 && $rc -ne 124 && $rc -ne 137 ]] && ((elapsed < 15000)) &&
 	grep -qE "^qcg-launch: a[12]: .*wrong secret for job $QCG_JOB\.a\.a[12]" "$out"; then
-	pass "a wrong secret: qcg-mpirun fails in $elapsed ms: $(grep -m1 -oE "^qcg-launch: a[12]: [^:]*" "$out")"
+	pass "a wrong secret: qcg-mpirun fails in $elapsed ms: $(grep -a -m1 -oE "^qcg-launch: a[12]: [^:]*" "$out")"
 else echo "(exit $rc after $elapsed ms)" >>"$out"; fail "a wrong secret: qcg-mpirun fails naming the node and the wrong secret"; fi
 if kill -0 "${agent_pid[a1]}" && kill -0 "${agent_pid[a2]}" && ! grep -q "connection from rank" "$work"/agent-e-*.log; then
 	pass "a wrong secret reaches no agent: both still wait for a launch"
@@ -362,15 +401,15 @@ for node in a1 a2; do
 	rc=0
 	timeout -k 5 30 "$qcg_launch" --timeout 10 "$node" /bin/id -mca orte_hnp_uri '"1.0;tcp://127.0.0.1:9"' \
 		>"$out" 2>&1 || rc=$?
-	if [[ $rc -ne 255 ]] || ! grep -q "^qcg-launch: $node: the agent refused the launch: only orted can be launched, not '/bin/id'$" "$out" ||
-		! grep -q "refused: only orted can be launched, not '/bin/id'" "$work/agent-g-$node.log"; then
+	if [[ $rc -ne 255 ]] || ! grep -q "^qcg-launch: $node: the agent refused the launch: only orted or prted can be launched, not '/bin/id'$" "$out" ||
+		! grep -q "refused: only orted or prted can be launched, not '/bin/id'" "$work/agent-g-$node.log"; then
 		echo "($node: exit $rc)" >>"$out"
 		ok=1
 	fi
 done
 if ((ok == 0)); then
-	pass "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted can be launched'; the agent logs it"
-else fail "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted can be launched'"; fi
+	pass "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted or prted can be launched'; the agent logs it"
+else fail "qcg-launch A /bin/id ...: exit 255, 'the agent refused the launch: only orted or prted can be launched'"; fi
 rc=0
 timeout -k 5 30 "$qcg_launch" a1 orted -mca orte_hnp_uri '"1.0;tcp://127.0.0.1:9"' ';' id >"$out" 2>&1 || rc=$?
 if [[ $rc -eq 255 ]] && grep -q "^qcg-launch: a1: cannot run the command without a shell: argument 5: ';' would need a shell" "$out"; then
@@ -428,9 +467,10 @@ interrupted() {
 		if running "$qcg_launch"; then launchers=yes; fi
 		target=$qpid
 		if [[ $whom == mpirun ]]; then
-			# qcg-mpirun's child, or grandchild when setsid had to fork.
-			target=$(pgrep -P "$qpid" -x mpirun ||
-				for c in $(pgrep -P "$qpid"); do pgrep -P "$c" -x mpirun; done || true)
+			# qcg-mpirun's child, or grandchild when setsid had to fork
+			# (Open MPI 5's mpirun is prterun once started).
+			target=$(pgrep -P "$qpid" -x 'mpirun|prterun' ||
+				for c in $(pgrep -P "$qpid"); do pgrep -P "$c" -x 'mpirun|prterun'; done || true)
 		fi
 		t0=$(ms)
 		kill -"$sig" "${target:-$qpid}"

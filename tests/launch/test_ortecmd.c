@@ -219,14 +219,14 @@ static void test_orted_line(void)
     int n = split(NELEM(in), in);
     CHECK(words_are(n, want, NELEM(want)));
     if (n == NELEM(want)) {
-        CHECK(is_orted(words[0]));
-        CHECK(mca_value_index(n, words, "orte_hnp_uri") == 18);
-        CHECK(mca_value_index(n, words, "plm_rsh_agent") == 21);
-        CHECK(mca_value_index(n, words, "pmix") == 27);
-        CHECK(mca_value_index(n, words, "orte_parent_uri") == -1);
+        CHECK(runtime_of(words[0]) == &ompi_orte);
+        CHECK(mca_value_index(&ompi_orte, n, words, "orte_hnp_uri") == 18);
+        CHECK(mca_value_index(&ompi_orte, n, words, "plm_rsh_agent") == 21);
+        CHECK(mca_value_index(&ompi_orte, n, words, "pmix") == 27);
+        CHECK(mca_value_index(&ompi_orte, n, words, "orte_parent_uri") == -1);
         char addrs[64];
         uint16_t port = 0;
-        CHECK(uri_tcp_endpoint(words[18], addrs, sizeof(addrs), &port) == 0);
+        CHECK(uri_tcp_endpoint(&ompi_orte, words[18], addrs, sizeof(addrs), &port) == 0);
         CHECK_STR(addrs, "127.0.0.1");
         CHECK(port == 43981);
     }
@@ -258,44 +258,49 @@ static void test_mca(void)
                     NULL};
     int argc = NELEM(argv) - 1;
 
-    CHECK(mca_value_index(argc, argv, "ess") == 3); /* the first */
-    CHECK(mca_value_index(argc, argv, "orte_hnp_uri") == 6);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "ess") == 3); /* the first */
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "orte_hnp_uri") == 6);
     /* a name with no value after it, at the last position */
-    CHECK(mca_value_index(argc, argv, "last") == -1);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "last") == -1);
     /* a value is not a name; names need -mca or --mca before them */
-    CHECK(mca_value_index(argc, argv, "env") == -1);
-    CHECK(mca_value_index(argc, argv, "-mca") == -1);
-    CHECK(mca_value_index(argc, argv, "orted") == -1);
-    CHECK(mca_value_index(argc, argv, "") == -1);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "env") == -1);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "-mca") == -1);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "orted") == -1);
+    CHECK(mca_value_index(&ompi_orte, argc, argv, "") == -1);
     /* only the first argc count */
-    CHECK(mca_value_index(6, argv, "orte_hnp_uri") == -1);
-    CHECK(mca_value_index(7, argv, "orte_hnp_uri") == 6);
-    CHECK(mca_value_index(0, argv, "ess") == -1);
+    CHECK(mca_value_index(&ompi_orte, 6, argv, "orte_hnp_uri") == -1);
+    CHECK(mca_value_index(&ompi_orte, 7, argv, "orte_hnp_uri") == 6);
+    CHECK(mca_value_index(&ompi_orte, 0, argv, "ess") == -1);
 
     char *other[] = {(char *)"orted", (char *)"-gmca", (char *)"a",    (char *)"1", (char *)"-MCA",
                      (char *)"b",     (char *)"2",     (char *)"mca",  (char *)"c", (char *)"3",
                      (char *)"-mca",  (char *)"-mca",  (char *)"-mca", NULL};
-    CHECK(mca_value_index(NELEM(other) - 1, other, "a") == -1);
-    CHECK(mca_value_index(NELEM(other) - 1, other, "b") == -1);
-    CHECK(mca_value_index(NELEM(other) - 1, other, "c") == -1);
-    CHECK(mca_value_index(NELEM(other) - 1, other, "-mca") == 12);
+    CHECK(mca_value_index(&ompi_orte, NELEM(other) - 1, other, "a") == -1);
+    CHECK(mca_value_index(&ompi_orte, NELEM(other) - 1, other, "b") == -1);
+    CHECK(mca_value_index(&ompi_orte, NELEM(other) - 1, other, "c") == -1);
+    CHECK(mca_value_index(&ompi_orte, NELEM(other) - 1, other, "-mca") == 12);
 }
 
-static void test_is_orted(void)
+static void test_runtime_of(void)
 {
-    CHECK(is_orted("orted") == 1);
-    CHECK(is_orted("/usr/bin/orted") == 1);
-    CHECK(is_orted("./orted") == 1);
-    CHECK(is_orted("/opt/openmpi-4.1.5/bin//orted") == 1);
-    CHECK(is_orted("orted2") == 0);
-    CHECK(is_orted("xorted") == 0);
-    CHECK(is_orted("/usr/bin/xorted") == 0);
-    CHECK(is_orted("/bin/sh") == 0);
-    CHECK(is_orted("orted/") == 0);
-    CHECK(is_orted("/orted/sh") == 0);
-    CHECK(is_orted("/") == 0);
-    CHECK(is_orted("") == 0);
-    CHECK(is_orted("ORTED") == 0);
+    CHECK(runtime_of("orted") == &ompi_orte);
+    CHECK(runtime_of("/usr/bin/orted") == &ompi_orte);
+    CHECK(runtime_of("./orted") == &ompi_orte);
+    CHECK(runtime_of("/opt/openmpi-4.1.5/bin//orted") == &ompi_orte);
+    CHECK(runtime_of("orted2") == NULL);
+    CHECK(runtime_of("xorted") == NULL);
+    CHECK(runtime_of("/usr/bin/xorted") == NULL);
+    CHECK(runtime_of("/bin/sh") == NULL);
+    CHECK(runtime_of("orted/") == NULL);
+    CHECK(runtime_of("/orted/sh") == NULL);
+    CHECK(runtime_of("/") == NULL);
+    CHECK(runtime_of("") == NULL);
+    CHECK(runtime_of("ORTED") == NULL);
+    CHECK(runtime_of("prted") == &ompi_prrte);
+    CHECK(runtime_of("/usr/bin/prted") == &ompi_prrte);
+    CHECK(runtime_of("prterun") == NULL);
+    CHECK(runtime_of("/usr/bin/prte") == NULL);
+    CHECK(runtime_of("xprted") == NULL);
 }
 
 static void test_uri(void)
@@ -305,7 +310,7 @@ static void test_uri(void)
 
 #define ENDPOINT(uri)                                                                              \
     (port = 0, memset(addrs, 'Z', sizeof(addrs)),                                                  \
-     uri_tcp_endpoint(uri, addrs, sizeof(addrs), &port))
+     uri_tcp_endpoint(&ompi_orte, uri, addrs, sizeof(addrs), &port))
     CHECK(ENDPOINT("1146028032.0;tcp://198.18.1.11:43981") == 0);
     CHECK_STR(addrs, "198.18.1.11");
     CHECK(port == 43981);
@@ -340,33 +345,216 @@ static void test_uri(void)
     CHECK(ENDPOINT("1.0;tcp://10.0.0.1:-1") == -1);
     CHECK(ENDPOINT("1.0;tcp://10.0.0.1:-18446744073709551615") == -1);
     /* the address list must fit with its NUL */
-    CHECK(uri_tcp_endpoint("1.0;tcp://10.0.0.1:5", addrs, 8, &port) == -1);
-    CHECK(uri_tcp_endpoint("1.0;tcp://10.0.0.1:5", addrs, 9, &port) == 0);
+    CHECK(uri_tcp_endpoint(&ompi_orte, "1.0;tcp://10.0.0.1:5", addrs, 8, &port) == -1);
+    CHECK(uri_tcp_endpoint(&ompi_orte, "1.0;tcp://10.0.0.1:5", addrs, 9, &port) == 0);
     CHECK_STR(addrs, "10.0.0.1");
 #undef ENDPOINT
 
     static const char uri[] = "1146028032.0;tcp://198.18.1.11,10.1.2.3:43981;tcp6://[::1]:43982";
-    CHECK(uri_point_to_loopback(uri, 5000, out, sizeof(out)) == 0);
+    CHECK(uri_point_to_loopback(&ompi_orte, uri, 5000, out, sizeof(out)) == 0);
     CHECK_STR(out, "1146028032.0;tcp://127.0.0.1:5000");
-    CHECK(uri_point_to_loopback("7.1;tcp6://[::1]:1;tcp://h:2", 65535, out, sizeof(out)) == 0);
+    CHECK(uri_point_to_loopback(&ompi_orte, "7.1;tcp6://[::1]:1;tcp://h:2", 65535, out,
+                                sizeof(out)) == 0);
     CHECK_STR(out, "7.1;tcp://127.0.0.1:65535");
     /* not runtime URIs: no process name, no tcp endpoint, not a URI at all */
-    CHECK(uri_point_to_loopback(";tcp://10.0.0.1:5", 5000, out, sizeof(out)) == -1);
-    CHECK(uri_point_to_loopback("1.0;tcp6://[::1]:5", 5000, out, sizeof(out)) == -1);
-    CHECK(uri_point_to_loopback("1.0;tcp://10.0.0.1", 5000, out, sizeof(out)) == -1);
-    CHECK(uri_point_to_loopback("tcp://10.0.0.1:5", 5000, out, sizeof(out)) == -1);
-    CHECK(uri_point_to_loopback("hello", 5000, out, sizeof(out)) == -1);
-    CHECK(uri_point_to_loopback("", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, ";tcp://10.0.0.1:5", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, "1.0;tcp6://[::1]:5", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, "1.0;tcp://10.0.0.1", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, "tcp://10.0.0.1:5", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, "hello", 5000, out, sizeof(out)) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, "", 5000, out, sizeof(out)) == -1);
     /* room for exactly the result with its NUL, and one byte less */
     size_t need = strlen("1146028032.0;tcp://127.0.0.1:5000") + 1;
     char *exact = malloc(need);
-    CHECK(uri_point_to_loopback(uri, 5000, exact, need) == 0);
+    CHECK(uri_point_to_loopback(&ompi_orte, uri, 5000, exact, need) == 0);
     CHECK_STR(exact, "1146028032.0;tcp://127.0.0.1:5000");
-    CHECK(uri_point_to_loopback(uri, 5000, exact, need - 1) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, uri, 5000, exact, need - 1) == -1);
     CHECK(strnlen(exact, need - 1) < need - 1); /* cut, terminated */
-    CHECK(uri_point_to_loopback(uri, 5000, exact, 1) == -1);
+    CHECK(uri_point_to_loopback(&ompi_orte, uri, 5000, exact, 1) == -1);
     CHECK_STR(exact, "");
     free(exact);
+}
+
+/* What Open MPI 5.0.7's mpirun (PRRTE 3.0.8, Debian 13) gives its ssh
+   launch agent for a node, as captured there: for a user whose login shell
+   is bash, and for one whose shell is sh (".profile" read in a subshell). */
+static const char *const prrte_tail[] = {
+    "--leave-session-attached",
+    "--prtemca",
+    "ess",
+    "\"env\"",
+    "--prtemca",
+    "ess_base_nspace",
+    "\"prterun-vm-25@0\"",
+    "--prtemca",
+    "ess_base_vpid",
+    "1",
+    "--prtemca",
+    "ess_base_num_procs",
+    "\"3\"",
+    "--prtemca",
+    "prte_hnp_uri",
+    "\"prterun-vm-25@0.0;tcp://198.51.100.7,203.0.113.9:51947:24,24\"",
+    "--prtemca",
+    "plm_ssh_agent",
+    "\"/usr/bin/qcg-launch\"",
+    "--prtemca",
+    "plm_ssh_no_tree_spawn",
+    "\"1\"",
+    "--prtemca",
+    "rml_base_radix",
+    "\"1000\"",
+    "--prtemca",
+    "plm",
+    "\"ssh\"",
+};
+#define PRRTE_ENV                                                                                  \
+    "PRTE_PREFIX=/usr;export PRTE_PREFIX;LD_LIBRARY_PATH=/usr/lib:/usr/lib/x86_64-linux-gnu/"      \
+    "pmix2/lib:$LD_LIBRARY_PATH;export LD_LIBRARY_PATH;DYLD_LIBRARY_PATH=/usr/lib:/usr/lib/"       \
+    "x86_64-linux-gnu/pmix2/lib:$DYLD_LIBRARY_PATH;export DYLD_LIBRARY_PATH;/usr/bin/prted"
+
+/* The launch agent's arguments joined (as qcg-launch joins them), with
+   before/after around the tail. */
+static void prrte_line(char *out, size_t len, const char *before, const char *after)
+{
+    snprintf(out, len, "%s", before);
+    for (int i = 0; i < NELEM(prrte_tail); i++) {
+        strncat(out, " ", len - strlen(out) - 1);
+        strncat(out, prrte_tail[i], len - strlen(out) - 1);
+    }
+    strncat(out, after, len - strlen(out) - 1);
+}
+
+static void check_prrte_words(const char *bare)
+{
+    int n = split1(bare);
+    CHECK(n == NELEM(prrte_tail) + 1);
+    if (n != NELEM(prrte_tail) + 1) {
+        words_free(words);
+        return;
+    }
+    CHECK_STR(words[0], "/usr/bin/prted");
+    CHECK(runtime_of(words[0]) == &ompi_prrte);
+    CHECK(runtime_of_line(n, words) == &ompi_prrte);
+    int u = mca_value_index(&ompi_prrte, n, words, "prte_hnp_uri");
+    CHECK(u == 16);
+    CHECK(mca_value_index(&ompi_orte, n, words, "prte_hnp_uri") == -1);
+    CHECK(mca_value_index(&ompi_prrte, n, words, "prte_parent_uri") == -1);
+    CHECK(mca_value_index(&ompi_prrte, n, words, "rml_base_radix") == 25);
+    if (u > 0) {
+        char addrs[64], out[128];
+        uint16_t port = 0;
+        CHECK_STR(words[u], "prterun-vm-25@0.0;tcp://198.51.100.7,203.0.113.9:51947:24,24");
+        CHECK(uri_tcp_endpoint(&ompi_prrte, words[u], addrs, sizeof(addrs), &port) == 0);
+        CHECK_STR(addrs, "198.51.100.7,203.0.113.9");
+        CHECK(port == 51947);
+        CHECK(uri_point_to_loopback(&ompi_prrte, words[u], 40001, out, sizeof(out)) == 0);
+        CHECK_STR(out, "prterun-vm-25@0.0;tcp://127.0.0.1:40001:8");
+    }
+    words_free(words);
+}
+
+static void test_prrte_line(void)
+{
+    char line[2048], bare[2048], want[2048], w[160];
+
+    /* bash: the settings, then the daemon's own words */
+    prrte_line(line, sizeof(line), PRRTE_ENV, "");
+    prrte_line(want, sizeof(want), "/usr/bin/prted", "");
+    CHECK(prrte_strip_preamble(line, bare, sizeof(bare), w, sizeof(w)) == 1);
+    CHECK_STR(bare, want);
+    check_prrte_words(bare);
+    /* sh: the same in ( test ! -r ./.profile || . ./.profile; ... ) */
+    prrte_line(line, sizeof(line), "( test ! -r ./.profile || . ./.profile; " PRRTE_ENV, " )");
+    CHECK(prrte_strip_preamble(line, bare, sizeof(bare), w, sizeof(w)) == 1);
+    CHECK_STR(bare, want);
+    /* without a shell, these would not be words at all */
+    CHECK(split1(line) == -1);
+    /* ORTE's line and a bare one have no preamble */
+    CHECK(prrte_strip_preamble(want, bare, sizeof(bare), w, sizeof(w)) == 0);
+    CHECK(prrte_strip_preamble("orted -mca ess env", bare, sizeof(bare), w, sizeof(w)) == 0);
+    CHECK(prrte_strip_preamble("", bare, sizeof(bare), w, sizeof(w)) == 0);
+
+    /* Anything else around the daemon is refused, not run: another
+       variable, a command substitution, another variable's value, a missing
+       export, an unclosed subshell, more commands after it. */
+    static const char *const bad[] = {
+        "PATH=/tmp;export PATH;/usr/bin/prted",
+        "LD_PRELOAD=/tmp/x.so;export LD_PRELOAD;/usr/bin/prted",
+        "PRTE_PREFIX=$(id);export PRTE_PREFIX;/usr/bin/prted",
+        "PRTE_PREFIX=`id`;export PRTE_PREFIX;/usr/bin/prted",
+        "PRTE_PREFIX=/usr $HOME;export PRTE_PREFIX;/usr/bin/prted",
+        "LD_LIBRARY_PATH=$HOME;export LD_LIBRARY_PATH;/usr/bin/prted",
+        "PRTE_PREFIX=/usr;export PMIX_PREFIX;/usr/bin/prted",
+        "PRTE_PREFIX=/usr;/usr/bin/prted",
+        "PRTE_PREFIX=/usr",
+        "PRTE_PREFIX=/usr;export PRTE_PREFIX",
+        "( test ! -r ./.profile || . ./.profile; PRTE_PREFIX=/usr;export "
+        "PRTE_PREFIX;/usr/bin/prted",
+        "( test ! -r ./.profile || . ./.profile; /usr/bin/prted )x",
+    };
+    for (int i = 0; i < NELEM(bad); i++) {
+        int rc = prrte_strip_preamble(bad[i], bare, sizeof(bare), w, sizeof(w));
+        if (rc == 1) /* stripped: then what is left must still be refused */
+            rc = split1(bare) < 0 || runtime_of(bare) == NULL ? -1 : 1;
+        if (rc != -1 && rc != 0)
+            fprintf(stderr, "  accepted: %s\n", bad[i]);
+        CHECK(rc == -1 || (rc == 0 && split1(bad[i]) == -1));
+    }
+    /* The command with its NUL must fit */
+    prrte_line(line, sizeof(line), PRRTE_ENV, "");
+    size_t need = strlen(want) + 1;
+    CHECK(prrte_strip_preamble(line, bare, need, w, sizeof(w)) == 1);
+    CHECK(prrte_strip_preamble(line, bare, need - 1, w, sizeof(w)) == -1);
+}
+
+static void test_prrte_uri(void)
+{
+    char addrs[64], out[128];
+    uint16_t port;
+
+#define ENDPOINT5(uri)                                                                             \
+    (port = 0, memset(addrs, 'Z', sizeof(addrs)),                                                  \
+     uri_tcp_endpoint(&ompi_prrte, uri, addrs, sizeof(addrs), &port))
+    CHECK(ENDPOINT5("prterun-n-1@0.0;tcp://198.18.1.11:43981:24") == 0);
+    CHECK_STR(addrs, "198.18.1.11");
+    CHECK(port == 43981);
+    /* ports and masks as lists: the first port */
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11,198.51.100.2:43981,43982:24,16") == 0);
+    CHECK_STR(addrs, "198.18.1.11,198.51.100.2");
+    CHECK(port == 43981);
+    CHECK(ENDPOINT5("p@0.0;tcp6://[::1]:5:128;tcp://10.0.0.1:7:8") == 0);
+    CHECK(port == 7);
+    /* ORTE's form has no masks; bad ports and masks */
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:43981") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:0:24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:65536:24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11::24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:5:") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:5:24,") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:5,:24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:5:129") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:5:x") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://198.18.1.11:+5:24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://:5:24") == -1);
+    CHECK(ENDPOINT5("p@0.0;tcp://5:24") == -1);
+    CHECK(ENDPOINT5("tcp://198.18.1.11:5:24") == -1);
+#undef ENDPOINT5
+    /* ORTE reads a PRRTE contact's port as the mask: the runtime matters */
+    CHECK(uri_tcp_endpoint(&ompi_orte, "p@0.0;tcp://10.0.0.1:5:24", addrs, sizeof(addrs), &port) ==
+              0 &&
+          port == 24);
+
+    CHECK(uri_point_to_loopback(&ompi_prrte,
+                                "prterun-n-1@0.0;tcp://198.18.1.11,10.1.2.3:43981:24,8", 5000, out,
+                                sizeof(out)) == 0);
+    CHECK_STR(out, "prterun-n-1@0.0;tcp://127.0.0.1:5000:8");
+    CHECK(uri_point_to_loopback(&ompi_prrte, "p@0.0;tcp://10.0.0.1:5", 5000, out, sizeof(out)) ==
+          -1);
+    size_t need = strlen("p@0.0;tcp://127.0.0.1:5000:8") + 1;
+    CHECK(uri_point_to_loopback(&ompi_prrte, "p@0.0;tcp://10.0.0.1:5:8", 5000, out, need) == 0);
+    CHECK(uri_point_to_loopback(&ompi_prrte, "p@0.0;tcp://10.0.0.1:5:8", 5000, out, need - 1) ==
+          -1);
 }
 
 static void test_jobid(void)
@@ -582,7 +770,7 @@ static int mutate_uri(const char *sample, int *verdicts)
     int bad = 0;
 
     memset(addrs, 'Z', addrlen);
-    int rc = uri_tcp_endpoint(uri, addrs, addrlen, &port);
+    int rc = uri_tcp_endpoint(&ompi_orte, uri, addrs, addrlen, &port);
     if (rc == 0) {
         verdicts[0]++;
         char ep[80];
@@ -594,14 +782,15 @@ static int mutate_uri(const char *sample, int *verdicts)
     }
 
     memset(out, 'Z', outlen);
-    rc = uri_point_to_loopback(uri, lport, out, outlen);
+    rc = uri_point_to_loopback(&ompi_orte, uri, lport, out, outlen);
     const char *semi = strchr(uri, ';');
     if (rc == 0) {
         verdicts[1]++;
         snprintf(want, sizeof(want), "%.*s;tcp://127.0.0.1:%u", semi ? (int)(semi - uri) : 0, uri,
                  lport);
         if (strnlen(out, outlen) == outlen || semi == NULL || semi == uri ||
-            strcmp(out, want) != 0 || uri_tcp_endpoint(uri, big, sizeof(big), &port) != 0)
+            strcmp(out, want) != 0 ||
+            uri_tcp_endpoint(&ompi_orte, uri, big, sizeof(big), &port) != 0)
             bad++;
     } else if (rc == -1) {
         /* untouched, or written and cut: terminated either way */
@@ -675,8 +864,10 @@ int main(void)
     test_words();
     test_orted_line();
     test_mca();
-    test_is_orted();
+    test_runtime_of();
     test_uri();
+    test_prrte_line();
+    test_prrte_uri();
     test_jobid();
     test_mutations();
     return check_result("launch-ortecmd");

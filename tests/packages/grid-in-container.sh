@@ -35,6 +35,9 @@ for pc in broker:broker broker:proxy frontend:frontend helper:helper; do
 done
 [ -f /usr/lib/x86_64-linux-gnu/pkgconfig/qcgconn.pc ] && [ -f /usr/include/qcgconn.h ] ||
 	fail "libqcgconn-dev: no qcgconn.pc or qcgconn.h"
+[ -f /usr/lib/x86_64-linux-gnu/pkgconfig/qcgcolour.pc ] && [ -f /usr/include/qcgcolour.h ] &&
+	[ -e /usr/lib/x86_64-linux-gnu/libqcgcolour.so.0 ] ||
+	fail "libqcgcolour0, libqcgcolour-dev: no libqcgcolour.so.0, qcgcolour.pc or qcgcolour.h"
 for f in /usr/sbin/qcg-* /usr/bin/qcg-cat /usr/bin/qcg-probe /usr/bin/qcg-agent /usr/bin/qcg-launch "$btl"; do
 	[ -e "$f" ] || fail "$f not installed"
 	! ldd "$f" | grep 'not found' || fail "$f: a library not found"
@@ -48,6 +51,8 @@ done
 # Open MPI finds the component with no setting at all.
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ompi_info 2>&1 | grep -q 'MCA btl: qcg' ||
 	fail "ompi_info (no environment) does not list btl qcg"
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root ompi_info 2>&1 | grep -q 'MCA coll: qcg' ||
+	fail "ompi_info (no environment) does not list coll qcg"
 # What a daemon needs without systemd (no systemd-tmpfiles here): the
 # broker's state directory and the helper's socket directory, the qcg
 # user's (issue 36), and the tmpfiles.d file that makes them at boot.

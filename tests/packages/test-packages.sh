@@ -35,7 +35,8 @@ if [ -z "$debs" ]; then
 	say "packages built in $((SECONDS - t0)) s: $(cd "$debs" && echo *.deb)"
 fi
 want=(qcg-connect-common qcg-connect-broker qcg-connect-frontend qcg-connect-helper
-	libqcgconn0 libqcgconn-dev openmpi-btl-qcg qcg-connect-tools)
+	libqcgconn0 libqcgconn-dev libqcgcolour0 libqcgcolour-dev openmpi-btl-qcg openmpi-coll-qcg
+	qcg-connect-tools)
 for p in "${want[@]}"; do
 	compgen -G "$debs/${p}_*.deb" >/dev/null || fail "no $p package in $debs"
 done

@@ -1,0 +1,93 @@
+/* coll-latency: the time of one collective, as the slowest rank sees it.
+   For each case (barrier; bcast and allreduce of 8 B and 1 MiB; allgather
+   of 1 KiB from each rank), after two
+   warm-up calls: BLOCKS blocks of ITERS calls, each block timed between two
+   barriers on every rank, the block's time the maximum over the ranks; one
+   line per case with the median and the spread (min, max) of the blocks'
+   per-call times in microseconds:
+     case barrier median_us 20512.3 min_us ... max_us ...
+   Run under mpirun (bench/coll.sh compares coll_qcg with Open MPI's own).
+
+     coll-latency [ITERS [BLOCKS]]   (default 10 5) */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { BARRIER, BCAST, ALLREDUCE, ALLGATHER };
+
+static void one(enum kind k, char *a, char *b, int bytes)
+{
+    switch (k) {
+    case BARRIER:
+        MPI_Barrier(MPI_COMM_WORLD);
+        break;
+    case BCAST:
+        MPI_Bcast(a, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        break;
+    case ALLREDUCE:
+        MPI_Allreduce(a, b, bytes / 8, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case ALLGATHER: /* bytes from each rank: b holds 1 MiB, enough for 1024 ranks */
+        MPI_Allgather(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    }
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv)
+{
+    const struct {
+        const char *name;
+        enum kind kind;
+        int bytes;
+    } cases[] = {{"barrier", BARRIER, 0},
+                 {"bcast-8B", BCAST, 8},
+                 {"bcast-1MiB", BCAST, 1 << 20},
+                 {"allreduce-8B", ALLREDUCE, 8},
+                 {"allreduce-1MiB", ALLREDUCE, 1 << 20},
+                 {"allgather-1KiB", ALLGATHER, 1024}};
+    int iters = argc > 1 ? atoi(argv[1]) : 10, blocks = argc > 2 ? atoi(argv[2]) : 5, rank;
+    char *a = calloc(1, 1 << 20), *b = calloc(1, 1 << 20);
+    double *t = calloc((size_t)(blocks > 0 ? blocks : 1), sizeof(double));
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (iters < 1 || blocks < 1 || a == NULL || b == NULL || t == NULL) {
+        if (rank == 0)
+            fprintf(stderr, "usage: coll-latency [ITERS [BLOCKS]] (both >= 1)\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (int w = 0; w < 2; w++)
+            one(cases[c].kind, a, b, cases[c].bytes);
+        for (int k = 0; k < blocks; k++) {
+            double t0, mine, slowest;
+
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            for (int i = 0; i < iters; i++)
+                one(cases[c].kind, a, b, cases[c].bytes);
+            mine = (MPI_Wtime() - t0) / iters;
+            MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            t[k] = slowest * 1e6;
+        }
+        if (rank == 0) {
+            qsort(t, (size_t)blocks, sizeof(double), cmp_double);
+            printf("case %s median_us %.1f min_us %.1f max_us %.1f\n", cases[c].name, t[blocks / 2],
+                   t[0], t[blocks - 1]);
+            fflush(stdout);
+        }
+    }
+    free(a);
+    free(b);
+    free(t);
+    MPI_Finalize();
+    return 0;
+}

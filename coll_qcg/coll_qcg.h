@@ -1,0 +1,99 @@
+/* coll_qcg: Open MPI collectives that cross the WAN between sites as few
+   times as possible (README.md).  A communicator's module learns its sites
+   at the first collective (the site integers of libqcgcolour, gathered once)
+   and then runs each operation in three steps: inside each site, among one
+   leader per site, inside each site again.  What it does not implement, and
+   every operation on a communicator of one site, goes to the module Open
+   MPI had chosen before it (saved at enable). */
+#ifndef COLL_QCG_H
+#define COLL_QCG_H
+
+#include "ompi_config.h"
+
+#include "mpi.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/coll.h"
+
+BEGIN_C_DECLS
+
+struct coll_qcg_component {
+    mca_coll_base_component_2_0_0_t super;
+    int priority;
+    int verbose;
+    int flat_max; /* bytes up to which the leaders' step is one flat exchange (flat.c) */
+};
+extern struct coll_qcg_component mca_coll_qcg_component;
+
+/* Set while this thread makes the component's own sub-communicators: they
+   get no module of their own (they would make sub-communicators at their
+   first collective too).  Per thread: another thread's communicator made
+   meanwhile is not affected. */
+extern __thread int coll_qcg_making_subcomms;
+
+enum coll_qcg_state {
+    QCG_COLL_UNKNOWN,  /* the sites are not known yet: the first collective finds them */
+    QCG_COLL_FINDING,  /* finding them (collectives meanwhile go to the previous module) */
+    QCG_COLL_ONE_SITE, /* every rank in one site (or a rank without colours): pass through */
+    QCG_COLL_SITES,    /* the hierarchy is ready */
+};
+
+/* The previous module's function for one collective. */
+#define QCG_PREV(name)                                                                             \
+    mca_coll_base_module_##name##_fn_t name;                                                       \
+    mca_coll_base_module_t *name##_module
+
+struct coll_qcg_module {
+    mca_coll_base_module_t super;
+    enum coll_qcg_state state;
+    ompi_communicator_t *local;   /* the ranks of this rank's site, in comm's order */
+    ompi_communicator_t *leaders; /* the lowest rank of each site (NULL elsewhere) */
+    int sites;
+    int *site_of;    /* comm rank -> its site's rank in leaders (site order: first rank) */
+    int *local_rank; /* comm rank -> its rank in its site's local communicator */
+    int *site_start; /* site -> ranks in the sites before it (sites + 1 entries) */
+    struct {
+        QCG_PREV(allgather);
+        QCG_PREV(allreduce);
+        QCG_PREV(barrier);
+        QCG_PREV(bcast);
+        QCG_PREV(reduce);
+    } prev;
+};
+typedef struct coll_qcg_module coll_qcg_module_t;
+OBJ_CLASS_DECLARATION(coll_qcg_module_t);
+
+mca_coll_base_module_t *coll_qcg_comm_query(ompi_communicator_t *comm, int *priority);
+/* QCG_COLL_SITES or QCG_COLL_ONE_SITE once the sites are known (a
+   collective over comm the first time). */
+enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *comm);
+
+/* The leaders' step, one WAN latency (flat.c): for messages of up to
+   flat_max bytes (coll_qcg_flat). */
+int coll_qcg_flat(int count, ompi_datatype_t *dtype);
+int coll_qcg_flat_barrier(ompi_communicator_t *leaders);
+int coll_qcg_flat_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
+                        ompi_communicator_t *leaders);
+int coll_qcg_flat_allreduce(void *buf, int count, ompi_datatype_t *dtype, struct ompi_op_t *op,
+                            ompi_communicator_t *leaders);
+int coll_qcg_flat_reduce(void *buf, int count, ompi_datatype_t *dtype, struct ompi_op_t *op,
+                         int root, ompi_communicator_t *leaders);
+int coll_qcg_flat_allgatherv(void *all, const int *counts, const int *displs,
+                             ompi_datatype_t *dtype, ompi_communicator_t *leaders);
+
+int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
+                       int rcount, ompi_datatype_t *rdtype, ompi_communicator_t *comm,
+                       mca_coll_base_module_t *module);
+int coll_qcg_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int coll_qcg_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
+                   ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int coll_qcg_reduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dtype,
+                    struct ompi_op_t *op, int root, ompi_communicator_t *comm,
+                    mca_coll_base_module_t *module);
+int coll_qcg_allreduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dtype,
+                       struct ompi_op_t *op, ompi_communicator_t *comm,
+                       mca_coll_base_module_t *module);
+
+END_C_DECLS
+
+#endif
