@@ -31,7 +31,7 @@ done
 P=qcg-hj-$$-
 KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 RUN=$$
-N=5
+N=${PUNCH_REJECT_N:-5} # punches per pair
 work=$(mktemp -d /tmp/punch-reject-ns.XXXXXX)
 made=() broker_pid='' fails=0
 
