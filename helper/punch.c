@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -403,6 +404,22 @@ static int low_conn_state(struct punch *p, int *err)
 
 static void conn_over(struct punch *p, int err);
 
+/* The time-exceeded of the opener's SYN also lands in the socket's error
+   queue, and keeps POLLERR up until read: the process that gets the socket
+   must not find it there. */
+static void drain_errqueue(int fd)
+{
+    char data[64], ctl[512];
+
+    for (int i = 0; i < 16; i++) {
+        struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+        if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            return;
+    }
+}
+
 static void on_low_check(uv_timer_t *t)
 {
     struct punch *p = t->data;
@@ -431,6 +448,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
         p->expired++;
         log_debug("punch from port %u to %s:%u: our SYN expired on the way (TTL %d)",
                   (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, p->ttl);
+        drain_errqueue(w->fd);
         uv_poll_stop(&w->poll);
         uv_timer_start(&p->retry, on_low_check, PUNCH_LOW_CHECK_MS, PUNCH_LOW_CHECK_MS);
         return;
@@ -444,6 +462,8 @@ static void conn_over(struct punch *p, int err)
 {
     struct watch *w = p->conn;
 
+    if (p->conn_low)
+        drain_errqueue(w->fd);
     if (err == 0) {
         int fd = w->fd;
         watch_close(&p->conn, 1);
