@@ -72,8 +72,9 @@ show_pair() {
 	XFER_RANK=$((XFER_RANK + 2))
 	BG_NAME=$from-$to-l run_bg "$to" qcg-cat --job "$JOB" --rank "$r" --json --timeout 40 listen
 	wait_published "$BG_PID" "$WORK/$from-$to-l.err" '"event":"listening"' "rank $r on $to"
-	if "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank $((r + 1)) --json --timeout 12 \
-		connect "$r" <"$WORK/in" >/dev/null 2>"$WORK/$from-$to.cerr"; then
+	# timeout: a connection that stalls after its handshake must not stall the test.
+	if timeout -k 5 40 "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank $((r + 1)) --json \
+		--timeout 12 connect "$r" <"$WORK/in" >/dev/null 2>"$WORK/$from-$to.cerr"; then
 		res=$(json_event "$WORK/$from-$to.cerr" sent)
 		res="$(echo "$res" | json_field technique) $(($(echo "$res" | json_field setup_us) / 1000)) ms"
 	else
