@@ -55,7 +55,6 @@ struct punch {
     /* The TTL-limited first SYN (punch_hops.h): ttl 0 = the plain variant. */
     struct punch_hops *hops; /* measuring */
     int ttl;
-    unsigned resyn_ms; /* the connector's wait for an answer to its SYN */
     bool opener, conn_low;
     unsigned expired; /* first SYNs that expired on the way, as meant */
     char variant[80];
@@ -289,16 +288,14 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_retry(uv_timer_t *t);
 
-static void on_silence(uv_timer_t *t);
-
 /* With the TTL-limited variant the two sides take roles (start_peer): the
    opener's tries send their SYN with the low TTL (it is built inside
    connect()) and put the normal TTL back at once, so that a simultaneous
    open's SYN/ACK, should the peer's SYN meet this socket, goes all the way;
-   the connector's tries are plain, and one that gets no answer is given up
-   for a new one after resyn_ms (a SYN that a dropping firewall ate before
-   the opener's state was there would otherwise wait for the kernel's 1 s
-   retransmission). */
+   the connector's tries are plain.  Each keeps its socket until answered:
+   should the connector's SYN be lost (a dropping firewall before the
+   opener's state, a node that drops bare SYNs itself), the kernels'
+   retransmissions (1 s, normal TTL) still meet in a simultaneous open. */
 static void try_connect(struct punch *p)
 {
     int err = 0, normal = -1;
@@ -326,8 +323,6 @@ static void try_connect(struct punch *p)
         return;
     }
     p->conn_low = low;
-    if (p->ttl > 0 && !p->opener)
-        uv_timer_start(&p->retry, on_silence, p->resyn_ms, 0);
 }
 
 /* A refused connect (the peer's socket was not there yet, our SYN met its
@@ -358,17 +353,6 @@ static void connect_or_retry(struct punch *p)
 static void on_retry(uv_timer_t *t)
 {
     connect_or_retry(t->data);
-}
-
-static void on_silence(uv_timer_t *t)
-{
-    struct punch *p = t->data;
-
-    if (p->conn == NULL)
-        return;
-    snprintf(p->last_err, sizeof(p->last_err), "no answer within %u ms", p->resyn_ms);
-    watch_close(&p->conn, 0);
-    after_refusal(p);
 }
 
 /* The opener's TTL-limited SYN expired on the way, as meant: our router's
@@ -591,8 +575,7 @@ static void variant_set(struct punch *p, int hops, unsigned rtt_ms, const char *
 {
     p->ttl = hops >= 0 ? punch_ttl_for_hops(hops) : 0;
     if (p->ttl > 0) {
-        unsigned w = 4 * rtt_ms + PUNCH_RESYN_MIN_MS;
-        p->resyn_ms = w > PUNCH_RESYN_MAX_MS ? PUNCH_RESYN_MAX_MS : w;
+        (void)rtt_ms;
         snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (%d hops to the reflector)",
                  p->ttl, hops);
     } else if (hops >= 0) {
@@ -873,7 +856,6 @@ static void choose_variant(struct punch *p, const struct sockaddr_in *refl)
         snprintf(p->variant, sizeof(p->variant), "plain (punch-ttl = off)");
     } else if (p->prm.first_ttl > 0) {
         p->ttl = p->prm.first_ttl;
-        p->resyn_ms = PUNCH_RESYN_MAX_MS;
         snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (configured)", p->ttl);
     } else if (punch_hops_cached(p->loop, refl, &hops, &rtt) == 0) {
         variant_set(p, hops, rtt, NULL);

@@ -29,7 +29,7 @@
  * firewall) and keeps the socket in SYN_SENT; the connector sends a plain
  * SYN PUNCH_CONNECTOR_DELAY_MS later, which passes the opener's state and
  * meets that socket: a simultaneous open.  Refusals are retried as above;
- * the connector also gives up a SYN unanswered after resyn_ms for a new one.
+ * an unanswered SYN is left to the kernel's retransmission (normal TTL).
  *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
@@ -54,12 +54,9 @@
 #define PUNCH_RETRY_MS 100
 #define PUNCH_BIND_TRIES 16
 /* The TTL-limited variant (punch_hops.h): how long the connector waits
-   before its first SYN, and for an answer to each (four round trips to the
-   reflector plus the minimum, at most the maximum), and how long a punch
-   whose peer is known waits for its hop count. */
+   before its first SYN, and how long a punch whose peer is known waits for
+   its hop count. */
 #define PUNCH_CONNECTOR_DELAY_MS 10
-#define PUNCH_RESYN_MIN_MS 200
-#define PUNCH_RESYN_MAX_MS 1000
 #define PUNCH_HOPS_WAIT_MS 1000
 #define PUNCH_LOW_CHECK_MS 2 /* the opener's socket after its SYN expired */
 

@@ -15,7 +15,9 @@
 # resetting site, and from the dropping and the resetting site to the ICMP
 # one; every one connects and carries 64 KiB each way intact (sha256).  With
 # the plain punch (every SYN with the normal TTL) most of the punches with
-# the ICMP site fail (1 of 10 and 0 of 10 in a run here).
+# the ICMP site fail (1 of 10 and 0 of 10 in a run here).  Last, the opener's
+# node itself drops bare inbound SYNs: the punch takes the kernel's 1 s
+# retransmission, but connects.
 #
 #   punch-reject-ns.sh PUNCH-DRIVER     exit 0 ok, 1 failures, 77 skipped (not root)
 set -u
@@ -154,6 +156,11 @@ pair drop-reset ha 198.18.10.2 40000 hr 198.18.11.2 41000
 pair reset-drop hr 198.18.11.2 41100 ha 198.18.10.2 40100
 pair drop-icmp ha 198.18.10.2 40200 hu 198.18.12.2 42000
 pair reset-icmp hr 198.18.11.2 41200 hu 198.18.12.2 42100
+# The opener's own node drops bare inbound SYNs (as lab-fallback's open1 does):
+# the connector's SYN never gets in; the opener's retransmitted SYN (normal
+# TTL, 1 s later) must still meet the connector's socket, kept waiting.
+in_ns ha iptables -I INPUT -p tcp --syn --dport 40300:40349 -j DROP
+pair node-drops-syns ha 198.18.10.2 40300 hr 198.18.11.2 41300
 [ $fails -eq 0 ] && echo "helper-punch-reject-ns: all checks passed" && exit 0
 echo "helper-punch-reject-ns: $fails check(s) failed"
 exit 1
