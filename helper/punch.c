@@ -853,10 +853,11 @@ static void choose_variant(struct punch *p, const struct sockaddr_in *refl)
 
     if (p->prm.first_ttl < 0) {
         p->ttl = 0;
-        snprintf(p->variant, sizeof(p->variant), "plain (punch-ttl = off)");
+        snprintf(p->variant, sizeof(p->variant), "plain (asked for by the caller)");
     } else if (p->prm.first_ttl > 0) {
         p->ttl = p->prm.first_ttl;
-        snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (configured)", p->ttl);
+        snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (given by the caller)",
+                 p->ttl);
     } else if (punch_hops_cached(p->loop, refl, &hops, &rtt) == 0) {
         variant_set(p, hops, rtt, NULL);
     } else {
