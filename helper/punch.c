@@ -9,18 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "punch_auth.h"
+#include "punch_hops.h"
 #include "sock_error.h"
 
 #define ANSWER_MAX 512
 #define LINE_MAX_LEN 256 /* the reflector's line limit, with the '\n' */
 #define ACCEPTS_PER_EVENT 4
 
-enum step { S_REFLECTOR, S_ANSWER, S_PEER };
+enum step { S_REFLECTOR, S_ANSWER, S_HOPS, S_PEER };
 
 /* One socket on the loop.  Freed in its close callback, which also closes the
    descriptor unless it was handed over (fd -1). */
@@ -36,7 +39,7 @@ struct punch {
     punch_fn cb;
     void *arg;
     enum step step;
-    bool over; /* the callback was called, or the punch cancelled */
+    bool over;   /* the callback was called, or the punch cancelled */
     int handles; /* open libuv handles; the last close frees */
     uv_timer_t deadline, retry;
     struct watch *refl, *listener, *conn;
@@ -47,8 +50,14 @@ struct punch {
     char ans[ANSWER_MAX];
     size_t got;
     struct sockaddr_in peer;
-    unsigned tries;
+    unsigned tries, refused;
     char last_err[64];
+    /* The TTL-limited first SYN (punch_hops.h): ttl 0 = the plain variant. */
+    struct punch_hops *hops; /* measuring */
+    int ttl;
+    bool opener, conn_low;
+    unsigned expired; /* first SYNs that expired on the way, as meant */
+    char variant[80];
     struct punch_result res;
     unsigned char answer_key[PUNCH_AUTH_KEY_LEN]; /* the PEER answer's (punch_auth.h) */
 };
@@ -127,6 +136,8 @@ static void reflector_abort(struct punch *p)
 static void teardown(struct punch *p)
 {
     p->over = true;
+    punch_hops_cancel(p->hops);
+    p->hops = NULL;
     port_mark(p->port, false);
     reflector_abort(p);
     watch_close(&p->listener, 0);
@@ -158,8 +169,8 @@ static void fail(struct punch *p, const char *fmt, ...)
     p->res.fd = -1;
     p->res.setup_ms = elapsed(p);
     /* The caller logs it, with the job and ranks, or hands it to the process. */
-    log_debug("punch from port %u failed after %u ms: %s", (unsigned)p->port, p->res.setup_ms,
-              p->res.why);
+    log_debug("punch from port %u failed after %u ms (%s): %s", (unsigned)p->port, p->res.setup_ms,
+              p->variant, p->res.why);
     struct punch_result res = p->res;
     punch_fn cb = p->cb;
     void *arg = p->arg;
@@ -173,9 +184,13 @@ static void succeed(struct punch *p, int fd, const char *how)
     p->res.status = 0;
     p->res.fd = fd;
     p->res.setup_ms = elapsed(p);
-    log_info("punch from port %u to %s:%u connected (%s) in %u ms, %u connect tries",
-             (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, how,
-             p->res.setup_ms, p->tries);
+    log_info("punch from port %u to %s:%u connected (%s) in %u ms, %u connect tries, %u refused, "
+             "%u expired; %s%s",
+             (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, how, p->res.setup_ms,
+             p->tries, p->refused, p->expired, p->variant,
+             p->ttl == 0 ? ""
+             : p->opener ? ", opener"
+                         : ", connector");
     struct punch_result res = p->res;
     punch_fn cb = p->cb;
     void *arg = p->arg;
@@ -186,8 +201,8 @@ static void succeed(struct punch *p, int fd, const char *how)
 /* A TCP socket bound to our address and port, sharing it with the others. */
 static int bound_socket(struct punch *p, int *err)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = p->prm.local,
-                             .sin_port = htons(p->port)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_addr = p->prm.local, .sin_port = htons(p->port)};
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -240,8 +255,8 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
            sampled. */
         unsigned off = span <= PUNCH_BIND_TRIES ? (start + i) % span : (start + i * 40503u) % span;
         uint16_t port = (uint16_t)(p->prm.port_low + off);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = p->prm.local,
-                                 .sin_port = htons(port)};
+        struct sockaddr_in sa = {
+            .sin_family = AF_INET, .sin_addr = p->prm.local, .sin_port = htons(port)};
         if (port_busy(port))
             continue;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -263,8 +278,8 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
             return -1;
         }
     }
-    snprintf(why, whylen, "no free port in %u-%u after %u tries", p->prm.port_low,
-             p->prm.port_high, tries);
+    snprintf(why, whylen, "no free port in %u-%u after %u tries", p->prm.port_low, p->prm.port_high,
+             tries);
     return -1;
 }
 
@@ -273,37 +288,58 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_retry(uv_timer_t *t);
 
+/* With the TTL-limited variant the two sides take roles (start_peer): the
+   opener's tries send their SYN with the low TTL (it is built inside
+   connect()) and put the normal TTL back at once, so that a simultaneous
+   open's SYN/ACK, should the peer's SYN meet this socket, goes all the way;
+   the connector's tries are plain.  Each keeps its socket until answered:
+   should the connector's SYN be lost (a dropping firewall before the
+   opener's state, a node that drops bare SYNs itself), the kernels'
+   retransmissions (1 s, normal TTL) still meet in a simultaneous open. */
 static void try_connect(struct punch *p)
 {
-    int err = 0;
+    int err = 0, normal = -1;
     int fd = bound_socket(p, &err);
+    bool low = p->opener;
 
     p->tries++;
+    p->conn_low = false;
     if (fd < 0) {
         snprintf(p->last_err, sizeof(p->last_err), "bind: %s", strerror(err));
         return;
     }
+    if (low && setsockopt(fd, IPPROTO_IP, IP_TTL, &p->ttl, sizeof(p->ttl)) < 0)
+        low = false;
     if (connect(fd, (struct sockaddr *)&p->peer, sizeof(p->peer)) < 0 && errno != EINPROGRESS) {
         snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(errno));
         close(fd);
         return;
     }
+    if (low)
+        setsockopt(fd, IPPROTO_IP, IP_TTL, &normal, sizeof(normal));
     p->conn = watch_new(p, fd, UV_WRITABLE, on_conn);
-    if (p->conn == NULL)
+    if (p->conn == NULL) {
         fail(p, "cannot watch the punch socket");
+        return;
+    }
+    p->conn_low = low;
 }
 
-/* A refused connect (the peer's socket was not there yet, or our SYN met
-   its closed predecessor): again later, doubling, while tries remain; then
-   only the listener may still get the peer, else we fail now. */
+/* A refused connect (the peer's socket was not there yet, our SYN met its
+   closed predecessor, or a firewall that resets or answers with ICMP saw it
+   before the peer's state was made): again later, doubling, while tries
+   remain; then only the listener may still get the peer, else we fail now.
+   An opener's next try makes its router's state again (a reset that passed
+   it closed the state). */
 static void after_refusal(struct punch *p)
 {
-    if (p->tries <= PUNCH_RETRIES) {
-        uint64_t delay = (uint64_t)PUNCH_RETRY_MS << (p->tries - 1);
+    p->refused++;
+    if (p->refused <= PUNCH_RETRIES) {
+        uint64_t delay = (uint64_t)PUNCH_RETRY_MS << (p->refused - 1);
         uv_timer_start(&p->retry, on_retry, delay, 0);
     } else if (p->listener == NULL) {
-        fail(p, "connect to %s:%u: %s after %u tries", p->res.peer_addr,
-             (unsigned)p->res.peer_port, p->last_err, p->tries);
+        fail(p, "connect to %s:%u: %s after %u tries", p->res.peer_addr, (unsigned)p->res.peer_port,
+             p->last_err, p->tries);
     }
 }
 
@@ -319,6 +355,69 @@ static void on_retry(uv_timer_t *t)
     connect_or_retry(t->data);
 }
 
+/* The opener's TTL-limited SYN expired on the way, as meant: our router's
+   state is made, the peer's firewall never saw it.  The kernel takes the
+   ICMP time-exceeded as a soft error and keeps the socket in SYN_SENT (its
+   retransmission goes with the normal TTL): the connector's SYN meets it, a
+   simultaneous open whose SYN/ACK carries the sequence number our router's
+   state has seen (what the listener would answer carries another, which
+   the router drops as INVALID once a few ms have passed).  Such a socket
+   keeps reporting POLLERR, so it is watched by its TCP state every
+   PUNCH_LOW_CHECK_MS instead.  0: still waiting; 1: connected; -1: failed
+   (*err says why). */
+static int low_conn_state(struct punch *p, int *err)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+
+    if (getsockopt(p->conn->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0) {
+        *err = errno;
+        return -1;
+    }
+    if (ti.tcpi_state == TCP_SYN_SENT || ti.tcpi_state == TCP_SYN_RECV)
+        return 0;
+    /* Connected, and perhaps already told the peer's FIN (CLOSE_WAIT): a
+       reset leaves it closed. */
+    if (ti.tcpi_state != TCP_CLOSE)
+        return 1;
+    *err = sock_error(p->conn->fd, 0);
+    if (*err == 0)
+        *err = ECONNRESET;
+    return -1;
+}
+
+static void conn_over(struct punch *p, int err);
+
+/* The time-exceeded of the opener's SYN also lands in the socket's error
+   queue, and keeps POLLERR up until read: the process that gets the socket
+   must not find it there. */
+static void drain_errqueue(int fd)
+{
+    char data[64], ctl[512];
+
+    for (int i = 0; i < 16; i++) {
+        struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+        if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            return;
+    }
+}
+
+static void on_low_check(uv_timer_t *t)
+{
+    struct punch *p = t->data;
+    int err = 0;
+
+    if (p->conn == NULL)
+        return;
+    int st = low_conn_state(p, &err);
+    if (st == 0)
+        return;
+    uv_timer_stop(&p->retry);
+    conn_over(p, st > 0 ? 0 : err);
+}
+
 static void on_conn(uv_poll_t *h, int status, int events)
 {
     struct watch *w = h->data;
@@ -328,12 +427,35 @@ static void on_conn(uv_poll_t *h, int status, int events)
     (void)events;
     if (err == EINPROGRESS)
         return;
+    if (p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH) &&
+        low_conn_state(p, &err) == 0) {
+        p->expired++;
+        log_debug("punch from port %u to %s:%u: our SYN expired on the way (TTL %d)",
+                  (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, p->ttl);
+        drain_errqueue(w->fd);
+        uv_poll_stop(&w->poll);
+        uv_timer_start(&p->retry, on_low_check, PUNCH_LOW_CHECK_MS, PUNCH_LOW_CHECK_MS);
+        return;
+    }
+    uv_timer_stop(&p->retry);
+    conn_over(p, err);
+}
+
+/* The try in p->conn ended: connected (err 0) or not. */
+static void conn_over(struct punch *p, int err)
+{
+    struct watch *w = p->conn;
+
+    if (p->conn_low)
+        drain_errqueue(w->fd);
     if (err == 0) {
         int fd = w->fd;
         watch_close(&p->conn, 1);
         succeed(p, fd, "connect");
         return;
     }
+    /* A reset or an ICMP error: not the end of the punch, the next try (or
+       the listener) may still get through. */
     snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(err));
     log_debug("punch from port %u to %s:%u: try %u: %s", (unsigned)p->port, p->res.peer_addr,
               (unsigned)p->res.peer_port, p->tries, p->last_err);
@@ -371,6 +493,17 @@ static void on_accept(uv_poll_t *h, int status, int events)
     }
 }
 
+/* Our public endpoint sorts before the peer's (as both sides see them). */
+static bool endpoint_below(const struct punch *p)
+{
+    struct in_addr own;
+
+    if (inet_pton(AF_INET, p->res.own_addr, &own) != 1)
+        return false;
+    uint32_t a = ntohl(own.s_addr), b = ntohl(p->peer.sin_addr.s_addr);
+    return a != b ? a < b : p->res.own_port < p->res.peer_port;
+}
+
 static void start_peer(struct punch *p)
 {
     int err = 0;
@@ -384,6 +517,13 @@ static void start_peer(struct punch *p)
     if (p->listener == NULL)
         log_debug("punch on port %u: no listener (%s), connecting only", (unsigned)p->port,
                   strerror(fd < 0 ? err : errno));
+    /* Both sides know both public endpoints: the lower one opens. */
+    p->opener = p->ttl > 0 && p->listener != NULL && endpoint_below(p);
+    if (p->ttl > 0 && !p->opener) {
+        /* The connector lets the opener's SYN leave first. */
+        uv_timer_start(&p->retry, on_retry, PUNCH_CONNECTOR_DELAY_MS, 0);
+        return;
+    }
     connect_or_retry(p);
 }
 
@@ -431,6 +571,46 @@ int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *pee
     return 0;
 }
 
+static void variant_set(struct punch *p, int hops, unsigned rtt_ms, const char *why)
+{
+    p->ttl = hops >= 0 ? punch_ttl_for_hops(hops) : 0;
+    if (p->ttl > 0) {
+        (void)rtt_ms;
+        snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (%d hops to the reflector)",
+                 p->ttl, hops);
+    } else if (hops >= 0) {
+        snprintf(p->variant, sizeof(p->variant), "plain (%d hops to the reflector: too few)", hops);
+    } else {
+        snprintf(p->variant, sizeof(p->variant), "plain (hop count unknown: %.40s)", why);
+    }
+}
+
+static void on_hops(void *arg, int hops, unsigned rtt_ms, const char *why)
+{
+    struct punch *p = arg;
+
+    p->hops = NULL;
+    variant_set(p, hops, rtt_ms, why);
+    if (hops < 0)
+        log_info("punch from port %u: %s", (unsigned)p->port, p->variant);
+    if (p->step == S_HOPS) {
+        uv_timer_stop(&p->retry);
+        start_peer(p);
+    }
+}
+
+/* The answer is here and the measurement still runs (silent routers): the
+   punch goes on without it. */
+static void on_hops_late(uv_timer_t *t)
+{
+    struct punch *p = t->data;
+
+    punch_hops_cancel(p->hops);
+    p->hops = NULL;
+    variant_set(p, -1, 0, "not measured in time");
+    start_peer(p);
+}
+
 static void on_answer(struct punch *p, char *line)
 {
     char why[ANSWER_MAX + 16];
@@ -453,7 +633,12 @@ static void on_answer(struct punch *p, char *line)
     /* The reflector's FIN follows its answer: closing after it leaves the
        TIME_WAIT on the reflector, not on our port (a later punch from this
        port to the reflector would clash with it).  Meanwhile the punch
-       starts at once. */
+       starts at once, or once the hop count is known. */
+    if (p->hops != NULL) {
+        p->step = S_HOPS;
+        uv_timer_start(&p->retry, on_hops_late, PUNCH_HOPS_WAIT_MS, 0);
+        return;
+    }
     start_peer(p);
 }
 
@@ -466,8 +651,8 @@ static void read_answer(struct punch *p)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (n < 0) {
-            fail(p, "reflector %s:%u: %s", p->prm.reflector_addr,
-                 (unsigned)p->prm.reflector_port, strerror(errno));
+            fail(p, "reflector %s:%u: %s", p->prm.reflector_addr, (unsigned)p->prm.reflector_port,
+                 strerror(errno));
             return;
         }
         if (n == 0) {
@@ -500,7 +685,7 @@ static void on_reflector(uv_poll_t *h, int status, int events)
     int err;
 
     (void)events;
-    if (p->step == S_PEER) {
+    if (p->step == S_PEER || p->step == S_HOPS) {
         /* Only the reflector's FIN (or a reset) is left to come. */
         char junk[64];
         ssize_t n = status < 0 ? -1 : recv(w->fd, junk, sizeof(junk), 0);
@@ -575,6 +760,7 @@ static void on_deadline(uv_timer_t *t)
         fail(p, "reflector %s:%u: no answer within %u ms", p->prm.reflector_addr,
              (unsigned)p->prm.reflector_port, p->prm.timeout_ms);
         break;
+    case S_HOPS:
     case S_PEER:
         fail(p, "connect to %s:%u: %s after %u tries (%u ms)", p->res.peer_addr,
              (unsigned)p->res.peer_port, p->last_err[0] ? p->last_err : "timed out", p->tries,
@@ -657,6 +843,30 @@ static int connect_reflector(struct punch *p, const struct sockaddr_in *refl, ch
     return fd;
 }
 
+/* The first SYN's TTL: given, kept from an earlier measurement, or measured
+   now, meanwhile the reflector pairs us (on_answer waits for it). */
+static void choose_variant(struct punch *p, const struct sockaddr_in *refl)
+{
+    int hops;
+    unsigned rtt;
+    char why[96];
+
+    if (p->prm.first_ttl < 0) {
+        p->ttl = 0;
+        snprintf(p->variant, sizeof(p->variant), "plain (asked for by the caller)");
+    } else if (p->prm.first_ttl > 0) {
+        p->ttl = p->prm.first_ttl;
+        snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (given by the caller)",
+                 p->ttl);
+    } else if (punch_hops_cached(p->loop, refl, &hops, &rtt) == 0) {
+        variant_set(p, hops, rtt, NULL);
+    } else {
+        p->hops = punch_hops_start(p->loop, p->prm.local, refl, on_hops, p, why, sizeof(why));
+        if (p->hops == NULL)
+            variant_set(p, -1, 0, why);
+    }
+}
+
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch_fn cb, void *arg,
                           char *why, size_t whylen)
 {
@@ -700,6 +910,7 @@ struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch
     uv_timer_start(&p->deadline, on_deadline, prm->timeout_ms, 0);
     log_debug("punch from port %u: asking the reflector %s:%u", (unsigned)p->port,
               prm->reflector_addr, (unsigned)prm->reflector_port);
+    choose_variant(p, &refl);
     return p;
 }
 
@@ -711,9 +922,8 @@ void punch_cancel(struct punch *p)
     teardown(p);
 }
 
-void punch_params_for_node(struct punch_params *p, const char *reflector_addr,
-                           int reflector_port, const char *token, const char *node_addr,
-                           const int ports[2])
+void punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
+                           const char *token, const char *node_addr, const int ports[2])
 {
     memset(p, 0, sizeof(*p));
     snprintf(p->reflector_addr, sizeof(p->reflector_addr), "%s", reflector_addr);

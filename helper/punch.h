@@ -19,6 +19,18 @@
  *      hosts), is accepted instead of reset; only the peer's observed
  *      address:port is accepted, anything else is closed and logged.
  *
+ *
+ * Against firewalls that answer an unsolicited SYN with a reset or an ICMP
+ * error (instead of dropping it), crossing SYNs tear each other's attempt
+ * down.  So when the hop count to the reflector is known (punch_hops.h: 2 or
+ * more routers), the two sides take roles by their public endpoints: the
+ * lower one, the opener, sends its SYN with TTL = that hop count (it makes
+ * its own router's state and expires on the internet, before the peer's
+ * firewall) and keeps the socket in SYN_SENT; the connector sends a plain
+ * SYN PUNCH_CONNECTOR_DELAY_MS later, which passes the opener's state and
+ * meets that socket: a simultaneous open.  Refusals are retried as above;
+ * an unanswered SYN is left to the kernel's retransmission (normal TTL).
+ *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
  * random start), so two punches of one node never share a port.  A port whose
@@ -41,6 +53,12 @@
 #define PUNCH_RETRIES 4
 #define PUNCH_RETRY_MS 100
 #define PUNCH_BIND_TRIES 16
+/* The TTL-limited variant (punch_hops.h): how long the connector waits
+   before its first SYN, and how long a punch whose peer is known waits for
+   its hop count. */
+#define PUNCH_CONNECTOR_DELAY_MS 10
+#define PUNCH_HOPS_WAIT_MS 1000
+#define PUNCH_LOW_CHECK_MS 2 /* the opener's socket after its SYN expired */
 
 struct punch;
 
@@ -52,6 +70,7 @@ struct punch_params {
     uint16_t port_low;    /* the node's port range: the punch binds one of these */
     uint16_t port_high;
     unsigned timeout_ms; /* the whole exchange */
+    int first_ttl;       /* the first SYN's TTL: 0 measured, -1 plain (normal TTL) */
 };
 
 /* status 0: fd is connected to the peer (non-blocking; the callee owns it
@@ -84,9 +103,8 @@ int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *pee
 /* The parameters of a node's punch: through the reflector at
    reflector_addr:reflector_port with `token`, from node_addr and a port of
    its range ports[0]-ports[1], within PUNCH_TIMEOUT_MS. */
-void punch_params_for_node(struct punch_params *p, const char *reflector_addr,
-                           int reflector_port, const char *token, const char *node_addr,
-                           const int ports[2]);
+void punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
+                           const char *token, const char *node_addr, const int ports[2]);
 
 /* Starts a punch.  NULL with why (bad parameters, no free port). */
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *p, punch_fn cb, void *arg,

@@ -230,6 +230,16 @@ static int run_punch(char **argv)
             fflush(stdout);
             continue;
         }
+        /* What the process that gets the socket sees first: no error left
+           behind by the punch (an ICMP in the error queue keeps POLLERR up). */
+        struct pollfd pf = {.fd = o.r.fd, .events = POLLOUT};
+        if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR)) {
+            printf("fail %u setup_ms=%u why=the socket came with POLLERR\n", i, o.r.setup_ms);
+            close(o.r.fd);
+            failures++;
+            fflush(stdout);
+            continue;
+        }
         char sent[65], recvd[65];
         int rc = exchange(o.r.fd, side, bytes, sent, recvd);
         close(o.r.fd);

@@ -53,7 +53,7 @@ pid_gone() {
 # helper-punch-ns), which made lab-up and lab-down fail on a shared machine.
 lab_netns() {
 	ip netns list 2>/dev/null |
-		awk '$1 ~ /^qcg-(inet|broker|proxy|r-(open|fw|nata|natb|sym)|(open|fw|nata|natb|sym)([0-9]+|-head))$/ { print $1 }' |
+		awk '$1 ~ /^qcg-(inet|broker|proxy|r-(open|fw|nata|natb|sym|rst|unr)|(open|fw|nata|natb|sym|rst|unr)([0-9]+|-head))$/ { print $1 }' |
 		sort
 }
 lab_netns_count() { lab_netns | wc -l; }

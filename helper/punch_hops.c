@@ -1,0 +1,223 @@
+/* Hop count to the reflector by TTL-limited connects; see punch_hops.h. */
+#include "punch_hops.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sock_error.h"
+
+/* One connect with one TTL; freed in its close callback, which also closes
+   the socket (with a reset: no TIME_WAIT, nothing for the reflector to read). */
+struct hop_step {
+    uv_poll_t poll;
+    struct punch_hops *m;
+    int fd;
+};
+
+struct punch_hops {
+    uv_loop_t *loop;
+    struct in_addr local;
+    struct sockaddr_in to;
+    punch_hops_fn cb;
+    void *arg;
+    int ttl;
+    bool over;
+    int handles; /* the timer and a step's poll; the last close frees */
+    uint64_t step_start;
+    struct hop_step *cur;
+    uv_timer_t timer;
+};
+
+/* One result, for the reflector a helper uses. */
+static struct {
+    struct sockaddr_in to;
+    int hops;
+    unsigned rtt_ms;
+    uint64_t when;
+    bool valid;
+} kept;
+
+int punch_ttl_for_hops(int hops)
+{
+    return hops >= 2 && hops <= PUNCH_HOPS_MAX ? hops : 0;
+}
+
+int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_in *to, int *hops, unsigned *rtt_ms)
+{
+    if (!kept.valid || kept.to.sin_addr.s_addr != to->sin_addr.s_addr ||
+        kept.to.sin_port != to->sin_port || uv_now(loop) - kept.when > PUNCH_HOPS_KEEP_MS)
+        return -1;
+    *hops = kept.hops;
+    *rtt_ms = kept.rtt_ms;
+    return 0;
+}
+
+static void release(struct punch_hops *m)
+{
+    if (--m->handles == 0)
+        free(m);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    release(h->data);
+}
+
+static void on_step_closed(uv_handle_t *h)
+{
+    struct hop_step *st = h->data;
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+
+    setsockopt(st->fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+    close(st->fd);
+    release(st->m);
+    free(st);
+}
+
+static void step_end(struct punch_hops *m)
+{
+    uv_timer_stop(&m->timer);
+    if (m->cur == NULL)
+        return;
+    uv_poll_stop(&m->cur->poll);
+    uv_close((uv_handle_t *)&m->cur->poll, on_step_closed);
+    m->cur = NULL;
+}
+
+static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *why)
+{
+    step_end(m);
+    m->over = true;
+    uv_close((uv_handle_t *)&m->timer, on_timer_closed);
+    if (hops >= 0) {
+        kept.to = m->to;
+        kept.hops = hops;
+        kept.rtt_ms = rtt_ms;
+        kept.when = uv_now(m->loop);
+        kept.valid = true;
+    }
+    m->cb(m->arg, hops, rtt_ms, why);
+}
+
+static void step(struct punch_hops *m);
+
+static void on_step(uv_poll_t *h, int status, int events)
+{
+    struct hop_step *st = h->data;
+    struct punch_hops *m = st->m;
+    int err = sock_error(st->fd, status);
+    char why[96];
+
+    (void)events;
+    if (err == EINPROGRESS || st != m->cur)
+        return;
+    uv_update_time(m->loop);
+    unsigned rtt = (unsigned)(uv_now(m->loop) - m->step_start);
+    if (err == 0 || err == ECONNREFUSED) {
+        /* The reflector's host answered: every router before it let it pass. */
+        log_debug("punch: %d routers to %s (TTL %d reached it in %u ms)", m->ttl - 1,
+                  inet_ntoa(m->to.sin_addr), m->ttl, rtt);
+        finish(m, m->ttl - 1, rtt, NULL);
+        return;
+    }
+    if (err == EHOSTUNREACH || err == ENETUNREACH) {
+        /* Time exceeded at router ttl (or a router said the way is shut:
+           the next TTL tells them apart). */
+        step_end(m);
+        m->ttl++;
+        step(m);
+        return;
+    }
+    snprintf(why, sizeof(why), "connect with TTL %d: %s", m->ttl, strerror(err));
+    finish(m, -1, 0, why);
+}
+
+/* A router that sends no ICMP (or the first step, from the loop). */
+static void on_timer(uv_timer_t *t)
+{
+    struct punch_hops *m = t->data;
+
+    if (m->cur != NULL) {
+        step_end(m);
+        m->ttl++;
+    }
+    step(m);
+}
+
+static void step(struct punch_hops *m)
+{
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = m->local};
+    char why[96];
+
+    if (m->ttl > PUNCH_HOPS_MAX) {
+        snprintf(why, sizeof(why), "the reflector is not reached within %d hops", PUNCH_HOPS_MAX);
+        finish(m, -1, 0, why);
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_TTL, &m->ttl, sizeof(m->ttl)) < 0 ||
+        (connect(fd, (struct sockaddr *)&m->to, sizeof(m->to)) < 0 && errno != EINPROGRESS)) {
+        snprintf(why, sizeof(why), "connect with TTL %d: %s", m->ttl, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        finish(m, -1, 0, why);
+        return;
+    }
+    struct hop_step *st = calloc(1, sizeof(*st));
+    if (st == NULL || uv_poll_init_socket(m->loop, &st->poll, fd) < 0) {
+        free(st);
+        close(fd);
+        finish(m, -1, 0, "cannot watch the socket");
+        return;
+    }
+    st->m = m;
+    st->fd = fd;
+    st->poll.data = st;
+    m->cur = st;
+    m->handles++;
+    uv_update_time(m->loop);
+    m->step_start = uv_now(m->loop);
+    uv_poll_start(&st->poll, UV_WRITABLE, on_step);
+    uv_timer_start(&m->timer, on_timer, PUNCH_HOPS_STEP_MS, 0);
+}
+
+struct punch_hops *punch_hops_start(uv_loop_t *loop, struct in_addr local,
+                                    const struct sockaddr_in *to, punch_hops_fn cb, void *arg,
+                                    char *why, size_t whylen)
+{
+    struct punch_hops *m = calloc(1, sizeof(*m));
+
+    if (m == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    m->loop = loop;
+    m->local = local;
+    m->to = *to;
+    m->cb = cb;
+    m->arg = arg;
+    m->ttl = 1;
+    m->handles = 1;
+    uv_timer_init(loop, &m->timer);
+    m->timer.data = m;
+    /* The first step from the loop: the callback never comes from here. */
+    uv_timer_start(&m->timer, on_timer, 0, 0);
+    return m;
+}
+
+void punch_hops_cancel(struct punch_hops *h)
+{
+    if (h == NULL || h->over)
+        return;
+    step_end(h);
+    h->over = true;
+    uv_close((uv_handle_t *)&h->timer, on_timer_closed);
+}

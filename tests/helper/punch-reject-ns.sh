@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# helper-punch-reject-ns: hole punching into sites whose firewalls answer an
+# unsolicited SYN (a TCP reset, ICMP port unreachable) instead of dropping it,
+# in network namespaces of its own (qcg-hj-<pid>-*), driven by punch-driver.
+#
+#   ha 198.18.10.2 -- ra NAT, drops inbound NEW          203.0.113.34 --+
+#   hr 198.18.11.2 -- rr NAT, REJECT --reject-with tcp-reset  .50     --+-- inet router
+#   hu 198.18.12.2 -- ru NAT, REJECT icmp-port-unreachable    .66     --+   (one hop: the
+#                                                 brk 203.0.113.10:7704 --+   punch's TTL)
+#
+# Each site's router sits one hop from the inet router, which routes between
+# them and to the reflector: a node is 2 routers from the reflector, so its
+# punch's first SYN leaves with TTL 2 and expires in inet, short of the
+# peer's firewall.  Checks: 5 punches each way between the dropping and the
+# resetting site, and from the dropping and the resetting site to the ICMP
+# one; every one connects and carries 64 KiB each way intact (sha256).  With
+# the plain punch (every SYN with the normal TTL) most of the punches with
+# the ICMP site fail (1 of 10 and 0 of 10 in a run here).  Last, the opener's
+# node itself drops bare inbound SYNs: the punch takes the kernel's 1 s
+# retransmission, but connects.
+#
+#   punch-reject-ns.sh PUNCH-DRIVER     exit 0 ok, 1 failures, 77 skipped (not root)
+set -u
+driver=$1
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: needs root (network namespaces, iptables)"
+  exit 77
+fi
+for t in ip iptables-restore sysctl; do
+  command -v $t >/dev/null || { echo "SKIP: $t missing"; exit 77; }
+done
+
+P=qcg-hj-$$-
+KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+RUN=$$
+N=${PUNCH_REJECT_N:-5} # punches per pair
+work=$(mktemp -d /tmp/punch-reject-ns.XXXXXX)
+made=() broker_pid='' fails=0
+
+cleanup() {
+  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null
+  wait 2>/dev/null
+  for ns in "${made[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+in_ns() { local ns=$1; shift; ip netns exec "$P$ns" "$@"; }
+new_ns() {
+  ip netns add "$P$1" || { echo "cannot create namespace $P$1"; exit 1; }
+  made+=("$P$1")
+  in_ns "$1" ip link set lo up
+  in_ns "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+}
+
+# rules REJECT-WITH: a NAT keeping ports, a stateful filter that drops (no
+# argument) or rejects inbound NEW SYNs.
+rules() {
+  local r=""
+  [ -n "$1" ] && r="-p tcp --syn -m conntrack --ctstate NEW -j REJECT --reject-with $1"
+  cat <<-EOF
+	*nat
+	:PREROUTING ACCEPT [0:0]
+	:INPUT ACCEPT [0:0]
+	:OUTPUT ACCEPT [0:0]
+	:POSTROUTING ACCEPT [0:0]
+	-A POSTROUTING -o wan -j MASQUERADE
+	COMMIT
+	*filter
+	:INPUT ACCEPT [0:0]
+	:FORWARD DROP [0:0]
+	:OUTPUT ACCEPT [0:0]
+	-A INPUT -i wan -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+	${r:+-A INPUT -i wan $r}
+	-A INPUT -i wan -j DROP
+	-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+	-A FORWARD -m conntrack --ctstate INVALID -j DROP
+	-A FORWARD -i lan -o wan -j ACCEPT
+	${r:+-A FORWARD -i wan $r}
+	COMMIT
+	EOF
+}
+
+# ---- topology ----
+new_ns inet
+in_ns inet sysctl -qw net.ipv4.ip_forward=1
+in_ns inet ip link add br0 type bridge
+in_ns inet ip link set br0 up
+in_ns inet ip addr add 203.0.113.1/27 dev br0
+new_ns brk
+ip link add eth0 netns "${P}brk" type veth peer name hb netns "${P}inet" || exit 1
+in_ns inet ip link set hb master br0 up
+in_ns brk ip addr add 203.0.113.10/27 dev eth0
+in_ns brk ip link set eth0 up
+in_ns brk ip route add default via 203.0.113.1
+i=0
+for s in a r u; do
+  new_ns "r$s"
+  new_ns "h$s"
+  in_ns "r$s" sysctl -qw net.ipv4.ip_forward=1
+  ip link add wan netns "${P}r$s" type veth peer name "w$s" netns "${P}inet" || exit 1
+  in_ns inet ip addr add "203.0.113.$((33 + 16 * i))/28" dev "w$s"
+  in_ns inet ip link set "w$s" up
+  in_ns "r$s" ip addr add "203.0.113.$((34 + 16 * i))/28" dev wan
+  in_ns "r$s" ip link set wan up
+  in_ns "r$s" ip route add default via "203.0.113.$((33 + 16 * i))"
+  ip link add lan netns "${P}r$s" type veth peer name eth0 netns "${P}h$s" || exit 1
+  in_ns "r$s" ip addr add "198.18.$((10 + i)).1/24" dev lan
+  in_ns "r$s" ip link set lan up
+  in_ns "h$s" ip addr add "198.18.$((10 + i)).2/24" dev eth0
+  in_ns "h$s" ip link set eth0 up
+  in_ns "h$s" ip route add default via "198.18.$((10 + i)).1"
+  case $s in
+  a) rules "" ;;
+  r) rules tcp-reset ;;
+  u) rules icmp-port-unreachable ;;
+  esac | in_ns "r$s" iptables-restore || { echo "iptables-restore failed in r$s"; exit 1; }
+  i=$((i + 1))
+done
+
+ip netns exec "${P}brk" "$driver" broker 203.0.113.10:7704 "$KEY" $RUN 100 1 1 \
+  >"$work/broker.out" 2>"$work/broker.log" &
+broker_pid=$!
+for _ in $(seq 100); do
+  grep -q ready "$work/broker.out" 2>/dev/null && break
+  sleep 0.05
+done
+grep -q ready "$work/broker.out" || { echo "broker did not start:"; cat "$work/broker.log"; exit 1; }
+
+first=0
+# pair NAME NS0 ADDR0 LOW0 NS1 ADDR1 LOW1: N punches, both sides at once.
+pair() {
+  in_ns "$2" "$driver" punch 203.0.113.10 7704 "$KEY" $RUN $first $N 0 "$3" "$4" $(($4 + 49)) \
+    4000 65536 >"$work/$1.0" 2>"$work/$1.0.log" &
+  local p0=$!
+  in_ns "$5" "$driver" punch 203.0.113.10 7704 "$KEY" $RUN $first $N 1 "$6" "$7" $(($7 + 49)) \
+    4000 65536 >"$work/$1.1" 2>"$work/$1.1.log"
+  wait $p0
+  first=$((first + N))
+  local ok
+  ok=$(cat "$work/$1.0" "$work/$1.1" | grep -c '^ok ')
+  local ms
+  ms=$(cat "$work/$1.0" "$work/$1.1" | grep -o 'setup_ms=[0-9]*' | cut -d= -f2 | sort -n |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  if [ "$ok" -eq $((2 * N)) ]; then
+    echo "ok: $1: $N punches, every end connected, 64 KiB each way intact; median setup ${ms} ms"
+  else
+    echo "FAIL: $1: $ok of $((2 * N)) ends ok"
+    grep -hv '^ok ' "$work/$1.0" "$work/$1.1" | head -4 | cut -c1-200
+    fails=$((fails + 1))
+  fi
+}
+pair drop-reset ha 198.18.10.2 40000 hr 198.18.11.2 41000
+pair reset-drop hr 198.18.11.2 41100 ha 198.18.10.2 40100
+pair drop-icmp ha 198.18.10.2 40200 hu 198.18.12.2 42000
+pair reset-icmp hr 198.18.11.2 41200 hu 198.18.12.2 42100
+# The opener's own node drops bare inbound SYNs (as lab-fallback's open1 does):
+# the connector's SYN never gets in; the opener's retransmitted SYN (normal
+# TTL, 1 s later) must still meet the connector's socket, kept waiting.
+in_ns ha iptables -I INPUT -p tcp --syn --dport 40300:40349 -j DROP
+pair node-drops-syns ha 198.18.10.2 40300 hr 198.18.11.2 41300
+[ $fails -eq 0 ] && echo "helper-punch-reject-ns: all checks passed" && exit 0
+echo "helper-punch-reject-ns: $fails check(s) failed"
+exit 1

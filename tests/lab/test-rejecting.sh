@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# lab-rejecting: `up --rejecting` adds two sites whose firewalls answer an
+# unsolicited inbound SYN instead of dropping it, and `up` without the flag
+# takes them away again:
+#
+#   rst  NAT (MASQUERADE, keeps ports) 203.0.113.114, LAN 198.18.4.0/24:
+#        inbound NEW SYNs get a TCP reset (REJECT --reject-with tcp-reset)
+#   unr  firewalled, LAN 198.51.100.128/26 (unr1 198.51.100.139): inbound NEW
+#        SYNs get ICMP port unreachable
+#
+# Checks what a user of the lab would: both sites' services run and are
+# connected; a SYN from the internet (broker) to rst1's public address and to
+# unr1 is refused at once, and the router's REJECT rule counted it (nata1's
+# NAT stays silent: the connect times out); rst1 and unr1 reach the broker;
+# then `up` alone removes both sites, their services and namespaces, and
+# the five-site lab's services are all still connected.
+#
+# In between it shows (prints, asserts nothing about) what today's hole
+# punching does into and out of these sites: for each pair the technique
+# the connect ended with and its setup time, or the failure.  The note of
+# issue 33 has the table; each run appends it to $TEST_DIR/rejecting-pairs.txt.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+command -v nc >/dev/null 2>&1 || skip "nc (netcat-openbsd) is not installed"
+scratch
+up_back() { "$LAB" up >/dev/null 2>&1 || true; }
+trap 'scratch_cleanup; up_back' EXIT
+
+"$LAB" up --rejecting >"$WORK/up.out" 2>&1 || { cat "$WORK/up.out"; fail "up --rejecting failed"; }
+require_services
+"$LAB" status >"$WORK/status" || { cat "$WORK/status"; fail "status after up --rejecting is not complete"; }
+for n in rst1 rst2 unr1 unr2; do
+	grep -Eq "^helper-$n +$n +[0-9]+ +yes" "$WORK/status" ||
+		{ grep -E "helper-$n" "$WORK/status"; fail "the helper of $n is not connected"; }
+done
+note "up --rejecting: $(tail -n 1 "$WORK/up.out")"
+
+# reject_count ROUTER CHAIN: packets the REJECT rule of the chain has answered.
+reject_count() {
+	"$LAB" exec "r-$1" -- iptables -L "$2" -v -n -x | awk '/REJECT/ { s += $1 } END { print s + 0 }'
+}
+
+# refused FROM ADDR PORT: the connect is refused within 2 s.
+refused() {
+	local t0 out
+	t0=$(ms)
+	out=$("$LAB" exec "$1" -- nc -v -z -w 3 "$2" "$3" 2>&1) && fail "$1 -> $2:$3 connected"
+	echo "$out" | grep -q "refused" || fail "$1 -> $2:$3: not refused: $out"
+	[ $(($(ms) - t0)) -lt 2000 ] || fail "$1 -> $2:$3: refused only after $(($(ms) - t0)) ms"
+}
+
+rst_before=$(reject_count rst INPUT)
+refused broker 203.0.113.114 37500
+[ "$(reject_count rst INPUT)" -gt "$rst_before" ] || fail "rst's REJECT rule did not count the SYN"
+unr_before=$(reject_count unr FORWARD)
+refused broker 198.51.100.139 41500
+[ "$(reject_count unr FORWARD)" -gt "$unr_before" ] || fail "unr's REJECT rule did not count the SYN"
+t0=$(ms)
+"$LAB" exec broker -- nc -z -w 2 203.0.113.66 27500 2>/dev/null && fail "broker reached nata's NAT"
+[ $(($(ms) - t0)) -ge 1500 ] || fail "nata's NAT answered a SYN (after $(($(ms) - t0)) ms) instead of dropping it"
+note "broker -> rst (203.0.113.114): TCP reset; -> unr1 (198.51.100.139): ICMP port unreachable; -> nata: dropped"
+for n in rst1 unr1; do
+	"$LAB" exec "$n" -- nc -z -w 3 203.0.113.10 7700 || fail "$n does not reach the broker"
+done
+
+# What today's punching does: each connect, its technique and setup time.
+JOB=$(new_job rejecting)
+head -c $((1 << 20)) /dev/urandom >"$WORK/in"
+XFER_RANK=0
+show_pair() {
+	local from=$1 to=$2 r=$XFER_RANK res
+	XFER_RANK=$((XFER_RANK + 2))
+	BG_NAME=$from-$to-l run_bg "$to" qcg-cat --job "$JOB" --rank "$r" --json --timeout 40 listen
+	wait_published "$BG_PID" "$WORK/$from-$to-l.err" '"event":"listening"' "rank $r on $to"
+	# timeout: a connection that stalls after its handshake must not stall the test.
+	if timeout -k 5 40 "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank $((r + 1)) --json \
+		--timeout 12 connect "$r" <"$WORK/in" >/dev/null 2>"$WORK/$from-$to.cerr"; then
+		res=$(json_event "$WORK/$from-$to.cerr" sent)
+		res="$(echo "$res" | json_field technique) $(($(echo "$res" | json_field setup_us) / 1000)) ms"
+	else
+		res="failed: $(grep -v '^{' "$WORK/$from-$to.cerr" | tail -n 1 | cut -c1-160)"
+	fi
+	printf -- '-- %-6s -> %-6s %s\n' "$from" "$to" "$res" | tee -a "$TEST_DIR/rejecting-pairs.txt"
+	kill "$BG_PID" 2>/dev/null || true
+}
+mkdir -p "$TEST_DIR"
+echo "== $(date -u +%FT%TZ)" >>"$TEST_DIR/rejecting-pairs.txt"
+for p in "nata1 rst1" "fw1 rst1" "natb1 unr1" "nata1 unr1" "rst1 nata1" "unr1 natb1" "rst1 unr1" "unr1 rst1"; do
+	show_pair $p
+done
+
+# up without the flag: the five-site lab, as before.
+"$LAB" up >"$WORK/up2.out" 2>&1 || { cat "$WORK/up2.out"; fail "up without --rejecting failed"; }
+left=$(ip netns list | awk '$1 ~ /^qcg-(r-)?(rst|unr)/ { print $1 }')
+[ -z "$left" ] || fail "up without --rejecting left: $left"
+"$LAB" status >"$WORK/status2" || { cat "$WORK/status2"; fail "the five-site lab is not complete after up"; }
+grep -Eq "^(frontend-|helper-)(rst|unr)" "$WORK/status2" && fail "status still lists the rejecting sites' services"
+note "up: the rejecting sites are gone, the five-site lab's services all connected"
