@@ -25,6 +25,8 @@ struct colours {
 
 static int read_colours(struct colours *c)
 {
+    /* Compared whole (memcmp): the bytes after each name's NUL too. */
+    memset(c, 0, sizeof(*c));
     for (int l = 0; l < 2; l++) {
         int rc = qcg_colour_string(l, c->name[l], NAME);
 
