@@ -31,7 +31,7 @@ mkdir -p "$tb"
 cat >"$WORK/build.sh" <<'EOF'
 set -e
 cmake -S /src -B /build -DQCG_WERROR=ON >/build/configure.log 2>&1
-cmake --build /build -j"$(nproc)" --target qcg-agent qcg-launch mca_btl_qcg qcg-mpi-allpairs \
+cmake --build /build -j"$(nproc)" --target qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-allpairs \
 	>/build/build.log 2>&1
 EOF
 t0=$(ms)
