@@ -35,6 +35,10 @@ MPI_IF=qcg-eth0
 # The unprivileged user the lab's agents and mpirun run as.
 LAB_USER=nobody
 LAB_GROUP=nogroup
+# Its login shell, as SHELL, as a login gives it: nobody's is nologin, which
+# mpirun does not know (qcg-mpirun deals with that; the caller's SHELL would
+# hide it).
+LAB_SHELL=$(getent passwd "$LAB_USER" | cut -d: -f7)
 USER_DIR=$STATE/user
 
 mpirun_usage() {
@@ -57,7 +61,8 @@ mpirun_usage() {
 }
 
 # as_user NODE CMD...: CMD in NODE's namespace with NODE as host name, as the
-# lab's user; the environment is passed on (secrets never on a command line).
+# lab's user; the environment is passed on (secrets never on a command line),
+# with the user's SHELL.
 # It execs: run it in a subshell (or in the background, where $! is then CMD).
 # At nice 10: on a real grid the ranks have cores of their own and the node's
 # helper is never starved; here up to 80 ranks share two cores with every
@@ -83,10 +88,11 @@ as_user() {
 				mkdir -p "$r$state" && mount --bind "$state" "$r$state" &&
 				exec /usr/sbin/chroot "$r" "$@"' \
 			sh "$QCG_LAB_ROOT" "$STATE" "$node" nice -n 10 \
-			setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
+			setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups env SHELL="$LAB_SHELL" "$@"
 	fi
 	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
-		sh "$node" nice -n 10 setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
+		sh "$node" nice -n 10 setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups \
+		env SHELL="$LAB_SHELL" "$@"
 }
 
 # user_can_run FILE: the lab's user may execute FILE where it is.
