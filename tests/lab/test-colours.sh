@@ -120,7 +120,10 @@ done
 guide_run() {
 	local what=$1 cmd rc=0
 	cmd=${run_cmd//.\/site_split/$2}
-	timeout -k 10 180 "$LAB" exec --user open1 -- /bin/bash -c "cd '$WORK' && $cmd" >"$out" 2>&1 || rc=$?
+	# Python unbuffered (as many users have it): print() writes a line's
+	# newline apart, and mpirun passes on each write of every rank as it comes.
+	PYTHONUNBUFFERED=1 timeout -k 10 180 "$LAB" exec --user open1 -- /bin/bash -c "cd '$WORK' && $cmd" >"$out" 2>&1 ||
+		rc=$?
 	{ grep "^rank " "$out" || true; } | sort >"$WORK/got"
 	if [ "$rc" -eq 0 ] && cmp -s <(sort "$WORK/want") "$WORK/got"; then
 		note "ok   docs/user.md's $what: every rank's line as the guide says"
