@@ -251,7 +251,9 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
         return CALL_OK;
 
     char text[512];
-    if (rc == SOAP_FAULT) {
+    /* gSOAP's own faults (SOAP-ENV:Client, e.g. an operation an older
+       server does not know, or SOAP-ENV:Server) are answers too. */
+    if (rc == SOAP_FAULT || rc == SOAP_CLI_FAULT || rc == SOAP_SVR_FAULT) {
         const char *code = soap_fault_subcode(soap);
         const char *s = soap_fault_string(soap);
         if (subcode && subcode_len)

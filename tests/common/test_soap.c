@@ -566,6 +566,22 @@ static void test_faults(struct server *s)
           CALL_FAULT);
     CHECK_STR(st.subcode, "invalid");
     CHECK_STR(st.msg, "not served by the test server");
+    /* A refusal is not an operation the server lacks... */
+    CHECK(!soap_call_unknown_op(CALL_FAULT, st.subcode, st.msg));
+    soap_client_reset(soap);
+
+    /* ...and the fault of a server without the operation is (the caller
+       then falls back to single lookups). */
+    struct qcg__lookupAsk ask = {.job = "job", .verifier = "secret", .fromRank = 0, .toRank = 1};
+    struct qcg__lookupAsks asks = {.__sizeAsk = 1, .ask = &ask};
+    struct qcg__lookupsResponse lsr;
+    rc = soap_call_qcg__lookups(soap, s->url, NULL, QCG_PROTOCOL_VERSION, &asks, &lsr);
+    enum call_status cs =
+        soap_call_status(soap, rc, st.subcode, sizeof(st.subcode), st.msg, sizeof(st.msg));
+    CHECK(cs == CALL_FAULT);
+    CHECK_HAS(st.msg, "not implemented");
+    CHECK(soap_call_unknown_op(cs, st.subcode, st.msg));
+    CHECK(!soap_call_unknown_op(CALL_UNREACHABLE, "", st.msg));
     soap_client_reset(soap);
 
     /* The connection is still usable after faults. */
