@@ -66,6 +66,11 @@ static int failed(struct upstream *u, enum call_status st, const char *subcode, 
     return upstream_error(st, subcode);
 }
 
+/* Whether this thread's last finished call was refused for an operation the
+   frontend lacks (an older frontend): pool_call runs the call in the
+   caller's thread, which then falls back to the older operations. */
+static __thread bool unknown_op;
+
 /* Classifies a finished call; fills msg and returns the QCG_E* code. */
 int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, int frontend_said,
                 enum call_status *st, char *msg, size_t msglen)
@@ -73,6 +78,7 @@ int finish_call(struct upstream *u, struct soap *soap, int rc, const char *op, i
     char subcode[32] = "", text[LOCAL_MESSAGE_MAX] = "";
 
     *st = soap_call_status(soap, rc, subcode, sizeof(subcode), text, sizeof(text));
+    unknown_op = soap_call_unknown_op(*st, subcode, text);
     if (*st == CALL_OK)
         return 0;
     return failed(u, *st, subcode, text, op, frontend_said, msg, msglen);
@@ -188,9 +194,14 @@ static int call_lookups(struct upstream *u, struct soap *soap, const struct call
     for (int i = 0; i < n; i++) {
         const struct lookup_call *l = a->lookups[i];
         char *v = soap_malloc(soap, QCG_VERIFIER_LEN + 1);
-        if (v == NULL || job_verifier(l->from->job, l->from->secret, v) != 0) {
-            *st = CALL_FAULT;
-            snprintf(msg, msglen, "lookups: cannot derive a job verifier");
+        if (v == NULL) {
+            *st = CALL_UNREACHABLE;
+            snprintf(msg, msglen, "lookups: out of memory");
+            return QCG_ENOMEM;
+        }
+        if (verifier_of(l->from, v, "lookups", st, msg, msglen) != 0) {
+            for (int j = 0; j < i; j++)
+                explicit_bzero(list.ask[j].verifier, QCG_VERIFIER_LEN + 1);
             return QCG_ESYS;
         }
         list.ask[i] = (struct qcg__lookupAsk){.job = (char *)l->from->job,
@@ -280,6 +291,7 @@ static int pool_call(struct upstream *u, call_fn fn, const struct call_args *a, 
         int reused = soap_valid_socket(soap->socket);
         enum call_status st;
 
+        unknown_op = false;
         int rc = fn(u, soap, a, &st, msg, msglen);
 
         soap_client_reset(soap);
@@ -316,12 +328,6 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
     return pool_call(u, call_lookup, &a, msg, msglen);
 }
 
-/* A frontend that lacks an operation answers with gSOAP's own fault. */
-static bool frontend_lacks(const char *msg)
-{
-    return strstr(msg, "refused: fault: ") != NULL && strstr(msg, "not implemented") != NULL;
-}
-
 void upstream_lookups(struct upstream *u, struct lookup_call *const *ls, int n)
 {
     char msg[LOCAL_MESSAGE_MAX];
@@ -331,7 +337,7 @@ void upstream_lookups(struct upstream *u, struct lookup_call *const *ls, int n)
         int rc = pool_call(u, call_lookups, &a, msg, sizeof(msg));
         if (rc == 0)
             return;
-        if (!frontend_lacks(msg)) {
+        if (!unknown_op) {
             for (int i = 0; i < n; i++) {
                 ls[i]->rc = rc;
                 snprintf(ls[i]->msg, ls[i]->msglen, "%s", msg);
@@ -425,7 +431,7 @@ void upstream_send_reports(void *arg, const struct report_item *items, int n)
         if (rc == 0)
             return;
         /* An older frontend: the operation is unknown to it, not refused. */
-        if (!frontend_lacks(msg)) {
+        if (!unknown_op) {
             reports_lost(u, n, msg);
             return;
         }
