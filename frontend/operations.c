@@ -639,18 +639,23 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     return SOAP_OK;
 }
 
+/* An ask the broker did not answer: its fault, as a lookup alone gets it. */
+static void ask_failed(struct lookup_ask *l, const struct relay_error *err)
+{
+    snprintf(l->fault, sizeof(l->fault), "%s",
+             err->status == CALL_UNREACHABLE || !err->subcode[0] ? "unavailable" : err->subcode);
+    snprintf(l->fault_text, sizeof(l->fault_text), "%s%s",
+             err->status == CALL_UNREACHABLE ? "broker unreachable: " : "", err->msg);
+}
+
 /* The broker's answers to the lookups the cache did not have; an older
    broker, without qcg__lookups, gets them one by one. */
 static void lookups_relay(struct frontend *fe, struct lookup_ask *asks, int n)
 {
-    struct relay_error err;
-    char reason[256];
-    if (!store_link(fe->store, reason, sizeof(reason))) {
-        for (int i = 0; i < n; i++) {
-            snprintf(asks[i].fault, sizeof(asks[i].fault), "unavailable");
-            snprintf(asks[i].fault_text, sizeof(asks[i].fault_text), "broker unreachable: %s",
-                     reason);
-        }
+    struct relay_error err = {.status = CALL_UNREACHABLE};
+    if (!store_link(fe->store, err.msg, sizeof(err.msg))) {
+        for (int i = 0; i < n; i++)
+            ask_failed(&asks[i], &err);
         return;
     }
     atomic_fetch_add(&fe->counters.lookups_forwarded, (unsigned long long)n);
@@ -659,13 +664,8 @@ static void lookups_relay(struct frontend *fe, struct lookup_ask *asks, int n)
         if (relay_call(fe, RELAY_LOOKUPS, &a, &err) == 0)
             return;
         if (!soap_call_unknown_op(err.status, err.subcode, err.msg)) {
-            for (int i = 0; i < n; i++) {
-                snprintf(asks[i].fault, sizeof(asks[i].fault), "%s",
-                         err.status == CALL_UNREACHABLE || !err.subcode[0] ? "unavailable"
-                                                                           : err.subcode);
-                snprintf(asks[i].fault_text, sizeof(asks[i].fault_text), "%s%s",
-                         err.status == CALL_UNREACHABLE ? "broker unreachable: " : "", err.msg);
-            }
+            for (int i = 0; i < n; i++)
+                ask_failed(&asks[i], &err);
             return;
         }
         log_info("the broker has no lookups operation (%s): lookups go one by one", err.msg);
@@ -678,11 +678,8 @@ static void lookups_relay(struct frontend *fe, struct lookup_ask *asks, int n)
                                .from_rank = l->from_rank,
                                .rank = l->to_rank,
                                .plan = &l->plan};
-        if (relay_call(fe, RELAY_LOOKUP, &a, &err) == 0)
-            continue;
-        snprintf(l->fault, sizeof(l->fault), "%s",
-                 err.status == CALL_UNREACHABLE || !err.subcode[0] ? "unavailable" : err.subcode);
-        snprintf(l->fault_text, sizeof(l->fault_text), "%s", err.msg);
+        if (relay_call(fe, RELAY_LOOKUP, &a, &err) != 0)
+            ask_failed(l, &err);
     }
 }
 
@@ -703,9 +700,9 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
     struct lookup_ask *up = calloc((size_t)(n > 0 ? n : 1), sizeof(*up));
     int *which = calloc((size_t)(n > 0 ? n : 1), sizeof(*which));
     unsigned char(*hash)[JOB_HASH_LEN] = calloc((size_t)(n > 0 ? n : 1), sizeof(*hash));
-    struct plan *plan = malloc(sizeof(*plan));
-    if (response->answer == NULL || up == NULL || which == NULL || hash == NULL || plan == NULL) {
-        free(up), free(which), free(hash), free(plan);
+    struct plan plan;
+    if (response->answer == NULL || up == NULL || which == NULL || hash == NULL) {
+        free(up), free(which), free(hash);
         return soap_qcg_fault(soap, "unavailable", "out of memory");
     }
     /* Each ask checked as a lookup alone (its refusal is its answer); the
@@ -719,7 +716,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
         bool hit;
         memset(out, 0, sizeof(*out));
         if (lookup_begin(soap, fe, op, id, a->job, a->verifier, a->fromRank, a->toRank, NULL, NULL,
-                         now < until ? (int)(until - now) : 0, hash[misses], plan,
+                         now < until ? (int)(until - now) : 0, hash[misses], &plan,
                          &hit) != SOAP_OK) {
             soap_qcg_fault_take(soap, &out->fault, &out->faultText);
             continue;
@@ -727,7 +724,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
         if (hit) {
             out->plan = soap_malloc(soap, sizeof(*out->plan));
             if (out->plan != NULL)
-                plan_to_soap(soap, plan, out->plan);
+                plan_to_soap(soap, &plan, out->plan);
             continue;
         }
         up[misses] = (struct lookup_ask){
@@ -755,7 +752,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
     OPENSSL_cleanse(hash, (size_t)(n > 0 ? n : 1) * sizeof(*hash));
     for (int k = 0; k < misses; k++)
         OPENSSL_cleanse(up[k].plan.token, sizeof(up[k].plan.token));
-    free(up), free(which), free(hash), free(plan);
+    free(up), free(which), free(hash);
     return SOAP_OK;
 }
 
