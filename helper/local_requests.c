@@ -340,6 +340,14 @@ static void batch_done(uv_work_t *work, int status)
     lookups_pump(srv);
 }
 
+/* A waiting lookup that cannot go up: answered at once with why. */
+static void lookup_fails(struct request *r, int rc, const char *why)
+{
+    r->rc = rc;
+    snprintf(r->msg, sizeof(r->msg), "lookup: %s", why);
+    request_done(&r->work, 0);
+}
+
 /* Takes what waits into batches while fewer than LOOKUP_BATCHES are on the
    way; a batch that cannot start fails its lookups (the process asks
    again). */
@@ -377,16 +385,11 @@ static void lookups_pump(struct local_server *srv)
         if (b == NULL) {
             struct request *r = dlist_entry(srv->batch_queue.head, struct request, batch_link);
             dlist_remove(&srv->batch_queue, &r->batch_link);
-            r->rc = QCG_ENOMEM;
-            snprintf(r->msg, sizeof(r->msg), "lookup: the helper is out of memory");
-            request_done(&r->work, 0);
+            lookup_fails(r, QCG_ENOMEM, "the helper is out of memory");
             continue;
         }
-        for (int i = 0; i < b->n; i++) {
-            b->r[i]->rc = QCG_ESYS;
-            snprintf(b->r[i]->msg, sizeof(b->r[i]->msg), "lookup: the helper cannot queue it");
-            request_done(&b->r[i]->work, 0);
-        }
+        for (int i = 0; i < b->n; i++)
+            lookup_fails(b->r[i], QCG_ESYS, "the helper cannot queue it");
         free(b);
     }
 }
