@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alive.h"
+#include "backlog.h"
 #include "crl.h"
 #include "daemon.h"
 #include "identity.h"
@@ -140,12 +141,16 @@ int main(int argc, char **argv)
         snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
         return config_error(&cfg, msg);
     }
+    char capped[96];
+    backlog_capped_text(relay_backlog(px.relay), capped, sizeof(capped));
     log_info("%s relaying on %s port %d (control port %d), at most %d pairs, pipes of %d bytes, "
              "tokens accepted up to %d s after expiry and remembered in up to %d MiB, pair "
-             "timeout %d s, hello timeout %d s, %d connections without a token per address",
+             "timeout %d s, hello timeout %d s, %d connections without a token per address, "
+             "listen backlog %d%s",
              svc.name, cfg.listen ? cfg.listen : "any address", relay_port(px.relay),
              soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
-             cfg.token_memory, cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address);
+             cfg.token_memory, cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address,
+             relay_backlog(px.relay), capped);
 
     static struct proxy_metrics pm;
     pm = (struct proxy_metrics){.relay = px.relay, .max_pairs = max_pairs};

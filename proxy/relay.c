@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backlog.h"
 #include "dlist.h"
 #include "engine.h"
 #include "log.h"
@@ -58,7 +59,7 @@ struct conn {
 
 struct relay {
     struct engine *engine;
-    int port;
+    int port, backlog;
     struct proxy_key key;
     unsigned token_skew, pair_timeout;
     uint64_t stall_ms, next_stall_check_ms; /* stall_ms 0: no check */
@@ -761,7 +762,10 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    int fd = sock_listen(cfg->listen_addr, cfg->port, err, errlen);
+    /* Every connection slot may be a connect of one burst (a NATed site's
+       storm): the accept queue holds them all (backlog.h). */
+    r->backlog = backlog_for(2L * r->max_pairs);
+    int fd = sock_listen(cfg->listen_addr, cfg->port, r->backlog, err, errlen);
     if (fd < 0)
         goto fail;
     r->port = sock_port(fd);
@@ -789,6 +793,11 @@ fail:
 int relay_port(const struct relay *r)
 {
     return r->port;
+}
+
+int relay_backlog(const struct relay *r)
+{
+    return r->backlog;
 }
 
 void relay_free(struct relay *r)

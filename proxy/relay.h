@@ -92,6 +92,9 @@ struct relay;
 /* Binds the listener; NULL with a one-line reason in err. */
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen);
 int relay_port(const struct relay *r);
+/* The data port's listen backlog: 2 x max-pairs, within backlog.h's
+   bounds. */
+int relay_backlog(const struct relay *r);
 /* Runs until relay_stop; then closes every connection and pair (resetting the
    pairs, so no client takes the cut for a clean end).  0, or -1 on a fatal
    error of the loop itself. */

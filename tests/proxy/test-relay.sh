@@ -223,6 +223,16 @@ stop_proxy
 log7=$work/proxy7.log
 start_proxy "$log7" --log-level info
 rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$proxy_pid/status")
+# The listen backlog follows max-pairs (2 per pair; the kernel keeps at most
+# net.core.somaxconn): a NATed site's burst of connects is not dropped.
+pairs=$(sed -n 's/.*at most \([0-9]*\) pairs.*/\1/p' "$log7" | head -1)
+want=$((2 * pairs)) somax=$(cat /proc/sys/net/core/somaxconn)
+[ "$want" -gt 65535 ] && want=65535
+[ "$want" -gt "$somax" ] && want=$somax
+got=$(ss -Hltn "sport = :$port" | awk '{print $3}')
+if [ "$got" = "$want" ]; then pass "listen backlog $got (max-pairs $pairs)"; else
+  fail "listen backlog ${got:-?}, want $want (max-pairs $pairs, somaxconn $somax)"; fi
+logged "listen backlog in the start line" "$log7" "listen backlog $((2 * pairs))"
 export PROXY_CLIENT_JOB=big
 scenario "50000 pairs of one job from 127.0.0.1, then their first tokens again" storm 50000
 export PROXY_CLIENT_JOB=other
