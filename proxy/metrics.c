@@ -35,6 +35,8 @@ static const struct metrics_map map[] = {
     {"tokens_remembered", "qcg_proxy_tokens_remembered", G, NULL, NULL,
      "tokens kept against replay until their expiry + token-skew"},
     {"token_bytes", "qcg_proxy_token_bytes", G, NULL, NULL, "memory the remembered tokens take"},
+    {"pipes_short", "qcg_proxy_pipes_short_total", C, NULL, NULL,
+     "pipes smaller than pipe-size: the user's pipe memory (fs.pipe-user-pages-soft) was spent"},
 };
 
 size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t max)
@@ -61,6 +63,7 @@ size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t m
         {"refused_job_tokens", k.refused_job_tokens},
         {"tokens_remembered", k.tokens_remembered},
         {"token_bytes", k.token_bytes},
+        {"pipes_short", k.pipes_short},
     };
     size_t n = 0;
     for (; n < sizeof(c) / sizeof(c[0]) && n < max; n++)

@@ -35,7 +35,7 @@ struct pair *pair_new(const unsigned char id[TOKEN_PAIR_LEN], int fd0, const cha
     return p;
 }
 
-static int dir_open_pipe(struct pair_dir *d, size_t pipe_size)
+static int dir_open_pipe(struct pair *p, struct pair_dir *d, size_t pipe_size)
 {
     if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
         return -1;
@@ -45,6 +45,8 @@ static int dir_open_pipe(struct pair_dir *d, size_t pipe_size)
     if (got < 0)
         got = fcntl(d->pipe[1], F_GETPIPE_SZ);
     d->pipecap = got > 0 ? (size_t)got : 65536;
+    if (d->pipecap < pipe_size)
+        p->short_pipe = d->pipecap;
     return 0;
 }
 
@@ -64,6 +66,20 @@ static void set_err(char *err, size_t errlen, const char *what, const char *addr
     snprintf(err, errlen, "%s %s: %s", what, addr, strerror(e));
 }
 
+/* Whether src has a byte or its FIN to read: a pipe is made only then, so a
+   pair that is told "maybe readable" (every new pair) but has nothing holds
+   none.  Pipes are charged to the user's allowance (fs.pipe-user-pages-soft)
+   whether they hold data or not.  1 = yes, 0 = nothing now, -1 = error. */
+static int has_input(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+    if (n >= 0)
+        return 1;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+}
+
 /* One direction: as many rounds as allowed.  0 = waits for an event, 1 = has
    more to do, -1 = failed. */
 static int dir_run(struct pair *p, int d, size_t pipe_size, uint64_t *moved, char *err,
@@ -78,11 +94,22 @@ static int dir_run(struct pair *p, int d, size_t pipe_size, uint64_t *moved, cha
     for (int round = 0; round < PAIR_ROUNDS; round++) {
         bool progress = false;
 
-        if (!dir->eof && src->readable && (dir->pipe[0] < 0 || dir->inpipe < dir->pipecap)) {
-            if (dir->pipe[0] < 0 && dir_open_pipe(dir, pipe_size) < 0) {
+        bool fill = !dir->eof && src->readable && (dir->pipe[0] < 0 || dir->inpipe < dir->pipecap);
+        if (fill && dir->pipe[0] < 0) {
+            int in = has_input(src->fd);
+            if (in < 0) {
+                set_err(err, errlen, "receiving from", src->addr, errno);
+                return -1;
+            }
+            if (in == 0) {
+                src->readable = false;
+                fill = false;
+            } else if (dir_open_pipe(p, dir, pipe_size) < 0) {
                 set_err(err, errlen, "pipe for data from", src->addr, errno);
                 return -1;
             }
+        }
+        if (fill) {
             ssize_t n =
                 splice(src->fd, NULL, dir->pipe[1], NULL, dir->pipecap - dir->inpipe, flags);
             if (n > 0) {

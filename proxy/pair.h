@@ -54,6 +54,9 @@ struct pair {
     bool ready;
     struct relay *relay; /* the relay's, for its watches' callbacks */
     bool closed;
+    /* A pipe got less than pipe_size (the user's pipe allowance is spent):
+       set by pair_run, for the relay to say so. */
+    size_t short_pipe;
     struct pair *dead_next; /* closed, freed after the turn's events */
 };
 

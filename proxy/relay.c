@@ -69,7 +69,7 @@ struct relay {
 
     struct seen *tokens;    /* every (pair, side) taken, until expiry + skew */
     struct htable *waiting; /* of struct conn in CONN_WAITING, by pair id */
-    struct ratelimit refused_log, closed_log;
+    struct ratelimit refused_log, closed_log, short_pipe_log;
     struct dlist pairs;      /* of struct pair, by last activity, oldest first */
     struct pair *ready;      /* pairs with work left */
     struct pair *dead_pairs; /* closed this turn */
@@ -81,6 +81,7 @@ struct relay {
     atomic_ullong hellos_waiting, hello_timeouts, hellos_cut, refused_address_hellos,
         refused_address_tokens, refused_job_tokens;
     atomic_ullong tokens_remembered, token_bytes; /* the seen tokens' size, for the stats */
+    atomic_ullong pipes_short;                    /* pipes smaller than pipe_size (short_pipe) */
 };
 
 static void count(atomic_ullong *c)
@@ -317,12 +318,30 @@ static void pair_end(struct relay *r, struct pair *p, bool abort)
     r->dead_pairs = p;
 }
 
+/* Pipes beyond the user's allowance (fs.pipe-user-pages-soft: 64 MiB, 256
+   pipes of 256 KiB, unless privileged) get 2 pages: such pairs relay at a
+   fraction of the speed, so the log says why, at most once a minute. */
+static void short_pipe(struct relay *r, struct pair *p)
+{
+    unsigned left_out = 0;
+
+    count(&r->pipes_short);
+    if (ratelimit_burst_ok(&r->short_pipe_log, now_ms(r), 60000, 1, &left_out))
+        log_warnx("a pipe of %zu bytes, not pipe-size %zu: this user's pipe memory is spent "
+                  "(fs.pipe-user-pages-soft), so pairs beyond it relay slower; raise that sysctl "
+                  "(0: no limit) or lower pipe-size (%u more since the last line)",
+                  p->short_pipe, r->pipe_size, left_out);
+    p->short_pipe = 0;
+}
+
 static void pair_step(struct relay *r, struct pair *p)
 {
     char err[256];
     uint64_t moved = 0;
 
     enum pair_result res = pair_run(p, r->pipe_size, &moved, err, sizeof(err));
+    if (p->short_pipe)
+        short_pipe(r, p);
     if (moved) {
         atomic_fetch_add_explicit(&r->bytes_relayed, moved, memory_order_relaxed);
         p->active_ms = now_ms(r);
@@ -836,4 +855,5 @@ void relay_counters(struct relay *r, struct relay_counters *out)
     out->refused_job_tokens = atomic_load(&r->refused_job_tokens);
     out->tokens_remembered = atomic_load(&r->tokens_remembered);
     out->token_bytes = atomic_load(&r->token_bytes);
+    out->pipes_short = atomic_load(&r->pipes_short);
 }

@@ -85,6 +85,7 @@ struct relay_counters {
     unsigned long long pairs_stalled;          /* aborted: a side acknowledged nothing */
     unsigned long long tokens_remembered;      /* (pair, side) kept against replay, now */
     unsigned long long token_bytes;            /* the memory they take, now */
+    unsigned long long pipes_short;            /* pipes smaller than pipe_size: no allowance left */
 };
 
 struct relay;

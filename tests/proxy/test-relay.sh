@@ -122,9 +122,15 @@ if command -v curl >/dev/null; then
 fi
 
 # ---- SIGTERM: pairs closed, exit 0 within 2 s ----
+fds0=$(find "/proc/$proxy_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
 "$client_bin" $port "$key" idle >"$work/idle.out" 2>&1 &
 client_pid=$!
 wait_log "$work/idle.out" "^paired" $client_pid || fail "idle pair did not pair: $(cat "$work/idle.out")"
+# An idle pair holds its two sockets and no pipe: pipes count against the
+# user's pipe allowance (fs.pipe-user-pages-soft) whether they hold data or not.
+fds1=$(find "/proc/$proxy_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
+if [ $((fds1 - fds0)) -eq 2 ]; then pass "an idle pair holds 2 descriptors"; else
+  fail "an idle pair holds $((fds1 - fds0)) descriptors, want 2 (its sockets, no pipes)"; fi
 kill -TERM $proxy_pid
 rc=
 for _ in $(seq 40); do
