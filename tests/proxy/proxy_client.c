@@ -12,7 +12,8 @@
  *   replay        a second connection with a used token is closed without an
  *                 answer; the first one still pairs
  *   forged        a token with a bad MAC, garbage, and a bad magic: closed
- *   expired       a token past expiry + skew (skew given): closed
+ *   expired S     a token past expiry + skew (skew S): closed, one within
+ *                 it pairs; one expiring more than 600 s + S ahead: closed
  *   unpaired S    a lone client is closed after about S seconds
  *   stall S       pairs, prints "streaming target-port P" and sends both
  *                 ways; exit 0 when the initiator's end is closed within S s
@@ -398,7 +399,28 @@ static int expired_scenario(int skew)
         return -1;
     close(a);
     close(b);
-    printf("token past expiry + %d s refused, within the skew accepted\n", skew);
+    /* Expiring further ahead than 600 s + skew (the broker's clock ahead by
+       more than the skew): refused, where the proxy could not remember it
+       for its whole life; 600 s + skew ahead is still taken. */
+    new_pair(pair);
+    mint(0, pair, 600 + (int64_t)skew + 30, t);
+    fd = connect_token(t);
+    if (expect_closed(fd, 5000, "token expiring 600 s + skew + 30 s ahead"))
+        return -1;
+    close(fd);
+    new_pair(pair);
+    mint(0, pair, 600 + (int64_t)skew - 5, t);
+    mint(1, pair, 600 + (int64_t)skew - 5, t1);
+    a = connect_token(t);
+    b = connect_token(t1);
+    if (expect_paired(a, "initiator 600 s + skew ahead") ||
+        expect_paired(b, "target 600 s + skew ahead"))
+        return -1;
+    close(a);
+    close(b);
+    printf("token past expiry + %d s refused, within the skew accepted; one expiring beyond "
+           "600 s + skew ahead refused\n",
+           skew);
     return 0;
 }
 
