@@ -4,7 +4,8 @@
 # (both tcp-stream ends connect out with tokens, as in proxy-relay.sh (b)).
 # With QCG_BASE_BUILD_DIR, each round runs that build's qcg-proxy first, then
 # QCG_BUILD_DIR's, the tools (tcp-stream, proxy-token) the same for both:
-# medians of ROUNDS and the ratios new/base.  In a network namespace of its
+# medians of ROUNDS and the ratios new/base; each round also streams over
+# plain TCP (direct), for the relayed/direct ratio per round.  In a network namespace of its
 # own; for comparing two builds on a machine whose lab is busy (the lab's
 # figures, with NATs and routers on the path, are proxy-relay.sh's).
 #
@@ -72,12 +73,27 @@ one_run() {
     'BEGIN { printf "%.3f\n", d / t / (b / 1e9) }' >>"$work/$2.cpu"
 }
 
+# direct_run: the same stream over plain TCP on loopback, no relay (the
+# figure issue 29 compares a relayed stream with).
+direct_run() {
+  "$stream" --listen 18703 >/dev/null &
+  local i
+  for ((i = 0; i < 200; i++)); do
+    ss -ltnH "sport = :18703" | grep -q . && break
+    sleep 0.05
+  done
+  "$stream" --connect 127.0.0.1:18703 --seconds "$secs" | field gbps >>"$work/direct.gbps"
+  wait %1 || true
+}
+
 for _ in $(seq "$rounds"); do
+  direct_run
   [ -n "$base" ] && one_run "$base" base
   one_run "$build" new
 done
 echo "qcg-proxy on loopback, one stream of ${secs} s and $pings round trips, medians of $rounds rounds (min-max)"
 printf '%-6s %22s %22s %22s\n' build "Gb/s" "RTT us" "proxy CPU s/GB"
+printf '%-6s %22s\n' direct "$(median <"$work/direct.gbps") ($(spread <"$work/direct.gbps"))"
 for who in ${base:+base} new; do
   printf '%-6s %22s %22s %22s\n' "$who" \
     "$(median <"$work/$who.gbps") ($(spread <"$work/$who.gbps"))" \
@@ -90,3 +106,7 @@ if [ -n "$base" ]; then
     -v c="$(median <"$work/new.cpu")" -v cb="$(median <"$work/base.cpu")" \
     'BEGIN { printf "new/base: throughput %.2f, RTT %.2f, CPU per GB %.2f\n", g / gb, r / rb, c / cb }'
 fi
+for who in ${base:+base} new; do
+  paste "$work/$who.gbps" "$work/direct.gbps" | awk '{ print $1 / $2 }' >"$work/$who.ratio"
+  echo "$who/direct throughput, per round: median $(median <"$work/$who.ratio") ($(spread <"$work/$who.ratio"))"
+done

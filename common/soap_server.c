@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backlog.h"
 #include "crl.h"
 #include "dlist.h"
 #include "htable.h"
@@ -47,8 +48,6 @@
 /* Generated from qcg.wsdl into the qcgsoap library. */
 const char *qcg_wsdl_text(void);
 
-#define SERVER_BACKLOG_MIN 128
-#define SERVER_BACKLOG_MAX 65535
 #define SERVER_IO_TIMEOUT 10       /* seconds a send or recv may stall */
 #define SERVER_TRANSFER_TIMEOUT 30 /* seconds for a whole message */
 #define SERVER_RECV_MAXLENGTH (1024 * 1024)
@@ -84,30 +83,10 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
         log_warnx("%s: %s", peer, why);
 }
 
-/* The listen backlog: every connection the configuration lets in at once
-   (slots and handshakes) may arrive together, e.g. every frontend's pool
-   reconnecting after a broker restart; the loop takes them as fast as they
-   come, so a queue that holds them all costs nothing.  The kernel keeps
-   at most net.core.somaxconn of it. */
+/* The listen backlog (backlog.h): slots and handshakes. */
 static int listen_backlog(const struct soap_server *srv)
 {
-    long want = (long)srv->max_connections + srv->max_handshakes;
-    return want < SERVER_BACKLOG_MIN   ? SERVER_BACKLOG_MIN
-           : want > SERVER_BACKLOG_MAX ? SERVER_BACKLOG_MAX
-                                       : (int)want;
-}
-
-/* net.core.somaxconn (of this network namespace), or -1. */
-static int somaxconn(void)
-{
-    FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
-    int n = -1;
-    if (f != NULL) {
-        if (fscanf(f, "%d", &n) != 1)
-            n = -1;
-        fclose(f);
-    }
-    return n;
+    return backlog_for((long)srv->max_connections + srv->max_handshakes);
 }
 
 static struct conn *conn_of(struct soap *soap)
@@ -772,11 +751,8 @@ static int drain(struct soap_server *srv, int seconds)
 
 int soap_server_run(struct soap_server *srv)
 {
-    int kernel_max = somaxconn();
-    char capped[96] = "";
-    if (kernel_max > 0 && kernel_max < srv->backlog)
-        snprintf(capped, sizeof(capped), ", of which the kernel keeps %d (net.core.somaxconn)",
-                 kernel_max);
+    char capped[96];
+    backlog_capped_text(srv->backlog, capped, sizeof(capped));
     log_info("serving on port %d (at most %d connections, %d per certificate; %d TLS "
              "handshakes, %d per address, %d ms each; listen backlog %d%s)",
              srv->port, srv->max_connections, srv->max_per_identity, srv->max_handshakes,

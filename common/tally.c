@@ -98,13 +98,19 @@ bool tally_take(struct tally *t, const char *key, unsigned max)
 
 void tally_give(struct tally *t, const char *key)
 {
+    tally_give_n(t, key, 1);
+}
+
+void tally_give_n(struct tally *t, const char *key, unsigned n)
+{
     char k[TALLY_KEY_MAX];
     key_of(key, k);
     uint64_t hash = key_hash(t, k);
     struct holder *h = htable_find(t->table, hash, k);
-    if (h == NULL)
+    if (h == NULL || n == 0)
         return;
-    if (--h->n == 0) {
+    h->n = h->n > n ? h->n - n : 0;
+    if (h->n == 0) {
         htable_remove(t->table, hash, k);
         free(h);
     }

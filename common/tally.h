@@ -26,6 +26,8 @@ unsigned tally_count(const struct tally *t, const char *key);
 bool tally_take(struct tally *t, const char *key, unsigned max);
 /* One less for key (one it took). */
 void tally_give(struct tally *t, const char *key);
+/* n less for key (n it took, e.g. a batch of entries forgotten at once). */
+void tally_give_n(struct tally *t, const char *key, unsigned n);
 /* Holders with a count now. */
 size_t tally_holders(const struct tally *t);
 

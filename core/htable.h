@@ -5,7 +5,7 @@
  * beside the pointer so growing never calls back.  Not thread-safe: its
  * users hold their own locks.  The one hash table of the project: the
  * broker's registry, reflector and outcome memory, the frontend's maps (strmap.h), the
- * proxy's seen tokens (pairtable.h).
+ * proxy's waiting sides (proxy/relay.c).
  */
 #ifndef QCG_HTABLE_H
 #define QCG_HTABLE_H

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alive.h"
+#include "backlog.h"
 #include "crl.h"
 #include "daemon.h"
 #include "identity.h"
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
         .hello_timeout = (unsigned)cfg.hello_timeout,
         .hellos_per_address = (unsigned)cfg.hellos_per_address,
         .ipv6_prefix = (unsigned)cfg.ipv6_prefix,
+        .token_memory = (size_t)cfg.token_memory << 20,
         .tokens_per_address = (unsigned)cfg.tokens_per_address,
     };
     static struct proxy px; /* static: the signal handler keeps a pointer */
@@ -139,12 +141,16 @@ int main(int argc, char **argv)
         snprintf(msg, sizeof(msg), "qcg-proxy: %s", err);
         return config_error(&cfg, msg);
     }
+    char capped[96];
+    backlog_capped_text(relay_backlog(px.relay), capped, sizeof(capped));
     log_info("%s relaying on %s port %d (control port %d), at most %d pairs, pipes of %d bytes, "
-             "tokens accepted up to %d s after expiry, pair timeout %d s, hello timeout %d s, "
-             "%d connections without a token per address",
+             "tokens accepted up to %d s after expiry and remembered in up to %d MiB, pair "
+             "timeout %d s, hello timeout %d s, %d connections without a token per address, "
+             "listen backlog %d%s",
              svc.name, cfg.listen ? cfg.listen : "any address", relay_port(px.relay),
              soap_server_port(px.control), max_pairs, cfg.pipe_size, cfg.token_skew,
-             cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address);
+             cfg.token_memory, cfg.pair_timeout, cfg.hello_timeout, cfg.hellos_per_address,
+             relay_backlog(px.relay), capped);
 
     static struct proxy_metrics pm;
     pm = (struct proxy_metrics){.relay = px.relay, .max_pairs = max_pairs};

@@ -32,6 +32,11 @@ static const struct metrics_map map[] = {
     {"hello_timeouts", "qcg_proxy_hello_timeouts_total", C, NULL, NULL, "no whole hello in time"},
     {"hellos_cut", "qcg_proxy_hellos_cut_total", C, NULL, NULL,
      "the oldest waiting hello cut for a new connection: the handshake stage was full"},
+    {"tokens_remembered", "qcg_proxy_tokens_remembered", G, NULL, NULL,
+     "tokens kept against replay until their expiry + token-skew"},
+    {"token_bytes", "qcg_proxy_token_bytes", G, NULL, NULL, "memory the remembered tokens take"},
+    {"pipes_short", "qcg_proxy_pipes_short_total", C, NULL, NULL,
+     "pipes smaller than pipe-size: the user's pipe memory (fs.pipe-user-pages-soft) was spent"},
 };
 
 size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t max)
@@ -56,6 +61,9 @@ size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t m
         {"refused_address_hellos", k.refused_address_hellos},
         {"refused_address_tokens", k.refused_address_tokens},
         {"refused_job_tokens", k.refused_job_tokens},
+        {"tokens_remembered", k.tokens_remembered},
+        {"token_bytes", k.token_bytes},
+        {"pipes_short", k.pipes_short},
     };
     size_t n = 0;
     for (; n < sizeof(c) / sizeof(c[0]) && n < max; n++)

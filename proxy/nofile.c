@@ -50,8 +50,8 @@ int nofile_raise(int max_pairs)
     if (room < max_pairs) {
         log_warnx("file descriptors: %llu (was %llu, hard limit %llu): room for %ld pairs, not "
                   "max-pairs %d: raise the hard limit before the start (systemd: LimitNOFILE=, "
-                  "already 65536 in qcg-proxy.service; a shell, as root: ulimit -n 65536; Docker: "
-                  "--ulimit nofile=65536:65536; docs/admin.md, \"Without systemd\")",
+                  "already 1048576 in qcg-proxy.service; a shell, as root: ulimit -n 1048576; "
+                  "Docker: --ulimit nofile=1048576:1048576; docs/admin.md, \"Without systemd\")",
                   (unsigned long long)rl.rlim_cur, (unsigned long long)was.rlim_cur,
                   (unsigned long long)rl.rlim_max, room, max_pairs);
         return (int)room;

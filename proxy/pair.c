@@ -15,6 +15,8 @@
 /* Socket -> pipe -> socket rounds per direction per call: a busy pair yields
    to the others after this many. */
 #define PAIR_ROUNDS 8
+/* The kernel's size of a new pipe (16 pages). */
+#define PAIR_PIPE_DEFAULT 65536
 
 struct pair *pair_new(const unsigned char id[TOKEN_PAIR_LEN], int fd0, const char *addr0, int fd1,
                       const char *addr1, uint64_t now_ms)
@@ -35,17 +37,41 @@ struct pair *pair_new(const unsigned char id[TOKEN_PAIR_LEN], int fd0, const cha
     return p;
 }
 
-static int dir_open_pipe(struct pair_dir *d, size_t pipe_size)
+/* A pipe starts at the kernel's default or pipe_size, the smaller, and grows
+   to pipe_size only once it fills up (dir_grow): pipes are charged to the
+   user's allowance (fs.pipe-user-pages-soft) by their size, so pairs that
+   exchange messages leave it to those that stream. */
+static int dir_open_pipe(struct pair *p, struct pair_dir *d, size_t pipe_size)
 {
     if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
         return -1;
-    /* Best effort: the kernel may refuse more than pipe-max-size or the user's
-       pipe page allowance; the pipe then keeps its default size. */
-    int got = fcntl(d->pipe[1], F_SETPIPE_SZ, (int)pipe_size);
-    if (got < 0)
-        got = fcntl(d->pipe[1], F_GETPIPE_SZ);
-    d->pipecap = got > 0 ? (size_t)got : 65536;
+    int got = fcntl(d->pipe[1], F_GETPIPE_SZ);
+    if (got > 0 && (size_t)got > pipe_size) {
+        int set = fcntl(d->pipe[1], F_SETPIPE_SZ, (int)pipe_size);
+        if (set > 0)
+            got = set;
+    }
+    d->pipecap = got > 0 ? (size_t)got : 4096;
+    /* The kernel's default is 16 pages; 2 when the allowance is spent. */
+    if (d->pipecap < pipe_size && d->pipecap < PAIR_PIPE_DEFAULT)
+        p->short_pipe = d->pipecap;
     return 0;
+}
+
+/* A full pipe grows to pipe_size (a stream: fewer, larger splices), best
+   effort: the kernel refuses beyond pipe-max-size or the user's allowance,
+   and the pipe keeps its size. */
+static void dir_grow(struct pair *p, struct pair_dir *d, size_t pipe_size)
+{
+    if (d->pipecap >= pipe_size || d->nogrow)
+        return;
+    int got = fcntl(d->pipe[1], F_SETPIPE_SZ, (int)pipe_size);
+    if (got > 0 && (size_t)got > d->pipecap) {
+        d->pipecap = (size_t)got;
+    } else {
+        d->nogrow = true;
+        p->short_pipe = d->pipecap;
+    }
 }
 
 static void dir_close_pipe(struct pair_dir *d)
@@ -57,11 +83,26 @@ static void dir_close_pipe(struct pair_dir *d)
     d->pipe[0] = d->pipe[1] = -1;
     d->inpipe = 0;
     d->pipecap = 0;
+    d->nogrow = false;
 }
 
 static void set_err(char *err, size_t errlen, const char *what, const char *addr, int e)
 {
     snprintf(err, errlen, "%s %s: %s", what, addr, strerror(e));
+}
+
+/* Whether src has a byte or its FIN to read: a pipe is made only then, so a
+   pair that is told "maybe readable" (every new pair) but has nothing holds
+   none.  Pipes are charged to the user's allowance (fs.pipe-user-pages-soft)
+   whether they hold data or not.  1 = yes, 0 = nothing now, -1 = error. */
+static int has_input(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+    if (n >= 0)
+        return 1;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
 }
 
 /* One direction: as many rounds as allowed.  0 = waits for an event, 1 = has
@@ -78,16 +119,29 @@ static int dir_run(struct pair *p, int d, size_t pipe_size, uint64_t *moved, cha
     for (int round = 0; round < PAIR_ROUNDS; round++) {
         bool progress = false;
 
-        if (!dir->eof && src->readable && (dir->pipe[0] < 0 || dir->inpipe < dir->pipecap)) {
-            if (dir->pipe[0] < 0 && dir_open_pipe(dir, pipe_size) < 0) {
+        bool fill = !dir->eof && src->readable && (dir->pipe[0] < 0 || dir->inpipe < dir->pipecap);
+        if (fill && dir->pipe[0] < 0) {
+            int in = has_input(src->fd);
+            if (in < 0) {
+                set_err(err, errlen, "receiving from", src->addr, errno);
+                return -1;
+            }
+            if (in == 0) {
+                src->readable = false;
+                fill = false;
+            } else if (dir_open_pipe(p, dir, pipe_size) < 0) {
                 set_err(err, errlen, "pipe for data from", src->addr, errno);
                 return -1;
             }
+        }
+        if (fill) {
             ssize_t n =
                 splice(src->fd, NULL, dir->pipe[1], NULL, dir->pipecap - dir->inpipe, flags);
             if (n > 0) {
                 dir->inpipe += (size_t)n;
                 progress = true;
+                if (dir->inpipe == dir->pipecap)
+                    dir_grow(p, dir, pipe_size);
             } else if (n == 0) {
                 dir->eof = true;
                 progress = true;
@@ -97,6 +151,8 @@ static int dir_run(struct pair *p, int d, size_t pipe_size, uint64_t *moved, cha
                    the pipe drains. */
                 if (dir->inpipe == 0)
                     src->readable = false;
+                else
+                    dir_grow(p, dir, pipe_size);
             } else if (errno != EINTR) {
                 set_err(err, errlen, "receiving from", src->addr, errno);
                 return -1;

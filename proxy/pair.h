@@ -35,9 +35,10 @@ struct pair_end {
 
 /* dir[d] carries end[d] -> end[1 - d]. */
 struct pair_dir {
-    int pipe[2];   /* -1 when none */
-    size_t inpipe; /* bytes in the pipe */
-    size_t pipecap;
+    int pipe[2];    /* -1 when none */
+    size_t inpipe;  /* bytes in the pipe */
+    size_t pipecap; /* its size: the kernel's default, grown to pipe_size when full */
+    bool nogrow;    /* the kernel refused to grow it */
     uint64_t bytes; /* delivered to the far end */
     bool eof;       /* the source has sent FIN */
     bool done;      /* FIN passed on after the last byte */
@@ -54,6 +55,9 @@ struct pair {
     bool ready;
     struct relay *relay; /* the relay's, for its watches' callbacks */
     bool closed;
+    /* A pipe got less than pipe_size (the user's pipe allowance is spent):
+       set by pair_run, for the relay to say so. */
+    size_t short_pipe;
     struct pair *dead_next; /* closed, freed after the turn's events */
 };
 

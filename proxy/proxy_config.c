@@ -23,9 +23,11 @@ const struct config_option proxy_options[] = {
      "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required; "
      "reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting "
+     "itself is read at start only)"},
     {"crl-accept-older", CONFIG_BOOL, OPT(crl_accept_older), 0, 0, "no",
-     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+     "(default: keep the one in force and log an error)"},
     {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,
      "the token key shared with the broker: 64 hex characters, mode 0600, required"},
     {"token-skew", CONFIG_INT, OPT(token_skew), 0, 86400, "300",
@@ -43,9 +45,12 @@ const struct config_option proxy_options[] = {
     {"ipv6-prefix", CONFIG_INT, OPT(ipv6_prefix), 1, 128, "64",
      "bits of an IPv6 source address that count as one address for the per-address limits (a host "
      "commonly holds a whole /64)"},
-    {"tokens-per-address", CONFIG_INT, OPT(tokens_per_address), 0, 16000000, "0",
-     "tokens one address may have remembered against replay (0 = 4 x max-pairs, a quarter "
-     "of the table, at least 256)"},
+    {"token-memory", CONFIG_INT, OPT(token_memory), 1, 65536, "64",
+     "MiB for the tokens remembered against replay (about 16 bytes each, kept until expiry + "
+     "token-skew); when full, new pairs are refused"},
+    {"tokens-per-address", CONFIG_INT, OPT(tokens_per_address), 0, 1000000000, "0",
+     "tokens one address may have remembered against replay, one job half of them (0 = a "
+     "quarter of what token-memory holds, at least 256)"},
     {"max-pairs", CONFIG_INT, OPT(max_pairs), 1, 1000000, "10000",
      "pairs relayed at once (also bounded by the descriptors the system allows)"},
     {"pipe-size", CONFIG_INT, OPT(pipe_size), 4096, 1048576, "262144",

@@ -18,16 +18,17 @@ struct proxy_config {
     char *crl;
     int crl_accept_older; /* reloads take an expired or older CRL too */
     char *key_file;
-    int token_skew;   /* seconds a token is still accepted after its expiry */
-    int pair_timeout; /* seconds a connection waits for the other side */
+    int token_skew;         /* seconds a token is still accepted after its expiry */
+    int pair_timeout;       /* seconds a connection waits for the other side */
     int stall_timeout;      /* seconds of data unacknowledged before a pair is aborted; 0 never */
     int hello_timeout;      /* seconds a new connection has for its token */
     int hellos_per_address; /* connections without a token yet, per address */
     int ipv6_prefix;        /* an address: an IPv6 /ipv6_prefix */
-    int tokens_per_address; /* seen-token entries per address; 0 = 4 x max-pairs */
+    int token_memory;       /* MiB the seen tokens may take */
+    int tokens_per_address; /* seen tokens per address; 0 = a quarter of token-memory's */
     int max_pairs;
-    int pipe_size; /* bytes buffered per direction of a pair */
-    char *broker;  /* the broker's URL for the beats; NULL = no beats */
+    int pipe_size;      /* bytes buffered per direction of a pair */
+    char *broker;       /* the broker's URL for the beats; NULL = no beats */
     int alive_interval; /* seconds between beats */
     char *log_level;
     int syslog;
@@ -46,6 +47,5 @@ extern const struct config_option proxy_options[];
 enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **argv, char *err,
                                      size_t errlen);
 void proxy_config_free(struct proxy_config *cfg);
-
 
 #endif

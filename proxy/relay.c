@@ -14,12 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backlog.h"
 #include "dlist.h"
 #include "engine.h"
 #include "log.h"
 #include "pair.h"
-#include "pairtable.h"
+#include "htable.h"
 #include "ratelimit.h"
+#include "seen.h"
 #include "sockaddr_text.h"
 #include "sockets.h"
 #include "tally.h"
@@ -27,8 +29,14 @@
 #define RELAY_ACCEPTS_PER_EVENT 64
 #define RELAY_PIPE_IDLE_MS 2000     /* an empty pipe idle this long is dropped */
 #define RELAY_EXPIRE_EVERY_MS 10000 /* seen tokens past expiry + skew are forgotten */
-#define RELAY_TOKENS_PER_PAIR 16    /* seen-token table: entries per max-pairs */
 #define RELAY_MIN_TOKENS_PER_ADDRESS 256
+/* What a remembered token costs on average (seen.h: 8 bytes at a load of
+   3/8 to 3/4), for sizing the shares from token-memory. */
+#define RELAY_BYTES_PER_TOKEN 16
+/* The longest token lifetime taken (the broker gives 60 s): a token whose
+   expiry is further ahead than this + token-skew is refused, so that the
+   seen-token buckets cover every token taken. */
+#define RELAY_TOKEN_LIFETIME_MAX 600
 /* Refusal lines: a burst seen in full, a flood not written out. */
 #define RELAY_LOG_WINDOW_MS 1000
 #define RELAY_LOG_BURST 10
@@ -45,13 +53,13 @@ struct conn {
     size_t got;
     unsigned char buf[RELAY_HELLO_LEN];
     char addr[PAIR_ADDR_MAX];
-    struct pt_entry *entry; /* waiting: the pair's entry, and our side */
+    unsigned char pair[TOKEN_PAIR_LEN]; /* waiting: its pair (the key in r->waiting), and side */
     int side;
 };
 
 struct relay {
     struct engine *engine;
-    int port;
+    int port, backlog;
     struct proxy_key key;
     unsigned token_skew, pair_timeout;
     uint64_t stall_ms, next_stall_check_ms; /* stall_ms 0: no check */
@@ -59,8 +67,9 @@ struct relay {
     int max_pairs;
     size_t pipe_size;
 
-    struct pairtable *tokens;
-    struct ratelimit refused_log, closed_log;
+    struct seen *tokens;    /* every (pair, side) taken, until expiry + skew */
+    struct htable *waiting; /* of struct conn in CONN_WAITING, by pair id */
+    struct ratelimit refused_log, closed_log, short_pipe_log;
     struct dlist pairs;      /* of struct pair, by last activity, oldest first */
     struct pair *ready;      /* pairs with work left */
     struct pair *dead_pairs; /* closed this turn */
@@ -71,11 +80,20 @@ struct relay {
         refused_peer_gone, unpaired_timeouts, unpaired_waiting;
     atomic_ullong hellos_waiting, hello_timeouts, hellos_cut, refused_address_hellos,
         refused_address_tokens, refused_job_tokens;
+    atomic_ullong tokens_remembered, token_bytes; /* the seen tokens' size, for the stats */
+    atomic_ullong pipes_short;                    /* pipes smaller than pipe_size (short_pipe) */
 };
 
 static void count(atomic_ullong *c)
 {
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* The seen tokens changed: their size for relay_counters. */
+static void tokens_changed(struct relay *r)
+{
+    atomic_store_explicit(&r->tokens_remembered, seen_count(r->tokens), memory_order_relaxed);
+    atomic_store_explicit(&r->token_bytes, seen_bytes(r->tokens), memory_order_relaxed);
 }
 
 static uint64_t now_ms(const struct relay *r)
@@ -84,6 +102,20 @@ static uint64_t now_ms(const struct relay *r)
 }
 
 /* ---- lists ---- */
+
+/* Pair ids are random bytes chosen by the broker and covered by the token's
+   MAC, so their first bytes are a good hash that no client can steer. */
+static uint64_t pair_hash(const unsigned char pair[TOKEN_PAIR_LEN])
+{
+    uint64_t h;
+    memcpy(&h, pair, sizeof(h));
+    return h;
+}
+
+static bool conn_has_pair(const void *entry, const void *pair)
+{
+    return memcmp(((const struct conn *)entry)->pair, pair, TOKEN_PAIR_LEN) == 0;
+}
 
 static struct pair *pair_of(struct dlink *link)
 {
@@ -121,8 +153,8 @@ static void conn_close(struct relay *r, struct conn *c)
     if (c->state == CONN_HELLO)
         leave_hello(r, c);
     if (c->state == CONN_WAITING) {
-        if (c->entry && c->entry->waiting[c->side] == c)
-            c->entry->waiting[c->side] = NULL;
+        if (htable_find(r->waiting, pair_hash(c->pair), c->pair) == c)
+            htable_remove(r->waiting, pair_hash(c->pair), c->pair);
         atomic_fetch_sub_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
     }
     engine_conn_close(&c->ec);
@@ -286,12 +318,30 @@ static void pair_end(struct relay *r, struct pair *p, bool abort)
     r->dead_pairs = p;
 }
 
+/* Pipes beyond the user's allowance (fs.pipe-user-pages-soft: 64 MiB, 256
+   pipes of 256 KiB, unless privileged) get 2 pages: such pairs relay at a
+   fraction of the speed, so the log says why, at most once a minute. */
+static void short_pipe(struct relay *r, struct pair *p)
+{
+    unsigned left_out = 0;
+
+    count(&r->pipes_short);
+    if (ratelimit_burst_ok(&r->short_pipe_log, now_ms(r), 60000, 1, &left_out))
+        log_warnx("a pipe of %zu bytes, not pipe-size %zu: this user's pipe memory is spent "
+                  "(fs.pipe-user-pages-soft), so pairs beyond it relay slower; raise that sysctl "
+                  "(0: no limit) or lower pipe-size (%u more since the last line)",
+                  p->short_pipe, r->pipe_size, left_out);
+    p->short_pipe = 0;
+}
+
 static void pair_step(struct relay *r, struct pair *p)
 {
     char err[256];
     uint64_t moved = 0;
 
     enum pair_result res = pair_run(p, r->pipe_size, &moved, err, sizeof(err));
+    if (p->short_pipe)
+        short_pipe(r, p);
     if (moved) {
         atomic_fetch_add_explicit(&r->bytes_relayed, moved, memory_order_relaxed);
         p->active_ms = now_ms(r);
@@ -349,7 +399,7 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
     c[a->side] = a;
     c[b->side] = b;
     char id[9];
-    pair_id_text(a->entry->pair, id);
+    pair_id_text(a->pair, id);
 
     if (atomic_load(&r->pairs_active) >= (unsigned long long)r->max_pairs) {
         conn_refuse(r, c[0], &r->refused_full, "pair %s: max-pairs reached", id);
@@ -357,7 +407,7 @@ static void make_pair(struct relay *r, struct conn *a, struct conn *b)
         return;
     }
     struct pair *p =
-        pair_new(a->entry->pair, c[0]->ec.w.fd, c[0]->addr, c[1]->ec.w.fd, c[1]->addr, now_ms(r));
+        pair_new(a->pair, c[0]->ec.w.fd, c[0]->addr, c[1]->ec.w.fd, c[1]->addr, now_ms(r));
     if (p == NULL) {
         conn_refuse(r, c[0], &r->refused_full, "pair %s: out of memory", id);
         conn_close(r, c[1]);
@@ -434,7 +484,8 @@ static void hello_done(struct relay *r, struct conn *c)
     case RELAY_HELLO_TOKEN_TEXT:
         break;
     }
-    int rc = token_check(&r->key, text, (uint64_t)time(NULL), r->token_skew, pair, &side, &expiry);
+    uint64_t now = (uint64_t)time(NULL);
+    int rc = token_check(&r->key, text, now, r->token_skew, pair, &side, &expiry);
     if (rc == TOKEN_EEXPIRED) {
         conn_refuse(r, c, &r->refused_expired,
                     "token expired (more than %u s of accepted clock skew ago)", r->token_skew);
@@ -448,44 +499,56 @@ static void hello_done(struct relay *r, struct conn *c)
     pair_id_text(pair, id);
     const char *side_name = side == TOKEN_SIDE_INITIATOR ? "initiator" : "target";
     uint64_t forget_at = expiry > UINT64_MAX - r->token_skew ? UINT64_MAX : expiry + r->token_skew;
-    enum pt_refusal full;
-    struct pt_entry *e = pairtable_get(r->tokens, pair, forget_at, c->ec.source, &full);
-    if (e == NULL && full == PT_OWNER_FULL) {
+    switch (seen_add(r->tokens, pair, side, forget_at, now, c->ec.source)) {
+    case SEEN_NEW:
+        tokens_changed(r);
+        break;
+    case SEEN_REPLAY:
+        conn_refuse(r, c, &r->refused_replay, "pair %s: the %s's token was already used", id,
+                    side_name);
+        return;
+    case SEEN_OWNER_FULL:
         conn_refuse(r, c, &r->refused_address_tokens,
                     "pair %s: %u tokens from %s are remembered already, try later", id,
-                    pairtable_owned(r->tokens, c->ec.source), c->ec.source);
+                    seen_owned(r->tokens, c->ec.source), c->ec.source);
         return;
-    }
-    if (e == NULL && full == PT_JOB_FULL) {
+    case SEEN_JOB_FULL: {
         char job[TOKEN_JOB_TAG_TEXT];
         token_pair_tag(pair, job);
         conn_refuse(r, c, &r->refused_job_tokens,
                     "pair %s: %u tokens of job tag %s are remembered already (half of an "
                     "address's share), try later",
-                    id, pairtable_job_owned(r->tokens, job), job);
+                    id, seen_job_owned(r->tokens, job), job);
         return;
     }
-    if (e == NULL) {
-        conn_refuse(r, c, &r->refused_full, "pair %s: too many tokens seen, try later", id);
+    case SEEN_TOO_FAR:
+        conn_refuse(r, c, &r->refused_expired,
+                    "token expires %llu s from now, more than %u + token-skew %u (the broker's "
+                    "clock is ahead?)",
+                    (unsigned long long)(expiry - now), RELAY_TOKEN_LIFETIME_MAX, r->token_skew);
+        return;
+    case SEEN_FULL:
+    case SEEN_NO_MEMORY:
+        conn_refuse(r, c, &r->refused_full,
+                    "pair %s: token memory full (%zu tokens remembered), try later", id,
+                    seen_count(r->tokens));
         return;
     }
-    if (e->used[side]) {
-        conn_refuse(r, c, &r->refused_replay, "pair %s: the %s's token was already used", id,
-                    side_name);
-        return;
-    }
-    e->used[side] = 1;
-    c->entry = e;
+    memcpy(c->pair, pair, TOKEN_PAIR_LEN);
     c->side = side;
-    struct conn *peer = e->waiting[1 - side];
+    struct conn *peer = htable_remove(r->waiting, pair_hash(pair), pair);
     if (peer != NULL) {
-        e->waiting[1 - side] = NULL;
+        /* Its side's token is taken: it is the other side. */
         make_pair(r, c, peer);
         return;
     }
-    if (e->used[1 - side]) {
+    if (seen_has(r->tokens, pair, 1 - side)) {
         conn_refuse(r, c, &r->refused_peer_gone,
                     "pair %s: the other side's connection came and is gone", id);
+        return;
+    }
+    if (htable_insert(r->waiting, pair_hash(pair), c) < 0) {
+        conn_refuse(r, c, &r->refused_full, "pair %s: out of memory", id);
         return;
     }
     leave_hello(r, c);
@@ -493,7 +556,6 @@ static void hello_done(struct relay *r, struct conn *c)
     engine_conn_deadline(&c->ec, (uint64_t)r->pair_timeout * 1000);
     /* Bytes it sends early are the peer's: only an error is awaited. */
     engine_watch_want(&c->ec.w, UV_PRIORITIZED);
-    e->waiting[side] = c;
     atomic_fetch_add_explicit(&r->unpaired_waiting, 1, memory_order_relaxed);
     log_debug("pair %s: %s (%s) waits for the other side", id, c->addr, side_name);
 }
@@ -549,7 +611,7 @@ static void conn_deadline(struct engine_conn *ec)
         return;
     }
     char id[9];
-    pair_id_text(c->entry->pair, id);
+    pair_id_text(c->pair, id);
     conn_refuse(r, c, &r->unpaired_timeouts, "pair %s: the other side did not come within %u s", id,
                 r->pair_timeout);
 }
@@ -593,9 +655,11 @@ static void tick(void *arg)
          p && p->active_ms + RELAY_PIPE_IDLE_MS <= now_ms(r); p = pair_of(p->link.next))
         pair_trim(p);
     if (now_ms(r) >= r->next_expire_ms) {
-        size_t n = pairtable_expire(r->tokens, (uint64_t)time(NULL));
+        size_t n = seen_expire(r->tokens, (uint64_t)time(NULL));
+        tokens_changed(r);
         if (n)
-            log_debug("forgot %zu expired tokens, %zu remembered", n, pairtable_count(r->tokens));
+            log_debug("forgot %zu expired tokens, %zu remembered in %zu bytes", n,
+                      seen_count(r->tokens), seen_bytes(r->tokens));
         r->next_expire_ms = now_ms(r) + RELAY_EXPIRE_EVERY_MS;
     }
 }
@@ -667,17 +731,19 @@ void relay_stop(struct relay *r)
 
 /* ---- set-up ---- */
 
-/* The default share of the seen-token table (relay.h): a quarter of it, so
-   that no one address fills it, yet a NATed site (one address for all its
-   nodes) can start the proxied pairs of several large jobs within a token's
-   lifetime + skew; never so small that a small proxy's one busy site runs
-   short.  A sixteenth (max-pairs) refused a site's pairs after a few storms
-   of 80 ranks in a row, whenever the descriptor limit cut max-pairs. */
-static unsigned tokens_per_address(int max_pairs)
+/* The default share of the seen tokens (relay.h): a quarter of what
+   token-memory holds, so that no one address fills it, yet a NATed site (one
+   address for all its nodes) can start the proxied pairs of large jobs
+   within a token's lifetime + skew: 64 MiB hold about 4 million tokens, an
+   address a million, one job of it half a million (the relayed pairs of a
+   1000-rank job, ~250k, with room to spare). */
+static unsigned tokens_per_address(size_t memory)
 {
-    unsigned share = (unsigned)max_pairs * RELAY_TOKENS_PER_PAIR / 4;
+    size_t share = memory / RELAY_BYTES_PER_TOKEN / 4;
 
-    return share < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS : share;
+    if (share > UINT32_MAX)
+        share = UINT32_MAX;
+    return share < RELAY_MIN_TOKENS_PER_ADDRESS ? RELAY_MIN_TOKENS_PER_ADDRESS : (unsigned)share;
 }
 
 static const struct engine_ops relay_ops = {
@@ -706,14 +772,19 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
         cfg->hellos_per_address ? cfg->hellos_per_address : RELAY_DEFAULT_HELLOS_PER_ADDRESS;
     r->max_pairs = cfg->max_pairs > 0 ? cfg->max_pairs : 1;
     r->pipe_size = cfg->pipe_size;
-    r->tokens = pairtable_new((size_t)r->max_pairs * RELAY_TOKENS_PER_PAIR,
-                              cfg->tokens_per_address ? cfg->tokens_per_address
-                                                      : tokens_per_address(r->max_pairs));
-    if (r->tokens == NULL) {
+    size_t memory = cfg->token_memory ? cfg->token_memory : RELAY_DEFAULT_TOKEN_MEMORY;
+    r->tokens = seen_new(
+        memory, cfg->tokens_per_address ? cfg->tokens_per_address : tokens_per_address(memory),
+        RELAY_TOKEN_LIFETIME_MAX + 2 * r->token_skew);
+    r->waiting = htable_new(conn_has_pair);
+    if (r->tokens == NULL || r->waiting == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    int fd = sock_listen(cfg->listen_addr, cfg->port, err, errlen);
+    /* Every connection slot may be a connect of one burst (a NATed site's
+       storm): the accept queue holds them all (backlog.h). */
+    r->backlog = backlog_for(2L * r->max_pairs);
+    int fd = sock_listen(cfg->listen_addr, cfg->port, r->backlog, err, errlen);
     if (fd < 0)
         goto fail;
     r->port = sock_port(fd);
@@ -743,6 +814,11 @@ int relay_port(const struct relay *r)
     return r->port;
 }
 
+int relay_backlog(const struct relay *r)
+{
+    return r->backlog;
+}
+
 void relay_free(struct relay *r)
 {
     if (r == NULL)
@@ -752,7 +828,8 @@ void relay_free(struct relay *r)
         close_all(r);
         engine_free(r->engine);
     }
-    pairtable_free(r->tokens);
+    seen_free(r->tokens);
+    htable_free(r->waiting);
     explicit_bzero(&r->key, sizeof(r->key));
     free(r);
 }
@@ -776,4 +853,7 @@ void relay_counters(struct relay *r, struct relay_counters *out)
     out->refused_address_hellos = atomic_load(&r->refused_address_hellos);
     out->refused_address_tokens = atomic_load(&r->refused_address_tokens);
     out->refused_job_tokens = atomic_load(&r->refused_job_tokens);
+    out->tokens_remembered = atomic_load(&r->tokens_remembered);
+    out->token_bytes = atomic_load(&r->token_bytes);
+    out->pipes_short = atomic_load(&r->pipes_short);
 }

@@ -59,10 +59,13 @@ struct relay_config {
     /* An address for both per-address bounds: an IPv6 /ipv6_prefix (0 =
        64). */
     unsigned ipv6_prefix;
-    /* Seen-token entries one source address may hold (pairtable.h);
-       0 = max_pairs, at least 256. */
+    /* Bytes the seen tokens may take (seen.h; 0 = RELAY_DEFAULT_TOKEN_MEMORY),
+       and how many of them one source address may hold (0 = a quarter of
+       what the memory holds, at least 256); one job half of that. */
+    size_t token_memory;
     unsigned tokens_per_address;
 };
+#define RELAY_DEFAULT_TOKEN_MEMORY ((size_t)64 << 20)
 #define RELAY_DEFAULT_HELLO_TIMEOUT 5
 #define RELAY_DEFAULT_HELLOS_PER_ADDRESS 1024
 
@@ -80,6 +83,9 @@ struct relay_counters {
     unsigned long long refused_address_tokens; /* tokens-per-address reached */
     unsigned long long refused_job_tokens;     /* a job's half of it reached */
     unsigned long long pairs_stalled;          /* aborted: a side acknowledged nothing */
+    unsigned long long tokens_remembered;      /* (pair, side) kept against replay, now */
+    unsigned long long token_bytes;            /* the memory they take, now */
+    unsigned long long pipes_short;            /* pipes smaller than pipe_size: no allowance left */
 };
 
 struct relay;
@@ -87,6 +93,9 @@ struct relay;
 /* Binds the listener; NULL with a one-line reason in err. */
 struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen);
 int relay_port(const struct relay *r);
+/* The data port's listen backlog: 2 x max-pairs, within backlog.h's
+   bounds. */
+int relay_backlog(const struct relay *r);
 /* Runs until relay_stop; then closes every connection and pair (resetting the
    pairs, so no client takes the cut for a clean end).  0, or -1 on a fatal
    error of the loop itself. */

@@ -10,14 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SOCK_BACKLOG 1024
 /* Keepalive like the processes' own connections (docs/architecture.md): a
    vanished client frees its pair instead of holding it for ever. */
 #define SOCK_KEEPIDLE 60
 #define SOCK_KEEPINTVL 10
 #define SOCK_KEEPCNT 6
 
-int sock_listen(const char *addr, int port, char *err, size_t errlen)
+int sock_listen(const char *addr, int port, int backlog, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
     char serv[16];
@@ -52,7 +51,7 @@ int sock_listen(const char *addr, int port, char *err, size_t errlen)
         }
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SOCK_BACKLOG) < 0) {
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
         snprintf(err, errlen, "cannot listen on %s port %d: %s", addr ? addr : "any address", port,
                  strerror(errno));
         close(fd);

@@ -45,6 +45,14 @@ int main(void)
     CHECK_EQ(tally_count(t, "198.51.100.1"), 0);
     /* A share of 0 takes nothing. */
     CHECK(!tally_take(t, "198.18.0.1", 0));
+    /* A batch given back at once (entries expiring together). */
+    for (int i = 0; i < 5; i++)
+        CHECK(tally_take(t, "198.18.0.2", 10));
+    tally_give_n(t, "198.18.0.2", 3);
+    CHECK_EQ(tally_count(t, "198.18.0.2"), 2);
+    tally_give_n(t, "198.18.0.2", 2);
+    CHECK_EQ(tally_count(t, "198.18.0.2"), 0);
+    CHECK_EQ(tally_holders(t), 1);
     tally_free(t);
 
     key_of(AF_INET, "203.0.113.7", k);

@@ -12,7 +12,8 @@
  *   replay        a second connection with a used token is closed without an
  *                 answer; the first one still pairs
  *   forged        a token with a bad MAC, garbage, and a bad magic: closed
- *   expired       a token past expiry + skew (skew given): closed
+ *   expired S     a token past expiry + skew (skew S): closed, one within
+ *                 it pairs; one expiring more than 600 s + S ahead: closed
  *   unpaired S    a lone client is closed after about S seconds
  *   stall S       pairs, prints "streaming target-port P" and sends both
  *                 ways; exit 0 when the initiator's end is closed within S s
@@ -34,6 +35,9 @@
  *                 could finish
  *   tokenflood N  N pairs made and ended one after the other with valid
  *                 tokens; prints how many the proxy took
+ *   storm N       N pairs made and ended one after the other, every one must
+ *                 pair (a large job's relayed pairs from one NATed site);
+ *                 then the first pair's tokens, presented again, are refused
  *
  * Pair ids are random (each pair its own job), or of job PROXY_CLIENT_JOB.
  * Clients connect from 127.0.0.1, or from PROXY_CLIENT_SOURCE when set.
@@ -395,7 +399,28 @@ static int expired_scenario(int skew)
         return -1;
     close(a);
     close(b);
-    printf("token past expiry + %d s refused, within the skew accepted\n", skew);
+    /* Expiring further ahead than 600 s + skew (the broker's clock ahead by
+       more than the skew): refused, where the proxy could not remember it
+       for its whole life; 600 s + skew ahead is still taken. */
+    new_pair(pair);
+    mint(0, pair, 600 + (int64_t)skew + 30, t);
+    fd = connect_token(t);
+    if (expect_closed(fd, 5000, "token expiring 600 s + skew + 30 s ahead"))
+        return -1;
+    close(fd);
+    new_pair(pair);
+    mint(0, pair, 600 + (int64_t)skew - 5, t);
+    mint(1, pair, 600 + (int64_t)skew - 5, t1);
+    a = connect_token(t);
+    b = connect_token(t1);
+    if (expect_paired(a, "initiator 600 s + skew ahead") ||
+        expect_paired(b, "target 600 s + skew ahead"))
+        return -1;
+    close(a);
+    close(b);
+    printf("token past expiry + %d s refused, within the skew accepted; one expiring beyond "
+           "600 s + skew ahead refused\n",
+           skew);
     return 0;
 }
 
@@ -640,6 +665,52 @@ static int tokenflood_scenario(int n)
     return paired > 0 ? 0 : -1;
 }
 
+static int storm_scenario(int n)
+{
+    unsigned char pair[16];
+    char t[2][TOKEN_TEXT_LEN + 1], first[2][TOKEN_TEXT_LEN + 1];
+    uint64_t start = monotonic_ms();
+
+    for (int i = 0; i < n; i++) {
+        unsigned char b[2] = {0, 0};
+        int fd[2];
+
+        new_pair(pair);
+        mint(0, pair, 60, t[0]);
+        mint(1, pair, 60, t[1]);
+        if (i == 0)
+            memcpy(first, t, sizeof(first));
+        fd[0] = connect_token(t[0]);
+        fd[1] = connect_token(t[1]);
+        for (int k = 0; k < 2; k++) {
+            if (!wait_readable(fd[k], 5000) || recv(fd[k], &b[k], 1, 0) != 1 || b[k] != 0x01) {
+                fprintf(stderr, "storm: pair %d of %d was not paired (side %d)\n", i + 1, n, k);
+                return -1;
+            }
+        }
+        /* Reset, not closed: tens of thousands of TIME_WAIT sockets from
+           one address would make each connect search for a free port. */
+        for (int k = 0; k < 2; k++) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(fd[k], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            close(fd[k]);
+        }
+    }
+    uint64_t took = monotonic_ms() - start;
+    /* Both tokens of the first pair, long after: still single use. */
+    for (int k = 0; k < 2; k++) {
+        int fd = connect_token(first[k]);
+        if (expect_closed(fd, 5000,
+                          k ? "the first pair's target token again"
+                            : "the first pair's initiator token again"))
+            return -1;
+        close(fd);
+    }
+    printf("%d of %d pairs of one job paired in %llu ms; the first pair's tokens refused again\n",
+           n, n, (unsigned long long)took);
+    return 0;
+}
+
 static int load_key(const char *path)
 {
     char err[256];
@@ -744,6 +815,8 @@ int main(int argc, char **argv)
         rc = slowloris_scenario(arg);
     else if (strcmp(s, "tokenflood") == 0)
         rc = tokenflood_scenario(arg);
+    else if (strcmp(s, "storm") == 0)
+        rc = storm_scenario(arg);
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;
