@@ -8,6 +8,10 @@
  * caller that merges several instances (bench/service-load.sh).
  * With --batch B each call is one lookups call of B random ranks (what a
  * frontend relays for a busy node); a latency is then a batch's.
+ * With --forge-reports JOB each call is instead one reports call of --batch
+ * failures of random pairs of JOB, another cluster's job this one got no
+ * plan for (a forged REPORT storm); the counts are then reports the broker
+ * accepted and refused.
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include <errno.h>
@@ -38,7 +42,8 @@ struct load {
     double rate; /* lookups per second per thread; 0 = as fast as possible */
     int contacts;
     int threads;
-    int batch; /* lookups per call: 1 = the lookup operation */
+    int batch;             /* lookups per call: 1 = the lookup operation */
+    const char *forge_job; /* reports of this job's pairs instead of lookups */
     double seconds;
     atomic_ulong lookups;
     atomic_ulong failures;
@@ -83,18 +88,21 @@ static int setup(struct load *ld)
     const char *url = ld->client.url;
     char *public_address = (char *)ld->address;
     struct qcg__cluster cluster = {
-        .name = (char *)ld->cluster, .kind = "open",
-        .__sizePublicAddress = 1, .publicAddress = &public_address,
+        .name = (char *)ld->cluster,
+        .kind = "open",
+        .__sizePublicAddress = 1,
+        .publicAddress = &public_address,
     };
     struct qcg__registerResponse reg;
-    if (check(soap, soap_call_qcg__registerCluster(soap, url, NULL, QCG_PROTOCOL_VERSION,
-                                                   &cluster, &reg), "registerCluster"))
+    if (check(soap,
+              soap_call_qcg__registerCluster(soap, url, NULL, QCG_PROTOCOL_VERSION, &cluster, &reg),
+              "registerCluster"))
         return -1;
     soap_client_reset(soap);
-    struct qcg__node node = {.name = (char *)ld->node, .address = (char *)ld->address,
-                             .portLow = 1, .portHigh = 65535};
-    if (check(soap, soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &node,
-                                                &reg), "registerNode"))
+    struct qcg__node node = {
+        .name = (char *)ld->node, .address = (char *)ld->address, .portLow = 1, .portHigh = 65535};
+    if (check(soap, soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &node, &reg),
+              "registerNode"))
         return -1;
     soap_client_reset(soap);
     double t0 = now_seconds();
@@ -149,9 +157,33 @@ static void sleep_until(double t)
     }
 }
 
+/* One reports call of ld->batch failures of random pairs of ld->forge_job:
+   how many the broker accepted. */
+static int forged_reports(struct load *ld, struct soap *soap, unsigned *seed)
+{
+    struct qcg__attempt att[QCG_REPORTS_MAX];
+    struct qcg__attempts list = {.__sizeAttempt = ld->batch, .attempt = att};
+    struct qcg__reportsResponse res;
+    for (int i = 0; i < ld->batch; i++)
+        att[i] = (struct qcg__attempt){.job = (char *)ld->forge_job,
+                                       .verifier = BENCH_VERIFIER,
+                                       .fromRank = (int)(rand_r(seed) % (unsigned)ld->contacts),
+                                       .toRank = (int)(rand_r(seed) % (unsigned)ld->contacts),
+                                       .technique = "direct",
+                                       .ok = 0,
+                                       .setupMs = 1,
+                                       .why = "connection refused"};
+    if (soap_call_qcg__reports(soap, ld->client.url, NULL, QCG_PROTOCOL_VERSION, &list, &res) !=
+        SOAP_OK)
+        return 0;
+    return res.accepted;
+}
+
 /* One call of ld->batch lookups of random ranks: how many were planned. */
 static int lookup_call(struct load *ld, struct soap *soap, unsigned *seed)
 {
+    if (ld->forge_job != NULL)
+        return forged_reports(ld, soap, seed);
     if (ld->batch == 1) {
         struct qcg__lookupResponse res;
         int to = (int)(rand_r(seed) % (unsigned)ld->contacts);
@@ -238,12 +270,23 @@ static int report_latency(struct load *ld)
     return fclose(f) == 0 ? 0 : -1;
 }
 
+static atomic_int *stop_flag;
+
+/* SIGTERM ends the run early, with its summary: a caller that runs it as
+   background load for as long as it measures something else. */
+static void on_term(int sig)
+{
+    (void)sig;
+    atomic_store(stop_flag, 1);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: broker-load --url URL --ca CA.crt --cert FRONTEND.pem --cluster NAME\n"
                  "                   [--node NAME] [--address A] [--contacts N] [--threads T]\n"
                  "                   [--seconds S] [--job ID] [--rate LOOKUPS/S/THREAD]\n"
-                 "                   [--latency FILE] [--bind ADDRESS] [--batch B]\n");
+                 "                   [--latency FILE] [--bind ADDRESS] [--batch B]\n"
+                 "                   [--forge-reports JOB]\n");
 }
 
 int main(int argc, char **argv)
@@ -258,26 +301,53 @@ int main(int argc, char **argv)
         .seconds = 5,
         .batch = 1,
     };
-    static const struct option opts[] = {{"url", 1, 0, 'u'},      {"ca", 1, 0, 'a'},
-                                         {"cert", 1, 0, 'c'},     {"cluster", 1, 0, 'C'},
-                                         {"node", 1, 0, 'n'},     {"address", 1, 0, 'A'},
-                                         {"contacts", 1, 0, 'N'}, {"threads", 1, 0, 't'},
-                                         {"seconds", 1, 0, 's'},  {"job", 1, 0, 'j'},
-                                         {"rate", 1, 0, 'r'},     {"latency", 1, 0, 'l'},
-                                         {"bind", 1, 0, 'b'},     {"batch", 1, 0, 'B'},
-                                         {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
+    static const struct option opts[] = {{"url", 1, 0, 'u'},
+                                         {"ca", 1, 0, 'a'},
+                                         {"cert", 1, 0, 'c'},
+                                         {"cluster", 1, 0, 'C'},
+                                         {"node", 1, 0, 'n'},
+                                         {"address", 1, 0, 'A'},
+                                         {"contacts", 1, 0, 'N'},
+                                         {"threads", 1, 0, 't'},
+                                         {"seconds", 1, 0, 's'},
+                                         {"job", 1, 0, 'j'},
+                                         {"rate", 1, 0, 'r'},
+                                         {"latency", 1, 0, 'l'},
+                                         {"bind", 1, 0, 'b'},
+                                         {"batch", 1, 0, 'B'},
+                                         {"forge-reports", 1, 0, 'F'},
+                                         {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'u': ld.client.url = optarg; break;
-        case 'a': ld.client.tls.ca = optarg; break;
-        case 'c': ld.client.tls.certkey = optarg; break;
-        case 'C': ld.cluster = optarg; break;
-        case 'n': ld.node = optarg; break;
-        case 'A': ld.address = optarg; break;
-        case 'N': ld.contacts = atoi(optarg); break;
-        case 't': ld.threads = atoi(optarg); break;
-        case 's': ld.seconds = atof(optarg); break;
+        case 'u':
+            ld.client.url = optarg;
+            break;
+        case 'a':
+            ld.client.tls.ca = optarg;
+            break;
+        case 'c':
+            ld.client.tls.certkey = optarg;
+            break;
+        case 'C':
+            ld.cluster = optarg;
+            break;
+        case 'n':
+            ld.node = optarg;
+            break;
+        case 'A':
+            ld.address = optarg;
+            break;
+        case 'N':
+            ld.contacts = atoi(optarg);
+            break;
+        case 't':
+            ld.threads = atoi(optarg);
+            break;
+        case 's':
+            ld.seconds = atof(optarg);
+            break;
         case 'j':
             ld.job = optarg;
             break;
@@ -293,17 +363,27 @@ int main(int argc, char **argv)
         case 'B':
             ld.batch = atoi(optarg);
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'F':
+            ld.forge_job = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (!ld.client.url || !ld.client.tls.ca || !ld.client.tls.certkey || !ld.cluster ||
         ld.contacts < 1 || ld.threads < 1 || ld.threads > 64 || ld.seconds <= 0 || ld.rate < 0 ||
-        ld.batch < 1 || ld.batch > QCG_LOOKUPS_MAX) {
+        ld.batch < 1 || ld.batch > (ld.forge_job ? QCG_REPORTS_MAX : QCG_LOOKUPS_MAX)) {
         usage(stderr);
         return 2;
     }
     pthread_mutex_init(&ld.lock, NULL);
+    stop_flag = &ld.stop;
+    struct sigaction term = {.sa_handler = on_term};
+    sigaction(SIGTERM, &term, NULL);
     /* A connection the broker cut is an error to count, not the end. */
     signal(SIGPIPE, SIG_IGN);
     if (setup(&ld))
@@ -314,14 +394,15 @@ int main(int argc, char **argv)
         pthread_create(&tids[i], NULL, lookup_thread, &ld);
     struct timespec nap = {.tv_sec = (time_t)ld.seconds,
                            .tv_nsec = (long)((ld.seconds - (double)(time_t)ld.seconds) * 1e9)};
-    nanosleep(&nap, NULL);
+    if (!atomic_load(&ld.stop))
+        nanosleep(&nap, NULL); /* EINTR: a SIGTERM */
     atomic_store(&ld.stop, 1);
     for (int i = 0; i < ld.threads; i++)
         pthread_join(tids[i], NULL);
     double t = now_seconds() - t0;
     unsigned long n = atomic_load(&ld.lookups), f = atomic_load(&ld.failures);
-    printf("lookups     %lu in %.2f s with %d connections: %.0f/s (%lu failed)\n", n, t,
-           ld.threads, (double)n / t, f);
+    printf("lookups     %lu in %.2f s with %d connections: %.0f/s (%lu failed)\n", n, t, ld.threads,
+           (double)n / t, f);
     if (report_latency(&ld) < 0)
         return 1;
     free(ld.lat_us);

@@ -19,7 +19,14 @@
 # QCG_LOAD_ONLY=broker or proxy runs one part; QCG_LOAD_RENEW_MS (200) sets
 # how soon the attacker replaces a connection the service cut or refused;
 # QCG_LOAD_MANY (127.1.0.1/100) the many-address attack's sources (e.g.
-# 127.1.0.1/1000: more addresses than the broker's handshake stage has places).
+# 127.1.0.1/1000: more addresses than the broker's handshake stage has places);
+# QCG_LOAD_MODES ("idle many one") the modes to run, among them `lookups`
+# (the broker only: a cluster of the attacker's own, certified, looking up as
+# fast as it can with 8 connections from 127.0.0.99: a lookup flood) and
+# `reports` (the same cluster from 127.0.0.98 sending batches of 256
+# forged failure reports of the first frontend's job: a REPORT storm);
+# QCG_LOAD_PAIRS=N also times N new relayed pairs per proxy mode, one after
+# the other (both ends' hellos and one 8-byte round trip: p50/p99, failures).
 #
 # Each round runs idle, many, one in turn (alternating, so a drift of the
 # machine hits all three alike); the table gives medians of ROUNDS and the
@@ -46,8 +53,10 @@ frontends=10 threads=2 rate=50 contacts=100
 idle_conns=1000 slow_conns=100 byte_ms=100
 renew_ms=${QCG_LOAD_RENEW_MS:-200}
 broker_port=17660 proxy_port=17663 proxy_cport=17662
-modes=(idle many one)
-declare -A sources=([many]=${QCG_LOAD_MANY:-127.1.0.1/100} [one]=127.2.0.1)
+read -ra modes <<<"${QCG_LOAD_MODES:-idle many one}"
+pairs_n=${QCG_LOAD_PAIRS:-0}
+declare -A sources=([many]=${QCG_LOAD_MANY:-127.1.0.1/100} [one]=127.2.0.1 [lookups]=127.0.0.99
+  [reports]=127.0.0.98)
 
 for f in "$daemons/broker/qcg-broker" "$daemons/proxy/qcg-proxy" "$build/bench/broker-load" \
   "$build/bench/slow-clients" "$build/bench/tcp-stream" "$build/bench/proxy-token"; do
@@ -70,6 +79,7 @@ ca=$work/ca
 for ((i = 0; i < frontends; i++)); do
   "$root/certs/qcg-certs" --dir "$ca" issue frontend "bench$i" >/dev/null
 done
+"$root/certs/qcg-certs" --dir "$ca" issue frontend flood >/dev/null
 (umask 077 && openssl rand -hex 32 >"$work/proxy.key")
 
 listening() { ss -ltnH "sport = :$1" | grep -q .; }
@@ -82,6 +92,7 @@ wait_until() { # what cmd...: bounded (10 s)
 }
 median() { grep -v '^-$' | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }'; }
 spread() { grep -v '^-$' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+pct() { grep -v '^-$' | sort -g | awk -v p="$1" '{ v[NR] = $1 } END { print NR ? v[int((NR * p + 99) / 100)] : "nan" }'; }
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
 
 # attack_start MODE PORT HELLO: slow-clients in the background, held by a
@@ -89,6 +100,22 @@ field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) 
 attack_start() {
   local mode=$1 port=$2 hello=$3
   [ "$mode" = idle ] && return 0
+  if [ "$mode" = lookups ] || [ "$mode" = reports ]; then
+    local forge=()
+    [ "$mode" = reports ] && forge=(--forge-reports job0 --batch 256)
+    "$build/bench/broker-load" --url "https://127.0.0.1:$port/" --ca "$ca/ca.crt" \
+      --cert "$ca/frontend-flood.pem" --cluster flood --job "flood-$mode" --contacts $contacts \
+      --threads 8 --seconds 3600 --bind "${sources[$mode]}" \
+      --address "${sources[$mode]}" "${forge[@]}" >"$work/attack.out" 2>&1 &
+    attacker=$!
+    pids+=("$attacker")
+    sleep 2 # its registration and publish, then it looks up
+    kill -0 "$attacker" 2>/dev/null || {
+      echo "service-load.sh: the $mode flood ended: $(cat "$work/attack.out")" >&2
+      exit 1
+    }
+    return 0
+  fi
   rm -f "$work/attack.fifo"
   mkfifo "$work/attack.fifo"
   "$build/bench/slow-clients" --connect 127.0.0.1:"$port" --idle $idle_conns --slow $slow_conns \
@@ -107,6 +134,14 @@ attack_stop() { # MODE LABEL: the attacker's counts and CPU into $work/attack.lo
   [ "$1" = idle ] && return 0
   local cpu
   cpu=$(cpu_s "$attacker")
+  if [ "$1" = lookups ] || [ "$1" = reports ]; then
+    # SIGTERM: it stops and prints its counts (reports: its "lookups" are
+    # the reports the broker accepted, "failed" those it refused).
+    kill "$attacker" 2>/dev/null || true
+    wait "$attacker" 2>/dev/null || true
+    echo "$2 $1 flood: $(grep '^lookups' "$work/attack.out") cpu_s $cpu" >>"$work/attack.log"
+    return 0
+  fi
   exec 7>&-
   wait "$attacker" || true
   echo "$2 $(cat "$work/attack.out") cpu_s $cpu" >>"$work/attack.log"
@@ -127,7 +162,7 @@ lookups() {
     "$build/bench/broker-load" --url "https://127.0.0.1:$broker_port/" --ca "$ca/ca.crt" \
       --cert "$ca/frontend-bench$i.pem" --cluster "bench$i" --job "job$i" --contacts $contacts \
       --threads $threads --rate $rate --seconds "$secs" --latency "$work/lat.$i" \
-      --bind 127.0.0.$((11 + i)) >"$work/load.$i" 2>&1 &
+      --bind 127.0.0.$((11 + i)) --address 127.0.0.$((11 + i)) >"$work/load.$i" 2>&1 &
     lp+=($!)
   done
   for ((i = 0; i < frontends; i++)); do
@@ -184,7 +219,8 @@ broker_part() {
       "$(col $f 3 | median) ($(col $f 3 | spread))" "$(col $f 4 | sum)" "$(col $f 5 | sum)" \
       "$(median <"$work/broker-$mode.cpu") ($(spread <"$work/broker-$mode.cpu"))"
   done
-  for mode in many one; do
+  for mode in "${modes[@]}"; do
+    [ "$mode" = idle ] && continue
     echo "p99 $mode/idle: $(ratio "$(col broker-$mode.lookups 2 | median)" \
       "$(col broker-idle.lookups 2 | median)") (target <= 2)"
   done
@@ -204,6 +240,29 @@ stream() { # LABEL: one relayed stream of SECONDS; appends Gb/s to $work/LABEL.g
   wait $srv
 }
 
+# pairs LABEL: $pairs_n new relayed pairs one after the other, each both
+# hellos and one round trip; appends each one's ms (or "-") to
+# $work/LABEL.pairs.
+pairs() {
+  local i t0 t1 srv start ok
+  for ((i = 0; i < pairs_n; i++)); do
+    read -r t0 t1 < <("$build/bench/proxy-token" "$work/proxy.key" 60)
+    start=$(date +%s%N)
+    "$build/bench/tcp-stream" --connect 127.0.0.1:$proxy_port --proxy-token "$t1" --serve \
+      >/dev/null 2>&1 &
+    srv=$!
+    ok=0
+    timeout 10 "$build/bench/tcp-stream" --connect 127.0.0.1:$proxy_port --proxy-token "$t0" \
+      --pingpong 1 >/dev/null 2>&1 && ok=1
+    wait $srv 2>/dev/null || ok=0
+    if [ $ok = 1 ]; then
+      echo $((($(date +%s%N) - start) / 1000)) | awk '{ printf "%.2f\n", $1 / 1000 }'
+    else
+      echo -
+    fi >>"$work/$1.pairs"
+  done
+}
+
 proxy_part() {
   "$daemons/proxy/qcg-proxy" --listen 127.0.0.1 --port $proxy_port --control-port $proxy_cport \
     --ca "$ca/ca.crt" --cert "$ca/proxy-p1.pem" --key-file "$work/proxy.key" --log-level warn \
@@ -213,8 +272,10 @@ proxy_part() {
   wait_until "qcg-proxy" listening $proxy_port
   for ((r = 1; r <= rounds; r++)); do
     for mode in "${modes[@]}"; do
+      case $mode in lookups | reports) continue ;; esac
       attack_start "$mode" $proxy_port proxy
       stream "proxy-$mode"
+      [ "$pairs_n" -gt 0 ] && pairs "proxy-$mode"
       attack_stop "$mode" "proxy-$mode"
       echo "round $r proxy $mode: $(tail -1 "$work/proxy-$mode.gbps") Gb/s" >&2
     done
@@ -227,10 +288,15 @@ proxy_part() {
   echo "(b) qcg-proxy, one relayed stream of ${secs} s; the same attack with proxy hellos;"
   echo "    medians of $rounds alternating rounds (spread min-max)"
   for mode in "${modes[@]}"; do
+    case $mode in lookups | reports) continue ;; esac
     printf '%-20s %8s Gb/s (%s)\n' "$mode ${sources[$mode]:-}" \
       "$(median <"$work/proxy-$mode.gbps")" "$(spread <"$work/proxy-$mode.gbps")"
+    [ "$pairs_n" -gt 0 ] && printf '%-20s new pairs %d/%d  p50 %s ms  p99 %s ms\n' "$mode" \
+      "$(grep -vc '^-$' "$work/proxy-$mode.pairs")" "$(wc -l <"$work/proxy-$mode.pairs")" \
+      "$(median <"$work/proxy-$mode.pairs")" "$(pct 99 <"$work/proxy-$mode.pairs")"
   done
-  for mode in many one; do
+  for mode in "${modes[@]}"; do
+    case $mode in idle | lookups | reports) continue ;; esac
     echo "throughput $mode/idle: $(ratio "$(median <"$work/proxy-$mode.gbps")" \
       "$(median <"$work/proxy-idle.gbps")") (target >= 0.9)"
   done

@@ -10,7 +10,8 @@
 #
 #   root# bench/soap-stage.sh [TRIALS] [ADDRS] [IDLE]      (QCG_BUILD_DIR, default build/)
 #
-# QCG_STAGE_DAEMONS=DIR takes qcg-broker from another build (before/after).
+# QCG_STAGE_DAEMONS=DIR takes qcg-broker from another build (before/after);
+# QCG_STAGE_BROKER_ARGS adds options to its command line (--max-handshakes 1024).
 # Prints per client: successes of TRIALS, p50 and p99 ms of the successes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +39,8 @@ ca=$work/ca
 "$root/certs/qcg-certs" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
 "$root/certs/qcg-certs" --dir "$ca" issue frontend f1 2>/dev/null >/dev/null
 "$daemons/broker/qcg-broker" --listen 127.0.0.1 --port $port --ca "$ca/ca.crt" \
-	--cert "$ca/broker-broker.pem" --log-level warn 2>"$work/broker.log" &
+	--cert "$ca/broker-broker.pem" --log-level warn ${QCG_STAGE_BROKER_ARGS:-} 2>"$work/broker.log" &
+broker=$!
 for _ in $(seq 100); do ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
 
 # one FROM: "ms" of one connection, or "-" when it failed.
@@ -55,7 +57,7 @@ one() {
 report() { # LABEL FILE
 	local k
 	k=$(grep -vc '^-$' "$2" || true)
-	grep -v '^-$' "$2" | sort -g | awk -v l="$1" -v n="$trials" -v k="$k" '{ v[NR] = $1 } END {
+	{ grep -v '^-$' "$2" || true; } | sort -g | awk -v l="$1" -v n="$trials" -v k="$k" '{ v[NR] = $1 } END {
 		if (k) printf "%-30s %3d/%d  p50 %8.2f ms  p99 %8.2f ms\n", l, k, n,
 			v[int((k + 1) / 2)], v[int((k * 99 + 99) / 100)]
 		else printf "%-30s %3d/%d\n", l, 0, n }'
@@ -81,6 +83,7 @@ exec 7>"$work/attack.fifo"
 for _ in $(seq 200); do grep -q ready "$work/attack.err" && break; sleep 0.05; done
 sleep 1
 measure "attack $addrs addresses" 100
+echo "broker under attack: $(awk '/^(VmRSS|Threads):/ { printf "%s %s ", $1, $2 }' "/proc/$broker/status")"
 exec 7>&-
 wait %2 2>/dev/null || true
 echo "attacker: $(cat "$work/attack.out")"

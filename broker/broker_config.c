@@ -30,6 +30,10 @@ const struct config_option broker_options[] = {
      "(default: keep the one in force and log an error)"},
     {"max-connections", CONFIG_INT, OPT(max_connections), 1, 10000, "1024",
      "authenticated connections served at once (clusters x 9 and some)"},
+    {"max-handshakes", CONFIG_INT, OPT(max_handshakes), 16, 10000, "1024",
+     "TLS handshakes in progress at once (a thread each); strangers' connections give way "
+     "to known addresses', and an attacker with fewer addresses than this keeps no new "
+     "client out"},
     {"ipv6-prefix", CONFIG_INT, OPT(ipv6_prefix), 1, 128, "64",
      "bits of an IPv6 source address that count as one address for the per-address limits (a host "
      "commonly holds a whole /64)"},

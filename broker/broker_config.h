@@ -21,7 +21,8 @@ struct broker_config {
     char *crl;
     int crl_accept_older; /* reloads take an expired or older CRL too */
     int max_connections;
-    int ipv6_prefix; /* per-address limits count an IPv6 /ipv6_prefix */
+    int max_handshakes; /* the SOAP handshake stage */
+    int ipv6_prefix;    /* per-address limits count an IPv6 /ipv6_prefix */
     char *log_level;
     int syslog;
     int max_contacts;
@@ -40,15 +41,15 @@ struct broker_config {
     char *reflector_user;    /* whom the reflector's process becomes */
     int reflector_same_user; /* 1: it keeps the broker's uid instead (asked for) */
     /* The reflector's bounds (reflector.h's REFLECTOR_* defaults). */
-    int reflector_line_timeout;        /* seconds for a request line */
-    int reflector_connections;         /* connections at once */
-    int reflector_per_address;         /* connections without a token, per address (/64) */
-    int reflector_plans;               /* expected punches */
-    int reflector_plans_per_cluster;   /* of one initiating cluster; 0: an eighth */
+    int reflector_line_timeout;      /* seconds for a request line */
+    int reflector_connections;       /* connections at once */
+    int reflector_per_address;       /* connections without a token, per address (/64) */
+    int reflector_plans;             /* expected punches */
+    int reflector_plans_per_cluster; /* of one initiating cluster; 0: an eighth */
     int outcome_expiry;
-    int cluster_lease; /* seconds without a frontend's poll before its cluster goes; 0 never */
+    int cluster_lease;    /* seconds without a frontend's poll before its cluster goes; 0 never */
     int proxy_dead_after; /* seconds without a beat after which a proxy is not planned */
-    char *state_file; /* what the broker learned, kept across restarts; NULL = not kept */
+    char *state_file;     /* what the broker learned, kept across restarts; NULL = not kept */
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
     int metrics_tls;
 

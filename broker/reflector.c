@@ -1018,7 +1018,21 @@ static void tuning_defaults(struct reflector_tuning *t, const struct reflector_t
                                                           : 1;
 }
 
-int reflector_listen(const char *where, char *err, size_t errlen)
+/* Every connection the reflector lets in at once (`reflector-connections`)
+   may arrive together, e.g. a large job's punches: a queue that holds them
+   costs nothing, since the engine takes them as they come.  The kernel keeps
+   at most net.core.somaxconn of it. */
+#define LISTEN_BACKLOG_MIN 128
+#define LISTEN_BACKLOG_MAX 65535
+int reflector_backlog(unsigned conns_max)
+{
+    unsigned want = conns_max ? conns_max : REFLECTOR_CONNS_MAX;
+    return want < LISTEN_BACKLOG_MIN   ? LISTEN_BACKLOG_MIN
+           : want > LISTEN_BACKLOG_MAX ? LISTEN_BACKLOG_MAX
+                                       : (int)want;
+}
+
+int reflector_listen(const char *where, unsigned conns_max, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
@@ -1035,7 +1049,8 @@ int reflector_listen(const char *where, char *err, size_t errlen)
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, 512) < 0) {
+    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 ||
+        listen(fd, reflector_backlog(conns_max)) < 0) {
         snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));
         close(fd);
         return -1;
@@ -1110,7 +1125,7 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
                                         const struct reflector_tuning *tuning, char *err,
                                         size_t errlen)
 {
-    int fd = reflector_listen(where, err, errlen);
+    int fd = reflector_listen(where, tuning ? tuning->conns_max : 0, err, errlen);
     if (fd < 0)
         return NULL;
     struct reflector *r = reflector_start_on(fd, key, observe_fn, arg, tuning, err, errlen);

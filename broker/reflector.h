@@ -136,9 +136,12 @@ typedef void (*reflector_observe_fn)(void *arg, const struct reflector_observati
 struct reflector *reflector_start(const char *listen, const struct proxy_key *key,
                                   reflector_observe_fn observe, void *arg, char *err,
                                   size_t errlen);
-/* The listening socket of reflector_start: non-blocking, close-on-exec.  The
-   descriptor, or -1 with a one-line reason. */
-int reflector_listen(const char *listen, char *err, size_t errlen);
+/* The listening socket of reflector_start: non-blocking, close-on-exec, its
+   backlog reflector_backlog(conns_max).  The descriptor, or -1 with a
+   one-line reason. */
+int reflector_listen(const char *listen, unsigned conns_max, char *err, size_t errlen);
+/* The listen backlog for conns_max connections at once (0: the default). */
+int reflector_backlog(unsigned conns_max);
 /* The waits and bounds, for tests (reflector_start uses the REFLECTOR_*
    defaults).  A zero field takes its default. */
 struct reflector_tuning {

@@ -359,7 +359,8 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
     c->init.expected_per_cluster = cfg->tuning.expected_per_cluster;
     int become = reflector_user_resolve(cfg, &c->init.uid, &c->init.gid, err, errlen);
     c->init.setuser = become == 1;
-    if (become < 0 || (c->listen_fd = reflector_listen(cfg->listen, err, errlen)) < 0) {
+    if (become < 0 ||
+        (c->listen_fd = reflector_listen(cfg->listen, cfg->tuning.conns_max, err, errlen)) < 0) {
         client_free(c);
         return NULL;
     }
@@ -387,8 +388,8 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
         return NULL;
     }
     c->thread_started = true;
-    log_info("reflector process %d serves %s (port %d)", atomic_load(&c->pid), cfg->listen,
-             c->port);
+    log_info("reflector process %d serves %s (port %d, listen backlog %d)", atomic_load(&c->pid),
+             cfg->listen, c->port, reflector_backlog(cfg->tuning.conns_max));
     return c;
 }
 

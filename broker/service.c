@@ -811,6 +811,12 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
 /* Refused attempts of a batch: no fault (the others count), one line a
    second with how many were left out. */
 static struct refusal_log reports_log = {RATELIMIT_LOCKED_INIT, 1000, 1};
+/* A batch over its cluster's report rate waits up to this for its tokens,
+   and one that would wait longer is refused after as long: each call costs
+   its parsing before any check, so a cluster that sends reports without
+   end is slowed to its rate by back-pressure (as its lookups are), not
+   answered at once and parsed again at the speed of the broker's CPU. */
+#define REPORTS_WAIT_MS 1000
 
 int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
                  struct qcg__reportsResponse *response)
@@ -823,13 +829,23 @@ int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
     if (n < 0 || n > QCG_REPORTS_MAX)
         return refuse(soap, "reports", "invalid", "%d attempts in one call (at most %d)", n,
                       QCG_REPORTS_MAX);
-    int accepted = 0;
+    int accepted = 0, valid = 0;
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        valid += report_one_valid(&attempts->attempt[i], why, sizeof(why)) == NULL;
+    }
+    bool rate_ok = valid == 0 || rates_take_n(b->rates, id->cluster, RATE_REPORT, (unsigned)valid,
+                                              REPORTS_WAIT_MS);
+    if (!rate_ok) {
+        atomic_fetch_add(&b->stats.quota_refused, (unsigned long long)valid);
+        struct timespec tarpit = {REPORTS_WAIT_MS / 1000, (REPORTS_WAIT_MS % 1000) * 1000000L};
+        nanosleep(&tarpit, NULL);
+    }
     for (int i = 0; i < n; i++) {
         char why[256];
         const struct qcg__attempt *a = &attempts->attempt[i];
         const char *sub = report_one_valid(a, why, sizeof(why));
-        if (sub == NULL && !rates_take(b->rates, id->cluster, RATE_REPORT, 0)) {
-            atomic_fetch_add(&b->stats.quota_refused, 1);
+        if (sub == NULL && !rate_ok) {
             sub = "busy";
             snprintf(why, sizeof(why),
                      "cluster %s is over its rate of report calls (the broker's cluster-reports)",

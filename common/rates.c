@@ -69,6 +69,11 @@ static struct caller *caller_get(struct rates *r, const char *key)
 
 bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_ms)
 {
+    return rates_take_n(r, key, kind, 1, wait_ms);
+}
+
+bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms)
+{
     const struct rate *lim = &r->limits[kind];
     double wait = 0;
     bool ok = false;
@@ -80,10 +85,10 @@ bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_
         /* A waiter takes its token now, on credit: the bucket goes below
            zero by what it waits for, so waiters keep their order and never
            more than wait_ms' worth of them wait. */
-        ok = tokenbucket_take(b, monotonic_ms(), lim->per_second, lim->burst);
-        if (!ok && (1.0 - b->tokens) * 1000.0 / lim->per_second <= wait_ms) {
-            wait = (1.0 - b->tokens) * 1000.0 / lim->per_second;
-            b->tokens -= 1.0;
+        ok = tokenbucket_take_n(b, monotonic_ms(), lim->per_second, lim->burst, n);
+        if (!ok && (n - b->tokens) * 1000.0 / lim->per_second <= wait_ms) {
+            wait = (n - b->tokens) * 1000.0 / lim->per_second;
+            b->tokens -= n;
             ok = true;
         }
     }

@@ -27,5 +27,8 @@ void rates_free(struct rates *r);
    memory for a new key's buckets).  Keys are authenticated callers (nodes,
    clusters), so the table grows only with them. */
 bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_ms);
+/* The same for n tokens at once (a batch): all of them, waiting up to
+   wait_ms for those missing, or none. */
+bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms);
 
 #endif

@@ -270,6 +270,16 @@ static void unstage(struct soap_server *srv, struct conn *c)
     }
 }
 
+/* Address groups remembered as known (each was authenticated: a grid's
+   frontends or nodes, never a stranger); beyond, no new one is. */
+#define KNOWN_MAX 65536
+#define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
+
+static bool known_host(const struct soap_server *srv, const char *host)
+{
+    return tally_count(srv->known, host) > 0;
+}
+
 /* The stage is full and a connection from an address holding `same` of it
    arrives: the staged connection that gives way, or NULL (the newcomer is
    refused).  First the oldest of the address holding the most, when that is
@@ -277,18 +287,16 @@ static void unstage(struct soap_server *srv, struct conn *c)
    keep a new one out.  Else the oldest if it has waited STAGE_YIELD_SHARE of
    the deadline: a handshake takes a few round trips, so only idle or slow
    clients give way, and an attacker with more addresses than the stage has
-   slots must renew them all that often to keep the stage full.  Called
-   with srv->lock held. */
-/* Address groups remembered as known (each was authenticated: a grid's
-   frontends or nodes, never a stranger); beyond, no new one is. */
-#define KNOWN_MAX 65536
-#define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
-static struct conn *stage_victim(struct soap_server *srv, int same)
+   slots must renew them all that often to keep the stage full.  A stranger
+   (`known` false) never makes a known address's handshake give way, by
+   either rule: a frontend's handshake over a slow link, or on a loaded
+   host, may well take a second.  Called with srv->lock held. */
+static struct conn *stage_victim(struct soap_server *srv, int same, bool known)
 {
     const struct stage_host *most = NULL, *h;
     size_t it = 0;
     while ((h = htable_next(srv->stage_hosts, &it)) != NULL)
-        if (most == NULL || h->count > most->count)
+        if ((most == NULL || h->count > most->count) && (known || !known_host(srv, h->host)))
             most = h;
     if (most != NULL && most->count > same + 1) {
         for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
@@ -297,7 +305,12 @@ static struct conn *stage_victim(struct soap_server *srv, int same)
                 return c;
         }
     }
-    struct conn *oldest = dlist_entry_or_null(srv->stage.head, struct conn, in_stage);
+    struct conn *oldest = NULL;
+    for (struct dlink *l = srv->stage.head; l != NULL && oldest == NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, in_stage);
+        if (known || !known_host(srv, c->host))
+            oldest = c;
+    }
     uint64_t waited = (uint64_t)srv->handshake_ms / STAGE_YIELD_SHARE;
     if (oldest != NULL &&
         oldest->deadline_ms - (uint64_t)srv->handshake_ms + waited <= monotonic_ms())
@@ -316,7 +329,7 @@ static struct conn *stage_victim_known(struct soap_server *srv)
 {
     for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
         struct conn *c = dlist_entry(l, struct conn, in_stage);
-        if (!c->expired && tally_count(srv->known, c->host) == 0)
+        if (!c->expired && !known_host(srv, c->host))
             return c;
     }
     return NULL;
@@ -370,7 +383,7 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
                 role_name(c->identity.role), c->identity.name, same);
     } else {
         c->authenticated = true;
-        if (tally_count(srv->known, c->host) == 0 && tally_holders(srv->known) < KNOWN_MAX)
+        if (!known_host(srv, c->host) && tally_holders(srv->known) < KNOWN_MAX)
             tally_take(srv->known, c->host, 1);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -656,9 +669,10 @@ static void accept_one(struct soap_server *srv)
     pthread_mutex_lock(&srv->lock);
     int same = stage_count(srv, host);
     struct conn *victim = NULL;
+    bool known = known_host(srv, host);
     if (same < srv->per_address && srv->handshaking >= srv->max_handshakes &&
-        ((tally_count(srv->known, host) > 0 && (victim = stage_victim_known(srv)) != NULL) ||
-         (victim = stage_victim(srv, same)) != NULL))
+        ((known && (victim = stage_victim_known(srv)) != NULL) ||
+         (victim = stage_victim(srv, same, known)) != NULL))
         stage_cut(srv, victim, peer);
     if (same >= srv->per_address || srv->handshaking >= srv->max_handshakes) {
         if (same >= srv->per_address) {

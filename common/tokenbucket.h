@@ -11,9 +11,9 @@ struct tokenbucket {
     uint64_t last_ms; /* 0: never used (full) */
 };
 
-/* Takes one token at now_ms: true when there was one. */
-static inline bool tokenbucket_take(struct tokenbucket *b, uint64_t now_ms, double rate,
-                                    double burst)
+/* Takes n tokens at now_ms: true when there were n (else none is taken). */
+static inline bool tokenbucket_take_n(struct tokenbucket *b, uint64_t now_ms, double rate,
+                                      double burst, double n)
 {
     if (b->last_ms == 0) {
         b->tokens = burst;
@@ -23,10 +23,17 @@ static inline bool tokenbucket_take(struct tokenbucket *b, uint64_t now_ms, doub
             b->tokens = burst;
     }
     b->last_ms = now_ms == 0 ? 1 : now_ms;
-    if (b->tokens < 1.0)
+    if (b->tokens < n)
         return false;
-    b->tokens -= 1.0;
+    b->tokens -= n;
     return true;
+}
+
+/* Takes one token at now_ms: true when there was one. */
+static inline bool tokenbucket_take(struct tokenbucket *b, uint64_t now_ms, double rate,
+                                    double burst)
+{
+    return tokenbucket_take_n(b, now_ms, rate, burst, 1.0);
 }
 
 /* Whether the bucket would be full at now_ms (nothing to remember). */

@@ -20,9 +20,11 @@ const struct config_option frontend_options[] = {
     {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
      "this frontend's certificate and key in one PEM (CN = cluster); reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OFF(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting "
+     "itself is read at start only)"},
     {"crl-accept-older", CONFIG_BOOL, OFF(crl_accept_older), 0, 0, "no",
-     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+     "(default: keep the one in force and log an error)"},
     {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},
     {"cluster", CONFIG_STRING, OFF(cluster), 0, 0, NULL,
      "this cluster's name (default and must be: the certificate's CN)"},
@@ -42,6 +44,10 @@ const struct config_option frontend_options[] = {
      "plans cached at most (0: no cache)"},
     {"max-connections", CONFIG_INT, OFF(max_connections), 1, 10000, "1024",
      "helper connections served at once (each helper keeps one for its long-poll)"},
+    {"max-handshakes", CONFIG_INT, OFF(max_handshakes), 16, 10000, "256",
+     "TLS handshakes in progress at once (a thread each); strangers' connections give way "
+     "to known addresses', and an attacker with fewer addresses than this keeps no new "
+     "client out"},
     {"ipv6-prefix", CONFIG_INT, OFF(ipv6_prefix), 1, 128, "64",
      "bits of an IPv6 source address that count as one address for the per-address limits (a host "
      "commonly holds a whole /64)"},
@@ -193,8 +199,7 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     /* Behind a NAT the nodes' own addresses say nothing about where they
        appear from; open and firewalled sites' nodes are public themselves. */
     if ((kind == CLUSTER_NAT || kind == CLUSTER_SYMNAT) && cfg->npublic == 0) {
-        snprintf(err, errlen, "kind %s needs --public-address (the NAT's addresses)",
-                 cfg->kind);
+        snprintf(err, errlen, "kind %s needs --public-address (the NAT's addresses)", cfg->kind);
         return -1;
     }
     if (cfg->open_ports[0] != 0 && kind != CLUSTER_FIREWALLED) {

@@ -28,10 +28,11 @@ struct frontend_config {
     int node_lease;
     int cache_size;
     int max_connections;
-    int ipv6_prefix;  /* per-address limits count an IPv6 /ipv6_prefix */
-    int node_lookups; /* per node: lookups a second (bursts of 10 s worth) */
-    int node_reports; /* per node: reports a second (bursts of 10 s worth) */
-    int node_probes;  /* per node: siteInfo, probe, observed calls a minute (bursts of as many) */
+    int max_handshakes; /* the SOAP handshake stage */
+    int ipv6_prefix;    /* per-address limits count an IPv6 /ipv6_prefix */
+    int node_lookups;   /* per node: lookups a second (bursts of 10 s worth) */
+    int node_reports;   /* per node: reports a second (bursts of 10 s worth) */
+    int node_probes;    /* per node: siteInfo, probe, observed calls a minute (bursts of as many) */
     char *log_level;
     int syslog;
     int stats;
@@ -47,8 +48,8 @@ struct frontend_config {
     char public_addrs[FRONTEND_PUBLIC_MAX][QCG_ADDR_MAX];
     int nranges; /* 0: none declared (the broker accepts nodes at our own address only) */
     char ranges[FRONTEND_RANGES_MAX][FRONTEND_RANGE_LEN];
-    char cluster_name[QCG_NAME_MAX];   /* from the certificate, == cluster when given */
-    char stats_url[300];               /* --stats: url, or built from listen and port */
+    char cluster_name[QCG_NAME_MAX]; /* from the certificate, == cluster when given */
+    char stats_url[300];             /* --stats: url, or built from listen and port */
 };
 
 /* Reads and checks everything; CONFIG_ERROR with a one-line reason in err. */

@@ -89,6 +89,7 @@ int main(int argc, char **argv)
         .port = cfg.port,
         .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = cfg.max_connections,
+        .max_handshakes = cfg.max_handshakes,
         .ipv6_prefix = cfg.ipv6_prefix,
         .user = fe,
     };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 #
 # The SOAP services' listen backlog follows their configuration (issue 32):
-# every connection they let in at once (max-connections, plus the 256 TLS
-# handshakes) may arrive together, e.g. every frontend's pool reconnecting
+# every connection they let in at once (max-connections, plus the TLS
+# handshakes: max-handshakes, broker 1024, frontend 256) may arrive together, e.g. every frontend's pool reconnecting
 # after a broker restart.  What `ss -ltn` shows (Send-Q of a listening
 # socket is its backlog), for the real broker and frontend on 127.0.0.1.
 #
@@ -36,14 +36,14 @@ backlog_is() {
 grid_ca "frontend c1"
 grid_ports_free 27970 27971 27972
 grid_broker 27970 --max-connections 3000 || exit 1
-backlog_is "a broker with max-connections 3000 listens with a backlog of 3256" 27970 3256
-if logged "$work/broker.log" "listen backlog 3256"; then
-	pass "the broker's start line says so"
+backlog_is "a broker with max-connections 3000 listens with a backlog of 4024" 27970 4024
+if logged "$work/broker.log" "1024 TLS handshakes, 16 per address, 5000 ms each; listen backlog 4024"; then
+	pass "the broker's start line says so, with its default of 1024 handshakes"
 else
-	fail "the broker's start line says so"
+	fail "the broker's start line says so, with its default of 1024 handshakes"
 fi
-grid_frontend c1 27971 --kind open --public-address 127.0.0.1 || exit 1
-backlog_is "a frontend with the default 1024 listens with a backlog of 1280" 27971 1280
+grid_frontend c1 27971 --kind open --public-address 127.0.0.1 --max-handshakes 512 || exit 1
+backlog_is "a frontend with max-handshakes 512 listens with a backlog of 1536" 27971 1536
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

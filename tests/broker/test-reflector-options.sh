@@ -62,8 +62,22 @@ stop_broker() {
 	unset 'pids[-1]'
 }
 
+# The listen backlog follows reflector-connections (the kernel keeps at most
+# net.core.somaxconn of it).
+backlog() {
+	local want=$(($1 < $(cat /proc/sys/net/core/somaxconn) ? $1 : $(cat /proc/sys/net/core/somaxconn)))
+	echo "$want $(ss -Hltn "sport = :27976" | awk '{print $3; exit}')"
+}
+
 with_reflector
 check "by default the reflector keeps 10 idle connections from one address" 10 "$(idle 27976 10 0.5)"
+read -r want got < <(backlog 1024)
+check "by default the reflector's listen backlog is 1024 (reflector-connections)" "$want" "$got"
+stop_broker
+
+with_reflector --reflector-connections 3000
+read -r want got < <(backlog 3000)
+check "reflector-connections 3000 makes its listen backlog 3000" "$want" "$got"
 stop_broker
 
 with_reflector --reflector-per-address 4 --reflector-line-timeout 1

@@ -627,7 +627,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(key.bytes); i++)
         key.bytes[i] = (unsigned char)(i * 5 + 3);
     test_checks();
-    int listen_fd = reflector_listen("127.0.0.1:18415", err, sizeof(err));
+    int listen_fd = reflector_listen("127.0.0.1:18415", 0, err, sizeof(err));
     CHECKF(listen_fd >= 0, "listen: %s", err);
     if (listen_fd >= 0) {
         test_child_bad_first(listen_fd);

@@ -1,5 +1,6 @@
 /* rates.c: a caller's burst passes, a lookup beyond it waits for its turn
-   (bounded), the rest is refused, and other callers are not touched. */
+   (bounded), the rest is refused, and other callers are not touched; a
+   batch takes all its tokens or none. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -62,6 +63,18 @@ int main(void)
     CHECK_EQ(reports, 5);
     CHECK(rates_take(r, "c1", RATE_PROBE, 0));
     CHECK(!rates_take(r, "c1", RATE_PROBE, 0));
+
+    /* A batch takes all its tokens or none: 4 of the burst of 5, then 4
+       more find 1 and take nothing, unless they may wait for the 3
+       missing (300 ms at 10 a second); 20 more would wait 2 s, beyond a
+       1 s bound, and are refused at once. */
+    CHECK(rates_take_n(r, "c4", RATE_REPORT, 4, 0));
+    CHECK(!rates_take_n(r, "c4", RATE_REPORT, 4, 0));
+    CHECK(rates_take_n(r, "c4", RATE_REPORT, 4, 1000));
+    t0 = monotonic_ms();
+    CHECK(!rates_take_n(r, "c4", RATE_REPORT, 20, 1000));
+    CHECKF(monotonic_ms() - t0 < 900, "a batch beyond the bound was refused after %llu ms",
+           (unsigned long long)(monotonic_ms() - t0));
     rates_free(r);
     return check_result("test_rates");
 }

@@ -891,6 +891,16 @@ static void test_handshake_stage(void)
 #define STAGE_MAX 4
 #define STAGE_MS 3000
 
+/* A server of 8 slots whose stage holds `max` for `ms` each. */
+static int stage_server_start(struct server *s, int ms, int max)
+{
+    stage_ms = ms;
+    stage_max = max;
+    int rc = server_start(s, 8);
+    stage_ms = stage_max = 0;
+    return rc;
+}
+
 /* A full handshake stage does not keep a new client out (issue 16: an
    attacker with more addresses than the stage has slots / per-address
    bound).  Stage of 4: 4 idle connections from 127.0.0.2 fill it (a fifth
@@ -901,11 +911,7 @@ static void test_handshake_stage(void)
 static void test_stage_full(void)
 {
     struct server s;
-    stage_ms = STAGE_MS;
-    stage_max = STAGE_MAX;
-    int rc = server_start(&s, 8);
-    stage_ms = stage_max = 0;
-    if (rc < 0) {
+    if (stage_server_start(&s, STAGE_MS, STAGE_MAX) < 0) {
         CHECK(!"stage-full server");
         return;
     }
@@ -969,11 +975,7 @@ static void test_stage_full(void)
 static void test_stage_known(void)
 {
     struct server s;
-    stage_ms = 30000;
-    stage_max = STAGE_MAX;
-    int rc = server_start(&s, 8);
-    stage_ms = stage_max = 0;
-    if (rc < 0) {
+    if (stage_server_start(&s, 30000, STAGE_MAX) < 0) {
         CHECK(!"stage-known server");
         return;
     }
@@ -996,6 +998,45 @@ static void test_stage_known(void)
         if (idle[i] >= 0)
             close(idle[i]);
     close(extra);
+    server_stop(&s);
+}
+
+/* A known address's handshake in progress never gives way to a stranger
+   (issue 32): a frontend's handshake over a slow link, or on a loaded
+   broker, may take more than the fifth of the deadline after which the
+   oldest gives way.  Stage of 4: a connection from the known 127.0.0.1
+   that sends nothing (such a handshake), then 3 strangers; once all have
+   waited a fifth of the deadline, a fourth stranger takes the place of the
+   oldest stranger, not of the known handshake (main: the known one). */
+static void test_stage_known_kept(void)
+{
+    struct server s;
+    if (stage_server_start(&s, STAGE_MS, STAGE_MAX) < 0) {
+        CHECK(!"stage-known-kept server");
+        return;
+    }
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECK(st.status == CALL_OK); /* 127.0.0.1 is known from now on */
+    int known = tcp_from("127.0.0.1", s.port);
+    int idle[STAGE_MAX - 1];
+    char from[32];
+    for (int i = 0; i < STAGE_MAX - 1; i++) {
+        snprintf(from, sizeof(from), "127.0.0.%d", 40 + i);
+        idle[i] = tcp_from(from, s.port);
+    }
+    struct timespec wait = {0, (STAGE_MS / 5 + 200) * 1000000L};
+    nanosleep(&wait, NULL);
+    int stranger = tcp_from("127.0.0.50", s.port);
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.40", 2000));
+    WAIT_UNTIL(closed_by_server(idle[0]), 2000, "the oldest stranger cut");
+    CHECKF(!closed_by_server(known), "the known address's handshake kept for a stranger");
+    CHECK(!closed_by_server(stranger));
+    close(known);
+    for (int i = 0; i < STAGE_MAX - 1; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    close(stranger);
     server_stop(&s);
 }
 
@@ -1215,6 +1256,7 @@ int main(int argc, char **argv)
         test_handshake_stage();
         test_stage_full();
         test_stage_known();
+        test_stage_known_kept();
         test_identity_cap();
         test_ipv6_group();
     }
