@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # docker/dockerd.sh: start and stop a Docker daemon the safe way (sourced by
 # docker/build-images and the tests in tests/docker).
 #

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # broker_bin, call_bin, certs_bin: the test sets them
 # Shared by the broker's shell tests: pass/fail, a throw-away CA, bounded
 # waits on log lines, a real qcg-broker on 127.0.0.1, and one call through
 # broker-call.  Needs broker_bin, call_bin, certs_bin and url set by the test,

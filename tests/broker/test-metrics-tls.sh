@@ -12,7 +12,7 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=18910 mport=18911 pport=18912
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-metrics-tls.XXXXXX)
-fails=0 broker_pid= prom_pid=
+fails=0 broker_pid="" prom_pid=""
 
 cleanup() {
   for pid in $broker_pid $prom_pid; do kill -9 "$pid" 2>/dev/null; done

@@ -48,7 +48,6 @@ grep -q "metrics on http://127.0.0.1:$mport/metrics" "$log" && pass "the log say
   fail "no log line for the metrics endpoint"
 
 expect_ok "register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
-epoch=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
 expect_ok "register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
 expect_ok "node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
 expect_ok "node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1

@@ -15,7 +15,7 @@ broker_bin=$1 call_bin=$2 certs_bin=$3 proxy_bin=$4
 port=17760
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-proxy-alive.XXXXXX)
-fails=0 broker_pid= proxy_pid= stranger_pid=
+fails=0 broker_pid="" proxy_pid="" stranger_pid=""
 
 cleanup() {
   for pid in $broker_pid $proxy_pid $stranger_pid; do kill -9 "$pid" 2>/dev/null; done

@@ -11,7 +11,7 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid= small_pid= proxied_pid= probed_pid= unit_pid=
+fails=0 broker_pid="" small_pid="" proxied_pid="" probed_pid="" unit_pid=""
 
 cleanup() {
   for pid in $broker_pid $small_pid $proxied_pid $probed_pid $unit_pid; do kill -9 "$pid" 2>/dev/null; done
@@ -801,7 +801,7 @@ for _ in $(seq 100); do
 done
 wait "$broker_pid"; status=$?
 wait "$small_pid"; small_status=$?
-broker_pid= small_pid=
+broker_pid="" small_pid=""
 wait "$poll_pid" 2>/dev/null
 if [ $stopped = yes ] && [ $status -eq 0 ] && [ $small_status -eq 0 ] && grep -q stopping "$log"; then
   pass "SIGTERM: stopped within 10 s, exit 0, \"stopping\" logged"

@@ -35,6 +35,7 @@ start_broker "$log" broker_pid 17705
 
 # is DESCRIPTION PATTERN: the last call's reply matches the glob PATTERN.
 is() {
+  # shellcheck disable=SC2053 # $2 is a glob on purpose
   if [[ $out == $2 ]]; then pass "$1"; else fail "$1: $out"; fi
 }
 

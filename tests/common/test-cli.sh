@@ -23,7 +23,8 @@ fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 root=$work/root
 DESTDIR=$root cmake --install "$build" --prefix /usr >"$work/install.log" 2>&1 ||
 	{ cat "$work/install.log"; echo "FAIL cmake --install"; exit 1; }
-export LD_LIBRARY_PATH=$root/usr/lib:$root/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x)
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x)
+export LD_LIBRARY_PATH=$root/usr/lib:$root/usr/lib/$multiarch
 # No job of the caller's leaks in (qcg-mpirun would pass an unknown option on to mpirun).
 unset QCG_JOB QCG_JOB_SECRET QCG_RANK QCG_HELPER_SOCKET
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/docker/lib.sh: what the docker tests share (sourced).  Each test runs
 # its own safe dockerd (docker/dockerd.sh) with its state in a scratch
 # directory, and checks the host is left as it was found.
@@ -5,6 +6,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${QCG_BUILD_DIR:-$REPO/build}
 . "$REPO/docker/dockerd.sh"
+# shellcheck disable=SC2034 # the tests use it
 TAG=qcg-test
 
 skip() { echo "SKIPPED: $*"; exit 77; }

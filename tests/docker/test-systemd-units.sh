@@ -5,7 +5,6 @@
 # The installed ExecStart= paths point into DESTDIR for the check, so verify
 # also sees that each daemon is there and executable.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${QCG_BUILD_DIR:?}
 prefix=${QCG_INSTALL_PREFIX:?}
 sysconf=${QCG_INSTALL_SYSCONFDIR:?}

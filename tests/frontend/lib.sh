@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the frontend's shell tests: a throw-away CA, a real qcg-broker and
 # qcg-frontend on 127.0.0.1, waits on log lines, calls with frontend-call.
 # Needs QCG_CERTS, QCG_BROKER, QCG_FRONTEND, QCG_CALL (set by ctest).
@@ -120,6 +121,7 @@ stop_frontend() {
 	t0=$(now_ms)
 	wait_gone "$pid" 15 || return 1
 	wait "$pid" || status=$?
+	# shellcheck disable=SC2034 # the tests print it
 	stop_ms=$(($(now_ms) - t0))
 	[[ $status -eq 0 ]] && grep -q "stopped" "$log"
 }

@@ -62,7 +62,7 @@ else echo "(exit $rc)" >>"$out"; fail "a 64-bit secret is refused, saying 'opens
 QCG_JOB=$job QCG_RANK=0 QCG_JOB_SECRET=$secret QCG_HELPER_SOCKET=$sock \
 	"$cat_bin" --json --timeout 30 listen >"$work/recv" 2>"$work/listen.err" &
 listener=$!
-pids+=($listener)
+pids+=("$listener")
 # (The shell opens listen.err in the background: it may not exist yet.)
 if wait_for "rank 0 listening" 150 grep -qs '"event":"listening"' "$work/listen.err"; then
 	pass "rank 0 publishes"

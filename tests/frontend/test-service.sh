@@ -127,6 +127,7 @@ else
 	fail "lookups: cache $f_cache -> $(counter "$frontend_url" lookups_from_cache)," \
 		"broker $b_lookups -> $(counter "$broker_url" lookups)"
 fi
+# shellcheck disable=SC2046 # 257 asks of four words each
 call $H lookups $(for i in $(seq 0 256); do printf 'job1 s3cret 0 1 '; done)
 expect_fault invalid "lookups: 257 in one call are refused"
 

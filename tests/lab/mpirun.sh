@@ -101,7 +101,8 @@ user_can_run() { setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups
 # stage FILE DIR: a copy of FILE in DIR unless it is there already, replaced by
 # a rename (a running copy keeps its own; two stagings at once do not meet).
 stage() {
-	local dst=$2/$(basename "$1")
+	local dst
+	dst=$2/$(basename "$1")
 	cmp -s "$1" "$dst" && return 0
 	install -m 755 "$1" "$dst.tmp.$$" && mv -f "$dst.tmp.$$" "$dst"
 }
@@ -120,7 +121,8 @@ stage_user_area() {
 	done
 	for f in "$from"/libqcgconn/libqcgconn.so* "$from"/libqcgcolour/libqcgcolour.so*; do
 		if [ -L "$f" ]; then
-			local dst=$USER_DIR/lib/$(basename "$f")
+			local dst
+			dst=$USER_DIR/lib/$(basename "$f")
 			[ "$(readlink "$dst" 2>/dev/null)" = "$(readlink "$f")" ] && continue
 			ln -s "$(readlink "$f")" "$dst.tmp.$$" && mv -fT "$dst.tmp.$$" "$dst"
 			continue

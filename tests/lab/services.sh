@@ -332,6 +332,7 @@ svc_start() {
 	echo "=== $(date '+%F %T') qcg-lab starts $name" >>"$(svc_log "$name")"
 	# Root without the two capabilities: they leave the bounding set before exec.
 	if [[ $name == helper-* ]] && helper_unprivileged "${name#helper-}"; then
+		# shellcheck disable=SC2054 # the commas are setpriv's list syntax
 		drop=(setpriv --bounding-set=-net_admin,-net_raw --inh-caps=-net_admin,-net_raw)
 	fi
 	# setsid: a daemon, not part of the caller's terminal job; fd 9 is the lab lock.

@@ -243,7 +243,7 @@ cmd_login() {
 	user_env
 	export SLURM_CONF
 	SLURM_CONF=$(slurm_conf "$s")
-	cd "$USER_DIR/home"
+	cd "$USER_DIR/home" || exit 1
 	exec ip netns exec "$(node_ns "$s-head")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
 		sh "$s-head" setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
 }

@@ -91,7 +91,7 @@ doc_block split >"$WORK/site_split.c"
 doc_block python >"$WORK/site_split.py"
 build_cmd=$(doc_block run | grep '^mpicc ')
 run_cmd=$(doc_block run | grep '^qcg-mpirun ' | sed 's#qcg-mpirun #qcg-mpirun --bind-to none #')
-(cd "$WORK" && export PKG_CONFIG_PATH="$(dirname "$pc")" && eval "$build_cmd") >"$WORK/build.log" 2>&1 ||
+(cd "$WORK" && PKG_CONFIG_PATH=$(dirname "$pc") && export PKG_CONFIG_PATH && eval "$build_cmd") >"$WORK/build.log" 2>&1 ||
 	{ show "$WORK/build.log"; fail "the guide's mpicc line failed: $build_cmd"; }
 chmod 644 "$WORK"/nodes.txt "$WORK"/site_split.py
 doc_nodes=$(awk '{ print $1 }' "$WORK/nodes.txt" | tr '\n' ' ')

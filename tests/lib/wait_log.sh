@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # wait_log FILE PATTERN PID: waits (bounded, 10 s) for a line matching the
 # basic regex PATTERN in FILE while process PID lives; 1 when it ends first
 # or the time runs out.  Shared by the broker's and the proxy's shell tests.

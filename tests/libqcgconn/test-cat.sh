@@ -70,7 +70,7 @@ head -c $((16 * 1024 * 1024)) /dev/urandom >"$work/in"
 QCG_JOB=j1 QCG_RANK=0 QCG_JOB_SECRET=$TEST_SECRET QCG_HELPER_SOCKET=$sock \
 	"$cat_bin" --json --timeout 30 listen >"$work/recv" 2>"$work/listen.err" &
 listener=$!
-pids+=($listener)
+pids+=("$listener")
 if wait_for "the listener's 'listening' line" 100 grep -q '"event":"listening"' "$work/listen.err"; then
 	pass "listen: publishes and prints a listening line"
 else cp "$work/listen.err" "$out"; fail "listen: publishes and prints a listening line"; fi
@@ -119,7 +119,7 @@ secret=0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
 QCG_JOB=j3 QCG_RANK=0 QCG_JOB_SECRET=$secret QCG_HELPER_SOCKET=$sock \
 	"$cat_bin" --json --timeout 30 --encrypt always listen >"$work/recv4" 2>"$work/listen4.err" &
 listener=$!
-pids+=($listener)
+pids+=("$listener")
 wait_for "the encrypted listener's 'listening' line" 100 \
 	grep -q '"event":"listening"' "$work/listen4.err" || true
 rc=0

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # certs_bin: the test sets it
 # Shared by the proxy's shell tests: a scratch directory ($work, removed at
 # exit with the proxy and client still running), pass/fail counted in $fails,
 # a throw-away CA with proxy p1's certificate ($ca) and a proxy key ($key),
