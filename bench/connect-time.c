@@ -83,7 +83,7 @@ static int serve(const char *job, int first, int count)
                 continue;
             int fd;
             while ((fd = qcg_accept(ctx[i], NULL)) >= 0)
-                close(fd);  /* the client only measures the setup */
+                close(fd); /* the client only measures the setup */
         }
     }
 }

@@ -61,9 +61,8 @@ static int cmp_u64(const void *a, const void *b)
 static uint64_t one_connect(uint16_t port, int timeout_ms)
 {
     struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002u)};
-    struct sockaddr_in dst = {.sin_family = AF_INET,
-                              .sin_port = htons(port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in dst = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct hs_self self = {.job = "flood", .rank = 1, .secret = SECRET, .cluster = "c1"};
     uint64_t t0 = now_us(), deadline = t0 + (uint64_t)timeout_ms * 1000u;
     char why[256];

@@ -34,14 +34,14 @@ struct broker_stats {
     atomic_ullong plans_proxy;
     atomic_ullong plans_traversing;
     atomic_ullong plans_holepunch;
-    atomic_ullong injects_ordered;  /* SYNs handed over and sent to the target */
+    atomic_ullong injects_ordered; /* SYNs handed over and sent to the target */
     atomic_ullong reports_ok;
     atomic_ullong reports_failed;
-    atomic_ullong reports_refused;  /* for no plan this broker issued */
-    atomic_ullong probes_started;   /* qcg__probe: test endpoints ordered */
-    atomic_ullong observations;     /* qcg__observed */
-    atomic_ullong orders_refused;   /* a job's share of a cluster's queue, or a full queue */
-    atomic_ullong quota_refused;    /* calls over a cluster's rate */
+    atomic_ullong reports_refused;   /* for no plan this broker issued */
+    atomic_ullong probes_started;    /* qcg__probe: test endpoints ordered */
+    atomic_ullong observations;      /* qcg__observed */
+    atomic_ullong orders_refused;    /* a job's share of a cluster's queue, or a full queue */
+    atomic_ullong quota_refused;     /* calls over a cluster's rate */
     atomic_ullong addresses_refused; /* nodes, declarations, observations outside the site's */
     atomic_ullong targets_refused;   /* connect-backs and injects the address rules refused */
     atomic_ullong proxy_beats;       /* qcg__proxyAlive calls taken */
@@ -53,14 +53,14 @@ struct broker {
     struct registry *reg;
     struct soap_server *server; /* set once it exists: its handshake stage's counts */
     struct broker_stats stats;
-    char name[2 * QCG_NAME_MAX]; /* our certificate's CN, reported by stats */
-    struct proxies proxies;      /* set once before serving */
-    struct proxy_live *proxy_live; /* their beats; NULL until set (no proxy usable) */
-    struct outcomes *outcomes;   /* what worked between clusters */
+    char name[2 * QCG_NAME_MAX];       /* our certificate's CN, reported by stats */
+    struct proxies proxies;            /* set once before serving */
+    struct proxy_live *proxy_live;     /* their beats; NULL until set (no proxy usable) */
+    struct outcomes *outcomes;         /* what worked between clusters */
     struct pair_metrics *pair_metrics; /* the same, counted for the metrics endpoint */
-    struct issued *issued;       /* the plans reports may answer */
+    struct issued *issued;             /* the plans reports may answer */
     struct traversals traversals;
-    struct proxy_key punch_key;  /* signs hole-punching and traversing tokens; random per start */
+    struct proxy_key punch_key; /* signs hole-punching and traversing tokens; random per start */
     struct reflector_client *reflector; /* NULL: none configured; hole punching while up */
     char reflector_host[QCG_ADDR_MAX];
     int reflector_port;

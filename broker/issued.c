@@ -59,8 +59,8 @@ struct owner {
 
 struct issued {
     pthread_mutex_t lock;
-    struct htable *table;  /* (cluster, job) -> struct bucket */
-    struct htable *owners; /* cluster -> struct owner */
+    struct htable *table;        /* (cluster, job) -> struct bucket */
+    struct htable *owners;       /* cluster -> struct owner */
     struct htable *plans_by_key; /* (bucket, rank, t) -> struct plan */
     struct dlist buckets;
     size_t buckets_max;

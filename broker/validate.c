@@ -178,8 +178,8 @@ static int word_index(const char *text, const char *const *words)
     return -1;
 }
 
-int validate_observation(const struct qcg__observation *in, struct reg_observation *out,
-                         char *why, size_t whylen)
+int validate_observation(const struct qcg__observation *in, struct reg_observation *out, char *why,
+                         size_t whylen)
 {
     static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
                                            "unknown", NULL};
@@ -194,8 +194,7 @@ int validate_observation(const struct qcg__observation *in, struct reg_observati
     if (kind < 0)
         return bad(why, whylen, "%s: not open, firewalled, nat or symnat", "observation.kind");
     if (word_index(in->mapping, mappings) < 0)
-        return bad(why, whylen,
-                   "%s: not none, endpoint-independent, endpoint-dependent or unknown",
+        return bad(why, whylen, "%s: not none, endpoint-independent, endpoint-dependent or unknown",
                    "observation.mapping");
     if (word_index(in->inbound, inbounds) < 0)
         return bad(why, whylen, "%s: not open, dropped, rejected or unknown",

@@ -27,7 +27,7 @@ int validate_rank(int rank, const char *field, char *why, size_t whylen);
 /* A probe's observation (qcg_service.h): names, the kind, mapping and
    inbound words, portPreserving -1..1, publicAddress empty or an address.
    out->when is left 0. */
-int validate_observation(const struct qcg__observation *in, struct reg_observation *out,
-                         char *why, size_t whylen);
+int validate_observation(const struct qcg__observation *in, struct reg_observation *out, char *why,
+                         size_t whylen);
 
 #endif

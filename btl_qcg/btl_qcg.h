@@ -33,13 +33,13 @@
 /* The component: what Open MPI finds by name in mca_btl_qcg.so. */
 struct btl_qcg_component {
     mca_btl_base_component_3_0_0_t super;
-    int verbose;            /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
-    int connect_timeout_ms; /* btl_qcg_connect_timeout */
-    char *conn_log;         /* btl_qcg_conn_log: file getting a line per connection */
-    char *encrypt;          /* btl_qcg_encrypt: inter-site, always or never */
-    int local_peers;        /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
-    int cluster_peers;      /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
-    int max_connects;       /* btl_qcg_max_connects: connect operations at once */
+    int verbose;              /* btl_qcg_verbose: 0 quiet, 1 per peer, 2 debug */
+    int connect_timeout_ms;   /* btl_qcg_connect_timeout */
+    char *conn_log;           /* btl_qcg_conn_log: file getting a line per connection */
+    char *encrypt;            /* btl_qcg_encrypt: inter-site, always or never */
+    int local_peers;          /* btl_qcg_local_peers: -1 auto, 0 never, 1 always */
+    int cluster_peers;        /* btl_qcg_cluster_peers: -1 auto, 0 never, 1 always */
+    int max_connects;         /* btl_qcg_max_connects: connect operations at once */
     int reconnect_timeout_ms; /* btl_qcg_reconnect_timeout: a broken channel's peer is gone */
     int stall_timeout_ms;     /* btl_qcg_stall_timeout: unacknowledged so long, broken; 0 off */
     int resend_buffer;        /* btl_qcg_resend_buffer: bytes of copies kept per peer */
@@ -91,13 +91,13 @@ struct btl_qcg_frag {
     struct btl_qcg_endpoint *endpoint;
     struct btl_qcg_frag *next; /* in the completion list or the cache */
     struct btl_qcg_hdr hdr;
-    size_t total;    /* header + payload + padding */
-    size_t sent;     /* bytes of total already written */
-    size_t capacity; /* bytes of data[] */
-    int pool;        /* which cache it returns to, -1 none */
-    int status;      /* of its completion, while on the completion list */
+    size_t total;           /* header + payload + padding */
+    size_t sent;            /* bytes of total already written */
+    size_t capacity;        /* bytes of data[] */
+    int pool;               /* which cache it returns to, -1 none */
+    int status;             /* of its completion, while on the completion list */
     struct resendq_item rq; /* in its endpoint's send queue: seq, next */
-    size_t copied;   /* a copy we made of a PML frame: bytes it holds, else 0 */
+    size_t copied;          /* a copy we made of a PML frame: bytes it holds, else 0 */
     _Alignas(8) unsigned char data[];
 };
 
@@ -127,14 +127,14 @@ struct btl_qcg_endpoint {
     struct opal_proc_t *proc; /* NULL until add_procs names the peer */
     uint32_t vpid;
     enum btl_qcg_ep_state state;
-    bool initiator;     /* the channel is ours (we connected) */
-    int fd;             /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
-    qcg_tls *tls;       /* fd's session when encrypted (io.c), else NULL */
+    bool initiator;                  /* the channel is ours (we connected) */
+    int fd;                          /* socket in EP_VERDICT and EP_CONNECTED, else -1 */
+    qcg_tls *tls;                    /* fd's session when encrypted (io.c), else NULL */
     unsigned char *tls_out;          /* encrypted: a batch staged for the session */
     size_t tls_out_len, tls_out_off; /* ... its bytes, of them sent (the session
                                         may hold more: qcg_tls_unsent) */
-    bool want_out;      /* fd is watched for EPOLLOUT */
-    qcg_connect_op *op; /* in EP_CONNECTING */
+    bool want_out;                   /* fd is watched for EPOLLOUT */
+    qcg_connect_op *op;              /* in EP_CONNECTING */
     /* A connection the peer made while our channel was up (the loser of a
        simultaneous connect, or the peer's end of our channel broke): it
        replaces the channel once the peer writes on it, and goes quietly at
@@ -209,13 +209,13 @@ struct btl_qcg_module {
     int pending; /* endpoints in CONNECTING/VERDICT/WAITPEER */
     uint64_t next_check_us;
     uint64_t next_stall_check_us;
-    int shm_btl;           /* -1 unknown, 0/1: a shared-memory BTL runs */
-    int net_btl;           /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
-    unsigned long refused; /* qcg_accept_refused when last looked at */
-    int test_dropped;      /* incoming connections btl_qcg_test_drop_incoming reset */
+    int shm_btl;                   /* -1 unknown, 0/1: a shared-memory BTL runs */
+    int net_btl;                   /* -1 unknown, 0/1: another network BTL (tcp, a fabric) runs */
+    unsigned long refused;         /* qcg_accept_refused when last looked at */
+    int test_dropped;              /* incoming connections btl_qcg_test_drop_incoming reset */
     struct ratelimit refused_log;  /* ... their line: one per 10 s */
     uint64_t next_shortage_log_us; /* "cannot accept: out of descriptors" not before */
-    char cluster[64];      /* ours, as the helper names it */
+    char cluster[64];              /* ours, as the helper names it */
     /* Connect operations running (each holds descriptors and a LOOKUP at the
        helper), and the peers waiting for a slot, in order (by vpid). */
     int connects;

@@ -9,9 +9,9 @@
 
 struct identity {
     enum qcg_role role;
-    char name[2 * QCG_NAME_MAX];  /* the CN as issued */
-    char cluster[QCG_NAME_MAX];   /* frontend: its cluster; helper: its cluster */
-    char node[QCG_NAME_MAX];      /* helper only */
+    char name[2 * QCG_NAME_MAX]; /* the CN as issued */
+    char cluster[QCG_NAME_MAX];  /* frontend: its cluster; helper: its cluster */
+    char node[QCG_NAME_MAX];     /* helper only */
 };
 
 /* Fills id from the certificate the TLS peer presented; -1 (and a log line)

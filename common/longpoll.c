@@ -276,8 +276,7 @@ static void fail(struct longpoll *lp, const char *what, const char *why, unsigne
         lp->cfg.ops->down(lp->cfg.arg, why);
     if (*failures == 0 || strcmp(why, last) != 0) {
         log_warnx("%s the %s %s: %s; retrying%s", what, lp->cfg.service, lp->cfg.client->url, why,
-                  refused ? " at most once a minute: this service needs a valid certificate"
-                          : "");
+                  refused ? " at most once a minute: this service needs a valid certificate" : "");
         if (refused)
             ratelimit_ok(&lp->refused_log, monotonic_ms(), REFUSED_REMINDER_MS, &left_out);
     } else if (refused &&

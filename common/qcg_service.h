@@ -16,6 +16,10 @@
  * published by a live process), qcg:notfound, qcg:unavailable (upstream down).
  */
 
+/* Laid out by hand: clang-format would write "//gsoap" as "// gsoap", which
+   soapcpp2 does not read as a directive. */
+// clang-format off
+
 //gsoap qcg service name: qcg
 //gsoap qcg service namespace: urn:qcg-connect:1
 //gsoap qcg service location: https://localhost:7700/

@@ -13,10 +13,10 @@
 struct soap;
 
 struct soap_client_config {
-    const char *url;            /* https://host:port/ */
+    const char *url; /* https://host:port/ */
     struct tls_files tls;
-    int connect_timeout;        /* seconds */
-    int io_timeout;             /* seconds for send/recv of ordinary calls */
+    int connect_timeout; /* seconds */
+    int io_timeout;      /* seconds for send/recv of ordinary calls */
     /* Whom the URL must lead to, checked after each TLS handshake: the role
        of the server's certificate (QCG_ROLE_NONE: any) and, for a frontend,
        its cluster (NULL: any).  The server must be a TLS server (serverAuth)
@@ -38,8 +38,8 @@ void soap_client_reset(struct soap *soap);
 
 enum call_status {
     CALL_OK,
-    CALL_UNREACHABLE,   /* transport: refused, timed out, TLS failed, EOF */
-    CALL_FAULT,         /* the server answered with a fault */
+    CALL_UNREACHABLE, /* transport: refused, timed out, TLS failed, EOF */
+    CALL_FAULT,       /* the server answered with a fault */
 };
 
 /* Classifies the result of soap_call_*: for faults, subcode is set to the text

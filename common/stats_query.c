@@ -47,7 +47,10 @@ void stats_print(FILE *out, const struct qcg__statsResponse *res, bool json)
 int stats_query(const char *program, const char *url, const struct tls_files *tls, bool json)
 {
     struct soap_client_config cc = {
-        .url = url, .tls = *tls, .connect_timeout = 5, .io_timeout = 10,
+        .url = url,
+        .tls = *tls,
+        .connect_timeout = 5,
+        .io_timeout = 10,
     };
     char err[256], sub[64], msg[256];
     /* OpenSSL writes with write(2): a server that refused us must not kill us. */
@@ -62,8 +65,7 @@ int stats_query(const char *program, const char *url, const struct tls_files *tl
     int rc = soap_call_qcg__stats(soap, url, NULL, QCG_PROTOCOL_VERSION, &res);
     int status = 0;
     if (soap_call_status(soap, rc, sub, sizeof(sub), msg, sizeof(msg)) != CALL_OK) {
-        fprintf(stderr, "%s: stats from %s: %s%s%s\n", program, url, sub, sub[0] ? ": " : "",
-                msg);
+        fprintf(stderr, "%s: stats from %s: %s%s%s\n", program, url, sub, sub[0] ? ": " : "", msg);
         status = 1;
     } else {
         stats_print(stdout, &res, json);

@@ -75,7 +75,8 @@ int proxy_key_load(const char *path, struct proxy_key *key, char *err, size_t er
         len--;
     if (len > 0 && buf[len - 1] == '\r')
         len--;
-    if (len != 2 * sizeof(key->bytes) || hex_decode(buf, sizeof(key->bytes), key->bytes, true) < 0) {
+    if (len != 2 * sizeof(key->bytes) ||
+        hex_decode(buf, sizeof(key->bytes), key->bytes, true) < 0) {
         snprintf(err, errlen, "proxy key %s: expected %zu hex characters and a newline", path,
                  2 * sizeof(key->bytes));
         OPENSSL_cleanse(key->bytes, sizeof(key->bytes));

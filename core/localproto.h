@@ -46,37 +46,37 @@ _Static_assert(LOCAL_JOB_MAX >= QCG_JOB_MAX && LOCAL_SECRET_MAX >= QCG_SECRET_MA
                "local protocol fields shorter than the limits");
 
 enum local_type {
-    LOCAL_HELLO = 1,   /* lib -> helper: struct local_hello */
-    LOCAL_HELLO_OK,    /* helper -> lib: struct local_hello_ok */
-    LOCAL_PUBLISH,     /* lib -> helper: struct local_publish; reply LOCAL_OK */
-    LOCAL_WITHDRAW,    /* lib -> helper: no payload; reply LOCAL_OK */
-    LOCAL_LOOKUP,      /* lib -> helper: struct local_lookup; reply LOCAL_PLAN */
-    LOCAL_PLAN,        /* helper -> lib: struct local_plan */
-    LOCAL_OK,          /* helper -> lib: no payload */
-    LOCAL_ERROR,       /* helper -> lib: struct local_error */
-    LOCAL_INCOMING,    /* helper -> lib, unsolicited: struct local_incoming + one fd */
-    LOCAL_STATUS,      /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
-    LOCAL_STATUS_OK,   /* helper -> tool: struct local_status */
-    LOCAL_REPORT,      /* lib -> helper: struct local_report; no reply */
+    LOCAL_HELLO = 1, /* lib -> helper: struct local_hello */
+    LOCAL_HELLO_OK,  /* helper -> lib: struct local_hello_ok */
+    LOCAL_PUBLISH,   /* lib -> helper: struct local_publish; reply LOCAL_OK */
+    LOCAL_WITHDRAW,  /* lib -> helper: no payload; reply LOCAL_OK */
+    LOCAL_LOOKUP,    /* lib -> helper: struct local_lookup; reply LOCAL_PLAN */
+    LOCAL_PLAN,      /* helper -> lib: struct local_plan */
+    LOCAL_OK,        /* helper -> lib: no payload */
+    LOCAL_ERROR,     /* helper -> lib: struct local_error */
+    LOCAL_INCOMING,  /* helper -> lib, unsolicited: struct local_incoming + one fd */
+    LOCAL_STATUS,    /* tool -> helper: no payload, allowed before HELLO; reply LOCAL_STATUS_OK */
+    LOCAL_STATUS_OK, /* helper -> tool: struct local_status */
+    LOCAL_REPORT,    /* lib -> helper: struct local_report; no reply */
     /* qcg-probe.  SITE and PROBE after a HELLO (any job of the caller's: it is
        not published), at most probes-per-uid a minute (QCG_EBUSY beyond);
        OBSERVED also before one.  Errors: LOCAL_ERROR, QCG_EUPSTREAM when the
        frontend or the broker cannot be reached. */
-    LOCAL_SITE,        /* tool -> helper: no payload; reply LOCAL_SITE_OK */
-    LOCAL_SITE_OK,     /* helper -> tool: struct local_site */
-    LOCAL_PROBE,       /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
-    LOCAL_PROBE_OK,    /* helper -> tool: struct local_probe_ok */
-    LOCAL_OBSERVED,    /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
-                          root or the helper's own user (QCG_EDENIED otherwise) */
+    LOCAL_SITE,     /* tool -> helper: no payload; reply LOCAL_SITE_OK */
+    LOCAL_SITE_OK,  /* helper -> tool: struct local_site */
+    LOCAL_PROBE,    /* tool -> helper: struct local_probe; reply LOCAL_PROBE_OK */
+    LOCAL_PROBE_OK, /* helper -> tool: struct local_probe_ok */
+    LOCAL_OBSERVED, /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
+                       root or the helper's own user (QCG_EDENIED otherwise) */
     LOCAL_TYPE_COUNT
 };
 
 struct local_header {
     uint32_t magic;
     uint16_t type;
-    uint16_t reserved;     /* 0 */
-    uint32_t length;       /* payload bytes that follow */
-    uint32_t request_id;   /* echoed in the reply; 0 for unsolicited messages */
+    uint16_t reserved;   /* 0 */
+    uint32_t length;     /* payload bytes that follow */
+    uint32_t request_id; /* echoed in the reply; 0 for unsolicited messages */
 };
 
 struct local_hello {
@@ -88,11 +88,11 @@ struct local_hello {
 
 struct local_hello_ok {
     uint32_t version;
-    uint16_t port_low;       /* the node's listening port range */
+    uint16_t port_low; /* the node's listening port range */
     uint16_t port_high;
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
-    char address[LOCAL_ADDR_MAX];  /* the node's address inside its site */
+    char address[LOCAL_ADDR_MAX]; /* the node's address inside its site */
 };
 
 struct local_publish {
@@ -103,14 +103,14 @@ struct local_publish {
 struct local_lookup {
     int32_t to_rank;
     uint32_t timeout_ms;
-    uint32_t tried_mask;         /* 1 << enum technique for each technique that
-                                    failed for this peer: the broker plans the next */
-    uint32_t only;               /* enum technique: plan exactly this one, whatever
-                                    the broker remembers (qcg-probe); 0 = normal */
+    uint32_t tried_mask; /* 1 << enum technique for each technique that
+                            failed for this peer: the broker plans the next */
+    uint32_t only;       /* enum technique: plan exactly this one, whatever
+                            the broker remembers (qcg-probe); 0 = normal */
 };
 
 struct local_plan {
-    uint32_t technique;          /* enum technique */
+    uint32_t technique; /* enum technique */
     uint16_t port;
     uint16_t reserved;
     char cluster[LOCAL_NAME_MAX];
@@ -120,16 +120,16 @@ struct local_plan {
 };
 
 struct local_error {
-    int32_t code;                /* a negative QCG_E* code */
+    int32_t code; /* a negative QCG_E* code */
     char message[LOCAL_MESSAGE_MAX];
 };
 
 /* Which side of the process-to-process handshake the receiving process takes
    on a handed-over connection. */
 enum local_role {
-    LOCAL_ROLE_ACCEPT = 0,       /* wait for the peer's hello (proxy) */
-    LOCAL_ROLE_HELLO = 1,        /* send a hello carrying `token` to peer_rank (reversed:
-                                    our helper was the TCP client) */
+    LOCAL_ROLE_ACCEPT = 0, /* wait for the peer's hello (proxy) */
+    LOCAL_ROLE_HELLO = 1,  /* send a hello carrying `token` to peer_rank (reversed:
+                              our helper was the TCP client) */
 };
 
 struct local_incoming {
@@ -143,56 +143,56 @@ struct local_incoming {
    cluster pair and plans the next ones from it). */
 struct local_report {
     int32_t to_rank;
-    uint32_t technique;          /* enum technique */
-    uint32_t ok;                 /* 1 connected, 0 failed */
+    uint32_t technique; /* enum technique */
+    uint32_t ok;        /* 1 connected, 0 failed */
     uint32_t setup_ms;
     char why[LOCAL_MESSAGE_MAX]; /* failed: the reason, one line */
 };
 
 struct local_status {
-    uint32_t upstream_connected;   /* 1 while registered with the frontend */
-    uint32_t clients;              /* local connections open now */
-    uint32_t contacts;             /* contacts published through this helper */
-    uint32_t refused;              /* requests refused or dropped by a per-uid rate */
-    uint64_t upstream_epoch;       /* the frontend's epoch */
-    uint64_t lookups;              /* lookups relayed since start */
+    uint32_t upstream_connected; /* 1 while registered with the frontend */
+    uint32_t clients;            /* local connections open now */
+    uint32_t contacts;           /* contacts published through this helper */
+    uint32_t refused;            /* requests refused or dropped by a per-uid rate */
+    uint64_t upstream_epoch;     /* the frontend's epoch */
+    uint64_t lookups;            /* lookups relayed since start */
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
-    char frontend[LOCAL_MESSAGE_MAX];  /* the frontend's URL */
+    char frontend[LOCAL_MESSAGE_MAX]; /* the frontend's URL */
 };
 
 #define LOCAL_KIND_MAX 16
-#define LOCAL_ENDPOINT_MAX 56        /* "address:port" */
-#define LOCAL_PUBLIC_MAX 4           /* declared public addresses carried */
+#define LOCAL_ENDPOINT_MAX 56 /* "address:port" */
+#define LOCAL_PUBLIC_MAX 4    /* declared public addresses carried */
 #define LOCAL_PROXIES_MAX 8
 #define LOCAL_CLUSTERS_MAX 32
 
 /* A cluster as its frontend declared it. */
 struct local_cluster {
     char name[LOCAL_NAME_MAX];
-    char kind[LOCAL_KIND_MAX];                        /* open | firewalled | nat | symnat */
+    char kind[LOCAL_KIND_MAX];                             /* open | firewalled | nat | symnat */
     char public_address[LOCAL_PUBLIC_MAX][LOCAL_ADDR_MAX]; /* "" when unused */
-    uint16_t open_low, open_high;                     /* open inbound range, 0-0 = none */
+    uint16_t open_low, open_high;                          /* open inbound range, 0-0 = none */
 };
 
 /* The node, its site and the grid's services, for qcg-probe. */
 struct local_site {
     char node[LOCAL_NAME_MAX];
-    char address[LOCAL_ADDR_MAX];       /* the node's address inside its site */
-    uint16_t port_low, port_high;       /* the node's port range */
-    uint32_t upstream_ms;               /* how long the helper's siteInfo call took */
-    struct local_cluster cluster;       /* this node's cluster, as declared */
-    char frontend[LOCAL_MESSAGE_MAX];   /* the frontend's URL */
-    char broker[LOCAL_MESSAGE_MAX];     /* the broker's URL as the frontend reaches it */
+    char address[LOCAL_ADDR_MAX];            /* the node's address inside its site */
+    uint16_t port_low, port_high;            /* the node's port range */
+    uint32_t upstream_ms;                    /* how long the helper's siteInfo call took */
+    struct local_cluster cluster;            /* this node's cluster, as declared */
+    char frontend[LOCAL_MESSAGE_MAX];        /* the frontend's URL */
+    char broker[LOCAL_MESSAGE_MAX];          /* the broker's URL as the frontend reaches it */
     char frontend_seen_from[LOCAL_ADDR_MAX]; /* the frontend's address as the broker sees it */
-    char reflector[LOCAL_ENDPOINT_MAX]; /* "" when hole punching is off */
+    char reflector[LOCAL_ENDPOINT_MAX];      /* "" when hole punching is off */
     uint32_t proxies;
     char proxy[LOCAL_PROXIES_MAX][LOCAL_ENDPOINT_MAX];
-    uint32_t can_intercept;             /* 1: the helper can intercept and inject */
-    uint32_t nfqueue;                   /* its NFQUEUE number (0 when it cannot) */
-    char intercept[LOCAL_MESSAGE_MAX];  /* why it can or cannot, one line */
-    uint32_t clusters;                  /* entries in peer[] (at most LOCAL_CLUSTERS_MAX) */
-    uint32_t clusters_total;            /* how many the broker knows */
+    uint32_t can_intercept;            /* 1: the helper can intercept and inject */
+    uint32_t nfqueue;                  /* its NFQUEUE number (0 when it cannot) */
+    char intercept[LOCAL_MESSAGE_MAX]; /* why it can or cannot, one line */
+    uint32_t clusters;                 /* entries in peer[] (at most LOCAL_CLUSTERS_MAX) */
+    uint32_t clusters_total;           /* how many the broker knows */
     struct local_cluster peer[LOCAL_CLUSTERS_MAX]; /* every cluster, this one included */
 };
 
@@ -203,26 +203,26 @@ _Static_assert(LOCAL_PROBE_SECONDS_MAX == QCG_PROBE_TTL_MAX,
                "the local protocol and the schema agree on a probe's longest life");
 
 struct local_probe {
-    char cluster[LOCAL_NAME_MAX];       /* where the test endpoint should run */
-    uint32_t seconds;                   /* its life, 1..QCG_PROBE_TTL_MAX */
+    char cluster[LOCAL_NAME_MAX]; /* where the test endpoint should run */
+    uint32_t seconds;             /* its life, 1..QCG_PROBE_TTL_MAX */
 };
 
 struct local_probe_ok {
-    char job[LOCAL_JOB_MAX];            /* the probe's job: the prober is rank 0 */
+    char job[LOCAL_JOB_MAX]; /* the probe's job: the prober is rank 0 */
     char secret[LOCAL_SECRET_MAX];
-    int32_t rank;                       /* the endpoint's rank */
+    int32_t rank; /* the endpoint's rank */
     uint32_t seconds;
-    char cluster[LOCAL_NAME_MAX];       /* where the endpoint runs */
+    char cluster[LOCAL_NAME_MAX]; /* where the endpoint runs */
     char node[LOCAL_NAME_MAX];
     char address[LOCAL_ADDR_MAX];
 };
 
 struct local_observed {
-    char kind[LOCAL_KIND_MAX];          /* open | firewalled | nat | symnat */
+    char kind[LOCAL_KIND_MAX]; /* open | firewalled | nat | symnat */
     char public_address[LOCAL_ADDR_MAX];
-    int32_t port_preserving;            /* 1, 0, -1 unknown */
-    char mapping[24];                   /* none | endpoint-independent | endpoint-dependent | unknown */
-    char inbound[16];                   /* open | dropped | rejected | unknown */
+    int32_t port_preserving; /* 1, 0, -1 unknown */
+    char mapping[24];        /* none | endpoint-independent | endpoint-dependent | unknown */
+    char inbound[16];        /* open | dropped | rejected | unknown */
 };
 
 /* Room for the payload of any message. */

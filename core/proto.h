@@ -44,14 +44,20 @@ _Static_assert(sizeof(QCG_PROBE_JOB_PREFIX) - 1 == QCG_PROBE_JOB_PREFIX_LEN, "pr
    seconds (it holds a slot of the node's helper and of the caller's cluster). */
 #define QCG_PROBE_DONE_LINE "qcg-probe done\n"
 
-enum qcg_role { QCG_ROLE_NONE, QCG_ROLE_BROKER, QCG_ROLE_PROXY, QCG_ROLE_FRONTEND, QCG_ROLE_HELPER };
+enum qcg_role {
+    QCG_ROLE_NONE,
+    QCG_ROLE_BROKER,
+    QCG_ROLE_PROXY,
+    QCG_ROLE_FRONTEND,
+    QCG_ROLE_HELPER
+};
 
 enum cluster_kind { CLUSTER_OPEN, CLUSTER_FIREWALLED, CLUSTER_NAT, CLUSTER_SYMNAT };
 
 const char *role_name(enum qcg_role role);
-enum qcg_role role_parse(const char *name);           /* QCG_ROLE_NONE if unknown */
+enum qcg_role role_parse(const char *name); /* QCG_ROLE_NONE if unknown */
 const char *cluster_kind_name(enum cluster_kind kind);
-int cluster_kind_parse(const char *name);             /* -1 if unknown */
+int cluster_kind_parse(const char *name); /* -1 if unknown */
 
 /* Cluster, node, proxy names: [A-Za-z0-9][A-Za-z0-9._-]{0,62} (as certs/qcg-certs). */
 bool name_valid(const char *name);

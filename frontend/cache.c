@@ -23,8 +23,8 @@ struct entry {
 
 struct cache {
     pthread_mutex_t lock;
-    struct strmap *map;         /* "job:rank" -> first entry of the chain */
-    struct dlist lru;           /* of struct entry, least recently used first */
+    struct strmap *map; /* "job:rank" -> first entry of the chain */
+    struct dlist lru;   /* of struct entry, least recently used first */
     size_t count, capacity;
     uint64_t generation;
 };
@@ -64,7 +64,7 @@ static void entry_drop(struct cache *cache, struct entry *e)
     struct entry *head = strmap_get(cache->map, key);
     if (head == e) {
         if (e->chain_next != NULL)
-            strmap_put(cache->map, key, e->chain_next, NULL);  /* replaces: cannot fail */
+            strmap_put(cache->map, key, e->chain_next, NULL); /* replaces: cannot fail */
         else
             strmap_remove(cache->map, key);
     } else {

@@ -47,7 +47,7 @@ struct frontend {
     struct frontend_counters counters;
     struct rates *rates;              /* per-node rates (rates.h) */
     struct reports *reports;          /* the nodes' reports, sent on in batches (report_batch.h) */
-    struct soap_server *server; /* set once it exists: its handshake stage's counts */
+    struct soap_server *server;       /* set once it exists: its handshake stage's counts */
     atomic_int broker_single_reports; /* an older broker: no qcg__reports */
     atomic_int broker_single_lookups; /* ... no qcg__lookups */
 };

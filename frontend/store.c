@@ -23,13 +23,13 @@ struct node_rec {
 
 struct store {
     pthread_mutex_t lock;
-    struct strmap *nodes;      /* name -> struct node_rec */
-    struct strmap *contacts;   /* "job:rank" -> struct contact_info */
+    struct strmap *nodes;    /* name -> struct node_rec */
+    struct strmap *contacts; /* "job:rank" -> struct contact_info */
     struct withdrawal *withdrawals;
     size_t nwithdrawals;
     size_t queue_capacity;
-    uint64_t version;          /* bumped on every change the broker must hear of */
-    uint64_t dropped;          /* contacts dropped by a node's new incarnation */
+    uint64_t version; /* bumped on every change the broker must hear of */
+    uint64_t dropped; /* contacts dropped by a node's new incarnation */
     int link_up;
     char link_reason[256];
 };

@@ -100,9 +100,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
             rc = relay_publish(soap, url(up), &contacts[i], fe->cluster, &err);
             soap_client_reset(soap);
             if (rc < 0 && err.status == CALL_FAULT) {
-                log_warnx("the broker refused job %s rank %d from node %s: %s: %s",
-                          contacts[i].job, contacts[i].rank, contacts[i].node, err.subcode,
-                          err.msg);
+                log_warnx("the broker refused job %s rank %d from node %s: %s: %s", contacts[i].job,
+                          contacts[i].rank, contacts[i].node, err.subcode, err.msg);
                 rc = 0;
             }
         }
@@ -112,7 +111,7 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
         struct withdrawal *ws;
         size_t nw = rc == 0 ? store_withdrawals_take(fe->store, &ws) : 0;
         for (size_t i = 0; i < nw; i++) {
-            if (rc < 0) {   /* keep the rest for the next attempt */
+            if (rc < 0) { /* keep the rest for the next attempt */
                 store_withdrawal_add(fe->store, &ws[i]);
                 continue;
             }
@@ -143,7 +142,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
             return 0;
         }
     }
-    snprintf(reason, len, longpoll_stopping(up->lp) ? "stopping" : "the nodes and contacts kept changing");
+    snprintf(reason, len,
+             longpoll_stopping(up->lp) ? "stopping" : "the nodes and contacts kept changing");
     return -1;
 }
 

@@ -146,8 +146,8 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
         return;
     }
     if (status < 0 || len == 0 || len > QCG_PACKET_MAX) {
-        attempt_fail(a, QCG_EPEER, "no SYN towards %s port %u: %s", a->plan.address,
-                     a->plan.port, why != NULL ? why : "packet too long");
+        attempt_fail(a, QCG_EPEER, "no SYN towards %s port %u: %s", a->plan.address, a->plan.port,
+                     why != NULL ? why : "packet too long");
         return;
     }
     hex_encode(pkt, len, a->packet);

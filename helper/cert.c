@@ -19,8 +19,7 @@ static int set_or_match(char **field, const char *option, const char *from_cert,
         return 0;
     }
     if (strcmp(*field, from_cert) != 0) {
-        snprintf(err, errlen, "%s '%s' does not match the certificate (CN=%s)", option, *field,
-                 cn);
+        snprintf(err, errlen, "%s '%s' does not match the certificate (CN=%s)", option, *field, cn);
         return -1;
     }
     return 0;

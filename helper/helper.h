@@ -43,9 +43,9 @@
 
 struct helper_config {
     char *socket;
-    char *socket_mode;   /* octal text, e.g. "0666" */
-    char *allow_uids;    /* comma list of uids or user names; empty = everyone */
-    int max_clients;     /* local connections at once, every uid together */
+    char *socket_mode; /* octal text, e.g. "0666" */
+    char *allow_uids;  /* comma list of uids or user names; empty = everyone */
+    int max_clients;   /* local connections at once, every uid together */
     int max_clients_per_uid;
     int max_requests; /* requests in flight per connection */
     /* Requests of one uid on the thread pool at once. */
@@ -57,18 +57,18 @@ struct helper_config {
     int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */
     char *frontend;      /* https://host:port/ */
     char *ca;
-    char *cert;          /* certificate chain and key in one PEM */
-    char *crl;           /* the grid's revocation list, optional */
+    char *cert;           /* certificate chain and key in one PEM */
+    char *crl;            /* the grid's revocation list, optional */
     int crl_accept_older; /* reloads take an expired or older CRL too */
-    char *cluster;       /* default: from the certificate's CN */
+    char *cluster;        /* default: from the certificate's CN */
     char *node;
-    char *address;       /* the node's address inside its site */
-    int ports[2];        /* the node's listening port range */
-    int intercept;       /* take part in traversing when privileged */
-    int nfqueue;         /* the NFQUEUE number of our interception rules */
+    char *address; /* the node's address inside its site */
+    int ports[2];  /* the node's listening port range */
+    int intercept; /* take part in traversing when privileged */
+    int nfqueue;   /* the NFQUEUE number of our interception rules */
     char *log_level;
     int syslog;
-    int status;          /* --status: ask a running helper, print, exit */
+    int status; /* --status: ask a running helper, print, exit */
     int json;
     char *metrics_listen, *metrics_allow; /* common/metrics_server.h */
     int metrics_tls;

@@ -57,8 +57,8 @@ int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int f
     _Static_assert(sizeof(msg) == sizeof(struct local_header) + sizeof(struct local_incoming),
                    "INCOMING message without padding");
     memset(&msg, 0, sizeof(msg));
-    msg.hdr = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_INCOMING,
-                                    .length = sizeof(msg.in), .request_id = rid};
+    msg.hdr = (struct local_header){
+        .magic = LOCAL_MAGIC, .type = LOCAL_INCOMING, .length = sizeof(msg.in), .request_id = rid};
     msg.in = *in;
     ssize_t n = fdpass_send(pipe_fd, &msg, sizeof(msg), fd);
     if (n < 0) {
@@ -103,8 +103,10 @@ int local_server_deliver(struct local_server *srv, const char *job, int32_t rank
     struct conn *c = publisher(srv, job, rank);
 
     if (c == NULL) {
-        snprintf(why, whylen, "no live process on this node publishes job %s rank %d (any "
-                              "more)", job, rank);
+        snprintf(why, whylen,
+                 "no live process on this node publishes job %s rank %d (any "
+                 "more)",
+                 job, rank);
         return -1;
     }
     *pid = c->pid;

@@ -118,8 +118,8 @@ __attribute__((format(printf, 5, 6))) void send_error(struct conn *c, uint32_t r
 }
 
 /* A protocol violation: say why, log it, close. */
-__attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t rid,
-                                                      const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t rid, const char *fmt,
+                                                      ...)
 {
     char msg[LOCAL_MESSAGE_MAX];
     va_list ap;
@@ -172,8 +172,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             else if (h->type == 0 || h->type >= LOCAL_TYPE_COUNT)
                 proto_fail(c, h->request_id, "unknown message type %u", h->type);
             else
-                proto_fail(c, h->request_id, "message type %u: length %u, expected %zu",
-                           h->type, h->length, local_payload_size[h->type]);
+                proto_fail(c, h->request_id, "message type %u: length %u, expected %zu", h->type,
+                           h->length, local_payload_size[h->type]);
             return;
         }
         if (local_handlers[h->type].handle == NULL) {

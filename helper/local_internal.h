@@ -89,9 +89,9 @@ struct request {
     struct contact contact;
     int32_t to_rank;
     uint32_t tried_mask;
-    uint32_t only;     /* LOOKUP: one technique (qcg-probe) */
-    int skip_upstream; /* stopping with the frontend away: local cleanup only */
-    int batched;       /* a first LOOKUP: goes up in a batch, counted in share->lookups */
+    uint32_t only;           /* LOOKUP: one technique (qcg-probe) */
+    int skip_upstream;       /* stopping with the frontend away: local cleanup only */
+    int batched;             /* a first LOOKUP: goes up in a batch, counted in share->lookups */
     struct dlink batch_link; /* in srv->batch_queue while it waits */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];

@@ -44,8 +44,8 @@ void do_request(uv_work_t *work)
         contacts_sync_end(srv->cs);
         break;
     case LOCAL_LOOKUP:
-        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, r->only,
-                                &r->plan, r->msg, sizeof(r->msg));
+        r->rc = upstream_lookup(srv->up, &r->contact, r->to_rank, r->tried_mask, r->only, &r->plan,
+                                r->msg, sizeof(r->msg));
         break;
     case LOCAL_SITE: {
         uint64_t t0 = uv_hrtime();
@@ -124,8 +124,8 @@ static void probe_done(struct request *r)
     case LOCAL_PROBE:
         log_info("pid %d uid %d: probe towards cluster %s: job %s, endpoint rank %d on node %s "
                  "for %u s",
-                 (int)c->pid, (int)c->uid, r->probe_ok.cluster, r->probe_ok.job,
-                 r->probe_ok.rank, r->probe_ok.node, r->probe_ok.seconds);
+                 (int)c->pid, (int)c->uid, r->probe_ok.cluster, r->probe_ok.job, r->probe_ok.rank,
+                 r->probe_ok.node, r->probe_ok.seconds);
         send_msg(c, LOCAL_PROBE_OK, r->rid, &r->probe_ok, sizeof(r->probe_ok), 0);
         break;
     default:
@@ -226,16 +226,16 @@ void request_done(uv_work_t *work, int status)
         c->publishing = 0;
         if (r->rc == 0) {
             if (!c->published)
-                log_info("pid %d: published job %s rank %d port %u", (int)c->pid,
-                         r->contact.job, r->contact.rank, r->contact.port);
+                log_info("pid %d: published job %s rank %d port %u", (int)c->pid, r->contact.job,
+                         r->contact.rank, r->contact.port);
             c->published = 1;
             c->me.port = r->contact.port;
             send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
         } else {
             if (!c->published)
                 contacts_remove(srv->cs, r->contact.job, r->contact.rank, r->owner);
-            log_warnx("pid %d: publish of job %s rank %d failed: %s", (int)c->pid,
-                      r->contact.job, r->contact.rank, r->msg);
+            log_warnx("pid %d: publish of job %s rank %d failed: %s", (int)c->pid, r->contact.job,
+                      r->contact.rank, r->msg);
             send_error(c, r->rid, r->rc, 0, "%s", r->msg);
         }
         break;
@@ -244,8 +244,8 @@ void request_done(uv_work_t *work, int status)
             log_info("withdrew job %s rank %d (pid %d)", r->contact.job, r->contact.rank,
                      (int)r->contact.pid);
         else if (!r->skip_upstream)
-            log_warnx("withdraw of job %s rank %d: %s%s", r->contact.job, r->contact.rank,
-                      r->msg, r->rc == QCG_EUPSTREAM ? " (retried later)" : "");
+            log_warnx("withdraw of job %s rank %d: %s%s", r->contact.job, r->contact.rank, r->msg,
+                      r->rc == QCG_EUPSTREAM ? " (retried later)" : "");
         if (c != NULL) {
             if (r->rc == 0)
                 send_msg(c, LOCAL_OK, r->rid, NULL, 0, 0);
@@ -256,8 +256,8 @@ void request_done(uv_work_t *work, int status)
     case LOCAL_LOOKUP:
         srv->lookups++;
         if (r->rc == 0) {
-            log_debug("pid %d: job %s rank %d -> rank %d: %s %s:%u", (int)c->pid,
-                      r->contact.job, r->contact.rank, r->to_rank,
+            log_debug("pid %d: job %s rank %d -> rank %d: %s %s:%u", (int)c->pid, r->contact.job,
+                      r->contact.rank, r->to_rank,
                       technique_name((enum technique)r->plan.technique), r->plan.address,
                       r->plan.port);
             answer_plan(c, r->rid, &r->plan);

@@ -25,21 +25,21 @@
 
 /* One echoed connection. */
 struct echo {
-    int fd;                 /* -1: free */
-    qcg_tls *tls;           /* its session when the prober asked for encryption, else NULL */
+    int fd;       /* -1: free */
+    qcg_tls *tls; /* its session when the prober asked for encryption, else NULL */
     uint64_t deadline_ms;
-    size_t echoed;          /* bytes read so far (at most RESPONDER_ECHO_MAX) */
-    size_t off, len;        /* of buf still to write back */
-    bool done_line;         /* it began with QCG_PROBE_DONE_LINE */
-    bool flushing;          /* the session holds records the socket did not take yet */
+    size_t echoed;   /* bytes read so far (at most RESPONDER_ECHO_MAX) */
+    size_t off, len; /* of buf still to write back */
+    bool done_line;  /* it began with QCG_PROBE_DONE_LINE */
+    bool flushing;   /* the session holds records the socket did not take yet */
     char buf[ECHO_BUF];
 };
 
 struct responder {
     struct responders *rs;
     pthread_t thread;
-    int used;               /* loop thread: the slot holds a thread not joined yet */
-    atomic_int ended;       /* set by the thread as its last act */
+    int used;         /* loop thread: the slot holds a thread not joined yet */
+    atomic_int ended; /* set by the thread as its last act */
     char job[QCG_JOB_MAX];
     char secret[QCG_TOKEN_MAX];
     int rank;
@@ -57,12 +57,12 @@ struct responders {
     const struct helper_config *cfg;
     atomic_int stop;
     struct responder slot[RESPONDERS_MAX];
-    uv_timer_t timer;       /* the stop's bound */
+    uv_timer_t timer; /* the stop's bound */
     void (*done)(void *arg);
     void *done_arg;
 
-    pthread_mutex_t lock;   /* guards async_closed: threads wake the loop under it */
-    uv_async_t async;       /* a thread ended */
+    pthread_mutex_t lock; /* guards async_closed: threads wake the loop under it */
+    uv_async_t async;     /* a thread ended */
     int async_closed;
 };
 
@@ -427,8 +427,8 @@ void responders_start(struct responders *rs, const struct command *cmd)
     }
     /* An order must not make the helper publish for a job of real processes. */
     if (strncmp(cmd->job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN) != 0) {
-        log_warnx("probe-listen for job %s rank %d refused: not a probe job (probe-...)",
-                  cmd->job, cmd->rank);
+        log_warnx("probe-listen for job %s rank %d refused: not a probe job (probe-...)", cmd->job,
+                  cmd->rank);
         return;
     }
     for (int i = 0; i < RESPONDERS_MAX; i++) {
@@ -468,8 +468,8 @@ void responders_start(struct responders *rs, const struct command *cmd)
     rc = pthread_create(&r->thread, NULL, responder_main, r);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        log_warnx("probe-listen for job %s rank %d: cannot start a thread: %s", cmd->job,
-                  cmd->rank, strerror(rc));
+        log_warnx("probe-listen for job %s rank %d: cannot start a thread: %s", cmd->job, cmd->rank,
+                  strerror(rc));
         explicit_bzero(r, sizeof(*r));
         return;
     }

@@ -131,8 +131,8 @@ int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out)
 {
     if (cluster_copy(&r->cluster, &out->cluster) < 0 ||
         copy_field(out->broker, sizeof(out->broker), r->broker) < 0 ||
-        copy_field(out->frontend_seen_from, sizeof(out->frontend_seen_from),
-                   r->frontendSeenFrom) < 0 ||
+        copy_field(out->frontend_seen_from, sizeof(out->frontend_seen_from), r->frontendSeenFrom) <
+            0 ||
         endpoint_text(r->reflector, out->reflector, sizeof(out->reflector)) < 0 ||
         r->__sizeProxy < 0 || r->__sizePeer < 0 || (r->__sizeProxy > 0 && r->proxy == NULL) ||
         (r->__sizePeer > 0 && r->peer == NULL))

@@ -32,8 +32,8 @@ struct call_args {
     int32_t to_rank;
     uint32_t tried_mask;
     struct local_plan *plan;
-    const char *token, *packet;      /* traverse */
-    const struct report_item *items; /* reports */
+    const char *token, *packet;         /* traverse */
+    const struct report_item *items;    /* reports */
     struct lookup_call *const *lookups; /* lookups */
     int nitems, *accepted;
     uint32_t only;                   /* lookup: one technique (enum qcg_technique) */

@@ -22,8 +22,7 @@ static int packet_hex_ok(const char *p)
 }
 
 /* probe-listen: a probe job's rank and secret on this node, for a while. */
-static int probe_order_check(const struct command *c, const char *node, char *why,
-                             size_t whylen)
+static int probe_order_check(const struct command *c, const char *node, char *why, size_t whylen)
 {
     if (strcmp(c->node, node) != 0)
         snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);
@@ -49,8 +48,7 @@ int upstream_order_check(const struct command *c, const char *node, char *why, s
 
     if (strcmp(c->kind, "probe-listen") == 0)
         return probe_order_check(c, node, why, whylen);
-    if (!back && !inject && strcmp(c->kind, "proxy-connect") != 0 &&
-        strcmp(c->kind, "punch") != 0)
+    if (!back && !inject && strcmp(c->kind, "proxy-connect") != 0 && strcmp(c->kind, "punch") != 0)
         snprintf(why, whylen, "unknown order \"%s\"", c->kind);
     else if (strcmp(c->node, node) != 0)
         snprintf(why, whylen, "meant for node '%s', this is %s", c->node, node);

@@ -97,8 +97,8 @@ struct qcg_connect_op {
        (QCG_ENOTFOUND: not published; QCG_EUPSTREAM, QCG_EBUSY: the grid
        services unreachable or busy), 0 after a plan: a timeout says so. */
     int last_refusal;
-    int short_errno;                     /* ... which one (EMFILE, EADDRNOTAVAIL...) */
-    char history[QCG_ERRMSG_MAX];        /* "reversed: why; proxy: why; " */
+    int short_errno;              /* ... which one (EMFILE, EADDRNOTAVAIL...) */
+    char history[QCG_ERRMSG_MAX]; /* "reversed: why; proxy: why; " */
     char err[QCG_ERRMSG_MAX];
 };
 

@@ -49,20 +49,20 @@ extern "C" {
 
 enum qcg_error {
     QCG_OK = 0,
-    QCG_EAGAIN = -1,      /* not finished yet: poll the descriptor and call again */
-    QCG_EINVAL = -2,      /* bad argument */
-    QCG_ENOHELPER = -3,   /* the local helper is not running or refused us */
-    QCG_EPROTO = -4,      /* a peer or the helper broke the protocol */
-    QCG_EDENIED = -5,     /* wrong job secret, or not allowed */
-    QCG_ENOTFOUND = -6,   /* no such rank published in this job */
-    QCG_EBUSY = -7,       /* this rank is already published by a live process */
-    QCG_ETECHNIQUE = -8,  /* the peer needs a technique that is not available */
+    QCG_EAGAIN = -1,     /* not finished yet: poll the descriptor and call again */
+    QCG_EINVAL = -2,     /* bad argument */
+    QCG_ENOHELPER = -3,  /* the local helper is not running or refused us */
+    QCG_EPROTO = -4,     /* a peer or the helper broke the protocol */
+    QCG_EDENIED = -5,    /* wrong job secret, or not allowed */
+    QCG_ENOTFOUND = -6,  /* no such rank published in this job */
+    QCG_EBUSY = -7,      /* this rank is already published by a live process */
+    QCG_ETECHNIQUE = -8, /* the peer needs a technique that is not available */
     QCG_ETIMEDOUT = -9,
-    QCG_EUPSTREAM = -10,  /* the grid services (frontend, broker) are unreachable */
-    QCG_ESYS = -11,       /* a system call failed; see qcg_last_error(), qcg_last_errno() */
+    QCG_EUPSTREAM = -10, /* the grid services (frontend, broker) are unreachable */
+    QCG_ESYS = -11,      /* a system call failed; see qcg_last_error(), qcg_last_errno() */
     QCG_ENOMEM = -12,
-    QCG_EPEER = -13,      /* the peer refused the connection or hung up */
-    QCG_EINUSE = -14,     /* qcg_close: connect operations were still open (it ended them) */
+    QCG_EPEER = -13,  /* the peer refused the connection or hung up */
+    QCG_EINUSE = -14, /* qcg_close: connect operations were still open (it ended them) */
 };
 
 enum qcg_technique {
@@ -104,7 +104,7 @@ enum qcg_encrypt {
    /run/qcg/helper.sock). */
 struct qcg_options {
     const char *job;
-    int rank;                 /* -1 = from QCG_RANK */
+    int rank; /* -1 = from QCG_RANK */
     const char *secret;
     const char *helper_socket;
     /* Added in 0.3.0: an enum qcg_encrypt.  Any value but QCG_ENCRYPT_OFF
@@ -124,7 +124,7 @@ struct qcg_options {
 struct qcg_conn_info {
     int peer_rank;
     enum qcg_technique technique;
-    uint64_t setup_us;        /* from the connect call to the verified handshake */
+    uint64_t setup_us; /* from the connect call to the verified handshake */
     /* Added in 0.3.0. */
     unsigned encryption; /* QCG_CONN_* bits, 0: plain */
     /* The encrypted connection's session (caller owns it, qcg_tls_free
@@ -184,8 +184,8 @@ int qcg_connect_start(qcg_ctx *ctx, int rank, int timeout_ms, qcg_connect_op **o
    with the technique's name ("direct: connect to ... refused").  Attempts
    are reported to the broker like any other.  QCG_EINVAL for a technique
    outside direct..proxy. */
-int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique,
-                           int timeout_ms, qcg_connect_op **op);
+int qcg_connect_start_only(qcg_ctx *ctx, int rank, enum qcg_technique technique, int timeout_ms,
+                           qcg_connect_op **op);
 int qcg_connect_pollfd(const qcg_connect_op *op);
 int qcg_connect_finish(qcg_connect_op *op, struct qcg_conn_info *info);
 int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info *info, size_t info_size);

@@ -151,10 +151,9 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         }
     } else if (strcmp(op, "report") == 0 && (argc == 8 || argc == 9)) {
         struct qcg__ackResponse r;
-        rc = soap_call_qcg__report(soap, url, NULL, version, argv[1],
-                                   verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
-                                   atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]),
-                                   argc == 9 ? argv[8] : NULL, &r);
+        rc = soap_call_qcg__report(
+            soap, url, NULL, version, argv[1], verifier_arg(argv[1], argv[2], vbuf), atoi(argv[3]),
+            atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]), argc == 9 ? argv[8] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d\n", r.version);
     } else if (strcmp(op, "reports") == 0 && (argc - 1) % 7 == 0) {

@@ -172,8 +172,12 @@ static void test_traversals(void)
 }
 
 /* A SYN from 198.18.1.11:21005 to 198.51.100.74:24001 with MSS, SACK, TS, wscale. */
-static const char syn[] = "4500003c1c4640004006000" "0c612010bc6336" "44a"
-                          "520d5dc1" "12345678000000" "00a002faf000000000020405b40402080a"
+static const char syn[] = "4500003c1c4640004006000"
+                          "0c612010bc6336"
+                          "44a"
+                          "520d5dc1"
+                          "12345678000000"
+                          "00a002faf000000000020405b40402080a"
                           "0001e2400000000001030307";
 
 static void test_syncheck(void)

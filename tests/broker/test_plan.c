@@ -116,8 +116,8 @@ static void test_offer(void)
     CHECKF(d.ok && d.technique == TECH_PROXY &&
                strstr(d.reason, "holepunch needed, but the broker has no reflector configured"),
            "no reflector: %s", d.reason);
-    struct plan_offer mem = {.proxy = true, .reflector = true,
-                             .remembered = TECH_BIT(TECH_HOLEPUNCH)};
+    struct plan_offer mem = {
+        .proxy = true, .reflector = true, .remembered = TECH_BIT(TECH_HOLEPUNCH)};
     plan_decide(&sym_site, &natb_site, 0, &mem, &d);
     CHECKF(d.ok && d.technique == TECH_PROXY, "sym -> natb, remembered: %s", d.reason);
     plan_decide(&nata_site, &natb_site, 0, &mem, &d);
@@ -136,8 +136,7 @@ static void test_offer(void)
     mem.remembered = TECH_BIT(TECH_PROXY);
     plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH), &mem, &d);
     CHECKF(d.ok && d.technique == TECH_PROXY, "proxy remembered, still planned: %s", d.reason);
-    plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PROXY), &mem,
-                &d);
+    plan_decide(&nata_site, &natb_site, TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PROXY), &mem, &d);
     CHECKF(!d.ok && strstr(d.reason, "no technique left"), "all tried: %s", d.reason);
 }
 

@@ -152,9 +152,10 @@ static void test_parser(void)
 {
     struct reflector_request req;
     char why[160];
-    static const char *bad[] = {"", "HELLO", "MAP x", "MAP ", " MAP", "DIAL", "DIAL 0",
-                                "DIAL 65536", "DIAL 01", "DIAL -1", "DIAL 80 80", "DIAL 8a",
-                                "PUNCH a b c", "PUNCH", "map", "MAP\r", "DIAL  80"};
+    static const char *bad[] = {"",           "HELLO",   "MAP x",       "MAP ",    " MAP",
+                                "DIAL",       "DIAL 0",  "DIAL 65536",  "DIAL 01", "DIAL -1",
+                                "DIAL 80 80", "DIAL 8a", "PUNCH a b c", "PUNCH",   "map",
+                                "MAP\r",      "DIAL  80"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECKF(reflector_parse(bad[i], strlen(bad[i]), &req, why, sizeof(why)) < 0, "'%s' parsed",
                bad[i]);
@@ -346,8 +347,8 @@ static void test_bad_lines(void)
 {
     char ans[400], big[400];
 
-    static const char *bad[] = {"HELLO\n", "MAP x\n", "DIAL 0\n", "DIAL 99999\n", "\x01\x02\n",
-                                "MAP\nMAP\n", "PUNCH 1 2 3\n"};
+    static const char *bad[] = {"HELLO\n",    "MAP x\n",    "DIAL 0\n",     "DIAL 99999\n",
+                                "\x01\x02\n", "MAP\nMAP\n", "PUNCH 1 2 3\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ask(bad[i], ans, sizeof(ans));
         CHECKF(strncmp(ans, "FAIL ", 5) == 0, "line %zu: '%s'", i, ans);
@@ -540,7 +541,8 @@ int main(void)
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", PORT);
     CHECKF(reflector_start("nonsense", &key, NULL, NULL, err, sizeof(err)) == NULL,
            "bad listen accepted");
-    struct reflector *r = reflector_start_tuned(listen, &key, on_observe, NULL, &t, err, sizeof(err));
+    struct reflector *r =
+        reflector_start_tuned(listen, &key, on_observe, NULL, &t, err, sizeof(err));
     if (r == NULL) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -563,10 +565,10 @@ int main(void)
     reflector_counters(r, &c);
     printf("counters: maps %llu punches %llu paired %llu failed %llu dials %llu refused %llu "
            "misdeclared %llu; observed %d\n",
-           (unsigned long long)c.maps, (unsigned long long)c.punches,
-           (unsigned long long)c.paired, (unsigned long long)c.punch_failed,
-           (unsigned long long)c.dials, (unsigned long long)c.refused,
-           (unsigned long long)c.misdeclared, atomic_load(&observed));
+           (unsigned long long)c.maps, (unsigned long long)c.punches, (unsigned long long)c.paired,
+           (unsigned long long)c.punch_failed, (unsigned long long)c.dials,
+           (unsigned long long)c.refused, (unsigned long long)c.misdeclared,
+           atomic_load(&observed));
     CHECKF(c.paired == 2 && c.maps >= 2 && c.dials == 2, "counters (two pairs: one early)");
     CHECKF(atomic_load(&observed) > 0, "observe called");
     test_stop(r);

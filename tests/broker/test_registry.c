@@ -474,8 +474,8 @@ static void test_many(void)
     for (int to = 0; to < MANY; to++) {
         struct reg_lookup res;
         bool one = to % 2 == 0;
-        if (registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why)) !=
-                REG_OK ||
+        if (registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL,
+                            &res, why, sizeof(why)) != REG_OK ||
             !res.found || res.target.port != (one ? 20000 : 21000) + to % 1000 ||
             strcmp(res.target.node, one ? "nata1" : "nata2") != 0 || res.target.rank != to)
             wrong++;
@@ -491,7 +491,8 @@ static void test_many(void)
     CHECKF(wrong == 0, "%d withdraws failed", wrong);
     for (int to = 0; to < MANY; to++) {
         struct reg_lookup res;
-        registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res, why, sizeof(why));
+        registry_lookup(r, "nata", "big", "big-secret", 0, to, 0, TECH_NONE, &offer_all, NULL, &res,
+                        why, sizeof(why));
         if (res.found != (to % 2 == 0) || (res.found && res.target.rank != to))
             wrong++;
     }

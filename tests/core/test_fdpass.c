@@ -18,7 +18,9 @@ static void send_many(int sock, const int *fds, int nfds)
     char ctl[CMSG_SPACE(32 * sizeof(int))];
     char byte = 'm';
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl,
                          .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *c;
 

@@ -45,8 +45,8 @@ static void test_split(void)
     int sp[2];
 
     memset(&m, 0, sizeof(m));
-    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_PLAN,
-                                .length = sizeof(m.p), .request_id = 7};
+    m.h = (struct local_header){
+        .magic = LOCAL_MAGIC, .type = LOCAL_PLAN, .length = sizeof(m.p), .request_id = 7};
     m.p.port = 99;
     strcpy(m.p.address, "127.0.0.1");
     pair(sp);

@@ -157,8 +157,7 @@ static bool is_error(const struct reply *r, int code)
         return false;
     }
     if (r->p.error.code != code)
-        printf("     expected error %d, got %d: %s\n", code, r->p.error.code,
-               r->p.error.message);
+        printf("     expected error %d, got %d: %s\n", code, r->p.error.code, r->p.error.message);
     return r->p.error.code == code;
 }
 
@@ -260,19 +259,23 @@ static void violations(const char *path)
     m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = 99, .request_id = 2};
     expect_violation(path, "unknown type", &m.h, sizeof(m.h));
 
-    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_PLAN, .request_id = 3,
+    m.h = (struct local_header){.magic = LOCAL_MAGIC,
+                                .type = LOCAL_PLAN,
+                                .request_id = 3,
                                 .length = sizeof(struct local_plan)};
     expect_violation(path, "a helper-to-process type", &m.h, sizeof(m.h));
 
-    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .request_id = 4,
-                                .length = 10};
+    m.h = (struct local_header){
+        .magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .request_id = 4, .length = 10};
     expect_violation(path, "wrong length", &m, sizeof(m.h) + 10);
 
-    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = 5,
-                                .length = 0xfffffff0u};
+    m.h = (struct local_header){
+        .magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = 5, .length = 0xfffffff0u};
     expect_violation(path, "oversized length", &m.h, sizeof(m.h));
 
-    m.h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .request_id = 6,
+    m.h = (struct local_header){.magic = LOCAL_MAGIC,
+                                .type = LOCAL_HELLO,
+                                .request_id = 6,
                                 .length = sizeof(struct local_hello)};
     m.p.version = LOCAL_VERSION;
     memset(m.p.job, 'a', sizeof(m.p.job));
@@ -288,7 +291,9 @@ static void violations(const char *path)
     struct {
         struct local_header h;
         struct local_publish p;
-    } pub = {{.magic = LOCAL_MAGIC, .type = LOCAL_PUBLISH, .request_id = 7,
+    } pub = {{.magic = LOCAL_MAGIC,
+              .type = LOCAL_PUBLISH,
+              .request_id = 7,
               .length = sizeof(struct local_publish)},
              {.port = 1}};
     expect_violation(path, "PUBLISH before HELLO", &pub, sizeof(pub));
@@ -296,7 +301,9 @@ static void violations(const char *path)
     struct {
         struct local_header h;
         struct local_lookup p;
-    } look = {{.magic = LOCAL_MAGIC, .type = LOCAL_LOOKUP, .request_id = 8,
+    } look = {{.magic = LOCAL_MAGIC,
+               .type = LOCAL_LOOKUP,
+               .request_id = 8,
                .length = sizeof(struct local_lookup)},
               {.to_rank = 0}};
     expect_violation(path, "LOOKUP before HELLO", &look, sizeof(look));
@@ -488,12 +495,12 @@ static int mode_proto(int argc, char **argv)
     check(hello(fd, JOB, SECRET, 0, &r) == 0 && r.h.type == LOCAL_HELLO_OK,
           "HELLO -> HELLO_OK with the request id echoed");
     check(r.p.hello_ok.port_low == low && r.p.hello_ok.port_high == high,
-          "HELLO_OK carries the port range %u-%u (got %u-%u)", low, high,
-          r.p.hello_ok.port_low, r.p.hello_ok.port_high);
+          "HELLO_OK carries the port range %u-%u (got %u-%u)", low, high, r.p.hello_ok.port_low,
+          r.p.hello_ok.port_high);
     check(strcmp(r.p.hello_ok.cluster, cluster) == 0 && strcmp(r.p.hello_ok.node, node) == 0 &&
               strcmp(r.p.hello_ok.address, address) == 0,
-          "HELLO_OK carries cluster/node/address %s/%s/%s (got %s/%s/%s)", cluster, node,
-          address, r.p.hello_ok.cluster, r.p.hello_ok.node, r.p.hello_ok.address);
+          "HELLO_OK carries cluster/node/address %s/%s/%s (got %s/%s/%s)", cluster, node, address,
+          r.p.hello_ok.cluster, r.p.hello_ok.node, r.p.hello_ok.address);
     int a = fd;
 
     check(publish(a, high + 1, &r) == 0 && is_error(&r, QCG_EINVAL),
@@ -508,11 +515,10 @@ static int mode_proto(int argc, char **argv)
     bool plan = b >= 0 && lookup(b, 0, &r) == 0 && r.h.type == LOCAL_PLAN;
     check(plan, "rank 1 looks up rank 0 -> LOCAL_PLAN%s%s", plan ? "" : ": ",
           plan ? "" : (r.h.type == LOCAL_ERROR ? r.p.error.message : "no plan"));
-    check(plan && r.p.plan.technique == QCG_TECH_DIRECT &&
-              strcmp(r.p.plan.address, address) == 0 && r.p.plan.port == low,
+    check(plan && r.p.plan.technique == QCG_TECH_DIRECT && strcmp(r.p.plan.address, address) == 0 &&
+              r.p.plan.port == low,
           "the plan is direct to %s:%u (got %s %s:%u)", address, low,
-          technique_name((enum technique)r.p.plan.technique), r.p.plan.address,
-          r.p.plan.port);
+          technique_name((enum technique)r.p.plan.technique), r.p.plan.address, r.p.plan.port);
     check(b >= 0 && lookup(b, 7, &r) == 0 && is_error(&r, QCG_ENOTFOUND),
           "lookup of a rank nobody published -> QCG_ENOTFOUND");
 
@@ -553,10 +559,9 @@ static int mode_proto(int argc, char **argv)
 
     struct local_status st = {0};
     bool got = status_ok(path, &st);
-    check(got && st.upstream_connected == 1 && st.contacts == 2 &&
-              st.lookups >= 3,
-          "STATUS: connected, 2 contacts, >= 3 lookups (got %u, %u, %llu)",
-          st.upstream_connected, st.contacts, (unsigned long long)st.lookups);
+    check(got && st.upstream_connected == 1 && st.contacts == 2 && st.lookups >= 3,
+          "STATUS: connected, 2 contacts, >= 3 lookups (got %u, %u, %llu)", st.upstream_connected,
+          st.contacts, (unsigned long long)st.lookups);
 
     /* Process death is withdrawal. */
     close(a);
@@ -623,8 +628,8 @@ static int mode_limits(int argc, char **argv)
     bool served = false;
     for (int i = 0; i < 50 && !served; i++) {
         c = open_helper(path);
-        served = c >= 0 && request(c, LOCAL_STATUS, NULL, 0, &r) == 0 &&
-                 r.h.type == LOCAL_STATUS_OK;
+        served =
+            c >= 0 && request(c, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
         if (c >= 0)
             close(c);
         if (!served)
@@ -982,7 +987,8 @@ static void fuzz_one(const char *path)
         rnd_fill(buf, len);
         break;
     case 1: /* a well-framed message of any type with a random payload */
-        h = (struct local_header){.magic = LOCAL_MAGIC, .type = (uint16_t)(rnd() % (LOCAL_TYPE_COUNT + 2)),
+        h = (struct local_header){.magic = LOCAL_MAGIC,
+                                  .type = (uint16_t)(rnd() % (LOCAL_TYPE_COUNT + 2)),
                                   .request_id = rnd()};
         h.length = h.type < LOCAL_TYPE_COUNT ? (uint32_t)local_payload_size[h.type] : rnd();
         memcpy(buf, &h, sizeof(h));
@@ -993,8 +999,8 @@ static void fuzz_one(const char *path)
         struct local_hello hello = {.version = LOCAL_VERSION, .rank = (int32_t)(rnd() % 4)};
         snprintf(hello.job, sizeof(hello.job), "fuzz");
         snprintf(hello.secret, sizeof(hello.secret), "%s", SECRET);
-        h = (struct local_header){.magic = LOCAL_MAGIC, .type = LOCAL_HELLO,
-                                  .length = sizeof(hello), .request_id = 1};
+        h = (struct local_header){
+            .magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .length = sizeof(hello), .request_id = 1};
         memcpy(buf, &h, sizeof(h));
         memcpy(buf + sizeof(h), &hello, sizeof(hello));
         len = sizeof(h) + sizeof(hello);
@@ -1040,7 +1046,9 @@ static int mode_fuzz(int argc, char **argv)
     struct {
         struct local_header h;
         struct local_hello p;
-    } m = {{.magic = LOCAL_MAGIC, .type = LOCAL_HELLO, .length = sizeof(struct local_hello),
+    } m = {{.magic = LOCAL_MAGIC,
+            .type = LOCAL_HELLO,
+            .length = sizeof(struct local_hello),
             .request_id = 77},
            {.version = LOCAL_VERSION, .rank = 5}};
     snprintf(m.p.job, sizeof(m.p.job), "dribble");
@@ -1062,8 +1070,9 @@ static int mode_fuzz(int argc, char **argv)
         if (!clean)
             sleep_ms(100);
     }
-    check(clean, "after %d fuzzed connections the helper serves, holds 1 client (the status "
-                 "query) and 0 contacts (got %u, %u)",
+    check(clean,
+          "after %d fuzzed connections the helper serves, holds 1 client (the status "
+          "query) and 0 contacts (got %u, %u)",
           count, st.clients, st.contacts);
     return 0;
 }
@@ -1105,8 +1114,8 @@ static int mode_flood(int argc, char **argv)
     uint32_t sent = 0;
     bool blocked = false;
     while (sent < 1024u * 1024u) {
-        struct local_header h = {.magic = LOCAL_MAGIC, .type = LOCAL_STATUS,
-                                 .request_id = first + sent};
+        struct local_header h = {
+            .magic = LOCAL_MAGIC, .type = LOCAL_STATUS, .request_id = first + sent};
         ssize_t n = send(fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n == (ssize_t)sizeof(h)) {
             sent++;
@@ -1119,8 +1128,10 @@ static int mode_flood(int argc, char **argv)
         break;
     }
     long after = rss_kb(pid);
-    check(blocked, "flood: the helper stops reading a client that reads no replies "
-                   "(%u requests got in)", sent);
+    check(blocked,
+          "flood: the helper stops reading a client that reads no replies "
+          "(%u requests got in)",
+          sent);
     check(after >= 0 && after - before < 64 * 1024,
           "flood: the helper's memory stays bounded (%ld kB -> %ld kB)", before, after);
     uint32_t got = 0;
@@ -1285,10 +1296,10 @@ static int mode_probe(int argc, char **argv)
               "PROBE_OK: job %s rank %d", po->job, po->rank);
         /* The broker picks any registered node of the cluster, round robin
            (the caller's own included). */
-        check(strcmp(po->cluster, cluster) == 0 && po->node[0] != '\0' &&
-                  po->address[0] != '\0' && po->seconds == seconds,
-              "PROBE_OK: endpoint on node %s (%s) of %s, %u s", po->node, po->address,
-              po->cluster, po->seconds);
+        check(strcmp(po->cluster, cluster) == 0 && po->node[0] != '\0' && po->address[0] != '\0' &&
+                  po->seconds == seconds,
+              "PROBE_OK: endpoint on node %s (%s) of %s, %u s", po->node, po->address, po->cluster,
+              po->seconds);
         if (f == NULL || fprintf(f, "%s %s %d %s\n", po->job, po->secret, po->rank, po->node) < 0)
             check(false, "writing %s", argv[7]);
         if (f != NULL)
@@ -1307,8 +1318,8 @@ static int mode_probe(int argc, char **argv)
         ok = ok && publish(fd, port_low, &r) == 0 && r.h.type == LOCAL_OK;
         check(ok, "HELLO and PUBLISH as rank 0 of the probe job");
         lk.only = QCG_TECH_PROXY;
-        ok = ok && lookup_published(fd, &lk, &r) == 0 && is_error(&r, QCG_ETECHNIQUE) && r.p.error.message[0] != '\0' &&
-             strncmp(r.p.error.message, "rank ", 5) != 0;
+        ok = ok && lookup_published(fd, &lk, &r) == 0 && is_error(&r, QCG_ETECHNIQUE) &&
+             r.p.error.message[0] != '\0' && strncmp(r.p.error.message, "rank ", 5) != 0;
         check(ok, "LOOKUP only proxy: QCG_ETECHNIQUE with the broker's reason (%s)",
               r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
         lk.only = QCG_TECH_DIRECT;
@@ -1347,8 +1358,8 @@ static int mode_observed_denied(int argc, char **argv)
     if (argc != 3)
         return 2;
     fill_observed(&ob, "open", "none", "open");
-    ok = one_request(argv[2], LOCAL_OBSERVED, &ob, sizeof(ob), &r) == 0 &&
-         is_error(&r, QCG_EDENIED);
+    ok =
+        one_request(argv[2], LOCAL_OBSERVED, &ob, sizeof(ob), &r) == 0 && is_error(&r, QCG_EDENIED);
     check(ok, "OBSERVED from uid %d: QCG_EDENIED (%s)", (int)getuid(),
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
     /* SITE is for everyone. */

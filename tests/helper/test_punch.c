@@ -117,8 +117,8 @@ static void test_pair(uv_loop_t *loop)
     if (a.r.status != 0 || b.r.status != 0)
         return;
     CHECKF(a.r.peer_port == b.r.local_port && b.r.peer_port == a.r.local_port,
-          "mappings: a %u->%u, b %u->%u", a.r.local_port, a.r.peer_port, b.r.local_port,
-          b.r.peer_port);
+           "mappings: a %u->%u, b %u->%u", a.r.local_port, a.r.peer_port, b.r.local_port,
+           b.r.peer_port);
     CHECKF(a.r.local_port >= 18430 && a.r.local_port <= 18434, "a's port %u", a.r.local_port);
     struct sockaddr_in pa_peer, pb_me;
     socklen_t l1 = sizeof(pa_peer), l2 = sizeof(pb_me);
@@ -145,10 +145,9 @@ static void test_refused_token(uv_loop_t *loop)
     params(&p, pair, 0, 18430, 18434, 3000);
     CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) != NULL, "start: %s", why);
     run(loop);
-    CHECKF(o.called == 1 && o.r.status < 0 && o.r.fd == -1, "refused token: status %d",
-          o.r.status);
-    CHECKF(strstr(o.r.why, "reflector: FAIL") && strstr(o.r.why, "no punch expected"),
-          "why: %s", o.r.why);
+    CHECKF(o.called == 1 && o.r.status < 0 && o.r.fd == -1, "refused token: status %d", o.r.status);
+    CHECKF(strstr(o.r.why, "reflector: FAIL") && strstr(o.r.why, "no punch expected"), "why: %s",
+           o.r.why);
 }
 
 /* The peer's side is a bare client that gets PEER and leaves: every connect
@@ -232,8 +231,8 @@ static void test_bad_params(uv_loop_t *loop)
     CHECKF(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind 18435");
     params(&p, pair, 0, 18435, 18435, 1000);
     CHECKF(punch_start(loop, &p, on_result, &o, why, sizeof(why)) == NULL &&
-              strstr(why, "no free port"),
-          "taken range: %s", why);
+               strstr(why, "no free port"),
+           "taken range: %s", why);
     close(fd);
 }
 
@@ -375,19 +374,19 @@ static void test_answer_parse(void)
 
     snprintf(line, sizeof(line), "PEER 203.0.113.20 23001 203.0.113.30 24001");
     CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) == 0 &&
-              strcmp(r.peer_addr, "203.0.113.20") == 0 && r.peer_port == 23001 &&
-              strcmp(r.own_addr, "203.0.113.30") == 0 && r.own_port == 24001 &&
-              peer.s_addr == inet_addr("203.0.113.20"),
-          "good answer: %s", why);
+               strcmp(r.peer_addr, "203.0.113.20") == 0 && r.peer_port == 23001 &&
+               strcmp(r.own_addr, "203.0.113.30") == 0 && r.own_port == 24001 &&
+               peer.s_addr == inet_addr("203.0.113.20"),
+           "good answer: %s", why);
     snprintf(line, sizeof(line), "FAIL no punch expected");
     CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
-              strcmp(why, "reflector: FAIL no punch expected") == 0,
-          "FAIL: %s", why);
+               strcmp(why, "reflector: FAIL no punch expected") == 0,
+           "FAIL: %s", why);
     for (int i = 0; bad[i] != NULL; i++) {
         snprintf(line, sizeof(line), "%s", bad[i]);
         CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
-                  strstr(why, "unexpected answer"),
-              "'%s' accepted or why '%s'", bad[i], why);
+                   strstr(why, "unexpected answer"),
+               "'%s' accepted or why '%s'", bad[i], why);
     }
 }
 

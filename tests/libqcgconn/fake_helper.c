@@ -50,7 +50,7 @@ struct fake_helper {
     } plans[MAX_PLANS];
     int garbage_hello;
     int32_t refuse_code;
-    uint16_t mute_type; /* the next request of this type is never answered */
+    uint16_t mute_type;      /* the next request of this type is never answered */
     unsigned busy_publishes; /* the next ones answered BUSY */
     /* LOOKUPs held back until `hold` of them are here, then answered last
        first. */

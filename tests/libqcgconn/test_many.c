@@ -89,8 +89,8 @@ int main(int argc, char **argv)
         int k = 0;
 
         for (int i = 0; i < n; i++) {
-            p[k++] = (struct pollfd){.fd = op[i] ? qcg_connect_pollfd(op[i]) : -1,
-                                     .events = POLLIN};
+            p[k++] =
+                (struct pollfd){.fd = op[i] ? qcg_connect_pollfd(op[i]) : -1, .events = POLLIN};
             p[k++] = (struct pollfd){.fd = in[i] < 0 ? qcg_accept_pollfd(listener[i]) : -1,
                                      .events = POLLIN};
         }

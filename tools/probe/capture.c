@@ -17,7 +17,7 @@
 
 #include "probe.h"
 
-#define SNAPLEN 256            /* headers and a little payload: evidence, not data */
+#define SNAPLEN 256 /* headers and a little payload: evidence, not data */
 #define POLL_MS 50
 #define SYN_PORTS_MAX 64
 
@@ -25,7 +25,7 @@ struct capture {
     pcap_t *pcap;
     pcap_dumper_t *dump;
     pthread_t thread;
-    pthread_mutex_t lock;      /* the pcap handle: the thread reads, refilters are rare */
+    pthread_mutex_t lock; /* the pcap handle: the thread reads, refilters are rare */
     atomic_bool stop;
     long packets;
     int linktype;
@@ -148,8 +148,7 @@ struct capture *capture_start(const char *path, const char *filter, char *why, s
         goto fail;
     }
     c->linktype = pcap_datalink(c->pcap);
-    if (set_filter(c->pcap, filter, why, whylen) < 0 ||
-        pcap_setnonblock(c->pcap, 1, err) < 0)
+    if (set_filter(c->pcap, filter, why, whylen) < 0 || pcap_setnonblock(c->pcap, 1, err) < 0)
         goto fail;
     c->dump = pcap_dump_open(c->pcap, path);
     if (c->dump == NULL) {

@@ -114,8 +114,7 @@ static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_o
             errno = 0;
             long v = strtol(argv[++i], &end, 10);
             if (errno != 0 || *end != '\0' || v < 1 || v > 3600) {
-                fprintf(stderr, "qcg-probe: --timeout: '%s' is not 1..3600 seconds\n",
-                        argv[i]);
+                fprintf(stderr, "qcg-probe: --timeout: '%s' is not 1..3600 seconds\n", argv[i]);
                 return -1;
             }
             o->timeout_s = (int)v;

@@ -37,13 +37,13 @@
 
 struct probe_opts {
     const char *helper_socket;
-    const char *site;       /* NULL: every other site */
-    const char *capture;    /* pcap file, or NULL */
-    int timeout_s;          /* the whole run */
-    int encrypt;            /* enum qcg_encrypt of the test connections */
+    const char *site;    /* NULL: every other site */
+    const char *capture; /* pcap file, or NULL */
+    int timeout_s;       /* the whole run */
+    int encrypt;         /* enum qcg_encrypt of the test connections */
     bool json;
-    bool progress;          /* progress lines on stderr (a terminal) */
-    bool report;            /* tell the broker what was observed */
+    bool progress; /* progress lines on stderr (a terminal) */
+    bool report;   /* tell the broker what was observed */
 };
 
 /* Monotonic milliseconds, and what is left before a deadline (never < 0). */
@@ -68,9 +68,9 @@ enum probe_outcome {
 /* addr (an IPv4 literal) and port.  0, or -1 when addr is not one. */
 int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin);
 /* A TCP connection to addr:port from local_addr:local_port (local_port 0:
-   any; local_addr "0.0.0.0": the routing table's choice), within timeout_ms.  The connected non-blocking socket with *ms (may
-   be NULL) the handshake time, or -1 with why set; *outcome (may be NULL)
-   tells a refusal (RST, ICMP) from no answer. */
+   any; local_addr "0.0.0.0": the routing table's choice), within timeout_ms.  The connected
+   non-blocking socket with *ms (may be NULL) the handshake time, or -1 with why set; *outcome (may
+   be NULL) tells a refusal (RST, ICMP) from no answer. */
 int probe_connect(const char *local_addr, int local_port, const char *addr, int port,
                   int timeout_ms, double *ms, enum probe_outcome *outcome, char *why,
                   size_t whylen);
@@ -91,16 +91,16 @@ int helper_ask(const char *socket_path, uint16_t type, const void *payload, void
 /* --- site.c --------------------------------------------------------------- */
 
 struct probe_rtt {
-    char name[16];          /* frontend, broker, reflector, proxy */
+    char name[16]; /* frontend, broker, reflector, proxy */
     char endpoint[LOCAL_ENDPOINT_MAX];
     bool ok;
-    double ms;              /* median TCP handshake of PROBE_RTT_SAMPLES */
+    double ms; /* median TCP handshake of PROBE_RTT_SAMPLES */
     char why[160];
 };
 
 /* What one observer saw of a connection from local_port. */
 struct probe_mapping {
-    char observer[16];      /* "reflector" or "proxy" */
+    char observer[16]; /* "reflector" or "proxy" */
     char endpoint[LOCAL_ENDPOINT_MAX];
     int local_port;
     bool ok;
@@ -112,42 +112,42 @@ struct probe_mapping {
 /* Whether the default gateway answers a port-mapping protocol. */
 enum portmap_protocol { PORTMAP_NATPMP, PORTMAP_PCP, PORTMAP_UPNP };
 struct probe_portmap {
-    char name[8];           /* nat-pmp | pcp | upnp */
-    int offered;            /* 1 yes, 0 no (refused, closed, or silent), -1 not asked */
-    bool answered;          /* a server answered (offered, or refused with a result) */
-    char detail[240];       /* what it answered, or why it is taken as absent */
+    char name[8];     /* nat-pmp | pcp | upnp */
+    int offered;      /* 1 yes, 0 no (refused, closed, or silent), -1 not asked */
+    bool answered;    /* a server answered (offered, or refused with a result) */
+    char detail[240]; /* what it answered, or why it is taken as absent */
 };
 
 struct probe_site {
     const char *helper_socket;
-    struct local_site info;         /* from the helper */
-    bool helper_ok;                 /* the helper answered SITE */
-    bool upstream_ok;               /* the frontend (and through it the broker) answered */
+    struct local_site info; /* from the helper */
+    bool helper_ok;         /* the helper answered SITE */
+    bool upstream_ok;       /* the frontend (and through it the broker) answered */
     char upstream_why[LOCAL_MESSAGE_MAX];
 
-    struct probe_mapping map[3];    /* reflector, proxy (same local port), reflector again
-                                       from another port */
+    struct probe_mapping map[3]; /* reflector, proxy (same local port), reflector again
+                                    from another port */
     int nmap;
     char public_address[LOCAL_ADDR_MAX];
-    const char *mapping;            /* none | endpoint-independent | endpoint-dependent | unknown */
-    int port_preserving;            /* 1, 0, -1 unknown */
+    const char *mapping; /* none | endpoint-independent | endpoint-dependent | unknown */
+    int port_preserving; /* 1, 0, -1 unknown */
     char mapping_why[200];
 
-    int dial_port;                  /* where the reflector dialled */
-    const char *inbound;            /* open | filtered | unknown */
-    const char *filtering;          /* dropped | rejected | NULL */
+    int dial_port;         /* where the reflector dialled */
+    const char *inbound;   /* open | filtered | unknown */
+    const char *filtering; /* dropped | rejected | NULL */
     char inbound_why[200];
-    int dial_syns_seen;             /* by the capture; -1 without one */
+    int dial_syns_seen; /* by the capture; -1 without one */
 
-    int hairpin;                    /* 1 yes, 0 no, -1 no NAT, or not measured */
+    int hairpin; /* 1 yes, 0 no, -1 no NAT, or not measured */
     char hairpin_why[200];
-    char gateway[LOCAL_ADDR_MAX];   /* the node's default gateway, "" when none */
+    char gateway[LOCAL_ADDR_MAX]; /* the node's default gateway, "" when none */
     struct probe_portmap portmap[PROBE_PORTMAP_PROTOCOLS];
 
-    const char *observed_kind;      /* open | firewalled | nat | symnat | NULL (unknown) */
+    const char *observed_kind; /* open | firewalled | nat | symnat | NULL (unknown) */
     char mismatch[PROBE_MISMATCH_MAX][240];
     int nmismatch;
-    bool reported;                  /* the broker was told */
+    bool reported; /* the broker was told */
     char report_why[160];
 
     struct probe_rtt rtt[PROBE_RTT_MAX];
@@ -199,8 +199,8 @@ int portmap_parse(enum portmap_protocol proto, const unsigned char *b, size_t n,
 /* --- peers.c -------------------------------------------------------------- */
 
 struct probe_technique {
-    bool tried;             /* attempted, or the broker said why not */
-    bool impossible;        /* the broker said it cannot work for this pair */
+    bool tried;      /* attempted, or the broker said why not */
+    bool impossible; /* the broker said it cannot work for this pair */
     bool works;
     double setup_ms;
     double echo_ms;         /* a round trip through the connection */
@@ -210,13 +210,13 @@ struct probe_technique {
 
 struct probe_peer {
     char site[LOCAL_NAME_MAX];
-    char kind[LOCAL_KIND_MAX];      /* as declared */
-    char node[LOCAL_NAME_MAX];      /* where the test endpoint ran */
+    char kind[LOCAL_KIND_MAX]; /* as declared */
+    char node[LOCAL_NAME_MAX]; /* where the test endpoint ran */
     char address[LOCAL_ADDR_MAX];
     bool endpoint_ok;
-    char why[PROBE_WHY_MAX];        /* when !endpoint_ok */
+    char why[PROBE_WHY_MAX]; /* when !endpoint_ok */
     struct probe_technique tech[PROBE_TECHNIQUES];
-    enum qcg_technique chosen;      /* what a plain connect used; NONE when it failed */
+    enum qcg_technique chosen; /* what a plain connect used; NONE when it failed */
     double chosen_ms;
     const char *chosen_encryption; /* as encryption above */
     char chosen_why[PROBE_WHY_MAX];

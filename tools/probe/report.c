@@ -58,8 +58,8 @@ static void human_site(FILE *out, const struct probe_site *s)
     for (int i = 0; i < s->nmap; i++) {
         const struct probe_mapping *m = &s->map[i];
         if (m->ok)
-            fprintf(out, "  %-14s local port %d -> %s saw %s:%d\n", "", m->local_port,
-                    m->observer, m->addr, m->port);
+            fprintf(out, "  %-14s local port %d -> %s saw %s:%d\n", "", m->local_port, m->observer,
+                    m->addr, m->port);
         else
             fprintf(out, "  %-14s local port %d -> %s %s: %s\n", "", m->local_port, m->observer,
                     m->endpoint, m->why);
