@@ -20,9 +20,11 @@ const struct config_option frontend_options[] = {
     {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
      "this frontend's certificate and key in one PEM (CN = cluster); reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OFF(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting "
+     "itself is read at start only)"},
     {"crl-accept-older", CONFIG_BOOL, OFF(crl_accept_older), 0, 0, "no",
-     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+     "(default: keep the one in force and log an error)"},
     {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},
     {"cluster", CONFIG_STRING, OFF(cluster), 0, 0, NULL,
      "this cluster's name (default and must be: the certificate's CN)"},
@@ -55,10 +57,10 @@ const struct config_option frontend_options[] = {
      "many); more are refused"},
     {"log-level", CONFIG_STRING, OFF(log_level), 0, 0, "info", "error | warn | info | debug"},
     {"syslog", CONFIG_BOOL, OFF(syslog), 0, 0, "no", "log to syslog instead of stderr"},
-    {"stats", CONFIG_BOOL, OFF(stats), 0, 0, "no",
+    {"stats", CONFIG_BOOL, OFF(stats), CONFIG_ACTION, 0, "no",
      "print the running frontend's counters and exit"},
-    {"json", CONFIG_BOOL, OFF(json), 0, 0, "no", "--stats: one JSON object"},
-    {"url", CONFIG_STRING, OFF(url), 0, 0, NULL,
+    {"json", CONFIG_BOOL, OFF(json), CONFIG_ACTION, 0, "no", "--stats: one JSON object"},
+    {"url", CONFIG_STRING, OFF(url), CONFIG_ACTION, 0, NULL,
      "--stats: the frontend to ask (default: https://LISTEN:PORT/)"},
     METRICS_CONFIG_OPTIONS(struct frontend_config),
     {NULL, 0, 0, 0, 0, NULL, NULL},
@@ -193,8 +195,7 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     /* Behind a NAT the nodes' own addresses say nothing about where they
        appear from; open and firewalled sites' nodes are public themselves. */
     if ((kind == CLUSTER_NAT || kind == CLUSTER_SYMNAT) && cfg->npublic == 0) {
-        snprintf(err, errlen, "kind %s needs --public-address (the NAT's addresses)",
-                 cfg->kind);
+        snprintf(err, errlen, "kind %s needs --public-address (the NAT's addresses)", cfg->kind);
         return -1;
     }
     if (cfg->open_ports[0] != 0 && kind != CLUSTER_FIREWALLED) {

@@ -23,9 +23,11 @@ const struct config_option proxy_options[] = {
      "the proxy's certificate and key in one PEM file (qcg-certs issue proxy NAME), required; "
      "reread on SIGHUP, with ca"},
     {"crl", CONFIG_STRING, OPT(crl), 0, 0, NULL,
-     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting itself is read at start only)"},
+     "the grid's revocation list (qcg-certs revoke; PEM), optional; reread on SIGHUP (the setting "
+     "itself is read at start only)"},
     {"crl-accept-older", CONFIG_BOOL, OPT(crl_accept_older), 0, 0, "no",
-     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force (default: keep the one in force and log an error)"},
+     "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
+     "(default: keep the one in force and log an error)"},
     {"key-file", CONFIG_STRING, OPT(key_file), 0, 0, NULL,
      "the token key shared with the broker: 64 hex characters, mode 0600, required"},
     {"token-skew", CONFIG_INT, OPT(token_skew), 0, 86400, "300",
@@ -57,10 +59,10 @@ const struct config_option proxy_options[] = {
      "seconds between two beats to the broker (the broker's proxy-dead-after allows three)"},
     {"log-level", CONFIG_STRING, OPT(log_level), 0, 0, "info", "error, warn, info or debug"},
     {"syslog", CONFIG_BOOL, OPT(syslog), 0, 0, "no", "log to syslog instead of stderr"},
-    {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
+    {"stats", CONFIG_BOOL, OPT(stats), CONFIG_ACTION, 0, "no",
      "print the counters of the running proxy and exit"},
-    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats: one JSON object"},
-    {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
+    {"json", CONFIG_BOOL, OPT(json), CONFIG_ACTION, 0, "no", "with --stats: one JSON object"},
+    {"url", CONFIG_STRING, OPT(url), CONFIG_ACTION, 0, NULL,
      "with --stats: the proxy to ask (default https://127.0.0.1:CONTROL-PORT/)"},
     METRICS_CONFIG_OPTIONS(struct proxy_config),
     {NULL, 0, 0, 0, 0, NULL, NULL},
