@@ -13,8 +13,8 @@
 # 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
 #    and the broker's grid picture shows it.
 #    The README's samples of qcg-probe (nata1's, its JSON, sym1's mismatch)
-#    and of qcg-broker --grid have the shape of what steps 1 and 5 print
-#    (tests/docs/check_samples.py --block).
+#    have the shape of what steps 1 and 5 print (tests/docs/check_samples.py
+#    --block).
 # 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
 # 7. A router that turns connections to its public address back in is seen as
 #    hair-pinning; a router running a real NAT-PMP/PCP/UPnP daemon (miniupnpd)
@@ -127,9 +127,6 @@ python3 "$CHECK" mismatch "$WORK/sym-mis.json" nat symnat || fail "sym1: the mis
 python3 "$SAMPLES" --block probe-json "$WORK/sym-mis.json" || fail "README.md's qcg-probe --json sample"
 "$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --json \
 	--url "$BROKER_URL" >"$WORK/grid.json" || fail "qcg-broker --grid failed"
-"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid \
-	--url "$BROKER_URL" >"$WORK/grid.txt" || fail "qcg-broker --grid (text) failed"
-python3 "$SAMPLES" --block grid "$WORK/grid.txt" || { cat "$WORK/grid.txt"; fail "README.md's --grid sample"; }
 python3 - "$WORK/grid.json" <<'PY' || fail "the broker's grid picture does not show sym's mismatch"
 import json, sys
 g = json.load(open(sys.argv[1]))
