@@ -53,16 +53,17 @@ const struct config_option broker_options[] = {
     {"cluster-probes", CONFIG_INT, OPT(cluster_probes), 1, 1000000, "600",
      "probe calls (qcg-probe's test endpoints) of one cluster's frontend a minute (a burst of "
      "as many); more are refused"},
-    {"stats", CONFIG_BOOL, OPT(stats), 0, 0, "no",
+    {"stats", CONFIG_BOOL, OPT(stats), CONFIG_ACTION, 0, "no",
      "print the counters of the running broker and exit"},
-    {"grid", CONFIG_BOOL, OPT(grid), 0, 0, "no",
+    {"grid", CONFIG_BOOL, OPT(grid), CONFIG_ACTION, 0, "no",
      "print the running broker's picture of the grid (clusters declared and observed by "
      "qcg-probe, the techniques that last worked between them) and exit"},
-    {"json", CONFIG_BOOL, OPT(json), 0, 0, "no", "with --stats or --grid: one JSON object"},
-    {"html", CONFIG_STRING, OPT(html), 0, 0, NULL,
+    {"json", CONFIG_BOOL, OPT(json), CONFIG_ACTION, 0, "no",
+     "with --stats or --grid: one JSON object"},
+    {"html", CONFIG_STRING, OPT(html), CONFIG_ACTION, 0, NULL,
      "with --grid: write the grid's picture to this file (- for stdout) instead: one "
      "self-contained HTML page (SVG) to open in a browser"},
-    {"url", CONFIG_STRING, OPT(url), 0, 0, NULL,
+    {"url", CONFIG_STRING, OPT(url), CONFIG_ACTION, 0, NULL,
      "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
      "proxies for pairs nothing else connects: NAME@HOST:PORT (qcg-proxy's data address), "

@@ -57,6 +57,11 @@ static void prefix_err(char *err, size_t errlen, const char *fmt, ...)
     snprintf(err, errlen, "%s: %s", prefix, rest);
 }
 
+int config_is_action(const struct config_option *o)
+{
+    return o->type != CONFIG_INT && o->min == CONFIG_ACTION;
+}
+
 static const struct config_option *find_option(const struct config_option *options,
                                                const char *name, size_t len)
 {
@@ -281,6 +286,12 @@ static int parse_line(const struct config_option *options, void *cfg, char *line
         set_err(err, errlen, "unknown option \"%s\"", shown(name, buf, sizeof(buf)));
         return -1;
     }
+    if (config_is_action(o)) {
+        set_err(err, errlen,
+                "%s is an option of the command line (--%s), not a setting of the file", o->name,
+                o->name);
+        return -1;
+    }
     if (value == NULL) {
         if (o->type != CONFIG_BOOL) {
             set_err(err, errlen, "%s: missing value (expected \"%s = value\")", o->name, o->name);
@@ -403,6 +414,9 @@ static void print_help(const struct config_option *options, const char *prog, co
     printf("  --config FILE\n      read settings from FILE first\n");
     printf("  --help\n      print this text and exit\n");
     printf("  --version\n      print the version and the protocol version and exit\n");
+    printf("  --check-config\n      read the config file and the flags, say whether every name "
+           "is known and\n      every value well-formed, and exit (files named and required "
+           "settings are\n      checked at start)\n");
     for (const struct config_option *o = options; o->name; o++) {
         char buf[64];
         printf("  --%s %s\n      %s", o->name, type_text(o, buf, sizeof(buf)),
@@ -499,7 +513,7 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
 
     /* Pass 1: classify the arguments, find --config, --help and --version, and
        reject unknown flags and missing values before anything is applied. */
-    bool help = false, version = false, after_dashes = false;
+    bool help = false, version = false, check = false, after_dashes = false;
     const char *man = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -518,6 +532,10 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
         }
         if (strcmp(arg, "--version") == 0) {
             version = true;
+            continue;
+        }
+        if (strcmp(arg, "--check-config") == 0) {
+            check = true;
             continue;
         }
         if (strcmp(arg, "--man") == 0 || strncmp(arg, "--man=", 6) == 0) {
@@ -606,7 +624,7 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
         if (is_nonopt[i])
             continue;
         if (strcmp(arg, "--") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 ||
-            strcmp(arg, "--version") == 0)
+            strcmp(arg, "--version") == 0 || strcmp(arg, "--check-config") == 0)
             continue;
         size_t nlen;
         const char *value = split_flag(arg, &nlen);
@@ -638,6 +656,12 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
             goto out;
         }
         *first_arg = first;
+    }
+    if (check) {
+        printf("%s: %s: every setting known and well-formed\n", prog,
+               config_path ? config_path : "(no --config)");
+        result = CONFIG_EXIT_OK;
+        goto out;
     }
     result = CONFIG_OK;
 out:

@@ -90,7 +90,10 @@ static void print_options(const struct config_option *options, const char *usage
           stdout);
     fputs(".TP\n\\fB\\-\\-config\\fR \\fIFILE\\fR\nread settings from \\fIFILE\\fR first.\n"
           ".TP\n\\fB\\-\\-help\\fR\nprint the options and exit.\n"
-          ".TP\n\\fB\\-\\-version\\fR\nprint the version and the protocol version and exit.\n",
+          ".TP\n\\fB\\-\\-version\\fR\nprint the version and the protocol version and exit.\n"
+          ".TP\n\\fB\\-\\-check\\-config\\fR\nread the config file and the other options, say "
+          "whether every name is known and every value well-formed, and exit; the files they "
+          "name and the settings required are checked at start.\n",
           stdout);
     for (const struct config_option *o = options; o->name; o++) {
         fputs(".TP\n", stdout);
@@ -111,6 +114,8 @@ static void print_settings(const struct config_option *options)
 {
     fputs(".SH SETTINGS\n", stdout);
     for (const struct config_option *o = options; o->name; o++) {
+        if (config_is_action(o))
+            continue;
         fputs(".TP\n", stdout);
         put_name("", o->name);
         fputs(" = ", stdout);
@@ -120,9 +125,24 @@ static void print_settings(const struct config_option *options)
     }
 }
 
+/* The settings for tests/docs, which hold a shipped file against them. */
+static void print_keys(const struct config_option *options)
+{
+    for (const struct config_option *o = options; o->name; o++) {
+        if (config_is_action(o))
+            continue;
+        if (o->def != NULL)
+            printf("%s %s\n", o->name, o->def[0] ? o->def : "\"\"");
+        else
+            printf("%s\n", o->name);
+    }
+}
+
 void config_print_man(const struct config_option *options, const char *usage, const char *what)
 {
-    if (what != NULL && strcmp(what, "conf") == 0)
+    if (what != NULL && strcmp(what, "keys") == 0)
+        print_keys(options);
+    else if (what != NULL && strcmp(what, "conf") == 0)
         print_settings(options);
     else
         print_options(options, usage);

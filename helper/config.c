@@ -13,7 +13,10 @@
 #include "log.h"
 #include "proto.h"
 
-#define OPT(n, t, f, lo, hi, d, h) {n, t, offsetof(struct helper_config, f), lo, hi, d, h}
+#define OPT(n, t, f, lo, hi, d, h)                                                                 \
+    {                                                                                              \
+        n, t, offsetof(struct helper_config, f), lo, hi, d, h                                      \
+    }
 
 const struct config_option helper_options[] = {
     OPT("socket", CONFIG_STRING, socket, 0, 0, HELPER_DEFAULT_SOCKET,
@@ -69,9 +72,9 @@ const struct config_option helper_options[] = {
         "the NFQUEUE number this helper's interception rules use"),
     OPT("log-level", CONFIG_STRING, log_level, 0, 0, "info", "error, warn, info or debug"),
     OPT("syslog", CONFIG_BOOL, syslog, 0, 0, "no", "log to syslog instead of stderr"),
-    OPT("status", CONFIG_BOOL, status, 0, 0, "no",
+    OPT("status", CONFIG_BOOL, status, CONFIG_ACTION, 0, "no",
         "ask the running helper (at --socket) for its state, print it and exit"),
-    OPT("json", CONFIG_BOOL, json, 0, 0, "no", "with --status: print one JSON object"),
+    OPT("json", CONFIG_BOOL, json, CONFIG_ACTION, 0, "no", "with --status: print one JSON object"),
     METRICS_CONFIG_OPTIONS(struct helper_config),
     {0},
 };

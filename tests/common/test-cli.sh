@@ -110,18 +110,27 @@ for name in qcg-broker qcg-frontend qcg-helper qcg-proxy qcg-agent; do
 		continue
 	fi
 	render "$page"
+	# The settings are the table's (--man=keys); the other options of
+	# --help are command-line actions (--stats), which no file may set.
+	"$bin" --man=keys | cut -d' ' -f1 >"$work/keys"
 	run "$bin" --help
-	missing=""
+	missing="" actions=""
 	for o in $(grep -oE '^  --[a-z][a-z0-9-]*' "$work/out" | grep -oE '[a-z][a-z0-9-]*'); do
-		case $o in config | help | version) continue ;; esac
-		grep -qE "^ +$o = " "$work/page" || missing+=" $o"
+		case $o in config | help | version | check-config) continue ;; esac
+		if grep -qx -- "$o" "$work/keys"; then
+			grep -qE "^ +$o = " "$work/page" || missing+=" $o"
+		elif grep -qE "^ +$o = " "$work/page"; then
+			actions+=" $o"
+		fi
 	done
 	if [ -s "$work/warn" ]; then
 		fail "$name.conf.5: man warns: $(head -c 300 "$work/warn")"
-	elif [ -n "$missing" ]; then
-		fail "$name.conf.5: settings missing:$missing"
+	elif [ ! -s "$work/keys" ] || [ -n "$missing" ]; then
+		fail "$name.conf.5: settings missing:${missing:- --man=keys printed none}"
+	elif [ -n "$actions" ]; then
+		fail "$name.conf.5: command-line actions shown as settings:$actions"
 	else
-		pass "$name.conf.5: renders without warnings, every setting"
+		pass "$name.conf.5: renders without warnings, every setting, no action"
 	fi
 done
 

@@ -15,6 +15,7 @@ struct tcfg {
     int foreground;
     int ports[2];
     char *url;
+    int stats;
 };
 
 static const struct config_option options[] = {
@@ -25,6 +26,8 @@ static const struct config_option options[] = {
      "stay in the foreground"},
     {"node-ports", CONFIG_PORTS, offsetof(struct tcfg, ports), 0, 0, NULL, "the node's port range"},
     {"url", CONFIG_STRING, offsetof(struct tcfg, url), 0, 0, NULL, "upstream URL"},
+    {"stats", CONFIG_BOOL, offsetof(struct tcfg, stats), CONFIG_ACTION, 0, "no",
+     "print the counters and exit"},
     {NULL, 0, 0, 0, 0, NULL, NULL},
 };
 
@@ -382,6 +385,38 @@ static void test_man(void)
     CHECK(strstr(out, "--man") == NULL);
 }
 
+/* A command-line action (--stats) is a flag, never a setting of the file;
+   --man=keys lists the settings for tests/docs; --check-config reads the file
+   and the flags as a start would, and stops there. */
+static void test_actions_and_check(void)
+{
+    struct tcfg cfg;
+    char err[256], out[4096];
+    CHECK(load(&cfg, NULL, err, sizeof(err), "--stats", NULL) == CONFIG_OK && cfg.stats == 1);
+    config_free(options, &cfg);
+    char *fp = write_file("action.conf", "port = 1\nstats = yes\n", 22);
+    CHECK(load(&cfg, NULL, err, sizeof(err), "--config", fp, NULL) == CONFIG_ERROR);
+    CHECK_HAS(err, "line 2: stats is an option of the command line (--stats), not a setting");
+    CHECK(load_capturing(&cfg, "--man=keys", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK_STR(out, "listen 127.0.0.1\nport 7700\nforeground no\nnode-ports\nurl\n");
+    CHECK(load_capturing(&cfg, "--man=conf", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK(strstr(out, "stats") == NULL);
+
+    fp = write_file("check.conf", "port = 1\n", 9);
+    char arg[300];
+    snprintf(arg, sizeof(arg), "--config=%s", fp);
+    CHECK(load_capturing(&cfg, "--check-config", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK_HAS(out, "qcg-broker: (no --config): every setting known and well-formed\n");
+    CHECK(load(&cfg, NULL, err, sizeof(err), arg, "--check-config", NULL) == CONFIG_EXIT_OK);
+    fp = write_file("check.conf", "port = 0\n", 9);
+    CHECK(load(&cfg, NULL, err, sizeof(err), arg, "--check-config", NULL) == CONFIG_ERROR);
+    CHECK_HAS(err, "line 1: port: \"0\" is not a number in 1..65535");
+    CHECK(load(&cfg, NULL, err, sizeof(err), "--check-config", "--port", "x", NULL) ==
+          CONFIG_ERROR);
+    CHECK(load_capturing(&cfg, "--help", out, sizeof(out)) == CONFIG_EXIT_OK);
+    CHECK_HAS(out, "  --check-config\n");
+}
+
 static void test_config_set(void)
 {
     struct tcfg cfg;
@@ -412,6 +447,7 @@ int main(void)
     test_file();
     test_help_version();
     test_man();
+    test_actions_and_check();
     test_config_set();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);

@@ -9,7 +9,7 @@ of OUTDIR/index:
 
     NNN <TAB> DOC:LINE <TAB> KIND <TAB> FILE <TAB> ROLE <TAB> PARTS <TAB> REASON <TAB> ONLY
 
-KIND is config, run or skip (the marker's), or "error" with REASON saying
+KIND is config, run, skip or sample (the marker's), or "error" with REASON saying
 what is wrong (no marker, an unknown kind or key, a missing file= or
 reason=).  PARTS is 1 (parts), d (daemon) or 0; ONLY is systemd, plain or -.
 A config block with from=FILE (a path in the repository: the shipped
@@ -24,7 +24,7 @@ import shlex
 import sys
 
 KEYS = {"config": {"file", "from"}, "run": {"role", "parts", "daemon", "only"},
-        "skip": {"reason"}}
+        "skip": {"reason"}, "sample": {"name", "test"}}
 ONLY = {"systemd", "plain"}
 SETTING = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*=")
 COMMENT = re.compile(r"^\s{0,3}<!--.*-->\s*$")
@@ -55,6 +55,8 @@ def parse_marker(comments):
             return None, {}, "a config marker needs file=PATH"
         if kind == "skip" and not attrs.get("reason"):
             return None, {}, "a skip marker needs reason=..."
+        if kind == "sample" and not (attrs.get("name") and attrs.get("test")):
+            return None, {}, "a sample marker needs name=NAME and test=PATH"
         if "only" in attrs and attrs["only"] not in ONLY:
             return None, {}, "only= must be one of %s" % ", ".join(sorted(ONLY))
         if "parts" in attrs and "daemon" in attrs:
@@ -111,6 +113,15 @@ def blocks(path):
         i += 1
 
 
+def samples(docs):
+    """Yields (doc, line, name, test, text) for each block marked sample."""
+    for doc in docs:
+        for line, comments, text in blocks(doc):
+            kind, attrs, _ = parse_marker(comments)
+            if kind == "sample":
+                yield doc, line, attrs["name"], attrs["test"], text
+
+
 def apply_settings(shipped, block):
     """The shipped config's text with the block's `key = value` lines set."""
     lines = shipped.split("\n")
@@ -151,9 +162,12 @@ def main():
                 with open("%s/%03d.txt" % (out, n), "w", encoding="utf-8") as f:
                     f.write(text)
                 parts = "1" if "parts" in attrs else "d" if "daemon" in attrs else "0"
+                reason = attrs.get("reason", "-")
+                if kind == "sample":
+                    reason = "output sample %s, checked by %s" % (attrs["name"], attrs["test"])
                 fields = ["%03d" % n, "%s:%d" % (doc, line), kind or "error",
                           attrs.get("file", "-"), attrs.get("role", "-"), parts,
-                          err or attrs.get("reason", "-"), attrs.get("only", "-")]
+                          err or reason, attrs.get("only", "-")]
                 index.write("\t".join(f.replace("\t", " ") for f in fields) + "\n")
 
 

@@ -349,7 +349,7 @@ while IFS=$'\t' read -r n where kind file role parts reason only; do
 		if [[ $parts == d ]]; then run_daemon "$n" "$where" "$role"
 		else run_block "$n" "$where" "$role" "$parts"; fi
 		;;
-	skip)
+	skip | sample)
 		skipped=$((skipped + 1))
 		printf 'skip %s: %s\n' "$where" "$reason"
 		;;

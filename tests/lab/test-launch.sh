@@ -247,6 +247,9 @@ else
 	show "$WORK/noagent"
 fi
 reason_last "$WORK/noagent" "no agent on sym1"
+# docs/user.md shows these last lines: they must have the shape of the real ones.
+python3 "$(dirname "$0")/../docs/check_samples.py" --block launch-no-agent "$WORK/noagent" ||
+	bad "docs/user.md's sample of a missing agent is not what qcg-mpirun printed"
 poll 20 "no rank left" sh -c "! pgrep -u $LAB_UID -x sleep" || bad "no agent on sym1: ranks left on the other nodes"
 
 # Another user of open1 tries the runtime port of a running launch, then the

@@ -12,6 +12,9 @@
 # 4. A router that rejects instead of dropping is seen as "rejected".
 # 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
 #    and the broker's grid picture shows it.
+#    The README's samples of qcg-probe (nata1's, its JSON, sym1's mismatch)
+#    have the shape of what steps 1 and 5 print (tests/docs/check_samples.py
+#    --block).
 # 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
 # 7. A router that turns connections to its public address back in is seen as
 #    hair-pinning; a router running a real NAT-PMP/PCP/UPnP daemon (miniupnpd)
@@ -26,6 +29,7 @@ require_services
 command -v tcpdump >/dev/null 2>&1 || skip "tcpdump is not installed (scripts/install-deps)"
 scratch
 CHECK=$LAB_SRC/probe_check.py
+SAMPLES=$LAB_SRC/../docs/check_samples.py
 RULES=() # "NODE TABLE-RULE" to delete at the end
 restore() {
 	local r
@@ -67,6 +71,10 @@ for s in open fw nata natb sym; do
 		"inbound $(python3 "$CHECK" field "$WORK/$s.json" inbound)), chosen:" \
 		"$(tr '\n' ' ' <"$WORK/$s.chosen")in $(python3 "$CHECK" field "$WORK/$s.json" elapsed_ms) ms"
 done
+# What the README shows of nata1's probe, as a user reads it.
+"$LAB" exec nata1 -- qcg-probe --timeout 150 >"$WORK/nata.txt" 2>"$WORK/nata-txt.err" ||
+	{ cat "$WORK/nata-txt.err"; fail "nata1: qcg-probe (human output) failed"; }
+python3 "$SAMPLES" --block probe-nata "$WORK/nata.txt" || fail "README.md's qcg-probe sample"
 
 # --- 2: the choices are what qcg-cat gets --------------------------------------------
 JOB=$(new_job probe)
@@ -110,11 +118,13 @@ note "a router that resets: inbound filtered (rejected)"
 
 # --- 5: a misdeclared site -----------------------------------------------------------
 QCG_LAB_DECLARE=sym=nat "$LAB" up >/dev/null
-"$LAB" exec sym1 -- qcg-probe --local-only >"$WORK/sym-mis.txt" || fail "sym1: probe failed"
+"$LAB" exec sym1 -- qcg-probe --site nata >"$WORK/sym-mis.txt" || fail "sym1: probe failed"
 grep -q "^!! MISMATCH: site sym declares nat, but this node observed symnat" "$WORK/sym-mis.txt" ||
 	{ cat "$WORK/sym-mis.txt"; fail "sym1: the human output does not flag the mismatch"; }
-"$LAB" exec sym1 -- qcg-probe --local-only --json >"$WORK/sym-mis.json"
+python3 "$SAMPLES" --block probe-mismatch "$WORK/sym-mis.txt" || fail "README.md's mismatch sample"
+"$LAB" exec sym1 -- qcg-probe --site nata --json >"$WORK/sym-mis.json"
 python3 "$CHECK" mismatch "$WORK/sym-mis.json" nat symnat || fail "sym1: the mismatch in --json"
+python3 "$SAMPLES" --block probe-json "$WORK/sym-mis.json" || fail "README.md's qcg-probe --json sample"
 "$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --json \
 	--url "$BROKER_URL" >"$WORK/grid.json" || fail "qcg-broker --grid failed"
 python3 - "$WORK/grid.json" <<'PY' || fail "the broker's grid picture does not show sym's mismatch"
