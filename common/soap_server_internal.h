@@ -8,6 +8,7 @@
 #include <openssl/x509.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,7 +33,7 @@ struct soap_server {
     int ipv6_prefix; /* an address's group (source_group.h) */
     int backlog;     /* of the listening socket: max_connections + max_handshakes */
     void *user;
-    volatile sig_atomic_t stop;
+    atomic_int stop; /* set by a signal handler or another thread */
     void (*on_stop)(void *);
     void *on_stop_arg;
     int (*orig_parsehdr)(struct soap *, const char *, const char *);
