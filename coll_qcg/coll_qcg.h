@@ -21,7 +21,8 @@ struct coll_qcg_component {
     mca_coll_base_component_2_0_0_t super;
     int priority;
     int verbose;
-    int flat_max; /* bytes up to which the leaders' step is one flat exchange (flat.c) */
+    int flat_max;      /* bytes up to which the leaders' step is one flat exchange (flat.c) */
+    int allreduce_max; /* bytes above which Allreduce is Open MPI's own (ops.c) */
 };
 extern struct coll_qcg_component mca_coll_qcg_component;
 
@@ -70,6 +71,7 @@ enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *co
 
 /* The leaders' step, one WAN latency (flat.c): for messages of up to
    flat_max bytes (coll_qcg_flat). */
+double coll_qcg_bytes(int count, ompi_datatype_t *dtype); /* count elements' data */
 int coll_qcg_flat(int count, ompi_datatype_t *dtype);
 int coll_qcg_flat_barrier(ompi_communicator_t *leaders);
 int coll_qcg_flat_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,

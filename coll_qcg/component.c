@@ -27,6 +27,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
        sites the hierarchy wins; below hcoll (90), a fabric's own. */
     .priority = 50,
     .flat_max = 65536,
+    .allreduce_max = 65536,
 };
 
 static int qcg_register(void)
@@ -45,6 +46,12 @@ static int qcg_register(void)
         "with every other (one WAN latency); above, Open MPI's own algorithm among the leaders",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_qcg_component.flat_max);
+    (void)mca_base_component_var_register(
+        c, "allreduce_max",
+        "Bytes up to which Allreduce runs by sites; above, Open MPI's own algorithm over all "
+        "ranks (bandwidth-bound: the sites' reduce and bcast would only add to it)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_qcg_component.allreduce_max);
     (void)mca_base_component_var_register(
         c, "verbose", "1: a line per communicator saying how many sites it spans",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,

@@ -137,7 +137,11 @@ int coll_qcg_allreduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t 
     coll_qcg_module_t *m = M(module);
     int rc;
 
-    if (!commutative(op) || coll_qcg_ready(m, comm) != QCG_COLL_SITES)
+    /* Above allreduce_max the hierarchy's reduce and bcast in each site
+       cost more than Open MPI's bandwidth-bound algorithm over all ranks
+       saves on the WAN (bench/README.md, coll.sh). */
+    if (!commutative(op) || coll_qcg_bytes(count, dtype) > mca_coll_qcg_component.allreduce_max ||
+        coll_qcg_ready(m, comm) != QCG_COLL_SITES)
         return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.allreduce_module);
     if (sbuf == MPI_IN_PLACE)
         sbuf = rbuf;
