@@ -8,6 +8,13 @@
 #ifndef COLL_QCG_H
 #define COLL_QCG_H
 
+#include "opal_config.h"
+#if OPAL_MAJOR_VERSION >= 5
+/* btl_qcg's: Debian 13's libopenmpi-dev lacks the threads component's
+   headers that every Open MPI 5 internal header reaches (btl_qcg/README.md). */
+#include "ompi_compat.h"
+#endif
+
 #include "ompi_config.h"
 
 #include "mpi.h"
@@ -18,7 +25,7 @@
 BEGIN_C_DECLS
 
 struct coll_qcg_component {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_base_component_t super; /* 2.0.0 in Open MPI 4.1, 2.4.0 in 5.0 */
     int priority;
     int verbose;
     int flat_max;      /* bytes up to which the leaders' step is one flat exchange (flat.c) */

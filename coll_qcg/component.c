@@ -5,6 +5,13 @@
 
 #include "qcgcolour.h"
 
+/* The coll framework's version: 2.0.0 in Open MPI 4.1, 2.4.0 in 5.0. */
+#ifdef MCA_COLL_BASE_VERSION_2_4_0
+#define QCG_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_4_0
+#else
+#define QCG_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_0_0
+#endif
+
 static int qcg_register(void);
 static int qcg_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 
@@ -13,7 +20,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
         {
             .collm_version =
                 {
-                    MCA_COLL_BASE_VERSION_2_0_0,
+                    QCG_COLL_BASE_VERSION,
                     .mca_component_name = "qcg",
                     MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
                                           OMPI_RELEASE_VERSION),
