@@ -1,6 +1,6 @@
 /* coll-latency: the time of one collective, as the slowest rank sees it.
-   For each case (barrier; bcast and allreduce of 8 B and 1 MiB; allgather
-   of 1 KiB from each rank), after two
+   For each case (barrier; bcast of 8 B and 1 MiB; allreduce of 8 B, 64 KiB
+   and 1 MiB; allgather, gather, scatter and alltoall of 1 KiB a rank), after two
    warm-up calls: BLOCKS blocks of ITERS calls, each block timed between two
    barriers on every rank, the block's time the maximum over the ranks; one
    line per case with the median and the spread (min, max) of the blocks'
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { BARRIER, BCAST, ALLREDUCE, ALLGATHER };
+enum kind { BARRIER, BCAST, ALLREDUCE, ALLGATHER, GATHER, SCATTER, ALLTOALL };
 
 static void one(enum kind k, char *a, char *b, int bytes)
 {
@@ -28,8 +28,17 @@ static void one(enum kind k, char *a, char *b, int bytes)
     case ALLREDUCE:
         MPI_Allreduce(a, b, bytes / 8, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         break;
-    case ALLGATHER: /* bytes from each rank: b holds 1 MiB, enough for 1024 ranks */
+    case ALLGATHER: /* bytes from each rank: a and b hold 1 MiB, enough for 1024 ranks */
         MPI_Allgather(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    case GATHER:
+        MPI_Gather(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        break;
+    case SCATTER:
+        MPI_Scatter(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        break;
+    case ALLTOALL:
+        MPI_Alltoall(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
         break;
     }
 }
@@ -51,8 +60,12 @@ int main(int argc, char **argv)
                  {"bcast-8B", BCAST, 8},
                  {"bcast-1MiB", BCAST, 1 << 20},
                  {"allreduce-8B", ALLREDUCE, 8},
+                 {"allreduce-64KiB", ALLREDUCE, 1 << 16},
                  {"allreduce-1MiB", ALLREDUCE, 1 << 20},
-                 {"allgather-1KiB", ALLGATHER, 1024}};
+                 {"allgather-1KiB", ALLGATHER, 1024},
+                 {"gather-1KiB", GATHER, 1024},
+                 {"scatter-1KiB", SCATTER, 1024},
+                 {"alltoall-1KiB", ALLTOALL, 1024}};
     int iters = argc > 1 ? atoi(argv[1]) : 10, blocks = argc > 2 ? atoi(argv[2]) : 5, rank;
     char *a = calloc(1, 1 << 20), *b = calloc(1, 1 << 20);
     double *t = calloc((size_t)(blocks > 0 ? blocks : 1), sizeof(double));

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # coll_qcg against Open MPI's own collectives (coll ^qcg) in the lab with
 # --delay MS (default 5: 20 ms round trip between nodes of two sites), all
-# five sites, PPN ranks per node; runs alternate the two, ROUNDS of each
-# (default 3).  Each run is bench/coll-latency ITERS BLOCKS (per-call time
-# of the slowest rank, median of BLOCKS blocks), then bench/cg-kernel
+# five sites, PPN ranks per node; runs alternate the two (each first in
+# every other round), ROUNDS of each (default 3).  Each run is
+# bench/coll-latency ITERS BLOCKS (per-call time of the slowest rank,
+# median of BLOCKS blocks), then bench/cg-kernel
 # (QCG_BENCH_CG_ITERS, default 50: time per CG iteration; the residuals
 # reached are printed for both); the table gives, per case,
 # the median over the rounds of those medians, the spread (min-max over the
@@ -32,7 +33,10 @@ trap cleanup EXIT
 sites=open,fw,nata,natb,sym
 echo "coll_qcg vs coll ^qcg: $sites, $ppn per node ($((10 * ppn)) ranks), --delay $delay, $rounds rounds, $iters calls x $blocks blocks"
 for ((r = 1; r <= rounds; r++)); do
-	for mode in qcg default; do
+	# ABBA: each mode goes first in every other round (no order bias).
+	modes="qcg default"
+	((r % 2 == 1)) || modes="default qcg"
+	for mode in $modes; do
 		args="--mca coll_qcg_verbose 1"
 		[ "$mode" = qcg ] || args="--mca coll ^qcg"
 		QCG_MPIRUN_ARGS=$args timeout -k 10 900 "$lab" mpirun --sites "$sites" --ppn "$ppn" -- \
@@ -53,7 +57,8 @@ for ((r = 1; r <= rounds; r++)); do
 	echo "round $r done ($(date +%T))"
 done
 printf '%-16s %14s %20s %14s %20s %8s\n' case "qcg us" "(min-max)" "default us" "(min-max)" ratio
-for c in barrier bcast-8B bcast-1MiB allreduce-8B allreduce-1MiB allgather-1KiB cg-iteration; do
+for c in barrier bcast-8B bcast-1MiB allreduce-8B allreduce-64KiB allreduce-1MiB allgather-1KiB \
+	gather-1KiB scatter-1KiB alltoall-1KiB cg-iteration; do
 	q=$(awk -v c="$c" '$1 == "qcg" && $2 == c { print $3 }' "$work/all" | sort -g)
 	d=$(awk -v c="$c" '$1 == "default" && $2 == c { print $3 }' "$work/all" | sort -g)
 	med() { awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -59,7 +59,7 @@ int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, vo
         rc = m->local->c_coll->coll_bcast(all, size * rcount, rdtype, 0, m->local,
                                           m->local->c_coll->coll_bcast_module);
     for (int r = 0; rc == OMPI_SUCCESS && r < size; r++) {
-        ptrdiff_t at = (ptrdiff_t)(m->site_start[m->site_of[r]] + m->local_rank[r]) * block;
+        ptrdiff_t at = (ptrdiff_t)coll_qcg_site_pos(m, r) * block;
 
         if (r != rank)
             rc = ompi_datatype_copy_content_same_ddt(rdtype, (size_t)rcount,

@@ -8,6 +8,13 @@
 #ifndef COLL_QCG_H
 #define COLL_QCG_H
 
+#include "opal_config.h"
+#if OPAL_MAJOR_VERSION >= 5
+/* btl_qcg's: Debian 13's libopenmpi-dev lacks the threads component's
+   headers that every Open MPI 5 internal header reaches (btl_qcg/README.md). */
+#include "ompi_compat.h"
+#endif
+
 #include "ompi_config.h"
 
 #include "mpi.h"
@@ -18,10 +25,11 @@
 BEGIN_C_DECLS
 
 struct coll_qcg_component {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_base_component_t super; /* 2.0.0 in Open MPI 4.1, 2.4.0 in 5.0 */
     int priority;
     int verbose;
-    int flat_max; /* bytes up to which the leaders' step is one flat exchange (flat.c) */
+    int flat_max;      /* bytes up to which the leaders' step is one flat exchange (flat.c) */
+    int allreduce_max; /* bytes above which Allreduce is Open MPI's own (ops.c) */
 };
 extern struct coll_qcg_component mca_coll_qcg_component;
 
@@ -52,12 +60,15 @@ struct coll_qcg_module {
     int *site_of;    /* comm rank -> its site's rank in leaders (site order: first rank) */
     int *local_rank; /* comm rank -> its rank in its site's local communicator */
     int *site_start; /* site -> ranks in the sites before it (sites + 1 entries) */
+    int *leader;     /* site -> its leader's (lowest) rank in comm */
     struct {
         QCG_PREV(allgather);
         QCG_PREV(allreduce);
         QCG_PREV(barrier);
         QCG_PREV(bcast);
+        QCG_PREV(gather);
         QCG_PREV(reduce);
+        QCG_PREV(scatter);
     } prev;
 };
 typedef struct coll_qcg_module coll_qcg_module_t;
@@ -68,8 +79,41 @@ mca_coll_base_module_t *coll_qcg_comm_query(ompi_communicator_t *comm, int *prio
    collective over comm the first time). */
 enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *comm);
 
+/* Open MPI's collective NAME on the sub-communicator c (its own module). */
+#define QCG_SUB(c, name, ...)                                                                      \
+    (c)->c_coll->coll_##name(__VA_ARGS__, (c), (c)->c_coll->coll_##name##_module)
+
+/* Where comm rank r's block sits when the blocks are laid out site by
+   site (each site's in its ranks' order): Allgather, Gather, Scatter. */
+static inline int coll_qcg_site_pos(const coll_qcg_module_t *m, int r)
+{
+    return m->site_start[m->site_of[r]] + m->local_rank[r];
+}
+
+/* Gather and Scatter (runs.c): the packed bytes of one rank's block, 0
+   when there are none or all blocks would not fit an int count (then Open
+   MPI's own runs); the root's exchange of every other site's run of
+   blocks (all: the blocks site by site) with that site's leader. */
+size_t coll_qcg_block_bytes(int count, ompi_datatype_t *dtype, int size);
+/* A rank's buffer of packed blocks in Gather and Scatter: the root holds
+   all (site by site), its site's collector (the root in the root's site,
+   the leader elsewhere) its site's run, any other rank its own block. */
+struct coll_qcg_runs {
+    char *base;     /* the buffer (free it) */
+    char *run;      /* this rank's site's run of blocks (collectors) */
+    char *mine;     /* this rank's block */
+    int n;          /* ranks in this rank's site */
+    int collector;  /* this rank collects its site's blocks */
+    int local_root; /* the collector's rank in the site's communicator */
+};
+int coll_qcg_runs_alloc(coll_qcg_module_t *m, int rank, int root, size_t bytes, int size,
+                        struct coll_qcg_runs *b);
+int coll_qcg_root_runs(coll_qcg_module_t *m, char *all, size_t bytes, int root,
+                       ompi_communicator_t *comm, int tag, int sending);
+
 /* The leaders' step, one WAN latency (flat.c): for messages of up to
    flat_max bytes (coll_qcg_flat). */
+double coll_qcg_bytes(int count, ompi_datatype_t *dtype); /* count elements' data */
 int coll_qcg_flat(int count, ompi_datatype_t *dtype);
 int coll_qcg_flat_barrier(ompi_communicator_t *leaders);
 int coll_qcg_flat_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
@@ -84,6 +128,12 @@ int coll_qcg_flat_allgatherv(void *all, const int *counts, const int *displs,
 int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
                        int rcount, ompi_datatype_t *rdtype, ompi_communicator_t *comm,
                        mca_coll_base_module_t *module);
+int coll_qcg_gather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                    ompi_datatype_t *rdtype, int root, ompi_communicator_t *comm,
+                    mca_coll_base_module_t *module);
+int coll_qcg_scatter(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                     ompi_datatype_t *rdtype, int root, ompi_communicator_t *comm,
+                     mca_coll_base_module_t *module);
 int coll_qcg_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int coll_qcg_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
                    ompi_communicator_t *comm, mca_coll_base_module_t *module);

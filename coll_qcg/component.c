@@ -5,6 +5,13 @@
 
 #include "qcgcolour.h"
 
+/* The coll framework's version: 2.0.0 in Open MPI 4.1, 2.4.0 in 5.0. */
+#ifdef MCA_COLL_BASE_VERSION_2_4_0
+#define QCG_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_4_0
+#else
+#define QCG_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_0_0
+#endif
+
 static int qcg_register(void);
 static int qcg_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 
@@ -13,7 +20,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
         {
             .collm_version =
                 {
-                    MCA_COLL_BASE_VERSION_2_0_0,
+                    QCG_COLL_BASE_VERSION,
                     .mca_component_name = "qcg",
                     MCA_BASE_MAKE_VERSION(component, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
                                           OMPI_RELEASE_VERSION),
@@ -27,6 +34,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
        sites the hierarchy wins; below hcoll (90), a fabric's own. */
     .priority = 50,
     .flat_max = 65536,
+    .allreduce_max = 65536,
 };
 
 static int qcg_register(void)
@@ -45,6 +53,12 @@ static int qcg_register(void)
         "with every other (one WAN latency); above, Open MPI's own algorithm among the leaders",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_qcg_component.flat_max);
+    (void)mca_base_component_var_register(
+        c, "allreduce_max",
+        "Bytes up to which Allreduce runs by sites; above, Open MPI's own algorithm over all "
+        "ranks (bandwidth-bound: the sites' reduce and bcast would only add to it)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_qcg_component.allreduce_max);
     (void)mca_base_component_var_register(
         c, "verbose", "1: a line per communicator saying how many sites it spans",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,

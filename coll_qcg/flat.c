@@ -13,12 +13,17 @@
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
 
-int coll_qcg_flat(int count, ompi_datatype_t *dtype)
+double coll_qcg_bytes(int count, ompi_datatype_t *dtype)
 {
     size_t size = 0;
 
     ompi_datatype_type_size(dtype, &size);
-    return (double)size * count <= (double)mca_coll_qcg_component.flat_max;
+    return (double)size * count;
+}
+
+int coll_qcg_flat(int count, ompi_datatype_t *dtype)
+{
+    return coll_qcg_bytes(count, dtype) <= (double)mca_coll_qcg_component.flat_max;
 }
 
 /* Waits for the k requests posted (also after a failure to post more:

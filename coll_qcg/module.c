@@ -17,7 +17,7 @@ static void qcg_module_construct(coll_qcg_module_t *m)
     m->state = QCG_COLL_UNKNOWN;
     m->local = m->leaders = NULL;
     m->sites = 0;
-    m->site_of = m->local_rank = m->site_start = NULL;
+    m->site_of = m->local_rank = m->site_start = m->leader = NULL;
     memset(&m->prev, 0, sizeof(m->prev));
     m->super.coll_module_enable = qcg_module_enable;
     m->super.coll_allgather = coll_qcg_allgather;
@@ -25,6 +25,8 @@ static void qcg_module_construct(coll_qcg_module_t *m)
     m->super.coll_bcast = coll_qcg_bcast;
     m->super.coll_reduce = coll_qcg_reduce;
     m->super.coll_allreduce = coll_qcg_allreduce;
+    m->super.coll_gather = coll_qcg_gather;
+    m->super.coll_scatter = coll_qcg_scatter;
 }
 
 static void qcg_module_destruct(coll_qcg_module_t *m)
@@ -36,6 +38,7 @@ static void qcg_module_destruct(coll_qcg_module_t *m)
     free(m->site_of);
     free(m->local_rank);
     free(m->site_start);
+    free(m->leader);
 #define RELEASE(name)                                                                              \
     if (m->prev.name##_module != NULL)                                                             \
     OBJ_RELEASE(m->prev.name##_module)
@@ -43,7 +46,9 @@ static void qcg_module_destruct(coll_qcg_module_t *m)
     RELEASE(allreduce);
     RELEASE(barrier);
     RELEASE(bcast);
+    RELEASE(gather);
     RELEASE(reduce);
+    RELEASE(scatter);
 #undef RELEASE
 }
 
@@ -68,7 +73,9 @@ static int qcg_module_enable(mca_coll_base_module_t *module, ompi_communicator_t
     SAVE(allreduce);
     SAVE(barrier);
     SAVE(bcast);
+    SAVE(gather);
     SAVE(reduce);
+    SAVE(scatter);
 #undef SAVE
     return OMPI_SUCCESS;
 }
@@ -101,8 +108,11 @@ static int map_sites(coll_qcg_module_t *m, const int *site, int size)
     }
     free(first);
     m->site_start = calloc((size_t)m->sites + 1, sizeof(int));
-    if (m->site_start == NULL)
+    m->leader = malloc((size_t)m->sites * sizeof(int));
+    if (m->site_start == NULL || m->leader == NULL)
         return -1;
+    for (int r = size - 1; r >= 0; r--)
+        m->leader[m->site_of[r]] = r;
     for (int r = 0; r < size; r++)
         m->site_start[m->site_of[r] + 1]++;
     for (int s = 0; s < m->sites; s++)

@@ -29,8 +29,6 @@ static int commutative(struct ompi_op_t *op)
 
     return MPI_Op_commutative(op, &yes) == MPI_SUCCESS && yes;
 }
-#define SUB(c, name, ...)                                                                          \
-    (c)->c_coll->coll_##name(__VA_ARGS__, (c), (c)->c_coll->coll_##name##_module)
 
 int coll_qcg_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -59,13 +57,13 @@ int coll_qcg_bcast(void *buf, int count, ompi_datatype_t *dtype, int root,
         return m->prev.bcast(buf, count, dtype, root, comm, m->prev.bcast_module);
     root_site = m->site_of[root];
     if (m->site_of[rank] == root_site)
-        rc = SUB(m->local, bcast, buf, count, dtype, m->local_rank[root]);
+        rc = QCG_SUB(m->local, bcast, buf, count, dtype, m->local_rank[root]);
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
         rc = coll_qcg_flat(count, dtype)
                  ? coll_qcg_flat_bcast(buf, count, dtype, root_site, m->leaders)
-                 : SUB(m->leaders, bcast, buf, count, dtype, root_site);
+                 : QCG_SUB(m->leaders, bcast, buf, count, dtype, root_site);
     if (rc == OMPI_SUCCESS && m->site_of[rank] != root_site)
-        rc = SUB(m->local, bcast, buf, count, dtype, 0);
+        rc = QCG_SUB(m->local, bcast, buf, count, dtype, 0);
     return rc;
 }
 
@@ -86,8 +84,8 @@ static int reduce_in_site(coll_qcg_module_t *m, const void *sbuf, void *rbuf, in
 {
     int leader = m->leaders != NULL;
 
-    return SUB(m->local, reduce, leader && sbuf == rbuf ? MPI_IN_PLACE : sbuf, rbuf, count, dtype,
-               op, 0);
+    return QCG_SUB(m->local, reduce, leader && sbuf == rbuf ? MPI_IN_PLACE : sbuf, rbuf, count,
+                   dtype, op, 0);
 }
 
 int coll_qcg_reduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dtype,
@@ -115,8 +113,8 @@ int coll_qcg_reduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
         rc = coll_qcg_flat(count, dtype)
                  ? coll_qcg_flat_reduce(part, count, dtype, op, root_site, m->leaders)
-                 : SUB(m->leaders, reduce, m->site_of[rank] == root_site ? MPI_IN_PLACE : part,
-                       part, count, dtype, op, root_site);
+                 : QCG_SUB(m->leaders, reduce, m->site_of[rank] == root_site ? MPI_IN_PLACE : part,
+                           part, count, dtype, op, root_site);
     /* The root's site's leader hands the result to the root. */
     if (rc == OMPI_SUCCESS && m->site_of[rank] == root_site && m->local_rank[root] != 0) {
         if (m->leaders != NULL)
@@ -137,7 +135,11 @@ int coll_qcg_allreduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t 
     coll_qcg_module_t *m = M(module);
     int rc;
 
-    if (!commutative(op) || coll_qcg_ready(m, comm) != QCG_COLL_SITES)
+    /* Above allreduce_max the hierarchy's reduce and bcast in each site
+       cost more than Open MPI's bandwidth-bound algorithm over all ranks
+       saves on the WAN (bench/README.md, coll.sh). */
+    if (!commutative(op) || coll_qcg_bytes(count, dtype) > mca_coll_qcg_component.allreduce_max ||
+        coll_qcg_ready(m, comm) != QCG_COLL_SITES)
         return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.allreduce_module);
     if (sbuf == MPI_IN_PLACE)
         sbuf = rbuf;
@@ -145,8 +147,8 @@ int coll_qcg_allreduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t 
     if (rc == OMPI_SUCCESS && m->leaders != NULL)
         rc = coll_qcg_flat(count, dtype)
                  ? coll_qcg_flat_allreduce(rbuf, count, dtype, op, m->leaders)
-                 : SUB(m->leaders, allreduce, MPI_IN_PLACE, rbuf, count, dtype, op);
+                 : QCG_SUB(m->leaders, allreduce, MPI_IN_PLACE, rbuf, count, dtype, op);
     if (rc == OMPI_SUCCESS)
-        rc = SUB(m->local, bcast, rbuf, count, dtype, 0);
+        rc = QCG_SUB(m->local, bcast, rbuf, count, dtype, 0);
     return rc;
 }

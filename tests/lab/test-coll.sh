@@ -2,9 +2,10 @@
 # lab-coll: coll_qcg, the site-aware collectives, across the lab's sites
 # (qcg-lab mpirun: agents, qcg-mpirun on nata1, btl self,vader,qcg).
 #
-#   qcg-mpi-collectives (Barrier, Bcast, Reduce, Allreduce; counts 0 .. 1 MiB;
-#   contiguous, vector and MPI_IN_PLACE; on MPI_COMM_WORLD, one communicator
-#   per site and one mixing the sites): integer results checked against the
+#   qcg-mpi-collectives (Barrier, Bcast, Reduce, Allreduce, Allgather, Gather,
+#   Scatter; counts 0 .. 1 MiB; contiguous, vector and MPI_IN_PLACE; on
+#   MPI_COMM_WORLD, one communicator per site, one mixing the sites and a
+#   copy of MPI_COMM_WORLD with reordered ranks): integer results checked against the
 #   values MPI defines, so against Open MPI's own as well, which the same
 #   program gets with --mca coll ^qcg.
 #     five sites (open,nata without a proxy), 2 ranks per node: coll_qcg

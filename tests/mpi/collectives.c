@@ -1,13 +1,15 @@
-/* collectives: Barrier, Bcast, Reduce, Allreduce and Allgather (up to 1000
-   ints a rank) give the results MPI
+/* collectives: Barrier, Bcast, Reduce, Allreduce, Allgather (up to 1000
+   ints a rank), Gather and Scatter (up to 1 MiB a rank) give the results MPI
    defines, whichever coll component runs them (coll_qcg across sites, Open
    MPI's own elsewhere): integer data, so every correct order of reduction
    gives the same bits, checked against values computed here.  Counts 0 to
    1 MiB of int, roots first, middle and last, contiguous and derived (a
    strided vector) datatypes, MPI_IN_PLACE, on MPI_COMM_WORLD, on one
-   communicator per site (MPI_Comm_split by libqcgcolour's site integer)
-   and on one that mixes the sites (odd and even ranks, in reverse order).
-   Barriers are run (they must return), not timed.
+   communicator per site (MPI_Comm_split by libqcgcolour's site integer),
+   on one that mixes the sites (odd and even ranks, in reverse order) and on
+   a copy of MPI_COMM_WORLD with its ranks reordered (the even ones first,
+   then the odd: every site's ranks are apart, so the blocks of a site do
+   not sit together in rank order).  Barriers are run (they must return), not timed.
 
      qcg-mpi-collectives [--quick] */
 #include <mpi.h>
@@ -99,47 +101,113 @@ static void check_reduce(MPI_Comm comm, const char *name, int count, int root, i
     free(r);
 }
 
-/* Allgather of count ints per rank: from a contiguous send buffer into a
-   receive buffer of contiguous or vector blocks, or in place. */
-static void check_allgather(MPI_Comm comm, const char *name, int count, int derived, int in_place)
+/* A block of count ints: contiguous (MPI_INT, count of them), or count
+   ints every other int (one vector of extent 2 * count ints). */
+static void block_type(int count, int derived, MPI_Datatype *type, int *n)
 {
-    int rank, size, stride = derived ? 2 : 1, errs = 0;
-    MPI_Datatype rtype = MPI_INT, vec;
+    MPI_Datatype vec;
+
+    *type = MPI_INT;
+    *n = count;
+    if (!derived)
+        return;
+    MPI_Type_vector(count > 0 ? count : 1, 1, 2, MPI_INT, &vec);
+    MPI_Type_create_resized(vec, 0, (MPI_Aint)(2 * (count > 0 ? count : 1) * sizeof(int)), type);
+    MPI_Type_free(&vec);
+    MPI_Type_commit(type);
+    *n = count > 0;
+}
+
+/* Wrong elements in size blocks of per ints (stride apart: the gaps -1),
+   block q holding value(q, i, salt). */
+static int wrong_blocks(const int *r, int size, size_t per, int stride, int salt)
+{
+    int errs = 0;
+
+    for (int q = 0; q < size; q++) {
+        for (size_t i = 0; i < per; i++) {
+            int want = i % stride == 0 ? value(q, (int)(i / stride), salt) : -1;
+            errs += r[(size_t)q * per + i] != want;
+        }
+    }
+    return errs;
+}
+
+/* Allgather (root < 0) or Gather to root of count ints per rank: from a
+   contiguous send buffer into a receive buffer of contiguous or vector
+   blocks, or in place. */
+static void check_gather(MPI_Comm comm, const char *name, int count, int root, int derived,
+                         int in_place)
+{
+    int rank, size, stride = derived ? 2 : 1, errs = 0, n, salt = root < 0 ? 3 : 4;
+    MPI_Datatype rtype;
     int *s, *r;
     size_t per = (size_t)count * stride;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
+    in_place = in_place && (root < 0 || rank == root);
     s = mt_alloc((size_t)count * sizeof(int));
     r = mt_alloc(per * size * sizeof(int));
-    if (derived) {
-        /* A block is count ints every other int: extent 2 * count ints. */
-        MPI_Type_vector(count > 0 ? count : 1, 1, 2, MPI_INT, &vec);
-        MPI_Type_create_resized(vec, 0, (MPI_Aint)(2 * (count > 0 ? count : 1) * sizeof(int)),
-                                &rtype);
-        MPI_Type_free(&vec);
-        MPI_Type_commit(&rtype);
-    }
+    block_type(count, derived, &rtype, &n);
     for (int i = 0; i < count; i++)
-        s[i] = value(rank, i, 3);
+        s[i] = value(rank, i, salt);
     for (size_t i = 0; i < per * size; i++)
         r[i] = -1;
     if (in_place)
         for (int i = 0; i < count; i++)
             r[(size_t)rank * per + (size_t)i * stride] = s[i];
-    MPI_Allgather(in_place ? MPI_IN_PLACE : s, count, MPI_INT, r, derived ? (count > 0) : count,
-                  rtype, comm);
-    for (int q = 0; q < size; q++) {
-        for (size_t i = 0; i < per; i++) {
-            int want = i % stride == 0 ? value(q, (int)(i / stride), 3) : -1;
-            errs += r[(size_t)q * per + i] != want;
-        }
-    }
+    if (root < 0)
+        MPI_Allgather(in_place ? MPI_IN_PLACE : s, count, MPI_INT, r, n, rtype, comm);
+    else
+        MPI_Gather(in_place ? MPI_IN_PLACE : s, count, MPI_INT, r, n, rtype, root, comm);
+    if (root < 0 || rank == root)
+        errs = wrong_blocks(r, size, per, stride, salt);
     if (errs)
-        mt_error(rank, "%s: allgather of %d (%s%s): %d wrong elements", name, count,
-                 derived ? "vector" : "contiguous", in_place ? ", in place" : "", errs);
+        mt_error(rank, "%s: %s of %d (%s%s) root %d: %d wrong elements", name,
+                 root < 0 ? "allgather" : "gather", count, derived ? "vector" : "contiguous",
+                 in_place ? ", in place" : "", root, errs);
     if (derived)
         MPI_Type_free(&rtype);
+    free(s);
+    free(r);
+}
+
+/* Scatter from root of count ints per rank: from contiguous or vector
+   blocks into a contiguous receive buffer, or in place at the root (its
+   block stays in the send buffer, which must come back unchanged). */
+static void check_scatter(MPI_Comm comm, const char *name, int count, int root, int derived,
+                          int in_place)
+{
+    int rank, size, stride = derived ? 2 : 1, errs = 0, n;
+    MPI_Datatype stype;
+    int *s = NULL, *r;
+    size_t per = (size_t)count * stride;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    in_place = in_place && rank == root;
+    r = mt_alloc((size_t)count * sizeof(int));
+    for (int i = 0; i < count; i++)
+        r[i] = -1;
+    block_type(count, derived, &stype, &n);
+    if (rank == root) {
+        s = mt_alloc(per * size * sizeof(int));
+        for (int q = 0; q < size; q++)
+            for (size_t i = 0; i < per; i++)
+                s[(size_t)q * per + i] = i % stride == 0 ? value(q, (int)(i / stride), 5) : -1;
+    }
+    MPI_Scatter(s, n, stype, in_place ? MPI_IN_PLACE : r, count, MPI_INT, root, comm);
+    if (in_place)
+        errs = wrong_blocks(s, size, per, stride, 5);
+    else
+        for (int i = 0; i < count; i++)
+            errs += r[i] != value(rank, i, 5);
+    if (errs)
+        mt_error(rank, "%s: scatter of %d (%s%s) root %d: %d wrong elements", name, count,
+                 derived ? "vector" : "contiguous", in_place ? ", in place" : "", root, errs);
+    if (derived)
+        MPI_Type_free(&stype);
     free(s);
     free(r);
 }
@@ -164,9 +232,16 @@ static void run_all(MPI_Comm comm, const char *name, int quick)
         check_reduce(comm, name, counts[c], 0, 1, 0);
         check_reduce(comm, name, counts[c], 0, 1, 1);
         if (counts[c] <= 1000) {
-            check_allgather(comm, name, counts[c], 0, 0);
-            check_allgather(comm, name, counts[c], 0, 1);
-            check_allgather(comm, name, counts[c], 1, 0);
+            check_gather(comm, name, counts[c], -1, 0, 0);
+            check_gather(comm, name, counts[c], -1, 0, 1);
+            check_gather(comm, name, counts[c], -1, 1, 0);
+        }
+        /* 1 MiB a rank from one root only (size MiB at the root). */
+        for (int ri = counts[c] <= 1000 ? 0 : 2; ri < 3; ri++) {
+            for (int v = 0; v < 3; v++) { /* contiguous, vector, in place */
+                check_gather(comm, name, counts[c], roots[ri], v == 1, v == 2);
+                check_scatter(comm, name, counts[c], roots[ri], v == 1, v == 2);
+            }
         }
     }
 }
@@ -174,7 +249,7 @@ static void run_all(MPI_Comm comm, const char *name, int quick)
 int main(int argc, char **argv)
 {
     int rank, size, quick = 0, site;
-    MPI_Comm by_site, mixed;
+    MPI_Comm by_site, mixed, reordered;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -189,8 +264,11 @@ int main(int argc, char **argv)
     run_all(by_site, "site", quick);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &mixed);
     run_all(mixed, "odd/even", quick);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, (rank % 2) * size + rank, &reordered);
+    run_all(reordered, "reordered", quick);
     MPI_Comm_free(&by_site);
     MPI_Comm_free(&mixed);
+    MPI_Comm_free(&reordered);
     {
         int rc = mt_verdict("collectives", "%s", quick ? "quick" : "up to 1 MiB");
 
