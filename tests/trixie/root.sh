@@ -2,6 +2,8 @@
 # tests/trixie/root.sh (sourced by test-trixie.sh and test-trixie-lab.sh):
 # the Debian 13 root, made once and cached, and running a command in it.
 #
+#   trixie_require             exits 77 ("skipped") unless root with
+#                              mmdebstrap and unshare
 #   trixie_root [--refresh]    sets TRIXIE_ROOT; makes the root when missing
 #                              or when the package list changed (exit 1 if
 #                              that fails)
@@ -25,10 +27,30 @@ TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # What the tree needs to build and its tests to run; for test-trixie.sh
 # --unit, curl and python3-zeep (broker-service), man-db and groff-base
-# (common_cli).  scripts/install-deps has the Debian 12 list this follows.
+# (common_cli); for test-trixie-packages.sh, debhelper (dpkg-buildpackage)
+# and adduser (qcg-connect-common's postinst).  scripts/install-deps has the
+# Debian 12 list this follows.
 TRIXIE_PACKAGES=(build-essential cmake pkg-config gsoap libgsoap-dev libssl-dev openssl
 	libnetfilter-queue-dev libmnl-dev libpcap-dev libuv1-dev libopenmpi-dev openmpi-bin
-	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base)
+	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser)
+
+# trixie_has_packages STAMP: the root made with every package of the list
+# (a root made for a longer list serves a shorter one as it is).
+trixie_has_packages() {
+	local have p
+	have=" $(cat "$1" 2>/dev/null) "
+	for p in "${TRIXIE_PACKAGES[@]}"; do
+		[[ $have == *" $p "* ]] || return 1
+	done
+}
+
+trixie_require() {
+	local why=
+	[ "$(id -u)" -eq 0 ] || why="needs root (mmdebstrap, namespaces, chroot)"
+	command -v unshare >/dev/null || why="unshare not installed"
+	command -v mmdebstrap >/dev/null || why="mmdebstrap not installed (scripts/install-deps)"
+	[ -z "$why" ] || { echo "SKIPPED: $why"; exit 77; }
+}
 
 trixie_root() {
 	local root=${QCG_TRIXIE_ROOT:-/var/cache/qcg-debian/trixie} mirror=${QCG_DEBIAN_MIRROR:-} t0
@@ -40,7 +62,7 @@ trixie_root() {
 	# One maker at a time; the lock is held until the root is there.
 	exec 9>"$root.lock"
 	flock 9
-	if [ "${1:-}" = --refresh ] || [ "$(cat "$stamp" 2>/dev/null)" != "${TRIXIE_PACKAGES[*]}" ]; then
+	if [ "${1:-}" = --refresh ] || ! trixie_has_packages "$stamp"; then
 		[ -n "$mirror" ] || { echo "trixie: no Debian mirror in apt's sources (set QCG_DEBIAN_MIRROR)" >&2; exit 1; }
 		printf '== %s\n' "making the Debian 13 root in $root from $mirror"
 		t0=$SECONDS
