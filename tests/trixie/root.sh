@@ -7,6 +7,10 @@
 #   trixie_root [--refresh]    sets TRIXIE_ROOT; makes the root when missing
 #                              or when the package list changed (exit 1 if
 #                              that fails)
+#   trixie_build BUILD TARGET...
+#                              the tree built in the root into the directory
+#                              BUILD (kept: a rebuild only makes what
+#                              changed), warnings as errors; exit 1 if not
 #   trixie_run BUILD SCRIPT [ENV=VALUE...] -- CMD...
 #                              CMD in the root as root: the tree at /src
 #                              (read-only), the directory BUILD at /build,
@@ -28,11 +32,12 @@ TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # What the tree needs to build and its tests to run; for test-trixie.sh
 # --unit, curl and python3-zeep (broker-service), man-db and groff-base
 # (common_cli); for test-trixie-packages.sh, debhelper (dpkg-buildpackage)
-# and adduser (qcg-connect-common's postinst).  scripts/install-deps has the
-# Debian 12 list this follows.
+# and adduser (qcg-connect-common's postinst); for bench/mpi-netpipe.sh
+# --trixie, netpipe-openmpi.  scripts/install-deps has the Debian 12 list
+# this follows.
 TRIXIE_PACKAGES=(build-essential cmake pkg-config gsoap libgsoap-dev libssl-dev openssl
 	libnetfilter-queue-dev libmnl-dev libpcap-dev libuv1-dev libopenmpi-dev openmpi-bin
-	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser)
+	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser netpipe-openmpi)
 
 # trixie_has_packages STAMP: the root made with every package of the list
 # (a root made for a longer list serves a shorter one as it is).
@@ -121,4 +126,23 @@ trixie_run() {
 	' sh "$scratch" "$TRIXIE_ROOT" "$TRIXIE_REPO" "$build" ${envs[@]+"${envs[@]}"} "$@" || rc=$?
 	rm -rf "$scratch"
 	return $rc
+}
+
+trixie_build() {
+	local build=$1 script rc=0
+	shift
+	mkdir -p "$build"
+	script=$(mktemp /tmp/qcg-trixie-build.XXXXXX)
+	cat >"$script" <<-EOF
+		set -e
+		cmake -S /src -B /build -DQCG_WERROR=ON >/build/configure.log 2>&1
+		cmake --build /build -j"\$(nproc)" --target $* >/build/build.log 2>&1
+	EOF
+	trixie_run "$build" "$script" -- bash /run.sh || rc=$?
+	rm -f "$script"
+	if [ "$rc" -ne 0 ]; then
+		tail -n 30 "$build/build.log" "$build/configure.log" 2>/dev/null >&2
+		echo "trixie: the tree did not build in the Debian 13 root (targets $*)" >&2
+		return 1
+	fi
 }

@@ -27,18 +27,9 @@ ALL="open1 open2 fw1 fw2 nata1 nata2 natb1 natb2 sym1 sym2"
 
 # --- the tree built in the root (what the user's nodes run) ----------------------------
 tb=$QCG_BUILD_DIR/trixie-build
-mkdir -p "$tb"
-cat >"$WORK/build.sh" <<'EOF'
-set -e
-cmake -S /src -B /build -DQCG_WERROR=ON >/build/configure.log 2>&1
-cmake --build /build -j"$(nproc)" --target qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-allpairs \
-	>/build/build.log 2>&1
-EOF
 t0=$(ms)
-if ! trixie_run "$tb" "$WORK/build.sh" -- bash /run.sh; then
-	tail -n 30 "$tb/build.log" "$tb/configure.log" 2>/dev/null >&2
+trixie_build "$tb" qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-allpairs ||
 	fail "the tree did not build in the Debian 13 root"
-fi
 note "ok   built in the Debian 13 root ($(($(ms) - t0)) ms)"
 
 # trixie_mpirun OUT SECONDS [qcg-lab mpirun args...]: the lab's mpirun with the
