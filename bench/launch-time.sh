@@ -11,10 +11,17 @@
 # Times are from qcg-lab's "mpirun: exit N after X ms" line: mpirun alone,
 # not the agents' start (a user starts them before, a batch system with the
 # allocation).  Medians of RUNS (default 5) and their spread (min-max).
-#   bench/launch-time.sh [DELAY_MS] [RUNS]      (root; QCG_BUILD_DIR, default build/)
+#   bench/launch-time.sh [--trixie] [DELAY_MS] [RUNS]
+#                         (root; QCG_BUILD_DIR, default build/)
+#   --trixie   a third launcher in the same rotation: the agents with the
+#              Debian 13 root's programs (tests/trixie/root.sh: Open MPI 5's
+#              mpirun and prted, the ranks, qcg-agent and qcg-mpirun built
+#              there); the netns launcher is Open MPI 4.1's only (orted)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
+hows=(agents netns)
+[ "${1:-}" != --trixie ] || { hows+=(agents5); shift; }
 delay=${1:-5}
 runs=${2:-5}
 lab=$root/tests/lab/qcg-lab
@@ -30,15 +37,23 @@ cleanup() {
 trap cleanup EXIT
 
 [ -x "$prog" ] || { echo "launch-time.sh: $prog missing: build first (scripts/build)" >&2; exit 1; }
+if [ ${#hows[@]} -eq 3 ]; then
+  # shellcheck source=../tests/trixie/root.sh
+  . "$root/tests/trixie/root.sh"
+  trixie_root
+  trixie_build "$QCG_BUILD_DIR/trixie-build" qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-initfini
+fi
 "$lab" up --delay "$delay" >/dev/null
 
 # one LAUNCHER ARGS...: appends "wall_ms connect_ms" to $work/LAUNCHER.
 one() {
-  local how=$1 wall conn
+  local how=$1 wall conn p=$prog
   shift
-  local opt=()
+  local opt=() env=()
   [ "$how" = netns ] && opt=(--netns-launch)
-  "$lab" mpirun "${opt[@]}" -- "$prog" "$@" >"$work/out" 2>&1 ||
+  [ "$how" = agents5 ] && env=(QCG_LAB_ROOT="$TRIXIE_ROOT" QCG_LAB_USER_BUILD="$QCG_BUILD_DIR/trixie-build") &&
+    p=$QCG_BUILD_DIR/trixie-build/tests/mpi/qcg-mpi-initfini
+  env ${env[@]+"${env[@]}"} "$lab" mpirun ${opt[@]+"${opt[@]}"} -- "$p" "$@" >"$work/out" 2>&1 ||
     { cat "$work/out" >&2; echo "launch-time.sh: the $how run failed" >&2; exit 1; }
   wall=$(sed -n 's/.*mpirun: exit 0 after \([0-9]*\) ms/\1/p' "$work/out")
   conn=$(awk '/^INITFINI/ { if ($7 > m) m = $7 } END { printf "%.1f", m * 1000 }' "$work/out")
@@ -46,7 +61,7 @@ one() {
 }
 
 for ((r = 0; r < runs; r++)); do
-  for how in agents netns; do
+  for how in "${hows[@]}"; do
     one "$how"
     one "$how" --connect
   done
@@ -61,13 +76,23 @@ stats() {
 median() { awk -v c="$2" '{ print $c }' "$1" | sort -n | awk '{ v[NR] = $1 } END {
   print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "launch of 10 ranks over 5 sites, lab delay ${delay} ms one-way per WAN link, medians of $runs (min-max), ms"
-printf '%-44s %-22s %-22s %s\n' "" "agents (mpirun on nata1)" "netns (mpirun on broker)" "ratio"
-for p in "" "--connect"; do
-  a=$(median "$work/agents$p" 1) n=$(median "$work/netns$p" 1)
-  printf '%-44s %-22s %-22s %.2f\n' "mpirun wall, initfini ${p:-(Init+Finalize)}" \
-    "$(stats "$work/agents$p" 1)" "$(stats "$work/netns$p" 1)" "$(awk -v a="$a" -v n="$n" 'BEGIN { print a / n }')"
-done
-a=$(median "$work/agents--connect" 2) n=$(median "$work/netns--connect" 2)
-printf '%-44s %-22s %-22s %.2f\n' "first all-to-all (slowest rank's connect_s)" \
-  "$(stats "$work/agents--connect" 2)" "$(stats "$work/netns--connect" 2)" "$(awk -v a="$a" -v n="$n" 'BEGIN { print a / n }')"
+echo "launch of 10 ranks over 5 sites, lab delay ${delay} ms one-way per WAN link, medians of $runs (min-max), ms; ratio: to netns"
+declare -A head=([agents]="agents (mpirun on nata1)" [netns]="netns (mpirun on broker)" [agents5]="agents, Open MPI 5")
+printf '%-44s' ""
+for how in "${hows[@]}"; do printf ' %-22s' "${head[$how]}"; done
+for how in "${hows[@]}"; do [ "$how" = netns ] || printf ' %-8s' "$how"; done
+echo
+# row LABEL SUFFIX COLUMN: one line of the table.
+row() {
+  local how n
+  printf '%-44s' "$1"
+  for how in "${hows[@]}"; do printf ' %-22s' "$(stats "$work/$how$2" "$3")"; done
+  n=$(median "$work/netns$2" "$3")
+  for how in "${hows[@]}"; do
+    [ "$how" = netns ] || printf ' %-8.2f' "$(awk -v a="$(median "$work/$how$2" "$3")" -v n="$n" 'BEGIN { print a / n }')"
+  done
+  echo
+}
+row "mpirun wall, initfini (Init+Finalize)" "" 1
+row "mpirun wall, initfini --connect" --connect 1
+row "first all-to-all (slowest rank's connect_s)" --connect 2

@@ -13,41 +13,61 @@
 #   bench/mpi-netpipe.sh --encrypt [ROUNDS]
 #                                   NetPIPE only, btl_qcg with btl_qcg_encrypt
 #                                   always against never (issue 17)
+#   bench/mpi-netpipe.sh --trixie [ROUNDS]
+#                                   NetPIPE only, qcg and tcp on Open MPI 4.1
+#                                   (this host's) and on Open MPI 5.0 (the
+#                                   Debian 13 root's, tests/trixie/root.sh;
+#                                   NPopenmpi, mpirun and the ranks from the
+#                                   root, btl_qcg built there), alternating
 # Share the lab: flock -w 1800 /tmp/qcg-lab.lock bench/mpi-netpipe.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
-encrypt=""
+encrypt="" trixie=""
 [ "${1:-}" != --encrypt ] || { encrypt=yes; shift; }
+[ "${1:-}" != --trixie ] || { trixie=yes; shift; }
 rounds=${1:-5}
 lab=$root/tests/lab/qcg-lab
 initfini=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
 work=$(mktemp -d)
-# NPopenmpi's output is written by rank 0, as the lab's user (nobody).
-chmod 0711 "$work"
-mkdir -m 0777 "$work/np"
 lab_was_up=0
 ip netns list | grep -qw qcg-inet && lab_was_up=1
 
 cleanup() {
   [ "$lab_was_up" = 1 ] || "$lab" down >/dev/null
-  rm -rf "$work"
+  rm -rf "$work" "${np:-}"
 }
 trap cleanup EXIT
 
 command -v NPopenmpi >/dev/null || { echo "mpi-netpipe.sh: NPopenmpi missing (apt-get install netpipe-openmpi)" >&2; exit 1; }
 [ -x "$initfini" ] || { echo "mpi-netpipe.sh: $initfini missing: build first" >&2; exit 1; }
+if [ -n "$trixie" ]; then
+  # shellcheck source=../tests/trixie/root.sh
+  . "$root/tests/trixie/root.sh"
+  trixie_root
+  [ -x "$TRIXIE_ROOT/usr/bin/NPopenmpi" ] || { echo "mpi-netpipe.sh: no NPopenmpi in $TRIXIE_ROOT" >&2; exit 1; }
+  trixie_build "$QCG_BUILD_DIR/trixie-build" qcg-agent qcg-launch mca_btl_qcg qcgcolour
+fi
 "$lab" up >/dev/null
+# NPopenmpi's output is written by rank 0, as the lab's user (nobody), in the
+# lab's state directory: the one directory a rank in the Debian 13 root sees
+# at the host's path too.
+np=$(mktemp -d "${QCG_LAB_DIR:-/run/qcg-lab}/netpipe.XXXXXX")
+chmod 0777 "$np"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (MODE tcp: btl_tcp; qcg:
-# btl_qcg as configured; always, never: btl_qcg with that btl_qcg_encrypt).
+# btl_qcg as configured; always, never: btl_qcg with that btl_qcg_encrypt;
+# qcg5, tcp5: qcg, tcp on the Debian 13 root's Open MPI 5).
 netpipe() {
-  local out=$work/np/$1-$2.out flag="" mca=${QCG_MPIRUN_ARGS:-}
-  [ "$1" = tcp ] && flag=--tcp
+  local out=$np/$1-$2.out flag="" mca=${QCG_MPIRUN_ARGS:-}
+  local -a env=()
+  case $1 in tcp | tcp5) flag=--tcp ;; esac
   case $1 in always | never) mca="$mca --mca btl_qcg_encrypt $1" ;; esac
-  QCG_MPIRUN_ARGS=$mca "$lab" mpirun --sites open $flag -- NPopenmpi -p 0 -u 8388608 -o "$out" \
+  case $1 in *5) env=(QCG_LAB_ROOT="$TRIXIE_ROOT" QCG_LAB_USER_BUILD="$QCG_BUILD_DIR/trixie-build") ;; esac
+  env ${env[@]+"${env[@]}"} QCG_MPIRUN_ARGS="$mca" "$lab" mpirun --sites open $flag -- \
+    /usr/bin/NPopenmpi -p 0 -u 8388608 -o "$out" \
     >"$work/np.log" 2>&1 || { cat "$work/np.log" >&2; exit 1; }
   awk '$1 >= 1048576 { s += $2; n++ } END { printf "%.0f\n", s / n }' "$out" >>"$work/bw-$1"
   awk '$1 <= 8 { if (m == "" || $3 < m) m = $3 } END { printf "%.2f\n", m * 1e6 }' "$out" >>"$work/lat-$1"
@@ -83,6 +103,23 @@ if [ -n "$encrypt" ]; then
   done
   echo "NPopenmpi open1 <-> open2 over btl_qcg, medians of $rounds alternating runs"
   compare always never "encrypt=always" "encrypt=never" "ratio"
+  exit 0
+fi
+
+if [ -n "$trixie" ]; then
+  for ((r = 1; r <= rounds; r++)); do
+    echo "round $r/$rounds" >&2
+    netpipe qcg "$r"
+    netpipe tcp "$r"
+    netpipe qcg5 "$r"
+    netpipe tcp5 "$r"
+  done
+  echo "NPopenmpi open1 <-> open2, medians of $rounds alternating runs"
+  echo "Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p') (Debian 12, this host):"
+  compare qcg tcp btl_qcg btl_tcp qcg/tcp
+  echo
+  echo "Open MPI $(chroot "$TRIXIE_ROOT" ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p') (Debian 13 root):"
+  compare qcg5 tcp5 btl_qcg btl_tcp qcg/tcp
   exit 0
 fi
 

@@ -2,9 +2,15 @@
 # tests/trixie/root.sh (sourced by test-trixie.sh and test-trixie-lab.sh):
 # the Debian 13 root, made once and cached, and running a command in it.
 #
+#   trixie_require             exits 77 ("skipped") unless root with
+#                              mmdebstrap and unshare
 #   trixie_root [--refresh]    sets TRIXIE_ROOT; makes the root when missing
 #                              or when the package list changed (exit 1 if
 #                              that fails)
+#   trixie_build BUILD TARGET...
+#                              the tree built in the root into the directory
+#                              BUILD (kept: a rebuild only makes what
+#                              changed), warnings as errors; exit 1 if not
 #   trixie_run BUILD SCRIPT [ENV=VALUE...] -- CMD...
 #                              CMD in the root as root: the tree at /src
 #                              (read-only), the directory BUILD at /build,
@@ -25,10 +31,31 @@ TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # What the tree needs to build and its tests to run; for test-trixie.sh
 # --unit, curl and python3-zeep (broker-service), man-db and groff-base
-# (common_cli).  scripts/install-deps has the Debian 12 list this follows.
+# (common_cli); for test-trixie-packages.sh, debhelper (dpkg-buildpackage)
+# and adduser (qcg-connect-common's postinst); for bench/mpi-netpipe.sh
+# --trixie, netpipe-openmpi.  scripts/install-deps has the Debian 12 list
+# this follows.
 TRIXIE_PACKAGES=(build-essential cmake pkg-config gsoap libgsoap-dev libssl-dev openssl
 	libnetfilter-queue-dev libmnl-dev libpcap-dev libuv1-dev libopenmpi-dev openmpi-bin
-	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base)
+	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser netpipe-openmpi)
+
+# trixie_has_packages STAMP: the root made with every package of the list
+# (a root made for a longer list serves a shorter one as it is).
+trixie_has_packages() {
+	local have p
+	have=" $(cat "$1" 2>/dev/null) "
+	for p in "${TRIXIE_PACKAGES[@]}"; do
+		[[ $have == *" $p "* ]] || return 1
+	done
+}
+
+trixie_require() {
+	local why=
+	[ "$(id -u)" -eq 0 ] || why="needs root (mmdebstrap, namespaces, chroot)"
+	command -v unshare >/dev/null || why="unshare not installed"
+	command -v mmdebstrap >/dev/null || why="mmdebstrap not installed (scripts/install-deps)"
+	[ -z "$why" ] || { echo "SKIPPED: $why"; exit 77; }
+}
 
 trixie_root() {
 	local root=${QCG_TRIXIE_ROOT:-/var/cache/qcg-debian/trixie} mirror=${QCG_DEBIAN_MIRROR:-} t0
@@ -40,7 +67,7 @@ trixie_root() {
 	# One maker at a time; the lock is held until the root is there.
 	exec 9>"$root.lock"
 	flock 9
-	if [ "${1:-}" = --refresh ] || [ "$(cat "$stamp" 2>/dev/null)" != "${TRIXIE_PACKAGES[*]}" ]; then
+	if [ "${1:-}" = --refresh ] || ! trixie_has_packages "$stamp"; then
 		[ -n "$mirror" ] || { echo "trixie: no Debian mirror in apt's sources (set QCG_DEBIAN_MIRROR)" >&2; exit 1; }
 		printf '== %s\n' "making the Debian 13 root in $root from $mirror"
 		t0=$SECONDS
@@ -99,4 +126,23 @@ trixie_run() {
 	' sh "$scratch" "$TRIXIE_ROOT" "$TRIXIE_REPO" "$build" ${envs[@]+"${envs[@]}"} "$@" || rc=$?
 	rm -rf "$scratch"
 	return $rc
+}
+
+trixie_build() {
+	local build=$1 script rc=0
+	shift
+	mkdir -p "$build"
+	script=$(mktemp /tmp/qcg-trixie-build.XXXXXX)
+	cat >"$script" <<-EOF
+		set -e
+		cmake -S /src -B /build -DQCG_WERROR=ON >/build/configure.log 2>&1
+		cmake --build /build -j"\$(nproc)" --target $* >/build/build.log 2>&1
+	EOF
+	trixie_run "$build" "$script" -- bash /run.sh || rc=$?
+	rm -f "$script"
+	if [ "$rc" -ne 0 ]; then
+		tail -n 30 "$build/build.log" "$build/configure.log" 2>/dev/null >&2
+		echo "trixie: the tree did not build in the Debian 13 root (targets $*)" >&2
+		return 1
+	fi
 }

@@ -37,13 +37,9 @@ for a in "$@"; do
 	esac
 done
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root (mmdebstrap, namespaces, chroot)"
-command -v mmdebstrap >/dev/null || skip "mmdebstrap not installed (scripts/install-deps)"
-command -v unshare >/dev/null || skip "unshare not installed"
-
 # shellcheck source=root.sh
 . "$REPO/tests/trixie/root.sh"
+trixie_require
 if [ "$refresh" = yes ]; then trixie_root --refresh; else trixie_root; fi
 
 # --- a run ------------------------------------------------------------------

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+#
+# trixie-packages: the Debian packages (debian/) on Debian 13.  In the Debian
+# 13 root (tests/trixie/root.sh: an overlay over the cached root, so nothing
+# installed here stays), `dpkg-buildpackage -us -uc -b` builds this tree's
+# packages against Open MPI 5.0, they install with dpkg (every dependency
+# met by the root's packages), and Debian 13's Open MPI finds the components
+# where it landed with no setting: `ompi_info` lists btl qcg, from
+# openmpi-btl-qcg in `ompi_info --path pkglibdir`, which depends on the Open
+# MPI series it was built for; no openmpi-coll-qcg (coll_qcg is Open MPI
+# 4.1's only); no installed program or library has an unresolved library.
+#
+#   tests/trixie/test-trixie-packages.sh
+#   exit 0 passed, 1 failed, 77 skipped (not root, no mmdebstrap)
+#
+# tests/packages does the same on Debian 12 (a container, and a grid run from
+# the packages).  QCG_TRIXIE_ROOT and QCG_DEBIAN_MIRROR as in root.sh.
+set -euo pipefail
+export LC_ALL=C
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=trixie-packages
+
+case ${1:-} in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+'') ;;
+*) echo "$PROG: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
+
+# shellcheck source=root.sh
+. "$REPO/tests/trixie/root.sh"
+trixie_require
+trixie_root
+
+scratch=$(mktemp -d /tmp/qcg-trixie-packages.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+# The tracked files as they are in the work tree (the .debs land beside it).
+mkdir -p "$scratch/build/src/qcg-connect"
+git -C "$REPO" ls-files -z | tar -C "$REPO" --null -T - -c | tar -C "$scratch/build/src/qcg-connect" -x
+
+cat >"$scratch/run.sh" <<'EOF'
+set -u
+rc=0
+bad() { echo "FAIL $*"; rc=1; }
+ok() { echo "ok   $*"; }
+cd /build/src/qcg-connect
+t0=$SECONDS
+if ! DEB_BUILD_OPTIONS="nocheck noddebs parallel=$(nproc)" dpkg-buildpackage -us -uc -b >/build/build.log 2>&1; then
+	tail -n 40 /build/build.log
+	echo "FAIL dpkg-buildpackage on Debian $(cat /etc/debian_version)"
+	exit 1
+fi
+cd /build/src
+ok "dpkg-buildpackage on Debian $(cat /etc/debian_version) in $((SECONDS - t0)) s: $(echo *.deb | wc -w) packages"
+for p in qcg-connect-common qcg-connect-broker qcg-connect-frontend qcg-connect-helper \
+	libqcgconn0 libqcgconn-dev libqcgcolour0 libqcgcolour-dev openmpi-btl-qcg \
+	qcg-connect-tools; do
+	compgen -G "${p}_*.deb" >/dev/null || bad "no $p package"
+done
+! compgen -G "openmpi-coll-qcg_*.deb" >/dev/null || bad "openmpi-coll-qcg built for Open MPI 5 (coll_qcg is 4.1's only)"
+if dpkg -i ./*.deb >/build/install.log 2>&1; then
+	ok "installed with dpkg, every dependency met"
+else
+	tail -n 20 /build/install.log
+	bad "the packages do not install on Debian 13"
+	exit 1
+fi
+
+# Open MPI's own view: env -i (trixie_run) leaves no OMPI_MCA_ variable.
+ompi=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
+series=$(echo "$ompi" | cut -d. -f1,2)
+pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+ompi_info 2>/dev/null | grep qcg >/build/ompi_info.txt || true
+if grep -qE "MCA btl: qcg \(MCA v[0-9.]+, API v[0-9.]+, Component v" /build/ompi_info.txt; then
+	ok "ompi_info (Open MPI $ompi): $(grep -E "MCA btl: qcg" /build/ompi_info.txt | sed 's/^ *//')"
+else
+	bad "ompi_info of Open MPI $ompi does not list btl qcg: $(cat /build/ompi_info.txt)"
+fi
+f=$pkglibdir/mca_btl_qcg.so
+if dpkg -S "$f" 2>/dev/null | grep -q "^openmpi-btl-qcg:"; then
+	ok "$f from openmpi-btl-qcg"
+else
+	bad "openmpi-btl-qcg has no $f (Open MPI's component directory)"
+fi
+dep=$(dpkg-query -W -f='${Depends}' openmpi-btl-qcg)
+if echo "$dep" | grep -qE "libopenmpi[0-9a-z]+ \(>= $series\), libopenmpi[0-9a-z]+ \(<< "; then
+	ok "openmpi-btl-qcg depends on Open MPI $series: $(echo "$dep" | grep -oE 'libopenmpi[^,]+, libopenmpi[^,]+')"
+else
+	bad "openmpi-btl-qcg does not depend on Open MPI $series: $dep"
+fi
+# The component's MCA parameters (its registration ran in ompi_info).
+n=$(ompi_info --param btl qcg --level 9 --parsable 2>/dev/null | sed -n 's/^mca:btl:qcg:param:\([^:]*\):.*/\1/p' | sort -u | wc -l)
+[ "$n" -ge 5 ] && ok "ompi_info --param btl qcg --level 9: $n parameters" ||
+	bad "ompi_info --param btl qcg --level 9: $n parameters"
+# Every installed ELF file resolves its libraries.
+missing=$(dpkg -L $(ls ./*.deb | sed 's#^\./##; s/_.*//') | while read -r f; do
+	[ -f "$f" ] && head -c 4 "$f" | grep -q ELF && ldd "$f" 2>&1 | grep 'not found' | sed "s#^#$f: #"
+done || true)
+[ -z "$missing" ] && ok "no unresolved library in any installed program or library" ||
+	bad "unresolved libraries: $missing"
+exit $rc
+EOF
+
+t0=$SECONDS
+rc=0
+trixie_run "$scratch/build" "$scratch/run.sh" -- bash /run.sh || rc=$?
+echo "== $PROG: $((SECONDS - t0)) s, exit $rc"
+exit $rc
