@@ -65,7 +65,7 @@ static struct pair_view pair_of(const struct qcg__gridResponse *g, const char *f
         v.any = true;
         v.ok += (unsigned long long)o->ok;
         v.attempts += (unsigned long long)(o->ok + o->failed);
-        if (o->lastOk && (v.last_ok == NULL || o->age < v.last_ok->age))
+        if (grid_newer_ok(o, v.last_ok))
             v.last_ok = o;
     }
     return v;

@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "soapH.h"
 #include "soap_client.h"
+#include "technique.h"
 
 #define CELL_MAX 160
 
@@ -59,6 +60,15 @@ static void addresses(const struct qcg__cluster *d, char *buf, size_t len)
         snprintf(buf, len, "-");
 }
 
+bool grid_newer_ok(const struct qcg__outcome *o, const struct qcg__outcome *best)
+{
+    if (!o->lastOk)
+        return false;
+    if (best == NULL || o->age != best->age)
+        return best == NULL || o->age < best->age;
+    return technique_parse(o->technique) < technique_parse(best->technique);
+}
+
 /* What worked last from `from` to `to`, and what failed: "holepunch 74ms, x proxy". */
 static void cell(const struct qcg__gridResponse *g, const char *from, const char *to, char *buf,
                  size_t len)
@@ -71,7 +81,7 @@ static void cell(const struct qcg__gridResponse *g, const char *from, const char
         if (o->from == NULL || o->to == NULL || strcmp(o->from, from) != 0 ||
             strcmp(o->to, to) != 0 || !o->lastOk)
             continue;
-        if (best == NULL || o->age < best->age)
+        if (grid_newer_ok(o, best))
             best = o;
     }
     if (best != NULL) {
