@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    static volatile sig_atomic_t stop; /* static: the signal handler keeps a pointer */
+    static atomic_int stop; /* static: the signal handler keeps a pointer */
     /* Far above what a frontend relays within its nodes' own rates: a share
        of the broker, not a throttle of legitimate work. */
     const struct rate limits[RATE_KINDS] = {

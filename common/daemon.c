@@ -17,7 +17,7 @@
 
 /* A signal handler can only reach its target through statics; daemon_signals
    sets them again on every call, so a test can re-arm them. */
-static volatile sig_atomic_t *stop_flag;
+static atomic_int *stop_flag;
 static void (*stop_hook)(void *);
 static void *stop_hook_arg;
 
@@ -26,7 +26,7 @@ static void on_signal(int sig)
     (void)sig;
     int saved_errno = errno;
     if (stop_flag)
-        *stop_flag = 1;
+        atomic_store(stop_flag, 1);
     if (stop_hook)
         stop_hook(stop_hook_arg);
     errno = saved_errno;
@@ -87,7 +87,7 @@ static void on_hup(int sig)
     errno = saved_errno;
 }
 
-void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg)
+void daemon_signals(atomic_int *stop, void (*on_stop)(void *), void *arg)
 {
     stop_flag = stop;
     stop_hook = on_stop;
@@ -121,11 +121,11 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int sleep_unless_stopped(unsigned ms, volatile sig_atomic_t *stop)
+int sleep_unless_stopped(unsigned ms, atomic_int *stop)
 {
     int64_t end = now_ms() + ms;
     for (;;) {
-        if (stop && *stop)
+        if (stop && atomic_load(stop))
             return 1;
         int64_t left = end - now_ms();
         if (left <= 0)

@@ -3,14 +3,16 @@
 #define QCG_DAEMON_H
 
 #include <signal.h>
+#include <stdatomic.h>
 
 /* Installs SIGTERM/SIGINT handlers that set *stop and call on_stop(arg) (which
-   must be async-signal-safe), a SIGHUP handler that has the CRL and the
+   must be async-signal-safe; *stop is an atomic: other threads read it, and
+   a lock-free atomic may be set from a signal handler), a SIGHUP handler that has the CRL and the
    service's certificate, key and CAs reloaded at once by a thread started
    here (crl.h, tls_reload.h), and ignores SIGPIPE. */
-void daemon_signals(volatile sig_atomic_t *stop, void (*on_stop)(void *), void *arg);
+void daemon_signals(atomic_int *stop, void (*on_stop)(void *), void *arg);
 
 /* Sleeps up to ms, returning early (1) once *stop is set; polls every 100 ms. */
-int sleep_unless_stopped(unsigned ms, volatile sig_atomic_t *stop);
+int sleep_unless_stopped(unsigned ms, atomic_int *stop);
 
 #endif

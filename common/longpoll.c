@@ -38,7 +38,7 @@ struct longpoll {
     struct soap *soap; /* the thread's */
     pthread_t thread;
     int started;
-    volatile sig_atomic_t stop;
+    atomic_int stop;
     atomic_int again; /* longpoll_register_again */
 
     pthread_mutex_t lock; /* guards the fields below */

@@ -105,7 +105,7 @@ int main(int argc, char **argv)
     log_say_where();
     soap_server_on_stop(server, close_queues, fe);
     soap_server_on_revoked(server, frontend_revoked);
-    static volatile sig_atomic_t stop;
+    static atomic_int stop;
     crl_set_accept_older(cfg.crl_accept_older != 0);
     daemon_signals(&stop, stop_server, server);
 

@@ -34,7 +34,7 @@ static const char usage[] =
 struct helper {
     uv_loop_t loop;
     uv_async_t stop_async;
-    volatile sig_atomic_t stop;
+    atomic_int stop;
     int stopping;
     struct contacts *contacts;
     struct upstream *up;

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         .tokens_per_address = (unsigned)cfg.tokens_per_address,
     };
     static struct proxy px; /* static: the signal handler keeps a pointer */
-    static volatile sig_atomic_t stop;
+    static atomic_int stop;
     px.relay = relay_new(&rc, err, sizeof(err));
     explicit_bzero(&key, sizeof(key));
     if (px.relay == NULL) {

@@ -43,8 +43,8 @@ static void test_backoff(void)
     CHECK(backoff_ms(3, 500, 100) <= 500); /* max below base: base wins */
 }
 
-static volatile sig_atomic_t stop_flag;
-static volatile sig_atomic_t hook_calls;
+static atomic_int stop_flag;
+static atomic_int hook_calls;
 
 static void on_stop(void *arg)
 {

@@ -4,6 +4,7 @@
    held until a batch fills), reports_flush returns once what was queued is
    sent, a full queue refuses, and stopping sends what is left. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -14,8 +15,8 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int sent, batches, biggest, in_order = 1, next_rank;
-static volatile int hold;    /* the stand-in broker does not answer meanwhile */
-static volatile int holding; /* a send waits for it */
+static atomic_int hold;    /* the stand-in broker does not answer meanwhile */
+static atomic_int holding; /* a send waits for it */
 
 static void send_fn(void *arg, const struct report_item *items, int n)
 {
