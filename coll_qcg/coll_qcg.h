@@ -21,6 +21,7 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/request/request.h"
 
 BEGIN_C_DECLS
 
@@ -63,12 +64,15 @@ struct coll_qcg_module {
     int *leader;     /* site -> its leader's (lowest) rank in comm */
     struct {
         QCG_PREV(allgather);
+        QCG_PREV(allgatherv);
         QCG_PREV(allreduce);
         QCG_PREV(barrier);
         QCG_PREV(bcast);
         QCG_PREV(gather);
+        QCG_PREV(gatherv);
         QCG_PREV(reduce);
         QCG_PREV(scatter);
+        QCG_PREV(scatterv);
     } prev;
 };
 typedef struct coll_qcg_module coll_qcg_module_t;
@@ -108,8 +112,42 @@ struct coll_qcg_runs {
 };
 int coll_qcg_runs_alloc(coll_qcg_module_t *m, int rank, int root, size_t bytes, int size,
                         struct coll_qcg_runs *b);
-int coll_qcg_root_runs(coll_qcg_module_t *m, char *all, size_t bytes, int root,
+/* off: where the block at each site position starts in all (size + 1
+   entries), or NULL when every block has bytes. */
+int coll_qcg_root_runs(coll_qcg_module_t *m, char *all, const size_t *off, size_t bytes, int root,
                        ompi_communicator_t *comm, int tag, int sending);
+/* Bytes and messages of any size (runs.c): count elements' data (0 for
+   count <= 0); packing and unpacking them; the messages of at most 1 GiB
+   that carry bytes; posting them to (sending) or from peer, k counting the
+   requests in reqs; waiting for k requests and freeing reqs (flat.c). */
+size_t coll_qcg_data_bytes(int count, ompi_datatype_t *dtype);
+int coll_qcg_pack(const void *buf, int count, ompi_datatype_t *dtype, char *out, size_t bytes);
+int coll_qcg_unpack(const char *in, size_t bytes, void *buf, int count, ompi_datatype_t *dtype);
+size_t coll_qcg_pieces(size_t bytes);
+int coll_qcg_post(char *p, size_t bytes, int peer, int tag, ompi_communicator_t *comm, int sending,
+                  ompi_request_t **reqs, int *k);
+int coll_qcg_finish(ompi_request_t **reqs, int k, int rc);
+
+/* Gatherv and Scatterv (vruns.c): blocks of any size per rank, so every
+   site first gathers its ranks' sizes at its collector. */
+struct coll_qcg_vruns {
+    char *base;  /* root: every block, site by site; a collector: its site's run; else its block */
+    size_t *off; /* site position -> its block's offset in base (size + 1; unknown sizes 0) */
+    char *mine;  /* this rank's block */
+    int collector;  /* this rank collects its site's blocks (the root in the root's site) */
+    int local_root; /* the collector's rank in the site's communicator */
+};
+/* mine: this rank's bytes; counts, dtype: the root's per-rank counts. */
+int coll_qcg_vruns_init(coll_qcg_module_t *m, int rank, int root, size_t mine, const int *counts,
+                        ompi_datatype_t *dtype, struct coll_qcg_vruns *v);
+/* Inside the site: every rank's block to (gathering) or from its collector. */
+int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v, int tag,
+                        int gathering);
+/* Across the WAN: the root and every other site's leader (sending: from
+   the root). */
+int coll_qcg_vruns_wan(coll_qcg_module_t *m, int rank, int root, struct coll_qcg_vruns *v,
+                       ompi_communicator_t *comm, int tag, int sending);
+void coll_qcg_vruns_free(struct coll_qcg_vruns *v);
 
 /* The leaders' step, one WAN latency (flat.c): for messages of up to
    flat_max bytes (coll_qcg_flat). */
@@ -128,6 +166,15 @@ int coll_qcg_flat_allgatherv(void *all, const int *counts, const int *displs,
 int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
                        int rcount, ompi_datatype_t *rdtype, ompi_communicator_t *comm,
                        mca_coll_base_module_t *module);
+int coll_qcg_allgatherv(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
+                        const int *rcounts, const int *displs, ompi_datatype_t *rdtype,
+                        ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int coll_qcg_gatherv(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
+                     const int *rcounts, const int *displs, ompi_datatype_t *rdtype, int root,
+                     ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int coll_qcg_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                      ompi_datatype_t *sdtype, void *rbuf, int rcount, ompi_datatype_t *rdtype,
+                      int root, ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int coll_qcg_gather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf, int rcount,
                     ompi_datatype_t *rdtype, int root, ompi_communicator_t *comm,
                     mca_coll_base_module_t *module);

@@ -28,7 +28,7 @@ int coll_qcg_flat(int count, ompi_datatype_t *dtype)
 
 /* Waits for the k requests posted (also after a failure to post more:
    none may outlive its buffers), frees the array; the first error. */
-static int finish(ompi_request_t **reqs, int k, int rc)
+int coll_qcg_finish(ompi_request_t **reqs, int k, int rc)
 {
     int wrc = k > 0 ? ompi_request_wait_all((size_t)k, reqs, MPI_STATUSES_IGNORE) : OMPI_SUCCESS;
 
@@ -56,7 +56,7 @@ static int exchange(ompi_communicator_t *leaders, int tag, const void *out, int 
             rc = MCA_PML_CALL(
                 isend(out, count, dtype, i, tag, MCA_PML_BASE_SEND_STANDARD, leaders, &reqs[k++]));
     }
-    return finish(reqs, k, rc);
+    return coll_qcg_finish(reqs, k, rc);
 }
 
 int coll_qcg_flat_barrier(ompi_communicator_t *leaders)
@@ -148,5 +148,5 @@ int coll_qcg_flat_allgatherv(void *all, const int *counts, const int *displs,
                                     MCA_COLL_BASE_TAG_ALLGATHER, MCA_PML_BASE_SEND_STANDARD,
                                     leaders, &reqs[k++]));
     }
-    return finish(reqs, k, rc);
+    return coll_qcg_finish(reqs, k, rc);
 }

@@ -42,7 +42,7 @@ int coll_qcg_gather(const void *sbuf, int scount, ompi_datatype_t *sdtype, void 
         rc = QCG_SUB(m->local, gather, b.collector ? MPI_IN_PLACE : b.mine, (int)bytes, MPI_BYTE,
                      b.run, (int)bytes, MPI_BYTE, b.local_root);
     if (rc == OMPI_SUCCESS && rank == root)
-        rc = coll_qcg_root_runs(m, b.base, bytes, root, comm, MCA_COLL_BASE_TAG_GATHER, 0);
+        rc = coll_qcg_root_runs(m, b.base, NULL, bytes, root, comm, MCA_COLL_BASE_TAG_GATHER, 0);
     else if (rc == OMPI_SUCCESS && b.collector && m->site_of[rank] != m->site_of[root])
         rc = MCA_PML_CALL(send(b.run, (int)((size_t)b.n * bytes), MPI_BYTE, root,
                                MCA_COLL_BASE_TAG_GATHER, MCA_PML_BASE_SEND_STANDARD, comm));

@@ -27,6 +27,9 @@ static void qcg_module_construct(coll_qcg_module_t *m)
     m->super.coll_allreduce = coll_qcg_allreduce;
     m->super.coll_gather = coll_qcg_gather;
     m->super.coll_scatter = coll_qcg_scatter;
+    m->super.coll_allgatherv = coll_qcg_allgatherv;
+    m->super.coll_gatherv = coll_qcg_gatherv;
+    m->super.coll_scatterv = coll_qcg_scatterv;
 }
 
 static void qcg_module_destruct(coll_qcg_module_t *m)
@@ -43,12 +46,15 @@ static void qcg_module_destruct(coll_qcg_module_t *m)
     if (m->prev.name##_module != NULL)                                                             \
     OBJ_RELEASE(m->prev.name##_module)
     RELEASE(allgather);
+    RELEASE(allgatherv);
     RELEASE(allreduce);
     RELEASE(barrier);
     RELEASE(bcast);
     RELEASE(gather);
+    RELEASE(gatherv);
     RELEASE(reduce);
     RELEASE(scatter);
+    RELEASE(scatterv);
 #undef RELEASE
 }
 
@@ -70,12 +76,15 @@ static int qcg_module_enable(mca_coll_base_module_t *module, ompi_communicator_t
         OBJ_RETAIN(m->prev.name##_module);                                                         \
     } while (0)
     SAVE(allgather);
+    SAVE(allgatherv);
     SAVE(allreduce);
     SAVE(barrier);
     SAVE(bcast);
     SAVE(gather);
+    SAVE(gatherv);
     SAVE(reduce);
     SAVE(scatter);
+    SAVE(scatterv);
 #undef SAVE
     return OMPI_SUCCESS;
 }
@@ -169,7 +178,10 @@ enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *co
     }
     m->state = QCG_COLL_SITES;
     if (mca_coll_qcg_component.verbose > 0 && rank == 0)
-        opal_output(0, "coll_qcg: communicator %s of %d ranks spans %d sites: hierarchical",
+        opal_output(0,
+                    "coll_qcg: communicator %s of %d ranks spans %d sites: hierarchical "
+                    "(barrier bcast reduce allreduce allgather allgatherv gather gatherv scatter "
+                    "scatterv)",
                     comm->c_name, size, m->sites);
     return m->state;
 }

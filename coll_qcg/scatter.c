@@ -39,7 +39,8 @@ int coll_qcg_scatter(const void *sbuf, int scount, ompi_datatype_t *sdtype, void
                      : OMPI_ERROR;
         }
         if (rc == OMPI_SUCCESS)
-            rc = coll_qcg_root_runs(m, b.base, bytes, root, comm, MCA_COLL_BASE_TAG_SCATTER, 1);
+            rc = coll_qcg_root_runs(m, b.base, NULL, bytes, root, comm, MCA_COLL_BASE_TAG_SCATTER,
+                                    1);
     } else if (b.collector && m->site_of[rank] != m->site_of[root]) {
         rc = MCA_PML_CALL(recv(b.run, (int)((size_t)b.n * bytes), MPI_BYTE, root,
                                MCA_COLL_BASE_TAG_SCATTER, comm, MPI_STATUS_IGNORE));

@@ -1,5 +1,7 @@
 /* collectives: Barrier, Bcast, Reduce, Allreduce, Allgather (up to 1000
-   ints a rank), Gather and Scatter (up to 1 MiB a rank) give the results MPI
+   ints a rank), Gather, Scatter, Allgatherv, Gatherv and Scatterv (up to 1
+   MiB a rank; the v-variants with a count per rank, none on some ranks,
+   and the blocks not in rank order) give the results MPI
    defines, whichever coll component runs them (coll_qcg across sites, Open
    MPI's own elsewhere): integer data, so every correct order of reduction
    gives the same bits, checked against values computed here.  Counts 0 to
@@ -212,6 +214,93 @@ static void check_scatter(MPI_Comm comm, const char *name, int count, int root, 
     free(r);
 }
 
+/* The v-variants' layout: rank q's count (none on every third rank, the
+   others all different; none anywhere when count is 0) and displacement
+   in elements, the blocks in reverse rank order with a one-element gap
+   before each, so that neither their order nor their spacing is the
+   ranks'.  Returns the elements the blocks span. */
+static int v_layout(int size, int count, int *counts, int *displs)
+{
+    int d = 1;
+
+    for (int q = size - 1; q >= 0; q--) {
+        counts[q] = count == 0 || q % 3 == 1 ? 0 : count + q;
+        displs[q] = d;
+        d += counts[q] + 1;
+    }
+    return d;
+}
+
+/* Allgatherv ('a'), Gatherv ('g') or Scatterv ('s', from root) of
+   v_layout's blocks: the side with counts and displacements uses ints or
+   a derived element (an int every other int), the other side contiguous
+   ints; or in place (the root's, every rank's in Allgatherv).  The buffer
+   of blocks must equal the one built here, gaps untouched. */
+static void check_v(MPI_Comm comm, const char *name, int count, int root, char op, int derived,
+                    int in_place)
+{
+    int rank, size, stride = derived ? 2 : 1, errs = 0, salt = op == 'a' ? 6 : op == 'g' ? 7 : 8;
+    int *counts, *displs, *all, *want, *mine, elems;
+    MPI_Datatype et = MPI_INT;
+    size_t nints;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    counts = mt_alloc((size_t)size * sizeof(int));
+    displs = mt_alloc((size_t)size * sizeof(int));
+    elems = v_layout(size, count, counts, displs);
+    nints = (size_t)elems * stride;
+    all = mt_alloc(nints * sizeof(int));
+    want = mt_alloc(nints * sizeof(int));
+    mine = mt_alloc(((size_t)counts[rank] + 1) * sizeof(int));
+    if (derived) {
+        MPI_Type_create_resized(MPI_INT, 0, (MPI_Aint)(2 * sizeof(int)), &et);
+        MPI_Type_commit(&et);
+    }
+    for (size_t i = 0; i < nints; i++)
+        want[i] = -1;
+    for (int q = 0; q < size; q++)
+        for (int i = 0; i < counts[q]; i++)
+            want[(size_t)(displs[q] + i) * stride] = value(q, i, salt);
+    in_place = in_place && (op == 'a' || rank == root);
+    for (size_t i = 0; i < nints; i++)
+        all[i] = op == 's' && rank == root ? want[i] : -1;
+    for (int i = 0; i <= counts[rank]; i++)
+        mine[i] = op != 's' && i < counts[rank] ? value(rank, i, salt) : -1;
+    if (in_place && op != 's')
+        for (int i = 0; i < counts[rank]; i++)
+            all[(size_t)(displs[rank] + i) * stride] = mine[i];
+    if (op == 'a')
+        MPI_Allgatherv(in_place ? MPI_IN_PLACE : mine, counts[rank], MPI_INT, all, counts, displs,
+                       et, comm);
+    else if (op == 'g')
+        MPI_Gatherv(in_place ? MPI_IN_PLACE : mine, counts[rank], MPI_INT, all, counts, displs, et,
+                    root, comm);
+    else
+        MPI_Scatterv(all, counts, displs, et, in_place ? MPI_IN_PLACE : mine, counts[rank], MPI_INT,
+                     root, comm);
+    if (op == 'a' || rank == root)
+        for (size_t i = 0; i < nints; i++)
+            errs += all[i] != want[i];
+    if (op == 's' && !in_place)
+        for (int i = 0; i <= counts[rank]; i++)
+            errs += mine[i] != (i < counts[rank] ? value(rank, i, salt) : -1);
+    if (errs)
+        mt_error(rank, "%s: %s of %d+ (%s%s) root %d: %d wrong elements", name,
+                 op == 'a'   ? "allgatherv"
+                 : op == 'g' ? "gatherv"
+                             : "scatterv",
+                 count, derived ? "derived" : "contiguous", in_place ? ", in place" : "", root,
+                 errs);
+    if (derived)
+        MPI_Type_free(&et);
+    free(counts);
+    free(displs);
+    free(all);
+    free(want);
+    free(mine);
+}
+
 static void run_all(MPI_Comm comm, const char *name, int quick)
 {
     const int counts[] = {0, 1, 7, 1000, 262144};
@@ -241,8 +330,13 @@ static void run_all(MPI_Comm comm, const char *name, int quick)
             for (int v = 0; v < 3; v++) { /* contiguous, vector, in place */
                 check_gather(comm, name, counts[c], roots[ri], v == 1, v == 2);
                 check_scatter(comm, name, counts[c], roots[ri], v == 1, v == 2);
+                check_v(comm, name, counts[c], roots[ri], 'g', v == 1, v == 2);
+                check_v(comm, name, counts[c], roots[ri], 's', v == 1, v == 2);
             }
         }
+        /* Above 64 KiB in all: the leaders' step is Open MPI's allgatherv. */
+        for (int v = 0; v < 3; v++)
+            check_v(comm, name, counts[c], -1, 'a', v == 1, v == 2);
     }
 }
 
