@@ -45,7 +45,7 @@ else
 fi
 
 grid_broker "$port" --state-file "$state" --max-handshakes "$stage" --log-level debug || exit 1
-if python3 "$src/tests/broker/stage-strangers.py" 127.0.0.1 "$port" 21 "$stage" -- \
+if python3 "$src/tests/lib/stage-strangers.py" 127.0.0.1 "$port" 21 "$stage" -- \
 	"$call" --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/frontend-c1.pem" stats \
 	>"$out" 2>&1 && grep -qx full "$out"; then
 	pass "restarted, strangers fill the stage and c1's frontend is served at once"
