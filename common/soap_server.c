@@ -359,10 +359,11 @@ static struct conn *stage_victim(struct soap_server *srv, int same, bool known)
 
 /* The stage is full and a newcomer comes from a known address (one a
    client authenticated from before, or one the daemon named: a registered
-   frontend, a node of a registered cluster): the oldest handshake from an address never seen
-   authenticated gives way at once, so that strangers, however many their addresses, never keep a
-   known client out (issue 32; as sshd's MaxStartups spares established users).  NULL when the stage
-   holds known addresses only. Called with srv->lock held. */
+   frontend, a node of a registered cluster): the oldest handshake from an
+   address not known gives way at once, so that strangers, however many
+   their addresses, never keep a known client out (issue 32; as sshd's
+   MaxStartups spares established users).  NULL when the stage holds known
+   addresses only.  Called with srv->lock held. */
 static struct conn *stage_victim_known(struct soap_server *srv)
 {
     for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
@@ -747,6 +748,7 @@ static void accept_one(struct soap_server *srv)
     copy->fshutdownsocket = shutdown_socket;
 
     pthread_mutex_lock(&srv->lock);
+    /* Again: a soap_server_know since the check above does not see c. */
     c->known = known_group(srv, host, &group);
     if (stage(srv, c) < 0) {
         pthread_mutex_unlock(&srv->lock);
@@ -914,12 +916,6 @@ int soap_server_know(struct soap_server *srv, const char *prefix, char *why, siz
     }
     pthread_mutex_unlock(&srv->lock);
     return rc;
-}
-
-struct soap_server *soap_server_of(struct soap *soap)
-{
-    struct conn *c = conn_of(soap);
-    return c ? c->server : NULL;
 }
 
 int soap_server_port(const struct soap_server *srv)

@@ -94,8 +94,6 @@ void soap_server_free(struct soap_server *srv);
    why: not an address or range, wider than /8 (IPv6 /16), or the bound
    above reached. */
 int soap_server_know(struct soap_server *srv, const char *prefix, char *why, size_t whylen);
-/* The server an operation's soap came through (NULL outside one). */
-struct soap_server *soap_server_of(struct soap *soap);
 
 /* What the handshake stage turned away since the start, for the daemons'
    --stats: handshakes past their deadline, cut for a newcomer, and
