@@ -16,6 +16,7 @@
 #include "lease.h"
 #include "log.h"
 #include "metrics.h"
+#include "known.h"
 #include "metrics_server.h"
 #include "monotonic.h"
 #include "proxy_live.h"
@@ -58,6 +59,9 @@ static struct state_saver *start_state(struct broker *b, const char *path, char 
         log_info("state file %s: %zu cluster pairs' outcomes and %zu clusters' observations "
                  "restored",
                  path, st.pairs, st.observations);
+    if (st.frontends > 0)
+        log_info("state file %s: %zu clusters' frontend addresses known before they log in", path,
+                 st.frontends);
     if (st.skipped > 0)
         log_warnx("state file %s: %zu lines skipped (first: line %d): not understood", path,
                   st.skipped, st.first_bad);
@@ -236,6 +240,7 @@ int main(int argc, char **argv)
              cfg.listen ? cfg.listen : "any address", soap_server_port(srv),
              (unsigned long long)registry_epoch(b->reg), cfg.max_contacts);
 
+    broker_know_frontends(b);
     soap_server_on_stop(srv, end_polls, b);
     soap_server_on_revoked(srv, broker_revoked);
     crl_set_accept_older(cfg.crl_accept_older != 0);

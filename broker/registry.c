@@ -91,7 +91,9 @@ struct registry {
 
 struct remembered {
     char name[QCG_NAME_MAX];
-    struct reg_observation o;
+    struct reg_observation o;                     /* when 0: none */
+    char addrs[REG_FRONTEND_ADDRS][QCG_ADDR_MAX]; /* its frontend's (registry_frontend_restore) */
+    int naddrs;
 };
 
 /* The entries start with their name, so one comparison serves three tables. */
@@ -275,9 +277,18 @@ static void adopt_remembered(struct registry *r, struct cluster *c)
     struct remembered *m = htable_remove(r->remembered, name_hash(r, c->decl.name), c->decl.name);
     if (m == NULL)
         return;
-    if (m->o.public_addr[0] == '\0' || site_holds_public(&c->decl, m->o.public_addr))
+    if (m->o.when != 0 &&
+        (m->o.public_addr[0] == '\0' || site_holds_public(&c->decl, m->o.public_addr)))
         c->observed = m->o;
     free(m);
+}
+
+/* Whether two declarations name the same frontend addresses. */
+static bool same_frontend(const struct reg_cluster *a, const struct reg_cluster *b)
+{
+    return a->npublic == b->npublic && strcmp(a->from, b->from) == 0 &&
+           memcmp(a->public_addr, b->public_addr, sizeof(a->public_addr[0]) * (size_t)a->npublic) ==
+               0;
 }
 
 enum reg_status registry_register_cluster(struct registry *r, const struct reg_cluster *decl,
@@ -296,6 +307,8 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
     }
     c = find_cluster(r, decl->name);
     if (c != NULL) {
+        if (!same_frontend(&c->decl, decl))
+            r->observed_generation++;
         c->decl = *decl;
         goto out;
     }
@@ -314,6 +327,7 @@ enum reg_status registry_register_cluster(struct registry *r, const struct reg_c
     }
     c->decl = *decl;
     adopt_remembered(r, c);
+    r->observed_generation++; /* its frontend's addresses are saved */
     if (r->closed)
         cmdqueue_close(c->queue);
 out:
@@ -851,6 +865,8 @@ enum reg_status registry_observe(struct registry *r, const char *cluster,
     return st;
 }
 
+static struct remembered *remember(struct registry *r, const char *cluster);
+
 int registry_observation_restore(struct registry *r, const char *cluster,
                                  const struct reg_observation *o)
 {
@@ -864,16 +880,10 @@ int registry_observation_restore(struct registry *r, const char *cluster,
     } else if (m != NULL) {
         if (m->o.when < o->when)
             m->o = *o;
-    } else if (htable_count(r->remembered) >= REG_REMEMBERED_MAX ||
-               (m = calloc(1, sizeof(*m))) == NULL) {
+    } else if ((m = remember(r, cluster)) == NULL) {
         rc = -1;
     } else {
-        copy_str(m->name, sizeof(m->name), cluster);
         m->o = *o;
-        if (htable_insert(r->remembered, name_hash(r, cluster), m) == -1) {
-            free(m);
-            rc = -1;
-        }
     }
     if (rc == 0)
         r->observed_generation++;
@@ -895,7 +905,79 @@ void registry_observations_each(struct registry *r,
     i = 0;
     struct remembered *m;
     while ((m = htable_next(r->remembered, &i)) != NULL)
-        fn(arg, m->name, &m->o);
+        if (m->o.when != 0)
+            fn(arg, m->name, &m->o);
+    pthread_rwlock_unlock(&r->lock);
+}
+
+/* The remembered entry of an unregistered cluster, made when there is none;
+   NULL when REG_REMEMBERED_MAX are held or memory runs out.  Called with the
+   write lock held. */
+static struct remembered *remember(struct registry *r, const char *cluster)
+{
+    struct remembered *m = htable_find(r->remembered, name_hash(r, cluster), cluster);
+    if (m != NULL)
+        return m;
+    if (htable_count(r->remembered) >= REG_REMEMBERED_MAX || (m = calloc(1, sizeof(*m))) == NULL)
+        return NULL;
+    copy_str(m->name, sizeof(m->name), cluster);
+    if (htable_insert(r->remembered, name_hash(r, cluster), m) == -1) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int registry_frontend_restore(struct registry *r, const char *cluster,
+                              const char (*addrs)[QCG_ADDR_MAX], int n)
+{
+    int rc = 0;
+    if (n > REG_FRONTEND_ADDRS)
+        n = REG_FRONTEND_ADDRS;
+    pthread_rwlock_wrlock(&r->lock);
+    if (find_cluster(r, cluster) != NULL) {
+        rc = 1;
+    } else {
+        struct remembered *m = remember(r, cluster);
+        if (m == NULL) {
+            rc = -1;
+        } else {
+            for (int i = 0; i < n; i++)
+                copy_str(m->addrs[i], sizeof(m->addrs[i]), addrs[i]);
+            m->naddrs = n;
+            r->observed_generation++;
+        }
+    }
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
+void registry_frontends_each(struct registry *r,
+                             void (*fn)(void *arg, const char *cluster,
+                                        const char (*addrs)[QCG_ADDR_MAX], int n),
+                             void *arg)
+{
+    char addrs[REG_FRONTEND_ADDRS][QCG_ADDR_MAX];
+    pthread_rwlock_rdlock(&r->lock);
+    size_t i = 0;
+    struct cluster *c;
+    while ((c = htable_next(r->clusters, &i)) != NULL) {
+        int n = 0;
+        for (int k = 0; k < c->decl.npublic; k++)
+            copy_str(addrs[n++], sizeof(addrs[0]), c->decl.public_addr[k]);
+        bool listed = c->decl.from[0] == '\0';
+        for (int k = 0; k < n && !listed; k++)
+            listed = strcmp(addrs[k], c->decl.from) == 0;
+        if (!listed)
+            copy_str(addrs[n++], sizeof(addrs[0]), c->decl.from);
+        if (n > 0)
+            fn(arg, c->decl.name, (const char(*)[QCG_ADDR_MAX])addrs, n);
+    }
+    i = 0;
+    struct remembered *m;
+    while ((m = htable_next(r->remembered, &i)) != NULL)
+        if (m->naddrs > 0)
+            fn(arg, m->name, (const char(*)[QCG_ADDR_MAX])m->addrs, m->naddrs);
     pthread_rwlock_unlock(&r->lock);
 }
 

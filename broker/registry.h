@@ -35,7 +35,12 @@ struct reg_cluster {
     int nranges;
     struct addr_range ranges[REG_MAX_RANGES]; /* where its nodes' addresses lie */
     bool ranges_implicit;                     /* none declared: the frontend's own address alone */
+    char from[QCG_ADDR_MAX]; /* the address its registration came from; "" = not said */
 };
+
+/* The addresses a cluster's frontend connects from: its public addresses
+   and the one its registration came from. */
+#define REG_FRONTEND_ADDRS (REG_MAX_PUBLIC + 1)
 
 #define REG_INCARNATION_MAX 33 /* 32 hex characters and the NUL */
 
@@ -184,8 +189,22 @@ void registry_observations_each(struct registry *r,
                                 void (*fn)(void *arg, const char *cluster,
                                            const struct reg_observation *o),
                                 void *arg);
-/* Changes whenever an observation is kept or restored (the state file is
-   written again when it did). */
+/* A cluster's frontend addresses the state file kept (a restart): held
+   until the cluster registers (its registration's then count), and saved
+   again meanwhile.  0; 1 when the cluster is registered (nothing kept); -1
+   when REG_REMEMBERED_MAX unregistered clusters are held already, or no
+   memory. */
+int registry_frontend_restore(struct registry *r, const char *cluster,
+                              const char (*addrs)[QCG_ADDR_MAX], int n);
+/* fn for every cluster's frontend addresses (registered clusters' and
+   restored ones; n >= 1), under the read lock: fn must not call the
+   registry.  What the broker counts as known addresses (soap_server_know). */
+void registry_frontends_each(struct registry *r,
+                             void (*fn)(void *arg, const char *cluster,
+                                        const char (*addrs)[QCG_ADDR_MAX], int n),
+                             void *arg);
+/* Changes whenever an observation or a cluster's frontend addresses are
+   kept or restored (the state file is written again when it did). */
 uint64_t registry_observed_generation(struct registry *r);
 /* The reflector saw a PUNCH from `cluster`: its local port kept or not.
    Unknown clusters are ignored. */

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "broker.h"
+#include "known.h"
 #include "cmdqueue.h"
 #include "hex.h"
 #include "log.h"
@@ -139,6 +140,14 @@ static int refuse_status(struct soap *soap, const char *op, enum reg_status st, 
     return refuse(soap, op, reg_status_subcode(st), "%s", why);
 }
 
+/* The caller's address; a dual-stack listener shows IPv4 callers as
+   ::ffff:a.b.c.d. */
+static const char *caller_address(const struct soap *soap)
+{
+    return strncmp(soap->host, "::ffff:", 7) == 0 && strchr(soap->host, '.') ? soap->host + 7
+                                                                             : soap->host;
+}
+
 int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
                          struct qcg__registerResponse *response)
 {
@@ -158,22 +167,24 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
        it connects from. */
     if (c.nranges == 0) {
         char err[128];
-        /* A dual-stack listener shows IPv4 callers as ::ffff:a.b.c.d. */
-        const char *host = strncmp(soap->host, "::ffff:", 7) == 0 && strchr(soap->host, '.')
-                               ? soap->host + 7
-                               : soap->host;
-        if (addr_range_parse(host, &c.ranges[0], err, sizeof(err)) < 0)
+        if (addr_range_parse(caller_address(soap), &c.ranges[0], err, sizeof(err)) < 0)
             return refuse(soap, "registerCluster", "invalid",
                           "cluster %s declares no node ranges and its address is unknown", c.name);
         c.nranges = 1;
         c.ranges_implicit = true;
     }
+    /* Kept (state file) and known to the handshake stage after a restart. */
+    const char *from = caller_address(soap);
+    c.from[0] = '\0';
+    if (address_valid(from))
+        memcpy(c.from, from, strlen(from) + 1); /* shorter than QCG_ADDR_MAX */
     enum reg_status st = registry_register_cluster(state(soap)->reg, &c, why, sizeof(why));
     if (st == REG_DENIED)
         return refuse_address(soap, "registerCluster", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerCluster", st, why);
     lease_heard(state(soap)->lease, c.name, monotonic_ms());
+    broker_know_cluster(state(soap), &c);
     char first[QCG_ADDR_MAX + 4];
     addr_range_format(&c.ranges[0], first, sizeof(first));
     if (c.ranges_implicit)

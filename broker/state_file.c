@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "log.h"
 #include "outcomes.h"
 #include "proto.h"
@@ -55,6 +56,15 @@ static void write_observed(void *arg, const char *cluster, const struct reg_obse
     fprintf(f, "observed %s %llu %s %s %s %d %s %s\n", cluster, (unsigned long long)o->when,
             o->node, cluster_kind_name(o->kind), o->public_addr[0] != '\0' ? o->public_addr : "-",
             o->port_preserving, o->mapping, o->inbound);
+}
+
+static void write_frontend(void *arg, const char *cluster, const char (*addrs)[QCG_ADDR_MAX], int n)
+{
+    FILE *f = ((struct writer *)arg)->f;
+    fprintf(f, "frontend %s", cluster);
+    for (int i = 0; i < n; i++)
+        fprintf(f, " %s", addrs[i]);
+    fputc('\n', f);
 }
 
 /* The directory's entry made durable too: the rename is what commits. */
@@ -110,8 +120,10 @@ int state_save(struct outcomes *o, struct registry *reg, const char *path, char 
     struct writer w = {f};
     fprintf(f, "# what qcg-broker learned (docs/admin.md); rewritten while it runs\n%s\n", MAGIC);
     outcomes_each(o, write_entry, &w);
-    if (reg != NULL)
+    if (reg != NULL) {
         registry_observations_each(reg, write_observed, &w);
+        registry_frontends_each(reg, write_frontend, &w);
+    }
     bool ok = fflush(f) == 0 && !ferror(f) && fsync(fd) == 0;
     int saved = errno;
     if (fclose(f) != 0 && ok) {
@@ -212,15 +224,37 @@ static bool read_observed(struct reader *r, char **w, int n)
     return true;
 }
 
+/* frontend CLUSTER ADDRESS...: the addresses its frontend connects from. */
+static bool read_frontend(struct reader *r, char **w, int n)
+{
+    char addrs[REG_FRONTEND_ADDRS][QCG_ADDR_MAX];
+    if (n < 3 || n - 2 > REG_FRONTEND_ADDRS || !name_valid(w[1]))
+        return false;
+    for (int i = 2; i < n; i++) {
+        if (!address_valid(w[i]))
+            return false;
+        snprintf(addrs[i - 2], sizeof(addrs[0]), "%s", w[i]);
+    }
+    if (r->reg == NULL)
+        return true;
+    int rc = registry_frontend_restore(r->reg, w[1], (const char(*)[QCG_ADDR_MAX])addrs, n - 2);
+    if (rc < 0)
+        return false;
+    r->out->frontends += rc == 0;
+    return true;
+}
+
 /* One line; false when it is not understood. */
 static bool read_line(struct reader *r, char *line)
 {
-    char *w[10];
-    int n = split(line, w, 10);
+    char *w[REG_FRONTEND_ADDRS + 2];
+    int n = split(line, w, REG_FRONTEND_ADDRS + 2);
     if (n <= 0)
         return n == 0;
     if (strcmp(w[0], "observed") == 0)
         return read_observed(r, w, n);
+    if (strcmp(w[0], "frontend") == 0)
+        return read_frontend(r, w, n);
     int t = n >= 4 ? technique_parse(w[3]) : -1;
     if (t <= TECH_NONE || t >= OUTCOMES_TECHNIQUES || !name_valid(w[1]) || !name_valid(w[2]))
         return false;

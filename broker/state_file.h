@@ -1,8 +1,10 @@
 /*
  * What the broker learned, kept across restarts: the outcome memory (which
  * technique worked or failed between two clusters, and the witnesses of each
- * failure) and the last probe's observation of each cluster (what
- * `qcg-broker --grid` shows as observed) in a small text file that is rewritten atomically (a
+ * failure), the last probe's observation of each cluster (what
+ * `qcg-broker --grid` shows as observed) and the addresses each cluster's
+ * frontend connects from (known to the SOAP server from the start, before
+ * it logs in again: soap_server_know) in a small text file that is rewritten atomically (a
  * temporary file in the same directory, fsync, rename) so that a crash at any moment leaves the old
  * file or the new one, never half of one.  Read once at start; a damaged line is skipped and
  * counted, never fatal: the state is advice, and the broker learns it again from reports.
@@ -11,6 +13,7 @@
  *   pair FROM TO TECHNIQUE OK FAILED LAST_OK LAST LAST_SETUP_MS
  *   witness FROM TO TECHNIQUE JOB NODE AT
  *   observed CLUSTER WHEN NODE KIND PUBLIC|- PORT_PRESERVING MAPPING INBOUND
+ *   frontend CLUSTER ADDRESS...
  */
 #ifndef BROKER_STATE_FILE_H
 #define BROKER_STATE_FILE_H
@@ -37,6 +40,7 @@ int state_save(struct outcomes *o, struct registry *reg, const char *path, char 
 struct state_loaded {
     size_t pairs;        /* restored */
     size_t observations; /* clusters' observations restored */
+    size_t frontends;    /* clusters' frontend addresses restored */
     size_t skipped;      /* lines not understood or not valid */
     int first_bad;       /* the first skipped line's number, 0 when none */
     int missing;         /* 1: no file yet (a first start) */

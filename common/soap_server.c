@@ -42,6 +42,7 @@
 #include "soap_util.h"
 #include "tls_peer_note.h"
 #include "sockaddr_text.h"
+#include "source_group.h"
 #include "tally.h"
 #include "x509_text.h"
 
@@ -189,16 +190,20 @@ static void peer_text(int fd, char *buf, size_t len)
         snprintf(buf, len, "?:0");
 }
 
-/* The group fd's peer is counted under (an IPv6 /prefix6: tally.h). */
-static void source_key(int fd, int prefix6, char out[TALLY_KEY_MAX])
+/* The group fd's peer is counted under (an IPv6 /prefix6: source_group.h),
+   as a tally key and as a range. */
+static void source_of(int fd, int prefix6, char key[TALLY_KEY_MAX], struct addr_range *range)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
+    struct source_group g = {.family = 0};
 
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-        tally_source_key_prefix(&ss, sl, (unsigned)prefix6, out);
-    else
-        snprintf(out, TALLY_KEY_MAX, "?");
+        source_group_of(&ss, sl, (unsigned)prefix6, &g);
+    source_group_text(&g, key, TALLY_KEY_MAX);
+    range->family = g.family;
+    range->bits = g.prefix;
+    memcpy(range->addr, g.addr, sizeof(range->addr));
 }
 
 /* A TCP connection closed before its first byte is a reachability check
@@ -247,6 +252,7 @@ static int stage(struct soap_server *srv, struct conn *c)
         }
     }
     h->count++;
+    h->known = h->known || c->known;
     c->stage_host = h;
     dlist_append(&srv->stage, &c->in_stage);
     c->staged = true;
@@ -270,14 +276,47 @@ static void unstage(struct soap_server *srv, struct conn *c)
     }
 }
 
-/* Address groups remembered as known (each was authenticated: a grid's
-   frontends or nodes, never a stranger); beyond, no new one is. */
-#define KNOWN_MAX 65536
 #define STAGE_YIELD_SHARE 5 /* 1/5 of the deadline: 1 s of the default 5 s */
 
-static bool known_host(const struct soap_server *srv, const char *host)
+/* Whether the group `key` (also as `range`) is known: named, or within (or
+   holding) a prefix named.  Called with srv->lock held. */
+static bool known_group(const struct soap_server *srv, const char *key,
+                        const struct addr_range *range)
 {
-    return tally_count(srv->known, host) > 0;
+    if (tally_count(srv->known, key) > 0)
+        return true;
+    for (int i = 0; i < srv->nknown_prefixes; i++)
+        if (range->family != 0 && addr_range_overlap(&srv->known_prefixes[i], range))
+            return true;
+    return false;
+}
+
+/* The staged connections of a group just known count as known ones.
+   Called with srv->lock held. */
+static void stage_mark_known(struct soap_server *srv, const struct addr_range *prefix,
+                             const char *key)
+{
+    for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
+        struct conn *c = dlist_entry(l, struct conn, in_stage);
+        if (!c->known &&
+            (key != NULL ? strcmp(c->host, key) == 0
+                         : c->group.family != 0 && addr_range_overlap(prefix, &c->group))) {
+            c->known = true;
+            c->stage_host->known = true;
+        }
+    }
+}
+
+/* The group key as known (one a client authenticated from, or one named).
+   Called with srv->lock held. */
+static bool know_key(struct soap_server *srv, const char *key)
+{
+    if (tally_count(srv->known, key) > 0)
+        return true;
+    if (tally_holders(srv->known) >= SOAP_SERVER_KNOWN_MAX || !tally_take(srv->known, key, 1))
+        return false;
+    stage_mark_known(srv, NULL, key);
+    return true;
 }
 
 /* The stage is full and a connection from an address holding `same` of it
@@ -296,7 +335,7 @@ static struct conn *stage_victim(struct soap_server *srv, int same, bool known)
     const struct stage_host *most = NULL, *h;
     size_t it = 0;
     while ((h = htable_next(srv->stage_hosts, &it)) != NULL)
-        if ((most == NULL || h->count > most->count) && (known || !known_host(srv, h->host)))
+        if ((most == NULL || h->count > most->count) && (known || !h->known))
             most = h;
     if (most != NULL && most->count > same + 1) {
         for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
@@ -308,7 +347,7 @@ static struct conn *stage_victim(struct soap_server *srv, int same, bool known)
     struct conn *oldest = NULL;
     for (struct dlink *l = srv->stage.head; l != NULL && oldest == NULL; l = l->next) {
         struct conn *c = dlist_entry(l, struct conn, in_stage);
-        if (known || !known_host(srv, c->host))
+        if (known || !c->known)
             oldest = c;
     }
     uint64_t waited = (uint64_t)srv->handshake_ms / STAGE_YIELD_SHARE;
@@ -318,18 +357,18 @@ static struct conn *stage_victim(struct soap_server *srv, int same, bool known)
     return NULL;
 }
 
-/* The stage is full and a newcomer comes from an address a client
-   authenticated from before (a registered frontend, a node of a registered
-   cluster): the oldest handshake from an address never seen authenticated
-   gives way at once, so that strangers, however many their addresses,
-   never keep a known client out (issue 32; as sshd's MaxStartups spares
-   established users).  NULL when the stage holds known addresses only.
-   Called with srv->lock held. */
+/* The stage is full and a newcomer comes from a known address (one a
+   client authenticated from before, or one the daemon named: a registered
+   frontend, a node of a registered cluster): the oldest handshake from an
+   address not known gives way at once, so that strangers, however many
+   their addresses, never keep a known client out (issue 32; as sshd's
+   MaxStartups spares established users).  NULL when the stage holds known
+   addresses only.  Called with srv->lock held. */
 static struct conn *stage_victim_known(struct soap_server *srv)
 {
     for (struct dlink *l = srv->stage.head; l != NULL; l = l->next) {
         struct conn *c = dlist_entry(l, struct conn, in_stage);
-        if (!c->expired && !known_host(srv, c->host))
+        if (!c->expired && !c->known)
             return c;
     }
     return NULL;
@@ -383,8 +422,7 @@ static bool take_slot(struct soap_server *srv, struct conn *c)
                 role_name(c->identity.role), c->identity.name, same);
     } else {
         c->authenticated = true;
-        if (!known_host(srv, c->host) && tally_holders(srv->known) < KNOWN_MAX)
-            tally_take(srv->known, c->host, 1);
+        know_key(srv, c->host);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += SOAP_SERVER_SLOT_WAIT_S;
@@ -663,13 +701,14 @@ static void accept_one(struct soap_server *srv)
 
     m->socket = SOAP_INVALID_SOCKET; /* the copy's below, or closed */
     char peer[64], host[TALLY_KEY_MAX];
+    struct addr_range group;
     peer_text(s, peer, sizeof(peer));
-    source_key(s, srv->ipv6_prefix, host);
+    source_of(s, srv->ipv6_prefix, host, &group);
 
     pthread_mutex_lock(&srv->lock);
     int same = stage_count(srv, host);
     struct conn *victim = NULL;
-    bool known = known_host(srv, host);
+    bool known = known_group(srv, host, &group);
     if (same < srv->per_address && srv->handshaking >= srv->max_handshakes &&
         ((known && (victim = stage_victim_known(srv)) != NULL) ||
          (victim = stage_victim(srv, same, known)) != NULL))
@@ -701,6 +740,7 @@ static void accept_one(struct soap_server *srv)
     c->fd = s;
     memcpy(c->peer, peer, sizeof(peer));
     memcpy(c->host, host, sizeof(host));
+    c->group = group;
     copy->socket = s;
     copy->user = c;
     copy->fparsehdr = parse_header;
@@ -708,6 +748,8 @@ static void accept_one(struct soap_server *srv)
     copy->fshutdownsocket = shutdown_socket;
 
     pthread_mutex_lock(&srv->lock);
+    /* Again: a soap_server_know since the check above does not see c. */
+    c->known = known_group(srv, host, &group);
     if (stage(srv, c) < 0) {
         pthread_mutex_unlock(&srv->lock);
         log_warnx("out of memory: connection dropped");
@@ -828,6 +870,52 @@ void soap_server_free(struct soap_server *srv)
     pthread_cond_destroy(&srv->changed);
     pthread_mutex_destroy(&srv->lock);
     free(srv);
+}
+
+/* A prefix no wider than an address group is that group, held by key as
+   an authenticated one is; a wider one joins the short list of prefixes. */
+int soap_server_know(struct soap_server *srv, const char *prefix, char *why, size_t whylen)
+{
+    struct addr_range r = {.family = 0};
+    char text[QCG_ADDR_MAX + 4];
+    if (addr_range_parse(prefix, &r, why, whylen) < 0)
+        return -1;
+    addr_range_format(&r, text, sizeof(text));
+    if (r.bits < (r.family == AF_INET ? 8 : 16)) {
+        snprintf(why, whylen, "known range %s is wider than /%d", text,
+                 r.family == AF_INET ? 8 : 16);
+        return -1;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&srv->lock);
+    if (r.bits >= (r.family == AF_INET ? 32 : srv->ipv6_prefix)) {
+        struct sockaddr_storage ss = {.ss_family = (sa_family_t)r.family};
+        if (r.family == AF_INET)
+            memcpy(&((struct sockaddr_in *)&ss)->sin_addr, r.addr, 4);
+        else
+            memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, r.addr, 16);
+        char key[TALLY_KEY_MAX];
+        tally_source_key_prefix(&ss, sizeof(ss), (unsigned)srv->ipv6_prefix, key);
+        if (!know_key(srv, key)) {
+            snprintf(why, whylen, "%d known addresses already: %s not added", SOAP_SERVER_KNOWN_MAX,
+                     text);
+            rc = -1;
+        }
+    } else {
+        bool held = false;
+        for (int i = 0; i < srv->nknown_prefixes && !held; i++)
+            held = memcmp(&srv->known_prefixes[i], &r, sizeof(r)) == 0;
+        if (!held && srv->nknown_prefixes >= SOAP_SERVER_KNOWN_PREFIXES_MAX) {
+            snprintf(why, whylen, "%d known ranges already: %s not added",
+                     SOAP_SERVER_KNOWN_PREFIXES_MAX, text);
+            rc = -1;
+        } else if (!held) {
+            srv->known_prefixes[srv->nknown_prefixes++] = r;
+            stage_mark_known(srv, &r, NULL);
+        }
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return rc;
 }
 
 int soap_server_port(const struct soap_server *srv)

@@ -29,9 +29,10 @@ struct tls_files {
    room for a newcomer: the oldest handshake of the address holding the
    most gives way when that is 2 more than the newcomer's address holds,
    else the oldest one once it has waited a fifth of handshake_ms; else
-   the newcomer is closed.  A newcomer from an address some client was
-   authenticated from (a known one) first takes the place of the oldest
-   handshake from an address never authenticated, at once.  Authenticated, it is
+   the newcomer is closed.  A newcomer from a known address (one some
+   client was authenticated from, or one the daemon named with
+   soap_server_know) first takes the place of the oldest handshake from an
+   address not known, at once.  Authenticated, it is
    served if fewer than max_connections are (at most max_per_identity of
    them by one certificate); else it waits for a slot (up to
    SOAP_SERVER_SLOT_WAIT_S) and is then closed.  Refusals are logged at most
@@ -80,6 +81,20 @@ void soap_server_on_stop(struct soap_server *srv, void (*fn)(void *), void *arg)
 void soap_server_on_revoked(struct soap_server *srv,
                             void (*fn)(void *user, const struct identity *id));
 void soap_server_free(struct soap_server *srv);
+/* Address groups (IPv4 addresses, IPv6 /ipv6_prefix) that may be known
+   at once, and prefixes wider than one group. */
+#define SOAP_SERVER_KNOWN_MAX 65536
+#define SOAP_SERVER_KNOWN_PREFIXES_MAX 256
+/* Counts the addresses in `prefix` ("198.51.100.7", "198.51.100.0/24",
+   "2001:db8::/48") as known from now on, before any client there logged
+   in: a daemon names those of its grid (the broker its clusters'
+   frontends, a frontend its nodes' ranges and its broker), so that after
+   a restart under attack they are not strangers.  Never forgotten while
+   the server runs.  Any thread.  0 (also when known already), or -1 with
+   why: not an address or range, wider than /8 (IPv6 /16), or the bound
+   above reached. */
+int soap_server_know(struct soap_server *srv, const char *prefix, char *why, size_t whylen);
+
 /* What the handshake stage turned away since the start, for the daemons'
    --stats: handshakes past their deadline, cut for a newcomer, and
    newcomers refused for their address's share or a full stage. */

@@ -12,10 +12,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "address.h"
 #include "dlist.h"
 #include "htable.h"
 #include "identity.h"
 #include "ratelimit.h"
+#include "soap_server.h"
 #include "stdsoap2.h"
 
 struct conn;
@@ -24,6 +26,7 @@ struct conn;
 struct stage_host {
     char host[64];
     int count;
+    bool known; /* a known address group (soap_server_know) */
 };
 
 struct soap_server {
@@ -51,9 +54,13 @@ struct soap_server {
     uint64_t seed;               /* of their hashes */
     struct ratelimit refused_rl; /* the refusal lines */
     struct soap_stage_counts stage_counts;
-    /* Address groups a client authenticated from (tally.h, count 1): a
-       newcomer from one takes the place of a stranger's handshake. */
+    /* Known addresses (soap_server_know): groups a client authenticated
+       from or the daemon named (tally.h, count 1), and the prefixes wider
+       than a group the daemon named.  A newcomer from one takes the place
+       of a stranger's handshake. */
     struct tally *known;
+    struct addr_range known_prefixes[SOAP_SERVER_KNOWN_PREFIXES_MAX];
+    int nknown_prefixes;
     /* A reload's CRL revoked every live certificate of a peer (soap_server.h). */
     void (*on_revoked)(void *user, const struct identity *id);
 };
@@ -65,8 +72,10 @@ struct conn {
     struct identity identity;
     int fd; /* -1 once closed; guarded by server->lock */
     char peer[64];
-    char host[64];     /* the peer's address group, for the per-address bound */
-    struct dlink link; /* in server->conns */
+    char host[64];           /* the peer's address group, for the per-address bound */
+    struct addr_range group; /* the same as a range (family 0: not an IP address) */
+    bool known;              /* that group is known (soap_server_know) */
+    struct dlink link;       /* in server->conns */
     /* Guarded by server->lock: */
     struct dlink in_stage; /* in server->stage while staged */
     bool staged;

@@ -12,6 +12,7 @@
 #include "frontend.h"
 #include "report_batch.h"
 #include "frontend_config.h"
+#include "known.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_server.h"
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_say_where();
+    frontend_know(server, &cfg);
     soap_server_on_stop(server, close_queues, fe);
     soap_server_on_revoked(server, frontend_revoked);
     static atomic_int stop;

@@ -199,14 +199,75 @@ static void test_observations(void)
     outcomes_free(o);
 }
 
+struct seen_frontends {
+    char text[512];
+};
+
+static void list_frontend(void *arg, const char *cluster, const char (*addrs)[QCG_ADDR_MAX], int n)
+{
+    struct seen_frontends *f = arg;
+    size_t len = strlen(f->text);
+    len += (size_t)snprintf(f->text + len, sizeof(f->text) - len, "%s", cluster);
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(f->text + len, sizeof(f->text) - len, " %s", addrs[i]);
+    snprintf(f->text + len, sizeof(f->text) - len, ";");
+}
+
+/* The addresses a cluster's frontend connects from survive restarts (issue
+   32: the broker knows them before the frontend logs in again), also a
+   second restart before it registers; its registration's then count. */
+static void test_frontends(void)
+{
+    char err[512], why[256];
+    struct outcomes *o = outcomes_new(600);
+    struct registry *a = registry_new(100, 1), *b = registry_new(100, 2), *c = registry_new(100, 3);
+    struct state_loaded st;
+    REQUIRE(o != NULL && a != NULL && b != NULL && c != NULL);
+    struct reg_cluster nata = nat_cluster("nata", "203.0.113.66");
+    snprintf(nata.from, sizeof(nata.from), "198.51.100.7");
+    CHECK(registry_register_cluster(a, &nata, why, sizeof(why)) == REG_OK);
+    CHECK_EQ(state_save(o, a, in_dir("f"), err, sizeof(err)), 0);
+
+    CHECK_EQ(state_load(o, b, in_dir("f"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.frontends, 1u);
+    CHECK_EQ(st.skipped, 0u);
+    struct seen_frontends f = {""};
+    registry_frontends_each(b, list_frontend, &f);
+    CHECK_HAS(f.text, "nata 203.0.113.66 198.51.100.7;");
+    CHECK_EQ(state_save(o, b, in_dir("f"), err, sizeof(err)), 0);
+    CHECK_EQ(state_load(o, c, in_dir("f"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.frontends, 1u);
+    struct reg_cluster moved = nat_cluster("nata", "203.0.113.99");
+    CHECK(registry_register_cluster(c, &moved, why, sizeof(why)) == REG_OK);
+    f.text[0] = '\0';
+    registry_frontends_each(c, list_frontend, &f);
+    CHECK(strcmp(f.text, "nata 203.0.113.99;") == 0);
+
+    write_text(in_dir("fb"), "qcg-broker-state 1\n"
+                             "frontend nata\n"
+                             "frontend nata not-an-address\n"
+                             "frontend bad/name 203.0.113.1\n"
+                             "frontend nata 1.1.1.1 1.1.1.2 1.1.1.3 1.1.1.4 1.1.1.5 1.1.1.6 "
+                             "1.1.1.7 1.1.1.8 1.1.1.9 1.1.1.10\n"
+                             "frontend nata 203.0.113.1 2001:db8::1\n");
+    CHECK_EQ(state_load(o, a, in_dir("fb"), &st, err, sizeof(err)), 0);
+    CHECK_EQ(st.skipped, 4u);
+    CHECK_EQ(st.frontends, 0u); /* nata is registered in a: its registration counts */
+    registry_free(a);
+    registry_free(b);
+    registry_free(c);
+    outcomes_free(o);
+}
+
 int main(void)
 {
     REQUIRE(mkdtemp(dir) != NULL);
     test_round_trip();
     test_damaged();
     test_observations();
-    const char *names[] = {"s", "d", "w", "o", "ob"};
-    for (int i = 0; i < 5; i++)
+    test_frontends();
+    const char *names[] = {"s", "d", "w", "o", "ob", "f", "fb"};
+    for (int i = 0; i < 7; i++)
         unlink(in_dir(names[i]));
     rmdir(dir);
     return check_result("broker-state-file");

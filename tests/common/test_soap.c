@@ -1040,6 +1040,75 @@ static void test_stage_known_kept(void)
     server_stop(&s);
 }
 
+/* Addresses the daemon names as known count before any client there logged
+   in (issue 32: after a restart under attack, a registered frontend or a
+   node of the cluster): stage of 4 full of strangers; a client from the
+   named 127.0.0.1, never authenticated, is served, and an idle connection
+   from the named range 127.0.1.0/24 takes a stranger's place too (main: no
+   address is known until a client there logs in, so both are refused). */
+static void test_stage_named_known(void)
+{
+    struct server s;
+    if (stage_server_start(&s, 30000, STAGE_MAX) < 0) {
+        CHECK(!"stage-named-known server");
+        return;
+    }
+    char why[160] = "";
+    CHECK(soap_server_know(s.srv, "127.0.0.1", why, sizeof(why)) == 0);
+    CHECK(soap_server_know(s.srv, "127.0.1.0/24", why, sizeof(why)) == 0);
+    CHECK(soap_server_know(s.srv, "127.0.1.0/24", why, sizeof(why)) == 0); /* held once */
+    CHECK(soap_server_know(s.srv, "0.0.0.0/0", why, sizeof(why)) < 0);
+    CHECK(strstr(why, "wider than /8") != NULL);
+    CHECK(soap_server_know(s.srv, "not-an-address", why, sizeof(why)) < 0);
+    int idle[STAGE_MAX];
+    char from[32];
+    for (int i = 0; i < STAGE_MAX; i++) {
+        snprintf(from, sizeof(from), "127.0.0.%d", 60 + i);
+        idle[i] = tcp_from(from, s.port);
+    }
+    int extra = tcp_from("127.0.0.70", s.port);
+    WAIT_UNTIL(closed_by_server(extra), 2000, "a stranger beyond the stage refused");
+    struct stats st;
+    stats_once(s.url, frontend_pem, ca, &st);
+    CHECKF(st.status == CALL_OK, "a named address is served while strangers fill the stage");
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.60", 2000));
+    int refill = tcp_from("127.0.0.64", s.port); /* the stage full again */
+    WAIT_UNTIL(closed_count(idle, STAGE_MAX) == 1, 2000, "the first stranger cut");
+    int ranged = tcp_from("127.0.1.9", s.port);
+    CHECK(log_has("cut: 4 TLS handshakes in progress, 1 from 127.0.0.61", 2000));
+    WAIT_UNTIL(closed_by_server(idle[1]), 2000, "a stranger cut for the named range");
+    CHECKF(!closed_by_server(ranged), "a connection from a named range kept in the stage");
+    for (int i = 0; i < STAGE_MAX; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
+    close(extra);
+    close(refill);
+    close(ranged);
+    server_stop(&s);
+}
+
+/* The known prefixes are bounded: one more than the bound is refused. */
+static void test_know_bounded(void)
+{
+    struct server s;
+    if (stage_server_start(&s, 30000, STAGE_MAX) < 0) {
+        CHECK(!"know-bounded server");
+        return;
+    }
+    char range[40], why[160] = "";
+    int taken = 0;
+    for (int i = 0; i < SOAP_SERVER_KNOWN_PREFIXES_MAX; i++) {
+        snprintf(range, sizeof(range), "198.18.%d.0/24", i);
+        taken += soap_server_know(s.srv, range, why, sizeof(why)) == 0;
+    }
+    CHECK(taken == SOAP_SERVER_KNOWN_PREFIXES_MAX);
+    CHECK(soap_server_know(s.srv, "198.19.0.0/24", why, sizeof(why)) < 0);
+    CHECKF(strstr(why, "known ranges already") != NULL, "%s", why);
+    /* Single addresses are held apart, by group, as authenticated ones. */
+    CHECK(soap_server_know(s.srv, "198.19.0.1", why, sizeof(why)) == 0);
+    server_stop(&s);
+}
+
 /* One certificate cannot take every slot: beyond its bound its connections
    are closed while others' are served. */
 static void test_identity_cap(void)
@@ -1257,6 +1326,8 @@ int main(int argc, char **argv)
         test_stage_full();
         test_stage_known();
         test_stage_known_kept();
+        test_stage_named_known();
+        test_know_bounded();
         test_identity_cap();
         test_ipv6_group();
     }
