@@ -129,17 +129,21 @@ grid_cleanup() {
 		kill "$p" 2>/dev/null || true
 	done
 	# Bounded: in an ASan build on a loaded machine, LeakSanitizer's check at
-	# a daemon's exit once hung for good (its tracer child asleep, the daemon
-	# spinning), and the test hung with it after its checks had passed.  The
-	# tests that are about stopping check it themselves.
-	local t alive
+	# a daemon's exit can hang for good (its tracer child waits for a thread
+	# that never stops), and the test hung with it after its checks had
+	# passed.  The tests that are about stopping check it themselves.  Every
+	# child of the test's shell counts, not only $pids: a test may have
+	# started a daemon of its own (helper-test.sh's frontend).
+	local t alive all
+	mapfile -t all < <(printf '%s\n' "${pids[@]}"; jobs -p)
 	for ((t = 0; t < 300; t++)); do
 		alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		for p in "${all[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
 		((alive)) || break
 		sleep 0.1
 	done
-	for p in "${pids[@]}"; do
+	for p in "${all[@]}"; do
+		[ -n "$p" ] || continue
 		kill -0 "$p" 2>/dev/null || continue
 		echo "cleanup: $(ps -o args= -p "$p" | cut -c1-80) still ran 30 s after SIGTERM: killed"
 		kill -KILL "$p" 2>/dev/null || true
