@@ -134,15 +134,15 @@ grid_cleanup() {
 	# passed.  The tests that are about stopping check it themselves.  Every
 	# child of the test's shell counts, not only $pids: a test may have
 	# started a daemon of its own (helper-test.sh's frontend).
-	local t alive all
-	mapfile -t all < <(printf '%s\n' "${pids[@]}"; jobs -p)
+	local t alive children
+	mapfile -t children < <(printf '%s\n' "${pids[@]}"; jobs -p)
 	for ((t = 0; t < 300; t++)); do
 		alive=0
-		for p in "${all[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
+		for p in "${children[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
 		((alive)) || break
 		sleep 0.1
 	done
-	for p in "${all[@]}"; do
+	for p in "${children[@]}"; do
 		[ -n "$p" ] || continue
 		kill -0 "$p" 2>/dev/null || continue
 		echo "cleanup: $(ps -o args= -p "$p" | cut -c1-80) still ran 30 s after SIGTERM: killed"
