@@ -13,7 +13,7 @@
 #   service's) is refused with an error line naming the file and why, and
 #   the serial stays; a rotation half done (new CA and CRL with a broken
 #   certificate; new CA with the old CRL) changes nothing, the CRL included;
-#   a CA file with a second CA lets that CA's clients in, and frontend c1,
+#   a CA file with a second CA lets that CA's clients in, and frontend siteA,
 #   which still trusts the old CA only, refuses the broker then;
 # - client side, the helper: its connection to the frontend stays across
 #   the reload, and once that connection is cut (ss -K) its new one presents
@@ -38,6 +38,8 @@ src=$(cd "${2:?source dir}" && pwd)
 log_lines=30 logs_var=QCG_TEST_LOGS
 # shellcheck source=../lib/loopback-grid.sh
 . "$src/tests/lib/loopback-grid.sh"
+# shellcheck source=../lib/log_sample.sh
+. "$src/tests/lib/log_sample.sh"
 
 call=$build/tests/frontend/frontend-call
 need_built "$helper" "$frontend" "$broker" "$call"
@@ -45,14 +47,14 @@ need_commands openssl ss mkfifo ps
 grid_workdir test-reload
 
 port_b=27900 port_c1=27901
-grid_ca "frontend c1" "helper c1/n1" "helper c1/n2" "helper c1/n3" "helper c1/n4"
+grid_ca "frontend siteA" "helper siteA/n1" "helper siteA/n2" "helper siteA/n3" "helper siteA/n4"
 "$certs" --dir "$ca" crl >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
 grid_ports_free "$port_b" "$port_c1"
 
 # What the daemons load: copies, replaced by the test.
 live=$work/live
 mkdir "$live"
-cp "$ca/broker-broker.pem" "$ca/frontend-c1.pem" "$ca/helper-c1-n1.pem" "$ca/ca.crt" \
+cp "$ca/broker-broker.pem" "$ca/frontend-siteA.pem" "$ca/helper-siteA-n1.pem" "$ca/ca.crt" \
 	"$ca/crl.pem" "$live/"
 "$broker" --listen 127.0.0.1 --port "$port_b" --ca "$live/ca.crt" --cert "$live/broker-broker.pem" \
 	--crl "$live/crl.pem" --log-level debug >>"$work/broker.log" 2>&1 &
@@ -60,9 +62,9 @@ broker_pid=$!
 pids+=("$broker_pid")
 broker_url=https://127.0.0.1:$port_b/
 wait_for "the broker on port $port_b" 100 listening "$port_b" || exit 1
-"$frontend" --listen 127.0.0.1 --port "$port_c1" --broker "$broker_url" --cluster c1 --kind open \
-	--public-address 127.0.0.1 --ca "$live/ca.crt" --cert "$live/frontend-c1.pem" \
-	--crl "$live/crl.pem" --log-level debug >>"$work/frontend-c1.log" 2>&1 &
+"$frontend" --listen 127.0.0.1 --port "$port_c1" --broker "$broker_url" --cluster siteA --kind open \
+	--public-address 127.0.0.1 --ca "$live/ca.crt" --cert "$live/frontend-siteA.pem" \
+	--crl "$live/crl.pem" --log-level debug >>"$work/frontend-siteA.log" 2>&1 &
 frontend_pid=$!
 pids+=("$frontend_pid")
 wait_for "the frontend on port $port_c1" 100 listening "$port_c1" || exit 1
@@ -87,9 +89,9 @@ expect_log() {
 serial_of() { openssl x509 -noout -serial -in "$1" | sed 's/^serial=//'; }
 
 # broker_serial: the serial of the certificate a new TLS connection to the
-# broker sees (the client's certificate: $client_pem, else frontend c1's).
+# broker sees (the client's certificate: $client_pem, else frontend siteA's).
 broker_serial() {
-	openssl s_client -connect "127.0.0.1:$port_b" -cert "${client_pem:-$ca/frontend-c1.pem}" \
+	openssl s_client -connect "127.0.0.1:$port_b" -cert "${client_pem:-$ca/frontend-siteA.pem}" \
 		-CAfile "$ca/ca.crt" </dev/null 2>/dev/null | openssl x509 -noout -serial 2>/dev/null |
 		sed 's/^serial=//'
 }
@@ -126,7 +128,7 @@ check_serial "a connection sees the broker's first certificate" "$old_b"
 # A session to resume later, if the broker gives one: its ticket comes
 # before the answer to a request.
 printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n' |
-	openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+	openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-siteA.pem" \
 		-CAfile "$ca/ca.crt" -sess_out "$work/session.pem" >/dev/null 2>&1 || true
 
 # The renewal, made before the live connection opens (a request must follow
@@ -137,7 +139,7 @@ new_b=$(serial_of "$ca/broker-broker.pem")
 
 # A connection opened before the reload: one request now, one after.
 mkfifo "$work/live.in"
-openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-siteA.pem" \
 	-CAfile "$ca/ca.crt" <"$work/live.in" >"$work/live.out" 2>"$work/live.err" &
 pids+=("$!")
 exec 3>"$work/live.in"
@@ -162,7 +164,7 @@ fi
 exec 3>&-
 check_serial "a new connection sees the renewed certificate" "$new_b"
 if [[ -s $work/session.pem ]]; then
-	resumed=$(openssl s_client -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+	resumed=$(openssl s_client -connect "127.0.0.1:$port_b" -cert "$ca/frontend-siteA.pem" \
 		-CAfile "$ca/ca.crt" -sess_in "$work/session.pem" </dev/null 2>&1 | grep -E '^(New|Reused),' || true)
 else
 	resumed="New, no session was given"
@@ -211,15 +213,16 @@ lb=$live/broker-broker.pem
 
 refused "a missing file" "rm -f '$lb'" "cannot read $lb: No such file or directory"
 refused "the key of another certificate" \
-	"cat '$ca/broker-broker.crt' '$ca/frontend-c1.key' >'$lb'" "the key in $lb is not the one of its certificate"
+	"cat '$ca/broker-broker.crt' '$ca/frontend-siteA.key' >'$lb'" "the key in $lb is not the one of its certificate"
+log_sample --block reload-refused "$work/broker.log:the key in $lb is not"
 refused "a certificate of another CA" "cp '$other/broker-broker.pem' '$lb'" \
 	"the certificate in $lb does not verify with the CA file $live/ca.crt: unable to get local issuer certificate"
 refused "an expired certificate" "cat '$work/expired.crt' '$work/expired.key' >'$lb'" \
 	"the certificate in $lb does not verify with the CA file $live/ca.crt: certificate has expired"
-refused "a helper's certificate (clientAuth only)" "cp '$ca/helper-c1-n1.pem' '$lb'" \
+refused "a helper's certificate (clientAuth only)" "cp '$ca/helper-siteA-n1.pem' '$lb'" \
 	"$lb: its certificate is not for TLS servers (no serverAuth)"
-refused "another service's certificate" "cp '$ca/frontend-c1.pem' '$lb'" \
-	"$lb names frontend c1, not broker broker"
+refused "another service's certificate" "cp '$ca/frontend-siteA.pem' '$lb'" \
+	"$lb names frontend siteA, not broker broker"
 
 cp "$good" "$lb"
 hup_broker
@@ -232,26 +235,26 @@ fi
 
 # --- client side: the helper -------------------------------------------------
 
-"$helper" --socket "$work/n1.sock" --frontend "https://127.0.0.1:$port_c1/" --cluster c1 --node n1 \
-	--address 127.0.0.1 --ports 27902-27903 --ca "$live/ca.crt" --cert "$live/helper-c1-n1.pem" \
+"$helper" --socket "$work/n1.sock" --frontend "https://127.0.0.1:$port_c1/" --cluster siteA --node n1 \
+	--address 127.0.0.1 --ports 27902-27903 --ca "$live/ca.crt" --cert "$live/helper-siteA-n1.pem" \
 	--crl "$live/crl.pem" >>"$work/n1.log" 2>&1 &
 helper_pid=$!
 pids+=("$helper_pid")
-wait_for "helper c1/n1 to register" 150 connected "$work/n1.sock" || fail "helper c1/n1 registers"
-old_h=$(serial_of "$ca/helper-c1-n1.pem")
-expect_log "the frontend sees the helper's first certificate" "$work/frontend-c1.log" \
-	"connection from helper c1/n1 (certificate serial $old_h)"
+wait_for "helper siteA/n1 to register" 150 connected "$work/n1.sock" || fail "helper siteA/n1 registers"
+old_h=$(serial_of "$ca/helper-siteA-n1.pem")
+expect_log "the frontend sees the helper's first certificate" "$work/frontend-siteA.log" \
+	"connection from helper siteA/n1 (certificate serial $old_h)"
 
 # helper_ports: the local ports of the connections to the frontend (only
 # the helper makes any).
 helper_ports() { ss -Htn state established "dport = :$port_c1" | awk '{print $3}' | sort; }
 before=$(helper_ports)
-"$certs" --dir "$ca" issue helper c1/n1 --force >>"$work/certs.log" 2>&1 || fail "issue helper c1/n1 --force"
-new_h=$(serial_of "$ca/helper-c1-n1.pem")
-cp "$ca/helper-c1-n1.pem" "$live/helper-c1-n1.pem"
+"$certs" --dir "$ca" issue helper siteA/n1 --force >>"$work/certs.log" 2>&1 || fail "issue helper siteA/n1 --force"
+new_h=$(serial_of "$ca/helper-siteA-n1.pem")
+cp "$ca/helper-siteA-n1.pem" "$live/helper-siteA-n1.pem"
 kill -HUP "$helper_pid"
 expect_log "the helper logs its new certificate" "$work/n1.log" \
-	"reloaded certificate $live/helper-c1-n1.pem: helper c1/n1, serial $new_h"
+	"reloaded certificate $live/helper-siteA-n1.pem: helper siteA/n1, serial $new_h"
 after=$(helper_ports)
 if [[ -n $before ]] && [[ -z $(comm -23 <(echo "$before") <(echo "$after")) ]] && connected "$work/n1.sock"; then
 	pass "the helper's connections to the frontend stay across the reload"
@@ -260,24 +263,24 @@ else
 	fail "the helper's connections to the frontend stay across the reload"
 fi
 
-n=$(count "$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)")
+n=$(count "$work/frontend-siteA.log" "connection from helper siteA/n1 (certificate serial $new_h)")
 ss -K -Htn state established "dport = :$port_c1" >/dev/null 2>&1 || true
-expect_log "the helper's next connection presents its new certificate" "$work/frontend-c1.log" \
-	"connection from helper c1/n1 (certificate serial $new_h)" "$n"
-if wait_for "helper c1/n1 to register again" 150 connected "$work/n1.sock"; then
+expect_log "the helper's next connection presents its new certificate" "$work/frontend-siteA.log" \
+	"connection from helper siteA/n1 (certificate serial $new_h)" "$n"
+if wait_for "helper siteA/n1 to register again" 150 connected "$work/n1.sock"; then
 	pass "the helper is registered again"
 else
 	fail "the helper is registered again"
 fi
 
-cp "$ca/helper-c1-n2.pem" "$live/helper-c1-n1.pem"
+cp "$ca/helper-siteA-n2.pem" "$live/helper-siteA-n1.pem"
 kill -HUP "$helper_pid"
 expect_log "the helper refuses another node's certificate" "$work/n1.log" \
-	"certificate not reloaded: $live/helper-c1-n1.pem names helper c1/n2, not helper c1/n1"
-n=$(count "$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)")
+	"certificate not reloaded: $live/helper-siteA-n1.pem names helper siteA/n2, not helper siteA/n1"
+n=$(count "$work/frontend-siteA.log" "connection from helper siteA/n1 (certificate serial $new_h)")
 ss -K -Htn state established "dport = :$port_c1" >/dev/null 2>&1 || true
 expect_log "after a refused reload the helper goes on with the certificate it had" \
-	"$work/frontend-c1.log" "connection from helper c1/n1 (certificate serial $new_h)" "$n"
+	"$work/frontend-siteA.log" "connection from helper siteA/n1 (certificate serial $new_h)" "$n"
 
 # --- client side: the frontend's upstream pool ---------------------------------
 
@@ -288,7 +291,7 @@ at_least() { (($(to_broker) >= $1)); }
 # stopped PID: every thread of PID is stopped (a SIGSTOP takes effect when
 # one of them runs: until then another may still answer a request).
 stopped() { ! ps -L -o stat= -p "$1" | grep -qv '^T'; }
-# relay_calls DESC NODE...: each NODE (a helper of c1) registers at once
+# relay_calls DESC NODE...: each NODE (a helper of siteA) registers at once
 # through the frontend while the broker is stopped, so each relayed call
 # holds a context of the pool, and the pool makes the ones it lacks now;
 # checks that each context connects (the long poll and one connection per
@@ -299,14 +302,14 @@ relay_calls() {
 	kill -STOP "$broker_pid"
 	wait_for "the broker to stop" 150 stopped "$broker_pid" || fail "$desc: the broker stops"
 	for node in "$@"; do
-		"$call" "https://127.0.0.1:$port_c1/" "$live/ca.crt" "$ca/helper-c1-$node.pem" \
+		"$call" "https://127.0.0.1:$port_c1/" "$live/ca.crt" "$ca/helper-siteA-$node.pem" \
 			registerNode "$node" 127.0.0.1 27904 27905 >"$work/call-$node.out" 2>&1 &
 		cpids+=("$!")
 	done
 	if wait_for "$desc" 150 at_least $(($# + 1)); then
 		pass "$desc"
 	else
-		{ ss -Htnp state established "dport = :$port_b"; tail -n 5 "$work/frontend-c1.log"; } >"$out"
+		{ ss -Htnp state established "dport = :$port_b"; tail -n 5 "$work/frontend-siteA.log"; } >"$out"
 		fail "$desc"
 	fi
 	kill -CONT "$broker_pid"
@@ -322,37 +325,38 @@ relay_calls() {
 	done
 }
 
-lf=$live/frontend-c1.pem
-old_f=$(serial_of "$ca/frontend-c1.pem")
+lf=$live/frontend-siteA.pem
+old_f=$(serial_of "$ca/frontend-siteA.pem")
 # The certificate with a broken key after it.
 {
-	openssl x509 -in "$ca/frontend-c1.pem"
+	openssl x509 -in "$ca/frontend-siteA.pem"
 	printf -- '-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n'
 } >"$lf"
 kill -HUP "$frontend_pid"
-expect_log "the frontend refuses a broken key" "$work/frontend-c1.log" \
+expect_log "the frontend refuses a broken key" "$work/frontend-siteA.log" \
 	"certificate not reloaded: $lf holds no private key"
-n=$(count "$work/broker.log" "connection from frontend c1 (certificate serial $old_f)")
+n=$(count "$work/broker.log" "connection from frontend siteA (certificate serial $old_f)")
 relay_calls "with the broken key in its file, a new context of the frontend connects" n2 n3
 expect_log "the broker sees the frontend's certificate in force" "$work/broker.log" \
-	"connection from frontend c1 (certificate serial $old_f)" "$n"
-if logged "$work/frontend-c1.log" "new upstream context"; then
-	grep -F "new upstream context" "$work/frontend-c1.log" | tail -n 3 >"$out"
+	"connection from frontend siteA (certificate serial $old_f)" "$n"
+if logged "$work/frontend-siteA.log" "new upstream context"; then
+	grep -F "new upstream context" "$work/frontend-siteA.log" | tail -n 3 >"$out"
 	fail "the frontend makes its contexts despite the broken file"
 else
 	pass "the frontend makes its contexts despite the broken file"
 fi
 
-"$certs" --dir "$ca" issue frontend c1 --san 127.0.0.1 --force >>"$work/certs.log" 2>&1 ||
-	fail "qcg-certs issue frontend c1 --force"
-new_f=$(serial_of "$ca/frontend-c1.pem")
-cp "$ca/frontend-c1.pem" "$lf"
+"$certs" --dir "$ca" issue frontend siteA --san 127.0.0.1 --force >>"$work/certs.log" 2>&1 ||
+	fail "qcg-certs issue frontend siteA --force"
+new_f=$(serial_of "$ca/frontend-siteA.pem")
+cp "$ca/frontend-siteA.pem" "$lf"
 kill -HUP "$frontend_pid"
-expect_log "the frontend takes its renewed certificate" "$work/frontend-c1.log" \
-	"reloaded certificate $lf: frontend c1, serial $new_f"
+expect_log "the frontend takes its renewed certificate" "$work/frontend-siteA.log" \
+	"reloaded certificate $lf: frontend siteA, serial $new_f"
+log_sample --block reload-done "$work/frontend-siteA.log:reloaded certificate $lf: frontend siteA, serial $new_f"
 relay_calls "after the frontend's renewal, one more context connects" n2 n3 n4
 expect_log "the broker sees the frontend's renewed certificate" "$work/broker.log" \
-	"connection from frontend c1 (certificate serial $new_f)"
+	"connection from frontend siteA (certificate serial $new_f)"
 
 # --- the CA rotated (section 9): CA file, CRL and certificate at once --------
 
@@ -364,13 +368,13 @@ c9() {
 "$certs" --dir "$other" crl >>"$work/certs.log" 2>&1 || fail "the second CA's CRL"
 if [[ $(c9) == 0 ]]; then pass "a client of another CA is refused"; else fail "a client of another CA is refused"; fi
 
-# c1_in: 1 when frontend c1 (the grid's CA) gets an answer from the broker.
+# c1_in: 1 when frontend siteA (the grid's CA) gets an answer from the broker.
 c1_in() {
 	printf 'GET /wsdl HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n' |
-		openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-c1.pem" \
+		openssl s_client -quiet -connect "127.0.0.1:$port_b" -cert "$ca/frontend-siteA.pem" \
 			-CAfile "$ca/ca.crt" 2>/dev/null | grep -c "HTTP/1.1 200" || true
 }
-# let_in DESC: frontend c1 is let in.
+# let_in DESC: frontend siteA is let in.
 let_in() { if [[ $(c1_in) == 1 ]]; then pass "$1"; else fail "$1"; fi; }
 
 # A rotation half done changes nothing, the CRL included: CA file and CRL of
@@ -381,7 +385,7 @@ cp "$live/ca.crt" "$work/ca-before.crt"
 cp "$live/crl.pem" "$work/crl-before.pem"
 cp "$other/ca.crt" "$live/ca.crt"
 cp "$other/crl.pem" "$live/crl.pem"
-cat "$other/broker-broker.crt" "$ca/frontend-c1.key" >"$lb"
+cat "$other/broker-broker.crt" "$ca/frontend-siteA.key" >"$lb"
 n_crl=$(count "$work/broker.log" "CRL $live/crl.pem not reloaded either")
 hup_broker
 expect_log "a rotation with a broken certificate: refused" "$work/broker.log" \
@@ -410,12 +414,12 @@ else
 	fail "after the CA's rotation and SIGHUP, its clients are let in"
 fi
 client_pem=$other/frontend-c9.pem check_serial "a new connection sees the new CA's certificate" "$other_b"
-# Frontend c1 still trusts the grid's CA only: its next connection refuses
+# Frontend siteA still trusts the grid's CA only: its next connection refuses
 # the broker's certificate of the new CA.
 refusal="cannot register with the broker $broker_url: SSL_ERROR_SSL"
-n=$(count "$work/frontend-c1.log" "$refusal")
+n=$(count "$work/frontend-siteA.log" "$refusal")
 ss -K -Htn state established "dport = :$port_b" >/dev/null 2>&1 || true
-expect_log "the frontend's next connection refuses a broker of another CA" "$work/frontend-c1.log" \
+expect_log "the frontend's next connection refuses a broker of another CA" "$work/frontend-siteA.log" \
 	"$refusal error:0A000086:SSL routines::certificate verify failed unable to get local issuer certificate" "$n"
 
 echo "$passed passed, $failed failed"

@@ -30,6 +30,8 @@ src=$(cd "${2:?source dir}" && pwd)
 log_lines=40 logs_var=QCG_TEST_LOGS
 # shellcheck source=../lib/loopback-grid.sh
 . "$src/tests/lib/loopback-grid.sh"
+# shellcheck source=../lib/log_sample.sh
+. "$src/tests/lib/log_sample.sh"
 
 cat_bin=$build/tools/qcg-cat
 need_built "$helper" "$frontend" "$broker" "$cat_bin"
@@ -61,7 +63,7 @@ check "qcg-certs --help names revoke broker without a name" \
 
 # --- the grid ----------------------------------------------------------------
 
-grid_ca "frontend c1" "frontend c2" "helper c1/n1" "helper c1/n2" "helper c2/n1"
+grid_ca "frontend siteA" "frontend siteB" "helper siteA/n1" "helper siteA/n2" "helper siteB/n1"
 "$certs" --dir "$ca" crl >>"$work/certs.log" 2>&1 || { cat "$work/certs.log"; exit 1; }
 crl=$work/crl.pem
 cp "$ca/crl.pem" "$crl"
@@ -69,15 +71,15 @@ cp "$ca/crl.pem" "$work/crl.before"
 grid_ports_free "$port_b" "$port_c1" "$port_c2" "$port_b2"
 grid_broker "$port_b" --crl "$crl" || exit 1
 br_pid=${pids[-1]}
-grid_frontend c1 "$port_c1" --kind open --public-address 127.0.0.1 --crl "$crl" || exit 1
+grid_frontend siteA "$port_c1" --kind open --public-address 127.0.0.1 --crl "$crl" || exit 1
 fe_c1=${pids[-1]}
-grid_frontend c2 "$port_c2" --kind open --public-address 127.0.0.1 --crl "$crl" || exit 1
+grid_frontend siteB "$port_c2" --kind open --public-address 127.0.0.1 --crl "$crl" || exit 1
 fe_c2=${pids[-1]}
-grid_helper n1 c1/n1 "$port_c1" 27930-27933 --crl "$crl" || exit 1
+grid_helper n1 siteA/n1 "$port_c1" 27930-27933 --crl "$crl" || exit 1
 h_n1=$helper_pid
-grid_helper n2 c1/n2 "$port_c1" 27934-27937 --crl "$crl" || exit 1
+grid_helper n2 siteA/n2 "$port_c1" 27934-27937 --crl "$crl" || exit 1
 h_n2=$helper_pid
-grid_helper c2n1 c2/n1 "$port_c2" 27938-27941 --crl "$crl" || exit 1
+grid_helper c2n1 siteB/n1 "$port_c2" 27938-27941 --crl "$crl" || exit 1
 h_c2n1=$helper_pid
 
 # One listening rank per node: three contacts at the broker.
@@ -112,48 +114,51 @@ openssl s_client -quiet -connect 127.0.0.1:27946 -CAfile "$ca/ca.crt" \
 sc_pid=$!
 pids+=("$sc_pid")
 within "a client holds the proxy's stats port" 50 has_conn "$sc_pid" 27946
-within "the frontend of c2 holds a connection to the broker" 50 has_conn "$fe_c2" "$port_b"
-within "helper c1/n2 holds a connection to its frontend" 50 has_conn "$h_n2" "$port_c1"
-within "helper c2/n1 holds a connection to its frontend" 50 has_conn "$h_c2n1" "$port_c2"
+within "the frontend of siteB holds a connection to the broker" 50 has_conn "$fe_c2" "$port_b"
+within "helper siteA/n2 holds a connection to its frontend" 50 has_conn "$h_n2" "$port_c1"
+within "helper siteB/n1 holds a connection to its frontend" 50 has_conn "$h_c2n1" "$port_c2"
 
 # --- revoke a connected frontend and a connected helper ------------------------
 
-"$certs" --dir "$ca" revoke frontend c2 >>"$work/certs.log" 2>&1 || fail "revoke frontend c2"
-"$certs" --dir "$ca" revoke helper c1/n2 >>"$work/certs.log" 2>&1 || fail "revoke helper c1/n2"
+"$certs" --dir "$ca" revoke frontend siteB >>"$work/certs.log" 2>&1 || fail "revoke frontend siteB"
+"$certs" --dir "$ca" revoke helper siteA/n2 >>"$work/certs.log" 2>&1 || fail "revoke helper siteA/n2"
 "$certs" --dir "$ca" revoke helper c3/x >>"$work/certs.log" 2>&1 || fail "revoke helper c3/x"
 cp "$ca/crl.pem" "$crl"
-c2_serial=$(openssl x509 -noout -serial -in "$ca/frontend-c2.crt")
+c2_serial=$(openssl x509 -noout -serial -in "$ca/frontend-siteB.crt")
 c2_serial=${c2_serial#serial=}
 : >"$out"
 kill -HUP "$br_pid" "$fe_c1" "$fe_c2" "$px_pid" "$h_c2n1"
 within "the broker closes the revoked frontend's connection within 1 s" 10 \
 	no_conn "$fe_c2" "$port_b"
-within "frontend c1 closes the revoked helper's connection within 1 s" 10 \
+within "frontend siteA closes the revoked helper's connection within 1 s" 10 \
 	no_conn "$h_n2" "$port_c1"
 within "the proxy closes the revoked certificate's stats connection within 1 s" 10 \
 	no_conn "$sc_pid" 27946
-within "helper c2/n1 closes its connection to its revoked frontend within 1 s" 10 \
+within "helper siteB/n1 closes its connection to its revoked frontend within 1 s" 10 \
 	logged "$work/c2n1.log" "CRL: the frontend $url_c2 presents a revoked certificate: connection closed"
-within "--grid drops the revoked cluster c2 within 1 s" 10 grid_lacks c2
+within "--grid drops the revoked cluster siteB within 1 s" 10 grid_lacks siteB
 within "--stats counts one cluster within 1 s" 10 clusters_are 1
 within "the revoked helper's and cluster's contacts are withdrawn within 1 s" 10 contacts_are 1
 check "the broker logs what it cut" logged "$work/broker.log" \
-	"CRL: frontend c2 (certificate serial $c2_serial) is revoked"
-check "the frontend logs the node it dropped" logged "$work/frontend-c1.log" \
+	"CRL: frontend siteB (certificate serial $c2_serial) is revoked"
+check "the frontend logs the node it dropped" logged "$work/frontend-siteA.log" \
 	"node n2 dropped: its helper's certificate is revoked"
-check "frontend c1 keeps its connection to the broker" has_conn "$fe_c1" "$port_b"
-check "helper c1/n1 keeps its connection to its frontend" has_conn "$h_n1" "$port_c1"
-check "helper c1/n1 stays registered" connected "$work/n1.sock"
+log_sample --block revoke-cut "$work/broker.log:CRL: frontend siteB" \
+	"$work/broker.log:cluster siteB dropped" "$work/frontend-siteA.log:node n2 dropped"
+check "frontend siteA keeps its connection to the broker" has_conn "$fe_c1" "$port_b"
+check "helper siteA/n1 keeps its connection to its frontend" has_conn "$h_n1" "$port_c1"
+check "helper siteA/n1 stays registered" connected "$work/n1.sock"
 check "the daemons survive" kill -0 "$br_pid" "$fe_c1" "$fe_c2" "$h_n1" "$h_n2"
 
 # --- the revoked side --------------------------------------------------------
 
-within "the revoked frontend logs the alert's reason" 100 logged "$work/frontend-c2.log" \
+within "the revoked frontend logs the alert's reason" 100 logged "$work/frontend-siteB.log" \
 	"refused this service's certificate (TLS alert: certificate revoked)"
 within "the broker's refusal names the subject and serial" 100 logged "$work/broker.log" \
-	"(certificate CN=c2,OU=frontend,O=qcg-connect, serial $c2_serial)"
+	"(certificate CN=siteB,OU=frontend,O=qcg-connect, serial $c2_serial)"
+log_sample --block revoked-retry "$work/frontend-siteB.log:TLS alert: certificate revoked"
 sleep 6
-n=$(grep -c "TLS alert: certificate revoked" "$work/frontend-c2.log" || true)
+n=$(grep -c "TLS alert: certificate revoked" "$work/frontend-siteB.log" || true)
 if ((n >= 1 && n <= 2)); then pass "the revoked frontend says so once ($n lines in 6 s)"; else
 	echo "$n lines" >"$out"
 	fail "the revoked frontend says so once ($n lines in 6 s)"
@@ -165,8 +170,8 @@ fi
 # the client's last flight unread: a reset that overtook the alert (the
 # client's request then failed with EPIPE, the alert unread), in most
 # attempts under ASan.
-"$frontend" --listen 127.0.0.1 --port 27947 --broker "$broker_url" --cluster c2 --kind open \
-	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-c2.pem" \
+"$frontend" --listen 127.0.0.1 --port 27947 --broker "$broker_url" --cluster siteB --kind open \
+	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-siteB.pem" \
 	--log-level debug >>"$work/frontend-c2b.log" 2>&1 &
 fe_c2b=$!
 pids+=("$fe_c2b")
@@ -192,7 +197,7 @@ fi
 # refused connection open for a moment instead of resetting it.
 for i in 1 2 3; do
 	said=$(python3 "$src/tests/certs/slow-tls-client.py" 127.0.0.1 "$port_b" "$ca/ca.crt" \
-		"$ca/frontend-c2.pem" 0.3 2>&1) || true
+		"$ca/frontend-siteB.pem" 0.3 2>&1) || true
 	echo "$said" >"$out"
 	if [[ $said == "alert SSLV3_ALERT_CERTIFICATE_REVOKED" ]]; then
 		pass "a client 0.3 s slow to send reads the revocation alert (round $i)"
@@ -205,11 +210,12 @@ done
 
 cp "$work/crl.before" "$crl"
 kill -HUP "$fe_c1"
-within "an older CRL is not loaded, loudly" 50 logged "$work/frontend-c1.log" \
+within "an older CRL is not loaded, loudly" 50 logged "$work/frontend-siteA.log" \
 	"NOT loaded: it is older than the CRL in force"
-"$helper" --socket "$work/n2b.sock" --frontend "https://127.0.0.1:$port_c1/" --cluster c1 \
+log_sample --block crl-older "$work/frontend-siteA.log:NOT loaded: it is older"
+"$helper" --socket "$work/n2b.sock" --frontend "https://127.0.0.1:$port_c1/" --cluster siteA \
 	--node n2 --address 127.0.0.1 --ports 27942-27943 --ca "$ca/ca.crt" \
-	--cert "$ca/helper-c1-n2.pem" >>"$work/n2b.log" 2>&1 &
+	--cert "$ca/helper-siteA-n2.pem" >>"$work/n2b.log" 2>&1 &
 pids+=("$!")
 within "the revoked helper stays refused" 50 logged "$work/n2b.log" "certificate revoked"
 kill "${pids[-1]}" 2>/dev/null || true
@@ -231,10 +237,10 @@ openssl ca -batch -config "$work/ca.cnf" -gencrl -crl_lastupdate 20200101000000Z
 	fail "an expired CRL made"
 cp "$work/crl.expired" "$crl"
 kill -HUP "$fe_c1"
-within "an expired CRL is not loaded, loudly" 50 logged "$work/frontend-c1.log" \
+within "an expired CRL is not loaded, loudly" 50 logged "$work/frontend-siteA.log" \
 	"NOT loaded: it expired on"
 sleep 1
-check "helper c1/n1 still registered after the expired CRL" connected "$work/n1.sock"
+check "helper siteA/n1 still registered after the expired CRL" connected "$work/n1.sock"
 
 # crl-accept-older takes it, and a broker without crl says a restart is needed.
 cp "$work/crl.before" "$work/crl2.pem"
@@ -264,8 +270,8 @@ kill "$b3" 2>/dev/null || true
 
 echo "not a CRL" >"$work/bad-crl.pem"
 rc=0
-"$frontend" --listen 127.0.0.1 --port 27944 --broker "$broker_url" --cluster c1 --kind open \
-	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-c1.pem" \
+"$frontend" --listen 127.0.0.1 --port 27944 --broker "$broker_url" --cluster siteA --kind open \
+	--public-address 127.0.0.1 --ca "$ca/ca.crt" --cert "$ca/frontend-siteA.pem" \
 	--crl "$work/bad-crl.pem" >"$out" 2>&1 || rc=$?
 if ((rc == 2)); then pass "the frontend exits 2 on a bad CRL"; else
 	echo "exit $rc" >>"$out"

@@ -48,8 +48,10 @@ def line_pattern(line):
     for word in line.split():
         if re.search(r"[0-9]", word):
             out.append(r"\S+")
-        elif after_number and word.isalpha():
-            out.append(re.escape(word[:-1] if word.endswith("s") else word) + "s?")
+        elif after_number and re.fullmatch(r"[A-Za-z]+[,;:.)]?", word):
+            # "4 nodes," matches "1 node,": the plural s before any punctuation.
+            base, punct = re.fullmatch(r"([A-Za-z]+)(.?)", word).groups()
+            out.append(re.escape(base[:-1] if base.endswith("s") else base) + "s?" + re.escape(punct))
         else:
             out.append(".*".join(re.escape(p) for p in word.split("...")))
         after_number = bool(re.search(r"[0-9]", word))
