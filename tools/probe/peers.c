@@ -153,9 +153,13 @@ static int attempt(qcg_ctx *ctx, enum qcg_technique only, double deadline_ms,
     return rc;
 }
 
-/* Ends a connection attempt() returned: its session first. */
+/* Ends a connection attempt() returned: its session first, with a
+   close_notify, so that the test endpoint sees an orderly end and does not
+   log a truncated stream for every probe. */
 static void conn_close(int fd, struct qcg_conn_info *info)
 {
+    if (info->tls != NULL)
+        (void)qcg_tls_shutdown(info->tls);
     qcg_tls_free(info->tls);
     info->tls = NULL;
     close(fd);
