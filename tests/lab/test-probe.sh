@@ -13,8 +13,8 @@
 # 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
 #    and the broker's grid picture shows it.
 #    The README's samples of qcg-probe (nata1's, its JSON, sym1's mismatch)
-#    have the shape of what steps 1 and 5 print (tests/docs/check_samples.py
-#    --block).
+#    and of qcg-broker --grid have the shape of what steps 1 and 5 print
+#    (tests/docs/check_samples.py --block).
 # 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
 # 7. A router that turns connections to its public address back in is seen as
 #    hair-pinning; a router running a real NAT-PMP/PCP/UPnP daemon (miniupnpd)
@@ -136,10 +136,19 @@ ok = [c for c in g["clusters"] if c["name"] == "nata"][0]
 assert ok["observed"]["kind"] == "nat" and not ok["mismatch"], ok
 assert any(o["from"] == "nata" and o["to"] == "fw" for o in g["outcomes"]), g["outcomes"]
 PY
+# The README's picture of the grid, as an admin reads it.
+"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid \
+	--url "$BROKER_URL" >"$WORK/grid.txt" || fail "qcg-broker --grid (human output) failed"
+python3 "$SAMPLES" --block grid "$WORK/grid.txt" || fail "README.md's qcg-broker --grid sample"
 grep -q "misconfiguration: cluster sym declares nat but node sym1 observed symnat" \
 	"$LAB_STATE/log/broker.log" || fail "the broker did not log the observed misconfiguration"
 QCG_LAB_DECLARE="" "$LAB" up >/dev/null
 note "sym declared nat: the probe and the broker's grid flag it"
+# A probe ends its connections in order: no test endpoint logs one as broken.
+if grep -h "probe endpoint for job .*: a connection closed" "$LAB_STATE"/log/helper-*.log >"$WORK/broken"; then
+	cat "$WORK/broken"
+	fail "the test endpoints logged the probes' connections as broken"
+fi
 
 # --- 6: exit status when a service is out of reach --------------------------------------
 add_rule nata-head OUTPUT -d 203.0.113.10 -p tcp --dport 7700 -j REJECT --reject-with tcp-reset
