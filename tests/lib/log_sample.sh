@@ -6,6 +6,7 @@
 # logger puts first (time, daemon[pid], level, function) and with the test's
 # directories ($live, $ca, $work) written as the guide's /etc/qcg/, go to
 # tests/docs/check_samples.py.
+# shellcheck disable=SC2154 # src, work, out: set by the test and loopback-grid.sh
 log_sample() {
 	local name=$2 desc spec log text line dir tmp
 	desc="docs/admin.md's sample $name is what the daemon logs"
