@@ -1,12 +1,13 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # broker_bin, call_bin, certs_bin: the test sets them
-# Shared by the broker's shell tests: pass/fail, a throw-away CA, bounded
-# waits on log lines, a real qcg-broker on 127.0.0.1, and one call through
-# broker-call.  Needs broker_bin, call_bin, certs_bin and url set by the test,
-# which counts failures in $fails.
+# Shared by the broker's shell tests: a throw-away CA, a real qcg-broker on
+# 127.0.0.1, and one call through broker-call; pass/fail (counted in
+# $failed), the waits on log lines and stop_children for the test's cleanup
+# come from tests/lib/common.sh.  Needs broker_bin, call_bin, certs_bin and
+# url set by the test.
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
 # make_ca DIR: a CA in DIR (then $ca) with the broker's certificate, and one
 # frontend certificate per further argument (a cluster name).
@@ -16,19 +17,6 @@ make_ca() {
   "$certs_bin" --dir "$ca" init >/dev/null
   "$certs_bin" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
   for c in "$@"; do "$certs_bin" --dir "$ca" issue frontend "$c" --san 127.0.0.1 >/dev/null; done
-}
-
-# shellcheck source=tests/lib/wait_log.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/wait_log.sh"
-
-# Waits (bounded) until $2 matches at least $3 lines of log $1 while process $4 lives.
-wait_count() {
-  for _ in $(seq 200); do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
 }
 
 start_broker() { # log pid-var port extra-args...

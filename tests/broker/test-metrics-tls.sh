@@ -12,11 +12,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=18910 mport=18911 pport=18912
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-metrics-tls.XXXXXX)
-fails=0 broker_pid="" prom_pid=""
+broker_pid="" prom_pid=""
 
 cleanup() {
-  for pid in $broker_pid $prom_pid; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  stop_children "$broker_pid" "$prom_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -106,5 +105,5 @@ broker_pid=
 [ $rc -eq 0 ] && pass "SIGTERM: clean stop with the TLS endpoint running" || fail "SIGTERM: exit $rc"
 if grep -q "Sanitizer" "$log"; then fail "sanitizer report"; grep -A20 Sanitizer "$log" | head -30; fi
 
-[ "$fails" -eq 0 ] && echo "broker-metrics-tls: all passed" || echo "broker-metrics-tls: $fails failed"
-[ "$fails" -eq 0 ]
+[ "$failed" -eq 0 ] && echo "broker-metrics-tls: all passed" || echo "broker-metrics-tls: $failed failed"
+[ "$failed" -eq 0 ]

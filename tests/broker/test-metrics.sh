@@ -10,11 +10,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=18900 mport=18901
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-metrics.XXXXXX)
-fails=0 broker_pid=
+broker_pid=
 
 cleanup() {
-  [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null
-  wait 2>/dev/null
+  stop_children "$broker_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -117,5 +116,5 @@ broker_pid=
 [ $rc -eq 0 ] && pass "SIGTERM: clean stop with the endpoint running" || fail "SIGTERM: exit $rc"
 if grep -q "Sanitizer" "$log"; then fail "sanitizer report"; grep -A20 Sanitizer "$log" | head -30; fi
 
-[ "$fails" -eq 0 ] && echo "broker-metrics: all passed" || echo "broker-metrics: $fails failed"
-[ "$fails" -eq 0 ]
+[ "$failed" -eq 0 ] && echo "broker-metrics: all passed" || echo "broker-metrics: $failed failed"
+[ "$failed" -eq 0 ]

@@ -15,11 +15,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3 proxy_bin=$4
 port=17760
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-proxy-alive.XXXXXX)
-fails=0 broker_pid="" proxy_pid="" stranger_pid=""
+broker_pid="" proxy_pid="" stranger_pid=""
 
 cleanup() {
-  for pid in $broker_pid $proxy_pid $stranger_pid; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  stop_children "$broker_pid" "$proxy_pid" "$stranger_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -63,7 +62,7 @@ start_proxy() {
 }
 start_proxy p1 17761 "$work/p1.log"
 proxy_pid=$started
-wait_log "$log" "proxy p1 is alive (was unknown)" "$broker_pid" &&
+wait_log "$log" "proxy p1 is alive \(was unknown\)" "$broker_pid" &&
   pass "the broker hears p1" || fail "no beat from p1: $(tail -n 3 "$work/p1.log")"
 wait_log "$work/p1.log" "hears our beats" "$proxy_pid" &&
   pass "p1 logs that its beats are heard" || fail "p1: $(tail -n 3 "$work/p1.log")"
@@ -85,9 +84,9 @@ grep -Eq '"proxies":\[\{"name":"p1","address":"127.0.0.1","state":"alive","port"
 # A proxy certificate the broker has no proxy of: refused, and p3 says so.
 start_proxy p3 17764 "$work/p3.log"
 stranger_pid=$started
-wait_log "$work/p3.log" "refused our beat (qcg:notfound)" "$stranger_pid" &&
+wait_log "$work/p3.log" "refused our beat \(qcg:notfound\)" "$stranger_pid" &&
   pass "a beat from an unknown proxy name is refused (notfound)" || fail "p3: $(tail -n 3 "$work/p3.log")"
-wait_log "$log" "proxyAlive from proxy p3 refused (qcg:notfound)" "$broker_pid" &&
+wait_log "$log" "proxyAlive from proxy p3 refused \(qcg:notfound\)" "$broker_pid" &&
   pass "the broker logs the refusal" || fail "broker: no refusal line for p3"
 kill -9 "$stranger_pid"
 wait "$stranger_pid" 2>/dev/null
@@ -118,13 +117,13 @@ call "$fe" stats
 # p1 back: planned again at its first beat.
 start_proxy p1 17761 "$work/p1b.log"
 proxy_pid=$started
-wait_log "$log" "proxy p1 is alive (was dead)" "$broker_pid" &&
+wait_log "$log" "proxy p1 is alive \(was dead\)" "$broker_pid" &&
   [ "$(proxy_ports 1)" = 17761 ] && pass "p1 started again: planned again" ||
   fail "p1 again: $out"
 
-if [ "$fails" -gt 0 ]; then
+if [ "$failed" -gt 0 ]; then
   echo "== broker log"; tail -n 30 "$log"
-  echo "$fails check(s) failed"
+  echo "$failed check(s) failed"
   exit 1
 fi
 echo "all checks passed"

@@ -11,11 +11,10 @@ broker_bin=$1 call_bin=$2 certs_bin=$3
 port=17700
 url=https://127.0.0.1:$port/
 work=$(mktemp -d /tmp/broker-service.XXXXXX)
-fails=0 broker_pid="" small_pid="" proxied_pid="" probed_pid="" unit_pid=""
+broker_pid="" small_pid="" proxied_pid="" probed_pid="" unit_pid=""
 
 cleanup() {
-  for pid in $broker_pid $small_pid $proxied_pid $probed_pid $unit_pid; do kill -9 "$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  stop_children "$broker_pid" "$small_pid" "$proxied_pid" "$probed_pid" "$unit_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -196,7 +195,7 @@ expect_fault "unregistered node" notfound "$fe" publish job1 s3cret 3 nata nata7
 # --- TLS: a foreign CA's certificate and no certificate are refused
 call "$work/foreign/frontend-nata.pem" stats
 [ $rc -eq 4 ] && pass "foreign-CA certificate refused at TLS ($out)" || fail "foreign CA: rc=$rc $out"
-wait_count "$log" "TLS handshake failed" 1 "$broker_pid" && pass "the broker logs the refused handshake" ||
+wait_log "$log" "TLS handshake failed" "$broker_pid" && pass "the broker logs the refused handshake" ||
   fail "no log line for the refused handshake"
 envelope() { # body-xml
   printf '<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:qcg="urn:qcg-connect:1"><SOAP-ENV:Body>%s</SOAP-ENV:Body></SOAP-ENV:Envelope>' "$1"
@@ -213,7 +212,7 @@ else
   grep -q statsResponse "$work/nocert.out" && fail "no certificate: got stats" ||
     pass "no client certificate: refused at TLS"
 fi
-wait_count "$log" "TLS handshake failed" 2 "$broker_pid" ||
+wait_log "$log" "TLS handshake failed" "$broker_pid" 2 ||
   fail "no log line for the handshake without a certificate"
 curl_fe --data-binary "$stats_xml" "$url" | grep -q "<role>broker</role>" &&
   pass "curl with a hand-written envelope" || fail "curl stats"
@@ -284,7 +283,7 @@ expect_ok "poll with an old epoch" "$fe" poll 12345 0 5
   fail "old epoch: $out (want epoch $epoch)"
 "$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fo" poll "$epoch" 0 10 >"$work/poll.out" 2>&1 &
 poll_pid=$!
-wait_count "$log" "poll from frontend open: ack 0, waiting up to 10 s" 1 "$broker_pid" ||
+wait_log "$log" "poll from frontend open: ack 0, waiting up to 10 s" "$broker_pid" ||
   fail "the poll did not reach the broker"
 expect_ok "withdraw rank 1" "$fe" withdraw job1 s3cret 1 nata1
 wait "$poll_pid"
@@ -531,7 +530,7 @@ PY
 fi
 # Killed: the broker says so, serves lookups on, and a new child serves the port.
 kill -KILL "$refl_pid"
-wait_log "$probed_log" "reflector process $refl_pid was killed by signal 9 (Killed): hole punching is not planned" \
+wait_log "$probed_log" "reflector process $refl_pid was killed by signal 9 \(Killed\): hole punching is not planned" \
   "$probed_pid" && pass "the reflector's death is logged" ||
   fail "no log line for the reflector's death: $(grep "reflector process" "$probed_log" | tail -3)"
 expect_ok "the broker serves lookups with its reflector dead" "$fe" lookup p s 0 1 direct
@@ -791,7 +790,7 @@ unset URL
 "$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fe" poll "$epoch" 0 20 >/dev/null 2>&1 &
 poll_pid=$!
 polls=$(grep -c "poll from frontend nata: ack 0, waiting up to 20 s" "$log")
-wait_count "$log" "poll from frontend nata: ack 0, waiting up to 20 s" $((polls + 1)) "$broker_pid" ||
+wait_log "$log" "poll from frontend nata: ack 0, waiting up to 20 s" "$broker_pid" $((polls + 1)) ||
   fail "the poll did not reach the broker"
 for pid in $broker_pid $small_pid; do kill -TERM "$pid"; done
 stopped=no
@@ -812,8 +811,8 @@ if grep -Eq "ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:" "$log" "$s
   fail "sanitizer report in the broker log"; grep -A20 Sanitizer "$log" | head -40
 fi
 
-if [ $fails -ne 0 ]; then
-  echo "broker-service: $fails failure(s); broker log:"
+if [ $failed -ne 0 ]; then
+  echo "broker-service: $failed failure(s); broker log:"
   tail -40 "$log"
   exit 1
 fi

@@ -15,11 +15,10 @@ set -u
 broker_bin=$1 call_bin=$2 certs_bin=$3
 url=https://127.0.0.1:17705/
 work=$(mktemp -d /tmp/broker-sites.XXXXXX)
-fails=0 broker_pid=
+broker_pid=
 
 cleanup() {
-  [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null
-  wait 2>/dev/null
+  stop_children "$broker_pid" "$broker_pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -54,7 +53,7 @@ expect_fault "a node in nata's LAN" denied "$fevil" register-node evil2 198.18.3
 [[ $out == *"outside the node ranges cluster evil declared"* ]] &&
   pass "the refusal names the rule" || fail "refusal: $out"
 expect_fault "a node at fw's address" denied "$fevil" register-node evil3 198.51.100.75 20000 20999 1
-wait_log "$log" "registerNode from frontend evil refused (qcg:denied): address 198.18.3.12" "$broker_pid" &&
+wait_log "$log" "registerNode from frontend evil refused \(qcg:denied\): address 198.18.3.12" "$broker_pid" &&
   pass "the refusal is logged" || fail "no log line for the refused node"
 # The attack it stopped: rank 1 at nata1's address, then only=reversed makes
 # nata1's helper connect into its own LAN.
@@ -132,8 +131,8 @@ if grep -Eq "ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:" "$log"; th
   fail "sanitizer report in the broker log"
   grep -A20 Sanitizer "$log" | head -40
 fi
-if [ $fails -ne 0 ]; then
-  echo "broker-sites: $fails failure(s); broker log:"
+if [ $failed -ne 0 ]; then
+  echo "broker-sites: $failed failure(s); broker log:"
   tail -40 "$log"
   exit 1
 fi

@@ -9,8 +9,8 @@
  *                stream of malformed packets is refused and the EXPECT after them
  *                still pairs two PUNCHes; closing the channel ends it (status 0)
  *   broker side  reflector_client_start: a rogue child (this binary with
- *                QCG_TEST_ROGUE set) sends malformed OBSERVEDs: only the good one
- *                reaches the callback; the real child: capabilities gone, an
+ *                QCG_TEST_ROGUE set) sends malformed OBSERVEDs: only the good ones
+ *                reach the callback; the real child: capabilities gone, an
  *                EXPECT and a PUNCH pair through it, SIGKILL noticed (not up) and
  *                a new child serving the same port, stop leaves no process
  *
@@ -414,7 +414,7 @@ static void on_observe(void *arg, const struct reflector_observation *o)
     atomic_fetch_add(&s->n, 1);
 }
 
-/* The rogue child: READY, then OBSERVEDs of every wrong kind and one good. */
+/* The rogue child: READY, then OBSERVEDs of every wrong kind and two good. */
 static int rogue_main(void)
 {
     int fd = PROC_FD_CHAN;
@@ -452,6 +452,10 @@ static int rogue_main(void)
     struct rmsg_expect e = good_expect(pair);
     send_raw(fd, &e, sizeof(e));
     send_raw(fd, &o, sizeof(o));
+    /* The last one, told apart by its port: once it is seen, everything
+       before it on the channel has been read. */
+    o.port = 5001;
+    send_raw(fd, &o, sizeof(o));
     explicit_bzero(&m, sizeof(m));
     /* Until the broker closes the channel. */
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -481,11 +485,12 @@ static void test_rogue(void)
     CHECKF(c != NULL, "rogue: start: %s", err);
     if (c == NULL)
         return;
-    CHECKF(wait_until(&s.n, 1), "rogue: the good OBSERVED arrives");
-    usleep(200 * 1000);
-    CHECKF(atomic_load(&s.n) == 1 && strcmp(s.cluster, "nata") == 0 && s.port == 5000,
-           "rogue: only the good OBSERVED reached the callback (%d, %s:%d)", atomic_load(&s.n),
-           s.cluster, s.port);
+    /* A wrong one let through would make the second callback come before
+       the last message's (port 5001). */
+    CHECKF(wait_until(&s.n, 2), "rogue: the good OBSERVEDs arrive");
+    CHECKF(atomic_load(&s.n) == 2 && strcmp(s.cluster, "nata") == 0 && s.port == 5001,
+           "rogue: only the good OBSERVEDs reached the callback (%d, last %s:%d)",
+           atomic_load(&s.n), s.cluster, s.port);
     CHECKF(reflector_client_up(c), "rogue: the broker still counts on its reflector");
     reflector_client_stop(c);
 }

@@ -13,27 +13,17 @@ export LC_ALL=C
 QC=${1:?usage: test-certs.sh PATH/TO/qcg-certs}
 QC=$(cd "$(dirname -- "$QC")" && pwd)/$(basename -- "$QC")
 
-if ! command -v openssl >/dev/null 2>&1; then
-	echo "openssl not found: skipping"
-	exit 77
-fi
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+need_commands openssl
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test-certs.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT
 cd "$work"
 unset QCG_CERTS_DIR
 
-passed=0
-failed=0
-
-pass() {
-	passed=$((passed + 1))
-	printf 'ok   %s\n' "$1"
-}
-
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
+# What a failed check shows besides its line: the command's output.
+fail_details() {
 	if [[ -s $work/out ]]; then
 		sed 's/^/     | /' "$work/out"
 	fi

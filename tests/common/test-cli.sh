@@ -16,9 +16,8 @@ command -v man >/dev/null || { echo "FAIL: man(1) missing (scripts/install-deps:
 
 work=$(mktemp -d /tmp/qcg-cli.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-failures=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 root=$work/root
 DESTDIR=$root cmake --install "$build" --prefix /usr >"$work/install.log" 2>&1 ||
@@ -134,5 +133,5 @@ for name in qcg-broker qcg-frontend qcg-helper qcg-proxy qcg-agent; do
 	fi
 done
 
-echo "$failures failure(s) over ${#programs[@]} programs"
-[ $failures -eq 0 ]
+echo "$failed failure(s) over ${#programs[@]} programs"
+[ $failed -eq 0 ]

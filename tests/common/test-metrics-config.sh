@@ -9,9 +9,8 @@ set -u
 build=$1 certs_bin=$2
 work=$(mktemp -d /tmp/metrics-config.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 ca=$work/ca
 "$certs_bin" --dir "$ca" init >/dev/null
@@ -46,5 +45,5 @@ refused "qcg-helper: metrics-tls with its client-only certificate" \
   "$build/helper/qcg-helper" --frontend https://127.0.0.1:18952/ --ca "$ca/ca.crt" \
   --cert "$ca/helper-site-n1.pem" --address 127.0.0.1 --ports 18955-18959 --intercept=no \
   --socket "$work/h.sock" --metrics-listen 127.0.0.1:18954 --metrics-tls
-[ "$fails" -eq 0 ] && echo "common_metrics_config: all passed" || echo "common_metrics_config: $fails failed"
-[ "$fails" -eq 0 ]
+[ "$failed" -eq 0 ] && echo "common_metrics_config: all passed" || echo "common_metrics_config: $failed failed"
+[ "$failed" -eq 0 ]

@@ -188,32 +188,31 @@ static void run(int port)
 
     /* Three commands, handed on in order; then three polls that act as if
        their ack had been lost get all three again: none is handed on twice. */
-    struct timespec settle = {0, 300 * 1000000L};
-    nanosleep(&settle, NULL); /* the first poll waits at the server (correct either way) */
+    WAIT_UNTIL(atomic_load(&st.polls) >= 1, 5000, "the first poll at the server");
     st.forget_acks = 3;
     for (int i = 0; i < 3; i++)
         push(&st, "invalidate");
     CHECK(wait_count(&nseen, 3, 5000));
-    long t0 = now_ms();
-    while (st.forget_acks > 0 && now_ms() - t0 < 5000)
-        nanosleep(&settle, NULL);
-    CHECK(st.forget_acks == 0);
+    WAIT_UNTIL(st.forget_acks == 0, 5000, "three polls without their ack");
     uint64_t s4 = push(&st, "flush");
     CHECK(wait_count(&nseen, 4, 5000));
-    nanosleep(&settle, NULL);
+    /* All four acknowledged: the client has polled again after handing on
+       what it got, so a command handed on twice would show by now. */
+    WAIT_UNTIL(cmdqueue_pending(st.queue) == 0, 5000, "the ack of the four commands");
     CHECK(count(&nseen) == 4);
     CHECK(seen[0] == 1 && seen[1] == 2 && seen[2] == 3 && seen[3] == s4);
     CHECK(count(&registrations) == 1);
 
     /* The server "restarts": a new epoch and a new queue numbering from 1.
        The client registers again and takes seq 1 and 2 of the new queue. */
+    int polls = atomic_load(&st.polls);
     struct cmdqueue *old = st.queue;
     st.queue = cmdqueue_new(64);
     st.epoch = 8;
     cmdqueue_close(old);
     CHECK(wait_count(&registrations, 2, 5000));
     CHECK(wait_count(&downs, 1, 1000));
-    nanosleep(&settle, NULL);
+    WAIT_UNTIL(atomic_load(&st.polls) > polls, 5000, "a poll of the new epoch");
     push(&st, "invalidate");
     push(&st, "invalidate");
     CHECK(wait_count(&nseen, 6, 5000));
@@ -237,9 +236,10 @@ static void run(int port)
     st.queue = cmdqueue_new(64);
     st.epoch = 9;
     cmdqueue_free(old);
+    polls = atomic_load(&st.polls);
     CHECK(server_start(&s, port, &st) == 0);
     CHECK(wait_count(&registrations, 3, 15000));
-    nanosleep(&settle, NULL);
+    WAIT_UNTIL(atomic_load(&st.polls) > polls, 5000, "a poll of the restarted server");
     push(&st, "flush");
     CHECK(wait_count(&nseen, 7, 5000));
     CHECK(seen[6] == 1);
@@ -247,17 +247,17 @@ static void run(int port)
     /* Asked to register again (what it declares has changed): once the
        pending poll ends (here woken by a command), with the same epoch and
        so the same ack: the command is handed on once. */
-    nanosleep(&settle, NULL);
+    WAIT_UNTIL(cmdqueue_pending(st.queue) == 0, 5000, "the ack of the flush");
     longpoll_register_again(lp);
     push(&st, "invalidate");
     CHECK(wait_count(&registrations, 4, 5000));
     CHECK(wait_count(&nseen, 8, 5000));
-    nanosleep(&settle, NULL);
+    WAIT_UNTIL(cmdqueue_pending(st.queue) == 0, 5000, "the ack of the last command");
     CHECK(count(&nseen) == 8 && seen[7] == 2);
 
-    /* A stop while a poll waits at the server is prompt. */
-    nanosleep(&settle, NULL);
-    t0 = now_ms();
+    /* A stop while a poll waits at the server (the one that brought the
+       last ack) is prompt. */
+    long t0 = now_ms();
     longpoll_free(lp);
     CHECK(now_ms() - t0 < 2000);
     server_stop(&s, &st);

@@ -9,8 +9,11 @@ BUILD=${QCG_BUILD_DIR:-$REPO/build}
 # shellcheck disable=SC2034 # the tests use it
 TAG=qcg-test
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# skip, and fail that ends the test (its steps build on one another):
+# tests/lib/common.sh.
+# shellcheck source=tests/lib/common.sh
+. "$REPO/tests/lib/common.sh"
+fail_stops=1
 say() { printf '== %s\n' "$*"; }
 docker() { "$QCG_DOCKER" "$@"; }
 # drun ARGS: docker run -d, quiet (the daemon has no forwarding, on purpose:

@@ -15,7 +15,9 @@ case $unitdir in /*) ;; *) unitdir=$prefix/$unitdir ;; esac
 case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
 case $ompidir in /*) ;; *) ompidir=$prefix/$ompidir ;; esac
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+fail_stops=1
 scratch=$(mktemp -d /tmp/qcg-systemd-units.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 dest=$scratch/dest

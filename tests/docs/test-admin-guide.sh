@@ -109,12 +109,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "FAIL test-admin-guide.sh line $LINENO: the test itself failed"' ERR
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	if [[ -n ${2:-} && -s $2 ]]; then tail -n 25 "$2" | sed 's/^/     | /'; fi
-}
+# pass, fail WHAT [LOG]: tests/lib/common.sh.
+# shellcheck source=tests/lib/common.sh
+. "$here/../lib/common.sh"
 
 mkdir -p "$root"/{etc,var/lib,run,secure,tmp,home,doctest/blocks,doctest/parts,doctest/units}
 touch "$root/doctest/loaded"

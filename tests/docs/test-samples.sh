@@ -10,11 +10,9 @@ src=$1
 check=$src/tests/docs/check_samples.py
 tmp=$(mktemp -d /tmp/qcg-samples.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-failed=0 n=0
-fail() {
-	echo "FAIL: $*"
-	failed=1
-}
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+n=0
 # expect OK|FAIL NAME FILE WHAT: check_samples.py's verdict on FILE.
 expect() {
 	local rc=0
@@ -61,4 +59,4 @@ while IFS=$'\t' read -r where name test; do
 	expect FAIL "$name" "$tmp/other" "a word changed"
 done <"$tmp/list"
 [ "$failed" = 0 ] && echo "ok: $n samples, each checked by the test it names"
-exit "$failed"
+[ "$failed" -eq 0 ]

@@ -16,11 +16,8 @@ files=("$@")
 
 tmp=$(mktemp -d /tmp/qcg-shipped-configs.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() {
-    echo "FAIL: $*"
-    failed=1
-}
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 for file in "${files[@]}"; do
     name=$(basename "$file" .conf) # qcg-broker
@@ -57,4 +54,4 @@ for file in "${files[@]}"; do
     fi
     [ "$failed" = 0 ] && echo "ok: $file: $(wc -l <"$tmp/keys") settings, each named"
 done
-exit "$failed"
+[ "$failed" -eq 0 ]

@@ -1,13 +1,18 @@
 # shellcheck shell=bash
 # Shared by the frontend's shell tests: a throw-away CA, a real qcg-broker and
-# qcg-frontend on 127.0.0.1, waits on log lines, calls with frontend-call.
+# qcg-frontend on 127.0.0.1, calls with frontend-call; pass/fail/die (counted
+# in $failed), wait_log, wait_gone and stop_children come from
+# tests/lib/common.sh.
 # Needs QCG_CERTS, QCG_BROKER, QCG_FRONTEND, QCG_CALL (set by ctest).
 
 set -euo pipefail
 export LC_ALL=C
 
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+
 : "${QCG_CERTS:?}" "${QCG_BROKER:?}" "${QCG_FRONTEND:?}" "${QCG_CALL:?}"
-command -v openssl >/dev/null 2>&1 || { echo "openssl not found: skipping"; exit 77; }
+need_commands openssl
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-frontend-test.XXXXXX")
 certs=$work/certs
@@ -15,16 +20,25 @@ ca=$certs/ca.crt
 broker_pid=
 frontend_pid=
 frontend_pids=
-failed=0
 
+# What a failed check shows besides its line: the reply it looked at.
+fail_details() {
+	if [[ -n ${out:-} ]]; then printf '%s\n' "$out" | sed 's/^/     | /'; fi
+}
+
+# Stops the daemons (bounded); a failed check leaves $work in place and
+# shows the last lines of every log.
 cleanup() {
-	local p
-	for p in $frontend_pids $broker_pid; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in $frontend_pids $broker_pid; do
-		wait_gone "$p" 20 || kill -9 "$p" 2>/dev/null || true
-	done
+	local f
+	# shellcheck disable=SC2086 # a list of pids
+	stop_children $frontend_pids "$broker_pid"
+	if [[ $failed -ne 0 ]]; then
+		for f in "$work"/*.log; do
+			[[ -e $f ]] || continue
+			echo "--- $f"
+			tail -n 25 "$f"
+		done
+	fi
 	if [[ $failed -ne 0 || -n ${KEEP:-} ]]; then
 		echo "logs kept in $work"
 	else
@@ -32,48 +46,6 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-
-pass() { printf 'ok   %s\n' "$*"; }
-
-fail() {
-	failed=1
-	printf 'FAIL %s\n' "$*"
-	if [[ -n ${out:-} ]]; then printf '%s\n' "$out" | sed 's/^/     | /'; fi
-}
-
-# Prints the last lines of every log and stops the test.
-die() {
-	fail "$*"
-	local f
-	for f in "$work"/*.log; do
-		[[ -e $f ]] || continue
-		echo "--- $f"
-		tail -n 25 "$f"
-	done
-	exit 1
-}
-
-# wait_gone PID SECONDS: 0 once the process has exited.
-wait_gone() {
-	local pid=$1 i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-# wait_log FILE EXTENDED-REGEX SECONDS [COUNT]: 0 once FILE holds COUNT (default
-# 1) lines matching.
-wait_log() {
-	local file=$1 re=$2 secs=$3 count=${4:-1} i n
-	for ((i = 0; i < secs * 10; i++)); do
-		n=$(grep -cE -- "$re" "$file" 2>/dev/null || true)
-		[[ ${n:-0} -ge $count ]] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 make_certs() {
 	local leaf
@@ -94,7 +66,7 @@ start_broker() {
 		--cert "$certs/broker-broker.pem" --log-level debug "$@" >"$log" 2>&1 &
 	broker_pid=$!
 	broker_url=https://127.0.0.1:$broker_port/
-	wait_log "$log" "serving on port $broker_port" 10 || die "the broker did not start"
+	wait_log "$log" "serving on port $broker_port" "$broker_pid" || die "the broker did not start"
 }
 
 # start_frontend CLUSTER PORT ARGS...: its log is $work/frontend-CLUSTER.log;
@@ -109,7 +81,7 @@ start_frontend() {
 	frontend_pid=$!
 	frontend_pids="$frontend_pids $frontend_pid"
 	frontend_url=https://127.0.0.1:$frontend_port/
-	wait_log "$work/frontend-$cluster.log" "registered cluster $cluster" 10 ||
+	wait_log "$work/frontend-$cluster.log" "registered cluster $cluster" "$frontend_pid" ||
 		die "the frontend of $cluster did not register with the broker"
 }
 
@@ -119,7 +91,7 @@ stop_frontend() {
 	local pid=$1 log=$2 t0 status=0
 	kill -TERM "$pid"
 	t0=$(now_ms)
-	wait_gone "$pid" 15 || return 1
+	wait_gone "$pid" 150 || return 1
 	wait "$pid" || status=$?
 	# shellcheck disable=SC2034 # the tests print it
 	stop_ms=$(($(now_ms) - t0))

@@ -30,10 +30,10 @@ contacts=$(counter "$broker_url" contacts)
 
 # --- the broker stops
 kill -TERM "$broker_pid"
-wait_gone "$broker_pid" 20 || die "the broker did not stop"
+wait_gone "$broker_pid" 200 || die "the broker did not stop"
 wait "$broker_pid" || true
 broker_pid=
-wait_log "$work/frontend-nata.log" "lost the broker" 10 || die "the frontend did not notice"
+wait_log "$work/frontend-nata.log" "lost the broker" || die "the frontend did not notice"
 [[ $(counter "$frontend_url" upstream_connected) -eq 0 ]] &&
 	pass "upstream_connected is 0 while the broker is down" ||
 	fail "upstream_connected is 0 while the broker is down"
@@ -68,7 +68,7 @@ done
 entries=$(counter "$frontend_url" cache_entries)
 [[ $entries -eq 0 ]] && pass "the broker's restart emptied the plan cache (invalidations were lost)" ||
 	fail "the broker's restart emptied the plan cache ($entries entries left)"
-wait_log "$work/frontend-nata.log" "registered cluster nata" 10 2 || fail "second registration logged"
+wait_log "$work/frontend-nata.log" "registered cluster nata" "" 2 || fail "second registration logged"
 [[ $(counter "$frontend_url" upstream_connected) -eq 1 &&
 	$(counter "$frontend_url" upstream_registrations) -eq 2 ]] &&
 	pass "upstream_connected 1 after 2 registrations" ||

@@ -34,11 +34,10 @@ RUN=$$
 TIMEOUT_MS=4000
 BYTES=$((4 * 1024 * 1024))
 work=$(mktemp -d /tmp/punch-ns.XXXXXX)
-made=() broker_pid='' fails=0
+made=() broker_pid=''
 
 cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null
-  wait 2>/dev/null
+  stop_children "$broker_pid"
   for ns in "${made[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
   for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$work"
@@ -46,8 +45,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 in_ns() { local ns=$1; shift; ip netns exec "$P$ns" "$@"; }
 
 new_ns() {
@@ -237,8 +236,8 @@ broker_pid=''
 
 echo "setup times (no added delay): punch NAT<->NAT median ${punch_min} us (last side in;" \
   "both sides ${punch_all} us) over 100; plain TCP connect a1 -> broker median ${plain} us"
-[ $fails -eq 0 ] && echo "helper-punch-ns: all checks passed" && exit 0
-echo "helper-punch-ns: $fails check(s) failed"
+[ $failed -eq 0 ] && echo "helper-punch-ns: all checks passed" && exit 0
+echo "helper-punch-ns: $failed check(s) failed"
 for f in "$work"/*.log; do echo "== $f"; tail -5 "$f"; done
 # The drivers' own lines of every punch that did not end "ok".
 grep -H -v '^ok ' "$work"/natnat* "$work"/fwnat* 2>/dev/null | grep -v '\.log:' | cut -c1-300

@@ -29,22 +29,16 @@
 
 set -euo pipefail
 export LC_ALL=C
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 driver=${1:?usage: traverse-ns.sh PATH/TO/traverse_driver}
 NS=(qcg-tv-a qcg-tv-ra qcg-tv-inet qcg-tv-rb qcg-tv-b qcg-tv-p)
 A=198.18.101.11 RA_WAN=203.0.113.201 P=203.0.113.209 B=198.51.100.201
 PORT=5201 QA=7 QB=8 RUNS=${TRAVERSE_RUNS:-20}
 
-if [[ $(id -u) -ne 0 ]]; then
-	echo "skipped: needs root (network namespaces, iptables, NFQUEUE)"
-	exit 77
-fi
-for tool in ip iptables conntrack python3 sha256sum mkfifo; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "skipped: $tool missing (scripts/install-deps)"
-		exit 77
-	fi
-done
+[[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, iptables, NFQUEUE)"
+need_commands ip iptables conntrack python3 sha256sum mkfifo
 for ns in "${NS[@]}"; do
 	if ip netns list | grep -qw "$ns"; then
 		echo "FAIL: namespace $ns exists already (another run?); remove it first" >&2
@@ -57,8 +51,7 @@ made=()
 pids=()
 cleanup() {
 	local p ns
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	stop_children "${pids[@]}"
 	for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
 	# TRAVERSE_KEEP=DIR keeps the drivers' outputs.
 	if [[ -n ${TRAVERSE_KEEP:-} ]]; then
@@ -70,17 +63,6 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 1" INT TERM HUP
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
-	local f
-	for f in "${@:2}"; do
-		[[ -s $f ]] && awk -v n="$(basename "$f")" '{ print "     | " n ": " $0 }' "$f"
-	done
-	return 0
-}
 
 # One wrapper per namespace.
 a() { ip netns exec qcg-tv-a "$@"; }
@@ -89,18 +71,6 @@ inet() { ip netns exec qcg-tv-inet "$@"; }
 rb() { ip netns exec qcg-tv-rb "$@"; }
 b() { ip netns exec qcg-tv-b "$@"; }
 p() { ip netns exec qcg-tv-p "$@"; }
-
-# wait_for DESC TRIES CMD...: CMD every 0.05 s until it succeeds, TRIES times at most.
-wait_for() {
-	local desc=$1 tries=$2 i
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.05
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
-}
 
 # link NS1 IF1 ADDR1 NS2 IF2 ADDR2: a veth pair between two namespaces.
 link() {
@@ -205,12 +175,12 @@ traverse() {
 	start target-$label qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub "$pub" \
 		--port $PORT --count 1 --timeout 30 --debug
 	t=$last
-	wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-$label" ||
+	wait_for "the target's engine" 50 grep -q 'target ready' "$tmp/target-$label" ||
 		{ fail "$label: target did not start" "$tmp/target-$label"; return; }
 	start listen-$label qcg-tv-b "$driver" listen $B $PORT --send "$tmp/b.data" \
 		--recv "$tmp/b.got-$label" --timeout 30
 	l=$last
-	wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+	wait_for "the listener" 50 b ss -Htln "sport = :$PORT" || true
 	if $ns "$driver" connect $B $PORT --watch $QA --chan "$tmp/chan" --send "$tmp/a.data" \
 		--recv "$tmp/a.got-$label" --timeout 30 --debug >"$tmp/connect-$label" 2>&1 &&
 		wait "$l" && wait "$t"; then
@@ -250,7 +220,7 @@ wait_for "A reaching the internet through its NAT" 60 a ping -c1 -W1 203.0.113.2
 
 # 1. The firewall drops A's SYN: no connection without the engine.
 start listen-plain qcg-tv-b "$driver" listen $B $PORT --timeout 5
-wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+wait_for "the listener" 50 b ss -Htln "sport = :$PORT" || true
 if a "$driver" connect $B $PORT --timeout 3 >"$tmp/connect-plain" 2>&1; then
 	fail "without the engine A connected: the firewall does not firewall" "$tmp/connect-plain"
 else
@@ -286,7 +256,7 @@ else
 	start target-refuse qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 		--port $PORT --count 6 --timeout 10
 	t=$last
-	wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-refuse" || true
+	wait_for "the target's engine" 50 grep -q 'target ready' "$tmp/target-refuse" || true
 	mkfifo "$tmp/chan2"
 	# A second helper-like process: with the same queue number it cannot start
 	# (nor touch the first one's chains); with another one it coexists.
@@ -312,7 +282,7 @@ else
 	qc=$((QB + 2))
 	start target-crash qcg-tv-b "$driver" target $B --queue $qc --chan "$tmp/chan2" \
 		--pub $RA_WAN --port $PORT --timeout 30
-	wait_for "the engine to crash" 100 grep -q 'target ready' "$tmp/target-crash" || true
+	wait_for "the engine to crash" 50 grep -q 'target ready' "$tmp/target-crash" || true
 	kill -KILL "$last" 2>/dev/null || true
 	wait "$last" 2>/dev/null || true
 	left=$(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$qc" || true)
@@ -354,9 +324,9 @@ mkfifo "$tmp/chan"
 drops_before=$(invalid_drops)
 start target-published qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 	--port $PORT --count 1 --timeout 10 --published
-wait_for "the published target" 100 grep -q 'target ready' "$tmp/target-published" || true
+wait_for "the published target" 50 grep -q 'target ready' "$tmp/target-published" || true
 start listen-published qcg-tv-b "$driver" listen $B $PORT --timeout 10
-wait_for "the listener" 100 b ss -Htln "sport = :$PORT" || true
+wait_for "the listener" 50 b ss -Htln "sport = :$PORT" || true
 t0=$(date +%s%N)
 if a "$driver" connect $B $PORT --watch $QA --chan "$tmp/chan" --timeout 6 \
 	>"$tmp/connect-published" 2>&1; then
@@ -383,9 +353,9 @@ mkfifo "$tmp/chan"
 start target-bench qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 	--port $((PORT + 1)) --count "$RUNS" --timeout 60 --debug
 bench_engine=$last
-wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-bench" || true
+wait_for "the target's engine" 50 grep -q 'target ready' "$tmp/target-bench" || true
 start listen-bench qcg-tv-b "$driver" listen $B $((PORT + 1)) --count "$RUNS" --timeout 60
-wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 1))" || true
+wait_for "the listener" 50 b ss -Htln "sport = :$((PORT + 1))" || true
 a "$driver" connect $B $((PORT + 1)) --watch $QA --chan "$tmp/chan" --count "$RUNS" \
 	--timeout 10 --debug >"$tmp/connect-bench" 2>&1 || true
 trav=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-bench")
@@ -394,15 +364,15 @@ n_trav=$(grep -c '^connected' "$tmp/connect-bench" || true)
 # A server that sends nothing before its client speaks: A's connect() must
 # not depend on B's first segment (B's listener answers A's SYN/ACK itself).
 start listen-silent qcg-tv-b "$driver" listen $B $((PORT + 3)) --count 5 --timeout 30 --silent
-wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 3))" || true
+wait_for "the listener" 50 b ss -Htln "sport = :$((PORT + 3))" || true
 # The bench's engine holds queue $QB until it has removed its rules and
 # exited: the next one on that queue waits for it (bounded).
 engine_gone() { local st; st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || true; [[ -z $st || $st == Z ]]; }
-wait_for "the bench's engine to exit" 200 engine_gone "$bench_engine" || true
+wait_for "the bench's engine to exit" 100 engine_gone "$bench_engine" || true
 wait "$bench_engine" 2>/dev/null || true
 start target-silent qcg-tv-b "$driver" target $B --queue $QB --chan "$tmp/chan" --pub $RA_WAN \
 	--port $((PORT + 3)) --count 5 --timeout 30
-wait_for "the target's engine" 100 grep -q 'target ready' "$tmp/target-silent" || true
+wait_for "the target's engine" 50 grep -q 'target ready' "$tmp/target-silent" || true
 a "$driver" connect $B $((PORT + 3)) --watch $QA --chan "$tmp/chan" --count 5 --timeout 10 \
 	>"$tmp/connect-silent" 2>&1 || true
 silent=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-silent")
@@ -414,7 +384,7 @@ fi
 
 rb iptables -I FORWARD -p tcp -d $B --dport $((PORT + 2)) -m conntrack --ctstate NEW -j ACCEPT
 start listen-plainbench qcg-tv-b "$driver" listen $B $((PORT + 2)) --count "$RUNS" --timeout 60
-wait_for "the listener" 100 b ss -Htln "sport = :$((PORT + 2))" || true
+wait_for "the listener" 50 b ss -Htln "sport = :$((PORT + 2))" || true
 a "$driver" connect $B $((PORT + 2)) --count "$RUNS" --timeout 10 >"$tmp/connect-plainbench" 2>&1 || true
 plain=$(sed -n 's/^connected [0-9]* from port [0-9]* in \([0-9.]*\) ms/\1/p' "$tmp/connect-plainbench")
 rb iptables -D FORWARD -p tcp -d $B --dport $((PORT + 2)) -m conntrack --ctstate NEW -j ACCEPT

@@ -3,6 +3,12 @@
 # cannot run here: ctest reports it as skipped (SKIP_RETURN_CODE 77).
 set -euo pipefail
 
+# skip, fail (here it ends the test: its steps build on one another; bad
+# counts a failed check and goes on), stop_pids: tests/lib/common.sh.
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+fail_stops=1
+
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB=$LAB_SRC/qcg-lab
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$LAB_SRC/../../build}
@@ -10,8 +16,6 @@ LAB_STATE=${QCG_LAB_DIR:-/run/qcg-lab}
 # Where tests keep what they need from one another (the host's rules before up).
 TEST_DIR=${QCG_LAB_TEST_DIR:-$QCG_BUILD_DIR/tests/lab}
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "-- $*"; }
 
 require_lab() {
@@ -142,8 +146,7 @@ scratch() {
 scratch_cleanup() {
 	local rc=$? pid
 	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || logged_since_marks >&2
-	for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${BG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	stop_pids "${BG_PIDS[@]}"
 	[ -n "$WORK" ] && rm -rf "$WORK"
 }
 
@@ -267,16 +270,12 @@ cat_transfer() {
 	XFER_SETUP_US=$(echo "$XFER_SENT" | json_field setup_us)
 }
 
-# Tests that count failed checks and go on: bad says one, the test ends with
-# [ "$failed" = 0 ] || fail ...
-failed=0
 LAB_UID=$(id -u nobody)
 LAB_COMPUTE="open1 open2 fw1 fw2 nata1 nata2 natb1 natb2 sym1 sym2"
 
-bad() {
-	echo "FAIL: $*" >&2
-	failed=$((failed + 1))
-}
+# Tests that count failed checks and go on: bad says one (fail without the
+# stop), the test ends with [ "$failed" = 0 ] || fail ...
+bad() { fail_stops='' fail "$@"; }
 
 # show FILE: its last lines, indented, for a failed check.
 show() { tail -n "${2:-20}" "$1" 2>/dev/null | sed 's/^/     | /' >&2; }

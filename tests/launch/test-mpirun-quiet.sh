@@ -11,12 +11,11 @@
 set -euo pipefail
 build=${1:?usage: test-mpirun-quiet.sh BUILD_DIR}
 qcg_mpirun=$build/launch/qcg-mpirun
-[ -x "$qcg_mpirun" ] || { echo "SKIPPED: $qcg_mpirun not built"; exit 77; }
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+need_built "$qcg_mpirun"
 work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-mpirun-quiet.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-failed=0
-pass() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; failed=1; }
 
 mkdir "$work/bin"
 cat >"$work/bin/mpirun" <<'STUB'
@@ -54,4 +53,4 @@ for round in "4.1.4 rsh" "5.0.7 ssh"; do
 		sed 's/^/     | /' "$work/err"
 	fi
 done
-exit "$failed"
+[ "$failed" -eq 0 ]

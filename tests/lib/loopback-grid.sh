@@ -4,8 +4,8 @@
 # tests/mpi/test-loopback.sh, tests/launch/test-launch-loopback.sh and
 # tests/helper/helper-test.sh): the real broker, frontends and helpers on
 # 127.0.0.1 with a throw-away CA, a scratch directory removed with everything
-# started in it, bounded waits on something observable, and the "ok"/"FAIL"
-# lines with their count.
+# started in it, and checks on what a user would observe; the "ok"/"FAIL"
+# lines, the bounded waits and the bounded stop come from tests/lib/common.sh.
 #
 # The sourcing script sets first:
 #   build, src   the build and source directories (absolute paths)
@@ -14,8 +14,8 @@
 #   log_lines    how many of the last lines of each log the cleanup shows (40)
 #   logs_var     the variable that, set, shows the logs even when all passed (QCG_TEST_LOGS)
 #
-# It provides helper, frontend, broker and certs (the programs), passed and
-# failed; grid_workdir then sets work, out ($work/out, what a failed check
+# It provides helper, frontend, broker and certs (the programs);
+# grid_workdir then sets work, out ($work/out, what a failed check
 # shows) and pids (what the cleanup kills); grid_ca sets ca; grid_broker sets
 # broker_url; grid_helper sets helper_pid.  TEST_SECRET and TEST_SECRET_2 are
 # two jobs' secrets strong enough for the helper (64 hex, as tests/fixtures.h).
@@ -30,42 +30,12 @@ certs=$src/certs/qcg-certs
 TEST_SECRET=5ec2e70123456789abcdef0123456789abcdef0123456789abcdef0123456789
 TEST_SECRET_2=07e425fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876
 
-passed=0
-failed=0
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-	failed=$((failed + 1))
-	printf 'FAIL %s\n' "$1"
+# What a failed check shows besides its line: the last lines of $out.
+fail_details() {
 	if [[ -s ${out:-/dev/null} ]]; then tail -n "${fail_lines:-+1}" "$out" | sed 's/^/     | /'; fi
-}
-
-# need_built FILE...: exit 77 (skipped) unless each FILE is an executable.
-need_built() {
-	local f
-	for f in "$@"; do
-		[[ -x $f ]] || { echo "$f not built: skipping"; exit 77; }
-	done
-}
-
-# need_commands NAME...: exit 77 (skipped) unless each command is installed.
-need_commands() {
-	local t
-	for t in "$@"; do
-		command -v "$t" >/dev/null || { echo "$t missing: skipping"; exit 77; }
-	done
-}
-
-# wait_for DESC TRIES CMD...: runs CMD every 0.1 s until it succeeds, at most TRIES times.
-wait_for() {
-	local desc=$1 tries=$2 i
-	shift 2
-	for ((i = 0; i < tries; i++)); do
-		if "$@" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "timed out waiting for $desc" >&2
-	return 1
 }
 
 # within DESC TENTHS CMD...: pass when CMD succeeds within TENTHS tenths of a second.
@@ -119,36 +89,13 @@ grid_workdir() {
 	trap grid_cleanup EXIT
 }
 
-# Kills what the test started (a process it stopped is continued first: a
-# stopped process does not act on SIGTERM), shows the logs when a check
-# failed, and removes $work.
+# Stops what the test started (stop_children: bounded), shows the logs when
+# a check failed, and removes $work.
 grid_cleanup() {
-	local p log n=${log_lines:-40} show=${logs_var:-QCG_TEST_LOGS}
-	for p in "${pids[@]}"; do
-		kill -CONT "$p" 2>/dev/null || true
-		kill "$p" 2>/dev/null || true
-	done
-	# Bounded: in an ASan build on a loaded machine, LeakSanitizer's check at
-	# a daemon's exit can hang for good (its tracer child waits for a thread
-	# that never stops), and the test hung with it after its checks had
-	# passed.  The tests that are about stopping check it themselves.  Every
-	# child of the test's shell counts, not only $pids: a test may have
+	local log n=${log_lines:-40} show=${logs_var:-QCG_TEST_LOGS}
+	# Every child of the test's shell counts, not only $pids: a test may have
 	# started a daemon of its own (helper-test.sh's frontend).
-	local t alive children
-	mapfile -t children < <(printf '%s\n' "${pids[@]}"; jobs -p)
-	for ((t = 0; t < 300; t++)); do
-		alive=0
-		for p in "${children[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
-		((alive)) || break
-		sleep 0.1
-	done
-	for p in "${children[@]}"; do
-		[ -n "$p" ] || continue
-		kill -0 "$p" 2>/dev/null || continue
-		echo "cleanup: $(ps -o args= -p "$p" | cut -c1-80) still ran 30 s after SIGTERM: killed"
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	wait 2>/dev/null || true
+	stop_children "${pids[@]}"
 	if ((failed > 0)) || [[ -n ${!show:-} ]]; then
 		for log in "$work"/*.log "$work"/*.err; do
 			[[ -f $log ]] || continue

@@ -167,8 +167,7 @@ counter() {
     python3 -c "import json, sys; print(json.load(sys.stdin).get('$1', -1))"
 }
 stop_proxy() {
-  kill -TERM "$proxy_pid" 2>/dev/null
-  wait "$proxy_pid" 2>/dev/null
+  stop_pids "$proxy_pid"
   proxy_pid=
 }
 log3=$work/proxy3.log
@@ -263,5 +262,5 @@ stop_proxy
 if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5" "$log6" "$log7"; then
   fail "sanitizer report in the proxy's log"
 fi
-echo "$fails failure(s)"
-[ $fails -eq 0 ]
+echo "$failed failure(s)"
+[ $failed -eq 0 ]

@@ -46,8 +46,7 @@ run() {
   client_pid=
   iptables -D INPUT -p tcp --dport "$tport" -j DROP
   iptables -D INPUT -p tcp --sport "$tport" -j DROP
-  kill $proxy_pid 2>/dev/null
-  wait $proxy_pid 2>/dev/null
+  stop_pids "$proxy_pid"
   proxy_pid=
   return $rc
 }
@@ -68,5 +67,5 @@ if run 0; then
 else
   pass "stall-timeout 0: the live end is still open after 10 s (nothing else ends it)"
 fi
-echo "$fails failure(s)"
-[ "$fails" -eq 0 ]
+echo "$failed failure(s)"
+[ "$failed" -eq 0 ]
