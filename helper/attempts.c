@@ -255,7 +255,7 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
         struct punch_params p;
 
         punch_params_for_node(&p, plan->address, plan->port, plan->token, as->cfg->address,
-                              as->cfg->ports);
+                              as->cfg->ports, as->cfg->first_ttl);
         a->punch = punch_start(as->loop, &p, on_punched, a, why, whylen);
         explicit_bzero(&p, sizeof(p));
         if (a->punch == NULL) {

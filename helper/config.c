@@ -70,6 +70,11 @@ const struct config_option helper_options[] = {
         "CAP_NET_RAW); no: declare this node unable to, as a helper without privileges"),
     OPT("nfqueue", CONFIG_INT, nfqueue, 0, 65535, "7710",
         "the NFQUEUE number this helper's interception rules use"),
+    OPT("punch-ttl", CONFIG_STRING, punch_ttl, 0, 0, "auto",
+        "a hole punch's first SYN: auto (a TTL of the routers counted to the reflector, "
+        "when 2 or more, so that it expires before the peer's firewall), plain (the "
+        "normal TTL) or a TTL 1-64 (when the path to the reflector is not the path "
+        "to the peers)"),
     OPT("log-level", CONFIG_STRING, log_level, 0, 0, "info", "error, warn, info or debug"),
     OPT("syslog", CONFIG_BOOL, syslog, 0, 0, "no", "log to syslog instead of stderr"),
     OPT("status", CONFIG_BOOL, status, CONFIG_ACTION, 0, "no",
@@ -78,6 +83,28 @@ const struct config_option helper_options[] = {
     METRICS_CONFIG_OPTIONS(struct helper_config),
     {0},
 };
+
+/* punch-ttl: auto 0, plain -1, else the TTL 1-64 (punch_params.first_ttl). */
+static int parse_punch_ttl(const char *text, int *ttl)
+{
+    char *end;
+    long v;
+
+    if (text == NULL || strcmp(text, "auto") == 0) {
+        *ttl = 0;
+        return 0;
+    }
+    if (strcmp(text, "plain") == 0) {
+        *ttl = -1;
+        return 0;
+    }
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 1 || v > 64)
+        return -1;
+    *ttl = (int)v;
+    return 0;
+}
 
 static int parse_mode(const char *text, mode_t *mode)
 {
@@ -161,6 +188,11 @@ int helper_config_check(struct helper_config *cfg, char *err, size_t errlen)
     }
     if (parse_uids(cfg, err, errlen) < 0)
         return -1;
+    if (parse_punch_ttl(cfg->punch_ttl, &cfg->first_ttl) < 0) {
+        snprintf(err, errlen, "punch-ttl: '%s' is not auto, plain or a TTL 1-64",
+                 cfg->punch_ttl != NULL ? cfg->punch_ttl : "");
+        return -1;
+    }
     if (cfg->frontend == NULL || cfg->frontend[0] == '\0') {
         snprintf(err, errlen, "frontend: the frontend's URL is required (https://HOST:PORT/)");
         return -1;

@@ -66,6 +66,10 @@ struct helper_config {
     int ports[2];  /* the node's listening port range */
     int intercept; /* take part in traversing when privileged */
     int nfqueue;   /* the NFQUEUE number of our interception rules */
+
+    char *punch_ttl; /* auto, plain or 1-64 */
+    int first_ttl;   /* from punch_ttl: 0 auto, -1 plain, else the TTL (punch.h) */
+
     char *log_level;
     int syslog;
     int status; /* --status: ask a running helper, print, exit */

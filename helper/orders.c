@@ -433,7 +433,7 @@ static void start_punch(struct orders *o, struct action *a)
     char why[200] = "";
 
     punch_params_for_node(&p, a->cmd.address, a->cmd.port, a->cmd.token, o->cfg->address,
-                          o->cfg->ports);
+                          o->cfg->ports, o->cfg->first_ttl);
     a->state = A_PUNCH;
     action_add(o, a);
     a->punch = punch_start(o->loop, &p, on_punched, a, why, sizeof(why));

@@ -923,7 +923,8 @@ void punch_cancel(struct punch *p)
 }
 
 void punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
-                           const char *token, const char *node_addr, const int ports[2])
+                           const char *token, const char *node_addr, const int ports[2],
+                           int first_ttl)
 {
     memset(p, 0, sizeof(*p));
     snprintf(p->reflector_addr, sizeof(p->reflector_addr), "%s", reflector_addr);
@@ -933,4 +934,5 @@ void punch_params_for_node(struct punch_params *p, const char *reflector_addr, i
     p->port_low = (uint16_t)ports[0];
     p->port_high = (uint16_t)ports[1];
     p->timeout_ms = PUNCH_TIMEOUT_MS;
+    p->first_ttl = first_ttl;
 }

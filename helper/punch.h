@@ -102,9 +102,11 @@ int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *pee
 
 /* The parameters of a node's punch: through the reflector at
    reflector_addr:reflector_port with `token`, from node_addr and a port of
-   its range ports[0]-ports[1], within PUNCH_TIMEOUT_MS. */
+   its range ports[0]-ports[1], within PUNCH_TIMEOUT_MS, the first SYN's
+   TTL first_ttl (the helper's punch-ttl). */
 void punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
-                           const char *token, const char *node_addr, const int ports[2]);
+                           const char *token, const char *node_addr, const int ports[2],
+                           int first_ttl);
 
 /* Starts a punch.  NULL with why (bad parameters, no free port). */
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *p, punch_fn cb, void *arg,

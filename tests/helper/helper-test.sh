@@ -189,6 +189,8 @@ local)
 		--cert "$ca/helper-c1-n1.pem" --address 127.0.0.1
 	check_exit "bad --socket-mode: one line, exit 2" 2 'socket-mode' \
 		"$helper" "${helper_args[@]}" --socket-mode 999
+	check_exit "bad --punch-ttl: one line, exit 2" 2 'punch-ttl' \
+		"$helper" "${helper_args[@]}" --punch-ttl 65
 	check_exit "unknown option: one line, exit 2" 2 'unknown option' \
 		"$helper" "${helper_args[@]}" --no-such-thing 1
 	check_exit "--node not in the certificate: one line, exit 2" 2 "node 'n2' does not match" \

@@ -11,6 +11,7 @@
 #include "cmdqueue.h"
 #include "contacts.h"
 #include "helper.h"
+#include "punch.h"
 #include "qcgconn.h"
 #include "upstream.h"
 
@@ -194,6 +195,15 @@ static void test_config(void)
                cfg.max_clients == 4096,
            "max-clients-per-uid is its own bound");
     config_free(helper_options, &cfg);
+    CHECKF(load(&cfg, NULL, NULL) == 0 && cfg.first_ttl == 0, "punch-ttl: auto by default");
+    config_free(helper_options, &cfg);
+    CHECKF(load(&cfg, "--punch-ttl", "plain") == 0 && cfg.first_ttl == -1, "punch-ttl plain");
+    config_free(helper_options, &cfg);
+    CHECKF(load(&cfg, "--punch-ttl", "3") == 0 && cfg.first_ttl == 3, "punch-ttl 3");
+    config_free(helper_options, &cfg);
+    struct punch_params pp;
+    punch_params_for_node(&pp, "203.0.113.10", 7704, "t", "198.18.1.11", cfg.ports, 3);
+    CHECKF(pp.first_ttl == 3, "a node's punch takes its first SYN's TTL from punch-ttl");
     char path[] = "/tmp/qcg-helper-unit-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -209,7 +219,8 @@ static void test_config(void)
     static const char *const out_of_range[][2] = {
         {"--max-clients", "0"},     {"--max-clients-per-uid", "0"},  {"--max-requests", "0"},
         {"--max-requests", "4097"}, {"--max-requests-per-uid", "0"}, {"--threads", "0"},
-        {"--threads", "129"},       {"--max-requests", "many"},
+        {"--threads", "129"},       {"--max-requests", "many"},      {"--punch-ttl", "0"},
+        {"--punch-ttl", "65"},      {"--punch-ttl", "low"},
     };
     for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]); i++) {
         CHECKF(load(&cfg, out_of_range[i][0], out_of_range[i][1]) < 0, "%s %s is refused",
