@@ -52,6 +52,7 @@ struct punch {
     struct sockaddr_in peer;
     unsigned tries, refused;
     char last_err[64];
+    char first_err[64]; /* the first try's: a later try may fail for its sake */
     /* The TTL-limited first SYN (punch_hops.h): ttl 0 = the plain variant. */
     struct punch_hops *hops; /* measuring */
     int ttl;
@@ -288,6 +289,22 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_retry(uv_timer_t *t);
 
+static void keep_first_err(struct punch *p)
+{
+    if (p->first_err[0] == '\0')
+        snprintf(p->first_err, sizeof(p->first_err), "%s", p->last_err);
+}
+
+/* A failure names the first try's error too when it was another: a try
+   may fail for the sake of the one before it. */
+static const char *first_note(const struct punch *p, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (p->first_err[0] != '\0' && strcmp(p->first_err, p->last_err) != 0)
+        snprintf(buf, len, " (the first try: %s)", p->first_err);
+    return buf;
+}
+
 /* With the TTL-limited variant the two sides take roles (start_peer): the
    opener's tries send their SYN with the low TTL (it is built inside
    connect()) and put the normal TTL back at once, so that a simultaneous
@@ -306,12 +323,14 @@ static void try_connect(struct punch *p)
     p->conn_low = false;
     if (fd < 0) {
         snprintf(p->last_err, sizeof(p->last_err), "bind: %s", strerror(err));
+        keep_first_err(p);
         return;
     }
     if (low && setsockopt(fd, IPPROTO_IP, IP_TTL, &p->ttl, sizeof(p->ttl)) < 0)
         low = false;
     if (connect(fd, (struct sockaddr *)&p->peer, sizeof(p->peer)) < 0 && errno != EINPROGRESS) {
         snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(errno));
+        keep_first_err(p);
         close(fd);
         return;
     }
@@ -338,8 +357,10 @@ static void after_refusal(struct punch *p)
         uint64_t delay = (uint64_t)PUNCH_RETRY_MS << (p->refused - 1);
         uv_timer_start(&p->retry, on_retry, delay, 0);
     } else if (p->listener == NULL) {
-        fail(p, "connect to %s:%u: %s after %u tries", p->res.peer_addr, (unsigned)p->res.peer_port,
-             p->last_err, p->tries);
+        char first[96];
+        fail(p, "connect to %s:%u: %s after %u tries%s", p->res.peer_addr,
+             (unsigned)p->res.peer_port, p->last_err, p->tries,
+             first_note(p, first, sizeof(first)));
     }
 }
 
@@ -427,15 +448,25 @@ static void on_conn(uv_poll_t *h, int status, int events)
     (void)events;
     if (err == EINPROGRESS)
         return;
-    if (p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH) &&
-        low_conn_state(p, &err) == 0) {
-        p->expired++;
-        log_debug("punch from port %u to %s:%u: our SYN expired on the way (TTL %d)",
-                  (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, p->ttl);
-        drain_errqueue(w->fd);
-        uv_poll_stop(&w->poll);
-        uv_timer_start(&p->retry, on_low_check, PUNCH_LOW_CHECK_MS, PUNCH_LOW_CHECK_MS);
-        return;
+    if (p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH)) {
+        int st = low_conn_state(p, &err);
+
+        if (st == 0) {
+            p->expired++;
+            log_debug("punch from port %u to %s:%u: our SYN expired on the way (TTL %d)",
+                      (unsigned)p->port, p->res.peer_addr, (unsigned)p->res.peer_port, p->ttl);
+            drain_errqueue(w->fd);
+            uv_poll_stop(&w->poll);
+            uv_timer_start(&p->retry, on_low_check, PUNCH_LOW_CHECK_MS, PUNCH_LOW_CHECK_MS);
+            return;
+        }
+        /* Connected already: the peer's SYN met ours before this loop read
+           the time-exceeded of our first SYN (a busy node).  That error is
+           the one we meant, not the try's end; closing the connection
+           would leave its addresses in TIME_WAIT, and every later try
+           would fail with EADDRNOTAVAIL. */
+        if (st > 0)
+            err = 0;
     }
     uv_timer_stop(&p->retry);
     conn_over(p, err);
@@ -457,6 +488,7 @@ static void conn_over(struct punch *p, int err)
     /* A reset or an ICMP error: not the end of the punch, the next try (or
        the listener) may still get through. */
     snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(err));
+    keep_first_err(p);
     log_debug("punch from port %u to %s:%u: try %u: %s", (unsigned)p->port, p->res.peer_addr,
               (unsigned)p->res.peer_port, p->tries, p->last_err);
     watch_close(&p->conn, 0);
@@ -753,6 +785,7 @@ static void on_reflector(uv_poll_t *h, int status, int events)
 static void on_deadline(uv_timer_t *t)
 {
     struct punch *p = t->data;
+    char first[96];
 
     switch (p->step) {
     case S_REFLECTOR:
@@ -762,9 +795,9 @@ static void on_deadline(uv_timer_t *t)
         break;
     case S_HOPS:
     case S_PEER:
-        fail(p, "connect to %s:%u: %s after %u tries (%u ms)", p->res.peer_addr,
+        fail(p, "connect to %s:%u: %s after %u tries (%u ms)%s", p->res.peer_addr,
              (unsigned)p->res.peer_port, p->last_err[0] ? p->last_err : "timed out", p->tries,
-             p->prm.timeout_ms);
+             p->prm.timeout_ms, first_note(p, first, sizeof(first)));
         break;
     }
 }
