@@ -11,6 +11,8 @@
 # Times are from qcg-lab's "mpirun: exit N after X ms" line: mpirun alone,
 # not the agents' start (a user starts them before, a batch system with the
 # allocation).  Medians of RUNS (default 5) and their spread (min-max).
+# Both launchers run the daemons and ranks at nice 10 (qcg-lab); each run is
+# bounded (300 s) and starts once the last has left the lab (at most 30 s).
 #   bench/launch-time.sh [--trixie] [DELAY_MS] [RUNS]
 #                         (root; QCG_BUILD_DIR, default build/)
 #   --trixie   a third launcher in the same rotation: the agents with the
@@ -45,16 +47,31 @@ if [ ${#hows[@]} -eq 3 ]; then
 fi
 "$lab" up --delay "$delay" >/dev/null
 
-# one LAUNCHER ARGS...: appends "wall_ms connect_ms" to $work/LAUNCHER.
+# job_left: a daemon or rank of a run still in one of the lab's namespaces.
+job_left() {
+  local ns pid
+  for ns in $(ip netns list | awk '/^qcg-/ { print $1 }'); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      case $(cat "/proc/$pid/comm" 2>/dev/null) in orted | prted | qcg-mpi-initfi*) return 0 ;; esac
+    done
+  done
+  return 1
+}
+
+# one LAUNCHER ARGS...: appends "wall_ms connect_ms" to $work/LAUNCHER.  Each
+# run starts on a lab that the last one has left (at most 30 s), and is
+# bounded (300 s): a run that fails or hangs ends the benchmark, naming it.
 one() {
-  local how=$1 wall conn p=$prog
+  local how=$1 wall conn p=$prog i
   shift
   local opt=() env=()
   [ "$how" = netns ] && opt=(--netns-launch)
   [ "$how" = agents5 ] && env=(QCG_LAB_ROOT="$TRIXIE_ROOT" QCG_LAB_USER_BUILD="$QCG_BUILD_DIR/trixie-build") &&
     p=$QCG_BUILD_DIR/trixie-build/tests/mpi/qcg-mpi-initfini
-  env ${env[@]+"${env[@]}"} "$lab" mpirun ${opt[@]+"${opt[@]}"} -- "$p" "$@" >"$work/out" 2>&1 ||
-    { cat "$work/out" >&2; echo "launch-time.sh: the $how run failed" >&2; exit 1; }
+  for ((i = 0; i < 300; i++)); do job_left || break; sleep 0.1; done
+  ! job_left || { echo "launch-time.sh: the run before $how $* left processes for 30 s" >&2; exit 1; }
+  env ${env[@]+"${env[@]}"} timeout -k 10 300 "$lab" mpirun ${opt[@]+"${opt[@]}"} -- "$p" "$@" >"$work/out" 2>&1 ||
+    { cat "$work/out" >&2; echo "launch-time.sh: the $how run $* failed" >&2; exit 1; }
   wall=$(sed -n 's/.*mpirun: exit 0 after \([0-9]*\) ms/\1/p' "$work/out")
   conn=$(awk '/^INITFINI/ { if ($7 > m) m = $7 } END { printf "%.1f", m * 1000 }' "$work/out")
   echo "$wall $conn" >>"$work/$how$*"

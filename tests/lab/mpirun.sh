@@ -353,7 +353,9 @@ mpirun_netns() {
 # _agent HOST CMD...: what the netns launcher's mpirun runs to start an orted on
 # HOST (a compute node's address): CMD in that node's namespace, with its own
 # host name, its helper's socket, its name in QCG_LAB_NODE and its colours
-# (as an agent sets them).
+# (as an agent sets them); at nice 10, as as_user runs the agents' daemons
+# and ranks: the launch benchmark compares the two launchers at the same
+# priority (at nice 0, ten polling ranks compete with the nodes' helpers).
 cmd_agent() {
 	local host=${1:-} node="" n
 	[ $# -ge 2 ] || die "usage: $PROG _agent HOST CMD..."
@@ -364,5 +366,5 @@ cmd_agent() {
 	[ -n "$node" ] || die "_agent: $host is the address of no compute node"
 	QCG_HELPER_SOCKET=$(helper_socket "$node")
 	export QCG_HELPER_SOCKET QCG_LAB_NODE=$node QCG_COLOUR_NODE=$node QCG_COLOUR_SITE=${NODE_SITE[$node]}
-	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c "hostname $node && $*"
+	exec ip netns exec "$(node_ns "$node")" nice -n 10 unshare --uts /bin/sh -c "hostname $node && $*"
 }

@@ -8,7 +8,9 @@
 # where it landed with no setting: `ompi_info` lists btl qcg, from
 # openmpi-btl-qcg in `ompi_info --path pkglibdir`, which depends on the Open
 # MPI series it was built for; no openmpi-coll-qcg (only coll_qcg's 4.1
-# build is tested across sites); no installed program or library has an unresolved library.
+# build is tested across sites); the systemd units in /usr/lib/systemd/system
+# and no file under the aliased /lib, /bin, /sbin (Debian 13 is /usr-merged);
+# no installed program or library has an unresolved library.
 #
 #   tests/trixie/test-trixie-packages.sh
 #   exit 0 passed, 1 failed, 77 skipped (not root, no mmdebstrap)
@@ -91,6 +93,22 @@ fi
 n=$(ompi_info --param btl qcg --level 9 --parsable 2>/dev/null | sed -n 's/^mca:btl:qcg:param:\([^:]*\):.*/\1/p' | sort -u | wc -l)
 [ "$n" -ge 5 ] && ok "ompi_info --param btl qcg --level 9: $n parameters" ||
 	bad "ompi_info --param btl qcg --level 9: $n parameters"
+# The units where Debian 13 keeps a package's units (debian/rules: after the
+# /usr-merge), none under an aliased directory (/lib, /bin, /sbin).
+units=0
+for u in qcg-connect-broker:qcg-broker qcg-connect-broker:qcg-proxy \
+	qcg-connect-frontend:qcg-frontend qcg-connect-helper:qcg-helper; do
+	f=/usr/lib/systemd/system/${u#*:}.service
+	if dpkg -S "$f" 2>/dev/null | grep -q "^${u%%:*}: " && grep -q "^ExecStart=/usr/sbin/${u#*:} " "$f"; then
+		units=$((units + 1))
+	else
+		bad "${u%%:*} has no $f naming /usr/sbin/${u#*:}"
+	fi
+done
+aliased=$(dpkg -L $(ls ./*.deb | sed 's#^\./##; s/_.*//') | grep -E '^/(lib|lib64|bin|sbin)/' || true)
+[ -z "$aliased" ] || bad "files under the aliased /lib, /bin, /sbin: $(echo $aliased)"
+[ -z "$aliased" ] && [ "$units" = 4 ] &&
+	ok "the 4 units in /usr/lib/systemd/system, no file under /lib, /bin or /sbin"
 # Every installed ELF file resolves its libraries.
 missing=$(dpkg -L $(ls ./*.deb | sed 's#^\./##; s/_.*//') | while read -r f; do
 	[ -f "$f" ] && head -c 4 "$f" | grep -q ELF && ldd "$f" 2>&1 | grep 'not found' | sed "s#^#$f: #"
