@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "lease.h"
 #include "log.h"
 #include "reflector.h"
@@ -127,28 +128,26 @@ static int readable(const char *what, const char *path, char *err, size_t errlen
 }
 
 /* "203.0.113.10:7704": a literal, non-wildcard IPv4 address (nodes connect to
-   it as given) and a port. */
+   it as given) and a port.  Hole punching is IPv4 only in this version, so
+   an IPv6 reflector is refused here rather than failing every punch. */
 static int parse_reflector(struct broker_config *cfg, char *err, size_t errlen)
 {
-    const char *colon = strrchr(cfg->reflector, ':');
-    struct in_addr a;
-    char *end;
-    long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-    size_t hlen = colon != NULL ? (size_t)(colon - cfg->reflector) : 0;
-    if (colon == NULL || hlen == 0 || hlen >= sizeof(cfg->reflector_host) || *end != '\0' ||
-        port < 1 || port > 65535) {
-        snprintf(err, errlen, "qcg-broker: --reflector: '%.80s' is not ADDR:PORT", cfg->reflector);
+    char why[200];
+    int port;
+    if (hostport_parse(cfg->reflector, false, cfg->reflector_host, sizeof(cfg->reflector_host),
+                       &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "qcg-broker: --reflector: %s", why);
         return -1;
     }
-    memcpy(cfg->reflector_host, cfg->reflector, hlen);
-    cfg->reflector_host[hlen] = '\0';
-    if (inet_pton(AF_INET, cfg->reflector_host, &a) != 1 || a.s_addr == htonl(INADDR_ANY)) {
+    if (address_family(cfg->reflector_host) != AF_INET ||
+        strcmp(cfg->reflector_host, "0.0.0.0") == 0) {
         snprintf(err, errlen,
-                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to",
+                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to "
+                 "(hole punching is IPv4 only in this version)",
                  cfg->reflector_host);
         return -1;
     }
-    cfg->reflector_port = (int)port;
+    cfg->reflector_port = port;
     return 0;
 }
 

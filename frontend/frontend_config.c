@@ -131,16 +131,7 @@ static int check_stats_mode(struct frontend_config *cfg, char *err, size_t errle
         snprintf(cfg->stats_url, sizeof(cfg->stats_url), "%s", cfg->url);
         return 0;
     }
-    const char *host = cfg->listen;
-    if (host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0)
-        host = "127.0.0.1";
-    else if (strcmp(host, "::") == 0)
-        host = "::1";
-    int n;
-    if (strchr(host, ':') != NULL)
-        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://[%s]:%d/", host, cfg->port);
-    else
-        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://%s:%d/", host, cfg->port);
+    int n = url_local(cfg->listen, cfg->port, cfg->stats_url, sizeof(cfg->stats_url));
     if (n < 0 || (size_t)n >= sizeof(cfg->stats_url)) {
         snprintf(err, errlen, "listen: address too long");
         return -1;
@@ -179,6 +170,12 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     snprintf(cfg->cluster_name, sizeof(cfg->cluster_name), "%s", id.cluster);
     if (cfg->broker == NULL || strncmp(cfg->broker, "https://", 8) != 0) {
         snprintf(err, errlen, "--broker https://HOST:PORT/ is required");
+        return -1;
+    }
+    char host[256], why[240];
+    int port;
+    if (url_hostport(cfg->broker, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "broker: %s", why);
         return -1;
     }
     if (cfg->kind == NULL) {

@@ -165,9 +165,15 @@ int helper_config_check(struct helper_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "frontend: the frontend's URL is required (https://HOST:PORT/)");
         return -1;
     }
+    char host[256], why[240];
+    int port;
     if (strncmp(cfg->frontend, "https://", 8) != 0 || cfg->frontend[8] == '\0' ||
         strlen(cfg->frontend) >= 256) {
         snprintf(err, errlen, "frontend: '%s' is not an https://HOST:PORT/ URL", cfg->frontend);
+        return -1;
+    }
+    if (url_hostport(cfg->frontend, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "frontend: %s", why);
         return -1;
     }
     if (cfg->ca == NULL || cfg->ca[0] == '\0') {

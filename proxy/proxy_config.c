@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "metrics_server.h"
 #include "identity.h"
 #include "log.h"
@@ -118,6 +119,13 @@ enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **
     }
     if (cfg->broker != NULL && strncmp(cfg->broker, "https://", 8) != 0) {
         snprintf(err, errlen, "qcg-proxy: --broker: %s does not start with https://", cfg->broker);
+        return CONFIG_ERROR;
+    }
+    char host[256], why[240];
+    int port;
+    if (cfg->broker != NULL &&
+        url_hostport(cfg->broker, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "qcg-proxy: --broker: %s", why);
         return CONFIG_ERROR;
     }
     if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {
