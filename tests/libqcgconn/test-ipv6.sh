@@ -87,7 +87,9 @@ d = json.loads(sys.stdin.read())
 assert d["peer"] == 0 and d["technique"] == "direct" and d["bytes"] == 1 << 20, d
 '; then pass "connect --json: peer 0, direct, 1 MiB"
 else fail "connect --json: peer 0, direct, 1 MiB"; fi
-# The contact the broker planned with is the node's IPv6 address.
+if logged "$work/frontend-c1.log" "job j6 rank 0 published from node n1 at [::1]:18"; then
+	pass "the frontend logs the contact as [::1]:PORT"
+else grep -h "published" "$work/frontend-c1.log" >"$out" || true; fail "the frontend logs the contact as [::1]:PORT"; fi
 if logged "$work/helper.log" "::1" && ! grep -q "127.0.0.1" "$work"/*.log; then
 	pass "no daemon's log names 127.0.0.1"
 else grep -h "127.0.0.1" "$work"/*.log >"$out" || true; fail "no daemon's log names 127.0.0.1"; fi
