@@ -12,8 +12,9 @@
 #                    qcg-frontend c1 [::1]:18802 --mTLS--> qcg-broker [::1]:18801
 #
 # Then the broker's per-address handshake limit (16) against connections
-# from ::1 (counted as its /64), and the forms of IPv6 a config refuses.
-# Ports 18801-18802, the node's range 18850-18899.  Needs ::1 (run it in a
+# from ::1 (counted as its /64), a broker on :: (both families), and the
+# forms of IPv6 a config refuses.
+# Ports 18801-18803, the node's range 18850-18899.  Needs ::1 (run it in a
 # network namespace with lo up); skipped (77) when the host has no IPv6.
 #
 #   test-ipv6.sh BUILD_DIR SRC_DIR       exit 0 passed, 1 failed, 77 skipped
@@ -120,6 +121,29 @@ else tail -n 5 "$work/broker.log" >"$out"; fail "the refused peer is logged as [
 kill "$holder" 2>/dev/null || true
 wait_exit "$holder" 50 || true
 within "after they go, the broker answers again" 100 clusters_are 1
+
+# --- listen = ::, both families on one socket -----------------------------------
+port_d=18803
+"$broker" --listen :: --port $port_d --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+	>>"$work/broker-dual.log" 2>&1 &
+pids+=("$!")
+within "a broker with listen :: listens" 100 listening $port_d
+if ss -Htlne "sport = :$port_d" | grep -q "v6only:0"; then
+	pass "listen :: is one socket that takes IPv4 too (v6only 0)"
+else ss -Htlne "sport = :$port_d" >"$out"; fail "listen :: is one socket that takes IPv4 too (v6only 0)"; fi
+if python3 - "$port_d" >"$out" 2>&1 <<'EOF'
+import socket, sys
+for host in ("127.0.0.1", "::1"):
+    socket.create_connection((host, int(sys.argv[1])), timeout=5).close()
+EOF
+then pass "listen ::, connections from 127.0.0.1 and from ::1 are accepted"
+else fail "listen ::, connections from 127.0.0.1 and from ::1 are accepted"; fi
+rc=0
+"$broker" --stats --json --listen :: --port $port_d --ca "$ca/ca.crt" \
+	--cert "$ca/broker-broker.pem" >"$out" 2>&1 || rc=$?
+if [[ $rc -eq 0 ]] && grep -q '"clusters":0[,}]' "$out"; then
+	pass "qcg-broker --stats with listen :: asks https://[::1]:$port_d/ by itself"
+else echo "(exit $rc)" >>"$out"; fail "qcg-broker --stats with listen :: asks https://[::1]:$port_d/ by itself"; fi
 
 # --- what a config refuses ---------------------------------------------------
 # misconf DESC TEXT PROGRAM ARG...: exit 1 with one line holding TEXT.
