@@ -18,7 +18,9 @@
 #define OPT(field) offsetof(struct broker_config, field)
 
 const struct config_option broker_options[] = {
-    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL, "address to listen on (default: any)"},
+    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
+     "address to listen on, IPv4 or IPv6 (no brackets); :: takes both families on one socket "
+     "(default: any IPv4 address)"},
     {"port", CONFIG_INT, OPT(port), 1, 65535, "7700", "TCP port to listen on"},
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
@@ -67,14 +69,14 @@ const struct config_option broker_options[] = {
     {"url", CONFIG_STRING, OPT(url), CONFIG_ACTION, 0, NULL,
      "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
-     "proxies for pairs nothing else connects: NAME@HOST:PORT (qcg-proxy's data address), "
-     "comma-separated"},
+     "proxies for pairs nothing else connects: NAME@HOST:PORT or NAME@[IPv6]:PORT (qcg-proxy's "
+     "data address), comma-separated"},
     {"proxy-key", CONFIG_STRING, OPT(proxy_key), 0, 0, NULL,
      "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
     {"reflector", CONFIG_STRING, OPT(reflector), 0, 0, NULL,
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
-     "(an IP address of this host, e.g. 203.0.113.10:7704); plain TCP, the broker listens on "
-     "it; none = no hole punching"},
+     "(an IPv4 address of this host, e.g. 203.0.113.10:7704: hole punching is IPv4 only in this "
+     "version); plain TCP, the broker listens on it; none = no hole punching"},
     {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, REFLECTOR_USER_DEFAULT,
      "the unprivileged user the reflector's process becomes (qcg-broker needs root, or "
      "CAP_SETUID and CAP_SETGID as the shipped unit gives it); never the broker's own uid"},

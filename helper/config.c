@@ -47,7 +47,7 @@ const struct config_option helper_options[] = {
         "threads for calls to the frontend (UV_THREADPOOL_SIZE, unless set in the "
         "environment) and kept-alive connections to it"),
     OPT("frontend", CONFIG_STRING, frontend, 0, 0, NULL,
-        "the cluster frontend's URL, https://HOST:PORT/ (required)"),
+        "the cluster frontend's URL, https://HOST:PORT/, IPv6 in brackets (required)"),
     OPT("ca", CONFIG_STRING, ca, 0, 0, NULL, "the grid CA certificate (PEM, required)"),
     OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
         "this helper's certificate and key in one PEM (required); reread on SIGHUP, with ca"),

@@ -14,7 +14,8 @@
 
 const struct config_option proxy_options[] = {
     {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
-     "address to listen on, data and control (default: any)"},
+     "address to listen on, data and control, IPv4 or IPv6 (no brackets) (default: any "
+     "address, IPv6 and IPv4 on one socket where the host has IPv6)"},
     {"port", CONFIG_INT, OPT(port), 1, 65535, "7703",
      "TCP port where processes present their tokens (plain TCP)"},
     {"control-port", CONFIG_INT, OPT(control_port), 1, 65535, "7702",
