@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "lease.h"
 #include "log.h"
 #include "reflector.h"
@@ -17,7 +18,9 @@
 #define OPT(field) offsetof(struct broker_config, field)
 
 const struct config_option broker_options[] = {
-    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL, "address to listen on (default: any)"},
+    {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
+     "address to listen on, IPv4 or IPv6 (no brackets); :: takes both families on one socket "
+     "(default: any IPv4 address)"},
     {"port", CONFIG_INT, OPT(port), 1, 65535, "7700", "TCP port to listen on"},
     {"ca", CONFIG_STRING, OPT(ca), 0, 0, NULL, "the grid CA certificate (PEM), required"},
     {"cert", CONFIG_STRING, OPT(cert), 0, 0, NULL,
@@ -66,14 +69,14 @@ const struct config_option broker_options[] = {
     {"url", CONFIG_STRING, OPT(url), CONFIG_ACTION, 0, NULL,
      "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
-     "proxies for pairs nothing else connects: NAME@HOST:PORT (qcg-proxy's data address), "
-     "comma-separated"},
+     "proxies for pairs nothing else connects: NAME@HOST:PORT or NAME@[IPv6]:PORT (qcg-proxy's "
+     "data address), comma-separated"},
     {"proxy-key", CONFIG_STRING, OPT(proxy_key), 0, 0, NULL,
      "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
     {"reflector", CONFIG_STRING, OPT(reflector), 0, 0, NULL,
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
-     "(an IP address of this host, e.g. 203.0.113.10:7704); plain TCP, the broker listens on "
-     "it; none = no hole punching"},
+     "(an IPv4 address of this host, e.g. 203.0.113.10:7704: hole punching is IPv4 only in this "
+     "version); plain TCP, the broker listens on it; none = no hole punching"},
     {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, REFLECTOR_USER_DEFAULT,
      "the unprivileged user the reflector's process becomes (qcg-broker needs root, or "
      "CAP_SETUID and CAP_SETGID as the shipped unit gives it); never the broker's own uid"},
@@ -127,28 +130,26 @@ static int readable(const char *what, const char *path, char *err, size_t errlen
 }
 
 /* "203.0.113.10:7704": a literal, non-wildcard IPv4 address (nodes connect to
-   it as given) and a port. */
+   it as given) and a port.  Hole punching is IPv4 only in this version, so
+   an IPv6 reflector is refused here rather than failing every punch. */
 static int parse_reflector(struct broker_config *cfg, char *err, size_t errlen)
 {
-    const char *colon = strrchr(cfg->reflector, ':');
-    struct in_addr a;
-    char *end;
-    long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-    size_t hlen = colon != NULL ? (size_t)(colon - cfg->reflector) : 0;
-    if (colon == NULL || hlen == 0 || hlen >= sizeof(cfg->reflector_host) || *end != '\0' ||
-        port < 1 || port > 65535) {
-        snprintf(err, errlen, "qcg-broker: --reflector: '%.80s' is not ADDR:PORT", cfg->reflector);
+    char why[200];
+    int port;
+    if (hostport_parse(cfg->reflector, false, cfg->reflector_host, sizeof(cfg->reflector_host),
+                       &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "qcg-broker: --reflector: %s", why);
         return -1;
     }
-    memcpy(cfg->reflector_host, cfg->reflector, hlen);
-    cfg->reflector_host[hlen] = '\0';
-    if (inet_pton(AF_INET, cfg->reflector_host, &a) != 1 || a.s_addr == htonl(INADDR_ANY)) {
+    if (address_family(cfg->reflector_host) != AF_INET ||
+        strcmp(cfg->reflector_host, "0.0.0.0") == 0) {
         snprintf(err, errlen,
-                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to",
+                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to "
+                 "(hole punching is IPv4 only in this version)",
                  cfg->reflector_host);
         return -1;
     }
-    cfg->reflector_port = (int)port;
+    cfg->reflector_port = port;
     return 0;
 }
 

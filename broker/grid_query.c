@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "grid_html.h"
 #include "json.h"
 #include "proto.h"
@@ -119,7 +120,7 @@ static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
     for (int i = 0; i < np; i++) {
         const struct qcg__gridProxy *p = &g->proxy[i];
         char addr[64], seen[32];
-        snprintf(addr, sizeof(addr), "%s:%d", or_dash(p->address), p->port);
+        hostport_format(or_dash(p->address), p->port, addr, sizeof(addr));
         if (never_heard(p))
             snprintf(seen, sizeof(seen), "never");
         else

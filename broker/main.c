@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "broker.h"
 #include "broker_config.h"
 #include "crl.h"
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
         if (cfg.url != NULL)
             snprintf(url, sizeof(url), "%s", cfg.url);
         else
-            snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.port);
+            url_local(cfg.listen, cfg.port, url, sizeof(url));
         struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
         int rc = cfg.grid ? grid_query("qcg-broker", url, &tls, cfg.json != 0, cfg.html)
                           : stats_query("qcg-broker", url, &tls, cfg.json != 0);
@@ -158,8 +159,8 @@ int main(int argc, char **argv)
     if (b->proxies.count == 0)
         log_info("no proxy configured: pairs that need one get status unavailable");
     if (cfg.reflector_port > 0) {
-        char listen[64];
-        snprintf(listen, sizeof(listen), "%s:%d", cfg.reflector_host, cfg.reflector_port);
+        char listen[HOSTPORT_MAX];
+        hostport_format(cfg.reflector_host, cfg.reflector_port, listen, sizeof(listen));
         struct reflector_process_config rc = {.listen = listen,
                                               .user = cfg.reflector_user,
                                               .same_user = cfg.reflector_same_user != 0,

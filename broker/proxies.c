@@ -6,40 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "validate.h"
 
-/* One "NAME@HOST:PORT"; -1 with err. */
+/* One "NAME@HOST:PORT" or "NAME@[IPv6]:PORT"; -1 with err. */
 static int parse_one(const char *text, struct proxy_addr *out, char *err, size_t errlen)
 {
     const char *at = strchr(text, '@');
-    const char *colon = strrchr(text, ':');
-    char *end;
+    char why[200];
 
     memset(out, 0, sizeof(*out));
-    if (at == NULL || colon == NULL || colon < at) {
+    if (at == NULL) {
         snprintf(err, errlen, "proxy: '%.80s' is not NAME@HOST:PORT", text);
         return -1;
     }
-    if ((size_t)(at - text) >= sizeof(out->name) || (size_t)(colon - at - 1) >= sizeof(out->host)) {
-        snprintf(err, errlen, "proxy: '%.80s': name or host too long", text);
+    if ((size_t)(at - text) >= sizeof(out->name)) {
+        snprintf(err, errlen, "proxy: '%.80s': name too long", text);
         return -1;
     }
     memcpy(out->name, text, (size_t)(at - text));
-    memcpy(out->host, at + 1, (size_t)(colon - at - 1));
-    long port = strtol(colon + 1, &end, 10);
     if (!name_valid(out->name)) {
         snprintf(err, errlen, "proxy: '%.80s': '%s' is not a valid name", text, out->name);
         return -1;
     }
-    if (!address_valid(out->host)) {
-        snprintf(err, errlen, "proxy: '%.80s': '%s' is not an IP address", text, out->host);
+    if (hostport_parse(at + 1, false, out->host, sizeof(out->host), &out->port, why, sizeof(why)) <
+        0) {
+        snprintf(err, errlen, "proxy: %s", why);
         return -1;
     }
-    if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535) {
-        snprintf(err, errlen, "proxy: '%.80s': the port must be 1-65535", text);
-        return -1;
-    }
-    out->port = (int)port;
     return 0;
 }
 

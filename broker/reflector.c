@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "dlist.h"
 #include "engine.h"
 #include "htable.h"
@@ -949,35 +950,11 @@ static const struct engine_ops reflector_ops = {
 
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
 {
-    char host[64];
-    const char *colon = strrchr(listen, ':');
-    char *end;
-
-    if (colon == NULL || (size_t)(colon - listen) >= sizeof(host) || colon[1] == '\0')
+    char host[HOSTPORT_MAX], why[200];
+    int port;
+    if (hostport_parse(listen, true, host, sizeof(host), &port, why, sizeof(why)) < 0)
         return -1;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535)
-        return -1;
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-    size_t hl = strlen(host);
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        host[hl - 1] = '\0';
-        if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
-            return -1;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        *len = sizeof(*s6);
-        return 0;
-    }
-    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-        return -1;
-    s4->sin_family = AF_INET;
-    s4->sin_port = htons((uint16_t)port);
-    *len = sizeof(*s4);
+    *len = address_sockaddr(host, (uint16_t)port, ss);
     return 0;
 }
 

@@ -962,7 +962,8 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
     if (mine < 0)
         return refuse(soap, op, "notfound", "cluster %s is not registered", id->cluster);
     response->__sizePeer = (int)n;
-    response->frontendSeenFrom = soap->host[0] != '\0' ? soap_strdup(soap, soap->host) : NULL;
+    response->frontendSeenFrom =
+        soap->host[0] != '\0' ? soap_strdup(soap, caller_address(soap)) : NULL;
     if (b->reflector != NULL)
         response->reflector = endpoint_new(soap, b->reflector_host, b->reflector_port);
     if (b->proxies.count > 0)

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
+
 bool site_holds_node(const struct reg_cluster *c, const char *address)
 {
     for (int i = 0; i < c->nranges; i++) {
@@ -22,7 +24,7 @@ static bool nodes_routable(const struct reg_cluster *c)
 bool site_holds_public(const struct reg_cluster *c, const char *address)
 {
     for (int i = 0; i < c->npublic; i++) {
-        if (strcmp(c->public_addr[i], address) == 0)
+        if (address_equal(c->public_addr[i], address))
             return true;
     }
     return nodes_routable(c) && site_holds_node(c, address);

@@ -72,40 +72,17 @@ struct metrics_server {
 static int parse_listen(const char *text, struct sockaddr_storage *ss, socklen_t *len,
                         bool *loopback, char *err, size_t errlen)
 {
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    const char *h = text;
-    size_t hlen = colon ? (size_t)(colon - text) : 0;
-    if (hlen >= 2 && text[0] == '[' && text[hlen - 1] == ']') {
-        h++;
-        hlen -= 2;
-    }
-    char *end;
-    long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (colon == NULL || hlen == 0 || hlen >= sizeof(host) || colon[1] == '\0' || *end != '\0' ||
-        port < 0 || port > 65535) {
-        snprintf(err, errlen, "not ADDR:PORT (e.g. 127.0.0.1:9701 or [::1]:9701)");
+    char host[HOSTPORT_MAX], why[200];
+    int port;
+    if (hostport_parse(text, true, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "not ADDR:PORT: %s (e.g. 127.0.0.1:9701 or [::1]:9701)", why);
         return -1;
     }
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        *len = sizeof(*s4);
-        *loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
-    } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        *len = sizeof(*s6);
-        *loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
-    } else {
-        snprintf(err, errlen, "%s is not a numeric IPv4 or IPv6 address", host);
-        return -1;
-    }
+    *len = address_sockaddr(host, (uint16_t)port, ss);
+    if (ss->ss_family == AF_INET)
+        *loopback = (ntohl(((struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    else
+        *loopback = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ss)->sin6_addr);
     return 0;
 }
 

@@ -24,7 +24,8 @@
 // clang-format off
 #define METRICS_CONFIG_OPTIONS(type)                                                        \
     {"metrics-listen", CONFIG_STRING, offsetof(type, metrics_listen), 0, 0, NULL,           \
-     "ADDR:PORT to serve Prometheus metrics on (GET /metrics); off unless set; "            \
+     "ADDR:PORT or [IPv6]:PORT to serve Prometheus metrics on (GET /metrics); off unless "  \
+     "set; "                                                                                \
      "a non-loopback address needs metrics-allow"},                                         \
     {"metrics-allow", CONFIG_STRING, offsetof(type, metrics_allow), 0, 0, NULL,             \
      "comma-separated addresses or CIDR ranges that may scrape metrics-listen "             \

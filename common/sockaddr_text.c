@@ -1,6 +1,8 @@
 /* Socket addresses as text; see sockaddr_text.h. */
 #include "sockaddr_text.h"
 
+#include "address.h"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -31,8 +33,6 @@ void sockaddr_text(const struct sockaddr_storage *ss, socklen_t len, char *out, 
 
     if (sockaddr_host(ss, len, host, sizeof(host), &port) < 0)
         snprintf(out, outlen, "(unknown)");
-    else if (strchr(host, ':') != NULL)
-        snprintf(out, outlen, "[%s]:%d", host, port);
     else
-        snprintf(out, outlen, "%s:%d", host, port);
+        hostport_format(host, port, out, outlen);
 }

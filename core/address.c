@@ -8,27 +8,230 @@
 
 #include "proto.h"
 
-bool address_valid(const char *text)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-
-    if (text == NULL || strnlen(text, QCG_ADDR_MAX) >= QCG_ADDR_MAX)
-        return false;
-    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
-}
-
+/* text's family and bytes (network order); a mapped IPv6 address as its
+   IPv4 one.  -1 when text is not an address. */
 static int addr_parse(const char *text, int *family, unsigned char out[16])
 {
     memset(out, 0, 16);
+    if (text == NULL || strnlen(text, QCG_ADDR_MAX) >= QCG_ADDR_MAX)
+        return -1;
     if (inet_pton(AF_INET, text, out) == 1) {
         *family = AF_INET;
         return 0;
     }
-    if (inet_pton(AF_INET6, text, out) == 1) {
-        *family = AF_INET6;
+    if (inet_pton(AF_INET6, text, out) != 1)
+        return -1;
+    if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)out)) {
+        memmove(out, out + 12, 4);
+        memset(out + 4, 0, 12);
+        *family = AF_INET;
         return 0;
     }
+    *family = AF_INET6;
+    return 0;
+}
+
+int address_family(const char *text)
+{
+    unsigned char a[16];
+    int family;
+    return addr_parse(text, &family, a) == 0 ? family : 0;
+}
+
+int address_canonical(const char *text, char *out, size_t len)
+{
+    unsigned char a[16];
+    int family;
+    if (len > 0)
+        out[0] = '\0';
+    if (addr_parse(text, &family, a) < 0 || inet_ntop(family, a, out, (socklen_t)len) == NULL) {
+        if (len > 0)
+            out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+bool address_equal(const char *a, const char *b)
+{
+    unsigned char x[16], y[16];
+    int fx, fy;
+    return addr_parse(a, &fx, x) == 0 && addr_parse(b, &fy, y) == 0 && fx == fy &&
+           memcmp(x, y, 16) == 0;
+}
+
+socklen_t address_sockaddr(const char *address, uint16_t port, struct sockaddr_storage *sa)
+{
+    unsigned char a[16];
+    int family;
+    memset(sa, 0, sizeof(*sa));
+    if (addr_parse(address, &family, a) < 0)
+        return 0;
+    if (family == AF_INET) {
+        struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        memcpy(&in4->sin_addr, a, 4);
+        return sizeof(*in4);
+    }
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port);
+    memcpy(&in6->sin6_addr, a, 16);
+    return sizeof(*in6);
+}
+
+/* The port of "HOST:PORT" after its colon: digits only, 1-65535 (or 0). */
+static int port_parse(const char *text, bool port_zero, int *port)
+{
+    long p = 0;
+    if (text[0] == '\0' || strlen(text) > 5)
+        return -1;
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*c < '0' || *c > '9')
+            return -1;
+        p = p * 10 + (*c - '0');
+    }
+    if (p > 65535 || (p == 0 && !port_zero))
+        return -1;
+    *port = (int)p;
+    return 0;
+}
+
+int hostport_parse(const char *text, bool port_zero, char *host, size_t hostlen, int *port,
+                   char *why, size_t whylen)
+{
+    char h[QCG_ADDR_MAX];
+    const char *hs, *colon;
+    size_t hl;
+
+    if (hostlen > 0)
+        host[0] = '\0';
+    *port = 0;
+    if (text == NULL || text[0] == '\0') {
+        snprintf(why, whylen, "missing: write ADDR:PORT or [IPv6]:PORT");
+        return -1;
+    }
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL) {
+            snprintf(why, whylen, "'%.64s': no ']' after the IPv6 address", text);
+            return -1;
+        }
+        hs = text + 1;
+        hl = (size_t)(close - hs);
+        colon = close + 1;
+        if (*colon != ':') {
+            snprintf(why, whylen, "'%.64s': no :PORT after ']'", text);
+            return -1;
+        }
+    } else {
+        colon = strrchr(text, ':');
+        if (colon != NULL && memchr(text, ':', (size_t)(colon - text)) != NULL) {
+            snprintf(why, whylen,
+                     "'%.64s': an IPv6 address with a port is written in brackets, "
+                     "[ADDR]:PORT",
+                     text);
+            return -1;
+        }
+        if (colon == NULL) {
+            snprintf(why, whylen, "'%.64s' has no port: write ADDR:PORT or [IPv6]:PORT", text);
+            return -1;
+        }
+        hs = text;
+        hl = (size_t)(colon - text);
+    }
+    if (memchr(hs, '%', hl) != NULL) {
+        snprintf(why, whylen,
+                 "'%.64s': zone ids (%%IFACE) are not supported: use a global or "
+                 "unique-local address, not a link-local one",
+                 text);
+        return -1;
+    }
+    if (hl == 0 || hl >= sizeof(h)) {
+        snprintf(why, whylen, "'%.64s' is not ADDR:PORT or [IPv6]:PORT", text);
+        return -1;
+    }
+    memcpy(h, hs, hl);
+    h[hl] = '\0';
+    int family = address_family(h);
+    bool bracketed = text[0] == '[';
+    if (family == 0 || (bracketed && strchr(h, ':') == NULL) ||
+        (!bracketed && family == AF_INET6)) {
+        snprintf(why, whylen, "'%.64s': '%s' is not an %s", text, h,
+                 bracketed ? "IPv6 address" : "IP address (IPv6 goes in brackets)");
+        return -1;
+    }
+    if (port_parse(colon + 1, port_zero, port) < 0) {
+        snprintf(why, whylen, "'%.64s': the port is not %d-65535", text, port_zero ? 0 : 1);
+        return -1;
+    }
+    if (address_canonical(h, host, hostlen) < 0) {
+        snprintf(why, whylen, "'%.64s': the address does not fit", text);
+        return -1;
+    }
+    return 0;
+}
+
+int hostport_format(const char *host, int port, char *out, size_t len)
+{
+    if (strchr(host, ':') != NULL)
+        return snprintf(out, len, "[%s]:%d", host, port);
+    return snprintf(out, len, "%s:%d", host, port);
+}
+
+int url_local(const char *listen, int port, char *out, size_t len)
+{
+    char hp[HOSTPORT_MAX];
+    const char *host = listen;
+    if (host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    hostport_format(host, port, hp, sizeof(hp));
+    return snprintf(out, len, "https://%s/", hp);
+}
+
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-."
+
+int url_hostport(const char *url, char *host, size_t hostlen, int *port, char *why, size_t whylen)
+{
+    char hp[HOSTPORT_MAX];
+    if (url == NULL || strncmp(url, "https://", 8) != 0) {
+        snprintf(why, whylen, "'%.80s' is not https://HOST:PORT/", url != NULL ? url : "");
+        return -1;
+    }
+    const char *p = url + 8;
+    size_t n = strcspn(p, "/");
+    if (n == 0 || n >= sizeof(hp) - 4 || (p[n] == '/' && p[n + 1] != '\0')) {
+        snprintf(why, whylen, "'%.80s' is not https://HOST:PORT/", url);
+        return -1;
+    }
+    memcpy(hp, p, n);
+    hp[n] = '\0';
+    /* "https://[2001:db8::1]/" and "https://203.0.113.5/": https's port. */
+    if (hp[n - 1] == ']' || strchr(hp, ':') == NULL)
+        memcpy(hp + n, ":443", 5);
+    char inner[200];
+    if (hostport_parse(hp, false, host, hostlen, port, inner, sizeof(inner)) == 0)
+        return 0;
+    /* A DNS name (gSOAP resolves it; the certificate names it). */
+    const char *colon = strrchr(hp, ':');
+    size_t nl = (size_t)(colon - hp);
+    if (hp[0] != '[' && nl > 0 && nl < hostlen && strspn(hp, NAME_CHARS) == nl &&
+        strchr(NAME_CHARS, hp[0]) != NULL && hp[0] != '-' && hp[0] != '.' &&
+        port_parse(colon + 1, false, port) == 0) {
+        memcpy(host, hp, nl);
+        host[nl] = '\0';
+        return 0;
+    }
+    snprintf(why, whylen, "%.80s: %s", url, inner);
     return -1;
+}
+
+bool address_valid(const char *text)
+{
+    return address_family(text) != 0;
 }
 
 static int max_bits(int family)
@@ -68,17 +271,19 @@ int addr_range_parse(const char *text, struct addr_range *out, char *why, size_t
         snprintf(why, whylen, "'%.64s' is not an IPv4 or IPv6 address range", text);
         return -1;
     }
+    /* A mapped range counts its prefix over 128 bits, the IPv4 one over 32. */
+    int skip = out->family == AF_INET && strchr(addr, ':') != NULL ? 96 : 0;
     out->bits = max_bits(out->family);
     if (slash != NULL) {
         char *end;
         long bits = strtol(slash + 1, &end, 10);
-        if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || bits < 0 ||
-            bits > max_bits(out->family)) {
-            snprintf(why, whylen, "'%.64s': the prefix length is not 0-%d", text,
-                     max_bits(out->family));
+        if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || bits < skip ||
+            bits > max_bits(out->family) + skip) {
+            snprintf(why, whylen, "'%.64s': the prefix length is not %d-%d", text, skip,
+                     max_bits(out->family) + skip);
             return -1;
         }
-        out->bits = (int)bits;
+        out->bits = (int)bits - skip;
     }
     struct addr_range net = *out;
     for (int i = out->bits; i < max_bits(out->family); i++)

@@ -14,7 +14,8 @@
 
 const struct config_option frontend_options[] = {
     {"listen", CONFIG_STRING, OFF(listen), 0, 0, NULL,
-     "address to accept helpers on (default: any)"},
+     "address to accept helpers on, IPv4 or IPv6 (no brackets); :: takes both families on one "
+     "socket (default: any IPv4 address)"},
     {"port", CONFIG_INT, OFF(port), 1, 65535, "7701", "port to accept helpers on"},
     {"ca", CONFIG_STRING, OFF(ca), 0, 0, NULL, "the grid CA certificate (PEM)"},
     {"cert", CONFIG_STRING, OFF(cert), 0, 0, NULL,
@@ -25,7 +26,8 @@ const struct config_option frontend_options[] = {
     {"crl-accept-older", CONFIG_BOOL, OFF(crl_accept_older), 0, 0, "no",
      "at SIGHUP, load the crl file even when it is expired or older than the CRL in force "
      "(default: keep the one in force and log an error)"},
-    {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL, "the broker's URL, https://HOST:PORT/"},
+    {"broker", CONFIG_STRING, OFF(broker), 0, 0, NULL,
+     "the broker's URL, https://HOST:PORT/ (IPv6 in brackets: https://[2001:db8::10]:7700/)"},
     {"cluster", CONFIG_STRING, OFF(cluster), 0, 0, NULL,
      "this cluster's name (default and must be: the certificate's CN)"},
     {"kind", CONFIG_STRING, OFF(kind), 0, 0, NULL,
@@ -33,8 +35,8 @@ const struct config_option frontend_options[] = {
     {"public-address", CONFIG_STRING, OFF(public_address), 0, 0, NULL,
      "comma-separated addresses the nodes appear from (required for nat, symnat)"},
     {"addresses", CONFIG_STRING, OFF(addresses), 0, 0, NULL,
-     "comma-separated CIDR ranges the nodes' addresses lie in, e.g. 10.1.0.0/16 (unset: the "
-     "broker accepts nodes at this frontend's own address only)"},
+     "comma-separated CIDR ranges the nodes' addresses lie in, e.g. 10.1.0.0/16 or "
+     "2001:db8:1::/48 (unset: the broker accepts nodes at this frontend's own address only)"},
     {"open-ports", CONFIG_PORTS, OFF(open_ports), 0, 0, NULL,
      "LOW-HIGH inbound ports the firewall lets through (firewalled only)"},
     {"node-lease", CONFIG_INT, OFF(node_lease), 30, 86400, "60",
@@ -131,16 +133,7 @@ static int check_stats_mode(struct frontend_config *cfg, char *err, size_t errle
         snprintf(cfg->stats_url, sizeof(cfg->stats_url), "%s", cfg->url);
         return 0;
     }
-    const char *host = cfg->listen;
-    if (host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0)
-        host = "127.0.0.1";
-    else if (strcmp(host, "::") == 0)
-        host = "::1";
-    int n;
-    if (strchr(host, ':') != NULL)
-        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://[%s]:%d/", host, cfg->port);
-    else
-        n = snprintf(cfg->stats_url, sizeof(cfg->stats_url), "https://%s:%d/", host, cfg->port);
+    int n = url_local(cfg->listen, cfg->port, cfg->stats_url, sizeof(cfg->stats_url));
     if (n < 0 || (size_t)n >= sizeof(cfg->stats_url)) {
         snprintf(err, errlen, "listen: address too long");
         return -1;
@@ -179,6 +172,12 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     snprintf(cfg->cluster_name, sizeof(cfg->cluster_name), "%s", id.cluster);
     if (cfg->broker == NULL || strncmp(cfg->broker, "https://", 8) != 0) {
         snprintf(err, errlen, "--broker https://HOST:PORT/ is required");
+        return -1;
+    }
+    char host[256], why[240];
+    int port;
+    if (url_hostport(cfg->broker, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "broker: %s", why);
         return -1;
     }
     if (cfg->kind == NULL) {

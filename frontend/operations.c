@@ -383,8 +383,9 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
                   c.job, c.rank);
     }
     atomic_fetch_add(&fe->counters.publishes, 1);
-    log_info("job %s rank %d published from node %s at %s:%d", c.job, c.rank, c.node, c.address,
-             c.port);
+    char at[HOSTPORT_MAX];
+    hostport_format(c.address, c.port, at, sizeof(at));
+    log_info("job %s rank %d published from node %s at %s", c.job, c.rank, c.node, at);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
 }
@@ -570,8 +571,9 @@ static int lookup_begin(struct soap *soap, struct frontend *fe, const char *op,
     plan->port = cp.port;
     plan->cacheable = 1;
     snprintf(plan->reason, sizeof(plan->reason), "cached by frontend %s", fe->cluster);
-    log_debug("job %s %d -> %d: %s %s:%d (cache)", job, fromRank, toRank, plan->technique,
-              plan->address, plan->port);
+    char at[HOSTPORT_MAX];
+    hostport_format(plan->address, plan->port, at, sizeof(at));
+    log_debug("job %s %d -> %d: %s %s (cache)", job, fromRank, toRank, plan->technique, at);
     *hit = true;
     return SOAP_OK;
 }
@@ -626,10 +628,12 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
             rc = relay_failed(soap, op, &err);
         else if (!retry)
             lookup_keep(fe, job, hash, toRank, &plan, gen);
+        char at[HOSTPORT_MAX];
+        hostport_format(plan.address, plan.port, at, sizeof(at));
         if (rc == SOAP_OK)
-            log_debug("job %s %d -> %d%s%s: %s %s %s:%d", job, fromRank, toRank,
+            log_debug("job %s %d -> %d%s%s: %s %s %s", job, fromRank, toRank,
                       retry ? ", tried/only " : "", retry ? (tried ? tried : only) : "",
-                      plan.status, plan.technique, plan.address, plan.port);
+                      plan.status, plan.technique, at);
     }
     OPENSSL_cleanse(hash, sizeof(hash));
     if (rc != SOAP_OK)
@@ -745,8 +749,10 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
             out->plan = soap_malloc(soap, sizeof(*out->plan));
             if (out->plan != NULL)
                 plan_to_soap(soap, &up[k].plan, out->plan);
-            log_debug("job %s %d -> %d: %s %s %s:%d", up[k].job, up[k].from_rank, up[k].to_rank,
-                      up[k].plan.status, up[k].plan.technique, up[k].plan.address, up[k].plan.port);
+            char at[HOSTPORT_MAX];
+            hostport_format(up[k].plan.address, up[k].plan.port, at, sizeof(at));
+            log_debug("job %s %d -> %d: %s %s %s", up[k].job, up[k].from_rank, up[k].to_rank,
+                      up[k].plan.status, up[k].plan.technique, at);
         }
     }
     OPENSSL_cleanse(hash, (size_t)(n > 0 ? n : 1) * sizeof(*hash));

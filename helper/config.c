@@ -47,7 +47,7 @@ const struct config_option helper_options[] = {
         "threads for calls to the frontend (UV_THREADPOOL_SIZE, unless set in the "
         "environment) and kept-alive connections to it"),
     OPT("frontend", CONFIG_STRING, frontend, 0, 0, NULL,
-        "the cluster frontend's URL, https://HOST:PORT/ (required)"),
+        "the cluster frontend's URL, https://HOST:PORT/, IPv6 in brackets (required)"),
     OPT("ca", CONFIG_STRING, ca, 0, 0, NULL, "the grid CA certificate (PEM, required)"),
     OPT("cert", CONFIG_STRING, cert, 0, 0, NULL,
         "this helper's certificate and key in one PEM (required); reread on SIGHUP, with ca"),
@@ -197,9 +197,15 @@ int helper_config_check(struct helper_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "frontend: the frontend's URL is required (https://HOST:PORT/)");
         return -1;
     }
+    char host[256], why[240];
+    int port;
     if (strncmp(cfg->frontend, "https://", 8) != 0 || cfg->frontend[8] == '\0' ||
         strlen(cfg->frontend) >= 256) {
         snprintf(err, errlen, "frontend: '%s' is not an https://HOST:PORT/ URL", cfg->frontend);
+        return -1;
+    }
+    if (url_hostport(cfg->frontend, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "frontend: %s", why);
         return -1;
     }
     if (cfg->ca == NULL || cfg->ca[0] == '\0') {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "attempts.h"
 #include "local_internal.h"
 #include "log.h"
@@ -256,10 +257,11 @@ void request_done(uv_work_t *work, int status)
     case LOCAL_LOOKUP:
         srv->lookups++;
         if (r->rc == 0) {
-            log_debug("pid %d: job %s rank %d -> rank %d: %s %s:%u", (int)c->pid, r->contact.job,
+            char at[HOSTPORT_MAX];
+            hostport_format(r->plan.address, r->plan.port, at, sizeof(at));
+            log_debug("pid %d: job %s rank %d -> rank %d: %s %s", (int)c->pid, r->contact.job,
                       r->contact.rank, r->to_rank,
-                      technique_name((enum technique)r->plan.technique), r->plan.address,
-                      r->plan.port);
+                      technique_name((enum technique)r->plan.technique), at);
             answer_plan(c, r->rid, &r->plan);
         } else {
             log_debug("pid %d: lookup of rank %d: %s", (int)c->pid, r->to_rank, r->msg);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "dlist.h"
 #include "hex.h"
 #include "log.h"
@@ -358,21 +359,7 @@ static void on_timer(uv_timer_t *t)
 
 static socklen_t make_addr(const char *address, int port, struct sockaddr_storage *sa)
 {
-    struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
-
-    memset(sa, 0, sizeof(*sa));
-    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t)port);
-        return sizeof(*in4);
-    }
-    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        return sizeof(*in6);
-    }
-    return 0;
+    return address_sockaddr(address, (uint16_t)port, sa);
 }
 
 static struct action *action_new(struct orders *o, const struct command *cmd)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "proto.h"
 #include "qcgconn.h"
 #include "upstream_internal.h"
@@ -104,7 +105,7 @@ static int endpoint_text(const struct qcg__endpoint *e, char *out, size_t outlen
         return 0;
     if (e->address == NULL || e->address[0] == '\0' || e->port < 1 || e->port > 65535)
         return -1;
-    int n = snprintf(out, outlen, "%s:%d", e->address, e->port);
+    int n = hostport_format(e->address, e->port, out, outlen);
     return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 

@@ -39,6 +39,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "backoff.h"
 #include "internal.h"
 #include "technique.h"
@@ -462,23 +463,11 @@ static int start_tcp(qcg_connect_op *op)
 {
     const struct local_plan *p = &op->plan;
     struct sockaddr_storage sa;
-    struct sockaddr_in *in4 = (struct sockaddr_in *)&sa;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
-    socklen_t len;
+    socklen_t len = address_sockaddr(p->address, p->port, &sa);
 
-    memset(&sa, 0, sizeof(sa));
-    if (inet_pton(AF_INET, p->address, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(p->port);
-        len = sizeof(*in4);
-    } else if (inet_pton(AF_INET6, p->address, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(p->port);
-        len = sizeof(*in6);
-    } else {
+    if (len == 0)
         return fail(op, QCG_EPROTO, "the %s plan for rank %d has an invalid address '%s'",
                     tech_name(op->technique), op->rank, p->address);
-    }
     if (p->port == 0)
         return fail(op, QCG_EPROTO, "the %s plan for rank %d has port 0", tech_name(op->technique),
                     op->rank);

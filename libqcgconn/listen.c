@@ -9,27 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "backoff.h"
 #include "internal.h"
 
 /* Fills sa with address:port; its length, or 0 if address is not an IP. */
 static socklen_t make_sockaddr(struct sockaddr_storage *sa, const char *address, uint16_t port)
 {
-    struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
-
-    memset(sa, 0, sizeof(*sa));
-    if (inet_pton(AF_INET, address, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        return sizeof(*in4);
-    }
-    if (inet_pton(AF_INET6, address, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(port);
-        return sizeof(*in6);
-    }
-    return 0;
+    return address_sockaddr(address, port, sa);
 }
 
 /* Binds the first free port of the range, starting at a random offset so

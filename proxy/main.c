@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "alive.h"
 #include "backlog.h"
 #include "crl.h"
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
         if (cfg.url != NULL)
             snprintf(url, sizeof(url), "%s", cfg.url);
         else
-            snprintf(url, sizeof(url), "https://127.0.0.1:%d/", cfg.control_port);
+            url_local(cfg.listen, cfg.control_port, url, sizeof(url));
         struct tls_files tls = {.ca = cfg.ca, .certkey = cfg.cert};
         int rc = stats_query("qcg-proxy", url, &tls, cfg.json != 0);
         proxy_config_free(&cfg);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "metrics_server.h"
 #include "identity.h"
 #include "log.h"
@@ -13,7 +14,8 @@
 
 const struct config_option proxy_options[] = {
     {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
-     "address to listen on, data and control (default: any)"},
+     "address to listen on, data and control, IPv4 or IPv6 (no brackets) (default: any "
+     "address, IPv6 and IPv4 on one socket where the host has IPv6)"},
     {"port", CONFIG_INT, OPT(port), 1, 65535, "7703",
      "TCP port where processes present their tokens (plain TCP)"},
     {"control-port", CONFIG_INT, OPT(control_port), 1, 65535, "7702",
@@ -118,6 +120,13 @@ enum config_result proxy_config_load(struct proxy_config *cfg, int argc, char **
     }
     if (cfg->broker != NULL && strncmp(cfg->broker, "https://", 8) != 0) {
         snprintf(err, errlen, "qcg-proxy: --broker: %s does not start with https://", cfg->broker);
+        return CONFIG_ERROR;
+    }
+    char host[256], why[240];
+    int port;
+    if (cfg->broker != NULL &&
+        url_hostport(cfg->broker, host, sizeof(host), &port, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "qcg-proxy: --broker: %s", why);
         return CONFIG_ERROR;
     }
     if (cfg->url != NULL && strncmp(cfg->url, "https://", 8) != 0) {

@@ -171,7 +171,7 @@ int main(void)
     CHECK_HAS(err, "metrics-allow");
     cfg.listen = "localhost:9701";
     CHECK(metrics_server_start(&cfg, err, sizeof(err)) == NULL);
-    CHECK_HAS(err, "not a numeric");
+    CHECK_HAS(err, "is not an IP address");
     cfg.listen = "127.0.0.1";
     CHECK(metrics_server_start(&cfg, err, sizeof(err)) == NULL);
     cfg.listen = "127.0.0.1:0";

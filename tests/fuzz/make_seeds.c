@@ -305,6 +305,17 @@ static void config(const char *etc)
               "frontend = https://198.18.1.10:7701/\nca = /etc/hostname\ncert = /etc/hostname\n"
               "address = 198.18.1.11\nports = 23000-23999\nallow-uids = 0, root\n"
               "socket-mode = \"0660\"\n");
+    /* IPv6 in every form the address module reads (core/address.h). */
+    text_seed("config", "broker-ipv6", 0,
+              "ca = /etc/hostname\ncert = /etc/hostname\nlisten = ::\nport = 7700\n"
+              "reflector = [2001:db8::10]:7704\nproxy = p1@[2001:db8::20]:7703, "
+              "p2@[::ffff:203.0.113.30]:7703\nmetrics-listen = [::1]:9701\n");
+    text_seed("config", "helper-ipv6", 3,
+              "frontend = https://[2001:db8:1::10]:7701/\nca = /etc/hostname\n"
+              "cert = /etc/hostname\naddress = 2001:db8:1::11\nports = 23000-23999\n");
+    text_seed("config", "proxy-ipv6", 2,
+              "listen = 2001:db8::20\nbroker = https://[2001:db8::10]:7700/\n"
+              "ca = /etc/hostname\ncert = /etc/hostname\n");
     text_seed("config", "key", 4,
               "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
     /* qcg-agent's: every option once (there is no example in etc/). */

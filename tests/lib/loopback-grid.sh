@@ -9,6 +9,8 @@
 #
 # The sourcing script sets first:
 #   build, src   the build and source directories (absolute paths)
+#   grid_ip      optional: the loopback address every service listens and is
+#                reached on, 127.0.0.1 (default) or ::1 (an IPv6-only grid)
 # and may set, before its first failed check or its exit:
 #   fail_lines   how many of the last lines of $out a failed check shows (all by default)
 #   log_lines    how many of the last lines of each log the cleanup shows (40)
@@ -32,6 +34,9 @@ TEST_SECRET_2=07e425fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876
 
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+grid_ip=${grid_ip:-127.0.0.1}
+# How a URL or an ADDR:PORT writes it: IPv6 in brackets.
+if [[ $grid_ip == *:* ]]; then grid_host="[$grid_ip]"; else grid_host=$grid_ip; fi
 
 # What a failed check shows besides its line: the last lines of $out.
 fail_details() {
@@ -123,37 +128,37 @@ grid_ca() {
 }
 
 # grid_certs WHO...: a certificate from the CA for each WHO: "broker",
-# "frontend CLUSTER", "proxy NAME" (these three for 127.0.0.1) or
+# "frontend CLUSTER", "proxy NAME" (these three for $grid_ip) or
 # "helper CLUSTER/NODE".  On an error: exit 1, showing what qcg-certs said.
 grid_certs() {
 	local who args
 	for who in "$@"; do
 		read -ra args <<<"$who"
-		[[ ${args[0]} == helper ]] || args+=(--san 127.0.0.1)
+		[[ ${args[0]} == helper ]] || args+=(--san "$grid_ip")
 		"$certs" --dir "$ca" issue "${args[@]}" >>"$work/certs.log" 2>&1 ||
 			{ cat "$work/certs.log"; exit 1; }
 	done
 }
 
-# grid_broker PORT [OPTION...]: qcg-broker on 127.0.0.1:PORT, log broker.log;
+# grid_broker PORT [OPTION...]: qcg-broker on $grid_ip PORT, log broker.log;
 # returns once it listens.
 grid_broker() {
 	local port=$1
 	shift
-	"$broker" --listen 127.0.0.1 --port "$port" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
+	"$broker" --listen "$grid_ip" --port "$port" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
 		"$@" >>"$work/broker.log" 2>&1 &
 	pids+=("$!")
-	broker_url=https://127.0.0.1:$port/
+	broker_url=https://$grid_host:$port/
 	wait_for "the broker on port $port" 100 listening "$port"
 }
 
 # grid_frontend CLUSTER PORT [OPTION...]: CLUSTER's qcg-frontend on
-# 127.0.0.1:PORT, with the broker above, OPTIONs (--kind ...) added, log
+# $grid_ip PORT, with the broker above, OPTIONs (--kind ...) added, log
 # frontend-CLUSTER.log; returns once it listens.
 grid_frontend() {
 	local cluster=$1 port=$2
 	shift 2
-	"$frontend" --listen 127.0.0.1 --port "$port" --broker "$broker_url" --cluster "$cluster" \
+	"$frontend" --listen "$grid_ip" --port "$port" --broker "$broker_url" --cluster "$cluster" \
 		"$@" --ca "$ca/ca.crt" --cert "$ca/frontend-$cluster.pem" \
 		>>"$work/frontend-$cluster.log" 2>&1 &
 	pids+=("$!")
@@ -167,8 +172,8 @@ grid_frontend() {
 grid_helper() {
 	local name=$1 cn=$2 port=$3 range=$4
 	shift 4
-	"$helper" --socket "$work/$name.sock" --frontend "https://127.0.0.1:$port/" \
-		--cluster "${cn%/*}" --node "${cn#*/}" --address 127.0.0.1 --ports "$range" \
+	"$helper" --socket "$work/$name.sock" --frontend "https://$grid_host:$port/" \
+		--cluster "${cn%/*}" --node "${cn#*/}" --address "$grid_ip" --ports "$range" \
 		--ca "$ca/ca.crt" --cert "$ca/helper-${cn%/*}-${cn#*/}.pem" "$@" \
 		>>"$work/$name.log" 2>&1 &
 	helper_pid=$!
@@ -185,6 +190,6 @@ grid_one_node() {
 	grid_ca "frontend c1" "helper c1/n1"
 	grid_ports_free "$1" "$2"
 	grid_broker "$1" || exit 1
-	grid_frontend c1 "$2" --kind open --public-address 127.0.0.1 || exit 1
+	grid_frontend c1 "$2" --kind open --public-address "$grid_ip" || exit 1
 	grid_helper helper c1/n1 "$2" "$3" || exit 1
 }

@@ -2,13 +2,15 @@
 #
 # libqcgconn-reversed: reversed and proxied connections, and the fallback
 # between them, through the real daemons on loopback with a throw-away CA.
-# Everything runs on 127.0.0.1; the clusters differ by what their frontends
-# declare, which is all the broker's plans go by.
+# Everything runs on 127.0.0.1 (or on ::1, IPv6 only, with grid_ip=::1 in
+# the environment; by hand, not in ctest: it takes as long again); the
+# clusters differ by what their frontends declare, which is all the
+# broker's plans go by.
 #
 #   cluster pub (open)    helper pub/p1  ports 18520-18529   frontend :18511
 #   cluster nat (nat)     helper nat/n1  ports 18530-18539   frontend :18512
 #   cluster sym (symnat)  helper sym/s1  ports 18540-18549   frontend :18513
-#   qcg-broker :18501 (proxy lo@127.0.0.1:18503)      qcg-proxy data :18503, control :18502
+#   qcg-broker :18501 (proxy lo@ADDR:18503)           qcg-proxy data :18503, control :18502
 #
 #   pub -> nat   reversed: n1's helper connects to the pub process's listener
 #   sym -> nat   proxy: both sides connect out to qcg-proxy
@@ -49,7 +51,7 @@ chmod 0600 "$work/proxy.key"
 grid_ports_free $port_b $port_pc $port_pd 18511 18512 18513
 
 expiry=1 # s, the broker's memory of a failed technique
-grid_broker $port_b --outcome-expiry $expiry --proxy "lo@127.0.0.1:$port_pd" \
+grid_broker $port_b --outcome-expiry $expiry --proxy "lo@$grid_host:$port_pd" \
 	--proxy-key "$work/proxy.key" || exit 1
 
 # forgotten FROM TO: the broker's grid holds no failure against a technique
@@ -66,7 +68,7 @@ sys.exit(1 if held else 0)
 }
 
 start_proxy() {
-	"$proxy" --listen 127.0.0.1 --port $port_pd --control-port $port_pc --ca "$ca/ca.crt" \
+	"$proxy" --listen "$grid_ip" --port $port_pd --control-port $port_pc --ca "$ca/ca.crt" \
 		--cert "$ca/proxy-lo.pem" --key-file "$work/proxy.key" --pair-timeout 30 \
 		>>"$work/proxy.log" 2>&1 &
 	proxy_pid=$!
@@ -76,8 +78,8 @@ start_proxy() {
 start_proxy || exit 1
 
 declare -A fport=([pub]=18511 [nat]=18512 [sym]=18513)
-declare -A kind=([pub]="--kind open" [nat]="--kind nat --public-address 127.0.0.1"
-	[sym]="--kind symnat --public-address 127.0.0.1")
+declare -A kind=([pub]="--kind open" [nat]="--kind nat --public-address $grid_ip"
+	[sym]="--kind symnat --public-address $grid_ip")
 declare -A node=([pub]=p1 [nat]=n1 [sym]=s1)
 declare -A range=([pub]=18520-18529 [nat]=18530-18539 [sym]=18540-18549)
 declare -A hpid
@@ -139,7 +141,7 @@ json_is "$work/connect1.err" sent technique reversed >"$out" 2>&1 &&
 	json_is "$work/listen1.err" accepted peer 0; } >"$out" 2>&1 &&
 	pass "pub -> nat: the target accepts rank 0's connection, reversed" ||
 	fail "pub -> nat: the target accepts rank 0's connection, reversed"
-grep -q "connect-back for job j1 rank 1 (initiator rank 0): connected to 127.0.0.1 port 1852[0-9] in [0-9]* ms, handed to pid $lpid" \
+grep -q "connect-back for job j1 rank 1 (initiator rank 0): connected to $grid_ip port 1852[0-9] in [0-9]* ms, handed to pid $lpid" \
 	"$work/helper-nat.log" && pass "n1's helper made the connection and handed it to the target" ||
 	{ grep connect-back "$work/helper-nat.log" >"$out"; fail "n1's helper made the connection and handed it to the target"; }
 
@@ -159,7 +161,7 @@ for dir in "sym nat 2 3" "nat sym 4 5"; do
 		json_is "$work/listen2.err" accepted peer "$r_from"; } >"$out" 2>&1 &&
 		pass "$from -> $to: both sides report proxy" || fail "$from -> $to: both sides report proxy"
 done
-grep -q "proxy-connect for job j2 rank 3 (initiator rank 2): connected to 127.0.0.1 port $port_pd" \
+grep -q "proxy-connect for job j2 rank 3 (initiator rank 2): connected to $grid_ip port $port_pd" \
 	"$work/helper-nat.log" && pass "n1's helper paired at the proxy for the target" ||
 	fail "n1's helper paired at the proxy for the target"
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "json.h"
 #include "probe.h"
 
@@ -129,7 +130,8 @@ static int parse_args(int argc, char **argv, struct probe_opts *o, bool *local_o
 /* The hosts the probe talks to: the capture's filter. */
 static void capture_hosts(const struct probe_site *s, char *hosts, size_t len)
 {
-    char addr[LOCAL_ENDPOINT_MAX];
+    char addr[LOCAL_ENDPOINT_MAX], why[200];
+    int port;
     hosts[0] = '\0';
     const char *ends[2 + LOCAL_PROXIES_MAX];
     int n = 0;
@@ -137,11 +139,8 @@ static void capture_hosts(const struct probe_site *s, char *hosts, size_t len)
     for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++)
         ends[n++] = s->info.proxy[i];
     for (int i = 0; i < n; i++) {
-        snprintf(addr, sizeof(addr), "%s", ends[i]);
-        char *colon = strrchr(addr, ':');
-        if (colon == NULL)
+        if (hostport_parse(ends[i], false, addr, sizeof(addr), &port, why, sizeof(why)) < 0)
             continue;
-        *colon = '\0';
         capture_filter_add(hosts, len, "%shost %s ", hosts[0] ? "or " : "", addr);
     }
     for (uint32_t i = 0; i < s->info.clusters && i < LOCAL_CLUSTERS_MAX; i++)

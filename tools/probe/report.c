@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "json.h"
 #include "probe.h"
 #include "technique.h"
@@ -213,7 +214,7 @@ static void json_site(FILE *out, const struct probe_site *s)
     for (int i = 0; i < s->nmap; i++) {
         const struct probe_mapping *m = &s->map[i];
         char mapped[LOCAL_ENDPOINT_MAX];
-        snprintf(mapped, sizeof(mapped), "%s:%d", m->addr, m->port);
+        hostport_format(m->addr, m->port, mapped, sizeof(mapped));
         fprintf(out, "%s{", i ? "," : "");
         jstr(out, "", "observer", m->observer);
         jstr(out, ",", "endpoint", m->endpoint);

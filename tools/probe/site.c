@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "probe.h"
 
 #define PROBE_RTT_SAMPLES 3
@@ -21,38 +22,22 @@
 #define DIAL_ANSWER_TIMEOUT_MS 5000
 #define HELPER_TIMEOUT_MS 15000
 
-/* "addr:port" (the last colon) into its parts.  0 or -1. */
+/* "addr:port" or "[v6]:port" into its parts.  0 or -1. */
 static int split_endpoint(const char *text, char *addr, size_t alen, int *port)
 {
-    const char *colon = strrchr(text, ':');
-    char *end;
-    if (colon == NULL || (size_t)(colon - text) >= alen || colon == text)
-        return -1;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || p < 1 || p > 65535)
-        return -1;
-    memcpy(addr, text, (size_t)(colon - text));
-    addr[colon - text] = '\0';
-    *port = (int)p;
-    return 0;
+    char why[200];
+    return hostport_parse(text, false, addr, alen, port, why, sizeof(why));
 }
 
-/* "https://198.18.1.10:7701/" into "198.18.1.10:7701".  0 or -1. */
+/* "https://198.18.1.10:7701/" into "198.18.1.10:7701" ("[v6]:port").  0 or -1. */
 static int url_endpoint(const char *url, char *out, size_t len)
 {
-    const char *p = strstr(url, "://");
-    p = p ? p + 3 : url;
-    size_t n = strcspn(p, "/");
-    if (n == 0 || n >= len)
+    char host[256], why[200];
+    int port, n;
+    if (url_hostport(url, host, sizeof(host), &port, why, sizeof(why)) < 0)
         return -1;
-    memcpy(out, p, n);
-    out[n] = '\0';
-    if (strchr(out, ':') == NULL) {
-        if (strlen(out) + 5 >= len)
-            return -1;
-        strcat(out, strncmp(url, "https", 5) == 0 ? ":443" : ":80");
-    }
-    return 0;
+    n = hostport_format(host, port, out, len);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 static int compare_double(const void *a, const void *b)
