@@ -1,4 +1,4 @@
-/* qcg-broker's settings: one table (common/config.h) for the config file, the
+/* qcg-broker's settings: one table (util/config.h) for the config file, the
    command line and --help, plus the checks that need more than a type. */
 #ifndef BROKER_CONFIG_H
 #define BROKER_CONFIG_H

@@ -1,7 +1,7 @@
 /*
  * The proxies the broker may send a pair through (option `proxy`, the data
  * addresses of qcg-proxy daemons) and the key it shares with them to sign
- * tokens (option `proxy-key`, common/token.h).
+ * tokens (option `proxy-key`, util/token.h).
  */
 #ifndef BROKER_PROXIES_H
 #define BROKER_PROXIES_H

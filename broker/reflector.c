@@ -1,5 +1,5 @@
 /* The broker's reflector: MAP, PUNCH and DIAL on one thread of its own,
-   on the event engine (common/engine.h); see reflector.h. */
+   on the event engine (util/engine.h); see reflector.h. */
 #include "reflector.h"
 
 #include <arpa/inet.h>

@@ -16,9 +16,9 @@
  *                                         -> PEER <peer-addr> <peer-port> <own-addr> <own-port>
  *                                            [<tag>]
  *       The tag authenticates the answer when the token came as a version 2
- *       token (its MAC replaced by a proof; common/punch_auth.h), as helpers
+ *       token (its MAC replaced by a proof; util/punch_auth.h), as helpers
  *       send it: an on-path attacker cannot redirect the punch.
- *       token: a hole-punching token the broker issued (common/token.h format,
+ *       token: a hole-punching token the broker issued (util/token.h format,
  *       the reflector's key; side 0 initiator, 1 target), single use.  The
  *       connection is held until the other side of the same pair has arrived
  *       (at most REFLECTOR_PAIR_WAIT_MS), then each gets the other's observed
@@ -50,10 +50,10 @@
  * the reflector half-closes and waits (at most REFLECTOR_LINGER_MS) for the
  * client's FIN, so the answer is never lost to a reset.
  *
- * Runs on its own thread (common/engine.h, the proxy relay's engine too); bounded: at most
+ * Runs on its own thread (util/engine.h, the proxy relay's engine too); bounded: at most
  * REFLECTOR_CONNS_MAX connections, every connection has a deadline.  Until a connection has
  * presented a valid token (a MAP, a DIAL, a line still coming) it is
- * anyone's: one source address (common/tally.h: an IPv4 address, an IPv6
+ * anyone's: one source address (util/tally.h: an IPv4 address, an IPv6
  * /64) holds at most REFLECTOR_CONNS_PER_ADDRESS such connections (further
  * ones are closed at once), and when all REFLECTOR_CONNS_MAX are taken the
  * oldest one still sending its line is cut for the new one (legitimate
@@ -72,7 +72,7 @@
  * (reflector_msg.h, on privsep/proc.h's channel) and, once told, the punch
  * key; nothing else.  That child (reflector_process.c, process name
  * qcg-reflector, log prefix "reflector") drops what it does not need
- * (common/privdrop.c, as the helper does): no new privileges, no
+ * (util/privdrop.c, as the helper does): no new privileges, no
  * capabilities, and the uid of `reflector-user` (a dedicated user by
  * default, never the broker's own uid unless `reflector-same-user`).  It
  * exits when the channel closes (or the broker dies: PR_SET_PDEATHSIG).  The

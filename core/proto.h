@@ -18,6 +18,9 @@
 #define QCG_NAME_MAX 64
 #define QCG_ADDR_MAX 48
 #define QCG_TOKEN_MAX 128
+/* The token field of the hello one process sends another (libqcgconn's
+   handshake.h), NUL included: a connect-back order's token must fit it. */
+#define QCG_HELLO_TOKEN_MAX 64
 /* A SYN shipped for traversing: at most 120 bytes (IPv4 + TCP with options), hex. */
 #define QCG_PACKET_MAX 120
 #define QCG_PACKET_HEX_MAX (2 * QCG_PACKET_MAX + 1)

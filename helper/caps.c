@@ -1,6 +1,6 @@
 /* Which capabilities a helper process holds: whether the node may
    intercept (NFQUEUE) and inject (raw socket) packets goes to the frontend
-   as canIntercept.  Giving them up is common/privdrop.c's. */
+   as canIntercept.  Giving them up is util/privdrop.c's. */
 #include <linux/capability.h>
 #include <stdio.h>
 

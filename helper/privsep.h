@@ -8,7 +8,7 @@
  * the packet engine (traverse.h) on a loop of its own and serves the
  * requests of privsep_msg.h over the channel of privsep/proc.h (which
  * starts it and checks each message); it parses nothing else.  The main process then drops every
- * capability for good (privdrop, common/privdrop.h) and reaches the engine only through this
+ * capability for good (privdrop, util/privdrop.h) and reaches the engine only through this
  * module, whose calls have traverse.h's shape.
  *
  * The privileged process waits for START (sent once the main process owns

@@ -5,7 +5,7 @@
  *   1. bind a free port of the node's range (SO_REUSEADDR + SO_REUSEPORT),
  *   2. connect from it to the broker's reflector and send
  *      "PUNCH <token> <local-addr> <local-port>" (broker/reflector.h), the
- *      token's MAC replaced by a proof (common/punch_auth.h),
+ *      token's MAC replaced by a proof (util/punch_auth.h),
  *   3. read "PEER <peer-addr> <peer-port> <own-addr> <own-port> <tag>" (both
  *      sides get it at the same moment), refuse it unless the tag proves it
  *      came from the reflector, and close that connection,

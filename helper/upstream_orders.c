@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 
 #include "cmdqueue.h"
-#include "handshake.h"
 #include "proto.h"
 #include "qcgconn.h"
 #include "upstream.h"
@@ -62,7 +61,7 @@ int upstream_order_check(const struct command *c, const char *node, char *why, s
         snprintf(why, whylen, "port %d outside 1-65535", c->port);
     /* The token goes into the process's hello (connect-back) or the proxy's
        preamble or the reflector's line: all have fixed fields. */
-    else if (tlen == 0 || tlen >= (back ? (size_t)HS_TOKEN_MAX : (size_t)LOCAL_TOKEN_MAX))
+    else if (tlen == 0 || tlen >= (back ? (size_t)QCG_HELLO_TOKEN_MAX : (size_t)LOCAL_TOKEN_MAX))
         snprintf(why, whylen, "token missing or too long (%zu characters)", tlen);
     else if (inject && !packet_hex_ok(c->packet))
         snprintf(why, whylen, "packet is not the hex of 40 to %d bytes", QCG_PACKET_MAX);

@@ -9,11 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto.h"
+
 /* 3: TLS 1.3 with an external PSK (2 was the HMAC hello). */
 #define HS_VERSION 3
 #define HS_JOB_MAX 64
 #define HS_CLUSTER_MAX 64
-#define HS_TOKEN_MAX 64
+#define HS_TOKEN_MAX QCG_HELLO_TOKEN_MAX
 /* magic, version, reserved, from, to, job, cluster, token: 208 bytes */
 #define HS_IDENTITY_SIZE (4 + 2 + 2 + 4 + 4 + HS_JOB_MAX + HS_CLUSTER_MAX + HS_TOKEN_MAX)
 

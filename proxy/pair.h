@@ -4,7 +4,7 @@
  * user space.  A pipe is made on the direction's first data and dropped again
  * when it has been empty for a while, so an idle pair holds two descriptors.
  *
- * The sockets are watched edge-triggered (engine_edge, common/engine.h); the
+ * The sockets are watched edge-triggered (engine_edge, util/engine.h); the
  * relay turns events into the readable/writable flags and calls pair_run,
  * which moves what it can.
  */

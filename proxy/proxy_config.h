@@ -1,4 +1,4 @@
-/* qcg-proxy's settings: one table (common/config.h) for the config file, the
+/* qcg-proxy's settings: one table (util/config.h) for the config file, the
    command line and --help, plus the checks that need more than a type. */
 #ifndef PROXY_CONFIG_H
 #define PROXY_CONFIG_H

@@ -1,5 +1,5 @@
 /*
- * The data side of qcg-proxy: one event loop (common/engine.h, its own
+ * The data side of qcg-proxy: one event loop (util/engine.h, its own
  * thread) that accepts
  * plain TCP connections, reads each one's "QCGP" + token, checks the token
  * (format, MAC, expiry, single use), holds it until the other side of its pair

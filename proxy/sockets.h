@@ -1,5 +1,5 @@
 /* The relay's sockets: the listener and per-connection options (addresses
-   for the logs: sockaddr_text, common/acceptor.h). */
+   for the logs: sockaddr_text, util/acceptor.h). */
 #ifndef PROXY_SOCKETS_H
 #define PROXY_SOCKETS_H
 

@@ -1,4 +1,4 @@
-/* frontend-reports: the frontend's batches of reports (common/report_batch.c)
+/* frontend-reports: the frontend's batches of reports (util/report_batch.c)
    with a stand-in for the broker call: reports go in order, at most
    QCG_REPORTS_MAX a batch, a lone report within QCG_REPORTS_FLUSH_MS (not
    held until a batch fills), reports_flush returns once what was queued is

@@ -1,6 +1,6 @@
-/* libFuzzer harness for the config files (common/config.c) as each daemon
+/* libFuzzer harness for the config files (util/config.c) as each daemon
    reads them, its own checks included (broker_config.c, frontend_config.c,
-   proxy_config.c, helper/config.c), the proxy key file (common/token.c) and
+   proxy_config.c, helper/config.c), the proxy key file (util/token.c) and
    qcg-agent's config with its checks (launch/agent_config.c).
    Input: byte 0 % 6 picks the reader, the rest is the file. */
 #include <fcntl.h>

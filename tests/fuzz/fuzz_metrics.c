@@ -1,5 +1,5 @@
-/* libFuzzer harness for the metrics endpoint (common/metrics_http.c,
-   common/metrics_text.c): a request head from anyone who reaches
+/* libFuzzer harness for the metrics endpoint (util/metrics_http.c,
+   util/metrics_text.c): a request head from anyone who reaches
    metrics-listen, in a buffer of exactly its size; and the same bytes as a
    label value and HELP text, which must stay one escaped line each.
    Input: the request. */

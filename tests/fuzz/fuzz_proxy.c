@@ -1,6 +1,6 @@
 /* libFuzzer harness for what a proxy client sends first (proxy/relay.h): the
    hello (magic and NUL-padded token, proxy/hello.c) and the token in it
-   (common/token.c), checked as the relay checks them.  Random bytes never
+   (util/token.c), checked as the relay checks them.  Random bytes never
    carry a good MAC, so the first byte of an input may also ask for a token
    issued from the input's fields and then changed at one byte: it must pass
    unchanged and fail changed.

@@ -16,7 +16,7 @@
  *        lost callback comes once, this process goes on; a process that
  *        stops answering is killed after PRIVSEP_ACK_MS and lost the same way;
  *        two watches of one destination each get one of two connects' SYNs;
- *     3. this process drops every capability for good (privdrop, common/privdrop.h).
+ *     3. this process drops every capability for good (privdrop, util/privdrop.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>

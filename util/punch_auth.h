@@ -1,7 +1,7 @@
 /*
  * Authenticated punch answers (issue 17).  The reflector's PEER answer says
  * where a node connects to, over plain TCP: an on-path attacker could
- * redirect the punched connection.  The token's MAC (common/token.h), which
+ * redirect the punched connection.  The token's MAC (util/token.h), which
  * the node received from the broker over TLS and the reflector recomputes
  * from its key, keys both directions, and never travels in clear:
  *

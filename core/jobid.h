@@ -5,8 +5,8 @@
      J.m.JOBID       the MPI ranks of Open MPI job JOBID (its ranks are the
                      MPI ranks; one mpirun may run several jobs: spawn)
    All of them are bound by the broker to the same job secret. */
-#ifndef QCG_LAUNCH_JOBID_H
-#define QCG_LAUNCH_JOBID_H
+#ifndef QCG_JOBID_H
+#define QCG_JOBID_H
 
 #include <stdbool.h>
 #include <stddef.h>
