@@ -139,7 +139,21 @@ PY
 # The README's picture of the grid, as an admin reads it.
 "$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid \
 	--url "$BROKER_URL" >"$WORK/grid.txt" || fail "qcg-broker --grid (human output) failed"
-python3 "$SAMPLES" --block grid "$WORK/grid.txt" || fail "README.md's qcg-broker --grid sample"
+# The matrix's diagonal holds what earlier tests of the lab did inside one
+# site (none in the README's fresh grid): left out of the comparison.
+python3 - "$WORK/grid.txt" >"$WORK/grid-sample.txt" <<'PY'
+import re, sys
+lines, names = open(sys.argv[1]).read().split("\n"), None
+for i, line in enumerate(lines):
+    cells = re.split(r"\s{2,}", line.strip())
+    if names is None and line.startswith("      ") and len(cells) > 1:
+        names = cells
+    elif names and cells[0] in names and len(cells) == len(names) + 1:
+        cells[1 + names.index(cells[0])] = "-"
+        lines[i] = "  ".join(cells)
+print("\n".join(lines), end="")
+PY
+python3 "$SAMPLES" --block grid "$WORK/grid-sample.txt" || fail "README.md's qcg-broker --grid sample"
 grep -q "misconfiguration: cluster sym declares nat but node sym1 observed symnat" \
 	"$LAB_STATE/log/broker.log" || fail "the broker did not log the observed misconfiguration"
 QCG_LAB_DECLARE="" "$LAB" up >/dev/null
