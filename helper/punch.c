@@ -289,8 +289,10 @@ static int pick_port(struct punch *p, char *why, size_t whylen)
 static void on_conn(uv_poll_t *h, int status, int events);
 static void on_retry(uv_timer_t *t);
 
-static void keep_first_err(struct punch *p)
+/* A try ended with err (what: the step that failed, "" for the connect). */
+static void try_failed(struct punch *p, const char *what, int err)
 {
+    snprintf(p->last_err, sizeof(p->last_err), "%s%s", what, strerror(err));
     if (p->first_err[0] == '\0')
         snprintf(p->first_err, sizeof(p->first_err), "%s", p->last_err);
 }
@@ -322,15 +324,13 @@ static void try_connect(struct punch *p)
     p->tries++;
     p->conn_low = false;
     if (fd < 0) {
-        snprintf(p->last_err, sizeof(p->last_err), "bind: %s", strerror(err));
-        keep_first_err(p);
+        try_failed(p, "bind: ", err);
         return;
     }
     if (low && setsockopt(fd, IPPROTO_IP, IP_TTL, &p->ttl, sizeof(p->ttl)) < 0)
         low = false;
     if (connect(fd, (struct sockaddr *)&p->peer, sizeof(p->peer)) < 0 && errno != EINPROGRESS) {
-        snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(errno));
-        keep_first_err(p);
+        try_failed(p, "", errno);
         close(fd);
         return;
     }
@@ -487,8 +487,7 @@ static void conn_over(struct punch *p, int err)
     }
     /* A reset or an ICMP error: not the end of the punch, the next try (or
        the listener) may still get through. */
-    snprintf(p->last_err, sizeof(p->last_err), "%s", strerror(err));
-    keep_first_err(p);
+    try_failed(p, "", err);
     log_debug("punch from port %u to %s:%u: try %u: %s", (unsigned)p->port, p->res.peer_addr,
               (unsigned)p->res.peer_port, p->tries, p->last_err);
     watch_close(&p->conn, 0);
