@@ -18,7 +18,10 @@
 #
 #   root# bench/helper-uid.sh [ROUNDS] [COUNT]        (QCG_BUILD_DIR, default build/)
 #
-# QCG_UID_DAEMONS=DIR takes the daemons from another build (before/after).
+# QCG_UID_DAEMONS=DIR takes the daemons from another build (before/after);
+# QCG_UID_WARMUP (15) seconds of attack before the client starts, so that
+# any budget the attacker shares with it (the node's lookups at the
+# frontend: bursts of 10 s worth) is spent by then.
 # Prints per round and attack "MODE ok K/N p50 X ms p99 Y ms max Z ms", the
 # attacker's counts, then the medians over the rounds.
 set -euo pipefail
@@ -60,14 +63,21 @@ attack() {
 	mkfifo "$work/ain"
 	as 65534 "$flood" attack --socket "$sock" "$@" <"$work/ain" >"$work/attack.out" \
 		2>"$work/attack.err" &
+	local apid=$! arc=0
 	exec 8>"$work/ain"
 	for _ in $(seq 100); do grep -q ready "$work/attack.err" && break; sleep 0.05; done
-	sleep 1
+	sleep "${QCG_UID_WARMUP:-15}"
 	victim "$mode"
 	exec 8>&-
-	wait %% 2>/dev/null || true
+	wait "$apid" || arc=$?
+	[[ $arc -eq 0 ]] || echo "  attacker: exit status $arc: $(tail -n 3 "$work/attack.err")"
 	echo "  attacker: $(cat "$work/attack.out"); helper: $(awk '/^(VmRSS|Threads):/ \
 		{ printf "%s %s ", $1, $2 }' "/proc/$helper_pid/status")"
+	echo "  frontend: $(fe_stats | tr -d '{}"' | tr ',' '\n' | grep -E '^(lookups_received|quota_waited|quota_refused):' | tr '\n' ' ')"
+}
+fe_stats() {
+	"$frontend" --stats --json --url "https://127.0.0.1:17702/" --ca "$ca/ca.crt" \
+		--cert "$ca/frontend-c1.pem"
 }
 
 for ((r = 1; r <= rounds; r++)); do

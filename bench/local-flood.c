@@ -9,7 +9,8 @@
  *       another of its ranks, WITHDRAW, in turn; and IDLE connections that
  *       send half a header and nothing more.  A connection the helper closes
  *       or refuses is made again at once.  Runs until stdin closes, then
- *       prints one line: "requests R replies A errors E refused F held H".
+ *       prints one line: "seconds S requests R lookups L replies A errors E
+ *       refused F held H" (F: connections refused or cut, made again).
  *   local-flood victim --socket PATH [--count N] [--timeout-ms MS]
  *       ranks 0 and 1 of a job of this uid: rank 0 listens and accepts in a
  *       thread, rank 1 connects to it N times in a row (each a LOOKUP through
@@ -20,6 +21,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -73,7 +75,7 @@ struct conn {
 };
 
 static struct {
-    unsigned long requests, replies, errors, refused;
+    unsigned long requests, lookups, replies, errors, refused;
 } count;
 
 static void conn_open(struct conn *c, const char *path, const char *job)
@@ -112,6 +114,7 @@ static void conn_fill(struct conn *c, unsigned depth, int conns)
         } else if (kind == 1) {
             struct local_lookup l = {.to_rank = (c->rank + 1) % conns, .timeout_ms = 1000};
             rc = lmsg_send(c->fd, LOCAL_LOOKUP, c->next, &l, now_us() + 100000);
+            count.lookups += rc == 0;
         } else {
             rc = lmsg_send(c->fd, LOCAL_WITHDRAW, c->next, NULL, now_us() + 100000);
         }
@@ -138,6 +141,7 @@ static int attack(const char *path, int conns, unsigned depth, int idle)
     for (int i = 0; i < idle; i++)
         idle_fd[i] = -1;
     fprintf(stderr, "ready\n");
+    uint64_t t0 = now_us();
     for (;;) {
         /* Idle ones: half a header, then silence; made again when cut. */
         for (int i = 0; i < idle; i++) {
@@ -195,8 +199,9 @@ static int attack(const char *path, int conns, unsigned depth, int idle)
         held += idle_fd[i] >= 0;
     for (int i = 0; i < conns; i++)
         held += c[i].fd >= 0 && c[i].ready;
-    printf("requests %lu replies %lu errors %lu refused %lu held %d\n", count.requests,
-           count.replies, count.errors, count.refused, held);
+    printf("seconds %.1f requests %lu lookups %lu replies %lu errors %lu refused %lu held %d\n",
+           (double)(now_us() - t0) / 1e6, count.requests, count.lookups, count.replies,
+           count.errors, count.refused, held);
     return 0;
 }
 
@@ -284,6 +289,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: local-flood attack|victim --socket PATH [options]\n");
         return 2;
     }
+    signal(SIGPIPE, SIG_IGN); /* the helper cuts connections we write to */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
