@@ -25,9 +25,10 @@ struct local_server {
     struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;
-    uint64_t refused; /* requests refused or dropped by a per-uid rate */
+    uint64_t refused; /* connections and requests refused, requests dropped (bounds, rates) */
     struct ratelimit refused_log;
-    struct attempts *attempts; /* traversing and hole punching, initiator side */
+    struct ratelimit conn_refused_log; /* connections: apart, so a flood of them hides no other */
+    struct attempts *attempts;         /* traversing and hole punching, initiator side */
     /* First lookups waiting for a batch (struct request), and the batches
        on the thread pool (local_requests.c). */
     struct dlist batch_queue;
@@ -135,6 +136,10 @@ __attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t r
 void dispatch(struct conn *c);
 /* A whole REPORT in c: 0 when a per-uid rate drops it (counted), else 1. */
 int report_admitted(struct conn *c);
+/* A refusal or drop: counted (refused), logged through rl at most every
+   10 s with the count of lines left out: whoever causes them, as often as
+   they like, never floods the log. */
+void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const char *option);
 void withdraw_after_reports(struct conn *c);
 
 /* local_requests.c: upstream requests on the thread pool. */

@@ -680,6 +680,7 @@ static int status_as_nobody(const char *path)
 
 /* Run as root; the helper was started with --max-clients-per-uid 2
    --max-clients 4. */
+#define UID_FLOOD_CONNECTS 500
 static int mode_uid_limits(int argc, char **argv)
 {
     if (argc != 3)
@@ -697,6 +698,20 @@ static int mode_uid_limits(int argc, char **argv)
           refused ? r.p.error.message : "-");
     if (c >= 0)
         close(c);
+    /* A uid that makes connection after connection beyond its bound (the
+       review's local attack): each refused, counted; the log lines are
+       the shell's to count. */
+    int refusals = 0;
+    for (int i = 0; i < UID_FLOOD_CONNECTS; i++) {
+        c = open_helper(path);
+        refusals += c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER);
+        if (c >= 0)
+            close(c);
+    }
+    bool status = request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
+    check(refusals == UID_FLOOD_CONNECTS && status && r.p.status.refused >= UID_FLOOD_CONNECTS,
+          "%d more connections of the uid: each refused (%d), counted in status (refused %u)",
+          UID_FLOOD_CONNECTS, refusals, status ? r.p.status.refused : 0);
     int rc = status_as_nobody(path);
     check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
     close(a);
