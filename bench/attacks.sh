@@ -23,10 +23,11 @@
 #   rank-one, rank-many              bench/listener-flood.sh: a peer's
 #       connects to a rank while 1100 idle connections come from one
 #       address or 1200 from 24;
-#   uid-requests, uid-idle           bench/helper-uid.sh: a rank's connects
-#       (uid 4242) through the node's helper while another uid (65534)
-#       keeps 300 connections of 8 requests in flight to it, or holds 256
-#       half-sent ones beside 50 requesting.
+#   uid-requests, uid-lookups, uid-idle   bench/helper-uid.sh: a rank's
+#       connects (uid 4242) through the node's helper while another uid
+#       (65534) keeps 300 connections of 8 requests in flight to it (any
+#       request, or LOOKUPs only), or holds 256 half-sent ones beside 50
+#       requesting.
 #
 #   root# bench/attacks.sh [TRIALS] [ROUNDS]     (QCG_BUILD_DIR, default build/)
 #

@@ -13,6 +13,8 @@
 #              refused and made again at once), each keeping 8 requests in
 #              flight without end: PUBLISH, LOOKUP of another of its ranks
 #              (upstream every time), WITHDRAW
+#   lookups    the same, every request a LOOKUP (of the ranks the attack
+#              above left published: answered from the frontend's cache)
 #   idle       256 connections that send half a header, then nothing
 #              (renewed at once when cut), and 50 requesting ones
 #
@@ -83,6 +85,8 @@ fe_stats() {
 for ((r = 1; r <= rounds; r++)); do
 	victim idle-requests
 	attack requests --conns 300 --depth 8
+	victim idle-lookups
+	attack lookups --lookups --conns 300 --depth 8
 	victim idle-idle
 	attack idle --conns 50 --depth 8 --idle 256
 done
@@ -90,7 +94,7 @@ kill -0 "$helper_pid" || { echo "helper-uid.sh: the helper died" >&2; exit 1; }
 
 echo
 echo "medians of $rounds rounds, $count connects each (ok: the fewest of a round):"
-for mode in idle-requests requests idle-idle idle; do
+for mode in idle-requests requests idle-lookups lookups idle-idle idle; do
 	awk -v m="$mode" '$2 == m { split($4, k, "/"); if (!n || k[1] < lo) lo = k[1]; n++
 		p50[n] = $6; p99[n] = $9; mx[n] = $12; tot = k[2] }
 		function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)

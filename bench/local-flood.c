@@ -3,10 +3,11 @@
  * hammering the node's helper over its local socket, and the legitimate
  * rank beside it (bench/helper-uid.sh runs both, each as its own uid).
  *
- *   local-flood attack --socket PATH [--conns N] [--depth D] [--idle N]
+ *   local-flood attack [--lookups] --socket PATH [--conns N] [--depth D] [--idle N]
  *       N connections (HELLO as ranks 0..N-1 of a job of the attacker's own),
  *       each keeping D requests in flight without end: PUBLISH, LOOKUP of
- *       another of its ranks, WITHDRAW, in turn; and IDLE connections that
+ *       another of its ranks, WITHDRAW, in turn (--lookups: LOOKUPs only,
+ *       of ranks the requests mode published); and IDLE connections that
  *       send half a header and nothing more.  A connection the helper closes
  *       or refuses is made again at once.  Runs until stdin closes, then
  *       prints one line: "seconds S requests R lookups L replies A errors E
@@ -101,11 +102,13 @@ static void conn_close(struct conn *c)
     c->fd = -1;
 }
 
+static bool lookups_only; /* --lookups: every request a LOOKUP */
+
 /* Keeps `depth` requests in flight: PUBLISH, LOOKUP, WITHDRAW in turn. */
 static void conn_fill(struct conn *c, unsigned depth, int conns)
 {
     while (c->fd >= 0 && c->ready && c->inflight < depth) {
-        unsigned kind = c->next++ % 3;
+        unsigned kind = lookups_only ? (c->next++, 1u) : c->next++ % 3;
         int rc;
         if (kind == 0) {
             struct local_publish p = {
@@ -270,6 +273,13 @@ int main(int argc, char **argv)
     int conns = 200, idle = 0, count_n = 100, timeout_ms = 10000;
     unsigned depth = 8;
     struct rlimit rl;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--lookups") == 0) {
+            lookups_only = true;
+            memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof(*argv));
+            argc--;
+        }
+    }
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--socket") == 0)
             path = argv[i + 1];
