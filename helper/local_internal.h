@@ -29,9 +29,9 @@ struct local_server {
     struct ratelimit refused_log;
     struct ratelimit conn_refused_log; /* connections: apart, so a flood of them hides no other */
     struct attempts *attempts;         /* traversing and hole punching, initiator side */
-    /* First lookups waiting for a batch (struct request), and the batches
-       on the thread pool (local_requests.c). */
-    struct dlist batch_queue;
+    /* The uids (struct share) whose first lookups wait for a batch, in
+       turn, and the batches on the thread pool (local_requests.c). */
+    struct dlist batch_turns;
     int batches;
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
@@ -93,7 +93,7 @@ struct request {
     uint32_t only;           /* LOOKUP: one technique (qcg-probe) */
     int skip_upstream;       /* stopping with the frontend away: local cleanup only */
     int batched;             /* a first LOOKUP: goes up in a batch, counted in share->lookups */
-    struct dlink batch_link; /* in srv->batch_queue while it waits */
+    struct dlink batch_link; /* in its share's batch_wait while it waits */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;

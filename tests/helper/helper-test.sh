@@ -353,6 +353,18 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 	check "... and sent the lookups that waited behind two calls together" \
 		grep -qE ' [2-9] lookups in one call' "$work/helper-bounds.log"
 	check_sigterm
+
+	# Another uid's 1000 first lookups do not hold ours behind them all.
+	if [[ $(id -u) -eq 0 ]]; then
+		chmod 0755 "$work"
+		start_helper helper-turns.log --max-lookups-per-uid 1000 --max-requests 1024
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "lookups of two uids go up in turn" \
+			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
+		check_sigterm
+	else
+		pass "lookups of two uids in turn: not tried (needs root to connect as another uid)"
+	fi
 	;;
 reconnect)
 	start_grid

@@ -6,6 +6,9 @@
  *
  *   helper-localproto-client proto SOCKET LOW HIGH CLUSTER NODE ADDRESS FRONTEND-PID
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
+ *   helper-localproto-client turns SOCKET LOW FRONTEND-PID   (run as root: uid 65534's
+ *                            1000 first lookups, then one of ours; helper run with
+ *                            --max-lookups-per-uid 1000 --max-requests 1024)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -32,10 +35,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1578,6 +1583,69 @@ static int mode_rates(int argc, char **argv)
     return failures;
 }
 
+/* Another uid's flood of first lookups (uid 65534: TURNS_FLOOD of them,
+   sent at once while the frontend is stopped) and one lookup of ours after
+   them: ours goes up in the next batch with one of theirs at a time, not
+   behind all of theirs (the helper's batches take the waiting uids in
+   turn).  Seen from here: when our answer comes, the other uid has had
+   fewer than TURNS_BEFORE of its answers.  Behind all of them it would
+   have had every one of the batches before ours: more than 2 x 256. */
+#define TURNS_FLOOD 1000
+#define TURNS_BEFORE 300
+static int mode_turns(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    pid_t frontend = (pid_t)atoi(argv[4]);
+    struct reply r;
+    int ready[2];
+    _Atomic unsigned *answered =
+        mmap(NULL, sizeof(*answered), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (frontend <= 0 || answered == MAP_FAILED || pipe(ready) < 0)
+        return 2;
+    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
+    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0 and 1 publish");
+    bool stopped = kill(frontend, SIGSTOP) == 0 && all_threads_stopped(frontend);
+    check(stopped, "the frontend (pid %d) is stopped while the lookups are sent", (int)frontend);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+        int fd = setgid(65534) == 0 && setuid(65534) == 0 ? open_helper(path) : -1;
+        bool ok = fd >= 0 && hello(fd, "flood-job", TEST_SECRET_2, 0, &r) == 0 &&
+                  r.h.type == LOCAL_HELLO_OK;
+        for (unsigned i = 0; ok && i < TURNS_FLOOD; i++)
+            ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+        ok = write(ready[1], ok ? "y" : "n", 1) == 1 && ok;
+        for (unsigned i = 0; ok && i < TURNS_FLOOD; i++) {
+            ok = recv_msg(fd, &r) == 0;
+            atomic_fetch_add(answered, 1);
+        }
+        _exit(ok ? 0 : 1);
+    }
+    char sent = 'n';
+    bool flood = pid > 0 && read(ready[0], &sent, 1) == 1 && sent == 'y';
+    check(flood, "uid 65534 sent %d first lookups", TURNS_FLOOD);
+    /* Until the helper has read them all: its uid's lookups wait in turn. */
+    sleep_ms(300);
+    struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+    bool asked = send_msg(a, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    kill(frontend, SIGCONT);
+    bool got = asked && recv_msg(a, &r) == 0 && r.h.type == LOCAL_PLAN;
+    unsigned before = atomic_load(answered);
+    check(got && before < TURNS_BEFORE,
+          "our lookup is answered before the other uid's %d waiting ones (it had %u of them)",
+          TURNS_FLOOD, before);
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... and every one of theirs is answered too");
+    return 0;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1601,6 +1669,8 @@ int main(int argc, char **argv)
         rc = mode_proto(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "limits") == 0)
         rc = mode_limits(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "turns") == 0)
+        rc = mode_turns(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
         rc = mode_uid_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)
