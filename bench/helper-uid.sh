@@ -17,6 +17,9 @@
 #              above left published: answered from the frontend's cache)
 #   idle       256 connections that send half a header, then nothing
 #              (renewed at once when cut), and 50 requesting ones
+#   cpu        a control, not an attack on the helper: two busy loops of
+#              uid 65534 that never touch it (what the attacks cost the
+#              client through the machine's two cores alone)
 #
 #   root# bench/helper-uid.sh [ROUNDS] [COUNT]        (QCG_BUILD_DIR, default build/)
 #
@@ -82,6 +85,19 @@ fe_stats() {
 		--cert "$ca/frontend-c1.pem"
 }
 
+# cpu: two busy loops of uid 65534 while the client measures.
+cpu() {
+	local hogs=()
+	as 65534 sh -c 'while :; do :; done' &
+	hogs+=($!)
+	as 65534 sh -c 'while :; do :; done' &
+	hogs+=($!)
+	sleep 1
+	victim cpu
+	kill "${hogs[@]}"
+	wait "${hogs[@]}" 2>/dev/null || true
+}
+
 for ((r = 1; r <= rounds; r++)); do
 	victim idle-requests
 	attack requests --conns 300 --depth 8
@@ -89,12 +105,14 @@ for ((r = 1; r <= rounds; r++)); do
 	attack lookups --lookups --conns 300 --depth 8
 	victim idle-idle
 	attack idle --conns 50 --depth 8 --idle 256
+	victim idle-cpu
+	cpu
 done
 kill -0 "$helper_pid" || { echo "helper-uid.sh: the helper died" >&2; exit 1; }
 
 echo
 echo "medians of $rounds rounds, $count connects each (ok: the fewest of a round):"
-for mode in idle-requests requests idle-lookups lookups idle-idle idle; do
+for mode in idle-requests requests idle-lookups lookups idle-idle idle idle-cpu cpu; do
 	awk -v m="$mode" '$2 == m { split($4, k, "/"); if (!n || k[1] < lo) lo = k[1]; n++
 		p50[n] = $6; p99[n] = $9; mx[n] = $12; tot = k[2] }
 		function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
