@@ -27,7 +27,7 @@
 #       connects (uid 4242) through the node's helper while another uid
 #       (65534) keeps 300 connections of 8 requests in flight to it (any
 #       request, or LOOKUPs only), or holds 256 half-sent ones beside 50
-#       requesting.
+#       requesting; uid-cpu, a control: two busy loops of that uid.
 #
 #   root# bench/attacks.sh [TRIALS] [ROUNDS]     (QCG_BUILD_DIR, default build/)
 #
