@@ -7,8 +7,8 @@
  *   helper-localproto-client proto SOCKET LOW HIGH CLUSTER NODE ADDRESS FRONTEND-PID
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
  *   helper-localproto-client turns SOCKET LOW FRONTEND-PID   (run as root: uid 65534's
- *                            1000 first lookups, then one of ours; helper run with
- *                            --max-lookups-per-uid 1000 --max-requests 1024)
+ *                            2000 first lookups, then one of ours; helper run with
+ *                            --max-lookups-per-uid 2000 --max-requests 2048)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -40,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -1588,10 +1590,12 @@ static int mode_rates(int argc, char **argv)
    them: ours goes up in the next batch with one of theirs at a time, not
    behind all of theirs (the helper's batches take the waiting uids in
    turn).  Seen from here: when our answer comes, the other uid has had
-   fewer than TURNS_BEFORE of its answers.  Behind all of them it would
-   have had every one of the batches before ours: more than 2 x 256. */
-#define TURNS_FLOOD 1000
-#define TURNS_BEFORE 300
+   fewer than TURNS_BEFORE of its answers: ours goes in the third call,
+   with 2 + 2 x 256 of theirs at most before it (3-170 seen).  Behind all
+   of them it had 1,000-2,000 (a few of theirs reached the helper after
+   ours). */
+#define TURNS_FLOOD 2000
+#define TURNS_BEFORE 600
 static int mode_turns(int argc, char **argv)
 {
     if (argc != 5)
@@ -1610,6 +1614,10 @@ static int mode_turns(int argc, char **argv)
     check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
               publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
           "ranks 0 and 1 publish");
+    /* Ours is answered from the frontend's cache later, as fast as the
+       other uid's refusals: else its trip to the broker alone would let
+       their later calls overtake it. */
+    check(lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN, "rank 0 looks up rank 1 once");
     bool stopped = kill(frontend, SIGSTOP) == 0 && all_threads_stopped(frontend);
     check(stopped, "the frontend (pid %d) is stopped while the lookups are sent", (int)frontend);
     pid_t pid = fork();
@@ -1620,18 +1628,45 @@ static int mode_turns(int argc, char **argv)
                   r.h.type == LOCAL_HELLO_OK;
         for (unsigned i = 0; ok && i < TURNS_FLOOD; i++)
             ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
-        ok = write(ready[1], ok ? "y" : "n", 1) == 1 && ok;
-        for (unsigned i = 0; ok && i < TURNS_FLOOD; i++) {
-            ok = recv_msg(fd, &r) == 0;
-            atomic_fetch_add(answered, 1);
+        /* Until the helper has read them all (a loaded machine may take a
+           while): nothing of ours left in the socket, bounded at 10 s. */
+        int unread = 1;
+        for (int i = 0; ok && i < 1000 && unread > 0; i++)
+            if (ioctl(fd, SIOCOUTQ, &unread) < 0 || unread > 0)
+                sleep_ms(10);
+        ok = write(ready[1], ok && unread == 0 ? "y" : "n", 1) == 1 && ok;
+        /* Counted as they arrive, many a read: the count keeps up with what
+           the helper has sent. */
+        static unsigned char buf[1 << 16];
+        size_t have = 0;
+        while (ok && atomic_load(answered) < TURNS_FLOOD) {
+            ssize_t n = wait_fd(fd, POLLIN, io_deadline()) > 0
+                            ? read(fd, buf + have, sizeof(buf) - have)
+                            : -1;
+            ok = n > 0;
+            have += ok ? (size_t)n : 0;
+            size_t at = 0;
+            struct local_header h;
+            while (have - at >= sizeof(h)) {
+                memcpy(&h, buf + at, sizeof(h));
+                if (h.magic != LOCAL_MAGIC || h.length > sizeof(buf) - sizeof(h)) {
+                    ok = false;
+                    break;
+                }
+                if (have - at < sizeof(h) + h.length)
+                    break;
+                at += sizeof(h) + h.length;
+                atomic_fetch_add(answered, 1);
+            }
+            memmove(buf, buf + at, have - at);
+            have -= at;
         }
         _exit(ok ? 0 : 1);
     }
     char sent = 'n';
     bool flood = pid > 0 && read(ready[0], &sent, 1) == 1 && sent == 'y';
     check(flood, "uid 65534 sent %d first lookups", TURNS_FLOOD);
-    /* Until the helper has read them all: its uid's lookups wait in turn. */
-    sleep_ms(300);
+    sleep_ms(100); /* the last ones read are queued at once; a margin */
     struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
     bool asked = send_msg(a, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
     kill(frontend, SIGCONT);
