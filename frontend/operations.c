@@ -257,18 +257,6 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
     return rc;
 }
 
-int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
-                         struct qcg__registerResponse *response)
-{
-    (void)cluster;
-    (void)response;
-    struct frontend *fe = soap_server_state(soap);
-    if (soap_check_version(soap, version) != 0)
-        return SOAP_FAULT;
-    return deny(soap, fe, "registerCluster", soap_caller(soap),
-                "registerCluster is served by the broker, not by a frontend");
-}
-
 int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
                       struct qcg__registerResponse *response)
 {
@@ -1144,14 +1132,4 @@ int qcg__observed(struct soap *soap, int version, struct qcg__observation *obser
              observation->mapping, observation->inbound);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
-}
-
-int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
-{
-    (void)response;
-    struct frontend *fe = soap_server_state(soap);
-    if (soap_check_version(soap, version) != 0)
-        return SOAP_FAULT;
-    return deny(soap, fe, "grid", soap_caller(soap),
-                "grid is served by the broker (qcg-broker --grid), not by a frontend");
 }
