@@ -338,6 +338,9 @@ void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_ra
 
 /* connect.c: wakes an operation whose waiter was claimed. */
 void connect_wake(qcg_connect_op *op);
+/* Something moved toward op's connection (a reversed peer's hello with its
+   token): its deadlines of silence start again. */
+void connect_progress(qcg_connect_op *op);
 /* Gives r's message (its descriptor taken) to the operation whose current
    LOOKUP has its request id, and wakes it.  0 given, -1 nobody's. */
 int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);
