@@ -51,10 +51,11 @@
 #define REVERSED_TIMEOUT_MS 5000
 /* How long the other attempts may take before the next technique is asked
    for: a direct or traversing connect (SYN retransmissions at 1 and 3 s),
-   a hole punch (our helper's punch takes at most 5 s). */
+   a hole punch (our helper's punch: 5 s without progress, 10 s at most;
+   its answer is the only progress we see). */
 #define DIRECT_TIMEOUT_MS 5000
 #define TRAVERSING_TIMEOUT_MS 5000
-#define HOLEPUNCH_TIMEOUT_MS 7000
+#define HOLEPUNCH_TIMEOUT_MS 12000
 /* The proxy's preamble: "QCGP" and the token, NUL-padded. */
 #define PROXY_MAGIC "QCGP"
 #define PROXY_TOKEN_FIELD 128
