@@ -639,7 +639,9 @@ static int build_hello(qcg_connect_op *op);
 static int on_attempt_message(qcg_connect_op *op, struct op_msg *m)
 {
     if (m->type == LOCAL_ERROR)
-        return attempt_failed(op, QCG_EPEER, "%s", m->u.error.message);
+        return attempt_failed(op, QCG_EPEER, "%s",
+                              m->u.error.message[0] ? m->u.error.message
+                                                    : "our helper's side failed, without a reason");
     if (m->type != LOCAL_INCOMING || op->state != OP_PUNCH || m->fd < 0)
         return fail(op, QCG_EPROTO, "the helper sent message type %u during a %s attempt", m->type,
                     tech_name(op->technique));
@@ -670,8 +672,12 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
             op->last_refusal = code;
             return back_off(op, false);
         }
-        return fail(op, code, "%s",
-                    m->u.error.message[0] ? m->u.error.message : qcg_strerror(code));
+        /* The helper's or the broker's reason verbatim (qcg-probe shows it);
+           an empty one still says who answered what. */
+        if (m->u.error.message[0] == '\0')
+            return fail(op, code, "our helper answered the lookup of rank %d with: %s", op->rank,
+                        qcg_strerror(code));
+        return fail(op, code, "%s", m->u.error.message);
     }
     if (m->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", m->type);
