@@ -15,9 +15,10 @@
 # qcg-probe on rst1 and unr1 tells the reset from the ICMP error (the
 # reflector's dial-back and the probe read the socket's error queue; Linux
 # reports both as "connection refused"), in --json, in its human output and
-# in what the broker shows of the sites; then `up` alone removes both sites,
-# their services and namespaces, and the five-site lab's services are all
-# still connected.
+# in what the broker shows of the sites; from nata1, traversing into unr
+# connects although unr's router answers the initiator's SYN with an ICMP
+# error; then `up` alone removes both sites, their services and namespaces,
+# and the five-site lab's services are all still connected.
 #
 # In between it shows (prints, asserts nothing about) what today's hole
 # punching does into and out of these sites: for each pair the technique
@@ -91,6 +92,24 @@ assert seen.get("rst") == "reset" and seen.get("unr") == "icmp", seen
 PY
 note "qcg-probe: rst1 $(grep -E '^  inbound TCP' "$WORK/rst1.txt" | cut -c 18-90)"
 note "qcg-probe: unr1 $(grep -E '^  inbound TCP' "$WORK/unr1.txt" | cut -c 18-90)"
+
+# Traversing into unr: its router answers the initiator's SYN with an ICMP
+# port unreachable, which ended the initiator's connect before unr1's SYN
+# came ("Connection refused"); the initiator's helper now drops it.  qcg-probe
+# tries each technique towards unr; traversing and hole punching must work.
+"$LAB" exec nata1 -- qcg-probe --site unr --json --timeout 90 >"$WORK/nata-unr.json" 2>"$WORK/nata-unr.err" ||
+	{ cat "$WORK/nata-unr.err"; fail "nata1: qcg-probe --site unr failed"; }
+tv=$(
+	python3 - "$WORK/nata-unr.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["peers"][0]["techniques"]
+for k in ("traversing", "holepunch"):
+    if not t[k]["works"]:
+        sys.exit(f"{k}: {t[k]['why']}")
+print(f"traversing {t['traversing']['setup_ms']:.1f} ms, hole punching {t['holepunch']['setup_ms']:.1f} ms")
+PY
+) || fail "nata1 -> unr: traversing or hole punching does not connect"
+note "nata1 -> unr (qcg-probe --site unr): $tv"
 
 # What today's punching does: each connect, its technique and setup time.
 JOB=$(new_job rejecting)
