@@ -1088,18 +1088,15 @@ static const char *observation_bad(const struct qcg__observation *o)
 {
     static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
                                            "unknown"};
-    static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown"};
-    int mapping_ok = 0, inbound_ok = 0;
-    for (size_t i = 0; i < 4; i++) {
+    int mapping_ok = 0;
+    for (size_t i = 0; i < 4; i++)
         mapping_ok |= o->mapping != NULL && strcmp(o->mapping, mappings[i]) == 0;
-        inbound_ok |= o->inbound != NULL && strcmp(o->inbound, inbounds[i]) == 0;
-    }
     if (o->kind == NULL || cluster_kind_parse(o->kind) < 0)
         return "kind: not open, firewalled, nat or symnat";
     if (!mapping_ok)
         return "mapping: not none, endpoint-independent, endpoint-dependent or unknown";
-    if (!inbound_ok)
-        return "inbound: not open, dropped, rejected or unknown";
+    if (!observed_inbound_valid(o->inbound))
+        return "inbound: not open, dropped, reset, icmp, rejected or unknown";
     if (o->portPreserving < -1 || o->portPreserving > 1)
         return "portPreserving: not -1, 0 or 1";
     if (o->publicAddress != NULL && o->publicAddress[0] != '\0' && !address_valid(o->publicAddress))
