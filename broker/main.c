@@ -221,6 +221,7 @@ int main(int argc, char **argv)
         .max_connections = cfg.max_connections,
         .max_handshakes = cfg.max_handshakes,
         .ipv6_prefix = cfg.ipv6_prefix,
+        .role = SERVED_BROKER,
         .user = b,
     };
     struct soap_server *srv = soap_server_new(&sc, err, sizeof(err));

@@ -25,6 +25,7 @@
 #include "monotonic.h"
 #include "punch_auth.h"
 #include "ratelimit.h"
+#include "refusal.h"
 #include "sockaddr_text.h"
 #include "tally.h"
 
@@ -417,31 +418,32 @@ static void do_map(struct reflector *r, struct conn *c)
     answer(r, c, "MAPPED %s %d", c->addr, c->port);
 }
 
-static const char *dial_result(int err)
+/* open, reset, icmp or timeout; NULL for an error of our own.  Host and
+   network unreachable are ICMP errors too (the kernel queued them). */
+static const char *dial_result(int fd, int err, struct refusal *rf)
 {
-    switch (err) {
-    case 0:
+    if (err == 0)
         return "open";
-    case ECONNREFUSED:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case EHOSTDOWN:
-        return "refused";
-    case ETIMEDOUT:
+    if (err == ETIMEDOUT)
         return "timeout";
-    default:
-        return NULL;
-    }
+    if (refusal_read(fd, err, rf) != REFUSAL_NONE)
+        return refusal_word(rf->kind);
+    if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN)
+        return "icmp"; /* reported at connect, before an error was queued */
+    return NULL;
 }
 
 static void dial_done(struct reflector *r, struct conn *c, int err)
 {
-    const char *res = dial_result(err);
+    struct refusal rf = {0};
+    const char *res = dial_result(c->dial_fd, err, &rf);
     if (res == NULL) {
         fail(r, c, "dial to %s port %d: %s", c->addr, c->dial_port, strerror(err));
         return;
     }
-    log_debug("dial %s port %d: %s", c->addr, c->dial_port, res);
+    log_debug("dial %s port %d: %s%s%s%s%s", c->addr, c->dial_port, res,
+              rf.kind == REFUSAL_ICMP ? " " : "", refusal_icmp_text(&rf),
+              rf.from[0] ? " from " : "", rf.from);
     answer(r, c, "DIALED %s %d %s", c->addr, c->dial_port, res);
 }
 
@@ -463,6 +465,8 @@ static void do_dial(struct reflector *r, struct conn *c, int port)
         fail(r, c, "dial: socket: %s", strerror(errno));
         return;
     }
+    /* Without it an ICMP port unreachable reads as a reset. */
+    (void)refusal_watch(c->dial_fd);
     if (connect(c->dial_fd, (struct sockaddr *)&to, c->sslen) == 0) {
         dial_done(r, c, 0);
         return;

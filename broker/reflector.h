@@ -24,16 +24,18 @@
  *       (at most REFLECTOR_PAIR_WAIT_MS), then each gets the other's observed
  *       mapping and its own, at the same moment, and both connect to each
  *       other from the local port they came from.
- *   DIAL <port>                           -> DIALED <addr> <port> open|refused|timeout
+ *   DIAL <port>                           -> DIALED <addr> <port> open|reset|icmp|timeout
  *       the reflector opens a TCP connection to the address this connection
  *       came from, at <port> (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
- *       whether unsolicited inbound TCP reaches the node ("timeout" = dropped,
- *       "refused" = RST or ICMP).  Only towards the caller's own observed
- *       address, one dial per connection.  Linux aborts a connect in SYN-SENT
- *       on any ICMP error: port unreachable reads as ECONNREFUSED, host/net
- *       unreachable and admin-prohibited as EHOSTUNREACH/ENETUNREACH; all of
- *       these are "refused".  Any other error (e.g. the broker's own OUTPUT
- *       rules) is a FAIL naming it.
+ *       whether unsolicited inbound TCP reaches the node ("timeout" =
+ *       dropped, "reset" = a TCP reset, "icmp" = an ICMP error: port, host
+ *       or network unreachable, administratively prohibited).  Linux reports
+ *       a reset and an ICMP port unreachable alike (ECONNREFUSED); the dial
+ *       socket's error queue (core/refusal.h) tells them apart.  Only
+ *       towards the caller's own observed address, one dial per connection.
+ *       Reflectors before these two words answered "refused" for both
+ *       (qcg-probe still reads it).  Any other error (e.g. the broker's own
+ *       OUTPUT rules) is a FAIL naming it.
  *
  *   Any error                             -> FAIL <one-line reason>
  *

@@ -87,7 +87,7 @@ struct reg_observation {
     char public_addr[QCG_ADDR_MAX]; /* "" when unknown */
     int port_preserving;            /* 1, 0, -1 unknown */
     char mapping[24];               /* none | endpoint-independent | endpoint-dependent | unknown */
-    char inbound[16];               /* open | dropped | rejected | unknown */
+    char inbound[16];               /* observed_inbound_valid (core/proto.h) */
 };
 
 /* A cluster as the grid picture shows it. */

@@ -183,7 +183,6 @@ int validate_observation(const struct qcg__observation *in, struct reg_observati
 {
     static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
                                            "unknown", NULL};
-    static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown", NULL};
     memset(out, 0, sizeof(*out));
     if (in == NULL)
         return bad(why, whylen, "%s is missing", "observation");
@@ -196,8 +195,8 @@ int validate_observation(const struct qcg__observation *in, struct reg_observati
     if (word_index(in->mapping, mappings) < 0)
         return bad(why, whylen, "%s: not none, endpoint-independent, endpoint-dependent or unknown",
                    "observation.mapping");
-    if (word_index(in->inbound, inbounds) < 0)
-        return bad(why, whylen, "%s: not open, dropped, rejected or unknown",
+    if (!observed_inbound_valid(in->inbound))
+        return bad(why, whylen, "%s: not open, dropped, reset, icmp, rejected or unknown",
                    "observation.inbound");
     if (in->portPreserving < -1 || in->portPreserving > 1)
         return bad(why, whylen, "%s must be -1, 0 or 1", "observation.portPreserving");

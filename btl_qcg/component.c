@@ -68,8 +68,9 @@ static int component_register(void)
     mca_btl_qcg_component.connect_timeout_ms = 30000;
     (void)mca_base_component_var_register(
         c, "connect_timeout",
-        "Milliseconds a connection to a peer may take (lookup, technique, handshake) before "
-        "the send fails with an error naming the peer",
+        "Milliseconds a connection to a peer may go without progress (lookup, technique, "
+        "handshake), 3 times that in all at most, before the send fails with an error naming "
+        "the peer",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_btl_qcg_component.connect_timeout_ms);
     mca_btl_qcg_component.conn_log = NULL;

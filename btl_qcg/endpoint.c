@@ -419,8 +419,10 @@ static void connect_now(struct btl_qcg_endpoint *ep)
         fail_errno(ep, "cannot watch a connection", errno);
         return;
     }
-    /* The whole timeout from now: a wait for a slot is not the peer's fault. */
-    ep->deadline_us = attempt_deadline(ep, timeout_us() + OP_GRACE_US);
+    /* The whole timeout from now: a wait for a slot is not the peer's fault.
+       libqcgconn's bound is one of silence, its cap QCG_CONNECT_CAP_FACTOR
+       times it: a connect that keeps moving under load is not cut here. */
+    ep->deadline_us = attempt_deadline(ep, timeout_us() * QCG_CONNECT_CAP_FACTOR + OP_GRACE_US);
     set_state(ep, EP_CONNECTING);
     if (mca_btl_qcg_component.verbose >= 2)
         btl_qcg_log(2, "connecting to rank %u (host %s)", ep->vpid, btl_qcg_peer_host(ep));
@@ -1014,7 +1016,8 @@ void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now)
            a little after. */
         op_ready(ep);
         if (ep->state == EP_CONNECTING && now >= ep->deadline_us) {
-            snprintf(detail, sizeof(detail), "no result from libqcgconn within %d ms", ms);
+            snprintf(detail, sizeof(detail), "no result from libqcgconn within %d ms",
+                     ms * QCG_CONNECT_CAP_FACTOR + (int)(OP_GRACE_US / 1000u));
             fail(ep, "connect timed out", detail);
         }
         break;

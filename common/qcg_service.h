@@ -248,7 +248,8 @@ struct qcg__probeResponse {
 
 /* What a probe observed of its site (kind: open | firewalled | nat | symnat;
    mapping: none | endpoint-independent | endpoint-dependent | unknown;
-   inbound: open | dropped | rejected | unknown).  `cluster` and `node` are set
+   inbound: open | dropped | reset | icmp | unknown, or rejected from older
+   probes).  `cluster` and `node` are set
    by the frontend from the caller's certificate, never trusted from below;
    `when` (unix seconds) by the broker. */
 struct qcg__observation {

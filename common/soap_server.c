@@ -165,13 +165,15 @@ static int serve_loop(struct soap *soap)
     return SOAP_OK;
 }
 
-/* GET /?wsdl (or /wsdl): the service description, generated from qcg_service.h. */
+/* GET /?wsdl (or /wsdl): the service description, generated from
+   qcg_service.h, of the operations this daemon performs. */
 static int serve_get(struct soap *soap)
 {
     const char *q = strchr(soap->path, '?');
     if (!((q && strcmp(q + 1, "wsdl") == 0) || strcmp(soap->path, "/wsdl") == 0))
         return 404;
-    const char *wsdl = qcg_wsdl_text();
+    struct conn *c = conn_of(soap);
+    const char *wsdl = c != NULL && c->server->wsdl != NULL ? c->server->wsdl : qcg_wsdl_text();
     soap->http_content = "text/xml; charset=utf-8";
     if (soap_response(soap, SOAP_FILE) || soap_send_raw(soap, wsdl, strlen(wsdl)) ||
         soap_end_send(soap))
@@ -579,12 +581,15 @@ struct soap_server *soap_server_new(const struct soap_server_config *cfg, char *
     srv->handshake_ms = OR_DEFAULT(cfg->handshake_ms, SOAP_SERVER_HANDSHAKE_MS);
 #undef OR_DEFAULT
     srv->user = cfg->user;
+    srv->role = cfg->role;
+    srv->wsdl = served_wsdl(cfg->role, qcg_wsdl_text());
     srv->stage_hosts = htable_new(stage_host_eq);
     srv->known = tally_new();
-    if (srv->stage_hosts == NULL || srv->known == NULL) {
+    if (srv->wsdl == NULL || srv->stage_hosts == NULL || srv->known == NULL) {
         snprintf(err, errlen, "out of memory");
         htable_free(srv->stage_hosts);
         tally_free(srv->known);
+        free(srv->wsdl);
         free(srv);
         return NULL;
     }
@@ -869,6 +874,7 @@ void soap_server_free(struct soap_server *srv)
     tally_free(srv->known);
     pthread_cond_destroy(&srv->changed);
     pthread_mutex_destroy(&srv->lock);
+    free(srv->wsdl);
     free(srv);
 }
 
@@ -927,6 +933,12 @@ void *soap_server_state(struct soap *soap)
 {
     struct conn *c = conn_of(soap);
     return c ? c->server->user : NULL;
+}
+
+enum served_role soap_server_role(struct soap *soap)
+{
+    struct conn *c = conn_of(soap);
+    return c ? c->server->role : SERVED_BROKER;
 }
 
 void soap_server_counts(struct soap_server *srv, struct soap_stage_counts *out)

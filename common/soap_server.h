@@ -8,6 +8,7 @@
 #ifndef QCG_SOAP_SERVER_H
 #define QCG_SOAP_SERVER_H
 
+#include "served.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include "identity.h"
@@ -56,7 +57,8 @@ struct soap_server_config {
     int handshakes_per_address; /* per address group (an IPv6 /ipv6_prefix) */
     int handshake_ms;
     int ipv6_prefix;
-    void *user; /* the daemon's state, for the operations */
+    enum served_role role; /* which operations it performs (served.h), and its ?wsdl */
+    void *user;            /* the daemon's state, for the operations */
 };
 
 struct soap_server;
@@ -110,6 +112,8 @@ int soap_server_port(const struct soap_server *srv);
 
 /* Inside an operation: the daemon state and who is calling. */
 void *soap_server_state(struct soap *soap);
+/* The role of the server an operation came through (broker if none). */
+enum served_role soap_server_role(struct soap *soap);
 const struct identity *soap_caller(struct soap *soap);
 
 /* Sets a SOAP fault with subcode "qcg:<subcode>" and returns SOAP_FAULT. */

@@ -34,7 +34,9 @@ struct soap_server {
     int port;
     int max_connections, max_per_identity, max_handshakes, per_address, handshake_ms;
     int ipv6_prefix; /* an address's group (source_group.h) */
-    int backlog;     /* of the listening socket: max_connections + max_handshakes */
+    enum served_role role;
+    char *wsdl;  /* the service description of role's operations (served_wsdl) */
+    int backlog; /* of the listening socket: max_connections + max_handshakes */
     void *user;
     atomic_int stop; /* set by a signal handler or another thread */
     void (*on_stop)(void *);

@@ -63,7 +63,6 @@ static int one_of(const char *s, size_t size, const char *const *words)
 static const char *const kinds[] = {"open", "firewalled", "nat", "symnat", NULL};
 static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
                                        "unknown", NULL};
-static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown", NULL};
 
 static int cluster_ok(const struct local_cluster *c)
 {
@@ -168,8 +167,9 @@ int local_payload_check(uint16_t type, const void *payload)
     case LOCAL_OBSERVED: {
         const struct local_observed *p = payload;
         if (!WORD_OK(p, kind, kinds) || !STR_OK(p, public_address) ||
-            !WORD_OK(p, mapping, mappings) || !WORD_OK(p, inbound, inbounds) ||
-            p->port_preserving < -1 || p->port_preserving > 1)
+            !WORD_OK(p, mapping, mappings) || !STR_OK(p, inbound) ||
+            !observed_inbound_valid(p->inbound) || p->port_preserving < -1 ||
+            p->port_preserving > 1)
             return QCG_EPROTO;
         return 0;
     }

@@ -222,7 +222,7 @@ struct local_observed {
     char public_address[LOCAL_ADDR_MAX];
     int32_t port_preserving; /* 1, 0, -1 unknown */
     char mapping[24];        /* none | endpoint-independent | endpoint-dependent | unknown */
-    char inbound[16];        /* open | dropped | rejected | unknown */
+    char inbound[16];        /* open | dropped | reset | icmp | unknown (proto.h) */
 };
 
 /* Room for the payload of any message. */

@@ -53,6 +53,12 @@ int cluster_kind_parse(const char *name)
     return lookup(kind_names, NELEM(kind_names), 0, name);
 }
 
+bool observed_inbound_valid(const char *word)
+{
+    static const char *const words[] = {"open", "dropped", "reset", "icmp", "rejected", "unknown"};
+    return word != NULL && lookup(words, NELEM(words), 0, word) >= 0;
+}
+
 static bool is_alnum(char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');

@@ -62,6 +62,10 @@ const char *role_name(enum qcg_role role);
 enum qcg_role role_parse(const char *name); /* QCG_ROLE_NONE if unknown */
 const char *cluster_kind_name(enum cluster_kind kind);
 int cluster_kind_parse(const char *name); /* -1 if unknown */
+/* An observation's word for unsolicited inbound TCP: open | dropped |
+   reset | icmp | unknown, and rejected (a reset or an ICMP error not told
+   apart: older probes, reflectors and state files). */
+bool observed_inbound_valid(const char *word);
 
 /* Cluster, node, proxy names: [A-Za-z0-9][A-Za-z0-9._-]{0,62} (as certs/qcg-certs). */
 bool name_valid(const char *name);

@@ -92,6 +92,7 @@ int main(int argc, char **argv)
         .max_connections = cfg.max_connections,
         .max_handshakes = cfg.max_handshakes,
         .ipv6_prefix = cfg.ipv6_prefix,
+        .role = SERVED_FRONTEND,
         .user = fe,
     };
     struct soap_server *server = soap_server_new(&scfg, err, sizeof(err));

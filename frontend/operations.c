@@ -257,18 +257,6 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
     return rc;
 }
 
-int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cluster,
-                         struct qcg__registerResponse *response)
-{
-    (void)cluster;
-    (void)response;
-    struct frontend *fe = soap_server_state(soap);
-    if (soap_check_version(soap, version) != 0)
-        return SOAP_FAULT;
-    return deny(soap, fe, "registerCluster", soap_caller(soap),
-                "registerCluster is served by the broker, not by a frontend");
-}
-
 int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
                       struct qcg__registerResponse *response)
 {
@@ -1107,18 +1095,15 @@ static const char *observation_bad(const struct qcg__observation *o)
 {
     static const char *const mappings[] = {"none", "endpoint-independent", "endpoint-dependent",
                                            "unknown"};
-    static const char *const inbounds[] = {"open", "dropped", "rejected", "unknown"};
-    int mapping_ok = 0, inbound_ok = 0;
-    for (size_t i = 0; i < 4; i++) {
+    int mapping_ok = 0;
+    for (size_t i = 0; i < 4; i++)
         mapping_ok |= o->mapping != NULL && strcmp(o->mapping, mappings[i]) == 0;
-        inbound_ok |= o->inbound != NULL && strcmp(o->inbound, inbounds[i]) == 0;
-    }
     if (o->kind == NULL || cluster_kind_parse(o->kind) < 0)
         return "kind: not open, firewalled, nat or symnat";
     if (!mapping_ok)
         return "mapping: not none, endpoint-independent, endpoint-dependent or unknown";
-    if (!inbound_ok)
-        return "inbound: not open, dropped, rejected or unknown";
+    if (!observed_inbound_valid(o->inbound))
+        return "inbound: not open, dropped, reset, icmp, rejected or unknown";
     if (o->portPreserving < -1 || o->portPreserving > 1)
         return "portPreserving: not -1, 0 or 1";
     if (o->publicAddress != NULL && o->publicAddress[0] != '\0' && !address_valid(o->publicAddress))
@@ -1151,14 +1136,4 @@ int qcg__observed(struct soap *soap, int version, struct qcg__observation *obser
              observation->mapping, observation->inbound);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
-}
-
-int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response)
-{
-    (void)response;
-    struct frontend *fe = soap_server_state(soap);
-    if (soap_check_version(soap, version) != 0)
-        return SOAP_FAULT;
-    return deny(soap, fe, "grid", soap_caller(soap),
-                "grid is served by the broker (qcg-broker --grid), not by a frontend");
 }

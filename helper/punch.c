@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "progress.h"
 #include "punch_auth.h"
 #include "punch_hops.h"
 #include "sock_error.h"
@@ -42,6 +43,10 @@ struct punch {
     bool over;   /* the callback was called, or the punch cancelled */
     int handles; /* open libuv handles; the last close frees */
     uv_timer_t deadline, retry;
+    /* The deadline's bound of silence (core/progress.h): the reflector's
+       pairing, which waits for the peer's helper to get its order, starts
+       it again, so a pairing slowed by load leaves the tries their time. */
+    struct progress prog;
     struct watch *refl, *listener, *conn;
     uint64_t start_ms;
     uint16_t port; /* the local port of every socket */
@@ -153,6 +158,19 @@ static unsigned elapsed(struct punch *p)
 {
     uv_update_time(p->loop);
     return (unsigned)(uv_now(p->loop) - p->start_ms);
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/* The punch moved (the reflector paired us): its deadline starts again,
+   within its cap. */
+static void moved(struct punch *p)
+{
+    uv_update_time(p->loop);
+    uint64_t now = uv_now(p->loop) * 1000u;
+
+    progress_mark(&p->prog, now);
+    uv_timer_start(&p->deadline, on_deadline, (progress_due(&p->prog) - now) / 1000u, 0);
 }
 
 static void fail(struct punch *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -659,6 +677,7 @@ static void on_answer(struct punch *p, char *line)
     }
     p->peer.sin_family = AF_INET;
     p->peer.sin_port = htons(p->res.peer_port);
+    moved(p);
     log_debug("punch from port %u: peer %s:%u, we are %s:%u", (unsigned)p->port, p->res.peer_addr,
               (unsigned)p->res.peer_port, p->res.own_addr, (unsigned)p->res.own_port);
     /* The reflector's FIN follows its answer: closing after it leaves the
@@ -789,14 +808,18 @@ static void on_deadline(uv_timer_t *t)
     switch (p->step) {
     case S_REFLECTOR:
     case S_ANSWER:
-        fail(p, "reflector %s:%u: no answer within %u ms", p->prm.reflector_addr,
-             (unsigned)p->prm.reflector_port, p->prm.timeout_ms);
+        fail(p, "reflector %s:%u: no answer within %u ms (the peer's helper did not come)",
+             p->prm.reflector_addr, (unsigned)p->prm.reflector_port, elapsed(p));
         break;
     case S_HOPS:
     case S_PEER:
-        fail(p, "connect to %s:%u: %s after %u tries (%u ms)%s", p->res.peer_addr,
-             (unsigned)p->res.peer_port, p->last_err[0] ? p->last_err : "timed out", p->tries,
-             p->prm.timeout_ms, first_note(p, first, sizeof(first)));
+        fail(p,
+             "connect to %s:%u: %s after %u tries (%u ms since the reflector paired us, %u ms "
+             "in all)%s",
+             p->res.peer_addr, (unsigned)p->res.peer_port,
+             p->last_err[0] ? p->last_err : "timed out", p->tries,
+             progress_idle_ms(&p->prog, uv_now(p->loop) * 1000u), elapsed(p),
+             first_note(p, first, sizeof(first)));
         break;
     }
 }
@@ -929,6 +952,8 @@ struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch
     p->handles = 2;
     uv_update_time(loop);
     p->start_ms = uv_now(loop);
+    progress_start(&p->prog, p->start_ms * 1000u, prm->timeout_ms,
+                   (uint64_t)prm->timeout_ms * PUNCH_CAP_FACTOR, 0);
     p->step = S_REFLECTOR;
     p->refl = watch_new(p, fd, UV_WRITABLE, on_reflector);
     if (p->refl == NULL) {

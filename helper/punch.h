@@ -97,8 +97,12 @@ typedef void (*punch_fn)(void *arg, const struct punch_result *r);
 int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *peer, char *why,
                        size_t whylen);
 
-/* Both helpers of a pair give their punch this long, from the plan or order. */
+/* Both helpers of a pair give their punch this long without progress, from
+   the plan or order and again from the reflector's pairing (the peer's
+   helper came), PUNCH_CAP_FACTOR times it in all at most; libqcgconn's
+   holepunch attempt outlasts that (HOLEPUNCH_TIMEOUT_MS). */
 #define PUNCH_TIMEOUT_MS 5000
+#define PUNCH_CAP_FACTOR 2
 
 /* The parameters of a node's punch: through the reflector at
    reflector_addr:reflector_port with `token`, from node_addr and a port of

@@ -20,7 +20,10 @@
 #include "traverse_rules.h"
 
 #define WHY_MAX 200
-#define RULES_PER_PLAN 2
+#define RULES_PER_PLAN 3
+/* How long the initiator's guard (traverse.h) holds after its SYN left: as
+   long as its connect waits (libqcgconn's TRAVERSING_TIMEOUT_MS). */
+#define GUARD_MS 5000
 /* Rules of finished plans are deleted in batches: every deletion costs a
    kernel grace period (~15 ms) and holds up rule additions meanwhile, so
    they wait for this much quiet (no plan starting or ending)... */
@@ -28,7 +31,7 @@
 /* ... but never longer than this. */
 #define DEL_DEFER_MAX_MS 1000
 
-enum plan_kind { PLAN_WATCH, PLAN_INJECT };
+enum plan_kind { PLAN_WATCH, PLAN_INJECT, PLAN_GUARD };
 
 /* A SYN shipped to a watch: its retransmission must not take the watch of
    another connect towards the same listener. */
@@ -75,6 +78,7 @@ struct traverse {
     int deleting;     /* a batch is on the thread pool */
     unsigned pending; /* batches and handles to finish before the memory goes */
     int closed, free_asked;
+    int icmp_guard;                       /* the kernel has the u32 match (traverse_rules.h) */
     struct ratelimit refused_rl;          /* "refused a SYN to inject": an order can repeat */
     struct ratelimit timeout_rl;          /* watches and injections that timed out */
     struct shipped shipped[SHIPPED_KEPT]; /* the last SYNs shipped, a ring */
@@ -130,7 +134,7 @@ struct traverse *traverse_new(uv_loop_t *loop, const struct traverse_config *cfg
         free(t);
         return NULL;
     }
-    if (tvrules_setup(cfg->queue_num, err, errlen) < 0) {
+    if (tvrules_setup(cfg->queue_num, &t->icmp_guard, err, errlen) < 0) {
         /* The queue's memory goes with the loop's close callback. */
         nfq_queue_close(t->q);
         close(t->raw);
@@ -139,7 +143,10 @@ struct traverse *traverse_new(uv_loop_t *loop, const struct traverse_config *cfg
     }
     uv_timer_init(loop, &t->del_timer);
     t->del_timer.data = t;
-    log_info("traversing TCP ready on queue %u", cfg->queue_num);
+    log_info("traversing TCP ready on queue %u%s", cfg->queue_num,
+             t->icmp_guard ? ""
+                           : " (no u32 match in this kernel: an ICMP error from a rejecting "
+                             "firewall ends a traversal)");
     return t;
 }
 
@@ -312,7 +319,7 @@ static void finish(struct plan *p, int status, const uint8_t *pkt, size_t len, c
     uv_close((uv_handle_t *)&p->timer, on_plan_closed);
     if (p->kind == PLAN_WATCH)
         p->syn_cb(p->arg, status, pkt, len, why);
-    else
+    else if (p->kind == PLAN_INJECT)
         p->done_cb(p->arg, status, why);
 }
 
@@ -328,7 +335,9 @@ static void on_timeout(uv_timer_t *h)
     bool log = ratelimit_ok(&p->t->timeout_rl, monotonic_ms(), TIMEOUT_LOG_MS, &left_out);
 
     ntoa(p->peer, a);
-    if (p->kind == PLAN_WATCH) {
+    if (p->kind == PLAN_GUARD) {
+        finish(p, 0, NULL, 0, "%s", "");
+    } else if (p->kind == PLAN_WATCH) {
         if (log)
             log_warnx("no SYN towards %s port %u within %llu ms (%u such lines left out)", a,
                       p->peer_port, ms, left_out);
@@ -417,6 +426,10 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
     p->syn_cb = cb;
     p->nrules = 1;
     p->rules[0] = (struct tvrule){.inbound = 0, .synack = 0, .dst = dst, .dport = dport};
+    /* The guard, in the same transaction: in place before the SYN leaves. */
+    p->rules[p->nrules++] = (struct tvrule){.kind = TVR_GUARD_RST, .dst = dst, .dport = dport};
+    if (t->icmp_guard)
+        p->rules[p->nrules++] = (struct tvrule){.kind = TVR_GUARD_ICMP, .dst = dst, .dport = dport};
     if (add_rules(p, why, whylen) < 0) {
         log_warnx("cannot watch for a SYN towards %s port %u: %s", a, dport, why);
         plan_discard(p);
@@ -529,6 +542,21 @@ static bool was_shipped(const struct traverse *t, const struct rawpkt_tcp *s)
     return false;
 }
 
+/* The watch's guard rules outlive it: they go to a plan of their own that
+   ends GUARD_MS later (without memory the guard ends with the watch). */
+static void keep_guard(struct plan *w)
+{
+    if (w->nrules < 2)
+        return;
+    struct plan *g = plan_new(w->t, PLAN_GUARD, w->peer, w->peer_port, NULL);
+    if (g == NULL)
+        return;
+    g->nrules = w->nrules - 1;
+    memcpy(g->rules, w->rules + 1, (size_t)g->nrules * sizeof(g->rules[0]));
+    w->nrules = 1;
+    plan_start(g, GUARD_MS);
+}
+
 /* The initiator's SYN left (accepted first: our own NAT must see it). */
 static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
                          const uint8_t *pkt)
@@ -553,6 +581,7 @@ static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tc
     }
     log_debug("SYN from port %u towards port %u after %llu ms (seq %u)", s->sport, s->dport,
               (unsigned long long)(uv_now(t->loop) - p->start_ms), s->seq);
+    keep_guard(p);
     finish(p, 0, pkt, s->total, "%s", "");
 }
 

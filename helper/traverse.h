@@ -61,7 +61,14 @@ void traverse_free(struct traverse *t);
    process).  cb(arg, 0, pkt, len) once, or cb(arg, negative, NULL, 0, why)
    after timeout_ms (-ETIMEDOUT; -EMSGSIZE for a SYN above
    TRAVERSE_PACKET_MAX).  The rule is removed after the first SYN or the
-   timeout; retransmissions are not shipped.  Several watches of one
+   timeout; retransmissions are not shipped.  With the watch comes a guard:
+   until 5 s after the SYN (the initiator's connect waits that long), TCP
+   resets from dst:dport and ICMP destination-unreachable errors about a
+   packet to dst:dport are dropped, so that a firewall in front of the target
+   that rejects the SYN (a reset or an ICMP port unreachable, which Linux
+   reads as ECONNREFUSED) does not end the connect before the target's SYN
+   arrives.  A connection to dst:dport established meanwhile loses a reset
+   sent in those seconds (the peer's next one, after the guard, ends it).  Several watches of one
    dst:dport take its SYNs oldest first.  0, or -1 with why (closed,
    iptables failed). */
 typedef void (*traverse_syn_fn)(void *arg, int status, const uint8_t *pkt, size_t len,

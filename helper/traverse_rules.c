@@ -116,9 +116,17 @@ int tvrules_run(char *const argv[], const char *input, unsigned timeout_ms, char
     return -1;
 }
 
-static void chain_name(char *out, size_t n, uint16_t queue, int inbound)
+enum { CH_OUT, CH_IN, CH_GUARD, CH_COUNT };
+
+static void chain_name(char *out, size_t n, uint16_t queue, int chain)
 {
-    snprintf(out, n, "QCG-TRAVERSE-%s-%u", inbound ? "IN" : "OUT", queue);
+    static const char *const names[CH_COUNT] = {"OUT", "IN", "GUARD"};
+    snprintf(out, n, "QCG-TRAVERSE-%s-%u", names[chain], queue);
+}
+
+static int rule_chain(const struct tvrule *r)
+{
+    return r->kind != TVR_QUEUE ? CH_GUARD : r->inbound ? CH_IN : CH_OUT;
 }
 
 /* iptables -w 5 -t raw <args...>, with a log line on failure unless quiet. */
@@ -149,28 +157,52 @@ static int ipt(int quiet, char *err, size_t errlen, const char *const *args)
     return rc;
 }
 
-/* The jump from the built-in chain: only packets with SYN set. */
-#define JUMP_ARGS(op, builtin, comment, chain)                                                     \
-    (const char *[])                                                                               \
-    {                                                                                              \
-        op, builtin, "-p", "tcp", "--tcp-flags", "SYN", "SYN", "-m", "comment", "--comment",       \
-            comment, "-j", chain, NULL                                                             \
-    }
+/* The jumps from the built-in chains: only the packets a chain's rules may
+   take (SYN-carrying TCP; resets and destination-unreachable errors). */
+#define JUMP_MATCH_MAX 5
+static const struct {
+    int chain;
+    const char *builtin;
+    const char *match[JUMP_MATCH_MAX];
+} jumps[] = {
+    {CH_OUT, "OUTPUT", {"-p", "tcp", "--tcp-flags", "SYN", "SYN"}},
+    {CH_IN, "PREROUTING", {"-p", "tcp", "--tcp-flags", "SYN", "SYN"}},
+    {CH_GUARD, "PREROUTING", {"-p", "tcp", "--tcp-flags", "RST", "RST"}},
+    {CH_GUARD, "PREROUTING", {"-p", "icmp", "--icmp-type", "destination-unreachable"}},
+};
+#define NJUMPS (sizeof(jumps) / sizeof(jumps[0]))
+
+/* iptables OP BUILTIN MATCH... -m comment --comment COMMENT -j CHAIN */
+static int jump(const char *op, size_t j, uint16_t queue, int quiet, char *err, size_t errlen)
+{
+    char chain[CHAIN_MAX], comment[64];
+    const char *args[ARGV_MAX];
+    int n = 0;
+
+    chain_name(chain, sizeof(chain), queue, jumps[j].chain);
+    snprintf(comment, sizeof(comment), "qcg-helper traverse q%u", queue);
+    args[n++] = op;
+    args[n++] = jumps[j].builtin;
+    for (int i = 0; i < JUMP_MATCH_MAX && jumps[j].match[i] != NULL; i++)
+        args[n++] = jumps[j].match[i];
+    const char *tail[] = {"-m", "comment", "--comment", comment, "-j", chain, NULL};
+    for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+        args[n++] = tail[i];
+    return ipt(quiet, err, errlen, args);
+}
 
 int tvrules_sweep(uint16_t queue)
 {
-    char chain[CHAIN_MAX], comment[64];
+    char chain[CHAIN_MAX];
     int failed = 0;
 
-    snprintf(comment, sizeof(comment), "qcg-helper traverse q%u", queue);
-    for (int in = 0; in <= 1; in++) {
-        const char *builtin = in ? "PREROUTING" : "OUTPUT";
-
-        chain_name(chain, sizeof(chain), queue, in);
-        /* Deleting the jump until there is none: bounded. */
+    /* Deleting each jump until there is none: bounded. */
+    for (size_t j = 0; j < NJUMPS; j++)
         for (int i = 0; i < SWEEP_JUMPS_MAX; i++)
-            if (ipt(1, NULL, 0, JUMP_ARGS("-D", builtin, comment, chain)) < 0)
+            if (jump("-D", j, queue, 1, NULL, 0) < 0)
                 break;
+    for (int c = 0; c < CH_COUNT; c++) {
+        chain_name(chain, sizeof(chain), queue, c);
         if (ipt(1, NULL, 0, (const char *[]){"-F", chain, NULL}) < 0)
             continue; /* no such chain */
         if (ipt(0, NULL, 0, (const char *[]){"-X", chain, NULL}) < 0)
@@ -179,33 +211,56 @@ int tvrules_sweep(uint16_t queue)
     return failed;
 }
 
-int tvrules_setup(uint16_t queue, char *err, size_t errlen)
+/* Whether the kernel takes a rule with the u32 match (a Debian kernel has
+   it; a custom one may not): one is added to the guard chain and removed. */
+static int u32_works(uint16_t queue)
 {
-    char chain[CHAIN_MAX], comment[64];
+    char chain[CHAIN_MAX];
+    chain_name(chain, sizeof(chain), queue, CH_GUARD);
+    const char *probe[] = {"-p", "icmp", "-m", "u32", "--u32", "0>>22&0x3C@24=0", "-j", "DROP"};
+    const char *args[2 + sizeof(probe) / sizeof(probe[0]) + 1];
+    args[1] = chain;
+    memcpy(args + 2, probe, sizeof(probe));
+    args[2 + sizeof(probe) / sizeof(probe[0])] = NULL;
+    args[0] = "-A";
+    if (ipt(1, NULL, 0, args) < 0)
+        return 0;
+    args[0] = "-D";
+    (void)ipt(1, NULL, 0, args);
+    return 1;
+}
+
+int tvrules_setup(uint16_t queue, int *icmp_guard, char *err, size_t errlen)
+{
+    char chain[CHAIN_MAX];
 
     if (tvrules_sweep(queue) > 0)
         log_warnx("leftover chains of queue %u not fully removed", queue);
-    snprintf(comment, sizeof(comment), "qcg-helper traverse q%u", queue);
-    for (int in = 0; in <= 1; in++) {
-        const char *builtin = in ? "PREROUTING" : "OUTPUT";
-
-        chain_name(chain, sizeof(chain), queue, in);
-        if (ipt(0, err, errlen, (const char *[]){"-N", chain, NULL}) < 0 ||
-            ipt(0, err, errlen, JUMP_ARGS("-I", builtin, comment, chain)) < 0) {
+    for (int c = 0; c < CH_COUNT; c++) {
+        chain_name(chain, sizeof(chain), queue, c);
+        if (ipt(0, err, errlen, (const char *[]){"-N", chain, NULL}) < 0) {
             tvrules_sweep(queue);
             return -1;
         }
     }
+    for (size_t j = 0; j < NJUMPS; j++) {
+        if (jump("-I", j, queue, 0, err, errlen) < 0) {
+            tvrules_sweep(queue);
+            return -1;
+        }
+    }
+    *icmp_guard = u32_works(queue);
     return 0;
 }
 
-/* One rule as an iptables-restore line: "-A|-D CHAIN matches... -j NFQUEUE ...". */
+/* One rule as an iptables-restore line: "-A|-D CHAIN matches... -j NFQUEUE|DROP ...". */
 static int rule_line(char *out, size_t n, uint16_t queue, const struct tvrule *r, int add)
 {
     char chain[CHAIN_MAX], src[INET_ADDRSTRLEN] = "", dst[INET_ADDRSTRLEN] = "";
     char sport[16] = "", dport[16] = "";
+    int len;
 
-    chain_name(chain, sizeof(chain), queue, r->inbound);
+    chain_name(chain, sizeof(chain), queue, rule_chain(r));
     if (r->src.s_addr != 0)
         inet_ntop(AF_INET, &r->src, src, sizeof(src));
     if (r->dst.s_addr != 0)
@@ -214,14 +269,34 @@ static int rule_line(char *out, size_t n, uint16_t queue, const struct tvrule *r
         snprintf(sport, sizeof(sport), " --sport %u", r->sport);
     if (r->dport != 0)
         snprintf(dport, sizeof(dport), " --dport %u", r->dport);
-    /* --queue-bypass: a helper that is gone must not black-hole anything. */
-    int len = snprintf(out, n,
+    switch (r->kind) {
+    case TVR_GUARD_RST:
+        /* The reset comes from the remote end: its address and port. */
+        len = snprintf(out, n,
+                       "%s %s -p tcp -s %s --sport %u --tcp-flags RST RST -m comment --comment "
+                       "\"qcg-helper traverse q%u id%u\" -j DROP\n",
+                       add ? "-A" : "-D", chain, dst, r->dport, queue, r->id);
+        break;
+    case TVR_GUARD_ICMP:
+        /* The error quotes our packet: its destination address (ICMP header
+           8 + 16) and the TCP destination port behind the quoted IP header. */
+        len = snprintf(out, n,
+                       "%s %s -p icmp --icmp-type destination-unreachable -m u32 --u32 "
+                       "\"0>>22&0x3C@24=0x%08x&&0>>22&0x3C@8>>22&0x3C@8&0xFFFF=%u\" -m comment "
+                       "--comment \"qcg-helper traverse q%u id%u\" -j DROP\n",
+                       add ? "-A" : "-D", chain, (unsigned)ntohl(r->dst.s_addr), r->dport, queue,
+                       r->id);
+        break;
+    default:
+        /* --queue-bypass: a helper that is gone must not black-hole anything. */
+        len = snprintf(out, n,
                        "%s %s -p tcp%s%s%s%s%s%s %s -m comment --comment "
                        "\"qcg-helper traverse q%u id%u\" -j NFQUEUE --queue-num %u "
                        "--queue-bypass\n",
                        add ? "-A" : "-D", chain, src[0] ? " -s " : "", src, sport,
                        dst[0] ? " -d " : "", dst, dport,
                        r->synack ? "--tcp-flags SYN,ACK SYN,ACK" : "--syn", queue, r->id, queue);
+    }
     return len > 0 && (size_t)len < n ? len : -1;
 }
 

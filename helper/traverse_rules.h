@@ -1,9 +1,14 @@
 /*
  * The iptables rules of traversing TCP (internal to traverse.c).
  *
- * They live in the raw table, in two chains per queue number:
+ * They live in the raw table, in three chains per queue number:
  * QCG-TRAVERSE-OUT-<q> (jumped to from OUTPUT) and QCG-TRAVERSE-IN-<q> (from
- * PREROUTING), the jumps taken by SYN-carrying TCP packets only.  Why raw:
+ * PREROUTING), the jumps taken by SYN-carrying TCP packets only, and
+ * QCG-TRAVERSE-GUARD-<q> (from PREROUTING, for TCP resets and ICMP
+ * destination-unreachable errors only): the initiator's guard, which drops
+ * the reset or ICMP error a rejecting firewall in front of the target sends
+ * for the initiator's SYN, so that the connect stays in SYN-SENT until the
+ * target's SYN comes (the exchange is a simultaneous open; traverse.c).  Why raw:
  * its hooks run before conntrack and NAT (priority -300 against -200 and
  * -100), so a SYN/ACK we turn into a SYN is turned before this host's own
  * conntrack (if a host firewall loaded it) sees it: the host then tracks the
@@ -26,18 +31,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One queueing rule.  A zero address or port is not matched on. */
+enum tvrule_kind {
+    TVR_QUEUE,      /* a SYN or SYN/ACK to the queue (inbound, synack say which) */
+    TVR_GUARD_RST,  /* drop TCP resets from dst:dport (the GUARD chain) */
+    TVR_GUARD_ICMP, /* drop ICMP destination-unreachable errors quoting a packet to
+                       dst:dport (the u32 match; the GUARD chain) */
+};
+
+/* One rule.  A zero address or port is not matched on (a guard's dst and
+   dport must be set: the remote end of the watched connect). */
 struct tvrule {
-    int inbound; /* 1: the IN chain (PREROUTING), 0: the OUT chain (OUTPUT) */
-    int synack;  /* 1: SYN and ACK set, 0: SYN alone (--syn) */
+    enum tvrule_kind kind;
+    int inbound; /* TVR_QUEUE: 1 the IN chain (PREROUTING), 0 the OUT chain (OUTPUT) */
+    int synack;  /* TVR_QUEUE: 1 SYN and ACK set, 0 SYN alone (--syn) */
     struct in_addr src, dst;
     uint16_t sport, dport;
     unsigned id;
 };
 
 /* Removes this queue's jumps and chains if present (a previous run's
-   leftovers), then creates them.  Blocks (~tens of ms). */
-int tvrules_setup(uint16_t queue, char *err, size_t errlen);
+   leftovers), then creates them.  *icmp_guard: 1 when the kernel has the
+   u32 match TVR_GUARD_ICMP needs (tried once), else 0.  Blocks (~tens of
+   ms). */
+int tvrules_setup(uint16_t queue, int *icmp_guard, char *err, size_t errlen);
 /* Removes this queue's jumps and chains, whatever they hold.  Blocks.
    Returns the number of commands that failed with something else than
    "not there". */

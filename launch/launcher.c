@@ -29,6 +29,7 @@
 #include "jobid.h"
 #include "link.h"
 #include "monotonic.h"
+#include "number.h"
 #include "ortecmd.h"
 #include "proto.h"
 #include "qcgconn.h"
@@ -617,7 +618,9 @@ int main(int argc, char **argv)
     struct launcher l;
     const char *job = getenv("QCG_JOB"), *secret = getenv("QCG_JOB_SECRET");
     const char *env_timeout = getenv("QCG_LAUNCH_TIMEOUT"), *encrypt = getenv("QCG_ENCRYPT");
-    int timeout_s = env_timeout != NULL ? atoi(env_timeout) : 60, verbose = 0, i = 1, n, fd, code;
+    const char *timeout_text = env_timeout != NULL ? env_timeout : "60";
+    int verbose = 0, i = 1, n, fd, code;
+    long timeout_s;
     char *words[WIRE_ARGS_MAX + 1], why[256];
     qcg_tls *tls;
     uint8_t *payload;
@@ -633,7 +636,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--verbose") == 0) {
             verbose = 1;
         } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-            timeout_s = atoi(argv[++i]);
+            timeout_text = argv[++i];
         } else if (strcmp(argv[i], "--encrypt") == 0 && i + 1 < argc) {
             encrypt = argv[++i];
         } else if (strcmp(argv[i], "--timeout") == 0 || strcmp(argv[i], "--encrypt") == 0) {
@@ -658,8 +661,9 @@ int main(int argc, char **argv)
         return LAUNCH_USAGE;
     }
     l.host = argv[i++];
-    if (timeout_s < 1 || timeout_s > 3600)
-        fail(l.host, "--timeout (or QCG_LAUNCH_TIMEOUT) must be 1..3600 seconds");
+    if (number_parse(timeout_text, 1, 3600, &timeout_s) < 0)
+        fail(l.host, "--timeout (or QCG_LAUNCH_TIMEOUT) must be 1..3600 seconds, not '%s'",
+             timeout_text);
     if (job == NULL || !user_job_valid(job))
         fail(l.host, "QCG_JOB is %s (1..%d characters of A-Z a-z 0-9 . _ -)",
              job == NULL ? "not set" : "not a job id", USER_JOB_MAX);
@@ -702,7 +706,7 @@ int main(int argc, char **argv)
     l.job = job;
     l.secret = secret;
     l.verbose = verbose;
-    fd = connect_agent(&l, timeout_s * 1000, &l.ctx, &tls, &code, why, sizeof(why));
+    fd = connect_agent(&l, (int)timeout_s * 1000, &l.ctx, &tls, &code, why, sizeof(why));
     if (fd < 0)
         fail(l.host, "%s", why);
     payload = malloc(WIRE_FRAME_MAX);

@@ -449,6 +449,8 @@ static int token_copies(const qcg_ctx *ctx, const struct pending *p, const struc
 static int claim(qcg_ctx *ctx, struct pending *p, struct waiter *w)
 {
     tls_hs_claim(p->tls, true, token_copies(ctx, p, w) == 0);
+    /* The peer called back with the token: the connect's progress. */
+    connect_progress(w->op);
     p->claimed = true;
     p->state = P_HELLO_IN;
     p->deadline_us = now_us() + ACCEPT_HANDSHAKE_TIMEOUT_MS * 1000u;

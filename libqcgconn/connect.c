@@ -42,6 +42,7 @@
 #include "address.h"
 #include "backoff.h"
 #include "internal.h"
+#include "progress.h"
 #include "technique.h"
 #include "tls_psk.h"
 
@@ -72,9 +73,13 @@ struct qcg_connect_op {
     int watched;       /* the socket in epfd besides the timer, or -1 */
     int helper_polled; /* traversing: the helper connection in epfd beside the TCP socket, or -1 */
     int tcp;
-    uint64_t start_us, deadline_us, retry_at_us;
-    uint64_t attempt_start_us, attempt_deadline_us; /* reversed: when to ask for the next */
-    unsigned backoffs;                              /* lookups asked again so far */
+    uint64_t start_us, retry_at_us;
+    /* The operation's bound: timeout_ms without progress, at most
+       QCG_CONNECT_CAP_FACTOR times it in all; the current attempt's: its
+       technique's, within the operation's (core/progress.h; what counts as
+       progress: libqcgconn/README.md, "Deadlines"). */
+    struct progress whole, attempt;
+    unsigned backoffs; /* lookups asked again so far */
     unsigned lookups;
     uint32_t lookup_id; /* of the LOOKUP whose answers we take, or 0 */
     struct op_msg inbox[OP_INBOX];
@@ -89,6 +94,7 @@ struct qcg_connect_op {
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
     size_t psent;
     struct tls_hs *tls;      /* OP_HS */
+    uint64_t hs_bytes;       /* ... its bytes moved when last looked at */
     struct qcg_tls *session; /* OP_DONE: encrypted, not handed out yet */
     unsigned encryption;     /* OP_DONE: QCG_CONN_* */
     int timeout_ms;
@@ -171,13 +177,70 @@ static int watch(qcg_connect_op *op, int fd, uint32_t events)
     return 0;
 }
 
+/* When the operation ends if nothing moves before. */
+static uint64_t op_due(const qcg_connect_op *op)
+{
+    return progress_due(&op->whole);
+}
+
+/* When the current attempt ends if nothing moves before. */
+static uint64_t attempt_due(const qcg_connect_op *op)
+{
+    uint64_t a = progress_due(&op->attempt), w = op_due(op);
+
+    return a < w ? a : w;
+}
+
+/* Whether the attempt's own bound (not the operation's) has run out: the
+   next technique is asked for. */
+static bool attempt_over(const qcg_connect_op *op)
+{
+    return now_us() >= progress_due(&op->attempt) && progress_due(&op->attempt) < op_due(op);
+}
+
+/* Something moved toward the connection: both bounds start again. */
+static void moved(qcg_connect_op *op)
+{
+    uint64_t now = now_us();
+
+    progress_mark(&op->whole, now);
+    progress_mark(&op->attempt, now);
+}
+
+void connect_progress(qcg_connect_op *op)
+{
+    moved(op);
+}
+
+/* How a bound ended its wait, for messages: "within 5000 ms" when nothing
+   moved after its start, else the silence and the time in all, or the cap. */
+static const char *wait_text(const struct progress *w, char *buf, size_t len)
+{
+    uint64_t now = now_us();
+
+    if (progress_capped(w) && now >= w->cap_us)
+        snprintf(buf, len, "within %u ms, its cap, though it was moving",
+                 progress_elapsed_ms(w, now));
+    else if (w->last_us == w->start_us)
+        snprintf(buf, len, "within %u ms", (unsigned)(w->idle_us / 1000u));
+    else
+        snprintf(buf, len, "for %u ms since its last progress (%u ms in all)",
+                 (unsigned)(w->idle_us / 1000u), progress_elapsed_ms(w, now));
+    return buf;
+}
+
+static const char *bound_text(const qcg_connect_op *op, char *buf, size_t len)
+{
+    return wait_text(&op->whole, buf, len);
+}
+
 /* Arms the timer at at_us (CLOCK_MONOTONIC, capped by the deadline). */
 static int arm_timer(qcg_connect_op *op, uint64_t at_us)
 {
     struct itimerspec its;
 
-    if (at_us > op->deadline_us)
-        at_us = op->deadline_us;
+    if (at_us > op_due(op))
+        at_us = op_due(op);
     memset(&its, 0, sizeof(its));
     its.it_value.tv_sec = (time_t)(at_us / 1000000u);
     its.it_value.tv_nsec = (long)(at_us % 1000000u) * 1000;
@@ -264,16 +327,19 @@ void connect_helper_lost(qcg_ctx *ctx, int fd)
 void connect_helper_back(qcg_ctx *ctx)
 {
     for (qcg_connect_op *op = ctx->ops; op != NULL; op = op->next) {
-        if (op->state == OP_NOHELPER)
+        if (op->state == OP_NOHELPER) {
+            /* The helper answers again: progress for those waiting on it. */
+            moved(op);
             (void)arm_timer(op, 1);
+        }
     }
 }
 
 static uint32_t remaining_ms(const qcg_connect_op *op)
 {
-    uint64_t now = now_us();
+    uint64_t now = now_us(), due = op_due(op);
 
-    return now >= op->deadline_us ? 0 : (uint32_t)((op->deadline_us - now) / 1000u);
+    return now >= due ? 0 : (uint32_t)((due - now) / 1000u);
 }
 
 static int watch_helper(qcg_connect_op *op);
@@ -307,7 +373,7 @@ static int ask_helper(qcg_connect_op *op)
         return wait_helper(op);
     op->state = OP_PLAN;
     op->technique = QCG_TECH_NONE;
-    if (watch_helper(op) < 0 || arm_timer(op, op->deadline_us) < 0)
+    if (watch_helper(op) < 0 || arm_timer(op, op_due(op)) < 0)
         return op->result;
     return STEP_MORE;
 }
@@ -324,7 +390,7 @@ static void report(qcg_connect_op *op, bool ok, const char *why)
     r.to_rank = op->rank;
     r.technique = op->technique;
     r.ok = ok ? 1 : 0;
-    r.setup_ms = (uint32_t)((now_us() - op->attempt_start_us) / 1000u);
+    r.setup_ms = progress_elapsed_ms(&op->attempt, now_us());
     snprintf(r.why, sizeof(r.why), "%s", why);
     (void)ctx_send(op->ctx, LOCAL_REPORT, 0, &r);
 }
@@ -409,9 +475,12 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     append(op->history, sizeof(op->history), "; ");
     op->tried_mask |= 1u << op->technique;
     report(op, false, why);
-    if (now_us() >= op->deadline_us)
-        return fail(op, QCG_ETIMEDOUT, "no time left for another technique within %d ms",
-                    op->timeout_ms);
+    if (now_us() >= op_due(op)) {
+        char bound[96];
+
+        return fail(op, QCG_ETIMEDOUT, "no time left for another technique (%s)",
+                    bound_text(op, bound, sizeof(bound)));
+    }
     return ask_helper(op);
 }
 
@@ -421,11 +490,11 @@ static void attempt_begin(qcg_connect_op *op, unsigned ms)
 {
     /* A plan's attempt runs: an earlier want of ports or descriptors no
        longer explains a timeout. */
+    uint64_t now = now_us();
+
     op->short_of = false;
-    op->attempt_start_us = now_us();
-    op->attempt_deadline_us = op->attempt_start_us + (uint64_t)ms * 1000u;
-    if (op->attempt_deadline_us > op->deadline_us)
-        op->attempt_deadline_us = op->deadline_us;
+    progress_mark(&op->whole, now);
+    progress_start(&op->attempt, now, ms, (uint64_t)ms * QCG_CONNECT_CAP_FACTOR, op->whole.cap_us);
 }
 
 /* Asks again after a backoff (20 ms doubling up to 500 ms, jittered): the rank is
@@ -490,7 +559,7 @@ static int start_tcp(qcg_connect_op *op)
                               keep_errno(errno));
     }
     op->state = OP_TCP;
-    if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+    if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, attempt_due(op)) < 0)
         return op->result;
     /* Traversing: the helper's ERROR (it could not hand our SYN over) wakes
        us too. */
@@ -521,7 +590,7 @@ static int start_reversed(qcg_connect_op *op)
     attempt_begin(op, REVERSED_TIMEOUT_MS);
     /* The accept side's descriptors wake us: the peer's connection and its
        hello arrive there. */
-    if (watch(op, ctx->io_epfd, EPOLLIN) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+    if (watch(op, ctx->io_epfd, EPOLLIN) < 0 || arm_timer(op, attempt_due(op)) < 0)
         return op->result;
     accept_wait_token(ctx, &op->waiter);
     return STEP_MORE;
@@ -532,7 +601,7 @@ static int start_punch(qcg_connect_op *op)
 {
     attempt_begin(op, HOLEPUNCH_TIMEOUT_MS);
     op->state = OP_PUNCH;
-    if (watch_helper(op) < 0 || arm_timer(op, op->attempt_deadline_us) < 0)
+    if (watch_helper(op) < 0 || arm_timer(op, attempt_due(op)) < 0)
         return op->result;
     return STEP_MORE;
 }
@@ -570,12 +639,15 @@ static int build_hello(qcg_connect_op *op);
 static int on_attempt_message(qcg_connect_op *op, struct op_msg *m)
 {
     if (m->type == LOCAL_ERROR)
-        return attempt_failed(op, QCG_EPEER, "%s", m->u.error.message);
+        return attempt_failed(op, QCG_EPEER, "%s",
+                              m->u.error.message[0] ? m->u.error.message
+                                                    : "our helper's side failed, without a reason");
     if (m->type != LOCAL_INCOMING || op->state != OP_PUNCH || m->fd < 0)
         return fail(op, QCG_EPROTO, "the helper sent message type %u during a %s attempt", m->type,
                     tech_name(op->technique));
     op->tcp = m->fd;
     m->fd = -1;
+    moved(op);
     if (set_nonblocking(op->tcp, true) < 0)
         return fail(op, QCG_ESYS, "socket options: %s", keep_errno(errno));
     return build_hello(op);
@@ -600,13 +672,18 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
             op->last_refusal = code;
             return back_off(op, false);
         }
-        return fail(op, code, "%s",
-                    m->u.error.message[0] ? m->u.error.message : qcg_strerror(code));
+        /* The helper's or the broker's reason verbatim (qcg-probe shows it);
+           an empty one still says who answered what. */
+        if (m->u.error.message[0] == '\0')
+            return fail(op, code, "our helper answered the lookup of rank %d with: %s", op->rank,
+                        qcg_strerror(code));
+        return fail(op, code, "%s", m->u.error.message);
     }
     if (m->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", m->type);
     op->plan = m->u.plan;
     op->last_refusal = 0;
+    moved(op);
     if (op->only != QCG_TECH_NONE && op->plan.technique != op->only)
         return fail(op, QCG_EPROTO, "asked for %s only, the broker planned %s", tech_name(op->only),
                     tech_name(op->plan.technique));
@@ -655,9 +732,12 @@ static int step_punch(qcg_connect_op *op)
 
     if (rc != STEP_WAIT || op->state != OP_PUNCH)
         return rc;
-    if (now_us() >= op->attempt_deadline_us && op->attempt_deadline_us < op->deadline_us)
-        return attempt_failed(op, QCG_ETIMEDOUT, "our helper did not punch through within %d ms",
-                              HOLEPUNCH_TIMEOUT_MS);
+    if (attempt_over(op)) {
+        char bound[96];
+
+        return attempt_failed(op, QCG_ETIMEDOUT, "our helper did not punch through %s",
+                              wait_text(&op->attempt, bound, sizeof(bound)));
+    }
     return STEP_WAIT;
 }
 
@@ -695,6 +775,7 @@ static int build_hello(qcg_connect_op *op)
                             tls_policy_encrypts(&self, op->plan.cluster), why, sizeof(why));
     if (op->tls == NULL)
         return fail(op, QCG_ESYS, "handshake: %s", why);
+    op->hs_bytes = 0;
     op->state = OP_HS;
     return STEP_MORE;
 }
@@ -712,11 +793,12 @@ static int step_tcp(qcg_connect_op *op)
             return rc;
     }
     if (poll(&p, 1, 0) <= 0) {
-        if (now_us() >= op->attempt_deadline_us && op->attempt_deadline_us < op->deadline_us)
-            return attempt_failed(
-                op, QCG_ETIMEDOUT, "no connection to %s port %u within %llu ms", op->plan.address,
-                op->plan.port,
-                (unsigned long long)(op->attempt_deadline_us - op->attempt_start_us) / 1000u);
+        char bound[96];
+
+        if (attempt_over(op))
+            return attempt_failed(op, QCG_ETIMEDOUT, "no connection to %s port %u %s",
+                                  op->plan.address, op->plan.port,
+                                  wait_text(&op->attempt, bound, sizeof(bound)));
         return STEP_WAIT;
     }
     if (getsockopt(op->tcp, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
@@ -727,6 +809,7 @@ static int step_tcp(qcg_connect_op *op)
     if (soerr != 0)
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", op->plan.address,
                               op->plan.port, keep_errno(soerr));
+    moved(op);
     if (op->technique == QCG_TECH_PROXY) {
         memset(op->preamble, 0, sizeof(op->preamble));
         memcpy(op->preamble, PROXY_MAGIC, 4);
@@ -754,6 +837,7 @@ static int step_proxy_send(qcg_connect_op *op)
             return attempt_failed(op, QCG_EPEER, "the proxy at %s port %u: send: %s",
                                   op->plan.address, op->plan.port, keep_errno(errno));
         op->psent += (size_t)n;
+        moved(op);
     }
     op->state = OP_PROXY_WAIT;
     return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_MORE;
@@ -780,6 +864,7 @@ static int step_proxy_wait(qcg_connect_op *op)
                               "the paired byte",
                               op->plan.address, op->plan.port, byte);
     explicit_bzero(op->preamble, sizeof(op->preamble));
+    moved(op);
     return build_hello(op);
 }
 
@@ -798,6 +883,10 @@ static int step_hs(qcg_connect_op *op)
     char where[160];
     int rc = tls_hs_step(op->tls);
 
+    if (op->tls != NULL && tls_hs_bytes(op->tls) != op->hs_bytes) {
+        op->hs_bytes = tls_hs_bytes(op->tls);
+        moved(op);
+    }
     switch (rc) {
     case TLS_WANT_READ:
         return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_WAIT;
@@ -830,13 +919,15 @@ static int step_reversed(qcg_connect_op *op)
         op->state = OP_DONE;
         return STEP_MORE;
     }
-    if (now_us() >= op->attempt_deadline_us)
-        return attempt_failed(
-            op, QCG_ETIMEDOUT,
-            "rank %d did not connect back within %llu ms (its helper "
-            "could not reach %s port %u, or is down)",
-            op->rank, (unsigned long long)(op->attempt_deadline_us - op->attempt_start_us) / 1000u,
-            op->ctx->address, op->ctx->listen_port);
+    if (now_us() >= attempt_due(op)) {
+        char bound[96];
+
+        return attempt_failed(op, QCG_ETIMEDOUT,
+                              "rank %d did not connect back %s (its helper "
+                              "could not reach %s port %u, or is down)",
+                              op->rank, wait_text(&op->attempt, bound, sizeof(bound)),
+                              op->ctx->address, op->ctx->listen_port);
+    }
     return STEP_WAIT;
 }
 
@@ -868,58 +959,59 @@ static int step(qcg_connect_op *op)
     return STEP_WAIT;
 }
 
-/* Why the operation ran out of time, from the state it was in. */
+/* Why the operation ran out of time, from the state it was in: the step
+   that made no progress, where, and the bound. */
 static int timed_out(qcg_connect_op *op)
 {
-    char where[160];
+    char where[160], bound[96], tech[24] = "";
 
     path(op, where, sizeof(where));
+    bound_text(op, bound, sizeof(bound));
+    /* fail() names an `only` operation's technique itself. */
+    if (op->only == QCG_TECH_NONE && op->technique != QCG_TECH_NONE)
+        snprintf(tech, sizeof(tech), "%s: ", tech_name(op->technique));
     switch (op->state) {
     case OP_PLAN:
     case OP_BACKOFF:
         if (op->short_of) {
             keep_cause(op->short_errno);
-            return fail(op, QCG_ESYS, "no connection to rank %d within %d ms: %s", op->rank,
-                        op->timeout_ms, op->last_answer);
+            return fail(op, QCG_ESYS, "no connection to rank %d %s: %s", op->rank, bound,
+                        op->last_answer);
         }
         if (op->last_refusal == QCG_EUPSTREAM || op->last_refusal == QCG_EBUSY)
-            return fail(op, QCG_EUPSTREAM, "no plan for rank %d within %d ms (%u lookups): %s",
-                        op->rank, op->timeout_ms, op->lookups, op->last_answer);
+            return fail(op, QCG_EUPSTREAM, "no plan for rank %d %s (%u lookups): %s", op->rank,
+                        bound, op->lookups, op->last_answer);
         /* The cause's code, as above: a caller tells "no such process
            (any more)" from a slow path without reading the text. */
         if (op->last_refusal == QCG_ENOTFOUND)
-            return fail(op, QCG_ENOTFOUND,
-                        "rank %d not published within %d ms (%u lookups; helper: %s)", op->rank,
-                        op->timeout_ms, op->lookups, op->last_answer);
-        return fail(op, QCG_ETIMEDOUT, "no plan for rank %d within %d ms", op->rank,
-                    op->timeout_ms);
+            return fail(op, QCG_ENOTFOUND, "rank %d not published %s (%u lookups; helper: %s)",
+                        op->rank, bound, op->lookups, op->last_answer);
+        return fail(op, QCG_ETIMEDOUT, "no plan for rank %d %s: our helper did not answer",
+                    op->rank, bound);
     case OP_TCP:
         if (op->technique == QCG_TECH_PROXY)
-            return fail(op, QCG_ETIMEDOUT, "proxy: TCP connect to %s port %u timed out",
-                        op->plan.address, op->plan.port);
-        return fail(op, QCG_ETIMEDOUT, "TCP connect to rank %d at %s port %u timed out", op->rank,
-                    op->plan.address, op->plan.port);
+            return fail(op, QCG_ETIMEDOUT, "%sTCP connect to the proxy at %s port %u: no answer %s",
+                        tech, op->plan.address, op->plan.port, bound);
+        return fail(op, QCG_ETIMEDOUT, "%sTCP connect to rank %d at %s port %u: no answer %s", tech,
+                    op->rank, op->plan.address, op->plan.port, bound);
     case OP_PROXY_SEND:
+        return fail(op, QCG_ETIMEDOUT, "%sthe proxy at %s port %u took no preamble %s", tech,
+                    op->plan.address, op->plan.port, bound);
     case OP_PROXY_WAIT:
-        return fail(op, QCG_ETIMEDOUT,
-                    "proxy: rank %d did not come to the proxy at %s port %u "
-                    "within %d ms",
-                    op->rank, op->plan.address, op->plan.port, op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT, "%srank %d did not come to the proxy at %s port %u %s", tech,
+                    op->rank, op->plan.address, op->plan.port, bound);
     case OP_REVERSED:
-        return fail(op, QCG_ETIMEDOUT, "reversed: rank %d did not connect back within %d ms",
-                    op->rank, op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT, "%srank %d did not connect back %s", tech, op->rank, bound);
     case OP_PUNCH:
-        return fail(op, QCG_ETIMEDOUT, "holepunch: no connection to rank %d within %d ms", op->rank,
-                    op->timeout_ms);
+        return fail(op, QCG_ETIMEDOUT, "%sno connection to rank %d %s", tech, op->rank, bound);
     case OP_NOHELPER: {
         char gone[QCG_ERRMSG_MAX / 2];
 
         helper_gone_text(op->ctx, gone, sizeof(gone));
-        return fail(op, QCG_ENOHELPER, "no connection to rank %d within %d ms: %s", op->rank,
-                    op->timeout_ms, gone);
+        return fail(op, QCG_ENOHELPER, "no connection to rank %d %s: %s", op->rank, bound, gone);
     }
     default:
-        return fail(op, QCG_ETIMEDOUT, "handshake with %s timed out", where);
+        return fail(op, QCG_ETIMEDOUT, "%shandshake with %s: no answer %s", tech, where, bound);
     }
 }
 
@@ -986,7 +1078,8 @@ static int connect_start(qcg_ctx *ctx, int rank, uint32_t only, int timeout_ms,
     op->epfd = op->timerfd = op->watched = op->helper_polled = op->tcp = -1;
     op->waiter.fd = -1;
     op->start_us = now_us();
-    op->deadline_us = op->start_us + (uint64_t)timeout_ms * 1000u;
+    progress_start(&op->whole, op->start_us, (uint64_t)timeout_ms,
+                   (uint64_t)timeout_ms * QCG_CONNECT_CAP_FACTOR, 0);
 
     op->epfd = epoll_create1(EPOLL_CLOEXEC);
     op->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -1061,7 +1154,7 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
         if (rc != STEP_MORE)
             break;
     }
-    if (op->state != OP_DONE && op->state != OP_FAILED && now_us() >= op->deadline_us) {
+    if (op->state != OP_DONE && op->state != OP_FAILED && progress_over(&op->whole, now_us())) {
         attempt_cleanup(op);
         timed_out(op);
     }
@@ -1080,8 +1173,8 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
                         : op->state == OP_BACKOFF  ? op->retry_at_us
                         : op->state == OP_NOHELPER ? op->ctx->helper_at_us
                         : op->state == OP_TCP || op->state == OP_PUNCH || op->state == OP_REVERSED
-                            ? op->attempt_deadline_us
-                            : op->deadline_us);
+                            ? attempt_due(op)
+                            : op_due(op));
         return QCG_EAGAIN;
     }
 

@@ -51,10 +51,11 @@
 #define REVERSED_TIMEOUT_MS 5000
 /* How long the other attempts may take before the next technique is asked
    for: a direct or traversing connect (SYN retransmissions at 1 and 3 s),
-   a hole punch (our helper's punch takes at most 5 s). */
+   a hole punch (our helper's punch: 5 s without progress, 10 s at most;
+   its answer is the only progress we see). */
 #define DIRECT_TIMEOUT_MS 5000
 #define TRAVERSING_TIMEOUT_MS 5000
-#define HOLEPUNCH_TIMEOUT_MS 7000
+#define HOLEPUNCH_TIMEOUT_MS 12000
 /* The proxy's preamble: "QCGP" and the token, NUL-padded. */
 #define PROXY_MAGIC "QCGP"
 #define PROXY_TOKEN_FIELD 128
@@ -338,6 +339,9 @@ void conn_info_out(struct qcg_conn_info *info, size_t info_size, int32_t peer_ra
 
 /* connect.c: wakes an operation whose waiter was claimed. */
 void connect_wake(qcg_connect_op *op);
+/* Something moved toward op's connection (a reversed peer's hello with its
+   token): its deadlines of silence start again. */
+void connect_progress(qcg_connect_op *op);
 /* Gives r's message (its descriptor taken) to the operation whose current
    LOOKUP has its request id, and wakes it.  0 given, -1 nobody's. */
 int connect_deliver(qcg_ctx *ctx, struct lmsg_reader *r);

@@ -568,6 +568,11 @@ const char *tls_hs_why(const struct tls_hs *t)
     return t->why;
 }
 
+uint64_t tls_hs_bytes(const struct tls_hs *t)
+{
+    return BIO_number_read(SSL_get_rbio(t->ssl)) + BIO_number_written(SSL_get_wbio(t->ssl));
+}
+
 int tls_hs_fd(const struct tls_hs *t)
 {
     return SSL_get_fd(t->ssl);

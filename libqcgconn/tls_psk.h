@@ -69,6 +69,9 @@ struct tls_hs *tls_hs_server(const struct tls_self *self, int fd, int32_t expect
    the reason in tls_hs_why. */
 int tls_hs_step(struct tls_hs *t);
 const char *tls_hs_why(const struct tls_hs *t);
+/* Bytes read and written so far: a handshake whose count grew is moving
+   (connect.c's progress). */
+uint64_t tls_hs_bytes(const struct tls_hs *t);
 /* After a failed step: the peer gave the connection up without refusing
    it (closed or reset it mid-handshake, or said its connect ended), as a
    peer whose own connect lost a race or moved on does; no refusal. */

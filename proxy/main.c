@@ -134,6 +134,7 @@ int main(int argc, char **argv)
         .port = cfg.control_port,
         .tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl},
         .max_connections = CONTROL_MAX_CONNECTIONS,
+        .role = SERVED_PROXY,
         .user = &svc,
     };
     px.control = soap_server_new(&sc, err, sizeof(err));

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "number.h"
 #include "qcgconn.h"
 
 #define COPY_BUF (256 * 1024)
@@ -55,12 +56,8 @@ static void usage(FILE *f)
 
 static int parse_int(const char *s, int min, int *out)
 {
-    char *end;
     long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > INT_MAX)
+    if (number_parse(s, min, INT_MAX, &v) < 0)
         return -1;
     *out = (int)v;
     return 0;
@@ -492,8 +489,12 @@ int main(int argc, char **argv)
         short_of_fds(qcg_last_errno(NULL));
         return 1;
     }
-    if (o.q.rank < 0 && getenv("QCG_RANK") != NULL)
-        o.q.rank = atoi(getenv("QCG_RANK"));
+    if (o.q.rank < 0 && getenv("QCG_RANK") != NULL &&
+        parse_int(getenv("QCG_RANK"), 0, &o.q.rank) < 0) {
+        fprintf(stderr, "qcg-cat: QCG_RANK: want a number >= 0, not '%s'\n", getenv("QCG_RANK"));
+        qcg_close(ctx);
+        return 2;
+    }
     buf = malloc(COPY_BUF);
     if (buf == NULL) {
         fprintf(stderr, "qcg-cat: out of memory\n");

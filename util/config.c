@@ -4,10 +4,12 @@
  * line, or the flag) and what was wrong.
  */
 #include "config.h"
+#include "number.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,15 +92,7 @@ static const char *shown(const char *value, char *buf, size_t len)
 
 static int parse_long(const char *s, long *out)
 {
-    if (*s == '\0' || isspace((unsigned char)*s))
-        return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return -1;
-    *out = v;
-    return 0;
+    return number_parse(s, LONG_MIN, LONG_MAX, out);
 }
 
 static int parse_bool(const char *s, int *out)
@@ -618,7 +612,6 @@ enum config_result config_load(const struct config_option *options, void *cfg, i
     }
 
     /* Pass 2: apply the flags in order; later ones win. */
-    after_dashes = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (is_nonopt[i])

@@ -146,7 +146,16 @@ int qcg_open_sized(qcg_ctx **ctx, const struct qcg_options *opts, size_t opts_si
    published. */
 int qcg_listen(qcg_ctx *ctx);
 
-/* Connects to `rank` of the same job, blocking up to timeout_ms (plus
+/* A connect's timeout_ms bounds its silence, not its length: it ends once
+   nothing moved toward the connection for timeout_ms (an answer from the
+   helper, an attempt started, the peer's or the proxy's bytes, the helper
+   back after a restart; not "not published yet"), and in any case after
+   QCG_CONNECT_CAP_FACTOR times timeout_ms.  A loaded grid slows every
+   step; a connection that keeps moving is not cut (issue 29). */
+#define QCG_CONNECT_CAP_FACTOR 3
+
+/* Connects to `rank` of the same job, blocking up to timeout_ms without
+   progress, QCG_CONNECT_CAP_FACTOR times it at most (plus
    qcg_listen's bound on a context that does not listen yet, plus
    QCG_HELPER_SEND_MAX_MS).  Returns the connected socket (caller owns it) or
    a negative error; info may be NULL.
@@ -163,7 +172,8 @@ int qcg_connect_sized(qcg_ctx *ctx, int rank, int timeout_ms, struct qcg_conn_in
    progress is possible; then call qcg_connect_finish, which returns the
    connected socket (>= 0), QCG_EAGAIN while in progress, or an error.  The
    descriptor stays the same for the whole operation.  Once timeout_ms has
-   passed, qcg_connect_finish returns QCG_ETIMEDOUT, or the cause when known
+   passed without progress (or QCG_CONNECT_CAP_FACTOR times it in all),
+   qcg_connect_finish returns QCG_ETIMEDOUT, or the cause when known
    (the descriptor is also made readable then, but callers should poll with a
    timeout anyway).  While the peer's rank is not yet published the lookup is
    retried until then: QCG_ENOTFOUND if the last lookup still found it so.

@@ -390,7 +390,7 @@ static void test_dial(void)
 
     snprintf(want, sizeof(want), "DIAL %d\n", DIAL_CLOSED_PORT);
     ask(want, ans, sizeof(ans));
-    snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d refused", DIAL_CLOSED_PORT);
+    snprintf(want, sizeof(want), "DIALED 127.0.0.1 %d reset", DIAL_CLOSED_PORT);
     CHECKF(strcmp(ans, want) == 0, "dial closed: '%s'", ans);
 }
 

@@ -230,15 +230,17 @@ static void test_probe_payloads(void)
         static const char *const kinds[] = {"open", "firewalled", "nat", "symnat"};
         static const char *const maps[] = {"none", "endpoint-independent", "endpoint-dependent",
                                            "unknown"};
-        static const char *const ins[] = {"open", "dropped", "rejected", "unknown"};
-        static const char *const bad[] = {"", "NAT", "nat ", "na", "symnatx", "endpoint", "x"};
+        static const char *const ins[] = {"open", "dropped",  "reset",
+                                          "icmp", "rejected", "unknown"};
+        static const char *const bad[] = {"",         "NAT",     "nat ",  "na", "symnatx",
+                                          "endpoint", "refused", "RESET", "x"};
 
         strcpy(ob.public_address, "192.0.2.1");
         for (int k = 0; k < 4; k++) {
             for (int m = 0; m < 4; m++) {
                 strcpy(ob.kind, kinds[k]);
                 strcpy(ob.mapping, maps[m]);
-                strcpy(ob.inbound, ins[(k + m) % 4]);
+                strcpy(ob.inbound, ins[(k + m) % 6]);
                 REQUIRE_EQ(local_payload_check(LOCAL_OBSERVED, &ob), 0);
             }
         }

@@ -3,6 +3,7 @@
 
     check_samples.py BLOCK_TEXT LOG...
     check_samples.py --block NAME OUTPUT [DOC...]
+    check_samples.py --row KEY OUTPUT [DOC...]
     check_samples.py --list [DOC...]
 
 The first form: the JSON samples in a run block's comments.
@@ -22,6 +23,10 @@ line word for word except: a word with a digit matches any word (times,
 ports, addresses, ids), the word after it may gain or lose a plural "s",
 "..." matches anything, and blanks match any blanks.  --list prints each
 sample's DOC:LINE, NAME and PATH.
+
+--row: the table row of DOC whose first cell is a code span holding KEY
+(e.g. the "you see" column of a table of messages) against OUTPUT: some
+line of OUTPUT must match that cell as a block's line does.
 """
 import os
 import json
@@ -138,6 +143,34 @@ def check_block(name, output, docs):
     return 1
 
 
+ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
+
+
+def check_row(key, output, docs):
+    cells = []
+    for doc in docs:
+        with open(doc, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                m = ROW.match(line)
+                if m and key in m.group(1):
+                    cells.append(("%s:%d" % (os.path.relpath(doc, REPO), n), m.group(1)))
+    if len(cells) != 1:
+        print("row %r: %d table rows hold it, not 1" % (key, len(cells)))
+        return 1
+    where, cell = cells[0]
+    pat = line_pattern(cell)
+    lines = open(output, encoding="utf-8", errors="replace").read().split("\n")
+    for l in lines:
+        if pat.fullmatch(l.rstrip()):
+            print("row %s: the output has it: %s" % (where, l.rstrip()))
+            return 0
+    print("row %s matches no line of the output" % where)
+    print("  docs:   %s" % cell)
+    for l in lines:
+        print("    " + l)
+    return 1
+
+
 def main():
     if sys.argv[1:2] == ["--list"]:
         sys.path.insert(0, HERE)
@@ -145,6 +178,8 @@ def main():
         for doc, line, name, test, _ in doc_blocks.samples(sys.argv[2:] or DOCS):
             print("%s:%d\t%s\t%s" % (os.path.relpath(doc, REPO), line, name, test))
         return 0
+    if sys.argv[1:2] == ["--row"]:
+        return check_row(sys.argv[2], sys.argv[3], sys.argv[4:] or DOCS)
     if sys.argv[1:2] == ["--block"]:
         return check_block(sys.argv[2], sys.argv[3], sys.argv[4:] or DOCS)
     text, logs = sys.argv[1], sys.argv[2:]

@@ -58,5 +58,16 @@ while IFS=$'\t' read -r where name test; do
 	sed -E '1s/([A-Za-z]{3,})/\1zz/' "$text" >"$tmp/other"
 	expect FAIL "$name" "$tmp/other" "a word changed"
 done <"$tmp/list"
+# --row (a table of messages): qcg-submit's row passes its own line among
+# others and fails with a word changed; a key in no row fails.
+row="qcg-submit: sbatch failed at fw: cancelling the parts already submitted"
+printf 'sbatch: error: x\n%s\n' "$row" >"$tmp/row-ok"
+printf '%s\n' "${row/parts/jobs}" >"$tmp/row-bad"
+python3 "$check" --row "sbatch failed at" "$tmp/row-ok" >"$tmp/verdict" 2>&1 ||
+	{ fail "--row: the row's own line does not pass"; cat "$tmp/verdict"; }
+! python3 "$check" --row "sbatch failed at" "$tmp/row-bad" >"$tmp/verdict" 2>&1 ||
+	fail "--row: a changed word passes"
+! python3 "$check" --row "no such message" "$tmp/row-ok" >"$tmp/verdict" 2>&1 ||
+	fail "--row: a key in no row passes"
 [ "$failed" = 0 ] && echo "ok: $n samples, each checked by the test it names"
 [ "$failed" -eq 0 ]

@@ -162,6 +162,23 @@ call frontend-natb registerNode natb1 198.18.2.1 5000 5099
 expect_fault denied "a frontend certificate calling the frontend is denied (registerNode)"
 call $H registerCluster nata nat 203.0.113.10
 expect_fault denied "registerCluster is not served by a frontend"
+# Its ?wsdl names the operations it performs: not the broker's own
+# (registerCluster, grid, proxyAlive); registerNode keeps the message it
+# shares with registerCluster.
+if ops=$(curl -s --cacert "$ca" --cert "$certs/$H.pem" "$frontend_url?wsdl" | /usr/bin/python3 -c '
+import sys, xml.etree.ElementTree as ET
+W = "{http://schemas.xmlsoap.org/wsdl/}"
+root = ET.parse(sys.stdin).getroot()
+ops = {o.get("name") for o in root.iter(W + "operation")}
+msgs = {m.get("name") for m in root.iter(W + "message")}
+assert len(ops) == 13 and not ops & {"registerCluster", "grid", "proxyAlive"}, ops
+assert {"registerNode", "lookups", "stats"} <= ops and "registerResponse" in msgs, (ops, msgs)
+assert "registerCluster" not in msgs and "gridResponse" not in msgs, msgs
+print(len(ops))'); then
+	pass "?wsdl of a frontend: its $ops operations, not the broker's own"
+else
+	fail "?wsdl of a frontend: $ops"
+fi
 call frontend-natb stats
 if [[ $rc -eq 0 && $(field role) == frontend && $(field name) == nata ]]; then
 	pass "stats answers any grid certificate"

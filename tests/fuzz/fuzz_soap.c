@@ -37,6 +37,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (broker == NULL)
         abort();
     soap_feed_clients(as);
-    soap_feed_serve("broker-broker.pem", broker, broker_stopped);
+    soap_feed_serve("broker-broker.pem", SERVED_BROKER, broker, broker_stopped);
     return 0;
 }

@@ -101,6 +101,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     free(nodes);
     store_link_up_if(fe->store, version);
     soap_feed_clients(as);
-    soap_feed_serve("frontend-nata.pem", fe, frontend_stopped);
+    soap_feed_serve("frontend-nata.pem", SERVED_FRONTEND, fe, frontend_stopped);
     return 0;
 }

@@ -50,6 +50,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     soap_feed_clients(as);
-    soap_feed_serve("proxy-px1.pem", &svc, relay_stopped);
+    soap_feed_serve("proxy-px1.pem", SERVED_PROXY, &svc, relay_stopped);
     return 0;
 }

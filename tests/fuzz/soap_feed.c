@@ -73,13 +73,15 @@ static void stop_server(void)
         SSL_CTX_free(clients[i]);
 }
 
-void soap_feed_serve(const char *pem, void *user, void (*stopped)(void *user))
+void soap_feed_serve(const char *pem, enum served_role role, void *user,
+                     void (*stopped)(void *user))
 {
     char err[512];
     struct soap_server_config sc = {.listen_addr = "127.0.0.1",
                                     .port = 0,
                                     .tls = {.ca = certs_path("ca.crt"), .certkey = certs_path(pem)},
                                     .max_connections = 64,
+                                    .role = role,
                                     .user = user};
 
     server = soap_server_new(&sc, err, sizeof(err));

@@ -15,16 +15,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "served.h"
+
 #define SOAP_FEED_READ_MS 3000
 
 /* The identities the input may speak as: PEM files of certs.h, NULL
    ends the list (at most 4). */
 void soap_feed_clients(const char *const *pem);
-/* Starts the server with pem as its certificate and user as the operations'
-   state, in a thread; at exit it is stopped (its connection threads ended)
-   before stopped(user) runs, so that what is left is a leak, not a request
-   in flight. */
-void soap_feed_serve(const char *pem, void *user, void (*stopped)(void *user));
+/* Starts the server with pem as its certificate, the daemon's role (its
+   share of the operations, served.h) and user as the operations' state, in
+   a thread; at exit it is stopped (its connection threads ended) before
+   stopped(user) runs, so that what is left is a leak, not a request in
+   flight. */
+void soap_feed_serve(const char *pem, enum served_role role, void *user,
+                     void (*stopped)(void *user));
 /* soap_feed.c is the harness's LLVMFuzzerTestOneInput: it sends each input
    as the header says.  The harness defines LLVMFuzzerInitialize, which makes
    the certificates (certs.h), the daemon's state, then calls

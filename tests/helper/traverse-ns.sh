@@ -19,6 +19,9 @@
 #      of the flow in the routers;
 #   4. the target refuses a SYN to another port, with ACK set, truncated, to
 #      another address, not hex - and injects nothing;
+#   2b. with the firewall rejecting A's SYN instead of dropping it (an ICMP
+#      port unreachable, then a TCP reset), A -> B still connects: the
+#      initiator's guard keeps the rejection from ending A's connect;
 #   5. the technique as published (SYN injected, SYN/ACK left alone) fails
 #      against the firewall: how is measured and printed;
 #   and connect times, traversing against a plain connect through the firewall
@@ -233,6 +236,22 @@ wait "$last" 2>/dev/null || true
 traverse nat a $RA_WAN
 traverse public p $P
 
+# 2b. A firewall that answers A's SYN: Linux ends a connect in SYN-SENT on
+# the reset, and on the ICMP port unreachable too (ECONNREFUSED both), long
+# before B's SYN comes; the guard of A's engine drops them.
+rejected() { rb iptables -L FORWARD -v -x -n | awk '/REJECT/ { s += $1 } END { print s + 0 }'; }
+for how in icmp-port-unreachable tcp-reset; do
+	rb iptables -I FORWARD 3 -i wan -p tcp --syn -j REJECT --reject-with $how
+	traverse "rejecting-$how" a $RA_WAN
+	n=$(rejected)
+	rb iptables -D FORWARD -i wan -p tcp --syn -j REJECT --reject-with $how
+	if [[ $n -gt 0 ]]; then
+		pass "rejecting-$how: the firewall answered $n SYN(s) of A with $how"
+	else
+		fail "rejecting-$how: the firewall's REJECT rule answered no SYN"
+	fi
+done
+
 # 4. What the target refuses; nothing may be injected (IP OutRequests of B).
 syn=$(cat "$tmp/syn-nat")
 if [[ -z $syn ]]; then
@@ -264,7 +283,7 @@ else
 		--timeout 1 >"$tmp/target-second" 2>&1; then
 		fail "a second engine on queue $QB started" "$tmp/target-second"
 	elif grep -q 'another process owns it' "$tmp/target-second" &&
-		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 4 ]]; then
+		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 7 ]]; then
 		pass "a second engine on queue $QB is refused ($(grep -o 'cannot bind[^(]*' "$tmp/target-second")), the first one's chains intact"
 	else
 		fail "a second engine on queue $QB" "$tmp/target-second"
@@ -273,7 +292,7 @@ else
 	b "$driver" target $B --queue $((QB + 1)) --chan "$tmp/chan2" --pub $RA_WAN --port $PORT \
 		--timeout 1 >"$tmp/target-third" 2>&1 || true
 	if grep -q 'target ready' "$tmp/target-third" && ! b iptables-save -t raw | grep -q "TRAVERSE-.*-$((QB + 1))" &&
-		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 4 ]]; then
+		[[ $(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$QB") -eq 7 ]]; then
 		pass "an engine on queue $((QB + 1)) coexists and leaves queue $QB's chains alone"
 	else
 		fail "an engine on another queue" "$tmp/target-third"
@@ -288,7 +307,7 @@ else
 	left=$(b iptables-save -t raw | grep -c "QCG-TRAVERSE-.*-$qc" || true)
 	b "$driver" target $B --queue $qc --chan "$tmp/chan2" --pub $RA_WAN --port $PORT \
 		--timeout 1 >"$tmp/target-aftercrash" 2>&1 || true
-	if [[ $left -eq 4 ]] && grep -q 'target ready' "$tmp/target-aftercrash" &&
+	if [[ $left -eq 7 ]] && grep -q 'target ready' "$tmp/target-aftercrash" &&
 		! b iptables-save -t raw | grep -q "TRAVERSE-.*-$qc"; then
 		pass "leftovers of a killed engine (queue $qc: $left lines) swept by the next one, nothing left after it"
 	else

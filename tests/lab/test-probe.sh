@@ -108,13 +108,13 @@ done
 	fail "fw1: a dial-back SYN reached the node through the firewall"
 note "capture: tcpdump reads both files; the dial-back SYN reached open1, not fw1"
 
-# --- 4: rejected, not dropped ------------------------------------------------------
+# --- 4: reset, not dropped --------------------------------------------------------
 add_rule r-fw FORWARD -i qcg-wan -p tcp --syn -j REJECT --reject-with tcp-reset
 "$LAB" exec fw1 -- qcg-probe --json --local-only >"$WORK/fw-reject.json"
 drop_rule
-[ "$(python3 "$CHECK" field "$WORK/fw-reject.json" inbound_filtering)" = rejected ] ||
+[ "$(python3 "$CHECK" field "$WORK/fw-reject.json" inbound_filtering)" = reset ] ||
 	fail "fw1 behind a rejecting router: $(python3 "$CHECK" field "$WORK/fw-reject.json" inbound_why)"
-note "a router that resets: inbound filtered (rejected)"
+note "a router that resets: inbound filtered (reset)"
 
 # --- 5: a misdeclared site -----------------------------------------------------------
 QCG_LAB_DECLARE=sym=nat "$LAB" up >/dev/null

@@ -12,8 +12,13 @@
 # connected; a SYN from the internet (broker) to rst1's public address and to
 # unr1 is refused at once, and the router's REJECT rule counted it (nata1's
 # NAT stays silent: the connect times out); rst1 and unr1 reach the broker;
-# then `up` alone removes both sites, their services and namespaces, and
-# the five-site lab's services are all still connected.
+# qcg-probe on rst1 and unr1 tells the reset from the ICMP error (the
+# reflector's dial-back and the probe read the socket's error queue; Linux
+# reports both as "connection refused"), in --json, in its human output and
+# in what the broker shows of the sites; from nata1, traversing into unr
+# connects although unr's router answers the initiator's SYN with an ICMP
+# error; then `up` alone removes both sites, their services and namespaces,
+# and the five-site lab's services are all still connected.
 #
 # In between it shows (prints, asserts nothing about) what today's hole
 # punching does into and out of these sites: for each pair the technique
@@ -62,6 +67,49 @@ note "broker -> rst (203.0.113.114): TCP reset; -> unr1 (198.51.100.139): ICMP p
 for n in rst1 unr1; do
 	"$LAB" exec "$n" -- nc -z -w 3 203.0.113.10 7700 || fail "$n does not reach the broker"
 done
+
+# qcg-probe: the reflector's dial-back is answered by a reset at rst, by an
+# ICMP port unreachable at unr; the observation reaches the broker's grid.
+CHECK=$LAB_SRC/probe_check.py
+for w in rst1:reset unr1:icmp; do
+	n=${w%%:*} want=${w#*:}
+	"$LAB" exec "$n" -- qcg-probe --json --local-only --timeout 60 >"$WORK/$n.json" 2>"$WORK/$n.err" ||
+		{ cat "$WORK/$n.err"; fail "$n: qcg-probe --json failed"; }
+	got=$(python3 "$CHECK" field "$WORK/$n.json" inbound_filtering)
+	[ "$got" = "$want" ] ||
+		fail "$n: inbound filtering '$got', expected $want: $(python3 "$CHECK" field "$WORK/$n.json" inbound_why)"
+	"$LAB" exec "$n" -- qcg-probe --local-only --timeout 60 >"$WORK/$n.txt" 2>"$WORK/$n-txt.err" ||
+		{ cat "$WORK/$n-txt.err"; fail "$n: qcg-probe failed"; }
+	grep -Eq "^  inbound TCP +filtered \($want\): " "$WORK/$n.txt" ||
+		{ cat "$WORK/$n.txt"; fail "$n: the human output does not say '$want'"; }
+done
+"$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid --json \
+	--url "$BROKER_URL" >"$WORK/grid.json" || fail "qcg-broker --grid failed"
+python3 - "$WORK/grid.json" <<'PY' || fail "the broker's grid does not show how rst and unr refuse"
+import json, sys
+seen = {c["name"]: (c.get("observed") or {}).get("inbound") for c in json.load(open(sys.argv[1]))["clusters"]}
+assert seen.get("rst") == "reset" and seen.get("unr") == "icmp", seen
+PY
+note "qcg-probe: rst1 $(grep -E '^  inbound TCP' "$WORK/rst1.txt" | cut -c 18-90)"
+note "qcg-probe: unr1 $(grep -E '^  inbound TCP' "$WORK/unr1.txt" | cut -c 18-90)"
+
+# Traversing into unr: its router answers the initiator's SYN with an ICMP
+# port unreachable, which ended the initiator's connect before unr1's SYN
+# came ("Connection refused"); the initiator's helper now drops it.  qcg-probe
+# tries each technique towards unr; traversing and hole punching must work.
+"$LAB" exec nata1 -- qcg-probe --site unr --json --timeout 90 >"$WORK/nata-unr.json" 2>"$WORK/nata-unr.err" ||
+	{ cat "$WORK/nata-unr.err"; fail "nata1: qcg-probe --site unr failed"; }
+tv=$(
+	python3 - "$WORK/nata-unr.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["peers"][0]["techniques"]
+for k in ("traversing", "holepunch"):
+    if not t[k]["works"]:
+        sys.exit(f"{k}: {t[k]['why']}")
+print(f"traversing {t['traversing']['setup_ms']:.1f} ms, hole punching {t['holepunch']['setup_ms']:.1f} ms")
+PY
+) || fail "nata1 -> unr: traversing or hole punching does not connect"
+note "nata1 -> unr (qcg-probe --site unr): $tv"
 
 # What today's punching does: each connect, its technique and setup time.
 JOB=$(new_job rejecting)

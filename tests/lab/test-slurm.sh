@@ -11,8 +11,10 @@
 # status; the secret on no command line and in no world-readable file;
 # scancel of one site's part ends the job everywhere, nothing of the user
 # left; a part that cannot start (its queue full) times out naming its site;
-# one its partition can never hold (3 nodes of 2) fails at once, naming it.
-# The lab is put back without Slurm.
+# one its partition can never hold (3 nodes of 2) fails at once, naming it;
+# Ctrl-C, and a site refusing the submission, cancel every part.  Each
+# failure's line is docs/user.md's row for it.  The lab is put back without
+# Slurm.
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
@@ -26,6 +28,13 @@ HOME_DIR=$LAB_STATE/user/home
 SUBMIT=("$QCG_BUILD_DIR/launch/qcg-submit" --via "$LAB login {} --")
 # The staged BTL (qcg-lab login stages it, as qcg-lab mpirun does).
 COMPONENTS=$LAB_STATE/user/lib:$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
+
+# doc_row KEY FILE: docs/user.md's table row of qcg-submit's messages holding
+# KEY is a line of FILE (numbers may differ, words may not).
+doc_row() {
+	python3 "$LAB_SRC/../docs/check_samples.py" --row "$1" "$2" >"$WORK/row" 2>&1 ||
+		{ show "$WORK/row"; return 1; }
+}
 
 running_jobs() {
 	local s
@@ -152,7 +161,8 @@ t0=$(ms)
 "$LAB" login fw -- scancel "$fw_job"
 rc=0
 wait_exit "$submit" 30 || rc=$?
-if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$WORK/out3"; then
+if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$WORK/out3" &&
+	doc_row "ended (CANCELLED)" "$WORK/out3"; then
 	note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms: $(grep 'the part at fw' "$WORK/out3")"
 else
 	show "$WORK/out3"
@@ -168,7 +178,8 @@ no_user_processes "scancel of fw's part" || true
 rc=0
 t0=$(ms)
 timeout -k 10 60 "${SUBMIT[@]}" --start-timeout 8 nata fw -- /bin/true >"$WORK/out4" 2>&1 || rc=$?
-if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job [0-9]*) did not start within 8 s (PENDING" "$WORK/out4"; then
+if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job [0-9]*) did not start within 8 s (PENDING" "$WORK/out4" &&
+	doc_row "did not start within" "$WORK/out4"; then
 	note "ok   fw's queue full: after $(($(ms) - t0)) ms: $(grep 'did not start' "$WORK/out4")"
 else
 	show "$WORK/out4"
@@ -183,7 +194,8 @@ no_user_processes "fw's queue full" || true
 rc=0
 t0=$(ms)
 timeout -k 10 60 "${SUBMIT[@]}" --start-timeout 40 --nodes 1,fw:3 nata fw -- /bin/true >"$WORK/out5" 2>&1 || rc=$?
-if [ "$rc" = 1 ] && grep -q "^qcg-submit: the part at fw (Slurm job [0-9]*) can never start (PENDING, PartitionNodeLimit: partition batch has 2 node(s), the part asks for 3;" "$WORK/out5"; then
+if [ "$rc" = 1 ] && grep -q "^qcg-submit: the part at fw (Slurm job [0-9]*) can never start (PENDING, PartitionNodeLimit: partition batch has 2 node(s), the part asks for 3;" "$WORK/out5" &&
+	doc_row "can never start" "$WORK/out5"; then
 	note "ok   3 nodes at fw: after $(($(ms) - t0)) ms: $(grep 'can never start' "$WORK/out5")"
 else
 	show "$WORK/out5"
@@ -191,7 +203,45 @@ else
 fi
 poll 20 "no job left" no_running_jobs || bad "jobs left after the part that never fits: $(running_jobs)"
 
-# 6. Back to the lab without Slurm: no Slurm or munge process, no state.
+# 6. Ctrl-C of qcg-submit while the program runs: every part is cancelled.
+# (A background job of a script has SIGINT ignored; the subshell undoes it,
+# as a terminal's foreground job has it.)
+(trap - INT; exec "${SUBMIT[@]}" --start-timeout 60 nata fw -- /bin/sleep 300) >"$WORK/out6" 2>&1 &
+submit=$!
+BG_PIDS+=("$submit")
+poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out6" ||
+	{ show "$WORK/out6"; fail "no submission at nata"; }
+main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out6").out
+poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
+	{ show "$WORK/out6"; fail "sleep did not start"; }
+kill -INT "$submit"
+rc=0
+wait_exit "$submit" 30 || rc=$?
+if [ "$rc" = 130 ] && doc_row "interrupted: cancelling" "$WORK/out6"; then
+	note "ok   Ctrl-C: qcg-submit exits 130: $(grep 'interrupted' "$WORK/out6")"
+else
+	show "$WORK/out6"
+	bad "Ctrl-C: qcg-submit exits $rc without docs/user.md's line"
+fi
+poll 20 "no job left" no_running_jobs || bad "jobs left after Ctrl-C: $(running_jobs)"
+no_user_processes "Ctrl-C of qcg-submit" || true
+
+# 7. fw refuses the submission (its partition drained by its admin): the
+# part already submitted at nata is cancelled, sbatch's reason stands above.
+fw_admin() { SLURM_CONF=$LAB_STATE/slurm/fw/slurm.conf ip netns exec qcg-fw-head "$@"; }
+fw_admin scontrol update PartitionName=batch State=DRAIN || bad "could not drain fw's partition"
+rc=0
+timeout -k 10 60 "${SUBMIT[@]}" --start-timeout 40 nata fw -- /bin/true >"$WORK/out7" 2>&1 || rc=$?
+if [ "$rc" = 1 ] && grep -q "^sbatch: error: " "$WORK/out7" && doc_row "sbatch failed at" "$WORK/out7"; then
+	note "ok   fw refuses: $(grep -m1 '^sbatch: error' "$WORK/out7") / $(grep 'sbatch failed' "$WORK/out7")"
+else
+	show "$WORK/out7"
+	bad "fw refuses the submission: qcg-submit exits $rc without docs/user.md's line"
+fi
+fw_admin scontrol update PartitionName=batch State=UP || bad "could not put fw's partition up again"
+poll 20 "no job left" no_running_jobs || bad "nata's part left after fw refused: $(running_jobs)"
+
+# 8. Back to the lab without Slurm: no Slurm or munge process, no state.
 trap scratch_cleanup EXIT
 restore
 slurm_gone() { [ -z "$(slurm_pids)" ]; }

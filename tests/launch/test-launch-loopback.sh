@@ -255,6 +255,13 @@ if [[ $rc -eq 2 ]] && grep -q "^qcg-agent: secret-file .*: must be a regular fil
 	pass "a --secret-file of mode 0644: the agent refuses (exit 2, saying the mode)"
 else echo "(exit $rc)" >>"$out"; fail "a --secret-file of mode 0644: the agent refuses (exit 2, saying the mode)"; fi
 chmod 0600 "$work/secret"
+# qcg-launch's bound in words or with a unit: refused, not read as 10 (or 0).
+rc=0
+QCG_LAUNCH_TIMEOUT=10s "$qcg_launch" a1 orted -mca orte_hnp_uri '"1.0;tcp://127.0.0.1:9"' \
+	>"$out" 2>&1 || rc=$?
+if [[ $rc -eq 255 ]] && grep -q "^qcg-launch: a1: --timeout (or QCG_LAUNCH_TIMEOUT) must be 1..3600 seconds, not '10s'$" "$out"; then
+	pass "QCG_LAUNCH_TIMEOUT=10s: qcg-launch refuses it, naming the value"
+else echo "(exit $rc)" >>"$out"; fail "QCG_LAUNCH_TIMEOUT=10s: qcg-launch refuses it, naming the value"; fi
 
 # --- b: a job on two agents ---------------------------------------------------------------
 # a1 reads the secret from its 0600 file (and passes it on to its orted's ranks), a2 from

@@ -34,7 +34,7 @@ fail() {
 	failed=$((failed + 1))
 	printf 'FAIL %s\n' "$1"
 	for f in "${@:2}"; do
-		[[ -s $f ]] && tail -n 40 "$f" | sed "s|^|     | ${f##*/}: |"
+		[[ -s $f ]] && tail -n 40 "$f" | sed "s#^#     | ${f##*/}: #"
 	done
 	if declare -F fail_details >/dev/null; then fail_details; fi
 	if [[ -n ${fail_stops:-} ]]; then exit 1; fi

@@ -55,6 +55,7 @@ struct fake_helper {
     /* LOOKUPs held back until `hold` of them are here, then answered last
        first. */
     unsigned hold, nheld;
+    unsigned stall_ms; /* every LOOKUP answered this late, the helper stuck meanwhile */
     struct {
         int conn;
         uint32_t id;
@@ -209,6 +210,8 @@ static int handle(struct fake_helper *fh, struct conn *c)
         fh->lookups++;
         fh->last_tried = p->lookup.tried_mask;
         fh->last_only = p->lookup.only;
+        if (fh->stall_ms > 0)
+            usleep(fh->stall_ms * 1000u);
         if (fh->hold > 0) {
             fh->held[fh->nheld].conn = (int)(c - fh->conns);
             fh->held[fh->nheld].id = h->request_id;
@@ -513,6 +516,13 @@ void fake_helper_hold_lookups(struct fake_helper *fh, unsigned n)
     pthread_mutex_lock(&fh->lock);
     fh->hold = n <= MAX_HELD ? n : MAX_HELD;
     fh->nheld = 0;
+    pthread_mutex_unlock(&fh->lock);
+}
+
+void fake_helper_stall_lookups(struct fake_helper *fh, unsigned ms)
+{
+    pthread_mutex_lock(&fh->lock);
+    fh->stall_ms = ms;
     pthread_mutex_unlock(&fh->lock);
 }
 

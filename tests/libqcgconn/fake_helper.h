@@ -43,6 +43,9 @@ void fake_helper_refuse_next_hello(struct fake_helper *fh, int32_t code);
 /* Holds the next n LOOKUPs (of any connection) until all n are here, then
    answers them last first: replies out of order. */
 void fake_helper_hold_lookups(struct fake_helper *fh, unsigned n);
+/* Answers every LOOKUP ms late (0: at once), serving nobody meanwhile: a
+   helper stopped or starved of CPU for that long at each lookup. */
+void fake_helper_stall_lookups(struct fake_helper *fh, unsigned ms);
 /* Closes the connection whose HELLO introduced rank (the helper dies for
    that process).  0, or -1 if there is none. */
 int fake_helper_drop_rank(struct fake_helper *fh, int32_t rank);

@@ -37,6 +37,11 @@ static void test_mapped(void)
 
     CHECK(mapped("MAPPED 203.0.113.20 0") < 0);
     CHECK(mapped("MAPPED 203.0.113.20 65536") < 0);
+    /* A number %d would overflow on, a sign, a unit. */
+    CHECK(mapped("MAPPED 203.0.113.20 99999999999") < 0);
+    CHECK(mapped("MAPPED 203.0.113.20 4294967297") < 0);
+    CHECK(mapped("MAPPED 203.0.113.20 +40001") < 0);
+    CHECK(mapped("MAPPED 203.0.113.20 40001s") < 0);
     CHECK(mapped("MAPPED 203.0.113.20 40001 more") < 0);
     CHECK(mapped("MAPPED 203.0.113.20") < 0);
     CHECK(mapped("DIALED 203.0.113.20 40001 open") < 0);

@@ -120,6 +120,31 @@ if command -v curl >/dev/null; then
     --data "$body" "https://127.0.0.1:$cport/" 2>&1)
   if echo "$out" | grep -q "not served by a proxy"; then pass "lookup at a proxy: qcg:denied"
   else fail "lookup at a proxy: $out"; fi
+  # Its service description names what it performs: stats, and no other
+  # operation or message; a foreign SOAP client (python3-zeep) reads it and
+  # calls stats.
+  curl -s --cacert "$ca/ca.crt" --cert "$ca/helper-nata-nata1.pem" \
+    "https://127.0.0.1:$cport/?wsdl" >"$work/proxy.wsdl" 2>&1
+  if zeep_out=$(env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE /usr/bin/python3 - "$work/proxy.wsdl" \
+    "https://127.0.0.1:$cport/" "$ca/ca.crt" "$ca/helper-nata-nata1.crt" \
+    "$ca/helper-nata-nata1.key" <<'PY' 2>&1
+import sys, xml.etree.ElementTree as ET
+import requests, zeep
+from zeep.transports import Transport
+wsdl, url, ca, crt, key = sys.argv[1:]
+W = "{http://schemas.xmlsoap.org/wsdl/}"
+root = ET.parse(wsdl).getroot()
+ops = sorted({o.get("name") for o in root.iter(W + "operation")})
+msgs = sorted(m.get("name") for m in root.iter(W + "message"))
+assert ops == ["stats"] and msgs == ["stats", "statsResponse"], (ops, msgs)
+session = requests.Session()
+session.cert, session.verify = (crt, key), ca
+client = zeep.Client(wsdl, transport=Transport(session=session, timeout=10))
+r = client.create_service("{urn:qcg-connect:1}qcg", url).stats(version=2)
+print(r.role, ops)
+PY
+  ) && [[ $zeep_out == "proxy ['stats']" ]]; then pass "?wsdl of a proxy: stats only, and zeep calls it"
+  else fail "?wsdl of a proxy: $zeep_out"; fi
 fi
 
 # ---- SIGTERM: pairs closed, exit 0 within 2 s ----

@@ -66,13 +66,18 @@ void hairpin_probe(const struct probe_opts *o, struct probe_site *s, double dead
         close(fd);
         break;
     }
-    case PROBE_REFUSED:
-    case PROBE_UNREACHABLE:
+    case PROBE_RESET:
+    case PROBE_ICMP:
         s->hairpin = 0;
-        snprintf(s->hairpin_why, sizeof(s->hairpin_why),
-                 "a connection to %s:%d (local port %d's mapping) was %s", m->addr, m->port,
-                 m->local_port,
-                 outcome == PROBE_REFUSED ? "refused (RST)" : "rejected (ICMP unreachable)");
+        if (outcome == PROBE_RESET)
+            snprintf(s->hairpin_why, sizeof(s->hairpin_why),
+                     "a connection to %s:%d (local port %d's mapping) was refused by a TCP reset",
+                     m->addr, m->port, m->local_port);
+        else /* why: "connect ADDR:PORT: ICMP port unreachable from ..." */
+            snprintf(s->hairpin_why, sizeof(s->hairpin_why),
+                     "a connection to %s:%d (local port %d's mapping) got an %.60s", m->addr,
+                     m->port, m->local_port,
+                     strstr(why, "ICMP") ? strstr(why, "ICMP") : "ICMP error");
         break;
     case PROBE_NO_ANSWER:
         s->hairpin = 0;

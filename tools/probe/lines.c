@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "address.h"
+#include "number.h"
 #include "probe.h"
 
 int probe_exchange_line(int fd, const void *req, size_t len, char *line, size_t llen,
@@ -46,32 +47,39 @@ int probe_exchange_line(int fd, const void *req, size_t len, char *line, size_t 
     return -1;
 }
 
+/* A port the answerer wrote: digits only, 1-65535 (sscanf's %d would
+   overflow on a long one). */
+static int port_of(const char *text, int *port)
+{
+    long p;
+    if (number_parse(text, 1, 65535, &p) < 0)
+        return -1;
+    *port = (int)p;
+    return 0;
+}
+
 /* The address goes into the report, the JSON and the observation sent
    upstream: an IP address only, never text of the answerer's choosing. */
 int probe_mapped_parse(const char *line, char *addr, size_t addrlen, int *port)
 {
-    char a[LOCAL_ADDR_MAX], extra;
-    int p;
+    char a[LOCAL_ADDR_MAX], p[8], extra;
 
-    if (sscanf(line, "MAPPED %45s %d %c", a, &p, &extra) != 2 || p < 1 || p > 65535 ||
-        !address_valid(a) || strlen(a) >= addrlen)
+    if (sscanf(line, "MAPPED %45s %7s %c", a, p, &extra) != 2 || !address_valid(a) ||
+        strlen(a) >= addrlen || port_of(p, port) < 0)
         return -1;
     memcpy(addr, a, strlen(a) + 1);
-    *port = p;
     return 0;
 }
 
 int probe_dialed_parse(const char *line, char *addr, size_t addrlen, int *port, char *result,
                        size_t resultlen)
 {
-    char a[LOCAL_ADDR_MAX], r[16], extra;
-    int p;
+    char a[LOCAL_ADDR_MAX], p[8], r[16], extra;
 
-    if (sscanf(line, "DIALED %45s %d %15s %c", a, &p, r, &extra) != 3 || p < 1 || p > 65535 ||
-        !address_valid(a) || strlen(a) >= addrlen || strlen(r) >= resultlen)
+    if (sscanf(line, "DIALED %45s %7s %15s %c", a, p, r, &extra) != 3 || !address_valid(a) ||
+        strlen(a) >= addrlen || strlen(r) >= resultlen || port_of(p, port) < 0)
         return -1;
     memcpy(addr, a, strlen(a) + 1);
     memcpy(result, r, strlen(r) + 1);
-    *port = p;
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "probe.h"
+#include "refusal.h"
 
 int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin)
 {
@@ -19,14 +20,27 @@ int probe_sockaddr(const char *addr, int port, struct sockaddr_in *sin)
     return inet_pton(AF_INET, addr, &sin->sin_addr) == 1 ? 0 : -1;
 }
 
-/* What an asynchronous connect error says: a RST, an ICMP error, or a
-   problem of this node. */
-static enum probe_outcome outcome_of(int err)
+/* What a connect error says: a RST, an ICMP error (both ECONNREFUSED for a
+   port unreachable: the error queue tells), or a problem of this node.  why
+   gets the refusal in words. */
+static enum probe_outcome outcome_of(int fd, int err, const char *addr, int port, char *why,
+                                     size_t whylen)
 {
-    if (err == ECONNREFUSED)
-        return PROBE_REFUSED;
+    struct refusal rf;
+    switch (refusal_read(fd, err, &rf)) {
+    case REFUSAL_RESET:
+        snprintf(why, whylen, "connect %s:%d: refused by a TCP reset", addr, port);
+        return PROBE_RESET;
+    case REFUSAL_ICMP:
+        snprintf(why, whylen, "connect %s:%d: ICMP %s%s%s", addr, port, refusal_icmp_text(&rf),
+                 rf.from[0] ? " from " : "", rf.from);
+        return PROBE_ICMP;
+    case REFUSAL_NONE:
+        break;
+    }
+    snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
     if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN)
-        return PROBE_UNREACHABLE;
+        return PROBE_ICMP;
     return PROBE_LOCAL_ERROR;
 }
 
@@ -51,6 +65,7 @@ int probe_connect(const char *local_addr, int local_port, const char *addr, int 
         return -1;
     }
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    (void)refusal_watch(fd);
     /* From the node's own address, also with any port: a node with several
        networks must not leave from another one. */
     bool bind_it = local_port > 0 || (local_addr != NULL && strcmp(local_addr, "0.0.0.0") != 0);
@@ -65,8 +80,10 @@ int probe_connect(const char *local_addr, int local_port, const char *addr, int 
         /* At once: nothing left this node (no route), but for a RST from a
            local stack. */
         err = errno;
-        *outcome = err == ECONNREFUSED ? PROBE_REFUSED : PROBE_LOCAL_ERROR;
-        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
+        *outcome =
+            err == ECONNREFUSED ? outcome_of(fd, err, addr, port, why, whylen) : PROBE_LOCAL_ERROR;
+        if (*outcome == PROBE_LOCAL_ERROR)
+            snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
         close(fd);
         return -1;
     }
@@ -83,8 +100,7 @@ int probe_connect(const char *local_addr, int local_port, const char *addr, int 
     }
     if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
         err = err ? err : errno;
-        *outcome = outcome_of(err);
-        snprintf(why, whylen, "connect %s:%d: %s", addr, port, strerror(err));
+        *outcome = outcome_of(fd, err, addr, port, why, whylen);
         close(fd);
         return -1;
     }

@@ -59,8 +59,8 @@ void probe_progress_done(const struct probe_opts *o);
 struct sockaddr_in;
 enum probe_outcome {
     PROBE_CONNECTED,
-    PROBE_REFUSED,     /* a RST */
-    PROBE_UNREACHABLE, /* an ICMP error came back */
+    PROBE_RESET, /* a TCP reset */
+    PROBE_ICMP,  /* an ICMP error came back (port unreachable too) */
     PROBE_NO_ANSWER,
     PROBE_LOCAL_ERROR, /* nothing was sent: no route, no socket, bind failed */
 };
@@ -135,7 +135,7 @@ struct probe_site {
 
     int dial_port;         /* where the reflector dialled */
     const char *inbound;   /* open | filtered | unknown */
-    const char *filtering; /* dropped | rejected | NULL */
+    const char *filtering; /* dropped | reset | icmp | rejected (an older reflector) | NULL */
     char inbound_why[200];
     int dial_syns_seen; /* by the capture; -1 without one */
 

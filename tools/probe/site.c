@@ -254,11 +254,24 @@ static void check_inbound(const struct probe_opts *o, struct probe_site *s, stru
         s->inbound = "open";
         snprintf(s->inbound_why, sizeof(s->inbound_why),
                  "the reflector's connection to %s:%d was accepted", a, p);
+    } else if (strcmp(result, "reset") == 0) {
+        s->inbound = "filtered";
+        s->filtering = "reset";
+        snprintf(s->inbound_why, sizeof(s->inbound_why),
+                 "the reflector's SYN to %s:%d was answered by a TCP reset", a, p);
+    } else if (strcmp(result, "icmp") == 0) {
+        s->inbound = "filtered";
+        s->filtering = "icmp";
+        snprintf(s->inbound_why, sizeof(s->inbound_why),
+                 "the reflector's SYN to %s:%d was answered by an ICMP error", a, p);
     } else if (strcmp(result, "refused") == 0) {
+        /* A reflector that does not tell the two apart. */
         s->inbound = "filtered";
         s->filtering = "rejected";
         snprintf(s->inbound_why, sizeof(s->inbound_why),
-                 "the reflector's SYN to %s:%d was answered by a RST or an ICMP error", a, p);
+                 "the reflector's SYN to %s:%d was answered by a reset or an ICMP error (this "
+                 "reflector does not say which)",
+                 a, p);
     } else if (strcmp(result, "timeout") == 0) {
         s->inbound = "filtered";
         s->filtering = "dropped";
