@@ -22,7 +22,12 @@
 #       job over 8 connections (a REPORT storm);
 #   rank-one, rank-many              bench/listener-flood.sh: a peer's
 #       connects to a rank while 1100 idle connections come from one
-#       address or 1200 from 24.
+#       address or 1200 from 24;
+#   uid-requests, uid-lookups, uid-idle   bench/helper-uid.sh: a rank's
+#       connects (uid 4242) through the node's helper while another uid
+#       (65534) keeps 300 connections of 8 requests in flight to it (any
+#       request, or LOOKUPs only), or holds 256 half-sent ones beside 50
+#       requesting; uid-cpu, a control: two busy loops of that uid.
 #
 #   root# bench/attacks.sh [TRIALS] [ROUNDS]     (QCG_BUILD_DIR, default build/)
 #
@@ -84,6 +89,11 @@ parse() {
   awk '$1 == "new" { if ($2 == "idle") printf "peer %s %s\n", $4, $5 > "/dev/stderr"
       else printf "rank-%s peer %s %s %s\n", $2, $3, $4, $5 }' \
     "$work/rank.$1" >>"$work/rows" 2>>"$work/idle"
+  # helper-uid: "ROUND MODE ok K/N p50 X ms p99 Y ms max Z ms", the same
+  # client with no attack as MODE idle-ATTACK.
+  awk '$3 == "ok" && $2 ~ /^idle-/ { printf "uid-%s %s %s\n", substr($2, 6), $6, $9 > "/dev/stderr" }
+      $3 == "ok" && $2 !~ /^idle-/ { printf "uid-%s rank %s %s %s\n", $2, $4, $6, $9 }' \
+    "$work/uid.$1" >>"$work/rows" 2>>"$work/idle"
 }
 
 for ((r = 1; r <= rounds; r++)); do
@@ -100,6 +110,7 @@ for ((r = 1; r <= rounds; r++)); do
   # shellcheck disable=SC2016 # expanded by the inner sh
   part rank unshare -n sh -c 'ip link set lo up && exec "$0" 1 "$1"' \
     "$root/bench/listener-flood.sh" "$trials"
+  part uid "$root/bench/helper-uid.sh" 1 "$trials"
   parse "$r"
 done
 
@@ -123,6 +134,7 @@ awk '{ print $1, $2 }' "$work/rows" | awk '!seen[$0]++' | while read -r attack c
   case $attack in
   stage*) key=$attack-$client ;;
   proxy-*) key=proxy-pair ;;
+  uid-*) key=$attack ;;
   esac
   sel() { awk -v a="$attack" -v c="$client" -v k="$2" '$1 == a && $2 == c { print $k }' "$1"; }
   ok=$(sel "$work/rows" 3 | fewest)

@@ -43,21 +43,25 @@ ca=$work/ca
 broker=$!
 for _ in $(seq 100); do ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
 
-# one FROM: "ms" of one connection, or "-" when it failed.
+# one FROM: "TOTAL TCP TLS" ms of one connection (all of it, the TCP
+# connect, the connect and the TLS handshake), or "-" when it failed.
 one() {
 	local t
-	if t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 10 --interface "$1" \
-		--cacert "$ca/ca.crt" --cert "$ca/frontend-f1.pem" "https://127.0.0.1:$port/?wsdl") &&
-		[[ $t == 200\ * ]]; then
-		awk -v s="${t#* }" 'BEGIN { printf "%.2f\n", s * 1000 }'
+	if t=$(curl -s -o /dev/null -w '%{http_code} %{time_total} %{time_connect} %{time_appconnect}' \
+		--max-time 10 --interface "$1" --cacert "$ca/ca.crt" --cert "$ca/frontend-f1.pem" \
+		"https://127.0.0.1:$port/?wsdl") && [[ $t == 200\ * ]]; then
+		awk -v s="${t#* }" 'BEGIN { split(s, v, " ")
+			printf "%.2f %.2f %.2f\n", v[1] * 1000, v[2] * 1000, v[3] * 1000 }'
 	else
 		echo -
 	fi
 }
-report() { # LABEL FILE
+# unknown N: the Nth unknown address, 127.0.5.1 on (250 per /24).
+unknown() { echo "127.0.$((5 + ($1 - 1) / 250)).$((1 + ($1 - 1) % 250))"; }
+report() { # LABEL FILE [COLUMN]
 	local k
 	k=$(grep -vc '^-$' "$2" || true)
-	{ grep -v '^-$' "$2" || true; } | sort -g | awk -v l="$1" -v n="$trials" -v k="$k" '{ v[NR] = $1 } END {
+	{ grep -v '^-$' "$2" || true; } | awk -v c="${3:-1}" '{ print $c }' | sort -g | awk -v l="$1" -v n="$trials" -v k="$k" '{ v[NR] = $1 } END {
 		if (k) printf "%-30s %3d/%d  p50 %8.2f ms  p99 %8.2f ms\n", l, k, n,
 			v[int((k + 1) / 2)], v[int((k * 99 + 99) / 100)]
 		else printf "%-30s %3d/%d\n", l, 0, n }'
@@ -67,14 +71,19 @@ measure() { # MODE
 	: >"$work/known" && : >"$work/unknown"
 	for ((i = 1; i <= trials; i++)); do
 		one 127.0.0.1 >>"$work/known"
-		one "127.0.5.$((i + ${2:-0}))" >>"$work/unknown"
+		one "$(unknown $((i + ${2:-0})))" >>"$work/unknown"
 	done
 	report "$1 known 127.0.0.1" "$work/known"
 	report "$1 unknown 127.0.5.N" "$work/unknown"
+	# Where the known client's time went: its TCP connect (the listen queue,
+	# the accepting thread), and the connect with the TLS handshake.
+	report "  phase tcp known" "$work/known" 2
+	report "  phase tcp+tls known" "$work/known" 3
 }
 
 [[ $(one 127.0.0.1) != - ]] || { echo "soap-stage.sh: the broker does not answer" >&2; exit 1; }
 measure idle 0
+unknown_used=$trials
 mkfifo "$work/attack.fifo"
 "$build/bench/slow-clients" --connect 127.0.0.1:$port --idle "$idle" --slow 100 --hello tls \
 	--sources "127.1.0.1/$addrs" --byte-ms 100 --renew-ms 200 <"$work/attack.fifo" \
@@ -82,7 +91,14 @@ mkfifo "$work/attack.fifo"
 exec 7>"$work/attack.fifo"
 for _ in $(seq 200); do grep -q ready "$work/attack.err" && break; sleep 0.05; done
 sleep 1
-measure "attack $addrs addresses" 100
+measure "attack $addrs addresses" "$unknown_used"
+kill -0 "$broker" 2>/dev/null || {
+	rc=0
+	wait "$broker" || rc=$?
+	echo "soap-stage.sh: the broker died under the attack (exit status $rc); its log's end:"
+	tail -n 20 "$work/broker.log"
+	exit 1
+}
 echo "broker under attack: $(awk '/^(VmRSS|Threads):/ { printf "%s %s ", $1, $2 }' "/proc/$broker/status")"
 exec 7>&-
 wait %2 2>/dev/null || true

@@ -36,6 +36,7 @@ struct broker *broker_new(size_t max_contacts, const char *name, unsigned outcom
     b->outcomes = outcomes_new(outcome_expiry);
     b->issued = issued_new(ISSUED_BUCKETS_MAX);
     b->rates = rates_new(limits);
+    b->probes_per_node = QCG_PROBES_PER_NODE_DEFAULT;
     b->pair_metrics = pair_metrics_new();
     if (b->reg == NULL || b->outcomes == NULL || b->pair_metrics == NULL || b->issued == NULL ||
         b->rates == NULL || RAND_bytes(b->punch_key.bytes, sizeof(b->punch_key.bytes)) != 1) {

@@ -66,6 +66,7 @@ struct broker {
     int reflector_port;
     struct rates *rates; /* per cluster: lookups, reports, probes (rates.h) */
     struct lease *lease; /* NULL: none (clusters stay while the broker runs) */
+    int probes_per_node; /* live probe endpoints of one calling node (probes-per-node) */
     /* The rate limit of refusals a caller may repeat at will (service.c). */
 };
 

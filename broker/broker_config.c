@@ -14,8 +14,11 @@
 #include "log.h"
 #include "reflector.h"
 #include "metrics_server.h"
+#include "proto.h"
 
 #define OPT(field) offsetof(struct broker_config, field)
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a default kept in proto.h, as the table's text */
 
 const struct config_option broker_options[] = {
     {"listen", CONFIG_STRING, OPT(listen), 0, 0, NULL,
@@ -56,6 +59,11 @@ const struct config_option broker_options[] = {
     {"cluster-probes", CONFIG_INT, OPT(cluster_probes), 1, 1000000, "600",
      "probe calls (qcg-probe's test endpoints) of one cluster's frontend a minute (a burst of "
      "as many); more are refused"},
+    {"probes-per-node", CONFIG_INT, OPT(probes_per_node), 1, QCG_PROBES_PER_CLUSTER,
+     STR(QCG_PROBES_PER_NODE_DEFAULT),
+     "probe endpoints alive at once for one calling node, of its cluster's " STR(
+         QCG_PROBES_PER_CLUSTER) ": one node cannot take every probe of its site; more are "
+                                 "refused (busy)"},
     {"stats", CONFIG_BOOL, OPT(stats), CONFIG_ACTION, 0, "no",
      "print the counters of the running broker and exit"},
     {"grid", CONFIG_BOOL, OPT(grid), CONFIG_ACTION, 0, "no",

@@ -30,6 +30,7 @@ struct broker_config {
     int cluster_lookups;          /* per cluster: lookups a second (bursts of 10 s worth) */
     int cluster_reports;          /* per cluster: reports a second (bursts of 10 s worth) */
     int cluster_probes;           /* per cluster: probe-related calls a minute */
+    int probes_per_node;          /* live probe endpoints one calling node may hold */
     int stats;                    /* --stats: ask a running broker for its counters */
     int grid;                     /* --grid: ask it for its picture of the grid */
     int json;

@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     log_info("a technique that failed between two clusters is avoided for %d s",
              cfg.outcome_expiry);
     struct ticker *leases = NULL;
+    b->probes_per_node = cfg.probes_per_node;
     if (cfg.cluster_lease > 0) {
         b->lease = lease_new((unsigned)cfg.cluster_lease);
         if (b->lease == NULL)

@@ -24,6 +24,7 @@ struct probe_slot {
     uint64_t expiry; /* 0 = free */
     char job[QCG_JOB_MAX];
     char cluster[QCG_NAME_MAX], node[QCG_NAME_MAX]; /* where the endpoint runs */
+    char caller_node[QCG_NAME_MAX];                 /* who asked; "" from an older frontend */
 };
 
 struct cluster {
@@ -784,7 +785,17 @@ enum reg_status registry_lookup(struct registry *r, const char *cluster, const c
     return st;
 }
 
-enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
+/* The live probe slots of `from` that `caller_node` holds. */
+static int probes_of_node(const struct cluster *from, const char *caller_node, uint64_t now)
+{
+    int n = 0;
+    for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++)
+        n += from->probes[i].expiry > now && strcmp(from->probes[i].caller_node, caller_node) == 0;
+    return n;
+}
+
+enum reg_status registry_probe_start(struct registry *r, const char *caller,
+                                     const char *caller_node, int per_node, const char *cluster,
                                      const char *job, uint64_t now, uint64_t expiry,
                                      struct reg_node *node, char *why, size_t whylen)
 {
@@ -815,6 +826,14 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
         st = REG_BUSY;
         goto out;
     }
+    if (caller_node[0] != '\0' && probes_of_node(from, caller_node, now) >= per_node) {
+        snprintf(why, whylen,
+                 "node %s of cluster %s already has %d probe endpoints alive "
+                 "(probes-per-node); try again when one expires",
+                 caller_node, caller, per_node);
+        st = REG_BUSY;
+        goto out;
+    }
     size_t pick = to->next_node++ % count, i = 0;
     const struct reg_node *n = NULL;
     while ((n = htable_next(to->nodes, &i)) != NULL && pick > 0)
@@ -825,6 +844,7 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller, con
     copy_str(ps->job, sizeof(ps->job), job);
     copy_str(ps->cluster, sizeof(ps->cluster), cluster);
     copy_str(ps->node, sizeof(ps->node), n->name);
+    copy_str(ps->caller_node, sizeof(ps->caller_node), caller_node);
 out:
     pthread_rwlock_unlock(&r->lock);
     return st;

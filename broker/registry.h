@@ -163,9 +163,12 @@ enum reg_status registry_pair(struct registry *r, const char *cluster, const cha
 /* qcg__probe: reserves one of the QCG_PROBES_PER_CLUSTER probe slots of
    `caller` for `job` until `expiry`, or until the test endpoint (rank
    QCG_PROBE_ENDPOINT_RANK on the chosen node) withdraws (REG_BUSY when all
-   are live), and picks a node of `cluster` for it, round-robin
-   (REG_NOTFOUND: no such cluster, or no node there). */
-enum reg_status registry_probe_start(struct registry *r, const char *caller, const char *cluster,
+   are live, or when `caller_node` holds `per_node` of them; "": a caller
+   that does not say, bounded by the cluster's slots only), and picks a node
+   of `cluster` for it, round-robin (REG_NOTFOUND: no such cluster, or no
+   node there). */
+enum reg_status registry_probe_start(struct registry *r, const char *caller,
+                                     const char *caller_node, int per_node, const char *cluster,
                                      const char *job, uint64_t now, uint64_t expiry,
                                      struct reg_node *node, char *why, size_t whylen);
 /* Frees the slot a probe_start took when its order could not be queued. */

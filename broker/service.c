@@ -978,14 +978,14 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
     return SOAP_OK;
 }
 
-int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds, char *node,
                struct qcg__probeResponse *response)
 {
     static const char op[] = "probe";
     const struct identity *id;
     struct broker *b = state(soap);
     char why[256];
-    struct reg_node node;
+    struct reg_node where;
     struct command cmd;
     if (check_call(soap, op, version, true, &id) != SOAP_OK ||
         cluster_rate(soap, op, id, RATE_PROBE, 0) != SOAP_OK)
@@ -995,6 +995,8 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     if (seconds < 1 || seconds > QCG_PROBE_TTL_MAX)
         return refuse(soap, op, "invalid", "seconds: %d is not within 1-%d", seconds,
                       QCG_PROBE_TTL_MAX);
+    if (node != NULL && node[0] != '\0' && !name_valid(node))
+        return refuse(soap, op, "invalid", "node: not a valid name");
     memset(&cmd, 0, sizeof(cmd));
     snprintf(cmd.kind, sizeof(cmd.kind), "probe-listen");
     memcpy(cmd.job, QCG_PROBE_JOB_PREFIX, QCG_PROBE_JOB_PREFIX_LEN);
@@ -1006,15 +1008,16 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
     uint64_t now = (uint64_t)time(NULL);
     enum reg_status st =
         q == NULL ? REG_NOTFOUND
-                  : registry_probe_start(b->reg, id->cluster, cluster, cmd.job, now,
-                                         now + (uint64_t)seconds, &node, why, sizeof(why));
+                  : registry_probe_start(b->reg, id->cluster, node != NULL ? node : "",
+                                         b->probes_per_node, cluster, cmd.job, now,
+                                         now + (uint64_t)seconds, &where, why, sizeof(why));
     if (q == NULL)
         snprintf(why, sizeof(why), "cluster %s is not registered", cluster);
     if (st != REG_OK) {
         OPENSSL_cleanse(&cmd, sizeof(cmd));
         return refuse_status(soap, op, st, why);
     }
-    snprintf(cmd.node, sizeof(cmd.node), "%s", node.name);
+    snprintf(cmd.node, sizeof(cmd.node), "%s", where.name);
     cmd.rank = QCG_PROBE_ENDPOINT_RANK;
     cmd.seconds = seconds;
     uint64_t seq = cmdqueue_push(q, &cmd);
@@ -1026,16 +1029,17 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
                             "orders fill the command queue of cluster %s; retry later", cluster);
     }
     atomic_fetch_add(&b->stats.probes_started, 1);
-    log_info("probe: cluster %s asked for a test endpoint in %s (node %s, job %s, %d s); "
+    log_info("probe: cluster %s%s%s asked for a test endpoint in %s (node %s, job %s, %d s); "
              "probe-listen seq %llu",
-             id->cluster, cluster, node.name, cmd.job, seconds, (unsigned long long)seq);
+             id->cluster, node != NULL && node[0] != '\0' ? " node " : "", node != NULL ? node : "",
+             cluster, where.name, cmd.job, seconds, (unsigned long long)seq);
     response->version = QCG_PROTOCOL_VERSION;
     response->job = soap_strdup(soap, cmd.job);
     response->secret = soap_strdup(soap, cmd.token);
     response->rank = QCG_PROBE_ENDPOINT_RANK;
     response->cluster = soap_strdup(soap, cluster);
-    response->node = soap_strdup(soap, node.name);
-    response->address = soap_strdup(soap, node.address);
+    response->node = soap_strdup(soap, where.name);
+    response->address = soap_strdup(soap, where.address);
     response->seconds = seconds;
     OPENSSL_cleanse(&cmd, sizeof(cmd));
     return SOAP_OK;

@@ -91,7 +91,7 @@ WEAK int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoRespo
     return not_served(soap, "siteInfo");
 }
 
-WEAK int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+WEAK int qcg__probe(struct soap *soap, int version, char *cluster, int seconds, char *node,
                     struct qcg__probeResponse *response)
 {
     return not_served(soap, "probe");

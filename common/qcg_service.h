@@ -361,9 +361,13 @@ int qcg__siteInfo(int version, struct qcg__siteInfoResponse *response);
    fresh job, picks a registered node of `cluster` (not the caller's node) and
    orders its helper (probe-listen) to publish rank 1; the caller publishes
    rank 0 and connects.  At most QCG_PROBES_PER_CLUSTER probe jobs per calling
-   cluster live at once (qcg:busy beyond).  qcg:notfound: no such cluster or
-   no node there. */
-int qcg__probe(int version, char *cluster, int seconds, struct qcg__probeResponse *response);
+   cluster live at once, and at most the broker's `probes-per-node` of them
+   per calling node (qcg:busy beyond).  qcg:notfound: no such cluster or no
+   node there.  `node`: the calling node, which the frontend sets from the
+   helper's certificate (a helper's own is ignored); absent from an older
+   frontend, whose probes then count against the cluster's bound only. */
+int qcg__probe(int version, char *cluster, int seconds, char *node,
+               struct qcg__probeResponse *response);
 /* helper -> frontend -> broker: what a probe observed of its site; the broker
    keeps the last one per cluster for the grid picture. */
 int qcg__observed(int version, struct qcg__observation *observation,

@@ -153,7 +153,7 @@ struct local_status {
     uint32_t upstream_connected; /* 1 while registered with the frontend */
     uint32_t clients;            /* local connections open now */
     uint32_t contacts;           /* contacts published through this helper */
-    uint32_t refused;            /* requests refused or dropped by a per-uid rate */
+    uint32_t refused;            /* connections and requests refused, requests dropped */
     uint64_t upstream_epoch;     /* the frontend's epoch */
     uint64_t lookups;            /* lookups relayed since start */
     char cluster[LOCAL_NAME_MAX];

@@ -28,6 +28,7 @@
    jobs one cluster may have at once. */
 #define QCG_PROBE_TTL_MAX 120
 #define QCG_PROBES_PER_CLUSTER 8
+#define QCG_PROBES_PER_NODE_DEFAULT 2 /* of them, one calling node's (broker's probes-per-node) */
 /* Every probe job's id starts with it: an order to publish is only obeyed
    for such jobs, never for a job of real processes. */
 #define QCG_PROBE_JOB_PREFIX "probe-"

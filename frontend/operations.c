@@ -241,7 +241,7 @@ static int relay_call(struct frontend *fe, enum relay_op op, const struct relay_
             rc = relay_site_info(up, url, a->dst, a->site, err);
             break;
         case RELAY_PROBE:
-            rc = relay_probe(up, url, a->cluster, a->seconds, a->dst, a->probe, err);
+            rc = relay_probe(up, url, a->cluster, a->seconds, a->node_name, a->dst, a->probe, err);
             break;
         case RELAY_OBSERVED:
             rc = relay_observed(up, url, a->observation, err);
@@ -1058,7 +1058,7 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
     return SOAP_OK;
 }
 
-int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds, char *node,
                struct qcg__probeResponse *response)
 {
     static const char op[] = "probe";
@@ -1074,7 +1074,14 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
         return invalid(soap, op, id, why);
     }
     memset(response, 0, sizeof(*response));
-    struct relay_args a = {.dst = soap, .probe = response, .cluster = cluster, .seconds = seconds};
+    /* The broker counts probes per calling node: which node calls comes from
+       the certificate, never from the message. */
+    (void)node;
+    struct relay_args a = {.dst = soap,
+                           .probe = response,
+                           .cluster = cluster,
+                           .seconds = seconds,
+                           .node_name = id->node};
     if (relay_probe_op(soap, fe, op, RELAY_PROBE, &a) != SOAP_OK)
         return SOAP_FAULT;
     log_info("probe from %s: test endpoint in %s (node %s, job %s, %d s)", id->name, cluster,

@@ -270,12 +270,13 @@ int relay_site_info(struct soap *soap, const char *url, struct soap *dst,
 }
 
 int relay_probe(struct soap *soap, const char *url, const char *cluster, int seconds,
-                struct soap *dst, struct qcg__probeResponse *out, struct relay_error *err)
+                const char *node, struct soap *dst, struct qcg__probeResponse *out,
+                struct relay_error *err)
 {
     struct qcg__probeResponse r;
     memset(&r, 0, sizeof(r));
-    int rc =
-        soap_call_qcg__probe(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)cluster, seconds, &r);
+    int rc = soap_call_qcg__probe(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)cluster, seconds,
+                                  (char *)node, &r);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     if (r.job == NULL || r.secret == NULL || r.node == NULL || r.address == NULL)

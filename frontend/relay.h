@@ -92,8 +92,10 @@ struct qcg__probeResponse;
 struct qcg__observation;
 int relay_site_info(struct soap *soap, const char *url, struct soap *dst,
                     struct qcg__siteInfoResponse *out, struct relay_error *err);
+/* node: the calling helper's, from its certificate (the broker's per-node probe slots). */
 int relay_probe(struct soap *soap, const char *url, const char *cluster, int seconds,
-                struct soap *dst, struct qcg__probeResponse *out, struct relay_error *err);
+                const char *node, struct soap *dst, struct qcg__probeResponse *out,
+                struct relay_error *err);
 int relay_observed(struct soap *soap, const char *url, const struct qcg__observation *o,
                    struct relay_error *err);
 #endif

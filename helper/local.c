@@ -108,21 +108,25 @@ static void on_connection(uv_stream_t *server, int status)
     /* The helper's own probe endpoints (responder.h) are served like any
        process, whatever allow-uids says. */
     if (cred.pid != getpid() && !helper_uid_allowed(srv->cfg, cred.uid)) {
-        log_warnx("pid %d uid %d: uid not in allow-uids; refused", (int)c->pid, (int)c->uid);
+        refusal_log(c, &srv->conn_refused_log, "connection refused: uid not in allow-uids",
+                    "allow-uids");
         send_error(c, 0, QCG_EDENIED, 1, "uid %d may not use this helper", (int)c->uid);
         return;
     }
     if (srv->nclients > (unsigned)srv->cfg->max_clients) {
-        log_warnx("pid %d uid %d: more than max-clients (%d) connections; refused", (int)c->pid,
-                  (int)c->uid, srv->cfg->max_clients);
+        char what[96];
+        snprintf(what, sizeof(what), "connection refused: more than %d connections",
+                 srv->cfg->max_clients);
+        refusal_log(c, &srv->conn_refused_log, what, "max-clients");
         send_error(c, 0, QCG_ENOHELPER, 1, "the helper serves at most %d clients (max-clients)",
                    srv->cfg->max_clients);
         return;
     }
     if (c->share->conns > (unsigned)srv->cfg->max_clients_per_uid) {
-        log_warnx("pid %d uid %d: more than max-clients-per-uid (%d) connections of this uid; "
-                  "refused",
-                  (int)c->pid, (int)c->uid, srv->cfg->max_clients_per_uid);
+        char what[96];
+        snprintf(what, sizeof(what), "connection refused: more than %d connections of this uid",
+                 srv->cfg->max_clients_per_uid);
+        refusal_log(c, &srv->conn_refused_log, what, "max-clients-per-uid");
         send_error(c, 0, QCG_ENOHELPER, 1,
                    "the helper serves at most %d clients of uid %d (max-clients-per-uid)",
                    srv->cfg->max_clients_per_uid, (int)c->uid);

@@ -179,16 +179,21 @@ static int on_lookup(struct conn *c, uint32_t rid)
     return 1;
 }
 
-/* A refusal or drop by a per-uid rate: counted, logged at most every 10 s. */
-static void quota_log(struct conn *c, const char *what, const char *option)
+void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const char *option)
 {
     struct local_server *srv = c->srv;
     unsigned left_out;
 
     srv->refused++;
-    if (ratelimit_ok(&srv->refused_log, uv_now(srv->loop), 10000, &left_out))
+    if (ratelimit_ok(rl, uv_now(srv->loop), 10000, &left_out))
         log_warnx("pid %d uid %d: %s (%s; %u such lines left out)", (int)c->pid, (int)c->uid, what,
                   option, left_out);
+}
+
+/* A refusal or drop by a per-uid rate. */
+static void quota_log(struct conn *c, const char *what, const char *option)
+{
+    refusal_log(c, &c->srv->refused_log, what, option);
 }
 
 int report_admitted(struct conn *c)

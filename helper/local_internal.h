@@ -25,12 +25,13 @@ struct local_server {
     struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;
-    uint64_t refused; /* requests refused or dropped by a per-uid rate */
+    uint64_t refused; /* connections and requests refused, requests dropped (bounds, rates) */
     struct ratelimit refused_log;
-    struct attempts *attempts; /* traversing and hole punching, initiator side */
-    /* First lookups waiting for a batch (struct request), and the batches
-       on the thread pool (local_requests.c). */
-    struct dlist batch_queue;
+    struct ratelimit conn_refused_log; /* connections: apart, so a flood of them hides no other */
+    struct attempts *attempts;         /* traversing and hole punching, initiator side */
+    /* The uids (struct share) whose first lookups wait for a batch, in
+       turn, and the batches on the thread pool (local_requests.c). */
+    struct dlist batch_turns;
     int batches;
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
@@ -92,7 +93,7 @@ struct request {
     uint32_t only;           /* LOOKUP: one technique (qcg-probe) */
     int skip_upstream;       /* stopping with the frontend away: local cleanup only */
     int batched;             /* a first LOOKUP: goes up in a batch, counted in share->lookups */
-    struct dlink batch_link; /* in srv->batch_queue while it waits */
+    struct dlink batch_link; /* in its share's batch_wait while it waits */
     int rc;
     char msg[LOCAL_MESSAGE_MAX];
     struct local_plan plan;
@@ -135,6 +136,10 @@ __attribute__((format(printf, 3, 4))) void proto_fail(struct conn *c, uint32_t r
 void dispatch(struct conn *c);
 /* A whole REPORT in c: 0 when a per-uid rate drops it (counted), else 1. */
 int report_admitted(struct conn *c);
+/* A refusal or drop: counted (refused), logged through rl at most every
+   10 s with the count of lines left out: whoever causes them, as often as
+   they like, never floods the log. */
+void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const char *option);
 void withdraw_after_reports(struct conn *c);
 
 /* local_requests.c: upstream requests on the thread pool. */

@@ -350,19 +350,36 @@ static void lookup_fails(struct request *r, int rc, const char *why)
     request_done(&r->work, 0);
 }
 
+/* The next waiting first lookup in turn: the oldest of the uid whose turn
+   it is, that uid then going to the back.  So a batch takes one lookup of
+   each waiting uid before a second of any: a uid with hundreds waiting
+   delays another's lookup by one batch at most, not by all of its own
+   (issue 32: another uid's flood of lookups on the node).  NULL: none. */
+static struct request *batch_next(struct local_server *srv)
+{
+    if (srv->batch_turns.head == NULL)
+        return NULL;
+    struct share *sh = dlist_entry(srv->batch_turns.head, struct share, batch_turn);
+    struct request *r = dlist_entry(sh->batch_wait.head, struct request, batch_link);
+    dlist_remove(&sh->batch_wait, &r->batch_link);
+    dlist_remove(&srv->batch_turns, &sh->batch_turn);
+    if (sh->batch_wait.head != NULL)
+        dlist_append(&srv->batch_turns, &sh->batch_turn);
+    return r;
+}
+
 /* Takes what waits into batches while fewer than LOOKUP_BATCHES are on the
    way; a batch that cannot start fails its lookups (the process asks
    again). */
 static void lookups_pump(struct local_server *srv)
 {
-    while (srv->batches < LOOKUP_BATCHES && srv->batch_queue.head != NULL) {
+    while (srv->batches < LOOKUP_BATCHES && srv->batch_turns.head != NULL) {
         struct batch *b = calloc(1, sizeof(*b));
         int rc = b != NULL ? 0 : UV_ENOMEM;
 
-        while (b != NULL && b->n < QCG_LOOKUPS_MAX && srv->batch_queue.head != NULL) {
-            struct request *r = dlist_entry(srv->batch_queue.head, struct request, batch_link);
+        while (b != NULL && b->n < QCG_LOOKUPS_MAX && srv->batch_turns.head != NULL) {
+            struct request *r = batch_next(srv);
 
-            dlist_remove(&srv->batch_queue, &r->batch_link);
             b->r[b->n] = r;
             b->call[b->n] = (struct lookup_call){.from = &r->contact,
                                                  .to_rank = r->to_rank,
@@ -385,9 +402,7 @@ static void lookups_pump(struct local_server *srv)
         log_warnx("cannot queue a batch of lookups: %s", uv_strerror(rc));
         /* The lookups taken, or (out of memory) the oldest waiting one. */
         if (b == NULL) {
-            struct request *r = dlist_entry(srv->batch_queue.head, struct request, batch_link);
-            dlist_remove(&srv->batch_queue, &r->batch_link);
-            lookup_fails(r, QCG_ENOMEM, "the helper is out of memory");
+            lookup_fails(batch_next(srv), QCG_ENOMEM, "the helper is out of memory");
             continue;
         }
         for (int i = 0; i < b->n; i++)
@@ -434,7 +449,9 @@ int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint3
     /* A process's first lookups go up together (lookups_pump). */
     if (c != NULL && first_lookup(type, r->tried_mask, r->only)) {
         r->batched = 1;
-        dlist_append(&srv->batch_queue, &r->batch_link);
+        if (c->share->batch_wait.head == NULL)
+            dlist_append(&srv->batch_turns, &c->share->batch_turn);
+        dlist_append(&c->share->batch_wait, &r->batch_link);
         request_begun(c, r);
         c->share->lookups++;
         lookups_pump(srv);

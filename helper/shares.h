@@ -22,6 +22,10 @@ struct share {
     unsigned lookups;     /* of those, first lookups that go in batches */
     struct dlist waiting; /* connections holding a request back (local.c's struct conn) */
     struct dlink link;    /* in struct shares */
+    /* Its first lookups waiting for a batch, oldest first, and its place in
+       the helper's turn of uids that have some (local_requests.c). */
+    struct dlist batch_wait;
+    struct dlink batch_turn;
     /* Rates per uid (reports-per-uid, probes-per-uid): the share outlives
        the uid's connections until its buckets are full again, or a uid
        would get a full bucket by reconnecting. */

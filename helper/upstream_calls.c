@@ -468,8 +468,9 @@ static int call_probe(struct upstream *u, struct soap *soap, const struct call_a
     struct local_probe_ok *out = a->probe_ok;
 
     memset(&resp, 0, sizeof(resp));
+    /* The frontend names the calling node from our certificate. */
     int rc = soap_call_qcg__probe(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION,
-                                  (char *)a->probe->cluster, (int)a->probe->seconds, &resp);
+                                  (char *)a->probe->cluster, (int)a->probe->seconds, NULL, &resp);
     rc = finish_call(u, soap, rc, "probe", 1, st, msg, msglen);
     if (rc != 0)
         return rc;

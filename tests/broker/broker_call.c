@@ -15,7 +15,7 @@
  *     report JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS [WHY]
  *     reports [JOB SECRET FROM-RANK TO-RANK TECHNIQUE OK SETUP-MS]...   (one call)
  *     site-info
- *     probe CLUSTER SECONDS
+ *     probe CLUSTER SECONDS [NODE]
  *     observed CLUSTER NODE KIND PUBLIC-ADDRESS|- PORT-PRESERVING MAPPING INBOUND
  *     grid
  *     stats
@@ -191,9 +191,11 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
                 printf("%s%s/%s", i ? "," : "", str(r.peer[i].name), str(r.peer[i].kind));
             printf("\n");
         }
-    } else if (strcmp(op, "probe") == 0 && argc == 3) {
+    } else if (strcmp(op, "probe") == 0 && (argc == 3 || argc == 4)) {
+        /* Without NODE: what a frontend older than per-node probe slots sends. */
         struct qcg__probeResponse r;
-        rc = soap_call_qcg__probe(soap, url, NULL, version, argv[1], atoi(argv[2]), &r);
+        rc = soap_call_qcg__probe(soap, url, NULL, version, argv[1], atoi(argv[2]),
+                                  argc == 4 ? argv[3] : NULL, &r);
         if (rc == SOAP_OK)
             printf("ok job=%s secret=%s rank=%d cluster=%s node=%s address=%s seconds=%d\n",
                    str(r.job), str(r.secret), r.rank, str(r.cluster), str(r.node), str(r.address),

@@ -588,20 +588,20 @@ static void test_probing(void)
     char job[QCG_PROBES_PER_CLUSTER][32], where[QCG_PROBES_PER_CLUSTER][QCG_NAME_MAX];
     for (int i = 0; i < QCG_PROBES_PER_CLUSTER; i++) {
         snprintf(job[i], sizeof(job[i]), "probe-%d", i);
-        CHECKF(registry_probe_start(r, "open", "nata", job[i], 1000, 1010, &n, why, sizeof(why)) ==
-                   REG_OK,
+        CHECKF(registry_probe_start(r, "open", "", 2, "nata", job[i], 1000, 1010, &n, why,
+                                    sizeof(why)) == REG_OK,
                "probe %d: %s", i, why);
         snprintf(where[i], sizeof(where[i]), "%s", n.name);
         on_nata1 += strcmp(n.name, "nata1") == 0;
     }
     CHECKF(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
            on_nata1);
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-8", 1005, 1015, &n, why, sizeof(why)) ==
-                   REG_BUSY &&
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-8", 1005, 1015, &n, why,
+                                sizeof(why)) == REG_BUSY &&
                strstr(why, "open already has 8 probe endpoints"),
            "ninth live probe: %s", why);
-    CHECKF(registry_probe_start(r, "nata", "nata", "probe-n", 1005, 1015, &n, why, sizeof(why)) ==
-               REG_OK,
+    CHECKF(registry_probe_start(r, "nata", "", 2, "nata", "probe-n", 1005, 1015, &n, why,
+                                sizeof(why)) == REG_OK,
            "another caller, its own cluster: %s", why);
 
     /* A probe whose endpoint (rank 1 on the node the broker chose) has
@@ -619,40 +619,69 @@ static void test_probing(void)
     CHECKF(publish(r, prober, "ps") == REG_OK, "%s", why);
     CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
            why);
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-               REG_BUSY,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-9", 1006, 1016, &n, why,
+                                sizeof(why)) == REG_BUSY,
            "the prober withdrawing before its endpoint published frees nothing");
     CHECKF(publish(r, impostor, "ps") == REG_OK, "%s", why);
     CHECKF(registry_withdraw(r, "nata", other, job[3], "ps", 1, why, sizeof(why)) == REG_OK, "%s",
            why);
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-               REG_BUSY,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-9", 1006, 1016, &n, why,
+                                sizeof(why)) == REG_BUSY,
            "rank 1 withdrawn from another node than the endpoint's frees nothing");
     CHECKF(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
     CHECKF(registry_withdraw(r, "nata", where[3], job[3], "ps", 1, why, sizeof(why)) == REG_OK,
            "%s", why);
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-9", 1006, 1016, &n, why, sizeof(why)) ==
-               REG_OK,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-9", 1006, 1016, &n, why,
+                                sizeof(why)) == REG_OK,
            "the slot of a finished probe is free: %s", why);
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-10", 1006, 1016, &n, why, sizeof(why)) ==
-               REG_BUSY,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-10", 1006, 1016, &n, why,
+                                sizeof(why)) == REG_BUSY,
            "only that one slot was freed");
     CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
            why);
 
-    CHECKF(registry_probe_start(r, "open", "nata", "probe-11", 1010, 1020, &n, why, sizeof(why)) ==
-               REG_OK,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-11", 1010, 1020, &n, why,
+                                sizeof(why)) == REG_OK,
            "a slot is free once a probe expired: %s", why);
-    CHECKF(registry_probe_start(r, "open", "nosuch", "probe-12", 1010, 1020, &n, why,
+    CHECKF(registry_probe_start(r, "open", "", 2, "nosuch", "probe-12", 1010, 1020, &n, why,
                                 sizeof(why)) == REG_NOTFOUND &&
                strstr(why, "nosuch"),
            "unknown cluster: %s", why);
     struct reg_cluster empty = cluster("empty", CLUSTER_OPEN, 0, 0);
     CHECKF(registry_register_cluster(r, &empty, why, sizeof(why)) == REG_OK, "%s", why);
-    CHECKF(registry_probe_start(r, "open", "empty", "probe-13", 1010, 1020, &n, why, sizeof(why)) ==
-                   REG_NOTFOUND &&
+    CHECKF(registry_probe_start(r, "open", "", 2, "empty", "probe-13", 1010, 1020, &n, why,
+                                sizeof(why)) == REG_NOTFOUND &&
                strstr(why, "no registered node"),
            "cluster without nodes: %s", why);
+
+    /* Per calling node: one node holds at most per_node of its cluster's
+       slots, so the cluster's other nodes can still probe; a caller that
+       names no node (an older frontend) has the cluster's bound only. */
+    struct registry *r2 = two_sites(100);
+    for (int i = 0; i < 2; i++)
+        CHECKF(registry_probe_start(r2, "open", "open1", 2, "nata", job[i], 1000, 1010, &n, why,
+                                    sizeof(why)) == REG_OK,
+               "open1's probe %d: %s", i, why);
+    CHECKF(registry_probe_start(r2, "open", "open1", 2, "nata", "probe-x", 1000, 1010, &n, why,
+                                sizeof(why)) == REG_BUSY &&
+               strstr(why, "node open1 of cluster open already has 2 probe endpoints alive"),
+           "open1's third live probe: %s", why);
+    CHECKF(registry_probe_start(r2, "open", "open2", 2, "nata", "probe-y", 1000, 1010, &n, why,
+                                sizeof(why)) == REG_OK,
+           "another node of the cluster still probes: %s", why);
+    CHECKF(registry_probe_start(r2, "open", "open1", 2, "nata", "probe-z", 1010, 1020, &n, why,
+                                sizeof(why)) == REG_OK,
+           "open1 again once its probes expired: %s", why);
+    for (int i = 0; i < QCG_PROBES_PER_CLUSTER - 1; i++) /* probe-z holds the 8th */
+        CHECKF(registry_probe_start(r2, "open", "", 2, "nata", job[i], 1010, 1020, &n, why,
+                                    sizeof(why)) == REG_OK,
+               "no node named: the cluster's slots, probe %d: %s", i, why);
+    CHECKF(registry_probe_start(r2, "open", "open3", 2, "nata", "probe-w", 1010, 1020, &n, why,
+                                sizeof(why)) == REG_BUSY &&
+               strstr(why, "open already has 8 probe endpoints"),
+           "the cluster's bound holds over its nodes': %s", why);
+
+    registry_free(r2);
 
     struct reg_observation o = {.when = 1234, .kind = CLUSTER_SYMNAT, .port_preserving = 0};
     struct reg_cluster decl;

@@ -129,10 +129,10 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
     return not_here(soap);
 }
 
-int qcg__probe(struct soap *soap, int version, char *cluster, int seconds,
+int qcg__probe(struct soap *soap, int version, char *cluster, int seconds, char *node,
                struct qcg__probeResponse *response)
 {
-    (void)version, (void)cluster, (void)seconds, (void)response;
+    (void)version, (void)cluster, (void)seconds, (void)node, (void)response;
     return not_here(soap);
 }
 

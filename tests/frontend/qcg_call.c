@@ -14,7 +14,7 @@
  *   poll EPOCH ACK WAIT_SECONDS
  *   reports [JOB SECRET FROM_RANK TO_RANK TECHNIQUE OK SETUP_MS WHY|-]...   (one call)
  *   siteInfo
- *   probe CLUSTER SECONDS
+ *   probe CLUSTER SECONDS [NODE]     (NODE: in the message, as a frontend sends it)
  *   observed CLUSTER NODE KIND PUBLIC_ADDRESS|- PORT_PRESERVING MAPPING INBOUND
  *   grid
  *   stats
@@ -225,10 +225,12 @@ int main(int argc, char **argv)
                 printf("peer=%s %s\n", s(r.peer[i].name), s(r.peer[i].kind));
         }
     } else if (strcmp(op, "probe") == 0) {
-        need(ac, 2, "probe CLUSTER SECONDS");
+        if (ac != 3)
+            need(ac, 2, "probe CLUSTER SECONDS [NODE]");
         struct qcg__probeResponse r;
         memset(&r, 0, sizeof(r));
-        rc = soap_call_qcg__probe(soap, url, NULL, v, av[0], to_int(av[1]), &r);
+        rc = soap_call_qcg__probe(soap, url, NULL, v, av[0], to_int(av[1]), ac > 2 ? av[2] : NULL,
+                                  &r);
         if (rc == SOAP_OK)
             printf("ok\njob=%s\nsecret=%s\nrank=%d\ncluster=%s\nnode=%s\naddress=%s\n"
                    "seconds=%d\n",

@@ -15,7 +15,8 @@
 
 . "$(dirname -- "$0")/lib.sh"
 
-make_certs "frontend nata" "frontend fw" "helper nata/nata1" "helper fw/fw1" "helper natb/natb1"
+make_certs "frontend nata" "frontend fw" "helper nata/nata1" "helper nata/nata2" "helper fw/fw1" \
+	"helper natb/natb1"
 openssl rand -hex 32 >"$work/proxy.key"
 chmod 0600 "$work/proxy.key"
 start_broker 17821 broker --proxy p1@127.0.0.1:17828 --proxy-key "$work/proxy.key" \
@@ -79,8 +80,23 @@ call $H probe 'x/y' 10
 expect_fault invalid "probe of a malformed cluster name" "cluster"
 call $H probe nosuch 10
 expect_fault notfound "probe of an unknown cluster: the broker's notfound" "nosuch"
-for i in 2 3 4 5 6 7 8; do call $H probe fw 10; done
+# Live probes per calling node (the broker's probes-per-node, 2): one node
+# cannot take all of its cluster's 8; which node calls is the certificate's.
 call $H probe fw 10
+expect_ok "nata1's second live probe"
+call $H probe fw 10
+expect_fault busy "nata1's third live probe: the broker's busy (probes-per-node)" \
+	"node nata1 of cluster nata already has 2 probe endpoints alive"
+call $H probe fw 10 nata2
+expect_fault busy "... also when its helper names another node in the message" "node nata1 of"
+call helper-nata-nata2 probe fw 10
+expect_ok "another node of nata still gets a test endpoint"
+# A frontend older than the per-node slots names no node: the cluster's bound only.
+for i in 4 5 6 7 8; do
+	call_broker frontend-nata probe fw 10
+	expect_ok "probe $i of nata from a frontend that names no node"
+done
+call helper-nata-nata2 probe fw 10
 expect_fault busy "the ninth live probe of nata: the broker's busy" "8 probe endpoints"
 call helper-natb-natb1 probe fw 10
 expect_fault denied "probe: a helper of another cluster is refused"

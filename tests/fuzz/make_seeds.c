@@ -484,7 +484,8 @@ static void soap(void)
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__siteInfo(s, url, NULL, QCG_PROTOCOL_VERSION), "siteInfo", 2);
     s = soap_recorder();
-    soap_seed(s, soap_send_qcg__probe(s, url, NULL, QCG_PROTOCOL_VERSION, "natb", 30), "probe", 2);
+    soap_seed(s, soap_send_qcg__probe(s, url, NULL, QCG_PROTOCOL_VERSION, "natb", 30, "nata1"),
+              "probe", 2);
     struct qcg__observation obs = {
         .kind = "nat", .mapping = "endpoint-independent", .inbound = "dropped"};
     s = soap_recorder();

@@ -225,6 +225,9 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		start_helper helper-uids.log --max-clients-per-uid 2 --max-clients 4
 		run_client "max-clients-per-uid: a uid over its share is refused, others are served" \
 			uid-limits "$sock"
+		# 501 refusals: one log line, the rest counted in it when the next comes.
+		check "... its refusals logged at most once in 10 s, not once each" \
+			bash -c "[ \$(grep -c 'max-clients-per-uid' '$work/helper-uids.log') -eq 1 ]"
 		check_sigterm
 	else
 		pass "max-clients-per-uid: not tried (needs root to connect as another uid)"
@@ -350,6 +353,18 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 	check "... and sent the lookups that waited behind two calls together" \
 		grep -qE ' [2-9] lookups in one call' "$work/helper-bounds.log"
 	check_sigterm
+
+	# Another uid's 2000 first lookups do not hold ours behind them all.
+	if [[ $(id -u) -eq 0 ]]; then
+		chmod 0755 "$work"
+		start_helper helper-turns.log --max-lookups-per-uid 2000 --max-requests 2048
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "lookups of two uids go up in turn" \
+			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
+		check_sigterm
+	else
+		pass "lookups of two uids in turn: not tried (needs root to connect as another uid)"
+	fi
 	;;
 reconnect)
 	start_grid

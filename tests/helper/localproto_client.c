@@ -6,6 +6,9 @@
  *
  *   helper-localproto-client proto SOCKET LOW HIGH CLUSTER NODE ADDRESS FRONTEND-PID
  *   helper-localproto-client limits SOCKET          (helper run with --max-clients 2)
+ *   helper-localproto-client turns SOCKET LOW FRONTEND-PID   (run as root: uid 65534's
+ *                            2000 first lookups, then one of ours; helper run with
+ *                            --max-lookups-per-uid 2000 --max-requests 2048)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -32,10 +35,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -680,6 +687,7 @@ static int status_as_nobody(const char *path)
 
 /* Run as root; the helper was started with --max-clients-per-uid 2
    --max-clients 4. */
+#define UID_FLOOD_CONNECTS 500
 static int mode_uid_limits(int argc, char **argv)
 {
     if (argc != 3)
@@ -697,6 +705,20 @@ static int mode_uid_limits(int argc, char **argv)
           refused ? r.p.error.message : "-");
     if (c >= 0)
         close(c);
+    /* A uid that makes connection after connection beyond its bound (the
+       review's local attack): each refused, counted; the log lines are
+       the shell's to count. */
+    int refusals = 0;
+    for (int i = 0; i < UID_FLOOD_CONNECTS; i++) {
+        c = open_helper(path);
+        refusals += c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER);
+        if (c >= 0)
+            close(c);
+    }
+    bool status = request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
+    check(refusals == UID_FLOOD_CONNECTS && status && r.p.status.refused >= UID_FLOOD_CONNECTS,
+          "%d more connections of the uid: each refused (%d), counted in status (refused %u)",
+          UID_FLOOD_CONNECTS, refusals, status ? r.p.status.refused : 0);
     int rc = status_as_nobody(path);
     check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
     close(a);
@@ -1563,6 +1585,102 @@ static int mode_rates(int argc, char **argv)
     return failures;
 }
 
+/* Another uid's flood of first lookups (uid 65534: TURNS_FLOOD of them,
+   sent at once while the frontend is stopped) and one lookup of ours after
+   them: ours goes up in the next batch with one of theirs at a time, not
+   behind all of theirs (the helper's batches take the waiting uids in
+   turn).  Seen from here: when our answer comes, the other uid has had
+   fewer than TURNS_BEFORE of its answers: ours goes in the third call,
+   with 2 + 2 x 256 of theirs at most before it (3-170 seen).  Behind all
+   of them it had 1,000-2,000 (a few of theirs reached the helper after
+   ours). */
+#define TURNS_FLOOD 2000
+#define TURNS_BEFORE 600
+static int mode_turns(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    pid_t frontend = (pid_t)atoi(argv[4]);
+    struct reply r;
+    int ready[2];
+    _Atomic unsigned *answered =
+        mmap(NULL, sizeof(*answered), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (frontend <= 0 || answered == MAP_FAILED || pipe(ready) < 0)
+        return 2;
+    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
+    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0 and 1 publish");
+    /* Ours is answered from the frontend's cache later, as fast as the
+       other uid's refusals: else its trip to the broker alone would let
+       their later calls overtake it. */
+    check(lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN, "rank 0 looks up rank 1 once");
+    bool stopped = kill(frontend, SIGSTOP) == 0 && all_threads_stopped(frontend);
+    check(stopped, "the frontend (pid %d) is stopped while the lookups are sent", (int)frontend);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+        int fd = setgid(65534) == 0 && setuid(65534) == 0 ? open_helper(path) : -1;
+        bool ok = fd >= 0 && hello(fd, "flood-job", TEST_SECRET_2, 0, &r) == 0 &&
+                  r.h.type == LOCAL_HELLO_OK;
+        for (unsigned i = 0; ok && i < TURNS_FLOOD; i++)
+            ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+        /* Until the helper has read them all (a loaded machine may take a
+           while): nothing of ours left in the socket, bounded at 10 s. */
+        int unread = 1;
+        for (int i = 0; ok && i < 1000 && unread > 0; i++)
+            if (ioctl(fd, SIOCOUTQ, &unread) < 0 || unread > 0)
+                sleep_ms(10);
+        ok = write(ready[1], ok && unread == 0 ? "y" : "n", 1) == 1 && ok;
+        /* Counted as they arrive, many a read: the count keeps up with what
+           the helper has sent. */
+        static unsigned char buf[1 << 16];
+        size_t have = 0;
+        while (ok && atomic_load(answered) < TURNS_FLOOD) {
+            ssize_t n = wait_fd(fd, POLLIN, io_deadline()) > 0
+                            ? read(fd, buf + have, sizeof(buf) - have)
+                            : -1;
+            ok = n > 0;
+            have += ok ? (size_t)n : 0;
+            size_t at = 0;
+            struct local_header h;
+            while (have - at >= sizeof(h)) {
+                memcpy(&h, buf + at, sizeof(h));
+                if (h.magic != LOCAL_MAGIC || h.length > sizeof(buf) - sizeof(h)) {
+                    ok = false;
+                    break;
+                }
+                if (have - at < sizeof(h) + h.length)
+                    break;
+                at += sizeof(h) + h.length;
+                atomic_fetch_add(answered, 1);
+            }
+            memmove(buf, buf + at, have - at);
+            have -= at;
+        }
+        _exit(ok ? 0 : 1);
+    }
+    char sent = 'n';
+    bool flood = pid > 0 && read(ready[0], &sent, 1) == 1 && sent == 'y';
+    check(flood, "uid 65534 sent %d first lookups", TURNS_FLOOD);
+    sleep_ms(100); /* the last ones read are queued at once; a margin */
+    struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+    bool asked = send_msg(a, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    kill(frontend, SIGCONT);
+    bool got = asked && recv_msg(a, &r) == 0 && r.h.type == LOCAL_PLAN;
+    unsigned before = atomic_load(answered);
+    check(got && before < TURNS_BEFORE,
+          "our lookup is answered before the other uid's %d waiting ones (it had %u of them)",
+          TURNS_FLOOD, before);
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... and every one of theirs is answered too");
+    return 0;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1586,6 +1704,8 @@ int main(int argc, char **argv)
         rc = mode_proto(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "limits") == 0)
         rc = mode_limits(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "turns") == 0)
+        rc = mode_turns(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
         rc = mode_uid_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)
