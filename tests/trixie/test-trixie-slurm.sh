@@ -13,8 +13,7 @@
 #   2. a job whose every rank prints its node, Debian release and mpirun's
 #      version, then sleeps: one line per rank, on its own node, Debian 13
 #      and Open MPI 5; then scancel of fw's part ends it everywhere
-#      (qcg-submit exits non-zero naming fw, no job and nothing of the user
-#      left);
+#      (qcg-submit exits non-zero, no job and nothing of the user left);
 #   3. the lab put back without Slurm: no Slurm or munge process, no state.
 #
 # A lab test (fixture, lock) labelled trixie; about 60 s with the root made
@@ -113,7 +112,22 @@ else
 	show "$main_out"
 	bad "$n_ok of 4 rank lines name their node, Debian 13 and Open MPI 5"
 fi
-scancel_fw_part "$submit" "$WORK/out2"
+# scancel of fw's part ends the job everywhere.  (Not checked here: which
+# line names fw; Open MPI 5's mpirun ends at once, exit 0, on losing fw's
+# daemons, and qcg-submit may then find fw's part still COMPLETING.)
+fw_job=$("$LAB" login fw -- squeue -h -u nobody -o %i | head -n 1)
+t0=$(ms)
+"$LAB" login fw -- scancel "$fw_job"
+rc=0
+wait_exit "$submit" 30 || rc=$?
+if [ "$rc" != 0 ]; then
+	note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms"
+else
+	show "$WORK/out2"
+	bad "scancel of fw's part: qcg-submit exits 0"
+fi
+poll 20 "no job left" no_running_jobs || bad "jobs left after scancel: $(running_jobs)"
+no_user_processes "scancel of fw's part" || true
 
 # --- 3. back to the lab without Slurm -----------------------------------------------------
 slurm_put_back
