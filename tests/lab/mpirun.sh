@@ -60,6 +60,22 @@ mpirun_usage() {
 	EOF
 }
 
+# ROOT_ENTER, the script of `sh -c "$ROOT_ENTER" sh ROOT STATE NODE HOSTS CMD...`
+# run in a fresh mount and UTS namespace: host name NODE, then CMD chrooted in
+# ROOT (another Debian's root) with proc, dev, sys, a /tmp and /run of its
+# own, the lab's state directory STATE at its own path and, unless HOSTS is
+# "", the file HOSTS on /etc/hosts.  The root itself is never written.
+# shellcheck disable=SC2016 # expanded by that shell
+ROOT_ENTER='r=$1 state=$2 node=$3 hosts=$4
+shift 4
+hostname "$node" &&
+	mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" &&
+	mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm" && mount -t sysfs sysfs "$r/sys" &&
+	mount -t tmpfs -o mode=1777 tmpfs "$r/tmp" && mount -t tmpfs -o mode=755 tmpfs "$r/run" &&
+	mkdir -p "$r$state" && mount --bind "$state" "$r$state" &&
+	{ [ -z "$hosts" ] || mount --bind "$hosts" "$r/etc/hosts"; } &&
+	exec /usr/sbin/chroot "$r" "$@"'
+
 # as_user NODE CMD...: CMD in NODE's namespace with NODE as host name, as the
 # lab's user; the environment is passed on (secrets never on a command line),
 # with the user's SHELL.
@@ -70,24 +86,14 @@ mpirun_usage() {
 # failing techniques that work (issue 15's closing note).
 #
 # With QCG_LAB_ROOT (another Debian's root, e.g. Debian 13's), CMD runs in
-# that root: chroot in a mount namespace of its own (proc, dev, sys, a /tmp
-# and /run of its own, the lab's state directory at its own path); the
-# root itself is never written.  What the user runs is staged from
+# that root (ROOT_ENTER).  What the user runs is staged from
 # QCG_LAB_USER_BUILD, the tree built in that root.
 as_user() {
 	local node=$1
 	shift
 	if [ -n "${QCG_LAB_ROOT:-}" ]; then
-		exec ip netns exec "$(node_ns "$node")" unshare --uts --mount --propagation private /bin/sh -c '
-			r=$1 state=$2 node=$3
-			shift 3
-			hostname "$node" &&
-				mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" &&
-				mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm" && mount -t sysfs sysfs "$r/sys" &&
-				mount -t tmpfs -o mode=1777 tmpfs "$r/tmp" && mount -t tmpfs -o mode=755 tmpfs "$r/run" &&
-				mkdir -p "$r$state" && mount --bind "$state" "$r$state" &&
-				exec /usr/sbin/chroot "$r" "$@"' \
-			sh "$QCG_LAB_ROOT" "$STATE" "$node" nice -n 10 \
+		exec ip netns exec "$(node_ns "$node")" unshare --uts --mount --propagation private /bin/sh -c \
+			"$ROOT_ENTER" sh "$QCG_LAB_ROOT" "$STATE" "$node" "" nice -n 10 \
 			setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups env SHELL="$LAB_SHELL" "$@"
 	fi
 	exec ip netns exec "$(node_ns "$node")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
@@ -141,11 +147,25 @@ stage_user_area() {
 
 # user_env: the environment of the lab's user (after stage_user_area): its
 # home, the staged programs and libraries, and the staged BTL for the ranks
-# mpirun starts (mpirun hands OMPI_MCA_* to them).
+# mpirun starts (mpirun hands OMPI_MCA_* to them).  In a root (Open MPI 5),
+# PMIx's own component path too: its mpirun hands the ranks' PMIx Open MPI's
+# path when PMIx has none in the environment, and PMIx then prints "has bad
+# prefix" for every file there not its own.
 user_env() {
+	local pmix
 	export HOME=$USER_DIR/home PATH=$USER_DIR/bin:/usr/local/bin:/usr/bin:/bin
 	export LD_LIBRARY_PATH=$USER_DIR/lib OMPI_MCA_mca_base_component_path
 	OMPI_MCA_mca_base_component_path=$(component_path "$USER_DIR/lib")
+	[ -n "${QCG_LAB_ROOT:-}" ] || return 0
+	pmix=$(pmix_component_path)
+	[ -z "$pmix" ] || export PMIX_MCA_mca_base_component_path=$pmix
+}
+
+# pmix_component_path: the component path of the root's PMIx, as its
+# pmix-mca-params.conf sets it (Debian 13's: .../pmix2/lib/pmix).
+pmix_component_path() {
+	sed -n 's/^[[:space:]]*mca_base_component_path[[:space:]]*=[[:space:]]*//p' \
+		"$QCG_LAB_ROOT"/usr/lib/*/pmix*/share/pmix-mca-params.conf 2>/dev/null | head -n 1
 }
 
 cmd_mpirun() {

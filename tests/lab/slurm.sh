@@ -23,6 +23,16 @@
 #   qcg-lab login SITE -- CMD [ARGS...]
 #
 # CMD as the lab's user on SITE's head (its login node), SLURM_CONF set.
+#
+# With QCG_LAB_ROOT (another Debian's root, e.g. Debian 13's: tests/trixie),
+# every Slurm and munge daemon, every command of `login` and with them every
+# job runs chrooted in that root (mpirun.sh's ROOT_ENTER), configs, sockets
+# and state at the same paths under $STATE; the user's programs are staged
+# from QCG_LAB_USER_BUILD.  Both are recorded in $STATE/slurm/root: login
+# and status use that Slurm without being told.  A Slurm that has
+# CgroupPlugin=disabled (24.05 on) gets it in cgroup.conf: from 23.11 on,
+# slurmd loads the cgroup plugin whatever ProctrackType and TaskPlugin say,
+# and the lab makes no cgroup.
 
 SLURM_DIR=$STATE/slurm
 SLURM_WAIT=${QCG_LAB_SLURM_WAIT:-30}
@@ -31,28 +41,53 @@ slurm_site_dir() { echo "$SLURM_DIR/$1"; }
 slurm_conf() { echo "$SLURM_DIR/$1/slurm.conf"; }
 slurm_munge_socket() { echo "$SLURM_DIR/$1/munge/munge.sock"; }
 slurm_enabled() { grep -qx 'BATCH=slurm' "$STATE/config" 2>/dev/null; }
+# The root the lab's Slurm runs from ("" for this machine's), and the tree
+# its users' programs are staged from: recorded by slurm_up.
+# (No file: this machine's Slurm.)
+slurm_root() { sed -n 's/^ROOT=//p' "$SLURM_DIR/root" 2>/dev/null || true; }
+slurm_user_build() { sed -n 's/^USER_BUILD=//p' "$SLURM_DIR/root" 2>/dev/null || true; }
 
 slurm_check_tools() {
-	local t missing=()
+	local t missing=() r=${QCG_LAB_ROOT:-}
 	for t in slurmctld slurmd sbatch srun squeue sinfo scancel munged mungekey; do
-		command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+		if [ -n "$r" ]; then
+			[ -x "$r/usr/sbin/$t" ] || [ -x "$r/usr/bin/$t" ] || missing+=("$t")
+		else
+			command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+		fi
 	done
+	[ ${#missing[@]} -eq 0 ] || [ -z "$r" ] ||
+		die "--batch slurm: missing ${missing[*]} in $r (tests/trixie/root.sh installs slurmctld, slurmd, slurm-client and munge)"
 	[ ${#missing[@]} -eq 0 ] ||
 		die "--batch slurm: missing ${missing[*]} (scripts/install-deps installs slurmctld, slurmd, slurm-client and munge)"
 }
 
-# slurm_run NODE CMD...: a daemon as root in NODE's namespace, host name NODE,
-# in a mount namespace of its own with the lab's hosts file on /etc/hosts.
-# nsenter, not ip netns exec: slurmd's cgroup plugin wants the host's
-# /sys/fs/cgroup mounted (it only looks; proctrack/linuxproc and task/none
-# make no cgroup), which ip netns exec's fresh /sys lacks.  Without the lab's
-# lock (fd 9).
+# slurm_run NODE CMD...: a daemon (or a command) as root in NODE's namespace,
+# host name NODE, in a mount namespace of its own with the lab's hosts file on
+# /etc/hosts; in the lab's Slurm root if it has one.  nsenter, not ip netns
+# exec: Debian 12's slurmd's cgroup plugin wants the host's /sys/fs/cgroup
+# mounted (it only looks; proctrack/linuxproc and task/none make no cgroup),
+# which ip netns exec's fresh /sys lacks.  Without the lab's lock (fd 9).
 slurm_run() {
-	local node=$1
+	local node=$1 r
 	shift
+	r=$(slurm_root)
+	if [ -n "$r" ]; then
+		nsenter --net="/run/netns/$(node_ns "$node")" unshare --uts --mount --propagation private /bin/sh -c \
+			"$ROOT_ENTER" sh "$r" "$STATE" "$node" "$SLURM_DIR/hosts" "$@" </dev/null 9<&-
+		return
+	fi
 	nsenter --net="/run/netns/$(node_ns "$node")" unshare --uts --mount --propagation private /bin/sh -c \
 		'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' \
 		sh "$SLURM_DIR/hosts" "$node" "$@" </dev/null 9<&-
+}
+
+# slurm_version_at_least MAJOR.MINOR: the lab's Slurm (slurmd -V, "slurm
+# 24.11.5") is that release or a later one.
+slurm_version_at_least() {
+	local v
+	v=$(slurm_run "${SITES[0]}-head" slurmd -V 2>/dev/null | awk '{ print $2 }')
+	[ -n "$v" ] && [ "$(printf '%s\n%s\n' "$1" "$v" | sort -V | head -n 1)" = "$1" ]
 }
 
 slurm_write_site() {
@@ -64,7 +99,7 @@ slurm_write_site() {
 	# munged checks that no one else may write where its socket and key are.
 	chmod 755 "$dir"
 	chmod 755 "$dir/munge"
-	[ -s "$dir/munge/munge.key" ] || mungekey --create --keyfile="$dir/munge/munge.key" 2>/dev/null ||
+	[ -s "$dir/munge/munge.key" ] || slurm_run "$s-head" mungekey --create --keyfile="$dir/munge/munge.key" 2>/dev/null ||
 		die "--batch slurm: mungekey failed for $s"
 	chmod 600 "$dir/munge/munge.key"
 	for n in "${s}1" "${s}2"; do
@@ -109,6 +144,11 @@ slurm_write_site() {
 	} >"$dir/slurm.conf.new"
 	chmod 644 "$dir/slurm.conf.new"
 	mv -f "$dir/slurm.conf.new" "$dir/slurm.conf"
+	if [ "$SLURM_NO_CGROUP" = yes ]; then
+		printf '%s\n' "# qcg-lab: the lab makes no cgroup (its Slurm reads this file from $SLURM_DIR/$s)" \
+			CgroupPlugin=disabled >"$dir/cgroup.conf"
+		chmod 644 "$dir/cgroup.conf"
+	fi
 }
 
 slurm_write_common() {
@@ -145,15 +185,24 @@ slurm_node_ready() { [ "$(slurm_sinfo "$1" -h -o %t | sort -u)" = idle ]; }
 slurm_sinfo() {
 	local s=$1
 	shift
-	SLURM_CONF=$(slurm_conf "$s") ip netns exec "$(node_ns "$s-head")" sinfo "$@" 2>/dev/null
+	SLURM_CONF=$(slurm_conf "$s") slurm_run "$s-head" sinfo "$@" 2>/dev/null
 }
 
 # slurm_up: starts what is missing (idempotent), waits until every site's
 # nodes are idle.
 slurm_up() {
-	local s n dir
+	local s n dir r=${QCG_LAB_ROOT:-}
 	slurm_check_tools
+	[ -z "$r" ] || r=$(realpath "$r")
+	if [ -d "$SLURM_DIR" ] && [ "$(slurm_root)" != "$r" ]; then
+		die "--batch slurm: the lab's Slurm runs from '$(slurm_root)', not '$r' ($PROG up without --batch first)"
+	fi
 	slurm_write_common
+	# Absolute: login and status may run from anywhere.
+	[ -z "$r" ] || printf 'ROOT=%s\nUSER_BUILD=%s\n' "$(realpath "$r")" \
+		"$(realpath "${QCG_LAB_USER_BUILD:-$BUILD_DIR}")" >"$SLURM_DIR/root"
+	SLURM_NO_CGROUP=no
+	slurm_version_at_least 24.05 && SLURM_NO_CGROUP=yes
 	stage_user_area
 	for s in "${SITES[@]}"; do
 		slurm_write_site "$s"
@@ -239,11 +288,19 @@ cmd_login() {
 	[ -n "${SITE_KIND[$s]:-}" ] || die "login: unknown site '$s' (sites: ${SITES[*]})"
 	need_root
 	slurm_enabled || die "login: the lab runs no batch system ($PROG up --batch slurm)"
+	# The Slurm's root and the programs built for it, as up recorded them.
+	QCG_LAB_ROOT=$(slurm_root)
+	[ -z "$QCG_LAB_ROOT" ] || QCG_LAB_USER_BUILD=$(slurm_user_build)
 	stage_user_area
 	user_env
 	export SLURM_CONF
 	SLURM_CONF=$(slurm_conf "$s")
 	cd "$USER_DIR/home" || exit 1
+	if [ -n "$QCG_LAB_ROOT" ]; then
+		exec ip netns exec "$(node_ns "$s-head")" unshare --uts --mount --propagation private /bin/sh -c \
+			"$ROOT_ENTER" sh "$QCG_LAB_ROOT" "$STATE" "$s-head" "$SLURM_DIR/hosts" \
+			setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups env --chdir="$USER_DIR/home" "$@"
+	fi
 	exec ip netns exec "$(node_ns "$s-head")" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
 		sh "$s-head" setpriv --reuid="$LAB_USER" --regid="$LAB_GROUP" --clear-groups "$@"
 }

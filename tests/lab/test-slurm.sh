@@ -16,6 +16,8 @@
 # failure's line is docs/user.md's row for it.  The lab is put back without
 # Slurm.
 . "$(dirname "$0")/test-lib.sh"
+# shellcheck source=slurm-checks.sh
+. "$(dirname "$0")/slurm-checks.sh"
 require_lab
 require_services
 command -v mpirun >/dev/null 2>&1 || skip "mpirun is not installed"
@@ -29,23 +31,8 @@ SUBMIT=("$QCG_BUILD_DIR/launch/qcg-submit" --via "$LAB login {} --")
 # The staged BTL (qcg-lab login stages it, as qcg-lab mpirun does).
 COMPONENTS=$LAB_STATE/user/lib:$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
 
-# doc_row KEY FILE: docs/user.md's table row of qcg-submit's messages holding
-# KEY is a line of FILE (numbers may differ, words may not).
-doc_row() {
-	python3 "$LAB_SRC/../docs/check_samples.py" --row "$1" "$2" >"$WORK/row" 2>&1 ||
-		{ show "$WORK/row"; return 1; }
-}
-
-running_jobs() {
-	local s
-	for s in nata fw sym; do "$LAB" login "$s" -- squeue -h -o "$s %i %T" 2>/dev/null; done
-}
-no_running_jobs() { [ -z "$(running_jobs)" ]; }
-
-restore() {
-	"$LAB" up >"$WORK/restore" 2>&1 || { show "$WORK/restore"; echo "FAIL: up without --batch" >&2; }
-}
-trap 'rc=$?; restore; (exit $rc); scratch_cleanup' EXIT
+SLURM_SITES="nata fw sym"
+trap 'rc=$?; slurm_restore; (exit $rc); scratch_cleanup' EXIT
 
 "$LAB" up --batch slurm >"$WORK/up" 2>&1 || { show "$WORK/up"; fail "up --batch slurm"; }
 note "$(tail -n 1 "$WORK/up")"
@@ -54,16 +41,6 @@ for s in open fw nata natb sym; do
 	grep -q "^  $s: partition batch\* up, 2 nodes idle ${s}\[1-2\]" "$WORK/status" ||
 		{ show "$WORK/status" 8; bad "status does not show site $s's Slurm nodes idle"; }
 done
-# Every Slurm and munge process on this machine (pgrep -x takes one name).
-# A zombie (a daemon's parent, exited when it forked, not reaped yet) runs
-# nowhere: left out.
-slurm_pids() {
-	local n p
-	for n in slurmctld slurmd slurmstepd slurmscriptd munged; do pgrep -x "$n" || true; done |
-		while read -r p; do
-			case $(ps -o stat= -p "$p" 2>/dev/null) in Z* | "") ;; *) echo "$p" ;; esac
-		done
-}
 # None outside the lab's namespaces.
 [ -n "$(slurm_pids)" ] || bad "no Slurm process runs"
 for pid in $(slurm_pids); do
@@ -156,20 +133,7 @@ else
 	done < <(find "$LAB_STATE" -type f -perm /044 2>/dev/null)
 	note "ok   the job's secret is on no command line and in no world-readable file"
 fi
-fw_job=$("$LAB" login fw -- squeue -h -u nobody -o %i | head -n 1)
-t0=$(ms)
-"$LAB" login fw -- scancel "$fw_job"
-rc=0
-wait_exit "$submit" 30 || rc=$?
-if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$WORK/out3" &&
-	doc_row "ended (CANCELLED)" "$WORK/out3"; then
-	note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms: $(grep 'the part at fw' "$WORK/out3")"
-else
-	show "$WORK/out3"
-	bad "scancel of fw's part: qcg-submit exits $rc without naming fw's part"
-fi
-poll 20 "no job left" no_running_jobs || bad "jobs left after scancel: $(running_jobs)"
-no_user_processes "scancel of fw's part" || true
+scancel_fw_part "$submit" "$WORK/out3"
 
 # 4. fw's queue full (the user's own job holds both nodes): the part there
 # does not start; the job is cancelled everywhere, naming fw.
@@ -242,10 +206,6 @@ fw_admin scontrol update PartitionName=batch State=UP || bad "could not put fw's
 poll 20 "no job left" no_running_jobs || bad "nata's part left after fw refused: $(running_jobs)"
 
 # 8. Back to the lab without Slurm: no Slurm or munge process, no state.
-trap scratch_cleanup EXIT
-restore
-slurm_gone() { [ -z "$(slurm_pids)" ]; }
-poll 10 "Slurm to be gone" slurm_gone || bad "Slurm or munge still runs after up without --batch: $(slurm_pids)"
-[ ! -e "$LAB_STATE/slurm" ] || bad "$LAB_STATE/slurm is left after up without --batch"
+slurm_put_back
 [ "$failed" = 0 ] || fail "$failed checks failed"
 echo PASS

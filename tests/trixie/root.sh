@@ -33,11 +33,14 @@ TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # --unit, curl and python3-zeep (broker-service), man-db and groff-base
 # (common_cli); for test-trixie-packages.sh, debhelper (dpkg-buildpackage)
 # and adduser (qcg-connect-common's postinst); for bench/mpi-netpipe.sh
-# --trixie, netpipe-openmpi.  scripts/install-deps has the Debian 12 list
+# --trixie, netpipe-openmpi; for test-trixie-slurm.sh (the lab's Slurm
+# run from the root), slurmctld, slurmd, slurm-client and munge.
+# scripts/install-deps has the Debian 12 list
 # this follows.
 TRIXIE_PACKAGES=(build-essential cmake pkg-config gsoap libgsoap-dev libssl-dev openssl
 	libnetfilter-queue-dev libmnl-dev libpcap-dev libuv1-dev libopenmpi-dev openmpi-bin
-	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser netpipe-openmpi)
+	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser netpipe-openmpi
+	slurmctld slurmd slurm-client munge)
 
 # trixie_has_packages STAMP: the root made with every package of the list
 # (a root made for a longer list serves a shorter one as it is).
