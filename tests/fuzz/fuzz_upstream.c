@@ -303,7 +303,7 @@ static void frontend(int mode)
         break;
     case 12:
         memset(&probe, 0, sizeof(probe));
-        rc = relay_probe(fsoap, furl, "natb", 30, dst, &probe, &err);
+        rc = relay_probe(fsoap, furl, "natb", 30, "natb1", dst, &probe, &err);
         relay_said(rc, &err);
         if (rc == 0)
             FUZZ_ASSERT(probe.job != NULL && probe.secret != NULL && probe.node != NULL &&
