@@ -362,6 +362,27 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 		run_client "lookups of two uids go up in turn" \
 			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
 		check_sigterm
+
+		# Another uid cannot spend all of the node's lookup budget at the
+		# frontend: a small budget there, a smaller share per uid here.
+		stop_pid "$work/frontend.pid"
+		wait_for "port $port_f to close" 100 bash -c "! ss -Htln 'sport = :$port_f' | grep -q ."
+		echo "$(cat "$work/frontend.args") --node-lookups 50" >"$work/frontend.args"
+		start_frontend "$work"
+		start_helper helper-share.log --lookups-per-uid 10
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "lookups-per-uid: another uid leaves ours the node's budget" \
+			uid-share "$sock" "$low"
+		# The frontend's own count: no lookup of the node waited for the
+		# budget or was refused for it.  Without the share the other uid
+		# spent it all: hundreds of the node's lookups waited, then were refused.
+		check "... which never ran dry at the frontend: quota_waited and quota_refused 0" \
+			bash -c "s=\$('$frontend' --stats --json --url https://127.0.0.1:$port_f/ \
+				--ca '$ca/ca.crt' --cert '$ca/helper-c1-n1.pem') &&
+				grep -q '\"quota_waited\":0[,}]' <<<\"\$s\" && grep -q '\"quota_refused\":0[,}]' <<<\"\$s\""
+		check "... its refusals logged at most once in 10 s" \
+			bash -c "[ \$(grep -c 'LOOKUP refused (lookups-per-uid' '$work/helper-share.log') -eq 1 ]"
+		check_sigterm
 	else
 		pass "lookups of two uids in turn: not tried (needs root to connect as another uid)"
 	fi
