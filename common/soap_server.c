@@ -31,6 +31,7 @@
 
 #include "backlog.h"
 #include "crl.h"
+#include "daemon.h"
 #include "dlist.h"
 #include "htable.h"
 #include "log.h"
@@ -823,7 +824,9 @@ int soap_server_run(struct soap_server *srv)
         if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)
             accept_one(srv);
     }
-    log_info("stopping: closing connections");
+    char why[160];
+    daemon_stop_cause(why, sizeof(why));
+    log_info("stopping (%s): closing connections", why);
     if (srv->on_stop)
         srv->on_stop(srv->on_stop_arg);
     int left = drain(srv, SERVER_DRAIN_SECONDS);
