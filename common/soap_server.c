@@ -85,6 +85,28 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
         log_warnx("%s: %s", peer, why);
 }
 
+/* What the accept loop itself lacks (descriptors, memory, a thread): one
+   line in 10 s with the count left out, however fast a flood makes it
+   fail.  Accept thread only. */
+#define ACCEPT_FAILURE_LOG_MS 10000
+static void accept_failed(struct soap_server *srv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void accept_failed(struct soap_server *srv, const char *fmt, ...)
+{
+    unsigned left_out;
+    if (!ratelimit_ok(&srv->accept_rl, monotonic_ms(), ACCEPT_FAILURE_LOG_MS, &left_out))
+        return;
+    char why[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    if (left_out > 0)
+        log_warnx("%s (%u more such failures not logged)", why, left_out);
+    else
+        log_warnx("%s", why);
+}
+
 /* The listen backlog (backlog.h): slots and handshakes. */
 static int listen_backlog(const struct soap_server *srv)
 {
@@ -697,7 +719,7 @@ static void accept_one(struct soap_server *srv)
         if (m->errnum != 0 && !srv->stop) {
             char msg[256];
             soap_error_text(m, msg, sizeof(msg));
-            log_warnx("accept: %s", msg);
+            accept_failed(srv, "accept: %s", msg);
             /* e.g. EMFILE: do not spin while descriptors are short. */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
             nanosleep(&ts, NULL);
@@ -736,7 +758,7 @@ static void accept_one(struct soap_server *srv)
     struct conn *c = calloc(1, sizeof(*c));
     struct soap *copy = c ? soap_copy(m) : NULL;
     if (copy == NULL) {
-        log_warnx("out of memory: connection dropped");
+        accept_failed(srv, "%s: out of memory: connection dropped", peer);
         close(s);
         free(c);
         return;
@@ -758,7 +780,7 @@ static void accept_one(struct soap_server *srv)
     c->known = known_group(srv, host, &group);
     if (stage(srv, c) < 0) {
         pthread_mutex_unlock(&srv->lock);
-        log_warnx("out of memory: connection dropped");
+        accept_failed(srv, "%s: out of memory: connection dropped", peer);
         soap_destroy(copy);
         soap_end(copy);
         soap_free(copy); /* closes the socket */
@@ -776,7 +798,7 @@ static void accept_one(struct soap_server *srv)
     int rc = pthread_create(&tid, &attr, conn_main, c);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        log_warnx("%s: cannot start a thread: %s", c->peer, strerror(rc));
+        accept_failed(srv, "%s: cannot start a thread: %s", peer, strerror(rc));
         pthread_mutex_lock(&srv->lock);
         unstage(srv, c);
         dlist_remove(&srv->conns, &c->link);
