@@ -61,50 +61,64 @@ const char *qcg_wsdl_text(void);
    stalled peer to hit the I/O timeout, bounded so a stop always completes. */
 #define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
 
+/* A warn line through rate limiter rl (burst lines a window), the first
+   after a flood with the count left out ("N more WHAT not logged"). */
+static void limited_line(struct ratelimit *rl, uint64_t window_ms, unsigned burst, const char *what,
+                         const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+static void limited_line(struct ratelimit *rl, uint64_t window_ms, unsigned burst, const char *what,
+                         const char *fmt, va_list ap)
+{
+    unsigned left_out;
+    if (!ratelimit_burst_ok(rl, monotonic_ms(), window_ms, burst, &left_out))
+        return;
+    char line[384];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    if (left_out > 0)
+        log_warnx("%s (%u more %s not logged)", line, left_out, what);
+    else
+        log_warnx("%s", line);
+}
+
+static void limited_line_of(struct ratelimit *rl, uint64_t window_ms, unsigned burst,
+                            const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void limited_line_of(struct ratelimit *rl, uint64_t window_ms, unsigned burst,
+                            const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    limited_line(rl, window_ms, burst, what, fmt, ap);
+    va_end(ap);
+}
+
 /* "PEER: WHY" for a connection refused before it was served: at most ten
    lines a second (a burst of refusals is seen in full, a flood is not
-   written out), the first line after a flood with the count left out.
-   Called with server->lock held. */
+   written out).  Called with server->lock held. */
 #define REFUSED_LINES_PER_SECOND 10
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    unsigned left_out;
-    if (!ratelimit_burst_ok(&srv->refused_rl, monotonic_ms(), 1000, REFUSED_LINES_PER_SECOND,
-                            &left_out))
-        return;
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (left_out > 0)
-        log_warnx("%s: %s (%u more refusals not logged)", peer, why, left_out);
-    else
-        log_warnx("%s: %s", peer, why);
+    limited_line_of(&srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", "%s: %s", peer,
+                    why);
 }
 
 /* What the accept loop itself lacks (descriptors, memory, a thread): one
-   line in 10 s with the count left out, however fast a flood makes it
-   fail.  Accept thread only. */
+   line in 10 s, however fast a flood makes it fail.  Accept thread only. */
 #define ACCEPT_FAILURE_LOG_MS 10000
 static void accept_failed(struct soap_server *srv, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void accept_failed(struct soap_server *srv, const char *fmt, ...)
 {
-    unsigned left_out;
-    if (!ratelimit_ok(&srv->accept_rl, monotonic_ms(), ACCEPT_FAILURE_LOG_MS, &left_out))
-        return;
-    char why[320];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    limited_line(&srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", fmt, ap);
     va_end(ap);
-    if (left_out > 0)
-        log_warnx("%s (%u more such failures not logged)", why, left_out);
-    else
-        log_warnx("%s", why);
 }
 
 /* The listen backlog (backlog.h): slots and handshakes. */
