@@ -36,6 +36,12 @@ const struct config_option helper_options[] = {
     OPT("max-lookups-per-uid", CONFIG_INT, max_lookups_per_uid, 1, 4096, "256",
         "first lookups of one uid waiting for, or in, a batch to the frontend (a batch "
         "takes one thread, whatever it carries); more wait unread"),
+    OPT("lookups-per-uid", CONFIG_INT, lookups_per_uid, 1, 1000000, "1000",
+        "LOOKUPs of one uid a second on average (bursts of 10 s worth pass) while another "
+        "uid of the node looked up within 10 s (a uid alone is not held to it); more are "
+        "refused (busy: the library asks again). Keep it below the frontend's "
+        "node-lookups, which every uid of the node shares: what is left is the other "
+        "uids'; the default is half of node-lookups' default"),
     OPT("reports-per-uid", CONFIG_INT, reports_per_uid, 1, 100000, "64",
         "REPORTs of one uid sent upstream a second on average (bursts of 16 s worth "
         "pass); the excess is dropped and counted, and so is a success reported while the "

@@ -52,6 +52,10 @@ struct helper_config {
     int max_requests_per_uid;
     /* First lookups of one uid waiting for, or in, a batch to the frontend. */
     int max_lookups_per_uid;
+    /* LOOKUPs a second, per uid; bursts of 10 s worth: a share of the
+       node's budget at the frontend (node-lookups), so that one uid cannot
+       spend all of it. */
+    int lookups_per_uid;
     int reports_per_uid; /* REPORTs upstream a second, per uid; bursts of 16 s worth */
     int probes_per_uid;  /* SITE and PROBE requests a minute, per uid; bursts of as many */
     int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */

@@ -164,21 +164,6 @@ static int withdraw_now(struct conn *c, uint32_t rid)
     return 1;
 }
 
-static int on_lookup(struct conn *c, uint32_t rid)
-{
-    int32_t to = c->in.lookup.to_rank;
-
-    if (to < 0) {
-        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
-        return 0;
-    }
-    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
-        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
-        return 0;
-    }
-    return 1;
-}
-
 void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const char *option)
 {
     struct local_server *srv = c->srv;
@@ -194,6 +179,39 @@ void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const c
 static void quota_log(struct conn *c, const char *what, const char *option)
 {
     refusal_log(c, &c->srv->refused_log, what, option);
+}
+
+/* Every lookup of a uid spends the node's budget at the frontend
+   (node-lookups), which the node's uids share: each uid gets its own rate
+   of it here, where its uid is known for sure.  A uid alone (no other
+   looked up within a burst's time) may spend the whole budget: a job's
+   storm on a node of its own is not slowed. */
+#define LOOKUP_BURST_S 10
+static int on_lookup(struct conn *c, uint32_t rid)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    struct share *sh = c->share;
+    int32_t to = c->in.lookup.to_rank;
+
+    if (to < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
+        return 0;
+    }
+    if (!share_take(sh, &sh->lookup_rate, cfg->lookups_per_uid,
+                    LOOKUP_BURST_S * (double)cfg->lookups_per_uid) &&
+        share_others_looking_up(c->srv->shares, sh, LOOKUP_BURST_S * 1000)) {
+        quota_log(c, "LOOKUP refused", "lookups-per-uid");
+        send_error(c, rid, QCG_EBUSY, 0,
+                   "uid %d asked for more than %d lookups a second (lookups-per-uid); "
+                   "retry later",
+                   (int)c->uid, cfg->lookups_per_uid);
+        return 0;
+    }
+    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
 }
 
 int report_admitted(struct conn *c)
