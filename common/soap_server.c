@@ -61,34 +61,19 @@ const char *qcg_wsdl_text(void);
    stalled peer to hit the I/O timeout, bounded so a stop always completes. */
 #define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
 
-/* A warn line through rate limiter rl (burst lines a window), the first
+/* LINE as a warn line of func (the logger's prefix: the caller's, not this
+   function's) through rate limiter rl (burst lines a window), the first
    after a flood with the count left out ("N more WHAT not logged"). */
-static void limited_line(struct ratelimit *rl, uint64_t window_ms, unsigned burst, const char *what,
-                         const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
-static void limited_line(struct ratelimit *rl, uint64_t window_ms, unsigned burst, const char *what,
-                         const char *fmt, va_list ap)
+static void limited_text(const char *func, struct ratelimit *rl, uint64_t window_ms, unsigned burst,
+                         const char *what, const char *line)
 {
     unsigned left_out;
     if (!ratelimit_burst_ok(rl, monotonic_ms(), window_ms, burst, &left_out))
         return;
-    char line[384];
-    vsnprintf(line, sizeof(line), fmt, ap);
     if (left_out > 0)
-        log_warnx("%s (%u more %s not logged)", line, left_out, what);
+        log_emit(LOG_LEVEL_WARN, func, 0, "%s (%u more %s not logged)", line, left_out, what);
     else
-        log_warnx("%s", line);
-}
-
-static void limited_line_of(struct ratelimit *rl, uint64_t window_ms, unsigned burst,
-                            const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void limited_line_of(struct ratelimit *rl, uint64_t window_ms, unsigned burst,
-                            const char *what, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    limited_line(rl, window_ms, burst, what, fmt, ap);
-    va_end(ap);
+        log_emit(LOG_LEVEL_WARN, func, 0, "%s", line);
 }
 
 /* "PEER: WHY" for a connection refused before it was served: at most ten
@@ -99,13 +84,15 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    char why[256];
+    char line[320];
+    int n = snprintf(line, sizeof(line), "%s: ", peer);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);
-    limited_line_of(&srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", "%s: %s", peer,
-                    why);
+    limited_text(__func__, &srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", line);
 }
 
 /* What the accept loop itself lacks (descriptors, memory, a thread): one
@@ -117,8 +104,10 @@ static void accept_failed(struct soap_server *srv, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    limited_line(&srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", fmt, ap);
+    char line[320];
+    vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    limited_text(__func__, &srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", line);
 }
 
 /* The listen backlog (backlog.h): slots and handshakes. */
