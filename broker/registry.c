@@ -52,6 +52,8 @@ struct contact {
     int rank;
     int port;
     char address[QCG_ADDR_MAX];
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* further addresses, same port */
+    int nother;
 };
 
 struct contact_key {
@@ -376,7 +378,13 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
         st = REG_NOTFOUND;
         goto out;
     }
-    if (!site_holds_node(&c->decl, decl->address)) {
+    /* Every address, each against the ranges of its family. */
+    const char *outside = site_holds_node(&c->decl, decl->address) ? NULL : decl->address;
+    for (int i = 0; outside == NULL && i < decl->nother; i++) {
+        if (!site_holds_node(&c->decl, decl->other[i]))
+            outside = decl->other[i];
+    }
+    if (outside != NULL) {
         char own[QCG_ADDR_MAX + 4] = "none";
         if (c->decl.ranges_implicit && c->decl.nranges > 0)
             addr_range_format(&c->decl.ranges[0], own, sizeof(own));
@@ -384,12 +392,12 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
             snprintf(why, whylen,
                      "address %s of node %s is not the frontend's own address (%s): cluster %s "
                      "declares no node ranges (qcg-frontend option addresses)",
-                     decl->address, decl->name, own, cluster);
+                     outside, decl->name, own, cluster);
         else
             snprintf(why, whylen,
                      "address %s of node %s is outside the node ranges cluster %s "
                      "declared (qcg-frontend option addresses)",
-                     decl->address, decl->name, cluster);
+                     outside, decl->name, cluster);
         st = REG_DENIED;
         goto out;
     }
@@ -448,6 +456,13 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
                  n->name, n->address);
         return REG_DENIED;
     }
+    for (int i = 0; i < in->nother; i++) {
+        if (!address_among(in->other[i], (const char(*)[QCG_ADDR_MAX])n->other, n->nother)) {
+            snprintf(why, whylen, "address %s is not among node %s's registered addresses",
+                     in->other[i], n->name);
+            return REG_DENIED;
+        }
+    }
     if (in->port < n->port_low || in->port > n->port_high) {
         snprintf(why, whylen, "port %d is outside node %s's range %d-%d", in->port, n->name,
                  n->port_low, n->port_high);
@@ -502,6 +517,8 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
     ct->rank = in->rank;
     ct->port = in->port;
     copy_str(ct->address, sizeof(ct->address), in->address);
+    memcpy(ct->other, in->other, sizeof(ct->other));
+    ct->nother = in->nother;
     if (htable_insert(r->contacts, contact_hash(r, j->id, ct->rank), ct) == -1) {
         if (new_job) {
             htable_remove(r->jobs, name_hash(r, j->id), j->id);
@@ -656,6 +673,8 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
     copy_str(out->node, sizeof(out->node), ct->node->name);
     copy_str(out->address, sizeof(out->address), ct->address);
     out->port = ct->port;
+    memcpy(out->other, ct->other, sizeof(out->other));
+    out->nother = ct->nother;
 }
 
 /* A lookup's checks and the pair's contacts: *to is NULL when to_rank is

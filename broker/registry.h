@@ -35,6 +35,9 @@ struct reg_cluster {
     int nranges;
     struct addr_range ranges[REG_MAX_RANGES]; /* where its nodes' addresses lie */
     bool ranges_implicit;                     /* none declared: the frontend's own address alone */
+    int nopen;
+    struct addr_range open[REG_MAX_RANGES]; /* node ranges that take inbound connections
+                                               whatever `kind` says (IPv6, typically) */
     char from[QCG_ADDR_MAX]; /* the address its registration came from; "" = not said */
 };
 
@@ -47,6 +50,8 @@ struct reg_cluster {
 struct reg_node {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* its further addresses */
+    int nother;
     int port_low, port_high;
     bool can_intercept;
     char incarnation[REG_INCARNATION_MAX]; /* the helper's start; "" = unknown (older helper) */
@@ -59,6 +64,8 @@ struct reg_contact {
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port;
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* further addresses, same port */
+    int nother;
 };
 
 /* Withdrawn contacts remembered for late reports (a ring). */

@@ -173,6 +173,7 @@ struct qcg_ctx {
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
     char address[LOCAL_ADDR_MAX];
+    char other_address[QCG_NODE_ADDRS - 1][LOCAL_ADDR_MAX]; /* "" when unused */
     uint16_t port_low, port_high;
 
     /* The one connection to the helper: HELLO, PUBLISH, WITHDRAW, and every
@@ -196,7 +197,8 @@ struct qcg_ctx {
 
     int listen_fd;
     uint16_t listen_port;
-    bool published; /* by the application: published again on each helper connection */
+    uint16_t listen_addresses; /* local_publish.addresses: the node's addresses it takes */
+    bool published;            /* by the application: published again on each helper connection */
 
     int io_epfd;     /* listener, helper_fd, pending[].fd in progress, accept_timer */
     int accept_epfd; /* qcg_accept_pollfd: io_epfd and ready_efd */

@@ -507,7 +507,7 @@ static void test_validate(void)
     char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4", "203.0.113.5",
                       "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
-    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL};
+    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL, 0, NULL};
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
                rc.kind == CLUSTER_NAT,
            "good cluster: %s", why);
@@ -535,10 +535,47 @@ static void test_validate(void)
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "publicAddress"),
            "address: %s", why);
     CHECKF(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
+    /* Open ranges: IPv6 prefixes inside the node ranges. */
+    addrs[0] = "203.0.113.1";
+    char *node_ranges[2] = {"198.18.3.0/24", "2001:db8:3::/48"};
+    char *open_ranges[1] = {"2001:db8:3:5::/64"};
+    c.__sizeNodeRange = 2;
+    c.nodeRange = node_ranges;
+    c.__sizeOpenRange = 1;
+    c.openRange = open_ranges;
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.nopen == 1 &&
+               rc.open[0].family == AF_INET6 && rc.open[0].bits == 64,
+           "an IPv6 open range inside the node ranges: %s", why);
+    open_ranges[0] = "2001:db8:4::/64";
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 &&
+               strstr(why, "lies in none of the cluster's node ranges") != NULL,
+           "an open range outside the node ranges: %s", why);
+    open_ranges[0] = "2001:db8:3::/40";
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1,
+           "an open range wider than its node range: %s", why);
+    c.__sizeOpenRange = 0;
+    c.__sizeNodeRange = 0;
 
     struct reg_node rn;
-    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL};
+    char *others[4] = {"2001:DB8:3::11", "2001:db8:3:0::11", "198.18.3.12", "x"};
+    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL, 0, NULL};
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
+    n.__sizeOtherAddress = 1;
+    n.otherAddress = others;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.nother == 1 &&
+               strcmp(rn.other[0], "2001:db8:3::11") == 0,
+           "a dual-stack node, its IPv6 address canonical: %s", why);
+    n.__sizeOtherAddress = 2;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "twice") != NULL,
+           "the same address twice: %s", why);
+    n.__sizeOtherAddress = 4;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "otherAddress") != NULL,
+           "four further addresses: %s", why);
+    others[1] = "x";
+    n.__sizeOtherAddress = 2;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "otherAddress") != NULL,
+           "a further address that is none: %s", why);
+    n.__sizeOtherAddress = 0;
     n.portLow = 0;
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
     n.portLow = 20000;
@@ -552,7 +589,8 @@ static void test_validate(void)
         "job1",  "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e",
         3,       NULL,
         "nata1", "198.18.3.11",
-        20001};
+        20001,   0,
+        NULL};
     CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
            "good contact: %s", why);
     k.rank = -1;
