@@ -731,6 +731,39 @@ enum reg_status registry_pair(struct registry *r, const char *cluster, const cha
     return st;
 }
 
+/* ct's first address of family (AF_INET, AF_INET6), or NULL. */
+static const char *address_of(const struct contact *ct, int family)
+{
+    if (address_family(ct->address) == family)
+        return ct->address;
+    for (int i = 0; i < ct->nother; i++) {
+        if (address_family(ct->other[i]) == family)
+            return ct->other[i];
+    }
+    return NULL;
+}
+
+/* The family of a direct plan (plan_prefer_v6): where to connect, and the
+   IPv4 address behind an IPv6 one. */
+static void choose_family(const struct contact *from, const struct contact *to,
+                          const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                          enum technique only, const struct plan_offer *o, struct reg_lookup *out)
+{
+    const char *to6 = address_of(to, AF_INET6), *to4 = address_of(to, AF_INET);
+    struct plan_v6 v6 = {.from_has = address_of(from, AF_INET6) != NULL, .to_has = to6 != NULL};
+    for (int i = 0; to6 != NULL && i < to->cluster->decl.nopen; i++)
+        v6.to_open = v6.to_open || addr_range_contains(&to->cluster->decl.open[i], to6);
+    enum plan_family f = plan_prefer_v6(fe, te, &v6, tried, o, only, &out->decision);
+    if (f == PLAN_FAMILY_V4)
+        return;
+    copy_str(out->direct_address, sizeof(out->direct_address), to6);
+    /* Only an initiator with an IPv4 address of its own can use the
+       fallback; it is also one whose services are of this version (it
+       published several addresses), so its frontend reads the field. */
+    if (f == PLAN_FAMILY_V6 && to4 != NULL && address_of(from, AF_INET) != NULL)
+        copy_str(out->fallback, sizeof(out->fallback), to4);
+}
+
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *verifier, int from_rank, int to_rank,
                                      unsigned tried, enum technique only,
@@ -772,6 +805,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         o.refused[TECH_TRAVERSING] = inject_why;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
+        choose_family(from, to, &fe, &te, tried, only, &o, out);
         out->refused = out->decision.refused;
         return REG_OK;
     }
@@ -787,6 +821,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         plan_decide(&fe, &te, tried, &o, &out->decision);
     }
     out->refused = out->decision.refused;
+    choose_family(from, to, &fe, &te, tried, TECH_NONE, &o, out);
     return REG_OK;
 }
 

@@ -83,6 +83,11 @@ struct reg_lookup {
     enum cluster_kind from_kind, target_kind;
     char from_public[QCG_ADDR_MAX]; /* where the initiator's packets appear from (traversing) */
     struct plan_decision decision;
+    /* A direct plan over IPv6 (plan_family): where to connect, and the IPv4
+       address to try when IPv6 fails ("" none); both "" for the contact's
+       first address as before. */
+    char direct_address[QCG_ADDR_MAX];
+    char fallback[QCG_ADDR_MAX];
     unsigned refused; /* techniques the address rules (site_ranges.h) refused for the pair */
 };
 

@@ -512,7 +512,8 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     const struct plan_decision *d = &res.decision;
     char token[QCG_TOKEN_MAX] = "", address[QCG_ADDR_MAX];
     int port = res.target.port;
-    snprintf(address, sizeof(address), "%s", res.target.address);
+    snprintf(address, sizeof(address), "%s",
+             res.direct_address[0] != '\0' ? res.direct_address : res.target.address);
     if (d->ok && d->technique != TECH_DIRECT) {
         struct command cmd;
         struct cmdqueue *q = registry_queue(b->reg, res.target.cluster);
@@ -565,6 +566,7 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     p->token = token[0] != '\0' ? soap_strdup(soap, token) : NULL;
     p->cacheable = d->cacheable ? 1 : 0;
     p->reason = soap_strdup(soap, d->reason);
+    p->fallbackAddress = res.fallback[0] != '\0' ? soap_strdup(soap, res.fallback) : NULL;
     OPENSSL_cleanse(token, sizeof(token));
     return SOAP_OK;
 }

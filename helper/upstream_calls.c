@@ -395,6 +395,11 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
         explicit_bzero(it.verifier, sizeof(it.verifier));
         return rc;
     }
+    /* A connection that left IPv6 for IPv4 says why (the process's report,
+       rate-limited per uid like every report). */
+    if (it.why[0] != '\0')
+        log_info("job %s rank %d -> rank %d: %s connected after: %s", it.job, it.from_rank,
+                 it.to_rank, it.technique, it.why);
     bool queued = reports_add(u->reports, &it);
     explicit_bzero(it.verifier, sizeof(it.verifier));
     if (!queued) {

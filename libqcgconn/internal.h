@@ -54,6 +54,9 @@
    a hole punch (our helper's punch: 5 s without progress, 10 s at most;
    its answer is the only progress we see). */
 #define DIRECT_TIMEOUT_MS 5000
+/* Direct over IPv6 with IPv4 behind it: silence before the IPv4 address
+   is tried (happy eyeballs, in turn rather than in parallel). */
+#define DIRECT_V6_TIMEOUT_MS 2000
 #define TRAVERSING_TIMEOUT_MS 5000
 #define HOLEPUNCH_TIMEOUT_MS 12000
 /* The proxy's preamble: "QCGP" and the token, NUL-padded. */
