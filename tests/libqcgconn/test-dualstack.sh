@@ -16,9 +16,11 @@
 # - ip6tables rejects ::1 to rank 0's port: n3 -> rank 0 falls back to
 #   IPv4 within the same connect, and its helper logs why;
 # - a c2 node with an IPv6 address outside c2's IPv6 range is refused,
-#   one inside both ranges registers.
-# Ports 18901-18903, nodes' ranges 18910-18969.  Needs ::1 and root (a
-# network namespace of its own for the ip6tables rule); skipped (77) else.
+#   one inside both ranges registers; an open range outside the node
+#   ranges stops a frontend at start.
+# Ports 18901-18904, nodes' ranges 18910-18969, in a network namespace of
+# its own (no other test sees them, nor its ip6tables rule).  Needs ::1 and
+# root; skipped (77) else.
 #
 #   test-dualstack.sh BUILD_DIR SRC_DIR       exit 0 passed, 1 failed, 77 skipped
 
@@ -158,6 +160,17 @@ grid_helper n5 c2/n5 $port_f2 18960-18969 --address "2001:db8:7::5, 198.18.7.5" 
 if logged "$work/broker.log" "node c2/n5 registered: 198.18.7.5 and 2001:db8:7::5"; then
 	pass "a node inside both of c2's ranges registers, IPv4 first"
 else grep -h "registered" "$work/broker.log" >"$out" || true; fail "a node inside both of c2's ranges registers, IPv4 first"; fi
+
+# An open range must be one of the site's own: qcg-frontend stops at start,
+# with one line saying so.
+rc=0
+"$frontend" --listen 127.0.0.1 --port 18904 --broker "$broker_url" --kind nat \
+	--public-address 203.0.113.9 --addresses "198.18.9.0/24, 2001:db8:9::/48" \
+	--open-addresses 2001:db8:10::/64 --ca "$ca/ca.crt" --cert "$ca/frontend-c2.pem" >"$out" 2>&1 || rc=$?
+if [[ $rc -ne 0 ]] && [[ $(wc -l <"$out") -eq 1 ]] &&
+	grep -qF "open-addresses: 2001:db8:10::/64 lies in none of the ranges of addresses" "$out"; then
+	pass "frontend: an open range outside the site's node ranges is refused at start"
+else echo "(exit $rc)" >>"$out"; fail "frontend: an open range outside the site's node ranges is refused at start"; fi
 
 echo "libqcgconn-dualstack: $passed passed, $failed failed"
 ((failed == 0))
