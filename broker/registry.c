@@ -797,7 +797,11 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
        SYN from, addresses the initiator's site declared, never into the
        target's own LAN. */
     char back_why[256], inject_why[256];
-    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address, false,
+    const char *back = out->from.address;
+    if (address_of(to, AF_INET) == NULL && address_of(from, AF_INET6) != NULL)
+        back = address_of(from, AF_INET6);
+    copy_str(out->back_address, sizeof(out->back_address), back);
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->back_address, false,
                                "reversed", back_why, sizeof(back_why)))
         o.refused[TECH_REVERSED] = back_why;
     if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,

@@ -88,6 +88,9 @@ struct reg_lookup {
        first address as before. */
     char direct_address[QCG_ADDR_MAX];
     char fallback[QCG_ADDR_MAX];
+    /* Where a reversed plan's target calls back: the initiator's first
+       address, or its IPv6 one when the target has no IPv4 address. */
+    char back_address[QCG_ADDR_MAX];
     unsigned refused; /* techniques the address rules (site_ranges.h) refused for the pair */
 };
 

@@ -313,7 +313,7 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
     cmd->peer_rank = res->from.rank;
     if (t == TECH_REVERSED) {
         snprintf(cmd->kind, sizeof(cmd->kind), "connect-back");
-        snprintf(cmd->address, sizeof(cmd->address), "%s", res->from.address);
+        snprintf(cmd->address, sizeof(cmd->address), "%s", res->back_address);
         cmd->port = res->from.port;
         if (random_hex(cmd->token, sizeof(cmd->token)) < 0) {
             snprintf(why, whylen, "no randomness for a token");

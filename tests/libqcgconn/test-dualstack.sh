@@ -9,16 +9,20 @@
 #     n3  address 127.0.0.1, ::1     dual-stack: rank 1 connects from here
 #   cluster c2 (open, addresses 198.18.7.0/24, 2001:db8:7::/64): nodes that
 #     register or are refused by the address of each family
+#   cluster c3 (nat)
+#     n6  address ::1                IPv6 only
 #
 # - n1's contact carries 127.0.0.1 first and ::1 beside it (frontend log);
 # - n3 (dual) -> rank 0: direct over IPv6, the connection from ::1;
 # - n2 (IPv4 only) -> rank 0: direct over IPv4, from 127.0.0.1;
 # - ip6tables rejects ::1 to rank 0's port: n3 -> rank 0 falls back to
 #   IPv4 within the same connect, and its helper logs why;
+# - n3 -> rank 4 on n6 (NATed, IPv6 only): reversed, and n6's helper calls
+#   back rank 5's IPv6 address;
 # - a c2 node with an IPv6 address outside c2's IPv6 range is refused,
 #   one inside both ranges registers; an open range outside the node
 #   ranges stops a frontend at start.
-# Ports 18901-18904, nodes' ranges 18910-18969, in a network namespace of
+# Ports 18901-18905, nodes' ranges 18910-18979, in a network namespace of
 # its own (no other test sees them, nor its ip6tables rule).  Needs ::1 and
 # root; skipped (77) else.
 #
@@ -44,7 +48,7 @@ grid_ip=127.0.0.1
 . "$src/tests/lib/loopback-grid.sh"
 
 cat_bin=$build/tools/qcg-cat
-port_b=18901 port_f=18902 port_f2=18903
+port_b=18901 port_f=18902 port_f2=18903 port_f3=18905
 
 need_built "$helper" "$frontend" "$broker" "$certs" "$cat_bin"
 need_commands ss python3 ip ip6tables
@@ -52,9 +56,9 @@ ip -6 addr show dev lo 2>/dev/null | grep -q 'inet6 ::1/128' || { echo "no ::1 o
 ip6tables -L INPUT -n >/dev/null 2>&1 || { echo "ip6tables does not work here: skipping"; exit 77; }
 
 grid_workdir qcgconn-dualstack
-grid_ca "frontend c1" "frontend c2" "helper c1/n1" "helper c1/n2" "helper c1/n3" \
-	"helper c2/n4" "helper c2/n5"
-grid_ports_free $port_b $port_f $port_f2
+grid_ca "frontend c1" "frontend c2" "frontend c3" "helper c1/n1" "helper c1/n2" \
+	"helper c1/n3" "helper c2/n4" "helper c2/n5" "helper c3/n6"
+grid_ports_free $port_b $port_f $port_f2 $port_f3
 grid_broker $port_b --log-level debug || exit 1
 grid_frontend c1 $port_f --kind open --public-address 127.0.0.1 || exit 1
 grid_helper n1 c1/n1 $port_f 18910-18929 --address "::1, 127.0.0.1" || exit 1
@@ -76,12 +80,12 @@ listen_rank() {
 	within "rank $1 publishes its contact" 100 grep -q '"event":"listening"' "$work/$3.err"
 }
 
-# connect_from SOCK RANK NAME: qcg-cat RANK connects to rank 0 through SOCK
-# and sends 64 KiB; its JSON on $work/NAME.err, exit status in $rc.
+# connect_from SOCK RANK NAME [TO]: qcg-cat RANK connects to rank TO (0)
+# through SOCK and sends 64 KiB; its JSON on $work/NAME.err, exit status in $rc.
 connect_from() {
 	rc=0
 	QCG_JOB_SECRET=$TEST_SECRET "$cat_bin" --json --helper "$1" --job jd --rank "$2" --timeout 20 \
-		connect 0 <"$work/in" >/dev/null 2>"$work/$3.err" || rc=$?
+		connect "${4:-0}" <"$work/in" >/dev/null 2>"$work/$3.err" || rc=$?
 }
 
 # json_is FILE PYTHON-EXPR: the last JSON line of FILE (as d) makes EXPR true.
@@ -146,6 +150,19 @@ else grep -h "connected after" "$work/n3.log" >"$out" || true; fail "n3's helper
 if grep -q "\"direct\".*\"failed\":[1-9]" <(broker_grid); then
 	broker_grid >"$out"; fail "the fallback is no failure of direct at the broker"
 else pass "the fallback is no failure of direct at the broker"; fi
+
+# --- reversed into an IPv6-only node: the call back goes to our IPv6 address --------
+grid_frontend c3 $port_f3 --kind nat --public-address 127.0.0.1 || exit 1
+grid_helper n6 c3/n6 $port_f3 18970-18979 --address ::1 || exit 1
+listen_rank 4 "$work/n6.sock" l4
+connect_from "$work/n3.sock" 5 c4 4
+cp "$work/c4.err" "$out"
+if [[ $rc -eq 0 ]]; then pass "dual-stack n3 -> rank 4 on IPv6-only n6 behind a NAT: exit 0"
+else fail "dual-stack n3 -> rank 4 on IPv6-only n6 behind a NAT: exit 0"; fi
+wait_exit "$listener" 100 || true
+if json_is "$work/c4.err" 'd["technique"] == "reversed" and d["address"].startswith("[::1]:")'; then
+	pass "reversed: n6's helper called back rank 5's IPv6 address"
+else fail "reversed: n6's helper called back rank 5's IPv6 address" "$work/c4.err"; fi
 
 # --- addresses of each family against the site's declared ranges -----------------
 grid_frontend c2 $port_f2 --kind open --addresses "198.18.7.0/24, 2001:db8:7::/64" || exit 1
