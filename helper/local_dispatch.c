@@ -66,6 +66,8 @@ static int on_hello(struct conn *c, uint32_t rid)
     snprintf(ok.cluster, sizeof(ok.cluster), "%s", cfg->cluster);
     snprintf(ok.node, sizeof(ok.node), "%s", cfg->node);
     snprintf(ok.address, sizeof(ok.address), "%s", cfg->address);
+    for (int i = 1; i < cfg->naddrs; i++)
+        snprintf(ok.other_address[i - 1], sizeof(ok.other_address[i - 1]), "%s", cfg->addrs[i]);
     send_msg(c, LOCAL_HELLO_OK, rid, &ok, sizeof(ok), 0);
     return 0;
 }
@@ -83,7 +85,15 @@ static int on_publish(struct conn *c, uint32_t rid)
                    cfg->ports[0], cfg->ports[1]);
         return 0;
     }
+    if ((c->in.publish.addresses >> cfg->naddrs) != 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "this node has %d address%s: no address %d to listen on",
+                   cfg->naddrs, cfg->naddrs == 1 ? "" : "es",
+                   31 - __builtin_clz((unsigned)c->in.publish.addresses));
+        return 0;
+    }
     ct.port = (uint16_t)port;
+    /* The first address always: older libraries publish that one alone. */
+    ct.addresses = (uint16_t)(c->in.publish.addresses | 1u);
     int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder, &holder_uid);
     if (rc == QCG_EBUSY) {
         /* Another user's pid is none of the caller's business. */
