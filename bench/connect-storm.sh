@@ -4,7 +4,8 @@
 # up at the same moment from both ends): the slowest rank's time until all its
 # messages arrived, and descriptors at the peak: the most any rank held (its
 # own count, every 2 ms) and the most any node's qcg-helper held (sampled
-# every 20 ms from /proc while the job runs).
+# every 20 ms from /proc while the job runs), and the btl_qcg lines each
+# passing job printed (a job that succeeds prints no warning: 0 each).
 #   (a) one site (open, 2 nodes x 8 ranks = 16 ranks): btl_qcg against btl_tcp,
 #       alternating (both connect there; vader carries a node's own pairs)
 #   (b) the five sites, 10 nodes x 8 ranks = 80 ranks (3160 pairs): btl_qcg only
@@ -84,7 +85,9 @@ one() {
     return 0
   fi
   for n in $(cat "$work/helper-fds"); do [ "$n" -gt "$peak" ] && peak=$n; done
-  awk -v h="$peak" '/^STORM/ { print $7, $9, h }' "$work/out" >>"$work/$name"
+  # A job that succeeds prints no warning: btl_qcg's lines in it are counted.
+  awk -v h="$peak" -v w="$(grep -c 'btl_qcg' "$work/out")" '/^STORM/ { print $7, $9, h, w }' \
+    "$work/out" >>"$work/$name"
 }
 
 for ((r = 1; r <= runs; r++)); do
@@ -103,17 +106,17 @@ col() { awk -v c="$2" '{ print $c }' "$work/$1"; }
 
 echo
 echo "connection storm, every pair at once; --delay $delay; medians of $runs (spread)"
-printf '%-40s %-5s %16s %16s %14s\n' "" btl "seconds" "rank fds max" "helper fds max"
+printf '%-40s %-5s %16s %16s %14s %s\n' "" btl "seconds" "rank fds max" "helper fds max" "btl_qcg lines"
 for f in site-qcg site-tcp grid-qcg; do
   [ -s "$work/$f" ] || continue
   case $f in
   site-*) what="16 ranks, open (8 per node), 120 pairs" ;;
   grid-*) what="80 ranks, five sites (8 per node), 3160 pairs" ;;
   esac
-  printf '%-40s %-5s %7s %-8s %7s %-8s %6s %-7s\n' "$what" "${f#*-}" \
+  printf '%-40s %-5s %7s %-8s %7s %-8s %6s %-7s %s\n' "$what" "${f#*-}" \
     "$(col "$f" 1 | median)" "($(col "$f" 1 | spread))" \
     "$(col "$f" 2 | median)" "($(col "$f" 2 | spread))" \
-    "$(col "$f" 3 | median)" "($(col "$f" 3 | spread))"
+    "$(col "$f" 3 | median)" "($(col "$f" 3 | spread))" "$(col "$f" 4 | tr '\n' ' ')"
 done
 if [ -s "$work/failures" ]; then
   echo "failed jobs (not in the medians):"
