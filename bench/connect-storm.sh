@@ -64,15 +64,18 @@ one() {
     while :; do helper_fds; sleep 0.02; done
   ) >"$work/helper-fds" &
   sampler=$!
-  "$lab" mpirun --ppn 8 "$@" -- "$prog" >"$work/out" 2>&1 || true
+  local rc=0
+  "$lab" mpirun --ppn 8 "$@" -- "$prog" >"$work/out" 2>&1 || rc=$?
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
-  if ! grep -q '^PASS storm' "$work/out"; then
+  # A job whose storm passed but which then failed (its exit status) failed.
+  if ! grep -q '^PASS storm' "$work/out" || [ "$rc" != 0 ]; then
     # Counted, with the first reason given (Open MPI's, else the first line
     # of btl_qcg's or mpirun's), kept with the services' logs, and the
     # rounds go on.
     local why
     why=$(grep -m1 'Reason:' "$work/out" || grep -m1 -E 'btl_qcg|mpirun|qcg-mpirun|error' "$work/out" ||
+      { [ "$rc" != 0 ] && echo "exit $rc"; } ||
       echo "no PASS line; exit without a reason (see the kept output)")
     failed_jobs=$((failed_jobs + 1))
     [ -n "$keep" ] || keep=$(mktemp -d /tmp/connect-storm.XXXXXX)
