@@ -4,7 +4,8 @@
 # up at the same moment from both ends): the slowest rank's time until all its
 # messages arrived, and descriptors at the peak: the most any rank held (its
 # own count, every 2 ms) and the most any node's qcg-helper held (sampled
-# every 20 ms from /proc while the job runs).
+# every 20 ms from /proc while the job runs), and the btl_qcg lines each
+# passing job printed (a job that succeeds prints no warning: 0 each).
 #   (a) one site (open, 2 nodes x 8 ranks = 16 ranks): btl_qcg against btl_tcp,
 #       alternating (both connect there; vader carries a node's own pairs)
 #   (b) the five sites, 10 nodes x 8 ranks = 80 ranks (3160 pairs): btl_qcg only
@@ -63,15 +64,18 @@ one() {
     while :; do helper_fds; sleep 0.02; done
   ) >"$work/helper-fds" &
   sampler=$!
-  "$lab" mpirun --ppn 8 "$@" -- "$prog" >"$work/out" 2>&1 || true
+  local rc=0
+  "$lab" mpirun --ppn 8 "$@" -- "$prog" >"$work/out" 2>&1 || rc=$?
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
-  if ! grep -q '^PASS storm' "$work/out"; then
+  # A job whose storm passed but which then failed (its exit status) failed.
+  if ! grep -q '^PASS storm' "$work/out" || [ "$rc" != 0 ]; then
     # Counted, with the first reason given (Open MPI's, else the first line
     # of btl_qcg's or mpirun's), kept with the services' logs, and the
     # rounds go on.
     local why
     why=$(grep -m1 'Reason:' "$work/out" || grep -m1 -E 'btl_qcg|mpirun|qcg-mpirun|error' "$work/out" ||
+      { [ "$rc" != 0 ] && echo "exit $rc"; } ||
       echo "no PASS line; exit without a reason (see the kept output)")
     failed_jobs=$((failed_jobs + 1))
     [ -n "$keep" ] || keep=$(mktemp -d /tmp/connect-storm.XXXXXX)
@@ -84,7 +88,9 @@ one() {
     return 0
   fi
   for n in $(cat "$work/helper-fds"); do [ "$n" -gt "$peak" ] && peak=$n; done
-  awk -v h="$peak" '/^STORM/ { print $7, $9, h }' "$work/out" >>"$work/$name"
+  # A job that succeeds prints no warning: btl_qcg's lines in it are counted.
+  awk -v h="$peak" -v w="$(grep -c 'btl_qcg' "$work/out")" '/^STORM/ { print $7, $9, h, w }' \
+    "$work/out" >>"$work/$name"
 }
 
 for ((r = 1; r <= runs; r++)); do
@@ -103,17 +109,17 @@ col() { awk -v c="$2" '{ print $c }' "$work/$1"; }
 
 echo
 echo "connection storm, every pair at once; --delay $delay; medians of $runs (spread)"
-printf '%-40s %-5s %16s %16s %14s\n' "" btl "seconds" "rank fds max" "helper fds max"
+printf '%-40s %-5s %16s %16s %14s %s\n' "" btl "seconds" "rank fds max" "helper fds max" "btl_qcg lines"
 for f in site-qcg site-tcp grid-qcg; do
   [ -s "$work/$f" ] || continue
   case $f in
   site-*) what="16 ranks, open (8 per node), 120 pairs" ;;
   grid-*) what="80 ranks, five sites (8 per node), 3160 pairs" ;;
   esac
-  printf '%-40s %-5s %7s %-8s %7s %-8s %6s %-7s\n' "$what" "${f#*-}" \
+  printf '%-40s %-5s %7s %-8s %7s %-8s %6s %-7s %s\n' "$what" "${f#*-}" \
     "$(col "$f" 1 | median)" "($(col "$f" 1 | spread))" \
     "$(col "$f" 2 | median)" "($(col "$f" 2 | spread))" \
-    "$(col "$f" 3 | median)" "($(col "$f" 3 | spread))"
+    "$(col "$f" 3 | median)" "($(col "$f" 3 | spread))" "$(col "$f" 4 | tr '\n' ' ')"
 done
 if [ -s "$work/failures" ]; then
   echo "failed jobs (not in the medians):"

@@ -899,11 +899,15 @@ int main(int argc, char **argv)
         start_next(&sim.ranks[i]);
 
     bool done = false, out_done = false;
+    /* The longest turn of the loop: every rank of the process waits that
+       long for its events (a peer, or the proxy, may give up meanwhile). */
+    uint64_t turn_max_us = 0;
     for (;;) {
         struct epoll_event ev[MAX_EVENTS];
         int n = epoll_wait(sim.ep, ev, MAX_EVENTS, 100);
         if (n < 0 && errno != EINTR)
             die("epoll_wait: %s", strerror(errno));
+        uint64_t turn_us = mono_us();
         for (int i = 0; i < n; i++) {
             struct watch *w = ev[i].data.ptr;
             if (w->kind == W_ACCEPT) {
@@ -943,9 +947,12 @@ int main(int argc, char **argv)
             fflush(sim.out);
             touch("done-%d", sim.first);
         }
+        if (mono_us() - turn_us > turn_max_us)
+            turn_max_us = mono_us() - turn_us;
         if (path_exists("stop") || mono_us() - go_us > (uint64_t)sim.run_ms * 1000u)
             break;
     }
+    fprintf(sim.out, "turn %d %llu\n", sim.first, (unsigned long long)(turn_max_us / 1000u));
 
     int out_ok = 0, out_fail = 0, in_ok = 0, in_exp = 0;
     for (struct conn *c = sim.live; c; c = c->next)

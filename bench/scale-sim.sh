@@ -215,6 +215,8 @@ summarise() {
 			printf "expected_in=%d ok=%d failed=%d failed_in=%d checked_in=%d missing=%d refused=%d seconds=%.2f setups_per_s=%.1f", \
 				inexp, ok, fout, fin, inok, nm, nr, secs, ok / secs
 			t = ""; for (k in tech) t = t (t == "" ? "" : ",") k ":" tech[k]; printf " techniques=%s", (t == "" ? "-" : t) }' "$dir/results"
+	# the longest turn of any simulator's loop (its ranks wait that long for their events)
+	awk '$1 == "turn" && $3 > m { m = $3 } END { printf " turn_max_ms=%d", m }' "$dir/results"
 	awk -v r="$rtt_us" -v c50="$(pct "$dir/lat-cross" 50)" -v c99="$(pct "$dir/lat-cross" 99)" \
 		-v s50="$(pct "$dir/lat-same" 50)" -v s99="$(pct "$dir/lat-same" 99)" \
 		-v nc="$(wc -l <"$dir/lat-cross")" -v ns="$(wc -l <"$dir/lat-same")" '
@@ -289,6 +291,12 @@ for n in $ranks_list; do
 done
 echo "(qcg: setup p50/p99 of cross-site connections in round trips of $((4 * delay)) ms; tcp: the baseline on"
 echo " open1+open2, in ms; us: a service's CPU per connection made, all instances summed)"
+for n in $ranks_list; do
+	for pattern in $patterns; do
+		grep -q "^mode=qcg ranks=$n pattern=$pattern " "$rows" || continue
+		echo "longest turn of a simulator's loop, qcg $n $pattern: $(stat qcg "$n" "$pattern" turn_max_ms) ms (its ranks wait that long for their events)"
+	done
+done
 echo
 echo "services at the end of each qcg run, medians: most descriptors of one instance (sampled every 0.5 s), largest VmRSS / VmHWM KiB"
 printf '%5s %-8s %16s %16s %16s %16s\n' ranks pattern broker frontend helper proxy

@@ -100,15 +100,27 @@ static uint64_t retry_limit(const struct btl_qcg_endpoint *ep)
     return ep->first_until_us;
 }
 
-/* The end of a wait of base microseconds from now; while attempts are
-   retried never past their bound. */
-static uint64_t attempt_deadline(const struct btl_qcg_endpoint *ep, uint64_t base)
+/* One attempt's bound of silence, whole for every attempt, the last one of
+   the retries too: btl_qcg_connect_timeout, for a reconnect at most
+   btl_qcg_reconnect_timeout.  Retries used to get what was left of their
+   bound, which under load ended them before anything could answer ("no
+   plan for rank 23 within 419 ms").  Attempts start within retry_limit;
+   the last one ends within its own bound, so a reconnect ends at the
+   latest reconnect_timeout + attempt_us() x QCG_CONNECT_CAP_FACTOR +
+   OP_GRACE_US after the break (btl_qcg/README.md, "Broken connections"). */
+static uint64_t attempt_us(const struct btl_qcg_endpoint *ep)
 {
-    uint64_t d = btl_qcg_now_us() + base, limit = retry_limit(ep);
+    uint64_t t = timeout_us();
 
-    if (limit != 0 && d > limit)
-        d = limit;
-    return d;
+    if (ep->broken_since_us != 0 && reconnect_us() < t)
+        t = reconnect_us();
+    return t;
+}
+
+/* The end of a wait of one attempt's bound (times factor) from now. */
+static uint64_t attempt_deadline(const struct btl_qcg_endpoint *ep, unsigned factor)
+{
+    return btl_qcg_now_us() + attempt_us(ep) * factor;
 }
 
 struct btl_qcg_endpoint *btl_qcg_endpoint_get(struct btl_qcg_module *m, uint32_t vpid)
@@ -400,14 +412,8 @@ static void connect_now(struct btl_qcg_endpoint *ep)
     struct btl_qcg_module *m = ep->module;
     int rc;
 
-    int ms = mca_btl_qcg_component.connect_timeout_ms;
+    int ms = (int)(attempt_us(ep) / 1000u);
 
-    if (retry_limit(ep) != 0) {
-        /* Tried again: no attempt outlasts the bound of the retries. */
-        uint64_t now = btl_qcg_now_us(), end = attempt_deadline(ep, timeout_us());
-
-        ms = end > now + 1000 ? (int)((end - now) / 1000) : 1;
-    }
     rc = qcg_connect_start(m->ctx, (int)ep->vpid, ms, &ep->op);
     if (rc < 0) {
         ep->op = NULL;
@@ -422,7 +428,7 @@ static void connect_now(struct btl_qcg_endpoint *ep)
     /* The whole timeout from now: a wait for a slot is not the peer's fault.
        libqcgconn's bound is one of silence, its cap QCG_CONNECT_CAP_FACTOR
        times it: a connect that keeps moving under load is not cut here. */
-    ep->deadline_us = attempt_deadline(ep, timeout_us() * QCG_CONNECT_CAP_FACTOR + OP_GRACE_US);
+    ep->deadline_us = attempt_deadline(ep, QCG_CONNECT_CAP_FACTOR) + OP_GRACE_US;
     set_state(ep, EP_CONNECTING);
     if (mca_btl_qcg_component.verbose >= 2)
         btl_qcg_log(2, "connecting to rank %u (host %s)", ep->vpid, btl_qcg_peer_host(ep));
@@ -464,7 +470,7 @@ static void channel_broken(struct btl_qcg_endpoint *ep, const char *reason)
            channel once it writes there (a connect of ours would cross it). */
         btl_qcg_log(1, "connection to rank %u broken (%s): the peer's new one takes over", ep->vpid,
                     why);
-        ep->deadline_us = attempt_deadline(ep, timeout_us());
+        ep->deadline_us = attempt_deadline(ep, 1);
         set_state(ep, EP_WAITPEER);
         return;
     }
@@ -720,7 +726,7 @@ static void op_ready(struct btl_qcg_endpoint *ep)
         fail_errno(ep, "cannot watch the connection", errno);
         return;
     }
-    ep->deadline_us = attempt_deadline(ep, timeout_us());
+    ep->deadline_us = attempt_deadline(ep, 1);
     set_state(ep, EP_VERDICT);
     btl_qcg_log(2, "connected to rank %u by %s (%s) in %.1f ms, waiting for its verdict", ep->vpid,
                 qcg_technique_name(info.technique), qcg_encryption_name(info.encryption),
@@ -762,7 +768,7 @@ static void verdict_ready(struct btl_qcg_endpoint *ep)
     if (v[5] == BTL_QCG_REFUSE) {
         /* The peer's own connection (lower rank) wins; it is on its way. */
         close_sock(ep);
-        ep->deadline_us = attempt_deadline(ep, timeout_us());
+        ep->deadline_us = attempt_deadline(ep, 1);
         set_state(ep, EP_WAITPEER);
         btl_qcg_log(2, "rank %u refused our connection (simultaneous connect): waiting for its own",
                     ep->vpid);
@@ -1008,7 +1014,7 @@ void btl_qcg_endpoint_event(struct btl_qcg_endpoint *ep, enum btl_qcg_watch_kind
 void btl_qcg_endpoint_check_deadline(struct btl_qcg_endpoint *ep, uint64_t now)
 {
     char detail[160];
-    int ms = mca_btl_qcg_component.connect_timeout_ms;
+    int ms = (int)(attempt_us(ep) / 1000u);
 
     switch (ep->state) {
     case EP_CONNECTING:

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "backoff.h"
 #include "dlist.h"
 #include "hex.h"
 #include "log.h"
@@ -17,6 +18,7 @@
 #include "orders.h"
 #include "punch.h"
 #include "responder.h"
+#include "shortage.h"
 #include "sock_error.h"
 #include "qcgconn.h"
 #include "privsep.h"
@@ -29,8 +31,13 @@
 #define DELIVER_TRIES 200
 /* How often held orders look at their PUBLISH's answer. */
 #define HOLD_CHECK_MS 10
+/* A connect this node lacks a port or descriptor for is tried again after
+   this backoff (doubling, jittered), within the order's own bound: ports
+   towards the proxy's one address and port free up as pairs end. */
+#define SHORT_RETRY_MIN_MS 20
+#define SHORT_RETRY_MAX_MS 500
 
-enum action_state { A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER, A_PUNCH, A_INJECT };
+enum action_state { A_SHORT, A_CONNECT, A_PREAMBLE, A_PAIR, A_DELIVER, A_PUNCH, A_INJECT };
 enum action_kind { K_CONNECT_BACK, K_PROXY, K_PUNCH, K_INJECT };
 
 struct action {
@@ -50,6 +57,7 @@ struct action {
     size_t sent;
     uint8_t preamble[PROXY_PREAMBLE_SIZE];
     unsigned tries;
+    unsigned shortages; /* connects this node lacked a port or descriptor for */
     uint64_t start_ms;
 };
 
@@ -317,6 +325,8 @@ static void on_io(uv_poll_t *h, int status, int events)
         return;
     }
     switch (a->state) {
+    case A_SHORT:
+        break;
     case A_CONNECT:
         on_connected(a);
         break;
@@ -333,11 +343,16 @@ static void on_io(uv_poll_t *h, int status, int events)
     }
 }
 
+static void connect_out(struct action *a);
+
 static void on_timer(uv_timer_t *t)
 {
     struct action *a = t->data;
 
     switch (a->state) {
+    case A_SHORT:
+        connect_out(a);
+        break;
     case A_DELIVER:
         deliver(a);
         break;
@@ -480,6 +495,60 @@ static void start_inject(struct orders *o, struct action *a)
         return;
     }
     a->injecting = 1;
+}
+
+/* How long an order may wait for a local port or descriptor: as long as
+   its peer waits for it (the initiator's reversed attempt, its proxy wait). */
+static uint64_t short_bound_ms(const struct action *a)
+{
+    return a->proxy ? PROXY_PAIR_TIMEOUT_MS : CONNECT_BACK_TIMEOUT_MS;
+}
+
+/* The order's TCP connect (connect-back, proxy-connect).  A connect this
+   node lacks a port or descriptor for (every local port towards the proxy's
+   one address and port taken by the node's other relayed pairs, under a
+   storm) is tried again shortly: dropped, it left the initiator waiting at
+   the proxy for a side that never came. */
+static void connect_out(struct action *a)
+{
+    struct orders *o = a->o;
+    struct sockaddr_storage sa;
+    socklen_t salen = make_addr(a->cmd.address, a->cmd.port, &sa);
+
+    a->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (a->fd < 0 || (connect(a->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS)) {
+        int err = errno;
+        uint64_t waited = uv_now(o->loop) - a->start_ms;
+
+        if (a->fd >= 0)
+            close(a->fd);
+        a->fd = -1;
+        if (local_shortage(err) && waited < short_bound_ms(a)) {
+            unsigned ms = backoff_ms(a->shortages++, SHORT_RETRY_MIN_MS, SHORT_RETRY_MAX_MS);
+
+            log_debug("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s "
+                      "(this node is short of ports or descriptors): again in %u ms",
+                      what(a), a->cmd.job, a->cmd.rank, a->cmd.peer_rank, a->cmd.address,
+                      a->cmd.port, strerror(err), ms);
+            a->state = A_SHORT;
+            uv_timer_start(&a->timer, on_timer, ms, 0);
+            return;
+        }
+        finish(a, "connect to %s port %d: %s%s", a->cmd.address, a->cmd.port, strerror(err),
+               local_shortage(err) ? " (this node was short of ports or descriptors all along)"
+                                   : "");
+        return;
+    }
+    if (uv_poll_init_socket(o->loop, &a->poll, a->fd) < 0) {
+        finish(a, "cannot watch the socket");
+        return;
+    }
+    a->poll.data = a;
+    a->polling = 1;
+    a->handles++;
+    a->state = A_CONNECT;
+    uv_poll_start(&a->poll, UV_WRITABLE, on_io);
+    uv_timer_start(&a->timer, on_timer, CONNECT_BACK_TIMEOUT_MS, 0);
 }
 
 static void start(struct orders *o, const struct command *cmd);
@@ -684,27 +753,8 @@ static void start(struct orders *o, const struct command *cmd)
         start_inject(o, a);
         return;
     }
-    a->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (a->fd < 0 || (connect(a->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS)) {
-        log_warnx("%s for job %s rank %d (initiator rank %d): connect to %s port %d: %s", cmd->kind,
-                  cmd->job, cmd->rank, cmd->peer_rank, cmd->address, cmd->port, strerror(errno));
-        if (a->fd >= 0)
-            close(a->fd);
-        explicit_bzero(a, sizeof(*a));
-        free(a);
-        return;
-    }
-    if (uv_poll_init_socket(o->loop, &a->poll, a->fd) < 0) {
-        log_warnx("%s for job %s rank %d: cannot watch the socket", cmd->kind, cmd->job, cmd->rank);
-        close(a->fd);
-        explicit_bzero(a, sizeof(*a));
-        free(a);
-        return;
-    }
-    a->polling = 1;
     action_add(o, a);
-    uv_poll_start(&a->poll, UV_WRITABLE, on_io);
-    uv_timer_start(&a->timer, on_timer, CONNECT_BACK_TIMEOUT_MS, 0);
+    connect_out(a);
 }
 
 static void on_async(uv_async_t *h)

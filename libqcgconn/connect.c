@@ -100,6 +100,7 @@ struct qcg_connect_op {
     int timeout_ms;
     char last_answer[LOCAL_MESSAGE_MAX]; /* the helper's last "not found", or short_of's */
     bool short_of;                       /* the last attempt lacked a local resource */
+    bool same_plan; /* after the backoff, the same proxy plan again, not a LOOKUP */
     /* The helper's last answer to a LOOKUP when it was one to ask again
        (QCG_ENOTFOUND: not published; QCG_EUPSTREAM, QCG_EBUSY: the grid
        services unreachable or busy), 0 after a plan: a timeout says so. */
@@ -518,13 +519,18 @@ static int back_off(qcg_connect_op *op, bool lacked)
 
 /* The attempt could not even start for want of a local resource: not the
    technique's failure (nothing is reported to the broker, which would avoid
-   it between the two clusters for everyone), so the same plan is asked for
-   again after a backoff, while time remains. */
+   it between the two clusters for everyone), so it is tried again after a
+   backoff, while time remains.  A proxy plan is tried again as it is: the
+   peer's helper has its order and waits at the proxy with the other token,
+   and a new LOOKUP would send it another order, whose wait at the proxy
+   would hold one of its node's ports for nothing (under a storm, where
+   nodes run out of ports towards the proxy, that fed the shortage). */
 static int short_of(qcg_connect_op *op, const char *call, int err)
 {
     snprintf(op->last_answer, sizeof(op->last_answer),
              "%s: %s (this node is short of ports or descriptors)", call, strerror(err));
     op->short_errno = err;
+    op->same_plan = op->technique == QCG_TECH_PROXY;
     attempt_cleanup(op);
     op->technique = QCG_TECH_NONE;
     return back_off(op, true);
@@ -576,20 +582,24 @@ static int start_tcp(qcg_connect_op *op)
         return short_of(op, "socket", errno);
     if (op->tcp < 0)
         return fail(op, QCG_ESYS, "socket: %s", keep_errno(errno));
+    int rc = connect(op->tcp, (struct sockaddr *)&sa, len);
+    int err = rc < 0 ? errno : 0;
+
+    /* No port or descriptor yet: not a start, so no progress either. */
+    if (rc < 0 && err != EINPROGRESS && local_shortage(err))
+        return short_of(op, "connect", err);
     attempt_begin(op, op->technique == QCG_TECH_TRAVERSING ? TRAVERSING_TIMEOUT_MS
                       : op->technique == QCG_TECH_PROXY    ? (unsigned)op->timeout_ms
                       : p->fallback_address[0] != '\0'     ? DIRECT_V6_TIMEOUT_MS
                                                            : DIRECT_TIMEOUT_MS);
-    if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS) {
-        if (local_shortage(errno))
-            return short_of(op, "connect", errno);
+    if (rc < 0 && err != EINPROGRESS) {
         if (op->technique == QCG_TECH_PROXY)
             return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
-                                  p->address, p->port, keep_errno(errno));
+                                  p->address, p->port, keep_errno(err));
         if (p->fallback_address[0] != '\0')
-            return to_ipv4(op, "connect to %s port %u: %s", p->address, p->port, keep_errno(errno));
+            return to_ipv4(op, "connect to %s port %u: %s", p->address, p->port, keep_errno(err));
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", p->address, p->port,
-                              keep_errno(errno));
+                              keep_errno(err));
     }
     op->state = OP_TCP;
     if (watch(op, op->tcp, EPOLLOUT) < 0 || arm_timer(op, attempt_due(op)) < 0)
@@ -780,6 +790,10 @@ static int step_backoff(qcg_connect_op *op)
 {
     if (now_us() < op->retry_at_us)
         return STEP_WAIT;
+    if (op->same_plan) {
+        op->same_plan = false;
+        return start_plan(op);
+    }
     return ask_helper(op);
 }
 

@@ -125,11 +125,3 @@ const char *open_lasterr(void)
 {
     return open_error;
 }
-
-/* Errors of this node, not of the path to the peer: out of ports (every
-   local port to that address in use or in TIME_WAIT) or descriptors. */
-bool local_shortage(int err)
-{
-    return err == EADDRNOTAVAIL || err == EMFILE || err == ENFILE || err == ENOBUFS ||
-           err == ENOMEM;
-}

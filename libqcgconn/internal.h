@@ -12,6 +12,7 @@
 #include "lmsg.h"
 #include "localproto.h"
 #include "qcgconn.h"
+#include "shortage.h"
 #include "source_group.h"
 #include "tls_psk.h"
 
@@ -237,8 +238,6 @@ struct qcg_ctx {
    a recorded failure's errno without naming it. */
 const char *keep_errno(int err);
 void keep_cause(int err);
-/* err is this node's shortage (ports, descriptors, memory), not the peer's doing. */
-bool local_shortage(int err);
 int take_cause(void);
 void ctx_seterr(qcg_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ctx_clearerr(qcg_ctx *ctx);

@@ -35,7 +35,7 @@ port_b=18501 port_pc=18502 port_pd=18503
 
 [[ -x $cat_bin ]] || { echo "missing $cat_bin"; exit 1; }
 need_built "$helper" "$frontend" "$broker" "$proxy" "$certs"
-need_commands ss python3 openssl
+need_commands ss python3 openssl prlimit
 
 grid_workdir qcg-reversed
 
@@ -164,6 +164,36 @@ done
 grep -q "proxy-connect for job j2 rank 3 (initiator rank 2): connected to $grid_ip port $port_pd" \
 	"$work/helper-nat.log" && pass "n1's helper paired at the proxy for the target" ||
 	fail "n1's helper paired at the proxy for the target"
+
+# --- the target's helper is short of descriptors for a moment ------------------
+# Under a storm a node's ports towards the proxy's one address run out; the
+# helper's proxy-connect then failed at once (EADDRNOTAVAIL) and was dropped,
+# and the initiator waited at the proxy for a side that never came.  Here the
+# helper's soft RLIMIT_NOFILE is lowered below its open descriptors until
+# its connect has failed (EMFILE, the same kind of shortage), then put back:
+# the order is tried again and pairs.
+listener nat j6 13 "$work/recv6" "$work/listen6.err" 60 || exit 1
+nofile=$(prlimit --pid "${hpid[nat]}" --nofile --output SOFT --noheadings | tr -d ' ')
+prlimit --pid "${hpid[nat]}" --nofile=3:
+connector sym j6 12 13 20 <"$work/in" >/dev/null 2>"$work/connect6.err" &
+cpid=$!
+pids+=("$cpid")
+short="proxy-connect for job j6 rank 13 (initiator rank 12): connect to $grid_ip port $port_pd: Too many open files"
+if wait_for "the helper's connect to the proxy to lack a descriptor" 150 grep -qF "$short" "$work/helper-nat.log"; then
+	pass "nat's helper could not open its socket to the proxy (RLIMIT_NOFILE 3)"
+else
+	fail "nat's helper could not open its socket to the proxy (RLIMIT_NOFILE 3)"
+fi
+prlimit --pid "${hpid[nat]}" --nofile="$nofile":
+wait_exit "$cpid" 300 || true
+crc=$rc
+wait_exit "$lpid" 100 || true
+cat "$work/connect6.err" "$work/listen6.err" >"$out"
+grep "j6" "$work/helper-nat.log" >>"$out" || true
+[[ $crc -eq 0 ]] && cmp -s "$work/in" "$work/recv6" && json_is "$work/connect6.err" sent technique proxy &&
+	json_is "$work/listen6.err" accepted technique proxy &&
+	pass "the order waits for its descriptor: the pair meets at the proxy, 16 MiB intact" ||
+	fail "the order waits for its descriptor: the pair meets at the proxy, 16 MiB intact (exit $crc)"
 
 # --- the proxy stops during a transfer: both ends fail within seconds ----------
 listener nat j3 7 "$work/recv3" "$work/listen3.err" 60 || exit 1
