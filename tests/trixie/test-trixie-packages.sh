@@ -8,7 +8,10 @@
 # where it landed with no setting: `ompi_info` lists btl qcg, from
 # openmpi-btl-qcg in `ompi_info --path pkglibdir`, which depends on the Open
 # MPI series it was built for; no openmpi-coll-qcg (only coll_qcg's 4.1
-# build is tested across sites); the systemd units in /usr/lib/systemd/system
+# build is tested across sites); a 2-rank job from the installed packages
+# alone (packages-job.sh: the grid's daemons on loopback, two agents,
+# qcg-mpirun, the ranks over btl_qcg, with no component path in the
+# environment); the systemd units in /usr/lib/systemd/system
 # and no file under the aliased /lib, /bin, /sbin (Debian 13 is /usr-merged);
 # no installed program or library has an unresolved library.
 #
@@ -115,6 +118,10 @@ missing=$(dpkg -L $(ls ./*.deb | sed 's#^\./##; s/_.*//') | while read -r f; do
 done || true)
 [ -z "$missing" ] && ok "no unresolved library in any installed program or library" ||
 	bad "unresolved libraries: $missing"
+# A job from what is installed, as a user runs one.
+t0=$SECONDS
+bash /build/src/qcg-connect/tests/trixie/packages-job.sh /build/src/qcg-connect || rc=1
+echo "== the job from the packages: $((SECONDS - t0)) s"
 exit $rc
 EOF
 
