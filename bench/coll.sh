@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
 rounds=${1:-3} ppn=${2:-2} iters=${3:-10} blocks=${4:-5} cg_iters=${QCG_BENCH_CG_ITERS:-50}
 delay=${QCG_BENCH_DELAY:-5}
-lab=$root/tests/lab/qcg-lab
+lab=$root/lab/qcg-lab
 prog=$QCG_BUILD_DIR/bench/coll-latency
 cg=$QCG_BUILD_DIR/bench/cg-kernel
 [ -x "$prog" ] && [ -x "$cg" ] || { echo "coll.sh: $prog or $cg missing: build first" >&2; exit 1; }

@@ -22,31 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bounded_io.h"
 #include "qcgconn.h"
+#include "samples.h"
 
 #define MAX_COUNT 256
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_u64);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static qcg_ctx *open_rank(const char *job, int rank)
 {
@@ -129,7 +111,8 @@ static int measure(const char *job, int rank, int first, int count, int json)
             return 1;
         }
     }
-    uint64_t mc = median(cold, count), mh = median(cached, count), mp = median(plain, count);
+    uint64_t mc = samples_median(cold, (size_t)count), mh = samples_median(cached, (size_t)count),
+             mp = samples_median(plain, (size_t)count);
     if (json)
         printf("{\"samples\": %d, \"cold_us\": %llu, \"cached_us\": %llu, \"plain_tcp_us\": %llu,"
                " \"cold_over_plain\": %.2f, \"cached_over_plain\": %.2f}\n",

@@ -47,10 +47,17 @@ daemons=${QCG_UID_DAEMONS:-$build}
 # shellcheck source=tests/lib/loopback-grid.sh
 build=$daemons . "$root/tests/lib/loopback-grid.sh"
 grid_workdir qcg-helper-uid
+# Every process of uid 65534 the bench starts carries this tag in its
+# environment: the end's check finds any left behind by it, and only those.
+tag=helper-uid.$$
+hogs= # the cpu control's process group while it runs
+trap 'stop_hogs; grid_cleanup; no_leftovers' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 chmod 0755 "$work" # the socket's directory: both uids reach the socket (mode 0666)
 grid_one_node 17701 17702 17750-17799 >"$work/grid.out" || { cat "$work/grid.out"; exit 1; }
 sock=$work/helper.sock
-as() { local uid=$1; shift; setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"; }
+as() { local uid=$1; shift; env QCG_BENCH_TAG="$tag" setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"; }
 
 # victim LABEL: one series of connects by uid 4242, its line to stdout and $work/rows.
 victim() {
@@ -85,17 +92,45 @@ fe_stats() {
 		--cert "$ca/frontend-c1.pem"
 }
 
-# cpu: two busy loops of uid 65534 while the client measures.
+# cpu: two busy loops of uid 65534 while the client measures.  They run in
+# a process group of their own (setsid, exec'd: $! is its leader), so one
+# kill reaches both, on every way out (the EXIT trap): killing the pid of
+# `as ... &` alone killed a subshell and left the loops running.
 cpu() {
-	local hogs=()
-	as 65534 sh -c 'while :; do :; done' &
-	hogs+=($!)
-	as 65534 sh -c 'while :; do :; done' &
-	hogs+=($!)
+	setsid env QCG_BENCH_TAG="$tag" setpriv --reuid=65534 --regid=65534 --clear-groups \
+		sh -c 'while :; do :; done & while :; do :; done' &
+	hogs=$!
 	sleep 1
 	victim cpu
-	kill "${hogs[@]}"
-	wait "${hogs[@]}" 2>/dev/null || true
+	stop_hogs
+}
+stop_hogs() {
+	[[ -n $hogs ]] || return 0
+	kill -- "-$hogs" 2>/dev/null || true
+	wait "$hogs" 2>/dev/null || true
+	hogs=
+}
+# The processes of uid 65534 that carry the tag.
+tagged() {
+	local p
+	for p in /proc/[0-9]*; do
+		[[ $(stat -c %u "$p" 2>/dev/null) == 65534 ]] &&
+			grep -qzxF "QCG_BENCH_TAG=$tag" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
+	done
+	return 0
+}
+# At the end, whatever the way out: nothing of uid 65534 the bench started
+# may remain; one that does is named, killed, and the exit status is 1.
+no_leftovers() {
+	local rc=$? left
+	left=$(tagged)
+	[[ -n $left ]] || return "$rc"
+	echo "helper-uid.sh: processes of uid 65534 left running, killed:" >&2
+	# shellcheck disable=SC2086 # one pid a word
+	ps -o pid=,etime=,args= -p "$(tr '\n' ',' <<<"$left" | sed 's/,$//')" >&2 || true
+	# shellcheck disable=SC2086
+	kill -9 $left 2>/dev/null || true
+	exit 1
 }
 
 for ((r = 1; r <= rounds; r++)); do

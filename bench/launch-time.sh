@@ -26,7 +26,7 @@ hows=(agents netns)
 [ "${1:-}" != --trixie ] || { hows+=(agents5); shift; }
 delay=${1:-5}
 runs=${2:-5}
-lab=$root/tests/lab/qcg-lab
+lab=$root/lab/qcg-lab
 prog=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
 work=$(mktemp -d)
 lab_was_up=0

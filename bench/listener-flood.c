@@ -28,6 +28,7 @@
 #include "fake_helper.h"
 #include "handshake_blocking.h"
 #include "qcgconn.h"
+#include "samples.h"
 
 #define SECRET "5ec2e70123456789abcdef0123456789abcdef0123456789abcdef0123456789"
 #define PORT_LOW 18960
@@ -49,12 +50,6 @@ static void *accept_loop(void *arg)
             close(fd);
     }
     return NULL;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* One peer's connection and handshake from 127.0.0.2; its time in us, or 0. */
@@ -128,10 +123,10 @@ int main(int argc, char **argv)
         if (us > 0)
             took[ok++] = us;
     }
-    qsort(took, (size_t)ok, sizeof(*took), cmp_u64);
+    samples_sort(took, (size_t)ok);
     printf("ok %d of %d p50_us %llu p99_us %llu\n", ok, count,
-           ok ? (unsigned long long)took[(ok - 1) / 2] : 0ULL,
-           ok ? (unsigned long long)took[(ok * 99 - 1) / 100] : 0ULL);
+           (unsigned long long)samples_percentile(took, (size_t)ok, 50),
+           (unsigned long long)samples_percentile(took, (size_t)ok, 99));
     fflush(stdout);
     atomic_store(&stop, 1);
     pthread_join(th, NULL);

@@ -31,27 +31,15 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bounded_io.h"
 #include "lmsg.h"
 #include "qcgconn.h"
+#include "samples.h"
 
 #define CONNS_MAX 4096
 #define SECRET "f100d0123456789abcdef0123456789abcdef0123456789abcdef0123456789a"
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* A non-blocking connection to the helper, or -1. */
 static int dial(const char *path)
@@ -254,11 +242,11 @@ static int victim(const char *path, int count_n, int timeout_ms)
             fprintf(stderr, "local-flood: connect %d: %s\n", i, qcg_last_error(rank1));
         }
     }
-    qsort(took, (size_t)ok, sizeof(*took), cmp_u64);
+    samples_sort(took, (size_t)ok);
     printf("ok %d of %d p50_us %llu p99_us %llu max_us %llu\n", ok, count_n,
-           ok ? (unsigned long long)took[(ok - 1) / 2] : 0ULL,
-           ok ? (unsigned long long)took[(ok * 99 - 1) / 100] : 0ULL,
-           ok ? (unsigned long long)took[ok - 1] : 0ULL);
+           (unsigned long long)samples_percentile(took, (size_t)ok, 50),
+           (unsigned long long)samples_percentile(took, (size_t)ok, 99),
+           (unsigned long long)samples_percentile(took, (size_t)ok, 100));
     atomic_store(&stop, 1);
     pthread_join(th, NULL);
     qcg_close(rank1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What Prometheus scraping every service every 5 s costs the services: the lab
-# up with --monitor (tests/lab/monitor.sh: all 17 services scraped every 5 s),
+# up with --monitor (lab/monitor.sh: all 17 services scraped every 5 s),
 # then ROUNDS rounds of two WINDOW-second phases in one run, alternating:
 # Prometheus scraping, then Prometheus stopped (SIGSTOP: no scrape at all).
 # For each phase, from /proc: the CPU time (user + system) of the metrics
@@ -13,7 +13,7 @@ ROUNDS=${1:-3}
 WINDOW=${2:-30}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$REPO/build}
-LAB=$REPO/tests/lab/qcg-lab
+LAB=$REPO/lab/qcg-lab
 STATE=${QCG_LAB_DIR:-/run/qcg-lab}
 prom=""
 trap '[ -n "$prom" ] && kill -CONT "$prom" 2>/dev/null; "$LAB" down >/dev/null 2>&1 || true' EXIT

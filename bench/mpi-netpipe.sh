@@ -27,7 +27,7 @@ encrypt="" trixie=""
 [ "${1:-}" != --encrypt ] || { encrypt=yes; shift; }
 [ "${1:-}" != --trixie ] || { trixie=yes; shift; }
 rounds=${1:-5}
-lab=$root/tests/lab/qcg-lab
+lab=$root/lab/qcg-lab
 initfini=$QCG_BUILD_DIR/tests/mpi/qcg-mpi-initfini
 work=$(mktemp -d)
 lab_was_up=0

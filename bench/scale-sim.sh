@@ -30,7 +30,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$root/build}
-lab=$root/tests/lab/qcg-lab
+lab=$root/lab/qcg-lab
 sim=$QCG_BUILD_DIR/bench/scale-sim
 state=${QCG_LAB_DIR:-/run/qcg-lab}
 

@@ -28,10 +28,15 @@ ip link set lo up
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 port=17690
 work=$(mktemp -d /tmp/soap-stage.XXXXXX)
+keep=0 # 1: the broker died; its directory (log, core) is kept
 cleanup() {
 	jobs -p | xargs -r kill 2>/dev/null || true
 	wait 2>/dev/null || true
-	rm -rf "$work"
+	if [ "$keep" = 1 ]; then
+		echo "soap-stage.sh: its log and certificates are kept in $work" >&2
+	else
+		rm -rf "$work"
+	fi
 }
 trap cleanup EXIT
 ca=$work/ca
@@ -39,7 +44,7 @@ ca=$work/ca
 "$root/certs/qcg-certs" --dir "$ca" issue broker --san 127.0.0.1 >/dev/null
 "$root/certs/qcg-certs" --dir "$ca" issue frontend f1 2>/dev/null >/dev/null
 "$daemons/broker/qcg-broker" --listen 127.0.0.1 --port $port --ca "$ca/ca.crt" \
-	--cert "$ca/broker-broker.pem" --log-level warn ${QCG_STAGE_BROKER_ARGS:-} 2>"$work/broker.log" &
+	--cert "$ca/broker-broker.pem" --log-level info ${QCG_STAGE_BROKER_ARGS:-} 2>"$work/broker.log" &
 broker=$!
 for _ in $(seq 100); do ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
 
@@ -97,6 +102,10 @@ kill -0 "$broker" 2>/dev/null || {
 	wait "$broker" || rc=$?
 	echo "soap-stage.sh: the broker died under the attack (exit status $rc); its log's end:"
 	tail -n 20 "$work/broker.log"
+	# Exit status 0 is a clean stop: a SIGTERM or SIGINT from somewhere
+	# (the log's "stopping (SIGTERM from pid N (NAME), uid U)" names it).
+	[ "$rc" != 0 ] || echo "soap-stage.sh: it was stopped: $(grep -o 'stopping (.*)' "$work/broker.log" | head -n 1)"
+	keep=1
 	exit 1
 }
 echo "broker under attack: $(awk '/^(VmRSS|Threads):/ { printf "%s %s ", $1, $2 }' "/proc/$broker/status")"

@@ -23,7 +23,7 @@ DELAY=${1:-5}
 COUNT=${2:-20}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$REPO/build}
-LAB=$REPO/tests/lab/qcg-lab
+LAB=$REPO/lab/qcg-lab
 WORK=$(mktemp -d)
 prom=""
 trap '[ -n "$prom" ] && kill -CONT "$prom" 2>/dev/null; rm -rf "$WORK"; "$LAB" down >/dev/null 2>&1 || true' EXIT

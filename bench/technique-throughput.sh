@@ -26,7 +26,7 @@ SIZE=${3:-128}
 ROUNDS=${4:-3}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$REPO/build}
-LAB=$REPO/tests/lab/qcg-lab
+LAB=$REPO/lab/qcg-lab
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; "$LAB" down >/dev/null 2>&1 || true' EXIT
 command -v socat >/dev/null || { echo "socat is missing (scripts/install-deps)" >&2; exit 1; }

@@ -327,3 +327,41 @@ int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen
     }
     return 0;
 }
+
+static bool direct6_applies(const struct plan_end *from, const struct plan_end *to,
+                            const struct plan_v6 *v6)
+{
+    if (!v6->from_has || !v6->to_has)
+        return false;
+    return same_cluster(from, to) || v6->to_open || to->kind == CLUSTER_OPEN ||
+           (to->kind == CLUSTER_FIREWALLED && port_in_open_range(to));
+}
+
+enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_end *to,
+                                const struct plan_v6 *v6, unsigned tried,
+                                const struct plan_offer *offer, enum technique only,
+                                struct plan_decision *d)
+{
+    if ((only != TECH_NONE && only != TECH_DIRECT) || !direct6_applies(from, to, v6))
+        return PLAN_FAMILY_V4;
+    if (d->ok && d->technique == TECH_DIRECT) {
+        add(d, "%s", ", over IPv6 first, IPv4 behind it");
+        return PLAN_FAMILY_V6;
+    }
+    /* Direct failed for this connect, or lately between the clusters: the
+       IPv4 plan stands. */
+    if ((tried & TECH_BIT(TECH_DIRECT)) ||
+        (only == TECH_NONE && (offer->remembered & TECH_BIT(TECH_DIRECT))))
+        return PLAN_FAMILY_V4;
+    char fdesc[96], tdesc[128];
+    describe(from, fdesc, sizeof(fdesc));
+    describe(to, tdesc, sizeof(tdesc));
+    d->ok = true;
+    d->technique = TECH_DIRECT;
+    d->cacheable = only == TECH_NONE;
+    snprintf(d->reason, sizeof(d->reason),
+             "cluster %s is %s and cluster %s is %s over IPv4, but the target's IPv6 address "
+             "lies in its cluster's open range: direct over IPv6",
+             from->cluster, fdesc, to->cluster, tdesc);
+    return PLAN_FAMILY_V6_ONLY;
+}

@@ -63,6 +63,33 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
 void plan_only(const struct plan_end *from, const struct plan_end *to, enum technique t,
                const struct plan_offer *offer, struct plan_decision *d);
 
+/* What the pair has of IPv6 (docs/architecture.md, "Plans per family"). */
+struct plan_v6 {
+    bool from_has; /* the initiator's contact has an IPv6 address */
+    bool to_has;   /* the target's has one */
+    bool to_open;  /* the target's lies in one of its cluster's open ranges */
+};
+
+enum plan_family {
+    PLAN_FAMILY_V4,      /* the decision stands, on the contacts' first addresses */
+    PLAN_FAMILY_V6,      /* direct over IPv6, direct over IPv4 behind it */
+    PLAN_FAMILY_V6_ONLY, /* direct over IPv6 instead of what IPv4 needed (a NAT's
+                            reversed, traversing, punch or proxy) */
+};
+
+/* The family of the plan plan_decide (or plan_only for direct, `only`)
+   made: direct goes over IPv6 when both ends have an IPv6 address and the
+   target takes connections there (same cluster; an open range; an open
+   or firewalled cluster's rule, whose firewall holds for both families),
+   with IPv4 direct behind it when that applied; and IPv6 direct replaces
+   a later technique when it avoids a NAT or firewall, unless direct was
+   tried or failed recently between the clusters.  Adjusts *d's technique,
+   ok, cacheable and reason. */
+enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_end *to,
+                                const struct plan_v6 *v6, unsigned tried,
+                                const struct plan_offer *offer, enum technique only,
+                                struct plan_decision *d);
+
 /* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
    = none) into a set.  0, or -1 with the reason in why. */
 int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen);

@@ -52,6 +52,8 @@ struct contact {
     int rank;
     int port;
     char address[QCG_ADDR_MAX];
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* further addresses, same port */
+    int nother;
 };
 
 struct contact_key {
@@ -376,7 +378,13 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
         st = REG_NOTFOUND;
         goto out;
     }
-    if (!site_holds_node(&c->decl, decl->address)) {
+    /* Every address, each against the ranges of its family. */
+    const char *outside = site_holds_node(&c->decl, decl->address) ? NULL : decl->address;
+    for (int i = 0; outside == NULL && i < decl->nother; i++) {
+        if (!site_holds_node(&c->decl, decl->other[i]))
+            outside = decl->other[i];
+    }
+    if (outside != NULL) {
         char own[QCG_ADDR_MAX + 4] = "none";
         if (c->decl.ranges_implicit && c->decl.nranges > 0)
             addr_range_format(&c->decl.ranges[0], own, sizeof(own));
@@ -384,12 +392,12 @@ enum reg_status registry_register_node(struct registry *r, const char *cluster,
             snprintf(why, whylen,
                      "address %s of node %s is not the frontend's own address (%s): cluster %s "
                      "declares no node ranges (qcg-frontend option addresses)",
-                     decl->address, decl->name, own, cluster);
+                     outside, decl->name, own, cluster);
         else
             snprintf(why, whylen,
                      "address %s of node %s is outside the node ranges cluster %s "
                      "declared (qcg-frontend option addresses)",
-                     decl->address, decl->name, cluster);
+                     outside, decl->name, cluster);
         st = REG_DENIED;
         goto out;
     }
@@ -448,6 +456,13 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
                  n->name, n->address);
         return REG_DENIED;
     }
+    for (int i = 0; i < in->nother; i++) {
+        if (!address_among(in->other[i], (const char(*)[QCG_ADDR_MAX])n->other, n->nother)) {
+            snprintf(why, whylen, "address %s is not among node %s's registered addresses",
+                     in->other[i], n->name);
+            return REG_DENIED;
+        }
+    }
     if (in->port < n->port_low || in->port > n->port_high) {
         snprintf(why, whylen, "port %d is outside node %s's range %d-%d", in->port, n->name,
                  n->port_low, n->port_high);
@@ -502,6 +517,8 @@ static enum reg_status publish_locked(struct registry *r, const struct reg_conta
     ct->rank = in->rank;
     ct->port = in->port;
     copy_str(ct->address, sizeof(ct->address), in->address);
+    memcpy(ct->other, in->other, sizeof(ct->other));
+    ct->nother = in->nother;
     if (htable_insert(r->contacts, contact_hash(r, j->id, ct->rank), ct) == -1) {
         if (new_job) {
             htable_remove(r->jobs, name_hash(r, j->id), j->id);
@@ -656,6 +673,8 @@ static void contact_copy(const struct contact *ct, struct reg_contact *out)
     copy_str(out->node, sizeof(out->node), ct->node->name);
     copy_str(out->address, sizeof(out->address), ct->address);
     out->port = ct->port;
+    memcpy(out->other, ct->other, sizeof(out->other));
+    out->nother = ct->nother;
 }
 
 /* A lookup's checks and the pair's contacts: *to is NULL when to_rank is
@@ -712,6 +731,39 @@ enum reg_status registry_pair(struct registry *r, const char *cluster, const cha
     return st;
 }
 
+/* ct's first address of family (AF_INET, AF_INET6), or NULL. */
+static const char *address_of(const struct contact *ct, int family)
+{
+    if (address_family(ct->address) == family)
+        return ct->address;
+    for (int i = 0; i < ct->nother; i++) {
+        if (address_family(ct->other[i]) == family)
+            return ct->other[i];
+    }
+    return NULL;
+}
+
+/* The family of a direct plan (plan_prefer_v6): where to connect, and the
+   IPv4 address behind an IPv6 one. */
+static void choose_family(const struct contact *from, const struct contact *to,
+                          const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                          enum technique only, const struct plan_offer *o, struct reg_lookup *out)
+{
+    const char *to6 = address_of(to, AF_INET6), *to4 = address_of(to, AF_INET);
+    struct plan_v6 v6 = {.from_has = address_of(from, AF_INET6) != NULL, .to_has = to6 != NULL};
+    for (int i = 0; to6 != NULL && i < to->cluster->decl.nopen; i++)
+        v6.to_open = v6.to_open || addr_range_contains(&to->cluster->decl.open[i], to6);
+    enum plan_family f = plan_prefer_v6(fe, te, &v6, tried, o, only, &out->decision);
+    if (f == PLAN_FAMILY_V4)
+        return;
+    copy_str(out->direct_address, sizeof(out->direct_address), to6);
+    /* Only an initiator with an IPv4 address of its own can use the
+       fallback; it is also one whose services are of this version (it
+       published several addresses), so its frontend reads the field. */
+    if (f == PLAN_FAMILY_V6 && to4 != NULL && address_of(from, AF_INET) != NULL)
+        copy_str(out->fallback, sizeof(out->fallback), to4);
+}
+
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *verifier, int from_rank, int to_rank,
                                      unsigned tried, enum technique only,
@@ -745,7 +797,11 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
        SYN from, addresses the initiator's site declared, never into the
        target's own LAN. */
     char back_why[256], inject_why[256];
-    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from.address, false,
+    const char *back = out->from.address;
+    if (address_of(to, AF_INET) == NULL && address_of(from, AF_INET6) != NULL)
+        back = address_of(from, AF_INET6);
+    copy_str(out->back_address, sizeof(out->back_address), back);
+    if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->back_address, false,
                                "reversed", back_why, sizeof(back_why)))
         o.refused[TECH_REVERSED] = back_why;
     if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
@@ -753,6 +809,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         o.refused[TECH_TRAVERSING] = inject_why;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
+        choose_family(from, to, &fe, &te, tried, only, &o, out);
         out->refused = out->decision.refused;
         return REG_OK;
     }
@@ -768,6 +825,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
         plan_decide(&fe, &te, tried, &o, &out->decision);
     }
     out->refused = out->decision.refused;
+    choose_family(from, to, &fe, &te, tried, TECH_NONE, &o, out);
     return REG_OK;
 }
 

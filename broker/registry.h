@@ -35,6 +35,9 @@ struct reg_cluster {
     int nranges;
     struct addr_range ranges[REG_MAX_RANGES]; /* where its nodes' addresses lie */
     bool ranges_implicit;                     /* none declared: the frontend's own address alone */
+    int nopen;
+    struct addr_range open[REG_MAX_RANGES]; /* node ranges that take inbound connections
+                                               whatever `kind` says (IPv6, typically) */
     char from[QCG_ADDR_MAX]; /* the address its registration came from; "" = not said */
 };
 
@@ -47,6 +50,8 @@ struct reg_cluster {
 struct reg_node {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* its further addresses */
+    int nother;
     int port_low, port_high;
     bool can_intercept;
     char incarnation[REG_INCARNATION_MAX]; /* the helper's start; "" = unknown (older helper) */
@@ -59,6 +64,8 @@ struct reg_contact {
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port;
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* further addresses, same port */
+    int nother;
 };
 
 /* Withdrawn contacts remembered for late reports (a ring). */
@@ -76,6 +83,14 @@ struct reg_lookup {
     enum cluster_kind from_kind, target_kind;
     char from_public[QCG_ADDR_MAX]; /* where the initiator's packets appear from (traversing) */
     struct plan_decision decision;
+    /* A direct plan over IPv6 (plan_family): where to connect, and the IPv4
+       address to try when IPv6 fails ("" none); both "" for the contact's
+       first address as before. */
+    char direct_address[QCG_ADDR_MAX];
+    char fallback[QCG_ADDR_MAX];
+    /* Where a reversed plan's target calls back: the initiator's first
+       address, or its IPv6 one when the target has no IPv4 address. */
+    char back_address[QCG_ADDR_MAX];
     unsigned refused; /* techniques the address rules (site_ranges.h) refused for the pair */
 };
 

@@ -172,6 +172,13 @@ int qcg__registerCluster(struct soap *soap, int version, struct qcg__cluster *cl
                           "cluster %s declares no node ranges and its address is unknown", c.name);
         c.nranges = 1;
         c.ranges_implicit = true;
+        /* A frontend on the broker's own host (loopback) holds that host's
+           loopback of the other family too: a one-host grid's dual-stack
+           node has both. */
+        if (addr_range_loopback(&c.ranges[0]) &&
+            addr_range_parse(c.ranges[0].family == AF_INET ? "::1" : "127.0.0.1", &c.ranges[1], err,
+                             sizeof(err)) == 0)
+            c.nranges = 2;
     }
     /* Kept (state file) and known to the handshake stage after a restart. */
     const char *from = caller_address(soap);
@@ -215,7 +222,10 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         return refuse_address(soap, "registerNode", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerNode", st, why);
-    log_info("node %s/%s registered: %s, ports %d-%d%s%s%s", id->cluster, n.name, n.address,
+    char also[QCG_NODE_ADDRS * (QCG_ADDR_MAX + 6)] = "";
+    for (int i = 0; i < n.nother; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), " and %s", n.other[i]);
+    log_info("node %s/%s registered: %s%s, ports %d-%d%s%s%s", id->cluster, n.name, n.address, also,
              n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "",
              why[0] != '\0' ? "; " : "", why);
     response->version = QCG_PROTOCOL_VERSION;
@@ -303,7 +313,7 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
     cmd->peer_rank = res->from.rank;
     if (t == TECH_REVERSED) {
         snprintf(cmd->kind, sizeof(cmd->kind), "connect-back");
-        snprintf(cmd->address, sizeof(cmd->address), "%s", res->from.address);
+        snprintf(cmd->address, sizeof(cmd->address), "%s", res->back_address);
         cmd->port = res->from.port;
         if (random_hex(cmd->token, sizeof(cmd->token)) < 0) {
             snprintf(why, whylen, "no randomness for a token");
@@ -502,7 +512,8 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     const struct plan_decision *d = &res.decision;
     char token[QCG_TOKEN_MAX] = "", address[QCG_ADDR_MAX];
     int port = res.target.port;
-    snprintf(address, sizeof(address), "%s", res.target.address);
+    snprintf(address, sizeof(address), "%s",
+             res.direct_address[0] != '\0' ? res.direct_address : res.target.address);
     if (d->ok && d->technique != TECH_DIRECT) {
         struct command cmd;
         struct cmdqueue *q = registry_queue(b->reg, res.target.cluster);
@@ -555,6 +566,7 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     p->token = token[0] != '\0' ? soap_strdup(soap, token) : NULL;
     p->cacheable = d->cacheable ? 1 : 0;
     p->reason = soap_strdup(soap, d->reason);
+    p->fallbackAddress = res.fallback[0] != '\0' ? soap_strdup(soap, res.fallback) : NULL;
     OPENSSL_cleanse(token, sizeof(token));
     return SOAP_OK;
 }

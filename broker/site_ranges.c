@@ -27,6 +27,10 @@ bool site_holds_public(const struct reg_cluster *c, const char *address)
         if (address_equal(c->public_addr[i], address))
             return true;
     }
+    for (int i = 0; i < c->nopen; i++) {
+        if (addr_range_contains(&c->open[i], address))
+            return true;
+    }
     return nodes_routable(c) && site_holds_node(c, address);
 }
 
@@ -40,10 +44,17 @@ static bool range_at(const struct reg_cluster *c, int i, struct addr_range *r, b
         return addr_range_parse(c->public_addr[i], r, why, sizeof(why)) == 0;
     }
     i -= c->npublic;
-    if (i >= c->nranges)
+    if (i < c->nranges) {
+        *r = c->ranges[i];
+        *routable = nodes_routable(c);
+        return true;
+    }
+    /* Open ranges reach the internet whatever the site's kind. */
+    i -= c->nranges;
+    if (i >= c->nopen)
         return false;
-    *r = c->ranges[i];
-    *routable = nodes_routable(c);
+    *r = c->open[i];
+    *routable = true;
     return true;
 }
 
@@ -52,7 +63,8 @@ int site_ranges_clash(const struct reg_cluster *decl, const struct reg_cluster *
 {
     struct addr_range a, b;
     bool ra, rb;
-    int n = decl->npublic + decl->nranges, m = other->npublic + other->nranges;
+    int n = decl->npublic + decl->nranges + decl->nopen;
+    int m = other->npublic + other->nranges + other->nopen;
     for (int i = 0; i < n; i++) {
         if (!range_at(decl, i, &a, &ra) || addr_range_loopback(&a))
             continue;
@@ -66,7 +78,10 @@ int site_ranges_clash(const struct reg_cluster *decl, const struct reg_cluster *
             snprintf(why, whylen,
                      "%s %s overlaps %s of cluster %s, registered first (only NATed sites' "
                      "private node ranges may overlap)",
-                     i < decl->npublic ? "public address" : "node range", ta, tb, other->name);
+                     i < decl->npublic                   ? "public address"
+                     : i < decl->npublic + decl->nranges ? "node range"
+                                                         : "open range",
+                     ta, tb, other->name);
             return -1;
         }
     }

@@ -57,25 +57,49 @@ int validate_rank(int rank, const char *field, char *why, size_t whylen)
     return 0;
 }
 
-/* The node ranges: CIDR that a site may declare (addr_range_declarable: a
-   loopback range comes only implicitly, to a frontend on the broker's host). */
-static int validate_ranges(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
-                           size_t whylen)
+/* A list of CIDR ranges a site may declare (addr_range_declarable: a
+   loopback range comes only implicitly, to a frontend on the broker's
+   host) into out[]; their count, or -1 with why naming field. */
+static int parse_ranges(int n, char *const *in, const char *field, struct addr_range *out,
+                        char *why, size_t whylen)
 {
     char err[160];
-    if (in->__sizeNodeRange < 0 || in->__sizeNodeRange > REG_MAX_RANGES)
-        return bad(why, whylen, "%s: at most 16 are accepted", "cluster.nodeRange");
-    if (in->__sizeNodeRange > 0 && in->nodeRange == NULL)
-        return bad(why, whylen, "%s is missing", "cluster.nodeRange");
-    for (int i = 0; i < in->__sizeNodeRange; i++) {
-        struct addr_range *r = &out->ranges[i];
-        if (addr_range_parse(in->nodeRange[i], r, err, sizeof(err)) < 0 ||
-            addr_range_declarable(r, err, sizeof(err)) < 0) {
-            snprintf(why, whylen, "cluster.nodeRange: %s", err);
+    if (n < 0 || n > REG_MAX_RANGES)
+        return bad(why, whylen, "%s: at most 16 are accepted", field);
+    if (n > 0 && in == NULL)
+        return bad(why, whylen, "%s is missing", field);
+    for (int i = 0; i < n; i++) {
+        if (addr_range_parse(in[i], &out[i], err, sizeof(err)) < 0 ||
+            addr_range_declarable(&out[i], err, sizeof(err)) < 0) {
+            snprintf(why, whylen, "%s: %s", field, err);
             return -1;
         }
     }
-    out->nranges = in->__sizeNodeRange;
+    return n;
+}
+
+/* The node ranges, and the open ranges inside them (so that they name the
+   site's own nodes and nothing else). */
+static int validate_ranges(const struct qcg__cluster *in, struct reg_cluster *out, char *why,
+                           size_t whylen)
+{
+    out->nranges = parse_ranges(in->__sizeNodeRange, in->nodeRange, "cluster.nodeRange",
+                                out->ranges, why, whylen);
+    if (out->nranges < 0)
+        return -1;
+    out->nopen = parse_ranges(in->__sizeOpenRange, in->openRange, "cluster.openRange", out->open,
+                              why, whylen);
+    if (out->nopen < 0)
+        return -1;
+    for (int i = 0; i < out->nopen; i++) {
+        if (!addr_range_within_any(&out->open[i], out->ranges, out->nranges)) {
+            char t[QCG_ADDR_MAX + 4];
+            addr_range_format(&out->open[i], t, sizeof(t));
+            snprintf(why, whylen, "cluster.openRange: %s lies in none of the cluster's node ranges",
+                     t);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -136,7 +160,15 @@ int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, s
         snprintf(out->incarnation, sizeof(out->incarnation), "%s", in->incarnation);
     }
     snprintf(out->name, sizeof(out->name), "%s", in->name);
-    snprintf(out->address, sizeof(out->address), "%s", in->address);
+    address_canonical(in->address, out->address, sizeof(out->address));
+    out->nother = address_others_take(in->__sizeOtherAddress, in->otherAddress, out->address,
+                                      out->other, QCG_NODE_ADDRS - 1, why, whylen);
+    if (out->nother < 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "node.otherAddress: %s", why);
+        snprintf(why, whylen, "%s", msg);
+        return -1;
+    }
     out->port_low = in->portLow;
     out->port_high = in->portHigh;
     out->can_intercept = in->canIntercept == 1;
@@ -163,8 +195,16 @@ int validate_contact(const struct qcg__contact *in, struct reg_contact *out, cha
     snprintf(out->job, sizeof(out->job), "%s", in->job);
     out->rank = in->rank;
     snprintf(out->node, sizeof(out->node), "%s", in->node);
-    snprintf(out->address, sizeof(out->address), "%s", in->address);
+    address_canonical(in->address, out->address, sizeof(out->address));
     out->port = in->port;
+    out->nother = address_others_take(in->__sizeOtherAddress, in->otherAddress, out->address,
+                                      out->other, QCG_NODE_ADDRS - 1, why, whylen);
+    if (out->nother < 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "contact.otherAddress: %s", why);
+        snprintf(why, whylen, "%s", msg);
+        return -1;
+    }
     return 0;
 }
 

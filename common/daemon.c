@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,11 +21,20 @@
 static atomic_int *stop_flag;
 static void (*stop_hook)(void *);
 static void *stop_hook_arg;
+/* The first stop signal and its sender, for the line that says why the
+   daemon stops: a stop nobody asked for is then explained. */
+static atomic_int stop_signo, stop_pid, stop_uid;
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
-    (void)sig;
+    (void)ctx;
     int saved_errno = errno;
+    int none = 0;
+    /* si_code <= 0: sent by a process (kill, tgkill, sigqueue), which it names. */
+    if (atomic_compare_exchange_strong(&stop_signo, &none, sig) && si != NULL && si->si_code <= 0) {
+        atomic_store(&stop_pid, (int)si->si_pid);
+        atomic_store(&stop_uid, (int)si->si_uid);
+    }
     if (stop_flag)
         atomic_store(stop_flag, 1);
     if (stop_hook)
@@ -98,8 +108,8 @@ void daemon_signals(atomic_int *stop, void (*on_stop)(void *), void *arg)
     memset(&sa, 0, sizeof(sa));
     sigemptyset(&sa.sa_mask);
     /* No SA_RESTART: blocking calls return EINTR so loops notice the stop. */
-    sa.sa_flags = 0;
-    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sa.sa_sigaction = on_signal;
     if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
         log_warn("sigaction");
 
@@ -112,6 +122,31 @@ void daemon_signals(atomic_int *stop, void (*on_stop)(void *), void *arg)
     sa.sa_handler = SIG_IGN;
     if (sigaction(SIGPIPE, &sa, NULL) < 0)
         log_warn("sigaction(SIGPIPE)");
+}
+
+void daemon_stop_cause(char *buf, size_t len)
+{
+    int sig = atomic_load(&stop_signo), pid = atomic_load(&stop_pid);
+    if (sig == 0) {
+        snprintf(buf, len, "asked to");
+        return;
+    }
+    if (pid <= 0) {
+        snprintf(buf, len, "%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        return;
+    }
+    /* The sender's name, if it still runs: a process that signals a pid
+       it once started, long gone and now reused, names itself here. */
+    char path[64], comm[64] = "gone";
+    snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(comm, sizeof(comm), f) != NULL)
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+    }
+    snprintf(buf, len, "%s from pid %d (%s), uid %d", sig == SIGINT ? "SIGINT" : "SIGTERM", pid,
+             comm, atomic_load(&stop_uid));
 }
 
 static int64_t now_ms(void)

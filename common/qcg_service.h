@@ -41,6 +41,11 @@ struct qcg__cluster {
                                    `addresses`); absent from an older frontend: the
                                    broker then accepts nodes at the frontend's own
                                    address only (docs/architecture.md) */
+    int __sizeOpenRange;
+    char **openRange;           /* CIDR ranges (IPv6 ones, typically) whose nodes accept
+                                   connections from outside whatever `kind` says of
+                                   IPv4 (option `open-addresses`); inside nodeRange.
+                                   Absent when none: an older broker never sees it */
 };
 
 /* A compute node as its helper declares it. */
@@ -53,6 +58,10 @@ struct qcg__node {
     char *incarnation;          /* random per helper start (32 hex); another one than
                                    the node registered with drops the node's contacts.
                                    NULL from an older helper: contacts kept */
+    int __sizeOtherAddress;
+    char **otherAddress;        /* the node's further addresses (another family), each
+                                   inside the cluster's node ranges; absent when the node
+                                   has one address, so an older service sees nothing new */
 };
 
 /* A process's listening contact. `node` and `cluster` are filled by the service
@@ -65,8 +74,11 @@ struct qcg__contact {
     int rank;
     char *cluster;
     char *node;
-    char *address;
+    char *address;              /* the first of the node's addresses (IPv4 if it has one) */
     int port;
+    int __sizeOtherAddress;
+    char **otherAddress;        /* the others the process listens on, at the same port;
+                                   each one of its node's.  Absent when none */
 };
 
 /* How to reach a peer.  status: ok | unavailable | notfound.
@@ -87,6 +99,9 @@ struct qcg__plan {
     char *token;                /* one-time token (later techniques); never cached */
     int cacheable;              /* 1: a frontend may cache this plan */
     char *reason;
+    char *fallbackAddress;      /* direct over IPv6: the target's IPv4 address, tried at
+                                   the same port when IPv6 fails (happy eyeballs).  Absent
+                                   otherwise, so an older frontend never sees it */
 };
 
 /* An order sent down a long-poll.  kind:

@@ -31,6 +31,7 @@
 
 #include "backlog.h"
 #include "crl.h"
+#include "daemon.h"
 #include "dlist.h"
 #include "htable.h"
 #include "log.h"
@@ -60,28 +61,53 @@ const char *qcg_wsdl_text(void);
    stalled peer to hit the I/O timeout, bounded so a stop always completes. */
 #define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
 
+/* LINE as a warn line of func (the logger's prefix: the caller's, not this
+   function's) through rate limiter rl (burst lines a window), the first
+   after a flood with the count left out ("N more WHAT not logged"). */
+static void limited_text(const char *func, struct ratelimit *rl, uint64_t window_ms, unsigned burst,
+                         const char *what, const char *line)
+{
+    unsigned left_out;
+    if (!ratelimit_burst_ok(rl, monotonic_ms(), window_ms, burst, &left_out))
+        return;
+    if (left_out > 0)
+        log_emit(LOG_LEVEL_WARN, func, 0, "%s (%u more %s not logged)", line, left_out, what);
+    else
+        log_emit(LOG_LEVEL_WARN, func, 0, "%s", line);
+}
+
 /* "PEER: WHY" for a connection refused before it was served: at most ten
    lines a second (a burst of refusals is seen in full, a flood is not
-   written out), the first line after a flood with the count left out.
-   Called with server->lock held. */
+   written out).  Called with server->lock held. */
 #define REFUSED_LINES_PER_SECOND 10
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    unsigned left_out;
-    if (!ratelimit_burst_ok(&srv->refused_rl, monotonic_ms(), 1000, REFUSED_LINES_PER_SECOND,
-                            &left_out))
-        return;
-    char why[256];
+    char line[320];
+    int n = snprintf(line, sizeof(line), "%s: ", peer);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);
-    if (left_out > 0)
-        log_warnx("%s: %s (%u more refusals not logged)", peer, why, left_out);
-    else
-        log_warnx("%s: %s", peer, why);
+    limited_text(__func__, &srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", line);
+}
+
+/* What the accept loop itself lacks (descriptors, memory, a thread): one
+   line in 10 s, however fast a flood makes it fail.  Accept thread only. */
+#define ACCEPT_FAILURE_LOG_MS 10000
+static void accept_failed(struct soap_server *srv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void accept_failed(struct soap_server *srv, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char line[320];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    limited_text(__func__, &srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", line);
 }
 
 /* The listen backlog (backlog.h): slots and handshakes. */
@@ -696,7 +722,7 @@ static void accept_one(struct soap_server *srv)
         if (m->errnum != 0 && !srv->stop) {
             char msg[256];
             soap_error_text(m, msg, sizeof(msg));
-            log_warnx("accept: %s", msg);
+            accept_failed(srv, "accept: %s", msg);
             /* e.g. EMFILE: do not spin while descriptors are short. */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
             nanosleep(&ts, NULL);
@@ -735,7 +761,7 @@ static void accept_one(struct soap_server *srv)
     struct conn *c = calloc(1, sizeof(*c));
     struct soap *copy = c ? soap_copy(m) : NULL;
     if (copy == NULL) {
-        log_warnx("out of memory: connection dropped");
+        accept_failed(srv, "%s: out of memory: connection dropped", peer);
         close(s);
         free(c);
         return;
@@ -757,7 +783,7 @@ static void accept_one(struct soap_server *srv)
     c->known = known_group(srv, host, &group);
     if (stage(srv, c) < 0) {
         pthread_mutex_unlock(&srv->lock);
-        log_warnx("out of memory: connection dropped");
+        accept_failed(srv, "%s: out of memory: connection dropped", peer);
         soap_destroy(copy);
         soap_end(copy);
         soap_free(copy); /* closes the socket */
@@ -775,7 +801,7 @@ static void accept_one(struct soap_server *srv)
     int rc = pthread_create(&tid, &attr, conn_main, c);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        log_warnx("%s: cannot start a thread: %s", c->peer, strerror(rc));
+        accept_failed(srv, "%s: cannot start a thread: %s", peer, strerror(rc));
         pthread_mutex_lock(&srv->lock);
         unstage(srv, c);
         dlist_remove(&srv->conns, &c->link);
@@ -823,7 +849,9 @@ int soap_server_run(struct soap_server *srv)
         if (poll(&p, 1, expire_handshakes(srv)) == 1 && !srv->stop)
             accept_one(srv);
     }
-    log_info("stopping: closing connections");
+    char why[160];
+    daemon_stop_cause(why, sizeof(why));
+    log_info("stopping (%s): closing connections", why);
     if (srv->on_stop)
         srv->on_stop(srv->on_stop_arg);
     int left = drain(srv, SERVER_DRAIN_SECONDS);

@@ -55,6 +55,7 @@ struct soap_server {
     struct htable *stage_hosts;  /* of struct stage_host, by address */
     uint64_t seed;               /* of their hashes */
     struct ratelimit refused_rl; /* the refusal lines */
+    struct ratelimit accept_rl;  /* the accept loop's own failures (its thread only) */
     struct soap_stage_counts stage_counts;
     /* Known addresses (soap_server_know): groups a client authenticated
        from or the daemon named (tally.h, count 1), and the prefixes wider

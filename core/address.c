@@ -343,3 +343,99 @@ int addr_range_declarable(const struct addr_range *r, char *why, size_t whylen)
     }
     return 0;
 }
+
+int address_list_parse(const char *text, char out[][QCG_ADDR_MAX], int max, char *why,
+                       size_t whylen)
+{
+    int n = 0;
+    const char *p = text != NULL ? text : "";
+    while (*p != '\0') {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        size_t len = strcspn(p, ", \t");
+        if (len == 0)
+            break;
+        char one[QCG_ADDR_MAX];
+        if (len >= sizeof(one)) {
+            snprintf(why, whylen, "'%.*s...' is not an IPv4 or IPv6 literal", QCG_ADDR_MAX, p);
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        p += len;
+        if (n == max) {
+            snprintf(why, whylen, "more than %d addresses", max);
+            return -1;
+        }
+        if (address_canonical(one, out[n], QCG_ADDR_MAX) < 0) {
+            snprintf(why, whylen, "'%s' is not an IPv4 or IPv6 literal", one);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (strcmp(out[i], out[n]) == 0) {
+                snprintf(why, whylen, "%s is listed twice", out[n]);
+                return -1;
+            }
+        }
+        n++;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "no address given");
+        return -1;
+    }
+    /* The first IPv4 address to the front, the others in their order. */
+    for (int i = 0; i < n; i++) {
+        if (address_family(out[i]) == AF_INET) {
+            char first[QCG_ADDR_MAX];
+            memcpy(first, out[i], QCG_ADDR_MAX);
+            memmove(out[1], out[0], (size_t)i * QCG_ADDR_MAX);
+            memcpy(out[0], first, QCG_ADDR_MAX);
+            break;
+        }
+    }
+    return n;
+}
+
+int address_others_take(int n, char *const *in, const char *first, char out[][QCG_ADDR_MAX],
+                        int max, char *why, size_t whylen)
+{
+    if (n < 0 || (n > 0 && in == NULL))
+        n = 0;
+    if (n > max) {
+        snprintf(why, whylen, "more than %d further addresses", max);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (address_canonical(in[i], out[i], QCG_ADDR_MAX) < 0) {
+            snprintf(why, whylen, "a further address is not an IP address");
+            return -1;
+        }
+        bool twice = address_equal(out[i], first);
+        for (int j = 0; j < i; j++)
+            twice = twice || strcmp(out[j], out[i]) == 0;
+        if (twice) {
+            snprintf(why, whylen, "address %s is given twice", out[i]);
+            return -1;
+        }
+    }
+    return n;
+}
+
+bool address_among(const char *address, const char list[][QCG_ADDR_MAX], int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (address_equal(address, list[i]))
+            return true;
+    }
+    return false;
+}
+
+bool addr_range_within_any(const struct addr_range *r, const struct addr_range *list, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (list[i].family == r->family && list[i].bits <= r->bits &&
+            prefix_equal(r->addr, list[i].addr, list[i].bits))
+            return true;
+    }
+    return false;
+}

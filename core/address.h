@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "proto.h"
+
 /* An IPv4 or IPv6 address in text form (inet_pton), shorter than
    QCG_ADDR_MAX; false for NULL. */
 bool address_valid(const char *text);
@@ -29,6 +31,22 @@ bool address_equal(const char *a, const char *b);
 /* address:port as a socket address (mapped addresses as AF_INET); its
    length, or 0 when address is not an address. */
 socklen_t address_sockaddr(const char *address, uint16_t port, struct sockaddr_storage *sa);
+
+/* A node's addresses, "198.18.1.5, 2001:db8:1::5" (commas, blanks
+   around them): at most QCG_NODE_ADDRS, each canonical into out[], no two
+   the same host, the first IPv4 one moved to the front (a contact's first
+   address is what a peer of an older version reads).  Their count, or -1
+   with a sentence in why. */
+int address_list_parse(const char *text, char out[][QCG_ADDR_MAX], int max, char *why,
+                       size_t whylen);
+
+/* A message's further addresses (a node's or a contact's otherAddress):
+   each canonical into out[], none equal to `first` or to another; at most
+   max.  Their count, or -1 with a sentence in why. */
+int address_others_take(int n, char *const *in, const char *first, char out[][QCG_ADDR_MAX],
+                        int max, char *why, size_t whylen);
+/* Whether address is one of list[0..n) (the same host). */
+bool address_among(const char *address, const char list[][QCG_ADDR_MAX], int n);
 
 /* "HOST:PORT" as configs, flags and URLs write it: an IPv4 address, or an
    IPv6 one in brackets ("[2001:db8::1]:7700").  host gets the canonical
@@ -71,6 +89,8 @@ void addr_range_format(const struct addr_range *r, char *out, size_t len);
    family (a mapped address is IPv4). */
 bool addr_range_contains(const struct addr_range *r, const char *address);
 bool addr_range_overlap(const struct addr_range *a, const struct addr_range *b);
+/* Whether r lies wholly inside one of list[0..n). */
+bool addr_range_within_any(const struct addr_range *r, const struct addr_range *list, int n);
 /* 127.0.0.0/8 or ::1: every host's own, never a route to another site. */
 bool addr_range_loopback(const struct addr_range *r);
 /* Whether a site may declare r as its nodes' range: not loopback, not wider

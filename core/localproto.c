@@ -113,11 +113,20 @@ int local_payload_check(uint16_t type, const void *payload)
         const struct local_hello_ok *p = payload;
         if (!STR_OK(p, cluster) || !STR_OK(p, node) || !STR_OK(p, address))
             return QCG_EPROTO;
+        for (int i = 0; i < QCG_NODE_ADDRS - 1; i++) {
+            if (!STR_OK(p, other_address[i]))
+                return QCG_EPROTO;
+        }
         return 0;
+    }
+    case LOCAL_PUBLISH: {
+        const struct local_publish *p = payload;
+        return (p->addresses >> QCG_NODE_ADDRS) == 0 ? 0 : QCG_EPROTO;
     }
     case LOCAL_PLAN: {
         const struct local_plan *p = payload;
-        if (!STR_OK(p, cluster) || !STR_OK(p, node) || !STR_OK(p, address) || !STR_OK(p, token))
+        if (!STR_OK(p, cluster) || !STR_OK(p, node) || !STR_OK(p, address) || !STR_OK(p, token) ||
+            !STR_OK(p, fallback_address))
             return QCG_EPROTO;
         return 0;
     }

@@ -29,8 +29,10 @@
    3: REPORT; a LOOKUP answered with a holepunch or traversing plan may be
       followed by an INCOMING (holepunch: the connected socket) or an ERROR
       (the attempt failed) carrying the same request_id.
-   4: LOOKUP carries `only`; SITE, PROBE and OBSERVED for qcg-probe. */
-#define LOCAL_VERSION 4
+   4: LOOKUP carries `only`; SITE, PROBE and OBSERVED for qcg-probe.
+   5: a node's further addresses (HELLO_OK), which of them a listener takes
+      (PUBLISH), a direct plan's IPv4 fallback (PLAN). */
+#define LOCAL_VERSION 5
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -93,11 +95,14 @@ struct local_hello_ok {
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
     char address[LOCAL_ADDR_MAX]; /* the node's address inside its site */
+    /* Its further addresses ("" when unused): another family's. */
+    char other_address[QCG_NODE_ADDRS - 1][LOCAL_ADDR_MAX];
 };
 
 struct local_publish {
     uint16_t port;
-    uint16_t reserved;
+    uint16_t addresses; /* bit i: the listener takes the node's address i (0 the
+                           first, 1.. the others of HELLO_OK); 0 = the first only */
 };
 
 struct local_lookup {
@@ -117,6 +122,8 @@ struct local_plan {
     char node[LOCAL_NAME_MAX];
     char address[LOCAL_ADDR_MAX];
     char token[LOCAL_TOKEN_MAX];
+    char fallback_address[LOCAL_ADDR_MAX]; /* direct over IPv6: the IPv4 address to try
+                                              when IPv6 fails; "" none */
 };
 
 struct local_error {

@@ -17,6 +17,9 @@
 #define QCG_SECRET_MAX 128
 #define QCG_NAME_MAX 64
 #define QCG_ADDR_MAX 48
+/* Addresses a node (and so each of its ranks' contacts) has at most: one
+   of each family is the usual case, a few more leave room. */
+#define QCG_NODE_ADDRS 4
 #define QCG_TOKEN_MAX 128
 /* The token field of the hello one process sends another (libqcgconn's
    handshake.h), NUL included: a connect-back order's token must fit it. */

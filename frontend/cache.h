@@ -19,6 +19,7 @@ struct cached_plan {
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port;
+    char fallback[QCG_ADDR_MAX]; /* direct over IPv6: the IPv4 address behind it, or "" */
 };
 
 struct cache;

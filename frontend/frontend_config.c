@@ -37,6 +37,9 @@ const struct config_option frontend_options[] = {
     {"addresses", CONFIG_STRING, OFF(addresses), 0, 0, NULL,
      "comma-separated CIDR ranges the nodes' addresses lie in, e.g. 10.1.0.0/16 or "
      "2001:db8:1::/48 (unset: the broker accepts nodes at this frontend's own address only)"},
+    {"open-addresses", CONFIG_STRING, OFF(open_addresses), 0, 0, NULL,
+     "comma-separated CIDR ranges, inside addresses, whose nodes take inbound connections "
+     "whatever kind says (an IPv6 prefix the site's firewall lets in, e.g. 2001:db8:1:5::/64)"},
     {"open-ports", CONFIG_PORTS, OFF(open_ports), 0, 0, NULL,
      "LOW-HIGH inbound ports the firewall lets through (firewalled only)"},
     {"node-lease", CONFIG_INT, OFF(node_lease), 30, 86400, "60",
@@ -193,8 +196,23 @@ int frontend_config_check(struct frontend_config *cfg, char *err, size_t errlen)
     if (parse_list("public-address", cfg->public_address, public_item, &cfg->public_addrs[0][0],
                    QCG_ADDR_MAX, FRONTEND_PUBLIC_MAX, &cfg->npublic, err, errlen) < 0 ||
         parse_list("addresses", cfg->addresses, range_item, &cfg->ranges[0][0], FRONTEND_RANGE_LEN,
-                   FRONTEND_RANGES_MAX, &cfg->nranges, err, errlen) < 0)
+                   FRONTEND_RANGES_MAX, &cfg->nranges, err, errlen) < 0 ||
+        parse_list("open-addresses", cfg->open_addresses, range_item, &cfg->open[0][0],
+                   FRONTEND_RANGE_LEN, FRONTEND_RANGES_MAX, &cfg->nopen, err, errlen) < 0)
         return -1;
+    for (int i = 0; i < cfg->nopen; i++) {
+        struct addr_range o, r;
+        bool inside = false;
+        addr_range_parse(cfg->open[i], &o, why, sizeof(why));
+        for (int j = 0; j < cfg->nranges && !inside; j++)
+            inside = addr_range_parse(cfg->ranges[j], &r, why, sizeof(why)) == 0 &&
+                     addr_range_within_any(&o, &r, 1);
+        if (!inside) {
+            snprintf(err, errlen, "open-addresses: %s lies in none of the ranges of addresses",
+                     cfg->open[i]);
+            return -1;
+        }
+    }
     /* Behind a NAT the nodes' own addresses say nothing about where they
        appear from; open and firewalled sites' nodes are public themselves. */
     if ((kind == CLUSTER_NAT || kind == CLUSTER_SYMNAT) && cfg->npublic == 0) {

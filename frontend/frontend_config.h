@@ -24,6 +24,7 @@ struct frontend_config {
     char *kind;
     char *public_address;
     char *addresses;
+    char *open_addresses;
     int open_ports[2];
     int node_lease;
     int cache_size;
@@ -48,6 +49,8 @@ struct frontend_config {
     char public_addrs[FRONTEND_PUBLIC_MAX][QCG_ADDR_MAX];
     int nranges; /* 0: none declared (the broker accepts nodes at our own address only) */
     char ranges[FRONTEND_RANGES_MAX][FRONTEND_RANGE_LEN];
+    int nopen; /* open-addresses: node ranges that take inbound connections */
+    char open[FRONTEND_RANGES_MAX][FRONTEND_RANGE_LEN];
     char cluster_name[QCG_NAME_MAX]; /* from the certificate, == cluster when given */
     char stats_url[300];             /* --stats: url, or built from listen and port */
 };

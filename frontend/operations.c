@@ -283,7 +283,10 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
     struct node_info n;
     memset(&n, 0, sizeof(n));
     snprintf(n.name, sizeof(n.name), "%s", id->node);
-    snprintf(n.address, sizeof(n.address), "%s", node->address);
+    if (address_canonical(node->address, n.address, sizeof(n.address)) < 0 ||
+        (n.nother = address_others_take(node->__sizeOtherAddress, node->otherAddress, n.address,
+                                        n.other, QCG_NODE_ADDRS - 1, why, sizeof(why))) < 0)
+        return invalid(soap, op, id, n.nother < 0 ? why : "node address not an IP address");
     n.port_low = node->portLow;
     n.port_high = node->portHigh;
     n.can_intercept = node->canIntercept != 0;
@@ -302,8 +305,11 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         if (rc < 0)
             return relay_failed(soap, op, &err);
     }
-    log_info("node %s registered: %s ports %d-%d%s%s", n.name, n.address, n.port_low, n.port_high,
-             n.can_intercept ? ", can intercept" : "",
+    char also[QCG_NODE_ADDRS * (QCG_ADDR_MAX + 6)] = "";
+    for (int i = 0; i < n.nother; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), " and %s", n.other[i]);
+    log_info("node %s registered: %s%s ports %d-%d%s%s", n.name, n.address, also, n.port_low,
+             n.port_high, n.can_intercept ? ", can intercept" : "",
              was_up ? "" : " (broker will hear of it when reachable)");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = fe->epoch;
@@ -332,10 +338,22 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     struct node_info node;
     if (store_node_get(fe->store, id->node, &node) < 0)
         return unregistered(soap, fe, op, id);
-    if (strcmp(contact->address, node.address) != 0) {
+    if (!address_equal(contact->address, node.address)) {
         snprintf(why, sizeof(why), "address %s is not node %s's registered address %s",
                  contact->address, node.name, node.address);
         return deny(soap, fe, op, id, why);
+    }
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX];
+    int nother = address_others_take(contact->__sizeOtherAddress, contact->otherAddress,
+                                     node.address, other, QCG_NODE_ADDRS - 1, why, sizeof(why));
+    if (nother < 0)
+        return invalid(soap, op, id, why);
+    for (int i = 0; i < nother; i++) {
+        if (!address_among(other[i], (const char(*)[QCG_ADDR_MAX])node.other, node.nother)) {
+            snprintf(why, sizeof(why), "address %s is not among node %s's registered addresses",
+                     other[i], node.name);
+            return deny(soap, fe, op, id, why);
+        }
     }
     if (contact->port < node.port_low || contact->port > node.port_high) {
         snprintf(why, sizeof(why), "port %d is outside node %s's range %d-%d", contact->port,
@@ -352,8 +370,10 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
     snprintf(c.verifier, sizeof(c.verifier), "%s", contact->verifier);
     c.rank = contact->rank;
     snprintf(c.node, sizeof(c.node), "%s", node.name);
-    snprintf(c.address, sizeof(c.address), "%s", contact->address);
+    snprintf(c.address, sizeof(c.address), "%s", node.address);
     c.port = contact->port;
+    memcpy(c.other, other, sizeof(c.other));
+    c.nother = nother;
 
     struct relay_error err;
     struct relay_args a = {.contact = &c, .cluster = fe->cluster};
@@ -371,8 +391,13 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
                   c.job, c.rank);
     }
     atomic_fetch_add(&fe->counters.publishes, 1);
-    char at[HOSTPORT_MAX];
+    char at[QCG_NODE_ADDRS * (HOSTPORT_MAX + 5)];
     hostport_format(c.address, c.port, at, sizeof(at));
+    for (int i = 0; i < c.nother; i++) {
+        size_t used = strlen(at);
+        snprintf(at + used, sizeof(at) - used, " and ");
+        hostport_format(c.other[i], c.port, at + used + 5, sizeof(at) - used - 5);
+    }
     log_info("job %s rank %d published from node %s at %s", c.job, c.rank, c.node, at);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;
@@ -504,6 +529,7 @@ static void plan_to_soap(struct soap *soap, const struct plan *p, struct qcg__pl
     out->token = p->token[0] ? soap_strdup(soap, p->token) : NULL;
     out->cacheable = p->cacheable;
     out->reason = soap_strdup(soap, p->reason);
+    out->fallbackAddress = p->fallback[0] ? soap_strdup(soap, p->fallback) : NULL;
 }
 
 static int plan_cacheable(const struct plan *p)
@@ -556,6 +582,7 @@ static int lookup_begin(struct soap *soap, struct frontend *fe, const char *op,
     memcpy(plan->cluster, cp.cluster, sizeof(plan->cluster));
     memcpy(plan->node, cp.node, sizeof(plan->node));
     memcpy(plan->address, cp.address, sizeof(plan->address));
+    memcpy(plan->fallback, cp.fallback, sizeof(plan->fallback));
     plan->port = cp.port;
     plan->cacheable = 1;
     snprintf(plan->reason, sizeof(plan->reason), "cached by frontend %s", fe->cluster);
@@ -579,6 +606,7 @@ static void lookup_keep(struct frontend *fe, const char *job, const unsigned cha
     memcpy(cp.cluster, plan->cluster, sizeof(cp.cluster));
     memcpy(cp.node, plan->node, sizeof(cp.node));
     memcpy(cp.address, plan->address, sizeof(cp.address));
+    memcpy(cp.fallback, plan->fallback, sizeof(cp.fallback));
     cp.port = plan->port;
     if (cache_put(fe->cache, job, hash, toRank, &cp, gen) < 0)
         log_warnx("out of memory: plan for job %s rank %d not cached", job, toRank);

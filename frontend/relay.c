@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "address.h"
 #include "log.h"
 #include "soapH.h"
 #include "store.h"
@@ -54,6 +55,8 @@ int relay_register_cluster(struct soap *soap, const char *url, const struct clus
     c.portHigh = cluster->port_high;
     c.__sizeNodeRange = cluster->nranges;
     c.nodeRange = (char **)cluster->ranges;
+    c.__sizeOpenRange = cluster->nopen;
+    c.openRange = (char **)cluster->open;
     int rc = soap_call_qcg__registerCluster(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
@@ -74,6 +77,11 @@ int relay_register_node(struct soap *soap, const char *url, const struct node_in
     n.portHigh = node->port_high;
     n.canIntercept = node->can_intercept;
     n.incarnation = node->incarnation[0] != '\0' ? (char *)node->incarnation : NULL;
+    char *other[QCG_NODE_ADDRS];
+    for (int i = 0; i < node->nother; i++)
+        other[i] = (char *)node->other[i];
+    n.__sizeOtherAddress = node->nother;
+    n.otherAddress = other;
     int rc = soap_call_qcg__registerNode(soap, url, NULL, QCG_PROTOCOL_VERSION, &n, &resp);
     return call_failed(soap, rc, err);
 }
@@ -92,6 +100,11 @@ int relay_publish(struct soap *soap, const char *url, const struct contact_info 
     c.node = (char *)contact->node;
     c.address = (char *)contact->address;
     c.port = contact->port;
+    char *other[QCG_NODE_ADDRS];
+    for (int i = 0; i < contact->nother; i++)
+        other[i] = (char *)contact->other[i];
+    c.__sizeOtherAddress = contact->nother;
+    c.otherAddress = other;
     int rc = soap_call_qcg__publish(soap, url, NULL, QCG_PROTOCOL_VERSION, &c, &resp);
     return call_failed(soap, rc, err);
 }
@@ -116,8 +129,9 @@ static int plan_copy(const struct qcg__plan *p, struct plan *plan)
         copy_str(plan->node, sizeof(plan->node), p->node) < 0 ||
         copy_str(plan->address, sizeof(plan->address), p->address) < 0 ||
         copy_str(plan->token, sizeof(plan->token), p->token) < 0 ||
-        copy_str(plan->reason, sizeof(plan->reason), p->reason) < 0 || p->port < 0 ||
-        p->port > 65535)
+        copy_str(plan->reason, sizeof(plan->reason), p->reason) < 0 ||
+        copy_str(plan->fallback, sizeof(plan->fallback), p->fallbackAddress) < 0 || p->port < 0 ||
+        p->port > 65535 || (plan->fallback[0] != '\0' && address_family(plan->fallback) != AF_INET))
         return -1;
     plan->port = p->port;
     plan->cacheable = p->cacheable != 0;

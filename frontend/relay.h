@@ -32,7 +32,8 @@ struct plan {
     int port;
     char token[QCG_TOKEN_MAX];
     int cacheable;
-    char reason[400]; /* the broker's plan_decision.reason */
+    char reason[400];            /* the broker's plan_decision.reason */
+    char fallback[QCG_ADDR_MAX]; /* direct over IPv6: the IPv4 address behind it, or "" */
 };
 
 struct cluster_decl {
@@ -43,6 +44,8 @@ struct cluster_decl {
     int port_low, port_high;
     int nranges; /* the nodes' address ranges, CIDR */
     const char *const *ranges;
+    int nopen; /* open ranges (inside the node ranges), CIDR */
+    const char *const *open;
 };
 
 int relay_register_cluster(struct soap *soap, const char *url, const struct cluster_decl *cluster,

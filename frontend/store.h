@@ -23,6 +23,8 @@ struct command;
 struct node_info {
     char name[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* its further addresses */
+    int nother;
     int port_low, port_high;
     int can_intercept;
     char incarnation[STORE_INCARNATION_MAX]; /* its helper's start; "" from an older helper */
@@ -35,6 +37,8 @@ struct contact_info {
     char node[QCG_NAME_MAX];
     char address[QCG_ADDR_MAX];
     int port;
+    char other[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX]; /* further addresses, same port */
+    int nother;
 };
 
 /* A withdrawal the broker did not acknowledge (it was unreachable). */

@@ -46,6 +46,9 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
         addrs[i] = cfg->public_addrs[i];
     for (int i = 0; i < cfg->nranges; i++)
         ranges[i] = cfg->ranges[i];
+    const char *open[FRONTEND_RANGES_MAX];
+    for (int i = 0; i < cfg->nopen; i++)
+        open[i] = cfg->open[i];
     struct cluster_decl decl = {
         .name = fe->cluster,
         .kind = cluster_kind_name(cfg->kind_value),
@@ -55,6 +58,8 @@ static int register_all(void *arg, struct soap *soap, uint64_t *epoch, char *rea
         .port_high = cfg->open_ports[1],
         .nranges = cfg->nranges,
         .ranges = ranges,
+        .nopen = cfg->nopen,
+        .open = open,
     };
     struct relay_error err;
     int rc = relay_register_cluster(soap, url(up), &decl, epoch, &err);

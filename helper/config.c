@@ -36,6 +36,12 @@ const struct config_option helper_options[] = {
     OPT("max-lookups-per-uid", CONFIG_INT, max_lookups_per_uid, 1, 4096, "256",
         "first lookups of one uid waiting for, or in, a batch to the frontend (a batch "
         "takes one thread, whatever it carries); more wait unread"),
+    OPT("lookups-per-uid", CONFIG_INT, lookups_per_uid, 1, 1000000, "1000",
+        "LOOKUPs of one uid a second on average (bursts of 10 s worth pass) while another "
+        "uid of the node looked up within 10 s (a uid alone is not held to it); more are "
+        "refused (busy: the library asks again). Keep it below the frontend's "
+        "node-lookups, which every uid of the node shares: what is left is the other "
+        "uids'; the default is half of node-lookups' default"),
     OPT("reports-per-uid", CONFIG_INT, reports_per_uid, 1, 100000, "64",
         "REPORTs of one uid sent upstream a second on average (bursts of 16 s worth "
         "pass); the excess is dropped and counted, and so is a success reported while the "
@@ -62,7 +68,8 @@ const struct config_option helper_options[] = {
     OPT("node", CONFIG_STRING, node, 0, 0, NULL,
         "this node's name (default: from the certificate's CN)"),
     OPT("address", CONFIG_STRING, address, 0, 0, NULL,
-        "the node's address inside its site, an IPv4/IPv6 literal (required)"),
+        "the node's address inside its site, an IPv4/IPv6 literal (required); a dual-stack node "
+        "lists one of each family, comma-separated"),
     OPT("ports", CONFIG_PORTS, ports, 0, 0, NULL,
         "the node's listening port range LOW-HIGH (required)"),
     OPT("intercept", CONFIG_BOOL, intercept, 0, 0, "yes",
@@ -224,12 +231,25 @@ int helper_config_check(struct helper_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "node: '%s' is not a valid name", cfg->node);
         return -1;
     }
-    if (cfg->address == NULL || !address_valid(cfg->address)) {
-        snprintf(err, errlen, "address: %s%s%s", cfg->address == NULL ? "required, " : "'",
-                 cfg->address == NULL ? "an IPv4 or IPv6 literal" : cfg->address,
-                 cfg->address == NULL ? "" : "' is not an IPv4 or IPv6 literal");
+    if (cfg->address == NULL) {
+        snprintf(err, errlen, "address: required, an IPv4 or IPv6 literal");
         return -1;
     }
+    char awhy[160];
+    cfg->naddrs = address_list_parse(cfg->address, cfg->addrs, QCG_NODE_ADDRS, awhy, sizeof(awhy));
+    if (cfg->naddrs < 0) {
+        snprintf(err, errlen, "address: %s", awhy);
+        return -1;
+    }
+    /* From here on `address` is the first one, as every single-address
+       user of it (traversing, punching, status) expects. */
+    char *first = strdup(cfg->addrs[0]);
+    if (first == NULL) {
+        snprintf(err, errlen, "address: out of memory");
+        return -1;
+    }
+    free(cfg->address);
+    cfg->address = first;
     if (cfg->ports[0] <= 0 || cfg->ports[1] < cfg->ports[0]) {
         snprintf(err, errlen, "ports: the node's port range LOW-HIGH is required");
         return -1;

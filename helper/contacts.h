@@ -22,8 +22,9 @@ struct contact {
     char secret[LOCAL_SECRET_MAX];
     int32_t rank;
     uint16_t port;
-    pid_t pid; /* the publishing process, for log lines */
-    uid_t uid; /* its user: only that user learns the pid */
+    uint16_t addresses; /* the node's addresses its listener takes (local_publish) */
+    pid_t pid;          /* the publishing process, for log lines */
+    uid_t uid;          /* its user: only that user learns the pid */
 };
 
 enum contact_state {

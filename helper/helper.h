@@ -37,6 +37,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "proto.h"
 
 #define HELPER_DEFAULT_SOCKET "/run/qcg/helper.sock"
 #define HELPER_MAX_UIDS 64
@@ -52,6 +53,10 @@ struct helper_config {
     int max_requests_per_uid;
     /* First lookups of one uid waiting for, or in, a batch to the frontend. */
     int max_lookups_per_uid;
+    /* LOOKUPs a second, per uid; bursts of 10 s worth: a share of the
+       node's budget at the frontend (node-lookups), so that one uid cannot
+       spend all of it. */
+    int lookups_per_uid;
     int reports_per_uid; /* REPORTs upstream a second, per uid; bursts of 16 s worth */
     int probes_per_uid;  /* SITE and PROBE requests a minute, per uid; bursts of as many */
     int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */
@@ -62,7 +67,8 @@ struct helper_config {
     int crl_accept_older; /* reloads take an expired or older CRL too */
     char *cluster;        /* default: from the certificate's CN */
     char *node;
-    char *address; /* the node's address inside its site */
+    char *address; /* the node's addresses inside its site: the first (IPv4 if any) after
+                      helper_config_check, the others in addrs[] */
     int ports[2];  /* the node's listening port range */
     int intercept; /* take part in traversing when privileged */
     int nfqueue;   /* the NFQUEUE number of our interception rules */
@@ -78,6 +84,8 @@ struct helper_config {
     int metrics_tls;
 
     /* Derived by helper_config_check. */
+    char addrs[QCG_NODE_ADDRS][QCG_ADDR_MAX]; /* from `address`: addrs[0] is `address` then */
+    int naddrs;
     mode_t mode;
     uid_t uids[HELPER_MAX_UIDS];
     int nuids;

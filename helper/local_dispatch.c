@@ -66,6 +66,8 @@ static int on_hello(struct conn *c, uint32_t rid)
     snprintf(ok.cluster, sizeof(ok.cluster), "%s", cfg->cluster);
     snprintf(ok.node, sizeof(ok.node), "%s", cfg->node);
     snprintf(ok.address, sizeof(ok.address), "%s", cfg->address);
+    for (int i = 1; i < cfg->naddrs; i++)
+        snprintf(ok.other_address[i - 1], sizeof(ok.other_address[i - 1]), "%s", cfg->addrs[i]);
     send_msg(c, LOCAL_HELLO_OK, rid, &ok, sizeof(ok), 0);
     return 0;
 }
@@ -83,7 +85,15 @@ static int on_publish(struct conn *c, uint32_t rid)
                    cfg->ports[0], cfg->ports[1]);
         return 0;
     }
+    if ((c->in.publish.addresses >> cfg->naddrs) != 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "this node has %d address%s: no address %d to listen on",
+                   cfg->naddrs, cfg->naddrs == 1 ? "" : "es",
+                   31 - __builtin_clz((unsigned)c->in.publish.addresses));
+        return 0;
+    }
     ct.port = (uint16_t)port;
+    /* The first address always: older libraries publish that one alone. */
+    ct.addresses = (uint16_t)(c->in.publish.addresses | 1u);
     int rc = contacts_reserve(c->srv->cs, &ct, c->id, &holder, &holder_uid);
     if (rc == QCG_EBUSY) {
         /* Another user's pid is none of the caller's business. */
@@ -164,21 +174,6 @@ static int withdraw_now(struct conn *c, uint32_t rid)
     return 1;
 }
 
-static int on_lookup(struct conn *c, uint32_t rid)
-{
-    int32_t to = c->in.lookup.to_rank;
-
-    if (to < 0) {
-        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
-        return 0;
-    }
-    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
-        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
-        return 0;
-    }
-    return 1;
-}
-
 void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const char *option)
 {
     struct local_server *srv = c->srv;
@@ -194,6 +189,39 @@ void refusal_log(struct conn *c, struct ratelimit *rl, const char *what, const c
 static void quota_log(struct conn *c, const char *what, const char *option)
 {
     refusal_log(c, &c->srv->refused_log, what, option);
+}
+
+/* Every lookup of a uid spends the node's budget at the frontend
+   (node-lookups), which the node's uids share: each uid gets its own rate
+   of it here, where its uid is known for sure.  A uid alone (no other
+   looked up within a burst's time) may spend the whole budget: a job's
+   storm on a node of its own is not slowed. */
+#define LOOKUP_BURST_S 10
+static int on_lookup(struct conn *c, uint32_t rid)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    struct share *sh = c->share;
+    int32_t to = c->in.lookup.to_rank;
+
+    if (to < 0) {
+        send_error(c, rid, QCG_EINVAL, 0, "invalid rank %d", to);
+        return 0;
+    }
+    if (!share_take(sh, &sh->lookup_rate, cfg->lookups_per_uid,
+                    LOOKUP_BURST_S * (double)cfg->lookups_per_uid) &&
+        share_others_looking_up(c->srv->shares, sh, LOOKUP_BURST_S * 1000)) {
+        quota_log(c, "LOOKUP refused", "lookups-per-uid");
+        send_error(c, rid, QCG_EBUSY, 0,
+                   "uid %d asked for more than %d lookups a second (lookups-per-uid); "
+                   "retry later",
+                   (int)c->uid, cfg->lookups_per_uid);
+        return 0;
+    }
+    if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
+        send_error(c, rid, QCG_ESYS, 0, "the helper cannot queue the request");
+        return 0;
+    }
+    return 1;
 }
 
 int report_admitted(struct conn *c)

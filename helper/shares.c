@@ -71,6 +71,18 @@ void share_request_end(struct shares *ss, struct share *s)
     release(ss, s);
 }
 
+bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms)
+{
+    uint64_t now = monotonic_ms();
+
+    for (const struct dlink *l = ss->list.head; l != NULL; l = l->next) {
+        const struct share *o = dlist_entry(l, struct share, link);
+        if (o != s && o->lookup_rate.last_ms != 0 && o->lookup_rate.last_ms + within_ms >= now)
+            return true;
+    }
+    return false;
+}
+
 bool share_take(struct share *s, struct tokenbucket *b, double rate, double burst)
 {
     uint64_t now = monotonic_ms();

@@ -26,10 +26,10 @@ struct share {
        the helper's turn of uids that have some (local_requests.c). */
     struct dlist batch_wait;
     struct dlink batch_turn;
-    /* Rates per uid (reports-per-uid, probes-per-uid): the share outlives
-       the uid's connections until its buckets are full again, or a uid
-       would get a full bucket by reconnecting. */
-    struct tokenbucket reports, probes;
+    /* Rates per uid (lookups-per-uid, reports-per-uid, probes-per-uid):
+       the share outlives the uid's connections until its buckets are full
+       again, or a uid would get a full bucket by reconnecting. */
+    struct tokenbucket lookup_rate, reports, probes;
     uint64_t keep_until_ms;
 };
 
@@ -49,5 +49,8 @@ void share_request_end(struct shares *ss, struct share *s);
 /* Takes a token of the share's bucket b (rate a second, burst): true when
    there was one.  Keeps the share until the bucket is full again. */
 bool share_take(struct share *s, struct tokenbucket *b, double rate, double burst);
+/* Whether a uid other than s's asked for a lookup within the last
+   within_ms (its lookup_rate was used): s then shares the node. */
+bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms);
 
 #endif

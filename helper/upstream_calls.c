@@ -110,6 +110,13 @@ int call_publish(struct upstream *u, struct soap *soap, const struct call_args *
         explicit_bzero(&c, sizeof(c));
         return QCG_ESYS;
     }
+    /* The node's further addresses the process's listener takes. */
+    char *other[QCG_NODE_ADDRS];
+    int nother = 0;
+    for (int i = 1; i < u->cfg->naddrs; i++) {
+        if (c.addresses & (1u << i))
+            other[nother++] = (char *)u->cfg->addrs[i];
+    }
     struct qcg__contact con = {
         .job = c.job,
         .verifier = v,
@@ -118,6 +125,8 @@ int call_publish(struct upstream *u, struct soap *soap, const struct call_args *
         .node = u->cfg->node,
         .address = u->cfg->address,
         .port = c.port,
+        .__sizeOtherAddress = nother,
+        .otherAddress = other,
     };
     struct qcg__ackResponse resp;
 
@@ -386,6 +395,11 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
         explicit_bzero(it.verifier, sizeof(it.verifier));
         return rc;
     }
+    /* A connection that left IPv6 for IPv4 says why (the process's report,
+       rate-limited per uid like every report). */
+    if (it.why[0] != '\0')
+        log_info("job %s rank %d -> rank %d: %s connected after: %s", it.job, it.from_rank,
+                 it.to_rank, it.technique, it.why);
     bool queued = reports_add(u->reports, &it);
     explicit_bzero(it.verifier, sizeof(it.verifier));
     if (!queued) {

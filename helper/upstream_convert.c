@@ -85,8 +85,12 @@ int upstream_plan(const struct qcg__plan *p, int32_t to_rank, struct local_plan 
     if (copy_field(out->cluster, sizeof(out->cluster), p->cluster) < 0 ||
         copy_field(out->node, sizeof(out->node), p->node) < 0 ||
         copy_field(out->address, sizeof(out->address), p->address) < 0 ||
-        copy_field(out->token, sizeof(out->token), p->token) < 0 || p->port < 0 ||
-        p->port > 65535 || (t == TECH_DIRECT && (p->port == 0 || out->address[0] == '\0'))) {
+        copy_field(out->token, sizeof(out->token), p->token) < 0 ||
+        copy_field(out->fallback_address, sizeof(out->fallback_address), p->fallbackAddress) < 0 ||
+        p->port < 0 || p->port > 65535 ||
+        (t == TECH_DIRECT && (p->port == 0 || out->address[0] == '\0')) ||
+        (out->fallback_address[0] != '\0' &&
+         (t != TECH_DIRECT || address_family(out->fallback_address) != AF_INET))) {
         snprintf(msg, msglen, "lookup: the frontend sent a malformed %s plan", p->technique);
         memset(out, 0, sizeof(*out));
         return QCG_EUPSTREAM;

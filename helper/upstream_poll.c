@@ -34,6 +34,9 @@ static int register_node(void *arg, struct soap *soap, uint64_t *epoch, char *wh
         }
         hex_encode(raw, sizeof(raw), u->incarnation);
     }
+    char *other[QCG_NODE_ADDRS];
+    for (int i = 1; i < u->cfg->naddrs; i++)
+        other[i - 1] = (char *)u->cfg->addrs[i];
     struct qcg__node node = {
         .name = u->cfg->node,
         .address = u->cfg->address,
@@ -41,6 +44,8 @@ static int register_node(void *arg, struct soap *soap, uint64_t *epoch, char *wh
         .portHigh = u->cfg->ports[1],
         .canIntercept = atomic_load(&u->can_intercept),
         .incarnation = u->incarnation,
+        .__sizeOtherAddress = u->cfg->naddrs - 1,
+        .otherAddress = other,
     };
     struct qcg__registerResponse resp;
     char subcode[32], text[256];

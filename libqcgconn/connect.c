@@ -106,6 +106,8 @@ struct qcg_connect_op {
     int last_refusal;
     int short_errno;              /* ... which one (EMFILE, EADDRNOTAVAIL...) */
     char history[QCG_ERRMSG_MAX]; /* "reversed: why; proxy: why; " */
+    char note[QCG_ERRMSG_MAX];    /* why IPv6 was left for IPv4, reported with the success */
+    bool v4_fallback;             /* this direct attempt is the IPv4 one behind IPv6 */
     char err[QCG_ERRMSG_MAX];
 };
 
@@ -469,7 +471,8 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
         keep_cause(err);
         return fail(op, code, "%s", why);
     }
-    append(op->history, sizeof(op->history), tech_name(op->technique));
+    append(op->history, sizeof(op->history),
+           op->v4_fallback ? "IPv4 direct" : tech_name(op->technique));
     append(op->history, sizeof(op->history), ": ");
     append(op->history, sizeof(op->history), why);
     append(op->history, sizeof(op->history), "; ");
@@ -527,6 +530,33 @@ static int short_of(qcg_connect_op *op, const char *call, int err)
     return back_off(op, true);
 }
 
+static int start_tcp(qcg_connect_op *op);
+static int to_ipv4(qcg_connect_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Direct over IPv6 failed and the plan has the peer's IPv4 address behind
+   it: that one, in the same attempt.  Not reported as direct's failure (the
+   broker would avoid direct between the two sites); said with the
+   success, and in the error if IPv4 fails too. */
+static int to_ipv4(qcg_connect_op *op, const char *fmt, ...)
+{
+    char why[QCG_ERRMSG_MAX / 4], line[QCG_ERRMSG_MAX / 2];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    attempt_cleanup(op);
+    snprintf(line, sizeof(line), "IPv6 direct to rank %d failed: %s; ", op->rank, why);
+    append(op->history, sizeof(op->history), line);
+    snprintf(op->note, sizeof(op->note), "%sIPv4 direct to %s port %u", line,
+             op->plan.fallback_address, op->plan.port);
+    memcpy(op->plan.address, op->plan.fallback_address, sizeof(op->plan.address));
+    op->plan.fallback_address[0] = '\0';
+    op->v4_fallback = true;
+    moved(op);
+    return start_tcp(op);
+}
+
 /* Starts a non-blocking TCP connection to the plan's address. */
 static int start_tcp(qcg_connect_op *op)
 {
@@ -548,6 +578,7 @@ static int start_tcp(qcg_connect_op *op)
         return fail(op, QCG_ESYS, "socket: %s", keep_errno(errno));
     attempt_begin(op, op->technique == QCG_TECH_TRAVERSING ? TRAVERSING_TIMEOUT_MS
                       : op->technique == QCG_TECH_PROXY    ? (unsigned)op->timeout_ms
+                      : p->fallback_address[0] != '\0'     ? DIRECT_V6_TIMEOUT_MS
                                                            : DIRECT_TIMEOUT_MS);
     if (connect(op->tcp, (struct sockaddr *)&sa, len) < 0 && errno != EINPROGRESS) {
         if (local_shortage(errno))
@@ -555,6 +586,8 @@ static int start_tcp(qcg_connect_op *op)
         if (op->technique == QCG_TECH_PROXY)
             return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
                                   p->address, p->port, keep_errno(errno));
+        if (p->fallback_address[0] != '\0')
+            return to_ipv4(op, "connect to %s port %u: %s", p->address, p->port, keep_errno(errno));
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", p->address, p->port,
                               keep_errno(errno));
     }
@@ -682,6 +715,8 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
     if (m->type != LOCAL_PLAN)
         return fail(op, QCG_EPROTO, "helper answered LOOKUP with message type %u", m->type);
     op->plan = m->u.plan;
+    op->v4_fallback = false;
+    op->note[0] = '\0';
     op->last_refusal = 0;
     moved(op);
     if (op->only != QCG_TECH_NONE && op->plan.technique != op->only)
@@ -795,6 +830,9 @@ static int step_tcp(qcg_connect_op *op)
     if (poll(&p, 1, 0) <= 0) {
         char bound[96];
 
+        if (attempt_over(op) && op->plan.fallback_address[0] != '\0')
+            return to_ipv4(op, "no connection to %s port %u %s", op->plan.address, op->plan.port,
+                           wait_text(&op->attempt, bound, sizeof(bound)));
         if (attempt_over(op))
             return attempt_failed(op, QCG_ETIMEDOUT, "no connection to %s port %u %s",
                                   op->plan.address, op->plan.port,
@@ -806,6 +844,9 @@ static int step_tcp(qcg_connect_op *op)
     if (soerr != 0 && op->technique == QCG_TECH_PROXY)
         return attempt_failed(op, QCG_EPEER, "connect to the proxy at %s port %u: %s",
                               op->plan.address, op->plan.port, keep_errno(soerr));
+    if (soerr != 0 && op->plan.fallback_address[0] != '\0')
+        return to_ipv4(op, "connect to %s port %u: %s", op->plan.address, op->plan.port,
+                       keep_errno(soerr));
     if (soerr != 0)
         return attempt_failed(op, QCG_EPEER, "connect to %s port %u: %s", op->plan.address,
                               op->plan.port, keep_errno(soerr));
@@ -1181,7 +1222,7 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
     /* The caller gets an ordinary blocking socket. */
     fd = op->tcp;
     watch(op, -1, 0);
-    report(op, true, "");
+    report(op, true, op->note);
     unpoll_helper(op);
     inbox_close(op);
     op_unlist(op);

@@ -110,10 +110,23 @@ int ctx_check_info(qcg_ctx *ctx, const struct qcg_conn_info *info, size_t info_s
     return QCG_EINVAL;
 }
 
+/* The node's further addresses: each one, or "" and nothing after it. */
+static bool others_valid(const struct local_hello_ok *ok)
+{
+    bool end = false;
+    for (int i = 0; i < QCG_NODE_ADDRS - 1; i++) {
+        if (ok->other_address[i][0] == '\0')
+            end = true;
+        else if (end || !address_valid(ok->other_address[i]))
+            return false;
+    }
+    return true;
+}
+
 int ctx_check_hello_ok(const qcg_ctx *ctx, const struct local_hello_ok *ok, char *why, size_t len)
 {
     if (ok->version != LOCAL_VERSION || ok->port_low == 0 || ok->port_low > ok->port_high ||
-        !address_valid(ok->address)) {
+        !address_valid(ok->address) || !others_valid(ok)) {
         snprintf(why, len,
                  "helper at %s sent an invalid HELLO_OK (version %u, ports %u-%u, "
                  "address '%s')",
@@ -216,6 +229,7 @@ QCG_EXPORT int qcg_open_sized(qcg_ctx **ctxp, const struct qcg_options *opts, si
     strcpy(ctx->cluster, reply.payload.hello_ok.cluster);
     strcpy(ctx->node, reply.payload.hello_ok.node);
     strcpy(ctx->address, reply.payload.hello_ok.address);
+    memcpy(ctx->other_address, reply.payload.hello_ok.other_address, sizeof(ctx->other_address));
     ctx->port_low = reply.payload.hello_ok.port_low;
     ctx->port_high = reply.payload.hello_ok.port_high;
     *ctxp = ctx;

@@ -54,6 +54,9 @@
    a hole punch (our helper's punch: 5 s without progress, 10 s at most;
    its answer is the only progress we see). */
 #define DIRECT_TIMEOUT_MS 5000
+/* Direct over IPv6 with IPv4 behind it: silence before the IPv4 address
+   is tried (happy eyeballs, in turn rather than in parallel). */
+#define DIRECT_V6_TIMEOUT_MS 2000
 #define TRAVERSING_TIMEOUT_MS 5000
 #define HOLEPUNCH_TIMEOUT_MS 12000
 /* The proxy's preamble: "QCGP" and the token, NUL-padded. */
@@ -173,6 +176,7 @@ struct qcg_ctx {
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
     char address[LOCAL_ADDR_MAX];
+    char other_address[QCG_NODE_ADDRS - 1][LOCAL_ADDR_MAX]; /* "" when unused */
     uint16_t port_low, port_high;
 
     /* The one connection to the helper: HELLO, PUBLISH, WITHDRAW, and every
@@ -196,7 +200,8 @@ struct qcg_ctx {
 
     int listen_fd;
     uint16_t listen_port;
-    bool published; /* by the application: published again on each helper connection */
+    uint16_t listen_addresses; /* local_publish.addresses: the node's addresses it takes */
+    bool published;            /* by the application: published again on each helper connection */
 
     int io_epfd;     /* listener, helper_fd, pending[].fd in progress, accept_timer */
     int accept_epfd; /* qcg_accept_pollfd: io_epfd and ready_efd */

@@ -19,13 +19,37 @@ static socklen_t make_sockaddr(struct sockaddr_storage *sa, const char *address,
     return address_sockaddr(address, port, sa);
 }
 
+/* A node with several addresses: one socket for all of them, the wildcard
+   of IPv6 taking IPv4 too (IPV6_V6ONLY off), or of IPv4 when it has no
+   IPv6 address; sa and the mask of the node's addresses it takes.  A node
+   with one address, or a host without IPv6: that address alone. */
+static socklen_t listen_sockaddr(const qcg_ctx *ctx, uint16_t port, struct sockaddr_storage *sa,
+                                 uint16_t *mask, bool *dual)
+{
+    int n = 1;
+    bool v6 = address_family(ctx->address) == AF_INET6;
+    while (n < QCG_NODE_ADDRS && ctx->other_address[n - 1][0] != '\0') {
+        v6 = v6 || address_family(ctx->other_address[n - 1]) == AF_INET6;
+        n++;
+    }
+    *dual = false;
+    *mask = 1;
+    if (n > 1) {
+        *mask = (uint16_t)((1u << n) - 1);
+        *dual = v6;
+        return make_sockaddr(sa, v6 ? "::" : "0.0.0.0", port);
+    }
+    return make_sockaddr(sa, ctx->address, port);
+}
+
 /* Binds the first free port of the range, starting at a random offset so
    that the processes of a node do not all race for the same port. */
 static int bind_in_range(qcg_ctx *ctx)
 {
     unsigned span = (unsigned)ctx->port_high - ctx->port_low + 1;
     uint32_t start = 0;
-    int fd, one = 1, last_errno = 0;
+    int fd, one = 1, zero = 0, last_errno = 0;
+    bool only_first = false;
 
     if (random_bytes(&start, sizeof(start)) < 0)
         start = (uint32_t)now_us();
@@ -33,21 +57,36 @@ static int bind_in_range(qcg_ctx *ctx)
     for (unsigned i = 0; i < span; i++) {
         uint16_t port = (uint16_t)(ctx->port_low + (start + i) % span);
         struct sockaddr_storage sa;
-        socklen_t len = make_sockaddr(&sa, ctx->address, port);
+        uint16_t mask;
+        bool dual;
+        socklen_t len = listen_sockaddr(ctx, port, &sa, &mask, &dual);
 
+        if (only_first) {
+            len = make_sockaddr(&sa, ctx->address, port);
+            mask = 1;
+            dual = false;
+        }
         fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0 && dual && errno == EAFNOSUPPORT) {
+            /* IPv6 is off on this host: the first address, IPv4, alone. */
+            only_first = true;
+            i--;
+            continue;
+        }
         if (fd < 0) {
             ctx_seterr(ctx, "socket: %s", keep_errno(errno));
             return QCG_ESYS;
         }
-        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
-            ctx_seterr(ctx, "SO_REUSEADDR: %s", keep_errno(errno));
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            (dual && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)) {
+            ctx_seterr(ctx, "listener options: %s", keep_errno(errno));
             close(fd);
             return QCG_ESYS;
         }
         if (bind(fd, (struct sockaddr *)&sa, len) == 0 && listen(fd, SOMAXCONN) == 0) {
             ctx->listen_fd = fd;
             ctx->listen_port = port;
+            ctx->listen_addresses = mask;
             return 0;
         }
         last_errno = errno;
@@ -104,6 +143,7 @@ QCG_EXPORT int qcg_listen(qcg_ctx *ctx)
 
     memset(&pub, 0, sizeof(pub));
     pub.port = ctx->listen_port;
+    pub.addresses = ctx->listen_addresses;
     rc = publish(ctx, &pub, &reply);
     if (rc == 0 && reply.hdr.type != LOCAL_OK) {
         ctx_seterr(ctx, "helper answered PUBLISH with message type %u", reply.hdr.type);

@@ -78,7 +78,7 @@ static int helper_ask(qcg_ctx *ctx, uint16_t type, const void *payload, unsigned
 
 static void republish(qcg_ctx *ctx)
 {
-    struct local_publish pub = {.port = ctx->listen_port};
+    struct local_publish pub = {.port = ctx->listen_port, .addresses = ctx->listen_addresses};
 
     ctx->hstate = H_PUBLISH;
     (void)helper_ask(ctx, LOCAL_PUBLISH, &pub, HELPER_PUBLISH_TIMEOUT_MS);

@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "number.h"
 #include "qcgconn.h"
 
@@ -334,8 +337,36 @@ static void short_of_fds(int err)
                 err == EMFILE ? "process" : "node", strerror(err));
 }
 
+/* The far end of fd as "[2001:db8::1]:7700" or "198.51.100.7:7700" (an
+   IPv4 peer of a dual-stack listener as IPv4); "" when unknown. */
+static void peer_text(int fd, char *out, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN], canon[INET6_ADDRSTRLEN];
+    const void *a;
+    uint16_t port;
+
+    out[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        a = &((struct sockaddr_in *)&ss)->sin_addr;
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    } else {
+        return;
+    }
+    if (inet_ntop(ss.ss_family, a, host, sizeof(host)) == NULL ||
+        address_canonical(host, canon, sizeof(canon)) < 0)
+        return;
+    hostport_format(canon, port, out, len);
+}
+
 static void report(const struct cat_opts *o, const char *event, const struct qcg_conn_info *info,
-                   long long bytes)
+                   long long bytes, const char *where)
 {
     const char *tech = qcg_technique_name(info->technique);
     const char *enc = qcg_encryption_name(info->encryption);
@@ -343,8 +374,9 @@ static void report(const struct cat_opts *o, const char *event, const struct qcg
     if (o->json)
         fprintf(stderr,
                 "{\"event\":\"%s\",\"peer\":%d,\"technique\":\"%s\",\"setup_us\":%llu,"
-                "\"bytes\":%lld,\"encryption\":\"%s\"}\n",
-                event, info->peer_rank, tech, (unsigned long long)info->setup_us, bytes, enc);
+                "\"bytes\":%lld,\"encryption\":\"%s\",\"address\":\"%s\"}\n",
+                event, info->peer_rank, tech, (unsigned long long)info->setup_us, bytes, enc,
+                where);
     else if (bytes < 0)
         fprintf(stderr, "qcg-cat: %s rank %d (%s, %s, setup %llu us)\n", event, info->peer_rank,
                 tech, enc, (unsigned long long)info->setup_us);
@@ -411,7 +443,9 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
             return 1;
         }
     }
-    report(o, "accepted", &info, -1);
+    char where[HOSTPORT_MAX];
+    peer_text(fd, where, sizeof(where));
+    report(o, "accepted", &info, -1, where);
     c = (struct conn){.fd = fd, .tls = info.tls};
     bytes = copy(&c, &out, buf, &which);
     if (bytes < 0) {
@@ -423,7 +457,7 @@ static int do_listen(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
     /* The sender reads to our end: an orderly one (close_notify). */
     conn_end(&c);
     conn_close(&c);
-    report(o, "done", &info, bytes);
+    report(o, "done", &info, bytes, where);
     return 0;
 }
 
@@ -449,8 +483,10 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
         short_of_fds(qcg_last_errno(ctx));
         return 1;
     }
+    char where[HOSTPORT_MAX];
+    peer_text(fd, where, sizeof(where));
     if (!o->json)
-        report(o, "connected to", &info, -1);
+        report(o, "connected to", &info, -1, where);
     c = (struct conn){.fd = fd, .tls = info.tls};
     bytes = send_stdin(&c, peer, buf);
     if (bytes < 0) {
@@ -467,7 +503,7 @@ static int do_connect(const struct cat_opts *o, qcg_ctx *ctx, char *buf)
         return 1;
     }
     conn_close(&c);
-    report(o, "sent", &info, bytes);
+    report(o, "sent", &info, bytes, where);
     return 0;
 }
 

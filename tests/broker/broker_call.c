@@ -61,15 +61,29 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
             else
                 pub[npub++] = argv[i];
         }
-        struct qcg__cluster c = {argv[1],       argv[2],       npub,    npub ? pub : NULL,
-                                 atoi(argv[3]), atoi(argv[4]), nranges, nranges ? ranges : NULL};
+        struct qcg__cluster c = {argv[1],
+                                 argv[2],
+                                 npub,
+                                 npub ? pub : NULL,
+                                 atoi(argv[3]),
+                                 atoi(argv[4]),
+                                 nranges,
+                                 nranges ? ranges : NULL,
+                                 0,
+                                 NULL};
         struct qcg__registerResponse r;
         rc = soap_call_qcg__registerCluster(soap, url, NULL, version, &c, &r);
         if (rc == SOAP_OK)
             printf("ok version=%d epoch=%llu\n", r.version, (unsigned long long)r.epoch);
     } else if (strcmp(op, "register-node") == 0 && (argc == 6 || argc == 7)) {
-        struct qcg__node n = {argv[1],       argv[2],       atoi(argv[3]),
-                              atoi(argv[4]), atoi(argv[5]), argc == 7 ? argv[6] : NULL};
+        struct qcg__node n = {argv[1],
+                              argv[2],
+                              atoi(argv[3]),
+                              atoi(argv[4]),
+                              atoi(argv[5]),
+                              argc == 7 ? argv[6] : NULL,
+                              0,
+                              NULL};
         struct qcg__registerResponse r;
         rc = soap_call_qcg__registerNode(soap, url, NULL, version, &n, &r);
         if (rc == SOAP_OK)
@@ -78,7 +92,8 @@ static int call(struct soap *soap, const char *url, int version, int argc, char 
         struct qcg__contact c = {argv[1],       verifier_arg(argv[1], argv[2], vbuf),
                                  atoi(argv[3]), strcmp(argv[4], "-") == 0 ? NULL : argv[4],
                                  argv[5],       argv[6],
-                                 atoi(argv[7])};
+                                 atoi(argv[7]), 0,
+                                 NULL};
         struct qcg__ackResponse r;
         rc = soap_call_qcg__publish(soap, url, NULL, version, &c, &r);
         if (rc == SOAP_OK)

@@ -2,7 +2,7 @@
  * broker-plan: the plan table of docs/architecture.md over the five lab sites
  * (open, fw, nata, natb, sym) pairwise, the same cluster, a firewalled site
  * with an open port range, and the fallback (techniques already tried, no
- * proxy configured).
+ * proxy configured), and the family of a plan (IPv6 first, IPv4 behind it).
  */
 #include <string.h>
 
@@ -395,8 +395,72 @@ static void test_tried_parse(void)
            "too long: %s", why);
 }
 
+/* The family of a plan: IPv6 first where both ends have it and the target
+   takes it, IPv4 behind it; IPv6 instead of a NAT's technique only through
+   an open range, and never once direct failed. */
+static void test_family(void)
+{
+    struct plan_decision d;
+    struct plan_offer offer = {.proxy = true, .reflector = true};
+    const struct plan_v6 both = {true, true, false}, open6 = {true, true, true};
+    const struct plan_v6 no_from = {false, true, true}, no_to = {true, false, false};
+
+    decide(&open_site, &open_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&nata_site, &open_site, &both, 0, &offer, TECH_NONE, &d) ==
+                   PLAN_FAMILY_V6 &&
+               d.ok && d.technique == TECH_DIRECT && d.cacheable &&
+               strstr(d.reason, "over IPv6 first, IPv4 behind it") != NULL,
+           "to an open site with IPv6 on both ends: IPv6 first: %s", d.reason);
+    decide(&nata_site, &nata_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&nata_site, &nata_site, &both, 0, &offer, TECH_NONE, &d) ==
+               PLAN_FAMILY_V6,
+           "inside a NATed site: IPv6 first: %s", d.reason);
+    decide(&open_site, &nata_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&open_site, &nata_site, &both, 0, &offer, TECH_NONE, &d) ==
+                   PLAN_FAMILY_V4 &&
+               d.technique == TECH_REVERSED,
+           "to a NATed site without an open IPv6 range: reversed over IPv4: %s", d.reason);
+    CHECKF(plan_prefer_v6(&open_site, &nata_site, &no_from, 0, &offer, TECH_NONE, &d) ==
+                   PLAN_FAMILY_V4 &&
+               d.technique == TECH_REVERSED,
+           "an initiator without IPv6: IPv4: %s", d.reason);
+    decide(&sym_site, &natb_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&sym_site, &natb_site, &open6, 0, &offer, TECH_NONE, &d) ==
+                   PLAN_FAMILY_V6_ONLY &&
+               d.ok && d.technique == TECH_DIRECT &&
+               strstr(d.reason, "open range: direct over IPv6") != NULL,
+           "the NAT avoided: direct over IPv6 instead of the proxy: %s", d.reason);
+    decide(&sym_site, &natb_site, TECH_BIT(TECH_DIRECT), true, &d);
+    CHECKF(plan_prefer_v6(&sym_site, &natb_site, &open6, TECH_BIT(TECH_DIRECT), &offer, TECH_NONE,
+                          &d) == PLAN_FAMILY_V4 &&
+               d.technique == TECH_PROXY,
+           "IPv6 direct tried: the IPv4 plan (proxy): %s", d.reason);
+    struct plan_offer failed = offer;
+    failed.remembered = TECH_BIT(TECH_DIRECT);
+    decide(&sym_site, &natb_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&sym_site, &natb_site, &open6, 0, &failed, TECH_NONE, &d) ==
+               PLAN_FAMILY_V4,
+           "direct failed lately between the sites: the IPv4 plan: %s", d.reason);
+    plan_only(&sym_site, &natb_site, TECH_DIRECT, &offer, &d);
+    CHECKF(!d.ok &&
+               plan_prefer_v6(&sym_site, &natb_site, &open6, 0, &offer, TECH_DIRECT, &d) ==
+                   PLAN_FAMILY_V6_ONLY &&
+               d.ok && !d.cacheable,
+           "only=direct through an open IPv6 range: ok, never cached: %s", d.reason);
+    plan_only(&sym_site, &natb_site, TECH_PROXY, &offer, &d);
+    CHECKF(plan_prefer_v6(&sym_site, &natb_site, &open6, 0, &offer, TECH_PROXY, &d) ==
+                   PLAN_FAMILY_V4 &&
+               d.technique == TECH_PROXY,
+           "only=proxy stays the proxy: %s", d.reason);
+    decide(&open_site, &open_site, 0, true, &d);
+    CHECKF(plan_prefer_v6(&open_site, &open_site, &no_to, 0, &offer, TECH_NONE, &d) ==
+               PLAN_FAMILY_V4,
+           "a target without IPv6: IPv4: %s", d.reason);
+}
+
 int main(void)
 {
+    test_family();
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
         check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();

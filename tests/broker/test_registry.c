@@ -289,6 +289,118 @@ static void test_withdraw(void)
     registry_free(r);
 }
 
+/* node n with a further address, or c with a further address, for the
+   family tests. */
+static struct reg_node node2(const char *name, const char *addr, const char *other, int lo, int hi)
+{
+    struct reg_node n = node(name, addr, lo, hi);
+    if (other != NULL) {
+        snprintf(n.other[0], sizeof(n.other[0]), "%s", other);
+        n.nother = 1;
+    }
+    return n;
+}
+
+static struct reg_contact contact2(int rank, const char *cl, const char *nd, const char *addr,
+                                   const char *other, int port)
+{
+    struct reg_contact c = contact("fam", rank, cl, nd, addr, port);
+    if (other != NULL) {
+        snprintf(c.other[0], sizeof(c.other[0]), "%s", other);
+        c.nother = 1;
+    }
+    return c;
+}
+
+/* Contacts with an address of each family (issue 33): every address in the
+   site's ranges of its family, a contact's among its node's, and the plans'
+   family: IPv6 first with IPv4 behind it, IPv6 through an open range
+   instead of a NAT's technique, a connect-back to the initiator's IPv6
+   address for an IPv6-only target. */
+static void test_families(void)
+{
+    struct registry *r = registry_new(100, 42);
+    struct reg_cluster a = cluster("nata", CLUSTER_NAT, 0, 0);
+    struct reg_cluster o = cluster("open", CLUSTER_OPEN, 0, 0);
+    addr_range_parse("2001:db8:3::/48", &a.ranges[a.nranges++], why, sizeof(why));
+    addr_range_parse("2001:db8:3:5::/64", &a.open[a.nopen++], why, sizeof(why));
+    addr_range_parse("2001:db8:16::/48", &o.ranges[o.nranges++], why, sizeof(why));
+    CHECKF(registry_register_cluster(r, &a, why, sizeof(why)) == REG_OK, "%s", why);
+    CHECKF(registry_register_cluster(r, &o, why, sizeof(why)) == REG_OK, "%s", why);
+    struct reg_node nodes[] = {
+        node2("open1", "203.0.113.21", "2001:db8:16::21", 20000, 20999),
+        node2("nata1", "198.18.3.11", "2001:db8:3:5::11", 20000, 20999),
+        node2("nata2", "198.18.3.12", "2001:db8:3::12", 21000, 21999),
+        node2("nata3", "2001:db8:3::13", NULL, 22000, 22999),
+    };
+    for (int i = 0; i < 4; i++)
+        CHECKF(registry_register_node(r, i == 0 ? "open" : "nata", &nodes[i], why, sizeof(why)) ==
+                   REG_OK,
+               "node %d: %s", i, why);
+    struct reg_node out = node2("nata4", "198.18.3.14", "2001:db8:4::14", 23000, 23999);
+    CHECKF(registry_register_node(r, "nata", &out, why, sizeof(why)) == REG_DENIED &&
+               strstr(why, "address 2001:db8:4::14 of node nata4 is outside the node ranges") !=
+                   NULL,
+           "an IPv6 address outside the site's IPv6 range: %s", why);
+
+    CHECKF(publish(r, contact2(0, "open", "open1", "203.0.113.21", "2001:db8:16::21", 20001),
+                   "s") == REG_OK,
+           "0: %s", why);
+    CHECKF(publish(r, contact2(1, "nata", "nata1", "198.18.3.11", "2001:db8:3:5::11", 20001),
+                   "s") == REG_OK,
+           "1: %s", why);
+    CHECKF(publish(r, contact2(2, "nata", "nata2", "198.18.3.12", "2001:db8:3::12", 21001), "s") ==
+               REG_OK,
+           "2: %s", why);
+    CHECKF(publish(r, contact2(3, "nata", "nata3", "2001:db8:3::13", NULL, 22001), "s") == REG_OK,
+           "3: %s", why);
+    CHECKF(publish(r, contact2(5, "nata", "nata2", "198.18.3.12", "2001:db8:3::99", 21002), "s") ==
+                   REG_DENIED &&
+               strstr(why, "2001:db8:3::99 is not among node nata2's") != NULL,
+           "a contact's further address not its node's: %s", why);
+
+    struct reg_lookup res;
+#define LOOK(from_cl, from, to)                                                                    \
+    CHECKF(registry_lookup(r, from_cl, "fam", "s", from, to, 0, TECH_NONE, &offer_all, NULL, &res, \
+                           why, sizeof(why)) == REG_OK &&                                          \
+               res.found,                                                                          \
+           "%d -> %d: %s", from, to, why)
+    LOOK("nata", 1, 0);
+    CHECKF(res.decision.technique == TECH_DIRECT &&
+               strcmp(res.direct_address, "2001:db8:16::21") == 0 &&
+               strcmp(res.fallback, "203.0.113.21") == 0,
+           "to an open dual-stack node: IPv6 first, IPv4 behind it (%s, %s): %s",
+           res.direct_address, res.fallback, res.decision.reason);
+    LOOK("open", 0, 1);
+    CHECKF(res.decision.ok && res.decision.technique == TECH_DIRECT &&
+               strcmp(res.direct_address, "2001:db8:3:5::11") == 0 && res.fallback[0] == '\0',
+           "into a NAT, the target's IPv6 in an open range: direct over IPv6 (%s): %s",
+           res.direct_address, res.decision.reason);
+    LOOK("open", 0, 2);
+    CHECKF(res.decision.technique == TECH_REVERSED && res.direct_address[0] == '\0' &&
+               strcmp(res.back_address, "203.0.113.21") == 0,
+           "into a NAT, IPv6 not open: reversed to the initiator's IPv4 (%s): %s", res.back_address,
+           res.decision.reason);
+    LOOK("nata", 1, 2);
+    CHECKF(res.decision.technique == TECH_DIRECT &&
+               strcmp(res.direct_address, "2001:db8:3::12") == 0 &&
+               strcmp(res.fallback, "198.18.3.12") == 0,
+           "inside the site: IPv6 first (%s, %s): %s", res.direct_address, res.fallback,
+           res.decision.reason);
+    LOOK("open", 0, 3);
+    CHECKF(res.decision.technique == TECH_REVERSED &&
+               strcmp(res.back_address, "2001:db8:16::21") == 0,
+           "an IPv6-only target calls back the initiator's IPv6 address (%s): %s", res.back_address,
+           res.decision.reason);
+    LOOK("nata", 3, 2);
+    CHECKF(res.decision.technique == TECH_DIRECT && res.fallback[0] == '\0' &&
+               strcmp(res.direct_address, "2001:db8:3::12") == 0,
+           "from an IPv6-only node: IPv6, no IPv4 fallback it could not use (%s): %s",
+           res.direct_address, res.decision.reason);
+#undef LOOK
+    registry_free(r);
+}
+
 static void test_lookup(void)
 {
     struct registry *r = two_sites(100);
@@ -507,7 +619,7 @@ static void test_validate(void)
     char *addrs[9] = {"203.0.113.1", "2001:db8::1", "203.0.113.3", "203.0.113.4", "203.0.113.5",
                       "203.0.113.6", "203.0.113.7", "203.0.113.8", "203.0.113.9"};
     struct reg_cluster rc;
-    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL};
+    struct qcg__cluster c = {"nata", "nat", 2, addrs, 0, 0, 0, NULL, 0, NULL};
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.npublic == 2 &&
                rc.kind == CLUSTER_NAT,
            "good cluster: %s", why);
@@ -535,10 +647,47 @@ static void test_validate(void)
     CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 && strstr(why, "publicAddress"),
            "address: %s", why);
     CHECKF(validate_cluster(NULL, &rc, why, sizeof(why)) == -1, "NULL cluster");
+    /* Open ranges: IPv6 prefixes inside the node ranges. */
+    addrs[0] = "203.0.113.1";
+    char *node_ranges[2] = {"198.18.3.0/24", "2001:db8:3::/48"};
+    char *open_ranges[1] = {"2001:db8:3:5::/64"};
+    c.__sizeNodeRange = 2;
+    c.nodeRange = node_ranges;
+    c.__sizeOpenRange = 1;
+    c.openRange = open_ranges;
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == 0 && rc.nopen == 1 &&
+               rc.open[0].family == AF_INET6 && rc.open[0].bits == 64,
+           "an IPv6 open range inside the node ranges: %s", why);
+    open_ranges[0] = "2001:db8:4::/64";
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1 &&
+               strstr(why, "lies in none of the cluster's node ranges") != NULL,
+           "an open range outside the node ranges: %s", why);
+    open_ranges[0] = "2001:db8:3::/40";
+    CHECKF(validate_cluster(&c, &rc, why, sizeof(why)) == -1,
+           "an open range wider than its node range: %s", why);
+    c.__sizeOpenRange = 0;
+    c.__sizeNodeRange = 0;
 
     struct reg_node rn;
-    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL};
+    char *others[4] = {"2001:DB8:3::11", "2001:db8:3:0::11", "198.18.3.12", "x"};
+    struct qcg__node n = {"nata1", "198.18.3.11", 20000, 20999, 1, NULL, 0, NULL};
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.can_intercept, "good node: %s", why);
+    n.__sizeOtherAddress = 1;
+    n.otherAddress = others;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == 0 && rn.nother == 1 &&
+               strcmp(rn.other[0], "2001:db8:3::11") == 0,
+           "a dual-stack node, its IPv6 address canonical: %s", why);
+    n.__sizeOtherAddress = 2;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "twice") != NULL,
+           "the same address twice: %s", why);
+    n.__sizeOtherAddress = 4;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "otherAddress") != NULL,
+           "four further addresses: %s", why);
+    others[1] = "x";
+    n.__sizeOtherAddress = 2;
+    CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1 && strstr(why, "otherAddress") != NULL,
+           "a further address that is none: %s", why);
+    n.__sizeOtherAddress = 0;
     n.portLow = 0;
     CHECKF(validate_node(&n, &rn, why, sizeof(why)) == -1, "port 0");
     n.portLow = 20000;
@@ -552,7 +701,8 @@ static void test_validate(void)
         "job1",  "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e",
         3,       NULL,
         "nata1", "198.18.3.11",
-        20001};
+        20001,   0,
+        NULL};
     CHECKF(validate_contact(&k, &ct, why, sizeof(why)) == 0 && ct.cluster[0] == '\0',
            "good contact: %s", why);
     k.rank = -1;
@@ -773,6 +923,7 @@ int main(void)
     test_cluster_share();
     test_withdraw();
     test_lookup();
+    test_families();
     test_close();
     test_probing();
     test_validate();

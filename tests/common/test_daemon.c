@@ -1,7 +1,10 @@
 /* daemon.c: backoff bounds and growth, interruptible sleep, signal handling. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "backoff.h"
@@ -92,11 +95,20 @@ static void test_signals(void)
     stop_flag = 0;
     hook_calls = 0;
     daemon_signals(&stop_flag, on_stop, NULL);
+    char why[160];
+    daemon_stop_cause(why, sizeof(why));
+    CHECK(strcmp(why, "asked to") == 0);
     raise(SIGPIPE); /* ignored: we are still here */
     CHECK(stop_flag == 0);
-    raise(SIGTERM);
+    kill(getpid(), SIGTERM);
     CHECK(stop_flag == 1);
     CHECK(hook_calls == 1);
+    /* The stop line names the sender: here ourselves, still running. */
+    char want[96];
+    snprintf(want, sizeof(want), "SIGTERM from pid %d (", (int)getpid());
+    daemon_stop_cause(why, sizeof(why));
+    CHECK(strncmp(why, want, strlen(want)) == 0 && strstr(why, "(gone)") == NULL &&
+          strstr(why, ", uid ") != NULL);
     stop_flag = 0;
     raise(SIGINT);
     CHECK(stop_flag == 1);

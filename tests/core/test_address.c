@@ -2,6 +2,7 @@
    HOST:PORT and [IPv6]:PORT with every odd form; ranges per family. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <string.h>
 
 #include "address.h"
 #include "check.h"
@@ -179,8 +180,58 @@ static void ranges(void)
           addr_range_declarable(&m, why, sizeof(why)) < 0);
 }
 
+/* A node's addresses: a list, canonical, IPv4 first, each once; a
+   message's further ones; a range inside another. */
+static void lists(void)
+{
+    char a[QCG_NODE_ADDRS][QCG_ADDR_MAX], why[160];
+    CHECKF(address_list_parse("2001:DB8::5, 198.51.100.5", a, QCG_NODE_ADDRS, why, sizeof(why)) ==
+                   2 &&
+               strcmp(a[0], "198.51.100.5") == 0 && strcmp(a[1], "2001:db8::5") == 0,
+           "IPv6 then IPv4: IPv4 first, canonical (%s)", why);
+    CHECKF(address_list_parse("::1", a, QCG_NODE_ADDRS, why, sizeof(why)) == 1 &&
+               strcmp(a[0], "::1") == 0,
+           "one IPv6 address alone");
+    CHECKF(address_list_parse("::1,2001:db8::1,127.0.0.1", a, QCG_NODE_ADDRS, why, sizeof(why)) ==
+                   3 &&
+               strcmp(a[0], "127.0.0.1") == 0 && strcmp(a[1], "::1") == 0 &&
+               strcmp(a[2], "2001:db8::1") == 0,
+           "the IPv4 one to the front, the others in their order");
+    CHECKF(address_list_parse("::1, 0::1", a, QCG_NODE_ADDRS, why, sizeof(why)) == -1 &&
+               strstr(why, "twice") != NULL,
+           "the same host twice: %s", why);
+    CHECKF(address_list_parse("::1, host", a, QCG_NODE_ADDRS, why, sizeof(why)) == -1 &&
+               strstr(why, "'host' is not an IPv4 or IPv6 literal") != NULL,
+           "a name: %s", why);
+    CHECKF(address_list_parse(" , ", a, QCG_NODE_ADDRS, why, sizeof(why)) == -1, "none");
+    CHECKF(address_list_parse("::1,::2,::3,::4,::5", a, QCG_NODE_ADDRS, why, sizeof(why)) == -1 &&
+               strstr(why, "more than 4") != NULL,
+           "five: %s", why);
+
+    char *in[2] = {"2001:DB8::1", "::ffff:198.51.100.1"};
+    CHECKF(address_others_take(1, in, "198.51.100.1", a, 3, why, sizeof(why)) == 1 &&
+               strcmp(a[0], "2001:db8::1") == 0,
+           "a further address, canonical");
+    CHECKF(address_others_take(2, in, "198.51.100.1", a, 3, why, sizeof(why)) == -1,
+           "a mapped copy of the first: twice");
+    CHECKF(address_others_take(2, in, "198.51.100.1", a, 1, why, sizeof(why)) == -1,
+           "more than allowed");
+    CHECKF(address_among("2001:db8:0::1", (const char(*)[QCG_ADDR_MAX])a, 1) &&
+               !address_among("2001:db8::2", (const char(*)[QCG_ADDR_MAX])a, 1),
+           "among");
+
+    struct addr_range outer, inner, v4;
+    addr_range_parse("2001:db8:1::/48", &outer, why, sizeof(why));
+    addr_range_parse("2001:db8:1:5::/64", &inner, why, sizeof(why));
+    addr_range_parse("198.51.100.0/24", &v4, why, sizeof(why));
+    CHECKF(addr_range_within_any(&inner, &outer, 1) && !addr_range_within_any(&outer, &inner, 1) &&
+               !addr_range_within_any(&v4, &outer, 1) && addr_range_within_any(&outer, &outer, 1),
+           "within");
+}
+
 int main(void)
 {
+    lists();
     hostports();
     urls();
     families();

@@ -30,7 +30,7 @@
 . "$(dirname "$0")/lib.sh"
 require_docker
 command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || skip "no ip netns"
-LAB=$REPO/tests/lab/qcg-lab
+LAB=$REPO/lab/qcg-lab
 export QCG_BUILD_DIR=$BUILD
 
 scratch_begin docker-lab

@@ -86,7 +86,9 @@ int main(int argc, char **argv)
                               to_int(av[2]),
                               to_int(av[3]),
                               ac >= 5 ? to_int(av[4]) : 0,
-                              ac == 6 ? av[5] : NULL};
+                              ac == 6 ? av[5] : NULL,
+                              0,
+                              NULL};
         struct qcg__registerResponse r = {0, 0};
         rc = soap_call_qcg__registerNode(soap, url, NULL, v, &n, &r);
         if (rc == SOAP_OK)
@@ -94,16 +96,18 @@ int main(int argc, char **argv)
     } else if (strcmp(op, "registerCluster") == 0) {
         if (ac < 2)
             need(0, 1, "registerCluster NAME KIND [PUBLIC_ADDRESS...]");
-        struct qcg__cluster c = {av[0], av[1], ac - 2, av + 2, 0, 0, 0, NULL};
+        struct qcg__cluster c = {av[0], av[1], ac - 2, av + 2, 0, 0, 0, NULL, 0, NULL};
         struct qcg__registerResponse r = {0, 0};
         rc = soap_call_qcg__registerCluster(soap, url, NULL, v, &c, &r);
         if (rc == SOAP_OK)
             printf("ok\nepoch=%llu\n", (unsigned long long)r.epoch);
     } else if (strcmp(op, "publish") == 0) {
         need(ac, 5, "publish JOB SECRET RANK ADDRESS PORT");
-        struct qcg__contact c = {
-            av[0],        verifier_arg(av[0], av[1], vbuf), to_int(av[2]), NULL, NULL, av[3],
-            to_int(av[4])};
+        struct qcg__contact c = {av[0],         verifier_arg(av[0], av[1], vbuf),
+                                 to_int(av[2]), NULL,
+                                 NULL,          av[3],
+                                 to_int(av[4]), 0,
+                                 NULL};
         struct qcg__ackResponse r = {0};
         rc = soap_call_qcg__publish(soap, url, NULL, v, &c, &r);
         if (rc == SOAP_OK)

@@ -76,6 +76,7 @@ static void localproto(void)
     /* A process's whole session: HELLO, PUBLISH, LOOKUP, REPORT, WITHDRAW. */
     memset(&p, 0, sizeof(p));
     p.publish.port = 23001;
+    p.publish.addresses = 3; /* a dual-stack node's two addresses */
     n += local_msg(buf + n, LOCAL_PUBLISH, 2, &p);
     memset(&p, 0, sizeof(p));
     p.lookup.to_rank = 2;
@@ -114,8 +115,15 @@ static void localproto(void)
     strcpy(p.hello_ok.cluster, "nata");
     strcpy(p.hello_ok.node, "nata1");
     strcpy(p.hello_ok.address, "198.18.1.11");
+    strcpy(p.hello_ok.other_address[0], "2001:db8:1::11");
     n = local_msg(buf, LOCAL_HELLO_OK, 1, &p);
     n += local_msg(buf + n, LOCAL_OK, 2, NULL);
+    memset(&p, 0, sizeof(p));
+    p.plan.technique = QCG_TECH_DIRECT;
+    p.plan.port = 23001;
+    strcpy(p.plan.address, "2001:db8:1::12");
+    strcpy(p.plan.fallback_address, "198.18.1.12");
+    n += local_msg(buf + n, LOCAL_PLAN, 3, &p);
     memset(&p, 0, sizeof(p));
     p.plan.technique = QCG_TECH_PROXY;
     p.plan.port = 7800;
@@ -418,8 +426,16 @@ static void soap(void)
     struct soap *s;
 
     char *publics[] = {"203.0.113.20"};
-    struct qcg__cluster cl = {
-        .name = "nata", .kind = "nat", .__sizePublicAddress = 1, .publicAddress = publics};
+    char *ranges[] = {"198.18.1.0/24", "2001:db8:1::/48"}, *open[] = {"2001:db8:1:5::/64"};
+    char *others[] = {"2001:db8:1:5::11"};
+    struct qcg__cluster cl = {.name = "nata",
+                              .kind = "nat",
+                              .__sizePublicAddress = 1,
+                              .publicAddress = publics,
+                              .__sizeNodeRange = 2,
+                              .nodeRange = ranges,
+                              .__sizeOpenRange = 1,
+                              .openRange = open};
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__registerCluster(s, url, NULL, QCG_PROTOCOL_VERSION, &cl),
               "registerCluster", 1);
@@ -427,7 +443,9 @@ static void soap(void)
                              .address = "198.18.1.11",
                              .portLow = 23000,
                              .portHigh = 23999,
-                             .canIntercept = 1};
+                             .canIntercept = 1,
+                             .__sizeOtherAddress = 1,
+                             .otherAddress = others};
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__registerNode(s, url, NULL, QCG_PROTOCOL_VERSION, &node),
               "registerNode", 1);
@@ -437,7 +455,9 @@ static void soap(void)
                              .cluster = "nata",
                              .node = "nata1",
                              .address = "198.18.1.11",
-                             .port = 23001};
+                             .port = 23001,
+                             .__sizeOtherAddress = 1,
+                             .otherAddress = others};
     s = soap_recorder();
     soap_seed(s, soap_send_qcg__publish(s, url, NULL, QCG_PROTOCOL_VERSION, &c), "publish", 1);
     s = soap_recorder();
@@ -546,10 +566,20 @@ static void answers(void)
                                                  .address = "203.0.113.50",
                                                  .port = 7800,
                                                  .token = "0123456789abcdef"}};
+    struct qcg__lookupResponse direct6 = {.version = QCG_PROTOCOL_VERSION,
+                                          .plan = {.status = "ok",
+                                                   .technique = "direct",
+                                                   .cluster = "natb",
+                                                   .node = "natb1",
+                                                   .address = "2001:db8:2::11",
+                                                   .port = 23001,
+                                                   .cacheable = 1,
+                                                   .fallbackAddress = "198.18.2.11"}};
     struct qcg__lookupResponse unavailable = {
         .version = QCG_PROTOCOL_VERSION,
         .plan = {.status = "unavailable", .technique = "proxy", .reason = "no proxy configured"}};
     ANSWER_SEED("lookup-direct", 0, qcg__lookupResponse, "qcg:lookupResponse", &direct);
+    ANSWER_SEED("lookup-direct6", 0, qcg__lookupResponse, "qcg:lookupResponse", &direct6);
     ANSWER_SEED("lookup-proxy", 1, qcg__lookupResponse, "qcg:lookupResponse", &proxy);
     ANSWER_SEED("lookup-unavailable", 1, qcg__lookupResponse, "qcg:lookupResponse", &unavailable);
     ANSWER_SEED("relay-lookup", 10, qcg__lookupResponse, "qcg:lookupResponse", &direct);

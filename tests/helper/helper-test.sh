@@ -52,15 +52,29 @@ start_frontend() {
 		listening "$(cat "$work/frontend.port")"
 }
 
-stop_pid() { # stop_pid PIDFILE: SIGTERM, then wait for it to go (bounded)
+# stop_pid PIDFILE: SIGTERM, then wait for it to go (bounded); the file goes
+# with it, so that no later kill hits the pid once the system reuses it (a
+# daemon that starts a thread per connection reuses pids within seconds, and
+# kill(2) on a thread's id stops its whole process: a broker under a flood
+# was stopped so by this script's cleanup).
+stop_pid() {
 	local pid
 	pid=$(cat "$1" 2>/dev/null) || return 0
-	kill "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	kill -9 "$pid" 2>/dev/null || true
+	if kill "$pid" 2>/dev/null; then
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		((i < 100)) || kill -9 "$pid" 2>/dev/null || true
+	fi
+	rm -f "$1"
+}
+
+# forget_pid PID: PID has ended; the cleanup must not signal it again.
+forget_pid() {
+	local p kept=()
+	for p in "${pids[@]}"; do [[ $p == "$1" ]] || kept+=("$p"); done
+	pids=("${kept[@]}")
 }
 
 # Called back by the reconnect client: bash helper-test.sh restart-frontend BUILD SRC WORK
@@ -89,9 +103,10 @@ grid_workdir helper-test
 cleanup() {
 	# CONT too: a client that died while the frontend was stopped (SIGSTOP)
 	# leaves it unable to act on the TERM.
+	# stop_pid removed the file of a frontend it stopped: no stale pid here.
 	if [[ -f $work/frontend.pid ]]; then
-		kill "$(cat "$work/frontend.pid")" 2>/dev/null || true
 		kill -CONT "$(cat "$work/frontend.pid")" 2>/dev/null || true
+		kill "$(cat "$work/frontend.pid")" 2>/dev/null || true
 	fi
 	grid_cleanup
 }
@@ -142,7 +157,10 @@ check_sigterm() {
 		if ! kill -0 "$helper_pid" 2>/dev/null; then gone=1; break; fi
 		sleep 0.1
 	done
-	if ((gone)); then wait "$helper_pid" || rc=$?; fi
+	if ((gone)); then
+		wait "$helper_pid" || rc=$?
+		forget_pid "$helper_pid"
+	fi
 	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]]; then
 		pass "SIGTERM: the helper exits 0 within 5 s and removes its socket"
 	else
@@ -249,6 +267,7 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 	start_helper helper2.log
 	kill -9 "$helper_pid"
 	wait "$helper_pid" 2>/dev/null || true
+	forget_pid "$helper_pid"
 	check "kill -9 leaves a stale socket file" test -S "$sock"
 	start_helper helper3.log --allow-uids 4242,4243
 	check "a stale socket is removed and replaced" grep -q 'removed the stale socket' \
@@ -362,6 +381,27 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 		run_client "lookups of two uids go up in turn" \
 			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
 		check_sigterm
+
+		# Another uid cannot spend all of the node's lookup budget at the
+		# frontend: a small budget there, a smaller share per uid here.
+		stop_pid "$work/frontend.pid"
+		wait_for "port $port_f to close" 100 bash -c "! ss -Htln 'sport = :$port_f' | grep -q ."
+		echo "$(cat "$work/frontend.args") --node-lookups 50" >"$work/frontend.args"
+		start_frontend "$work"
+		start_helper helper-share.log --lookups-per-uid 10
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "lookups-per-uid: another uid leaves ours the node's budget" \
+			uid-share "$sock" "$low"
+		# The frontend's own count: no lookup of the node waited for the
+		# budget or was refused for it.  Without the share the other uid
+		# spent it all: hundreds of the node's lookups waited, then were refused.
+		check "... which never ran dry at the frontend: quota_waited and quota_refused 0" \
+			bash -c "s=\$('$frontend' --stats --json --url https://127.0.0.1:$port_f/ \
+				--ca '$ca/ca.crt' --cert '$ca/helper-c1-n1.pem') &&
+				grep -q '\"quota_waited\":0[,}]' <<<\"\$s\" && grep -q '\"quota_refused\":0[,}]' <<<\"\$s\""
+		check "... its refusals logged at most once in 10 s" \
+			bash -c "[ \$(grep -c 'LOOKUP refused (lookups-per-uid' '$work/helper-share.log') -eq 1 ]"
+		check_sigterm
 	else
 		pass "lookups of two uids in turn: not tried (needs root to connect as another uid)"
 	fi
@@ -392,6 +432,7 @@ qcgcat)
 	rc=0
 	for ((i = 0; i < 100; i++)); do kill -0 "$listener" 2>/dev/null || break; sleep 0.1; done
 	wait "$listener" || rc=$?
+	forget_pid "$listener"
 	check "the listener exits 0 with exactly the bytes sent" \
 		bash -c "[ $rc -eq 0 ] && cmp '$work/sent' '$work/received'"
 	check "both contacts are withdrawn when the processes end" \
@@ -509,7 +550,10 @@ probe)
 		if ! kill -0 "$victim" 2>/dev/null; then gone=1; break; fi
 		sleep 0.1
 	done
-	if ((gone)); then wait "$victim" || rc=$?; fi
+	if ((gone)); then
+		wait "$victim" || rc=$?
+		forget_pid "$victim"
+	fi
 	check "SIGTERM with a live endpoint: ${node2:-}'s helper exits 0 within 6 s" \
 		test "$gone$rc" = 10
 	check "... the endpoint ended early and withdrew first" bash -c "grep -q \
@@ -521,6 +565,8 @@ probe)
 	if [[ $(id -u) == 0 ]]; then chmod 0755 "$work"; fi
 	kill "${pids[0]}" # the broker (start_grid's first)
 	wait_for "the broker to go" 50 bash -c "! ss -Htln 'sport = :$port_b' | grep -q ."
+	wait "${pids[0]}" || true
+	forget_pid "${pids[0]}"
 	run_client "the broker gone: SITE says the frontend was reached but cannot reach it" \
 		site-error "$sock" "reached, but it says: broker unreachable"
 	stop_pid "$work/frontend.pid"
@@ -529,6 +575,18 @@ probe)
 	check_sigterm
 	;;
 esac
+
+# The cleanup signals what is left in pids and frontend.pid: a process that
+# ended must have left them, or its pid, once reused, is stopped instead.
+stale=()
+for p in "${pids[@]}" $(cat "$work/frontend.pid" 2>/dev/null); do
+	kill -0 "$p" 2>/dev/null || stale+=("$p")
+done
+if ((${#stale[@]} == 0)); then
+	pass "the cleanup is left only processes that still run"
+else
+	fail "the cleanup would signal ${#stale[@]} pids whose processes ended: ${stale[*]}"
+fi
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -9,6 +9,9 @@
  *   helper-localproto-client turns SOCKET LOW FRONTEND-PID   (run as root: uid 65534's
  *                            2000 first lookups, then one of ours; helper run with
  *                            --max-lookups-per-uid 2000 --max-requests 2048)
+ *   helper-localproto-client uid-share SOCKET LOW   (run as root: uid 65534 looks up
+ *                            as fast as it can beside 20 lookups of ours; frontend run
+ *                            with --node-lookups 50, helper with --lookups-per-uid 10)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -1681,6 +1684,111 @@ static int mode_turns(int argc, char **argv)
     return 0;
 }
 
+/* The node's lookup budget at the frontend (--node-lookups 50: bursts of
+   500) against the helper's share per uid (--lookups-per-uid 10: bursts
+   of 100).  First uid 4242, alone on the node, looks up UID_SHARE_ALONE
+   times at once: a uid alone is not held to its share.  Then another uid
+   with a published rank (65534) looks up as fast as it can
+   (UID_SHARE_INFLIGHT in flight) while UID_SHARE_OURS lookups of ours go
+   one after the other: each must be answered with a plan, and the helper
+   refuses the other uid once it is past its share, before it spends the
+   node's budget (helper-test.sh then checks at the frontend that the
+   budget never ran dry).  Without the share the other uid kept the node's
+   budget spent: ours were still answered (the helper's batches take the
+   uids in turn) but waited for a token, and the node's lookups were
+   refused busy by the hundred. */
+#define UID_SHARE_ALONE 150
+#define UID_SHARE_INFLIGHT 128
+#define UID_SHARE_OURS 20
+#define UID_SHARE_MAX_S 30
+static int mode_uid_share(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    struct reply r;
+    int drained[2], done[2];
+
+    if (pipe(drained) < 0 || pipe(done) < 0)
+        return 2;
+    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
+    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
+              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0 and 1 publish");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = setgid(4242) == 0 && setuid(4242) == 0 ? open_helper(path) : -1;
+        bool ok = fd >= 0 && hello(fd, "alone-job", TEST_SECRET_2, 0, &r) == 0 &&
+                  r.h.type == LOCAL_HELLO_OK && publish(fd, low + 3, &r) == 0 &&
+                  r.h.type == LOCAL_OK;
+        int plans = 0;
+        for (int i = 0; ok && i < UID_SHARE_ALONE; i++)
+            plans += lookup(fd, 0, &r) == 0 && r.h.type == LOCAL_PLAN;
+        _exit(plans == UID_SHARE_ALONE ? 0 : 1);
+    }
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "uid 4242 alone: %d lookups at once, each answered with a plan", UID_SHARE_ALONE);
+    check(lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN, "rank 0 looks up rank 1");
+    pid = fork();
+    if (pid == 0) {
+        close(drained[0]);
+        close(done[1]);
+        int fd = setgid(65534) == 0 && setuid(65534) == 0 ? open_helper(path) : -1;
+        bool ok = fd >= 0 && hello(fd, "share-job", TEST_SECRET_2, 0, &r) == 0 &&
+                  r.h.type == LOCAL_HELLO_OK && publish(fd, low + 2, &r) == 0 &&
+                  r.h.type == LOCAL_OK;
+        struct local_lookup l = {.to_rank = 0, .timeout_ms = 1000};
+        for (int i = 0; ok && i < UID_SHARE_INFLIGHT; i++)
+            ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+        unsigned plans = 0, busy = 0, by_helper = 0;
+        uint64_t end = now_us() + (uint64_t)UID_SHARE_MAX_S * 1000000u;
+        struct pollfd stop = {.fd = done[0], .events = POLLIN};
+        /* Each answer sends the next lookup, until we are told to stop. */
+        while (ok && now_us() < end && poll(&stop, 1, 0) == 0) {
+            ok = recv_msg(fd, &r) == 0;
+            if (ok && r.h.type == LOCAL_PLAN) {
+                plans++;
+            } else if (ok && r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY) {
+                by_helper += strstr(r.p.error.message, "lookups-per-uid") != NULL;
+                if (busy++ == 0)
+                    ok = write(drained[1], "y", 1) == 1;
+            } else {
+                ok = false;
+            }
+            ok = ok && send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+        }
+        printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid)\n", plans, busy,
+               by_helper);
+        _exit(ok && by_helper > 0 ? 0 : 1);
+    }
+    close(drained[1]);
+    close(done[0]);
+    char got = 'n';
+    struct pollfd p = {.fd = drained[0], .events = POLLIN};
+    bool spent = pid > 0 && poll(&p, 1, UID_SHARE_MAX_S * 1000) == 1 &&
+                 read(drained[0], &got, 1) == 1 && got == 'y';
+    check(spent, "uid 65534 looked up until it was refused busy");
+    int plans = 0;
+    char first[sizeof(r.p.error.message)] = "";
+    for (int i = 0; spent && i < UID_SHARE_OURS; i++) {
+        if (lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN)
+            plans++;
+        else if (first[0] == '\0')
+            snprintf(first, sizeof(first), "%s",
+                     r.h.type == LOCAL_ERROR ? r.p.error.message : "no answer");
+    }
+    check(plans == UID_SHARE_OURS, "meanwhile %d of our %d lookups were answered with a plan%s%s",
+          plans, UID_SHARE_OURS, first[0] ? "; the first refusal: " : "", first);
+    close(done[1]);
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... and uid 65534 was refused by its own rate (lookups-per-uid)");
+    close(a);
+    close(b);
+    return 0;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1706,6 +1814,8 @@ int main(int argc, char **argv)
         rc = mode_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "turns") == 0)
         rc = mode_turns(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "uid-share") == 0)
+        rc = mode_uid_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
         rc = mode_uid_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)

@@ -9,7 +9,7 @@
 #                                                   broker 203.0.113.193:7704 (reflector)
 #
 # Every router drops INVALID and inbound NEW, accepts ESTABLISHED,RELATED
-# (the rules of tests/lab/qcg-lab).  Checks: NAT<->NAT and FW->NAT connect and
+# (the rules of lab/qcg-lab).  Checks: NAT<->NAT and FW->NAT connect and
 # carry 4 MiB each way intact (sha256 on both ends); sym<->natb with sym
 # declared port-preserving fails at once with FAIL naming the
 # misconfiguration; without the flag it fails within the punch's timeout.

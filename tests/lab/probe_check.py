@@ -17,7 +17,7 @@ Exit status 1 with one line per failed check on stderr.
 import json
 import sys
 
-# What qcg-lab builds (tests/lab/README.md).
+# What qcg-lab builds (lab/README.md).
 PUBLIC = {"nata": "203.0.113.66", "natb": "203.0.113.82", "sym": "203.0.113.98"}
 TECHNIQUES = ["direct", "reversed", "traversing", "holepunch", "proxy"]
 SITES = ["open", "fw", "nata", "natb", "sym"]

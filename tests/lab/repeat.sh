@@ -20,7 +20,7 @@ for ((i = 1; i <= rounds; i++)); do
 	bash "$here/test-up.sh" >"$out/up.log" 2>&1 || { echo "round $i: lab-up failed: $out/up.log"; exit 1; }
 	for t in "$@"; do
 		if ! bash "$here/$t" >"$out/${t##*/}.log" 2>&1; then
-			echo "round $i: $t failed: its output in $out/${t##*/}.log, the services' logs in ${QCG_LAB_DIR:-/run/qcg-lab}/log (the lab is up: tests/lab/qcg-lab down when done)"
+			echo "round $i: $t failed: its output in $out/${t##*/}.log, the services' logs in ${QCG_LAB_DIR:-/run/qcg-lab}/log (the lab is up: lab/qcg-lab down when done)"
 			exit 1
 		fi
 	done

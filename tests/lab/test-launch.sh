@@ -338,7 +338,7 @@ wait" \
 	done
 	cp "$WORK/nodes.txt" "$home/nodes.txt"
 	chmod 644 "$home/nodes.txt"
-	# --bind-to none: the lab's ten nodes share two cores (tests/lab/README.md).
+	# --bind-to none: the lab's ten nodes share two cores (lab/README.md).
 	cmd=$(doc_block mpirun | sed "s#\./app#$progs/qcg-mpi-allpairs#; s#qcg-mpirun #qcg-mpirun --bind-to none #")
 	rc=0
 	timeout -k 10 180 "$LAB" exec --user nata1 -- /bin/bash -c \

@@ -10,7 +10,7 @@ set -euo pipefail
 fail_stops=1
 
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LAB=$LAB_SRC/qcg-lab
+LAB=$(cd "$LAB_SRC/../.." && pwd)/lab/qcg-lab
 export QCG_BUILD_DIR=${QCG_BUILD_DIR:-$LAB_SRC/../../build}
 LAB_STATE=${QCG_LAB_DIR:-/run/qcg-lab}
 # Where tests keep what they need from one another (the host's rules before up).
@@ -113,7 +113,7 @@ host_rules() {
 # QCG_JOB_SECRET.  Each test uses a job of its own (new_job), works in a scratch
 # directory and kills what it started in the background (trap set by scratch).
 
-LAB_ACCEPT=$QCG_BUILD_DIR/tests/lab/qcg-lab-accept
+LAB_ACCEPT=$QCG_BUILD_DIR/lab/qcg-lab-accept
 BROKER_URL=https://203.0.113.10:7700/
 WORK=""
 BG_PIDS=()

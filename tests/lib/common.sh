@@ -16,6 +16,7 @@
 #   wait_for DESC TENTHS CMD...   CMD succeeds within TENTHS tenths of a second
 #   wait_log FILE ERE [PID [COUNT]]   FILE holds COUNT lines matching ERE
 #   wait_gone PID TENTHS   process PID has ended
+#   owned_pid PID          PID is still a process this test started
 #   stop_pids PID...       SIGTERM, a bounded wait, then SIGKILL
 #   stop_children [PID...] stop_pids on PID... and every child of the shell
 #
@@ -108,30 +109,60 @@ wait_gone() {
 	return 1
 }
 
-# stop_pids PID...: sends each PID SIGCONT (a stopped process does not act on
-# SIGTERM) and SIGTERM, then waits, at most stop_secs (30) seconds, for all of
-# them to end; one still running then is named and SIGKILLed.  Reaps those
-# that are children.  Bounded because, in an ASan build on a loaded machine,
-# LeakSanitizer's check at a daemon's exit can hang for good (its tracer child
-# waits for a thread that never stops), and the test hung with it after its
-# checks had passed.  A test about stopping checks the stop itself.  Keeps
-# $?, for an EXIT trap; empty arguments are left out.
+# What marks the processes a test starts (inherited through the
+# environment): owned_pid knows them by it even once they left the test's
+# process tree (a daemon that forked itself away).
+export QCG_TEST_OWNER=${QCG_TEST_OWNER:-$$}
+
+# owned_pid PID: whether PID is still a process this test started, i.e. a
+# process (not a thread of another process) that descends from the test's
+# shell or carries its QCG_TEST_OWNER.  A pid the test kept for a process
+# that has ended may already name someone else's: a daemon under load
+# elsewhere on the machine makes thousands of threads a second, so ids come
+# round within seconds, and a signal to any thread id stops that whole
+# process (another test's broker died of exactly this).
+owned_pid() {
+	local p=$1 i tgid stat
+	[[ $p =~ ^[0-9]+$ ]] || return 1
+	tgid=$(sed -n 's/^Tgid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null) || return 1
+	[[ $tgid == "$p" ]] || return 1
+	{ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "QCG_TEST_OWNER=$QCG_TEST_OWNER" &&
+		return 0
+	for ((i = 0; i < 64 && p > 1; i++)); do
+		[[ $p == "$$" ]] && return 0
+		stat=$(cat "/proc/$p/stat" 2>/dev/null) || return 1
+		stat=${stat##*) }
+		read -r _ p _ <<<"$stat"
+	done
+	return 1
+}
+
+# stop_pids PID...: sends each PID that is still the test's (owned_pid)
+# SIGCONT (a stopped process does not act on SIGTERM) and SIGTERM, then
+# waits, at most stop_secs (30) seconds, for all of them to end; one still
+# running then is named and SIGKILLed.  Reaps those that are children.
+# Bounded because, in an ASan build on a loaded machine, LeakSanitizer's
+# check at a daemon's exit can hang for good (its tracer child waits for a
+# thread that never stops), and the test hung with it after its checks had
+# passed.  A test about stopping checks the stop itself.  Keeps $?, for an
+# EXIT trap; empty arguments, and pids no longer the test's, are left out.
 stop_pids() {
-	local rc=$? p t alive secs=${stop_secs:-30}
+	local rc=$? p t alive secs=${stop_secs:-30} mine=()
 	for p in "$@"; do
-		[[ -n $p ]] || continue
+		[[ -n $p ]] && owned_pid "$p" && mine+=("$p")
+	done
+	for p in "${mine[@]}"; do
 		kill -CONT "$p" 2>/dev/null || true
 		kill "$p" 2>/dev/null || true
 	done
 	for ((t = 0; t < secs * 10; t++)); do
 		alive=0
-		for p in "$@"; do [[ -n $p ]] && kill -0 "$p" 2>/dev/null && alive=1; done
+		for p in "${mine[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
 		((alive)) || break
 		sleep 0.1
 	done
-	for p in "$@"; do
-		[[ -n $p ]] || continue
-		kill -0 "$p" 2>/dev/null || continue
+	for p in "${mine[@]}"; do
+		owned_pid "$p" || continue
 		echo "cleanup: $(ps -o args= -p "$p" | cut -c1-80) still ran $secs s after SIGTERM: killed"
 		kill -KILL "$p" 2>/dev/null || true
 	done

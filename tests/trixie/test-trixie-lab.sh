@@ -5,7 +5,7 @@
 # (tests/trixie/root.sh; into $QCG_BUILD_DIR/trixie-build, kept between runs)
 # and every program of the user (qcg-agent, qcg-mpirun, mpirun, prted, the
 # ranks) runs in that root on its lab node: `qcg-lab mpirun` with
-# QCG_LAB_ROOT (tests/lab/mpirun.sh, as_user).  The lab's services stay
+# QCG_LAB_ROOT (lab/mpirun.sh, as_user).  The lab's services stay
 # Debian 12's, as a site's administrator may keep them.
 #
 #   mpirun on fw1 (behind a firewall), one rank on each of the 10 nodes of the

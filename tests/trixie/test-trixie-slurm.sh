@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # trixie-slurm: qcg-submit on Debian 13's Slurm.  Every site of the lab a
 # Slurm 24.11 cluster run from the Debian 13 root (qcg-lab up --batch slurm
-# with QCG_LAB_ROOT: tests/lab/slurm.sh), the tree built in that root
+# with QCG_LAB_ROOT: lab/slurm.sh), the tree built in that root
 # ($QCG_BUILD_DIR/trixie-build, as trixie-lab builds it), and a user's job
 # over two sites' clusters the way docs/user.md's Open MPI 5 recipe says, its
 # block pasted (the repository's paths made this build's):
@@ -49,7 +49,7 @@ doc_block() {
 		on && /^    / { sub(/^    /, ""); print; seen = 1; next }
 		on && seen { exit }' "$TRIXIE_REPO/docs/user.md" |
 		sed -e "s#/var/cache/qcg-debian/trixie#$TRIXIE_ROOT#g" -e "s#/run/qcg-lab#$LAB_STATE#g" \
-			-e "s#tests/lab/qcg-lab#$LAB#g" -e "s#\(^\|[ =]\)build/#\1$QCG_BUILD_DIR/#g"
+			-e "s#\(^\|[ =\"]\)lab/qcg-lab#\1$LAB#g" -e "s#\(^\|[ =]\)build/#\1$QCG_BUILD_DIR/#g"
 }
 block=$(doc_block)
 [ "$(grep -c 'qcg-submit' <<<"$block")" -ge 1 ] || fail "docs/user.md: no qcg-submit block after the trixie-slurm marker"
