@@ -34,19 +34,26 @@ slurm_restore() {
 
 # scancel_fw_part SUBMIT OUT: scancel of fw's part of the running job whose
 # qcg-submit is process SUBMIT (its output in OUT) ends the job everywhere,
-# naming fw as docs/user.md's row says; no job and nothing of the user left.
+# naming fw as docs/user.md's row says (which lists the other parts: the job
+# must be over nata, fw and sym); no job and nothing of the user left.  A
+# failure says which of these it was.
 scancel_fw_part() {
 	local submit=$1 out=$2 fw_job t0 rc=0
 	fw_job=$("$LAB" login fw -- squeue -h -u nobody -o %i | head -n 1)
 	t0=$(ms)
 	"$LAB" login fw -- scancel "$fw_job"
 	wait_exit "$submit" 30 || rc=$?
-	if [ "$rc" != 0 ] && grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$out" &&
-		doc_row "ended (CANCELLED)" "$out"; then
-		note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms: $(grep 'the part at fw' "$out")"
-	else
+	if [ "$rc" = 0 ]; then
 		show "$out"
+		bad "scancel of fw's part: qcg-submit exits 0"
+	elif ! grep -q "the part at fw (Slurm job $fw_job) ended (CANCELLED)" "$out"; then
+		# qcg-submit's own lines: the tail of $out is the first part's output.
+		grep -a '^qcg-submit: ' "$out" | sed 's/^/     | /' >&2
 		bad "scancel of fw's part: qcg-submit exits $rc without naming fw's part"
+	elif ! doc_row "ended (CANCELLED)" "$out"; then
+		bad "scancel of fw's part: qcg-submit's line is not docs/user.md's row: $(grep 'the part at fw' "$out")"
+	else
+		note "ok   scancel of fw's part: qcg-submit exits $rc after $(($(ms) - t0)) ms: $(grep 'the part at fw' "$out")"
 	fi
 	poll 20 "no job left" no_running_jobs || bad "jobs left after scancel: $(running_jobs)"
 	no_user_processes "scancel of fw's part" || true

@@ -13,8 +13,12 @@
 #   allpairs over btl_qcg between all of them, each pair's technique in
 #   btl_qcg_verbose's lines; the storm (40 ranks, 4 on each node, every pair
 #   connecting at once: tests/lab/test-storm-delay.sh's job on the plain lab),
-#   passing with no btl_qcg line; nothing of the user left on any node after
-#   each.
+#   passing with no btl_qcg line; the site-aware collectives (coll_qcg, as
+#   openmpi-coll-qcg installs them on Debian 13) over the five sites, one
+#   rank per node: qcg-mpi-collectives' results are MPI's, coll_qcg takes
+#   MPI_COMM_WORLD and leaves each site's communicator to Open MPI (lab-coll
+#   does the same on Open MPI 4.1); nothing of the user left on any node
+#   after each.
 # shellcheck source=../lab/test-lib.sh
 . "$(dirname "$0")/../lab/test-lib.sh"
 # shellcheck source=root.sh
@@ -31,7 +35,8 @@ ALL="open1 open2 fw1 fw2 nata1 nata2 natb1 natb2 sym1 sym2"
 # --- the tree built in the root (what the user's nodes run) ----------------------------
 tb=$QCG_BUILD_DIR/trixie-build
 t0=$(ms)
-trixie_build "$tb" qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-allpairs qcg-mpi-storm ||
+trixie_build "$tb" qcg-agent qcg-launch mca_btl_qcg mca_coll_qcg qcgcolour qcg-mpi-allpairs qcg-mpi-storm \
+	qcg-mpi-collectives ||
 	fail "the tree did not build in the Debian 13 root"
 note "ok   built in the Debian 13 root ($(($(ms) - t0)) ms)"
 
@@ -100,5 +105,18 @@ else
 fi
 no_user_processes "after the storm"
 
+# --- 4. the site-aware collectives across the five sites ----------------------------------
+t0=$(ms)
+QCG_MPIRUN_ARGS="--mca coll_qcg_verbose 1" trixie_mpirun "$WORK/out4" 300 -- "$tb/tests/mpi/qcg-mpi-collectives"
+if [ "$rc" -eq 0 ] && grep -aq "^PASS collectives" "$WORK/out4" &&
+	grep -aq "coll_qcg: communicator MPI_COMM_WORLD of 10 ranks spans 5 sites: hierarchical" "$WORK/out4" &&
+	grep -aq "coll_qcg: communicator .* of 2 ranks: one site: Open MPI's collectives" "$WORK/out4"; then
+	note "ok   coll_qcg over 5 sites on Open MPI 5, MPI_COMM_WORLD hierarchical, each site's Open MPI's ($(($(ms) - t0)) ms): $(grep -a '^PASS collectives' "$WORK/out4" | cut -c1-70)"
+else
+	bad "the collectives over 5 sites with coll_qcg on Open MPI 5: exit $rc"
+	show "$WORK/out4" 40
+fi
+no_user_processes "after the collectives"
+
 [ "$failed" -eq 0 ] || fail "$failed checks failed"
-note "trixie-lab: the all-sites job and the storm through the agents on Debian 13's Open MPI 5"
+note "trixie-lab: the all-sites job, the storm and the site-aware collectives through the agents on Debian 13's Open MPI 5"

@@ -7,8 +7,10 @@
 # met by the root's packages), and Debian 13's Open MPI finds the components
 # where it landed with no setting: `ompi_info` lists btl qcg, from
 # openmpi-btl-qcg in `ompi_info --path pkglibdir`, which depends on the Open
-# MPI series it was built for; no openmpi-coll-qcg (only coll_qcg's 4.1
-# build is tested across sites); the systemd units in /usr/lib/systemd/system
+# MPI series it was built for, and coll qcg likewise (openmpi-coll-qcg); a
+# 2-rank job from the installed packages alone (packages-job.sh: the grid's
+# daemons on loopback, two agents, qcg-mpirun, the ranks over btl_qcg, with
+# no component path in the environment); the systemd units in /usr/lib/systemd/system
 # and no file under the aliased /lib, /bin, /sbin (Debian 13 is /usr-merged);
 # no installed program or library has an unresolved library.
 #
@@ -55,10 +57,9 @@ cd /build/src
 ok "dpkg-buildpackage on Debian $(cat /etc/debian_version) in $((SECONDS - t0)) s: $(echo *.deb | wc -w) packages"
 for p in qcg-connect-common qcg-connect-broker qcg-connect-frontend qcg-connect-helper \
 	libqcgconn0 libqcgconn-dev libqcgcolour0 libqcgcolour-dev openmpi-btl-qcg \
-	qcg-connect-tools; do
+	openmpi-coll-qcg qcg-connect-tools; do
 	compgen -G "${p}_*.deb" >/dev/null || bad "no $p package"
 done
-! compgen -G "openmpi-coll-qcg_*.deb" >/dev/null || bad "openmpi-coll-qcg built for Open MPI 5 (debian/rules leaves it out there)"
 if dpkg -i ./*.deb >/build/install.log 2>&1; then
 	ok "installed with dpkg, every dependency met"
 else
@@ -77,18 +78,25 @@ if grep -qE "MCA btl: qcg \(MCA v[0-9.]+, API v[0-9.]+, Component v" /build/ompi
 else
 	bad "ompi_info of Open MPI $ompi does not list btl qcg: $(cat /build/ompi_info.txt)"
 fi
-f=$pkglibdir/mca_btl_qcg.so
-if dpkg -S "$f" 2>/dev/null | grep -q "^openmpi-btl-qcg:"; then
-	ok "$f from openmpi-btl-qcg"
+if grep -qE "MCA coll: qcg \(MCA v[0-9.]+, API v[0-9.]+, Component v" /build/ompi_info.txt; then
+	ok "ompi_info (Open MPI $ompi): $(grep -E "MCA coll: qcg" /build/ompi_info.txt | sed 's/^ *//')"
 else
-	bad "openmpi-btl-qcg has no $f (Open MPI's component directory)"
+	bad "ompi_info of Open MPI $ompi does not list coll qcg: $(cat /build/ompi_info.txt)"
 fi
-dep=$(dpkg-query -W -f='${Depends}' openmpi-btl-qcg)
-if echo "$dep" | grep -qE "libopenmpi[0-9a-z]+ \(>= $series\), libopenmpi[0-9a-z]+ \(<< "; then
-	ok "openmpi-btl-qcg depends on Open MPI $series: $(echo "$dep" | grep -oE 'libopenmpi[^,]+, libopenmpi[^,]+')"
-else
-	bad "openmpi-btl-qcg does not depend on Open MPI $series: $dep"
-fi
+for c in btl coll; do
+	f=$pkglibdir/mca_${c}_qcg.so
+	if dpkg -S "$f" 2>/dev/null | grep -q "^openmpi-$c-qcg:"; then
+		ok "$f from openmpi-$c-qcg"
+	else
+		bad "openmpi-$c-qcg has no $f (Open MPI's component directory)"
+	fi
+	dep=$(dpkg-query -W -f='${Depends}' "openmpi-$c-qcg")
+	if echo "$dep" | grep -qE "libopenmpi[0-9a-z]+ \(>= $series\), libopenmpi[0-9a-z]+ \(<< "; then
+		ok "openmpi-$c-qcg depends on Open MPI $series: $(echo "$dep" | grep -oE 'libopenmpi[^,]+, libopenmpi[^,]+')"
+	else
+		bad "openmpi-$c-qcg does not depend on Open MPI $series: $dep"
+	fi
+done
 # The component's MCA parameters (its registration ran in ompi_info).
 n=$(ompi_info --param btl qcg --level 9 --parsable 2>/dev/null | sed -n 's/^mca:btl:qcg:param:\([^:]*\):.*/\1/p' | sort -u | wc -l)
 [ "$n" -ge 5 ] && ok "ompi_info --param btl qcg --level 9: $n parameters" ||
@@ -115,6 +123,10 @@ missing=$(dpkg -L $(ls ./*.deb | sed 's#^\./##; s/_.*//') | while read -r f; do
 done || true)
 [ -z "$missing" ] && ok "no unresolved library in any installed program or library" ||
 	bad "unresolved libraries: $missing"
+# A job from what is installed, as a user runs one.
+t0=$SECONDS
+bash /build/src/qcg-connect/tests/trixie/packages-job.sh /build/src/qcg-connect || rc=1
+echo "== the job from the packages: $((SECONDS - t0)) s"
 exit $rc
 EOF
 
