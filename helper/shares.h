@@ -26,10 +26,11 @@ struct share {
        the helper's turn of uids that have some (local_requests.c). */
     struct dlist batch_wait;
     struct dlink batch_turn;
-    /* Rates per uid (lookups-per-uid, reports-per-uid, probes-per-uid):
-       the share outlives the uid's connections until its buckets are full
-       again, or a uid would get a full bucket by reconnecting. */
-    struct tokenbucket lookup_rate, reports, probes;
+    /* Rates per uid (lookups-per-uid, reports-per-uid, probes-per-uid,
+       publishes-per-uid): the share outlives the uid's connections until
+       its buckets are full again, or a uid would get a full bucket by
+       reconnecting. */
+    struct tokenbucket lookup_rate, reports, probes, publishes;
     uint64_t keep_until_ms;
 };
 
@@ -52,5 +53,8 @@ bool share_take(struct share *s, struct tokenbucket *b, double rate, double burs
 /* Whether a uid other than s's asked for a lookup within the last
    within_ms (its lookup_rate was used): s then shares the node. */
 bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms);
+/* Whether a uid other than s's looked up, published or withdrew within
+   the last within_ms (its lookup_rate or publishes was used). */
+bool share_others_active(const struct shares *ss, const struct share *s, uint64_t within_ms);
 
 #endif

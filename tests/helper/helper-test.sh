@@ -382,6 +382,16 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
 		check_sigterm
 
+		# Another uid's cycle of PUBLISH and WITHDRAW, each a call to the
+		# frontend and the broker, is held to its share.
+		start_helper helper-publishes.log --publishes-per-uid 5
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "publishes-per-uid: another uid's PUBLISH and WITHDRAW held to its share" \
+			publish-share "$sock" "$low"
+		check "... its refusals logged at most once in 10 s" \
+			bash -c "[ \$(grep -c 'refused (publishes-per-uid' '$work/helper-publishes.log') -eq 1 ]"
+		check_sigterm
+
 		# Another uid cannot spend all of the node's lookup budget at the
 		# frontend: a small budget there, a smaller share per uid here.
 		stop_pid "$work/frontend.pid"
