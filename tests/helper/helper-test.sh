@@ -124,6 +124,7 @@ start_helper() {
 	shift
 	"$helper" "${helper_args[@]}" "$@" >>"$work/$log" 2>&1 &
 	helper_pid=$!
+	helper_log=$work/$log
 	pids+=("$helper_pid")
 	wait_for "the helper's socket" 100 grep -q "listening on $sock" "$work/$log"
 }
@@ -161,11 +162,14 @@ check_sigterm() {
 		wait "$helper_pid" || rc=$?
 		forget_pid "$helper_pid"
 	fi
-	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]]; then
-		pass "SIGTERM: the helper exits 0 within 5 s and removes its socket"
+	# The stop line names the signal's sender: this shell (kill is a builtin).
+	local line
+	line="stopping (SIGTERM from pid $$ (bash), uid $(id -u))"
+	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]] && grep -qF "$line" "$helper_log"; then
+		pass "SIGTERM: the helper exits 0 within 5 s, removes its socket, logs '$line'"
 	else
-		echo "gone=$gone rc=$rc socket: $(ls -l "$sock" 2>&1)" >"$out"
-		fail "SIGTERM: the helper exits 0 within 5 s and removes its socket"
+		echo "gone=$gone rc=$rc socket: $(ls -l "$sock" 2>&1); stop line: $(grep stopping "$helper_log")" >"$out"
+		fail "SIGTERM: the helper exits 0 within 5 s, removes its socket, names the sender"
 	fi
 }
 
