@@ -100,6 +100,16 @@ bool share_others_active(const struct shares *ss, const struct share *s, uint64_
     return others_since(ss, s, within_ms, true);
 }
 
+bool share_others_connected(const struct shares *ss, const struct share *s)
+{
+    for (const struct dlink *l = ss->list.head; l != NULL; l = l->next) {
+        const struct share *o = dlist_entry(l, struct share, link);
+        if (o != s && o->conns > 0)
+            return true;
+    }
+    return false;
+}
+
 bool share_take(struct share *s, struct tokenbucket *b, double rate, double burst)
 {
     uint64_t now = monotonic_ms();

@@ -396,6 +396,10 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 			bash -c "[ \$(grep -c 'refused (publishes-per-uid' '$work/helper-publishes.log') -eq 1 ]"
 		check_sigterm
 
+		start_helper helper-loop.log
+		run_client "each uid its turn on the helper's loop" loop-turns "$sock"
+		check_sigterm
+
 		# Another uid cannot spend all of the node's lookup budget at the
 		# frontend: a small budget there, a smaller share per uid here.
 		stop_pid "$work/frontend.pid"

@@ -1917,6 +1917,109 @@ static int mode_publish_share(int argc, char **argv)
     return 0;
 }
 
+/* Each uid its turn on the loop: uid 65534 keeps LOOP_CONNS connections
+   busy with LOOP_DEPTH requests each that the helper answers at once
+   (WITHDRAW of nothing: LOCAL_OK), replacing each answer with a new
+   request, while we send a STATUS LOOP_ROUNDS times and count how many of
+   its answers the helper sent between our request and our answer.  The
+   helper reads a uid that has had TURN_MESSAGES (16) in a pass no more in
+   that pass: ours waits for one or a few passes (at most 16-160 of theirs
+   seen, some counted late by their reader).  Before, libuv read each of
+   its connections up to 32 times in every pass: ours waited behind up to
+   2,240-2,951 of theirs (152-214 on average). */
+#define LOOP_CONNS 64
+#define LOOP_DEPTH 32
+#define LOOP_ROUNDS 20
+#define LOOP_MOST 600
+static bool loop_flood(const char *path, int started, int done, _Atomic unsigned *answered)
+{
+    struct reply r;
+    struct pollfd p[LOOP_CONNS + 1];
+    static struct local_header buf[LOOP_CONNS][64];
+    size_t have[LOOP_CONNS] = {0};
+    bool ok = setgid(65534) == 0 && setuid(65534) == 0, told = false;
+
+    for (int i = 0; ok && i < LOOP_CONNS; i++) {
+        p[i].fd = open_helper(path);
+        p[i].events = POLLIN;
+        ok = p[i].fd >= 0 && hello(p[i].fd, "loop-job", TEST_SECRET_2, i, &r) == 0 &&
+             r.h.type == LOCAL_HELLO_OK;
+        for (int k = 0; ok && k < LOOP_DEPTH; k++)
+            ok = send_msg(p[i].fd, LOCAL_WITHDRAW, next_rid++, NULL, 0) == 0;
+    }
+    p[LOOP_CONNS] = (struct pollfd){.fd = done, .events = POLLIN};
+    uint64_t end = now_us() + 60000000u;
+    while (ok && now_us() < end && poll(p, LOOP_CONNS + 1, 1000) >= 0 &&
+           p[LOOP_CONNS].revents == 0) {
+        for (int i = 0; ok && i < LOOP_CONNS; i++) {
+            if (!(p[i].revents & POLLIN))
+                continue;
+            /* Replies are bare headers (LOCAL_OK): counted whole. */
+            ssize_t n = read(p[i].fd, (char *)buf[i] + have[i], sizeof(buf[i]) - have[i]);
+            ok = n > 0;
+            have[i] += ok ? (size_t)n : 0;
+            size_t whole = have[i] / sizeof(struct local_header);
+            for (size_t k = 0; ok && k < whole; k++)
+                ok = buf[i][k].type == LOCAL_OK &&
+                     send_msg(p[i].fd, LOCAL_WITHDRAW, next_rid++, NULL, 0) == 0;
+            memmove(buf[i], (char *)buf[i] + whole * sizeof(struct local_header),
+                    have[i] - whole * sizeof(struct local_header));
+            have[i] -= whole * sizeof(struct local_header);
+            if (atomic_fetch_add(answered, (unsigned)whole) + whole >= 20000 && !told)
+                told = write(started, "y", 1) == 1;
+        }
+    }
+    return ok && told;
+}
+
+static int mode_loop_turns(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    int started[2], done[2];
+    _Atomic unsigned *answered =
+        mmap(NULL, sizeof(*answered), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (answered == MAP_FAILED || pipe(started) < 0 || pipe(done) < 0)
+        return 2;
+    int fd = joined(path, SECRET, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(started[0]);
+        close(done[1]);
+        _exit(loop_flood(path, started[1], done[0], answered) ? 0 : 1);
+    }
+    close(started[1]);
+    close(done[0]);
+    char got = 'n';
+    struct pollfd p = {.fd = started[0], .events = POLLIN};
+    bool going = pid > 0 && poll(&p, 1, 30000) == 1 && read(started[0], &got, 1) == 1 && got == 'y';
+    check(going, "uid 65534 keeps %d connections of %d requests each busy", LOOP_CONNS, LOOP_DEPTH);
+    unsigned most = 0, sum = 0;
+    int answers = 0;
+    for (int i = 0; going && fd >= 0 && i < LOOP_ROUNDS; i++) {
+        unsigned before = atomic_load(answered);
+        if (request(fd, LOCAL_STATUS, NULL, 0, &r) != 0 || r.h.type != LOCAL_STATUS_OK)
+            break;
+        unsigned between = atomic_load(answered) - before;
+        answers++;
+        sum += between;
+        most = between > most ? between : most;
+    }
+    check(answers == LOOP_ROUNDS && most <= LOOP_MOST,
+          "our %d STATUS requests answered each within %d of theirs (at most %u, on average %u)",
+          answers, LOOP_MOST, most, answers ? sum / (unsigned)answers : 0);
+    close(done[1]);
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... and every one of theirs was answered ok");
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1942,6 +2045,8 @@ int main(int argc, char **argv)
         rc = mode_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "turns") == 0)
         rc = mode_turns(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "loop-turns") == 0)
+        rc = mode_loop_turns(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "publish-share") == 0)
         rc = mode_publish_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-share") == 0)
