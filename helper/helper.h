@@ -57,6 +57,9 @@ struct helper_config {
        node's budget at the frontend (node-lookups), so that one uid cannot
        spend all of it. */
     int lookups_per_uid;
+    /* PUBLISH and WITHDRAW a second, per uid, while another uid is active;
+       bursts of 10 s worth: each is a call to the frontend and the broker. */
+    int publishes_per_uid;
     int reports_per_uid; /* REPORTs upstream a second, per uid; bursts of 16 s worth */
     int probes_per_uid;  /* SITE and PROBE requests a minute, per uid; bursts of as many */
     int threads;         /* the thread pool's size (UV_THREADPOOL_SIZE) */

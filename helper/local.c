@@ -174,6 +174,7 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
         unlink(cfg->socket);
         goto fail;
     }
+    turns_start(srv);
     return srv;
 fail:
     /* The handle must be closed by the loop before its memory goes. */
@@ -191,6 +192,7 @@ void local_server_close(struct local_server *srv)
         return;
     srv->closing = 1;
     uv_close((uv_handle_t *)&srv->listener, NULL);
+    turns_stop(srv);
     local_socket_release(srv->cfg->socket, srv->dev, srv->ino);
     while (srv->conns.head != NULL)
         conn_close(dlist_entry(srv->conns.head, struct conn, link));

@@ -14,6 +14,7 @@
 #include "verifier.h"
 
 static int withdraw_now(struct conn *c, uint32_t rid);
+static void quota_log(struct conn *c, const char *what, const char *option);
 
 /* The handlers: 0 = answered (or failed and closing), 1 = waiting upstream. */
 
@@ -72,6 +73,31 @@ static int on_hello(struct conn *c, uint32_t rid)
     return 0;
 }
 
+/* PUBLISH and WITHDRAW each call the frontend and the broker: while
+   another uid is active on the node, each uid gets publishes-per-uid of
+   them a second (bursts of 10 s worth) and is refused busy beyond, so that
+   one uid's cycle of them cannot keep the helper's threads, the frontend
+   and the broker from the others' requests (issue 32).  0: refused. */
+#define PUBLISH_BURST_S 10
+static int publish_admitted(struct conn *c, uint32_t rid, const char *what)
+{
+    const struct helper_config *cfg = c->srv->cfg;
+    struct share *sh = c->share;
+    double rate = cfg->publishes_per_uid;
+
+    if (share_take(sh, &sh->publishes, rate, PUBLISH_BURST_S * rate) ||
+        !share_others_active(c->srv->shares, sh, PUBLISH_BURST_S * 1000))
+        return 1;
+    char line[64];
+    snprintf(line, sizeof(line), "%s refused", what);
+    quota_log(c, line, "publishes-per-uid");
+    send_error(c, rid, QCG_EBUSY, 0,
+               "uid %d asked for more than %d PUBLISH and WITHDRAW requests a second "
+               "(publishes-per-uid) while another user is active on this node; retry later",
+               (int)c->uid, cfg->publishes_per_uid);
+    return 0;
+}
+
 static int on_publish(struct conn *c, uint32_t rid)
 {
     const struct helper_config *cfg = c->srv->cfg;
@@ -80,6 +106,8 @@ static int on_publish(struct conn *c, uint32_t rid)
     pid_t holder;
     uid_t holder_uid;
 
+    if (!publish_admitted(c, rid, "PUBLISH"))
+        return 0;
     if ((int)port < cfg->ports[0] || (int)port > cfg->ports[1]) {
         send_error(c, rid, QCG_EINVAL, 0, "port %u is outside this node's range %d-%d", port,
                    cfg->ports[0], cfg->ports[1]);
@@ -137,6 +165,8 @@ static int on_withdraw(struct conn *c, uint32_t rid)
         send_msg(c, LOCAL_OK, rid, NULL, 0, 0);
         return 0;
     }
+    if (!publish_admitted(c, rid, "WITHDRAW"))
+        return 0;
     if (c->reports > 0) {
         /* Its reports go first; reading stops as for a request upstream. */
         c->withdraw_waits = 1;

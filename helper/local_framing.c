@@ -35,7 +35,8 @@ static int backlogged(struct conn *c)
 void update_reading(struct conn *c)
 {
     int want = !c->closing && !c->draining && !c->exclusive && !c->held &&
-               c->inflight < (unsigned)c->srv->cfg->max_requests && !backlogged(c);
+               c->inflight < (unsigned)c->srv->cfg->max_requests && !backlogged(c) &&
+               !turn_spent(c);
 
     if (want == c->reading)
         return;
@@ -183,6 +184,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->have == sizeof(c->hdr) + c->hdr.length) {
         c->have = 0;
+        turn_charge(c);
         if (c->hdr.type == LOCAL_REPORT && !report_admitted(c)) {
             /* Advice only: dropped rather than held behind the uid's lookups. */
         } else if (request_waits(c)) {

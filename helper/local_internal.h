@@ -33,6 +33,12 @@ struct local_server {
        turn, and the batches on the thread pool (local_requests.c). */
     struct dlist batch_turns;
     int batches;
+    uint64_t batches_made; /* numbers them, for each uid's share of one */
+    /* The loop's passes, and whether a uid's turn was spent in this one
+       (local_turns.c). */
+    uv_check_t turn_check;
+    uint64_t turn;
+    int turn_spent;
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
     int nfqueue;
@@ -152,6 +158,14 @@ void release_contact(struct conn *c);
 /* Whether c's whole message must wait for the uid's requests (or first
    lookups) to drop under their bound. */
 int request_waits(struct conn *c);
+
+/* local_turns.c: each uid its turn on the loop while another is connected.
+   start/stop: the handle that ends a pass; charge: c sent a whole message;
+   spent: c's uid has had its turn in this pass (c is not read). */
+void turns_start(struct local_server *srv);
+void turns_stop(struct local_server *srv);
+void turn_charge(struct conn *c);
+int turn_spent(const struct conn *c);
 
 /* local_fdpass.c */
 int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,

@@ -350,12 +350,19 @@ static void lookup_fails(struct request *r, int rc, const char *why)
     request_done(&r->work, 0);
 }
 
+/* While another uid is connected, a batch carries at most this many
+   lookups of one uid: the frontend answers a batch as a whole, and another
+   uid's lookup that came just after a full one of 256 waited for all of
+   them (issue 32: 45-125 ms at the median under helper-uid.sh's lookups). */
+#define BATCH_SHARE 16
+
 /* The next waiting first lookup in turn: the oldest of the uid whose turn
-   it is, that uid then going to the back.  So a batch takes one lookup of
-   each waiting uid before a second of any: a uid with hundreds waiting
-   delays another's lookup by one batch at most, not by all of its own
-   (issue 32: another uid's flood of lookups on the node).  NULL: none. */
-static struct request *batch_next(struct local_server *srv)
+   it is, that uid then going to the back (or, with BATCH_SHARE of its
+   lookups in this batch, to *full).  So a batch takes one lookup of each
+   waiting uid before a second of any: a uid with hundreds waiting delays
+   another's lookup by one batch at most, not by all of its own (issue 32:
+   another uid's flood of lookups on the node).  NULL: none. */
+static struct request *batch_next(struct local_server *srv, struct dlist *full)
 {
     if (srv->batch_turns.head == NULL)
         return NULL;
@@ -363,9 +370,27 @@ static struct request *batch_next(struct local_server *srv)
     struct request *r = dlist_entry(sh->batch_wait.head, struct request, batch_link);
     dlist_remove(&sh->batch_wait, &r->batch_link);
     dlist_remove(&srv->batch_turns, &sh->batch_turn);
+    if (sh->batch_made != srv->batches_made) {
+        sh->batch_made = srv->batches_made;
+        sh->in_batch = 0;
+    }
+    sh->in_batch++;
     if (sh->batch_wait.head != NULL)
-        dlist_append(&srv->batch_turns, &sh->batch_turn);
+        dlist_append(sh->in_batch >= BATCH_SHARE && share_others_connected(srv->shares, sh)
+                         ? full
+                         : &srv->batch_turns,
+                     &sh->batch_turn);
     return r;
+}
+
+/* The uids whose share of a batch was full wait for the next, at the back. */
+static void batch_end(struct local_server *srv, struct dlist *full)
+{
+    while (full->head != NULL) {
+        struct share *sh = dlist_entry(full->head, struct share, batch_turn);
+        dlist_remove(full, &sh->batch_turn);
+        dlist_append(&srv->batch_turns, &sh->batch_turn);
+    }
 }
 
 /* Takes what waits into batches while fewer than LOOKUP_BATCHES are on the
@@ -377,8 +402,12 @@ static void lookups_pump(struct local_server *srv)
         struct batch *b = calloc(1, sizeof(*b));
         int rc = b != NULL ? 0 : UV_ENOMEM;
 
+        struct dlist full = {0};
+
+        srv->batches_made++;
+
         while (b != NULL && b->n < QCG_LOOKUPS_MAX && srv->batch_turns.head != NULL) {
-            struct request *r = batch_next(srv);
+            struct request *r = batch_next(srv, &full);
 
             b->r[b->n] = r;
             b->call[b->n] = (struct lookup_call){.from = &r->contact,
@@ -389,6 +418,7 @@ static void lookups_pump(struct local_server *srv)
             b->calls[b->n] = &b->call[b->n];
             b->n++;
         }
+        batch_end(srv, &full);
         if (b != NULL) {
             b->srv = srv;
             b->work.data = b;
@@ -402,7 +432,8 @@ static void lookups_pump(struct local_server *srv)
         log_warnx("cannot queue a batch of lookups: %s", uv_strerror(rc));
         /* The lookups taken, or (out of memory) the oldest waiting one. */
         if (b == NULL) {
-            lookup_fails(batch_next(srv), QCG_ENOMEM, "the helper is out of memory");
+            lookup_fails(batch_next(srv, &full), QCG_ENOMEM, "the helper is out of memory");
+            batch_end(srv, &full);
             continue;
         }
         for (int i = 0; i < b->n; i++)

@@ -77,7 +77,10 @@ static void on_stop(uv_async_t *a)
     if (h->stopping)
         return;
     h->stopping = 1;
-    log_info("stopping");
+    /* Who asked: a stop nobody meant (a stale pid signalled) is then explained. */
+    char why[160];
+    daemon_stop_cause(why, sizeof(why));
+    log_info("stopping (%s)", why);
     /* Attempts first (they stop answering), then the packet engine (its
        pending callbacks fail; its process removes the rules and exits
        meanwhile), then the orders. */

@@ -71,13 +71,40 @@ void share_request_end(struct shares *ss, struct share *s)
     release(ss, s);
 }
 
-bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms)
+/* Whether a share other than s used one of its buckets within within_ms:
+   lookup_rate only, or with any_request its publishes too. */
+static bool others_since(const struct shares *ss, const struct share *s, uint64_t within_ms,
+                         bool any_request)
 {
     uint64_t now = monotonic_ms();
 
     for (const struct dlink *l = ss->list.head; l != NULL; l = l->next) {
         const struct share *o = dlist_entry(l, struct share, link);
-        if (o != s && o->lookup_rate.last_ms != 0 && o->lookup_rate.last_ms + within_ms >= now)
+        uint64_t last = o->lookup_rate.last_ms;
+
+        if (any_request && o->publishes.last_ms > last)
+            last = o->publishes.last_ms;
+        if (o != s && last != 0 && last + within_ms >= now)
+            return true;
+    }
+    return false;
+}
+
+bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms)
+{
+    return others_since(ss, s, within_ms, false);
+}
+
+bool share_others_active(const struct shares *ss, const struct share *s, uint64_t within_ms)
+{
+    return others_since(ss, s, within_ms, true);
+}
+
+bool share_others_connected(const struct shares *ss, const struct share *s)
+{
+    for (const struct dlink *l = ss->list.head; l != NULL; l = l->next) {
+        const struct share *o = dlist_entry(l, struct share, link);
+        if (o != s && o->conns > 0)
             return true;
     }
     return false;

@@ -26,11 +26,19 @@ struct share {
        the helper's turn of uids that have some (local_requests.c). */
     struct dlist batch_wait;
     struct dlink batch_turn;
-    /* Rates per uid (lookups-per-uid, reports-per-uid, probes-per-uid):
-       the share outlives the uid's connections until its buckets are full
-       again, or a uid would get a full bucket by reconnecting. */
-    struct tokenbucket lookup_rate, reports, probes;
+    unsigned in_batch; /* of its lookups in batch number batch_made */
+    uint64_t batch_made;
+    /* Rates per uid (lookups-per-uid, reports-per-uid, probes-per-uid,
+       publishes-per-uid): the share outlives the uid's connections until
+       its buckets are full again, or a uid would get a full bucket by
+       reconnecting. */
+    struct tokenbucket lookup_rate, reports, probes, publishes;
     uint64_t keep_until_ms;
+    /* Its turn on the loop (local_turns.c): the pass it last sent a
+       message in, how many in that pass, and whether that spent its turn. */
+    uint64_t turn;
+    unsigned turn_messages;
+    int turn_over;
 };
 
 struct shares;
@@ -52,5 +60,10 @@ bool share_take(struct share *s, struct tokenbucket *b, double rate, double burs
 /* Whether a uid other than s's asked for a lookup within the last
    within_ms (its lookup_rate was used): s then shares the node. */
 bool share_others_looking_up(const struct shares *ss, const struct share *s, uint64_t within_ms);
+/* Whether a uid other than s's looked up, published or withdrew within
+   the last within_ms (its lookup_rate or publishes was used). */
+/* Whether a uid other than s's has a connection. */
+bool share_others_connected(const struct shares *ss, const struct share *s);
+bool share_others_active(const struct shares *ss, const struct share *s, uint64_t within_ms);
 
 #endif

@@ -124,6 +124,7 @@ start_helper() {
 	shift
 	"$helper" "${helper_args[@]}" "$@" >>"$work/$log" 2>&1 &
 	helper_pid=$!
+	helper_log=$work/$log
 	pids+=("$helper_pid")
 	wait_for "the helper's socket" 100 grep -q "listening on $sock" "$work/$log"
 }
@@ -161,11 +162,14 @@ check_sigterm() {
 		wait "$helper_pid" || rc=$?
 		forget_pid "$helper_pid"
 	fi
-	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]]; then
-		pass "SIGTERM: the helper exits 0 within 5 s and removes its socket"
+	# The stop line names the signal's sender: this shell (kill is a builtin).
+	local line
+	line="stopping (SIGTERM from pid $$ (bash), uid $(id -u))"
+	if ((gone)) && [[ $rc -eq 0 ]] && [[ ! -e $sock ]] && grep -qF "$line" "$helper_log"; then
+		pass "SIGTERM: the helper exits 0 within 5 s, removes its socket, logs '$line'"
 	else
-		echo "gone=$gone rc=$rc socket: $(ls -l "$sock" 2>&1)" >"$out"
-		fail "SIGTERM: the helper exits 0 within 5 s and removes its socket"
+		echo "gone=$gone rc=$rc socket: $(ls -l "$sock" 2>&1); stop line: $(grep stopping "$helper_log")" >"$out"
+		fail "SIGTERM: the helper exits 0 within 5 s, removes its socket, names the sender"
 	fi
 }
 
@@ -380,6 +384,20 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 		check "the helper registers again" wait_for "registration" 150 connected "$sock"
 		run_client "lookups of two uids go up in turn" \
 			turns "$sock" "$low" "$(cat "$work/frontend.pid")"
+		check_sigterm
+
+		# Another uid's cycle of PUBLISH and WITHDRAW, each a call to the
+		# frontend and the broker, is held to its share.
+		start_helper helper-publishes.log --publishes-per-uid 5
+		check "the helper registers again" wait_for "registration" 150 connected "$sock"
+		run_client "publishes-per-uid: another uid's PUBLISH and WITHDRAW held to its share" \
+			publish-share "$sock" "$low"
+		check "... its refusals logged at most once in 10 s" \
+			bash -c "[ \$(grep -c 'refused (publishes-per-uid' '$work/helper-publishes.log') -eq 1 ]"
+		check_sigterm
+
+		start_helper helper-loop.log
+		run_client "each uid its turn on the helper's loop" loop-turns "$sock"
 		check_sigterm
 
 		# Another uid cannot spend all of the node's lookup budget at the

@@ -1588,6 +1588,19 @@ static int mode_rates(int argc, char **argv)
     return failures;
 }
 
+/* Ranks 0 and 1 of JOB, each on a connection of its own, publish ports low
+   and low + 1 (checked). */
+static void ranks_publish(const char *path, unsigned low, int *a, int *b)
+{
+    struct reply r;
+
+    *a = joined(path, SECRET, 0);
+    *b = joined(path, SECRET, 1);
+    check(*a >= 0 && publish(*a, low, &r) == 0 && r.h.type == LOCAL_OK && *b >= 0 &&
+              publish(*b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
+          "ranks 0 and 1 publish");
+}
+
 /* Another uid's flood of first lookups (uid 65534: TURNS_FLOOD of them,
    sent at once while the frontend is stopped) and one lookup of ours after
    them: ours goes up in the next batch with one of theirs at a time, not
@@ -1613,10 +1626,8 @@ static int mode_turns(int argc, char **argv)
 
     if (frontend <= 0 || answered == MAP_FAILED || pipe(ready) < 0)
         return 2;
-    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
-    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
-              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
-          "ranks 0 and 1 publish");
+    int a, b;
+    ranks_publish(path, low, &a, &b);
     /* Ours is answered from the frontend's cache later, as fast as the
        other uid's refusals: else its trip to the broker alone would let
        their later calls overtake it. */
@@ -1712,10 +1723,8 @@ static int mode_uid_share(int argc, char **argv)
 
     if (pipe(drained) < 0 || pipe(done) < 0)
         return 2;
-    int a = joined(path, SECRET, 0), b = joined(path, SECRET, 1);
-    check(a >= 0 && publish(a, low, &r) == 0 && r.h.type == LOCAL_OK && b >= 0 &&
-              publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK,
-          "ranks 0 and 1 publish");
+    int a, b;
+    ranks_publish(path, low, &a, &b);
     pid_t pid = fork();
     if (pid == 0) {
         int fd = setgid(4242) == 0 && setuid(4242) == 0 ? open_helper(path) : -1;
@@ -1789,6 +1798,228 @@ static int mode_uid_share(int argc, char **argv)
     return 0;
 }
 
+/* publishes-per-uid (--publishes-per-uid 5: bursts of 50) against another
+   uid's cycle of PUBLISH and WITHDRAW, each a call to the frontend and the
+   broker.  First root, alone on the node, withdraws and publishes rank 1
+   PUBLISH_ALONE times (more than the burst): a uid alone is not held to
+   its share.  Then uid 65534 cycles PUBLISH and WITHDRAW of a rank of its
+   own as fast as it is answered while we look up PUBLISH_SHARE_OURS times:
+   each of ours is answered with a plan, the other uid is refused busy
+   naming the option once past its share, and the helper let at most its
+   burst and rate of them through in the 2 s or so it cycled (counted
+   here: the answers ok).  Without the share its cycle went upstream every
+   time and it was never refused. */
+#define PUBLISH_ALONE 40
+#define PUBLISH_SHARE_OURS 20
+#define PUBLISH_SHARE_RATE 5
+#define PUBLISH_SHARE_BURST 50
+#define PUBLISH_SHARE_MAX_S 30
+#define PUBLISH_SHARE_HOLD_MS 2000
+struct cycle_counts {
+    _Atomic unsigned ok, busy;
+    _Atomic uint64_t elapsed_us;
+};
+
+/* uid 65534's cycle, in the child: until done[0] is readable. */
+static bool publish_cycle(const char *path, unsigned port, int drained, int done,
+                          struct cycle_counts *n)
+{
+    struct reply r;
+    int fd = setgid(65534) == 0 && setuid(65534) == 0 ? open_helper(path) : -1;
+    bool ok =
+        fd >= 0 && hello(fd, "cycle-job", TEST_SECRET_2, 0, &r) == 0 && r.h.type == LOCAL_HELLO_OK;
+    bool published = false;
+    uint64_t start = now_us(), end = start + (uint64_t)PUBLISH_SHARE_MAX_S * 1000000u;
+    struct pollfd stop = {.fd = done, .events = POLLIN};
+    struct local_publish pub = {.port = (uint16_t)port};
+
+    while (ok && now_us() < end && poll(&stop, 1, 0) == 0) {
+        ok = published ? request(fd, LOCAL_WITHDRAW, NULL, 0, &r) == 0
+                       : request(fd, LOCAL_PUBLISH, &pub, sizeof(pub), &r) == 0;
+        if (ok && r.h.type == LOCAL_OK) {
+            published = !published;
+            atomic_fetch_add(&n->ok, 1);
+        } else if (ok && r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY &&
+                   strstr(r.p.error.message, "publishes-per-uid") != NULL) {
+            if (atomic_fetch_add(&n->busy, 1) == 0)
+                ok = write(drained, "y", 1) == 1;
+        } else {
+            printf("     uid 65534: unexpected answer %u: %s\n", r.h.type,
+                   r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
+            ok = false;
+        }
+    }
+    atomic_store(&n->elapsed_us, now_us() - start);
+    return ok;
+}
+
+static int mode_publish_share(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    const char *path = argv[2];
+    unsigned low = (unsigned)atoi(argv[3]);
+    struct reply r;
+    int drained[2], done[2];
+    struct cycle_counts *n =
+        mmap(NULL, sizeof(*n), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (n == MAP_FAILED || pipe(drained) < 0 || pipe(done) < 0)
+        return 2;
+    int a, b;
+    ranks_publish(path, low, &a, &b);
+    int alone = 0;
+    for (int i = 0; b >= 0 && i < PUBLISH_ALONE; i++)
+        alone += request(b, LOCAL_WITHDRAW, NULL, 0, &r) == 0 && r.h.type == LOCAL_OK &&
+                 publish(b, low + 1, &r) == 0 && r.h.type == LOCAL_OK;
+    check(alone == PUBLISH_ALONE, "root alone: %d of %d WITHDRAW and PUBLISH pairs answered ok",
+          alone, PUBLISH_ALONE);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(drained[0]);
+        close(done[1]);
+        _exit(publish_cycle(path, low + 2, drained[1], done[0], n) ? 0 : 1);
+    }
+    close(drained[1]);
+    close(done[0]);
+    char got = 'n';
+    struct pollfd p = {.fd = drained[0], .events = POLLIN};
+    bool spent = pid > 0 && poll(&p, 1, PUBLISH_SHARE_MAX_S * 1000) == 1 &&
+                 read(drained[0], &got, 1) == 1 && got == 'y';
+    check(spent, "uid 65534 cycled PUBLISH and WITHDRAW until refused busy (publishes-per-uid)");
+    int plans = 0;
+    for (int i = 0; spent && i < PUBLISH_SHARE_OURS; i++)
+        plans += lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN;
+    check(plans == PUBLISH_SHARE_OURS, "meanwhile %d of our %d lookups were answered with a plan",
+          plans, PUBLISH_SHARE_OURS);
+    /* The cycle goes on for PUBLISH_SHARE_HOLD_MS, so that its rate, not
+       only its burst, is seen; our lookup keeps the other uid counted. */
+    sleep_ms(PUBLISH_SHARE_HOLD_MS);
+    check(lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN, "and one more after %d ms",
+          PUBLISH_SHARE_HOLD_MS);
+    close(done[1]);
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... uid 65534 got only answers ok and refusals naming publishes-per-uid");
+    unsigned ok = atomic_load(&n->ok), busy = atomic_load(&n->busy);
+    double secs = (double)atomic_load(&n->elapsed_us) / 1e6;
+    /* Its burst, its rate over the time it cycled, and a margin of 10. */
+    double most = PUBLISH_SHARE_BURST + PUBLISH_SHARE_RATE * secs + 10;
+    check(ok <= most,
+          "... which let %u of its requests through in %.1f s (at most %.0f), %u refused", ok, secs,
+          most, busy);
+    struct local_status s;
+    bool have = status_ok(path, &s);
+    check(have && s.refused >= busy, "the status counts them: refused %u, uid 65534 saw %u",
+          have ? s.refused : 0, busy);
+    close(a);
+    close(b);
+    return 0;
+}
+
+/* Each uid its turn on the loop: uid 65534 keeps LOOP_CONNS connections
+   busy with LOOP_DEPTH requests each that the helper answers at once
+   (WITHDRAW of nothing: LOCAL_OK), replacing each answer with a new
+   request, while we send a STATUS LOOP_ROUNDS times and count how many of
+   its answers the helper sent between our request and our answer.  The
+   helper reads a uid that has had TURN_MESSAGES (16) in a pass no more in
+   that pass: ours waits for one or a few passes (at most 16-160 of theirs
+   seen, some counted late by their reader).  Before, libuv read each of
+   its connections up to 32 times in every pass: ours waited behind up to
+   2,240-2,951 of theirs (152-214 on average). */
+#define LOOP_CONNS 64
+#define LOOP_DEPTH 32
+#define LOOP_ROUNDS 20
+#define LOOP_MOST 600
+static bool loop_flood(const char *path, int started, int done, _Atomic unsigned *answered)
+{
+    struct reply r;
+    struct pollfd p[LOOP_CONNS + 1];
+    static struct local_header buf[LOOP_CONNS][64];
+    size_t have[LOOP_CONNS] = {0};
+    bool ok = setgid(65534) == 0 && setuid(65534) == 0, told = false;
+
+    for (int i = 0; ok && i < LOOP_CONNS; i++) {
+        p[i].fd = open_helper(path);
+        p[i].events = POLLIN;
+        ok = p[i].fd >= 0 && hello(p[i].fd, "loop-job", TEST_SECRET_2, i, &r) == 0 &&
+             r.h.type == LOCAL_HELLO_OK;
+        for (int k = 0; ok && k < LOOP_DEPTH; k++)
+            ok = send_msg(p[i].fd, LOCAL_WITHDRAW, next_rid++, NULL, 0) == 0;
+    }
+    p[LOOP_CONNS] = (struct pollfd){.fd = done, .events = POLLIN};
+    uint64_t end = now_us() + 60000000u;
+    while (ok && now_us() < end && poll(p, LOOP_CONNS + 1, 1000) >= 0 &&
+           p[LOOP_CONNS].revents == 0) {
+        for (int i = 0; ok && i < LOOP_CONNS; i++) {
+            if (!(p[i].revents & POLLIN))
+                continue;
+            /* Replies are bare headers (LOCAL_OK): counted whole. */
+            ssize_t n = read(p[i].fd, (char *)buf[i] + have[i], sizeof(buf[i]) - have[i]);
+            ok = n > 0;
+            have[i] += ok ? (size_t)n : 0;
+            size_t whole = have[i] / sizeof(struct local_header);
+            for (size_t k = 0; ok && k < whole; k++)
+                ok = buf[i][k].type == LOCAL_OK &&
+                     send_msg(p[i].fd, LOCAL_WITHDRAW, next_rid++, NULL, 0) == 0;
+            memmove(buf[i], (char *)buf[i] + whole * sizeof(struct local_header),
+                    have[i] - whole * sizeof(struct local_header));
+            have[i] -= whole * sizeof(struct local_header);
+            if (atomic_fetch_add(answered, (unsigned)whole) + whole >= 20000 && !told)
+                told = write(started, "y", 1) == 1;
+        }
+    }
+    return ok && told;
+}
+
+static int mode_loop_turns(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *path = argv[2];
+    struct reply r;
+    int started[2], done[2];
+    _Atomic unsigned *answered =
+        mmap(NULL, sizeof(*answered), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (answered == MAP_FAILED || pipe(started) < 0 || pipe(done) < 0)
+        return 2;
+    int fd = joined(path, SECRET, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(started[0]);
+        close(done[1]);
+        _exit(loop_flood(path, started[1], done[0], answered) ? 0 : 1);
+    }
+    close(started[1]);
+    close(done[0]);
+    char got = 'n';
+    struct pollfd p = {.fd = started[0], .events = POLLIN};
+    bool going = pid > 0 && poll(&p, 1, 30000) == 1 && read(started[0], &got, 1) == 1 && got == 'y';
+    check(going, "uid 65534 keeps %d connections of %d requests each busy", LOOP_CONNS, LOOP_DEPTH);
+    unsigned most = 0, sum = 0;
+    int answers = 0;
+    for (int i = 0; going && fd >= 0 && i < LOOP_ROUNDS; i++) {
+        unsigned before = atomic_load(answered);
+        if (request(fd, LOCAL_STATUS, NULL, 0, &r) != 0 || r.h.type != LOCAL_STATUS_OK)
+            break;
+        unsigned between = atomic_load(answered) - before;
+        answers++;
+        sum += between;
+        most = between > most ? between : most;
+    }
+    check(answers == LOOP_ROUNDS && most <= LOOP_MOST,
+          "our %d STATUS requests answered each within %d of theirs (at most %u, on average %u)",
+          answers, LOOP_MOST, most, answers ? sum / (unsigned)answers : 0);
+    close(done[1]);
+    int st = -1;
+    check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "... and every one of theirs was answered ok");
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
 static int mode_site_error(int argc, char **argv)
 {
     struct reply r;
@@ -1814,6 +2045,10 @@ int main(int argc, char **argv)
         rc = mode_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "turns") == 0)
         rc = mode_turns(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "loop-turns") == 0)
+        rc = mode_loop_turns(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "publish-share") == 0)
+        rc = mode_publish_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-share") == 0)
         rc = mode_uid_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)

@@ -168,6 +168,8 @@ if [ "$rc" = 0 ]; then pass "SIGTERM: exit 0 within 2 s"; else
 if wait $client_pid; then pass "SIGTERM: both ends closed"; else fail "SIGTERM: $(cat "$work/idle.out")"; fi
 client_pid=
 logged "stop logged" "$log" "relay stopped: closed 1 pairs"
+# Who stopped it: this shell (kill is a builtin), as the broker's line says.
+logged "the stop line names the sender" "$log" "stopping (SIGTERM from pid $$ (bash), uid $(id -u))"
 
 # ---- max-pairs, then SIGKILL mid-transfer: both ends notice within seconds ----
 log2=$work/proxy2.log
