@@ -139,6 +139,20 @@ int validate_cluster(const struct qcg__cluster *in, struct reg_cluster *out, cha
     return 0;
 }
 
+/* A node's or contact's further addresses (after `first`) into other[],
+   each checked and canonical; their count, or -1 with why naming FIELD. */
+static int others_take(const char *field, int n, char *const *list, const char *first,
+                       char other[][QCG_ADDR_MAX], char *why, size_t whylen)
+{
+    int got = address_others_take(n, list, first, other, QCG_NODE_ADDRS - 1, why, whylen);
+    if (got < 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "%s: %s", field, why);
+        snprintf(why, whylen, "%s", msg);
+    }
+    return got;
+}
+
 int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof(*out));
@@ -161,14 +175,10 @@ int validate_node(const struct qcg__node *in, struct reg_node *out, char *why, s
     }
     snprintf(out->name, sizeof(out->name), "%s", in->name);
     address_canonical(in->address, out->address, sizeof(out->address));
-    out->nother = address_others_take(in->__sizeOtherAddress, in->otherAddress, out->address,
-                                      out->other, QCG_NODE_ADDRS - 1, why, whylen);
-    if (out->nother < 0) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "node.otherAddress: %s", why);
-        snprintf(why, whylen, "%s", msg);
+    out->nother = others_take("node.otherAddress", in->__sizeOtherAddress, in->otherAddress,
+                              out->address, out->other, why, whylen);
+    if (out->nother < 0)
         return -1;
-    }
     out->port_low = in->portLow;
     out->port_high = in->portHigh;
     out->can_intercept = in->canIntercept == 1;
@@ -197,15 +207,9 @@ int validate_contact(const struct qcg__contact *in, struct reg_contact *out, cha
     snprintf(out->node, sizeof(out->node), "%s", in->node);
     address_canonical(in->address, out->address, sizeof(out->address));
     out->port = in->port;
-    out->nother = address_others_take(in->__sizeOtherAddress, in->otherAddress, out->address,
-                                      out->other, QCG_NODE_ADDRS - 1, why, whylen);
-    if (out->nother < 0) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "contact.otherAddress: %s", why);
-        snprintf(why, whylen, "%s", msg);
-        return -1;
-    }
-    return 0;
+    out->nother = others_take("contact.otherAddress", in->__sizeOtherAddress, in->otherAddress,
+                              out->address, out->other, why, whylen);
+    return out->nother < 0 ? -1 : 0;
 }
 
 /* The index of text in a NULL-terminated list of words, or -1. */
