@@ -1,6 +1,8 @@
 /* coll-latency: the time of one collective, as the slowest rank sees it.
-   For each case (barrier; bcast of 8 B and 1 MiB; allreduce of 8 B, 64 KiB
-   and 1 MiB; allgather, gather, scatter and alltoall of 1 KiB a rank), after two
+   For each case (barrier; bcast of 8 B and 1 MiB; reduce of 8 B and 1 MiB;
+   allreduce of 8 B, 64 KiB and 1 MiB; allgather, gather, scatter and
+   alltoall of 1 KiB a rank; allgatherv, gatherv and scatterv of 1 KiB a
+   rank, the counts and displacements given per rank), after two
    warm-up calls: BLOCKS blocks of ITERS calls, each block timed between two
    barriers on every rank, the block's time the maximum over the ranks; one
    line per case with the median and the spread (min, max) of the blocks'
@@ -14,7 +16,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { BARRIER, BCAST, ALLREDUCE, ALLGATHER, GATHER, SCATTER, ALLTOALL };
+enum kind {
+    BARRIER,
+    BCAST,
+    REDUCE,
+    ALLREDUCE,
+    ALLGATHER,
+    GATHER,
+    SCATTER,
+    ALLTOALL,
+    ALLGATHERV,
+    GATHERV,
+    SCATTERV
+};
+
+/* The v-variants' counts and displacements: the same bytes from every rank,
+   packed, as the plain calls lay them out, so the two compare. */
+static int *counts, *displs;
 
 static void one(enum kind k, char *a, char *b, int bytes)
 {
@@ -24,6 +42,9 @@ static void one(enum kind k, char *a, char *b, int bytes)
         break;
     case BCAST:
         MPI_Bcast(a, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+        break;
+    case REDUCE:
+        MPI_Reduce(a, b, bytes / 8, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         break;
     case ALLREDUCE:
         MPI_Allreduce(a, b, bytes / 8, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -39,6 +60,15 @@ static void one(enum kind k, char *a, char *b, int bytes)
         break;
     case ALLTOALL:
         MPI_Alltoall(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    case ALLGATHERV:
+        MPI_Allgatherv(a, bytes, MPI_BYTE, b, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    case GATHERV:
+        MPI_Gatherv(a, bytes, MPI_BYTE, b, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+        break;
+    case SCATTERV:
+        MPI_Scatterv(a, counts, displs, MPI_BYTE, b, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
         break;
     }
 }
@@ -59,22 +89,36 @@ int main(int argc, char **argv)
     } cases[] = {{"barrier", BARRIER, 0},
                  {"bcast-8B", BCAST, 8},
                  {"bcast-1MiB", BCAST, 1 << 20},
+                 {"reduce-8B", REDUCE, 8},
+                 {"reduce-1MiB", REDUCE, 1 << 20},
                  {"allreduce-8B", ALLREDUCE, 8},
                  {"allreduce-64KiB", ALLREDUCE, 1 << 16},
                  {"allreduce-1MiB", ALLREDUCE, 1 << 20},
                  {"allgather-1KiB", ALLGATHER, 1024},
                  {"gather-1KiB", GATHER, 1024},
                  {"scatter-1KiB", SCATTER, 1024},
-                 {"alltoall-1KiB", ALLTOALL, 1024}};
-    int iters = argc > 1 ? atoi(argv[1]) : 10, blocks = argc > 2 ? atoi(argv[2]) : 5, rank;
+                 {"alltoall-1KiB", ALLTOALL, 1024},
+                 {"allgatherv-1KiB", ALLGATHERV, 1024},
+                 {"gatherv-1KiB", GATHERV, 1024},
+                 {"scatterv-1KiB", SCATTERV, 1024}};
+    int iters = argc > 1 ? atoi(argv[1]) : 10, blocks = argc > 2 ? atoi(argv[2]) : 5, rank, size;
     char *a = calloc(1, 1 << 20), *b = calloc(1, 1 << 20);
     double *t = calloc((size_t)(blocks > 0 ? blocks : 1), sizeof(double));
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (iters < 1 || blocks < 1 || a == NULL || b == NULL || t == NULL) {
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    counts = calloc((size_t)size, sizeof(int));
+    displs = calloc((size_t)size, sizeof(int));
+    for (int r = 0; counts != NULL && displs != NULL && r < size; r++) {
+        counts[r] = 1024;
+        displs[r] = r * 1024;
+    }
+    if (iters < 1 || blocks < 1 || a == NULL || b == NULL || t == NULL || counts == NULL ||
+        displs == NULL || size > 1024) {
         if (rank == 0)
-            fprintf(stderr, "usage: coll-latency [ITERS [BLOCKS]] (both >= 1)\n");
+            fprintf(stderr,
+                    "usage: coll-latency [ITERS [BLOCKS]] (both >= 1, at most 1024 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -101,6 +145,8 @@ int main(int argc, char **argv)
     free(a);
     free(b);
     free(t);
+    free(counts);
+    free(displs);
     MPI_Finalize();
     return 0;
 }

@@ -57,8 +57,9 @@ for ((r = 1; r <= rounds; r++)); do
 	echo "round $r done ($(date +%T))"
 done
 printf '%-16s %14s %20s %14s %20s %8s\n' case "qcg us" "(min-max)" "default us" "(min-max)" ratio
-for c in barrier bcast-8B bcast-1MiB allreduce-8B allreduce-64KiB allreduce-1MiB allgather-1KiB \
-	gather-1KiB scatter-1KiB alltoall-1KiB cg-iteration; do
+# The cases in coll-latency's order, then the kernel.
+cases=$(awk '$1 == "qcg" { print $2 }' "$work/all" | awk '!seen[$0]++' | grep -v '^cg-')
+for c in $cases cg-iteration; do
 	q=$(awk -v c="$c" '$1 == "qcg" && $2 == c { print $3 }' "$work/all" | sort -g)
 	d=$(awk -v c="$c" '$1 == "default" && $2 == c { print $3 }' "$work/all" | sort -g)
 	med() { awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
