@@ -29,17 +29,19 @@
 
 TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-# What the tree needs to build and its tests to run; for test-trixie.sh
-# --unit, curl and python3-zeep (broker-service), man-db and groff-base
-# (common_cli); for test-trixie-packages.sh, debhelper (dpkg-buildpackage)
-# and adduser (qcg-connect-common's postinst); for bench/mpi-netpipe.sh
-# --trixie, netpipe-openmpi; for test-trixie-slurm.sh (the lab's Slurm
-# run from the root), slurmctld, slurmd, slurm-client and munge.
-# scripts/install-deps has the Debian 12 list
-# this follows.
+# What the tree needs to build and its tests to run; for test-trixie.sh's
+# unit tests, curl, python3-zeep and chromium (broker-service), man-db and
+# groff-base (common_cli), git (the docs' and scripts' checks), tcpdump
+# (launch-resume) and prometheus (promtool: monitor-rules); for
+# test-trixie-packages.sh, debhelper (dpkg-buildpackage) and adduser
+# (qcg-connect-common's postinst); for bench/mpi-netpipe.sh --trixie,
+# netpipe-openmpi; for test-trixie-slurm.sh (the lab's Slurm run from the
+# root), slurmctld, slurmd, slurm-client and munge.  scripts/install-deps
+# has the Debian 12 list this follows.
 TRIXIE_PACKAGES=(build-essential cmake pkg-config gsoap libgsoap-dev libssl-dev openssl
 	libnetfilter-queue-dev libmnl-dev libpcap-dev libuv1-dev libopenmpi-dev openmpi-bin
-	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base debhelper adduser netpipe-openmpi
+	iproute2 iptables procps psmisc curl python3-zeep man-db groff-base git tcpdump prometheus
+	chromium debhelper adduser netpipe-openmpi
 	slurmctld slurmd slurm-client munge)
 
 # trixie_has_packages STAMP: the root made with every package of the list
