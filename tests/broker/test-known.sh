@@ -17,7 +17,7 @@ build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 # shellcheck source=../lib/loopback-grid.sh
 . "$src/tests/lib/loopback-grid.sh"
-call=$build/tests/broker/broker-call
+call=$build/tests/lib/soap-call
 need_built "$broker" "$call"
 need_commands python3 ss
 grid_workdir test-known
@@ -30,7 +30,7 @@ grid_ports_free "$port"
 fe_call() { "$call" --url "$broker_url" --ca "$ca/ca.crt" --cert "$ca/frontend-c1.pem" "$@"; }
 
 grid_broker "$port" --state-file "$state" --max-handshakes "$stage" || exit 1
-if fe_call register-cluster c1 nat 0 0 203.0.113.77 >"$out" 2>&1; then
+if fe_call registerCluster name=c1 kind=nat publicAddress=203.0.113.77 >"$out" 2>&1; then
 	pass "c1's frontend registers from 127.0.0.1, public address 203.0.113.77"
 else
 	fail "c1's frontend registers from 127.0.0.1, public address 203.0.113.77"

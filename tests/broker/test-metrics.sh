@@ -46,21 +46,21 @@ start_broker "$log" broker_pid $port --metrics-listen 127.0.0.1:$mport
 grep -q "metrics on http://127.0.0.1:$mport/metrics" "$log" && pass "the log says where metrics are" ||
   fail "no log line for the metrics endpoint"
 
-expect_ok "register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
-expect_ok "register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
-expect_ok "node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
-expect_ok "node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
-expect_ok "publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
-expect_ok "publish open" "$fo" publish p s 1 - open1 203.0.113.21 20001
-expect_ok "lookup nata -> open" "$fe" lookup p s 0 1
-[[ $out == *"technique=direct"* ]] || fail "the plan nata -> open is not direct: $out"
-expect_ok "report: direct worked in 3 ms" "$fe" report p s 0 1 direct 1 3
-expect_ok "lookup nata -> open again" "$fe" lookup p s 0 1
-expect_ok "report: direct failed, timed out" "$fe" report p s 0 1 direct 0 900 \
-  "connect to 203.0.113.21 port 20001: Connection timed out"
-expect_ok "lookup nata -> open a third time" "$fe" lookup p s 0 1 direct
-expect_ok "report: direct refused" "$fe" report p s 0 1 direct 0 2 \
-  "connect to 203.0.113.21 port 20001: Connection refused"
+expect_ok "register nata" "$fe" registerCluster name=nata kind=nat publicAddress=203.0.113.30 nodeRange=198.18.3.0/24
+expect_ok "register open" "$fo" registerCluster name=open kind=open publicAddress=203.0.113.20 nodeRange=203.0.113.20/31
+expect_ok "node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "publish nata" "$fe" publish job=p secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "publish open" "$fo" publish job=p secret=s rank=1 node=open1 address=203.0.113.21 port=20001
+expect_ok "lookup nata -> open" "$fe" lookup job=p secret=s fromRank=0 toRank=1
+out_has plan.technique=direct || fail "the plan nata -> open is not direct: $out"
+expect_ok "report: direct worked in 3 ms" "$fe" report job=p secret=s fromRank=0 toRank=1 technique=direct ok=1 setupMs=3
+expect_ok "lookup nata -> open again" "$fe" lookup job=p secret=s fromRank=0 toRank=1
+expect_ok "report: direct failed, timed out" "$fe" report job=p secret=s fromRank=0 toRank=1 technique=direct ok=0 setupMs=900 \
+  why="connect to 203.0.113.21 port 20001: Connection timed out"
+expect_ok "lookup nata -> open a third time" "$fe" lookup job=p secret=s fromRank=0 toRank=1 tried=direct
+expect_ok "report: direct refused" "$fe" report job=p secret=s fromRank=0 toRank=1 technique=direct ok=0 setupMs=2 \
+  why="connect to 203.0.113.21 port 20001: Connection refused"
 
 curl -fsS -D "$work/headers" "http://127.0.0.1:$mport/metrics" >"$work/metrics" 2>"$work/curl.err" ||
   fail "GET /metrics: $(cat "$work/curl.err")"

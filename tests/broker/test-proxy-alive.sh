@@ -3,7 +3,7 @@
 # (issue 19).  A real qcg-broker with two proxies configured, p1 and p2; a
 # real qcg-proxy p1 beating every second (--broker); p2 never runs.
 #
-#   test-proxy-alive.sh QCG-BROKER BROKER-CALL QCG-CERTS QCG-PROXY
+#   test-proxy-alive.sh QCG-BROKER SOAP-CALL QCG-CERTS QCG-PROXY
 #
 #   qcg-proxy p1 (127.0.0.1:17761, control 17762) --proxyAlive--> qcg-broker 127.0.0.1:17760
 #   p2 configured at 127.0.0.1:17763, never started; ports 17760-17769 are ours.
@@ -34,18 +34,18 @@ fe=$ca/frontend-nata.pem fo=$ca/frontend-open.pem
 log=$work/broker.log
 start_broker "$log" broker_pid $port --proxy p1@127.0.0.1:17761,p2@127.0.0.1:17763 \
   --proxy-key "$work/proxy.key" --proxy-dead-after 3
-expect_ok "register nata" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
-expect_ok "register open" "$fo" register-cluster open open 0 0 203.0.113.20/31
-expect_ok "node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 0
-expect_ok "node open1" "$fo" register-node open1 203.0.113.21 20000 20999 0
-expect_ok "publish nata" "$fe" publish j s 0 - nata1 198.18.3.11 20001
-expect_ok "publish open" "$fo" publish j s 1 - open1 203.0.113.21 20001
+expect_ok "register nata" "$fe" registerCluster name=nata kind=nat nodeRange=198.18.3.0/24
+expect_ok "register open" "$fo" registerCluster name=open kind=open nodeRange=203.0.113.20/31
+expect_ok "node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "publish nata" "$fe" publish job=j secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "publish open" "$fo" publish job=j secret=s rank=1 node=open1 address=203.0.113.21 port=20001
 
 # proxy_ports N: the proxy ports of N proxy plans open -> nata, one per line.
 proxy_ports() {
   for _ in $(seq "$1"); do
-    call "$fo" lookup j s 1 0 reversed
-    sed -n 's/.*technique=proxy .* port=\([0-9]*\) .*/\1/p' <<<"$out"
+    call "$fo" lookup job=j secret=s fromRank=1 toRank=0 tried=reversed
+    if out_has plan.technique=proxy; then field plan.port; fi
   done
 }
 
@@ -98,8 +98,8 @@ kill -9 "$proxy_pid"
 wait "$proxy_pid" 2>/dev/null
 proxy_pid=
 dead_plan() {
-  call "$fo" lookup j s 1 0 reversed
-  [[ $out == *"status=unavailable technique=proxy"*"no live proxy"* ]]
+  call "$fo" lookup job=j secret=s fromRank=1 toRank=0 tried=reversed
+  out_has plan.status=unavailable plan.technique=proxy && [[ $(field plan.reason) == *"no live proxy"* ]]
 }
 for _ in $(seq 200); do dead_plan && break; sleep 0.1; done
 dead_plan && pass "p1 killed: no proxy planned within proxy-dead-after ('no live proxy')" ||
@@ -111,7 +111,8 @@ grep -Eq '^p1 +127\.0\.0\.1:17761 +dead +[0-9]+ s ago' "$work/grid.txt" &&
 grep -Eq '^p2 +127\.0\.0\.1:17763 +dead +never' "$work/grid.txt" &&
   pass "--grid: p2 dead, never heard (not '0 s ago')" || fail "--grid, p2: $(cat "$work/grid.txt")"
 call "$fe" stats
-[[ $out =~ proxy_beats=([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
+beats=$(field counter.proxy_beats)
+[[ $beats =~ ^[0-9]+$ ]] && [ "$beats" -ge 1 ] &&
   pass "stats count the beats" || fail "stats: $out"
 
 # p1 back: planned again at its first beat.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # broker-service: the real qcg-broker on 127.0.0.1 with a throw-away CA, called
-# by broker-call (a C client over qcgcommon), curl and python3-zeep.
+# by soap-call (tests/lib, a C client over qcgcommon), curl and python3-zeep.
 #
-#   test-service.sh QCG-BROKER BROKER-CALL QCG-CERTS
+#   test-service.sh QCG-BROKER SOAP-CALL QCG-CERTS
 #
-#   broker-call / curl / zeep --(mutual TLS, 127.0.0.1:17700)--> qcg-broker
+#   soap-call / curl / zeep --(mutual TLS, 127.0.0.1:17700)--> qcg-broker
 #   second broker on 17701 (--max-contacts 2); ports 17700-17799 are ours.
 set -u
 broker_bin=$1 call_bin=$2 certs_bin=$3
@@ -21,6 +21,8 @@ trap cleanup EXIT
 
 # shellcheck source=tests/broker/lib.sh
 . "$(dirname "$0")/lib.sh"
+# last_seq: the seq of a poll's last command, which the next poll acknowledges.
+last_seq() { field "command.$(($(field command.count) - 1)).seq"; }
 
 # Throw-away CA: the grid's, and a foreign one whose certificates must be refused.
 make_ca "$work/ca" nata open fw sym natb
@@ -81,120 +83,127 @@ chmod 0600 "$work/proxy.key"
 "$broker_bin" --help | grep -q -- "--grid" && pass "--help lists --grid" || fail "--help: no --grid"
 
 # --- a frontend registers, publishes, looks up
-expect_ok "frontend registers its cluster" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
-epoch=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
+expect_ok "frontend registers its cluster" "$fe" registerCluster name=nata kind=nat publicAddress=203.0.113.30 nodeRange=198.18.3.0/24
+epoch=$(field epoch)
 grep -q "cluster nata registered" "$log" && pass "registration logged at info" ||
   fail "no info line for the registration"
-expect_ok "frontend registers a node" "$fe" register-node nata1 198.18.3.11 20000 20999 1
+expect_ok "frontend registers a node" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=1
 expect_ok "publish rank 0 (cluster filled from the caller)" "$fe" \
-  publish job1 s3cret 0 - nata1 198.18.3.11 20001
-expect_ok "publish rank 1" "$fe" publish job1 s3cret 1 nata nata1 198.18.3.11 20002
+  publish job=job1 secret=s3cret rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "publish rank 1" "$fe" publish job=job1 secret=s3cret rank=1 cluster=nata node=nata1 address=198.18.3.11 port=20002
 expect_ok "re-publishing the same contact is idempotent" "$fe" \
-  publish job1 s3cret 1 nata nata1 198.18.3.11 20002
+  publish job=job1 secret=s3cret rank=1 cluster=nata node=nata1 address=198.18.3.11 port=20002
 expect_fault "the same rank elsewhere is busy" busy "$fe" \
-  publish job1 s3cret 1 nata nata1 198.18.3.11 20003
-expect_ok "lookup within the cluster" "$fe" lookup job1 s3cret 0 1
-[[ $out == *"status=ok technique=direct cluster=nata node=nata1 address=198.18.3.11 port=20002 cacheable=1"* ]] &&
+  publish job=job1 secret=s3cret rank=1 cluster=nata node=nata1 address=198.18.3.11 port=20003
+expect_ok "lookup within the cluster" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=1
+out_has plan.status=ok plan.technique=direct plan.cluster=nata plan.node=nata1 \
+  plan.address=198.18.3.11 plan.port=20002 plan.cacheable=1 &&
   pass "plan: direct to the private address, cacheable" || fail "plan: $out"
-expect_ok "lookup of an unpublished rank" "$fe" lookup job1 s3cret 0 9
-[[ $out == *"status=notfound"* ]] && pass "plan: notfound (not a fault)" || fail "plan: $out"
+expect_ok "lookup of an unpublished rank" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=9
+out_has plan.status=notfound && pass "plan: notfound (not a fault)" || fail "plan: $out"
 
 # Another site: open -> nata needs reversed (unavailable), nata -> open is direct.
-expect_ok "second frontend registers" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
-expect_ok "second frontend's node" "$fo" register-node open1 203.0.113.21 20000 20999 0
-expect_ok "publish rank 2 at open" "$fo" publish job1 s3cret 2 open open1 203.0.113.21 20005
-expect_ok "lookup nata -> open" "$fe" lookup job1 s3cret 0 2
-[[ $out == *"status=ok technique=direct"*"address=203.0.113.21 port=20005"* ]] &&
+expect_ok "second frontend registers" "$fo" registerCluster name=open kind=open publicAddress=203.0.113.20 nodeRange=203.0.113.20/31
+expect_ok "second frontend's node" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "publish rank 2 at open" "$fo" publish job=job1 secret=s3cret rank=2 cluster=open node=open1 address=203.0.113.21 port=20005
+expect_ok "lookup nata -> open" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=2
+out_has plan.status=ok plan.technique=direct plan.address=203.0.113.21 plan.port=20005 &&
   pass "plan to an open site: direct" || fail "plan: $out"
-expect_ok "lookup open -> nata" "$fo" lookup job1 s3cret 2 0
-[[ $out =~ status=ok\ technique=reversed\ .*cacheable=0\ token=([0-9a-f]{32})\ reason=cluster\ open\ is\ open\ and\ cluster\ nata\ is\ not\ reachable.*:\ reversed$ ]] &&
+expect_ok "lookup open -> nata" "$fo" lookup job=job1 secret=s3cret fromRank=2 toRank=0
+rev_token=$(field plan.token)
+out_has plan.status=ok plan.technique=reversed plan.cacheable=0 && [[ $rev_token =~ ^[0-9a-f]{32}$ ]] &&
+  [[ $(field plan.reason) =~ ^cluster\ open\ is\ open\ and\ cluster\ nata\ is\ not\ reachable.*:\ reversed$ ]] &&
   pass "plan to a NAT site: reversed, a 32-hex token, not cacheable, with a reason" ||
   fail "plan: $out"
-rev_token=${BASH_REMATCH[1]:-none}
-expect_ok "nata's queue after the reversed plan" "$fe" poll "$epoch" 0 0
-[[ $out =~ ^ok\ epoch=$epoch\ commands=1\ [0-9]+:connect-back:job1:0:nata1:2:203.0.113.21:20005:$rev_token$ ]] &&
+rev_token=${rev_token:-none}
+expect_ok "nata's queue after the reversed plan" "$fe" poll epoch="$epoch" ackSeq=0 waitSeconds=0
+out_has "epoch=$epoch" command.count=1 &&
+  has_item command kind=connect-back job=job1 rank=0 node=nata1 peerRank=2 address=203.0.113.21 \
+    port=20005 "token=$rev_token" seconds=0 &&
   pass "connect-back ordered to nata1: rank 0 calls rank 2 at 203.0.113.21:20005 with the token" ||
   fail "connect-back: $out (token $rev_token)"
-cb_seq=$(sed -n 's/.* \([0-9]*\):connect-back.*/\1/p' <<<"$out")
-expect_ok "acknowledging the connect-back" "$fe" poll "$epoch" "${cb_seq:-0}" 0
-expect_ok "lookup open -> nata, reversed tried, no proxy configured" "$fo" lookup job1 s3cret 2 0 reversed
-[[ $out == *"status=unavailable technique=proxy"*"cacheable=0 token= reason="*"reversed already tried"*"no proxy configured"* ]] &&
+cb_seq=$(last_seq)
+expect_ok "acknowledging the connect-back" "$fe" poll epoch="$epoch" ackSeq="${cb_seq:-0}" waitSeconds=0
+expect_ok "lookup open -> nata, reversed tried, no proxy configured" "$fo" lookup job=job1 secret=s3cret fromRank=2 toRank=0 tried=reversed
+out_has plan.status=unavailable plan.technique=proxy plan.cacheable=0 && [[ -z $(field plan.token) ]] &&
+  [[ $(field plan.reason) == *"reversed already tried"*"no proxy configured"* ]] &&
   pass "fallback without a proxy: unavailable, naming proxy" || fail "plan: $out"
-expect_ok "lookup nata -> open, direct tried" "$fe" lookup job1 s3cret 0 2 direct
-[[ $out == *"status=unavailable technique=proxy"*"direct already tried"* ]] &&
+expect_ok "lookup nata -> open, direct tried" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=2 tried=direct
+out_has plan.status=unavailable plan.technique=proxy &&
+  [[ $(field plan.reason) == *"direct already tried"* ]] &&
   pass "nothing after direct for a NATed initiator without a proxy" || fail "plan: $out"
-expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job1 s3cret 2 0 reversed,warp
+expect_fault "lookup with an unknown technique tried" invalid "$fo" lookup job=job1 secret=s3cret fromRank=2 toRank=0 tried=reversed,warp
 
 # Many lookups in one call: each answered as a lookup alone, in order; a
 # refused one leaves the others planned.
-stat_of() { grep -o " $1=[0-9]*" <<<"$2" | cut -d= -f2; }
 expect_ok "stats before lookups" "$fe" stats
-lk0=$(stat_of lookups "$out") lc0=$(stat_of lookup_calls "$out")
+lk0=$(field counter.lookups) lc0=$(field counter.lookup_calls)
 expect_ok "lookups: direct, notfound, another cluster's rank, reversed" "$fe" lookups \
-  job1 s3cret 0 1  job1 s3cret 0 9  job1 s3cret 2 0  job1 wrong 0 2
-if [[ $out == "ok answers=4"* ]] &&
-  grep -q '^0: status=ok technique=direct address=198.18.3.11 port=20002 cacheable=1' <<<"$out" &&
-  grep -q '^1: status=notfound' <<<"$out" &&
-  grep -q '^2: fault denied: ' <<<"$out" && grep -q '^3: fault denied: ' <<<"$out"; then
+  job=job1 secret=s3cret fromRank=0 toRank=1 job=job1 secret=s3cret fromRank=0 toRank=9 \
+  job=job1 secret=s3cret fromRank=2 toRank=0 job=job1 secret=wrong fromRank=0 toRank=2
+if out_has answer.count=4 answer.0.plan.status=ok answer.0.plan.technique=direct \
+  answer.0.plan.address=198.18.3.11 answer.0.plan.port=20002 answer.0.plan.cacheable=1 \
+  answer.1.plan.status=notfound answer.2.fault=denied answer.3.fault=denied; then
   pass "lookups: 4 answers in order, two refused apart"
 else fail "lookups: $out"; fi
 expect_ok "stats after lookups" "$fe" stats
-[[ $(stat_of lookup_calls "$out") == $((lc0 + 1)) && $(stat_of lookups "$out") == $((lk0 + 4)) ]] &&
+[[ $(field counter.lookup_calls) == $((lc0 + 1)) && $(field counter.lookups) == $((lk0 + 4)) ]] &&
   pass "lookups: one call, four lookups counted (lookup_calls $lc0 -> $((lc0 + 1)))" ||
   fail "lookups counters: lookups $lk0, lookup_calls $lc0 -> $out"
-expect_ok "lookups open -> nata: a reversed plan with its own token" "$fo" lookups job1 s3cret 2 0
-[[ $out =~ 0:\ status=ok\ technique=reversed\ .*token=([0-9a-f]{32}) ]] &&
+expect_ok "lookups open -> nata: a reversed plan with its own token" "$fo" lookups job=job1 secret=s3cret fromRank=2 toRank=0
+lk_token=$(field answer.0.plan.token)
+out_has answer.0.plan.status=ok answer.0.plan.technique=reversed && [[ $lk_token =~ ^[0-9a-f]{32}$ ]] &&
   pass "lookups: reversed plan, 32-hex token" || fail "lookups reversed: $out"
-lk_token=${BASH_REMATCH[1]:-none}
-expect_ok "nata's queue after it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
-[[ $out == *":connect-back:job1:0:nata1:2:"*":$lk_token" ]] &&
+lk_token=${lk_token:-none}
+expect_ok "nata's queue after it" "$fe" poll epoch="$epoch" ackSeq="${cb_seq:-0}" waitSeconds=0
+has_item command kind=connect-back job=job1 rank=0 node=nata1 peerRank=2 "token=$lk_token" &&
   pass "lookups: its connect-back ordered with the plan's token" || fail "lookups order: $out"
-cb_seq=$(sed -n 's/.* \([0-9]*\):connect-back.*/\1/p' <<<"$out")
-expect_ok "acknowledging it" "$fe" poll "$epoch" "${cb_seq:-0}" 0
+cb_seq=$(last_seq)
+expect_ok "acknowledging it" "$fe" poll epoch="$epoch" ackSeq="${cb_seq:-0}" waitSeconds=0
 many=()
-for i in $(seq 0 256); do many+=(job1 s3cret 0 1); done
+for i in $(seq 0 256); do many+=(job=job1 secret=s3cret fromRank=0 toRank=1); done
 expect_fault "lookups: 257 in one call" invalid "$fe" lookups "${many[@]}"
-expect_fault "helper calling lookups" denied "$helper" lookups job1 s3cret 0 1
+expect_fault "helper calling lookups" denied "$helper" lookups job=job1 secret=s3cret fromRank=0 toRank=1
 
 # --- who may do what
-expect_fault "helper calling registerCluster" denied "$helper" register-cluster nata nat 0 0
-expect_fault "helper calling publish" denied "$helper" publish job1 s3cret 3 nata nata1 198.18.3.11 20004
-expect_fault "frontend nata registering cluster open" denied "$fe" register-cluster open open 0 0
+expect_fault "helper calling registerCluster" denied "$helper" registerCluster name=nata kind=nat
+expect_fault "helper calling publish" denied "$helper" publish job=job1 secret=s3cret rank=3 cluster=nata node=nata1 address=198.18.3.11 port=20004
+expect_fault "frontend nata registering cluster open" denied "$fe" registerCluster name=open kind=open
 expect_fault "frontend nata publishing for cluster open" denied "$fe" \
-  publish job1 s3cret 3 open open1 203.0.113.21 20006
-expect_fault "frontend open withdrawing nata's contact" denied "$fo" withdraw job1 s3cret 1
-expect_fault "lookup from a rank of another cluster" denied "$fo" lookup job1 s3cret 0 1
+  publish job=job1 secret=s3cret rank=3 cluster=open node=open1 address=203.0.113.21 port=20006
+expect_fault "frontend open withdrawing nata's contact" denied "$fo" withdraw job=job1 secret=s3cret rank=1
+expect_fault "lookup from a rank of another cluster" denied "$fo" lookup job=job1 secret=s3cret fromRank=0 toRank=1
 grep -q "publish from helper nata/nata1 refused (qcg:denied)" "$log" &&
   pass "refusals logged at warn with the caller" || fail "no warn line naming the caller"
 
 # --- secrets, versions, fields
-expect_fault "publish with a wrong secret" denied "$fe" publish job1 wrong 3 nata nata1 198.18.3.11 20004
-expect_fault "lookup with a wrong secret" denied "$fe" lookup job1 wrong 0 1
-expect_fault "withdraw with a wrong secret" denied "$fe" withdraw job1 wrong 1
-call "$fe" --version 917 stats
-if [ $rc -eq 3 ] && [[ $out == "fault version:"* ]] && grep -qw 917 <<<"$out" && grep -qw 2 <<<"$out"; then
+expect_fault "publish with a wrong secret" denied "$fe" publish job=job1 secret=wrong rank=3 cluster=nata node=nata1 address=198.18.3.11 port=20004
+expect_fault "lookup with a wrong secret" denied "$fe" lookup job=job1 secret=wrong fromRank=0 toRank=1
+expect_fault "withdraw with a wrong secret" denied "$fe" withdraw job=job1 secret=wrong rank=1
+call "$fe" --protocol 917 stats
+if [ $rc -eq 1 ] && [[ $out == "fault version:"* ]] && grep -qw 917 <<<"$out" && grep -qw 2 <<<"$out"; then
   pass "version mismatch names both versions ($out)"
 else
   fail "version mismatch: $out"
 fi
 # A version-1 caller sent the job secret itself: refused by version, not misread.
-expect_fault "a version-1 publish (the secret, not its verifier)" version "$fe" --version 1 \
-  publish job1 raw:s3cret 3 nata nata1 198.18.3.11 20004
+expect_fault "a version-1 publish (the secret, not its verifier)" version "$fe" --protocol 1 \
+  publish job=job1 verifier=s3cret rank=3 cluster=nata node=nata1 address=198.18.3.11 port=20004
 # A secret where the verifier belongs (not 64 lowercase hex) is malformed.
-expect_fault "a secret in the verifier field" invalid "$fe" publish job1 raw:s3cret 3 nata nata1 \
-  198.18.3.11 20004
-expect_fault "negative rank" invalid "$fe" publish job1 s3cret -1 nata nata1 198.18.3.11 20004
-expect_fault "port 0" invalid "$fe" publish job1 s3cret 3 nata nata1 198.18.3.11 0
-expect_fault "address that is not one" invalid "$fe" register-node nata2 198.18.3.300 20000 20999 0
-expect_fault "unknown kind" invalid "$fe" register-cluster nata wormhole 0 0
-expect_fault "nine public addresses" invalid "$fe" register-cluster nata nat 0 0 \
-  203.0.113.1 203.0.113.2 203.0.113.3 203.0.113.4 203.0.113.5 203.0.113.6 203.0.113.7 203.0.113.8 203.0.113.9
-expect_fault "bad job id" invalid "$fe" lookup "job/../x" s3cret 0 1
-expect_fault "unregistered node" notfound "$fe" publish job1 s3cret 3 nata nata7 198.18.3.17 20004
+expect_fault "a secret in the verifier field" invalid "$fe" publish job=job1 verifier=s3cret rank=3 cluster=nata node=nata1 \
+  address=198.18.3.11 port=20004
+expect_fault "negative rank" invalid "$fe" publish job=job1 secret=s3cret rank=-1 cluster=nata node=nata1 address=198.18.3.11 port=20004
+expect_fault "port 0" invalid "$fe" publish job=job1 secret=s3cret rank=3 cluster=nata node=nata1 address=198.18.3.11 port=0
+expect_fault "address that is not one" invalid "$fe" registerNode name=nata2 address=198.18.3.300 portLow=20000 portHigh=20999 canIntercept=0
+expect_fault "unknown kind" invalid "$fe" registerCluster name=nata kind=wormhole
+expect_fault "nine public addresses" invalid "$fe" registerCluster name=nata kind=nat publicAddress=203.0.113.1 publicAddress=203.0.113.2 \
+  publicAddress=203.0.113.3 publicAddress=203.0.113.4 publicAddress=203.0.113.5 publicAddress=203.0.113.6 publicAddress=203.0.113.7 publicAddress=203.0.113.8 publicAddress=203.0.113.9
+expect_fault "bad job id" invalid "$fe" lookup job="job/../x" secret=s3cret fromRank=0 toRank=1
+expect_fault "unregistered node" notfound "$fe" publish job=job1 secret=s3cret rank=3 cluster=nata node=nata7 address=198.18.3.17 port=20004
 
 # --- TLS: a foreign CA's certificate and no certificate are refused
 call "$work/foreign/frontend-nata.pem" stats
-[ $rc -eq 4 ] && pass "foreign-CA certificate refused at TLS ($out)" || fail "foreign CA: rc=$rc $out"
+[ $rc -eq 3 ] && pass "foreign-CA certificate refused at TLS ($out)" || fail "foreign CA: rc=$rc $out"
 wait_log "$log" "TLS handshake failed" "$broker_pid" && pass "the broker logs the refused handshake" ||
   fail "no log line for the refused handshake"
 envelope() { # body-xml
@@ -231,7 +240,7 @@ head -c 2097152 /dev/zero | tr '\0' 'A' >"$work/big"
 curl_fe --data-binary @"$work/big.xml" "$url" >"$work/big.out" 2>&1
 if grep -q lookupResponse "$work/big.out"; then fail "2 MB body answered"
 else pass "2 MB body refused: $(head -c 160 "$work/big.out" | tr -d '\n')"; fi
-expect_ok "the broker still serves after a 2 MB body" "$fe" lookup job1 s3cret 0 1
+expect_ok "the broker still serves after a 2 MB body" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=1
 
 # --- WSDL, and python3-zeep calling stats over mutual TLS
 curl_fe "$url?wsdl" >"$work/qcg.wsdl"
@@ -278,23 +287,25 @@ assert d["clusters"] == 2 and d["contacts"] == 3 and d["faults"] > 10 and d["con
 [ $? -eq 1 ] && pass "--stats against no broker fails with exit 1" || fail "--stats to nothing"
 
 # --- long-poll: a withdraw reaches every cluster's queue
-expect_ok "poll with an old epoch" "$fe" poll 12345 0 5
-[ "$out" = "ok epoch=$epoch commands=0" ] && pass "old epoch: the broker's epoch, no commands" ||
+expect_ok "poll with an old epoch" "$fe" poll epoch=12345 ackSeq=0 waitSeconds=5
+out_has "epoch=$epoch" command.count=0 && pass "old epoch: the broker's epoch, no commands" ||
   fail "old epoch: $out (want epoch $epoch)"
-"$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fo" poll "$epoch" 0 10 >"$work/poll.out" 2>&1 &
+"$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fo" poll epoch="$epoch" ackSeq=0 waitSeconds=10 >"$work/poll.out" 2>&1 &
 poll_pid=$!
 wait_log "$log" "poll from frontend open: ack 0, waiting up to 10 s" "$broker_pid" ||
   fail "the poll did not reach the broker"
-expect_ok "withdraw rank 1" "$fe" withdraw job1 s3cret 1 nata1
+expect_ok "withdraw rank 1" "$fe" withdraw job=job1 secret=s3cret rank=1 node=nata1
 wait "$poll_pid"
-grep -Eq "^ok epoch=$epoch commands=1 [0-9]+:invalidate:job1:1$" "$work/poll.out" &&
+out=$(cat "$work/poll.out")
+out_has ok "epoch=$epoch" command.count=1 &&
+  has_item command kind=invalidate job=job1 rank=1 node= peerRank=0 address= port=0 token= seconds=0 &&
   pass "a pending poll of another cluster receives invalidate(job1, 1)" ||
-  fail "poll: $(cat "$work/poll.out")"
-seq1=$(sed -n 's/.* \([0-9]*\):invalidate.*/\1/p' "$work/poll.out")
-expect_ok "poll acknowledging it" "$fo" poll "$epoch" "$seq1" 0
-[ "$out" = "ok epoch=$epoch commands=0" ] && pass "acknowledged commands are gone" || fail "ack: $out"
-expect_ok "lookup of the withdrawn rank" "$fe" lookup job1 s3cret 0 1
-[[ $out == *"status=notfound"* ]] && pass "withdrawn rank: notfound" || fail "after withdraw: $out"
+  fail "poll: $out"
+seq1=$(field command.0.seq)
+expect_ok "poll acknowledging it" "$fo" poll epoch="$epoch" ackSeq="$seq1" waitSeconds=0
+out_has "epoch=$epoch" command.count=0 && pass "acknowledged commands are gone" || fail "ack: $out"
+expect_ok "lookup of the withdrawn rank" "$fe" lookup job=job1 secret=s3cret fromRank=0 toRank=1
+out_has plan.status=notfound && pass "withdrawn rank: notfound" || fail "after withdraw: $out"
 
 # --- max-contacts: a broker that holds 2 refuses the third
 small_log=$work/small.log
@@ -302,15 +313,15 @@ printf '# a config file\nmax-contacts = 2\nmax-contacts-per-cluster = 2\ncluster
   >"$work/small.conf"
 start_broker "$small_log" small_pid 17701 --config "$work/small.conf"
 URL=https://127.0.0.1:17701/
-expect_ok "small broker: register" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
-expect_ok "small broker: node" "$fe" register-node nata1 198.18.3.11 20000 20999 0
-expect_ok "small broker: contact 1" "$fe" publish j s 0 - nata1 198.18.3.11 20001
-expect_ok "small broker: contact 2" "$fe" publish j s 1 - nata1 198.18.3.11 20002
-expect_fault "small broker: contact 3 beyond max-contacts" unavailable "$fe" publish j s 2 - nata1 198.18.3.11 20003
+expect_ok "small broker: register" "$fe" registerCluster name=nata kind=nat nodeRange=198.18.3.0/24
+expect_ok "small broker: node" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "small broker: contact 1" "$fe" publish job=j secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "small broker: contact 2" "$fe" publish job=j secret=s rank=1 node=nata1 address=198.18.3.11 port=20002
+expect_fault "small broker: contact 3 beyond max-contacts" unavailable "$fe" publish job=j secret=s rank=2 node=nata1 address=198.18.3.11 port=20003
 # cluster-probes = 2 a minute: a third probe within it is refused, naming the option.
-expect_ok "small broker: probe 1" "$fe" probe nata 5
-expect_ok "small broker: probe 2" "$fe" probe nata 5
-expect_fault "small broker: probe 3 beyond cluster-probes" busy "$fe" probe nata 5
+expect_ok "small broker: probe 1" "$fe" probe cluster=nata seconds=5
+expect_ok "small broker: probe 2" "$fe" probe cluster=nata seconds=5
+expect_fault "small broker: probe 3 beyond cluster-probes" busy "$fe" probe cluster=nata seconds=5
 [[ $out == *"cluster-probes"* ]] && pass "the refusal names cluster-probes" || fail "refusal: $out"
 unset URL
 
@@ -320,22 +331,28 @@ printf 'proxy = p1@127.0.0.1:17790, p2@127.0.0.1:17791\nproxy-key = %s\n' "$work
   >"$work/proxied.conf"
 start_broker "$proxied_log" proxied_pid 17702 --config "$work/proxied.conf"
 URL=https://127.0.0.1:17702/
-expect_ok "proxied broker: register nata" "$fe" register-cluster nata nat 0 0 198.18.3.0/24
-epoch2=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
-expect_ok "proxied broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20/31
-expect_ok "proxied broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 0
-expect_ok "proxied broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 0
-expect_ok "proxied broker: publish nata" "$fe" publish j s 0 - nata1 198.18.3.11 20001
-expect_ok "proxied broker: publish open" "$fo" publish j s 1 - open1 203.0.113.21 20001
-expect_ok "proxied broker: open -> nata, reversed tried" "$fo" lookup j s 1 0 reversed
-[[ $out =~ status=ok\ technique=proxy\ cluster=nata\ node=nata1\ address=127.0.0.1\ port=1779[01]\ cacheable=0\ token=([0-9a-f]{84})\ reason=.*reversed\ already\ tried.*proxy$ ]] &&
+expect_ok "proxied broker: register nata" "$fe" registerCluster name=nata kind=nat nodeRange=198.18.3.0/24
+epoch2=$(field epoch)
+expect_ok "proxied broker: register open" "$fo" registerCluster name=open kind=open nodeRange=203.0.113.20/31
+expect_ok "proxied broker: node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "proxied broker: node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "proxied broker: publish nata" "$fe" publish job=j secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "proxied broker: publish open" "$fo" publish job=j secret=s rank=1 node=open1 address=203.0.113.21 port=20001
+expect_ok "proxied broker: open -> nata, reversed tried" "$fo" lookup job=j secret=s fromRank=1 toRank=0 tried=reversed
+px_token=$(field plan.token) px_port=$(field plan.port)
+out_has plan.status=ok plan.technique=proxy plan.cluster=nata plan.node=nata1 plan.address=127.0.0.1 \
+  plan.cacheable=0 && [[ $px_port =~ ^1779[01]$ && $px_token =~ ^[0-9a-f]{84}$ ]] &&
+  [[ $(field plan.reason) =~ reversed\ already\ tried.*proxy$ ]] &&
   pass "fallback: a proxy plan with an 84-hex token, not cacheable" || fail "plan: $out"
-px_token=${BASH_REMATCH[1]:-none}
-px_port=$(sed -n 's/.* port=\([0-9]*\) .*/\1/p' <<<"$out")
-expect_ok "nata's queue at the proxied broker" "$fe" poll "${epoch2:-0}" 0 0
-[[ $out =~ [0-9]+:proxy-connect:j:0:nata1:1:127.0.0.1:$px_port:([0-9a-f]{84})$ ]] &&
+px_token=${px_token:-none}
+expect_ok "nata's queue at the proxied broker" "$fe" poll epoch="${epoch2:-0}" ackSeq=0 waitSeconds=0
+i=$(item command kind proxy-connect)
+tgt_token=$(field "command.$i.token")
+[[ -n $i && $tgt_token =~ ^[0-9a-f]{84}$ ]] &&
+  has_item command kind=proxy-connect job=j rank=0 node=nata1 peerRank=1 address=127.0.0.1 \
+    "port=$px_port" "token=$tgt_token" seconds=0 &&
   pass "proxy-connect ordered to nata1 with the same proxy" || fail "proxy-connect: $out"
-tgt_token=${BASH_REMATCH[1]:-none}
+tgt_token=${tgt_token:-none}
 # version | pair (16 bytes) | side | ...: the same pair, the other side.
 if [ "${px_token:2:32}" = "${tgt_token:2:32}" ] && [ "${px_token:34:2}" = 00 ] &&
   [ "${tgt_token:34:2}" = 01 ]; then
@@ -343,11 +360,11 @@ if [ "${px_token:2:32}" = "${tgt_token:2:32}" ] && [ "${px_token:34:2}" = 00 ] &
 else
   fail "tokens: $px_token / $tgt_token"
 fi
-expect_ok "proxied broker: the same lookup again" "$fo" lookup j s 1 0 reversed
-[[ $out == *"technique=proxy"* ]] && [[ $out != *"$px_token"* ]] &&
+expect_ok "proxied broker: the same lookup again" "$fo" lookup job=j secret=s fromRank=1 toRank=0 tried=reversed
+out_has plan.technique=proxy && [[ $out != *"$px_token"* ]] &&
   pass "each proxy plan has a new token" || fail "second plan: $out"
 expect_ok "proxied broker: stats" "$fe" stats
-[[ $out == *"plans_proxy=2"* ]] && pass "stats count the proxy plans" || fail "stats: $out"
+out_has counter.plans_proxy=2 && pass "stats count the proxy plans" || fail "stats: $out"
 grep -q "proxy p2 at 127.0.0.1 port 17791" "$proxied_log" && pass "the proxies are logged at start" ||
   fail "no log line for the proxies"
 grep -q "$px_token" "$proxied_log" && fail "a token in the broker's log" ||
@@ -376,60 +393,64 @@ fi
 start_broker "$probed_log" probed_pid 17703 --config "$work/probed.conf"
 URL=https://127.0.0.1:17703/
 ffw=$ca/frontend-fw.pem fsym=$ca/frontend-sym.pem fnatb=$ca/frontend-natb.pem
-expect_ok "probed broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
-epoch3=$(sed -n 's/.*epoch=\([0-9]*\).*/\1/p' <<<"$out")
-expect_ok "probed broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
-expect_ok "probed broker: register fw" "$ffw" register-cluster fw firewalled 0 0 198.51.100.75 198.51.100.64/26
-expect_ok "probed broker: register sym" "$fsym" register-cluster sym symnat 0 0 203.0.113.98 198.18.5.0/24
-expect_ok "probed broker: register natb (no node)" "$fnatb" register-cluster natb nat 0 0 203.0.113.82 198.18.4.0/24
-expect_ok "probed broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
-expect_ok "probed broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
-expect_ok "probed broker: node fw1 (cannot intercept)" "$ffw" register-node fw1 198.51.100.75 20000 20999 0
-expect_ok "probed broker: node sym1" "$fsym" register-node sym1 198.18.5.11 20000 20999 1
-expect_ok "probed broker: publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
-expect_ok "probed broker: publish nata again" "$fe" publish p s 4 - nata1 198.18.3.11 20004
-expect_ok "probed broker: publish open" "$fo" publish p s 1 - open1 203.0.113.21 20001
-expect_ok "probed broker: publish fw" "$ffw" publish p s 2 - fw1 198.51.100.75 20001
-expect_ok "probed broker: publish sym" "$fsym" publish p s 3 - sym1 198.18.5.11 20001
+expect_ok "probed broker: register nata" "$fe" registerCluster name=nata kind=nat publicAddress=203.0.113.30 nodeRange=198.18.3.0/24
+epoch3=$(field epoch)
+expect_ok "probed broker: register open" "$fo" registerCluster name=open kind=open publicAddress=203.0.113.20 nodeRange=203.0.113.20/31
+expect_ok "probed broker: register fw" "$ffw" registerCluster name=fw kind=firewalled publicAddress=198.51.100.75 nodeRange=198.51.100.64/26
+expect_ok "probed broker: register sym" "$fsym" registerCluster name=sym kind=symnat publicAddress=203.0.113.98 nodeRange=198.18.5.0/24
+expect_ok "probed broker: register natb (no node)" "$fnatb" registerCluster name=natb kind=nat publicAddress=203.0.113.82 nodeRange=198.18.4.0/24
+expect_ok "probed broker: node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "probed broker: node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "probed broker: node fw1 (cannot intercept)" "$ffw" registerNode name=fw1 address=198.51.100.75 portLow=20000 portHigh=20999 canIntercept=0
+expect_ok "probed broker: node sym1" "$fsym" registerNode name=sym1 address=198.18.5.11 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "probed broker: publish nata" "$fe" publish job=p secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "probed broker: publish nata again" "$fe" publish job=p secret=s rank=4 node=nata1 address=198.18.3.11 port=20004
+expect_ok "probed broker: publish open" "$fo" publish job=p secret=s rank=1 node=open1 address=203.0.113.21 port=20001
+expect_ok "probed broker: publish fw" "$ffw" publish job=p secret=s rank=2 node=fw1 address=198.51.100.75 port=20001
+expect_ok "probed broker: publish sym" "$fsym" publish job=p secret=s rank=3 node=sym1 address=198.18.5.11 port=20001
 
 # lookup only: each technique, and why it cannot work
-only_is() { # description status-and-technique cert from to technique text
-  local what=$1 want=$2 cert=$3 from=$4 to=$5 t=$6 text=$7
-  call "$cert" lookup p s "$from" "$to" - "$t"
-  if [ $rc -eq 0 ] && [[ $out == "ok status=$want "* ]] && [[ $out == *" cacheable=0 "* ]] &&
-    [[ $out == *"$text"* ]]; then pass "only $t: $what"
+only_is() { # description "status technique=T" cert from to technique line-glob...
+  local what=$1 want=$2 cert=$3 from=$4 to=$5 t=$6
+  shift 6
+  call "$cert" lookup job=p secret=s fromRank="$from" toRank="$to" only="$t"
+  if [ $rc -eq 0 ] && out_has "plan.status=${want%% *}" "plan.${want#* }" plan.cacheable=0 &&
+    out_like "$@"; then pass "only $t: $what"
   else fail "only $t: $what: $out"; fi
 }
 only_is "nata -> fw direct: fw accepts nothing from outside" "unavailable technique=direct" "$fe" 0 2 direct \
-  "reason=cluster fw is firewalled with no open port range: it accepts no connection from outside → direct cannot work"
-only_is "nata -> open direct works, not cacheable" "ok technique=direct" "$fe" 0 1 direct "address=203.0.113.21 port=20001"
+  "plan.reason=cluster fw is firewalled with no open port range: it accepts no connection from outside → direct cannot work*"
+only_is "nata -> open direct works, not cacheable" "ok technique=direct" "$fe" 0 1 direct \
+  plan.address=203.0.113.21 plan.port=20001
 only_is "nata -> open reversed: nata is behind a NAT" "unavailable technique=reversed" "$fe" 0 1 reversed \
-  "reason=cluster nata (the initiator) is behind a NAT: the target's helper cannot connect back to it → reversed cannot work"
+  "plan.reason=cluster nata (the initiator) is behind a NAT: the target's helper cannot connect back to it → reversed cannot work*"
 only_is "nata -> fw traversing: fw1 cannot intercept" "unavailable technique=traversing" "$fe" 0 2 traversing \
-  "reason=the helper of node fw1 cannot intercept (no CAP_NET_ADMIN/CAP_NET_RAW) → traversing cannot work"
+  "plan.reason=the helper of node fw1 cannot intercept (no CAP_NET_ADMIN/CAP_NET_RAW) → traversing cannot work*"
 only_is "sym -> open traversing: open is no firewall" "unavailable technique=traversing" "$fsym" 3 1 traversing \
-  "reason=cluster open is open"
+  "plan.reason=cluster open is open*"
 only_is "nata -> sym holepunch: symmetric NAT" "unavailable technique=holepunch" "$fe" 0 3 holepunch \
-  "reason=site sym: mapping varies by destination (symmetric NAT) → hole punching cannot work"
+  "plan.reason=site sym: mapping varies by destination (symmetric NAT) → hole punching cannot work*"
 only_is "nata -> open holepunch through the reflector" "ok technique=holepunch" "$fe" 0 1 holepunch \
-  "address=127.0.0.1 port=17794"
-hp_token=$(sed -n 's/.* token=\([0-9a-f]*\) .*/\1/p' <<<"$out")
-only_is "sym -> nata proxy" "ok technique=proxy" "$fsym" 3 0 proxy "address=127.0.0.1 port=17790"
+  plan.address=127.0.0.1 plan.port=17794
+hp_token=$(field plan.token)
+only_is "sym -> nata proxy" "ok technique=proxy" "$fsym" 3 0 proxy plan.address=127.0.0.1 \
+  plan.port=17790
 only_is "nata -> nata reversed: inside a cluster only direct" "unavailable technique=reversed" "$fe" 0 4 reversed \
-  "only direct is used inside a cluster"
-only_is "open -> nata reversed" "ok technique=reversed" "$fo" 1 0 reversed "token="
-expect_ok "nata's queue: the orders of the only plans" "$fe" poll "$epoch3" 0 0
-[[ $out == *":connect-back:p:0:nata1:1:203.0.113.21:20001:"* && $out == *":proxy-connect:p:0:nata1:3:127.0.0.1:17790:"* ]] &&
+  "plan.reason=*only direct is used inside a cluster*"
+only_is "open -> nata reversed" "ok technique=reversed" "$fo" 1 0 reversed "plan.token=?*"
+expect_ok "nata's queue: the orders of the only plans" "$fe" poll epoch="$epoch3" ackSeq=0 waitSeconds=0
+has_item command kind=connect-back job=p rank=0 node=nata1 peerRank=1 address=203.0.113.21 port=20001 &&
+  has_item command kind=proxy-connect job=p rank=0 node=nata1 peerRank=3 address=127.0.0.1 port=17790 &&
   pass "only plans queue their orders (connect-back, proxy-connect)" || fail "orders: $out"
-expect_fault "only with an unknown technique" invalid "$fe" lookup p s 0 1 - warp
+expect_fault "only with an unknown technique" invalid "$fe" lookup job=p secret=s fromRank=0 toRank=1 only=warp
 # The outcome memory is ignored: holepunch failed between nata and open.
-expect_ok "report: holepunch failed nata -> open" "$fe" report p s 0 1 holepunch 0 900
-expect_ok "lookup nata -> open, direct tried, after the failure" "$fe" lookup p s 0 1 direct
-[[ $out == *"technique=proxy"*"holepunch failed recently"* ]] &&
+expect_ok "report: holepunch failed nata -> open" "$fe" report job=p secret=s fromRank=0 toRank=1 technique=holepunch ok=0 setupMs=900
+expect_ok "lookup nata -> open, direct tried, after the failure" "$fe" lookup job=p secret=s fromRank=0 toRank=1 tried=direct
+out_has plan.technique=proxy && [[ $(field plan.reason) == *"holepunch failed recently"* ]] &&
   pass "a normal lookup skips the remembered failure" || fail "memory: $out"
 only_is "nata -> open holepunch although it failed recently" "ok technique=holepunch" "$fe" 0 1 holepunch \
-  "holepunch asked for alone"
-expect_ok "report: direct worked nata -> open" "$fe" report p s 0 1 direct 1 3
+  "plan.reason=*holepunch asked for alone*"
+expect_ok "report: direct worked nata -> open" "$fe" report job=p secret=s fromRank=0 toRank=1 technique=direct ok=1 setupMs=3
 
 
 # A PUNCH at the reflector from a local port kept as is: counted for nata.
@@ -533,63 +554,73 @@ kill -KILL "$refl_pid"
 wait_log "$probed_log" "reflector process $refl_pid was killed by signal 9 \(Killed\): hole punching is not planned" \
   "$probed_pid" && pass "the reflector's death is logged" ||
   fail "no log line for the reflector's death: $(grep "reflector process" "$probed_log" | tail -3)"
-expect_ok "the broker serves lookups with its reflector dead" "$fe" lookup p s 0 1 direct
+expect_ok "the broker serves lookups with its reflector dead" "$fe" lookup job=p secret=s fromRank=0 toRank=1 tried=direct
 wait_log "$probed_log" "serves port 17794: hole punching is planned again" "$probed_pid" &&
   pass "a new reflector process serves port 17794" || fail "no new reflector process"
 new_refl=$(pgrep -P "$probed_pid" -x qcg-reflector)
 [ -n "$new_refl" ] && [ "$new_refl" != "$refl_pid" ] && pass "the new one is process $new_refl" ||
   fail "reflector processes after the restart: '$new_refl'"
 only_is "nata -> open holepunch again with the new reflector" "ok technique=holepunch" "$fe" 0 1 \
-  holepunch "address=127.0.0.1 port=17794"
+  holepunch plan.address=127.0.0.1 plan.port=17794
 refl_pid=$new_refl
 
 # siteInfo
-expect_ok "siteInfo for frontend nata" "$fe" site-info
+expect_ok "siteInfo for frontend nata" "$fe" siteInfo
 sites_ok=yes
-for c in nata/nat open/open fw/firewalled sym/symnat natb/nat; do [[ $out == *"$c"* ]] || sites_ok=no; done
-[[ $sites_ok == yes && $out == "ok cluster=nata kind=nat broker= seen-from=127.0.0.1 reflector=127.0.0.1:17794 proxies=127.0.0.1:17790 peers="* ]] &&
+for c in nata/nat open/open fw/firewalled sym/symnat natb/nat; do
+  has_item peer "name=${c%/*}" "kind=${c#*/}" || sites_ok=no
+done
+[[ $sites_ok == yes && -z $(field broker) ]] &&
+  out_has cluster.name=nata cluster.kind=nat frontendSeenFrom=127.0.0.1 reflector.address=127.0.0.1 \
+    reflector.port=17794 proxy.count=1 proxy.0.address=127.0.0.1 proxy.0.port=17790 &&
   pass "siteInfo: the cluster, seen from 127.0.0.1, the reflector, the proxy, every cluster" ||
   fail "siteInfo: $out"
-expect_fault "siteInfo from a helper" denied "$helper" site-info
-URL=https://127.0.0.1:17701/ expect_fault "siteInfo where the caller's cluster is unknown" notfound "$fo" site-info
+expect_fault "siteInfo from a helper" denied "$helper" siteInfo
+URL=https://127.0.0.1:17701/ expect_fault "siteInfo where the caller's cluster is unknown" notfound "$fo" siteInfo
 
 # probe
-expect_ok "probe: nata asks for a test endpoint in fw" "$fe" probe fw 30
-[[ $out =~ ^ok\ job=(probe-[0-9a-f]{32})\ secret=([0-9a-f]{32})\ rank=1\ cluster=fw\ node=fw1\ address=198.51.100.75\ seconds=30$ ]] &&
+expect_ok "probe: nata asks for a test endpoint in fw" "$fe" probe cluster=fw seconds=30
+pjob=$(field job) psecret=$(field secret)
+[[ $pjob =~ ^probe-[0-9a-f]{32}$ && $psecret =~ ^[0-9a-f]{32}$ ]] &&
+  out_has rank=1 cluster=fw node=fw1 address=198.51.100.75 seconds=30 &&
   pass "probe: a fresh job, a 32-hex secret, rank 1 on fw1 for 30 s" || fail "probe: $out"
-pjob=${BASH_REMATCH[1]:-none} psecret=${BASH_REMATCH[2]:-none}
-expect_ok "fw's queue" "$ffw" poll "$epoch3" 0 0
-[[ $out =~ [0-9]+:probe-listen:$pjob:1:fw1:0::0:$psecret:30s ]] &&
+pjob=${pjob:-none} psecret=${psecret:-none}
+expect_ok "fw's queue" "$ffw" poll epoch="$epoch3" ackSeq=0 waitSeconds=0
+has_item command kind=probe-listen "job=$pjob" rank=1 node=fw1 peerRank=0 address= port=0 \
+  "token=$psecret" seconds=30 &&
   pass "probe-listen ordered to fw1 with the job, rank 1, the secret and 30 s" || fail "probe-listen: $out"
 grep -q "info .*probe: cluster nata asked for a test endpoint in fw (node fw1, job $pjob, 30 s)" "$probed_log" &&
   pass "the probe is logged at info" || fail "no info line for the probe"
-expect_fault "probe for 0 s" invalid "$fe" probe fw 0
-expect_fault "probe for 121 s" invalid "$fe" probe fw 121
-expect_fault "probe of an unknown cluster" notfound "$fe" probe nosuch 10
-expect_fault "probe of a cluster without nodes" notfound "$fe" probe natb 10
-expect_fault "probe with a bad cluster name" invalid "$fe" probe "a/b" 10
-expect_fault "probe from a helper" denied "$helper" probe fw 10
-for i in 2 3 4 5 6 7 8; do call "$fe" probe open 10; done
-[[ $out == "ok job=probe-"*"cluster=open node=open1"* ]] && pass "eight live probes for nata" || fail "probes: $out"
-expect_fault "the ninth live probe of nata" busy "$fe" probe open 10
-expect_ok "another cluster may still probe" "$fo" probe nata 10
+expect_fault "probe for 0 s" invalid "$fe" probe cluster=fw seconds=0
+expect_fault "probe for 121 s" invalid "$fe" probe cluster=fw seconds=121
+expect_fault "probe of an unknown cluster" notfound "$fe" probe cluster=nosuch seconds=10
+expect_fault "probe of a cluster without nodes" notfound "$fe" probe cluster=natb seconds=10
+expect_fault "probe with a bad cluster name" invalid "$fe" probe cluster="a/b" seconds=10
+expect_fault "probe from a helper" denied "$helper" probe cluster=fw seconds=10
+for i in 2 3 4 5 6 7 8; do call "$fe" probe cluster=open seconds=10; done
+[[ $(field job) == probe-* ]] && out_has cluster=open node=open1 && pass "eight live probes for nata" || fail "probes: $out"
+expect_fault "the ninth live probe of nata" busy "$fe" probe cluster=open seconds=10
+expect_ok "another cluster may still probe" "$fo" probe cluster=nata seconds=10
 
 # observed
-expect_ok "nata observed as declared" "$fe" observed nata nata1 nat 203.0.113.30 1 endpoint-independent dropped
-expect_fault "nata reporting for open" denied "$fe" observed open open1 open 203.0.113.21 1 none open
-expect_fault "a bad mapping" invalid "$fe" observed nata nata1 nat 203.0.113.30 1 sideways dropped
-expect_fault "a bad kind" invalid "$fe" observed nata nata1 wormhole - 1 none dropped
-expect_fault "a public address that is not one" invalid "$fe" observed nata nata1 nat 203.0.113.300 1 none dropped
-expect_fault "portPreserving 2" invalid "$fe" observed nata nata1 nat 203.0.113.30 2 none dropped
-expect_ok "sym re-declares itself nat" "$fsym" register-cluster sym nat 0 0 203.0.113.98 198.18.5.0/24
-expect_ok "sym1 observes symnat" "$fsym" observed sym sym1 symnat 203.0.113.98 0 endpoint-dependent dropped
+expect_ok "nata observed as declared" "$fe" observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.30 portPreserving=1 mapping=endpoint-independent inbound=dropped
+expect_fault "nata reporting for open" denied "$fe" observed cluster=open node=open1 kind=open publicAddress=203.0.113.21 portPreserving=1 mapping=none inbound=open
+expect_fault "a bad mapping" invalid "$fe" observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.30 portPreserving=1 mapping=sideways inbound=dropped
+expect_fault "a bad kind" invalid "$fe" observed cluster=nata node=nata1 kind=wormhole portPreserving=1 mapping=none inbound=dropped
+expect_fault "a public address that is not one" invalid "$fe" observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.300 portPreserving=1 mapping=none inbound=dropped
+expect_fault "portPreserving 2" invalid "$fe" observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.30 portPreserving=2 mapping=none inbound=dropped
+expect_ok "sym re-declares itself nat" "$fsym" registerCluster name=sym kind=nat publicAddress=203.0.113.98 nodeRange=198.18.5.0/24
+expect_ok "sym1 observes symnat" "$fsym" observed cluster=sym node=sym1 kind=symnat publicAddress=203.0.113.98 portPreserving=0 mapping=endpoint-dependent inbound=dropped
 grep -q "warn .*misconfiguration: cluster sym declares nat but node sym1 observed symnat (mapping varies by destination)" "$probed_log" &&
   pass "the mismatch is logged as a warning" || fail "no warning: $(grep misconfiguration "$probed_log")"
 grep -q "misconfiguration: cluster nata" "$probed_log" && fail "nata warned about" || pass "no warning for nata"
 
 # grid
 expect_ok "grid for a frontend" "$fe" grid
-[[ $out == "ok clusters=5 outcomes=2"* && $out == *"sym:1:symnat"* && $out == *"nata:1:nat"* && $out == *"open:1:-"* ]] &&
+out_has cluster.count=5 outcome.count=2 &&
+  has_item cluster declared.name=sym nodes=1 observed.kind=symnat &&
+  has_item cluster declared.name=nata nodes=1 observed.kind=nat &&
+  has_item cluster declared.name=open nodes=1 observed.kind= &&
   pass "grid: five clusters, nodes, observations, two outcomes" || fail "grid: $out"
 expect_fault "grid for a helper" denied "$helper" grid
 "$broker_bin" --config "$work/probed.conf" --grid --url "$URL" --ca "$ca/ca.crt" \
@@ -664,42 +695,46 @@ fi
 
 # Poisoned memory: a report counts only for a plan this broker issued, and one
 # other job's failures do not steer job p's plans.
-expect_fault "report for a plan never issued" denied "$fe" report p s 0 1 traversing 0 900
+expect_fault "report for a plan never issued" denied "$fe" report job=p secret=s fromRank=0 toRank=1 technique=traversing ok=0 setupMs=900
 grep -q "report from frontend .* refused (qcg:denied): this broker has no open traversing plan for job p towards rank 1 from cluster nata" "$probed_log" &&
   pass "the refused report is logged with its reason" || fail "no log line for the refused report"
-expect_ok "evil job: rank 0 in nata" "$fe" publish evil e 0 - nata1 198.18.3.11 20010
-expect_ok "evil job: rank 1 in open" "$fo" publish evil e 1 - open1 203.0.113.21 20010
-expect_ok "evil job: a plan nata -> open" "$fe" lookup evil e 0 1
-[[ $out == *"technique=direct"* ]] || fail "evil job's first plan: $out"
-expect_ok "evil job reports direct failed" "$fe" report evil e 0 1 direct 0 900
-expect_ok "evil job: its next plan" "$fe" lookup evil e 0 1
-[[ $out != *"technique=direct"* && $out == *"direct failed recently"* ]] &&
+expect_ok "evil job: rank 0 in nata" "$fe" publish job=evil secret=e rank=0 node=nata1 address=198.18.3.11 port=20010
+expect_ok "evil job: rank 1 in open" "$fo" publish job=evil secret=e rank=1 node=open1 address=203.0.113.21 port=20010
+expect_ok "evil job: a plan nata -> open" "$fe" lookup job=evil secret=e fromRank=0 toRank=1
+out_has plan.technique=direct || fail "evil job's first plan: $out"
+expect_ok "evil job reports direct failed" "$fe" report job=evil secret=e fromRank=0 toRank=1 technique=direct ok=0 setupMs=900
+expect_ok "evil job: its next plan" "$fe" lookup job=evil secret=e fromRank=0 toRank=1
+! out_has plan.technique=direct && [[ $(field plan.reason) == *"direct failed recently"* ]] &&
   pass "the failing job skips direct itself" || fail "evil job's second plan: $out"
-expect_ok "job p: a plan nata -> open after evil's report" "$fe" lookup p s 0 1
-[[ $out == *"technique=direct"* ]] && pass "one other job's failure does not steer job p" ||
+expect_ok "job p: a plan nata -> open after evil's report" "$fe" lookup job=p secret=s fromRank=0 toRank=1
+out_has plan.technique=direct && pass "one other job's failure does not steer job p" ||
   fail "job p was steered by another job's report: $out"
 # Reports in one call, as a frontend sends them on: each checked as a
 # report is, the refused ones logged, not faulted.
 expect_ok "reports: a planned one, one never planned, one malformed" "$fe" reports \
-  p s 0 1 direct 1 4  p s 0 1 traversing 0 900  p s 0 1 warp 0 1
-[[ $out == *"accepted=1"* ]] && pass "reports: 1 of 3 recorded ($out)" || fail "reports: $out"
+  job=p secret=s fromRank=0 toRank=1 technique=direct ok=1 setupMs=4 \
+  job=p secret=s fromRank=0 toRank=1 technique=traversing ok=0 setupMs=900 \
+  job=p secret=s fromRank=0 toRank=1 technique=warp ok=0 setupMs=1
+out_has accepted=1 && pass "reports: 1 of 3 recorded (accepted=1)" || fail "reports: $out"
 grep -q "a report of frontend .* refused (qcg:denied): this broker has no open traversing plan" "$probed_log" &&
   pass "a refused report of a batch is logged with its reason" ||
   fail "no log line for the batch's refused report"
 many=()
-for ((i = 0; i < 257; i++)); do many+=(p s 0 1 direct 1 4); done
+for ((i = 0; i < 257; i++)); do
+  many+=(job=p secret=s fromRank=0 toRank=1 technique=direct ok=1 setupMs=4)
+done
 expect_fault "reports: 257 in one call" invalid "$fe" reports "${many[@]}"
 # A report that comes after its target left (reports are batched at the
 # helper and at the frontend; a withdraw from another node can overtake one)
 # still counts for the cluster pair.
-expect_ok "job p: rank 9 in open" "$fo" publish p s 9 - open1 203.0.113.21 20009
-expect_ok "job p: a plan nata -> rank 9" "$fe" lookup p s 0 9
-expect_ok "job p: rank 9 leaves" "$fo" withdraw p s 9 open1
+expect_ok "job p: rank 9 in open" "$fo" publish job=p secret=s rank=9 node=open1 address=203.0.113.21 port=20009
+expect_ok "job p: a plan nata -> rank 9" "$fe" lookup job=p secret=s fromRank=0 toRank=9
+expect_ok "job p: rank 9 leaves" "$fo" withdraw job=p secret=s rank=9 node=open1
 call "$fe" stats
-ok_before=$(grep -o ' reports_ok=[0-9]*' <<<"$out" | cut -d= -f2)
-expect_ok "report for rank 9, after it left" "$fe" report p s 0 9 direct 1 3
+ok_before=$(field counter.reports_ok)
+expect_ok "report for rank 9, after it left" "$fe" report job=p secret=s fromRank=0 toRank=9 technique=direct ok=1 setupMs=3
 call "$fe" stats
-ok_after=$(grep -o ' reports_ok=[0-9]*' <<<"$out" | cut -d= -f2)
+ok_after=$(field counter.reports_ok)
 [[ -n $ok_before && $ok_after -eq $((ok_before + 1)) ]] &&
   pass "a report after its target left is recorded (reports_ok $ok_before -> $ok_after)" ||
   fail "a report after its target left: reports_ok $ok_before -> $ok_after"
@@ -708,7 +743,7 @@ ok_after=$(grep -o ' reports_ok=[0-9]*' <<<"$out" | cut -d= -f2)
   pass "--grid without a broker: exit 1, one line ($(cat "$work/grid.err"))" ||
   fail "--grid to nothing: $(cat "$work/grid.err")"
 expect_ok "probed broker: stats" "$fe" stats
-[[ $out == *"probes_started=9"* && $out == *"observations=2"* ]] &&
+out_has counter.probes_started=9 counter.observations=2 &&
   pass "stats count probes and observations" || fail "stats: $out"
 "$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem" >"$work/grid1.json" 2>&1
@@ -731,8 +766,8 @@ fi
 start_broker "$probed_log.2" probed_pid 17703 --config "$work/probed.conf"
 grep -q "state file $work/broker.state: 1 cluster pairs' outcomes and 2 clusters' observations restored" "$probed_log.2" &&
   pass "restarted broker: restored from its state file" || fail "restart: $(grep 'state file' "$probed_log.2")"
-expect_ok "restarted broker: register nata" "$fe" register-cluster nata nat 0 0 203.0.113.30 198.18.3.0/24
-expect_ok "restarted broker: register open" "$fo" register-cluster open open 0 0 203.0.113.20 203.0.113.20/31
+expect_ok "restarted broker: register nata" "$fe" registerCluster name=nata kind=nat publicAddress=203.0.113.30 nodeRange=198.18.3.0/24
+expect_ok "restarted broker: register open" "$fo" registerCluster name=open kind=open publicAddress=203.0.113.20 nodeRange=203.0.113.20/31
 "$broker_bin" --config "$work/probed.conf" --grid --json --url "$URL" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem" >"$work/grid2.json" 2>&1
 # The outcomes as --grid --json gives them, but for their age.
@@ -758,12 +793,12 @@ grep -Eq '^nata +nat .*nat from 203\.0\.113\.30, mapping endpoint-independent, i
   "$work/grid2.txt" && grep -Eq '^open +open .*not probed$' "$work/grid2.txt" &&
   pass "restarted broker: --grid shows nata's observation, open still 'not probed'" ||
   fail "--grid after restart: $(cat "$work/grid2.txt")"
-expect_ok "restarted broker: node nata1" "$fe" register-node nata1 198.18.3.11 20000 20999 1
-expect_ok "restarted broker: node open1" "$fo" register-node open1 203.0.113.21 20000 20999 1
-expect_ok "restarted broker: publish nata" "$fe" publish p s 0 - nata1 198.18.3.11 20001
-expect_ok "restarted broker: publish open" "$fo" publish p s 1 - open1 203.0.113.21 20001
-expect_ok "restarted broker: lookup nata -> open, direct tried" "$fe" lookup p s 0 1 direct
-[[ $out == *"technique=proxy"*"holepunch failed recently"* ]] &&
+expect_ok "restarted broker: node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "restarted broker: node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=1
+expect_ok "restarted broker: publish nata" "$fe" publish job=p secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
+expect_ok "restarted broker: publish open" "$fo" publish job=p secret=s rank=1 node=open1 address=203.0.113.21 port=20001
+expect_ok "restarted broker: lookup nata -> open, direct tried" "$fe" lookup job=p secret=s fromRank=0 toRank=1 tried=direct
+out_has plan.technique=proxy && [[ $(field plan.reason) == *"holepunch failed recently"* ]] &&
   pass "restarted broker: job p still skips the holepunch it saw fail" ||
   fail "restarted broker forgot job p's failure: $out"
 kill -TERM "$probed_pid"
@@ -787,7 +822,7 @@ misconf "a state file in no directory" "cannot create" --log-level error --port 
 unset URL
 
 # --- SIGTERM: clean stop within a few seconds, exit 0, even with a poll pending
-"$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fe" poll "$epoch" 0 20 >/dev/null 2>&1 &
+"$call_bin" --url "$url" --ca "$ca/ca.crt" --cert "$fe" poll epoch="$epoch" ackSeq=0 waitSeconds=20 >/dev/null 2>&1 &
 poll_pid=$!
 polls=$(grep -c "poll from frontend nata: ack 0, waiting up to 20 s" "$log")
 wait_log "$log" "poll from frontend nata: ack 0, waiting up to 20 s" "$broker_pid" $((polls + 1)) ||

@@ -41,7 +41,7 @@ log_lines=30 logs_var=QCG_TEST_LOGS
 # shellcheck source=../lib/log_sample.sh
 . "$src/tests/lib/log_sample.sh"
 
-call=$build/tests/frontend/frontend-call
+call=$build/tests/lib/soap-call
 need_built "$helper" "$frontend" "$broker" "$call"
 need_commands openssl ss mkfifo ps
 grid_workdir test-reload
@@ -302,8 +302,9 @@ relay_calls() {
 	kill -STOP "$broker_pid"
 	wait_for "the broker to stop" 150 stopped "$broker_pid" || fail "$desc: the broker stops"
 	for node in "$@"; do
-		"$call" "https://127.0.0.1:$port_c1/" "$live/ca.crt" "$ca/helper-siteA-$node.pem" \
-			registerNode "$node" 127.0.0.1 27904 27905 >"$work/call-$node.out" 2>&1 &
+		"$call" --url "https://127.0.0.1:$port_c1/" --ca "$live/ca.crt" \
+			--cert "$ca/helper-siteA-$node.pem" registerNode name="$node" address=127.0.0.1 \
+			portLow=27904 portHigh=27905 >"$work/call-$node.out" 2>&1 &
 		cpids+=("$!")
 	done
 	if wait_for "$desc" 150 at_least $(($# + 1)); then

@@ -1,17 +1,20 @@
 # shellcheck shell=bash
 # Shared by the frontend's shell tests: a throw-away CA, a real qcg-broker and
-# qcg-frontend on 127.0.0.1, calls with frontend-call; pass/fail/die (counted
+# qcg-frontend on 127.0.0.1, calls with soap-call; pass/fail/die (counted
 # in $failed), wait_log, wait_gone and stop_children come from
-# tests/lib/common.sh.
-# Needs QCG_CERTS, QCG_BROKER, QCG_FRONTEND, QCG_CALL (set by ctest).
+# tests/lib/common.sh, reading the answer (field, out_has, has_item) from
+# tests/lib/soap-call.sh.
+# Needs QCG_CERTS, QCG_BROKER, QCG_FRONTEND, QCG_SOAP_CALL (set by ctest).
 
 set -euo pipefail
 export LC_ALL=C
 
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+# shellcheck source=tests/lib/soap-call.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/soap-call.sh"
 
-: "${QCG_CERTS:?}" "${QCG_BROKER:?}" "${QCG_FRONTEND:?}" "${QCG_CALL:?}"
+: "${QCG_CERTS:?}" "${QCG_BROKER:?}" "${QCG_FRONTEND:?}" "${QCG_SOAP_CALL:?}"
 need_commands openssl
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-frontend-test.XXXXXX")
@@ -98,36 +101,30 @@ stop_frontend() {
 	[[ $status -eq 0 ]] && grep -q "stopped" "$log"
 }
 
-# call CERTNAME OPERATION ARGS...: the frontend-call output in $out, its exit
-# status in $rc.
-call() {
-	local cert=$1
-	shift
+# soap_call URL CERTNAME OPERATION FIELD=VALUE...: soap-call's answer in
+# $out, its exit status in $rc.
+soap_call() {
+	local url=$1 cert=$2
+	shift 2
 	rc=0
-	out=$("$QCG_CALL" "$frontend_url" "$ca" "$certs/$cert.pem" "$@" 2>&1) || rc=$?
+	out=$("$QCG_SOAP_CALL" --url "$url" --ca "$ca" --cert "$certs/$cert.pem" "$@" 2>&1) || rc=$?
 }
 
-call_broker() {
-	local cert=$1
-	shift
-	rc=0
-	out=$("$QCG_CALL" "$broker_url" "$ca" "$certs/$cert.pem" "$@" 2>&1) || rc=$?
-}
+# call CERTNAME OPERATION FIELD=VALUE...: soap_call to the frontend.
+call() { soap_call "$frontend_url" "$@"; }
 
-# field NAME: the value of NAME=... in $out.
-field() {
-	printf '%s\n' "$out" | sed -n "s/^$1=//p" | head -n 1
-}
+call_broker() { soap_call "$broker_url" "$@"; }
 
 # counter URL NAME: one counter from a service's stats operation.
 counter() {
-	local o
-	o=$("$QCG_CALL" "$1" "$ca" "$certs/helper-nata-nata1.pem" stats 2>&1) || {
-		echo "stats from $1 failed: $o" >&2
+	local out rc
+	soap_call "$1" helper-nata-nata1 stats
+	if [[ $rc -ne 0 ]]; then
+		echo "stats from $1 failed: $out" >&2
 		echo -1
 		return
-	}
-	printf '%s\n' "$o" | sed -n "s/^$2=//p"
+	fi
+	field "counter.$2"
 }
 
 # expect_ok DESCRIPTION: $rc is 0.

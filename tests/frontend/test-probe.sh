@@ -3,8 +3,8 @@
 # frontend-probe: qcg-probe's operations through a frontend, called by helpers
 # with their certificates:
 #
-#   frontend-call --(helper nata/nata1)--> qcg-frontend nata :17822 --> qcg-broker :17821
-#   frontend-call --(helper fw/fw1)------> qcg-frontend fw   :17823 ----^
+#   soap-call --(helper nata/nata1)--> qcg-frontend nata :17822 --> qcg-broker :17821
+#   soap-call --(helper fw/fw1)------> qcg-frontend fw   :17823 ----^
 #                                          (proxy p1 127.0.0.1:17828, reflector 127.0.0.1:17829)
 #
 # siteInfo (the reflector, the proxy, every cluster, the broker's URL), probe
@@ -27,26 +27,27 @@ start_frontend nata 17822 --kind nat --public-address 203.0.113.10 --addresses 1
 nata_url=$frontend_url
 H=helper-nata-nata1 F=helper-fw-fw1
 
-call $H registerNode nata1 198.18.1.1 5000 5099
+call $H registerNode name=nata1 address=198.18.1.1 portLow=5000 portHigh=5099
 expect_ok "registerNode nata1"
-call $H publish job1 s3cret 0 198.18.1.1 5001
+call $H publish job=job1 secret=s3cret rank=0 address=198.18.1.1 port=5001
 expect_ok "publish job1 rank 0 at nata1"
-call $H publish job1 s3cret 2 198.18.1.1 5002
+call $H publish job=job1 secret=s3cret rank=2 address=198.18.1.1 port=5002
 expect_ok "publish job1 rank 2 at nata1"
 frontend_url=$fw_url
-call $F registerNode fw1 198.51.100.75 6000 6099 0
+call $F registerNode name=fw1 address=198.51.100.75 portLow=6000 portHigh=6099 canIntercept=0
 expect_ok "registerNode fw1 (cannot intercept)"
 fw_epoch=$(field epoch)
-call $F publish job1 s3cret 1 198.51.100.75 6001
+call $F publish job=job1 secret=s3cret rank=1 address=198.51.100.75 port=6001
 expect_ok "publish job1 rank 1 at fw1"
 frontend_url=$nata_url
 
 # --- siteInfo
 call $H siteInfo
-if [[ $rc -eq 0 && $(field cluster) == nata && $(field kind) == nat &&
-	$(field broker) == "$broker_url" && $(field seen_from) == 127.0.0.1 &&
-	$(field reflector) == 127.0.0.1:17829 && $(field proxy) == 127.0.0.1:17828 &&
-	$out == *"peer=fw firewalled"* && $out == *"peer=nata nat"* ]]; then
+if [[ $rc -eq 0 && $(field broker) == "$broker_url" ]] &&
+	out_has cluster.name=nata cluster.kind=nat frontendSeenFrom=127.0.0.1 \
+		reflector.address=127.0.0.1 reflector.port=17829 proxy.0.address=127.0.0.1 \
+		proxy.0.port=17828 &&
+	has_item peer name=fw kind=firewalled && has_item peer name=nata kind=nat; then
 	pass "siteInfo: nata as declared, the broker's URL, seen from 127.0.0.1, reflector, proxy, peers"
 else
 	fail "siteInfo: nata as declared, the broker's URL, seen from 127.0.0.1, reflector, proxy, peers"
@@ -57,7 +58,7 @@ call frontend-fw siteInfo
 expect_fault denied "siteInfo: a frontend certificate is refused"
 
 # --- probe: the order reaches fw1's helper through fw's frontend
-call $H probe fw 30
+call $H probe cluster=fw seconds=30
 job=$(field job) secret=$(field secret)
 if [[ $rc -eq 0 && $job =~ ^probe-[0-9a-f]{32}$ && $secret =~ ^[0-9a-f]{32}$ &&
 	$(field rank) == 1 && $(field cluster) == fw && $(field node) == fw1 &&
@@ -67,66 +68,68 @@ else
 	fail "probe fw: job probe-<32 hex>, a secret, rank 1 on fw1 at 198.51.100.75 for 30 s"
 fi
 frontend_url=$fw_url
-call $F poll "$fw_epoch" 0 10
-[[ $rc -eq 0 && $out =~ command=[0-9]+\ probe-listen\ job=$job\ rank=1\ node=fw1\ .*token=$secret\ seconds=30 ]] &&
+call $F poll epoch="$fw_epoch" ackSeq=0 waitSeconds=10
+[[ $rc -eq 0 ]] && has_item command kind=probe-listen "job=$job" rank=1 node=fw1 "token=$secret" \
+	seconds=30 &&
 	pass "fw1's helper receives probe-listen with the job, rank 1, the secret as token, 30 s" ||
 	fail "fw1's helper receives probe-listen with the job, rank 1, the secret as token, 30 s"
 frontend_url=$nata_url
-call $H probe fw 0
+call $H probe cluster=fw seconds=0
 expect_fault invalid "probe for 0 s is refused at the frontend" "seconds"
-call $H probe fw 500
+call $H probe cluster=fw seconds=500
 expect_fault invalid "probe for 500 s is refused at the frontend" "seconds"
-call $H probe 'x/y' 10
+call $H probe cluster='x/y' seconds=10
 expect_fault invalid "probe of a malformed cluster name" "cluster"
-call $H probe nosuch 10
+call $H probe cluster=nosuch seconds=10
 expect_fault notfound "probe of an unknown cluster: the broker's notfound" "nosuch"
 # Live probes per calling node (the broker's probes-per-node, 2): one node
 # cannot take all of its cluster's 8; which node calls is the certificate's.
-call $H probe fw 10
+call $H probe cluster=fw seconds=10
 expect_ok "nata1's second live probe"
-call $H probe fw 10
+call $H probe cluster=fw seconds=10
 expect_fault busy "nata1's third live probe: the broker's busy (probes-per-node)" \
 	"node nata1 of cluster nata already has 2 probe endpoints alive"
-call $H probe fw 10 nata2
+call $H probe cluster=fw seconds=10 node=nata2
 expect_fault busy "... also when its helper names another node in the message" "node nata1 of"
-call helper-nata-nata2 probe fw 10
+call helper-nata-nata2 probe cluster=fw seconds=10
 expect_ok "another node of nata still gets a test endpoint"
 # A frontend older than the per-node slots names no node: the cluster's bound only.
 for i in 4 5 6 7 8; do
-	call_broker frontend-nata probe fw 10
+	call_broker frontend-nata probe cluster=fw seconds=10
 	expect_ok "probe $i of nata from a frontend that names no node"
 done
-call helper-nata-nata2 probe fw 10
+call helper-nata-nata2 probe cluster=fw seconds=10
 expect_fault busy "the ninth live probe of nata: the broker's busy" "8 probe endpoints"
-call helper-natb-natb1 probe fw 10
+call helper-natb-natb1 probe cluster=fw seconds=10
 expect_fault denied "probe: a helper of another cluster is refused"
 
 # --- observed: whose it is comes from the certificate
-call $H observed fw fw9 nat 203.0.113.10 1 endpoint-independent dropped
+call $H observed cluster=fw node=fw9 kind=nat publicAddress=203.0.113.10 portPreserving=1 mapping=endpoint-independent inbound=dropped
 expect_ok "observed (naming another cluster and node)"
 call_broker frontend-nata grid
-[[ $rc -eq 0 && $out == *"cluster=nata nodes=1 observed=nat node=nata1"* &&
-	$out == *"cluster=fw nodes=1 observed=- node=-"* ]] &&
+[[ $rc -eq 0 ]] &&
+	has_item cluster declared.name=nata nodes=1 observed.kind=nat observed.node=nata1 &&
+	has_item cluster declared.name=fw nodes=1 observed.kind= observed.node= &&
 	pass "the broker holds it for nata, node nata1 (from the certificate), nothing for fw" ||
 	fail "the broker holds it for nata, node nata1 (from the certificate), nothing for fw"
-call $H observed nata nata1 nat 203.0.113.10 1 sideways dropped
+call $H observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.10 portPreserving=1 mapping=sideways inbound=dropped
 expect_fault invalid "observed: a bad mapping is refused" "mapping"
-call $H observed nata nata1 nat 203.0.113.10 1 none sometimes
+call $H observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.10 portPreserving=1 mapping=none inbound=sometimes
 expect_fault invalid "observed: a bad inbound is refused" "inbound"
-call $H observed nata nata1 carrier-grade - 1 none dropped
+call $H observed cluster=nata node=nata1 kind=carrier-grade portPreserving=1 mapping=none inbound=dropped
 expect_fault invalid "observed: a bad kind is refused" "kind"
-call $H observed nata nata1 nat 203.0.113.999 1 none dropped
+call $H observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.999 portPreserving=1 mapping=none inbound=dropped
 expect_fault invalid "observed: a public address that is not one is refused" "publicAddress"
-call $H observed nata nata1 nat 203.0.113.10 7 none dropped
+call $H observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.10 portPreserving=7 mapping=none inbound=dropped
 expect_fault invalid "observed: portPreserving 7 is refused" "portPreserving"
 [[ $(counter "$broker_url" observations) -eq 1 ]] && pass "none of the bad ones reached the broker" ||
 	fail "none of the bad ones reached the broker"
-call $H observed nata nata1 symnat 203.0.113.10 0 endpoint-dependent dropped
+call $H observed cluster=nata node=nata1 kind=symnat publicAddress=203.0.113.10 portPreserving=0 mapping=endpoint-dependent inbound=dropped
 expect_ok "observed: symnat at a site declared nat"
 wait_log "$work/broker.log" "warn .*misconfiguration: cluster nata declares nat but node nata1 observed symnat \(mapping varies by destination\)" "$broker_pid" &&
 	pass "the broker warns of the misconfiguration" ||
 	fail "the broker warns of the misconfiguration"
-call $H observed nata nata1 nat 203.0.113.99 1 endpoint-independent dropped
+call $H observed cluster=nata node=nata1 kind=nat publicAddress=203.0.113.99 portPreserving=1 mapping=endpoint-independent inbound=dropped
 expect_fault denied "observed: a public address nata does not declare is refused" \
 	"node nata1 appears from 203.0.113.99, which is not among the public addresses cluster nata declared"
 wait_log "$work/broker.log" "warn .*observed from frontend nata refused \(qcg:denied\): node nata1 appears from 203.0.113.99" "$broker_pid" &&
@@ -136,39 +139,39 @@ call $H grid
 expect_fault denied "grid is not served by a frontend" "broker"
 
 # --- lookup only: relayed, never from nor into the cache
-call $H lookup job1 s3cret 0 2
-call $H lookup job1 s3cret 0 2
-[[ $(field reason) == "cached by frontend nata" ]] && pass "a normal lookup 0 -> 2 is cached" ||
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2
+[[ $(field plan.reason) == "cached by frontend nata" ]] && pass "a normal lookup 0 -> 2 is cached" ||
 	fail "a normal lookup 0 -> 2 is cached"
 f_cache=$(counter "$frontend_url" lookups_from_cache)
 f_fwd=$(counter "$frontend_url" lookups_forwarded)
-call $H lookup job1 s3cret 0 2 - direct
-call $H lookup job1 s3cret 0 2 - direct
-if [[ $rc -eq 0 && $(field status) == ok && $(field technique) == direct &&
-	$(field cacheable) == 0 && $(field reason) != "cached by frontend nata" &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2 only=direct
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2 only=direct
+if [[ $rc -eq 0 && $(field plan.status) == ok && $(field plan.technique) == direct &&
+	$(field plan.cacheable) == 0 && $(field plan.reason) != "cached by frontend nata" &&
 	$(counter "$frontend_url" lookups_from_cache) -eq $f_cache &&
 	$(counter "$frontend_url" lookups_forwarded) -eq $((f_fwd + 2)) ]]; then
 	pass "only direct: both lookups reach the broker, not cacheable"
 else
 	fail "only direct: both lookups reach the broker, not cacheable"
 fi
-call $H lookup job1 s3cret 0 1 - direct
-[[ $rc -eq 0 && $(field status) == unavailable && $(field technique) == direct &&
-	$(field reason) == *"cluster fw is firewalled with no open port range: it accepts no connection from outside"* ]] &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1 only=direct
+[[ $rc -eq 0 && $(field plan.status) == unavailable && $(field plan.technique) == direct &&
+	$(field plan.reason) == *"cluster fw is firewalled with no open port range: it accepts no connection from outside"* ]] &&
 	pass "only direct to fw: unavailable, with why" || fail "only direct to fw: unavailable, with why"
-call $H lookup job1 s3cret 0 1 - traversing
-[[ $rc -eq 0 && $(field status) == unavailable &&
-	$(field reason) == *"the helper of node fw1 cannot intercept"* ]] &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1 only=traversing
+[[ $rc -eq 0 && $(field plan.status) == unavailable &&
+	$(field plan.reason) == *"the helper of node fw1 cannot intercept"* ]] &&
 	pass "only traversing to fw: fw1 cannot intercept" || fail "only traversing to fw: fw1 cannot intercept"
-call $H lookup job1 s3cret 0 1 - holepunch
-[[ $rc -eq 0 && $(field status) == ok && $(field technique) == holepunch &&
-	$(field address) == 127.0.0.1 && $(field port) == 17829 && -n $(field token) ]] &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1 only=holepunch
+[[ $rc -eq 0 && $(field plan.status) == ok && $(field plan.technique) == holepunch &&
+	$(field plan.address) == 127.0.0.1 && $(field plan.port) == 17829 && -n $(field plan.token) ]] &&
 	pass "only holepunch nata -> fw: through the reflector, with a token" ||
 	fail "only holepunch nata -> fw: through the reflector, with a token"
 f_fwd=$(counter "$frontend_url" lookups_forwarded)
-call $H lookup job1 s3cret 0 1 - warp
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1 only=warp
 expect_fault invalid "only: an unknown technique is refused at the frontend" "only"
-call $H lookup job1 s3cret 0 1 - "$(printf 'direct%.0s' {1..10})"
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1 only="$(printf 'direct%.0s' {1..10})"
 expect_fault invalid "only: 60 characters are refused at the frontend" "only"
 [[ $(counter "$frontend_url" lookups_forwarded) -eq $f_fwd ]] &&
 	pass "junk in only is not relayed" || fail "junk in only is not relayed"
@@ -181,7 +184,7 @@ broker_pid=
 wait_log "$work/frontend-nata.log" "lost the broker" || die "the frontend did not notice"
 call $H siteInfo
 expect_fault unavailable "siteInfo with the broker down: unavailable" "broker unreachable"
-call $H probe fw 10
+call $H probe cluster=fw seconds=10
 expect_fault unavailable "probe with the broker down: unavailable" "broker unreachable"
 
 finish

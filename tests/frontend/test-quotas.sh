@@ -3,7 +3,7 @@
 # frontend-quotas: per-node rates at the frontend (node-lookups,
 # node-reports, node-probes), with small values:
 #
-#   frontend-call --(helper nata/nata1, nata/nata2)--> qcg-frontend :17872 --> qcg-broker :17871
+#   soap-call --(helper nata/nata1, nata/nata2)--> qcg-frontend :17872 --> qcg-broker :17871
 #
 # A node's lookups beyond the burst wait for their turn (a sequential storm
 # all passes, slower); a parallel one beyond a second's worth is refused
@@ -25,16 +25,16 @@ start_frontend nata 17872 --kind nat --public-address 203.0.113.10 --addresses 1
 	--node-reports 1 --node-probes 3
 
 for n in 1 2; do
-	call helper-nata-nata$n registerNode nata$n 198.18.1.$n 5000 5099
+	call helper-nata-nata$n registerNode name=nata$n address=198.18.1.$n portLow=5000 portHigh=5099
 	expect_ok "registerNode nata$n"
-	call helper-nata-nata$n publish job1 s3cret $n 198.18.1.$n 500$n
+	call helper-nata-nata$n publish job=job1 secret=s3cret rank=$n address=198.18.1.$n port=500$n
 	expect_ok "publish job1 rank $n from nata$n"
 done
 
 # 10 lookups one after the other: the burst (10) passes at once ...
 ok=0
 for ((i = 0; i < 10; i++)); do
-	call helper-nata-nata1 lookup job1 s3cret 1 2 direct
+	call helper-nata-nata1 lookup job=job1 secret=s3cret fromRank=1 toRank=2 tried=direct
 	[[ $rc -eq 0 ]] && ok=$((ok + 1))
 done
 [[ $ok -eq 10 ]] && pass "10 lookups in a row within the burst: all answered" ||
@@ -42,7 +42,7 @@ done
 # ... and 3 more wait for their turn (1 a second) rather than fail.
 t0=$(now_ms) ok=0
 for ((i = 0; i < 3; i++)); do
-	call helper-nata-nata1 lookup job1 s3cret 1 2 direct
+	call helper-nata-nata1 lookup job=job1 secret=s3cret fromRank=1 toRank=2 tried=direct
 	[[ $rc -eq 0 ]] && ok=$((ok + 1))
 done
 waited=$(counter "$frontend_url" quota_waited)
@@ -53,12 +53,12 @@ waited=$(counter "$frontend_url" quota_waited)
 # 16 at once: a second's worth waits, the rest are refused.
 par=() par_t0=$(now_ms)
 for ((i = 0; i < 16; i++)); do
-	"$QCG_CALL" "$frontend_url" "$ca" "$certs/helper-nata-nata1.pem" lookup job1 s3cret 1 2 \
-		direct >"$work/par$i.out" 2>&1 &
+	"$QCG_SOAP_CALL" --url "$frontend_url" --ca "$ca" --cert "$certs/helper-nata-nata1.pem" \
+		lookup job=job1 secret=s3cret fromRank=1 toRank=2 tried=direct >"$work/par$i.out" 2>&1 &
 	par+=($!)
 done
 t0=$(now_ms)
-call helper-nata-nata2 lookup job1 s3cret 2 1 direct
+call helper-nata-nata2 lookup job=job1 secret=s3cret fromRank=2 toRank=1 tried=direct
 other_ms=$(($(now_ms) - t0))
 wait "${par[@]}" || true
 par_s=$(secs_since "$par_t0")
@@ -78,7 +78,7 @@ par_busy=$busy
 # never sees them).
 busy=0 rep_t0=$(now_ms)
 for ((i = 0; i < 20; i++)); do
-	call helper-nata-nata1 report job1 s3cret 1 2 direct 0 5 test
+	call helper-nata-nata1 report job=job1 secret=s3cret fromRank=1 toRank=2 technique=direct ok=0 setupMs=5 why=test
 	[[ $out == "fault busy:"*node-reports* ]] && busy=$((busy + 1))
 done
 rep_s=$(secs_since "$rep_t0")
@@ -105,10 +105,10 @@ expect_fault busy "the fourth siteInfo within a minute is refused" "node-probes"
 # to spend the burst, and the next ones waited).
 waited0=$(counter "$frontend_url" quota_waited) denied=0
 for ((i = 0; i < 15; i++)); do
-	call helper-nata-nata2 lookup job1 wrong 2 1 direct
+	call helper-nata-nata2 lookup job=job1 secret=wrong fromRank=2 toRank=1 tried=direct
 	[[ $out == "fault denied:"* ]] && denied=$((denied + 1))
 done
-call helper-nata-nata2 lookup job1 s3cret 2 1 direct
+call helper-nata-nata2 lookup job=job1 secret=s3cret fromRank=2 toRank=1 tried=direct
 waited=$(counter "$frontend_url" quota_waited)
 [[ $denied -eq 15 && $rc -eq 0 && $waited -eq $waited0 ]] &&
 	pass "15 lookups of a non-member denied without charging nata2's rate; its own answered at once" ||

@@ -2,7 +2,7 @@
 #
 # frontend-reconnect: the broker goes away and comes back on the same port.
 #
-#   frontend-call --(helper nata/nata1)--> qcg-frontend :17812 --> qcg-broker :17811
+#   soap-call --(helper nata/nata1)--> qcg-frontend :17812 --> qcg-broker :17811
 #                                                                  (stopped, restarted)
 #
 # While the broker is down, helper calls that need it get qcg:unavailable at
@@ -16,14 +16,14 @@ start_broker 17811
 start_frontend nata 17812 --kind firewalled --open-ports 5000-5010 --addresses 198.18.1.0/24
 H=helper-nata-nata1
 
-call $H registerNode nata1 198.18.1.1 5000 5099
+call $H registerNode name=nata1 address=198.18.1.1 portLow=5000 portHigh=5099
 expect_ok "registerNode nata1"
 for r in 0 1 2; do
-	call $H publish job1 s3cret $r 198.18.1.1 $((5001 + r))
+	call $H publish job=job1 secret=s3cret rank=$r address=198.18.1.1 port=$((5001 + r))
 	expect_ok "publish job1 rank $r"
 done
-call $H lookup job1 s3cret 0 1
-[[ $rc -eq 0 && $(field status) == ok ]] && pass "lookup 0 -> 1 (now cached)" ||
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1
+[[ $rc -eq 0 && $(field plan.status) == ok ]] && pass "lookup 0 -> 1 (now cached)" ||
 	fail "lookup 0 -> 1 (now cached)"
 contacts=$(counter "$broker_url" contacts)
 [[ $contacts -eq 3 ]] && pass "the broker holds 3 contacts" || fail "the broker holds 3 contacts ($contacts)"
@@ -39,20 +39,20 @@ wait_log "$work/frontend-nata.log" "lost the broker" || die "the frontend did no
 	fail "upstream_connected is 0 while the broker is down"
 
 t0=$(now_ms)
-call $H publish job1 s3cret 3 198.18.1.1 5004
+call $H publish job=job1 secret=s3cret rank=3 address=198.18.1.1 port=5004
 ms=$(($(now_ms) - t0))
 expect_fault unavailable "publish while the broker is down: qcg:unavailable" "broker unreachable"
 [[ $ms -lt 2000 ]] && pass "... answered in $ms ms" || fail "... answered in $ms ms (> 2 s)"
 t0=$(now_ms)
-call $H lookup job1 s3cret 0 2
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2
 ms=$(($(now_ms) - t0))
 expect_fault unavailable "lookup not in the cache while the broker is down: qcg:unavailable"
 [[ $ms -lt 2000 ]] && pass "... answered in $ms ms" || fail "... answered in $ms ms (> 2 s)"
-call $H lookup job1 s3cret 0 1
-[[ $rc -eq 0 && $(field status) == ok && $(field port) == 5002 ]] &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=1
+[[ $rc -eq 0 && $(field plan.status) == ok && $(field plan.port) == 5002 ]] &&
 	pass "a cached plan still answers while the broker is down" ||
 	fail "a cached plan still answers while the broker is down"
-call $H registerNode nata1 198.18.1.1 5000 5099
+call $H registerNode name=nata1 address=198.18.1.1 portLow=5000 portHigh=5099
 expect_ok "registerNode while the broker is down is kept for later"
 
 # --- the broker comes back, empty: the frontend registers everything again
@@ -74,10 +74,10 @@ wait_log "$work/frontend-nata.log" "registered cluster nata" "" 2 || fail "secon
 	pass "upstream_connected 1 after 2 registrations" ||
 	fail "upstream_connected 1 after 2 registrations"
 
-call $H lookup job1 s3cret 0 2
-[[ $rc -eq 0 && $(field status) == ok && $(field port) == 5003 ]] &&
+call $H lookup job=job1 secret=s3cret fromRank=0 toRank=2
+[[ $rc -eq 0 && $(field plan.status) == ok && $(field plan.port) == 5003 ]] &&
 	pass "lookups reach the broker again" || fail "lookups reach the broker again"
-call $H publish job1 s3cret 3 198.18.1.1 5004
+call $H publish job=job1 secret=s3cret rank=3 address=198.18.1.1 port=5004
 expect_ok "publish works again"
 if stop_frontend "$frontend_pid" "$work/frontend-nata.log"; then
 	pass "SIGTERM: clean stop in $stop_ms ms"

@@ -315,8 +315,9 @@ proto)
 	# rank 0 (c1) asks for reversed connections: no connect-back may reach the
 	# impostor (orders go only to a process whose PUBLISH the broker accepted).
 	check "rank 1 of race-job is listed at c2/n9 with no process behind it" \
-		"$build/tests/frontend/frontend-call" https://127.0.0.1:17902/ "$ca/ca.crt" \
-		"$ca/helper-c2-n9.pem" publish race-job "$TEST_SECRET" 1 127.0.0.1 17945
+		"$build/tests/lib/soap-call" --url https://127.0.0.1:17902/ --ca "$ca/ca.crt" \
+		--cert "$ca/helper-c2-n9.pem" publish job=race-job secret="$TEST_SECRET" rank=1 \
+		address=127.0.0.1 port=17945
 	run_client "an impostor's PUBLISH in flight receives no connect-back: 30 rounds" \
 		publish-race "$sock" "$low" "$sock2" 17946 30
 
