@@ -105,11 +105,11 @@ static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
                      const struct identity *id, enum rate_kind kind, int wait_ms)
 {
     static const char *const option[RATE_KINDS] = {"node-lookups", "node-reports", "node-probes"};
-    uint64_t t0 = monotonic_ms();
     unsigned left_out;
+    bool waited;
 
-    if (rates_take(fe->rates, id->node, kind, wait_ms)) {
-        if (monotonic_ms() - t0 >= 1)
+    if (rates_take_waited(fe->rates, id->node, kind, wait_ms, &waited)) {
+        if (waited)
             atomic_fetch_add(&fe->counters.quota_waited, 1);
         return SOAP_OK;
     }

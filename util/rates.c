@@ -67,12 +67,8 @@ static struct caller *caller_get(struct rates *r, const char *key)
     return c;
 }
 
-bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_ms)
-{
-    return rates_take_n(r, key, kind, 1, wait_ms);
-}
-
-bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms)
+static bool take(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms,
+                 bool *waited)
 {
     const struct rate *lim = &r->limits[kind];
     double wait = 0;
@@ -98,5 +94,24 @@ bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigne
                               .tv_nsec = (long)(wait * 1e6) % 1000000000L};
         nanosleep(&ts, NULL);
     }
+    *waited = wait > 0;
     return ok;
+}
+
+bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_ms)
+{
+    bool waited;
+    return take(r, key, kind, 1, wait_ms, &waited);
+}
+
+bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms)
+{
+    bool waited;
+    return take(r, key, kind, n, wait_ms, &waited);
+}
+
+bool rates_take_waited(struct rates *r, const char *key, enum rate_kind kind, int wait_ms,
+                       bool *waited)
+{
+    return take(r, key, kind, 1, wait_ms, waited);
 }

@@ -30,5 +30,11 @@ bool rates_take(struct rates *r, const char *key, enum rate_kind kind, int wait_
 /* The same for n tokens at once (a batch): all of them, waiting up to
    wait_ms for those missing, or none. */
 bool rates_take_n(struct rates *r, const char *key, enum rate_kind kind, unsigned n, int wait_ms);
+/* rates_take that also says, in *waited, whether the bucket was empty so
+   that the caller had to wait for its token (a count of real waits: the
+   wall time of a take also grows when a loaded machine puts the thread
+   aside). */
+bool rates_take_waited(struct rates *r, const char *key, enum rate_kind kind, int wait_ms,
+                       bool *waited);
 
 #endif

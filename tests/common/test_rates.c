@@ -64,6 +64,14 @@ int main(void)
     CHECK(rates_take(r, "c1", RATE_PROBE, 0));
     CHECK(!rates_take(r, "c1", RATE_PROBE, 0));
 
+    /* A take says whether it waited: from the burst it did not, however
+       long the thread took; with the bucket empty it did (1 a second). */
+    bool had_to_wait = true;
+    CHECK(rates_take_waited(r, "c5", RATE_PROBE, 0, &had_to_wait));
+    CHECK(!had_to_wait);
+    CHECK(rates_take_waited(r, "c5", RATE_PROBE, 1500, &had_to_wait));
+    CHECK(had_to_wait);
+
     /* A batch takes all its tokens or none: 4 of the burst of 5, then 4
        more find 1 and take nothing, unless they may wait for the 3
        missing (300 ms at 10 a second); 20 more would wait 2 s, beyond a
