@@ -61,15 +61,22 @@ const char *qcg_wsdl_text(void);
    stalled peer to hit the I/O timeout, bounded so a stop always completes. */
 #define SERVER_DRAIN_SECONDS (SERVER_IO_TIMEOUT + 5)
 
-/* LINE as a warn line of func (the logger's prefix: the caller's, not this
-   function's) through rate limiter rl (burst lines a window), the first
-   after a flood with the count left out ("N more WHAT not logged"). */
+/* "PEER: " (when peer is not NULL) and fmt as a warn line of func (the
+   logger's prefix: the caller's, not this function's) through rate limiter
+   rl (burst lines a window), the first after a flood with the count left
+   out ("N more WHAT not logged").  The limiter is asked first: under a flood
+   the lines not logged cost no formatting. */
 static void limited_text(const char *func, struct ratelimit *rl, uint64_t window_ms, unsigned burst,
-                         const char *what, const char *line)
+                         const char *what, const char *peer, const char *fmt, va_list ap)
 {
     unsigned left_out;
     if (!ratelimit_burst_ok(rl, monotonic_ms(), window_ms, burst, &left_out))
         return;
+    char line[320];
+    int n = peer != NULL ? snprintf(line, sizeof(line), "%s: ", peer) : 0;
+    if (n < 0 || (size_t)n >= sizeof(line))
+        n = 0;
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     if (left_out > 0)
         log_emit(LOG_LEVEL_WARN, func, 0, "%s (%u more %s not logged)", line, left_out, what);
     else
@@ -84,15 +91,11 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 static void refused(struct soap_server *srv, const char *peer, const char *fmt, ...)
 {
-    char line[320];
-    int n = snprintf(line, sizeof(line), "%s: ", peer);
-    if (n < 0 || (size_t)n >= sizeof(line))
-        n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    limited_text(__func__, &srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", peer, fmt,
+                 ap);
     va_end(ap);
-    limited_text(__func__, &srv->refused_rl, 1000, REFUSED_LINES_PER_SECOND, "refusals", line);
 }
 
 /* What the accept loop itself lacks (descriptors, memory, a thread): one
@@ -104,10 +107,9 @@ static void accept_failed(struct soap_server *srv, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char line[320];
-    vsnprintf(line, sizeof(line), fmt, ap);
+    limited_text(__func__, &srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", NULL, fmt,
+                 ap);
     va_end(ap);
-    limited_text(__func__, &srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", line);
 }
 
 /* The listen backlog (backlog.h): slots and handshakes. */
