@@ -99,20 +99,39 @@ static int bind_in_range(qcg_ctx *ctx)
     return QCG_ESYS;
 }
 
-/* PUBLISH, asked again while the grid services are unreachable (a frontend
-   restarting, or one whose broker link is in backoff) and time remains:
-   one outage of a few seconds must not fail the job's start. */
+/* Whether a refused PUBLISH is worth asking again: the grid services
+   unreachable (a frontend restarting, or one whose broker link is in
+   backoff), or busy (the helper's publishes-per-uid while another user is
+   active on the node, a rate upstream, the rank being withdrawn).  Not a
+   rank that another live process holds, QCG_EBUSY's own meaning
+   (qcgconn.h): that answer is final at once. */
+static bool publish_again(const qcg_ctx *ctx, int rc)
+{
+    return rc == QCG_EUPSTREAM ||
+           (rc == QCG_EBUSY && strstr(ctx->last_error, "already published") == NULL);
+}
+
+/* PUBLISH, asked again with a backoff while publish_again and time
+   remain: one outage of a few seconds, or a node shared with another
+   user's job, must not fail the job's start. */
 static int publish(qcg_ctx *ctx, const struct local_publish *pub, struct lmsg_reader *reply)
 {
-    uint64_t deadline = now_us() + HELPER_PUBLISH_TIMEOUT_MS * 1000ull;
+    uint64_t start = now_us(), deadline = start + HELPER_PUBLISH_TIMEOUT_MS * 1000ull;
     for (unsigned tries = 0;; tries++) {
         unsigned pause_ms = backoff_ms(tries, PUBLISH_RETRY_MIN_MS, PUBLISH_RETRY_MAX_MS);
         uint64_t now = now_us();
         int left_ms = now < deadline ? (int)((deadline - now) / 1000) : 0;
         int rc = ctx_request(ctx, LOCAL_PUBLISH, pub, left_ms, reply);
         now = now_us();
-        if (rc != QCG_EUPSTREAM || now + pause_ms * 1000ull >= deadline)
+        if (!publish_again(ctx, rc))
             return rc;
+        if (now + pause_ms * 1000ull >= deadline) {
+            char last[QCG_ERRMSG_MAX];
+            snprintf(last, sizeof(last), "%s", ctx->last_error);
+            ctx_seterr(ctx, "PUBLISH refused %u times in %llu ms, the last: %s", tries + 1,
+                       (unsigned long long)((now - start) / 1000), last);
+            return rc;
+        }
         poll(NULL, 0, (int)pause_ms);
     }
 }

@@ -142,8 +142,11 @@ int qcg_open_sized(qcg_ctx **ctx, const struct qcg_options *opts, size_t opts_si
 
 /* Binds a listener on a port of the node's range and publishes the contact.
    Blocks until the grid acknowledges the publish, at most
-   QCG_LISTEN_MAX_MS (QCG_ETIMEDOUT then).  Idempotent: at once once
-   published. */
+   QCG_LISTEN_MAX_MS (QCG_ETIMEDOUT then).  A PUBLISH refused for the
+   moment (QCG_EUPSTREAM, or QCG_EBUSY for a rate such as the helper's
+   publishes-per-uid) is asked again within that bound; QCG_EBUSY for a rank
+   another live process holds is returned at once.  Idempotent: at once
+   once published. */
 int qcg_listen(qcg_ctx *ctx);
 
 /* A connect's timeout_ms bounds its silence, not its length: it ends once

@@ -1897,6 +1897,25 @@ static int mode_publish_share(int argc, char **argv)
     sleep_ms(PUBLISH_SHARE_HOLD_MS);
     check(lookup(a, 1, &r) == 0 && r.h.type == LOCAL_PLAN, "and one more after %d ms",
           PUBLISH_SHARE_HOLD_MS);
+    /* Our uid past its own share too (WITHDRAW and PUBLISH until one is
+       refused, a rank's context already open so that little time passes
+       after): its qcg_listen then waits for its turn within its bound
+       (before, it failed at once with QCG_EBUSY). */
+    qcg_ctx *ctx = NULL;
+    const struct qcg_options o = {.job = JOB, .rank = 7, .secret = SECRET, .helper_socket = path};
+    int rc = qcg_open(&ctx, &o);
+    bool over = false;
+    for (int i = 0; i < 4 * PUBLISH_SHARE_BURST && !over; i++)
+        over =
+            (i % 2 == 0 ? request(b, LOCAL_WITHDRAW, NULL, 0, &r) : publish(b, low + 1, &r)) == 0 &&
+            r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY;
+    check(over, "our uid past its share: a PUBLISH or WITHDRAW refused busy");
+    uint64_t t0 = now_us();
+    if (rc == 0)
+        rc = qcg_listen(ctx);
+    check(rc == 0, "... and then a rank's qcg_listen publishes (%d ms): %s",
+          (int)((now_us() - t0) / 1000), rc == 0 ? "ok" : qcg_last_error(ctx));
+    qcg_close(ctx);
     close(done[1]);
     int st = -1;
     check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
