@@ -96,7 +96,11 @@ mkfifo "$work/attack.fifo"
 exec 7>"$work/attack.fifo"
 for _ in $(seq 200); do grep -q ready "$work/attack.err" && break; sleep 0.05; done
 sleep 1
+# The broker's CPU (user+system) while the clients are measured under the attack.
+cpu() { awk '{ print $14 + $15 }' "/proc/$broker/stat"; }
+cpu0=$(cpu) t0=$(date +%s.%N)
 measure "attack $addrs addresses" "$unknown_used"
+cpu1=$(cpu) t1=$(date +%s.%N)
 kill -0 "$broker" 2>/dev/null || {
 	rc=0
 	wait "$broker" || rc=$?
@@ -109,6 +113,9 @@ kill -0 "$broker" 2>/dev/null || {
 	exit 1
 }
 echo "broker under attack: $(awk '/^(VmRSS|Threads):/ { printf "%s %s ", $1, $2 }' "/proc/$broker/status")"
+awk -v c="$cpu0 $cpu1" -v t="$t0 $t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { split(c, a, " "); split(t, b, " ")
+	printf "broker CPU under attack: %.2f s in %.1f s (%.0f%%)\n", (a[2] - a[1]) / hz, b[2] - b[1],
+		100 * (a[2] - a[1]) / hz / (b[2] - b[1]) }'
 exec 7>&-
 wait %2 2>/dev/null || true
 echo "attacker: $(cat "$work/attack.out")"
