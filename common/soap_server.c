@@ -98,13 +98,17 @@ static void refused(struct soap_server *srv, const char *peer, const char *fmt, 
     va_end(ap);
 }
 
-/* What the accept loop itself lacks (descriptors, memory, a thread): one
-   line in 10 s, however fast a flood makes it fail.  Accept thread only. */
+/* What the accept loop itself lacks (descriptors, memory, a thread):
+   counted in *count (srv->stage_counts, for --stats), logged one line in
+   10 s, however fast a flood makes it fail.  Accept thread only. */
 #define ACCEPT_FAILURE_LOG_MS 10000
-static void accept_failed(struct soap_server *srv, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void accept_failed(struct soap_server *srv, const char *fmt, ...)
+static void accept_failed(struct soap_server *srv, unsigned long long *count, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void accept_failed(struct soap_server *srv, unsigned long long *count, const char *fmt, ...)
 {
+    pthread_mutex_lock(&srv->lock);
+    (*count)++;
+    pthread_mutex_unlock(&srv->lock);
     va_list ap;
     va_start(ap, fmt);
     limited_text(__func__, &srv->accept_rl, ACCEPT_FAILURE_LOG_MS, 1, "such failures", NULL, fmt,
@@ -724,7 +728,13 @@ static void accept_one(struct soap_server *srv)
         if (m->errnum != 0 && !srv->stop) {
             char msg[256];
             soap_error_text(m, msg, sizeof(msg));
-            accept_failed(srv, "accept: %s", msg);
+            struct soap_stage_counts *n = &srv->stage_counts;
+            int e = m->errnum;
+            accept_failed(srv,
+                          e == EMFILE || e == ENFILE    ? &n->accept_failed_descriptors
+                          : e == ENOBUFS || e == ENOMEM ? &n->accept_failed_memory
+                                                        : &n->accept_failed_other,
+                          "accept: %s", msg);
             /* e.g. EMFILE: do not spin while descriptors are short. */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
             nanosleep(&ts, NULL);
@@ -763,7 +773,8 @@ static void accept_one(struct soap_server *srv)
     struct conn *c = calloc(1, sizeof(*c));
     struct soap *copy = c ? soap_copy(m) : NULL;
     if (copy == NULL) {
-        accept_failed(srv, "%s: out of memory: connection dropped", peer);
+        accept_failed(srv, &srv->stage_counts.accept_failed_memory,
+                      "%s: out of memory: connection dropped", peer);
         close(s);
         free(c);
         return;
@@ -785,7 +796,8 @@ static void accept_one(struct soap_server *srv)
     c->known = known_group(srv, host, &group);
     if (stage(srv, c) < 0) {
         pthread_mutex_unlock(&srv->lock);
-        accept_failed(srv, "%s: out of memory: connection dropped", peer);
+        accept_failed(srv, &srv->stage_counts.accept_failed_memory,
+                      "%s: out of memory: connection dropped", peer);
         soap_destroy(copy);
         soap_end(copy);
         soap_free(copy); /* closes the socket */
@@ -803,7 +815,8 @@ static void accept_one(struct soap_server *srv)
     int rc = pthread_create(&tid, &attr, conn_main, c);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        accept_failed(srv, "%s: cannot start a thread: %s", peer, strerror(rc));
+        accept_failed(srv, &srv->stage_counts.accept_failed_thread, "%s: cannot start a thread: %s",
+                      peer, strerror(rc));
         pthread_mutex_lock(&srv->lock);
         unstage(srv, c);
         dlist_remove(&srv->conns, &c->link);

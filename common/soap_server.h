@@ -99,9 +99,14 @@ int soap_server_know(struct soap_server *srv, const char *prefix, char *why, siz
 
 /* What the handshake stage turned away since the start, for the daemons'
    --stats: handshakes past their deadline, cut for a newcomer, and
-   newcomers refused for their address's share or a full stage. */
+   newcomers refused for their address's share or a full stage; and what
+   the accept loop failed for lack of its own: descriptors (accept's EMFILE,
+   ENFILE), memory (accept's ENOBUFS, ENOMEM, a connection's state), a
+   thread, or another accept error. */
 struct soap_stage_counts {
     unsigned long long expired, cut, refused_address, refused_full;
+    unsigned long long accept_failed_descriptors, accept_failed_memory, accept_failed_thread,
+        accept_failed_other;
 };
 /* From an operation's soap (the server it came through). */
 void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);

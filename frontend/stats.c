@@ -40,6 +40,11 @@ int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
         {"handshakes_cut", stage->cut},
         {"handshakes_refused_address", stage->refused_address},
         {"handshakes_refused_full", stage->refused_full},
+        /* The accept loop's own failures (soap_server.h). */
+        {"accept_failed_descriptors", stage->accept_failed_descriptors},
+        {"accept_failed_memory", stage->accept_failed_memory},
+        {"accept_failed_thread", stage->accept_failed_thread},
+        {"accept_failed_other", stage->accept_failed_other},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

@@ -2,8 +2,9 @@
 #
 # A broker whose descriptors run out under a flood of connections (issue
 # 32): its accept fails with EMFILE.  It must neither stop nor spin, log the
-# shortage once (not once per failure: ten lines a second before), and
-# serve again once the flood has gone.  The real broker on 127.0.0.1, its
+# shortage once (not once per failure: ten lines a second before), count
+# every failure in --stats (accept_failed_descriptors), and serve again once
+# the flood has gone.  The real broker on 127.0.0.1, its
 # descriptors cut to 64 with prlimit while it runs (lowering needs no
 # privilege), 200 idle connections from 200 addresses (its stage holds 16
 # per address) for 3 s: well within their 5 s handshake deadline, so only
@@ -28,6 +29,8 @@ grid_ca
 grid_ports_free 27992
 grid_broker 27992 || exit 1
 pid=${pids[0]}
+failed_are() { broker_stats | grep -q "\"accept_failed_descriptors\":$1[,}]"; }
+within "before the flood, --stats counts no accept failure" 50 failed_are 0
 if prlimit --pid "$pid" --nofile=64:64 && [[ $(prlimit --pid "$pid" --nofile --output SOFT --noheadings | tr -d " ") == 64 ]]; then
 	pass "the broker's descriptors are cut to 64"
 else
@@ -52,5 +55,12 @@ else
 	fail "... and it runs on" "$work/broker.log"
 fi
 within "the flood gone, it serves again (--stats)" 50 contacts_are 0
+# Each failure is counted, not only the one line logged.
+count=$(broker_stats | sed -n 's/.*"accept_failed_descriptors":\([0-9]*\).*/\1/p')
+if [[ ${count:-0} -gt 1 ]]; then
+	pass "--stats counts every failure: accept_failed_descriptors $count, 1 line logged"
+else
+	fail "--stats counts every failure: accept_failed_descriptors ${count:-none}, 1 line logged" "$work/broker.log"
+fi
 echo "$passed passed, $failed failed"
 ((failed == 0))
