@@ -35,6 +35,8 @@ STUB
 chmod +x "$work/bin/mpirun"
 echo "a1" >"$work/hosts"
 export QCG_JOB=quiet-test QCG_JOB_SECRET=00112233445566778899aabbccddeeff
+# Open MPI 5's component paths are cached per mpirun: here, not in the home.
+export XDG_CACHE_HOME=$work/cache
 
 for round in "4.1.4 rsh" "5.0.7 ssh"; do
 	read -r ompi plm <<<"$round"
