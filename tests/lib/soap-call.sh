@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # $out is the caller's: the last answer
 # tests/lib/soap-call.sh: reading the answer of soap-call (tests/lib/soap_call.c,
 # the tests' one SOAP client), sourced by the broker's and the frontend's test
 # libraries.  The answer is in $out: "ok" and NAME=VALUE lines, or one
