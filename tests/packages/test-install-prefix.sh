@@ -8,9 +8,11 @@
 # owns, and Open MPI lists it with the documented component path; the
 # pkg-config file builds a program against the installed header and library.
 set -euo pipefail
+# shellcheck source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+fail_stops=1 # each step needs the install the first one made
 BUILD=${QCG_BUILD_DIR:?}
 prefix=/opt/qcg
-fail() { echo "FAIL: $*" >&2; exit 1; }
 scratch=$(mktemp -d /tmp/qcg-install-prefix.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 dest=$scratch/dest
@@ -20,7 +22,7 @@ sanitized=no
 grep -q '^QCG_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" && sanitized=yes
 
 DESTDIR=$dest cmake --install "$BUILD" --prefix "$prefix" >"$scratch/install.log" 2>&1 ||
-	{ cat "$scratch/install.log" >&2; fail "cmake --install --prefix $prefix"; }
+	fail "cmake --install --prefix $prefix" "$scratch/install.log"
 
 progs=("$root"/sbin/qcg-{broker,frontend,helper,proxy} "$root"/bin/qcg-{cat,probe,agent,launch})
 btl=$root/lib/openmpi/mca_btl_qcg.so
@@ -71,7 +73,7 @@ if command -v pkg-config >/dev/null && command -v cc >/dev/null; then
 	[ $sanitized = no ] || san=-fsanitize=address,undefined
 	# shellcheck disable=SC2086
 	cc $san -o "$scratch/t" "$scratch/t.c" $flags -Wl,-rpath,"$root/lib" 2>"$scratch/cc.log" ||
-		{ cat "$scratch/cc.log" >&2; fail "a program does not build with pkg-config qcgconn ($flags)"; }
+		fail "a program does not build with pkg-config qcgconn ($flags)" "$scratch/cc.log"
 	"$scratch/t" || fail "the program built against $prefix does not run"
 	echo "pkg-config qcgconn: $flags"
 fi
