@@ -143,11 +143,18 @@ scratch() {
 }
 
 # Must be the first command of the EXIT trap: it reads the test's exit status.
+# A failed test keeps its files (the outputs a rare failure needs) and says
+# where.
 scratch_cleanup() {
 	local rc=$? pid
 	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || logged_since_marks >&2
 	stop_pids "${BG_PIDS[@]}"
-	[ -n "$WORK" ] && rm -rf "$WORK"
+	[ -n "$WORK" ] || return 0
+	if [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; then
+		rm -rf "$WORK"
+	else
+		echo "== the test's files are kept in $WORK" >&2
+	fi
 }
 
 # How long each service log was when the test began.  A failed test prints the

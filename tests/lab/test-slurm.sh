@@ -11,10 +11,12 @@
 # status; the secret on no command line and in no world-readable file;
 # scancel of one site's part ends the job everywhere, nothing of the user
 # left; a part that cannot start (its queue full) times out naming its site;
-# one its partition can never hold (3 nodes of 2) fails at once, naming it;
-# Ctrl-C, and a site refusing the submission, cancel every part.  Each
-# failure's line is docs/user.md's row for it.  The lab is put back without
-# Slurm.
+# Ctrl-C while that site's slurmctld is stopped exits 130 without waiting
+# for it, naming it, nata's part cancelled; one its partition can never hold
+# (3 nodes of 2) fails at once, naming it; Ctrl-C, and a site refusing the
+# submission, cancel every part.  Each failure's line is docs/user.md's row
+# for it.  A qcg-submit that does not exit in time is shown with its
+# processes (the step that holds it).  The lab is put back without Slurm.
 . "$(dirname "$0")/test-lib.sh"
 # shellcheck source=slurm-checks.sh
 . "$(dirname "$0")/slurm-checks.sh"
@@ -26,13 +28,13 @@ command -v slurmctld >/dev/null 2>&1 || skip "slurmctld is not installed (script
 progs=$QCG_BUILD_DIR/tests/mpi
 [ -x "$progs/qcg-mpi-allpairs" ] || skip "the MPI test programs are not built in $progs"
 scratch
-HOME_DIR=$LAB_STATE/user/home
-SUBMIT=("$QCG_BUILD_DIR/launch/qcg-submit" --via "$LAB login {} --")
 # The staged BTL (qcg-lab login stages it, as qcg-lab mpirun does).
 COMPONENTS=$LAB_STATE/user/lib:$(ompi_info --path pkglibdir 2>/dev/null | sed -n 's/.*Pkglibdir: *//p')
 
 SLURM_SITES="nata fw sym"
-trap 'rc=$?; slurm_restore; (exit $rc); scratch_cleanup' EXIT
+# A controller the test stopped (case 4b) runs again whatever happens.
+stopped=""
+trap 'rc=$?; [ -z "$stopped" ] || kill -CONT "$stopped"; slurm_restore; (exit $rc); scratch_cleanup' EXIT
 
 "$LAB" up --batch slurm >"$WORK/up" 2>&1 || { show "$WORK/up"; fail "up --batch slurm"; }
 note "$(tail -n 1 "$WORK/up")"
@@ -107,14 +109,7 @@ fi
 poll 20 "the jobs to end" no_running_jobs || bad "jobs left after the MPI_Abort: $(running_jobs)"
 
 # 3. scancel of fw's part while the program runs: the job ends everywhere.
-"${SUBMIT[@]}" --start-timeout 60 nata fw sym -- /bin/sleep 300 >"$WORK/out3" 2>&1 &
-submit=$!
-BG_PIDS+=("$submit")
-poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out3" ||
-	{ show "$WORK/out3"; fail "no submission at nata"; }
-main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out3").out
-poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
-	{ show "$WORK/out3"; fail "sleep did not start"; }
+start_sleeper "$WORK/out3" nata fw sym
 sleep_on_sym2() { user_processes | grep -q '^sym2 .*sleep'; }
 poll 60 "the program on sym2" sleep_on_sym2 || { user_processes >&2; bad "no rank on sym2"; }
 # The secret: in the agents' environment, on no command line, in no file
@@ -133,7 +128,7 @@ else
 	done < <(find "$LAB_STATE" -type f -perm /044 2>/dev/null)
 	note "ok   the job's secret is on no command line and in no world-readable file"
 fi
-scancel_fw_part "$submit" "$WORK/out3"
+scancel_fw_part "$JOB_PID" "$WORK/out3"
 
 # 4. fw's queue full (the user's own job holds both nodes): the part there
 # does not start; the job is cancelled everywhere, naming fw.
@@ -149,6 +144,42 @@ else
 	show "$WORK/out4"
 	bad "fw's queue full: qcg-submit exits $rc without naming fw"
 fi
+
+# 4b. Ctrl-C while fw's Slurm does not answer (its slurmctld stopped, fw's
+# part queued behind the blocker): qcg-submit exits 130 without waiting for
+# fw, naming it (its scancel is bounded), and nata's part is cancelled.
+ctld=""
+for pid in $(slurm_pids); do
+	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = slurmctld ] &&
+		[ "$(ip netns identify "$pid" 2>/dev/null)" = qcg-fw-head ] && ctld=$pid
+done
+[ -n "$ctld" ] || fail "no slurmctld in qcg-fw-head"
+start_job "$WORK/out4b" --start-timeout 60 nata fw -- /bin/true
+poll 20 "the submission at fw" grep -q "^qcg-submit: fw: Slurm job" "$WORK/out4b" ||
+	{ show "$WORK/out4b"; fail "no submission at fw"; }
+nata_job=$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out4b")
+stopped=$ctld
+kill -STOP "$ctld"
+sleep 1 # (qcg-submit's next poll of fw hangs)
+t0=$(ms)
+kill -INT "$JOB_PID"
+rc=0
+submit_exit "$JOB_PID" "$WORK/out4b" 30 || rc=$?
+kill -CONT "$ctld"
+stopped=""
+if [ "$rc" = 130 ] && doc_row "scancel at fw failed" "$WORK/out4b" &&
+	doc_row "interrupted: cancelling" "$WORK/out4b"; then
+	note "ok   Ctrl-C, fw's slurmctld stopped: exit 130 after $(($(ms) - t0)) ms: $(grep 'scancel at fw' "$WORK/out4b")"
+else
+	show "$WORK/out4b"
+	bad "Ctrl-C with fw's slurmctld stopped: qcg-submit exits $rc without docs/user.md's lines"
+fi
+nata_gone() {
+	local ids
+	ids=$("$LAB" login nata -- squeue -h -o %i) || return 1
+	! grep -qx "$nata_job" <<<"$ids"
+}
+poll 20 "nata's part to end" nata_gone || bad "nata's part (Slurm job $nata_job) left after Ctrl-C"
 "$LAB" login fw -- scancel -u nobody
 poll 20 "no job left" no_running_jobs || bad "jobs left after the timeout: $(running_jobs)"
 no_user_processes "fw's queue full" || true
@@ -168,21 +199,13 @@ fi
 poll 20 "no job left" no_running_jobs || bad "jobs left after the part that never fits: $(running_jobs)"
 
 # 6. Ctrl-C of qcg-submit while the program runs: every part is cancelled.
-# (A background job of a script has SIGINT ignored; the subshell undoes it,
-# as a terminal's foreground job has it.)
-(trap - INT; exec "${SUBMIT[@]}" --start-timeout 60 nata fw -- /bin/sleep 300) >"$WORK/out6" 2>&1 &
-submit=$!
-BG_PIDS+=("$submit")
-poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out6" ||
-	{ show "$WORK/out6"; fail "no submission at nata"; }
-main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out6").out
-poll 60 "the program to start" grep -qs "mpirun starts" "$main_out" ||
-	{ show "$WORK/out6"; fail "sleep did not start"; }
-kill -INT "$submit"
+start_sleeper "$WORK/out6" nata fw
+t0=$(ms)
+kill -INT "$JOB_PID"
 rc=0
-wait_exit "$submit" 30 || rc=$?
+submit_exit "$JOB_PID" "$WORK/out6" 30 || rc=$?
 if [ "$rc" = 130 ] && doc_row "interrupted: cancelling" "$WORK/out6"; then
-	note "ok   Ctrl-C: qcg-submit exits 130: $(grep 'interrupted' "$WORK/out6")"
+	note "ok   Ctrl-C: qcg-submit exits 130 after $(($(ms) - t0)) ms: $(grep 'interrupted' "$WORK/out6")"
 else
 	show "$WORK/out6"
 	bad "Ctrl-C: qcg-submit exits $rc without docs/user.md's line"

@@ -34,7 +34,6 @@ command -v mmdebstrap >/dev/null 2>&1 || skip "mmdebstrap not installed (scripts
 trixie_root
 [ -x "$TRIXIE_ROOT/usr/sbin/slurmctld" ] || fail "the Debian 13 root has no slurmctld (tests/trixie/root.sh)"
 scratch
-HOME_DIR=$LAB_STATE/user/home
 
 # --- the tree built in the root (what the jobs run) ------------------------------------
 tb=$QCG_BUILD_DIR/trixie-build
@@ -93,31 +92,25 @@ no_user_processes "after allpairs"
 
 # --- 2. every rank's line, then scancel of fw's part -------------------------------------
 # shellcheck disable=SC2016 # expanded by each rank
-"$QCG_BUILD_DIR/launch/qcg-submit" --via "$LAB login {} --" --start-timeout 60 --nodes sym:1 nata fw sym -- \
-	/bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname) Debian $(cat /etc/debian_version) $(mpirun --version | head -n 1)"; exec sleep 300' \
-	>"$WORK/out2" 2>&1 &
-submit=$!
-BG_PIDS+=("$submit")
-poll 20 "the submission at nata" grep -q "^qcg-submit: nata: Slurm job" "$WORK/out2" ||
-	{ show "$WORK/out2"; fail "no submission at nata"; }
-main_out=$HOME_DIR/qcg-nata-$(sed -n 's/^qcg-submit: nata: Slurm job \([0-9]*\).*/\1/p' "$WORK/out2").out
-all_ranks() { [ "$(grep -c '^rank [0-9] of 5 on ' "$main_out" 2>/dev/null)" = 5 ]; }
-poll 90 "every rank's line" all_ranks || bad "not every rank's line in $main_out"
+start_job "$WORK/out2" --start-timeout 60 --nodes sym:1 nata fw sym -- \
+	/bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE on $(hostname) Debian $(cat /etc/debian_version) $(mpirun --version | head -n 1)"; exec sleep 300'
+all_ranks() { [ "$(grep -c '^rank [0-9] of 5 on ' "$MAIN_OUT" 2>/dev/null)" = 5 ]; }
+poll 90 "every rank's line" all_ranks || bad "not every rank's line in $MAIN_OUT"
 n_ok=0 r=0
 for n in nata1 nata2 fw1 fw2 sym1; do
-	grep -aqE "^rank $r of 5 on $n Debian 13\.[0-9]+ mpirun \(Open MPI\) 5\." "$main_out" && n_ok=$((n_ok + 1))
+	grep -aqE "^rank $r of 5 on $n Debian 13\.[0-9]+ mpirun \(Open MPI\) 5\." "$MAIN_OUT" && n_ok=$((n_ok + 1))
 	r=$((r + 1))
 done
 if [ "$n_ok" = 5 ]; then
 	note "ok   5 ranks on nata1, nata2, fw1, fw2, sym1, each on Debian 13 with Open MPI 5"
 else
-	show "$main_out"
+	show "$MAIN_OUT"
 	bad "$n_ok of 5 rank lines name their node, Debian 13 and Open MPI 5"
 fi
 # scancel of fw's part ends the job everywhere, naming fw's part as on 4.1
 # (docs/user.md's row; Open MPI 5's mpirun ends at once, exit 0, on losing
 # fw's daemons).
-scancel_fw_part "$submit" "$WORK/out2"
+scancel_fw_part "$JOB_PID" "$WORK/out2"
 
 # --- 3. back to the lab without Slurm -----------------------------------------------------
 slurm_put_back
