@@ -8,7 +8,7 @@
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
-[ -x "$LAB_ACCEPT" ] || skip "qcg-lab-accept is not built in $QCG_BUILD_DIR"
+[ -x "$LAB_ACCEPT" ] || die "qcg-lab-accept is not built: $LAB_ACCEPT"
 scratch
 JOB=$(new_job frontend-cache)
 

@@ -14,7 +14,7 @@
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
-[ -x "$LAB_ACCEPT" ] || skip "qcg-lab-accept is not built in $QCG_BUILD_DIR"
+[ -x "$LAB_ACCEPT" ] || die "qcg-lab-accept is not built: $LAB_ACCEPT"
 scratch
 trap 'scratch_cleanup; "$LAB" service start nata1-helper >/dev/null 2>&1 || true' EXIT
 JOB=$(new_job helper-restart)

@@ -113,7 +113,7 @@ host_rules() {
 # QCG_JOB_SECRET.  Each test uses a job of its own (new_job), works in a scratch
 # directory and kills what it started in the background (trap set by scratch).
 
-LAB_ACCEPT=$QCG_BUILD_DIR/lab/qcg-lab-accept
+LAB_ACCEPT=$QCG_BUILD_DIR/tests/lab/qcg-lab-accept
 BROKER_URL=https://203.0.113.10:7700/
 WORK=""
 BG_PIDS=()
