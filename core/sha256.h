@@ -19,4 +19,10 @@ const EVP_MD *sha256_md(void);
 int hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
                 unsigned char out[SHA256_LEN]);
 
+/* The same for a key the process keeps for its life (the proxy and punch
+   keys): the first few such keys are keyed once and each call copies the
+   keyed context (about 1.6 times faster); others as hmac_sha256. */
+int hmac_sha256_kept(const void *key, size_t keylen, const void *msg, size_t len,
+                     unsigned char out[SHA256_LEN]);
+
 #endif

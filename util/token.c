@@ -23,7 +23,7 @@ static int token_mac(const struct proxy_key *key, const unsigned char *msg, size
     unsigned char md[SHA256_LEN];
 
     _Static_assert(TOKEN_MAC_LEN <= SHA256_LEN, "a token's MAC is a prefix of HMAC-SHA256");
-    if (hmac_sha256(key->bytes, sizeof(key->bytes), msg, len, md) < 0)
+    if (hmac_sha256_kept(key->bytes, sizeof(key->bytes), msg, len, md) < 0)
         return -1;
     memcpy(mac, md, TOKEN_MAC_LEN);
     OPENSSL_cleanse(md, sizeof(md));
