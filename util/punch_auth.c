@@ -3,11 +3,11 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hex.h"
+#include "sha256.h"
 
 /* The bytes a token's MAC covers: version, pair, side, expiry. */
 #define SIGNED_LEN (TOKEN_BIN_LEN - TOKEN_MAC_LEN)
@@ -20,15 +20,13 @@ static const char ANSWER_LABEL[] = "qcg punch answer";
 static int keyed(const unsigned char key[PUNCH_AUTH_KEY_LEN], const char *label, const void *msg,
                  size_t len, unsigned char out[16])
 {
-    unsigned char buf[KEYED_MAX], md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
+    unsigned char buf[KEYED_MAX], md[SHA256_LEN];
     size_t llen = strlen(label);
     if (llen + len > sizeof(buf))
         return -1;
     memcpy(buf, label, llen);
     memcpy(buf + llen, msg, len);
-    if (HMAC(EVP_sha256(), key, PUNCH_AUTH_KEY_LEN, buf, llen + len, md, &mdlen) == NULL ||
-        mdlen < 16)
+    if (hmac_sha256(key, PUNCH_AUTH_KEY_LEN, buf, llen + len, md) < 0)
         return -1;
     memcpy(out, md, 16);
     OPENSSL_cleanse(md, sizeof(md));

@@ -10,21 +10,20 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include "hex.h"
+#include "sha256.h"
 
 #define TOKEN_SIGNED_LEN (TOKEN_BIN_LEN - TOKEN_MAC_LEN)
 
 static int token_mac(const struct proxy_key *key, const unsigned char *msg, size_t len,
                      unsigned char mac[TOKEN_MAC_LEN])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
+    unsigned char md[SHA256_LEN];
 
-    if (HMAC(EVP_sha256(), key->bytes, sizeof(key->bytes), msg, len, md, &mdlen) == NULL ||
-        mdlen < TOKEN_MAC_LEN)
+    _Static_assert(TOKEN_MAC_LEN <= SHA256_LEN, "a token's MAC is a prefix of HMAC-SHA256");
+    if (hmac_sha256_kept(key->bytes, sizeof(key->bytes), msg, len, md) < 0)
         return -1;
     memcpy(mac, md, TOKEN_MAC_LEN);
     OPENSSL_cleanse(md, sizeof(md));
