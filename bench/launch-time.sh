@@ -16,7 +16,7 @@
 #   bench/launch-time.sh [--trixie] [DELAY_MS] [RUNS]
 #                         (root; QCG_BUILD_DIR, default build/)
 #   --trixie   a third launcher in the same rotation: the agents with the
-#              Debian 13 root's programs (tests/trixie/root.sh: Open MPI 5's
+#              Debian 13 root's programs (lab/debian13.sh: Open MPI 5's
 #              mpirun and prted, the ranks, qcg-agent and qcg-mpirun built
 #              there); the netns launcher is Open MPI 4.1's only (orted)
 set -euo pipefail
@@ -40,8 +40,8 @@ trap cleanup EXIT
 
 [ -x "$prog" ] || { echo "launch-time.sh: $prog missing: build first (scripts/build)" >&2; exit 1; }
 if [ ${#hows[@]} -eq 3 ]; then
-  # shellcheck source=../tests/trixie/root.sh
-  . "$root/tests/trixie/root.sh"
+  # shellcheck source=../lab/debian13.sh
+  . "$root/lab/debian13.sh"
   trixie_root
   trixie_build "$QCG_BUILD_DIR/trixie-build" qcg-agent qcg-launch mca_btl_qcg qcgcolour qcg-mpi-initfini
 fi

@@ -16,7 +16,7 @@
 #   bench/mpi-netpipe.sh --trixie [ROUNDS]
 #                                   NetPIPE only, qcg and tcp on Open MPI 4.1
 #                                   (this host's) and on Open MPI 5.0 (the
-#                                   Debian 13 root's, tests/trixie/root.sh;
+#                                   Debian 13 root's, lab/debian13.sh;
 #                                   NPopenmpi, mpirun and the ranks from the
 #                                   root, btl_qcg built there), alternating
 # Share the lab: flock -w 1800 /tmp/qcg-lab.lock bench/mpi-netpipe.sh
@@ -42,8 +42,8 @@ trap cleanup EXIT
 command -v NPopenmpi >/dev/null || { echo "mpi-netpipe.sh: NPopenmpi missing (apt-get install netpipe-openmpi)" >&2; exit 1; }
 [ -x "$initfini" ] || { echo "mpi-netpipe.sh: $initfini missing: build first" >&2; exit 1; }
 if [ -n "$trixie" ]; then
-  # shellcheck source=../tests/trixie/root.sh
-  . "$root/tests/trixie/root.sh"
+  # shellcheck source=../lab/debian13.sh
+  . "$root/lab/debian13.sh"
   trixie_root
   [ -x "$TRIXIE_ROOT/usr/bin/NPopenmpi" ] || { echo "mpi-netpipe.sh: no NPopenmpi in $TRIXIE_ROOT" >&2; exit 1; }
   trixie_build "$QCG_BUILD_DIR/trixie-build" qcg-agent qcg-launch mca_btl_qcg qcgcolour

@@ -242,7 +242,7 @@ component_path() {
 
 # mpirun_agents PPN BTLS FROM "NODES" [MPIRUN OPTIONS...] -- PROGRAM [ARGS...]
 mpirun_agents() {
-	local ppn=$1 btls=$2 from=$3 node dir rc=0 np i prog pids=() left
+	local ppn=$1 btls=$2 from=$3 node dir rc=0 np i prog pids=() left shown
 	local -a nodes opts=() ompi_opts
 	read -ra nodes <<<"$4"
 	shift 4
@@ -270,6 +270,10 @@ mpirun_agents() {
 	done >"$dir/hosts"
 	chmod 644 "$dir/hosts"
 	np=$((${#nodes[@]} * ppn))
+	# What qcg-mpirun's default is: Open MPI 5 (a root with PRRTE's prted)
+	# calls the shared-memory BTL sm, 4.1 vader.
+	shown=$btls
+	[ "$btls" != self,vader,qcg ] || [ ! -x "${QCG_LAB_ROOT:-/nonexistent}/usr/bin/prted" ] || shown=self,sm,qcg
 	# Open MPI 5's mpirun would hand --mca mca_base_component_path to PMIx
 	# and PRRTE too (each warns about every file of the BTL's directory):
 	# there, the ranks get it from user_env's OMPI_MCA_ variable only.  It
@@ -298,7 +302,7 @@ mpirun_agents() {
 				exit 1
 			}
 		done
-		say "mpirun: $np ranks on ${nodes[*]} ($ppn per node), btl $btls, from $from, agents as $LAB_USER" >&2
+		say "mpirun: $np ranks on ${nodes[*]} ($ppn per node), btl $shown, from $from, agents as $LAB_USER" >&2
 		t0=$(date +%s%3N)
 		QCG_HELPER_SOCKET=$(helper_socket "$from") \
 			mpirun_timed "$t0" as_user "$from" qcg-mpirun --host-list "$dir/hosts" -np "$np" \

@@ -24,7 +24,7 @@
 #
 # CMD as the lab's user on SITE's head (its login node), SLURM_CONF set.
 #
-# With QCG_LAB_ROOT (another Debian's root, e.g. Debian 13's: tests/trixie),
+# With QCG_LAB_ROOT (another Debian's root, e.g. Debian 13's: lab/debian13.sh),
 # every Slurm and munge daemon, every command of `login` and with them every
 # job runs chrooted in that root (mpirun.sh's ROOT_ENTER), configs, sockets
 # and state at the same paths under $STATE; the user's programs are staged
@@ -57,7 +57,7 @@ slurm_check_tools() {
 		fi
 	done
 	[ ${#missing[@]} -eq 0 ] || [ -z "$r" ] ||
-		die "--batch slurm: missing ${missing[*]} in $r (tests/trixie/root.sh installs slurmctld, slurmd, slurm-client and munge)"
+		die "--batch slurm: missing ${missing[*]} in $r (lab/debian13.sh installs slurmctld, slurmd, slurm-client and munge)"
 	[ ${#missing[@]} -eq 0 ] ||
 		die "--batch slurm: missing ${missing[*]} (scripts/install-deps installs slurmctld, slurmd, slurm-client and munge)"
 }

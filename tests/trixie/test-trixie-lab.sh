@@ -2,7 +2,7 @@
 # trixie-lab: the lab's all-sites MPI job launched through the agents with
 # Debian 13's programs: Open MPI 5.0.7, whose mpirun (PRRTE) has each node's
 # qcg-agent start prted.  The tree is built in the Debian 13 root
-# (tests/trixie/root.sh; into $QCG_BUILD_DIR/trixie-build, kept between runs)
+# (lab/debian13.sh; into $QCG_BUILD_DIR/trixie-build, kept between runs)
 # and every program of the user (qcg-agent, qcg-mpirun, mpirun, prted, the
 # ranks) runs in that root on its lab node: `qcg-lab mpirun` with
 # QCG_LAB_ROOT (lab/mpirun.sh, as_user).  The lab's services stay
@@ -21,8 +21,8 @@
 #   after each.
 # shellcheck source=../lab/test-lib.sh
 . "$(dirname "$0")/../lab/test-lib.sh"
-# shellcheck source=root.sh
-. "$(dirname "$0")/root.sh"
+# shellcheck source=../../lab/debian13.sh
+. "$(dirname "$0")/../../lab/debian13.sh"
 
 require_lab
 require_services

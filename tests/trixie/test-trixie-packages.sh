@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # trixie-packages: the Debian packages (debian/) on Debian 13.  In the Debian
-# 13 root (tests/trixie/root.sh: an overlay over the cached root, so nothing
+# 13 root (lab/debian13.sh: an overlay over the cached root, so nothing
 # installed here stays), `dpkg-buildpackage -us -uc -b` builds this tree's
 # packages against Open MPI 5.0, they install with dpkg (every dependency
 # met by the root's packages), and Debian 13's Open MPI finds the components
@@ -18,7 +18,7 @@
 #   exit 0 passed, 1 failed, 77 skipped (not root, no mmdebstrap)
 #
 # tests/packages does the same on Debian 12 (a container, and a grid run from
-# the packages).  QCG_TRIXIE_ROOT and QCG_DEBIAN_MIRROR as in root.sh.
+# the packages).  QCG_TRIXIE_ROOT and QCG_DEBIAN_MIRROR as in lab/debian13.sh.
 set -euo pipefail
 export LC_ALL=C
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,8 +30,8 @@ case ${1:-} in
 *) echo "$PROG: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 
-# shellcheck source=root.sh
-. "$REPO/tests/trixie/root.sh"
+# shellcheck source=../../lab/debian13.sh
+. "$REPO/lab/debian13.sh"
 trixie_require
 trixie_root
 

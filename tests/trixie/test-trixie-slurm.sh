@@ -24,15 +24,15 @@
 . "$(dirname "$0")/../lab/test-lib.sh"
 # shellcheck source=../lab/slurm-checks.sh
 . "$(dirname "$0")/../lab/slurm-checks.sh"
-# shellcheck source=root.sh
-. "$(dirname "$0")/root.sh"
+# shellcheck source=../../lab/debian13.sh
+. "$(dirname "$0")/../../lab/debian13.sh"
 
 require_lab
 require_services
 command -v mmdebstrap >/dev/null 2>&1 || skip "mmdebstrap not installed (scripts/install-deps)"
 [ -x "$QCG_BUILD_DIR/launch/qcg-submit" ] || skip "qcg-submit is not built"
 trixie_root
-[ -x "$TRIXIE_ROOT/usr/sbin/slurmctld" ] || fail "the Debian 13 root has no slurmctld (tests/trixie/root.sh)"
+[ -x "$TRIXIE_ROOT/usr/sbin/slurmctld" ] || fail "the Debian 13 root has no slurmctld (lab/debian13.sh)"
 scratch
 
 # --- the tree built in the root (what the jobs run) ------------------------------------

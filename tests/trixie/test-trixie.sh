@@ -18,9 +18,9 @@
 #   exit 0 passed, 1 failed, 77 skipped (not root, no mmdebstrap)
 #
 # The root, and how it runs (overlay, namespaces, a veth: PRRTE's mpirun
-# crashes on a host with lo only): tests/trixie/root.sh.  The tree is
+# crashes on a host with lo only): lab/debian13.sh.  The tree is
 # bind-mounted read-only at /src, the build is /build.  Nothing of the host
-# is changed.  QCG_TRIXIE_ROOT and QCG_DEBIAN_MIRROR as in root.sh.
+# is changed.  QCG_TRIXIE_ROOT and QCG_DEBIAN_MIRROR as in lab/debian13.sh.
 set -euo pipefail
 export LC_ALL=C
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,8 +43,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-# shellcheck source=root.sh
-. "$REPO/tests/trixie/root.sh"
+# shellcheck source=../../lab/debian13.sh
+. "$REPO/lab/debian13.sh"
 trixie_require
 if [ "$refresh" = yes ]; then trixie_root --refresh; else trixie_root; fi
 

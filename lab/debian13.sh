@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# tests/trixie/root.sh (sourced by test-trixie.sh and test-trixie-lab.sh):
-# the Debian 13 root, made once and cached, and running a command in it.
+# lab/debian13.sh (sourced by scripts/demo --debian 13, tests/trixie/*.sh and
+# the benchmarks' --trixie): the Debian 13 root, made once and cached, and
+# running a command in it.
 #
 #   trixie_require             exits 77 ("skipped") unless root with
 #                              mmdebstrap and unshare
@@ -27,7 +28,7 @@
 # is without one.  Nothing of the host is changed.  QCG_DEBIAN_MIRROR
 # overrides the mirror (default: the first of apt's Debian sources here).
 
-TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TRIXIE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # What the tree needs to build and its tests to run; for test-trixie.sh's
 # unit tests, curl, python3-zeep and chromium (broker-service), man-db and
