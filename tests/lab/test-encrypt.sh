@@ -93,11 +93,15 @@ CHECK=$LAB_SRC/probe_check.py
 LINES='qcg-probe (direct|reversed|traversing|holepunch|proxy|done)'
 count() { grep -a -c -E "$1" "$WORK/$2.pcap" || true; }
 
+# marker_seen NAME: the capture holds the marker, a SYN to open1's port 9.
+marker_seen() { tcpdump -r "$WORK/$1.pcap" -n 'tcp dst port 9' 2>/dev/null | grep -q .; }
+
 # probe NAME MODE: qcg-probe on nata1 towards open only, --encrypt MODE ("" =
 # the default), under a capture in $WORK/NAME.pcap.  Once the probe has exited
-# its packets have all crossed the router: the capture is stopped when it holds
-# its connections (a ClientHello's ALPN, qcg/1-...), a second later for what
-# tcpdump has not written yet.
+# its packets have all crossed the router, but tcpdump may not have read them
+# all yet: a marker SYN from nata1 to open1's port 9 (nothing listens there)
+# crosses the router after them, and the capture, written packet by packet
+# (-U), is stopped once it holds the marker.
 probe() {
 	local name=$1 mode=$2 opt=() rc=0
 	[ -z "$mode" ] || opt=(--encrypt "$mode")
@@ -107,7 +111,9 @@ probe() {
 	[ "$rc" -eq 0 ] || { cat "$WORK/$name.perr" "$WORK/$name.json"; fail "$name: qcg-probe exited $rc"; }
 	poll 10 "the probe's connections in the capture" grep -a -q "qcg/1-" "$WORK/$name.pcap" ||
 		fail "$name: the capture at nata's router holds none of the probe's connections"
-	sleep 1 # what tcpdump has not written yet
+	"$LAB" exec nata1 -- timeout 5 bash -c 'exec 3<>/dev/tcp/198.51.100.11/9' 2>/dev/null || true
+	poll 10 "the marker SYN in the capture" marker_seen "$name" ||
+		fail "$name: the capture at nata's router did not get the marker SYN to open1:9"
 	kill -INT "$CAPTURE_PID" 2>/dev/null || true
 	wait_exit "$CAPTURE_PID" 10 || true
 }

@@ -38,6 +38,9 @@ poll 20 "rank 1 on open1 connected to rank 0" connected || { cat "$WORK/old.err"
 note "old connection: $(cat "$WORK/old.err")"
 
 "$LAB" service kill nata1-helper
+# Down a second, as a crashed helper is until systemd starts it again (the
+# unit's RestartSec is 2 s): a duration to live through, not a wait for
+# something (kill waited for the process to be gone).
 sleep 1
 t0=$(ms)
 "$LAB" service start nata1-helper >/dev/null || fail "nata1's helper did not start again"
