@@ -31,6 +31,7 @@ struct coll_qcg_component {
     int verbose;
     int flat_max;      /* bytes up to which the leaders' step is one flat exchange (flat.c) */
     int allreduce_max; /* bytes above which Allreduce is Open MPI's own (ops.c) */
+    int reduce_max;    /* bytes above which Reduce is Open MPI's own (ops.c) */
 };
 extern struct coll_qcg_component mca_coll_qcg_component;
 

@@ -35,6 +35,7 @@ __attribute__((visibility("default"))) struct coll_qcg_component mca_coll_qcg_co
     .priority = 50,
     .flat_max = 65536,
     .allreduce_max = 65536,
+    .reduce_max = 65536,
 };
 
 static int qcg_register(void)
@@ -59,6 +60,13 @@ static int qcg_register(void)
         "ranks (bandwidth-bound: the sites' reduce and bcast would only add to it)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_qcg_component.allreduce_max);
+    (void)mca_base_component_var_register(
+        c, "reduce_max",
+        "Bytes up to which Reduce runs by sites; above, Open MPI's own algorithm over all ranks "
+        "(a pipeline through every rank: the sites' reduce and the leaders' step one after the "
+        "other would only add to it)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_qcg_component.reduce_max);
     (void)mca_base_component_var_register(
         c, "verbose", "1: a line per communicator saying how many sites it spans",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_6, MCA_BASE_VAR_SCOPE_LOCAL,

@@ -96,7 +96,11 @@ int coll_qcg_reduce(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt
     int rank = ompi_comm_rank(comm), rc, root_site;
     char *base = NULL, *part;
 
-    if (!commutative(op) || coll_qcg_ready(m, comm) != QCG_COLL_SITES)
+    /* Above reduce_max Open MPI's segmented pipeline through all ranks
+       overlaps what the hierarchy does one step after the other: 1 MiB
+       took 1.82x as long by sites (bench/README.md, coll.sh). */
+    if (!commutative(op) || coll_qcg_bytes(count, dtype) > mca_coll_qcg_component.reduce_max ||
+        coll_qcg_ready(m, comm) != QCG_COLL_SITES)
         return m->prev.reduce(sbuf, rbuf, count, dtype, op, root, comm, m->prev.reduce_module);
     root_site = m->site_of[root];
     if (sbuf == MPI_IN_PLACE) /* the root's only */
