@@ -14,23 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "acceptor.h"
 #include "address.h"
 #include "crl.h"
+#include "engine.h"
 #include "identity.h"
 #include "log.h"
 #include "metrics_http.h"
-#include "monotonic.h"
 #include "soap_server.h"
 #include "sockaddr_text.h"
-#include "tally.h"
 #include "tls_reload.h"
 
 #ifndef QCG_VERSION
@@ -38,28 +34,27 @@
 #endif
 
 #define ALLOW_MAX 32
+#define ACCEPTS_PER_RUN 16
 
 struct conn {
-    int fd;   /* -1: free */
+    struct engine_conn ec; /* first: the engine frees it */
+    struct metrics_server *s;
     SSL *ssl; /* with metrics-tls; NULL: plain HTTP */
     bool handshaken;
-    char source[TALLY_KEY_MAX];
+    char addr[80]; /* ADDR:PORT, for its refusal lines */
     char in[METRICS_REQUEST_MAX];
     size_t in_len;
     struct metrics_buf out;
     size_t out_off;
-    uint64_t deadline_ms;
 };
 
 struct metrics_server {
     struct metrics_server_config cfg;
     char daemon[32];
-    int listen_fd, wake_fd, epoll_fd, port;
+    int port;
     struct addr_range allow[ALLOW_MAX];
     int nallow; /* -1: anyone */
-    struct acceptor acc;
-    struct tally *sources;
-    struct conn *conns;
+    struct engine *engine;
     SSL_CTX *ctx; /* with metrics-tls */
     atomic_ullong shed;
     unsigned long long scrapes, refused_address, refused_full, refused_allow, bad_requests,
@@ -129,74 +124,83 @@ static bool allowed(const struct metrics_server *s, const struct sockaddr_storag
     return false;
 }
 
-static void conn_close(struct metrics_server *s, struct conn *c)
+static void conn_close(struct conn *c)
 {
+    if (c->ec.closing)
+        return;
     if (c->ssl != NULL) {
         if (c->handshaken)
             SSL_shutdown(c->ssl); /* one try: the socket does not block */
         SSL_free(c->ssl);
         c->ssl = NULL;
     }
-    epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    tally_give(s->sources, c->source);
     metrics_buf_free(&c->out);
-    c->fd = -1;
+    engine_conn_close(&c->ec); /* its socket, its count under its source */
 }
 
-static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len)
+static void refuse(struct metrics_server *s, unsigned long long *counter, const char *addr,
+                   const char *why)
+{
+    (*counter)++;
+    engine_refused_log(s->engine, addr, why);
+}
+
+/* The engine's admission, before its own: metrics-allow. */
+static bool admit(void *arg, const struct sockaddr_storage *ss, socklen_t len)
 {
     struct metrics_server *s = arg;
     char addr[80];
-    uint64_t now = monotonic_ms();
+    if (allowed(s, ss, len))
+        return true;
     sockaddr_text(ss, len, addr, sizeof(addr));
-    if (!allowed(s, ss, len)) {
-        s->refused_allow++;
-        acceptor_refused(&s->acc, now, addr, "metrics: not in metrics-allow");
-        close(fd);
-        return;
-    }
-    struct conn *c = NULL;
-    for (int i = 0; i < s->cfg.max_connections && c == NULL; i++)
-        if (s->conns[i].fd < 0)
-            c = &s->conns[i];
-    if (c == NULL) {
-        s->refused_full++;
-        acceptor_refused(&s->acc, now, addr, "metrics: connection limit reached");
-        close(fd);
-        return;
-    }
-    tally_source_key(ss, len, c->source);
-    if (!tally_take(s->sources, c->source, (unsigned)s->cfg.per_address)) {
-        s->refused_address++;
-        acceptor_refused(&s->acc, now, addr, "metrics: connections-per-address limit reached");
-        close(fd);
-        return;
-    }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    refuse(s, &s->refused_allow, addr, "metrics: not in metrics-allow");
+    return false;
+}
+
+static void refused(void *arg, enum engine_refusal why, const struct sockaddr_storage *ss,
+                    socklen_t len, const char *source)
+{
+    struct metrics_server *s = arg;
+    char addr[80];
+    (void)source;
+    sockaddr_text(ss, len, addr, sizeof(addr));
+    if (why == ENGINE_REFUSED_ADDRESS)
+        refuse(s, &s->refused_address, addr, "metrics: connections-per-address limit reached");
+    else
+        refuse(s, &s->refused_full, addr, "metrics: connection limit reached");
+}
+
+static void conn_io(struct engine_watch *w, int status, int events);
+static void conn_deadline(struct engine_conn *ec);
+
+static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len,
+                     const char *source)
+{
+    struct metrics_server *s = arg;
+    struct conn *c = calloc(1, sizeof(*c));
     SSL *ssl = NULL;
-    if (s->ctx != NULL && ((ssl = SSL_new(s->ctx)) == NULL || SSL_set_fd(ssl, fd) != 1)) {
+    if (c == NULL ||
+        (s->ctx != NULL && ((ssl = SSL_new(s->ctx)) == NULL || SSL_set_fd(ssl, fd) != 1))) {
         SSL_free(ssl);
-        ssl = NULL;
-        tally_give(s->sources, c->source);
+        free(c);
         close(fd);
         return;
     }
-    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    c->s = s;
+    c->ssl = ssl;
+    c->ec.w.owner = c;
+    c->ec.w.on_io = conn_io;
+    c->ec.on_deadline = conn_deadline;
+    sockaddr_text(ss, len, c->addr, sizeof(c->addr));
+    /* Watched for reading, timeout_ms to send the request (first_ms). */
+    if (engine_conn_open(s->engine, &c->ec, fd, source) < 0) {
         SSL_free(ssl);
-        tally_give(s->sources, c->source);
+        free(c);
         close(fd);
         return;
     }
     if (ssl != NULL)
         SSL_set_accept_state(ssl);
-    c->ssl = ssl;
-    c->handshaken = false;
-    c->fd = fd;
-    c->in_len = 0;
-    c->out_off = 0;
-    memset(&c->out, 0, sizeof(c->out));
-    c->deadline_ms = now + (uint64_t)s->cfg.timeout_ms;
 }
 
 static void process_families(struct metrics_server *s, struct metrics_buf *b)
@@ -239,7 +243,7 @@ static void process_families(struct metrics_server *s, struct metrics_buf *b)
 static ssize_t conn_recv(struct conn *c, void *buf, size_t len)
 {
     if (c->ssl == NULL)
-        return recv(c->fd, buf, len, 0);
+        return recv(c->ec.w.fd, buf, len, 0);
     int n = SSL_read(c->ssl, buf, (int)len);
     if (n > 0)
         return n;
@@ -255,7 +259,7 @@ static ssize_t conn_recv(struct conn *c, void *buf, size_t len)
 static ssize_t conn_send(struct conn *c, const void *buf, size_t len)
 {
     if (c->ssl == NULL)
-        return send(c->fd, buf, len, MSG_NOSIGNAL);
+        return send(c->ec.w.fd, buf, len, MSG_NOSIGNAL);
     int n = SSL_write(c->ssl, buf, (int)len);
     if (n > 0)
         return n;
@@ -284,14 +288,13 @@ static bool is_monitor(SSL *ssl)
 static void on_handshake(struct metrics_server *s, struct conn *c)
 {
     int r = SSL_do_handshake(c->ssl);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (r != 1) {
         int e = SSL_get_error(c->ssl, r);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
             ERR_clear_error();
-            ev.events = e == SSL_ERROR_WANT_READ ? EPOLLIN | EPOLLRDHUP : EPOLLOUT;
-            if (epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-                conn_close(s, c);
+            if (engine_watch_want(&c->ec.w, e == SSL_ERROR_WANT_READ ? UV_READABLE : UV_WRITABLE) !=
+                0)
+                conn_close(c);
             return;
         }
         char why[160];
@@ -304,21 +307,19 @@ static void on_handshake(struct metrics_server *s, struct conn *c)
                      ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error())
                                            : "connection closed");
         ERR_clear_error();
-        s->refused_tls++;
-        acceptor_refused(&s->acc, monotonic_ms(), c->source, why);
-        conn_close(s, c);
+        refuse(s, &s->refused_tls, c->ec.source, why);
+        conn_close(c);
         return;
     }
     if (!is_monitor(c->ssl)) {
-        s->refused_role++;
-        acceptor_refused(&s->acc, monotonic_ms(), c->source,
-                         "metrics: the client certificate's role is not " METRICS_TLS_ROLE);
-        conn_close(s, c);
+        refuse(s, &s->refused_role, c->ec.source,
+               "metrics: the client certificate's role is not " METRICS_TLS_ROLE);
+        conn_close(c);
         return;
     }
     c->handshaken = true;
-    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-        conn_close(s, c);
+    if (engine_watch_want(&c->ec.w, UV_READABLE) != 0)
+        conn_close(c);
 }
 
 /* Puts the whole answer into c->out and waits for the socket to take it. */
@@ -357,20 +358,18 @@ static void answer(struct metrics_server *s, struct conn *c, int status, const c
     }
     metrics_buf_free(&body);
     c->out_off = 0;
-    c->deadline_ms = monotonic_ms() + (uint64_t)s->cfg.timeout_ms;
-    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
-    if (c->out.p == NULL || epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-        conn_close(s, c);
+    engine_conn_deadline(&c->ec, (uint64_t)s->cfg.timeout_ms);
+    if (c->out.p == NULL || engine_watch_want(&c->ec.w, UV_WRITABLE) != 0)
+        conn_close(c);
 }
 
 static void on_readable(struct metrics_server *s, struct conn *c)
 {
-    char addr[80] = "";
     ssize_t r = conn_recv(c, c->in + c->in_len, sizeof(c->in) - c->in_len);
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (r <= 0) {
-        conn_close(s, c);
+        conn_close(c);
         return;
     }
     c->in_len += (size_t)r;
@@ -380,14 +379,9 @@ static void on_readable(struct metrics_server *s, struct conn *c)
     if (st == METRICS_HTTP_MORE)
         return;
     if (st != 0) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof(ss);
-        if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
-            sockaddr_text(&ss, len, addr, sizeof(addr));
-        s->bad_requests++;
         char line[128];
         snprintf(line, sizeof(line), "metrics: %d, %s", st, why);
-        acceptor_refused(&s->acc, monotonic_ms(), addr, line);
+        refuse(s, &s->bad_requests, c->addr, line);
         answer(s, c, st, why, false);
         return;
     }
@@ -395,93 +389,69 @@ static void on_readable(struct metrics_server *s, struct conn *c)
     answer(s, c, 200, "", head);
 }
 
-static void on_writable(struct metrics_server *s, struct conn *c)
+static void on_writable(struct conn *c)
 {
     ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
     if (w < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (w <= 0) {
-        conn_close(s, c);
+        conn_close(c);
         return;
     }
     c->out_off += (size_t)w;
     if (c->out_off == c->out.len) {
-        shutdown(c->fd, SHUT_WR);
-        conn_close(s, c);
+        shutdown(c->ec.w.fd, SHUT_WR);
+        conn_close(c);
     }
 }
 
-static void cut_late(struct metrics_server *s, uint64_t now)
+static void conn_io(struct engine_watch *w, int status, int events)
 {
-    for (int i = 0; i < s->cfg.max_connections; i++) {
-        struct conn *c = &s->conns[i];
-        if (c->fd < 0 || now < c->deadline_ms)
-            continue;
-        s->timeouts++;
-        acceptor_refused(&s->acc, now, c->source,
-                         "metrics: cut, no request or answer read in time");
-        conn_close(s, c);
-    }
+    struct conn *c = w->owner;
+    struct metrics_server *s = c->s;
+    (void)events;
+    if (c->ec.closing)
+        return;
+    /* An error on the socket: what it does to the handshake is counted
+       there; a plain read or write has nothing left to say. */
+    if (c->ssl != NULL && !c->handshaken)
+        on_handshake(s, c);
+    else if (status >= 0 && c->out.p != NULL)
+        on_writable(c);
+    else if (status >= 0)
+        on_readable(s, c);
+    if (status < 0)
+        conn_close(c);
 }
 
-/* Until the nearest deadline of an open connection; none open: until an
-   event (an idle endpoint costs no wakeups). */
-static int wait_ms(const struct metrics_server *s, uint64_t now)
+/* No request in time, or the answer not read: the engine's deadline. */
+static void conn_deadline(struct engine_conn *ec)
 {
-    uint64_t next = UINT64_MAX;
-    for (int i = 0; i < s->cfg.max_connections; i++)
-        if (s->conns[i].fd >= 0 && s->conns[i].deadline_ms < next)
-            next = s->conns[i].deadline_ms;
-    if (next == UINT64_MAX)
-        return -1;
-    return next <= now ? 0 : (int)(next - now > 1000 ? 1000 : next - now);
+    struct conn *c = (struct conn *)ec;
+    refuse(c->s, &c->s->timeouts, ec->source, "metrics: cut, no request or answer read in time");
+    conn_close(c);
 }
 
 static void *serve(void *arg)
 {
     struct metrics_server *s = arg;
-    struct epoll_event evs[16];
-    for (;;) {
-        int n = epoll_wait(s->epoll_fd, evs, 16, wait_ms(s, monotonic_ms()));
-        uint64_t now = monotonic_ms();
-        for (int i = 0; i < n; i++) {
-            void *p = evs[i].data.ptr;
-            if (p == &s->wake_fd)
-                return NULL;
-            if (p == &s->listen_fd) {
-                acceptor_run(&s->acc, 16, now, accepted, s);
-                continue;
-            }
-            struct conn *c = p;
-            if (c->fd < 0)
-                continue;
-            if (c->ssl != NULL && !c->handshaken)
-                on_handshake(s, c);
-            else if (c->out.p != NULL && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
-                on_writable(s, c);
-            else if (c->out.p == NULL)
-                on_readable(s, c);
-        }
-        cut_late(s, now);
-    }
+    struct engine_conn *ec;
+    engine_run(s->engine);
+    while ((ec = engine_oldest(s->engine)) != NULL)
+        conn_close((struct conn *)ec);
+    return NULL;
 }
+
+static const struct engine_ops metrics_ops = {
+    .admit = admit, .refused = refused, .accepted = accepted,
+    /* No .cut: when full, a newcomer is refused; no .tick: an idle
+       endpoint sleeps until an event or a deadline. */
+};
 
 static void server_free(struct metrics_server *s)
 {
-    if (s->conns != NULL)
-        for (int i = 0; i < s->cfg.max_connections; i++)
-            if (s->conns[i].fd >= 0)
-                conn_close(s, &s->conns[i]);
-    acceptor_free(&s->acc);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
-    if (s->wake_fd >= 0)
-        close(s->wake_fd);
-    if (s->epoll_fd >= 0)
-        close(s->epoll_fd);
-    tally_free(s->sources);
+    engine_free(s->engine); /* the connections' memory too */
     SSL_CTX_free(s->ctx);
-    free(s->conns);
     free(s);
 }
 
@@ -545,8 +515,6 @@ struct metrics_server *metrics_server_start(const struct metrics_server_config *
         return NULL;
     }
     s->cfg = *cfg;
-    s->listen_fd = s->wake_fd = s->epoll_fd = -1;
-    s->acc.spare_fd = -1;
     s->nallow = -1;
     snprintf(s->daemon, sizeof(s->daemon), "%s", cfg->daemon ? cfg->daemon : "");
     if (s->cfg.max_connections <= 0)
@@ -564,38 +532,39 @@ struct metrics_server *metrics_server_start(const struct metrics_server_config *
         server_free(s);
         return NULL;
     }
-    s->conns = calloc((size_t)s->cfg.max_connections, sizeof(*s->conns));
-    s->sources = tally_new();
-    if (s->conns == NULL || s->sources == NULL) {
-        snprintf(err, errlen, "out of memory");
-        server_free(s);
-        return NULL;
-    }
-    for (int i = 0; i < s->cfg.max_connections; i++)
-        s->conns[i].fd = -1;
     int one = 1;
-    s->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0 ||
-        setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(s->listen_fd, (struct sockaddr *)&ss, len) != 0 || listen(s->listen_fd, 64) != 0) {
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 64) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         server_free(s);
         return NULL;
     }
     len = sizeof(ss);
-    getsockname(s->listen_fd, (struct sockaddr *)&ss, &len);
-    char host[64];
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    char host[64], why[200];
     sockaddr_host(&ss, len, host, sizeof(host), &s->port);
-    acceptor_init(&s->acc, s->listen_fd, &s->shed);
-    s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &s->listen_fd};
-    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &s->wake_fd};
-    if (s->wake_fd < 0 || s->epoll_fd < 0 ||
-        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &lev) != 0 ||
-        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &wev) != 0 ||
-        pthread_create(&s->thread, NULL, serve, s) != 0) {
-        snprintf(err, errlen, "cannot start: %s", strerror(errno));
+    struct engine_config ec = {
+        .listen_fd = fd,
+        .accepts_per_run = ACCEPTS_PER_RUN,
+        .conns_max = (unsigned)s->cfg.max_connections,
+        .per_address = (unsigned)s->cfg.per_address,
+        .first_ms = (unsigned)s->cfg.timeout_ms,
+        .shed = &s->shed,
+        .ops = &metrics_ops,
+        .arg = s,
+    };
+    s->engine = engine_new(&ec, why, sizeof(why)); /* closes fd on failure */
+    if (s->engine == NULL) {
+        snprintf(err, errlen, "cannot start: %s", why);
+        server_free(s);
+        return NULL;
+    }
+    int rc = pthread_create(&s->thread, NULL, serve, s);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start: %s", strerror(rc));
         server_free(s);
         return NULL;
     }
@@ -613,9 +582,8 @@ void metrics_server_stop(struct metrics_server *s)
 {
     if (s == NULL)
         return;
-    uint64_t one = 1;
-    if (write(s->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-        pthread_join(s->thread, NULL);
+    engine_stop(s->engine); /* async-signal-safe */
+    pthread_join(s->thread, NULL);
     server_free(s);
 }
 

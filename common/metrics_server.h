@@ -6,10 +6,12 @@
  * or `metrics-tls` (HTTPS with the daemon's own certificate, and only
  * clients with a certificate of the grid CA for the role "monitor":
  * `qcg-certs issue monitor NAME`): the counters tell who uses the grid and
- * how.  Like every public port it
- * keeps a cap of connections per source address (tally.h) and in all, takes
- * them through acceptor.h, cuts a client that has not sent its request or
- * read the answer in time, and logs refusals at most once a second.
+ * how.  Like every public port it runs on the event engine (engine.h, one
+ * libuv loop on the endpoint's thread): a cap of connections per source
+ * address and in all (a newcomer is refused when full, nobody is cut for
+ * it), a deadline to send the request and one to read the answer, refusals
+ * logged at most once a second.  The TLS handshake and the HTTP exchange
+ * are the endpoint's own, non-blocking on the watched socket.
  */
 #ifndef QCG_METRICS_SERVER_H
 #define QCG_METRICS_SERVER_H

@@ -1,4 +1,5 @@
-/* The relay's and the reflector's event engine on libuv; see engine.h. */
+/* The event engine of the relay, the reflector and the metrics endpoint
+   on libuv; see engine.h. */
 #include "engine.h"
 
 #include <errno.h>
@@ -249,7 +250,7 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
            makes room: legitimate clients send theirs at once. */
         struct engine_conn *old =
             dlist_entry_or_null(e->first.head, struct engine_conn, first_link);
-        if (old == NULL) {
+        if (old == NULL || ops->cut == NULL) {
             ops->refused(e->cfg.arg, ENGINE_REFUSED_FULL, ss, len, source);
             close(fd);
             return;
@@ -320,8 +321,7 @@ static void on_tick(uv_timer_t *t)
 {
     struct engine *e = t->data;
 
-    if (e->cfg.ops->tick != NULL)
-        e->cfg.ops->tick(e->cfg.arg);
+    e->cfg.ops->tick(e->cfg.arg);
 }
 
 static void on_async(uv_async_t *a)
@@ -382,7 +382,9 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
     uv_idle_init(&e->loop, &e->idle);
     e->tick.data = e->async.data = e->check.data = e->idle.data = e;
     e->uv_handles = 4;
-    uv_timer_start(&e->tick, on_tick, ENGINE_TICK_MS, ENGINE_TICK_MS);
+    /* Without a tick an idle loop sleeps until an event or a deadline. */
+    if (cfg->ops->tick != NULL)
+        uv_timer_start(&e->tick, on_tick, ENGINE_TICK_MS, ENGINE_TICK_MS);
     uv_check_start(&e->check, on_check);
     if (engine_watch_want(&e->listen, UV_READABLE) < 0) {
         snprintf(err, errlen, "cannot watch the listener");

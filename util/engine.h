@@ -1,7 +1,9 @@
 /*
- * The event engine of the plain-TCP servers that read anyone's bytes: the
- * proxy's relay and the broker's reflector.  One libuv loop, run on the
- * caller's thread, that owns what both need the same way:
+ * The event engine of the servers that read anyone's bytes: the proxy's
+ * relay, the broker's reflector and the daemons' metrics endpoint
+ * (metrics_server.h, which runs its TLS over a watched descriptor).  One
+ * libuv loop, run on the caller's thread, that owns what they need the same
+ * way:
  *
  *  - accepting (acceptor.h: a bounded batch per turn, a spare descriptor
  *    for EMFILE, refusal lines at most once a second);
@@ -10,10 +12,12 @@
  *    address, IPv6 by prefix), and one group holds at most per_address of
  *    them; when conns_max connections are open, the oldest one still
  *    sending its first message is cut to make room for the new one, so that
- *    idle or dripping clients cannot lock others out;
+ *    idle or dripping clients cannot lock others out (an owner without
+ *    ops.cut refuses the new one instead);
  *  - deadlines: each connection has one timer, armed at accept for its
  *    first message and then by its owner for whatever it waits for;
- *  - a tick once a second, a wake-up from any thread or a signal handler,
+ *  - a tick once a second (for an owner with ops.tick: without, an idle
+ *    loop does not wake), a wake-up from any thread or a signal handler,
  *    and a hook after each turn's I/O (work left over from a busy turn).
  *
  * Descriptors are watched with libuv's poll handles, level-triggered: the
@@ -83,7 +87,7 @@ struct engine_conn {
 
 enum engine_refusal {
     ENGINE_REFUSED_ADDRESS, /* per_address untrusted connections from its group */
-    ENGINE_REFUSED_FULL,    /* conns_max open, none of them still in its first message */
+    ENGINE_REFUSED_FULL,    /* conns_max open, none of them to cut (or no ops.cut) */
 };
 
 struct engine_ops {
@@ -93,7 +97,8 @@ struct engine_ops {
     /* Refused by the engine (fd closed by it): the owner logs and counts. */
     void (*refused)(void *arg, enum engine_refusal why, const struct sockaddr_storage *ss,
                     socklen_t len, const char *source);
-    /* All slots taken: the owner closes oldest (with its own words). */
+    /* All slots taken: the owner closes oldest (with its own words).
+       NULL: nobody is cut, the newcomer is refused (ENGINE_REFUSED_FULL). */
     void (*cut)(void *arg, struct engine_conn *oldest);
     /* Admitted: the owner takes fd (engine_conn_open, or closes it). */
     void (*accepted)(void *arg, int fd, const struct sockaddr_storage *ss, socklen_t len,

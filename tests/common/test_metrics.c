@@ -1,8 +1,8 @@
 /* common_metrics: the metrics endpoint as Prometheus and a hostile client
    see it, on loopback: GET /metrics answers the exposition format; bad, huge
    and slow requests get their status or are cut without holding up others;
-   the per-address and total caps; metrics-allow; a non-loopback address
-   without metrics-allow refuses to start; the request parser's answers. */
+   the per-address and total caps (a newcomer refused, nobody cut for it); metrics-allow; a
+   non-loopback address without metrics-allow refuses to start; the request parser's answers. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -28,15 +28,24 @@ static void render(void *arg, struct metrics_buf *b)
     metrics_histogram_write(b, "qcg_test_setup_seconds", &h, l, 1);
 }
 
-static int dial(int port)
+/* A connection from 127.0.0.FROM (each its own source address). */
+static int dial_from(int port, int from)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in src = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)from)};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    REQUIRE(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0);
+    REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
+}
+
+static int dial(int port)
+{
+    return dial_from(port, 1);
 }
 
 /* Everything the server sends until it closes (or 5 s pass). */
@@ -152,6 +161,25 @@ int main(void)
     CHECK_HAS(buf, "qcg_metrics_refused_total{reason=\"per_address\"} 1\n");
     CHECK_HAS(buf, "qcg_metrics_refused_total{reason=\"timeout\"} 2\n");
     CHECK_HAS(buf, "qcg_metrics_refused_total{reason=\"bad_request\"} 3\n");
+
+    /* All 8 taken by slow clients of 4 addresses: a newcomer is refused,
+       none of them is cut for it before its deadline. */
+    int held[8];
+    for (int i = 0; i < 8; i++)
+        held[i] = dial_from(port, 2 + i / 2);
+    /* Taken in the order they came: the ninth after the eight. */
+    int ninth = dial_from(port, 6);
+    CHECK(closed_by_server(ninth));
+    close(ninth);
+    struct pollfd p = {.fd = held[0], .events = POLLIN};
+    CHECK(poll(&p, 1, 0) == 0); /* the oldest is still open */
+    for (int i = 0; i < 8; i++) {
+        CHECK(closed_by_server(held[i]));
+        close(held[i]);
+    }
+    request(port, get, strlen(get), buf, sizeof(buf));
+    CHECK_HAS(buf, "qcg_metrics_refused_total{reason=\"full\"} 1\n");
+    CHECK_HAS(buf, "qcg_metrics_refused_total{reason=\"timeout\"} 10\n");
     metrics_server_stop(s);
 
     /* metrics-allow without loopback in it: closed unanswered. */
