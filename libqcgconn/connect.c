@@ -704,9 +704,7 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
     if (op->state == OP_PUNCH || op->state == OP_TCP)
         return on_attempt_message(op, m);
     if (m->type == LOCAL_ERROR) {
-        code = m->u.error.code;
-        if (code >= 0 || code < QCG_EPEER)
-            code = QCG_EPROTO;
+        code = local_error_code(m->u.error.code);
         if (code == QCG_ENOTFOUND || code == QCG_EUPSTREAM || code == QCG_EBUSY) {
             /* Not published yet (the peer may still be starting), or the
                services are restarting or over their rate: asked again
