@@ -1712,6 +1712,7 @@ static int mode_turns(int argc, char **argv)
 #define UID_SHARE_INFLIGHT 128
 #define UID_SHARE_OURS 20
 #define UID_SHARE_MAX_S 30
+#define UID_SHARE_PENALTY_MS 100 /* helper/local_penalty.c */
 static int mode_uid_share(int argc, char **argv)
 {
     if (argc != 4)
@@ -1752,7 +1753,7 @@ static int mode_uid_share(int argc, char **argv)
         for (int i = 0; ok && i < UID_SHARE_INFLIGHT; i++)
             ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
         unsigned plans = 0, busy = 0, by_helper = 0;
-        uint64_t end = now_us() + (uint64_t)UID_SHARE_MAX_S * 1000000u;
+        uint64_t end = now_us() + (uint64_t)UID_SHARE_MAX_S * 1000000u, first_busy = 0;
         struct pollfd stop = {.fd = done[0], .events = POLLIN};
         /* Each answer sends the next lookup, until we are told to stop. */
         while (ok && now_us() < end && poll(&stop, 1, 0) == 0) {
@@ -1764,16 +1765,23 @@ static int mode_uid_share(int argc, char **argv)
                 /* The helper's share (LOCAL_ERETRY) or the frontend's rate. */
                 by_helper += r.p.error.code == LOCAL_ERETRY &&
                              strstr(r.p.error.message, "lookups-per-uid") != NULL;
-                if (busy++ == 0)
+                if (busy++ == 0) {
+                    first_busy = now_us();
                     ok = write(drained[1], "y", 1) == 1;
+                }
             } else {
                 ok = false;
             }
             ok = ok && send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
         }
-        printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid)\n", plans, busy,
-               by_helper);
-        _exit(ok && by_helper > 0 ? 0 : 1);
+        /* Each refusal comes UID_SHARE_PENALTY_MS after its request, the
+           connection unread meanwhile: one at most per that time. */
+        uint64_t refused_ms = first_busy > 0 ? (now_us() - first_busy) / 1000 : 0;
+        unsigned most = (unsigned)(refused_ms / UID_SHARE_PENALTY_MS) + 1;
+        printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid) in %llu ms of "
+               "refusals (at most %u: one per %d ms)\n",
+               plans, busy, by_helper, (unsigned long long)refused_ms, most, UID_SHARE_PENALTY_MS);
+        _exit(ok && by_helper > 0 && busy <= most ? 0 : 1);
     }
     close(drained[1]);
     close(done[0]);
@@ -1795,7 +1803,9 @@ static int mode_uid_share(int argc, char **argv)
           plans, UID_SHARE_OURS, first[0] ? "; the first refusal: " : "", first);
     close(done[1]);
     check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-          "... and uid 65534 was refused by its own rate (lookups-per-uid)");
+          "... and uid 65534 was refused by its own rate (lookups-per-uid), at most once "
+          "per %d ms",
+          UID_SHARE_PENALTY_MS);
     close(a);
     close(b);
     return 0;
