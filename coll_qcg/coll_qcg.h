@@ -70,7 +70,6 @@ struct coll_qcg_module {
         QCG_PREV(barrier);
         QCG_PREV(bcast);
         QCG_PREV(gather);
-        QCG_PREV(gatherv);
         QCG_PREV(reduce);
         QCG_PREV(scatter);
         QCG_PREV(scatterv);
@@ -129,25 +128,24 @@ int coll_qcg_post(char *p, size_t bytes, int peer, int tag, ompi_communicator_t 
                   ompi_request_t **reqs, int *k);
 int coll_qcg_finish(ompi_request_t **reqs, int k, int rc);
 
-/* Gatherv and Scatterv (vruns.c): blocks of any size per rank, so every
-   site first gathers its ranks' sizes at its collector. */
+/* Scatterv (vruns.c): blocks of any size per rank, so every site first
+   gathers its ranks' sizes at its collector.  (Gatherv is Open MPI's own:
+   README.md.) */
 struct coll_qcg_vruns {
     char *base;  /* root: every block, site by site; a collector: its site's run; else its block */
     size_t *off; /* site position -> its block's offset in base (size + 1; unknown sizes 0) */
     char *mine;  /* this rank's block */
-    int collector;  /* this rank collects its site's blocks (the root in the root's site) */
+    int collector;  /* this rank hands out its site's blocks (the root in the root's site) */
     int local_root; /* the collector's rank in the site's communicator */
 };
 /* mine: this rank's bytes; counts, dtype: the root's per-rank counts. */
 int coll_qcg_vruns_init(coll_qcg_module_t *m, int rank, int root, size_t mine, const int *counts,
                         ompi_datatype_t *dtype, struct coll_qcg_vruns *v);
-/* Inside the site: every rank's block to (gathering) or from its collector. */
-int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v, int tag,
-                        int gathering);
-/* Across the WAN: the root and every other site's leader (sending: from
-   the root). */
+/* Inside the site: every rank's block from its collector. */
+int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v, int tag);
+/* Across the WAN: every other site's run from the root to its leader. */
 int coll_qcg_vruns_wan(coll_qcg_module_t *m, int rank, int root, struct coll_qcg_vruns *v,
-                       ompi_communicator_t *comm, int tag, int sending);
+                       ompi_communicator_t *comm, int tag);
 void coll_qcg_vruns_free(struct coll_qcg_vruns *v);
 
 /* The leaders' step, one WAN latency (flat.c): for messages of up to
@@ -170,9 +168,6 @@ int coll_qcg_allgather(const void *sbuf, int scount, ompi_datatype_t *sdtype, vo
 int coll_qcg_allgatherv(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
                         const int *rcounts, const int *displs, ompi_datatype_t *rdtype,
                         ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int coll_qcg_gatherv(const void *sbuf, int scount, ompi_datatype_t *sdtype, void *rbuf,
-                     const int *rcounts, const int *displs, ompi_datatype_t *rdtype, int root,
-                     ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int coll_qcg_scatterv(const void *sbuf, const int *scounts, const int *displs,
                       ompi_datatype_t *sdtype, void *rbuf, int rcount, ompi_datatype_t *rdtype,
                       int root, ompi_communicator_t *comm, mca_coll_base_module_t *module);

@@ -28,7 +28,6 @@ static void qcg_module_construct(coll_qcg_module_t *m)
     m->super.coll_gather = coll_qcg_gather;
     m->super.coll_scatter = coll_qcg_scatter;
     m->super.coll_allgatherv = coll_qcg_allgatherv;
-    m->super.coll_gatherv = coll_qcg_gatherv;
     m->super.coll_scatterv = coll_qcg_scatterv;
 }
 
@@ -51,7 +50,6 @@ static void qcg_module_destruct(coll_qcg_module_t *m)
     RELEASE(barrier);
     RELEASE(bcast);
     RELEASE(gather);
-    RELEASE(gatherv);
     RELEASE(reduce);
     RELEASE(scatter);
     RELEASE(scatterv);
@@ -81,7 +79,6 @@ static int qcg_module_enable(mca_coll_base_module_t *module, ompi_communicator_t
     SAVE(barrier);
     SAVE(bcast);
     SAVE(gather);
-    SAVE(gatherv);
     SAVE(reduce);
     SAVE(scatter);
     SAVE(scatterv);
@@ -180,8 +177,7 @@ enum coll_qcg_state coll_qcg_ready(coll_qcg_module_t *m, ompi_communicator_t *co
     if (mca_coll_qcg_component.verbose > 0 && rank == 0)
         opal_output(0,
                     "coll_qcg: communicator %s of %d ranks spans %d sites: hierarchical "
-                    "(barrier bcast reduce allreduce allgather allgatherv gather gatherv scatter "
-                    "scatterv)",
+                    "(barrier bcast reduce allreduce allgather allgatherv gather scatter scatterv)",
                     comm->c_name, size, m->sites);
     return m->state;
 }

@@ -1,4 +1,4 @@
-/* Gather and Scatter, and their v-variants, move each site's run of blocks
+/* Gather and Scatter, and Scatterv, move each site's run of blocks
    (packed bytes) between the root and every other site's leader in one
    step: one WAN latency, each block across the WAN once.  Runs and blocks
    are size_t bytes; a message carries at most QCG_PIECE of them (an int

@@ -1,8 +1,9 @@
-/* Scatterv by sites, Gatherv reversed: each site's sizes gathered at its
-   collector; the root packs the blocks site by site and sends every other
-   site's run straight to that site's leader (one WAN latency, each block
-   across the WAN once); each collector sends every rank of its site its
-   block.  Only the root knows sdtype, so the blocks travel packed. */
+/* Scatterv by sites, as Scatter (scatter.c) with a size per rank: each
+   site's sizes gathered at its collector; the root packs the blocks site
+   by site and sends every other site's run straight to that site's leader
+   (one WAN latency, each block across the WAN once); each collector sends
+   every rank of its site its block.  Only the root knows sdtype, so the
+   blocks travel packed. */
 #include "coll_qcg.h"
 
 #include "ompi/mca/coll/base/coll_tags.h"
@@ -35,9 +36,9 @@ int coll_qcg_scatterv(const void *sbuf, const int *scounts, const int *displs,
                                v.base + v.off[pos], v.off[pos + 1] - v.off[pos]);
     }
     if (rc == OMPI_SUCCESS)
-        rc = coll_qcg_vruns_wan(m, rank, root, &v, comm, MCA_COLL_BASE_TAG_SCATTERV, 1);
+        rc = coll_qcg_vruns_wan(m, rank, root, &v, comm, MCA_COLL_BASE_TAG_SCATTERV);
     if (rc == OMPI_SUCCESS)
-        rc = coll_qcg_vruns_site(m, rank, &v, MCA_COLL_BASE_TAG_SCATTERV, 0);
+        rc = coll_qcg_vruns_site(m, rank, &v, MCA_COLL_BASE_TAG_SCATTERV);
     if (rc == OMPI_SUCCESS && !in_place)
         rc = coll_qcg_unpack(v.mine, mine, rbuf, rcount, rdtype);
     coll_qcg_vruns_free(&v);

@@ -1,9 +1,9 @@
-/* Gatherv's and Scatterv's blocks: unlike Gather's, each rank's has its
-   own size, which only the root and the rank itself know.  So every site
-   first gathers its ranks' sizes at its collector (inside the site, no WAN
-   latency); then the blocks move as in Gather and Scatter: inside the site
-   between each rank and its collector, and across the WAN between the root
-   and every other site's leader, each site's run in one step. */
+/* Scatterv's blocks: unlike Scatter's, each rank's has its own size,
+   which only the root and the rank itself know.  So every site first
+   gathers its ranks' sizes at its collector (inside the site, no WAN
+   latency); then the blocks move as in Scatter: across the WAN from the
+   root to every other site's leader, each site's run in one step, and
+   inside the site from the collector to each rank. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -48,7 +48,7 @@ int coll_qcg_vruns_init(coll_qcg_module_t *m, int rank, int root, size_t mine, c
     return rc;
 }
 
-/* Posts the block at site position pos to or from peer. */
+/* Posts the block at site position pos to (sending) or from peer. */
 static int post_block(const struct coll_qcg_vruns *v, int pos, int peer, int tag,
                       ompi_communicator_t *comm, int sending, ompi_request_t **reqs, int *k)
 {
@@ -56,8 +56,7 @@ static int post_block(const struct coll_qcg_vruns *v, int pos, int peer, int tag
                          sending, reqs, k);
 }
 
-int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v, int tag,
-                        int gathering)
+int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v, int tag)
 {
     int site = m->site_of[rank], first = m->site_start[site];
     int n = m->site_start[site + 1] - first, me = m->local_rank[rank], k = 0, rc = OMPI_SUCCESS;
@@ -71,28 +70,28 @@ int coll_qcg_vruns_site(coll_qcg_module_t *m, int rank, struct coll_qcg_vruns *v
     if (reqs == NULL)
         return OMPI_ERR_OUT_OF_RESOURCE;
     if (!v->collector)
-        rc = post_block(v, first + me, v->local_root, tag, m->local, gathering, reqs, &k);
+        rc = post_block(v, first + me, v->local_root, tag, m->local, 0, reqs, &k);
     for (int i = 0; v->collector && rc == OMPI_SUCCESS && i < n; i++)
         if (i != me)
-            rc = post_block(v, first + i, i, tag, m->local, !gathering, reqs, &k);
+            rc = post_block(v, first + i, i, tag, m->local, 1, reqs, &k);
     return coll_qcg_finish(reqs, k, rc);
 }
 
 int coll_qcg_vruns_wan(coll_qcg_module_t *m, int rank, int root, struct coll_qcg_vruns *v,
-                       ompi_communicator_t *comm, int tag, int sending)
+                       ompi_communicator_t *comm, int tag)
 {
     int site = m->site_of[rank], k = 0, rc;
     size_t from = v->off[m->site_start[site]], bytes = v->off[m->site_start[site + 1]] - from;
     ompi_request_t **reqs;
 
     if (rank == root)
-        return coll_qcg_root_runs(m, v->base, v->off, 0, root, comm, tag, sending);
+        return coll_qcg_root_runs(m, v->base, v->off, 0, root, comm, tag, 1);
     if (!v->collector || site == m->site_of[root])
         return OMPI_SUCCESS;
     reqs = malloc((coll_qcg_pieces(bytes) > 0 ? coll_qcg_pieces(bytes) : 1) * sizeof(*reqs));
     if (reqs == NULL)
         return OMPI_ERR_OUT_OF_RESOURCE;
-    rc = coll_qcg_post(v->base + from, bytes, root, tag, comm, !sending, reqs, &k);
+    rc = coll_qcg_post(v->base + from, bytes, root, tag, comm, 0, reqs, &k);
     return coll_qcg_finish(reqs, k, rc);
 }
 
