@@ -76,6 +76,7 @@ void refuse_later(struct conn *c, uint32_t rid, const char *fmt, ...)
     c->penalty_error = e;
     c->penalized = 1;
     c->penalty_rid = rid;
+    uv_update_time(srv->loop); /* the loop's time is that of its pass */
     c->penalty_due_ms = uv_now(srv->loop) + PENALTY_MS;
     dlist_append(&srv->penalized, &c->penalty_link);
     update_reading(c);

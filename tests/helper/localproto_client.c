@@ -1775,9 +1775,10 @@ static int mode_uid_share(int argc, char **argv)
             ok = ok && send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
         }
         /* Each refusal comes UID_SHARE_PENALTY_MS after its request, the
-           connection unread meanwhile: one at most per that time. */
+           connection unread meanwhile: the first, then one per that time
+           (and one more for the timers' rounding). */
         uint64_t refused_ms = first_busy > 0 ? (now_us() - first_busy) / 1000 : 0;
-        unsigned most = (unsigned)(refused_ms / UID_SHARE_PENALTY_MS) + 1;
+        unsigned most = (unsigned)(refused_ms / UID_SHARE_PENALTY_MS) + 2;
         printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid) in %llu ms of "
                "refusals (at most %u: one per %d ms)\n",
                plans, busy, by_helper, (unsigned long long)refused_ms, most, UID_SHARE_PENALTY_MS);
