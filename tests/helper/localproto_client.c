@@ -36,6 +36,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -2036,6 +2037,12 @@ static int mode_loop_turns(int argc, char **argv)
     struct pollfd p = {.fd = started[0], .events = POLLIN};
     bool going = pid > 0 && poll(&p, 1, 30000) == 1 && read(started[0], &got, 1) == 1 && got == 'y';
     check(going, "uid 65534 keeps %d connections of %d requests each busy", LOOP_CONNS, LOOP_DEPTH);
+    /* The count is read by their reader: while ours waits for a core after
+       its answer came, theirs counts on (1,664 seen once at load 14).  As a
+       real-time process ours reads its answer at once, so the count is
+       what the helper's turns decide, not the machine's load. */
+    struct sched_param rt = {.sched_priority = 1};
+    bool realtime = sched_setscheduler(0, SCHED_FIFO, &rt) == 0;
     unsigned most = 0, sum = 0;
     int answers = 0;
     for (int i = 0; going && fd >= 0 && i < LOOP_ROUNDS; i++) {
@@ -2047,9 +2054,13 @@ static int mode_loop_turns(int argc, char **argv)
         sum += between;
         most = between > most ? between : most;
     }
+    struct sched_param normal = {.sched_priority = 0};
+    if (realtime)
+        (void)sched_setscheduler(0, SCHED_OTHER, &normal);
     check(answers == LOOP_ROUNDS && most <= LOOP_MOST,
-          "our %d STATUS requests answered each within %d of theirs (at most %u, on average %u)",
-          answers, LOOP_MOST, most, answers ? sum / (unsigned)answers : 0);
+          "our %d STATUS requests answered each within %d of theirs (at most %u, on average %u%s)",
+          answers, LOOP_MOST, most, answers ? sum / (unsigned)answers : 0,
+          realtime ? "" : "; not real-time here, so the machine's load counts too");
     close(done[1]);
     int st = -1;
     check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
