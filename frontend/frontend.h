@@ -32,6 +32,7 @@ struct frontend_counters {
     atomic_ullong quota_refused;     /* calls refused by a per-node rate (rates.h) */
     atomic_ullong quota_waited;      /* lookups that waited for their turn */
     atomic_ullong contacts_expired;  /* their node's lease ran out (node-lease) */
+    atomic_ullong reports_received;  /* from the helpers, each of a reports call too */
     atomic_ullong reports_forwarded; /* recorded by the broker */
     atomic_ullong reports_refused;   /* refused by the broker (its log says why) */
     atomic_ullong reports_dropped;   /* queue full, or the broker unreachable */

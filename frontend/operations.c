@@ -911,6 +911,7 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     const struct identity *id;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
+    atomic_fetch_add(&fe->counters.reports_received, 1);
     const char *bad =
         report_fields_bad(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (bad != NULL)
@@ -964,6 +965,7 @@ int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
     int n = attempts != NULL && attempts->attempt != NULL ? attempts->__sizeAttempt : 0;
     if (n < 0 || n > QCG_REPORTS_MAX)
         return invalid(soap, op, id, "too many reports in one call");
+    atomic_fetch_add(&fe->counters.reports_received, (unsigned long long)n);
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
