@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "address.h"
 #include "broker.h"
 #include "known.h"
 #include "cmdqueue.h"
@@ -222,12 +223,11 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         return refuse_address(soap, "registerNode", "denied", "%s", why);
     if (st != REG_OK)
         return refuse_status(soap, "registerNode", st, why);
-    char also[QCG_NODE_ADDRS * (QCG_ADDR_MAX + 6)] = "";
-    for (int i = 0; i < n.nother; i++)
-        snprintf(also + strlen(also), sizeof(also) - strlen(also), " and %s", n.other[i]);
-    log_info("node %s/%s registered: %s%s, ports %d-%d%s%s%s", id->cluster, n.name, n.address, also,
-             n.port_low, n.port_high, n.can_intercept ? ", can intercept" : "",
-             why[0] != '\0' ? "; " : "", why);
+    char addrs[ADDRESS_LIST_TEXT_MAX];
+    address_list_format(n.address, n.other, n.nother, 0, addrs, sizeof(addrs));
+    log_info("node %s/%s registered: %s, ports %d-%d%s%s%s", id->cluster, n.name, addrs, n.port_low,
+             n.port_high, n.can_intercept ? ", can intercept" : "", why[0] != '\0' ? "; " : "",
+             why);
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = registry_epoch(state(soap)->reg);
     return SOAP_OK;

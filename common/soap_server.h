@@ -108,6 +108,19 @@ struct soap_stage_counts {
     unsigned long long accept_failed_descriptors, accept_failed_memory, accept_failed_thread,
         accept_failed_other;
 };
+/* The accept loop's failures as rows of a daemon's metrics map
+   (metrics_text.h), from their --stats names: one family
+   PREFIX_accept_failed_total{reason}. */
+#define SOAP_ACCEPT_FAILED_ROW(prefix, what, help)                                                 \
+    {                                                                                              \
+        "accept_failed_" what, prefix "_accept_failed_total", "counter", "reason", what, help      \
+    }
+#define SOAP_ACCEPT_FAILED_METRICS(prefix)                                                         \
+    SOAP_ACCEPT_FAILED_ROW(prefix, "descriptors",                                                  \
+                           "connections the SOAP port could not accept, by what it lacked"),       \
+        SOAP_ACCEPT_FAILED_ROW(prefix, "memory", NULL),                                            \
+        SOAP_ACCEPT_FAILED_ROW(prefix, "thread", NULL),                                            \
+        SOAP_ACCEPT_FAILED_ROW(prefix, "other", NULL)
 /* From an operation's soap (the server it came through). */
 void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);
 /* The same from the server itself (any thread; NULL: all zero). */

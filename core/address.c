@@ -180,6 +180,28 @@ int hostport_format(const char *host, int port, char *out, size_t len)
     return snprintf(out, len, "%s:%d", host, port);
 }
 
+int address_list_format(const char *first, const char others[][QCG_ADDR_MAX], int n, int port,
+                        char *out, size_t len)
+{
+    size_t used = 0;
+    if (len > 0)
+        out[0] = '\0';
+    for (int i = -1; i < n; i++) {
+        const char *a = i < 0 ? first : others[i];
+        char one[HOSTPORT_MAX];
+        if (port > 0)
+            hostport_format(a, port, one, sizeof(one));
+        else
+            snprintf(one, sizeof(one), "%s", a);
+        /* Past the end, snprintf only counts. */
+        int k = snprintf(used < len ? out + used : NULL, used < len ? len - used : 0, "%s%s",
+                         i < 0 ? "" : " and ", one);
+        if (k > 0)
+            used += (size_t)k;
+    }
+    return (int)used;
+}
+
 int url_local(const char *listen, int port, char *out, size_t len)
 {
     char hp[HOSTPORT_MAX];

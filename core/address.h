@@ -62,6 +62,15 @@ int hostport_parse(const char *text, bool port_zero, char *host, size_t hostlen,
 #define HOSTPORT_MAX 64 /* QCG_ADDR_MAX, brackets, ":65535" */
 int hostport_format(const char *host, int port, char *out, size_t len);
 
+/* A node's or a contact's addresses as log lines say them: first, then
+   others[0..n), joined by " and "; each HOST:PORT (hostport_format) when
+   port > 0, the bare address when 0.  snprintf's result and cut: the length
+   of the whole text, out cut short (NUL-terminated) when len is less.
+   ADDRESS_LIST_TEXT_MAX holds QCG_NODE_ADDRS addresses with a port. */
+#define ADDRESS_LIST_TEXT_MAX (QCG_NODE_ADDRS * (HOSTPORT_MAX + 5))
+int address_list_format(const char *first, const char others[][QCG_ADDR_MAX], int n, int port,
+                        char *out, size_t len);
+
 /* "https://HOST:PORT/" from an https URL: its host (canonical) and port
    (443 when absent).  -1 with why. */
 int url_hostport(const char *url, char *host, size_t hostlen, int *port, char *why, size_t whylen);

@@ -31,8 +31,10 @@
       (the attempt failed) carrying the same request_id.
    4: LOOKUP carries `only`; SITE, PROBE and OBSERVED for qcg-probe.
    5: a node's further addresses (HELLO_OK), which of them a listener takes
-      (PUBLISH), a direct plan's IPv4 fallback (PLAN). */
-#define LOCAL_VERSION 5
+      (PUBLISH), a direct plan's IPv4 fallback (PLAN).
+   6: LOCAL_ERETRY for the helper's refusals for the moment; QCG_EBUSY no
+      longer means them. */
+#define LOCAL_VERSION 6
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -127,9 +129,15 @@ struct local_plan {
 };
 
 struct local_error {
-    int32_t code; /* a negative QCG_E* code */
+    int32_t code; /* a negative QCG_E* code, or LOCAL_ERETRY */
     char message[LOCAL_MESSAGE_MAX];
 };
+/* The helper refuses the request for the moment: past the uid's share
+   (publishes-, lookups-, probes-per-uid) or the rank being withdrawn.  The
+   same request may succeed later; QCG_EBUSY is final (another live process
+   holds the rank).  The library's callers never see it: QCG_EBUSY to them
+   when the library gives up. */
+#define LOCAL_ERETRY (-100)
 
 /* Which side of the process-to-process handshake the receiving process takes
    on a handed-over connection. */

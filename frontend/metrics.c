@@ -34,6 +34,7 @@ static const struct metrics_map map[] = {
     {"broker_lookup_calls", "qcg_frontend_broker_calls_total", C, "carrying", "lookups",
      "calls to the broker carrying many of the helpers' waiting calls"},
     {"broker_failure_calls", "qcg_frontend_broker_calls_total", C, "carrying", "failures", NULL},
+    SOAP_ACCEPT_FAILED_METRICS("qcg_frontend"),
 };
 
 void frontend_metrics(void *arg, struct metrics_buf *out)

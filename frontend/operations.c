@@ -306,11 +306,10 @@ int qcg__registerNode(struct soap *soap, int version, struct qcg__node *node,
         if (rc < 0)
             return relay_failed(soap, op, &err);
     }
-    char also[QCG_NODE_ADDRS * (QCG_ADDR_MAX + 6)] = "";
-    for (int i = 0; i < n.nother; i++)
-        snprintf(also + strlen(also), sizeof(also) - strlen(also), " and %s", n.other[i]);
-    log_info("node %s registered: %s%s ports %d-%d%s%s", n.name, n.address, also, n.port_low,
-             n.port_high, n.can_intercept ? ", can intercept" : "",
+    char addrs[ADDRESS_LIST_TEXT_MAX];
+    address_list_format(n.address, n.other, n.nother, 0, addrs, sizeof(addrs));
+    log_info("node %s registered: %s ports %d-%d%s%s", n.name, addrs, n.port_low, n.port_high,
+             n.can_intercept ? ", can intercept" : "",
              was_up ? "" : " (broker will hear of it when reachable)");
     response->version = QCG_PROTOCOL_VERSION;
     response->epoch = fe->epoch;
@@ -392,13 +391,8 @@ int qcg__publish(struct soap *soap, int version, struct qcg__contact *contact,
                   c.job, c.rank);
     }
     atomic_fetch_add(&fe->counters.publishes, 1);
-    char at[QCG_NODE_ADDRS * (HOSTPORT_MAX + 5)];
-    hostport_format(c.address, c.port, at, sizeof(at));
-    for (int i = 0; i < c.nother; i++) {
-        size_t used = strlen(at);
-        snprintf(at + used, sizeof(at) - used, " and ");
-        hostport_format(c.other[i], c.port, at + used + 5, sizeof(at) - used - 5);
-    }
+    char at[ADDRESS_LIST_TEXT_MAX];
+    address_list_format(c.address, c.other, c.nother, c.port, at, sizeof(at));
     log_info("job %s rank %d published from node %s at %s", c.job, c.rank, c.node, at);
     response->version = QCG_PROTOCOL_VERSION;
     return SOAP_OK;

@@ -39,13 +39,15 @@ const struct config_option helper_options[] = {
     OPT("lookups-per-uid", CONFIG_INT, lookups_per_uid, 1, 1000000, "1000",
         "LOOKUPs of one uid a second on average (bursts of 10 s worth pass) while another "
         "uid of the node looked up within 10 s (a uid alone is not held to it); more are "
-        "refused (busy: the library asks again). Keep it below the frontend's "
+        "refused (busy: the library asks again) 100 ms after the request, the connection "
+        "unread meanwhile. Keep it below the frontend's "
         "node-lookups, which every uid of the node shares: what is left is the other "
         "uids'; the default is half of node-lookups' default"),
     OPT("publishes-per-uid", CONFIG_INT, publishes_per_uid, 1, 100000, "50",
         "PUBLISH and WITHDRAW requests of one uid a second on average (bursts of 10 s "
         "worth pass) while another uid of the node looked up, published or withdrew "
-        "within 10 s (a uid alone is not held to it); more are refused (busy)"),
+        "within 10 s (a uid alone is not held to it); more are refused (busy) 100 ms after "
+        "the request, the connection unread meanwhile"),
     OPT("reports-per-uid", CONFIG_INT, reports_per_uid, 1, 100000, "64",
         "REPORTs of one uid sent upstream a second on average (bursts of 16 s worth "
         "pass); the excess is dropped and counted, and so is a success reported while the "

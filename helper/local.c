@@ -54,6 +54,7 @@ void conn_close(struct conn *c)
         dlist_remove(&c->share->waiting, &c->wait);
         c->held = 0;
     }
+    penalty_drop(c);
     /* With a PUBLISH in flight, its completion releases the contact. */
     if (!c->publishing)
         release_contact(c);
@@ -175,6 +176,7 @@ struct local_server *local_server_new(uv_loop_t *loop, const struct helper_confi
         goto fail;
     }
     turns_start(srv);
+    penalty_start(srv);
     return srv;
 fail:
     /* The handle must be closed by the loop before its memory goes. */
@@ -193,6 +195,7 @@ void local_server_close(struct local_server *srv)
     srv->closing = 1;
     uv_close((uv_handle_t *)&srv->listener, NULL);
     turns_stop(srv);
+    penalty_stop(srv);
     local_socket_release(srv->cfg->socket, srv->dev, srv->ino);
     while (srv->conns.head != NULL)
         conn_close(dlist_entry(srv->conns.head, struct conn, link));

@@ -91,10 +91,10 @@ static int publish_admitted(struct conn *c, uint32_t rid, const char *what)
     char line[64];
     snprintf(line, sizeof(line), "%s refused", what);
     quota_log(c, line, "publishes-per-uid");
-    send_error(c, rid, QCG_EBUSY, 0,
-               "uid %d asked for more than %d PUBLISH and WITHDRAW requests a second "
-               "(publishes-per-uid) while another user is active on this node; retry later",
-               (int)c->uid, cfg->publishes_per_uid);
+    refuse_later(c, rid,
+                 "uid %d asked for more than %d PUBLISH and WITHDRAW requests a second "
+                 "(publishes-per-uid) while another user is active on this node; retry later",
+                 (int)c->uid, cfg->publishes_per_uid);
     return 0;
 }
 
@@ -135,7 +135,7 @@ static int on_publish(struct conn *c, uint32_t rid)
                        "job %s rank %d is already published by pid %d on this node", ct.job,
                        ct.rank, (int)holder);
         else
-            send_error(c, rid, QCG_EBUSY, 0,
+            send_error(c, rid, LOCAL_ERETRY, 0,
                        "job %s rank %d is being withdrawn on this node; retry", ct.job, ct.rank);
         return 0;
     }
@@ -241,10 +241,10 @@ static int on_lookup(struct conn *c, uint32_t rid)
                     LOOKUP_BURST_S * (double)cfg->lookups_per_uid) &&
         share_others_looking_up(c->srv->shares, sh, LOOKUP_BURST_S * 1000)) {
         quota_log(c, "LOOKUP refused", "lookups-per-uid");
-        send_error(c, rid, QCG_EBUSY, 0,
-                   "uid %d asked for more than %d lookups a second (lookups-per-uid); "
-                   "retry later",
-                   (int)c->uid, cfg->lookups_per_uid);
+        refuse_later(c, rid,
+                     "uid %d asked for more than %d lookups a second (lookups-per-uid); "
+                     "retry later",
+                     (int)c->uid, cfg->lookups_per_uid);
         return 0;
     }
     if (queue_request(c->srv, c, LOCAL_LOOKUP, rid, &c->me, to, c->id) < 0) {
@@ -357,10 +357,10 @@ static int rated_probe_request(struct conn *c, uint16_t type, uint32_t rid)
 
     if (!share_take(sh, &sh->probes, cfg->probes_per_uid / 60.0, cfg->probes_per_uid)) {
         quota_log(c, type == LOCAL_SITE ? "SITE refused" : "PROBE refused", "probes-per-uid");
-        send_error(c, rid, QCG_EBUSY, 0,
-                   "uid %d asked for more than %d SITE and PROBE requests a minute "
-                   "(probes-per-uid); retry in a few seconds",
-                   (int)c->uid, cfg->probes_per_uid);
+        refuse_later(c, rid,
+                     "uid %d asked for more than %d SITE and PROBE requests a minute "
+                     "(probes-per-uid); retry in a few seconds",
+                     (int)c->uid, cfg->probes_per_uid);
         return 0;
     }
     return queue_probe_request(c, type, rid);

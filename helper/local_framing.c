@@ -34,7 +34,7 @@ static int backlogged(struct conn *c)
    wait in the kernel; called whenever one of the conditions may change. */
 void update_reading(struct conn *c)
 {
-    int want = !c->closing && !c->draining && !c->exclusive && !c->held &&
+    int want = !c->closing && !c->draining && !c->exclusive && !c->held && !c->penalized &&
                c->inflight < (unsigned)c->srv->cfg->max_requests && !backlogged(c) &&
                !turn_spent(c);
 
@@ -104,16 +104,21 @@ void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *payload, 
     }
 }
 
+void error_format(struct local_error *e, int code, const char *fmt, va_list ap)
+{
+    memset(e, 0, sizeof(*e));
+    e->code = code;
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+}
+
 __attribute__((format(printf, 5, 6))) void send_error(struct conn *c, uint32_t rid, int code,
                                                       int close_after, const char *fmt, ...)
 {
     struct local_error e;
     va_list ap;
 
-    memset(&e, 0, sizeof(e));
-    e.code = code;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    error_format(&e, code, fmt, ap);
     va_end(ap);
     send_msg(c, LOCAL_ERROR, rid, &e, sizeof(e), close_after);
 }

@@ -3,6 +3,7 @@
 #ifndef QCG_HELPER_LOCAL_INTERNAL_H
 #define QCG_HELPER_LOCAL_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -39,6 +40,10 @@ struct local_server {
     uv_check_t turn_check;
     uint64_t turn;
     int turn_spent;
+    /* Refusals by a per-uid rate waiting their delay, oldest first, and
+       the timer that sends them (local_penalty.c). */
+    struct dlist penalized;
+    uv_timer_t penalty_timer;
     /* For SITE: whether this helper intercepts, and why (local_server_set_intercept). */
     int can_intercept;
     int nfqueue;
@@ -64,6 +69,13 @@ struct conn {
        requests to drop under max-requests-per-uid. */
     int held;
     struct dlink wait;
+    /* A refusal by a per-uid rate, sent once its delay is over; the
+       connection is not read meanwhile (local_penalty.c). */
+    int penalized;
+    uint64_t penalty_due_ms;
+    struct dlink penalty_link;
+    uint32_t penalty_rid;
+    struct local_error penalty_error;
     int published; /* me is published upstream */
     /* A PUBLISH of me is on its way upstream.  The broker may have it, and
        send an order for me, before its answer is back here: orders.c holds
@@ -132,6 +144,9 @@ struct conn *publisher(struct local_server *srv, const char *job, int32_t rank);
 void update_reading(struct conn *c);
 void send_msg(struct conn *c, uint16_t type, uint32_t rid, const void *payload, size_t len,
               int close_after);
+/* A LOCAL_ERROR's payload: code and message. */
+void error_format(struct local_error *e, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 __attribute__((format(printf, 5, 6))) void send_error(struct conn *c, uint32_t rid, int code,
                                                       int close_after, const char *fmt, ...);
 /* A protocol violation: say why, log it, close. */
@@ -166,6 +181,16 @@ void turns_start(struct local_server *srv);
 void turns_stop(struct local_server *srv);
 void turn_charge(struct conn *c);
 int turn_spent(const struct conn *c);
+
+/* local_penalty.c: a uid past one of its rates is refused (LOCAL_ERETRY)
+   after a delay, its connection unread meanwhile, so that its refusals
+   cost it time rather than the helper's CPU.  start/stop: the timer;
+   refuse_later: the refusal of c's request rid; penalty_drop: c closes. */
+void penalty_start(struct local_server *srv);
+void penalty_stop(struct local_server *srv);
+__attribute__((format(printf, 3, 4))) void refuse_later(struct conn *c, uint32_t rid,
+                                                        const char *fmt, ...);
+void penalty_drop(struct conn *c);
 
 /* local_fdpass.c */
 int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The grid services in the lab (sourced by qcg-lab, after the plan):
 #
-#   qcg-broker    on broker       203.0.113.10:7700
+#   qcg-broker    on broker       203.0.113.10:7700 and [2001:db8::10]:7700 (listen = ::)
 #   qcg-proxy     on proxy        203.0.113.20:7703 (data), :7702 (control, stats), beating
+#                 (and on 2001:db8::20: listen = ::)
 #                 to the broker; with QCG_LAB_PROXIES=2 a second one, proxy2 (lab2),
 #                 on :7713 (data), :7712 (control)
 #   qcg-frontend  on <site>-head  <head address>:7701, --broker https://203.0.113.10:7700/
@@ -41,6 +42,8 @@ LAB_PROXY2_PORT=7713
 PROXY2_CONTROL_PORT=7712
 REFLECTOR_PORT=7704 # the broker's reflector (hole punching, qcg-probe)
 BROKER_URL=https://${NODE_IP[broker]}:$BROKER_PORT/
+# What the frontend of an IPv6-only site dials.
+BROKER_URL6=https://[${NODE_IP6[broker]}]:$BROKER_PORT/
 # Seconds `up` waits for the services to listen and connect upstream.
 SVC_WAIT=${QCG_LAB_SERVICE_WAIT:-20}
 SVC_LOG_LEVEL=${QCG_LAB_LOG_LEVEL:-info}
@@ -100,7 +103,11 @@ svc_conf() { echo "$ETC_DIR/$1.conf"; }
 svc_log() { echo "$LOG_DIR/$1.log"; }
 svc_pidfile() { echo "$RUN_DIR/$1.pid"; }
 helper_socket() { echo "$NODE_DIR/$1/helper.sock"; }
-frontend_url() { echo "https://${NODE_IP[$1-head]}:$FRONTEND_PORT/"; }
+frontend_url() {
+	local a=${NODE_IP[$1-head]}
+	[[ $a == *:* ]] && a="[$a]"
+	echo "https://$a:$FRONTEND_PORT/"
+}
 
 # The frontend's name for what the site's router does (or QCG_LAB_DECLARE's).
 frontend_kind() {
@@ -112,6 +119,13 @@ frontend_kind() {
 	symmetric-nat) echo symnat ;;
 	*) echo "${SITE_KIND[$1]}" ;;
 	esac
+}
+
+# A helper's address line: the node's address, and its IPv6 one beside it.
+helper_address() {
+	local a=${NODE_IP[$1]} a6=${NODE_IP6[$1]:-}
+	[ -n "$a6" ] && [ "$a6" != "$a" ] && a+=", $a6"
+	echo "$a"
 }
 
 # The node's range minus the ports kept for verify (and from automatic assignment).
@@ -216,9 +230,9 @@ certs_ensure() {
 			die "qcg-certs init failed: $(tail -n 3 "$LOG_DIR/certs.log")"
 		CERTS_ISSUED=1
 	fi
-	cert_issue broker-broker.pem broker --san "${NODE_IP[broker]}"
-	cert_issue proxy-lab.pem proxy lab --san "${NODE_IP[proxy]}"
-	cert_issue proxy-lab2.pem proxy lab2 --san "${NODE_IP[proxy]}"
+	cert_issue broker-broker.pem broker --san "${NODE_IP[broker]},${NODE_IP6[broker]}"
+	cert_issue proxy-lab.pem proxy lab --san "${NODE_IP[proxy]},${NODE_IP6[proxy]}"
+	cert_issue proxy-lab2.pem proxy lab2 --san "${NODE_IP[proxy]},${NODE_IP6[proxy]}"
 	for s in "${SITES[@]}"; do
 		cert_issue "frontend-$s.pem" frontend "$s" --san "${NODE_IP[$s-head]}"
 	done
@@ -251,8 +265,9 @@ svc_config() {
 	echo "# $name: written by qcg-lab up (rewritten, and the service restarted, when it changes)"
 	case $name in
 	broker)
+		# Both families on one socket.
 		cat <<-EOF
-			listen = ${NODE_IP[broker]}
+			listen = ::
 			port = $BROKER_PORT
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/broker-broker.pem
@@ -265,7 +280,7 @@ svc_config() {
 		;;
 	proxy | proxy2)
 		cat <<-EOF
-			listen = ${NODE_IP[proxy]}
+			listen = ::
 			port = $(proxy_port "$name")
 			control-port = $(proxy_control_port "$name")
 			ca = $CERT_DIR/ca.crt
@@ -281,7 +296,7 @@ svc_config() {
 		cat <<-EOF
 			listen = ${NODE_IP[$s-head]}
 			port = $FRONTEND_PORT
-			broker = $BROKER_URL
+			broker = $(site_v4 "$s" && echo "$BROKER_URL" || echo "$BROKER_URL6")
 			kind = $(frontend_kind "$s")
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/frontend-$s.pem
@@ -290,7 +305,14 @@ svc_config() {
 		EOF
 		# The site's LAN: its nodes' addresses.  Open and firewalled sites' nodes
 		# are public themselves; NATed ones appear from the router's WAN address.
-		echo "addresses = ${SITE_LAN[$s]}"
+		# An IPv6 prefix beside it (the site's whole prefix), and the range its
+		# IPv6 firewall lets in.
+		if ! site_v4 "$s"; then
+			echo "addresses = ${SITE_LAN6[$s]}"
+		else
+			echo "addresses = ${SITE_LAN[$s]}${SITE_LAN6[$s]:+, ${SITE_LAN6[$s]}}"
+		fi
+		[ -z "${SITE_OPEN6[$s]}" ] || echo "open-addresses = ${SITE_OPEN6[$s]}"
 		case ${SITE_KIND[$s]} in
 		nat | symmetric-nat) echo "public-address = $(wan_router_ip "$s")" ;;
 		esac
@@ -300,7 +322,7 @@ svc_config() {
 		cat <<-EOF
 			socket = $(helper_socket "$n")
 			frontend = $(frontend_url "${NODE_SITE[$n]}")
-			address = ${NODE_IP[$n]}
+			address = $(helper_address "$n")
 			ports = $(helper_ports "$n")
 			ca = $CERT_DIR/ca.crt
 			cert = $CERT_DIR/helper-${NODE_SITE[$n]}-$n.pem

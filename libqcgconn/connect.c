@@ -704,9 +704,7 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
     if (op->state == OP_PUNCH || op->state == OP_TCP)
         return on_attempt_message(op, m);
     if (m->type == LOCAL_ERROR) {
-        code = m->u.error.code;
-        if (code >= 0 || code < QCG_EPEER)
-            code = QCG_EPROTO;
+        code = local_error_code(m->u.error.code);
         if (code == QCG_ENOTFOUND || code == QCG_EUPSTREAM || code == QCG_EBUSY) {
             /* Not published yet (the peer may still be starting), or the
                services are restarting or over their rate: asked again
@@ -942,6 +940,18 @@ static int step_hs(qcg_connect_op *op)
         op->hs_bytes = tls_hs_bytes(op->tls);
         moved(op);
     }
+    /* Over IPv6 with IPv4 behind it, a handshake that stalls or fails
+       (a middlebox, another process at that address) moves to IPv4 as a
+       failed connect does. */
+    bool v4_behind = op->plan.fallback_address[0] != '\0';
+
+    if ((rc == TLS_WANT_READ || rc == TLS_WANT_WRITE) && v4_behind && attempt_over(op)) {
+        char bound[96];
+
+        path(op, where, sizeof(where));
+        return to_ipv4(op, "handshake with %s: no answer %s", where,
+                       wait_text(&op->attempt, bound, sizeof(bound)));
+    }
     switch (rc) {
     case TLS_WANT_READ:
         return watch(op, op->tcp, EPOLLIN) < 0 ? op->result : STEP_WAIT;
@@ -956,6 +966,8 @@ static int step_hs(qcg_connect_op *op)
         return STEP_MORE;
     default:
         path(op, where, sizeof(where));
+        if (v4_behind)
+            return to_ipv4(op, "handshake with %s: %s", where, tls_hs_why(op->tls));
         return fail(op, rc < 0 ? rc : QCG_EPROTO, "%s: %s", where, tls_hs_why(op->tls));
     }
 }
@@ -984,6 +996,24 @@ static int step_reversed(qcg_connect_op *op)
                               op->ctx->address, op->ctx->listen_port);
     }
     return STEP_WAIT;
+}
+
+/* When a waiting operation wakes next if nothing comes: what its state
+   waits for. */
+static uint64_t wake_due(const qcg_connect_op *op)
+{
+    if (op->inbox_len > 0)
+        return 1;
+    if (op->state == OP_BACKOFF)
+        return op->retry_at_us;
+    if (op->state == OP_NOHELPER)
+        return op->ctx->helper_at_us;
+    /* An attempt's own bound; a handshake's only over IPv6 with IPv4
+       behind it (otherwise it has the whole operation's). */
+    if (op->state == OP_TCP || op->state == OP_PUNCH || op->state == OP_REVERSED ||
+        (op->state == OP_HS && op->plan.fallback_address[0] != '\0'))
+        return attempt_due(op);
+    return op_due(op);
 }
 
 static int step(qcg_connect_op *op)
@@ -1223,13 +1253,7 @@ QCG_EXPORT int qcg_connect_finish_sized(qcg_connect_op *op, struct qcg_conn_info
     if (op->state != OP_DONE) {
         /* A wake-up (an answer, a claim, the helper lost) took the timer:
            it goes back to what this state waits for. */
-        (void)arm_timer(op,
-                        op->inbox_len > 0          ? 1
-                        : op->state == OP_BACKOFF  ? op->retry_at_us
-                        : op->state == OP_NOHELPER ? op->ctx->helper_at_us
-                        : op->state == OP_TCP || op->state == OP_PUNCH || op->state == OP_REVERSED
-                            ? attempt_due(op)
-                            : op_due(op));
+        (void)arm_timer(op, wake_due(op));
         return QCG_EAGAIN;
     }
 

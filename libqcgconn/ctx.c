@@ -416,11 +416,15 @@ int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms
         return rc < 0 ? rc : QCG_ENOHELPER;
     ctx->sync_done = false;
     if (reply->hdr.type == LOCAL_ERROR) {
-        rc = reply->payload.error.code;
         ctx_seterr(ctx, "%s", reply->payload.error.message);
-        if (rc >= 0 || rc < QCG_EPEER)
-            rc = QCG_EPROTO;
-        return rc;
+        return local_error_code(reply->payload.error.code);
     }
     return 0;
+}
+
+int local_error_code(int32_t code)
+{
+    if (code == LOCAL_ERETRY)
+        return QCG_EBUSY;
+    return code < 0 && code >= QCG_EPEER ? code : QCG_EPROTO;
 }

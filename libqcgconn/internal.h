@@ -253,9 +253,14 @@ int random_bytes(void *buf, size_t len);
 
 /* ctx.c: one request on the helper connection, waiting for its reply (and
    dispatching whatever else arrives meanwhile).  Returns 0 with the reply in
-   *reply, the code of a LOCAL_ERROR (message in last_error), or an error. */
+   *reply, the code of a LOCAL_ERROR (local_error_code; message in
+   last_error, the helper's code in *reply), or an error. */
 int ctx_request(qcg_ctx *ctx, uint16_t type, const void *payload, int timeout_ms,
                 struct lmsg_reader *reply);
+/* A LOCAL_ERROR's code as the library returns it: LOCAL_ERETRY is
+   QCG_EBUSY (the caller asks again first where that helps), a code that is
+   no QCG_E* code QCG_EPROTO. */
+int local_error_code(int32_t code);
 /* A fresh request id (never 0). */
 uint32_t ctx_next_id(qcg_ctx *ctx);
 /* Sends one message on the helper connection; a failed send loses the

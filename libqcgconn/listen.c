@@ -101,14 +101,14 @@ static int bind_in_range(qcg_ctx *ctx)
 
 /* Whether a refused PUBLISH is worth asking again: the grid services
    unreachable (a frontend restarting, or one whose broker link is in
-   backoff), or busy (the helper's publishes-per-uid while another user is
-   active on the node, a rate upstream, the rank being withdrawn).  Not a
-   rank that another live process holds, QCG_EBUSY's own meaning
-   (qcgconn.h): that answer is final at once. */
-static bool publish_again(const qcg_ctx *ctx, int rc)
+   backoff), or the helper's refusal for the moment (LOCAL_ERETRY: the
+   uid's publishes-per-uid while another user is active on the node, the
+   rank being withdrawn).  Not a rank that another live process holds
+   (QCG_EBUSY from the helper, its meaning in qcgconn.h): final at once. */
+static bool publish_again(int rc, const struct lmsg_reader *reply)
 {
     return rc == QCG_EUPSTREAM ||
-           (rc == QCG_EBUSY && strstr(ctx->last_error, "already published") == NULL);
+           (reply->hdr.type == LOCAL_ERROR && reply->payload.error.code == LOCAL_ERETRY);
 }
 
 /* PUBLISH, asked again with a backoff while publish_again and time
@@ -123,7 +123,7 @@ static int publish(qcg_ctx *ctx, const struct local_publish *pub, struct lmsg_re
         int left_ms = now < deadline ? (int)((deadline - now) / 1000) : 0;
         int rc = ctx_request(ctx, LOCAL_PUBLISH, pub, left_ms, reply);
         now = now_us();
-        if (!publish_again(ctx, rc))
+        if (!publish_again(rc, reply))
             return rc;
         if (now + pause_ms * 1000ull >= deadline) {
             char last[QCG_ERRMSG_MAX];

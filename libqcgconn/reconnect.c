@@ -129,17 +129,18 @@ int helper_reply(qcg_ctx *ctx, struct lmsg_reader *r)
         helper_up(ctx);
         return 0;
     }
-    code = r->hdr.type == LOCAL_ERROR ? r->payload.error.code : QCG_EPROTO;
+    code = r->hdr.type == LOCAL_ERROR ? local_error_code(r->payload.error.code) : QCG_EPROTO;
     snprintf(why, sizeof(why), "%s",
              r->hdr.type == LOCAL_ERROR ? r->payload.error.message : "unexpected answer");
     if ((code == QCG_EBUSY || code == QCG_EUPSTREAM || code == QCG_ETIMEDOUT) &&
         now_us() < ctx->republish_until_us) {
-        /* The old contact is still known upstream, or the new helper has
-           not reached its frontend yet: ask again after the backoff. */
+        /* The old contact is still known upstream, the helper refuses for
+           the moment (LOCAL_ERETRY), or the new helper has not reached its
+           frontend yet: ask again after the backoff. */
         ctx->helper_at_us = now_us() + next_backoff(ctx) * 1000u;
         return 0;
     }
-    republish_give_up(ctx, code < 0 && code >= QCG_EPEER ? code : QCG_EPROTO, why);
+    republish_give_up(ctx, code, why);
     return 0;
 }
 

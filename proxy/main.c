@@ -155,7 +155,7 @@ int main(int argc, char **argv)
              relay_backlog(px.relay), capped);
 
     static struct proxy_metrics pm;
-    pm = (struct proxy_metrics){.relay = px.relay, .max_pairs = max_pairs};
+    pm = (struct proxy_metrics){.relay = px.relay, .control = px.control, .max_pairs = max_pairs};
     struct metrics_server *metrics;
     struct tls_files metrics_tls = {.ca = cfg.ca, .certkey = cfg.cert, .crl = cfg.crl};
     struct metrics_server_config mc = {.listen = cfg.metrics_listen,

@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include "relay.h"
+#include "soap_server.h"
 
 #define C "counter"
 #define G "gauge"
@@ -37,9 +38,11 @@ static const struct metrics_map map[] = {
     {"token_bytes", "qcg_proxy_token_bytes", G, NULL, NULL, "memory the remembered tokens take"},
     {"pipes_short", "qcg_proxy_pipes_short_total", C, NULL, NULL,
      "pipes smaller than pipe-size: the user's pipe memory (fs.pipe-user-pages-soft) was spent"},
+    SOAP_ACCEPT_FAILED_METRICS("qcg_proxy"),
 };
 
-size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t max)
+size_t proxy_counters(struct relay *relay, const struct soap_stage_counts *stage,
+                      struct metrics_counter *out, size_t max)
 {
     struct relay_counters k;
     relay_counters(relay, &k);
@@ -64,6 +67,10 @@ size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t m
         {"tokens_remembered", k.tokens_remembered},
         {"token_bytes", k.token_bytes},
         {"pipes_short", k.pipes_short},
+        {"accept_failed_descriptors", stage->accept_failed_descriptors},
+        {"accept_failed_memory", stage->accept_failed_memory},
+        {"accept_failed_thread", stage->accept_failed_thread},
+        {"accept_failed_other", stage->accept_failed_other},
     };
     size_t n = 0;
     for (; n < sizeof(c) / sizeof(c[0]) && n < max; n++)
@@ -75,7 +82,9 @@ void proxy_metrics(void *arg, struct metrics_buf *out)
 {
     const struct proxy_metrics *pm = arg;
     struct metrics_counter c[PROXY_COUNTERS_MAX + 1];
-    size_t n = proxy_counters(pm->relay, c, PROXY_COUNTERS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_counts(pm->control, &stage);
+    size_t n = proxy_counters(pm->relay, &stage, c, PROXY_COUNTERS_MAX);
     c[n++] = (struct metrics_counter){"pairs_max", (unsigned long long)pm->max_pairs};
     metrics_write_mapped(out, map, sizeof(map) / sizeof(map[0]), c, n);
 }

@@ -5,17 +5,22 @@
 #include "metrics_text.h"
 
 struct relay;
+struct soap_stage_counts;
+struct soap_server;
 
 struct proxy_metrics {
     struct relay *relay;
-    int max_pairs; /* as raised to what the descriptors allow (nofile.h) */
+    struct soap_server *control; /* its accept failures */
+    int max_pairs;               /* as raised to what the descriptors allow (nofile.h) */
 };
 
-#define PROXY_COUNTERS_MAX 24
+#define PROXY_COUNTERS_MAX 28
 
-/* The relay's counters by their --stats names (the stats operation's and
-   the metrics' one list); returns how many. */
-size_t proxy_counters(struct relay *relay, struct metrics_counter *out, size_t max);
+/* The relay's counters and the control port's accept failures (stage) by
+   their --stats names (the stats operation's and the metrics' one list);
+   returns how many. */
+size_t proxy_counters(struct relay *relay, const struct soap_stage_counts *stage,
+                      struct metrics_counter *out, size_t max);
 
 /* A metrics_render_fn; arg is a struct proxy_metrics. */
 void proxy_metrics(void *arg, struct metrics_buf *out);

@@ -28,7 +28,9 @@ int qcg__stats(struct soap *soap, int version, struct qcg__statsResponse *respon
         return soap_qcg_fault(soap, "denied", "the caller's certificate names no grid identity");
     }
     struct metrics_counter counters[PROXY_COUNTERS_MAX];
-    int n = (int)proxy_counters(svc->relay, counters, PROXY_COUNTERS_MAX);
+    struct soap_stage_counts stage;
+    soap_server_stage_counts(soap, &stage);
+    int n = (int)proxy_counters(svc->relay, &stage, counters, PROXY_COUNTERS_MAX);
     response->version = QCG_PROTOCOL_VERSION;
     response->role = (char *)role_name(QCG_ROLE_PROXY);
     response->name = soap_strdup(soap, svc->name);

@@ -83,6 +83,9 @@ has "setup time summed" '^qcg_broker_pair_setup_seconds_total\{from="nata",to="o
 has "setup histogram: not under 2.5 ms" '^qcg_connect_setup_seconds_bucket\{technique="direct",le="0.0025"\} 0$'
 has "setup histogram: under 5 ms" '^qcg_connect_setup_seconds_bucket\{technique="direct",le="0.005"\} 1$'
 has "histogram count" '^qcg_connect_setup_seconds_count\{technique="direct"\} 1$'
+for why in descriptors memory thread other; do
+  has "accept failures ($why), none yet" "^qcg_broker_accept_failed_total\\{reason=\"$why\"\\} 0\$"
+done
 has "a HELP and TYPE for each family" '^# TYPE qcg_broker_pair_failures_total counter$'
 # Bounded labels: no job, rank, node or address anywhere.
 if grep -v '^#' "$work/metrics" | grep -qE '203\.0\.113|198\.18|nata1|open1|job=|rank='; then

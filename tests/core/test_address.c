@@ -83,6 +83,39 @@ static void hostports(void)
     CHECK(hostport_parse(out, false, h, sizeof(h), &p, why, sizeof(why)) == 0 && p == 65535);
 }
 
+/* address_list_format: one address, several, IPv6 in brackets with a port
+   only, and a short buffer cut but terminated, the whole length told. */
+static void list_texts(void)
+{
+    const char others[3][QCG_ADDR_MAX] = {"2001:db8:1::5", "198.51.100.7", "2001:db8:2::5"};
+    char out[ADDRESS_LIST_TEXT_MAX];
+    CHECK_EQ(address_list_format("198.18.1.5", others, 0, 7700, out, sizeof(out)), 15);
+    CHECK_STR(out, "198.18.1.5:7700");
+    address_list_format("198.18.1.5", others, 2, 7700, out, sizeof(out));
+    CHECK_STR(out, "198.18.1.5:7700 and [2001:db8:1::5]:7700 and 198.51.100.7:7700");
+    address_list_format("198.18.1.5", others, 2, 0, out, sizeof(out));
+    CHECK_STR(out, "198.18.1.5 and 2001:db8:1::5 and 198.51.100.7");
+
+    /* The longest addresses, every one: the buffer the header names holds them. */
+    const char *v6 = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255";
+    char longest[QCG_NODE_ADDRS - 1][QCG_ADDR_MAX];
+    for (int i = 0; i < QCG_NODE_ADDRS - 1; i++)
+        snprintf(longest[i], sizeof(longest[i]), "%s", v6);
+    int whole = address_list_format(v6, longest, QCG_NODE_ADDRS - 1, 65535, out, sizeof(out));
+    CHECKF(whole > 0 && (size_t)whole < sizeof(out) && strlen(out) == (size_t)whole, "%d: %s",
+           whole, out);
+
+    /* Cut: the start of the text, terminated; the return says how much more. */
+    char small[24];
+    memset(small, 'x', sizeof(small));
+    int n = address_list_format("198.18.1.5", others, 2, 7700, small, sizeof(small));
+    CHECK_EQ(n, 62);
+    CHECK_STR(small, "198.18.1.5:7700 and [20");
+    char none[1] = {'x'};
+    CHECK_EQ(address_list_format("198.18.1.5", others, 1, 0, none, sizeof(none)), 28);
+    CHECK_EQ(none[0], '\0');
+}
+
 static void urls(void)
 {
     char h[QCG_ADDR_MAX], why[200] = "";
@@ -233,6 +266,7 @@ int main(void)
 {
     lists();
     hostports();
+    list_texts();
     urls();
     families();
     ranges();

@@ -587,14 +587,14 @@ static int mode_proto(int argc, char **argv)
     /* The lookup and the withdrawal are two upstream calls: the broker may
        answer the lookup before the helper has heard that the withdrawal
        went through, and until then a PUBLISH is told "being withdrawn;
-       retry" (QCG_EBUSY, no holder).  A process retries, as libqcgconn does. */
+       retry" (LOCAL_ERETRY, no holder).  A process retries, as libqcgconn does. */
     bool republished = false;
     int retries = 0;
     for (; retries < 100 && d >= 0; retries++) {
         if (publish(d, low + 2, &r) < 0)
             break;
         republished = r.h.type == LOCAL_OK;
-        if (republished || r.h.type != LOCAL_ERROR || r.p.error.code != QCG_EBUSY ||
+        if (republished || r.h.type != LOCAL_ERROR || r.p.error.code != LOCAL_ERETRY ||
             strstr(r.p.error.message, "being withdrawn") == NULL)
             break;
         sleep_ms(100);
@@ -1547,7 +1547,7 @@ static int mode_publish_race(int argc, char **argv)
 
 /* The per-uid rates of a helper started with --probes-per-uid 2
    --reports-per-uid 1 (and no frontend): the third SITE is refused with
-   QCG_EBUSY naming the option, also on a new connection; of 40 REPORTs in a
+   LOCAL_ERETRY naming the option, also on a new connection; of 40 REPORTs in a
    row, those beyond the burst (16) and what a second refills are dropped and
    counted in the status. */
 static int mode_rates(int argc, char **argv)
@@ -1561,13 +1561,13 @@ static int mode_rates(int argc, char **argv)
 
     for (int i = 0; i < 2; i++) {
         ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && r.h.type == LOCAL_ERROR &&
-             r.p.error.code != QCG_EBUSY;
+             r.p.error.code != LOCAL_ERETRY;
         check(ok, "SITE %d passes the rate (then finds no frontend: %s)", i + 1,
               r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
     }
-    ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, QCG_EBUSY) &&
+    ok = hello_request(path, LOCAL_SITE, NULL, 0, &r) == 0 && is_error(&r, LOCAL_ERETRY) &&
          strstr(r.p.error.message, "probes-per-uid") != NULL;
-    check(ok, "the third SITE within a minute: QCG_EBUSY naming probes-per-uid (%s)",
+    check(ok, "the third SITE within a minute: LOCAL_ERETRY naming probes-per-uid (%s)",
           r.h.type == LOCAL_ERROR ? r.p.error.message : "-");
 
     int fd = joined(path, SECRET, 0);
@@ -1712,6 +1712,7 @@ static int mode_turns(int argc, char **argv)
 #define UID_SHARE_INFLIGHT 128
 #define UID_SHARE_OURS 20
 #define UID_SHARE_MAX_S 30
+#define UID_SHARE_PENALTY_MS 100 /* helper/local_penalty.c */
 static int mode_uid_share(int argc, char **argv)
 {
     if (argc != 4)
@@ -1752,25 +1753,35 @@ static int mode_uid_share(int argc, char **argv)
         for (int i = 0; ok && i < UID_SHARE_INFLIGHT; i++)
             ok = send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
         unsigned plans = 0, busy = 0, by_helper = 0;
-        uint64_t end = now_us() + (uint64_t)UID_SHARE_MAX_S * 1000000u;
+        uint64_t end = now_us() + (uint64_t)UID_SHARE_MAX_S * 1000000u, first_busy = 0;
         struct pollfd stop = {.fd = done[0], .events = POLLIN};
         /* Each answer sends the next lookup, until we are told to stop. */
         while (ok && now_us() < end && poll(&stop, 1, 0) == 0) {
             ok = recv_msg(fd, &r) == 0;
             if (ok && r.h.type == LOCAL_PLAN) {
                 plans++;
-            } else if (ok && r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY) {
-                by_helper += strstr(r.p.error.message, "lookups-per-uid") != NULL;
-                if (busy++ == 0)
+            } else if (ok && r.h.type == LOCAL_ERROR &&
+                       (r.p.error.code == LOCAL_ERETRY || r.p.error.code == QCG_EBUSY)) {
+                /* The helper's share (LOCAL_ERETRY) or the frontend's rate. */
+                by_helper += r.p.error.code == LOCAL_ERETRY &&
+                             strstr(r.p.error.message, "lookups-per-uid") != NULL;
+                if (busy++ == 0) {
+                    first_busy = now_us();
                     ok = write(drained[1], "y", 1) == 1;
+                }
             } else {
                 ok = false;
             }
             ok = ok && send_msg(fd, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
         }
-        printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid)\n", plans, busy,
-               by_helper);
-        _exit(ok && by_helper > 0 ? 0 : 1);
+        /* Each refusal comes UID_SHARE_PENALTY_MS after its request, the
+           connection unread meanwhile: one at most per that time. */
+        uint64_t refused_ms = first_busy > 0 ? (now_us() - first_busy) / 1000 : 0;
+        unsigned most = (unsigned)(refused_ms / UID_SHARE_PENALTY_MS) + 1;
+        printf("     uid 65534: %u plans, %u busy (%u by lookups-per-uid) in %llu ms of "
+               "refusals (at most %u: one per %d ms)\n",
+               plans, busy, by_helper, (unsigned long long)refused_ms, most, UID_SHARE_PENALTY_MS);
+        _exit(ok && by_helper > 0 && busy <= most ? 0 : 1);
     }
     close(drained[1]);
     close(done[0]);
@@ -1792,7 +1803,9 @@ static int mode_uid_share(int argc, char **argv)
           plans, UID_SHARE_OURS, first[0] ? "; the first refusal: " : "", first);
     close(done[1]);
     check(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-          "... and uid 65534 was refused by its own rate (lookups-per-uid)");
+          "... and uid 65534 was refused by its own rate (lookups-per-uid), at most once "
+          "per %d ms",
+          UID_SHARE_PENALTY_MS);
     close(a);
     close(b);
     return 0;
@@ -1839,7 +1852,7 @@ static bool publish_cycle(const char *path, unsigned port, int drained, int done
         if (ok && r.h.type == LOCAL_OK) {
             published = !published;
             atomic_fetch_add(&n->ok, 1);
-        } else if (ok && r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY &&
+        } else if (ok && r.h.type == LOCAL_ERROR && r.p.error.code == LOCAL_ERETRY &&
                    strstr(r.p.error.message, "publishes-per-uid") != NULL) {
             if (atomic_fetch_add(&n->busy, 1) == 0)
                 ok = write(drained, "y", 1) == 1;
@@ -1908,8 +1921,9 @@ static int mode_publish_share(int argc, char **argv)
     for (int i = 0; i < 4 * PUBLISH_SHARE_BURST && !over; i++)
         over =
             (i % 2 == 0 ? request(b, LOCAL_WITHDRAW, NULL, 0, &r) : publish(b, low + 1, &r)) == 0 &&
-            r.h.type == LOCAL_ERROR && r.p.error.code == QCG_EBUSY;
-    check(over, "our uid past its share: a PUBLISH or WITHDRAW refused busy");
+            r.h.type == LOCAL_ERROR && r.p.error.code == LOCAL_ERETRY;
+    check(over,
+          "our uid past its share: a PUBLISH or WITHDRAW refused for the moment (LOCAL_ERETRY)");
     uint64_t t0 = now_us();
     if (rc == 0)
         rc = qcg_listen(ctx);

@@ -17,10 +17,10 @@
 # helper's listening range 18650-18699.  Each part has a job of its own
 # ($base-TAG) and agents of its own (log agent-TAG-NODE.log): a. what the
 # agent refuses; b. a job on two agents, the ranks' output, environment and
-# colours;
-# c. a rank fails; d. a node without an agent; e. a wrong secret; f. a wrong
-# job; g. a command other than orted; h. MPI_Abort, SIGINT to qcg-mpirun,
-# SIGKILL to mpirun: nothing of the job may be left after any.  Every wait is
+# colours; c. a rank fails; c2. ranks that end at once; d. a node without an
+# agent; e. a wrong secret; f. a wrong job; g. a command other than orted;
+# h. MPI_Abort, SIGINT to qcg-mpirun, SIGKILL to mpirun: nothing of the job
+# may be left after any.  Every wait is
 # bounded and waits on something observable (a log line, an exit, the
 # processes of an orted's session); whatever the test started is ended in the
 # cleanup, the orteds' sessions included.
@@ -352,6 +352,25 @@ else echo "(exit $rc)" >>"$out"; fail "ranks exiting 3: qcg-mpirun exits 3"; fi
 if agents_exit c 100 "the last launch ended" a1 a2 && wait_for "the orteds of part c to end" 50 job_gone c; then
 	pass "after the failed job both agents exit 0 and nothing of the job is left"
 else fail "after the failed job both agents exit 0 and nothing of the job is left"; fi
+
+# --- c2: ranks that end at once ---------------------------------------------------------------
+# Sixteen ranks that exit as soon as they start, five jobs in a row: every
+# mpirun ends.  PRRTE 3.0 forking on launch threads lost such a rank (its
+# exit reaped before its pid was recorded) in 8 of 10 jobs like these, and
+# mpirun then waited for it forever.
+printf 'a1 slots=8\na2 slots=8\n' >"$work/hosts-8"
+ended=0
+for try in 1 2 3 4 5; do
+	part "c2$try"
+	agents "c2$try" a1 a2
+	mpirun_job 30 "$work/hosts-8" -np 16 true
+	[[ $rc -eq 0 ]] || break
+	agents_exit "c2$try" 100 "the last launch ended" a1 a2 || break
+	ended=$try
+done
+if [[ $ended -eq 5 ]]; then
+	pass "16 ranks ending at once, 5 jobs: every mpirun exits 0"
+else echo "(job $try: exit $rc)" >>"$out"; fail "16 ranks ending at once, 5 jobs: every mpirun exits 0"; fi
 
 # --- d: a node without an agent ---------------------------------------------------------------
 # a3 has no agent: its launch fails after --launch-timeout 3 naming it, and

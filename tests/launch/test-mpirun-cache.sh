@@ -3,7 +3,8 @@
 # and PMIx's component paths, which it learns from ompi_info and ldd (~170 ms
 # a call); it keeps their answers in the user's cache directory per mpirun
 # (its path and modification time).  Stand-ins first in PATH: mpirun (answers
-# --version as Open MPI 5.0), ompi_info and ldd, each counting its calls.
+# --version as Open MPI 5.0; reached through a link), ompi_info and ldd, each
+# counting its calls (ldd is asked about the file the link leads to).
 # The second call asks neither and prints the same command; a changed mpirun
 # (touched), an unwritable cache directory or a user's own paths are each
 # handled in turn: asked again, asked every time,
@@ -18,9 +19,9 @@ need_built "$qcg_mpirun"
 work=$(mktemp -d "${TMPDIR:-/tmp}/qcg-mpirun-cache.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-mkdir -p "$work/bin" "$work/lib/pmix" "$work/ompi"
+mkdir -p "$work/bin" "$work/real" "$work/lib/pmix" "$work/ompi"
 : >"$work/lib/libpmix.so.2"
-cat >"$work/bin/mpirun" <<'STUB'
+cat >"$work/real/mpirun" <<'STUB'
 #!/bin/sh
 if [ "$1" = --version ]; then echo "mpirun (Open MPI) 5.0.7"; exit 0; fi
 exit 0
@@ -32,10 +33,11 @@ echo 'mca:mca:base:param:mca_base_component_path:value:"$work/ompi"'
 STUB
 cat >"$work/bin/ldd" <<STUB
 #!/bin/sh
-echo x >>"$work/ldd.calls"
+echo "\$1" >>"$work/ldd.calls"
 printf '\tlibpmix.so.2 => %s (0x00007f0000000000)\n' "$work/lib/libpmix.so.2"
 STUB
-chmod +x "$work/bin/"*
+chmod +x "$work/bin/"* "$work/real/mpirun"
+ln -s "$work/real/mpirun" "$work/bin/mpirun"
 echo "a1" >"$work/hosts"
 export QCG_JOB=cache-test QCG_JOB_SECRET=00112233445566778899aabbccddeeff PATH="$work/bin:$PATH"
 unset OMPI_MCA_mca_base_component_path PMIX_MCA_mca_base_component_path
@@ -49,9 +51,10 @@ want="OMPI_MCA_mca_base_component_path=$work/ompi PMIX_MCA_mca_base_component_pa
 
 export XDG_CACHE_HOME=$work/cache
 run "$work/first"
-if grep -qF " $want " "$work/first" && [ "$(calls)" = "1 1" ]; then
-	pass "first call: ompi_info and ldd asked once, both paths given to mpirun"
-else fail "first call: calls $(calls), command: $(cat "$work/first")"; fi
+if grep -qF " $want " "$work/first" && [ "$(calls)" = "1 1" ] &&
+	[ "$(cat "$work/ldd.calls")" = "$work/real/mpirun" ]; then
+	pass "first call: ompi_info and ldd (of the linked mpirun) asked once, both paths given to mpirun"
+else fail "first call: calls $(calls), ldd of $(cat "$work/ldd.calls"), command: $(cat "$work/first")"; fi
 run "$work/second"
 if cmp -s "$work/first" "$work/second" && [ "$(calls)" = "1 1" ]; then
 	pass "second call: the same command, neither asked again (cached in \$XDG_CACHE_HOME/qcg)"

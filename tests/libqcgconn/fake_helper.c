@@ -185,11 +185,11 @@ static int handle(struct fake_helper *fh, struct conn *c)
         fh->publishes++;
         if (fh->busy_publishes > 0) {
             fh->busy_publishes--;
-            reply_error(c, h->request_id, QCG_EBUSY, "rank still published upstream");
+            reply_error(c, h->request_id, LOCAL_ERETRY, "rank being withdrawn; retry");
             return 0;
         }
         if (other != NULL && other != c) {
-            reply_error(c, h->request_id, QCG_EBUSY, "rank already published on this node");
+            reply_error(c, h->request_id, QCG_EBUSY, "rank held by another process");
             return 0;
         }
         if (p->publish.port < fh->port_low || p->publish.port > fh->port_high) {

@@ -50,8 +50,8 @@ void fake_helper_stall_lookups(struct fake_helper *fh, unsigned ms);
    that process).  0, or -1 if there is none. */
 int fake_helper_drop_rank(struct fake_helper *fh, int32_t rank);
 
-/* The next n PUBLISHes are answered BUSY (the old contact still known
-   upstream after a helper's restart). */
+/* The next n PUBLISHes are refused for the moment (LOCAL_ERETRY, as the
+   helper does past a uid's share or for a rank being withdrawn). */
 void fake_helper_busy_publishes(struct fake_helper *fh, unsigned n);
 
 /* Counters. */

@@ -16,7 +16,9 @@
 # - n3 (dual) -> rank 0: direct over IPv6, the connection from ::1;
 # - n2 (IPv4 only) -> rank 0: direct over IPv4, from 127.0.0.1;
 # - ip6tables rejects ::1 to rank 0's port: n3 -> rank 0 falls back to
-#   IPv4 within the same connect, and its helper logs why;
+#   IPv4 within the same connect, and its helper logs why; the same when
+#   ::1 leads to a stranger that takes the connection and closes it, or
+#   says nothing (the handshake fails, or stalls for 2 s);
 # - n3 -> rank 4 on n6 (NATed, IPv6 only): reversed, and n6's helper calls
 #   back rank 5's IPv6 address;
 # - a c2 node with an IPv6 address outside c2's IPv6 range is refused,
@@ -150,6 +152,52 @@ else grep -h "connected after" "$work/n3.log" >"$out" || true; fail "n3's helper
 if grep -q "\"direct\".*\"failed\":[1-9]" <(broker_grid); then
 	broker_grid >"$out"; fail "the fallback is no failure of direct at the broker"
 else pass "the fallback is no failure of direct at the broker"; fi
+
+# --- IPv6 reaches something else: the handshake fails or stalls, IPv4 follows -------
+# ip6tables sends ::1 to rank 0's port on to a stranger at port 18904 that
+# takes the TCP connection and then closes it, or says nothing: the same
+# connect goes on over IPv4, after the handshake's failure or its silence
+# (2 s: a direct attempt over IPv6 with IPv4 behind it).
+stranger_port=18904
+stranger() {
+	python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::1", int(sys.argv[1])))
+s.listen(8)
+end = time.time() + 40
+while time.time() < end:
+    c, _ = s.accept()
+    if sys.argv[2] == "close":
+        c.close()
+    else:
+        time.sleep(30)
+' "$stranger_port" "$1" &
+	pids+=("$!")
+	within "the stranger at [::1]:$stranger_port listens" 50 \
+		bash -c "ss -Htln 'sport = :$stranger_port' | grep -q ."
+}
+for how in close silent; do
+	listen_rank 0 "$work/n1.sock" "l3$how"
+	port=$(port_of "l3$how")
+	stranger "$how"
+	ip6tables -t nat -I OUTPUT -p tcp -d ::1 --dport "$port" -j REDIRECT --to-ports $stranger_port
+	connect_from "$work/n3.sock" 3 "c3$how"
+	ip6tables -t nat -D OUTPUT -p tcp -d ::1 --dport "$port" -j REDIRECT --to-ports $stranger_port
+	kill "${pids[-1]}" 2>/dev/null || true
+	wait_exit "$listener" 100 || true
+	if [[ $rc -eq 0 ]] && json_is "$work/l3$how.err" \
+		'd["event"] == "done" and d["technique"] == "direct" and d["address"].startswith("127.0.0.1:")'; then
+		pass "IPv6 to a stranger that takes the connection and is $how: direct over IPv4 in the same connect"
+	else
+		cat "$work/c3$how.err" >>"$out"
+		fail "IPv6 to a stranger that takes the connection and is $how: direct over IPv4 in the same connect" "$work/l3$how.err"
+	fi
+	if grep -qE "rank 3 -> rank 0: direct connected after: IPv6 direct to rank 0 failed: handshake with rank 0 at ::1 port $port: .+; IPv4 direct to 127\.0\.0\.1 port $port" "$work/n3.log"; then
+		pass "... n3's helper logs the IPv6 handshake's failure, then IPv4 direct"
+	else grep -h "connected after" "$work/n3.log" >"$out" || true; fail "... n3's helper logs the IPv6 handshake's failure, then IPv4 direct"; fi
+done
 
 # --- reversed into an IPv6-only node: the call back goes to our IPv6 address --------
 grid_frontend c3 $port_f3 --kind nat --public-address 127.0.0.1 || exit 1

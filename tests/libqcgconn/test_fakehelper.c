@@ -223,13 +223,28 @@ static void test_direct(void)
     close(acc.fd);
     close(fd);
 
-    /* A second context for a published rank: busy. */
+    /* A second context for a published rank: busy, at once (the helper's
+       QCG_EBUSY is final, whatever its message says). */
     {
         qcg_ctx *dup = open_rank(1, TEST_SECRET);
+        unsigned before = fake_helper_publishes(fh);
 
         REQUIRE_EQ(qcg_listen(dup), QCG_EBUSY);
         REQUIRE(qcg_last_error(dup)[0] != '\0');
+        REQUIRE_EQ(fake_helper_publishes(fh), before + 1);
         qcg_close(dup);
+    }
+    /* Refused for the moment (LOCAL_ERETRY) twice: asked again, then
+       published; the application hears nothing of it. */
+    {
+        qcg_ctx *later = open_rank(2, TEST_SECRET);
+        unsigned before = fake_helper_publishes(fh);
+
+        fake_helper_busy_publishes(fh, 2);
+        REQUIRE_EQ(qcg_listen(later), 0);
+        REQUIRE_EQ(fake_helper_publishes(fh), before + 3);
+        REQUIRE(fake_helper_published(fh, 2));
+        qcg_close(later);
     }
     /* Close withdraws; the rank is then unknown. */
     {

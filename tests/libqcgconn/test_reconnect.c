@@ -222,8 +222,8 @@ static void test_restart(void)
     WAIT_UNTIL(count_fds() == fds0, 2000, "every descriptor closed");
 }
 
-/* A re-PUBLISH refused as BUSY (the old contact still known upstream for a
-   moment) is asked again, and the application hears nothing of it. */
+/* A re-PUBLISH refused for the moment (the rank still being withdrawn) is
+   asked again, and the application hears nothing of it. */
 static void test_republish_busy(void)
 {
     qcg_ctx *a = open_rank(2);

@@ -6,6 +6,7 @@
 #
 #   proxy-client (initiator) --token--> qcg-proxy :18301 <--token-- proxy-client (target)
 #   qcg-proxy --stats ------(mutual TLS)--> :18302 (control)
+#   curl -------------------(plain HTTP)--> :18303 (metrics)
 #   ports 18300-18399 are ours.
 set -u
 proxy_bin=$1 client_bin=$2 certs_bin=$3
@@ -70,7 +71,7 @@ if "$proxy_bin" --help | grep -q -- "--pair-timeout"; then pass "--help"; else f
 
 # ---- a running proxy ----
 log=$work/proxy.log
-start_proxy "$log"
+start_proxy "$log" --metrics-listen 127.0.0.1:18303
 logged "logs its descriptor limit" "$log" "file descriptors: [0-9]*.*room for"
 
 scenario "32 MiB each way with half-close" relay 32
@@ -102,7 +103,8 @@ import json, sys
 s = json.loads(sys.argv[1])
 assert s["role"] == "proxy" and s["name"] == "p1", s
 c = {k: v for k, v in s.items() if isinstance(v, int)}
-want = {"pairs_active": 0, "refused_replay": 2, "refused_expired": 2, "refused_bad_token": 4}
+want = {"pairs_active": 0, "refused_replay": 2, "refused_expired": 2, "refused_bad_token": 4,
+        "accept_failed_descriptors": 0, "accept_failed_other": 0}
 bad = [f"{k}={c.get(k)} (want {v})" for k, v in want.items() if c.get(k) != v]
 if c.get("pairs_total", 0) < 5: bad.append(f"pairs_total={c.get('pairs_total')}")
 if c.get("bytes_relayed", 0) < 2 * 32 * 1024 * 1024: bad.append(f"bytes_relayed={c.get('bytes_relayed')}")
@@ -112,6 +114,11 @@ if bad:
 PY
 out=$("$proxy_bin" --stats --control-port $cport --ca "$ca/ca.crt" --cert "$ca/proxy-p1.pem" 2>&1)
 if echo "$out" | grep -q "pairs_active"; then pass "--stats text"; else fail "--stats text: $out"; fi
+# The control port's accept failures, as the broker's and the frontends'.
+metrics=$(curl -fsS http://127.0.0.1:18303/metrics 2>&1)
+if grep -q '^qcg_proxy_accept_failed_total{reason="descriptors"} 0$' <<<"$metrics"; then
+  pass "metrics: qcg_proxy_accept_failed_total by reason"
+else fail "metrics: no qcg_proxy_accept_failed_total{reason=\"descriptors\"} 0: $(grep accept <<<"$metrics")"; fi
 
 # Other operations are refused (qcg:denied) — ask with curl if present.
 if command -v curl >/dev/null; then
