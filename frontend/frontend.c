@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cache.h"
+#include "coalesce.h"
 #include "frontend_config.h"
 #include "report_batch.h"
 #include "store.h"
@@ -67,6 +68,8 @@ void frontend_free(struct frontend *fe)
     if (fe == NULL)
         return;
     reports_free(fe->reports);
+    coalesce_free(fe->lookups_up);
+    coalesce_free(fe->failures_up);
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);
