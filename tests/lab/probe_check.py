@@ -121,7 +121,9 @@ def peers(p):
             why = techs["holepunch"]["why"] or ""
             check(not techs["holepunch"]["works"] and "symmetric" in why,
                   f"{where}: holepunch why '{why}' does not name the symmetric NAT")
-        print(q["site"], q["chosen"])
+        # The technique chosen for the node that ran the test endpoint: a
+        # site may have nodes that differ (nata2 in an IPv6 open range).
+        print(q["site"], q["chosen"], q["endpoint_node"])
     # Every other site is another cluster: TLS by default (issue 17).
     check(p.get("encrypt") == "inter-site", f"{name}: policy {p.get('encrypt')}")
     encryption(p, "tls")

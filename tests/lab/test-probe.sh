@@ -81,10 +81,11 @@ JOB=$(new_job probe)
 head -c $((1 << 20)) /dev/urandom >"$WORK/in"
 pairs=0
 for s in open fw nata natb sym; do
-	while read -r peer chosen; do
-		cat_transfer "${s}1" "${peer}1"
+	while read -r peer chosen node; do
+		# To the node the probe's endpoint ran on: its choice is that node's.
+		cat_transfer "${s}1" "$node"
 		[ "$XFER_TECH" = "$chosen" ] ||
-			fail "${s}1 -> ${peer}1: the probe said $chosen, qcg-cat used $XFER_TECH"
+			fail "${s}1 -> $node ($peer): the probe said $chosen, qcg-cat used $XFER_TECH"
 		pairs=$((pairs + 1))
 	done <"$WORK/$s.chosen"
 done
