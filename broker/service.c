@@ -610,10 +610,9 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
         out->plan = soap_malloc(soap, sizeof(*out->plan));
         if (out->plan == NULL)
             return SOAP_EOM;
-        /* Each ask as a lookup alone, retries (tried, only) too: its
-           refusal is its answer. */
-        if (lookup_plan(soap, id, a->job, a->verifier, a->fromRank, a->toRank, a->tried, a->only,
-                        wait_ms, out->plan) != SOAP_OK) {
+        /* Each ask as a lookup alone: its refusal is its answer. */
+        if (lookup_plan(soap, id, a->job, a->verifier, a->fromRank, a->toRank, NULL, NULL, wait_ms,
+                        out->plan) != SOAP_OK) {
             out->plan = NULL;
             soap_qcg_fault_take(soap, &out->fault, &out->faultText);
         }

@@ -178,17 +178,13 @@ struct qcg__reportsResponse {
                                    logged at the broker, not faulted */
 };
 
-/* One lookup of a qcg__lookups batch: as qcg__lookup's arguments. */
+/* One lookup of a qcg__lookups batch: as qcg__lookup's arguments, without
+   tried and only (a retry or a test of one technique goes alone). */
 struct qcg__lookupAsk {
     char *job;
     char *verifier;
     int fromRank;
     int toRank;
-    char *tried;                /* as qcg__lookup's; absent for a first lookup, so an
-                                   older service sees only first lookups' asks (it
-                                   refuses a batch naming one: the frontend then sends
-                                   the retries alone) */
-    char *only;                 /* as qcg__lookup's, absent for a normal lookup */
 };
 
 struct qcg__lookupAsks {

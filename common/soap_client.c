@@ -263,17 +263,6 @@ bool soap_call_unknown_op(enum call_status st, const char *subcode, const char *
            strstr(msg, "not implemented") != NULL;
 }
 
-bool soap_call_unknown_element(enum call_status st, const char *subcode, const char *msg,
-                               const char *name)
-{
-    /* gSOAP's strict parsing: "... tag name or namespace mismatch in
-       element 'tried'". */
-    char quoted[72];
-    snprintf(quoted, sizeof(quoted), "element '%s'", name);
-    return st == CALL_FAULT && (subcode == NULL || subcode[0] == '\0') &&
-           strstr(msg, "mismatch") != NULL && strstr(msg, quoted) != NULL;
-}
-
 enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size_t subcode_len,
                                   char *msg, size_t msg_len)
 {

@@ -51,10 +51,6 @@ enum call_status soap_call_status(struct soap *soap, int rc, char *subcode, size
 /* Whether a call's fault says the server lacks the operation (an older
    service, not a refusal): the caller then uses the older operations. */
 bool soap_call_unknown_op(enum call_status st, const char *subcode, const char *msg);
-/* Whether a call's fault says the server's schema lacks the element `name`
-   (an older service parsing strictly refused a newer, optional one). */
-bool soap_call_unknown_element(enum call_status st, const char *subcode, const char *msg,
-                               const char *name);
 
 /* Whether the last soap_call_status of this thread was a transport error
    because the server refused our certificate (its TLS alert: revoked,

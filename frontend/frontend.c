@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "cache.h"
-#include "coalesce.h"
 #include "frontend_config.h"
 #include "report_batch.h"
 #include "store.h"
@@ -68,8 +67,6 @@ void frontend_free(struct frontend *fe)
     if (fe == NULL)
         return;
     reports_free(fe->reports);
-    coalesce_free(fe->lookups_up);
-    coalesce_free(fe->failures_up);
     if (fe->pool != NULL)
         soap_pool_free(fe->pool);
     store_free(fe->store);

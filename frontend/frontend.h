@@ -10,7 +10,6 @@
 #include "soap_client.h"
 
 struct cache;
-struct coalesce;
 struct rates;
 struct report_item;
 struct reports;
@@ -32,7 +31,6 @@ struct frontend_counters {
     atomic_ullong quota_refused;     /* calls refused by a per-node rate (rates.h) */
     atomic_ullong quota_waited;      /* lookups that waited for their turn */
     atomic_ullong contacts_expired;  /* their node's lease ran out (node-lease) */
-    atomic_ullong reports_received;  /* from the helpers, each of a reports call too */
     atomic_ullong reports_forwarded; /* recorded by the broker */
     atomic_ullong reports_refused;   /* refused by the broker (its log says why) */
     atomic_ullong reports_dropped;   /* queue full, or the broker unreachable */
@@ -52,15 +50,7 @@ struct frontend {
     struct soap_server *server;       /* set once it exists: its handshake stage's counts */
     atomic_int broker_single_reports; /* an older broker: no qcg__reports */
     atomic_int broker_single_lookups; /* ... no qcg__lookups */
-    atomic_int broker_single_retries; /* ... lookups without tried and only */
-    /* Calls whose answer the helper waits for, gathered into one broker
-       call (coalesce.h): lookups the cache lacks, failure reports. */
-    struct coalesce *lookups_up;
-    struct coalesce *failures_up;
 };
-
-/* Batches on the way to the broker at once, per kind (coalesce.h). */
-#define FRONTEND_BATCHES_IN_FLIGHT 2
 
 /* Sizes: contexts in the pool of relayed calls, commands held per helper. */
 #define FRONTEND_POOL_SIZE 8
@@ -72,8 +62,5 @@ struct frontend *frontend_new(const struct frontend_config *cfg, char *err, size
 void frontend_free(struct frontend *fe);
 /* reports_send_fn for fe->reports (operations.c). */
 void frontend_send_reports(void *fe, const struct report_item *items, int n);
-/* coalesce_send_fn for fe->lookups_up and fe->failures_up (operations.c). */
-void frontend_send_lookups(void *fe, void *const *asks, int n);
-void frontend_send_failures(void *fe, void *const *waits, int n);
 
 #endif

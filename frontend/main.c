@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coalesce.h"
 #include "crl.h"
 #include "daemon.h"
 #include "frontend.h"
@@ -66,13 +65,7 @@ int main(int argc, char **argv)
         return 2;
     }
     fe->reports = reports_new(frontend_send_reports, fe, err, sizeof(err));
-    fe->lookups_up =
-        coalesce_new(QCG_LOOKUPS_MAX, FRONTEND_BATCHES_IN_FLIGHT, frontend_send_lookups, fe);
-    fe->failures_up =
-        coalesce_new(QCG_REPORTS_MAX, FRONTEND_BATCHES_IN_FLIGHT, frontend_send_failures, fe);
-    if (fe->lookups_up == NULL || fe->failures_up == NULL)
-        snprintf(err, sizeof(err), "out of memory");
-    if (fe->reports == NULL || fe->lookups_up == NULL || fe->failures_up == NULL) {
+    if (fe->reports == NULL) {
         log_error("%s", err);
         frontend_free(fe);
         frontend_config_free(&cfg);

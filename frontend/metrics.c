@@ -31,9 +31,6 @@ static const struct metrics_map map[] = {
      "1 while the cluster is registered with the broker"},
     {"upstream_registrations", "qcg_frontend_upstream_registrations_total", C, NULL, NULL,
      "registrations with the broker (1 plus one per broker restart or lost link)"},
-    {"broker_lookup_calls", "qcg_frontend_broker_calls_total", C, "carrying", "lookups",
-     "calls to the broker carrying many of the helpers' waiting calls"},
-    {"broker_failure_calls", "qcg_frontend_broker_calls_total", C, "carrying", "failures", NULL},
     SOAP_ACCEPT_FAILED_METRICS("qcg_frontend"),
 };
 

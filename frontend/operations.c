@@ -12,7 +12,6 @@
 #include "address.h"
 #include "cache.h"
 #include "cmdqueue.h"
-#include "coalesce.h"
 #include "frontend.h"
 #include "hex.h"
 #include "log.h"
@@ -181,7 +180,7 @@ struct relay_args {
     struct plan *plan;
     const char *token, *packet;      /* traverse */
     const struct report_item *items; /* reports */
-    struct lookup_ask *const *asks;  /* lookups */
+    struct lookup_ask *asks;         /* lookups */
     int nitems, *accepted;
     struct soap *dst; /* siteInfo, probe: the helper's context, for the answer */
     struct qcg__siteInfoResponse *site;
@@ -621,30 +620,30 @@ int qcg__lookup(struct soap *soap, int version, char *job, char *verifier, int f
     int rc = lookup_begin(soap, fe, op, id, job, verifier, fromRank, toRank, tried, only,
                           LOOKUP_RATE_WAIT_MS, hash, &plan, &hit);
     if (rc == SOAP_OK && !hit) {
+        char reason[256];
         int retry = (tried != NULL && tried[0] != '\0') || (only != NULL && only[0] != '\0');
         uint64_t gen = cache_generation(fe->cache);
-        /* With the others that miss at once, in one lookups call. */
-        struct lookup_ask ask = {.job = job,
-                                 .verifier = verifier,
-                                 .from_rank = fromRank,
-                                 .to_rank = toRank,
-                                 .tried = tried,
-                                 .only = only};
-        coalesce_call(fe->lookups_up, &ask);
-        if (ask.fault[0] != '\0') {
-            log_info("%s: %s: %s", op, ask.fault, ask.fault_text);
-            rc = soap_qcg_fault(soap, ask.fault, "%s", ask.fault_text);
-        } else {
-            plan = ask.plan;
-            if (!retry)
-                lookup_keep(fe, job, hash, toRank, &plan, gen);
-            char at[HOSTPORT_MAX];
-            hostport_format(plan.address, plan.port, at, sizeof(at));
+        struct relay_error err;
+        struct relay_args a = {.job = job,
+                               .verifier = verifier,
+                               .from_rank = fromRank,
+                               .rank = toRank,
+                               .tried = tried,
+                               .only = only,
+                               .plan = &plan};
+        if (!store_link(fe->store, reason, sizeof(reason)))
+            rc = unavailable(soap, op, reason);
+        else if (atomic_fetch_add(&fe->counters.lookups_forwarded, 1),
+                 relay_call(fe, RELAY_LOOKUP, &a, &err) < 0)
+            rc = relay_failed(soap, op, &err);
+        else if (!retry)
+            lookup_keep(fe, job, hash, toRank, &plan, gen);
+        char at[HOSTPORT_MAX];
+        hostport_format(plan.address, plan.port, at, sizeof(at));
+        if (rc == SOAP_OK)
             log_debug("job %s %d -> %d%s%s: %s %s %s", job, fromRank, toRank,
                       retry ? ", tried/only " : "", retry ? (tried ? tried : only) : "",
                       plan.status, plan.technique, at);
-        }
-        OPENSSL_cleanse(ask.plan.token, sizeof(ask.plan.token));
     }
     OPENSSL_cleanse(hash, sizeof(hash));
     if (rc != SOAP_OK)
@@ -663,93 +662,39 @@ static void ask_failed(struct lookup_ask *l, const struct relay_error *err)
              err->status == CALL_UNREACHABLE ? "broker unreachable: " : "", err->msg);
 }
 
-static bool ask_retry(const struct lookup_ask *l)
-{
-    return (l->tried != NULL && l->tried[0] != '\0') || (l->only != NULL && l->only[0] != '\0');
-}
-
-/* Whether an ask goes in a lookups call: none to a broker without it, a
-   retry (tried, only) not to one whose asks lack those. */
-static bool ask_batched(const struct frontend *fe, const struct lookup_ask *l)
-{
-    return !atomic_load(&fe->broker_single_lookups) &&
-           !(ask_retry(l) && atomic_load(&fe->broker_single_retries));
-}
-
-/* The asks that go in one call: 0 when each has its answer (or the call
-   failed as a whole, its error then each ask's), 1 when the broker lacks
-   lookups, or the asks' retries: what ask_batched no longer takes goes alone. */
-static int lookups_call(struct frontend *fe, struct lookup_ask *const *asks, int n)
-{
-    struct relay_error err;
-    struct relay_args a = {.asks = asks, .nitems = n};
-    if (relay_call(fe, RELAY_LOOKUPS, &a, &err) == 0)
-        return 0;
-    if (soap_call_unknown_op(err.status, err.subcode, err.msg)) {
-        log_info("the broker has no lookups operation (%s): lookups go one by one", err.msg);
-        atomic_store(&fe->broker_single_lookups, 1);
-        return 1;
-    }
-    if (soap_call_unknown_element(err.status, err.subcode, err.msg, "tried") ||
-        soap_call_unknown_element(err.status, err.subcode, err.msg, "only")) {
-        log_info("the broker's lookups take no retries (%s): retries go one by one", err.msg);
-        atomic_store(&fe->broker_single_retries, 1);
-        return 1;
-    }
-    for (int i = 0; i < n; i++)
-        ask_failed(asks[i], &err);
-    return 0;
-}
-
-/* The broker's answers to the lookups the cache did not have, in one call;
-   an older broker gets them, or its retries, one by one. */
-static void lookups_relay(struct frontend *fe, struct lookup_ask *const *asks, int n)
+/* The broker's answers to the lookups the cache did not have; an older
+   broker, without qcg__lookups, gets them one by one. */
+static void lookups_relay(struct frontend *fe, struct lookup_ask *asks, int n)
 {
     struct relay_error err = {.status = CALL_UNREACHABLE};
     if (!store_link(fe->store, err.msg, sizeof(err.msg))) {
         for (int i = 0; i < n; i++)
-            ask_failed(asks[i], &err);
+            ask_failed(&asks[i], &err);
         return;
     }
     atomic_fetch_add(&fe->counters.lookups_forwarded, (unsigned long long)n);
-    struct lookup_ask **batch = calloc((size_t)n, sizeof(*batch));
-    bool *alone = calloc((size_t)n, sizeof(*alone));
-    if (batch == NULL || alone == NULL) {
-        free(batch), free(alone);
-        snprintf(err.msg, sizeof(err.msg), "out of memory");
-        for (int i = 0; i < n; i++)
-            ask_failed(asks[i], &err);
-        return;
+    if (!atomic_load(&fe->broker_single_lookups)) {
+        struct relay_args a = {.asks = asks, .nitems = n};
+        if (relay_call(fe, RELAY_LOOKUPS, &a, &err) == 0)
+            return;
+        if (!soap_call_unknown_op(err.status, err.subcode, err.msg)) {
+            for (int i = 0; i < n; i++)
+                ask_failed(&asks[i], &err);
+            return;
+        }
+        log_info("the broker has no lookups operation (%s): lookups go one by one", err.msg);
+        atomic_store(&fe->broker_single_lookups, 1);
     }
-    /* At most twice: an older broker refuses the first call as a whole. */
-    bool sent = false;
-    for (int round = 0; round < 2 && !sent; round++) {
-        int nb = 0;
-        for (int i = 0; i < n; i++)
-            if (!(alone[i] = !ask_batched(fe, asks[i])))
-                batch[nb++] = asks[i];
-        sent = nb == 0 || lookups_call(fe, batch, nb) == 0;
-    }
-    for (int i = 0; i < n && !sent; i++)
-        alone[i] = true;
     for (int i = 0; i < n; i++) {
-        struct lookup_ask *l = asks[i];
+        struct lookup_ask *l = &asks[i];
         struct relay_args a = {.job = l->job,
                                .verifier = l->verifier,
                                .from_rank = l->from_rank,
                                .rank = l->to_rank,
-                               .tried = l->tried,
-                               .only = l->only,
                                .plan = &l->plan};
-        if (alone[i] && relay_call(fe, RELAY_LOOKUP, &a, &err) != 0)
+        if (relay_call(fe, RELAY_LOOKUP, &a, &err) != 0)
             ask_failed(l, &err);
     }
-    free(batch), free(alone);
-}
-
-void frontend_send_lookups(void *arg, void *const *items, int n)
-{
-    lookups_relay(arg, (struct lookup_ask *const *)items, n);
 }
 
 int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
@@ -767,12 +712,11 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
     response->__sizeAnswer = n;
     response->answer = soap_malloc(soap, (size_t)(n > 0 ? n : 1) * sizeof(*response->answer));
     struct lookup_ask *up = calloc((size_t)(n > 0 ? n : 1), sizeof(*up));
-    struct lookup_ask **upp = calloc((size_t)(n > 0 ? n : 1), sizeof(*upp));
     int *which = calloc((size_t)(n > 0 ? n : 1), sizeof(*which));
     unsigned char(*hash)[JOB_HASH_LEN] = calloc((size_t)(n > 0 ? n : 1), sizeof(*hash));
     struct plan plan;
-    if (response->answer == NULL || up == NULL || upp == NULL || which == NULL || hash == NULL) {
-        free(up), free(upp), free(which), free(hash);
+    if (response->answer == NULL || up == NULL || which == NULL || hash == NULL) {
+        free(up), free(which), free(hash);
         return soap_qcg_fault(soap, "unavailable", "out of memory");
     }
     /* Each ask checked as a lookup alone (its refusal is its answer); the
@@ -785,8 +729,8 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
         uint64_t now = monotonic_ms();
         bool hit;
         memset(out, 0, sizeof(*out));
-        if (lookup_begin(soap, fe, op, id, a->job, a->verifier, a->fromRank, a->toRank, a->tried,
-                         a->only, now < until ? (int)(until - now) : 0, hash[misses], &plan,
+        if (lookup_begin(soap, fe, op, id, a->job, a->verifier, a->fromRank, a->toRank, NULL, NULL,
+                         now < until ? (int)(until - now) : 0, hash[misses], &plan,
                          &hit) != SOAP_OK) {
             soap_qcg_fault_take(soap, &out->fault, &out->faultText);
             continue;
@@ -797,18 +741,13 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
                 plan_to_soap(soap, &plan, out->plan);
             continue;
         }
-        up[misses] = (struct lookup_ask){.job = a->job,
-                                         .verifier = a->verifier,
-                                         .from_rank = a->fromRank,
-                                         .to_rank = a->toRank,
-                                         .tried = a->tried,
-                                         .only = a->only};
-        upp[misses] = &up[misses];
+        up[misses] = (struct lookup_ask){
+            .job = a->job, .verifier = a->verifier, .from_rank = a->fromRank, .to_rank = a->toRank};
         which[misses++] = i;
     }
     if (misses > 0) {
         uint64_t gen = cache_generation(fe->cache);
-        lookups_relay(fe, upp, misses);
+        lookups_relay(fe, up, misses);
         for (int k = 0; k < misses; k++) {
             struct qcg__lookupAnswer *out = &response->answer[which[k]];
             if (up[k].fault[0] != '\0') {
@@ -816,8 +755,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
                 out->faultText = soap_strdup(soap, up[k].fault_text);
                 continue;
             }
-            if (!ask_retry(&up[k]))
-                lookup_keep(fe, up[k].job, hash[k], up[k].to_rank, &up[k].plan, gen);
+            lookup_keep(fe, up[k].job, hash[k], up[k].to_rank, &up[k].plan, gen);
             out->plan = soap_malloc(soap, sizeof(*out->plan));
             if (out->plan != NULL)
                 plan_to_soap(soap, &up[k].plan, out->plan);
@@ -830,7 +768,7 @@ int qcg__lookups(struct soap *soap, int version, struct qcg__lookupAsks *asks,
     OPENSSL_cleanse(hash, (size_t)(n > 0 ? n : 1) * sizeof(*hash));
     for (int k = 0; k < misses; k++)
         OPENSSL_cleanse(up[k].plan.token, sizeof(up[k].plan.token));
-    free(up), free(upp), free(which), free(hash);
+    free(up), free(which), free(hash);
     return SOAP_OK;
 }
 
@@ -890,13 +828,6 @@ static struct report_item report_item_of(const char *job, const char *verifier, 
     return r;
 }
 
-/* A failure report waiting for the broker's answer (frontend_send_failures). */
-struct failure_wait {
-    struct report_item item;
-    bool failed; /* the call failed as a whole: err says why */
-    struct relay_error err;
-};
-
 int qcg__report(struct soap *soap, int version, char *job, char *verifier, int fromRank, int toRank,
                 char *technique, int ok, int setupMs, char *why, struct qcg__ackResponse *response)
 {
@@ -905,7 +836,6 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     const struct identity *id;
     if (begin(soap, version, op, &fe, &id) != SOAP_OK)
         return SOAP_FAULT;
-    atomic_fetch_add(&fe->counters.reports_received, 1);
     const char *bad =
         report_fields_bad(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (bad != NULL)
@@ -922,13 +852,13 @@ int qcg__report(struct soap *soap, int version, char *job, char *verifier, int f
     struct report_item r =
         report_item_of(job, verifier, fromRank, toRank, technique, ok, setupMs, why);
     if (!ok) {
-        /* With the other failures of the moment, in one reports call. */
-        struct failure_wait w = {.item = r};
-        coalesce_call(fe->failures_up, &w);
-        OPENSSL_cleanse(&w.item, sizeof(w.item));
+        struct relay_args a = {.items = &r};
+        struct relay_error err;
+        int rc = relay_call(fe, RELAY_REPORT, &a, &err);
         OPENSSL_cleanse(r.verifier, sizeof(r.verifier));
-        if (w.failed)
-            return relay_failed(soap, op, &w.err);
+        if (rc < 0)
+            return relay_failed(soap, op, &err);
+        atomic_fetch_add(&fe->counters.reports_forwarded, 1);
         response->version = QCG_PROTOCOL_VERSION;
         return SOAP_OK;
     }
@@ -959,7 +889,6 @@ int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
     int n = attempts != NULL && attempts->attempt != NULL ? attempts->__sizeAttempt : 0;
     if (n < 0 || n > QCG_REPORTS_MAX)
         return invalid(soap, op, id, "too many reports in one call");
-    atomic_fetch_add(&fe->counters.reports_received, (unsigned long long)n);
     char reason[256];
     if (!store_link(fe->store, reason, sizeof(reason)))
         return unavailable(soap, op, reason);
@@ -1010,49 +939,6 @@ static void reports_lost(struct frontend *fe, int n, const char *why)
     if (ratelimit_locked_ok(&reports_log, monotonic_ms(), 60000, 1, &left_out))
         log_warnx("%d reports not sent to the broker: %s (%u such lines left out)", n, why,
                   left_out);
-}
-
-void frontend_send_failures(void *arg, void *const *waits, int n)
-{
-    struct frontend *fe = arg;
-    struct relay_error err;
-    int accepted = 0;
-    struct report_item *items = malloc((size_t)n * sizeof(*items));
-    if (items != NULL && !atomic_load(&fe->broker_single_reports)) {
-        for (int i = 0; i < n; i++)
-            items[i] = ((struct failure_wait *)waits[i])->item;
-        struct relay_args a = {.items = items, .nitems = n, .accepted = &accepted};
-        int rc = relay_call(fe, RELAY_REPORTS, &a, &err);
-        OPENSSL_cleanse(items, (size_t)n * sizeof(*items));
-        free(items);
-        if (rc == 0) {
-            /* What the broker refused it logged; the helper learns nothing
-               from a refusal of advice, so each is answered as taken. */
-            atomic_fetch_add(&fe->counters.reports_forwarded, (unsigned long long)accepted);
-            atomic_fetch_add(&fe->counters.reports_refused, (unsigned long long)(n - accepted));
-            return;
-        }
-        if (!soap_call_unknown_op(err.status, err.subcode, err.msg)) {
-            for (int i = 0; i < n; i++) {
-                struct failure_wait *w = waits[i];
-                w->failed = true;
-                w->err = err;
-            }
-            return;
-        }
-        log_info("the broker has no reports operation (%s): reports go one by one", err.msg);
-        atomic_store(&fe->broker_single_reports, 1);
-    } else {
-        free(items);
-    }
-    /* An older broker (or no memory for the batch): one by one, as before. */
-    for (int i = 0; i < n; i++) {
-        struct failure_wait *w = waits[i];
-        struct relay_args a = {.items = &w->item};
-        w->failed = relay_call(fe, RELAY_REPORT, &a, &w->err) < 0;
-        if (!w->failed)
-            atomic_fetch_add(&fe->counters.reports_forwarded, 1);
-    }
 }
 
 void frontend_send_reports(void *arg, const struct report_item *items, int n)

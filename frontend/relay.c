@@ -138,22 +138,16 @@ static int plan_copy(const struct qcg__plan *p, struct plan *plan)
     return 0;
 }
 
-/* An optional string: absent when empty, so a first lookup's ask is what
-   an older broker knows. */
-static char *optional(const char *s)
-{
-    return s != NULL && s[0] != '\0' ? (char *)s : NULL;
-}
-
 int relay_lookup(struct soap *soap, const char *url, const char *job, const char *verifier,
                  int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
                  struct relay_error *err)
 {
     struct qcg__lookupResponse resp;
     memset(&resp, 0, sizeof(resp));
-    int rc =
-        soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job, (char *)verifier,
-                              from_rank, to_rank, optional(tried), optional(only), &resp);
+    int rc = soap_call_qcg__lookup(soap, url, NULL, QCG_PROTOCOL_VERSION, (char *)job,
+                                   (char *)verifier, from_rank, to_rank,
+                                   tried != NULL && tried[0] != '\0' ? (char *)tried : NULL,
+                                   only != NULL && only[0] != '\0' ? (char *)only : NULL, &resp);
     if (call_failed(soap, rc, err) < 0)
         return -1;
     if (plan_copy(&resp.plan, plan) < 0)
@@ -161,7 +155,7 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
     return 0;
 }
 
-int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *const *asks, int n,
+int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *asks, int n,
                   struct relay_error *err)
 {
     struct qcg__lookupAsks list = {.__sizeAsk = n};
@@ -169,12 +163,10 @@ int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *const *
     if (list.ask == NULL)
         return malformed(err, "lookups: out of memory");
     for (int i = 0; i < n; i++)
-        list.ask[i] = (struct qcg__lookupAsk){.job = (char *)asks[i]->job,
-                                              .verifier = (char *)asks[i]->verifier,
-                                              .fromRank = asks[i]->from_rank,
-                                              .toRank = asks[i]->to_rank,
-                                              .tried = optional(asks[i]->tried),
-                                              .only = optional(asks[i]->only)};
+        list.ask[i] = (struct qcg__lookupAsk){.job = (char *)asks[i].job,
+                                              .verifier = (char *)asks[i].verifier,
+                                              .fromRank = asks[i].from_rank,
+                                              .toRank = asks[i].to_rank};
     struct qcg__lookupsResponse resp;
     memset(&resp, 0, sizeof(resp));
     int rc = soap_call_qcg__lookups(soap, url, NULL, QCG_PROTOCOL_VERSION, &list, &resp);
@@ -184,7 +176,7 @@ int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *const *
         return malformed(err, "lookups answer (not one answer per lookup)");
     for (int i = 0; i < n; i++) {
         const struct qcg__lookupAnswer *a = &resp.answer[i];
-        struct lookup_ask *out = asks[i];
+        struct lookup_ask *out = &asks[i];
         out->fault[0] = out->fault_text[0] = '\0';
         if (a->plan != NULL && plan_copy(a->plan, &out->plan) == 0)
             continue;

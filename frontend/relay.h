@@ -64,19 +64,17 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
                  int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
                  struct relay_error *err);
 /* One lookup of a lookups call and its answer: a plan, or the broker's
-   refusal of it (fault, e.g. "busy", and fault_text).  tried and only as
-   relay_lookup's (a retry). */
+   refusal of it (fault, e.g. "busy", and fault_text). */
 struct lookup_ask {
     const char *job, *verifier;
     int from_rank, to_rank;
-    const char *tried, *only;
     struct plan plan;
     char fault[32];
     char fault_text[512];
 };
 /* Many lookups in one call (qcg__lookups): -1 when the call failed as a
    whole, else 0 with each ask's answer filled in. */
-int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *const *asks, int n,
+int relay_lookups(struct soap *soap, const char *url, struct lookup_ask *asks, int n,
                   struct relay_error *err);
 /* Traversing: hands the initiator's SYN (hex) over with the plan's token. */
 int relay_traverse(struct soap *soap, const char *url, const char *token, const char *packet,

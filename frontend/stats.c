@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cache.h"
-#include "coalesce.h"
 #include "frontend.h"
 #include "frontend_config.h"
 #include "soapH.h"
@@ -15,12 +14,6 @@ int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
                   struct counter_value *out, int max)
 {
     const struct frontend_counters *c = &fe->counters;
-    unsigned long long lookup_calls = 0, failure_calls = 0, items;
-    int waiting;
-    if (fe->lookups_up != NULL)
-        coalesce_counts(fe->lookups_up, &lookup_calls, &items, &waiting);
-    if (fe->failures_up != NULL)
-        coalesce_counts(fe->failures_up, &failure_calls, &items, &waiting);
     const struct counter_value all[] = {
         {"lookups_received", atomic_load(&c->lookups_received)},
         {"lookups_from_cache", atomic_load(&c->lookups_from_cache)},
@@ -39,14 +32,9 @@ int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
         {"quota_waited", atomic_load(&c->quota_waited)},
         {"contacts_expired", atomic_load(&c->contacts_expired)},
         {"contacts_dropped", store_contacts_dropped(fe->store)},
-        {"reports_received", atomic_load(&c->reports_received)},
         {"reports_forwarded", atomic_load(&c->reports_forwarded)},
         {"reports_refused", atomic_load(&c->reports_refused)},
         {"reports_dropped", atomic_load(&c->reports_dropped)},
-        /* Calls to the broker that carried the lookups the cache lacked
-           and the failure reports, each many of them (coalesce.h). */
-        {"broker_lookup_calls", lookup_calls},
-        {"broker_failure_calls", failure_calls},
         /* The SOAP handshake stage (soap_server.h). */
         {"handshakes_expired", stage->expired},
         {"handshakes_cut", stage->cut},

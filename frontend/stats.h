@@ -10,7 +10,7 @@ struct counter_value {
     unsigned long long value;
 };
 
-#define FRONTEND_STATS_MAX 40
+#define FRONTEND_STATS_MAX 32
 
 /* Fills out[] with the current counters, the SOAP handshake stage's
    (soap_server.h) among them; returns how many. */
