@@ -3,12 +3,17 @@
    allreduce of 8 B, 64 KiB and 1 MiB; allgather, gather, scatter and
    alltoall of 1 KiB a rank; allgatherv, gatherv and scatterv of 1 KiB a
    rank, the counts and displacements given per rank), after two
-   warm-up calls: BLOCKS blocks of ITERS calls, each block timed on every
-   rank from the end of a synchronisation of its own (sync_all) to the end
-   of its last call, the block's time the maximum over the ranks; one
-   line per case with the median and the spread (min, max) of the blocks'
-   per-call times in microseconds:
-     case barrier median_us 20512.3 min_us ... max_us ...
+   warm-up calls: BLOCKS blocks of ITERS calls.  Every block starts on
+   every rank at one instant of rank 0's clock (each rank's offset from
+   it measured first, by ping-pong), and each rank times it from that
+   instant to the end of its last call; the block's time is the maximum
+   over the ranks.  Only point-to-point messages run between the blocks,
+   so no collective compared decides where the next block starts.  A
+   block some rank began late (its start came after the instant) runs
+   again.  One line per case with the median and the spread (min, max)
+   of the blocks' per-call times in microseconds, and how many blocks
+   ran again:
+     case barrier median_us 20512.3 min_us ... max_us ... late 0
    Run under mpirun (bench/coll.sh compares coll_qcg with Open MPI's own).
 
      coll-latency [ITERS [BLOCKS]]   (default 10 5) */
@@ -74,16 +79,108 @@ static void one(enum kind k, char *a, char *b, int bytes)
     }
 }
 
-/* A dissemination barrier of point-to-point messages before each block,
-   the same code in every run: MPI_Barrier is one of the collectives
-   compared, and which rank leaves it last changes what a rooted one
-   measures (Open MPI's own Gatherv, the same code in both runs, measured
-   1.38x behind coll_qcg's barrier: bench/README.md, issue 35). */
-static void sync_all(int rank, int size)
+/* Tags of the bench's own point-to-point messages. */
+enum { TAG_PING = 95, TAG_OFFSET, TAG_START, TAG_TIME };
+
+/* This rank's clock minus rank 0's, from the ping-pong of least round trip
+   (NTP's rule: the reply's time against the middle of that round trip).
+   Rank 0 gets the longest of those round trips instead, to size the lead
+   of each block's start. */
+static double clock_offset(int rank, int size)
 {
-    for (int d = 1; d < size; d *= 2)
-        MPI_Sendrecv(NULL, 0, MPI_BYTE, (rank + d) % size, 99, NULL, 0, MPI_BYTE,
-                     (rank - d + size) % size, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    enum { PINGS = 8 };
+    double worst = 0;
+
+    if (rank != 0) {
+        double t, off;
+        for (int k = 0; k < PINGS; k++) {
+            MPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            t = MPI_Wtime();
+            MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_PING, MPI_COMM_WORLD);
+        }
+        MPI_Recv(&off, 1, MPI_DOUBLE, 0, TAG_OFFSET, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return off;
+    }
+    for (int r = 1; r < size; r++) {
+        double best_rtt = -1, off = 0;
+        for (int k = 0; k < PINGS; k++) {
+            double t1 = MPI_Wtime(), t2, t3;
+            MPI_Send(NULL, 0, MPI_BYTE, r, TAG_PING, MPI_COMM_WORLD);
+            MPI_Recv(&t2, 1, MPI_DOUBLE, r, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            t3 = MPI_Wtime();
+            if (best_rtt < 0 || t3 - t1 < best_rtt) {
+                best_rtt = t3 - t1;
+                off = t2 - (t1 + t3) / 2;
+            }
+        }
+        MPI_Send(&off, 1, MPI_DOUBLE, r, TAG_OFFSET, MPI_COMM_WORLD);
+        if (best_rtt > worst)
+            worst = best_rtt;
+    }
+    return worst;
+}
+
+/* The next block's instant, from rank 0 (its clock, `lead` seconds ahead)
+   to every rank: 1 and the instant on this rank's clock, or 0 when the
+   case has no more blocks. */
+static int next_start(int rank, int size, double offset, double lead, int more, double *start)
+{
+    double msg[2] = {MPI_Wtime() + lead, more};
+
+    if (rank == 0) {
+        for (int r = 1; r < size; r++)
+            MPI_Send(msg, 2, MPI_DOUBLE, r, TAG_START, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(msg, 2, MPI_DOUBLE, 0, TAG_START, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        msg[0] += offset;
+    }
+    *start = msg[0];
+    return msg[1] != 0;
+}
+
+/* One block from its instant: each rank waits for it on its own clock,
+   runs the calls and sends rank 0 its time from the instant and how late
+   it began.  On rank 0: the slowest rank's time; *late: the latest start. */
+static double timed_block(int rank, int size, double start, int iters,
+                          void (*run)(int iters, void *arg), void *arg, double *late)
+{
+    double begin, mine[2], worst;
+
+    while ((begin = MPI_Wtime()) < start)
+        ;
+    run(iters, arg);
+    mine[0] = MPI_Wtime() - start;
+    mine[1] = begin - start;
+    if (rank != 0) {
+        MPI_Send(mine, 2, MPI_DOUBLE, 0, TAG_TIME, MPI_COMM_WORLD);
+        return 0;
+    }
+    *late = mine[1];
+    worst = mine[0];
+    for (int r = 1; r < size; r++) {
+        double t[2];
+        MPI_Recv(t, 2, MPI_DOUBLE, r, TAG_TIME, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (t[0] > worst)
+            worst = t[0];
+        if (t[1] > *late)
+            *late = t[1];
+    }
+    return worst;
+}
+
+/* What a block runs: ITERS calls of one case. */
+struct case_arg {
+    enum kind kind;
+    char *a, *b;
+    int bytes;
+};
+
+static void run_case(int iters, void *arg)
+{
+    const struct case_arg *c = arg;
+
+    for (int i = 0; i < iters; i++)
+        one(c->kind, c->a, c->b, c->bytes);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -134,24 +231,37 @@ int main(int argc, char **argv)
                     "usage: coll-latency [ITERS [BLOCKS]] (both >= 1, at most 1024 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    /* Each block starts this far ahead of rank 0's clock: a few of the
+       longest round trips, doubled after a block some rank began late. */
+    double offset = clock_offset(rank, size);
+    double lead = 0.001 + 4 * (rank == 0 ? offset : 0);
+    if (rank == 0)
+        printf("clock: longest ping-pong to rank 0 %.1f us; blocks start %.1f us ahead\n",
+               offset * 1e6, lead * 1e6);
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        for (int w = 0; w < 2; w++)
-            one(cases[c].kind, a, b, cases[c].bytes);
-        for (int k = 0; k < blocks; k++) {
-            double t0, mine, slowest;
+        struct case_arg arg = {cases[c].kind, a, b, cases[c].bytes};
+        int late_blocks = 0;
 
-            sync_all(rank, size);
-            t0 = MPI_Wtime();
-            for (int i = 0; i < iters; i++)
-                one(cases[c].kind, a, b, cases[c].bytes);
-            mine = (MPI_Wtime() - t0) / iters;
-            MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-            t[k] = slowest * 1e6;
+        run_case(2, &arg); /* warm-up */
+        double start;
+        for (int k = 0; next_start(rank, size, offset, lead, k < blocks, &start);) {
+            double late = 0, slowest = timed_block(rank, size, start, iters, run_case, &arg, &late);
+            if (rank != 0)
+                continue;
+            /* A start some rank missed by more than a tenth of the lead
+               was not one instant: the block runs again (at most BLOCKS
+               more times a case), and the next ones wait longer. */
+            if (late > lead / 10 && late_blocks < blocks) {
+                late_blocks++;
+                lead *= 2;
+                continue;
+            }
+            t[k++] = slowest / iters * 1e6;
         }
         if (rank == 0) {
             qsort(t, (size_t)blocks, sizeof(double), cmp_double);
-            printf("case %s median_us %.1f min_us %.1f max_us %.1f\n", cases[c].name, t[blocks / 2],
-                   t[0], t[blocks - 1]);
+            printf("case %s median_us %.1f min_us %.1f max_us %.1f late %d\n", cases[c].name,
+                   t[blocks / 2], t[0], t[blocks - 1], late_blocks);
             fflush(stdout);
         }
     }
