@@ -43,7 +43,10 @@
  *   fail out FROM TO STAGE REASON...           a connection it could not make
  *   fail in RANK PEER STAGE REASON...          an incoming one whose check failed
  *   refused RANK COUNT LAST-REASON...          qcg_accept_refused of a rank
- *   missing out|in RANK PEER STATE             still unfinished at the stop
+ *   missing out|in RANK PEER STATE [TCP LOCAL PEER]  still unfinished at the
+ *     stop; with its socket, the kernel's state of it and its addresses
+ *   unended in RANK PEER waiting-end TCP LOCAL PEER   checked at both ends,
+ *     but the initiator's reset never came (put_missing)
  *   summary FIRST COUNT OUT_OK OUT_FAIL IN_OK IN_EXPECTED GO_MS LAST_MS CPU_US
  *     (GO_MS, LAST_MS: wall clock at go and at the last connection's end;
  *     CPU_US: this process's CPU from go to the stop)
@@ -69,6 +72,7 @@
 
 #include "bounded_io.h"
 #include "qcgconn.h"
+#include "sockaddr_text.h"
 #include "tls_psk.h"
 
 #define MSG_LEN 16
@@ -505,6 +509,41 @@ static void acceptor_step(struct conn *c)
             return;
         conn_free(c, false); /* end, reset or stray bytes: done either way */
     }
+}
+
+/* A connection still open at the stop, with what the kernel says of its
+   socket and its addresses (to find it in the services' logs).  An
+   acceptor that checked the bytes and echoed them, whose socket is still
+   established, only never heard the initiator's reset: a reset is sent
+   once and never again, and one lost on the way leaves it waiting.
+   That connection was made and checked at both ends, so it is "unended",
+   not "missing"; one whose end did arrive unnoticed stays "missing". */
+static void put_missing(const struct conn *c)
+{
+    static const char *tcp_state[] = {"?",          "established", "syn-sent",  "syn-recv",
+                                      "fin-wait1",  "fin-wait2",   "time-wait", "close",
+                                      "close-wait", "last-ack",    "listen",    "closing"};
+    struct tcp_info ti;
+    socklen_t tl = sizeof(ti);
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+    char mt[64] = "-", pt[64] = "-", kernel[160] = "";
+    bool established = false;
+
+    if (c->fd >= 0 && getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
+        if (getsockname(c->fd, (struct sockaddr *)&me, &ml) == 0)
+            sockaddr_text(&me, ml, mt, sizeof(mt));
+        if (getpeername(c->fd, (struct sockaddr *)&peer, &pl) == 0)
+            sockaddr_text(&peer, pl, pt, sizeof(pt));
+        established = ti.tcpi_state == 1;
+        snprintf(kernel, sizeof(kernel), " %s %s %s",
+                 ti.tcpi_state < sizeof(tcp_state) / sizeof(tcp_state[0]) ? tcp_state[ti.tcpi_state]
+                                                                          : "?",
+                 mt, pt);
+    }
+    fprintf(sim.out, "%s %s %d %d %s%s\n",
+            c->st == C_WAIT_END && established ? "unended" : "missing", c->out ? "out" : "in",
+            c->r->id, c->peer, state_name[c->st], kernel);
 }
 
 static void conn_ready(struct conn *c)
@@ -956,8 +995,7 @@ int main(int argc, char **argv)
 
     int out_ok = 0, out_fail = 0, in_ok = 0, in_exp = 0;
     for (struct conn *c = sim.live; c; c = c->next)
-        fprintf(sim.out, "missing %s %d %d %s\n", c->out ? "out" : "in", c->r->id, c->peer,
-                state_name[c->st]);
+        put_missing(c);
     for (int i = 0; i < sim.count; i++) {
         struct rank *r = &sim.ranks[i];
         for (int k = r->next; k < r->ntargets; k++)

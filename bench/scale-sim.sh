@@ -210,10 +210,11 @@ summarise() {
 		$1 == "ok" { tech[$4]++ }
 		$1 == "fail" && $2 == "in" { fin++ }
 		$1 == "missing" { nm++ }
+		$1 == "unended" { nu++ }
 		$1 == "refused" { nr += $3 }
 		END { secs = (last - go) / 1000; if (secs <= 0) secs = 0.001
-			printf "expected_in=%d ok=%d failed=%d failed_in=%d checked_in=%d missing=%d refused=%d seconds=%.2f setups_per_s=%.1f", \
-				inexp, ok, fout, fin, inok, nm, nr, secs, ok / secs
+			printf "expected_in=%d ok=%d failed=%d failed_in=%d checked_in=%d missing=%d unended=%d refused=%d seconds=%.2f setups_per_s=%.1f", \
+				inexp, ok, fout, fin, inok, nm, nu, nr, secs, ok / secs
 			t = ""; for (k in tech) t = t (t == "" ? "" : ",") k ":" tech[k]; printf " techniques=%s", (t == "" ? "-" : t) }' "$dir/results"
 	# the longest turn of any simulator's loop (its ranks wait that long for their events)
 	awk '$1 == "turn" && $3 > m { m = $3 } END { printf " turn_max_ms=%d", m }' "$dir/results"

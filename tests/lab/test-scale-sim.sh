@@ -7,7 +7,11 @@
 # connection failed, and every connection's 16 bytes arrived and were checked
 # at both ends (the acceptor checked what the initiator sent, against the
 # handshake's peer rank; the initiator checked the echo), for every pair of
-# the pattern.  No time is asserted.
+# the pattern.  No time is asserted.  An acceptor that checked its bytes and
+# echoed them but never saw the initiator's reset (sent once and never
+# again: seen twice between fw1 and natb2, in about 40 runs) is a note,
+# not a failure: the kernel still calls that socket established, so no end
+# went unnoticed.
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 require_services
@@ -25,6 +29,19 @@ grep '^#' "$WORK/progress" || true
 
 # field ROW NAME
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
+
+# detail KIND RESULTS: the connections of that kind (missing, unended) with
+# the lines the lab's services logged about their ports (a CI report is all
+# that is left of a failed run: the lab and its logs go with it).
+detail() {
+	local line ports
+	grep -h "^$1 " "$2" | head -5 | while read -r line; do
+		echo "$line"
+		ports=$(grep -oE ':[0-9]+( |$)' <<<"$line" | tr -d ': ' | paste -sd '|')
+		[ -n "$ports" ] || continue
+		grep -h -E "(port |:)($ports)([^0-9]|$)" "$LAB_STATE"/log/*.log | tail -n 20 | sed 's/^/    /'
+	done
+}
 for mode in qcg tcp; do
 	for pattern in storm stencil ring tree; do
 		row=$(grep "^mode=$mode ranks=$N pattern=$pattern " "$WORK/sim/rows") ||
@@ -41,7 +58,11 @@ for mode in qcg tcp; do
 		[ "$(field "$row" failed)" = 0 ] && [ "$(field "$row" failed_in)" = 0 ] ||
 			fail "$what: $(field "$row" failed) connections failed, $(field "$row" failed_in) incoming ones failed their check: $(grep -h '^fail' "$WORK/sim/$mode-$N-$pattern-1/results" | head -5)"
 		[ "$(field "$row" missing)" = 0 ] ||
-			fail "$what: $(field "$row" missing) connections unfinished: $(grep -h '^missing' "$WORK/sim/$mode-$N-$pattern-1/results" | head -5)"
+			fail "$what: $(field "$row" missing) connections unfinished: $(detail missing "$WORK/sim/$mode-$N-$pattern-1/results")"
+		# Made and checked at both ends; only the initiator's reset, sent
+		# once, never reached the acceptor (scale-sim.c, put_missing).
+		[ "$(field "$row" unended)" = 0 ] ||
+			note "$what: $(field "$row" unended) acceptors never saw the initiator's reset: $(detail unended "$WORK/sim/$mode-$N-$pattern-1/results")"
 		[ "$(field "$row" ok)" = "$pairs" ] ||
 			fail "$what: the initiators checked the echo of $(field "$row" ok) of $pairs connections"
 		[ "$(field "$row" checked_in)" = "$pairs" ] ||
