@@ -12,6 +12,8 @@
  *   helper-localproto-client uid-share SOCKET LOW   (run as root: uid 65534 looks up
  *                            as fast as it can beside 20 lookups of ours; frontend run
  *                            with --node-lookups 50, helper with --lookups-per-uid 10)
+ *   helper-localproto-client upstream-retry SOCKET LOW   (frontend run with
+ *                            --node-lookups 1: 40 lookups at once, some refused by it)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -1602,6 +1604,50 @@ static void ranks_publish(const char *path, unsigned low, int *a, int *b)
           "ranks 0 and 1 publish");
 }
 
+/* The frontend's rate for the moment reaches the process as such: with
+   --node-lookups 1 (bursts of 10) at the frontend, RETRY_LOOKUPS lookups at
+   once past the burst are refused upstream (qcg:retry after a 1 s wait for
+   a turn), and each refusal arrives as LOCAL_ERETRY naming the option,
+   never as QCG_EBUSY, which the helper keeps for a rank another live
+   process holds.  The old chain said QCG_EBUSY for both. */
+#define RETRY_LOOKUPS 40
+static int mode_upstream_retry(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    struct reply r;
+    int a, b;
+    ranks_publish(argv[2], (unsigned)atoi(argv[3]), &a, &b);
+    struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+    bool sent = true;
+    for (int i = 0; sent && i < RETRY_LOOKUPS; i++)
+        sent = send_msg(a, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    unsigned plans = 0, retry = 0, busy = 0, other = 0;
+    char first[sizeof(r.p.error.message) + 16] = "";
+    for (int i = 0; sent && i < RETRY_LOOKUPS && recv_msg(a, &r) == 0; i++) {
+        if (r.h.type == LOCAL_PLAN) {
+            plans++;
+            continue;
+        }
+        bool refused = r.h.type == LOCAL_ERROR;
+        retry += refused && r.p.error.code == LOCAL_ERETRY &&
+                 strstr(r.p.error.message, "node-lookups") != NULL;
+        busy += refused && r.p.error.code == QCG_EBUSY;
+        other += !refused || (r.p.error.code != LOCAL_ERETRY && r.p.error.code != QCG_EBUSY);
+        if (refused && first[0] == '\0')
+            snprintf(first, sizeof(first), "%d %s", r.p.error.code, r.p.error.message);
+    }
+    check(sent && plans + retry + busy + other == RETRY_LOOKUPS,
+          "%d lookups at once, each answered", RETRY_LOOKUPS);
+    check(plans >= 10 && retry > 0 && busy == 0 && other == 0,
+          "past the frontend's burst: LOCAL_ERETRY naming node-lookups, never QCG_EBUSY "
+          "(%u plans, %u LOCAL_ERETRY, %u QCG_EBUSY, %u other; first: %s)",
+          plans, retry, busy, other, first);
+    close(a);
+    close(b);
+    return failures;
+}
+
 /* Another uid's flood of first lookups (uid 65534: TURNS_FLOOD of them,
    sent at once while the frontend is stopped) and one lookup of ours after
    them: ours goes up in the next batch with one of theirs at a time, not
@@ -2101,6 +2147,8 @@ int main(int argc, char **argv)
         rc = mode_publish_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-share") == 0)
         rc = mode_uid_share(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "upstream-retry") == 0)
+        rc = mode_upstream_retry(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
         rc = mode_uid_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)
