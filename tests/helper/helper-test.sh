@@ -247,7 +247,7 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		start_helper helper-uids.log --max-clients-per-uid 2 --max-clients 4
 		run_client "max-clients-per-uid: a uid over its share is refused, others are served" \
 			uid-limits "$sock"
-		# 501 refusals: one log line, the rest counted in it when the next comes.
+		# Its refusals: one log line, the rest counted in it when the next comes.
 		check "... its refusals logged at most once in 10 s, not once each" \
 			bash -c "[ \$(grep -c 'max-clients-per-uid' '$work/helper-uids.log') -eq 1 ]"
 		check_sigterm

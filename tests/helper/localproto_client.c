@@ -692,8 +692,14 @@ static int status_as_nobody(const char *path)
 }
 
 /* Run as root; the helper was started with --max-clients-per-uid 2
-   --max-clients 4. */
-#define UID_FLOOD_CONNECTS 500
+   --max-clients 4.  A uid that dials again as soon as it is refused (the
+   review's local attack) for UID_FLOOD_MS: each dial refused and counted,
+   each refusal UID_FLOOD_PENALTY_MS after its connect (helper/
+   local_penalty.c), so it gets one per that time (and one more for the
+   timers' rounding).  Refused at once, the old helper took 10,000-odd
+   dials in that time, each an accept and a refusal on its loop. */
+#define UID_FLOOD_MS 500
+#define UID_FLOOD_PENALTY_MS 100
 static int mode_uid_limits(int argc, char **argv)
 {
     if (argc != 3)
@@ -711,20 +717,24 @@ static int mode_uid_limits(int argc, char **argv)
           refused ? r.p.error.message : "-");
     if (c >= 0)
         close(c);
-    /* A uid that makes connection after connection beyond its bound (the
-       review's local attack): each refused, counted; the log lines are
-       the shell's to count. */
-    int refusals = 0;
-    for (int i = 0; i < UID_FLOOD_CONNECTS; i++) {
+    int dials = 0, refusals = 0;
+    uint64_t start = now_us(), end = start + UID_FLOOD_MS * 1000u;
+    while (now_us() < end) {
         c = open_helper(path);
+        dials++;
         refusals += c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER);
         if (c >= 0)
             close(c);
     }
+    unsigned elapsed_ms = (unsigned)((now_us() - start) / 1000);
+    int most = (int)(elapsed_ms / UID_FLOOD_PENALTY_MS) + 2;
     bool status = request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
-    check(refusals == UID_FLOOD_CONNECTS && status && r.p.status.refused >= UID_FLOOD_CONNECTS,
-          "%d more connections of the uid: each refused (%d), counted in status (refused %u)",
-          UID_FLOOD_CONNECTS, refusals, status ? r.p.status.refused : 0);
+    check(refusals == dials && status && r.p.status.refused >= (unsigned)dials,
+          "the uid dialling again at once for %u ms: each of its %d dials refused (%d), "
+          "counted in status (refused %u)",
+          elapsed_ms, dials, refusals, status ? r.p.status.refused : 0);
+    check(dials <= most, "... one refusal per %d ms: %d dials, at most %d", UID_FLOOD_PENALTY_MS,
+          dials, most);
     int rc = status_as_nobody(path);
     check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
     close(a);
