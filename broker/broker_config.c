@@ -52,7 +52,7 @@ const struct config_option broker_options[] = {
      "quarter of max-contacts)"},
     {"cluster-lookups", CONFIG_INT, OPT(cluster_lookups), 1, 10000000, "20000",
      "lookups of one cluster's frontend a second on average; a burst of 10 s worth passes, "
-     "beyond it a lookup waits up to 1 s for its turn, then is refused (busy)"},
+     "beyond it a lookup waits up to 1 s for its turn, then is refused (retry)"},
     {"cluster-reports", CONFIG_INT, OPT(cluster_reports), 1, 10000000, "10000",
      "reports of one cluster's frontend a second on average (bursts of 10 s worth); more are "
      "refused"},
@@ -63,7 +63,7 @@ const struct config_option broker_options[] = {
      STR(QCG_PROBES_PER_NODE_DEFAULT),
      "probe endpoints alive at once for one calling node, of its cluster's " STR(
          QCG_PROBES_PER_CLUSTER) ": one node cannot take every probe of its site; more are "
-                                 "refused (busy)"},
+                                 "refused (retry)"},
     {"stats", CONFIG_BOOL, OPT(stats), CONFIG_ACTION, 0, "no",
      "print the counters of the running broker and exit"},
     {"grid", CONFIG_BOOL, OPT(grid), CONFIG_ACTION, 0, "no",

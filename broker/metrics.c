@@ -62,7 +62,7 @@ static const struct metrics_map map[] = {
     {"reflector_refused_address", "qcg_reflector_refused_total", C, "reason", "per_address", NULL},
     {"reflector_cut", "qcg_reflector_refused_total", C, "reason", "cut", NULL},
     {"reflector_expect_refused", "qcg_reflector_refused_total", C, "reason", "expect", NULL},
-    SOAP_ACCEPT_FAILED_METRICS("qcg_broker"),
+    SOAP_STAGE_METRICS("qcg_broker"),
 };
 
 static void clusters(struct broker *b, struct metrics_buf *out)

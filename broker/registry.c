@@ -153,6 +153,8 @@ const char *reg_status_subcode(enum reg_status s)
         return "invalid";
     case REG_BUSY:
         return "busy";
+    case REG_RETRY:
+        return "retry";
     case REG_NOTFOUND:
         return "notfound";
     case REG_FULL:
@@ -881,7 +883,7 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller,
                  "cluster %s already has %d probe endpoints alive; try again when "
                  "one expires",
                  caller, QCG_PROBES_PER_CLUSTER);
-        st = REG_BUSY;
+        st = REG_RETRY;
         goto out;
     }
     if (caller_node[0] != '\0' && probes_of_node(from, caller_node, now) >= per_node) {
@@ -889,7 +891,7 @@ enum reg_status registry_probe_start(struct registry *r, const char *caller,
                  "node %s of cluster %s already has %d probe endpoints alive "
                  "(probes-per-node); try again when one expires",
                  caller_node, caller, per_node);
-        st = REG_BUSY;
+        st = REG_RETRY;
         goto out;
     }
     size_t pick = to->next_node++ % count, i = 0;

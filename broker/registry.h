@@ -24,7 +24,7 @@
 #define REG_QUEUE_CAPACITY 1024 /* unacknowledged commands per cluster */
 #define REG_REMEMBERED_MAX 4096 /* restored observations of clusters not registered yet */
 
-enum reg_status { REG_OK, REG_DENIED, REG_INVALID, REG_BUSY, REG_NOTFOUND, REG_FULL };
+enum reg_status { REG_OK, REG_DENIED, REG_INVALID, REG_BUSY, REG_RETRY, REG_NOTFOUND, REG_FULL };
 
 struct reg_cluster {
     char name[QCG_NAME_MAX];

@@ -454,7 +454,7 @@ static int refuse_quota(struct soap *soap, const char *op, const char *subcode, 
 #define LOOKUP_RATE_WAIT_MS 1000
 
 /* A cluster's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
-   (waiting up to wait_ms for one), else qcg:busy. */
+   (waiting up to wait_ms for one), else qcg:retry. */
 static int cluster_rate(struct soap *soap, const char *op, const struct identity *id,
                         enum rate_kind kind, int wait_ms)
 {
@@ -464,7 +464,7 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
     if (rates_take(b->rates, id->cluster, kind, wait_ms))
         return SOAP_OK;
     atomic_fetch_add(&b->stats.quota_refused, 1);
-    return refuse_quota(soap, op, "busy",
+    return refuse_quota(soap, op, "retry",
                         "cluster %s is over its rate of %s calls (the broker's %s); retry later",
                         id->cluster, op, option[kind]);
 }
@@ -535,8 +535,8 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
             OPENSSL_cleanse(token, sizeof(token));
             atomic_fetch_add(&b->stats.orders_refused, 1);
             return refuse_quota(
-                soap, "lookup", "busy", "job %s rank %d -> %d: %s for cluster %s; retry later", job,
-                fromRank, toRank,
+                soap, "lookup", "retry", "job %s rank %d -> %d: %s for cluster %s; retry later",
+                job, fromRank, toRank,
                 full ? "orders fill the command queue" : "the job has too many orders queued",
                 res.target.cluster);
         }
@@ -722,7 +722,7 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     if (seq == 0) {
         OPENSSL_cleanse(&cmd, sizeof(cmd));
         atomic_fetch_add(&b->stats.orders_refused, 1);
-        return refuse_quota(soap, "traverse", "busy",
+        return refuse_quota(soap, "traverse", "retry",
                             "job %s: the inject order does not fit cluster %s's command queue; "
                             "the connection falls back to its next technique",
                             tr.job, tr.target_cluster);
@@ -869,7 +869,7 @@ int qcg__reports(struct soap *soap, int version, struct qcg__attempts *attempts,
         const struct qcg__attempt *a = &attempts->attempt[i];
         const char *sub = report_one_valid(a, why, sizeof(why));
         if (sub == NULL && !rate_ok) {
-            sub = "busy";
+            sub = "retry";
             snprintf(why, sizeof(why),
                      "cluster %s is over its rate of report calls (the broker's cluster-reports)",
                      id->cluster);
@@ -1037,7 +1037,7 @@ int qcg__probe(struct soap *soap, int version, char *cluster, int seconds, char 
         registry_probe_cancel(b->reg, id->cluster, cmd.job);
         OPENSSL_cleanse(&cmd, sizeof(cmd));
         atomic_fetch_add(&b->stats.orders_refused, 1);
-        return refuse_quota(soap, op, "busy",
+        return refuse_quota(soap, op, "retry",
                             "orders fill the command queue of cluster %s; retry later", cluster);
     }
     atomic_fetch_add(&b->stats.probes_started, 1);

@@ -13,7 +13,9 @@
  *
  * Faults use these subcodes: qcg:version, qcg:denied (caller may not do this,
  * or wrong job verifier), qcg:invalid (malformed field), qcg:busy (rank already
- * published by a live process), qcg:notfound, qcg:unavailable (upstream down).
+ * published by a live process: final), qcg:retry (a rate or a full queue for
+ * the moment: ask again later; older services said qcg:busy), qcg:notfound,
+ * qcg:unavailable (upstream down).
  */
 
 /* Laid out by hand: clang-format would write "//gsoap" as "// gsoap", which
@@ -194,7 +196,7 @@ struct qcg__lookupAsks {
 
 /* The answer to one ask, in the asks' order: its plan, or the fault
    qcg__lookup would have raised for it (fault: the subcode without "qcg:",
-   e.g. "busy"; faultText: why), plan then NULL. */
+   e.g. "retry"; faultText: why), plan then NULL. */
 struct qcg__lookupAnswer {
     struct qcg__plan *plan;
     char *fault;
@@ -377,7 +379,7 @@ int qcg__siteInfo(int version, struct qcg__siteInfoResponse *response);
    orders its helper (probe-listen) to publish rank 1; the caller publishes
    rank 0 and connects.  At most QCG_PROBES_PER_CLUSTER probe jobs per calling
    cluster live at once, and at most the broker's `probes-per-node` of them
-   per calling node (qcg:busy beyond).  qcg:notfound: no such cluster or no
+   per calling node (qcg:retry beyond).  qcg:notfound: no such cluster or no
    node there.  `node`: the calling node, which the frontend sets from the
    helper's certificate (a helper's own is ignored); absent from an older
    frontend, whose probes then count against the cluster's bound only. */

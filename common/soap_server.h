@@ -108,19 +108,42 @@ struct soap_stage_counts {
     unsigned long long accept_failed_descriptors, accept_failed_memory, accept_failed_thread,
         accept_failed_other;
 };
-/* The accept loop's failures as rows of a daemon's metrics map
-   (metrics_text.h), from their --stats names: one family
+/* The stage's counts as rows of a daemon's --stats list (any struct of
+   {name, value}), under the names the metrics map below reads. */
+// clang-format off
+#define SOAP_STAGE_COUNTERS(stage)                                                                 \
+    {"handshakes_expired", (stage)->expired},                                                      \
+    {"handshakes_cut", (stage)->cut},                                                              \
+    {"handshakes_refused_address", (stage)->refused_address},                                      \
+    {"handshakes_refused_full", (stage)->refused_full},                                            \
+    {"accept_failed_descriptors", (stage)->accept_failed_descriptors},                             \
+    {"accept_failed_memory", (stage)->accept_failed_memory},                                       \
+    {"accept_failed_thread", (stage)->accept_failed_thread},                                       \
+    {"accept_failed_other", (stage)->accept_failed_other}
+// clang-format on
+/* The same as rows of a daemon's metrics map (metrics_text.h): two
+   families, PREFIX_handshakes_dropped_total{reason} and
    PREFIX_accept_failed_total{reason}. */
-#define SOAP_ACCEPT_FAILED_ROW(prefix, what, help)                                                 \
+#define SOAP_STAGE_ROW(prefix, family, counter, reason, help)                                      \
     {                                                                                              \
-        "accept_failed_" what, prefix "_accept_failed_total", "counter", "reason", what, help      \
+        counter, prefix family, "counter", "reason", reason, help                                  \
     }
-#define SOAP_ACCEPT_FAILED_METRICS(prefix)                                                         \
-    SOAP_ACCEPT_FAILED_ROW(prefix, "descriptors",                                                  \
-                           "connections the SOAP port could not accept, by what it lacked"),       \
-        SOAP_ACCEPT_FAILED_ROW(prefix, "memory", NULL),                                            \
-        SOAP_ACCEPT_FAILED_ROW(prefix, "thread", NULL),                                            \
-        SOAP_ACCEPT_FAILED_ROW(prefix, "other", NULL)
+#define SOAP_STAGE_METRICS(prefix)                                                                 \
+    SOAP_STAGE_ROW(prefix, "_handshakes_dropped_total", "handshakes_expired", "expired",           \
+                   "SOAP connections dropped before their TLS handshake was done, by reason: "     \
+                   "expired (past the handshake deadline), cut (the oldest stranger's, for a "     \
+                   "newcomer), per_address (its address's or IPv6 prefix's share taken), full "    \
+                   "(the stage full)"),                                                            \
+        SOAP_STAGE_ROW(prefix, "_handshakes_dropped_total", "handshakes_cut", "cut", NULL),        \
+        SOAP_STAGE_ROW(prefix, "_handshakes_dropped_total", "handshakes_refused_address",          \
+                       "per_address", NULL),                                                       \
+        SOAP_STAGE_ROW(prefix, "_handshakes_dropped_total", "handshakes_refused_full", "full",     \
+                       NULL),                                                                      \
+        SOAP_STAGE_ROW(prefix, "_accept_failed_total", "accept_failed_descriptors", "descriptors", \
+                       "connections the SOAP port could not accept, by what it lacked"),           \
+        SOAP_STAGE_ROW(prefix, "_accept_failed_total", "accept_failed_memory", "memory", NULL),    \
+        SOAP_STAGE_ROW(prefix, "_accept_failed_total", "accept_failed_thread", "thread", NULL),    \
+        SOAP_STAGE_ROW(prefix, "_accept_failed_total", "accept_failed_other", "other", NULL)
 /* From an operation's soap (the server it came through). */
 void soap_server_stage_counts(struct soap *soap, struct soap_stage_counts *out);
 /* The same from the server itself (any thread; NULL: all zero). */

@@ -58,7 +58,7 @@ const struct config_option frontend_options[] = {
      "commonly holds a whole /64)"},
     {"node-lookups", CONFIG_INT, OFF(node_lookups), 1, 1000000, "2000",
      "lookups of one node a second on average; a burst of 10 s worth passes, beyond it a "
-     "lookup waits up to 1 s for its turn, then is refused (busy)"},
+     "lookup waits up to 1 s for its turn, then is refused (retry)"},
     {"node-reports", CONFIG_INT, OFF(node_reports), 1, 1000000, "1000",
      "reports of one node a second on average (bursts of 10 s worth); more are refused"},
     {"node-probes", CONFIG_INT, OFF(node_probes), 1, 100000, "120",

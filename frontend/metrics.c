@@ -31,7 +31,7 @@ static const struct metrics_map map[] = {
      "1 while the cluster is registered with the broker"},
     {"upstream_registrations", "qcg_frontend_upstream_registrations_total", C, NULL, NULL,
      "registrations with the broker (1 plus one per broker restart or lost link)"},
-    SOAP_ACCEPT_FAILED_METRICS("qcg_frontend"),
+    SOAP_STAGE_METRICS("qcg_frontend"),
 };
 
 void frontend_metrics(void *arg, struct metrics_buf *out)

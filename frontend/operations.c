@@ -99,7 +99,7 @@ static int begin(struct soap *soap, int version, const char *op, struct frontend
 #define LOOKUP_RATE_WAIT_MS 1000
 
 /* A node's rate of `kind` calls (rates.h): SOAP_OK once a token is taken
-   (waiting up to wait_ms for one), else qcg:busy naming the option, counted
+   (waiting up to wait_ms for one), else qcg:retry naming the option, counted
    and logged at most every 10 s. */
 static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
                      const struct identity *id, enum rate_kind kind, int wait_ms)
@@ -117,7 +117,7 @@ static int node_rate(struct soap *soap, struct frontend *fe, const char *op,
     if (ratelimit_locked_ok(&quota_log, monotonic_ms(), 10000, 1, &left_out))
         log_warnx("%s from %s refused: over the node's rate (%s; %u such lines left out)", op,
                   id->name, option[kind], left_out);
-    return soap_qcg_fault(soap, "busy", "node %s is over its rate of %s calls (%s); retry later",
+    return soap_qcg_fault(soap, "retry", "node %s is over its rate of %s calls (%s); retry later",
                           id->node, op, option[kind]);
 }
 

@@ -64,7 +64,7 @@ int relay_lookup(struct soap *soap, const char *url, const char *job, const char
                  int from_rank, int to_rank, const char *tried, const char *only, struct plan *plan,
                  struct relay_error *err);
 /* One lookup of a lookups call and its answer: a plan, or the broker's
-   refusal of it (fault, e.g. "busy", and fault_text). */
+   refusal of it (fault, e.g. "retry", and fault_text). */
 struct lookup_ask {
     const char *job, *verifier;
     int from_rank, to_rank;

@@ -35,16 +35,8 @@ int stats_collect(struct frontend *fe, const struct soap_stage_counts *stage,
         {"reports_forwarded", atomic_load(&c->reports_forwarded)},
         {"reports_refused", atomic_load(&c->reports_refused)},
         {"reports_dropped", atomic_load(&c->reports_dropped)},
-        /* The SOAP handshake stage (soap_server.h). */
-        {"handshakes_expired", stage->expired},
-        {"handshakes_cut", stage->cut},
-        {"handshakes_refused_address", stage->refused_address},
-        {"handshakes_refused_full", stage->refused_full},
-        /* The accept loop's own failures (soap_server.h). */
-        {"accept_failed_descriptors", stage->accept_failed_descriptors},
-        {"accept_failed_memory", stage->accept_failed_memory},
-        {"accept_failed_thread", stage->accept_failed_thread},
-        {"accept_failed_other", stage->accept_failed_other},
+        /* The SOAP handshake stage and accept loop (soap_server.h). */
+        SOAP_STAGE_COUNTERS(stage),
     };
     int n = 0;
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)

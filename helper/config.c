@@ -28,7 +28,8 @@ const struct config_option helper_options[] = {
     OPT("max-clients", CONFIG_INT, max_clients, 1, 65536, "4096",
         "local connections served at once, all uids together"),
     OPT("max-clients-per-uid", CONFIG_INT, max_clients_per_uid, 1, 65536, "256",
-        "local connections served at once for one uid"),
+        "local connections served at once for one uid; more are refused 100 ms after they "
+        "connect"),
     OPT("max-requests", CONFIG_INT, max_requests, 1, 4096, "64",
         "requests in flight per connection; at the bound the connection is not read"),
     OPT("max-requests-per-uid", CONFIG_INT, max_requests_per_uid, 1, 4096, "6",

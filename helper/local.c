@@ -128,9 +128,11 @@ static void on_connection(uv_stream_t *server, int status)
         snprintf(what, sizeof(what), "connection refused: more than %d connections of this uid",
                  srv->cfg->max_clients_per_uid);
         refusal_log(c, &srv->conn_refused_log, what, "max-clients-per-uid");
-        send_error(c, 0, QCG_ENOHELPER, 1,
-                   "the helper serves at most %d clients of uid %d (max-clients-per-uid)",
-                   srv->cfg->max_clients_per_uid, (int)c->uid);
+        /* After a delay: dialled again at once, it would cost the helper
+           an accept and a refusal per dial (local_penalty.c). */
+        refuse_conn_later(c, QCG_ENOHELPER,
+                          "the helper serves at most %d clients of uid %d (max-clients-per-uid)",
+                          srv->cfg->max_clients_per_uid, (int)c->uid);
         return;
     }
     update_reading(c);

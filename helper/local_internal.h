@@ -69,9 +69,11 @@ struct conn {
        requests to drop under max-requests-per-uid. */
     int held;
     struct dlink wait;
-    /* A refusal by a per-uid rate, sent once its delay is over; the
-       connection is not read meanwhile (local_penalty.c). */
+    /* A refusal by a per-uid rate (or bound: penalty_close, the
+       connection's own refusal, closed after it), sent once its delay is
+       over; the connection is not read meanwhile (local_penalty.c). */
     int penalized;
+    int penalty_close;
     uint64_t penalty_due_ms;
     struct dlink penalty_link;
     uint32_t penalty_rid;
@@ -185,11 +187,15 @@ int turn_spent(const struct conn *c);
 /* local_penalty.c: a uid past one of its rates is refused (LOCAL_ERETRY)
    after a delay, its connection unread meanwhile, so that its refusals
    cost it time rather than the helper's CPU.  start/stop: the timer;
-   refuse_later: the refusal of c's request rid; penalty_drop: c closes. */
+   refuse_later: the refusal of c's request rid; refuse_conn_later: of c
+   itself (code, then closed; at once past PENALTY_HELD_PER_UID of its uid
+   waiting); penalty_drop: c closes. */
 void penalty_start(struct local_server *srv);
 void penalty_stop(struct local_server *srv);
 __attribute__((format(printf, 3, 4))) void refuse_later(struct conn *c, uint32_t rid,
                                                         const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void refuse_conn_later(struct conn *c, int code,
+                                                             const char *fmt, ...);
 void penalty_drop(struct conn *c);
 
 /* local_fdpass.c */

@@ -17,11 +17,12 @@
 
 struct share {
     uid_t uid;
-    unsigned conns;       /* local connections of this uid, refused ones included */
-    unsigned requests;    /* its requests on the thread pool, or waiting in a batch */
-    unsigned lookups;     /* of those, first lookups that go in batches */
-    struct dlist waiting; /* connections holding a request back (local.c's struct conn) */
-    struct dlink link;    /* in struct shares */
+    unsigned conns;         /* local connections of this uid, refused ones included */
+    unsigned refusals_held; /* of those, refused ones waiting out their delay */
+    unsigned requests;      /* its requests on the thread pool, or waiting in a batch */
+    unsigned lookups;       /* of those, first lookups that go in batches */
+    struct dlist waiting;   /* connections holding a request back (local.c's struct conn) */
+    struct dlink link;      /* in struct shares */
     /* Its first lookups waiting for a batch, oldest first, and its place in
        the helper's turn of uids that have some (local_requests.c). */
     struct dlist batch_wait;

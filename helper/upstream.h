@@ -104,7 +104,9 @@ void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
    (token) and seconds >= 1 (clamped later).  0, or -1 with why. */
 int upstream_order_check(const struct command *c, const char *node, char *why, size_t whylen);
 
-/* What a failed call means to a process: a QCG_E* code.  subcode is the fault's
+/* What a failed call means to a process: a QCG_E* code, or LOCAL_ERETRY for
+   qcg:retry (a rate or a full queue upstream: ask again later; qcg:busy is
+   a rank held, or from an older service either).  subcode is the fault's
    qcg: subcode (ignored unless st is CALL_FAULT). */
 int upstream_error(enum call_status st, const char *subcode);
 /* Converts a lookup answer into a local plan: 0, QCG_ENOTFOUND,

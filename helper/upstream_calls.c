@@ -24,6 +24,7 @@ int upstream_error(enum call_status st, const char *subcode)
         int code;
     } faults[] = {
         {"busy", QCG_EBUSY},
+        {"retry", LOCAL_ERETRY},
         {"denied", QCG_EDENIED},
         {"notfound", QCG_ENOTFOUND},
         {"invalid", QCG_EINVAL},

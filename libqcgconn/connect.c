@@ -707,7 +707,8 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
         code = local_error_code(m->u.error.code);
         if (code == QCG_ENOTFOUND || code == QCG_EUPSTREAM || code == QCG_EBUSY) {
             /* Not published yet (the peer may still be starting), or the
-               services are restarting or over their rate: asked again
+               services are restarting or over their rate (LOCAL_ERETRY,
+               from an older helper or service QCG_EBUSY): asked again
                while the operation has time. */
             snprintf(op->last_answer, sizeof(op->last_answer), "%s", m->u.error.message);
             op->last_refusal = code;

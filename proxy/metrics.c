@@ -38,7 +38,7 @@ static const struct metrics_map map[] = {
     {"token_bytes", "qcg_proxy_token_bytes", G, NULL, NULL, "memory the remembered tokens take"},
     {"pipes_short", "qcg_proxy_pipes_short_total", C, NULL, NULL,
      "pipes smaller than pipe-size: the user's pipe memory (fs.pipe-user-pages-soft) was spent"},
-    SOAP_ACCEPT_FAILED_METRICS("qcg_proxy"),
+    SOAP_STAGE_METRICS("qcg_proxy"),
 };
 
 size_t proxy_counters(struct relay *relay, const struct soap_stage_counts *stage,
@@ -67,10 +67,7 @@ size_t proxy_counters(struct relay *relay, const struct soap_stage_counts *stage
         {"tokens_remembered", k.tokens_remembered},
         {"token_bytes", k.token_bytes},
         {"pipes_short", k.pipes_short},
-        {"accept_failed_descriptors", stage->accept_failed_descriptors},
-        {"accept_failed_memory", stage->accept_failed_memory},
-        {"accept_failed_thread", stage->accept_failed_thread},
-        {"accept_failed_other", stage->accept_failed_other},
+        SOAP_STAGE_COUNTERS(stage),
     };
     size_t n = 0;
     for (; n < sizeof(c) / sizeof(c[0]) && n < max; n++)

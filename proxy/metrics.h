@@ -10,13 +10,13 @@ struct soap_server;
 
 struct proxy_metrics {
     struct relay *relay;
-    struct soap_server *control; /* its accept failures */
+    struct soap_server *control; /* its handshake stage */
     int max_pairs;               /* as raised to what the descriptors allow (nofile.h) */
 };
 
-#define PROXY_COUNTERS_MAX 28
+#define PROXY_COUNTERS_MAX 32
 
-/* The relay's counters and the control port's accept failures (stage) by
+/* The relay's counters and the control port's handshake stage (stage) by
    their --stats names (the stats operation's and the metrics' one list);
    returns how many. */
 size_t proxy_counters(struct relay *relay, const struct soap_stage_counts *stage,

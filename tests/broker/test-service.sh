@@ -321,7 +321,7 @@ expect_fault "small broker: contact 3 beyond max-contacts" unavailable "$fe" pub
 # cluster-probes = 2 a minute: a third probe within it is refused, naming the option.
 expect_ok "small broker: probe 1" "$fe" probe cluster=nata seconds=5
 expect_ok "small broker: probe 2" "$fe" probe cluster=nata seconds=5
-expect_fault "small broker: probe 3 beyond cluster-probes" busy "$fe" probe cluster=nata seconds=5
+expect_fault "small broker: probe 3 beyond cluster-probes" retry "$fe" probe cluster=nata seconds=5
 [[ $out == *"cluster-probes"* ]] && pass "the refusal names cluster-probes" || fail "refusal: $out"
 unset URL
 
@@ -599,7 +599,7 @@ expect_fault "probe with a bad cluster name" invalid "$fe" probe cluster="a/b" s
 expect_fault "probe from a helper" denied "$helper" probe cluster=fw seconds=10
 for i in 2 3 4 5 6 7 8; do call "$fe" probe cluster=open seconds=10; done
 [[ $(field job) == probe-* ]] && out_has cluster=open node=open1 && pass "eight live probes for nata" || fail "probes: $out"
-expect_fault "the ninth live probe of nata" busy "$fe" probe cluster=open seconds=10
+expect_fault "the ninth live probe of nata" retry "$fe" probe cluster=open seconds=10
 expect_ok "another cluster may still probe" "$fo" probe cluster=nata seconds=10
 
 # observed

@@ -747,7 +747,7 @@ static void test_probing(void)
     CHECKF(on_nata1 == QCG_PROBES_PER_CLUSTER / 2, "round-robin over nata's two nodes: %d on nata1",
            on_nata1);
     CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-8", 1005, 1015, &n, why,
-                                sizeof(why)) == REG_BUSY &&
+                                sizeof(why)) == REG_RETRY &&
                strstr(why, "open already has 8 probe endpoints"),
            "ninth live probe: %s", why);
     CHECKF(registry_probe_start(r, "nata", "", 2, "nata", "probe-n", 1005, 1015, &n, why,
@@ -770,13 +770,13 @@ static void test_probing(void)
     CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
            why);
     CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-9", 1006, 1016, &n, why,
-                                sizeof(why)) == REG_BUSY,
+                                sizeof(why)) == REG_RETRY,
            "the prober withdrawing before its endpoint published frees nothing");
     CHECKF(publish(r, impostor, "ps") == REG_OK, "%s", why);
     CHECKF(registry_withdraw(r, "nata", other, job[3], "ps", 1, why, sizeof(why)) == REG_OK, "%s",
            why);
     CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-9", 1006, 1016, &n, why,
-                                sizeof(why)) == REG_BUSY,
+                                sizeof(why)) == REG_RETRY,
            "rank 1 withdrawn from another node than the endpoint's frees nothing");
     CHECKF(publish(r, prober, "ps") == REG_OK && publish(r, endpoint, "ps") == REG_OK, "%s", why);
     CHECKF(registry_withdraw(r, "nata", where[3], job[3], "ps", 1, why, sizeof(why)) == REG_OK,
@@ -785,7 +785,7 @@ static void test_probing(void)
                                 sizeof(why)) == REG_OK,
            "the slot of a finished probe is free: %s", why);
     CHECKF(registry_probe_start(r, "open", "", 2, "nata", "probe-10", 1006, 1016, &n, why,
-                                sizeof(why)) == REG_BUSY,
+                                sizeof(why)) == REG_RETRY,
            "only that one slot was freed");
     CHECKF(registry_withdraw(r, "open", "open1", job[3], "ps", 0, why, sizeof(why)) == REG_OK, "%s",
            why);
@@ -813,7 +813,7 @@ static void test_probing(void)
                                     sizeof(why)) == REG_OK,
                "open1's probe %d: %s", i, why);
     CHECKF(registry_probe_start(r2, "open", "open1", 2, "nata", "probe-x", 1000, 1010, &n, why,
-                                sizeof(why)) == REG_BUSY &&
+                                sizeof(why)) == REG_RETRY &&
                strstr(why, "node open1 of cluster open already has 2 probe endpoints alive"),
            "open1's third live probe: %s", why);
     CHECKF(registry_probe_start(r2, "open", "open2", 2, "nata", "probe-y", 1000, 1010, &n, why,
@@ -827,7 +827,7 @@ static void test_probing(void)
                                     sizeof(why)) == REG_OK,
                "no node named: the cluster's slots, probe %d: %s", i, why);
     CHECKF(registry_probe_start(r2, "open", "open3", 2, "nata", "probe-w", 1010, 1020, &n, why,
-                                sizeof(why)) == REG_BUSY &&
+                                sizeof(why)) == REG_RETRY &&
                strstr(why, "open already has 8 probe endpoints"),
            "the cluster's bound holds over its nodes': %s", why);
 

@@ -87,10 +87,10 @@ expect_fault notfound "probe of an unknown cluster: the broker's notfound" "nosu
 call $H probe cluster=fw seconds=10
 expect_ok "nata1's second live probe"
 call $H probe cluster=fw seconds=10
-expect_fault busy "nata1's third live probe: the broker's busy (probes-per-node)" \
+expect_fault retry "nata1's third live probe: the broker's retry (probes-per-node)" \
 	"node nata1 of cluster nata already has 2 probe endpoints alive"
 call $H probe cluster=fw seconds=10 node=nata2
-expect_fault busy "... also when its helper names another node in the message" "node nata1 of"
+expect_fault retry "... also when its helper names another node in the message" "node nata1 of"
 call helper-nata-nata2 probe cluster=fw seconds=10
 expect_ok "another node of nata still gets a test endpoint"
 # A frontend older than the per-node slots names no node: the cluster's bound only.
@@ -99,7 +99,7 @@ for i in 4 5 6 7 8; do
 	expect_ok "probe $i of nata from a frontend that names no node"
 done
 call helper-nata-nata2 probe cluster=fw seconds=10
-expect_fault busy "the ninth live probe of nata: the broker's busy" "8 probe endpoints"
+expect_fault retry "the ninth live probe of nata: the broker's retry" "8 probe endpoints"
 call helper-natb-natb1 probe cluster=fw seconds=10
 expect_fault denied "probe: a helper of another cluster is refused"
 

@@ -7,7 +7,7 @@
 #
 # A node's lookups beyond the burst wait for their turn (a sequential storm
 # all passes, slower); a parallel one beyond a second's worth is refused
-# (busy, naming the option) while another node is served at once; reports
+# (qcg:retry, naming the option) while another node is served at once; reports
 # and siteInfo beyond theirs are refused; each refusal counted in --stats and
 # logged at most once in 10 s.  A loaded machine (sanitizers, ctest -j)
 # makes each call slower, so the bucket refills meanwhile: the bounds below
@@ -62,12 +62,12 @@ call helper-nata-nata2 lookup job=job1 secret=s3cret fromRank=2 toRank=1 tried=d
 other_ms=$(($(now_ms) - t0))
 wait "${par[@]}" || true
 par_s=$(secs_since "$par_t0")
-busy=$(grep -l "fault busy: node nata1 is over its rate of lookup calls (node-lookups)" \
+busy=$(grep -l "fault retry: node nata1 is over its rate of lookup calls (node-lookups)" \
 	"$work"/par*.out | wc -l)
 # At most what the bucket refilled meanwhile, plus a second's worth waiting.
 most=$((par_s + 2))
 [[ $busy -ge 1 && $((16 - busy)) -le $most ]] &&
-	pass "16 lookups of nata1 at once: $busy refused, busy, naming node-lookups (in ${par_s} s)" ||
+	pass "16 lookups of nata1 at once: $busy refused (retry), naming node-lookups (in ${par_s} s)" ||
 	fail "16 lookups of nata1 at once: $busy refused in ${par_s} s (at most $most may pass)"
 par_busy=$busy
 [[ $rc -eq 0 && $other_ms -lt 5000 ]] &&
@@ -79,7 +79,7 @@ par_busy=$busy
 busy=0 rep_t0=$(now_ms)
 for ((i = 0; i < 20; i++)); do
 	call helper-nata-nata1 report job=job1 secret=s3cret fromRank=1 toRank=2 technique=direct ok=0 setupMs=5 why=test
-	[[ $out == "fault busy:"*node-reports* ]] && busy=$((busy + 1))
+	[[ $out == "fault retry:"*node-reports* ]] && busy=$((busy + 1))
 done
 rep_s=$(secs_since "$rep_t0")
 most=$((10 + rep_s))
@@ -97,7 +97,7 @@ rep_busy=$busy
 for ((i = 0; i < 3; i++)); do call helper-nata-nata1 siteInfo; done
 expect_ok "siteInfo 3 times"
 call helper-nata-nata1 siteInfo
-expect_fault busy "the fourth siteInfo within a minute is refused" "node-probes"
+expect_fault retry "the fourth siteInfo within a minute is refused" "node-probes"
 
 # Lookups for a job the caller is no member of (a wrong secret: another
 # user of the node) are denied before the node's rate is charged, so the

@@ -247,7 +247,7 @@ assert d[\"upstream_connected\"] is False and d[\"cluster\"] == \"c1\" and d[\"n
 		start_helper helper-uids.log --max-clients-per-uid 2 --max-clients 4
 		run_client "max-clients-per-uid: a uid over its share is refused, others are served" \
 			uid-limits "$sock"
-		# 501 refusals: one log line, the rest counted in it when the next comes.
+		# Its refusals: one log line, the rest counted in it when the next comes.
 		check "... its refusals logged at most once in 10 s, not once each" \
 			bash -c "[ \$(grep -c 'max-clients-per-uid' '$work/helper-uids.log') -eq 1 ]"
 		check_sigterm
@@ -426,6 +426,19 @@ assert d[\"epoch\"] > 0 and d[\"lookups\"] >= 3, d
 	else
 		pass "lookups of two uids in turn: not tried (needs root to connect as another uid)"
 	fi
+
+	# The frontend's rate reaches a process as a refusal for the moment
+	# (LOCAL_ERETRY), not as a rank held (QCG_EBUSY).
+	stop_pid "$work/frontend.pid"
+	wait_for "port $port_f to close" 100 bash -c "! ss -Htln 'sport = :$port_f' | grep -q ."
+	sed -i 's/ --node-lookups [0-9]*//' "$work/frontend.args"
+	echo "$(cat "$work/frontend.args") --node-lookups 1" >"$work/frontend.args"
+	start_frontend "$work"
+	start_helper helper-retry.log
+	check "the helper registers again" wait_for "registration" 150 connected "$sock"
+	run_client "the frontend's node-lookups: LOCAL_ERETRY for the moment" \
+		upstream-retry "$sock" "$low"
+	check_sigterm
 	;;
 reconnect)
 	start_grid

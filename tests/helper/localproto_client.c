@@ -12,6 +12,8 @@
  *   helper-localproto-client uid-share SOCKET LOW   (run as root: uid 65534 looks up
  *                            as fast as it can beside 20 lookups of ours; frontend run
  *                            with --node-lookups 50, helper with --lookups-per-uid 10)
+ *   helper-localproto-client upstream-retry SOCKET LOW   (frontend run with
+ *                            --node-lookups 1: 40 lookups at once, some refused by it)
  *   helper-localproto-client uid-limits SOCKET      (run as root; helper run with
  *                            --max-clients-per-uid 2 --max-clients 4)
  *   helper-localproto-client pipeline SOCKET LOW COUNT FRONTEND-PID HELPER-LOG
@@ -690,8 +692,14 @@ static int status_as_nobody(const char *path)
 }
 
 /* Run as root; the helper was started with --max-clients-per-uid 2
-   --max-clients 4. */
-#define UID_FLOOD_CONNECTS 500
+   --max-clients 4.  A uid that dials again as soon as it is refused (the
+   review's local attack) for UID_FLOOD_MS: each dial refused and counted,
+   each refusal UID_FLOOD_PENALTY_MS after its connect (helper/
+   local_penalty.c), so it gets one per that time (and one more for the
+   timers' rounding).  Refused at once, the old helper took 10,000-odd
+   dials in that time, each an accept and a refusal on its loop. */
+#define UID_FLOOD_MS 500
+#define UID_FLOOD_PENALTY_MS 100
 static int mode_uid_limits(int argc, char **argv)
 {
     if (argc != 3)
@@ -709,20 +717,24 @@ static int mode_uid_limits(int argc, char **argv)
           refused ? r.p.error.message : "-");
     if (c >= 0)
         close(c);
-    /* A uid that makes connection after connection beyond its bound (the
-       review's local attack): each refused, counted; the log lines are
-       the shell's to count. */
-    int refusals = 0;
-    for (int i = 0; i < UID_FLOOD_CONNECTS; i++) {
+    int dials = 0, refusals = 0;
+    uint64_t start = now_us(), end = start + UID_FLOOD_MS * 1000u;
+    while (now_us() < end) {
         c = open_helper(path);
+        dials++;
         refusals += c >= 0 && recv_msg(c, &r) == 0 && is_error(&r, QCG_ENOHELPER);
         if (c >= 0)
             close(c);
     }
+    unsigned elapsed_ms = (unsigned)((now_us() - start) / 1000);
+    int most = (int)(elapsed_ms / UID_FLOOD_PENALTY_MS) + 2;
     bool status = request(b, LOCAL_STATUS, NULL, 0, &r) == 0 && r.h.type == LOCAL_STATUS_OK;
-    check(refusals == UID_FLOOD_CONNECTS && status && r.p.status.refused >= UID_FLOOD_CONNECTS,
-          "%d more connections of the uid: each refused (%d), counted in status (refused %u)",
-          UID_FLOOD_CONNECTS, refusals, status ? r.p.status.refused : 0);
+    check(refusals == dials && status && r.p.status.refused >= (unsigned)dials,
+          "the uid dialling again at once for %u ms: each of its %d dials refused (%d), "
+          "counted in status (refused %u)",
+          elapsed_ms, dials, refusals, status ? r.p.status.refused : 0);
+    check(dials <= most, "... one refusal per %d ms: %d dials, at most %d", UID_FLOOD_PENALTY_MS,
+          dials, most);
     int rc = status_as_nobody(path);
     check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
     close(a);
@@ -1602,6 +1614,50 @@ static void ranks_publish(const char *path, unsigned low, int *a, int *b)
           "ranks 0 and 1 publish");
 }
 
+/* The frontend's rate for the moment reaches the process as such: with
+   --node-lookups 1 (bursts of 10) at the frontend, RETRY_LOOKUPS lookups at
+   once past the burst are refused upstream (qcg:retry after a 1 s wait for
+   a turn), and each refusal arrives as LOCAL_ERETRY naming the option,
+   never as QCG_EBUSY, which the helper keeps for a rank another live
+   process holds.  The old chain said QCG_EBUSY for both. */
+#define RETRY_LOOKUPS 40
+static int mode_upstream_retry(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    struct reply r;
+    int a, b;
+    ranks_publish(argv[2], (unsigned)atoi(argv[3]), &a, &b);
+    struct local_lookup l = {.to_rank = 1, .timeout_ms = 1000};
+    bool sent = true;
+    for (int i = 0; sent && i < RETRY_LOOKUPS; i++)
+        sent = send_msg(a, LOCAL_LOOKUP, next_rid++, &l, sizeof(l)) == 0;
+    unsigned plans = 0, retry = 0, busy = 0, other = 0;
+    char first[sizeof(r.p.error.message) + 16] = "";
+    for (int i = 0; sent && i < RETRY_LOOKUPS && recv_msg(a, &r) == 0; i++) {
+        if (r.h.type == LOCAL_PLAN) {
+            plans++;
+            continue;
+        }
+        bool refused = r.h.type == LOCAL_ERROR;
+        retry += refused && r.p.error.code == LOCAL_ERETRY &&
+                 strstr(r.p.error.message, "node-lookups") != NULL;
+        busy += refused && r.p.error.code == QCG_EBUSY;
+        other += !refused || (r.p.error.code != LOCAL_ERETRY && r.p.error.code != QCG_EBUSY);
+        if (refused && first[0] == '\0')
+            snprintf(first, sizeof(first), "%d %s", r.p.error.code, r.p.error.message);
+    }
+    check(sent && plans + retry + busy + other == RETRY_LOOKUPS,
+          "%d lookups at once, each answered", RETRY_LOOKUPS);
+    check(plans >= 10 && retry > 0 && busy == 0 && other == 0,
+          "past the frontend's burst: LOCAL_ERETRY naming node-lookups, never QCG_EBUSY "
+          "(%u plans, %u LOCAL_ERETRY, %u QCG_EBUSY, %u other; first: %s)",
+          plans, retry, busy, other, first);
+    close(a);
+    close(b);
+    return failures;
+}
+
 /* Another uid's flood of first lookups (uid 65534: TURNS_FLOOD of them,
    sent at once while the frontend is stopped) and one lookup of ours after
    them: ours goes up in the next batch with one of theirs at a time, not
@@ -2101,6 +2157,8 @@ int main(int argc, char **argv)
         rc = mode_publish_share(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-share") == 0)
         rc = mode_uid_share(argc, argv);
+    else if (argc >= 3 && strcmp(argv[1], "upstream-retry") == 0)
+        rc = mode_upstream_retry(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "uid-limits") == 0)
         rc = mode_uid_limits(argc, argv);
     else if (argc >= 3 && strcmp(argv[1], "pipeline") == 0)

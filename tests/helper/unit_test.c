@@ -80,6 +80,7 @@ static void test_errors(void)
     CHECKF(upstream_error(CALL_OK, "") == 0, "ok -> 0");
     CHECKF(upstream_error(CALL_UNREACHABLE, "") == QCG_EUPSTREAM, "unreachable -> EUPSTREAM");
     CHECKF(upstream_error(CALL_FAULT, "busy") == QCG_EBUSY, "busy -> EBUSY");
+    CHECKF(upstream_error(CALL_FAULT, "retry") == LOCAL_ERETRY, "retry -> LOCAL_ERETRY");
     CHECKF(upstream_error(CALL_FAULT, "denied") == QCG_EDENIED, "denied -> EDENIED");
     CHECKF(upstream_error(CALL_FAULT, "unavailable") == QCG_EUPSTREAM, "unavailable -> EUPSTREAM");
     CHECKF(upstream_error(CALL_FAULT, "notfound") == QCG_ENOTFOUND, "notfound -> ENOTFOUND");
