@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "address.h"
 #include "hex.h"
 #include "log.h"
 #include "punch.h"
@@ -198,10 +199,11 @@ static int run_punch(char **argv)
     unsigned run = (unsigned)strtoul(argv[3], NULL, 10);
     unsigned first = (unsigned)atoi(argv[4]), count = (unsigned)atoi(argv[5]);
     int side = atoi(argv[6]);
-    if (parse_key(argv[2], &key) < 0 || inet_pton(AF_INET, argv[7], &p.local) != 1) {
+    if (parse_key(argv[2], &key) < 0 || address_family(argv[7]) == 0) {
         fprintf(stderr, "bad key or local address\n");
         return 2;
     }
+    snprintf(p.local, sizeof(p.local), "%s", argv[7]);
     p.port_low = (uint16_t)atoi(argv[8]);
     p.port_high = (uint16_t)atoi(argv[9]);
     p.timeout_ms = (unsigned)atoi(argv[10]);
