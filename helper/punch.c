@@ -68,6 +68,10 @@ struct punch {
     struct punch_hops *hops; /* measuring */
     int ttl;
     bool opener, conn_low;
+    /* IPv6 without a given TTL (choose_variant): the higher endpoint's
+       plain SYN follows the lower one's by stagger_ms. */
+    bool staggered, second;
+    unsigned stagger_ms;
     unsigned expired; /* first SYNs that expired on the way, as meant */
     char variant[80];
     struct punch_result res;
@@ -213,9 +217,10 @@ static void succeed(struct punch *p, int fd, const char *how)
              "%u expired; %s%s",
              (unsigned)p->port, p->res.peer_text, how, p->res.setup_ms, p->tries, p->refused,
              p->expired, p->variant,
-             p->ttl == 0 ? ""
-             : p->opener ? ", opener"
-                         : ", connector");
+             p->staggered  ? (p->second ? ", second" : ", first")
+             : p->ttl == 0 ? ""
+             : p->opener   ? ", opener"
+                           : ", connector");
     struct punch_result res = p->res;
     punch_fn cb = p->cb;
     void *arg = p->arg;
@@ -597,10 +602,18 @@ static void start_peer(struct punch *p)
         log_debug("punch on port %u: no listener (%s), connecting only", (unsigned)p->port,
                   strerror(fd < 0 ? err : errno));
     /* Both sides know both public endpoints: the lower one opens. */
-    p->opener = p->ttl > 0 && p->listener != NULL && endpoint_below(p);
+    bool below = endpoint_below(p);
+    p->opener = p->ttl > 0 && p->listener != NULL && below;
     if (p->ttl > 0 && !p->opener) {
         /* The connector lets the opener's SYN leave first. */
         uv_timer_start(&p->retry, on_retry, PUNCH_CONNECTOR_DELAY_MS, 0);
+        return;
+    }
+    if (p->staggered && !below) {
+        p->second = true;
+        size_t len = strlen(p->variant);
+        snprintf(p->variant + len, sizeof(p->variant) - len, " by %u ms", p->stagger_ms);
+        uv_timer_start(&p->retry, on_retry, p->stagger_ms, 0);
         return;
     }
     connect_or_retry(p);
@@ -694,6 +707,26 @@ static void on_hops_late(uv_timer_t *t)
     start_peer(p);
 }
 
+/* How long the second SYN of a staggered punch waits: twice our round trip
+   to the reflector (from its connection), about one way between the two
+   sites when the reflector lies between them, so that the first SYN has
+   met our firewall (and been dropped there) before ours leaves: only one
+   SYN then gets through, to the first side's connecting socket.  Two that
+   both get through make two SYN/ACKs, the second of which a Linux firewall
+   takes as INVALID (the kernels' retransmission then connects, 1 s later). */
+static unsigned stagger_ms(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    unsigned ms = 0;
+
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0)
+        ms = 2 * ti.tcpi_rtt / 1000;
+    return ms < PUNCH_CONNECTOR_DELAY_MS ? PUNCH_CONNECTOR_DELAY_MS
+           : ms > PUNCH_STAGGER_MAX_MS   ? PUNCH_STAGGER_MAX_MS
+                                         : ms;
+}
+
 static void on_answer(struct punch *p, char *line)
 {
     char why[ANSWER_MAX + 16];
@@ -710,6 +743,8 @@ static void on_answer(struct punch *p, char *line)
         return;
     }
     hostport_format(p->res.peer_addr, p->res.peer_port, p->res.peer_text, sizeof(p->res.peer_text));
+    if (p->staggered)
+        p->stagger_ms = stagger_ms(p->refl->fd);
     hostport_format(p->res.own_addr, p->res.own_port, p->res.own_text, sizeof(p->res.own_text));
     moved(p);
     log_debug("punch from port %u: peer %s, we are %s", (unsigned)p->port, p->res.peer_text,
@@ -939,7 +974,16 @@ static void choose_variant(struct punch *p, const struct sockaddr_storage *refl)
     unsigned rtt;
     char why[96];
 
-    if (p->prm.first_ttl < 0) {
+    if (p->local.ss_family == AF_INET6 && p->prm.first_ttl <= 0) {
+        /* No hop count over IPv6: in the lab the measurement outlasted
+           PUNCH_HOPS_WAIT_MS (no time-exceeded came back in time), and one
+           side measured while the other did not, so they disagreed on
+           their roles.  The two SYNs are staggered instead; a firewall
+           that drops the first one does it no harm. */
+        p->ttl = 0;
+        p->staggered = true;
+        snprintf(p->variant, sizeof(p->variant), "staggered (IPv6, no hop count)");
+    } else if (p->prm.first_ttl < 0) {
         p->ttl = 0;
         snprintf(p->variant, sizeof(p->variant), "plain (asked for by the caller)");
     } else if (p->prm.first_ttl > 0) {

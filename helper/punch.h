@@ -31,6 +31,15 @@
  * meets that socket: a simultaneous open.  Refusals are retried as above;
  * an unanswered SYN is left to the kernel's retransmission (normal TTL).
  *
+ * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the
+ * sides take the same roles by their endpoints, but without a hop count
+ * unless punch-ttl gives one: the higher side's plain SYN follows the
+ * lower side's by twice its round trip to the reflector (at least
+ * PUNCH_CONNECTOR_DELAY_MS, at most PUNCH_STAGGER_MAX_MS), by when the
+ * first SYN has been dropped by the higher side's firewall: the second one
+ * passes the lower side's firewall on its state and meets its connecting
+ * socket.  A given TTL is the hop limit.
+ *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
  * random start), so two punches of one node never share a port.  A port whose
@@ -60,7 +69,8 @@
    its hop count. */
 #define PUNCH_CONNECTOR_DELAY_MS 10
 #define PUNCH_HOPS_WAIT_MS 1000
-#define PUNCH_LOW_CHECK_MS 2 /* the opener's socket after its SYN expired */
+#define PUNCH_LOW_CHECK_MS 2     /* the opener's socket after its SYN expired */
+#define PUNCH_STAGGER_MAX_MS 500 /* the most a staggered punch's second SYN waits */
 
 struct punch;
 

@@ -36,14 +36,20 @@ struct punch_hops {
     uv_timer_t timer;
 };
 
-/* One result, for the reflector a helper uses. */
-static struct {
+/* One result per family, for the reflector address a helper uses in it (a
+   dual-stack node punches through both). */
+static struct kept {
     struct sockaddr_storage to;
     int hops;
     unsigned rtt_ms;
     uint64_t when;
     bool valid;
-} kept;
+} kept[2];
+
+static struct kept *kept_for(const struct sockaddr_storage *to)
+{
+    return &kept[to->ss_family == AF_INET6];
+}
 
 int punch_ttl_for_hops(int hops)
 {
@@ -61,11 +67,13 @@ int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *h
                       unsigned *rtt_ms)
 {
     /* Both made by address_sockaddr: zeroed around the address and port. */
-    if (!kept.valid || memcmp(&kept.to, to, sizeof(*to)) != 0 ||
-        uv_now(loop) - kept.when > PUNCH_HOPS_KEEP_MS)
+    const struct kept *k = kept_for(to);
+
+    if (!k->valid || memcmp(&k->to, to, sizeof(*to)) != 0 ||
+        uv_now(loop) - k->when > PUNCH_HOPS_KEEP_MS)
         return -1;
-    *hops = kept.hops;
-    *rtt_ms = kept.rtt_ms;
+    *hops = k->hops;
+    *rtt_ms = k->rtt_ms;
     return 0;
 }
 
@@ -107,11 +115,12 @@ static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *
     m->over = true;
     uv_close((uv_handle_t *)&m->timer, on_timer_closed);
     if (hops >= 0) {
-        kept.to = m->to;
-        kept.hops = hops;
-        kept.rtt_ms = rtt_ms;
-        kept.when = uv_now(m->loop);
-        kept.valid = true;
+        struct kept *k = kept_for(&m->to);
+        k->to = m->to;
+        k->hops = hops;
+        k->rtt_ms = rtt_ms;
+        k->when = uv_now(m->loop);
+        k->valid = true;
     }
     m->cb(m->arg, hops, rtt_ms, why);
 }

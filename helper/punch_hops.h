@@ -16,7 +16,7 @@
  * reflector placed inside one site would make its nodes' TTL too short for
  * the others (the punch then degrades to the plain variant's retries).
  *
- * One result is kept per reflector address for PUNCH_HOPS_KEEP_MS; a punch
+ * One result is kept per family (its reflector address) for PUNCH_HOPS_KEEP_MS; a punch
  * that finds none measures (concurrent ones each measure: a few connects).
  */
 #ifndef QCG_HELPER_PUNCH_HOPS_H
