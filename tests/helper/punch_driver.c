@@ -9,7 +9,8 @@
  *       punches pairs FIRST..FIRST+COUNT-1 one after the other (the reflector's
  *       pairing keeps the two drivers in step); on each connection sends BYTES
  *       and reads the peer's BYTES at the same time, then prints one line:
- *       "ok <pair> setup_ms=N local=P own=A:P peer=A:P sent=SHA recv=SHA" or
+ *       "ok <pair> setup_ms=N local=P own=A:P peer=A:P sent=SHA recv=SHA" (IPv6:
+ *       [A]:P) or
  *       "fail <pair> setup_ms=N why=...".  Exit 0 when every punch worked.
  *   punch-driver connect ADDR PORT COUNT [LOCAL-ADDR LOCAL-PORT]
  *       COUNT plain TCP connects (from LOCAL-ADDR:LOCAL-PORT if given), each
@@ -246,9 +247,9 @@ static int run_punch(char **argv)
         int rc = exchange(o.r.fd, side, bytes, sent, recvd);
         close(o.r.fd);
         long us = (o.t1.tv_sec - o.t0.tv_sec) * 1000000L + (o.t1.tv_nsec - o.t0.tv_nsec) / 1000;
-        printf("%s %u setup_ms=%u setup_us=%ld local=%u own=%s:%u peer=%s:%u sent=%s recv=%s\n",
-               rc == 0 ? "ok" : "fail", i, o.r.setup_ms, us, o.r.local_port, o.r.own_addr,
-               o.r.own_port, o.r.peer_addr, o.r.peer_port, sent, recvd);
+        printf("%s %u setup_ms=%u setup_us=%ld local=%u own=%s peer=%s sent=%s recv=%s\n",
+               rc == 0 ? "ok" : "fail", i, o.r.setup_ms, us, o.r.local_port, o.r.own_text,
+               o.r.peer_text, sent, recvd);
         fflush(stdout);
         failures += rc != 0;
     }
