@@ -63,6 +63,7 @@ struct broker {
     struct proxy_key punch_key; /* signs hole-punching and traversing tokens; random per start */
     struct reflector_client *reflector; /* NULL: none configured; hole punching while up */
     char reflector_host[QCG_ADDR_MAX];
+    char reflector6_host[QCG_ADDR_MAX]; /* "": hole punching over IPv4 only */
     int reflector_port;
     struct rates *rates; /* per cluster: lookups, reports, probes (rates.h) */
     struct lease *lease; /* NULL: none (clusters stay while the broker runs) */

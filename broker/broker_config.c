@@ -83,8 +83,10 @@ const struct config_option broker_options[] = {
      "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
     {"reflector", CONFIG_STRING, OPT(reflector), 0, 0, NULL,
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
-     "(an IPv4 address of this host, e.g. 203.0.113.10:7704: hole punching is IPv4 only in this "
-     "version); plain TCP, the broker listens on it; none = no hole punching"},
+     "(an IPv4 address of this host, e.g. 203.0.113.10:7704), and for hole punching over IPv6 "
+     "an IPv6 address after a comma with the same port (203.0.113.10:7704, "
+     "[2001:db8::10]:7704: the reflector then listens on [::]:PORT, both families); plain TCP; "
+     "none = no hole punching"},
     {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, REFLECTOR_USER_DEFAULT,
      "the unprivileged user the reflector's process becomes (qcg-broker needs root, or "
      "CAP_SETUID and CAP_SETGID as the shipped unit gives it); never the broker's own uid"},
@@ -137,25 +139,62 @@ static int readable(const char *what, const char *path, char *err, size_t errlen
     return 0;
 }
 
-/* "203.0.113.10:7704": a literal, non-wildcard IPv4 address (nodes connect to
-   it as given) and a port.  Hole punching is IPv4 only in this version, so
-   an IPv6 reflector is refused here rather than failing every punch. */
-static int parse_reflector(struct broker_config *cfg, char *err, size_t errlen)
+/* One ADDR:PORT of `reflector`: a literal, non-wildcard address of family
+   (nodes connect to it as given) into host. */
+static int parse_reflector_one(const char *text, int family, char *host, size_t hostlen, int *port,
+                               char *err, size_t errlen)
 {
     char why[200];
-    int port;
-    if (hostport_parse(cfg->reflector, false, cfg->reflector_host, sizeof(cfg->reflector_host),
-                       &port, why, sizeof(why)) < 0) {
+    if (hostport_parse(text, false, host, hostlen, port, why, sizeof(why)) < 0) {
         snprintf(err, errlen, "qcg-broker: --reflector: %s", why);
         return -1;
     }
-    if (address_family(cfg->reflector_host) != AF_INET ||
-        strcmp(cfg->reflector_host, "0.0.0.0") == 0) {
+    if (address_family(host) != family || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) {
         snprintf(err, errlen,
-                 "qcg-broker: --reflector: '%s' is not an IPv4 address nodes can connect to "
-                 "(hole punching is IPv4 only in this version)",
-                 cfg->reflector_host);
+                 "qcg-broker: --reflector: '%s' is not an %s address nodes can connect to "
+                 "(first an IPv4 one, then optionally an IPv6 one for hole punching over IPv6)",
+                 host, family == AF_INET ? "IPv4" : "IPv6");
         return -1;
+    }
+    return 0;
+}
+
+/* "203.0.113.10:7704" or "203.0.113.10:7704, [2001:db8::10]:7704": an IPv4
+   reflector (qcg-probe observes IPv4 mappings), and an IPv6 address on the
+   same port for hole punching over IPv6. */
+static int parse_reflector(struct broker_config *cfg, char *err, size_t errlen)
+{
+    char first[HOSTPORT_MAX];
+    const char *comma = strchr(cfg->reflector, ',');
+    size_t len = comma != NULL ? (size_t)(comma - cfg->reflector) : strlen(cfg->reflector);
+    int port, port6;
+
+    if (len >= sizeof(first)) {
+        snprintf(err, errlen, "qcg-broker: --reflector: too long");
+        return -1;
+    }
+    memcpy(first, cfg->reflector, len);
+    first[len] = '\0';
+    if (parse_reflector_one(first, AF_INET, cfg->reflector_host, sizeof(cfg->reflector_host), &port,
+                            err, errlen) < 0)
+        return -1;
+    cfg->reflector6_host[0] = '\0';
+    if (comma != NULL) {
+        const char *second = comma + 1 + strspn(comma + 1, " \t");
+        if (strchr(second, ',') != NULL) {
+            snprintf(err, errlen, "qcg-broker: --reflector: at most two addresses, IPv4 then IPv6");
+            return -1;
+        }
+        if (parse_reflector_one(second, AF_INET6, cfg->reflector6_host,
+                                sizeof(cfg->reflector6_host), &port6, err, errlen) < 0)
+            return -1;
+        if (port6 != port) {
+            snprintf(err, errlen,
+                     "qcg-broker: --reflector: the IPv6 address's port %d is not the IPv4 one's "
+                     "(%d): the reflector listens on one port for both",
+                     port6, port);
+            return -1;
+        }
     }
     cfg->reflector_port = port;
     return 0;

@@ -56,6 +56,7 @@ struct broker_config {
 
     /* Derived by broker_config_load. */
     char reflector_host[48];
+    char reflector6_host[48]; /* "": no hole punching over IPv6 */
     int reflector_port;
     struct proxies proxies;
 };

@@ -160,7 +160,9 @@ int main(int argc, char **argv)
         log_info("no proxy configured: pairs that need one get status unavailable");
     if (cfg.reflector_port > 0) {
         char listen[HOSTPORT_MAX];
-        hostport_format(cfg.reflector_host, cfg.reflector_port, listen, sizeof(listen));
+        /* With an IPv6 address too, one socket takes both families. */
+        hostport_format(cfg.reflector6_host[0] ? "::" : cfg.reflector_host, cfg.reflector_port,
+                        listen, sizeof(listen));
         struct reflector_process_config rc = {.listen = listen,
                                               .user = cfg.reflector_user,
                                               .same_user = cfg.reflector_same_user != 0,
@@ -178,9 +180,11 @@ int main(int argc, char **argv)
             return 2;
         }
         snprintf(b->reflector_host, sizeof(b->reflector_host), "%s", cfg.reflector_host);
+        snprintf(b->reflector6_host, sizeof(b->reflector6_host), "%s", cfg.reflector6_host);
         b->reflector_port = cfg.reflector_port;
-        log_info("reflector on %s port %d: hole punching available", b->reflector_host,
-                 b->reflector_port);
+        log_info("reflector on %s%s%s port %d: hole punching available%s", b->reflector_host,
+                 b->reflector6_host[0] ? " and " : "", b->reflector6_host, b->reflector_port,
+                 b->reflector6_host[0] ? ", over IPv6 too" : "");
     } else {
         log_info("no reflector configured: hole punching is not planned");
     }

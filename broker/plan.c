@@ -365,3 +365,38 @@ enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_e
              from->cluster, fdesc, to->cluster, tdesc);
     return PLAN_FAMILY_V6_ONLY;
 }
+
+/* What the IPv4 plan needs that hole punching over IPv6 saves. */
+static bool punch6_saves(const struct plan_families *fam, const struct plan_decision *d)
+{
+    if (!d->ok)
+        return true;
+    if (d->technique == TECH_HOLEPUNCH || d->technique == TECH_PROXY)
+        return true;
+    return d->technique == TECH_TRAVERSING && !(fam->from_v4 && fam->to_v4);
+}
+
+bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
+                        const struct plan_families *fam, unsigned tried,
+                        const struct plan_offer *offer, struct plan_decision *d)
+{
+    if (!fam->from_v6 || !fam->to_v6 || same_cluster(from, to) || !offer->reflector ||
+        !offer->reflector6 || (tried & TECH_BIT(TECH_HOLEPUNCH)) ||
+        (offer->remembered & TECH_BIT(TECH_HOLEPUNCH)) || !punch6_saves(fam, d))
+        return false;
+    char was[64];
+    if (d->ok)
+        snprintf(was, sizeof(was), "%s", technique_name(d->technique));
+    else
+        snprintf(was, sizeof(was), "nothing left");
+    d->ok = true;
+    d->technique = TECH_HOLEPUNCH;
+    d->cacheable = false;
+    size_t used = strlen(d->reason);
+    /* The IPv4 reason, shortened if need be, then why IPv6. */
+    if (used > sizeof(d->reason) - 120)
+        used = sizeof(d->reason) - 120;
+    snprintf(d->reason + used, sizeof(d->reason) - used,
+             "; both nodes have IPv6 addresses (over IPv4: %s): holepunch over IPv6", was);
+    return true;
+}

@@ -31,6 +31,7 @@ struct plan_offer {
     bool proxy;          /* a proxy is configured and alive (or not heard from yet) */
     bool proxies_dead;   /* !proxy because every configured proxy is dead */
     bool reflector;      /* hole punching has a reflector */
+    bool reflector6;     /* ... and it takes IPv6 (hole punching over IPv6) */
     unsigned remembered; /* techniques whose last attempt between the two clusters failed,
                             within the memory's expiry: skipped like tried ones */
     /* Techniques the broker may not order for this pair, each with its reason
@@ -89,6 +90,23 @@ enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_e
                                 const struct plan_v6 *v6, unsigned tried,
                                 const struct plan_offer *offer, enum technique only,
                                 struct plan_decision *d);
+
+/* What the pair has of each family, for hole punching over IPv6. */
+struct plan_families {
+    bool from_v4, from_v6; /* the initiator's contact has an IPv4, an IPv6 address */
+    bool to_v4, to_v6;
+};
+
+/* Whether the plan plan_decide made (never a lookup's `only`) becomes hole
+   punching over IPv6: both ends have IPv6 addresses, the reflector takes
+   IPv6, and over IPv4 the pair needs hole punching or a relay, has nothing
+   left, or needs traversing while an end has no IPv4 address; unless hole
+   punching was tried or failed recently between the clusters.  IPv6 global
+   addresses have no mapping to learn, but stateful firewalls still need the
+   simultaneous open.  Adjusts *d (technique, ok, reason) when it does. */
+bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
+                        const struct plan_families *fam, unsigned tried,
+                        const struct plan_offer *offer, struct plan_decision *d);
 
 /* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
    = none) into a set.  0, or -1 with the reason in why. */

@@ -1030,6 +1030,10 @@ int reflector_listen(const char *where, unsigned conns_max, char *err, size_t er
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    /* "[::]:PORT" takes IPv4 too (shown unmapped: sockaddr_host). */
+    int zero = 0;
+    if (ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 ||
         listen(fd, reflector_backlog(conns_max)) < 0) {
         snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));

@@ -766,6 +766,19 @@ static void choose_family(const struct contact *from, const struct contact *to,
         copy_str(out->fallback, sizeof(out->fallback), to4);
 }
 
+/* Hole punching over IPv6 instead of what IPv4 needed (plan_prefer_punch6). */
+static void choose_punch6(const struct contact *from, const struct contact *to,
+                          const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                          const struct plan_offer *o, struct reg_lookup *out)
+{
+    struct plan_families fam = {.from_v4 = address_of(from, AF_INET) != NULL,
+                                .from_v6 = address_of(from, AF_INET6) != NULL,
+                                .to_v4 = address_of(to, AF_INET) != NULL,
+                                .to_v6 = address_of(to, AF_INET6) != NULL};
+    if (out->direct_address[0] == '\0')
+        out->punch6 = plan_prefer_punch6(fe, te, &fam, tried, o, &out->decision);
+}
+
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *verifier, int from_rank, int to_rank,
                                      unsigned tried, enum technique only,
@@ -828,6 +841,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     }
     out->refused = out->decision.refused;
     choose_family(from, to, &fe, &te, tried, TECH_NONE, &o, out);
+    choose_punch6(from, to, &fe, &te, tried, &o, out);
     return REG_OK;
 }
 

@@ -376,10 +376,13 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
                      "cannot issue hole-punching tokens (the reflector process did not take it)");
             return -1;
         }
+        /* The reflector's family is the punch's: each helper binds its
+           node's address of that family. */
+        const char *refl = res->punch6 ? b->reflector6_host : b->reflector_host;
         snprintf(cmd->kind, sizeof(cmd->kind), "punch");
-        snprintf(cmd->address, sizeof(cmd->address), "%s", b->reflector_host);
+        snprintf(cmd->address, sizeof(cmd->address), "%s", refl);
         cmd->port = b->reflector_port;
-        snprintf(address, addr_len, "%s", b->reflector_host);
+        snprintf(address, addr_len, "%s", refl);
         *port = b->reflector_port;
         return 1;
     }
@@ -494,7 +497,8 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     bool proxy_ok = b->proxy_live != NULL && proxy_live_usable(b->proxy_live, monotonic_ms());
     struct plan_offer offer = {.proxy = proxy_ok,
                                .proxies_dead = !proxy_ok && b->proxies.count > 0,
-                               .reflector = reflector_client_up(b->reflector)};
+                               .reflector = reflector_client_up(b->reflector),
+                               .reflector6 = b->reflector6_host[0] != '\0'};
     enum reg_status st =
         registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, tried_set,
                         (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));
@@ -541,9 +545,10 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
                 res.target.cluster);
         }
         atomic_fetch_add(plan_counter(b, d->technique), 1);
-        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s; %s%s%s (seq %llu)%s%s", job,
+        log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
-                 technique_name(d->technique), only_t != TECH_NONE ? " (asked for alone)" : "",
+                 technique_name(d->technique), res.punch6 ? " over IPv6" : "",
+                 only_t != TECH_NONE ? " (asked for alone)" : "",
                  queue ? cmd.kind : "waiting for the SYN", queue ? " ordered to " : "",
                  queue ? res.target.cluster : "", (unsigned long long)seq,
                  tried_set ? ", tried before: " : "", tried_set ? tried : "");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "hex.h"
 #include "local.h"
 #include "log.h"
@@ -210,9 +211,9 @@ static void on_punched(void *arg, const struct punch_result *r)
         return;
     }
     a->fd = r->fd;
-    log_info("holepunch to %s/%s: connected from port %u (seen as %s:%u) to %s:%u in %u ms",
-             a->plan.cluster, a->plan.node, r->local_port, r->own_addr, r->own_port, r->peer_addr,
-             r->peer_port, r->setup_ms);
+    log_info("holepunch to %s/%s: connected from port %u (seen as %s) to %s in %u ms%s",
+             a->plan.cluster, a->plan.node, r->local_port, r->own_text, r->peer_text, r->setup_ms,
+             strchr(r->peer_addr, ':') != NULL ? ", over IPv6" : "");
     deliver(a);
 }
 
@@ -226,9 +227,13 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
         snprintf(why, whylen, "the helper is stopping");
         return -1;
     }
-    if (inet_pton(AF_INET, plan->address, &addr) != 1) {
-        snprintf(why, whylen, "%s plan: '%s' is not an IPv4 address",
-                 technique_name((enum technique)plan->technique), plan->address);
+    /* Traversing is IPv4; a punch goes over the family of its reflector. */
+    bool traversing = plan->technique == QCG_TECH_TRAVERSING;
+    if (traversing ? inet_pton(AF_INET, plan->address, &addr) != 1
+                   : address_family(plan->address) == 0) {
+        snprintf(why, whylen, "%s plan: '%s' is not an IP%s address",
+                 technique_name((enum technique)plan->technique), plan->address,
+                 traversing ? "v4" : "");
         return -1;
     }
     if (plan->technique == QCG_TECH_TRAVERSING && as->ps == NULL) {
@@ -254,7 +259,8 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
     } else {
         struct punch_params p;
 
-        punch_params_for_node(&p, plan->address, plan->port, plan->token, as->cfg->address,
+        punch_params_for_node(&p, plan->address, plan->port, plan->token,
+                              (const char(*)[QCG_ADDR_MAX])as->cfg->addrs, as->cfg->naddrs,
                               as->cfg->ports, as->cfg->first_ttl);
         a->punch = punch_start(as->loop, &p, on_punched, a, why, whylen);
         explicit_bzero(&p, sizeof(p));

@@ -423,9 +423,9 @@ static void on_punched(void *arg, const struct punch_result *r)
     }
     a->fd = r->fd;
     log_info("punch for job %s rank %d (initiator rank %d): connected from port %u (seen as "
-             "%s:%u) to %s:%u in %u ms",
-             a->cmd.job, a->cmd.rank, a->cmd.peer_rank, r->local_port, r->own_addr, r->own_port,
-             r->peer_addr, r->peer_port, r->setup_ms);
+             "%s) to %s in %u ms%s",
+             a->cmd.job, a->cmd.rank, a->cmd.peer_rank, r->local_port, r->own_text, r->peer_text,
+             r->setup_ms, strchr(r->peer_addr, ':') != NULL ? ", over IPv6" : "");
     deliver(a);
 }
 
@@ -434,8 +434,9 @@ static void start_punch(struct orders *o, struct action *a)
     struct punch_params p;
     char why[200] = "";
 
-    punch_params_for_node(&p, a->cmd.address, a->cmd.port, a->cmd.token, o->cfg->address,
-                          o->cfg->ports, o->cfg->first_ttl);
+    punch_params_for_node(&p, a->cmd.address, a->cmd.port, a->cmd.token,
+                          (const char(*)[QCG_ADDR_MAX])o->cfg->addrs, o->cfg->naddrs, o->cfg->ports,
+                          o->cfg->first_ttl);
     a->state = A_PUNCH;
     action_add(o, a);
     a->punch = punch_start(o->loop, &p, on_punched, a, why, sizeof(why));

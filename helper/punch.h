@@ -31,6 +31,15 @@
  * meets that socket: a simultaneous open.  Refusals are retried as above;
  * an unanswered SYN is left to the kernel's retransmission (normal TTL).
  *
+ * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the
+ * sides take the same roles by their endpoints, but without a hop count
+ * unless punch-ttl gives one: the higher side's plain SYN follows the
+ * lower side's by twice its round trip to the reflector (at least
+ * PUNCH_CONNECTOR_DELAY_MS, at most PUNCH_STAGGER_MAX_MS), by when the
+ * first SYN has been dropped by the higher side's firewall: the second one
+ * passes the lower side's firewall on its state and meets its connecting
+ * socket.  A given TTL is the hop limit.
+ *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a
  * random start), so two punches of one node never share a port.  A port whose
@@ -50,6 +59,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "proto.h"
+
 #define PUNCH_RETRIES 4
 #define PUNCH_RETRY_MS 100
 #define PUNCH_BIND_TRIES 16
@@ -58,16 +69,17 @@
    its hop count. */
 #define PUNCH_CONNECTOR_DELAY_MS 10
 #define PUNCH_HOPS_WAIT_MS 1000
-#define PUNCH_LOW_CHECK_MS 2 /* the opener's socket after its SYN expired */
+#define PUNCH_LOW_CHECK_MS 2     /* the opener's socket after its SYN expired */
+#define PUNCH_STAGGER_MAX_MS 500 /* the most a staggered punch's second SYN waits */
 
 struct punch;
 
 struct punch_params {
-    char reflector_addr[48]; /* the broker's reflector (IPv4 literal) */
+    char reflector_addr[48]; /* the broker's reflector (IPv4 or IPv6 literal) */
     uint16_t reflector_port;
-    char token[128];      /* this side's token */
-    struct in_addr local; /* this node's address (what we bind) */
-    uint16_t port_low;    /* the node's port range: the punch binds one of these */
+    char token[128];   /* this side's token */
+    char local[48];    /* this node's address (what we bind), of the reflector's family */
+    uint16_t port_low; /* the node's port range: the punch binds one of these */
     uint16_t port_high;
     unsigned timeout_ms; /* the whole exchange */
     int first_ttl;       /* the first SYN's TTL: 0 measured, -1 plain (normal TTL) */
@@ -84,6 +96,7 @@ struct punch_result {
     uint16_t peer_port;
     char own_addr[48];
     uint16_t own_port;
+    char peer_text[QCG_ADDR_MAX + 8], own_text[QCG_ADDR_MAX + 8]; /* "a.b.c.d:p", "[v6]:p" */
     uint16_t local_port;
     unsigned setup_ms;
     char why[256];
@@ -91,11 +104,13 @@ struct punch_result {
 typedef void (*punch_fn)(void *arg, const struct punch_result *r);
 
 /* The reflector's answer (one line without its '\n', cut up in place):
-   "PEER <peer-addr> <peer-port> <own-addr> <own-port>" fills res's addresses
-   and ports and *peer, and returns 0; a FAIL line or anything else returns
-   -1 with the reason in why.  Separate from the punch for tests and fuzzing. */
-int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *peer, char *why,
-                       size_t whylen);
+   "PEER <peer-addr> <peer-port> <own-addr> <own-port>", both addresses of
+   `family` (the reflector's: a punch stays in one family), fills res's
+   addresses and ports and *peer (address and port), and returns 0; a FAIL
+   line or anything else returns -1 with the reason in why.  Separate from
+   the punch for tests and fuzzing. */
+int punch_answer_parse(char *line, int family, struct punch_result *res,
+                       struct sockaddr_storage *peer, char *why, size_t whylen);
 
 /* Both helpers of a pair give their punch this long without progress, from
    the plan or order and again from the reflector's pairing (the peer's
@@ -105,12 +120,16 @@ int punch_answer_parse(char *line, struct punch_result *res, struct in_addr *pee
 #define PUNCH_CAP_FACTOR 2
 
 /* The parameters of a node's punch: through the reflector at
-   reflector_addr:reflector_port with `token`, from node_addr and a port of
-   its range ports[0]-ports[1], within PUNCH_TIMEOUT_MS, the first SYN's
-   TTL first_ttl (the helper's punch-ttl). */
-void punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
-                           const char *token, const char *node_addr, const int ports[2],
-                           int first_ttl);
+   reflector_addr:reflector_port with `token`, from the node's first address
+   of the reflector's family (the broker gives an IPv6 reflector for a punch
+   over IPv6) among addrs[0..naddrs-1] and a port of its range
+   ports[0]-ports[1], within PUNCH_TIMEOUT_MS, the first SYN's TTL (IPv6:
+   hop limit) first_ttl (the helper's punch-ttl).  0, or -1 when the node
+   has no address of that family (p->local is then empty and punch_start
+   says so). */
+int punch_params_for_node(struct punch_params *p, const char *reflector_addr, int reflector_port,
+                          const char *token, const char addrs[][QCG_ADDR_MAX], int naddrs,
+                          const int ports[2], int first_ttl);
 
 /* Starts a punch.  NULL with why (bad parameters, no free port). */
 struct punch *punch_start(uv_loop_t *loop, const struct punch_params *p, punch_fn cb, void *arg,

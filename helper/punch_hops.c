@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sockaddr_text.h"
 #include "sock_error.h"
 
 /* One connect with one TTL; freed in its close callback, which also closes
@@ -23,8 +24,8 @@ struct hop_step {
 
 struct punch_hops {
     uv_loop_t *loop;
-    struct in_addr local;
-    struct sockaddr_in to;
+    struct sockaddr_storage local, to; /* one family, the port of local 0 */
+    socklen_t len;
     punch_hops_fn cb;
     void *arg;
     int ttl;
@@ -35,27 +36,44 @@ struct punch_hops {
     uv_timer_t timer;
 };
 
-/* One result, for the reflector a helper uses. */
-static struct {
-    struct sockaddr_in to;
+/* One result per family, for the reflector address a helper uses in it (a
+   dual-stack node punches through both). */
+static struct kept {
+    struct sockaddr_storage to;
     int hops;
     unsigned rtt_ms;
     uint64_t when;
     bool valid;
-} kept;
+} kept[2];
+
+static struct kept *kept_for(const struct sockaddr_storage *to)
+{
+    return &kept[to->ss_family == AF_INET6];
+}
 
 int punch_ttl_for_hops(int hops)
 {
     return hops >= 2 && hops <= PUNCH_HOPS_MAX ? hops : 0;
 }
 
-int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_in *to, int *hops, unsigned *rtt_ms)
+int punch_set_ttl(int fd, int family, int ttl)
 {
-    if (!kept.valid || kept.to.sin_addr.s_addr != to->sin_addr.s_addr ||
-        kept.to.sin_port != to->sin_port || uv_now(loop) - kept.when > PUNCH_HOPS_KEEP_MS)
+    if (family == AF_INET6)
+        return setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof(ttl));
+    return setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+}
+
+int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *hops,
+                      unsigned *rtt_ms)
+{
+    /* Both made by address_sockaddr: zeroed around the address and port. */
+    const struct kept *k = kept_for(to);
+
+    if (!k->valid || memcmp(&k->to, to, sizeof(*to)) != 0 ||
+        uv_now(loop) - k->when > PUNCH_HOPS_KEEP_MS)
         return -1;
-    *hops = kept.hops;
-    *rtt_ms = kept.rtt_ms;
+    *hops = k->hops;
+    *rtt_ms = k->rtt_ms;
     return 0;
 }
 
@@ -97,11 +115,12 @@ static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *
     m->over = true;
     uv_close((uv_handle_t *)&m->timer, on_timer_closed);
     if (hops >= 0) {
-        kept.to = m->to;
-        kept.hops = hops;
-        kept.rtt_ms = rtt_ms;
-        kept.when = uv_now(m->loop);
-        kept.valid = true;
+        struct kept *k = kept_for(&m->to);
+        k->to = m->to;
+        k->hops = hops;
+        k->rtt_ms = rtt_ms;
+        k->when = uv_now(m->loop);
+        k->valid = true;
     }
     m->cb(m->arg, hops, rtt_ms, why);
 }
@@ -122,8 +141,10 @@ static void on_step(uv_poll_t *h, int status, int events)
     unsigned rtt = (unsigned)(uv_now(m->loop) - m->step_start);
     if (err == 0 || err == ECONNREFUSED) {
         /* The reflector's host answered: every router before it let it pass. */
-        log_debug("punch: %d routers to %s (TTL %d reached it in %u ms)", m->ttl - 1,
-                  inet_ntoa(m->to.sin_addr), m->ttl, rtt);
+        char to[INET6_ADDRSTRLEN + 8];
+        sockaddr_text(&m->to, m->len, to, sizeof(to));
+        log_debug("punch: %d routers to %s (TTL %d reached it in %u ms)", m->ttl - 1, to, m->ttl,
+                  rtt);
         finish(m, m->ttl - 1, rtt, NULL);
         return;
     }
@@ -153,7 +174,6 @@ static void on_timer(uv_timer_t *t)
 
 static void step(struct punch_hops *m)
 {
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = m->local};
     char why[96];
 
     if (m->ttl > PUNCH_HOPS_MAX) {
@@ -161,10 +181,10 @@ static void step(struct punch_hops *m)
         finish(m, -1, 0, why);
         return;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
-        setsockopt(fd, IPPROTO_IP, IP_TTL, &m->ttl, sizeof(m->ttl)) < 0 ||
-        (connect(fd, (struct sockaddr *)&m->to, sizeof(m->to)) < 0 && errno != EINPROGRESS)) {
+    int fd = socket(m->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&m->local, m->len) < 0 ||
+        punch_set_ttl(fd, m->to.ss_family, m->ttl) < 0 ||
+        (connect(fd, (struct sockaddr *)&m->to, m->len) < 0 && errno != EINPROGRESS)) {
         snprintf(why, sizeof(why), "connect with TTL %d: %s", m->ttl, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -189,10 +209,15 @@ static void step(struct punch_hops *m)
     uv_timer_start(&m->timer, on_timer, PUNCH_HOPS_STEP_MS, 0);
 }
 
-struct punch_hops *punch_hops_start(uv_loop_t *loop, struct in_addr local,
-                                    const struct sockaddr_in *to, punch_hops_fn cb, void *arg,
+struct punch_hops *punch_hops_start(uv_loop_t *loop, const struct sockaddr_storage *local,
+                                    const struct sockaddr_storage *to, punch_hops_fn cb, void *arg,
                                     char *why, size_t whylen)
 {
+    if (local->ss_family != to->ss_family ||
+        (to->ss_family != AF_INET && to->ss_family != AF_INET6)) {
+        snprintf(why, whylen, "the node's address and the reflector's differ in family");
+        return NULL;
+    }
     struct punch_hops *m = calloc(1, sizeof(*m));
 
     if (m == NULL) {
@@ -200,8 +225,9 @@ struct punch_hops *punch_hops_start(uv_loop_t *loop, struct in_addr local,
         return NULL;
     }
     m->loop = loop;
-    m->local = local;
+    m->local = *local;
     m->to = *to;
+    m->len = to->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
     m->cb = cb;
     m->arg = arg;
     m->ttl = 1;

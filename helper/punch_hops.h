@@ -16,7 +16,7 @@
  * reflector placed inside one site would make its nodes' TTL too short for
  * the others (the punch then degrades to the plain variant's retries).
  *
- * One result is kept per reflector address for PUNCH_HOPS_KEEP_MS; a punch
+ * One result is kept per family (its reflector address) for PUNCH_HOPS_KEEP_MS; a punch
  * that finds none measures (concurrent ones each measure: a few connects).
  */
 #ifndef QCG_HELPER_PUNCH_HOPS_H
@@ -35,16 +35,22 @@ struct punch_hops;
 /* hops >= 0 with the round trip to the reflector in ms, or -1 and why. */
 typedef void (*punch_hops_fn)(void *arg, int hops, unsigned rtt_ms, const char *why);
 
-/* Starts a measurement from local (port chosen by the kernel) towards to;
+/* Starts a measurement from local (port 0: chosen by the kernel) towards to,
+   both IPv4 or both IPv6 (the TTL is then the hop limit);
    cb is called once, from the loop, unless cancelled first.  NULL (why
    says) when it cannot start. */
-struct punch_hops *punch_hops_start(uv_loop_t *loop, struct in_addr local,
-                                    const struct sockaddr_in *to, punch_hops_fn cb, void *arg,
+struct punch_hops *punch_hops_start(uv_loop_t *loop, const struct sockaddr_storage *local,
+                                    const struct sockaddr_storage *to, punch_hops_fn cb, void *arg,
                                     char *why, size_t whylen);
 void punch_hops_cancel(struct punch_hops *h);
 
 /* The kept result for to (0 and *hops, *rtt_ms) or -1 (none, or too old). */
-int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_in *to, int *hops, unsigned *rtt_ms);
+int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *hops,
+                      unsigned *rtt_ms);
+
+/* Sets a socket's TTL (IPv6: unicast hop limit) for family; -1 puts the
+   default back.  0, or -1 with errno. */
+int punch_set_ttl(int fd, int family, int ttl);
 
 /* The TTL of a punch's first SYN for a hop count: 0 (the plain variant, the
    first SYN with the normal TTL) when the path is too short to stop a SYN

@@ -275,7 +275,7 @@ svc_config() {
 			log-level = $SVC_LOG_LEVEL
 			proxy = $(lab_proxies)
 			proxy-key = $CERT_DIR/proxy.key
-			reflector = ${NODE_IP[broker]}:$REFLECTOR_PORT
+			reflector = ${NODE_IP[broker]}:$REFLECTOR_PORT, [${NODE_IP6[broker]}]:$REFLECTOR_PORT
 		EOF
 		;;
 	proxy | proxy2)

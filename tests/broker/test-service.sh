@@ -67,6 +67,14 @@ misconf "reflector-user is the broker's own uid" "is the broker's own uid $(id -
 misconf "an unknown reflector-user" "reflector-user qcg-nosuchuser: no such user" \
   --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --port 17709 --reflector 127.0.0.1:17795 \
   --reflector-user qcg-nosuchuser
+# An IPv6 reflector address comes after the IPv4 one (qcg-probe's), on its port.
+misconf "an IPv6 reflector alone" "'::1' is not an IPv4 address" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --port 17709 --reflector "[::1]:17795"
+misconf "an IPv6 reflector on another port" "port 17796 is not the IPv4 one's (17795)" \
+  --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" --port 17709 \
+  --reflector "127.0.0.1:17795, [::1]:17796"
+misconf "two IPv4 reflector addresses" "'127.0.0.2' is not an IPv6 address" --ca "$ca/ca.crt" \
+  --cert "$ca/broker-broker.pem" --port 17709 --reflector "127.0.0.1:17795, 127.0.0.2:17795"
 misconf "proxy without proxy-key" "proxy-key is required" --ca "$ca/ca.crt" \
   --cert "$ca/broker-broker.pem" --proxy p1@127.0.0.1:17790
 misconf "proxy not NAME@HOST:PORT" "NAME@HOST:PORT" --ca "$ca/ca.crt" \

@@ -458,9 +458,67 @@ static void test_family(void)
            "a target without IPv6: IPv4: %s", d.reason);
 }
 
+/* Hole punching over IPv6: where both ends have IPv6 and IPv4 needs a punch,
+   a relay or has nothing left (v6 is an IPv6-only firewalled site). */
+static void test_punch6(void)
+{
+    struct plan_decision d;
+    struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    const struct plan_families dual = {true, true, true, true};
+    const struct plan_families to_v6_only = {true, true, false, true};
+    const struct plan_families from_v4_only = {true, false, true, true};
+    static const struct plan_end v6_site = {"v6", CLUSTER_FIREWALLED, 0, 0, true, 20001, NULL};
+
+    decide(&nata_site, &natb_site, 0, true, &d);
+    CHECKF(d.technique == TECH_HOLEPUNCH &&
+               plan_prefer_punch6(&nata_site, &natb_site, &dual, 0, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH && !d.cacheable &&
+               strstr(d.reason, "holepunch over IPv6") != NULL &&
+               strstr(d.reason, "over IPv4: holepunch") != NULL,
+           "NAT to NAT with IPv6 on both: the punch goes over IPv6: %s", d.reason);
+    decide(&sym_site, &natb_site, 0, true, &d);
+    CHECKF(d.technique == TECH_PROXY &&
+               plan_prefer_punch6(&sym_site, &natb_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "over IPv4: proxy") != NULL,
+           "a symmetric NAT's node with IPv6: punched over IPv6, not relayed: %s", d.reason);
+    decide(&nata_site, &v6_site, 0, true, &d);
+    CHECKF(d.technique == TECH_TRAVERSING &&
+               plan_prefer_punch6(&nata_site, &v6_site, &to_v6_only, 0, &offer, &d) &&
+               d.technique == TECH_HOLEPUNCH,
+           "traversing into a node without IPv4: punched over IPv6: %s", d.reason);
+    decide(&nata_site, &fw_site, 0, true, &d);
+    CHECKF(d.technique == TECH_TRAVERSING &&
+               !plan_prefer_punch6(&nata_site, &fw_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_TRAVERSING,
+           "traversing over IPv4 where both have IPv4 stays: %s", d.reason);
+    decide(&nata_site, &natb_site, 0, true, &d);
+    CHECKF(!plan_prefer_punch6(&nata_site, &natb_site, &from_v4_only, 0, &offer, &d),
+           "an initiator without IPv6: the IPv4 punch");
+    CHECKF(!plan_prefer_punch6(&nata_site, &natb_site, &dual, TECH_BIT(TECH_HOLEPUNCH), &offer, &d),
+           "hole punching tried: not again over IPv6");
+    struct plan_offer failed = offer;
+    failed.remembered = TECH_BIT(TECH_HOLEPUNCH);
+    CHECKF(!plan_prefer_punch6(&nata_site, &natb_site, &dual, 0, &failed, &d),
+           "hole punching failed lately between the sites: not over IPv6 either");
+    struct plan_offer v4_refl = offer;
+    v4_refl.reflector6 = false;
+    CHECKF(!plan_prefer_punch6(&nata_site, &natb_site, &dual, 0, &v4_refl, &d) &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "IPv6") == NULL,
+           "a reflector without IPv6: the IPv4 punch: %s", d.reason);
+    decide(&nata_site, &nata_site, 0, true, &d);
+    CHECKF(!plan_prefer_punch6(&nata_site, &nata_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_DIRECT,
+           "inside a site: direct");
+    decide(&open_site, &nata_site, 0, true, &d);
+    CHECKF(!plan_prefer_punch6(&open_site, &nata_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_REVERSED,
+           "reversed stays reversed: %s", d.reason);
+}
+
 int main(void)
 {
     test_family();
+    test_punch6();
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
         check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();

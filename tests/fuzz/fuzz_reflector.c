@@ -11,26 +11,35 @@
 #include "punch.h"
 #include "reflector.h"
 
-static void answer(const uint8_t *data, size_t size)
+/* The line as a punch of `family` reads it (one per reflector family). */
+static void answer_of(const uint8_t *data, size_t size, int family)
 {
     char line[512], why[600];
     struct punch_result res;
-    struct in_addr peer;
+    struct sockaddr_storage peer;
 
     size = size < sizeof(line) - 1 ? size : sizeof(line) - 1;
     memcpy(line, data, size);
     line[size] = '\0';
     memset(&res, 0, sizeof(res));
-    if (punch_answer_parse(line, &res, &peer, why, sizeof(why)) < 0) {
+    if (punch_answer_parse(line, family, &res, &peer, why, sizeof(why)) < 0) {
         FUZZ_TERMINATED(why);
         FUZZ_ASSERT(strncmp(why, "reflector: ", 11) == 0);
         return;
     }
-    char text[INET_ADDRSTRLEN];
+    unsigned char bin[16];
     FUZZ_TERMINATED(res.peer_addr);
     FUZZ_TERMINATED(res.own_addr);
     FUZZ_ASSERT(res.peer_port > 0 && res.own_port > 0);
-    FUZZ_ASSERT(inet_ntop(AF_INET, &peer, text, sizeof(text)) != NULL);
+    FUZZ_ASSERT(peer.ss_family == family);
+    FUZZ_ASSERT(inet_pton(family, res.peer_addr, bin) == 1 &&
+                inet_pton(family, res.own_addr, bin) == 1);
+}
+
+static void answer(const uint8_t *data, size_t size)
+{
+    answer_of(data, size, AF_INET);
+    answer_of(data, size, AF_INET6);
 }
 
 static void request(const uint8_t *data, size_t size)

@@ -217,6 +217,7 @@ static void reflector(void)
     text_seed("reflector", "two-spaces", 0, "DIAL  1");
     /* The reflector's answers to a punch, as a helper reads them. */
     text_seed("reflector", "answer-peer", 1, "PEER 203.0.113.20 23001 203.0.113.30 24001");
+    text_seed("reflector", "answer-peer-v6", 1, "PEER 2001:db8:6::11 23001 2001:db8:3:2::11 24001");
     text_seed("reflector", "answer-fail", 1, "FAIL the other side did not come in 5000 ms");
     text_seed("reflector", "answer-port-zero", 1, "PEER 203.0.113.20 0 203.0.113.30 024001");
     /* Accepted before punch_answer_parse counted a sixth field (test_punch.c). */

@@ -9,7 +9,8 @@
  *       punches pairs FIRST..FIRST+COUNT-1 one after the other (the reflector's
  *       pairing keeps the two drivers in step); on each connection sends BYTES
  *       and reads the peer's BYTES at the same time, then prints one line:
- *       "ok <pair> setup_ms=N local=P own=A:P peer=A:P sent=SHA recv=SHA" or
+ *       "ok <pair> setup_ms=N local=P own=A:P peer=A:P sent=SHA recv=SHA" (IPv6:
+ *       [A]:P) or
  *       "fail <pair> setup_ms=N why=...".  Exit 0 when every punch worked.
  *   punch-driver connect ADDR PORT COUNT [LOCAL-ADDR LOCAL-PORT]
  *       COUNT plain TCP connects (from LOCAL-ADDR:LOCAL-PORT if given), each
@@ -33,6 +34,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "address.h"
 #include "hex.h"
 #include "log.h"
 #include "punch.h"
@@ -198,10 +200,11 @@ static int run_punch(char **argv)
     unsigned run = (unsigned)strtoul(argv[3], NULL, 10);
     unsigned first = (unsigned)atoi(argv[4]), count = (unsigned)atoi(argv[5]);
     int side = atoi(argv[6]);
-    if (parse_key(argv[2], &key) < 0 || inet_pton(AF_INET, argv[7], &p.local) != 1) {
+    if (parse_key(argv[2], &key) < 0 || address_family(argv[7]) == 0) {
         fprintf(stderr, "bad key or local address\n");
         return 2;
     }
+    snprintf(p.local, sizeof(p.local), "%s", argv[7]);
     p.port_low = (uint16_t)atoi(argv[8]);
     p.port_high = (uint16_t)atoi(argv[9]);
     p.timeout_ms = (unsigned)atoi(argv[10]);
@@ -244,9 +247,9 @@ static int run_punch(char **argv)
         int rc = exchange(o.r.fd, side, bytes, sent, recvd);
         close(o.r.fd);
         long us = (o.t1.tv_sec - o.t0.tv_sec) * 1000000L + (o.t1.tv_nsec - o.t0.tv_nsec) / 1000;
-        printf("%s %u setup_ms=%u setup_us=%ld local=%u own=%s:%u peer=%s:%u sent=%s recv=%s\n",
-               rc == 0 ? "ok" : "fail", i, o.r.setup_ms, us, o.r.local_port, o.r.own_addr,
-               o.r.own_port, o.r.peer_addr, o.r.peer_port, sent, recvd);
+        printf("%s %u setup_ms=%u setup_us=%ld local=%u own=%s peer=%s sent=%s recv=%s\n",
+               rc == 0 ? "ok" : "fail", i, o.r.setup_ms, us, o.r.local_port, o.r.own_text,
+               o.r.peer_text, sent, recvd);
         fflush(stdout);
         failures += rc != 0;
     }

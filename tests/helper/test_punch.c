@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <stdbool.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -26,9 +27,10 @@
 #include "reflector.h"
 
 #define REFLECTOR_PORT 18420
+#define REFLECTOR6_PORT 18421
 
 static struct proxy_key key;
-static struct reflector *refl;
+static struct reflector *refl, *refl4, *refl6; /* refl: the one new_pair expects on */
 
 struct outcome {
     int called;
@@ -62,7 +64,7 @@ static void params(struct punch_params *p, const unsigned char pair[TOKEN_PAIR_L
     snprintf(p->reflector_addr, sizeof(p->reflector_addr), "127.0.0.1");
     p->reflector_port = REFLECTOR_PORT;
     token_issue(&key, pair, side, (uint64_t)time(NULL) + 60, p->token, sizeof(p->token));
-    inet_pton(AF_INET, "127.0.0.1", &p->local);
+    snprintf(p->local, sizeof(p->local), "127.0.0.1");
     p->port_low = low;
     p->port_high = high;
     p->timeout_ms = timeout_ms;
@@ -97,16 +99,25 @@ static int transfer(int from, int to, size_t n)
     return memcmp(in, out, n) == 0 ? 0 : -1;
 }
 
-static void test_pair(uv_loop_t *loop)
+/* v6: through the reflector on ::1, from ::1 (a punch over IPv6). */
+static void test_pair(uv_loop_t *loop, bool v6)
 {
     unsigned char pair[TOKEN_PAIR_LEN];
     struct punch_params pa, pb;
     struct outcome a = {0}, b = {0};
     char why[256];
 
-    new_pair(pair, 1);
+    refl = v6 ? refl6 : refl4;
+    new_pair(pair, v6 ? 9 : 1);
     params(&pa, pair, 0, 18430, 18434, 3000);
     params(&pb, pair, 1, 18440, 18444, 3000);
+    if (v6) {
+        snprintf(pa.reflector_addr, sizeof(pa.reflector_addr), "::1");
+        snprintf(pb.reflector_addr, sizeof(pb.reflector_addr), "::1");
+        pa.reflector_port = pb.reflector_port = REFLECTOR6_PORT;
+        snprintf(pa.local, sizeof(pa.local), "::1");
+        snprintf(pb.local, sizeof(pb.local), "::1");
+    }
     struct punch *x = punch_start(loop, &pa, on_result, &a, why, sizeof(why));
     struct punch *y = punch_start(loop, &pb, on_result, &b, why, sizeof(why));
     CHECKF(x != NULL && y != NULL, "punch_start: %s", why);
@@ -120,16 +131,20 @@ static void test_pair(uv_loop_t *loop)
            "mappings: a %u->%u, b %u->%u", a.r.local_port, a.r.peer_port, b.r.local_port,
            b.r.peer_port);
     CHECKF(a.r.local_port >= 18430 && a.r.local_port <= 18434, "a's port %u", a.r.local_port);
-    struct sockaddr_in pa_peer, pb_me;
+    struct sockaddr_storage pa_peer, pb_me;
     socklen_t l1 = sizeof(pa_peer), l2 = sizeof(pb_me);
     getpeername(a.r.fd, (struct sockaddr *)&pa_peer, &l1);
     getsockname(b.r.fd, (struct sockaddr *)&pb_me, &l2);
-    CHECKF(pa_peer.sin_port == pb_me.sin_port, "the two ends of one connection");
+    CHECKF(l1 == l2 && memcmp(&pa_peer, &pb_me, l1) == 0, "the two ends of one connection");
+    CHECKF(pa_peer.ss_family == (v6 ? AF_INET6 : AF_INET) &&
+               strcmp(a.r.peer_addr, v6 ? "::1" : "127.0.0.1") == 0,
+           "over %s: peer %s", v6 ? "IPv6" : "IPv4", a.r.peer_addr);
     blocking(a.r.fd);
     blocking(b.r.fd);
     CHECKF(transfer(a.r.fd, b.r.fd, 65536) == 0, "a -> b");
     CHECKF(transfer(b.r.fd, a.r.fd, 65536) == 0, "b -> a");
-    printf("pair: connected in %u and %u ms\n", a.r.setup_ms, b.r.setup_ms);
+    printf("pair over %s: connected in %u and %u ms\n", v6 ? "IPv6" : "IPv4", a.r.setup_ms,
+           b.r.setup_ms);
     close(a.r.fd);
     close(b.r.fd);
 }
@@ -369,22 +384,38 @@ static void test_answer_parse(void)
                                       "",
                                       NULL};
     struct punch_result r;
-    struct in_addr peer;
+    struct sockaddr_storage peer;
     char line[128], why[256];
 
     snprintf(line, sizeof(line), "PEER 203.0.113.20 23001 203.0.113.30 24001");
-    CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) == 0 &&
+    CHECKF(punch_answer_parse(line, AF_INET, &r, &peer, why, sizeof(why)) == 0 &&
                strcmp(r.peer_addr, "203.0.113.20") == 0 && r.peer_port == 23001 &&
                strcmp(r.own_addr, "203.0.113.30") == 0 && r.own_port == 24001 &&
-               peer.s_addr == inet_addr("203.0.113.20"),
+               peer.ss_family == AF_INET &&
+               ((struct sockaddr_in *)&peer)->sin_addr.s_addr == inet_addr("203.0.113.20") &&
+               ntohs(((struct sockaddr_in *)&peer)->sin_port) == 23001,
            "good answer: %s", why);
+    /* A punch over IPv6 (its reflector's family) takes IPv6 endpoints only. */
+    snprintf(line, sizeof(line), "PEER 2001:db8:6::11 23001 2001:db8:3:2::11 24001");
+    CHECKF(punch_answer_parse(line, AF_INET6, &r, &peer, why, sizeof(why)) == 0 &&
+               strcmp(r.peer_addr, "2001:db8:6::11") == 0 && peer.ss_family == AF_INET6 &&
+               ntohs(((struct sockaddr_in6 *)&peer)->sin6_port) == 23001 &&
+               strcmp(r.own_addr, "2001:db8:3:2::11") == 0 && r.own_port == 24001,
+           "good IPv6 answer: %s", why);
+    snprintf(line, sizeof(line), "PEER 203.0.113.20 23001 203.0.113.30 24001");
+    CHECKF(punch_answer_parse(line, AF_INET6, &r, &peer, why, sizeof(why)) < 0 &&
+               strstr(why, "IPv6") != NULL,
+           "an IPv4 answer to a punch over IPv6 is refused: %s", why);
+    snprintf(line, sizeof(line), "PEER 2001:db8:6::11 23001 203.0.113.30 24001");
+    CHECKF(punch_answer_parse(line, AF_INET6, &r, &peer, why, sizeof(why)) < 0,
+           "mixed families refused");
     snprintf(line, sizeof(line), "FAIL no punch expected");
-    CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
+    CHECKF(punch_answer_parse(line, AF_INET, &r, &peer, why, sizeof(why)) < 0 &&
                strcmp(why, "reflector: FAIL no punch expected") == 0,
            "FAIL: %s", why);
     for (int i = 0; bad[i] != NULL; i++) {
         snprintf(line, sizeof(line), "%s", bad[i]);
-        CHECKF(punch_answer_parse(line, &r, &peer, why, sizeof(why)) < 0 &&
+        CHECKF(punch_answer_parse(line, AF_INET, &r, &peer, why, sizeof(why)) < 0 &&
                    strstr(why, "unexpected answer"),
                "'%s' accepted or why '%s'", bad[i], why);
     }
@@ -399,14 +430,19 @@ int main(void)
     log_init("helper", getenv("VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, false);
     for (size_t i = 0; i < sizeof(key.bytes); i++)
         key.bytes[i] = (unsigned char)(i * 13 + 5);
-    refl = reflector_start_tuned("127.0.0.1:18420", &key, NULL, NULL, &t, err, sizeof(err));
-    if (refl == NULL) {
+    refl = refl4 = reflector_start_tuned("127.0.0.1:18420", &key, NULL, NULL, &t, err, sizeof(err));
+    refl6 = refl4 != NULL
+                ? reflector_start_tuned("[::1]:18421", &key, NULL, NULL, &t, err, sizeof(err))
+                : NULL;
+    if (refl6 == NULL) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
     test_answer_parse();
     uv_loop_init(&loop);
-    test_pair(&loop);
+    test_pair(&loop, false);
+    test_pair(&loop, true);
+    refl = refl4;
     test_refused_token(&loop);
     test_peer_never_connects(&loop);
     test_cancel(&loop);
@@ -415,6 +451,7 @@ int main(void)
     test_forged_peer(&loop, 1);
     run(&loop);
     CHECKF(uv_loop_close(&loop) == 0, "handles left on the loop");
-    reflector_stop(refl);
+    reflector_stop(refl4);
+    reflector_stop(refl6);
     return check_result("helper-punch");
 }

@@ -203,8 +203,16 @@ static void test_config(void)
     CHECKF(load(&cfg, "--punch-ttl", "3") == 0 && cfg.first_ttl == 3, "punch-ttl 3");
     config_free(helper_options, &cfg);
     struct punch_params pp;
-    punch_params_for_node(&pp, "203.0.113.10", 7704, "t", "198.18.1.11", cfg.ports, 3);
-    CHECKF(pp.first_ttl == 3, "a node's punch takes its first SYN's TTL from punch-ttl");
+    const char addrs[2][QCG_ADDR_MAX] = {"198.18.1.11", "2001:db8:1::11"};
+    CHECKF(punch_params_for_node(&pp, "203.0.113.10", 7704, "t", addrs, 2, cfg.ports, 3) == 0 &&
+               pp.first_ttl == 3 && strcmp(pp.local, "198.18.1.11") == 0,
+           "a node's punch takes its first SYN's TTL from punch-ttl, its IPv4 address");
+    CHECKF(punch_params_for_node(&pp, "2001:db8::10", 7704, "t", addrs, 2, cfg.ports, 3) == 0 &&
+               strcmp(pp.local, "2001:db8:1::11") == 0,
+           "a punch through an IPv6 reflector binds the node's IPv6 address: %s", pp.local);
+    CHECKF(punch_params_for_node(&pp, "2001:db8::10", 7704, "t", addrs, 1, cfg.ports, 3) < 0 &&
+               pp.local[0] == '\0',
+           "a node without IPv6 has no address for a punch through an IPv6 reflector");
     char path[] = "/tmp/qcg-helper-unit-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;

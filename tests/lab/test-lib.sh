@@ -277,6 +277,22 @@ cat_transfer() {
 	XFER_SETUP_US=$(echo "$XFER_SENT" | json_field setup_us)
 }
 
+# xfer_expect FROM TO TECH BYTES TO_FAR FROM_FAR: the last cat_transfer FROM -> TO
+# used TECH on both ends and sent BYTES, and qcg-cat --json's far ends
+# ("address") start with TO_FAR on the connecting side and FROM_FAR on the
+# accepting one ("[2001:db8:6::11]:": the family and the address).
+xfer_expect() {
+	local from=$1 to=$2 tech=$3 bytes=$4 to_far=$5 from_far=$6 far
+	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: the connecting side used $XFER_TECH, not $tech: $XFER_SENT"
+	[ "$(echo "$XFER_ACCEPTED" | json_field technique)" = "$tech" ] ||
+		fail "$from -> $to: the accepting side says $XFER_ACCEPTED"
+	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$bytes" ] || fail "$from -> $to: sent $XFER_SENT"
+	far=$(echo "$XFER_SENT" | json_field address)
+	[[ $far == "$to_far"* ]] || fail "$from -> $to: connected to $far, not $to_far"
+	far=$(echo "$XFER_ACCEPTED" | json_field address)
+	[[ $far == "$from_far"* ]] || fail "$from -> $to: accepted from $far, not $from_far"
+}
+
 LAB_UID=$(id -u nobody)
 LAB_COMPUTE="open1 open2 fw1 fw2 nata1 nata2 natb1 natb2 sym1 sym2"
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# lab-ipv6-punch: hole punching over IPv6 between two stateful IPv6 firewalls.
+#
+#   v6    2001:db8:6::/64   IPv6 only, stateful ip6tables firewall, nothing let in
+#                           (v61 2001:db8:6::11)
+#   nata  2001:db8:3::/48   NAT44, stateful ip6tables firewall that lets in
+#                           2001:db8:3:5::/64 only (nata1 2001:db8:3::11: closed)
+#   broker 2001:db8::10     its reflector on both families (port 7704)
+#
+# Neither v61 nor nata1 takes an unsolicited connection over IPv6, and v61 has
+# no IPv4 at all: without hole punching over IPv6 the pair has no technique
+# (IPv4 punching and the proxy need an IPv4 route on v61).  Checks, as a user
+# would, in both directions (v61 -> nata1, nata1 -> v61): 4 MiB arrive
+# intact; qcg-cat --json says holepunch on both ends, and its far-end
+# addresses are the two nodes' own IPv6 addresses (no NAT in between); both
+# helpers log the punch "over IPv6", and the broker its plan.
+. "$(dirname "$0")/test-lib.sh"
+require_lab
+scratch
+up_back() { "$LAB" up >/dev/null 2>&1 || true; }
+trap 'scratch_cleanup; up_back' EXIT
+
+"$LAB" up --v6 >"$WORK/up.out" 2>&1 || { cat "$WORK/up.out"; fail "up --v6 failed"; }
+require_services
+
+JOB=$(new_job ipv6punch)
+size=$((4 << 20))
+head -c "$size" /dev/urandom >"$WORK/in"
+
+# punch6 FROM TO FROM6 TO6: FROM -> TO punched over IPv6.
+punch6() {
+	local from=$1 to=$2 from6=$3 to6=$4
+	cat_transfer "$from" "$to"
+	xfer_expect "$from" "$to" holepunch "$size" "[$to6]:" "[$from6]:"
+	# The initiator's helper punches for the plan, the target's for its order.
+	grep -Eq "holepunch to [a-z0-9]+/$to: connected from port [0-9]+ \(seen as \[$from6\]:[0-9]+\) to \[$to6\]:[0-9]+ in [0-9]+ ms, over IPv6" \
+		"$LAB_STATE/log/helper-$from.log" ||
+		{ grep "holepunch to" "$LAB_STATE/log/helper-$from.log" | tail -n 3; fail "$from -> $to: $from's helper does not log the punch over IPv6"; }
+	grep -Eq "punch for job $JOB rank $((XFER_FROM_RANK - 1)) \(initiator rank $XFER_FROM_RANK\): connected .* to \[$from6\]:[0-9]+ in [0-9]+ ms, over IPv6" \
+		"$LAB_STATE/log/helper-$to.log" ||
+		{ grep "punch for job" "$LAB_STATE/log/helper-$to.log" | tail -n 3; fail "$from -> $to: $to's helper does not log its punch over IPv6"; }
+	note "$from -> $to: 4 MiB identical, holepunch over IPv6 ([$from6] -> [$to6]), setup $XFER_SETUP_US us"
+	note "  $(grep -Eo "holepunch to [a-z0-9]+/$to: connected .*over IPv6" "$LAB_STATE/log/helper-$from.log" | tail -n 1)"
+}
+
+punch6 v61 nata1 2001:db8:6::11 2001:db8:3::11
+punch6 nata1 v61 2001:db8:3::11 2001:db8:6::11
+for pair in '\(v6\) -> rank [0-9]+ \(nata/nata1\)' '\(nata\) -> rank [0-9]+ \(v6/v61\)'; do
+	grep -Eq "job $JOB rank [0-9]+ $pair: holepunch over IPv6; punch ordered to" \
+		"$LAB_STATE/log/broker.log" ||
+		fail "the broker's log has no plan of hole punching over IPv6 for $pair"
+done
+note "broker: $(grep -Eo "job $JOB rank [0-9]+ \(v6\) -> .*: holepunch over IPv6; punch ordered to [a-z0-9]+" "$LAB_STATE/log/broker.log" | tail -n 1)"
