@@ -37,6 +37,9 @@ struct plan_offer {
        (NULL: allowed): the address rules (registry.c) refuse a connect-back
        or an inject source outside what the initiator's site declared. */
     const char *refused[TECH_COUNT];
+    /* The families (FAMILY_V4, FAMILY_V6 of proxies.h) the broker's proxies
+       have addresses in: what a proxy can bridge (plan_bridge.h). */
+    unsigned proxy_families;
 };
 
 struct plan_decision {

@@ -14,6 +14,7 @@
 #include "cmdqueue.h"
 #include "htable.h"
 #include "jobhash.h"
+#include "plan_bridge.h"
 #include "site_ranges.h"
 
 #define HASH_LEN JOB_HASH_LEN
@@ -764,6 +765,22 @@ static void choose_family(const struct contact *from, const struct contact *to,
         copy_str(out->fallback, sizeof(out->fallback), to4);
 }
 
+/* A pair with no address family in common: the proxy's plan, at once
+   (plan_bridge.h). */
+static bool bridge_locked(const struct contact *from, const struct contact *to,
+                          const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                          enum technique only, const struct plan_offer *o, struct reg_lookup *out)
+{
+    struct plan_families fam = {
+        .from = plan_families_of(from->address, from->other, from->nother),
+        .to = plan_families_of(to->address, to->other, to->nother),
+    };
+    if (!plan_bridge(fe, te, &fam, tried, o, only, &out->decision))
+        return false;
+    out->refused = 0;
+    return true;
+}
+
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
                                      const char *verifier, int from_rank, int to_rank,
                                      unsigned tried, enum technique only,
@@ -807,6 +824,8 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
                                "traversing", inject_why, sizeof(inject_why)))
         o.refused[TECH_TRAVERSING] = inject_why;
+    if (bridge_locked(from, to, &fe, &te, tried, only, &o, out))
+        return REG_OK;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
         choose_family(from, to, &fe, &te, tried, only, &o, out);
