@@ -78,7 +78,7 @@ const struct config_option broker_options[] = {
      "with --stats or --grid: the broker to ask (default https://127.0.0.1:PORT/)"},
     {"proxy", CONFIG_STRING, OPT(proxy), 0, 0, NULL,
      "proxies for pairs nothing else connects: NAME@HOST:PORT or NAME@[IPv6]:PORT (qcg-proxy's "
-     "data address), comma-separated"},
+     "data address), comma-separated; a NAME twice for its address in each family"},
     {"proxy-key", CONFIG_STRING, OPT(proxy_key), 0, 0, NULL,
      "the key shared with the proxies (64 hex characters, mode 0600); required with proxy"},
     {"reflector", CONFIG_STRING, OPT(reflector), 0, 0, NULL,

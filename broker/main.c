@@ -153,9 +153,14 @@ int main(int argc, char **argv)
     b->proxy_live = proxy_live_new(&b->proxies, (unsigned)cfg.proxy_dead_after, monotonic_ms());
     if (b->proxy_live == NULL)
         fatalx("out of memory");
-    for (int i = 0; i < b->proxies.count; i++)
-        log_info("proxy %s at %s port %d", b->proxies.list[i].name, b->proxies.list[i].host,
-                 b->proxies.list[i].port);
+    for (int i = 0; i < b->proxies.count; i++) {
+        const struct proxy_addr *px = &b->proxies.list[i];
+        if (px->host2[0] != '\0')
+            log_info("proxy %s at %s port %d and %s port %d", px->name, px->host, px->port,
+                     px->host2, px->port2);
+        else
+            log_info("proxy %s at %s port %d", px->name, px->host, px->port);
+    }
     if (b->proxies.count == 0)
         log_info("no proxy configured: pairs that need one get status unavailable");
     if (cfg.reflector_port > 0) {

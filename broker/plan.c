@@ -373,14 +373,14 @@ static bool punch6_saves(const struct plan_families *fam, const struct plan_deci
         return true;
     if (d->technique == TECH_HOLEPUNCH || d->technique == TECH_PROXY)
         return true;
-    return d->technique == TECH_TRAVERSING && !(fam->from_v4 && fam->to_v4);
+    return d->technique == TECH_TRAVERSING && !(fam->from & fam->to & FAMILY_V4);
 }
 
 bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
                         const struct plan_families *fam, unsigned tried,
                         const struct plan_offer *offer, struct plan_decision *d)
 {
-    if (!fam->from_v6 || !fam->to_v6 || same_cluster(from, to) || !offer->reflector ||
+    if (!(fam->from & fam->to & FAMILY_V6) || same_cluster(from, to) || !offer->reflector ||
         !offer->reflector6 || (tried & TECH_BIT(TECH_HOLEPUNCH)) ||
         (offer->remembered & TECH_BIT(TECH_HOLEPUNCH)) || !punch6_saves(fam, d))
         return false;

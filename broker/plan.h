@@ -38,6 +38,9 @@ struct plan_offer {
        (NULL: allowed): the address rules (registry.c) refuse a connect-back
        or an inject source outside what the initiator's site declared. */
     const char *refused[TECH_COUNT];
+    /* The families (FAMILY_V4, FAMILY_V6, below) the broker's proxies
+       have addresses in: what a proxy can bridge (plan_bridge.h). */
+    unsigned proxy_families;
 };
 
 struct plan_decision {
@@ -92,9 +95,13 @@ enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_e
                                 struct plan_decision *d);
 
 /* What the pair has of each family, for hole punching over IPv6. */
+/* Families as sets: of an end's node's addresses, of a proxy's. */
+#define FAMILY_V4 1u
+#define FAMILY_V6 2u
+
+/* The families each end's node has addresses in. */
 struct plan_families {
-    bool from_v4, from_v6; /* the initiator's contact has an IPv4, an IPv6 address */
-    bool to_v4, to_v6;
+    unsigned from, to;
 };
 
 /* Whether the plan plan_decide made (never a lookup's `only`) becomes hole

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "address.h"
 #include "validate.h"
@@ -37,6 +38,51 @@ static int parse_one(const char *text, struct proxy_addr *out, char *err, size_t
     return 0;
 }
 
+static unsigned family_bit(const char *host)
+{
+    return address_family(host) == AF_INET6 ? FAMILY_V6 : FAMILY_V4;
+}
+
+unsigned proxy_addr_families(const struct proxy_addr *p)
+{
+    return family_bit(p->host) | (p->host2[0] != '\0' ? family_bit(p->host2) : 0);
+}
+
+const char *proxy_addr_for(const struct proxy_addr *p, unsigned families, int *port)
+{
+    if (family_bit(p->host) & families) {
+        *port = p->port;
+        return p->host;
+    }
+    if (p->host2[0] != '\0' && (family_bit(p->host2) & families)) {
+        *port = p->port2;
+        return p->host2;
+    }
+    return NULL;
+}
+
+/* `one` names a proxy already in p: its address of the other family, or an
+   error.  1 when taken that way, 0 when the name is new, -1 with err. */
+static int second_address(struct proxies *p, const struct proxy_addr *one, char *err, size_t errlen)
+{
+    for (int i = 0; i < p->count; i++) {
+        struct proxy_addr *known = &p->list[i];
+        if (strcmp(known->name, one->name) != 0)
+            continue;
+        if (proxy_addr_families(known) & family_bit(one->host)) {
+            snprintf(err, errlen,
+                     "proxy: %s has two %s addresses (name a proxy twice only for an address "
+                     "in each family)",
+                     one->name, family_bit(one->host) == FAMILY_V6 ? "IPv6" : "IPv4");
+            return -1;
+        }
+        snprintf(known->host2, sizeof(known->host2), "%s", one->host);
+        known->port2 = one->port;
+        return 1;
+    }
+    return 0;
+}
+
 int proxies_parse(struct proxies *p, const char *spec, const char *key_file, char *err,
                   size_t errlen)
 {
@@ -53,14 +99,19 @@ int proxies_parse(struct proxies *p, const char *spec, const char *key_file, cha
     }
     for (char *tok = strtok_r(copy, ", \t", &save); tok != NULL && rc == 0;
          tok = strtok_r(NULL, ", \t", &save)) {
+        struct proxy_addr one;
+        rc = parse_one(tok, &one, err, errlen);
+        int known = rc == 0 ? second_address(p, &one, err, errlen) : 0;
+        if (rc < 0 || known != 0) {
+            rc = known < 0 ? -1 : rc;
+            continue;
+        }
         if (p->count == PROXIES_MAX) {
             snprintf(err, errlen, "proxy: at most %d proxies", PROXIES_MAX);
             rc = -1;
             break;
         }
-        rc = parse_one(tok, &p->list[p->count], err, errlen);
-        if (rc == 0)
-            p->count++;
+        p->list[p->count++] = one;
     }
     free(copy);
     if (rc == 0 && p->count > 0) {
@@ -80,6 +131,14 @@ int proxies_parse(struct proxies *p, const char *spec, const char *key_file, cha
     if (rc < 0)
         proxies_clear(p);
     return rc;
+}
+
+unsigned proxies_families(const struct proxies *p)
+{
+    unsigned f = 0;
+    for (int i = 0; i < p->count; i++)
+        f |= proxy_addr_families(&p->list[i]);
+    return f;
 }
 
 void proxies_clear(struct proxies *p)

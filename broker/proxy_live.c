@@ -79,9 +79,10 @@ int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint
     return rc;
 }
 
-/* Under the lock: the entry a pair goes to, or NULL. */
+/* Under the lock: the entry a pair goes to, or NULL; only one with an
+   address in a family of each end (from_fam, to_fam: FAMILY_* sets). */
 static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair[16],
-                                  uint64_t now_ms)
+                                  uint64_t now_ms, unsigned from_fam, unsigned to_fam)
 {
     struct proxy_entry *best = NULL, *unknown = NULL;
     uint64_t best_load = 0;
@@ -91,6 +92,9 @@ static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair
     unsigned start = (((unsigned)pair[0] << 8) | pair[1]) % (unsigned)l->count;
     for (int k = 0; k < l->count; k++) {
         struct proxy_entry *e = &l->e[(start + (unsigned)k) % (unsigned)l->count];
+        unsigned fam = proxy_addr_families(&e->addr);
+        if ((fam & from_fam) == 0 || (fam & to_fam) == 0)
+            continue;
         switch (state_of(l, e, now_ms)) {
         case PROXY_ALIVE: {
             uint64_t load = (uint64_t)e->pairs + e->since_beat;
@@ -115,16 +119,16 @@ int proxy_live_usable(struct proxy_live *l, uint64_t now_ms)
 {
     static const unsigned char any[16];
     pthread_mutex_lock(&l->lock);
-    int ok = choose(l, any, now_ms) != NULL;
+    int ok = choose(l, any, now_ms, FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6) != NULL;
     pthread_mutex_unlock(&l->lock);
     return ok;
 }
 
 int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t now_ms,
-                    struct proxy_addr *out)
+                    unsigned from_fam, unsigned to_fam, struct proxy_addr *out)
 {
     pthread_mutex_lock(&l->lock);
-    struct proxy_entry *e = choose(l, pair, now_ms);
+    struct proxy_entry *e = choose(l, pair, now_ms, from_fam, to_fam);
     if (e != NULL) {
         e->since_beat++;
         e->planned++;

@@ -48,10 +48,11 @@ int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint
 /* Whether a pair could get a proxy now (one alive or unknown). */
 int proxy_live_usable(struct proxy_live *l, uint64_t now_ms);
 
-/* The proxy for a new pair (counted as planned through it), copied to out;
-   0, or -1 when none is alive or unknown. */
+/* The proxy for a new pair (counted as planned through it), copied to out:
+   one with an address in a family of each end (from_fam, to_fam: FAMILY_*
+   sets of proxies.h).  0, or -1 when none such is alive or unknown. */
 int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t now_ms,
-                    struct proxy_addr *out);
+                    unsigned from_fam, unsigned to_fam, struct proxy_addr *out);
 
 /* Every configured proxy, in configuration order; returns how many (at most
    max). */

@@ -14,6 +14,7 @@
 #include "cmdqueue.h"
 #include "htable.h"
 #include "jobhash.h"
+#include "plan_bridge.h"
 #include "site_ranges.h"
 
 #define HASH_LEN JOB_HASH_LEN
@@ -766,17 +767,36 @@ static void choose_family(const struct contact *from, const struct contact *to,
         copy_str(out->fallback, sizeof(out->fallback), to4);
 }
 
+/* The address families of each end's node. */
+static struct plan_families pair_families(const struct contact *from, const struct contact *to)
+{
+    return (struct plan_families){
+        .from = plan_families_of(from->address, from->other, from->nother),
+        .to = plan_families_of(to->address, to->other, to->nother),
+    };
+}
+
 /* Hole punching over IPv6 instead of what IPv4 needed (plan_prefer_punch6). */
 static void choose_punch6(const struct contact *from, const struct contact *to,
                           const struct plan_end *fe, const struct plan_end *te, unsigned tried,
                           const struct plan_offer *o, struct reg_lookup *out)
 {
-    struct plan_families fam = {.from_v4 = address_of(from, AF_INET) != NULL,
-                                .from_v6 = address_of(from, AF_INET6) != NULL,
-                                .to_v4 = address_of(to, AF_INET) != NULL,
-                                .to_v6 = address_of(to, AF_INET6) != NULL};
+    struct plan_families fam = pair_families(from, to);
     if (out->direct_address[0] == '\0')
         out->punch6 = plan_prefer_punch6(fe, te, &fam, tried, o, &out->decision);
+}
+
+/* A pair with no address family in common: the proxy's plan, at once
+   (plan_bridge.h). */
+static bool bridge_locked(const struct contact *from, const struct contact *to,
+                          const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                          enum technique only, const struct plan_offer *o, struct reg_lookup *out)
+{
+    struct plan_families fam = pair_families(from, to);
+    if (!plan_bridge(fe, te, &fam, tried, o, only, &out->decision))
+        return false;
+    out->refused = 0;
+    return true;
 }
 
 static enum reg_status lookup_locked(struct registry *r, const char *cluster, const char *job,
@@ -822,6 +842,8 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     if (!site_order_address_ok(&from->cluster->decl, &to->cluster->decl, out->from_public, true,
                                "traversing", inject_why, sizeof(inject_why)))
         o.refused[TECH_TRAVERSING] = inject_why;
+    if (bridge_locked(from, to, &fe, &te, tried, only, &o, out))
+        return REG_OK;
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
         choose_family(from, to, &fe, &te, tried, only, &o, out);

@@ -29,6 +29,7 @@
 #include "lease.h"
 #include "outcomes.h"
 #include "pair_metrics.h"
+#include "plan_bridge.h"
 #include "proxy_live.h"
 #include "rates.h"
 #include "reflector.h"
@@ -295,6 +296,43 @@ static int random_hex(char *out, size_t len)
     return 0;
 }
 
+/* A proxied plan: the proxy (one with an address each end can reach), its
+   two tokens, and the proxy's address in a family of each end's node (the
+   first configured of those): an IPv6-only end and an IPv4-only one meet
+   at one proxy over their own families, and it bridges them. */
+static int order_proxy(struct broker *b, const struct reg_lookup *res, const unsigned char *pair,
+                       uint64_t now, struct command *cmd, char *plan_token, size_t token_len,
+                       char *address, size_t addr_len, int *port, char *why, size_t whylen)
+{
+    unsigned from_fam = plan_families_of(res->from.address, res->from.other, res->from.nother);
+    unsigned to_fam = plan_families_of(res->target.address, res->target.other, res->target.nother);
+    uint64_t expiry = now + PROXY_TOKEN_LIFETIME;
+    struct proxy_addr px;
+    if (b->proxy_live == NULL ||
+        proxy_live_pick(b->proxy_live, pair, monotonic_ms(), from_fam, to_fam, &px) < 0) {
+        snprintf(why, whylen, "no live proxy with an address in a family of each end");
+        return -1;
+    }
+    int from_port = 0, to_port = 0;
+    const char *from_host = proxy_addr_for(&px, from_fam, &from_port);
+    const char *to_host = proxy_addr_for(&px, to_fam, &to_port);
+    if (from_host == NULL || to_host == NULL ||
+        token_issue(&b->proxies.key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
+            0 ||
+        token_issue(&b->proxies.key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
+                    sizeof(cmd->token)) < 0) {
+        snprintf(why, whylen, "cannot issue proxy tokens");
+        return -1;
+    }
+    snprintf(cmd->kind, sizeof(cmd->kind), "proxy-connect");
+    /* IP addresses (proxies.c checked them): at most 45 characters. */
+    snprintf(cmd->address, sizeof(cmd->address), "%.45s", to_host);
+    cmd->port = to_port;
+    snprintf(address, addr_len, "%.45s", from_host);
+    *port = from_port;
+    return 1;
+}
+
 /* The order for the target's side of a reversed, hole-punched or proxied
    connection, to its cluster's queue (the frontend passes it to the node's
    helper), and the plan's address, port and token.  A traversing plan
@@ -386,24 +424,8 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         *port = b->reflector_port;
         return 1;
     }
-    uint64_t expiry = now + PROXY_TOKEN_LIFETIME;
-    struct proxy_addr pxa;
-    const struct proxy_addr *px = &pxa;
-    if (b->proxy_live == NULL || proxy_live_pick(b->proxy_live, pair, monotonic_ms(), &pxa) < 0 ||
-        token_issue(&b->proxies.key, pair, TOKEN_SIDE_INITIATOR, expiry, plan_token, token_len) <
-            0 ||
-        token_issue(&b->proxies.key, pair, TOKEN_SIDE_TARGET, expiry, cmd->token,
-                    sizeof(cmd->token)) < 0) {
-        snprintf(why, whylen, "cannot issue proxy tokens");
-        return -1;
-    }
-    snprintf(cmd->kind, sizeof(cmd->kind), "proxy-connect");
-    /* An IP address (proxies.c checked it): at most 45 characters. */
-    snprintf(cmd->address, sizeof(cmd->address), "%.45s", px->host);
-    cmd->port = px->port;
-    snprintf(address, addr_len, "%.45s", px->host);
-    *port = px->port;
-    return 1;
+    return order_proxy(b, res, pair, now, cmd, plan_token, token_len, address, addr_len, port, why,
+                       whylen);
 }
 
 /* A lookup whose plan had to skip a connect-back or an inject for the
@@ -497,6 +519,7 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
     bool proxy_ok = b->proxy_live != NULL && proxy_live_usable(b->proxy_live, monotonic_ms());
     struct plan_offer offer = {.proxy = proxy_ok,
                                .proxies_dead = !proxy_ok && b->proxies.count > 0,
+                               .proxy_families = proxies_families(&b->proxies),
                                .reflector = reflector_client_up(b->reflector),
                                .reflector6 = b->reflector6_host[0] != '\0'};
     enum reg_status st =

@@ -252,10 +252,13 @@ proxy_name() { [ "$1" = proxy2 ] && echo lab2 || echo lab; }
 proxy_port() { [ "$1" = proxy2 ] && echo "$LAB_PROXY2_PORT" || echo "$LAB_PROXY_PORT"; }
 proxy_control_port() { [ "$1" = proxy2 ] && echo "$PROXY2_CONTROL_PORT" || echo "$PROXY_CONTROL_PORT"; }
 
-# The broker's `proxy` line: NAME@ADDRESS:PORT of each proxy of the lab.
+# The broker's `proxy` line: NAME@ADDRESS:PORT of each proxy of the lab, once
+# per family (IPv4 first: dual-stack nodes keep reaching it over IPv4; an
+# IPv6-only node is given the IPv6 address, and the proxy bridges it).
 lab_proxies() {
-	local line="lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT"
-	[ "$LAB_PROXIES" = 2 ] && line+=",lab2@${NODE_IP[proxy]}:$LAB_PROXY2_PORT"
+	local line="lab@${NODE_IP[proxy]}:$LAB_PROXY_PORT,lab@[${NODE_IP6[proxy]}]:$LAB_PROXY_PORT"
+	[ "$LAB_PROXIES" = 2 ] &&
+		line+=",lab2@${NODE_IP[proxy]}:$LAB_PROXY2_PORT,lab2@[${NODE_IP6[proxy]}]:$LAB_PROXY2_PORT"
 	echo "$line"
 }
 

@@ -464,9 +464,9 @@ static void test_punch6(void)
 {
     struct plan_decision d;
     struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
-    const struct plan_families dual = {true, true, true, true};
-    const struct plan_families to_v6_only = {true, true, false, true};
-    const struct plan_families from_v4_only = {true, false, true, true};
+    const struct plan_families dual = {FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6};
+    const struct plan_families to_v6_only = {FAMILY_V4 | FAMILY_V6, FAMILY_V6};
+    const struct plan_families from_v4_only = {FAMILY_V4, FAMILY_V4 | FAMILY_V6};
     static const struct plan_end v6_site = {"v6", CLUSTER_FIREWALLED, 0, 0, true, 20001, NULL};
 
     decide(&nata_site, &natb_site, 0, true, &d);

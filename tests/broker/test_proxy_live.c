@@ -7,13 +7,15 @@
 #include "log.h"
 #include "proxy_live.h"
 
+#define ANY (FAMILY_V4 | FAMILY_V6)
+
 static int picks_of(struct proxy_live *l, uint64_t now_ms, int n, const char *name)
 {
     int hits = 0;
     for (int i = 0; i < n; i++) {
         unsigned char pair[16] = {(unsigned char)(i * 37), (unsigned char)(i * 11)};
         struct proxy_addr a;
-        if (proxy_live_pick(l, pair, now_ms, &a) == 0 && strcmp(a.name, name) == 0)
+        if (proxy_live_pick(l, pair, now_ms, ANY, ANY, &a) == 0 && strcmp(a.name, name) == 0)
             hits++;
     }
     return hits;
@@ -69,10 +71,10 @@ int main(void)
     CHECK(!proxy_live_usable(l, t + 40000));
     struct proxy_addr a;
     unsigned char pair[16] = {0};
-    CHECK(proxy_live_pick(l, pair, t + 40000, &a) < 0);
+    CHECK(proxy_live_pick(l, pair, t + 40000, ANY, ANY, &a) < 0);
     /* A dead proxy that beats again is alive again. */
     CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t + 41000), PROXY_DEAD);
-    CHECK(proxy_live_pick(l, pair, t + 41000, &a) == 0 && strcmp(a.name, "one") == 0);
+    CHECK(proxy_live_pick(l, pair, t + 41000, ANY, ANY, &a) == 0 && strcmp(a.name, "one") == 0);
 
     proxy_live_free(l);
 
@@ -83,7 +85,7 @@ int main(void)
     CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t), PROXY_UNKNOWN);
     CHECK_EQ(picks_of(l, t + 1000, 20, "one"), 20);
     CHECK(!proxy_live_usable(l, t + 16000));
-    CHECK(proxy_live_pick(l, pair, t + 16000, &a) < 0);
+    CHECK(proxy_live_pick(l, pair, t + 16000, ANY, ANY, &a) < 0);
     /* The one never heard from is shown unknown while beats may still come,
        then dead (it died across the broker's restart), not unknown forever. */
     REQUIRE_EQ(proxy_live_snapshot(l, t + 14000, v, PROXIES_MAX), 2);
@@ -100,6 +102,32 @@ int main(void)
     CHECK_EQ(v[0].state, PROXY_UNKNOWN);
     CHECK_EQ(v[1].state, PROXY_UNKNOWN);
     CHECK(proxy_live_usable(l, t + 3600000));
+    proxy_live_free(l);
+
+    /* Only "two" has an IPv6 address as well: an IPv6-only end's pairs go
+       there, whatever the load; pairs of IPv4 ends to both. */
+    snprintf(p.list[1].host2, sizeof(p.list[1].host2), "2001:db8::21");
+    p.list[1].port2 = 7713;
+    l = proxy_live_new(&p, 15, t);
+    REQUIRE(l != NULL);
+    int to_two = 0, v4_two = 0;
+    for (int i = 0; i < 50; i++) {
+        unsigned char pr[16] = {(unsigned char)(i * 37), (unsigned char)(i * 11)};
+        struct proxy_addr got;
+        if (proxy_live_pick(l, pr, t, FAMILY_V6, FAMILY_V4, &got) == 0 &&
+            strcmp(got.name, "two") == 0)
+            to_two++;
+        if (proxy_live_pick(l, pr, t, FAMILY_V4, FAMILY_V4, &got) == 0 &&
+            strcmp(got.name, "two") == 0)
+            v4_two++;
+    }
+    CHECK_EQ(to_two, 50);
+    CHECK(v4_two > 0 && v4_two < 50);
+    /* A pair of IPv6-only ends with "two" dead: no proxy for it. */
+    CHECK(proxy_live_beat(l, "one", 0, 0, t + 20000) >= 0);
+    unsigned char pair6[16] = {1};
+    struct proxy_addr a6;
+    CHECK(proxy_live_pick(l, pair6, t + 40000, FAMILY_V6, FAMILY_V6, &a6) < 0);
     proxy_live_free(l);
     return check_result("test_proxy_live");
 }

@@ -13,11 +13,13 @@
 #include "cmdqueue.h"
 #include "log.h"
 #include "outcomes.h"
+#include "proxies.h"
 #include "registry.h"
 #include "site_ranges.h"
 
 /* No reflector: these tests are about the registry, the plan table has its own. */
-static const struct plan_offer offer_all = {.proxy = true, .reflector = false};
+static const struct plan_offer offer_all = {
+    .proxy = true, .reflector = false, .proxy_families = FAMILY_V4 | FAMILY_V6};
 static const struct plan_offer offer_noproxy = {.proxy = false, .reflector = false};
 #include "soapH.h"
 #include "validate.h"
@@ -397,6 +399,19 @@ static void test_families(void)
                strcmp(res.direct_address, "2001:db8:3::12") == 0,
            "from an IPv6-only node: IPv6, no IPv4 fallback it could not use (%s): %s",
            res.direct_address, res.decision.reason);
+    /* open1's rank 4 published its IPv4 address only: to it from the
+       IPv6-only nata3, and back, only the proxy, whatever the sites. */
+    CHECKF(publish(r, contact2(4, "open", "open1", "203.0.113.21", NULL, 20004), "s") == REG_OK,
+           "4: %s", why);
+    LOOK("nata", 3, 4);
+    CHECKF(res.decision.ok && res.decision.technique == TECH_PROXY &&
+               res.direct_address[0] == '\0' &&
+               strstr(res.decision.reason, "bridging IPv6 to IPv4") != NULL,
+           "IPv6-only to IPv4-only: the proxy, bridging: %s", res.decision.reason);
+    LOOK("open", 4, 3);
+    CHECKF(res.decision.ok && res.decision.technique == TECH_PROXY &&
+               strstr(res.decision.reason, "bridging IPv4 to IPv6") != NULL,
+           "IPv4-only to IPv6-only: the proxy, bridging: %s", res.decision.reason);
 #undef LOOK
     registry_free(r);
 }

@@ -21,10 +21,9 @@
 #   nata1 -> open1   with IPv6 to open1's port dropped at open's router: the
 #                    same connect goes on over IPv4 (through the NAT) after
 #                    2 s, and nata1's helper logs why
-#   v61   -> fw1     an IPv6-only node to an IPv4-only one: fails today, at
-#                    once (the broker plans a punch and the proxy, both IPv4
-#                    only; v61 has no IPv4 route); the proxy bridging the
-#                    families is a later step of issue 33
+#   v61   -> fw1     an IPv6-only node to an IPv4-only one, and back: the
+#   fw1   -> v61     proxy at once, v61 reaching it over IPv6 and fw1 over
+#                    IPv4, the proxy bridging the two
 . "$(dirname "$0")/test-lib.sh"
 require_lab
 command -v nc >/dev/null 2>&1 || skip "nc (netcat-openbsd) is not installed"
@@ -136,16 +135,33 @@ grep -Eq "rank $rfrom -> rank $rto: direct connected after: IPv6 direct to rank 
 	{ grep "connected after" "$LAB_STATE/log/helper-nata1.log" | tail -n 3; fail "fallback: nata1's helper does not say why it went on over IPv4"; }
 note "nata1 -> open1, IPv6 dropped ($dropped SYNs): direct over IPv4 after $took ms; nata1's helper: $(grep -o "direct connected after: .*port $port$" "$LAB_STATE/log/helper-nata1.log" | tail -n 1)"
 
-# --- an IPv6-only node to an IPv4-only one: no technique today ------------------------
-rfrom=$((XFER_RANK + 1)) rto=$XFER_RANK
-XFER_RANK=$((XFER_RANK + 2))
-cat_listen fw1 "$rto" mixed --timeout 30
-listener=$BG_PID
-t0=$(ms)
-"$LAB" exec v61 -- qcg-cat --job "$JOB" --rank "$rfrom" --json --timeout 20 connect "$rto" \
-	<"$WORK/in" >/dev/null 2>"$WORK/mixed.cerr" && fail "v61 -> fw1 connected: update this test and docs/admin.md"
-took=$(($(ms) - t0))
-kill "$listener" 2>/dev/null || true
-grep -q "proxy: connect to the proxy at 203.0.113.20 port 7703: Network is unreachable" "$WORK/mixed.cerr" ||
-	{ cat "$WORK/mixed.cerr"; fail "v61 -> fw1: the failure does not name the proxy's IPv4 address"; }
-note "v61 -> fw1 (IPv6 only -> IPv4 only): fails after $took ms: $(tail -n 1 "$WORK/mixed.cerr")"
+# --- an IPv6-only node and an IPv4-only one: the proxy bridges them ---------------
+# They share no family, so the broker plans the proxy at once (no punch or
+# traversal first) and gives each end the proxy's address in its own family:
+# v61 reaches it at [2001:db8::20], fw1 at 203.0.113.20, and the proxy relays
+# between its IPv6 leg and its IPv4 leg.
+# bridged FROM TO FROM_NODE_ADDRESS FROM_PROXY TO_PROXY
+bridged() {
+	local from=$1 to=$2 from_addr=$3 from_px=$4 to_px=$5 t0 took far plan
+	t0=$(ms)
+	cat_transfer "$from" "$to"
+	took=$(($(ms) - t0))
+	[ "$XFER_TECH" = proxy ] || fail "$from -> $to: the connecting side used $XFER_TECH, not proxy"
+	[ "$(echo "$XFER_ACCEPTED" | json_field technique)" = proxy ] ||
+		fail "$from -> $to: the accepting side says $XFER_ACCEPTED"
+	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $XFER_SENT"
+	far=$(echo "$XFER_SENT" | json_field address)
+	[ "$far" = "$from_px:7703" ] || fail "$from -> $to: $from reached the proxy at $far, not $from_px:7703"
+	far=$(echo "$XFER_ACCEPTED" | json_field address)
+	[ "$far" = "$to_px:7703" ] || fail "$from -> $to: $to reached the proxy at $far, not $to_px:7703"
+	# The first plan was the proxy: nothing tried before it.
+	plan=$(grep "job $JOB rank $XFER_FROM_RANK (.*) -> rank $((XFER_FROM_RANK - 1)) " \
+		"$LAB_STATE/log/broker.log" | head -n 1)
+	[[ $plan == *": proxy; proxy-connect ordered to "* && $plan != *"tried before"* ]] ||
+		fail "$from -> $to: the broker's first plan was not the proxy: ${plan:-none logged}"
+	grep -Eq "pair [0-9a-f]+: \[?$from_addr\]?:[0-9]+ \(initiator\) <-> " "$LAB_STATE/log/proxy.log" ||
+		fail "$from -> $to: the proxy logged no pair with initiator $from_addr"
+	note "$from -> $to: 4 MiB identical through the proxy, $from at $from_px, $to at $to_px; setup $XFER_SETUP_US us, $took ms in all"
+}
+bridged v61 fw1 2001:db8:6::11 "[2001:db8::20]" 203.0.113.20
+bridged fw1 v61 198.51.100.75 203.0.113.20 "[2001:db8::20]"

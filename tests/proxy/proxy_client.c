@@ -40,7 +40,10 @@
  *                 then the first pair's tokens, presented again, are refused
  *
  * Pair ids are random (each pair its own job), or of job PROXY_CLIENT_JOB.
- * Clients connect from 127.0.0.1, or from PROXY_CLIENT_SOURCE when set.
+ * Clients connect from 127.0.0.1, or from PROXY_CLIENT_SOURCE when set;
+ * relay's target from PROXY_CLIENT_TARGET_SOURCE when set (the proxy
+ * bridging families: an IPv6 source connects to ::1, an IPv4 one to
+ * 127.0.0.1).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -68,6 +71,7 @@
 static struct proxy_key key;
 static int port;
 static const char *source = "127.0.0.1"; /* PROXY_CLIENT_SOURCE */
+static const char *target_source;        /* PROXY_CLIENT_TARGET_SOURCE, or source */
 static unsigned char *pattern[2];
 
 static void mint(int side, const unsigned char pair[16], int64_t expiry_offset, char *out)
@@ -88,28 +92,43 @@ static void new_pair(unsigned char pair[16])
         exit(2);
 }
 
-/* A connection to the proxy from the address from. */
+/* A connection to the proxy from the address from: over IPv6 to ::1 when
+   from is an IPv6 address, else to 127.0.0.1. */
 static int connect_from(const char *from)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    struct sockaddr_in src = {.sin_family = AF_INET};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_storage sa = {0}, src = {0};
+    socklen_t len = sizeof(struct sockaddr_in);
+    int family = strchr(from, ':') != NULL ? AF_INET6 : AF_INET;
+    int fd = socket(family, SOCK_STREAM, 0);
 
-    inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-    inet_pton(AF_INET, from, &src.sin_addr);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
-        connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *to = (struct sockaddr_in6 *)&sa, *me = (struct sockaddr_in6 *)&src;
+        to->sin6_family = me->sin6_family = AF_INET6;
+        to->sin6_port = htons((uint16_t)port);
+        inet_pton(AF_INET6, "::1", &to->sin6_addr);
+        inet_pton(AF_INET6, from, &me->sin6_addr);
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        struct sockaddr_in *to = (struct sockaddr_in *)&sa, *me = (struct sockaddr_in *)&src;
+        to->sin_family = me->sin_family = AF_INET;
+        to->sin_port = htons((uint16_t)port);
+        inet_pton(AF_INET, "127.0.0.1", &to->sin_addr);
+        inet_pton(AF_INET, from, &me->sin_addr);
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, len) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, len) < 0) {
         perror("connect");
         exit(1);
     }
     return fd;
 }
 
-/* Connects and sends the magic and token (raw: the 128 bytes as given). */
-static int connect_raw(const char *magic, const char *token)
+/* Connects from `from` and sends the magic and token (raw: the 128 bytes as
+   given). */
+static int connect_raw_from(const char *from, const char *magic, const char *token)
 {
     unsigned char hello[4 + 128] = {0};
-    int fd = connect_from(source);
+    int fd = connect_from(from);
 
     memcpy(hello, magic, 4);
     memcpy(hello + 4, token, strnlen(token, 128));
@@ -118,6 +137,11 @@ static int connect_raw(const char *magic, const char *token)
     if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
         perror("send hello");
     return fd;
+}
+
+static int connect_raw(const char *magic, const char *token)
+{
+    return connect_raw_from(source, magic, token);
 }
 
 static int connect_token(const char *token)
@@ -211,7 +235,7 @@ static int relay_scenario(uint64_t mib, bool early)
             return -1;
         f[0].sent = n;
     }
-    int b = connect_token(t1);
+    int b = connect_raw_from(target_source, "QCGP", t1);
     if (expect_paired(a, "initiator") || expect_paired(b, "target"))
         return -1;
     f[0].from = a, f[0].to = b;
@@ -311,7 +335,7 @@ static int replay_scenario(void)
     int again = connect_token(t0);
     if (expect_closed(again, 5000, "replayed initiator token"))
         return -1;
-    int b = connect_token(t1);
+    int b = connect_raw_from(target_source, "QCGP", t1);
     if (expect_paired(a, "initiator") || expect_paired(b, "target"))
         return -1;
     /* The pair still works. */
@@ -783,6 +807,9 @@ int main(int argc, char **argv)
     int arg = argc > 4 ? atoi(argv[4]) : 0;
     if (getenv("PROXY_CLIENT_SOURCE") != NULL)
         source = getenv("PROXY_CLIENT_SOURCE");
+    target_source = getenv("PROXY_CLIENT_TARGET_SOURCE");
+    if (target_source == NULL)
+        target_source = source;
     for (int d = 0; d < 2; d++) {
         pattern[d] = malloc(PATLEN);
         if (pattern[d] == NULL || RAND_bytes(pattern[d], PATLEN) != 1)

@@ -24,7 +24,7 @@ logged() {
 start_proxy() { # log extra-args...
   local log=$1
   shift
-  "$proxy_bin" --listen 127.0.0.1 --port $port --control-port $cport --ca "$ca/ca.crt" \
+  "$proxy_bin" --listen "${listen:-127.0.0.1}" --port $port --control-port $cport --ca "$ca/ca.crt" \
     --cert "$ca/proxy-p1.pem" --key-file "$key" --token-skew $skew --pair-timeout 1 \
     --log-level debug "$@" 2>"$log" &
   proxy_pid=$!
@@ -292,8 +292,27 @@ echo "memory: $bytes bytes for $kept tokens ($((bytes / kept)) each); proxy RSS 
   "($(((rss1 - rss0) * 1024 / kept)) bytes per token)"
 stop_proxy
 
+# ---- one leg over IPv6, the other over IPv4: the proxy bridges them ----
+# (an IPv6-only node and an IPv4-only one meet at a dual-stack proxy)
+log8=$work/proxy8.log
+if ip -6 addr show dev lo 2>/dev/null | grep -q "inet6 ::1/128"; then
+  listen=:: start_proxy "$log8"
+  PROXY_CLIENT_SOURCE=::1 PROXY_CLIENT_TARGET_SOURCE=127.0.0.1 \
+    scenario "an IPv6 initiator and an IPv4 target, 8 MiB each way" relay 8
+  logged "the pair's initiator over IPv6, its target over IPv4" "$log8" \
+    "pair [0-9a-f]*: \[::1\]:[0-9]* (initiator) <-> 127\.0\.0\.1:[0-9]* (target)"
+  PROXY_CLIENT_SOURCE=127.0.0.1 PROXY_CLIENT_TARGET_SOURCE=::1 \
+    scenario "an IPv4 initiator and an IPv6 target, 8 MiB each way" relay 8
+  logged "the pair's initiator over IPv4, its target over IPv6" "$log8" \
+    "pair [0-9a-f]*: 127\.0\.0\.1:[0-9]* (initiator) <-> \[::1\]:[0-9]* (target)"
+  stop_proxy
+else
+  echo "no ::1 on lo: the bridging checks are left out"
+  : >"$log8"
+fi
+
 # Sanitizer builds: any report fails the test.
-if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5" "$log6" "$log7"; then
+if grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$log" "$log2" "$log3" "$log4" "$log5" "$log6" "$log7" "$log8"; then
   fail "sanitizer report in the proxy's log"
 fi
 echo "$failed failure(s)"
