@@ -144,6 +144,9 @@ int local_payload_check(uint16_t type, const void *payload)
         const struct local_status *p = payload;
         if (!STR_OK(p, cluster) || !STR_OK(p, node) || !STR_OK(p, frontend))
             return QCG_EPROTO;
+        for (int i = 0; i < QCG_NODE_ADDRS; i++)
+            if (!STR_OK(p, address[i]))
+                return QCG_EPROTO;
         return 0;
     }
     case LOCAL_REPORT: {

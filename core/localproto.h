@@ -33,8 +33,9 @@
    5: a node's further addresses (HELLO_OK), which of them a listener takes
       (PUBLISH), a direct plan's IPv4 fallback (PLAN).
    6: LOCAL_ERETRY for the helper's refusals for the moment; QCG_EBUSY no
-      longer means them. */
-#define LOCAL_VERSION 6
+      longer means them.
+   7: STATUS_OK carries every address of the node. */
+#define LOCAL_VERSION 7
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -173,7 +174,8 @@ struct local_status {
     uint64_t lookups;            /* lookups relayed since start */
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
-    char frontend[LOCAL_MESSAGE_MAX]; /* the frontend's URL */
+    char frontend[LOCAL_MESSAGE_MAX];             /* the frontend's URL */
+    char address[QCG_NODE_ADDRS][LOCAL_ADDR_MAX]; /* the node's addresses, "" when unused */
 };
 
 #define LOCAL_KIND_MAX 16
