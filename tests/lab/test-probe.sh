@@ -107,6 +107,10 @@ assert fw["addresses"] == ["198.51.100.75"], fw["addresses"]
 assert g6["addresses"] == [] and g6["none"] == "this node has no IPv6 address", g6
 assert all(p["why_not"] == "this node has no IPv6 address" for p in g6["peers"]), g6["peers"]
 assert fw["families"]["ipv4"]["inbound_filtering"] == "dropped", fw["families"]["ipv4"]
+# The punching variant: the lab's helpers run punch-ttl auto.
+pu = nata["punching"]
+assert pu["punch_ttl"] == "auto" and pu["variant"], pu
+assert pu["hops"] is None or (pu["hops"] >= 1 and "hops to the reflector" in pu["variant"]), pu
 PY
 grep -q "^qcg-probe: node nata1 (198.18.1.11, 2001:db8:3::11) of site nata" "$WORK/nata.txt" &&
 	grep -A2 "^  IPv6           address 2001:db8:3::11" "$WORK/nata.txt" | grep -q "inbound not measured" &&
