@@ -131,6 +131,24 @@ static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
     }
 }
 
+/* "addresses: nata nodes 198.18.1.0/24, 2001:db8:3::/48; open 2001:db8:3:5::/64":
+   every family a site declares, when it declares ranges at all. */
+static void print_ranges(FILE *out, const struct qcg__cluster *d)
+{
+    int nn = d->nodeRange != NULL ? d->__sizeNodeRange : 0;
+    int no = d->openRange != NULL ? d->__sizeOpenRange : 0;
+    if (nn == 0 && no == 0)
+        return;
+    fprintf(out, "addresses: %s nodes", or_dash(d->name));
+    for (int i = 0; i < nn; i++)
+        fprintf(out, "%s %s", i ? "," : "", or_dash(d->nodeRange[i]));
+    if (nn == 0)
+        fprintf(out, " at its frontend's address");
+    for (int i = 0; i < no; i++)
+        fprintf(out, "%s %s", i ? "," : "; open to inbound", or_dash(d->openRange[i]));
+    fputc('\n', out);
+}
+
 static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
 {
     int nc = g->cluster != NULL ? g->__sizeCluster : 0;
@@ -160,6 +178,8 @@ static void print_human(FILE *out, const struct qcg__gridResponse *g, uint64_t n
                     c->punchesPreserved, c->punchesChanged);
     }
 
+    for (int i = 0; i < nc; i++)
+        print_ranges(out, &g->cluster[i].declared);
     print_proxies(out, g);
 
     /* The matrix: rows from, columns to; every column as wide as its widest cell. */
@@ -203,6 +223,19 @@ static void json_field(FILE *out, const char *sep, const char *name, const char 
         fputs("null", out);
 }
 
+/* key then a JSON list of n strings ([] when none). */
+static void json_strings(FILE *out, const char *key, char **v, int n)
+{
+    fputs(key, out);
+    fputc('[', out);
+    for (int i = 0; v != NULL && i < n; i++) {
+        if (i > 0)
+            fputc(',', out);
+        json_string(out, or_dash(v[i]));
+    }
+    fputc(']', out);
+}
+
 static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t now)
 {
     int nc = g->cluster != NULL ? g->__sizeCluster : 0;
@@ -221,9 +254,12 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
             json_string(out, d->publicAddress[k]);
         }
         if (d->portLow > 0)
-            fprintf(out, "],\"open_ports\":\"%d-%d\"}", d->portLow, d->portHigh);
+            fprintf(out, "],\"open_ports\":\"%d-%d\"", d->portLow, d->portHigh);
         else
-            fputs("],\"open_ports\":null}", out);
+            fputs("],\"open_ports\":null", out);
+        json_strings(out, ",\"node_ranges\":", d->nodeRange, d->__sizeNodeRange);
+        json_strings(out, ",\"open_ranges\":", d->openRange, d->__sizeOpenRange);
+        fputc('}', out);
         fprintf(out, ",\"nodes\":%d,\"observed\":", c->nodes);
         if (o != NULL) {
             json_field(out, "{", "node", o->node);

@@ -964,6 +964,30 @@ static void cluster_to_soap(struct soap *soap, const struct reg_cluster *in,
     out->__sizePublicAddress = in->npublic;
 }
 
+/* n ranges as CIDR texts; NULL when none (the element is left out). */
+static char **ranges_to_soap(struct soap *soap, const struct addr_range *r, int n, int *size)
+{
+    char **out = n > 0 ? soap_malloc(soap, (size_t)n * sizeof(char *)) : NULL;
+    *size = 0;
+    for (int i = 0; out != NULL && i < n; i++) {
+        char text[QCG_ADDR_MAX + 4];
+        addr_range_format(&r[i], text, sizeof(text));
+        out[i] = soap_strdup(soap, text);
+        *size = i + 1;
+    }
+    return out;
+}
+
+/* The declared node and open ranges, both families: for the grid picture
+   only (siteInfo keeps what older frontends read). */
+static void cluster_ranges_to_soap(struct soap *soap, const struct reg_cluster *in,
+                                   struct qcg__cluster *out)
+{
+    if (!in->ranges_implicit)
+        out->nodeRange = ranges_to_soap(soap, in->ranges, in->nranges, &out->__sizeNodeRange);
+    out->openRange = ranges_to_soap(soap, in->open, in->nopen, &out->__sizeOpenRange);
+}
+
 static struct qcg__endpoint *endpoint_new(struct soap *soap, const char *address, int port)
 {
     struct qcg__endpoint *e = soap_malloc(soap, sizeof(*e));
@@ -1235,6 +1259,7 @@ int qcg__grid(struct soap *soap, int version, struct qcg__gridResponse *response
     for (size_t i = 0; response->cluster != NULL && i < n; i++) {
         struct qcg__gridCluster *g = &response->cluster[i];
         cluster_to_soap(soap, &all[i].decl, &g->declared);
+        cluster_ranges_to_soap(soap, &all[i].decl, &g->declared);
         g->nodes = (int)all[i].nodes;
         g->observed = all[i].observed.when != 0
                           ? observation_to_soap(soap, all[i].decl.name, &all[i].observed)

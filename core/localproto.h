@@ -33,8 +33,10 @@
    5: a node's further addresses (HELLO_OK), which of them a listener takes
       (PUBLISH), a direct plan's IPv4 fallback (PLAN).
    6: LOCAL_ERETRY for the helper's refusals for the moment; QCG_EBUSY no
-      longer means them. */
-#define LOCAL_VERSION 6
+      longer means them.
+   7: STATUS_OK carries every address of the node; SITE_OK the helper's
+      punch-ttl and the hop count it last measured. */
+#define LOCAL_VERSION 7
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -173,7 +175,8 @@ struct local_status {
     uint64_t lookups;            /* lookups relayed since start */
     char cluster[LOCAL_NAME_MAX];
     char node[LOCAL_NAME_MAX];
-    char frontend[LOCAL_MESSAGE_MAX]; /* the frontend's URL */
+    char frontend[LOCAL_MESSAGE_MAX];             /* the frontend's URL */
+    char address[QCG_NODE_ADDRS][LOCAL_ADDR_MAX]; /* the node's addresses, "" when unused */
 };
 
 #define LOCAL_KIND_MAX 16
@@ -209,6 +212,9 @@ struct local_site {
     uint32_t clusters;                 /* entries in peer[] (at most LOCAL_CLUSTERS_MAX) */
     uint32_t clusters_total;           /* how many the broker knows */
     struct local_cluster peer[LOCAL_CLUSTERS_MAX]; /* every cluster, this one included */
+    int32_t punch_ttl;   /* the helper's punch-ttl: 0 auto, -1 plain, else the first SYN's TTL */
+    uint32_t punch_hops; /* auto: the hops to the reflector it last measured, 0 none yet */
+    uint32_t punch_first_ttl; /* auto: the first SYN's TTL for those hops, 0 the normal one */
 };
 
 /* The longest life of a probe's test endpoint: QCG_PROBE_TTL_MAX of

@@ -332,6 +332,8 @@ static int on_status(struct conn *c, uint32_t rid)
     snprintf(s.cluster, sizeof(s.cluster), "%s", srv->cfg->cluster);
     snprintf(s.node, sizeof(s.node), "%s", srv->cfg->node);
     snprintf(s.frontend, sizeof(s.frontend), "%s", upstream_url(srv->up));
+    for (int i = 0; i < srv->cfg->naddrs && i < QCG_NODE_ADDRS; i++)
+        snprintf(s.address[i], sizeof(s.address[i]), "%s", srv->cfg->addrs[i]);
     send_msg(c, LOCAL_STATUS_OK, rid, &s, sizeof(s), 0);
     return 0;
 }

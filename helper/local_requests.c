@@ -10,6 +10,7 @@
 #include "local_internal.h"
 #include "log.h"
 #include "proto.h"
+#include "punch_hops.h"
 #include "qcgconn.h"
 #include "shares.h"
 #include "upstream.h"
@@ -88,6 +89,26 @@ static void answer_plan(struct conn *c, uint32_t rid, const struct local_plan *p
     }
 }
 
+/* The punching variant for qcg-probe: punch-ttl, and under auto the hop
+   count to the reflector a punch measured lately (none: 0). */
+static void site_punch(const struct local_server *srv, struct local_site *st)
+{
+    struct sockaddr_storage sa;
+    char host[QCG_ADDR_MAX], why[160];
+    int port, hops;
+    unsigned rtt_ms;
+
+    st->punch_ttl = srv->cfg->first_ttl;
+    if (st->punch_ttl != 0 ||
+        hostport_parse(st->reflector, false, host, sizeof(host), &port, why, sizeof(why)) < 0 ||
+        address_sockaddr(host, (uint16_t)port, &sa) == 0 || sa.ss_family != AF_INET)
+        return;
+    if (punch_hops_cached(srv->loop, &sa, &hops, &rtt_ms) == 0 && hops > 0) {
+        st->punch_hops = (uint32_t)hops;
+        st->punch_first_ttl = (uint32_t)punch_ttl_for_hops(hops);
+    }
+}
+
 /* qcg-probe's requests, answered (loop thread). */
 static void probe_done(struct request *r)
 {
@@ -117,6 +138,7 @@ static void probe_done(struct request *r)
         st->can_intercept = srv->can_intercept ? 1 : 0;
         st->nfqueue = srv->can_intercept ? (uint32_t)srv->nfqueue : 0;
         snprintf(st->intercept, sizeof(st->intercept), "%s", srv->intercept);
+        site_punch(srv, st);
         log_debug("pid %d: SITE answered (%u ms upstream, %u clusters)", (int)c->pid,
                   st->upstream_ms, st->clusters_total);
         send_msg(c, LOCAL_SITE_OK, r->rid, st, sizeof(*st), 0);

@@ -18,6 +18,12 @@ static void print_status(const struct local_status *s, bool json, FILE *out)
         json_string(out, s->cluster);
         fprintf(out, ",\"node\":");
         json_string(out, s->node);
+        fprintf(out, ",\"addresses\":[");
+        for (int i = 0; i < QCG_NODE_ADDRS && s->address[i][0]; i++) {
+            fprintf(out, "%s", i ? "," : "");
+            json_string(out, s->address[i]);
+        }
+        fprintf(out, "]");
         fprintf(out, ",\"clients\":%u,\"contacts\":%u,\"lookups\":%llu,\"refused\":%u}\n",
                 s->clients, s->contacts, (unsigned long long)s->lookups, s->refused);
         return;
@@ -26,6 +32,10 @@ static void print_status(const struct local_status *s, bool json, FILE *out)
     fprintf(out, "%-20s %s\n", "frontend", s->frontend);
     fprintf(out, "%-20s %llu\n", "epoch", (unsigned long long)s->upstream_epoch);
     fprintf(out, "%-20s %s/%s\n", "node", s->cluster, s->node);
+    fprintf(out, "%-20s", "addresses");
+    for (int i = 0; i < QCG_NODE_ADDRS && s->address[i][0]; i++)
+        fprintf(out, "%s %s", i ? "," : "", s->address[i]);
+    fprintf(out, "\n");
     fprintf(out, "%-20s %u\n", "clients", s->clients);
     fprintf(out, "%-20s %u\n", "contacts", s->contacts);
     fprintf(out, "%-20s %llu\n", "lookups", (unsigned long long)s->lookups);

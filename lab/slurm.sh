@@ -134,6 +134,8 @@ slurm_write_site() {
 			KillWait=3
 			MinJobAge=120
 		EOF
+		# An IPv6-only site (up --v6): Slurm speaks IPv4 only unless told.
+		site_v4 "$s" || echo "CommunicationParameters=EnableIPv6,DisableIPv4"
 		for n in "${nodes[@]}"; do
 			echo "NodeName=$n NodeAddr=${NODE_IP[$n]} CPUs=$(nproc) State=UNKNOWN"
 		done
@@ -182,6 +184,9 @@ slurm_pid() {
 slurm_munge_pidfile() { echo "$SLURM_DIR/$1/munge/munged.pid"; }
 
 slurm_node_ready() { [ "$(slurm_sinfo "$1" -h -o %t | sort -u)" = idle ]; }
+# Ready, or its slurmctld wrote its pid and is gone (a fatal start).
+slurm_ctld_dead() { local f; f=$(slurm_site_dir "$1")/slurmctld.pid; [ -s "$f" ] && ! slurm_pid "$f" >/dev/null; }
+slurm_ready_or_dead() { slurm_ctld_dead "$1" || slurm_node_ready "$1"; }
 slurm_sinfo() {
 	local s=$1
 	shift
@@ -224,7 +229,9 @@ slurm_up() {
 		unset SLURM_CONF
 	done
 	for s in "${SITES[@]}"; do
-		wait_until "$SLURM_WAIT" "site $s's Slurm nodes to be idle" slurm_node_ready "$s" || {
+		# A slurmctld that died ends the wait: each sinfo to it takes seconds.
+		wait_until "$SLURM_WAIT" "site $s's Slurm nodes to be idle" slurm_ready_or_dead "$s" &&
+			! slurm_ctld_dead "$s" || {
 			slurm_sinfo "$s" -N -l >&2 || true
 			tail -n 5 "$LOG_DIR/slurmctld-$s.log" >&2 || true
 			die "--batch slurm: site $s is not ready"

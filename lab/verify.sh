@@ -9,29 +9,39 @@ PROBE_PY='
 import socket, sys, time
 
 def listener(port):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
+    """Both families where the namespace has IPv6, else IPv4."""
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::", port))
+    except OSError:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
     s.listen(128)
     return s
 
 def serve(port):
-    """Answers every connection with the address:port it came from."""
+    """Answers every connection with the address:port it came from (an IPv4
+    peer of a dual-stack listener as plain IPv4)."""
     s = listener(int(port))
     while True:
         c, peer = s.accept()
+        host = peer[0][7:] if peer[0].startswith("::ffff:") else peer[0]
         try:
-            c.sendall(("%s:%d\n" % peer).encode())
+            c.sendall(("%s:%d\n" % (host, peer[1])).encode())
         except OSError:
             pass
         c.close()
 
 def probe(host, port, timeout, src=None):
     """Connects (from port src if given), prints what the server says."""
-    s = socket.socket()
+    v6 = ":" in host
+    s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if src:
-        s.bind(("0.0.0.0", int(src)))
+        s.bind(("::" if v6 else "0.0.0.0", int(src)))
     s.settimeout(float(timeout))
     try:
         s.connect((host, int(port)))
@@ -128,12 +138,18 @@ probe_out() { head -n 1 "$VT/$1.out" 2>/dev/null; }
 # The listener port of a node: the last port of its range.
 vport() { port_last "$1"; }
 
+# A node's IPv4 address, empty on an IPv6-only one (its NODE_IP is IPv6).
+node_ip4() { [[ ${NODE_IP[$1]} == *:* ]] || echo "${NODE_IP[$1]}"; }
+# Where a node reaches HOST: its IPv4 address, or its IPv6 one from an
+# IPv6-only node.
+reach_ip() { if [ -n "$(node_ip4 "$1")" ]; then echo "${NODE_IP[$2]}"; else echo "${NODE_IP6[$2]}"; fi; }
+
 # Every node opens a TCP connection to broker and proxy; what they see is reported.
 check_reach() {
 	local n h detail ok
 	for n in "${NODES[@]}"; do
 		for h in "${HOSTS[@]}"; do
-			[ "$n" = "$h" ] || probe_bg "reach-$n-$h" "$n" "${NODE_IP[$h]}" "$(vport "$h")" "$T_OK"
+			[ "$n" = "$h" ] || probe_bg "reach-$n-$h" "$n" "$(reach_ip "$n" "$h")" "$(vport "$h")" "$T_OK"
 		done
 	done
 	probes_wait
@@ -288,6 +304,10 @@ check_lan() {
 	done
 }
 
+# IPv6, where the lab has it (verify6.sh).
+# shellcheck source=verify6.sh
+. "$LAB_SRC/verify6.sh"
+
 check_delaylines() {
 	local s pid bad=()
 	if [ "$DELAY" = 0 ]; then
@@ -340,10 +360,11 @@ ping_least() {
 		sed -n 's/.*time=\([0-9.]*\).*/\1/p' | sort -n | head -n 1 | grep .
 }
 
-# check_rtt NAME FROM TO LINKS: LINKS = WAN links crossed one way.
+# check_rtt NAME FROM TO LINKS [ADDR]: LINKS = WAN links crossed one way; ADDR
+# TO's address to ping (default its first).
 check_rtt() {
-	local name=$1 from=$2 to=$3 links=$4 m expect
-	if ! m=$(ping_least "$from" "${NODE_IP[$to]}"); then
+	local name=$1 from=$2 to=$3 links=$4 addr=${5:-${NODE_IP[$3]}} m expect
+	if ! m=$(ping_least "$from" "$addr"); then
 		report FAIL "$name" "$from -> $to: no ping reply"
 		return
 	fi
@@ -435,6 +456,7 @@ cmd_verify() {
 	check_services
 	check_rtt rtt-site fw1 open1 2
 	check_rtt rtt-inet nata1 broker 1
+	check_ipv6
 	check_rate
 
 	echo "qcg-lab verify: $V_PASS passed, $V_FAIL failed in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"

@@ -6,6 +6,9 @@
 #    kept or not, unsolicited inbound open or dropped) is what qcg-lab built and
 #    what the frontend declares; every other site gets a test endpoint, every
 #    technique a verdict with a setup time or a reason, and a choice.
+#    Per family (IPv4, IPv6): nata1's addresses, services, inbound and what
+#    connected over each (direct to open over IPv6); fw1 says it has no
+#    IPv6; qcg-helper --status shows every address of the node.
 # 2. The choice is what qcg-cat then gets for each of the 20 ordered pairs.
 # 3. --capture writes a pcap tcpdump reads, with the probe's SYNs to the
 #    reflector; the dial-back SYN reaches open1 and never fw1.
@@ -13,7 +16,8 @@
 # 5. sym's frontend declares a port-keeping NAT: the probe flags the mismatch
 #    and the broker's grid picture shows it.
 #    The README's samples of qcg-probe (nata1's, its JSON, sym1's mismatch)
-#    and of qcg-broker --grid have the shape of what steps 1 and 5 print
+#    and of qcg-broker --grid have the shape of what steps 1 and 5 print; the
+#    grid shows each site's declared ranges, IPv6 ones too
 #    (tests/docs/check_samples.py --block).
 # 6. The exit status says when the frontend (3) or the broker (4) is out of reach.
 # 7. A router that turns connections to its public address back in is seen as
@@ -76,6 +80,54 @@ done
 	{ cat "$WORK/nata-txt.err"; fail "nata1: qcg-probe (human output) failed"; }
 python3 "$SAMPLES" --block probe-nata "$WORK/nata.txt" || fail "README.md's qcg-probe sample"
 
+# --- 1b: per family (issue 33) ---------------------------------------------------------
+# nata1 is dual-stack (NAT44, IPv6 behind a stateful firewall), fw1 IPv4 only:
+# each family says its addresses, what it reached, inbound, what connected.
+python3 - "$WORK/nata.json" "$WORK/fw.json" <<'PY' || fail "the probes' per-family findings"
+import json, sys
+nata, fw = (json.load(open(f)) for f in sys.argv[1:3])
+f4, f6 = nata["families"]["ipv4"], nata["families"]["ipv6"]
+assert nata["addresses"] == ["198.18.1.11", "2001:db8:3::11"], nata["addresses"]
+assert f4["addresses"] == ["198.18.1.11"] and f6["addresses"] == ["2001:db8:3::11"], (f4, f6)
+assert f4["none"] is None and f6["none"] is None, (f4["none"], f6["none"])
+assert {s["to"]: s["reachable"] for s in f4["services"]} == \
+    {"frontend": True, "broker": True, "reflector": True, "proxy": True}, f4["services"]
+assert f4["inbound"] == "filtered" and f4["inbound_filtering"] == "dropped", f4
+assert f6["inbound"] == "unknown" and f6["inbound_why"].startswith("not measured"), f6
+peer = lambda fam, site: [p for p in fam["peers"] if p["site"] == site][0]
+# open1 takes IPv6 from anywhere: direct goes over IPv6, to open's /64.
+assert "direct" in peer(f6, "open")["connected"] and peer(f6, "open")["chosen"], peer(f6, "open")
+d = [p for p in nata["peers"] if p["site"] == "open"][0]["techniques"]["direct"]
+assert d["family"] == "ipv6" and d["address"].startswith("2001:db8:1::"), d
+# fw has no IPv6: what reaches it goes over IPv4, and IPv6 says why not.
+assert "traversing" in peer(f4, "fw")["connected"], peer(f4, "fw")
+assert peer(f6, "fw")["connected"] == [] and "went over IPv4" in peer(f6, "fw")["why_not"], peer(f6, "fw")
+g6 = fw["families"]["ipv6"]
+assert fw["addresses"] == ["198.51.100.75"], fw["addresses"]
+assert g6["addresses"] == [] and g6["none"] == "this node has no IPv6 address", g6
+assert all(p["why_not"] == "this node has no IPv6 address" for p in g6["peers"]), g6["peers"]
+assert fw["families"]["ipv4"]["inbound_filtering"] == "dropped", fw["families"]["ipv4"]
+# The punching variant: the lab's helpers run punch-ttl auto.
+pu = nata["punching"]
+assert pu["punch_ttl"] == "auto" and pu["variant"], pu
+assert pu["hops"] is None or (pu["hops"] >= 1 and "hops to the reflector" in pu["variant"]), pu
+PY
+grep -q "^qcg-probe: node nata1 (198.18.1.11, 2001:db8:3::11) of site nata" "$WORK/nata.txt" &&
+	grep -A2 "^  IPv6           address 2001:db8:3::11" "$WORK/nata.txt" | grep -q "inbound not measured" &&
+	sed -n '/^  IPv6 /,$p' "$WORK/nata.txt" | grep -q "^                 to open: direct" ||
+	{ cat "$WORK/nata.txt"; fail "nata1: the human output's per-family part"; }
+"$LAB" exec fw1 -- qcg-probe --local-only --no-report >"$WORK/fw-local.txt"
+grep -q "^  IPv6           none: this node has no IPv6 address" "$WORK/fw-local.txt" ||
+	{ cat "$WORK/fw-local.txt"; fail "fw1: the probe does not say plainly that it has no IPv6"; }
+# The helper's status names every address of the node.
+"$LAB" exec nata1 -- qcg-helper --config "$LAB_STATE/etc/helper-nata1.conf" --status >"$WORK/status.txt"
+grep -q "^addresses  *198.18.1.11, 2001:db8:3::11$" "$WORK/status.txt" ||
+	{ cat "$WORK/status.txt"; fail "nata1: qcg-helper --status does not show both addresses"; }
+"$LAB" exec nata1 -- qcg-helper --config "$LAB_STATE/etc/helper-nata1.conf" --status --json |
+	grep -q '"addresses":\["198.18.1.11","2001:db8:3::11"\]' ||
+	fail "nata1: qcg-helper --status --json does not list both addresses"
+note "per family: nata1 IPv4 and IPv6 (direct to open over IPv6), fw1 says it has no IPv6"
+
 # --- 2: the choices are what qcg-cat gets --------------------------------------------
 JOB=$(new_job probe)
 head -c $((1 << 20)) /dev/urandom >"$WORK/in"
@@ -135,11 +187,16 @@ sym = [c for c in g["clusters"] if c["name"] == "sym"][0]
 assert sym["declared"]["kind"] == "nat" and sym["observed"]["kind"] == "symnat" and sym["mismatch"], sym
 ok = [c for c in g["clusters"] if c["name"] == "nata"][0]
 assert ok["observed"]["kind"] == "nat" and not ok["mismatch"], ok
+# Every family a site declares (issue 33).
+assert ok["declared"]["node_ranges"] == ["198.18.1.0/24", "2001:db8:3::/48"], ok["declared"]
+assert ok["declared"]["open_ranges"] == ["2001:db8:3:5::/64"], ok["declared"]
 assert any(o["from"] == "nata" and o["to"] == "fw" for o in g["outcomes"]), g["outcomes"]
 PY
 # The README's picture of the grid, as an admin reads it.
 "$LAB" exec broker -- qcg-broker --config "$LAB_STATE/etc/broker.conf" --grid \
 	--url "$BROKER_URL" >"$WORK/grid.txt" || fail "qcg-broker --grid (human output) failed"
+grep -q "^addresses: nata nodes 198.18.1.0/24, 2001:db8:3::/48; open to inbound 2001:db8:3:5::/64$" \
+	"$WORK/grid.txt" || { cat "$WORK/grid.txt"; fail "qcg-broker --grid does not show nata's IPv6 ranges"; }
 # The matrix's diagonal holds what earlier tests of the lab did inside one
 # site (none in the README's fresh grid): left out of the comparison.
 python3 - "$WORK/grid.txt" >"$WORK/grid-sample.txt" <<'PY'

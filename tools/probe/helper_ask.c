@@ -12,25 +12,60 @@
 #include "lmsg.h"
 #include "probe.h"
 
+/* The probe's HELLO: a job of its own, a fresh random secret.  0 or -1. */
+static int hello_make(struct local_hello *hello, char *why, size_t whylen)
+{
+    unsigned char raw[32];
+
+    memset(hello, 0, sizeof(*hello));
+    hello->version = LOCAL_VERSION;
+    snprintf(hello->job, sizeof(hello->job), "qcg-probe-%d", (int)getpid());
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        snprintf(why, whylen, "no randomness for the probe's job secret");
+        return -1;
+    }
+    _Static_assert(sizeof(hello->secret) > 2 * sizeof(raw), "room for the hex secret");
+    hex_encode(raw, sizeof(raw), hello->secret);
+    return 0;
+}
+
+int helper_hello(const char *socket_path, struct local_hello_ok *ok, int timeout_ms, char *why,
+                 size_t whylen)
+{
+    struct local_hello hello;
+    struct lmsg_reader r;
+    int result = -1;
+
+    if (hello_make(&hello, why, whylen) < 0)
+        return -1;
+    /* HELLO as the request itself: its answer is the HELLO_OK. */
+    if (lmsg_ask(socket_path, LOCAL_HELLO, &hello, timeout_ms, &r, why, whylen) < 0) {
+        lmsg_reader_reset(&r);
+        return -1;
+    }
+    if (r.hdr.type == LOCAL_HELLO_OK && r.hdr.length <= sizeof(*ok)) {
+        memset(ok, 0, sizeof(*ok));
+        memcpy(ok, &r.payload, r.hdr.length);
+        result = 0;
+    } else if (r.hdr.type == LOCAL_ERROR) {
+        snprintf(why, whylen, "%s", r.payload.error.message);
+    } else {
+        snprintf(why, whylen, "the helper answered HELLO with type %u", (unsigned)r.hdr.type);
+    }
+    lmsg_reader_reset(&r);
+    return result;
+}
+
 int helper_ask(const char *socket_path, uint16_t type, const void *payload, void *reply,
                size_t reply_size, int timeout_ms, int *code, char *why, size_t whylen)
 {
     struct lmsg_reader r;
     int result = -1;
-
     struct local_hello hello;
-    unsigned char raw[32];
 
     *code = 0;
-    memset(&hello, 0, sizeof(hello));
-    hello.version = LOCAL_VERSION;
-    snprintf(hello.job, sizeof(hello.job), "qcg-probe-%d", (int)getpid());
-    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-        snprintf(why, whylen, "no randomness for the probe's job secret");
+    if (hello_make(&hello, why, whylen) < 0)
         return -1;
-    }
-    _Static_assert(sizeof(hello.secret) > 2 * sizeof(raw), "room for the hex secret");
-    hex_encode(raw, sizeof(raw), hello.secret);
     if (lmsg_ask_hello(socket_path, &hello, type, payload, timeout_ms, &r, why, whylen) < 0) {
         lmsg_reader_reset(&r);
         return -1;

@@ -180,6 +180,8 @@ static void test_technique(const struct probe_opts *o, qcg_ctx *ctx, struct prob
     }
     r->setup_ms = (double)info.setup_us / 1000.0;
     r->encryption = qcg_encryption_name(info.encryption);
+    if (family_of_socket(fd, &r->family, r->address, sizeof(r->address)) < 0)
+        r->family = 0;
     if (info.technique != t) {
         snprintf(r->why, sizeof(r->why), "connected by %s, not %s",
                  qcg_technique_name(info.technique), qcg_technique_name(t));
@@ -265,6 +267,9 @@ void peer_probe(const struct probe_opts *o, const struct probe_site *s, struct p
         char why[PROBE_WHY_MAX];
         p->chosen = info.technique;
         p->chosen_ms = (double)info.setup_us / 1000.0;
+        if (family_of_socket(rc, &p->chosen_family, p->chosen_address, sizeof(p->chosen_address)) <
+            0)
+            p->chosen_family = 0;
         p->chosen_encryption = qcg_encryption_name(info.encryption);
         /* The endpoint's work is over: it withdraws now rather than holding
            its slots for the rest of its seconds. */

@@ -14,6 +14,7 @@
  *                    endpoint the helpers start there, and the broker's choice;
  *                    encrypted as --encrypt says (inter-site by default)
  *   capture.c        --capture: the probe's own packets into a pcap file
+ *   family.c         the same findings per address family (IPv4, IPv6)
  *   report.c         the human matrix and --json
  *
  * Everything is bounded by one deadline (--timeout); each network step has
@@ -87,6 +88,10 @@ int probe_listen(const char *addr, int port, int *bound_port, char *why, size_t 
    reply). */
 int helper_ask(const char *socket_path, uint16_t type, const void *payload, void *reply,
                size_t reply_size, int timeout_ms, int *code, char *why, size_t whylen);
+/* The helper's HELLO_OK to the probe's job: every address of this node.
+   0, or -1 with why set. */
+int helper_hello(const char *socket_path, struct local_hello_ok *ok, int timeout_ms, char *why,
+                 size_t whylen);
 
 /* --- site.c --------------------------------------------------------------- */
 
@@ -121,8 +126,12 @@ struct probe_portmap {
 struct probe_site {
     const char *helper_socket;
     struct local_site info; /* from the helper */
-    bool helper_ok;         /* the helper answered SITE */
-    bool upstream_ok;       /* the frontend (and through it the broker) answered */
+    /* Every address of this node (the helper's `address`), info.address
+       first; the helper's HELLO_OK. */
+    char addresses[QCG_NODE_ADDRS][LOCAL_ADDR_MAX];
+    int naddresses;
+    bool helper_ok;   /* the helper answered SITE */
+    bool upstream_ok; /* the frontend (and through it the broker) answered */
     char upstream_why[LOCAL_MESSAGE_MAX];
 
     struct probe_mapping map[3]; /* reflector, proxy (same local port), reflector again
@@ -199,8 +208,10 @@ int portmap_parse(enum portmap_protocol proto, const unsigned char *b, size_t n,
 /* --- peers.c -------------------------------------------------------------- */
 
 struct probe_technique {
-    bool tried;      /* attempted, or the broker said why not */
-    bool impossible; /* the broker said it cannot work for this pair */
+    int family;                   /* AF_INET or AF_INET6 of the connection made, 0: none */
+    char address[LOCAL_ADDR_MAX]; /* the far end of that connection */
+    bool tried;                   /* attempted, or the broker said why not */
+    bool impossible;              /* the broker said it cannot work for this pair */
     bool works;
     double setup_ms;
     double echo_ms;         /* a round trip through the connection */
@@ -217,6 +228,8 @@ struct probe_peer {
     char why[PROBE_WHY_MAX]; /* when !endpoint_ok */
     struct probe_technique tech[PROBE_TECHNIQUES];
     enum qcg_technique chosen; /* what a plain connect used; NONE when it failed */
+    int chosen_family;         /* its AF_INET or AF_INET6 */
+    char chosen_address[LOCAL_ADDR_MAX];
     double chosen_ms;
     const char *chosen_encryption; /* as encryption above */
     char chosen_why[PROBE_WHY_MAX];
@@ -245,6 +258,23 @@ long capture_stop(struct capture *c);
 /* Appends to a hosts filter (" or host A "). */
 void capture_filter_add(char *filter, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* --- family.c ------------------------------------------------------------- */
+
+/* "IPv4" or "IPv6"; "ipv4" or "ipv6" as JSON keys (lower). */
+const char *family_name(int af, bool lower);
+/* The family of "addr:port", "[v6]:port" or a URL's host: AF_INET,
+   AF_INET6 or 0. */
+int family_of_endpoint(const char *endpoint);
+/* The family and the address of a connected socket's far end: 0, or -1. */
+int family_of_socket(int fd, int *af, char *addr, size_t addrlen);
+
+struct probe_run;
+/* "per family": for IPv4 and IPv6 each, this node's addresses, the grid's
+   services it reached, unsolicited inbound, what connected to each site. */
+void family_human(FILE *out, const struct probe_run *r);
+/* ,"families":{"ipv4":{...},"ipv6":{...}} */
+void family_json(FILE *out, const struct probe_run *r);
 
 /* --- report.c ------------------------------------------------------------- */
 

@@ -39,6 +39,26 @@ static void human_portmap(FILE *out, const struct probe_site *s)
                 "");
 }
 
+/* Which first SYN the helper's hole punching sends (its punch-ttl, and
+   under auto the hop count a punch measured): one sentence. */
+static void punch_variant(const struct local_site *i, char *out, size_t len)
+{
+    if (i->punch_ttl < 0)
+        snprintf(out, len, "plain: the first SYN with the normal TTL (punch-ttl plain)");
+    else if (i->punch_ttl > 0)
+        snprintf(out, len, "first SYN with TTL %d (punch-ttl %d)", i->punch_ttl, i->punch_ttl);
+    else if (i->punch_hops == 0)
+        snprintf(out, len,
+                 "auto: the first SYN's TTL from the hops to the reflector, which the first "
+                 "punch measures (none yet)");
+    else if (i->punch_first_ttl > 0)
+        snprintf(out, len, "first SYN with TTL %u (%u hops to the reflector; punch-ttl auto)",
+                 i->punch_first_ttl, i->punch_hops);
+    else
+        snprintf(out, len, "plain (%u hop%s to the reflector: too few; punch-ttl auto)",
+                 i->punch_hops, i->punch_hops == 1 ? "" : "s");
+}
+
 static void human_site(FILE *out, const struct probe_site *s)
 {
     const struct local_cluster *c = &s->info.cluster;
@@ -77,6 +97,9 @@ static void human_site(FILE *out, const struct probe_site *s)
     fprintf(out, "  %-14s %s: %s\n", "helper",
             s->info.can_intercept ? "can intercept and inject" : "cannot intercept",
             s->info.intercept);
+    char variant[160];
+    punch_variant(&s->info, variant, sizeof(variant));
+    fprintf(out, "  %-14s %s\n", "hole punching", variant);
     fprintf(out, "  %-14s", "round trips");
     for (int i = 0; i < s->nrtt; i++) {
         const struct probe_rtt *r = &s->rtt[i];
@@ -163,8 +186,10 @@ void report_human(FILE *out, const struct probe_run *r)
 {
     const struct probe_site *s = &r->site;
 
-    fprintf(out, "qcg-probe: node %s (%s) of site %s\n", s->info.node, s->info.address,
-            s->info.cluster.name);
+    fprintf(out, "qcg-probe: node %s (", s->info.node);
+    for (int i = 0; i < s->naddresses; i++)
+        fprintf(out, "%s%s", i ? ", " : "", s->addresses[i]);
+    fprintf(out, "%s) of site %s\n", s->naddresses ? "" : s->info.address, s->info.cluster.name);
     fprintf(out, "  frontend %s, broker %s\n\n", s->info.frontend,
             s->info.broker[0] ? s->info.broker : "(not told)");
     human_site(out, s);
@@ -172,6 +197,7 @@ void report_human(FILE *out, const struct probe_run *r)
         fprintf(out, "\n!! MISMATCH: %s\n", s->mismatch[i]);
     if (r->npeers > 0)
         human_peers(out, r);
+    family_human(out, r);
     if (r->capture_file != NULL) {
         if (r->capture_why[0])
             fprintf(out, "\ncapture: none: %s\n", r->capture_why);
@@ -205,6 +231,12 @@ static void json_site(FILE *out, const struct probe_site *s)
     jstr(out, "", "site", c->name);
     jstr(out, ",", "node", s->info.node);
     jstr(out, ",", "address", s->info.address);
+    fprintf(out, ",\"addresses\":[");
+    for (int i = 0; i < s->naddresses; i++) {
+        fprintf(out, "%s", i ? "," : "");
+        json_string(out, s->addresses[i]);
+    }
+    fprintf(out, "]");
     jstr(out, ",", "public_address", s->public_address[0] ? s->public_address : NULL);
     fprintf(out, ",\"nat\":{");
     jstr(out, "", "mapping", s->mapping);
@@ -261,6 +293,26 @@ static void json_site(FILE *out, const struct probe_site *s)
     fprintf(out, ",\"helper\":{\"can_intercept\":%s,\"nfqueue\":%u",
             s->info.can_intercept ? "true" : "false", s->info.nfqueue);
     jstr(out, ",", "detail", s->info.intercept);
+    char variant[160];
+    punch_variant(&s->info, variant, sizeof(variant));
+    fprintf(out, "},\"punching\":{\"punch_ttl\":");
+    if (s->info.punch_ttl == 0)
+        fputs("\"auto\"", out);
+    else if (s->info.punch_ttl < 0)
+        fputs("\"plain\"", out);
+    else
+        fprintf(out, "\"%d\"", s->info.punch_ttl);
+    if (s->info.punch_hops > 0)
+        fprintf(out, ",\"hops\":%u", s->info.punch_hops);
+    else
+        fputs(",\"hops\":null", out);
+    if (s->info.punch_ttl > 0)
+        fprintf(out, ",\"first_syn_ttl\":%d", s->info.punch_ttl);
+    else if (s->info.punch_ttl == 0 && s->info.punch_first_ttl > 0)
+        fprintf(out, ",\"first_syn_ttl\":%u", s->info.punch_first_ttl);
+    else
+        fputs(",\"first_syn_ttl\":null", out);
+    jstr(out, ",", "variant", variant);
     fprintf(out, "},\"services\":{");
     jstr(out, "", "frontend", s->info.frontend);
     jstr(out, ",", "broker", s->info.broker[0] ? s->info.broker : NULL);
@@ -294,9 +346,11 @@ static void json_peer(FILE *out, const struct probe_peer *p)
     jstr(out, ",", "endpoint_node", p->endpoint_ok ? p->node : NULL);
     jstr(out, ",", "error", p->endpoint_ok ? NULL : p->why);
     jstr(out, ",", "chosen", p->chosen != QCG_TECH_NONE ? qcg_technique_name(p->chosen) : NULL);
-    if (p->chosen != QCG_TECH_NONE)
+    if (p->chosen != QCG_TECH_NONE) {
         fprintf(out, ",\"chosen_setup_ms\":%.3f", p->chosen_ms);
-    else
+        jstr(out, ",", "chosen_family",
+             p->chosen_family ? family_name(p->chosen_family, true) : NULL);
+    } else
         jstr(out, ",", "chosen_why", p->endpoint_ok ? p->chosen_why : NULL);
     jstr(out, ",", "chosen_encryption", p->chosen_encryption);
     fprintf(out, ",\"techniques\":{");
@@ -310,6 +364,9 @@ static void json_peer(FILE *out, const struct probe_peer *p)
             fprintf(out, ",\"setup_ms\":null");
         /* The path the times were measured through (null: no connection). */
         jstr(out, ",", "encryption", x->encryption);
+        /* The family and far end of the connection made (null: none). */
+        jstr(out, ",", "family", x->works && x->family ? family_name(x->family, true) : NULL);
+        jstr(out, ",", "address", x->works && x->address[0] ? x->address : NULL);
         fprintf(out, ",\"tried\":%s,\"possible\":%s", x->tried ? "true" : "false",
                 x->impossible ? "false" : "true");
         jstr(out, ",", "why", x->works || !x->tried ? NULL : x->why);
@@ -329,6 +386,7 @@ void report_json(FILE *out, const struct probe_run *r)
         json_peer(out, &r->peers[i]);
     }
     fprintf(out, "]");
+    family_json(out, r);
     if (r->capture_file != NULL) {
         fprintf(out, ",\"capture\":{");
         jstr(out, "", "file", r->capture_file);

@@ -368,6 +368,25 @@ static void report_observation(struct probe_site *s)
                  "user's) tells the broker what the site looks like (qcg-broker --grid)");
 }
 
+/* Every address of this node, from the helper's HELLO_OK; the SITE answer's
+   one when the helper does not say more. */
+static void site_addresses(const struct probe_opts *o, struct probe_site *s)
+{
+    struct local_hello_ok ok;
+    char why[LOCAL_MESSAGE_MAX];
+
+    snprintf(s->addresses[0], sizeof(s->addresses[0]), "%s", s->info.address);
+    s->naddresses = 1;
+    if (helper_hello(o->helper_socket, &ok, HELPER_TIMEOUT_MS, why, sizeof(why)) < 0)
+        return;
+    for (int i = 0; i < QCG_NODE_ADDRS - 1 && ok.other_address[i][0]; i++) {
+        if (address_equal(ok.other_address[i], s->info.address))
+            continue;
+        snprintf(s->addresses[s->naddresses], sizeof(s->addresses[0]), "%s", ok.other_address[i]);
+        s->naddresses++;
+    }
+}
+
 int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
 {
     int code;
@@ -386,6 +405,7 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
                        HELPER_TIMEOUT_MS, &code, s->upstream_why, sizeof(s->upstream_why));
     if (t == LOCAL_SITE_OK) {
         s->helper_ok = s->upstream_ok = true;
+        site_addresses(o, s);
         return 0;
     }
     if (t != LOCAL_ERROR)
