@@ -115,9 +115,16 @@ int main(void)
     int a, b, gone = 0;
     tcp_pair(&a, &b);
     extern char **environ;
-    struct session_env env = {.loop = &loop, .job = "j1", .orted = script, .prted = script,
-                              .environ = environ, .launch_ms = 5000, .grace_ms = 1000,
-                              .resume_ms = 1000, .gone = session_gone, .arg = &gone};
+    struct session_env env = {.loop = &loop,
+                              .job = "j1",
+                              .orted = script,
+                              .prted = script,
+                              .environ = environ,
+                              .launch_ms = 5000,
+                              .grace_ms = 1000,
+                              .resume_ms = 1000,
+                              .gone = session_gone,
+                              .arg = &gone};
     struct link *l = link_new(&loop, a, NULL, &ops, NULL);
     struct session *s = session_new(&env, b, NULL, 0, 1);
     REQUIRE(l != NULL && s != NULL);
