@@ -41,6 +41,9 @@ struct plan_offer {
     /* The families (FAMILY_V4, FAMILY_V6, below) the broker's proxies
        have addresses in: what a proxy can bridge (plan_bridge.h). */
     unsigned proxy_families;
+    /* ... and whether one usable proxy has both, as bridging an IPv6-only
+       end and an IPv4-only one needs (proxy_live_usable_for). */
+    bool proxy_bridge;
 };
 
 struct plan_decision {

@@ -75,6 +75,11 @@ bool plan_bridge(const struct plan_end *from, const struct plan_end *to,
         append(d, tail);
         return true;
     }
+    if (!offer->proxy_bridge) {
+        append(d, ": proxy needed, but no live proxy has both an IPv4 and an IPv6 address to "
+                  "bridge them");
+        return true;
+    }
     d->ok = true;
     char tail[64];
     snprintf(tail, sizeof(tail), ": proxy, bridging %s to %s", family_text(fam->from),

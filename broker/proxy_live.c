@@ -115,13 +115,18 @@ static struct proxy_entry *choose(struct proxy_live *l, const unsigned char pair
     return best != NULL ? best : l->heard_any ? NULL : unknown;
 }
 
-int proxy_live_usable(struct proxy_live *l, uint64_t now_ms)
+int proxy_live_usable_for(struct proxy_live *l, uint64_t now_ms, unsigned from_fam, unsigned to_fam)
 {
     static const unsigned char any[16];
     pthread_mutex_lock(&l->lock);
-    int ok = choose(l, any, now_ms, FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6) != NULL;
+    int ok = choose(l, any, now_ms, from_fam, to_fam) != NULL;
     pthread_mutex_unlock(&l->lock);
     return ok;
+}
+
+int proxy_live_usable(struct proxy_live *l, uint64_t now_ms)
+{
+    return proxy_live_usable_for(l, now_ms, FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6);
 }
 
 int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t now_ms,

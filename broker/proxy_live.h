@@ -48,6 +48,11 @@ int proxy_live_beat(struct proxy_live *l, const char *name, unsigned pairs, uint
 /* Whether a pair could get a proxy now (one alive or unknown). */
 int proxy_live_usable(struct proxy_live *l, uint64_t now_ms);
 
+/* The same for a pair whose ends have addresses in from_fam and to_fam
+   (FAMILY_* sets): one proxy with an address in a family of each. */
+int proxy_live_usable_for(struct proxy_live *l, uint64_t now_ms, unsigned from_fam,
+                          unsigned to_fam);
+
 /* The proxy for a new pair (counted as planned through it), copied to out:
    one with an address in a family of each end (from_fam, to_fam: FAMILY_*
    sets of proxies.h).  0, or -1 when none such is alive or unknown. */

@@ -517,11 +517,14 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
         return SOAP_FAULT;
     atomic_fetch_add(&b->stats.lookups, 1);
     bool proxy_ok = b->proxy_live != NULL && proxy_live_usable(b->proxy_live, monotonic_ms());
-    struct plan_offer offer = {.proxy = proxy_ok,
-                               .proxies_dead = !proxy_ok && b->proxies.count > 0,
-                               .proxy_families = proxies_families(&b->proxies),
-                               .reflector = reflector_client_up(b->reflector),
-                               .reflector6 = b->reflector6_host[0] != '\0'};
+    struct plan_offer offer = {
+        .proxy = proxy_ok,
+        .proxies_dead = !proxy_ok && b->proxies.count > 0,
+        .proxy_families = proxies_families(&b->proxies),
+        .proxy_bridge = b->proxy_live != NULL &&
+                        proxy_live_usable_for(b->proxy_live, monotonic_ms(), FAMILY_V4, FAMILY_V6),
+        .reflector = reflector_client_up(b->reflector),
+        .reflector6 = b->reflector6_host[0] != '\0'};
     enum reg_status st =
         registry_lookup(b->reg, id->cluster, job, verifier, fromRank, toRank, tried_set,
                         (enum technique)only_t, &offer, b->outcomes, &res, why, sizeof(why));

@@ -66,8 +66,10 @@ static void test_parse(void)
 static void test_bridge(void)
 {
     struct plan_decision d;
-    struct plan_offer offer = {
-        .proxy = true, .reflector = true, .proxy_families = FAMILY_V4 | FAMILY_V6};
+    struct plan_offer offer = {.proxy = true,
+                               .reflector = true,
+                               .proxy_families = FAMILY_V4 | FAMILY_V6,
+                               .proxy_bridge = true};
     const struct plan_families v6_to_v4 = {FAMILY_V6, FAMILY_V4}, v4_to_v6 = {FAMILY_V4, FAMILY_V6};
 
     CHECK(plan_bridge(&v6_site, &fw_site, &v6_to_v4, 0, &offer, TECH_NONE, &d));
@@ -120,6 +122,14 @@ static void test_bridge(void)
                d.technique == TECH_PROXY &&
                strstr(d.reason, "the broker's proxies have no IPv6 address") != NULL,
            "proxies with IPv4 addresses only: %s", d.reason);
+    /* An IPv4-only proxy and an IPv6-only one, or the one with both dead:
+       no proxy can take both legs. */
+    struct plan_offer split = offer;
+    split.proxy_bridge = false;
+    CHECKF(plan_bridge(&v6_site, &fw_site, &v6_to_v4, 0, &split, TECH_NONE, &d) && !d.ok &&
+               d.technique == TECH_PROXY &&
+               strstr(d.reason, "no live proxy has both an IPv4 and an IPv6 address") != NULL,
+           "no proxy with both families: %s", d.reason);
 
     /* qcg-probe's `only`: the proxy, or why another cannot work. */
     CHECKF(

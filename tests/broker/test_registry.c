@@ -18,8 +18,10 @@
 #include "site_ranges.h"
 
 /* No reflector: these tests are about the registry, the plan table has its own. */
-static const struct plan_offer offer_all = {
-    .proxy = true, .reflector = false, .proxy_families = FAMILY_V4 | FAMILY_V6};
+static const struct plan_offer offer_all = {.proxy = true,
+                                            .reflector = false,
+                                            .proxy_families = FAMILY_V4 | FAMILY_V6,
+                                            .proxy_bridge = true};
 static const struct plan_offer offer_noproxy = {.proxy = false, .reflector = false};
 #include "soapH.h"
 #include "validate.h"
