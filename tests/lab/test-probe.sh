@@ -198,7 +198,10 @@ PY
 grep -q "^addresses: nata nodes 198.18.1.0/24, 2001:db8:3::/48; open to inbound 2001:db8:3:5::/64$" \
 	"$WORK/grid.txt" || { cat "$WORK/grid.txt"; fail "qcg-broker --grid does not show nata's IPv6 ranges"; }
 # The matrix's diagonal holds what earlier tests of the lab did inside one
-# site (none in the README's fresh grid): left out of the comparison.
+# site (none in the README's fresh grid): left out of the comparison.  So is
+# which of open -> nata's two techniques the last probe took: nata's probe
+# endpoint may be nata2, in nata's IPv6 open range (direct over IPv6), or
+# nata1 (reversed, as the README shows); step 1 checked the one it was.
 python3 - "$WORK/grid.txt" >"$WORK/grid-sample.txt" <<'PY'
 import re, sys
 lines, names = open(sys.argv[1]).read().split("\n"), None
@@ -208,6 +211,9 @@ for i, line in enumerate(lines):
         names = cells
     elif names and cells[0] in names and len(cells) == len(names) + 1:
         cells[1 + names.index(cells[0])] = "-"
+        if cells[0] == "open" and "nata" in names:
+            j = 1 + names.index("nata")
+            cells[j] = re.sub(r"^direct ", "reversed ", cells[j])
         lines[i] = "  ".join(cells)
 print("\n".join(lines), end="")
 PY
