@@ -3,7 +3,7 @@
 # 32, finding 7).  qcg-mpi-resend on open and nata (four ranks, one per
 # node; nata's pairs with open direct or reversed, all accepted at open1),
 # mpirun on nata1.  Everything to open1's rank's listening port is dropped
-# (iptables in open1's namespace: no reset) until a rank says a connection
+# (iptables and ip6tables in open1's namespace: no reset) until a rank says a connection
 # broke (btl_qcg_stall_timeout 1 s); then every rank is stopped (SIGSTOP, as
 # a batch system suspends a job) for 2 x btl_qcg_reconnect_timeout (5 s),
 # the drop is removed and the ranks continued.  The job must carry data
@@ -23,8 +23,10 @@ BOUND_MS=5000
 NODES="open1 open2 nata1 nata2"
 RULE=()
 RANKS=()
+# Both families: nata's nodes and open2 may reach open1 over IPv6.
+drop() { "$LAB" exec open1 -- iptables "$1" "${RULE[@]}" && "$LAB" exec open1 -- ip6tables "$1" "${RULE[@]}"; }
 undo() {
-	[ ${#RULE[@]} -eq 0 ] || "$LAB" exec open1 -- iptables -D "${RULE[@]}" 2>/dev/null || true
+	[ ${#RULE[@]} -eq 0 ] || drop -D 2>/dev/null || true
 	RULE=()
 	[ ${#RANKS[@]} -eq 0 ] || kill -CONT "${RANKS[@]}" 2>/dev/null || true
 }
@@ -60,14 +62,14 @@ port=$("$LAB" exec open1 -- ss -Htlnp | grep '"qcg-mpi-resend"' | awk '{n = spli
 [ -n "$port" ] || fail "open1's rank listens on no port"
 
 RULE=(INPUT -p tcp --dport "$port" -j DROP)
-"$LAB" exec open1 -- iptables -I "${RULE[@]}" || fail "iptables in open1"
+drop -I || fail "iptables or ip6tables in open1"
 poll 30 "a connection broken" broken || { show "$JOB_OUT" 30; fail "no connection said broken within 30 s of the drop"; }
 kill -STOP "${RANKS[@]}"
 poll 5 "the ranks stopped" stopped "${RANKS[@]}" || fail "the ranks did not stop"
 before=$(rounds)
 note "connection broken; ranks ${RANKS[*]} stopped for $((2 * BOUND_MS)) ms"
 sleep $((2 * BOUND_MS / 1000))
-"$LAB" exec open1 -- iptables -D "${RULE[@]}" || fail "iptables -D in open1"
+drop -D || fail "iptables or ip6tables -D in open1"
 RULE=()
 kill -CONT "${RANKS[@]}"
 RANKS=()
