@@ -82,16 +82,9 @@ head -c "$size" /dev/urandom >"$WORK/in"
 # TECHNIQUE on both ends; the connecting side's far end is [TO_ADDRESS], the
 # accepting side's [FROM_ADDRESS] (qcg-cat --json "address").
 v6pair() {
-	local from=$1 to=$2 tech=$3 to6=$4 from6=$5 far
+	local from=$1 to=$2 tech=$3 to6=$4 from6=$5
 	cat_transfer "$from" "$to"
-	[ "$XFER_TECH" = "$tech" ] || fail "$from -> $to: the connecting side used $XFER_TECH, not $tech"
-	[ "$(echo "$XFER_ACCEPTED" | json_field technique)" = "$tech" ] ||
-		fail "$from -> $to: the accepting side says $XFER_ACCEPTED"
-	[ "$(echo "$XFER_SENT" | json_field bytes)" = "$size" ] || fail "$from -> $to: sent $XFER_SENT"
-	far=$(echo "$XFER_SENT" | json_field address)
-	[[ $far == "[$to6]:"* ]] || fail "$from -> $to: connected to $far, not [$to6]"
-	far=$(echo "$XFER_ACCEPTED" | json_field address)
-	[[ $far == "[$from6]:"* ]] || fail "$from -> $to: accepted from $far, not [$from6]"
+	xfer_expect "$from" "$to" "$tech" "$size" "[$to6]:" "[$from6]:"
 	note "$from -> $to: 4 MiB identical, $tech over IPv6 ([$from6] -> [$to6]), setup $XFER_SETUP_US us"
 }
 
