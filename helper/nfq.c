@@ -52,7 +52,11 @@ static int configure(struct nfq_queue *q, struct nlmsghdr *nlh)
     if (mnl_socket_sendto(q->nl, nlh, nlh->nlmsg_len) < 0)
         return -1;
     setsockopt(mnl_socket_get_fd(q->nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ssize_t n = mnl_socket_recvfrom(q->nl, q->buf, sizeof(q->buf));
+    ssize_t n;
+    /* EINTR: a timed recv is not restarted (Debian 13's libuv interrupts a
+       thread whose io_uring it closes). */
+    while ((n = mnl_socket_recvfrom(q->nl, q->buf, sizeof(q->buf))) < 0 && errno == EINTR)
+        ;
     if (n < 0)
         return -1;
     return mnl_cb_run(q->buf, (size_t)n, seq, q->portid, NULL, NULL) < 0 ? -1 : 0;

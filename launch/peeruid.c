@@ -57,7 +57,10 @@ int tcp_peer_uid(int fd, uid_t *uid)
         err = errno;
         goto out;
     }
-    n = recv(s, &a, sizeof(a), 0);
+    /* EINTR: with a receive timeout the kernel does not restart the call
+       (Debian 13's libuv interrupts a thread whose io_uring it closes). */
+    while ((n = recv(s, &a, sizeof(a), 0)) < 0 && errno == EINTR)
+        ;
     if (n < 0) {
         err = errno;
         goto out;

@@ -3,6 +3,7 @@
 #define TESTS_BROKER_LINE_ANSWER_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
@@ -11,12 +12,17 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* Reads to EOF (or the socket's receive timeout) into out, without the '\n'. */
+/* Reads to EOF (or the socket's receive timeout) into out, without the '\n'.
+   A recv with a timeout returns EINTR when a uv loop this thread ran is
+   closed (libuv >= 1.45 batches epoll_ctl through io_uring, whose teardown
+   interrupts the ring's users): read on. */
 static inline void line_answer(int fd, char *out, size_t outlen)
 {
     size_t got = 0;
     for (int i = 0; i < 64 && got + 1 < outlen; i++) {
         ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break;
         got += (size_t)n;

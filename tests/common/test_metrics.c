@@ -4,6 +4,7 @@
    the per-address and total caps (a newcomer refused, nobody cut for it); metrics-allow; a
    non-loopback address without metrics-allow refuses to start; the request parser's answers. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -53,8 +54,9 @@ static size_t read_all(int fd, char *out, size_t cap)
 {
     size_t n = 0;
     ssize_t r;
-    while (n + 1 < cap && (r = recv(fd, out + n, cap - 1 - n, 0)) > 0)
-        n += (size_t)r;
+    while (n + 1 < cap &&
+           ((r = recv(fd, out + n, cap - 1 - n, 0)) > 0 || (r < 0 && errno == EINTR)))
+        n += r > 0 ? (size_t)r : 0; /* EINTR: a loop's io_uring teardown */
     out[n] = '\0';
     return n;
 }
