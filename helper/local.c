@@ -114,7 +114,7 @@ static void on_connection(uv_stream_t *server, int status)
         send_error(c, 0, QCG_EDENIED, 1, "uid %d may not use this helper", (int)c->uid);
         return;
     }
-    if (srv->nclients > (unsigned)srv->cfg->max_clients) {
+    if (srv->nclients - srv->refusals_held > (unsigned)srv->cfg->max_clients) {
         char what[96];
         snprintf(what, sizeof(what), "connection refused: more than %d connections",
                  srv->cfg->max_clients);

@@ -23,6 +23,10 @@ struct local_server {
     ino_t ino;
     struct dlist conns; /* of struct conn, closing ones no longer */
     unsigned nclients;
+    /* Of those, connections refused for their uid's share that wait out
+       the delay (local_penalty.c): not counted against max-clients, or a
+       uid dialling beyond its share would take others' room. */
+    unsigned refusals_held;
     struct shares *shares; /* per uid: connections, requests */
     uint64_t next_id;
     uint64_t lookups;

@@ -78,8 +78,10 @@ static void hold(struct conn *c, uint32_t rid, const struct local_error *e, int 
     c->penalized = 1;
     c->penalty_close = close_after;
     c->penalty_rid = rid;
-    if (close_after)
+    if (close_after) {
         c->share->refusals_held++;
+        srv->refusals_held++;
+    }
     uv_update_time(srv->loop); /* the loop's time is that of its pass */
     c->penalty_due_ms = uv_now(srv->loop) + PENALTY_MS;
     dlist_append(&srv->penalized, &c->penalty_link);
@@ -127,8 +129,10 @@ void penalty_drop(struct conn *c)
     if (!c->penalized)
         return;
     c->penalized = 0;
-    if (c->penalty_close)
+    if (c->penalty_close) {
         c->share->refusals_held--;
+        c->srv->refusals_held--;
+    }
     c->penalty_close = 0;
     dlist_remove(&c->srv->penalized, &c->penalty_link);
 }

@@ -737,6 +737,18 @@ static int mode_uid_limits(int argc, char **argv)
           dials, most);
     int rc = status_as_nobody(path);
     check(rc == 0, "meanwhile a client of uid 65534 is served (child exit %d)", rc);
+    /* Two more dials wait out their refusal: with a and b the helper then
+       has max-clients (4) connections, but those two take no one's room. */
+    int x = open_helper(path), y = open_helper(path);
+    rc = status_as_nobody(path);
+    check(x >= 0 && y >= 0 && rc == 0,
+          "a client of uid 65534 is served while two refusals of uid %d wait out their delay "
+          "(max-clients 4; child exit %d)",
+          (int)getuid(), rc);
+    if (x >= 0)
+        close(x);
+    if (y >= 0)
+        close(y);
     close(a);
     bool served = false;
     for (int i = 0; i < 50 && !served; i++) {
