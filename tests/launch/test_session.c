@@ -46,9 +46,10 @@ static void on_closed(struct link *l, const char *why)
 
 static const struct link_ops ops = {on_frame, on_closed, NULL, NULL, NULL};
 
+/* The agent's part (launch/agent.c): the session is ours to free. */
 static void session_gone(void *arg, struct session *s)
 {
-    (void)s;
+    free(s);
     *(int *)arg = 1;
 }
 
@@ -92,6 +93,12 @@ static int daemon_reaped(void)
 static int link_closed(void)
 {
     return L.closed;
+}
+
+static int *gone_flag;
+static int session_ended(void)
+{
+    return *gone_flag;
 }
 
 int main(void)
@@ -142,6 +149,15 @@ int main(void)
     if (!L.closed)
         link_close(l);
     run_until(&loop, link_closed, 2);
+    /* Everything freed, for the sanitizers' leak check. */
+    gone_flag = &gone;
+    run_until(&loop, session_ended, 10);
+    CHECKF(gone, "the session ended and was handed back");
+    if (!gone)
+        session_stop(s);
+    run_until(&loop, session_ended, 5);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECKF(uv_loop_close(&loop) == 0, "every handle of the loop closed");
 
     fflush(stderr);
     dup2(saved, 2);
