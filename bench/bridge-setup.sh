@@ -17,7 +17,7 @@ NEW=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d)
 LAB=$NEW/lab/qcg-lab
 trap 'rm -rf "$WORK"; QCG_BUILD_DIR=$NEW/build "$LAB" down >/dev/null 2>&1 || true' EXIT
-median() { sort -n | awk '{v[NR]=$1} END {if (NR == 0) print "-"; else print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+. "$NEW/bench/stats.sh" # median, spread
 ms() { date +%s%3N; }
 rank=0
 

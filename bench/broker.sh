@@ -39,7 +39,7 @@ load() {
   "$build/bench/broker-load" --url "https://127.0.0.1:$port/" --ca "$work/ca/ca.crt" \
     --cert "$work/ca/frontend-bench.pem" --cluster bench "$@"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$root/bench/stats.sh" # median, spread
 
 for threads in 1 2; do
   rates=()

@@ -103,8 +103,7 @@ for ((r = 1; r <= runs; r++)); do
   case " $parts " in *" grid "*) one grid-qcg ;; esac
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+. "$root/bench/stats.sh" # median, spread
 col() { awk -v c="$2" '{ print $c }' "$work/$1"; }
 
 echo

@@ -55,7 +55,7 @@ fi
 np=$(mktemp -d "${QCG_LAB_DIR:-/run/qcg-lab}/netpipe.XXXXXX")
 chmod 0777 "$np"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. "$root/bench/stats.sh" # median, spread
 
 # netpipe MODE ROUND: one NPopenmpi run open1 <-> open2 (MODE tcp: btl_tcp; qcg:
 # btl_qcg as configured; always, never: btl_qcg with that btl_qcg_encrypt;
@@ -83,7 +83,6 @@ initfini() {
        END { printf "%.3f %.3f\n", m, mc }' "$work/if.log" >>"$work/if-$name${conn:++connect}"
 }
 
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 # compare A B HEAD_A HEAD_B HEAD_RATIO: NetPIPE's medians of modes A and B, A/B, spreads.
 compare() {
   local bw_a bw_b lat_a lat_b

@@ -42,8 +42,7 @@ for ((r = 1; r <= runs; r++)); do
   one tcp
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+. "$root/bench/stats.sh" # median, spread
 q=$(median <"$work/qcg") t=$(median <"$work/tcp")
 echo
 echo "message rate, 2 ranks (open1, open2), $threads threads each, 8-byte messages; medians of $runs (spread)"

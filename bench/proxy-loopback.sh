@@ -41,8 +41,7 @@ ca=$work/ca key=$work/proxy.key
 (umask 077 && openssl rand -hex 32 >"$key")
 ticks_per_s=$(getconf CLK_TCK)
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+. "$root/bench/stats.sh" # median, spread
 
 # one_run BUILD WHO: a fresh proxy of BUILD, a stream and a ping-pong through it.
 one_run() {

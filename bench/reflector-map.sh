@@ -22,8 +22,7 @@ done
 # shellcheck disable=SC2016 # the inner shell expands its own arguments
 run() { unshare -n sh -c 'ip link set lo up && exec "$0" "$@"' "$1/bench/reflector-map" "$secs" "$clients"; }
 field() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+. "$root/bench/stats.sh" # median, spread
 
 for _ in $(seq "$rounds"); do
   [ -n "$base" ] && run "$base" >>"$work/base"

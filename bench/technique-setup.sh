@@ -35,7 +35,7 @@ else
 fi
 JOB=bench-$$
 rank=0
-median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+. "$REPO/bench/stats.sh" # median, spread
 
 # one FROM TO: the setup time in us of one qcg-cat connection, and its technique.
 one() {

@@ -33,7 +33,7 @@ command -v socat >/dev/null || { echo "socat is missing (scripts/install-deps)" 
 "$LAB" up --delay "$DELAY" --rate "$RATE" >/dev/null
 JOB=bench-tp-$$
 rank=0
-median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+. "$REPO/bench/stats.sh" # median, spread
 now() { date +%s.%N; }
 
 # listening FILE: bounded wait for "listening" in FILE.
