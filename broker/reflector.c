@@ -1076,6 +1076,7 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
                                                     : ((struct sockaddr_in *)&bound)->sin_port);
         struct engine_config ec = {
             .listen_fd = listen_fd,
+            .listen_fd2 = -1,
             .accepts_per_run = REFLECTOR_ACCEPTS_PER_EVENT,
             .conns_max = r->t.conns_max,
             .per_address = r->t.conns_per_address,
