@@ -49,9 +49,7 @@ struct conn {
     bool dial_watched;
     enum conn_state state;
     int dead;
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    char addr[ADDR_MAX]; /* observed, without port */
+    char addr[ADDR_MAX]; /* observed, without port (a v4-mapped one as IPv4) */
     int port;
     char line[REFLECTOR_LINE_MAX + 1];
     size_t got;
@@ -451,15 +449,19 @@ static void dial_io(struct engine_watch *w, int status, int events);
 
 static void do_dial(struct reflector *r, struct conn *c, int port)
 {
-    struct sockaddr_storage to = c->ss;
+    struct sockaddr_storage to;
 
     count(&r->dials);
     observe(r, NULL, NULL, NULL, 0, c);
     c->dial_port = port;
-    if (to.ss_family == AF_INET)
-        ((struct sockaddr_in *)&to)->sin_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in6 *)&to)->sin6_port = htons((uint16_t)port);
+    /* From the caller's address as shown (a v4-mapped one as IPv4): an IPv4
+       caller is dialled over IPv4, which works where v4-mapped does not
+       (net.ipv6.bindv6only, IPv6 disabled). */
+    socklen_t tolen = address_sockaddr(c->addr, (uint16_t)port, &to);
+    if (tolen == 0) {
+        fail(r, c, "dial: no address to dial");
+        return;
+    }
     c->dial_fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->dial_fd < 0) {
         fail(r, c, "dial: socket: %s", strerror(errno));
@@ -467,7 +469,7 @@ static void do_dial(struct reflector *r, struct conn *c, int port)
     }
     /* Without it an ICMP port unreachable reads as a reset. */
     (void)refusal_watch(c->dial_fd);
-    if (connect(c->dial_fd, (struct sockaddr *)&to, c->sslen) == 0) {
+    if (connect(c->dial_fd, (struct sockaddr *)&to, tolen) == 0) {
         dial_done(r, c, 0);
         return;
     }
@@ -840,8 +842,6 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     c->ec.w.on_io = conn_io;
     c->ec.on_deadline = conn_deadline;
     c->dial_fd = -1;
-    c->ss = *ss;
-    c->sslen = len;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
     c->port = port;
     c->state = C_READ;

@@ -26,7 +26,8 @@
  *       other from the local port they came from.
  *   DIAL <port>                           -> DIALED <addr> <port> open|reset|icmp|timeout
  *       the reflector opens a TCP connection to the address this connection
- *       came from, at <port> (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
+ *       came from, in its family (an IPv4 caller over IPv4), at <port>
+ *       (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
  *       whether unsolicited inbound TCP reaches the node ("timeout" =
  *       dropped, "reset" = a TCP reset, "icmp" = an ICMP error: port, host
  *       or network unreachable, administratively prohibited).  Linux reports
