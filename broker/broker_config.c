@@ -85,7 +85,7 @@ const struct config_option broker_options[] = {
      "where nodes reach the broker's reflector for hole punching and qcg-probe: ADDR:PORT "
      "(an IPv4 address of this host, e.g. 203.0.113.10:7704), and for hole punching over IPv6 "
      "an IPv6 address after a comma with the same port (203.0.113.10:7704, "
-     "[2001:db8::10]:7704: the reflector then listens on [::]:PORT, both families); plain TCP; "
+     "[2001:db8::10]:7704); the reflector listens on these addresses only; plain TCP; "
      "none = no hole punching"},
     {"reflector-user", CONFIG_STRING, OPT(reflector_user), 0, 0, REFLECTOR_USER_DEFAULT,
      "the unprivileged user the reflector's process becomes (qcg-broker needs root, or "

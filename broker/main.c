@@ -164,11 +164,13 @@ int main(int argc, char **argv)
     if (b->proxies.count == 0)
         log_info("no proxy configured: pairs that need one get status unavailable");
     if (cfg.reflector_port > 0) {
-        char listen[HOSTPORT_MAX];
-        /* With an IPv6 address too, one socket takes both families. */
-        hostport_format(cfg.reflector6_host[0] ? "::" : cfg.reflector_host, cfg.reflector_port,
-                        listen, sizeof(listen));
+        char listen[HOSTPORT_MAX], listen6[HOSTPORT_MAX];
+        /* Each configured address a socket of its own, never the wildcard:
+           the host's other addresses stay closed. */
+        hostport_format(cfg.reflector_host, cfg.reflector_port, listen, sizeof(listen));
+        hostport_format(cfg.reflector6_host, cfg.reflector_port, listen6, sizeof(listen6));
         struct reflector_process_config rc = {.listen = listen,
+                                              .listen6 = cfg.reflector6_host[0] ? listen6 : NULL,
                                               .user = cfg.reflector_user,
                                               .same_user = cfg.reflector_same_user != 0,
                                               .syslog = cfg.syslog != 0,

@@ -49,9 +49,7 @@ struct conn {
     bool dial_watched;
     enum conn_state state;
     int dead;
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    char addr[ADDR_MAX]; /* observed, without port */
+    char addr[ADDR_MAX]; /* observed, without port (a v4-mapped one as IPv4) */
     int port;
     char line[REFLECTOR_LINE_MAX + 1];
     size_t got;
@@ -451,15 +449,19 @@ static void dial_io(struct engine_watch *w, int status, int events);
 
 static void do_dial(struct reflector *r, struct conn *c, int port)
 {
-    struct sockaddr_storage to = c->ss;
+    struct sockaddr_storage to;
 
     count(&r->dials);
     observe(r, NULL, NULL, NULL, 0, c);
     c->dial_port = port;
-    if (to.ss_family == AF_INET)
-        ((struct sockaddr_in *)&to)->sin_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in6 *)&to)->sin6_port = htons((uint16_t)port);
+    /* From the caller's address as shown (a v4-mapped one as IPv4): an IPv4
+       caller is dialled over IPv4, which works where v4-mapped does not
+       (net.ipv6.bindv6only, IPv6 disabled). */
+    socklen_t tolen = address_sockaddr(c->addr, (uint16_t)port, &to);
+    if (tolen == 0) {
+        fail(r, c, "dial: no address to dial");
+        return;
+    }
     c->dial_fd = socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->dial_fd < 0) {
         fail(r, c, "dial: socket: %s", strerror(errno));
@@ -467,7 +469,7 @@ static void do_dial(struct reflector *r, struct conn *c, int port)
     }
     /* Without it an ICMP port unreachable reads as a reset. */
     (void)refusal_watch(c->dial_fd);
-    if (connect(c->dial_fd, (struct sockaddr *)&to, c->sslen) == 0) {
+    if (connect(c->dial_fd, (struct sockaddr *)&to, tolen) == 0) {
         dial_done(r, c, 0);
         return;
     }
@@ -840,8 +842,6 @@ static void accepted(void *arg, int fd, const struct sockaddr_storage *ss, sockl
     c->ec.w.on_io = conn_io;
     c->ec.on_deadline = conn_deadline;
     c->dial_fd = -1;
-    c->ss = *ss;
-    c->sslen = len;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
     c->port = port;
     c->state = C_READ;
@@ -1030,11 +1030,12 @@ int reflector_listen(const char *where, unsigned conns_max, char *err, size_t er
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    /* "[::]:PORT" takes IPv4 too (shown unmapped: sockaddr_host). */
-    int zero = 0;
-    if (ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 ||
+    /* An IPv6 address takes IPv6 only, whatever net.ipv6.bindv6only says:
+       the reflector listens where it is configured, an IPv4 address on a
+       socket of its own. */
+    if ((ss.ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+        bind(fd, (struct sockaddr *)&ss, sslen) < 0 ||
         listen(fd, reflector_backlog(conns_max)) < 0) {
         snprintf(err, errlen, "reflector: cannot listen on %s: %s", where, strerror(errno));
         close(fd);
@@ -1043,7 +1044,20 @@ int reflector_listen(const char *where, unsigned conns_max, char *err, size_t er
     return fd;
 }
 
-struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
+/* A listening IP socket's port; -1 when fd is none. */
+static int listener_port(int fd)
+{
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof(bound);
+
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) < 0 ||
+        (bound.ss_family != AF_INET && bound.ss_family != AF_INET6))
+        return -1;
+    return ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                             : ((struct sockaddr_in *)&bound)->sin_port);
+}
+
+struct reflector *reflector_start_on(int listen_fd, int listen_fd2, const struct proxy_key *key,
                                      reflector_observe_fn observe_fn, void *arg,
                                      const struct reflector_tuning *tuning, char *err,
                                      size_t errlen)
@@ -1052,6 +1066,8 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
     if (r == NULL) {
         snprintf(err, errlen, "reflector: out of memory");
         close(listen_fd);
+        if (listen_fd2 >= 0)
+            close(listen_fd2);
         return NULL;
     }
     pthread_mutex_init(&r->lock, NULL);
@@ -1064,18 +1080,17 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
     r->table = htable_new(expected_eq);
     r->clusters = tally_new();
     r->jobs = tally_new();
-    struct sockaddr_storage bound;
-    socklen_t blen = sizeof(bound);
+    int bad = (r->port = listener_port(listen_fd)) < 0           ? listen_fd
+              : listen_fd2 >= 0 && listener_port(listen_fd2) < 0 ? listen_fd2
+                                                                 : -1;
     if (r->table == NULL || r->clusters == NULL || r->jobs == NULL) {
         snprintf(err, errlen, "reflector: out of memory");
-    } else if (getsockname(listen_fd, (struct sockaddr *)&bound, &blen) < 0 ||
-               (bound.ss_family != AF_INET && bound.ss_family != AF_INET6)) {
-        snprintf(err, errlen, "reflector: descriptor %d is not an IP socket", listen_fd);
+    } else if (bad >= 0) {
+        snprintf(err, errlen, "reflector: descriptor %d is not an IP socket", bad);
     } else {
-        r->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                    : ((struct sockaddr_in *)&bound)->sin_port);
         struct engine_config ec = {
             .listen_fd = listen_fd,
+            .listen_fd2 = listen_fd2,
             .accepts_per_run = REFLECTOR_ACCEPTS_PER_EVENT,
             .conns_max = r->t.conns_max,
             .per_address = r->t.conns_per_address,
@@ -1085,14 +1100,16 @@ struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
             .arg = r,
         };
         char why[200];
-        r->engine = engine_new(&ec, why, sizeof(why)); /* closes listen_fd on failure */
-        listen_fd = -1;
+        r->engine = engine_new(&ec, why, sizeof(why)); /* closes both on failure */
+        listen_fd = listen_fd2 = -1;
         if (r->engine == NULL)
             snprintf(err, errlen, "reflector: %s", why);
     }
     if (r->engine == NULL) {
         if (listen_fd >= 0)
             close(listen_fd);
+        if (listen_fd2 >= 0)
+            close(listen_fd2);
         reflector_free(r);
         return NULL;
     }
@@ -1113,7 +1130,7 @@ struct reflector *reflector_start_tuned(const char *where, const struct proxy_ke
     int fd = reflector_listen(where, tuning ? tuning->conns_max : 0, err, errlen);
     if (fd < 0)
         return NULL;
-    struct reflector *r = reflector_start_on(fd, key, observe_fn, arg, tuning, err, errlen);
+    struct reflector *r = reflector_start_on(fd, -1, key, observe_fn, arg, tuning, err, errlen);
     if (r != NULL)
         log_info("reflector listening on %s (port %d)", where, r->port);
     return r;

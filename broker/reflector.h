@@ -26,7 +26,8 @@
  *       other from the local port they came from.
  *   DIAL <port>                           -> DIALED <addr> <port> open|reset|icmp|timeout
  *       the reflector opens a TCP connection to the address this connection
- *       came from, at <port> (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
+ *       came from, in its family (an IPv4 caller over IPv4), at <port>
+ *       (1..65535), within REFLECTOR_DIAL_TIMEOUT_MS:
  *       whether unsolicited inbound TCP reaches the node ("timeout" =
  *       dropped, "reset" = a TCP reset, "icmp" = an ICMP error: port, host
  *       or network unreachable, administratively prohibited).  Linux reports
@@ -68,9 +69,11 @@
  *
  * Where it runs: qcg-broker keeps it out of its own process, since it parses
  * unauthenticated input and must not sit beside the registry, the proxy key
- * and the TLS key.  reflector_client.c binds the port, then forks and
+ * and the TLS key.  reflector_client.c binds the port on each configured
+ * address (the IPv4 one; the IPv6 one, IPv6 only, when given: never the
+ * wildcard, so the host's other addresses stay closed), then forks and
  * executes qcg-broker again (REFLECTOR_PROCESS_ARG): a fresh image that
- * holds the listening socket, a SOCK_SEQPACKET channel to the broker
+ * holds the listening sockets, a SOCK_SEQPACKET channel to the broker
  * (reflector_msg.h, on privsep/proc.h's channel) and, once told, the punch
  * key; nothing else.  That child (reflector_process.c, process name
  * qcg-reflector, log prefix "reflector") drops what it does not need
@@ -82,7 +85,7 @@
  * starts a new child after a backoff (proc_restart); after
  * REFLECTOR_RESTARTS_MAX deaths in a row that each came within
  * REFLECTOR_STABLE_MS of a start it gives up: hole punching is no longer
- * planned and the port is closed.  Tests and tools may still run the engine
+ * planned and the port is closed (on both addresses).  Tests and tools may still run the engine
  * in their own process (reflector_start*).
  */
 #ifndef QCG_BROKER_REFLECTOR_H
@@ -139,8 +142,9 @@ struct reflector *reflector_start(const char *listen, const struct proxy_key *ke
                                   reflector_observe_fn observe, void *arg, char *err,
                                   size_t errlen);
 /* The listening socket of reflector_start: non-blocking, close-on-exec, its
-   backlog reflector_backlog(conns_max).  The descriptor, or -1 with a
-   one-line reason. */
+   backlog reflector_backlog(conns_max); an IPv6 address takes IPv6 only
+   (IPV6_V6ONLY: an IPv4 address needs a socket of its own).  The
+   descriptor, or -1 with a one-line reason. */
 int reflector_listen(const char *listen, unsigned conns_max, char *err, size_t errlen);
 /* The listen backlog for conns_max connections at once (0: the default). */
 int reflector_backlog(unsigned conns_max);
@@ -155,9 +159,11 @@ struct reflector *reflector_start_tuned(const char *listen, const struct proxy_k
                                         reflector_observe_fn observe, void *arg,
                                         const struct reflector_tuning *tuning, char *err,
                                         size_t errlen);
-/* The same on a listening socket made elsewhere (the reflector's process
-   gets it from the broker); it takes listen_fd, also on failure. */
-struct reflector *reflector_start_on(int listen_fd, const struct proxy_key *key,
+/* The same on listening sockets made elsewhere (the reflector's process
+   gets them from the broker): listen_fd, and listen_fd2 (-1: none), e.g.
+   the IPv4 and the IPv6 address on the same port; it takes both, also on
+   failure. */
+struct reflector *reflector_start_on(int listen_fd, int listen_fd2, const struct proxy_key *key,
                                      reflector_observe_fn observe, void *arg,
                                      const struct reflector_tuning *tuning, char *err,
                                      size_t errlen);
@@ -205,10 +211,11 @@ void reflector_counters(struct reflector *r, struct reflector_counters *c);
 struct reflector_client;
 
 struct reflector_process_config {
-    const char *listen; /* "ADDR:PORT" */
-    const char *user;   /* whom the child becomes: root, or CAP_SETUID and CAP_SETGID */
-    bool same_user;     /* the child keeps this process's uid instead (user ignored) */
-    bool syslog;        /* the child logs where the broker does, at the broker's level */
+    const char *listen;  /* "ADDR:PORT", the IPv4 address */
+    const char *listen6; /* NULL, or "[ADDR]:PORT": a second socket, IPv6 only */
+    const char *user;    /* whom the child becomes: root, or CAP_SETUID and CAP_SETGID */
+    bool same_user;      /* the child keeps this process's uid instead (user ignored) */
+    bool syslog;         /* the child logs where the broker does, at the broker's level */
     /* Its bounds (the broker's reflector-* options); a zero field takes its
        default.  Only read_timeout_ms, conns_max, conns_per_address,
        expected_max and expected_per_cluster reach the child. */
@@ -221,7 +228,7 @@ struct reflector_process_config {
    CAP_SETGID held). */
 int reflector_user_resolve(const struct reflector_process_config *cfg, uint32_t *uid, uint32_t *gid,
                            char *err, size_t errlen);
-/* Binds cfg->listen, starts the child and waits (at most REFLECTOR_READY_MS)
+/* Binds cfg->listen (and cfg->listen6), starts the child and waits (at most REFLECTOR_READY_MS)
    until it serves.  The first child dies with the calling thread (PDEATHSIG),
    later ones with the client's own thread; observe runs on the latter.  NULL
    with a one-line reason (the port taken, an unknown user, a child that did
@@ -249,8 +256,9 @@ int reflector_client_pid(const struct reflector_client *c);
 void reflector_client_stop(struct reflector_client *c);
 
 /* The child: `qcg-broker REFLECTOR_PROCESS_ARG` with the channel and the
-   listening socket on PROC_FD_CHAN and PROC_FD_GIVEN (privsep/proc.h).  Returns the
-   exit status. */
+   listening socket on PROC_FD_CHAN and PROC_FD_GIVEN (privsep/proc.h), the
+   IPv6 one in a message after INIT (reflector_msg.h).  Returns the exit
+   status. */
 int reflector_process_main(void);
 
 #endif

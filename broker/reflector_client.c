@@ -27,7 +27,8 @@
 #define PEER "the reflector process"
 
 struct reflector_client {
-    int listen_fd; /* held for good: a new child serves the same port */
+    int listen_fd;  /* held for good: a new child serves the same port */
+    int listen6_fd; /* -1, or the IPv6 address's (the same port), the same */
     int port;
     struct rmsg_init init; /* what each child hears first (it holds the punch key) */
     reflector_observe_fn observe;
@@ -84,8 +85,13 @@ static int spawn(struct reflector_client *c, char *err, size_t errlen)
     if (proc_start(&c->child, &spec, err, errlen) < 0)
         return -1;
     imsg_chan_init(&first, c->child.fd, rmsg_types, IMSG_BIT(RMSG_READY), NULL, PEER);
+    struct rmsg_listen6 l6 = {.h.type = RMSG_LISTEN6};
     if (imsg_send(&first, &c->init, sizeof(c->init), -1, REFLECTOR_SEND_MS) < 0) {
         snprintf(err, errlen, "process %d: sending INIT: %s", (int)c->child.pid, strerror(errno));
+    } else if (c->init.listen6 &&
+               imsg_send(&first, &l6, sizeof(l6), c->listen6_fd, REFLECTOR_SEND_MS) < 0) {
+        snprintf(err, errlen, "process %d: sending LISTEN6: %s", (int)c->child.pid,
+                 strerror(errno));
     } else if (wait_ready(c, &first, err, errlen) == 0) {
         pthread_mutex_lock(&c->lock);
         c->chan.fd = c->child.fd;
@@ -103,6 +109,16 @@ static int spawn(struct reflector_client *c, char *err, size_t errlen)
 
 /* ---- the client's thread: observations, deaths, restarts ---- */
 
+/* The port closed on every address: no child will serve it again. */
+static void listeners_close(struct reflector_client *c)
+{
+    if (c->listen_fd >= 0)
+        close(c->listen_fd);
+    if (c->listen6_fd >= 0)
+        close(c->listen6_fd);
+    c->listen_fd = c->listen6_fd = -1;
+}
+
 /* After a death or a failed start (ran: it had served; `what` says which):
    a new start later, or none ever after REFLECTOR_RESTARTS_MAX quick ones
    in a row. */
@@ -114,8 +130,7 @@ static void schedule_restart(struct reflector_client *c, const char *what, bool 
         log_error("%s; that is %u times in a row within %d s of a start: hole punching is no "
                   "longer planned and port %d is closed (restart qcg-broker)",
                   what, c->restarts.deaths, REFLECTOR_STABLE_MS / 1000, c->port);
-        close(c->listen_fd);
-        c->listen_fd = -1;
+        listeners_close(c);
         c->restart_at_ms = 0;
         return;
     }
@@ -269,8 +284,7 @@ static void *run(void *arg)
 
 static void client_free(struct reflector_client *c)
 {
-    if (c->listen_fd >= 0)
-        close(c->listen_fd);
+    listeners_close(c);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
     pthread_mutex_destroy(&c->lock);
@@ -337,7 +351,7 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
         snprintf(err, errlen, "reflector: out of memory");
         return NULL;
     }
-    c->wake_fd = -1;
+    c->wake_fd = c->listen_fd = c->listen6_fd = -1;
     imsg_chan_init(&c->chan, -1, rmsg_types, RMSG_TO_BROKER, NULL, PEER);
     c->child.fd = -1;
     c->restarts = (struct proc_restart){.min_ms = REFLECTOR_RESTART_MIN_MS,
@@ -357,10 +371,13 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
     c->init.conns_per_address = cfg->tuning.conns_per_address;
     c->init.expected_max = cfg->tuning.expected_max;
     c->init.expected_per_cluster = cfg->tuning.expected_per_cluster;
+    c->init.listen6 = cfg->listen6 != NULL;
     int become = reflector_user_resolve(cfg, &c->init.uid, &c->init.gid, err, errlen);
     c->init.setuser = become == 1;
     if (become < 0 ||
-        (c->listen_fd = reflector_listen(cfg->listen, cfg->tuning.conns_max, err, errlen)) < 0) {
+        (c->listen_fd = reflector_listen(cfg->listen, cfg->tuning.conns_max, err, errlen)) < 0 ||
+        (cfg->listen6 != NULL && (c->listen6_fd = reflector_listen(
+                                      cfg->listen6, cfg->tuning.conns_max, err, errlen)) < 0)) {
         client_free(c);
         return NULL;
     }
@@ -388,8 +405,9 @@ struct reflector_client *reflector_client_start(const struct reflector_process_c
         return NULL;
     }
     c->thread_started = true;
-    log_info("reflector process %d serves %s (port %d, listen backlog %d)", atomic_load(&c->pid),
-             cfg->listen, c->port, reflector_backlog(cfg->tuning.conns_max));
+    log_info("reflector process %d serves %s%s%s (port %d, listen backlog %d)",
+             atomic_load(&c->pid), cfg->listen, cfg->listen6 ? " and " : "",
+             cfg->listen6 ? cfg->listen6 : "", c->port, reflector_backlog(cfg->tuning.conns_max));
     return c;
 }
 

@@ -76,7 +76,8 @@ static int init_ok(const void *msg, const void *ctx, char *why, size_t whylen)
         return -1;
     }
     if (flag_ok(m->syslog, "syslog", why, whylen) < 0 ||
-        flag_ok(m->setuser, "setuser", why, whylen) < 0)
+        flag_ok(m->setuser, "setuser", why, whylen) < 0 ||
+        flag_ok(m->listen6, "listen6", why, whylen) < 0)
         return -1;
     const uint32_t bounds[] = {m->read_timeout_ms, m->conns_max, m->conns_per_address,
                                m->expected_max, m->expected_per_cluster};
@@ -169,4 +170,5 @@ const struct imsg_type rmsg_types[IMSG_TYPES] = {
     [RMSG_EXPECT] = {"EXPECT", sizeof(struct rmsg_expect), 0, expect_ok},
     [RMSG_OBSERVED] = {"OBSERVED", sizeof(struct rmsg_observed), 0, observed_ok},
     [RMSG_COUNTERS] = {"COUNTERS", sizeof(struct rmsg_counters), 0, NULL},
+    [RMSG_LISTEN6] = {"LISTEN6", sizeof(struct rmsg_listen6), IMSG_WITH_FD, NULL},
 };

@@ -6,16 +6,19 @@
  * qcg-broker executed again).
  *
  *   broker -> child   INIT      once, first: the punch key, how to log, whom to become
+ *   broker -> child   LISTEN6   once, right after INIT when it says so: the IPv6
+ *                               address's listening socket (a descriptor)
  *   child  -> broker  READY     once, the answer to INIT: serving, or why not
  *   broker -> child   EXPECT    reflector_expect: a planned pair
  *   child  -> broker  OBSERVED  the observe callback: what the reflector saw of a node
  *   child  -> broker  COUNTERS  its counters, about once a second while they change
  *
- * Each side takes only its own types, and INIT/READY only first; anything
- * else is refused with a log line (at most IMSG_LOG_BURST a second).
- * Neither side ever waits for the other: a message that does not fit is
- * dropped and said so.  No message carries a descriptor: the child gets the
- * listening socket at its start (PROC_FD_GIVEN).
+ * Each side takes only its own types, and INIT/READY (and LISTEN6) only
+ * first; anything else is refused with a log line (at most IMSG_LOG_BURST a
+ * second).  Neither side ever waits for the other: a message that does not
+ * fit is dropped and said so.  The child gets the IPv4 listening socket at
+ * its start (PROC_FD_GIVEN), the IPv6 one with LISTEN6; no other message
+ * carries a descriptor.
  */
 #ifndef QCG_BROKER_REFLECTOR_MSG_H
 #define QCG_BROKER_REFLECTOR_MSG_H
@@ -38,7 +41,14 @@
 #define RMSG_ADDR_LEN 64 /* addresses as text, with the NUL */
 #define RMSG_WHY_LEN 256
 
-enum rmsg_type { RMSG_INIT = 1, RMSG_READY, RMSG_EXPECT, RMSG_OBSERVED, RMSG_COUNTERS };
+enum rmsg_type {
+    RMSG_INIT = 1,
+    RMSG_READY,
+    RMSG_EXPECT,
+    RMSG_OBSERVED,
+    RMSG_COUNTERS,
+    RMSG_LISTEN6
+};
 /* What each end takes. */
 #define RMSG_TO_CHILD IMSG_BIT(RMSG_EXPECT)
 #define RMSG_TO_BROKER (IMSG_BIT(RMSG_OBSERVED) | IMSG_BIT(RMSG_COUNTERS))
@@ -54,8 +64,14 @@ struct rmsg_init {
     /* The bounds of struct reflector_tuning, 0 = the default; each at most
        RMSG_BOUND_MAX (the broker's options are narrower). */
     uint32_t read_timeout_ms, conns_max, conns_per_address, expected_max, expected_per_cluster;
+    uint32_t listen6; /* 1: LISTEN6 follows */
 };
 #define RMSG_BOUND_MAX (1u << 22)
+
+/* The IPv6 address's listening socket comes with it. */
+struct rmsg_listen6 {
+    struct imsg_hdr h;
+};
 
 struct rmsg_ready {
     struct imsg_hdr h;
@@ -99,6 +115,7 @@ struct rmsg_counters {
 union rmsg {
     struct imsg_hdr h;
     struct rmsg_init init;
+    struct rmsg_listen6 listen6;
     struct rmsg_ready ready;
     struct rmsg_expect expect;
     struct rmsg_observed observed;

@@ -13,9 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "log.h"
 #include "monotonic.h"
 #include "privdrop.h"
+#include "sockaddr_text.h"
 
 #define DRAIN_MAX 64
 #define COUNTERS_EVERY_MS 1000
@@ -67,22 +69,48 @@ static void ready(struct imsg_chan *c, const char *why)
         log_warn("telling " PEER " we %s", why == NULL ? "serve" : "failed");
 }
 
-/* The first message: INIT, within REFLECTOR_READY_MS. */
-static int read_init(struct imsg_chan *c, struct rmsg_init *init)
+/* The first message: INIT, within REFLECTOR_READY_MS, and LISTEN6 when it
+   says so (*fd6 its socket, else -1). */
+static int read_init(struct imsg_chan *c, struct rmsg_init *init, int *fd6)
 {
     union rmsg m;
     char why[RMSG_WHY_LEN + 100];
     int fd;
 
+    *fd6 = -1;
     c->accept = IMSG_BIT(RMSG_INIT);
     if (imsg_recv_wait(c, &m, sizeof(m), &fd, REFLECTOR_READY_MS, why, sizeof(why)) < 0) {
         log_error("%s", why);
         return -1;
     }
-    c->accept = RMSG_TO_CHILD;
     *init = m.init;
     explicit_bzero(&m, sizeof(m));
+    c->accept = IMSG_BIT(RMSG_LISTEN6);
+    if (init->listen6 &&
+        imsg_recv_wait(c, &m, sizeof(m), fd6, REFLECTOR_READY_MS, why, sizeof(why)) < 0) {
+        log_error("%s", why);
+        explicit_bzero(init, sizeof(*init));
+        return -1;
+    }
+    c->accept = RMSG_TO_CHILD;
     return 0;
+}
+
+/* "203.0.113.10:7704 and [2001:db8::10]:7704": where it listens. */
+static void listeners_text(int fd, int fd6, char *out, size_t outlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char a[HOSTPORT_MAX], b[HOSTPORT_MAX] = "";
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        sockaddr_text(&ss, len, a, sizeof(a));
+    else
+        snprintf(a, sizeof(a), "(unknown)");
+    len = sizeof(ss);
+    if (fd6 >= 0 && getsockname(fd6, (struct sockaddr *)&ss, &len) == 0)
+        sockaddr_text(&ss, len, b, sizeof(b));
+    snprintf(out, outlen, "%s%s%s", a, b[0] ? " and " : "", b);
 }
 
 static void expect(struct reflector *r, const struct rmsg_expect *m)
@@ -172,7 +200,8 @@ int reflector_process_main(void)
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    if (read_init(&ch.c, &init) < 0)
+    int fd6;
+    if (read_init(&ch.c, &init, &fd6) < 0)
         return 1;
     log_init("reflector", (enum log_level)init.log_level, init.syslog == 1);
     struct privdrop_user as = {.uid = (uid_t)init.uid, .gid = (gid_t)init.gid};
@@ -182,21 +211,23 @@ int reflector_process_main(void)
         ready(&ch.c, why);
         return 1;
     }
+    char where[2 * HOSTPORT_MAX + 8];
+    listeners_text(PROC_FD_GIVEN, fd6, where, sizeof(where));
     const struct reflector_tuning tuning = {.read_timeout_ms = init.read_timeout_ms,
                                             .conns_max = init.conns_max,
                                             .conns_per_address = init.conns_per_address,
                                             .expected_max = init.expected_max,
                                             .expected_per_cluster = init.expected_per_cluster};
-    struct reflector *r =
-        reflector_start_on(PROC_FD_GIVEN, &init.key, send_observed, &ch, &tuning, err, sizeof(err));
+    struct reflector *r = reflector_start_on(PROC_FD_GIVEN, fd6, &init.key, send_observed, &ch,
+                                             &tuning, err, sizeof(err));
     explicit_bzero(&init.key, sizeof(init.key));
     if (r == NULL) {
         snprintf(why, sizeof(why), "reflector process: %s", err);
         ready(&ch.c, why);
         return 1;
     }
-    log_info("serving port %d for qcg-broker (pid %d) as uid %d without capabilities",
-             reflector_port(r), (int)getppid(), (int)getuid());
+    log_info("serving %s for qcg-broker (pid %d) as uid %d without capabilities", where,
+             (int)getppid(), (int)getuid());
     ready(&ch.c, NULL);
     int rc = serve(&ch, r);
     reflector_stop(r);

@@ -548,6 +548,7 @@ struct metrics_server *metrics_server_start(const struct metrics_server_config *
     sockaddr_host(&ss, len, host, sizeof(host), &s->port);
     struct engine_config ec = {
         .listen_fd = fd,
+        .listen_fd2 = -1,
         .accepts_per_run = ACCEPTS_PER_RUN,
         .conns_max = (unsigned)s->cfg.max_connections,
         .per_address = (unsigned)s->cfg.per_address,

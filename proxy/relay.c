@@ -790,6 +790,7 @@ struct relay *relay_new(const struct relay_config *cfg, char *err, size_t errlen
     r->port = sock_port(fd);
     struct engine_config ec = {
         .listen_fd = fd,
+        .listen_fd2 = -1,
         .accepts_per_run = RELAY_ACCEPTS_PER_EVENT,
         /* Every pair was two connections once. */
         .conns_max = 2 * (unsigned)r->max_pairs,

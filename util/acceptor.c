@@ -11,10 +11,9 @@
 #include "log.h"
 #include "sockaddr_text.h"
 
-void acceptor_init(struct acceptor *a, int listen_fd, atomic_ullong *shed)
+void acceptor_init(struct acceptor *a, atomic_ullong *shed)
 {
     memset(a, 0, sizeof(*a));
-    a->listen_fd = listen_fd;
     a->shed = shed;
     a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -42,14 +41,14 @@ void acceptor_refused(struct acceptor *a, uint64_t now_ms, const char *addr, con
 }
 
 /* Out of descriptors: the spare one takes the connection and closes it. */
-static void shed_one(struct acceptor *a, uint64_t now_ms)
+static void shed_one(struct acceptor *a, int listen_fd, uint64_t now_ms)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     char addr[INET6_ADDRSTRLEN + 8];
 
     close(a->spare_fd);
-    int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+    int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
     if (fd >= 0) {
         sockaddr_text(&ss, len, addr, sizeof(addr));
         acceptor_refused(a, now_ms, addr, "out of file descriptors");
@@ -60,12 +59,13 @@ static void shed_one(struct acceptor *a, uint64_t now_ms)
     a->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void acceptor_run(struct acceptor *a, int max, uint64_t now_ms, accepted_fn fn, void *arg)
+void acceptor_run(struct acceptor *a, int listen_fd, int max, uint64_t now_ms, accepted_fn fn,
+                  void *arg)
 {
     for (int i = 0; i < max; i++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
-        int fd = accept4(a->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             fn(arg, fd, &ss, len);
             continue;
@@ -75,7 +75,7 @@ void acceptor_run(struct acceptor *a, int max, uint64_t now_ms, accepted_fn fn, 
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
             continue;
         if ((errno == EMFILE || errno == ENFILE) && a->spare_fd >= 0) {
-            shed_one(a, now_ms);
+            shed_one(a, listen_fd, now_ms);
             continue;
         }
         /* Without a spare (or another error) the loop comes back at once:

@@ -1,6 +1,7 @@
 /*
  * Accepting connections for the event engine (engine.h) of the proxy's
- * relay and the broker's reflector: a non-blocking listener, level-triggered.
+ * relay and the broker's reflector: non-blocking listeners, level-triggered,
+ * one or more sharing the spare descriptor and the refusal lines.
  *
  * Out of descriptors (EMFILE, ENFILE), the backlog keeps such a listener
  * readable and the loop would spin on it: a spare descriptor is given up to
@@ -19,7 +20,6 @@
 #include <sys/socket.h>
 
 struct acceptor {
-    int listen_fd;       /* the caller's */
     int spare_fd;        /* /dev/null, held for EMFILE; -1 if it could not be opened */
     atomic_ullong *shed; /* the caller's counter of connections refused here */
     uint64_t logged_ms;
@@ -31,12 +31,13 @@ typedef void (*accepted_fn)(void *arg, int fd, const struct sockaddr_storage *ss
 
 /* shed (may be NULL) counts the connections refused for want of a
    descriptor, each as it is closed. */
-void acceptor_init(struct acceptor *a, int listen_fd, atomic_ullong *shed);
+void acceptor_init(struct acceptor *a, atomic_ullong *shed);
 /* Closes the spare descriptor (not the listener). */
 void acceptor_free(struct acceptor *a);
 
-/* Takes up to max waiting connections, each to fn. */
-void acceptor_run(struct acceptor *a, int max, uint64_t now_ms, accepted_fn fn, void *arg);
+/* Takes up to max connections waiting on listen_fd (the caller's), each to fn. */
+void acceptor_run(struct acceptor *a, int listen_fd, int max, uint64_t now_ms, accepted_fn fn,
+                  void *arg);
 
 /* "refused ADDR: WHY", at most once a second. */
 void acceptor_refused(struct acceptor *a, uint64_t now_ms, const char *addr, const char *why);

@@ -14,12 +14,13 @@
 
 #define ENGINE_TICK_MS 1000
 #define ENGINE_EDGE_EVENTS 256 /* taken from the edge-triggered set per turn */
+#define ENGINE_LISTENERS 2
 
 struct engine {
     uv_loop_t loop;
     bool loop_ok;
-    struct engine_watch listen;
-    bool listening;
+    struct engine_watch listen[ENGINE_LISTENERS]; /* fd -1: none */
+    bool listening[ENGINE_LISTENERS];             /* watched */
     int edge_fd; /* the edge-triggered set (engine_edge), -1 until made */
     struct engine_watch edge;
     bool edge_watched;
@@ -271,7 +272,7 @@ static void listen_io(struct engine_watch *w, int status, int events)
         engine_watch_want(w, UV_READABLE);
         return;
     }
-    acceptor_run(&e->acc, (int)e->cfg.accepts_per_run, engine_now(e), accepted, e);
+    acceptor_run(&e->acc, w->fd, (int)e->cfg.accepts_per_run, engine_now(e), accepted, e);
 }
 
 /* ---- the edge-triggered set ---- */
@@ -344,6 +345,31 @@ static void on_check(uv_check_t *c)
         e->cfg.ops->after_io(e->cfg.arg);
 }
 
+/* Stops watching the listeners and closes them: nothing new from here on. */
+static void listeners_close(struct engine *e)
+{
+    for (int i = 0; i < ENGINE_LISTENERS; i++) {
+        if (e->listening[i])
+            engine_watch_close(&e->listen[i]);
+        e->listening[i] = false;
+        if (e->listen[i].fd >= 0)
+            close(e->listen[i].fd);
+        e->listen[i].fd = -1;
+    }
+}
+
+static int listener_watch(struct engine *e, int i)
+{
+    if (e->listen[i].fd < 0)
+        return 0;
+    if (engine_watch_init(e, &e->listen[i], e->listen[i].fd, NULL) < 0)
+        return -1;
+    e->listening[i] = true;
+    e->listen[i].owner = e;
+    e->listen[i].on_io = listen_io;
+    return engine_watch_want(&e->listen[i], UV_READABLE);
+}
+
 struct engine *engine_new(const struct engine_config *cfg, char *err, size_t errlen)
 {
     struct engine *e = calloc(1, sizeof(*e));
@@ -352,12 +378,15 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
     if (e == NULL) {
         snprintf(err, errlen, "out of memory");
         close(cfg->listen_fd);
+        if (cfg->listen_fd2 >= 0)
+            close(cfg->listen_fd2);
         return NULL;
     }
     e->cfg = *cfg;
-    e->listen.fd = cfg->listen_fd;
+    e->listen[0].fd = cfg->listen_fd;
+    e->listen[1].fd = cfg->listen_fd2;
     e->edge_fd = -1;
-    acceptor_init(&e->acc, cfg->listen_fd, cfg->shed);
+    acceptor_init(&e->acc, cfg->shed);
     e->untrusted = tally_new();
     if (e->untrusted == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -369,13 +398,6 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
         goto fail;
     }
     e->loop_ok = true;
-    if (engine_watch_init(e, &e->listen, cfg->listen_fd, NULL) < 0) {
-        snprintf(err, errlen, "cannot watch the listener");
-        goto fail;
-    }
-    e->listening = true;
-    e->listen.owner = e;
-    e->listen.on_io = listen_io;
     uv_timer_init(&e->loop, &e->tick);
     uv_async_init(&e->loop, &e->async, on_async);
     uv_check_init(&e->loop, &e->check);
@@ -386,9 +408,11 @@ struct engine *engine_new(const struct engine_config *cfg, char *err, size_t err
     if (cfg->ops->tick != NULL)
         uv_timer_start(&e->tick, on_tick, ENGINE_TICK_MS, ENGINE_TICK_MS);
     uv_check_start(&e->check, on_check);
-    if (engine_watch_want(&e->listen, UV_READABLE) < 0) {
-        snprintf(err, errlen, "cannot watch the listener");
-        goto fail;
+    for (int i = 0; i < ENGINE_LISTENERS; i++) {
+        if (listener_watch(e, i) < 0) {
+            snprintf(err, errlen, "cannot watch the listener");
+            goto fail;
+        }
     }
     return e;
 fail:
@@ -400,13 +424,7 @@ int engine_run(struct engine *e)
 {
     while (!atomic_load(&e->stop))
         uv_run(&e->loop, UV_RUN_DEFAULT);
-    /* Nothing new from here on. */
-    if (e->listening) {
-        engine_watch_close(&e->listen);
-        close(e->listen.fd);
-        e->listen.fd = -1;
-        e->listening = false;
-    }
+    listeners_close(e);
     return 0;
 }
 
@@ -425,12 +443,7 @@ void engine_free(struct engine *e)
 {
     if (e == NULL)
         return;
-    if (e->listening) {
-        engine_watch_close(&e->listen);
-        e->listening = false;
-    }
-    if (e->listen.fd >= 0)
-        close(e->listen.fd);
+    listeners_close(e);
     if (e->edge_watched)
         engine_watch_close(&e->edge);
     if (e->loop_ok) {

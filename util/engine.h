@@ -5,8 +5,9 @@
  * libuv loop, run on the caller's thread, that owns what they need the same
  * way:
  *
- *  - accepting (acceptor.h: a bounded batch per turn, a spare descriptor
- *    for EMFILE, refusal lines at most once a second);
+ *  - accepting on one or two listeners, e.g. an IPv4 and an IPv6 address
+ *    (acceptor.h: a bounded batch per turn, a spare descriptor for EMFILE,
+ *    refusal lines at most once a second); both count alike;
  *  - admission: a connection that has not proven itself yet ("untrusted":
  *    no valid token) counts under its source group (tally.h: the IPv4
  *    address, IPv6 by prefix), and one group holds at most per_address of
@@ -113,6 +114,7 @@ struct engine_ops {
 
 struct engine_config {
     int listen_fd;            /* listening, non-blocking: the engine's from now on */
+    int listen_fd2;           /* -1, or a second one (another address), the same */
     unsigned accepts_per_run; /* per readiness of the listener */
     unsigned conns_max;       /* open connections */
     unsigned per_address;     /* untrusted connections per source group */
@@ -123,7 +125,7 @@ struct engine_config {
     void *arg;
 };
 
-/* NULL with a reason in err; the listener is closed then too. */
+/* NULL with a reason in err; the listeners are closed then too. */
 struct engine *engine_new(const struct engine_config *cfg, char *err, size_t errlen);
 /* Runs until engine_stop (0), or -1 when the loop itself fails. */
 int engine_run(struct engine *e);
@@ -131,7 +133,7 @@ int engine_run(struct engine *e);
 void engine_stop(struct engine *e);
 /* ops.woken runs on the loop's thread; async-signal-safe, any thread. */
 void engine_wake(struct engine *e);
-/* Closes the listener and everything of the engine's own.  Connections and
+/* Closes the listeners and everything of the engine's own.  Connections and
    watches must be closed first (engine_conn_close, engine_watch_close); this
    runs their close callbacks. */
 void engine_free(struct engine *e);

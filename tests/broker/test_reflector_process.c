@@ -312,6 +312,12 @@ static void test_checks(void)
     bad_in.setuser = 1;
     bad_in.uid = (uint32_t)-1;
     CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "uid -1");
+    bad_in = in;
+    bad_in.listen6 = 2;
+    CHECKF(check(&bad_in, sizeof(bad_in), IMSG_BIT(RMSG_INIT)) < 0, "listen6 2");
+    /* LISTEN6 brings the IPv6 listener: never without it. */
+    struct rmsg_listen6 l6 = {.h = {.type = RMSG_LISTEN6, .len = sizeof(l6)}};
+    CHECKF(check(&l6, sizeof(l6), IMSG_BIT(RMSG_LISTEN6)) < 0, "LISTEN6 without a descriptor");
     bad_r = r;
     bad_r.ok = 0;
     CHECKF(check(&bad_r, sizeof(bad_r), IMSG_BIT(RMSG_READY)) < 0, "a failure without a reason");

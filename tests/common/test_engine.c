@@ -2,8 +2,10 @@
    loopback, as their clients meet it: an address's untrusted connections
    bounded, the oldest still sending its first message cut when every slot
    is taken, a full engine refusing when none is, the first-message deadline,
-   a trusted connection kept, every connection freed at the end; and the
-   edge-triggered set: one event per change, none while nothing changes. */
+   a trusted connection kept, every connection freed at the end; a second
+   listener (another address) taken alike, under the same bounds, and closed
+   at the end; and the edge-triggered set: one event per change, none while
+   nothing changes. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -124,21 +126,55 @@ static void *run(void *arg)
     return NULL;
 }
 
-/* A client from source address 127.0.0.SRC. */
-static int client(int src, int port)
+/* A client from source address 127.0.0.SRC to 127.0.0.DST. */
+static int client_to(int src, int dst, int port)
 {
     struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
     struct timeval tv = {.tv_sec = 5};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     from.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)src);
-    to.sin_addr.s_addr = htonl(0x7f000001u);
+    to.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)dst);
     to.sin_port = htons((uint16_t)port);
     REQUIRE(fd >= 0);
     REQUIRE(bind(fd, (struct sockaddr *)&from, sizeof(from)) == 0);
     REQUIRE(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
+}
+
+/* ... to the first listener, 127.0.0.1. */
+static int client(int src, int port)
+{
+    return client_to(src, 1, port);
+}
+
+/* A listener on 127.0.0.DST, its port in *port. */
+static int listener(int dst, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t salen = sizeof(sa);
+
+    sa.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)dst);
+    REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, 64) == 0);
+    REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &salen) == 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* A connection refused (nobody listens there now). */
+static bool refused_at(int dst, int port)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    to.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)dst);
+    to.sin_port = htons((uint16_t)port);
+    REQUIRE(fd >= 0);
+    bool refused = connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused;
 }
 
 /* The engine closed it: EOF or a reset, within 5 s. */
@@ -158,14 +194,10 @@ int main(void)
     char err[200];
     pthread_t tid;
 
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t salen = sizeof(sa);
-    sa.sin_addr.s_addr = htonl(0x7f000001u);
-    REQUIRE(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 64) == 0);
-    REQUIRE(getsockname(lfd, (struct sockaddr *)&sa, &salen) == 0);
-    int port = ntohs(sa.sin_port);
+    int port, port2;
+    int lfd = listener(1, &port), lfd2 = listener(2, &port2);
     struct engine_config cfg = {.listen_fd = lfd,
+                                .listen_fd2 = lfd2,
                                 .accepts_per_run = 16,
                                 .conns_max = CONNS_MAX,
                                 .per_address = PER_ADDRESS,
@@ -194,9 +226,10 @@ int main(void)
     o.accepted = 0;
     o.freed = 0;
 
-    /* One address: PER_ADDRESS untrusted connections, the next one closed. */
-    int a1 = client(1, port), a2 = client(1, port);
-    WAIT_UNTIL(o.accepted == 2, 5000, "two connections from 127.0.0.1 taken");
+    /* One address: PER_ADDRESS untrusted connections, the next one closed;
+       the second listener's count under the same bound. */
+    int a1 = client(1, port), a2 = client_to(1, 2, port2);
+    WAIT_UNTIL(o.accepted == 2, 5000, "two connections from 127.0.0.1 taken, one on each listener");
     int a3 = client(1, port);
     CHECK(closed_by_engine(a3));
     CHECK_EQ(o.refused_address, 1);
@@ -241,6 +274,8 @@ int main(void)
         engine_conn_close(ec);
     engine_free(o.e);
     CHECK_EQ(o.freed, o.accepted);
+    CHECK(refused_at(1, port));
+    CHECK(refused_at(2, port2));
     CHECK(closed_by_engine(a1));
     close(sp[0]);
     close(sp[1]);
