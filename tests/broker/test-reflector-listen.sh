@@ -24,12 +24,9 @@ build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 
 # A network namespace of our own: the sysctl and the address die with it.
-if [[ -z ${QCG_REFLECTOR_LISTEN_NETNS:-} ]]; then
-	[[ $(id -u) -eq 0 ]] || { echo "needs root (a network namespace): skipping"; exit 77; }
-	command -v unshare >/dev/null || { echo "no unshare: skipping"; exit 77; }
-	exec env QCG_REFLECTOR_LISTEN_NETNS=1 unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' \
-		"$0" "$build" "$src"
-fi
+# shellcheck source=../lib/own_netns.sh
+. "$src/tests/lib/own_netns.sh"
+own_netns QCG_REFLECTOR_LISTEN_NETNS "$build" "$src"
 
 # shellcheck source=../lib/loopback-grid.sh
 . "$src/tests/lib/loopback-grid.sh"

@@ -38,12 +38,9 @@ src=$(cd "${2:?source dir}" && pwd)
 
 # A network namespace of our own: the ip6tables rule below must touch no
 # one else's ports.  Entered once, with lo up.
-if [[ -z ${QCG_DUALSTACK_NETNS:-} ]]; then
-	[[ $(id -u) -eq 0 ]] || { echo "needs root (a network namespace): skipping"; exit 77; }
-	command -v unshare >/dev/null || { echo "no unshare: skipping"; exit 77; }
-	exec env QCG_DUALSTACK_NETNS=1 unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' \
-		"$0" "$build" "$src"
-fi
+# shellcheck source=../lib/own_netns.sh
+. "$src/tests/lib/own_netns.sh"
+own_netns QCG_DUALSTACK_NETNS "$build" "$src"
 
 grid_ip=127.0.0.1
 # shellcheck source=../lib/loopback-grid.sh

@@ -23,13 +23,9 @@
 set -euo pipefail
 export LC_ALL=C
 
-if [[ -z ${QCG_SUSPEND_NETNS:-} ]]; then
-	if [[ $(id -u) -ne 0 ]] || ! unshare -n true 2>/dev/null; then
-		echo "skipped: needs root (a network namespace, iptables)"
-		exit 77
-	fi
-	exec env QCG_SUSPEND_NETNS=1 unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
-fi
+# shellcheck source=../lib/own_netns.sh
+. "$(dirname "$0")/../lib/own_netns.sh"
+own_netns QCG_SUSPEND_NETNS "$@"
 
 build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)

@@ -14,13 +14,10 @@
 #
 #   test-stall.sh QCG-PROXY PROXY-CLIENT QCG-CERTS   exit 0 passed, 1 failed, 77 skipped
 set -u
-if [[ -z ${QCG_STALL_NETNS:-} ]]; then
-  if [[ $(id -u) -ne 0 ]] || ! unshare -n true 2>/dev/null || ! command -v iptables >/dev/null; then
-    echo "skipped: needs root (a network namespace, iptables)"
-    exit 77
-  fi
-  exec env QCG_STALL_NETNS=1 unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" "$@"
-fi
+command -v iptables >/dev/null || { echo "skipped: needs iptables"; exit 77; }
+# shellcheck source=../lib/own_netns.sh
+. "$(dirname "$0")/../lib/own_netns.sh"
+own_netns QCG_STALL_NETNS "$@"
 proxy_bin=$1 client_bin=$2 certs_bin=$3
 port=18351 cport=18352
 PROXY_TEST=proxy-stall
