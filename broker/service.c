@@ -1033,6 +1033,8 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
         soap->host[0] != '\0' ? soap_strdup(soap, caller_address(soap)) : NULL;
     if (b->reflector != NULL)
         response->reflector = endpoint_new(soap, b->reflector_host, b->reflector_port);
+    if (b->reflector != NULL && b->reflector6_host[0] != '\0')
+        response->reflector6 = endpoint_new(soap, b->reflector6_host, b->reflector_port);
     if (b->proxies.count > 0)
         response->proxy = soap_malloc(soap, (size_t)b->proxies.count * sizeof(*response->proxy));
     for (int i = 0; response->proxy != NULL && i < b->proxies.count; i++) {

@@ -243,6 +243,8 @@ struct qcg__siteInfoResponse {
                                        the frontend; NULL from the broker) */
     char *frontendSeenFrom;         /* the address the broker sees the frontend connect from */
     struct qcg__endpoint *reflector; /* NULL when hole punching is off */
+    struct qcg__endpoint *reflector6; /* its IPv6 address, NULL when it has none (older
+                                         services send none) */
     int __sizeProxy;
     struct qcg__endpoint *proxy;    /* each configured proxy's data endpoint (its QCGM observer) */
     int __sizePeer;

@@ -79,10 +79,10 @@ static int site_ok(const struct local_site *p)
 {
     if (!STR_OK(p, node) || !STR_OK(p, address) || !cluster_ok(&p->cluster) ||
         !STR_OK(p, frontend) || !STR_OK(p, broker) || !STR_OK(p, frontend_seen_from) ||
-        !STR_OK(p, reflector) || !STR_OK(p, intercept) || p->proxies > LOCAL_PROXIES_MAX ||
-        p->can_intercept > 1 || p->clusters > LOCAL_CLUSTERS_MAX ||
-        p->clusters > p->clusters_total || p->punch_ttl < -1 || p->punch_ttl > 255 ||
-        p->punch_hops > 255 || p->punch_first_ttl > 255)
+        !STR_OK(p, reflector) || !STR_OK(p, reflector6) || !STR_OK(p, intercept) ||
+        p->proxies > LOCAL_PROXIES_MAX || p->can_intercept > 1 ||
+        p->clusters > LOCAL_CLUSTERS_MAX || p->clusters > p->clusters_total || p->punch_ttl < -1 ||
+        p->punch_ttl > 255 || p->punch_hops > 255 || p->punch_first_ttl > 255)
         return 0;
     for (size_t i = 0; i < LOCAL_PROXIES_MAX; i++) {
         if (!terminated(p->proxy[i], sizeof(p->proxy[i])))

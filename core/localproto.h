@@ -204,6 +204,7 @@ struct local_site {
     char broker[LOCAL_MESSAGE_MAX];          /* the broker's URL as the frontend reaches it */
     char frontend_seen_from[LOCAL_ADDR_MAX]; /* the frontend's address as the broker sees it */
     char reflector[LOCAL_ENDPOINT_MAX];      /* "" when hole punching is off */
+    char reflector6[LOCAL_ENDPOINT_MAX];     /* its IPv6 address, "" when it has none */
     uint32_t proxies;
     char proxy[LOCAL_PROXIES_MAX][LOCAL_ENDPOINT_MAX];
     uint32_t can_intercept;            /* 1: the helper can intercept and inject */

@@ -265,6 +265,10 @@ int relay_site_info(struct soap *soap, const char *url, struct soap *dst,
         out->reflector->address = dup_str(dst, r.reflector->address);
         out->reflector->port = r.reflector->port;
     }
+    if (r.reflector6 != NULL && (out->reflector6 = soap_malloc(dst, sizeof(*out->reflector6)))) {
+        out->reflector6->address = dup_str(dst, r.reflector6->address);
+        out->reflector6->port = r.reflector6->port;
+    }
     int np = r.proxy != NULL && r.__sizeProxy > 0 ? r.__sizeProxy : 0;
     out->proxy = np > 0 ? soap_malloc(dst, (size_t)np * sizeof(*out->proxy)) : NULL;
     for (int i = 0; out->proxy != NULL && i < np; i++) {

@@ -139,6 +139,7 @@ int site_copy(const struct qcg__siteInfoResponse *r, struct local_site *out)
         copy_field(out->frontend_seen_from, sizeof(out->frontend_seen_from), r->frontendSeenFrom) <
             0 ||
         endpoint_text(r->reflector, out->reflector, sizeof(out->reflector)) < 0 ||
+        endpoint_text(r->reflector6, out->reflector6, sizeof(out->reflector6)) < 0 ||
         r->__sizeProxy < 0 || r->__sizePeer < 0 || (r->__sizeProxy > 0 && r->proxy == NULL) ||
         (r->__sizePeer > 0 && r->peer == NULL))
         return -1;

@@ -385,7 +385,7 @@ unset URL
 # --- qcg-probe's operations: a broker with a proxy and a reflector, five clusters
 #     nata (nat), open, fw (firewalled, fw1 cannot intercept), sym (symnat), natb (no node)
 probed_log=$work/probed.log
-printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794\nstate-file = %s\n' \
+printf 'proxy = p1@127.0.0.1:17790\nproxy-key = %s\nreflector = 127.0.0.1:17794, [::1]:17794\nstate-file = %s\n' \
   "$work/proxy.key" "$work/broker.state" >"$work/probed.conf"
 # As root the reflector's process becomes its own user by default
 # (qcg-reflector: the package creates it, so does scripts/install-deps);
@@ -580,8 +580,9 @@ for c in nata/nat open/open fw/firewalled sym/symnat natb/nat; do
 done
 [[ $sites_ok == yes && -z $(field broker) ]] &&
   out_has cluster.name=nata cluster.kind=nat frontendSeenFrom=127.0.0.1 reflector.address=127.0.0.1 \
-    reflector.port=17794 proxy.count=1 proxy.0.address=127.0.0.1 proxy.0.port=17790 &&
-  pass "siteInfo: the cluster, seen from 127.0.0.1, the reflector, the proxy, every cluster" ||
+    reflector.port=17794 reflector6.address=::1 reflector6.port=17794 proxy.count=1 \
+    proxy.0.address=127.0.0.1 proxy.0.port=17790 &&
+  pass "siteInfo: the cluster, seen from 127.0.0.1, the reflector in both families, the proxy, every cluster" ||
   fail "siteInfo: $out"
 expect_fault "siteInfo from a helper" denied "$helper" siteInfo
 URL=https://127.0.0.1:17701/ expect_fault "siteInfo where the caller's cluster is unknown" notfound "$fo" siteInfo

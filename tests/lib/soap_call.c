@@ -529,6 +529,8 @@ static int op_site_info(struct call *c)
         put("", "frontendSeenFrom", r.frontendSeenFrom);
         if (r.reflector != NULL)
             put_endpoint("reflector.", r.reflector);
+        if (r.reflector6 != NULL)
+            put_endpoint("reflector6.", r.reflector6);
         printf("proxy.count=%d\n", r.__sizeProxy);
         for (int i = 0; i < r.__sizeProxy && r.proxy != NULL; i++)
             put_endpoint(element(p, sizeof(p), "", "proxy", i), &r.proxy[i]);

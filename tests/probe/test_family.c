@@ -56,9 +56,9 @@ static void dual_stack(void)
     snprintf(s->addresses[1], sizeof(s->addresses[1]), "2001:db8:3::11");
     s->naddresses = 2;
     s->mapping = "endpoint-independent";
-    s->inbound = "filtered";
-    s->filtering = "dropped";
-    snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector's SYN got no answer");
+    s->in4.state = "filtered";
+    s->in4.filtering = "dropped";
+    snprintf(s->in4.why, sizeof(s->in4.why), "the reflector's SYN got no answer");
     add_rtt("frontend", "198.18.1.10:7701", true);
     add_rtt("broker", "203.0.113.10:7700", true);
     add_rtt("reflector", "203.0.113.10:7704", true);
@@ -105,9 +105,9 @@ static void test_dual_stack(void)
               "{\"site\":\"fw\",\"connected\":[\"traversing\"],\"chosen\":true,\"why_not\":null}");
     CHECK_HAS(j, "\"ipv6\":{\"addresses\":[\"2001:db8:3::11\"],\"none\":null,\"services\":["
                  "{\"to\":\"proxy\",\"endpoint\":\"[2001:db8::20]:7703\",\"reachable\":false}]");
-    /* The reflector is IPv4: IPv6's inbound was not measured, and says why. */
+    /* The reflector has no IPv6 address: IPv6's inbound was not measured, and says why. */
     CHECK_HAS(j, "\"inbound\":\"unknown\",\"inbound_filtering\":null,\"inbound_why\":\"not "
-                 "measured: the reflector 203.0.113.10:7704 is not reached over IPv6\"");
+                 "measured: the reflector has no IPv6 address\"");
     CHECK_HAS(j, "{\"site\":\"open\",\"connected\":[\"direct\"],\"chosen\":true,\"why_not\":null}");
     CHECK_HAS(j, "{\"site\":\"fw\",\"connected\":[],\"chosen\":false,\"why_not\":\"every "
                  "connection went over IPv4: no IPv6 plan for this pair");
@@ -121,9 +121,30 @@ static void test_dual_stack(void)
     CHECK_HAS(h, "                 to open: proxy\n                 to fw: traversing\n");
     CHECK_HAS(h, "  IPv6           address 2001:db8:3::11\n                 reaches proxy "
                  "[2001:db8::20]:7703 unreachable\n");
-    CHECK_HAS(h, "inbound not measured: the reflector 203.0.113.10:7704 is not reached over IPv6");
+    CHECK_HAS(h, "inbound not measured: the reflector has no IPv6 address");
     CHECK_HAS(h, "                 to open: direct\n                 to fw: nothing: every "
                  "connection went over IPv4");
+    free(h);
+}
+
+/* The same node with a reflector that has an IPv6 address: each family's
+   dial-back says what its own firewall did. */
+static void test_inbound_per_family(void)
+{
+    dual_stack();
+    struct probe_site *s = &run.site;
+    snprintf(s->info.reflector6, sizeof(s->info.reflector6), "[2001:db8::10]:7704");
+    s->in6.state = "filtered";
+    s->in6.filtering = "reset";
+    snprintf(s->in6.why, sizeof(s->in6.why), "the reflector's SYN was answered by a TCP reset");
+    char *j = render(report_json);
+    CHECK_HAS(j, "\"inbound\":\"filtered\",\"inbound_filtering\":\"dropped\",\"inbound_why\":"
+                 "\"the reflector's SYN got no answer\",\"peers\"");
+    CHECK_HAS(j, "\"inbound\":\"filtered\",\"inbound_filtering\":\"reset\",\"inbound_why\":"
+                 "\"the reflector's SYN was answered by a TCP reset\",\"peers\"");
+    free(j);
+    char *h = render(report_human);
+    CHECK_HAS(h, "[2001:db8::20]:7703 unreachable\n                 inbound filtered (reset)\n");
     free(h);
 }
 
@@ -195,6 +216,7 @@ static void test_socket(void)
 int main(void)
 {
     test_dual_stack();
+    test_inbound_per_family();
     test_no_ipv6();
     test_endpoints();
     test_socket();

@@ -28,7 +28,7 @@ static void check(int ttl, unsigned hops, unsigned first, const char *line, cons
     memset(&run, 0, sizeof(run));
     run.opts = &opts;
     run.site.mapping = "unknown";
-    run.site.inbound = "unknown";
+    run.site.in4.state = "unknown";
     run.site.info.punch_ttl = ttl;
     run.site.info.punch_hops = hops;
     run.site.info.punch_first_ttl = first;

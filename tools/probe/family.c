@@ -68,10 +68,23 @@ static int node_addresses(const struct probe_site *s, int af, const char *out[QC
     return n;
 }
 
-/* Whether the reflector's dial-back (site.c) went over af. */
-static bool inbound_measured(const struct probe_site *s, int af)
+/* The reflector's dial-back (site.c) over af, or NULL (why in `why`) when
+   there was none: no reflector address of af, or no node address. */
+static const struct probe_inbound *inbound_over(const struct probe_site *s, int af, char *why,
+                                                size_t whylen)
 {
-    return s->info.reflector[0] != '\0' && family_of_endpoint(s->info.reflector) == af;
+    const char *refl = af == AF_INET6 ? s->info.reflector6 : s->info.reflector;
+    const char *addr[QCG_NODE_ADDRS];
+    if (refl[0] == '\0' || family_of_endpoint(refl) != af) {
+        snprintf(why, whylen, "not measured: the reflector has no %s address",
+                 family_name(af, false));
+        return NULL;
+    }
+    if (node_addresses(s, af, addr) == 0) {
+        snprintf(why, whylen, "not measured: this node has no %s address", family_name(af, false));
+        return NULL;
+    }
+    return af == AF_INET6 ? &s->in6 : &s->in4;
 }
 
 /* Why nothing connected to a site over af. */
@@ -145,12 +158,13 @@ static void human_family(FILE *out, const struct probe_run *r, int af)
                 "node",
                 name);
     fprintf(out, "\n  %-14s inbound", "");
-    if (inbound_measured(s, af))
-        fprintf(out, " %s%s%s%s\n", s->inbound, s->filtering ? " (" : "",
-                s->filtering ? s->filtering : "", s->filtering ? ")" : "");
+    char not_measured[120];
+    const struct probe_inbound *in = inbound_over(s, af, not_measured, sizeof(not_measured));
+    if (in != NULL)
+        fprintf(out, " %s%s%s%s\n", in->state, in->filtering ? " (" : "",
+                in->filtering ? in->filtering : "", in->filtering ? ")" : "");
     else
-        fprintf(out, " not measured: the reflector %s is not reached over %s\n",
-                s->info.reflector[0] ? s->info.reflector : "(none)", name);
+        fprintf(out, " %s\n", not_measured);
     for (int i = 0; i < r->npeers; i++) {
         const struct probe_peer *p = &r->peers[i];
         char list[128], why[PROBE_WHY_MAX + 200];
@@ -175,7 +189,8 @@ static void json_family(FILE *out, const struct probe_run *r, int af)
     const struct probe_site *s = &r->site;
     const char *addr[QCG_NODE_ADDRS];
     int naddr = node_addresses(s, af, addr), n = 0;
-    bool measured = inbound_measured(s, af);
+    char not_measured[120];
+    const struct probe_inbound *in = inbound_over(s, af, not_measured, sizeof(not_measured));
 
     fprintf(out, "\"%s\":{\"addresses\":[", family_name(af, true));
     for (int i = 0; i < naddr; i++) {
@@ -202,21 +217,14 @@ static void json_family(FILE *out, const struct probe_run *r, int af)
         fprintf(out, ",\"reachable\":%s}", t->ok ? "true" : "false");
     }
     fprintf(out, "],\"inbound\":");
-    json_string(out, measured ? s->inbound : "unknown");
+    json_string(out, in != NULL ? in->state : "unknown");
     fprintf(out, ",\"inbound_filtering\":");
-    if (measured && s->filtering != NULL)
-        json_string(out, s->filtering);
+    if (in != NULL && in->filtering != NULL)
+        json_string(out, in->filtering);
     else
         fputs("null", out);
     fprintf(out, ",\"inbound_why\":");
-    if (measured) {
-        json_string(out, s->inbound_why);
-    } else {
-        char why[160];
-        snprintf(why, sizeof(why), "not measured: the reflector %s is not reached over %s",
-                 s->info.reflector[0] ? s->info.reflector : "(none)", family_name(af, false));
-        json_string(out, why);
-    }
+    json_string(out, in != NULL ? in->why : not_measured);
     fprintf(out, ",\"peers\":[");
     for (int i = 0; i < r->npeers; i++) {
         const struct probe_peer *p = &r->peers[i];

@@ -32,7 +32,7 @@
 
 #define PROBE_TECHNIQUES (QCG_TECH_PROXY + 1)
 #define PROBE_WHY_MAX 400
-#define PROBE_RTT_MAX (3 + LOCAL_PROXIES_MAX)
+#define PROBE_RTT_MAX (4 + LOCAL_PROXIES_MAX) /* frontend, broker, reflector in each family */
 #define PROBE_MISMATCH_MAX 4
 #define PROBE_PORTMAP_PROTOCOLS 3 /* nat-pmp, pcp, upnp */
 
@@ -123,6 +123,16 @@ struct probe_portmap {
     char detail[240]; /* what it answered, or why it is taken as absent */
 };
 
+/* Whether unsolicited inbound TCP gets in, over one family: the
+   reflector dials back to a port the probe listens on. */
+struct probe_inbound {
+    int port;              /* where the reflector dialled */
+    const char *state;     /* open | filtered | unknown */
+    const char *filtering; /* dropped | reset | icmp | rejected (an older reflector) | NULL */
+    char why[200];
+    int syns_seen; /* by the capture; -1 without one */
+};
+
 struct probe_site {
     const char *helper_socket;
     struct local_site info; /* from the helper */
@@ -142,11 +152,10 @@ struct probe_site {
     int port_preserving; /* 1, 0, -1 unknown */
     char mapping_why[200];
 
-    int dial_port;         /* where the reflector dialled */
-    const char *inbound;   /* open | filtered | unknown */
-    const char *filtering; /* dropped | reset | icmp | rejected (an older reflector) | NULL */
-    char inbound_why[200];
-    int dial_syns_seen; /* by the capture; -1 without one */
+    /* The reflector's dial-back: over IPv4 (the site's kind is read from
+       it), and over IPv6 from the node's IPv6 address when the reflector
+       has one. */
+    struct probe_inbound in4, in6;
 
     int hairpin; /* 1 yes, 0 no, -1 no NAT, or not measured */
     char hairpin_why[200];

@@ -85,8 +85,9 @@ static void human_site(FILE *out, const struct probe_site *s)
             fprintf(out, "  %-14s local port %d -> %s %s: %s\n", "", m->local_port, m->observer,
                     m->endpoint, m->why);
     }
-    fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->inbound, s->filtering ? " (" : "",
-            s->filtering ? s->filtering : "", s->filtering ? ")" : "", s->inbound_why);
+    fprintf(out, "  %-14s %s%s%s%s: %s\n", "inbound TCP", s->in4.state,
+            s->in4.filtering ? " (" : "", s->in4.filtering ? s->in4.filtering : "",
+            s->in4.filtering ? ")" : "", s->in4.why);
     fprintf(out, "  %-14s %s: %s\n", "hair-pinning",
             s->hairpin == 1                   ? "yes"
             : s->hairpin == 0                 ? "no"
@@ -256,9 +257,9 @@ static void json_site(FILE *out, const struct probe_site *s)
         fprintf(out, "}");
     }
     fprintf(out, "]}");
-    jstr(out, ",", "inbound", s->inbound);
-    jstr(out, ",", "inbound_filtering", s->filtering);
-    jstr(out, ",", "inbound_why", s->inbound_why);
+    jstr(out, ",", "inbound", s->in4.state);
+    jstr(out, ",", "inbound_filtering", s->in4.filtering);
+    jstr(out, ",", "inbound_why", s->in4.why);
     jtri(out, ",", "hairpinning", s->hairpin);
     jstr(out, ",", "hairpinning_why", s->hairpin_why);
     fprintf(out, ",\"port_mapping\":{");
@@ -273,8 +274,8 @@ static void json_site(FILE *out, const struct probe_site *s)
         fprintf(out, "}");
     }
     fprintf(out, "}");
-    if (s->dial_syns_seen >= 0)
-        fprintf(out, ",\"inbound_syns_reached_node\":%d", s->dial_syns_seen);
+    if (s->in4.syns_seen >= 0)
+        fprintf(out, ",\"inbound_syns_reached_node\":%d", s->in4.syns_seen);
     jstr(out, ",", "observed_kind", s->observed_kind);
     fprintf(out, ",\"declared\":{");
     jstr(out, "", "kind", c->kind);

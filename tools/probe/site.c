@@ -205,95 +205,120 @@ static void check_mapping(const struct probe_opts *o, struct probe_site *s, doub
     }
 }
 
-/* The reflector dials back to the address it sees us from, at a port we
-   listen on: does unsolicited inbound TCP get in? */
-static void check_inbound(const struct probe_opts *o, struct probe_site *s, struct capture *cap,
-                          double deadline_ms)
+/* The reflector at `reflector` dials back to the address it sees us from
+   (we connect from `local`), at a port we listen on: does unsolicited
+   inbound TCP get in? */
+static void check_inbound(const struct probe_opts *o, const char *reflector, const char *local,
+                          struct probe_inbound *in, struct capture *cap, double deadline_ms)
 {
     char addr[LOCAL_ADDR_MAX], req[32], line[256], a[LOCAL_ADDR_MAX], result[16];
     int port, p;
     double ms;
 
-    s->inbound = "unknown";
-    s->dial_syns_seen = -1;
-    if (s->info.reflector[0] == '\0' ||
-        split_endpoint(s->info.reflector, addr, sizeof(addr), &port) < 0) {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "no reflector to dial back");
+    in->state = "unknown";
+    in->syns_seen = -1;
+    if (reflector[0] == '\0' || split_endpoint(reflector, addr, sizeof(addr), &port) < 0) {
+        snprintf(in->why, sizeof(in->why), "no reflector to dial back");
         return;
     }
-    int lfd =
-        probe_listen(s->info.address, 0, &s->dial_port, s->inbound_why, sizeof(s->inbound_why));
+    int lfd = probe_listen(local, 0, &in->port, in->why, sizeof(in->why));
     if (lfd < 0)
         return;
-    probe_progress(o, "asking the reflector to dial back to port %d", s->dial_port);
+    probe_progress(o, "asking the reflector to dial back to port %d", in->port);
     int left = probe_left_ms(deadline_ms);
-    int fd = probe_connect(s->info.address, 0, addr, port,
-                           left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS, &ms, NULL,
-                           s->inbound_why, sizeof(s->inbound_why));
+    int fd = probe_connect(local, 0, addr, port, left < STEP_TIMEOUT_MS ? left : STEP_TIMEOUT_MS,
+                           &ms, NULL, in->why, sizeof(in->why));
     if (fd < 0) {
         close(lfd);
         return;
     }
-    int n = snprintf(req, sizeof(req), "DIAL %d\n", s->dial_port);
+    int n = snprintf(req, sizeof(req), "DIAL %d\n", in->port);
     int rc = probe_exchange_line(fd, req, (size_t)n, line, sizeof(line), DIAL_ANSWER_TIMEOUT_MS,
-                                 s->inbound_why, sizeof(s->inbound_why));
+                                 in->why, sizeof(in->why));
     close(fd);
     int accepted = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (accepted >= 0)
         close(accepted);
     close(lfd);
     if (cap != NULL)
-        s->dial_syns_seen = capture_syns_to(cap, s->dial_port);
+        in->syns_seen = capture_syns_to(cap, in->port);
     if (rc < 0)
         return;
     if (probe_dialed_parse(line, a, sizeof(a), &p, result, sizeof(result)) < 0) {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'", line);
+        snprintf(in->why, sizeof(in->why), "the reflector answered '%.80s'", line);
         return;
     }
     if (strcmp(result, "open") == 0) {
-        s->inbound = "open";
-        snprintf(s->inbound_why, sizeof(s->inbound_why),
-                 "the reflector's connection to %s:%d was accepted", a, p);
+        in->state = "open";
+        snprintf(in->why, sizeof(in->why), "the reflector's connection to %s:%d was accepted", a,
+                 p);
     } else if (strcmp(result, "reset") == 0) {
-        s->inbound = "filtered";
-        s->filtering = "reset";
-        snprintf(s->inbound_why, sizeof(s->inbound_why),
+        in->state = "filtered";
+        in->filtering = "reset";
+        snprintf(in->why, sizeof(in->why),
                  "the reflector's SYN to %s:%d was answered by a TCP reset", a, p);
     } else if (strcmp(result, "icmp") == 0) {
-        s->inbound = "filtered";
-        s->filtering = "icmp";
-        snprintf(s->inbound_why, sizeof(s->inbound_why),
+        in->state = "filtered";
+        in->filtering = "icmp";
+        snprintf(in->why, sizeof(in->why),
                  "the reflector's SYN to %s:%d was answered by an ICMP error", a, p);
     } else if (strcmp(result, "refused") == 0) {
         /* A reflector that does not tell the two apart. */
-        s->inbound = "filtered";
-        s->filtering = "rejected";
-        snprintf(s->inbound_why, sizeof(s->inbound_why),
+        in->state = "filtered";
+        in->filtering = "rejected";
+        snprintf(in->why, sizeof(in->why),
                  "the reflector's SYN to %s:%d was answered by a reset or an ICMP error (this "
                  "reflector does not say which)",
                  a, p);
     } else if (strcmp(result, "timeout") == 0) {
-        s->inbound = "filtered";
-        s->filtering = "dropped";
-        snprintf(s->inbound_why, sizeof(s->inbound_why),
+        in->state = "filtered";
+        in->filtering = "dropped";
+        snprintf(in->why, sizeof(in->why),
                  "the reflector's SYN to %s:%d got no answer (silently dropped)", a, p);
     } else {
-        snprintf(s->inbound_why, sizeof(s->inbound_why), "the reflector answered '%.80s'", line);
+        snprintf(in->why, sizeof(in->why), "the reflector answered '%.80s'", line);
     }
-    if (s->dial_syns_seen > 0 && strcmp(s->inbound, "open") != 0) {
-        size_t used = strlen(s->inbound_why);
-        snprintf(s->inbound_why + used, sizeof(s->inbound_why) - used,
+    if (in->syns_seen > 0 && strcmp(in->state, "open") != 0) {
+        size_t used = strlen(in->why);
+        snprintf(in->why + used, sizeof(in->why) - used,
                  "; the SYN reached this node: a filter on the node itself");
     }
+}
+
+/* The node's first address of family af, or NULL. */
+static const char *first_address(const struct probe_site *s, int af)
+{
+    for (int i = 0; i < s->naddresses; i++)
+        if (address_family(s->addresses[i]) == af)
+            return s->addresses[i];
+    return NULL;
+}
+
+/* The same over IPv6, from the node's first IPv6 address (the capture
+   watches IPv4 only). */
+static void check_inbound6(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
+{
+    const char *local = first_address(s, AF_INET6);
+    s->in6.state = "unknown";
+    s->in6.syns_seen = -1;
+    if (local == NULL) {
+        snprintf(s->in6.why, sizeof(s->in6.why), "this node has no IPv6 address");
+        return;
+    }
+    if (s->info.reflector6[0] == '\0') {
+        snprintf(s->in6.why, sizeof(s->in6.why), "the reflector has no IPv6 address");
+        return;
+    }
+    check_inbound(o, s->info.reflector6, local, &s->in6, NULL, deadline_ms);
 }
 
 /* open | firewalled | nat | symnat from what was observed; NULL when unsure. */
 static const char *observed_kind(const struct probe_site *s)
 {
     if (strcmp(s->mapping, "none") == 0) {
-        if (strcmp(s->inbound, "open") == 0)
+        if (strcmp(s->in4.state, "open") == 0)
             return "open";
-        return strcmp(s->inbound, "filtered") == 0 ? "firewalled" : NULL;
+        return strcmp(s->in4.state, "filtered") == 0 ? "firewalled" : NULL;
     }
     /* In plans, "nat" promises that the public port is the local one (the
        reflector holds punches to it); anything else is unpredictable. */
@@ -321,7 +346,7 @@ static void compare_declared(struct probe_site *s)
     const struct local_cluster *c = &s->info.cluster;
     s->observed_kind = observed_kind(s);
     if (s->observed_kind != NULL && strcmp(s->observed_kind, c->kind) != 0) {
-        const char *because = strcmp(s->mapping, "none") != 0 ? s->mapping_why : s->inbound_why;
+        const char *because = strcmp(s->mapping, "none") != 0 ? s->mapping_why : s->in4.why;
         add_mismatch(s, "site %s declares %s, but this node observed %s: %s", c->name, c->kind,
                      s->observed_kind, because);
     }
@@ -353,9 +378,9 @@ static void report_observation(struct probe_site *s)
     ob.port_preserving = s->port_preserving;
     snprintf(ob.mapping, sizeof(ob.mapping), "%s", s->mapping);
     snprintf(ob.inbound, sizeof(ob.inbound), "%s",
-             s->filtering                      ? s->filtering
-             : strcmp(s->inbound, "open") == 0 ? "open"
-                                               : "unknown");
+             s->in4.filtering                    ? s->in4.filtering
+             : strcmp(s->in4.state, "open") == 0 ? "open"
+                                                 : "unknown");
     int t = helper_ask(s->helper_socket, LOCAL_OBSERVED, &ob, NULL, 0, HELPER_TIMEOUT_MS, &code,
                        s->report_why, sizeof(s->report_why));
     s->reported = t == LOCAL_OK;
@@ -396,9 +421,9 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
     memset(s, 0, sizeof(*s));
     s->helper_socket = o->helper_socket;
     s->mapping = "unknown";
-    s->inbound = "unknown";
+    s->in4.state = s->in6.state = "unknown";
     s->port_preserving = -1;
-    s->dial_syns_seen = -1;
+    s->in4.syns_seen = s->in6.syns_seen = -1;
     s->hairpin = -1;
     probe_progress(o, "asking the helper at %s about this site", o->helper_socket);
     int t = helper_ask(o->helper_socket, LOCAL_SITE, NULL, &s->info, sizeof(s->info),
@@ -434,7 +459,8 @@ void site_measure(const struct probe_opts *o, struct probe_site *s, struct captu
 
     check_mapping(o, s, deadline_ms);
     hairpin_probe(o, s, deadline_ms);
-    check_inbound(o, s, cap, deadline_ms);
+    check_inbound(o, s->info.reflector, s->info.address, &s->in4, cap, deadline_ms);
+    check_inbound6(o, s, deadline_ms);
     portmap_probe(o, s, deadline_ms);
     compare_declared(s);
     if (url_endpoint(s->info.frontend, endpoint, sizeof(endpoint)) == 0)
@@ -442,6 +468,8 @@ void site_measure(const struct probe_opts *o, struct probe_site *s, struct captu
     if (url_endpoint(s->info.broker, endpoint, sizeof(endpoint)) == 0)
         add_rtt(s, "broker", endpoint);
     add_rtt(s, "reflector", s->info.reflector);
+    if (first_address(s, AF_INET6) != NULL)
+        add_rtt(s, "reflector", s->info.reflector6);
     for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++)
         add_rtt(s, "proxy", s->info.proxy[i]);
     for (int i = 0; i < s->nrtt; i++) {
