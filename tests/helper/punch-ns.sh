@@ -34,12 +34,11 @@ RUN=$$
 TIMEOUT_MS=4000
 BYTES=$((4 * 1024 * 1024))
 work=$(mktemp -d /tmp/punch-ns.XXXXXX)
-made=() broker_pid=''
+broker_pid=''
 
 cleanup() {
   stop_children "$broker_pid"
-  for ns in "${made[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  ns_remove
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,14 +46,8 @@ trap 'exit 1' INT TERM
 
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
-in_ns() { local ns=$1; shift; ip netns exec "$P$ns" "$@"; }
-
-new_ns() {
-  ip netns add "$P$1" || { echo "cannot create namespace $P$1"; exit 1; }
-  made+=("$P$1")
-  in_ns "$1" ip link set lo up
-  in_ns "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-}
+# shellcheck source=tests/helper/netns.sh
+. "$(dirname "$0")/netns.sh"
 
 # wire NS IFACE ADDR/LEN: a veth from NS (named IFACE) to a port of the wan bridge.
 wire_wan() {
@@ -119,7 +112,7 @@ site rf f1 203.0.113.196 - 198.51.100.193 198.51.100.194 fw
 site rs s1 203.0.113.197 - 198.18.100.33 198.18.100.34 sym
 # The firewalled site's public subnet is reached through its router.
 for ns in brk ra rb rs; do in_ns $ns ip route add 198.51.100.192/28 via 203.0.113.196; done
-echo "topology up in $((($(date +%s%N) - t0) / 1000000)) ms (${#made[@]} namespaces)"
+echo "topology up in $((($(date +%s%N) - t0) / 1000000)) ms (${#made_ns[@]} namespaces)"
 
 # start_broker RUN COUNT PRESERVING0 PRESERVING1
 start_broker() {

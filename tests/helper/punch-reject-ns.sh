@@ -35,25 +35,19 @@ KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 RUN=$$
 N=${PUNCH_REJECT_N:-5} # punches per pair
 work=$(mktemp -d /tmp/punch-reject-ns.XXXXXX)
-made=() broker_pid='' fails=0
+broker_pid='' fails=0
 
 cleanup() {
   [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null
   wait 2>/dev/null
-  for ns in "${made[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  ns_remove
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-in_ns() { local ns=$1; shift; ip netns exec "$P$ns" "$@"; }
-new_ns() {
-  ip netns add "$P$1" || { echo "cannot create namespace $P$1"; exit 1; }
-  made+=("$P$1")
-  in_ns "$1" ip link set lo up
-  in_ns "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-}
+# shellcheck source=tests/helper/netns.sh
+. "$(dirname "$0")/netns.sh"
 
 # rules REJECT-WITH: a NAT keeping ports, a stateful filter that drops (no
 # argument) or rejects inbound NEW SYNs.

@@ -32,12 +32,11 @@ RUN=$$
 TIMEOUT_MS=4000
 N=20
 work=$(mktemp -d /tmp/punch6-ns.XXXXXX)
-made=() broker_pid=''
+broker_pid='' NS_IPV6=yes
 
 cleanup() {
   stop_children "$broker_pid"
-  for ns in "${made[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  ns_remove
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -45,13 +44,8 @@ trap 'exit 1' INT TERM
 
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
-in_ns() { local ns=$1; shift; ip netns exec "$P$ns" "$@"; }
-
-new_ns() {
-  ip netns add "$P$1" || { echo "cannot create namespace $P$1"; exit 1; }
-  made+=("$P$1")
-  in_ns "$1" ip link set lo up
-}
+# shellcheck source=tests/helper/netns.sh
+. "$(dirname "$0")/netns.sh"
 
 # wire_wan NS ADDR/LEN: a veth from NS (named wan) to a port of the wan bridge.
 wire_wan() {
