@@ -111,15 +111,19 @@ struct plan_families {
    punching over IPv6: both ends have IPv6 addresses, the reflector takes
    IPv6, and over IPv4 the pair needs hole punching or a relay, has nothing
    left, or needs traversing while an end has no IPv4 address; unless hole
-   punching was tried or failed recently between the clusters.  IPv6 global
+   punching (either "holepunch6" or a plain "holepunch", TECH_PUNCH6) was
+   tried or failed recently between the clusters.  After the IPv6 punch
+   failed, plan_decide's own plan stands: the IPv4 punch where it applies,
+   its reason naming both families.  IPv6 global
    addresses have no mapping to learn, but stateful firewalls still need the
    simultaneous open.  Adjusts *d (technique, ok, reason) when it does. */
 bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
                         const struct plan_families *fam, unsigned tried,
                         const struct plan_offer *offer, struct plan_decision *d);
 
-/* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
-   = none) into a set.  0, or -1 with the reason in why. */
+/* Parses a lookup's `tried` text (comma-separated technique names and
+   "holepunch6"; NULL or "" = none) into a set: TECH_BIT of each, TECH_PUNCH6's
+   for "holepunch6".  0, or -1 with the reason in why. */
 int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen);
 
 #endif
