@@ -429,3 +429,21 @@ bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
              "; both nodes have IPv6 addresses (over IPv4: %s): holepunch over IPv6", was);
     return true;
 }
+
+bool plan_only_punch6(const struct plan_end *from, const struct plan_end *to,
+                      const struct plan_families *fam, const struct plan_offer *offer,
+                      struct plan_decision *d)
+{
+    if (d->technique != TECH_HOLEPUNCH || !(fam->from & fam->to & FAMILY_V6) ||
+        same_cluster(from, to) || !offer->reflector || !offer->reflector6)
+        return false;
+    /* Over IPv4 it may not work (a symmetric NAT): IPv6 global addresses
+       have no mapping to vary. */
+    if (!d->ok) {
+        d->ok = true;
+        situation(from, to, d);
+        add(d, "%s", ": holepunch asked for alone");
+    }
+    add(d, "%s", ", over IPv6: both nodes have IPv6 addresses");
+    return true;
+}

@@ -121,6 +121,14 @@ bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
                         const struct plan_families *fam, unsigned tried,
                         const struct plan_offer *offer, struct plan_decision *d);
 
+/* Whether the plan plan_only made for hole punching goes over IPv6: both
+   ends have IPv6 addresses and the reflector takes IPv6 (then also where
+   IPv4 needs what hole punching cannot do, a symmetric NAT's mapping).
+   Adjusts *d (ok, reason) when it does. */
+bool plan_only_punch6(const struct plan_end *from, const struct plan_end *to,
+                      const struct plan_families *fam, const struct plan_offer *offer,
+                      struct plan_decision *d);
+
 /* Parses a lookup's `tried` text (comma-separated technique names and
    "holepunch6"; NULL or "" = none) into a set: TECH_BIT of each, TECH_PUNCH6's
    for "holepunch6".  0, or -1 with the reason in why. */

@@ -579,11 +579,45 @@ static void test_punch_families(void)
            "no proxy, both punches out: nothing left: %s", d.reason);
 }
 
+/* qcg-probe's `only` holepunch: over IPv6 where both nodes have IPv6. */
+static void test_only_punch6(void)
+{
+    struct plan_decision d;
+    const struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    const struct plan_families v6 = {FAMILY_V6, FAMILY_V6};
+    const struct plan_families v4 = {FAMILY_V4, FAMILY_V4 | FAMILY_V6};
+
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(plan_only_punch6(&nata_site, &natb_site, &v6, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "over IPv6") != NULL,
+           "IPv6-only nodes: the punch alone goes over IPv6: %s", d.reason);
+    plan_only(&sym_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!d.ok && plan_only_punch6(&sym_site, &natb_site, &v6, &offer, &d) && d.ok &&
+               strstr(d.reason, "over IPv6") != NULL,
+           "a symmetric NAT's IPv6 node: punched over IPv6: %s", d.reason);
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v4, &offer, &d) && d.ok &&
+               strstr(d.reason, "IPv6") == NULL,
+           "an initiator without IPv6: over IPv4: %s", d.reason);
+    struct plan_offer v4_refl = offer;
+    v4_refl.reflector6 = false;
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &v4_refl, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v6, &v4_refl, &d),
+           "a reflector without IPv6: not over IPv6");
+    plan_only(&nata_site, &natb_site, TECH_PROXY, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v6, &offer, &d) && d.technique == TECH_PROXY,
+           "only proxy: untouched");
+    plan_only(&nata_site, &nata_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &nata_site, &v6, &offer, &d) && !d.ok,
+           "inside a site: no punch");
+}
+
 int main(void)
 {
     test_family();
     test_punch6();
     test_punch_families();
+    test_only_punch6();
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
         check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();
