@@ -204,13 +204,17 @@ static void situation(const struct plan_end *from, const struct plan_end *to,
                  to->cluster, tdesc);
 }
 
-/* Hole punching's name in a reason: once the IPv6 punch was tried or
-   failed lately, the technique left is the IPv4 one. */
+/* Once the IPv6 punch was tried or failed lately, the hole punching left
+   is the IPv4 one. */
+static bool punch4_left(enum technique t, unsigned tried, const struct plan_offer *offer)
+{
+    return t == TECH_HOLEPUNCH && ((tried | offer->remembered) & TECH_BIT(TECH_PUNCH6));
+}
+
+/* A technique's name in a reason, hole punching's with its family then. */
 static const char *label(enum technique t, unsigned tried, const struct plan_offer *offer)
 {
-    if (t == TECH_HOLEPUNCH && ((tried | offer->remembered) & TECH_BIT(TECH_PUNCH6)))
-        return "holepunch over IPv4";
-    return technique_name(t);
+    return punch4_left(t, tried, offer) ? "holepunch over IPv4" : technique_name(t);
 }
 
 /* The IPv6 punch this connect tried, or the pair saw fail lately, said where
@@ -281,6 +285,7 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
             add(d, "%s", "direct to the private address");
         else
             add(d, "%s", label(t, tried, offer));
+        d->punch4 = punch4_left(t, tried, offer);
         return;
     }
     add(d, "%s", "; no technique left");

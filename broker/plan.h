@@ -51,6 +51,7 @@ struct plan_decision {
     enum technique technique; /* the technique used, or the one that would be needed */
     bool cacheable;
     unsigned refused; /* techniques skipped (or, alone, refused) for offer->refused */
+    bool punch4;      /* hole punching over IPv4, the IPv6 punch tried or failed lately */
     char reason[400]; /* a sentence naming the clusters, their kinds, what was skipped */
 };
 

@@ -495,13 +495,9 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
 }
 
 /* A punch plan's family in the log: IPv6, or IPv4 after the IPv6 one. */
-static const char *punch_family(const struct reg_lookup *res, unsigned tried)
+static const char *punch_family(const struct reg_lookup *res)
 {
-    if (res->punch6)
-        return " over IPv6";
-    if (res->decision.technique == TECH_HOLEPUNCH && (tried & TECH_BIT(TECH_PUNCH6)))
-        return " over IPv4";
-    return "";
+    return res->punch6 ? " over IPv6" : res->decision.punch4 ? " over IPv4" : "";
 }
 
 /* One lookup, the caller checked, waiting up to wait_ms for the cluster's
@@ -583,7 +579,7 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
         atomic_fetch_add(plan_counter(b, d->technique), 1);
         log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
-                 technique_name(d->technique), punch_family(&res, tried_set),
+                 technique_name(d->technique), punch_family(&res),
                  only_t != TECH_NONE ? " (asked for alone)" : "",
                  queue ? cmd.kind : "waiting for the SYN", queue ? " ordered to " : "",
                  queue ? res.target.cluster : "", (unsigned long long)seq,
