@@ -85,11 +85,9 @@ static const char *kind_colour(const char *kind)
 
 static const char *technique_colour(const char *t)
 {
-    static const char *const techs[][2] = {{"direct", "#2e7d32"},
-                                           {"reversed", "#1565c0"},
-                                           {"traversing", "#6a1b9a"},
-                                           {"holepunch", "#ef6c00"},
-                                           {"proxy", "#b71c1c"}};
+    static const char *const techs[][2] = {{"direct", "#2e7d32"},     {"reversed", "#1565c0"},
+                                           {"traversing", "#6a1b9a"}, {"holepunch", "#ef6c00"},
+                                           {"holepunch6", "#ef6c00"}, {"proxy", "#b71c1c"}};
     for (size_t i = 0; i < sizeof(techs) / sizeof(techs[0]); i++)
         if (same(t, techs[i][0]))
             return techs[i][1];
@@ -267,8 +265,8 @@ static void picture(FILE *out, const struct qcg__gridResponse *g, int nc)
             "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
             "aria-label=\"clusters and the techniques between them\">\n<defs>",
             size, size, size, size);
-    static const char *const techs[] = {"direct",    "reversed", "traversing",
-                                        "holepunch", "proxy",    "none"};
+    static const char *const techs[] = {"direct",     "reversed", "traversing", "holepunch",
+                                        "holepunch6", "proxy",    "none"};
     for (size_t i = 0; i < sizeof(techs) / sizeof(techs[0]); i++)
         fprintf(out,
                 "<marker id=\"arrow-%s\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "

@@ -61,13 +61,21 @@ static void addresses(const struct qcg__cluster *d, char *buf, size_t len)
         snprintf(buf, len, "-");
 }
 
+/* Where a technique stands in the preference order; the IPv6 punch, where
+   hole punching does. */
+static int rank(const char *technique)
+{
+    int a = attempt_parse(technique);
+    return a == TECH_PUNCH6 ? TECH_HOLEPUNCH : a;
+}
+
 bool grid_newer_ok(const struct qcg__outcome *o, const struct qcg__outcome *best)
 {
     if (!o->lastOk)
         return false;
     if (best == NULL || o->age != best->age)
         return best == NULL || o->age < best->age;
-    return technique_parse(o->technique) < technique_parse(best->technique);
+    return rank(o->technique) < rank(best->technique);
 }
 
 /* What worked last from `from` to `to`, and what failed: "holepunch 74ms, x proxy". */

@@ -22,7 +22,8 @@
 #include "proto.h"
 
 #define OUTCOMES_PAIRS_MAX 4096
-#define OUTCOMES_TECHNIQUES (TECH_PROXY + 1)
+/* Each technique, and hole punching over IPv6 apart (TECH_PUNCH6). */
+#define OUTCOMES_TECHNIQUES TECH_ATTEMPTS
 #define OUTCOMES_WITNESSES 4
 #define OUTCOMES_CORROBORATION 2
 

@@ -204,6 +204,35 @@ static void situation(const struct plan_end *from, const struct plan_end *to,
                  to->cluster, tdesc);
 }
 
+/* Once the IPv6 punch was tried or failed lately, the hole punching left
+   is the IPv4 one. */
+static bool punch4_left(enum technique t, unsigned tried, const struct plan_offer *offer)
+{
+    return t == TECH_HOLEPUNCH && ((tried | offer->remembered) & TECH_BIT(TECH_PUNCH6));
+}
+
+/* A technique's name in a reason, hole punching's with its family then. */
+static const char *label(enum technique t, unsigned tried, const struct plan_offer *offer)
+{
+    return punch4_left(t, tried, offer) ? "holepunch over IPv4" : technique_name(t);
+}
+
+/* The IPv6 punch this connect tried, or the pair saw fail lately, said where
+   hole punching stands in the order (plan_prefer_punch6 made it). */
+static void punch6_before(struct plan_decision *d, unsigned tried, const struct plan_offer *offer,
+                          const char **sep)
+{
+    const char *what = (tried & TECH_BIT(TECH_PUNCH6)) ? "already tried"
+                       : (offer->remembered & TECH_BIT(TECH_PUNCH6))
+                           ? "failed recently between these clusters"
+                           : NULL;
+    if (what == NULL)
+        return;
+    add(d, "%s", *sep);
+    add(d, "holepunch over IPv6 %s", what);
+    *sep = "; ";
+}
+
 void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigned tried,
                  const struct plan_offer *offer, struct plan_decision *d)
 {
@@ -213,6 +242,8 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
     d->technique = TECH_NONE;
     for (size_t i = 0; i < sizeof(preference) / sizeof(preference[0]); i++) {
         enum technique t = preference[i].technique;
+        if (t == TECH_HOLEPUNCH && !same_cluster(from, to))
+            punch6_before(d, tried, offer, &sep);
         if (!preference[i].applies(from, to, NULL))
             continue;
         /* The last technique that applies is the one a failure names. */
@@ -220,14 +251,14 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
         add(d, "%s", sep);
         sep = "; ";
         if (tried & TECH_BIT(t)) {
-            add(d, "%s already tried", technique_name(t));
+            add(d, "%s already tried", label(t, tried, offer));
             continue;
         }
         /* The last resort is never skipped for the memory: nothing comes
            after it, and its failures are the proxy's (killed, restarting,
            another one alive now), not the pair's. */
         if ((offer->remembered & TECH_BIT(t)) && t != TECH_PROXY) {
-            add(d, "%s failed recently between these clusters", technique_name(t));
+            add(d, "%s failed recently between these clusters", label(t, tried, offer));
             continue;
         }
         if (offer->refused[t] != NULL) {
@@ -253,7 +284,8 @@ void plan_decide(const struct plan_end *from, const struct plan_end *to, unsigne
         if (t == TECH_DIRECT && same_cluster(from, to))
             add(d, "%s", "direct to the private address");
         else
-            add(d, "%s", technique_name(t));
+            add(d, "%s", label(t, tried, offer));
+        d->punch4 = punch4_left(t, tried, offer);
         return;
     }
     add(d, "%s", "; no technique left");
@@ -318,7 +350,7 @@ int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen
     }
     memcpy(buf, text, strlen(text) + 1);
     for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        int t = technique_parse(tok);
+        int t = attempt_parse(tok);
         if (t <= (int)TECH_NONE) {
             snprintf(why, whylen, "tried: '%.32s' is not a technique", tok);
             return -1;
@@ -380,9 +412,11 @@ bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
                         const struct plan_families *fam, unsigned tried,
                         const struct plan_offer *offer, struct plan_decision *d)
 {
+    /* A plain "holepunch" tried or remembered may be an older helper's
+       word for the IPv6 punch: no punch over IPv6 after it either. */
+    unsigned punched = TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PUNCH6);
     if (!(fam->from & fam->to & FAMILY_V6) || same_cluster(from, to) || !offer->reflector ||
-        !offer->reflector6 || (tried & TECH_BIT(TECH_HOLEPUNCH)) ||
-        (offer->remembered & TECH_BIT(TECH_HOLEPUNCH)) || !punch6_saves(fam, d))
+        !offer->reflector6 || ((tried | offer->remembered) & punched) || !punch6_saves(fam, d))
         return false;
     char was[64];
     if (d->ok)
@@ -398,5 +432,23 @@ bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
         used = sizeof(d->reason) - 120;
     snprintf(d->reason + used, sizeof(d->reason) - used,
              "; both nodes have IPv6 addresses (over IPv4: %s): holepunch over IPv6", was);
+    return true;
+}
+
+bool plan_only_punch6(const struct plan_end *from, const struct plan_end *to,
+                      const struct plan_families *fam, const struct plan_offer *offer,
+                      struct plan_decision *d)
+{
+    if (d->technique != TECH_HOLEPUNCH || !(fam->from & fam->to & FAMILY_V6) ||
+        same_cluster(from, to) || !offer->reflector || !offer->reflector6)
+        return false;
+    /* Over IPv4 it may not work (a symmetric NAT): IPv6 global addresses
+       have no mapping to vary. */
+    if (!d->ok) {
+        d->ok = true;
+        situation(from, to, d);
+        add(d, "%s", ": holepunch asked for alone");
+    }
+    add(d, "%s", ", over IPv6: both nodes have IPv6 addresses");
     return true;
 }

@@ -51,6 +51,7 @@ struct plan_decision {
     enum technique technique; /* the technique used, or the one that would be needed */
     bool cacheable;
     unsigned refused; /* techniques skipped (or, alone, refused) for offer->refused */
+    bool punch4;      /* hole punching over IPv4, the IPv6 punch tried or failed lately */
     char reason[400]; /* a sentence naming the clusters, their kinds, what was skipped */
 };
 
@@ -111,15 +112,27 @@ struct plan_families {
    punching over IPv6: both ends have IPv6 addresses, the reflector takes
    IPv6, and over IPv4 the pair needs hole punching or a relay, has nothing
    left, or needs traversing while an end has no IPv4 address; unless hole
-   punching was tried or failed recently between the clusters.  IPv6 global
+   punching (either "holepunch6" or a plain "holepunch", TECH_PUNCH6) was
+   tried or failed recently between the clusters.  After the IPv6 punch
+   failed, plan_decide's own plan stands: the IPv4 punch where it applies,
+   its reason naming both families.  IPv6 global
    addresses have no mapping to learn, but stateful firewalls still need the
    simultaneous open.  Adjusts *d (technique, ok, reason) when it does. */
 bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
                         const struct plan_families *fam, unsigned tried,
                         const struct plan_offer *offer, struct plan_decision *d);
 
-/* Parses a lookup's `tried` text (comma-separated technique names; NULL or ""
-   = none) into a set.  0, or -1 with the reason in why. */
+/* Whether the plan plan_only made for hole punching goes over IPv6: both
+   ends have IPv6 addresses and the reflector takes IPv6 (then also where
+   IPv4 needs what hole punching cannot do, a symmetric NAT's mapping).
+   Adjusts *d (ok, reason) when it does. */
+bool plan_only_punch6(const struct plan_end *from, const struct plan_end *to,
+                      const struct plan_families *fam, const struct plan_offer *offer,
+                      struct plan_decision *d);
+
+/* Parses a lookup's `tried` text (comma-separated technique names and
+   "holepunch6"; NULL or "" = none) into a set: TECH_BIT of each, TECH_PUNCH6's
+   for "holepunch6".  0, or -1 with the reason in why. */
 int plan_tried_parse(const char *text, unsigned *tried, char *why, size_t whylen);
 
 #endif

@@ -847,6 +847,8 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
         choose_family(from, to, &fe, &te, tried, only, &o, out);
+        struct plan_families fam = pair_families(from, to);
+        out->punch6 = plan_only_punch6(&fe, &te, &fam, &o, &out->decision);
         out->refused = out->decision.refused;
         return REG_OK;
     }

@@ -494,6 +494,12 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
                         id->cluster, op, option[kind]);
 }
 
+/* A punch plan's family in the log: IPv6, or IPv4 after the IPv6 one. */
+static const char *punch_family(const struct reg_lookup *res)
+{
+    return res->punch6 ? " over IPv6" : res->decision.punch4 ? " over IPv4" : "";
+}
+
 /* One lookup, the caller checked, waiting up to wait_ms for the cluster's
    rate: *p filled, SOAP_OK; or the fault set (logged and counted),
    SOAP_FAULT. */
@@ -573,7 +579,7 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
         atomic_fetch_add(plan_counter(b, d->technique), 1);
         log_info("job %s rank %d (%s) -> rank %d (%s/%s): %s%s%s; %s%s%s (seq %llu)%s%s", job,
                  fromRank, id->cluster, toRank, res.target.cluster, res.target.node,
-                 technique_name(d->technique), res.punch6 ? " over IPv6" : "",
+                 technique_name(d->technique), punch_family(&res),
                  only_t != TECH_NONE ? " (asked for alone)" : "",
                  queue ? cmd.kind : "waiting for the SYN", queue ? " ordered to " : "",
                  queue ? res.target.cluster : "", (unsigned long long)seq,
@@ -771,7 +777,7 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
 /* An attempt's fields: NULL when well-formed, else "invalid" with why. */
 static const char *report_one_valid(const struct qcg__attempt *a, char *why, size_t whylen)
 {
-    int t = a->technique != NULL ? technique_parse(a->technique) : -1;
+    int t = a->technique != NULL ? attempt_parse(a->technique) : -1;
     if (validate_job(a->job, a->verifier, why, whylen) != 0 ||
         validate_rank(a->fromRank, "fromRank", why, whylen) != 0 ||
         validate_rank(a->toRank, "toRank", why, whylen) != 0)
@@ -796,7 +802,10 @@ static const char *report_one(struct broker *b, const struct identity *id,
                               const struct qcg__attempt *a, char *why, size_t whylen)
 {
     struct reg_lookup res;
-    int t = technique_parse(a->technique);
+    int t = attempt_parse(a->technique);
+    /* The IPv6 punch is remembered apart; the plan issued, and the pair's
+       metrics, are hole punching's. */
+    enum technique planned = t == TECH_PUNCH6 ? TECH_HOLEPUNCH : (enum technique)t;
     /* The same checks as a lookup: only the initiator's side, with the
        verifier, reports; the two contacts give the cluster pair. */
     enum reg_status st = registry_pair(b->reg, id->cluster, a->job, a->verifier, a->fromRank,
@@ -806,7 +815,7 @@ static const char *report_one(struct broker *b, const struct identity *id,
     uint64_t now = (uint64_t)time(NULL);
     /* Only an answer to a plan of ours teaches anything: else anyone could
        report failures of techniques nobody planned. */
-    if (!issued_check(b->issued, id->cluster, a->job, a->toRank, (enum technique)t, now)) {
+    if (!issued_check(b->issued, id->cluster, a->job, a->toRank, planned, now)) {
         atomic_fetch_add(&b->stats.reports_refused, 1);
         snprintf(why, whylen,
                  "this broker has no open %s plan for job %s towards rank %d from cluster %s: a "
@@ -818,8 +827,8 @@ static const char *report_one(struct broker *b, const struct identity *id,
         return NULL; /* the peer is long gone: nothing to learn about the pair */
     outcomes_record(b->outcomes, res.from.cluster, res.target.cluster, (enum technique)t,
                     a->ok != 0, (unsigned)a->setupMs, now, a->job, res.from.node);
-    pair_metrics_record(b->pair_metrics, res.from.cluster, res.target.cluster, (enum technique)t,
-                        a->ok != 0, (unsigned)a->setupMs, a->why);
+    pair_metrics_record(b->pair_metrics, res.from.cluster, res.target.cluster, planned, a->ok != 0,
+                        (unsigned)a->setupMs, a->why);
     atomic_fetch_add(a->ok ? &b->stats.reports_ok : &b->stats.reports_failed, 1);
     if (a->ok)
         log_debug("job %s rank %d (%s) -> rank %d (%s): %s worked in %d ms", a->job, a->fromRank,
@@ -1204,7 +1213,7 @@ static int grid_outcomes(struct soap *soap, struct outcomes *mem, struct qcg__gr
             struct qcg__outcome *o = &r->outcome[r->__sizeOutcome++];
             o->from = soap_strdup(soap, pairs[i].from);
             o->to = soap_strdup(soap, pairs[i].to);
-            o->technique = (char *)technique_name((enum technique)t);
+            o->technique = (char *)attempt_name(t);
             o->ok = y->ok;
             o->failed = y->failed;
             o->lastOk = y->last_ok ? 1 : 0;

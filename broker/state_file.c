@@ -37,15 +37,13 @@ static void write_entry(void *arg, const struct outcome_entry *e)
         if (k->last == 0)
             continue;
         fprintf(f, "pair %s %s %s %llu %llu %d %llu %u\n", e->pair.from, e->pair.to,
-                technique_name((enum technique)t), (unsigned long long)k->ok,
-                (unsigned long long)k->failed, k->last_ok ? 1 : 0, (unsigned long long)k->last,
-                k->last_setup_ms);
+                attempt_name(t), (unsigned long long)k->ok, (unsigned long long)k->failed,
+                k->last_ok ? 1 : 0, (unsigned long long)k->last, k->last_setup_ms);
         for (int i = 0; i < OUTCOMES_WITNESSES; i++) {
             const struct outcome_witness *w = &e->seen[t][i];
             if (w->at != 0)
                 fprintf(f, "witness %s %s %s %s %s %llu\n", e->pair.from, e->pair.to,
-                        technique_name((enum technique)t), w->job, w->node,
-                        (unsigned long long)w->at);
+                        attempt_name(t), w->job, w->node, (unsigned long long)w->at);
         }
     }
 }
@@ -255,7 +253,7 @@ static bool read_line(struct reader *r, char *line)
         return read_observed(r, w, n);
     if (strcmp(w[0], "frontend") == 0)
         return read_frontend(r, w, n);
-    int t = n >= 4 ? technique_parse(w[3]) : -1;
+    int t = n >= 4 ? attempt_parse(w[3]) : -1;
     if (t <= TECH_NONE || t >= OUTCOMES_TECHNIQUES || !name_valid(w[1]) || !name_valid(w[2]))
         return false;
     if (strcmp(w[0], "pair") == 0 && n == 9) {

@@ -35,8 +35,10 @@
    6: LOCAL_ERETRY for the helper's refusals for the moment; QCG_EBUSY no
       longer means them.
    7: STATUS_OK carries every address of the node; SITE_OK the helper's
-      punch-ttl and the hop count it last measured. */
-#define LOCAL_VERSION 7
+      punch-ttl and the hop count it last measured.
+   8: hole punching over IPv6 apart (TECH_PUNCH6): its bit in LOOKUP's
+      tried_mask, its value in REPORT's technique. */
+#define LOCAL_VERSION 8
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -113,7 +115,9 @@ struct local_lookup {
     int32_t to_rank;
     uint32_t timeout_ms;
     uint32_t tried_mask; /* 1 << enum technique for each technique that
-                            failed for this peer: the broker plans the next */
+                            failed for this peer, 1 << TECH_PUNCH6 for the
+                            IPv6 punch (holepunch's bit: the IPv4 one): the
+                            broker plans the next */
     uint32_t only;       /* enum technique: plan exactly this one, whatever
                             the broker remembers (qcg-probe); 0 = normal */
 };
@@ -160,7 +164,7 @@ struct local_incoming {
    cluster pair and plans the next ones from it). */
 struct local_report {
     int32_t to_rank;
-    uint32_t technique; /* enum technique */
+    uint32_t technique; /* enum technique, or TECH_PUNCH6: a punch over IPv6 */
     uint32_t ok;        /* 1 connected, 0 failed */
     uint32_t setup_ms;
     char why[LOCAL_MESSAGE_MAX]; /* failed: the reason, one line */

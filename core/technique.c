@@ -26,3 +26,15 @@ int technique_parse(const char *name)
             return i;
     return -1;
 }
+
+const char *attempt_name(int a)
+{
+    return a == TECH_PUNCH6 ? "holepunch6" : technique_name((enum technique)a);
+}
+
+int attempt_parse(const char *name)
+{
+    if (name != NULL && strcmp(name, "holepunch6") == 0)
+        return TECH_PUNCH6;
+    return technique_parse(name);
+}

@@ -806,7 +806,7 @@ static const char *report_fields_bad(const char *job, const char *verifier, int 
     const char *bad = job_fields_bad(job, verifier, from_rank);
     if (bad == NULL && to_rank < 0)
         bad = "rank must not be negative";
-    if (bad == NULL && (technique == NULL || technique_parse(technique) <= (int)TECH_NONE))
+    if (bad == NULL && (technique == NULL || attempt_parse(technique) <= (int)TECH_NONE))
         bad = "technique: not a technique name";
     if (bad == NULL && (setup_ms < 0 || (ok != 0 && ok != 1)))
         bad = "ok must be 0 or 1 and setupMs not negative";

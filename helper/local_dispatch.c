@@ -284,7 +284,7 @@ static int on_report(struct conn *c, uint32_t rid)
 {
     const struct local_report *r = &c->in.report;
 
-    if (r->to_rank < 0 || r->technique < QCG_TECH_DIRECT || r->technique > QCG_TECH_PROXY) {
+    if (r->to_rank < 0 || r->technique < QCG_TECH_DIRECT || r->technique > TECH_PUNCH6) {
         proto_fail(c, rid, "REPORT for rank %d, technique %u", r->to_rank, r->technique);
         return 0;
     }

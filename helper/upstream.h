@@ -10,6 +10,7 @@
 #ifndef QCG_HELPER_UPSTREAM_H
 #define QCG_HELPER_UPSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,8 +97,12 @@ int upstream_site(struct upstream *u, struct local_site *site, char *msg, size_t
 int upstream_probe(struct upstream *u, const struct local_probe *p, struct local_probe_ok *ok,
                    char *msg, size_t msglen);
 int upstream_observed(struct upstream *u, const struct local_observed *o, char *msg, size_t msglen);
-/* The tried list of a lookup: "reversed,proxy"; "" for none. */
-void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen);
+/* The tried list of a lookup: "reversed,proxy"; "" for none.  The IPv6
+   punch's bit (TECH_PUNCH6) is "holepunch6", or with !punch6 (services
+   that refuse that name) "holepunch". */
+void upstream_tried_text(uint32_t tried_mask, bool punch6, char *out, size_t outlen);
+/* A report's technique name (technique or TECH_PUNCH6), as above. */
+const char *upstream_attempt_name(uint32_t t, bool punch6);
 /* Checks an order from the poll: kind connect-back, proxy-connect, punch or
    inject, for `node`, valid job, ranks, address, port, token and (inject)
    packet; probe-listen, for `node`, a probe-... job, rank, the job secret

@@ -173,7 +173,7 @@ static int call_lookup(struct upstream *u, struct soap *soap, const struct call_
         return QCG_ESYS;
     }
     memset(&resp, 0, sizeof(resp));
-    upstream_tried_text(a->tried_mask, tried, sizeof(tried));
+    upstream_tried_text(a->tried_mask, !atomic_load(&u->no_punch6_tried), tried, sizeof(tried));
     int rc =
         soap_call_qcg__lookup(soap, u->cfg->frontend, NULL, QCG_PROTOCOL_VERSION, c.job, v, c.rank,
                               a->to_rank, tried[0] ? tried : NULL, (char *)only, &resp);
@@ -328,6 +328,20 @@ int upstream_withdraw(struct upstream *u, const struct contact *c, char *msg, si
     return pool_call(u, call_withdraw, &a, msg, msglen);
 }
 
+/* Whether a refusal is an older service's of "holepunch6" (in `flag`'s
+   kind of call): then the IPv6 punch is plain "holepunch" there from now
+   on (the broker rules out both punches after it, as before the name), and
+   the call is made again. */
+static bool punch6_refused(atomic_int *flag, uint32_t sent, const char *msg)
+{
+    if (!(sent & (1u << TECH_PUNCH6)) || atomic_load(flag) || strstr(msg, "holepunch6") == NULL)
+        return false;
+    atomic_store(flag, 1);
+    log_info("the services refuse \"holepunch6\" (%s): the IPv6 punch goes up as \"holepunch\"",
+             msg);
+    return true;
+}
+
 int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_rank,
                     uint32_t tried_mask, uint32_t only, struct local_plan *plan, char *msg,
                     size_t msglen)
@@ -335,7 +349,10 @@ int upstream_lookup(struct upstream *u, const struct contact *from, int32_t to_r
     struct call_args a = {
         .c = from, .to_rank = to_rank, .tried_mask = tried_mask, .only = only, .plan = plan};
 
-    return pool_call(u, call_lookup, &a, msg, msglen);
+    int rc = pool_call(u, call_lookup, &a, msg, msglen);
+    if (rc == QCG_EINVAL && punch6_refused(&u->no_punch6_tried, tried_mask, msg))
+        rc = pool_call(u, call_lookup, &a, msg, msglen);
+    return rc;
 }
 
 void upstream_lookups(struct upstream *u, struct lookup_call *const *ls, int n)
@@ -382,7 +399,7 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
         return QCG_ESYS;
     snprintf(it.job, sizeof(it.job), "%s", from->job);
     snprintf(it.technique, sizeof(it.technique), "%s",
-             technique_name((enum technique)r->technique));
+             upstream_attempt_name(r->technique, !atomic_load(&u->no_punch6_report)));
     snprintf(it.why, sizeof(it.why), "%s", r->why);
     it.from_rank = from->rank;
     it.to_rank = r->to_rank;
@@ -393,6 +410,10 @@ int upstream_report(struct upstream *u, const struct contact *from, const struct
     if (!it.ok) {
         struct call_args a = {.items = &it, .nitems = 1};
         int rc = pool_call(u, call_report, &a, msg, msglen);
+        if (rc == QCG_EINVAL && punch6_refused(&u->no_punch6_report, 1u << r->technique, msg)) {
+            snprintf(it.technique, sizeof(it.technique), "%s", technique_name(TECH_HOLEPUNCH));
+            rc = pool_call(u, call_report, &a, msg, msglen);
+        }
         explicit_bzero(it.verifier, sizeof(it.verifier));
         return rc;
     }

@@ -8,17 +8,25 @@
 #include "qcgconn.h"
 #include "upstream_internal.h"
 
-void upstream_tried_text(uint32_t tried_mask, char *out, size_t outlen)
+const char *upstream_attempt_name(uint32_t t, bool punch6)
+{
+    return t == TECH_PUNCH6 && !punch6 ? technique_name(TECH_HOLEPUNCH) : attempt_name((int)t);
+}
+
+void upstream_tried_text(uint32_t tried_mask, bool punch6, char *out, size_t outlen)
 {
     size_t used = 0;
 
     if (outlen > 0)
         out[0] = '\0';
-    for (int t = TECH_DIRECT; t <= TECH_PROXY; t++) {
+    /* Said as plain holepunch, the IPv6 punch needs saying once only. */
+    if (!punch6 && (tried_mask & (1u << TECH_HOLEPUNCH)))
+        tried_mask &= ~(1u << TECH_PUNCH6);
+    for (int t = TECH_DIRECT; t <= TECH_PUNCH6; t++) {
         if (!(tried_mask & (1u << t)))
             continue;
         int n = snprintf(out + used, outlen - used, "%s%s", used ? "," : "",
-                         technique_name((enum technique)t));
+                         upstream_attempt_name((uint32_t)t, punch6));
         if (n < 0 || (size_t)n >= outlen - used)
             return;
         used += (size_t)n;

@@ -21,6 +21,10 @@ struct upstream {
     struct reports *reports;   /* the processes' reports, sent in batches */
     atomic_int single_reports; /* an older frontend: no qcg__reports */
     atomic_int single_lookups; /* an older frontend: no qcg__lookups */
+    /* An older broker refused "holepunch6" in a lookup's tried list, an
+       older frontend or broker in a report: the IPv6 punch goes there as
+       plain "holepunch". */
+    atomic_int no_punch6_tried, no_punch6_report;
     atomic_ullong reports_dropped;
 
     upstream_order_fn on_order;

@@ -163,6 +163,29 @@ static const char *tech_name(uint32_t t)
     return technique_name((enum technique)t);
 }
 
+/* What the plan tries, as tried masks and reports count it: hole punching
+   over IPv6 apart (its failure leaves the IPv4 punch to try), the
+   reflector's family being the punch's. */
+static uint32_t attempt_of(const struct local_plan *plan)
+{
+    if (plan->technique == QCG_TECH_HOLEPUNCH && address_family(plan->address) == AF_INET6)
+        return TECH_PUNCH6;
+    return plan->technique;
+}
+
+/* The attempt's name in errors and notes: the punch's family once it
+   matters (an IPv6 punch, or the IPv4 one after it). */
+static const char *attempt_label(const qcg_connect_op *op)
+{
+    uint32_t a = attempt_of(&op->plan);
+
+    if (a == TECH_PUNCH6)
+        return "holepunch over IPv6";
+    if (a == QCG_TECH_HOLEPUNCH && (op->tried_mask & (1u << TECH_PUNCH6)))
+        return "holepunch over IPv4";
+    return tech_name(a);
+}
+
 /* Makes fd (or nothing, -1) the socket epfd watches, for events. */
 static int watch(qcg_connect_op *op, int fd, uint32_t events)
 {
@@ -391,7 +414,7 @@ static void report(qcg_connect_op *op, bool ok, const char *why)
         return;
     memset(&r, 0, sizeof(r));
     r.to_rank = op->rank;
-    r.technique = op->technique;
+    r.technique = attempt_of(&op->plan);
     r.ok = ok ? 1 : 0;
     r.setup_ms = progress_elapsed_ms(&op->attempt, now_us());
     snprintf(r.why, sizeof(r.why), "%s", why);
@@ -472,12 +495,11 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
         keep_cause(err);
         return fail(op, code, "%s", why);
     }
-    append(op->history, sizeof(op->history),
-           op->v4_fallback ? "IPv4 direct" : tech_name(op->technique));
+    append(op->history, sizeof(op->history), op->v4_fallback ? "IPv4 direct" : attempt_label(op));
     append(op->history, sizeof(op->history), ": ");
     append(op->history, sizeof(op->history), why);
     append(op->history, sizeof(op->history), "; ");
-    op->tried_mask |= 1u << op->technique;
+    op->tried_mask |= 1u << attempt_of(&op->plan);
     report(op, false, why);
     if (now_us() >= op_due(op)) {
         char bound[96];
@@ -733,9 +755,20 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
                     tech_name(op->plan.technique));
     /* A plan for a technique already tried would loop: the helper or the
        broker misbehaves. */
-    if (op->plan.technique < 32 && (op->tried_mask & (1u << op->plan.technique)))
+    if (op->plan.technique < 32 && (op->tried_mask & (1u << attempt_of(&op->plan))))
         return fail(op, QCG_EPROTO, "the broker planned %s again after it failed",
-                    tech_name(op->plan.technique));
+                    attempt_label(op));
+    /* The IPv4 punch after the IPv6 one: the success says why, the
+       family first (a long reason is what a short report cuts). */
+    if (attempt_of(&op->plan) == QCG_TECH_HOLEPUNCH && (op->tried_mask & (1u << TECH_PUNCH6))) {
+        size_t n;
+
+        snprintf(op->note, sizeof(op->note), "holepunch over IPv4 after ");
+        append(op->note, sizeof(op->note), op->history);
+        n = strlen(op->note);
+        if (n >= 2 && strcmp(op->note + n - 2, "; ") == 0)
+            op->note[n - 2] = '\0';
+    }
     /* Only traversing and hole punching hear from the helper again. */
     if (op->plan.technique != QCG_TECH_TRAVERSING && op->plan.technique != QCG_TECH_HOLEPUNCH)
         inbox_close(op);

@@ -50,6 +50,11 @@ int main(void)
     CHECK(!grid_newer_ok(&c, &a));
     CHECK(grid_newer_ok(&b, &a)); /* the same second: holepunch before proxy */
     CHECK(!grid_newer_ok(&a, &b));
+    /* The IPv6 punch stands where hole punching does: after direct. */
+    struct qcg__outcome d = outcome("direct", 1, 3, 1), p6 = outcome("holepunch6", 1, 3, 20);
+    CHECK(grid_newer_ok(&d, &p6));
+    CHECK(!grid_newer_ok(&p6, &d));
+    CHECK(grid_newer_ok(&p6, &a));
 
     static char one[4096], two[4096];
     struct qcg__outcome ab[] = {a, b, c, x}, ba[] = {x, c, b, a};

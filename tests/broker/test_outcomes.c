@@ -33,11 +33,20 @@ static void test_memory(void)
     outcomes_record(o, "sym", "natb", TECH_PROXY, true, 42, 1002, "j", "n1");
     outcomes_record(o, "sym", "natb", TECH_HOLEPUNCH, true, 30, 1003, "j", "n1");
     CHECKF(own(o, "sym", "natb", 1004) == 0, "a success clears the failure");
+    /* The IPv6 punch is remembered apart from the IPv4 one. */
+    outcomes_record(o, "nata", "natb", (enum technique)TECH_PUNCH6, false, 0, 1004, "j", "n1");
+    CHECKF(own(o, "nata", "natb", 1005) == TECH_BIT(TECH_PUNCH6),
+           "the IPv6 punch's failure: holepunch6 alone");
+    outcomes_record(o, "nata", "natb", TECH_HOLEPUNCH, true, 20, 1005, "j", "n1");
+    CHECKF(own(o, "nata", "natb", 1006) == TECH_BIT(TECH_PUNCH6),
+           "the IPv4 punch working leaves the IPv6 one's failure");
+    outcomes_record(o, "nata", "natb", (enum technique)TECH_PUNCH6, true, 20, 1006, "j", "n1");
+    CHECKF(own(o, "nata", "natb", 1007) == 0, "an IPv6 punch working clears it");
     outcomes_record(o, "nata", "fw", TECH_TRAVERSING, false, 0, 1005, "j", "n1");
     outcomes_record(o, "nata", "fw", (enum technique)99, false, 0, 1005, "j", "n1"); /* ignored */
     struct outcome_pair snap[8];
     size_t n = outcomes_snapshot(o, snap, 8);
-    CHECKF(n == 2, "two pairs, got %zu", n);
+    CHECKF(n == 3, "three pairs, got %zu", n);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(snap[i].from, "sym") == 0) {
             CHECKF(snap[i].tech[TECH_HOLEPUNCH].ok == 1 &&

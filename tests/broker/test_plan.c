@@ -388,6 +388,9 @@ static void test_tried_parse(void)
     CHECKF(plan_tried_parse("reversed,warp", &t, why, sizeof(why)) == -1 && strstr(why, "warp"),
            "unknown name: %s", why);
     CHECKF(plan_tried_parse("none", &t, why, sizeof(why)) == -1, "none is no technique");
+    CHECKF(plan_tried_parse("holepunch6,reversed", &t, why, sizeof(why)) == 0 &&
+               t == (TECH_BIT(TECH_PUNCH6) | TECH_BIT(TECH_REVERSED)),
+           "holepunch6: the IPv6 punch apart: %x", t);
     char longer[300];
     memset(longer, 'a', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
@@ -515,10 +518,108 @@ static void test_punch6(void)
            "reversed stays reversed: %s", d.reason);
 }
 
+/* A lookup of a dual-stack pair as the registry makes it: the IPv4 plan,
+   then hole punching over IPv6 where it saves something.  True: over IPv6. */
+static bool lookup_dual(const struct plan_end *from, const struct plan_end *to, unsigned tried,
+                        const struct plan_offer *offer, struct plan_decision *d)
+{
+    const struct plan_families dual = {FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6};
+    plan_decide(from, to, tried, offer, d);
+    return plan_prefer_punch6(from, to, &dual, tried, offer, d);
+}
+
+/* The order within one connect: the IPv6 punch, the IPv4 punch, the proxy,
+   each reason naming the family; and the memory of each family apart. */
+static void test_punch_families(void)
+{
+    struct plan_decision d;
+    const struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    unsigned p6 = TECH_BIT(TECH_PUNCH6), p4 = TECH_BIT(TECH_HOLEPUNCH);
+
+    CHECKF(lookup_dual(&nata_site, &natb_site, 0, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH,
+           "first: the IPv6 punch: %s", d.reason);
+    CHECKF(!lookup_dual(&nata_site, &natb_site, p6, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH &&
+               strstr(d.reason, "holepunch over IPv6 already tried; holepunch over IPv4") != NULL &&
+               d.punch4,
+           "the IPv6 punch failed: the IPv4 punch in the same connect: %s", d.reason);
+    CHECKF(!lookup_dual(&nata_site, &natb_site, p6 | p4, &offer, &d) && d.ok &&
+               d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch over IPv6 already tried; holepunch over IPv4 already "
+                                "tried; proxy") != NULL,
+           "both punches failed: the proxy: %s", d.reason);
+    /* An older helper's plain "holepunch" after the IPv6 punch: as before. */
+    CHECKF(!lookup_dual(&nata_site, &natb_site, p4, &offer, &d) && d.ok &&
+               d.technique == TECH_PROXY && strstr(d.reason, "IPv6") == NULL,
+           "plain holepunch tried: no punch of either family: %s", d.reason);
+    /* A symmetric NAT over IPv4: after the IPv6 punch, the relay. */
+    CHECKF(!lookup_dual(&sym_site, &natb_site, p6, &offer, &d) && d.ok &&
+               d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch over IPv6 already tried; proxy") != NULL,
+           "symmetric NAT, the IPv6 punch failed: the proxy: %s", d.reason);
+
+    struct plan_offer mem = offer;
+    mem.remembered = p6;
+    CHECKF(!lookup_dual(&nata_site, &natb_site, 0, &mem, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH &&
+               strstr(d.reason, "holepunch over IPv6 failed recently between these clusters; "
+                                "holepunch over IPv4") != NULL &&
+               d.punch4,
+           "the IPv6 punch failed lately: the IPv4 punch at once: %s", d.reason);
+    mem.remembered = p4;
+    CHECKF(!lookup_dual(&nata_site, &natb_site, 0, &mem, &d) && d.ok && d.technique == TECH_PROXY,
+           "hole punching (either family, older reports) failed lately: the proxy: %s", d.reason);
+    mem.remembered = p6 | p4;
+    CHECKF(!lookup_dual(&nata_site, &natb_site, 0, &mem, &d) && d.ok && d.technique == TECH_PROXY &&
+               strstr(d.reason, "holepunch over IPv4 failed recently") != NULL,
+           "both punches failed lately: the proxy: %s", d.reason);
+    mem.proxy = false;
+    mem.remembered = p6;
+    CHECKF(!lookup_dual(&nata_site, &natb_site, p4, &mem, &d) && !d.ok &&
+               d.technique == TECH_PROXY && strstr(d.reason, "holepunch over IPv4 already tried"),
+           "no proxy, both punches out: nothing left: %s", d.reason);
+}
+
+/* qcg-probe's `only` holepunch: over IPv6 where both nodes have IPv6. */
+static void test_only_punch6(void)
+{
+    struct plan_decision d;
+    const struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    const struct plan_families v6 = {FAMILY_V6, FAMILY_V6};
+    const struct plan_families v4 = {FAMILY_V4, FAMILY_V4 | FAMILY_V6};
+
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(plan_only_punch6(&nata_site, &natb_site, &v6, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "over IPv6") != NULL,
+           "IPv6-only nodes: the punch alone goes over IPv6: %s", d.reason);
+    plan_only(&sym_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!d.ok && plan_only_punch6(&sym_site, &natb_site, &v6, &offer, &d) && d.ok &&
+               strstr(d.reason, "over IPv6") != NULL,
+           "a symmetric NAT's IPv6 node: punched over IPv6: %s", d.reason);
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v4, &offer, &d) && d.ok &&
+               strstr(d.reason, "IPv6") == NULL,
+           "an initiator without IPv6: over IPv4: %s", d.reason);
+    struct plan_offer v4_refl = offer;
+    v4_refl.reflector6 = false;
+    plan_only(&nata_site, &natb_site, TECH_HOLEPUNCH, &v4_refl, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v6, &v4_refl, &d),
+           "a reflector without IPv6: not over IPv6");
+    plan_only(&nata_site, &natb_site, TECH_PROXY, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &natb_site, &v6, &offer, &d) && d.technique == TECH_PROXY,
+           "only proxy: untouched");
+    plan_only(&nata_site, &nata_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!plan_only_punch6(&nata_site, &nata_site, &v6, &offer, &d) && !d.ok,
+           "inside a site: no punch");
+}
+
 int main(void)
 {
     test_family();
     test_punch6();
+    test_punch_families();
+    test_only_punch6();
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
         check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();

@@ -43,6 +43,7 @@ static void test_round_trip(void)
     REQUIRE(a != NULL && b != NULL);
     /* j's own failure; proxy failed for two jobs from two nodes (shared). */
     outcomes_record(a, "nata", "open", TECH_HOLEPUNCH, false, 0, 1000, "j", "nata1");
+    outcomes_record(a, "nata", "open", (enum technique)TECH_PUNCH6, false, 0, 1000, "j", "nata1");
     outcomes_record(a, "nata", "open", TECH_DIRECT, true, 3, 1001, "j", "nata1");
     outcomes_record(a, "sym", "natb", TECH_PROXY, false, 0, 1002, "j1", "sym1");
     outcomes_record(a, "sym", "natb", TECH_PROXY, false, 0, 1003, "j2", "sym2");
@@ -66,7 +67,8 @@ static void test_round_trip(void)
         }
     }
     CHECK(outcomes_failing(b, "sym", "natb", "k", 1004).shared == TECH_BIT(TECH_PROXY));
-    CHECK(outcomes_failing(b, "nata", "open", "j", 1004).own == TECH_BIT(TECH_HOLEPUNCH));
+    CHECK(outcomes_failing(b, "nata", "open", "j", 1004).own ==
+          (TECH_BIT(TECH_HOLEPUNCH) | TECH_BIT(TECH_PUNCH6)));
     struct outcome_pair pa[4], pb[4];
     CHECK_EQ(outcomes_snapshot(a, pa, 4), outcomes_snapshot(b, pb, 4));
     outcomes_free(a);

@@ -327,11 +327,19 @@ static void test_orders(void)
     CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "a negative rank is refused");
 
     char text[64];
-    upstream_tried_text(0, text, sizeof(text));
+    upstream_tried_text(0, true, text, sizeof(text));
     CHECKF(strcmp(text, "") == 0, "no technique tried: empty list");
-    upstream_tried_text((1u << QCG_TECH_REVERSED) | (1u << QCG_TECH_PROXY), text, sizeof(text));
+    upstream_tried_text((1u << QCG_TECH_REVERSED) | (1u << QCG_TECH_PROXY), true, text,
+                        sizeof(text));
     CHECKF(strcmp(text, "reversed,proxy") == 0, "reversed and proxy tried: '%s'", text);
-    upstream_tried_text(0xffffffffu, text, 12);
+    upstream_tried_text((1u << QCG_TECH_REVERSED) | (1u << TECH_PUNCH6), true, text, sizeof(text));
+    CHECKF(strcmp(text, "reversed,holepunch6") == 0, "IPv6 punch tried: '%s'", text);
+    upstream_tried_text(1u << TECH_PUNCH6, false, text, sizeof(text));
+    CHECKF(strcmp(text, "holepunch") == 0, "to older services, the IPv6 punch: '%s'", text);
+    upstream_tried_text((1u << QCG_TECH_HOLEPUNCH) | (1u << TECH_PUNCH6), false, text,
+                        sizeof(text));
+    CHECKF(strcmp(text, "holepunch") == 0, "both punches to older services, once: '%s'", text);
+    upstream_tried_text(0xffffffffu, true, text, 12);
     CHECKF(strlen(text) < 12, "a small buffer is not overrun: '%s'", text);
 }
 
