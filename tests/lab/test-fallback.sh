@@ -76,7 +76,7 @@ elapsed=$(($(ms) - t0))
 cat "$WORK/crash.cerr"
 [ "$rc" -eq 1 ] || fail "exit $rc, not 1"
 [ "$(wc -l <"$WORK/crash.cerr")" -eq 1 ] || fail "more than one line"
-grep -q "^qcg-cat: connect to rank 2: timed out: reversed: rank 2 did not connect back within 5000 ms.*; holepunch: .*; proxy: .*rank 2 did not come to the proxy" \
+grep -Eq "^qcg-cat: connect to rank 2: timed out: reversed: rank 2 did not connect back within 5000 ms.*; holepunch( over IPv6: .*; holepunch over IPv4)?: .*; proxy: .*rank 2 did not come to the proxy" \
 	"$WORK/crash.cerr" || fail "the error does not name reversed, holepunch and proxy and why"
 [ "$elapsed" -ge 25000 ] && [ "$elapsed" -lt 36000 ] ||
 	fail "failed after $elapsed ms: not 16 s after the proxy's preamble (reversed 5 s, holepunch 5 s before)"
