@@ -18,6 +18,7 @@ WORK=$(mktemp -d)
 LAB=$NEW/lab/qcg-lab
 trap 'rm -rf "$WORK"; QCG_BUILD_DIR=$NEW/build "$LAB" down >/dev/null 2>&1 || true' EXIT
 . "$NEW/bench/stats.sh" # median, spread
+. "$NEW/bench/listening.sh"
 ms() { date +%s%3N; }
 rank=0
 
@@ -29,7 +30,7 @@ one() {
 	"$LAB" exec "$to" -- qcg-cat --job "$JOB" --rank "$rto" --json --timeout 90 listen \
 		>/dev/null 2>"$WORK/l" &
 	lpid=$!
-	for _ in $(seq 1 200); do grep -q listening "$WORK/l" 2>/dev/null && break; sleep 0.05; done
+	listening "$WORK/l" || true # the connect's failure is the round's result
 	t0=$(ms)
 	line=$(echo x | "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json --timeout 60 \
 		connect "$rto" 2>&1 >/dev/null | grep '"sent"' || true)

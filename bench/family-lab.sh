@@ -36,12 +36,7 @@ JOB=bench-family-$$
 rank=0
 now() { date +%s.%N; }
 
-# listening FILE: bounded wait for "listening" in FILE.
-listening() {
-	for _ in $(seq 1 200); do grep -q listening "$1" 2>/dev/null && return 0; sleep 0.05; done
-	echo "the listener did not start: $(cat "$1")" >&2
-	return 1
-}
+. "$REPO/bench/listening.sh"
 
 # ping_least ADDR: the least RTT in ms of 10 pings from FROM.
 ping_least() {

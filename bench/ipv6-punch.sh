@@ -18,6 +18,7 @@ trap 'rm -rf "$WORK"; "$LAB" down >/dev/null 2>&1 || true' EXIT
 "$LAB" up --v6 --delay "$DELAY" >/dev/null
 JOB=bench-$$
 rank=0
+. "$REPO/bench/listening.sh"
 ms() { date +%s%3N; }
 # stat: "median [min-max]" of the numbers on stdin.
 stat() {
@@ -34,7 +35,7 @@ one() {
 	"$LAB" exec "$to" -- qcg-cat --job "$JOB" --rank "$rto" --json --timeout 60 listen \
 		>/dev/null 2>"$WORK/l" &
 	lpid=$!
-	for _ in $(seq 1 200); do grep -q listening "$WORK/l" 2>/dev/null && break; sleep 0.05; done
+	listening "$WORK/l" || true # the connect's failure is the round's result
 	t0=$(ms)
 	line=$(echo x | "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json \
 		--timeout 60 connect "$rto" 2>&1 >/dev/null | tee "$WORK/c" | grep '"sent"' || true)
