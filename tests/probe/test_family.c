@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "probe.h"
+#include "render.h"
 
 static struct probe_opts opts = {.encrypt = QCG_ENCRYPT_INTER_SITE};
 static struct probe_run run;
@@ -78,20 +79,10 @@ static void dual_stack(void)
     run.npeers = 2;
 }
 
-static char *render(void (*report)(FILE *, const struct probe_run *))
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    report(f, &run);
-    fclose(f);
-    return text;
-}
-
 static void test_dual_stack(void)
 {
     dual_stack();
-    char *j = render(report_json);
+    char *j = render(report_json, &run);
     /* What was there stays (scripts read it), the families come on top. */
     CHECK_HAS(j, "\"address\":\"198.18.1.11\",\"addresses\":[\"198.18.1.11\",\"2001:db8:3::11\"]");
     CHECK_HAS(j, "\"inbound\":\"filtered\",\"inbound_filtering\":\"dropped\"");
@@ -113,7 +104,7 @@ static void test_dual_stack(void)
                  "connection went over IPv4: no IPv6 plan for this pair");
     free(j);
 
-    char *h = render(report_human);
+    char *h = render(report_human, &run);
     CHECK_HAS(h, "qcg-probe: node nata1 (198.18.1.11, 2001:db8:3::11) of site nata\n");
     CHECK_HAS(h, "\nper family\n  IPv4           address 198.18.1.11\n");
     CHECK_HAS(h, "reaches frontend 198.18.1.10:7701, broker 203.0.113.10:7700, reflector "
@@ -137,13 +128,13 @@ static void test_inbound_per_family(void)
     s->in6.state = "filtered";
     s->in6.filtering = "reset";
     snprintf(s->in6.why, sizeof(s->in6.why), "the reflector's SYN was answered by a TCP reset");
-    char *j = render(report_json);
+    char *j = render(report_json, &run);
     CHECK_HAS(j, "\"inbound\":\"filtered\",\"inbound_filtering\":\"dropped\",\"inbound_why\":"
                  "\"the reflector's SYN got no answer\",\"peers\"");
     CHECK_HAS(j, "\"inbound\":\"filtered\",\"inbound_filtering\":\"reset\",\"inbound_why\":"
                  "\"the reflector's SYN was answered by a TCP reset\",\"peers\"");
     free(j);
-    char *h = render(report_human);
+    char *h = render(report_human, &run);
     CHECK_HAS(h, "[2001:db8::20]:7703 unreachable\n                 inbound filtered (reset)\n");
     free(h);
 }
@@ -157,12 +148,12 @@ static void test_no_ipv6(void)
     peers[0].tech[QCG_TECH_DIRECT].family = AF_INET;
     peers[0].chosen_family = AF_INET;
 
-    char *h = render(report_human);
+    char *h = render(report_human, &run);
     CHECK_HAS(h, "qcg-probe: node nata1 (198.18.1.11) of site nata\n");
     CHECK_HAS(h, "  IPv6           none: this node has no IPv6 address (the helper's `address`)\n");
     CHECK(strstr(strstr(h, "  IPv6 "), "to open") == NULL);
     free(h);
-    char *j = render(report_json);
+    char *j = render(report_json, &run);
     CHECK_HAS(j, "\"ipv6\":{\"addresses\":[],\"none\":\"this node has no IPv6 address\","
                  "\"services\":[],\"inbound\":\"unknown\"");
     CHECK_HAS(j, "{\"site\":\"open\",\"connected\":[],\"chosen\":false,\"why_not\":\"this node "

@@ -8,19 +8,10 @@
 
 #include "check.h"
 #include "probe.h"
+#include "render.h"
 
 static struct probe_opts opts = {.encrypt = QCG_ENCRYPT_INTER_SITE};
 static struct probe_run run;
-
-static char *render(void (*report)(FILE *, const struct probe_run *))
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    report(f, &run);
-    fclose(f);
-    return text;
-}
 
 /* The page's line and the JSON object for punch-ttl ttl, hops, first TTL. */
 static void check(int ttl, unsigned hops, unsigned first, const char *line, const char *json)
@@ -32,10 +23,10 @@ static void check(int ttl, unsigned hops, unsigned first, const char *line, cons
     run.site.info.punch_ttl = ttl;
     run.site.info.punch_hops = hops;
     run.site.info.punch_first_ttl = first;
-    char *h = render(report_human);
+    char *h = render(report_human, &run);
     CHECK_HAS(h, line);
     free(h);
-    char *j = render(report_json);
+    char *j = render(report_json, &run);
     CHECK_HAS(j, json);
     free(j);
 }
