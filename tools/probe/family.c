@@ -58,16 +58,6 @@ int family_of_socket(int fd, int *af, char *addr, size_t addrlen)
     return address_canonical(text, addr, addrlen) < 0 ? -1 : 0;
 }
 
-/* This node's addresses of family af; their count. */
-static int node_addresses(const struct probe_site *s, int af, const char *out[QCG_NODE_ADDRS])
-{
-    int n = 0;
-    for (int i = 0; i < s->naddresses; i++)
-        if (address_family(s->addresses[i]) == af)
-            out[n++] = s->addresses[i];
-    return n;
-}
-
 /* The reflector's dial-back (site.c) over af, or NULL (why in `why`) when
    there was none: no reflector address of af, or no node address. */
 static const struct probe_inbound *inbound_over(const struct probe_site *s, int af, char *why,
@@ -80,7 +70,7 @@ static const struct probe_inbound *inbound_over(const struct probe_site *s, int 
                  family_name(af, false));
         return NULL;
     }
-    if (node_addresses(s, af, addr) == 0) {
+    if (site_addresses_of(s, af, addr) == 0) {
         snprintf(why, whylen, "not measured: this node has no %s address", family_name(af, false));
         return NULL;
     }
@@ -132,7 +122,7 @@ static void human_family(FILE *out, const struct probe_run *r, int af)
     const struct probe_site *s = &r->site;
     const char *addr[QCG_NODE_ADDRS];
     const char *name = family_name(af, false);
-    int naddr = node_addresses(s, af, addr), shown = 0;
+    int naddr = site_addresses_of(s, af, addr), shown = 0;
 
     if (naddr == 0) {
         fprintf(out, "  %-14s none: this node has no %s address (the helper's `address`)\n", name,
@@ -188,7 +178,7 @@ static void json_family(FILE *out, const struct probe_run *r, int af)
 {
     const struct probe_site *s = &r->site;
     const char *addr[QCG_NODE_ADDRS];
-    int naddr = node_addresses(s, af, addr), n = 0;
+    int naddr = site_addresses_of(s, af, addr), n = 0;
     char not_measured[120];
     const struct probe_inbound *in = inbound_over(s, af, not_measured, sizeof(not_measured));
 

@@ -173,6 +173,9 @@ struct probe_site {
 };
 
 struct capture;
+/* This node's addresses of family af (AF_INET, AF_INET6) into out; their
+   count. */
+int site_addresses_of(const struct probe_site *s, int af, const char *out[QCG_NODE_ADDRS]);
 /* Asks the helper about this node and site.  0, or -1 when the helper or the
    grid services cannot be reached (helper_ok, upstream_why and the frontend's
    round trip say which). */

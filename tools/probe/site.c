@@ -285,13 +285,20 @@ static void check_inbound(const struct probe_opts *o, const char *reflector, con
     }
 }
 
+int site_addresses_of(const struct probe_site *s, int af, const char *out[QCG_NODE_ADDRS])
+{
+    int n = 0;
+    for (int i = 0; i < s->naddresses; i++)
+        if (address_family(s->addresses[i]) == af)
+            out[n++] = s->addresses[i];
+    return n;
+}
+
 /* The node's first address of family af, or NULL. */
 static const char *first_address(const struct probe_site *s, int af)
 {
-    for (int i = 0; i < s->naddresses; i++)
-        if (address_family(s->addresses[i]) == af)
-            return s->addresses[i];
-    return NULL;
+    const char *addr[QCG_NODE_ADDRS];
+    return site_addresses_of(s, af, addr) > 0 ? addr[0] : NULL;
 }
 
 /* The same over IPv6, from the node's first IPv6 address (the capture
