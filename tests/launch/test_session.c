@@ -26,6 +26,7 @@
 static struct {
     pid_t daemon; /* from its first OUT frame */
     int exited, closed;
+    int gone; /* the session ended and was handed back */
 } L;
 
 static void on_frame(struct link *l, const struct wire_header *h, const uint8_t *payload)
@@ -95,10 +96,9 @@ static int link_closed(void)
     return L.closed;
 }
 
-static int *gone_flag;
 static int session_ended(void)
 {
-    return *gone_flag;
+    return L.gone;
 }
 
 int main(void)
@@ -119,7 +119,7 @@ int main(void)
 
     uv_loop_t loop;
     uv_loop_init(&loop);
-    int a, b, gone = 0;
+    int a, b;
     tcp_pair(&a, &b);
     extern char **environ;
     struct session_env env = {.loop = &loop,
@@ -131,7 +131,7 @@ int main(void)
                               .grace_ms = 1000,
                               .resume_ms = 1000,
                               .gone = session_gone,
-                              .arg = &gone};
+                              .arg = &L.gone};
     struct link *l = link_new(&loop, a, NULL, &ops, NULL);
     struct session *s = session_new(&env, b, NULL, 0, 1);
     REQUIRE(l != NULL && s != NULL);
@@ -150,10 +150,9 @@ int main(void)
         link_close(l);
     run_until(&loop, link_closed, 2);
     /* Everything freed, for the sanitizers' leak check. */
-    gone_flag = &gone;
     run_until(&loop, session_ended, 10);
-    CHECKF(gone, "the session ended and was handed back");
-    if (!gone)
+    CHECKF(L.gone, "the session ended and was handed back");
+    if (!L.gone)
         session_stop(s);
     run_until(&loop, session_ended, 5);
     uv_run(&loop, UV_RUN_NOWAIT);
