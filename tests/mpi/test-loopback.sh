@@ -63,6 +63,10 @@ export PMIX_MCA_mca_base_component_show_load_errors=none
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 # A default that a test's own --mca overrides.
 export OMPI_MCA_btl_qcg_connect_timeout=20000
+# Every job's ranks yield when idle: spinning beside the other tests' jobs
+# on 2 cores, a 10-lap ring took 1.8 s a lap and its job ran past its
+# timeout (a CI failure of the sanitizer build).
+export OMPI_MCA_mpi_yield_when_idle=1
 
 # run_mpi SECONDS NP BTLS ARGS... : mpirun with the component path; status in $rc.
 run_mpi() {
@@ -71,7 +75,7 @@ run_mpi() {
 	rc=0
 	timeout -k 5 "$secs" mpirun --oversubscribe -np "$np" --bind-to none \
 		--mca mca_base_component_path "$component_path" --mca pml ob1 --mca btl "$btls" \
-		--mca mpi_yield_when_idle 1 -x QCG_JOB -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS \
+		-x QCG_JOB -x QCG_JOB_SECRET -x QCG_HELPER_SOCKET -x ASAN_OPTIONS \
 		"$@" >"$out" 2>&1 || rc=$?
 }
 
