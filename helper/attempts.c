@@ -157,6 +157,21 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
         attempt_fail(a, QCG_ESYS, "traversing: cannot queue the call to the broker");
 }
 
+/* The SYN watch is in place (or could not be made): now the process gets
+   its plan, and sends the SYN. */
+static void on_watch_acked(void *arg, int status, const char *why)
+{
+    struct attempt *a = arg;
+
+    if (status < 0)
+        a->watching = 0;
+    if (!a->as->closed && a->c != NULL && local_conn_alive(a->c))
+        local_conn_plan(a->c, a->rid, &a->plan, status < 0 ? why : NULL);
+    /* A watch in place ends in on_syn (a SYN, or none within its time). */
+    if (status < 0)
+        attempt_free(a);
+}
+
 static void deliver(struct attempt *a);
 
 static void on_retry(uv_timer_t *t)
@@ -250,8 +265,8 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
     a->plan = *plan;
     a->fd = -1;
     if (plan->technique == QCG_TECH_TRAVERSING) {
-        if (privsep_watch_syn(as->ps, addr, plan->port, ATTEMPT_SYN_WAIT_MS, on_syn, a, why,
-                              whylen) < 0) {
+        if (privsep_watch_syn(as->ps, addr, plan->port, ATTEMPT_SYN_WAIT_MS, on_watch_acked, on_syn,
+                              a, why, whylen) < 0) {
             free(a);
             return -1;
         }
@@ -275,7 +290,7 @@ int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struc
     if (as->list != NULL)
         as->list->prev = a;
     as->list = a;
-    return 0;
+    return a->watching;
 }
 
 void attempts_close(struct attempts *as)

@@ -2,7 +2,8 @@
  * The initiator's side of a traversing or hole-punching attempt, which the
  * helper takes part in after relaying the plan to its process:
  *
- *   traversing  before the plan reaches the process, watch for the SYN it
+ *   traversing  before the plan reaches the process (it goes once the
+ *               watch is in place), watch for the SYN it
  *               will send to the target (privsep.h, traverse.h); hand that SYN to the
  *               broker (qcg__traverse), which orders the target's helper to
  *               inject it.  The process's own connect() completes.
@@ -35,10 +36,11 @@ struct upstream;
 /* ps may be NULL (no privileges: traversing is never planned for us). */
 struct attempts *attempts_new(uv_loop_t *loop, const struct helper_config *cfg, struct upstream *up,
                               struct privsep *ps);
-/* Loop thread.  For a holepunch or traversing plan just relayed to c (or
-   about to be: traversing must be called before the plan is sent).  0, or -1
-   with why when the attempt cannot start (the caller then answers with an
-   ERROR after the plan). */
+/* Loop thread.  For a holepunch or traversing plan for c, not sent yet.
+   0: a punch started, the caller sends the plan now; 1: traversing, the
+   plan goes to c once the SYN watch is in place (or with an ERROR after it
+   when the watch cannot be made); -1 with why when the attempt cannot
+   start (the caller then answers with the plan and an ERROR). */
 int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struct local_plan *plan,
                   char *why, size_t whylen);
 /* Aborts every attempt (no callbacks reach connections any more).  Call

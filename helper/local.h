@@ -61,6 +61,9 @@ void local_conn_drop(struct conn *c);
 int local_conn_alive(const struct conn *c);
 /* An ERROR with request id rid. */
 void local_conn_error(struct conn *c, uint32_t rid, int code, const char *msg);
+/* The PLAN answering request rid; with why (not NULL) the attempt cannot
+   start: logged, and an ERROR follows the plan. */
+void local_conn_plan(struct conn *c, uint32_t rid, const struct local_plan *plan, const char *why);
 /* An INCOMING with a copy of fd, request id rid: 0 sent, 1 busy (retry), -1
    failed (why). */
 int local_conn_pass(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd,

@@ -81,8 +81,14 @@ static void answer_plan(struct conn *c, uint32_t rid, const struct local_plan *p
 
     if (plan->technique == QCG_TECH_TRAVERSING || plan->technique == QCG_TECH_HOLEPUNCH)
         rc = attempt_begin(c->srv->attempts, c, rid, plan, why, sizeof(why));
+    if (rc <= 0) /* traversing (1) answers once its SYN watch is in place */
+        local_conn_plan(c, rid, plan, rc < 0 ? why : NULL);
+}
+
+void local_conn_plan(struct conn *c, uint32_t rid, const struct local_plan *plan, const char *why)
+{
     send_msg(c, LOCAL_PLAN, rid, plan, sizeof(*plan), 0);
-    if (rc < 0) {
+    if (why != NULL) {
         log_warnx("pid %d: %s to %s/%s cannot start: %s", (int)c->pid,
                   technique_name((enum technique)plan->technique), plan->cluster, plan->node, why);
         send_error(c, rid, QCG_EPEER, 0, "%s", why);

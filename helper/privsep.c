@@ -29,16 +29,26 @@
 
 enum kind { K_WATCH, K_INJECT };
 
-/* A request whose outcome is still to come. */
+/* A request whose outcome is still to come.  Requests go to the
+   privileged process one at a time, in order (it serves them in turn, each
+   bounded by its iptables command's timeout): the others wait in
+   ps->unsent, so that a slow acknowledgement delays traversals but never
+   the main process's loop. */
 struct entry {
-    struct dlink link; /* in ps->ready once the outcome is in */
+    struct dlink link; /* in ps->unsent until sent; in ps->ready while listed */
     uint32_t id;       /* 0: a free entry */
     enum kind kind;
-    int acked; /* the privileged process took it: an outcome will come */
-    int ready;
+    int sent;
+    int acked;    /* the privileged process took it: an outcome will come */
+    int tell_ack; /* acked, acked_cb not called yet */
+    int listed;   /* in ps->ready */
+    int ready;    /* the outcome is in (or the request failed) */
+    privsep_acked_fn acked_cb;
     traverse_syn_fn syn_cb;
     traverse_done_fn done_cb;
     void *arg;
+    union privsep_msg req;
+    size_t req_size;
     unsigned timeout_ms;
     uint64_t deadline_ms;
     int status;
@@ -58,7 +68,11 @@ struct privsep {
     uint32_t next_id;
     struct entry entries[PRIVSEP_PENDING_MAX];
     unsigned npending;
-    struct dlist ready; /* outcomes in, callbacks to call */
+    struct dlist unsent;    /* requests not sent yet, oldest first */
+    struct entry *inflight; /* sent, its acknowledgement not in yet */
+    uint64_t ack_deadline_ms;
+    int writable_wait;  /* the socket was full: watched for writing */
+    struct dlist ready; /* acknowledgements and outcomes in, callbacks to call */
     privsep_lost_fn lost_fn;
     void *lost_arg;
     char lost_why[PRIVSEP_WHY_MAX];
@@ -110,13 +124,28 @@ static void kick(struct privsep *ps, unsigned ms)
         uv_timer_start(&ps->timer, on_timer, ms, 0);
 }
 
+static void list_entry(struct privsep *ps, struct entry *e)
+{
+    if (!e->listed) {
+        e->listed = 1;
+        dlist_append(&ps->ready, &e->link);
+    }
+}
+
+/* The outcome is in, or the request failed (before or after its
+   acknowledgement): its callback is due. */
 static void make_ready(struct privsep *ps, struct entry *e, int status, const char *why)
 {
+    if (!e->sent && !e->listed)
+        dlist_remove(&ps->unsent, &e->link);
+    if (ps->inflight == e)
+        ps->inflight = NULL;
+    e->sent = 1;
     e->ready = 1;
     e->status = status;
     e->len = 0;
     snprintf(e->why, sizeof(e->why), "%s", why);
-    dlist_append(&ps->ready, &e->link);
+    list_entry(ps, e);
 }
 
 /* The socket closed, or an error on it, or we killed the process (killed:
@@ -141,7 +170,7 @@ static void lose(struct privsep *ps, const char *what, int killed)
     }
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
         struct entry *e = &ps->entries[i];
-        if (e->id != 0 && e->acked && !e->ready)
+        if (e->id != 0 && !e->ready)
             make_ready(ps, e, -EPIPE, ps->lost_why);
     }
     kick(ps, 0); /* callbacks and the lost callback from the loop */
@@ -186,12 +215,36 @@ static void entry_free(struct privsep *ps, struct entry *e)
     ps->npending--;
 }
 
-/* An outcome (SYN, DONE) or a late acknowledgement, outside any round trip. */
+static void pump(struct privsep *ps);
+
+/* The acknowledgement of the request in flight: its rules are in place (an
+   outcome will come, within its timeout from now) or it was refused. */
+static void take_ack(struct privsep *ps, struct entry *e, const union privsep_msg *m)
+{
+    ps->inflight = NULL;
+    if (m->status.status != 0) {
+        make_ready(ps, e, m->status.status, m->status.why);
+    } else {
+        e->acked = 1;
+        e->deadline_ms = monotonic_ms() + e->timeout_ms + PRIVSEP_GRACE_MS;
+        if (e->acked_cb != NULL) {
+            e->tell_ack = 1;
+            list_entry(ps, e);
+        }
+    }
+    pump(ps);
+}
+
+/* An acknowledgement, an outcome (SYN, DONE) or a late answer. */
 static void take_async(struct privsep *ps, const union privsep_msg *m)
 {
     struct entry *e = entry_find(ps, m->h.id);
     enum kind want = m->h.type == PRIVSEP_SYN ? K_WATCH : K_INJECT;
 
+    if (m->h.type == PRIVSEP_ACK && m->h.id != 0 && e != NULL && e == ps->inflight) {
+        take_ack(ps, e, m);
+        return;
+    }
     if (m->h.type != PRIVSEP_SYN && m->h.type != PRIVSEP_DONE) {
         log_debug("a late %s for request %u (its wait was over)",
                   imsg_name(privsep_types, m->h.type), m->h.id);
@@ -235,16 +288,29 @@ static int receive(struct privsep *ps, union privsep_msg *m)
     }
 }
 
-/* Delivers the outcomes in (each entry once; a callback may ask again). */
+/* Calls what is due: acknowledgements (the entry stays for its outcome)
+   and outcomes (each entry once; a callback may ask again). */
 static void deliver(struct privsep *ps)
 {
     while (ps->ready.head != NULL) {
         struct entry *e = dlist_entry(ps->ready.head, struct entry, link);
-        struct entry copy = *e;
 
         dlist_remove(&ps->ready, &e->link);
+        e->listed = 0;
+        if (e->tell_ack) {
+            e->tell_ack = 0;
+            if (e->ready)
+                list_entry(ps, e); /* its outcome came too: next */
+            e->acked_cb(e->arg, 0, NULL);
+            continue;
+        }
+        if (!e->ready)
+            continue;
+        struct entry copy = *e;
         entry_free(ps, e);
-        if (copy.kind == K_WATCH)
+        if (!copy.acked && copy.acked_cb != NULL)
+            copy.acked_cb(copy.arg, copy.status, copy.why);
+        else if (copy.kind == K_WATCH)
             copy.syn_cb(copy.arg, copy.status, copy.status == 0 ? copy.pkt : NULL, copy.len,
                         copy.why);
         else
@@ -259,6 +325,14 @@ static void on_timer(uv_timer_t *t)
     uint64_t now = monotonic_ms();
     char why[PRIVSEP_WHY_MAX];
 
+    if (ps->inflight != NULL && !ps->lost && now >= ps->ack_deadline_ms) {
+        /* Stuck (each of its commands is bounded well below this): every
+           later request would wait behind it. */
+        snprintf(why, sizeof(why), "did not answer %s within %u ms: killed",
+                 imsg_name(privsep_types, ps->inflight->req.h.type), PRIVSEP_ACK_MS);
+        kill(ps->child.pid, SIGKILL);
+        lose(ps, why, 1);
+    }
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
         struct entry *e = &ps->entries[i];
         if (e->id == 0 || !e->acked || e->ready || now < e->deadline_ms)
@@ -283,10 +357,14 @@ static void on_readable(uv_poll_t *h, int status, int events)
     struct privsep *ps = h->data;
     union privsep_msg m;
 
-    (void)events;
     if (status < 0) {
         lose(ps, uv_strerror(status), 0);
         return;
+    }
+    if (events & UV_WRITABLE) {
+        ps->writable_wait = 0;
+        uv_poll_start(&ps->poll, UV_READABLE, on_readable);
+        pump(ps);
     }
     for (int i = 0; i < READS_PER_WAKE && !ps->lost; i++) {
         if (receive(ps, &m) <= 0)
@@ -294,6 +372,31 @@ static void on_readable(uv_poll_t *h, int status, int events)
         take_async(ps, &m);
     }
     deliver(ps);
+}
+
+/* Sends the oldest unsent request when none is in flight. */
+static void pump(struct privsep *ps)
+{
+    while (ps->inflight == NULL && ps->unsent.head != NULL && !ps->lost && !ps->closed &&
+           !ps->writable_wait) {
+        struct entry *e = dlist_entry(ps->unsent.head, struct entry, link);
+
+        if (imsg_send(&ps->ch, &e->req, e->req_size, -1, 0) < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                ps->writable_wait = 1;
+                uv_poll_start(&ps->poll, UV_READABLE | UV_WRITABLE, on_readable);
+            } else {
+                lose(ps, strerror(errno), 0);
+            }
+            return;
+        }
+        dlist_remove(&ps->unsent, &e->link);
+        e->sent = 1;
+        ps->inflight = e;
+        ps->ack_deadline_ms = monotonic_ms() + PRIVSEP_ACK_MS;
+        if (!uv_is_active((uv_handle_t *)&ps->timer))
+            kick(ps, SWEEP_MS);
+    }
 }
 
 /* Sends req and waits for the answer to it (want, or an ACK refusing it),
@@ -345,16 +448,6 @@ static int round_trip(struct privsep *ps, void *req, size_t size, uint32_t want,
     return rc;
 }
 
-/* An ACK: 0 when the request was taken, else -1 with its why. */
-static int acked(const union privsep_msg *ans, char *why, size_t whylen)
-{
-    if (ans->h.type == PRIVSEP_ACK && ans->status.status == 0)
-        return 0;
-    snprintf(why, whylen, "%s",
-             ans->h.type == PRIVSEP_ACK ? ans->status.why : "an unexpected answer");
-    return -1;
-}
-
 int privsep_start(struct privsep *ps, uv_loop_t *loop, char *why, size_t whylen)
 {
     struct privsep_bare start = {.h = {.type = PRIVSEP_START, .id = 0}};
@@ -395,26 +488,21 @@ static int unavailable(struct privsep *ps, char *why, size_t whylen)
     return 0;
 }
 
-/* Sends a plan's request; the entry is acknowledged or freed. */
-static int ask(struct privsep *ps, struct entry *e, void *req, size_t size, char *why,
-               size_t whylen)
+/* Queues a plan's request (sent once those before it are acknowledged). */
+static int ask(struct privsep *ps, struct entry *e, const void *req, size_t size)
 {
-    union privsep_msg ans;
-
-    if (round_trip(ps, req, size, PRIVSEP_ACK, e->id, PRIVSEP_ACK_MS, &ans, why, whylen) < 0 ||
-        acked(&ans, why, whylen) < 0) {
-        entry_free(ps, e);
-        return -1;
-    }
-    e->acked = 1;
+    memcpy(&e->req, req, size);
+    e->req_size = size;
+    dlist_append(&ps->unsent, &e->link);
+    pump(ps);
     if (!uv_is_active((uv_handle_t *)&ps->timer))
         kick(ps, SWEEP_MS);
     return 0;
 }
 
 /* The entry of a new plan, or NULL with why. */
-static struct entry *plan_new(struct privsep *ps, enum kind kind, unsigned timeout_ms, void *arg,
-                              char *why, size_t whylen)
+static struct entry *plan_new(struct privsep *ps, enum kind kind, unsigned timeout_ms,
+                              privsep_acked_fn acked_cb, void *arg, char *why, size_t whylen)
 {
     struct entry *e;
 
@@ -422,14 +510,17 @@ static struct entry *plan_new(struct privsep *ps, enum kind kind, unsigned timeo
         return NULL;
     if ((e = entry_new(ps, kind, timeout_ms, arg)) == NULL)
         snprintf(why, whylen, "%d traversals in progress already", PRIVSEP_PENDING_MAX);
+    else
+        e->acked_cb = acked_cb;
     return e;
 }
 
 int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                      traverse_syn_fn cb, void *arg, char *why, size_t whylen)
+                      privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg, char *why,
+                      size_t whylen)
 {
     struct privsep_watch_syn w;
-    struct entry *e = plan_new(ps, K_WATCH, timeout_ms, arg, why, whylen);
+    struct entry *e = plan_new(ps, K_WATCH, timeout_ms, acked_cb, arg, why, whylen);
 
     if (e == NULL)
         return -1;
@@ -440,7 +531,7 @@ int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, un
     w.dst = dst.s_addr;
     w.dport = dport;
     w.timeout_ms = timeout_ms;
-    return ask(ps, e, &w, sizeof(w), why, whylen);
+    return ask(ps, e, &w, sizeof(w));
 }
 
 int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in_addr pub,
@@ -455,7 +546,7 @@ int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in
                  TRAVERSE_PACKET_MAX);
         return -1;
     }
-    if ((e = plan_new(ps, K_INJECT, timeout_ms, arg, why, whylen)) == NULL)
+    if ((e = plan_new(ps, K_INJECT, timeout_ms, NULL, arg, why, whylen)) == NULL)
         return -1;
     e->done_cb = cb;
     memset(&in, 0, sizeof(in));
@@ -467,7 +558,7 @@ int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in
     in.timeout_ms = timeout_ms;
     in.len = (uint16_t)len;
     memcpy(in.syn, syn, len);
-    return ask(ps, e, &in, sizeof(in), why, whylen);
+    return ask(ps, e, &in, sizeof(in));
 }
 
 int privsep_rules(struct privsep *ps, unsigned *rules, char *why, size_t whylen)
@@ -511,7 +602,7 @@ void privsep_close(struct privsep *ps)
     ps->closed = 1;
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
         struct entry *e = &ps->entries[i];
-        if (e->id != 0 && e->acked && !e->ready)
+        if (e->id != 0 && !e->ready)
             make_ready(ps, e, -ECANCELED, "traversing is closing");
     }
     deliver(ps);

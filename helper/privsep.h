@@ -36,9 +36,9 @@
 /* A request's answer that does not come within its timeout plus this is
    failed by the main process itself. */
 #define PRIVSEP_GRACE_MS 1000
-/* How long the main process waits for an acknowledgement (the engine adds
-   a rule in ~3 ms; iptables waits up to 5 s for its lock and is given 10 s
-   in all).  A process that takes longer is killed (lost). */
+/* How long a request sent may wait for its acknowledgement (the engine
+   adds a rule in ~3 ms; iptables waits up to 5 s for its lock and is given
+   10 s in all).  A process that takes longer is killed (lost). */
 #define PRIVSEP_ACK_MS 12000
 /* How long START may take (the engine's chains: tens of ms, each iptables
    command bounded by 10 s). */
@@ -67,19 +67,30 @@ pid_t privsep_pid(const struct privsep *ps);
 typedef void (*privsep_lost_fn)(void *arg, const char *why);
 void privsep_on_lost(struct privsep *ps, privsep_lost_fn fn, void *arg);
 
+/* Called once, on the loop, when the privileged process has taken a
+   request (status 0: its rules are in place, the outcome's callback follows
+   within timeout_ms + PRIVSEP_GRACE_MS) or when the request failed before
+   that (status < 0, why: refused, the process lost, traversing closing; no
+   outcome follows). */
+typedef void (*privsep_acked_fn)(void *arg, int status, const char *why);
+
 /* traverse_watch_syn and traverse_inject, through the privileged process:
-   the same arguments, callbacks and returns.  Each blocks the loop until
-   the privileged process acknowledges (the rules are in place when it
-   returns 0), at most PRIVSEP_ACK_MS (then it is killed and lost); the callback comes at the latest
-   timeout_ms + PRIVSEP_GRACE_MS later.  Answers that arrive meanwhile are
-   delivered from the loop afterwards, never from inside the call. */
+   the same arguments, callbacks and outcomes, but never blocking.  The
+   request is queued and 0 returned (-1 with why only when traversing is
+   unavailable or PRIVSEP_PENDING_MAX requests are pending); the privileged
+   process gets one request at a time, in order.  A watch tells acked_cb
+   when its rule is in place (the process may send its SYN then); an inject
+   that fails before its acknowledgement gets cb with the error.  The
+   process is killed (lost) when a request waits PRIVSEP_ACK_MS for its
+   acknowledgement.  No callback ever comes from inside these calls. */
 int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                      traverse_syn_fn cb, void *arg, char *why, size_t whylen);
+                      privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg, char *why,
+                      size_t whylen);
 int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in_addr pub,
                    uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
                    traverse_done_fn cb, void *arg, char *why, size_t whylen);
-/* The rules the engine has installed now (a round trip, as above).  0, or
-   -1 with why. */
+/* The rules the engine has installed now: a round trip that blocks the
+   loop (tests only), at most PRIVSEP_ACK_MS.  0, or -1 with why. */
 int privsep_rules(struct privsep *ps, unsigned *rules, char *why, size_t whylen);
 
 /* Fails what is pending (callbacks get -ECANCELED) and closes the socket:

@@ -327,7 +327,7 @@ static void test_raw(void)
 }
 
 struct outcome {
-    int done, status;
+    int done, status, acked;
     char why[PRIVSEP_WHY_MAX];
 };
 
@@ -340,6 +340,24 @@ static void on_syn(void *arg, int status, const uint8_t *pkt, size_t len, const 
     o->done++;
     o->status = status;
     snprintf(o->why, sizeof(o->why), "%s", why);
+}
+
+static void on_done(void *arg, int status, const char *why)
+{
+    on_syn(arg, status, NULL, 0, why);
+}
+
+/* The watch's rule in place (counted), or the request failed before it:
+   then the end of it, as an outcome. */
+static void on_acked(void *arg, int status, const char *why)
+{
+    struct outcome *o = arg;
+
+    if (status == 0) {
+        o->acked++;
+        return;
+    }
+    on_syn(arg, status, NULL, 0, why);
 }
 
 static void on_lost(void *arg, const char *why)
@@ -392,20 +410,26 @@ static void test_client(void)
     CHECK(helper_can_intercept(privsep_pid(ps)));
     CHECK(privsep_rules(ps, &rules, why, sizeof(why)) == 0 && rules == 0);
 
-    CHECK(privsep_watch_syn(ps, dst, 81, 200, on_syn, &o1, why, sizeof(why)) == 0);
+    CHECK(privsep_watch_syn(ps, dst, 81, 200, on_acked, on_syn, &o1, why, sizeof(why)) == 0);
     CHECK(privsep_rules(ps, &rules, why, sizeof(why)) == 0 && (rules == 2 || rules == 3));
-    CHECK(o1.done == 0); /* never from inside a call */
+    CHECK(o1.done == 0 && o1.acked == 0); /* never from inside a call */
     run_until(&loop, &o1.done, 3000);
-    CHECK(o1.done == 1 && o1.status == -ETIMEDOUT);
+    CHECK(o1.acked == 1 && o1.done == 1 && o1.status == -ETIMEDOUT);
     CHECK_HAS(o1.why, "no SYN towards 198.51.100.1 port 81 within");
     CHECK(privsep_inject(ps, junk, 10, dst, 31000, 40000, 1000, NULL, NULL, why, sizeof(why)) < 0);
     CHECK_HAS(why, "a SYN of 10 bytes");
-    CHECK(privsep_inject(ps, junk, sizeof(junk), dst, 31000, 40000, 1000, NULL, NULL, why,
-                         sizeof(why)) < 0);
-    printf("a zero SYN: %s\n", why);
+    /* A zero SYN goes to the privileged process, which refuses it: the
+       refusal comes as the inject's outcome. */
+    struct outcome oz = {0};
+    CHECK(privsep_inject(ps, junk, sizeof(junk), dst, 31000, 40000, 1000, on_done, &oz, why,
+                         sizeof(why)) == 0);
+    CHECK(oz.done == 0);
+    run_until(&loop, &oz.done, 3000);
+    CHECK(oz.done == 1 && oz.status < 0 && oz.why[0] != '\0');
+    printf("a zero SYN: %s\n", oz.why);
 
     /* Killed with a watch pending. */
-    CHECK(privsep_watch_syn(ps, dst, 82, 5000, on_syn, &o2, why, sizeof(why)) == 0);
+    CHECK(privsep_watch_syn(ps, dst, 82, 5000, on_acked, on_syn, &o2, why, sizeof(why)) == 0);
     kill(privsep_pid(ps), SIGKILL);
     run_until(&loop, &lost.done, 3000);
     CHECK(o2.done == 1 && o2.status < 0);
@@ -413,7 +437,7 @@ static void test_client(void)
     CHECK(lost.done == 1);
     CHECK_HAS(lost.why, "the privileged process (pid");
     CHECK_HAS(lost.why, "killed by signal 9");
-    CHECK(privsep_watch_syn(ps, dst, 83, 1000, on_syn, &o1, why, sizeof(why)) < 0);
+    CHECK(privsep_watch_syn(ps, dst, 83, 1000, on_acked, on_syn, &o1, why, sizeof(why)) < 0);
     CHECK_HAS(why, "traversing is no longer available: the privileged process");
     CHECK_HAS(why, "killed by signal 9");
     printf("after the kill: %s\n", why);
@@ -447,7 +471,10 @@ static void test_two_watches(void)
                  "ip route add 198.51.100.0/24 dev qcgtest0") == 0);
     inet_pton(AF_INET, "198.51.100.1", &dst);
     for (int i = 0; i < 2; i++)
-        CHECK(privsep_watch_syn(ps, dst, 86, 5000, on_syn, &o[i], why, sizeof(why)) == 0);
+        CHECK(privsep_watch_syn(ps, dst, 86, 5000, on_acked, on_syn, &o[i], why, sizeof(why)) == 0);
+    /* The SYNs go once both rules are in place, as the processes' do. */
+    run_until(&loop, &o[1].acked, 3000);
+    CHECK(o[0].acked == 1 && o[1].acked == 1);
     for (int i = 0; i < 2; i++) {
         struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(86), .sin_addr = dst};
         fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -468,30 +495,49 @@ static void test_two_watches(void)
     (void)system("ip link del qcgtest0 2>/dev/null");
 }
 
-/* 2b: a privileged process that stops answering is killed after
-   PRIVSEP_ACK_MS, and lost like a dead one. */
+static void on_tick(uv_timer_t *t)
+{
+    (*(int *)t->data)++;
+}
+
+/* 2b: a privileged process that stops answering is killed once a request
+   has waited PRIVSEP_ACK_MS for its acknowledgement, and lost like a dead
+   one; meanwhile the loop runs on (a request never blocks it). */
 static void test_client_hung(void)
 {
-    struct outcome o = {0}, lost = {0};
+    struct outcome o = {0}, o2 = {0}, lost = {0};
     struct in_addr dst;
     char why[PRIVSEP_WHY_MAX];
     uv_loop_t loop;
+    uv_timer_t tick;
+    int ticks = 0;
     struct privsep *ps = client_start(QUEUE_CLIENT + 1, &loop, &lost);
 
     if (ps == NULL)
         return;
     inet_pton(AF_INET, "198.51.100.1", &dst);
-    CHECK(privsep_watch_syn(ps, dst, 84, 30000, on_syn, &o, why, sizeof(why)) == 0);
+    CHECK(privsep_watch_syn(ps, dst, 84, 30000, on_acked, on_syn, &o, why, sizeof(why)) == 0);
+    run_until(&loop, &o.acked, 3000);
+    CHECK(o.acked == 1);
     kill(privsep_pid(ps), SIGSTOP);
     uint64_t t0 = monotonic_ms();
-    CHECK(privsep_watch_syn(ps, dst, 85, 1000, on_syn, &o, why, sizeof(why)) < 0);
+    CHECK(privsep_watch_syn(ps, dst, 85, 1000, on_acked, on_syn, &o2, why, sizeof(why)) == 0);
+    CHECK(monotonic_ms() - t0 < 1000);
+    uv_timer_init(&loop, &tick);
+    tick.data = &ticks;
+    uv_timer_start(&tick, on_tick, 100, 100);
+    run_until(&loop, &lost.done, PRIVSEP_ACK_MS + 3000);
     uint64_t waited = monotonic_ms() - t0;
     CHECK(waited >= PRIVSEP_ACK_MS && waited < PRIVSEP_ACK_MS + 2000);
-    CHECK_HAS(why, "did not answer WATCH_SYN within 12000 ms: killed");
-    printf("a stopped privileged process, after %llu ms: %s\n", (unsigned long long)waited, why);
-    run_until(&loop, &lost.done, 3000);
-    CHECK(o.done == 1 && o.status < 0 && lost.done == 1);
+    CHECK(ticks >= PRIVSEP_ACK_MS / 100 / 2);
+    printf("a stopped privileged process, lost after %llu ms (%d ticks of the loop meanwhile): "
+           "%s\n",
+           (unsigned long long)waited, ticks, o2.why);
+    CHECK(o2.done == 1 && o2.status < 0 && o2.acked == 0 && lost.done == 1);
+    CHECK_HAS(o2.why, "did not answer WATCH_SYN within 12000 ms: killed");
+    CHECK(o.done == 1 && o.status < 0);
     CHECK_HAS(o.why, "did not answer WATCH_SYN within 12000 ms: killed");
+    uv_close((uv_handle_t *)&tick, NULL);
     privsep_free(ps);
     uv_run(&loop, UV_RUN_NOWAIT);
     CHECK(uv_loop_close(&loop) == 0);
