@@ -68,7 +68,7 @@ struct punch {
     struct punch_hops *hops; /* measuring */
     int ttl;
     bool opener, conn_low;
-    /* IPv6 without a given TTL (choose_variant): the higher endpoint's
+    /* IPv6 without a usable hop count (variant_set): the higher endpoint's
        plain SYN follows the lower one's by stagger_ms. */
     bool staggered, second;
     unsigned stagger_ms;
@@ -667,17 +667,25 @@ int punch_answer_parse(char *line, int family, struct punch_result *res,
     return 0;
 }
 
+/* Without a usable hop count an IPv6 punch staggers its two SYNs: the first
+   one a dropping firewall may take, the second then meets its state.  IPv4
+   keeps the plain variant there (the rejecting sites' measurements were
+   made with it). */
 static void variant_set(struct punch *p, int hops, unsigned rtt_ms, const char *why)
 {
+    const char *name = p->local.ss_family == AF_INET6 ? "staggered" : "plain";
+
     p->ttl = hops >= 0 ? punch_ttl_for_hops(hops) : 0;
+    p->staggered = p->ttl == 0 && p->local.ss_family == AF_INET6;
     if (p->ttl > 0) {
         (void)rtt_ms;
         snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (%d hops to the reflector)",
                  p->ttl, hops);
     } else if (hops >= 0) {
-        snprintf(p->variant, sizeof(p->variant), "plain (%d hops to the reflector: too few)", hops);
+        snprintf(p->variant, sizeof(p->variant), "%s (%d hops to the reflector: too few)", name,
+                 hops);
     } else {
-        snprintf(p->variant, sizeof(p->variant), "plain (hop count unknown: %.40s)", why);
+        snprintf(p->variant, sizeof(p->variant), "%s (hop count unknown: %.40s)", name, why);
     }
 }
 
@@ -743,7 +751,7 @@ static void on_answer(struct punch *p, char *line)
         return;
     }
     hostport_format(p->res.peer_addr, p->res.peer_port, p->res.peer_text, sizeof(p->res.peer_text));
-    if (p->staggered)
+    if (p->local.ss_family == AF_INET6) /* staggered, unless a hop count comes */
         p->stagger_ms = stagger_ms(p->refl->fd);
     hostport_format(p->res.own_addr, p->res.own_port, p->res.own_text, sizeof(p->res.own_text));
     moved(p);
@@ -974,16 +982,7 @@ static void choose_variant(struct punch *p, const struct sockaddr_storage *refl)
     unsigned rtt;
     char why[96];
 
-    if (p->local.ss_family == AF_INET6 && p->prm.first_ttl <= 0) {
-        /* No hop count over IPv6: in the lab the measurement outlasted
-           PUNCH_HOPS_WAIT_MS (no time-exceeded came back in time), and one
-           side measured while the other did not, so they disagreed on
-           their roles.  The two SYNs are staggered instead; a firewall
-           that drops the first one does it no harm. */
-        p->ttl = 0;
-        p->staggered = true;
-        snprintf(p->variant, sizeof(p->variant), "staggered (IPv6, no hop count)");
-    } else if (p->prm.first_ttl < 0) {
+    if (p->prm.first_ttl < 0) {
         p->ttl = 0;
         snprintf(p->variant, sizeof(p->variant), "plain (asked for by the caller)");
     } else if (p->prm.first_ttl > 0) {

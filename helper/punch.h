@@ -31,14 +31,14 @@
  * meets that socket: a simultaneous open.  Refusals are retried as above;
  * an unanswered SYN is left to the kernel's retransmission (normal TTL).
  *
- * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the
- * sides take the same roles by their endpoints, but without a hop count
- * unless punch-ttl gives one: the higher side's plain SYN follows the
- * lower side's by twice its round trip to the reflector (at least
+ * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the same,
+ * the hop count as the hop limit.  Without one of two or more the sides
+ * stagger instead: the higher side's plain SYN follows the lower side's
+ * by twice its round trip to the reflector (at least
  * PUNCH_CONNECTOR_DELAY_MS, at most PUNCH_STAGGER_MAX_MS), by when the
  * first SYN has been dropped by the higher side's firewall: the second one
  * passes the lower side's firewall on its state and meets its connecting
- * socket.  A given TTL is the hop limit.
+ * socket.
  *
  * The port is one nobody holds (a plain bind without reuse options succeeds
  * on it; at most PUNCH_BIND_TRIES candidates, small ranges walked from a

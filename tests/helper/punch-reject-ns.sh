@@ -19,14 +19,22 @@
 # node itself drops bare inbound SYNs: the punch takes the kernel's 1 s
 # retransmission, but connects.
 #
-#   punch-reject-ns.sh PUNCH-DRIVER     exit 0 ok, 1 failures, 77 skipped (not root)
+# With 6, the same over IPv6: no NAT, each site's node 2001:db8:1N::2 behind
+# a stateful ip6tables firewall (the lab's IPv6 rules, the same REJECTs),
+# the inet router 2001:db8:f0::1 routing each site's prefix, the reflector
+# at 2001:db8:f0::10.  The hop count is measured over IPv6 too, and each
+# punch must say it used it ("first SYN with TTL 2").
+#
+#   punch-reject-ns.sh PUNCH-DRIVER [4|6]  exit 0 ok, 1 failures, 77 skipped (not root)
 set -u
-driver=$1
+driver=$1 fam=${2:-4}
+ipt=iptables
+[ "$fam" = 6 ] && ipt=ip6tables NS_IPV6=yes
 if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: needs root (network namespaces, iptables)"
+  echo "SKIP: needs root (network namespaces, $ipt)"
   exit 77
 fi
-for t in ip iptables-restore sysctl; do
+for t in ip $ipt $ipt-restore sysctl; do
   command -v $t >/dev/null || { echo "SKIP: $t missing"; exit 77; }
 done
 
@@ -49,12 +57,12 @@ trap 'exit 1' INT TERM
 # shellcheck source=tests/helper/netns.sh
 . "$(dirname "$0")/netns.sh"
 
-# rules REJECT-WITH: a NAT keeping ports, a stateful filter that drops (no
-# argument) or rejects inbound NEW SYNs.
+# rules REJECT-WITH: a NAT keeping ports (IPv4), a stateful filter that
+# drops (no argument) or rejects inbound NEW SYNs.
 rules() {
   local r=""
   [ -n "$1" ] && r="-p tcp --syn -m conntrack --ctstate NEW -j REJECT --reject-with $1"
-  cat <<-EOF
+  [ "$fam" = 6 ] || cat <<-EOF
 	*nat
 	:PREROUTING ACCEPT [0:0]
 	:INPUT ACCEPT [0:0]
@@ -62,10 +70,13 @@ rules() {
 	:POSTROUTING ACCEPT [0:0]
 	-A POSTROUTING -o wan -j MASQUERADE
 	COMMIT
+	EOF
+  cat <<-EOF
 	*filter
 	:INPUT ACCEPT [0:0]
 	:FORWARD DROP [0:0]
 	:OUTPUT ACCEPT [0:0]
+	$([ "$fam" = 6 ] && echo "-A INPUT -p ipv6-icmp -j ACCEPT")
 	-A INPUT -i wan -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
 	${r:+-A INPUT -i wan $r}
 	-A INPUT -i wan -j DROP
@@ -78,43 +89,63 @@ rules() {
 }
 
 # ---- topology ----
+# The addresses of each family: the inet router's and the reflector's on
+# the bridge, a site's link to inet (inet's end, the router's), its LAN
+# (the router's, the node's).
+if [ "$fam" = 6 ]; then
+  len=64 wlen=64 llen=64 unr=icmp6-port-unreachable fwd=net.ipv6.conf.all.forwarding
+  inet_a=2001:db8:f0::1 refl=2001:db8:f0::10 refl_hp="[2001:db8:f0::10]:7704"
+  wan_a() { echo "2001:db8:f$(($1 + 1))::$2"; }
+  lan_a() { echo "2001:db8:1$1::$2"; }
+else
+  len=27 wlen=28 llen=24 unr=icmp-port-unreachable fwd=net.ipv4.ip_forward
+  inet_a=203.0.113.1 refl=203.0.113.10 refl_hp=203.0.113.10:7704
+  wan_a() { echo "203.0.113.$((32 + 16 * $1 + $2))"; }
+  lan_a() { echo "198.18.$((10 + $1)).$2"; }
+fi
+# addr NS ADDR/LEN DEV: an address (no duplicate detection to wait for).
+addr() {
+  if [ "$fam" = 6 ]; then in_ns "$1" ip addr add "$2" dev "$3" nodad; else in_ns "$1" ip addr add "$2" dev "$3"; fi
+}
 new_ns inet
-in_ns inet sysctl -qw net.ipv4.ip_forward=1
+in_ns inet sysctl -qw $fwd=1
 in_ns inet ip link add br0 type bridge
 in_ns inet ip link set br0 up
-in_ns inet ip addr add 203.0.113.1/27 dev br0
+addr inet $inet_a/$len br0
 new_ns brk
 ip link add eth0 netns "${P}brk" type veth peer name hb netns "${P}inet" || exit 1
 in_ns inet ip link set hb master br0 up
-in_ns brk ip addr add 203.0.113.10/27 dev eth0
+addr brk $refl/$len eth0
 in_ns brk ip link set eth0 up
-in_ns brk ip route add default via 203.0.113.1
+in_ns brk ip route add default via $inet_a
 i=0
 for s in a r u; do
   new_ns "r$s"
   new_ns "h$s"
-  in_ns "r$s" sysctl -qw net.ipv4.ip_forward=1
+  in_ns "r$s" sysctl -qw $fwd=1
   ip link add wan netns "${P}r$s" type veth peer name "w$s" netns "${P}inet" || exit 1
-  in_ns inet ip addr add "203.0.113.$((33 + 16 * i))/28" dev "w$s"
+  addr inet "$(wan_a $i 1)/$wlen" "w$s"
   in_ns inet ip link set "w$s" up
-  in_ns "r$s" ip addr add "203.0.113.$((34 + 16 * i))/28" dev wan
+  addr "r$s" "$(wan_a $i 2)/$wlen" wan
   in_ns "r$s" ip link set wan up
-  in_ns "r$s" ip route add default via "203.0.113.$((33 + 16 * i))"
+  in_ns "r$s" ip route add default via "$(wan_a $i 1)"
   ip link add lan netns "${P}r$s" type veth peer name eth0 netns "${P}h$s" || exit 1
-  in_ns "r$s" ip addr add "198.18.$((10 + i)).1/24" dev lan
+  addr "r$s" "$(lan_a $i 1)/$llen" lan
   in_ns "r$s" ip link set lan up
-  in_ns "h$s" ip addr add "198.18.$((10 + i)).2/24" dev eth0
+  addr "h$s" "$(lan_a $i 2)/$llen" eth0
   in_ns "h$s" ip link set eth0 up
-  in_ns "h$s" ip route add default via "198.18.$((10 + i)).1"
+  in_ns "h$s" ip route add default via "$(lan_a $i 1)"
+  # No NAT over IPv6: inet routes each site's prefix to its router.
+  [ "$fam" = 6 ] && in_ns inet ip route add "$(lan_a $i 0)/$llen" via "$(wan_a $i 2)"
   case $s in
   a) rules "" ;;
   r) rules tcp-reset ;;
-  u) rules icmp-port-unreachable ;;
-  esac | in_ns "r$s" iptables-restore || { echo "iptables-restore failed in r$s"; exit 1; }
+  u) rules $unr ;;
+  esac | in_ns "r$s" $ipt-restore || { echo "$ipt-restore failed in r$s"; exit 1; }
   i=$((i + 1))
 done
 
-ip netns exec "${P}brk" "$driver" broker 203.0.113.10:7704 "$KEY" $RUN 100 1 1 \
+ip netns exec "${P}brk" "$driver" broker "$refl_hp" "$KEY" $RUN 100 1 1 \
   >"$work/broker.out" 2>"$work/broker.log" &
 broker_pid=$!
 for _ in $(seq 100); do
@@ -126,10 +157,10 @@ grep -q ready "$work/broker.out" || { echo "broker did not start:"; cat "$work/b
 first=0
 # pair NAME NS0 ADDR0 LOW0 NS1 ADDR1 LOW1: N punches, both sides at once.
 pair() {
-  in_ns "$2" "$driver" punch 203.0.113.10 7704 "$KEY" $RUN $first $N 0 "$3" "$4" $(($4 + 49)) \
+  in_ns "$2" env VERBOSE=1 "$driver" punch $refl 7704 "$KEY" $RUN $first $N 0 "$3" "$4" $(($4 + 49)) \
     4000 65536 >"$work/$1.0" 2>"$work/$1.0.log" &
   local p0=$!
-  in_ns "$5" "$driver" punch 203.0.113.10 7704 "$KEY" $RUN $first $N 1 "$6" "$7" $(($7 + 49)) \
+  in_ns "$5" env VERBOSE=1 "$driver" punch $refl 7704 "$KEY" $RUN $first $N 1 "$6" "$7" $(($7 + 49)) \
     4000 65536 >"$work/$1.1" 2>"$work/$1.1.log"
   wait $p0
   first=$((first + N))
@@ -146,15 +177,26 @@ pair() {
     fails=$((fails + 1))
   fi
 }
-pair drop-reset ha 198.18.10.2 40000 hr 198.18.11.2 41000
-pair reset-drop hr 198.18.11.2 41100 ha 198.18.10.2 40100
-pair drop-icmp ha 198.18.10.2 40200 hu 198.18.12.2 42000
-pair reset-icmp hr 198.18.11.2 41200 hu 198.18.12.2 42100
+ha=$(lan_a 0 2) hr=$(lan_a 1 2) hu=$(lan_a 2 2)
+pair drop-reset ha "$ha" 40000 hr "$hr" 41000
+pair reset-drop hr "$hr" 41100 ha "$ha" 40100
+pair drop-icmp ha "$ha" 40200 hu "$hu" 42000
+pair reset-icmp hr "$hr" 41200 hu "$hu" 42100
 # The opener's own node drops bare inbound SYNs (as lab-fallback's open1 does):
 # the connector's SYN never gets in; the opener's retransmitted SYN (normal
 # TTL, 1 s later) must still meet the connector's socket, kept waiting.
-in_ns ha iptables -I INPUT -p tcp --syn --dport 40300:40349 -j DROP
-pair node-drops-syns ha 198.18.10.2 40300 hr 198.18.11.2 41300
+in_ns ha $ipt -I INPUT -p tcp --syn --dport 40300:40349 -j DROP
+pair node-drops-syns ha "$ha" 40300 hr "$hr" 41300
+# Every punch measured its hop count and sent its first SYN with it.
+plain=$(cat "$work"/*.log | grep -c "punch from port .* connected" || true)
+ttl2=$(cat "$work"/*.log | grep "punch from port .* connected" | grep -c "first SYN with TTL 2 (2 hops" || true)
+if [ "$plain" -gt 0 ] && [ "$ttl2" -eq "$plain" ]; then
+  echo "ok: all $ttl2 punches with their first SYN at TTL 2 (2 hops to the reflector, measured)"
+else
+  echo "FAIL: $ttl2 of $plain connected punches used TTL 2 (2 hops)"
+  cat "$work"/*.log | grep "punch from port .* connected" | grep -v "TTL 2 (2 hops" | head -3 | cut -c1-250
+  fails=$((fails + 1))
+fi
 [ $fails -eq 0 ] && echo "helper-punch-reject-ns: all checks passed" && exit 0
 echo "helper-punch-reject-ns: $fails check(s) failed"
 exit 1
