@@ -49,6 +49,7 @@ struct entry {
     void *arg;
     union privsep_msg req;
     size_t req_size;
+    uint64_t queued_ms;
     unsigned timeout_ms;
     uint64_t deadline_ms;
     int status;
@@ -299,10 +300,14 @@ static void deliver(struct privsep *ps)
         e->listed = 0;
         if (e->tell_ack) {
             e->tell_ack = 0;
-            if (e->ready)
-                list_entry(ps, e); /* its outcome came too: next */
-            e->acked_cb(e->arg, 0, NULL);
-            continue;
+            if (e->ready && e->status < 0) {
+                e->acked = 0; /* failed before anyone was told: as a refusal */
+            } else {
+                if (e->ready)
+                    list_entry(ps, e); /* its outcome came too: next */
+                e->acked_cb(e->arg, 0, NULL);
+                continue;
+            }
         }
         if (!e->ready)
             continue;
@@ -319,12 +324,27 @@ static void deliver(struct privsep *ps)
     }
 }
 
+/* What the privileged process has sent, taken in (at most READS_PER_WAKE). */
+static void read_answers(struct privsep *ps)
+{
+    union privsep_msg m;
+
+    for (int i = 0; i < READS_PER_WAKE && !ps->lost && !ps->closed; i++) {
+        if (receive(ps, &m) <= 0)
+            break;
+        take_async(ps, &m);
+    }
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct privsep *ps = t->data;
-    uint64_t now = monotonic_ms();
     char why[PRIVSEP_WHY_MAX];
 
+    /* An answer already in the socket is no timeout (libuv runs timers
+       before it polls: a loop held up elsewhere finds both due). */
+    read_answers(ps);
+    uint64_t now = monotonic_ms();
     if (ps->inflight != NULL && !ps->lost && now >= ps->ack_deadline_ms) {
         /* Stuck (each of its commands is bounded well below this): every
            later request would wait behind it. */
@@ -335,6 +355,14 @@ static void on_timer(uv_timer_t *t)
     }
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
         struct entry *e = &ps->entries[i];
+        if (e->id != 0 && !e->sent && now >= e->queued_ms + PRIVSEP_ACK_MS) {
+            /* Behind slow ones: the caller's own wait is over by now. */
+            snprintf(why, sizeof(why),
+                     "waited %u ms behind other requests to the privileged process",
+                     PRIVSEP_ACK_MS);
+            make_ready(ps, e, -ETIMEDOUT, why);
+            continue;
+        }
         if (e->id == 0 || !e->acked || e->ready || now < e->deadline_ms)
             continue;
         snprintf(why, sizeof(why), "the privileged process did not answer within %u ms",
@@ -355,7 +383,6 @@ static void on_timer(uv_timer_t *t)
 static void on_readable(uv_poll_t *h, int status, int events)
 {
     struct privsep *ps = h->data;
-    union privsep_msg m;
 
     if (status < 0) {
         lose(ps, uv_strerror(status), 0);
@@ -366,11 +393,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
         uv_poll_start(&ps->poll, UV_READABLE, on_readable);
         pump(ps);
     }
-    for (int i = 0; i < READS_PER_WAKE && !ps->lost; i++) {
-        if (receive(ps, &m) <= 0)
-            break;
-        take_async(ps, &m);
-    }
+    read_answers(ps);
     deliver(ps);
 }
 
@@ -493,6 +516,7 @@ static int ask(struct privsep *ps, struct entry *e, const void *req, size_t size
 {
     memcpy(&e->req, req, size);
     e->req_size = size;
+    e->queued_ms = monotonic_ms();
     dlist_append(&ps->unsent, &e->link);
     pump(ps);
     if (!uv_is_active((uv_handle_t *)&ps->timer))
