@@ -8,6 +8,9 @@
 #   unr  firewalled, LAN 198.51.100.128/26 (unr1 198.51.100.139): inbound NEW
 #        SYNs get ICMP port unreachable
 #
+# Both are dual-stack (rst 2001:db8:4::/64, unr 2001:db8:5::/64, no NAT66),
+# their IPv6 firewalls answering the same way.
+#
 # Checks what a user of the lab would: both sites' services run and are
 # connected; a SYN from the internet (broker) to rst1's public address and to
 # unr1 is refused at once, and the router's REJECT rule counted it (nata1's
@@ -17,7 +20,9 @@
 # reports both as "connection refused"), in --json, in its human output and
 # in what the broker shows of the sites; from nata1, traversing into unr
 # connects although unr's router answers the initiator's SYN with an ICMP
-# error; then `up` alone removes both sites, their services and namespaces,
+# error; nata1 and rst1 hole-punch each other over IPv6 through rst's
+# resetting IPv6 firewall, with the hop count their helpers measured; then
+# `up` alone removes both sites, their services and namespaces,
 # and the five-site lab's services are all still connected.
 #
 # In between it shows (prints, asserts nothing about) what today's hole
@@ -40,9 +45,10 @@ for n in rst1 rst2 unr1 unr2; do
 done
 note "up --rejecting: $(tail -n 1 "$WORK/up.out")"
 
-# reject_count ROUTER CHAIN: packets the REJECT rule of the chain has answered.
+# reject_count ROUTER CHAIN [ip6tables]: packets the REJECT rule of the chain
+# has answered.
 reject_count() {
-	"$LAB" exec "r-$1" -- iptables -L "$2" -v -n -x | awk '/REJECT/ { s += $1 } END { print s + 0 }'
+	"$LAB" exec "r-$1" -- "${3:-iptables}" -L "$2" -v -n -x | awk '/REJECT/ { s += $1 } END { print s + 0 }'
 }
 
 # refused FROM ADDR PORT: the connect is refused within 2 s.
@@ -64,6 +70,13 @@ t0=$(ms)
 "$LAB" exec broker -- nc -z -w 2 203.0.113.66 27500 2>/dev/null && fail "broker reached nata's NAT"
 [ $(($(ms) - t0)) -ge 1500 ] || fail "nata's NAT answered a SYN (after $(($(ms) - t0)) ms) instead of dropping it"
 note "broker -> rst (203.0.113.114): TCP reset; -> unr1 (198.51.100.139): ICMP port unreachable; -> nata: dropped"
+# Over IPv6 (no NAT: the nodes' own addresses) the same answers.
+rst6_before=$(reject_count rst FORWARD ip6tables) unr6_before=$(reject_count unr FORWARD ip6tables)
+refused broker 2001:db8:4::11 38500
+refused broker 2001:db8:5::11 41500
+[ "$(reject_count rst FORWARD ip6tables)" -gt "$rst6_before" ] || fail "rst's IPv6 REJECT rule did not count the SYN"
+[ "$(reject_count unr FORWARD ip6tables)" -gt "$unr6_before" ] || fail "unr's IPv6 REJECT rule did not count the SYN"
+note "broker -> rst1 (2001:db8:4::11): TCP reset; -> unr1 (2001:db8:5::11): ICMPv6 port unreachable"
 for n in rst1 unr1; do
 	"$LAB" exec "$n" -- nc -z -w 3 203.0.113.10 7700 || fail "$n does not reach the broker"
 done
@@ -124,18 +137,32 @@ show_pair() {
 	if timeout -k 5 40 "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank $((r + 1)) --json \
 		--timeout 12 connect "$r" <"$WORK/in" >/dev/null 2>"$WORK/$from-$to.cerr"; then
 		res=$(json_event "$WORK/$from-$to.cerr" sent)
-		res="$(echo "$res" | json_field technique) $(($(echo "$res" | json_field setup_us) / 1000)) ms"
+		res="$(echo "$res" | json_field technique) $(($(echo "$res" | json_field setup_us) / 1000)) ms ($(echo "$res" | json_field address))"
 	else
 		res="failed: $(grep -v '^{' "$WORK/$from-$to.cerr" | tail -n 1 | cut -c1-160)"
 	fi
 	printf -- '-- %-6s -> %-6s %s\n' "$from" "$to" "$res" | tee -a "$TEST_DIR/rejecting-pairs.txt"
+	PAIR_RES[$from-$to]=$res
 	kill "$BG_PID" 2>/dev/null || true
 }
+declare -A PAIR_RES
 mkdir -p "$TEST_DIR"
 echo "== $(date -u +%FT%TZ)" >>"$TEST_DIR/rejecting-pairs.txt"
 for p in "nata1 rst1" "fw1 rst1" "natb1 unr1" "nata1 unr1" "rst1 nata1" "unr1 natb1" "rst1 unr1" "unr1 rst1"; do
 	show_pair $p
 done
+# nata and rst are both dual-stack and NATed over IPv4: their punch goes over
+# IPv6, through rst's resetting IPv6 firewall, the first SYN limited to the
+# hop count the helpers measured (their logs say so).
+for p in nata1-rst1 rst1-nata1; do
+	[[ ${PAIR_RES[$p]} == "holepunch "*"([2001:db8:"* ]] ||
+		fail "${p/-/ -> }: not hole-punched over IPv6: ${PAIR_RES[$p]}"
+done
+for n in nata1 rst1; do
+	grep -aqE "punch from port [0-9]+ to \[2001:db8:[34]::11\]:[0-9]+ connected .*first SYN with TTL [0-9]+ \([0-9]+ hops" \
+		"$LAB_STATE/log/helper-$n.log" || fail "$n's helper logged no IPv6 punch with a measured hop count"
+done
+note "nata1 <-> rst1: hole-punched over IPv6 through rst's resetting firewall, the first SYN TTL-limited"
 
 # up without the flag: the five-site lab, as before.
 "$LAB" up >"$WORK/up2.out" 2>&1 || { cat "$WORK/up2.out"; fail "up without --rejecting failed"; }
