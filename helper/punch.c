@@ -452,15 +452,9 @@ static void conn_over(struct punch *p, int err);
    must not find it there. */
 static void drain_errqueue(int fd)
 {
-    char data[64], ctl[512];
-
-    for (int i = 0; i < 16; i++) {
-        struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
-        struct msghdr m = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-        if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+    for (int i = 0; i < 16; i++)
+        if (sock_queued_error(fd) < 0)
             return;
-    }
 }
 
 static void on_low_check(uv_timer_t *t)

@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -129,42 +128,19 @@ static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *
 
 static void step(struct punch_hops *m);
 
-/* The ICMP error a router sent for the step's SYN (the socket's error
-   queue, IP_RECVERR), as an errno, or 0.  Over IPv6 this is what wakes us:
-   the kernel takes the time-exceeded of a SYN it is still sending (inside
-   connect(), on a fast path) as a soft error and says nothing until the
-   SYN's retransmission a second later. */
-static int icmp_error(int fd)
-{
-    char data[64], ctl[512];
-    struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-
-    if (recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
-        return 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-        if (!((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
-              (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)))
-            continue;
-        struct sock_extended_err ee;
-        memcpy(&ee, CMSG_DATA(c), sizeof(ee));
-        if (ee.ee_origin == SO_EE_ORIGIN_ICMP || ee.ee_origin == SO_EE_ORIGIN_ICMP6)
-            return (int)ee.ee_errno;
-    }
-    return 0;
-}
-
 static void on_step(uv_poll_t *h, int status, int events)
 {
     struct hop_step *st = h->data;
     struct punch_hops *m = st->m;
-    int err = icmp_error(st->fd);
+    /* The router's ICMP error, from the error queue (IP_RECVERR): over IPv6
+       it is what wakes us, since the kernel takes the time-exceeded of a SYN
+       still inside connect() (a fast path) as a soft error and says nothing
+       until the SYN's retransmission a second later. */
+    int err = sock_queued_error(st->fd);
     char why[96];
 
-    if (err == 0)
+    if (err <= 0)
         err = sock_error(st->fd, status);
-
     (void)events;
     if (err == EINPROGRESS || st != m->cur)
         return;
@@ -215,7 +191,7 @@ static void step(struct punch_hops *m)
     int fd = socket(m->to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd >= 0)
-        (void)setsockopt(fd, m->to.ss_family == AF_INET6 ? SOL_IPV6 : SOL_IP,
+        (void)setsockopt(fd, m->to.ss_family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
                          m->to.ss_family == AF_INET6 ? IPV6_RECVERR : IP_RECVERR, &one,
                          sizeof(one));
     if (fd < 0 || bind(fd, (struct sockaddr *)&m->local, m->len) < 0 ||

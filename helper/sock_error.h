@@ -8,4 +8,9 @@
    connection would read "bad file descriptor". */
 int sock_error(int fd, int status);
 
+/* Takes one entry off the socket's error queue (IP_RECVERR or
+   IPV6_RECVERR set): the errno an ICMP error carried, 0 for an entry of
+   another kind, -1 when the queue is empty. */
+int sock_queued_error(int fd);
+
 #endif
