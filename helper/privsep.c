@@ -177,6 +177,17 @@ static void lose(struct privsep *ps, const char *what, int killed)
     kick(ps, 0); /* callbacks and the lost callback from the loop */
 }
 
+/* The process left a request (named what) unanswered for ms: killed, as
+   every later one would wait as long. */
+static void kill_silent(struct privsep *ps, const char *what, unsigned ms)
+{
+    char text[100];
+
+    snprintf(text, sizeof(text), "did not answer %s within %u ms: killed", what, ms);
+    kill(ps->child.pid, SIGKILL);
+    lose(ps, text, 1);
+}
+
 static struct entry *entry_find(struct privsep *ps, uint32_t id)
 {
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++)
@@ -205,7 +216,6 @@ static struct entry *entry_new(struct privsep *ps, enum kind kind, unsigned time
     e->kind = kind;
     e->arg = arg;
     e->timeout_ms = timeout_ms;
-    e->deadline_ms = monotonic_ms() + timeout_ms + PRIVSEP_GRACE_MS;
     ps->npending++;
     return e;
 }
@@ -345,14 +355,9 @@ static void on_timer(uv_timer_t *t)
        before it polls: a loop held up elsewhere finds both due). */
     read_answers(ps);
     uint64_t now = monotonic_ms();
-    if (ps->inflight != NULL && !ps->lost && now >= ps->ack_deadline_ms) {
-        /* Stuck (each of its commands is bounded well below this): every
-           later request would wait behind it. */
-        snprintf(why, sizeof(why), "did not answer %s within %u ms: killed",
-                 imsg_name(privsep_types, ps->inflight->req.h.type), PRIVSEP_ACK_MS);
-        kill(ps->child.pid, SIGKILL);
-        lose(ps, why, 1);
-    }
+    /* Each of its commands is bounded well below PRIVSEP_ACK_MS. */
+    if (ps->inflight != NULL && !ps->lost && now >= ps->ack_deadline_ms)
+        kill_silent(ps, imsg_name(privsep_types, ps->inflight->req.h.type), PRIVSEP_ACK_MS);
     for (size_t i = 0; i < PRIVSEP_PENDING_MAX; i++) {
         struct entry *e = &ps->entries[i];
         if (e->id != 0 && !e->sent && now >= e->queued_ms + PRIVSEP_ACK_MS) {
@@ -417,8 +422,6 @@ static void pump(struct privsep *ps)
         e->sent = 1;
         ps->inflight = e;
         ps->ack_deadline_ms = monotonic_ms() + PRIVSEP_ACK_MS;
-        if (!uv_is_active((uv_handle_t *)&ps->timer))
-            kick(ps, SWEEP_MS);
     }
 }
 
@@ -438,12 +441,7 @@ static int round_trip(struct privsep *ps, void *req, size_t size, uint32_t want,
         struct pollfd p = {.fd = ps->ch.fd, .events = sent ? POLLIN : POLLOUT};
 
         if (now >= deadline) {
-            char text[100];
-
-            snprintf(text, sizeof(text), "did not answer %s within %u ms: killed", what,
-                     timeout_ms);
-            kill(ps->child.pid, SIGKILL);
-            lose(ps, text, 1);
+            kill_silent(ps, what, timeout_ms);
             break;
         }
         if (poll(&p, 1, (int)(deadline - now)) <= 0)

@@ -81,8 +81,9 @@ typedef void (*privsep_acked_fn)(void *arg, int status, const char *why);
    process gets one request at a time, in order.  A watch tells acked_cb
    when its rule is in place (the process may send its SYN then); an inject
    that fails before its acknowledgement gets cb with the error.  The
-   process is killed (lost) when a request waits PRIVSEP_ACK_MS for its
-   acknowledgement.  No callback ever comes from inside these calls. */
+   process is killed (lost) when a request sent waits PRIVSEP_ACK_MS for its
+   acknowledgement; one that waited as long in the queue fails alone.  No
+   callback ever comes from inside these calls. */
 int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
                       privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg, char *why,
                       size_t whylen);
