@@ -146,8 +146,14 @@ static void conn_deadline(uv_timer_t *t)
 {
     struct engine_conn *c = t->data;
 
-    if (!c->closing)
-        c->on_deadline(c);
+    if (c->closing)
+        return;
+    uint64_t more = stall_deadline_postpone(&c->deadline, engine_now(c->e));
+    if (more > 0) {
+        uv_timer_start(&c->timer, conn_deadline, more, 0);
+        return;
+    }
+    c->on_deadline(c);
 }
 
 static void conn_timer_closed(uv_handle_t *h)
@@ -198,10 +204,12 @@ void engine_conn_trusted(struct engine_conn *c)
 
 void engine_conn_deadline(struct engine_conn *c, uint64_t ms)
 {
-    if (ms == 0)
+    if (ms == 0) {
         uv_timer_stop(&c->timer);
-    else
-        uv_timer_start(&c->timer, conn_deadline, ms, 0);
+        return;
+    }
+    stall_deadline_set(&c->deadline, engine_now(c->e), ms);
+    uv_timer_start(&c->timer, conn_deadline, ms, 0);
 }
 
 int engine_conn_take_fd(struct engine_conn *c)

@@ -39,6 +39,7 @@
 #include <uv.h>
 
 #include "dlist.h"
+#include "stall.h"
 #include "tally.h"
 
 struct engine;
@@ -75,8 +76,10 @@ struct engine_conn {
     struct engine_watch w; /* its socket; w.owner is the owner's */
     uv_timer_t timer;
     struct engine *e;
-    /* Fires once when the deadline passes (engine_conn_deadline). */
+    /* Fires once when the deadline passes (engine_conn_deadline); time
+       the engine's process did not run is not counted (core/stall.h). */
     void (*on_deadline)(struct engine_conn *c);
+    struct stall_deadline deadline;
     uint64_t opened_ms;
     char source[TALLY_KEY_MAX]; /* what its address counts under */
     bool untrusted;             /* counted under source */

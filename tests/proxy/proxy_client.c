@@ -15,6 +15,11 @@
  *   expired S     a token past expiry + skew (skew S): closed, one within
  *                 it pairs; one expiring more than 600 s + S ahead: closed
  *   unpaired S    a lone client is closed after about S seconds
+ *   paused S      the initiator connects, prints "connected", and sends its
+ *                 token 1 s later (the test stops the proxy meanwhile, for
+ *                 longer than its S s hello timeout); then the target comes:
+ *                 both must be paired once the proxy runs again (the time it
+ *                 was stopped is nobody's silence)
  *   stall S       pairs, prints "streaming target-port P" and sends both
  *                 ways; exit 0 when the initiator's end is closed within S s
  *                 (the test drops what goes to port P: the target's NAT
@@ -674,6 +679,40 @@ static int slowloris_scenario(int seconds)
     return 0;
 }
 
+static int paused_scenario(int seconds)
+{
+    unsigned char pair[16];
+    char t0[TOKEN_TEXT_LEN + 1], t1[TOKEN_TEXT_LEN + 1];
+    unsigned char hello[4 + 128] = {0};
+
+    new_pair(pair);
+    mint(0, pair, 60, t0);
+    mint(1, pair, 60, t1);
+    memcpy(hello, "QCGP", 4);
+    memcpy(hello + 4, t0, TOKEN_TEXT_LEN);
+    int fd0 = connect_from(source);
+    printf("connected\n");
+    fflush(stdout);
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+    if (send(fd0, hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello)) {
+        perror("paused: send hello");
+        return -1;
+    }
+    int fd1 = connect_token(t1);
+    /* The proxy runs again S + 2 s after "connected" at the latest. */
+    if (!wait_readable(fd0, (seconds + 10) * 1000)) {
+        fprintf(stderr, "paused: no answer within %d s\n", seconds + 10);
+        return -1;
+    }
+    int rc = expect_paired(fd0, "paused: initiator") || expect_paired(fd1, "paused: target");
+    close(fd0);
+    close(fd1);
+    if (rc == 0)
+        printf("a token sent while the proxy was stopped past its hello timeout: paired\n");
+    return rc ? -1 : 0;
+}
+
 static int tokenflood_scenario(int n)
 {
     int p[2], paired = 0;
@@ -830,6 +869,8 @@ int main(int argc, char **argv)
         rc = unpaired_scenario(arg);
     else if (strcmp(s, "stream") == 0)
         rc = stream_scenario();
+    else if (strcmp(s, "paused") == 0)
+        rc = paused_scenario(arg);
     else if (strcmp(s, "stall") == 0)
         rc = stall_scenario(arg);
     else if (strcmp(s, "idle") == 0)

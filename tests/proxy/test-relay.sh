@@ -225,6 +225,23 @@ if [ "$n" -eq 6 ]; then pass "refused_address_hellos $n"; else fail "refused_add
 logged "per-address refusal logged" "$log4" "4 connections from 127.0.0.1 have not sent their token"
 stop_proxy
 
+# ---- a proxy stopped past its hello timeout (a frozen machine, a starved
+# process) does not refuse a token that came meanwhile ----
+logp=$work/proxy-paused.log
+start_proxy "$logp" --pair-timeout 30 --hello-timeout 2
+"$client_bin" $port "$key" paused 2 >"$work/paused.out" 2>&1 &
+client_pid=$!
+if wait_log "$work/paused.out" "^connected" $client_pid; then
+  sleep 0.5
+  kill -STOP $proxy_pid
+  sleep 3.5 # the token goes out meanwhile; the 2 s deadline passes
+  kill -CONT $proxy_pid
+fi
+if wait $client_pid; then pass "proxy stopped 3.5 s: $(tail -1 "$work/paused.out")"; else
+  fail "proxy stopped 3.5 s: $(cat "$work/paused.out"; grep refused "$logp")"; fi
+client_pid=
+stop_proxy
+
 # ---- one address's flood of valid tokens leaves others room ----
 # tokens-per-address 256: 128 pairs (both tokens from 127.0.0.1).
 log5=$work/proxy5.log
