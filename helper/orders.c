@@ -20,6 +20,7 @@
 #include "responder.h"
 #include "shortage.h"
 #include "sock_error.h"
+#include "stall.h"
 #include "qcgconn.h"
 #include "privsep.h"
 
@@ -59,6 +60,7 @@ struct action {
     unsigned tries;
     unsigned shortages; /* connects this node lacked a port or descriptor for */
     uint64_t start_ms;
+    struct stall_deadline deadline; /* A_CONNECT, A_PAIR: core/stall.h */
 };
 
 /* An order waiting for the answer to its target's PUBLISH, or for a slot. */
@@ -202,6 +204,15 @@ static void finish(struct action *a, const char *fmt, ...)
 }
 
 static void on_timer(uv_timer_t *t);
+
+/* The deadline of a connect or a pairing: time this helper did not run
+   (stopped, starved) does not count against the peer (core/stall.h). */
+static void arm_deadline(struct action *a, uint64_t ms)
+{
+    stall_deadline_set(&a->deadline, uv_now(a->o->loop), ms);
+    uv_timer_start(&a->timer, on_timer, ms, 0);
+}
+
 static void on_wait_timer(uv_timer_t *t);
 
 /* The socket is ready for the process: hand it over on its control
@@ -266,7 +277,7 @@ static void send_preamble(struct action *a)
     explicit_bzero(a->preamble, sizeof(a->preamble));
     a->state = A_PAIR;
     uv_poll_start(&a->poll, UV_READABLE, on_io);
-    uv_timer_start(&a->timer, on_timer, PROXY_PAIR_TIMEOUT_MS, 0);
+    arm_deadline(a, PROXY_PAIR_TIMEOUT_MS);
 }
 
 static void on_connected(struct action *a)
@@ -349,6 +360,13 @@ static void on_timer(uv_timer_t *t)
 {
     struct action *a = t->data;
 
+    if (a->state == A_CONNECT || a->state == A_PAIR) {
+        uint64_t more = stall_deadline_postpone(&a->deadline, uv_now(a->o->loop));
+        if (more > 0) {
+            uv_timer_start(&a->timer, on_timer, more, 0);
+            return;
+        }
+    }
     switch (a->state) {
     case A_SHORT:
         connect_out(a);
@@ -549,7 +567,7 @@ static void connect_out(struct action *a)
     a->handles++;
     a->state = A_CONNECT;
     uv_poll_start(&a->poll, UV_WRITABLE, on_io);
-    uv_timer_start(&a->timer, on_timer, CONNECT_BACK_TIMEOUT_MS, 0);
+    arm_deadline(a, CONNECT_BACK_TIMEOUT_MS);
 }
 
 static void start(struct orders *o, const struct command *cmd);

@@ -17,6 +17,7 @@
 #include "address.h"
 #include "log.h"
 #include "progress.h"
+#include "stall.h"
 #include "punch_auth.h"
 #include "punch_hops.h"
 #include "sock_error.h"
@@ -49,6 +50,7 @@ struct punch {
        pairing, which waits for the peer's helper to get its order, starts
        it again, so a pairing slowed by load leaves the tries their time. */
     struct progress prog;
+    struct stall_deadline stall; /* the deadline timer's: core/stall.h */
     struct watch *refl, *listener, *conn;
     uint64_t start_ms;
     uint16_t port; /* the local port of every socket */
@@ -172,6 +174,13 @@ static unsigned elapsed(struct punch *p)
 
 static void on_deadline(uv_timer_t *t);
 
+/* The deadline in ms; time this helper did not run does not count. */
+static void arm(struct punch *p, uint64_t ms)
+{
+    stall_deadline_set(&p->stall, uv_now(p->loop), ms);
+    uv_timer_start(&p->deadline, on_deadline, ms, 0);
+}
+
 /* The punch moved (the reflector paired us): its deadline starts again,
    within its cap. */
 static void moved(struct punch *p)
@@ -180,7 +189,7 @@ static void moved(struct punch *p)
     uint64_t now = uv_now(p->loop) * 1000u;
 
     progress_mark(&p->prog, now);
-    uv_timer_start(&p->deadline, on_deadline, (progress_due(&p->prog) - now) / 1000u, 0);
+    arm(p, (progress_due(&p->prog) - now) / 1000u);
 }
 
 static void fail(struct punch *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -872,6 +881,12 @@ static void on_deadline(uv_timer_t *t)
     struct punch *p = t->data;
     char first[96];
 
+    uint64_t more = stall_deadline_postpone(&p->stall, uv_now(p->loop));
+    if (more > 0) {
+        uv_timer_start(&p->deadline, on_deadline, more, 0);
+        return;
+    }
+
     switch (p->step) {
     case S_REFLECTOR:
     case S_ANSWER:
@@ -1038,7 +1053,7 @@ struct punch *punch_start(uv_loop_t *loop, const struct punch_params *prm, punch
         uv_close((uv_handle_t *)&p->retry, on_timer_closed);
         return NULL;
     }
-    uv_timer_start(&p->deadline, on_deadline, prm->timeout_ms, 0);
+    arm(p, prm->timeout_ms);
     log_debug("punch from port %u: asking the reflector %s", (unsigned)p->port, p->refl_text);
     choose_variant(p, &refl);
     return p;
