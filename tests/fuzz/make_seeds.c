@@ -105,7 +105,21 @@ static void localproto(void)
     strcpy(p.observed.mapping, "endpoint-independent");
     strcpy(p.observed.inbound, "dropped");
     n += local_msg(buf + n, LOCAL_OBSERVED, 4, &p);
+    n += local_msg(buf + n, LOCAL_PUNCHING, 5, NULL);
     seed("localproto", "probe", -1, buf, n);
+    /* PUNCHING_OK of a dual-stack node: IPv4 measured, IPv6 not. */
+    memset(&p, 0, sizeof(p));
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV4].reflector, "203.0.113.10:7701");
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV4].address, "198.18.1.11");
+    p.punching.family[LOCAL_PUNCH_IPV4].hops = 3;
+    p.punching.family[LOCAL_PUNCH_IPV4].first_ttl = 3;
+    p.punching.family[LOCAL_PUNCH_IPV4].measured = 1;
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].reflector, "[2001:db8::10]:7701");
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].address, "2001:db8:3::11");
+    p.punching.family[LOCAL_PUNCH_IPV6].hops = -1;
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].why, "the reflector is not reached within 16 hops");
+    n = local_msg(buf, LOCAL_PUNCHING_OK, 5, &p);
+    seed("localproto", "punching-ok", -1, buf, n);
 
     /* The helper's answers, as the library reads them. */
     memset(&p, 0, sizeof(p));
