@@ -616,6 +616,13 @@ static void answers(void)
                                          .peer = clusters};
     ANSWER_SEED("siteInfo", 2, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
     ANSWER_SEED("relay-siteInfo", 11, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+    /* A dual-stack proxy: its two addresses one after the other. */
+    struct qcg__endpoint proxies2[] = {{.address = "203.0.113.20", .port = 7703},
+                                       {.address = "2001:db8::20", .port = 7703}};
+    site.__sizeProxy = 2;
+    site.proxy = proxies2;
+    ANSWER_SEED("siteInfo-proxy2", 2, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+    ANSWER_SEED("relay-siteInfo-proxy2", 11, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
 
     struct qcg__probeResponse probe = {.version = QCG_PROTOCOL_VERSION,
                                        .job = "probe-0123456789abcdef0123456789abcdef",
