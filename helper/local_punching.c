@@ -27,6 +27,7 @@ struct punching_run {
 
 struct punching {
     char reflector[2][LOCAL_ENDPOINT_MAX]; /* from SITE: IPv4, IPv6 */
+    int site_seen;                         /* a SITE was answered */
     struct punch_hops *run[2];             /* measuring */
     struct punching_run arg[2];
     struct local_punching answer; /* of the measurement under way */
@@ -48,6 +49,7 @@ void punching_site_seen(struct local_server *srv, const struct local_site *st)
         return;
     snprintf(p->reflector[LOCAL_PUNCH_IPV4], sizeof(p->reflector[0]), "%s", st->reflector);
     snprintf(p->reflector[LOCAL_PUNCH_IPV6], sizeof(p->reflector[1]), "%s", st->reflector6);
+    p->site_seen = 1;
 }
 
 static void family_hops(struct local_punch_family *f, int hops, unsigned rtt_ms, int measured)
@@ -106,6 +108,11 @@ static int family_now(struct local_server *srv, int fam, struct local_punch_fami
             snprintf(f->address, sizeof(f->address), "%s", cfg->addrs[i]);
     if (f->address[0] == '\0') {
         snprintf(f->why, sizeof(f->why), "this node has no %s address", fam ? "IPv6" : "IPv4");
+        return 0;
+    }
+    if (!p->site_seen) {
+        snprintf(f->why, sizeof(f->why),
+                 "no SITE answered yet: the reflector's addresses come with its answer");
         return 0;
     }
     if (f->reflector[0] == '\0' ||

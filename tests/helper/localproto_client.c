@@ -314,6 +314,12 @@ static void violations(const char *path)
               r.h.type == LOCAL_HELLO_OK && r.p.hello_ok.version == LOCAL_VERSION_OLDEST,
           "HELLO of version %d (a process older than the helper): HELLO_OK of that version",
           LOCAL_VERSION_OLDEST);
+    /* PUNCHING before any SITE: the reflector is not known yet. */
+    bool asked = old >= 0 && request(old, LOCAL_PUNCHING, NULL, 0, &r) == 0;
+    check(asked && r.h.type == LOCAL_PUNCHING_OK && r.p.punching.family[0].hops == -1 &&
+              strstr(r.p.punching.family[0].why, "no SITE answered yet") != NULL,
+          "PUNCHING before any SITE: no hop count, why: %s",
+          r.h.type == LOCAL_PUNCHING_OK ? r.p.punching.family[0].why : "-");
     if (old >= 0)
         close(old);
 
