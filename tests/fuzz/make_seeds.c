@@ -333,6 +333,11 @@ static void config(const char *etc)
               "ca = /etc/hostname\ncert = /etc/hostname\nlisten = ::\nport = 7700\n"
               "reflector = [2001:db8::10]:7704\nproxy = p1@[2001:db8::20]:7703, "
               "p2@[::ffff:203.0.113.30]:7703\nmetrics-listen = [::1]:9701\n");
+    /* A dual-stack proxy: one name, an address in each family. */
+    text_seed("config", "broker-proxy2", 0,
+              "ca = /etc/hostname\ncert = /etc/hostname\nlisten = ::\nport = 7700\n"
+              "proxy = p1@203.0.113.20:7703, p1@[2001:db8::20]:7703\n"
+              "proxy-key = /etc/hostname\n");
     text_seed("config", "helper-ipv6", 3,
               "frontend = https://[2001:db8:1::10]:7701/\nca = /etc/hostname\n"
               "cert = /etc/hostname\naddress = 2001:db8:1::11\nports = 23000-23999\n");
