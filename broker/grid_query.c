@@ -117,23 +117,48 @@ static bool never_heard(const struct qcg__gridProxy *p)
                                 (strcmp(p->state, "dead") == 0 && p->lastSeen == 0));
 }
 
-/* One line per configured proxy: state, last beat, load. */
+/* A proxy's data endpoints, "203.0.113.20:7703, [2001:db8::20]:7703": the
+   first configured one, then the other family's (a newer broker's). */
+#define PROXY_ENDPOINTS_MAX 2
+static int proxy_endpoints(const struct qcg__gridProxy *p, char out[][HOSTPORT_MAX])
+{
+    int n = 0;
+    hostport_format(or_dash(p->address), p->port, out[n++], HOSTPORT_MAX);
+    for (int i = 0; p->other != NULL && i < p->__sizeOther && n < PROXY_ENDPOINTS_MAX; i++)
+        hostport_format(or_dash(p->other[i].address), p->other[i].port, out[n++], HOSTPORT_MAX);
+    return n;
+}
+
+static void proxy_addresses(const struct qcg__gridProxy *p, char *buf, size_t len)
+{
+    char ep[PROXY_ENDPOINTS_MAX][HOSTPORT_MAX];
+    int n = proxy_endpoints(p, ep);
+    snprintf(buf, len, "%s%s%s", ep[0], n > 1 ? ", " : "", n > 1 ? ep[1] : "");
+}
+
+/* One line per configured proxy: its addresses, state, last beat, load. */
 static void print_proxies(FILE *out, const struct qcg__gridResponse *g)
 {
     int np = g->proxy != NULL ? g->__sizeProxy : 0;
+    int width = 22;
+    char addr[2 * HOSTPORT_MAX + 2];
     if (np == 0)
         return;
-    fprintf(out, "\n%-16s %-22s %-8s %-10s %7s %14s %8s\n", "proxy", "address", "state",
+    for (int i = 0; i < np; i++) {
+        proxy_addresses(&g->proxy[i], addr, sizeof(addr));
+        width = (int)strlen(addr) > width ? (int)strlen(addr) : width;
+    }
+    fprintf(out, "\n%-16s %-*s %-8s %-10s %7s %14s %8s\n", "proxy", width, "address", "state",
             "last seen", "pairs", "bytes", "planned");
     for (int i = 0; i < np; i++) {
         const struct qcg__gridProxy *p = &g->proxy[i];
-        char addr[64], seen[32];
-        hostport_format(or_dash(p->address), p->port, addr, sizeof(addr));
+        char seen[32];
+        proxy_addresses(p, addr, sizeof(addr));
         if (never_heard(p))
             snprintf(seen, sizeof(seen), "never");
         else
             snprintf(seen, sizeof(seen), "%llu s ago", (unsigned long long)p->lastSeen);
-        fprintf(out, "%-16s %-22s %-8s %-10s %7d %14llu %8llu\n", or_dash(p->name), addr,
+        fprintf(out, "%-16s %-*s %-8s %-10s %7d %14llu %8llu\n", or_dash(p->name), width, addr,
                 or_dash(p->state), seen, p->pairs, (unsigned long long)p->bytes,
                 (unsigned long long)p->planned);
     }
@@ -306,7 +331,11 @@ static void print_json(FILE *out, const struct qcg__gridResponse *g, uint64_t no
         json_field(out, i > 0 ? ",{" : "{", "name", p->name);
         json_field(out, ",", "address", p->address);
         json_field(out, ",", "state", p->state);
-        fprintf(out, ",\"port\":%d,\"last_seen_s\":", p->port);
+        fprintf(out, ",\"port\":%d", p->port);
+        char ep[PROXY_ENDPOINTS_MAX][HOSTPORT_MAX];
+        char *eps[PROXY_ENDPOINTS_MAX] = {ep[0], ep[1]};
+        json_strings(out, ",\"addresses\":", eps, proxy_endpoints(p, ep));
+        fputs(",\"last_seen_s\":", out);
         if (never_heard(p))
             fputs("null", out);
         else

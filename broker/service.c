@@ -1044,12 +1044,22 @@ int qcg__siteInfo(struct soap *soap, int version, struct qcg__siteInfoResponse *
         response->reflector = endpoint_new(soap, b->reflector_host, b->reflector_port);
     if (b->reflector != NULL && b->reflector6_host[0] != '\0')
         response->reflector6 = endpoint_new(soap, b->reflector6_host, b->reflector_port);
+    /* Every address of every proxy, as more endpoints of the same list: an
+       older frontend relays and an older helper reads them as before, and
+       qcg-probe checks those of its node's families. */
     if (b->proxies.count > 0)
-        response->proxy = soap_malloc(soap, (size_t)b->proxies.count * sizeof(*response->proxy));
+        response->proxy =
+            soap_malloc(soap, 2 * (size_t)b->proxies.count * sizeof(*response->proxy));
     for (int i = 0; response->proxy != NULL && i < b->proxies.count; i++) {
-        response->proxy[i].address = soap_strdup(soap, b->proxies.list[i].host);
-        response->proxy[i].port = b->proxies.list[i].port;
-        response->__sizeProxy = i + 1;
+        const struct proxy_addr *px = &b->proxies.list[i];
+        int k = response->__sizeProxy;
+        response->proxy[k].address = soap_strdup(soap, px->host);
+        response->proxy[k++].port = px->port;
+        if (px->host2[0] != '\0') {
+            response->proxy[k].address = soap_strdup(soap, px->host2);
+            response->proxy[k++].port = px->port2;
+        }
+        response->__sizeProxy = k;
     }
     log_debug("siteInfo for frontend %s (seen from %s): %zu clusters, %d proxies%s", id->name,
               soap->host, n, response->__sizeProxy, b->reflector != NULL ? ", a reflector" : "");
@@ -1243,6 +1253,12 @@ static int grid_proxies(struct soap *soap, struct broker *b, struct qcg__gridRes
         g->name = soap_strdup(soap, v[i].addr.name);
         g->address = soap_strdup(soap, v[i].addr.host);
         g->port = v[i].addr.port;
+        g->__sizeOther = 0;
+        g->other = NULL;
+        if (v[i].addr.host2[0] != '\0')
+            g->other = endpoint_new(soap, v[i].addr.host2, v[i].addr.port2);
+        if (g->other != NULL)
+            g->__sizeOther = 1;
         g->state = (char *)proxy_state_name(v[i].state);
         g->lastSeen = v[i].last_seen_s;
         g->pairs = (int)v[i].pairs;

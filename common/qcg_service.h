@@ -246,7 +246,9 @@ struct qcg__siteInfoResponse {
     struct qcg__endpoint *reflector6; /* its IPv6 address, NULL when it has none (older
                                          services send none) */
     int __sizeProxy;
-    struct qcg__endpoint *proxy;    /* each configured proxy's data endpoint (its QCGM observer) */
+    struct qcg__endpoint *proxy;    /* each configured proxy's data endpoints (its QCGM
+                                       observer): a dual-stack proxy's two, one after the
+                                       other, its first configured one first */
     int __sizePeer;
     struct qcg__cluster *peer;      /* every registered cluster, the caller's included */
 };
@@ -310,6 +312,9 @@ struct qcg__gridProxy {
     char *name;
     char *address; /* its data endpoint */
     int port;
+    int __sizeOther;
+    struct qcg__endpoint *other; /* its data endpoint in the other family (a dual-stack
+                                    proxy's); absent from an older broker */
     char *state;
     unsigned long long lastSeen; /* seconds since its last beat; 0 when never heard */
     int pairs;                   /* pairs it relayed at its last beat */

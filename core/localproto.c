@@ -23,6 +23,8 @@ const size_t local_payload_size[LOCAL_TYPE_COUNT] = {
     [LOCAL_PROBE] = sizeof(struct local_probe),
     [LOCAL_PROBE_OK] = sizeof(struct local_probe_ok),
     [LOCAL_OBSERVED] = sizeof(struct local_observed),
+    [LOCAL_PUNCHING] = 0,
+    [LOCAL_PUNCHING_OK] = sizeof(struct local_punching),
 };
 
 int local_header_check(const struct local_header *h)
@@ -95,6 +97,19 @@ static int site_ok(const struct local_site *p)
     return 1;
 }
 
+static int punching_ok(const struct local_punching *p)
+{
+    if (p->punch_ttl < -1 || p->punch_ttl > 255 || p->reserved != 0)
+        return 0;
+    for (size_t i = 0; i < 2; i++) {
+        const struct local_punch_family *f = &p->family[i];
+        if (!STR_OK(f, reflector) || !STR_OK(f, address) || !STR_OK(f, why) || f->hops < -1 ||
+            f->hops > 255 || f->first_ttl > 255 || f->measured > 1)
+            return 0;
+    }
+    return 1;
+}
+
 int local_payload_check(uint16_t type, const void *payload)
 {
     if (type == 0 || type >= LOCAL_TYPE_COUNT)
@@ -107,7 +122,8 @@ int local_payload_check(uint16_t type, const void *payload)
     switch (type) {
     case LOCAL_HELLO: {
         const struct local_hello *p = payload;
-        if (p->version != LOCAL_VERSION || !STR_OK(p, job) || !STR_OK(p, secret))
+        if (p->version < LOCAL_VERSION_OLDEST || p->version > LOCAL_VERSION || !STR_OK(p, job) ||
+            !STR_OK(p, secret))
             return QCG_EPROTO;
         return 0;
     }
@@ -163,6 +179,8 @@ int local_payload_check(uint16_t type, const void *payload)
     }
     case LOCAL_SITE_OK:
         return site_ok(payload) ? 0 : QCG_EPROTO;
+    case LOCAL_PUNCHING_OK:
+        return punching_ok(payload) ? 0 : QCG_EPROTO;
     case LOCAL_PROBE: {
         const struct local_probe *p = payload;
         if (!STR_OK(p, cluster) || p->cluster[0] == '\0' || p->seconds < 1 ||

@@ -37,8 +37,15 @@
    7: STATUS_OK carries every address of the node; SITE_OK the helper's
       punch-ttl and the hop count it last measured.
    8: hole punching over IPv6 apart (TECH_PUNCH6): its bit in LOOKUP's
-      tried_mask, its value in REPORT's technique. */
-#define LOCAL_VERSION 8
+      tried_mask, its value in REPORT's technique.
+   9: PUNCHING for qcg-probe: the punching variant and hop count of each
+      family.  Version 9 only adds that request: a helper takes a HELLO of
+      LOCAL_VERSION_OLDEST too (a process started before the helper's
+      upgrade) and answers it in the version it was asked in. */
+#define LOCAL_VERSION 9
+/* The oldest HELLO a helper of this version takes: its messages are this
+   version's but for the requests added since. */
+#define LOCAL_VERSION_OLDEST 8
 
 #define LOCAL_JOB_MAX 64
 #define LOCAL_SECRET_MAX 128
@@ -76,6 +83,12 @@ enum local_type {
     LOCAL_PROBE_OK, /* helper -> tool: struct local_probe_ok */
     LOCAL_OBSERVED, /* tool -> helper: struct local_observed; reply LOCAL_OK.  Only from
                        root or the helper's own user (QCG_EDENIED otherwise) */
+    /* Version 9, after a HELLO and a SITE (whose answer names the
+       reflector): the helper measures the hop count of a family it has
+       none for, then answers.  An older helper closes the connection
+       (an unknown type). */
+    LOCAL_PUNCHING,    /* tool -> helper: no payload; reply LOCAL_PUNCHING_OK */
+    LOCAL_PUNCHING_OK, /* helper -> tool: struct local_punching */
     LOCAL_TYPE_COUNT
 };
 
@@ -222,6 +235,26 @@ struct local_site {
     uint32_t punch_first_ttl; /* auto: the first SYN's TTL for those hops, 0 the normal one */
 };
 
+/* One family's hole punching, for qcg-probe. */
+struct local_punch_family {
+    char reflector[LOCAL_ENDPOINT_MAX]; /* the reflector in this family, "" none */
+    char address[LOCAL_ADDR_MAX];       /* the node's address punches leave from, "" none */
+    int32_t hops;                       /* routers to the reflector, -1 unknown */
+    uint32_t first_ttl;          /* the first SYN's TTL (hop limit) for them, 0 the normal one */
+    uint32_t rtt_ms;             /* to the reflector, with hops */
+    uint32_t measured;           /* 1: measured for this request, 0: kept from an earlier one */
+    char why[LOCAL_MESSAGE_MAX]; /* hops -1: why */
+};
+
+#define LOCAL_PUNCH_IPV4 0
+#define LOCAL_PUNCH_IPV6 1
+
+struct local_punching {
+    int32_t punch_ttl; /* as SITE_OK's: 0 auto, -1 plain, else the first SYN's TTL */
+    uint32_t reserved;
+    struct local_punch_family family[2]; /* LOCAL_PUNCH_IPV4, LOCAL_PUNCH_IPV6 */
+};
+
 /* The longest life of a probe's test endpoint: QCG_PROBE_TTL_MAX of
    proto.h, which the schema's callers check. */
 #define LOCAL_PROBE_SECONDS_MAX 120
@@ -266,6 +299,7 @@ union local_payload {
     struct local_probe probe;
     struct local_probe_ok probe_ok;
     struct local_observed observed;
+    struct local_punching punching;
 };
 
 /* Payload size of each type; 0 for types with no payload. */
@@ -275,9 +309,11 @@ extern const size_t local_payload_size[LOCAL_TYPE_COUNT];
    0, or a negative QCG_E* code. */
 int local_header_check(const struct local_header *h);
 /* Checks that every string field of a payload of `type` is NUL-terminated
-   inside its array (and, for HELLO, that the version matches), and the
+   inside its array (and, for HELLO, that the version is one a helper of
+   this version takes: LOCAL_VERSION_OLDEST..LOCAL_VERSION), and the
    ranges and words of the fields that have them (LOOKUP's only, PROBE's
-   cluster and seconds, OBSERVED's words, SITE_OK's counts).  0 or QCG_EPROTO. */
+   cluster and seconds, OBSERVED's words, SITE_OK's counts, PUNCHING_OK's
+   numbers).  0 or QCG_EPROTO. */
 int local_payload_check(uint16_t type, const void *payload);
 
 #endif

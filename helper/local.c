@@ -201,12 +201,14 @@ void local_server_close(struct local_server *srv)
     local_socket_release(srv->cfg->socket, srv->dev, srv->ino);
     while (srv->conns.head != NULL)
         conn_close(dlist_entry(srv->conns.head, struct conn, link));
+    punching_stop(srv);
 }
 
 void local_server_free(struct local_server *srv)
 {
     if (srv == NULL)
         return;
+    punching_free(srv);
     shares_free(srv->shares);
     free(srv);
 }

@@ -61,7 +61,8 @@ static int on_hello(struct conn *c, uint32_t rid)
     log_info("pid %d uid %d: job %s rank %d", (int)c->pid, (int)c->uid, c->me.job, c->me.rank);
 
     memset(&ok, 0, sizeof(ok));
-    ok.version = LOCAL_VERSION;
+    /* The version it asked in (an older process's too: localproto.h). */
+    ok.version = h->version;
     ok.port_low = (uint16_t)cfg->ports[0];
     ok.port_high = (uint16_t)cfg->ports[1];
     snprintf(ok.cluster, sizeof(ok.cluster), "%s", cfg->cluster);
@@ -411,6 +412,7 @@ const struct local_handler local_handlers[LOCAL_TYPE_COUNT] = {
     [LOCAL_SITE] = {on_site, 1, 1, "SITE"},
     [LOCAL_PROBE] = {on_probe, 1, 1, "PROBE"},
     [LOCAL_OBSERVED] = {on_observed, 0, 1, "OBSERVED"},
+    [LOCAL_PUNCHING] = {on_punching, 1, 0, "PUNCHING"},
 };
 
 void dispatch(struct conn *c)
@@ -418,9 +420,10 @@ void dispatch(struct conn *c)
     uint16_t type = c->hdr.type;
     uint32_t rid = c->hdr.request_id;
 
-    if (type == LOCAL_HELLO && c->in.hello.version != LOCAL_VERSION) {
-        proto_fail(c, rid, "HELLO of protocol version %u; this helper speaks %u",
-                   c->in.hello.version, LOCAL_VERSION);
+    if (type == LOCAL_HELLO &&
+        (c->in.hello.version < LOCAL_VERSION_OLDEST || c->in.hello.version > LOCAL_VERSION)) {
+        proto_fail(c, rid, "HELLO of protocol version %u; this helper speaks %u (and %u)",
+                   c->in.hello.version, LOCAL_VERSION, LOCAL_VERSION_OLDEST);
         return;
     }
     if (local_payload_check(type, &c->in) != 0) {

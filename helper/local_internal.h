@@ -52,6 +52,7 @@ struct local_server {
     int can_intercept;
     int nfqueue;
     char intercept[LOCAL_MESSAGE_MAX];
+    struct punching *punching; /* PUNCHING's state (local_punching.c), NULL before one */
 };
 
 struct conn {
@@ -173,6 +174,10 @@ void withdraw_after_reports(struct conn *c);
 void do_request(uv_work_t *work);
 void request_done(uv_work_t *work, int status);
 void request_begun(struct conn *c, struct request *r);
+/* A request of c's in flight (not read meanwhile unless it is a LOOKUP or
+   a REPORT), and over: counted, c held, then let go. */
+void conn_request_begun(struct conn *c, uint16_t type);
+void conn_request_done(struct conn *c, uint16_t type);
 int queue_request(struct local_server *srv, struct conn *c, uint16_t type, uint32_t rid,
                   const struct contact *ct, int32_t to_rank, uint64_t owner);
 void release_contact(struct conn *c);
@@ -201,6 +206,15 @@ __attribute__((format(printf, 3, 4))) void refuse_later(struct conn *c, uint32_t
 __attribute__((format(printf, 3, 4))) void refuse_conn_later(struct conn *c, int code,
                                                              const char *fmt, ...);
 void penalty_drop(struct conn *c);
+
+/* local_punching.c: PUNCHING (qcg-probe).  site_seen: a SITE answer
+   names the reflector's addresses; on_punching: the handler (the hop
+   counts it lacks measured first); stop: measurements cancelled, every
+   waiting request let go (its connection closing); free: the state. */
+void punching_site_seen(struct local_server *srv, const struct local_site *st);
+int on_punching(struct conn *c, uint32_t rid);
+void punching_stop(struct local_server *srv);
+void punching_free(struct local_server *srv);
 
 /* local_fdpass.c */
 int pass_fd(struct conn *c, uint32_t rid, const struct local_incoming *in, int fd, char *why,

@@ -145,6 +145,7 @@ static void probe_done(struct request *r)
         st->nfqueue = srv->can_intercept ? (uint32_t)srv->nfqueue : 0;
         snprintf(st->intercept, sizeof(st->intercept), "%s", srv->intercept);
         site_punch(srv, st);
+        punching_site_seen(srv, st);
         log_debug("pid %d: SITE answered (%u ms upstream, %u clusters)", (int)c->pid,
                   st->upstream_ms, st->clusters_total);
         send_msg(c, LOCAL_SITE_OK, r->rid, st, sizeof(*st), 0);
@@ -177,7 +178,7 @@ static int concurrent(uint16_t type)
 
 /* One of c's requests is answered: c may be read again, and a contact
    whose release waited for its PUBLISH goes now. */
-static void conn_request_done(struct conn *c, uint16_t type)
+void conn_request_done(struct conn *c, uint16_t type)
 {
     c->inflight--;
     if (!concurrent(type))
@@ -322,15 +323,20 @@ void request_done(uv_work_t *work, int status)
 }
 
 /* A request was queued for c (REPORTs included): counted for c and its uid. */
-void request_begun(struct conn *c, struct request *r)
+void conn_request_begun(struct conn *c, uint16_t type)
 {
     c->refs++;
     c->inflight++;
-    if (!concurrent(r->type))
+    if (!concurrent(type))
         c->exclusive = 1;
+    update_reading(c);
+}
+
+void request_begun(struct conn *c, struct request *r)
+{
     r->share = c->share;
     share_request_begin(c->share);
-    update_reading(c);
+    conn_request_begun(c, r->type);
 }
 
 /* First lookups on their way to the frontend in one call: at most

@@ -7,6 +7,8 @@
 #
 #   qcg-proxy p1 (127.0.0.1:17761, control 17762) --proxyAlive--> qcg-broker 127.0.0.1:17760
 #   p2 configured at 127.0.0.1:17763, never started; ports 17760-17769 are ours.
+#   p1 is configured with an IPv6 address too ([::1]:17761): siteInfo's proxy
+#   list and --grid name both.
 #
 # Before: half of the pairs went to the dead p2, and a killed p1 was planned
 # until the broker restarted.
@@ -32,7 +34,7 @@ fe=$ca/frontend-nata.pem fo=$ca/frontend-open.pem
 (umask 077 && openssl rand -hex 32 >"$work/proxy.key")
 
 log=$work/broker.log
-start_broker "$log" broker_pid $port --proxy p1@127.0.0.1:17761,p2@127.0.0.1:17763 \
+start_broker "$log" broker_pid $port --proxy p1@127.0.0.1:17761,p1@[::1]:17761,p2@127.0.0.1:17763 \
   --proxy-key "$work/proxy.key" --proxy-dead-after 3
 expect_ok "register nata" "$fe" registerCluster name=nata kind=nat nodeRange=198.18.3.0/24
 expect_ok "register open" "$fo" registerCluster name=open kind=open nodeRange=203.0.113.20/31
@@ -40,6 +42,13 @@ expect_ok "node nata1" "$fe" registerNode name=nata1 address=198.18.3.11 portLow
 expect_ok "node open1" "$fo" registerNode name=open1 address=203.0.113.21 portLow=20000 portHigh=20999 canIntercept=0
 expect_ok "publish nata" "$fe" publish job=j secret=s rank=0 node=nata1 address=198.18.3.11 port=20001
 expect_ok "publish open" "$fo" publish job=j secret=s rank=1 node=open1 address=203.0.113.21 port=20001
+
+# The proxy list a frontend relays to qcg-probe: every address of each proxy,
+# one after the other, in the endpoints an older frontend already relays.
+expect_ok "siteInfo for frontend nata" "$fe" siteInfo
+out_has proxy.count=3 proxy.0.address=127.0.0.1 proxy.0.port=17761 proxy.1.address=::1 \
+  proxy.1.port=17761 proxy.2.address=127.0.0.1 proxy.2.port=17763 &&
+  pass "siteInfo: p1's two addresses, then p2's" || fail "siteInfo: $out"
 
 # proxy_ports N: the proxy ports of N proxy plans open -> nata, one per line.
 proxy_ports() {
@@ -73,12 +82,12 @@ ports=$(proxy_ports 20 | sort | uniq -c)
 "$broker_bin" --grid --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/grid.txt" 2>&1
 # p2, never heard from: unknown, or dead once proxy-dead-after has passed
 # since the broker started (a slow machine), never "0 s ago".
-grep -Eq '^p1 +127\.0\.0\.1:17761 +alive +[0-9]+ s ago' "$work/grid.txt" &&
+grep -Eq '^p1 +127\.0\.0\.1:17761, \[::1\]:17761 +alive +[0-9]+ s ago' "$work/grid.txt" &&
   grep -Eq '^p2 +127\.0\.0\.1:17763 +(unknown|dead) +never' "$work/grid.txt" &&
   pass "--grid: p1 alive, p2 never heard" || fail "--grid: $(cat "$work/grid.txt")"
 "$broker_bin" --grid --json --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" \
   >"$work/grid.json" 2>&1
-grep -Eq '"proxies":\[\{"name":"p1","address":"127.0.0.1","state":"alive","port":17761,"last_seen_s":[0-9]*,"pairs":0,"bytes":0,"planned":[0-9]*\},\{"name":"p2",.*"state":"(unknown|dead)",.*"last_seen_s":null' "$work/grid.json" &&
+grep -Eq '"proxies":\[\{"name":"p1","address":"127.0.0.1","state":"alive","port":17761,"addresses":\["127.0.0.1:17761","\[::1\]:17761"\],"last_seen_s":[0-9]*,"pairs":0,"bytes":0,"planned":[0-9]*\},\{"name":"p2",.*"state":"(unknown|dead)",.*"addresses":\["127.0.0.1:17763"\],"last_seen_s":null' "$work/grid.json" &&
   pass "--grid --json: the proxies" || fail "--grid --json: $(cat "$work/grid.json")"
 
 # A proxy certificate the broker has no proxy of: refused, and p3 says so.
@@ -105,7 +114,7 @@ for _ in $(seq 200); do dead_plan && break; sleep 0.1; done
 dead_plan && pass "p1 killed: no proxy planned within proxy-dead-after ('no live proxy')" ||
   fail "p1 killed: $out"
 "$broker_bin" --grid --url "$url" --ca "$ca/ca.crt" --cert "$ca/broker-broker.pem" >"$work/grid.txt" 2>&1
-grep -Eq '^p1 +127\.0\.0\.1:17761 +dead +[0-9]+ s ago' "$work/grid.txt" &&
+grep -Eq '^p1 +127\.0\.0\.1:17761, \[::1\]:17761 +dead +[0-9]+ s ago' "$work/grid.txt" &&
   pass "--grid: p1 dead" || fail "--grid after the kill: $(cat "$work/grid.txt")"
 # p2, never heard, dead since p1 beat more than proxy-dead-after ago.
 grep -Eq '^p2 +127\.0\.0\.1:17763 +dead +never' "$work/grid.txt" &&

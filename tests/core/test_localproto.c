@@ -63,6 +63,8 @@ static void test_headers(void)
     REQUIRE_EQ(local_payload_size[LOCAL_PROBE], sizeof(struct local_probe));
     REQUIRE_EQ(local_payload_size[LOCAL_PROBE_OK], sizeof(struct local_probe_ok));
     REQUIRE_EQ(local_payload_size[LOCAL_OBSERVED], sizeof(struct local_observed));
+    REQUIRE_EQ(local_payload_size[LOCAL_PUNCHING], 0);
+    REQUIRE_EQ(local_payload_size[LOCAL_PUNCHING_OK], sizeof(struct local_punching));
 }
 
 /* A payload passes, then fails once the string field at [off, off+len) has
@@ -104,6 +106,14 @@ static void test_payloads(void)
     REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
     hello.version = 0;
     REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
+    /* A process older than the helper by the versions that only added
+       requests is taken. */
+    REQUIRE_EQ(LOCAL_VERSION_OLDEST, 8);
+    hello.version = LOCAL_VERSION_OLDEST;
+    REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), 0);
+    hello.version = LOCAL_VERSION_OLDEST - 1;
+    REQUIRE_EQ(local_payload_check(LOCAL_HELLO, &hello), QCG_EPROTO);
+    hello.version = LOCAL_VERSION;
 
     FIELD(LOCAL_HELLO_OK, ok, cluster);
     FIELD(LOCAL_HELLO_OK, ok, node);
@@ -275,10 +285,42 @@ static void test_probe_payloads(void)
     }
 }
 
+/* PUNCHING_OK: each family's strings terminated, its numbers in range. */
+static void test_punching(void)
+{
+    struct local_punching pu;
+
+    memset(&pu, 0, sizeof(pu));
+    for (int f = 0; f < 2; f++) {
+        pu.family[f].hops = -1;
+        FIELD(LOCAL_PUNCHING_OK, pu, family[f].reflector);
+        FIELD(LOCAL_PUNCHING_OK, pu, family[f].address);
+        FIELD(LOCAL_PUNCHING_OK, pu, family[f].why);
+        pu.family[f].hops = -2;
+        REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), QCG_EPROTO);
+        pu.family[f].hops = 255;
+        pu.family[f].first_ttl = 255;
+        REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), 0);
+        pu.family[f].first_ttl = 256;
+        REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), QCG_EPROTO);
+        pu.family[f].first_ttl = 0;
+        pu.family[f].measured = 2;
+        REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), QCG_EPROTO);
+        pu.family[f].measured = 1;
+    }
+    pu.punch_ttl = -2;
+    REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), QCG_EPROTO);
+    pu.punch_ttl = 64;
+    REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), 0);
+    pu.reserved = 1;
+    REQUIRE_EQ(local_payload_check(LOCAL_PUNCHING_OK, &pu), QCG_EPROTO);
+}
+
 int main(void)
 {
     test_headers();
     test_payloads();
     test_probe_payloads();
+    test_punching();
     return check_result("core-localproto");
 }

@@ -17,7 +17,7 @@ static void accepted(uint16_t type, const union local_payload *p)
 {
     switch (type) {
     case LOCAL_HELLO:
-        FUZZ_ASSERT(p->hello.version == LOCAL_VERSION);
+        FUZZ_ASSERT(p->hello.version >= LOCAL_VERSION_OLDEST && p->hello.version <= LOCAL_VERSION);
         FUZZ_TERMINATED(p->hello.job);
         FUZZ_TERMINATED(p->hello.secret);
         break;
@@ -45,6 +45,12 @@ static void accepted(uint16_t type, const union local_payload *p)
     case LOCAL_PROBE:
         FUZZ_ASSERT(p->probe.cluster[0] != '\0');
         FUZZ_ASSERT(p->probe.seconds >= 1 && p->probe.seconds <= LOCAL_PROBE_SECONDS_MAX);
+        break;
+    case LOCAL_PUNCHING_OK:
+        for (int f = 0; f < 2; f++) {
+            FUZZ_ASSERT(p->punching.family[f].hops >= -1 && p->punching.family[f].hops <= 255);
+            fuzz_touch(p->punching.family[f].why);
+        }
         break;
     case LOCAL_OBSERVED:
         FUZZ_ASSERT(p->observed.port_preserving >= -1 && p->observed.port_preserving <= 1);

@@ -105,7 +105,21 @@ static void localproto(void)
     strcpy(p.observed.mapping, "endpoint-independent");
     strcpy(p.observed.inbound, "dropped");
     n += local_msg(buf + n, LOCAL_OBSERVED, 4, &p);
+    n += local_msg(buf + n, LOCAL_PUNCHING, 5, NULL);
     seed("localproto", "probe", -1, buf, n);
+    /* PUNCHING_OK of a dual-stack node: IPv4 measured, IPv6 not. */
+    memset(&p, 0, sizeof(p));
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV4].reflector, "203.0.113.10:7701");
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV4].address, "198.18.1.11");
+    p.punching.family[LOCAL_PUNCH_IPV4].hops = 3;
+    p.punching.family[LOCAL_PUNCH_IPV4].first_ttl = 3;
+    p.punching.family[LOCAL_PUNCH_IPV4].measured = 1;
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].reflector, "[2001:db8::10]:7701");
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].address, "2001:db8:3::11");
+    p.punching.family[LOCAL_PUNCH_IPV6].hops = -1;
+    strcpy(p.punching.family[LOCAL_PUNCH_IPV6].why, "the reflector is not reached within 16 hops");
+    n = local_msg(buf, LOCAL_PUNCHING_OK, 5, &p);
+    seed("localproto", "punching-ok", -1, buf, n);
 
     /* The helper's answers, as the library reads them. */
     memset(&p, 0, sizeof(p));
@@ -319,6 +333,11 @@ static void config(const char *etc)
               "ca = /etc/hostname\ncert = /etc/hostname\nlisten = ::\nport = 7700\n"
               "reflector = [2001:db8::10]:7704\nproxy = p1@[2001:db8::20]:7703, "
               "p2@[::ffff:203.0.113.30]:7703\nmetrics-listen = [::1]:9701\n");
+    /* A dual-stack proxy: one name, an address in each family. */
+    text_seed("config", "broker-proxy2", 0,
+              "ca = /etc/hostname\ncert = /etc/hostname\nlisten = ::\nport = 7700\n"
+              "proxy = p1@203.0.113.20:7703, p1@[2001:db8::20]:7703\n"
+              "proxy-key = /etc/hostname\n");
     text_seed("config", "helper-ipv6", 3,
               "frontend = https://[2001:db8:1::10]:7701/\nca = /etc/hostname\n"
               "cert = /etc/hostname\naddress = 2001:db8:1::11\nports = 23000-23999\n");
@@ -602,6 +621,13 @@ static void answers(void)
                                          .peer = clusters};
     ANSWER_SEED("siteInfo", 2, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
     ANSWER_SEED("relay-siteInfo", 11, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+    /* A dual-stack proxy: its two addresses one after the other. */
+    struct qcg__endpoint proxies2[] = {{.address = "203.0.113.20", .port = 7703},
+                                       {.address = "2001:db8::20", .port = 7703}};
+    site.__sizeProxy = 2;
+    site.proxy = proxies2;
+    ANSWER_SEED("siteInfo-proxy2", 2, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
+    ANSWER_SEED("relay-siteInfo-proxy2", 11, qcg__siteInfoResponse, "qcg:siteInfoResponse", &site);
 
     struct qcg__probeResponse probe = {.version = QCG_PROTOCOL_VERSION,
                                        .job = "probe-0123456789abcdef0123456789abcdef",

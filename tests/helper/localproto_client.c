@@ -300,6 +300,28 @@ static void violations(const char *path)
     snprintf(m.p.job, sizeof(m.p.job), "j");
     snprintf(m.p.secret, sizeof(m.p.secret), "x");
     expect_violation(path, "HELLO of another protocol version", &m, sizeof(m));
+    m.p.version = LOCAL_VERSION_OLDEST - 1;
+    expect_violation(path, "HELLO of a version older than the oldest taken", &m, sizeof(m));
+
+    /* A process started before the helper's upgrade says HELLO in the
+       version before; the helper answers in that version. */
+    int old = open_helper(path);
+    struct reply r;
+    struct local_hello h = {.version = LOCAL_VERSION_OLDEST, .rank = 0};
+    snprintf(h.job, sizeof(h.job), "old-lib");
+    snprintf(h.secret, sizeof(h.secret), "%s", SECRET);
+    check(old >= 0 && request(old, LOCAL_HELLO, &h, sizeof(h), &r) == 0 &&
+              r.h.type == LOCAL_HELLO_OK && r.p.hello_ok.version == LOCAL_VERSION_OLDEST,
+          "HELLO of version %d (a process older than the helper): HELLO_OK of that version",
+          LOCAL_VERSION_OLDEST);
+    /* PUNCHING before any SITE: the reflector is not known yet. */
+    bool asked = old >= 0 && request(old, LOCAL_PUNCHING, NULL, 0, &r) == 0;
+    check(asked && r.h.type == LOCAL_PUNCHING_OK && r.p.punching.family[0].hops == -1 &&
+              strstr(r.p.punching.family[0].why, "no SITE answered yet") != NULL,
+          "PUNCHING before any SITE: no hop count, why: %s",
+          r.h.type == LOCAL_PUNCHING_OK ? r.p.punching.family[0].why : "-");
+    if (old >= 0)
+        close(old);
 
     struct {
         struct local_header h;
@@ -1314,6 +1336,21 @@ static int mode_probe(int argc, char **argv)
         check(st->intercept[0] != '\0' && (st->can_intercept || st->nfqueue == 0),
               "SITE: can intercept %u: %s", st->can_intercept, st->intercept);
         check(st->upstream_ms < 10000, "SITE: upstream call took %u ms", st->upstream_ms);
+    }
+    /* PUNCHING (version 9): each family's hop count, or why none; this
+       broker has no reflector and the node no IPv6 address. */
+    check(hello_request(path, LOCAL_PUNCHING, NULL, 0, &r) == 0 && r.h.type == LOCAL_PUNCHING_OK,
+          "PUNCHING after a SITE is answered with PUNCHING_OK");
+    if (r.h.type == LOCAL_PUNCHING_OK) {
+        const struct local_punching *pu = &r.p.punching;
+        const struct local_punch_family *v4 = &pu->family[LOCAL_PUNCH_IPV4],
+                                        *v6 = &pu->family[LOCAL_PUNCH_IPV6];
+        check(pu->punch_ttl == 0 && strcmp(v4->address, "127.0.0.1") == 0 && v4->hops == -1 &&
+                  strcmp(v4->why, "the broker names no IPv4 reflector") == 0,
+              "PUNCHING: IPv4 from %s, hops %d: %s", v4->address, v4->hops, v4->why);
+        check(v6->address[0] == '\0' && v6->hops == -1 &&
+                  strcmp(v6->why, "this node has no IPv6 address") == 0,
+              "PUNCHING: IPv6 hops %d: %s", v6->hops, v6->why);
     }
 
     /* Bad PROBEs: out of range is a protocol violation, an unknown cluster

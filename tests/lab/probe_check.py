@@ -9,6 +9,11 @@
     probe_check.py encryption FILE PATH      every test connection made went PATH
                                              (tls: any tls-*, or plain), the chosen
                                              one too, and at least one worked
+    probe_check.py families FILE FAMILIES   FAMILIES (ipv4,ipv6 or one): in each, a
+                                             hop count to the reflector and the
+                                             punching variant it gives, and the proxy
+                                             reached; in the other, no variant and no
+                                             proxy checked; prints one line a family
     probe_check.py mismatch FILE DECLARED OBSERVED
     probe_check.py field FILE PATH           one value (dotted path) on stdout
 
@@ -129,6 +134,28 @@ def peers(p):
     encryption(p, "tls")
 
 
+def families(p, fams):
+    name = p["site"]
+    pu = p["punching"]
+    for fam in ("ipv4", "ipv6"):
+        f = pu.get(fam, {"kind": None, "hops": None, "variant": ""})
+        check(fam in pu, f"{name}: no punching.{fam}: {pu}")
+        proxies = [x for x in p["families"][fam]["services"] if x["to"] == "proxy"]
+        if fam not in fams:
+            check(f["kind"] == "none", f"{name} {fam}: punching {f}, the node has no {fam}")
+            check(proxies == [], f"{name} {fam}: checked the proxy over {fam}: {proxies}")
+            continue
+        hops = f["hops"]
+        check(isinstance(hops, int) and hops >= 1, f"{name} {fam}: no hop count: {f}")
+        if isinstance(hops, int):
+            want = "hop-limited" if hops >= 2 else ("staggered" if fam == "ipv6" else "plain")
+            check(f["kind"] == want and f"{hops} hop" in f["variant"],
+                  f"{name} {fam}: {hops} hops, variant {f['kind']}: {f['variant']}")
+        check(proxies != [] and all(x["reachable"] for x in proxies),
+              f"{name} {fam}: the proxy not reached over {fam}: {proxies}")
+        print(f"{fam}: {f['variant']}; proxy {' '.join(x['endpoint'] for x in proxies)}")
+
+
 def mismatch(p, declared, observed):
     text = " ".join(p["mismatch"])
     check(p["declared"]["kind"] == declared, f"declared {p['declared']['kind']}, expected {declared}")
@@ -154,6 +181,8 @@ def main():
         peers(p)
     elif cmd == "encryption":
         encryption(p, sys.argv[3])
+    elif cmd == "families":
+        families(p, sys.argv[3].split(","))
     elif cmd == "mismatch":
         mismatch(p, sys.argv[3], sys.argv[4])
     elif cmd == "field":

@@ -12,7 +12,10 @@
 #                             ip6tables firewall, nothing let in (v61 ::11)
 #
 # Checks, as a user would: v61 has no IPv4 route out but reaches the broker
-# over IPv6; from the internet only nata2's range is let in over IPv6; then
+# over IPv6; from the internet only nata2's range is let in over IPv6;
+# qcg-probe --local-only on v61 names its IPv6 hop count to the reflector
+# (and the punching variant) and checks the proxy at its IPv6 address, on
+# nata1 both families' (the proxy is configured with both); then
 # qcg-cat --json ("address": the far end, so the family) for
 #   open1 -> nata2   direct over IPv6, through nata's firewall (open range)
 #   v61   -> nata2   direct over IPv6, out of v6's firewall, into nata's
@@ -72,6 +75,22 @@ for n in nata1 nata2 v61; do
 	fi
 done
 note "from the internet over IPv6: nata2 (open range) takes a connection; nata1 and v61 do not"
+
+# --- qcg-probe, per family -------------------------------------------------------
+for n in v61:ipv6 nata1:ipv4,ipv6; do
+	node=${n%%:*} fams=${n#*:}
+	"$LAB" exec "$node" -- qcg-probe --json --local-only --no-report --timeout 60 \
+		>"$WORK/probe-$node.json" 2>"$WORK/probe-$node.err" ||
+		{ cat "$WORK/probe-$node.err"; fail "$node: qcg-probe --local-only failed"; }
+	lines=$(python3 "$LAB_SRC/probe_check.py" families "$WORK/probe-$node.json" "$fams") ||
+		fail "$node: qcg-probe's punching and proxy per family ($fams)"
+	note "$node qcg-probe: $(echo "$lines" | paste -sd ';')"
+done
+# What docs/admin.md shows of v61's page.
+"$LAB" exec v61 -- qcg-probe --local-only --no-report --timeout 60 >"$WORK/probe-v61.txt" 2>&1 ||
+	{ cat "$WORK/probe-v61.txt"; fail "v61: qcg-probe --local-only (human output) failed"; }
+python3 "$LAB_SRC/../docs/check_samples.py" --block probe-punching-v6 "$WORK/probe-v61.txt" ||
+	fail "docs/admin.md's sample of v61's hole punching lines"
 
 # --- qcg-cat over IPv6 ---------------------------------------------------------
 JOB=$(new_job ipv6)

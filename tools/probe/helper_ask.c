@@ -2,8 +2,12 @@
    core's client.  SITE and PROBE reach the broker, so the helper wants a
    HELLO first, like every process's: qcg-probe's names a job of its own,
    under which nothing is ever published, with a random secret (the helper
-   refuses a weak one). */
+   refuses a weak one).  The HELLO names this probe's local protocol
+   version; a helper of an older one refuses it naming its own, and the
+   probe says HELLO again in that one (from LOCAL_VERSION_OLDEST), leaving
+   out what that version lacks (PUNCHING). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -12,13 +16,39 @@
 #include "lmsg.h"
 #include "probe.h"
 
+/* The version the helper takes: this probe's until it refuses it. */
+static uint32_t speaks = LOCAL_VERSION;
+
+uint32_t helper_version(void)
+{
+    return speaks;
+}
+
+/* A refused HELLO (reply r to request id hello_rid) naming an older
+   version the probe also speaks: 1 with `speaks` set to it, else 0. */
+static int older_helper(const struct lmsg_reader *r, uint32_t hello_rid)
+{
+    static const char says[] = "this helper speaks ";
+    const char *at;
+
+    if (r->hdr.type != LOCAL_ERROR || r->hdr.request_id != hello_rid ||
+        r->payload.error.code != QCG_EPROTO ||
+        (at = strstr(r->payload.error.message, says)) == NULL)
+        return 0;
+    long v = strtol(at + strlen(says), NULL, 10);
+    if (v < LOCAL_VERSION_OLDEST || v >= (long)speaks)
+        return 0;
+    speaks = (uint32_t)v;
+    return 1;
+}
+
 /* The probe's HELLO: a job of its own, a fresh random secret.  0 or -1. */
 static int hello_make(struct local_hello *hello, char *why, size_t whylen)
 {
     unsigned char raw[32];
 
     memset(hello, 0, sizeof(*hello));
-    hello->version = LOCAL_VERSION;
+    hello->version = speaks;
     snprintf(hello->job, sizeof(hello->job), "qcg-probe-%d", (int)getpid());
     if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
         snprintf(why, whylen, "no randomness for the probe's job secret");
@@ -39,9 +69,15 @@ int helper_hello(const char *socket_path, struct local_hello_ok *ok, int timeout
     if (hello_make(&hello, why, whylen) < 0)
         return -1;
     /* HELLO as the request itself: its answer is the HELLO_OK. */
-    if (lmsg_ask(socket_path, LOCAL_HELLO, &hello, timeout_ms, &r, why, whylen) < 0) {
+    for (int again = 1;; again = 0) {
+        if (lmsg_ask(socket_path, LOCAL_HELLO, &hello, timeout_ms, &r, why, whylen) < 0) {
+            lmsg_reader_reset(&r);
+            return -1;
+        }
+        if (!again || !older_helper(&r, 1))
+            break;
         lmsg_reader_reset(&r);
-        return -1;
+        hello.version = speaks;
     }
     if (r.hdr.type == LOCAL_HELLO_OK && r.hdr.length <= sizeof(*ok)) {
         memset(ok, 0, sizeof(*ok));
@@ -66,9 +102,15 @@ int helper_ask(const char *socket_path, uint16_t type, const void *payload, void
     *code = 0;
     if (hello_make(&hello, why, whylen) < 0)
         return -1;
-    if (lmsg_ask_hello(socket_path, &hello, type, payload, timeout_ms, &r, why, whylen) < 0) {
+    for (int again = 1;; again = 0) {
+        if (lmsg_ask_hello(socket_path, &hello, type, payload, timeout_ms, &r, why, whylen) < 0) {
+            lmsg_reader_reset(&r);
+            return -1;
+        }
+        if (!again || !older_helper(&r, 1))
+            break;
         lmsg_reader_reset(&r);
-        return -1;
+        hello.version = speaks;
     }
     if (r.hdr.type == LOCAL_ERROR) {
         *code = r.payload.error.code;

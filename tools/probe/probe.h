@@ -15,6 +15,7 @@
  *                    encrypted as --encrypt says (inter-site by default)
  *   capture.c        --capture: the probe's own packets into a pcap file
  *   family.c         the same findings per address family (IPv4, IPv6)
+ *   punching.c       each family's hole punching variant and hop count
  *   report.c         the human matrix and --json
  *
  * Everything is bounded by one deadline (--timeout); each network step has
@@ -88,6 +89,9 @@ int probe_listen(const char *addr, int port, int *bound_port, char *why, size_t 
    reply). */
 int helper_ask(const char *socket_path, uint16_t type, const void *payload, void *reply,
                size_t reply_size, int timeout_ms, int *code, char *why, size_t whylen);
+/* The local protocol version the helper takes: LOCAL_VERSION, or an older
+   one it named refusing this probe's HELLO (helper_ask.c says it again). */
+uint32_t helper_version(void);
 /* The helper's HELLO_OK to the probe's job: every address of this node.
    0, or -1 with why set. */
 int helper_hello(const char *socket_path, struct local_hello_ok *ok, int timeout_ms, char *why,
@@ -170,6 +174,12 @@ struct probe_site {
 
     struct probe_rtt rtt[PROBE_RTT_MAX];
     int nrtt;
+
+    /* Each family's punching variant: the helper's PUNCHING, or (an older
+       helper, or it failed: punching_answered false) SITE_OK's IPv4 hop
+       count and the reason in the families' why. */
+    struct local_punching punching;
+    bool punching_answered;
 };
 
 struct capture;
@@ -287,6 +297,17 @@ struct probe_run;
 void family_human(FILE *out, const struct probe_run *r);
 /* ,"families":{"ipv4":{...},"ipv6":{...}} */
 void family_json(FILE *out, const struct probe_run *r);
+
+/* --- punching.c ----------------------------------------------------------- */
+
+/* Asks the helper for each family's punching (it may measure first, a few
+   seconds at most), into s->punching. */
+void punching_ask(const struct probe_opts *o, struct probe_site *s, double deadline_ms);
+/* The "hole punching" lines, a family each. */
+void punching_human(FILE *out, const struct probe_site *s);
+/* ,"punching":{...}: punch_ttl, IPv4's hops, first_syn_ttl and variant as
+   before, then "ipv4" and "ipv6" objects. */
+void punching_json(FILE *out, const struct probe_site *s);
 
 /* --- report.c ------------------------------------------------------------- */
 

@@ -39,26 +39,6 @@ static void human_portmap(FILE *out, const struct probe_site *s)
                 "");
 }
 
-/* Which first SYN the helper's hole punching sends (its punch-ttl, and
-   under auto the hop count a punch measured): one sentence. */
-static void punch_variant(const struct local_site *i, char *out, size_t len)
-{
-    if (i->punch_ttl < 0)
-        snprintf(out, len, "plain: the first SYN with the normal TTL (punch-ttl plain)");
-    else if (i->punch_ttl > 0)
-        snprintf(out, len, "first SYN with TTL %d (punch-ttl %d)", i->punch_ttl, i->punch_ttl);
-    else if (i->punch_hops == 0)
-        snprintf(out, len,
-                 "auto: the first SYN's TTL from the hops to the reflector, which the first "
-                 "punch measures (none yet)");
-    else if (i->punch_first_ttl > 0)
-        snprintf(out, len, "first SYN with TTL %u (%u hops to the reflector; punch-ttl auto)",
-                 i->punch_first_ttl, i->punch_hops);
-    else
-        snprintf(out, len, "plain (%u hop%s to the reflector: too few; punch-ttl auto)",
-                 i->punch_hops, i->punch_hops == 1 ? "" : "s");
-}
-
 static void human_site(FILE *out, const struct probe_site *s)
 {
     const struct local_cluster *c = &s->info.cluster;
@@ -98,9 +78,7 @@ static void human_site(FILE *out, const struct probe_site *s)
     fprintf(out, "  %-14s %s: %s\n", "helper",
             s->info.can_intercept ? "can intercept and inject" : "cannot intercept",
             s->info.intercept);
-    char variant[160];
-    punch_variant(&s->info, variant, sizeof(variant));
-    fprintf(out, "  %-14s %s\n", "hole punching", variant);
+    punching_human(out, s);
     fprintf(out, "  %-14s", "round trips");
     for (int i = 0; i < s->nrtt; i++) {
         const struct probe_rtt *r = &s->rtt[i];
@@ -294,27 +272,9 @@ static void json_site(FILE *out, const struct probe_site *s)
     fprintf(out, ",\"helper\":{\"can_intercept\":%s,\"nfqueue\":%u",
             s->info.can_intercept ? "true" : "false", s->info.nfqueue);
     jstr(out, ",", "detail", s->info.intercept);
-    char variant[160];
-    punch_variant(&s->info, variant, sizeof(variant));
-    fprintf(out, "},\"punching\":{\"punch_ttl\":");
-    if (s->info.punch_ttl == 0)
-        fputs("\"auto\"", out);
-    else if (s->info.punch_ttl < 0)
-        fputs("\"plain\"", out);
-    else
-        fprintf(out, "\"%d\"", s->info.punch_ttl);
-    if (s->info.punch_hops > 0)
-        fprintf(out, ",\"hops\":%u", s->info.punch_hops);
-    else
-        fputs(",\"hops\":null", out);
-    if (s->info.punch_ttl > 0)
-        fprintf(out, ",\"first_syn_ttl\":%d", s->info.punch_ttl);
-    else if (s->info.punch_ttl == 0 && s->info.punch_first_ttl > 0)
-        fprintf(out, ",\"first_syn_ttl\":%u", s->info.punch_first_ttl);
-    else
-        fputs(",\"first_syn_ttl\":null", out);
-    jstr(out, ",", "variant", variant);
-    fprintf(out, "},\"services\":{");
+    fputs("}", out);
+    punching_json(out, s);
+    fprintf(out, ",\"services\":{");
     jstr(out, "", "frontend", s->info.frontend);
     jstr(out, ",", "broker", s->info.broker[0] ? s->info.broker : NULL);
     jstr(out, ",", "reflector", s->info.reflector[0] ? s->info.reflector : NULL);

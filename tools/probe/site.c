@@ -128,6 +128,16 @@ static int pick_port(const char *local_addr)
     return port;
 }
 
+/* The first proxy endpoint of family af (the broker lists each proxy's
+   addresses one after the other), or NULL. */
+static const char *proxy_of_family(const struct probe_site *s, int af)
+{
+    for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++)
+        if (family_of_endpoint(s->info.proxy[i]) == af)
+            return s->info.proxy[i];
+    return NULL;
+}
+
 static void check_mapping(const struct probe_opts *o, struct probe_site *s, double deadline_ms)
 {
     static const char map_line[] = "MAP\n";
@@ -155,11 +165,12 @@ static void check_mapping(const struct probe_opts *o, struct probe_site *s, doub
     snprintf(m->endpoint, sizeof(m->endpoint), "%s", s->info.reflector);
     m->local_port = p1;
     observe(m, s, map_line, strlen(map_line), deadline_ms);
-    if (s->info.proxies > 0) {
-        probe_progress(o, "asking the proxy %s for the mapping", s->info.proxy[0]);
+    const char *observer = proxy_of_family(s, family_of_endpoint(s->info.reflector));
+    if (observer != NULL) {
+        probe_progress(o, "asking the proxy %s for the mapping", observer);
         m = &s->map[s->nmap++];
         snprintf(m->observer, sizeof(m->observer), "proxy");
-        snprintf(m->endpoint, sizeof(m->endpoint), "%s", s->info.proxy[0]);
+        snprintf(m->endpoint, sizeof(m->endpoint), "%s", observer);
         m->local_port = p1;
         observe(m, s, qcgm, sizeof(qcgm), deadline_ms);
     }
@@ -438,6 +449,7 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
     if (t == LOCAL_SITE_OK) {
         s->helper_ok = s->upstream_ok = true;
         site_addresses(o, s);
+        punching_ask(o, s, deadline_ms);
         return 0;
     }
     if (t != LOCAL_ERROR)
@@ -456,6 +468,22 @@ int site_probe(const struct probe_opts *o, struct probe_site *s, double deadline
         measure_rtt(&s->rtt[0], "0.0.0.0", deadline_ms);
     }
     return -1;
+}
+
+/* The proxies' endpoints in the families this node has an address in (an
+   IPv6-only node checks the IPv6 ones); every one when none is of those
+   (an older broker names one address a proxy): what fails then says so. */
+static void add_proxy_rtts(struct probe_site *s)
+{
+    int usable = 0;
+    for (int pass = 0; pass < 2 && usable == 0; pass++) {
+        for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++) {
+            if (pass == 0 && first_address(s, family_of_endpoint(s->info.proxy[i])) == NULL)
+                continue;
+            add_rtt(s, "proxy", s->info.proxy[i]);
+            usable++;
+        }
+    }
 }
 
 /* The measurements, once the helper answered SITE. */
@@ -477,11 +505,11 @@ void site_measure(const struct probe_opts *o, struct probe_site *s, struct captu
     add_rtt(s, "reflector", s->info.reflector);
     if (first_address(s, AF_INET6) != NULL)
         add_rtt(s, "reflector", s->info.reflector6);
-    for (uint32_t i = 0; i < s->info.proxies && i < LOCAL_PROXIES_MAX; i++)
-        add_rtt(s, "proxy", s->info.proxy[i]);
+    add_proxy_rtts(s);
     for (int i = 0; i < s->nrtt; i++) {
+        const char *local = first_address(s, family_of_endpoint(s->rtt[i].endpoint));
         probe_progress(o, "round trip to the %s %s", s->rtt[i].name, s->rtt[i].endpoint);
-        measure_rtt(&s->rtt[i], s->info.address, deadline_ms);
+        measure_rtt(&s->rtt[i], local != NULL ? local : s->info.address, deadline_ms);
     }
     if (o->report)
         report_observation(s);
