@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Connection setup between two nodes behind stateful IPv6 firewalls (issue 33):
+# Connection setup between two nodes behind stateful IPv6 firewalls (issue 33;
+# hole punching over IPv6 on a build without traversing over IPv6, traversing
+# over IPv6 on one with it, where both helpers intercept):
 # v61 (the IPv6-only site, `up --v6`) and nata1 (dual-stack, NAT44), both
 # directions, COUNT connections each (qcg-cat, 1 byte), the directions
 # alternating.  Per direction: the techniques used, the median [min-max] of the

@@ -398,6 +398,25 @@ enum plan_family plan_prefer_v6(const struct plan_end *from, const struct plan_e
     return PLAN_FAMILY_V6_ONLY;
 }
 
+void plan_over_v6(struct plan_decision *d, enum technique t, const char *what)
+{
+    char was[64];
+    if (d->ok)
+        snprintf(was, sizeof(was), "%s", technique_name(d->technique));
+    else
+        snprintf(was, sizeof(was), "nothing left");
+    d->ok = true;
+    d->technique = t;
+    d->cacheable = false;
+    d->punch4 = false;
+    size_t used = strlen(d->reason);
+    /* The IPv4 reason, shortened if need be, then why IPv6. */
+    if (used > sizeof(d->reason) - 120)
+        used = sizeof(d->reason) - 120;
+    snprintf(d->reason + used, sizeof(d->reason) - used,
+             "; both nodes have IPv6 addresses (over IPv4: %s): %s", was, what);
+}
+
 /* What the IPv4 plan needs that hole punching over IPv6 saves. */
 static bool punch6_saves(const struct plan_families *fam, const struct plan_decision *d)
 {
@@ -418,20 +437,7 @@ bool plan_prefer_punch6(const struct plan_end *from, const struct plan_end *to,
     if (!(fam->from & fam->to & FAMILY_V6) || same_cluster(from, to) || !offer->reflector ||
         !offer->reflector6 || ((tried | offer->remembered) & punched) || !punch6_saves(fam, d))
         return false;
-    char was[64];
-    if (d->ok)
-        snprintf(was, sizeof(was), "%s", technique_name(d->technique));
-    else
-        snprintf(was, sizeof(was), "nothing left");
-    d->ok = true;
-    d->technique = TECH_HOLEPUNCH;
-    d->cacheable = false;
-    size_t used = strlen(d->reason);
-    /* The IPv4 reason, shortened if need be, then why IPv6. */
-    if (used > sizeof(d->reason) - 120)
-        used = sizeof(d->reason) - 120;
-    snprintf(d->reason + used, sizeof(d->reason) - used,
-             "; both nodes have IPv6 addresses (over IPv4: %s): holepunch over IPv6", was);
+    plan_over_v6(d, TECH_HOLEPUNCH, "holepunch over IPv6");
     return true;
 }
 

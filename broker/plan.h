@@ -108,6 +108,11 @@ struct plan_families {
     unsigned from, to;
 };
 
+/* Makes *d the plan of technique t over IPv6: ok, not cacheable, its reason
+   the IPv4 one (shortened if need be), then "; both nodes have IPv6
+   addresses (over IPv4: <the IPv4 plan's technique>): <what>". */
+void plan_over_v6(struct plan_decision *d, enum technique t, const char *what);
+
 /* Whether the plan plan_decide made (never a lookup's `only`) becomes hole
    punching over IPv6: both ends have IPv6 addresses, the reflector takes
    IPv6, and over IPv4 the pair needs hole punching or a relay, has nothing

@@ -15,6 +15,7 @@
 #include "htable.h"
 #include "jobhash.h"
 #include "plan_bridge.h"
+#include "plan_traverse6.h"
 #include "site_ranges.h"
 
 #define HASH_LEN JOB_HASH_LEN
@@ -776,13 +777,34 @@ static struct plan_families pair_families(const struct contact *from, const stru
     };
 }
 
+/* Traversing over IPv6 instead of what IPv4 needed (plan_prefer_traverse6):
+   the SYN leaves from the initiator's IPv6 address, which the address rules
+   check as they check an IPv4 inject's source (a node address of its site,
+   outside the target's). */
+static void choose_traverse6(const struct contact *from, const struct contact *to,
+                             const struct plan_end *fe, const struct plan_end *te, unsigned tried,
+                             const struct plan_offer *o, struct reg_lookup *out)
+{
+    struct plan_families fam = pair_families(from, to);
+    const char *from6 = address_of(from, AF_INET6), *to6 = address_of(to, AF_INET6);
+    char why[256];
+    if (out->direct_address[0] != '\0' || from6 == NULL || to6 == NULL)
+        return;
+    bool allowed = site_order_address_ok(&from->cluster->decl, &to->cluster->decl, from6, false,
+                                         "traversing over IPv6", why, sizeof(why));
+    if (!plan_prefer_traverse6(fe, te, &fam, tried, o, allowed, &out->decision))
+        return;
+    copy_str(out->traverse6, sizeof(out->traverse6), to6);
+    copy_str(out->traverse6_from, sizeof(out->traverse6_from), from6);
+}
+
 /* Hole punching over IPv6 instead of what IPv4 needed (plan_prefer_punch6). */
 static void choose_punch6(const struct contact *from, const struct contact *to,
                           const struct plan_end *fe, const struct plan_end *te, unsigned tried,
                           const struct plan_offer *o, struct reg_lookup *out)
 {
     struct plan_families fam = pair_families(from, to);
-    if (out->direct_address[0] == '\0')
+    if (out->direct_address[0] == '\0' && out->traverse6[0] == '\0')
         out->punch6 = plan_prefer_punch6(fe, te, &fam, tried, o, &out->decision);
 }
 
@@ -865,6 +887,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     }
     out->refused = out->decision.refused;
     choose_family(from, to, &fe, &te, tried, TECH_NONE, &o, out);
+    choose_traverse6(from, to, &fe, &te, tried, &o, out);
     choose_punch6(from, to, &fe, &te, tried, &o, out);
     return REG_OK;
 }

@@ -91,7 +91,11 @@ struct reg_lookup {
     /* Where a reversed plan's target calls back: the initiator's first
        address, or its IPv6 one when the target has no IPv4 address. */
     char back_address[QCG_ADDR_MAX];
-    bool punch6;      /* hole punching over IPv6 (plan_prefer_punch6): the IPv6 reflector */
+    bool punch6; /* hole punching over IPv6 (plan_prefer_punch6): the IPv6 reflector */
+    /* Traversing over IPv6 (plan_prefer_traverse6): the target's IPv6
+       address and the initiator's, its SYN's source ("" when not). */
+    char traverse6[QCG_ADDR_MAX];
+    char traverse6_from[QCG_ADDR_MAX];
     unsigned refused; /* techniques the address rules (site_ranges.h) refused for the pair */
 };
 

@@ -333,6 +333,19 @@ static int order_proxy(struct broker *b, const struct reg_lookup *res, const uns
     return 1;
 }
 
+/* A traversal's ends: over IPv6 (plan_prefer_traverse6) the two nodes' own
+   IPv6 addresses, else the target's first address and where the
+   initiator's packets appear from. */
+static const char *traverse_to(const struct reg_lookup *res)
+{
+    return res->traverse6[0] != '\0' ? res->traverse6 : res->target.address;
+}
+
+static const char *traverse_from(const struct reg_lookup *res)
+{
+    return res->traverse6[0] != '\0' ? res->traverse6_from : res->from_public;
+}
+
 /* The order for the target's side of a reversed, hole-punched or proxied
    connection, to its cluster's queue (the frontend passes it to the node's
    helper), and the plan's address, port and token.  A traversing plan
@@ -378,10 +391,10 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
         tr.from_rank = res->from.rank;
         tr.target_rank = res->target.rank;
         snprintf(tr.from_cluster, sizeof(tr.from_cluster), "%s", res->from.cluster);
-        snprintf(tr.from_public, sizeof(tr.from_public), "%s", res->from_public);
+        snprintf(tr.from_public, sizeof(tr.from_public), "%s", traverse_from(res));
         snprintf(tr.target_cluster, sizeof(tr.target_cluster), "%s", res->target.cluster);
         snprintf(tr.target_node, sizeof(tr.target_node), "%s", res->target.node);
-        snprintf(tr.target_address, sizeof(tr.target_address), "%s", res->target.address);
+        snprintf(tr.target_address, sizeof(tr.target_address), "%s", traverse_to(res));
         tr.target_port = res->target.port;
         if (token_issue(&b->punch_key, pair, TOKEN_SIDE_INITIATOR, tr.expiry, plan_token,
                         token_len) < 0 ||
@@ -389,7 +402,7 @@ static int order_target(struct broker *b, const struct reg_lookup *res, struct c
             snprintf(why, whylen, "too many traversals waiting for their SYN");
             return -1;
         }
-        snprintf(address, addr_len, "%s", res->target.address);
+        snprintf(address, addr_len, "%s", traverse_to(res));
         *port = res->target.port;
         return 0;
     }
@@ -494,10 +507,13 @@ static int cluster_rate(struct soap *soap, const char *op, const struct identity
                         id->cluster, op, option[kind]);
 }
 
-/* A punch plan's family in the log: IPv6, or IPv4 after the IPv6 one. */
+/* A punch plan's family in the log: IPv6, or IPv4 after the IPv6 one; a
+   traversal's over IPv6. */
 static const char *punch_family(const struct reg_lookup *res)
 {
-    return res->punch6 ? " over IPv6" : res->decision.punch4 ? " over IPv4" : "";
+    return res->punch6 || res->traverse6[0] != '\0' ? " over IPv6"
+           : res->decision.punch4                   ? " over IPv4"
+                                                    : "";
 }
 
 /* One lookup, the caller checked, waiting up to wait_ms for the cluster's
@@ -736,10 +752,15 @@ int qcg__traverse(struct soap *soap, int version, char *token, char *packet,
     struct syn_info syn;
     if (syn_check_hex(packet, &syn, why, sizeof(why)) < 0)
         return refuse(soap, "traverse", "invalid", "packet: %s", why);
-    if (syn.dport != tr.target_port || strcmp(syn.daddr, tr.target_address) != 0)
+    if (syn.dport != tr.target_port || !address_equal(syn.daddr, tr.target_address))
         return refuse(soap, "traverse", "invalid",
                       "the SYN goes to %s port %d, the plan was for %s port %d", syn.daddr,
                       syn.dport, tr.target_address, tr.target_port);
+    /* Over IPv6 no NAT rewrites it: the SYN leaves from the initiator's
+       own address, the one the target's helper answers. */
+    if (address_family(syn.daddr) == AF_INET6 && !address_equal(syn.saddr, tr.from_public))
+        return refuse(soap, "traverse", "invalid", "the SYN comes from %s, the plan was for %s",
+                      syn.saddr, tr.from_public);
     struct cmdqueue *q = registry_queue(b->reg, tr.target_cluster);
     if (q == NULL)
         return refuse(soap, "traverse", "unavailable", "cluster %s is gone", tr.target_cluster);

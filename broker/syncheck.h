@@ -13,9 +13,10 @@ struct syn_info {
     int sport, dport;
 };
 
-/* hex: lowercase hex of an IPv4 packet of at most QCG_PACKET_MAX bytes that
-   must be a TCP SYN without ACK, with consistent header lengths.  0 and
-   *out, or -1 with why. */
+/* hex: lowercase hex of an IPv4 or IPv6 packet of at most QCG_PACKET_MAX
+   bytes that must be a TCP SYN without ACK, with consistent header lengths
+   (IPv6: TCP right after the fixed header).  0 and *out (the addresses as
+   inet_ntop writes them), or -1 with why. */
 int syn_check_hex(const char *hex, struct syn_info *out, char *why, size_t whylen);
 
 #endif

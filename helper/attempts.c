@@ -235,20 +235,18 @@ static void on_punched(void *arg, const struct punch_result *r)
 int attempt_begin(struct attempts *as, struct conn *c, uint32_t rid, const struct local_plan *plan,
                   char *why, size_t whylen)
 {
-    struct in_addr addr;
+    struct rawpkt_addr addr;
     struct attempt *a;
 
     if (as->closed) {
         snprintf(why, whylen, "the helper is stopping");
         return -1;
     }
-    /* Traversing is IPv4; a punch goes over the family of its reflector. */
-    bool traversing = plan->technique == QCG_TECH_TRAVERSING;
-    if (traversing ? inet_pton(AF_INET, plan->address, &addr) != 1
-                   : address_family(plan->address) == 0) {
-        snprintf(why, whylen, "%s plan: '%s' is not an IP%s address",
-                 technique_name((enum technique)plan->technique), plan->address,
-                 traversing ? "v4" : "");
+    /* Traversing goes over the family of the target's address, a punch
+       over its reflector's. */
+    if (rawpkt_addr_parse(plan->address, &addr) < 0) {
+        snprintf(why, whylen, "%s plan: '%s' is not an IP address",
+                 technique_name((enum technique)plan->technique), plan->address);
         return -1;
     }
     if (plan->technique == QCG_TECH_TRAVERSING && as->ps == NULL) {

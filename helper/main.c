@@ -130,15 +130,12 @@ static struct privsep *fork_privileged(const struct helper_config *cfg, char *wh
                                        size_t whylen)
 {
     char missing[64], err[256];
-    struct in_addr node;
     struct privsep *ps = NULL;
 
     if (!cfg->intercept)
         snprintf(why_not, whylen, "intercept = no in the config");
     else if (helper_caps_missing(0, missing, sizeof(missing)) != 0)
         snprintf(why_not, whylen, "no %s", missing);
-    else if (inet_pton(AF_INET, cfg->address, &node) != 1)
-        snprintf(why_not, whylen, "the node's address is not IPv4");
     else if ((ps = privsep_fork(cfg, err, sizeof(err))) == NULL) {
         log_warnx("traversing disabled: %s", err);
         snprintf(why_not, whylen, "the packet engine did not start: %.180s", err);

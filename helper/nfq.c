@@ -132,6 +132,8 @@ struct nfq_queue *nfq_queue_open(uv_loop_t *loop, uint16_t num, nfq_packet_fn cb
     q->portid = mnl_socket_get_portid(q->nl);
     q->seq = (uint32_t)time(NULL);
     nlh = config_msg(q->buf, num);
+    /* The family is ignored since Linux 3.8: the queue takes the IPv6
+       packets of ip6tables' rules too. */
     nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
     if (configure(q, nlh) < 0) {
         /* The kernel says EPERM for both. */

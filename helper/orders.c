@@ -493,7 +493,7 @@ static void on_injected(void *arg, int status, const char *why)
 static void start_inject(struct orders *o, struct action *a)
 {
     uint8_t pkt[QCG_PACKET_MAX];
-    struct in_addr pub;
+    struct rawpkt_addr pub;
     char why[200] = "";
     int port = local_server_published_port(o->srv, a->cmd.job, a->cmd.rank);
     int len = unhex(a->cmd.packet, pkt, sizeof(pkt));
@@ -504,7 +504,7 @@ static void start_inject(struct orders *o, struct action *a)
         finish(a, "refused: this helper cannot inject (no privileges, or intercept = no)");
         return;
     }
-    if (len <= 0 || inet_pton(AF_INET, a->cmd.address, &pub) != 1 || port <= 0) {
+    if (len <= 0 || rawpkt_addr_parse(a->cmd.address, &pub) < 0 || port <= 0) {
         finish(a, "refused: %s", port <= 0 ? "nothing published" : "malformed packet or address");
         return;
     }

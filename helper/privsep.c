@@ -537,9 +537,17 @@ static struct entry *plan_new(struct privsep *ps, enum kind kind, unsigned timeo
     return e;
 }
 
-int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                      privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg, char *why,
-                      size_t whylen)
+/* An address into a message's 16 bytes; its family. */
+static uint8_t put_addr(const struct rawpkt_addr *a, uint8_t out[PRIVSEP_ADDR_LEN])
+{
+    memset(out, 0, PRIVSEP_ADDR_LEN);
+    memcpy(out, &a->u, a->family == AF_INET6 ? 16 : 4);
+    return (uint8_t)a->family;
+}
+
+int privsep_watch_syn(struct privsep *ps, struct rawpkt_addr dst, uint16_t dport,
+                      unsigned timeout_ms, privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg,
+                      char *why, size_t whylen)
 {
     struct privsep_watch_syn w;
     struct entry *e = plan_new(ps, K_WATCH, timeout_ms, acked_cb, arg, why, whylen);
@@ -550,13 +558,13 @@ int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, un
     memset(&w, 0, sizeof(w));
     w.h.type = PRIVSEP_WATCH_SYN;
     w.h.id = e->id;
-    w.dst = dst.s_addr;
+    w.family = put_addr(&dst, w.dst);
     w.dport = dport;
     w.timeout_ms = timeout_ms;
     return ask(ps, e, &w, sizeof(w));
 }
 
-int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in_addr pub,
+int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct rawpkt_addr pub,
                    uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
                    traverse_done_fn cb, void *arg, char *why, size_t whylen)
 {
@@ -574,7 +582,7 @@ int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in
     memset(&in, 0, sizeof(in));
     in.h.type = PRIVSEP_INJECT;
     in.h.id = e->id;
-    in.pub = pub.s_addr;
+    in.family = put_addr(&pub, in.pub);
     in.pub_port = pub_port;
     in.allowed_port = allowed_port;
     in.timeout_ms = timeout_ms;

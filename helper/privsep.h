@@ -84,10 +84,10 @@ typedef void (*privsep_acked_fn)(void *arg, int status, const char *why);
    process is killed (lost) when a request sent waits PRIVSEP_ACK_MS for its
    acknowledgement; one that waited as long in the queue fails alone.  No
    callback ever comes from inside these calls. */
-int privsep_watch_syn(struct privsep *ps, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                      privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg, char *why,
-                      size_t whylen);
-int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct in_addr pub,
+int privsep_watch_syn(struct privsep *ps, struct rawpkt_addr dst, uint16_t dport,
+                      unsigned timeout_ms, privsep_acked_fn acked_cb, traverse_syn_fn cb, void *arg,
+                      char *why, size_t whylen);
+int privsep_inject(struct privsep *ps, const uint8_t *syn, size_t len, struct rawpkt_addr pub,
                    uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
                    traverse_done_fn cb, void *arg, char *why, size_t whylen);
 /* The rules the engine has installed now: a round trip that blocks the

@@ -217,7 +217,7 @@ static void plan_acked(struct child *c, struct slot *s, int rc, const char *why)
 
 static void serve_watch(struct child *c, const struct privsep_watch_syn *w)
 {
-    struct in_addr dst = {.s_addr = w->dst};
+    struct rawpkt_addr dst = privsep_addr(w->family, w->dst);
     char why[PRIVSEP_WHY_MAX] = "";
     struct slot *s = plan_slot(c, w->h.id);
 
@@ -230,7 +230,7 @@ static void serve_watch(struct child *c, const struct privsep_watch_syn *w)
 
 static void serve_inject(struct child *c, const struct privsep_inject *in)
 {
-    struct in_addr pub = {.s_addr = in->pub};
+    struct rawpkt_addr pub = privsep_addr(in->family, in->pub);
     char why[PRIVSEP_WHY_MAX] = "";
     struct slot *s = plan_slot(c, in->h.id);
 
@@ -338,6 +338,27 @@ static void stop(struct child *c, int code, const char *why)
     c->t = NULL;
 }
 
+/* The node's first address of each family: what traversing uses (the
+   first IPv4 one is `address` itself when the node has one). */
+static void node_addresses(const struct helper_config *cfg, struct rawpkt_addr *node,
+                           struct rawpkt_addr *node6)
+{
+    const char *one[1] = {cfg->address};
+    int n = cfg->naddrs > 0 ? cfg->naddrs : 1;
+
+    memset(node, 0, sizeof(*node));
+    memset(node6, 0, sizeof(*node6));
+    for (int i = 0; i < n; i++) {
+        struct rawpkt_addr a;
+        if (rawpkt_addr_parse(cfg->naddrs > 0 ? cfg->addrs[i] : one[0], &a) < 0)
+            fatalx("the node's address %s is not an IP address",
+                   cfg->naddrs > 0 ? cfg->addrs[i] : one[0]);
+        struct rawpkt_addr *slot = a.family == AF_INET6 ? node6 : node;
+        if (slot->family == 0)
+            *slot = a;
+    }
+}
+
 /* Everything before the loop; exits on failure (the main process sees the
    socket close before READY). */
 static void setup(struct child *c, const struct helper_config *cfg)
@@ -356,9 +377,9 @@ static void setup(struct child *c, const struct helper_config *cfg)
         log_warn("chdir /");
     setenv("UV_THREADPOOL_SIZE", CHILD_THREADS, 1);
     c->tc.queue_num = (uint16_t)cfg->nfqueue;
-    if (inet_pton(AF_INET, cfg->address, &c->tc.node) != 1)
-        fatalx("the node's address %s is not IPv4", cfg->address);
+    node_addresses(cfg, &c->tc.node, &c->tc.node6);
     c->lim.node = c->tc.node;
+    c->lim.node6 = c->tc.node6;
     c->lim.port_low = (uint16_t)cfg->ports[0];
     c->lim.port_high = (uint16_t)cfg->ports[1];
     c->out = calloc(OUT_MAX, sizeof(*c->out));

@@ -14,6 +14,60 @@ static int unicast(uint32_t addr_be)
     return a != 0 && (a >> 24) != 127 && (a >> 28) < 14 && a != 0xffffffffu;
 }
 
+/* The same for IPv6: no ::, ::1, multicast, link-local (it needs a zone),
+   nor an IPv4-mapped address (IPv4 goes as IPv4). */
+static int unicast6(const struct in6_addr *a)
+{
+    return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_LOOPBACK(a) && !IN6_IS_ADDR_MULTICAST(a) &&
+           !IN6_IS_ADDR_LINKLOCAL(a) && !IN6_IS_ADDR_V4MAPPED(a);
+}
+
+struct rawpkt_addr privsep_addr(uint8_t family, const uint8_t bytes[PRIVSEP_ADDR_LEN])
+{
+    struct rawpkt_addr a;
+
+    memset(&a, 0, sizeof(a));
+    a.family = family;
+    memcpy(&a.u, bytes, family == AF_INET6 ? 16 : 4);
+    return a;
+}
+
+/* A message's address: of a family this node has an address of, unicast,
+   not one of the node's own; what (the message and its role) names it in
+   why. */
+static int address_ok(uint8_t family, const uint8_t bytes[PRIVSEP_ADDR_LEN],
+                      const struct privsep_limits *lim, const char *what, char *why, size_t whylen)
+{
+    static const uint8_t zeros[PRIVSEP_ADDR_LEN - 4];
+    char a[RAWPKT_ADDR_TEXT];
+    struct rawpkt_addr addr = privsep_addr(family, bytes);
+    const struct rawpkt_addr *own = family == AF_INET6 ? &lim->node6 : &lim->node;
+
+    if (family != AF_INET && family != AF_INET6) {
+        snprintf(why, whylen, "%s of address family %u", what, family);
+        return -ERANGE;
+    }
+    if (family == AF_INET && memcmp(bytes + 4, zeros, sizeof(zeros)) != 0) {
+        snprintf(why, whylen, "%s an IPv4 address with bytes after it", what);
+        return -ERANGE;
+    }
+    rawpkt_addr_text(&addr, a);
+    if (family == AF_INET6 ? !unicast6(&addr.u.v6) : !unicast(addr.u.v4.s_addr)) {
+        snprintf(why, whylen, "%s %s, not a unicast address", what, a);
+        return -ERANGE;
+    }
+    if (own->family != family) {
+        snprintf(why, whylen, "%s %s: this node has no %s address", what, a,
+                 family == AF_INET6 ? "IPv6" : "IPv4");
+        return -ERANGE;
+    }
+    if (rawpkt_addr_same(&addr, own)) {
+        snprintf(why, whylen, "%s %s, this node's own address", what, a);
+        return -ERANGE;
+    }
+    return 0;
+}
+
 static int timeout_ok(uint32_t ms, char *why, size_t whylen)
 {
     if (ms >= 1 && ms <= PRIVSEP_TIMEOUT_MAX_MS)
@@ -25,15 +79,10 @@ static int timeout_ok(uint32_t ms, char *why, size_t whylen)
 static int check_watch(const void *msg, const void *ctx, char *why, size_t whylen)
 {
     const struct privsep_watch_syn *w = msg;
+    int rc = address_ok(w->family, w->dst, ctx, "WATCH_SYN towards", why, whylen);
 
-    (void)ctx;
-    char a[INET_ADDRSTRLEN];
-
-    if (!unicast(w->dst)) {
-        inet_ntop(AF_INET, &w->dst, a, sizeof(a));
-        snprintf(why, whylen, "WATCH_SYN towards %s, not a unicast address", a);
-        return -ERANGE;
-    }
+    if (rc < 0)
+        return rc;
     if (w->dport == 0 || w->zero != 0) {
         snprintf(why, whylen, "WATCH_SYN with port %u, padding %u", w->dport, w->zero);
         return -ERANGE;
@@ -45,13 +94,10 @@ static int check_inject(const void *msg, const void *ctx, char *why, size_t whyl
 {
     const struct privsep_inject *in = msg;
     const struct privsep_limits *lim = ctx;
-    char a[INET_ADDRSTRLEN];
+    int rc = address_ok(in->family, in->pub, lim, "INJECT from", why, whylen);
 
-    if (!unicast(in->pub)) {
-        inet_ntop(AF_INET, &in->pub, a, sizeof(a));
-        snprintf(why, whylen, "INJECT from %s, not a unicast address", a);
-        return -ERANGE;
-    }
+    if (rc < 0)
+        return rc;
     if (in->pub_port == 0 || in->zero != 0) {
         snprintf(why, whylen, "INJECT from port %u, padding %u", in->pub_port, in->zero);
         return -ERANGE;
@@ -64,6 +110,12 @@ static int check_inject(const void *msg, const void *ctx, char *why, size_t whyl
     if (in->len < PRIVSEP_SYN_MIN || in->len > TRAVERSE_PACKET_MAX) {
         snprintf(why, whylen, "INJECT of a %u-byte packet (%d to %d)", in->len, PRIVSEP_SYN_MIN,
                  TRAVERSE_PACKET_MAX);
+        return -ERANGE;
+    }
+    /* The SYN is of its source's family (the engine checks the rest). */
+    if (in->syn[0] >> 4 != (in->family == AF_INET6 ? 6 : 4)) {
+        snprintf(why, whylen, "INJECT of an IPv%u packet from an IPv%c address", in->syn[0] >> 4,
+                 in->family == AF_INET6 ? '6' : '4');
         return -ERANGE;
     }
     return timeout_ok(in->timeout_ms, why, whylen);

@@ -23,9 +23,13 @@
  *
  * What a request may ask, checked by the privileged process before the engine
  * sees it (the engine's own checks on the packet stay): WATCH_SYN a unicast
- * destination and a port; INJECT a SYN of 40 to TRAVERSE_PACKET_MAX bytes
- * towards this node's address and a port in this node's range (the only
- * ports a process may publish), from a unicast address; timeouts of 1 ms to
+ * destination of a family this node has an address of, and a port; INJECT a
+ * SYN of 40 to TRAVERSE_PACKET_MAX bytes of the family of its source, towards
+ * this node's address of that family and a port in this node's range (the
+ * only ports a process may publish), from a unicast address that is not this
+ * node's.  Unicast: IPv4 neither 0, 127/8, multicast nor broadcast; IPv6
+ * neither ::, ::1, multicast, link-local nor IPv4-mapped; an IPv4 address's
+ * 12 bytes after its 4 zero.  Timeouts of 1 ms to
  * PRIVSEP_TIMEOUT_MAX_MS; at most PRIVSEP_PENDING_MAX plans at once.  Anything
  * else (a wrong size, an unknown type, a field out of range, an answer type,
  * a descriptor) is refused with an ACK carrying the request's id (0 when the
@@ -74,22 +78,28 @@ struct privsep_bare {
     struct imsg_hdr h;
 };
 
+/* Addresses: family AF_INET or AF_INET6, the address in network order in
+   the first 4 or 16 bytes. */
+#define PRIVSEP_ADDR_LEN 16
+
 struct privsep_watch_syn {
     struct imsg_hdr h;
-    uint32_t dst;   /* network order */
+    uint8_t dst[PRIVSEP_ADDR_LEN];
     uint16_t dport; /* host order, like every port here */
-    uint16_t zero;
+    uint8_t family; /* dst's */
+    uint8_t zero;
     uint32_t timeout_ms;
 };
 
 struct privsep_inject {
     struct imsg_hdr h;
-    uint32_t pub; /* the initiator's public address, network order */
+    uint8_t pub[PRIVSEP_ADDR_LEN]; /* the initiator's public address */
     uint16_t pub_port;
     uint16_t allowed_port; /* the port a process of the job published here */
     uint32_t timeout_ms;
-    uint16_t len; /* bytes of syn used */
-    uint16_t zero;
+    uint16_t len;   /* bytes of syn used */
+    uint8_t family; /* pub's, and the SYN's */
+    uint8_t zero;
     uint8_t syn[TRAVERSE_PACKET_MAX];
 };
 
@@ -115,8 +125,8 @@ struct privsep_rules_ok {
 };
 
 _Static_assert(sizeof(struct privsep_bare) == 16, "privsep_bare layout");
-_Static_assert(sizeof(struct privsep_watch_syn) == 28, "privsep_watch_syn layout");
-_Static_assert(sizeof(struct privsep_inject) == 32 + TRAVERSE_PACKET_MAX, "privsep_inject layout");
+_Static_assert(sizeof(struct privsep_watch_syn) == 40, "privsep_watch_syn layout");
+_Static_assert(sizeof(struct privsep_inject) == 44 + TRAVERSE_PACKET_MAX, "privsep_inject layout");
 _Static_assert(sizeof(struct privsep_status) == 20 + PRIVSEP_WHY_MAX, "privsep_status layout");
 _Static_assert(sizeof(struct privsep_syn) == 24 + TRAVERSE_PACKET_MAX + PRIVSEP_WHY_MAX,
                "privsep_syn layout");
@@ -136,9 +146,13 @@ union privsep_msg {
 /* What the privileged process allows, from the configuration it was forked
    with (never from a message). */
 struct privsep_limits {
-    struct in_addr node;
+    struct rawpkt_addr node, node6; /* family 0: the node has none of that family */
     uint16_t port_low, port_high;
 };
+
+/* An address of a message as the engine takes it (the message's checks
+   passed). */
+struct rawpkt_addr privsep_addr(uint8_t family, const uint8_t bytes[PRIVSEP_ADDR_LEN]);
 
 /* The types, sizes and field checks; the privileged process's channel has
    its struct privsep_limits as context. */

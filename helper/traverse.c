@@ -36,7 +36,7 @@ enum plan_kind { PLAN_WATCH, PLAN_INJECT, PLAN_GUARD };
 /* A SYN shipped to a watch: its retransmission must not take the watch of
    another connect towards the same listener. */
 struct shipped {
-    struct in_addr dst;
+    struct rawpkt_addr dst;
     uint16_t dport, sport;
     uint32_t seq;
 };
@@ -48,7 +48,7 @@ struct plan {
     struct traverse *t;
     struct dlink link; /* in t->plans while it runs */
     enum plan_kind kind;
-    struct in_addr peer; /* watch: the destination; inject: the initiator's public address */
+    struct rawpkt_addr peer; /* watch: the destination; inject: the initiator's public address */
     uint16_t peer_port;
     uint16_t port; /* inject: our listener's port */
     struct tvrule rules[RULES_PER_PLAN];
@@ -68,6 +68,7 @@ struct traverse {
     struct traverse_config cfg;
     struct nfq_queue *q;
     int raw;            /* IPPROTO_RAW socket for injection */
+    int raw6;           /* ... IPv6's, when the node has an IPv6 address (else -1) */
     struct dlist plans; /* of struct plan */
     unsigned next_id;
     unsigned nrules;
@@ -78,9 +79,9 @@ struct traverse {
     int deleting;     /* a batch is on the thread pool */
     unsigned pending; /* batches and handles to finish before the memory goes */
     int closed, free_asked;
-    int icmp_guard;                       /* the kernel has the u32 match (traverse_rules.h) */
-    struct ratelimit refused_rl;          /* "refused a SYN to inject": an order can repeat */
-    struct ratelimit timeout_rl;          /* watches and injections that timed out */
+    int icmp_guard[2];           /* IPv4, IPv6: the kernel has the u32 match (traverse_rules.h) */
+    struct ratelimit refused_rl; /* "refused a SYN to inject": an order can repeat */
+    struct ratelimit timeout_rl; /* watches and injections that timed out */
     struct shipped shipped[SHIPPED_KEPT]; /* the last SYNs shipped, a ring */
     unsigned next_shipped;
 };
@@ -102,9 +103,24 @@ struct del_batch {
 
 static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt, size_t len);
 
-static const char *ntoa(struct in_addr a, char *buf)
+/* This node's address of a family, or NULL when it has none. */
+static const struct rawpkt_addr *own(const struct traverse *t, int family)
 {
-    return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+    const struct rawpkt_addr *a = family == AF_INET6 ? &t->cfg.node6 : &t->cfg.node;
+
+    return a->family == family ? a : NULL;
+}
+
+/* IPPROTO_RAW sockets imply the header included, for IPv6 too (Linux):
+   the packets go out as built. */
+static int raw_socket(int family, char *err, size_t errlen)
+{
+    int fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+
+    if (fd < 0)
+        snprintf(err, errlen, "raw %s socket: %s%s", family == AF_INET6 ? "IPv6" : "IPv4",
+                 strerror(errno), errno == EPERM ? " (needs CAP_NET_RAW)" : "");
+    return fd;
 }
 
 struct traverse *traverse_new(uv_loop_t *loop, const struct traverse_config *cfg, char *err,
@@ -119,35 +135,40 @@ struct traverse *traverse_new(uv_loop_t *loop, const struct traverse_config *cfg
     t->loop = loop;
     t->cfg = *cfg;
     t->next_id = 1;
-    t->raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-    if (t->raw < 0) {
-        snprintf(err, errlen, "raw socket: %s%s", strerror(errno),
-                 errno == EPERM ? " (needs CAP_NET_RAW)" : "");
+    t->raw6 = -1;
+    t->raw = raw_socket(AF_INET, err, errlen);
+    if (t->raw < 0 ||
+        (own(t, AF_INET6) != NULL && (t->raw6 = raw_socket(AF_INET6, err, errlen)) < 0)) {
+        if (t->raw >= 0)
+            close(t->raw);
         free(t);
         return NULL;
     }
     /* The queue first: a second helper configured with our queue number
        fails here, before it could sweep our chains. */
     t->q = nfq_queue_open(loop, cfg->queue_num, on_packet, t, err, errlen);
-    if (t->q == NULL) {
-        close(t->raw);
-        free(t);
-        return NULL;
-    }
-    if (tvrules_setup(cfg->queue_num, &t->icmp_guard, err, errlen) < 0) {
+    if (t->q == NULL)
+        goto fail;
+    if (tvrules_setup(cfg->queue_num, t->raw6 >= 0, t->icmp_guard, err, errlen) < 0) {
         /* The queue's memory goes with the loop's close callback. */
         nfq_queue_close(t->q);
-        close(t->raw);
-        free(t);
-        return NULL;
+        goto fail;
     }
     uv_timer_init(loop, &t->del_timer);
     t->del_timer.data = t;
-    log_info("traversing TCP ready on queue %u%s", cfg->queue_num,
-             t->icmp_guard ? ""
-                           : " (no u32 match in this kernel: an ICMP error from a rejecting "
-                             "firewall ends a traversal)");
+    log_info("traversing TCP ready on queue %u, %s%s", cfg->queue_num,
+             t->raw6 >= 0 ? "IPv4 and IPv6" : "IPv4 only (no IPv6 address)",
+             t->icmp_guard[0] && (t->raw6 < 0 || t->icmp_guard[1])
+                 ? ""
+                 : " (no u32 match in this kernel: an ICMP error from a rejecting "
+                   "firewall ends a traversal)");
     return t;
+fail:
+    close(t->raw);
+    if (t->raw6 >= 0)
+        close(t->raw6);
+    free(t);
+    return NULL;
 }
 
 static void maybe_free(struct traverse *t)
@@ -326,7 +347,7 @@ static void finish(struct plan *p, int status, const uint8_t *pkt, size_t len, c
 static void on_timeout(uv_timer_t *h)
 {
     struct plan *p = h->data;
-    char a[INET_ADDRSTRLEN];
+    char a[RAWPKT_ADDR_TEXT];
     unsigned long long ms = (unsigned long long)(uv_now(p->t->loop) - p->start_ms);
 
     unsigned left_out;
@@ -334,7 +355,7 @@ static void on_timeout(uv_timer_t *h)
        so one line per TIMEOUT_LOG_MS here. */
     bool log = ratelimit_ok(&p->t->timeout_rl, monotonic_ms(), TIMEOUT_LOG_MS, &left_out);
 
-    ntoa(p->peer, a);
+    rawpkt_addr_text(&p->peer, a);
     if (p->kind == PLAN_GUARD) {
         finish(p, 0, NULL, 0, "%s", "");
     } else if (p->kind == PLAN_WATCH) {
@@ -355,7 +376,7 @@ static void on_timeout(uv_timer_t *h)
     }
 }
 
-static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct in_addr peer,
+static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct rawpkt_addr peer,
                              uint16_t peer_port, void *arg)
 {
     struct plan *p = calloc(1, sizeof(*p));
@@ -376,12 +397,12 @@ static struct plan *plan_new(struct traverse *t, enum plan_kind kind, struct in_
 /* The oldest running plan of this kind for the peer's address and port
    (and, for an injection, our port; one at most, as its start refuses
    twins). */
-static struct plan *find_plan(struct traverse *t, enum plan_kind kind, struct in_addr peer,
-                              uint16_t peer_port, uint16_t port)
+static struct plan *find_plan(struct traverse *t, enum plan_kind kind,
+                              const struct rawpkt_addr *peer, uint16_t peer_port, uint16_t port)
 {
     for (struct dlink *l = t->plans.head; l != NULL; l = l->next) {
         struct plan *p = dlist_entry(l, struct plan, link);
-        if (p->kind == kind && p->peer.s_addr == peer.s_addr && p->peer_port == peer_port &&
+        if (p->kind == kind && rawpkt_addr_same(&p->peer, peer) && p->peer_port == peer_port &&
             (kind == PLAN_WATCH || p->port == port))
             return p;
     }
@@ -402,15 +423,21 @@ static void plan_discard(struct plan *p)
     uv_close((uv_handle_t *)&p->timer, on_plan_closed);
 }
 
-int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                       traverse_syn_fn cb, void *arg, char *why, size_t whylen)
+int traverse_watch_syn(struct traverse *t, struct rawpkt_addr dst, uint16_t dport,
+                       unsigned timeout_ms, traverse_syn_fn cb, void *arg, char *why, size_t whylen)
 {
-    char a[INET_ADDRSTRLEN];
+    char a[RAWPKT_ADDR_TEXT];
     struct plan *p;
 
-    ntoa(dst, a);
+    rawpkt_addr_text(&dst, a);
     if (t->closed) {
         snprintf(why, whylen, "traversing is closed");
+        return -1;
+    }
+    /* Our SYN leaves from our address of its family: none, no traversal. */
+    if (own(t, dst.family) == NULL) {
+        snprintf(why, whylen, "this node has no %s address to traverse to %s from",
+                 dst.family == AF_INET6 ? "IPv6" : "IPv4", a);
         return -1;
     }
     /* Several watches for one destination are fine: the ranks of a node
@@ -428,7 +455,7 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
     p->rules[0] = (struct tvrule){.inbound = 0, .synack = 0, .dst = dst, .dport = dport};
     /* The guard, in the same transaction: in place before the SYN leaves. */
     p->rules[p->nrules++] = (struct tvrule){.kind = TVR_GUARD_RST, .dst = dst, .dport = dport};
-    if (t->icmp_guard)
+    if (t->icmp_guard[dst.family == AF_INET6])
         p->rules[p->nrules++] = (struct tvrule){.kind = TVR_GUARD_ICMP, .dst = dst, .dport = dport};
     if (add_rules(p, why, whylen) < 0) {
         log_warnx("cannot watch for a SYN towards %s port %u: %s", a, dport, why);
@@ -440,30 +467,38 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
     return 0;
 }
 
-static int inject(struct traverse *t, const uint8_t *pkt, size_t len, char *why, size_t whylen)
+/* Sends a packet of the family of our address `node` to it. */
+static int inject(struct traverse *t, const struct rawpkt_addr *node, const uint8_t *pkt,
+                  size_t len, char *why, size_t whylen)
 {
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = t->cfg.node};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = node->u.v4};
+    struct sockaddr_in6 to6 = {.sin6_family = AF_INET6, .sin6_addr = node->u.v6};
+    int v6 = node->family == AF_INET6;
 
-    /* IPPROTO_RAW implies IP_HDRINCL: the kernel fills in only the IP checksum
-       (we set it anyway) and routes to our own address through loopback. */
-    if (sendto(t->raw, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len) {
+    /* IPPROTO_RAW implies the header included: the kernel fills in only the
+       IPv4 checksum (we set it anyway) and routes to our own address through
+       loopback. */
+    if (sendto(v6 ? t->raw6 : t->raw, pkt, len, 0,
+               v6 ? (struct sockaddr *)&to6 : (struct sockaddr *)&to,
+               v6 ? sizeof(to6) : sizeof(to)) != (ssize_t)len) {
         snprintf(why, whylen, "raw send: %s", strerror(errno));
         return -1;
     }
     return 0;
 }
 
-int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct in_addr pub,
+int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct rawpkt_addr pub,
                     uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
                     traverse_done_fn cb, void *arg, char *why, size_t whylen)
 {
     uint8_t pkt[TRAVERSE_PACKET_MAX];
     struct rawpkt_tcp s;
-    char a[INET_ADDRSTRLEN];
+    char a[RAWPKT_ADDR_TEXT];
+    const struct rawpkt_addr *node = own(t, pub.family);
     struct plan *p;
     unsigned left_out;
 
-    ntoa(pub, a);
+    rawpkt_addr_text(&pub, a);
     if (t->closed) {
         snprintf(why, whylen, "traversing is closed");
         return -1;
@@ -472,20 +507,27 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
         snprintf(why, whylen, "a SYN of %zu bytes (at most %d)", len, TRAVERSE_PACKET_MAX);
         goto refused;
     }
-    if (rawpkt_parse(syn, len, &s, why, whylen) < 0 ||
-        rawpkt_check_syn(&s, t->cfg.node, allowed_port, why, whylen) < 0)
-        goto refused;
-    if (pub.s_addr == 0 || pub_port == 0) {
-        snprintf(why, whylen, "no public address or port for the initiator");
+    /* The SYN's family is the initiator's address's, and ours must have it:
+       rawpkt_check_syn then holds it to our own address of that family. */
+    if (node == NULL) {
+        snprintf(why, whylen, "this node has no %s address",
+                 pub.family == AF_INET6 ? "IPv6" : "IPv4");
         goto refused;
     }
-    if (find_plan(t, PLAN_INJECT, pub, pub_port, allowed_port) != NULL) {
+    if (rawpkt_parse(syn, len, &s, why, whylen) < 0 ||
+        rawpkt_check_syn(&s, node, allowed_port, why, whylen) < 0)
+        goto refused;
+    if (pub_port == 0) {
+        snprintf(why, whylen, "no public port for the initiator");
+        goto refused;
+    }
+    if (find_plan(t, PLAN_INJECT, &pub, pub_port, allowed_port) != NULL) {
         snprintf(why, whylen, "already traversing from %s port %u to port %u", a, pub_port,
                  allowed_port);
         goto refused;
     }
     memcpy(pkt, syn, s.total);
-    rawpkt_set_source(pkt, s.total, pub, pub_port);
+    rawpkt_set_source(pkt, s.total, &pub, pub_port);
 
     p = plan_new(t, PLAN_INJECT, pub, pub_port, arg);
     if (p == NULL) {
@@ -498,7 +540,7 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
     /* Our SYN/ACK leaving, and the initiator's SYN/ACK arriving. */
     p->rules[0] = (struct tvrule){.inbound = 0,
                                   .synack = 1,
-                                  .src = t->cfg.node,
+                                  .src = *node,
                                   .sport = allowed_port,
                                   .dst = pub,
                                   .dport = pub_port};
@@ -506,14 +548,14 @@ int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct i
                                   .synack = 1,
                                   .src = pub,
                                   .sport = pub_port,
-                                  .dst = t->cfg.node,
+                                  .dst = *node,
                                   .dport = allowed_port};
     if (add_rules(p, why, whylen) < 0) {
         log_warnx("cannot traverse from %s port %u to port %u: %s", a, pub_port, allowed_port, why);
         plan_discard(p);
         return -1;
     }
-    if (inject(t, pkt, s.total, why, whylen) < 0) {
+    if (inject(t, node, pkt, s.total, why, whylen) < 0) {
         log_warnx("cannot traverse from %s port %u to port %u: %s", a, pub_port, allowed_port, why);
         remove_rules(p);
         plan_discard(p);
@@ -535,7 +577,7 @@ static bool was_shipped(const struct traverse *t, const struct rawpkt_tcp *s)
 {
     for (int i = 0; i < SHIPPED_KEPT; i++) {
         const struct shipped *k = &t->shipped[i];
-        if (k->dst.s_addr == s->dst.s_addr && k->dport == s->dport && k->sport == s->sport &&
+        if (rawpkt_addr_same(&k->dst, &s->dst) && k->dport == s->dport && k->sport == s->sport &&
             k->seq == s->seq)
             return true;
     }
@@ -561,7 +603,7 @@ static void keep_guard(struct plan *w)
 static void on_local_syn(struct traverse *t, uint32_t id, const struct rawpkt_tcp *s,
                          const uint8_t *pkt)
 {
-    struct plan *p = find_plan(t, PLAN_WATCH, s->dst, s->dport, 0);
+    struct plan *p = find_plan(t, PLAN_WATCH, &s->dst, s->dport, 0);
 
     nfq_queue_verdict(t->q, id, 1, NULL, 0);
     if (p != NULL && was_shipped(t, s)) {
@@ -591,7 +633,7 @@ static void on_our_synack(struct traverse *t, uint32_t id, const struct rawpkt_t
                           const uint8_t *pkt, size_t len)
 {
     uint8_t out[TRAVERSE_PACKET_MAX];
-    struct plan *p = find_plan(t, PLAN_INJECT, s->dst, s->dport, s->sport);
+    struct plan *p = find_plan(t, PLAN_INJECT, &s->dst, s->dport, s->sport);
 
     if (p == NULL || s->total > sizeof(out)) {
         log_debug("a SYN/ACK from port %u of no plan: accepted as is", s->sport);
@@ -616,7 +658,7 @@ static void on_their_synack(struct traverse *t, uint32_t id, const struct rawpkt
 {
     uint8_t ack[TRAVERSE_PACKET_MAX];
     char why[WHY_MAX];
-    struct plan *p = find_plan(t, PLAN_INJECT, s->src, s->sport, s->dport);
+    struct plan *p = find_plan(t, PLAN_INJECT, &s->src, s->sport, s->dport);
     size_t n;
 
     nfq_queue_verdict(t->q, id, 1, NULL, 0);
@@ -630,7 +672,7 @@ static void on_their_synack(struct traverse *t, uint32_t id, const struct rawpkt
         return;
     }
     n = rawpkt_build_ack(s, ack, sizeof(ack));
-    if (n == 0 || inject(t, ack, n, why, sizeof(why)) < 0) {
+    if (n == 0 || inject(t, &s->dst, ack, n, why, sizeof(why)) < 0) {
         log_warnx("port %u: cannot inject the third ACK: %s", p->port, n ? why : "no room");
         finish(p, -EIO, NULL, 0, "cannot inject the third ACK: %s", n ? why : "no room");
         return;
@@ -655,14 +697,15 @@ static void on_packet(void *arg, uint32_t id, unsigned hook, const uint8_t *pkt,
         return;
     }
     uint8_t synack = s.flags & (RAWPKT_SYN | RAWPKT_ACK | RAWPKT_RST);
+    const struct rawpkt_addr *node = own(t, s.src.family);
 
     if (hook == NF_INET_LOCAL_OUT && synack == RAWPKT_SYN)
         on_local_syn(t, id, &s, pkt);
-    else if (hook == NF_INET_LOCAL_OUT && synack == (RAWPKT_SYN | RAWPKT_ACK) &&
-             s.src.s_addr == t->cfg.node.s_addr)
+    else if (hook == NF_INET_LOCAL_OUT && synack == (RAWPKT_SYN | RAWPKT_ACK) && node != NULL &&
+             rawpkt_addr_same(&s.src, node))
         on_our_synack(t, id, &s, pkt, len);
-    else if (hook == NF_INET_PRE_ROUTING && synack == (RAWPKT_SYN | RAWPKT_ACK) &&
-             s.dst.s_addr == t->cfg.node.s_addr)
+    else if (hook == NF_INET_PRE_ROUTING && synack == (RAWPKT_SYN | RAWPKT_ACK) && node != NULL &&
+             rawpkt_addr_same(&s.dst, node))
         on_their_synack(t, id, &s);
     else {
         log_debug("queue %u: unexpected packet (hook %u, flags 0x%02x): accepted", t->cfg.queue_num,
@@ -701,6 +744,9 @@ void traverse_close(struct traverse *t)
     t->q = NULL;
     close(t->raw);
     t->raw = -1;
+    if (t->raw6 >= 0)
+        close(t->raw6);
+    t->raw6 = -1;
     log_info("traversing TCP on queue %u closed", t->cfg.queue_num);
 }
 

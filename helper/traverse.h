@@ -31,14 +31,21 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* The largest SYN we ship: IPv4 header with options + TCP header with options. */
+#include "rawpkt.h"
+
+/* The largest SYN we ship: IPv4 header with options + TCP header with
+   options (an IPv6 SYN, 40 + 60 bytes at most, fits too). */
 #define TRAVERSE_PACKET_MAX 120
 
 struct traverse;
 
+/* Traversing goes over either family: each plan's by its address.  The
+   IPv6 rules go to ip6tables' raw table, the IPv6 packets out of an IPv6
+   IPPROTO_RAW socket; a node without an IPv6 address sets up neither. */
 struct traverse_config {
-    uint16_t queue_num;  /* NFQUEUE number this helper owns */
-    struct in_addr node; /* this node's own address (the target's packets' address) */
+    uint16_t queue_num;       /* NFQUEUE number this helper owns */
+    struct rawpkt_addr node;  /* this node's own IPv4 address (family 0: none) */
+    struct rawpkt_addr node6; /* ... and IPv6 address (family 0: none) */
 };
 
 /* Opens the queue and creates this helper's chains (removing leftovers of a
@@ -57,8 +64,8 @@ void traverse_free(struct traverse *t);
 
 /* Initiator side, called before the local process connects to dst:dport:
    queue the first SYN towards dst:dport, let it leave (NF_ACCEPT: our own
-   NAT must see it) and give the caller a copy (IPv4 + TCP, as it left the
-   process).  cb(arg, 0, pkt, len) once, or cb(arg, negative, NULL, 0, why)
+   NAT must see it) and give the caller a copy (IPv4 or IPv6 + TCP, as it
+   left the process).  cb(arg, 0, pkt, len) once, or cb(arg, negative, NULL, 0, why)
    after timeout_ms (-ETIMEDOUT; -EMSGSIZE for a SYN above
    TRAVERSE_PACKET_MAX).  The rule is removed after the first SYN or the
    timeout; retransmissions are not shipped.  With the watch comes a guard:
@@ -69,16 +76,17 @@ void traverse_free(struct traverse *t);
    reads as ECONNREFUSED) does not end the connect before the target's SYN
    arrives.  A connection to dst:dport established meanwhile loses a reset
    sent in those seconds (the peer's next one, after the guard, ends it).  Several watches of one
-   dst:dport take its SYNs oldest first.  0, or -1 with why (closed,
-   iptables failed). */
+   dst:dport take its SYNs oldest first.  0, or -1 with why (closed, no
+   address of dst's family on this node, iptables failed). */
 typedef void (*traverse_syn_fn)(void *arg, int status, const uint8_t *pkt, size_t len,
                                 const char *why);
-int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, unsigned timeout_ms,
-                       traverse_syn_fn cb, void *arg, char *why, size_t whylen);
+int traverse_watch_syn(struct traverse *t, struct rawpkt_addr dst, uint16_t dport,
+                       unsigned timeout_ms, traverse_syn_fn cb, void *arg, char *why,
+                       size_t whylen);
 
-/* Target side: `syn` is the initiator's SYN as captured there.  Checked: an
-   IPv4 TCP SYN without ACK, well-formed lengths, destination this node's
-   address and port `allowed_port` (the port a process of the job published
+/* Target side: `syn` is the initiator's SYN as captured there.  Checked: a
+   TCP SYN without ACK of pub's family, well-formed lengths, destination this
+   node's address of that family and port `allowed_port` (the port a process of the job published
    here), no payload, no fragment.  Its source is rewritten to pub:pub_port
    (the initiator's public mapping), checksums recomputed, and it is
    injected into our stack; our SYN/ACK is caught and sent out as a plain SYN;
@@ -90,7 +98,7 @@ int traverse_watch_syn(struct traverse *t, struct in_addr dst, uint16_t dport, u
    (refused, logged: nothing was injected).  One plan per (pub, pub_port,
    allowed_port) at a time. */
 typedef void (*traverse_done_fn)(void *arg, int status, const char *why);
-int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct in_addr pub,
+int traverse_inject(struct traverse *t, const uint8_t *syn, size_t len, struct rawpkt_addr pub,
                     uint16_t pub_port, uint16_t allowed_port, unsigned timeout_ms,
                     traverse_done_fn cb, void *arg, char *why, size_t whylen);
 

@@ -54,9 +54,8 @@ int upstream_order_check(const struct command *c, const char *node, char *why, s
     else if (!job_valid(c->job) || c->rank < 0 || c->peer_rank < 0)
         snprintf(why, whylen, "malformed job id or rank");
     else if (inet_pton(AF_INET, c->address, addr) != 1 &&
-             (inject || inet_pton(AF_INET6, c->address, addr) != 1))
-        snprintf(why, whylen, "address '%s' is not an IP%s address", c->address,
-                 inject ? "v4" : "");
+             inet_pton(AF_INET6, c->address, addr) != 1)
+        snprintf(why, whylen, "address '%s' is not an IP address", c->address);
     else if (c->port < 1 || c->port > 65535)
         snprintf(why, whylen, "port %d outside 1-65535", c->port);
     /* The token goes into the process's hello (connect-back) or the proxy's

@@ -219,6 +219,40 @@ static void test_syncheck(void)
     CHECKF(syn_check_hex(longer, &si, why, sizeof(why)) == -1, "too long");
 }
 
+/* The same SYN over IPv6: 2001:db8:3::11 port 21005 -> 2001:db8:6::11 port
+   24001, its TCP header right after the IPv6 header. */
+static const char syn6[] = "6000000000280640"
+                           "20010db8000300000000000000000011"
+                           "20010db8000600000000000000000011"
+                           "520d5dc1"
+                           "12345678000000"
+                           "00a002faf000000000020405b40402080a"
+                           "0001e2400000000001030307";
+
+static void test_syncheck6(void)
+{
+    struct syn_info si;
+    char why[128], bad[sizeof(syn6)];
+    int rc = syn_check_hex(syn6, &si, why, sizeof(why));
+    CHECKF(rc == 0, "valid IPv6 SYN refused: %s", why);
+    if (rc == 0)
+        CHECKF(strcmp(si.saddr, "2001:db8:3::11") == 0 && strcmp(si.daddr, "2001:db8:6::11") == 0 &&
+                   si.sport == 21005 && si.dport == 24001,
+               "fields %s:%d -> %s:%d", si.saddr, si.sport, si.daddr, si.dport);
+    memcpy(bad, syn6, sizeof(syn6));
+    bad[13] = '0'; /* next header 6 -> 0: a hop-by-hop options header */
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1 &&
+               strstr(why, "not TCP right after the IPv6 header"),
+           "extension header: %s", why);
+    memcpy(bad, syn6, sizeof(syn6));
+    bad[11] = '9'; /* payload length 40 -> 41 */
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1, "IPv6 length: %s", why);
+    memcpy(bad, syn6, sizeof(syn6));
+    bad[2 * 53] = '1'; /* flags 0x02 -> 0x12: SYN/ACK */
+    CHECKF(syn_check_hex(bad, &si, why, sizeof(why)) == -1 && strstr(why, "SYN"), "SYN/ACK: %s",
+           why);
+}
+
 int main(void)
 {
     test_memory();
@@ -226,5 +260,6 @@ int main(void)
     test_issued();
     test_traversals();
     test_syncheck();
+    test_syncheck6();
     return check_result("broker-outcomes");
 }

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "plan.h"
+#include "plan_traverse6.h"
 
 /* The lab's sites as their frontends declare them; every helper can intercept. */
 static const struct plan_end open_site = {"open", CLUSTER_OPEN, 0, 0, true, 20001, NULL};
@@ -581,6 +582,84 @@ static void test_punch_families(void)
            "no proxy, both punches out: nothing left: %s", d.reason);
 }
 
+/* Traversing over IPv6 (plan_traverse6.h), as the registry makes it: the
+   IPv4 plan, then traversing over IPv6, then hole punching over IPv6.
+   True: traversing over IPv6. */
+static bool lookup_v6(const struct plan_end *from, const struct plan_end *to,
+                      const struct plan_families *fam, unsigned tried,
+                      const struct plan_offer *offer, struct plan_decision *d)
+{
+    plan_decide(from, to, tried, offer, d);
+    if (plan_prefer_traverse6(from, to, fam, tried, offer, true, d))
+        return true;
+    plan_prefer_punch6(from, to, fam, tried, offer, d);
+    return false;
+}
+
+static void test_traverse6(void)
+{
+    struct plan_decision d;
+    const struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    const struct plan_families dual = {FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6};
+    const struct plan_families to_v6_only = {FAMILY_V4 | FAMILY_V6, FAMILY_V6};
+    const struct plan_families from_v6_only = {FAMILY_V6, FAMILY_V4 | FAMILY_V6};
+    const struct plan_families from_v4_only = {FAMILY_V4, FAMILY_V4 | FAMILY_V6};
+    static const struct plan_end v6_site = {"v6", CLUSTER_FIREWALLED, 0, 0, true, 20001, NULL};
+    static const struct plan_end v6_noint = {"v6", CLUSTER_FIREWALLED, 0, 0, false, 20001, NULL};
+    unsigned tv = TECH_BIT(TECH_TRAVERSING), p6 = TECH_BIT(TECH_PUNCH6);
+
+    /* The lab's v61 <-> nata1: over IPv4 the one has no address, the other
+       is NATed; over IPv6 both sit behind stateful firewalls. */
+    CHECKF(lookup_v6(&nata_site, &v6_site, &to_v6_only, 0, &offer, &d) && d.ok &&
+               d.technique == TECH_TRAVERSING && !d.cacheable &&
+               strstr(d.reason, "over IPv4: traversing): traversing over IPv6") != NULL,
+           "into an IPv6-only firewalled node: traversed over IPv6: %s", d.reason);
+    CHECKF(lookup_v6(&v6_site, &nata_site, &from_v6_only, 0, &offer, &d) && d.ok &&
+               d.technique == TECH_TRAVERSING &&
+               strstr(d.reason, "over IPv4: holepunch): traversing over IPv6") != NULL,
+           "from an IPv6-only node into a NAT's site: traversed over IPv6: %s", d.reason);
+    CHECKF(lookup_v6(&sym_site, &natb_site, &dual, 0, &offer, &d) &&
+               strstr(d.reason, "over IPv4: proxy") != NULL,
+           "a symmetric NAT's node: traversed over IPv6, not relayed: %s", d.reason);
+    /* Within the same connect: after it failed, the IPv6 punch, then IPv4's. */
+    CHECKF(!lookup_v6(&v6_site, &nata_site, &from_v6_only, tv, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "holepunch over IPv6") != NULL,
+           "traversing over IPv6 failed: the IPv6 punch next: %s", d.reason);
+    CHECKF(!lookup_v6(&sym_site, &natb_site, &dual, tv, &offer, &d) && d.ok &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "holepunch over IPv6") != NULL,
+           "a symmetric NAT's node, traversing over IPv6 failed: the IPv6 punch: %s", d.reason);
+    CHECKF(!lookup_v6(&sym_site, &natb_site, &dual, tv | p6, &offer, &d) && d.ok &&
+               d.technique == TECH_PROXY,
+           "then the proxy (no IPv4 punch with a symmetric NAT): %s", d.reason);
+    /* What stays as it was. */
+    CHECKF(!lookup_v6(&nata_site, &fw_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_TRAVERSING && strstr(d.reason, "IPv6") == NULL,
+           "traversing over IPv4 where both have IPv4: stays IPv4: %s", d.reason);
+    CHECKF(!lookup_v6(&open_site, &nata_site, &dual, 0, &offer, &d) && d.technique == TECH_REVERSED,
+           "reversed stays reversed: %s", d.reason);
+    CHECKF(!lookup_v6(&nata_site, &open_site, &dual, 0, &offer, &d) && d.technique == TECH_DIRECT,
+           "into an open site: direct");
+    CHECKF(!lookup_v6(&nata_site, &nata_site, &dual, 0, &offer, &d) && d.technique == TECH_DIRECT,
+           "inside a site: direct");
+    CHECKF(!lookup_v6(&nata_site, &natb_site, &from_v4_only, 0, &offer, &d),
+           "an initiator without IPv6: not over IPv6");
+    CHECKF(!lookup_v6(&nata_site, &natb_site, &dual, 0, &offer, &d) &&
+               d.technique == TECH_HOLEPUNCH && strstr(d.reason, "holepunch over IPv6") != NULL,
+           "a punch that works over IPv4 stays a punch, over IPv6 first: %s", d.reason);
+    CHECKF(!lookup_v6(&nata_site, &v6_noint, &to_v6_only, 0, &offer, &d) &&
+               d.technique == TECH_HOLEPUNCH,
+           "a target whose helper cannot intercept: the IPv6 punch: %s", d.reason);
+    struct plan_offer mem = offer;
+    mem.remembered = tv;
+    CHECKF(!lookup_v6(&nata_site, &v6_site, &to_v6_only, 0, &mem, &d) &&
+               d.technique == TECH_HOLEPUNCH,
+           "traversing failed lately between the sites: not over IPv6 either: %s", d.reason);
+    plan_decide(&nata_site, &natb_site, 0, &offer, &d);
+    CHECKF(!plan_prefer_traverse6(&nata_site, &natb_site, &dual, 0, &offer, false, &d) &&
+               d.technique == TECH_HOLEPUNCH,
+           "the address rules refuse the initiator's IPv6 address: not over IPv6");
+}
+
 /* qcg-probe's `only` holepunch: over IPv6 where both nodes have IPv6. */
 static void test_only_punch6(void)
 {
@@ -620,6 +699,7 @@ int main(void)
     test_punch6();
     test_punch_families();
     test_only_punch6();
+    test_traverse6();
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
         check_row(pairs[i].from, pairs[i].to, pairs[i].technique);
     test_same_cluster();

@@ -3,7 +3,7 @@
    and rewritten as the target helper's traverse_inject does before injecting
    it (helper/rawpkt.h), and the packets NFQUEUE hands over, turned into a SYN
    or answered with an ACK as traverse.c does.
-   Input: one IPv4 packet, in a buffer of exactly its size. */
+   Input: one IPv4 or IPv6 packet, in a buffer of exactly its size. */
 #include <arpa/inet.h>
 
 #include "fuzz.h"
@@ -13,6 +13,7 @@
 
 /* The node and published port of the seeds (tests/fuzz/corpus/rawpkt). */
 #define NODE "198.18.1.11"
+#define NODE6 "2001:db8:1::11"
 #define PORT 23001
 
 static void reparsed(const uint8_t *pkt, size_t len, struct rawpkt_tcp *p)
@@ -26,23 +27,24 @@ static void reparsed(const uint8_t *pkt, size_t len, struct rawpkt_tcp *p)
 static void inject(const uint8_t *syn, size_t len, const struct rawpkt_tcp *s)
 {
     uint8_t pkt[TRAVERSE_PACKET_MAX];
-    struct in_addr node, pub;
+    struct rawpkt_addr node, pub;
     struct rawpkt_tcp r;
     char why[128];
+    int v6 = s->src.family == AF_INET6;
 
-    inet_pton(AF_INET, NODE, &node);
-    inet_pton(AF_INET, "203.0.113.5", &pub);
+    rawpkt_addr_parse(v6 ? NODE6 : NODE, &node);
+    rawpkt_addr_parse(v6 ? "2001:db8:2::5" : "203.0.113.5", &pub);
     if (len > sizeof(pkt))
         return;
-    if (rawpkt_check_syn(s, node, PORT, why, sizeof(why)) < 0) {
+    if (rawpkt_check_syn(s, &node, PORT, why, sizeof(why)) < 0) {
         FUZZ_REASON(why);
         return;
     }
-    FUZZ_ASSERT(s->payload == 0 && s->dport == PORT && s->dst.s_addr == node.s_addr);
+    FUZZ_ASSERT(s->payload == 0 && s->dport == PORT && rawpkt_addr_same(&s->dst, &node));
     memcpy(pkt, syn, s->total);
-    rawpkt_set_source(pkt, s->total, pub, 40000);
+    rawpkt_set_source(pkt, s->total, &pub, 40000);
     reparsed(pkt, s->total, &r);
-    FUZZ_ASSERT(r.src.s_addr == pub.s_addr && r.sport == 40000 && r.seq == s->seq);
+    FUZZ_ASSERT(rawpkt_addr_same(&r.src, &pub) && r.sport == 40000 && r.seq == s->seq);
 }
 
 /* traverse.c on_our_synack: a SYN/ACK sent on as a plain SYN. */

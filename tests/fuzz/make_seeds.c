@@ -277,6 +277,17 @@ static void rawpkt(void)
     seed("rawpkt", "short", -1, syn, 19);
     /* The first crash fuzz-rawpkt found (test_rawpkt.c test_short_buffers). */
     seed("rawpkt", "crash-empty", -1, syn, 0);
+    /* The SYN over IPv6: 2001:db8:65::b -> 2001:db8:1::11 (fuzz_rawpkt.c's
+       NODE6) port 23001, checksum left as it was. */
+    uint8_t syn6[80] = {0x60, 0, 0, 0, 0, 40, 6, 64};
+    const uint8_t src6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0x65, [15] = 0x0b};
+    const uint8_t dst6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0x01, [15] = 0x11};
+    memcpy(syn6 + 8, src6, 16);
+    memcpy(syn6 + 24, dst6, 16);
+    syn[32] = 0xa0; /* the options back */
+    syn[33] = 0x02; /* SYN */
+    memcpy(syn6 + 40, syn + 20, 40);
+    seed("rawpkt", "syn6", -1, syn6, sizeof(syn6));
 }
 
 /* ---- qcg-probe's port-mapping answers (tests/probe/test_portmap.c) ---- */

@@ -7,7 +7,10 @@
  *   this test --channel--> privileged process (proc_start; privsep_child_main)
  *     1. raw messages: every malformed or out-of-range one is refused with
  *        its reason and a rate-limited log line, and the process serves on
- *        (a descriptor sent along is refused and not kept);
+ *        (a descriptor sent along is refused and not kept); IPv6 addresses
+ *        as strictly as IPv4 ones (only unicast, never the node's own, the
+ *        SYN of its source's family and to the node's own address); an IPv6
+ *        watch's rules go to ip6tables;
  *        it holds CAP_NET_ADMIN and CAP_NET_RAW only, no descriptor of ours;
  *        closing the socket removes its chains and it exits 0;
  *   this test (privsep.h) --> privileged process (privsep_fork)
@@ -55,12 +58,18 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-static void config(struct helper_config *cfg, int queue)
+/* The node: 198.51.100.7, and with v6 2001:db8:7::7 too. */
+static void config(struct helper_config *cfg, int queue, int v6)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->intercept = 1;
     cfg->nfqueue = queue;
     cfg->address = "198.51.100.7";
+    if (v6) {
+        snprintf(cfg->addrs[0], sizeof(cfg->addrs[0]), "198.51.100.7");
+        snprintf(cfg->addrs[1], sizeof(cfg->addrs[1]), "2001:db8:7::7");
+        cfg->naddrs = 2;
+    }
     cfg->ports[0] = 40000;
     cfg->ports[1] = 40099;
 }
@@ -135,7 +144,10 @@ static struct privsep_watch_syn watch_msg(uint32_t id, const char *dst, uint16_t
     w.h.type = PRIVSEP_WATCH_SYN;
     w.h.len = sizeof(w);
     w.h.id = id;
-    inet_pton(AF_INET, dst, &w.dst);
+    struct rawpkt_addr a;
+    CHECK(rawpkt_addr_parse(dst, &a) == 0);
+    w.family = (uint8_t)a.family;
+    memcpy(w.dst, &a.u, a.family == AF_INET6 ? 16 : 4);
     w.dport = port;
     w.timeout_ms = timeout_ms;
     return w;
@@ -149,7 +161,8 @@ static struct privsep_inject inject_msg(uint32_t id, uint16_t port, uint16_t len
     in.h.type = PRIVSEP_INJECT;
     in.h.len = sizeof(in);
     in.h.id = id;
-    inet_pton(AF_INET, "203.0.113.66", &in.pub);
+    inet_pton(AF_INET, "203.0.113.66", in.pub);
+    in.family = AF_INET;
     in.pub_port = 31000;
     in.allowed_port = port;
     in.timeout_ms = 1000;
@@ -174,7 +187,34 @@ static int chains_left(int queue)
 
     snprintf(cmd, sizeof(cmd), "iptables -w 5 -t raw -S 2>/dev/null | grep -q 'QCG-TRAVERSE-.*-%d'",
              queue);
-    return system(cmd) == 0;
+    int v4 = system(cmd) == 0;
+    snprintf(cmd, sizeof(cmd),
+             "ip6tables -w 5 -t raw -S 2>/dev/null | grep -q 'QCG-TRAVERSE-.*-%d'", queue);
+    return v4 + 2 * (system(cmd) == 0);
+}
+
+/* An IPv6 SYN from 2001:db8:9::9 port 31000 to dst port 40000: headers
+   only, as the engine parses it (it does not check checksums). */
+static struct privsep_inject inject6_msg(uint32_t id, const char *pub, const char *dst)
+{
+    struct privsep_inject in = inject_msg(id, 40000, 60);
+
+    memset(in.pub, 0, sizeof(in.pub));
+    inet_pton(AF_INET6, pub, in.pub);
+    in.family = AF_INET6;
+    in.syn[0] = 0x60;
+    in.syn[5] = 20;          /* payload length */
+    in.syn[6] = IPPROTO_TCP; /* next header */
+    in.syn[7] = 64;          /* hop limit */
+    inet_pton(AF_INET6, "2001:db8:9::9", in.syn + 8);
+    inet_pton(AF_INET6, dst, in.syn + 24);
+    in.syn[40] = 31000 >> 8;
+    in.syn[41] = 31000 & 0xff;
+    in.syn[42] = 40000 >> 8;
+    in.syn[43] = 40000 & 0xff;
+    in.syn[52] = 5 << 4; /* data offset */
+    in.syn[53] = 0x02;   /* SYN */
+    return in;
 }
 
 /* 1: the privileged process on a socketpair of ours, spoken to raw. */
@@ -190,7 +230,7 @@ static void test_raw(void)
     const struct proc_spec spec = {
         .name = "qcg-helper-priv", .exec_arg = NULL, .give_fd = -1, .deathsig = SIGTERM};
 
-    config(&cfg, QUEUE_RAW);
+    config(&cfg, QUEUE_RAW, 1);
     logfd = mkstemp(logpath);
     /* A descriptor of ours without close-on-exec: the process must not keep it. */
     spare = open("/dev/null", O_RDONLY);
@@ -236,9 +276,9 @@ static void test_raw(void)
 
     /* Wrong sizes, types, directions. */
     struct privsep_watch_syn w = watch_msg(2, "198.51.100.1", 80, 1000);
-    expect_refused(sv[0], &w, sizeof(w) - 1, 2, "WATCH_SYN of 27 bytes (saying 28), not 28");
+    expect_refused(sv[0], &w, sizeof(w) - 1, 2, "WATCH_SYN of 39 bytes (saying 40), not 40");
     w.h.len = 20;
-    expect_refused(sv[0], &w, sizeof(w), 2, "WATCH_SYN of 28 bytes (saying 20), not 28");
+    expect_refused(sv[0], &w, sizeof(w), 2, "WATCH_SYN of 40 bytes (saying 20), not 40");
     w.h.len = sizeof(w);
     uint8_t tiny[3] = {1, 2, 3};
     expect_refused(sv[0], tiny, sizeof(tiny), 0, "shorter than a header");
@@ -246,7 +286,7 @@ static void test_raw(void)
     expect_refused(sv[0], &unknown, sizeof(unknown), 3, "unknown type 77");
     memset(big, 0, sizeof(big));
     memcpy(big, &w, sizeof(w));
-    expect_refused(sv[0], big, sizeof(big), 2, "of 4096 bytes (saying 28), not 28");
+    expect_refused(sv[0], big, sizeof(big), 2, "of 4096 bytes (saying 40), not 40");
     struct privsep_status ready = {.h = {.type = PRIVSEP_READY, .len = sizeof(ready), .id = 4}};
     expect_refused(sv[0], &ready, sizeof(ready), 4, "READY not expected here now");
     /* A descriptor where the list has none: refused, not kept. */
@@ -276,6 +316,41 @@ static void test_raw(void)
     /* Well-formed as a message, not as a SYN: the engine's own checks. */
     in = inject_msg(11, 40000, 40);
     expect_refused(sv[0], &in, sizeof(in), 11, "");
+    CHECK(rules_now(sv[0]) == 0);
+
+    /* IPv6: only unicast addresses, never the node's own, the SYN of its
+       source's family, towards the node's own address. */
+    static const char *const not_unicast[] = {"::1", "::", "ff02::1", "fe80::1",
+                                              "::ffff:198.51.100.1"};
+    for (size_t i = 0; i < sizeof(not_unicast) / sizeof(not_unicast[0]); i++) {
+        char want[80];
+        w = watch_msg(30, not_unicast[i], 80, 1000);
+        snprintf(want, sizeof(want), "towards %s, not a unicast address", not_unicast[i]);
+        expect_refused(sv[0], &w, sizeof(w), 30, want);
+    }
+    w = watch_msg(31, "2001:db8:7::7", 80, 1000);
+    expect_refused(sv[0], &w, sizeof(w), 31, "2001:db8:7::7, this node's own address");
+    w = watch_msg(32, "198.51.100.1", 80, 1000);
+    w.family = 7;
+    expect_refused(sv[0], &w, sizeof(w), 32, "WATCH_SYN towards of address family 7");
+    w = watch_msg(33, "198.51.100.1", 80, 1000);
+    w.dst[15] = 1;
+    expect_refused(sv[0], &w, sizeof(w), 33, "an IPv4 address with bytes after it");
+    in = inject6_msg(34, "::1", "2001:db8:7::7");
+    expect_refused(sv[0], &in, sizeof(in), 34, "INJECT from ::1, not a unicast address");
+    in = inject6_msg(35, "2001:db8:7::7", "2001:db8:7::7");
+    expect_refused(sv[0], &in, sizeof(in), 35,
+                   "INJECT from 2001:db8:7::7, this node's own address");
+    in = inject_msg(36, 40000, 40);
+    memset(in.pub, 0, sizeof(in.pub));
+    inet_pton(AF_INET6, "2001:db8:9::9", in.pub);
+    in.family = AF_INET6;
+    in.syn[0] = 0x45;
+    expect_refused(sv[0], &in, sizeof(in), 36, "INJECT of an IPv4 packet from an IPv6 address");
+    /* Well-formed, but towards another node: the engine's check. */
+    in = inject6_msg(37, "2001:db8:9::9", "2001:db8:7::8");
+    expect_refused(sv[0], &in, sizeof(in), 37,
+                   "destination 2001:db8:7::8 is not this node (2001:db8:7::7)");
     CHECK(rules_now(sv[0]) == 0);
     CHECK(kill(pid, 0) == 0);
 
@@ -309,7 +384,19 @@ static void test_raw(void)
         left = rules_now(sv[0]);
     }
     CHECK(left == 0);
-    CHECK(chains_left(QUEUE_RAW));
+    CHECK(chains_left(QUEUE_RAW) == 3); /* iptables' and ip6tables' */
+
+    /* An IPv6 watch: its rules in ip6tables, then the engine's timeout. */
+    w = watch_msg(21, "2001:db8:1::1", 80, 300);
+    CHECK(ask(sv[0], &w, sizeof(w), &ans) > 0 && ans.h.type == PRIVSEP_ACK && ans.h.id == 21 &&
+          ans.status.status == 0);
+    CHECK(rules_now(sv[0]) == watch_rules);
+    CHECK(system("ip6tables -w 5 -t raw -S | grep -q -- '-s 2001:db8:1::1/128 -p tcp -m tcp "
+                 "--sport 80 --tcp-flags RST RST'") == 0);
+    CHECK(poll(&p, 1, ANSWER_MS) == 1 &&
+          recv(sv[0], &ans, sizeof(ans), 0) == (ssize_t)sizeof(struct privsep_syn));
+    CHECK(ans.h.type == PRIVSEP_SYN && ans.h.id == 21 && ans.syn.status == -ETIMEDOUT);
+    CHECK_HAS(ans.syn.why, "no SYN towards 2001:db8:1::1 port 80 within");
 
     /* The end of the socket: chains removed, exit 0. */
     close(sv[0]);
@@ -382,7 +469,7 @@ static struct privsep *client_start(int queue, uv_loop_t *loop, struct outcome *
     char why[PRIVSEP_WHY_MAX];
     struct privsep *ps;
 
-    config(&cfg, queue);
+    config(&cfg, queue, 0);
     ps = privsep_fork(&cfg, why, sizeof(why));
     CHECK(ps != NULL);
     uv_loop_init(loop);
@@ -397,7 +484,7 @@ static struct privsep *client_start(int queue, uv_loop_t *loop, struct outcome *
 static void test_client(void)
 {
     struct outcome o1 = {0}, o2 = {0}, lost = {0};
-    struct in_addr dst;
+    struct rawpkt_addr dst, dst6;
     char why[PRIVSEP_WHY_MAX];
     unsigned rules = 99;
     uint8_t junk[40] = {0};
@@ -406,7 +493,8 @@ static void test_client(void)
 
     if (ps == NULL)
         return;
-    inet_pton(AF_INET, "198.51.100.1", &dst);
+    rawpkt_addr_parse("198.51.100.1", &dst);
+    rawpkt_addr_parse("2001:db8:1::1", &dst6);
     CHECK(helper_can_intercept(privsep_pid(ps)));
     CHECK(privsep_rules(ps, &rules, why, sizeof(why)) == 0 && rules == 0);
 
@@ -427,6 +515,12 @@ static void test_client(void)
     run_until(&loop, &oz.done, 3000);
     CHECK(oz.done == 1 && oz.status < 0 && oz.why[0] != '\0');
     printf("a zero SYN: %s\n", oz.why);
+    /* This node has no IPv6 address: no IPv6 watch. */
+    struct outcome o6 = {0};
+    CHECK(privsep_watch_syn(ps, dst6, 81, 200, on_acked, on_syn, &o6, why, sizeof(why)) == 0);
+    run_until(&loop, &o6.done, 3000);
+    CHECK(o6.done == 1 && o6.acked == 0 && o6.status < 0);
+    CHECK_HAS(o6.why, "WATCH_SYN towards 2001:db8:1::1: this node has no IPv6 address");
 
     /* Killed with a watch pending. */
     CHECK(privsep_watch_syn(ps, dst, 82, 5000, on_acked, on_syn, &o2, why, sizeof(why)) == 0);
@@ -455,7 +549,7 @@ static void test_client(void)
 static void test_two_watches(void)
 {
     struct outcome o[2] = {{0}};
-    struct in_addr dst;
+    struct rawpkt_addr dst;
     char why[PRIVSEP_WHY_MAX];
     int fd[2];
     uv_loop_t loop;
@@ -469,14 +563,15 @@ static void test_two_watches(void)
                  "ip link set qcgtest0 up && ip link set qcgtest1 up && "
                  "ip addr add 198.18.250.1/24 dev qcgtest0 && "
                  "ip route add 198.51.100.0/24 dev qcgtest0") == 0);
-    inet_pton(AF_INET, "198.51.100.1", &dst);
+    rawpkt_addr_parse("198.51.100.1", &dst);
     for (int i = 0; i < 2; i++)
         CHECK(privsep_watch_syn(ps, dst, 86, 5000, on_acked, on_syn, &o[i], why, sizeof(why)) == 0);
     /* The SYNs go once both rules are in place, as the processes' do. */
     run_until(&loop, &o[1].acked, 3000);
     CHECK(o[0].acked == 1 && o[1].acked == 1);
     for (int i = 0; i < 2; i++) {
-        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(86), .sin_addr = dst};
+        struct sockaddr_in sin = {
+            .sin_family = AF_INET, .sin_port = htons(86), .sin_addr = dst.u.v4};
         fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
         CHECK(fd[i] >= 0 && connect(fd[i], (struct sockaddr *)&sin, sizeof(sin)) < 0 &&
               errno == EINPROGRESS);
@@ -518,7 +613,7 @@ static void on_tick(uv_timer_t *t)
 static void test_client_hung(void)
 {
     struct outcome o = {0}, o2 = {0}, lost = {0};
-    struct in_addr dst;
+    struct rawpkt_addr dst;
     char why[PRIVSEP_WHY_MAX];
     uv_loop_t loop;
     uv_timer_t tick;
@@ -527,7 +622,7 @@ static void test_client_hung(void)
 
     if (ps == NULL)
         return;
-    inet_pton(AF_INET, "198.51.100.1", &dst);
+    rawpkt_addr_parse("198.51.100.1", &dst);
     CHECK(privsep_watch_syn(ps, dst, 84, 30000, on_acked, on_syn, &o, why, sizeof(why)) == 0);
     run_until(&loop, &o.acked, 3000);
     CHECK(o.acked == 1);

@@ -18,12 +18,29 @@ static const uint8_t kernel_syn[] = {
     0x02, 0x08, 0x0a, 0x76, 0xee, 0xfc, 0x90, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x0a,
 };
 
-static struct in_addr addr(const char *s)
+static struct rawpkt_addr addr(const char *s)
 {
-    struct in_addr a;
+    struct rawpkt_addr a;
 
-    inet_pton(AF_INET, s, &a);
+    CHECK(rawpkt_addr_parse(s, &a) == 0);
     return a;
+}
+
+/* addr's, for the calls that take a pointer (a test's one at a time). */
+static const struct rawpkt_addr *ap(const char *s)
+{
+    static struct rawpkt_addr a;
+
+    a = addr(s);
+    return &a;
+}
+
+/* Whether a is the address text s. */
+static int is(const struct rawpkt_addr *a, const char *s)
+{
+    struct rawpkt_addr b = addr(s);
+
+    return rawpkt_addr_same(a, &b);
 }
 
 static uint16_t get16(const uint8_t *b)
@@ -37,8 +54,8 @@ static void test_parse(void)
     char why[128];
 
     CHECK(rawpkt_parse(kernel_syn, sizeof(kernel_syn), &p, why, sizeof(why)) == 0);
-    CHECK(p.src.s_addr == addr("198.18.101.11").s_addr);
-    CHECK(p.dst.s_addr == addr("198.51.100.201").s_addr);
+    CHECK(is(&p.src, "198.18.101.11"));
+    CHECK(is(&p.dst, "198.51.100.201"));
     CHECK(p.sport == 40380 && p.dport == 5201);
     CHECK(p.seq == 0x506ea5c4 && p.ack == 0);
     CHECK(p.flags == RAWPKT_SYN);
@@ -47,7 +64,7 @@ static void test_parse(void)
     CHECK(p.has_ts && p.tsval == 0x76eefc90 && p.tsecr == 0);
     CHECK(p.has_ws && p.wscale == 10);
     CHECK(rawpkt_checksums_ok(kernel_syn, sizeof(kernel_syn)));
-    CHECK(rawpkt_check_syn(&p, addr("198.51.100.201"), 5201, why, sizeof(why)) == 0);
+    CHECK(rawpkt_check_syn(&p, ap("198.51.100.201"), 5201, why, sizeof(why)) == 0);
     /* Bytes beyond the IP total length (link padding) are ignored. */
     uint8_t padded[sizeof(kernel_syn) + 6] = {0};
     memcpy(padded, kernel_syn, sizeof(kernel_syn));
@@ -78,8 +95,8 @@ static void test_malformed(void)
         CHECK(rawpkt_parse(kernel_syn, n, &p, why, sizeof(why)) < 0);
     }
     memcpy(b, kernel_syn, sizeof(b));
-    b[0] = 0x65;
-    parse_fails(b, sizeof(b), "not IPv4");
+    b[0] = 0x75;
+    parse_fails(b, sizeof(b), "neither IPv4 nor IPv6");
     memcpy(b, kernel_syn, sizeof(b));
     b[0] = 0x44;
     parse_fails(b, sizeof(b), "header length");
@@ -113,7 +130,8 @@ static void test_malformed(void)
 }
 
 /* The SYN with one thing changed must fail rawpkt_check_syn, saying want. */
-static void syn_refused(size_t off, uint8_t v, struct in_addr node, uint16_t port, const char *want)
+static void syn_refused(size_t off, uint8_t v, struct rawpkt_addr node, uint16_t port,
+                        const char *want)
 {
     uint8_t b[sizeof(kernel_syn)];
     struct rawpkt_tcp p;
@@ -122,13 +140,13 @@ static void syn_refused(size_t off, uint8_t v, struct in_addr node, uint16_t por
     memcpy(b, kernel_syn, sizeof(b));
     b[off] = v;
     CHECK(rawpkt_parse(b, sizeof(b), &p, why, sizeof(why)) == 0);
-    CHECK(rawpkt_check_syn(&p, node, port, why, sizeof(why)) < 0);
+    CHECK(rawpkt_check_syn(&p, &node, port, why, sizeof(why)) < 0);
     CHECK_HAS(why, want);
 }
 
 static void test_check_syn(void)
 {
-    struct in_addr node = addr("198.51.100.201"), other = addr("198.51.100.202");
+    struct rawpkt_addr node = addr("198.51.100.201"), other = addr("198.51.100.202");
 
     syn_refused(33, RAWPKT_SYN, node, 5202, "not the published port");
     syn_refused(33, RAWPKT_SYN, other, 5201, "not this node");
@@ -147,7 +165,7 @@ static void test_check_syn(void)
     memcpy(b + sizeof(kernel_syn), "data", 4);
     b[3] = (uint8_t)sizeof(b);
     CHECK(rawpkt_parse(b, sizeof(b), &p, why, sizeof(why)) == 0 && p.payload == 4);
-    CHECK(rawpkt_check_syn(&p, node, 5201, why, sizeof(why)) < 0);
+    CHECK(rawpkt_check_syn(&p, &node, 5201, why, sizeof(why)) < 0);
     CHECK_HAS(why, "data");
 }
 
@@ -159,12 +177,12 @@ static void test_rewrite(void)
 
     /* Expected values computed independently (RFC 1071, by hand in Python). */
     memcpy(b, kernel_syn, sizeof(b));
-    rawpkt_set_source(b, sizeof(b), addr("203.0.113.201"), 40380);
+    rawpkt_set_source(b, sizeof(b), ap("203.0.113.201"), 40380);
     CHECK(get16(b + 10) == 0x20e8);
     CHECK(get16(b + 36) == 0xc985);
     CHECK(rawpkt_checksums_ok(b, sizeof(b)));
     CHECK(rawpkt_parse(b, sizeof(b), &p, why, sizeof(why)) == 0);
-    CHECK(p.src.s_addr == addr("203.0.113.201").s_addr && p.sport == 40380);
+    CHECK(is(&p.src, "203.0.113.201") && p.sport == 40380);
     /* Only the source changed. */
     CHECK(memcmp(b + 16, kernel_syn + 16, 4) == 0);
     CHECK(memcmp(b + 22, kernel_syn + 22, 14) == 0);
@@ -176,7 +194,7 @@ static void test_rewrite(void)
     CHECK(!rawpkt_checksums_ok(b, sizeof(b)));
     rawpkt_fix_checksums(b, sizeof(b));
     CHECK(rawpkt_checksums_ok(b, sizeof(b)));
-    rawpkt_set_source(b, sizeof(b), addr("198.18.101.11"), 40380);
+    rawpkt_set_source(b, sizeof(b), ap("198.18.101.11"), 40380);
     b[50]--;
     CHECK(!rawpkt_checksums_ok(b, sizeof(b)));
 }
@@ -236,7 +254,7 @@ static void test_build_ack(void)
     CHECK(n == 52);
     CHECK(rawpkt_checksums_ok(ack, n));
     CHECK(rawpkt_parse(ack, n, &a, why, sizeof(why)) == 0);
-    CHECK(a.src.s_addr == s.src.s_addr && a.dst.s_addr == s.dst.s_addr);
+    CHECK(rawpkt_addr_same(&a.src, &s.src) && rawpkt_addr_same(&a.dst, &s.dst));
     CHECK(a.sport == 40380 && a.dport == 5201);
     CHECK(a.flags == RAWPKT_ACK);
     CHECK(a.seq == 0x506ea5c5 && a.ack == 0x11223345);
@@ -250,6 +268,89 @@ static void test_build_ack(void)
     n = rawpkt_build_ack(&s, ack, sizeof(ack));
     CHECK(n == 40 && rawpkt_checksums_ok(ack, n));
     CHECK(rawpkt_parse(ack, n, &a, why, sizeof(why)) == 0 && !a.has_ts && a.window == 64240);
+}
+
+/* The kernel's SYN's TCP header behind an IPv6 header: 2001:db8:65::b port
+   40380 -> 2001:db8:64::c9 port 5201, checksum fixed. */
+static size_t make_syn6(uint8_t *b)
+{
+    memset(b, 0, 40);
+    b[0] = 0x60;
+    b[5] = 40; /* payload length: the TCP header */
+    b[6] = IPPROTO_TCP;
+    b[7] = 64;
+    inet_pton(AF_INET6, "2001:db8:65::b", b + 8);
+    inet_pton(AF_INET6, "2001:db8:64::c9", b + 24);
+    memcpy(b + 40, kernel_syn + 20, 40);
+    rawpkt_fix_checksums(b, 80);
+    return 80;
+}
+
+/* IPv6: parsed, checked, rewritten and answered as IPv4 is. */
+static void test_ipv6(void)
+{
+    uint8_t b[96], ack[96];
+    struct rawpkt_tcp p, a;
+    char why[128] = "";
+    size_t n = make_syn6(b);
+
+    CHECK(rawpkt_parse(b, n, &p, why, sizeof(why)) == 0);
+    CHECK(p.src.family == AF_INET6 && is(&p.src, "2001:db8:65::b") &&
+          is(&p.dst, "2001:db8:64::c9"));
+    CHECK(p.ip_len == 40 && p.tcp_len == 40 && p.total == 80 && p.payload == 0);
+    CHECK(p.sport == 40380 && p.dport == 5201 && p.flags == RAWPKT_SYN && p.has_ts && p.has_ws);
+    CHECK(rawpkt_checksums_ok(b, n));
+    CHECK(rawpkt_check_syn(&p, ap("2001:db8:64::c9"), 5201, why, sizeof(why)) == 0);
+    CHECK(rawpkt_check_syn(&p, ap("2001:db8:64::ca"), 5201, why, sizeof(why)) < 0);
+    CHECK_HAS(why, "destination 2001:db8:64::c9 is not this node (2001:db8:64::ca)");
+    /* The same host's IPv4 address is another family: not this node. */
+    CHECK(rawpkt_check_syn(&p, ap("198.51.100.201"), 5201, why, sizeof(why)) < 0);
+    /* A damaged segment fails the checksum: the pseudo header has the
+       IPv6 addresses. */
+    b[30]++;
+    CHECK(!rawpkt_checksums_ok(b, n));
+    b[30]--;
+
+    /* The source rewritten (an IPv4 one leaves it alone). */
+    rawpkt_set_source(b, n, ap("203.0.113.201"), 1);
+    CHECK(rawpkt_parse(b, n, &p, why, sizeof(why)) == 0 && p.sport == 40380);
+    rawpkt_set_source(b, n, ap("2001:db8:cb::c9"), 40381);
+    CHECK(rawpkt_checksums_ok(b, n));
+    CHECK(rawpkt_parse(b, n, &p, why, sizeof(why)) == 0);
+    CHECK(is(&p.src, "2001:db8:cb::c9") && p.sport == 40381);
+
+    /* Turned into a SYN/ACK and back, then answered with the third ACK. */
+    b[53] = RAWPKT_SYN | RAWPKT_ACK;
+    memcpy(b + 48, (uint8_t[]){0x11, 0x22, 0x33, 0x45}, 4);
+    rawpkt_fix_checksums(b, n);
+    CHECK(rawpkt_parse(b, n, &p, why, sizeof(why)) == 0);
+    size_t m = rawpkt_build_ack(&p, ack, sizeof(ack));
+    CHECK(m == 72 && rawpkt_checksums_ok(ack, m));
+    CHECK(rawpkt_parse(ack, m, &a, why, sizeof(why)) == 0);
+    CHECK(rawpkt_addr_same(&a.src, &p.src) && rawpkt_addr_same(&a.dst, &p.dst));
+    CHECK(a.flags == RAWPKT_ACK && a.seq == p.seq + 1 && a.ack == 0x11223345 && ack[7] == 64);
+    rawpkt_synack_to_syn(b, n);
+    CHECK(rawpkt_checksums_ok(b, n));
+    CHECK(rawpkt_parse(b, n, &p, why, sizeof(why)) == 0 && p.flags == RAWPKT_SYN && p.ack == 0);
+
+    /* An extension header, a payload length past the packet, too short. */
+    make_syn6(b);
+    b[6] = 0; /* hop-by-hop options */
+    parse_fails(b, n, "not TCP right after the IPv6 header");
+    make_syn6(b);
+    b[5] = 41;
+    parse_fails(b, n, "IPv6 payload length does not fit the packet");
+    make_syn6(b);
+    b[5] = 19;
+    parse_fails(b, n, "IPv6 payload length does not fit the packet");
+    for (size_t len = 0; len < 60; len++) {
+        uint8_t *h = malloc(len ? len : 1);
+
+        memcpy(h, b, len);
+        CHECK(rawpkt_parse(h, len, &p, why, sizeof(why)) < 0);
+        CHECK(!rawpkt_checksums_ok(h, len));
+        free(h);
+    }
 }
 
 /* Random damage to the kernel's SYN (fixed seed): whatever parses must be
@@ -278,8 +379,8 @@ static void test_mutations(void)
         if (rawpkt_parse(h, len, &p, why, sizeof(why)) == 0) {
             parsed++;
             CHECK(p.total <= len && p.ip_len + p.tcp_len + p.payload == p.total);
-            rawpkt_check_syn(&p, addr("198.51.100.201"), 5201, why, sizeof(why));
-            rawpkt_set_source(h, p.total, addr("203.0.113.201"), 1);
+            rawpkt_check_syn(&p, ap("198.51.100.201"), 5201, why, sizeof(why));
+            rawpkt_set_source(h, p.total, ap("203.0.113.201"), 1);
             CHECK(rawpkt_checksums_ok(h, p.total));
             rawpkt_synack_to_syn(h, p.total);
             CHECK(rawpkt_build_ack(&p, out, sizeof(out)) > 0);
@@ -300,7 +401,7 @@ static void test_short_buffers(void)
         memcpy(h, kernel_syn, len);
         CHECK(!rawpkt_checksums_ok(h, len));
         rawpkt_fix_checksums(h, len);
-        rawpkt_set_source(h, len, addr("203.0.113.201"), 1);
+        rawpkt_set_source(h, len, ap("203.0.113.201"), 1);
         rawpkt_synack_to_syn(h, len);
         CHECK(memcmp(h, kernel_syn, len) == 0);
         free(h);
@@ -315,6 +416,7 @@ int main(void)
     test_rewrite();
     test_synack_to_syn();
     test_build_ack();
+    test_ipv6();
     test_mutations();
     test_short_buffers();
     return check_result("test_rawpkt");

@@ -17,6 +17,8 @@
  *       is the SYN's source port: a port-preserving NAT).  --published: the
  *       technique as published, the SYN injected and nothing else.
  *
+ * Addresses of either family (IPv6 ones traverse over IPv6); connect's own
+ * address for its engine is the one the kernel picks towards ADDR.
  * Exit status 0 when every step succeeded, 1 otherwise, 2 on bad usage.
  */
 #include <arpa/inet.h>
@@ -41,9 +43,61 @@
 
 struct opts {
     const char *mode, *addr, *send, *recv, *chan;
-    struct in_addr ip, pub;
+    struct rawpkt_addr ip, pub;
     unsigned port, count, timeout_s, queue, published, watch, silent;
 };
+
+/* addr:port as a socket address; its length. */
+static socklen_t sockaddr_of(const struct rawpkt_addr *a, unsigned port,
+                             struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (a->family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_addr = a->u.v6;
+        s6->sin6_port = htons((uint16_t)port);
+        return sizeof(*s6);
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_addr = a->u.v4;
+    s4->sin_port = htons((uint16_t)port);
+    return sizeof(*s4);
+}
+
+/* A socket address's port, and its address as text in buf (46 bytes). */
+static unsigned port_of(const struct sockaddr_storage *ss, char *buf)
+{
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, buf, RAWPKT_ADDR_TEXT);
+        return ntohs(s6->sin6_port);
+    }
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &s4->sin_addr, buf, RAWPKT_ADDR_TEXT);
+    return ntohs(s4->sin_port);
+}
+
+/* The address the kernel sends from towards `to` (a UDP connect sends
+   nothing). */
+static int source_towards(const struct rawpkt_addr *to, struct rawpkt_addr *out)
+{
+    struct sockaddr_storage ss, me;
+    socklen_t len = sockaddr_of(to, 9, &ss), ml = sizeof(me);
+    int fd = socket(to->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    char text[RAWPKT_ADDR_TEXT];
+
+    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len) < 0 ||
+        getsockname(fd, (struct sockaddr *)&me, &ml) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    port_of(&me, text);
+    return rawpkt_addr_parse(text, out);
+}
 
 static uint64_t now_us(void)
 {
@@ -133,13 +187,13 @@ done:
 
 static int run_listen(const struct opts *o)
 {
-    struct sockaddr_in sa = {
-        .sin_family = AF_INET, .sin_addr = o->ip, .sin_port = htons((uint16_t)o->port)};
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage sa;
+    socklen_t salen = sockaddr_of(&o->ip, o->port, &sa);
+    int one = 1, fd = socket(o->ip.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     uint64_t deadline = now_us() + (uint64_t)o->timeout_s * 1000000;
 
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, salen) < 0 || listen(fd, 16) < 0) {
         perror("listen");
         return 1;
     }
@@ -147,8 +201,9 @@ static int run_listen(const struct opts *o)
     fflush(stdout);
     for (unsigned i = 0; i < o->count; i++) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        struct sockaddr_in from;
+        struct sockaddr_storage from;
         socklen_t fl = sizeof(from);
+        char text[RAWPKT_ADDR_TEXT];
         uint64_t now = now_us();
 
         if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000) + 1) <= 0) {
@@ -160,8 +215,8 @@ static int run_listen(const struct opts *o)
             perror("accept");
             return 1;
         }
-        printf("accepted %u from %s port %u\n", i + 1, inet_ntoa(from.sin_addr),
-               ntohs(from.sin_port));
+        unsigned fport = port_of(&from, text);
+        printf("accepted %u from %s port %u\n", i + 1, text, fport);
         fflush(stdout);
         if (o->send != NULL && transfer(c, o->send, o->recv, deadline) < 0)
             return 1;
@@ -304,8 +359,9 @@ static void on_writable(uv_poll_t *h, int status, int events)
     struct conn *c = h->data;
     int err = 0;
     socklen_t el = sizeof(err);
-    struct sockaddr_in me;
+    struct sockaddr_storage me;
     socklen_t ml = sizeof(me);
+    char text[RAWPKT_ADDR_TEXT];
 
     (void)events;
     getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
@@ -316,7 +372,7 @@ static void on_writable(uv_poll_t *h, int status, int events)
         return;
     }
     getsockname(c->fd, (struct sockaddr *)&me, &ml);
-    printf("connected %u from port %u in %.3f ms\n", c->done + 1, ntohs(me.sin_port),
+    printf("connected %u from port %u in %.3f ms\n", c->done + 1, port_of(&me, text),
            (double)(now_us() - c->t0) / 1000.0);
     fflush(stdout);
     if (c->o->send != NULL) {
@@ -332,8 +388,8 @@ static void on_writable(uv_poll_t *h, int status, int events)
 
 static void start_connect(struct conn *c)
 {
-    struct sockaddr_in sa = {
-        .sin_family = AF_INET, .sin_addr = c->o->ip, .sin_port = htons((uint16_t)c->o->port)};
+    struct sockaddr_storage sa;
+    socklen_t salen = sockaddr_of(&c->o->ip, c->o->port, &sa);
     char why[256];
 
     if (c->t != NULL &&
@@ -344,9 +400,9 @@ static void start_connect(struct conn *c)
         next_or_stop(c);
         return;
     }
-    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    c->fd = socket(c->o->ip.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     c->t0 = now_us();
-    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+    if (connect(c->fd, (struct sockaddr *)&sa, salen) < 0 && errno != EINPROGRESS) {
         printf("connect %u failed: %s\n", c->done + 1, strerror(errno));
         c->status = 1;
         next_or_stop(c);
@@ -368,7 +424,17 @@ static int run_connect(const struct opts *o)
     uv_loop_init(&loop);
     if (o->watch) {
         struct traverse_config cfg = {.queue_num = (uint16_t)o->queue};
+        struct rawpkt_addr me;
 
+        if (source_towards(&o->ip, &me) < 0) {
+            fprintf(stderr, "no route to %s\n", o->addr);
+            uv_loop_close(&loop);
+            return 1;
+        }
+        if (me.family == AF_INET6)
+            cfg.node6 = me;
+        else
+            cfg.node = me;
         c.t = traverse_new(&loop, &cfg, err, sizeof(err));
         if (c.t == NULL) {
             fprintf(stderr, "traverse_new: %s\n", err);
@@ -452,14 +518,15 @@ static int inject_published(struct target *g, const uint8_t *pkt, size_t len, ch
 {
     uint8_t copy[TRAVERSE_PACKET_MAX];
     struct rawpkt_tcp s;
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = g->o->ip};
+    struct sockaddr_storage to;
+    socklen_t tolen = sockaddr_of(&g->o->ip, 0, &to);
 
     if (rawpkt_parse(pkt, len, &s, why, whylen) < 0 ||
-        rawpkt_check_syn(&s, g->o->ip, (uint16_t)g->o->port, why, whylen) < 0)
+        rawpkt_check_syn(&s, &g->o->ip, (uint16_t)g->o->port, why, whylen) < 0)
         return -1;
     memcpy(copy, pkt, s.total);
-    rawpkt_set_source(copy, s.total, g->o->pub, s.sport);
-    if (sendto(g->raw, copy, s.total, 0, (struct sockaddr *)&to, sizeof(to)) < 0) {
+    rawpkt_set_source(copy, s.total, &g->o->pub, s.sport);
+    if (sendto(g->raw, copy, s.total, 0, (struct sockaddr *)&to, tolen) < 0) {
         snprintf(why, whylen, "sendto: %s", strerror(errno));
         return -1;
     }
@@ -564,7 +631,7 @@ static int run_target(const struct opts *o)
         return 1;
     }
     if (o->published) {
-        g.raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+        g.raw = socket(o->ip.family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
         if (g.raw < 0) {
             perror("raw socket");
             close(g.fifo);
@@ -572,7 +639,12 @@ static int run_target(const struct opts *o)
             return 1;
         }
     } else {
-        struct traverse_config cfg = {.queue_num = (uint16_t)o->queue, .node = o->ip};
+        struct traverse_config cfg = {.queue_num = (uint16_t)o->queue};
+
+        if (o->ip.family == AF_INET6)
+            cfg.node6 = o->ip;
+        else
+            cfg.node = o->ip;
 
         g.t = traverse_new(&loop, &cfg, err, sizeof(err));
         if (g.t == NULL) {
@@ -636,7 +708,7 @@ int main(int argc, char **argv)
         usage();
     o.mode = argv[1];
     o.addr = argv[2];
-    if (inet_pton(AF_INET, o.addr, &o.ip) != 1)
+    if (rawpkt_addr_parse(o.addr, &o.ip) < 0)
         usage();
     optind = 3;
     if (strcmp(o.mode, "target") != 0) {
@@ -670,7 +742,7 @@ int main(int argc, char **argv)
             o.chan = optarg;
             break;
         case 'p':
-            if (inet_pton(AF_INET, optarg, &o.pub) != 1)
+            if (rawpkt_addr_parse(optarg, &o.pub) < 0)
                 usage();
             break;
         case 'P':
@@ -700,7 +772,7 @@ int main(int argc, char **argv)
         return run_connect(&o);
     }
     if (strcmp(o.mode, "target") == 0) {
-        if (o.chan == NULL || o.port == 0 || o.pub.s_addr == 0)
+        if (o.chan == NULL || o.port == 0 || o.pub.family != o.ip.family)
             usage();
         return run_target(&o);
     }

@@ -281,6 +281,16 @@ static void test_orders(void)
     snprintf(c.address, sizeof(c.address), "proxy.example");
     CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "address"),
            "a host name instead of an address is refused (%s)", why);
+    /* An inject's initiator over IPv6 (traversing over IPv6). */
+    c = order("inject");
+    snprintf(c.address, sizeof(c.address), "2001:db8:6::11");
+    memset(c.packet, 'a', 160);
+    c.packet[160] = '\0';
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) == 0,
+           "an inject order from an IPv6 address passes (%s)", why);
+    snprintf(c.address, sizeof(c.address), "2001:db8:6::11%%eth0");
+    CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0 && strstr(why, "address"),
+           "an inject order from a scoped address is refused (%s)", why);
     c = order("connect-back");
     c.port = 0;
     CHECKF(upstream_order_check(&c, "n1", why, sizeof(why)) < 0, "port 0 is refused");
