@@ -21,7 +21,6 @@ trap 'rm -rf "$WORK"; "$LAB" down >/dev/null 2>&1 || true' EXIT
 JOB=bench-$$
 rank=0
 . "$REPO/bench/listening.sh"
-ms() { date +%s%3N; }
 # stat: "median [min-max]" of the numbers on stdin.
 stat() {
 	sort -n | awk '{ v[NR] = $1 } END {
@@ -32,24 +31,16 @@ stat() {
 
 # one FROM TO: "technique setup_ms wall_ms" of one connection ("failed - wall_ms").
 one() {
-	local from=$1 to=$2 rto=$rank rfrom=$((rank + 1)) lpid t0 line
+	local from=$1 to=$2 line
+	line=$(cat_once "$from" "$to" $rank $((rank + 1)))
 	rank=$((rank + 2))
-	"$LAB" exec "$to" -- qcg-cat --job "$JOB" --rank "$rto" --json --timeout 60 listen \
-		>/dev/null 2>"$WORK/l" &
-	lpid=$!
-	listening "$WORK/l" || true # the connect's failure is the round's result
-	t0=$(ms)
-	line=$(echo x | "$LAB" exec "$from" -- qcg-cat --job "$JOB" --rank "$rfrom" --json \
-		--timeout 60 connect "$rto" 2>&1 >/dev/null | tee "$WORK/c" | grep '"sent"' || true)
 	if [ -n "$line" ]; then
 		echo "$line" | sed 's/.*"technique":"\([a-z]*\)","setup_us":\([0-9]*\).*/\1 \2/' |
-			awk -v w=$(($(ms) - t0)) '{ printf "%s %.1f %d\n", $1, $2 / 1000, w }'
+			awk -v w="$(cat "$WORK/wall")" '{ printf "%s %.1f %d\n", $1, $2 / 1000, w }'
 	else
-		echo "failed - $(($(ms) - t0))"
+		echo "failed - $(cat "$WORK/wall")"
 		echo "$from -> $to: $(tail -n 1 "$WORK/c")" >>"$WORK/errors"
 	fi
-	kill "$lpid" 2>/dev/null || true
-	wait "$lpid" 2>/dev/null || true
 }
 
 PAIRS="v61:nata1 nata1:v61"
