@@ -60,7 +60,7 @@ struct action {
     unsigned tries;
     unsigned shortages; /* connects this node lacked a port or descriptor for */
     uint64_t start_ms;
-    struct stall_deadline deadline; /* A_CONNECT, A_PAIR: core/stall.h */
+    struct stall_deadline deadline; /* A_CONNECT to A_PAIR: core/stall.h */
 };
 
 /* An order waiting for the answer to its target's PUBLISH, or for a slot. */
@@ -360,7 +360,7 @@ static void on_timer(uv_timer_t *t)
 {
     struct action *a = t->data;
 
-    if (a->state == A_CONNECT || a->state == A_PAIR) {
+    if (a->state == A_CONNECT || a->state == A_PREAMBLE || a->state == A_PAIR) {
         uint64_t more = stall_deadline_postpone(&a->deadline, uv_now(a->o->loop));
         if (more > 0) {
             uv_timer_start(&a->timer, on_timer, more, 0);
