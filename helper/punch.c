@@ -216,9 +216,14 @@ static void fail(struct punch *p, const char *fmt, ...)
     cb(arg, &res);
 }
 
-/* The punch is through: fd goes to the caller. */
+/* The punch is through: fd goes to the caller, with the TTL options of the
+   handshake put back. */
 static void succeed(struct punch *p, int fd, const char *how)
 {
+    if (p->ttl > 0) {
+        punch_set_min_ttl(fd, p->local.ss_family, 0);
+        punch_set_ttl(fd, p->local.ss_family, -1);
+    }
     p->res.status = 0;
     p->res.fd = fd;
     p->res.setup_ms = elapsed(p);
@@ -377,6 +382,10 @@ static void try_connect(struct punch *p)
     }
     if (low && punch_set_ttl(fd, p->local.ss_family, p->ttl) < 0)
         low = false;
+    if (low)
+        punch_set_min_ttl(fd, p->local.ss_family, PUNCH_MIN_TTL);
+    else if (p->ttl > 0)
+        punch_set_ttl(fd, p->local.ss_family, PUNCH_CONNECTOR_TTL);
     if (connect(fd, (struct sockaddr *)&p->peer, p->addrlen) < 0 && errno != EINPROGRESS) {
         try_failed(p, "", errno);
         close(fd);
@@ -423,17 +432,21 @@ static void on_retry(uv_timer_t *t)
     connect_or_retry(t->data);
 }
 
-/* The opener's TTL-limited SYN expired on the way, as meant: our router's
-   state is made, the peer's firewall never saw it.  The kernel takes the
-   ICMP time-exceeded as a soft error and keeps the socket in SYN_SENT (its
-   retransmission goes with the normal TTL): the connector's SYN meets it, a
+/* The opener's TTL-limited SYN expires on the way, as meant: our router's
+   state is made, the peer's firewall never sees it.  Its time-exceeded
+   comes back one round trip to that router later, and the kernel ends a
+   connect in SYN_SENT or SYN_RECV with it unless the connect() call still
+   runs (then it is only noted); hence PUNCH_MIN_TTL (punch.h), under which
+   the socket never sees it.  The connector's SYN then meets the socket: a
    simultaneous open whose SYN/ACK carries the sequence number our router's
-   state has seen (what the listener would answer carries another, which
-   the router drops as INVALID once a few ms have passed).  Such a socket
-   keeps reporting POLLERR, so it is watched by its TCP state every
-   PUNCH_LOW_CHECK_MS instead.  0: still waiting; 1: connected; -1: failed
-   (*err says why). */
-static int low_conn_state(struct punch *p, int *err)
+   state has seen (what the listener would answer carries a later one, and
+   the router drops the data that follows it).  A time-exceeded that gets
+   through (a router sending ICMP errors with TTL 255) ends the try with
+   EHOSTUNREACH; one only noted keeps POLLERR up, so such a socket is
+   watched by its TCP state every PUNCH_LOW_CHECK_MS instead.  0: still
+   waiting; 1: connected; -1: failed (*err says why: SO_ERROR, else
+   `already`, the error the caller read). */
+static int low_conn_state(struct punch *p, int already, int *err)
 {
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
@@ -450,7 +463,7 @@ static int low_conn_state(struct punch *p, int *err)
         return 1;
     *err = sock_error(p->conn->fd, 0);
     if (*err == 0)
-        *err = ECONNRESET;
+        *err = already;
     return -1;
 }
 
@@ -473,7 +486,7 @@ static void on_low_check(uv_timer_t *t)
 
     if (p->conn == NULL)
         return;
-    int st = low_conn_state(p, &err);
+    int st = low_conn_state(p, ECONNRESET, &err);
     if (st == 0)
         return;
     uv_timer_stop(&p->retry);
@@ -490,7 +503,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
     if (err == EINPROGRESS)
         return;
     if (p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH)) {
-        int st = low_conn_state(p, &err);
+        int st = low_conn_state(p, err, &err);
 
         if (st == 0) {
             p->expired++;
@@ -528,7 +541,11 @@ static void conn_over(struct punch *p, int err)
     }
     /* A reset or an ICMP error: not the end of the punch, the next try (or
        the listener) may still get through. */
-    try_failed(p, "", err);
+    try_failed(p,
+               p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH)
+                   ? "the first SYN's ICMP error ended it: "
+                   : "",
+               err);
     log_debug("punch from port %u to %s: try %u: %s", (unsigned)p->port, p->res.peer_text, p->tries,
               p->last_err);
     watch_close(&p->conn, 0);
@@ -597,6 +614,8 @@ static void start_peer(struct punch *p)
     int fd = bound_socket(p, &err);
 
     p->step = S_PEER;
+    if (fd >= 0 && p->ttl > 0 && !endpoint_below(p))
+        punch_set_ttl(fd, p->local.ss_family, PUNCH_CONNECTOR_TTL);
     if (fd >= 0 && listen(fd, 4) == 0)
         p->listener = watch_new(p, fd, UV_READABLE, on_accept);
     else if (fd >= 0)

@@ -64,6 +64,13 @@ int punch_set_ttl(int fd, int family, int ttl)
     return setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
 }
 
+int punch_set_min_ttl(int fd, int family, int ttl)
+{
+    if (family == AF_INET6)
+        return setsockopt(fd, IPPROTO_IPV6, IPV6_MINHOPCOUNT, &ttl, sizeof(ttl));
+    return setsockopt(fd, IPPROTO_IP, IP_MINTTL, &ttl, sizeof(ttl));
+}
+
 int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *hops,
                       unsigned *rtt_ms)
 {

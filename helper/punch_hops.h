@@ -51,6 +51,9 @@ int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *h
 /* Sets a socket's TTL (IPv6: unicast hop limit) for family; -1 puts the
    default back.  0, or -1 with errno. */
 int punch_set_ttl(int fd, int family, int ttl);
+/* The least TTL (IPv6: hop limit) a packet must arrive with for the socket
+   to take it, ICMP errors about it included (0: any); 0 or -1. */
+int punch_set_min_ttl(int fd, int family, int ttl);
 
 /* The TTL of a punch's first SYN for a hop count: 0 (the plain variant, the
    first SYN with the normal TTL) when the path is too short to stop a SYN
