@@ -20,7 +20,7 @@
 #include "responder.h"
 #include "shortage.h"
 #include "sock_error.h"
-#include "stall.h"
+#include "stall_timer.h"
 #include "qcgconn.h"
 #include "privsep.h"
 
@@ -209,8 +209,7 @@ static void on_timer(uv_timer_t *t);
    (stopped, starved) does not count against the peer (core/stall.h). */
 static void arm_deadline(struct action *a, uint64_t ms)
 {
-    stall_deadline_set(&a->deadline, uv_now(a->o->loop), ms);
-    uv_timer_start(&a->timer, on_timer, ms, 0);
+    stall_timer_start(&a->timer, &a->deadline, on_timer, ms);
 }
 
 static void on_wait_timer(uv_timer_t *t);
@@ -360,13 +359,9 @@ static void on_timer(uv_timer_t *t)
 {
     struct action *a = t->data;
 
-    if (a->state == A_CONNECT || a->state == A_PREAMBLE || a->state == A_PAIR) {
-        uint64_t more = stall_deadline_postpone(&a->deadline, uv_now(a->o->loop));
-        if (more > 0) {
-            uv_timer_start(&a->timer, on_timer, more, 0);
-            return;
-        }
-    }
+    if ((a->state == A_CONNECT || a->state == A_PREAMBLE || a->state == A_PAIR) &&
+        stall_timer_postponed(&a->timer, &a->deadline, on_timer))
+        return;
     switch (a->state) {
     case A_SHORT:
         connect_out(a);

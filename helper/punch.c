@@ -17,7 +17,7 @@
 #include "address.h"
 #include "log.h"
 #include "progress.h"
-#include "stall.h"
+#include "stall_timer.h"
 #include "punch_auth.h"
 #include "punch_hops.h"
 #include "sock_error.h"
@@ -177,8 +177,7 @@ static void on_deadline(uv_timer_t *t);
 /* The deadline in ms; time this helper did not run does not count. */
 static void arm(struct punch *p, uint64_t ms)
 {
-    stall_deadline_set(&p->stall, uv_now(p->loop), ms);
-    uv_timer_start(&p->deadline, on_deadline, ms, 0);
+    stall_timer_start(&p->deadline, &p->stall, on_deadline, ms);
 }
 
 /* The punch moved (the reflector paired us): its deadline starts again,
@@ -900,11 +899,8 @@ static void on_deadline(uv_timer_t *t)
     struct punch *p = t->data;
     char first[96];
 
-    uint64_t more = stall_deadline_postpone(&p->stall, uv_now(p->loop));
-    if (more > 0) {
-        uv_timer_start(&p->deadline, on_deadline, more, 0);
+    if (stall_timer_postponed(&p->deadline, &p->stall, on_deadline))
         return;
-    }
 
     switch (p->step) {
     case S_REFLECTOR:

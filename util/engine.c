@@ -11,6 +11,7 @@
 
 #include "acceptor.h"
 #include "log.h"
+#include "stall_timer.h"
 
 #define ENGINE_TICK_MS 1000
 #define ENGINE_EDGE_EVENTS 256 /* taken from the edge-triggered set per turn */
@@ -148,11 +149,8 @@ static void conn_deadline(uv_timer_t *t)
 
     if (c->closing)
         return;
-    uint64_t more = stall_deadline_postpone(&c->deadline, engine_now(c->e));
-    if (more > 0) {
-        uv_timer_start(&c->timer, conn_deadline, more, 0);
+    if (stall_timer_postponed(&c->timer, &c->deadline, conn_deadline))
         return;
-    }
     c->on_deadline(c);
 }
 
@@ -208,8 +206,7 @@ void engine_conn_deadline(struct engine_conn *c, uint64_t ms)
         uv_timer_stop(&c->timer);
         return;
     }
-    stall_deadline_set(&c->deadline, engine_now(c->e), ms);
-    uv_timer_start(&c->timer, conn_deadline, ms, 0);
+    stall_timer_start(&c->timer, &c->deadline, conn_deadline, ms);
 }
 
 int engine_conn_take_fd(struct engine_conn *c)
