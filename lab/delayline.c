@@ -18,7 +18,9 @@
  * for the CPU.  At normal priority, with 80 ranks spinning on two cores, a line
  * that was runnable but not run for 10-18 s held its router's packets as long
  * (seen in the lab's 80-rank storm).  It sleeps between packets and does little per
- * packet, so the kernel's real-time throttling never binds.
+ * packet; the kernel's real-time throttling (95% of each second by default) bounds
+ * what a runaway line could take, but whether it ever held a line back was not
+ * measured.
  */
 #include <errno.h>
 #include <getopt.h>
