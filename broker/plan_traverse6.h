@@ -28,4 +28,12 @@ bool plan_prefer_traverse6(const struct plan_end *from, const struct plan_end *t
                            const struct plan_families *fam, unsigned tried,
                            const struct plan_offer *offer, bool allowed, struct plan_decision *d);
 
+/* qcg-probe's `only` traversing (plan_only made *d): over IPv6 wherever the
+   pair allows it by the rules above (both ends' IPv6 addresses, sites,
+   helpers, address rules), as the `only` punch goes (plan_only_punch6), so
+   that the probe shows what traversing does over IPv6, which the IPv4 plan
+   may not allow at all (an end without IPv4).  Adjusts *d when it does. */
+bool plan_only_traverse6(const struct plan_end *from, const struct plan_end *to,
+                         const struct plan_families *fam, bool allowed, struct plan_decision *d);
+
 #endif

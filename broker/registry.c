@@ -777,13 +777,14 @@ static struct plan_families pair_families(const struct contact *from, const stru
     };
 }
 
-/* Traversing over IPv6 instead of what IPv4 needed (plan_prefer_traverse6):
-   the SYN leaves from the initiator's IPv6 address, which the address rules
+/* Traversing over IPv6 instead of what IPv4 needed (plan_prefer_traverse6),
+   or for a lookup of traversing alone (only: plan_only_traverse6): the SYN
+   leaves from the initiator's IPv6 address, which the address rules
    check as they check an IPv4 inject's source (a node address of its site,
    outside the target's). */
 static void choose_traverse6(const struct contact *from, const struct contact *to,
                              const struct plan_end *fe, const struct plan_end *te, unsigned tried,
-                             const struct plan_offer *o, struct reg_lookup *out)
+                             const struct plan_offer *o, bool only, struct reg_lookup *out)
 {
     struct plan_families fam = pair_families(from, to);
     const char *from6 = address_of(from, AF_INET6), *to6 = address_of(to, AF_INET6);
@@ -792,7 +793,8 @@ static void choose_traverse6(const struct contact *from, const struct contact *t
         return;
     bool allowed = site_order_address_ok(&from->cluster->decl, &to->cluster->decl, from6, false,
                                          "traversing over IPv6", why, sizeof(why));
-    if (!plan_prefer_traverse6(fe, te, &fam, tried, o, allowed, &out->decision))
+    if (only ? !plan_only_traverse6(fe, te, &fam, allowed, &out->decision)
+             : !plan_prefer_traverse6(fe, te, &fam, tried, o, allowed, &out->decision))
         return;
     copy_str(out->traverse6, sizeof(out->traverse6), to6);
     copy_str(out->traverse6_from, sizeof(out->traverse6_from), from6);
@@ -869,6 +871,8 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     if (only != TECH_NONE) {
         plan_only(&fe, &te, only, &o, &out->decision);
         choose_family(from, to, &fe, &te, tried, only, &o, out);
+        if (only == TECH_TRAVERSING)
+            choose_traverse6(from, to, &fe, &te, tried, &o, true, out);
         struct plan_families fam = pair_families(from, to);
         out->punch6 = plan_only_punch6(&fe, &te, &fam, &o, &out->decision);
         out->refused = out->decision.refused;
@@ -887,7 +891,7 @@ static enum reg_status lookup_locked(struct registry *r, const char *cluster, co
     }
     out->refused = out->decision.refused;
     choose_family(from, to, &fe, &te, tried, TECH_NONE, &o, out);
-    choose_traverse6(from, to, &fe, &te, tried, &o, out);
+    choose_traverse6(from, to, &fe, &te, tried, &o, false, out);
     choose_punch6(from, to, &fe, &te, tried, &o, out);
     return REG_OK;
 }

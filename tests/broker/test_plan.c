@@ -693,10 +693,49 @@ static void test_only_punch6(void)
            "inside a site: no punch");
 }
 
+/* qcg-probe's `only` traversing: over IPv6 where the pair allows it. */
+static void test_only_traverse6(void)
+{
+    struct plan_decision d;
+    const struct plan_offer offer = {.proxy = true, .reflector = true, .reflector6 = true};
+    const struct plan_families to_v6_only = {FAMILY_V4 | FAMILY_V6, FAMILY_V6};
+    const struct plan_families dual = {FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6};
+    const struct plan_families from_v4_only = {FAMILY_V4, FAMILY_V4 | FAMILY_V6};
+    static const struct plan_end v6_site = {"v6", CLUSTER_FIREWALLED, 0, 0, true, 20001, NULL};
+    static const struct plan_end v6_noint = {"v6", CLUSTER_FIREWALLED, 0, 0, false, 20001, NULL};
+
+    plan_only(&nata_site, &v6_site, TECH_TRAVERSING, &offer, &d);
+    CHECKF(plan_only_traverse6(&nata_site, &v6_site, &to_v6_only, true, &d) && d.ok &&
+               d.technique == TECH_TRAVERSING &&
+               strstr(d.reason, "traversing asked for alone, over IPv6") != NULL,
+           "into an IPv6-only node: traversing alone goes over IPv6: %s", d.reason);
+    plan_only(&nata_site, &fw_site, TECH_TRAVERSING, &offer, &d);
+    CHECKF(plan_only_traverse6(&nata_site, &fw_site, &dual, true, &d) && d.ok,
+           "both dual-stack: over IPv6 too, as the punch alone: %s", d.reason);
+    plan_only(&nata_site, &fw_site, TECH_TRAVERSING, &offer, &d);
+    CHECKF(!plan_only_traverse6(&nata_site, &fw_site, &from_v4_only, true, &d) && d.ok &&
+               strstr(d.reason, "IPv6") == NULL,
+           "an initiator without IPv6: over IPv4: %s", d.reason);
+    plan_only(&nata_site, &v6_noint, TECH_TRAVERSING, &offer, &d);
+    CHECKF(!plan_only_traverse6(&nata_site, &v6_noint, &to_v6_only, true, &d),
+           "a target whose helper cannot intercept: not over IPv6");
+    plan_only(&nata_site, &open_site, TECH_TRAVERSING, &offer, &d);
+    CHECKF(!plan_only_traverse6(&nata_site, &open_site, &dual, true, &d),
+           "into an open site: not over IPv6");
+    plan_only(&nata_site, &v6_site, TECH_TRAVERSING, &offer, &d);
+    CHECKF(!plan_only_traverse6(&nata_site, &v6_site, &to_v6_only, false, &d),
+           "the address rules refuse the initiator's IPv6 address: not over IPv6");
+    plan_only(&nata_site, &v6_site, TECH_HOLEPUNCH, &offer, &d);
+    CHECKF(!plan_only_traverse6(&nata_site, &v6_site, &to_v6_only, true, &d) &&
+               d.technique == TECH_HOLEPUNCH,
+           "only holepunch: untouched");
+}
+
 int main(void)
 {
     test_family();
     test_punch6();
+    test_only_traverse6();
     test_punch_families();
     test_only_punch6();
     test_traverse6();

@@ -18,6 +18,7 @@
 #      preference order's traversing before hole punching); the target's
 #      helper logs the inject from the initiator's IPv6 address, the broker
 #      its plan "traversing over IPv6".
+#      qcg-probe --site nata on v61 says traversing works, over IPv6.
 #   2. v6's helpers without CAP_NET_ADMIN/CAP_NET_RAW (QCG_LAB_UNPRIVILEGED):
 #      hole punching over IPv6; both helpers log the punch "over IPv6", and
 #      the broker its plan.
@@ -54,6 +55,21 @@ traverse6() {
 
 traverse6 v61 nata1 2001:db8:6::11 2001:db8:3::11
 traverse6 nata1 v61 2001:db8:3::11 2001:db8:6::11
+
+# qcg-probe's test of traversing alone goes over IPv6 too (v61 has no IPv4
+# address: over IPv4 it could not be planned at all).
+"$LAB" exec v61 -- qcg-probe --site nata --json --no-report --timeout 90 >"$WORK/probe-v61-nata.json" \
+	2>"$WORK/probe-v61-nata.err" || { cat "$WORK/probe-v61-nata.err"; fail "v61: qcg-probe --site nata failed"; }
+tv=$(
+	python3 - "$WORK/probe-v61-nata.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["peers"][0]["techniques"]["traversing"]
+if not t["works"] or t["family"] != "ipv6" or t["address"] != "2001:db8:3::11":
+    sys.exit(f"traversing: {t}")
+print(f"traversing works over IPv6 to {t['address']}, {t['setup_ms']:.1f} ms")
+PY
+) || fail "v61 -> nata: qcg-probe's traversing test: $tv"
+note "v61 qcg-probe --site nata: $tv"
 
 # 2. v6's helpers cannot intercept: hole punching over IPv6.
 QCG_LAB_UNPRIVILEGED=v6 "$LAB" up --v6 >"$WORK/up2.out" 2>&1 ||
