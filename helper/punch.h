@@ -26,10 +26,11 @@
  * more routers), the two sides take roles by their public endpoints: the
  * lower one, the opener, sends its SYN with TTL = that hop count (it makes
  * its own router's state and expires on the internet, before the peer's
- * firewall) and keeps the socket in SYN_SENT; the connector sends a plain
- * SYN PUNCH_CONNECTOR_DELAY_MS later, which passes the opener's state and
- * meets that socket: a simultaneous open.  Refusals are retried as above;
- * an unanswered SYN is left to the kernel's retransmission (normal TTL).
+ * firewall) and keeps the socket in SYN_SENT, deaf below PUNCH_MIN_TTL so
+ * that the router's time-exceeded cannot end it; the connector sends a
+ * plain SYN (TTL PUNCH_CONNECTOR_TTL) PUNCH_CONNECTOR_DELAY_MS later, which
+ * passes the opener's state and meets that socket: a simultaneous open.  Refusals are retried as
+ * above; an unanswered SYN is left to the kernel's retransmission (normal TTL).
  *
  * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the same,
  * the hop count as the hop limit.  Without one of two or more the sides
