@@ -56,15 +56,17 @@ traverse6() {
 traverse6 v61 nata1 2001:db8:6::11 2001:db8:3::11
 traverse6 nata1 v61 2001:db8:3::11 2001:db8:6::11
 
-# qcg-probe's test of traversing alone goes over IPv6 too (v61 has no IPv4
-# address: over IPv4 it could not be planned at all).
+# qcg-probe's test of traversing alone goes over IPv6 too, as the jobs'
+# connections above did (planned over IPv4 only, it was refused: "cluster
+# nata is behind a NAT, not a firewall: traversing is for firewalled targets").
 "$LAB" exec v61 -- qcg-probe --site nata --json --no-report --timeout 90 >"$WORK/probe-v61-nata.json" \
 	2>"$WORK/probe-v61-nata.err" || { cat "$WORK/probe-v61-nata.err"; fail "v61: qcg-probe --site nata failed"; }
 tv=$(
 	python3 - "$WORK/probe-v61-nata.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))["peers"][0]["techniques"]["traversing"]
-if not t["works"] or t["family"] != "ipv6" or t["address"] != "2001:db8:3::11":
+# The endpoint runs on a node of nata the broker picks (nata1 or nata2).
+if not t["works"] or t["family"] != "ipv6" or not (t["address"] or "").startswith("2001:db8:3:"):
     sys.exit(f"traversing: {t}")
 print(f"traversing works over IPv6 to {t['address']}, {t['setup_ms']:.1f} ms")
 PY
