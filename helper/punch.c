@@ -468,6 +468,12 @@ static int low_conn_state(struct punch *p, int already, int *err)
 
 static void conn_over(struct punch *p, int err);
 
+/* The error a router's ICMP time-exceeded leaves on a connect. */
+static bool expired_error(int err)
+{
+    return err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
 /* The time-exceeded of the opener's SYN also lands in the socket's error
    queue, and keeps POLLERR up until read: the process that gets the socket
    must not find it there. */
@@ -501,7 +507,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
     (void)events;
     if (err == EINPROGRESS)
         return;
-    if (p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH)) {
+    if (p->conn_low && expired_error(err)) {
         int st = low_conn_state(p, err, &err);
 
         if (st == 0) {
@@ -540,10 +546,7 @@ static void conn_over(struct punch *p, int err)
     }
     /* A reset or an ICMP error: not the end of the punch, the next try (or
        the listener) may still get through. */
-    try_failed(p,
-               p->conn_low && (err == EHOSTUNREACH || err == ENETUNREACH)
-                   ? "the first SYN's ICMP error ended it: "
-                   : "",
+    try_failed(p, p->conn_low && expired_error(err) ? "the first SYN's ICMP error ended it: " : "",
                err);
     log_debug("punch from port %u to %s: try %u: %s", (unsigned)p->port, p->res.peer_text, p->tries,
               p->last_err);
@@ -612,8 +615,11 @@ static void start_peer(struct punch *p)
     int err = 0;
     int fd = bound_socket(p, &err);
 
+    /* Both sides know both public endpoints: the lower one opens. */
+    bool below = endpoint_below(p);
+
     p->step = S_PEER;
-    if (fd >= 0 && p->ttl > 0 && !endpoint_below(p))
+    if (fd >= 0 && p->ttl > 0 && !below)
         punch_set_ttl(fd, p->local.ss_family, PUNCH_CONNECTOR_TTL);
     if (fd >= 0 && listen(fd, 4) == 0)
         p->listener = watch_new(p, fd, UV_READABLE, on_accept);
@@ -622,8 +628,6 @@ static void start_peer(struct punch *p)
     if (p->listener == NULL)
         log_debug("punch on port %u: no listener (%s), connecting only", (unsigned)p->port,
                   strerror(fd < 0 ? err : errno));
-    /* Both sides know both public endpoints: the lower one opens. */
-    bool below = endpoint_below(p);
     p->opener = p->ttl > 0 && p->listener != NULL && below;
     if (p->ttl > 0 && !p->opener) {
         /* The connector lets the opener's SYN leave first. */

@@ -29,8 +29,9 @@
  * firewall) and keeps the socket in SYN_SENT, deaf below PUNCH_MIN_TTL so
  * that the router's time-exceeded cannot end it; the connector sends a
  * plain SYN (TTL PUNCH_CONNECTOR_TTL) PUNCH_CONNECTOR_DELAY_MS later, which
- * passes the opener's state and meets that socket: a simultaneous open.  Refusals are retried as
- * above; an unanswered SYN is left to the kernel's retransmission (normal TTL).
+ * passes the opener's state and meets that socket: a simultaneous open.
+ * Refusals are retried as above; an unanswered SYN is left to the kernel's
+ * retransmission (normal TTL).
  *
  * Over IPv6 (no NAT: the reflector sees the nodes' own addresses) the same,
  * the hop count as the hop limit.  Without one of two or more the sides
