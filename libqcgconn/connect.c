@@ -88,6 +88,8 @@ struct qcg_connect_op {
     struct local_plan plan;
     uint32_t technique;   /* of the plan being executed */
     uint32_t tried_mask;  /* 1 << technique of each failed attempt */
+    unsigned proxy_fails; /* proxy attempts failed so far (PROXY_ATTEMPTS) */
+    int proxy_code;       /* ... the last one's error */
     uint32_t only;        /* qcg_connect_start_only's technique, else QCG_TECH_NONE */
     struct waiter waiter; /* reversed: listed in the context while waiting */
     bool waiting;
@@ -115,6 +117,12 @@ struct qcg_connect_op {
 /* Step results. */
 #define STEP_MORE 1
 #define STEP_WAIT 0
+
+/* A relay is the last technique, and its failures pass: a token the proxy
+   did not get within its hello timeout (an initiator starved of CPU under a
+   storm), a target's helper short of ports.  So a connect asks for it again,
+   with new tokens, before it gives up. */
+#define PROXY_ATTEMPTS 2
 
 static int fail(qcg_connect_op *op, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -499,7 +507,12 @@ static int attempt_failed(qcg_connect_op *op, int code, const char *fmt, ...)
     append(op->history, sizeof(op->history), ": ");
     append(op->history, sizeof(op->history), why);
     append(op->history, sizeof(op->history), "; ");
-    op->tried_mask |= 1u << attempt_of(&op->plan);
+    if (attempt_of(&op->plan) == QCG_TECH_PROXY) {
+        op->proxy_code = code;
+        op->proxy_fails++;
+    }
+    if (attempt_of(&op->plan) != QCG_TECH_PROXY || op->proxy_fails >= PROXY_ATTEMPTS)
+        op->tried_mask |= 1u << attempt_of(&op->plan);
     report(op, false, why);
     if (now_us() >= op_due(op)) {
         char bound[96];
@@ -736,6 +749,11 @@ static int on_answer(qcg_connect_op *op, struct op_msg *m)
             op->last_refusal = code;
             return back_off(op, false);
         }
+        /* Nothing left after the relay failed: the relay's failure is the
+           answer, not a grid without the technique (a caller may try again;
+           the BTL does, within its connect timeout). */
+        if (code == QCG_ETECHNIQUE && (op->tried_mask & (1u << QCG_TECH_PROXY)))
+            code = op->proxy_code;
         /* The helper's or the broker's reason verbatim (qcg-probe shows it);
            an empty one still says who answered what. */
         if (m->u.error.message[0] == '\0')

@@ -255,26 +255,29 @@ static void test_wrong_token(void)
    (or closes), then takes the target's side of the handshake. */
 struct fake_proxy {
     int lfd;
+    int rank; /* the target's, in the handshake */
     const char *token;
-    int refuse;
+    int refuse;     /* connections closed after their preamble... */
+    bool then_pair; /* ... before the one paired */
     int rc;
+    int accepted;
 };
 
-static void *proxy_run(void *arg)
+/* The proxy's side of one connection: the preamble, then (pair) the paired
+   byte, the handshake and one echoed byte. */
+static void proxy_one(struct fake_proxy *px, int fd, bool pair)
 {
-    struct fake_proxy *px = arg;
-    struct hs_self self = {.job = "job1", .rank = 3, .secret = TEST_SECRET, .cluster = "far"};
+    struct hs_self self = {
+        .job = "job1", .rank = px->rank, .secret = TEST_SECRET, .cluster = "far"};
     uint8_t pre[PROXY_PREAMBLE_SIZE], one = PROXY_PAIRED;
     char err[QCG_ERRMSG_MAX];
     struct hs_hello peer;
-    int fd = accept(px->lfd, NULL, NULL);
 
-    REQUIRE(fd >= 0);
     REQUIRE(set_nonblocking(fd, true) == 0);
     px->rc = read_full(fd, pre, sizeof(pre), now_us() + 5000000u);
     if (px->rc == 0 && (memcmp(pre, "QCGP", 4) != 0 || strcmp((char *)pre + 4, px->token) != 0))
         px->rc = -100;
-    if (px->rc == 0 && !px->refuse) {
+    if (px->rc == 0 && pair) {
         REQUIRE_EQ(write(fd, &one, 1), 1);
         px->rc = hs_respond(fd, &self, now_us() + 5000000u, &peer, err, sizeof(err));
         if (px->rc == 0) {
@@ -285,6 +288,20 @@ static void *proxy_run(void *arg)
         }
     }
     close(fd);
+}
+
+static void *proxy_run(void *arg)
+{
+    struct fake_proxy *px = arg;
+    int n = px->refuse + (px->then_pair ? 1 : 0);
+
+    for (int i = 0; i < n && px->rc == 0; i++) {
+        int fd = accept(px->lfd, NULL, NULL);
+
+        REQUIRE(fd >= 0);
+        px->accepted++;
+        proxy_one(px, fd, i == px->refuse);
+    }
     return NULL;
 }
 
@@ -311,7 +328,8 @@ static void test_fallback_to_proxy(void)
                                "1111222233334444ffff";
     qcg_ctx *a = open_rank(0);
     uint16_t port;
-    struct fake_proxy px = {.lfd = proxy_listen(&port), .token = ptok};
+    struct fake_proxy px = {
+        .lfd = proxy_listen(&port), .rank = 3, .token = ptok, .then_pair = true};
     struct qcg_conn_info info;
     pthread_t th;
     uint64_t t0 = now_us();
@@ -335,28 +353,71 @@ static void test_fallback_to_proxy(void)
     qcg_close(a);
 }
 
-/* The proxy closes without pairing: the attempt fails at once, the next
-   lookup says proxy was tried, and the error names it. */
+/* The proxy closes without pairing, twice: each attempt fails at once, the
+   proxy is asked for again once (new tokens), then the lookup says proxy was
+   tried, and the error names both attempts with the relay's code (not "no
+   technique": a caller may try again). */
 static void test_proxy_refused(void)
 {
     qcg_ctx *a = open_rank(0);
     uint16_t port;
-    struct fake_proxy px = {.lfd = proxy_listen(&port), .token = "abc", .refuse = 1};
-    char want[128];
+    struct fake_proxy px = {.lfd = proxy_listen(&port), .rank = 4, .token = "abc", .refuse = 2};
+    char want[256];
     pthread_t th;
     uint64_t t0 = now_us();
+    unsigned lookups = fake_helper_lookups(fh);
 
     set_plan(4, 0, QCG_TECH_PROXY, port, "abc");
     fake_helper_set_plan(fh, 4, 1u << QCG_TECH_PROXY, NULL, QCG_ETECHNIQUE,
                          "rank 4 needs technique proxy: proxy already tried; no technique left");
     REQUIRE(pthread_create(&th, NULL, proxy_run, &px) == 0);
-    REQUIRE_EQ(qcg_connect(a, 4, 5000, NULL), QCG_ETECHNIQUE);
+    REQUIRE_EQ(qcg_connect(a, 4, 5000, NULL), QCG_EPEER);
     REQUIRE(now_us() - t0 < 2000000u);
+    REQUIRE_EQ(fake_helper_lookups(fh) - lookups, 3u);
     REQUIRE_EQ(fake_helper_last_tried(fh), 1u << QCG_TECH_PROXY);
     snprintf(want, sizeof(want),
-             "proxy: the proxy at 127.0.0.1 port %u closed the connection before pairing", port);
+             "proxy: the proxy at 127.0.0.1 port %u closed the connection before pairing "
+             "(token refused, or rank 4 never came); proxy: the proxy at 127.0.0.1 port %u "
+             "closed",
+             port, port);
+    if (strstr(qcg_last_error(a), want) == NULL)
+        fprintf(stderr, "proxy refused: %s\n", qcg_last_error(a));
     REQUIRE(strstr(qcg_last_error(a), want) != NULL);
+    REQUIRE(strstr(qcg_last_error(a), "no technique left") != NULL);
     REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(px.accepted, 2);
+    close(px.lfd);
+    qcg_close(a);
+}
+
+/* The proxy closes the first connection without pairing (its hello timeout
+   under a storm): the second proxy plan connects, and the connection says it
+   came through the proxy. */
+static void test_proxy_again(void)
+{
+    qcg_ctx *a = open_rank(0);
+    uint16_t port;
+    struct fake_proxy px = {
+        .lfd = proxy_listen(&port), .rank = 5, .token = "abd", .refuse = 1, .then_pair = true};
+    struct qcg_conn_info info;
+    pthread_t th;
+    unsigned lookups = fake_helper_lookups(fh);
+    int fd;
+
+    set_plan(5, 0, QCG_TECH_PROXY, port, "abd");
+    REQUIRE(pthread_create(&th, NULL, proxy_run, &px) == 0);
+    fd = qcg_connect(a, 5, 5000, &info);
+    if (fd < 0)
+        fprintf(stderr, "proxy again: %s\n", qcg_last_error(a));
+    REQUIRE(fd >= 0);
+    REQUIRE_EQ(info.technique, QCG_TECH_PROXY);
+    REQUIRE_EQ(fake_helper_lookups(fh) - lookups, 2u);
+    REQUIRE_EQ(fake_helper_last_tried(fh), 0u);
+    echo_check(fd);
+    REQUIRE(pthread_join(th, NULL) == 0);
+    REQUIRE_EQ(px.rc, 0);
+    REQUIRE_EQ(px.accepted, 2);
+    close(fd);
     close(px.lfd);
     qcg_close(a);
 }
@@ -701,6 +762,7 @@ int main(void)
     test_early();
     test_replayed_hello();
     test_proxy_refused();
+    test_proxy_again();
     test_incoming_hello();
     test_incoming_token_refused();
     test_wrong_token();
