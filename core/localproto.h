@@ -243,7 +243,7 @@ struct local_punch_family {
     uint32_t first_ttl;          /* the first SYN's TTL (hop limit) for them, 0 the normal one */
     uint32_t rtt_ms;             /* to the reflector, with hops */
     uint32_t measured;           /* 1: measured for this request, 0: kept from an earlier one */
-    char why[LOCAL_MESSAGE_MAX]; /* hops -1: why */
+    char why[LOCAL_MESSAGE_MAX]; /* hops -1: why; else "" or why first_ttl is 0 */
 };
 
 #define LOCAL_PUNCH_IPV4 0

@@ -52,12 +52,15 @@ void punching_site_seen(struct local_server *srv, const struct local_site *st)
     p->site_seen = 1;
 }
 
-static void family_hops(struct local_punch_family *f, int hops, unsigned rtt_ms, int measured)
+/* note: "" or why the first SYN goes without the TTL limit (punch_hops.h). */
+static void family_hops(struct local_punch_family *f, int hops, unsigned rtt_ms, int measured,
+                        const char *note)
 {
     f->hops = hops;
-    f->first_ttl = (uint32_t)punch_ttl_for_hops(hops);
+    f->first_ttl = (uint32_t)punch_first_ttl(hops, note);
     f->rtt_ms = rtt_ms;
     f->measured = (uint32_t)measured;
+    snprintf(f->why, sizeof(f->why), "%s", note != NULL ? note : "");
 }
 
 static void answer_all(struct local_server *srv)
@@ -81,7 +84,7 @@ static void on_hops(void *arg, int hops, unsigned rtt_ms, const char *why)
 
     p->run[m->fam] = NULL;
     if (hops >= 0)
-        family_hops(f, hops, rtt_ms, 1);
+        family_hops(f, hops, rtt_ms, 1, why);
     else
         snprintf(f->why, sizeof(f->why), "%s", why);
     log_info("PUNCHING: %s hops to the reflector %s: %d%s%s", m->fam ? "IPv6" : "IPv4",
@@ -96,7 +99,7 @@ static int family_now(struct local_server *srv, int fam, struct local_punch_fami
     const struct helper_config *cfg = srv->cfg;
     struct punching *p = srv->punching;
     int af = fam == LOCAL_PUNCH_IPV6 ? AF_INET6 : AF_INET, port, hops;
-    char host[QCG_ADDR_MAX], why[160];
+    char host[QCG_ADDR_MAX], why[160], note[PUNCH_HOPS_NOTE_MAX];
     struct sockaddr_storage to;
     unsigned rtt_ms;
 
@@ -125,8 +128,8 @@ static int family_now(struct local_server *srv, int fam, struct local_punch_fami
         snprintf(f->why, sizeof(f->why), "not measured: punch-ttl is not auto");
         return 0;
     }
-    if (punch_hops_cached(srv->loop, &to, &hops, &rtt_ms) == 0) {
-        family_hops(f, hops, rtt_ms, 0);
+    if (punch_hops_cached(srv->loop, &to, &hops, &rtt_ms, note) == 0) {
+        family_hops(f, hops, rtt_ms, 0, note);
         return 0;
     }
     return 1;

@@ -100,7 +100,7 @@ void local_conn_plan(struct conn *c, uint32_t rid, const struct local_plan *plan
 static void site_punch(const struct local_server *srv, struct local_site *st)
 {
     struct sockaddr_storage sa;
-    char host[QCG_ADDR_MAX], why[160];
+    char host[QCG_ADDR_MAX], why[160], note[PUNCH_HOPS_NOTE_MAX];
     int port, hops;
     unsigned rtt_ms;
 
@@ -109,9 +109,9 @@ static void site_punch(const struct local_server *srv, struct local_site *st)
         hostport_parse(st->reflector, false, host, sizeof(host), &port, why, sizeof(why)) < 0 ||
         address_sockaddr(host, (uint16_t)port, &sa) == 0 || sa.ss_family != AF_INET)
         return;
-    if (punch_hops_cached(srv->loop, &sa, &hops, &rtt_ms) == 0 && hops > 0) {
+    if (punch_hops_cached(srv->loop, &sa, &hops, &rtt_ms, note) == 0 && hops > 0) {
         st->punch_hops = (uint32_t)hops;
-        st->punch_first_ttl = (uint32_t)punch_ttl_for_hops(hops);
+        st->punch_first_ttl = (uint32_t)punch_first_ttl(hops, note);
     }
 }
 

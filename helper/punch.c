@@ -75,7 +75,7 @@ struct punch {
     bool staggered, second;
     unsigned stagger_ms;
     unsigned expired; /* first SYNs that expired on the way, as meant */
-    char variant[80];
+    char variant[160];
     struct punch_result res;
     unsigned char answer_key[PUNCH_AUTH_KEY_LEN]; /* the PEER answer's (punch_auth.h) */
 };
@@ -700,12 +700,15 @@ static void variant_set(struct punch *p, int hops, unsigned rtt_ms, const char *
 {
     const char *name = p->local.ss_family == AF_INET6 ? "staggered" : "plain";
 
-    p->ttl = hops >= 0 ? punch_ttl_for_hops(hops) : 0;
+    p->ttl = hops >= 0 ? punch_first_ttl(hops, why) : 0;
     p->staggered = p->ttl == 0 && p->local.ss_family == AF_INET6;
     if (p->ttl > 0) {
         (void)rtt_ms;
         snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (%d hops to the reflector)",
                  p->ttl, hops);
+    } else if (hops >= 0 && why != NULL && why[0] != '\0') {
+        snprintf(p->variant, sizeof(p->variant), "%s (%d hops to the reflector, but %s)", name,
+                 hops, why);
     } else if (hops >= 0) {
         snprintf(p->variant, sizeof(p->variant), "%s (%d hops to the reflector: too few)", name,
                  hops);
@@ -1008,7 +1011,7 @@ static void choose_variant(struct punch *p, const struct sockaddr_storage *refl)
 {
     int hops;
     unsigned rtt;
-    char why[96];
+    char why[96], note[PUNCH_HOPS_NOTE_MAX];
 
     if (p->prm.first_ttl < 0) {
         p->ttl = 0;
@@ -1017,8 +1020,8 @@ static void choose_variant(struct punch *p, const struct sockaddr_storage *refl)
         p->ttl = p->prm.first_ttl;
         snprintf(p->variant, sizeof(p->variant), "first SYN with TTL %d (given by the caller)",
                  p->ttl);
-    } else if (punch_hops_cached(p->loop, refl, &hops, &rtt) == 0) {
-        variant_set(p, hops, rtt, NULL);
+    } else if (punch_hops_cached(p->loop, refl, &hops, &rtt, note) == 0) {
+        variant_set(p, hops, rtt, note);
     } else {
         p->hops = punch_hops_start(p->loop, &p->local, refl, on_hops, p, why, sizeof(why));
         if (p->hops == NULL)

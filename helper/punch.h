@@ -75,10 +75,10 @@
 /* The time-exceeded of the opener's first SYN would end its connect (once
    the connect() call has returned, the kernel takes an ICMP error in
    SYN_SENT as the end), so the opener's socket takes no packet below
-   PUNCH_MIN_TTL: routers send ICMP errors with TTL 64 or 128, and the
-   connector sends its handshake with TTL PUNCH_CONNECTOR_TTL, which
-   arrives above it across up to 127 routers. */
-#define PUNCH_MIN_TTL 128
+   PUNCH_MIN_TTL (punch_hops.h, which checks that the router where the SYN
+   expires sends its errors below it), and the connector sends its
+   handshake with TTL PUNCH_CONNECTOR_TTL, which arrives above it across up
+   to 127 routers. */
 #define PUNCH_CONNECTOR_TTL 255
 #define PUNCH_STAGGER_MAX_MS 500 /* the most a staggered punch's second SYN waits */
 

@@ -30,6 +30,10 @@ struct punch_hops {
     punch_hops_fn cb;
     void *arg;
     int ttl;
+    int hops;         /* counted: the floor's check runs (checking) */
+    bool checking;    /* ... one connect with TTL hops under PUNCH_MIN_TTL */
+    unsigned rtt_ms;  /* to the reflector, once counted */
+    unsigned icmp_ms; /* how long the last time-exceeded took, 0: none came */
     bool over;
     int handles; /* the timer and a step's poll; the last close frees */
     uint64_t step_start;
@@ -43,6 +47,7 @@ static struct kept {
     struct sockaddr_storage to;
     int hops;
     unsigned rtt_ms;
+    char note[PUNCH_HOPS_NOTE_MAX];
     uint64_t when;
     bool valid;
 } kept[2];
@@ -55,6 +60,11 @@ static struct kept *kept_for(const struct sockaddr_storage *to)
 int punch_ttl_for_hops(int hops)
 {
     return hops >= 2 && hops <= PUNCH_HOPS_MAX ? hops : 0;
+}
+
+int punch_first_ttl(int hops, const char *note)
+{
+    return note != NULL && note[0] != '\0' ? 0 : punch_ttl_for_hops(hops);
 }
 
 int punch_set_ttl(int fd, int family, int ttl)
@@ -72,7 +82,7 @@ int punch_set_min_ttl(int fd, int family, int ttl)
 }
 
 int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *hops,
-                      unsigned *rtt_ms)
+                      unsigned *rtt_ms, char *note)
 {
     /* Both made by address_sockaddr: zeroed around the address and port. */
     const struct kept *k = kept_for(to);
@@ -82,6 +92,8 @@ int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *h
         return -1;
     *hops = k->hops;
     *rtt_ms = k->rtt_ms;
+    if (note != NULL)
+        snprintf(note, PUNCH_HOPS_NOTE_MAX, "%s", k->note);
     return 0;
 }
 
@@ -127,6 +139,7 @@ static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *
         k->to = m->to;
         k->hops = hops;
         k->rtt_ms = rtt_ms;
+        snprintf(k->note, sizeof(k->note), "%s", why != NULL ? why : "");
         k->when = uv_now(m->loop);
         k->valid = true;
     }
@@ -134,6 +147,8 @@ static void finish(struct punch_hops *m, int hops, unsigned rtt_ms, const char *
 }
 
 static void step(struct punch_hops *m);
+static uint64_t check_wait_ms(const struct punch_hops *m);
+static void check_floor(struct punch_hops *m, int hops, unsigned rtt_ms);
 
 static void on_step(uv_poll_t *h, int status, int events)
 {
@@ -153,18 +168,34 @@ static void on_step(uv_poll_t *h, int status, int events)
         return;
     uv_update_time(m->loop);
     unsigned rtt = (unsigned)(uv_now(m->loop) - m->step_start);
+    if (m->checking) {
+        /* The floor let router hops's error through (the connect ended, or
+           the error was queued): it comes with TTL >= PUNCH_MIN_TTL. */
+        if (err == EHOSTUNREACH || err == ENETUNREACH) {
+            snprintf(why, sizeof(why),
+                     "router %d's ICMP errors arrive with TTL %d or more, which would end the "
+                     "punch",
+                     m->hops, PUNCH_MIN_TTL);
+            log_info("punch: %s", why);
+            finish(m, m->hops, m->rtt_ms, why);
+            return;
+        }
+        finish(m, m->hops, m->rtt_ms, NULL);
+        return;
+    }
     if (err == 0 || err == ECONNREFUSED) {
         /* The reflector's host answered: every router before it let it pass. */
         char to[INET6_ADDRSTRLEN + 8];
         sockaddr_text(&m->to, m->len, to, sizeof(to));
         log_debug("punch: %d routers to %s (TTL %d reached it in %u ms)", m->ttl - 1, to, m->ttl,
                   rtt);
-        finish(m, m->ttl - 1, rtt, NULL);
+        check_floor(m, m->ttl - 1, rtt);
         return;
     }
     if (err == EHOSTUNREACH || err == ENETUNREACH) {
         /* Time exceeded at router ttl (or a router said the way is shut:
            the next TTL tells them apart). */
+        m->icmp_ms = rtt > 0 ? rtt : 1;
         step_end(m);
         m->ttl++;
         step(m);
@@ -179,9 +210,15 @@ static void on_timer(uv_timer_t *t)
 {
     struct punch_hops *m = t->data;
 
+    if (m->checking) {
+        /* No error within the wait: the floor keeps it out. */
+        finish(m, m->hops, m->rtt_ms, NULL);
+        return;
+    }
     if (m->cur != NULL) {
         step_end(m);
         m->ttl++;
+        m->icmp_ms = 0;
     }
     step(m);
 }
@@ -203,11 +240,13 @@ static void step(struct punch_hops *m)
                          sizeof(one));
     if (fd < 0 || bind(fd, (struct sockaddr *)&m->local, m->len) < 0 ||
         punch_set_ttl(fd, m->to.ss_family, m->ttl) < 0 ||
+        (m->checking && punch_set_min_ttl(fd, m->to.ss_family, PUNCH_MIN_TTL) < 0) ||
         (connect(fd, (struct sockaddr *)&m->to, m->len) < 0 && errno != EINPROGRESS)) {
         snprintf(why, sizeof(why), "connect with TTL %d: %s", m->ttl, strerror(errno));
         if (fd >= 0)
             close(fd);
-        finish(m, -1, 0, why);
+        /* The count stands without its check (as before there was one). */
+        finish(m, m->checking ? m->hops : -1, m->rtt_ms, m->checking ? NULL : why);
         return;
     }
     struct hop_step *st = calloc(1, sizeof(*st));
@@ -225,7 +264,37 @@ static void step(struct punch_hops *m)
     uv_update_time(m->loop);
     m->step_start = uv_now(m->loop);
     uv_poll_start(&st->poll, UV_WRITABLE, on_step);
-    uv_timer_start(&m->timer, on_timer, PUNCH_HOPS_STEP_MS, 0);
+    uv_timer_start(&m->timer, on_timer, m->checking ? check_wait_ms(m) : PUNCH_HOPS_STEP_MS, 0);
+}
+
+/* The floor's check waits three times what the count's time-exceeded took
+   from that router, and a little: an error later than that is taken as
+   kept out (as before the check: the punch then fails as it would have). */
+static uint64_t check_wait_ms(const struct punch_hops *m)
+{
+    uint64_t ms = 3 * (uint64_t)m->icmp_ms + 20;
+
+    return ms < PUNCH_HOPS_STEP_MS ? ms : PUNCH_HOPS_STEP_MS;
+}
+
+/* hops counted: where the first SYN would be TTL-limited and router hops
+   answered the count, one more connect with TTL hops under the opener's
+   floor tells whether its error would still get in.  IPv6 only: Linux
+   holds an ICMPv6 error's own hop limit against the floor, but an ICMP
+   error's quoted header (our SYN's TTL where it expired, 1) over IPv4, so
+   there the floor keeps every time-exceeded out. */
+static void check_floor(struct punch_hops *m, int hops, unsigned rtt_ms)
+{
+    step_end(m);
+    if (punch_ttl_for_hops(hops) == 0 || m->icmp_ms == 0 || m->to.ss_family != AF_INET6) {
+        finish(m, hops, rtt_ms, NULL);
+        return;
+    }
+    m->checking = true;
+    m->hops = hops;
+    m->rtt_ms = rtt_ms;
+    m->ttl = hops;
+    step(m);
 }
 
 struct punch_hops *punch_hops_start(uv_loop_t *loop, const struct sockaddr_storage *local,

@@ -16,6 +16,17 @@
  * reflector placed inside one site would make its nodes' TTL too short for
  * the others (the punch then degrades to the plain variant's retries).
  *
+ * The punch's opener takes no packet below PUNCH_MIN_TTL while it waits, so
+ * that the time-exceeded its first SYN draws cannot end its connect.  Over
+ * IPv4 Linux compares an ICMP error's quoted header with that floor (our
+ * SYN's TTL where it expired: 1), so every time-exceeded stays out.  Over
+ * IPv6 it compares the ICMPv6 packet's own hop limit: a router that sends
+ * its errors with 255 (as some routers do; Linux uses 64) gets through and
+ * ends the punch.  So once an IPv6 count is known, one more connect with
+ * hop limit = hops under that floor checks it: an error that still comes
+ * back makes the result carry a note, and the punch goes without the limit
+ * (punch_first_ttl: staggered).
+ *
  * One result is kept per family (its reflector address) for PUNCH_HOPS_KEEP_MS; a punch
  * that finds none measures (concurrent ones each measure: a few connects).
  */
@@ -29,10 +40,13 @@
 #define PUNCH_HOPS_MAX 16          /* the highest TTL tried */
 #define PUNCH_HOPS_STEP_MS 500     /* a silent router's share */
 #define PUNCH_HOPS_KEEP_MS 600000u /* how long a result holds */
+#define PUNCH_MIN_TTL 128          /* the opener's floor (IP_MINTTL) */
+#define PUNCH_HOPS_NOTE_MAX 96
 
 struct punch_hops;
 
-/* hops >= 0 with the round trip to the reflector in ms, or -1 and why. */
+/* hops >= 0 with the round trip to the reflector in ms, and why NULL or why
+   the first SYN cannot be TTL-limited on this path; or -1 and why. */
 typedef void (*punch_hops_fn)(void *arg, int hops, unsigned rtt_ms, const char *why);
 
 /* Starts a measurement from local (port 0: chosen by the kernel) towards to,
@@ -44,9 +58,11 @@ struct punch_hops *punch_hops_start(uv_loop_t *loop, const struct sockaddr_stora
                                     char *why, size_t whylen);
 void punch_hops_cancel(struct punch_hops *h);
 
-/* The kept result for to (0 and *hops, *rtt_ms) or -1 (none, or too old). */
+/* The kept result for to (0 and *hops, *rtt_ms, note: "" or why the first
+   SYN cannot be TTL-limited, PUNCH_HOPS_NOTE_MAX bytes) or -1 (none, or too
+   old). */
 int punch_hops_cached(uv_loop_t *loop, const struct sockaddr_storage *to, int *hops,
-                      unsigned *rtt_ms);
+                      unsigned *rtt_ms, char *note);
 
 /* Sets a socket's TTL (IPv6: unicast hop limit) for family; -1 puts the
    default back.  0, or -1 with errno. */
@@ -60,5 +76,8 @@ int punch_set_min_ttl(int fd, int family, int ttl);
    between the two sites (fewer than 2 routers: our own router would drop
    it before making any state). */
 int punch_ttl_for_hops(int hops);
+/* The same, 0 too when the hop count came with a note (the router there
+   sends ICMP errors the opener's floor lets through). */
+int punch_first_ttl(int hops, const char *note);
 
 #endif

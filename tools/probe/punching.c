@@ -90,6 +90,11 @@ static const char *variant(const struct local_punching *p, int f, char *out, siz
                  x->first_ttl, x->hops);
         return "hop-limited";
     }
+    if (x->hops >= 0 && x->why[0] != '\0') {
+        snprintf(out, len, "%s (%d hop%s to the reflector, but %s; punch-ttl auto)", unlimited,
+                 x->hops, x->hops == 1 ? "" : "s", x->why);
+        return unlimited;
+    }
     if (x->hops >= 0) {
         snprintf(out, len, "%s (%d hop%s to the reflector: too few; punch-ttl auto)", unlimited,
                  x->hops, x->hops == 1 ? "" : "s");
