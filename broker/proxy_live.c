@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +142,28 @@ int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t
     }
     pthread_mutex_unlock(&l->lock);
     return e != NULL ? 0 : -1;
+}
+
+int proxy_live_late(struct proxy_live *l, uint64_t now_ms, char *name, size_t len,
+                    uint64_t *silent_ms)
+{
+    static const unsigned char any[16];
+    const struct proxy_entry *late = NULL;
+    pthread_mutex_lock(&l->lock);
+    if (choose(l, any, now_ms, FAMILY_V4 | FAMILY_V6, FAMILY_V4 | FAMILY_V6) == NULL) {
+        for (int i = 0; i < l->count; i++) {
+            const struct proxy_entry *e = &l->e[i];
+            if (e->heard_ms != 0 && now_ms - e->heard_ms <= PROXY_LIVE_GRACE * l->dead_after_ms &&
+                (late == NULL || e->heard_ms > late->heard_ms))
+                late = e;
+        }
+    }
+    if (late != NULL) {
+        snprintf(name, len, "%s", late->addr.name);
+        *silent_ms = now_ms - late->heard_ms;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return late != NULL;
 }
 
 size_t proxy_live_snapshot(struct proxy_live *l, uint64_t now_ms, struct proxy_view *out,

@@ -59,6 +59,19 @@ int proxy_live_usable_for(struct proxy_live *l, uint64_t now_ms, unsigned from_f
 int proxy_live_pick(struct proxy_live *l, const unsigned char pair[16], uint64_t now_ms,
                     unsigned from_fam, unsigned to_fam, struct proxy_addr *out);
 
+/* A dead proxy may only be late: its beats, or the broker's own calls, held
+   up by a stall of either host (seen in the lab's storms: no beat heard for
+   20 s, then one).  For PROXY_LIVE_GRACE times dead_after after its last
+   beat, a pair that needs a proxy is told to ask again rather than that
+   none is left. */
+#define PROXY_LIVE_GRACE 4
+
+/* Whether no proxy is usable but one was heard within PROXY_LIVE_GRACE
+   times dead_after: 1 with its name (a proxy_addr's) and how long it has
+   been silent, in ms; else 0. */
+int proxy_live_late(struct proxy_live *l, uint64_t now_ms, char *name, size_t len,
+                    uint64_t *silent_ms);
+
 /* Every configured proxy, in configuration order; returns how many (at most
    max). */
 size_t proxy_live_snapshot(struct proxy_live *l, uint64_t now_ms, struct proxy_view *out,

@@ -562,6 +562,17 @@ static int lookup_plan(struct soap *soap, const struct identity *id, char *job, 
         return SOAP_OK;
     }
     const struct plan_decision *d = &res.decision;
+    char late[QCG_NAME_MAX];
+    uint64_t silent_ms = 0;
+    /* The proxy the pair needs may be late, not gone: ask again (a test of
+       the proxy alone hears at once that none is alive). */
+    if (!d->ok && d->technique == TECH_PROXY && offer.proxies_dead && only_t == TECH_NONE &&
+        !(tried_set & TECH_BIT(TECH_PROXY)) &&
+        proxy_live_late(b->proxy_live, monotonic_ms(), late, sizeof(late), &silent_ms))
+        return refuse_quota(soap, "lookup", "retry",
+                            "job %s rank %d -> %d: a proxy is needed, and proxy %s has not beaten "
+                            "for %llu s (its host or ours stalled, or it is down); retry later",
+                            job, fromRank, toRank, late, (unsigned long long)(silent_ms / 1000));
     char token[QCG_TOKEN_MAX] = "", address[QCG_ADDR_MAX];
     int port = res.target.port;
     snprintf(address, sizeof(address), "%s",

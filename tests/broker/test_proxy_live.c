@@ -72,6 +72,16 @@ int main(void)
     struct proxy_addr a;
     unsigned char pair[16] = {0};
     CHECK(proxy_live_pick(l, pair, t + 40000, ANY, ANY, &a) < 0);
+    /* ... but the one heard last is late, not gone, for 4 x 15 s after its
+       beat (a lookup is told to ask again); not while one lives, nor after. */
+    char late[QCG_NAME_MAX] = "";
+    uint64_t silent = 0;
+    CHECK(!proxy_live_late(l, t + 16000, late, sizeof(late), &silent));
+    CHECK(proxy_live_late(l, t + 40000, late, sizeof(late), &silent));
+    CHECKF(strcmp(late, "two") == 0 && silent == 26000, "late: %s, silent %llu ms", late,
+           (unsigned long long)silent);
+    CHECK(proxy_live_late(l, t + 14000 + 60000, late, sizeof(late), &silent));
+    CHECK(!proxy_live_late(l, t + 14000 + 60001, late, sizeof(late), &silent));
     /* A dead proxy that beats again is alive again. */
     CHECK_EQ(proxy_live_beat(l, "one", 0, 0, t + 41000), PROXY_DEAD);
     CHECK(proxy_live_pick(l, pair, t + 41000, ANY, ANY, &a) == 0 && strcmp(a.name, "one") == 0);
@@ -94,6 +104,9 @@ int main(void)
     CHECK_EQ(v[0].state, PROXY_DEAD);
     CHECK_EQ(v[1].state, PROXY_DEAD);
     proxy_live_free(l);
+
+    /* Never heard from is not late. */
+    CHECK(!proxy_live_late(l, t + 16000, late, sizeof(late), &silent) || strcmp(late, "one") == 0);
 
     /* Proxies that never beat (no broker URL): unknown and used for ever. */
     l = proxy_live_new(&p, 15, t);
