@@ -161,7 +161,13 @@ static int relay_failed(struct soap *soap, const char *op, const struct relay_er
 {
     if (err->status == CALL_UNREACHABLE)
         return unavailable(soap, op, err->msg);
-    log_info("%s: broker answered %s: %s", op, err->subcode[0] ? err->subcode : "fault", err->msg);
+    /* "retry" is flow control (a rate, a late proxy), asked again at once:
+       the broker logs it, rate-limited. */
+    if (strcmp(err->subcode, "retry") == 0)
+        log_debug("%s: broker answered retry: %s", op, err->msg);
+    else
+        log_info("%s: broker answered %s: %s", op, err->subcode[0] ? err->subcode : "fault",
+                 err->msg);
     if (err->subcode[0] == '\0')
         return soap_qcg_fault(soap, "unavailable", "broker failed: %s", err->msg);
     return soap_qcg_fault(soap, err->subcode, "%s", err->msg);
