@@ -1115,9 +1115,12 @@ static int timed_out(qcg_connect_op *op)
             return fail(op, QCG_ESYS, "no connection to rank %d %s: %s", op->rank, bound,
                         op->last_answer);
         }
+        /* After a relay failed, its error: the broker's "retry" since (a
+           proxy late with its beats) is not the grid services failing. */
         if (op->last_refusal == QCG_EUPSTREAM || op->last_refusal == QCG_EBUSY)
-            return fail(op, QCG_EUPSTREAM, "no plan for rank %d %s (%u lookups): %s", op->rank,
-                        bound, op->lookups, op->last_answer);
+            return fail(op, op->proxy_fails > 0 ? op->proxy_code : QCG_EUPSTREAM,
+                        "no plan for rank %d %s (%u lookups): %s", op->rank, bound, op->lookups,
+                        op->last_answer);
         /* The cause's code, as above: a caller tells "no such process
            (any more)" from a slow path without reading the text. */
         if (op->last_refusal == QCG_ENOTFOUND)
