@@ -34,6 +34,7 @@ static void from_site(struct probe_site *s, const char *why)
     if (i->punch_hops > 0) {
         p->family[LOCAL_PUNCH_IPV4].hops = (int32_t)i->punch_hops;
         p->family[LOCAL_PUNCH_IPV4].first_ttl = i->punch_first_ttl;
+        p->family[LOCAL_PUNCH_IPV4].why[0] = '\0'; /* a count, not a reason */
     } else {
         snprintf(p->family[LOCAL_PUNCH_IPV4].why, sizeof(p->family[0].why),
                  "none measured yet: the first punch measures it");
@@ -90,7 +91,7 @@ static const char *variant(const struct local_punching *p, int f, char *out, siz
                  x->first_ttl, x->hops);
         return "hop-limited";
     }
-    if (x->hops >= 0 && x->why[0] != '\0') {
+    if (x->hops >= 2 && x->first_ttl == 0 && x->why[0] != '\0') {
         snprintf(out, len, "%s (%d hop%s to the reflector, but %s; punch-ttl auto)", unlimited,
                  x->hops, x->hops == 1 ? "" : "s", x->why);
         return unlimited;
