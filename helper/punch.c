@@ -435,16 +435,15 @@ static void on_retry(uv_timer_t *t)
    state is made, the peer's firewall never sees it.  Its time-exceeded
    comes back one round trip to that router later, and the kernel ends a
    connect in SYN_SENT or SYN_RECV with it unless the connect() call still
-   runs (then it is only noted); hence PUNCH_MIN_TTL (punch.h), under which
-   the socket never sees it.  The connector's SYN then meets the socket: a
+   runs (then it is only noted); hence PUNCH_MIN_TTL (punch_hops.h), under
+   which the socket never sees it.  The connector's SYN then meets the socket: a
    simultaneous open whose SYN/ACK carries the sequence number our router's
    state has seen (what the listener would answer carries a later one, and
    the router drops the data that follows it).  A time-exceeded that gets
-   through (a router sending ICMP errors with TTL 255) ends the try with
-   EHOSTUNREACH; one only noted keeps POLLERR up, so such a socket is
-   watched by its TCP state every PUNCH_LOW_CHECK_MS instead.  0: still
-   waiting; 1: connected; -1: failed (*err says why: SO_ERROR, else
-   `already`, the error the caller read). */
+   through (an IPv6 router sending its errors with hop limit 255 that the
+   hop count's check missed) ends the try with EHOSTUNREACH; one only noted keeps POLLERR up, so
+   such a socket is watched by its TCP state every PUNCH_LOW_CHECK_MS instead.  0: still waiting; 1:
+   connected; -1: failed (*err says why: SO_ERROR, else `already`, the error the caller read). */
 static int low_conn_state(struct punch *p, int already, int *err)
 {
     struct tcp_info ti;

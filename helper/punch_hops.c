@@ -253,7 +253,8 @@ static void step(struct punch_hops *m)
     if (st == NULL || uv_poll_init_socket(m->loop, &st->poll, fd) < 0) {
         free(st);
         close(fd);
-        finish(m, -1, 0, "cannot watch the socket");
+        finish(m, m->checking ? m->hops : -1, m->rtt_ms,
+               m->checking ? NULL : "cannot watch the socket");
         return;
     }
     st->m = m;
