@@ -29,9 +29,8 @@ struct punch_hops {
     socklen_t len;
     punch_hops_fn cb;
     void *arg;
-    int ttl;
-    int hops;         /* counted: the floor's check runs (checking) */
-    bool checking;    /* ... one connect with TTL hops under PUNCH_MIN_TTL */
+    int ttl;          /* checking: the hop count, the check's TTL */
+    bool checking;    /* counted: one connect with TTL hops under PUNCH_MIN_TTL */
     unsigned rtt_ms;  /* to the reflector, once counted */
     unsigned icmp_ms; /* how long the last time-exceeded took, 0: none came */
     bool over;
@@ -175,12 +174,12 @@ static void on_step(uv_poll_t *h, int status, int events)
             snprintf(why, sizeof(why),
                      "router %d's ICMP errors arrive with TTL %d or more, which would end the "
                      "punch",
-                     m->hops, PUNCH_MIN_TTL);
+                     m->ttl, PUNCH_MIN_TTL);
             log_info("punch: %s", why);
-            finish(m, m->hops, m->rtt_ms, why);
+            finish(m, m->ttl, m->rtt_ms, why);
             return;
         }
-        finish(m, m->hops, m->rtt_ms, NULL);
+        finish(m, m->ttl, m->rtt_ms, NULL);
         return;
     }
     if (err == 0 || err == ECONNREFUSED) {
@@ -212,7 +211,7 @@ static void on_timer(uv_timer_t *t)
 
     if (m->checking) {
         /* No error within the wait: the floor keeps it out. */
-        finish(m, m->hops, m->rtt_ms, NULL);
+        finish(m, m->ttl, m->rtt_ms, NULL);
         return;
     }
     if (m->cur != NULL) {
@@ -221,6 +220,16 @@ static void on_timer(uv_timer_t *t)
         m->icmp_ms = 0;
     }
     step(m);
+}
+
+/* A step could not start: the count fails, or, in its check, stands
+   without it (as before there was one). */
+static void step_failed(struct punch_hops *m, const char *why)
+{
+    if (m->checking)
+        finish(m, m->ttl, m->rtt_ms, NULL);
+    else
+        finish(m, -1, 0, why);
 }
 
 static void step(struct punch_hops *m)
@@ -245,16 +254,14 @@ static void step(struct punch_hops *m)
         snprintf(why, sizeof(why), "connect with TTL %d: %s", m->ttl, strerror(errno));
         if (fd >= 0)
             close(fd);
-        /* The count stands without its check (as before there was one). */
-        finish(m, m->checking ? m->hops : -1, m->rtt_ms, m->checking ? NULL : why);
+        step_failed(m, why);
         return;
     }
     struct hop_step *st = calloc(1, sizeof(*st));
     if (st == NULL || uv_poll_init_socket(m->loop, &st->poll, fd) < 0) {
         free(st);
         close(fd);
-        finish(m, m->checking ? m->hops : -1, m->rtt_ms,
-               m->checking ? NULL : "cannot watch the socket");
+        step_failed(m, "cannot watch the socket");
         return;
     }
     st->m = m;
@@ -292,7 +299,6 @@ static void check_floor(struct punch_hops *m, int hops, unsigned rtt_ms)
         return;
     }
     m->checking = true;
-    m->hops = hops;
     m->rtt_ms = rtt_ms;
     m->ttl = hops;
     step(m);
