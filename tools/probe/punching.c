@@ -92,8 +92,8 @@ static const char *variant(const struct local_punching *p, int f, char *out, siz
         return "hop-limited";
     }
     if (x->hops >= 2 && x->first_ttl == 0 && x->why[0] != '\0') {
-        snprintf(out, len, "%s (%d hop%s to the reflector, but %s; punch-ttl auto)", unlimited,
-                 x->hops, x->hops == 1 ? "" : "s", x->why);
+        snprintf(out, len, "%s (%d hops to the reflector, but %s; punch-ttl auto)", unlimited,
+                 x->hops, x->why);
         return unlimited;
     }
     if (x->hops >= 0) {
